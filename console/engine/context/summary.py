@@ -1,0 +1,62 @@
+"""Layer 4: the deterministic previous-summary built at compaction.
+
+Built only from recorded facts (archived todo lists, accomplishments, notes),
+never from free text the model wrote in conversation, so the same state always
+yields the same summary and nothing the agent must not forget can be
+paraphrased away: what it must not forget lives in layer 2 anyway.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from console.engine.job import JobPaths
+from console.engine.messages import Message
+from console.engine.workspace import Workspace
+
+MAX_ARCHIVES = 12
+MAX_ITEMS = 40
+
+
+def archived_phases(paths: JobPaths) -> list[dict]:
+    out = []
+    if not paths.archive.exists():
+        return out
+    for p in sorted(paths.archive.glob("*.json")):
+        try:
+            out.append({"file": p.name, **json.loads(p.read_text(encoding="utf-8"))})
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def build_summary(paths: JobPaths, workspace: Workspace, now: datetime, extra: list[str] | None = None) -> str:
+    lines = [f"PREVIOUS SUMMARY (conversation compacted at {now.strftime('%Y-%m-%d %H:%M:%S')})", ""]
+    archives = archived_phases(paths)[-MAX_ARCHIVES:]
+    if archives:
+        lines.append("Completed todo lists (oldest first):")
+        for a in archives:
+            items = a.get("items", [])
+            done = sum(1 for i in items if i.get("done"))
+            label = a.get("phase_name") or a.get("kind", "")
+            note = f" - {a['note']}" if a.get("note") else ""
+            lines.append(f"- Phase {a.get('phase_number', '?')} '{label}': {done}/{len(items)} tasks done{note}")
+        lines.append("")
+    rec = workspace.record
+    if rec.accomplishments:
+        lines.append("Accomplishments:")
+        lines += [f"- {x}" for x in rec.accomplishments[-MAX_ITEMS:]]
+        lines.append("")
+    if rec.notes:
+        lines.append("Notes:")
+        lines += [f"- {x}" for x in rec.notes[-MAX_ITEMS:]]
+        lines.append("")
+    lines += extra or []
+    lines.append("Your results are in the workspace files; workspace_summary.md lists them. "
+                 "Continue with the ACTIVE TODO LIST.")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def summary_message(text: str) -> Message:
+    return Message.user(text, kind="summary")

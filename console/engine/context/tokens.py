@@ -1,0 +1,39 @@
+"""Token estimates, used only when a provider does not report usage.
+
+Four characters per token is the usual rule of thumb for English text and
+JSON with current tokenizers; it errs slightly high on code, which is the safe
+side for a context budget.
+"""
+
+from __future__ import annotations
+
+import json
+
+from console.engine.messages import Message, ModelRequest
+
+CHARS_PER_TOKEN = 4
+MESSAGE_OVERHEAD = 4  # role and separators, per message
+
+
+def estimate_text(text: str) -> int:
+    return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+
+
+def estimate_message(m: Message) -> int:
+    n = MESSAGE_OVERHEAD + estimate_text(m.content)
+    for c in m.tool_calls:
+        n += estimate_text(c.name) + estimate_text(c.arguments) + MESSAGE_OVERHEAD
+    return n
+
+
+def estimate_tools(request: ModelRequest) -> int:
+    return estimate_text(json.dumps([t.model_dump() for t in request.tools], separators=(",", ":")))
+
+
+def estimate_request(request: ModelRequest) -> int:
+    return (
+        estimate_text(request.system)
+        + estimate_tools(request)
+        + sum(estimate_message(m) for m in request.messages)
+        + estimate_text(request.protected)
+    )

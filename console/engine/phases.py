@@ -1,0 +1,330 @@
+"""PhaseTransitionManager: bootstrap, phase transitions, rewind and job completion (seed 000).
+
+The agent's mental model stays "complete tasks, call todo_complete(), repeat".
+This module does the rest: when the last todo of a list is completed it
+archives the list, regenerates workspace_summary.md and injects the transition
+prompt; when the agent writes the next list it checks the plan, installs the
+todos in Layer 2 and only then asks for compaction, so the agent never wakes
+up to an empty list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from console.engine import events as ev
+from console.engine.plan import MAX_PHASE_STEPS, MIN_PHASE_STEPS, Plan, PlanError, load_plan
+from console.engine.todos import PendingTransition, TodoState, TransitionKind
+
+if TYPE_CHECKING:
+    from console.engine.runtime import Runtime
+
+BOOTSTRAP_TODOS = [
+    "Generate workspace summary using generate_workspace_summary()",
+    "Read workspace_summary.md",
+    "Read instructions.md",
+    "Create comprehensive execution plan in main_plan.md",
+    "Divide plan into executable phases (5-20 steps each)",
+]
+COMPLETION_TODOS = ["Verify all deliverables", "Generate summary report", "Call job_complete()"]
+COMPLETION_PHASE_NAME = "Job Completion"
+JOB_COMPLETE_TODO = "Call job_complete()"
+
+PHASE_TRANSITION_PROMPT = """\
+PHASE TRANSITION: {finished}. Its todo list was archived as .console/archive/{archive} \
+and workspace_summary.md was regenerated.
+
+Do these steps now, in order:
+1. Read main_plan.md, instructions.md and workspace_summary.md.
+2. Update main_plan.md: mark {mark_done}, adjust the remaining phases if what you learned requires it, \
+and mark the next phase '← CURRENT'.
+3. Call todo_write with the next phase's steps as the new todo list (5-20 tasks).
+{extra}
+Then work through the new todo list."""
+
+BOOTSTRAP_TRANSITION_PROMPT = """\
+PLANNING COMPLETE: the bootstrap todo list was archived as .console/archive/{archive} \
+and workspace_summary.md was regenerated.
+
+Do these steps now, in order:
+1. Read main_plan.md and check that every phase has 5-20 steps.
+2. Mark Phase 1 '← CURRENT' in main_plan.md.
+3. Call todo_write with Phase 1's steps as the new todo list.
+{extra}
+Then work through the new todo list."""
+
+REWIND_TRANSITION_PROMPT = """\
+REWIND: the current approach is not working. Issue: {issue}
+
+The todo list of phase {phase} '{name}' was archived with this failure note as .console/archive/{archive}, \
+and workspace_summary.md was regenerated.
+
+Do these steps now, in order:
+1. Read main_plan.md, instructions.md and workspace_summary.md.
+2. Reconsider the phases in the light of the issue: keep what is done, change the approach \
+where it failed, split or add phases if needed.
+3. Update main_plan.md with the adjusted approach and mark the revised phase '← CURRENT'.
+4. Call todo_write with the revised phase's steps as the new todo list (5-20 tasks).
+{extra}
+Then work through the new todo list."""
+
+CHECKPOINT_PROMPT = """\
+CHECKPOINT requested by the operator: stop and re-orient. The todo list of phase {phase} '{name}' \
+was archived as .console/archive/{archive} and workspace_summary.md was regenerated.
+{carried}
+Do these steps now, in order:
+1. Read main_plan.md, instructions.md and workspace_summary.md.
+2. Update main_plan.md with what is done and what remains; keep the current phase '← CURRENT' \
+unless it is finished.
+3. Call todo_write with the todo list to continue with (the unfinished tasks above, revised if needed).
+{extra}
+Then work through the new todo list."""
+
+JOB_COMPLETE_PROMPT = """\
+ALL PHASES COMPLETE: {finished}, and main_plan.md has no phase left. The final todo list is in place: \
+verify the deliverables, write a short summary report, then call job_complete(summary, deliverables, \
+confidence, notes)."""
+
+
+@dataclass
+class TransitionResult:
+    message: str
+    ok: bool = True
+
+
+def _size_advice(n: int) -> str:
+    if n < MIN_PHASE_STEPS:
+        return (f" Note: {n} task{'s' if n != 1 else ''} is a small phase; phases work best with "
+                f"{MIN_PHASE_STEPS}-{MAX_PHASE_STEPS} steps (combine small phases in main_plan.md next time).")
+    if n > MAX_PHASE_STEPS:
+        return (f" Note: {n} tasks is a large phase; phases work best with {MIN_PHASE_STEPS}-{MAX_PHASE_STEPS} "
+                "steps (break large phases up in main_plan.md).")
+    return ""
+
+
+class PhaseTransitionManager:
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+
+    @property
+    def state(self) -> TodoState:
+        return self.rt.todos.state
+
+    # -- events ------------------------------------------------------------------
+    def publish_todos(self, reason: str) -> None:
+        st = self.state
+        self.rt.events.emit(
+            ev.TodosChanged,
+            phase_name=st.phase_name,
+            phase_number=st.phase_number,
+            total_phases=st.total_phases,
+            kind=st.kind if st.pending is None else "transition",
+            items=[ev.TodoItemRecord(text=i.text, done=i.done) for i in st.items],
+            reason=reason,
+            display=self.rt.todos.render(),
+        )
+
+    def load_plan(self) -> Plan | None:
+        try:
+            return load_plan(self.rt.paths.main_plan)
+        except PlanError:
+            return None
+
+    def plan_problem(self) -> str | None:
+        try:
+            load_plan(self.rt.paths.main_plan)
+        except PlanError as exc:
+            return str(exc)
+        return None
+
+    # -- bootstrap ---------------------------------------------------------------
+    def ensure_bootstrap(self) -> bool:
+        """Install the bootstrap todos on a brand-new job. Returns True if it did."""
+        if self.rt.todos.exists:
+            return False
+        self.rt.todos.install(BOOTSTRAP_TODOS, kind="bootstrap", phase_name="Bootstrap", phase_number=0,
+                              total_phases=0)
+        self.publish_todos("bootstrap")
+        return True
+
+    # -- todo_complete -------------------------------------------------------------
+    def complete_current(self) -> TransitionResult:
+        st = self.state
+        if st.pending is not None:
+            return TransitionResult(
+                "There is no active todo list yet: a phase transition is in progress. Follow the transition "
+                "steps and call todo_write with the next phase's tasks.", ok=False)
+        done = self.rt.todos.complete_current(self.rt.clock.now())
+        if done is None:
+            if st.kind == "completion":
+                return TransitionResult("All final tasks are complete. Call job_complete(summary, deliverables, "
+                                        "confidence, notes) to finish the job.", ok=False)
+            return TransitionResult("There is no incomplete task. Call todo_write to set the next tasks.", ok=False)
+        index, item = done
+        self.rt.on_task_completed(item.text)
+        remaining = self.rt.todos.remaining
+        msg = (f"Task {index + 1} '{item.text}' marked complete. "
+               f"{remaining} task{'s' if remaining != 1 else ''} remaining.")
+        if remaining > 0:
+            self.publish_todos("todo_complete")
+            return TransitionResult(msg)
+        if st.kind == "completion":
+            self.publish_todos("todo_complete")
+            if not self.rt.job_done:
+                msg += " Call job_complete(summary, deliverables, confidence, notes) to finish the job."
+            return TransitionResult(msg)
+        kind: TransitionKind = "bootstrap" if st.kind == "bootstrap" else "phase"
+        self.publish_todos("todo_complete")
+        return TransitionResult(msg + " " + self.begin(kind))
+
+    # -- transitions ---------------------------------------------------------------
+    def begin(self, kind: TransitionKind, issue: str | None = None) -> str:
+        """Archive the list, regenerate the summary and return the prompt for the agent.
+
+        The returned text is both the tool result's tail and the injected transition
+        message, so the agent sees the instructions whichever it reads.
+        """
+        st = self.state
+        if st.pending is not None:
+            # Already transitioning: a second rewind/checkpoint only refines the issue.
+            if issue:
+                st.pending.issue = issue
+                self.rt.todos.save()
+            return self._prompt(st.pending)
+        finished_phase = st.phase_number
+        pending = self.rt.todos.begin_transition(kind, self.rt.clock.now(), issue=issue)
+        self.rt.generate_workspace_summary()
+        self.rt.events.emit(ev.PhaseTransition, kind=kind, stage="started", from_phase=finished_phase,
+                            archive=pending.archive, issue=issue)
+        if kind == "phase":
+            plan = self.load_plan()
+            if plan is not None and not self._phases_left(plan, finished_phase):
+                return self._enter_completion(plan, pending)
+        self.publish_todos(f"transition:{kind}")
+        prompt = self._prompt(pending)
+        self.rt.inject_notice(prompt, kind="transition_prompt")
+        return "The phase transition instructions follow."
+
+    def _phases_left(self, plan: Plan, finished: int) -> bool:
+        return any(not p.complete for i, p in enumerate(plan.phases, 1) if i != finished)
+
+    def _enter_completion(self, plan: Plan, pending: PendingTransition) -> str:
+        finished = plan.phase(pending.from_phase)
+        if finished is not None and not finished.complete:
+            plan.mark_complete(finished)
+            self.rt.write_plan(plan, reason="system marked the last phase complete")
+        total = len(plan.phases)
+        self.rt.todos.install(COMPLETION_TODOS, kind="completion", phase_name=COMPLETION_PHASE_NAME,
+                              phase_number=total, total_phases=total)
+        self.rt.todos.finish_transition()
+        self.publish_todos("job_completion")
+        self.rt.events.emit(ev.PhaseTransition, kind="completion", stage="completed",
+                            from_phase=pending.from_phase, to_phase=None, to_name=COMPLETION_PHASE_NAME,
+                            archive=pending.archive)
+        self.rt.request_compaction("phase transition to job completion")
+        label = f"Phase {pending.from_phase} '{pending.from_name}' is complete"
+        self.rt.inject_notice(JOB_COMPLETE_PROMPT.format(finished=label), kind="transition_prompt")
+        return "All phases of main_plan.md are complete; the final todo list is in place."
+
+    def _prompt(self, p: PendingTransition) -> str:
+        problem = self.plan_problem()
+        extra = ""
+        if problem:
+            extra = f"\nmain_plan.md needs fixing first: {problem}\n"
+            self.rt.events.emit(ev.ErrorEvent, message=f"main_plan.md: {problem}", where="plan", recoverable=True)
+        else:
+            plan = self.load_plan()
+            advice = plan.size_advice() if plan else []
+            if advice:
+                extra = "\nPhase size advice:\n" + "\n".join(f"- {a}" for a in advice) + "\n"
+        if p.kind == "bootstrap":
+            return BOOTSTRAP_TRANSITION_PROMPT.format(archive=p.archive, extra=extra)
+        if p.kind == "rewind":
+            return REWIND_TRANSITION_PROMPT.format(issue=p.issue or "(none given)", phase=p.from_phase,
+                                                   name=p.from_name, archive=p.archive, extra=extra)
+        if p.kind == "checkpoint":
+            carried = ""
+            if p.carried:
+                carried = "\nUnfinished tasks carried over:\n" + "\n".join(f"- {t}" for t in p.carried) + "\n"
+            if p.issue:
+                carried += f"\nOperator's note: {p.issue}\n"
+            return CHECKPOINT_PROMPT.format(phase=p.from_phase, name=p.from_name, archive=p.archive,
+                                            carried=carried, extra=extra)
+        finished = f"Phase {p.from_phase} '{p.from_name}' is complete"
+        mark = f"Phase {p.from_phase} '✓ COMPLETE'"
+        if p.kind == "reset":
+            finished = f"The todo list of phase {p.from_phase} '{p.from_name}' was reset"
+            mark = "finished phases '✓ COMPLETE'"
+        return PHASE_TRANSITION_PROMPT.format(finished=finished, archive=p.archive, mark_done=mark, extra=extra)
+
+    def rewind(self, issue: str) -> str:
+        self.rt.add_blocker(issue)
+        return self.begin("rewind", issue=issue)
+
+    def checkpoint(self, note: str | None = None) -> str:
+        st = self.state
+        if st.pending is not None:
+            return "A phase transition is already in progress."
+        if st.kind == "completion":
+            return "The job is in its final review; no checkpoint is needed."
+        return self.begin("checkpoint", issue=note)
+
+    # -- todo_write ----------------------------------------------------------------
+    def write_todos(self, texts: list[str], done: list[bool]) -> TransitionResult:
+        st = self.state
+        if not texts:
+            return TransitionResult("todo_write needs at least one task.", ok=False)
+        if st.pending is None:
+            if st.kind in ("empty",):
+                return self._install_from_plan(texts, done, None)
+            self.rt.todos.replace_items(texts, done)
+            self.publish_todos("todo_write")
+            return TransitionResult(f"Todo list updated: {len(texts)} tasks, {sum(done)} done."
+                                    + _size_advice(len(texts)))
+        return self._install_from_plan(texts, done, st.pending)
+
+    def _install_from_plan(self, texts: list[str], done: list[bool], pending: PendingTransition | None
+                           ) -> TransitionResult:
+        try:
+            plan = load_plan(self.rt.paths.main_plan)
+        except PlanError as exc:
+            self.rt.events.emit(ev.ErrorEvent, message=f"main_plan.md: {exc}", where="plan", recoverable=True)
+            return TransitionResult(f"todo_write refused: {exc} Fix main_plan.md, then call todo_write again.",
+                                    ok=False)
+        notes: list[str] = []
+        changed = False
+        if pending is not None and pending.kind == "phase":
+            finished = plan.phase(pending.from_phase)
+            if finished is not None and not finished.complete:
+                # Forgiving on purpose: refusing here would loop a model that forgot one marker.
+                plan.mark_complete(finished)
+                changed = True
+                notes.append(f"main_plan.md did not mark phase {pending.from_phase} complete; the system marked it.")
+        target = plan.current_phase()
+        if target is None:
+            total = len(plan.phases)
+            if JOB_COMPLETE_TODO not in texts:
+                texts, done = [*texts, JOB_COMPLETE_TODO], [*done, False]
+            self.rt.todos.install(texts, kind="completion", phase_name=COMPLETION_PHASE_NAME,
+                                  phase_number=total, total_phases=total, done=done)
+            name, number = COMPLETION_PHASE_NAME, None
+        else:
+            if not target.marked_current:
+                plan.mark_current(target)
+                changed = True
+            number = plan.position(target)
+            name = target.name
+            self.rt.todos.install(texts, kind="phase", phase_name=name, phase_number=number,
+                                  total_phases=len(plan.phases), done=done)
+        if changed:
+            self.rt.write_plan(plan, reason="transition bookkeeping")
+        self.publish_todos("todo_write")
+        if pending is not None:
+            self.rt.events.emit(ev.PhaseTransition, kind=pending.kind, stage="completed",
+                                from_phase=pending.from_phase, to_phase=number, to_name=name,
+                                archive=pending.archive, issue=pending.issue)
+            self.rt.request_compaction(f"phase transition ({pending.kind})")
+        label = f"Phase {number} '{name}' ({number} of {len(plan.phases)})" if number else f"'{name}'"
+        msg = f"Todo list for {label} written: {len(texts)} tasks. Start with task 1: {texts[0]}"
+        return TransitionResult(" ".join([msg + _size_advice(len(texts)), *notes]))

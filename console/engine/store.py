@@ -1,0 +1,107 @@
+"""The jobs table (SQLite): one row per run folder, updated by the engine and job_complete."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    path TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    status TEXT NOT NULL,
+    provider TEXT NOT NULL DEFAULT '',
+    model TEXT NOT NULL DEFAULT '',
+    started_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    completed_at TEXT,
+    confidence REAL,
+    summary TEXT,
+    detail TEXT
+)
+"""
+
+
+@dataclass(frozen=True)
+class JobRow:
+    path: str
+    name: str
+    status: str
+    provider: str
+    model: str
+    started_at: str
+    updated_at: str
+    completed_at: str | None
+    confidence: float | None
+    summary: str | None
+    detail: str | None
+
+
+class JobStore:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as db:
+            db.execute(SCHEMA)
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        # Short-lived connections: several processes (a headless run, `jobs`, an attached
+        # console) use the same file, and WAL lets readers go on while one writes.
+        db = sqlite3.connect(self.path, timeout=10)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            yield db
+            db.commit()
+        finally:
+            db.close()
+
+    def started(self, path: Path, name: str, provider: str, model: str, now: datetime) -> None:
+        ts = now.isoformat(timespec="seconds")
+        with self._connect() as db:
+            db.execute(
+                """INSERT INTO jobs (path, name, status, provider, model, started_at, updated_at)
+                   VALUES (?, ?, 'running', ?, ?, ?, ?)
+                   ON CONFLICT(path) DO UPDATE SET status='running', provider=excluded.provider,
+                   model=excluded.model, updated_at=excluded.updated_at, detail=NULL""",
+                (str(path), name, provider, model, ts, ts),
+            )
+
+    def completed(self, path: Path, now: datetime, confidence: float, summary: str) -> None:
+        ts = now.isoformat(timespec="seconds")
+        with self._connect() as db:
+            db.execute(
+                """UPDATE jobs SET status='completed', completed_at=?, updated_at=?, confidence=?, summary=?
+                   WHERE path=?""",
+                (ts, ts, confidence, summary, str(path)),
+            )
+
+    def ended(self, path: Path, status: str, now: datetime, detail: str = "") -> None:
+        """Record a run that stopped without completing (failed, stopped, paused for approval)."""
+        with self._connect() as db:
+            db.execute(
+                "UPDATE jobs SET status=?, updated_at=?, detail=? WHERE path=? AND status != 'completed'",
+                (status, now.isoformat(timespec="seconds"), detail, str(path)),
+            )
+
+    def list(self, limit: int = 50) -> list[JobRow]:
+        with self._connect() as db:
+            rows = db.execute(
+                "SELECT path, name, status, provider, model, started_at, updated_at, completed_at, confidence, "
+                "summary, detail FROM jobs ORDER BY started_at DESC, path DESC LIMIT ?",
+                (limit,),
+            ).fetchall()
+        return [JobRow(*r) for r in rows]
+
+    def get(self, path: Path) -> JobRow | None:
+        with self._connect() as db:
+            r = db.execute(
+                "SELECT path, name, status, provider, model, started_at, updated_at, completed_at, confidence, "
+                "summary, detail FROM jobs WHERE path=?",
+                (str(path),),
+            ).fetchone()
+        return JobRow(*r) if r else None

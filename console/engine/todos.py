@@ -1,0 +1,268 @@
+"""The tactical tier: the active todo list (Layer 2) and its archive.
+
+``todos.json`` is the single commit point for todo state: marking the last task
+done and opening a transition happen in one atomic write, so a crash at any
+moment can neither lose a completion nor apply it twice. Archives are derived
+from it and written idempotently under a name chosen before the write.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from console.engine.atomic import atomic_write_json, atomic_write_text
+
+TodoKind = Literal["bootstrap", "phase", "completion", "empty"]
+TransitionKind = Literal["bootstrap", "phase", "rewind", "reset", "checkpoint"]
+
+WIDTH = 67
+HEAVY = "═" * WIDTH
+LIGHT = "─" * WIDTH
+LAYER2_TITLE = "ACTIVE TODO LIST"
+CURRENT_MARKER = "      ← CURRENT"
+
+
+class TodoItem(BaseModel):
+    text: str
+    done: bool = False
+    completed_at: datetime | None = None
+
+
+class PendingTransition(BaseModel):
+    """A phase transition that has started and waits for the agent's new todo list."""
+
+    kind: TransitionKind
+    from_phase: int
+    from_name: str
+    archive: str
+    issue: str | None = None
+    started_at: datetime
+    # Unfinished todos carried into the next list (forced checkpoints keep them).
+    carried: list[str] = Field(default_factory=list)
+
+
+class TodoState(BaseModel):
+    kind: TodoKind = "empty"
+    phase_name: str = ""
+    phase_number: int = 0
+    total_phases: int = 0
+    items: list[TodoItem] = Field(default_factory=list)
+    pending: PendingTransition | None = None
+    # Archive written but items not yet cleared (crash window); see TodoManager.recover.
+    archived: bool = False
+    # Counts todo lists installed so far; lets the display and archives stay unique.
+    generation: int = 0
+
+    @property
+    def current_index(self) -> int | None:
+        for i, item in enumerate(self.items):
+            if not item.done:
+                return i
+        return None
+
+    @property
+    def done_count(self) -> int:
+        return sum(1 for i in self.items if i.done)
+
+
+def slug(text: str, limit: int = 40) -> str:
+    s = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return (s[:limit].rstrip("-")) or "phase"
+
+
+def phase_label(state: TodoState) -> str:
+    if state.kind == "bootstrap":
+        return "Bootstrap (before phase 1)"
+    if state.kind == "completion":
+        return f"{state.phase_name} (after phase {state.total_phases} of {state.total_phases})"
+    if state.phase_number and state.total_phases:
+        return f"{state.phase_name} ({state.phase_number} of {state.total_phases})"
+    return state.phase_name or "(no phase yet)"
+
+
+def render_layer2(state: TodoState) -> str:
+    """The Layer 2 display, in exactly the format of seed 000."""
+    out = [HEAVY, f"{LAYER2_TITLE:^{WIDTH}}".rstrip(), HEAVY, ""]
+    if state.pending is not None:
+        p = state.pending
+        what = {
+            "rewind": f"Rewind of phase {p.from_phase} '{p.from_name}'",
+            "checkpoint": f"Checkpoint of phase {p.from_phase} '{p.from_name}'",
+            "reset": f"Reset of phase {p.from_phase} '{p.from_name}'",
+            "bootstrap": "Bootstrap complete",
+        }.get(p.kind, f"Phase {p.from_phase} '{p.from_name}' complete")
+        out += [f"Phase: {what} - transition in progress", ""]
+        out += ["(no active todos: the next todo list has not been written yet)", ""]
+        out += [LIGHT]
+        out += [
+            "INSTRUCTION: Read main_plan.md, instructions.md and workspace_summary.md,",
+            "update main_plan.md, then call todo_write with the next phase's steps",
+        ]
+        out += [HEAVY]
+        return "\n".join(out)
+    out += [f"Phase: {phase_label(state)}", ""]
+    cur = state.current_index
+    if not state.items:
+        out += ["(no todos)", ""]
+    for i, item in enumerate(state.items):
+        line = f"[{'x' if item.done else ' '}] {i + 1}. {item.text}"
+        if i == cur:
+            line += CURRENT_MARKER
+        out.append(line)
+    out += ["", f"Progress: {state.done_count}/{len(state.items)} tasks complete", "", LIGHT]
+    if cur is None:
+        out.append("INSTRUCTION: All tasks are complete. Call todo_write to add the next tasks")
+    else:
+        out.append(f"INSTRUCTION: Complete task {cur + 1}, then call todo_complete()")
+    out.append(HEAVY)
+    return "\n".join(out)
+
+
+class TodoManager:
+    """Owns ``todos.json`` and ``archive/``. Every mutation is saved before it returns."""
+
+    def __init__(self, todos_path: Path, archive_dir: Path) -> None:
+        self.path = todos_path
+        self.archive_dir = archive_dir
+        self.state = TodoState()
+        if todos_path.exists():
+            self.state = TodoState.model_validate_json(todos_path.read_text(encoding="utf-8"))
+            self.recover()
+
+    @property
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def save(self) -> None:
+        atomic_write_json(self.path, json.loads(self.state.model_dump_json()))
+
+    # -- reading ---------------------------------------------------------------
+    def render(self) -> str:
+        return render_layer2(self.state)
+
+    @property
+    def current(self) -> TodoItem | None:
+        i = self.state.current_index
+        return None if i is None else self.state.items[i]
+
+    @property
+    def remaining(self) -> int:
+        return len(self.state.items) - self.state.done_count
+
+    # -- writing ---------------------------------------------------------------
+    def install(
+        self,
+        texts: list[str],
+        *,
+        kind: TodoKind,
+        phase_name: str,
+        phase_number: int,
+        total_phases: int,
+        done: list[bool] | None = None,
+    ) -> None:
+        done = done or [False] * len(texts)
+        self.state = TodoState(
+            kind=kind,
+            phase_name=phase_name,
+            phase_number=phase_number,
+            total_phases=total_phases,
+            items=[TodoItem(text=t, done=d) for t, d in zip(texts, done, strict=True)],
+            generation=self.state.generation + 1,
+        )
+        self.save()
+
+    def replace_items(self, texts: list[str], done: list[bool]) -> None:
+        self.state.items = [TodoItem(text=t, done=d) for t, d in zip(texts, done, strict=True)]
+        self.save()
+
+    def complete_current(self, now: datetime) -> tuple[int, TodoItem] | None:
+        i = self.state.current_index
+        if i is None:
+            return None
+        item = self.state.items[i]
+        item.done = True
+        item.completed_at = now
+        self.save()
+        return i, item
+
+    def begin_transition(
+        self,
+        kind: TransitionKind,
+        now: datetime,
+        *,
+        issue: str | None = None,
+        mark_current_done: bool = False,
+    ) -> PendingTransition:
+        """Open a transition and archive the list, in crash-safe order."""
+        st = self.state
+        if mark_current_done and (i := st.current_index) is not None:
+            st.items[i].done = True
+            st.items[i].completed_at = now
+        carried = [it.text for it in st.items if not it.done] if kind == "checkpoint" else []
+        st.pending = PendingTransition(
+            kind=kind,
+            from_phase=st.phase_number,
+            from_name=st.phase_name or st.kind,
+            archive=self._archive_name(kind),
+            issue=issue,
+            started_at=now,
+            carried=carried,
+        )
+        st.archived = False
+        self.save()
+        self.recover()
+        return st.pending
+
+    def recover(self) -> None:
+        """Finish a transition's archive step if a crash interrupted it (idempotent)."""
+        st = self.state
+        if st.pending is None or st.archived:
+            return
+        target = self.archive_dir / st.pending.archive
+        if not target.exists():
+            record = {
+                "phase_name": st.phase_name,
+                "phase_number": st.phase_number,
+                "total_phases": st.total_phases,
+                "kind": st.kind,
+                "transition": st.pending.kind,
+                "archived_at": st.pending.started_at.isoformat(),
+                "note": (f"FAILED - rewind: {st.pending.issue}" if st.pending.kind == "rewind" else
+                         st.pending.issue or ""),
+                "items": [json.loads(i.model_dump_json()) for i in st.items],
+                "display": render_layer2(st.model_copy(update={"pending": None})),
+            }
+            atomic_write_text(target, json.dumps(record, ensure_ascii=False, indent=1))
+        st.items = []
+        st.archived = True
+        self.save()
+
+    def finish_transition(self) -> PendingTransition | None:
+        pending = self.state.pending
+        self.state.pending = None
+        self.state.archived = False
+        self.save()
+        return pending
+
+    def _archive_name(self, kind: TransitionKind) -> str:
+        st = self.state
+        base = f"phase-{st.phase_number:02d}-{slug(st.phase_name or st.kind)}"
+        if kind in ("rewind", "reset", "checkpoint"):
+            base += f"-{kind}"
+        name = f"{base}.json"
+        n = 1
+        while (self.archive_dir / name).exists():
+            n += 1
+            name = f"{base}-{n}.json"
+        return name
+
+    def archives(self) -> list[Path]:
+        if not self.archive_dir.exists():
+            return []
+        return sorted(self.archive_dir.glob("*.json"))

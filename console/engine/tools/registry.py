@@ -1,0 +1,166 @@
+"""Typed tools: pydantic argument models, generated JSON schemas, readable errors.
+
+A model that sends malformed or mistyped arguments gets a tool result that
+says exactly which parameter was wrong and what the tool expects, so it can
+correct itself on the next turn; nothing it sends can crash the engine.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from console.engine.messages import ToolCall, ToolSpec
+
+if TYPE_CHECKING:
+    from console.engine.runtime import Runtime
+
+
+class ToolArgs(BaseModel):
+    """Base for argument models: unknown arguments are errors, so typos are caught."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class NoArgs(ToolArgs):
+    pass
+
+
+@dataclass
+class ToolOutcome:
+    ok: bool
+    content: str
+    # The session ends after this turn (job_complete).
+    end_session: bool = False
+
+
+class ToolFailure(Exception):
+    """Raised by a handler for an expected, agent-fixable failure (bad path, missing file)."""
+
+
+A = TypeVar("A", bound=ToolArgs)
+
+
+@dataclass
+class Tool(Generic[A]):
+    name: str
+    description: str
+    args: type[A]
+    handler: Callable[[Runtime, A], ToolOutcome | str]
+    # One line for the system prompt's tool guide (layer 3); the schema carries the rest.
+    summary: str = ""
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(name=self.name, description=self.description, parameters=clean_schema(self.args))
+
+
+def clean_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """A JSON schema without titles or $refs: smaller, and accepted by every provider."""
+    raw = model.model_json_schema()
+    defs = raw.pop("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                return walk(defs[node["$ref"].rsplit("/", 1)[-1]])
+            return {k: walk(v) for k, v in node.items() if k != "title"}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    schema = walk(raw)
+    schema.setdefault("properties", {})
+    schema["additionalProperties"] = False
+    return schema
+
+
+def describe_params(model: type[BaseModel]) -> str:
+    schema = clean_schema(model)
+    required = set(schema.get("required", []))
+    parts = []
+    for name, prop in schema.get("properties", {}).items():
+        typ = prop.get("type") or "/".join(p.get("type", "?") for p in prop.get("anyOf", [])) or "value"
+        parts.append(f"{name} ({typ}{', required' if name in required else ''})")
+    return ", ".join(parts) or "no arguments"
+
+
+def format_args_error(tool: Tool[Any], exc: ValidationError) -> str:
+    problems = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "arguments"
+        msg = "unknown argument" if err["type"] == "extra_forbidden" else err["msg"]
+        problems.append(f"'{loc}': {msg}")
+    return (
+        f"Invalid arguments for {tool.name}: {'; '.join(problems)}. "
+        f"Expected: {describe_params(tool.args)}. Call {tool.name} again with corrected arguments."
+    )
+
+
+class ToolRegistry:
+    def __init__(self, tools: list[Tool[Any]] | None = None) -> None:
+        self._tools: dict[str, Tool[Any]] = {}
+        for t in tools or []:
+            self.register(t)
+        self._specs: list[ToolSpec] | None = None
+
+    def register(self, tool: Tool[Any]) -> None:
+        self._tools[tool.name] = tool
+        self._specs = None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._tools
+
+    def get(self, name: str) -> Tool[Any] | None:
+        return self._tools.get(name)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def specs(self) -> list[ToolSpec]:
+        # Built once: identical tool definitions every turn keep the prompt prefix cacheable.
+        if self._specs is None:
+            self._specs = [t.spec() for t in self._tools.values()]
+        return self._specs
+
+    def guide(self) -> str:
+        return "\n".join(f"- {t.name}: {t.summary or t.description.split('.')[0]}" for t in self._tools.values())
+
+    def parse(self, call: ToolCall) -> tuple[Tool[Any], ToolArgs] | ToolOutcome:
+        tool = self._tools.get(call.name)
+        if tool is None:
+            return ToolOutcome(
+                False, f"Unknown tool '{call.name}'. Available tools: {', '.join(self._tools)}."
+            )
+        text = (call.arguments or "").strip() or "{}"
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            return ToolOutcome(
+                False,
+                f"Invalid arguments for {tool.name}: not valid JSON ({exc.msg} at position {exc.pos}). "
+                f"Expected a JSON object with: {describe_params(tool.args)}.",
+            )
+        if not isinstance(data, dict):
+            return ToolOutcome(
+                False,
+                f"Invalid arguments for {tool.name}: expected a JSON object, got {type(data).__name__}. "
+                f"Expected: {describe_params(tool.args)}.",
+            )
+        try:
+            return tool, tool.args.model_validate(data)
+        except ValidationError as exc:
+            return ToolOutcome(False, format_args_error(tool, exc))
+
+    def run(self, runtime: Runtime, tool: Tool[Any], args: ToolArgs) -> ToolOutcome:
+        try:
+            out = tool.handler(runtime, args)
+        except ToolFailure as exc:
+            return ToolOutcome(False, f"{tool.name} failed: {exc}")
+        if isinstance(out, str):
+            return ToolOutcome(True, out)
+        return out

@@ -1,0 +1,66 @@
+"""Workspace and completion tools: summary, accomplishments, notes, job_complete."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import Field
+
+from console.engine.tools.files import confine
+from console.engine.tools.registry import NoArgs, Tool, ToolArgs, ToolFailure, ToolOutcome
+
+if TYPE_CHECKING:
+    from console.engine.runtime import Runtime
+
+
+class TextArgs(ToolArgs):
+    text: str = Field(min_length=1, description="One line of text")
+
+
+class JobCompleteArgs(ToolArgs):
+    summary: str = Field(min_length=1, description="What was achieved, in one or two sentences")
+    deliverables: list[str] = Field(default_factory=list, description="Paths of the files produced")
+    confidence: float = Field(ge=0, le=1, description="How confident you are in the result, 0 to 1")
+    notes: str = Field(default="", description="Caveats, open questions, items for human review")
+
+
+def generate_workspace_summary(rt: Runtime, _: NoArgs) -> str:
+    path = rt.generate_workspace_summary()
+    return f"Wrote {path.name} ({len(path.read_text(encoding='utf-8').splitlines())} lines). Read it to see the state."
+
+
+def add_accomplishment(rt: Runtime, a: TextArgs) -> str:
+    n = rt.workspace.add_accomplishment(a.text)
+    return f"Accomplishment {n} recorded."
+
+
+def add_note(rt: Runtime, a: TextArgs) -> str:
+    n = rt.workspace.add_note(a.text)
+    return f"Note {n} recorded."
+
+
+def job_complete(rt: Runtime, a: JobCompleteArgs) -> ToolOutcome:
+    missing = []
+    for d in a.deliverables:
+        try:
+            if not confine(rt.paths.root, d).is_file():
+                missing.append(d)
+        except ToolFailure:
+            missing.append(d)
+    if missing:
+        return ToolOutcome(False, f"job_complete refused: deliverable(s) not found in the job folder: "
+                                  f"{', '.join(missing)}. Create them or list only existing files.")
+    rt.complete_job(summary=a.summary, deliverables=a.deliverables, confidence=a.confidence, notes=a.notes)
+    return ToolOutcome(True, "Job marked complete. Thank you.", end_session=True)
+
+
+WORKSPACE_TOOLS: list[Tool] = [
+    Tool("generate_workspace_summary", "Write workspace_summary.md: files, accomplishments, current state, notes.",
+         NoArgs, generate_workspace_summary, "write workspace_summary.md (no args)"),
+    Tool("add_accomplishment", "Record a milestone achieved; it appears in workspace_summary.md.", TextArgs,
+         add_accomplishment, "record a milestone"),
+    Tool("add_note", "Record a working note (a finding, a caveat); it appears in workspace_summary.md.", TextArgs,
+         add_note, "record a working note"),
+    Tool("job_complete", "Signal that the whole job is finished, with a summary, the deliverables' paths, your "
+         "confidence (0-1) and notes.", JobCompleteArgs, job_complete, "finish the job (last todo)"),
+]

@@ -1,0 +1,138 @@
+"""The scripted provider: the offline model, in two modes.
+
+- agent mode (default): :class:`ScriptedAgent` decides each turn from the
+  request, so any sample job (and simple jobs a user writes) runs end to end
+  with no network and no key.
+- replay mode: exact scripted turns, for tests that need a precise sequence
+  (invalid arguments, a rewind at a given moment, a model that stops early).
+
+Either way it streams like a real model (text in small deltas, paced by
+``speed``), and reports usage like one: input tokens of the whole prompt,
+output tokens, and cached input tokens for the prefix shared with the
+previous request, as a provider with prompt caching would.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from console.engine.clock import Clock, SystemClock
+from console.engine.context.tokens import estimate_message, estimate_request, estimate_text, estimate_tools
+from console.engine.messages import Message, ModelRequest, ToolCall
+from console.providers.base import ProviderError, Stop, StreamEvent, TextDelta, ToolCallEvent, Usage
+from console.providers.scripted_agent import ScriptedAgent
+
+# Seconds per streamed chunk and per turn at speed 1.0: a demo turn takes ~0.2 s.
+CHUNK_DELAY = 0.02
+TURN_DELAY = 0.08
+
+
+class ScriptedCall(BaseModel):
+    name: str
+    arguments: dict | str = Field(default_factory=dict)
+
+
+class ScriptedTurn(BaseModel):
+    """One exact model turn for replay mode. ``arguments`` may be a raw string to test bad JSON."""
+
+    text: str = ""
+    calls: list[ScriptedCall] = Field(default_factory=list)
+    stop: str | None = None
+    error: str | None = None
+
+
+def load_script(path: Path) -> list[ScriptedTurn]:
+    """A replay script: a JSON list of turns, or JSON Lines with one turn per line."""
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text)
+        items = data if isinstance(data, list) else [data]
+    except json.JSONDecodeError:
+        items = [json.loads(ln) for ln in text.splitlines() if ln.strip()]
+    return [ScriptedTurn.model_validate(i) for i in items]
+
+
+class ScriptedProvider:
+    name = "scripted"
+
+    def __init__(
+        self,
+        model: str = "scripted-agent",
+        *,
+        speed: float = 0.0,
+        clock: Clock | None = None,
+        script: list[ScriptedTurn] | None = None,
+        seed: int = 0,
+    ) -> None:
+        self.model = model
+        self.speed = speed
+        self.clock = clock or SystemClock()
+        self.script = list(script) if script is not None else None
+        self.agent = ScriptedAgent()
+        self.rng = random.Random(seed)
+        self.turns = 0
+        self._prev: tuple[str, list[Message]] | None = None
+
+    # -- the protocol ----------------------------------------------------------------
+    def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
+        self.turns += 1
+        if self.script is not None:
+            if not self.script:
+                raise ProviderError("scripted: the replay script has no turn left")
+            turn = self.script.pop(0)
+            if turn.error:
+                raise ProviderError(f"scripted: {turn.error}")
+            text = turn.text
+            calls = [ToolCall(id=self._id(), name=c.name,
+                              arguments=c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments))
+                     for c in turn.calls]
+            stop = turn.stop
+        else:
+            decision = self.agent.decide(request)
+            text = decision.text
+            calls = [ToolCall(id=self._id(), name=c.name, arguments=json.dumps(c.args, ensure_ascii=False))
+                     for c in decision.calls]
+            stop = None
+        self._pause(TURN_DELAY)
+        for chunk in _chunks(text):
+            self._pause(CHUNK_DELAY)
+            yield TextDelta(chunk)
+        for call in calls:
+            yield ToolCallEvent(call)
+        yield self._usage(request, text, calls)
+        yield Stop(stop or ("tool_use" if calls else "end_turn"))  # type: ignore[arg-type]
+
+    # -- helpers -----------------------------------------------------------------------
+    def _id(self) -> str:
+        return f"call_{self.rng.getrandbits(40):010x}"
+
+    def _pause(self, seconds: float) -> None:
+        if self.speed > 0:
+            self.clock.sleep(seconds / self.speed)
+
+    def _usage(self, request: ModelRequest, text: str, calls: list[ToolCall]) -> Usage:
+        total = estimate_request(request)
+        cached = 0
+        if self._prev is not None and self._prev[0] == request.system:
+            # What a caching provider would serve from cache: the system prompt, the
+            # tools, then every leading message identical to the previous request's.
+            cached = estimate_text(request.system) + estimate_tools(request)
+            for old, new in zip(self._prev[1], request.messages, strict=False):
+                if old != new:
+                    break
+                cached += estimate_message(new)
+        self._prev = (request.system, list(request.messages))
+        out = estimate_text(text) + sum(estimate_text(c.name) + estimate_text(c.arguments) for c in calls)
+        return Usage(input_tokens=total, output_tokens=out, cached_input_tokens=min(cached, total))
+
+
+def _chunks(text: str, size: int = 3) -> Iterator[str]:
+    words = text.split(" ")
+    for i in range(0, len(words), size):
+        piece = " ".join(words[i : i + size])
+        yield piece if i + size >= len(words) else piece + " "
