@@ -154,16 +154,23 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     if not rows:
         print("no runs yet: try  agent-console run sample_jobs/quickstart")
         return EXIT_OK
-    table = Table(box=None, header_style="bold")
-    for col in ("status", "started", "completed", "conf.", "job", "summary / reason"):
-        table.add_column(col, overflow="fold" if col.startswith("summary") else "ellipsis",
-                         no_wrap=not col.startswith("summary"))
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("status", no_wrap=True)
+    table.add_column("started", no_wrap=True)
+    table.add_column("completed", no_wrap=True)
+    table.add_column("conf.", no_wrap=True, justify="right")
+    table.add_column("job", no_wrap=True, overflow="ellipsis", max_width=34)
+    table.add_column("summary / reason", overflow="fold", ratio=1)
     style = {"completed": "green", "running": "cyan", "failed": "red", "stopped": "yellow"}
+
+    def short(ts: str | None) -> str:
+        return (ts or "").replace("T", " ")[5:16]
+
     for r in rows:
         table.add_row(
             f"[{style.get(r.status, '')}]{r.status}[/]",
-            r.started_at.replace("T", " ")[:19],
-            (r.completed_at or "").replace("T", " ")[:19],
+            short(r.started_at),
+            short(r.completed_at),
             "" if r.confidence is None else f"{r.confidence:.2f}",
             Path(r.path).name,
             r.summary or r.detail or "",

@@ -7,6 +7,7 @@ a torn one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -26,10 +27,8 @@ def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None
         os.replace(tmp, path)
     except BaseException:
         # Never leave temp files behind: they would show up in the agent's file listings.
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     if durable:
         _fsync_dir(path.parent)

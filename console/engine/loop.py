@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from console.engine import events as ev
 from console.engine.checkpoint import Checkpoint, save_checkpoint
@@ -32,7 +32,7 @@ NUDGE = (
 )
 
 
-class ShutdownReason(str, Enum):
+class ShutdownReason(StrEnum):
     USER_SHUTDOWN = "user_shutdown"
     CONTEXT_FULL = "context_full"
     JOB_COMPLETE = "job_complete"

@@ -108,20 +108,19 @@ class View:
 
     @staticmethod
     def _visible_reads(messages: list[Message]) -> dict[str, str]:
-        """File contents still visible in the conversation, keyed by path (chunks concatenated)."""
+        """File contents still visible in the conversation, keyed by path (chunks in line order)."""
         calls = {c.id: c for m in messages if m.role == "assistant" for c in m.tool_calls}
-        reads: dict[str, list[str]] = {}
+        reads: dict[str, dict[int, str]] = {}
         for m in messages:
             if m.role != "tool" or m.name != "read_file" or not m.meta.get("ok", True):
                 continue
             call = calls.get(m.tool_call_id or "")
             if call is None or m.meta.get("masked"):
                 continue
-            path = _args(call.arguments).get("path", "")
-            body = m.content.split("\n", 1)[1] if "\n" in m.content else ""
-            body = re.sub(r"\n\[\.\.\. \d+ more lines:.*\]$", "", body)
-            reads.setdefault(path, []).append(body)
-        return {k: "\n".join(v) for k, v in reads.items()}
+            args = _args(call.arguments)
+            # A re-read of the same range replaces the earlier one instead of doubling it.
+            reads.setdefault(args.get("path", ""), {})[int(args.get("start_line", 1))] = _body(m.content)
+        return {k: "\n".join(v[i] for i in sorted(v)) for k, v in reads.items()}
 
     def did(self, name: str, **match: object) -> Done | None:
         for d in self.done:
@@ -215,12 +214,13 @@ class ScriptedAgent:
             pattern = m.group(1) if m else (task.split()[-1] if task.split() else ".")
             where = paths[0] if paths else "."
             return self._once(v, Call("search_files", {"pattern": pattern, "path": where}), f"Searching for {pattern}.")
-        if t.startswith("record") and "count" in t and paths_in(instr := self._instructions(v) or ""):
-            target = next((p for p in paths_in(instr) if "requirement" in p), "requirements.md")
+        if t.startswith("record") and "count" in t:
+            target = next((p for p in paths_in(task) if p.endswith(".md")), None) or next(
+                (p for p in paths_in(self._instructions(v) or "") if "requirement" in p), "requirements.md")
             if target not in v.reads:
                 return Decision(f"Reading {target} to count.", [Call("read_file", {"path": target, "max_lines": 400})])
             items = [ln for ln in v.reads[target].splitlines() if ln.startswith("- ")]
-            counts = {k: sum(1 for ln in items if re.search(rf"\\b{k}\\b", ln, re.IGNORECASE))
+            counts = {k: sum(1 for ln in items if re.search(r"\b" + k + r"\b", ln, re.IGNORECASE))
                       for k in ("shall", "must", "should")}
             summary = ", ".join(f"{n} with '{k}'" for k, n in counts.items())
             return self._once(v, Call("add_note", {"text": f"{target}: {len(items)} statements ({summary})"}),
@@ -577,7 +577,7 @@ def synthesize_plan(instructions: str, listing: dict[str, int], totals: dict[str
             f"Read {out} in full",
             f"Check {out} for duplicate requirements and write them to review_notes.md",
             *[f"Write {o}" for o in rest],
-            "Record counts of requirements by keyword as a note",
+            f"Record counts of requirements in {out} by keyword as a note",
             f"Check review_notes.md and {out} once more",
         ]))
     else:

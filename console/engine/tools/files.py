@@ -112,7 +112,8 @@ def write_file(rt: Runtime, a: WriteFileArgs) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(a.content, encoding="utf-8")
     shown = rel(rt, path)
-    msg = f"{'Overwrote' if existed else 'Created'} {shown} ({len(a.content.splitlines())} lines, {len(a.content)} chars)."
+    verb = "Overwrote" if existed else "Created"
+    msg = f"{verb} {shown} ({len(a.content.splitlines())} lines, {len(a.content)} chars)."
     return msg + rt.after_file_write(path)
 
 

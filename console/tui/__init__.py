@@ -1,0 +1,1 @@
+"""The Textual operator console: widgets render engine events and call engine commands; no agent logic."""

@@ -1,0 +1,77 @@
+"""Shared fixtures. Every test runs with its own data and config dirs: nothing touches ~/."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from console.engine.clock import FakeClock
+from console.engine.job import JobPaths
+from console.engine.loop import Controls
+from console.engine.store import JobStore
+from console.engine.supervisor import Supervisor
+from console.providers.scripted import ScriptedProvider, ScriptedTurn
+from console.settings import RunSettings
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = REPO / "sample_jobs"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("AGENT_CONSOLE_DATA_DIR", str(home / "data"))
+    monkeypatch.setenv("AGENT_CONSOLE_CONFIG", str(home / "config.toml"))
+    for var in ("AGENT_CONSOLE_PROVIDER", "AGENT_CONSOLE_MODEL", "AGENT_CONSOLE_SPEED", "OPENAI_API_KEY",
+                "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    return home
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(step=0.001)
+
+
+@pytest.fixture
+def make_job(tmp_path: Path) -> Callable[..., JobPaths]:
+    """A job folder: a copy of a sample, or instructions given inline."""
+
+    def make(sample: str | None = None, instructions: str = "# Test job\n\nDo the thing.\n",
+             files: dict[str, str] | None = None) -> JobPaths:
+        root = tmp_path / (sample or "job")
+        if sample:
+            shutil.copytree(SAMPLES / sample, root, ignore=shutil.ignore_patterns(".console"))
+        else:
+            root.mkdir()
+            (root / "instructions.md").write_text(instructions, encoding="utf-8")
+        for rel, text in (files or {}).items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text, encoding="utf-8")
+        return JobPaths(root)
+
+    return make
+
+
+def run_settings(**kw: object) -> RunSettings:
+    base = dict(provider="scripted", model="scripted-agent", base_url=None, speed=0.0, context_window=128_000,
+                soft_threshold=0.7, hard_threshold=0.85, max_turns=400, max_restarts=3, auto_restart=True)
+    base.update(kw)
+    return RunSettings(**base)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def run_job(clock: FakeClock, tmp_path: Path) -> Callable[..., tuple[Supervisor, object]]:
+    """Run a job to its end with the scripted model (agent mode, or replay if turns are given)."""
+
+    def run(paths: JobPaths, turns: list[ScriptedTurn] | None = None, **settings: object):
+        provider = ScriptedProvider(clock=clock, script=turns)
+        store = JobStore(tmp_path / "jobs.db")
+        sup = Supervisor(paths, run_settings(**settings), provider, clock=clock, store=store,
+                         controls=Controls())
+        return sup, sup.run()
+
+    return run

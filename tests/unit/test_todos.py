@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from console.engine.todos import TodoItem, TodoManager, TodoState, render_layer2
+
+NOW = datetime(2026, 1, 15, 14, 0, tzinfo=UTC)
+
+SEED_DISPLAY = """\
+═══════════════════════════════════════════════════════════════════
+                         ACTIVE TODO LIST
+═══════════════════════════════════════════════════════════════════
+
+Phase: Requirement Extraction (2 of 4)
+
+[x] 1. Process section 1-3
+[x] 2. Process section 4-6
+[ ] 3. Consolidate findings      ← CURRENT
+[ ] 4. Write extraction_results.md
+[ ] 5. Validate format
+
+Progress: 2/5 tasks complete
+
+───────────────────────────────────────────────────────────────────
+INSTRUCTION: Complete task 3, then call todo_complete()
+═══════════════════════════════════════════════════════════════════"""
+
+
+def seed_state() -> TodoState:
+    texts = ["Process section 1-3", "Process section 4-6", "Consolidate findings", "Write extraction_results.md",
+             "Validate format"]
+    return TodoState(kind="phase", phase_name="Requirement Extraction", phase_number=2, total_phases=4,
+                     items=[TodoItem(text=t, done=i < 2) for i, t in enumerate(texts)])
+
+
+def test_layer2_display_is_exactly_the_seed_format() -> None:
+    assert render_layer2(seed_state()) == SEED_DISPLAY
+
+
+def test_layer2_when_all_done_and_during_transition(tmp_path) -> None:
+    st = seed_state()
+    for i in st.items:
+        i.done = True
+    text = render_layer2(st)
+    assert "Progress: 5/5 tasks complete" in text and "← CURRENT" not in text
+    mgr = TodoManager(tmp_path / "todos.json", tmp_path / "archive")
+    mgr.state = seed_state()
+    mgr.begin_transition("phase", NOW)
+    shown = mgr.render()
+    assert "transition in progress" in shown
+    assert "INSTRUCTION: Read main_plan.md, instructions.md and workspace_summary.md," in shown
+
+
+def test_complete_current_marks_first_incomplete_and_persists(tmp_path) -> None:
+    mgr = TodoManager(tmp_path / "todos.json", tmp_path / "archive")
+    mgr.install(["a", "b", "c"], kind="phase", phase_name="P", phase_number=1, total_phases=2)
+    index, item = mgr.complete_current(NOW)
+    assert (index, item.text, mgr.remaining) == (0, "a", 2)
+    reloaded = TodoManager(tmp_path / "todos.json", tmp_path / "archive")
+    assert [i.done for i in reloaded.state.items] == [True, False, False]
+
+
+def test_archive_name_carries_phase_number_and_is_unique(tmp_path) -> None:
+    mgr = TodoManager(tmp_path / "todos.json", tmp_path / "archive")
+    mgr.install(["a"], kind="phase", phase_name="Document Analysis", phase_number=3, total_phases=4)
+    p = mgr.begin_transition("phase", NOW)
+    assert p.archive == "phase-03-document-analysis.json"
+    mgr.finish_transition()
+    mgr.install(["b"], kind="phase", phase_name="Document Analysis", phase_number=3, total_phases=4)
+    p2 = mgr.begin_transition("rewind", NOW, issue="broken")
+    assert p2.archive == "phase-03-document-analysis-rewind.json"
+    record = json.loads((tmp_path / "archive" / p2.archive).read_text())
+    assert record["note"] == "FAILED - rewind: broken"
+    assert [i["text"] for i in record["items"]] == ["b"]
+
+
+def test_recover_finishes_an_interrupted_archive(tmp_path) -> None:
+    """A crash after todos.json recorded the transition but before the archive was written."""
+    mgr = TodoManager(tmp_path / "todos.json", tmp_path / "archive")
+    mgr.install(["a", "b"], kind="phase", phase_name="P", phase_number=1, total_phases=1)
+    st = mgr.state
+    for i in st.items:
+        i.done = True
+    from console.engine.todos import PendingTransition
+
+    st.pending = PendingTransition(kind="phase", from_phase=1, from_name="P", archive="phase-01-p.json",
+                                   started_at=NOW)
+    mgr.save()  # the commit point, as begin_transition writes it; then "crash"
+    again = TodoManager(tmp_path / "todos.json", tmp_path / "archive")
+    assert (tmp_path / "archive" / "phase-01-p.json").exists()
+    assert again.state.items == [] and again.state.archived
+    # Loading once more changes nothing: recovery is idempotent.
+    TodoManager(tmp_path / "todos.json", tmp_path / "archive")
+    assert len(list((tmp_path / "archive").glob("*.json"))) == 1
