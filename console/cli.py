@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import signal
 import sys
 from pathlib import Path
@@ -159,8 +160,8 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     table.add_column("started", no_wrap=True)
     table.add_column("completed", no_wrap=True)
     table.add_column("conf.", no_wrap=True, justify="right")
-    table.add_column("job", no_wrap=True, overflow="ellipsis", max_width=34)
-    table.add_column("summary / reason", overflow="fold", ratio=1)
+    table.add_column("job", overflow="fold", max_width=28)
+    table.add_column("summary / reason", overflow="fold", ratio=1, min_width=24)
     style = {"completed": "green", "running": "cyan", "failed": "red", "stopped": "yellow"}
 
     def short(ts: str | None) -> str:
@@ -172,10 +173,12 @@ def cmd_jobs(args: argparse.Namespace) -> int:
             short(r.started_at),
             short(r.completed_at),
             "" if r.confidence is None else f"{r.confidence:.2f}",
-            Path(r.path).name,
+            re.sub(r"-\d{8}-\d{6}(-\d+)?$", "", Path(r.path).name),
             r.summary or r.detail or "",
         )
-    Console().print(table)
+    console = Console()
+    console.print(table)
+    console.print(f"[dim]{len(rows)} run(s), newest first. Run folders: {settings.runs_dir}[/]")
     return EXIT_OK
 
 

@@ -16,7 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anthropic
-import httpx2
+
+try:  # the SDK moved from httpx to httpx2; catch transport errors from whichever it uses
+    import httpx2
+except ImportError:  # pragma: no cover - older SDKs
+    import httpx as httpx2  # type: ignore[no-redef]
 
 from console.engine.messages import Message, ModelRequest, ToolCall
 from console.providers.base import ProviderError, Stop, StreamEvent, TextDelta, ToolCallEvent, Usage
@@ -188,6 +192,9 @@ def _wire_role(m: Message) -> str:
 def _blocks(m: Message) -> list[dict[str, Any]]:
     if m.role == "tool":
         result: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id or ""}
+        if m.meta.get("ok") is False:
+            # The harness knows the call failed (bad arguments, refused path); say so on the wire.
+            result["is_error"] = True
         if m.content:
             result["content"] = m.content
         return [result]
