@@ -19,6 +19,17 @@ from console import __version__
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
+COMMAND_HELP = {
+    "approve": "approve a pending context restart of a running job",
+    "deny": "deny a pending context restart (the run ends cleanly; resume later with run --in-place)",
+    "checkpoint": "force a checkpoint: the agent re-reads plan and instructions, unfinished todos carried over",
+    "rewind": "rewind the current phase with an issue text: the agent re-plans",
+    "pause": "pause a running job after its current turn",
+    "resume": "resume a paused job",
+    "stop": "stop a running job after its current turn (a second stop stops at once)",
+}
+COMMAND_NAMES = {"approve": "approve_restart", "deny": "deny_restart"}
+
 
 def _err(msg: str) -> None:
     print(f"agent-console: {msg}", file=sys.stderr)
@@ -47,6 +58,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--context-window", type=int, metavar="TOKENS", help="override the model's context window")
     run.add_argument("--script", type=Path, metavar="FILE",
                      help="replay exact turns from FILE (JSON list or JSON Lines) with the scripted provider")
+    run.add_argument("--max-restarts", type=int, metavar="N", help="end the run after N context restarts")
+    run.add_argument("--no-auto-restart", action="store_true",
+                     help="when the context is full, wait for `agent-console approve JOB` before restarting")
+
+    for name, text in COMMAND_HELP.items():
+        c = sub.add_parser(name, help=text, description=text)
+        c.add_argument("job", type=Path, metavar="JOB", help="the run folder (as printed by `run`)")
+        if name == "rewind":
+            c.add_argument("issue", help="what is wrong, for the agent to re-plan around")
+        if name == "checkpoint":
+            c.add_argument("--note", help="a note for the agent with the checkpoint")
+        c.add_argument("--wait", type=float, default=5.0, metavar="SECONDS",
+                       help="how long to wait for the run to confirm (default 5; 0 does not wait)")
 
     jobs = sub.add_parser("jobs", help="list runs and their status")
     jobs.add_argument("--limit", type=int, default=30, help="how many runs to show (newest first)")
@@ -64,9 +88,8 @@ def _positive(name: str, value: Any) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from console.engine.clock import SystemClock
     from console.engine.job import JobError, load_job_config, prepare_run, validate_job_folder
-    from console.engine.loop import Controls
     from console.engine.store import JobStore
-    from console.engine.supervisor import Supervisor
+    from console.engine.supervisor import JobBusy, Supervisor
     from console.headless import HeadlessLog
     from console.providers import ProviderError, make_provider
     from console.settings import load_settings, resolve_run_settings
@@ -75,6 +98,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         for name in ("speed", "max_turns", "context_window"):
             _positive(name, getattr(args, name))
+        if args.max_restarts is not None and args.max_restarts < 0:
+            raise ValueError("--max-restarts must be 0 or more")
         settings = load_settings()
         if args.in_place:
             paths = validate_job_folder(args.job)
@@ -82,7 +107,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             paths = prepare_run(args.job, settings.runs_dir, clock.now())
         job = load_job_config(paths)
         rs = resolve_run_settings(settings, job, provider=args.provider, model=args.model, base_url=args.base_url,
-                                  speed=args.speed, max_turns=args.max_turns, context_window=args.context_window)
+                                  speed=args.speed, max_turns=args.max_turns, context_window=args.context_window,
+                                  max_restarts=args.max_restarts,
+                                  auto_restart=False if args.no_auto_restart else None)
         if args.script is not None and rs.provider != "scripted":
             raise ValueError("--script replays turns with the scripted provider only")
         api_key = None
@@ -98,8 +125,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     print(f"run folder: {paths.root}", flush=True)
     store = JobStore(settings.store_path)
-    controls = Controls()
-    sup = Supervisor(paths, rs, provider, clock=clock, store=store, controls=controls)
+    sup = Supervisor(paths, rs, provider, clock=clock, store=store)
     sup.subscribe(HeadlessLog(sys.stdout, color=sys.stdout.isatty()))
 
     interrupts = 0
@@ -107,15 +133,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     def on_sigint(signum: int, frame: object) -> None:
         nonlocal interrupts
         interrupts += 1
+        sup.stop()
         if interrupts == 1:
-            controls.request_stop()
-            print("\nstopping after the current turn (Ctrl+C again to quit now)", file=sys.stderr, flush=True)
-        else:
+            print("\nstopping after the current turn (Ctrl+C again to stop now)", file=sys.stderr, flush=True)
+        elif interrupts > 2:
             raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:
         result = sup.run()
+    except JobBusy as exc:
+        _err(f"{exc}; watch it with `agent-console attach {paths.root}` or send it commands")
+        return EXIT_USAGE
     except KeyboardInterrupt:
         store.ended(paths.root, "stopped", clock.now(), "interrupted")
         _err(f"interrupted; the run can be resumed with: agent-console run --in-place {paths.root}")
@@ -182,6 +211,53 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_control(args: argparse.Namespace) -> int:
+    import time
+
+    from console.engine import events as ev
+    from console.engine.control import RunLock, write_inbox
+    from console.engine.job import JobError, JobPaths, validate_job_folder
+
+    try:
+        paths: JobPaths = validate_job_folder(args.job)
+    except JobError as exc:
+        _err(str(exc))
+        return EXIT_USAGE
+    if not paths.state.is_dir():
+        _err(f"{args.job}: this job has never run (no .console/ folder); start it with `agent-console run`")
+        return EXIT_USAGE
+    name = COMMAND_NAMES.get(args.command, args.command)
+    cmd_args: dict[str, Any] = {}
+    if args.command == "rewind":
+        if not args.issue.strip():
+            _err("rewind needs the issue text")
+            return EXIT_USAGE
+        cmd_args["issue"] = args.issue
+    if args.command == "checkpoint" and args.note:
+        cmd_args["note"] = args.note
+    cmd = write_inbox(paths, name, cmd_args, source="cli")
+    pid = RunLock(paths).holder()
+    if args.wait <= 0:
+        print(f"{args.command}: queued for {paths.root}")
+        return EXIT_OK
+    if pid is None:
+        print(f"{args.command}: queued; no process is running this job now, so it applies when the job runs again "
+              f"(agent-console run --in-place {paths.root})")
+        return EXIT_OK
+    deadline = time.monotonic() + args.wait
+    offset = 0
+    while time.monotonic() < deadline:
+        new, offset = ev.read_new(paths.events, offset)
+        for e in new:
+            if isinstance(e, ev.OperatorCommand) and e.command_id == cmd.id and e.status != "received":
+                print(f"{args.command}: {e.status}: {e.detail}")
+                return EXIT_OK if e.status == "applied" else EXIT_FAILED
+        time.sleep(0.1)
+    print(f"{args.command}: sent to process {pid}; not confirmed within {args.wait:g}s (it applies at the next "
+          "turn boundary)")
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -189,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_run(args)
     if args.command == "jobs":
         return cmd_jobs(args)
+    if args.command in COMMAND_HELP:
+        return cmd_control(args)
     parser.print_help()
     return EXIT_USAGE
 

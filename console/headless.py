@@ -13,6 +13,10 @@ def _fmt_tokens(n: int) -> str:
     return f"{n / 1000:.1f}k" if n >= 1000 else str(n)
 
 
+def _pct(used: int, window: int) -> str:
+    return f"{used / window:.0%}" if window else "?"
+
+
 def _brief_args(raw: str, limit: int = 48) -> str:
     try:
         data = json.loads(raw or "{}")
@@ -35,6 +39,7 @@ class HeadlessLog:
         self.color = color
         self._lock = threading.Lock()
         self._last_msg: ev.AssistantMessage | None = None
+        self._held: list[str] = []  # tool failures, printed under their turn's line
         self._phase = ""
 
     def _c(self, code: str, text: str) -> str:
@@ -55,13 +60,36 @@ class HeadlessLog:
             tools = ", ".join(f"{c.name}({_brief_args(c.arguments)})" for c in m.tool_calls) or "(no tool call)"
             cached = f", {_fmt_tokens(e.cached_input_tokens)} cached" if e.cached_input_tokens else ""
             est = "~" if not e.reported else ""
-            tokens = f"[{est}{_fmt_tokens(e.input_tokens)} in{cached}, {_fmt_tokens(e.output_tokens)} out]"
+            ctx = f" | ctx {e.context_tokens / e.context_window:.0%}" if e.context_window else ""
+            tokens = f"[{est}{_fmt_tokens(e.input_tokens)} in{cached}, {_fmt_tokens(e.output_tokens)} out{ctx}]"
             self.write(f"  t{e.turn:<4} {tools}  {self._c('2', tokens)}")
+            for line in self._held:
+                self.write(line)
+            self._held.clear()
             self._last_msg = None
         elif isinstance(e, ev.ToolResult) and not e.ok:
-            self.write(self._c("33", f"        ✗ {e.tool}: {e.content.splitlines()[0][:140] if e.content else ''}"))
+            first = e.content.splitlines()[0][:140] if e.content else ""
+            self._held.append(self._c("33", f"        ✗ {e.tool}: {first}"))
         elif isinstance(e, ev.ToolDenied):
-            self.write(self._c("33", f"        ⛔ {e.tool} denied by {e.policy}: {e.reason[:120]}"))
+            self._held.append(self._c("33", f"        ⛔ {e.tool} denied by {e.policy}: {e.reason[:120]}"))
+        elif isinstance(e, ev.ContextMasked):
+            change = f"{_pct(e.used_before, e.context_window)} -> {_pct(e.used_after, e.context_window)}"
+            self.write(self._c("35", f"  context: masked {e.masked} old tool result(s), freed "
+                                     f"~{_fmt_tokens(e.tokens_freed)} ({change})"))
+        elif isinstance(e, ev.WindDown):
+            self.write(self._c("35", f"  context: {e.usage_pct:.0%} full, wind-down sent (one more turn, "
+                                     "then restart)"))
+        elif isinstance(e, ev.RestartPending):
+            self.write(self._c("1;33", f"restart pending: context {e.usage_pct:.0%} full; session {e.next_session} "
+                                       f"would start with {e.carryover_messages} carried messages. "
+                                       "Approve with `agent-console approve JOB`, or deny."))
+        elif isinstance(e, ev.RestartApproved):
+            self.write(self._c("35", f"  restart approved ({e.by})"))
+        elif isinstance(e, ev.RestartDenied):
+            self.write(self._c("33", f"  restart denied ({e.by})"))
+        elif isinstance(e, ev.SessionEnded):
+            self.write(self._c("2", f"session {e.session} ended: {e.reason} after {e.turns} turns"
+                                    + (f" ({e.detail})" if e.detail and e.reason != "job_complete" else "")))
         elif isinstance(e, ev.TodosChanged):
             self._todos(e)
         elif isinstance(e, ev.PhaseTransition) and e.stage == "completed":

@@ -10,7 +10,6 @@ import pytest
 
 from console.engine.clock import FakeClock
 from console.engine.job import JobPaths
-from console.engine.loop import Controls
 from console.engine.store import JobStore
 from console.engine.supervisor import Supervisor
 from console.providers.scripted import ScriptedProvider, ScriptedTurn
@@ -70,8 +69,7 @@ def run_job(clock: FakeClock, tmp_path: Path) -> Callable[..., tuple[Supervisor,
     def run(paths: JobPaths, turns: list[ScriptedTurn] | None = None, **settings: object):
         provider = ScriptedProvider(clock=clock, script=turns)
         store = JobStore(tmp_path / "jobs.db")
-        sup = Supervisor(paths, run_settings(**settings), provider, clock=clock, store=store,
-                         controls=Controls())
+        sup = Supervisor(paths, run_settings(**settings), provider, clock=clock, store=store)
         return sup, sup.run()
 
     return run

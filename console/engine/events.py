@@ -49,6 +49,9 @@ class SessionEnded(EventBase):
 class TurnStarted(EventBase):
     type: Literal["turn_started"] = "turn_started"
     turn: int
+    # Which layers the prompt of this turn carries (the protected ones must always be there).
+    layers: list[str] = Field(default_factory=list)
+    prompt_tokens_est: int = 0
 
 
 class TextDelta(EventBase):
@@ -114,6 +117,7 @@ class TodosChanged(EventBase):
     items: list[TodoItemRecord]
     reason: str = ""
     display: str = ""
+    generation: int = 0
 
 
 class PlanChanged(EventBase):
@@ -150,12 +154,19 @@ class TokenUsage(EventBase):
     cached_input_tokens: int = 0
     reported: bool = True
     context_window: int = 0
+    # The next prompt's size after this turn's results are appended (what pressure acts on).
+    context_tokens: int = 0
+    soft_threshold: float = 0.0
+    hard_threshold: float = 0.0
 
 
 class ContextMasked(EventBase):
     type: Literal["context_masked"] = "context_masked"
     masked: int
     tokens_freed: int = 0
+    used_before: int = 0
+    used_after: int = 0
+    context_window: int = 0
     detail: str = ""
 
 
@@ -170,14 +181,20 @@ class ContextCompacted(EventBase):
 class WindDown(EventBase):
     type: Literal["wind_down"] = "wind_down"
     usage_pct: float
+    used_tokens: int = 0
+    context_window: int = 0
     message: str = ""
 
 
 class RestartPending(EventBase):
     type: Literal["restart_pending"] = "restart_pending"
     usage_pct: float = 0.0
+    used_tokens: int = 0
+    context_window: int = 0
     carryover_messages: int = 0
+    carryover_tokens: int = 0
     next_session: int = 0
+    reason: str = "context full"
 
 
 class RestartApproved(EventBase):
@@ -207,6 +224,7 @@ class OperatorCommand(EventBase):
     source: str = "api"
     status: Literal["received", "applied", "rejected"] = "received"
     detail: str = ""
+    command_id: str = ""
 
 
 class JobCompleted(EventBase):
@@ -215,6 +233,14 @@ class JobCompleted(EventBase):
     deliverables: list[str] = Field(default_factory=list)
     confidence: float
     notes: str = ""
+
+
+class MemoryUpdated(EventBase):
+    """Working-memory bookkeeping (seed 003): task records, blockers, pruning, legacy backfill."""
+
+    type: Literal["memory_updated"] = "memory_updated"
+    what: str
+    detail: dict[str, Any] = Field(default_factory=dict)
 
 
 class ErrorEvent(EventBase):
@@ -248,6 +274,7 @@ Event = Annotated[
     | StuckDetected
     | OperatorCommand
     | JobCompleted
+    | MemoryUpdated
     | ErrorEvent,
     Field(discriminator="type"),
 ]
@@ -281,6 +308,30 @@ def read_events(path: Path) -> Iterator[EventBase]:
                 yield parse_event(raw)
             except (ValidationError, ValueError):
                 continue
+
+
+def read_new(path: Path, offset: int) -> tuple[list[EventBase], int]:
+    """Events appended since byte ``offset``, and the offset to continue from.
+
+    Only whole lines are consumed, so a line being written right now is read
+    on the next call, not parsed half-way.
+    """
+    if not path.exists():
+        return [], offset
+    with path.open("rb") as fh:
+        fh.seek(offset)
+        data = fh.read()
+    end = data.rfind(b"\n")
+    if end < 0:
+        return [], offset
+    out: list[EventBase] = []
+    for raw in data[: end + 1].splitlines():
+        if raw.strip():
+            try:
+                out.append(parse_event(raw.decode("utf-8")))
+            except (ValidationError, ValueError):
+                continue
+    return out, offset + end + 1
 
 
 def _last_seq(path: Path) -> int:

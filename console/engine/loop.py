@@ -1,29 +1,37 @@
 """run_agent_session: one session of turns (seed 004's inner loop).
 
-A turn: assemble the layers into a request, stream the model's answer
-(publishing text deltas as they come), dispatch its tool calls, append the
-results and any harness notices, compact at phase boundaries, checkpoint.
+A turn: apply operator commands, assemble the layers into a request, stream
+the model's answer (publishing text deltas as they come), dispatch its tool
+calls, append the results and any harness notices, compact at phase
+boundaries, checkpoint, then let the ContextManager decide: continue, mask
+old observations, ask for a wind-down, or end the session for a restart.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from console.engine import events as ev
 from console.engine.checkpoint import Checkpoint, save_checkpoint
+from console.engine.context.carryover import extract_carryover
 from console.engine.context.layers import assemble, build_protected, build_system, read_system_prompt
+from console.engine.context.masking import apply_masking, mask_notice
+from console.engine.context.pressure import WIND_DOWN_MESSAGE, ContextAction, ContextManager
 from console.engine.context.summary import build_summary, summary_message
-from console.engine.context.tokens import estimate_request, estimate_text
-from console.engine.messages import Message, ToolCall
+from console.engine.context.tokens import CHARS_PER_TOKEN, estimate_request, estimate_text
+from console.engine.messages import Message, ModelRequest, ToolCall
+from console.engine.operator import Aborted, OperatorState
 from console.engine.runtime import Runtime
 from console.engine.tools.registry import ToolOutcome, ToolRegistry
 from console.providers.base import Provider, ProviderError, Stop, TextDelta, ToolCallEvent, Usage
 from console.settings import RunSettings
 
 MAX_NUDGES = 3
+CARRYOVER_TURNS = 3
+CARRYOVER_BUDGET = 0.15  # share of the window the carried turns may take
+OBSERVATION_BUDGET = 0.25  # share of the window one tool result may take
 KICKOFF = "Begin. Your ACTIVE TODO LIST is below: do the current task."
 NUDGE = (
     "You ended your turn without a tool call, but the job is not complete. Continue with the task marked "
@@ -47,16 +55,7 @@ class SessionResult:
     session_number: int
     carryover: list[Message] = field(default_factory=list)
     detail: str = ""
-
-
-class Controls:
-    """Operator flags the loop polls between turns (thread-safe)."""
-
-    def __init__(self) -> None:
-        self.stop_requested = threading.Event()
-
-    def request_stop(self) -> None:
-        self.stop_requested.set()
+    used_tokens: int = 0
 
 
 @dataclass
@@ -65,7 +64,8 @@ class SessionDeps:
     provider: Provider
     registry: ToolRegistry
     settings: RunSettings
-    controls: Controls
+    operator: OperatorState
+    context: ContextManager | None = None
 
 
 @dataclass
@@ -76,14 +76,38 @@ class TurnOutput:
     stop: Stop
 
 
-def stream_turn(deps: SessionDeps, turn: int, conversation: list[Message], system: str) -> TurnOutput:
+def prompt_layers(request: ModelRequest) -> list[str]:
+    """Which layers a request really carries, read from the request itself."""
+    layers = []
+    if request.system:
+        layers.append("system_prompt")
+    if "ACTIVE TODO LIST" in request.protected:
+        layers.append("todo_list")
+    if "MAIN PLAN (main_plan.md)" in request.protected:
+        layers.append("plan")
+    if request.tools:
+        layers.append("tools")
+    if "WORKING MEMORY" in request.protected:
+        layers.append("working_memory")
+    if request.messages and request.messages[0].meta.get("kind") == "summary":
+        layers.append("summary")
+    return layers
+
+
+def build_request(deps: SessionDeps, system: str, conversation: list[Message]) -> ModelRequest:
     rt = deps.runtime
-    request = assemble(system, deps.registry, conversation, build_protected(rt.todos, rt.paths))
+    protected = build_protected(rt.todos, rt.paths, [rt.memory.render()])
+    return assemble(system, deps.registry, conversation, protected)
+
+
+def stream_turn(deps: SessionDeps, turn: int, request: ModelRequest) -> TurnOutput:
+    rt = deps.runtime
     parts: list[str] = []
     calls: list[ToolCall] = []
     usage: Usage | None = None
     stop = Stop("end_turn")
     for item in deps.provider.stream(request):
+        deps.operator.apply(rt, streaming=True)  # raises Aborted on a second stop
         if isinstance(item, TextDelta):
             parts.append(item.text)
             rt.events.emit(ev.TextDelta, turn=turn, text=item.text)
@@ -115,18 +139,31 @@ def dispatch(deps: SessionDeps, turn: int, call: ToolCall) -> ToolOutcome:
             rt.events.emit(ev.ErrorEvent, message=f"tool {call.name} crashed: {exc!r}", where="tool")
             outcome = ToolOutcome(False, f"{call.name} failed with an internal error: {type(exc).__name__}. "
                                          "Try a different approach; the operator has been notified.")
+    if len(outcome.content) > rt.observation_chars:
+        cut = outcome.content.rfind("\n", 0, rt.observation_chars)
+        cut = cut if cut > rt.observation_chars // 2 else rt.observation_chars
+        outcome.content = (outcome.content[:cut] + f"\n[... output truncated at {cut} of {len(outcome.content)} "
+                           "chars to fit the context budget; narrow the request to see the rest]")
     rt.events.emit(ev.ToolResult, turn=turn, call_id=call.id, tool=call.name, ok=outcome.ok,
                    content=outcome.content, duration_ms=round((time.perf_counter() - started) * 1000, 3))
     return outcome
 
 
 def compact(deps: SessionDeps, conversation: list[Message], reason: str) -> None:
+    """Layers 4-5 become a new previous summary (the new todos are already in layer 2)."""
     rt = deps.runtime
     before = len(conversation)
-    text = build_summary(rt.paths, rt.workspace, rt.clock.now())
+    text = build_summary(rt.paths, rt.workspace, rt.clock.now(), memory=rt.memory)
     conversation[:] = [summary_message(text)]
     rt.events.emit(ev.ContextCompacted, messages_before=before, messages_after=1, summary_chars=len(text),
                    reason=reason)
+
+
+def _wait_while_paused(deps: SessionDeps) -> None:
+    op, rt = deps.operator, deps.runtime
+    while op.paused and not op.stop_requested:
+        op.channel.wait(0.2)
+        op.apply(rt)
 
 
 def run_agent_session(
@@ -136,10 +173,19 @@ def run_agent_session(
     start_turn: int = 0,
     nudges: int = 0,
 ) -> SessionResult:
-    rt = deps.runtime
+    rt, op, st = deps.runtime, deps.operator, deps.settings
+    # Re-read at every session start: the agent (or the operator) may have edited SYSTEM_PROMPT.md.
     system = build_system(read_system_prompt(rt.paths), deps.registry, session_number)
     if not conversation:
         conversation.append(Message.user(KICKOFF, kind="kickoff"))
+    cm = deps.context = ContextManager(st.context_window, st.soft_threshold, st.hard_threshold)
+    rt.observation_chars = max(2_000, int(st.context_window * OBSERVATION_BUDGET * CHARS_PER_TOKEN))
+    cm.reset(estimate_request(build_request(deps, system, conversation)))
+    if cm.pct >= st.hard_threshold:
+        detail = (f"context window too small: the first prompt of session {session_number} already needs "
+                  f"~{cm.used} tokens of {st.context_window} ({cm.pct:.0%})")
+        rt.events.emit(ev.ErrorEvent, message=detail, where="context", recoverable=False)
+        return SessionResult(ShutdownReason.ERROR, 0, session_number, detail=detail)
     turn = start_turn
     turns_here = 0
 
@@ -148,49 +194,94 @@ def run_agent_session(
             session=session_number, turn=turn, conversation=conversation, nudges=nudges,
             job_done=rt.job_done, updated_at=rt.clock.now()))
 
+    def end(reason: ShutdownReason, detail: str, carry: list[Message] | None = None) -> SessionResult:
+        return SessionResult(reason, turns_here, session_number, carry or [], detail, cm.used)
+
     while True:
-        if deps.controls.stop_requested.is_set():
-            return SessionResult(ShutdownReason.USER_SHUTDOWN, turns_here, session_number,
-                                 detail="stopped by the operator")
-        if turns_here >= deps.settings.max_turns:
-            return SessionResult(ShutdownReason.MAX_TURNS, turns_here, session_number,
-                                 detail=f"reached max_turns ({deps.settings.max_turns}) in one session")
+        op.apply(rt)
+        _wait_while_paused(deps)
+        if op.stop_requested:
+            return end(ShutdownReason.USER_SHUTDOWN, "stopped by the operator")
+        conversation.extend(notices := rt.take_notices())
+        cm.appended(notices)
+        if turns_here >= st.max_turns:
+            return end(ShutdownReason.MAX_TURNS, f"reached max_turns ({st.max_turns}) in one session")
         turn += 1
         turns_here += 1
-        rt.events.emit(ev.TurnStarted, turn=turn)
+        request = build_request(deps, system, conversation)
+        rt.events.emit(ev.TurnStarted, turn=turn, layers=prompt_layers(request), prompt_tokens_est=cm.used)
         try:
-            out = stream_turn(deps, turn, conversation, system)
+            out = stream_turn(deps, turn, request)
+        except Aborted:
+            # The half-streamed reply is dropped: the conversation stays whole for a resume.
+            return end(ShutdownReason.USER_SHUTDOWN, "stopped by the operator during a turn")
         except ProviderError as exc:
             rt.events.emit(ev.ErrorEvent, message=str(exc), where="provider", recoverable=False)
-            return SessionResult(ShutdownReason.ERROR, turns_here, session_number, detail=str(exc))
+            return end(ShutdownReason.ERROR, str(exc))
         rt.events.emit(
             ev.AssistantMessage, turn=turn, text=out.text, stop_reason=out.stop.reason,
             tool_calls=[ev.ToolCallRecord(id=c.id, name=c.name, arguments=c.arguments) for c in out.calls])
-        rt.events.emit(ev.TokenUsage, turn=turn, input_tokens=out.usage.input_tokens,
-                       output_tokens=out.usage.output_tokens, cached_input_tokens=out.usage.cached_input_tokens,
-                       reported=out.usage.reported, context_window=deps.settings.context_window)
-        conversation.append(Message.assistant(out.text, out.calls))
-        end = False
+        reply = Message.assistant(out.text, out.calls)
+        conversation.append(reply)
+        cm.record_usage(out.usage.input_tokens, out.usage.output_tokens)
+        finished = False
+        added: list[Message] = []
         for call in out.calls:
             outcome = dispatch(deps, turn, call)
-            conversation.append(Message.tool(call, outcome.content, ok=outcome.ok))
-            end = end or outcome.end_session
+            added.append(Message.tool(call, outcome.content, ok=outcome.ok))
+            finished = finished or outcome.end_session
+        conversation.extend(added)
         notices = rt.take_notices()
         if rt.compaction_reason:
             reason, rt.compaction_reason = rt.compaction_reason, None
             compact(deps, conversation, reason)
-        conversation.extend(notices)
+            conversation.extend(notices)
+            cm.reset(estimate_request(build_request(deps, system, conversation)))
+        else:
+            conversation.extend(notices)
+            cm.appended(added + notices)
         if out.calls:
             nudges = 0
-        elif not end:
+        elif not finished and not rt.job_done:
             nudges += 1
             if nudges > MAX_NUDGES:
                 detail = f"the agent stopped {nudges} times in a row without finishing the job"
                 rt.events.emit(ev.ErrorEvent, message=detail, where="loop", recoverable=False)
                 checkpoint()
-                return SessionResult(ShutdownReason.ERROR, turns_here, session_number, detail=detail)
+                return end(ShutdownReason.ERROR, detail)
             rt.events.emit(ev.CompletionBlocked, reason="the agent tried to stop before job_complete")
-            conversation.append(Message.user(NUDGE, kind="nudge"))
+            nudge = Message.user(NUDGE, kind="nudge")
+            conversation.append(nudge)
+            cm.appended([nudge])
+        rt.events.emit(ev.TokenUsage, turn=turn, input_tokens=out.usage.input_tokens,
+                       output_tokens=out.usage.output_tokens, cached_input_tokens=out.usage.cached_input_tokens,
+                       reported=out.usage.reported, context_window=st.context_window, context_tokens=cm.used,
+                       soft_threshold=st.soft_threshold, hard_threshold=st.hard_threshold)
         checkpoint()
-        if end or rt.job_done:
-            return SessionResult(ShutdownReason.JOB_COMPLETE, turns_here, session_number, detail="job_complete")
+        if finished or rt.job_done:
+            return end(ShutdownReason.JOB_COMPLETE, "job_complete")
+        evaluation = cm.evaluate(conversation)
+        if evaluation.action is ContextAction.MASK and evaluation.plan is not None:
+            freed = apply_masking(conversation, evaluation.plan)
+            before = cm.used
+            cm.freed(freed)
+            notice = Message.user(mask_notice(len(evaluation.plan.indices), freed, cm.pct), kind="mask_notice")
+            conversation.append(notice)
+            cm.appended([notice])
+            cm.masked_total += len(evaluation.plan.indices)
+            rt.events.emit(ev.ContextMasked, masked=len(evaluation.plan.indices), tokens_freed=freed,
+                           used_before=before, used_after=cm.used, context_window=st.context_window,
+                           detail=f"masked the {len(evaluation.plan.indices)} oldest tool results")
+            checkpoint()
+        elif evaluation.action is ContextAction.WIND_DOWN:
+            text = WIND_DOWN_MESSAGE.format(pct=evaluation.pct)
+            msg = Message.user(text, kind="wind_down")
+            conversation.append(msg)
+            cm.appended([msg])
+            cm.mark_wind_down()
+            rt.events.emit(ev.WindDown, usage_pct=round(evaluation.pct, 4), used_tokens=evaluation.used,
+                           context_window=st.context_window, message=text)
+            checkpoint()
+        elif evaluation.action is ContextAction.RESTART:
+            carry = extract_carryover(conversation, CARRYOVER_TURNS, int(st.context_window * CARRYOVER_BUDGET))
+            return end(ShutdownReason.CONTEXT_FULL, f"context {evaluation.pct:.0%} full", carry)

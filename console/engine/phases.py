@@ -123,6 +123,7 @@ class PhaseTransitionManager:
             items=[ev.TodoItemRecord(text=i.text, done=i.done) for i in st.items],
             reason=reason,
             display=self.rt.todos.render(),
+            generation=st.generation,
         )
 
     def load_plan(self) -> Plan | None:
@@ -176,6 +177,8 @@ class PhaseTransitionManager:
             return TransitionResult(msg)
         kind: TransitionKind = "bootstrap" if st.kind == "bootstrap" else "phase"
         self.publish_todos("todo_complete")
+        if kind == "phase":
+            self.rt.on_phase_completed()
         return TransitionResult(msg + " " + self.begin(kind))
 
     # -- transitions ---------------------------------------------------------------

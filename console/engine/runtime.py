@@ -14,6 +14,7 @@ from console.engine import events as ev
 from console.engine.atomic import atomic_write_text
 from console.engine.clock import Clock
 from console.engine.job import JobPaths
+from console.engine.memory import WorkingMemory
 from console.engine.messages import Message
 from console.engine.phases import PhaseTransitionManager
 from console.engine.plan import Plan, PlanError, load_plan
@@ -38,16 +39,21 @@ class Runtime:
     store: JobStore | None = None
     todos: TodoManager = field(init=False)
     workspace: Workspace = field(init=False)
+    memory: WorkingMemory = field(init=False)
     phases: PhaseTransitionManager = field(init=False)
     # Messages to add to the conversation after this turn's tool results (transition prompts).
     notices: list[Message] = field(default_factory=list)
     compaction_reason: str | None = None
     outcome: JobOutcome | None = None
+    # The most one tool result may put into the context (set from the window by the loop): a single
+    # observation larger than the window would otherwise force restart after restart.
+    observation_chars: int = 60_000
 
     def __post_init__(self) -> None:
         self.paths.state.mkdir(parents=True, exist_ok=True)
         self.todos = TodoManager(self.paths.todos, self.paths.archive)
         self.workspace = Workspace(self.paths)
+        self.memory = WorkingMemory(self.paths.memory, self.events)
         self.phases = PhaseTransitionManager(self)
 
     @property
@@ -69,13 +75,22 @@ class Runtime:
         return self.workspace.generate_summary(self.clock.now(), self.todos.state, self.blockers())
 
     def blockers(self) -> list[str]:
-        return []
+        return [f"{b.task}: {b.reason}" for b in self.memory.active_blockers]
 
     def add_blocker(self, issue: str) -> None:
+        """A rewind: the current task failed for ``issue`` and stays a blocker until a phase completes."""
+        current = self.todos.current
+        task = current.text if current is not None else (self.todos.state.phase_name or "current phase")
+        now = self.clock.now()
+        self.memory.record(task, now, success=False, reason=issue)
+        self.memory.block(task, issue, now)
         self.workspace.add_note(f"Rewind: {issue}")
 
     def on_task_completed(self, text: str) -> None:
-        """Called for every todo marked complete (working memory hooks in here)."""
+        self.memory.record(text, self.clock.now())
+
+    def on_phase_completed(self) -> None:
+        self.memory.resolve_blockers(self.clock.now())
 
     def write_plan(self, plan: Plan, reason: str) -> None:
         atomic_write_text(self.paths.main_plan, plan.render())

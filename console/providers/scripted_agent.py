@@ -22,12 +22,14 @@ from console.engine.messages import Message, ModelRequest
 from console.engine.plan import parse_plan
 
 TODO_TOOLS = {"todo_complete", "todo_write", "todo_rewind", "archive_and_reset"}
+LOOKUP_TOOLS = {"read_file", "list_files", "search_files"}
 CURRENT_RX = re.compile(r"^\[ \] (\d+)\. (.*?)\s+← CURRENT$", re.MULTILINE)
 PHASE_RX = re.compile(r"^Phase: (.*)$", re.MULTILINE)
 PATH_RX = re.compile(r"`([^`\s]+)`|(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.(?:md|txt|json|csv|toml|py|yaml|yml))(?![\w/])")
 LINES_RX = re.compile(r"lines? (\d+)\s*[-–]\s*(\d+) of ([^\s,;]+)", re.IGNORECASE)
 REQ_RX = re.compile(r"\b(shall|must|should)\b", re.IGNORECASE)
 ACTION_RX = re.compile(r"^\s*(?:[-*]\s*)?(?:\[ \]\s*)?(?:action(?: item)?|todo)\s*[:\-]\s*(.+)$", re.IGNORECASE)
+RANGE_RX = re.compile(r"^\[[^\]]*: lines (\d+)-(\d+) of (\d+)\]")
 TOTAL_RX = re.compile(r"^\[[^\]]*: lines \d+-\d+ of (\d+)\]")
 CHUNK_LINES = 150
 CHUNKS_PER_PHASE = 8
@@ -103,6 +105,8 @@ class View:
                 if c.name in TODO_TOOLS:
                     done = []
                     continue
+                if res.meta.get("masked") and c.name in LOOKUP_TOOLS:
+                    continue  # a masked lookup is as good as not done: look again
                 done.append(Done(c.name, _args(c.arguments), res.content, bool(res.meta.get("ok", True))))
         return done
 
@@ -281,17 +285,24 @@ class ScriptedAgent:
     def _extract_chunk(self, v: View, task: str, start: int, end: int, src: str) -> Decision:
         paths = paths_in(task.split(" into ", 1)[1]) if " into " in task else []
         out = paths[0] if paths else "requirements.md"
-        read = v.did("read_file", path=src, start_line=start)
-        if read is None:
-            return Decision(f"Reading lines {start}-{end} of {src}.",
-                            [Call("read_file", {"path": src, "start_line": start, "max_lines": end - start + 1})])
-        if not read.ok:
+        reads = [d for d in v.done if d.name == "read_file" and d.args.get("path") == src]
+        if reads and not reads[-1].ok:
             return self._complete(f"Could not read {src}.",
                                   Call("add_note", {"text": f"Could not read lines {start}-{end} of {src}: "
-                                                            f"{read.result[:120]}"}))
+                                                            f"{reads[-1].result[:120]}"}))
+        # A budget-limited read returns fewer lines than asked: read on from where it stopped.
+        upto = start - 1
+        for d in reads:
+            m = RANGE_RX.match(d.result)
+            if m and int(m.group(1)) <= upto + 1:
+                upto = max(upto, int(m.group(2)))
+        if upto < end and not (reads and RANGE_RX.match(reads[-1].result) and
+                               int(RANGE_RX.match(reads[-1].result).group(3)) <= upto):
+            return Decision(f"Reading lines {upto + 1}-{end} of {src}.",
+                            [Call("read_file", {"path": src, "start_line": upto + 1, "max_lines": end - upto})])
         if v.did("append_file", path=out):
             return self._complete("Chunk done.")
-        found = extract_requirements(_body(read.result))
+        found = extract_requirements("\n".join(_body(d.result) for d in reads if d.ok))
         block = [f"\n## Lines {start}-{end} of {src}", ""]
         block += [f"- {s}" for s in found] or ["- (no requirement statements in this range)"]
         return self._complete(

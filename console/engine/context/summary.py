@@ -12,6 +12,7 @@ import json
 from datetime import datetime
 
 from console.engine.job import JobPaths
+from console.engine.memory import WorkingMemory
 from console.engine.messages import Message
 from console.engine.workspace import Workspace
 
@@ -31,7 +32,8 @@ def archived_phases(paths: JobPaths) -> list[dict]:
     return out
 
 
-def build_summary(paths: JobPaths, workspace: Workspace, now: datetime, extra: list[str] | None = None) -> str:
+def build_summary(paths: JobPaths, workspace: Workspace, now: datetime, extra: list[str] | None = None,
+                  memory: WorkingMemory | None = None) -> str:
     lines = [f"PREVIOUS SUMMARY (conversation compacted at {now.strftime('%Y-%m-%d %H:%M:%S')})", ""]
     archives = archived_phases(paths)[-MAX_ARCHIVES:]
     if archives:
@@ -51,6 +53,12 @@ def build_summary(paths: JobPaths, workspace: Workspace, now: datetime, extra: l
     if rec.notes:
         lines.append("Notes:")
         lines += [f"- {x}" for x in rec.notes[-MAX_ITEMS:]]
+        lines.append("")
+    if memory is not None and memory.state.completed_tasks:
+        tasks = memory.state.completed_tasks
+        failed = [t for t in tasks if not t.success]
+        lines.append(f"Tasks recorded in working memory: {len(tasks)} ({len(failed)} failed).")
+        lines += [f"- {t.task_id}: {t.summary}" for t in failed[-5:]]
         lines.append("")
     lines += extra or []
     lines.append("Your results are in the workspace files; workspace_summary.md lists them. "

@@ -87,7 +87,7 @@ def read_file(rt: Runtime, a: ReadFileArgs) -> str:
     chunk: list[str] = []
     size = 0
     for line in lines[start : start + a.max_lines]:
-        if size + len(line) > MAX_READ_CHARS and chunk:
+        if size + len(line) > min(MAX_READ_CHARS, rt.observation_chars) and chunk:
             break
         chunk.append(line)
         size += len(line) + 1

@@ -1,0 +1,92 @@
+"""Observation masking (seed 004): replace old tool results with short placeholders.
+
+Only tool-result messages of layer 5 are ever touched; the message list keeps
+its length, roles and tool-call ids, so no tool call loses its result. The
+oldest results go first and the newest few are never masked. Masking happens
+in batches big enough to bring usage well under the soft threshold: each
+batch rewrites the conversation from the first masked message on (a cache
+miss), so fewer, larger batches keep the cacheable prefix long.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from console.engine.context.tokens import estimate_message
+from console.engine.messages import Message
+
+# Results shorter than this are not worth a placeholder of about the same size.
+MIN_MASKABLE_TOKENS = 60
+
+
+@dataclass(frozen=True)
+class MaskPlan:
+    indices: list[int]
+    tokens_freed: int
+
+
+def call_for(conversation: list[Message], tool_msg: Message) -> tuple[str, dict]:
+    for m in conversation:
+        if m.role == "assistant":
+            for c in m.tool_calls:
+                if c.id == tool_msg.tool_call_id:
+                    try:
+                        args = json.loads(c.arguments or "{}")
+                    except json.JSONDecodeError:
+                        args = {}
+                    return c.name, args if isinstance(args, dict) else {}
+    return tool_msg.name or "tool", {}
+
+
+def placeholder(name: str, args: dict, tokens: int) -> str:
+    shown = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)[:80]}" for k, v in args.items()
+                      if k not in ("content", "new_text", "old_text"))
+    call = f"{name}({shown})"
+    how = (f"Call {call} again if you need it." if name in {"read_file", "list_files", "search_files"}
+           else "It is in the event log; the files it changed hold the result.")
+    return f"[masked: the result of {call}, ~{tokens} tokens, was removed to free context. {how}]"
+
+
+def maskable(conversation: list[Message], keep_recent: int) -> list[int]:
+    """Indices of tool results that may be masked, oldest first."""
+    tool_idx = [i for i, m in enumerate(conversation) if m.role == "tool"]
+    protected = set(tool_idx[-keep_recent:]) if keep_recent > 0 else set()
+    return [i for i in tool_idx if i not in protected and not conversation[i].meta.get("masked")
+            and estimate_message(conversation[i]) >= MIN_MASKABLE_TOKENS]
+
+
+def plan_masking(conversation: list[Message], need_tokens: int, keep_recent: int) -> MaskPlan:
+    """The oldest maskable results that together free at least ``need_tokens`` (or all there are)."""
+    chosen: list[int] = []
+    freed = 0
+    for i in maskable(conversation, keep_recent):
+        if freed >= need_tokens:
+            break
+        chosen.append(i)
+        freed += estimate_message(conversation[i]) - 40  # what the placeholder itself costs, about
+    return MaskPlan(chosen, max(0, freed))
+
+
+def masked_copy(m: Message, name: str, args: dict) -> Message:
+    tokens = estimate_message(m)
+    return m.model_copy(update={
+        "content": placeholder(name, args, tokens),
+        "meta": {**m.meta, "masked": True, "original_tokens": tokens},
+    })
+
+
+def apply_masking(conversation: list[Message], plan: MaskPlan) -> int:
+    """Mask in place; returns the tokens actually freed."""
+    before = sum(estimate_message(conversation[i]) for i in plan.indices)
+    for i in plan.indices:
+        name, args = call_for(conversation, conversation[i])
+        conversation[i] = masked_copy(conversation[i], name, args)
+    after = sum(estimate_message(conversation[i]) for i in plan.indices)
+    return before - after
+
+
+def mask_notice(count: int, freed: int, pct: float) -> str:
+    return (f"[Context {pct:.0%} full: {count} older tool result{'s' if count != 1 else ''} "
+            f"(~{freed} tokens) {'were' if count != 1 else 'was'} masked. Each placeholder says how to get "
+            "the content back. Your todo list and plan are unchanged.]")

@@ -1,0 +1,119 @@
+"""ContextManager: token pressure and the graduated response (seed 004).
+
+After every turn the loop tells it what the provider reported and what was
+appended; ``evaluate`` then says Continue, Mask, WindDown or Restart:
+
+- below the soft threshold: Continue;
+- at or above it: Mask, if masking the oldest observations frees enough to
+  bring usage down to ``mask_target`` (a masking that frees less is not done,
+  so there is no loop of tiny maskings that free nothing);
+- at or above the hard threshold with nothing worth masking: WindDown, once:
+  the agent gets one more turn to save its state;
+- the turn after a wind-down, or any time the next prompt would not fit: Restart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from console.engine.context.masking import MaskPlan, plan_masking
+from console.engine.context.tokens import estimate_message
+from console.engine.messages import Message
+
+DEFAULT_SOFT = 0.70
+DEFAULT_HARD = 0.85
+# Masking aims this far under the soft threshold, so one batch buys many turns.
+MASK_HEADROOM = 0.20
+KEEP_RECENT_RESULTS = 2
+TREND_LEN = 30
+
+
+class ContextAction(StrEnum):
+    CONTINUE = "continue"
+    MASK = "mask"
+    WIND_DOWN = "wind_down"
+    RESTART = "restart"
+
+
+@dataclass
+class Evaluation:
+    action: ContextAction
+    used: int
+    pct: float
+    plan: MaskPlan | None = None
+
+
+@dataclass
+class ContextManager:
+    window: int
+    soft: float = DEFAULT_SOFT
+    hard: float = DEFAULT_HARD
+    keep_recent: int = KEEP_RECENT_RESULTS
+    # The size of the next prompt, as far as we know it: the last reported prompt size
+    # plus estimates of everything appended since.
+    used: int = 0
+    wind_down_sent: bool = False
+    turns_since_wind_down: int = 0
+    masked_total: int = 0
+    trend: list[int] = field(default_factory=list)
+    last_action: str = ""
+
+    @property
+    def pct(self) -> float:
+        return self.used / self.window if self.window else 0.0
+
+    @property
+    def min_free(self) -> int:
+        return max(200, int(self.window * 0.05))
+
+    def record_usage(self, input_tokens: int, output_tokens: int) -> None:
+        """A turn finished: the prompt was ``input_tokens``; the reply adds ``output_tokens``."""
+        self.used = input_tokens + output_tokens
+        self.trend = [*self.trend[-(TREND_LEN - 1):], self.used]
+        if self.wind_down_sent:
+            self.turns_since_wind_down += 1
+
+    def appended(self, messages: list[Message]) -> None:
+        self.used += sum(estimate_message(m) for m in messages)
+
+    def freed(self, tokens: int) -> None:
+        self.used = max(0, self.used - tokens)
+
+    def reset(self, used: int) -> None:
+        """After a compaction or at session start: the prompt is now ``used`` tokens (estimated)."""
+        self.used = used
+        self.wind_down_sent = False
+        self.turns_since_wind_down = 0
+
+    def evaluate(self, conversation: list[Message]) -> Evaluation:
+        used, pct = self.used, self.pct
+        if self.wind_down_sent and self.turns_since_wind_down >= 1:
+            return Evaluation(ContextAction.RESTART, used, pct)
+        if pct < self.soft:
+            return Evaluation(ContextAction.CONTINUE, used, pct)
+        target = int(self.window * max(0.05, self.soft - MASK_HEADROOM))
+        plan = plan_masking(conversation, used - target, self.keep_recent)
+        if plan.indices and plan.tokens_freed >= self.min_free:
+            return Evaluation(ContextAction.MASK, used, pct, plan)
+        if used >= self.window:
+            return Evaluation(ContextAction.RESTART, used, pct)
+        if pct >= self.hard and not self.wind_down_sent:
+            return Evaluation(ContextAction.WIND_DOWN, used, pct)
+        return Evaluation(ContextAction.CONTINUE, used, pct)
+
+    def mark_wind_down(self) -> None:
+        self.wind_down_sent = True
+        self.turns_since_wind_down = 0
+
+
+WIND_DOWN_MESSAGE = (
+    "[Context window {pct:.0%} full. Please wrap up your current task and write any important state to "
+    "workspace files (add_note, add_accomplishment, or your own files). The session will restart after your "
+    "next turn; your todo list, main_plan.md and your files are kept.]"
+)
+
+RESTART_MARKER = (
+    "[Session restarted. Session #{session}. Previous session context was full. {carried} Check your "
+    "workspace files for progress state.]"
+)

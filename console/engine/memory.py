@@ -1,0 +1,151 @@
+"""Working memory (seed 003): recent tasks by intent, and active blockers.
+
+The last five completed tasks and every active blocker are rendered into the
+protected part of each prompt, so an agent always knows where it came from,
+even right after a compaction or a restart. The in-memory list is capped at
+100 records; events.jsonl keeps the full history.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, Field
+
+from console.engine.atomic import atomic_write_json
+
+if TYPE_CHECKING:
+    from console.engine.events import EventStream
+
+MAX_RECENT_TASKS = 100
+RECENT_IN_PROMPT = 5
+SUMMARY_CHARS = 60
+
+
+class CompletedTask(BaseModel):
+    task_id: str
+    completed_at: datetime
+    # Optional so that records written before intents existed still load (backfilled on load).
+    intent: str | None = None
+    summary: str | None = None
+    success: bool = True
+
+
+class Blocker(BaseModel):
+    task_id: str
+    task: str
+    reason: str
+    blocked_at: datetime
+    resolved_at: datetime | None = None
+
+
+class MemoryState(BaseModel):
+    completed_tasks: list[CompletedTask] = Field(default_factory=list)
+    blockers: list[Blocker] = Field(default_factory=list)
+    next_id: int = 1
+
+
+def task_summary(intent: str, success: bool, reason: str | None = None) -> str:
+    """Deterministic: no model, only the first sentence of the intent (or the failure reason)."""
+    if not success:
+        return f"Failed: {reason or 'Unknown reason'}"
+    first = intent.split(".")[0].strip()
+    if len(first) > SUMMARY_CHARS:
+        first = first[:SUMMARY_CHARS] + "..."
+    return f"Completed: {first}"
+
+
+class WorkingMemory:
+    def __init__(self, path: Path, events: EventStream | None = None) -> None:
+        self.path = path
+        self.events = events
+        self.state = MemoryState()
+        if path.exists():
+            self.state = MemoryState.model_validate_json(path.read_text(encoding="utf-8"))
+            self._backfill()
+
+    def _backfill(self) -> None:
+        changed = 0
+        for t in self.state.completed_tasks:
+            if not t.intent:
+                t.intent = f"[Legacy] {t.task_id}"
+                changed += 1
+        if changed:
+            self._log("memory_backfilled", count=changed)
+            self.save()
+
+    def _log(self, what: str, **fields: object) -> None:
+        if self.events is not None:
+            from console.engine import events as ev
+
+            self.events.emit(ev.MemoryUpdated, what=what, detail=fields)
+
+    def save(self) -> None:
+        atomic_write_json(self.path, json.loads(self.state.model_dump_json()))
+
+    def _new_id(self) -> str:
+        n = self.state.next_id
+        self.state.next_id += 1
+        return f"task-{n:04d}"
+
+    def record(self, intent: str, now: datetime, success: bool = True, reason: str | None = None) -> CompletedTask:
+        rec = CompletedTask(task_id=self._new_id(), completed_at=now, intent=intent,
+                            summary=task_summary(intent, success, reason), success=success)
+        self.state.completed_tasks.append(rec)
+        self._prune()
+        self.save()
+        self._log("task_recorded", task_id=rec.task_id, intent=intent, summary=rec.summary, success=success)
+        return rec
+
+    def _prune(self) -> None:
+        tasks = self.state.completed_tasks
+        if len(tasks) <= MAX_RECENT_TASKS:
+            return
+        removed = len(tasks) - MAX_RECENT_TASKS
+        self.state.completed_tasks = tasks[-MAX_RECENT_TASKS:]
+        self._log("pruned", total=len(tasks), kept=MAX_RECENT_TASKS, removed=removed, max_cap=MAX_RECENT_TASKS)
+
+    def block(self, task: str, reason: str, now: datetime) -> Blocker:
+        b = Blocker(task_id=self._new_id(), task=task, reason=reason, blocked_at=now)
+        self.state.blockers.append(b)
+        self.save()
+        self._log("blocker_added", task_id=b.task_id, task=task, reason=reason)
+        return b
+
+    def resolve_blockers(self, now: datetime) -> int:
+        n = 0
+        for b in self.state.blockers:
+            if b.resolved_at is None:
+                b.resolved_at = now
+                n += 1
+        if n:
+            self.save()
+            self._log("blockers_resolved", count=n)
+        return n
+
+    @property
+    def active_blockers(self) -> list[Blocker]:
+        return [b for b in self.state.blockers if b.resolved_at is None]
+
+    def recent(self, n: int = RECENT_IN_PROMPT) -> list[CompletedTask]:
+        return self.state.completed_tasks[-n:]
+
+    def render(self) -> str:
+        recent = self.recent()
+        blockers = self.active_blockers
+        if not recent and not blockers:
+            return ""
+        out = ["WORKING MEMORY"]
+        if recent:
+            out.append("Recent Task History (newest last):")
+            for i, t in enumerate(recent, 1):
+                mark = "✓ Success" if t.success else "✗ Failed"
+                out.append(f"{i}. {t.task_id}: \"{t.intent}\" - {t.completed_at.strftime('%Y-%m-%dT%H:%MZ')} - "
+                           f"{mark}" + ("" if t.success else f" ({t.summary})"))
+        if blockers:
+            out.append("Active Blockers:")
+            out += [f"- {b.task_id}: \"{b.task}\" - Reason: {b.reason}" for b in blockers]
+        return "\n".join(out)

@@ -1,0 +1,88 @@
+"""Applying operator commands to a running engine.
+
+Commands arrive through :class:`ControlChannel` (the console in-process, or
+the inbox from another shell) and are applied here, at turn boundaries:
+force a checkpoint, rewind with the operator's issue text, pause/resume,
+stop (after the current turn; a second stop aborts the turn), and approve or
+deny a pending restart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from console.engine import events as ev
+from console.engine.control import Command, ControlChannel
+
+if TYPE_CHECKING:
+    from console.engine.runtime import Runtime
+
+
+class Aborted(Exception):
+    """The operator asked for an immediate stop while a turn was in flight."""
+
+
+@dataclass
+class OperatorState:
+    channel: ControlChannel = field(default_factory=ControlChannel)
+    stop_requested: bool = False
+    abort: bool = False
+    paused: bool = False
+    awaiting_restart: bool = False
+    restart_decision: str | None = None
+
+    def apply(self, rt: Runtime, *, streaming: bool = False) -> list[Command]:
+        """Drain and apply pending commands. While streaming only stop is acted on at once."""
+        cmds = self.channel.poll(force=not streaming)
+        for bad in self.channel.invalid:
+            rt.events.emit(ev.OperatorCommand, command="invalid", source="inbox", status="rejected", detail=bad)
+        self.channel.invalid.clear()
+        for cmd in cmds:
+            rt.events.emit(ev.OperatorCommand, command=cmd.command, args=cmd.args, source=cmd.source,
+                           status="received", command_id=cmd.id)
+            status, detail = self._apply_one(rt, cmd, streaming)
+            rt.events.emit(ev.OperatorCommand, command=cmd.command, args=cmd.args, source=cmd.source,
+                           status=status, detail=detail, command_id=cmd.id)
+        if streaming and self.abort:
+            raise Aborted
+        return cmds
+
+    def _apply_one(self, rt: Runtime, cmd: Command, streaming: bool) -> tuple[str, str]:
+        c = cmd.command
+        if c == "stop":
+            if self.stop_requested or self.paused or self.awaiting_restart:
+                self.abort = True
+                self.stop_requested = True
+                return "applied", "stopping now"
+            self.stop_requested = True
+            return "applied", "stopping after the current turn (send stop again to stop now)"
+        if c == "pause":
+            if self.paused:
+                return "rejected", "already paused"
+            self.paused = True
+            return "applied", "pausing after the current turn"
+        if c == "resume":
+            if not self.paused:
+                return "rejected", "not paused"
+            self.paused = False
+            return "applied", "resumed"
+        if c in ("approve_restart", "deny_restart"):
+            if not self.awaiting_restart:
+                return "rejected", "no restart is pending"
+            self.restart_decision = "approve" if c == "approve_restart" else "deny"
+            return "applied", f"restart {self.restart_decision}d"
+        if rt.job_done:
+            return "rejected", "the job is complete"
+        if c == "checkpoint":
+            msg = rt.phases.checkpoint(str(cmd.args.get("note") or "") or None)
+            ok = not msg.startswith(("A phase transition", "The job is in its final"))
+            return ("applied", "checkpoint started: the agent re-orients at its next turn") if ok else (
+                "rejected", msg)
+        if c == "rewind":
+            issue = str(cmd.args.get("issue") or "").strip()
+            if not issue:
+                return "rejected", "rewind needs the issue text"
+            rt.phases.rewind(f"(operator) {issue}")
+            return "applied", "rewind started: the agent re-plans at its next turn"
+        return "rejected", f"unknown command {c}"
