@@ -64,17 +64,17 @@ class ControlChannel:
         return cmd
 
     def poll(self, force: bool = True) -> list[Command]:
-        now = time.monotonic()
-        if not force and now - self._last_poll < POLL_INTERVAL:
-            return []
-        self._last_poll = now
+        """Commands submitted in-process (always) and from the inbox (rate-limited unless ``force``)."""
         out: list[Command] = []
         while True:
             try:
                 out.append(self._queue.get_nowait())
             except queue.Empty:
                 break
-        out += self._drain_inbox()
+        now = time.monotonic()
+        if force or now - self._last_poll >= POLL_INTERVAL:
+            self._last_poll = now
+            out += self._drain_inbox()
         return out
 
     def _drain_inbox(self) -> list[Command]:

@@ -9,6 +9,7 @@ even right after a compaction or a restart. The in-memory list is capped at
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,7 +53,8 @@ def task_summary(intent: str, success: bool, reason: str | None = None) -> str:
     """Deterministic: no model, only the first sentence of the intent (or the failure reason)."""
     if not success:
         return f"Failed: {reason or 'Unknown reason'}"
-    first = intent.split(".")[0].strip()
+    # A sentence ends at a period followed by a space or the end: "docs/spec.md" is not a sentence end.
+    first = re.split(r"\.(?:\s|$)", intent.strip(), maxsplit=1)[0].strip()
     if len(first) > SUMMARY_CHARS:
         first = first[:SUMMARY_CHARS] + "..."
     return f"Completed: {first}"

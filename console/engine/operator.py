@@ -71,7 +71,7 @@ class OperatorState:
             if not self.awaiting_restart:
                 return "rejected", "no restart is pending"
             self.restart_decision = "approve" if c == "approve_restart" else "deny"
-            return "applied", f"restart {self.restart_decision}d"
+            return "applied", "restart approved" if c == "approve_restart" else "restart denied"
         if rt.job_done:
             return "rejected", "the job is complete"
         if c == "checkpoint":

@@ -1,0 +1,215 @@
+"""The context engine on a real long job: masking, wind-down, restarts, approvals, operator commands."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from console.engine import events as ev
+from console.engine.context.carryover import split_pairs
+from console.engine.control import write_inbox
+from console.engine.loop import ShutdownReason
+from console.engine.supervisor import Supervisor
+from console.providers.scripted import ScriptedProvider
+from tests.conftest import run_settings
+
+WINDOW = 10_000
+
+
+class Recording(ScriptedProvider):
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.requests = []
+
+    def stream(self, request):
+        self.requests.append(request)
+        return super().stream(request)
+
+
+def test_long_job_in_a_small_window_completes_after_restarts(make_job, clock) -> None:
+    paths = make_job("requirements-extraction")
+    provider = Recording(clock=clock)
+    sup = Supervisor(paths, run_settings(context_window=WINDOW, max_restarts=10), provider, clock=clock)
+    result = sup.run()
+    assert result.ok, result.detail
+    assert result.restarts >= 3
+    evs = list(ev.read_events(paths.events))
+    types = [e.type for e in evs]
+    for t in ("context_masked", "wind_down", "restart_approved", "context_compacted"):
+        assert t in types, t
+    starts = [e for e in evs if isinstance(e, ev.SessionStarted)]
+    assert [s.session for s in starts] == list(range(1, len(starts) + 1))
+    assert all(s.reason == "restart" and s.carryover_messages > 0 for s in starts[1:])
+    # protected layers in every prompt, per the log and per the requests themselves
+    turns = [e for e in evs if isinstance(e, ev.TurnStarted)]
+    assert turns and all({"system_prompt", "todo_list", "plan", "tools"} <= set(t.layers) for t in turns)
+    assert all("ACTIVE TODO LIST" in r.protected for r in provider.requests)
+    # the window is never exceeded and no request ever has a tool call without its result
+    usage = [e for e in evs if isinstance(e, ev.TokenUsage)]
+    assert max(u.input_tokens for u in usage) <= WINDOW
+    assert all(split_pairs(r.messages) == 0 for r in provider.requests)
+    # the restart marker opens every later session
+    markers = [r for r in provider.requests if any(m.meta.get("kind") == "restart_marker" for m in r.messages)]
+    assert markers and "Session restarted. Session #2." in next(
+        m.content for m in markers[0].messages if m.meta.get("kind") == "restart_marker")
+    # every requirement of the document was still extracted
+    assert (paths.root / "requirements.md").read_text().count("\n- ") > 200
+
+
+def test_system_prompt_is_reread_at_each_session(make_job, clock) -> None:
+    paths = make_job("requirements-extraction")
+    provider = Recording(clock=clock)
+    sup = Supervisor(paths, run_settings(context_window=WINDOW), provider, clock=clock)
+
+    def edit_prompt(e: ev.EventBase) -> None:
+        if isinstance(e, ev.WindDown):
+            paths.system_prompt.write_text(f"CUSTOM PROMPT v{e.seq}\nFocus on the todo list.\n")
+
+    sup.subscribe(edit_prompt)
+    assert sup.run().ok
+    systems = [r.system for r in provider.requests]
+    assert systems[0].startswith("You are an autonomous agent")
+    assert any(s.startswith("CUSTOM PROMPT") for s in systems)
+    assert any("This is session #2." in s for s in systems)
+
+
+def test_max_restarts_ends_the_run_with_a_reason(make_job, clock) -> None:
+    paths = make_job("requirements-extraction")
+    sup = Supervisor(paths, run_settings(context_window=WINDOW, max_restarts=1), ScriptedProvider(clock=clock),
+                     clock=clock)
+    result = sup.run()
+    assert result.reason is ShutdownReason.ERROR and "max_restarts (1) reached" in result.detail
+
+
+def _run_in_thread(sup: Supervisor):
+    box = {}
+    t = threading.Thread(target=lambda: box.setdefault("result", sup.run()), daemon=True)
+    t.start()
+    return t, box
+
+
+def _waiter(sup: Supervisor, event_type: str) -> threading.Event:
+    hit = threading.Event()
+    sup.subscribe(lambda e: hit.set() if e.type == event_type else None)
+    return hit
+
+
+def test_restart_waits_for_approval_and_deny_ends_cleanly(make_job, clock) -> None:
+    paths = make_job("requirements-extraction")
+    sup = Supervisor(paths, run_settings(context_window=WINDOW, auto_restart=False), ScriptedProvider(clock=clock),
+                     clock=clock)
+    pending = _waiter(sup, "restart_pending")
+    started = []
+    sup.subscribe(lambda e: started.append(e.session) if e.type == "session_started" else None)
+    t, box = _run_in_thread(sup)
+    assert pending.wait(30)
+    assert started == [1]  # nothing moves until the operator decides
+    pending.clear()
+    sup.approve_restart()
+    assert pending.wait(30)  # session 2 ran and filled up in its turn
+    assert started == [1, 2]
+    write_inbox(paths, "deny_restart")  # from "another shell"
+    t.join(30)
+    result = box["result"]
+    assert result.reason is ShutdownReason.USER_SHUTDOWN and result.detail == "restart denied by the operator"
+    evs = list(ev.read_events(paths.events))
+    assert [e.by for e in evs if isinstance(e, ev.RestartApproved)] == ["operator"]
+    assert [e.by for e in evs if isinstance(e, ev.RestartDenied)] == ["operator"]
+    cmds = [(e.command, e.source, e.status) for e in evs if isinstance(e, ev.OperatorCommand)]
+    assert ("approve_restart", "console", "applied") in cmds and ("deny_restart", "cli", "applied") in cmds
+
+
+def _on(sup: Supervisor, predicate, action) -> None:
+    fired = []
+
+    def hook(e: ev.EventBase) -> None:
+        if not fired and predicate(e):
+            fired.append(e)
+            action()
+
+    sup.subscribe(hook)
+
+
+def test_operator_checkpoint_carries_unfinished_todos(make_job, clock) -> None:
+    paths = make_job("quickstart")
+    sup = Supervisor(paths, run_settings(), ScriptedProvider(clock=clock), clock=clock)
+    _on(sup, lambda e: isinstance(e, ev.TodosChanged) and e.kind == "phase" and sum(i.done for i in e.items) == 2,
+        lambda: sup.force_checkpoint("re-check the notes folder"))
+    assert sup.run().ok
+    evs = list(ev.read_events(paths.events))
+    cp = [e for e in evs if isinstance(e, ev.PhaseTransition) and e.kind == "checkpoint"]
+    assert [e.stage for e in cp] == ["started", "completed"]
+    assert (paths.archive / cp[0].archive).exists()
+    after = next(e for e in evs
+                 if isinstance(e, ev.TodosChanged) and e.seq > cp[1].seq - 3 and e.reason == "todo_write")
+    assert [i.text for i in after.items][:1] == ["Read notes/2026-03-09-design-review.md"]
+    assert any(isinstance(e, ev.OperatorCommand) and e.command == "checkpoint" and e.status == "applied" for e in evs)
+
+
+def test_operator_rewind_replans_with_the_issue(make_job, clock) -> None:
+    paths = make_job("quickstart")
+    sup = Supervisor(paths, run_settings(), ScriptedProvider(clock=clock), clock=clock)
+    _on(sup, lambda e: isinstance(e, ev.TodosChanged) and e.kind == "phase" and sum(i.done for i in e.items) == 1,
+        lambda: sup.rewind("the digest must be one paragraph per meeting"))
+    assert sup.run().ok
+    archives = sorted(p.name for p in paths.archive.glob("*rewind*.json"))
+    assert archives == ["phase-01-review-inputs-rewind.json"]
+    assert "(operator) the digest must be one paragraph" in (paths.archive / archives[0]).read_text()
+    mem = (paths.state / "memory.json").read_text()
+    assert "Failed: (operator) the digest" in mem
+
+
+def test_stop_after_the_turn_and_pause_resume(make_job, clock) -> None:
+    paths = make_job("quickstart")
+    sup = Supervisor(paths, run_settings(), ScriptedProvider(clock=clock), clock=clock)
+    turns = []
+    sup.subscribe(lambda e: turns.append(e.turn) if isinstance(e, ev.TurnStarted) else None)
+
+    def pause_then_resume_later() -> None:
+        sup.pause()
+        threading.Timer(0.3, sup.resume).start()
+
+    _on(sup, lambda e: isinstance(e, ev.TurnStarted) and e.turn == 3, pause_then_resume_later)
+    _on(sup, lambda e: isinstance(e, ev.TurnStarted) and e.turn == 6, sup.stop)
+    result = sup.run()
+    assert result.reason is ShutdownReason.USER_SHUTDOWN
+    assert turns == [1, 2, 3, 4, 5, 6]  # the turn in flight finishes, no new one starts
+    statuses = [(e.command, e.status) for e in ev.read_events(paths.events) if isinstance(e, ev.OperatorCommand)]
+    assert ("pause", "applied") in statuses and ("resume", "applied") in statuses and ("stop", "applied") in statuses
+
+
+def test_second_stop_aborts_the_turn_in_flight(make_job, clock) -> None:
+    paths = make_job("quickstart")
+    sup = Supervisor(paths, run_settings(), ScriptedProvider(clock=clock), clock=clock)
+
+    def two_stops() -> None:
+        sup.stop()
+        sup.stop()
+
+    _on(sup, lambda e: isinstance(e, ev.TextDelta) and e.turn == 4, two_stops)
+    result = sup.run()
+    assert result.reason is ShutdownReason.USER_SHUTDOWN and "during a turn" in result.detail
+    evs = list(ev.read_events(paths.events))
+    assert not any(isinstance(e, ev.AssistantMessage) and e.turn == 4 for e in evs)
+
+
+@pytest.mark.parametrize("command", ["approve_restart", "deny_restart", "resume"])
+def test_commands_that_do_not_apply_are_rejected(make_job, clock, command) -> None:
+    paths = make_job("quickstart")
+    sup = Supervisor(paths, run_settings(), ScriptedProvider(clock=clock), clock=clock)
+    _on(sup, lambda e: isinstance(e, ev.TurnStarted) and e.turn == 2, lambda: sup.command(command))
+    assert sup.run().ok
+    (rej,) = [e for e in ev.read_events(paths.events) if isinstance(e, ev.OperatorCommand) and e.status == "rejected"]
+    assert rej.command == command and rej.detail in ("no restart is pending", "not paused")
+
+
+def test_invalid_inbox_file_is_reported_not_applied(make_job, clock) -> None:
+    paths = make_job("quickstart")
+    paths.inbox.mkdir(parents=True)
+    (paths.inbox / "0001-bad.json").write_text('{"command": "explode"}')
+    sup = Supervisor(paths, run_settings(), ScriptedProvider(clock=clock), clock=clock)
+    assert sup.run().ok
+    (rej,) = [e for e in ev.read_events(paths.events) if isinstance(e, ev.OperatorCommand)]
+    assert rej.command == "invalid" and rej.status == "rejected" and "0001-bad.json" in rej.detail
+    assert (paths.inbox / "0001-bad.rejected").exists()

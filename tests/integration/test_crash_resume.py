@@ -1,0 +1,119 @@
+"""kill -9 at any moment loses nothing and completes no todo twice; control from another shell."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+
+import pytest
+
+from console.engine import events as ev
+from console.engine.plan import load_plan
+from tests.conftest import SAMPLES
+
+
+def start(job, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "console.cli", "run", str(job), "--headless", "--in-place", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+
+
+def wait_for(path, predicate, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and any(predicate(e) for e in ev.read_events(path)):
+            return
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting for an event")
+
+
+def check_each_todo_completed_once(events_path) -> None:
+    """Per todo list (generation): completions go 1, 2, 3, ... with no repeat, and every list ends complete."""
+    done_counts: dict[int, list[int]] = defaultdict(list)
+    last: dict[int, ev.TodosChanged] = {}
+    for e in ev.read_events(events_path):
+        if isinstance(e, ev.TodosChanged) and e.items:
+            last[e.generation] = e
+            if e.reason in ("todo_complete", "job_complete"):
+                done_counts[e.generation].append(sum(i.done for i in e.items))
+    for gen, counts in done_counts.items():
+        assert counts == sorted(set(counts)), f"list {gen}: a todo was completed twice: {counts}"
+        assert all(b == a + 1 for a, b in itertools.pairwise(counts)), f"list {gen}: {counts}"
+    for gen, e in last.items():
+        assert all(i.done for i in e.items), f"list {gen} was left unfinished: {e.items}"
+
+
+@pytest.mark.parametrize("kill_after_events", [40, 140, 260])
+def test_kill_9_mid_run_then_resume_completes(tmp_path, kill_after_events) -> None:
+    job = tmp_path / "job"
+    import shutil
+
+    shutil.copytree(SAMPLES / "quickstart", job)
+    events_path = job / ".console" / "events.jsonl"
+    proc = start(job, "--speed", "3")
+    wait_for(events_path, lambda e: e.seq >= kill_after_events)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    resumed = start(job, "--speed", "0")
+    out, err = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, err
+    assert "session 2 started (resume" in out
+    plan = load_plan(job / "main_plan.md")
+    assert plan.all_complete
+    check_each_todo_completed_once(events_path)
+    assert (job / "action_items.md").read_text().count("- [ ]") == 9
+    types = [e.type for e in ev.read_events(events_path)]
+    assert types.count("job_completed") == 1
+
+
+def test_approve_and_deny_from_another_shell(tmp_path) -> None:
+    import shutil
+
+    job = tmp_path / "job"
+    shutil.copytree(SAMPLES / "requirements-extraction", job)
+    events_path = job / ".console" / "events.jsonl"
+    proc = start(job, "--speed", "0", "--context-window", "10000", "--no-auto-restart")
+    wait_for(events_path, lambda e: e.type == "restart_pending")
+    approve = subprocess.run([sys.executable, "-m", "console.cli", "approve", str(job)], capture_output=True,
+                             text=True, timeout=60)
+    assert approve.returncode == 0 and "approve: applied: restart approved" in approve.stdout
+    wait_for(events_path, lambda e: e.type == "restart_pending" and e.next_session == 3)
+    deny = subprocess.run([sys.executable, "-m", "console.cli", "deny", str(job)], capture_output=True,
+                          text=True, timeout=60)
+    assert deny.returncode == 0 and "deny: applied: restart denied" in deny.stdout
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert "restart denied by the operator" in err.strip().splitlines()[-1]
+    assert "Traceback" not in err
+    # a command nobody is running is queued for the next run
+    queued = subprocess.run([sys.executable, "-m", "console.cli", "pause", str(job)], capture_output=True, text=True,
+                            timeout=60)
+    assert queued.returncode == 0 and "queued" in queued.stdout
+    # and a rejected one says why, with a non-zero exit
+    resumed = start(job, "--speed", "0", "--context-window", "10000", "--no-auto-restart")
+    wait_for(events_path, lambda e: e.type == "operator_command" and e.command == "pause" and e.status == "applied")
+    bad = subprocess.run([sys.executable, "-m", "console.cli", "approve", str(job)], capture_output=True, text=True,
+                         timeout=60)
+    assert bad.returncode == 1 and "rejected: no restart is pending" in bad.stdout
+    stop = subprocess.run([sys.executable, "-m", "console.cli", "stop", str(job)], capture_output=True, text=True,
+                          timeout=60)
+    assert stop.returncode == 0 and "stop: applied" in stop.stdout
+    resumed.communicate(timeout=60)
+
+
+def test_a_second_run_of_the_same_job_is_refused(tmp_path) -> None:
+    import shutil
+
+    job = tmp_path / "job"
+    shutil.copytree(SAMPLES / "requirements-extraction", job)
+    proc = start(job, "--speed", "0", "--context-window", "10000", "--no-auto-restart")
+    wait_for(job / ".console" / "events.jsonl", lambda e: e.type == "restart_pending")
+    second = start(job, "--speed", "0")
+    _, err = second.communicate(timeout=60)
+    assert second.returncode == 2 and "already being run by process" in err
+    subprocess.run([sys.executable, "-m", "console.cli", "stop", str(job)], capture_output=True, timeout=60)
+    proc.communicate(timeout=60)

@@ -1,0 +1,148 @@
+"""ContextManager decisions, masking and carryover, with hypothesis properties."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from console.engine.context.carryover import extract_carryover, split_pairs, split_turns
+from console.engine.context.masking import apply_masking, plan_masking
+from console.engine.context.pressure import ContextAction, ContextManager
+from console.engine.context.tokens import estimate_message
+from console.engine.messages import Message, ToolCall
+
+
+def turn(i: int, calls: int = 1, size: int = 800, notice: bool = False) -> list[Message]:
+    cs = [ToolCall(id=f"c{i}_{k}", name="read_file", arguments=json.dumps({"path": f"f{i}.md"})) for k in range(calls)]
+    out = [Message.assistant(f"turn {i}", cs)]
+    out += [Message.tool(c, "x" * size) for c in cs]
+    if notice:
+        out.append(Message.user("a harness notice", kind="transition_prompt"))
+    return out
+
+
+def conversation(spec: list[tuple[int, int, bool]]) -> list[Message]:
+    conv = [Message.user("PREVIOUS SUMMARY", kind="summary")]
+    for i, (calls, size, notice) in enumerate(spec):
+        conv += turn(i, calls, size, notice)
+    return conv
+
+
+turn_specs = st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4000), st.booleans()), min_size=0, max_size=25)
+
+
+# -- ContextManager --------------------------------------------------------------------------------
+def test_continue_below_soft() -> None:
+    cm = ContextManager(window=10_000)
+    cm.record_usage(5_000, 100)
+    assert cm.evaluate(conversation([(1, 800, False)])).action is ContextAction.CONTINUE
+
+
+def test_mask_at_soft_when_it_frees_enough() -> None:
+    conv = conversation([(1, 4000, False)] * 6)
+    cm = ContextManager(window=10_000)
+    cm.record_usage(7_500, 100)
+    e = cm.evaluate(conv)
+    assert e.action is ContextAction.MASK
+    assert e.plan.tokens_freed >= cm.used - 5_000  # down to soft - 20 points
+    # the newest results are kept
+    tool_idx = [i for i, m in enumerate(conv) if m.role == "tool"]
+    assert not set(tool_idx[-2:]) & set(e.plan.indices)
+
+
+def test_no_masking_that_frees_too_little_then_wind_down_then_restart() -> None:
+    conv = conversation([(1, 100, False)] * 3)  # nothing worth masking
+    cm = ContextManager(window=10_000)
+    cm.record_usage(7_500, 100)
+    assert cm.evaluate(conv).action is ContextAction.CONTINUE  # soft, but masking would free ~nothing
+    cm.record_usage(8_600, 100)
+    assert cm.evaluate(conv).action is ContextAction.WIND_DOWN
+    cm.mark_wind_down()
+    assert cm.evaluate(conv).action is ContextAction.CONTINUE  # the agent gets its one turn
+    cm.record_usage(8_800, 100)
+    assert cm.evaluate(conv).action is ContextAction.RESTART
+
+
+def test_restart_when_the_next_prompt_cannot_fit() -> None:
+    cm = ContextManager(window=10_000)
+    cm.record_usage(10_500, 100)
+    assert cm.evaluate(conversation([(1, 100, False)])).action is ContextAction.RESTART
+
+
+# -- masking ---------------------------------------------------------------------------------------
+def test_placeholder_says_what_and_how_to_get_it_back() -> None:
+    conv = conversation([(1, 4000, False)] * 4)
+    plan = plan_masking(conv, 10, keep_recent=2)
+    apply_masking(conv, plan)
+    masked = conv[plan.indices[0]]
+    assert masked.meta["masked"] and masked.tool_call_id == "c0_0"
+    assert masked.content.startswith('[masked: the result of read_file(path="f0.md"), ~1004 tokens')
+    assert "Call read_file(path=\"f0.md\") again if you need it." in masked.content
+
+
+@settings(max_examples=200, deadline=None)
+@given(turn_specs, st.integers(0, 20_000), st.integers(0, 5))
+def test_masking_only_touches_old_tool_results(spec, need, keep) -> None:
+    conv = conversation(spec)
+    before = [m.model_copy(deep=True) for m in conv]
+    plan = plan_masking(conv, need, keep_recent=keep)
+    freed = apply_masking(conv, plan)
+    assert len(conv) == len(before)
+    assert freed >= 0
+    tool_idx = [i for i, m in enumerate(before) if m.role == "tool"]
+    newest = set(tool_idx[-keep:]) if keep else set()
+    for i, (old, new) in enumerate(zip(before, conv, strict=True)):
+        assert (old.role, old.tool_call_id, old.tool_calls) == (new.role, new.tool_call_id, new.tool_calls)
+        if old.role != "tool" or i in newest:
+            assert old == new  # summaries, notices, assistant turns and the newest results are untouched
+    assert split_pairs(conv) == 0
+    # oldest first: every masked result is older than every unmasked maskable one
+    masked = [i for i in tool_idx if conv[i].meta.get("masked")]
+    if masked:
+        assert all(i in masked or estimate_message(before[i]) < 60 for i in tool_idx if i < max(masked))
+
+
+@settings(max_examples=200, deadline=None)
+@given(turn_specs)
+def test_masking_is_idempotent_on_already_masked(spec) -> None:
+    conv = conversation(spec)
+    apply_masking(conv, plan_masking(conv, 10**9, keep_recent=0))
+    again = plan_masking(conv, 10**9, keep_recent=0)
+    assert again.indices == []
+
+
+# -- carryover -------------------------------------------------------------------------------------
+@settings(max_examples=300, deadline=None)
+@given(turn_specs, st.integers(0, 6), st.integers(0, 20_000))
+def test_carryover_never_splits_a_tool_pair(spec, n, budget) -> None:
+    conv = conversation(spec)
+    carry = extract_carryover(conv, n, budget)
+    assert split_pairs(carry) == 0
+    # whole turns only: it starts with an assistant message (or is empty)
+    assert not carry or carry[0].role == "assistant"
+    # all calls of one response are kept together with their results
+    for m in carry:
+        if m.role == "assistant":
+            ids = {c.id for c in m.tool_calls}
+            assert ids <= {x.tool_call_id for x in carry if x.role == "tool"}
+    assert sum(1 for m in carry if m.role == "assistant") <= n
+    assert sum(estimate_message(m) for m in carry) <= max(budget, 0) or not carry
+
+
+def test_carryover_takes_the_newest_turns_and_shrinks_big_ones() -> None:
+    conv = conversation([(1, 400, False), (2, 400, True), (1, 40_000, False)])
+    carry = extract_carryover(conv, 2, budget_tokens=2_000)
+    assistants = [m.content for m in carry if m.role == "assistant"]
+    assert assistants == ["turn 1", "turn 2"]
+    big = next(m for m in carry if m.role == "tool" and m.tool_call_id == "c2_0")
+    assert big.meta["masked"]  # too big for the budget: carried as a placeholder, pair intact
+    assert all(m.meta.get("kind") != "summary" for m in carry)
+
+
+def test_split_turns() -> None:
+    conv = conversation([(1, 10, True), (0, 0, False)])
+    head, turns = split_turns(conv)
+    assert [m.meta.get("kind") for m in head] == ["summary"]
+    assert [len(t) for t in turns] == [3, 1]
