@@ -66,7 +66,7 @@ class JobPaths:
 
     @property
     def checkpoint(self) -> Path:
-        return self.state / "checkpoint.json"
+        return self.state / "checkpoint.jsonl"
 
     @property
     def workspace(self) -> Path:

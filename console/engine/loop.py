@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from console.engine import events as ev
-from console.engine.checkpoint import Checkpoint, save_checkpoint
+from console.engine.checkpoint import Checkpoint, Conversation, SessionStore
 from console.engine.context.carryover import extract_carryover
 from console.engine.context.layers import assemble, build_protected, build_system, read_system_prompt
 from console.engine.context.masking import apply_masking, mask_notice
@@ -65,6 +65,7 @@ class SessionDeps:
     registry: ToolRegistry
     settings: RunSettings
     operator: OperatorState
+    sessions: SessionStore
     context: ContextManager | None = None
 
 
@@ -169,7 +170,7 @@ def _wait_while_paused(deps: SessionDeps) -> None:
 def run_agent_session(
     deps: SessionDeps,
     session_number: int,
-    conversation: list[Message],
+    conversation: Conversation,
     start_turn: int = 0,
     nudges: int = 0,
 ) -> SessionResult:
@@ -189,10 +190,9 @@ def run_agent_session(
     turn = start_turn
     turns_here = 0
 
-    def checkpoint() -> None:
-        save_checkpoint(rt.paths.checkpoint, Checkpoint(
-            session=session_number, turn=turn, conversation=conversation, nudges=nudges,
-            job_done=rt.job_done, updated_at=rt.clock.now()))
+    def checkpoint(durable: bool = False) -> None:
+        deps.sessions.save(Checkpoint(session=session_number, turn=turn, nudges=nudges, job_done=rt.job_done,
+                                      updated_at=rt.clock.now()), conversation, durable=durable or rt.job_done)
 
     def end(reason: ShutdownReason, detail: str, carry: list[Message] | None = None) -> SessionResult:
         return SessionResult(reason, turns_here, session_number, carry or [], detail, cm.used)
@@ -232,6 +232,7 @@ def run_agent_session(
             finished = finished or outcome.end_session
         conversation.extend(added)
         notices = rt.take_notices()
+        compacted = bool(rt.compaction_reason)
         if rt.compaction_reason:
             reason, rt.compaction_reason = rt.compaction_reason, None
             compact(deps, conversation, reason)
@@ -257,7 +258,7 @@ def run_agent_session(
                        output_tokens=out.usage.output_tokens, cached_input_tokens=out.usage.cached_input_tokens,
                        reported=out.usage.reported, context_window=st.context_window, context_tokens=cm.used,
                        soft_threshold=st.soft_threshold, hard_threshold=st.hard_threshold)
-        checkpoint()
+        checkpoint(durable=compacted)  # phase boundaries are worth an fsync
         if finished or rt.job_done:
             return end(ShutdownReason.JOB_COMPLETE, "job_complete")
         evaluation = cm.evaluate(conversation)

@@ -64,6 +64,7 @@ class WorkingMemory:
     def __init__(self, path: Path, events: EventStream | None = None) -> None:
         self.path = path
         self.events = events
+        self._rendered: str | None = None
         self.state = MemoryState()
         if path.exists():
             self.state = MemoryState.model_validate_json(path.read_text(encoding="utf-8"))
@@ -86,6 +87,7 @@ class WorkingMemory:
             self.events.emit(ev.MemoryUpdated, what=what, detail=fields)
 
     def save(self) -> None:
+        self._rendered = None
         atomic_write_json(self.path, json.loads(self.state.model_dump_json()))
 
     def _new_id(self) -> str:
@@ -136,6 +138,11 @@ class WorkingMemory:
         return self.state.completed_tasks[-n:]
 
     def render(self) -> str:
+        if self._rendered is None:
+            self._rendered = self._render()
+        return self._rendered
+
+    def _render(self) -> str:
         recent = self.recent()
         blockers = self.active_blockers
         if not recent and not blockers:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from console.engine import events as ev
-from console.engine.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from console.engine.checkpoint import Checkpoint, Conversation, SessionStore
 from console.engine.clock import Clock, SystemClock
 from console.engine.context.carryover import extract_carryover
 from console.engine.context.pressure import RESTART_MARKER
@@ -90,6 +90,7 @@ class Supervisor:
         self.events = ev.EventStream(paths.events, self.clock)
         self.runtime = Runtime(paths, self.clock, self.events, store)
         self.lock = RunLock(paths)
+        self.sessions = SessionStore(paths.state)
         self.session = 0
         self.deps: SessionDeps | None = None
 
@@ -171,7 +172,8 @@ class Supervisor:
 
     def _run(self) -> RunResult:
         rt = self.runtime
-        cp = load_checkpoint(self.paths.checkpoint)
+        loaded = self.sessions.load()
+        cp, previous = loaded if loaded else (None, [])
         if cp is not None and cp.job_done:
             return RunResult(ShutdownReason.JOB_COMPLETE, "the job was already complete", cp.session, None)
         self.session = (cp.session + 1) if cp else 1
@@ -180,14 +182,15 @@ class Supervisor:
         if self.store is not None:
             self.store.started(self.paths.root, self.paths.root.name, self.provider.name, self.provider.model,
                                self.clock.now())
-        conversation: list[Message] = []
+        conversation = Conversation()
         if cp is not None:
-            conversation = self._new_session_conversation(cp.conversation, self.session, "resume")
+            conversation = Conversation(self._new_session_conversation(previous, self.session, "resume"))
         self.events.emit(ev.SessionStarted, reason="resume" if cp else "new", provider=self.provider.name,
                          model=self.provider.model, carryover_messages=len(conversation))
         if not rt.phases.ensure_bootstrap():
             rt.phases.publish_todos("resume")  # views rebuild from events: show the list at once
-        deps = self.deps = SessionDeps(rt, self.provider, self.registry, self.settings, self.operator)
+        deps = self.deps = SessionDeps(rt, self.provider, self.registry, self.settings, self.operator,
+                                       self.sessions)
         restarts = 0
         idle_restarts = 0  # consecutive sessions that filled up without completing a single todo
         while True:
@@ -225,14 +228,14 @@ class Supervisor:
             restarts += 1
             self.session += 1
             self.events.session = self.session
-            conversation = self._new_session_conversation(result.carryover, self.session, "restart")
+            conversation = Conversation(self._new_session_conversation(result.carryover, self.session, "restart"))
             # The carried turns are already whole; the new session's checkpoint starts from them.
-            save_checkpoint(self.paths.checkpoint, Checkpoint(session=self.session, turn=turn,
-                                                              conversation=conversation,
-                                                              updated_at=self.clock.now()))
+            self.sessions.save(Checkpoint(session=self.session, turn=turn, updated_at=self.clock.now()),
+                               conversation, durable=True)
             self.events.emit(ev.SessionStarted, reason="restart", provider=self.provider.name,
                              model=self.provider.model, carryover_messages=len(result.carryover))
         self.events.sync()
+        self.sessions.sync()
         if self.store is not None and result.reason is not ShutdownReason.JOB_COMPLETE:
             self.store.ended(self.paths.root, STATUS_FOR[result.reason], self.clock.now(), result.detail)
         return RunResult(result.reason, result.detail, self.session, rt.outcome, restarts)

@@ -130,6 +130,7 @@ class TodoManager:
     def __init__(self, todos_path: Path, archive_dir: Path) -> None:
         self.path = todos_path
         self.archive_dir = archive_dir
+        self._rendered: str | None = None
         self.state = TodoState()
         if todos_path.exists():
             self.state = TodoState.model_validate_json(todos_path.read_text(encoding="utf-8"))
@@ -140,11 +141,15 @@ class TodoManager:
         return self.path.exists()
 
     def save(self) -> None:
+        self._rendered = None
         atomic_write_json(self.path, json.loads(self.state.model_dump_json()))
 
     # -- reading ---------------------------------------------------------------
     def render(self) -> str:
-        return render_layer2(self.state)
+        # Rendered every turn, changed a few times per phase: every mutation goes through save().
+        if self._rendered is None:
+            self._rendered = render_layer2(self.state)
+        return self._rendered
 
     @property
     def current(self) -> TodoItem | None:

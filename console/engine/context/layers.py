@@ -11,6 +11,8 @@ ones pressure and compaction act on.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from console.engine.job import JobPaths
 from console.engine.messages import Message, ModelRequest
 from console.engine.todos import TodoManager
@@ -71,13 +73,25 @@ def build_system(base_prompt: str, registry: ToolRegistry, session: int = 1) -> 
     return "\n".join(parts) + "\n"
 
 
+_plan_cache: dict[Path, tuple[tuple[int, int], str]] = {}
+
+
 def plan_block(paths: JobPaths) -> str:
-    if not paths.main_plan.is_file():
+    """The plan as it is on disk now (an agent or a human may edit it at any time); re-read only on change."""
+    try:
+        st = paths.main_plan.stat()
+    except FileNotFoundError:
         return "MAIN PLAN (main_plan.md): not written yet."
+    key = (st.st_mtime_ns, st.st_size)
+    cached = _plan_cache.get(paths.main_plan)
+    if cached is not None and cached[0] == key:
+        return cached[1]
     text = paths.main_plan.read_text(encoding="utf-8", errors="replace").strip()
     if len(text) > PLAN_CHAR_LIMIT:
         text = text[:PLAN_CHAR_LIMIT] + f"\n[... main_plan.md continues: {len(text) - PLAN_CHAR_LIMIT} more chars]"
-    return f"MAIN PLAN (main_plan.md):\n{text}"
+    block = f"MAIN PLAN (main_plan.md):\n{text}"
+    _plan_cache[paths.main_plan] = (key, block)
+    return block
 
 
 def build_protected(todos: TodoManager, paths: JobPaths, extra: list[str] | None = None) -> str:

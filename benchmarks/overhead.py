@@ -1,0 +1,147 @@
+"""Harness overhead per turn at large state (seed 003's budget: < 10 ms per prompt).
+
+Runs the real session loop (run_agent_session) on a job whose state is large:
+2,000 messages in the conversation, 100 completed tasks in working memory and
+20 todos in the active list. The model answers instantly with one call to a
+no-op tool, so what is left of each turn is the harness: applying operator
+commands, assembling the five layers, the events, pressure evaluation and the
+checkpoint write (journal append + fsync, checkpoint.json rename). Provider
+and tool time are measured separately and subtracted.
+
+    python benchmarks/overhead.py [--turns 400] [--messages 2000]
+
+The last line printed is a JSON summary with p50_ms and p99_ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+from console.engine import events as ev
+from console.engine.checkpoint import Conversation, SessionStore
+from console.engine.clock import SystemClock
+from console.engine.job import JobPaths
+from console.engine.loop import SessionDeps, run_agent_session
+from console.engine.messages import Message, ModelRequest, ToolCall
+from console.engine.operator import OperatorState
+from console.engine.runtime import Runtime
+from console.engine.tools import default_registry
+from console.engine.tools.registry import NoArgs, Tool
+from console.providers.base import Stop, StreamEvent, TextDelta, ToolCallEvent, Usage
+from console.settings import RunSettings
+
+PLAN = "# Execution Plan\n\n## Overview\nBenchmark.\n\n" + "".join(
+    f"## Phase {p}: Part {p}{' ← CURRENT' if p == 2 else ''}\n" + "".join(f"- [ ] step {p}.{s}\n" for s in range(10))
+    + "\n" for p in range(1, 5))
+
+
+class InstantModel:
+    """Answers every turn with a short text and one no-op call; records its own time."""
+
+    name, model = "bench", "instant"
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.spent = 0.0
+
+    def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
+        t = time.perf_counter()
+        self.n += 1
+        events: list[StreamEvent] = [
+            TextDelta("Working on "), TextDelta("the current task."),
+            ToolCallEvent(ToolCall(id=f"b{self.n}", name="noop", arguments="{}")),
+            Usage(input_tokens=120_000, output_tokens=30, cached_input_tokens=110_000),
+            Stop("tool_use"),
+        ]
+        self.spent += time.perf_counter() - t
+        yield from events
+
+
+def build_state(root: Path, messages: int) -> tuple[Runtime, Conversation]:
+    paths = JobPaths(root)
+    root.mkdir(parents=True, exist_ok=True)
+    paths.instructions.write_text("# Benchmark job\n")
+    paths.main_plan.write_text(PLAN)
+    rt = Runtime(paths, SystemClock(), ev.EventStream(paths.events, SystemClock()))
+    rt.todos.install([f"Task {i}: process part {i} of the input" for i in range(20)], kind="phase",
+                     phase_name="Part 2", phase_number=2, total_phases=4, done=[i < 7 for i in range(20)])
+    now = datetime.now(UTC)
+    for i in range(100):
+        rt.memory.record(f"Completed step {i} of the extraction. It took a while.", now)
+    conv = Conversation([Message.user("PREVIOUS SUMMARY\n" + "- an accomplishment\n" * 30, kind="summary")])
+    turns = (messages - 1) // 2
+    for i in range(turns):
+        call = ToolCall(id=f"c{i}", name="read_file", arguments=json.dumps({"path": f"docs/part{i % 40}.md"}))
+        conv.append(Message.assistant("Reading the next part.", [call]))
+        # A long session: old observations are masked placeholders, the recent ones are whole.
+        body = ("lorem ipsum dolor sit amet " * 60) if i >= turns - 40 else f"[masked: the result of read_file(path=\"docs/part{i % 40}.md\"), ~400 tokens, was removed to free context. Call read_file(path=\"docs/part{i % 40}.md\") again if you need it.]"  # noqa: E501
+        conv.append(Message.tool(call, body, ok=True, masked=i < turns - 40))
+    return rt, conv
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--turns", type=int, default=400)
+    ap.add_argument("--messages", type=int, default=2000)
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        rt, conv = build_state(Path(tmp) / "job", args.messages)
+        registry = default_registry()
+        registry.register(Tool("noop", "Does nothing.", NoArgs, lambda rt, a: "ok"))
+        provider = InstantModel()
+        settings = RunSettings(provider="scripted", model="instant", base_url=None, speed=0, context_window=1_000_000,
+                               soft_threshold=0.7, hard_threshold=0.85, max_turns=args.turns, max_restarts=0,
+                               auto_restart=True)
+        sessions = SessionStore(rt.paths.state)
+        deps = SessionDeps(rt, provider, registry, settings, OperatorState(), sessions)
+
+        # Per-turn wall time from the loop's own events; tool time from tool_result.duration_ms.
+        marks: list[float] = []
+        tool_ms: dict[int, float] = {}
+        provider_at: list[float] = []
+
+        def on_event(e: ev.EventBase) -> None:
+            if isinstance(e, ev.TurnStarted):
+                marks.append(time.perf_counter())
+                provider_at.append(provider.spent)
+            elif isinstance(e, ev.ToolResult):
+                tool_ms[e.turn] = tool_ms.get(e.turn, 0.0) + e.duration_ms
+
+        rt.events.subscribe(on_event)
+        sessions.save(__import__("console.engine.checkpoint", fromlist=["Checkpoint"]).Checkpoint(session=1), conv)
+        t0 = time.perf_counter()
+        result = run_agent_session(deps, 1, conv, start_turn=0)
+        marks.append(time.perf_counter())
+        provider_at.append(provider.spent)
+        total = time.perf_counter() - t0
+
+        per_turn = []
+        for i in range(len(marks) - 1):
+            wall = (marks[i + 1] - marks[i]) * 1000
+            model = (provider_at[i + 1] - provider_at[i]) * 1000
+            per_turn.append(wall - model - tool_ms.get(i + 1, 0.0))
+        per_turn = per_turn[5:]  # first turns warm caches and the journal
+        per_turn.sort()
+        p50 = statistics.median(per_turn)
+        p99 = per_turn[min(len(per_turn) - 1, int(len(per_turn) * 0.99))]
+        print(f"turns: {len(per_turn)} measured ({result.reason.value} after {result.turns}); "
+              f"conversation at end: {len(conv)} messages; memory: {len(rt.memory.state.completed_tasks)} tasks; "
+              f"todos: {len(rt.todos.state.items)}")
+        print(f"harness per turn: p50 {p50:.3f} ms, p90 {per_turn[int(len(per_turn) * 0.9)]:.3f} ms, "
+              f"p99 {p99:.3f} ms, max {per_turn[-1]:.3f} ms; budget 10 ms (seed 003): p99 is {10 / p99:.0f}x under")
+        print(f"whole run: {total:.2f} s for {result.turns} turns")
+        print(json.dumps({"p50_ms": round(p50, 3), "p99_ms": round(p99, 3), "turns": len(per_turn),
+                          "messages": len(conv), "completed_tasks": len(rt.memory.state.completed_tasks),
+                          "todos": len(rt.todos.state.items), "budget_ms": 10}))
+
+
+if __name__ == "__main__":
+    main()
