@@ -41,12 +41,12 @@ def test_continue_below_soft() -> None:
 
 
 def test_mask_at_soft_when_it_frees_enough() -> None:
-    conv = conversation([(1, 4000, False)] * 6)
+    conv = conversation([(1, 4000, False)] * 8)
     cm = ContextManager(window=10_000)
     cm.record_usage(7_500, 100)
     e = cm.evaluate(conv)
     assert e.action is ContextAction.MASK
-    assert e.plan.tokens_freed >= cm.used - 5_000  # down to soft - 20 points
+    assert e.plan.tokens_freed >= cm.used - 3_500  # down to half the soft threshold
     # the newest results are kept
     tool_idx = [i for i, m in enumerate(conv) if m.role == "tool"]
     assert not set(tool_idx[-2:]) & set(e.plan.indices)

@@ -4,9 +4,10 @@ After every turn the loop tells it what the provider reported and what was
 appended; ``evaluate`` then says Continue, Mask, WindDown or Restart:
 
 - below the soft threshold: Continue;
-- at or above it: Mask, if masking the oldest observations frees enough to
-  bring usage down to ``mask_target`` (a masking that frees less is not done,
-  so there is no loop of tiny maskings that free nothing);
+- at or above it: Mask, if masking the oldest observations frees enough
+  (bringing usage down towards half the soft threshold); a masking that would
+  free less than 5% of the window is not done, so there is no loop of tiny
+  maskings that free nothing;
 - at or above the hard threshold with nothing worth masking: WindDown, once:
   the agent gets one more turn to save its state;
 - the turn after a wind-down, or any time the next prompt would not fit: Restart.
@@ -23,8 +24,9 @@ from console.engine.messages import Message
 
 DEFAULT_SOFT = 0.70
 DEFAULT_HARD = 0.85
-# Masking aims this far under the soft threshold, so one batch buys many turns.
-MASK_HEADROOM = 0.20
+# A masking brings usage down to this share of the soft threshold: one big batch buys many turns,
+# and every batch is a prompt-cache miss from the first masked message on, so fewer is better.
+MASK_TARGET = 0.5
 KEEP_RECENT_RESULTS = 2
 TREND_LEN = 30
 
@@ -92,7 +94,7 @@ class ContextManager:
             return Evaluation(ContextAction.RESTART, used, pct)
         if pct < self.soft:
             return Evaluation(ContextAction.CONTINUE, used, pct)
-        target = int(self.window * max(0.05, self.soft - MASK_HEADROOM))
+        target = int(self.window * self.soft * MASK_TARGET)
         plan = plan_masking(conversation, used - target, self.keep_recent)
         if plan.indices and plan.tokens_freed >= self.min_free:
             return Evaluation(ContextAction.MASK, used, pct, plan)
