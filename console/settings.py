@@ -51,6 +51,8 @@ class Settings(BaseSettings):
     max_turns: int = Field(default=500, gt=0)
     max_restarts: int = Field(default=10, ge=0)
     auto_restart: bool = True
+    # How layers 4-5 are compacted at phase boundaries: facts only, or a summary written by the model.
+    summary: Literal["deterministic", "llm"] = "deterministic"
     theme: str = "agent-dark"
 
     @classmethod
@@ -101,6 +103,7 @@ class RunSettings:
     max_turns: int
     max_restarts: int
     auto_restart: bool
+    summary: Literal["deterministic", "llm"] = "deterministic"
 
     def with_overrides(self, **kw: Any) -> RunSettings:
         return replace(self, **{k: v for k, v in kw.items() if v is not None})
@@ -126,6 +129,7 @@ def resolve_run_settings(settings: Settings, job: JobConfig, **flags: Any) -> Ru
         max_turns=job.limits.max_turns or settings.max_turns,
         max_restarts=job.limits.max_restarts if job.limits.max_restarts is not None else settings.max_restarts,
         auto_restart=job.limits.auto_restart if job.limits.auto_restart is not None else settings.auto_restart,
+        summary=job.context.summary or settings.summary,
     ).with_overrides(**flags)
     if rs.soft_threshold >= rs.hard_threshold:
         raise JobError(

@@ -96,6 +96,7 @@ class ContextSection(_Strict):
     window: int | None = Field(default=None, gt=0)
     soft_threshold: float | None = Field(default=None, gt=0, lt=1)
     hard_threshold: float | None = Field(default=None, gt=0, lt=1)
+    summary: Literal["deterministic", "llm"] | None = None
 
     @model_validator(mode="after")
     def _ordered(self) -> ContextSection:

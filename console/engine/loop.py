@@ -19,7 +19,7 @@ from console.engine.context.carryover import extract_carryover
 from console.engine.context.layers import assemble, build_protected, build_system, read_system_prompt
 from console.engine.context.masking import apply_masking, mask_notice
 from console.engine.context.pressure import WIND_DOWN_MESSAGE, ContextAction, ContextManager
-from console.engine.context.summary import build_summary, summary_message
+from console.engine.context.summary import build_summary, llm_summary_request, summary_message
 from console.engine.context.tokens import CHARS_PER_TOKEN, estimate_request, estimate_text
 from console.engine.messages import Message, ModelRequest, ToolCall
 from console.engine.operator import Aborted, OperatorState
@@ -150,11 +150,28 @@ def dispatch(deps: SessionDeps, turn: int, call: ToolCall) -> ToolOutcome:
     return outcome
 
 
+def llm_summary(deps: SessionDeps, conversation: list[Message]) -> str | None:
+    """A model-written summary of layers 4-5, or None (the caller falls back to the deterministic one)."""
+    rt = deps.runtime
+    try:
+        parts = [e.text for e in deps.provider.stream(llm_summary_request(conversation))
+                 if isinstance(e, TextDelta)]
+    except ProviderError as exc:
+        rt.events.emit(ev.ErrorEvent, message=f"LLM summary failed, using the deterministic one: {exc}",
+                       where="compaction", recoverable=True)
+        return None
+    text = "".join(parts).strip()
+    return text or None
+
+
 def compact(deps: SessionDeps, conversation: list[Message], reason: str) -> None:
     """Layers 4-5 become a new previous summary (the new todos are already in layer 2)."""
     rt = deps.runtime
     before = len(conversation)
     text = build_summary(rt.paths, rt.workspace, rt.clock.now(), memory=rt.memory)
+    if deps.settings.summary == "llm" and (written := llm_summary(deps, conversation)):
+        # The facts stay: the model's prose is added to them, never trusted to replace them.
+        text = text.rstrip() + "\n\nSummary of the conversation, written by the model:\n" + written + "\n"
     conversation[:] = [summary_message(text)]
     rt.events.emit(ev.ContextCompacted, messages_before=before, messages_after=1, summary_chars=len(text),
                    reason=reason)

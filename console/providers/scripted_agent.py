@@ -141,6 +141,8 @@ class ScriptedAgent:
     """Decides the next tool calls from a request. Pure: same request, same decision."""
 
     def decide(self, request: ModelRequest) -> Decision:
+        if not request.tools and request.system.startswith("SUMMARIZE"):
+            return Decision(summarize(request.messages), [])
         v = View(request)
         if v.transition:
             return self._transition(v)
@@ -420,6 +422,21 @@ class ScriptedAgent:
 
 
 # -- pure helpers (also used by tests) --------------------------------------------------
+def summarize(messages: list[Message]) -> str:
+    """What a summarizing model would say, from the tool calls it can see: deterministic and factual."""
+    counts: dict[str, int] = {}
+    files: list[str] = []
+    for m in messages:
+        for c in m.tool_calls:
+            counts[c.name] = counts.get(c.name, 0) + 1
+            p = _args(c.arguments).get("path")
+            if p and p not in files:
+                files.append(p)
+    calls = ", ".join(f"{n} x {k}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    return (f"In this stretch the agent made {sum(counts.values())} tool calls ({calls or 'none'}). "
+            f"Files touched: {', '.join(files[:12]) or 'none'}.")
+
+
 def _body(tool_result: str) -> str:
     """Strip the read_file header line and continuation hint."""
     if tool_result.startswith("[") and "\n" in tool_result:

@@ -213,3 +213,16 @@ def test_invalid_inbox_file_is_reported_not_applied(make_job, clock) -> None:
     (rej,) = [e for e in ev.read_events(paths.events) if isinstance(e, ev.OperatorCommand)]
     assert rej.command == "invalid" and rej.status == "rejected" and "0001-bad.json" in rej.detail
     assert (paths.inbox / "0001-bad.rejected").exists()
+
+
+def test_llm_summary_option_adds_the_models_summary_to_the_facts(make_job, clock) -> None:
+    paths = make_job("quickstart")
+    provider = Recording(clock=clock)
+    sup = Supervisor(paths, run_settings(summary="llm"), provider, clock=clock)
+    assert sup.run().ok
+    summaries = [r for r in provider.requests if r.system.startswith("SUMMARIZE")]
+    assert len(summaries) == 3 and all(not r.tools for r in summaries)
+    firsts = [r.messages[0].content for r in provider.requests if r.messages and r.messages[0].meta.get("kind") ==
+              "summary"]
+    assert any("written by the model:\nIn this stretch the agent made" in t for t in firsts)
+    assert all(t.startswith("PREVIOUS SUMMARY") for t in firsts)  # the facts stay first

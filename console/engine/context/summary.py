@@ -13,7 +13,7 @@ from datetime import datetime
 
 from console.engine.job import JobPaths
 from console.engine.memory import WorkingMemory
-from console.engine.messages import Message
+from console.engine.messages import Message, ModelRequest
 from console.engine.workspace import Workspace
 
 MAX_ARCHIVES = 12
@@ -68,3 +68,16 @@ def build_summary(paths: JobPaths, workspace: Workspace, now: datetime, extra: l
 
 def summary_message(text: str) -> Message:
     return Message.user(text, kind="summary")
+
+
+LLM_SUMMARY_SYSTEM = """\
+SUMMARIZE: you compress the working conversation of an autonomous agent so it can continue after its \
+context is cleared. Write a compact summary (at most 300 words) of what was done, what was found, decisions \
+and open problems, with file names. Do not restate the todo list or the plan: the agent keeps those."""
+
+LLM_SUMMARY_REQUEST = "Summarize the conversation above for the agent's previous-summary layer."
+
+
+def llm_summary_request(conversation: list[Message], max_tokens: int = 800) -> ModelRequest:
+    return ModelRequest(system=LLM_SUMMARY_SYSTEM, messages=[*conversation, Message.user(LLM_SUMMARY_REQUEST)],
+                        tools=[], protected="", max_output_tokens=max_tokens)
