@@ -101,11 +101,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.max_restarts is not None and args.max_restarts < 0:
             raise ValueError("--max-restarts must be 0 or more")
         settings = load_settings()
-        if args.in_place:
-            paths = validate_job_folder(args.job)
-        else:
-            paths = prepare_run(args.job, settings.runs_dir, clock.now())
-        job = load_job_config(paths)
+        source = validate_job_folder(args.job)
+        job = load_job_config(source)
         rs = resolve_run_settings(settings, job, provider=args.provider, model=args.model, base_url=args.base_url,
                                   speed=args.speed, max_turns=args.max_turns, context_window=args.context_window,
                                   max_restarts=args.max_restarts,
@@ -119,6 +116,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             api_key = settings.anthropic_api_key.get_secret_value()
         provider = make_provider(rs.provider, rs.model, base_url=rs.base_url, api_key=api_key, speed=rs.speed,
                                  clock=clock, script=args.script)
+        # Copy only once everything checked out: a failed start leaves no stray run folder.
+        paths = source if args.in_place else prepare_run(args.job, settings.runs_dir, clock.now())
     except (JobError, ValueError, ProviderError) as exc:
         _err(str(exc))
         return EXIT_USAGE
