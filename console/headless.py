@@ -100,6 +100,8 @@ class HeadlessLog:
                                     f"({e.summary_chars} chars)"))
         elif isinstance(e, ev.ErrorEvent):
             self.write(self._c("31", f"  error ({e.where}): {e.message}"))
+        elif isinstance(e, ev.StuckDetected):
+            self.write(self._c("33", f"  stuck: {e.reason}; the agent was told to finish or rewind"))
         elif isinstance(e, ev.CompletionBlocked):
             self.write(self._c("33", f"  completion blocked: {e.reason}"))
         elif isinstance(e, ev.OperatorCommand):

@@ -29,6 +29,12 @@ from console.providers.base import Provider, ProviderError, Stop, TextDelta, Too
 from console.settings import RunSettings
 
 MAX_NUDGES = 3
+# Seed 000's stuck detection: this many turns in a row without completing a todo.
+STUCK_TURNS = 30
+STUCK_NOTICE = (
+    "[No todo has been completed in the last {n} turns. If the current task is done, call todo_complete(). "
+    "If it cannot be done this way, call todo_rewind(issue) to re-plan instead of going round in circles.]"
+)
 CARRYOVER_TURNS = 3
 CARRYOVER_BUDGET = 0.15  # share of the window the carried turns may take
 OBSERVATION_BUDGET = 0.25  # share of the window one tool result may take
@@ -206,6 +212,8 @@ def run_agent_session(
         return SessionResult(ShutdownReason.ERROR, 0, session_number, detail=detail)
     turn = start_turn
     turns_here = 0
+    progress_mark = (rt.memory.state.next_id, rt.todos.state.generation)
+    idle_turns = 0
 
     def checkpoint(durable: bool = False) -> None:
         deps.sessions.save(Checkpoint(session=session_number, turn=turn, nudges=nudges, job_done=rt.job_done,
@@ -271,6 +279,14 @@ def run_agent_session(
             nudge = Message.user(NUDGE, kind="nudge")
             conversation.append(nudge)
             cm.appended([nudge])
+        mark = (rt.memory.state.next_id, rt.todos.state.generation)
+        idle_turns = 0 if mark != progress_mark else idle_turns + 1
+        progress_mark = mark
+        if idle_turns and idle_turns % STUCK_TURNS == 0:
+            rt.events.emit(ev.StuckDetected, reason=f"no todo completed in {idle_turns} turns")
+            stuck = Message.user(STUCK_NOTICE.format(n=idle_turns), kind="stuck_notice")
+            conversation.append(stuck)
+            cm.appended([stuck])
         rt.events.emit(ev.TokenUsage, turn=turn, input_tokens=out.usage.input_tokens,
                        output_tokens=out.usage.output_tokens, cached_input_tokens=out.usage.cached_input_tokens,
                        reported=out.usage.reported, context_window=st.context_window, context_tokens=cm.used,

@@ -166,3 +166,14 @@ def test_max_turns_ends_the_session(make_job, run_job) -> None:
     paths = make_job()
     _, result = run_job(paths, [T(calls=[C(name="list_files")]) for _ in range(5)], max_turns=3)
     assert result.reason is ShutdownReason.MAX_TURNS and "max_turns (3)" in result.detail
+
+
+def test_stuck_detection_nudges_towards_rewind(make_job, run_job) -> None:
+    from console.engine.loop import STUCK_TURNS
+
+    paths = make_job()
+    script = [T(calls=[C(name="list_files")]) for _ in range(STUCK_TURNS + 2)]
+    run_job(paths, script, max_turns=STUCK_TURNS + 2)
+    evs = events_of(paths)
+    (stuck,) = [e for e in evs if isinstance(e, ev.StuckDetected)]
+    assert stuck.reason == f"no todo completed in {STUCK_TURNS} turns"

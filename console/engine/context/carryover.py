@@ -15,7 +15,7 @@ from console.engine.context.tokens import estimate_message
 from console.engine.messages import Message
 
 # Harness messages that belong to the session they were sent in, not to the next one.
-SESSION_NOTICES = frozenset({"summary", "restart_marker", "kickoff", "wind_down", "mask_notice"})
+SESSION_NOTICES = frozenset({"summary", "restart_marker", "kickoff", "wind_down", "mask_notice", "stuck_notice"})
 
 
 def turn_starts(conversation: list[Message]) -> list[int]:
