@@ -60,7 +60,8 @@ class HeadlessLog:
             tools = ", ".join(f"{c.name}({_brief_args(c.arguments)})" for c in m.tool_calls) or "(no tool call)"
             cached = f", {_fmt_tokens(e.cached_input_tokens)} cached" if e.cached_input_tokens else ""
             est = "~" if not e.reported else ""
-            ctx = f" | ctx {e.context_tokens / e.context_window:.0%}" if e.context_window else ""
+            budget = e.prompt_budget or e.context_window
+            ctx = f" | ctx {e.context_tokens / budget:.0%}" if budget else ""
             tokens = f"[{est}{_fmt_tokens(e.input_tokens)} in{cached}, {_fmt_tokens(e.output_tokens)} out{ctx}]"
             self.write(f"  t{e.turn:<4} {tools}  {self._c('2', tokens)}")
             for line in self._held:
@@ -73,7 +74,8 @@ class HeadlessLog:
         elif isinstance(e, ev.ToolDenied):
             self._held.append(self._c("33", f"        ⛔ {e.tool} denied by {e.policy}: {e.reason[:120]}"))
         elif isinstance(e, ev.ContextMasked):
-            change = f"{_pct(e.used_before, e.context_window)} -> {_pct(e.used_after, e.context_window)}"
+            budget = e.prompt_budget or e.context_window
+            change = f"{_pct(e.used_before, budget)} -> {_pct(e.used_after, budget)}"
             self.write(self._c("35", f"  context: masked {e.masked} old tool result(s), freed "
                                      f"~{_fmt_tokens(e.tokens_freed)} ({change})"))
         elif isinstance(e, ev.WindDown):

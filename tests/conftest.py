@@ -57,7 +57,7 @@ def make_job(tmp_path: Path) -> Callable[..., JobPaths]:
 
 def run_settings(**kw: object) -> RunSettings:
     base = dict(provider="scripted", model="scripted-agent", base_url=None, speed=0.0, context_window=128_000,
-                soft_threshold=0.7, hard_threshold=0.85, max_turns=400, max_restarts=3, auto_restart=True)
+                soft_threshold=0.7, hard_threshold=0.85, max_turns=400, max_restarts=10, auto_restart=True)
     base.update(kw)
     return RunSettings(**base)  # type: ignore[arg-type]
 

@@ -10,6 +10,7 @@ rejected), which is how the sender learns what happened.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import queue
@@ -103,39 +104,54 @@ class ControlChannel:
 
 
 class RunLock:
-    """``JOB/.console/run.lock`` holds the pid of the process running the job.
+    """``JOB/.console/run.lock``: an advisory ``flock`` held for the whole run.
 
-    It stops two processes from running one job at once, and tells the command
-    line whether a command will be picked up soon or waits for the next run.
+    It stops two processes from running one job at once (the kernel makes the
+    check-and-take atomic, and drops the lock when the holder dies, kill -9
+    included), and tells the command line whether a command will be picked up
+    soon or waits for the next run.
     """
 
     def __init__(self, paths: JobPaths) -> None:
         self.path = paths.state / "run.lock"
+        self._fd: int | None = None
 
     def holder(self) -> int | None:
+        """The pid of the process running the job, or None."""
+        if self._fd is not None:
+            return os.getpid()
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            pid = int(data["pid"])
-        except (OSError, ValueError, KeyError, TypeError):
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
             return None
-        if pid == os.getpid():
-            return pid
         try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                try:
+                    return int(json.loads(os.pread(fd, 256, 0) or b"{}").get("pid", 0)) or -1
+                except ValueError:
+                    return -1
+            fcntl.flock(fd, fcntl.LOCK_UN)
             return None
-        except PermissionError:
-            return pid
-        return pid
+        finally:
+            os.close(fd)
 
     def acquire(self) -> bool:
-        other = self.holder()
-        if other is not None and other != os.getpid():
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
             return False
-        atomic_write_text(self.path, json.dumps({"pid": os.getpid(), "since": datetime.now(UTC).isoformat()}),
-                          durable=False)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "since": datetime.now(UTC).isoformat()}).encode(), 0)
+        self._fd = fd
         return True
 
     def release(self) -> None:
-        if self.holder() == os.getpid():
-            self.path.unlink(missing_ok=True)
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+            os.close(self._fd)  # closing drops the flock
+            self._fd = None

@@ -156,6 +156,8 @@ class TokenUsage(EventBase):
     context_window: int = 0
     # The next prompt's size after this turn's results are appended (what pressure acts on).
     context_tokens: int = 0
+    # The most a prompt may take (window less the reply's reserve and a margin); thresholds are shares of it.
+    prompt_budget: int = 0
     soft_threshold: float = 0.0
     hard_threshold: float = 0.0
 
@@ -167,6 +169,7 @@ class ContextMasked(EventBase):
     used_before: int = 0
     used_after: int = 0
     context_window: int = 0
+    prompt_budget: int = 0
     detail: str = ""
 
 
@@ -183,6 +186,7 @@ class WindDown(EventBase):
     usage_pct: float
     used_tokens: int = 0
     context_window: int = 0
+    prompt_budget: int = 0
     message: str = ""
 
 
@@ -191,6 +195,7 @@ class RestartPending(EventBase):
     usage_pct: float = 0.0
     used_tokens: int = 0
     context_window: int = 0
+    prompt_budget: int = 0
     carryover_messages: int = 0
     carryover_tokens: int = 0
     next_session: int = 0
@@ -398,7 +403,12 @@ class EventStream:
             event = cls(ts=self.clock.now(), seq=self.seq, session=self.session, **fields)
             type_name = fields.get("type") or cls.model_fields["type"].default
             if self._fh is not None and type_name not in IN_PROCESS_ONLY:
-                self._fh.write(event.model_dump_json() + "\n")
+                try:
+                    line = event.model_dump_json()
+                except ValueError:
+                    # Unencodable text (a lone surrogate) must not take the engine down: escape it.
+                    line = json.dumps(event.model_dump(mode="json"), ensure_ascii=True)
+                self._fh.write(line + "\n")
                 self._fh.flush()
             subscribers = list(self._subscribers)
         for fn in subscribers:

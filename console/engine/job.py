@@ -73,6 +73,10 @@ class JobPaths:
         return self.state / "workspace.json"
 
     @property
+    def outcome(self) -> Path:
+        return self.state / "outcome.json"
+
+    @property
     def memory(self) -> Path:
         return self.state / "memory.json"
 

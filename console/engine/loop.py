@@ -62,6 +62,7 @@ class SessionResult:
     carryover: list[Message] = field(default_factory=list)
     detail: str = ""
     used_tokens: int = 0
+    budget: int = 0
 
 
 @dataclass
@@ -83,6 +84,15 @@ class TurnOutput:
     stop: Stop
 
 
+def clean(text: str) -> str:
+    """Text that can be stored as UTF-8: a lone surrogate (half an emoji, a mangled filename) becomes '?'."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+
+
 def prompt_layers(request: ModelRequest) -> list[str]:
     """Which layers a request really carries, read from the request itself."""
     layers = []
@@ -101,10 +111,15 @@ def prompt_layers(request: ModelRequest) -> list[str]:
     return layers
 
 
+def output_reserve(window: int) -> int:
+    """max_output_tokens for a window: 4096, or an eighth of a small window."""
+    return max(256, min(4096, window // 8))
+
+
 def build_request(deps: SessionDeps, system: str, conversation: list[Message]) -> ModelRequest:
     rt = deps.runtime
     protected = build_protected(rt.todos, rt.paths, [rt.memory.render()])
-    return assemble(system, deps.registry, conversation, protected)
+    return assemble(system, deps.registry, conversation, protected, output_reserve(deps.settings.context_window))
 
 
 def stream_turn(deps: SessionDeps, turn: int, request: ModelRequest) -> TurnOutput:
@@ -116,10 +131,13 @@ def stream_turn(deps: SessionDeps, turn: int, request: ModelRequest) -> TurnOutp
     for item in deps.provider.stream(request):
         deps.operator.apply(rt, streaming=True)  # raises Aborted on a second stop
         if isinstance(item, TextDelta):
-            parts.append(item.text)
-            rt.events.emit(ev.TextDelta, turn=turn, text=item.text)
+            piece = clean(item.text)
+            parts.append(piece)
+            rt.events.emit(ev.TextDelta, turn=turn, text=piece)
         elif isinstance(item, ToolCallEvent):
-            calls.append(item.call)
+            c = item.call
+            calls.append(c.model_copy(update={"name": clean(c.name), "arguments": clean(c.arguments),
+                                              "id": clean(c.id)}))
         elif isinstance(item, Usage):
             usage = item
         elif isinstance(item, Stop):
@@ -146,6 +164,7 @@ def dispatch(deps: SessionDeps, turn: int, call: ToolCall) -> ToolOutcome:
             rt.events.emit(ev.ErrorEvent, message=f"tool {call.name} crashed: {exc!r}", where="tool")
             outcome = ToolOutcome(False, f"{call.name} failed with an internal error: {type(exc).__name__}. "
                                          "Try a different approach; the operator has been notified.")
+    outcome.content = clean(outcome.content)
     if len(outcome.content) > rt.observation_chars:
         cut = outcome.content.rfind("\n", 0, rt.observation_chars)
         cut = cut if cut > rt.observation_chars // 2 else rt.observation_chars
@@ -202,12 +221,14 @@ def run_agent_session(
     system = build_system(read_system_prompt(rt.paths), deps.registry, session_number)
     if not conversation:
         conversation.append(Message.user(KICKOFF, kind="kickoff"))
-    cm = deps.context = ContextManager(st.context_window, st.soft_threshold, st.hard_threshold)
+    cm = deps.context = ContextManager(st.context_window, st.soft_threshold, st.hard_threshold,
+                                       reserve=output_reserve(st.context_window))
     rt.observation_chars = max(2_000, int(st.context_window * OBSERVATION_BUDGET * CHARS_PER_TOKEN))
     cm.reset(estimate_request(build_request(deps, system, conversation)))
-    if cm.pct >= st.hard_threshold:
+    if cm.pct >= st.hard_threshold or not cm.fits:
         detail = (f"context window too small: the first prompt of session {session_number} already needs "
-                  f"~{cm.used} tokens of {st.context_window} ({cm.pct:.0%})")
+                  f"~{cm.used} tokens (+{cm.reserve} for the reply) of {st.context_window} ({cm.pct:.0%}); "
+                  "raise --context-window")
         rt.events.emit(ev.ErrorEvent, message=detail, where="context", recoverable=False)
         return SessionResult(ShutdownReason.ERROR, 0, session_number, detail=detail)
     turn = start_turn
@@ -220,7 +241,7 @@ def run_agent_session(
                                       updated_at=rt.clock.now()), conversation, durable=durable or rt.job_done)
 
     def end(reason: ShutdownReason, detail: str, carry: list[Message] | None = None) -> SessionResult:
-        return SessionResult(reason, turns_here, session_number, carry or [], detail, cm.used)
+        return SessionResult(reason, turns_here, session_number, carry or [], detail, cm.used, cm.budget)
 
     while True:
         op.apply(rt)
@@ -290,6 +311,7 @@ def run_agent_session(
         rt.events.emit(ev.TokenUsage, turn=turn, input_tokens=out.usage.input_tokens,
                        output_tokens=out.usage.output_tokens, cached_input_tokens=out.usage.cached_input_tokens,
                        reported=out.usage.reported, context_window=st.context_window, context_tokens=cm.used,
+                       prompt_budget=cm.budget,
                        soft_threshold=st.soft_threshold, hard_threshold=st.hard_threshold)
         checkpoint(durable=compacted)  # phase boundaries are worth an fsync
         if finished or rt.job_done:
@@ -305,6 +327,7 @@ def run_agent_session(
             cm.masked_total += len(evaluation.plan.indices)
             rt.events.emit(ev.ContextMasked, masked=len(evaluation.plan.indices), tokens_freed=freed,
                            used_before=before, used_after=cm.used, context_window=st.context_window,
+                           prompt_budget=cm.budget,
                            detail=f"masked the {len(evaluation.plan.indices)} oldest tool results")
             checkpoint()
         elif evaluation.action is ContextAction.WIND_DOWN:
@@ -314,7 +337,7 @@ def run_agent_session(
             cm.appended([msg])
             cm.mark_wind_down()
             rt.events.emit(ev.WindDown, usage_pct=round(evaluation.pct, 4), used_tokens=evaluation.used,
-                           context_window=st.context_window, message=text)
+                           context_window=st.context_window, prompt_budget=cm.budget, message=text)
             checkpoint()
         elif evaluation.action is ContextAction.RESTART:
             carry = extract_carryover(conversation, CARRYOVER_TURNS, int(st.context_window * CARRYOVER_BUDGET))

@@ -31,10 +31,17 @@ class OperatorState:
     paused: bool = False
     awaiting_restart: bool = False
     restart_decision: str | None = None
+    # Commands that arrived mid-turn, applied at the next turn boundary.
+    deferred: list[Command] = field(default_factory=list)
 
     def apply(self, rt: Runtime, *, streaming: bool = False) -> list[Command]:
         """Drain and apply pending commands. While streaming only stop is acted on at once."""
         cmds = self.channel.poll(force=not streaming)
+        if streaming:
+            self.deferred += [c for c in cmds if c.command != "stop"]
+            cmds = [c for c in cmds if c.command == "stop"]
+        else:
+            cmds, self.deferred = self.deferred + cmds, []
         for bad in self.channel.invalid:
             rt.events.emit(ev.OperatorCommand, command="invalid", source="inbox", status="rejected", detail=bad)
         self.channel.invalid.clear()
@@ -74,11 +81,13 @@ class OperatorState:
             return "applied", "restart approved" if c == "approve_restart" else "restart denied"
         if rt.job_done:
             return "rejected", "the job is complete"
+        if c in ("checkpoint", "rewind") and (why := rt.phases.operator_refusal()):
+            return "rejected", why
         if c == "checkpoint":
-            msg = rt.phases.checkpoint(str(cmd.args.get("note") or "") or None)
-            ok = not msg.startswith(("A phase transition", "The job is in its final"))
-            return ("applied", "checkpoint started: the agent re-orients at its next turn") if ok else (
-                "rejected", msg)
+            if rt.todos.state.pending is not None:
+                return "rejected", "a phase transition is already in progress"
+            rt.phases.checkpoint(str(cmd.args.get("note") or "") or None)
+            return "applied", "checkpoint started: the agent re-orients at its next turn"
         if c == "rewind":
             issue = str(cmd.args.get("issue") or "").strip()
             if not issue:

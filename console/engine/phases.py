@@ -10,12 +10,13 @@ up to an empty list.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from console.engine import events as ev
-from console.engine.plan import MAX_PHASE_STEPS, MIN_PHASE_STEPS, Plan, PlanError, load_plan
-from console.engine.todos import PendingTransition, TodoState, TransitionKind
+from console.engine.plan import MAX_PHASE_STEPS, MIN_PHASE_STEPS, Plan, PlanError, PlanPhase, load_plan
+from console.engine.todos import PendingTransition, TodoState, TransitionKind, render_layer2
 
 if TYPE_CHECKING:
     from console.engine.runtime import Runtime
@@ -112,8 +113,8 @@ class PhaseTransitionManager:
         return self.rt.todos.state
 
     # -- events ------------------------------------------------------------------
-    def publish_todos(self, reason: str) -> None:
-        st = self.state
+    def publish_todos(self, reason: str, state: TodoState | None = None) -> None:
+        st = state or self.state
         self.rt.events.emit(
             ev.TodosChanged,
             phase_name=st.phase_name,
@@ -122,7 +123,7 @@ class PhaseTransitionManager:
             kind=st.kind if st.pending is None else "transition",
             items=[ev.TodoItemRecord(text=i.text, done=i.done) for i in st.items],
             reason=reason,
-            display=self.rt.todos.render(),
+            display=self.rt.todos.render() if state is None else render_layer2(st),
             generation=st.generation,
         )
 
@@ -156,71 +157,97 @@ class PhaseTransitionManager:
             return TransitionResult(
                 "There is no active todo list yet: a phase transition is in progress. Follow the transition "
                 "steps and call todo_write with the next phase's tasks.", ok=False)
-        done = self.rt.todos.complete_current(self.rt.clock.now())
-        if done is None:
+        index = st.current_index
+        if index is None:
             if st.kind == "completion":
                 return TransitionResult("All final tasks are complete. Call job_complete(summary, deliverables, "
                                         "confidence, notes) to finish the job.", ok=False)
             return TransitionResult("There is no incomplete task. Call todo_write to set the next tasks.", ok=False)
-        index, item = done
-        self.rt.on_task_completed(item.text)
-        remaining = self.rt.todos.remaining
-        msg = (f"Task {index + 1} '{item.text}' marked complete. "
+        text = st.items[index].text
+        remaining = len(st.items) - st.done_count - 1
+        msg = (f"Task {index + 1} '{text}' marked complete. "
                f"{remaining} task{'s' if remaining != 1 else ''} remaining.")
-        if remaining > 0:
-            self.publish_todos("todo_complete")
-            return TransitionResult(msg)
-        if st.kind == "completion":
-            self.publish_todos("todo_complete")
-            if not self.rt.job_done:
-                msg += " Call job_complete(summary, deliverables, confidence, notes) to finish the job."
-            return TransitionResult(msg)
-        kind: TransitionKind = "bootstrap" if st.kind == "bootstrap" else "phase"
+        if remaining == 0 and st.kind in ("bootstrap", "phase"):
+            # The last task and the transition it starts are one atomic write: a crash between
+            # them would leave a finished list that nothing ever moves past.
+            kind: TransitionKind = "bootstrap" if st.kind == "bootstrap" else "phase"
+            return TransitionResult(msg + " " + self.begin(kind, complete_current=True))
+        self.rt.todos.complete_current(self.rt.clock.now())
+        self.rt.on_task_completed(text)
         self.publish_todos("todo_complete")
-        if kind == "phase":
-            self.rt.on_phase_completed()
-        return TransitionResult(msg + " " + self.begin(kind))
+        if remaining == 0 and st.kind == "completion" and not self.rt.job_done:
+            msg += " Call job_complete(summary, deliverables, confidence, notes) to finish the job."
+        return TransitionResult(msg)
+
+    def recover(self) -> None:
+        """On start-up: a finished list with no transition open (an older crash) moves on now."""
+        st = self.state
+        if st.pending is None and st.items and st.current_index is None and st.kind in ("bootstrap", "phase"):
+            self.begin("bootstrap" if st.kind == "bootstrap" else "phase")
 
     # -- transitions ---------------------------------------------------------------
-    def begin(self, kind: TransitionKind, issue: str | None = None) -> str:
-        """Archive the list, regenerate the summary and return the prompt for the agent.
+    def begin(self, kind: TransitionKind, issue: str | None = None, *, complete_current: bool = False) -> str:
+        """Archive the list, regenerate the summary and inject the prompt for the agent.
 
-        The returned text is both the tool result's tail and the injected transition
-        message, so the agent sees the instructions whichever it reads.
+        Returns the text for the tool result that started it; the instructions themselves
+        arrive as the injected transition message right after the tool results.
         """
         st = self.state
         if st.pending is not None:
-            # Already transitioning: a second rewind/checkpoint only refines the issue.
-            if issue:
+            if kind == "rewind" and issue:
+                # A rewind while a transition is open turns it into a rewind, with its own prompt.
+                st.pending.kind = "rewind"
                 st.pending.issue = issue
                 self.rt.todos.save()
-            return self._prompt(st.pending)
+                self.rt.events.emit(ev.PhaseTransition, kind="rewind", stage="started",
+                                    from_phase=st.pending.from_phase, archive=st.pending.archive, issue=issue)
+                self.publish_todos("transition:rewind")
+                self.rt.inject_notice(self._prompt(st.pending), kind="transition_prompt")
+                return "The transition in progress is now a rewind; its instructions follow."
+            return "A phase transition is already in progress; follow its steps."
         finished_phase = st.phase_number
-        pending = self.rt.todos.begin_transition(kind, self.rt.clock.now(), issue=issue)
+        current_text = st.items[st.current_index].text if complete_current and st.current_index is not None else None
+        pending = self.rt.todos.begin_transition(kind, self.rt.clock.now(), issue=issue,
+                                                 mark_current_done=complete_current)
+        if current_text is not None:
+            # Views and the log see the finished list once, after the commit.
+            self.publish_todos("todo_complete", self._archived_state(pending))
+            self.rt.on_task_completed(current_text)
+        if kind == "phase":
+            self.rt.on_phase_completed()
         self.rt.generate_workspace_summary()
         self.rt.events.emit(ev.PhaseTransition, kind=kind, stage="started", from_phase=finished_phase,
                             archive=pending.archive, issue=issue)
         if kind == "phase":
             plan = self.load_plan()
-            if plan is not None and not self._phases_left(plan, finished_phase):
+            if plan is not None and not self._phases_left(plan, pending):
                 return self._enter_completion(plan, pending)
         self.publish_todos(f"transition:{kind}")
-        prompt = self._prompt(pending)
-        self.rt.inject_notice(prompt, kind="transition_prompt")
+        self.rt.inject_notice(self._prompt(pending), kind="transition_prompt")
         return "The phase transition instructions follow."
 
-    def _phases_left(self, plan: Plan, finished: int) -> bool:
-        return any(not p.complete for i, p in enumerate(plan.phases, 1) if i != finished)
+    def _archived_state(self, pending: PendingTransition) -> TodoState:
+        record = json.loads((self.rt.paths.archive / pending.archive).read_text(encoding="utf-8"))
+        return TodoState(kind=record["kind"], phase_name=record["phase_name"], phase_number=record["phase_number"],
+                         total_phases=record["total_phases"], items=record["items"],
+                         generation=self.state.generation)
+
+    def _finished_phase(self, plan: Plan, p: PendingTransition) -> PlanPhase | None:
+        """The plan phase the archived list belonged to: by name (the plan may have been edited), else position."""
+        return plan.find(p.from_name) or plan.phase(p.from_phase)
+
+    def _phases_left(self, plan: Plan, pending: PendingTransition) -> bool:
+        finished = self._finished_phase(plan, pending)
+        return any(not p.complete for p in plan.phases if p is not finished)
 
     def _enter_completion(self, plan: Plan, pending: PendingTransition) -> str:
-        finished = plan.phase(pending.from_phase)
+        finished = self._finished_phase(plan, pending)
         if finished is not None and not finished.complete:
             plan.mark_complete(finished)
             self.rt.write_plan(plan, reason="system marked the last phase complete")
         total = len(plan.phases)
         self.rt.todos.install(COMPLETION_TODOS, kind="completion", phase_name=COMPLETION_PHASE_NAME,
                               phase_number=total, total_phases=total)
-        self.rt.todos.finish_transition()
         self.publish_todos("job_completion")
         self.rt.events.emit(ev.PhaseTransition, kind="completion", stage="completed",
                             from_phase=pending.from_phase, to_phase=None, to_name=COMPLETION_PHASE_NAME,
@@ -265,12 +292,18 @@ class PhaseTransitionManager:
         self.rt.add_blocker(issue)
         return self.begin("rewind", issue=issue)
 
-    def checkpoint(self, note: str | None = None) -> str:
+    def operator_refusal(self) -> str | None:
+        """Why an operator checkpoint or rewind cannot apply now (None if it can)."""
         st = self.state
-        if st.pending is not None:
-            return "A phase transition is already in progress."
+        if st.kind == "bootstrap" or (st.pending is not None and st.pending.from_kind == "bootstrap"):
+            return "the job is still bootstrapping: there is no plan to re-orient to yet"
         if st.kind == "completion":
-            return "The job is in its final review; no checkpoint is needed."
+            return "the job is in its final review"
+        return None
+
+    def checkpoint(self, note: str | None = None) -> str:
+        if self.state.pending is not None:
+            return "A phase transition is already in progress."
         return self.begin("checkpoint", issue=note)
 
     # -- todo_write ----------------------------------------------------------------
@@ -283,8 +316,10 @@ class PhaseTransitionManager:
                 return self._install_from_plan(texts, done, None)
             self.rt.todos.replace_items(texts, done)
             self.publish_todos("todo_write")
-            return TransitionResult(f"Todo list updated: {len(texts)} tasks, {sum(done)} done."
-                                    + _size_advice(len(texts)))
+            msg = f"Todo list updated: {len(texts)} tasks, {sum(done)} done." + _size_advice(len(texts))
+            if all(done) and st.kind in ("bootstrap", "phase"):
+                msg += " " + self.begin("bootstrap" if st.kind == "bootstrap" else "phase")
+            return TransitionResult(msg)
         return self._install_from_plan(texts, done, st.pending)
 
     def _install_from_plan(self, texts: list[str], done: list[bool], pending: PendingTransition | None
@@ -298,13 +333,20 @@ class PhaseTransitionManager:
         notes: list[str] = []
         changed = False
         if pending is not None and pending.kind == "phase":
-            finished = plan.phase(pending.from_phase)
+            finished = self._finished_phase(plan, pending)
             if finished is not None and not finished.complete:
                 # Forgiving on purpose: refusing here would loop a model that forgot one marker.
                 plan.mark_complete(finished)
                 changed = True
-                notes.append(f"main_plan.md did not mark phase {pending.from_phase} complete; the system marked it.")
+                notes.append(f"main_plan.md did not mark phase '{finished.name}' complete; the system marked it.")
         target = plan.current_phase()
+        if target is not None and not target.marked_current:
+            plan.mark_current(target)
+            changed = True
+        if changed:
+            # The plan first, the todos second: after a crash in between, the transition is still
+            # open and redoing it finds the plan already right.
+            self.rt.write_plan(plan, reason="transition bookkeeping")
         if target is None:
             total = len(plan.phases)
             if JOB_COMPLETE_TODO not in texts:
@@ -313,15 +355,10 @@ class PhaseTransitionManager:
                                   phase_number=total, total_phases=total, done=done)
             name, number = COMPLETION_PHASE_NAME, None
         else:
-            if not target.marked_current:
-                plan.mark_current(target)
-                changed = True
             number = plan.position(target)
             name = target.name
             self.rt.todos.install(texts, kind="phase", phase_name=name, phase_number=number,
                                   total_phases=len(plan.phases), done=done)
-        if changed:
-            self.rt.write_plan(plan, reason="transition bookkeeping")
         self.publish_todos("todo_write")
         if pending is not None:
             self.rt.events.emit(ev.PhaseTransition, kind=pending.kind, stage="completed",

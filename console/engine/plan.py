@@ -86,6 +86,12 @@ class Plan:
         """The phase at 1-based position ``number`` (positions, not heading numbers, are canonical)."""
         return self.phases[number - 1] if 1 <= number <= len(self.phases) else None
 
+    def find(self, name: str) -> PlanPhase | None:
+        """The phase with this name (case and spacing ignored), if exactly one has it."""
+        key = " ".join(name.lower().split())
+        hits = [p for p in self.phases if " ".join(p.name.lower().split()) == key]
+        return hits[0] if len(hits) == 1 else None
+
     def position(self, phase: PlanPhase) -> int:
         return self.phases.index(phase) + 1
 

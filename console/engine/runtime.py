@@ -7,7 +7,8 @@ event in one place.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from console.engine import events as ev
@@ -51,6 +52,9 @@ class Runtime:
 
     def __post_init__(self) -> None:
         self.paths.state.mkdir(parents=True, exist_ok=True)
+        if self.paths.outcome.exists():
+            data = json.loads(self.paths.outcome.read_text(encoding="utf-8"))
+            self.outcome = JobOutcome(data["summary"], data["deliverables"], data["confidence"], data["notes"])
         self.todos = TodoManager(self.paths.todos, self.paths.archive)
         self.workspace = Workspace(self.paths)
         self.memory = WorkingMemory(self.paths.memory, self.events)
@@ -80,9 +84,10 @@ class Runtime:
     def add_blocker(self, issue: str) -> None:
         """A rewind: the current task failed for ``issue`` and stays a blocker until a phase completes."""
         current = self.todos.current
-        task = current.text if current is not None else (self.todos.state.phase_name or "current phase")
         now = self.clock.now()
-        self.memory.record(task, now, success=False, reason=issue)
+        if current is not None:
+            self.memory.record(current.text, now, success=False, reason=issue)
+        task = current.text if current is not None else f"phase '{self.todos.state.phase_name or 'transition'}'"
         self.memory.block(task, issue, now)
         self.workspace.add_note(f"Rewind: {issue}")
 
@@ -133,6 +138,8 @@ class Runtime:
                 break
         self.outcome = JobOutcome(summary, deliverables, confidence, notes)
         now = self.clock.now()
+        # The commit point of the whole job, written before anything announces it.
+        atomic_write_text(self.paths.outcome, json.dumps({**asdict(self.outcome), "completed_at": now.isoformat()}))
         self.events.emit(ev.JobCompleted, summary=summary, deliverables=deliverables, confidence=confidence,
                          notes=notes)
         if self.store is not None:

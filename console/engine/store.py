@@ -67,7 +67,8 @@ class JobStore:
                 """INSERT INTO jobs (path, name, status, provider, model, started_at, updated_at)
                    VALUES (?, ?, 'running', ?, ?, ?, ?)
                    ON CONFLICT(path) DO UPDATE SET status='running', provider=excluded.provider,
-                   model=excluded.model, updated_at=excluded.updated_at, detail=NULL""",
+                   model=excluded.model, updated_at=excluded.updated_at, detail=NULL
+                   WHERE jobs.status != 'completed'""",
                 (str(path), name, provider, model, ts, ts),
             )
 

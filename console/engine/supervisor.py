@@ -138,8 +138,9 @@ class Supervisor:
 
     def _await_restart_decision(self, result: SessionResult, carry_tokens: int) -> str:
         op, rt = self.operator, self.runtime
-        self.events.emit(ev.RestartPending, usage_pct=round(result.used_tokens / self.settings.context_window, 4),
+        self.events.emit(ev.RestartPending, usage_pct=round(result.used_tokens / max(1, result.budget), 4),
                          used_tokens=result.used_tokens, context_window=self.settings.context_window,
+                         prompt_budget=result.budget,
                          carryover_messages=len(result.carryover), carryover_tokens=carry_tokens,
                          next_session=self.session + 1)
         if self.store is not None:
@@ -174,8 +175,14 @@ class Supervisor:
         rt = self.runtime
         loaded = self.sessions.load()
         cp, previous = loaded if loaded else (None, [])
-        if cp is not None and cp.job_done:
-            return RunResult(ShutdownReason.JOB_COMPLETE, "the job was already complete", cp.session, None)
+        if rt.job_done or (cp is not None and cp.job_done):
+            if self.store is not None and rt.outcome is not None:
+                # A crash right after job_complete: make sure the jobs table says so.
+                self.store.started(self.paths.root, self.paths.root.name, self.provider.name, self.provider.model,
+                                   self.clock.now())
+                self.store.completed(self.paths.root, self.clock.now(), rt.outcome.confidence, rt.outcome.summary)
+            return RunResult(ShutdownReason.JOB_COMPLETE, "the job was already complete", cp.session if cp else 0,
+                             None)
         self.session = (cp.session + 1) if cp else 1
         turn = cp.turn if cp else 0
         self.events.session = self.session
@@ -189,6 +196,7 @@ class Supervisor:
                          model=self.provider.model, carryover_messages=len(conversation))
         if not rt.phases.ensure_bootstrap():
             rt.phases.publish_todos("resume")  # views rebuild from events: show the list at once
+            rt.phases.recover()
         deps = self.deps = SessionDeps(rt, self.provider, self.registry, self.settings, self.operator,
                                        self.sessions)
         restarts = 0

@@ -40,6 +40,8 @@ class PendingTransition(BaseModel):
     kind: TransitionKind
     from_phase: int
     from_name: str
+    # The kind of the list this transition archived (a checkpoint during bootstrap is refused).
+    from_kind: str = "phase"
     archive: str
     issue: str | None = None
     started_at: datetime
@@ -116,7 +118,9 @@ def render_layer2(state: TodoState) -> str:
             line += CURRENT_MARKER
         out.append(line)
     out += ["", f"Progress: {state.done_count}/{len(state.items)} tasks complete", "", LIGHT]
-    if cur is None:
+    if cur is None and state.kind == "completion":
+        out.append("INSTRUCTION: All tasks are complete. Call job_complete() to finish the job")
+    elif cur is None:
         out.append("INSTRUCTION: All tasks are complete. Call todo_write to add the next tasks")
     else:
         out.append(f"INSTRUCTION: Complete task {cur + 1}, then call todo_complete()")
@@ -214,6 +218,7 @@ class TodoManager:
             kind=kind,
             from_phase=st.phase_number,
             from_name=st.phase_name or st.kind,
+            from_kind=st.kind,
             archive=self._archive_name(kind),
             issue=issue,
             started_at=now,

@@ -55,13 +55,17 @@ class Workspace:
         return len(self.record.notes)
 
     def files(self) -> list[Path]:
+        from console.engine.tools.files import within
+
+        root_real = self.paths.root.resolve()
         found: list[Path] = []
         for dirpath, dirnames, filenames in os.walk(self.paths.root):
-            dirnames[:] = sorted(d for d in dirnames if d != STATE_DIR and not d.startswith("."))
+            dirnames[:] = sorted(d for d in dirnames if d.lower() != STATE_DIR and not d.startswith("."))
             for f in sorted(filenames):
-                if f.startswith("."):
+                p = Path(dirpath) / f
+                if f.startswith(".") or (p.is_symlink() and not within(root_real, p)):
                     continue
-                found.append(Path(dirpath) / f)
+                found.append(p)
                 if len(found) >= MAX_FILES_LISTED:
                     return found
         return found

@@ -47,7 +47,8 @@ def test_long_job_in_a_small_window_completes_after_restarts(make_job, clock) ->
     assert all("ACTIVE TODO LIST" in r.protected for r in provider.requests)
     # the window is never exceeded and no request ever has a tool call without its result
     usage = [e for e in evs if isinstance(e, ev.TokenUsage)]
-    assert max(u.input_tokens for u in usage) <= WINDOW
+    # prompt + the reply it allows always fit the window
+    assert max(u.input_tokens for u in usage) + WINDOW // 8 <= WINDOW
     assert all(split_pairs(r.messages) == 0 for r in provider.requests)
     # the restart marker opens every later session
     markers = [r for r in provider.requests if any(m.meta.get("kind") == "restart_marker" for m in r.messages)]

@@ -32,7 +32,10 @@ def wait_for(path, predicate, timeout: float = 60) -> None:
 
 
 def check_each_todo_completed_once(events_path) -> None:
-    """Per todo list (generation): completions go 1, 2, 3, ... with no repeat, and every list ends complete."""
+    """Per todo list (generation): completions only go up (none is done twice), and every list ends complete.
+
+    A kill between a completion's commit and its event can hide one step from the log, never repeat one.
+    """
     done_counts: dict[int, list[int]] = defaultdict(list)
     last: dict[int, ev.TodosChanged] = {}
     for e in ev.read_events(events_path):
@@ -41,8 +44,7 @@ def check_each_todo_completed_once(events_path) -> None:
             if e.reason in ("todo_complete", "job_complete"):
                 done_counts[e.generation].append(sum(i.done for i in e.items))
     for gen, counts in done_counts.items():
-        assert counts == sorted(set(counts)), f"list {gen}: a todo was completed twice: {counts}"
-        assert all(b == a + 1 for a, b in itertools.pairwise(counts)), f"list {gen}: {counts}"
+        assert all(b > a for a, b in itertools.pairwise(counts)), f"list {gen}: a todo was completed twice: {counts}"
     for gen, e in last.items():
         assert all(i.done for i in e.items), f"list {gen} was left unfinished: {e.items}"
 

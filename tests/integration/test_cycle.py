@@ -177,3 +177,18 @@ def test_stuck_detection_nudges_towards_rewind(make_job, run_job) -> None:
     evs = events_of(paths)
     (stuck,) = [e for e in evs if isinstance(e, ev.StuckDetected)]
     assert stuck.reason == f"no todo completed in {STUCK_TURNS} turns"
+
+
+def test_lone_surrogates_from_the_model_do_not_crash_the_run(make_job, run_job) -> None:
+    paths = make_job()
+    script = [
+        T(text="half an emoji \ud83d here", calls=[C(name="search_files", arguments={"pattern": "\ud83d"})]),
+        T(calls=[C(name="write_file", arguments={"path": "ok\udcff.md", "content": "x\ud800"})]),
+        T(error="end"),
+    ]
+    _, result = run_job(paths, script)
+    assert result.detail == "scripted: end"
+    evs = events_of(paths)
+    msg = next(e for e in evs if isinstance(e, ev.AssistantMessage))
+    assert msg.text == "half an emoji ? here"
+    assert [e.tool for e in evs if isinstance(e, ev.ToolResult)] == ["search_files", "write_file"]

@@ -11,6 +11,9 @@ appended; ``evaluate`` then says Continue, Mask, WindDown or Restart:
 - at or above the hard threshold with nothing worth masking: WindDown, once:
   the agent gets one more turn to save its state;
 - the turn after a wind-down, or any time the next prompt would not fit: Restart.
+
+All shares are of the prompt budget: the window less the reply's reserve
+(max_output_tokens) and a 2% margin, so prompt + reply always fit the window.
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ class ContextManager:
     soft: float = DEFAULT_SOFT
     hard: float = DEFAULT_HARD
     keep_recent: int = KEEP_RECENT_RESULTS
+    # Tokens the reply may take (the request's max_output_tokens): prompt + reply must fit the window.
+    reserve: int = 0
     # The size of the next prompt, as far as we know it: the last reported prompt size
     # plus estimates of everything appended since.
     used: int = 0
@@ -62,12 +67,30 @@ class ContextManager:
     last_action: str = ""
 
     @property
+    def margin(self) -> int:
+        # For what the estimate cannot see yet: a harness notice, the todo display growing by a line.
+        return max(100, int(self.window * 0.02))
+
+    @property
+    def budget(self) -> int:
+        """The most a prompt may take: the window less the reply's reserve and a small margin.
+
+        Thresholds are shares of this budget, so a prompt that stays under it always leaves
+        room for the reply, whatever the window size.
+        """
+        return max(1, self.window - self.reserve - self.margin)
+
+    @property
     def pct(self) -> float:
-        return self.used / self.window if self.window else 0.0
+        return self.used / self.budget
+
+    @property
+    def fits(self) -> bool:
+        return self.used <= self.budget
 
     @property
     def min_free(self) -> int:
-        return max(200, int(self.window * 0.05))
+        return max(200, int(self.budget * 0.05))
 
     def record_usage(self, input_tokens: int, output_tokens: int) -> None:
         """A turn finished: the prompt was ``input_tokens``; the reply adds ``output_tokens``."""
@@ -92,13 +115,14 @@ class ContextManager:
         used, pct = self.used, self.pct
         if self.wind_down_sent and self.turns_since_wind_down >= 1:
             return Evaluation(ContextAction.RESTART, used, pct)
-        if pct < self.soft:
+        if pct < self.soft and self.fits:
             return Evaluation(ContextAction.CONTINUE, used, pct)
-        target = int(self.window * self.soft * MASK_TARGET)
+        target = int(self.budget * self.soft * MASK_TARGET)
         plan = plan_masking(conversation, used - target, self.keep_recent)
-        if plan.indices and plan.tokens_freed >= self.min_free:
+        enough = plan.tokens_freed >= self.min_free and used - plan.tokens_freed <= self.budget
+        if plan.indices and enough:
             return Evaluation(ContextAction.MASK, used, pct, plan)
-        if used >= self.window:
+        if not self.fits:
             return Evaluation(ContextAction.RESTART, used, pct)
         if pct >= self.hard and not self.wind_down_sent:
             return Evaluation(ContextAction.WIND_DOWN, used, pct)

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+import regex
 from pydantic import Field
 
+from console.engine.atomic import atomic_write_text
 from console.engine.job import STATE_DIR
 from console.engine.tools.registry import Tool, ToolArgs, ToolFailure
 
@@ -24,6 +27,17 @@ MAX_READ_LINES = 400
 DEFAULT_READ_LINES = 200
 MAX_READ_CHARS = 60_000
 MAX_LIST = 500
+SEARCH_SECONDS = 2.0
+
+
+def within(root_real: Path, path: Path) -> bool:
+    """True if ``path`` (after symlinks) is inside the job folder and outside the harness state."""
+    try:
+        rel = path.resolve().relative_to(root_real)
+    except (ValueError, OSError):
+        return False
+    # Compared case-blind: on a case-insensitive disk ".Console" is the harness folder too.
+    return not (rel.parts and rel.parts[0].lower() == STATE_DIR)
 
 
 def confine(root: Path, user_path: str) -> Path:
@@ -31,6 +45,8 @@ def confine(root: Path, user_path: str) -> Path:
     raw = (user_path or "").strip()
     if not raw:
         raise ToolFailure("the path is empty; give a path relative to the job folder, e.g. 'notes.md'")
+    if "\x00" in raw:
+        raise ToolFailure("the path contains a NUL character; give a plain relative path")
     if raw.startswith(("/", "\\", "~")) or re.match(r"^[A-Za-z]:[\\/]", raw) or os.path.isabs(raw):
         raise ToolFailure(
             f"'{raw}' is refused: absolute paths are not allowed. Use a path relative to the job folder."
@@ -38,17 +54,34 @@ def confine(root: Path, user_path: str) -> Path:
     parts = PurePosixPath(raw.replace("\\", "/")).parts
     if ".." in parts:
         raise ToolFailure(f"'{raw}' is refused: '..' would leave the job folder. Stay inside it.")
-    if parts and parts[0] == STATE_DIR:
-        raise ToolFailure(
-            f"'{raw}' is refused: {STATE_DIR}/ holds the harness's own state. "
-            "Use the todo and workspace tools instead."
-        )
+    if any(len(p.encode("utf-8", "replace")) > 255 for p in parts):
+        raise ToolFailure(f"'{raw[:80]}...' is refused: a file name may be at most 255 bytes long.")
+    harness = (f"'{raw}' is refused: {STATE_DIR}/ holds the harness's own state. "
+               "Use the todo and workspace tools instead.")
+    if parts and parts[0].lower() == STATE_DIR:
+        raise ToolFailure(harness)
     root_real = root.resolve()
     target = (root_real / Path(*parts)) if parts else root_real
     resolved = target.resolve()
     if resolved != root_real and root_real not in resolved.parents:
         raise ToolFailure(f"'{raw}' is refused: it is a symlink that leads outside the job folder.")
+    if not within(root_real, target):
+        raise ToolFailure(harness)
     return target
+
+
+def _walk(rt: Runtime, base: Path) -> list[Path]:
+    """Files under ``base``, skipping harness state, hidden folders and symlinks that leave the job."""
+    root_real = rt.paths.root.resolve()
+    out: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(base):
+        dirnames[:] = sorted(d for d in dirnames if d.lower() != STATE_DIR and not d.startswith("."))
+        for f in sorted(filenames):
+            p = Path(dirpath) / f
+            if p.is_symlink() and not within(root_real, p):
+                continue
+            out.append(p)
+    return out
 
 
 def rel(runtime: Runtime, path: Path) -> str:
@@ -109,8 +142,8 @@ def write_file(rt: Runtime, a: WriteFileArgs) -> str:
     if path.is_dir():
         raise ToolFailure(f"'{a.path}' is a folder, not a file.")
     existed = path.exists()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(a.content, encoding="utf-8")
+    # Atomic: a crash mid-write must not leave main_plan.md (or any deliverable) half written.
+    atomic_write_text(path, a.content, durable=False)
     shown = rel(rt, path)
     verb = "Overwrote" if existed else "Created"
     msg = f"{verb} {shown} ({len(a.content.splitlines())} lines, {len(a.content)} chars)."
@@ -156,7 +189,7 @@ def edit_file(rt: Runtime, a: EditFileArgs) -> str:
             "or set replace_all=true."
         )
     new = text.replace(a.old_text, a.new_text) if a.replace_all else text.replace(a.old_text, a.new_text, 1)
-    path.write_text(new, encoding="utf-8")
+    atomic_write_text(path, new, durable=False)
     return f"Edited {shown}: {count if a.replace_all else 1} replacement(s)." + rt.after_file_write(path)
 
 
@@ -171,18 +204,15 @@ def list_files(rt: Runtime, a: ListFilesArgs) -> str:
     if base.is_file():
         return f"{rel(rt, base)} ({base.stat().st_size} bytes)"
     rows = []
-    for dirpath, dirnames, filenames in os.walk(base):
-        dirnames[:] = sorted(d for d in dirnames if d != STATE_DIR and not d.startswith("."))
-        for f in sorted(filenames):
-            p = Path(dirpath) / f
-            try:
-                size = p.stat().st_size
-            except OSError:
-                continue
-            rows.append(f"{rel(rt, p)} ({size} bytes)")
-            if len(rows) >= MAX_LIST:
-                rows.append(f"[listing stopped at {MAX_LIST} files]")
-                return "\n".join(rows)
+    for p in _walk(rt, base):
+        try:
+            size = p.stat().st_size
+        except OSError:
+            continue
+        rows.append(f"{rel(rt, p)} ({size} bytes)")
+        if len(rows) >= MAX_LIST:
+            rows.append(f"[listing stopped at {MAX_LIST} files]")
+            return "\n".join(rows)
     return "\n".join(rows) if rows else "(no files)"
 
 
@@ -194,18 +224,16 @@ class SearchFilesArgs(ToolArgs):
 
 def search_files(rt: Runtime, a: SearchFilesArgs) -> str:
     try:
-        rx = re.compile(a.pattern, re.IGNORECASE)
-    except re.error as exc:
+        rx = regex.compile(a.pattern, regex.IGNORECASE)
+    except regex.error as exc:
         raise ToolFailure(f"'{a.pattern}' is not a valid regular expression: {exc}") from None
     base = confine(rt.paths.root, a.path) if a.path not in ("", ".", "./") else rt.paths.root.resolve()
     if not base.exists():
         raise ToolFailure(f"'{a.path}' does not exist.")
-    files = [base] if base.is_file() else []
-    if base.is_dir():
-        for dirpath, dirnames, filenames in os.walk(base):
-            dirnames[:] = sorted(d for d in dirnames if d != STATE_DIR and not d.startswith("."))
-            files += [Path(dirpath) / f for f in sorted(filenames)]
+    files = [base] if base.is_file() else _walk(rt, base)
     hits: list[str] = []
+    # A pathological pattern must not freeze the engine (stop is only polled between calls).
+    deadline = time.monotonic() + SEARCH_SECONDS
     for f in files:
         try:
             data = f.read_bytes()
@@ -214,7 +242,15 @@ def search_files(rt: Runtime, a: SearchFilesArgs) -> str:
         if b"\x00" in data[:8192]:
             continue
         for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-            if rx.search(line):
+            left = deadline - time.monotonic()
+            try:
+                found = left > 0 and rx.search(line, timeout=left)
+            except TimeoutError:
+                found = False
+            if left <= 0 or (found is False and time.monotonic() >= deadline):
+                raise ToolFailure(f"the search took over {SEARCH_SECONDS:g} s and was stopped; use a simpler "
+                                  "pattern or a narrower path")
+            if found:
                 hits.append(f"{rel(rt, f)}:{n}: {line.strip()[:200]}")
                 if len(hits) >= a.max_results:
                     return "\n".join(hits) + f"\n[stopped at {a.max_results} matches]"

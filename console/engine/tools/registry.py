@@ -161,6 +161,11 @@ class ToolRegistry:
             out = tool.handler(runtime, args)
         except ToolFailure as exc:
             return ToolOutcome(False, f"{tool.name} failed: {exc}")
+        except OSError as exc:
+            # The file system said no (a name too long, a file where a folder should be...):
+            # the model can fix that, so it is a tool error, not a crash.
+            return ToolOutcome(False, f"{tool.name} failed: {exc.strerror or type(exc).__name__}. "
+                                      "Check the path and try again.")
         if isinstance(out, str):
             return ToolOutcome(True, out)
         return out
