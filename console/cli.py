@@ -11,7 +11,9 @@ import argparse
 import json
 import re
 import signal
+import sqlite3
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +80,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+STATE_FILES = {"TodoState": "todos.json", "MemoryState": "memory.json", "WorkspaceRecord": "workspace.json"}
+
+
+def state_error(paths: Any, exc: Exception) -> str:
+    """One line naming the harness file that cannot be read, and what to do about it."""
+    name = STATE_FILES.get(getattr(exc, "title", ""), "")
+    where = paths.state / name if name else paths.state
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return (f"{where}: harness state cannot be read ({first}); restore it from a backup, or move the job's "
+            ".console/ folder aside to start the job over")
+
+
 def _positive(name: str, value: Any) -> None:
     if value is not None and value <= 0 and name != "speed":
         raise ValueError(f"--{name.replace('_', '-')} must be positive")
@@ -122,34 +136,45 @@ def cmd_run(args: argparse.Namespace) -> int:
         _err(str(exc))
         return EXIT_USAGE
 
+    try:
+        store = JobStore(settings.store_path)
+        sup = Supervisor(paths, rs, provider, clock=clock, store=store)
+    except sqlite3.Error as exc:
+        _err(f"{settings.store_path}: the jobs database cannot be used ({exc}); move it aside and a new one is made")
+        return EXIT_USAGE
+    except (ValueError, OSError) as exc:
+        _err(state_error(paths, exc))
+        return EXIT_USAGE
     print(f"run folder: {paths.root}", flush=True)
-    store = JobStore(settings.store_path)
-    sup = Supervisor(paths, rs, provider, clock=clock, store=store)
     sup.subscribe(HeadlessLog(sys.stdout, color=sys.stdout.isatty()))
 
     interrupts = 0
 
-    def on_sigint(signum: int, frame: object) -> None:
+    def on_signal(signum: int, frame: object) -> None:
         nonlocal interrupts
         interrupts += 1
         sup.stop()
         if interrupts == 1:
-            print("\nstopping after the current turn (Ctrl+C again to stop now)", file=sys.stderr, flush=True)
+            what = "Ctrl+C" if signum == signal.SIGINT else "the signal"
+            print(f"\nstopping after the current turn ({what} again to stop now)", file=sys.stderr, flush=True)
         elif interrupts > 2:
             raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGINT, on_sigint)
+    # SIGTERM (kill, systemd, a closed SSH session's supervisor) stops as cleanly as Ctrl+C.
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         result = sup.run()
     except JobBusy as exc:
-        _err(f"{exc}; watch it with `agent-console attach {paths.root}` or send it commands")
+        _err(f"{exc}; send it commands (agent-console pause|stop|... {paths.root}) or watch it with "
+             f"agent-console attach {paths.root}")
         return EXIT_USAGE
     except KeyboardInterrupt:
         store.ended(paths.root, "stopped", clock.now(), "interrupted")
         _err(f"interrupted; the run can be resumed with: agent-console run --in-place {paths.root}")
         return EXIT_INTERRUPTED
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     if result.ok:
         if result.outcome is None:
             print(f"job already complete: {paths.root}")
@@ -175,7 +200,21 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     except JobError as exc:
         _err(str(exc))
         return EXIT_USAGE
-    rows = JobStore(settings.store_path).list(args.limit)
+    try:
+        rows = JobStore(settings.store_path).list(args.limit)
+    except sqlite3.Error as exc:
+        _err(f"{settings.store_path}: the jobs database cannot be read ({exc}); move it aside and a new one is made")
+        return EXIT_USAGE
+    from console.engine.control import RunLock
+    from console.engine.job import JobPaths
+
+    def live(r: Any) -> Any:
+        # A run that died (kill -9, power cut) never wrote its end: the lock tells the truth.
+        if r.status in ("running", "awaiting approval") and RunLock(JobPaths(Path(r.path))).holder() is None:
+            return replace(r, status="interrupted", detail=r.detail or "no process runs it; resume with run --in-place")
+        return r
+
+    rows = [live(r) for r in rows]
     if args.json:
         for r in rows:
             print(json.dumps(r.__dict__))
@@ -190,7 +229,8 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     table.add_column("conf.", no_wrap=True, justify="right")
     table.add_column("job", overflow="fold", max_width=28)
     table.add_column("summary / reason", overflow="fold", ratio=1, min_width=24)
-    style = {"completed": "green", "running": "cyan", "failed": "red", "stopped": "yellow"}
+    style = {"completed": "green", "running": "cyan", "failed": "red", "stopped": "yellow", "interrupted": "yellow",
+             "awaiting approval": "magenta"}
 
     def short(ts: str | None) -> str:
         return (ts or "").replace("T", " ")[5:16]

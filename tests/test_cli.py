@@ -102,3 +102,37 @@ def test_provider_error_exits_1_without_traceback(make_job, tmp_path) -> None:
 def test_no_command_prints_help_and_exits_2(capsys) -> None:
     assert main([]) == 2
     assert "run" in capsys.readouterr().out
+
+
+def test_corrupt_state_and_database_are_named_not_tracebacks(make_job, capsys) -> None:
+    paths = make_job("quickstart")
+    paths.state.mkdir()
+    paths.todos.write_text('{"kind": "nonsense"}')
+    assert main(["run", str(paths.root), "--headless", "--in-place", "--speed", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "todos.json: harness state cannot be read" in err and "Traceback" not in err
+    db = Path(os.environ["AGENT_CONSOLE_DATA_DIR"]) / "jobs.db"
+    db.parent.mkdir(parents=True, exist_ok=True)
+    db.write_bytes(b"this is not sqlite" * 100)
+    assert main(["jobs"]) == 2
+    assert "jobs database cannot be read" in capsys.readouterr().err
+
+
+def test_sigterm_stops_cleanly(make_job) -> None:
+    import signal
+    import time
+
+    paths = make_job("requirements-extraction")
+    proc = subprocess.Popen([sys.executable, "-m", "console.cli", "run", str(paths.root), "--headless", "--in-place",
+                             "--speed", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=os.environ.copy())
+    deadline = time.monotonic() + 30
+    while not (paths.events.exists() and "turn_started" in paths.events.read_text()):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "Traceback" not in err
+    assert "stopped by the operator" in err.strip().splitlines()[-1]
+    ended = [json.loads(x) for x in paths.events.read_text().splitlines() if '"session_ended"' in x]
+    assert ended and ended[-1]["reason"] == "user_shutdown"
