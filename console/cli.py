@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Copy JOB into a fresh run folder and run it (or run it in place).")
     run.add_argument("job", type=Path, metavar="JOB", help="job folder (with instructions.md)")
     run.add_argument("--headless", action="store_true", help="print a compact live log instead of the console")
+    run.add_argument("--theme", metavar="NAME", help="console theme (agent-dark, agent-light, agent-ansi, ...)")
     run.add_argument("--in-place", action="store_true",
                      help="run in JOB itself instead of a fresh copy (resumes it if it has state)")
     run.add_argument("--provider", choices=["scripted", "openai", "anthropic"], help="model provider")
@@ -73,6 +74,12 @@ def build_parser() -> argparse.ArgumentParser:
             c.add_argument("--note", help="a note for the agent with the checkpoint")
         c.add_argument("--wait", type=float, default=5.0, metavar="SECONDS",
                        help="how long to wait for the run to confirm (default 5; 0 does not wait)")
+
+    attach = sub.add_parser("attach", help="open the console on a job another process runs (or a finished one)",
+                            description="Follow a job run elsewhere (e.g. run --headless over SSH) in the console. "
+                                        "Keys act through the job's control inbox; closing never stops the run.")
+    attach.add_argument("job", type=Path, metavar="JOB", help="the run folder (as printed by `run`)")
+    attach.add_argument("--theme", metavar="NAME", help="console theme")
 
     jobs = sub.add_parser("jobs", help="list runs and their status")
     jobs.add_argument("--limit", type=int, default=30, help="how many runs to show (newest first)")
@@ -103,8 +110,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from console.engine.clock import SystemClock
     from console.engine.job import JobError, load_job_config, prepare_run, validate_job_folder
     from console.engine.store import JobStore
-    from console.engine.supervisor import JobBusy, Supervisor
-    from console.headless import HeadlessLog
+    from console.engine.supervisor import Supervisor
     from console.providers import ProviderError, make_provider
     from console.settings import load_settings, resolve_run_settings
 
@@ -146,8 +152,51 @@ def cmd_run(args: argparse.Namespace) -> int:
         _err(state_error(paths, exc))
         return EXIT_USAGE
     print(f"run folder: {paths.root}", flush=True)
-    sup.subscribe(HeadlessLog(sys.stdout, color=sys.stdout.isatty()))
+    use_console = not args.headless and sys.stdin.isatty() and sys.stdout.isatty()
+    if not args.headless and not use_console:
+        print("not a terminal: running headless (the console needs one)", file=sys.stderr, flush=True)
+    if use_console:
+        return _run_in_console(sup, paths, args.theme or settings.theme)
+    return _run_headless(sup, paths, store, clock)
 
+
+def _finish(sup: Any, paths: Any) -> int:
+    """The one closing line of a run, and its exit code."""
+    result = sup.result
+    if result is None:
+        _err(f"the run was stopped before it started; resume it with: agent-console run --in-place {paths.root}")
+        return EXIT_INTERRUPTED
+    if result.ok:
+        if result.outcome is None:
+            print(f"job already complete: {paths.root}")
+        else:
+            print(f"done: job complete in {result.sessions} session(s); results in {paths.root}")
+        return EXIT_OK
+    _err(f"run ended without job_complete: {result.reason.value}: {result.detail}")
+    if result.reason.value == "user_shutdown":
+        return EXIT_INTERRUPTED
+    return EXIT_FAILED
+
+
+def _run_in_console(sup: Any, paths: Any, theme: str) -> int:
+    from console.engine.supervisor import JobBusy
+    from console.tui.launch import run_console
+
+    try:
+        code = run_console(sup, theme=theme, job_title=paths.root.name)
+    except JobBusy as exc:
+        _err(f"{exc}; watch it with agent-console attach {paths.root}")
+        return EXIT_USAGE
+    if sup.result is None:
+        return code
+    return _finish(sup, paths)
+
+
+def _run_headless(sup: Any, paths: Any, store: Any, clock: Any) -> int:
+    from console.engine.supervisor import JobBusy
+    from console.headless import HeadlessLog
+
+    sup.subscribe(HeadlessLog(sys.stdout, color=sys.stdout.isatty()))
     interrupts = 0
 
     def on_signal(signum: int, frame: object) -> None:
@@ -163,7 +212,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # SIGTERM (kill, systemd, a closed SSH session's supervisor) stops as cleanly as Ctrl+C.
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        result = sup.run()
+        sup.run()
     except JobBusy as exc:
         _err(f"{exc}; send it commands (agent-console pause|stop|... {paths.root}) or watch it with "
              f"agent-console attach {paths.root}")
@@ -175,16 +224,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    if result.ok:
-        if result.outcome is None:
-            print(f"job already complete: {paths.root}")
-        else:
-            print(f"done: job complete in {result.sessions} session(s); results in {paths.root}")
-        return EXIT_OK
-    _err(f"run ended without job_complete: {result.reason.value}: {result.detail}")
-    if result.reason.value == "user_shutdown":
-        return EXIT_INTERRUPTED
-    return EXIT_FAILED
+    return _finish(sup, paths)
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    from console.engine.job import JobError, validate_job_folder
+    from console.settings import load_settings
+
+    try:
+        settings = load_settings()
+        paths = validate_job_folder(args.job)
+    except JobError as exc:
+        _err(str(exc))
+        return EXIT_USAGE
+    if not paths.events.exists():
+        _err(f"{args.job}: this job has no events yet (never run); start it with agent-console run --headless")
+        return EXIT_USAGE
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        _err("attach opens the console and needs a terminal; for a log use: tail -f JOB/.console/events.jsonl")
+        return EXIT_USAGE
+    from console.tui.launch import attach_console
+
+    return attach_console(paths, theme=args.theme or settings.theme, job_title=paths.root.name)
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
@@ -304,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_run(args)
     if args.command == "jobs":
         return cmd_jobs(args)
+    if args.command == "attach":
+        return cmd_attach(args)
     if args.command in COMMAND_HELP:
         return cmd_control(args)
     parser.print_help()

@@ -136,3 +136,20 @@ def test_sigterm_stops_cleanly(make_job) -> None:
     assert "stopped by the operator" in err.strip().splitlines()[-1]
     ended = [json.loads(x) for x in paths.events.read_text().splitlines() if '"session_ended"' in x]
     assert ended and ended[-1]["reason"] == "user_shutdown"
+
+
+def test_run_without_a_terminal_falls_back_to_headless(capsys) -> None:
+    assert main(["run", str(SAMPLES / "quickstart"), "--speed", "0"]) == 0
+    captured = capsys.readouterr()
+    assert "not a terminal: running headless" in captured.err
+    assert "job_complete:" in captured.out
+
+
+def test_attach_needs_a_run_and_a_terminal(make_job, capsys) -> None:
+    paths = make_job("quickstart")
+    assert main(["attach", str(paths.root)]) == 2
+    assert "no events yet" in capsys.readouterr().err
+    assert main(["run", str(paths.root), "--headless", "--in-place", "--speed", "0"]) == 0
+    capsys.readouterr()
+    assert main(["attach", str(paths.root)]) == 2
+    assert "needs a terminal" in capsys.readouterr().err

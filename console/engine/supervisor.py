@@ -93,6 +93,7 @@ class Supervisor:
         self.sessions = SessionStore(paths.state)
         self.session = 0
         self.deps: SessionDeps | None = None
+        self.result: RunResult | None = None
 
     # -- the control API (thread-safe: applied by the engine at its next turn boundary) --------
     def subscribe(self, fn: ev.Subscriber):
@@ -166,7 +167,8 @@ class Supervisor:
         if not self.lock.acquire():
             raise JobBusy(f"{self.paths.root} is already being run by process {self.lock.holder()}")
         try:
-            return self._run()
+            self.result = self._run()
+            return self.result
         finally:
             self.events.close()
             self.lock.release()

@@ -1,0 +1,216 @@
+"""Console benchmark: how fast the console absorbs events, how fast keys act under load, memory.
+
+    python benchmarks/tui.py [--messages 5000] [--long 50000] [--size 200x50]
+
+1. Prefill: a producer thread (standing in for the engine) pushes a synthetic run of
+   ``--messages`` messages (assistant messages streamed as text deltas, each with a tool call
+   and its result, plus turn and token events) as fast as it can; the console absorbs them.
+   ``events_per_s`` = events absorbed / time until the last one is folded into the view.
+2. Keys under load: while the producer keeps streaming (``--load-rate`` events/s, default 2,000:
+   ten times what a fast real model streams; then again at half the measured capacity), ``p`` is
+   pressed 40 times the way the terminal driver delivers keys (a Key event posted to the app);
+   latency = key press to the status line drawn with the command's effect (the command reached
+   the controller and the screen shows it).
+3. Long run: ``--long`` more messages, then the process's resident memory. The view keeps the
+   newest messages only (the log never trims); the numbers say how many.
+
+The last line is one JSON object; the lines before it explain. Not a timed test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from textual import events  # noqa: E402
+
+from console.engine import events as ev  # noqa: E402
+from console.engine.job import JobPaths  # noqa: E402
+from console.tui.app import ConsoleApp  # noqa: E402
+from console.tui.commands import RecordingController  # noqa: E402
+from console.tui.widgets.status import StatusLine  # noqa: E402
+
+ACTION: list[float] = []
+T0 = datetime(2026, 1, 15, 14, 0, tzinfo=UTC)
+TEXT = ("Reading the **specification** chunk by chunk and extracting every *shall*, *must* and *should* "
+        "statement into `requirements.md`, then checking the numbering.")
+
+
+class Producer:
+    """Synthetic engine events: per turn 1 turn_started, ~8 text deltas, the message, a tool call, its
+    result and token usage (two conversation messages per turn)."""
+
+    def __init__(self, push) -> None:
+        self.push = push
+        self.seq = 0
+        self.turn = 0
+        self.events = 0
+
+    def _ev(self, cls, **kw):
+        self.seq += 1
+        self.events += 1
+        return cls(ts=T0 + timedelta(milliseconds=self.seq), seq=self.seq, session=1, **kw)
+
+    def turn_events(self) -> list[ev.EventBase]:
+        self.turn += 1
+        n = self.turn
+        out = [self._ev(ev.TurnStarted, turn=n, prompt_tokens_est=20_000 + n % 30_000)]
+        words = TEXT.split(" ")
+        for i in range(0, len(words), 3):
+            out.append(self._ev(ev.TextDelta, turn=n, text=" ".join(words[i:i + 3]) + " "))
+        args = json.dumps({"path": "docs/specification.md", "start": n * 40, "end": n * 40 + 40})
+        out.append(self._ev(ev.AssistantMessage, turn=n, text=TEXT,
+                            tool_calls=[ev.ToolCallRecord(id=f"c{n}", name="read_file", arguments=args)]))
+        out.append(self._ev(ev.ToolCalled, turn=n, call_id=f"c{n}", tool="read_file", arguments=args))
+        out.append(self._ev(ev.ToolResult, turn=n, call_id=f"c{n}", tool="read_file", ok=True,
+                            content=("3.2.1 The system shall log every operator command.\n" * 30)))
+        out.append(self._ev(ev.TokenUsage, turn=n, input_tokens=20_000 + n % 30_000, output_tokens=120,
+                            cached_input_tokens=18_000, context_window=64_000, prompt_budget=56_000,
+                            context_tokens=20_000 + n % 30_000, soft_threshold=0.7, hard_threshold=0.85))
+        return out
+
+    def run_turns(self, turns: int, rate: float | None = None, stop: threading.Event | None = None) -> None:
+        """Push ``turns`` turns; ``rate`` in events per second (None: as fast as possible)."""
+        started = time.perf_counter()
+        first = self.events
+        for _ in range(turns):
+            if stop is not None and stop.is_set():
+                return
+            for e in self.turn_events():
+                self.push(e)
+            if rate:
+                ahead = (self.events - first) / rate - (time.perf_counter() - started)
+                if ahead > 0:
+                    time.sleep(ahead)
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+async def wait_absorbed(app: ConsoleApp, producer: Producer, thread: threading.Thread | None = None) -> None:
+    while (thread is not None and thread.is_alive()) or app.events_seen < producer.events or app.bridge.pending:
+        await asyncio.sleep(0.005)
+
+
+async def measure_keys(app: ConsoleApp, controller: RecordingController, producer: Producer, rate: float,
+                       presses: int) -> tuple[float, float, float, float]:
+    stop = threading.Event()
+    before = producer.events
+    thread = threading.Thread(target=producer.run_turns, args=(10**9, rate, stop), daemon=True)
+    thread.start()
+    status = app.main.query_one(StatusLine)
+    latencies: list[float] = []
+    rng = random.Random(1)
+    started = time.perf_counter()
+    for _ in range(presses):
+        await asyncio.sleep(rng.uniform(0.05, 0.1))
+        want = "pausing after this turn" if "pause" not in app.state.requested else "resuming"
+        sent = len(controller.sent)
+        t0 = time.perf_counter()
+        app.post_message(events.Key("p", "p"))  # what the terminal driver does with a key press
+        while not len(controller.sent) > sent:
+            await asyncio.sleep(0.0005)
+        t_action = time.perf_counter()
+        while want not in status.last_plain:
+            await asyncio.sleep(0.0005)
+        latencies.append((time.perf_counter() - t0) * 1000)
+        ACTION.append((t_action - t0) * 1000)
+    stop.set()
+    thread.join()
+    achieved = (producer.events - before) / (time.perf_counter() - started)
+    await wait_absorbed(app, producer)
+    latencies.sort()
+    p95 = latencies[min(len(latencies) - 1, round(0.95 * (len(latencies) - 1)))]
+    return statistics.median(latencies), p95, latencies[-1], achieved
+
+
+async def bench(args: argparse.Namespace) -> dict:
+    width, height = (int(v) for v in args.size.split("x"))
+    work = Path(tempfile.mkdtemp(prefix="agent-console-bench-"))
+    shutil.copytree(REPO / "sample_jobs" / "quickstart", work / "quickstart")
+    paths = JobPaths(work / "quickstart")
+    controller = RecordingController()
+    app = ConsoleApp(controller=controller, paths=paths, job_title="bench", watch=False, animations=False,
+                     keymap={})
+    producer = Producer(app.bridge.push)
+    result: dict = {}
+    async with app.run_test(size=(width, height)) as pilot:
+        await pilot.pause()
+        rss_start = rss_mb()
+        # 1. prefill
+        turns = args.messages // 2
+        t = time.perf_counter()
+        thread = threading.Thread(target=producer.run_turns, args=(turns,))
+        thread.start()
+        await wait_absorbed(app, producer, thread)
+        await pilot.pause()
+        elapsed = time.perf_counter() - t
+        events_per_s = producer.events / elapsed
+        conv = app.conversation
+        print(f"prefill: {producer.events:,} events ({conv.messages_seen:,} messages) absorbed in {elapsed:.2f} s "
+              f"= {events_per_s:,.0f} events/s; view holds {conv.item_count:,} items ({conv.trimmed:,} trimmed), "
+              f"{app.drains:,} batches")
+        result.update(events_per_s=round(events_per_s), prefill_events=producer.events,
+                      messages=conv.messages_seen)
+
+        # 2. keys under load
+        for label, rate in (("", args.load_rate), ("_half_capacity", events_per_s / 2)):
+            p50, p95, top, achieved = await measure_keys(app, controller, producer, rate, args.presses)
+            print("  key -> action ms:", sorted(round(a) for a in ACTION))
+            ACTION.clear()
+            print(f"keys: {args.presses} presses of p while streaming {achieved:,.0f} events/s: "
+                  f"p50 {p50:.1f} ms, p95 {p95:.1f} ms, max {top:.1f} ms")
+            result.update({f"key_latency_p50_ms{label}": round(p50, 1), f"key_latency_p95_ms{label}": round(p95, 1),
+                           f"load_events_per_s{label}": round(achieved)})
+        conv = app.conversation
+
+        # 3. long run, then memory
+        t = time.perf_counter()
+        thread = threading.Thread(target=producer.run_turns, args=(args.long // 2,))
+        thread.start()
+        await wait_absorbed(app, producer, thread)
+        await pilot.pause()
+        elapsed = time.perf_counter() - t
+        mem = rss_mb()
+        print(f"long run: {conv.messages_seen:,} messages / {producer.events:,} events in total "
+              f"({args.long // 2 * 13:,} more in {elapsed:.1f} s); view keeps {conv.item_count:,} items "
+              f"({conv.trimmed:,} trimmed), feedback {len(app.state.feedback)}; RSS {mem:.0f} MB "
+              f"(at start {rss_start:.0f} MB)")
+        result.update(rss_mb=round(mem, 1), total_messages=conv.messages_seen, view_items=conv.item_count)
+    shutil.rmtree(work, ignore_errors=True)
+    return result
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--messages", type=int, default=5000, help="messages in the conversation before keys are timed")
+    p.add_argument("--long", type=int, default=50_000, help="messages of the long run before memory is measured")
+    p.add_argument("--size", default="200x50", help="terminal size, e.g. 80x24")
+    p.add_argument("--presses", type=int, default=40)
+    p.add_argument("--load-rate", type=float, default=2000, help="events/s streamed while keys are timed")
+    args = p.parse_args()
+    result = asyncio.run(bench(args))
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

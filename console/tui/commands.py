@@ -1,0 +1,94 @@
+"""How the console's keys reach the engine: the supervisor in this process, or the job's inbox.
+
+Both sides take the same command names as the engine's control API; the engine
+decides what a command means (and answers with ``operator_command`` events).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from console.engine.control import RunLock, write_inbox
+from console.engine.job import JobPaths
+
+if TYPE_CHECKING:
+    from console.engine.supervisor import Supervisor
+
+
+class Controller(Protocol):
+    attached: bool
+
+    def send(self, command: str, **args: Any) -> str | None:
+        """Deliver a command; return why it could not be sent, or None."""
+        ...
+
+    def runner_pid(self) -> int | None: ...
+
+
+class SupervisorController:
+    """A run in this process: the supervisor's thread-safe control methods."""
+
+    attached = False
+
+    def __init__(self, supervisor: Supervisor) -> None:
+        self.supervisor = supervisor
+        self.finished = False
+
+    def send(self, command: str, **args: Any) -> str | None:
+        if self.finished:
+            return "the run has ended"
+        sup = self.supervisor
+        calls = {
+            "checkpoint": lambda: sup.force_checkpoint(args.get("note")),
+            "rewind": lambda: sup.rewind(str(args.get("issue", ""))),
+            "approve_restart": sup.approve_restart,
+            "deny_restart": sup.deny_restart,
+            "pause": sup.pause,
+            "resume": sup.resume,
+            "stop": sup.stop,
+        }
+        if command not in calls:
+            return f"unknown command {command}"
+        calls[command]()
+        return None
+
+    def runner_pid(self) -> int | None:
+        import os
+
+        return None if self.finished else os.getpid()
+
+
+class InboxController:
+    """A run in another process: commands go through the job's control inbox on disk."""
+
+    attached = True
+
+    def __init__(self, paths: JobPaths) -> None:
+        self.paths = paths
+        self.lock = RunLock(paths)
+
+    def runner_pid(self) -> int | None:
+        return self.lock.holder()
+
+    def send(self, command: str, **args: Any) -> str | None:
+        if self.runner_pid() is None:
+            return ("no process is running this job (review only); resume it with "
+                    f"`agent-console run --in-place {self.paths.root.name}` or queue commands from the CLI")
+        write_inbox(self.paths, command, {k: v for k, v in args.items() if v is not None}, source="console")
+        return None
+
+
+class RecordingController:
+    """Keeps the commands it gets; for benchmarks and tests of the view alone."""
+
+    attached = False
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+
+    def send(self, command: str, **args: Any) -> str | None:
+        self.sent.append((command, args))
+        return None
+
+    def runner_pid(self) -> int | None:
+        return 1

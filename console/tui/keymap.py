@@ -1,0 +1,76 @@
+"""The operator's keys: defaults, binding ids, and remapping from the config file.
+
+Every key is a Textual ``Binding`` with an ``id``; the config file's ``[keys]``
+table maps ids to keys (``checkpoint = "ctrl+k"``, several keys comma-separated)
+and the app applies it with ``App.set_keymap``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class OperatorKey:
+    id: str
+    key: str
+    action: str
+    label: str  # footer
+    help: str  # help screen and command palette
+    show: bool = True
+    key_display: str | None = None
+
+
+OPERATOR_KEYS: list[OperatorKey] = [
+    OperatorKey("checkpoint", "c", "app.checkpoint", "Checkpoint",
+                "force a checkpoint: the agent re-reads plan and instructions, unfinished todos carry over"),
+    OperatorKey("rewind", "r", "app.rewind", "Rewind", "rewind the current phase with an issue text (asks for it)"),
+    OperatorKey("approve", "a", "app.approve", "Approve", "approve a pending context restart"),
+    OperatorKey("deny", "d", "app.deny", "Deny", "deny a pending context restart (the run ends cleanly)"),
+    OperatorKey("pause", "p", "app.toggle_pause", "Pause",
+                "pause after the current turn; again: resume (the status line says which)"),
+    OperatorKey("stop", "s", "app.stop", "Stop", "stop after the current turn (asks first; again: stop now)"),
+    OperatorKey("help", "question_mark", "app.help", "Help", "this help"),
+    OperatorKey("quit", "q", "app.quit_console", "Quit",
+                "quit (in-process run: asks, then stops the run; attached: detaches, the run goes on)"),
+    OperatorKey("next_pane", "tab", "next_pane", "Pane", "focus the next pane (narrow terminal: show it)",
+                key_display="⇥"),
+    OperatorKey("previous_pane", "shift+tab", "previous_pane", "Prev pane", "focus the previous pane", show=False),
+    OperatorKey("maximize", "m", "toggle_maximize", "Max", "maximize the focused pane (m or esc restores)"),
+]
+KEY_IDS = {k.id for k in OPERATOR_KEYS}
+
+
+def check_keymap(raw: Mapping[str, object]) -> tuple[dict[str, str], list[str]]:
+    """Valid entries, and a readable problem per invalid one (unknown id, not a string)."""
+    keymap: dict[str, str] = {}
+    problems: list[str] = []
+    for key_id, value in raw.items():
+        if key_id not in KEY_IDS:
+            problems.append(f"[keys] {key_id}: unknown key id (known: {', '.join(sorted(KEY_IDS))})")
+        elif not isinstance(value, str) or not value.strip():
+            problems.append(f"[keys] {key_id}: expected a key such as \"ctrl+k\"")
+        else:
+            keymap[key_id] = ",".join(part.strip() for part in value.split(","))
+    return keymap, problems
+
+
+def load_keymap(path: Path | None = None) -> tuple[dict[str, str], list[str]]:
+    """The ``[keys]`` table of the config file (``$AGENT_CONSOLE_CONFIG`` by default); never raises."""
+    if path is None:
+        from console.settings import config_path
+
+        path = config_path()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}, []
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        return {}, [f"{path}: cannot read the [keys] table: {exc}"]
+    table = data.get("keys", {})
+    if not isinstance(table, dict):
+        return {}, [f"{path}: [keys] must be a table of key id = \"key\""]
+    return check_keymap(table)

@@ -1,0 +1,85 @@
+"""Entry points for the command line: open the console on a run here, or attach to one elsewhere.
+
+``run_console``: the supervisor runs in a Textual thread worker of this process;
+the console subscribes to its events before the run starts. Exit code: 0 the job
+completed, 1 the run ended otherwise, 130 the operator stopped it or quit.
+
+``attach_console``: the console of a job another process runs (``run --headless``):
+rebuilt from ``events.jsonl`` from the first line, then following it; keys go
+through the job's control inbox. Closing it never stops the run; a finished job
+can be attached for review. Exit code 0.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from console.engine.control import RunLock
+from console.engine.job import JobPaths
+
+if TYPE_CHECKING:
+    from textual.pilot import Pilot
+
+    from console.engine.supervisor import Supervisor
+    from console.tui.app import ConsoleApp
+
+AutoPilot = Callable[["Pilot[Any]"], Awaitable[None]]
+
+
+def _keymap(keymap: Mapping[str, str] | None) -> dict[str, Any]:
+    """The keymap given, or the config file's ``[keys]`` table. Problems are shown in the console
+    (a notification), so a typo in the config file never blocks a run."""
+    if keymap is not None:
+        return {"keymap": keymap}
+    from console.tui.keymap import load_keymap
+
+    loaded, problems = load_keymap()
+    return {"keymap": loaded, "notices": problems}
+
+
+def build_run_app(supervisor: Supervisor, *, theme: str | None = None, job_title: str = "",
+                  keymap: Mapping[str, str] | None = None, **kw: Any) -> ConsoleApp:
+    from console.tui.app import ConsoleApp
+
+    return ConsoleApp.for_run(supervisor, job_title=job_title, theme=theme, **_keymap(keymap), **kw)
+
+
+def build_attach_app(paths: JobPaths, *, theme: str | None = None, job_title: str = "",
+                     keymap: Mapping[str, str] | None = None, **kw: Any) -> ConsoleApp:
+    from console.tui.app import ConsoleApp
+
+    return ConsoleApp.for_attach(paths, job_title=job_title, theme=theme, **_keymap(keymap), **kw)
+
+
+def run_console(supervisor: Supervisor, *, theme: str | None = None, job_title: str = "",
+                keymap: Mapping[str, str] | None = None, headless: bool = False,
+                auto_pilot: AutoPilot | None = None) -> int:
+    """Open the console on a run in this process; returns the exit code (0, 1 or 130).
+
+    Raises ``console.engine.supervisor.JobBusy`` before opening anything if another
+    process holds the job's run lock.
+    """
+    from console.engine.supervisor import JobBusy
+    from console.tui.app import EXIT_FAILED, EXIT_INTERRUPTED
+
+    holder = RunLock(supervisor.paths).holder()
+    if holder is not None and holder != os.getpid():
+        raise JobBusy(f"{supervisor.paths.root} is already being run by process {holder}")
+    app = build_run_app(supervisor, theme=theme, job_title=job_title, keymap=keymap)
+    app.run(headless=headless, auto_pilot=auto_pilot)
+    if app.exit_code is not None:
+        return app.exit_code
+    if app.return_code not in (None, 0):
+        return EXIT_FAILED  # the console itself failed (Textual printed why)
+    return EXIT_INTERRUPTED  # closed while the run was still going: it was stopped
+
+
+def attach_console(paths: JobPaths, *, theme: str | None = None, job_title: str = "",
+                   keymap: Mapping[str, str] | None = None, headless: bool = False,
+                   auto_pilot: AutoPilot | None = None) -> int:
+    """Open the console on a job run by another process (or a finished one, for review)."""
+    app = build_attach_app(paths, theme=theme, job_title=job_title, keymap=keymap)
+    app.run(headless=headless, auto_pilot=auto_pilot)
+    return 0 if app.return_code in (None, 0) else 1

@@ -1,0 +1,62 @@
+"""A context restart awaits the operator: why, and what the next session starts with."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+from console.engine import events as ev
+from console.tui.format import tokens
+
+
+def explain(p: ev.RestartPending) -> Content:
+    limit = p.prompt_budget or p.context_window
+    what = "prompt budget" if p.prompt_budget else "context window"
+    rows = [
+        ("Why", f"{p.reason}: the next prompt needs {p.usage_pct:.0%} of the {what}"),
+        ("Usage", f"{p.used_tokens:,} tokens; budget {limit:,} of a {p.context_window:,}-token window"
+         if p.prompt_budget else f"{p.used_tokens:,} of {p.context_window:,} tokens"),
+        ("Session", f"{p.session} ended → session {p.next_session} would start"),
+        ("Carryover", f"the last {p.carryover_messages} messages (~{tokens(p.carryover_tokens)} tokens), whole turns"),
+        ("Kept", "system prompt (re-read from disk), todo list, main_plan.md, files, working memory"),
+    ]
+    lines = [Content.assemble((f"{k:<10}", "bold $text-primary"), v) for k, v in rows]
+    lines.append(Content(""))
+    lines.append(Content.styled("Approve to continue in a fresh session; deny to end the run here "
+                                "(it can be resumed later with `agent-console run --in-place`).", "$text-muted"))
+    return Content("\n").join(lines)
+
+
+class RestartApprovalScreen(ModalScreen[str | None]):
+    BINDINGS = [
+        Binding("a", "decide('approve')", "Approve", id="modal_approve"),
+        Binding("d", "decide('deny')", "Deny", id="modal_deny"),
+        Binding("escape", "decide('later')", "Later", id="modal_later"),
+    ]
+
+    def __init__(self, pending: ev.RestartPending) -> None:
+        super().__init__(classes="modal")
+        self.pending = pending
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="-restart") as box:
+            box.border_title = "Context restart awaits your approval"
+            yield Static(explain(self.pending), id="message")
+            with Horizontal(classes="buttons"):
+                yield Button("Approve (a)", id="approve", variant="success", compact=True)
+                yield Button("Deny (d)", id="deny", variant="error", compact=True)
+                yield Button("Later (esc)", id="later", compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#approve", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.action_decide(event.button.id or "later")
+
+    def action_decide(self, decision: str) -> None:
+        self.dismiss(None if decision == "later" else decision)

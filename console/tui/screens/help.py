@@ -1,0 +1,61 @@
+"""Help: the keys as currently mapped, and what each pane shows."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+PANES = [
+    ("Todo list", "the Layer 2 list exactly as the agent sees it; the current task is highlighted"),
+    ("main_plan.md", "the agent's plan, reloaded whenever the file changes on disk"),
+    ("Token pressure", "next prompt size vs the window, soft (mask) and hard (wind-down) marks, trend, last action"),
+    ("Feedback", "notices newest first: masking, wind-down, restarts, denials, errors, operator commands"),
+    ("Conversation", "assistant text, tool calls (e expands the last, E all, click one), harness markers; "
+                     "follows the tail unless you scroll up (end follows again)"),
+]
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,question_mark", "close", "Close", id="help_close")]
+
+    def __init__(self, keys: list[tuple[str, str]], *, attached: bool = False) -> None:
+        super().__init__(classes="modal")
+        self.keys = keys
+        self.attached = attached
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="dialog") as box:
+            box.border_title = "agent-console · help"
+            box.border_subtitle = "esc closes"
+            yield Static(Content.styled("Keys", "bold $text-primary"))
+            yield Static(self._table(self.keys), classes="help-table")
+            yield Static(Content.styled("Panes", "bold $text-primary"))
+            yield Static(self._table(PANES), classes="help-table")
+            yield Static(self._text(), id="message")
+
+    @staticmethod
+    def _table(rows: list[tuple[str, str]]) -> Table:
+        table = Table.grid(padding=(0, 2))
+        table.add_column(no_wrap=True, style="bold")
+        table.add_column(ratio=1)
+        for left, right in rows:
+            table.add_row(left, right)
+        return table
+
+    def _text(self) -> Content:
+        lines: list[Content] = []
+        how = ("Attached: keys go through the job's control inbox; q detaches and the run goes on."
+               if self.attached else
+               "Keys act at the agent's next turn boundary; the Feedback pane shows when each one is applied.")
+        lines.append(Content.styled(how, "$text-muted"))
+        lines.append(Content.styled("Remap keys in the config file's [keys] table, e.g. checkpoint = \"ctrl+k\". "
+                                    "ctrl+p opens the command palette.", "$text-muted"))
+        return Content("\n").join(lines)
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,1 @@
+"""The console's panes: one module per concern."""

@@ -1,0 +1,122 @@
+"""Fixtures for the console's tests: supervisors on sample jobs, a gate to freeze a run, a Pilot driver."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from console.engine.clock import FakeClock
+from console.engine.job import JobPaths
+from console.engine.supervisor import Supervisor
+from console.providers.scripted import ScriptedProvider
+from console.tui.app import ConsoleApp
+from tests.conftest import run_settings
+
+# Elapsed time and clock times in the snapshots must not depend on when or where the tests run.
+FROZEN_NOW = datetime(2026, 1, 15, 14, 12, 34, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def _utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+class GatedProvider(ScriptedProvider):
+    """The scripted model, holding still before turn ``gate_at`` until released or a command arrives.
+
+    Any operator command (the channel's wake flag) opens the gate, as a streaming model would let the
+    engine look at its commands between chunks.
+
+    A console frozen at a known turn renders the same screen every time: that is what snapshots need.
+    """
+
+    def __init__(self, *args: Any, gate_at: int | None = None, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.gate_at = gate_at
+        self.gate = threading.Event()
+        self.supervisor: Supervisor | None = None
+        self.waiting = threading.Event()
+
+    def stream(self, request):  # type: ignore[override]
+        if self.gate_at is not None and self.turns + 1 >= self.gate_at:
+            self.waiting.set()
+            while not self.gate.wait(0.02):
+                op = self.supervisor.operator if self.supervisor is not None else None
+                if op is not None and (op.stop_requested or op.channel.wake.is_set()):
+                    break
+            self.waiting.clear()
+        yield from super().stream(request)
+
+
+def make_supervisor(paths: JobPaths, *, gate_at: int | None = None, **settings: Any) -> Supervisor:
+    clock = FakeClock(step=0.001)
+    provider = GatedProvider(clock=clock, gate_at=gate_at)
+    sup = Supervisor(paths, run_settings(**settings), provider, clock=clock)
+    provider.supervisor = sup
+    return sup
+
+
+def run_app(supervisor: Supervisor, **kw: Any) -> ConsoleApp:
+    kw.setdefault("watch", False)
+    kw.setdefault("now", lambda: FROZEN_NOW)
+    kw.setdefault("animations", False)
+    kw.setdefault("keymap", {})
+    return ConsoleApp.for_run(supervisor, job_title=supervisor.paths.root.name, **kw)
+
+
+def attach_app(paths: JobPaths, **kw: Any) -> ConsoleApp:
+    kw.setdefault("watch", False)
+    kw.setdefault("now", lambda: FROZEN_NOW)
+    kw.setdefault("animations", False)
+    kw.setdefault("keymap", {})
+    return ConsoleApp.for_attach(paths, job_title=paths.root.name, **kw)
+
+
+async def wait_for(pilot: Any, predicate: Callable[[], bool], timeout: float = 15.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or predicate}")
+        # Not pilot.pause(): it waits for every widget's queue, and widgets removed meanwhile never answer.
+        await asyncio.sleep(0.02)
+
+
+async def settle(pilot: Any, app: ConsoleApp) -> None:
+    """Everything queued is drained and drawn."""
+    await wait_for(pilot, lambda: app.bridge.pending == 0, what="the bridge to drain")
+    await pilot.pause(0.05)
+    app.drain_events(everything=True)
+    await pilot.pause(0.15)  # throttled renders and repaints (at most every 0.1 s) catch up
+    from console.tui.widgets.lines import ItemView
+
+    for view in app.main.query(ItemView):
+        if view.region.height:
+            view.flush()
+    await pilot.pause()
+    await pilot.pause()
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause()
+
+
+def drive(app: ConsoleApp, body: Callable[[Any], Awaitable[None]], size: tuple[int, int] = (120, 40)) -> None:
+    async def main() -> None:
+        async with app.run_test(size=size, notifications=True) as pilot:
+            await body(pilot)
+
+    asyncio.run(main())
+
+
+def events_of(app: ConsoleApp, kind: type) -> list[Any]:
+    from console.engine import events as ev
+
+    return [e for e in ev.read_events(app.paths.events) if isinstance(e, kind)]

@@ -1,0 +1,253 @@
+"""Every operator key reaches the engine, and its effect shows in the console."""
+
+from __future__ import annotations
+
+from console.engine import events as ev
+from console.tui.commands import RecordingController
+from console.tui.screens.approval import RestartApprovalScreen
+from console.tui.screens.confirm import ConfirmScreen
+from console.tui.screens.help import HelpScreen
+from console.tui.screens.rewind import RewindScreen
+from console.tui.widgets.feedback import FeedbackPane
+from console.tui.widgets.status import StatusLine
+from console.tui.widgets.todo_pane import TodoPane
+from tests.tui.conftest import attach_app, drive, events_of, make_supervisor, run_app, settle, wait_for
+
+
+async def pause_at_gate(pilot, app, sup) -> None:
+    """Hold the run at its gate and press p: the engine pauses at the next turn boundary."""
+    await wait_for(pilot, sup.provider.waiting.is_set, what="the run to reach its gate")
+    await pilot.press("p")
+    sup.provider.gate.set()
+    await wait_for(pilot, lambda: app.state.paused, what="the pause to apply")
+
+
+def test_pause_then_resume(make_job):
+    sup = make_supervisor(make_job("quickstart"), gate_at=8)
+    app = run_app(sup)
+
+    async def body(pilot):
+        await pause_at_gate(pilot, app, sup)
+        await settle(pilot, app)
+        status = app.main.query_one(StatusLine).last_plain
+        assert " paused " in status and "p resumes" in status
+        turn = app.state.turn
+        await pilot.press("p")
+        await wait_for(pilot, lambda: app.state.ended, what="the run to finish after resume")
+        assert app.state.outcome == "completed" and app.state.turn > turn
+
+    drive(app, body)
+    applied = [e.command for e in events_of(app, ev.OperatorCommand) if e.status == "applied"]
+    assert applied == ["pause", "resume"]
+
+
+def test_checkpoint_key_starts_a_checkpoint_transition(make_job):
+    sup = make_supervisor(make_job("quickstart"), gate_at=16)
+    app = run_app(sup)
+
+    async def body(pilot):
+        await pause_at_gate(pilot, app, sup)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: any(e.kind == "checkpoint" for e in events_of(app, ev.PhaseTransition)),
+                       what="a checkpoint phase_transition")
+        await settle(pilot, app)
+        assert app.state.todos is not None and app.state.todos.kind == "transition"
+        assert "Checkpoint of phase" in app.state.todos.display
+        shown = app.main.query_one(FeedbackPane).messages
+        assert any(m.startswith("checkpoint applied") for m in shown)
+        await pilot.press("p")
+        await wait_for(pilot, lambda: app.state.ended, what="the run to finish")
+        assert app.state.outcome == "completed"
+
+    drive(app, body)
+    stages = [(e.kind, e.stage) for e in events_of(app, ev.PhaseTransition) if e.kind == "checkpoint"]
+    assert stages == [("checkpoint", "started"), ("checkpoint", "completed")]
+
+
+def test_rewind_key_asks_for_the_issue_and_replaces_the_todo_list(make_job):
+    sup = make_supervisor(make_job("quickstart"), gate_at=16)
+    app = run_app(sup)
+
+    async def body(pilot):
+        await pause_at_gate(pilot, app, sup)
+        await settle(pilot, app)
+        before = app.state.todos
+        assert before is not None and before.kind == "phase"
+        await pilot.press("r")
+        assert isinstance(app.screen, RewindScreen)
+        await pilot.press("enter")  # empty: refused, the modal stays
+        assert isinstance(app.screen, RewindScreen)
+        await pilot.press(*"the notes were read out of order")
+        await pilot.press("enter")
+        assert not isinstance(app.screen, RewindScreen)
+        await wait_for(pilot, lambda: app.state.todos is not before and app.state.todos.kind == "transition",
+                       what="the rewind to replace the todo list")
+        await settle(pilot, app)
+        assert "Rewind of phase" in app.main.query_one(TodoPane).todos.display
+        await pilot.press("p")
+        await wait_for(pilot, lambda: any(e.kind == "rewind" and e.stage == "completed"
+                                          for e in events_of(app, ev.PhaseTransition)), what="the re-plan")
+        await settle(pilot, app)
+        assert app.state.todos.generation > before.generation
+
+    drive(app, body)
+    rewinds = [e for e in events_of(app, ev.PhaseTransition) if e.kind == "rewind"]
+    assert rewinds[0].issue == "(operator) the notes were read out of order"
+
+
+def restart_job(make_job):
+    return make_supervisor(make_job("requirements-extraction"), context_window=10_000, auto_restart=False)
+
+
+def test_approve_key_starts_a_new_session(make_job):
+    sup = restart_job(make_job)
+    app = run_app(sup)
+
+    async def body(pilot):
+        await wait_for(pilot, lambda: isinstance(app.screen, RestartApprovalScreen), what="the approval modal")
+        assert app.state.restart_pending is not None and app.state.session == 1
+        await pilot.press("a")
+        await wait_for(pilot, lambda: app.state.session == 2, what="session 2")
+        await settle(pilot, app)
+        texts = [getattr(i, "text", "") for i in app.conversation.items]
+        assert any(t.startswith("RESTART · session 2") for t in texts)
+
+    drive(app, body)
+    started = [e for e in events_of(app, ev.SessionStarted)]
+    assert [e.reason for e in started[:2]] == ["new", "restart"]
+    assert any(e.by == "operator" for e in events_of(app, ev.RestartApproved))
+
+
+def test_deny_from_the_main_screen_ends_the_run(make_job):
+    sup = restart_job(make_job)
+    app = run_app(sup)
+
+    async def body(pilot):
+        await wait_for(pilot, lambda: isinstance(app.screen, RestartApprovalScreen), what="the approval modal")
+        await pilot.press("escape")  # later: the modal goes, the restart still waits
+        assert not isinstance(app.screen, RestartApprovalScreen)
+        assert app.check_action("deny", ())
+        await pilot.press("d")
+        await wait_for(pilot, lambda: app.run_finished, what="the run to end")
+        assert app.state.outcome == "stopped" and app.exit_code == 130
+
+    drive(app, body)
+    assert events_of(app, ev.RestartDenied)
+
+
+def test_stop_asks_then_stops(make_job):
+    sup = make_supervisor(make_job("quickstart"), gate_at=6)
+    app = run_app(sup)
+
+    async def body(pilot):
+        await wait_for(pilot, sup.provider.waiting.is_set)
+        await pilot.press("s")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        assert not app.state.requested
+        await pilot.press("s", "y")  # the stop opens the gate: the engine stops after this turn
+        sup.provider.gate.set()
+        await wait_for(pilot, lambda: app.run_finished, what="the run to stop")
+        assert app.state.outcome == "stopped" and app.exit_code == 130
+        assert app.check_action("stop", ()) is None  # shown greyed out: nothing left to stop
+
+    drive(app, body)
+    assert [e.status for e in events_of(app, ev.OperatorCommand) if e.command == "stop"] == ["received", "applied"]
+
+
+def test_quit_on_an_in_process_run_asks_first(make_job):
+    sup = make_supervisor(make_job("quickstart"), gate_at=6)
+    app = run_app(sup)
+
+    async def body(pilot):
+        await wait_for(pilot, sup.provider.waiting.is_set)
+        await pilot.press("q")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        assert app.is_running and not app.quit_requested
+        await pilot.press("q", "y")
+        await wait_for(pilot, lambda: not app.is_running, what="the app to exit after the run stops")
+
+    drive(app, body)
+    assert app.return_code == 130 and app.state.outcome == "stopped"
+
+
+def test_quit_after_completion_exits_at_once_with_the_run_code(make_job):
+    sup = make_supervisor(make_job("quickstart"))
+    app = run_app(sup)
+
+    async def body(pilot):
+        await wait_for(pilot, lambda: app.run_finished)
+        await pilot.press("q")
+        await wait_for(pilot, lambda: not app.is_running)
+
+    drive(app, body)
+    assert app.return_code == 0
+
+
+def test_panes_tab_maximize_and_help(make_job):
+    app = attach_app(make_job("quickstart"))
+
+    async def body(pilot):
+        main = app.main
+        assert main.active == "conversation" and app.focused is main.pane("conversation")
+        await pilot.press("tab")
+        assert main.active == "todos" and app.focused is main.pane("todos")
+        await pilot.press("shift+tab")
+        assert main.active == "conversation"
+        await pilot.press("m")
+        assert main.maximized is main.pane("conversation")
+        await pilot.press("m")
+        assert main.maximized is None
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert app.screen is main
+
+    drive(app, body)
+
+
+def test_narrow_terminal_shows_one_pane_and_tab_switches_it(make_job):
+    app = attach_app(make_job("quickstart"))
+
+    async def body(pilot):
+        main = app.main
+        assert main.layout_mode == "narrow"
+        visible = [n for n in ("conversation", "todos", "plan", "gauge", "feedback") if main.pane(n).display
+                   and main.pane(n).region.height > 0]
+        assert visible == ["conversation"]
+        await pilot.press("tab")
+        await pilot.pause()
+        assert main.pane("todos").region.height > 0 and main.pane("conversation").region.height == 0
+
+    drive(app, body, size=(80, 24))
+
+
+def test_keys_can_be_remapped_by_binding_id(make_job):
+    from console.tui.app import ConsoleApp
+
+    rec = RecordingController()
+    app = ConsoleApp(controller=rec, paths=make_job("quickstart"), keymap={"checkpoint": "x", "pause": "ctrl+k"},
+                     watch=False, animations=False)
+
+    async def body(pilot):
+        await pilot.press("c")
+        assert rec.sent == []
+        await pilot.press("x", "ctrl+k")
+        assert [c for c, _ in rec.sent] == ["checkpoint", "pause"]
+        keys = dict((what, key) for key, what in app.key_help())
+        assert keys[next(w for w in keys if w.startswith("force a checkpoint"))] == "x"
+
+    drive(app, body)
+
+
+def test_every_operator_action_is_in_the_command_palette(make_job):
+    app = attach_app(make_job("quickstart"))
+
+    async def body(pilot):
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        for title in ("Force checkpoint", "Rewind phase", "Approve restart", "Deny restart", "Pause run",
+                      "Resume run", "Stop run", "Next pane", "Maximize pane", "Help", "Quit console"):
+            assert title in titles
+
+    drive(app, body)

@@ -1,0 +1,88 @@
+"""Theme files: the shipped ones load, a bad one is refused with a reason, edits apply live."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from console.tui.commands import RecordingController
+from console.tui.messages import ThemeFileChanged
+from console.tui.themes import DEFAULT_THEME, ThemeError, load_theme_file, load_themes, themes_dir
+from tests.tui.conftest import drive
+
+REPO_THEMES = Path(__file__).resolve().parents[2] / "themes"
+
+
+def test_the_shipped_themes_load():
+    errors: list[str] = []
+    themes = {t.name: t for t in load_themes(themes_dir(), errors)}
+    assert errors == []
+    assert themes_dir() == REPO_THEMES
+    assert {"agent-dark", "agent-light", "agent-ansi"} <= set(themes)
+    assert DEFAULT_THEME == "agent-dark" and themes["agent-dark"].dark
+    assert not themes["agent-light"].dark
+    assert themes["agent-ansi"].ansi and themes["agent-ansi"].primary.startswith("ansi_")
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ('name = "x"\nprimary = ', "not valid TOML"),
+    ('name = "x"\nprimary = "#123456"\nprimery = "#000000"\n', "key 'primery': unknown key"),
+    ('name = "x"\n', "key 'primary': Field required"),
+    ('name = "x"\nprimary = "#12345z"\n', "failed to parse '#12345z' as a color"),
+    ('name = "x"\nprimary = "#123456"\ndark = "yes please"\n', "key 'dark'"),
+])
+def test_a_bad_theme_file_says_what_is_wrong(tmp_path, text, problem):
+    path = tmp_path / "bad.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ThemeError) as exc:
+        load_theme_file(path)
+    assert str(exc.value).startswith("bad.toml: ") and problem in str(exc.value)
+    errors: list[str] = []
+    assert load_themes(tmp_path, errors) == [] and len(errors) == 1
+
+
+def _app(tmp_path, make_job, theme: str | None = None):
+    from console.tui.app import ConsoleApp
+
+    folder = tmp_path / "themes"
+    folder.mkdir()
+    for p in REPO_THEMES.glob("*.toml"):
+        (folder / p.name).write_text(p.read_text(encoding="utf-8"), encoding="utf-8")
+    app = ConsoleApp(controller=RecordingController(), paths=make_job("quickstart"), themes=folder, theme=theme,
+                     watch=False, animations=False, keymap={})
+    return app, folder
+
+
+@pytest.mark.parametrize(("wanted", "used"), [("agent-light", "agent-light"), ("agent-ansi", "agent-ansi"),
+                                               (None, DEFAULT_THEME), ("no-such-theme", DEFAULT_THEME)])
+def test_the_theme_is_chosen_by_name_and_an_unknown_name_falls_back(tmp_path, make_job, wanted, used):
+    app, _ = _app(tmp_path, make_job, theme=wanted)
+
+    async def body(pilot):
+        assert app.theme == used
+        unknown = [n for n in app._notifications if "Unknown theme" in n.message]
+        assert bool(unknown) == (wanted == "no-such-theme")
+
+    drive(app, body)
+
+
+def test_editing_the_current_theme_applies_live_and_a_broken_edit_keeps_it(tmp_path, make_job):
+    app, folder = _app(tmp_path, make_job)
+    path = folder / "agent-dark.toml"
+
+    async def body(pilot):
+        assert app.theme == "agent-dark"
+        before = app.current_theme.primary
+        path.write_text(path.read_text(encoding="utf-8").replace(before, "#ff00aa"), encoding="utf-8")
+        app.post_message(ThemeFileChanged([path]))
+        await pilot.pause()
+        assert app.current_theme.primary == "#ff00aa"
+        assert app.get_css_variables()["primary"].lower() == "#ff00aa"
+        path.write_text("name = \"agent-dark\"\nprimary = [broken\n", encoding="utf-8")
+        app.post_message(ThemeFileChanged([path]))
+        await pilot.pause()
+        assert app.theme == "agent-dark" and app.current_theme.primary == "#ff00aa"
+        assert any("not valid TOML" in n.message for n in app._notifications)
+
+    drive(app, body)
