@@ -209,8 +209,9 @@ def _run_headless(sup: Any, paths: Any, store: Any, clock: Any) -> int:
         elif interrupts > 2:
             raise KeyboardInterrupt
 
-    # SIGTERM (kill, systemd, a closed SSH session's supervisor) stops as cleanly as Ctrl+C.
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # SIGTERM (kill, systemd) and SIGHUP (the SSH session closed under a plain shell) stop as cleanly
+    # as Ctrl+C: the turn in flight finishes and is committed, and the run can be resumed.
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         sup.run()
     except JobBusy as exc:
