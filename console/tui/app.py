@@ -181,8 +181,9 @@ class ConsoleApp(App[int]):
         made rarer; reference counting still frees almost everything at once. Restored on exit.
         """
         self._gc_thresholds = gc.get_threshold()
-        gc.set_threshold(20_000, 50, 1000)
+        gc.set_threshold(20_000, 50, 100)
         gc.freeze()
+
     def main_ready(self) -> None:
         """Called by the main screen once its panes exist: start the event sources and the watchers."""
         self._panes_ready = True

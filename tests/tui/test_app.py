@@ -200,3 +200,21 @@ def test_streamed_text_is_shown_before_the_message_is_complete(make_job):
         assert sum(1 for i in conv.items if type(i).__name__ == "AssistantItem") == 1
 
     drive(app, body)
+
+
+def test_a_resumed_run_shows_its_history_first(make_job):
+    paths = make_job("quickstart")
+    first = make_supervisor(paths, max_turns=12).run()
+    assert first.reason.value == "max_turns"
+    sup = make_supervisor(paths)
+    app = run_app(sup)
+
+    async def body(pilot):
+        await wait_for(pilot, lambda: app.run_finished, what="the resumed run")
+        await settle(pilot, app)
+        text = "\n".join(app.conversation.plain_lines())
+        assert "Session 1 started" in text and "Session 2 resumed" in text
+        assert text.index("Session 1 started") < text.index("Session 2 resumed")
+        assert app.state.outcome == "completed" and app.state.session == 2
+
+    drive(app, body)
