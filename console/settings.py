@@ -54,6 +54,8 @@ class Settings(BaseSettings):
     # How layers 4-5 are compacted at phase boundaries: facts only, or a summary written by the model.
     summary: Literal["deterministic", "llm"] = "deterministic"
     theme: str = "agent-dark"
+    # Console key remapping: binding id -> keys, e.g. {"checkpoint": "ctrl+k"} (see the console's help screen).
+    keys: dict[str, str] = Field(default_factory=dict)
 
     @classmethod
     def settings_customise_sources(

@@ -170,6 +170,7 @@ class ContextMasked(EventBase):
     used_after: int = 0
     context_window: int = 0
     prompt_budget: int = 0
+    call_ids: list[str] = Field(default_factory=list)
     detail: str = ""
 
 
@@ -248,6 +249,16 @@ class MemoryUpdated(EventBase):
     detail: dict[str, Any] = Field(default_factory=dict)
 
 
+class RunEnded(EventBase):
+    """The last event of a run (a process's supervisor), whatever ended it."""
+
+    type: Literal["run_ended"] = "run_ended"
+    reason: str
+    detail: str = ""
+    sessions: int = 0
+    restarts: int = 0
+
+
 class ErrorEvent(EventBase):
     type: Literal["error"] = "error"
     message: str
@@ -280,6 +291,7 @@ Event = Annotated[
     | OperatorCommand
     | JobCompleted
     | MemoryUpdated
+    | RunEnded
     | ErrorEvent,
     Field(discriminator="type"),
 ]

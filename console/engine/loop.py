@@ -328,6 +328,7 @@ def run_agent_session(
             rt.events.emit(ev.ContextMasked, masked=len(evaluation.plan.indices), tokens_freed=freed,
                            used_before=before, used_after=cm.used, context_window=st.context_window,
                            prompt_budget=cm.budget,
+                           call_ids=[conversation[i].tool_call_id or "" for i in evaluation.plan.indices],
                            detail=f"masked the {len(evaluation.plan.indices)} oldest tool results")
             checkpoint()
         elif evaluation.action is ContextAction.WIND_DOWN:

@@ -244,6 +244,8 @@ class Supervisor:
                                conversation, durable=True)
             self.events.emit(ev.SessionStarted, reason="restart", provider=self.provider.name,
                              model=self.provider.model, carryover_messages=len(result.carryover))
+        self.events.emit(ev.RunEnded, reason=result.reason.value, detail=result.detail, sessions=self.session,
+                         restarts=restarts)
         self.events.sync()
         self.sessions.sync()
         if self.store is not None and result.reason is not ShutdownReason.JOB_COMPLETE:

@@ -91,7 +91,7 @@ def test_bootstrap_phase1_transition_phase2_rewind_job_complete(make_job, run_jo
     assert all(i.done for i in final.items)  # job_complete ticks its own todo
     plan = paths.main_plan.read_text()
     assert "## Phase 1: Gather ✓ COMPLETE" in plan and "## Phase 2: Write ✓ COMPLETE" in plan
-    assert types[-4:] == ["job_completed", "tool_result", "token_usage", "session_ended"]
+    assert types[-5:] == ["job_completed", "tool_result", "token_usage", "session_ended", "run_ended"]
     assert load_checkpoint(paths.state).job_done
     row = sup.store.get(paths.root)
     assert (row.status, row.confidence, row.summary) == ("completed", 0.9, "All done")
