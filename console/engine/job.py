@@ -125,6 +125,16 @@ class JobConfig(_Strict):
     limits: LimitsSection = Field(default_factory=LimitsSection)
 
 
+def within(root_real: Path, path: Path) -> bool:
+    """True if ``path`` (after symlinks) is inside the job folder and outside the harness state."""
+    try:
+        rel = path.resolve().relative_to(root_real)
+    except (ValueError, OSError):
+        return False
+    # Compared case-blind: on a case-insensitive disk ".Console" is the harness folder too.
+    return not (rel.parts and rel.parts[0].lower() == STATE_DIR)
+
+
 def format_validation_error(source: str, exc: ValidationError) -> str:
     lines = []
     for err in exc.errors():

@@ -124,16 +124,15 @@ class Supervisor:
         self.command("stop")
 
     # -- running ---------------------------------------------------------------------------------
-    def _new_session_conversation(self, previous: list[Message], session: int, why: str) -> list[Message]:
-        budget = int(self.settings.context_window * CARRYOVER_BUDGET)
-        carry = extract_carryover(previous, CARRYOVER_TURNS, budget)
+    def _new_session_conversation(self, carry: list[Message], before: int, session: int, why: str) -> list[Message]:
+        """Summary, restart marker, then the carried turns (already whole turns within budget)."""
         rt = self.runtime
         text = build_summary(self.paths, rt.workspace, self.clock.now(), memory=rt.memory)
         carried = f"The last {sum(1 for m in carry if m.role == 'assistant')} turns are carried over." if carry else ""
         marker = RESTART_MARKER.format(session=session, carried=carried)
         if why == "resume":
             marker = marker.replace("Previous session context was full.", "The previous session was interrupted.")
-        self.events.emit(ev.ContextCompacted, messages_before=len(previous), messages_after=2 + len(carry),
+        self.events.emit(ev.ContextCompacted, messages_before=before, messages_after=2 + len(carry),
                          summary_chars=len(text), reason=why)
         return [summary_message(text), Message.user(marker, kind="restart_marker"), *carry]
 
@@ -193,7 +192,8 @@ class Supervisor:
                                self.clock.now())
         conversation = Conversation()
         if cp is not None:
-            conversation = Conversation(self._new_session_conversation(previous, self.session, "resume"))
+            carry = extract_carryover(previous, CARRYOVER_TURNS, int(self.settings.context_window * CARRYOVER_BUDGET))
+            conversation = Conversation(self._new_session_conversation(carry, len(previous), self.session, "resume"))
         self.events.emit(ev.SessionStarted, reason="resume" if cp else "new", provider=self.provider.name,
                          model=self.provider.model, carryover_messages=len(conversation))
         if not rt.phases.ensure_bootstrap():
@@ -238,7 +238,8 @@ class Supervisor:
             restarts += 1
             self.session += 1
             self.events.session = self.session
-            conversation = Conversation(self._new_session_conversation(result.carryover, self.session, "restart"))
+            conversation = Conversation(self._new_session_conversation(result.carryover, len(result.carryover),
+                                                                       self.session, "restart"))
             # The carried turns are already whole; the new session's checkpoint starts from them.
             self.sessions.save(Checkpoint(session=self.session, turn=turn, updated_at=self.clock.now()),
                                conversation, durable=True)

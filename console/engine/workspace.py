@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from console.engine.atomic import atomic_write_json, atomic_write_text
-from console.engine.job import STATE_DIR, JobPaths
+from console.engine.job import STATE_DIR, JobPaths, within
 from console.engine.todos import TodoState, phase_label
 
 KNOWN_PURPOSES = {
@@ -55,8 +55,6 @@ class Workspace:
         return len(self.record.notes)
 
     def files(self) -> list[Path]:
-        from console.engine.tools.files import within
-
         root_real = self.paths.root.resolve()
         found: list[Path] = []
         for dirpath, dirnames, filenames in os.walk(self.paths.root):

@@ -17,7 +17,7 @@ import regex
 from pydantic import Field
 
 from console.engine.atomic import atomic_write_text
-from console.engine.job import STATE_DIR
+from console.engine.job import STATE_DIR, within
 from console.engine.tools.registry import Tool, ToolArgs, ToolFailure
 
 if TYPE_CHECKING:
@@ -28,16 +28,6 @@ DEFAULT_READ_LINES = 200
 MAX_READ_CHARS = 60_000
 MAX_LIST = 500
 SEARCH_SECONDS = 2.0
-
-
-def within(root_real: Path, path: Path) -> bool:
-    """True if ``path`` (after symlinks) is inside the job folder and outside the harness state."""
-    try:
-        rel = path.resolve().relative_to(root_real)
-    except (ValueError, OSError):
-        return False
-    # Compared case-blind: on a case-insensitive disk ".Console" is the harness folder too.
-    return not (rel.parts and rel.parts[0].lower() == STATE_DIR)
 
 
 def confine(root: Path, user_path: str) -> Path:
