@@ -41,18 +41,29 @@ class HeadlessLog:
         self._last_msg: ev.AssistantMessage | None = None
         self._held: list[str] = []  # tool failures, printed under their turn's line
         self._phase = ""
+        self.closed = False
 
     def _c(self, code: str, text: str) -> str:
         return f"\x1b[{code}m{text}\x1b[0m" if self.color else text
 
     def write(self, line: str) -> None:
         with self._lock:
-            self.out.write(line + "\n")
-            self.out.flush()
+            if self.closed:
+                return
+            try:
+                self.out.write(line + "\n")
+                self.out.flush()
+            except (OSError, ValueError):
+                # The reader went away (`| head`, a closed SSH session): the run goes on without its log.
+                self.closed = True
 
     def __call__(self, e: ev.EventBase) -> None:
         if isinstance(e, ev.SessionStarted):
-            self.write(self._c("1", f"session {e.session} started ({e.reason}, {e.provider}/{e.model})"))
+            where = f"; continuing {e.detail}" if e.detail else ""
+            self.write(self._c("1", f"session {e.session} started ({e.reason}, {e.provider}/{e.model}){where}"))
+        elif isinstance(e, ev.StateRecovered):
+            moved = f" (kept as {e.moved_to})" if e.moved_to else ""
+            self.write(self._c("1;33", f"recovered: {e.file}: {e.problem}{moved}; {e.action}"))
         elif isinstance(e, ev.AssistantMessage):
             self._last_msg = e
         elif isinstance(e, ev.TokenUsage) and self._last_msg is not None:

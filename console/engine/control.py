@@ -10,10 +10,12 @@ rejected), which is how the sender learns what happened.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import queue
+import stat
 import threading
 import time
 import uuid
@@ -25,11 +27,14 @@ from pydantic import BaseModel, Field, ValidationError
 
 from console.engine.atomic import atomic_write_text
 from console.engine.job import JobPaths
+from console.engine.state import StateFileError, read_state_file
 
 CommandName = Literal["checkpoint", "rewind", "approve_restart", "deny_restart", "pause", "resume", "stop"]
 COMMANDS: tuple[str, ...] = ("checkpoint", "rewind", "approve_restart", "deny_restart", "pause", "resume", "stop")
 # How often the engine looks at the inbox while a model is streaming.
 POLL_INTERVAL = 0.2
+# Commands read per look at the inbox (a flood waits for the next look instead of stalling a turn).
+MAX_INBOX = 100
 
 
 class Command(BaseModel):
@@ -82,18 +87,29 @@ class ControlChannel:
         if self.inbox is None or not self.inbox.is_dir():
             return []
         out = []
-        for entry in sorted(os.scandir(self.inbox), key=lambda e: e.name):
+        try:
+            entries = sorted(os.scandir(self.inbox), key=lambda e: e.name)
+        except OSError:
+            return []
+        for entry in entries[:MAX_INBOX]:
             if not entry.name.endswith(".json") or entry.name.startswith("."):
                 continue
             path = Path(entry.path)
             try:
-                cmd = Command.model_validate_json(path.read_text(encoding="utf-8"))
-            except (OSError, ValidationError, ValueError) as exc:
+                # Read without blocking and within a size: a named pipe or a huge file there is not a command.
+                data = read_state_file(path, max_bytes=64 * 1024)
+                if data is None:
+                    continue
+                cmd = Command.model_validate_json(data)
+            except (StateFileError, ValidationError, ValueError, RecursionError) as exc:
                 # Kept for the operator to look at, never applied.
-                path.replace(path.with_suffix(".rejected"))
-                self.invalid.append(f"{path.name}: {str(exc).splitlines()[0]}")
+                with contextlib.suppress(OSError):
+                    path.replace(path.with_suffix(".rejected"))
+                first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                self.invalid.append(f"{path.name}: {first[:200]}")
                 continue
-            path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                path.unlink()
             out.append(cmd)
         return out
 
@@ -121,17 +137,23 @@ class RunLock:
         if self._fd is not None:
             return os.getpid()
         try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
+            # Non-blocking: a named pipe where the lock should be must not hang `jobs` or `stop`.
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
             return None
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None  # not a lock any run of ours could hold; the next run moves it aside
             try:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except BlockingIOError:
                 try:
-                    return int(json.loads(os.pread(fd, 256, 0) or b"{}").get("pid", 0)) or -1
-                except ValueError:
+                    data = json.loads(os.pread(fd, 256, 0) or b"{}")
+                    return int(data.get("pid", 0)) or -1 if isinstance(data, dict) else -1
+                except (ValueError, TypeError, OSError, RecursionError):
                     return -1
+            except OSError:
+                return None
             fcntl.flock(fd, fcntl.LOCK_UN)
             return None
         finally:

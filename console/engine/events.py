@@ -8,20 +8,42 @@ new ones freely, rename none.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
+import stat
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, BinaryIO, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
+from console.engine import failpoints
 from console.engine.clock import Clock, SystemClock
 
 SCHEMA_VERSION = 1
+# The most text one field of a logged event carries; beyond it the log keeps a preview, the size and
+# the sha256 (the journal keeps the whole payload while a resume may need it).
+EVENT_TEXT_LIMIT = 16 * 1024
+
+
+class Cut(BaseModel):
+    """A payload cut to a preview in the log."""
+
+    chars: int
+    sha256: str
+
+
+def cap_text(text: str, limit: int = EVENT_TEXT_LIMIT) -> tuple[str, Cut | None]:
+    if len(text) <= limit:
+        return text, None
+    digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
+    return (text[:limit] + f"\n[... {len(text) - limit} more chars not logged; sha256 {digest[:16]}]",
+            Cut(chars=len(text), sha256=digest))
 
 
 class EventBase(BaseModel):
@@ -37,6 +59,8 @@ class SessionStarted(EventBase):
     provider: str = ""
     model: str = ""
     carryover_messages: int = 0
+    # On a resume: where the run continues (e.g. "turn 12, tool call 2 of 3").
+    detail: str = ""
 
 
 class SessionEnded(EventBase):
@@ -66,6 +90,7 @@ class ToolCallRecord(BaseModel):
     id: str
     name: str
     arguments: str
+    arguments_cut: Cut | None = None
 
 
 class AssistantMessage(EventBase):
@@ -74,6 +99,7 @@ class AssistantMessage(EventBase):
     text: str
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     stop_reason: str = ""
+    text_cut: Cut | None = None
 
 
 class ToolCalled(EventBase):
@@ -82,6 +108,7 @@ class ToolCalled(EventBase):
     call_id: str
     tool: str
     arguments: str
+    arguments_cut: Cut | None = None
 
 
 class ToolDenied(EventBase):
@@ -101,6 +128,7 @@ class ToolResult(EventBase):
     ok: bool
     content: str
     duration_ms: float = 0.0
+    content_cut: Cut | None = None
 
 
 class TodoItemRecord(BaseModel):
@@ -259,6 +287,16 @@ class RunEnded(EventBase):
     restarts: int = 0
 
 
+class StateRecovered(EventBase):
+    """A harness file could not be used as it was (damaged, or a step cut short by a kill): what was done."""
+
+    type: Literal["state_recovered"] = "state_recovered"
+    file: str
+    problem: str
+    action: str
+    moved_to: str | None = None
+
+
 class ErrorEvent(EventBase):
     type: Literal["error"] = "error"
     message: str
@@ -292,6 +330,7 @@ Event = Annotated[
     | JobCompleted
     | MemoryUpdated
     | RunEnded
+    | StateRecovered
     | ErrorEvent,
     Field(discriminator="type"),
 ]
@@ -314,17 +353,30 @@ def read_events(path: Path) -> Iterator[EventBase]:
     A crash can leave half a line at the end; newer versions may add types an
     older reader does not know. Neither must stop an operator from reading the log.
     """
-    if not path.exists():
+    fh = _open_log(path)
+    if fh is None:
         return
-    with path.open("r", encoding="utf-8") as fh:
+    with fh:
         for raw in fh:
             raw = raw.strip()
             if not raw:
                 continue
             try:
-                yield parse_event(raw)
-            except (ValidationError, ValueError):
+                yield parse_event(raw.decode("utf-8", "replace"))
+            except (ValidationError, ValueError, RecursionError):
                 continue
+
+
+def _open_log(path: Path) -> BinaryIO | None:
+    """The log opened for reading, or None; never blocks (a named pipe there is not a log)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb")
 
 
 def read_new(path: Path, offset: int) -> tuple[list[EventBase], int]:
@@ -333,9 +385,10 @@ def read_new(path: Path, offset: int) -> tuple[list[EventBase], int]:
     Only whole lines are consumed, so a line being written right now is read
     on the next call, not parsed half-way.
     """
-    if not path.exists():
+    fh = _open_log(path)
+    if fh is None:
         return [], offset
-    with path.open("rb") as fh:
+    with fh:
         fh.seek(offset)
         data = fh.read()
     end = data.rfind(b"\n")
@@ -345,20 +398,23 @@ def read_new(path: Path, offset: int) -> tuple[list[EventBase], int]:
     for raw in data[: end + 1].splitlines():
         if raw.strip():
             try:
-                out.append(parse_event(raw.decode("utf-8")))
-            except (ValidationError, ValueError):
+                out.append(parse_event(raw.decode("utf-8", "replace")))
+            except (ValidationError, ValueError, RecursionError):
                 continue
     return out, offset + end + 1
 
 
 def _last_seq(path: Path) -> int:
-    if not path.exists() or path.stat().st_size == 0:
+    try:
+        if not path.is_file() or path.stat().st_size == 0:
+            return 0
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - 65536))
+            tail = fh.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
         return 0
-    with path.open("rb") as fh:
-        fh.seek(0, os.SEEK_END)
-        size = fh.tell()
-        fh.seek(max(0, size - 65536))
-        tail = fh.read().decode("utf-8", errors="replace").splitlines()
     for raw in reversed(tail):
         try:
             return int(json.loads(raw)["seq"])
@@ -370,9 +426,16 @@ def _last_seq(path: Path) -> int:
 class EventStream:
     """Stamps, records and publishes events.
 
-    Appends go straight to the file (one write per line, flushed) so another
-    process following the log, such as an attached console, sees them at once.
-    A torn last line from a crash is repaired before the first append.
+    Subscribers (the console, the headless log) get every event at once. The
+    log gets them through an outbox: while a step of the run is in flight its
+    events are held, the step's journal commit carries them, and only then are
+    they appended to events.jsonl (:meth:`take_held` + :meth:`write_lines`), so a
+    kill can neither log the effects of a step that never committed nor lose
+    those of one that did (a resume appends what the journal has and the log
+    lacks: :meth:`append_committed`). Events that report rather than change
+    anything (a turn starting, a command received while streaming) are written
+    at once with :meth:`observe`. A torn last line from a crash is repaired
+    before the first append.
     """
 
     def __init__(self, log_path: Path | None, clock: Clock | None = None, session: int = 0) -> None:
@@ -381,22 +444,43 @@ class EventStream:
         self.session = session
         self._lock = threading.Lock()
         self._subscribers: list[Subscriber] = []
-        self._fh = None
+        self._failed: set[int] = set()
+        self._fd: int | None = None
+        self._held: list[str] = []
+        # Until a run starts stepping, events go straight to the log.
+        self.holding = False
         self.seq = 0
         if log_path is not None:
             log_path.parent.mkdir(parents=True, exist_ok=True)
             self._repair_torn_tail(log_path)
             self.seq = _last_seq(log_path)
-            self._fh = log_path.open("a", encoding="utf-8")
+            self._fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
 
     @staticmethod
     def _repair_torn_tail(path: Path) -> None:
-        if not path.exists() or path.stat().st_size == 0:
+        """Cut a last line a kill left half-written (no newline): jq must read every line of the log.
+
+        Nothing is lost by it: an event the journal committed is appended again whole by
+        :meth:`append_committed`, and one it did not commit described a step that is redone.
+        """
+        try:
+            if not path.is_file() or path.stat().st_size == 0:
+                return
+            with path.open("rb+") as fh:
+                size = fh.seek(0, os.SEEK_END)
+                back = min(size, 1 << 20)
+                fh.seek(size - back)
+                tail = fh.read(back)
+                if tail.endswith(b"\n"):
+                    return
+                cut = tail.rfind(b"\n")
+                if cut < 0 and back < size:
+                    fh.seek(size)
+                    fh.write(b"\n")  # a line over a megabyte: keep it, close it
+                    return
+                fh.truncate(size - back + cut + 1 if cut >= 0 else 0)
+        except OSError:
             return
-        with path.open("rb+") as fh:
-            fh.seek(-1, os.SEEK_END)
-            if fh.read(1) != b"\n":
-                fh.write(b"\n")
 
     def subscribe(self, fn: Subscriber) -> Callable[[], None]:
         with self._lock:
@@ -414,29 +498,92 @@ class EventStream:
             self.seq += 1
             event = cls(ts=self.clock.now(), seq=self.seq, session=self.session, **fields)
             type_name = fields.get("type") or cls.model_fields["type"].default
-            if self._fh is not None and type_name not in IN_PROCESS_ONLY:
+            if type_name not in IN_PROCESS_ONLY:
                 try:
                     line = event.model_dump_json()
                 except ValueError:
                     # Unencodable text (a lone surrogate) must not take the engine down: escape it.
                     line = json.dumps(event.model_dump(mode="json"), ensure_ascii=True)
-                self._fh.write(line + "\n")
-                self._fh.flush()
+                if self.holding:
+                    self._held.append(line)
+                else:
+                    self._write([line])
             subscribers = list(self._subscribers)
         for fn in subscribers:
             try:
                 fn(event)
             except Exception as exc:  # a broken view must never stop the agent
-                print(f"agent-console: event subscriber failed: {exc!r}", file=sys.stderr)
+                self._subscriber_failed(fn, exc)
         return event
 
+    def _subscriber_failed(self, fn: Subscriber, exc: Exception) -> None:
+        """Report a failing view once; one whose output is gone (a closed pipe) is dropped.
+
+        Reporting must not fail either: stderr may be the same closed pipe.
+        """
+        gone = isinstance(exc, OSError)
+        with self._lock:
+            if gone and fn in self._subscribers:
+                self._subscribers.remove(fn)
+            first = id(fn) not in self._failed
+            self._failed.add(id(fn))
+        if first:
+            with contextlib.suppress(Exception):
+                what = "stopped receiving events" if gone else "failed on an event (it keeps receiving them)"
+                print(f"agent-console: a view {what}: {exc!r}", file=sys.stderr, flush=True)
+
+    # -- the outbox ------------------------------------------------------------------------------
+    def take_held(self) -> list[str]:
+        """The held lines, for the journal commit that records them (then :meth:`write_lines`)."""
+        with self._lock:
+            out, self._held = self._held, []
+            return out
+
+    def write_lines(self, lines: list[str]) -> None:
+        with self._lock:
+            self._write(lines)
+
+    def observe(self) -> None:
+        """Write what is held now: only events that report, not ones that record an effect."""
+        self.write_lines(self.take_held())
+
+    def discard_held(self) -> None:
+        """A step failed before its commit: its events describe nothing that happened."""
+        self.take_held()
+
+    def append_committed(self, events: list[dict[str, Any]]) -> int:
+        """Append events the journal committed but the log never got (a kill between the two)."""
+        lines = []
+        for e in events:
+            try:
+                lines.append(json.dumps(e, ensure_ascii=False, separators=(",", ":")))
+            except (TypeError, ValueError):
+                continue
+        with self._lock:
+            self._write(lines)
+            for e in events:
+                if isinstance(e.get("seq"), int):
+                    self.seq = max(self.seq, e["seq"])
+        return len(lines)
+
+    def _write(self, lines: list[str]) -> None:
+        if self._fd is None or not lines:
+            return
+        data = "".join(line + "\n" for line in lines).encode("utf-8", "replace")
+        fd = self._fd
+        failpoints.hit("events", tear=lambda: os.write(fd, data[: max(1, len(data) // 2)]))
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+
     def sync(self) -> None:
-        """Make everything logged so far durable (called at checkpoints)."""
-        if self._fh is not None:
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
+        """Make everything logged so far durable (called at the end of a run)."""
+        if self._fd is not None:
+            os.fsync(self._fd)
 
     def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+        """Write what is still held (an orderly end) and close the log."""
+        self.observe()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

@@ -1,30 +1,38 @@
-"""run_agent_session: one session of turns (seed 004's inner loop).
+"""run_agent_session: one session of turns (seed 004's inner loop), as committed steps.
 
-A turn: apply operator commands, assemble the layers into a request, stream
-the model's answer (publishing text deltas as they come), dispatch its tool
-calls, append the results and any harness notices, compact at phase
-boundaries, checkpoint, then let the ContextManager decide: continue, mask
-old observations, ask for a wind-down, or end the session for a restart.
+A turn: assemble the layers into a request, stream the model's answer
+(publishing text deltas as they come), then record it; run its tool calls one
+at a time, each recorded with its result; then the turn's bookkeeping (harness
+notices, compaction at a phase boundary, a nudge if the agent stopped early,
+stuck detection, usage) is recorded. Between turns the ContextManager decides
+(continue, mask old observations, ask for a wind-down, or end the session for
+a restart) and operator commands are applied, each a recorded step too.
+
+Every step ends with a journal commit (:meth:`Runtime.commit`) whose checkpoint
+says where the run is. ``run_agent_session`` starts from any such checkpoint:
+given one taken after a reply or after some of its tool calls, it finishes that
+turn without asking the model again and without re-running a recorded call.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from console.engine import events as ev
-from console.engine.checkpoint import Checkpoint, Conversation, SessionStore
 from console.engine.context.carryover import extract_carryover
 from console.engine.context.layers import assemble, build_protected, build_system, read_system_prompt
 from console.engine.context.masking import apply_masking, mask_notice
 from console.engine.context.pressure import WIND_DOWN_MESSAGE, ContextAction, ContextManager
 from console.engine.context.summary import build_summary, llm_summary_request, summary_message
 from console.engine.context.tokens import CHARS_PER_TOKEN, estimate_request, estimate_text
+from console.engine.journal import Checkpoint, Conversation, UsageRecord
 from console.engine.messages import Message, ModelRequest, ToolCall
 from console.engine.operator import Aborted, OperatorState
 from console.engine.runtime import Runtime
-from console.engine.tools.registry import ToolOutcome, ToolRegistry
+from console.engine.tools.registry import ToolOutcome, ToolRegistry, refused_arguments
 from console.providers.base import Provider, ProviderError, Stop, TextDelta, ToolCallEvent, Usage
 from console.settings import RunSettings
 
@@ -38,6 +46,9 @@ STUCK_NOTICE = (
 CARRYOVER_TURNS = 3
 CARRYOVER_BUDGET = 0.15  # share of the window the carried turns may take
 OBSERVATION_BUDGET = 0.25  # share of the window one tool result may take
+# Tool-call arguments longer than this are shortened in the conversation once the call has run: the
+# content is in the file it wrote, and megabytes of it resent every turn would fill the window.
+ARGUMENTS_KEPT = 64 * 1024
 KICKOFF = "Begin. Your ACTIVE TODO LIST is below: do the current task."
 NUDGE = (
     "You ended your turn without a tool call, but the job is not complete. Continue with the task marked "
@@ -72,7 +83,6 @@ class SessionDeps:
     registry: ToolRegistry
     settings: RunSettings
     operator: OperatorState
-    sessions: SessionStore
     context: ContextManager | None = None
 
 
@@ -118,7 +128,7 @@ def output_reserve(window: int) -> int:
 
 def build_request(deps: SessionDeps, system: str, conversation: list[Message]) -> ModelRequest:
     rt = deps.runtime
-    protected = build_protected(rt.todos, rt.paths, [rt.memory.render()])
+    protected = build_protected(rt.todos, rt, [rt.memory.render()])
     return assemble(system, deps.registry, conversation, protected, output_reserve(deps.settings.context_window))
 
 
@@ -129,7 +139,10 @@ def stream_turn(deps: SessionDeps, turn: int, request: ModelRequest) -> TurnOutp
     usage: Usage | None = None
     stop = Stop("end_turn")
     for item in deps.provider.stream(request):
-        deps.operator.apply(rt, streaming=True)  # raises Aborted on a second stop
+        try:
+            deps.operator.apply(rt, streaming=True)  # raises Aborted on a second stop
+        finally:
+            rt.events.observe()  # a stop's confirmation must reach `agent-console stop` now, not after the turn
         if isinstance(item, TextDelta):
             piece = clean(item.text)
             parts.append(piece)
@@ -151,28 +164,51 @@ def stream_turn(deps: SessionDeps, turn: int, request: ModelRequest) -> TurnOutp
 
 def dispatch(deps: SessionDeps, turn: int, call: ToolCall) -> ToolOutcome:
     rt = deps.runtime
-    rt.events.emit(ev.ToolCalled, turn=turn, call_id=call.id, tool=call.name, arguments=call.arguments)
+    args, args_cut = ev.cap_text(call.arguments)
+    rt.events.emit(ev.ToolCalled, turn=turn, call_id=call.id, tool=call.name, arguments=args,
+                   arguments_cut=args_cut)
     started = time.perf_counter()
     parsed = deps.registry.parse(call)
     if isinstance(parsed, ToolOutcome):
         outcome = parsed
     else:
-        tool, args = parsed
+        tool, targs = parsed
+        rt.current_call = call.id
         try:
-            outcome = deps.registry.run(rt, tool, args)
+            outcome = deps.registry.run(rt, tool, targs)
         except Exception as exc:  # a tool bug must become a result the agent sees, not a dead run
-            rt.events.emit(ev.ErrorEvent, message=f"tool {call.name} crashed: {exc!r}", where="tool")
+            rt.events.emit(ev.ErrorEvent, message=f"tool {call.name} crashed: {exc!r}"[:2000], where="tool")
             outcome = ToolOutcome(False, f"{call.name} failed with an internal error: {type(exc).__name__}. "
                                          "Try a different approach; the operator has been notified.")
+        finally:
+            rt.current_call = None
     outcome.content = clean(outcome.content)
     if len(outcome.content) > rt.observation_chars:
         cut = outcome.content.rfind("\n", 0, rt.observation_chars)
         cut = cut if cut > rt.observation_chars // 2 else rt.observation_chars
         outcome.content = (outcome.content[:cut] + f"\n[... output truncated at {cut} of {len(outcome.content)} "
                            "chars to fit the context budget; narrow the request to see the rest]")
-    rt.events.emit(ev.ToolResult, turn=turn, call_id=call.id, tool=call.name, ok=outcome.ok,
-                   content=outcome.content, duration_ms=round((time.perf_counter() - started) * 1000, 3))
+    content, content_cut = ev.cap_text(outcome.content)
+    rt.events.emit(ev.ToolResult, turn=turn, call_id=call.id, tool=call.name, ok=outcome.ok, content=content,
+                   content_cut=content_cut, duration_ms=round((time.perf_counter() - started) * 1000, 3))
     return outcome
+
+
+def elide_arguments(arguments: str, keep: int = 2048) -> str:
+    """The arguments with every long string value shortened: still a valid JSON object with the same keys."""
+    try:
+        data = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return json.dumps({"elided": f"{len(arguments)} chars of arguments, not kept after the call ran"})
+    if not isinstance(data, dict):
+        return json.dumps({"elided": f"{len(arguments)} chars of arguments, not kept after the call ran"})
+    short = {k: (v if not isinstance(v, str) or len(v) <= keep
+                 else v[:keep] + f"... [{len(v) - keep} more chars elided from the conversation after the call ran]")
+             for k, v in data.items()}
+    out = json.dumps(short, ensure_ascii=False)
+    if len(out) > ARGUMENTS_KEPT:
+        return json.dumps({"elided": f"{len(arguments)} chars of arguments, not kept after the call ran"})
+    return out
 
 
 def llm_summary(deps: SessionDeps, conversation: list[Message]) -> str | None:
@@ -202,144 +238,240 @@ def compact(deps: SessionDeps, conversation: list[Message], reason: str) -> None
                    reason=reason)
 
 
-def _wait_while_paused(deps: SessionDeps) -> None:
-    op, rt = deps.operator, deps.runtime
-    while op.paused and not op.stop_requested:
-        op.channel.wait(0.2)
-        op.apply(rt)
+def progress_mark(rt: Runtime) -> list[int]:
+    return [rt.memory.state.next_id, rt.todos.state.generation]
 
 
-def run_agent_session(
-    deps: SessionDeps,
-    session_number: int,
-    conversation: Conversation,
-    start_turn: int = 0,
-    nudges: int = 0,
-) -> SessionResult:
-    rt, op, st = deps.runtime, deps.operator, deps.settings
-    # Re-read at every session start: the agent (or the operator) may have edited SYSTEM_PROMPT.md.
-    system = build_system(read_system_prompt(rt.paths), deps.registry, session_number)
-    if not conversation:
-        conversation.append(Message.user(KICKOFF, kind="kickoff"))
-    cm = deps.context = ContextManager(st.context_window, st.soft_threshold, st.hard_threshold,
-                                       reserve=output_reserve(st.context_window))
-    rt.observation_chars = max(2_000, int(st.context_window * OBSERVATION_BUDGET * CHARS_PER_TOKEN))
-    cm.reset(estimate_request(build_request(deps, system, conversation)))
-    if cm.pct >= st.hard_threshold or not cm.fits:
-        detail = (f"context window too small: the first prompt of session {session_number} already needs "
-                  f"~{cm.used} tokens (+{cm.reserve} for the reply) of {st.context_window} ({cm.pct:.0%}); "
-                  "raise --context-window")
-        rt.events.emit(ev.ErrorEvent, message=detail, where="context", recoverable=False)
-        return SessionResult(ShutdownReason.ERROR, 0, session_number, detail=detail)
-    turn = start_turn
-    turns_here = 0
-    progress_mark = (rt.memory.state.next_id, rt.todos.state.generation)
-    idle_turns = 0
+class Session:
+    """One session's run: the conversation, its checkpoint, and the steps that move both."""
 
-    def checkpoint(durable: bool = False) -> None:
-        deps.sessions.save(Checkpoint(session=session_number, turn=turn, nudges=nudges, job_done=rt.job_done,
-                                      updated_at=rt.clock.now()), conversation, durable=durable or rt.job_done)
+    def __init__(self, deps: SessionDeps, number: int, conversation: Conversation, cp: Checkpoint,
+                 system: str | None) -> None:
+        self.deps = deps
+        self.rt = deps.runtime
+        self.number = number
+        self.conversation = conversation
+        self.cp = cp
+        st = deps.settings
+        # Re-read at every session start: the agent (or the operator) may have edited SYSTEM_PROMPT.md.
+        # A resumed session keeps the one it was recorded with.
+        self.system = system if system is not None else build_system(read_system_prompt(self.rt), deps.registry,
+                                                                     number)
+        self.fresh_system = system is None
+        self.cm = deps.context = ContextManager(st.context_window, st.soft_threshold, st.hard_threshold,
+                                                reserve=output_reserve(st.context_window))
+        self.rt.observation_chars = max(2_000, int(st.context_window * OBSERVATION_BUDGET * CHARS_PER_TOKEN))
+        self.turns_here = 0
 
-    def end(reason: ShutdownReason, detail: str, carry: list[Message] | None = None) -> SessionResult:
-        return SessionResult(reason, turns_here, session_number, carry or [], detail, cm.used, cm.budget)
+    # -- committing ------------------------------------------------------------------------------
+    def commit(self, durable: bool = False) -> None:
+        cp = self.cp
+        cp.session = self.number
+        cp.context = self.cm.snapshot()
+        cp.job_done = self.rt.job_done
+        cp.updated_at = self.rt.clock.now()
+        if self.fresh_system:
+            assert self.rt.journal is not None
+            self.rt.journal.session(self.number, self.system)
+            self.fresh_system = False
+        self.rt.commit(cp, self.conversation, system=self.system, durable=durable or self.rt.job_done)
 
-    while True:
-        op.apply(rt)
-        _wait_while_paused(deps)
-        if op.stop_requested:
-            return end(ShutdownReason.USER_SHUTDOWN, "stopped by the operator")
-        conversation.extend(notices := rt.take_notices())
-        cm.appended(notices)
-        if turns_here >= st.max_turns:
-            return end(ShutdownReason.MAX_TURNS, f"reached max_turns ({st.max_turns}) in one session")
-        turn += 1
-        turns_here += 1
-        request = build_request(deps, system, conversation)
-        rt.events.emit(ev.TurnStarted, turn=turn, layers=prompt_layers(request), prompt_tokens_est=cm.used)
-        try:
-            out = stream_turn(deps, turn, request)
-        except Aborted:
-            # The half-streamed reply is dropped: the conversation stays whole for a resume.
-            return end(ShutdownReason.USER_SHUTDOWN, "stopped by the operator during a turn")
-        except ProviderError as exc:
-            rt.events.emit(ev.ErrorEvent, message=str(exc), where="provider", recoverable=False)
-            return end(ShutdownReason.ERROR, str(exc))
-        rt.events.emit(
-            ev.AssistantMessage, turn=turn, text=out.text, stop_reason=out.stop.reason,
-            tool_calls=[ev.ToolCallRecord(id=c.id, name=c.name, arguments=c.arguments) for c in out.calls])
-        reply = Message.assistant(out.text, out.calls)
-        conversation.append(reply)
-        cm.record_usage(out.usage.input_tokens, out.usage.output_tokens)
-        finished = False
-        added: list[Message] = []
-        for call in out.calls:
-            outcome = dispatch(deps, turn, call)
-            added.append(Message.tool(call, outcome.content, ok=outcome.ok))
-            finished = finished or outcome.end_session
-        conversation.extend(added)
+    def end(self, reason: ShutdownReason, detail: str, carry: list[Message] | None = None) -> SessionResult:
+        return SessionResult(reason, self.turns_here, self.number, carry or [], detail, self.cm.used, self.cm.budget)
+
+    def commands(self) -> None:
+        """Apply operator commands at a turn boundary, as a recorded step if they did anything."""
+        rt = self.rt
+        applied = self.deps.operator.apply(rt)
+        notices = rt.take_notices()
+        self.conversation.extend(notices)
+        self.cm.appended(notices)
+        if applied or notices:
+            self.commit()
+
+    # -- the session -----------------------------------------------------------------------------
+    def run(self) -> SessionResult:
+        rt, cm, cp, st, op = self.rt, self.cm, self.cp, self.deps.settings, self.deps.operator
+        if not self.conversation:
+            self.conversation.append(Message.user(KICKOFF, kind="kickoff"))
+        if cp.context is not None:
+            cm.restore(cp.context)
+        else:
+            cm.reset(estimate_request(build_request(self.deps, self.system, self.conversation)))
+            if cm.pct >= st.hard_threshold or not cm.fits:
+                detail = (f"context window too small: the first prompt of session {self.number} already needs "
+                          f"~{cm.used} tokens (+{cm.reserve} for the reply) of {st.context_window} ({cm.pct:.0%}); "
+                          "raise --context-window")
+                rt.events.emit(ev.ErrorEvent, message=detail, where="context", recoverable=False)
+                return self.end(ShutdownReason.ERROR, detail)
+        if not cp.progress:
+            cp.progress = progress_mark(rt)
+        self.commit()
+        # Stopped inside a turn, the run finishes it from the next call: its reply is recorded.
+        if cp.stage == "tools" and (done := self.finish_turn()) is not None:
+            return done
+        while True:
+            if not cp.evaluated and (restart := self.pressure()) is not None:
+                return restart
+            self.commands()
+            while op.paused and not op.stop_requested:
+                op.channel.wait(0.2)
+                self.commands()
+            if op.stop_requested:
+                return self.end(ShutdownReason.USER_SHUTDOWN, "stopped by the operator")
+            if self.turns_here >= st.max_turns:
+                return self.end(ShutdownReason.MAX_TURNS, f"reached max_turns ({st.max_turns}) in one session")
+            cp.turn += 1
+            self.turns_here += 1
+            request = build_request(self.deps, self.system, self.conversation)
+            rt.events.emit(ev.TurnStarted, turn=cp.turn, layers=prompt_layers(request), prompt_tokens_est=cm.used)
+            rt.events.observe()
+            try:
+                out = stream_turn(self.deps, cp.turn, request)
+            except Aborted:
+                # The half-streamed reply is dropped: the last commit stays the resume point.
+                return self.end(ShutdownReason.USER_SHUTDOWN, "stopped by the operator during a turn")
+            except ProviderError as exc:
+                rt.events.emit(ev.ErrorEvent, message=str(exc), where="provider", recoverable=False)
+                rt.events.observe()
+                return self.end(ShutdownReason.ERROR, str(exc))
+            self.record_reply(out)
+            if (done := self.finish_turn()) is not None:
+                return done
+
+    def record_reply(self, out: TurnOutput) -> None:
+        """The reply as one step: once it is recorded, a resume never asks the model for this turn again."""
+        rt, cp = self.rt, self.cp
+        text, text_cut = ev.cap_text(out.text)
+        records = []
+        for c in out.calls:
+            shown, cut = ev.cap_text(c.arguments)
+            records.append(ev.ToolCallRecord(id=c.id, name=c.name, arguments=shown, arguments_cut=cut))
+        rt.events.emit(ev.AssistantMessage, turn=cp.turn, text=text, text_cut=text_cut,
+                       stop_reason=out.stop.reason, tool_calls=records)
+        # Arguments too big for any tool are not recorded (nor resent every turn): the call is refused.
+        calls = [c.model_copy(update={"arguments": stub}) if (stub := refused_arguments(c.arguments)) else c
+                 for c in out.calls]
+        self.conversation.append(Message.assistant(out.text, calls))
+        self.cm.record_usage(out.usage.input_tokens, out.usage.output_tokens)
+        cp.stage, cp.next_call, cp.finished, cp.notices, cp.compaction = "tools", 0, False, [], None
+        cp.usage = UsageRecord(input_tokens=out.usage.input_tokens, output_tokens=out.usage.output_tokens,
+                               cached_input_tokens=out.usage.cached_input_tokens, reported=out.usage.reported)
+        self.commit()
+
+    def reply_index(self) -> int:
+        for i in range(len(self.conversation) - 1, -1, -1):
+            if self.conversation[i].role == "assistant":
+                return i
+        raise RuntimeError("a turn in flight has no recorded reply")
+
+    def finish_turn(self) -> SessionResult | None:
+        """Run the reply's remaining tool calls (each a step), then the turn's bookkeeping (a step)."""
+        rt, cm, cp, conv = self.rt, self.cm, self.cp, self.conversation
+        at = self.reply_index()
+        calls = conv[at].tool_calls
+        # On a resume, notices the start-up added (an old transition recovered) follow the recorded ones.
+        rt.notices, rt.compaction_reason = [*cp.notices, *rt.notices], cp.compaction or rt.compaction_reason
+        for i in range(cp.next_call, len(calls)):
+            call = calls[i]
+            outcome = dispatch(self.deps, cp.turn, call)
+            result = Message.tool(call, outcome.content, ok=outcome.ok)
+            conv.append(result)
+            cm.appended([result])
+            if len(call.arguments) > ARGUMENTS_KEPT:
+                shortened = [c.model_copy(update={"arguments": elide_arguments(c.arguments)}) if c.id == call.id
+                             else c for c in conv[at].tool_calls]
+                conv[at] = conv[at].model_copy(update={"tool_calls": shortened})
+            cp.finished = cp.finished or outcome.end_session
+            cp.next_call = i + 1
+            cp.notices, cp.compaction = list(rt.notices), rt.compaction_reason
+            self.commit(durable=outcome.end_session)
+        return self.bookkeeping(calls)
+
+    def bookkeeping(self, calls: list[ToolCall]) -> SessionResult | None:
+        rt, cm, cp, st, conv = self.rt, self.cm, self.cp, self.deps.settings, self.conversation
         notices = rt.take_notices()
         compacted = bool(rt.compaction_reason)
         if rt.compaction_reason:
             reason, rt.compaction_reason = rt.compaction_reason, None
-            compact(deps, conversation, reason)
-            conversation.extend(notices)
-            cm.reset(estimate_request(build_request(deps, system, conversation)))
+            compact(self.deps, conv, reason)
+            conv.extend(notices)
+            cm.reset(estimate_request(build_request(self.deps, self.system, conv)))
         else:
-            conversation.extend(notices)
-            cm.appended(added + notices)
-        if out.calls:
-            nudges = 0
-        elif not finished and not rt.job_done:
-            nudges += 1
-            if nudges > MAX_NUDGES:
-                detail = f"the agent stopped {nudges} times in a row without finishing the job"
-                rt.events.emit(ev.ErrorEvent, message=detail, where="loop", recoverable=False)
-                checkpoint()
-                return end(ShutdownReason.ERROR, detail)
-            rt.events.emit(ev.CompletionBlocked, reason="the agent tried to stop before job_complete")
-            nudge = Message.user(NUDGE, kind="nudge")
-            conversation.append(nudge)
-            cm.appended([nudge])
-        mark = (rt.memory.state.next_id, rt.todos.state.generation)
-        idle_turns = 0 if mark != progress_mark else idle_turns + 1
-        progress_mark = mark
-        if idle_turns and idle_turns % STUCK_TURNS == 0:
-            rt.events.emit(ev.StuckDetected, reason=f"no todo completed in {idle_turns} turns")
-            stuck = Message.user(STUCK_NOTICE.format(n=idle_turns), kind="stuck_notice")
-            conversation.append(stuck)
+            conv.extend(notices)
+            cm.appended(notices)
+        failed: str | None = None
+        if calls:
+            cp.nudges = 0
+        elif not cp.finished and not rt.job_done:
+            cp.nudges += 1
+            if cp.nudges > MAX_NUDGES:
+                failed = f"the agent stopped {cp.nudges} times in a row without finishing the job"
+                rt.events.emit(ev.ErrorEvent, message=failed, where="loop", recoverable=False)
+            else:
+                rt.events.emit(ev.CompletionBlocked, reason="the agent tried to stop before job_complete")
+                nudge = Message.user(NUDGE, kind="nudge")
+                conv.append(nudge)
+                cm.appended([nudge])
+        mark = progress_mark(rt)
+        cp.idle_turns = 0 if mark != cp.progress else cp.idle_turns + 1
+        cp.progress = mark
+        if failed is None and cp.idle_turns and cp.idle_turns % STUCK_TURNS == 0:
+            rt.events.emit(ev.StuckDetected, reason=f"no todo completed in {cp.idle_turns} turns")
+            stuck = Message.user(STUCK_NOTICE.format(n=cp.idle_turns), kind="stuck_notice")
+            conv.append(stuck)
             cm.appended([stuck])
-        rt.events.emit(ev.TokenUsage, turn=turn, input_tokens=out.usage.input_tokens,
-                       output_tokens=out.usage.output_tokens, cached_input_tokens=out.usage.cached_input_tokens,
-                       reported=out.usage.reported, context_window=st.context_window, context_tokens=cm.used,
-                       prompt_budget=cm.budget,
-                       soft_threshold=st.soft_threshold, hard_threshold=st.hard_threshold)
-        checkpoint(durable=compacted)  # phase boundaries are worth an fsync
+        usage = cp.usage or UsageRecord()
+        rt.events.emit(ev.TokenUsage, turn=cp.turn, input_tokens=usage.input_tokens,
+                       output_tokens=usage.output_tokens, cached_input_tokens=usage.cached_input_tokens,
+                       reported=usage.reported, context_window=st.context_window, context_tokens=cm.used,
+                       prompt_budget=cm.budget, soft_threshold=st.soft_threshold, hard_threshold=st.hard_threshold)
+        finished = cp.finished
+        cp.stage, cp.next_call, cp.notices, cp.compaction, cp.finished, cp.usage = "boundary", 0, [], None, False, None
+        cp.evaluated = False
+        self.commit(durable=compacted)  # phase boundaries are worth an fsync
+        if failed is not None:
+            return self.end(ShutdownReason.ERROR, failed)
         if finished or rt.job_done:
-            return end(ShutdownReason.JOB_COMPLETE, "job_complete")
-        evaluation = cm.evaluate(conversation)
+            return self.end(ShutdownReason.JOB_COMPLETE, "job_complete")
+        return None
+
+    def pressure(self) -> SessionResult | None:
+        """Between turns: what the context pressure calls for (a masking and a wind-down are recorded steps)."""
+        rt, cm, st, conv = self.rt, self.cm, self.deps.settings, self.conversation
+        evaluation = cm.evaluate(conv)
         if evaluation.action is ContextAction.MASK and evaluation.plan is not None:
-            freed = apply_masking(conversation, evaluation.plan)
+            freed = apply_masking(conv, evaluation.plan)
             before = cm.used
             cm.freed(freed)
             notice = Message.user(mask_notice(len(evaluation.plan.indices), freed, cm.pct), kind="mask_notice")
-            conversation.append(notice)
+            conv.append(notice)
             cm.appended([notice])
             cm.masked_total += len(evaluation.plan.indices)
+            self.cp.evaluated = True
             rt.events.emit(ev.ContextMasked, masked=len(evaluation.plan.indices), tokens_freed=freed,
                            used_before=before, used_after=cm.used, context_window=st.context_window,
                            prompt_budget=cm.budget,
-                           call_ids=[conversation[i].tool_call_id or "" for i in evaluation.plan.indices],
+                           call_ids=[conv[i].tool_call_id or "" for i in evaluation.plan.indices],
                            detail=f"masked the {len(evaluation.plan.indices)} oldest tool results")
-            checkpoint()
+            self.commit()
         elif evaluation.action is ContextAction.WIND_DOWN:
             text = WIND_DOWN_MESSAGE.format(pct=evaluation.pct)
             msg = Message.user(text, kind="wind_down")
-            conversation.append(msg)
+            conv.append(msg)
             cm.appended([msg])
             cm.mark_wind_down()
+            self.cp.evaluated = True
             rt.events.emit(ev.WindDown, usage_pct=round(evaluation.pct, 4), used_tokens=evaluation.used,
                            context_window=st.context_window, prompt_budget=cm.budget, message=text)
-            checkpoint()
+            self.commit()
         elif evaluation.action is ContextAction.RESTART:
-            carry = extract_carryover(conversation, CARRYOVER_TURNS, int(st.context_window * CARRYOVER_BUDGET))
-            return end(ShutdownReason.CONTEXT_FULL, f"context {evaluation.pct:.0%} full", carry)
+            carry = extract_carryover(conv, CARRYOVER_TURNS, int(st.context_window * CARRYOVER_BUDGET))
+            return self.end(ShutdownReason.CONTEXT_FULL, f"context {evaluation.pct:.0%} full", carry)
+        return None
+
+
+def run_agent_session(deps: SessionDeps, session_number: int, conversation: Conversation,
+                      cp: Checkpoint | None = None, system: str | None = None) -> SessionResult:
+    """Run one session from ``cp`` (a fresh checkpoint for a new session) until it ends."""
+    return Session(deps, session_number, conversation, cp or Checkpoint(session=session_number), system).run()

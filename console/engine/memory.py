@@ -3,20 +3,21 @@
 The last five completed tasks and every active blocker are rendered into the
 protected part of each prompt, so an agent always knows where it came from,
 even right after a compaction or a restart. The in-memory list is capped at
-100 records; events.jsonl keeps the full history.
+100 records; events.jsonl keeps the full history. Like the todo list, the
+memory is a component of the run's harness state, recorded by the journal
+commit of the step that changed it (so a todo completion and its memory record
+are one atomic record).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from console.engine.atomic import atomic_write_json
+from console.engine.todos import NullSink, StateSink
 
 if TYPE_CHECKING:
     from console.engine.events import EventStream
@@ -54,21 +55,20 @@ def task_summary(intent: str, success: bool, reason: str | None = None) -> str:
     if not success:
         return f"Failed: {reason or 'Unknown reason'}"
     # A sentence ends at a period followed by a space or the end: "docs/spec.md" is not a sentence end.
-    first = re.split(r"\.(?:\s|$)", intent.strip(), maxsplit=1)[0].strip()
+    first = re.split(r"\.(?:\s|$)", intent.strip()[:2000], maxsplit=1)[0].strip()
     if len(first) > SUMMARY_CHARS:
         first = first[:SUMMARY_CHARS] + "..."
     return f"Completed: {first}"
 
 
 class WorkingMemory:
-    def __init__(self, path: Path, events: EventStream | None = None) -> None:
-        self.path = path
+    def __init__(self, state: MemoryState | None = None, events: EventStream | None = None,
+                 sink: StateSink | None = None) -> None:
         self.events = events
+        self.sink: StateSink = sink or NullSink()
         self._rendered: str | None = None
-        self.state = MemoryState()
-        if path.exists():
-            self.state = MemoryState.model_validate_json(path.read_text(encoding="utf-8"))
-            self._backfill()
+        self.state = state or MemoryState()
+        self._backfill()
 
     def _backfill(self) -> None:
         changed = 0
@@ -88,7 +88,7 @@ class WorkingMemory:
 
     def save(self) -> None:
         self._rendered = None
-        atomic_write_json(self.path, json.loads(self.state.model_dump_json()))
+        self.sink.changed("memory")
 
     def _new_id(self) -> str:
         n = self.state.next_id

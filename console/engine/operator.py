@@ -34,12 +34,20 @@ class OperatorState:
     # Commands that arrived mid-turn, applied at the next turn boundary.
     deferred: list[Command] = field(default_factory=list)
 
-    def apply(self, rt: Runtime, *, streaming: bool = False) -> list[Command]:
-        """Drain and apply pending commands. While streaming only stop is acted on at once."""
+    def apply(self, rt: Runtime, *, streaming: bool = False, between_sessions: bool = False) -> list[Command]:
+        """Drain and apply pending commands.
+
+        While streaming only stop is acted on at once; between sessions (waiting for a
+        restart's approval) a checkpoint or rewind waits for the next session's first
+        turn boundary, where it is recorded with the conversation it belongs to.
+        """
         cmds = self.channel.poll(force=not streaming)
         if streaming:
             self.deferred += [c for c in cmds if c.command != "stop"]
             cmds = [c for c in cmds if c.command == "stop"]
+        elif between_sessions:
+            self.deferred += [c for c in cmds if c.command in ("checkpoint", "rewind")]
+            cmds = [c for c in cmds if c.command not in ("checkpoint", "rewind")]
         else:
             cmds, self.deferred = self.deferred + cmds, []
         for bad in self.channel.invalid:

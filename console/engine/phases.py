@@ -10,12 +10,11 @@ up to an empty list.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from console.engine import events as ev
-from console.engine.plan import MAX_PHASE_STEPS, MIN_PHASE_STEPS, Plan, PlanError, PlanPhase, load_plan
+from console.engine.plan import MAX_PHASE_STEPS, MIN_PHASE_STEPS, Plan, PlanError, PlanPhase
 from console.engine.todos import PendingTransition, TodoState, TransitionKind, render_layer2
 
 if TYPE_CHECKING:
@@ -129,13 +128,13 @@ class PhaseTransitionManager:
 
     def load_plan(self) -> Plan | None:
         try:
-            return load_plan(self.rt.paths.main_plan)
+            return self.rt.load_plan()
         except PlanError:
             return None
 
     def plan_problem(self) -> str | None:
         try:
-            load_plan(self.rt.paths.main_plan)
+            self.rt.load_plan()
         except PlanError as exc:
             return str(exc)
         return None
@@ -207,11 +206,11 @@ class PhaseTransitionManager:
             return "A phase transition is already in progress; follow its steps."
         finished_phase = st.phase_number
         current_text = st.items[st.current_index].text if complete_current and st.current_index is not None else None
-        pending = self.rt.todos.begin_transition(kind, self.rt.clock.now(), issue=issue,
-                                                 mark_current_done=complete_current)
+        pending, archived = self.rt.todos.begin_transition(kind, self.rt.clock.now(), issue=issue,
+                                                           mark_current_done=complete_current)
         if current_text is not None:
-            # Views and the log see the finished list once, after the commit.
-            self.publish_todos("todo_complete", self._archived_state(pending))
+            # Views and the log see the finished list once, in the same record as the transition.
+            self.publish_todos("todo_complete", archived)
             self.rt.on_task_completed(current_text)
         if kind == "phase":
             self.rt.on_phase_completed()
@@ -225,12 +224,6 @@ class PhaseTransitionManager:
         self.publish_todos(f"transition:{kind}")
         self.rt.inject_notice(self._prompt(pending), kind="transition_prompt")
         return "The phase transition instructions follow."
-
-    def _archived_state(self, pending: PendingTransition) -> TodoState:
-        record = json.loads((self.rt.paths.archive / pending.archive).read_text(encoding="utf-8"))
-        return TodoState(kind=record["kind"], phase_name=record["phase_name"], phase_number=record["phase_number"],
-                         total_phases=record["total_phases"], items=record["items"],
-                         generation=self.state.generation)
 
     def _finished_phase(self, plan: Plan, p: PendingTransition) -> PlanPhase | None:
         """The plan phase the archived list belonged to: by name (the plan may have been edited), else position."""
@@ -325,7 +318,7 @@ class PhaseTransitionManager:
     def _install_from_plan(self, texts: list[str], done: list[bool], pending: PendingTransition | None
                            ) -> TransitionResult:
         try:
-            plan = load_plan(self.rt.paths.main_plan)
+            plan = self.rt.load_plan()
         except PlanError as exc:
             self.rt.events.emit(ev.ErrorEvent, message=f"main_plan.md: {exc}", where="plan", recoverable=True)
             return TransitionResult(f"todo_write refused: {exc} Fix main_plan.md, then call todo_write again.",

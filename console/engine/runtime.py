@@ -1,35 +1,46 @@
-"""Runtime: the engine services one job run shares (paths, state managers, events, clock).
+"""Runtime: the engine services one job run shares (paths, state, sandbox, journal, events, clock).
 
 Tools receive a Runtime and act through its methods, so every side effect of a
 tool (a plan written, a summary generated, a job completed) also produces its
 event in one place.
+
+It is also where a step of the run becomes durable. The state managers report
+what they change (:meth:`changed`) and the files to write once that change is
+recorded (:meth:`effect`); :meth:`commit` then writes the step as one journal
+record (conversation ops, checkpoint, changed state, events, effects), relays
+the events to the log, applies the effects and refreshes the state files. A
+tool that changes the world itself (the agent's file tools) first records what
+it saw with :meth:`intent`, so that a redo after a kill acts as the first
+attempt did.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from console.engine import events as ev
+from console.engine import failpoints
 from console.engine.atomic import atomic_write_text
 from console.engine.clock import Clock
-from console.engine.job import JobPaths
+from console.engine.job import STATE_DIR, JobPaths
+from console.engine.journal import Checkpoint, Conversation, Effect, Journal
 from console.engine.memory import WorkingMemory
 from console.engine.messages import Message
 from console.engine.phases import PhaseTransitionManager
-from console.engine.plan import Plan, PlanError, load_plan
+from console.engine.plan import Plan, PlanError, parse_plan, validate_plan
+from console.engine.sandbox import Sandbox, SandboxError
+from console.engine.state import COMPONENTS, JobOutcome, StateSnapshot, write_projection
 from console.engine.store import JobStore
 from console.engine.todos import TodoManager
 from console.engine.workspace import Workspace
 
-
-@dataclass
-class JobOutcome:
-    summary: str
-    deliverables: list[str]
-    confidence: float
-    notes: str
+# The most of SYSTEM_PROMPT.md and main_plan.md the engine reads (the agent writes them).
+JOB_TEXT_LIMIT = 1 * 2**20
+# The state files are refreshed at most this often (and at every durable commit and at the end of a
+# run): each is a file replace, which costs milliseconds on ext4, while the journal only appends.
+PROJECTION_INTERVAL = 2.0
 
 
 @dataclass
@@ -38,6 +49,9 @@ class Runtime:
     clock: Clock
     events: ev.EventStream
     store: JobStore | None = None
+    sandbox: Sandbox | None = None
+    journal: Journal | None = None
+    state: StateSnapshot = field(default_factory=StateSnapshot)
     todos: TodoManager = field(init=False)
     workspace: Workspace = field(init=False)
     memory: WorkingMemory = field(init=False)
@@ -49,20 +63,138 @@ class Runtime:
     # The most one tool result may put into the context (set from the window by the loop): a single
     # observation larger than the window would otherwise force restart after restart.
     observation_chars: int = 60_000
+    # The tool call being dispatched, and the intents a killed process recorded (call id -> facts).
+    current_call: str | None = None
+    redo: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _dirty: set[str] = field(default_factory=set)
+    _effects: list[Effect] = field(default_factory=list)
+    _ready: bool = False
+    _stale: set[str] = field(default_factory=set)
+    _projected_at: float = 0.0
 
     def __post_init__(self) -> None:
         self.paths.state.mkdir(parents=True, exist_ok=True)
-        if self.paths.outcome.exists():
-            data = json.loads(self.paths.outcome.read_text(encoding="utf-8"))
-            self.outcome = JobOutcome(data["summary"], data["deliverables"], data["confidence"], data["notes"])
-        self.todos = TodoManager(self.paths.todos, self.paths.archive)
-        self.workspace = Workspace(self.paths)
-        self.memory = WorkingMemory(self.paths.memory, self.events)
+        if self.sandbox is None:
+            self.sandbox = Sandbox(self.paths.root)
+        self.outcome = self.state.outcome
+        self.todos = TodoManager(self.state.todos, sink=self)
+        self.workspace = Workspace(self.paths, self.sandbox, self.state.workspace, sink=self)
+        self.memory = WorkingMemory(self.state.memory, self.events, sink=self)
         self.phases = PhaseTransitionManager(self)
+        self._ready = True
+        if self.journal is None:
+            for comp in self._dirty:
+                self.project(comp)
+            self._dirty.clear()
 
     @property
     def job_done(self) -> bool:
         return self.outcome is not None
+
+    # -- the sink of the state managers ---------------------------------------------------------
+    # Without a journal (a Runtime used on its own, outside a run) there is nothing to record a step
+    # in, so changes and effects are written through at once.
+    def changed(self, component: str) -> None:
+        if self.journal is None and self._ready:
+            self.project(component)
+            return
+        self._dirty.add(component)
+
+    def effect(self, path: str, content: str) -> None:
+        if self.journal is None:
+            self.apply_effects([Effect(path=path, content=content)])
+            return
+        self._effects.append(Effect(path=path, content=content))
+
+    def snapshot(self, components: tuple[str, ...] | set[str] = COMPONENTS) -> StateSnapshot:
+        values = {"todos": self.todos.state, "memory": self.memory.state, "workspace": self.workspace.record,
+                  "outcome": self.outcome}
+        return StateSnapshot(**{c: values[c] for c in components})
+
+    # -- committing a step -----------------------------------------------------------------------
+    def commit(self, cp: Checkpoint, conversation: Conversation, *, system: str | None = None,
+               durable: bool = False) -> None:
+        """Record the step as one journal line, then let the world catch up with it."""
+        dirty, self._dirty = self._dirty, set()
+        effects, self._effects = self._effects, []
+        lines = self.events.take_held()
+        if self.journal is not None:
+            self.journal.commit(cp, conversation, state=self.snapshot(dirty) if dirty else None, events=lines,
+                                effects=effects, full_state=self.snapshot, system=system, durable=durable)
+        self.events.write_lines(lines)
+        self.apply_effects(effects)
+        self._stale |= dirty
+        if self._stale and (durable or self.clock.monotonic() - self._projected_at >= PROJECTION_INTERVAL):
+            self.refresh_projections()
+
+    def refresh_projections(self) -> None:
+        """Bring the state files up to the journal (they lag it by at most PROJECTION_INTERVAL)."""
+        for comp in sorted(self._stale):
+            self.project(comp)
+        self._stale.clear()
+        self._projected_at = self.clock.monotonic()
+
+    def rollback(self) -> None:
+        """A step failed before its commit: forget what it would have recorded."""
+        self._dirty.clear()
+        self._effects.clear()
+        self.events.discard_held()
+
+    def project(self, component: str) -> None:
+        try:
+            write_projection(self.paths, component, getattr(self.snapshot((component,)), component))
+        except OSError as exc:
+            self.events.emit(ev.ErrorEvent, message=f"cannot write .console/{component}.json: {exc.strerror}",
+                             where="state", recoverable=True)
+
+    def apply_effects(self, effects: list[Effect]) -> None:
+        """Write the files a committed step produced; rewriting one already written is harmless."""
+        for e in effects:
+            try:
+                if e.path.startswith(STATE_DIR + "/"):
+                    atomic_write_text(self.paths.root / e.path, e.content, durable=False,
+                                      tmp_dir=self.paths.state / "tmp")
+                else:
+                    assert self.sandbox is not None
+                    failpoints.hit(f"effect {e.path}")
+                    self.sandbox.write_bytes(e.path, e.content.encode("utf-8", "replace"))
+            except (OSError, SandboxError) as exc:
+                self.events.emit(ev.ErrorEvent, message=f"could not write {e.path}: {exc}", where="state",
+                                 recoverable=True)
+
+    def intent(self, compute: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], bool]:
+        """The facts a tool saw before it acts on the world, recorded before it acts.
+
+        Returns (facts, redo): on the redo of a call a kill interrupted, the facts
+        the first attempt recorded, so the redo acts (and answers) as it would have.
+        """
+        call = self.current_call
+        redo = call is not None and call in self.redo
+        facts = self.redo.pop(call) if redo and call is not None else compute()
+        if self.journal is not None and call is not None:
+            self.journal.intent(call, facts)
+        return facts, redo
+
+    # -- reading the job's own files (through the sandbox, like the agent) ----------------------
+    def read_job_text(self, rel: str, limit: int = JOB_TEXT_LIMIT) -> str | None:
+        """A job file's text, or None if it is absent or cannot be read safely (a link out, a pipe...)."""
+        assert self.sandbox is not None
+        try:
+            info = self.sandbox.info(rel)
+            if info is None:
+                return None
+            return self.sandbox.read_text(rel, max_bytes=limit)
+        except SandboxError:
+            return None
+
+    def load_plan(self) -> Plan:
+        """main_plan.md as it is now, or PlanError with what to do about it."""
+        text = self.read_job_text("main_plan.md")
+        if text is None:
+            raise PlanError(
+                "main_plan.md does not exist yet. Write it with write_file: a '# Execution Plan' title, "
+                "an '## Overview', then one '## Phase N: Name' section per phase with '- [ ] step' lines.")
+        return validate_plan(parse_plan(text), "main_plan.md")
 
     # -- hooks used by tools and the phase manager ---------------------------------
     def inject_notice(self, text: str, kind: str) -> None:
@@ -75,7 +207,7 @@ class Runtime:
     def request_compaction(self, reason: str) -> None:
         self.compaction_reason = reason
 
-    def generate_workspace_summary(self) -> Path:
+    def generate_workspace_summary(self) -> str:
         return self.workspace.generate_summary(self.clock.now(), self.todos.state, self.blockers())
 
     def blockers(self) -> list[str]:
@@ -98,21 +230,23 @@ class Runtime:
         self.memory.resolve_blockers(self.clock.now())
 
     def write_plan(self, plan: Plan, reason: str) -> None:
-        atomic_write_text(self.paths.main_plan, plan.render())
-        self._plan_changed(reason)
+        """The engine's own edit of main_plan.md: recorded with the step, written after its commit."""
+        text = plan.render()
+        self.effect("main_plan.md", text)
+        self._plan_changed(reason, text)
 
-    def after_file_write(self, path: Path) -> str:
+    def after_file_write(self, rel: str) -> str:
         """Called by the file tools after a write; returns text to add to the tool result."""
-        if path.resolve() != self.paths.main_plan.resolve():
+        if rel != "main_plan.md":
             return ""
         problem = self._plan_changed("agent edit")
         if problem:
             return f" Warning: {problem}"
         return ""
 
-    def _plan_changed(self, reason: str) -> str | None:
+    def _plan_changed(self, reason: str, text: str | None = None) -> str | None:
         try:
-            plan = load_plan(self.paths.main_plan)
+            plan = validate_plan(parse_plan(text), "main_plan.md") if text is not None else self.load_plan()
         except PlanError as exc:
             self.events.emit(ev.PlanChanged, error=str(exc))
             self.events.emit(ev.ErrorEvent, message=f"main_plan.md: {exc}", where="plan", recoverable=True)
@@ -127,6 +261,7 @@ class Runtime:
         return None
 
     def complete_job(self, summary: str, deliverables: list[str], confidence: float, notes: str) -> None:
+        """The job's end: the outcome, the last todo and the event are recorded by one commit."""
         st = self.todos.state
         # job_complete is itself the last todo: mark it rather than expect a todo_complete after the end.
         for item in st.items:
@@ -136,11 +271,9 @@ class Runtime:
                 self.todos.save()
                 self.phases.publish_todos("job_complete")
                 break
-        self.outcome = JobOutcome(summary, deliverables, confidence, notes)
         now = self.clock.now()
-        # The commit point of the whole job, written before anything announces it.
-        atomic_write_text(self.paths.outcome, json.dumps({**asdict(self.outcome), "completed_at": now.isoformat()}))
+        self.outcome = JobOutcome(summary=summary, deliverables=deliverables, confidence=confidence, notes=notes,
+                                  completed_at=now)
+        self.changed("outcome")
         self.events.emit(ev.JobCompleted, summary=summary, deliverables=deliverables, confidence=confidence,
                          notes=notes)
-        if self.store is not None:
-            self.store.completed(self.paths.root, now, confidence, summary)

@@ -42,11 +42,28 @@ class JobRow:
 
 
 class JobStore:
+    """The table behind `agent-console jobs`.
+
+    It is an index for the operator, not the run's state: a run never fails because
+    of it. The engine's updates report a database error in :attr:`error` (the
+    supervisor turns it into one event) instead of raising.
+    """
+
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.error: str | None = None
         path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:
             db.execute(SCHEMA)
+
+    def _update(self, sql: str, params: tuple) -> bool:
+        try:
+            with self._connect() as db:
+                db.execute(sql, params)
+            return True
+        except (sqlite3.Error, OSError) as exc:
+            self.error = f"{self.path}: {exc}"
+            return False
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -62,32 +79,29 @@ class JobStore:
 
     def started(self, path: Path, name: str, provider: str, model: str, now: datetime) -> None:
         ts = now.isoformat(timespec="seconds")
-        with self._connect() as db:
-            db.execute(
-                """INSERT INTO jobs (path, name, status, provider, model, started_at, updated_at)
-                   VALUES (?, ?, 'running', ?, ?, ?, ?)
-                   ON CONFLICT(path) DO UPDATE SET status='running', provider=excluded.provider,
-                   model=excluded.model, updated_at=excluded.updated_at, detail=NULL
-                   WHERE jobs.status != 'completed'""",
-                (str(path), name, provider, model, ts, ts),
-            )
+        self._update(
+            """INSERT INTO jobs (path, name, status, provider, model, started_at, updated_at)
+               VALUES (?, ?, 'running', ?, ?, ?, ?)
+               ON CONFLICT(path) DO UPDATE SET status='running', provider=excluded.provider,
+               model=excluded.model, updated_at=excluded.updated_at, detail=NULL
+               WHERE jobs.status != 'completed'""",
+            (str(path), name, provider, model, ts, ts),
+        )
 
     def completed(self, path: Path, now: datetime, confidence: float, summary: str) -> None:
         ts = now.isoformat(timespec="seconds")
-        with self._connect() as db:
-            db.execute(
-                """UPDATE jobs SET status='completed', completed_at=?, updated_at=?, confidence=?, summary=?
-                   WHERE path=?""",
-                (ts, ts, confidence, summary, str(path)),
-            )
+        self._update(
+            """UPDATE jobs SET status='completed', completed_at=?, updated_at=?, confidence=?, summary=?
+               WHERE path=?""",
+            (ts, ts, confidence, summary, str(path)),
+        )
 
     def ended(self, path: Path, status: str, now: datetime, detail: str = "") -> None:
         """Record a run that stopped without completing (failed, stopped, paused for approval)."""
-        with self._connect() as db:
-            db.execute(
-                "UPDATE jobs SET status=?, updated_at=?, detail=? WHERE path=? AND status != 'completed'",
-                (status, now.isoformat(timespec="seconds"), detail, str(path)),
-            )
+        self._update(
+            "UPDATE jobs SET status=?, updated_at=?, detail=? WHERE path=? AND status != 'completed'",
+            (status, now.isoformat(timespec="seconds"), detail, str(path)),
+        )
 
     def list(self, limit: int = 50) -> list[JobRow]:
         with self._connect() as db:

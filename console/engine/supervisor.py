@@ -1,39 +1,54 @@
-"""The supervisor: the outer session loop (seed 004) and the operator's control API.
+"""The supervisor: the outer session loop (seed 004), resumes, and the operator's control API.
 
 It runs sessions until the job completes or cannot go on. A session that ends
 with ContextFull is followed by a new one: the system prompt is re-read from
 disk, the conversation restarts from a fresh summary, the restart marker and
 the carryover turns. ``max_restarts`` caps that; with ``auto_restart`` off the
 supervisor emits ``restart_pending`` and waits for the operator's approve or
-deny. Resuming a job folder that has state is the same move: a new session
-with carryover from the last checkpoint.
+deny.
+
+Resuming a job folder that has state continues the run exactly where its
+journal's last commit left it: the same session, conversation and system
+prompt, mid-turn if need be (see :mod:`console.engine.journal`). On the way in
+it repairs what a kill or a damaged disk left: committed events the log never
+got are appended, the last commit's file effects are applied again, temp files
+are removed, and any harness file that cannot be read is moved to
+``.console/corrupt/`` and reported (a ``state_recovered`` event) rather than
+trusted or deleted. Only when the journal itself is lost does the run continue
+from the state files with a fresh conversation built from the summary.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import stat
 from dataclasses import dataclass
 from typing import Any
 
 from console.engine import events as ev
-from console.engine.checkpoint import Checkpoint, Conversation, SessionStore
+from console.engine.atomic import clean_temp
 from console.engine.clock import Clock, SystemClock
-from console.engine.context.carryover import extract_carryover
 from console.engine.context.pressure import RESTART_MARKER
 from console.engine.context.summary import build_summary, summary_message
 from console.engine.context.tokens import estimate_message
 from console.engine.control import ControlChannel, RunLock
 from console.engine.job import JobPaths
-from console.engine.loop import (
-    CARRYOVER_BUDGET,
-    CARRYOVER_TURNS,
-    SessionDeps,
-    SessionResult,
-    ShutdownReason,
-    run_agent_session,
-)
+from console.engine.journal import JOURNAL_NAME, Checkpoint, Conversation, Journal
+from console.engine.loop import SessionDeps, SessionResult, ShutdownReason, run_agent_session
 from console.engine.messages import Message
 from console.engine.operator import OperatorState
-from console.engine.runtime import JobOutcome, Runtime
+from console.engine.runtime import Runtime
+from console.engine.sandbox import Sandbox
+from console.engine.state import (
+    COMPONENT_NAMES,
+    COMPONENTS,
+    PROJECTION_FILES,
+    FileProblem,
+    JobOutcome,
+    load_projections,
+    quarantine,
+)
 from console.engine.store import JobStore
 from console.engine.tools import ToolRegistry, default_registry
 from console.providers.base import Provider
@@ -46,9 +61,9 @@ STATUS_FOR = {
     ShutdownReason.ERROR: "failed",
     ShutdownReason.CONTEXT_FULL: "failed",
 }
-
-
 MAX_IDLE_RESTARTS = 3
+# Harness files that must be regular files; anything else there (a folder, a pipe) is moved aside.
+HARNESS_FILES = ("events.jsonl", JOURNAL_NAME, "run.lock", *PROJECTION_FILES.values())
 
 
 class JobBusy(Exception):
@@ -87,13 +102,35 @@ class Supervisor:
         self.store = store
         self.registry = registry or default_registry()
         self.operator = OperatorState(channel or ControlChannel(paths.inbox))
+        paths.state.mkdir(parents=True, exist_ok=True)
+        self.file_problems = self._clear_the_way()
         self.events = ev.EventStream(paths.events, self.clock)
-        self.runtime = Runtime(paths, self.clock, self.events, store)
+        mb = 2**20
+        self.sandbox = Sandbox(paths.root, max_write_bytes=int(getattr(settings, "max_write_mb", 4.0) * mb),
+                               max_job_bytes=int(getattr(settings, "max_job_mb", 1024.0) * mb))
+        self.journal = Journal(paths)
         self.lock = RunLock(paths)
-        self.sessions = SessionStore(paths.state)
+        self.runtime: Runtime | None = None
         self.session = 0
         self.deps: SessionDeps | None = None
         self.result: RunResult | None = None
+
+    def _clear_the_way(self) -> list[FileProblem]:
+        """Move aside anything where a harness file should be that is not a regular file (a folder, a pipe)."""
+        problems = []
+        for name in HARNESS_FILES:
+            path = self.paths.state / name
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError:
+                continue
+            if stat.S_ISREG(mode):
+                continue
+            kind = "a folder" if stat.S_ISDIR(mode) else "a symbolic link" if stat.S_ISLNK(mode) else "not a file"
+            moved = quarantine(self.paths, path, self.clock.now())
+            problems.append(FileProblem(f".console/{name}", f"it was {kind}",
+                                        str(moved.relative_to(self.paths.root)) if moved else None))
+        return problems
 
     # -- the control API (thread-safe: applied by the engine at its next turn boundary) --------
     def subscribe(self, fn: ev.Subscriber):
@@ -126,38 +163,56 @@ class Supervisor:
     # -- running ---------------------------------------------------------------------------------
     def _new_session_conversation(self, carry: list[Message], before: int, session: int, why: str) -> list[Message]:
         """Summary, restart marker, then the carried turns (already whole turns within budget)."""
-        rt = self.runtime
+        rt = self._rt
         text = build_summary(self.paths, rt.workspace, self.clock.now(), memory=rt.memory)
         carried = f"The last {sum(1 for m in carry if m.role == 'assistant')} turns are carried over." if carry else ""
         marker = RESTART_MARKER.format(session=session, carried=carried)
         if why == "resume":
-            marker = marker.replace("Previous session context was full.", "The previous session was interrupted.")
+            marker = marker.replace("Previous session context was full.",
+                                    "The previous session was interrupted and its conversation could not be restored.")
         self.events.emit(ev.ContextCompacted, messages_before=before, messages_after=2 + len(carry),
                          summary_chars=len(text), reason=why)
         return [summary_message(text), Message.user(marker, kind="restart_marker"), *carry]
 
+    @property
+    def _rt(self) -> Runtime:
+        assert self.runtime is not None
+        return self.runtime
+
+    def _store(self, what: str, *args: Any) -> None:
+        """Update the jobs table; a database problem is reported once and never stops the run."""
+        if self.store is None:
+            return
+        getattr(self.store, what)(self.paths.root, *args)
+        if self.store.error is not None:
+            self.events.emit(ev.ErrorEvent, message=f"jobs table not updated: {self.store.error}", where="store",
+                             recoverable=True)
+            self.store.error = None
+
+    def _store_started(self) -> None:
+        self._store("started", self.paths.root.name, self.provider.name, self.provider.model, self.clock.now())
+
     def _await_restart_decision(self, result: SessionResult, carry_tokens: int) -> str:
-        op, rt = self.operator, self.runtime
+        op, rt = self.operator, self._rt
         self.events.emit(ev.RestartPending, usage_pct=round(result.used_tokens / max(1, result.budget), 4),
                          used_tokens=result.used_tokens, context_window=self.settings.context_window,
                          prompt_budget=result.budget,
                          carryover_messages=len(result.carryover), carryover_tokens=carry_tokens,
                          next_session=self.session + 1)
-        if self.store is not None:
-            self.store.ended(self.paths.root, "awaiting approval", self.clock.now(), "restart pending")
+        self.events.observe()
+        self._store("ended", "awaiting approval", self.clock.now(), "restart pending")
         op.awaiting_restart, op.restart_decision = True, None
         try:
             while op.restart_decision is None and not op.stop_requested:
                 op.channel.wait(0.2)
-                op.apply(rt)
+                op.apply(rt, between_sessions=True)
+                self.events.observe()
         finally:
             op.awaiting_restart = False
         decision = op.restart_decision or "deny"
         if decision == "approve":
             self.events.emit(ev.RestartApproved, by="operator")
-            if self.store is not None:
-                self.store.started(self.paths.root, self.paths.root.name, self.provider.name, self.provider.model,
-                                   self.clock.now())
+            self._store_started()
         else:
             self.events.emit(ev.RestartDenied, by="operator")
         return decision
@@ -169,61 +224,107 @@ class Supervisor:
             self.result = self._run()
             return self.result
         finally:
+            self.journal.close()
             self.events.close()
+            self.sandbox.close()
             self.lock.release()
 
+    def _recover(self) -> tuple[Runtime, Any]:
+        """Read back the run's state, repairing what a kill or a damaged disk left behind."""
+        now = self.clock.now()
+        clean_temp(self.paths.state / "tmp", self.paths.state, self.paths.archive, self.paths.state / "blobs")
+        with contextlib.suppress(OSError):
+            self.sandbox.clean_tmp()
+        loaded = self.journal.load(now, logged_seq=self.events.seq)
+        self.events.append_committed(loaded.unlogged)
+        projections, problems = load_projections(self.paths, now)
+        state = projections.overlay(loaded.state)
+        rt = self.runtime = Runtime(self.paths, self.clock, self.events, self.store, self.sandbox, self.journal,
+                                    state)
+        for p in self.file_problems:
+            self.events.emit(ev.StateRecovered, file=p.file, problem=p.problem, moved_to=p.moved_to,
+                             action="a new one is started")
+        for p in problems:
+            what = COMPONENT_NAMES.get(p.component or "", "its content")
+            if getattr(loaded.state, p.component or "", None) is not None:
+                action = f"{what} is rebuilt from the journal; nothing is lost"
+            else:
+                action = f"{what} starts over: there is no journal to rebuild it from"
+            self.events.emit(ev.StateRecovered, file=p.file, problem=p.problem, moved_to=p.moved_to, action=action)
+        if loaded.problem:
+            self.events.emit(ev.StateRecovered, file=f".console/{JOURNAL_NAME}", problem=loaded.problem,
+                             moved_to=None, action="the run continues from the state files with a conversation "
+                                                   "rebuilt from the summary")
+        # A kill may have come between the last commit and its files: write them again (same content).
+        rt.apply_effects(loaded.effects)
+        for comp in COMPONENTS:
+            rt.project(comp)
+        rt.redo = dict(loaded.intents)
+        return rt, loaded
+
     def _run(self) -> RunResult:
-        rt = self.runtime
-        loaded = self.sessions.load()
-        cp, previous = loaded if loaded else (None, [])
+        rt, loaded = self._recover()
+        cp: Checkpoint | None = loaded.cp
         if rt.job_done or (cp is not None and cp.job_done):
-            if self.store is not None and rt.outcome is not None:
-                # A crash right after job_complete: make sure the jobs table says so.
-                self.store.started(self.paths.root, self.paths.root.name, self.provider.name, self.provider.model,
-                                   self.clock.now())
-                self.store.completed(self.paths.root, self.clock.now(), rt.outcome.confidence, rt.outcome.summary)
+            if rt.outcome is not None:
+                # A kill right after job_complete: make sure the jobs table says so.
+                self._store_started()
+                self._store("completed", self.clock.now(), rt.outcome.confidence, rt.outcome.summary)
             return RunResult(ShutdownReason.JOB_COMPLETE, "the job was already complete", cp.session if cp else 0,
                              None)
-        self.session = (cp.session + 1) if cp else 1
-        turn = cp.turn if cp else 0
-        self.events.session = self.session
-        if self.store is not None:
-            self.store.started(self.paths.root, self.paths.root.name, self.provider.name, self.provider.model,
-                               self.clock.now())
-        conversation = Conversation()
+        # From here every event goes through the journal's outbox (see EventStream).
+        self.events.holding = True
+        system: str | None = None
         if cp is not None:
-            carry = extract_carryover(previous, CARRYOVER_TURNS, int(self.settings.context_window * CARRYOVER_BUDGET))
-            conversation = Conversation(self._new_session_conversation(carry, len(previous), self.session, "resume"))
-        self.events.emit(ev.SessionStarted, reason="resume" if cp else "new", provider=self.provider.name,
-                         model=self.provider.model, carryover_messages=len(conversation))
+            # Continue the recorded session exactly: same conversation, same system prompt, same turn.
+            conversation = Conversation(loaded.conversation, journaled=True)
+            system = loaded.system
+            self.session = cp.session
+            reason, detail = "resume", _where(cp, loaded.conversation, loaded.cut)
+        elif rt.todos.exists:
+            # State without a journal (lost or damaged): a fresh conversation from the summary.
+            self.session = 1
+            conversation = Conversation()
+            reason, detail = "resume", "the conversation could not be restored; continuing from the summary"
+            cp = Checkpoint(session=1)
+        else:
+            self.session = 1
+            conversation = Conversation()
+            reason, detail = "new", ""
+            cp = Checkpoint(session=1)
+        self.events.session = self.session
+        self._store_started()
+        if reason == "resume" and loaded.cp is None:
+            conversation = Conversation(self._new_session_conversation([], 0, self.session, "resume"))
+        self.events.emit(ev.SessionStarted, reason=reason, provider=self.provider.name, model=self.provider.model,
+                         carryover_messages=len(conversation), detail=detail)
         if not rt.phases.ensure_bootstrap():
             rt.phases.publish_todos("resume")  # views rebuild from events: show the list at once
             rt.phases.recover()
-        deps = self.deps = SessionDeps(rt, self.provider, self.registry, self.settings, self.operator,
-                                       self.sessions)
-        restarts = 0
-        idle_restarts = 0  # consecutive sessions that filled up without completing a single todo
+        if cp.tasks_at_start == 0:
+            cp.tasks_at_start = rt.memory.state.next_id
+        deps = self.deps = SessionDeps(rt, self.provider, self.registry, self.settings, self.operator)
         while True:
-            tasks_before = rt.memory.state.next_id
             try:
-                result = run_agent_session(deps, self.session, conversation, start_turn=turn)
+                result = run_agent_session(deps, self.session, conversation, cp, system)
             except Exception as exc:  # last line of defence: a readable reason, and the log says why
-                detail = f"internal error: {type(exc).__name__}: {exc}"
+                rt.rollback()
+                detail = f"internal error: {type(exc).__name__}: {exc}"[:2000]
                 self.events.emit(ev.ErrorEvent, message=detail, where="supervisor", recoverable=False)
                 result = SessionResult(ShutdownReason.ERROR, 0, self.session, detail=detail)
-            turn += result.turns
             self.events.emit(ev.SessionEnded, reason=result.reason.value, turns=result.turns, detail=result.detail)
+            self.events.observe()
             if result.reason is not ShutdownReason.CONTEXT_FULL:
                 break
             carry_tokens = sum(estimate_message(m) for m in result.carryover)
-            idle_restarts = idle_restarts + 1 if rt.memory.state.next_id == tasks_before else 0
-            if idle_restarts >= MAX_IDLE_RESTARTS:
+            cp.idle_restarts = cp.idle_restarts + 1 if rt.memory.state.next_id == cp.tasks_at_start else 0
+            if cp.idle_restarts >= MAX_IDLE_RESTARTS:
                 result.reason = ShutdownReason.ERROR
-                result.detail = (f"restart loop: {idle_restarts} sessions in a row filled the context without "
+                result.detail = (f"restart loop: {cp.idle_restarts} sessions in a row filled the context without "
                                  "completing a task; raise --context-window or split the work")
                 self.events.emit(ev.ErrorEvent, message=result.detail, where="supervisor", recoverable=False)
                 break
-            if restarts >= self.settings.max_restarts:
+            if cp.restarts >= self.settings.max_restarts:
                 result.reason = ShutdownReason.ERROR
                 result.detail = f"context full and max_restarts ({self.settings.max_restarts}) reached"
                 self.events.emit(ev.ErrorEvent, message=result.detail, where="supervisor", recoverable=False)
@@ -235,20 +336,35 @@ class Supervisor:
                     break
             else:
                 self.events.emit(ev.RestartApproved, by="auto")
-            restarts += 1
             self.session += 1
             self.events.session = self.session
             conversation = Conversation(self._new_session_conversation(result.carryover, len(result.carryover),
                                                                        self.session, "restart"))
-            # The carried turns are already whole; the new session's checkpoint starts from them.
-            self.sessions.save(Checkpoint(session=self.session, turn=turn, updated_at=self.clock.now()),
-                               conversation, durable=True)
+            # The new session's first commit records its system prompt, this conversation and checkpoint.
+            cp = Checkpoint(session=self.session, turn=cp.turn, restarts=cp.restarts + 1,
+                            idle_restarts=cp.idle_restarts, tasks_at_start=rt.memory.state.next_id)
+            system = None
             self.events.emit(ev.SessionStarted, reason="restart", provider=self.provider.name,
                              model=self.provider.model, carryover_messages=len(result.carryover))
         self.events.emit(ev.RunEnded, reason=result.reason.value, detail=result.detail, sessions=self.session,
-                         restarts=restarts)
+                         restarts=cp.restarts)
+        self.events.observe()
+        rt.refresh_projections()
         self.events.sync()
-        self.sessions.sync()
-        if self.store is not None and result.reason is not ShutdownReason.JOB_COMPLETE:
-            self.store.ended(self.paths.root, STATUS_FOR[result.reason], self.clock.now(), result.detail)
-        return RunResult(result.reason, result.detail, self.session, rt.outcome, restarts)
+        self.journal.sync()
+        if result.reason is ShutdownReason.JOB_COMPLETE and rt.outcome is not None:
+            self._store("completed", self.clock.now(), rt.outcome.confidence, rt.outcome.summary)
+        elif result.reason is not ShutdownReason.JOB_COMPLETE:
+            self._store("ended", STATUS_FOR[result.reason], self.clock.now(), result.detail)
+        return RunResult(result.reason, result.detail, self.session, rt.outcome, cp.restarts)
+
+
+def _where(cp: Checkpoint, conversation: list[Message], cut: int) -> str:
+    """Where a resumed run picks up, in the operator's words."""
+    if cp.stage == "tools":
+        calls = next((len(m.tool_calls) for m in reversed(conversation) if m.role == "assistant"), 0)
+        where = f"turn {cp.turn}, tool call {cp.next_call + 1} of {calls}" if cp.next_call < calls else \
+            f"the end of turn {cp.turn}"
+    else:
+        where = f"after turn {cp.turn}"
+    return where + (" (an unfinished step was cut and is redone)" if cut else "")

@@ -1,9 +1,11 @@
 """The tactical tier: the active todo list (Layer 2) and its archive.
 
-``todos.json`` is the single commit point for todo state: marking the last task
-done and opening a transition happen in one atomic write, so a crash at any
-moment can neither lose a completion nor apply it twice. Archives are derived
-from it and written idempotently under a name chosen before the write.
+The todo state is one component of the run's harness state: every mutation is
+reported to the run (``sink.changed``) and recorded by the step's journal
+commit, so marking the last task done, opening the transition and archiving
+the list land in one atomic record. The archive file itself is an effect of
+that record (``sink.effect``), written after it under a name chosen from the
+state, never from what happens to be on disk, so a redo writes the same file.
 """
 
 from __future__ import annotations
@@ -11,12 +13,9 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
-from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
-
-from console.engine.atomic import atomic_write_json, atomic_write_text
 
 TodoKind = Literal["bootstrap", "phase", "completion", "empty"]
 TransitionKind = Literal["bootstrap", "phase", "rewind", "reset", "checkpoint"]
@@ -60,6 +59,8 @@ class TodoState(BaseModel):
     archived: bool = False
     # Counts todo lists installed so far; lets the display and archives stay unique.
     generation: int = 0
+    # Archive base name -> how many archives have used it (names come from the state, not the disk).
+    archive_counts: dict[str, int] = Field(default_factory=dict)
 
     @property
     def current_index(self) -> int | None:
@@ -73,8 +74,26 @@ class TodoState(BaseModel):
         return sum(1 for i in self.items if i.done)
 
 
+class StateSink(Protocol):
+    """Where the state managers report a change of their component, and files to write after the commit."""
+
+    def changed(self, component: str) -> None: ...
+
+    def effect(self, path: str, content: str) -> None: ...
+
+
+class NullSink:
+    """For a manager used on its own (tests, tools that only render)."""
+
+    def changed(self, component: str) -> None:
+        pass
+
+    def effect(self, path: str, content: str) -> None:
+        pass
+
+
 def slug(text: str, limit: int = 40) -> str:
-    s = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    s = re.sub(r"[^a-z0-9]+", "-", text[:400].lower()).strip("-")
     return (s[:limit].rstrip("-")) or "phase"
 
 
@@ -128,25 +147,26 @@ def render_layer2(state: TodoState) -> str:
     return "\n".join(out)
 
 
-class TodoManager:
-    """Owns ``todos.json`` and ``archive/``. Every mutation is saved before it returns."""
+ARCHIVE_DIR = ".console/archive"
 
-    def __init__(self, todos_path: Path, archive_dir: Path) -> None:
-        self.path = todos_path
-        self.archive_dir = archive_dir
+
+class TodoManager:
+    """Owns the todo state. Every mutation is reported to the sink before it returns."""
+
+    def __init__(self, state: TodoState | None = None, sink: StateSink | None = None) -> None:
+        self.sink: StateSink = sink or NullSink()
         self._rendered: str | None = None
-        self.state = TodoState()
-        if todos_path.exists():
-            self.state = TodoState.model_validate_json(todos_path.read_text(encoding="utf-8"))
-            self.recover()
+        self.state = state or TodoState()
+        self.recover()
 
     @property
     def exists(self) -> bool:
-        return self.path.exists()
+        """A todo list was ever installed (a job past its very start)."""
+        return self.state.generation > 0 or self.state.kind != "empty" or self.state.pending is not None
 
     def save(self) -> None:
         self._rendered = None
-        atomic_write_json(self.path, json.loads(self.state.model_dump_json()))
+        self.sink.changed("todos")
 
     # -- reading ---------------------------------------------------------------
     def render(self) -> str:
@@ -183,6 +203,7 @@ class TodoManager:
             total_phases=total_phases,
             items=[TodoItem(text=t, done=d) for t, d in zip(texts, done, strict=True)],
             generation=self.state.generation + 1,
+            archive_counts=self.state.archive_counts,
         )
         self.save()
 
@@ -207,13 +228,17 @@ class TodoManager:
         *,
         issue: str | None = None,
         mark_current_done: bool = False,
-    ) -> PendingTransition:
-        """Open a transition and archive the list, in crash-safe order."""
+    ) -> tuple[PendingTransition, TodoState]:
+        """Open a transition and archive the list: one state change, the archive file its effect.
+
+        Returns the transition and the list as it was archived.
+        """
         st = self.state
         if mark_current_done and (i := st.current_index) is not None:
             st.items[i].done = True
             st.items[i].completed_at = now
         carried = [it.text for it in st.items if not it.done] if kind == "checkpoint" else []
+        archived = st.model_copy(update={"pending": None, "items": [i.model_copy() for i in st.items]})
         st.pending = PendingTransition(
             kind=kind,
             from_phase=st.phase_number,
@@ -225,30 +250,27 @@ class TodoManager:
             carried=carried,
         )
         st.archived = False
-        self.save()
         self.recover()
-        return st.pending
+        return st.pending, archived
 
     def recover(self) -> None:
-        """Finish a transition's archive step if a crash interrupted it (idempotent)."""
+        """Archive the list of an open transition that has not been archived yet (an older state's crash)."""
         st = self.state
         if st.pending is None or st.archived:
             return
-        target = self.archive_dir / st.pending.archive
-        if not target.exists():
-            record = {
-                "phase_name": st.phase_name,
-                "phase_number": st.phase_number,
-                "total_phases": st.total_phases,
-                "kind": st.kind,
-                "transition": st.pending.kind,
-                "archived_at": st.pending.started_at.isoformat(),
-                "note": (f"FAILED - rewind: {st.pending.issue}" if st.pending.kind == "rewind" else
-                         st.pending.issue or ""),
-                "items": [json.loads(i.model_dump_json()) for i in st.items],
-                "display": render_layer2(st.model_copy(update={"pending": None})),
-            }
-            atomic_write_text(target, json.dumps(record, ensure_ascii=False, indent=1))
+        record = {
+            "phase_name": st.phase_name,
+            "phase_number": st.phase_number,
+            "total_phases": st.total_phases,
+            "kind": st.kind,
+            "transition": st.pending.kind,
+            "archived_at": st.pending.started_at.isoformat(),
+            "note": (f"FAILED - rewind: {st.pending.issue}" if st.pending.kind == "rewind" else
+                     st.pending.issue or ""),
+            "items": [json.loads(i.model_dump_json()) for i in st.items],
+            "display": render_layer2(st.model_copy(update={"pending": None})),
+        }
+        self.sink.effect(f"{ARCHIVE_DIR}/{st.pending.archive}", json.dumps(record, ensure_ascii=False, indent=1))
         st.items = []
         st.archived = True
         self.save()
@@ -262,17 +284,9 @@ class TodoManager:
 
     def _archive_name(self, kind: TransitionKind) -> str:
         st = self.state
-        base = f"phase-{st.phase_number:02d}-{slug(st.phase_name or st.kind)}"
+        base = f"phase-{min(st.phase_number, 999_999):02d}-{slug(st.phase_name or st.kind)}"
         if kind in ("rewind", "reset", "checkpoint"):
             base += f"-{kind}"
-        name = f"{base}.json"
-        n = 1
-        while (self.archive_dir / name).exists():
-            n += 1
-            name = f"{base}-{n}.json"
-        return name
-
-    def archives(self) -> list[Path]:
-        if not self.archive_dir.exists():
-            return []
-        return sorted(self.archive_dir.glob("*.json"))
+        n = st.archive_counts.get(base, 0) + 1
+        st.archive_counts[base] = n
+        return f"{base}.json" if n == 1 else f"{base}-{n}.json"

@@ -1,22 +1,25 @@
 """workspace_summary.md, accomplishments and notes (seed 000).
 
 The summary is the agent's memory of the workspace between phases, so it is
-generated from facts only: the files on disk, the accomplishments and notes
-the agent recorded, and the todo state.
+generated from facts only: the files on disk (seen through the sandbox, so a
+symlink out of the job, a named pipe or a hard link never shows up or hangs
+it), the accomplishments and notes the agent recorded, and the todo state.
+The record is a component of the run's harness state; the summary file is an
+effect written after the commit that produced it.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from datetime import datetime
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from console.engine.atomic import atomic_write_json, atomic_write_text
-from console.engine.job import STATE_DIR, JobPaths, within
-from console.engine.todos import TodoState, phase_label
+from console.engine.job import JobPaths
+from console.engine.todos import NullSink, StateSink, TodoState, phase_label
+
+if TYPE_CHECKING:
+    from console.engine.sandbox import FileInfo, Sandbox
 
 KNOWN_PURPOSES = {
     "main_plan.md": "Execution plan",
@@ -27,6 +30,7 @@ KNOWN_PURPOSES = {
     "experiences.md": "Lessons learned",
 }
 MAX_FILES_LISTED = 200
+HEADING_BYTES = 4096
 
 
 class WorkspaceRecord(BaseModel):
@@ -35,70 +39,50 @@ class WorkspaceRecord(BaseModel):
 
 
 class Workspace:
-    def __init__(self, paths: JobPaths) -> None:
+    def __init__(self, paths: JobPaths, sandbox: Sandbox, record: WorkspaceRecord | None = None,
+                 sink: StateSink | None = None) -> None:
         self.paths = paths
-        self.record = WorkspaceRecord()
-        if paths.workspace.exists():
-            self.record = WorkspaceRecord.model_validate_json(paths.workspace.read_text(encoding="utf-8"))
-
-    def _save(self) -> None:
-        atomic_write_json(self.paths.workspace, json.loads(self.record.model_dump_json()))
+        self.sandbox = sandbox
+        self.sink: StateSink = sink or NullSink()
+        self.record = record or WorkspaceRecord()
 
     def add_accomplishment(self, text: str) -> int:
         self.record.accomplishments.append(text.strip())
-        self._save()
+        self.sink.changed("workspace")
         return len(self.record.accomplishments)
 
     def add_note(self, text: str) -> int:
         self.record.notes.append(text.strip())
-        self._save()
+        self.sink.changed("workspace")
         return len(self.record.notes)
 
-    def files(self) -> list[Path]:
-        root_real = self.paths.root.resolve()
-        found: list[Path] = []
-        for dirpath, dirnames, filenames in os.walk(self.paths.root):
-            dirnames[:] = sorted(d for d in dirnames if d.lower() != STATE_DIR and not d.startswith("."))
-            for f in sorted(filenames):
-                p = Path(dirpath) / f
-                if f.startswith(".") or (p.is_symlink() and not within(root_real, p)):
-                    continue
-                found.append(p)
-                if len(found) >= MAX_FILES_LISTED:
-                    return found
-        return found
+    def files(self) -> list[FileInfo]:
+        return self.sandbox.walk(".", limit=MAX_FILES_LISTED, hidden_files=False)
 
-    def purpose(self, path: Path) -> str:
-        rel = path.relative_to(self.paths.root).as_posix()
-        if rel in KNOWN_PURPOSES:
-            return KNOWN_PURPOSES[rel]
-        if path.suffix.lower() in {".md", ".txt"}:
+    def purpose(self, f: FileInfo) -> str:
+        if f.rel in KNOWN_PURPOSES:
+            return KNOWN_PURPOSES[f.rel]
+        suffix = f.rel.rsplit(".", 1)[-1].lower() if "." in f.rel.rsplit("/", 1)[-1] else ""
+        if suffix in {"md", "txt"}:
             # The first heading is the author's own statement of what the file is.
             try:
-                with path.open("r", encoding="utf-8", errors="replace") as fh:
-                    for _ in range(20):
-                        line = fh.readline()
-                        if not line:
-                            break
-                        if line.startswith("#"):
-                            return line.lstrip("#").strip()[:60] or "Document"
-            except OSError:
-                pass
+                head = self.sandbox.read_head(f.rel, HEADING_BYTES).decode("utf-8", "replace")
+            except Exception:  # a file that changed under us: it is listed, just without a purpose
+                return "Document"
+            for line in head.splitlines()[:20]:
+                if line.startswith("#"):
+                    return line.lstrip("#").strip()[:60] or "Document"
             return "Document"
-        return {".json": "JSON data", ".csv": "CSV data", ".py": "Python source", ".toml": "Configuration"}.get(
-            path.suffix.lower(), "File"
+        return {"json": "JSON data", "csv": "CSV data", "py": "Python source", "toml": "Configuration"}.get(
+            suffix, "File"
         )
 
     def render_summary(self, now: datetime, todos: TodoState, blockers: list[str] | None = None) -> str:
         out = ["# Workspace Summary", "", f"Generated: {now.strftime('%Y-%m-%d %H:%M:%S')}", ""]
         out += ["## Files", "", "| File | Purpose | Last Modified |", "|------|---------|---------------|"]
         for f in self.files():
-            rel = f.relative_to(self.paths.root).as_posix()
-            try:
-                mtime = datetime.fromtimestamp(f.stat().st_mtime, tz=now.tzinfo).strftime("%H:%M")
-            except OSError:
-                continue
-            out.append(f"| {rel} | {self.purpose(f).replace('|', '/')} | {mtime} |")
+            mtime = datetime.fromtimestamp(f.mtime, tz=now.tzinfo).strftime("%H:%M")
+            out.append(f"| {f.rel.replace('|', '/')} | {self.purpose(f).replace('|', '/')} | {mtime} |")
         out += ["", "## Accomplishments"]
         out += [f"- {a}" for a in self.record.accomplishments] or ["- (none recorded yet)"]
         out += ["", "## Current State"]
@@ -118,6 +102,8 @@ class Workspace:
         out += [f"- {n}" for n in self.record.notes] or ["- (none)"]
         return "\n".join(out) + "\n"
 
-    def generate_summary(self, now: datetime, todos: TodoState, blockers: list[str] | None = None) -> Path:
-        atomic_write_text(self.paths.workspace_summary, self.render_summary(now, todos, blockers))
-        return self.paths.workspace_summary
+    def generate_summary(self, now: datetime, todos: TodoState, blockers: list[str] | None = None) -> str:
+        """workspace_summary.md's new text; the file is written after the step's commit."""
+        text = self.render_summary(now, todos, blockers)
+        self.sink.effect("workspace_summary.md", text)
+        return text

@@ -14,6 +14,7 @@ previous request, as a provider with prompt caching would.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from collections.abc import Iterator
@@ -88,15 +89,15 @@ class ScriptedProvider:
             if turn.error:
                 raise ProviderError(f"scripted: {turn.error}")
             text = turn.text
-            calls = [ToolCall(id=self._id(), name=c.name,
+            calls = [ToolCall(id=self._id(request, i), name=c.name,
                               arguments=c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments))
-                     for c in turn.calls]
+                     for i, c in enumerate(turn.calls)]
             stop = turn.stop
         else:
             decision = self.agent.decide(request)
             text = decision.text
-            calls = [ToolCall(id=self._id(), name=c.name, arguments=json.dumps(c.args, ensure_ascii=False))
-                     for c in decision.calls]
+            calls = [ToolCall(id=self._id(request, i), name=c.name, arguments=json.dumps(c.args, ensure_ascii=False))
+                     for i, c in enumerate(decision.calls)]
             stop = None
         self._pause(TURN_DELAY)
         for chunk in _chunks(text):
@@ -108,8 +109,15 @@ class ScriptedProvider:
         yield Stop(stop or ("tool_use" if calls else "end_turn"))  # type: ignore[arg-type]
 
     # -- helpers -----------------------------------------------------------------------
-    def _id(self) -> str:
-        return f"call_{self.rng.getrandbits(40):010x}"
+    @staticmethod
+    def _id(request: ModelRequest, index: int) -> str:
+        """A call id that depends only on the request: a resumed run (a new process) asked the same
+        question gets the same ids, and ids never repeat within a conversation (its first message and
+        length differ from one turn to the next)."""
+        first = request.messages[0].content if request.messages else ""
+        last = request.messages[-1].content if request.messages else ""
+        key = f"{len(request.messages)}\x00{first}\x00{last}\x00{index}".encode("utf-8", "replace")
+        return "call_" + hashlib.sha256(key).hexdigest()[:12]
 
     def _pause(self, seconds: float) -> None:
         if self.speed > 0:

@@ -188,7 +188,8 @@ class ConsoleState:
                     f"Session {e.session} started after a context restart; {e.carryover_messages} messages "
                     "carried over.")
             if e.reason == "resume":
-                return {STATUS} | self._feedback(e, "engine", "info", f"Run resumed in session {e.session}.")
+                where = f": {e.detail}" if e.detail else ""
+                return {STATUS} | self._feedback(e, "engine", "info", f"Run resumed in session {e.session}{where}.")
             return {STATUS}
         if isinstance(e, ev.SessionEnded):
             out = {STATUS}
@@ -258,6 +259,10 @@ class ConsoleState:
             return self._feedback(e, "stuck", "warning", f"Stuck: {e.reason}")
         if isinstance(e, ev.Feedback):
             return self._feedback(e, e.source, e.severity, e.message)
+        if isinstance(e, ev.StateRecovered):
+            moved = f" (kept as {e.moved_to})" if e.moved_to else ""
+            return {STATUS} | self._feedback(e, "recovery", "warning",
+                                             f"{e.file}: {e.problem}{moved}; {e.action}.")
         if isinstance(e, ev.ErrorEvent):
             if not e.recoverable and e.where == "supervisor":
                 self._end(e, "failed", e.message)

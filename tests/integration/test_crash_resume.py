@@ -63,7 +63,7 @@ def test_kill_9_mid_run_then_resume_completes(tmp_path, kill_after_events) -> No
     resumed = start(job, "--speed", "0")
     out, err = resumed.communicate(timeout=120)
     assert resumed.returncode == 0, err
-    assert "session 2 started (resume" in out
+    assert "session 1 started (resume" in out and "; continuing " in out
     plan = load_plan(job / "main_plan.md")
     assert plan.all_complete
     check_each_todo_completed_once(events_path)
@@ -95,9 +95,16 @@ def test_approve_and_deny_from_another_shell(tmp_path) -> None:
     queued = subprocess.run([sys.executable, "-m", "console.cli", "pause", str(job)], capture_output=True, text=True,
                             timeout=60)
     assert queued.returncode == 0 and "queued" in queued.stdout
-    # and a rejected one says why, with a non-zero exit
+    # Resumed, the run is where the denial left it: the context is still full, so the restart is asked
+    # for again; the queued pause applies first.
     resumed = start(job, "--speed", "0", "--context-window", "10000", "--no-auto-restart")
     wait_for(events_path, lambda e: e.type == "operator_command" and e.command == "pause" and e.status == "applied")
+    wait_for(events_path, lambda e: e.type == "restart_pending" and e.seq > max(
+        x.seq for x in ev.read_events(events_path) if x.type == "restart_denied"))
+    again = subprocess.run([sys.executable, "-m", "console.cli", "approve", str(job)], capture_output=True,
+                           text=True, timeout=60)
+    assert again.returncode == 0 and "approve: applied" in again.stdout
+    # and a rejected one says why, with a non-zero exit (the new session is paused: nothing is pending)
     bad = subprocess.run([sys.executable, "-m", "console.cli", "approve", str(job)], capture_output=True, text=True,
                          timeout=60)
     assert bad.returncode == 1 and "rejected: no restart is pending" in bad.stdout

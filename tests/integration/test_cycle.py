@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from console.engine import events as ev
-from console.engine.checkpoint import load_checkpoint
+from console.engine.journal import load_checkpoint
 from console.engine.loop import MAX_NUDGES, ShutdownReason
 from console.engine.phases import BOOTSTRAP_TODOS, COMPLETION_TODOS
 from console.providers.scripted import ScriptedCall as C
@@ -92,7 +92,7 @@ def test_bootstrap_phase1_transition_phase2_rewind_job_complete(make_job, run_jo
     plan = paths.main_plan.read_text()
     assert "## Phase 1: Gather ✓ COMPLETE" in plan and "## Phase 2: Write ✓ COMPLETE" in plan
     assert types[-5:] == ["job_completed", "tool_result", "token_usage", "session_ended", "run_ended"]
-    assert load_checkpoint(paths.state).job_done
+    assert load_checkpoint(paths).job_done
     row = sup.store.get(paths.root)
     assert (row.status, row.confidence, row.summary) == ("completed", 0.9, "All done")
 

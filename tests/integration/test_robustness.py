@@ -10,7 +10,7 @@ from console.engine.control import RunLock
 from console.engine.messages import ToolCall
 from console.engine.runtime import Runtime
 from console.engine.supervisor import Supervisor
-from console.engine.todos import TodoManager
+from console.engine.todos import TodoManager, TodoState
 from console.engine.tools import ToolOutcome, default_registry
 from console.providers.scripted import ScriptedCall as C
 from console.providers.scripted import ScriptedProvider
@@ -50,15 +50,22 @@ def test_no_saved_state_is_a_finished_list_without_its_transition(make_job, cloc
     assert stuck == [] and len(saved) > 20
 
 
+def todos_of(paths) -> TodoState:
+    return TodoState.model_validate_json(paths.todos.read_text())
+
+
 def test_a_finished_list_left_by_an_older_crash_moves_on_at_start(make_job, clock) -> None:
+    """todos.json of an older version (no journal): a finished list with no transition open moves on."""
     paths = make_job("quickstart")
-    mgr = TodoManager(paths.todos, paths.archive)
+    mgr = TodoManager()
     mgr.install(["a", "b"], kind="bootstrap", phase_name="Bootstrap", phase_number=0, total_phases=0,
                 done=[True, True])
+    paths.state.mkdir()
+    paths.todos.write_text(mgr.state.model_dump_json())
     paths.main_plan.write_text(PLAN)
     sup = Supervisor(paths, run_settings(), ScriptedProvider(clock=clock, script=[T(error="stop")]), clock=clock)
     sup.run()
-    st = TodoManager(paths.todos, paths.archive).state
+    st = todos_of(paths)
     assert st.pending is not None and st.pending.kind == "bootstrap"
     assert (paths.archive / "phase-00-bootstrap.json").exists()
 
@@ -121,7 +128,7 @@ def test_symlinks_cannot_reach_outside_or_into_harness_state(make_job, clock, tm
     assert "sk-live" not in _call(rt, "search_files", pattern="API_KEY").content
     assert "data.md" not in _call(rt, "list_files").content
     out = _call(rt, "write_file", path="state/todos.json", content="{}")
-    assert not out.ok and "harness's own state" in out.content
+    assert not out.ok and "is refused" in out.content
     assert not _call(rt, "read_file", path=".CONSOLE/todos.json").ok
     _call(rt, "generate_workspace_summary")
     assert "TOP SECRET" not in paths.workspace_summary.read_text()
@@ -227,5 +234,5 @@ def test_replayed_turns_with_a_rewind_in_bootstrap_still_plan(make_job, run_job)
               T(calls=[C(name="todo_write", arguments={"todos": [f"a{i}" for i in range(5)]})]),
               T(error="end")]
     run_job(paths, script)
-    st = TodoManager(paths.todos, paths.archive).state
+    st = todos_of(paths)
     assert (st.kind, st.phase_name, st.phase_number) == ("phase", "Alpha", 1)

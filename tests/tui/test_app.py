@@ -213,8 +213,9 @@ def test_a_resumed_run_shows_its_history_first(make_job):
         await wait_for(pilot, lambda: app.run_finished, what="the resumed run")
         await settle(pilot, app)
         text = "\n".join(app.conversation.plain_lines())
-        assert "Session 1 started" in text and "Session 2 resumed" in text
-        assert text.index("Session 1 started") < text.index("Session 2 resumed")
-        assert app.state.outcome == "completed" and app.state.session == 2
+        # A resume continues the same session (the same conversation), and says where it picks up.
+        assert "Session 1 started" in text and "Session 1 resumed" in text and "after turn 12" in text
+        assert text.index("Session 1 started") < text.index("Session 1 resumed")
+        assert app.state.outcome == "completed" and app.state.session == 1
 
     drive(app, body)

@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 
 from console.engine import events as ev
 from console.engine.clock import FakeClock
-from console.engine.memory import MAX_RECENT_TASKS, WorkingMemory, task_summary
+from console.engine.memory import MAX_RECENT_TASKS, MemoryState, WorkingMemory, task_summary
 
 NOW = datetime(2026, 1, 11, 10, 0, tzinfo=UTC)
 
@@ -21,7 +21,7 @@ def test_deterministic_summaries() -> None:
 
 def test_cap_of_100_with_pruning_logged(tmp_path) -> None:
     log = ev.EventStream(tmp_path / "events.jsonl", FakeClock())
-    mem = WorkingMemory(tmp_path / "memory.json", log)
+    mem = WorkingMemory(events=log)
     for i in range(150):
         mem.record(f"task {i}", NOW)
     assert len(mem.state.completed_tasks) == MAX_RECENT_TASKS
@@ -33,16 +33,26 @@ def test_cap_of_100_with_pruning_logged(tmp_path) -> None:
     assert pruned and pruned[-1].detail == {"total": 101, "kept": 100, "removed": 1, "max_cap": 100}
 
 
-def test_legacy_records_are_backfilled(tmp_path) -> None:
-    path = tmp_path / "memory.json"
-    path.write_text(json.dumps({"completed_tasks": [{"task_id": "task-001", "completed_at": NOW.isoformat()}]}))
-    mem = WorkingMemory(path)
-    assert mem.state.completed_tasks[0].intent == "[Legacy] task-001"
-    assert json.loads(path.read_text())["completed_tasks"][0]["intent"] == "[Legacy] task-001"
+def test_legacy_records_are_backfilled(make_job, clock) -> None:
+    """A memory.json from before intents existed loads, is backfilled, and is saved with the new field."""
+    from console.engine.runtime import Runtime
+    from console.engine.state import load_projections
+
+    paths = make_job()
+    paths.state.mkdir()
+    (paths.state / "memory.json").write_text(
+        json.dumps({"completed_tasks": [{"task_id": "task-001", "completed_at": NOW.isoformat()}]}))
+    state, problems = load_projections(paths, clock.now())
+    assert problems == []
+    rt = Runtime(paths, clock, ev.EventStream(paths.events, clock), state=state)
+    assert rt.memory.state.completed_tasks[0].intent == "[Legacy] task-001"
+    assert json.loads((paths.state / "memory.json").read_text())["completed_tasks"][0]["intent"] == \
+        "[Legacy] task-001"
+    assert MemoryState.model_validate_json((paths.state / "memory.json").read_text()).completed_tasks
 
 
 def test_render_last_five_and_active_blockers(tmp_path) -> None:
-    mem = WorkingMemory(tmp_path / "memory.json")
+    mem = WorkingMemory()
     assert mem.render() == ""
     for i in range(7):
         mem.record(f"Task number {i}", NOW)

@@ -11,12 +11,14 @@ ones pressure and compaction act on.
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from console.engine.job import JobPaths
 from console.engine.messages import Message, ModelRequest
 from console.engine.todos import TodoManager
 from console.engine.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from console.engine.runtime import Runtime
 
 DEFAULT_SYSTEM_PROMPT = """\
 You are an autonomous agent working on a job in a workspace folder. The job is described in instructions.md.
@@ -49,14 +51,18 @@ with todo_write.
 """
 
 PLAN_CHAR_LIMIT = 12_000
+# SYSTEM_PROMPT.md is the agent's to edit (seed 004): it shapes layer 1 and nothing else, and only this much of it.
+SYSTEM_PROMPT_LIMIT = 64 * 1024
 
 
-def read_system_prompt(paths: JobPaths) -> str:
-    """SYSTEM_PROMPT.md from the job folder if present (re-read at every session start)."""
-    if paths.system_prompt.is_file():
-        text = paths.system_prompt.read_text(encoding="utf-8", errors="replace").strip()
-        if text:
-            return text + "\n"
+def read_system_prompt(rt: Runtime) -> str:
+    """SYSTEM_PROMPT.md from the job folder if present (read at every session start, through the sandbox)."""
+    text = rt.read_job_text("SYSTEM_PROMPT.md", limit=4 * SYSTEM_PROMPT_LIMIT)
+    if text and text.strip():
+        text = text.strip()
+        if len(text) > SYSTEM_PROMPT_LIMIT:
+            text = text[:SYSTEM_PROMPT_LIMIT] + "\n[... SYSTEM_PROMPT.md continues; only its start is used]"
+        return text + "\n"
     return DEFAULT_SYSTEM_PROMPT
 
 
@@ -73,29 +79,34 @@ def build_system(base_prompt: str, registry: ToolRegistry, session: int = 1) -> 
     return "\n".join(parts) + "\n"
 
 
-_plan_cache: dict[Path, tuple[tuple[int, int], str]] = {}
+_plan_cache: dict[str, tuple[tuple[float, int], str]] = {}
 
 
-def plan_block(paths: JobPaths) -> str:
+def plan_block(rt: Runtime) -> str:
     """The plan as it is on disk now (an agent or a human may edit it at any time); re-read only on change."""
+    from console.engine.sandbox import SandboxError
+
+    assert rt.sandbox is not None
     try:
-        st = paths.main_plan.stat()
-    except FileNotFoundError:
-        return "MAIN PLAN (main_plan.md): not written yet."
-    key = (st.st_mtime_ns, st.st_size)
-    cached = _plan_cache.get(paths.main_plan)
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    text = paths.main_plan.read_text(encoding="utf-8", errors="replace").strip()
+        info = rt.sandbox.info("main_plan.md")
+        if info is None:
+            return "MAIN PLAN (main_plan.md): not written yet."
+        key = (info.mtime, info.size)
+        cached = _plan_cache.get(str(rt.paths.root))
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        text = rt.sandbox.read_text("main_plan.md", max_bytes=1 * 2**20).strip()
+    except SandboxError as exc:
+        return f"MAIN PLAN (main_plan.md): cannot be read: {exc}"
     if len(text) > PLAN_CHAR_LIMIT:
         text = text[:PLAN_CHAR_LIMIT] + f"\n[... main_plan.md continues: {len(text) - PLAN_CHAR_LIMIT} more chars]"
     block = f"MAIN PLAN (main_plan.md):\n{text}"
-    _plan_cache[paths.main_plan] = (key, block)
+    _plan_cache[str(rt.paths.root)] = (key, block)
     return block
 
 
-def build_protected(todos: TodoManager, paths: JobPaths, extra: list[str] | None = None) -> str:
-    blocks = [todos.render(), plan_block(paths)]
+def build_protected(todos: TodoManager, rt: Runtime, extra: list[str] | None = None) -> str:
+    blocks = [todos.render(), plan_block(rt)]
     blocks += [b for b in extra or [] if b]
     return "\n\n".join(blocks)
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from pydantic import BaseModel, Field
+
 from console.engine.context.masking import MaskPlan, plan_masking
 from console.engine.context.tokens import estimate_message
 from console.engine.messages import Message
@@ -39,6 +41,16 @@ class ContextAction(StrEnum):
     MASK = "mask"
     WIND_DOWN = "wind_down"
     RESTART = "restart"
+
+
+class PressureState(BaseModel):
+    """What a ContextManager knows between turns, recorded with every commit so a resume decides alike."""
+
+    used: int = Field(default=0, ge=0)
+    wind_down_sent: bool = False
+    turns_since_wind_down: int = Field(default=0, ge=0)
+    masked_total: int = Field(default=0, ge=0)
+    trend: list[int] = Field(default_factory=list, max_length=TREND_LEN)
 
 
 @dataclass
@@ -127,6 +139,16 @@ class ContextManager:
         if pct >= self.hard and not self.wind_down_sent:
             return Evaluation(ContextAction.WIND_DOWN, used, pct)
         return Evaluation(ContextAction.CONTINUE, used, pct)
+
+    def snapshot(self) -> PressureState:
+        return PressureState(used=self.used, wind_down_sent=self.wind_down_sent,
+                             turns_since_wind_down=self.turns_since_wind_down, masked_total=self.masked_total,
+                             trend=list(self.trend))
+
+    def restore(self, s: PressureState) -> None:
+        self.used, self.wind_down_sent = s.used, s.wind_down_sent
+        self.turns_since_wind_down, self.masked_total = s.turns_since_wind_down, s.masked_total
+        self.trend = list(s.trend)
 
     def mark_wind_down(self) -> None:
         self.wind_down_sent = True

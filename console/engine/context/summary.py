@@ -8,27 +8,52 @@ paraphrased away: what it must not forget lives in layer 2 anyway.
 
 from __future__ import annotations
 
-import json
+import os
 from datetime import datetime
+
+from pydantic import BaseModel, Field
 
 from console.engine.job import JobPaths
 from console.engine.memory import WorkingMemory
 from console.engine.messages import Message, ModelRequest
+from console.engine.state import StateFileError, parse_model, read_state_file
 from console.engine.workspace import Workspace
 
 MAX_ARCHIVES = 12
 MAX_ITEMS = 40
 
 
+class ArchivedItem(BaseModel):
+    text: str = ""
+    done: bool = False
+
+
+class ArchivedList(BaseModel):
+    """An archive file as the summary reads it back: anything else in it is ignored."""
+
+    phase_name: str = ""
+    phase_number: int | str = "?"
+    kind: str = ""
+    note: str = ""
+    items: list[ArchivedItem] = Field(default_factory=list)
+
+
 def archived_phases(paths: JobPaths) -> list[dict]:
+    """The archived todo lists, oldest first; a damaged archive is skipped (the summary is facts only)."""
     out = []
-    if not paths.archive.exists():
+    try:
+        names = sorted(e.name for e in os.scandir(paths.archive) if e.name.endswith(".json"))
+    except OSError:
         return out
-    for p in sorted(paths.archive.glob("*.json")):
+    for name in names:
         try:
-            out.append({"file": p.name, **json.loads(p.read_text(encoding="utf-8"))})
-        except (OSError, ValueError):
+            data = read_state_file(paths.archive / name, max_bytes=4 * 2**20)
+            if data is None:
+                continue
+            rec = parse_model(ArchivedList, data)
+        except StateFileError:
             continue
+        out.append({"file": name, **rec.model_dump()})
     return out
 
 

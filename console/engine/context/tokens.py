@@ -26,8 +26,17 @@ def estimate_message(m: Message) -> int:
     return n
 
 
+_tools_estimate: tuple[object, int] | None = None
+
+
 def estimate_tools(request: ModelRequest) -> int:
-    return estimate_text(json.dumps([t.model_dump() for t in request.tools], separators=(",", ":")))
+    # The registry hands out one list of specs for a whole run: estimate it once, not every turn.
+    global _tools_estimate
+    if _tools_estimate is not None and _tools_estimate[0] is request.tools:
+        return _tools_estimate[1]
+    n = estimate_text(json.dumps([t.model_dump() for t in request.tools], separators=(",", ":")))
+    _tools_estimate = (request.tools, n)
+    return n
 
 
 def estimate_request(request: ModelRequest) -> int:

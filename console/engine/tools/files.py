@@ -1,23 +1,29 @@
-"""File tools, confined to the job folder.
+"""File tools, confined to the job folder by :mod:`console.engine.sandbox`.
 
-Every path the model gives is checked before any I/O: absolute paths, ``..``
-components, the harness's own ``.console/`` folder and symlinks that resolve
-outside the job are refused with a message that says what to do instead.
+Every path the model gives goes through the sandbox, which resolves it by file
+descriptor beneath the job root: absolute paths, ``..``, the harness's own
+``.console/``, symlinks that lead out (even one swapped in mid-call), hard
+links, named pipes and devices are refused with a message that says what to
+do instead, and writes are limited in size.
+
+The three tools that change files record what they saw first (:meth:`Runtime.intent`):
+whether the file existed, the offset an append starts at, the digests before and
+after an edit. If a kill interrupts one of them, the resumed run redoes the call
+with those facts, so an append is never applied twice and the result the agent
+reads is the one the first attempt would have given.
 """
 
 from __future__ import annotations
 
-import os
-import re
+import hashlib
 import time
-from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 import regex
 from pydantic import Field
 
-from console.engine.atomic import atomic_write_text
-from console.engine.job import STATE_DIR, within
+from console.engine import failpoints
+from console.engine.sandbox import Sandbox, SandboxError
 from console.engine.tools.registry import Tool, ToolArgs, ToolFailure
 
 if TYPE_CHECKING:
@@ -28,79 +34,57 @@ DEFAULT_READ_LINES = 200
 MAX_READ_CHARS = 60_000
 MAX_LIST = 500
 SEARCH_SECONDS = 2.0
+# The largest file read_file and edit_file take whole, and search_files looks into.
+MAX_FILE_BYTES = 32 * 2**20
 
 
-def confine(root: Path, user_path: str) -> Path:
-    """Resolve ``user_path`` inside ``root`` or raise ToolFailure explaining why not."""
-    raw = (user_path or "").strip()
-    if not raw:
-        raise ToolFailure("the path is empty; give a path relative to the job folder, e.g. 'notes.md'")
-    if "\x00" in raw:
-        raise ToolFailure("the path contains a NUL character; give a plain relative path")
-    if raw.startswith(("/", "\\", "~")) or re.match(r"^[A-Za-z]:[\\/]", raw) or os.path.isabs(raw):
-        raise ToolFailure(
-            f"'{raw}' is refused: absolute paths are not allowed. Use a path relative to the job folder."
-        )
-    parts = PurePosixPath(raw.replace("\\", "/")).parts
-    if ".." in parts:
-        raise ToolFailure(f"'{raw}' is refused: '..' would leave the job folder. Stay inside it.")
-    if any(len(p.encode("utf-8", "replace")) > 255 for p in parts):
-        raise ToolFailure(f"'{raw[:80]}...' is refused: a file name may be at most 255 bytes long.")
-    harness = (f"'{raw}' is refused: {STATE_DIR}/ holds the harness's own state. "
-               "Use the todo and workspace tools instead.")
-    if parts and parts[0].lower() == STATE_DIR:
-        raise ToolFailure(harness)
-    root_real = root.resolve()
-    target = (root_real / Path(*parts)) if parts else root_real
-    resolved = target.resolve()
-    if resolved != root_real and root_real not in resolved.parents:
-        raise ToolFailure(f"'{raw}' is refused: it is a symlink that leads outside the job folder.")
-    if not within(root_real, target):
-        raise ToolFailure(harness)
-    return target
+def sandbox(rt: Runtime) -> Sandbox:
+    assert rt.sandbox is not None
+    return rt.sandbox
 
 
-def _walk(rt: Runtime, base: Path) -> list[Path]:
-    """Files under ``base``, skipping harness state, hidden folders and symlinks that leave the job."""
-    root_real = rt.paths.root.resolve()
-    out: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(base):
-        dirnames[:] = sorted(d for d in dirnames if d.lower() != STATE_DIR and not d.startswith("."))
-        for f in sorted(filenames):
-            p = Path(dirpath) / f
-            if p.is_symlink() and not within(root_real, p):
-                continue
-            out.append(p)
-    return out
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
 
 
-def rel(runtime: Runtime, path: Path) -> str:
-    return path.relative_to(runtime.paths.root.resolve()).as_posix() or "."
+def stray_temp(rt: Runtime, data: bytes) -> None:
+    """What a kill between writing a temp file and renaming it leaves (for the kill-point tests)."""
+    tmp = rt.paths.state / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / ".killed-mid-write.tmp").write_bytes(data[: len(data) // 2])
 
 
-def _read_text(path: Path, shown: str) -> str:
-    if not path.exists():
-        raise ToolFailure(f"'{shown}' does not exist. Use list_files to see what is there.")
-    if path.is_dir():
-        raise ToolFailure(f"'{shown}' is a folder; use list_files to see its content.")
-    data = path.read_bytes()
+def checked(rt: Runtime, user_path: str) -> str:
+    try:
+        return sandbox(rt).check(user_path)
+    except SandboxError as exc:
+        raise ToolFailure(str(exc)) from None
+
+
+def read_text(rt: Runtime, rel: str) -> str:
+    sb = sandbox(rt)
+    info = sb.info(rel)
+    if info is None:
+        raise ToolFailure(f"'{rel}' does not exist. Use list_files to see what is there.")
+    if info.kind == "dir":
+        raise ToolFailure(f"'{rel}' is a folder; use list_files to see its content.")
+    data = sb.read_bytes(rel, max_bytes=MAX_FILE_BYTES)
     if b"\x00" in data[:8192]:
-        raise ToolFailure(f"'{shown}' is a binary file; only text files can be read.")
+        raise ToolFailure(f"'{rel}' is a binary file; only text files can be read.")
     return data.decode("utf-8", errors="replace")
 
 
 class ReadFileArgs(ToolArgs):
     path: str = Field(description="File path relative to the job folder")
-    start_line: int = Field(default=1, ge=1, description="First line to read (1-based)")
+    start_line: int = Field(default=1, ge=1, le=10**9, description="First line to read (1-based)")
     max_lines: int = Field(
         default=DEFAULT_READ_LINES, ge=1, le=MAX_READ_LINES, description="How many lines to read at most"
     )
 
 
 def read_file(rt: Runtime, a: ReadFileArgs) -> str:
-    path = confine(rt.paths.root, a.path)
-    shown = rel(rt, path)
-    lines = _read_text(path, shown).splitlines()
+    shown = checked(rt, a.path)
+    lines = read_text(rt, shown).splitlines()
     total = len(lines)
     if total == 0:
         return f"[{shown}: empty file]"
@@ -128,16 +112,22 @@ class WriteFileArgs(ToolArgs):
 
 
 def write_file(rt: Runtime, a: WriteFileArgs) -> str:
-    path = confine(rt.paths.root, a.path)
-    if path.is_dir():
-        raise ToolFailure(f"'{a.path}' is a folder, not a file.")
-    existed = path.exists()
-    # Atomic: a crash mid-write must not leave main_plan.md (or any deliverable) half written.
-    atomic_write_text(path, a.content, durable=False)
-    shown = rel(rt, path)
-    verb = "Overwrote" if existed else "Created"
-    msg = f"{verb} {shown} ({len(a.content.splitlines())} lines, {len(a.content)} chars)."
-    return msg + rt.after_file_write(path)
+    rel = checked(rt, a.path)
+    sb = sandbox(rt)
+
+    def facts() -> dict:
+        info = sb.info(rel)
+        return {"existed": info is not None and info.kind == "file"}
+
+    seen, _ = rt.intent(facts)
+    # Atomic (a temp in .console/tmp renamed into place): a kill never leaves half a file, and a redo
+    # writes the same bytes again.
+    data = a.content.encode("utf-8")
+    failpoints.hit(f"agent write {rel}", tear=lambda: stray_temp(rt, data))
+    sb.write_bytes(rel, data)
+    verb = "Overwrote" if seen["existed"] else "Created"
+    msg = f"{verb} {rel} ({len(a.content.splitlines())} lines, {len(a.content)} chars)."
+    return msg + rt.after_file_write(rel)
 
 
 class AppendFileArgs(ToolArgs):
@@ -146,15 +136,23 @@ class AppendFileArgs(ToolArgs):
 
 
 def append_file(rt: Runtime, a: AppendFileArgs) -> str:
-    path = confine(rt.paths.root, a.path)
-    if path.is_dir():
-        raise ToolFailure(f"'{a.path}' is a folder, not a file.")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    rel = checked(rt, a.path)
+    sb = sandbox(rt)
     text = a.content if a.content.endswith("\n") else a.content + "\n"
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(text)
-    shown = rel(rt, path)
-    return f"Appended {len(text.splitlines())} lines to {shown}." + rt.after_file_write(path)
+
+    def facts() -> dict:
+        info = sb.info(rel)
+        if info is not None and info.kind == "dir":
+            raise ToolFailure(f"'{rel}' is a folder, not a file.")
+        return {"at": info.size if info is not None else 0}
+
+    seen, _ = rt.intent(facts)
+    # Written at the offset recorded before acting, then cut there: redone after a kill, the same bytes
+    # land in the same place instead of a second copy at the end.
+    data, at = text.encode("utf-8"), int(seen["at"])
+    failpoints.hit(f"agent append {rel}", tear=lambda: sb.append_bytes(rel, data[: len(data) // 2], at=at))
+    sb.append_bytes(rel, data, at=at)
+    return f"Appended {len(text.splitlines())} lines to {rel}." + rt.after_file_write(rel)
 
 
 class EditFileArgs(ToolArgs):
@@ -165,22 +163,31 @@ class EditFileArgs(ToolArgs):
 
 
 def edit_file(rt: Runtime, a: EditFileArgs) -> str:
-    path = confine(rt.paths.root, a.path)
-    shown = rel(rt, path)
-    text = _read_text(path, shown)
+    rel = checked(rt, a.path)
+    text = read_text(rt, rel)
+    prior = rt.redo.get(rt.current_call or "")
+    if prior is not None and digest(text) == prior.get("after"):
+        # A kill came after this edit was written: the file already holds its result.
+        rt.intent(lambda: prior)
+        return f"Edited {rel}: {prior.get('count', 1)} replacement(s)." + rt.after_file_write(rel)
     if not a.old_text:
         raise ToolFailure("old_text is empty; give the exact text to replace.")
     count = text.count(a.old_text)
     if count == 0:
-        raise ToolFailure(f"old_text was not found in {shown}. Read the file and copy the text exactly.")
+        raise ToolFailure(f"old_text was not found in {rel}. Read the file and copy the text exactly.")
     if count > 1 and not a.replace_all:
         raise ToolFailure(
-            f"old_text occurs {count} times in {shown}; include more context to make it unique, "
+            f"old_text occurs {count} times in {rel}; include more context to make it unique, "
             "or set replace_all=true."
         )
     new = text.replace(a.old_text, a.new_text) if a.replace_all else text.replace(a.old_text, a.new_text, 1)
-    atomic_write_text(path, new, durable=False)
-    return f"Edited {shown}: {count if a.replace_all else 1} replacement(s)." + rt.after_file_write(path)
+    n = count if a.replace_all else 1
+    rt.redo.pop(rt.current_call or "", None)
+    rt.intent(lambda: {"before": digest(text), "after": digest(new), "count": n})
+    data = new.encode("utf-8")
+    failpoints.hit(f"agent edit {rel}", tear=lambda: stray_temp(rt, data))
+    sandbox(rt).write_bytes(rel, data)
+    return f"Edited {rel}: {n} replacement(s)." + rt.after_file_write(rel)
 
 
 class ListFilesArgs(ToolArgs):
@@ -188,26 +195,21 @@ class ListFilesArgs(ToolArgs):
 
 
 def list_files(rt: Runtime, a: ListFilesArgs) -> str:
-    base = confine(rt.paths.root, a.path) if a.path not in ("", ".", "./") else rt.paths.root.resolve()
-    if not base.exists():
+    sb = sandbox(rt)
+    base = checked(rt, a.path) if a.path.strip() not in ("", ".", "./") else "."
+    info = sb.info(base)
+    if info is None:
         raise ToolFailure(f"'{a.path}' does not exist.")
-    if base.is_file():
-        return f"{rel(rt, base)} ({base.stat().st_size} bytes)"
-    rows = []
-    for p in _walk(rt, base):
-        try:
-            size = p.stat().st_size
-        except OSError:
-            continue
-        rows.append(f"{rel(rt, p)} ({size} bytes)")
-        if len(rows) >= MAX_LIST:
-            rows.append(f"[listing stopped at {MAX_LIST} files]")
-            return "\n".join(rows)
+    if info.kind == "file":
+        return f"{base} ({info.size} bytes)"
+    rows = [f"{f.rel} ({f.size} bytes)" for f in sb.walk(base, limit=MAX_LIST + 1)]
+    if len(rows) > MAX_LIST:
+        return "\n".join([*rows[:MAX_LIST], f"[listing stopped at {MAX_LIST} files]"])
     return "\n".join(rows) if rows else "(no files)"
 
 
 class SearchFilesArgs(ToolArgs):
-    pattern: str = Field(description="Regular expression (case-insensitive) to search for")
+    pattern: str = Field(max_length=1000, description="Regular expression (case-insensitive) to search for")
     path: str = Field(default=".", description="File or folder to search, relative to the job folder")
     max_results: int = Field(default=50, ge=1, le=500, description="Stop after this many matching lines")
 
@@ -215,20 +217,20 @@ class SearchFilesArgs(ToolArgs):
 def search_files(rt: Runtime, a: SearchFilesArgs) -> str:
     try:
         rx = regex.compile(a.pattern, regex.IGNORECASE)
-    except regex.error as exc:
+    except (regex.error, RecursionError, OverflowError) as exc:
         raise ToolFailure(f"'{a.pattern}' is not a valid regular expression: {exc}") from None
-    base = confine(rt.paths.root, a.path) if a.path not in ("", ".", "./") else rt.paths.root.resolve()
-    if not base.exists():
+    sb = sandbox(rt)
+    base = checked(rt, a.path) if a.path.strip() not in ("", ".", "./") else "."
+    if sb.info(base) is None:
         raise ToolFailure(f"'{a.path}' does not exist.")
-    files = [base] if base.is_file() else _walk(rt, base)
     hits: list[str] = []
     # A pathological pattern must not freeze the engine (stop is only polled between calls).
     deadline = time.monotonic() + SEARCH_SECONDS
-    for f in files:
+    for f in sb.walk(base):
         try:
-            data = f.read_bytes()
-        except OSError:
-            continue
+            data = sb.read_bytes(f.rel, max_bytes=MAX_FILE_BYTES)
+        except SandboxError:
+            continue  # changed or replaced since the listing: not a file we may read now
         if b"\x00" in data[:8192]:
             continue
         for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
@@ -241,7 +243,7 @@ def search_files(rt: Runtime, a: SearchFilesArgs) -> str:
                 raise ToolFailure(f"the search took over {SEARCH_SECONDS:g} s and was stopped; use a simpler "
                                   "pattern or a narrower path")
             if found:
-                hits.append(f"{rel(rt, f)}:{n}: {line.strip()[:200]}")
+                hits.append(f"{f.rel}:{n}: {line.strip()[:200]}")
                 if len(hits) >= a.max_results:
                     return "\n".join(hits) + f"\n[stopped at {a.max_results} matches]"
     return "\n".join(hits) if hits else f"No lines match '{a.pattern}'."

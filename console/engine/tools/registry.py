@@ -7,6 +7,7 @@ correct itself on the next turn; nothing it sends can crash the engine.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from console.engine.messages import ToolCall, ToolSpec
+from console.engine.sandbox import SandboxError
 
 if TYPE_CHECKING:
     from console.engine.runtime import Runtime
@@ -42,6 +44,36 @@ class ToolFailure(Exception):
     """Raised by a handler for an expected, agent-fixable failure (bad path, missing file)."""
 
 
+# Bigger arguments are refused before parsing (a write is limited far below this by the sandbox).
+MAX_ARGUMENT_CHARS = 16 * 2**20
+# The arguments a call was recorded with when they were too big to keep: the call is refused, not run.
+REFUSED = "__refused__"
+
+
+def refused_arguments(arguments: str) -> str | None:
+    """Stand-in arguments for a call whose arguments are too big to record, or None if they are fine."""
+    if len(arguments) <= MAX_ARGUMENT_CHARS:
+        return None
+    return json.dumps({REFUSED: f"its arguments were {len(arguments)} characters, more than the "
+                                f"{MAX_ARGUMENT_CHARS} one tool call may carry; nothing was run. "
+                                "Split the work into smaller calls."})
+
+
+def clean_strings(value: Any) -> Any:
+    """Arguments with every lone surrogate ('\\ud800' is valid JSON) replaced: they cannot be stored as UTF-8."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, dict):
+        return {clean_strings(k): clean_strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean_strings(v) for v in value]
+    return value
+
+
 A = TypeVar("A", bound=ToolArgs)
 
 
@@ -58,7 +90,17 @@ class Tool(Generic[A]):
         return ToolSpec(name=self.name, description=self.description, parameters=clean_schema(self.args))
 
 
+@functools.lru_cache(maxsize=256)
+def _schema(model: type[BaseModel]) -> str:
+    return json.dumps(_clean_schema(model))
+
+
 def clean_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """A JSON schema without titles or $refs (generated once per argument model)."""
+    return json.loads(_schema(model))
+
+
+def _clean_schema(model: type[BaseModel]) -> dict[str, Any]:
     """A JSON schema without titles or $refs: smaller, and accepted by every provider."""
     raw = model.model_json_schema()
     defs = raw.pop("$defs", {})
@@ -90,10 +132,13 @@ def describe_params(model: type[BaseModel]) -> str:
 
 def format_args_error(tool: Tool[Any], exc: ValidationError) -> str:
     problems = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "arguments"
-        msg = "unknown argument" if err["type"] == "extra_forbidden" else err["msg"]
+    errors = exc.errors()
+    for err in errors[:5]:
+        loc = (".".join(str(p) for p in err["loc"]) or "arguments")[:100]
+        msg = "unknown argument" if err["type"] == "extra_forbidden" else err["msg"][:200]
         problems.append(f"'{loc}': {msg}")
+    if len(errors) > 5:
+        problems.append(f"and {len(errors) - 5} more")
     return (
         f"Invalid arguments for {tool.name}: {'; '.join(problems)}. "
         f"Expected: {describe_params(tool.args)}. Call {tool.name} again with corrected arguments."
@@ -137,14 +182,25 @@ class ToolRegistry:
                 False, f"Unknown tool '{call.name}'. Available tools: {', '.join(self._tools)}."
             )
         text = (call.arguments or "").strip() or "{}"
+        if len(text) > MAX_ARGUMENT_CHARS:
+            return ToolOutcome(False, f"Invalid arguments for {tool.name}: {len(text)} characters, more than the "
+                                      f"{MAX_ARGUMENT_CHARS} a tool call may carry. Split the work into smaller calls.")
         try:
-            data = json.loads(text)
+            data = clean_strings(json.loads(text))
         except json.JSONDecodeError as exc:
             return ToolOutcome(
                 False,
                 f"Invalid arguments for {tool.name}: not valid JSON ({exc.msg} at position {exc.pos}). "
                 f"Expected a JSON object with: {describe_params(tool.args)}.",
             )
+        except RecursionError:
+            return ToolOutcome(False, f"Invalid arguments for {tool.name}: nested too deeply. "
+                                      f"Expected a flat JSON object with: {describe_params(tool.args)}.")
+        except ValueError as exc:  # e.g. an integer of thousands of digits
+            return ToolOutcome(False, f"Invalid arguments for {tool.name}: {str(exc)[:200]}. "
+                                      f"Expected: {describe_params(tool.args)}.")
+        if isinstance(data, dict) and list(data) == [REFUSED]:
+            return ToolOutcome(False, f"{tool.name} was refused: {data[REFUSED]}")
         if not isinstance(data, dict):
             return ToolOutcome(
                 False,
@@ -155,11 +211,13 @@ class ToolRegistry:
             return tool, tool.args.model_validate(data)
         except ValidationError as exc:
             return ToolOutcome(False, format_args_error(tool, exc))
+        except RecursionError:
+            return ToolOutcome(False, f"Invalid arguments for {tool.name}: nested too deeply.")
 
     def run(self, runtime: Runtime, tool: Tool[Any], args: ToolArgs) -> ToolOutcome:
         try:
             out = tool.handler(runtime, args)
-        except ToolFailure as exc:
+        except (ToolFailure, SandboxError) as exc:
             return ToolOutcome(False, f"{tool.name} failed: {exc}")
         except OSError as exc:
             # The file system said no (a name too long, a file where a folder should be...):

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 
 class TodoInput(ToolArgs):
-    task: str = Field(min_length=1, description="What to do, as one short imperative sentence")
+    task: str = Field(min_length=1, max_length=500, description="What to do, as one short imperative sentence")
     done: bool = Field(default=False, description="Already done")
 
 
@@ -32,7 +32,8 @@ class TodoWriteArgs(ToolArgs):
 
 
 class TodoRewindArgs(ToolArgs):
-    issue: str = Field(min_length=1, description="Why the current approach fails and what could work instead")
+    issue: str = Field(min_length=1, max_length=4000,
+                       description="Why the current approach fails and what could work instead")
 
 
 def todo_complete(rt: Runtime, _: NoArgs) -> ToolOutcome:

@@ -6,27 +6,29 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from console.engine.tools.files import confine
-from console.engine.tools.registry import NoArgs, Tool, ToolArgs, ToolFailure, ToolOutcome
+from console.engine.sandbox import SandboxError
+from console.engine.tools.files import sandbox
+from console.engine.tools.registry import NoArgs, Tool, ToolArgs, ToolOutcome
 
 if TYPE_CHECKING:
     from console.engine.runtime import Runtime
 
 
 class TextArgs(ToolArgs):
-    text: str = Field(min_length=1, description="One line of text")
+    text: str = Field(min_length=1, max_length=2000, description="One line of text")
 
 
 class JobCompleteArgs(ToolArgs):
-    summary: str = Field(min_length=1, description="What was achieved, in one or two sentences")
-    deliverables: list[str] = Field(default_factory=list, description="Paths of the files produced")
+    summary: str = Field(min_length=1, max_length=4000, description="What was achieved, in one or two sentences")
+    deliverables: list[str] = Field(default_factory=list, max_length=200,
+                                    description="Paths of the files produced")
     confidence: float = Field(ge=0, le=1, description="How confident you are in the result, 0 to 1")
-    notes: str = Field(default="", description="Caveats, open questions, items for human review")
+    notes: str = Field(default="", max_length=8000, description="Caveats, open questions, items for human review")
 
 
 def generate_workspace_summary(rt: Runtime, _: NoArgs) -> str:
-    path = rt.generate_workspace_summary()
-    return f"Wrote {path.name} ({len(path.read_text(encoding='utf-8').splitlines())} lines). Read it to see the state."
+    text = rt.generate_workspace_summary()
+    return f"Wrote workspace_summary.md ({len(text.splitlines())} lines). Read it to see the state."
 
 
 def add_accomplishment(rt: Runtime, a: TextArgs) -> str:
@@ -41,12 +43,14 @@ def add_note(rt: Runtime, a: TextArgs) -> str:
 
 def job_complete(rt: Runtime, a: JobCompleteArgs) -> ToolOutcome:
     missing = []
+    sb = sandbox(rt)
     for d in a.deliverables:
         try:
-            if not confine(rt.paths.root, d).is_file():
-                missing.append(d)
-        except ToolFailure:
-            missing.append(d)
+            info = sb.info(sb.check(d))
+        except SandboxError:
+            info = None
+        if info is None or info.kind != "file":
+            missing.append(d[:200])
     if missing:
         return ToolOutcome(False, f"job_complete refused: deliverable(s) not found in the job folder: "
                                   f"{', '.join(missing)}. Create them or list only existing files.")

@@ -272,7 +272,8 @@ class ConversationPane(ItemView):
                                   f"{e.carryover_messages} messages carried over", "restart", new)
             else:
                 how = "resumed" if e.reason == "resume" else "started"
-                self._notice("●", f"Session {e.session} {how} · {e.provider}/{e.model}", "session", new)
+                where = f" · {e.detail}" if e.detail else ""
+                self._notice("●", f"Session {e.session} {how} · {e.provider}/{e.model}{where}", "session", new)
         elif isinstance(e, ev.RestartPending):
             self._notice("⏸", f"Restart pending: context {e.usage_pct:.0%} full. Session {e.next_session} would "
                               f"start with {e.carryover_messages} carried messages (~{tokens(e.carryover_tokens)} "

@@ -1,0 +1,175 @@
+"""The harness state of a run, and the files that mirror it.
+
+The state (the todo list, working memory, the workspace record, the job's
+outcome) is recorded in the journal (:mod:`console.engine.journal`): each
+committed step carries the components it changed, so a step's state change,
+its conversation messages and its events are one atomic record.
+
+``JOB/.console/todos.json``, ``memory.json``, ``workspace.json`` and
+``outcome.json`` are projections of that state, written after each commit: for
+people and scripts to read, and as a second copy when the journal itself is
+damaged. Every file the harness reads back is validated here; one that cannot
+be used is moved to ``.console/corrupt/`` (never deleted), and the caller
+reports it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from console.engine.atomic import atomic_write_text
+from console.engine.job import JobPaths
+from console.engine.memory import MemoryState
+from console.engine.todos import TodoState
+from console.engine.workspace import WorkspaceRecord
+
+# More than any honest state file: a bigger one is damaged or hostile, and is not read into memory.
+MAX_STATE_FILE_BYTES = 64 * 2**20
+
+
+class JobOutcome(BaseModel):
+    summary: str
+    deliverables: list[str] = Field(default_factory=list)
+    confidence: float = Field(ge=0, le=1)
+    notes: str = ""
+    completed_at: datetime | None = None
+
+
+class StateSnapshot(BaseModel):
+    """Components of the harness state; a component left None is unchanged (or absent)."""
+
+    todos: TodoState | None = None
+    memory: MemoryState | None = None
+    workspace: WorkspaceRecord | None = None
+    outcome: JobOutcome | None = None
+
+    def overlay(self, newer: StateSnapshot) -> StateSnapshot:
+        return StateSnapshot(**{k: getattr(newer, k) if getattr(newer, k) is not None else getattr(self, k)
+                                for k in COMPONENTS})
+
+
+COMPONENTS = ("todos", "memory", "workspace", "outcome")
+PROJECTION_FILES = {"todos": "todos.json", "memory": "memory.json", "workspace": "workspace.json",
+                    "outcome": "outcome.json"}
+MODELS: dict[str, type[BaseModel]] = {"todos": TodoState, "memory": MemoryState, "workspace": WorkspaceRecord,
+                                      "outcome": JobOutcome}
+
+
+# What each component is, in the operator's words.
+COMPONENT_NAMES = {"todos": "the todo list", "memory": "the working memory",
+                   "workspace": "the accomplishments and notes", "outcome": "the job's outcome"}
+
+
+class StateFileError(Exception):
+    """A harness file that cannot be used; the message says why, in a few words."""
+
+
+@dataclass(frozen=True)
+class FileProblem:
+    """A harness file that could not be used as it was, and where it was moved."""
+
+    file: str
+    problem: str
+    moved_to: str | None
+    component: str | None = None
+
+
+def read_state_file(path: Path, max_bytes: int = MAX_STATE_FILE_BYTES) -> bytes | None:
+    """The bytes of a harness file, or None if it does not exist.
+
+    Opened without blocking and checked on the descriptor: a folder, a named pipe
+    or a device where a state file should be is an error, never a hang.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise StateFileError("it is a folder, not a file") from None
+    except OSError as exc:
+        raise StateFileError(exc.strerror or type(exc).__name__) from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise StateFileError("it is a folder, not a file")
+        if not stat.S_ISREG(st.st_mode):
+            raise StateFileError("it is not a regular file")
+        if st.st_size > max_bytes:
+            raise StateFileError(f"it is {st.st_size} bytes, more than the {max_bytes} a state file may have")
+        chunks = []
+        left = max_bytes + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > max_bytes:
+            raise StateFileError(f"it grew past {max_bytes} bytes while being read")
+        return data
+    finally:
+        os.close(fd)
+
+
+def parse_model(model: type[BaseModel], data: bytes) -> BaseModel:
+    """Validate JSON bytes as ``model``; every failure (syntax, shape, depth, encoding) is a StateFileError."""
+    try:
+        return model.model_validate_json(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise StateFileError(f"{err['msg']}{f' at {where}' if where else ''}") from None
+    except (ValueError, RecursionError) as exc:
+        raise StateFileError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+
+
+def quarantine(paths: JobPaths, path: Path, now: datetime) -> Path | None:
+    """Move a damaged harness file (or folder) aside into ``.console/corrupt/``; returns where it went."""
+    dest_dir = paths.state / "corrupt"
+    with contextlib.suppress(OSError):
+        dest_dir.mkdir(parents=True, exist_ok=True)
+    base = f"{path.name}.{now.strftime('%Y%m%dT%H%M%S')}"
+    dest = dest_dir / base
+    n = 1
+    while dest.exists() or dest.is_symlink():
+        n += 1
+        dest = dest_dir / f"{base}-{n}"
+    try:
+        os.replace(path, dest)
+    except OSError:
+        return None
+    return dest
+
+
+def load_projections(paths: JobPaths, now: datetime) -> tuple[StateSnapshot, list[FileProblem]]:
+    """The projection files as a snapshot, and the files that had to be moved aside."""
+    found: dict[str, Any] = {}
+    problems: list[FileProblem] = []
+    for comp, name in PROJECTION_FILES.items():
+        path = paths.state / name
+        try:
+            data = read_state_file(path)
+            if data is None:
+                continue
+            found[comp] = parse_model(MODELS[comp], data)
+        except StateFileError as exc:
+            moved = quarantine(paths, path, now)
+            problems.append(FileProblem(str(path.relative_to(paths.root)), str(exc),
+                                        str(moved.relative_to(paths.root)) if moved else None, comp))
+    return StateSnapshot(**found), problems
+
+
+def write_projection(paths: JobPaths, component: str, value: BaseModel | None) -> None:
+    if value is None:
+        return
+    atomic_write_text(paths.state / PROJECTION_FILES[component], value.model_dump_json(indent=1), durable=False,
+                      tmp_dir=paths.state / "tmp")

@@ -1,0 +1,320 @@
+"""A kill at every step of a run, then a resume, ends exactly as the uninterrupted run does.
+
+Every durable write of the engine is a failpoint (console.engine.failpoints). A
+first run counts them. Then, for every point n, a forked process runs the same
+job and dies at point n with os._exit (a real kill: no finally, no flush; for
+the journal, the event log and appends also with half of the write on disk),
+and the same worker resumes the job (a new Supervisor, as `run --in-place`
+does). The resumed run's end state must equal the uninterrupted run's:
+
+- the same files in the job folder, byte for byte (timestamps aside);
+- the same working memory, todo list, accomplishments, notes and outcome;
+- the same archives;
+- the same effect events, each exactly once and in the same order (a resumed
+  run may repeat what only reports: a turn starting, a session resuming);
+- no temp file anywhere in the job folder, none left in .console/tmp, and a
+  journal that reads back cleanly.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from console.engine import failpoints
+from console.engine.clock import FakeClock
+from console.engine.job import JobPaths
+from console.engine.journal import Journal
+from console.engine.supervisor import Supervisor
+from console.providers.scripted import ScriptedCall as C
+from console.providers.scripted import ScriptedProvider, ScriptedTurn
+from console.providers.scripted import ScriptedTurn as T
+from tests.conftest import SAMPLES, run_settings
+
+KILLED = 137
+CALL_ID = re.compile(r"call_[0-9a-f]{12}")
+WORKERS = 2
+TIME = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})?|\b\d{2}:\d{2}\b")
+# What reports rather than records: a resumed run repeats these (a turn it streams again, its own start).
+REPORTS = {"turn_started", "session_started", "session_ended", "run_ended", "state_recovered", "text_delta",
+           "token_usage", "error"}
+
+
+def norm(text: str) -> str:
+    return TIME.sub("<time>", text)
+
+
+def run(root: Path, script: list[ScriptedTurn] | None) -> None:
+    clock = FakeClock(step=0.001)
+    provider = ScriptedProvider(clock=clock, script=list(script) if script is not None else None)
+    Supervisor(JobPaths(root), run_settings(), provider, clock=clock).run()
+
+
+def replay_from(root: Path, script: list[ScriptedTurn]) -> list[ScriptedTurn]:
+    """A replay script resumes at the turn the journal is at (a real model is asked again from there)."""
+    return script[count_model_turns(root):]
+
+
+def count_model_turns(root: Path) -> int:
+    """Replies recorded so far: in the log, or committed in the journal but not yet logged (read-only)."""
+    from console.engine import events as ev
+
+    turns = {e.turn for e in ev.read_events(root / ".console" / "events.jsonl") if isinstance(e, ev.AssistantMessage)}
+    journal = root / ".console" / "checkpoint.jsonl"
+    if journal.exists():
+        for raw in journal.read_bytes().splitlines(keepends=True):
+            if raw.startswith(b'{"op": "commit"') and raw.endswith(b"\n"):
+                turns |= {e["turn"] for e in json.loads(raw).get("events", []) if e["type"] == "assistant_message"}
+    return len(turns)
+
+
+def fingerprint(root: Path) -> dict[str, Any]:
+    state = root / ".console"
+    files = {}
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root).as_posix()
+        if rel.startswith(".console") or p.is_dir():
+            continue
+        files[rel] = norm(p.read_bytes().decode("utf-8", "replace"))
+
+    def load(name: str) -> Any:
+        return json.loads((state / name).read_text()) if (state / name).exists() else None
+
+    memory = load("memory.json") or {}
+    todos = load("todos.json") or {}
+    outcome = load("outcome.json") or {}
+    events = []
+    seqs = []
+    for line in (state / "events.jsonl").read_bytes().splitlines():
+        e = json.loads(line)  # every line must parse: a torn one is cut at the next start
+        seqs.append(e["seq"])
+        if e["type"] in REPORTS or (e["type"] == "todos_changed" and e["reason"] == "resume"):
+            continue
+        for k in ("ts", "seq", "session", "v", "duration_ms"):
+            e.pop(k, None)
+        events.append(norm(json.dumps(e, sort_keys=True)))
+    # Call ids are names, not effects (the scripted model derives them from a request that holds a summary's
+    # timestamp): compare them by order of first appearance.
+    ids: dict[str, str] = {}
+    events = [CALL_ID.sub(lambda m: ids.setdefault(m[0], f"call#{len(ids)}"), e) for e in events]
+    archives = {p.name: [(i["text"], i["done"]) for i in json.loads(p.read_text())["items"]]
+                for p in sorted((state / "archive").glob("*.json"))}
+    loaded = Journal(JobPaths(root)).load(FakeClock().now(), logged_seq=10**9)
+    return json.loads(json.dumps({
+        "files": files,
+        "memory": [(t["task_id"], t["intent"], t["summary"], t["success"]) for t in memory.get("completed_tasks", [])],
+        "blockers": [(b["task"], b["reason"], b["resolved_at"] is None) for b in memory.get("blockers", [])],
+        "todos": (todos.get("kind"), todos.get("phase_name"), [(i["text"], i["done"]) for i in todos.get("items", [])]),
+        "workspace": load("workspace.json"),
+        "outcome": {k: outcome.get(k) for k in ("summary", "deliverables", "confidence", "notes")},
+        "archives": archives,
+        "events": events,
+        "seqs_increase": all(b > a for a, b in itertools.pairwise(seqs)),
+        "temp_files": sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
+                             if p.name.endswith(".tmp") and p.is_file()),
+        "journal_ok": loaded.problem is None and loaded.cut == 0,
+    }))
+
+
+def in_child(fn: Callable[[], Any], out: Path) -> int:
+    """Fork; the child runs ``fn`` and writes its JSON result to ``out``. Returns the pid."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 0
+        try:
+            out.write_text(json.dumps(fn()))
+        except BaseException as exc:
+            out.write_text(json.dumps({"crash": repr(exc)}))
+            code = 1
+        os._exit(code)
+    return pid
+
+
+def kill_at(root: Path, script: list[ScriptedTurn] | None, n: int, tear: bool, note: Path) -> int:
+    """Run the job in a child that dies at failpoint ``n``; returns its exit status."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        seen = 0
+
+        def hook(name: str, tear_fn: Callable[[], None] | None) -> None:
+            nonlocal seen
+            seen += 1
+            if seen == n:
+                note.write_text(name + (" (torn)" if tear and tear_fn else ""))
+                if tear and tear_fn is not None:
+                    tear_fn()
+                os._exit(KILLED)
+
+        failpoints.install(hook)
+        try:
+            run(root, script)
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def scenario(base: Path, script: list[ScriptedTurn] | None, work: Path, n: int, tear: bool) -> dict[str, Any]:
+    root = work / f"kill-{n}{'-torn' if tear else ''}"
+    shutil.copytree(base, root)
+    note = work / f"note-{n}-{tear}"
+    code = kill_at(root, script, n, tear, note)
+    where = note.read_text() if note.exists() else "(the run ended before this point)"
+    run(root, replay_from(root, script) if script is not None else None)
+    return {"where": where, "code": code, "fp": fingerprint(root)}
+
+
+def count_points(base: Path, script: list[ScriptedTurn] | None, work: Path) -> tuple[list[bool], dict[str, Any]]:
+    """Run once, uninterrupted: the failpoints (and which can tear), and the end state to compare with."""
+    root = work / "baseline"
+    shutil.copytree(base, root)
+    tears: list[bool] = []
+    failpoints.install(lambda name, tear_fn: tears.append(tear_fn is not None))
+    try:
+        run(root, script)
+    finally:
+        failpoints.install(None)
+    return tears, fingerprint(root)
+
+
+def enumerate_kills(base: Path, script: list[ScriptedTurn] | None, work: Path) -> list[str]:
+    tears, expected = count_points(base, script, work)
+    assert expected["outcome"]["summary"], "the uninterrupted run must complete"
+    cases = [(n, False) for n in range(1, len(tears) + 1)] + [(n, True) for n, t in enumerate(tears, 1) if t]
+    failures: list[str] = []
+    running: dict[int, tuple[int, bool, Path]] = {}
+    pending = list(cases)
+    while pending or running:
+        while pending and len(running) < WORKERS and len(failures) <= 20:
+            n, tear = pending.pop(0)
+            out = work / f"result-{n}-{tear}.json"
+            pid = in_child(lambda n=n, tear=tear: scenario(base, script, work, n, tear), out)
+            running[pid] = (n, tear, out)
+        if not running:
+            break
+        pid, status = os.wait()
+        kn, kt, out = running.pop(pid)
+        result = json.loads(out.read_text()) if out.exists() else {"crash": f"exit status {status}"}
+        label = f"kill {kn}{' torn' if kt else ''}"
+        if "crash" in result:
+            failures.append(f"{label}: the resumed run crashed: {result['crash']}")
+            continue
+        if result["code"] != KILLED:
+            failures.append(f"{label}: the first run was not killed (exit {result['code']})")
+        diff = [k for k in expected if result["fp"][k] != expected[k]]
+        if diff:
+            detail = "; ".join(f"{k}: {_diff(expected[k], result['fp'][k])}" for k in diff)
+            failures.append(f"{label} at {result['where']}: {detail}")
+    print(f"{len(cases)} kill points ({sum(tears)} also torn mid-write), {len(failures)} failures")
+    return failures
+
+
+def _diff(a: Any, b: Any) -> str:
+    if isinstance(a, str) and isinstance(b, str):
+        i = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+        return f"at char {i}: expected ...{a[max(0, i - 80):i + 120]!r} got ...{b[max(0, i - 80):i + 120]!r}"
+    if isinstance(a, list) and isinstance(b, list):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
+            if x != y:
+                return f"first difference at #{i}: {_diff(x, y)}"
+        extra = (a if len(a) > len(b) else b)[min(len(a), len(b))]
+        return f"expected {len(a)} items, got {len(b)}: extra {str(extra)[:300]}"
+    if isinstance(a, dict) and isinstance(b, dict):
+        keys = sorted(set(a) | set(b))
+        bad = [k for k in keys if a.get(k) != b.get(k)]
+        return f"differs at {bad[:3]}: expected {str(a.get(bad[0]))[:200]} got {str(b.get(bad[0]))[:200]}"
+    return f"expected {str(a)[:300]} got {str(b)[:300]}"
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Iterator[Path]:
+    """A scratch folder on tmpfs when there is one: hundreds of runs, each with file replaces that cost
+    milliseconds on a disk file system and microseconds in memory."""
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        folder = Path(tempfile.mkdtemp(prefix="kill-points-", dir=shm))
+        yield folder
+        shutil.rmtree(folder, ignore_errors=True)
+    else:
+        yield tmp_path
+
+
+def test_every_kill_point_of_quickstart_resumes_to_the_same_end(work: Path) -> None:
+    base = work / "quickstart"
+    shutil.copytree(SAMPLES / "quickstart", base)
+    failures = enumerate_kills(base, None, work)
+    assert not failures, "\n".join(failures)
+
+
+PLAN = ("# Plan\n\n## Phase 1: Collect\n" + "".join(f"- [ ] c{i}\n" for i in range(5))
+        + "\n## Phase 2: Write\n" + "".join(f"- [ ] w{i}\n" for i in range(5)))
+
+
+def _edits_script() -> list[ScriptedTurn]:
+    """Appends, edits, a rewind, notes and the job's end: the effects a replayed model can make."""
+    done = [T(calls=[C(name="todo_complete")])]
+    return [
+        T(calls=[C(name="generate_workspace_summary")]), *done * 3,
+        T(calls=[C(name="write_file", arguments={"path": "main_plan.md", "content": PLAN})]), *done * 2,
+        T(calls=[C(name="todo_write", arguments={"todos": [f"c{i}" for i in range(5)]})]),
+        T(calls=[C(name="append_file", arguments={"path": "log.md", "content": "- collected c0"}),
+                 C(name="append_file", arguments={"path": "log.md", "content": "- collected c0 again"}),
+                 C(name="todo_complete")]),
+        T(calls=[C(name="edit_file", arguments={"path": "log.md", "old_text": "again", "new_text": "twice"}),
+                 C(name="add_note", arguments={"text": "c0 came twice"}), C(name="todo_complete")]),
+        T(calls=[C(name="todo_rewind", arguments={"issue": "c2 needs the other source"})]),
+        T(calls=[C(name="todo_write", arguments={"todos": [f"c{i}" for i in range(1, 6)]})]),
+        T(calls=[C(name="append_file", arguments={"path": "log.md", "content": "- collected c1..c5"}),
+                 C(name="add_accomplishment", arguments={"text": "all collected"})]),
+        *done * 5,
+        T(calls=[C(name="todo_write", arguments={"todos": [f"w{i}" for i in range(5)]})]),
+        T(calls=[C(name="write_file", arguments={"path": "out.md", "content": "# Out\n\nc0..c5\n"})]),
+        *done * 5,
+        T(calls=[C(name="todo_write", arguments={"todos": ["Verify all deliverables", "Call job_complete()"]})]),
+        *done,
+        T(calls=[C(name="job_complete", arguments={"summary": "wrote out.md", "deliverables": ["out.md", "log.md"],
+                                                   "confidence": 0.9})]),
+    ]
+
+
+def test_every_kill_point_of_appends_edits_and_a_rewind_resumes_to_the_same_end(work: Path) -> None:
+    base = work / "edits"
+    base.mkdir()
+    (base / "instructions.md").write_text("# Edits\n\nCollect c0..c5 into log.md, then write out.md.\n")
+    script = _edits_script()
+    failures = enumerate_kills(base, script, work)
+    assert not failures, "\n".join(failures)
+    assert (work / "baseline" / "log.md").read_text() == \
+        "- collected c0\n- collected c0 twice\n- collected c1..c5\n"
+
+
+def test_the_harness_notices_a_broken_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The harness itself: a redo that appends at the end instead of the recorded offset is caught."""
+    from console.engine.sandbox import Sandbox
+
+    base = tmp_path / "edits"
+    base.mkdir()
+    (base / "instructions.md").write_text("# Edits\n")
+    script = _edits_script()
+    _, expected = count_points(base, script, tmp_path)
+    original = Sandbox.append_bytes
+    monkeypatch.setattr(Sandbox, "append_bytes",
+                        lambda self, rel, data, at=None, mkdirs=True: original(self, rel, data, mkdirs=mkdirs))
+    for k in range(1, 10_000):
+        root = tmp_path / f"k{k}"
+        shutil.copytree(base, root)
+        assert kill_at(root, script, k, True, tmp_path / f"n{k}") == KILLED
+        if "append" in (tmp_path / f"n{k}").read_text():
+            break
+        shutil.rmtree(root)
+    run(root, replay_from(root, script))
+    assert fingerprint(root)["files"]["log.md"] != expected["files"]["log.md"]

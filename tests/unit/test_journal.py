@@ -1,0 +1,144 @@
+"""The journal: steps replayed to the last commit, the rest cut, damage moved aside and reported."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from console.engine import journal as jr
+from console.engine.journal import Checkpoint, Conversation, Effect, Journal, load_checkpoint
+from console.engine.memory import MemoryState
+from console.engine.messages import Message, ToolCall
+from console.engine.state import StateSnapshot
+from console.engine.todos import TodoItem, TodoState
+
+NOW = datetime(2026, 1, 15, 14, 0, tzinfo=UTC)
+
+
+def commit(j: Journal, conv: Conversation, turn: int, *, state: StateSnapshot | None = None,
+           events: list[str] | None = None, effects: list[Effect] | None = None, **cp: object) -> None:
+    j.commit(Checkpoint(session=1, turn=turn, **cp), conv, state=state, events=events or [], effects=effects or [],
+             full_state=lambda: state or StateSnapshot(), system="SYSTEM")
+
+
+def test_replays_appends_replacements_and_resets(make_job) -> None:
+    paths = make_job()
+    j = Journal(paths)
+    conv = Conversation([Message.user("hi", kind="kickoff")])
+    call = ToolCall(id="c1", name="read_file", arguments='{"path": "a"}')
+    conv.append(Message.assistant("", [call]))
+    conv.append(Message.tool(call, "big content"))
+    commit(j, conv, 1)
+    conv[2] = Message.tool(call, "[masked]", masked=True)
+    conv.extend([Message.user("notice")])
+    commit(j, conv, 2)
+    loaded = Journal(paths).load(NOW)
+    assert (loaded.cp.session, loaded.cp.turn, loaded.system) == (1, 2, "SYSTEM")
+    assert loaded.conversation == list(conv) and loaded.problem is None and loaded.cut == 0
+    conv[:] = [Message.user("summary", kind="summary")]
+    commit(j, conv, 3, job_done=True)
+    assert Journal(paths).load(NOW).conversation == [Message.user("summary", kind="summary")]
+    assert load_checkpoint(paths).job_done
+
+
+def test_a_step_that_never_committed_is_cut_and_its_intent_kept(make_job) -> None:
+    paths = make_job()
+    j = Journal(paths)
+    conv = Conversation([Message.user("a")])
+    commit(j, conv, 1)
+    j.intent("call_1", {"at": 42})
+    # a kill in the middle of a step: ops written, no commit, the last line torn
+    with j.path.open("a") as fh:
+        fh.write('{"op":"append","m":{"role":"user","content":"half a step"}}\n{"op":"app')
+    j.close()
+    loaded = Journal(paths).load(NOW)
+    assert loaded.cp.turn == 1 and [m.content for m in loaded.conversation] == ["a"]
+    assert loaded.intents == {"call_1": {"at": 42}} and loaded.cut == 3 and loaded.problem is None
+    j2 = Journal(paths)
+    j2.load(NOW)
+    conv2 = Conversation(loaded.conversation, journaled=True)
+    conv2.append(Message.user("b"))
+    commit(j2, conv2, 2)
+    again = Journal(paths).load(NOW)
+    assert again.cp.turn == 2 and [m.content for m in again.conversation] == ["a", "b"] and again.intents == {}
+
+
+def test_state_events_and_effects_ride_on_the_commit(make_job) -> None:
+    paths = make_job()
+    j = Journal(paths)
+    conv = Conversation([Message.user("a")])
+    todos = TodoState(kind="phase", phase_name="P", items=[TodoItem(text="t")], generation=1)
+    commit(j, conv, 1, state=StateSnapshot(todos=todos, memory=MemoryState()),
+           events=['{"seq":5,"type":"x"}', '{"seq":6,"type":"y"}'],
+           effects=[Effect(path="workspace_summary.md", content="# Summary\n")])
+    commit(j, conv, 2, state=StateSnapshot(memory=MemoryState(next_id=7)), events=['{"seq":7,"type":"z"}'])
+    loaded = Journal(paths).load(NOW, logged_seq=5)
+    assert loaded.state.todos == todos and loaded.state.memory.next_id == 7
+    assert [e["seq"] for e in loaded.unlogged] == [6, 7]  # what the log never got (a kill between the two)
+    assert loaded.effects == []  # only the last commit's effects may be unapplied
+    assert Journal(paths).load(NOW, logged_seq=0).unlogged[0] == {"seq": 5, "type": "x"}
+
+
+def test_large_payloads_are_stored_once_as_blobs(make_job) -> None:
+    paths = make_job()
+    j = Journal(paths)
+    big = "x" * (jr.INLINE_LIMIT + 10)
+    call = ToolCall(id="c1", name="write_file", arguments=json.dumps({"path": "a", "content": big}))
+    conv = Conversation([Message.assistant("", [call]), Message.tool(call, big)])
+    commit(j, conv, 1)
+    assert max(len(line) for line in j.path.read_bytes().splitlines()) < 4096
+    assert len(list((paths.state / "blobs").iterdir())) == 2
+    assert Journal(paths).load(NOW).conversation == list(conv)
+    # a blob that went missing is damage, reported, never a crash
+    for b in (paths.state / "blobs").iterdir():
+        b.unlink()
+    loaded = Journal(paths).load(NOW)
+    assert loaded.cp is None and "is missing" in loaded.problem
+
+
+def test_a_garbage_first_line_is_moved_aside_not_truncated(make_job) -> None:
+    paths = make_job()
+    j = Journal(paths)
+    commit(j, Conversation([Message.user("a")]), 1)
+    j.close()
+    original = j.path.read_bytes()
+    j.path.write_bytes(b"this is not json\n" + original)
+    loaded = Journal(paths).load(NOW)
+    assert loaded.cp is None and loaded.problem.startswith(".console/checkpoint.jsonl: line 1 is not a journal record")
+    assert not j.path.exists()
+    (kept,) = (paths.state / "corrupt").iterdir()
+    assert kept.read_bytes() == b"this is not json\n" + original  # every byte kept for the operator
+
+
+def test_valid_json_of_the_wrong_shape_is_damage(make_job) -> None:
+    for bad in ('{"op": "commit"}', '{"op": "replace", "i": 5, "m": {"role": "user"}}', "[1, 2, 3]", "null",
+                '{"op": "append", "m": {"role": "wizard"}}', "[" * 5000 + "]" * 5000, '{"op": "reset", "ms": 7}'):
+        paths = make_job()
+        j = Journal(paths)
+        commit(j, Conversation([Message.user("a")]), 1)
+        j.close()
+        with j.path.open("a") as fh:
+            fh.write(bad + "\n")
+        loaded = Journal(paths).load(NOW)
+        assert loaded.problem is not None and "line 4 " in loaded.problem, bad
+        assert "tagged-union" not in loaded.problem
+        import shutil
+
+        shutil.rmtree(paths.root)
+
+
+def test_rewritten_when_it_outgrows_the_conversation(make_job, monkeypatch) -> None:
+    monkeypatch.setattr(jr, "REWRITE_MIN", 4096)
+    paths = make_job()
+    j = Journal(paths)
+    conv = Conversation([Message.user("x")])
+    for i in range(200):
+        conv[:] = [Message.user(f"summary {i}")]
+        commit(j, conv, i)
+    assert j.path.stat().st_size < 4 * 4096
+    assert Journal(paths).load(NOW).conversation == [Message.user("summary 199")]
+
+
+def test_no_journal_means_a_new_job(make_job) -> None:
+    loaded = Journal(make_job()).load(NOW)
+    assert loaded.cp is None and loaded.problem is None and loaded.conversation == []
