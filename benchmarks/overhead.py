@@ -5,8 +5,10 @@ Runs the real session loop (run_agent_session) on a job whose state is large:
 20 todos in the active list. The model answers instantly with one call to a
 no-op tool, so what is left of each turn is the harness: applying operator
 commands, assembling the five layers, the events, pressure evaluation and the
-checkpoint write (journal append + fsync, checkpoint.json rename). Provider
-and tool time are measured separately and subtracted.
+three journal commits of a turn (the reply, the tool call with its result, the
+bookkeeping), each an append of one record with its events, which are then
+relayed to events.jsonl. Provider and tool time are measured separately and
+subtracted.
 
     python benchmarks/overhead.py [--turns 400] [--messages 2000]
 
@@ -25,9 +27,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from console.engine import events as ev
-from console.engine.checkpoint import Conversation, SessionStore
 from console.engine.clock import SystemClock
 from console.engine.job import JobPaths
+from console.engine.journal import Checkpoint, Conversation, Journal
 from console.engine.loop import SessionDeps, run_agent_session
 from console.engine.messages import Message, ModelRequest, ToolCall
 from console.engine.operator import OperatorState
@@ -69,7 +71,8 @@ def build_state(root: Path, messages: int) -> tuple[Runtime, Conversation]:
     root.mkdir(parents=True, exist_ok=True)
     paths.instructions.write_text("# Benchmark job\n")
     paths.main_plan.write_text(PLAN)
-    rt = Runtime(paths, SystemClock(), ev.EventStream(paths.events, SystemClock()))
+    paths.state.mkdir(parents=True, exist_ok=True)
+    rt = Runtime(paths, SystemClock(), ev.EventStream(paths.events, SystemClock()), journal=Journal(paths))
     rt.todos.install([f"Task {i}: process part {i} of the input" for i in range(20)], kind="phase",
                      phase_name="Part 2", phase_number=2, total_phases=4, done=[i < 7 for i in range(20)])
     now = datetime.now(UTC)
@@ -100,8 +103,7 @@ def main() -> None:
         settings = RunSettings(provider="scripted", model="instant", base_url=None, speed=0, context_window=1_000_000,
                                soft_threshold=0.7, hard_threshold=0.85, max_turns=args.turns, max_restarts=0,
                                auto_restart=True)
-        sessions = SessionStore(rt.paths.state)
-        deps = SessionDeps(rt, provider, registry, settings, OperatorState(), sessions)
+        deps = SessionDeps(rt, provider, registry, settings, OperatorState())
 
         # Per-turn wall time from the loop's own events; tool time from tool_result.duration_ms.
         marks: list[float] = []
@@ -116,9 +118,9 @@ def main() -> None:
                 tool_ms[e.turn] = tool_ms.get(e.turn, 0.0) + e.duration_ms
 
         rt.events.subscribe(on_event)
-        sessions.save(__import__("console.engine.checkpoint", fromlist=["Checkpoint"]).Checkpoint(session=1), conv)
+        rt.events.holding = True  # as in a run: events go through the journal's outbox
         t0 = time.perf_counter()
-        result = run_agent_session(deps, 1, conv, start_turn=0)
+        result = run_agent_session(deps, 1, conv, Checkpoint(session=1))
         marks.append(time.perf_counter())
         provider_at.append(provider.spent)
         total = time.perf_counter() - t0
@@ -137,7 +139,7 @@ def main() -> None:
               f"todos: {len(rt.todos.state.items)}")
         print(f"harness per turn: p50 {p50:.3f} ms, p90 {per_turn[int(len(per_turn) * 0.9)]:.3f} ms, "
               f"p99 {p99:.3f} ms, max {per_turn[-1]:.3f} ms; budget 10 ms (seed 003): p99 is {10 / p99:.0f}x under")
-        print(f"whole run: {total:.2f} s for {result.turns} turns")
+        print(f"whole run: {total:.2f} s for {result.turns} turns; journal {rt.paths.checkpoint.stat().st_size} bytes")
         print(json.dumps({"p50_ms": round(p50, 3), "p99_ms": round(p99, 3), "turns": len(per_turn),
                           "messages": len(conv), "completed_tasks": len(rt.memory.state.completed_tasks),
                           "todos": len(rt.todos.state.items), "budget_ms": 10}))

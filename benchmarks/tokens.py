@@ -103,9 +103,11 @@ def make_job(root: Path, reads: int) -> JobPaths:
     todos = reads // READS_PER_TODO
     paths.main_plan.write_text("# Execution Plan\n\n## Overview\nRead the data set.\n\n## Phase 1: Reading ← CURRENT\n"
                                + "".join(f"- [ ] Read parts, batch {i + 1}\n" for i in range(todos)))
-    TodoManager(paths.todos, paths.archive).install([f"Read parts, batch {i + 1}" for i in range(todos)],
-                                                    kind="phase", phase_name="Reading", phase_number=1,
-                                                    total_phases=1)
+    todo_list = TodoManager()
+    todo_list.install([f"Read parts, batch {i + 1}" for i in range(todos)], kind="phase", phase_name="Reading",
+                      phase_number=1, total_phases=1)
+    paths.state.mkdir(parents=True, exist_ok=True)
+    paths.todos.write_text(todo_list.state.model_dump_json())
     return paths
 
 

@@ -416,11 +416,56 @@ def _last_seq(path: Path) -> int:
     except OSError:
         return 0
     for raw in reversed(tail):
-        try:
-            return int(json.loads(raw)["seq"])
-        except (ValueError, KeyError, TypeError):
-            continue
+        seq = _seq_of(raw)
+        if seq is not None:
+            return seq
     return 0
+
+
+def _seq_of(raw: str | bytes) -> int | None:
+    """The seq of a log line, or None if the line is not an event we could have written."""
+    try:
+        data = json.loads(raw, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        return None
+    seq = data.get("seq") if isinstance(data, dict) else None
+    return seq if type(seq) is int and 0 <= seq < 2**63 else None
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON that jq reads")
+
+
+def damaged_lines(path: Path) -> int:
+    """How many lines of events.jsonl are not events (damage from outside: ours are whole lines).
+
+    A last line without its newline is a kill's torn write, not damage (the stream cuts it).
+    """
+    bad = 0
+    try:
+        with path.open("rb") as fh:
+            for raw in fh:
+                if raw.strip() and raw.endswith(b"\n") and _seq_of(raw) is None:
+                    bad += 1
+    except OSError:
+        return 0
+    return bad
+
+
+def copy_events(src: Path, dest: Path) -> int:
+    """Write the lines of ``src`` that are events to ``dest`` (atomically); returns how many were left out."""
+    bad = 0
+    tmp = dest.with_name(f".{dest.name}.check.tmp")
+    with src.open("rb") as fh, tmp.open("wb") as out:
+        for raw in fh:
+            if not raw.strip():
+                continue
+            if raw.endswith(b"\n") and _seq_of(raw) is not None:
+                out.write(raw)
+            else:
+                bad += 1
+    os.replace(tmp, dest)
+    return bad
 
 
 class EventStream:

@@ -53,10 +53,14 @@ FSYNC_EVERY = 40
 MAX_LINE = 256 * 2**20
 
 
+# Counts in a checkpoint are bounded: a damaged journal is damage, not a number past any float.
+Count = Annotated[int, Field(ge=0, le=10**12)]
+
+
 class UsageRecord(BaseModel):
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_input_tokens: int = 0
+    input_tokens: Count = 0
+    output_tokens: Count = 0
+    cached_input_tokens: Count = 0
     reported: bool = True
 
 
@@ -64,20 +68,20 @@ class Checkpoint(BaseModel):
     """Where a run is at a commit: enough to continue it exactly."""
 
     v: int = 3
-    session: int = Field(default=0, ge=0)
-    turn: int = Field(default=0, ge=0)
+    session: Count = 0
+    turn: Count = 0
     # "boundary": between turns. "tools": the reply of ``turn`` is recorded and its tool calls from
     # ``next_call`` on have not run yet (then the turn's bookkeeping).
     stage: Literal["boundary", "tools"] = "boundary"
-    next_call: int = Field(default=0, ge=0)
-    nudges: int = Field(default=0, ge=0)
-    idle_turns: int = Field(default=0, ge=0)
-    restarts: int = Field(default=0, ge=0)
-    idle_restarts: int = Field(default=0, ge=0)
+    next_call: Count = 0
+    nudges: Count = 0
+    idle_turns: Count = 0
+    restarts: Count = 0
+    idle_restarts: Count = 0
     # memory.next_id when the session started: a session that fills up without completing a task is idle.
-    tasks_at_start: int = Field(default=0, ge=0)
+    tasks_at_start: Count = 0
     # (memory.next_id, todo generation) after the last turn: an unchanged mark is a turn without progress.
-    progress: list[int] = Field(default_factory=list, max_length=2)
+    progress: list[Count] = Field(default_factory=list, max_length=2)
     # The context pressure was already evaluated at this boundary (a masking or wind-down was recorded).
     evaluated: bool = False
     job_done: bool = False
@@ -100,7 +104,7 @@ class Effect(BaseModel):
 
 class SessionOp(BaseModel):
     op: Literal["session"]
-    n: int = Field(ge=0)
+    n: Count
     system: str
 
 
@@ -116,7 +120,7 @@ class AppendOp(BaseModel):
 
 class ReplaceOp(BaseModel):
     op: Literal["replace"]
-    i: int = Field(ge=0)
+    i: Count
     m: Message
 
 
@@ -193,6 +197,7 @@ class Loaded:
     cut: int = 0
     # The journal could not be read past some line: what was wrong, and where the file went.
     problem: str | None = None
+    moved_to: str | None = None
 
 
 class Journal:
@@ -310,12 +315,14 @@ class Journal:
 
     def _damaged(self, out: Loaded, now: datetime, why: str) -> Loaded:
         moved = quarantine(self.paths, self.path, now)
-        where = f"moved to {moved.relative_to(self.paths.root)}" if moved else "it could not be moved aside"
+        # Its blobs go with it: the new journal's first rewrite would otherwise collect them as unused.
+        if self.blobs.folder.exists():
+            quarantine(self.paths, self.blobs.folder, now)
         # Nothing of it is used but the events it committed: the state files and a fresh conversation
         # continue the run (the caller says so).
-        unlogged = out.unlogged
-        fresh = Loaded(unlogged=unlogged)
-        fresh.problem = f"{self.path.relative_to(self.paths.root)}: {why}; {where}"
+        fresh = Loaded(unlogged=out.unlogged)
+        fresh.problem = why
+        fresh.moved_to = str(moved.relative_to(self.paths.root)) if moved else None
         self.size = self._base = 0
         return fresh
 

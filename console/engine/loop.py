@@ -27,7 +27,7 @@ from console.engine.context.layers import assemble, build_protected, build_syste
 from console.engine.context.masking import apply_masking, mask_notice
 from console.engine.context.pressure import WIND_DOWN_MESSAGE, ContextAction, ContextManager
 from console.engine.context.summary import build_summary, llm_summary_request, summary_message
-from console.engine.context.tokens import CHARS_PER_TOKEN, estimate_request, estimate_text
+from console.engine.context.tokens import CHARS_PER_TOKEN, estimate_message, estimate_request, estimate_text
 from console.engine.journal import Checkpoint, Conversation, UsageRecord
 from console.engine.messages import Message, ModelRequest, ToolCall
 from console.engine.operator import Aborted, OperatorState
@@ -352,8 +352,12 @@ class Session:
         # Arguments too big for any tool are not recorded (nor resent every turn): the call is refused.
         calls = [c.model_copy(update={"arguments": stub}) if (stub := refused_arguments(c.arguments)) else c
                  for c in out.calls]
-        self.conversation.append(Message.assistant(out.text, calls))
-        self.cm.record_usage(out.usage.input_tokens, out.usage.output_tokens)
+        reply = Message.assistant(out.text, calls)
+        self.conversation.append(reply)
+        # The reply counts with what is kept of it: refused arguments are not in the next prompt.
+        output = out.usage.output_tokens if calls == out.calls else min(out.usage.output_tokens,
+                                                                        estimate_message(reply))
+        self.cm.record_usage(out.usage.input_tokens, output)
         cp.stage, cp.next_call, cp.finished, cp.notices, cp.compaction = "tools", 0, False, [], None
         cp.usage = UsageRecord(input_tokens=out.usage.input_tokens, output_tokens=out.usage.output_tokens,
                                cached_input_tokens=out.usage.cached_input_tokens, reported=out.usage.reported)
@@ -381,7 +385,9 @@ class Session:
             if len(call.arguments) > ARGUMENTS_KEPT:
                 shortened = [c.model_copy(update={"arguments": elide_arguments(c.arguments)}) if c.id == call.id
                              else c for c in conv[at].tool_calls]
+                before = estimate_message(conv[at])
                 conv[at] = conv[at].model_copy(update={"tool_calls": shortened})
+                cm.freed(before - estimate_message(conv[at]))
             cp.finished = cp.finished or outcome.end_session
             cp.next_call = i + 1
             cp.notices, cp.compaction = list(rt.notices), rt.compaction_reason

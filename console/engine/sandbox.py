@@ -366,6 +366,30 @@ class Sandbox:
         finally:
             self._close(parent)
 
+    def check_writable(self, rel: str) -> None:
+        """Refuse now what a write to ``rel`` would refuse whatever its content (a protected or harness
+        file, a symlink, a folder, a pipe, a hard link), so a tool can say so before doing its work."""
+        _, parts, shown = self._check(rel)
+        if not parts:
+            raise SandboxError(f"'{shown}' is a folder, not a file.")
+        try:
+            parent, name = self._open_parent(parts, shown, create=False)
+        except FileNotFoundError:
+            return  # the folders are created by the write itself
+        except OSError as exc:
+            raise self._os_error(shown, exc, "written") from None
+        try:
+            self._guard_name(parent, name, shown)
+            try:
+                old = os.stat(name, dir_fd=parent, follow_symlinks=False)
+            except FileNotFoundError:
+                return
+            self._require_replaceable(old, shown)
+        except OSError as exc:
+            raise self._write_error(shown, exc, parent, name) from None
+        finally:
+            self._close(parent)
+
     def append_bytes(self, rel: str, data: bytes, *, at: int | None = None, mkdirs: bool = True) -> WriteResult:
         r, parts, shown = self._check(rel)
         if not parts:

@@ -16,6 +16,7 @@ reports it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from dataclasses import dataclass
@@ -85,16 +86,19 @@ class FileProblem:
 def read_state_file(path: Path, max_bytes: int = MAX_STATE_FILE_BYTES) -> bytes | None:
     """The bytes of a harness file, or None if it does not exist.
 
-    Opened without blocking and checked on the descriptor: a folder, a named pipe
-    or a device where a state file should be is an error, never a hang.
+    Opened without blocking and without following a symlink, and checked on the
+    descriptor: a folder, a named pipe, a device or a link where a state file
+    should be is an error, never a hang and never a read of some other file.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | os.O_NOFOLLOW)
     except FileNotFoundError:
         return None
     except IsADirectoryError:
         raise StateFileError("it is a folder, not a file") from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StateFileError("it is a symbolic link, not a file") from None
         raise StateFileError(exc.strerror or type(exc).__name__) from None
     try:
         st = os.fstat(fd)

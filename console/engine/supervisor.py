@@ -30,7 +30,7 @@ from console.engine import events as ev
 from console.engine.atomic import clean_temp
 from console.engine.clock import Clock, SystemClock
 from console.engine.context.pressure import RESTART_MARKER
-from console.engine.context.summary import build_summary, summary_message
+from console.engine.context.summary import build_summary, check_archives, summary_message
 from console.engine.context.tokens import estimate_message
 from console.engine.control import ControlChannel, RunLock
 from console.engine.job import JobPaths
@@ -103,13 +103,14 @@ class Supervisor:
         self.registry = registry or default_registry()
         self.operator = OperatorState(channel or ControlChannel(paths.inbox))
         paths.state.mkdir(parents=True, exist_ok=True)
-        self.file_problems = self._clear_the_way()
+        self.lock = RunLock(paths)
+        # Repairs happen only when no process runs the job (then run() refuses anyway).
+        self.file_problems = self._clear_the_way() if self.lock.holder() is None else []
         self.events = ev.EventStream(paths.events, self.clock)
         mb = 2**20
         self.sandbox = Sandbox(paths.root, max_write_bytes=int(getattr(settings, "max_write_mb", 4.0) * mb),
                                max_job_bytes=int(getattr(settings, "max_job_mb", 1024.0) * mb))
         self.journal = Journal(paths)
-        self.lock = RunLock(paths)
         self.runtime: Runtime | None = None
         self.session = 0
         self.deps: SessionDeps | None = None
@@ -130,7 +131,20 @@ class Supervisor:
             moved = quarantine(self.paths, path, self.clock.now())
             problems.append(FileProblem(f".console/{name}", f"it was {kind}",
                                         str(moved.relative_to(self.paths.root)) if moved else None))
+        problems += self._check_log()
         return problems
+
+    def _check_log(self) -> list[FileProblem]:
+        """Lines of events.jsonl that are not events: the original is kept aside, the log keeps the rest."""
+        path = self.paths.events
+        if not path.is_file() or not (bad := ev.damaged_lines(path)):
+            return []
+        moved = quarantine(self.paths, path, self.clock.now())
+        if moved is None:
+            return []
+        ev.copy_events(moved, path)
+        return [FileProblem(".console/events.jsonl", f"{bad} line{'s' if bad != 1 else ''} did not read as events",
+                            str(moved.relative_to(self.paths.root)), "log")]
 
     # -- the control API (thread-safe: applied by the engine at its next turn boundary) --------
     def subscribe(self, fn: ev.Subscriber):
@@ -223,6 +237,12 @@ class Supervisor:
         try:
             self.result = self._run()
             return self.result
+        except BaseException:
+            # Interrupted mid-step (a third Ctrl+C): what the step would have recorded is dropped with it,
+            # and its events must not reach the log (the resume redoes the step and logs them once).
+            if self.runtime is not None:
+                self.runtime.rollback()
+            raise
         finally:
             self.journal.close()
             self.events.close()
@@ -243,7 +263,11 @@ class Supervisor:
                                     state)
         for p in self.file_problems:
             self.events.emit(ev.StateRecovered, file=p.file, problem=p.problem, moved_to=p.moved_to,
-                             action="a new one is started")
+                             action=("the log goes on with every line that is an event" if p.component == "log"
+                                     else "a new one is started"))
+        for p in check_archives(self.paths, now):
+            self.events.emit(ev.StateRecovered, file=p.file, problem=p.problem, moved_to=p.moved_to,
+                             action="the summaries no longer list that todo list")
         for p in problems:
             what = COMPONENT_NAMES.get(p.component or "", "its content")
             if getattr(loaded.state, p.component or "", None) is not None:
@@ -253,8 +277,8 @@ class Supervisor:
             self.events.emit(ev.StateRecovered, file=p.file, problem=p.problem, moved_to=p.moved_to, action=action)
         if loaded.problem:
             self.events.emit(ev.StateRecovered, file=f".console/{JOURNAL_NAME}", problem=loaded.problem,
-                             moved_to=None, action="the run continues from the state files with a conversation "
-                                                   "rebuilt from the summary")
+                             moved_to=loaded.moved_to, action="the run continues from the state files with a "
+                                                              "conversation rebuilt from the summary")
         # A kill may have come between the last commit and its files: write them again (same content).
         rt.apply_effects(loaded.effects)
         for comp in COMPONENTS:

@@ -260,28 +260,26 @@ PLAN = ("# Plan\n\n## Phase 1: Collect\n" + "".join(f"- [ ] c{i}\n" for i in ran
 
 
 def _edits_script() -> list[ScriptedTurn]:
-    """Appends, edits, a rewind, notes and the job's end: the effects a replayed model can make."""
-    done = [T(calls=[C(name="todo_complete")])]
+    """Appends, edits, a rewind, notes and the job's end, several calls a turn (a kill lands mid-turn)."""
+    done = C(name="todo_complete")
     return [
-        T(calls=[C(name="generate_workspace_summary")]), *done * 3,
-        T(calls=[C(name="write_file", arguments={"path": "main_plan.md", "content": PLAN})]), *done * 2,
+        T(calls=[C(name="generate_workspace_summary"), done, done, done]),
+        T(calls=[C(name="write_file", arguments={"path": "main_plan.md", "content": PLAN}), done, done]),
         T(calls=[C(name="todo_write", arguments={"todos": [f"c{i}" for i in range(5)]})]),
         T(calls=[C(name="append_file", arguments={"path": "log.md", "content": "- collected c0"}),
-                 C(name="append_file", arguments={"path": "log.md", "content": "- collected c0 again"}),
-                 C(name="todo_complete")]),
-        T(calls=[C(name="edit_file", arguments={"path": "log.md", "old_text": "again", "new_text": "twice"}),
-                 C(name="add_note", arguments={"text": "c0 came twice"}), C(name="todo_complete")]),
+                 C(name="append_file", arguments={"path": "log.md", "content": "- collected c0 again"}), done,
+                 C(name="edit_file", arguments={"path": "log.md", "old_text": "again", "new_text": "twice"}),
+                 C(name="add_note", arguments={"text": "c0 came twice"}), done]),
         T(calls=[C(name="todo_rewind", arguments={"issue": "c2 needs the other source"})]),
-        T(calls=[C(name="todo_write", arguments={"todos": [f"c{i}" for i in range(1, 6)]})]),
-        T(calls=[C(name="append_file", arguments={"path": "log.md", "content": "- collected c1..c5"}),
-                 C(name="add_accomplishment", arguments={"text": "all collected"})]),
-        *done * 5,
-        T(calls=[C(name="todo_write", arguments={"todos": [f"w{i}" for i in range(5)]})]),
-        T(calls=[C(name="write_file", arguments={"path": "out.md", "content": "# Out\n\nc0..c5\n"})]),
-        *done * 5,
-        T(calls=[C(name="todo_write", arguments={"todos": ["Verify all deliverables", "Call job_complete()"]})]),
-        *done,
-        T(calls=[C(name="job_complete", arguments={"summary": "wrote out.md", "deliverables": ["out.md", "log.md"],
+        T(calls=[C(name="todo_write", arguments={"todos": [f"c{i}" for i in range(1, 6)]}),
+                 C(name="append_file", arguments={"path": "log.md", "content": "- collected c1..c5"}),
+                 C(name="add_accomplishment", arguments={"text": "all collected"}), done, done, done, done, done]),
+        T(calls=[C(name="todo_write", arguments={"todos": [f"w{i}" for i in range(5)]}),
+                 C(name="write_file", arguments={"path": "out.md", "content": "# Out\n\nc0..c5\n"}),
+                 done, done, done, done, done]),
+        T(calls=[C(name="todo_write", arguments={"todos": ["Verify all deliverables", "Call job_complete()"]}),
+                 done,
+                 C(name="job_complete", arguments={"summary": "wrote out.md", "deliverables": ["out.md", "log.md"],
                                                    "confidence": 0.9})]),
     ]
 
@@ -318,3 +316,38 @@ def test_the_harness_notices_a_broken_resume(tmp_path: Path, monkeypatch: pytest
         shutil.rmtree(root)
     run(root, replay_from(root, script))
     assert fingerprint(root)["files"]["log.md"] != expected["files"]["log.md"]
+
+
+def test_an_interrupt_inside_a_step_resumes_to_the_same_end(work: Path) -> None:
+    """A third Ctrl+C raises KeyboardInterrupt wherever the engine is: the step it lands in is dropped whole
+    (its events too) and redone by the resume. Every 9th point, in-process (no kill: the unwinding runs)."""
+    base = work / "edits"
+    base.mkdir()
+    (base / "instructions.md").write_text("# Edits\n")
+    script = _edits_script()
+    tears, expected = count_points(base, script, work)
+    failures = []
+    for n in range(3, len(tears) + 1, 9):
+        root = work / f"interrupt-{n}"
+        shutil.copytree(base, root)
+        seen = 0
+
+        def hook(name: str, tear: Callable[[], None] | None, n: int = n) -> None:
+            nonlocal seen
+            seen += 1
+            if seen == n:
+                raise KeyboardInterrupt
+
+        failpoints.install(hook)
+        try:
+            run(root, script)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            failpoints.install(None)
+        run(root, replay_from(root, script))
+        got = fingerprint(root)
+        diff = [k for k in expected if got[k] != expected[k]]
+        if diff:
+            failures.append(f"interrupt at {n}: " + "; ".join(f"{k}: {_diff(expected[k], got[k])}" for k in diff))
+    assert not failures, "\n".join(failures)

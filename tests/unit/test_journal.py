@@ -104,7 +104,8 @@ def test_a_garbage_first_line_is_moved_aside_not_truncated(make_job) -> None:
     original = j.path.read_bytes()
     j.path.write_bytes(b"this is not json\n" + original)
     loaded = Journal(paths).load(NOW)
-    assert loaded.cp is None and loaded.problem.startswith(".console/checkpoint.jsonl: line 1 is not a journal record")
+    assert loaded.cp is None and loaded.problem.startswith("line 1 is not a journal record")
+    assert loaded.moved_to.startswith(".console/corrupt/checkpoint.jsonl.")
     assert not j.path.exists()
     (kept,) = (paths.state / "corrupt").iterdir()
     assert kept.read_bytes() == b"this is not json\n" + original  # every byte kept for the operator

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Annotated
 
 from pydantic import BaseModel, Field
 
@@ -46,11 +47,12 @@ class ContextAction(StrEnum):
 class PressureState(BaseModel):
     """What a ContextManager knows between turns, recorded with every commit so a resume decides alike."""
 
-    used: int = Field(default=0, ge=0)
+    # Bounded: a damaged journal must not feed a size past any float into the arithmetic.
+    used: int = Field(default=0, ge=0, le=10**12)
     wind_down_sent: bool = False
-    turns_since_wind_down: int = Field(default=0, ge=0)
-    masked_total: int = Field(default=0, ge=0)
-    trend: list[int] = Field(default_factory=list, max_length=TREND_LEN)
+    turns_since_wind_down: int = Field(default=0, ge=0, le=10**9)
+    masked_total: int = Field(default=0, ge=0, le=10**12)
+    trend: list[Annotated[int, Field(ge=0, le=10**12)]] = Field(default_factory=list, max_length=TREND_LEN)
 
 
 @dataclass

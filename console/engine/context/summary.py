@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from console.engine.job import JobPaths
 from console.engine.memory import WorkingMemory
 from console.engine.messages import Message, ModelRequest
-from console.engine.state import StateFileError, parse_model, read_state_file
+from console.engine.state import FileProblem, StateFileError, parse_model, quarantine, read_state_file
 from console.engine.workspace import Workspace
 
 MAX_ARCHIVES = 12
@@ -36,6 +36,29 @@ class ArchivedList(BaseModel):
     kind: str = ""
     note: str = ""
     items: list[ArchivedItem] = Field(default_factory=list)
+
+
+def check_archives(paths: JobPaths, now: datetime) -> list[FileProblem]:
+    """Move aside archives that cannot be read back (at start-up): the summary must not lose one silently."""
+    problems: list[FileProblem] = []
+    try:
+        entries = sorted(os.scandir(paths.archive), key=lambda e: e.name)
+    except OSError:
+        return problems
+    for e in entries:
+        if not e.name.endswith(".json"):
+            continue
+        path = paths.archive / e.name
+        try:
+            data = read_state_file(path, max_bytes=4 * 2**20)
+            if data is None:
+                continue
+            parse_model(ArchivedList, data)
+        except StateFileError as exc:
+            moved = quarantine(paths, path, now)
+            problems.append(FileProblem(str(path.relative_to(paths.root)), str(exc),
+                                        str(moved.relative_to(paths.root)) if moved else None))
+    return problems
 
 
 def archived_phases(paths: JobPaths) -> list[dict]:

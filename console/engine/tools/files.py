@@ -164,6 +164,7 @@ class EditFileArgs(ToolArgs):
 
 def edit_file(rt: Runtime, a: EditFileArgs) -> str:
     rel = checked(rt, a.path)
+    sandbox(rt).check_writable(rel)  # a file the agent may not change: say so before matching text in it
     text = read_text(rt, rel)
     prior = rt.redo.get(rt.current_call or "")
     if prior is not None and digest(text) == prior.get("after"):
