@@ -8,14 +8,18 @@ line says why); 2 bad input (job folder, job.toml, settings, flags);
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
+import os
 import re
 import signal
 import sqlite3
+import stat
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from console import __version__
 
@@ -33,12 +37,56 @@ COMMAND_HELP = {
 COMMAND_NAMES = {"approve": "approve_restart", "deny": "deny_restart"}
 
 
+def one_line(text: str) -> str:
+    """A message as one printable line: its lines joined, control characters (escape sequences) escaped."""
+    joined = " ".join(part.strip() for part in str(text).splitlines() if part.strip())
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in joined)
+
+
 def _err(msg: str) -> None:
-    print(f"agent-console: {msg}", file=sys.stderr)
+    _say(f"agent-console: {one_line(msg)}", sys.stderr)
+
+
+def _say(line: str, stream: Any = None) -> None:
+    """Print a line; a reader that went away (`| head`, a closed SSH session) does not change the outcome."""
+    with contextlib.suppress(BrokenPipeError, ValueError):
+        print(line, file=stream or sys.stdout, flush=True)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as the one line every other bad input gets (exit code 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        _err(f"{message} (see: {self.prog} --help)")
+        sys.exit(EXIT_USAGE)
+
+
+MAX_SCRIPT_BYTES = 64 << 20
+MAX_WAIT_SECONDS = 86_400
+MAX_LIST = 10**6
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    """ValueError naming the first numeric flag out of its bounds or not a finite number. The bounds are
+    those of job.toml and the settings: beyond them a value is a typo (or would fail deep in a run)."""
+    from console.engine.job import MAX_CONTEXT_WINDOW, MAX_RESTARTS, MAX_SPEED, MAX_TURNS
+
+    bounds: dict[str, tuple[float, float, str]] = {
+        "speed": (0, MAX_SPEED, f"a number from 0 to {MAX_SPEED:g}"),
+        "max_turns": (1, MAX_TURNS, f"a whole number from 1 to {MAX_TURNS}"),
+        "context_window": (1, MAX_CONTEXT_WINDOW, f"a number of tokens from 1 to {MAX_CONTEXT_WINDOW}"),
+        "max_restarts": (0, MAX_RESTARTS, f"a whole number from 0 to {MAX_RESTARTS}"),
+        "wait": (0, MAX_WAIT_SECONDS, f"a number of seconds from 0 to {MAX_WAIT_SECONDS}"),
+        "limit": (1, MAX_LIST, f"a whole number from 1 to {MAX_LIST}"),
+    }
+    for name, (low, high, what) in bounds.items():
+        value = getattr(args, name, None)
+        if value is not None and not (math.isfinite(value) and low <= value <= high):
+            raise ValueError(f"--{name.replace('_', '-')} {value:g}: expected {what}")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="agent-console",
         description="Run long LLM agent jobs under guardrails, and supervise them.",
     )
@@ -99,11 +147,70 @@ def state_error(paths: Any, exc: Exception) -> str:
             ".console/ folder aside to start the job over")
 
 
-def _positive(name: str, value: Any) -> None:
-    if value is not None and value <= 0 and name != "speed":
-        raise ValueError(f"--{name.replace('_', '-')} must be positive")
-    if name == "speed" and value is not None and value < 0:
-        raise ValueError("--speed must be 0 or more")
+def _script_items(text: str) -> list[Any]:
+    """The turns of a replay script: a JSON list (or one object), else JSON Lines; ValueError if neither."""
+    try:
+        doc = json.loads(text)
+        return doc if isinstance(doc, list) else [doc]
+    except json.JSONDecodeError:
+        pass
+    items = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                items.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"neither a JSON list of turns nor JSON Lines (line {n}: {exc.msg})") from None
+    return items
+
+
+def check_script(path: Path) -> None:
+    """A --script file that cannot be replayed is a ValueError of one line naming it.
+
+    It is checked before the provider reads it: a FIFO would block the read, a deeply nested document
+    would raise RecursionError, and a turn of the wrong shape a many-line validation error."""
+    from pydantic import ValidationError
+
+    from console.engine.job import format_validation_error
+    from console.providers.scripted import ScriptedTurn
+
+    shown = f"--script {path}"
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise ValueError(f"{shown}: no such file") from None
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{shown}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise ValueError(f"{shown}: is a directory, not a replay script (a JSON list or JSON Lines of turns)")
+    if not stat.S_ISREG(info.st_mode):
+        raise ValueError(f"{shown}: is not a regular file (a FIFO, socket or device)")
+    if info.st_size > MAX_SCRIPT_BYTES:
+        raise ValueError(f"{shown}: too large ({info.st_size:,} bytes; at most {MAX_SCRIPT_BYTES:,})")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as f:
+            data = f.read(MAX_SCRIPT_BYTES + 1)
+    except OSError as exc:
+        raise ValueError(f"{shown}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{shown}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        items = _script_items(text)
+    except RecursionError:
+        raise ValueError(f"{shown}: not usable JSON: nested too deeply") from None
+    except ValueError as exc:  # not JSON, or e.g. a number of over 4,300 digits
+        raise ValueError(f"{shown}: not usable JSON: {str(exc)[:160]}") from None
+    for n, item in enumerate(items, 1):
+        try:
+            ScriptedTurn.model_validate(item)
+        except ValidationError as exc:
+            raise ValueError(format_validation_error(f"{shown}: turn {n}", exc, 'a turn is {"text": ..., '
+                                                     '"calls": [{"name": ..., "arguments": {...}}]}')) from None
+        except RecursionError:
+            raise ValueError(f"{shown}: turn {n}: nested too deeply") from None
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -116,10 +223,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     clock = SystemClock()
     try:
-        for name in ("speed", "max_turns", "context_window"):
-            _positive(name, getattr(args, name))
-        if args.max_restarts is not None and args.max_restarts < 0:
-            raise ValueError("--max-restarts must be 0 or more")
+        check_flags(args)
         settings = load_settings()
         source = validate_job_folder(args.job)
         job = load_job_config(source)
@@ -129,21 +233,44 @@ def cmd_run(args: argparse.Namespace) -> int:
                                   auto_restart=False if args.no_auto_restart else None)
         if args.script is not None and rs.provider != "scripted":
             raise ValueError("--script replays turns with the scripted provider only")
+        if args.script is not None:
+            check_script(args.script)
         api_key = None
         if rs.provider == "openai" and settings.openai_api_key:
             api_key = settings.openai_api_key.get_secret_value()
         if rs.provider == "anthropic" and settings.anthropic_api_key:
             api_key = settings.anthropic_api_key.get_secret_value()
-        provider = make_provider(rs.provider, rs.model, base_url=rs.base_url, api_key=api_key, speed=rs.speed,
-                                 clock=clock, script=args.script)
-        # Copy only once everything checked out: a failed start leaves no stray run folder.
-        paths = source if args.in_place else prepare_run(args.job, settings.runs_dir, clock.now())
+        try:
+            provider = make_provider(rs.provider, rs.model, base_url=rs.base_url, api_key=api_key, speed=rs.speed,
+                                     clock=clock, script=args.script)
+        except (ProviderError, RecursionError):
+            raise
+        except Exception as exc:  # an SDK refusing its settings (e.g. a URL form only it rejects)
+            what = "base_url (--base-url, job.toml or settings)" if rs.base_url else f"--provider {rs.provider}"
+            raise ValueError(f"{what}: the {rs.provider} client cannot be set up ({type(exc).__name__}: "
+                             f"{str(exc)[:200]})") from None
     except (JobError, ValueError, ProviderError) as exc:
         _err(str(exc))
         return EXIT_USAGE
-
+    except RecursionError:
+        _err(f"{args.job}: a job or settings file is nested too deeply to be read")
+        return EXIT_USAGE
     try:
         store = JobStore(settings.store_path)
+    except (sqlite3.Error, OSError) as exc:
+        _err(f"{settings.store_path}: the jobs database cannot be used ({exc}); move it aside and a new one is made")
+        return EXIT_USAGE
+    try:
+        # Copy only once everything checked out: a failed start leaves no stray run folder.
+        paths = source if args.in_place else prepare_run(args.job, settings.runs_dir, clock.now())
+    except JobError as exc:
+        _err(str(exc))
+        return EXIT_USAGE
+    except OSError as exc:  # the data folder cannot be written, or a file of the job cannot be copied
+        _err(f"{args.job}: cannot be copied to a run folder under {settings.runs_dir}: {str(exc)[:300]}")
+        return EXIT_USAGE
+
+    try:
         sup = Supervisor(paths, rs, provider, clock=clock, store=store)
     except sqlite3.Error as exc:
         _err(f"{settings.store_path}: the jobs database cannot be used ({exc}); move it aside and a new one is made")
@@ -168,9 +295,9 @@ def _finish(sup: Any, paths: Any) -> int:
         return EXIT_INTERRUPTED
     if result.ok:
         if result.outcome is None:
-            print(f"job already complete: {paths.root}")
+            _say(f"job already complete: {paths.root}")
         else:
-            print(f"done: job complete in {result.sessions} session(s); results in {paths.root}")
+            _say(f"done: job complete in {result.sessions} session(s); results in {paths.root}")
         return EXIT_OK
     _err(f"run ended without job_complete: {result.reason.value}: {result.detail}")
     if result.reason.value == "user_shutdown":
@@ -258,13 +385,14 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     from console.settings import load_settings
 
     try:
+        check_flags(args)
         settings = load_settings()
-    except JobError as exc:
+    except (JobError, ValueError) as exc:
         _err(str(exc))
         return EXIT_USAGE
     try:
         rows = JobStore(settings.store_path).list(args.limit)
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, OSError) as exc:
         _err(f"{settings.store_path}: the jobs database cannot be read ({exc}); move it aside and a new one is made")
         return EXIT_USAGE
     from console.engine.control import RunLock
@@ -320,8 +448,9 @@ def cmd_control(args: argparse.Namespace) -> int:
     from console.engine.job import JobError, JobPaths, validate_job_folder
 
     try:
+        check_flags(args)
         paths: JobPaths = validate_job_folder(args.job)
-    except JobError as exc:
+    except (JobError, ValueError) as exc:
         _err(str(exc))
         return EXIT_USAGE
     if not paths.state.is_dir():
@@ -360,8 +489,21 @@ def cmd_control(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader went away (`agent-console jobs | head`): nothing more to say, and nothing to say it to.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+
+
+def _main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error already reported on one line
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     if args.command == "run":
         return cmd_run(args)
     if args.command == "jobs":

@@ -3,6 +3,10 @@
 The config file lives at ``$AGENT_CONSOLE_CONFIG`` or the platform's user
 config folder (``~/.config/agent-console/config.toml`` on Linux). Env vars
 are ``AGENT_CONSOLE_<FIELD>``, e.g. ``AGENT_CONSOLE_PROVIDER=openai``.
+
+The config file's values are strictly typed like job.toml's (``auto_restart = "yes"`` is an error naming
+the key); env vars are strings and keep pydantic-settings' parsing (``AGENT_CONSOLE_AUTO_RESTART=false``).
+A config file that cannot be used is a :class:`JobError` of one line naming it.
 """
 
 from __future__ import annotations
@@ -10,18 +14,27 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import platformdirs
-from pydantic import Field, SecretStr, ValidationError
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    TomlConfigSettingsSource,
-)
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, Strict, ValidationError, create_model, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from console.engine.job import JobConfig, JobError, format_validation_error
+from console.engine.job import (
+    MAX_CONTEXT_WINDOW,
+    MAX_MEGABYTES,
+    MAX_RESTARTS,
+    MAX_SPEED,
+    MAX_TURNS,
+    JobConfig,
+    JobError,
+    format_validation_error,
+    one_line,
+    parse_config_toml,
+    read_config_text,
+    validate_base_url,
+)
 
 APP_NAME = "agent-console"
 ProviderName = Literal["scripted", "openai", "anthropic"]
@@ -34,8 +47,70 @@ def config_path() -> Path:
     return Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
 
 
+class ConfigFileSource(PydanticBaseSettingsSource):
+    """The config file, read safely and typed strictly.
+
+    The file is read like job.toml (a directory, FIFO, a file over 1 MiB, not UTF-8, bad or too deeply
+    nested TOML: a JobError of one line naming the file), then its values are validated against a strict
+    copy of the Settings fields, so ``auto_restart = "yes"``, ``max_turns = "10"`` or ``speed = true`` are
+    errors naming the key, as in job.toml. Env vars keep pydantic-settings' string parsing
+    (``AGENT_CONSOLE_SPEED=0``, ``AGENT_CONSOLE_AUTO_RESTART=false``)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], path: Path) -> None:
+        super().__init__(settings_cls)
+        self.path = path
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ reads the whole file at once
+
+    def __call__(self) -> dict[str, Any]:
+        text = read_config_text(self.path, "the settings file")
+        if text is None:
+            return {}
+        data = parse_config_toml(text, self.path, "the settings file")
+        shown = f"{one_line(str(self.path), 0)} (the settings file)"
+        try:
+            checked = _file_model(self.settings_cls).model_validate(data)
+        except ValidationError as exc:
+            raise JobError(format_validation_error(shown, exc, SETTINGS_KEYS)) from None
+        except RecursionError:
+            raise JobError(f"{shown}: values nested too deeply") from None
+        values = {name: getattr(checked, name) for name in checked.model_fields_set}
+        if values.get("base_url") is not None:
+            try:
+                validate_base_url(values["base_url"])
+            except ValueError as exc:
+                raise JobError(f"{shown}: key 'base_url': {exc}") from None
+        return values
+
+
+SETTINGS_KEYS = "the keys are the fields of Settings in console/settings.py, see README"
+_FILE_MODELS: dict[type, type[BaseModel]] = {}
+
+
+def _file_model(settings_cls: type[BaseSettings]) -> type[BaseModel]:
+    """A strict model with the fields (types, bounds) of ``settings_cls``, for the values of the config file.
+
+    Paths and secrets are written as TOML strings, so those two fields stay lax (a str becomes a Path or a
+    SecretStr; nothing else is accepted for them)."""
+    if settings_cls not in _FILE_MODELS:
+        fields: dict[str, Any] = {}
+        for name, info in settings_cls.model_fields.items():
+            metadata = list(info.metadata)  # the bounds: gt, ge, lt, le
+            if any(t in str(info.annotation) for t in ("Path", "SecretStr")):
+                metadata.append(Strict(False))
+            annotation = Annotated[(info.annotation, *metadata)] if metadata else info.annotation
+            fields[name] = (annotation, None)  # no defaults: only the keys the file sets are handed on
+        _FILE_MODELS[settings_cls] = create_model(  # type: ignore[call-overload]
+            f"{settings_cls.__name__}File",
+            __config__=ConfigDict(extra="forbid", strict=True, allow_inf_nan=False),
+            **fields,
+        )
+    return _FILE_MODELS[settings_cls]
+
+
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="AGENT_CONSOLE_", extra="forbid")
+    model_config = SettingsConfigDict(env_prefix="AGENT_CONSOLE_", extra="forbid", allow_inf_nan=False)
 
     data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir(APP_NAME)))
     provider: ProviderName = "scripted"
@@ -44,13 +119,16 @@ class Settings(BaseSettings):
     openai_api_key: SecretStr | None = None
     anthropic_api_key: SecretStr | None = None
     # Scripted model pacing: 1.0 looks alive in a demo, 0 is instant (tests, benchmarks).
-    speed: float = Field(default=1.0, ge=0)
-    context_window: int = Field(default=128_000, gt=0)
+    speed: float = Field(default=1.0, ge=0, le=MAX_SPEED)
+    context_window: int = Field(default=128_000, gt=0, le=MAX_CONTEXT_WINDOW)
     soft_threshold: float = Field(default=0.70, gt=0, lt=1)
     hard_threshold: float = Field(default=0.85, gt=0, lt=1)
-    max_turns: int = Field(default=500, gt=0)
-    max_restarts: int = Field(default=10, ge=0)
+    max_turns: int = Field(default=500, gt=0, le=MAX_TURNS)
+    max_restarts: int = Field(default=10, ge=0, le=MAX_RESTARTS)
     auto_restart: bool = True
+    # The most one tool call may write, and the most the job folder may hold (MB); job.toml [limits] overrides.
+    max_write_mb: float = Field(default=4.0, gt=0, le=MAX_MEGABYTES)
+    max_job_mb: float = Field(default=1024.0, gt=0, le=MAX_MEGABYTES)
     # How layers 4-5 are compacted at phase boundaries: facts only, or a summary written by the model.
     summary: Literal["deterministic", "llm"] = "deterministic"
     theme: str = "agent-dark"
@@ -66,11 +144,12 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (
-            init_settings,
-            env_settings,
-            TomlConfigSettingsSource(settings_cls, toml_file=config_path()),
-        )
+        return (init_settings, env_settings, ConfigFileSource(settings_cls, config_path()))
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return None if value is None else validate_base_url(value)
 
     @property
     def runs_dir(self) -> Path:
@@ -85,10 +164,13 @@ def load_settings(**overrides: Any) -> Settings:
     """Load settings; a bad config file or env var becomes a :class:`JobError` naming the key."""
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except JobError:
+        raise  # the config file itself: already one line naming it
     except ValidationError as exc:
-        raise JobError(format_validation_error(f"settings ({config_path()} or AGENT_CONSOLE_*)", exc)) from None
-    except Exception as exc:  # e.g. the TOML file does not parse
-        raise JobError(f"settings: cannot read {config_path()}: {exc}") from None
+        raise JobError(format_validation_error(f"settings ({config_path()} or AGENT_CONSOLE_*)", exc,
+                                               SETTINGS_KEYS)) from None
+    except Exception as exc:  # e.g. an env var holding JSON that does not parse (AGENT_CONSOLE_KEYS)
+        raise JobError(f"settings ({config_path()} or AGENT_CONSOLE_*): {one_line(str(exc))}") from None
 
 
 @dataclass(frozen=True)
@@ -106,6 +188,8 @@ class RunSettings:
     max_restarts: int
     auto_restart: bool
     summary: Literal["deterministic", "llm"] = "deterministic"
+    max_write_mb: float = 4.0  # the most one tool call may write
+    max_job_mb: float = 1024.0  # the most the job folder may hold
 
     def with_overrides(self, **kw: Any) -> RunSettings:
         return replace(self, **{k: v for k, v in kw.items() if v is not None})
@@ -132,7 +216,14 @@ def resolve_run_settings(settings: Settings, job: JobConfig, **flags: Any) -> Ru
         max_restarts=job.limits.max_restarts if job.limits.max_restarts is not None else settings.max_restarts,
         auto_restart=job.limits.auto_restart if job.limits.auto_restart is not None else settings.auto_restart,
         summary=job.context.summary or settings.summary,
+        max_write_mb=job.limits.max_write_mb or settings.max_write_mb,
+        max_job_mb=job.limits.max_job_mb or settings.max_job_mb,
     ).with_overrides(**flags)
+    if flags.get("base_url") is not None:
+        try:
+            validate_base_url(flags["base_url"])
+        except ValueError as exc:
+            raise JobError(f"--base-url {one_line(repr(flags['base_url']), 120)}: {exc}") from None
     if rs.soft_threshold >= rs.hard_threshold:
         raise JobError(
             f"soft_threshold ({rs.soft_threshold}) must be below hard_threshold ({rs.hard_threshold})"

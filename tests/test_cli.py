@@ -63,8 +63,8 @@ def test_in_place_runs_in_the_given_folder(make_job, capsys) -> None:
     [
         (None, ["run", "/nonexistent/job", "--headless"], "no such job folder"),
         ({"job.toml": "[model]\nprovider = 'gpt'\n"}, ["--headless"], "key 'model.provider'"),
-        ({}, ["--headless", "--max-turns", "0"], "--max-turns must be positive"),
-        ({}, ["--headless", "--speed", "-1"], "--speed must be 0 or more"),
+        ({}, ["--headless", "--max-turns", "0"], "--max-turns 0: expected a whole number from 1 to"),
+        ({}, ["--headless", "--speed", "-1"], "--speed -1: expected a number from 0 to 100"),
         ({}, ["--headless", "--provider", "openai", "--script", "x.json"], "scripted provider only"),
     ],
 )
@@ -108,9 +108,12 @@ def test_corrupt_state_and_database_are_named_not_tracebacks(make_job, capsys) -
     paths = make_job("quickstart")
     paths.state.mkdir()
     paths.todos.write_text('{"kind": "nonsense"}')
-    assert main(["run", str(paths.root), "--headless", "--in-place", "--speed", "0"]) == 2
-    err = capsys.readouterr().err
-    assert "todos.json: harness state cannot be read" in err and "Traceback" not in err
+    # A damaged state file is moved aside and reported, never trusted, never deleted; the run goes on.
+    assert main(["run", str(paths.root), "--headless", "--in-place", "--speed", "0"]) == 0
+    out, err = capsys.readouterr()
+    assert "recovered: .console/todos.json: " in out and "Traceback" not in err
+    (kept,) = (paths.state / "corrupt").iterdir()
+    assert kept.name.startswith("todos.json.") and kept.read_text() == '{"kind": "nonsense"}'
     db = Path(os.environ["AGENT_CONSOLE_DATA_DIR"]) / "jobs.db"
     db.parent.mkdir(parents=True, exist_ok=True)
     db.write_bytes(b"this is not sqlite" * 100)
@@ -153,3 +156,119 @@ def test_attach_needs_a_run_and_a_terminal(make_job, capsys) -> None:
     capsys.readouterr()
     assert main(["attach", str(paths.root)]) == 2
     assert "needs a terminal" in capsys.readouterr().err
+
+
+# -- every bad input: exit 2, one line naming it, no traceback ----------------------------------------------
+
+
+def _nested_script(path: Path) -> None:
+    path.write_text("[" * 100_000 + "]" * 100_000)
+
+
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+BAD_INPUTS = {
+    # flags
+    "base-url-ipv6": (lambda job, tmp: ["run", job, "--base-url", "http://[::1"], "--base-url 'http://[::1'"),
+    "base-url-ipv6-openai": (lambda job, tmp: ["run", job, "--provider", "openai", "--base-url", "http://[::1"],
+                             "Invalid IPv6 URL"),
+    "base-url-ftp": (lambda job, tmp: ["run", job, "--base-url", "ftp://x"], "http:// or https://"),
+    "base-url-no-host": (lambda job, tmp: ["run", job, "--base-url", "http://"], "no host"),
+    "speed-negative": (lambda job, tmp: ["run", job, "--speed", "-1"], "--speed -1"),
+    "speed-nan": (lambda job, tmp: ["run", job, "--speed", "nan"], "--speed nan"),
+    "speed-inf": (lambda job, tmp: ["run", job, "--speed", "inf"], "--speed inf"),
+    "max-turns-zero": (lambda job, tmp: ["run", job, "--max-turns", "0"], "--max-turns 0"),
+    "max-turns-negative": (lambda job, tmp: ["run", job, "--max-turns", "-5"], "--max-turns -5"),
+    "max-turns-abc": (lambda job, tmp: ["run", job, "--max-turns", "abc"], "--max-turns"),
+    "max-turns-5000-digits": (lambda job, tmp: ["run", job, "--max-turns", "9" * 5000], "--max-turns"),
+    "context-window-zero": (lambda job, tmp: ["run", job, "--context-window", "0"], "--context-window 0"),
+    "context-window-absurd": (lambda job, tmp: ["run", job, "--context-window", str(10**30)], "--context-window"),
+    "max-restarts-negative": (lambda job, tmp: ["run", job, "--max-restarts", "-1"], "--max-restarts -1"),
+    "unknown-flag": (lambda job, tmp: ["run", job, "--bogus"], "--bogus"),
+    "unknown-command": (lambda job, tmp: ["bogus"], "bogus"),
+    "jobs-limit-zero": (lambda job, tmp: ["jobs", "--limit", "0"], "--limit 0"),
+    "wait-negative": (lambda job, tmp: ["pause", job, "--wait", "-1"], "--wait -1"),
+    "wait-nan": (lambda job, tmp: ["stop", job, "--wait", "nan"], "--wait nan"),
+    # --script
+    "script-missing": (lambda job, tmp: ["run", job, "--script", tmp / "nope.json"], "no such file"),
+    "script-directory": (lambda job, tmp: ["run", job, "--script", tmp], "is a directory"),
+    "script-not-json": (lambda job, tmp: (tmp / "s.json").write_text("not json {") and
+                        ["run", job, "--script", tmp / "s.json"], "neither a JSON list of turns nor JSON Lines"),
+    "script-not-utf8": (lambda job, tmp: (tmp / "s.json").write_bytes(b"[\xff]") and
+                        ["run", job, "--script", tmp / "s.json"], "not UTF-8"),
+    "script-nested": (lambda job, tmp: _nested_script(tmp / "s.json") or ["run", job, "--script", tmp / "s.json"],
+                      "nested too deeply"),
+    "script-wrong-shape": (lambda job, tmp: (tmp / "s.json").write_text('[{"calls": [{"arguments": {}}]}]') and
+                           ["run", job, "--script", tmp / "s.json"], "turn 1: key 'calls.0.name'"),
+    "script-list-of-ints": (lambda job, tmp: (tmp / "s.json").write_text("[1, 2]") and
+                            ["run", job, "--script", tmp / "s.json"], "turn 1"),
+    "script-huge-number": (lambda job, tmp: (tmp / "s.json").write_text("[" + "9" * 5000 + "]") and
+                           ["run", job, "--script", tmp / "s.json"], "--script"),
+    "script-fifo": (lambda job, tmp: _fifo(tmp / "s.json") or ["run", job, "--script", tmp / "s.json"],
+                    "not a regular file"),
+    # JOB
+    "job-is-a-file": (lambda job, tmp: ["run", job / "instructions.md"], "not a file"),
+    "job-missing": (lambda job, tmp: ["run", tmp / "missing"], "no such job folder"),
+    "instructions-is-a-dir": (lambda job, tmp: (job / "instructions.md").unlink() or
+                              (job / "instructions.md").mkdir() or ["run", job], "instructions.md is a directory"),
+    "instructions-is-a-fifo": (lambda job, tmp: (job / "instructions.md").unlink() or
+                               _fifo(job / "instructions.md") or ["run", job], "instructions.md is not a regular"),
+    "attach-a-file": (lambda job, tmp: ["attach", job / "instructions.md"], "not a file"),
+    "pause-missing": (lambda job, tmp: ["pause", tmp / "missing"], "no such job folder"),
+    # job.toml
+    "job-toml-directory": (lambda job, tmp: (job / "job.toml").mkdir() or ["run", job], "job.toml: is a directory"),
+    "job-toml-fifo": (lambda job, tmp: _fifo(job / "job.toml") or ["run", job], "job.toml: is not a regular file"),
+    "job-toml-too-large": (lambda job, tmp: (job / "job.toml").write_text("#" * (2 << 20)) and ["run", job],
+                           "job.toml: too large"),
+    "job-toml-not-utf8": (lambda job, tmp: (job / "job.toml").write_bytes(b"name = '\xff'") and ["run", job],
+                          "job.toml: not UTF-8"),
+    "job-toml-syntax": (lambda job, tmp: (job / "job.toml").write_text("[model\n") and ["run", job],
+                        "job.toml: not valid TOML"),
+    "job-toml-nested": (lambda job, tmp: (job / "job.toml").write_text("a = " + "[" * 3000 + "]" * 3000) and
+                        ["run", job], "nested too deeply"),
+    "job-toml-yes": (lambda job, tmp: (job / "job.toml").write_text('[limits]\nauto_restart = "yes"\n') and
+                     ["run", job], "key 'limits.auto_restart'"),
+    "job-toml-two-errors": (lambda job, tmp: (job / "job.toml").write_text("speed = 1\n[limits]\nmax_turns = 0\n")
+                            and ["run", job], "key 'limits.max_turns'"),
+    "job-toml-base-url": (lambda job, tmp: (job / "job.toml").write_text('[model]\nbase_url = "http://[::1"\n') and
+                          ["run", job], "key 'model.base_url'"),
+    # the config file
+    "config-directory": (lambda job, tmp: Path(os.environ["AGENT_CONSOLE_CONFIG"]).mkdir() or ["run", job],
+                         "the settings file): is a directory"),
+    "config-fifo": (lambda job, tmp: _fifo(Path(os.environ["AGENT_CONSOLE_CONFIG"])) or ["jobs"],
+                    "the settings file): is not a regular file"),
+    "config-syntax": (lambda job, tmp: Path(os.environ["AGENT_CONSOLE_CONFIG"]).write_text("speed =") and
+                      ["run", job], "the settings file): not valid TOML"),
+    "config-yes": (lambda job, tmp: Path(os.environ["AGENT_CONSOLE_CONFIG"]).write_text('auto_restart = "yes"') and
+                   ["run", job], "key 'auto_restart'"),
+    "config-base-url": (lambda job, tmp: Path(os.environ["AGENT_CONSOLE_CONFIG"]).write_text('base_url = "ftp://x"')
+                        and ["attach", job], "key 'base_url'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_every_bad_input_exits_2_with_one_line(make_job, tmp_path, capsys, case: str) -> None:
+    make_args, needle = BAD_INPUTS[case]
+    job = make_job().root
+    tmp = tmp_path / "inputs"
+    tmp.mkdir()
+    args = [str(a) for a in make_args(job, tmp)]
+    code = main([*args, "--headless"] if args[0] == "run" else args)
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert code == 2, (out, err)
+    assert len(lines) == 1 and lines[0].startswith("agent-console: ") and lines[0] != "agent-console: ", err
+    assert needle in lines[0]
+    assert "Traceback" not in err + out
+    runs = Path(os.environ["AGENT_CONSOLE_DATA_DIR"]) / "runs"
+    assert not runs.exists() or not any(runs.iterdir())  # a failed start leaves no run folder behind
+
+
+def test_a_fifo_in_the_job_folder_is_named_not_hung(make_job, capsys) -> None:
+    paths = make_job()
+    os.mkfifo(paths.root / "pipe")
+    assert main(["run", str(paths.root), "--headless", "--speed", "0"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "cannot be copied to a run folder" in err and "pipe" in err

@@ -7,17 +7,31 @@ harness's files never mix.
 
 from __future__ import annotations
 
+import ipaddress
+import os
 import re
 import shutil
+import stat
 import tomllib
+import urllib.parse
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 STATE_DIR = ".console"
+# job.toml and the settings file are small: anything larger is a mistake (or an attack), not a config.
+MAX_CONFIG_BYTES = 1 << 20
+# Bounds of the numbers an operator may set (job.toml, the config file, env vars, flags): beyond them a
+# value is a typo, and some (a sleep of 1e300 s, a window of 10**30 tokens) would fail deep in a run.
+MAX_CONTEXT_WINDOW = 10**8
+MAX_TURNS = 10**7
+MAX_RESTARTS = 10**6
+MAX_SPEED = 100.0
+MAX_MEGABYTES = float(1 << 20)  # 1 TiB, for max_write_mb and max_job_mb
+MAX_URL_CHARS = 2048
 
 
 class JobError(Exception):
@@ -85,19 +99,64 @@ class JobPaths:
         return self.state / "inbox"
 
 
+def validate_base_url(value: str) -> str:
+    """``value`` if it is a usable API base URL (http or https, with a host); ValueError saying why if not.
+
+    Shared by job.toml's [model] base_url, the settings and the --base-url flag, so a bad URL is refused
+    at start-up with the key's name instead of failing inside an SDK with a traceback."""
+    if len(value) > MAX_URL_CHARS:
+        raise ValueError(f"a URL of at most {MAX_URL_CHARS} characters is expected, not {len(value)}")
+    if any(ch.isspace() or not ch.isprintable() for ch in value):
+        raise ValueError("a URL has no spaces or control characters")
+    try:
+        parts = urllib.parse.urlsplit(value)
+        host = parts.hostname
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in 0-65535
+    except ValueError as exc:
+        raise ValueError(f"not a valid URL ({exc})") from None
+    if parts.scheme.lower() not in ("http", "https"):
+        raise ValueError("the URL must start with http:// or https:// (e.g. http://127.0.0.1:11434/v1)")
+    if not host:
+        raise ValueError("the URL has no host (e.g. http://127.0.0.1:11434/v1)")
+    if not host.isascii():
+        raise ValueError("the URL's host is not ASCII; write an international name in its xn-- (punycode) form")
+    if all(ch in "0123456789." for ch in host):
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            raise ValueError(f"not a valid URL ('{one_line(host, 60)}' is not an IPv4 address)") from None
+    hostinfo = parts.netloc.rpartition("@")[2]
+    if "[" in hostinfo or "]" in hostinfo:
+        inside, _, after = hostinfo.removeprefix("[").partition("]")
+        try:
+            if not hostinfo.startswith("[") or not (after == "" or after.startswith(":")):
+                raise ValueError
+            ipaddress.IPv6Address(inside.split("%", 1)[0])
+        except ValueError:
+            raise ValueError(f"not a valid URL ('{one_line(hostinfo, 60)}' is not an [IPv6 address])") from None
+    return value
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: a TOML value of the wrong type is an error, never coerced ("yes" is not a bool, "10" not an
+    # int, true not a float; an int is still accepted for a float). inf and nan are refused too.
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class ModelSection(_Strict):
     provider: Literal["scripted", "openai", "anthropic"] | None = None
     name: str | None = None
     base_url: str | None = None
-    speed: float | None = Field(default=None, ge=0)
+    speed: float | None = Field(default=None, ge=0, le=MAX_SPEED)
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return None if value is None else validate_base_url(value)
 
 
 class ContextSection(_Strict):
-    window: int | None = Field(default=None, gt=0)
+    window: int | None = Field(default=None, gt=0, le=MAX_CONTEXT_WINDOW)
     soft_threshold: float | None = Field(default=None, gt=0, lt=1)
     hard_threshold: float | None = Field(default=None, gt=0, lt=1)
     summary: Literal["deterministic", "llm"] | None = None
@@ -110,9 +169,12 @@ class ContextSection(_Strict):
 
 
 class LimitsSection(_Strict):
-    max_turns: int | None = Field(default=None, gt=0)
-    max_restarts: int | None = Field(default=None, ge=0)
+    max_turns: int | None = Field(default=None, gt=0, le=MAX_TURNS)
+    max_restarts: int | None = Field(default=None, ge=0, le=MAX_RESTARTS)
     auto_restart: bool | None = None
+    # The most one tool call may write, and the most the job folder may hold, in MB (None: the settings' value).
+    max_write_mb: float | None = Field(default=None, gt=0, le=MAX_MEGABYTES)
+    max_job_mb: float | None = Field(default=None, gt=0, le=MAX_MEGABYTES)
 
 
 class JobConfig(_Strict):
@@ -135,40 +197,126 @@ def within(root_real: Path, path: Path) -> bool:
     return not (rel.parts and rel.parts[0].lower() == STATE_DIR)
 
 
-def format_validation_error(source: str, exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        msg = err["msg"]
+def one_line(text: str, limit: int = 200) -> str:
+    """``text`` safe to print on one line: control characters (newlines, escape sequences) escaped, at most
+    ``limit`` characters (0: no limit). Keys, values and paths in messages come from files anyone may write."""
+    out = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+    if limit and len(out) > limit:
+        out = out[: limit - 3] + "..."
+    return out
+
+
+def _why(exc: Exception) -> str:
+    """The reason of an OSError without its repeated path ("Permission denied"), on one line."""
+    return one_line(getattr(exc, "strerror", None) or str(exc) or type(exc).__name__)
+
+
+def format_validation_error(source: str, exc: ValidationError,
+                            keys: str = "see README for the keys job.toml accepts") -> str:
+    """One line naming ``source`` and each bad key, e.g. ``job.toml: key 'limits.max_turns': ...``."""
+    parts = []
+    for err in exc.errors(include_url=False, include_input=False):
+        key = ".".join(one_line(str(p), 80) for p in err["loc"]) or "(top level)"
+        msg = one_line(err["msg"])
         if err["type"] == "extra_forbidden":
-            msg = "unknown key (check the spelling; see README for the keys job.toml accepts)"
-        lines.append(f"{source}: key '{key}': {msg}")
-    return "\n".join(lines)
+            msg = f"unknown key (check the spelling; {keys})"
+        parts.append(f"key '{key}': {msg}")
+    if len(parts) > 5:
+        parts[5:] = [f"and {len(parts) - 5} more"]
+    return f"{one_line(source, 0)}: " + "; ".join(parts)
+
+
+def read_config_text(path: Path, what: str = "") -> str | None:
+    """The text of a small config file (job.toml, the settings file), None if there is none.
+
+    Anything else an operator must fix is a :class:`JobError` with one line naming the file: a directory,
+    a FIFO or device (checked before opening, and opened non-blocking, so it cannot hang), a file over
+    MAX_CONFIG_BYTES, one that is not UTF-8."""
+    shown = one_line(str(path), 0) + (f" ({what})" if what else "")
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        raise JobError(f"{shown}: cannot be read ({_why(exc)})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise JobError(f"{shown}: is a directory; it must be a TOML file")
+    if not stat.S_ISREG(info.st_mode):
+        raise JobError(f"{shown}: is not a regular file (a FIFO, socket or device); it must be a TOML file")
+    if info.st_size > MAX_CONFIG_BYTES:
+        raise JobError(f"{shown}: too large ({info.st_size:,} bytes; at most {MAX_CONFIG_BYTES:,})")
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced between the stat and the open
+                raise JobError(f"{shown}: is not a regular file; it must be a TOML file")
+            chunks, size = [], 0
+            while size <= MAX_CONFIG_BYTES:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise JobError(f"{shown}: cannot be read ({_why(exc)})") from None
+    if size > MAX_CONFIG_BYTES:
+        raise JobError(f"{shown}: too large (over {MAX_CONFIG_BYTES:,} bytes)")
+    try:
+        return b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise JobError(f"{shown}: not UTF-8 text (byte {exc.start})") from None
+
+
+def parse_config_toml(text: str, path: Path, what: str = "") -> dict[str, Any]:
+    """TOML ``text`` of ``path`` as a dict; a JobError with one line naming the file if it does not parse."""
+    shown = one_line(str(path), 0) + (f" ({what})" if what else "")
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise JobError(f"{shown}: not valid TOML: {one_line(str(exc))}") from None
+    except ValueError as exc:  # an integer of over 4,300 digits
+        raise JobError(f"{shown}: not usable TOML: {one_line(str(exc), 80)}") from None
+    except RecursionError:
+        raise JobError(f"{shown}: not valid TOML: arrays or tables nested too deeply") from None
 
 
 def load_job_config(paths: JobPaths) -> JobConfig:
-    if not paths.job_toml.exists():
+    """``job.toml`` (defaults if there is none); a :class:`JobError` of one line naming the file otherwise."""
+    text = read_config_text(paths.job_toml)
+    if text is None:
         return JobConfig()
-    try:
-        data = tomllib.loads(paths.job_toml.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise JobError(f"{paths.job_toml}: not valid TOML: {exc}") from None
-    except UnicodeDecodeError:
-        raise JobError(f"{paths.job_toml}: not UTF-8 text") from None
+    data = parse_config_toml(text, paths.job_toml)
     try:
         return JobConfig.model_validate(data)
     except ValidationError as exc:
         raise JobError(format_validation_error(str(paths.job_toml), exc)) from None
+    except RecursionError:
+        raise JobError(f"{one_line(str(paths.job_toml), 0)}: values nested too deeply") from None
 
 
 def validate_job_folder(root: Path) -> JobPaths:
-    if not root.exists():
-        raise JobError(f"{root}: no such job folder")
-    if not root.is_dir():
-        raise JobError(f"{root}: a job is a folder with instructions.md, not a file")
+    shown = one_line(str(root), 0)
+    try:
+        info = os.stat(root)
+    except FileNotFoundError:
+        raise JobError(f"{shown}: no such job folder") from None
+    except (OSError, ValueError) as exc:
+        raise JobError(f"{shown}: the job folder cannot be read ({_why(exc)})") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise JobError(f"{shown}: a job is a folder with instructions.md, not a file")
     paths = JobPaths(root.resolve())
-    if not paths.instructions.is_file():
-        raise JobError(f"{root}: missing instructions.md (every job needs one: it is the task)")
+    try:
+        mode = os.stat(paths.instructions).st_mode
+    except FileNotFoundError:
+        raise JobError(f"{shown}: missing instructions.md (every job needs one: it is the task)") from None
+    except OSError as exc:
+        raise JobError(f"{shown}: instructions.md cannot be read ({_why(exc)})") from None
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file (a FIFO, socket or device)"
+        raise JobError(f"{shown}: instructions.md is {kind}; it must be a Markdown file with the task")
     return paths
 
 
@@ -191,5 +339,10 @@ def prepare_run(source: Path, runs_dir: Path, now: datetime) -> JobPaths:
         n += 1
         dest = base.with_name(f"{base.name}-{n}")
     runs_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(src.root, dest, ignore=shutil.ignore_patterns(STATE_DIR, "__pycache__"), symlinks=True)
+    try:
+        shutil.copytree(src.root, dest, ignore=shutil.ignore_patterns(STATE_DIR, "__pycache__"), symlinks=True)
+    except BaseException:
+        # A copy that failed half-way (a named pipe in the job, a full disk) leaves no stray run folder.
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
     return JobPaths(dest)

@@ -48,14 +48,28 @@ class ScriptedTurn(BaseModel):
 
 
 def load_script(path: Path) -> list[ScriptedTurn]:
-    """A replay script: a JSON list of turns, or JSON Lines with one turn per line."""
-    text = path.read_text(encoding="utf-8")
+    """A replay script: a JSON list of turns, or JSON Lines with one turn per line.
+
+    Any problem (a named pipe, a huge or deeply nested file, the wrong shape) is a ValueError.
+    """
+    from console.engine.state import StateFileError, read_state_file
+
     try:
-        data = json.loads(text)
-        items = data if isinstance(data, list) else [data]
-    except json.JSONDecodeError:
-        items = [json.loads(ln) for ln in text.splitlines() if ln.strip()]
-    return [ScriptedTurn.model_validate(i) for i in items]
+        data = read_state_file(path, max_bytes=64 * 2**20)
+    except StateFileError as exc:
+        raise ValueError(str(exc)) from None
+    if data is None:
+        raise ValueError("no such file")
+    text = data.decode("utf-8")
+    try:
+        try:
+            parsed = json.loads(text)
+            items = parsed if isinstance(parsed, list) else [parsed]
+        except json.JSONDecodeError:
+            items = [json.loads(ln) for ln in text.splitlines() if ln.strip()]
+        return [ScriptedTurn.model_validate(i) for i in items]
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 class ScriptedProvider:

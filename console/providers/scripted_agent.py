@@ -23,14 +23,22 @@ from console.engine.plan import parse_plan
 
 TODO_TOOLS = {"todo_complete", "todo_write", "todo_rewind", "archive_and_reset"}
 LOOKUP_TOOLS = {"read_file", "list_files", "search_files"}
-CURRENT_RX = re.compile(r"^\[ \] (\d+)\. (.*?)\s+← CURRENT$", re.MULTILINE)
+# These run on text the agent wrote or read (tools/registry results, todo text): none may backtrack badly
+# (tests/unit/test_regex_safety.py), and numbers are captured with at most 12-15 digits, so int() never
+# meets a 5,000-digit run (ValueError).
 PHASE_RX = re.compile(r"^Phase: (.*)$", re.MULTILINE)
 PATH_RX = re.compile(r"`([^`\s]+)`|(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.(?:md|txt|json|csv|toml|py|yaml|yml))(?![\w/])")
-LINES_RX = re.compile(r"lines? (\d+)\s*[-–]\s*(\d+) of ([^\s,;]+)", re.IGNORECASE)
+LINES_RX = re.compile(r"lines? (\d{1,12})\s*[-–]\s*(\d{1,12}) of ([^\s,;]+)", re.IGNORECASE)
 REQ_RX = re.compile(r"\b(shall|must|should)\b", re.IGNORECASE)
 ACTION_RX = re.compile(r"^\s*(?:[-*]\s*)?(?:\[ \]\s*)?(?:action(?: item)?|todo)\s*[:\-]\s*(.+)$", re.IGNORECASE)
-RANGE_RX = re.compile(r"^\[[^\]]*: lines (\d+)-(\d+) of (\d+)\]")
-TOTAL_RX = re.compile(r"^\[[^\]]*: lines \d+-\d+ of (\d+)\]")
+RANGE_RX = re.compile(r"^\[[^\]]*: lines (\d{1,12})-(\d{1,12}) of (\d{1,12})\]")
+TOTAL_RX = re.compile(r"^\[[^\]]*: lines \d{1,12}-\d{1,12} of (\d{1,12})\]")
+QUOTED_RX = re.compile(r"['\"]([^'\"]+)['\"]")
+MORE_LINES_RX = re.compile(r"\n\[\.\.\. \d+ more lines:.*\]$")
+LISTING_RX = re.compile(r"^(.*) \((\d{1,15}) bytes\)$")
+LIST_MARK_RX = re.compile(r"^(?:[-*+]|\d+[.)])\s+")
+SENTENCE_RX = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'])")
+SENTENCE_END_RX = re.compile(r"(?<=[.!?])\s+")
 CHUNK_LINES = 150
 CHUNKS_PER_PHASE = 8
 
@@ -65,6 +73,30 @@ def _args(raw: str) -> dict:
         return {}
 
 
+CURRENT_MARK = "← CURRENT"
+MAX_TASK_DIGITS = 6
+
+
+def current_task(text: str) -> tuple[int, str] | None:
+    """(number, text) of the first Layer 2 line "[ ] N. task      ← CURRENT", found with string methods:
+    the todo text is the agent's, and a pattern with adjacent quantifiers backtracks on long space runs."""
+    if CURRENT_MARK not in text:
+        return None
+    for line in text.split("\n"):
+        if not (line.startswith("[ ] ") and line.endswith(CURRENT_MARK)):
+            continue
+        rest = line[4:]
+        digits = 0
+        while digits < len(rest) and digits <= MAX_TASK_DIGITS and rest[digits].isdecimal():
+            digits += 1
+        if not 1 <= digits <= MAX_TASK_DIGITS or rest[digits: digits + 2] != ". ":
+            continue
+        body = rest[digits + 2: len(rest) - len(CURRENT_MARK)]
+        if body[-1:].isspace():  # the marker is set off by spaces
+            return int(rest[:digits]), body.strip()
+    return None
+
+
 def paths_in(text: str) -> list[str]:
     out: list[str] = []
     for m in PATH_RX.finditer(text):
@@ -80,9 +112,9 @@ class View:
     def __init__(self, request: ModelRequest) -> None:
         self.request = request
         self.protected = request.protected
-        m = CURRENT_RX.search(self.protected)
-        self.task_no = int(m.group(1)) if m else None
-        self.task = m.group(2).strip() if m else None
+        current = current_task(self.protected)
+        self.task_no = current[0] if current else None
+        self.task = current[1] if current else None
         pm = PHASE_RX.search(self.protected)
         self.phase = pm.group(1).strip() if pm else ""
         self.transition = "transition in progress" in self.protected
@@ -123,7 +155,8 @@ class View:
                 continue
             args = _args(call.arguments)
             # A re-read of the same range replaces the earlier one instead of doubling it.
-            reads.setdefault(args.get("path", ""), {})[int(args.get("start_line", 1))] = _body(m.content)
+            start = args.get("start_line", 1)
+            reads.setdefault(str(args.get("path", "")), {})[start if type(start) is int else 1] = _body(m.content)
         return {k: "\n".join(v[i] for i in sorted(v)) for k, v in reads.items()}
 
     def did(self, name: str, **match: object) -> Done | None:
@@ -216,7 +249,7 @@ class ScriptedAgent:
         if t.startswith(("list", "inventory", "survey")):
             return self._once(v, Call("list_files", {"path": "."}), "Listing the files of the job folder.")
         if t.startswith("search"):
-            m = re.search(r"['\"]([^'\"]+)['\"]", task)
+            m = QUOTED_RX.search(task)
             pattern = m.group(1) if m else (task.split()[-1] if task.split() else ".")
             where = paths[0] if paths else "."
             return self._once(v, Call("search_files", {"pattern": pattern, "path": where}), f"Searching for {pattern}.")
@@ -441,7 +474,7 @@ def _body(tool_result: str) -> str:
     """Strip the read_file header line and continuation hint."""
     if tool_result.startswith("[") and "\n" in tool_result:
         tool_result = tool_result.split("\n", 1)[1]
-    return re.sub(r"\n\[\.\.\. \d+ more lines:.*\]$", "", tool_result)
+    return MORE_LINES_RX.sub("", tool_result)
 
 
 def _section(md: str, title: str) -> list[str]:
@@ -458,7 +491,7 @@ def _section(md: str, title: str) -> list[str]:
 def _listing(result: str) -> dict[str, int]:
     files = {}
     for ln in result.splitlines():
-        m = re.match(r"^(.*) \((\d+) bytes\)$", ln.strip())
+        m = LISTING_RX.match(ln.strip())
         if m:
             files[m.group(1)] = int(m.group(2))
     return files
@@ -513,9 +546,9 @@ def _blocks(text: str) -> list[str]:
         if fenced or not s or s.startswith(("#", "|")):
             flush()
             continue
-        if re.match(r"^(?:[-*+]|\d+[.)])\s+", s):
+        if LIST_MARK_RX.match(s):
             flush()
-            s = re.sub(r"^(?:[-*+]|\d+[.)])\s+", "", s)
+            s = LIST_MARK_RX.sub("", s)
         cur.append(s)
     flush()
     return blocks
@@ -527,7 +560,7 @@ def extract_requirements(text: str) -> list[str]:
     for block in _blocks(text):
         if block.lower().startswith("note:"):
             continue
-        for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z(\"'])", block):
+        for sentence in SENTENCE_RX.split(block):
             sentence = sentence.strip()
             if REQ_RX.search(sentence) and 20 <= len(sentence) <= 500:
                 out.append(sentence)
@@ -552,7 +585,7 @@ def compose_document(path: str, task: str, inputs: dict[str, str]) -> str:
         else:
             prose = " ".join(ln.strip() for ln in body.splitlines() if ln.strip() and not ln.startswith(("#", "-",
                                                                                                           "*", "|")))
-            sentences = re.split(r"(?<=[.!?])\s+", prose)
+            sentences = SENTENCE_END_RX.split(prose)
             lines += [f"## {title} ({src})", "", " ".join(sentences[:3]).strip() or "(no prose)"]
         lines.append("")
     if not inputs:

@@ -12,7 +12,6 @@ keeps the theme it had.
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -79,14 +78,16 @@ def _describe(exc: ValidationError) -> str:
 
 def load_theme_file(path: Path) -> Theme:
     """Parse and check one theme file. Raises :class:`ThemeError` with a readable reason."""
+    from console.engine.job import JobError, parse_config_toml, read_config_text
+
+    # The same careful read as job.toml: a named pipe, a huge or deeply nested file is an error, not a hang.
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ThemeError(f"{path.name}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise ThemeError(f"{path.name}: not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ThemeError(f"{path.name}: not valid TOML: {exc}") from None
+        text = read_config_text(path)
+        if text is None:
+            raise ThemeError(f"{path.name}: no such file")
+        data = parse_config_toml(text, path)
+    except JobError as exc:
+        raise ThemeError(str(exc).replace(str(path), path.name, 1)) from None
     try:
         spec = ThemeFile.model_validate(data)
     except ValidationError as exc:

@@ -1,10 +1,22 @@
 from __future__ import annotations
 
+import os
+import time
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from console.engine.job import JobError, JobPaths, load_job_config, prepare_run, validate_job_folder
+from console.engine.job import (
+    JobConfig,
+    JobError,
+    JobPaths,
+    load_job_config,
+    prepare_run,
+    validate_base_url,
+    validate_job_folder,
+)
 from console.settings import Settings, load_settings, resolve_run_settings
 
 
@@ -75,3 +87,165 @@ def test_job_paths_layout(tmp_path) -> None:
     assert p.todos == tmp_path / ".console" / "todos.json"
     assert p.events == tmp_path / ".console" / "events.jsonl"
     assert p.archive == tmp_path / ".console" / "archive"
+
+
+# -- job.toml and the job folder: every bad input is one JobError line naming the file --------------------
+
+
+def _one_line_error(paths: JobPaths, *needles: str) -> str:
+    with pytest.raises(JobError) as err:
+        load_job_config(paths)
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith(str(paths.job_toml)), msg
+    for needle in needles:
+        assert needle in msg, msg
+    return msg
+
+
+@pytest.mark.parametrize(
+    "toml, key, needle",
+    [
+        ('[limits]\nauto_restart = "yes"\n', "limits.auto_restart", "valid boolean"),
+        ("[model]\nspeed = true\n", "model.speed", "valid number"),
+        ('[limits]\nmax_restarts = "10"\n', "limits.max_restarts", "valid integer"),
+        ("[context]\nwindow = 1.5\n", "context.window", "valid integer"),
+        ("[context]\nwindow = 1000000000\n", "context.window", "less than or equal to 100000000"),
+        ("[model]\nspeed = nan\n", "model.speed", "finite number"),
+        ("[model]\nspeed = inf\n", "model.speed", "finite number"),
+        ("[model]\nspeed = 1000\n", "model.speed", "less than or equal to 100"),
+        ("name = 5\n", "name", "valid string"),
+        ("model = 5\n", "model", "valid dictionary"),
+        ("[limits]\nmax_write_mb = 0\n", "limits.max_write_mb", "greater than 0"),
+        ("[limits]\nmax_job_mb = -1.5\n", "limits.max_job_mb", "greater than 0"),
+        ('[limits]\nmax_job_mb = "1G"\n', "limits.max_job_mb", "valid number"),
+        ('[model]\nbase_url = "http://[::1"\n', "model.base_url", "Invalid IPv6 URL"),
+        ('[model]\nbase_url = "ftp://example.com"\n', "model.base_url", "http:// or https://"),
+        ('[model]\nbase_url = "http://"\n', "model.base_url", "no host"),
+        ('[model]\nbase_url = "http://x:99999/v1"\n', "model.base_url", "Port out of range"),
+        ('[model]\nbase_url = "127.0.0.1:11434"\n', "model.base_url", "http:// or https://"),
+        ('[model]\nbase_url = "http://exa mple.com"\n', "model.base_url", "spaces"),
+        ('[limits]\n"max\\nturns" = 1\n', "limits.max\\nturns", "unknown key"),  # the key's newline is escaped
+    ],
+)
+def test_job_toml_is_strictly_typed(make_job, toml: str, key: str, needle: str) -> None:
+    _one_line_error(make_job(files={"job.toml": toml}), f"key '{key}'", needle)
+
+
+def test_job_toml_accepts_an_int_for_a_float_and_the_new_limits(make_job) -> None:
+    cfg = load_job_config(make_job(files={"job.toml": (
+        '[model]\nspeed = 2\nbase_url = "http://127.0.0.1:11434/v1"\n'
+        "[limits]\nmax_write_mb = 8\nmax_job_mb = 0.5\nauto_restart = false\n")}))
+    assert cfg.model.speed == 2.0 and isinstance(cfg.model.speed, float)
+    assert (cfg.limits.max_write_mb, cfg.limits.max_job_mb, cfg.limits.auto_restart) == (8.0, 0.5, False)
+    assert cfg.model.base_url == "http://127.0.0.1:11434/v1"
+    assert JobConfig().limits.max_write_mb is None and JobConfig().limits.max_job_mb is None
+
+
+def test_every_error_of_a_job_toml_is_on_one_line(make_job) -> None:
+    msg = _one_line_error(make_job(files={"job.toml": "[context]\nwindow = 'big'\nsoft_treshold = 0.5\n"}),
+                          "key 'context.window'", "key 'context.soft_treshold'")
+    assert "; " in msg
+
+
+@pytest.mark.parametrize(
+    "content, needle",
+    [
+        (b"[model\n", "not valid TOML"),
+        (b"name = \xff\xfe\n", "not UTF-8 text"),
+        (b"a = " + b"[" * 3000 + b"]" * 3000 + b"\n", "nested too deeply"),
+        (b"a = " + b"{b = " * 3000 + b"1" + b"}" * 3000 + b"\n", "nested too deeply"),
+        (b"name = " + b"9" * 5000 + b"\n", "not usable TOML"),
+        (b"# " + b"x" * (1 << 20) + b"\n", "too large"),
+    ],
+    ids=["syntax", "not-utf8", "nested-arrays", "nested-tables", "5000-digit-int", "over-1MiB"],
+)
+def test_unreadable_job_toml_is_one_line(make_job, content: bytes, needle: str) -> None:
+    paths = make_job()
+    paths.job_toml.write_bytes(content)
+    _one_line_error(paths, needle)
+
+
+def test_job_toml_that_is_a_directory_or_a_fifo(make_job) -> None:
+    paths = make_job()
+    paths.job_toml.mkdir()
+    _one_line_error(paths, "is a directory")
+    paths.job_toml.rmdir()
+    os.mkfifo(paths.job_toml)
+    start = time.monotonic()
+    _one_line_error(paths, "not a regular file")  # and it does not block on the FIFO
+    assert time.monotonic() - start < 5
+
+
+def test_job_toml_that_is_a_dangling_or_looping_symlink(make_job) -> None:
+    paths = make_job()
+    paths.job_toml.symlink_to(paths.root / "job.toml")  # a loop
+    _one_line_error(paths, "cannot be read")
+
+
+def test_instructions_must_be_a_regular_file(tmp_path) -> None:
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "instructions.md").mkdir()
+    with pytest.raises(JobError, match=r"instructions\.md is a directory"):
+        validate_job_folder(tmp_path / "job")
+    (tmp_path / "fifo").mkdir()
+    os.mkfifo(tmp_path / "fifo" / "instructions.md")
+    with pytest.raises(JobError, match=r"instructions\.md is not a regular file"):
+        validate_job_folder(tmp_path / "fifo")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(JobError, match="not a file"):
+        validate_job_folder(tmp_path / "file")
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://[::1", "ftp://x", "http://", "//host/v1", "http://x:port", "http://[::1]]", "http://[v1.x]/",
+     "http://1.2.3.456/", "http://☃.com/", "http://a b/", "http://x/\n", "", "x" * 3000],
+)
+def test_validate_base_url_refuses(url: str) -> None:
+    with pytest.raises(ValueError) as err:
+        validate_base_url(url)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://127.0.0.1:11434/v1", "https://api.openai.com/v1", "http://localhost:8000", "http://[::1]:8080/v1",
+     "HTTPS://Example.COM/v1/", "http://xn--n3h.com/", "http://[fe80::1%25eth0]:80/"],
+)
+def test_validate_base_url_accepts(url: str) -> None:
+    assert validate_base_url(url) == url
+
+
+def test_base_urls_accepted_are_accepted_by_the_sdks() -> None:
+    import anthropic
+    import openai
+
+    for url in ["http://127.0.0.1:11434/v1", "http://[::1]:8080/v1", "http://u:p@[::1]:8/", "http://a_b/",
+                "https://x.example/v1?x=1#y", "http://[fe80::1%25eth0]/"]:
+        validate_base_url(url)
+        openai.OpenAI(api_key="k", base_url=url)
+        anthropic.Anthropic(api_key="k", base_url=url)
+
+
+_TOML_PIECES = ["[model]", "[limits]", "[context]", "[[x]]", "[a.b]", "name", "speed", "window", "max_turns",
+                "auto_restart", "base_url", "max_write_mb", " = ", "=", '"', "'", '"""', "true", "yes", "1", "-1",
+                "1.5", "1e400", "nan", "inf", "0x1F", "1979-05-27", "[", "]", "{", "}", ",", "\n", "\\", "\\u00e9",
+                "#", " ", "\t", "\x00", "é", "http://[::1"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.one_of(
+    st.lists(st.sampled_from(_TOML_PIECES), max_size=30).map(lambda xs: "".join(xs).encode("utf-8")),
+    st.binary(max_size=200),
+    st.text(max_size=100).map(lambda s: s.encode("utf-8", "surrogatepass")),
+))
+def test_load_job_config_returns_a_config_or_raises_job_error(tmp_path_factory, content: bytes) -> None:
+    root = tmp_path_factory.mktemp("job")
+    (root / "instructions.md").write_text("x")
+    (root / "job.toml").write_bytes(content)
+    try:
+        cfg = load_job_config(JobPaths(root))
+    except JobError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith(str(root / "job.toml"))
+    else:
+        assert isinstance(cfg, JobConfig)

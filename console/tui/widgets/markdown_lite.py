@@ -13,12 +13,15 @@ import re
 
 from textual.content import Content
 
-BLOCK = re.compile(r"^\s{0,3}(#{1,6}\s|[-*+]\s|\d+[.)]\s|>|\||```|~~~)|^\s{4}\S|^\s*([-*_]\s*){3,}$", re.M)
+# Both run on the model's text, so neither may backtrack badly: the thematic break uses [ \t], not \s (which
+# spans lines and made a run of blank lines quadratic), a link's text stops at '[' and its URL at '(' (a run of
+# '[' or of "[a](b" used to rescan the rest of the text from every bracket).
+BLOCK = re.compile(r"^\s{0,3}(?:#{1,6}\s|[-*+]\s|\d+[.)]\s|>|\||```|~~~)|^\s{4}\S|^[ \t]*(?:[-*_][ \t]*){3,}$", re.M)
 INLINE = re.compile(
     r"(?P<code>`[^`\n]+`)"
     r"|(?P<bold>\*\*[^*\n]+\*\*|__[^_\n]+__)"
     r"|(?P<italic>(?<![\w*])\*[^*\s][^*\n]*?\*(?![\w*])|(?<![\w_])_[^_\s][^_\n]*?_(?![\w_]))"
-    r"|(?P<link>\[[^\]\n]+\]\([^)\s]+\))"
+    r"|(?P<link>\[[^\[\]\n]+\]\([^()\s]+\))"
 )
 STYLES = {"code": "$text-accent", "bold": "bold", "italic": "italic", "link": "underline"}
 

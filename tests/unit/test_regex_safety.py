@@ -1,0 +1,290 @@
+"""No pattern in console/ may backtrack catastrophically (DESIGN: "No pattern on untrusted text can
+backtrack catastrophically").
+
+Every module under ``console`` is imported and every module-level compiled pattern (``re.Pattern`` and
+``regex.Pattern``, also inside module-level tuples, lists and dicts and on classes) is run with search(),
+match(), fullmatch() and finditer() against a family of adversarial strings of ~5,000 characters: runs of
+every character the pattern mentions and of the usual suspects (spaces, tabs, '#', '-', '*', '[', ']', '.',
+'/', ':', letters, digits, newlines), alternations of two of them, and "witnesses" that take the pattern
+part way (its literal fragments, one representative per character class) repeated, or followed by a long
+run and a character that breaks the match. Each call must finish in under 0.25 s: a catastrophic pattern
+takes seconds (or years) on these inputs, a linear one well under a millisecond, so this is a safety guard
+with a wide margin, not a benchmark. A call still running after HANG_SECONDS is interrupted (SIGALRM), so a
+bad pattern fails the test instead of hanging it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import pkgutil
+import re
+import signal
+import time
+from collections.abc import Iterator
+from re import _constants as sre_constants  # type: ignore[attr-defined]  # Python 3.11+
+from re import _parser as sre_parse  # type: ignore[attr-defined]
+from typing import Any
+
+import pytest
+import regex
+
+import console
+
+LIMIT_SECONDS = 0.25
+HANG_SECONDS = 2.0
+N = 5000
+
+METHODS = ("search", "match", "fullmatch", "finditer")
+# Exceptions, as "module:NAME": (the methods still checked, why the others cannot be reached). Prefer fixing.
+ALLOWLIST: dict[str, tuple[tuple[str, ...], str]] = {
+    # Only ever fullmatch()ed against directory entry names (at most 255 bytes): anchored, it is linear; only
+    # search() on a long text, which the code never does, is quadratic ("\..*\." from every dot).
+    "console.engine.sandbox:_BESIDE_TMP": (("match", "fullmatch"), "anchored use on file names only"),
+}
+
+BASE_CHARS = [" ", "\t", "#", "-", "*", "[", "]", ".", "/", ":", "a", "Z", "0", "\n", "_", "`", "(", ")", "<"]
+BREAKERS = ["", "!", "\x00", "x", "\n"]
+
+
+def _modules() -> list[Any]:
+    mods = [console]
+    for info in pkgutil.walk_packages(console.__path__, prefix="console."):
+        mods.append(importlib.import_module(info.name))
+    return mods
+
+
+def _patterns_in(value: Any, depth: int = 0) -> Iterator[Any]:
+    if isinstance(value, re.Pattern | regex.Pattern):
+        yield value
+    elif depth < 2 and isinstance(value, tuple | list | frozenset | set):
+        for v in value:
+            yield from _patterns_in(v, depth + 1)
+    elif depth < 2 and isinstance(value, dict):
+        for v in value.values():
+            yield from _patterns_in(v, depth + 1)
+
+
+def collect_patterns() -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for mod in _modules():
+        for name, value in list(vars(mod).items()):
+            owner = getattr(value, "__module__", mod.__name__)
+            if isinstance(value, type) and owner == mod.__name__:
+                for attr, inner in vars(value).items():
+                    for i, p in enumerate(_patterns_in(inner)):
+                        found.setdefault(f"{mod.__name__}:{name}.{attr}#{i}", p)
+                continue
+            for i, p in enumerate(_patterns_in(value)):
+                key = f"{mod.__name__}:{name}" + (f"#{i}" if not isinstance(value, re.Pattern | regex.Pattern)
+                                                  else "")
+                # A pattern imported from another module is tested once, under the module that defines it.
+                if not any(q is p for q in found.values()):
+                    found[key] = p
+    return found
+
+
+_CATEGORY_CHARS = {
+    "CATEGORY_DIGIT": "7", "CATEGORY_NOT_DIGIT": "q", "CATEGORY_SPACE": " ", "CATEGORY_NOT_SPACE": "q",
+    "CATEGORY_WORD": "w", "CATEGORY_NOT_WORD": "!", "CATEGORY_LINEBREAK": "\n", "CATEGORY_NOT_LINEBREAK": "q",
+}
+_REPEATS = (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT,
+            getattr(sre_constants, "POSSESSIVE_REPEAT", sre_constants.MAX_REPEAT))
+_CAP = 6  # witnesses kept per sub-pattern: enough to reach every branch of the patterns we have
+
+
+def _category(av: Any) -> str:
+    return _CATEGORY_CHARS.get(str(av).rsplit(".", 1)[-1].upper(), "w")
+
+
+def _set_chars(items: list) -> list[str]:
+    """Characters a character set mentions (for a negated set: a few it does not)."""
+    out: list[str] = []
+    for op, av in items:
+        if op is sre_constants.LITERAL:
+            out.append(chr(av))
+        elif op is sre_constants.RANGE:
+            out += [chr(av[0]), chr(av[1])]
+        elif op is sre_constants.CATEGORY:
+            out.append(_category(av))
+    if items and items[0][0] is sre_constants.NEGATE:
+        return [c for c in "qa!7 -" if c not in out][:2]
+    return out
+
+
+def _element(op: Any, av: Any) -> list[str]:
+    """Short strings one element of a parsed pattern matches (its witnesses)."""
+    if op is sre_constants.LITERAL:
+        return [chr(av)]
+    if op is sre_constants.NOT_LITERAL:
+        return ["q" if chr(av) != "q" else "z"]
+    if op is sre_constants.ANY:
+        return ["a"]
+    if op is sre_constants.IN:
+        return _set_chars(av)[:1] or ["a"]
+    if op is sre_constants.SUBPATTERN:
+        return _witnesses(av[-1])
+    if op in _REPEATS:
+        return [w * min(max(1, av[0]), 3) for w in _witnesses(av[2])]
+    if op is sre_constants.BRANCH:
+        return list(dict.fromkeys(w for b in av[1] for w in _witnesses(b)))[:_CAP]
+    return [""]  # anchors, lookarounds, group references
+
+
+def _witnesses(seq: Any) -> list[str]:
+    outs = [""]
+    for op, av in seq:
+        outs = list(dict.fromkeys(o + w for o in outs for w in _element(op, av)))[:_CAP]
+    return outs
+
+
+def _inner(op: Any, av: Any) -> list[Any]:
+    if op is sre_constants.SUBPATTERN:
+        return [av[-1]]
+    if op in _REPEATS:
+        return [av[2]]
+    if op is sre_constants.BRANCH:
+        return list(av[1])
+    return []
+
+
+def _prefixes(seq: Any, limit: int = 40) -> list[str]:
+    """Strings that take the pattern part way through: the states where a long run can hurt."""
+    out: list[str] = []
+    done = [""]
+    items = list(seq)
+    for i, (op, av) in enumerate(items):
+        for body in _inner(op, av):
+            out += [d + p for d in done for p in _prefixes(body, limit)]
+        done = list(dict.fromkeys(d + w for d in done for w in _element(op, av)))[:_CAP]
+        if not (op is sre_constants.LITERAL and i + 1 < len(items) and items[i + 1][0] is sre_constants.LITERAL):
+            out += done  # inside a run of literals only the whole run counts
+    return [p for p in dict.fromkeys(out) if p][:limit]
+
+
+def _chars(seq: Any, into: set[str]) -> None:
+    for op, av in seq:
+        if op in (sre_constants.LITERAL, sre_constants.NOT_LITERAL):
+            into.add(chr(av))
+        elif op is sre_constants.IN:
+            into.update(_set_chars([x for x in av if x[0] is not sre_constants.NEGATE]))
+        elif op is sre_constants.ASSERT or op is sre_constants.ASSERT_NOT:
+            _chars(av[1], into)
+        for body in _inner(op, av):
+            _chars(body, into)
+
+
+def analyse(pattern: Any) -> tuple[list[str], list[str]]:
+    """The characters a pattern mentions and its prefix witnesses (best effort for regex-module syntax)."""
+    chars: set[str] = set()
+    try:
+        parsed = sre_parse.parse(pattern.pattern, pattern.flags & (re.IGNORECASE | re.MULTILINE | re.DOTALL))
+    except Exception:  # regex-module-only syntax: the literal characters of the source will do
+        chars.update(ch for ch in pattern.pattern if ch not in "\\()[]{}?*+|^$")
+        return sorted(chars), []
+    _chars(parsed, chars)
+    return sorted(chars), _prefixes(parsed)
+
+
+def adversarial_inputs(pattern: Any) -> Iterator[str]:
+    chars, prefixes = analyse(pattern)
+    pool = list(dict.fromkeys(BASE_CHARS + chars))
+    for c in pool:
+        for b in BREAKERS:
+            yield c * N + b
+            yield b + c * N + b
+    for c, d in itertools.combinations(pool, 2):
+        yield (c + d) * (N // 2) + "!"
+        yield c * (N // 2) + d * (N // 2) + "!"
+    runs = list(dict.fromkeys([" ", "\t", "a", "0", "#", "-", "\n", *chars]))
+    for p in prefixes:
+        yield p * max(1, N // len(p))
+        yield p * max(1, N // len(p)) + "!"
+        for c in runs:
+            yield p + c * N + "!"
+            yield p + c * N + "\n!"
+            yield (p + c) * max(1, N // (len(p) + 1)) + "!"
+
+
+PATTERNS = collect_patterns()
+
+
+def test_the_collector_finds_the_known_patterns() -> None:
+    names = set(PATTERNS)
+    assert len(names) >= 10, names
+    assert any(n.startswith("console.providers.scripted_agent:") for n in names)
+    assert any(n.startswith("console.tui.widgets.markdown_lite:") for n in names)
+
+
+class _Hung(Exception):
+    pass
+
+
+def _on_alarm(signum: int, frame: object) -> None:
+    raise _Hung
+
+
+def timed(pattern: Any, method: str, text: str, hang: float = HANG_SECONDS) -> float:
+    """Seconds one call takes; a call still running after ``hang`` seconds is interrupted (and counts as that)."""
+    previous = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, hang)
+    start = time.perf_counter()
+    try:
+        result = getattr(pattern, method)(text)
+        if method == "finditer":
+            for _ in itertools.islice(result, 10_000):
+                pass
+    except _Hung:
+        return hang
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    return time.perf_counter() - start
+
+
+def worst_case(pattern: Any, methods: tuple[str, ...] = METHODS,
+               hang: float = HANG_SECONDS) -> tuple[float, str, str]:
+    """The slowest call of the pattern over the adversarial family (seconds, method, input); it stops at the
+    first call over LIMIT_SECONDS."""
+    worst = (0.0, "", "")
+    for text in adversarial_inputs(pattern):
+        for method in methods:
+            took = timed(pattern, method, text, hang)
+            if took > worst[0]:
+                worst = (took, method, text)
+            if took > LIMIT_SECONDS:
+                return worst
+    return worst
+
+
+@pytest.mark.parametrize(
+    "source, flags",
+    [
+        (r"(a+)+$", 0),  # the textbook case
+        (r"^(?P<hashes>#{1,4})\s*(?P<body>.*?)\s*#*\s*$", 0),  # main_plan.md headings before the fix (cubic)
+        (r"^(?P<indent>\s*)(?P<bullet>[-*+]|\d+[.)])\s+\[(?P<mark>[ xX✓✔])\]\s*(?P<text>.*?)\s*$", 0),  # checkboxes
+        (r"\s*(?:(?:←|<-+|⬅)\s*(?i:current|in progress)?|[\[(]\s*(?i:current|in progress)\s*[\])]"
+         r"|CURRENT|IN PROGRESS)\s*$", 0),  # the phase name's current marker, found with search()
+        (r"^\s*([-*_]\s*){3,}$", re.M),  # a thematic break whose \s spans lines: quadratic on blank lines
+    ],
+)
+def test_the_inputs_catch_known_bad_patterns(source: str, flags: int) -> None:
+    took, _, _ = worst_case(re.compile(source, flags), hang=4 * LIMIT_SECONDS)
+    assert took > LIMIT_SECONDS
+
+
+def test_a_runaway_call_is_interrupted_not_hung() -> None:
+    start = time.perf_counter()
+    assert timed(re.compile(r"(a|aa)+$"), "match", "a" * 200 + "!", hang=0.2) == 0.2
+    assert time.perf_counter() - start < 2
+
+
+@pytest.mark.parametrize("name", sorted(PATTERNS))
+def test_pattern_is_linear_on_adversarial_input(name: str) -> None:
+    methods = ALLOWLIST.get(name, (METHODS, ""))[0]
+    pattern = PATTERNS[name]
+    took, method, text = worst_case(pattern, methods)
+    assert took <= LIMIT_SECONDS, (
+        f"{name} = {pattern.pattern!r}: {method}() took {took:.2f} s on {text[:40]!r}... ({len(text)} chars); "
+        "rewrite it with string methods or without adjacent ambiguous quantifiers"
+    )
