@@ -174,29 +174,16 @@ def check_script(path: Path) -> None:
     from console.engine.job import format_validation_error
     from console.providers.scripted import ScriptedTurn
 
+    from console.engine.job import JobError, read_operator_file
+
     shown = f"--script {path}"
     try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        raise ValueError(f"{shown}: no such file") from None
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{shown}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise ValueError(f"{shown}: is a directory, not a replay script (a JSON list or JSON Lines of turns)")
-    if not stat.S_ISREG(info.st_mode):
-        raise ValueError(f"{shown}: is not a regular file (a FIFO, socket or device)")
-    if info.st_size > MAX_SCRIPT_BYTES:
-        raise ValueError(f"{shown}: too large ({info.st_size:,} bytes; at most {MAX_SCRIPT_BYTES:,})")
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
-        with os.fdopen(fd, "rb") as f:
-            data = f.read(MAX_SCRIPT_BYTES + 1)
-    except OSError as exc:
-        raise ValueError(f"{shown}: cannot be read ({exc.strerror or exc})") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{shown}: not UTF-8 text (byte {exc.start})") from None
+        text = read_operator_file(path, shown, MAX_SCRIPT_BYTES,
+                                  "a replay script (a JSON list or JSON Lines of turns)")
+    except JobError as exc:
+        raise ValueError(str(exc)) from None
+    if text is None:
+        raise ValueError(f"{shown}: no such file")
     try:
         items = _script_items(text)
     except RecursionError:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
-from collections.abc import Callable
+import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -73,3 +75,23 @@ def run_job(clock: FakeClock, tmp_path: Path) -> Callable[..., tuple[Supervisor,
         return sup, sup.run()
 
     return run
+
+
+class Hang(BaseException):
+    """Something did not finish in time (a BaseException: the engine's `except Exception` must not eat it)."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Fail with Hang instead of hanging the suite (the main thread only: it uses SIGALRM)."""
+
+    def on_alarm(signum: int, frame: object) -> None:
+        raise Hang(f"did not finish within {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

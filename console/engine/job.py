@@ -233,6 +233,13 @@ def read_config_text(path: Path, what: str = "") -> str | None:
     a FIFO or device (checked before opening, and opened non-blocking, so it cannot hang), a file over
     MAX_CONFIG_BYTES, one that is not UTF-8."""
     shown = one_line(str(path), 0) + (f" ({what})" if what else "")
+    return read_operator_file(path, shown, MAX_CONFIG_BYTES, "a TOML file")
+
+
+def read_operator_file(path: Path, shown: str, max_bytes: int, expected: str) -> str | None:
+    """The UTF-8 text of a file the operator names (a config, a replay script), None if it does not exist.
+
+    ``shown`` names the file in the one-line :class:`JobError`; ``expected`` says what it should be."""
     try:
         info = os.stat(path)
     except FileNotFoundError:
@@ -240,19 +247,19 @@ def read_config_text(path: Path, what: str = "") -> str | None:
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
         raise JobError(f"{shown}: cannot be read ({_why(exc)})") from None
     if stat.S_ISDIR(info.st_mode):
-        raise JobError(f"{shown}: is a directory; it must be a TOML file")
+        raise JobError(f"{shown}: is a directory; it must be {expected}")
     if not stat.S_ISREG(info.st_mode):
-        raise JobError(f"{shown}: is not a regular file (a FIFO, socket or device); it must be a TOML file")
-    if info.st_size > MAX_CONFIG_BYTES:
-        raise JobError(f"{shown}: too large ({info.st_size:,} bytes; at most {MAX_CONFIG_BYTES:,})")
+        raise JobError(f"{shown}: is not a regular file (a FIFO, socket or device); it must be {expected}")
+    if info.st_size > max_bytes:
+        raise JobError(f"{shown}: too large ({info.st_size:,} bytes; at most {max_bytes:,})")
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced between the stat and the open
-                raise JobError(f"{shown}: is not a regular file; it must be a TOML file")
+                raise JobError(f"{shown}: is not a regular file; it must be {expected}")
             chunks, size = [], 0
-            while size <= MAX_CONFIG_BYTES:
+            while size <= max_bytes:
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
                     break
@@ -262,8 +269,8 @@ def read_config_text(path: Path, what: str = "") -> str | None:
             os.close(fd)
     except OSError as exc:
         raise JobError(f"{shown}: cannot be read ({_why(exc)})") from None
-    if size > MAX_CONFIG_BYTES:
-        raise JobError(f"{shown}: too large (over {MAX_CONFIG_BYTES:,} bytes)")
+    if size > max_bytes:
+        raise JobError(f"{shown}: too large (over {max_bytes:,} bytes)")
     try:
         return b"".join(chunks).decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -23,7 +23,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -45,7 +44,7 @@ from console.engine.loop import ShutdownReason
 from console.engine.state import MODELS, JobOutcome, StateFileError, parse_model
 from console.engine.supervisor import RunResult, Supervisor
 from console.providers.scripted import ScriptedProvider
-from tests.conftest import SAMPLES, run_settings
+from tests.conftest import SAMPLES, run_settings, time_limit
 
 HANG_SECONDS = 20
 BLOB_REF = re.compile(rb'"\$blob"\s*:\s*"([0-9a-f]{64})"')
@@ -372,22 +371,6 @@ def prepare(base: Base, workdir: Path, target: str, mutation: Mutation) -> Case:
                 corrupt_before)
 
 
-class Hang(BaseException):
-    """The run did not finish in time (a BaseException: the engine's `except Exception` must not eat it)."""
-
-
-@contextlib.contextmanager
-def time_limit(seconds: float) -> Iterator[None]:
-    def on_alarm(signum: int, frame: object) -> None:
-        raise Hang(f"the run did not finish within {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def resume(case: Case) -> RunResult:

@@ -16,7 +16,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import stat
 import tempfile
 import time
@@ -41,7 +40,7 @@ from console.engine.sandbox import Sandbox
 from console.engine.tools import default_registry
 from console.engine.tools.registry import ToolOutcome
 from console.providers.scripted import ScriptedProvider
-from tests.conftest import run_settings
+from tests.conftest import run_settings, time_limit
 
 MAX_WRITE = 4096
 MAX_JOB = 65536
@@ -150,22 +149,6 @@ def job_bytes(root: Path) -> int:
 
 
 # -- calling ------------------------------------------------------------------------------------------
-class Hang(BaseException):
-    """A tool call did not return (a BaseException: the loop's `except Exception` must not eat it)."""
-
-
-@contextlib.contextmanager
-def time_limit(seconds: float) -> Iterator[None]:
-    def on_alarm(signum: int, frame: object) -> None:
-        raise Hang(f"the call did not return within {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def call(job: Job, name: str, arguments: str) -> ToolOutcome:
