@@ -15,7 +15,6 @@ import os
 import re
 import signal
 import sqlite3
-import stat
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -171,10 +170,8 @@ def check_script(path: Path) -> None:
     would raise RecursionError, and a turn of the wrong shape a many-line validation error."""
     from pydantic import ValidationError
 
-    from console.engine.job import format_validation_error
+    from console.engine.job import JobError, format_validation_error, read_operator_file
     from console.providers.scripted import ScriptedTurn
-
-    from console.engine.job import JobError, read_operator_file
 
     shown = f"--script {path}"
     try:
