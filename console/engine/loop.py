@@ -294,19 +294,20 @@ class Session:
         rt, cm, cp, st, op = self.rt, self.cm, self.cp, self.deps.settings, self.deps.operator
         if not self.conversation:
             self.conversation.append(Message.user(KICKOFF, kind="kickoff"))
-        if cp.context is not None:
-            cm.restore(cp.context)
-        else:
+        fresh = cp.context is None
+        if fresh:
             cm.reset(estimate_request(build_request(self.deps, self.system, self.conversation)))
-            if cm.pct >= st.hard_threshold or not cm.fits:
-                detail = (f"context window too small: the first prompt of session {self.number} already needs "
-                          f"~{cm.used} tokens (+{cm.reserve} for the reply) of {st.context_window} ({cm.pct:.0%}); "
-                          "raise --context-window")
-                rt.events.emit(ev.ErrorEvent, message=detail, where="context", recoverable=False)
-                return self.end(ShutdownReason.ERROR, detail)
+        else:
+            cm.restore(cp.context)
         if not cp.progress:
             cp.progress = progress_mark(rt)
-        self.commit()
+        self.commit()  # the session's start (a new job's bootstrap todos with it) is recorded first
+        if fresh and (cm.pct >= st.hard_threshold or not cm.fits):
+            detail = (f"context window too small: the first prompt of session {self.number} already needs "
+                      f"~{cm.used} tokens (+{cm.reserve} for the reply) of {st.context_window} ({cm.pct:.0%}); "
+                      "raise --context-window")
+            rt.events.emit(ev.ErrorEvent, message=detail, where="context", recoverable=False)
+            return self.end(ShutdownReason.ERROR, detail)
         # Stopped inside a turn, the run finishes it from the next call: its reply is recorded.
         if cp.stage == "tools" and (done := self.finish_turn()) is not None:
             return done

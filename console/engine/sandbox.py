@@ -784,7 +784,7 @@ class Sandbox:
 
     def _require_replaceable(self, st: os.stat_result, shown: str) -> None:
         if stat.S_ISLNK(st.st_mode):
-            raise SandboxError(f"'{shown}' is refused: it is a symbolic link; write to the file it points to.")
+            raise SandboxError(_LINK_REFUSED.format(shown=shown))
         self._require_regular(st, shown, "written")
 
     def _check_write_size(self, n: int, shown: str) -> None:
@@ -1072,7 +1072,7 @@ class Sandbox:
 
     def _write_error(self, shown: str, exc: OSError, parent: int, name: str) -> SandboxError:
         if exc.errno == errno.ELOOP:
-            return SandboxError(f"'{shown}' is refused: it is a symbolic link; write to the file it points to.")
+            return SandboxError(_LINK_REFUSED.format(shown=shown))
         if exc.errno == errno.EISDIR:
             return SandboxError(f"'{shown}' is a folder, not a file.")
         if exc.errno in (errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):
@@ -1088,3 +1088,8 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
         return entry.is_dir(follow_symlinks=False)
     except OSError:
         return False
+
+
+# Said without pointing at the link's target: it may be a protected file or one outside the job.
+_LINK_REFUSED = ("'{shown}' is refused: it is a symbolic link, and the file tools write only regular files. "
+                 "Use another name.")

@@ -66,7 +66,11 @@ MODELS: dict[str, type[BaseModel]] = {"todos": TodoState, "memory": MemoryState,
 
 # What each component is, in the operator's words.
 COMPONENT_NAMES = {"todos": "the todo list", "memory": "the working memory",
-                   "workspace": "the accomplishments and notes", "outcome": "the job's outcome"}
+                   "workspace": "the record of accomplishments and notes", "outcome": "the job's outcome"}
+# The keys every state file the harness writes has (older versions too): one without them was damaged,
+# even if its defaults would validate ('{}' is a valid empty todo list, but never one we wrote).
+DEFINING_KEYS = {"todos": {"kind", "items"}, "memory": {"completed_tasks"},
+                 "workspace": {"accomplishments", "notes"}, "outcome": {"summary", "confidence"}}
 
 
 class StateFileError(Exception):
@@ -165,6 +169,10 @@ def load_projections(paths: JobPaths, now: datetime) -> tuple[StateSnapshot, lis
             if data is None:
                 continue
             found[comp] = parse_model(MODELS[comp], data)
+            missing = DEFINING_KEYS[comp] - set(found[comp].model_fields_set)
+            if missing:
+                del found[comp]
+                raise StateFileError(f"it lacks {', '.join(sorted(missing))}")
         except StateFileError as exc:
             moved = quarantine(paths, path, now)
             problems.append(FileProblem(str(path.relative_to(paths.root)), str(exc),

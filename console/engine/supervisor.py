@@ -62,8 +62,10 @@ STATUS_FOR = {
     ShutdownReason.CONTEXT_FULL: "failed",
 }
 MAX_IDLE_RESTARTS = 3
-# Harness files that must be regular files; anything else there (a folder, a pipe) is moved aside.
+# Harness files that must be regular files, and folders that must be folders; anything else there
+# (a folder, a pipe, a link) is moved aside: every later write would fail on it.
 HARNESS_FILES = ("events.jsonl", JOURNAL_NAME, "run.lock", *PROJECTION_FILES.values())
+HARNESS_DIRS = ("tmp", "archive", "blobs", "inbox", "corrupt")
 
 
 class JobBusy(Exception):
@@ -119,15 +121,16 @@ class Supervisor:
     def _clear_the_way(self) -> list[FileProblem]:
         """Move aside anything where a harness file should be that is not a regular file (a folder, a pipe)."""
         problems = []
-        for name in HARNESS_FILES:
+        for name in (*HARNESS_DIRS, *HARNESS_FILES):
             path = self.paths.state / name
             try:
                 mode = os.lstat(path).st_mode
             except OSError:
                 continue
-            if stat.S_ISREG(mode):
+            if stat.S_ISDIR(mode) if name in HARNESS_DIRS else stat.S_ISREG(mode):
                 continue
-            kind = "a folder" if stat.S_ISDIR(mode) else "a symbolic link" if stat.S_ISLNK(mode) else "not a file"
+            kind = ("a folder" if stat.S_ISDIR(mode) else "a symbolic link" if stat.S_ISLNK(mode)
+                    else "a file" if stat.S_ISREG(mode) else "a named pipe, socket or device")
             moved = quarantine(self.paths, path, self.clock.now())
             problems.append(FileProblem(f".console/{name}", f"it was {kind}",
                                         str(moved.relative_to(self.paths.root)) if moved else None))
@@ -309,7 +312,7 @@ class Supervisor:
             # State without a journal (lost or damaged): a fresh conversation from the summary.
             self.session = 1
             conversation = Conversation()
-            reason, detail = "resume", "the conversation could not be restored; continuing from the summary"
+            reason, detail = "resume", "from the summary (the conversation could not be restored)"
             cp = Checkpoint(session=1)
         else:
             self.session = 1

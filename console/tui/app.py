@@ -531,6 +531,11 @@ class ConsoleApp(App[int]):
             return
 
         def done(yes: bool | None) -> None:
+            if yes and self.run_finished:
+                # The run ended while the dialog was open: nothing left to stop, nothing will report back.
+                code = self.exit_code if self.exit_code is not None else EXIT_OK
+                self.exit(code, return_code=code)
+                return
             if yes:
                 self.quit_requested = True
                 self.controller.send("stop")

@@ -281,3 +281,35 @@ def test_a_plan_with_a_huge_phase_number_and_a_padded_heading_runs(tmp_path, clo
     assert all(r.ok for r in results), [r.content for r in results if not r.ok]
     errors = [e for e in ev.read_events(paths.events) if isinstance(e, ev.ErrorEvent)]
     assert not [e for e in errors if e.where not in ("plan", "provider")]
+
+
+def test_a_state_file_emptied_to_braces_is_damage_not_an_empty_state(tmp_path, clock) -> None:
+    """'{}' validates as an empty todo list, but the harness never writes one: it is moved aside and rebuilt."""
+    paths = quickstart(tmp_path)
+    assert run(paths, clock, max_turns=20).reason.value == "max_turns"
+    before = json.loads(paths.memory.read_text())["completed_tasks"]
+    paths.todos.write_text("{}")
+    paths.memory.write_text("{}")
+    assert run(paths, clock).ok
+    events = {e.file: e for e in recovered(paths)}
+    assert "it lacks items, kind" in events[".console/todos.json"].problem
+    assert "rebuilt from the journal" in events[".console/memory.json"].action
+    after = json.loads(paths.memory.read_text())["completed_tasks"]
+    assert [t["intent"] for t in after[: len(before)]] == [t["intent"] for t in before]
+    intents = [t["intent"] for t in after]
+    assert len(intents) == len(set(intents)) == 17  # no task redone
+
+
+def test_a_harness_folder_that_is_not_a_folder_is_moved_aside(tmp_path, clock) -> None:
+    paths = quickstart(tmp_path)
+    assert run(paths, clock, max_turns=20).reason.value == "max_turns"
+    shutil.rmtree(paths.state / "tmp")
+    os.mkfifo(paths.state / "tmp")
+    shutil.rmtree(paths.archive)
+    os.symlink(tmp_path, paths.archive)
+    assert run(paths, clock).ok
+    files = {e.file: e.problem for e in recovered(paths)}
+    assert files[".console/tmp"] == "it was a named pipe, socket or device"
+    assert files[".console/archive"] == "it was a symbolic link"
+    assert not [e for e in ev.read_events(paths.events) if isinstance(e, ev.ErrorEvent)]
+    assert json.loads(paths.outcome.read_text())["summary"]

@@ -185,6 +185,24 @@ def test_quit_after_completion_exits_at_once_with_the_run_code(make_job):
     assert app.return_code == 0
 
 
+def test_answering_the_quit_dialog_after_the_run_ended_behind_it_exits(make_job):
+    """The job completed while the operator read the dialog: 'yes' quits at once (it used to wait forever)."""
+    sup = make_supervisor(make_job("quickstart"), gate_at=6)
+    app = run_app(sup)
+
+    async def body(pilot):
+        await wait_for(pilot, sup.provider.waiting.is_set)
+        await pilot.press("q")
+        assert isinstance(app.screen, ConfirmScreen)
+        sup.provider.gate.set()
+        await wait_for(pilot, lambda: app.run_finished, what="the run to end behind the dialog")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: not app.is_running, what="the app to exit")
+
+    drive(app, body)
+    assert app.return_code == 0 and app.state.outcome == "completed"
+
+
 def test_panes_tab_maximize_and_help(make_job):
     app = attach_app(make_job("quickstart"))
 

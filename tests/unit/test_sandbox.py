@@ -197,7 +197,7 @@ def test_symlinks_that_stay_inside_work(sb: Sandbox, job: Path) -> None:
     info = sb.info("link")
     assert info is not None and info.kind == "symlink"
     assert refused(sb.write_bytes, "chain1", b"x") == (
-        "'chain1' is refused: it is a symbolic link; write to the file it points to.")
+        "'chain1' is refused: it is a symbolic link, and the file tools write only regular files. Use another name.")
     assert "symbolic link" in refused(sb.append_bytes, "sub/up.md", b"x")
     assert (job / "notes.md").read_bytes() == b"hello\n"
 

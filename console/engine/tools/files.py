@@ -222,8 +222,11 @@ def search_files(rt: Runtime, a: SearchFilesArgs) -> str:
         raise ToolFailure(f"'{a.pattern}' is not a valid regular expression: {exc}") from None
     sb = sandbox(rt)
     base = checked(rt, a.path) if a.path.strip() not in ("", ".", "./") else "."
-    if sb.info(base) is None:
+    info = sb.info(base)
+    if info is None:
         raise ToolFailure(f"'{a.path}' does not exist.")
+    if info.kind == "other":
+        sb.read_head(base, 1)  # refuses it, naming what it is (a named pipe, a socket, a device)
     hits: list[str] = []
     # A pathological pattern must not freeze the engine (stop is only polled between calls).
     deadline = time.monotonic() + SEARCH_SECONDS
