@@ -251,6 +251,9 @@ class Journal:
         except OSError as exc:
             return self._damaged(out, now, f"it cannot be opened ({exc.strerror})")
         conv: list[Message] = []
+        # Ops wait for their commit: those of a step that never committed are never applied.
+        steps: list[AppendOp | ReplaceOp | ResetOp | SessionOp] = []
+        length = 0  # of the conversation once the buffered ops are applied
         session: tuple[int, str] | None = None
         kept = kept_lines = 0
         lines = 0
@@ -276,22 +279,26 @@ class Journal:
                         except (ValueError, RecursionError, ValidationError, StateFileError) as exc:
                             problem = f"line {lines} is not a journal record ({_first_line(exc)})"
                             break
-                        if isinstance(op, AppendOp):
-                            conv.append(op.m)
-                        elif isinstance(op, ReplaceOp):
-                            if op.i >= len(conv):
-                                problem = f"line {lines} replaces message {op.i} of {len(conv)}"
-                                break
-                            conv[op.i] = op.m
-                        elif isinstance(op, ResetOp):
-                            conv = list(op.ms)
-                        elif isinstance(op, SessionOp):
-                            session = (op.n, op.system)
-                        elif isinstance(op, IntentOp):
+                        if isinstance(op, IntentOp):
                             out.intents[op.call] = op.facts
-                        elif isinstance(op, CommitOp):
+                        elif not isinstance(op, CommitOp):
+                            if isinstance(op, ReplaceOp) and op.i >= length:
+                                problem = f"line {lines} replaces message {op.i} of {length}"
+                                break
+                            length = len(op.ms) if isinstance(op, ResetOp) else length + isinstance(op, AppendOp)
+                            steps.append(op)
+                        else:
+                            for step in steps:
+                                if isinstance(step, AppendOp):
+                                    conv.append(step.m)
+                                elif isinstance(step, ReplaceOp):
+                                    conv[step.i] = step.m
+                                elif isinstance(step, ResetOp):
+                                    conv = list(step.ms)
+                                else:
+                                    session = (step.n, step.system)
+                            steps = []
                             out.cp = op.cp
-                            out.conversation = list(conv)
                             if session is not None:
                                 out.system = session[1] if session[0] == op.cp.session else None
                             if op.state is not None:
@@ -302,6 +309,7 @@ class Journal:
                             kept, kept_lines = offset, lines
         finally:
             os.close(fd)
+        out.conversation = conv
         if problem is not None:
             return self._damaged(out, now, problem)
         size = self.path.stat().st_size

@@ -255,7 +255,8 @@ class Supervisor:
     def _recover(self) -> tuple[Runtime, Any]:
         """Read back the run's state, repairing what a kill or a damaged disk left behind."""
         now = self.clock.now()
-        clean_temp(self.paths.state / "tmp", self.paths.state, self.paths.archive, self.paths.state / "blobs")
+        # .console/tmp itself is emptied by the sandbox, which owns it; these are older versions' temps.
+        clean_temp(self.paths.state, self.paths.archive, self.paths.state / "blobs")
         with contextlib.suppress(OSError):
             self.sandbox.clean_tmp()
         loaded = self.journal.load(now, logged_seq=self.events.seq)
