@@ -32,12 +32,12 @@ from console.engine.job import JobPaths
 from console.engine.journal import Checkpoint, Conversation, Journal
 from console.engine.loop import SessionDeps, run_agent_session
 from console.engine.messages import Message, ModelRequest, ToolCall
+from console.engine.model import Stop, StreamEvent, TextDelta, ToolCallEvent, Usage
 from console.engine.operator import OperatorState
+from console.engine.run_settings import RunSettings
 from console.engine.runtime import Runtime
 from console.engine.tools import default_registry
 from console.engine.tools.registry import NoArgs, Tool
-from console.providers.base import Stop, StreamEvent, TextDelta, ToolCallEvent, Usage
-from console.settings import RunSettings
 
 PLAN = "# Execution Plan\n\n## Overview\nBenchmark.\n\n" + "".join(
     f"## Phase {p}: Part {p}{' ← CURRENT' if p == 2 else ''}\n" + "".join(f"- [ ] step {p}.{s}\n" for s in range(10))

@@ -34,10 +34,10 @@ from console.engine.context.carryover import split_pairs
 from console.engine.context.tokens import estimate_message, estimate_text, estimate_tools
 from console.engine.job import JobPaths
 from console.engine.messages import ModelRequest, ToolCall
+from console.engine.model import Stop, StreamEvent, TextDelta, ToolCallEvent, Usage
+from console.engine.run_settings import RunSettings
 from console.engine.supervisor import Supervisor
 from console.engine.todos import TodoManager
-from console.providers.base import Stop, StreamEvent, TextDelta, ToolCallEvent, Usage
-from console.settings import RunSettings
 
 FILES = 60
 READS_PER_TODO = 16

@@ -12,7 +12,6 @@ A config file that cannot be used is a :class:`JobError` of one line naming it.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -35,6 +34,7 @@ from console.engine.job import (
     read_config_text,
     validate_base_url,
 )
+from console.engine.run_settings import RunSettings
 
 APP_NAME = "agent-console"
 ProviderName = Literal["scripted", "openai", "anthropic"]
@@ -171,28 +171,6 @@ def load_settings(**overrides: Any) -> Settings:
                                                SETTINGS_KEYS)) from None
     except Exception as exc:  # e.g. an env var holding JSON that does not parse (AGENT_CONSOLE_KEYS)
         raise JobError(f"settings ({config_path()} or AGENT_CONSOLE_*): {one_line(str(exc))}") from None
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """What one run actually uses, after job.toml and flags are applied."""
-
-    provider: ProviderName
-    model: str
-    base_url: str | None
-    speed: float
-    context_window: int
-    soft_threshold: float
-    hard_threshold: float
-    max_turns: int
-    max_restarts: int
-    auto_restart: bool
-    summary: Literal["deterministic", "llm"] = "deterministic"
-    max_write_mb: float = 4.0  # the most one tool call may write
-    max_job_mb: float = 1024.0  # the most the job folder may hold
-
-    def with_overrides(self, **kw: Any) -> RunSettings:
-        return replace(self, **{k: v for k, v in kw.items() if v is not None})
 
 
 DEFAULT_MODELS = {"scripted": "scripted-agent", "openai": "gpt-4.1-mini", "anthropic": "claude-sonnet-4-5"}

@@ -12,10 +12,10 @@ import pytest
 
 from console.engine.clock import FakeClock
 from console.engine.job import JobPaths
+from console.engine.run_settings import RunSettings
 from console.engine.store import JobStore
 from console.engine.supervisor import Supervisor
 from console.providers.scripted import ScriptedProvider, ScriptedTurn
-from console.settings import RunSettings
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_jobs"

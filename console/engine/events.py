@@ -112,12 +112,16 @@ class ToolCalled(EventBase):
 
 
 class ToolDenied(EventBase):
+    """A tool policy refused a call (seed 002): the agent got ``reason`` as the call's error result."""
+
     type: Literal["tool_denied"] = "tool_denied"
     turn: int
     call_id: str
     tool: str
     policy: str
     reason: str
+    # The policy itself failed (raised): fail-closed, so the call was denied; what it raised.
+    error: str | None = None
 
 
 class ToolResult(EventBase):
@@ -168,10 +172,21 @@ class PhaseTransition(EventBase):
 
 
 class Feedback(EventBase):
+    """A feedback provider's block (seed 002), delivered to the agent after the turn's tool results.
+
+    ``source`` is the provider's name and ``message`` its summary; ``block`` is the exact
+    ``<feedback provider='...'>`` text the agent received.
+    """
+
     type: Literal["feedback"] = "feedback"
     source: str
     severity: Literal["info", "caution", "warning", "error"] = "info"
     message: str
+    observations: list[str] = Field(default_factory=list)
+    suggestions: list[str] = Field(default_factory=list)
+    call_index: int = 0
+    turn: int = 0
+    block: str = ""
 
 
 class TokenUsage(EventBase):
@@ -242,13 +257,74 @@ class RestartDenied(EventBase):
 
 
 class CompletionBlocked(EventBase):
+    """A stop (job_complete, or a turn without a tool call) refused by the task completion checker."""
+
     type: Literal["completion_blocked"] = "completion_blocked"
     reason: str
+    checker: str = ""
+    feedback: str = ""
+    # "job_complete" or "end_turn"
+    stop_reason: str = ""
+    blocks: int = 0
+    max_blocks: int = 0
+
+
+class CompletionBypassed(EventBase):
+    """A stop accepted without the completion check because a budget (deadline, tokens) is spent (seed 002)."""
+
+    type: Literal["completion_bypassed"] = "completion_bypassed"
+    budget: Literal["deadline", "tokens"]
+    stop_reason: str
+    detail: str = ""
+
+
+class BudgetExhausted(EventBase):
+    """The job's deadline passed or its token budget is spent: the agent is told to wrap up."""
+
+    type: Literal["budget_exhausted"] = "budget_exhausted"
+    budget: Literal["deadline", "tokens"]
+    limit: float
+    used: float
+    detail: str = ""
 
 
 class StuckDetected(EventBase):
     type: Literal["stuck_detected"] = "stuck_detected"
     reason: str
+    pattern: str = ""
+
+
+class PolicyInfo(BaseModel):
+    name: str
+    kind: str
+    detail: str = ""
+
+
+class FeedbackInfo(BaseModel):
+    name: str
+    kind: str
+    trigger: str = ""
+    # When it can fire next, in words ("after 3 more calls", "at 12:31:05", "when CHANGELOG.md appears", "fired").
+    next: str = ""
+
+
+class GuardrailsStatus(EventBase):
+    """What guards the run now: emitted at the start and whenever it changes (the console's guardrails view)."""
+
+    type: Literal["guardrails_status"] = "guardrails_status"
+    policies: list[PolicyInfo] = Field(default_factory=list)
+    feedback: list[FeedbackInfo] = Field(default_factory=list)
+    checker: str = ""
+    # "complete", "incomplete: <what is left>", "off"
+    verdict: str = ""
+    completion_blocks: int = 0
+    max_completion_blocks: int = 0
+    deadline_at: datetime | None = None
+    budget_tokens: int | None = None
+    tokens_used: int = 0
+    # How job-declared command tools are confined: "bubblewrap", "none (unconfined)", or "" (no command tools).
+    confinement: str = ""
+    tools: list[str] = Field(default_factory=list)
 
 
 class OperatorCommand(EventBase):
@@ -325,7 +401,10 @@ Event = Annotated[
     | RestartApproved
     | RestartDenied
     | CompletionBlocked
+    | CompletionBypassed
+    | BudgetExhausted
     | StuckDetected
+    | GuardrailsStatus
     | OperatorCommand
     | JobCompleted
     | MemoryUpdated

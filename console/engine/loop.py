@@ -30,11 +30,11 @@ from console.engine.context.summary import build_summary, llm_summary_request, s
 from console.engine.context.tokens import CHARS_PER_TOKEN, estimate_message, estimate_request, estimate_text
 from console.engine.journal import Checkpoint, Conversation, UsageRecord
 from console.engine.messages import Message, ModelRequest, ToolCall
+from console.engine.model import Provider, ProviderError, Stop, TextDelta, ToolCallEvent, Usage
 from console.engine.operator import Aborted, OperatorState
+from console.engine.run_settings import RunSettings
 from console.engine.runtime import Runtime
 from console.engine.tools.registry import ToolOutcome, ToolRegistry, refused_arguments
-from console.providers.base import Provider, ProviderError, Stop, TextDelta, ToolCallEvent, Usage
-from console.settings import RunSettings
 
 MAX_NUDGES = 3
 # Seed 000's stuck detection: this many turns in a row without completing a todo.

@@ -11,14 +11,32 @@ up to an empty list.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from console.engine import events as ev
+from console.engine.clock import Clock
 from console.engine.plan import MAX_PHASE_STEPS, MIN_PHASE_STEPS, Plan, PlanError, PlanPhase
-from console.engine.todos import PendingTransition, TodoState, TransitionKind, render_layer2
+from console.engine.todos import PendingTransition, TodoManager, TodoState, TransitionKind, render_layer2
 
-if TYPE_CHECKING:
-    from console.engine.runtime import Runtime
+
+class PhaseContext(Protocol):
+    """What the PhaseTransitionManager may read and ask for: the todo list, the plan, the log, and the
+    run's hooks (notices, compaction, working memory). The Runtime implements it; nothing else of it leaks in."""
+
+    clock: Clock
+    events: ev.EventStream
+    todos: TodoManager
+
+    @property
+    def job_done(self) -> bool: ...
+    def load_plan(self) -> Plan: ...
+    def write_plan(self, plan: Plan, reason: str) -> None: ...
+    def inject_notice(self, text: str, kind: str) -> None: ...
+    def request_compaction(self, reason: str) -> None: ...
+    def generate_workspace_summary(self) -> str: ...
+    def add_blocker(self, issue: str) -> None: ...
+    def on_task_completed(self, text: str) -> None: ...
+    def on_phase_completed(self) -> None: ...
 
 BOOTSTRAP_TODOS = [
     "Generate workspace summary using generate_workspace_summary()",
@@ -104,7 +122,7 @@ def _size_advice(n: int) -> str:
 
 
 class PhaseTransitionManager:
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: PhaseContext) -> None:
         self.rt = rt
 
     @property

@@ -66,6 +66,9 @@ class Runtime:
     # The tool call being dispatched, and the intents a killed process recorded (call id -> facts).
     current_call: str | None = None
     redo: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # True once the operator asked the run to stop: a long tool (a job-declared command) polls it and
+    # ends early, so `stop` acts within a second even in the middle of a two-minute test suite.
+    should_stop: Callable[[], bool] = field(default=lambda: False)
     _dirty: set[str] = field(default_factory=set)
     _effects: list[Effect] = field(default_factory=list)
     _ready: bool = False

@@ -37,7 +37,9 @@ from console.engine.job import JobPaths
 from console.engine.journal import JOURNAL_NAME, Checkpoint, Conversation, Journal
 from console.engine.loop import SessionDeps, SessionResult, ShutdownReason, run_agent_session
 from console.engine.messages import Message
+from console.engine.model import Provider
 from console.engine.operator import OperatorState
+from console.engine.run_settings import RunSettings
 from console.engine.runtime import Runtime
 from console.engine.sandbox import Sandbox
 from console.engine.state import (
@@ -51,8 +53,6 @@ from console.engine.state import (
 )
 from console.engine.store import JobStore
 from console.engine.tools import ToolRegistry, default_registry
-from console.providers.base import Provider
-from console.settings import RunSettings
 
 STATUS_FOR = {
     ShutdownReason.JOB_COMPLETE: "completed",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from console.engine.clock import Clock
-from console.providers.base import Provider, ProviderError
+from console.engine.model import Provider, ProviderError
 
 __all__ = ["Provider", "ProviderError", "make_provider"]
 

@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover - older SDKs
     import httpx as httpx2  # type: ignore[no-redef]
 
 from console.engine.messages import Message, ModelRequest, ToolCall
-from console.providers.base import ProviderError, Stop, StreamEvent, TextDelta, ToolCallEvent, Usage
+from console.engine.model import ProviderError, Stop, StreamEvent, TextDelta, ToolCallEvent, Usage
 
 _EPHEMERAL = {"type": "ephemeral"}
 _LOCAL_PLACEHOLDER_KEY = "not-needed"

@@ -18,7 +18,7 @@ from typing import Any
 import openai
 
 from console.engine.messages import Message, ModelRequest, ToolCall
-from console.providers.base import (
+from console.engine.model import (
     ProviderError,
     Stop,
     StopReason,

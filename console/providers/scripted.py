@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 from console.engine.clock import Clock, SystemClock
 from console.engine.context.tokens import estimate_message, estimate_request, estimate_text, estimate_tools
 from console.engine.messages import Message, ModelRequest, ToolCall
-from console.providers.base import ProviderError, Stop, StreamEvent, TextDelta, ToolCallEvent, Usage
+from console.engine.model import ProviderError, Stop, StreamEvent, TextDelta, ToolCallEvent, Usage
 from console.providers.scripted_agent import ScriptedAgent
 
 # Seconds per streamed chunk and per turn at speed 1.0: a demo turn takes ~0.2 s.

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from console.engine.messages import Message, ModelRequest, ToolCall, ToolSpec
+from console.engine.model import Provider, ProviderError, Stop, StreamEvent, TextDelta, ToolCallEvent, Usage
 from console.providers.anthropic_provider import AnthropicProvider
-from console.providers.base import Provider, ProviderError, Stop, StreamEvent, TextDelta, ToolCallEvent, Usage
 
 from .loopback import CannedToolCall, CannedUsage, HttpError, Loopback, Raw, Reply, Stall
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from console.engine.messages import Message, ModelRequest, ToolCall, ToolSpec
-from console.providers.base import Provider, ProviderError, Stop, StreamEvent, TextDelta, ToolCallEvent, Usage
+from console.engine.model import Provider, ProviderError, Stop, StreamEvent, TextDelta, ToolCallEvent, Usage
 from console.providers.openai_provider import OpenAIProvider
 
 from .loopback import CannedToolCall, CannedUsage, HttpError, Loopback, Raw, Reply, Stall

@@ -1,0 +1,33 @@
+"""The settings one run uses, owned by the engine.
+
+The operator's layers (defaults < config file < env vars < job.toml < flags) are merged outside the
+engine (``console.settings``); what comes out is this plain record, so the engine never imports the
+settings machinery, and a test or a benchmark builds one directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What one run actually uses, after job.toml and flags are applied."""
+
+    provider: str
+    model: str
+    base_url: str | None
+    speed: float
+    context_window: int
+    soft_threshold: float
+    hard_threshold: float
+    max_turns: int
+    max_restarts: int
+    auto_restart: bool
+    summary: Literal["deterministic", "llm"] = "deterministic"
+    max_write_mb: float = 4.0  # the most one tool call may write
+    max_job_mb: float = 1024.0  # the most the job folder may hold
+
+    def with_overrides(self, **kw: Any) -> RunSettings:
+        return replace(self, **{k: v for k, v in kw.items() if v is not None})
