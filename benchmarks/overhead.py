@@ -10,6 +10,12 @@ bookkeeping), each an append of one record with its events, which are then
 relayed to events.jsonl. Provider and tool time are measured separately and
 subtracted.
 
+It runs twice: with the default guardrails (the plan checker and the stuck
+detector), then with a heavy [guardrails] table: 5 policies, 5 feedback
+providers (one of them fires every 3 calls), a composite completion checker, a
+deadline and a token budget. Every tool call then passes 5 policies, every turn
+runs 5 triggers and renders a status.
+
     python benchmarks/overhead.py [--turns 400] [--messages 2000]
 
 The last line printed is a JSON summary with p50_ms and p99_ms.
@@ -28,6 +34,7 @@ from pathlib import Path
 
 from console.engine import events as ev
 from console.engine.clock import SystemClock
+from console.engine.guardrails import GuardrailsConfig, build_guardrails
 from console.engine.job import JobPaths
 from console.engine.journal import Checkpoint, Conversation, Journal
 from console.engine.loop import SessionDeps, run_agent_session
@@ -37,7 +44,7 @@ from console.engine.operator import OperatorState
 from console.engine.run_settings import RunSettings
 from console.engine.runtime import Runtime
 from console.engine.tools import default_registry
-from console.engine.tools.registry import NoArgs, Tool
+from console.engine.tools.registry import Tool, ToolArgs
 
 PLAN = "# Execution Plan\n\n## Overview\nBenchmark.\n\n" + "".join(
     f"## Phase {p}: Part {p}{' ← CURRENT' if p == 2 else ''}\n" + "".join(f"- [ ] step {p}.{s}\n" for s in range(10))
@@ -58,7 +65,9 @@ class InstantModel:
         self.n += 1
         events: list[StreamEvent] = [
             TextDelta("Working on "), TextDelta("the current task."),
-            ToolCallEvent(ToolCall(id=f"b{self.n}", name="noop", arguments="{}")),
+            # A different argument each turn: an agent at work, not one repeating itself (which the stuck
+            # detector would rightly report every few turns).
+            ToolCallEvent(ToolCall(id=f"b{self.n}", name="noop", arguments=json.dumps({"n": self.n}))),
             Usage(input_tokens=120_000, output_tokens=30, cached_input_tokens=110_000),
             Stop("tool_use"),
         ]
@@ -66,13 +75,40 @@ class InstantModel:
         yield from events
 
 
-def build_state(root: Path, messages: int) -> tuple[Runtime, Conversation]:
+class NoopArgs(ToolArgs):
+    n: int = 0
+
+
+HEAVY = GuardrailsConfig.model_validate({
+    "deadline": "30d", "budget_tokens": 10**12, "max_completion_blocks": 5,
+    "policies": [
+        {"type": "read_before_write"},
+        {"type": "read_before_write", "name": "read_before_append", "write_tools": ["append_file"]},
+        {"type": "sequential", "dependencies": {"publish": ["test", "build"], "build": ["lint"]}},
+        {"type": "sequential", "name": "noop_after_list", "dependencies": {"deploy": ["noop"]}},
+        {"type": "sequential", "name": "review_first", "dependencies": {"release": ["review"]}},
+    ],
+    "feedback": [
+        {"type": "static", "name": "Every3", "feedback": "Keep going.", "every_n_calls": 3},
+        {"type": "static", "name": "Hourly", "feedback": "An hour passed.", "every_n_seconds": 3600},
+        {"type": "static", "name": "Changelog", "feedback": "Follow its format.", "on_file_created": "CHANGELOG.md"},
+        {"type": "deadline", "every_n_seconds": 600, "warning_threshold_seconds": 120},
+        {"type": "stuck"},
+    ],
+    "completion": {"type": "composite", "all_must_pass": True,
+                   "checkers": [{"type": "plan"}, {"type": "files", "paths": ["report.md", "main_plan.md"]}]},
+})
+
+
+def build_state(root: Path, messages: int, guardrails: GuardrailsConfig | None = None
+                ) -> tuple[Runtime, Conversation]:
     paths = JobPaths(root)
     root.mkdir(parents=True, exist_ok=True)
     paths.instructions.write_text("# Benchmark job\n")
     paths.main_plan.write_text(PLAN)
     paths.state.mkdir(parents=True, exist_ok=True)
-    rt = Runtime(paths, SystemClock(), ev.EventStream(paths.events, SystemClock()), journal=Journal(paths))
+    rt = Runtime(paths, SystemClock(), ev.EventStream(paths.events, SystemClock()), journal=Journal(paths),
+                 guardrails=build_guardrails(guardrails or GuardrailsConfig()))
     rt.todos.install([f"Task {i}: process part {i} of the input" for i in range(20)], kind="phase",
                      phase_name="Part 2", phase_number=2, total_phases=4, done=[i < 7 for i in range(20)])
     now = datetime.now(UTC)
@@ -95,13 +131,24 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=2000)
     args = ap.parse_args()
 
+    figures = {}
+    for label, table in (("default guardrails", None), ("5 policies, 5 feedback providers, composite checker",
+                                                        HEAVY)):
+        figures[label] = measure(args.turns, args.messages, table, label)
+    base, heavy = figures.values()
+    print(f"with the heavy guardrails: p50 x{heavy['p50_ms'] / base['p50_ms']:.2f}, "
+          f"p99 x{heavy['p99_ms'] / base['p99_ms']:.2f} of the default")
+    print(json.dumps({"default": base, "heavy_guardrails": heavy, "budget_ms": 10}))
+
+
+def measure(turns: int, messages: int, table: GuardrailsConfig | None, label: str) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
-        rt, conv = build_state(Path(tmp) / "job", args.messages)
+        rt, conv = build_state(Path(tmp) / "job", messages, table)
         registry = default_registry()
-        registry.register(Tool("noop", "Does nothing.", NoArgs, lambda rt, a: "ok"))
+        registry.register(Tool("noop", "Does nothing.", NoopArgs, lambda rt, a: f"ok {a.n}"))
         provider = InstantModel()
         settings = RunSettings(provider="scripted", model="instant", base_url=None, speed=0, context_window=1_000_000,
-                               soft_threshold=0.7, hard_threshold=0.85, max_turns=args.turns, max_restarts=0,
+                               soft_threshold=0.7, hard_threshold=0.85, max_turns=turns, max_restarts=0,
                                auto_restart=True)
         deps = SessionDeps(rt, provider, registry, settings, OperatorState())
 
@@ -109,16 +156,21 @@ def main() -> None:
         marks: list[float] = []
         tool_ms: dict[int, float] = {}
         provider_at: list[float] = []
+        feedback = 0
 
         def on_event(e: ev.EventBase) -> None:
+            nonlocal feedback
             if isinstance(e, ev.TurnStarted):
                 marks.append(time.perf_counter())
                 provider_at.append(provider.spent)
             elif isinstance(e, ev.ToolResult):
                 tool_ms[e.turn] = tool_ms.get(e.turn, 0.0) + e.duration_ms
+            elif isinstance(e, ev.Feedback):
+                feedback += 1
 
         rt.events.subscribe(on_event)
         rt.events.holding = True  # as in a run: events go through the journal's outbox
+        rt.guards.start()
         t0 = time.perf_counter()
         result = run_agent_session(deps, 1, conv, Checkpoint(session=1))
         marks.append(time.perf_counter())
@@ -134,15 +186,14 @@ def main() -> None:
         per_turn.sort()
         p50 = statistics.median(per_turn)
         p99 = per_turn[min(len(per_turn) - 1, int(len(per_turn) * 0.99))]
+        print(f"[{label}]")
         print(f"turns: {len(per_turn)} measured ({result.reason.value} after {result.turns}); "
               f"conversation at end: {len(conv)} messages; memory: {len(rt.memory.state.completed_tasks)} tasks; "
-              f"todos: {len(rt.todos.state.items)}")
+              f"todos: {len(rt.todos.state.items)}; feedback blocks delivered: {feedback}")
         print(f"harness per turn: p50 {p50:.3f} ms, p90 {per_turn[int(len(per_turn) * 0.9)]:.3f} ms, "
               f"p99 {p99:.3f} ms, max {per_turn[-1]:.3f} ms; budget 10 ms (seed 003): p99 is {10 / p99:.0f}x under")
         print(f"whole run: {total:.2f} s for {result.turns} turns; journal {rt.paths.checkpoint.stat().st_size} bytes")
-        print(json.dumps({"p50_ms": round(p50, 3), "p99_ms": round(p99, 3), "turns": len(per_turn),
-                          "messages": len(conv), "completed_tasks": len(rt.memory.state.completed_tasks),
-                          "todos": len(rt.todos.state.items), "budget_ms": 10}))
+        return {"p50_ms": round(p50, 3), "p99_ms": round(p99, 3), "turns": len(per_turn), "feedback": feedback}
 
 
 if __name__ == "__main__":

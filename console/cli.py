@@ -199,7 +199,8 @@ def check_script(path: Path) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from console.engine.clock import SystemClock
-    from console.engine.job import JobError, load_job_config, prepare_run, validate_job_folder
+    from console.engine.job import JobError, prepare_run, validate_job_folder
+    from console.engine.job_config import load_job_config
     from console.engine.store import JobStore
     from console.engine.supervisor import Supervisor
     from console.providers import ProviderError, make_provider

@@ -26,7 +26,6 @@ from console.engine.job import (
     MAX_RESTARTS,
     MAX_SPEED,
     MAX_TURNS,
-    JobConfig,
     JobError,
     format_validation_error,
     one_line,
@@ -34,6 +33,7 @@ from console.engine.job import (
     read_config_text,
     validate_base_url,
 )
+from console.engine.job_config import JobConfig
 from console.engine.run_settings import RunSettings
 
 APP_NAME = "agent-console"
@@ -196,6 +196,9 @@ def resolve_run_settings(settings: Settings, job: JobConfig, **flags: Any) -> Ru
         summary=job.context.summary or settings.summary,
         max_write_mb=job.limits.max_write_mb or settings.max_write_mb,
         max_job_mb=job.limits.max_job_mb or settings.max_job_mb,
+        guardrails=job.guardrails,
+        tools=tuple(job.tools),
+        sandbox=job.sandbox,
     ).with_overrides(**flags)
     if flags.get("base_url") is not None:
         try:

@@ -177,16 +177,6 @@ class LimitsSection(_Strict):
     max_job_mb: float | None = Field(default=None, gt=0, le=MAX_MEGABYTES)
 
 
-class JobConfig(_Strict):
-    """``job.toml``. Unknown keys are errors: a typo must not be silently ignored."""
-
-    name: str | None = None
-    description: str | None = None
-    model: ModelSection = Field(default_factory=ModelSection)
-    context: ContextSection = Field(default_factory=ContextSection)
-    limits: LimitsSection = Field(default_factory=LimitsSection)
-
-
 def within(root_real: Path, path: Path) -> bool:
     """True if ``path`` (after symlinks) is inside the job folder and outside the harness state."""
     try:
@@ -288,20 +278,6 @@ def parse_config_toml(text: str, path: Path, what: str = "") -> dict[str, Any]:
         raise JobError(f"{shown}: not usable TOML: {one_line(str(exc), 80)}") from None
     except RecursionError:
         raise JobError(f"{shown}: not valid TOML: arrays or tables nested too deeply") from None
-
-
-def load_job_config(paths: JobPaths) -> JobConfig:
-    """``job.toml`` (defaults if there is none); a :class:`JobError` of one line naming the file otherwise."""
-    text = read_config_text(paths.job_toml)
-    if text is None:
-        return JobConfig()
-    data = parse_config_toml(text, paths.job_toml)
-    try:
-        return JobConfig.model_validate(data)
-    except ValidationError as exc:
-        raise JobError(format_validation_error(str(paths.job_toml), exc)) from None
-    except RecursionError:
-        raise JobError(f"{one_line(str(paths.job_toml), 0)}: values nested too deeply") from None
 
 
 def validate_job_folder(root: Path) -> JobPaths:

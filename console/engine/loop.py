@@ -20,6 +20,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from console.engine import events as ev
 from console.engine.context.carryover import extract_carryover
@@ -28,6 +29,7 @@ from console.engine.context.masking import apply_masking, mask_notice
 from console.engine.context.pressure import WIND_DOWN_MESSAGE, ContextAction, ContextManager
 from console.engine.context.summary import build_summary, llm_summary_request, summary_message
 from console.engine.context.tokens import CHARS_PER_TOKEN, estimate_message, estimate_request, estimate_text
+from console.engine.enforcement import FEEDBACK_KIND
 from console.engine.journal import Checkpoint, Conversation, UsageRecord
 from console.engine.messages import Message, ModelRequest, ToolCall
 from console.engine.model import Provider, ProviderError, Stop, TextDelta, ToolCallEvent, Usage
@@ -36,13 +38,6 @@ from console.engine.run_settings import RunSettings
 from console.engine.runtime import Runtime
 from console.engine.tools.registry import ToolOutcome, ToolRegistry, refused_arguments
 
-MAX_NUDGES = 3
-# Seed 000's stuck detection: this many turns in a row without completing a todo.
-STUCK_TURNS = 30
-STUCK_NOTICE = (
-    "[No todo has been completed in the last {n} turns. If the current task is done, call todo_complete(). "
-    "If it cannot be done this way, call todo_rewind(issue) to re-plan instead of going round in circles.]"
-)
 CARRYOVER_TURNS = 3
 CARRYOVER_BUDGET = 0.15  # share of the window the carried turns may take
 OBSERVATION_BUDGET = 0.25  # share of the window one tool result may take
@@ -50,11 +45,6 @@ OBSERVATION_BUDGET = 0.25  # share of the window one tool result may take
 # content is in the file it wrote, and megabytes of it resent every turn would fill the window.
 ARGUMENTS_KEPT = 64 * 1024
 KICKOFF = "Begin. Your ACTIVE TODO LIST is below: do the current task."
-NUDGE = (
-    "You ended your turn without a tool call, but the job is not complete. Continue with the task marked "
-    "← CURRENT in the ACTIVE TODO LIST and call todo_complete() when it is done. If the job cannot be done, "
-    "call todo_rewind(issue) or job_complete with a low confidence and notes."
-)
 
 
 class ShutdownReason(StrEnum):
@@ -63,6 +53,13 @@ class ShutdownReason(StrEnum):
     JOB_COMPLETE = "job_complete"
     MAX_TURNS = "max_turns"
     ERROR = "error"
+    # The completion checker refused more stops than max_completion_blocks allows (seed 002).
+    COMPLETION_BLOCKED = "completion_blocked"
+    # The deadline passed or the token budget is spent: the agent had its wrap-up turn.
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    # A turn ended without a tool call and no completion check stood in the way ([guardrails.completion]
+    # type = "none"): the agent's stop is the end of the run.
+    AGENT_STOPPED = "agent_stopped"
 
 
 @dataclass
@@ -169,10 +166,15 @@ def dispatch(deps: SessionDeps, turn: int, call: ToolCall) -> ToolOutcome:
                    arguments_cut=args_cut)
     started = time.perf_counter()
     parsed = deps.registry.parse(call)
+    params: dict[str, Any] | None = None
+    refusal: str | None = None
     if isinstance(parsed, ToolOutcome):
         outcome = parsed
+    elif (refusal := rt.guards.gate(turn, call.id, (tool := parsed[0]).name,
+                                    params := parsed[1].model_dump())) is not None:
+        outcome = ToolOutcome(False, refusal)  # the one gate: a denied call never runs, and still has its result
     else:
-        tool, targs = parsed
+        targs = parsed[1]
         rt.current_call = call.id
         try:
             outcome = deps.registry.run(rt, tool, targs)
@@ -191,6 +193,7 @@ def dispatch(deps: SessionDeps, turn: int, call: ToolCall) -> ToolOutcome:
     content, content_cut = ev.cap_text(outcome.content)
     rt.events.emit(ev.ToolResult, turn=turn, call_id=call.id, tool=call.name, ok=outcome.ok, content=content,
                    content_cut=content_cut, duration_ms=round((time.perf_counter() - started) * 1000, 3))
+    rt.guards.after_call(call.name, params, outcome.ok, denied=refusal is not None)
     return outcome
 
 
@@ -322,6 +325,8 @@ class Session:
                 return self.end(ShutdownReason.USER_SHUTDOWN, "stopped by the operator")
             if self.turns_here >= st.max_turns:
                 return self.end(ShutdownReason.MAX_TURNS, f"reached max_turns ({st.max_turns}) in one session")
+            if (spent := self.budgets()) is not None:
+                return spent
             cp.turn += 1
             self.turns_here += 1
             request = build_request(self.deps, self.system, self.conversation)
@@ -396,8 +401,34 @@ class Session:
         return self.bookkeeping(calls)
 
     def bookkeeping(self, calls: list[ToolCall]) -> SessionResult | None:
+        """The turn's end, as one step: progress, feedback, a stop's check, harness notices, usage."""
         rt, cm, cp, st, conv = self.rt, self.cm, self.cp, self.deps.settings, self.conversation
-        notices = rt.take_notices()
+        guards = rt.guards
+        mark = progress_mark(rt)
+        cp.idle_turns = 0 if mark != cp.progress else cp.idle_turns + 1
+        if mark != cp.progress:
+            guards.progressed()
+        cp.progress = mark
+        # Feedback providers run after the turn's tool calls; their blocks follow all the tool results.
+        after: list[Message] = []
+        if calls:
+            at = self.reply_index()
+            guards.record_turn(cp.turn, calls, {m.tool_call_id or "": m for m in conv[at + 1:] if m.role == "tool"})
+            _, text = guards.collect_feedback(cp.turn, cp.idle_turns)
+            if text:
+                after.append(Message.user(text, kind=FEEDBACK_KIND))
+        stopped: str | None = None
+        if calls:
+            cp.nudges = 0
+        elif not cp.finished and not rt.job_done:
+            # A turn without a tool call is a stop: the completion checker decides (seed 002).
+            verdict = guards.check_stop("end_turn", conv[self.reply_index()].content)
+            if verdict.allowed:
+                stopped = "the agent ended its turn without a tool call" + (
+                    "" if verdict.bypassed else " (no completion check stood in the way)")
+            else:
+                after.append(Message.user(verdict.message, kind="completion_blocked"))
+        notices = [*after, *rt.take_notices()]
         compacted = bool(rt.compaction_reason)
         if rt.compaction_reason:
             reason, rt.compaction_reason = rt.compaction_reason, None
@@ -407,40 +438,42 @@ class Session:
         else:
             conv.extend(notices)
             cm.appended(notices)
-        failed: str | None = None
-        if calls:
-            cp.nudges = 0
-        elif not cp.finished and not rt.job_done:
-            cp.nudges += 1
-            if cp.nudges > MAX_NUDGES:
-                failed = f"the agent stopped {cp.nudges} times in a row without finishing the job"
-                rt.events.emit(ev.ErrorEvent, message=failed, where="loop", recoverable=False)
-            else:
-                rt.events.emit(ev.CompletionBlocked, reason="the agent tried to stop before job_complete")
-                nudge = Message.user(NUDGE, kind="nudge")
-                conv.append(nudge)
-                cm.appended([nudge])
-        mark = progress_mark(rt)
-        cp.idle_turns = 0 if mark != cp.progress else cp.idle_turns + 1
-        cp.progress = mark
-        if failed is None and cp.idle_turns and cp.idle_turns % STUCK_TURNS == 0:
-            rt.events.emit(ev.StuckDetected, reason=f"no todo completed in {cp.idle_turns} turns")
-            stuck = Message.user(STUCK_NOTICE.format(n=cp.idle_turns), kind="stuck_notice")
-            conv.append(stuck)
-            cm.appended([stuck])
         usage = cp.usage or UsageRecord()
+        # Counted here, from the reply's recorded usage: the turn's end is one step, so a resume counts it once.
+        guards.count_tokens(usage.input_tokens + usage.output_tokens)
         rt.events.emit(ev.TokenUsage, turn=cp.turn, input_tokens=usage.input_tokens,
                        output_tokens=usage.output_tokens, cached_input_tokens=usage.cached_input_tokens,
                        reported=usage.reported, context_window=st.context_window, context_tokens=cm.used,
                        prompt_budget=cm.budget, soft_threshold=st.soft_threshold, hard_threshold=st.hard_threshold)
+        guards.status()
+        if (failed := guards.blocked_out()) is not None:
+            rt.events.emit(ev.ErrorEvent, message=failed, where="guardrails", recoverable=False)
         finished = cp.finished
         cp.stage, cp.next_call, cp.notices, cp.compaction, cp.finished, cp.usage = "boundary", 0, [], None, False, None
         cp.evaluated = False
-        self.commit(durable=compacted)  # phase boundaries are worth an fsync
+        self.commit(durable=compacted or stopped is not None or failed is not None)  # boundaries are worth an fsync
         if failed is not None:
-            return self.end(ShutdownReason.ERROR, failed)
+            return self.end(ShutdownReason.COMPLETION_BLOCKED, failed)
+        if (spent := guards.spent()) is not None:
+            # The wrap-up turn is over: the run ends, whatever the agent did with it (its job_complete,
+            # if any, is kept as the outcome).
+            return self.end(ShutdownReason.BUDGET_EXHAUSTED, spent)
         if finished or rt.job_done:
             return self.end(ShutdownReason.JOB_COMPLETE, "job_complete")
+        if stopped is not None:
+            return self.end(ShutdownReason.AGENT_STOPPED, stopped)
+        return None
+
+    def budgets(self) -> SessionResult | None:
+        """Before a turn: a spent budget gives the agent one wrap-up turn (a recorded step), then ends the run."""
+        message, spent = self.rt.guards.budget_turn()
+        if spent is not None:
+            return self.end(ShutdownReason.BUDGET_EXHAUSTED, spent)
+        if message is not None:
+            msg = Message.user(message, kind="wrap_up")
+            self.conversation.append(msg)
+            self.cm.appended([msg])
+            self.commit(durable=True)
         return None
 
     def pressure(self) -> SessionResult | None:

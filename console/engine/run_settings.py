@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from console.engine.guardrails import GuardrailsConfig
+from console.engine.tools.commands import CommandToolConfig, SandboxMode
+
 
 @dataclass(frozen=True)
 class RunSettings:
@@ -28,6 +31,10 @@ class RunSettings:
     summary: Literal["deterministic", "llm"] = "deterministic"
     max_write_mb: float = 4.0  # the most one tool call may write
     max_job_mb: float = 1024.0  # the most the job folder may hold
+    # The job definition's constraints (job.toml): guardrails, the commands it declares, their confinement.
+    guardrails: GuardrailsConfig | None = None
+    tools: tuple[CommandToolConfig, ...] = ()
+    sandbox: SandboxMode = "auto"
 
     def with_overrides(self, **kw: Any) -> RunSettings:
         return replace(self, **{k: v for k, v in kw.items() if v is not None})

@@ -24,6 +24,8 @@ from console.engine import events as ev
 from console.engine import failpoints
 from console.engine.atomic import atomic_write_text
 from console.engine.clock import Clock
+from console.engine.enforcement import Enforcer, SandboxWorld
+from console.engine.guardrails import Guardrails, default_guardrails
 from console.engine.job import STATE_DIR, JobPaths
 from console.engine.journal import Checkpoint, Conversation, Effect, Journal
 from console.engine.memory import WorkingMemory
@@ -69,6 +71,9 @@ class Runtime:
     # True once the operator asked the run to stop: a long tool (a job-declared command) polls it and
     # ends early, so `stop` acts within a second even in the middle of a two-minute test suite.
     should_stop: Callable[[], bool] = field(default=lambda: False)
+    # The job's guardrails (job.toml's [guardrails]), and the enforcer that applies them to this run.
+    guardrails: Guardrails = field(default_factory=default_guardrails)
+    guards: Enforcer = field(init=False)
     _dirty: set[str] = field(default_factory=set)
     _effects: list[Effect] = field(default_factory=list)
     _ready: bool = False
@@ -84,6 +89,12 @@ class Runtime:
         self.workspace = Workspace(self.paths, self.sandbox, self.state.workspace, sink=self)
         self.memory = WorkingMemory(self.state.memory, self.events, sink=self)
         self.phases = PhaseTransitionManager(self)
+        if self.state.guardrails is not None:
+            self.guardrails.restore(self.state.guardrails)
+        self.guards = Enforcer(self.guardrails, events=self.events, clock=self.clock,
+                               world=SandboxWorld(self.sandbox), changed=lambda: self.changed("guardrails"),
+                               record_intent=self._record_intent, redo=lambda key: self.redo.pop(key, None),
+                               todos=lambda: self.todos.state, load_plan=self.load_plan)
         self._ready = True
         if self.journal is None:
             for comp in self._dirty:
@@ -111,7 +122,8 @@ class Runtime:
 
     def snapshot(self, components: tuple[str, ...] | set[str] = COMPONENTS) -> StateSnapshot:
         values = {"todos": self.todos.state, "memory": self.memory.state, "workspace": self.workspace.record,
-                  "outcome": self.outcome}
+                  "outcome": self.outcome, "guardrails": self.guardrails.snapshot() if "guardrails" in components
+                  else None}
         return StateSnapshot(**{c: values[c] for c in components})
 
     # -- committing a step -----------------------------------------------------------------------
@@ -178,6 +190,10 @@ class Runtime:
             self.journal.intent(call, facts)
         return facts, redo
 
+    def _record_intent(self, key: str, facts: dict[str, Any]) -> None:
+        if self.journal is not None:
+            self.journal.intent(key, facts)
+
     # -- reading the job's own files (through the sandbox, like the agent) ----------------------
     def read_job_text(self, rel: str, limit: int = JOB_TEXT_LIMIT) -> str | None:
         """A job file's text, or None if it is absent or cannot be read safely (a link out, a pipe...)."""
@@ -225,6 +241,7 @@ class Runtime:
         task = current.text if current is not None else f"phase '{self.todos.state.phase_name or 'transition'}'"
         self.memory.block(task, issue, now)
         self.workspace.add_note(f"Rewind: {issue}")
+        self.guards.rewound()  # what a rewind resets in the guardrails: see console.engine.guardrails.guardrails
 
     def on_task_completed(self, text: str) -> None:
         self.memory.record(text, self.clock.now())

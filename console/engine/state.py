@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from console.engine.atomic import atomic_write_text
+from console.engine.guardrails import GuardrailState
 from console.engine.job import JobPaths
 from console.engine.memory import MemoryState
 from console.engine.todos import TodoState
@@ -51,26 +52,29 @@ class StateSnapshot(BaseModel):
     memory: MemoryState | None = None
     workspace: WorkspaceRecord | None = None
     outcome: JobOutcome | None = None
+    guardrails: GuardrailState | None = None
 
     def overlay(self, newer: StateSnapshot) -> StateSnapshot:
         return StateSnapshot(**{k: getattr(newer, k) if getattr(newer, k) is not None else getattr(self, k)
                                 for k in COMPONENTS})
 
 
-COMPONENTS = ("todos", "memory", "workspace", "outcome")
+COMPONENTS = ("todos", "memory", "workspace", "outcome", "guardrails")
 PROJECTION_FILES = {"todos": "todos.json", "memory": "memory.json", "workspace": "workspace.json",
-                    "outcome": "outcome.json"}
+                    "outcome": "outcome.json", "guardrails": "guardrails.json"}
 MODELS: dict[str, type[BaseModel]] = {"todos": TodoState, "memory": MemoryState, "workspace": WorkspaceRecord,
-                                      "outcome": JobOutcome}
+                                      "outcome": JobOutcome, "guardrails": GuardrailState}
 
 
 # What each component is, in the operator's words.
 COMPONENT_NAMES = {"todos": "the todo list", "memory": "the working memory",
-                   "workspace": "the record of accomplishments and notes", "outcome": "the job's outcome"}
+                   "workspace": "the record of accomplishments and notes", "outcome": "the job's outcome",
+                   "guardrails": "the guardrails' state (policy history, feedback triggers, budgets)"}
 # The keys every state file the harness writes has (older versions too): one without them was damaged,
 # even if its defaults would validate ('{}' is a valid empty todo list, but never one we wrote).
 DEFINING_KEYS = {"todos": {"kind", "items"}, "memory": {"completed_tasks"},
-                 "workspace": {"accomplishments", "notes"}, "outcome": {"summary", "confidence"}}
+                 "workspace": {"accomplishments", "notes"}, "outcome": {"summary", "confidence"},
+                 "guardrails": {"policies", "feedback", "budget"}}
 
 
 class StateFileError(Exception):

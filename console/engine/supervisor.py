@@ -33,6 +33,7 @@ from console.engine.context.pressure import RESTART_MARKER
 from console.engine.context.summary import build_summary, check_archives, summary_message
 from console.engine.context.tokens import estimate_message
 from console.engine.control import ControlChannel, RunLock
+from console.engine.guardrails import build_guardrails, default_guardrails
 from console.engine.job import JobPaths
 from console.engine.journal import JOURNAL_NAME, Checkpoint, Conversation, Journal
 from console.engine.loop import SessionDeps, SessionResult, ShutdownReason, run_agent_session
@@ -52,7 +53,8 @@ from console.engine.state import (
     quarantine,
 )
 from console.engine.store import JobStore
-from console.engine.tools import ToolRegistry, default_registry
+from console.engine.tools import BUILTIN_TOOL_NAMES, ToolRegistry, default_registry
+from console.engine.tools.commands import Confinement, build_command_tools, confinement_notice, detect_confinement
 
 STATUS_FOR = {
     ShutdownReason.JOB_COMPLETE: "completed",
@@ -60,6 +62,9 @@ STATUS_FOR = {
     ShutdownReason.MAX_TURNS: "failed",
     ShutdownReason.ERROR: "failed",
     ShutdownReason.CONTEXT_FULL: "failed",
+    ShutdownReason.COMPLETION_BLOCKED: "incomplete",
+    ShutdownReason.BUDGET_EXHAUSTED: "out of budget",
+    ShutdownReason.AGENT_STOPPED: "agent stopped",
 }
 MAX_IDLE_RESTARTS = 3
 # Harness files that must be regular files, and folders that must be folders; anything else there
@@ -82,7 +87,8 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
-        return self.reason is ShutdownReason.JOB_COMPLETE
+        # A free stop ([guardrails.completion] type = "none") is the end the job's definition allows.
+        return self.reason in (ShutdownReason.JOB_COMPLETE, ShutdownReason.AGENT_STOPPED)
 
 
 class Supervisor:
@@ -103,6 +109,16 @@ class Supervisor:
         self.clock = clock or SystemClock()
         self.store = store
         self.registry = registry or default_registry()
+        # The job definition's guardrails and declared commands (job.toml; the agent cannot change them).
+        self.guardrails = (build_guardrails(settings.guardrails) if settings.guardrails is not None
+                           else default_guardrails())
+        self.confinement: Confinement | None = None
+        if settings.tools:
+            self.confinement = detect_confinement()
+            commands = build_command_tools(settings.tools, settings.sandbox, self.confinement,
+                                           reserved=BUILTIN_TOOL_NAMES)
+            base = [t for n in self.registry.names if (t := self.registry.get(n)) is not None]
+            self.registry = ToolRegistry([*base, *commands])
         self.operator = OperatorState(channel or ControlChannel(paths.inbox))
         paths.state.mkdir(parents=True, exist_ok=True)
         self.lock = RunLock(paths)
@@ -209,6 +225,21 @@ class Supervisor:
     def _store_started(self) -> None:
         self._store("started", self.paths.root.name, self.provider.name, self.provider.model, self.clock.now())
 
+    def _start_guardrails(self, rt: Runtime) -> None:
+        """The guardrails' clock starts (once per job), the operator hears once how commands are confined,
+        and the console gets what guards the run."""
+        rt.should_stop = lambda: self.operator.stop_requested
+        if self.settings.tools and self.confinement is not None:
+            rt.guards.command_tools = [t.name for t in self.settings.tools]
+            rt.guards.confinement = ("bubblewrap" if self.confinement.kind == "bubblewrap"
+                                     else "refused (no sandbox here)" if self.settings.sandbox == "required"
+                                     else "none (unconfined)")
+            notice = confinement_notice(self.settings.sandbox, self.confinement, self.settings.tools)
+            if notice is not None:
+                self.events.emit(ev.ErrorEvent, message=notice, where="commands", recoverable=True)
+        rt.guards.start()
+        rt.guards.status(force=True)
+
     def _await_restart_decision(self, result: SessionResult, carry_tokens: int) -> str:
         op, rt = self.operator, self._rt
         self.events.emit(ev.RestartPending, usage_pct=round(result.used_tokens / max(1, result.budget), 4),
@@ -264,7 +295,7 @@ class Supervisor:
         projections, problems = load_projections(self.paths, now)
         state = projections.overlay(loaded.state)
         rt = self.runtime = Runtime(self.paths, self.clock, self.events, self.store, self.sandbox, self.journal,
-                                    state)
+                                    state, guardrails=self.guardrails)
         for p in self.file_problems:
             self.events.emit(ev.StateRecovered, file=p.file, problem=p.problem, moved_to=p.moved_to,
                              action=("the log goes on with every line that is an event" if p.component == "log"
@@ -331,6 +362,7 @@ class Supervisor:
             rt.phases.recover()
         if cp.tasks_at_start == 0:
             cp.tasks_at_start = rt.memory.state.next_id
+        self._start_guardrails(rt)
         deps = self.deps = SessionDeps(rt, self.provider, self.registry, self.settings, self.operator)
         while True:
             try:

@@ -165,8 +165,11 @@ def to_anthropic_messages(request: ModelRequest) -> list[dict[str, Any]]:
         else:
             turns.append({"role": role, "content": blocks})
 
+    # Tool blocks without tool definitions are refused by the API ("Requests which include tool_use or
+    # tool_result blocks must define tools"): a request with no tools (the summary) gets them as text.
+    as_text = not request.tools
     for m in request.messages:
-        add(_wire_role(m), _blocks(m))
+        add(_wire_role(m), _text_blocks(m) if as_text else _blocks(m))
 
     for turn in turns:
         if turn["role"] == "user":
@@ -211,6 +214,18 @@ def _blocks(m: Message) -> list[dict[str, Any]]:
             for c in m.tool_calls
         )
     return blocks
+
+
+def _text_blocks(m: Message) -> list[dict[str, Any]]:
+    """The message with its tool calls and results written out as text (for a request without tools)."""
+    if m.role == "tool":
+        status = "error" if m.meta.get("ok") is False else "result"
+        return [_text(f"[tool {status} of {m.name or 'a tool'} ({m.tool_call_id or '?'})]\n{m.content or '(empty)'}")]
+    if m.role == "assistant" and m.tool_calls:
+        lines = [m.content] if m.content.strip() else []
+        lines += [f"[tool call {c.name}({c.arguments[:2000]}) id {c.id}]" for c in m.tool_calls]
+        return [_text("\n".join(lines))]
+    return _blocks(m)
 
 
 def _text(text: str) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import json
 
 from console.engine import events as ev
 from console.engine.journal import load_checkpoint
-from console.engine.loop import MAX_NUDGES, ShutdownReason
+from console.engine.loop import ShutdownReason
 from console.engine.phases import BOOTSTRAP_TODOS, COMPLETION_TODOS
 from console.providers.scripted import ScriptedCall as C
 from console.providers.scripted import ScriptedProvider
@@ -91,7 +91,8 @@ def test_bootstrap_phase1_transition_phase2_rewind_job_complete(make_job, run_jo
     assert all(i.done for i in final.items)  # job_complete ticks its own todo
     plan = paths.main_plan.read_text()
     assert "## Phase 1: Gather ✓ COMPLETE" in plan and "## Phase 2: Write ✓ COMPLETE" in plan
-    assert types[-5:] == ["job_completed", "tool_result", "token_usage", "session_ended", "run_ended"]
+    assert types[-6:] == ["job_completed", "tool_result", "token_usage", "guardrails_status", "session_ended",
+                          "run_ended"]
     assert load_checkpoint(paths).job_done
     row = sup.store.get(paths.root)
     assert (row.status, row.confidence, row.summary) == ("completed", 0.9, "All done")
@@ -131,12 +132,14 @@ def test_bootstrap_todos_on_a_new_job(make_job, run_job) -> None:
 
 def test_premature_stop_is_blocked_then_ends_with_a_reason(make_job, run_job) -> None:
     paths = make_job()
-    sup, result = run_job(paths, [T(text="I think I'm done.") for _ in range(MAX_NUDGES + 1)])
-    assert result.reason is ShutdownReason.ERROR
-    assert "stopped 4 times in a row" in result.detail
+    sup, result = run_job(paths, [T(text="I think I'm done.") for _ in range(6)])
+    assert result.reason is ShutdownReason.COMPLETION_BLOCKED
+    assert "tried to stop 6 times" in result.detail and "max_completion_blocks = 5" in result.detail
     evs = events_of(paths)
-    assert sum(1 for e in evs if e.type == "completion_blocked") == MAX_NUDGES
-    assert sup.store.get(paths.root).status == "failed"
+    blocked = [e for e in evs if isinstance(e, ev.CompletionBlocked)]
+    assert [b.blocks for b in blocked] == [1, 2, 3, 4, 5, 6] and {b.checker for b in blocked} == {"plan"}
+    assert {b.stop_reason for b in blocked} == {"end_turn"}
+    assert sup.store.get(paths.root).status == "incomplete"
 
 
 def test_nudged_agent_that_resumes_work_continues(make_job, run_job) -> None:
@@ -169,14 +172,18 @@ def test_max_turns_ends_the_session(make_job, run_job) -> None:
 
 
 def test_stuck_detection_nudges_towards_rewind(make_job, run_job) -> None:
-    from console.engine.loop import STUCK_TURNS
-
+    """The stuck detector is a feedback provider (seed 002): the same call with the same result 4 times."""
     paths = make_job()
-    script = [T(calls=[C(name="list_files")]) for _ in range(STUCK_TURNS + 2)]
-    run_job(paths, script, max_turns=STUCK_TURNS + 2)
+    script = [T(calls=[C(name="list_files")]) for _ in range(6)]
+    sup, _ = run_job(paths, script, max_turns=6)
     evs = events_of(paths)
-    (stuck,) = [e for e in evs if isinstance(e, ev.StuckDetected)]
-    assert stuck.reason == f"no todo completed in {STUCK_TURNS} turns"
+    stuck = [e for e in evs if isinstance(e, ev.StuckDetected)]
+    assert stuck and stuck[0].pattern == "repeat"
+    feedback = [e for e in evs if isinstance(e, ev.Feedback) and e.source == "Stuck"]
+    assert feedback and feedback[0].severity == "warning" and "todo_rewind" in feedback[0].block
+    # It fired after the 4th identical call, and the agent's next request carried the block after the result.
+    turn_of_first = feedback[0].turn
+    assert turn_of_first == 4
 
 
 def test_lone_surrogates_from_the_model_do_not_crash_the_run(make_job, run_job) -> None:

@@ -46,7 +46,7 @@ WORKERS = 2
 TIME = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})?|\b\d{2}:\d{2}\b")
 # What reports rather than records: a resumed run repeats these (a turn it streams again, its own start).
 REPORTS = {"turn_started", "session_started", "session_ended", "run_ended", "state_recovered", "text_delta",
-           "token_usage", "error"}
+           "token_usage", "error", "guardrails_status"}
 
 
 def norm(text: str) -> str:

@@ -9,14 +9,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from console.engine.job import (
-    JobConfig,
     JobError,
     JobPaths,
-    load_job_config,
     prepare_run,
     validate_base_url,
     validate_job_folder,
 )
+from console.engine.job_config import JobConfig, load_job_config
 from console.settings import Settings, load_settings, resolve_run_settings
 
 

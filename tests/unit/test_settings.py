@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from console.engine.job import JobConfig, JobError, LimitsSection, ModelSection
+from console.engine.job import JobError, LimitsSection, ModelSection
+from console.engine.job_config import JobConfig
 from console.settings import RunSettings, Settings, load_settings, resolve_run_settings
 
 

@@ -263,6 +263,13 @@ def test_workspace_summary_format(rt) -> None:
 def test_job_complete_checks_deliverables_and_records(rt) -> None:
     bad = call(rt, "job_complete", summary="s", deliverables=["nope.md"], confidence=0.5)
     assert not bad.ok and "nope.md" in bad.content and rt.outcome is None
+    # The default completion check (the plan) refuses a job that has no plan yet: the stop is this call's error.
+    early = call(rt, "job_complete", summary="Done", deliverables=["a.md"], confidence=0.92)
+    assert not early.ok and not early.end_session and rt.outcome is None
+    assert "job_complete was refused" in early.content and "main_plan.md does not exist" in early.content
+    (blocked,) = [e for e in rt.seen if e.type == "completion_blocked"]
+    assert (blocked.checker, blocked.stop_reason, blocked.blocks, blocked.max_blocks) == ("plan", "job_complete", 1, 5)
+    rt.guardrails.checker = None  # [guardrails.completion] type = "none": a free stop
     out = call(rt, "job_complete", summary="Done", deliverables=["a.md"], confidence=0.92, notes="3 flagged")
     assert out.ok and out.end_session
     (done,) = [e for e in rt.seen if e.type == "job_completed"]

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from console.engine import events as ev
+from console.engine.guardrails import GuardrailsConfig
 from console.engine.supervisor import Supervisor
 from console.providers.anthropic_provider import AnthropicProvider
 from console.providers.openai_provider import OpenAIProvider
@@ -42,7 +43,9 @@ def test_a_job_runs_end_to_end_over_the_wire(kind, make_job, clock) -> None:
             provider = OpenAIProvider("gpt-test", api_key=SECRET, base_url=server.openai_url, max_retries=0)
         else:
             provider = AnthropicProvider("claude-test", api_key=SECRET, base_url=server.base_url, max_retries=0)
-        result = Supervisor(paths, run_settings(provider=kind), provider, clock=clock).run()
+        # This test is about the wire: the job ends early on purpose, so the completion check is off.
+        free_stop = GuardrailsConfig.model_validate({"completion": {"type": "none"}})
+        result = Supervisor(paths, run_settings(provider=kind, guardrails=free_stop), provider, clock=clock).run()
         requests = list(server.requests)
     assert result.ok and result.outcome.confidence == 0.3
     assert len(requests) == 4

@@ -54,6 +54,10 @@ def job_complete(rt: Runtime, a: JobCompleteArgs) -> ToolOutcome:
     if missing:
         return ToolOutcome(False, f"job_complete refused: deliverable(s) not found in the job folder: "
                                   f"{', '.join(missing)}. Create them or list only existing files.")
+    # The stop passes the job's completion checker (seed 002); a refusal is this call's error result.
+    verdict = rt.guards.check_stop("job_complete", a.model_dump())
+    if not verdict.allowed:
+        return ToolOutcome(False, verdict.message)
     rt.complete_job(summary=a.summary, deliverables=a.deliverables, confidence=a.confidence, notes=a.notes)
     return ToolOutcome(True, "Job marked complete. Thank you.", end_session=True)
 

@@ -1,0 +1,377 @@
+"""Enforcement: where the job's guardrails (:mod:`console.engine.guardrails`) meet the run.
+
+The guardrails package is pure logic; this module gives it the run's narrow world and records what it
+decides, so that every decision is an event and its state a recorded component of the run:
+
+- the tool gate: every model tool call passes the policies before it runs (a denial is the call's error
+  result and a ``tool_denied`` event); a decision that looked at the job folder is recorded before the
+  call acts, so the redo of a call a kill interrupted is judged as the first attempt was;
+- stops: ``job_complete`` and a turn without a tool call pass the task completion checker, bounded by
+  ``max_completion_blocks``, and are let through without it once a budget is spent (recorded);
+- budgets: the deadline and the token budget, and the wrap-up turn they grant;
+- feedback: after the turn's tool calls, the providers whose triggers fire produce ``<feedback>`` blocks
+  that reach the agent after all tool results, each a ``feedback`` event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from console.engine import events as ev
+from console.engine.clock import Clock
+from console.engine.guardrails import (
+    Feedback,
+    GateVerdict,
+    Guardrails,
+    GuardrailState,
+    StuckDetector,
+    TaskCompletionContext,
+    TaskCompletionResult,
+    ToolCallSummary,
+    render_feedback,
+)
+from console.engine.guardrails.budgets import format_duration
+from console.engine.job import one_line
+from console.engine.messages import Message, ToolCall
+from console.engine.plan import Plan, PlanError
+from console.engine.sandbox import Sandbox, SandboxError
+from console.engine.todos import TodoState
+
+# Seconds between two looks at the files a completion checker names, for the console's status.
+STATUS_REFRESH = 5.0
+# The kind of message that carries feedback blocks in the conversation (after the turn's tool results).
+FEEDBACK_KIND = "feedback"
+WRAP_UP = {
+    "deadline": "[The job's deadline ({limit}) has passed. Wrap up NOW, in this turn: save what you have, record "
+                "what is left with add_note, and call job_complete with an honest confidence and notes. The run "
+                "ends after this turn.]",
+    "tokens": "[The job's token budget ({limit}) is spent. Wrap up NOW, in this turn: save what you have, record "
+              "what is left with add_note, and call job_complete with an honest confidence and notes. The run "
+              "ends after this turn.]",
+}
+
+
+class SandboxWorld:
+    """The job folder as the guardrails may see it: through the sandbox, like the agent's own tools."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.sandbox = sandbox
+
+    def normalize(self, path: str) -> str | None:
+        try:
+            rel = self.sandbox.check(path)
+        except SandboxError:
+            return None
+        return None if rel == "." else rel
+
+    def file_exists(self, path: str) -> bool:
+        try:
+            info = self.sandbox.info(self.sandbox.check(path))
+        except SandboxError:
+            return False
+        return info is not None and info.kind == "file"
+
+
+@dataclass
+class StopVerdict:
+    allowed: bool
+    # What the agent is told when the stop is refused.
+    message: str = ""
+    # The refusals are past max_completion_blocks: the run ends (non-zero) with this reason.
+    give_up: str | None = None
+    bypassed: bool = False
+
+
+class Enforcer:
+    """The run's guardrails, with the world and the recorders they need (a narrow context, not the Runtime)."""
+
+    def __init__(self, guardrails: Guardrails, *, events: ev.EventStream, clock: Clock, world: SandboxWorld,
+                 changed: Callable[[], None], record_intent: Callable[[str, dict[str, Any]], None],
+                 redo: Callable[[str], dict[str, Any] | None], todos: Callable[[], TodoState],
+                 load_plan: Callable[[], Plan]) -> None:
+        self.g = guardrails
+        self.events = events
+        self.clock = clock
+        self.world = world
+        self._changed = changed
+        self._record_intent = record_intent
+        self._redo = redo
+        self._todos = todos
+        self._load_plan = load_plan
+        self._last_status: dict[str, Any] | None = None
+        self.last_refusal = ""
+        self._verdict_key: tuple[Any, ...] | None = None
+        self._verdict_text: str | None = None
+        self._verdict_at = 0.0
+        self.confinement = ""
+        self.command_tools: list[str] = []
+
+    # -- state -----------------------------------------------------------------------------------
+    def snapshot(self) -> GuardrailState:
+        return self.g.snapshot()
+
+    def restore(self, state: GuardrailState) -> None:
+        self.g.restore(state)
+
+    def start(self) -> None:
+        """The run starts (or resumes): the budgets' clock starts once per job, and an operator who raised a
+        spent budget in job.toml gets the run going again."""
+        st = self.g.budget_state
+        now = self.clock.now()
+        before = (st.model_dump(), self.g.feedback.state.started_at)
+        self.g.start(now)
+        if st.exhausted is not None:
+            st.exhausted, wrap = None, st.wrap_up_turns
+            if self.g.exhausted(now) is None:
+                st.wrap_up_turns = 0
+            else:
+                st.wrap_up_turns = wrap
+        # A new run is the operator's decision to go on: refused stops count from zero again.
+        if self.g.completion_blocks > self.g.max_completion_blocks:
+            self.g.completion_blocks = 0
+            self._changed()
+        if (st.model_dump(), self.g.feedback.state.started_at) != before:
+            self._changed()
+
+    def blocked_out(self) -> str | None:
+        """Why the run must end because the agent kept trying to stop an unfinished job, or None."""
+        n, mx = self.g.completion_blocks, self.g.max_completion_blocks
+        if n <= mx:
+            return None
+        return (f"the agent tried to stop {n} times with the job incomplete (max_completion_blocks = {mx}); "
+                f"{self.last_refusal}" if self.last_refusal else
+                f"the agent tried to stop {n} times with the job incomplete (max_completion_blocks = {mx})")
+
+    def spent(self) -> str | None:
+        """Why the run ends now because a budget is spent and its wrap-up turn was given, or None."""
+        st = self.g.budget_state
+        if st.exhausted is None or st.wrap_up_turns < 1:
+            return None
+        return self.why(st.exhausted)
+
+    # -- the tool gate ---------------------------------------------------------------------------
+    def gate(self, turn: int, call_id: str, tool: str, params: Mapping[str, Any]) -> str | None:
+        """None if every policy allows the call, else the error result the agent gets (and the event)."""
+        key = f"{call_id}#gate"
+        recorded = self._redo(key)
+        if recorded is not None and recorded.get("allowed") is True:
+            return None  # the first attempt was allowed and may have acted: judge the redo the same way
+        verdict: GateVerdict = self.g.gate.check(tool, params, self.world)
+        if verdict.allowed:
+            if verdict.consulted_world:
+                # The call is about to change what the policy looked at (a new file becomes an existing one).
+                self._record_intent(key, {"allowed": True})
+            return None
+        reason = one_line(verdict.reason, 2000)
+        self.events.emit(ev.ToolDenied, turn=turn, call_id=call_id, tool=tool, policy=verdict.policy or "?",
+                         reason=reason, error=verdict.error)
+        return f"Denied by the {verdict.policy} policy: {reason}"
+
+    def after_call(self, tool: str, params: Mapping[str, Any] | None, ok: bool, *, denied: bool) -> None:
+        """A call that ran has its result: the policies learn from it (recorded with the call's own step)."""
+        if params is None or denied:
+            return
+        before = self.g.gate.snapshot()
+        for err in self.g.gate.on_result(tool, params, ok, self.world):
+            self.events.emit(ev.ErrorEvent, message=f"policy bookkeeping failed: {err}"[:2000],
+                             where="guardrails", recoverable=True)
+        if self.g.gate.snapshot() != before:
+            self._changed()
+
+    def record_turn(self, turn: int, calls: list[ToolCall], results: dict[str, Message]) -> None:
+        """The turn's calls, for the feedback providers (the stuck detector's history), taken from the recorded
+        conversation at the turn's end: one change of state per turn, and a resumed turn records the same."""
+        for call in calls:
+            result = results.get(call.id)
+            ok = result is not None and result.meta.get("ok", True) is not False
+            self.g.feedback.record_call(ToolCallSummary.of(call.name, call.arguments, ok,
+                                                           result.content if result is not None else "", turn))
+        if calls:
+            self._changed()
+
+    # -- budgets ---------------------------------------------------------------------------------
+    def count_tokens(self, n: int) -> None:
+        if n > 0:
+            self.g.add_tokens(n)
+            self._changed()
+
+    def budget_turn(self) -> tuple[str | None, str | None]:
+        """At a turn boundary: (a wrap-up message to give the agent now, or the reason the run ends now)."""
+        st = self.g.budget_state
+        was = st.exhausted
+        kind = self.g.exhausted(self.clock.now())
+        if kind is None:
+            return None, None
+        limit, used = self._limit(kind)
+        if was is None:
+            self.events.emit(ev.BudgetExhausted, budget=kind, limit=limit, used=used, detail=self.why(kind))
+            self._changed()
+        if st.wrap_up_turns >= 1:
+            return None, self.why(kind)
+        st.wrap_up_turns += 1
+        self._changed()
+        return WRAP_UP[kind].format(limit=self._shown_limit(kind)), None
+
+    def _limit(self, kind: str) -> tuple[float, float]:
+        st, b = self.g.budget_state, self.g.budgets
+        if kind == "tokens":
+            return float(b.budget_tokens or 0), float(st.tokens_used)
+        elapsed = (self.clock.now() - st.started_at).total_seconds() if st.started_at else 0.0
+        return float(b.deadline_seconds or 0), round(elapsed, 3)
+
+    def _shown_limit(self, kind: str) -> str:
+        b = self.g.budgets
+        return f"{b.budget_tokens:,} tokens" if kind == "tokens" else format_duration(b.deadline_seconds or 0)
+
+    def why(self, kind: str) -> str:
+        limit, used = self._limit(kind)
+        if kind == "tokens":
+            return f"token budget spent: {int(used):,} of {int(limit):,} tokens used"
+        return f"deadline passed: {format_duration(used)} since the job started, deadline {format_duration(limit)}"
+
+    # -- stops -----------------------------------------------------------------------------------
+    def check_stop(self, stop_reason: str, tentative_output: Any) -> StopVerdict:
+        """May the agent stop now? (``job_complete``, or a turn that ended without a tool call.)"""
+        spent = self.g.budget_state.exhausted
+        if spent is not None:
+            self.events.emit(ev.CompletionBypassed, budget=spent, stop_reason=stop_reason, detail=self.why(spent))
+            return StopVerdict(True, bypassed=True)
+        checker = self.g.checker
+        if checker is None:
+            return StopVerdict(True)
+        result = self.verdict(stop_reason, tentative_output)
+        if result.complete and stop_reason == "end_turn" and any(
+                not i.done and "job_complete" in i.text.lower() for i in self._todos().items):
+            # Everything else is done, but the job's own end is the job_complete call (seed 000's last todo):
+            # it records the summary, the deliverables and the agent's confidence.
+            result = TaskCompletionResult(False, "Every task is done: call job_complete(summary, deliverables, "
+                                                 "confidence, notes) to finish the job.", "job_complete")
+        if result.complete:
+            return StopVerdict(True)
+        self.g.completion_blocks += 1
+        blocks = self.g.completion_blocks
+        self._changed()
+        name = result.checker or getattr(checker, "name", "completion")
+        feedback = one_line(result.feedback or "the job is not complete", 2000)
+        mx = self.g.max_completion_blocks
+        self.events.emit(ev.CompletionBlocked, reason=f"{name}: {feedback}", checker=name, feedback=feedback,
+                         stop_reason=stop_reason, blocks=blocks, max_blocks=mx)
+        self.last_refusal = f"{name}: {feedback}"
+        if blocks > mx:
+            return StopVerdict(False, give_up=self.blocked_out(), message=(
+                f"[The stop was refused again ({name}): {feedback} That was the last of {mx} refused stops: the "
+                "run ends here, incomplete, for the operator to review.]"))
+        how = ("job_complete was refused" if stop_reason == "job_complete"
+               else "You ended your turn without a tool call, but the stop was refused")
+        return StopVerdict(False, message=(
+            f"[{how}: the job is not complete ({name}). {feedback} Continue with the task marked ← CURRENT in "
+            "the ACTIVE TODO LIST and call todo_complete() when it is done. If the job cannot be done this way, "
+            f"call todo_rewind(issue) to re-plan. (Refused stop {blocks} of at most {mx}.)]"))
+
+    def verdict(self, stop_reason: str, tentative_output: Any = None) -> TaskCompletionResult:
+        """The completion checker's current verdict (fail-closed: a checker that raises says incomplete)."""
+        checker = self.g.checker
+        if checker is None:
+            return TaskCompletionResult.ok()
+        # Fail-closed inside (a checker that raises says incomplete), and bounded by max_completion_blocks.
+        return self.g.check_completion(self._completion_context(stop_reason, tentative_output))
+
+    def _completion_context(self, stop_reason: str, tentative_output: Any) -> TaskCompletionContext:
+        todos = self._todos()
+        open_tasks = tuple(i.text for i in todos.items if not i.done)
+        plan_exists, phases_left, problem = False, (), None
+        try:
+            plan = self._load_plan()
+            plan_exists = True
+            # The engine entered the completion list only once no phase was left: trust its own judgement.
+            if todos.kind != "completion":
+                phases_left = tuple(p.name for p in plan.phases if not p.complete)
+        except PlanError as exc:
+            problem = str(exc)
+            plan_exists = self.world.file_exists("main_plan.md")
+        return TaskCompletionContext(stop_reason=stop_reason, tentative_output=tentative_output, world=self.world,
+                                     open_tasks=open_tasks, plan_exists=plan_exists, phases_left=phases_left,
+                                     plan_problem=problem)
+
+    def progressed(self) -> None:
+        """A todo was completed: refused stops count again from zero (the bound is on stops without progress)."""
+        if self.g.completion_blocks:
+            self.g.completion_blocks = 0
+            self._changed()
+
+    def rewound(self) -> None:
+        self.g.reset_for_rewind()
+        self._changed()
+
+    # -- feedback --------------------------------------------------------------------------------
+    def collect_feedback(self, turn: int, turns_without_progress: int) -> tuple[list[Feedback], str]:
+        """The feedback for this turn (after its tool calls): the providers' records and the text to deliver."""
+        now = self.clock.now()
+        deadline = self.g.deadline()
+        fired = self.g.feedback.collect(now=now, world=self.world, deadline=deadline, turn=turn,
+                                        turns_without_progress=turns_without_progress)
+        for err in self.g.feedback.errors:
+            self.events.emit(ev.ErrorEvent, message=f"feedback provider failed: {err}"[:2000], where="guardrails",
+                             recoverable=True)
+        self.g.feedback.errors.clear()
+        if not fired:
+            return [], ""
+        self._changed()
+        out = []
+        for cfg, fb in fired:
+            block = fb.render()
+            self.events.emit(ev.Feedback, source=fb.provider_name, severity=fb.severity, message=fb.summary,
+                             observations=[o.description for o in fb.observations], suggestions=list(fb.suggestions),
+                             call_index=fb.call_index, turn=turn, block=block)
+            if isinstance(cfg.provider, StuckDetector):
+                pattern = next((o.description for o in fb.observations if o.category == "pattern"), "")
+                self.events.emit(ev.StuckDetected, reason=fb.summary, pattern=pattern.split(":", 1)[0])
+            out.append(fb)
+        return out, render_feedback(out)
+
+    def _status_verdict(self) -> str:
+        """The checker's verdict for the console, recomputed only when what it reads may have changed (the
+        todo list, main_plan.md, the files it checks): reading and parsing the plan every turn is not free."""
+        todos = self._todos()
+        try:
+            info = self.world.sandbox.info("main_plan.md")
+            plan_key = (info.size, info.mtime) if info is not None else None
+        except SandboxError:
+            plan_key = None
+        key = (todos.generation, todos.kind, tuple(i.done for i in todos.items), plan_key)
+        # Other files a checker looks at (files = [...]) are looked at again every few seconds.
+        stale = self.clock.monotonic() - self._verdict_at >= STATUS_REFRESH
+        if key != self._verdict_key or self._verdict_text is None or stale:
+            self._verdict_at = self.clock.monotonic()
+            r = self.verdict("status")
+            self._verdict_text = "complete" if r.complete else f"incomplete: {one_line(r.feedback or '', 300)}"
+            self._verdict_key = key
+        return self._verdict_text
+
+    # -- the status the console shows ------------------------------------------------------------
+    def status(self, force: bool = False) -> None:
+        """Emit ``guardrails_status`` when what guards the run changed (or ``force``)."""
+        now = self.clock.now()
+        d = self.g.describe(now)
+        verdict = "off"
+        if self.g.checker is not None:
+            verdict = self._status_verdict()
+        body = {
+            "policies": [ev.PolicyInfo(name=n, kind=k, detail=dt) for n, k, dt in d["policies"]],
+            "feedback": [ev.FeedbackInfo(name=n, kind=k, trigger=t, next=x) for n, k, t, x in d["feedback"]],
+            "checker": d["checker"], "verdict": verdict,
+            "completion_blocks": self.g.completion_blocks, "max_completion_blocks": self.g.max_completion_blocks,
+            "deadline_at": d.get("deadline_at"), "budget_tokens": d.get("budget_tokens"),
+            "tokens_used": self.g.budget_state.tokens_used, "confinement": self.confinement,
+            "tools": list(self.command_tools),
+        }
+        # Tokens move every turn: the status says so again only at each percent of the budget.
+        budget = self.g.budgets.budget_tokens
+        key = {**body, "tokens_used": body["tokens_used"] // max(1, budget // 100) if budget else 0}
+        if not force and key == self._last_status:
+            return
+        self._last_status = key
+        self.events.emit(ev.GuardrailsStatus, **body)
+

@@ -1,0 +1,131 @@
+"""Budgets: a wall-clock deadline and a token budget for the whole job (seed 002: "Budget provides backstop").
+
+The deadline runs from the job's *first* start: a resume keeps the recorded ``started_at``, so stopping and
+resuming a job does not buy it more time. Once exhausted, a budget stays exhausted (``exhausted`` is
+recorded), which is also what lets the loop skip the completion check (seed: "Budget/deadline bypass").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from console.engine.job import one_line
+
+Exhausted = Literal["deadline", "tokens"]
+
+MAX_DEADLINE_SECONDS = 30 * 24 * 3600  # 30 days: a longer deadline is a typo
+MAX_BUDGET_TOKENS = 10**12
+# Tokens recorded so far are bounded too, so a corrupted state file cannot hold an absurd number.
+MAX_TOKENS_USED = 10**15
+
+# "1d2h30m15s" in this order, each part optional, or plain seconds. Anchored with no nested repetition:
+# matching is linear in the length, which is itself capped before matching.
+# ASCII digits only: \d and str.isdigit() also accept other scripts' digits ("١٢").
+_DURATION = re.compile(r"(?:([0-9]{1,6})d)?(?:([0-9]{1,7})h)?(?:([0-9]{1,9})m)?(?:([0-9]{1,10})s)?")
+_UNIT_SECONDS = (86400, 3600, 60, 1)
+
+
+def parse_duration(value: str | int, what: str = "deadline") -> float:
+    """Seconds in ``"90s"``, ``"45m"``, ``"1h30m"``, ``"2h"``, ``"1d"`` or plain integer seconds (``"2700"``,
+    ``2700``). A ValueError naming ``what`` otherwise. Bounds (more than 0, at most 30 days) are the caller's."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 0:
+            raise ValueError(f"{what}: {value} is negative; a duration is like 45m, 1h30m, 90s")
+        return float(value)
+    text = value.strip().lower() if isinstance(value, str) else ""
+    if isinstance(value, str) and 0 < len(text) <= 40 and text.isascii():
+        if text.isdigit():
+            return float(int(text))
+        match = _DURATION.fullmatch(text)
+        if match and any(match.groups()):
+            return float(sum(int(g) * unit for g, unit in zip(match.groups(), _UNIT_SECONDS, strict=True) if g))
+    shown = one_line(str(value), 60)
+    raise ValueError(f"{what}: '{shown}' is not a duration like 45m, 1h30m, 90s")
+
+
+def _plural(n: int, unit: str) -> str:
+    return f"{n} {unit}{'' if n == 1 else 's'}"
+
+
+def format_duration(seconds: float) -> str:
+    """A duration for an agent or an operator, rounded down: "45 seconds", "5 minutes", "2 hours 5 minutes"."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return _plural(s, "second")
+    m = s // 60
+    if m < 120:
+        return _plural(m, "minute")
+    h, rm = divmod(m, 60)
+    return _plural(h, "hour") + (" " + _plural(rm, "minute") if rm else "")
+
+
+@dataclass(frozen=True)
+class Deadline:
+    expires_at: datetime
+    started_at: datetime | None = None  # the job's first start, for "the work so far took ..."
+
+    def remaining(self, now: datetime) -> timedelta:
+        """Time left; negative once the deadline has passed."""
+        return self.expires_at - now
+
+    def elapsed(self, now: datetime) -> timedelta | None:
+        """Time since the job first started, None if unknown."""
+        return None if self.started_at is None else now - self.started_at
+
+
+class BudgetState(BaseModel):
+    """The run's recorded budget use. Mutable (the loop updates it every turn); snapshots are copies."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    started_at: datetime | None = None
+    tokens_used: int = Field(default=0, ge=0, le=MAX_TOKENS_USED)
+    exhausted: Exhausted | None = None
+    # Turns the loop granted the agent to wrap up after exhaustion (the loop's bookkeeping; kept here so a
+    # resume does not grant them again).
+    wrap_up_turns: int = Field(default=0, ge=0, le=10**6)
+
+
+@dataclass(frozen=True)
+class Budgets:
+    deadline_seconds: float | None = None
+    budget_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.deadline_seconds is not None and not 0 < self.deadline_seconds <= MAX_DEADLINE_SECONDS:
+            raise ValueError(f"deadline_seconds must be in (0, {MAX_DEADLINE_SECONDS}]")
+        if self.budget_tokens is not None and not 0 < self.budget_tokens <= MAX_BUDGET_TOKENS:
+            raise ValueError(f"budget_tokens must be in [1, {MAX_BUDGET_TOKENS}]")
+
+    def start(self, state: BudgetState, now: datetime) -> BudgetState:
+        """Record the job's first start (once: a resume keeps it). Returns ``state``, updated in place."""
+        if state.started_at is None:
+            state.started_at = now
+        return state
+
+    def deadline(self, state: BudgetState) -> Deadline | None:
+        if self.deadline_seconds is None or state.started_at is None:
+            return None
+        return Deadline(state.started_at + timedelta(seconds=self.deadline_seconds), state.started_at)
+
+    def add_tokens(self, state: BudgetState, n: int) -> BudgetState:
+        """Count ``n`` more tokens (negative counts are ignored). Returns ``state``, updated in place."""
+        if n > 0:
+            state.tokens_used = min(MAX_TOKENS_USED, state.tokens_used + n)
+        return state
+
+    def exhausted(self, state: BudgetState, now: datetime) -> Exhausted | None:
+        """Which budget ran out (the deadline first), None if neither; recorded in ``state`` and sticky."""
+        if state.exhausted is not None:
+            return state.exhausted
+        deadline = self.deadline(state)
+        if deadline is not None and now >= deadline.expires_at:
+            state.exhausted = "deadline"
+        elif self.budget_tokens is not None and state.tokens_used >= self.budget_tokens:
+            state.exhausted = "tokens"
+        return state.exhausted

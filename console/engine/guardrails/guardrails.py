@@ -1,0 +1,129 @@
+"""The guardrails of one job, as the loop sees them: policies, feedback, completion check, budgets.
+
+Built from job.toml's ``[guardrails]`` table (:func:`console.engine.guardrails.config.build_guardrails`);
+their state is one :class:`GuardrailState`, recorded with the run's checkpoint.
+
+Restore after a job.toml change: the state of each policy and feedback provider is matched by name. Parts
+whose name is still configured are kept; parts of policies or providers no longer configured are dropped;
+new ones start fresh. The budget (first start, tokens used) and the completion-block count are kept as
+they are: they belong to the job, not to one configuration.
+
+What a rewind (todo_rewind / an operator's rewind) resets:
+
+- tool policies: nothing. The files read and the tools that succeeded are facts of the world that a new
+  plan does not undo; forgetting them would only force pointless re-reads and re-runs.
+- feedback: nothing. Cadences continue and a file trigger that fired stays fired (once per job); the stuck
+  detector's recent calls are kept, and re-planning is progress it sees through the loop's
+  ``turns_without_progress``.
+- budgets: nothing. The deadline and the token budget cover the whole job.
+- completion blocks: reset to 0. The agent is re-planning, so earlier blocked stops say nothing about the
+  new plan, and it gets the full ``max_completion_blocks`` again.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from console.engine.guardrails.budgets import Budgets, BudgetState, Deadline, Exhausted
+from console.engine.guardrails.completion import (
+    TaskCompletionChecker,
+    TaskCompletionContext,
+    TaskCompletionResult,
+    run_checker,
+)
+from console.engine.guardrails.feedback import MAX_PROVIDERS, FeedbackRunner, FeedbackState
+from console.engine.guardrails.policies import PolicyGate, PolicyState
+
+MAX_COMPLETION_BLOCKS = 1000
+
+
+class GuardrailState(BaseModel):
+    """Everything the guardrails remember about a run; JSON round-trippable and bounded."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    policies: dict[str, PolicyState] = Field(default_factory=dict, max_length=MAX_PROVIDERS)
+    feedback: FeedbackState = Field(default_factory=FeedbackState)
+    budget: BudgetState = Field(default_factory=BudgetState)
+    completion_blocks: int = Field(default=0, ge=0, le=10**6)
+
+
+class Guardrails:
+    def __init__(self, *, gate: PolicyGate, feedback: FeedbackRunner, checker: TaskCompletionChecker | None,
+                 budgets: Budgets, max_completion_blocks: int = 5) -> None:
+        if not 1 <= max_completion_blocks <= MAX_COMPLETION_BLOCKS:
+            raise ValueError(f"max_completion_blocks must be in [1, {MAX_COMPLETION_BLOCKS}]")
+        self.gate = gate
+        self.feedback = feedback
+        self.checker = checker
+        self.budgets = budgets
+        self.max_completion_blocks = max_completion_blocks
+        self.budget_state = BudgetState()
+        self.completion_blocks = 0  # stops blocked so far; the loop counts them and lets a stop through at the cap
+
+    # -- state -----------------------------------------------------------------------------------------------
+    def snapshot(self) -> GuardrailState:
+        # A view for immediate serialization (the journal's commit, a projection), not a copy: see
+        # FeedbackRunner.snapshot. restore() copies what it takes.
+        return GuardrailState.model_construct(policies=self.gate.snapshot(), feedback=self.feedback.snapshot(),
+                                              budget=self.budget_state, completion_blocks=self.completion_blocks)
+
+    def restore(self, state: GuardrailState) -> None:
+        """Take a recorded state; parts of policies/providers no longer configured are dropped (module doc)."""
+        self.gate.restore(state.policies)
+        self.feedback.restore(state.feedback)
+        self.budget_state = state.budget.model_copy(deep=True)
+        self.completion_blocks = state.completion_blocks
+
+    def reset_for_rewind(self) -> None:
+        """What a rewind resets: only the completion-block count (see the module doc for why)."""
+        self.completion_blocks = 0
+
+    # -- budgets ---------------------------------------------------------------------------------------------
+    def start(self, now: datetime) -> None:
+        """Call at every session start: records the job's first start once (a resume keeps it)."""
+        self.budgets.start(self.budget_state, now)
+        if self.feedback.state.started_at is None:
+            self.feedback.state.started_at = now
+
+    def add_tokens(self, n: int) -> None:
+        self.budgets.add_tokens(self.budget_state, n)
+
+    def deadline(self) -> Deadline | None:
+        return self.budgets.deadline(self.budget_state)
+
+    def exhausted(self, now: datetime) -> Exhausted | None:
+        return self.budgets.exhausted(self.budget_state, now)
+
+    # -- completion ------------------------------------------------------------------------------------------
+    def check_completion(self, context: TaskCompletionContext) -> TaskCompletionResult:
+        """The checker's verdict, fail-closed (a raising checker is incomplete); no checker: a free stop."""
+        return TaskCompletionResult.ok() if self.checker is None else run_checker(self.checker, context)
+
+    # -- status ----------------------------------------------------------------------------------------------
+    def describe_checker(self) -> str:
+        if self.checker is None:
+            return "none (free stop)"
+        try:
+            return str(self.checker.describe())
+        except Exception:
+            return str(getattr(self.checker, "name", type(self.checker).__name__))
+
+    def describe(self, now: datetime) -> dict[str, Any]:
+        """JSON-friendly pieces for a status event or the TUI."""
+        deadline = self.deadline()
+        return {
+            "policies": self.gate.describe(),
+            "feedback": self.feedback.describe(now),
+            "checker": self.describe_checker(),
+            "max_completion_blocks": self.max_completion_blocks,
+            "completion_blocks": self.completion_blocks,
+            "deadline_seconds": self.budgets.deadline_seconds,
+            "deadline_at": deadline.expires_at.isoformat() if deadline else None,
+            "budget_tokens": self.budgets.budget_tokens,
+            "tokens_used": self.budget_state.tokens_used,
+            "exhausted": self.budget_state.exhausted,
+        }

@@ -1,0 +1,68 @@
+"""job.toml, the job's definition: model, context, limits, guardrails and declared commands.
+
+Kept apart from :mod:`console.engine.job` (the folder layout) because the definition composes the
+guardrails' and the command tools' own config models, which use job.py's helpers.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, ValidationError, field_validator
+
+from console.engine.guardrails import GuardrailsConfig
+from console.engine.job import (
+    ContextSection,
+    JobError,
+    JobPaths,
+    LimitsSection,
+    ModelSection,
+    _Strict,
+    format_validation_error,
+    one_line,
+    parse_config_toml,
+    read_config_text,
+)
+from console.engine.tools import BUILTIN_TOOL_NAMES
+from console.engine.tools.commands import CommandToolConfig, SandboxMode
+
+
+class JobConfig(_Strict):
+    """``job.toml``. Unknown keys are errors: a typo must not be silently ignored."""
+
+    name: str | None = None
+    description: str | None = None
+    model: ModelSection = Field(default_factory=ModelSection)
+    context: ContextSection = Field(default_factory=ContextSection)
+    limits: LimitsSection = Field(default_factory=LimitsSection)
+    # The definition owns its constraints (seed 002): policies, feedback, completion check, budgets...
+    guardrails: GuardrailsConfig = Field(default_factory=GuardrailsConfig)
+    # ...and the commands the agent may run (never written by the agent: job.toml is protected).
+    tools: list[CommandToolConfig] = Field(default_factory=list, max_length=64)
+    # "required": refuse to run the job's commands where they cannot be confined.
+    sandbox: SandboxMode = "auto"
+
+    @field_validator("tools")
+    @classmethod
+    def _tool_names(cls, tools: list[CommandToolConfig]) -> list[CommandToolConfig]:
+        seen: set[str] = set()
+        for i, t in enumerate(tools):
+            if t.name in BUILTIN_TOOL_NAMES:
+                raise ValueError(f"tool {i + 1} is named '{t.name}', the name of a built-in tool; choose another")
+            if t.name in seen:
+                raise ValueError(f"two tools are named '{t.name}'")
+            seen.add(t.name)
+        return tools
+
+
+
+def load_job_config(paths: JobPaths) -> JobConfig:
+    """``job.toml`` (defaults if there is none); a :class:`JobError` of one line naming the file otherwise."""
+    text = read_config_text(paths.job_toml)
+    if text is None:
+        return JobConfig()
+    data = parse_config_toml(text, paths.job_toml)
+    try:
+        return JobConfig.model_validate(data)
+    except ValidationError as exc:
+        raise JobError(format_validation_error(str(paths.job_toml), exc)) from None
+    except RecursionError:
+        raise JobError(f"{one_line(str(paths.job_toml), 0)}: values nested too deeply") from None
