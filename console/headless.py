@@ -7,6 +7,9 @@ import threading
 from typing import TextIO
 
 from console.engine import events as ev
+from console.engine.job import one_line
+
+LINE = 240  # the most of one piece of agent or guardrail text a line carries
 
 
 def _fmt_tokens(n: int) -> str:
@@ -29,8 +32,7 @@ def _brief_args(raw: str, limit: int = 48) -> str:
         if "todos" in data and isinstance(data["todos"], list):
             return f"{len(data['todos'])} tasks"
         key = next(iter(data))
-    val = str(data[key]).replace("\n", " ")
-    return val if len(val) <= limit else val[: limit - 1] + "…"
+    return one_line(str(data[key]).replace("\n", " "), limit)
 
 
 class HeadlessLog:
@@ -39,7 +41,10 @@ class HeadlessLog:
         self.color = color
         self._lock = threading.Lock()
         self._last_msg: ev.AssistantMessage | None = None
-        self._held: list[str] = []  # tool failures, printed under their turn's line
+        self._held: list[str] = []  # what happened in a turn (failures, denials, feedback), printed under its line
+        self._denied: set[str] = set()  # call ids denied this turn: their error result is the denial, not a failure
+        self._feedback: ev.Feedback | None = None
+        self._refusing = False
         self._phase = ""
         self.closed = False
 
@@ -57,13 +62,64 @@ class HeadlessLog:
                 # The reader went away (`| head`, a closed SSH session): the run goes on without its log.
                 self.closed = True
 
+    def _turn_line(self, line: str) -> None:
+        """A line about the turn in flight goes under that turn's line; between turns it is written at once."""
+        if self._last_msg is not None:
+            self._held.append(line)
+        else:
+            self.write(line)
+
+    def _flush_held(self) -> None:
+        for line in self._held:
+            self.write(line)
+        self._held.clear()
+        self._denied.clear()
+
+    def _guardrail(self, e: ev.EventBase) -> None:
+        if isinstance(e, ev.ToolDenied):
+            self._denied.add(e.call_id)
+            failed = f" (the policy failed: {one_line(e.error, 120)})" if e.error else ""
+            self._turn_line(self._c("33", f"  ✗ denied {one_line(e.tool, 60)} by {one_line(e.policy, 60)}: "
+                                          f"{one_line(e.reason, LINE)}{failed}"))
+        elif isinstance(e, ev.Feedback):
+            self._feedback = e
+            color = {"info": "36", "caution": "33", "warning": "1;33"}.get(e.severity, "31")
+            self._turn_line(self._c(color, f"  ◆ feedback {one_line(e.source, 60)} ({e.severity}): "
+                                           f"{one_line(e.message, LINE)}"))
+        elif isinstance(e, ev.CompletionBlocked):
+            self._refusing = e.stop_reason == "job_complete"
+            who = one_line(e.checker, 60) if e.checker else ""
+            count = f"{e.blocks}/{e.max_blocks}" if e.max_blocks else ""
+            where = f" ({', '.join(p for p in (who, count) if p)})" if who or count else ""
+            self._turn_line(self._c("33", f"  ⛔ stop refused{where}: {one_line(e.feedback or e.reason, LINE)}"))
+        elif isinstance(e, ev.CompletionBypassed):
+            self._turn_line(self._c("33", f"  ⏭ completion check bypassed ({e.budget} spent): "
+                                          f"{one_line(e.stop_reason, 40) or 'the stop'} accepted unchecked"))
+        elif isinstance(e, ev.BudgetExhausted):
+            detail = one_line(e.detail, LINE) if e.detail else f"{e.used:g} of {e.limit:g}"
+            self._turn_line(self._c("1;33", f"  ⌛ budget exhausted ({e.budget}): {detail}; the agent was told to "
+                                            "wrap up"))
+        elif isinstance(e, ev.StuckDetected):
+            fb = self._feedback
+            if fb is not None and fb.message == e.reason and 0 < e.seq - fb.seq <= 2:
+                return  # the stuck detector's feedback line said it
+            pattern = f" ({one_line(e.pattern, 80)})" if e.pattern else ""
+            self._turn_line(self._c("33", f"  ⟳ stuck: {one_line(e.reason, LINE)}{pattern}"))
+
     def __call__(self, e: ev.EventBase) -> None:
+        if isinstance(e, ev.ToolDenied | ev.Feedback | ev.CompletionBlocked | ev.CompletionBypassed
+                      | ev.BudgetExhausted | ev.StuckDetected):
+            self._guardrail(e)
+            return
+        if isinstance(e, ev.SessionEnded | ev.RunEnded | ev.JobCompleted) and self._held:
+            self._last_msg = None  # a turn cut short never gets its line: what it held is not lost
+            self._flush_held()
         if isinstance(e, ev.SessionStarted):
-            where = f"; continuing {e.detail}" if e.detail else ""
+            where = f"; continuing {one_line(e.detail, 0)}" if e.detail else ""
             self.write(self._c("1", f"session {e.session} started ({e.reason}, {e.provider}/{e.model}){where}"))
         elif isinstance(e, ev.StateRecovered):
             moved = f" (kept as {e.moved_to})" if e.moved_to else ""
-            self.write(self._c("1;33", f"recovered: {e.file}: {e.problem}{moved}; {e.action}"))
+            self.write(self._c("1;33", one_line(f"recovered: {e.file}: {e.problem}{moved}; {e.action}", 0)))
         elif isinstance(e, ev.AssistantMessage):
             self._last_msg = e
         elif isinstance(e, ev.TokenUsage) and self._last_msg is not None:
@@ -75,15 +131,13 @@ class HeadlessLog:
             ctx = f" | ctx {e.context_tokens / budget:.0%}" if budget else ""
             tokens = f"[{est}{_fmt_tokens(e.input_tokens)} in{cached}, {_fmt_tokens(e.output_tokens)} out{ctx}]"
             self.write(f"  t{e.turn:<4} {tools}  {self._c('2', tokens)}")
-            for line in self._held:
-                self.write(line)
-            self._held.clear()
+            self._flush_held()
             self._last_msg = None
-        elif isinstance(e, ev.ToolResult) and not e.ok:
-            first = e.content.splitlines()[0][:140] if e.content else ""
-            self._held.append(self._c("33", f"        ✗ {e.tool}: {first}"))
-        elif isinstance(e, ev.ToolDenied):
-            self._held.append(self._c("33", f"        ⛔ {e.tool} denied by {e.policy}: {e.reason[:120]}"))
+        elif isinstance(e, ev.ToolResult) and self._refusing and e.tool == "job_complete":
+            self._refusing = False  # its error result is the refusal, already on its line
+        elif isinstance(e, ev.ToolResult) and not e.ok and e.call_id not in self._denied:
+            first = one_line(next((ln for ln in e.content.splitlines() if ln.strip()), "(no message)").strip(), 140)
+            self._turn_line(self._c("33", f"        ✗ {one_line(e.tool, 60)}: {first}"))
         elif isinstance(e, ev.ContextMasked):
             budget = e.prompt_budget or e.context_window
             change = f"{_pct(e.used_before, budget)} -> {_pct(e.used_after, budget)}"
@@ -102,33 +156,31 @@ class HeadlessLog:
             self.write(self._c("33", f"  restart denied ({e.by})"))
         elif isinstance(e, ev.SessionEnded):
             self.write(self._c("2", f"session {e.session} ended: {e.reason} after {e.turns} turns"
-                                    + (f" ({e.detail})" if e.detail and e.reason != "job_complete" else "")))
+                                    + (f" ({one_line(e.detail, 0)})" if e.detail and e.reason != "job_complete"
+                                       else "")))
         elif isinstance(e, ev.TodosChanged):
             self._todos(e)
         elif isinstance(e, ev.PhaseTransition) and e.stage == "completed":
-            target = f"phase {e.to_phase} '{e.to_name}'" if e.to_phase else f"'{e.to_name}'"
+            target = one_line(f"phase {e.to_phase} '{e.to_name}'" if e.to_phase else f"'{e.to_name}'", 0)
             self.write(self._c("1;36", f"== {e.kind} transition done: now {target} =="))
         elif isinstance(e, ev.ContextCompacted):
             self.write(self._c("2", f"  context compacted: {e.messages_before} messages -> summary "
                                     f"({e.summary_chars} chars)"))
         elif isinstance(e, ev.ErrorEvent):
-            self.write(self._c("31", f"  error ({e.where}): {e.message}"))
-        elif isinstance(e, ev.StuckDetected):
-            self.write(self._c("33", f"  stuck: {e.reason}; the agent was told to finish or rewind"))
-        elif isinstance(e, ev.CompletionBlocked):
-            self.write(self._c("33", f"  completion blocked: {e.reason}"))
+            self.write(self._c("31", f"  error ({e.where}): {one_line(e.message, 0)}"))
         elif isinstance(e, ev.OperatorCommand):
-            self.write(self._c("35", f"  operator: {e.command} {e.status} {e.detail}".rstrip()))
+            self.write(self._c("35", f"  operator: {e.command} {e.status} {one_line(e.detail, 0)}".rstrip()))
         elif isinstance(e, ev.JobCompleted):
-            self.write(self._c("1;32", f"job_complete: {e.summary} (confidence {e.confidence:.2f})"))
+            self.write(self._c("1;32", f"job_complete: {one_line(e.summary, 0)} (confidence {e.confidence:.2f})"))
 
     def _todos(self, e: ev.TodosChanged) -> None:
         if e.reason.startswith("transition"):
-            self.write(self._c("36", f"-- transition ({e.reason.split(':', 1)[-1]}): todo list archived --"))
+            why = one_line(e.reason.split(":", 1)[-1], 0)
+            self.write(self._c("36", f"-- transition ({why}): todo list archived --"))
             return
-        label = ("Bootstrap" if e.kind == "bootstrap" else
-                 f"{e.phase_name}" if e.kind == "completion" else f"Phase {e.phase_number}/{e.total_phases} "
-                                                                  f"{e.phase_name}")
+        label = one_line("Bootstrap" if e.kind == "bootstrap" else
+                         f"{e.phase_name}" if e.kind == "completion" else f"Phase {e.phase_number}/{e.total_phases} "
+                                                                          f"{e.phase_name}", 0)
         if label != self._phase or e.reason in ("todo_write", "bootstrap", "resume", "job_completion"):
             self._phase = label
             self.write(self._c("1;36", f"[{label}] {len(e.items)} tasks"))
@@ -136,4 +188,4 @@ class HeadlessLog:
             done = [i for i in e.items if i.done]
             if done:
                 idx = max(n for n, i in enumerate(e.items) if i.done)
-                self.write(self._c("32", f"    ✓ {len(done)}/{len(e.items)} {e.items[idx].text}"))
+                self.write(self._c("32", f"    ✓ {len(done)}/{len(e.items)} {one_line(e.items[idx].text, LINE)}"))

@@ -22,6 +22,8 @@ from console.engine.messages import Message, ModelRequest
 from console.engine.plan import parse_plan
 
 TODO_TOOLS = {"todo_complete", "todo_write", "todo_rewind", "archive_and_reset"}
+BUILTIN_TOOLS = {*TODO_TOOLS, "read_file", "write_file", "append_file", "edit_file", "list_files", "search_files",
+                 "generate_workspace_summary", "add_accomplishment", "add_note", "job_complete"}
 LOOKUP_TOOLS = {"read_file", "list_files", "search_files"}
 # These run on text the agent wrote or read (tools/registry results, todo text): none may backtrack badly
 # (tests/unit/test_regex_safety.py), and numbers are captured with at most 12-15 digits, so int() never
@@ -74,6 +76,10 @@ def _args(raw: str) -> dict:
 
 
 CURRENT_MARK = "← CURRENT"
+# How the harness answers a call a tool policy denied, and a stop the completion check refused.
+DENIED = "Denied by the "
+NOT_YET_RX = re.compile(r"\(not yet: ([\w, -]{1,300})\)")
+MISSING_RX = re.compile(r"missing: ([^\n\]]{1,500}?)\. Create")
 MAX_TASK_DIGITS = 6
 
 
@@ -139,6 +145,8 @@ class View:
                     continue
                 if res.meta.get("masked") and c.name in LOOKUP_TOOLS:
                     continue  # a masked lookup is as good as not done: look again
+                if res.content.startswith(DENIED):
+                    continue  # a call a policy denied never ran
                 done.append(Done(c.name, _args(c.arguments), res.content, bool(res.meta.get("ok", True))))
         return done
 
@@ -177,11 +185,45 @@ class ScriptedAgent:
         if not request.tools and request.system.startswith("SUMMARIZE"):
             return Decision(summarize(request.messages), [])
         v = View(request)
+        if (reaction := self._react(v)) is not None:
+            return reaction
         if v.transition:
             return self._transition(v)
         if v.task is None:
             return Decision("The todo list has no open task; the job looks finished.", [])
         return self._task(v, v.task)
+
+    # -- the guardrails' answers ----------------------------------------------------------
+    def _react(self, v: View) -> Decision | None:
+        """Answer what the guardrails said about the last turn first, as a model reading its results would:
+        read a file it was told to read first, run the tools a command needs first, create the files a
+        refused stop said were missing."""
+        msgs = v.request.messages
+        last = next((i for i in range(len(msgs) - 1, -1, -1) if msgs[i].role == "assistant"), None)
+        if last is None:
+            return None
+        tools = {t.name for t in v.request.tools}
+        calls = {c.id: c for c in msgs[last].tool_calls}
+        for m in msgs[last + 1:]:
+            text = m.content
+            if m.role == "tool" and text.startswith(DENIED) and (call := calls.get(m.tool_call_id or "")):
+                path = _args(call.arguments).get("path")
+                if "read_before_write" in text[:60] and isinstance(path, str):
+                    return Decision(f"The policy wants {path} read before it is overwritten: reading it.",
+                                    [Call("read_file", {"path": path})])
+                if (need := NOT_YET_RX.search(text)) is not None:
+                    names = [n.strip() for n in need.group(1).replace(" and ", ",").split(",") if n.strip() in tools]
+                    if names:
+                        return Decision(f"{call.name} needs {', '.join(names)} first: running {names[0]}.",
+                                        [Call(names[0])])
+            refused = m.meta.get("kind") == "completion_blocked" or (m.role == "tool" and "was refused" in text[:40])
+            if refused and (missing := MISSING_RX.search(text)) is not None:
+                paths = [p.strip() for p in missing.group(1).split(",") if p.strip()][:5]
+                return Decision(f"The job is not complete yet: creating {', '.join(paths)}.", [
+                    Call("write_file", {"path": p, "content": compose_document(p, "Review of the job's deliverables",
+                                                                               dict(list(v.reads.items())[:3]))})
+                    for p in paths])
+        return None
 
     # -- transitions -------------------------------------------------------------
     def _transition(self, v: View) -> Decision:
@@ -240,6 +282,9 @@ class ScriptedAgent:
         if "duplicate" in t:
             return self._duplicates(v, task)
         paths = paths_in(task)
+        commands = [p for p in paths if p in {x.name for x in v.request.tools} and p not in BUILTIN_TOOLS]
+        if t.startswith("run") and commands:
+            return self._once(v, Call(commands[0]), f"Running the job's {commands[0]} tool.")
         if t.startswith(("read", "review", "study", "skim", "open")) and paths:
             return self._read(v, paths)
         if t.startswith(("write", "create", "draft", "produce", "compose")) and paths:
@@ -372,6 +417,14 @@ class ScriptedAgent:
         if missing:
             return Decision(f"Reading the inputs for {path}.", [Call("read_file", {"path": p}) for p in missing])
         content = compose_document(path, task, {p: v.reads[p] for p in inputs})
+        if path in v.reads:
+            # Updating a file it has read: the new content goes on top, what was there stays below.
+            old = [ln for ln in v.reads[path].splitlines() if not ln.startswith("# ")]
+            content = content.rstrip("\n") + "\n\n" + "\n".join(old).strip("\n") + "\n"
+        if path in self._files(v):
+            # Overwriting a file that exists: see the result (a policy may deny it) before calling it done.
+            return Decision(f"Writing {path}.", [Call("write_file", {"path": path, "content": content}),
+                                                 Call("add_accomplishment", {"text": f"Wrote {path}"})])
         return self._complete(f"Writing {path}.", Call("write_file", {"path": path, "content": content}),
                               Call("add_accomplishment", {"text": f"Wrote {path}"}))
 
@@ -586,7 +639,9 @@ def compose_document(path: str, task: str, inputs: dict[str, str]) -> str:
             prose = " ".join(ln.strip() for ln in body.splitlines() if ln.strip() and not ln.startswith(("#", "-",
                                                                                                           "*", "|")))
             sentences = SENTENCE_END_RX.split(prose)
-            lines += [f"## {title} ({src})", "", " ".join(sentences[:3]).strip() or "(no prose)"]
+            items = [ln.strip() for ln in body.splitlines() if ln.startswith(("- ", "* "))][:20]
+            lines += [f"## {title} ({src})", "", " ".join(sentences[:3]).strip() or ("\n".join(items) if items
+                                                                                      else "(no prose)")]
         lines.append("")
     if not inputs:
         lines += [f"{task}.", ""]

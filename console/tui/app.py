@@ -35,10 +35,11 @@ from console.tui.keymap import OPERATOR_KEYS, check_keymap
 from console.tui.messages import EventsReady, RunFinished, RunnerState, ThemeFileChanged
 from console.tui.screens.approval import RestartApprovalScreen
 from console.tui.screens.confirm import ConfirmScreen
+from console.tui.screens.guardrails import GuardrailsScreen
 from console.tui.screens.help import HelpScreen
 from console.tui.screens.main import MainScreen
 from console.tui.screens.rewind import RewindScreen
-from console.tui.state import FEEDBACK, GAUGE, PLAN, RESTART, STATUS, TODOS, ConsoleState
+from console.tui.state import FEEDBACK, GAUGE, GUARDS, PLAN, RESTART, STATUS, TODOS, ConsoleState
 from console.tui.themes import DEFAULT_THEME, ThemeError, load_theme_file, load_themes, themes_dir, user_themes_dir
 from console.tui.widgets.conversation import MAX_ITEMS, ConversationPane
 from console.tui.widgets.feedback import FeedbackPane
@@ -115,6 +116,7 @@ class ConsoleApp(App[int]):
         self.run_finished = False
         self.quit_requested = False
         self.approval: RestartApprovalScreen | None = None
+        self.guardrails_view: GuardrailsScreen | None = None
         self._approval_seq = -1
         self._drain_timer: Timer | None = None
         self._last_drain = 0.0
@@ -145,7 +147,8 @@ class ConsoleApp(App[int]):
                    **kw)  # type: ignore[arg-type]
 
     def get_default_screen(self) -> Screen:
-        self._main = MainScreen()
+        self._main = MainScreen(self.state, self.now, plan_path=self.plan_path, attached=self.controller.attached,
+                                max_items=self.max_items, on_ready=self.main_ready)
         return self._main
 
     # -- the panes ---------------------------------------------------------------------------
@@ -351,6 +354,8 @@ class ConsoleApp(App[int]):
             main.query_one(FeedbackPane).show(list(self.state.feedback))
             tabs = main.query_one(PaneTabs)
             tabs.set_badge("feedback", f" {len(self.state.feedback)}" if self.state.feedback else "")
+        if changed & {GUARDS, FEEDBACK} and self.guardrails_view is not None:
+            self.guardrails_view.update_view()
         if PLAN in changed:
             self.run_worker(main.query_one(PlanPane).reload(), group="plan-reload", exclusive=True)
         if RESTART in changed or STATUS in changed:
@@ -362,6 +367,7 @@ class ConsoleApp(App[int]):
         key = (st.restart_pending is not None, st.ended)
         if key != self._keys_state:
             self._keys_state = key
+            self.main.set_class(st.restart_pending is not None, "-crowded")  # two more keys in the footer
             self.refresh_bindings()
 
     def _sync_approval(self) -> None:
@@ -515,6 +521,18 @@ class ConsoleApp(App[int]):
                                            "be resumed later with `agent-console run --in-place`.", "Stop",
                                            "Keep running"), done)
 
+    def action_guardrails(self) -> None:
+        if self.guardrails_view is not None:
+            if self.guardrails_view.is_current:
+                self.guardrails_view.dismiss(None)
+            return
+
+        def closed(_: None) -> None:
+            self.guardrails_view = None
+
+        self.guardrails_view = GuardrailsScreen(self.state, self.now)
+        self.push_screen(self.guardrails_view, closed)
+
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.key_help(), attached=self.controller.attached))
 
@@ -574,6 +592,8 @@ class ConsoleApp(App[int]):
         yield SystemCommand("Pause run", "Pause after the current turn", self.action_pause)
         yield SystemCommand("Resume run", "Resume a paused run", self.action_resume)
         yield SystemCommand("Stop run", "Stop after the current turn", self.action_stop)
+        yield SystemCommand("Guardrails", "Policies, feedback providers, completion checker, deadline and token "
+                            "budget", self.action_guardrails)
         yield SystemCommand("Next pane", "Focus the next pane", main.action_next_pane)
         yield SystemCommand("Maximize pane", "Maximize or restore the focused pane", main.action_toggle_maximize)
         yield SystemCommand("Help", "Keys and panes", self.action_help)

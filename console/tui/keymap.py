@@ -33,6 +33,9 @@ OPERATOR_KEYS: list[OperatorKey] = [
     OperatorKey("pause", "p", "app.toggle_pause", "Pause",
                 "pause after the current turn; again: resume (the status line says which)"),
     OperatorKey("stop", "s", "app.stop", "Stop", "stop after the current turn (asks first; again: stop now)"),
+    OperatorKey("guardrails", "g", "app.guardrails", "Guards",
+                "guardrails: policies, feedback providers, completion checker and verdict, deadline, token budget, "
+                "command tools (g or esc closes)"),
     OperatorKey("help", "question_mark", "app.help", "Help", "this help"),
     OperatorKey("quit", "q", "app.quit_console", "Quit",
                 "quit (in-process run: asks, then stops the run; attached: detaches, the run goes on)"),

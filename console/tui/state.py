@@ -8,7 +8,7 @@ aspects changed so the app refreshes only those panes.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -18,17 +18,58 @@ from console.tui.format import clip, tokens
 FEEDBACK_KEEP = 300
 TREND_KEEP = 120
 
+DENIED_KEEP = 1000  # call ids of denied calls remembered (their error results are not failures to report)
+
 # Aspects a batch of events can change.
 STATUS, TODOS, GAUGE, FEEDBACK, PLAN, RESTART = "status", "todos", "gauge", "feedback", "plan", "restart"
+GUARDS = "guards"
 
 
 @dataclass(frozen=True)
 class FeedbackItem:
+    """One entry of the feedback pane.
+
+    ``kind`` "feedback" is a feedback provider's block as the agent got it (summary, observations,
+    suggestions); every other kind is a one-line notice ("denied", "blocked", "bypassed", "budget",
+    "stuck", or "notice" for the engine's own).
+    """
+
     seq: int
     ts: datetime
     source: str
     severity: str  # info | caution | warning | error | success
     message: str
+    kind: str = "notice"
+    observations: tuple[str, ...] = ()
+    suggestions: tuple[str, ...] = ()
+    turn: int = 0
+    call_index: int = 0
+    block: str = ""
+
+
+@dataclass
+class ProviderTally:
+    """What one feedback provider delivered so far in this run."""
+
+    count: int = 0
+    last_ts: datetime | None = None
+    last_severity: str = ""
+
+
+@dataclass
+class GuardrailsState:
+    """The latest ``guardrails_status`` and what the guardrail events since say (the guardrails view)."""
+
+    status: ev.GuardrailsStatus | None = None
+    denials: Counter[str] = field(default_factory=Counter)  # by policy
+    denied_calls: deque[str] = field(default_factory=lambda: deque(maxlen=DENIED_KEEP))
+    delivered: dict[str, ProviderTally] = field(default_factory=dict)  # by provider
+    last_blocked: ev.CompletionBlocked | None = None
+    bypassed: ev.CompletionBypassed | None = None
+    exhausted: dict[str, ev.BudgetExhausted] = field(default_factory=dict)  # "deadline" | "tokens"
+    stuck: int = 0
+    last_feedback: ev.Feedback | None = None
+    refusing: bool = False  # job_complete was just refused: its error result is the refusal
 
 
 @dataclass
@@ -54,6 +95,43 @@ class GaugeState:
     @property
     def pct(self) -> float:
         return self.used / self.limit if self.limit else 0.0
+
+
+# -- guardrail events in words (the feedback pane; the conversation has its own, shorter marks) -----------------
+def denial_text(e: ev.ToolDenied) -> str:
+    failed = f" (the policy failed: {e.error})" if e.error else ""
+    return f"denied {e.tool} by {e.policy}: {e.reason}{failed}"
+
+
+def stop_kind(stop_reason: str) -> str:
+    return {"job_complete": "job_complete", "end_turn": "a turn without a tool call"}.get(stop_reason,
+                                                                                        stop_reason or "a stop")
+
+
+def blocked_text(e: ev.CompletionBlocked) -> str:
+    what = e.feedback or e.reason
+    count = f" ({e.blocks}/{e.max_blocks})" if e.max_blocks else ""
+    who = f" by {e.checker}" if e.checker else ""
+    return f"stop refused{who}{count}: {what}"
+
+
+def bypassed_text(e: ev.CompletionBypassed) -> str:
+    return f"completion check bypassed ({e.budget} spent): {stop_kind(e.stop_reason)} accepted unchecked"
+
+
+def exhausted_text(e: ev.BudgetExhausted) -> str:
+    what = e.detail or (f"deadline passed ({e.used:.0f}s of {e.limit:.0f}s)" if e.budget == "deadline"
+                        else f"token budget spent ({tokens(e.used)} of {tokens(e.limit)})")
+    return f"{what}; the agent was told to wrap up"
+
+
+def stuck_text(e: ev.StuckDetected) -> str:
+    return f"stuck: {e.reason}" + (f" ({e.pattern})" if e.pattern else "")
+
+
+def stuck_told(last: ev.Feedback | None, e: ev.StuckDetected) -> bool:
+    """The stuck detector is a feedback provider: its block, just delivered, already says what this says."""
+    return last is not None and last.message == e.reason and 0 < e.seq - last.seq <= 2
 
 
 def phase_label(t: ev.TodosChanged | None) -> str:
@@ -90,7 +168,8 @@ class ConsoleState:
         self.todos: ev.TodosChanged | None = None
         self.gauge = GaugeState(window=window, soft=soft, hard=hard)
         self.restart_pending: ev.RestartPending | None = None
-        self.feedback: deque[FeedbackItem] = deque(maxlen=FEEDBACK_KEEP)
+        self.feedback: deque[FeedbackItem] = deque(maxlen=FEEDBACK_KEEP)  # oldest first
+        self.guards = GuardrailsState()
         self.input_tokens = 0
         self.output_tokens = 0
         self.cached_tokens = 0
@@ -129,8 +208,8 @@ class ConsoleState:
             changed |= self.apply(e)
         return changed
 
-    def _feedback(self, e: ev.EventBase, source: str, severity: str, message: str) -> set[str]:
-        self.feedback.appendleft(FeedbackItem(e.seq, e.ts, source, severity, message))
+    def _feedback(self, e: ev.EventBase, source: str, severity: str, message: str, kind: str = "notice") -> set[str]:
+        self.feedback.append(FeedbackItem(e.seq, e.ts, source, severity, message, kind))
         return {FEEDBACK}
 
     def _action(self, e: ev.EventBase, text: str) -> None:
@@ -247,18 +326,16 @@ class ConsoleState:
         if isinstance(e, ev.ToolCalled):
             return set()
         if isinstance(e, ev.ToolResult):
-            if not e.ok:
+            refusal = e.tool == "job_complete" and self.guards.refusing
+            self.guards.refusing = False
+            # A denial and a refused job_complete are reported as what they are, not as failed calls.
+            if not e.ok and e.call_id not in self.guards.denied_calls and not refusal:
                 first = e.content.strip().splitlines()[0] if e.content.strip() else "(no message)"
                 return self._feedback(e, f"tool {e.tool}", "caution", clip(first, 240))
             return set()
-        if isinstance(e, ev.ToolDenied):
-            return self._feedback(e, f"policy {e.policy}", "warning", f"{e.tool} denied: {e.reason}")
-        if isinstance(e, ev.CompletionBlocked):
-            return self._feedback(e, "completion", "caution", f"Completion blocked: {e.reason}.")
-        if isinstance(e, ev.StuckDetected):
-            return self._feedback(e, "stuck", "warning", f"Stuck: {e.reason}")
-        if isinstance(e, ev.Feedback):
-            return self._feedback(e, e.source, e.severity, e.message)
+        if isinstance(e, ev.ToolDenied | ev.CompletionBlocked | ev.CompletionBypassed | ev.BudgetExhausted
+                      | ev.StuckDetected | ev.Feedback | ev.GuardrailsStatus):
+            return self._guardrail(e)
         if isinstance(e, ev.StateRecovered):
             moved = f" (kept as {e.moved_to})" if e.moved_to else ""
             return {STATUS} | self._feedback(e, "recovery", "warning",
@@ -291,6 +368,40 @@ class ConsoleState:
             return {STATUS} | self._feedback(
                 e, "job", "success", f"Job complete (confidence {e.confidence:.2f}): {e.summary}")
         return set()
+
+    def _guardrail(self, e: ev.EventBase) -> set[str]:
+        g = self.guards
+        if isinstance(e, ev.GuardrailsStatus):
+            g.status = e
+            return {GUARDS}
+        if isinstance(e, ev.ToolDenied):
+            g.denials[e.policy] += 1
+            g.denied_calls.append(e.call_id)
+            return {GUARDS} | self._feedback(e, e.policy, "warning", denial_text(e), "denied")
+        if isinstance(e, ev.CompletionBlocked):
+            g.last_blocked = e
+            g.refusing = e.stop_reason == "job_complete"
+            return {GUARDS} | self._feedback(e, e.checker or "completion", "caution", blocked_text(e), "blocked")
+        if isinstance(e, ev.CompletionBypassed):
+            g.bypassed = e
+            return {GUARDS} | self._feedback(e, e.budget, "warning", bypassed_text(e), "bypassed")
+        if isinstance(e, ev.BudgetExhausted):
+            g.exhausted[e.budget] = e
+            return {GUARDS} | self._feedback(e, e.budget, "warning", exhausted_text(e), "budget")
+        if isinstance(e, ev.StuckDetected):
+            g.stuck += 1
+            if stuck_told(g.last_feedback, e):
+                return {GUARDS}  # the stuck detector's own feedback block says it already
+            return {GUARDS} | self._feedback(e, "stuck", "warning", stuck_text(e), "stuck")
+        assert isinstance(e, ev.Feedback)
+        g.last_feedback = e
+        tally = g.delivered.setdefault(e.source, ProviderTally())
+        tally.count += 1
+        tally.last_ts, tally.last_severity = e.ts, e.severity
+        self.feedback.append(FeedbackItem(e.seq, e.ts, e.source, e.severity, e.message, "feedback",
+                                          tuple(e.observations), tuple(e.suggestions), e.turn, e.call_index,
+                                          e.block))
+        return {FEEDBACK, GUARDS}
 
     def _end(self, e: ev.EventBase, outcome: str, detail: str) -> None:
         if self.outcome == "completed" and outcome != "completed":

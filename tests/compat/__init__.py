@@ -21,6 +21,7 @@ Adding a scenario: append one ``Scenario(...)`` to ``SCENARIOS`` in ``scenarios.
         turns=[turn("Write first.", Call("write_file", {"path": "a.md", "content": "x"})),
                turn("Now read.", Call("read_file", {"path": "a.md"}))],
         settings={"context_window": 12_000},                 # RunSettings overrides, applied after job.toml
+        advance_seconds_per_turn=400,                         # the run's FakeClock moves on before each request
         expect=[Ev("tool_denied", "write_file"), Ev("tool_result", "read_file", ok=True)],  # in this order
         counts={"feedback": 1}, absent=["context_masked"],   # at least n of a type / none of a type
         expect_files={"a.md": None, "src/a.py": "print"},    # None: must not exist; text: must contain it
@@ -28,5 +29,7 @@ Adding a scenario: append one ``Scenario(...)`` to ``SCENARIOS`` in ``scenarios.
 
 ``Call.args`` may be a raw string to send malformed JSON. A run ends when the turns run out (both the
 scripted provider and the loopback then fail the next request, so ``reason`` defaults to "error"); assert on
-events, not on the exit. ``check=`` takes a function of the ``Outcome`` for anything the fields cannot say.
+events, not on the exit (or set ``reason=``). ``check=`` takes a function of the ``Outcome`` for anything the
+fields cannot say: ``Outcome.prompts`` holds the ModelRequests the engine asked for (every provider),
+``Outcome.requests`` the wire bodies (SDK providers). The guardrail scenarios (seed 002) are ``GUARDRAIL_SCENARIOS``.
 """

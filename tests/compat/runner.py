@@ -1,8 +1,9 @@
 """Runs a compatibility scenario with one provider: the scripted model, or an SDK adapter on the strict loopback.
 
 Every provider gets the same job folder, the same settings (job.toml through the operator's settings path, then
-the scenario's overrides, as ``agent-console run`` does), a fresh FakeClock like the ``clock`` fixture's, and
-reports the same usage: the loopback answers each request with the prompt size the scripted provider would
+the scenario's overrides, as ``agent-console run`` does), a fresh FakeClock like the ``clock`` fixture's (moved
+on by ``advance_seconds_per_turn`` before each request, the same way for every provider), and reports the same
+usage: the loopback answers each request with the prompt size the scripted provider would
 report for it (``estimate_request``), so context pressure (masking, wind-down, restart) moves alike in all three
 runs. Text and tool arguments are streamed in pieces, as a real API does.
 """
@@ -32,7 +33,7 @@ PROVIDERS = ("scripted", "openai", "anthropic")
 MODELS = {"scripted": "scripted-agent", "openai": "gpt-test", "anthropic": "claude-test"}
 # The events whose (type, tool, ok) sequence must be the same for every provider.
 COMPARED = ("session_started", "tool_called", "tool_result", "tool_denied", "feedback", "completion_blocked",
-            "context_masked")
+            "completion_bypassed", "budget_exhausted", "job_completed", "context_masked")
 # Files whose text holds wall-clock times (workspace_summary.md lists modification times): compared by existence.
 VOLATILE_FILES = frozenset({"workspace_summary.md"})
 DEFAULT_INSTRUCTIONS = "# Compatibility job\n\nDo the tasks with the tools.\n"
@@ -86,6 +87,8 @@ class Scenario:
     files: Mapping[str, str] = field(default_factory=dict)
     # RunSettings overrides, applied after job.toml like command-line flags (context_window, auto_restart...).
     settings: Mapping[str, Any] = field(default_factory=dict)
+    # Seconds the run's FakeClock moves on before each model request (a deadline that passes), for every provider.
+    advance_seconds_per_turn: float = 0.0
     # Expectations, checked for every provider.
     expect: Sequence[Ev] = ()  # appear in this order (other events may come between)
     counts: Mapping[str, int] = field(default_factory=dict)  # at least this many events of each type
@@ -108,6 +111,7 @@ class Outcome:
     events: list[dict[str, Any]]
     files: dict[str, str]  # the job folder without .console/
     requests: list[Recorded]  # what went over the wire (none for the scripted provider)
+    prompts: list[ModelRequest]  # what the engine asked the provider to send, one per request (every provider)
 
     def of(self, *types: str) -> list[dict[str, Any]]:
         return [e for e in self.events if e.get("type") in types]
@@ -147,7 +151,8 @@ def run(scenario: Scenario, provider: str, root: Path) -> Outcome:
     requests: list[Recorded] = []
     if provider == "scripted":
         model = ScriptedProvider(clock=clock, script=[scripted_turn(t) for t in scenario.turns])
-        result = Supervisor(paths, settings, model, clock=clock).run()
+        metered = Metered(model, clock, scenario.advance_seconds_per_turn)
+        result = Supervisor(paths, settings, metered, clock=clock).run()
     else:
         with Loopback() as server:
             adapter: Provider
@@ -157,7 +162,7 @@ def run(scenario: Scenario, provider: str, root: Path) -> Outcome:
             else:
                 adapter = AnthropicProvider(MODELS[provider], api_key="sk-compat", base_url=server.base_url,
                                             max_retries=0, timeout=20)
-            metered = Metered(adapter)
+            metered = Metered(adapter, clock, scenario.advance_seconds_per_turn)
             server.push(*(reply(t, i, provider, metered) for i, t in enumerate(scenario.turns)))
             result = Supervisor(paths, settings, metered, clock=clock).run()
             requests = list(server.requests)
@@ -165,7 +170,7 @@ def run(scenario: Scenario, provider: str, root: Path) -> Outcome:
             first = rejected[0]
             raise WireRejection(f"{provider}: request {requests.index(first) + 1} of {len(requests)} refused by the "
                                 f"strict loopback: {first.rejected}\n{describe(first.body)}")
-    return Outcome(provider, result, read_events(paths), job_files(paths), requests)
+    return Outcome(provider, result, read_events(paths), job_files(paths), requests, metered.prompts)
 
 
 def describe(body: dict[str, Any]) -> str:
@@ -204,16 +209,23 @@ def scripted_turn(t: Turn) -> ScriptedTurn:
 
 
 class Metered:
-    """The SDK adapter, untouched, noting the size of each prompt it is asked to send, for the loopback to report
-    as the prompt's usage (what the scripted provider reports for the same request)."""
+    """The provider, untouched, behind the same wrapper for all three runs: it keeps each request it is asked to
+    send, moves the run's clock on by ``advance`` seconds first (time the turn takes), and notes the prompt's size
+    for the loopback to report as its usage (what the scripted provider reports for the same request)."""
 
-    def __init__(self, inner: Provider) -> None:
+    def __init__(self, inner: Provider, clock: FakeClock, advance: float = 0.0) -> None:
         self.inner = inner
         self.name = inner.name
         self.model = inner.model
+        self.clock = clock
+        self.advance = advance
         self.prompt_tokens = 0
+        self.prompts: list[ModelRequest] = []
 
     def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
+        self.prompts.append(request)
+        if self.advance:
+            self.clock.advance(self.advance)
         self.prompt_tokens = estimate_request(request)
         return self.inner.stream(request)
 

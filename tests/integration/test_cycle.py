@@ -91,8 +91,8 @@ def test_bootstrap_phase1_transition_phase2_rewind_job_complete(make_job, run_jo
     assert all(i.done for i in final.items)  # job_complete ticks its own todo
     plan = paths.main_plan.read_text()
     assert "## Phase 1: Gather ✓ COMPLETE" in plan and "## Phase 2: Write ✓ COMPLETE" in plan
-    assert types[-6:] == ["job_completed", "tool_result", "token_usage", "guardrails_status", "session_ended",
-                          "run_ended"]
+    ends = [t for t in types if t != "guardrails_status"]  # the status follows changes, whenever they happen
+    assert ends[-5:] == ["job_completed", "tool_result", "token_usage", "session_ended", "run_ended"]
     assert load_checkpoint(paths).job_done
     row = sup.store.get(paths.root)
     assert (row.status, row.confidence, row.summary) == ("completed", 0.9, "All done")
@@ -175,7 +175,7 @@ def test_stuck_detection_nudges_towards_rewind(make_job, run_job) -> None:
     """The stuck detector is a feedback provider (seed 002): the same call with the same result 4 times."""
     paths = make_job()
     script = [T(calls=[C(name="list_files")]) for _ in range(6)]
-    sup, _ = run_job(paths, script, max_turns=6)
+    _sup, _ = run_job(paths, script, max_turns=6)
     evs = events_of(paths)
     stuck = [e for e in evs if isinstance(e, ev.StuckDetected)]
     assert stuck and stuck[0].pattern == "repeat"

@@ -112,7 +112,7 @@ def test_a_command_tool_before_its_dependency_is_denied_then_allowed(make_job, c
     (denied,) = [e for e in evs if isinstance(e, ev.ToolDenied)]
     assert (denied.tool, denied.policy) == ("publish", "sequential") and "test" in denied.reason
     assert results(paths) == [("publish", False), ("test", True), ("publish", True)]
-    status = [e for e in evs if isinstance(e, ev.GuardrailsStatus)][0]
+    status = next(e for e in evs if isinstance(e, ev.GuardrailsStatus))
     assert status.tools == ["test", "publish"] and status.confinement
 
 
@@ -154,7 +154,7 @@ def test_policy_state_survives_a_resume_and_a_context_restart(make_job, clock, t
     # still allowed because the read is remembered across the resume and the restarts.
     filler = [T(calls=[write(f"part{i}.md", f"# Part {i}\n" + "a line of the report\n" * 120)]) for i in range(6)]
     script = [*filler, T(calls=[write("notes.md")]), T(error="end of script")]
-    _, result, _ = run(paths, script, clock, tmp_path, guardrails=table, context_window=8000)
+    _, _result, _ = run(paths, script, clock, tmp_path, guardrails=table, context_window=8000)
     evs = events(paths)
     assert any(isinstance(e, ev.RestartApproved) for e in evs)
     assert not [e for e in evs if isinstance(e, ev.ToolDenied)]

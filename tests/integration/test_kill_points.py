@@ -53,10 +53,14 @@ def norm(text: str) -> str:
     return TIME.sub("<time>", text)
 
 
+# Run settings a test adds (forked children inherit them): e.g. the job's guardrails.
+EXTRA: dict[str, Any] = {}
+
+
 def run(root: Path, script: list[ScriptedTurn] | None) -> None:
     clock = FakeClock(step=0.001)
     provider = ScriptedProvider(clock=clock, script=list(script) if script is not None else None)
-    Supervisor(JobPaths(root), run_settings(), provider, clock=clock).run()
+    Supervisor(JobPaths(root), run_settings(**EXTRA), provider, clock=clock).run()
 
 
 def replay_from(root: Path, script: list[ScriptedTurn]) -> list[ScriptedTurn]:
@@ -253,6 +257,33 @@ def test_every_kill_point_of_quickstart_resumes_to_the_same_end(work: Path) -> N
     shutil.copytree(SAMPLES / "quickstart", base)
     failures = enumerate_kills(base, None, work)
     assert not failures, "\n".join(failures)
+
+
+def test_every_kill_point_of_the_guardrails_sample_resumes_to_the_same_end(
+        work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Policy state (a denial, then the read that lifts it), a file trigger that fires once, and a refused
+    stop (review.md missing) survive a kill anywhere. Its commands and the time-based feedback are left out:
+    a command a kill interrupts is not run again (its result says so), and the clock restarts with each
+    process here, so neither can end byte-identical by design."""
+    from console.engine.guardrails import GuardrailsConfig
+
+    base = work / "guardrails"
+    shutil.copytree(SAMPLES / "guardrails", base)
+    monkeypatch.setitem(EXTRA, "guardrails", GuardrailsConfig.model_validate({
+        "max_completion_blocks": 5,
+        "policies": [{"type": "read_before_write"}],
+        "feedback": [{"type": "static", "name": "ReleaseNotes", "feedback": "Keep it short.",
+                      "on_file_created": "release_notes.md"}],
+        "completion": {"type": "composite", "all_must_pass": True, "checkers": [
+            {"type": "plan"}, {"type": "files", "paths": ["CHANGELOG.md", "release_notes.md", "review.md"]}]},
+    }))
+    failures = enumerate_kills(base, None, work)
+    assert not failures, "\n".join(failures)
+    reference = work / "baseline"
+    events = (reference / ".console" / "events.jsonl").read_text()
+    assert '"type":"tool_denied"' in events and '"type":"completion_blocked"' in events
+    assert events.count('"source":"ReleaseNotes"') == 1
+    assert (reference / "review.md").exists()
 
 
 PLAN = ("# Plan\n\n## Phase 1: Collect\n" + "".join(f"- [ ] c{i}\n" for i in range(5))

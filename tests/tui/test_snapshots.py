@@ -80,3 +80,51 @@ def test_restart_approval_modal(snap_compare, make_job, size):
         await settle(pilot, app)
 
     assert snap_compare(app, terminal_size=size, run_before=before)
+
+
+# -- guardrails: an attached console rebuilt from a log written by hand (the engine's events, fixed times) -------
+def guarded_app(make_job, log):
+    from tests.tui.conftest import attach_app
+
+    paths = make_job()
+    log.write(paths.events)
+    return attach_app(paths)
+
+
+async def replayed(pilot, count: int) -> None:
+    app = pilot.app
+    await wait_for(pilot, lambda: app.state.last_seq == count and app.bridge.pending == 0, what="the replay")
+    await settle(pilot, app)
+
+
+def test_feedback_pane_with_two_feedback_blocks(snap_compare, make_job):
+    """80x24, the Feedback tab: a denial and a refused stop (one line each), then Deadline and AGENTS.md blocks."""
+    from console.engine import events as ev
+    from tests.tui.guardrail_events import Log, guarded_run
+
+    full = guarded_run().events
+    log = Log()
+    log.events = full[: next(n for n, e in enumerate(full) if isinstance(e, ev.TokenUsage)) + 1]
+    app = guarded_app(make_job, log)
+
+    async def before(pilot):
+        await replayed(pilot, len(log.events))
+        app.main.show_pane("feedback")
+        await settle(pilot, app)
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=before)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)], ids=size_id)
+def test_guardrails_view(snap_compare, make_job, size):
+    from tests.tui.guardrail_events import guarded_run
+
+    log = guarded_run()
+    app = guarded_app(make_job, log)
+
+    async def before(pilot):
+        await replayed(pilot, len(log.events))
+        await pilot.press("g")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=size, run_before=before)

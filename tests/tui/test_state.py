@@ -21,8 +21,8 @@ def test_a_completed_quickstart(make_job):
     assert st.status == "completed" and st.phase == "Job Completion" and st.ended
     assert st.turns_total == 45 and st.input_tokens > st.cached_tokens > 0
     assert st.provider == "scripted" and st.model == "scripted-agent"
-    assert [f.seq for f in st.feedback] == sorted((f.seq for f in st.feedback), reverse=True)  # newest first
-    assert st.feedback[0].severity == "success" and st.feedback[0].source == "job"
+    assert [f.seq for f in st.feedback] == sorted(f.seq for f in st.feedback)  # newest last
+    assert st.feedback[-1].severity == "success" and st.feedback[-1].source == "job"
     assert st.run_started is not None and st.ended_at is not None and st.ended_at > st.run_started
 
 

@@ -14,9 +14,13 @@ PANES = [
     ("Todo list", "the Layer 2 list exactly as the agent sees it; the current task is highlighted"),
     ("main_plan.md", "the agent's plan, reloaded whenever the file changes on disk"),
     ("Token pressure", "next prompt size vs the window, soft (mask) and hard (wind-down) marks, trend, last action"),
-    ("Feedback", "notices newest first: masking, wind-down, restarts, denials, errors, operator commands"),
-    ("Conversation", "assistant text, tool calls (e expands the last, E all, click one), harness markers; "
-                     "follows the tail unless you scroll up (end follows again)"),
+    ("Feedback", "newest at the bottom: feedback providers' blocks as the agent got them (click one for the exact "
+                 "<feedback> text), tool denials, refused stops, budgets, stuck detections, the engine's notices"),
+    ("Conversation", "assistant text, tool calls (e expands the last, E all, click one), harness markers "
+                     "(denied calls, refused stops, feedback delivered); follows the tail unless you scroll up "
+                     "(end follows again)"),
+    ("Guardrails (g)", "the latest guardrails status: policies, feedback providers and their next firing, the "
+                       "completion verdict, refused stops, deadline and tokens left, command tools' confinement"),
 ]
 
 

@@ -13,7 +13,9 @@ layouts never loses a pane's state.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -24,6 +26,7 @@ from textual.widget import Widget
 from textual.widgets import Footer
 
 from console.tui.keymap import OPERATOR_KEYS
+from console.tui.state import ConsoleState
 from console.tui.widgets.conversation import ConversationPane
 from console.tui.widgets.feedback import FeedbackPane
 from console.tui.widgets.gauge import ContextGauge
@@ -31,9 +34,6 @@ from console.tui.widgets.plan_pane import PlanPane
 from console.tui.widgets.status import StatusLine
 from console.tui.widgets.tabs import PaneTabs
 from console.tui.widgets.todo_pane import TodoPane
-
-if TYPE_CHECKING:
-    from console.tui.app import ConsoleApp
 
 PANES = ["conversation", "todos", "plan", "gauge", "feedback"]
 NARROW_WIDTH, NARROW_HEIGHT, WIDE_WIDTH = 100, 28, 160
@@ -50,34 +50,38 @@ class MainScreen(Screen):
     BINDINGS = [Binding(k.key, k.action, k.label, show=k.show, id=k.id, tooltip=k.help, key_display=k.key_display)
                 for k in OPERATOR_KEYS]
 
-    def __init__(self) -> None:
+    def __init__(self, state: ConsoleState, now: Callable[[], datetime], *, plan_path: Path, attached: bool = False,
+                 max_items: int, on_ready: Callable[[], None] | None = None) -> None:
+        """Everything the panes need is handed in: the screen never reaches back into the app (one-way imports)."""
         super().__init__(id="main")
+        self.state = state
+        self.now = now
+        self.plan_path = plan_path
+        self.attached = attached
+        self.max_items = max_items
+        self.on_ready = on_ready
         self.layout_mode = ""
         self.active = "conversation"
 
-    @property
-    def console(self) -> ConsoleApp:
-        return self.app  # type: ignore[return-value]
-
     def compose(self) -> ComposeResult:
-        app = self.console
-        yield StatusLine(app.state, app.now, attached=app.controller.attached, id="status")
-        yield ContextGauge(app.state, compact=True, id="gauge-strip")
+        yield StatusLine(self.state, self.now, attached=self.attached, id="status")
+        yield ContextGauge(self.state, compact=True, id="gauge-strip")
         yield PaneTabs(PANES, id="tabs")
         with Grid(id="body"):
             # Order matters: the grid fills row by row (see app.tcss for the spans).
             yield TodoPane(id="todos", classes="pane")
-            yield ConversationPane(id="conversation", classes="pane", max_items=app.max_items)
-            yield ContextGauge(app.state, id="gauge", classes="pane")
+            yield ConversationPane(id="conversation", classes="pane", max_items=self.max_items)
+            yield ContextGauge(self.state, id="gauge", classes="pane")
             yield FeedbackPane(id="feedback", classes="pane")
-            yield PlanPane(app.plan_path, id="plan", classes="pane")
+            yield PlanPane(self.plan_path, id="plan", classes="pane")
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#conversation").border_title = "Conversation"
         self._apply_layout(self.size.width, self.size.height)
         self.pane("conversation").focus()
-        self.console.main_ready()
+        if self.on_ready is not None:
+            self.on_ready()
 
     def on_resize(self, event: Resize) -> None:
         self._apply_layout(event.size.width, event.size.height)

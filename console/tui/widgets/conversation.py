@@ -29,6 +29,7 @@ from textual.timer import Timer
 
 from console.engine import events as ev
 from console.tui.format import brief_args, clip, pretty_args, tokens
+from console.tui.state import stuck_told
 from console.tui.widgets import markdown_lite
 from console.tui.widgets.lines import Item, ItemView
 
@@ -51,6 +52,13 @@ NOTICE_STYLE = {
     "error": "$text-error",
     "success": "bold $text-success",
     "operator": "$text-secondary",
+    "refused": "bold $text-warning",
+    "bypassed": "$text-warning",
+    "budget": "bold $text-warning",
+    "feedback-info": "$text-primary",
+    "feedback-caution": "$text-warning",
+    "feedback-warning": "bold $text-warning",
+    "feedback-error": "bold $text-error",
 }
 
 
@@ -83,7 +91,9 @@ class ToolItem(Item):
     arguments: str = ""
     result: str | None = None
     ok: bool = True
-    denied: str = ""
+    denied: str = ""  # "<policy>: <reason>"
+    policy_error: str = ""
+    refused: str = ""  # a job_complete the completion checker refused ("1/5")
     masked: bool = False
     expanded: bool = False
     epoch: int = 0  # compaction epoch: masking only touches results of the current one
@@ -95,6 +105,8 @@ class ToolItem(Item):
         return render_tool(self)
 
     def estimate(self, width: int) -> int:
+        if self.denied and not self.expanded:
+            return _text_lines(render_tool(self).plain, width)
         if not self.expanded:
             return 1 if width >= 110 else _text_lines(self.tool + brief_args(self.arguments, 48) + "  ✓ 12,345 chars",
                                                        width)
@@ -137,7 +149,12 @@ def render_tool(it: ToolItem) -> Content:
     if args:
         parts += ["  ", (args, "$text-muted")]
     if it.denied:
-        parts += ["  ", (f"⛔ denied: {clip(it.denied, 60)}", "$text-error")]
+        policy, _, reason = it.denied.partition(": ")
+        parts += ["  ", (f"⊗ denied by {policy}:", "bold $text-warning"), " ",
+                  (clip(reason, 100 if not it.expanded else 400), "$text-warning")]
+    elif it.refused:
+        count = f" ({it.refused})" if "/" in it.refused else ""
+        parts += ["  ", (f"↩ refused{count}: the job is not complete", "bold $text-warning")]
     elif it.result is None:
         parts += ["  ", ("…", "$text-muted")]
     elif it.ok:
@@ -157,6 +174,11 @@ def render_tool(it: ToolItem) -> Content:
     if len(args_text) > ARGS_PREVIEW:
         args_text = args_text[:ARGS_PREVIEW] + f"\n… ({len(args_text) - ARGS_PREVIEW:,} more chars)"
     body.append(Content.assemble(("arguments ", "bold $text-muted"), args_text))
+    if it.denied:
+        body.append(Content.assemble(("not run: ", "bold $text-muted"), f"the {it.denied.partition(': ')[0]} policy "
+                                     "refused it; the agent got the reason as the call's error result"))
+        if it.policy_error:
+            body.append(Content.assemble(("the policy failed ", "bold $text-muted"), it.policy_error))
     if it.result is not None:
         result = it.result
         if len(result) > RESULT_PREVIEW:
@@ -186,6 +208,7 @@ class ConversationPane(ItemView):
         self.by_call: dict[str, ToolItem] = {}
         self.streaming: AssistantItem | None = None
         self.epoch = 0
+        self.last_feedback: ev.Feedback | None = None
         self.messages_seen = 0
         self._stream_timer: Timer | None = None
         self._streamed_at = 0.0
@@ -244,11 +267,16 @@ class ConversationPane(ItemView):
 
     def _ingest_marker(self, e: ev.EventBase, new: list[Item], dirty: list[Item]) -> None:
         if isinstance(e, ev.ToolDenied):
+            # The call's own line says it: "⊗ denied by <policy>: <reason>", not an ordinary error.
             item = self.by_call.get(e.call_id)
-            if item is not None:
-                item.denied = f"{e.policy}: {e.reason}"
+            if item is None:
+                item = ToolItem(call_id=e.call_id, tool=e.tool, epoch=self.epoch)
+                self.by_call[e.call_id] = item
+                new.append(item)
+            else:
                 dirty.append(item)
-            self._notice("⛔", f"{e.tool} denied by policy {e.policy}: {e.reason}", "error", new)
+            item.denied = f"{e.policy}: {clip(e.reason, 2000)}"
+            item.policy_error = e.error or ""
         elif isinstance(e, ev.ContextMasked):
             dirty.extend(self._mark_masked(e.masked, new))
             limit = e.prompt_budget or e.context_window
@@ -291,11 +319,32 @@ class ConversationPane(ItemView):
                 self._notice("↺", f"{what} of phase {e.from_phase}" + (f": {e.issue}" if e.issue else ""), "phase",
                              new)
         elif isinstance(e, ev.CompletionBlocked):
-            self._notice("✋", f"Completion blocked: {e.reason}. The agent was told to continue.", "wind-down", new)
+            if e.stop_reason == "job_complete":  # the call's own line says it was refused, not that it failed
+                call = next((i for i in reversed([*self.items[-50:], *new]) if isinstance(i, ToolItem)
+                             and i.tool == "job_complete"), None)
+                if call is not None and not call.refused:
+                    call.refused = f"{e.blocks}/{e.max_blocks}" if e.max_blocks else "yes"
+                    if call not in new:
+                        dirty.append(call)
+            who = f" by {e.checker}" if e.checker else ""
+            count = f" · refused stop {e.blocks} of at most {e.max_blocks}" if e.max_blocks else ""
+            what = "job_complete" if e.stop_reason == "job_complete" else "Stop"
+            self._notice("↩", f"{what} refused{who}: {clip(e.feedback or e.reason, 300)}{count}. The agent was "
+                              "told to continue.", "refused", new)
+        elif isinstance(e, ev.CompletionBypassed):
+            what = "job_complete" if e.stop_reason == "job_complete" else "The stop"
+            budget = "the deadline passed" if e.budget == "deadline" else "the token budget is spent"
+            self._notice("↷", f"{what} accepted without the completion check: {budget}.", "bypassed", new)
+        elif isinstance(e, ev.BudgetExhausted):
+            what = e.detail or ("deadline passed" if e.budget == "deadline" else "token budget spent")
+            self._notice("◷", f"{what[:1].upper()}{what[1:]}. The agent was told to wrap up.", "budget", new)
         elif isinstance(e, ev.StuckDetected):
-            self._notice("⚠", f"Stuck: {e.reason}", "wind-down", new)
+            if not stuck_told(self.last_feedback, e):  # the stuck detector's feedback line said it
+                self._notice("⚠", f"Stuck: {e.reason}" + (f" ({e.pattern})" if e.pattern else ""), "wind-down", new)
         elif isinstance(e, ev.Feedback):
-            self._notice("✎", f"Feedback ({e.source}, {e.severity}): {e.message}", "operator", new)
+            self.last_feedback = e
+            kind = f"feedback-{e.severity}" if f"feedback-{e.severity}" in NOTICE_STYLE else "feedback-info"
+            self._notice("◆", f"feedback from {e.source} ({e.severity}): {clip(e.message, 120)}", kind, new)
         elif isinstance(e, ev.OperatorCommand):
             if e.status != "received":
                 detail = f" — {e.detail}" if e.detail else ""

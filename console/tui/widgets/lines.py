@@ -51,6 +51,15 @@ class Item:
         return len(self.lines) if self.lines is not None else self.est
 
 
+def hang(head: Content, body: Content, width: int) -> list[Content]:
+    """``head`` then ``body`` wrapped to ``width``, its continuation lines indented under the body's start."""
+    indent = head.cell_length
+    if width <= indent + 10:
+        return [head + body]
+    lines = body.wrap(width - indent) or [Content("")]
+    return [head + lines[0], *(Content(" " * indent) + line for line in lines[1:])]
+
+
 OVERSCAN = 10  # lines rendered beyond the viewport, so a short scroll shows real text at once
 VISIBLE_INTERVAL = 0.1  # under a flood of events, what is on screen is re-rendered at most this often
 RENDER_BUDGET = 0.006  # seconds of rendering per tick: a flood must not starve the keyboard
