@@ -7,6 +7,7 @@ The confinement tests need bubblewrap. Without it they are skipped with the reas
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -35,7 +36,19 @@ from console.engine.tools.commands import (
 )
 from console.engine.tools.registry import ToolOutcome, ToolRegistry
 
-PY = sys.executable
+
+def _python_outside_tmp() -> str:
+    """A Python the sandbox can see: it mounts a private, empty /tmp, so a venv under /tmp (a CI checkout
+    there) is invisible inside; the system's python3 is not (the commands use nothing but the stdlib)."""
+    if not sys.executable.startswith("/tmp/"):
+        return sys.executable
+    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3", shutil.which("python3") or ""):
+        if candidate and not candidate.startswith("/tmp/") and os.access(candidate, os.X_OK):
+            return candidate
+    return sys.executable
+
+
+PY = _python_outside_tmp()
 NONE = Confinement("none", "forced by the test")
 
 
