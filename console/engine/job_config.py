@@ -22,7 +22,7 @@ from console.engine.job import (
     read_config_text,
 )
 from console.engine.tools import BUILTIN_TOOL_NAMES
-from console.engine.tools.commands import CommandToolConfig, SandboxMode
+from console.engine.tools.commands import CommandToolConfig, CommandTools, SandboxMode
 
 
 class JobConfig(_Strict):
@@ -36,20 +36,17 @@ class JobConfig(_Strict):
     # The definition owns its constraints (seed 002): policies, feedback, completion check, budgets...
     guardrails: GuardrailsConfig = Field(default_factory=GuardrailsConfig)
     # ...and the commands the agent may run (never written by the agent: job.toml is protected).
-    tools: list[CommandToolConfig] = Field(default_factory=list, max_length=64)
+    tools: CommandTools = Field(default_factory=list)
     # "required": refuse to run the job's commands where they cannot be confined.
     sandbox: SandboxMode = "auto"
 
     @field_validator("tools")
     @classmethod
     def _tool_names(cls, tools: list[CommandToolConfig]) -> list[CommandToolConfig]:
-        seen: set[str] = set()
+        # Unique names and the count are CommandTools' own checks; a built-in's name is this file's concern.
         for i, t in enumerate(tools):
             if t.name in BUILTIN_TOOL_NAMES:
                 raise ValueError(f"tool {i + 1} is named '{t.name}', the name of a built-in tool; choose another")
-            if t.name in seen:
-                raise ValueError(f"two tools are named '{t.name}'")
-            seen.add(t.name)
         return tools
 
 

@@ -418,9 +418,7 @@ class Session:
             if text:
                 after.append(Message.user(text, kind=FEEDBACK_KIND))
         stopped: str | None = None
-        if calls:
-            cp.nudges = 0
-        elif not cp.finished and not rt.job_done:
+        if not calls and not cp.finished and not rt.job_done:
             # A turn without a tool call is a stop: the completion checker decides (seed 002).
             verdict = guards.check_stop("end_turn", conv[self.reply_index()].content)
             if verdict.allowed:

@@ -248,3 +248,13 @@ def test_load_job_config_returns_a_config_or_raises_job_error(tmp_path_factory, 
         assert "\n" not in str(exc) and str(exc).startswith(str(root / "job.toml"))
     else:
         assert isinstance(cfg, JobConfig)
+
+
+@pytest.mark.parametrize(("tools", "says"), [
+    ('[[tools]]\nname = "read_file"\ndescription = "x"\ncommand = ["true"]\n', "the name of a built-in tool"),
+    ('[[tools]]\nname = "lint"\ndescription = "x"\ncommand = ["true"]\n' * 2, "two tools are named 'lint'"),
+])
+def test_job_declared_tools_may_not_shadow_or_repeat(make_job, tools: str, says: str) -> None:
+    with pytest.raises(JobError, match="key 'tools'") as info:
+        load_job_config(make_job(files={"job.toml": tools}))
+    assert says in str(info.value)
