@@ -364,6 +364,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
 def cmd_jobs(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from console.engine.job import JobError
     from console.engine.store import JobStore
@@ -405,19 +406,21 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     table.add_column("job", overflow="fold", max_width=28)
     table.add_column("summary / reason", overflow="fold", ratio=1, min_width=24)
     style = {"completed": "green", "running": "cyan", "failed": "red", "stopped": "yellow", "interrupted": "yellow",
-             "awaiting approval": "magenta"}
+             "awaiting approval": "magenta", "out of budget": "yellow", "incomplete": "red"}
 
     def short(ts: str | None) -> str:
         return (ts or "").replace("T", " ")[5:16]
 
     for r in rows:
+        # Text, not markup: a status without a style, or a summary the agent wrote with brackets in it,
+        # must print as it is (an empty style once made "[]out of budget[/]" a markup error).
         table.add_row(
-            f"[{style.get(r.status, '')}]{r.status}[/]",
+            Text(r.status, style=style.get(r.status, "")),
             short(r.started_at),
             short(r.completed_at),
             "" if r.confidence is None else f"{r.confidence:.2f}",
             re.sub(r"-\d{8}-\d{6}(-\d+)?$", "", Path(r.path).name),
-            r.summary or r.detail or "",
+            Text(r.summary or r.detail or ""),
         )
     console = Console()
     console.print(table)

@@ -137,6 +137,8 @@ class HeadlessLog:
             self._refusing = False  # its error result is the refusal, already on its line
         elif isinstance(e, ev.ToolResult) and not e.ok and e.call_id not in self._denied:
             first = one_line(next((ln for ln in e.content.splitlines() if ln.strip()), "(no message)").strip(), 140)
+            if e.duration_ms and e.duration_ms >= 1000:
+                first += f" ({e.duration_ms / 1000:.1f} s)"
             self._turn_line(self._c("33", f"        ✗ {one_line(e.tool, 60)}: {first}"))
         elif isinstance(e, ev.ContextMasked):
             budget = e.prompt_budget or e.context_window

@@ -272,3 +272,25 @@ def test_a_fifo_in_the_job_folder_is_named_not_hung(make_job, capsys) -> None:
     assert main(["run", str(paths.root), "--headless", "--speed", "0"]) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "cannot be copied to a run folder" in err and "pipe" in err
+
+
+def test_jobs_prints_every_status_and_bracketed_text_as_it_is(tmp_path, capsys) -> None:
+    # A status without a colour ("out of budget") once became the markup "[]out of budget[/]" and a
+    # traceback; a summary the agent wrote may hold brackets too: both must print verbatim.
+    from datetime import UTC, datetime
+
+    from console.engine.store import JobStore
+    from console.settings import load_settings
+
+    store = JobStore(load_settings().store_path)
+    now = datetime(2026, 11, 22, 13, 0, tzinfo=UTC)
+    a, b = tmp_path / "a-20261122-130000", tmp_path / "b-20261122-130000"
+    store.started(a, "a", "scripted", "scripted-agent", now)
+    store.ended(a, "out of budget", now, "token budget spent [/] [bold]x[/bold]")
+    store.started(b, "b", "scripted", "scripted-agent", now)
+    store.ended(b, "some future status", now, "[red]not red[/]")
+    assert main(["jobs"]) == 0
+    out = capsys.readouterr().out
+    assert "out of budget" in out and "some future status" in out
+    assert "[/] [bold]x[/bold]" in out.replace("\n", " ") or "[bold]x[/bold]" in out
+    assert "[red]not red[/]" in out

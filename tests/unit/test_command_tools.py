@@ -218,13 +218,13 @@ def test_tools_take_no_arguments_and_have_a_guide_line() -> None:
 def test_exit_code_and_merged_output(rt: Runtime, conf: Confinement) -> None:
     out = call(rt, py("import sys; print('hello'); sys.stdout.flush(); sys.stderr.write('warning\\n')"), conf)
     first, *rest = out.content.splitlines()
-    assert out.ok and first.startswith("exit code 0 (") and first.endswith(" s)")
+    assert out.ok and first == "exit code 0"
     assert rest == ["hello", "warning"]
 
 
 def test_nonzero_exit_is_not_ok(rt: Runtime, conf: Confinement) -> None:
     out = call(rt, py("import sys; print('boom'); sys.exit(3)"), conf)
-    assert not out.ok and out.content.startswith("exit code 3 (") and "boom" in out.content
+    assert not out.ok and out.content.startswith("exit code 3\n") and "boom" in out.content
     quiet = call(rt, py("pass"), conf)
     assert quiet.ok and quiet.content.endswith("\n(no output)")
 

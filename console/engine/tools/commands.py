@@ -339,9 +339,11 @@ def _render(config: CommandToolConfig, res: RunResult) -> str:
             sig = signal.Signals(-res.returncode).name
         except ValueError:
             sig = str(-res.returncode)
-        first = f"killed by signal {sig} ({res.seconds:.1f} s)"
+        first = f"killed by signal {sig}"
     else:
-        first = f"exit code {res.returncode} ({res.seconds:.1f} s)"
+        # No duration here (the tool_result event has it): the same run must give the same result, or
+        # the stuck detector never sees a repeated failure and identical turns never look identical.
+        first = f"exit code {res.returncode}"
     if res.total == 0:
         body = "(no output)"
     elif res.shown >= res.total:
