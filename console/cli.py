@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from console import __version__
+from console.providers.registry import NAMES as PROVIDER_NAMES
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -99,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--theme", metavar="NAME", help="console theme (agent-dark, agent-light, agent-ansi, ...)")
     run.add_argument("--in-place", action="store_true",
                      help="run in JOB itself instead of a fresh copy (resumes it if it has state)")
-    run.add_argument("--provider", choices=["scripted", "openai", "anthropic"], help="model provider")
+    run.add_argument("--provider", choices=list(PROVIDER_NAMES), help="model provider (its default model follows)")
     run.add_argument("--model", help="model name (default depends on the provider)")
     run.add_argument("--base-url", help="API base URL (an OpenAI-compatible server such as Ollama or vLLM)")
     run.add_argument("--speed", type=float, metavar="X",
@@ -220,11 +221,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise ValueError("--script replays turns with the scripted provider only")
         if args.script is not None:
             check_script(args.script)
-        api_key = None
-        if rs.provider == "openai" and settings.openai_api_key:
-            api_key = settings.openai_api_key.get_secret_value()
-        if rs.provider == "anthropic" and settings.anthropic_api_key:
-            api_key = settings.anthropic_api_key.get_secret_value()
+        secret = getattr(settings, f"{rs.provider}_api_key", None)  # AGENT_CONSOLE_<PROVIDER>_API_KEY
+        api_key = secret.get_secret_value() if secret is not None else None
         try:
             provider = make_provider(rs.provider, rs.model, base_url=rs.base_url, api_key=api_key, speed=rs.speed,
                                      clock=clock, script=args.script)
@@ -278,16 +276,28 @@ def _finish(sup: Any, paths: Any) -> int:
     if result is None:
         _err(f"the run was stopped before it started; resume it with: agent-console run --in-place {paths.root}")
         return EXIT_INTERRUPTED
+    cost = _job_cost(sup)
     if result.ok:
         if result.outcome is None:
             _say(f"job already complete: {paths.root}")
         else:
-            _say(f"done: job complete in {result.sessions} session(s); results in {paths.root}")
+            _say(f"done: job complete in {result.sessions} session(s){cost}; results in {paths.root}")
         return EXIT_OK
-    _err(f"run ended without job_complete: {result.reason.value}: {result.detail}")
-    if result.reason.value == "user_shutdown":
+    _err(f"run ended without job_complete: {result.reason.value}: {result.detail}{cost}")
+    if result.reason.value in ("user_shutdown", "model_unavailable", "budget_exhausted"):
+        # Nothing is lost: the exact command that goes on (a budget raised in job.toml first).
+        _err(f"resume with: agent-console run --in-place {paths.root}")
+    if result.reason.value in ("user_shutdown", "model_unavailable"):
         return EXIT_INTERRUPTED
     return EXIT_FAILED
+
+
+def _job_cost(sup: Any) -> str:
+    """"; cost $0.42" for the closing line, when the model's price is known."""
+    from console.engine.cost import format_cost
+
+    usd = sup.job_cost()
+    return "" if usd is None else f"; cost {format_cost(usd)}"
 
 
 def _run_in_console(sup: Any, paths: Any, theme: str) -> int:
@@ -432,7 +442,7 @@ def cmd_control(args: argparse.Namespace) -> int:
     import time
 
     from console.engine import events as ev
-    from console.engine.control import RunLock, write_inbox
+    from console.engine.control import RUN_SCOPED, RunLock, write_inbox
     from console.engine.job import JobError, JobPaths, validate_job_folder
 
     try:
@@ -453,8 +463,13 @@ def cmd_control(args: argparse.Namespace) -> int:
         cmd_args["issue"] = args.issue
     if args.command == "checkpoint" and args.note:
         cmd_args["note"] = args.note
-    cmd = write_inbox(paths, name, cmd_args, source="cli")
     pid = RunLock(paths).holder()
+    if pid is None and name in RUN_SCOPED:
+        # A stop (pause, approve...) belongs to a running run; left in the inbox it would act on the next one.
+        _err(f"{args.command}: no process is running {paths.root} now, so there is nothing to {args.command}; "
+             f"resume it with: agent-console run --in-place {paths.root}")
+        return EXIT_FAILED
+    cmd = write_inbox(paths, name, cmd_args, source="cli")
     if args.wait <= 0:
         print(f"{args.command}: queued for {paths.root}")
         return EXIT_OK

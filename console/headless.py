@@ -1,4 +1,8 @@
-"""The headless run's live log: one compact line per turn, plus todo and phase milestones."""
+"""The headless run's live log: one compact line per turn, plus todo and phase milestones.
+
+Costs are shown when the model's price is known (the turn's on its line, the job's at a session's and the run's
+end); otherwise one line says so, once. A model retry is one line while the engine waits.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import json
 import threading
 from typing import TextIO
 
+from console import present
 from console.engine import events as ev
 from console.engine.job import one_line
 
@@ -46,6 +51,8 @@ class HeadlessLog:
         self._feedback: ev.Feedback | None = None
         self._refusing = False
         self._phase = ""
+        self._job_cost: float | None = None  # the whole job's, from the last token_usage that knew it
+        self._price_told = False
         self.closed = False
 
     def _c(self, code: str, text: str) -> str:
@@ -117,19 +124,30 @@ class HeadlessLog:
         if isinstance(e, ev.SessionStarted):
             where = f"; continuing {one_line(e.detail, 0)}" if e.detail else ""
             self.write(self._c("1", f"session {e.session} started ({e.reason}, {e.provider}/{e.model}){where}"))
+            # Said once per log, and only when the engine said so (an older log has no "priced" at all).
+            if "priced" in e.model_fields_set and not e.priced and not self._price_told:
+                self._price_told = True
+                self.write(self._c("2", f"  {present.unpriced_text(e.model)}"))
+        elif isinstance(e, ev.ModelRetry):
+            self.write(self._c("33", f"  ⧗ {present.retry_text(e, message=160)}"))
         elif isinstance(e, ev.StateRecovered):
             moved = f" (kept as {e.moved_to})" if e.moved_to else ""
             self.write(self._c("1;33", one_line(f"recovered: {e.file}: {e.problem}{moved}; {e.action}", 0)))
         elif isinstance(e, ev.AssistantMessage):
             self._last_msg = e
+        elif isinstance(e, ev.TokenUsage) and self._last_msg is None:
+            self._job_cost = e.job_cost_usd if e.job_cost_usd is not None else self._job_cost
         elif isinstance(e, ev.TokenUsage) and self._last_msg is not None:
+            self._job_cost = e.job_cost_usd if e.job_cost_usd is not None else self._job_cost
             m = self._last_msg
             tools = ", ".join(f"{c.name}({_brief_args(c.arguments)})" for c in m.tool_calls) or "(no tool call)"
             cached = f", {_fmt_tokens(e.cached_input_tokens)} cached" if e.cached_input_tokens else ""
             est = "~" if not e.reported else ""
             budget = e.prompt_budget or e.context_window
             ctx = f" | ctx {e.context_tokens / budget:.0%}" if budget else ""
-            tokens = f"[{est}{_fmt_tokens(e.input_tokens)} in{cached}, {_fmt_tokens(e.output_tokens)} out{ctx}]"
+            cost = f" | {present.cost(e.cost_usd)}" if e.cost_usd is not None else ""
+            tokens = (f"[{est}{_fmt_tokens(e.input_tokens)} in{cached}, {_fmt_tokens(e.output_tokens)} out{ctx}"
+                      f"{cost}]")
             self.write(f"  t{e.turn:<4} {tools}  {self._c('2', tokens)}")
             self._flush_held()
             self._last_msg = None
@@ -159,7 +177,11 @@ class HeadlessLog:
         elif isinstance(e, ev.SessionEnded):
             self.write(self._c("2", f"session {e.session} ended: {e.reason} after {e.turns} turns"
                                     + (f" ({one_line(e.detail, 0)})" if e.detail and e.reason != "job_complete"
-                                       else "")))
+                                       else "") + self._cost_so_far()))
+        elif isinstance(e, ev.RunEnded) and self._job_cost is not None:
+            sessions = f" after {e.sessions} session{'s' if e.sessions != 1 else ''}" if e.sessions else ""
+            self.write(self._c("2", f"run ended: {one_line(e.reason, 80)}{sessions}; job cost "
+                                    f"{present.cost(self._job_cost)}"))
         elif isinstance(e, ev.TodosChanged):
             self._todos(e)
         elif isinstance(e, ev.PhaseTransition) and e.stage == "completed":
@@ -170,10 +192,15 @@ class HeadlessLog:
                                     f"({e.summary_chars} chars)"))
         elif isinstance(e, ev.ErrorEvent):
             self.write(self._c("31", f"  error ({e.where}): {one_line(e.message, 0)}"))
+        elif isinstance(e, ev.OperatorCommand) and e.status == "discarded":
+            self.write(self._c("2", f"  operator: {present.discarded_text(e)}"))
         elif isinstance(e, ev.OperatorCommand):
             self.write(self._c("35", f"  operator: {e.command} {e.status} {one_line(e.detail, 0)}".rstrip()))
         elif isinstance(e, ev.JobCompleted):
             self.write(self._c("1;32", f"job_complete: {one_line(e.summary, 0)} (confidence {e.confidence:.2f})"))
+
+    def _cost_so_far(self) -> str:
+        return f"; job cost so far {present.cost(self._job_cost)}" if self._job_cost is not None else ""
 
     def _todos(self, e: ev.TodosChanged) -> None:
         if e.reason.startswith("transition"):

@@ -33,11 +33,11 @@ from console.engine.job import (
     read_config_text,
     validate_base_url,
 )
-from console.engine.job_config import JobConfig
+from console.engine.job_config import JobConfig, ModelPrice
 from console.engine.run_settings import RunSettings
+from console.providers import registry
 
 APP_NAME = "agent-console"
-ProviderName = Literal["scripted", "openai", "anthropic"]
 
 
 def config_path() -> Path:
@@ -113,14 +113,15 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="AGENT_CONSOLE_", extra="forbid", allow_inf_nan=False)
 
     data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir(APP_NAME)))
-    provider: ProviderName = "scripted"
+    provider: str = "scripted"  # a provider registry name
     model: str | None = None
     base_url: str | None = None
     openai_api_key: SecretStr | None = None
     anthropic_api_key: SecretStr | None = None
     # Scripted model pacing: 1.0 looks alive in a demo, 0 is instant (tests, benchmarks).
     speed: float = Field(default=1.0, ge=0, le=MAX_SPEED)
-    context_window: int = Field(default=128_000, gt=0, le=MAX_CONTEXT_WINDOW)
+    # None: the model's window from the registry (or 128k for a model it does not know).
+    context_window: int | None = Field(default=None, gt=0, le=MAX_CONTEXT_WINDOW)
     soft_threshold: float = Field(default=0.70, gt=0, lt=1)
     hard_threshold: float = Field(default=0.85, gt=0, lt=1)
     max_turns: int = Field(default=500, gt=0, le=MAX_TURNS)
@@ -134,6 +135,21 @@ class Settings(BaseSettings):
     theme: str = "agent-dark"
     # Console key remapping: binding id -> keys, e.g. {"checkpoint": "ctrl+k"} (see the console's help screen).
     keys: dict[str, str] = Field(default_factory=dict)
+    # Prices and windows of models the registry does not know (or knows wrongly): [prices."MODEL"].
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    # Resilient turns: retry transient failures for up to this many seconds of waits per turn; a stream with
+    # no model output for idle_timeout seconds is a failure; a server's retry-after is honoured up to the cap.
+    retry_total_wait: float = Field(default=600.0, ge=0, le=7 * 24 * 3600)
+    retry_after_cap: float = Field(default=300.0, ge=0, le=24 * 3600)
+    idle_timeout: float = Field(default=120.0, gt=0, le=24 * 3600)
+    turn_timeout: float = Field(default=1800.0, gt=0, le=7 * 24 * 3600)
+
+    @field_validator("provider")
+    @classmethod
+    def _provider(cls, value: str) -> str:
+        if value not in registry.PROVIDERS:
+            raise ValueError(f"unknown provider '{value}' (choose {registry.choices()})")
+        return value
 
     @classmethod
     def settings_customise_sources(
@@ -173,21 +189,53 @@ def load_settings(**overrides: Any) -> Settings:
         raise JobError(f"settings ({config_path()} or AGENT_CONSOLE_*): {one_line(str(exc))}") from None
 
 
-DEFAULT_MODELS = {"scripted": "scripted-agent", "openai": "gpt-4.1-mini", "anthropic": "claude-sonnet-4-5"}
+def _model_for(settings: Settings, job: JobConfig, flags: dict[str, Any]) -> tuple[str, str]:
+    """(provider, model): the provider from the highest layer that names one (settings < job.toml < flags);
+    a model name counts only if it was given at or above the layer that chose the provider, so switching
+    the provider anywhere brings that provider's default model, never another provider's name."""
+    provider, model = settings.provider, settings.model
+    for p, m in ((job.model.provider, job.model.name), (flags.get("provider"), flags.get("model"))):
+        if p is not None and p != provider:
+            provider, model = p, None
+        if m is not None:
+            model = m
+    if provider not in registry.PROVIDERS:
+        where = "--provider" if flags.get("provider") == provider else "job.toml key 'model.provider'"
+        raise JobError(f"{where}: unknown provider '{provider}' (choose {registry.choices()})")
+    return provider, model or registry.PROVIDERS[provider].default_model
+
+
+def _window(settings: Settings, job: JobConfig, flags: dict[str, Any], info: registry.ModelInfo | None,
+            provider: str) -> tuple[int, str]:
+    if flags.get("context_window"):
+        return flags["context_window"], "--context-window"
+    if job.context.window:
+        return job.context.window, "job.toml"
+    if settings.context_window:
+        return settings.context_window, "settings"
+    if info is not None and info.context_window:
+        where = "registry" if info.source == "registry" else "[prices]"
+        return info.context_window, f"{where}: {info.name}"
+    if provider == "scripted":
+        return registry.FALLBACK_WINDOW, "default"
+    return registry.FALLBACK_WINDOW, "default (a model the registry does not know; set context_window)"
 
 
 def resolve_run_settings(settings: Settings, job: JobConfig, **flags: Any) -> RunSettings:
-    provider = job.model.provider or settings.provider
-    model = job.model.name or settings.model
-    if flags.get("provider") and flags["provider"] != provider:
-        # A provider switched on the command line must not inherit the job's model name.
-        model = None
+    provider, model = _model_for(settings, job, flags)
+    overrides = {name: entry.model_dump(exclude_none=True) for name, entry in settings.prices.items()}
+    overrides.update({name: entry.model_dump(exclude_none=True) for name, entry in job.prices.items()})
+    info = registry.model_info(provider, model, overrides)
+    window, window_source = _window(settings, job, flags, info, provider)
+    flags = {k: v for k, v in flags.items() if k not in ("provider", "model", "context_window")}
     rs = RunSettings(
         provider=provider,
-        model=model or DEFAULT_MODELS[provider],
-        base_url=job.model.base_url or settings.base_url,
+        model=model,
+        base_url=job.model.base_url or settings.base_url or registry.env_base_url(provider),
         speed=job.model.speed if job.model.speed is not None else settings.speed,
-        context_window=job.context.window or settings.context_window,
+        context_window=window,
+        context_window_source=window_source,
+        prices=info.prices if info is not None else None,
         soft_threshold=job.context.soft_threshold or settings.soft_threshold,
         hard_threshold=job.context.hard_threshold or settings.hard_threshold,
         max_turns=job.limits.max_turns or settings.max_turns,
@@ -199,6 +247,10 @@ def resolve_run_settings(settings: Settings, job: JobConfig, **flags: Any) -> Ru
         guardrails=job.guardrails,
         tools=tuple(job.tools),
         sandbox=job.sandbox,
+        retry_total_wait=settings.retry_total_wait,
+        retry_after_cap=settings.retry_after_cap,
+        idle_timeout=settings.idle_timeout,
+        turn_timeout=settings.turn_timeout,
     ).with_overrides(**flags)
     if flags.get("base_url") is not None:
         try:

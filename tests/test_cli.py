@@ -136,7 +136,9 @@ def test_sigterm_stops_cleanly(make_job) -> None:
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130 and "Traceback" not in err
-    assert "stopped by the operator" in err.strip().splitlines()[-1]
+    *_, reason, resume = err.strip().splitlines()
+    assert "stopped by the operator" in reason
+    assert resume == f"agent-console: resume with: agent-console run --in-place {paths.root}"
     ended = [json.loads(x) for x in paths.events.read_text().splitlines() if '"session_ended"' in x]
     assert ended and ended[-1]["reason"] == "user_shutdown"
 

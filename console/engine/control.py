@@ -35,6 +35,9 @@ COMMANDS: tuple[str, ...] = ("checkpoint", "rewind", "approve_restart", "deny_re
 POLL_INTERVAL = 0.2
 # Commands read per look at the inbox (a flood waits for the next look instead of stalling a turn).
 MAX_INBOX = 100
+# Commands that only make sense for a running run: with none running, the command line refuses them
+# rather than leaving them for the next run (a pause, a checkpoint or a rewind can be queued on purpose).
+RUN_SCOPED = frozenset({"stop", "approve_restart", "deny_restart"})
 
 
 class Command(BaseModel):
@@ -43,11 +46,19 @@ class Command(BaseModel):
     args: dict[str, Any] = Field(default_factory=dict)
     source: str = "api"
     issued_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    # The run (RunLock's id) that was running when the command was sent; None: no run was.
+    run: str | None = None
 
 
-def write_inbox(paths: JobPaths, command: str, args: dict[str, Any] | None = None, source: str = "cli") -> Command:
-    """Queue a command for a run from another process. Atomic: the engine never reads half a file."""
-    cmd = Command(command=command, args=args or {}, source=source)  # type: ignore[arg-type]
+def write_inbox(paths: JobPaths, command: str, args: dict[str, Any] | None = None, source: str = "cli",
+                run: str | None = None) -> Command:
+    """Queue a command for a run from another process. Atomic: the engine never reads half a file.
+
+    The command is addressed to the run that holds the job's lock now (``run`` overrides), so a stop that
+    arrives as that run ends is discarded by the next run instead of stopping it."""
+    if run is None:
+        run = RunLock(paths).run_id_of_holder()
+    cmd = Command(command=command, args=args or {}, source=source, run=run)  # type: ignore[arg-type]
     name = f"{time.time_ns():020d}-{cmd.id}.json"
     atomic_write_text(paths.inbox / name, cmd.model_dump_json(), durable=False)
     return cmd
@@ -62,6 +73,9 @@ class ControlChannel:
         self._last_poll = 0.0
         self.wake = threading.Event()
         self.invalid: list[str] = []
+        # The run reading this inbox (RunLock's id); run-scoped commands sent to another run are stale.
+        self.run_id: str | None = None
+        self.stale: list[Command] = []
 
     def submit(self, command: str, args: dict[str, Any] | None = None, source: str = "console") -> Command:
         cmd = Command(command=command, args=args or {}, source=source)  # type: ignore[arg-type]
@@ -110,6 +124,10 @@ class ControlChannel:
                 continue
             with contextlib.suppress(OSError):
                 path.unlink()
+            if cmd.run is not None and cmd.run != self.run_id:
+                # Sent to a run that ended before reading it (a stop during a stall): not for this run.
+                self.stale.append(cmd)
+                continue
             out.append(cmd)
         return out
 
@@ -131,11 +149,30 @@ class RunLock:
     def __init__(self, paths: JobPaths) -> None:
         self.path = paths.state / "run.lock"
         self._fd: int | None = None
+        self.run_id: str | None = None  # this process's run, once acquired
+
+    def run_id_of_holder(self) -> str | None:
+        """The id of the run that holds the lock now (None: no run, or one too old to have an id)."""
+        if self._fd is not None:
+            return self.run_id
+        info = self._holder_info()
+        run = info.get("run") if isinstance(info, dict) else None
+        return run if isinstance(run, str) and run else None
 
     def holder(self) -> int | None:
         """The pid of the process running the job, or None."""
         if self._fd is not None:
             return os.getpid()
+        info = self._holder_info()
+        if info is None:
+            return None
+        try:
+            return int(info.get("pid", 0)) or -1 if isinstance(info, dict) else -1
+        except (TypeError, ValueError):
+            return -1
+
+    def _holder_info(self) -> dict[str, Any] | None:
+        """What the holder wrote in the lock ({} if unreadable), or None when nobody holds it."""
         try:
             # Non-blocking: a named pipe where the lock should be must not hang `jobs` or `stop`.
             fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -148,10 +185,10 @@ class RunLock:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except BlockingIOError:
                 try:
-                    data = json.loads(os.pread(fd, 256, 0) or b"{}")
-                    return int(data.get("pid", 0)) or -1 if isinstance(data, dict) else -1
+                    data = json.loads(os.pread(fd, 512, 0) or b"{}")
+                    return data if isinstance(data, dict) else {}
                 except (ValueError, TypeError, OSError, RecursionError):
-                    return -1
+                    return {}
             except OSError:
                 return None
             fcntl.flock(fd, fcntl.LOCK_UN)
@@ -168,7 +205,9 @@ class RunLock:
             os.close(fd)
             return False
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"pid": os.getpid(), "since": datetime.now(UTC).isoformat()}).encode(), 0)
+        self.run_id = uuid.uuid4().hex[:12]
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "since": datetime.now(UTC).isoformat(),
+                                  "run": self.run_id}).encode(), 0)
         self._fd = fd
         return True
 

@@ -8,7 +8,7 @@ decides, so that every decision is an event and its state a recorded component o
   call acts, so the redo of a call a kill interrupted is judged as the first attempt was;
 - stops: ``job_complete`` and a turn without a tool call pass the task completion checker, bounded by
   ``max_completion_blocks``, and are let through without it once a budget is spent (recorded);
-- budgets: the deadline and the token budget, and the wrap-up turn they grant;
+- budgets: the deadline, the token budget and the money budget, and the wrap-up turn they grant;
 - feedback: after the turn's tool calls, the providers whose triggers fire produce ``<feedback>`` blocks
   that reach the agent after all tool results, each a ``feedback`` event.
 """
@@ -21,6 +21,7 @@ from typing import Any
 
 from console.engine import events as ev
 from console.engine.clock import Clock
+from console.engine.cost import format_cost
 from console.engine.guardrails import (
     Feedback,
     GateVerdict,
@@ -50,6 +51,9 @@ WRAP_UP = {
     "tokens": "[The job's token budget ({limit}) is spent. Wrap up NOW, in this turn: save what you have, record "
               "what is left with add_note, and call job_complete with an honest confidence and notes. The run "
               "ends after this turn.]",
+    "cost": "[The job's money budget ({limit}) is spent. Wrap up NOW, in this turn: save what you have, record "
+            "what is left with add_note, and call job_complete with an honest confidence and notes. The run "
+            "ends after this turn.]",
 }
 
 
@@ -115,9 +119,18 @@ class Enforcer:
     def restore(self, state: GuardrailState) -> None:
         self.g.restore(state)
 
-    def start(self) -> None:
+    def start(self, priced: bool | None = None) -> None:
         """The run starts (or resumes): the budgets' clock starts once per job, and an operator who raised a
-        spent budget in job.toml gets the run going again."""
+        spent budget in job.toml gets the run going again.
+
+        ``priced``: whether the model's prices are known. False with a ``budget_usd`` set: no cost is ever
+        counted, so that budget can never be reached; the operator is told so once, at the start."""
+        budget_usd = self.g.budgets.budget_usd
+        if priced is False and budget_usd is not None:
+            self.events.emit(ev.ErrorEvent, where="guardrails", recoverable=True, message=(
+                f"budget_usd = {format_cost(budget_usd)} can never be reached: no price is known for this model, "
+                "so no cost is counted. Add the model under [prices] in the config (see README), or limit the "
+                "job with budget_tokens."))
         st = self.g.budget_state
         now = self.clock.now()
         before = (st.model_dump(), self.g.feedback.state.started_at)
@@ -192,10 +205,16 @@ class Enforcer:
             self._changed()
 
     # -- budgets ---------------------------------------------------------------------------------
-    def count_tokens(self, n: int) -> None:
+    def count_tokens(self, n: int, cost_usd: float | None = None) -> float | None:
+        """Count a turn's tokens and cost; returns the job's cost so far (None while no price is known)."""
         if n > 0:
             self.g.add_tokens(n)
             self._changed()
+        if cost_usd is not None:
+            self.g.add_cost(cost_usd)
+            self._changed()
+            return self.g.budget_state.cost_usd
+        return self.g.budget_state.cost_usd or None
 
     def budget_turn(self) -> tuple[str | None, str | None]:
         """At a turn boundary: (a wrap-up message to give the agent now, or the reason the run ends now)."""
@@ -215,20 +234,29 @@ class Enforcer:
         return WRAP_UP[kind].format(limit=self._shown_limit(kind)), None
 
     def _limit(self, kind: str) -> tuple[float, float]:
+        """(the budget's limit, what is used of it): tokens, dollars or seconds."""
         st, b = self.g.budget_state, self.g.budgets
         if kind == "tokens":
             return float(b.budget_tokens or 0), float(st.tokens_used)
+        if kind == "cost":
+            return float(b.budget_usd or 0), round(st.cost_usd, 6)
         elapsed = (self.clock.now() - st.started_at).total_seconds() if st.started_at else 0.0
         return float(b.deadline_seconds or 0), round(elapsed, 3)
 
     def _shown_limit(self, kind: str) -> str:
         b = self.g.budgets
-        return f"{b.budget_tokens:,} tokens" if kind == "tokens" else format_duration(b.deadline_seconds or 0)
+        if kind == "tokens":
+            return f"{b.budget_tokens:,} tokens"
+        if kind == "cost":
+            return format_cost(b.budget_usd or 0)
+        return format_duration(b.deadline_seconds or 0)
 
     def why(self, kind: str) -> str:
         limit, used = self._limit(kind)
         if kind == "tokens":
             return f"token budget spent: {int(used):,} of {int(limit):,} tokens used"
+        if kind == "cost":
+            return f"money budget spent: {format_cost(used)} of {format_cost(limit)} used"
         return f"deadline passed: {format_duration(used)} since the job started, deadline {format_duration(limit)}"
 
     # -- stops -----------------------------------------------------------------------------------
@@ -366,10 +394,12 @@ class Enforcer:
             "deadline_at": d.get("deadline_at"), "budget_tokens": d.get("budget_tokens"),
             "tokens_used": self.g.budget_state.tokens_used, "confinement": self.confinement,
             "tools": list(self.command_tools),
+            "budget_usd": self.g.budgets.budget_usd, "cost_usd": round(self.g.budget_state.cost_usd, 6),
         }
-        # Tokens move every turn: the status says so again only at each percent of the budget.
-        budget = self.g.budgets.budget_tokens
-        key = {**body, "tokens_used": body["tokens_used"] // max(1, budget // 100) if budget else 0}
+        # Tokens and cost move every turn: the status says so again only at each percent of their budget.
+        budget, budget_usd = self.g.budgets.budget_tokens, self.g.budgets.budget_usd
+        key = {**body, "tokens_used": body["tokens_used"] // max(1, budget // 100) if budget else 0,
+               "cost_usd": int(body["cost_usd"] * 100 // budget_usd) if budget_usd else 0}
         if not force and key == self._last_status:
             return
         self._last_status = key

@@ -61,6 +61,12 @@ class SessionStarted(EventBase):
     carryover_messages: int = 0
     # On a resume: where the run continues (e.g. "turn 12, tool call 2 of 3").
     detail: str = ""
+    # The context window this session works in, and where that figure came from ("job.toml",
+    # "--context-window", "registry: gpt-4.1", "default").
+    context_window: int = 0
+    context_window_source: str = ""
+    # The model's prices are known (costs are shown) or not (said once, here).
+    priced: bool = False
 
 
 class SessionEnded(EventBase):
@@ -84,6 +90,25 @@ class TextDelta(EventBase):
     type: Literal["text_delta"] = "text_delta"
     turn: int
     text: str
+    # The model's reasoning (reasoning_content, thinking), shown dimmed, never part of the answer.
+    reasoning: bool = False
+
+
+class ModelRetry(EventBase):
+    """A model call failed in a way worth retrying; the half-streamed turn (if any) is dropped.
+
+    The console discards the turn's streamed text on this event; the agent never sees the partial reply.
+    """
+
+    type: Literal["model_retry"] = "model_retry"
+    turn: int
+    attempt: int  # the attempt that is coming next (2 = the first retry)
+    delay_s: float  # how long the engine waits before it
+    cause: str  # short: "rate limited", "server error 503", "stream cut", "stalled 120 s"
+    message: str = ""  # the provider's one line
+    waited_s: float = 0.0  # waits so far in this turn, this one included
+    max_wait_s: float = 0.0  # the most the turn may wait in all (retry_total_wait)
+    discarded_chars: int = 0  # streamed text thrown away with the failed attempt
 
 
 class ToolCallRecord(BaseModel):
@@ -100,6 +125,8 @@ class AssistantMessage(EventBase):
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     stop_reason: str = ""
     text_cut: Cut | None = None
+    # The model's reasoning for this reply (capped), for the operator; never sent back to the model.
+    reasoning: str = ""
 
 
 class ToolCalled(EventBase):
@@ -196,6 +223,11 @@ class TokenUsage(EventBase):
     output_tokens: int
     cached_input_tokens: int = 0
     reported: bool = True
+    # Tokens written to the prompt cache (part of input_tokens, priced apart).
+    cache_write_tokens: int = 0
+    # This turn's cost and the whole job's so far, in US dollars; None when the model's price is unknown.
+    cost_usd: float | None = None
+    job_cost_usd: float | None = None
     context_window: int = 0
     # The next prompt's size after this turn's results are appended (what pressure acts on).
     context_tokens: int = 0
@@ -273,7 +305,7 @@ class CompletionBypassed(EventBase):
     """A stop accepted without the completion check because a budget (deadline, tokens) is spent (seed 002)."""
 
     type: Literal["completion_bypassed"] = "completion_bypassed"
-    budget: Literal["deadline", "tokens"]
+    budget: Literal["deadline", "tokens", "cost"]
     stop_reason: str
     detail: str = ""
 
@@ -282,7 +314,7 @@ class BudgetExhausted(EventBase):
     """The job's deadline passed or its token budget is spent: the agent is told to wrap up."""
 
     type: Literal["budget_exhausted"] = "budget_exhausted"
-    budget: Literal["deadline", "tokens"]
+    budget: Literal["deadline", "tokens", "cost"]
     limit: float
     used: float
     detail: str = ""
@@ -322,6 +354,9 @@ class GuardrailsStatus(EventBase):
     deadline_at: datetime | None = None
     budget_tokens: int | None = None
     tokens_used: int = 0
+    # The money budget (US dollars) and what the job has cost so far.
+    budget_usd: float | None = None
+    cost_usd: float = 0.0
     # How job-declared command tools are confined: "bubblewrap", "none (unconfined)", or "" (no command tools).
     confinement: str = ""
     tools: list[str] = Field(default_factory=list)
@@ -332,7 +367,8 @@ class OperatorCommand(EventBase):
     command: str
     args: dict[str, Any] = Field(default_factory=dict)
     source: str = "api"
-    status: Literal["received", "applied", "rejected"] = "received"
+    # discarded: meant for an earlier run of the job (a stop left in the inbox), never applied.
+    status: Literal["received", "applied", "rejected", "discarded"] = "received"
     detail: str = ""
     command_id: str = ""
 
@@ -385,6 +421,7 @@ Event = Annotated[
     | SessionEnded
     | TurnStarted
     | TextDelta
+    | ModelRetry
     | AssistantMessage
     | ToolCalled
     | ToolDenied

@@ -144,7 +144,9 @@ class _Strict(BaseModel):
 
 
 class ModelSection(_Strict):
-    provider: Literal["scripted", "openai", "anthropic"] | None = None
+    # A provider registry name (scripted, openai, anthropic, ...): checked against the registry when the run's
+    # settings are resolved (the engine does not know the providers).
+    provider: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_-]{0,31}$")
     name: str | None = None
     base_url: str | None = None
     speed: float | None = Field(default=None, ge=0, le=MAX_SPEED)
@@ -207,7 +209,7 @@ def format_validation_error(source: str, exc: ValidationError,
     parts = []
     for err in exc.errors(include_url=False, include_input=False):
         key = ".".join(one_line(str(p), 80) for p in err["loc"]) or "(top level)"
-        msg = one_line(err["msg"])
+        msg = one_line(err["msg"]).removeprefix("Value error, ")  # pydantic's prefix says nothing to a reader
         if err["type"] == "extra_forbidden":
             msg = f"unknown key (check the spelling; {keys})"
         parts.append(f"key '{key}': {msg}")

@@ -6,10 +6,11 @@ guardrails' and the command tools' own config models, which use job.py's helpers
 
 from __future__ import annotations
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from console.engine.guardrails import GuardrailsConfig
 from console.engine.job import (
+    MAX_CONTEXT_WINDOW,
     ContextSection,
     JobError,
     JobPaths,
@@ -23,6 +24,22 @@ from console.engine.job import (
 )
 from console.engine.tools import BUILTIN_TOOL_NAMES
 from console.engine.tools.commands import CommandToolConfig, CommandTools, SandboxMode
+
+
+class ModelPrice(_Strict):
+    """``[prices."MODEL"]`` (job.toml or the config file): US dollars per million tokens, and the window."""
+
+    input: float | None = Field(default=None, ge=0, lt=1e6)
+    output: float | None = Field(default=None, ge=0, lt=1e6)
+    cached_input: float | None = Field(default=None, ge=0, lt=1e6)
+    cache_write: float | None = Field(default=None, ge=0, lt=1e6)
+    context_window: int | None = Field(default=None, gt=0, le=MAX_CONTEXT_WINDOW)
+
+    @model_validator(mode="after")
+    def _both(self) -> ModelPrice:
+        if (self.input is None) != (self.output is None):
+            raise ValueError("give both input and output (US dollars per million tokens), or neither")
+        return self
 
 
 class JobConfig(_Strict):
@@ -39,6 +56,8 @@ class JobConfig(_Strict):
     tools: CommandTools = Field(default_factory=list)
     # "required": refuse to run the job's commands where they cannot be confined.
     sandbox: SandboxMode = "auto"
+    # Prices and windows of models the registry does not know (or knows wrongly): [prices."MODEL"].
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
 
     @field_validator("tools")
     @classmethod

@@ -62,6 +62,7 @@ class UsageRecord(BaseModel):
     output_tokens: Count = 0
     cached_input_tokens: Count = 0
     reported: bool = True
+    cache_write_tokens: Count = 0
 
 
 class Checkpoint(BaseModel):

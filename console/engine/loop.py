@@ -16,7 +16,9 @@ turn without asking the model again and without re-running a recorded call.
 
 from __future__ import annotations
 
+import functools
 import json
+import random
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -32,8 +34,18 @@ from console.engine.context.tokens import CHARS_PER_TOKEN, estimate_message, est
 from console.engine.enforcement import FEEDBACK_KIND
 from console.engine.journal import Checkpoint, Conversation, UsageRecord
 from console.engine.messages import Message, ModelRequest, ToolCall
-from console.engine.model import Provider, ProviderError, Stop, TextDelta, ToolCallEvent, Usage
-from console.engine.operator import Aborted, OperatorState
+from console.engine.model import (
+    IncompleteStream,
+    Provider,
+    ProviderError,
+    ReasoningDelta,
+    Stop,
+    TextDelta,
+    ToolCallEvent,
+    Usage,
+)
+from console.engine.model_call import TICK, CallLimits, retrying, stream_abandonably
+from console.engine.operator import Aborted, OperatorState, Paused
 from console.engine.run_settings import RunSettings
 from console.engine.runtime import Runtime
 from console.engine.tools.registry import ToolOutcome, ToolRegistry, refused_arguments
@@ -44,6 +56,10 @@ OBSERVATION_BUDGET = 0.25  # share of the window one tool result may take
 # Tool-call arguments longer than this are shortened in the conversation once the call has run: the
 # content is in the file it wrote, and megabytes of it resent every turn would fill the window.
 ARGUMENTS_KEPT = 64 * 1024
+# The model's reasoning kept in the log for the operator (it is never sent back to the model).
+REASONING_KEPT = 16 * 1024
+# "Prompt too long" answers in a row (each followed by masking or a restart) before the run gives up.
+MAX_OVERFLOWS = 3
 KICKOFF = "Begin. Your ACTIVE TODO LIST is below: do the current task."
 
 
@@ -60,6 +76,8 @@ class ShutdownReason(StrEnum):
     # A turn ended without a tool call and no completion check stood in the way ([guardrails.completion]
     # type = "none"): the agent's stop is the end of the run.
     AGENT_STOPPED = "agent_stopped"
+    # Transient model failures outlasted retry_total_wait: nothing is lost, run --in-place goes on.
+    MODEL_UNAVAILABLE = "model_unavailable"
 
 
 @dataclass
@@ -81,6 +99,8 @@ class SessionDeps:
     settings: RunSettings
     operator: OperatorState
     context: ContextManager | None = None
+    # Seeds the retry jitter (tests, replays); None draws from the system's randomness.
+    seed: int | None = None
 
 
 @dataclass
@@ -89,6 +109,7 @@ class TurnOutput:
     calls: list[ToolCall]
     usage: Usage
     stop: Stop
+    reasoning: str = ""
 
 
 def clean(text: str) -> str:
@@ -129,21 +150,40 @@ def build_request(deps: SessionDeps, system: str, conversation: list[Message]) -
     return assemble(system, deps.registry, conversation, protected, output_reserve(deps.settings.context_window))
 
 
-def stream_turn(deps: SessionDeps, turn: int, request: ModelRequest) -> TurnOutput:
+def call_limits(st: RunSettings) -> CallLimits:
+    return CallLimits(idle_timeout=st.idle_timeout, turn_timeout=st.turn_timeout,
+                      retry_total_wait=st.retry_total_wait, retry_after_cap=st.retry_after_cap)
+
+
+def operator_tick(deps: SessionDeps) -> None:
+    """While the model is asked: a stop or a pause acts now (raises Aborted / Paused)."""
+    try:
+        deps.operator.apply(deps.runtime, streaming=True, asking=True)
+    finally:
+        deps.runtime.events.observe()  # a stop's confirmation must reach `agent-console stop` now
+
+
+def stream_turn(deps: SessionDeps, turn: int, request: ModelRequest, streamed: list[int] | None = None) -> TurnOutput:
+    """Ask the model for one turn. ``streamed`` (one counter) learns how much text was shown, so a failed
+    attempt can say what the console must discard."""
     rt = deps.runtime
     parts: list[str] = []
+    reasoning: list[str] = []
     calls: list[ToolCall] = []
     usage: Usage | None = None
-    stop = Stop("end_turn")
-    for item in deps.provider.stream(request):
-        try:
-            deps.operator.apply(rt, streaming=True)  # raises Aborted on a second stop
-        finally:
-            rt.events.observe()  # a stop's confirmation must reach `agent-console stop` now, not after the turn
+    stop: Stop | None = None
+    tick = functools.partial(operator_tick, deps)
+    for item in stream_abandonably(deps.provider, request, call_limits(deps.settings), tick):
         if isinstance(item, TextDelta):
             piece = clean(item.text)
             parts.append(piece)
+            if streamed is not None:
+                streamed[0] += len(piece)
             rt.events.emit(ev.TextDelta, turn=turn, text=piece)
+        elif isinstance(item, ReasoningDelta):
+            piece = clean(item.text)
+            reasoning.append(piece)
+            rt.events.emit(ev.TextDelta, turn=turn, text=piece, reasoning=True)
         elif isinstance(item, ToolCallEvent):
             c = item.call
             calls.append(c.model_copy(update={"name": clean(c.name), "arguments": clean(c.arguments),
@@ -152,11 +192,15 @@ def stream_turn(deps: SessionDeps, turn: int, request: ModelRequest) -> TurnOutp
             usage = item
         elif isinstance(item, Stop):
             stop = item
+    if stop is None:
+        # Every adapter ends a complete reply with a Stop; a stream without one was cut, and a cut reply is
+        # never executed (a half-received job_complete would run with {}).
+        raise IncompleteStream(f"{deps.provider.name}: the reply ended without its end marker")
     text = "".join(parts)
     if usage is None:
         out = estimate_text(text) + sum(estimate_text(c.arguments) for c in calls)
         usage = Usage(estimate_request(request), out, 0, reported=False)
-    return TurnOutput(text, calls, usage, stop)
+    return TurnOutput(text, calls, usage, stop, "".join(reasoning))
 
 
 def dispatch(deps: SessionDeps, turn: int, call: ToolCall) -> ToolOutcome:
@@ -265,6 +309,9 @@ class Session:
                                                 reserve=output_reserve(st.context_window))
         self.rt.observation_chars = max(2_000, int(st.context_window * OBSERVATION_BUDGET * CHARS_PER_TOKEN))
         self.turns_here = 0
+        self.waited = 0.0  # retry waits of the turn being asked
+        self.overflows = 0  # "prompt too long" answers in a row
+        self.rng = random.Random(deps.seed) if deps.seed is not None else None
 
     # -- committing ------------------------------------------------------------------------------
     def commit(self, durable: bool = False) -> None:
@@ -333,17 +380,96 @@ class Session:
             rt.events.emit(ev.TurnStarted, turn=cp.turn, layers=prompt_layers(request), prompt_tokens_est=cm.used)
             rt.events.observe()
             try:
-                out = stream_turn(self.deps, cp.turn, request)
+                out = self.ask(request)
             except Aborted:
                 # The half-streamed reply is dropped: the last commit stays the resume point.
                 return self.end(ShutdownReason.USER_SHUTDOWN, "stopped by the operator during a turn")
+            except Paused:
+                self.unask()  # asked again, under the same number, once the operator resumes
+                continue
             except ProviderError as exc:
-                rt.events.emit(ev.ErrorEvent, message=str(exc), where="provider", recoverable=False)
-                rt.events.observe()
-                return self.end(ShutdownReason.ERROR, str(exc))
+                if (ended := self.failed(exc)) is None:
+                    continue
+                return ended
+            self.overflows = 0
             self.record_reply(out)
             if (done := self.finish_turn()) is not None:
                 return done
+
+    # -- asking the model ------------------------------------------------------------------------
+    def ask(self, request: ModelRequest) -> TurnOutput:
+        """The turn's reply, with transient failures retried for the whole turn (each wait an event)."""
+        rt, deps = self.rt, self.deps
+        self.waited = 0.0
+        streamed = [0]
+
+        def attempt() -> TurnOutput:
+            streamed[0] = 0
+            return stream_turn(deps, self.cp.turn, request, streamed)
+
+        def announce(state: Any) -> None:
+            exc = state.outcome.exception()
+            self.waited = state.idle_for
+            rt.events.emit(ev.ModelRetry, turn=self.cp.turn, attempt=state.attempt_number + 1,
+                           delay_s=state.upcoming_sleep, cause=getattr(exc, "cause", "") or type(exc).__name__,
+                           message=str(exc), waited_s=round(state.idle_for, 3),
+                           max_wait_s=deps.settings.retry_total_wait, discarded_chars=streamed[0])
+            rt.events.observe()
+
+        policy = retrying(call_limits(deps.settings), self.wait, announce, self.rng)
+        return policy(attempt)
+
+    def wait(self, seconds: float) -> None:
+        """A retry's wait, in ticks that let a stop or a pause act at once."""
+        clock = self.rt.clock
+        end = clock.monotonic() + seconds
+        while True:
+            operator_tick(self.deps)
+            left = end - clock.monotonic()
+            if left <= 0:
+                return
+            clock.sleep(min(TICK, left))
+
+    def failed(self, exc: ProviderError) -> SessionResult | None:
+        """A model call that failed for good: the session's end, or None to go on (a full context)."""
+        rt, st = self.rt, self.deps.settings
+        if exc.kind == "context":
+            return self.overflowed(exc)
+        if exc.kind == "transient":
+            detail = (f"the model could not be reached: retried for {self.waited:.0f} s of waits (limit "
+                      f"{st.retry_total_wait:g} s); last: {exc}")
+            rt.events.emit(ev.ErrorEvent, message=detail, where="provider", recoverable=True)
+            rt.events.observe()
+            return self.end(ShutdownReason.MODEL_UNAVAILABLE, detail)
+        rt.events.emit(ev.ErrorEvent, message=str(exc), where="provider", recoverable=False)
+        rt.events.observe()
+        return self.end(ShutdownReason.ERROR, str(exc))
+
+    def unask(self) -> None:
+        """The turn that was being asked did not happen: its number is used again."""
+        self.cp.turn -= 1
+        self.turns_here -= 1
+
+    def overflowed(self, exc: ProviderError) -> SessionResult | None:
+        """The server says the prompt is too long: the context is full, whatever our estimate says. The next
+        look at the pressure masks or restarts; a fresh session's first prompt that is still too long ends
+        the run (nothing is left to take out)."""
+        rt, cm = self.rt, self.cm
+        self.unask()
+        self.overflows += 1
+        rt.events.emit(ev.ErrorEvent, message=f"{exc} - the context is treated as full", where="context",
+                       recoverable=True)
+        if self.overflows > MAX_OVERFLOWS or self.turns_here == 0:
+            # Nothing this session has done can be taken out (its first prompt is already too long), or taking
+            # out did not help: our window is larger than the model's.
+            detail = (f"the model's server refused the prompt as too long ({exc}), with nothing left to mask or "
+                      f"restart; lower context_window (now {self.deps.settings.context_window:,}) to the model's "
+                      "real window")
+            rt.events.emit(ev.ErrorEvent, message=detail, where="context", recoverable=False)
+            return self.end(ShutdownReason.ERROR, detail)
+        cm.used = max(cm.used, cm.budget) + 1  # over the budget: mask if that is enough, else restart
+        self.cp.evaluated = False
+        return None
 
     def record_reply(self, out: TurnOutput) -> None:
         """The reply as one step: once it is recorded, a resume never asks the model for this turn again."""
@@ -354,7 +480,7 @@ class Session:
             shown, cut = ev.cap_text(c.arguments)
             records.append(ev.ToolCallRecord(id=c.id, name=c.name, arguments=shown, arguments_cut=cut))
         rt.events.emit(ev.AssistantMessage, turn=cp.turn, text=text, text_cut=text_cut,
-                       stop_reason=out.stop.reason, tool_calls=records)
+                       stop_reason=out.stop.reason, tool_calls=records, reasoning=out.reasoning[:REASONING_KEPT])
         # Arguments too big for any tool are not recorded (nor resent every turn): the call is refused.
         calls = [c.model_copy(update={"arguments": stub}) if (stub := refused_arguments(c.arguments)) else c
                  for c in out.calls]
@@ -366,7 +492,8 @@ class Session:
         self.cm.record_usage(out.usage.input_tokens, output)
         cp.stage, cp.next_call, cp.finished, cp.notices, cp.compaction = "tools", 0, False, [], None
         cp.usage = UsageRecord(input_tokens=out.usage.input_tokens, output_tokens=out.usage.output_tokens,
-                               cached_input_tokens=out.usage.cached_input_tokens, reported=out.usage.reported)
+                               cached_input_tokens=out.usage.cached_input_tokens, reported=out.usage.reported,
+                               cache_write_tokens=out.usage.cache_write_tokens)
         self.commit()
 
     def reply_index(self) -> int:
@@ -437,10 +564,14 @@ class Session:
             conv.extend(notices)
             cm.appended(notices)
         usage = cp.usage or UsageRecord()
+        cost = None if st.prices is None else st.prices.cost(Usage(
+            usage.input_tokens, usage.output_tokens, usage.cached_input_tokens, usage.reported,
+            usage.cache_write_tokens))
         # Counted here, from the reply's recorded usage: the turn's end is one step, so a resume counts it once.
-        guards.count_tokens(usage.input_tokens + usage.output_tokens)
+        job_cost = guards.count_tokens(usage.input_tokens + usage.output_tokens, cost)
         rt.events.emit(ev.TokenUsage, turn=cp.turn, input_tokens=usage.input_tokens,
                        output_tokens=usage.output_tokens, cached_input_tokens=usage.cached_input_tokens,
+                       cache_write_tokens=usage.cache_write_tokens, cost_usd=cost, job_cost_usd=job_cost,
                        reported=usage.reported, context_window=st.context_window, context_tokens=cm.used,
                        prompt_budget=cm.budget, soft_threshold=st.soft_threshold, hard_threshold=st.hard_threshold)
         guards.status()

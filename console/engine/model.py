@@ -23,6 +23,13 @@ class TextDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    """The model's reasoning text (``reasoning_content``, thinking): shown to the operator, never replayed."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCallEvent:
     call: ToolCall
 
@@ -34,6 +41,9 @@ class Usage:
     cached_input_tokens: int = 0
     # False when the provider did not report usage and the engine estimated it.
     reported: bool = True
+    # Tokens written to the provider's prompt cache (Anthropic's cache_creation_input_tokens): part of
+    # input_tokens, priced apart.
+    cache_write_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,15 +52,37 @@ class Stop:
     detail: str = ""
 
 
-StreamEvent = TextDelta | ToolCallEvent | Usage | Stop
+StreamEvent = TextDelta | ReasoningDelta | ToolCallEvent | Usage | Stop
+
+# What a failure means for the run:
+#   transient - worth asking again after a wait (429, 5xx, 529, a reset or cut stream, a stall);
+#   context   - the server says the prompt is too long: the context is full, whatever our estimate says;
+#   fatal     - asking again gives the same answer (401/403, a bad model name, a rejected request).
+ErrorKind = Literal["transient", "context", "fatal"]
 
 
 class ProviderError(Exception):
     """A provider failed in a way the operator should read (auth, network, bad model).
 
     Messages must never contain secrets: adapters build them from status codes
-    and error types, not from request headers.
+    and error types, not from request headers. ``cause`` is a short phrase for a
+    retry line ("rate limited", "server error 503"); ``retry_after`` is the
+    server's own wait in seconds, when it gave one.
     """
+
+    def __init__(self, message: str, *, kind: ErrorKind = "fatal", cause: str = "",
+                 retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.kind: ErrorKind = kind
+        self.cause = cause or message
+        self.retry_after = retry_after
+
+
+class IncompleteStream(ProviderError):
+    """The stream ended without its protocol's end marker: the turn is not complete and is never executed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="transient", cause="stream cut")
 
 
 @runtime_checkable

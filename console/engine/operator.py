@@ -3,8 +3,11 @@
 Commands arrive through :class:`ControlChannel` (the console in-process, or
 the inbox from another shell) and are applied here, at turn boundaries:
 force a checkpoint, rewind with the operator's issue text, pause/resume,
-stop (after the current turn; a second stop aborts the turn), and approve or
-deny a pending restart.
+stop, and approve or deny a pending restart.
+
+While the model is being asked (a stream, a stall, a wait before a retry) a stop or a pause acts at once:
+the reply in progress is dropped (nothing of it was recorded) and asked again when the run goes on. While
+tools run, a stop waits for the turn's end (a second stop stops at once).
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ class Aborted(Exception):
     """The operator asked for an immediate stop while a turn was in flight."""
 
 
+class Paused(Exception):
+    """The operator paused while the model was being asked: the call is dropped, the run holds."""
+
+
 @dataclass
 class OperatorState:
     channel: ControlChannel = field(default_factory=ControlChannel)
@@ -34,17 +41,20 @@ class OperatorState:
     # Commands that arrived mid-turn, applied at the next turn boundary.
     deferred: list[Command] = field(default_factory=list)
 
-    def apply(self, rt: Runtime, *, streaming: bool = False, between_sessions: bool = False) -> list[Command]:
+    def apply(self, rt: Runtime, *, streaming: bool = False, between_sessions: bool = False,
+              asking: bool = False) -> list[Command]:
         """Drain and apply pending commands.
 
-        While streaming only stop is acted on at once; between sessions (waiting for a
+        While streaming only stop is acted on at once (``asking``: the model is being asked, so stop and
+        pause act at once, raising :class:`Aborted` or :class:`Paused`); between sessions (waiting for a
         restart's approval) a checkpoint or rewind waits for the next session's first
         turn boundary, where it is recorded with the conversation it belongs to.
         """
         cmds = self.channel.poll(force=not streaming)
         if streaming:
-            self.deferred += [c for c in cmds if c.command != "stop"]
-            cmds = [c for c in cmds if c.command == "stop"]
+            now = ("stop", "pause") if asking else ("stop",)
+            self.deferred += [c for c in cmds if c.command not in now]
+            cmds = [c for c in cmds if c.command in now]
         elif between_sessions:
             self.deferred += [c for c in cmds if c.command in ("checkpoint", "rewind")]
             cmds = [c for c in cmds if c.command not in ("checkpoint", "rewind")]
@@ -53,14 +63,27 @@ class OperatorState:
         for bad in self.channel.invalid:
             rt.events.emit(ev.OperatorCommand, command="invalid", source="inbox", status="rejected", detail=bad)
         self.channel.invalid.clear()
+        for old in self.channel.stale:
+            rt.events.emit(ev.OperatorCommand, command=old.command, args=old.args, source=old.source,
+                           status="discarded", command_id=old.id,
+                           detail=f"sent at {old.issued_at:%H:%M:%S} to an earlier run of this job; not applied")
+        self.channel.stale.clear()
         for cmd in cmds:
             rt.events.emit(ev.OperatorCommand, command=cmd.command, args=cmd.args, source=cmd.source,
                            status="received", command_id=cmd.id)
-            status, detail = self._apply_one(rt, cmd, streaming)
+            if asking and cmd.command == "stop" and not self.stop_requested:
+                self.stop_requested = self.abort = True
+                status, detail = "applied", "stopping now: the reply in progress is dropped and asked again on resume"
+            else:
+                status, detail = self._apply_one(rt, cmd, streaming)
+            if asking and cmd.command == "pause" and status == "applied":
+                detail = "paused: the reply in progress is dropped and asked again on resume"
             rt.events.emit(ev.OperatorCommand, command=cmd.command, args=cmd.args, source=cmd.source,
                            status=status, detail=detail, command_id=cmd.id)
         if streaming and self.abort:
             raise Aborted
+        if asking and self.paused:
+            raise Paused
         return cmds
 
     def _apply_one(self, rt: Runtime, cmd: Command, streaming: bool) -> tuple[str, str]:

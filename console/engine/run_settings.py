@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from console.engine.cost import Prices
 from console.engine.guardrails import GuardrailsConfig
 from console.engine.tools.commands import CommandToolConfig, SandboxMode
 
@@ -35,6 +36,17 @@ class RunSettings:
     guardrails: GuardrailsConfig | None = None
     tools: tuple[CommandToolConfig, ...] = ()
     sandbox: SandboxMode = "auto"
+    # The model's prices (None: unknown, so costs are not shown) and where the window figure came from
+    # ("job.toml", "--context-window", "registry: gpt-4.1", ...), for the console.
+    prices: Prices | None = None
+    context_window_source: str = "default"
+    # Resilient turns: a transient failure is retried for the whole turn, with backoff and jitter, until the
+    # waits add up to retry_total_wait seconds; a server's retry-after is honoured up to retry_after_cap; a
+    # stream with no model output for idle_timeout seconds, or a turn longer than turn_timeout, is a failure.
+    retry_total_wait: float = 600.0
+    retry_after_cap: float = 300.0
+    idle_timeout: float = 120.0
+    turn_timeout: float = 1800.0
 
     def with_overrides(self, **kw: Any) -> RunSettings:
         return replace(self, **{k: v for k, v in kw.items() if v is not None})

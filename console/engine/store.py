@@ -21,9 +21,14 @@ CREATE TABLE IF NOT EXISTS jobs (
     completed_at TEXT,
     confidence REAL,
     summary TEXT,
-    detail TEXT
+    detail TEXT,
+    cost_usd REAL
 )
 """
+# Columns added after the first release: an older database gets them (ALTER TABLE ADD COLUMN keeps every row).
+ADDED_COLUMNS = (("cost_usd", "REAL"),)
+COLUMNS = ("path", "name", "status", "provider", "model", "started_at", "updated_at", "completed_at", "confidence",
+           "summary", "detail", "cost_usd")
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,8 @@ class JobRow:
     confidence: float | None
     summary: str | None
     detail: str | None
+    # US dollars the whole job cost so far; None when unknown (no price for its model, or an older run).
+    cost_usd: float | None = None
 
 
 class JobStore:
@@ -55,6 +62,31 @@ class JobStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:
             db.execute(SCHEMA)
+        self._select = ", ".join(COLUMNS)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Add the columns a database made by an older version lacks (rows are kept; the new column is NULL).
+
+        A database this process may not write (read-only, or locked for too long) is still listed: the missing
+        columns read as NULL, and :attr:`error` says why they were not added."""
+        have: set[str] = set()
+        try:
+            with self._connect() as db:
+                have = {row[1] for row in db.execute("PRAGMA table_info(jobs)")}
+                for name, kind in ADDED_COLUMNS:
+                    if name in have:
+                        continue
+                    try:
+                        db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {kind}")
+                    except sqlite3.OperationalError as exc:
+                        if "duplicate column" not in str(exc).lower():  # another process added it meanwhile
+                            raise
+                    have.add(name)
+        except (sqlite3.Error, OSError) as exc:
+            self.error = f"{self.path}: {exc}"
+            added = {name for name, _kind in ADDED_COLUMNS}
+            self._select = ", ".join(f"NULL AS {c}" if c in added and c not in have else c for c in COLUMNS)
 
     def _update(self, sql: str, params: tuple) -> bool:
         try:
@@ -103,20 +135,21 @@ class JobStore:
             (status, now.isoformat(timespec="seconds"), detail, str(path)),
         )
 
+    def cost(self, path: Path, usd: float | None) -> None:
+        """Record what the job has cost so far (US dollars, the whole job); None: unknown (no price)."""
+        if usd is not None and not (usd >= 0 and usd < float("inf")):
+            return  # nan, inf or negative: not a cost, never written
+        self._update("UPDATE jobs SET cost_usd=? WHERE path=?", (usd, str(path)))
+
     def list(self, limit: int = 50) -> list[JobRow]:
         with self._connect() as db:
             rows = db.execute(
-                "SELECT path, name, status, provider, model, started_at, updated_at, completed_at, confidence, "
-                "summary, detail FROM jobs ORDER BY started_at DESC, path DESC LIMIT ?",
+                f"SELECT {self._select} FROM jobs ORDER BY started_at DESC, path DESC LIMIT ?",
                 (limit,),
             ).fetchall()
         return [JobRow(*r) for r in rows]
 
     def get(self, path: Path) -> JobRow | None:
         with self._connect() as db:
-            r = db.execute(
-                "SELECT path, name, status, provider, model, started_at, updated_at, completed_at, confidence, "
-                "summary, detail FROM jobs WHERE path=?",
-                (str(path),),
-            ).fetchone()
+            r = db.execute(f"SELECT {self._select} FROM jobs WHERE path=?", (str(path),)).fetchone()
         return JobRow(*r) if r else None

@@ -65,6 +65,8 @@ STATUS_FOR = {
     ShutdownReason.COMPLETION_BLOCKED: "incomplete",
     ShutdownReason.BUDGET_EXHAUSTED: "out of budget",
     ShutdownReason.AGENT_STOPPED: "agent stopped",
+    # Nothing is lost: run --in-place goes on once the model answers again.
+    ShutdownReason.MODEL_UNAVAILABLE: "interrupted",
 }
 MAX_IDLE_RESTARTS = 3
 # Harness files that must be regular files, and folders that must be folders; anything else there
@@ -102,7 +104,9 @@ class Supervisor:
         store: JobStore | None = None,
         registry: ToolRegistry | None = None,
         channel: ControlChannel | None = None,
+        seed: int | None = None,
     ) -> None:
+        self.seed = seed  # the retry jitter's seed (tests); None: the system's randomness
         self.paths = paths
         self.settings = settings
         self.provider = provider
@@ -222,6 +226,17 @@ class Supervisor:
                              recoverable=True)
             self.store.error = None
 
+    def job_cost(self) -> float | None:
+        """US dollars the whole job has cost so far (None when the model's price is unknown)."""
+        if self.runtime is None or self.settings.prices is None:
+            return None
+        return self.runtime.guardrails.budget_state.cost_usd
+
+    def _window_info(self) -> dict[str, Any]:
+        st = self.settings
+        return {"context_window": st.context_window, "context_window_source": st.context_window_source,
+                "priced": st.prices is not None}
+
     def _store_started(self) -> None:
         self._store("started", self.paths.root.name, self.provider.name, self.provider.model, self.clock.now())
 
@@ -237,7 +252,7 @@ class Supervisor:
             notice = confinement_notice(self.settings.sandbox, self.confinement, self.settings.tools)
             if notice is not None:
                 self.events.emit(ev.ErrorEvent, message=notice, where="commands", recoverable=True)
-        rt.guards.start()
+        rt.guards.start(priced=self.settings.prices is not None)
         rt.guards.status(force=True)
 
     def _await_restart_decision(self, result: SessionResult, carry_tokens: int) -> str:
@@ -268,6 +283,7 @@ class Supervisor:
     def run(self) -> RunResult:
         if not self.lock.acquire():
             raise JobBusy(f"{self.paths.root} is already being run by process {self.lock.holder()}")
+        self.operator.channel.run_id = self.lock.run_id
         try:
             self.result = self._run()
             return self.result
@@ -356,14 +372,15 @@ class Supervisor:
         if reason == "resume" and loaded.cp is None:
             conversation = Conversation(self._new_session_conversation([], 0, self.session, "resume"))
         self.events.emit(ev.SessionStarted, reason=reason, provider=self.provider.name, model=self.provider.model,
-                         carryover_messages=len(conversation), detail=detail)
+                         carryover_messages=len(conversation), detail=detail, **self._window_info())
         if not rt.phases.ensure_bootstrap():
             rt.phases.publish_todos("resume")  # views rebuild from events: show the list at once
             rt.phases.recover()
         if cp.tasks_at_start == 0:
             cp.tasks_at_start = rt.memory.state.next_id
         self._start_guardrails(rt)
-        deps = self.deps = SessionDeps(rt, self.provider, self.registry, self.settings, self.operator)
+        deps = self.deps = SessionDeps(rt, self.provider, self.registry, self.settings, self.operator,
+                                           seed=self.seed)
         while True:
             try:
                 result = run_agent_session(deps, self.session, conversation, cp, system)
@@ -373,6 +390,8 @@ class Supervisor:
                 self.events.emit(ev.ErrorEvent, message=detail, where="supervisor", recoverable=False)
                 result = SessionResult(ShutdownReason.ERROR, 0, self.session, detail=detail)
             self.events.emit(ev.SessionEnded, reason=result.reason.value, turns=result.turns, detail=result.detail)
+            if (usd := self.job_cost()) is not None:
+                self._store("cost", usd)  # `jobs` shows what the job has cost, session by session
             self.events.observe()
             if result.reason is not ShutdownReason.CONTEXT_FULL:
                 break
@@ -405,7 +424,8 @@ class Supervisor:
                             idle_restarts=cp.idle_restarts, tasks_at_start=rt.memory.state.next_id)
             system = None
             self.events.emit(ev.SessionStarted, reason="restart", provider=self.provider.name,
-                             model=self.provider.model, carryover_messages=len(result.carryover))
+                             model=self.provider.model, carryover_messages=len(result.carryover),
+                             **self._window_info())
         self.events.emit(ev.RunEnded, reason=result.reason.value, detail=result.detail, sessions=self.session,
                          restarts=cp.restarts)
         self.events.observe()

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,11 +21,30 @@ except ImportError:  # pragma: no cover - older SDKs
     import httpx as httpx2  # type: ignore[no-redef]
 
 from console.engine.messages import Message, ModelRequest, ToolCall
-from console.engine.model import ProviderError, Stop, StreamEvent, TextDelta, ToolCallEvent, Usage
+from console.engine.model import (
+    IncompleteStream,
+    ProviderError,
+    ReasoningDelta,
+    Stop,
+    StreamEvent,
+    TextDelta,
+    ToolCallEvent,
+    Usage,
+)
+from console.providers.errors import (
+    classify,
+    error,
+    is_context_overflow,
+    network_reason,
+    origin,
+    response_headers,
+    scrub,
+    server_detail,
+    with_detail,
+)
 
 _EPHEMERAL = {"type": "ephemeral"}
 _LOCAL_PLACEHOLDER_KEY = "not-needed"
-_KEYLIKE = re.compile(r"\b(sk|key)-[\w\-.*]{4,}", re.IGNORECASE)
 
 
 class AnthropicProvider:
@@ -40,13 +57,17 @@ class AnthropicProvider:
         api_key: str | None = None,
         base_url: str | None = None,
         timeout: float = 60.0,
-        max_retries: int = 2,
+        max_retries: int = 0,
         client: anthropic.Anthropic | None = None,
+        key_variable: str = "ANTHROPIC_API_KEY",
     ) -> None:
         self.model = model
         self._timeout = timeout
+        self._key_variable = key_variable
         if client is None:
-            client = _make_client(api_key, base_url, timeout, max_retries)
+            # No SDK retries: the engine retries the whole turn, interruptibly (the SDK would sleep where a
+            # stop cannot reach it, and honour a retry-after of an hour).
+            client = _make_client(api_key, base_url, timeout, max_retries, key_variable)
         self._client = client
 
     def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
@@ -57,18 +78,22 @@ class AnthropicProvider:
         except anthropic.AnthropicError as err:
             # `from None`: the SDK exception carries the request (and its auth header) and
             # server text that may echo a masked key; the operator message is built without both.
-            raise ProviderError(describe_error(err, secret=secret, timeout=self._timeout)) from None
+            raise to_provider_error(err, secret=secret, timeout=self._timeout,
+                                    key_variable=self._key_variable) from None
         except httpx2.TransportError as err:
             # The SDK wraps transport errors raised while connecting, not those while reading the stream.
-            raise ProviderError(f"anthropic: connection lost mid-stream ({_network_reason(err)})") from None
-        except json.JSONDecodeError:
-            raise ProviderError("anthropic: server sent malformed stream data (not JSON)") from None
+            raise ProviderError(
+                f"anthropic: connection lost mid-stream ({network_reason(err, include_self=True)})",
+                kind="transient", cause="connection lost") from None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise ProviderError("anthropic: the server sent malformed stream data (not JSON in UTF-8)",
+                                kind="transient", cause="malformed stream") from None
 
     def _stream(self, params: dict[str, Any]) -> Iterator[StreamEvent]:
         calls: dict[int, _PartialCall] = {}
         usage = _UsageTally()
         stop_reason: str | None = None
-        started = False
+        started = finished = False
 
         with self._client.messages.create(**params) as events:
             for event in events:
@@ -82,21 +107,32 @@ class AnthropicProvider:
                         calls[event.index] = _PartialCall(block.id, block.name, initial=block.input)
                     elif block.type == "text" and block.text:
                         yield TextDelta(block.text)
+                    elif block.type == "thinking" and getattr(block, "thinking", ""):
+                        yield ReasoningDelta(block.thinking)
                 elif kind == "content_block_delta":
                     delta = event.delta
                     if delta.type == "text_delta":
                         if delta.text:
                             yield TextDelta(delta.text)
+                    elif delta.type == "thinking_delta":
+                        if delta.thinking:
+                            yield ReasoningDelta(delta.thinking)
                     elif delta.type == "input_json_delta" and event.index in calls:
                         calls[event.index].parts.append(delta.partial_json)
                 elif kind == "message_delta":
                     usage.delta(event.usage)
                     stop_reason = event.delta.stop_reason or stop_reason
+                elif kind == "message_stop":
+                    finished = True
 
         if not started:
             raise ProviderError(
-                "anthropic: server sent no message_start - is base_url an Anthropic endpoint?"
+                "anthropic: server sent no message_start - is base_url an Anthropic endpoint?", kind="fatal"
             )
+        if not finished:
+            # No message_stop: the stream was cut. A partial reply, above all a partial tool call, is never
+            # executed: the engine asks again.
+            raise IncompleteStream("anthropic: the stream ended without message_stop (cut mid-way)")
 
         # Emitted after the text, as the stream protocol requires, in block order.
         for index in sorted(calls):
@@ -106,22 +142,22 @@ class AnthropicProvider:
 
 
 def _make_client(
-    api_key: str | None, base_url: str | None, timeout: float, retries: int
+    api_key: str | None, base_url: str | None, timeout: float, retries: int, key_variable: str
 ) -> anthropic.Anthropic:
     # None lets the SDK fall back to ANTHROPIC_AUTH_TOKEN and on-disk profiles.
-    key = api_key or os.environ.get("ANTHROPIC_API_KEY") or None
+    key = api_key or os.environ.get(key_variable) or None
     try:
         client = anthropic.Anthropic(api_key=key, base_url=base_url, timeout=timeout, max_retries=retries)
     except anthropic.AnthropicError as err:
         # e.g. a broken profile under ANTHROPIC_CONFIG_DIR; the message names a path, not a secret.
         raise ProviderError(
-            f"anthropic: cannot load credentials - set ANTHROPIC_API_KEY ({_scrub(str(err), key)})"
+            f"anthropic: cannot load credentials - set {key_variable} ({scrub(str(err), key)})"
         ) from None
     if client.api_key or client.auth_token or client.credentials:
         return client
     if base_url is None:
         # The SDK itself would only fail at request time, with a TypeError.
-        raise ProviderError("anthropic: no API key - set ANTHROPIC_API_KEY")
+        raise ProviderError(f"anthropic: no API key - set {key_variable}")
     # Local Anthropic-compatible servers ignore the key, but the SDK insists on one.
     return anthropic.Anthropic(
         api_key=_LOCAL_PLACEHOLDER_KEY, base_url=base_url, timeout=timeout, max_retries=retries
@@ -288,7 +324,8 @@ class _UsageTally:
     def report(self) -> Usage:
         # Anthropic's input_tokens excludes cached tokens; the engine budgets on total prompt size.
         total = self.input_tokens + self.cache_read + self.cache_creation
-        return Usage(total, self.output_tokens, cached_input_tokens=self.cache_read, reported=self.reported)
+        return Usage(total, self.output_tokens, cached_input_tokens=self.cache_read, reported=self.reported,
+                     cache_write_tokens=self.cache_creation)
 
 
 def _stop(raw: str | None) -> Stop:
@@ -303,80 +340,53 @@ def _stop(raw: str | None) -> Stop:
 # -- errors ---------------------------------------------------------------------------
 
 
-def describe_error(err: anthropic.AnthropicError, *, secret: str | None, timeout: float) -> str:
+def to_provider_error(err: anthropic.AnthropicError, *, secret: str | None, timeout: float,
+                      key_variable: str = "ANTHROPIC_API_KEY") -> ProviderError:
+    """One line for the operator, and whether asking again can help."""
+    message = describe_error(err, secret=secret, timeout=timeout, key_variable=key_variable)
+    if isinstance(err, anthropic.APITimeoutError):
+        return ProviderError(message, kind="transient", cause="timed out")
+    if isinstance(err, anthropic.APIConnectionError):
+        return ProviderError(message, kind="transient", cause=network_reason(err))
+    if isinstance(err, anthropic.APIStatusError):
+        status = err.status_code
+        detail = server_detail(err.body) or str(err.message)
+        if status < 400:
+            # An `event: error` inside a 200 stream (overloaded_error, api_error mid-generation).
+            kind = "context" if is_context_overflow(None, detail) else "transient"
+            return ProviderError(message, kind=kind, cause=f"stream error ({err.type or 'error'})")
+        cause = ("rate limited" if status == 429 else "overloaded" if status == 529
+                 else f"server error {status}" if status >= 500 else f"status {status}")
+        return error(message, kind=classify(status, detail), cause=cause, headers=response_headers(err))
+    if isinstance(err, anthropic.APIError):
+        return ProviderError(message, kind="transient", cause="stream error")
+    return ProviderError(message, kind="fatal")
+
+
+def describe_error(err: anthropic.AnthropicError, *, secret: str | None, timeout: float,
+                   key_variable: str = "ANTHROPIC_API_KEY") -> str:
     """One line for the operator, built from status and error type, never from headers."""
     if isinstance(err, anthropic.APITimeoutError):
-        return f"anthropic: {_origin(err)} timed out (timeout {timeout:g}s)"
+        return f"anthropic: {origin(err)} timed out (timeout {timeout:g}s)"
     if isinstance(err, anthropic.APIConnectionError):
-        return f"anthropic: cannot reach {_origin(err)} ({_network_reason(err)})"
+        return f"anthropic: cannot reach {origin(err)} ({network_reason(err)})"
     if isinstance(err, anthropic.AuthenticationError):
-        return "anthropic: authentication failed (401) - check ANTHROPIC_API_KEY"
+        return f"anthropic: authentication failed (401) - check {key_variable}"
     if isinstance(err, anthropic.PermissionDeniedError):
-        return "anthropic: permission denied (403) - the key may not have access to this model"
+        return f"anthropic: permission denied (403) - the key in {key_variable} may not have access to this model"
     if isinstance(err, anthropic.RateLimitError):
-        return _with_detail("anthropic: rate limited (429)", err, secret)
+        return with_detail("anthropic: rate limited (429)", err, secret)
     if isinstance(err, anthropic.NotFoundError):
-        return _with_detail("anthropic: not found (404) - check the model name and base_url", err, secret)
+        return with_detail("anthropic: not found (404) - check the model name and base_url", err, secret)
     if isinstance(err, anthropic.APIStatusError):
         status = err.status_code
         if status < 400:
-            # An `event: error` inside a 200 stream, e.g. overloaded_error mid-generation.
-            return _with_detail(f"anthropic: stream error ({err.type or 'error'})", err, secret)
+            return with_detail(f"anthropic: stream error ({err.type or 'error'})", err, secret)
         if status == 529:
-            return "anthropic: overloaded (529) - try again later"
+            return with_detail("anthropic: overloaded (529)", err, secret)
         if status >= 500:
-            return f"anthropic: server error ({status}) - try again later"
-        return _with_detail(f"anthropic: request rejected ({status})", err, secret)
+            return with_detail(f"anthropic: server error ({status})", err, secret)
+        return with_detail(f"anthropic: request rejected ({status})", err, secret)
     if isinstance(err, anthropic.APIError):
-        return _with_detail("anthropic: request failed", err, secret)
+        return with_detail("anthropic: request failed", err, secret)
     return f"anthropic: {type(err).__name__}"
-
-
-def _with_detail(prefix: str, err: anthropic.AnthropicError, secret: str | None) -> str:
-    detail = _server_detail(getattr(err, "body", None))
-    return f"{prefix}: {_scrub(detail, secret)}" if detail else prefix
-
-
-def _server_detail(body: object) -> str:
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict):
-            msg = inner.get("message") or inner.get("type")
-            return str(msg) if msg else ""
-        return str(inner) if isinstance(inner, str) else ""
-    return body if isinstance(body, str) else ""
-
-
-def _scrub(text: str, secret: str | None) -> str:
-    # Servers echo (masked) keys in 4xx messages; strip anything key-shaped and cap the length.
-    if secret and len(secret) >= 6:
-        text = text.replace(secret, "***")
-    text = _KEYLIKE.sub("***", text)
-    line = " ".join(text.split())
-    return line if len(line) <= 200 else line[:197] + "..."
-
-
-def _origin(err: anthropic.APIError) -> str:
-    # scheme://host:port only: a path or query string could carry a key.
-    url = err.request.url
-    port = f":{url.port}" if url.port else ""
-    return f"{url.scheme}://{url.host}{port}"
-
-
-def _network_reason(err: BaseException) -> str:
-    chain: list[BaseException] = [err] if not isinstance(err, anthropic.AnthropicError) else []
-    cause = err.__cause__ or err.__context__
-    while cause is not None and len(chain) < 8:
-        chain.append(cause)
-        cause = cause.__cause__ or cause.__context__
-    text = " ".join(str(c) for c in chain).lower()
-    if any(isinstance(c, ConnectionRefusedError) for c in chain) or "connection refused" in text:
-        return "connection refused"
-    if any(isinstance(c, socket.gaierror) for c in chain) or "name or service not known" in text:
-        return "host not found"
-    if "ssl" in text or "certificate" in text:
-        return "TLS error"
-    if chain:
-        first = re.sub(r"\[Errno -?\d+\]\s*", "", str(chain[0])).strip()
-        return _scrub(first, None).lower() or type(chain[0]).__name__
-    return "network error"

@@ -8,18 +8,24 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import socket
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import openai
 
+try:  # the SDK moved from httpx to httpx2; catch transport errors from whichever it uses
+    import httpx2
+except ImportError:  # pragma: no cover - older SDKs
+    import httpx as httpx2  # type: ignore[no-redef]
+
 from console.engine.messages import Message, ModelRequest, ToolCall
 from console.engine.model import (
+    IncompleteStream,
     ProviderError,
+    ReasoningDelta,
     Stop,
     StopReason,
     StreamEvent,
@@ -27,10 +33,19 @@ from console.engine.model import (
     ToolCallEvent,
     Usage,
 )
+from console.providers.errors import (
+    classify,
+    error,
+    is_context_overflow,
+    network_reason,
+    origin,
+    response_headers,
+    server_detail,
+    with_detail,
+)
 
 # Local servers ignore the key, but the SDK refuses to build a client without one.
 _LOCAL_PLACEHOLDER_KEY = "not-needed"
-_KEYLIKE = re.compile(r"\b(sk|key)-[\w\-.*]{4,}", re.IGNORECASE)
 
 
 class OpenAIProvider:
@@ -43,32 +58,44 @@ class OpenAIProvider:
         api_key: str | None = None,
         base_url: str | None = None,
         timeout: float = 60.0,
-        max_retries: int = 2,
+        max_retries: int = 0,
         client: openai.OpenAI | None = None,
+        key_variable: str = "OPENAI_API_KEY",
     ) -> None:
         self.model = model
         self._timeout = timeout
+        self._key_variable = key_variable
+        # OpenAI itself takes max_completion_tokens (reasoning models refuse max_tokens); the servers that
+        # speak its protocol (vLLM, llama.cpp, LM Studio, Ollama) know max_tokens.
+        self.official = base_url is None or _is_openai_host(base_url)
         if client is None:
-            key = api_key or os.environ.get("OPENAI_API_KEY")
+            key = api_key or os.environ.get(key_variable)
             if not key:
                 if base_url is None:
-                    raise ProviderError("openai: no API key - set OPENAI_API_KEY")
+                    raise ProviderError(f"openai: no API key - set {key_variable}")
                 key = _LOCAL_PLACEHOLDER_KEY
+            # No SDK retries: the engine retries the whole turn, interruptibly, and says so (an SDK retry
+            # sleeps where a stop cannot reach it, and honours any retry-after, even an hour).
             client = openai.OpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=max_retries)
         self._client = client
 
     def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
-        params = build_params(self.model, request)
+        params = build_params(self.model, request, official=self.official)
+        secret = self._client.api_key
         try:
             yield from self._stream(params, request)
         except openai.OpenAIError as err:
             # `from None`: the SDK exception carries the request (and its auth header) and
             # server text that may echo a masked key; the operator message is built without both.
-            raise ProviderError(
-                describe_error(err, secret=self._client.api_key, timeout=self._timeout)
-            ) from None
-        except json.JSONDecodeError:
-            raise ProviderError("openai: server sent malformed stream data (not JSON)") from None
+            raise to_provider_error(err, secret=secret, timeout=self._timeout,
+                                    key_variable=self._key_variable) from None
+        except httpx2.TransportError as err:
+            # Raised while reading the stream (a reset, a cut), which the SDK does not wrap.
+            raise ProviderError(f"openai: connection lost mid-stream ({network_reason(err, include_self=True)})",
+                                kind="transient", cause="connection lost") from None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise ProviderError("openai: the server sent malformed stream data (not JSON in UTF-8)",
+                                kind="transient", cause="malformed stream") from None
 
     def _stream(self, params: dict[str, Any], request: ModelRequest) -> Iterator[StreamEvent]:
         text_chars = 0
@@ -82,25 +109,34 @@ class OpenAIProvider:
                 received += 1
                 if chunk.usage is not None:
                     usage = chunk.usage
-                for choice in chunk.choices:
+                for choice in chunk.choices or []:
                     if choice.finish_reason:
                         finish = choice.finish_reason
                     delta = choice.delta
+                    if delta is None:
+                        continue
+                    # vLLM, SGLang and DeepSeek stream reasoning as reasoning_content; LM Studio, Ollama and
+                    # OpenRouter as reasoning. Shown to the operator, never part of the answer.
+                    extra = delta.model_extra or {}
+                    thought = extra.get("reasoning_content") or extra.get("reasoning")
+                    if isinstance(thought, str) and thought:
+                        yield ReasoningDelta(thought)
                     # A refusal is the model's answer too; surfacing it beats an empty turn.
                     piece = delta.content or delta.refusal
                     if piece:
                         text_chars += len(piece)
                         yield TextDelta(piece)
                     for tc in delta.tool_calls or []:
-                        # Some compatible servers omit `index` and send each call whole.
-                        index = getattr(tc, "index", None)
-                        index = len(calls) if index is None else index
-                        _merge_tool_delta(calls.setdefault(index, _PartialCall()), tc)
+                        _merge_tool_delta(_slot(calls, tc), tc)
 
         if received == 0:
             raise ProviderError(
-                "openai: server sent no completion chunks - is base_url an OpenAI-compatible /v1 endpoint?"
-            )
+                "openai: server sent no completion chunks - is base_url an OpenAI-compatible /v1 endpoint?",
+                kind="fatal")
+        if finish is None:
+            # No finish_reason: the stream was cut (or the server closed it early). A partial reply, above all
+            # a partial tool call, is never executed: the engine asks again.
+            raise IncompleteStream("openai: the stream ended without a finish_reason (cut mid-way)")
 
         completed = [calls[i].finish() for i in sorted(calls)]
         for call in completed:
@@ -125,18 +161,23 @@ class OpenAIProvider:
         yield _stop(finish, has_calls=bool(completed))
 
 
+def _is_openai_host(base_url: str) -> bool:
+    host = (urlsplit(base_url).hostname or "").lower()
+    return host == "api.openai.com" or host.endswith(".openai.com")
+
+
 # -- request translation --------------------------------------------------------------
 
 
-def build_params(model: str, request: ModelRequest) -> dict[str, Any]:
+def build_params(model: str, request: ModelRequest, *, official: bool = True) -> dict[str, Any]:
     params: dict[str, Any] = {
         "model": model,
         "messages": to_openai_messages(request),
         "stream": True,
         "stream_options": {"include_usage": True},
-        # max_tokens, not max_completion_tokens: local servers only know the former.
-        "max_tokens": request.max_output_tokens,
     }
+    # OpenAI deprecated max_tokens and its reasoning models refuse it; compatible servers know max_tokens.
+    params["max_completion_tokens" if official else "max_tokens"] = request.max_output_tokens
     if request.tools:
         # Omitted when empty: several compatible servers reject `tools: []`.
         params["tools"] = [
@@ -150,30 +191,56 @@ def build_params(model: str, request: ModelRequest) -> dict[str, Any]:
 
 
 def to_openai_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    """The conversation in the shape every server that speaks the protocol accepts.
+
+    Chat templates served by vLLM, llama.cpp and LM Studio refuse a system message that is not first and
+    (some) two user messages in a row, so: one system message, first; a harness notice (role system in our
+    conversation) is a tagged user message; neighbouring user messages are merged; and the protected layer
+    (todo list, plan, memory) joins the last user message, or follows the tool results as a user message,
+    after everything that stays the same from turn to turn (the cacheable prefix is as long as before).
+    """
     out: list[dict[str, Any]] = []
     if request.system:
         out.append({"role": "system", "content": request.system})
-    out.extend(_to_openai_message(m) for m in request.messages)
+    for m in request.messages:
+        msg = _to_openai_message(m)
+        if msg["role"] == "user" and out and out[-1]["role"] == "user" and isinstance(out[-1]["content"], str):
+            out[-1] = {"role": "user", "content": f"{out[-1]['content']}\n\n{msg['content']}"}
+        else:
+            out.append(msg)
     if request.protected:
-        # Last, so everything before it stays byte-identical across turns (prompt caching).
-        out.append({"role": "system", "content": request.protected})
+        if out and out[-1]["role"] == "user" and isinstance(out[-1]["content"], str):
+            out[-1] = {"role": "user", "content": f"{out[-1]['content']}\n\n{request.protected}"}
+        else:
+            out.append({"role": "user", "content": request.protected})
     return out
 
 
 def _to_openai_message(m: Message) -> dict[str, Any]:
     if m.role == "tool":
         return {"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content}
+    if m.role == "system":
+        return {"role": "user", "content": f"<system-notice>{m.content}</system-notice>"}
     if m.role == "assistant" and m.tool_calls:
         return {
             "role": "assistant",
             # null rather than "" next to tool calls: what OpenAI itself returns and vLLM expects.
             "content": m.content or None,
             "tool_calls": [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _replayable(c.arguments)}}
                 for c in m.tool_calls
             ],
         }
     return {"role": m.role, "content": m.content}
+
+
+def _replayable(arguments: str) -> str:
+    # The engine records malformed arguments as a note object already; this guards older journals (and
+    # empty strings, which vLLM's parser rejects).
+    try:
+        return arguments if isinstance(json.loads(arguments), dict) else "{}"
+    except (ValueError, RecursionError):
+        return "{}"
 
 
 # -- response assembly ----------------------------------------------------------------
@@ -188,6 +255,21 @@ class _PartialCall:
     def finish(self) -> ToolCall:
         arguments = "".join(self.args) or "{}"
         return ToolCall(id=self.id or f"call_{uuid.uuid4().hex[:12]}", name=self.name, arguments=arguments)
+
+
+def _slot(calls: dict[int, _PartialCall], tc: Any) -> _PartialCall:
+    """The call a delta belongs to. Servers that omit ``index`` either send each call whole (an id or a
+    name starts a new call) or split one call's arguments over deltas that carry neither (a continuation)."""
+    index = getattr(tc, "index", None)
+    if index is None:
+        fn = tc.function
+        starts = bool(tc.id and all(c.id != tc.id for c in calls.values())) or bool(fn is not None and fn.name)
+        if calls and not starts:
+            if tc.id:
+                return next(c for c in calls.values() if c.id == tc.id)
+            return calls[max(calls)]
+        index = max(calls, default=-1) + 1
+    return calls.setdefault(index, _PartialCall())
 
 
 def _merge_tool_delta(slot: _PartialCall, tc: Any) -> None:
@@ -229,74 +311,47 @@ def _estimate_tokens(chars: int) -> int:
 # -- errors ---------------------------------------------------------------------------
 
 
-def describe_error(err: openai.OpenAIError, *, secret: str | None, timeout: float) -> str:
+def to_provider_error(err: openai.OpenAIError, *, secret: str | None, timeout: float,
+                      key_variable: str = "OPENAI_API_KEY") -> ProviderError:
+    """One line for the operator, and whether asking again can help."""
+    message = describe_error(err, secret=secret, timeout=timeout, key_variable=key_variable)
+    if isinstance(err, openai.APITimeoutError):
+        return ProviderError(message, kind="transient", cause="timed out")
+    if isinstance(err, openai.APIConnectionError):
+        return ProviderError(message, kind="transient", cause=network_reason(err))
+    if isinstance(err, openai.APIStatusError):
+        status = err.status_code
+        kind = classify(status, server_detail(err.body) or str(err.message))
+        cause = ("rate limited" if status == 429 else f"server error {status}" if status >= 500
+                 else f"status {status}")
+        return error(message, kind=kind, cause=cause, headers=response_headers(err))
+    if isinstance(err, openai.APIError):
+        # An error event inside the stream (e.g. a server error mid-generation): no status, worth a retry
+        # unless it says the prompt is too long.
+        kind = "context" if is_context_overflow(None, str(err.message)) else "transient"
+        return ProviderError(message, kind=kind, cause="stream error")
+    return ProviderError(message, kind="fatal")
+
+
+def describe_error(err: openai.OpenAIError, *, secret: str | None, timeout: float,
+                   key_variable: str = "OPENAI_API_KEY") -> str:
     """One line for the operator, built from status and error type, never from headers."""
     if isinstance(err, openai.APITimeoutError):
-        return f"openai: {_origin(err)} timed out (timeout {timeout:g}s)"
+        return f"openai: {origin(err)} timed out (timeout {timeout:g}s)"
     if isinstance(err, openai.APIConnectionError):
-        return f"openai: cannot reach {_origin(err)} ({_network_reason(err)})"
+        return f"openai: cannot reach {origin(err)} ({network_reason(err)})"
     if isinstance(err, openai.AuthenticationError):
-        return "openai: authentication failed (401) - check OPENAI_API_KEY"
+        return f"openai: authentication failed (401) - check {key_variable}"
     if isinstance(err, openai.PermissionDeniedError):
-        return "openai: permission denied (403) - the key may not have access to this model"
+        return f"openai: permission denied (403) - the key in {key_variable} may not have access to this model"
     if isinstance(err, openai.RateLimitError):
-        return _with_detail("openai: rate limited (429)", err, secret)
+        return with_detail("openai: rate limited (429)", err, secret)
     if isinstance(err, openai.NotFoundError):
-        return _with_detail("openai: not found (404) - check the model name and base_url", err, secret)
+        return with_detail("openai: not found (404) - check the model name and base_url", err, secret)
     if isinstance(err, openai.APIStatusError):
         if err.status_code >= 500:
-            return f"openai: server error ({err.status_code}) - try again later"
-        return _with_detail(f"openai: request rejected ({err.status_code})", err, secret)
+            return with_detail(f"openai: server error ({err.status_code})", err, secret)
+        return with_detail(f"openai: request rejected ({err.status_code})", err, secret)
     if isinstance(err, openai.APIError):
-        return _with_detail("openai: stream failed", err, secret)
+        return with_detail("openai: stream failed", err, secret)
     return f"openai: {type(err).__name__}"
-
-
-def _with_detail(prefix: str, err: openai.OpenAIError, secret: str | None) -> str:
-    detail = _server_detail(getattr(err, "body", None))
-    return f"{prefix}: {_scrub(detail, secret)}" if detail else prefix
-
-
-def _server_detail(body: object) -> str:
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict):
-            msg = inner.get("message") or inner.get("code") or inner.get("type")
-            return str(msg) if msg else ""
-        return str(inner) if isinstance(inner, str) else ""
-    return body if isinstance(body, str) else ""
-
-
-def _scrub(text: str, secret: str | None) -> str:
-    # Servers echo (masked) keys in 4xx messages; strip anything key-shaped and cap the length.
-    if secret and len(secret) >= 6:
-        text = text.replace(secret, "***")
-    text = _KEYLIKE.sub("***", text)
-    line = " ".join(text.split())
-    return line if len(line) <= 200 else line[:197] + "..."
-
-
-def _origin(err: openai.APIError) -> str:
-    # scheme://host:port only: a path or query string could carry a key (e.g. Azure ?api-key=).
-    url = err.request.url
-    port = f":{url.port}" if url.port else ""
-    return f"{url.scheme}://{url.host}{port}"
-
-
-def _network_reason(err: BaseException) -> str:
-    chain: list[BaseException] = []
-    cause = err.__cause__ or err.__context__
-    while cause is not None and len(chain) < 8:
-        chain.append(cause)
-        cause = cause.__cause__ or cause.__context__
-    text = " ".join(str(c) for c in chain).lower()
-    if any(isinstance(c, ConnectionRefusedError) for c in chain) or "connection refused" in text:
-        return "connection refused"
-    if any(isinstance(c, socket.gaierror) for c in chain) or "name or service not known" in text:
-        return "host not found"
-    if "ssl" in text or "certificate" in text:
-        return "TLS error"
-    if chain:
-        first = re.sub(r"\[Errno -?\d+\]\s*", "", str(chain[0])).strip()
-        return _scrub(first, None).lower() or type(chain[0]).__name__
-    return "network error"

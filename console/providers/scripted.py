@@ -74,6 +74,7 @@ def load_script(path: Path) -> list[ScriptedTurn]:
 
 class ScriptedProvider:
     name = "scripted"
+    runs_inline = True  # in-process, never blocks on a socket: the loop reads it without a worker thread
 
     def __init__(
         self,

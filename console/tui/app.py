@@ -592,8 +592,8 @@ class ConsoleApp(App[int]):
         yield SystemCommand("Pause run", "Pause after the current turn", self.action_pause)
         yield SystemCommand("Resume run", "Resume a paused run", self.action_resume)
         yield SystemCommand("Stop run", "Stop after the current turn", self.action_stop)
-        yield SystemCommand("Guardrails", "Policies, feedback providers, completion checker, deadline and token "
-                            "budget", self.action_guardrails)
+        yield SystemCommand("Guardrails", "Policies, feedback providers, completion checker, deadline, token and "
+                            "money budgets", self.action_guardrails)
         yield SystemCommand("Next pane", "Focus the next pane", main.action_next_pane)
         yield SystemCommand("Maximize pane", "Maximize or restore the focused pane", main.action_toggle_maximize)
         yield SystemCommand("Help", "Keys and panes", self.action_help)

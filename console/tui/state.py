@@ -12,6 +12,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from console import present
 from console.engine import events as ev
 from console.tui.format import clip, tokens
 
@@ -66,7 +67,7 @@ class GuardrailsState:
     delivered: dict[str, ProviderTally] = field(default_factory=dict)  # by provider
     last_blocked: ev.CompletionBlocked | None = None
     bypassed: ev.CompletionBypassed | None = None
-    exhausted: dict[str, ev.BudgetExhausted] = field(default_factory=dict)  # "deadline" | "tokens"
+    exhausted: dict[str, ev.BudgetExhausted] = field(default_factory=dict)  # "deadline" | "tokens" | "cost"
     stuck: int = 0
     last_feedback: ev.Feedback | None = None
     refusing: bool = False  # job_complete was just refused: its error result is the refusal
@@ -76,6 +77,8 @@ class GuardrailsState:
 class GaugeState:
     used: int = 0
     window: int = 0
+    # Where the window figure came from: "job.toml", "--context-window", "registry: gpt-4.1", "default".
+    window_source: str = ""
     budget: int = 0  # the most a prompt may take: the window less the reply's reserve
     soft: float = 0.70
     hard: float = 0.85
@@ -115,13 +118,22 @@ def blocked_text(e: ev.CompletionBlocked) -> str:
     return f"stop refused{who}{count}: {what}"
 
 
+BUDGET_NAMES = {"deadline": "deadline", "tokens": "token budget", "cost": "money budget"}
+
+
 def bypassed_text(e: ev.CompletionBypassed) -> str:
     return f"completion check bypassed ({e.budget} spent): {stop_kind(e.stop_reason)} accepted unchecked"
 
 
 def exhausted_text(e: ev.BudgetExhausted) -> str:
-    what = e.detail or (f"deadline passed ({e.used:.0f}s of {e.limit:.0f}s)" if e.budget == "deadline"
-                        else f"token budget spent ({tokens(e.used)} of {tokens(e.limit)})")
+    if e.detail:
+        what = e.detail
+    elif e.budget == "deadline":
+        what = f"deadline passed ({e.used:.0f}s of {e.limit:.0f}s)"
+    elif e.budget == "cost":
+        what = f"money budget spent ({present.cost(e.used)} of {present.cost(e.limit)})"
+    else:
+        what = f"token budget spent ({tokens(e.used)} of {tokens(e.limit)})"
     return f"{what}; the agent was told to wrap up"
 
 
@@ -179,6 +191,13 @@ class ConsoleState:
         self.completed_summary = ""
         # Commands this console sent that the engine has not answered yet: name -> what to show.
         self.requested: dict[str, str] = {}
+        # Cost: the whole job's so far (None while unknown), and whether the model's price is known (None: not
+        # said, e.g. an older log); "no price known" is said once.
+        self.job_cost: float | None = None
+        self.priced: bool | None = None
+        self.price_told = False
+        # A model call failed and the engine waits before asking again (cleared when the turn goes on).
+        self.retry: ev.ModelRetry | None = None
 
     # -- derived ------------------------------------------------------------------------
     @property
@@ -199,6 +218,8 @@ class ConsoleState:
             return "stopping"
         if self.paused:
             return "paused"
+        if self.retry is not None:
+            return "waiting"
         return "running" if self.session else "starting"
 
     # -- folding ------------------------------------------------------------------------
@@ -221,9 +242,22 @@ class ConsoleState:
         self.last_ts = e.ts
         if e.session:
             self.session = e.session
-        g = self.gauge
         if isinstance(e, ev.TextDelta):
+            if self.retry is not None and e.text:
+                self.retry = None  # the retried call answers: the wait is over
+                return {STATUS}
             return set()
+        if isinstance(e, ev.ModelRetry):
+            self.retry = e
+            return {STATUS}
+        retried = self.retry is not None and not isinstance(e, ev.OperatorCommand | ev.ErrorEvent
+                                                            | ev.GuardrailsStatus)
+        if retried:
+            self.retry = None  # the turn went on (or ended): nothing waits any more
+        return self._apply(e) | ({STATUS} if retried else set())
+
+    def _apply(self, e: ev.EventBase) -> set[str]:
+        g = self.gauge
         if isinstance(e, ev.TurnStarted):
             self.turn = e.turn
             if e.prompt_tokens_est:
@@ -233,6 +267,8 @@ class ConsoleState:
             self.tool_calls += len(e.tool_calls)
             return set()
         if isinstance(e, ev.TokenUsage):
+            if e.job_cost_usd is not None:
+                self.job_cost = e.job_cost_usd
             self.turn = e.turn
             self.turns_total += 1
             self.input_tokens += e.input_tokens
@@ -260,16 +296,25 @@ class ConsoleState:
                 self.requested.clear()
             self.provider = e.provider or self.provider
             self.model = e.model or self.model
+            g.window = e.context_window or g.window
+            g.window_source = e.context_window_source or g.window_source
+            out = {GAUGE} if e.context_window or e.context_window_source else set()
+            if "priced" in e.model_fields_set:  # an older log does not say: then nothing is said about price
+                self.priced = e.priced
+                if not e.priced and not self.price_told:
+                    self.price_told = True
+                    out |= self._feedback(e, "cost", "info", present.unpriced_text(e.model or self.model))
             if e.reason == "restart":
                 self._action(e, f"restarted: session {e.session}, {e.carryover_messages} messages carried")
-                return {STATUS, GAUGE, RESTART} | self._feedback(
+                return out | {STATUS, GAUGE, RESTART} | self._feedback(
                     e, "context", "info",
                     f"Session {e.session} started after a context restart; {e.carryover_messages} messages "
                     "carried over.")
             if e.reason == "resume":
                 where = f": {e.detail}" if e.detail else ""
-                return {STATUS} | self._feedback(e, "engine", "info", f"Run resumed in session {e.session}{where}.")
-            return {STATUS}
+                return out | {STATUS} | self._feedback(e, "engine", "info",
+                                                       f"Run resumed in session {e.session}{where}.")
+            return out | {STATUS}
         if isinstance(e, ev.SessionEnded):
             out = {STATUS}
             if e.reason == "job_complete":
@@ -413,6 +458,9 @@ class ConsoleState:
     def _operator(self, e: ev.OperatorCommand) -> set[str]:
         if e.status == "received":
             return set()
+        if e.status == "discarded":  # meant for an earlier run: this console's own requests still wait
+            return self._feedback(e, f"operator · {e.source}" if e.source else "operator", "info",
+                                  present.discarded_text(e))
         if e.source == "console" or e.status != "received":
             self.requested.pop(e.command, None)
         if e.status == "applied":

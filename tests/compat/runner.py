@@ -27,7 +27,7 @@ from console.providers.anthropic_provider import AnthropicProvider
 from console.providers.openai_provider import OpenAIProvider
 from console.providers.scripted import ScriptedCall, ScriptedProvider, ScriptedTurn
 from console.settings import load_settings, resolve_run_settings
-from tests.wire.loopback import CannedToolCall, CannedUsage, Loopback, Recorded, Reply
+from tests.wire.loopback import CannedToolCall, CannedUsage, HttpError, Loopback, Recorded, Reply
 
 PROVIDERS = ("scripted", "openai", "anthropic")
 MODELS = {"scripted": "scripted-agent", "openai": "gpt-test", "anthropic": "claude-test"}
@@ -143,18 +143,24 @@ def make_job(root: Path, scenario: Scenario) -> JobPaths:
     return JobPaths(root)
 
 
-def run(scenario: Scenario, provider: str, root: Path) -> Outcome:
+# Faults to serve before a turn's reply: turn index -> makers of canned responses, each given the turn's reply
+# (a cut or stalled stream sends part of it first).
+Faults = Mapping[int, Sequence[Callable[[Reply], Any]]]
+
+
+def run(scenario: Scenario, provider: str, root: Path, faults: Faults | None = None,
+        dialect: str = "openai", **settings: Any) -> Outcome:
     paths = make_job(root, scenario)
     clock = FakeClock(step=0.001)  # what the `clock` fixture gives, one per run: runs never share time
-    settings = resolve_run_settings(load_settings(), load_job_config(paths), provider=provider,
-                                    model=MODELS[provider], speed=0.0, **scenario.settings)
+    run_settings = resolve_run_settings(load_settings(), load_job_config(paths), provider=provider,
+                                        model=MODELS[provider], speed=0.0, **{**scenario.settings, **settings})
     requests: list[Recorded] = []
     if provider == "scripted":
         model = ScriptedProvider(clock=clock, script=[scripted_turn(t) for t in scenario.turns])
         metered = Metered(model, clock, scenario.advance_seconds_per_turn)
-        result = Supervisor(paths, settings, metered, clock=clock).run()
+        result = Supervisor(paths, run_settings, metered, clock=clock).run()
     else:
-        with Loopback() as server:
+        with Loopback(openai_dialect=dialect) as server:  # type: ignore[arg-type]
             adapter: Provider
             if provider == "openai":
                 adapter = OpenAIProvider(MODELS[provider], api_key="sk-compat", base_url=server.openai_url,
@@ -163,8 +169,14 @@ def run(scenario: Scenario, provider: str, root: Path) -> Outcome:
                 adapter = AnthropicProvider(MODELS[provider], api_key="sk-compat", base_url=server.base_url,
                                             max_retries=0, timeout=20)
             metered = Metered(adapter, clock, scenario.advance_seconds_per_turn)
-            server.push(*(reply(t, i, provider, metered) for i, t in enumerate(scenario.turns)))
-            result = Supervisor(paths, settings, metered, clock=clock).run()
+            for i, t in enumerate(scenario.turns):
+                canned = reply(t, i, provider, metered)
+                server.push(*(make(canned) for make in (faults or {}).get(i, ())), canned)
+            # The script's end is a request the server refuses (a 400 is never retried), as the scripted
+            # replay's end is an error: the three providers end the same way.
+            server.push(HttpError(400, {"type": "error", "error": {"type": "invalid_request_error",
+                                                                    "message": "the scenario's script has ended"}}))
+            result = Supervisor(paths, run_settings, metered, clock=clock, seed=7).run()
             requests = list(server.requests)
         if rejected := [r for r in requests if r.rejected is not None]:
             first = rejected[0]

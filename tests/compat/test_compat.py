@@ -84,3 +84,15 @@ def test_providers_agree(scenario: Scenario, outcomes: Runs) -> None:
 def test_scenario_names_are_unique() -> None:
     names = [s.name for s in SCENARIOS]
     assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=str)
+def test_scenario_on_a_chat_template_server(scenario: Scenario, tmp_path) -> None:
+    """The OpenAI adapter against a local server's chat template (vLLM, llama.cpp, LM Studio serving Qwen 3.x):
+    one system message, first; every replayed tool call's arguments a JSON object. Each scenario's requests,
+    masking, restarts and summaries included, must all be accepted, and the scenario must hold."""
+    try:
+        out = run(scenario, "openai", tmp_path / "job", dialect="chat_template")
+    except WireRejection as exc:
+        pytest.fail(str(exc), pytrace=False)
+    check_expectations(scenario, out)

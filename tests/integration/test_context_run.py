@@ -161,7 +161,9 @@ def test_operator_rewind_replans_with_the_issue(make_job, clock) -> None:
     assert "Failed: (operator) the digest" in mem
 
 
-def test_stop_after_the_turn_and_pause_resume(make_job, clock) -> None:
+def test_stop_and_pause_act_at_once_while_the_model_is_asked(make_job, clock) -> None:
+    # A pause or a stop while the model is asked acts within a tick: the reply in progress is dropped
+    # (nothing of it was recorded) and the paused turn is asked again, under the same number.
     paths = make_job("quickstart")
     sup = Supervisor(paths, run_settings(), ScriptedProvider(clock=clock), clock=clock)
     turns = []
@@ -175,9 +177,14 @@ def test_stop_after_the_turn_and_pause_resume(make_job, clock) -> None:
     _on(sup, lambda e: isinstance(e, ev.TurnStarted) and e.turn == 6, sup.stop)
     result = sup.run()
     assert result.reason is ShutdownReason.USER_SHUTDOWN
-    assert turns == [1, 2, 3, 4, 5, 6]  # the turn in flight finishes, no new one starts
-    statuses = [(e.command, e.status) for e in ev.read_events(paths.events) if isinstance(e, ev.OperatorCommand)]
+    assert turns == [1, 2, 3, 3, 4, 5, 6]  # turn 3 asked again after the resume; no turn after the stop
+    evs = list(ev.read_events(paths.events))
+    replies = [e.turn for e in evs if isinstance(e, ev.AssistantMessage)]
+    assert replies == [1, 2, 3, 4, 5]  # one reply per turn: the dropped attempts left nothing
+    statuses = [(e.command, e.status) for e in evs if isinstance(e, ev.OperatorCommand)]
     assert ("pause", "applied") in statuses and ("resume", "applied") in statuses and ("stop", "applied") in statuses
+    stop = next(e for e in evs if isinstance(e, ev.OperatorCommand) and e.command == "stop" and e.status == "applied")
+    assert "stopping now" in stop.detail
 
 
 def test_second_stop_aborts_the_turn_in_flight(make_job, clock) -> None:

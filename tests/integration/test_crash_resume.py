@@ -89,7 +89,8 @@ def test_approve_and_deny_from_another_shell(tmp_path) -> None:
     assert deny.returncode == 0 and "deny: applied: restart denied" in deny.stdout
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
-    assert "restart denied by the operator" in err.strip().splitlines()[-1]
+    *_, reason, resume = err.strip().splitlines()
+    assert "restart denied by the operator" in reason and resume.endswith(f"run --in-place {job}")
     assert "Traceback" not in err
     # a command nobody is running is queued for the next run
     queued = subprocess.run([sys.executable, "-m", "console.cli", "pause", str(job)], capture_output=True, text=True,

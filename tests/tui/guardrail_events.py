@@ -58,7 +58,8 @@ def status(log: Log, *, tokens_used: int = 588_000, blocks: int = 0, verdict: st
 def guarded_run() -> Log:
     """A turn with a denied write, two feedback blocks, a refused stop; a stuck detection; a status after."""
     log = Log()
-    log.add(ev.SessionStarted, reason="new", provider="scripted", model="scripted-agent")
+    log.add(ev.SessionStarted, reason="new", provider="scripted", model="scripted-agent", context_window=128_000,
+            context_window_source="job.toml", priced=True)
     status(log)
     log.add(ev.TurnStarted, turn=7, prompt_tokens_est=4200)
     args = json.dumps({"path": "report.md", "content": "# Report\n"})
@@ -84,7 +85,7 @@ def guarded_run() -> Log:
             message="AGENTS.md detected. Follow the conventions defined within.",
             observations=["AGENTS.md appeared after call 11"], call_index=12, turn=7, block=AGENTS_BLOCK)
     log.add(ev.TokenUsage, turn=7, input_tokens=4100, output_tokens=120, context_window=128_000,
-            context_tokens=4400)
+            context_tokens=4400, cost_usd=0.0141, job_cost_usd=0.4217)
     # The stuck detector is a feedback provider: its block and the stuck event come together.
     log.add(ev.Feedback, source="stuck", severity="caution", message="No todo completed in 6 turns.",
             observations=["pattern: read_file x4 on the same file"], call_index=16, turn=8, block="<feedback/>")

@@ -44,7 +44,7 @@ def _one_line_error(path: Path, *needles: str) -> str:
         ("data_dir = 5\n", "data_dir", "path"),
         ("openai_api_key = 5\n", "openai_api_key", "string"),
         ("keys = {checkpoint = 1}\n", "keys.checkpoint", "valid string"),
-        ("provider = 'gpt'\n", "provider", "'scripted', 'openai' or 'anthropic'"),
+        ("provider = 'gpt'\n", "provider", "unknown provider 'gpt' (choose scripted, openai, anthropic)"),
         ("nonsense = 1\n", "nonsense", "unknown key"),
         ('base_url = "http://[::1"\n', "base_url", "Invalid IPv6 URL"),
         ('base_url = "ftp://example.com"\n', "base_url", "http:// or https://"),

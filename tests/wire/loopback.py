@@ -16,26 +16,111 @@ Usage::
 Each request pops one canned response from a FIFO queue; the same ``Reply`` is
 rendered as OpenAI chunks or Anthropic events depending on the path hit.
 
-The server is STRICT (``Loopback(strict=False)`` turns it off): every request
-body is first checked against the rules the real API enforces
-(:func:`validate_openai`, :func:`validate_anthropic`, pure functions that
+STRICT. Every request body is first checked against the rules the real API
+enforces (``Loopback(strict=False)`` turns it off): hand-written rules plus the
+SDKs' own published request types, see :mod:`tests.wire.wire_rules`
+(:func:`validate_openai`, :func:`validate_anthropic` are pure functions that
 tests call directly). A body the real API would refuse gets what the real API
 answers, an HTTP 400 in that provider's error shape, so the SDK raises its
 ``BadRequestError``; the canned response is not consumed. Rejected requests are
-recorded too, with the reason in ``Recorded.rejected`` (see ``Loopback.rejected``).
+recorded too, with the reason in ``Recorded.rejected`` (``Loopback.rejected``,
+``Loopback.accepted``). ``Loopback(openai_dialect="chat_template")`` makes the
+OpenAI path behave like a local server rendering a Qwen-style chat template
+(vLLM, llama.cpp, LM Studio): stricter request rules, vLLM-shaped chunks.
+
+SHAPED LIKE RECORDED STREAMS. A ``Reply`` is rendered the way the real APIs
+stream (checked against recorded production streams):
+
+- OpenAI: every chunk carries id/object/created/model/service_tier/
+  system_fingerprint and ``obfuscation`` padding (and ``usage: null`` when
+  usage is requested; the ``chat_template`` dialect sends vLLM's leaner
+  chunks, without service_tier, fingerprint, padding or refusal); the first
+  delta is ``{"role": "assistant", "content":
+  "", "refusal": null}`` (or, for a reply that starts with a tool call,
+  ``content: null`` plus that call's head, as the API does); one chunk per text
+  piece; each tool call's first delta alone carries ``id``, ``type`` and
+  ``function.name`` (with ``arguments: ""``), the arguments follow in pieces
+  keyed by ``index``; then ``{"delta": {}, "finish_reason": ...}``; then, only
+  if ``stream_options.include_usage``, a ``choices: []`` chunk with ``usage``
+  (``prompt_tokens_details.cached_tokens``,
+  ``completion_tokens_details.reasoning_tokens``); then ``data: [DONE]``.
+- Anthropic: ``message_start`` (usage with input, cache read/creation and
+  ``output_tokens: 1``), the first ``content_block_start``, a ``ping``, deltas
+  (``thinking_delta`` + ``signature_delta``, ``text_delta``,
+  ``input_json_delta`` starting with an empty ``partial_json``),
+  ``content_block_stop``, ``message_delta`` (stop_reason and cumulative usage),
+  ``message_stop``.
+
+``Reply.of`` and ``CannedToolCall.of`` cut text and arguments into realistic
+small pieces. Local-server quirks are ``Reply`` options (``usage=None``,
+``tool_ids``, ``tool_index``, ``whole_calls``, ``thinking``).
+
+FAULTS. Besides ``Reply``, the queue takes the fault modes a fault-injection
+suite needs, each documented on its class: ``HttpError`` (with headers, and
+helpers for the providers' real error bodies: ``openai_rate_limit``,
+``anthropic_overloaded``, ``openai_context_length``, ...), ``Raw``, ``Stall``,
+``StallAfter``, ``Cut``, ``EndEarly``, ``KeepAlive``, ``AnthropicStreamError``,
+``OpenAIStreamError``, ``NotUtf8``. Every wait is on the server's stop event,
+so leaving the ``with`` block is never delayed by a stalled response.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import socket
+import struct
 import sys
 import threading
+import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from typing import Any, Literal, Self
+
+from .wire_rules import (
+    CHAT_TEMPLATE,
+    OPENAI,
+    OPENAI_DIALECTS,
+    Invalid,
+    OpenAIDialect,
+    check_anthropic,
+    check_openai,
+    error_body,
+    published_types_status,
+    validate_anthropic,
+    validate_openai,
+)
+
+__all__ = [
+    "CHAT_TEMPLATE", "OPENAI", "OPENAI_DIALECTS", "AnthropicStreamError", "Canned", "CannedToolCall", "CannedUsage",
+    "Cut", "EndEarly", "HttpError", "Invalid", "KeepAlive", "Loopback", "NotUtf8", "OpenAIDialect",
+    "OpenAIStreamError", "Raw", "Recorded", "Reply", "Stall", "StallAfter", "anthropic_api_error",
+    "anthropic_auth_error", "anthropic_events", "anthropic_overloaded", "anthropic_permission_error",
+    "anthropic_prompt_too_long", "anthropic_rate_limit", "check_anthropic", "check_openai", "local_context_length",
+    "openai_auth_error", "openai_context_length", "openai_events", "openai_overloaded", "openai_permission_denied",
+    "openai_rate_limit", "openai_server_error", "pieces", "published_types_status", "tokens", "validate_anthropic",
+    "validate_openai",
+]
+
+# -- splitting like a real stream ---------------------------------------------------------------
+
+_TOKEN = re.compile(r"\s*[A-Za-z0-9_]+|\s*[^\sA-Za-z0-9_]|\s+")
+
+
+def tokens(text: str) -> list[str]:
+    """``text`` cut the way a model streams it: a word with its leading space, or one punctuation mark, per
+    piece ("Hello, world" -> ["Hello", ",", " world"]). Joined back it is ``text``."""
+    return _TOKEN.findall(text)
+
+
+def pieces(text: str, size: int = 4) -> list[str]:
+    """``text`` in pieces of ``size`` characters: how tool arguments arrive (a few characters a delta)."""
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+# -- what the queue holds ---------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -44,6 +129,16 @@ class CannedToolCall:
     name: str
     # Sent as separate deltas so tests prove the adapter reassembles them.
     arg_chunks: list[str] = field(default_factory=lambda: ["{}"])
+
+    @classmethod
+    def of(cls, id: str, name: str, arguments: dict[str, Any] | str = "{}", *, size: int = 4) -> CannedToolCall:
+        """A call whose arguments (an object, or raw text) stream in pieces of ``size`` characters."""
+        raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        return cls(id, name, pieces(raw, size))
+
+    @property
+    def arguments(self) -> str:
+        return "".join(self.arg_chunks)
 
 
 @dataclass(frozen=True)
@@ -54,6 +149,12 @@ class CannedUsage:
     cached_tokens: int = 0
     # Anthropic only: cache_creation_input_tokens.
     cache_creation_tokens: int = 0
+    # OpenAI only: completion_tokens_details.reasoning_tokens (part of output_tokens).
+    reasoning_tokens: int = 0
+
+
+# A real-looking (opaque, base64) signature for thinking blocks.
+SIGNATURE = "EqQBCkgIBxABGAIqQLoopbackSignatureNotVerifiedByAnyoneZmFrZS1zaWduYXR1cmU="
 
 
 @dataclass(frozen=True)
@@ -70,12 +171,37 @@ class Reply:
     finish: str | None = None
     # OpenAI only: round-robin the argument deltas of parallel calls, which the spec allows.
     interleave: bool = False
+    # Reasoning streamed before the answer. OpenAI path: `reasoning_content` deltas, as vLLM (with a reasoning
+    # parser) and DeepSeek send them (`reasoning_field="reasoning"`: the other field name in use). Anthropic path: a
+    # `thinking` block (thinking_delta pieces, then one signature_delta carrying `signature`).
+    thinking: list[str] = field(default_factory=list)
+    signature: str = SIGNATURE
+    reasoning_field: str = "reasoning_content"
+    # OpenAI-compatible quirks of local servers (the OpenAI path only):
+    # tool_ids=False: no `id` on any tool-call delta (seen from Ollama-style servers; the client must invent one).
+    tool_ids: bool = True
+    # tool_index=False: no `index` on tool-call deltas. With whole_calls, each call complete in its own delta (the
+    # Ollama-style shape); without, the argument pieces carry no index either: only their order tells whose they are.
+    tool_index: bool = True
+    # whole_calls=True: each call in ONE delta, name and complete arguments together (servers that do not stream
+    # tool arguments).
+    whole_calls: bool = False
+
+    @classmethod
+    def of(cls, text: str = "", *calls: CannedToolCall, **kw: Any) -> Reply:
+        """A reply whose text streams token by token (see :func:`tokens`)."""
+        return cls(text=tokens(text), tool_calls=list(calls), **kw)
 
 
 @dataclass(frozen=True)
 class HttpError:
+    """A non-200 answer: ``status``, a JSON ``body`` and optional ``headers`` (e.g. ``{"retry-after": "3"}`` or
+    ``{"retry-after-ms": "50"}``, both honoured by the SDKs' retry loops). See the ``openai_*`` and
+    ``anthropic_*`` helpers for the real bodies."""
+
     status: int
     body: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -94,12 +220,93 @@ class Raw:
 
 @dataclass(frozen=True)
 class Stall:
-    """Accept the request, then say nothing for ``seconds``: exercises client timeouts."""
+    """Accept the request, then say nothing for ``seconds`` (not even headers), then hang up: exercises client
+    timeouts."""
 
     seconds: float
 
 
-Canned = Reply | HttpError | Raw | Stall
+@dataclass(frozen=True)
+class StallAfter:
+    """A mid-stream stall: send the first ``after`` events of ``reply`` (headers included), say nothing for
+    ``seconds``, then send the rest. A client whose read timeout is shorter times out mid-stream; a patient one
+    gets the whole reply."""
+
+    reply: Reply
+    after: int = 1
+    seconds: float = 1.0
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Send the first ``after`` SSE events of ``reply``, then reset the connection (TCP RST: no terminating chunk,
+    no end marker). ``reset=False`` closes it instead (FIN, still without the terminating chunk)."""
+
+    reply: Reply
+    after: int = 1
+    reset: bool = True
+
+
+@dataclass(frozen=True)
+class EndEarly:
+    """Send the first ``after`` SSE events of ``reply``, then end the HTTP body cleanly (terminating chunk) without
+    the protocol's end: no finish_reason chunk, usage chunk or ``[DONE]`` (OpenAI), no ``message_delta`` or
+    ``message_stop`` (Anthropic) unless they fall within ``after``."""
+
+    reply: Reply
+    after: int = 1
+
+
+@dataclass(frozen=True)
+class KeepAlive:
+    """A server that keeps the stream open without progress: after ``after`` events of ``reply``, an SSE comment
+    ``: keep-alive`` every ``every`` seconds for ``total`` seconds. The bytes keep a client's read timeout from
+    firing, so only an overall deadline catches it. Then ``then="finish"`` sends the rest of the reply,
+    ``then="cut"`` resets the connection."""
+
+    reply: Reply
+    after: int = 1
+    every: float = 0.1
+    total: float = 1.0
+    then: Literal["finish", "cut"] = "finish"
+
+
+@dataclass(frozen=True)
+class AnthropicStreamError:
+    """An ``event: error`` inside a 200 stream, as Anthropic sends when it fails mid-generation (overloaded_error,
+    api_error, ...): the first ``after`` events of ``reply``, the error event, then the body ends. Anthropic path
+    only."""
+
+    after: int = 1
+    type: str = "overloaded_error"
+    message: str | None = None  # None: the API's text for `type`
+    reply: Reply = field(default_factory=lambda: Reply(text=["Partial", " answer"]))
+
+
+@dataclass(frozen=True)
+class OpenAIStreamError:
+    """A ``data: {"error": {...}}`` chunk inside a 200 stream, as OpenAI-compatible servers (vLLM, LiteLLM, Azure)
+    report a failure after the headers: the first ``after`` events of ``reply``, the error chunk, then the body
+    ends. OpenAI path only."""
+
+    after: int = 1
+    message: str = "The server had an error while processing your request. Sorry about that!"
+    type: str = "server_error"
+    code: str | int | None = None
+    reply: Reply = field(default_factory=lambda: Reply(text=["Partial", " answer"]))
+
+
+@dataclass(frozen=True)
+class NotUtf8:
+    """A 200 event stream whose bytes are not UTF-8: ``reply`` rendered as usual, then encoded with ``encoding``
+    (latin-1 by default, so the non-ASCII text of the default reply becomes invalid UTF-8)."""
+
+    reply: Reply = field(default_factory=lambda: Reply(text=["Grüße", ", café"]))
+    encoding: str = "latin-1"
+
+
+Canned = (Reply | HttpError | Raw | Stall | StallAfter | Cut | EndEarly | KeepAlive | AnthropicStreamError
+          | OpenAIStreamError | NotUtf8)
 
 
 @dataclass(frozen=True)
@@ -110,6 +317,140 @@ class Recorded:
     body: dict[str, Any]
     # Why the strict server refused this request (None: accepted).
     rejected: str | None = None
+    # time.monotonic() when the request arrived (retry and back-off tests).
+    at: float = field(default_factory=time.monotonic)
+
+
+# -- the providers' real error bodies -----------------------------------------------------------
+#
+# Bodies and headers as the APIs send them (see the providers' error docs: https://platform.openai.com/docs/guides/
+# error-codes and https://docs.anthropic.com/en/api/errors). Push them: ``server.push(openai_rate_limit())``.
+
+
+def _retry_headers(retry_after: float | None, retry_after_ms: float | None) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    if retry_after is not None:
+        headers["retry-after"] = f"{retry_after:g}"
+    if retry_after_ms is not None:
+        headers["retry-after-ms"] = f"{retry_after_ms:g}"
+    return headers
+
+
+def openai_rate_limit(retry_after: float | None = 3, *, retry_after_ms: float | None = None,
+                      model: str = "gpt-4.1", quota: bool = False) -> HttpError:
+    """429 rate_limit_exceeded (tokens per minute) with retry-after; ``quota=True``: 429 insufficient_quota, which
+    no wait fixes."""
+    if quota:
+        return HttpError(429, {"error": {
+            "message": "You exceeded your current quota, please check your plan and billing details. For more "
+                       "information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/"
+                       "api-errors.",
+            "type": "insufficient_quota", "param": None, "code": "insufficient_quota"}})
+    wait = retry_after_ms / 1000 if retry_after_ms is not None else retry_after or 1
+    headers = {"x-ratelimit-limit-tokens": "30000", "x-ratelimit-remaining-tokens": "0",
+               "x-ratelimit-reset-tokens": f"{wait:g}s", "x-request-id": "req_loopback429",
+               **_retry_headers(retry_after, retry_after_ms)}
+    return HttpError(429, {"error": {
+        "message": f"Rate limit reached for {model} in organization org-loopback on tokens per min (TPM): Limit "
+                   f"30000, Used 29500, Requested 1200. Please try again in {wait:g}s. Visit "
+                   "https://platform.openai.com/account/rate-limits to learn more.",
+        "type": "tokens", "param": None, "code": "rate_limit_exceeded"}}, headers)
+
+
+def openai_server_error(status: int = 500) -> HttpError:
+    """500 server_error, the API's own apology."""
+    return HttpError(status, {"error": {
+        "message": "The server had an error while processing your request. Sorry about that!",
+        "type": "server_error", "param": None, "code": None}})
+
+
+def openai_overloaded(retry_after: float | None = None) -> HttpError:
+    """503: the engine is overloaded."""
+    return HttpError(503, {"error": {"message": "The engine is currently overloaded, please try again later",
+                                     "type": "server_error", "param": None, "code": None}},
+                     _retry_headers(retry_after, None))
+
+
+def openai_context_length(limit: int = 128000, used: int = 130000) -> HttpError:
+    """400 context_length_exceeded, in OpenAI's words."""
+    return HttpError(400, {"error": {
+        "message": f"This model's maximum context length is {limit} tokens. However, your messages resulted in "
+                   f"{used} tokens. Please reduce the length of the messages.",
+        "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}})
+
+
+def local_context_length(limit: int = 32768, used: int = 33000, completion: int = 1024) -> HttpError:
+    """The same refusal from vLLM (an OpenAI-compatible local server): 400, BadRequestError, code 400."""
+    return HttpError(400, {"error": {
+        "message": f"This model's maximum context length is {limit} tokens. However, you requested {used} tokens "
+                   f"({used - completion} in the messages, {completion} in the completion). Please reduce the length "
+                   "of the messages or completion.",
+        "type": "BadRequestError", "param": None, "code": 400}})
+
+
+def openai_auth_error(key: str = "sk-proj-loopback0000") -> HttpError:
+    """401 invalid_api_key, echoing the key masked as the API does."""
+    return HttpError(401, {"error": {
+        "message": f"Incorrect API key provided: {key[:8]}{'*' * 8}{key[-4:]}. You can find your API key at "
+                   "https://platform.openai.com/account/api-keys.",
+        "type": "invalid_request_error", "param": None, "code": "invalid_api_key"}})
+
+
+def openai_permission_denied(model: str = "gpt-4.1") -> HttpError:
+    """403: the project may not use this model."""
+    return HttpError(403, {"error": {
+        "message": f"Project `proj_loopback` does not have access to model `{model}`",
+        "type": "invalid_request_error", "param": None, "code": "model_not_found"}})
+
+
+def _anthropic_error(status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> HttpError:
+    return HttpError(status, {"type": "error", "error": {"type": kind, "message": message},
+                              "request_id": "req_loopback"}, {"request-id": "req_loopback", **(headers or {})})
+
+
+def anthropic_rate_limit(retry_after: float | None = 3, *, retry_after_ms: float | None = None) -> HttpError:
+    """429 rate_limit_error with retry-after and the anthropic-ratelimit-* headers."""
+    headers = {"anthropic-ratelimit-input-tokens-limit": "50000", "anthropic-ratelimit-input-tokens-remaining": "0",
+               "anthropic-ratelimit-input-tokens-reset": "2030-01-01T00:00:00Z",
+               **_retry_headers(retry_after, retry_after_ms)}
+    return _anthropic_error(429, "rate_limit_error",
+                            "This request would exceed the rate limit for your organization (loopback) of 50,000 "
+                            "input tokens per minute. For details, refer to: https://docs.claude.com/en/api/rate-"
+                            "limits. You can see the response headers for current usage. Please reduce the prompt "
+                            "length or the maximum tokens requested, or try again later.", headers)
+
+
+def anthropic_api_error() -> HttpError:
+    """500 api_error."""
+    return _anthropic_error(500, "api_error", "Internal server error")
+
+
+def anthropic_overloaded() -> HttpError:
+    """529 overloaded_error."""
+    return _anthropic_error(529, "overloaded_error", "Overloaded")
+
+
+def anthropic_prompt_too_long(used: int = 210000, limit: int = 200000) -> HttpError:
+    """400 invalid_request_error: the prompt exceeds the context window."""
+    return _anthropic_error(400, "invalid_request_error", f"prompt is too long: {used} tokens > {limit} maximum")
+
+
+def anthropic_auth_error() -> HttpError:
+    """401 authentication_error."""
+    return _anthropic_error(401, "authentication_error", "invalid x-api-key")
+
+
+def anthropic_permission_error() -> HttpError:
+    """403 permission_error."""
+    return _anthropic_error(403, "permission_error",
+                            "Your API key does not have permission to use the specified resource.")
+
+
+_ANTHROPIC_STREAM_ERRORS = {"overloaded_error": "Overloaded", "api_error": "Internal server error",
+                            "rate_limit_error": "Rate limited", "invalid_request_error": "Invalid request"}
+
+
+# -- the server ---------------------------------------------------------------------------
 
 
 class _Server(ThreadingHTTPServer):
@@ -117,14 +458,17 @@ class _Server(ThreadingHTTPServer):
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Clients drop idle keep-alive sockets (and timeout tests hang up on purpose): not a failure.
-        if isinstance(sys.exc_info()[1], ConnectionError):
+        if isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
             return
         super().handle_error(request, client_address)
 
 
 class Loopback:
-    def __init__(self, *, strict: bool = True) -> None:
+    def __init__(self, *, strict: bool = True, openai_dialect: OpenAIDialect = OPENAI) -> None:
+        if openai_dialect not in OPENAI_DIALECTS:
+            raise ValueError(f"openai_dialect must be one of {OPENAI_DIALECTS}, not {openai_dialect!r}")
         self.strict = strict
+        self.openai_dialect: OpenAIDialect = openai_dialect
         self.requests: list[Recorded] = []
         self._queue: deque[Canned] = deque()
         self._lock = threading.Lock()
@@ -162,6 +506,12 @@ class Loopback:
         with self._lock:
             self._queue.extend(responses)
 
+    @property
+    def pending(self) -> int:
+        """How many pushed responses no request has consumed yet."""
+        with self._lock:
+            return len(self._queue)
+
     def _pop(self) -> Canned | None:
         with self._lock:
             return self._queue.popleft() if self._queue else None
@@ -179,6 +529,21 @@ class Loopback:
         """The requests the strict server refused, in order."""
         with self._lock:
             return [r for r in self.requests if r.rejected is not None]
+
+    @property
+    def accepted(self) -> list[Recorded]:
+        """The requests that passed validation (each consumed one canned response), in order."""
+        with self._lock:
+            return [r for r in self.requests if r.rejected is None]
+
+    @property
+    def accepted_count(self) -> int:
+        """How many requests passed validation: with retries on, how many attempts reached the canned queue."""
+        return len(self.accepted)
+
+    def _wait(self, seconds: float) -> bool:
+        """Sleep ``seconds`` unless the server is stopping; True if it is."""
+        return self._stopping.wait(seconds)
 
 
 def _make_handler(owner: Loopback) -> type[BaseHTTPRequestHandler]:
@@ -198,14 +563,16 @@ def _make_handler(owner: Loopback) -> type[BaseHTTPRequestHandler]:
                 body, problem = {}, Invalid(None, "the request body is not valid JSON")
             else:
                 problem = None
+            openai = self.path.endswith("/chat/completions")
             if owner.strict and problem is None:
-                if self.path.endswith("/chat/completions"):
-                    problem = check_openai(body)
+                if openai:
+                    problem = check_openai(body, owner.openai_dialect)
                 elif self.path.endswith("/messages"):
                     problem = check_anthropic(body)
             if problem is not None:
                 owner._record(Recorded("POST", self.path, headers, body, rejected=str(problem)))
-                self._send(400, "application/json", json.dumps(_error_body(self.path, problem)).encode())
+                payload = error_body(self.path, problem, owner.openai_dialect)
+                self._send(400, "application/json", json.dumps(payload).encode())
                 return
             owner._record(Recorded("POST", self.path, headers, body))
 
@@ -213,24 +580,105 @@ def _make_handler(owner: Loopback) -> type[BaseHTTPRequestHandler]:
             if canned is None:
                 self._send(500, "application/json", b'{"error": {"message": "loopback: queue empty"}}')
             elif isinstance(canned, HttpError):
-                self._send(canned.status, "application/json", json.dumps(canned.body).encode())
+                self._send(canned.status, "application/json", json.dumps(canned.body).encode(), headers=canned.headers)
             elif isinstance(canned, Stall):
-                # Waits on the stop event so shutting the server down is never delayed.
-                owner._stopping.wait(canned.seconds)
+                owner._wait(canned.seconds)
                 self.close_connection = True
             elif isinstance(canned, Raw):
                 self._send(canned.status, canned.content_type, canned.body, canned.declared_length)
-            elif self.path.endswith("/chat/completions"):
-                self._send_sse(_openai_events(canned, body))
-            elif self.path.endswith("/messages"):
-                self._send_sse(_anthropic_events(canned, body))
-            else:
+            elif not openai and not self.path.endswith("/messages"):
                 self._send(404, "application/json", b'{"error": {"message": "loopback: unknown path"}}')
+            else:
+                self._stream(canned, body, openai=openai)
 
-        def _send(self, status: int, ctype: str, payload: bytes, declared: int | None = None) -> None:
+        # -- streaming ----------------------------------------------------------
+
+        def _stream(self, canned: Canned, body: dict[str, Any], *, openai: bool) -> None:
+            reply = canned if isinstance(canned, Reply) else getattr(canned, "reply", None)
+            assert isinstance(reply, Reply), canned
+            if isinstance(canned, AnthropicStreamError | OpenAIStreamError) and (
+                    openai != isinstance(canned, OpenAIStreamError)):
+                self._send(500, "application/json", json.dumps({"error": {
+                    "message": f"loopback: {type(canned).__name__} pushed for {self.path}"}}).encode())
+                return
+            events = (openai_events(reply, body, owner.openai_dialect) if openai else anthropic_events(reply, body))
+            encoding = canned.encoding if isinstance(canned, NotUtf8) else "utf-8"
+            data = [e.encode(encoding) for e in events]
+            after = getattr(canned, "after", len(data))
+
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream; charset=utf-8")
+            self.send_header("transfer-encoding", "chunked")
+            self.send_header("cache-control", "no-cache")
+            self.end_headers()
+            # Chunked encoding, one SSE event per chunk, so the client parses a real stream.
+            if not self._chunks(data[:after]):
+                return
+            rest = data[after:]
+            if isinstance(canned, Cut):
+                self._hang_up(reset=canned.reset)
+                return
+            if isinstance(canned, EndEarly):
+                rest = []
+            elif isinstance(canned, StallAfter):
+                if owner._wait(canned.seconds):
+                    return self._hang_up(reset=False)
+            elif isinstance(canned, KeepAlive):
+                deadline = time.monotonic() + canned.total
+                while (left := deadline - time.monotonic()) > 0:
+                    if owner._wait(min(canned.every, left)):
+                        return self._hang_up(reset=False)
+                    if not self._chunks([b": keep-alive\n\n"]):
+                        return
+                if canned.then == "cut":
+                    self._hang_up(reset=True)
+                    return
+            elif isinstance(canned, AnthropicStreamError):
+                message = canned.message or _ANTHROPIC_STREAM_ERRORS.get(canned.type, canned.type)
+                error = {"type": "error", "error": {"type": canned.type, "message": message},
+                         "request_id": "req_loopback"}
+                rest = [f"event: error\ndata: {_dumps(error)}\n\n".encode()]
+            elif isinstance(canned, OpenAIStreamError):
+                error = {"error": {"message": canned.message, "type": canned.type, "param": None, "code": canned.code}}
+                rest = [f"data: {_dumps(error)}\n\n".encode()]
+            if self._chunks(rest):
+                self._write(b"0\r\n\r\n")
+
+        def _chunks(self, events: list[bytes]) -> bool:
+            return all(self._write(f"{len(e):x}\r\n".encode() + e + b"\r\n") for e in events)
+
+        def _write(self, data: bytes) -> bool:
+            """False if the client has gone (it hung up, or timed out and closed)."""
+            try:
+                self.wfile.write(data)
+                self.wfile.flush()
+            except OSError:
+                self.close_connection = True
+                return False
+            return True
+
+        def _hang_up(self, *, reset: bool) -> None:
+            """Close without the terminating chunk: TCP RST (``reset``) or FIN."""
+            self.close_connection = True
+            try:
+                if reset:
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    # Drop every reference to the socket now, so the kernel resets it here and not after the
+                    # server's own shutdown(SHUT_WR), which would send a FIN first.
+                    self.rfile.close()
+                    self.connection.close()
+                else:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+        def _send(self, status: int, ctype: str, payload: bytes, declared: int | None = None,
+                  headers: dict[str, str] | None = None) -> None:
             self.send_response(status)
             self.send_header("content-type", ctype)
             self.send_header("content-length", str(declared if declared is not None else len(payload)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             if declared is not None:
                 self.send_header("connection", "close")
             self.end_headers()
@@ -239,517 +687,178 @@ def _make_handler(owner: Loopback) -> type[BaseHTTPRequestHandler]:
             if declared is not None:
                 self.close_connection = True
 
-        def _send_sse(self, events: Iterator[str]) -> None:
-            # Chunked encoding, one SSE event per chunk, so the client parses a real stream.
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("transfer-encoding", "chunked")
-            self.end_headers()
-            for event in events:
-                data = event.encode()
-                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-                self.wfile.flush()
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
-
     return Handler
 
 
-# -- OpenAI Chat Completions SSE -----------------------------------------------------
+def _dumps(obj: Any) -> str:
+    # As the APIs send it: compact, and UTF-8 rather than \u escapes.
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
 def _usage(reply: Reply, body: dict[str, Any]) -> CannedUsage | None:
     return reply.usage(body) if callable(reply.usage) else reply.usage
 
 
-def _openai_events(reply: Reply, body: dict[str, Any]) -> Iterator[str]:
+# -- OpenAI Chat Completions SSE -----------------------------------------------------
+
+
+def openai_events(reply: Reply, body: dict[str, Any], dialect: OpenAIDialect = OPENAI) -> list[str]:
+    """``reply`` as the SSE events of a Chat Completions stream (``data: [DONE]`` last), shaped like OpenAI's or,
+    with ``dialect="chat_template"``, like vLLM's."""
     model = str(body.get("model", ""))
+    real = dialect == OPENAI
+    u = _usage(reply, body)
+    include_usage = isinstance(body.get("stream_options"), dict) and body["stream_options"].get("include_usage")
+    report_usage = bool(include_usage) and u is not None
+    base: dict[str, Any] = {"id": "chatcmpl-loopback", "object": "chat.completion.chunk", "created": 1700000000,
+                            "model": model}
+    if real:
+        base.update(service_tier="default", system_fingerprint="fp_loopback")
+    counter = iter(range(1 << 30))
 
-    def chunk(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> str:
-        obj: dict[str, Any] = {
-            "id": "chatcmpl-loopback",
-            "object": "chat.completion.chunk",
-            "created": 0,
-            "model": model,
-            "choices": [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}],
-            **extra,
-        }
-        return f"data: {json.dumps(obj)}\n\n"
+    def chunk(delta: dict[str, Any] | None, finish: str | None = None, usage: Any = None) -> str:
+        choices = [] if delta is None else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+        obj: dict[str, Any] = {**base, "choices": choices}
+        if report_usage:
+            obj["usage"] = usage  # null on every chunk but the last, as with include_usage
+        if real:
+            # OpenAI pads each chunk with random characters (stream_options.include_obfuscation, on by default).
+            obj["obfuscation"] = "Lb0x9kQz"[: next(counter) % 8]
+        return f"data: {_dumps(obj)}\n\n"
 
-    yield chunk({"role": "assistant", "content": ""})
+    calls = reply.tool_calls
+
+    def head(index: int, call: CannedToolCall, arguments: str = "") -> dict[str, Any]:
+        tc: dict[str, Any] = {"index": index, "id": call.id, "type": "function",
+                              "function": {"name": call.name, "arguments": arguments}}
+        if not reply.tool_ids:
+            del tc["id"]
+        if not reply.tool_index:
+            del tc["index"]
+        return tc
+
+    def part(index: int, text: str) -> dict[str, Any]:
+        return {"function": {"arguments": text}} if not reply.tool_index else {"index": index,
+                                                                                "function": {"arguments": text}}
+
+    events: list[str] = []
+    first: dict[str, Any] = {"role": "assistant", "content": ""}
+    if real:
+        first["refusal"] = None
+    merged = real and calls and not reply.text and not reply.thinking
+    if merged:
+        # What OpenAI sends when the answer opens with a tool call: the role and the first call's head together.
+        c0 = calls[0]
+        first = {"role": "assistant", "content": None,
+                 "tool_calls": [head(0, c0, c0.arguments if reply.whole_calls else "")], "refusal": None}
+    events.append(chunk(first))
+    for piece in reply.thinking:
+        events.append(chunk({reply.reasoning_field: piece}))
     for piece in reply.text:
-        yield chunk({"content": piece})
+        events.append(chunk({"content": piece}))
 
-    for index, call in enumerate(reply.tool_calls):
-        head = {
-            "index": index,
-            "id": call.id,
-            "type": "function",
-            "function": {"name": call.name, "arguments": ""},
-        }
-        yield chunk({"tool_calls": [head]})
+    for index, call in enumerate(calls):
+        if reply.whole_calls:
+            if not (merged and index == 0):
+                events.append(chunk({"tool_calls": [head(index, call, call.arguments)]}))
+            continue
+        if not (merged and index == 0):
+            events.append(chunk({"tool_calls": [head(index, call)]}))
         if not reply.interleave:
-            for part in call.arg_chunks:
-                yield chunk({"tool_calls": [{"index": index, "function": {"arguments": part}}]})
-    if reply.interleave:
-        longest = max((len(c.arg_chunks) for c in reply.tool_calls), default=0)
+            events.extend(chunk({"tool_calls": [part(index, p)]}) for p in call.arg_chunks)
+    if reply.interleave and not reply.whole_calls:
+        longest = max((len(c.arg_chunks) for c in calls), default=0)
         for step in range(longest):
-            for index, call in enumerate(reply.tool_calls):
+            for index, call in enumerate(calls):
                 if step < len(call.arg_chunks):
-                    part = call.arg_chunks[step]
-                    yield chunk({"tool_calls": [{"index": index, "function": {"arguments": part}}]})
+                    events.append(chunk({"tool_calls": [part(index, call.arg_chunks[step])]}))
 
-    finish = reply.finish or ("tool_calls" if reply.tool_calls else "stop")
-    yield chunk({}, finish)
-    if (u := _usage(reply, body)) is not None:
-        usage = {
+    finish = reply.finish or ("tool_calls" if calls else "stop")
+    events.append(chunk({}, finish))
+    if report_usage:
+        assert u is not None
+        usage: dict[str, Any] = {
             "prompt_tokens": u.input_tokens,
             "completion_tokens": u.output_tokens,
             "total_tokens": u.input_tokens + u.output_tokens,
-            "prompt_tokens_details": {"cached_tokens": u.cached_tokens},
+            "prompt_tokens_details": {"cached_tokens": u.cached_tokens, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": u.reasoning_tokens, "audio_tokens": 0,
+                                          "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
         }
-        yield chunk(None, usage=usage)
-    yield "data: [DONE]\n\n"
+        if not real:  # vLLM: no audio or prediction counters
+            usage["prompt_tokens_details"] = {"cached_tokens": u.cached_tokens} if u.cached_tokens else None
+            usage["completion_tokens_details"] = (
+                {"reasoning_tokens": u.reasoning_tokens} if u.reasoning_tokens else None)
+        events.append(chunk(None, usage=usage))
+    events.append("data: [DONE]\n\n")
+    return events
 
 
 # -- Anthropic Messages SSE -----------------------------------------------------------
 
 
-def _anthropic_events(reply: Reply, body: dict[str, Any]) -> Iterator[str]:
+def anthropic_events(reply: Reply, body: dict[str, Any]) -> list[str]:
+    """``reply`` as the SSE events of a Messages stream, shaped like Anthropic's (``message_stop`` last)."""
     model = str(body.get("model", ""))
 
     def event(name: str, data: dict[str, Any]) -> str:
-        return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n"
+        return f"event: {name}\ndata: {_dumps({'type': name, **data})}\n\n"
 
     u = _usage(reply, body) or CannedUsage()
     start_usage = {
         "input_tokens": u.input_tokens,
-        "output_tokens": 1,
-        "cache_read_input_tokens": u.cached_tokens,
         "cache_creation_input_tokens": u.cache_creation_tokens,
+        "cache_read_input_tokens": u.cached_tokens,
+        "cache_creation": {"ephemeral_5m_input_tokens": u.cache_creation_tokens, "ephemeral_1h_input_tokens": 0},
+        "output_tokens": 1,
+        "service_tier": "standard",
     }
     message = {
+        "model": model,
         "id": "msg_loopback",
         "type": "message",
         "role": "assistant",
-        "model": model,
         "content": [],
         "stop_reason": None,
         "stop_sequence": None,
         "usage": start_usage,
     }
-    yield event("message_start", {"message": message})
-    yield event("ping", {})
+    events = [event("message_start", {"message": message})]
+    pinged = False
+
+    def block(index: int, start: dict[str, Any], deltas: list[dict[str, Any]]) -> None:
+        nonlocal pinged
+        # The API pings once, right after the first block opens (after its empty input delta, for tool_use).
+        ping_after = 1 if start["type"] == "tool_use" else 0
+        events.append(event("content_block_start", {"index": index, "content_block": start}))
+        for n, delta in enumerate([None, *deltas]):
+            if n == ping_after and not pinged:
+                events.append(event("ping", {}))
+                pinged = True
+            if delta is not None:
+                events.append(event("content_block_delta", {"index": index, "delta": delta}))
+        events.append(event("content_block_stop", {"index": index}))
 
     index = 0
+    if reply.thinking:
+        deltas = [{"type": "thinking_delta", "thinking": p} for p in reply.thinking]
+        block(index, {"type": "thinking", "thinking": "", "signature": ""},
+              [*deltas, {"type": "signature_delta", "signature": reply.signature}])
+        index += 1
     if reply.text:
-        yield event("content_block_start", {"index": index, "content_block": {"type": "text", "text": ""}})
-        for piece in reply.text:
-            yield event(
-                "content_block_delta", {"index": index, "delta": {"type": "text_delta", "text": piece}}
-            )
-        yield event("content_block_stop", {"index": index})
+        block(index, {"type": "text", "text": ""}, [{"type": "text_delta", "text": p} for p in reply.text])
         index += 1
     for call in reply.tool_calls:
-        block = {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}
-        yield event("content_block_start", {"index": index, "content_block": block})
-        for part in call.arg_chunks:
-            delta = {"type": "input_json_delta", "partial_json": part}
-            yield event("content_block_delta", {"index": index, "delta": delta})
-        yield event("content_block_stop", {"index": index})
+        deltas = [{"type": "input_json_delta", "partial_json": p} for p in ["", *call.arg_chunks]]
+        block(index, {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}, deltas)
         index += 1
+    if not pinged:
+        events.insert(1, event("ping", {}))
 
     finish = reply.finish or ("tool_use" if reply.tool_calls else "end_turn")
-    delta_usage = {"output_tokens": u.output_tokens}
-    yield event(
-        "message_delta", {"delta": {"stop_reason": finish, "stop_sequence": None}, "usage": delta_usage}
-    )
-    yield event("message_stop", {})
-
-
-# -- strict request validation ----------------------------------------------------------
-#
-# The rules each real API enforces on a request body, as far as our adapters can break them. Sources: the
-# OpenAI OpenAPI spec (CreateChatCompletionRequest, ChatCompletionRequestMessage, FunctionObject) and the error
-# texts the API returns; Anthropic's Messages API reference ("Create a Message", tool use) and its error texts.
-# Messages quote the real APIs' wording where it is known, so a failure reads like the production error.
-
-
-class Invalid(Exception):
-    """One reason a request is refused: ``param`` is the path of the offending field (OpenAI's ``param``)."""
-
-    def __init__(self, param: str | None, message: str) -> None:
-        super().__init__(param, message)
-        self.param = param
-        self.message = message
-
-    def __str__(self) -> str:
-        return f"{self.param}: {self.message}" if self.param else self.message
-
-
-TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-TOOL_USE_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
-OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool")
-# Content part types each OpenAI role accepts in the list form of `content`.
-OPENAI_PARTS = {
-    "system": {"text"},
-    "developer": {"text"},
-    "user": {"text", "image_url", "input_audio", "file"},
-    "assistant": {"text", "refusal"},
-    "tool": {"text"},
-}
-ANTHROPIC_BLOCKS = {
-    "user": {"text", "image", "document", "tool_result", "search_result"},
-    "assistant": {"text", "tool_use", "thinking", "redacted_thinking"},
-}
-MAX_CACHE_BREAKPOINTS = 4
-
-
-def _error_body(path: str, problem: Invalid) -> dict[str, Any]:
-    if path.endswith("/messages"):
-        return {"type": "error", "error": {"type": "invalid_request_error", "message": str(problem)}}
-    return {"error": {"message": problem.message, "type": "invalid_request_error", "param": problem.param,
-                      "code": None}}
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _need(cond: bool, param: str | None, message: str) -> None:
-    if not cond:
-        raise Invalid(param, message)
-
-
-def validate_openai(body: Any) -> str | None:
-    """Why the OpenAI Chat Completions API would refuse this body, or None if it would accept it."""
-    problem = check_openai(body)
-    return None if problem is None else str(problem)
-
-
-def validate_anthropic(body: Any) -> str | None:
-    """Why the Anthropic Messages API would refuse this body, or None if it would accept it."""
-    problem = check_anthropic(body)
-    return None if problem is None else str(problem)
-
-
-def check_openai(body: Any) -> Invalid | None:
-    try:
-        _openai(body)
-    except Invalid as problem:
-        return problem
-    return None
-
-
-def check_anthropic(body: Any) -> Invalid | None:
-    try:
-        _anthropic(body)
-    except Invalid as problem:
-        return problem
-    return None
-
-
-# -- OpenAI Chat Completions ------------------------------------------------------------
-
-
-def _openai(body: Any) -> None:
-    _need(isinstance(body, dict), None, "the request body must be a JSON object")
-    _need(isinstance(body.get("model"), str) and body["model"] != "", "model", "you must provide a model parameter")
-    messages = body.get("messages")
-    _need(isinstance(messages, list), "messages", "Missing required parameter: 'messages'.")
-    _need(len(messages) > 0, "messages", "[] is too short - 'messages'")
-    for key in ("max_tokens", "max_completion_tokens"):
-        if body.get(key) is not None:
-            _need(_is_int(body[key]) and body[key] >= 1, key, f"Invalid '{key}': expected an integer >= 1.")
-    if "stream" in body:
-        _need(isinstance(body["stream"], bool), "stream", "Invalid type for 'stream': expected a boolean.")
-    if body.get("stream_options") is not None:
-        _need(body.get("stream") is True, "stream_options",
-              "The 'stream_options' parameter is only allowed when 'stream' is enabled.")
-        _need(isinstance(body["stream_options"], dict), "stream_options", "expected an object.")
-    _openai_tools(body)
-
-    pending: dict[str, bool] = {}  # tool_call ids of the open assistant block -> answered yet
-    open_at = -1
-    for i, msg in enumerate(messages):
-        where = f"messages.[{i}]"
-        _need(isinstance(msg, dict), where, "each message must be an object")
-        role = msg.get("role")
-        _need(role in OPENAI_ROLES, f"{where}.role",
-              f"Invalid value: {role!r}. Supported values are: {', '.join(map(repr, OPENAI_ROLES))}.")
-        missing = [cid for cid, answered in pending.items() if not answered]
-        if role != "tool" and missing:
-            raise Invalid(f"messages.[{open_at}].role",
-                          "An assistant message with 'tool_calls' must be followed by tool messages responding to "
-                          "each 'tool_call_id'. The following tool_call_ids did not have response messages: "
-                          + ", ".join(missing))
-        if role != "tool":
-            pending = {}
-        _openai_content(msg, where, role)
-        if role == "tool":
-            cid = msg.get("tool_call_id")
-            _need(isinstance(cid, str) and cid != "", f"{where}.tool_call_id",
-                  "Missing required parameter: 'tool_call_id'.")
-            _need(pending.get(cid) is False, f"{where}.role",
-                  "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with "
-                  f"'tool_calls' (no open tool_call with id {cid!r}).")
-            pending[cid] = True
-        elif role == "assistant" and msg.get("tool_calls") is not None:
-            pending = _openai_tool_calls(msg["tool_calls"], where)
-            open_at = i
-    missing = [cid for cid, answered in pending.items() if not answered]
-    if missing:
-        raise Invalid(f"messages.[{open_at}].role",
-                      "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
-                      "'tool_call_id'. The following tool_call_ids did not have response messages: "
-                      + ", ".join(missing))
-
-
-def _openai_content(msg: dict[str, Any], where: str, role: str) -> None:
-    content = msg.get("content")
-    if content is None:
-        if role == "assistant":
-            _need(bool(msg.get("tool_calls")) or msg.get("function_call") is not None, f"{where}.content",
-                  "Invalid value for 'content': expected a string, got null.")
-            return
-        raise Invalid(f"{where}.content", "Invalid value for 'content': expected a string, got null.")
-    if isinstance(content, str):
-        return
-    _need(isinstance(content, list), f"{where}.content",
-          f"Invalid type for '{where}.content': expected one of a string or array of objects.")
-    for j, part in enumerate(content):
-        at = f"{where}.content.[{j}]"
-        _need(isinstance(part, dict), at, "expected an object.")
-        kind = part.get("type")
-        _need(kind in OPENAI_PARTS[role], f"{at}.type",
-              f"Invalid value: {kind!r}. Supported values are: {', '.join(sorted(OPENAI_PARTS[role]))}.")
-        if kind == "text":
-            _need(isinstance(part.get("text"), str), f"{at}.text", "Missing required parameter: 'text'.")
-
-
-def _openai_tool_calls(calls: Any, where: str) -> dict[str, bool]:
-    _need(isinstance(calls, list), f"{where}.tool_calls", "expected an array.")
-    _need(len(calls) > 0, f"{where}.tool_calls", f"[] is too short - '{where}.tool_calls'")
-    ids: dict[str, bool] = {}
-    for k, call in enumerate(calls):
-        at = f"{where}.tool_calls.[{k}]"
-        _need(isinstance(call, dict), at, "expected an object.")
-        cid = call.get("id")
-        _need(isinstance(cid, str) and cid != "", f"{at}.id", "Missing required parameter: 'id'.")
-        _need(cid not in ids, f"{at}.id", f"Duplicate tool_call id {cid!r} in one assistant message.")
-        _need(call.get("type") == "function", f"{at}.type", f"Invalid value: {call.get('type')!r}. "
-              "Supported values are: 'function'.")
-        fn = call.get("function")
-        _need(isinstance(fn, dict), f"{at}.function", "Missing required parameter: 'function'.")
-        _need(isinstance(fn.get("name"), str) and fn["name"] != "", f"{at}.function.name",
-              "Missing required parameter: 'name'.")
-        _need(isinstance(fn.get("arguments"), str), f"{at}.function.arguments",
-              f"Invalid type for '{at}.function.arguments': expected a string.")
-        ids[cid] = False
-    return ids
-
-
-def _openai_tools(body: dict[str, Any]) -> None:
-    tools = body.get("tools")
-    if tools is None:
-        _need(body.get("tool_choice") is None, "tool_choice",
-              "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.")
-        return
-    _need(isinstance(tools, list), "tools", "Invalid type for 'tools': expected an array.")
-    _need(len(tools) > 0, "tools", "[] is too short - 'tools'")
-    names: set[str] = set()
-    for k, tool in enumerate(tools):
-        at = f"tools.[{k}]"
-        _need(isinstance(tool, dict) and tool.get("type") == "function", f"{at}.type",
-              "Invalid value. Supported values are: 'function'.")
-        fn = tool.get("function")
-        _need(isinstance(fn, dict), f"{at}.function", "Missing required parameter: 'function'.")
-        name = fn.get("name")
-        _need(isinstance(name, str) and TOOL_NAME.fullmatch(name) is not None, f"{at}.function.name",
-              f"Invalid '{at}.function.name': string does not match pattern. Expected a string that matches the "
-              "pattern '^[a-zA-Z0-9_-]{1,64}$'.")
-        _need(name not in names, "tools", f"Duplicate function name {name!r}: tool names must be unique.")
-        names.add(name)
-        if fn.get("description") is not None:
-            _need(isinstance(fn["description"], str), f"{at}.function.description", "expected a string.")
-        if fn.get("parameters") is not None:
-            params = fn["parameters"]
-            _need(isinstance(params, dict) and params.get("type") == "object", f"{at}.function.parameters",
-                  f"Invalid schema for function {name!r}: schema must be a JSON Schema of 'type: \"object\"', "
-                  f"got 'type: \"{params.get('type') if isinstance(params, dict) else None}\"'.")
-
-
-# -- Anthropic Messages -------------------------------------------------------------------
-
-
-def _anthropic(body: Any) -> None:
-    _need(isinstance(body, dict), None, "the request body must be a JSON object")
-    _need(isinstance(body.get("model"), str) and body["model"] != "", "model", "Field required")
-    _need("max_tokens" in body, "max_tokens", "Field required")
-    _need(_is_int(body["max_tokens"]) and body["max_tokens"] >= 1, "max_tokens",
-          "Input should be a valid integer greater than or equal to 1")
-    messages = body.get("messages")
-    _need(isinstance(messages, list), "messages", "Field required")
-    _need(len(messages) > 0, "messages", "at least one message is required")
-    if "stream" in body:
-        _need(isinstance(body["stream"], bool), "stream", "Input should be a valid boolean")
-    breakpoints = _anthropic_system(body.get("system"))
-    has_tools = _anthropic_tools(body)
-    breakpoints += sum(1 for t in body.get("tools") or [] if isinstance(t, dict) and "cache_control" in t)
-
-    seen_ids: set[str] = set()
-    open_ids: list[str] = []  # tool_use ids of the previous assistant message
-    uses_tool_blocks = False
-    prev_role: str | None = None
-    for i, msg in enumerate(messages):
-        where = f"messages.{i}"
-        _need(isinstance(msg, dict), where, "Input should be an object")
-        role = msg.get("role")
-        if role == "system":
-            raise Invalid("messages", 'Unexpected role "system". The Messages API accepts a top-level `system` '
-                                      'parameter, not "system" as an input message role.')
-        _need(role in ("user", "assistant"), f"{where}.role", "Input should be 'user' or 'assistant'")
-        if i == 0:
-            _need(role == "user", "messages", 'first message must use the "user" role')
-        _need(role != prev_role, "messages",
-              f'roles must alternate between "user" and "assistant", but found multiple "{role}" roles in a row')
-        prev_role = role
-        blocks = _anthropic_blocks(msg.get("content"), where, role, last=i == len(messages) - 1)
-        breakpoints += sum(1 for b in blocks if "cache_control" in b)
-        kinds = [b["type"] for b in blocks]
-        uses_tool_blocks = uses_tool_blocks or "tool_use" in kinds or "tool_result" in kinds
-        if role == "user":
-            results = [b for b in blocks if b["type"] == "tool_result"]
-            leading = 0
-            while leading < len(kinds) and kinds[leading] == "tool_result":
-                leading += 1
-            for k, block in enumerate(results):
-                uid = block["tool_use_id"]
-                if uid not in open_ids:
-                    raise Invalid(f"{where}.content.{kinds.index('tool_result') + k}",
-                                  f"unexpected `tool_use_id` found in `tool_result` blocks: {uid}. Each `tool_result`"
-                                  " block must have a corresponding `tool_use` block in the previous message.")
-            answered = [b["tool_use_id"] for b in results]
-            _need(len(set(answered)) == len(answered), where, "each `tool_use` may be answered only once "
-                  "(duplicate `tool_use_id` in `tool_result` blocks)")
-            if open_ids:
-                _need(leading >= len(open_ids) and set(answered) == set(open_ids), where,
-                      f"Did not find {len(open_ids)} `tool_result` block(s) at the beginning of this message. "
-                      "Messages following `tool_use` blocks must begin with a matching number of `tool_result` "
-                      "blocks.")
-            open_ids = []
-        else:
-            open_ids = []
-            for k, block in enumerate(blocks):
-                if block["type"] != "tool_use":
-                    continue
-                uid = block["id"]
-                _need(uid not in seen_ids, f"{where}.content.{k}", f"`tool_use` ids must be unique: {uid}")
-                seen_ids.add(uid)
-                open_ids.append(uid)
-            if open_ids and i == len(messages) - 1:
-                raise Invalid(where, f"`tool_use` ids were found without `tool_result` blocks immediately after: "
-                                     f"{', '.join(open_ids)}. Each `tool_use` block must have a corresponding "
-                                     "`tool_result` block in the next message.")
-    _need(not uses_tool_blocks or has_tools, None,
-          "Requests which include `tool_use` or `tool_result` blocks must define tools.")
-    _need(breakpoints <= MAX_CACHE_BREAKPOINTS, None,
-          f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {breakpoints}.")
-
-
-def _anthropic_text(block: dict[str, Any], at: str) -> None:
-    text = block.get("text")
-    _need(isinstance(text, str), f"{at}.text", "Field required")
-    _need(text != "", at, "text content blocks must be non-empty")
-    _need(text.strip() != "", at, "text content blocks must contain non-whitespace text")
-
-
-def _cache_control(block: dict[str, Any], at: str) -> None:
-    if "cache_control" in block:
-        cc = block["cache_control"]
-        _need(isinstance(cc, dict) and cc.get("type") == "ephemeral", f"{at}.cache_control.type",
-              "Input should be 'ephemeral'")
-
-
-def _anthropic_system(system: Any) -> int:
-    if system is None or isinstance(system, str):
-        return 0
-    _need(isinstance(system, list), "system", "Input should be a valid string or list of text blocks")
-    for k, block in enumerate(system):
-        at = f"system.{k}"
-        _need(isinstance(block, dict) and block.get("type") == "text", f"{at}.type", "Input should be 'text'")
-        _anthropic_text(block, at)
-        _cache_control(block, at)
-    return sum(1 for b in system if "cache_control" in b)
-
-
-def _anthropic_tools(body: dict[str, Any]) -> bool:
-    tools = body.get("tools")
-    if tools is None:
-        _need(body.get("tool_choice") is None, "tool_choice", "tool_choice may only be specified while providing "
-                                                              "tools.")
-        return False
-    _need(isinstance(tools, list), "tools", "Input should be a valid list")
-    names: set[str] = set()
-    for k, tool in enumerate(tools):
-        at = f"tools.{k}"
-        _need(isinstance(tool, dict), at, "Input should be an object")
-        name = tool.get("name")
-        _need(isinstance(name, str) and TOOL_NAME.fullmatch(name) is not None, f"{at}.custom.name",
-              "String should match pattern '^[a-zA-Z0-9_-]{1,64}$'")
-        _need(name not in names, "tools", f"Tool names must be unique. Duplicate: {name}")
-        names.add(name)
-        schema = tool.get("input_schema")
-        _need(isinstance(schema, dict), f"{at}.custom.input_schema", "Field required")
-        _need(schema.get("type") == "object", f"{at}.custom.input_schema.type", "Input should be 'object'")
-        if tool.get("description") is not None:
-            _need(isinstance(tool["description"], str), f"{at}.custom.description", "Input should be a valid string")
-        _cache_control(tool, at)
-    return bool(tools)
-
-
-def _anthropic_blocks(content: Any, where: str, role: str, *, last: bool) -> list[dict[str, Any]]:
-    """The message's content as a list of checked blocks (a string is one text block)."""
-    if isinstance(content, str):
-        # An empty final assistant message is allowed (a prefill); any other must say something.
-        _need(content != "" or (last and role == "assistant"), where,
-              "all messages must have non-empty content except for the optional final assistant message")
-        if content == "":
-            return []
-        _need(content.strip() != "" or (last and role == "assistant"), f"{where}.content",
-              "text content blocks must contain non-whitespace text")
-        return [{"type": "text", "text": content}]
-    _need(isinstance(content, list), f"{where}.content", "Input should be a valid string or list")
-    _need(len(content) > 0 or (last and role == "assistant"), where,
-          "all messages must have non-empty content except for the optional final assistant message")
-    for k, block in enumerate(content):
-        at = f"{where}.content.{k}"
-        _need(isinstance(block, dict), at, "Input should be an object")
-        kind = block.get("type")
-        _need(kind in ANTHROPIC_BLOCKS[role], f"{at}.type",
-              f"{kind!r} blocks are not allowed in a {role!r} message")
-        _cache_control(block, at)
-        if kind == "text":
-            _anthropic_text(block, at)
-        elif kind == "tool_use":
-            uid = block.get("id")
-            _need(isinstance(uid, str) and TOOL_USE_ID.fullmatch(uid) is not None, f"{at}.id",
-                  "String should match pattern '^[a-zA-Z0-9_-]+$'")
-            _need(isinstance(block.get("name"), str) and block["name"] != "", f"{at}.name", "Field required")
-            _need(isinstance(block.get("input"), dict), f"{at}.input", "Input should be a valid dictionary")
-        elif kind == "tool_result":
-            _need(isinstance(block.get("tool_use_id"), str), f"{at}.tool_use_id", "Field required")
-            if "is_error" in block:
-                _need(isinstance(block["is_error"], bool), f"{at}.is_error", "Input should be a valid boolean")
-            inner = block.get("content")
-            if isinstance(inner, list):
-                for n, sub in enumerate(inner):
-                    _need(isinstance(sub, dict) and sub.get("type") in ("text", "image", "document",
-                                                                         "search_result"),
-                          f"{at}.content.{n}.type", "Input should be 'text', 'image', 'document' or 'search_result'")
-                    if sub["type"] == "text":
-                        _anthropic_text(sub, f"{at}.content.{n}")
-            else:
-                _need(inner is None or isinstance(inner, str), f"{at}.content",
-                      "Input should be a valid string or list")
-    return content
+    delta_usage = {"input_tokens": u.input_tokens, "cache_creation_input_tokens": u.cache_creation_tokens,
+                   "cache_read_input_tokens": u.cached_tokens, "output_tokens": u.output_tokens}
+    events.append(event("message_delta", {"delta": {"stop_reason": finish, "stop_sequence": None},
+                                          "usage": delta_usage}))
+    events.append(event("message_stop", {}))
+    return events

@@ -112,7 +112,8 @@ def test_usage_counts_whole_prompt_and_cache_reads(server: Loopback) -> None:
     server.push(Reply(text=["ok"], usage=usage))
     reported = [e for e in run(make(server), simple()) if isinstance(e, Usage)]
     # 50 uncached + 3000 read from cache + 200 written to cache = the full prompt.
-    assert reported == [Usage(input_tokens=3250, output_tokens=34, cached_input_tokens=3000, reported=True)]
+    assert reported == [Usage(input_tokens=3250, output_tokens=34, cached_input_tokens=3000, reported=True,
+                              cache_write_tokens=200)]
 
 
 @pytest.mark.parametrize(
@@ -338,8 +339,8 @@ def test_bad_request_detail_is_kept_but_scrubbed(server: Loopback) -> None:
     [
         (404, "anthropic: not found (404) - check the model name and base_url"),
         (429, "anthropic: rate limited (429)"),
-        (529, "anthropic: overloaded (529) - try again later"),
-        (500, "anthropic: server error (500) - try again later"),
+        (529, "anthropic: overloaded (529): x"),
+        (500, "anthropic: server error (500): x"),
     ],
 )
 def test_status_errors(server: Loopback, status: int, expected: str) -> None:

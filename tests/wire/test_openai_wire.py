@@ -183,8 +183,11 @@ def test_request_translation(server: Loopback) -> None:
     assert body["model"] == "gpt-test"
     assert body["stream"] is True
     assert body["stream_options"] == {"include_usage": True}
+    # A compatible server (a base_url that is not OpenAI's) gets max_tokens; OpenAI itself the newer name.
     assert body["max_tokens"] == 777
     assert "max_completion_tokens" not in body
+    # Only the system prompt is a system message, first (chat templates refuse one anywhere else); a harness
+    # notice is a tagged user message; the protected layer joins the last user message.
     assert body["messages"] == [
         {"role": "system", "content": "SYSTEM PROMPT"},
         {"role": "user", "content": "fix the bug"},
@@ -200,10 +203,9 @@ def test_request_translation(server: Loopback) -> None:
             ],
         },
         {"role": "tool", "tool_call_id": "call_1", "content": "print('a')"},
-        {"role": "system", "content": "budget: 80% used"},
+        {"role": "user", "content": "<system-notice>budget: 80% used</system-notice>"},
         {"role": "assistant", "content": "Done."},
-        {"role": "user", "content": "thanks"},
-        {"role": "system", "content": "TODO: [x] fix bug"},
+        {"role": "user", "content": "thanks\n\nTODO: [x] fix bug"},
     ]
     assert body["tools"] == [
         {
@@ -215,8 +217,8 @@ def test_request_translation(server: Loopback) -> None:
             },
         }
     ]
-    # Harness bookkeeping (meta) never reaches the wire.
-    assert "notice" not in json.dumps(body)
+    # Harness bookkeeping (meta: kind="notice") never reaches the wire.
+    assert '"kind"' not in json.dumps(body) and '"meta"' not in json.dumps(body)
 
 
 def test_key_is_sent_as_bearer_token(server: Loopback) -> None:
@@ -255,9 +257,13 @@ def test_prefix_is_byte_stable_when_only_protected_and_new_turns_change(server: 
     run(provider, first)
     run(provider, second)
     a, b = (r.body["messages"] for r in server.requests)
-    prefix = len(a) - 1  # everything except the protected block
+    prefix = len(a) - 1  # everything before the last user message, which carries the protected block
     assert json.dumps(a[:prefix]) == json.dumps(b[:prefix])
-    assert b[-1] == {"role": "system", "content": "TODO: [ ] next"}
+    # The last user message only gained the protected block at its end: a prompt cache (token prefixes) keeps
+    # all of its own text too.
+    assert a[-1]["content"] == "thanks\n\nTODO: [x] fix bug" and b[prefix] == {"role": "user", "content": "thanks"}
+    # After an assistant reply the block is a user message of its own, last.
+    assert b[-1] == {"role": "user", "content": "TODO: [ ] next"}
 
 
 def test_local_server_needs_no_key(server: Loopback, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -307,7 +313,7 @@ def test_bad_request_detail_is_kept_but_scrubbed(server: Loopback) -> None:
     [
         (404, "openai: not found (404) - check the model name and base_url"),
         (429, "openai: rate limited (429)"),
-        (503, "openai: server error (503) - try again later"),
+        (503, "openai: server error (503): x"),
         (403, "openai: permission denied (403)"),
     ],
 )

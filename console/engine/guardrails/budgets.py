@@ -1,4 +1,5 @@
-"""Budgets: a wall-clock deadline and a token budget for the whole job (seed 002: "Budget provides backstop").
+"""Budgets: a wall-clock deadline, a token budget and a money budget for the whole job (seed 002: "Budget provides
+backstop").
 
 The deadline runs from the job's *first* start: a resume keeps the recorded ``started_at``, so stopping and
 resuming a job does not buy it more time. Once exhausted, a budget stays exhausted (``exhausted`` is
@@ -16,12 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from console.engine.job import one_line
 
-Exhausted = Literal["deadline", "tokens"]
+Exhausted = Literal["deadline", "tokens", "cost"]
 
 MAX_DEADLINE_SECONDS = 30 * 24 * 3600  # 30 days: a longer deadline is a typo
 MAX_BUDGET_TOKENS = 10**12
+MAX_BUDGET_USD = 1_000_000.0  # US dollars: a larger budget is a typo
 # Tokens recorded so far are bounded too, so a corrupted state file cannot hold an absurd number.
 MAX_TOKENS_USED = 10**15
+MAX_COST_USED = 1e12
 
 # "1d2h30m15s" in this order, each part optional, or plain seconds. Anchored with no nested repetition:
 # matching is linear in the length, which is itself capped before matching.
@@ -85,6 +88,8 @@ class BudgetState(BaseModel):
 
     started_at: datetime | None = None
     tokens_used: int = Field(default=0, ge=0, le=MAX_TOKENS_USED)
+    # US dollars spent by the whole job, for the turns whose model has a known price.
+    cost_usd: float = Field(default=0.0, ge=0, le=MAX_COST_USED, allow_inf_nan=False)
     exhausted: Exhausted | None = None
     # Turns the loop granted the agent to wrap up after exhaustion (the loop's bookkeeping; kept here so a
     # resume does not grant them again).
@@ -95,12 +100,16 @@ class BudgetState(BaseModel):
 class Budgets:
     deadline_seconds: float | None = None
     budget_tokens: int | None = None
+    # US dollars for the whole job, counted from the model's prices (a model without a price never reaches it).
+    budget_usd: float | None = None
 
     def __post_init__(self) -> None:
         if self.deadline_seconds is not None and not 0 < self.deadline_seconds <= MAX_DEADLINE_SECONDS:
             raise ValueError(f"deadline_seconds must be in (0, {MAX_DEADLINE_SECONDS}]")
         if self.budget_tokens is not None and not 0 < self.budget_tokens <= MAX_BUDGET_TOKENS:
             raise ValueError(f"budget_tokens must be in [1, {MAX_BUDGET_TOKENS}]")
+        if self.budget_usd is not None and not 0 < self.budget_usd <= MAX_BUDGET_USD:
+            raise ValueError(f"budget_usd must be in (0, {MAX_BUDGET_USD:g}]")
 
     def start(self, state: BudgetState, now: datetime) -> BudgetState:
         """Record the job's first start (once: a resume keeps it). Returns ``state``, updated in place."""
@@ -119,8 +128,15 @@ class Budgets:
             state.tokens_used = min(MAX_TOKENS_USED, state.tokens_used + n)
         return state
 
+    def add_cost(self, state: BudgetState, usd: float) -> BudgetState:
+        """Count ``usd`` more dollars (negative or non-finite amounts are ignored)."""
+        if 0 < usd < float("inf"):
+            state.cost_usd = min(MAX_COST_USED, state.cost_usd + usd)
+        return state
+
     def exhausted(self, state: BudgetState, now: datetime) -> Exhausted | None:
-        """Which budget ran out (the deadline first), None if neither; recorded in ``state`` and sticky."""
+        """Which budget ran out (the deadline first, then tokens, then cost), None if none; recorded in ``state``
+        and sticky."""
         if state.exhausted is not None:
             return state.exhausted
         deadline = self.deadline(state)
@@ -128,4 +144,6 @@ class Budgets:
             state.exhausted = "deadline"
         elif self.budget_tokens is not None and state.tokens_used >= self.budget_tokens:
             state.exhausted = "tokens"
+        elif self.budget_usd is not None and state.cost_usd >= self.budget_usd:
+            state.exhausted = "cost"
         return state.exhausted

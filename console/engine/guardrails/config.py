@@ -6,6 +6,7 @@ errors naming the key; every number is bounded. Entries are discriminated on ``t
     [guardrails]
     deadline = "45m"                 # from the job's first start; 90s, 45m, 1h30m, 2h, 1d or seconds
     budget_tokens = 3_000_000
+    budget_usd = 5.0                 # US dollars, from the model's prices ([prices] in the config)
     max_completion_blocks = 5        # stops blocked by the completion check before the stop is let through
     [[guardrails.policies]]
     type = "read_before_write"
@@ -41,7 +42,13 @@ from pydantic import (
     model_validator,
 )
 
-from console.engine.guardrails.budgets import MAX_BUDGET_TOKENS, MAX_DEADLINE_SECONDS, Budgets, parse_duration
+from console.engine.guardrails.budgets import (
+    MAX_BUDGET_TOKENS,
+    MAX_BUDGET_USD,
+    MAX_DEADLINE_SECONDS,
+    Budgets,
+    parse_duration,
+)
 from console.engine.guardrails.completion import (
     CompositeChecker,
     FileExistsChecker,
@@ -308,6 +315,8 @@ class GuardrailsConfig(_Strict):
 
     deadline: str | int | None = None
     budget_tokens: int | None = Field(default=None, ge=1, le=MAX_BUDGET_TOKENS)
+    # A whole number of dollars (budget_usd = 5) is a float too; true/false and strings are not.
+    budget_usd: float | None = Field(default=None, gt=0, le=MAX_BUDGET_USD)
     max_completion_blocks: int = Field(default=5, ge=1, le=1000)
     policies: list[PolicyEntry] = Field(default_factory=list, max_length=MAX_ENTRIES)
     feedback: list[FeedbackEntry] = Field(default_factory=list, max_length=MAX_ENTRIES)
@@ -360,7 +369,7 @@ def build_guardrails(config: GuardrailsConfig) -> Guardrails:
         gate=PolicyGate([e.build() for e in config.policies]),
         feedback=FeedbackRunner(config.feedback_configs()),
         checker=build_checker(config.completion),
-        budgets=Budgets(config.deadline_seconds, config.budget_tokens),
+        budgets=Budgets(config.deadline_seconds, config.budget_tokens, config.budget_usd),
         max_completion_blocks=config.max_completion_blocks,
     )
 

@@ -92,6 +92,9 @@ class Guardrails:
     def add_tokens(self, n: int) -> None:
         self.budgets.add_tokens(self.budget_state, n)
 
+    def add_cost(self, usd: float) -> None:
+        self.budgets.add_cost(self.budget_state, usd)
+
     def deadline(self) -> Deadline | None:
         return self.budgets.deadline(self.budget_state)
 

@@ -51,12 +51,32 @@ REFUSED = "__refused__"
 
 
 def refused_arguments(arguments: str) -> str | None:
-    """Stand-in arguments for a call whose arguments are too big to record, or None if they are fine."""
-    if len(arguments) <= MAX_ARGUMENT_CHARS:
-        return None
-    return json.dumps({REFUSED: f"its arguments were {len(arguments)} characters, more than the "
-                                f"{MAX_ARGUMENT_CHARS} one tool call may carry; nothing was run. "
-                                "Split the work into smaller calls."})
+    """Stand-in arguments for a call whose arguments cannot be recorded as they are, or None if they are fine.
+
+    Too big: they would be resent every turn. Not a JSON object (a stream cut inside the arguments, a model
+    that wrote prose): servers that parse the history's arguments (vLLM, SGLang, Anthropic's tool_use input)
+    reject every later request that replays them. The stand-in is a valid object that says why; the call is
+    refused with that reason, and the operator's log keeps what the model actually sent."""
+    if len(arguments) > MAX_ARGUMENT_CHARS:
+        return json.dumps({REFUSED: f"its arguments were {len(arguments)} characters, more than the "
+                                    f"{MAX_ARGUMENT_CHARS} one tool call may carry; nothing was run. "
+                                    "Split the work into smaller calls."})
+    text = arguments.strip()
+    if not text:
+        return "{}"  # no arguments: the empty object every server accepts
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        cut = exc.pos >= len(text) - 1 or exc.msg.startswith("Unterminated string")
+        why = f"not valid JSON ({exc.msg}: position {exc.pos} of {len(text)} characters{'; cut off?' if cut else ''})"
+    except (RecursionError, ValueError):
+        why = "not a JSON object this harness can read (nested too deeply, or a number too long)"
+    else:
+        if isinstance(value, dict):
+            return None
+        why = f"a JSON {type(value).__name__}, not an object"
+    return json.dumps({REFUSED: f"its arguments were {why}; nothing was run, and they were replaced by this "
+                                "note in the history. Send the call again with a complete JSON object."})
 
 
 def clean_strings(value: Any) -> Any:
@@ -200,7 +220,8 @@ class ToolRegistry:
             return ToolOutcome(False, f"Invalid arguments for {tool.name}: {str(exc)[:200]}. "
                                       f"Expected: {describe_params(tool.args)}.")
         if isinstance(data, dict) and list(data) == [REFUSED]:
-            return ToolOutcome(False, f"{tool.name} was refused: {data[REFUSED]}")
+            return ToolOutcome(False, f"Invalid arguments for {tool.name}: {data[REFUSED]} "
+                                      f"Expected a JSON object with: {describe_params(tool.args)}.")
         if not isinstance(data, dict):
             return ToolOutcome(
                 False,

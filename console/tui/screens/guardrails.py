@@ -1,6 +1,7 @@
 """The guardrails view (``g``): what guards the run now, from the latest ``guardrails_status`` event.
 
-Budgets (the deadline counting down on the console's clock, the token budget left), the completion checker
+Budgets (the deadline counting down on the console's clock, the token budget left, the money spent of its
+budget), the completion checker
 with its current verdict and the refused stops used, the tool policies (with the calls each denied), the
 feedback providers with their trigger and next firing (with what each delivered), and the job's command tools
 with their confinement. Everything comes from the event fold, so an attached console shows the same.
@@ -21,6 +22,7 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from console import present
 from console.tui.format import clip, clock_time, duration, tokens
 from console.tui.state import ConsoleState, GuardrailsState
 from console.tui.widgets.lines import hang
@@ -77,8 +79,32 @@ def tokens_line(g: GuardrailsState) -> Content:
                             _bar(share, style.replace("text-", "")), (f"  {tokens(used)} used", "$text-muted"))
 
 
-def budgets_lines(g: GuardrailsState, now: datetime, width: int) -> Lines:
-    return [*_row("Deadline", deadline_line(g, now), width), *_row("Tokens", tokens_line(g), width)]
+def cost_line(g: GuardrailsState, job_cost: float | None, priced: bool | None) -> Content:
+    """Money: what the job cost so far, of its ``budget_usd`` when one is set."""
+    st = g.status
+    budget = getattr(st, "budget_usd", None) if st is not None else None
+    used = job_cost if job_cost is not None else getattr(st, "cost_usd", None) if st is not None else None
+    if priced is False and not used:
+        unknown = Content.styled("not counted: no price is known for the model", "$text-muted")
+        if budget:
+            return Content.assemble((f"budget {present.cost(budget)} can never be reached", "bold $text-warning"),
+                                    " · ", unknown)
+        return unknown
+    if not budget:
+        return Content.assemble(_none(), (f" ({present.cost(used)} spent)" if used else "", "$text-muted"))
+    used = used or 0.0
+    share = max(0.0, budget - used) / budget
+    style = "$text-error" if share < 0.10 or "cost" in g.exhausted else "$text-warning" if share < 0.25 \
+        else "$text-success"
+    return Content.assemble((f"{present.cost(max(0.0, budget - used))} left ({share:.0%})", f"bold {style}"),
+                            " of ", present.cost(budget), "  ", _bar(share, style.replace("text-", "")),
+                            (f"  {present.cost(used)} spent", "$text-muted"))
+
+
+def budgets_lines(g: GuardrailsState, now: datetime, width: int, job_cost: float | None = None,
+                  priced: bool | None = None) -> Lines:
+    return [*_row("Deadline", deadline_line(g, now), width), *_row("Tokens", tokens_line(g), width),
+            *_row("Cost", cost_line(g, job_cost, priced), width)]
 
 
 def completion_lines(g: GuardrailsState, width: int) -> Lines:
@@ -206,7 +232,7 @@ def section_lines(state: ConsoleState, now: datetime, widths: dict[str, int] | N
     g = state.guards
     w = (widths or {}).get
     return {
-        "g-budgets": budgets_lines(g, now, w("g-budgets", 200)),
+        "g-budgets": budgets_lines(g, now, w("g-budgets", 200), state.job_cost, state.priced),
         "g-completion": completion_lines(g, w("g-completion", 200)),
         "g-tools": tools_lines(g, w("g-tools", 200)),
         "g-policies": policies_lines(g, w("g-policies", 200)),

@@ -11,7 +11,10 @@ lines on screen are drawn. Appending costs the new message, not the whole view.
   from the bottom (``end``);
 - tool calls are one line; click one (or ``e`` for the newest, ``E`` for all) to
   expand its arguments and result;
-- masked observations, compactions and restart markers are marked in place.
+- masked observations, compactions and restart markers are marked in place;
+- the model's reasoning ("thinking") is its own dimmed item, never mixed into the answer;
+- a model call that fails and is retried drops what it streamed (the agent never sees it either): the
+  view shows a mark line for the wait, then the retried reply, never a half reply followed by a whole one.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from textual.content import Content
 from textual.events import Click
 from textual.timer import Timer
 
+from console import present
 from console.engine import events as ev
 from console.tui.format import brief_args, clip, pretty_args, tokens
 from console.tui.state import stuck_told
@@ -40,6 +44,7 @@ RESULT_PREVIEW = 4000
 ARGS_PREVIEW = 1500
 MASKABLE_CHARS = 240  # the engine does not mask results under ~60 tokens
 KEEP_RECENT_RESULTS = 2  # nor the newest two
+THINKING_PREVIEW = 1200  # the most of a turn's reasoning shown (its tail while it streams, its start after)
 
 NOTICE_STYLE = {
     "info": "$text-muted",
@@ -55,6 +60,7 @@ NOTICE_STYLE = {
     "refused": "bold $text-warning",
     "bypassed": "$text-warning",
     "budget": "bold $text-warning",
+    "retry": "$text-warning",
     "feedback-info": "$text-primary",
     "feedback-caution": "$text-warning",
     "feedback-warning": "bold $text-warning",
@@ -82,6 +88,35 @@ class AssistantItem(Item):
 
     def estimate(self, width: int) -> int:
         return _text_lines(self.text, width)
+
+
+@dataclass(eq=False)
+class ThinkingItem(Item):
+    """The model's reasoning for a turn (reasoning_content, thinking): dimmed and italic, apart from the answer."""
+
+    session: int = 0
+    turn: int = 0
+    text: str = ""
+    final: bool = False
+
+    def __post_init__(self) -> None:
+        self.gutter, self.margin = "┊ ", True
+        self.gutter_style = "$text-muted"
+
+    def shown(self) -> str:
+        text = self.text.strip()
+        if len(text) <= THINKING_PREVIEW:
+            return text
+        more = len(text) - THINKING_PREVIEW
+        if not self.final:  # what it is thinking now
+            return f"… {text[-THINKING_PREVIEW:]}"
+        return f"{text[:THINKING_PREVIEW]} … ({more:,} more chars in .console/events.jsonl)"
+
+    def body(self) -> object:
+        return Content.assemble(("thinking ", "bold"), self.shown() or "…").stylize("italic $text-muted")
+
+    def estimate(self, width: int) -> int:
+        return _text_lines("thinking " + self.shown(), width)
 
 
 @dataclass(eq=False)
@@ -207,6 +242,8 @@ class ConversationPane(ItemView):
         self.trimmed = 0
         self.by_call: dict[str, ToolItem] = {}
         self.streaming: AssistantItem | None = None
+        self.thinking: ThinkingItem | None = None
+        self._changed_at: int | None = None  # the first index where items were dropped or inserted, until committed
         self.epoch = 0
         self.last_feedback: ev.Feedback | None = None
         self.messages_seen = 0
@@ -232,15 +269,38 @@ class ConversationPane(ItemView):
         dirty: list[Item] = []
         stream_dirty = False
         for e in events:
-            if isinstance(e, ev.TextDelta):
+            if isinstance(e, ev.TextDelta) and e.reasoning:
+                t = self.thinking
+                if t is None or t.turn != e.turn or t.final:
+                    t = self.thinking = ThinkingItem(session=e.session, turn=e.turn)
+                    new.append(t)
+                t.text += e.text
+                stream_dirty = True
+            elif isinstance(e, ev.TextDelta):
                 s = self.streaming
                 if s is None or s.turn != e.turn or s.final:
                     s = self.streaming = AssistantItem(session=e.session, turn=e.turn)
                     new.append(s)
                 s.text += e.text
                 stream_dirty = True
+            elif isinstance(e, ev.ModelRetry):
+                dropped = self._discard_stream(e.turn, new)
+                gone = (f" The partial reply ({e.discarded_chars:,} chars) was discarded." if e.discarded_chars
+                        else " The partial reply was discarded." if dropped else "")
+                self._notice("⧗", f"Model call failed: {present.retry_text(e, message=200)}.{gone}", "retry", new)
+            elif isinstance(e, ev.TurnStarted):
+                self._discard_stream(e.turn, new)  # the turn is asked again (a pause dropped the reply in progress)
             elif isinstance(e, ev.AssistantMessage):
                 self.messages_seen += 1
+                t = self.thinking
+                if t is not None and t.turn == e.turn and not t.final:
+                    # What streamed, unless the log's copy says more (the log caps it; the stream does not).
+                    t.text, t.final = (e.reasoning if len(e.reasoning) > len(t.text) else t.text), True
+                    dirty.append(t)
+                elif e.reasoning.strip():
+                    self._insert_before(self.streaming, ThinkingItem(session=e.session, turn=e.turn,
+                                                                     text=e.reasoning, final=True), e.turn, new)
+                self.thinking = None
                 s = self.streaming
                 if s is not None and s.turn == e.turn and not s.final:
                     s.text, s.final = e.text, True
@@ -264,6 +324,42 @@ class ConversationPane(ItemView):
             else:
                 self._ingest_marker(e, new, dirty)
         self._commit(new, dirty, stream_dirty)
+
+    def _insert_before(self, answer: AssistantItem | None, item: Item, turn: int, new: list[Item]) -> None:
+        """Put ``item`` (the turn's reasoning) above the turn's streamed answer, or last if there is none."""
+        if answer is None or answer.turn != turn or answer.final:
+            new.append(item)
+            return
+        for n, other in enumerate(new):
+            if other is answer:
+                new.insert(n, item)
+                return
+        at = self.index_of([answer])
+        if at >= len(self.items):
+            new.append(item)
+            return
+        self.items.insert(at, item)
+        self._changed_at = at if self._changed_at is None else min(self._changed_at, at)  # offsets change from here
+
+    def _discard_stream(self, turn: int, new: list[Item]) -> bool:
+        """Drop the text and the reasoning streamed for ``turn`` that no assistant_message confirmed: the attempt
+        failed (a retry follows) or was dropped (asked again). Returns whether anything was dropped."""
+        gone: list[Item] = []
+        if self.streaming is not None and self.streaming.turn == turn and not self.streaming.final:
+            gone.append(self.streaming)
+            self.streaming = None
+        if self.thinking is not None and self.thinking.turn == turn and not self.thinking.final:
+            gone.append(self.thinking)
+            self.thinking = None
+        for item in gone:
+            if any(item is n for n in new):
+                new[:] = [n for n in new if n is not item]
+                continue
+            at = self.index_of([item])
+            if at < len(self.items):
+                del self.items[at]
+                self._changed_at = at if self._changed_at is None else min(self._changed_at, at)
+        return bool(gone)
 
     def _ingest_marker(self, e: ev.EventBase, new: list[Item], dirty: list[Item]) -> None:
         if isinstance(e, ev.ToolDenied):
@@ -294,7 +390,7 @@ class ConversationPane(ItemView):
                               f"{e.reason or 'compaction'}. What is above is no longer in the agent's context.",
                          "compacted", new)
         elif isinstance(e, ev.SessionStarted):
-            self.streaming = None
+            self.streaming = self.thinking = None
             if e.reason == "restart":
                 self._notice("↻", f"RESTART · session {e.session} · the previous context was full · "
                                   f"{e.carryover_messages} messages carried over", "restart", new)
@@ -333,10 +429,12 @@ class ConversationPane(ItemView):
                               "told to continue.", "refused", new)
         elif isinstance(e, ev.CompletionBypassed):
             what = "job_complete" if e.stop_reason == "job_complete" else "The stop"
-            budget = "the deadline passed" if e.budget == "deadline" else "the token budget is spent"
+            budget = {"deadline": "the deadline passed", "cost": "the money budget is spent"}.get(
+                e.budget, "the token budget is spent")
             self._notice("↷", f"{what} accepted without the completion check: {budget}.", "bypassed", new)
         elif isinstance(e, ev.BudgetExhausted):
-            what = e.detail or ("deadline passed" if e.budget == "deadline" else "token budget spent")
+            what = e.detail or {"deadline": "deadline passed", "cost": "money budget spent"}.get(
+                e.budget, "token budget spent")
             self._notice("◷", f"{what[:1].upper()}{what[1:]}. The agent was told to wrap up.", "budget", new)
         elif isinstance(e, ev.StuckDetected):
             if not stuck_told(self.last_feedback, e):  # the stuck detector's feedback line said it
@@ -345,6 +443,8 @@ class ConversationPane(ItemView):
             self.last_feedback = e
             kind = f"feedback-{e.severity}" if f"feedback-{e.severity}" in NOTICE_STYLE else "feedback-info"
             self._notice("◆", f"feedback from {e.source} ({e.severity}): {clip(e.message, 120)}", kind, new)
+        elif isinstance(e, ev.OperatorCommand) and e.status == "discarded":
+            self._notice("⌘", f"Operator ({e.source}): {present.discarded_text(e)}", "info", new)
         elif isinstance(e, ev.OperatorCommand):
             if e.status != "received":
                 detail = f" — {e.detail}" if e.detail else ""
@@ -379,9 +479,10 @@ class ConversationPane(ItemView):
 
     # -- items -> lines --------------------------------------------------------------------------
     def _commit(self, new: list[Item], dirty: list[Item], stream_dirty: bool) -> None:
-        if not new and not dirty and not stream_dirty:
+        moved, self._changed_at = self._changed_at, None
+        if not new and not dirty and not stream_dirty and moved is None:
             return
-        first_changed = len(self.items)
+        first_changed = len(self.items) if moved is None else min(moved, len(self.items))
         self.items.extend(new)
         if len(self.items) > self.max_items + TRIM_SLACK:
             drop = len(self.items) - self.max_items
@@ -390,6 +491,8 @@ class ConversationPane(ItemView):
                     del self.by_call[old.call_id]
                 if old is self.streaming:
                     self.streaming = None
+                if old is self.thinking:
+                    self.thinking = None
             removed_lines = self.offsets[drop] if drop < len(self.offsets) else self.total_lines
             del self.items[:drop]
             self.trimmed += drop
@@ -405,7 +508,7 @@ class ConversationPane(ItemView):
             return  # not laid out yet: rendered at the first resize
         if dirty:
             first_changed = min(first_changed, self.index_of(dirty))
-        if stream_dirty and self.streaming is not None:
+        if stream_dirty and (self.streaming is not None or self.thinking is not None):
             self._schedule_stream()
         self.relayout(first_changed)
 
@@ -421,11 +524,12 @@ class ConversationPane(ItemView):
             self._stream_timer.stop()
             self._stream_timer = None
         self._streamed_at = time.monotonic()
-        s = self.streaming
-        if s is None:
+        live: list[Item] = [s for s in (self.thinking, self.streaming) if s is not None]
+        if not live:
             return
-        s.lines = None
-        self.relayout(self.index_of([s]))
+        for s in live:
+            s.lines = None
+        self.relayout(self.index_of(live))
 
     # -- interaction ---------------------------------------------------------------------------------
     def on_click(self, event: Click) -> None:

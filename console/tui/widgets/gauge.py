@@ -1,10 +1,12 @@
-"""Token pressure: how full the next prompt is, where masking and wind-down start, the trend, the last action."""
+"""Token pressure: how full the next prompt is, where masking and wind-down start, the context window and where
+its figure came from, the trend, the last action."""
 
 from __future__ import annotations
 
 from textual.content import Content
 from textual.widget import Widget
 
+from console import present
 from console.tui.format import clock_time, sparkline, tokens
 from console.tui.state import ConsoleState, GaugeState
 
@@ -83,9 +85,11 @@ class ContextGauge(Widget):
         g = self.state.gauge
         w = max(10, self.size.width or 40)
         lines: list[Content] = [headline(g), bar(g, w)]
-        window = f"  window {tokens(g.window)}" if g.budget and g.window else ""
         lines.append(Content.assemble(("│", "bold $text-warning"), f" soft {g.soft:.0%}  ",
-                                      ("┃", "bold $text-error"), f" hard {g.hard:.0%}", (window, "$text-muted")))
+                                      ("┃", "bold $text-error"), f" hard {g.hard:.0%}"))
+        window = present.window_text(g.window, g.window_source)
+        if window:
+            lines.append(Content.styled(window[:1].upper() + window[1:], "$text-muted").truncate(w, ellipsis=True))
         trend_w = max(5, w - 7)
         spark = sparkline(list(g.trend), g.limit, trend_w)
         lines.append(Content.assemble(("Trend  ", "$text-muted"), (spark, "$text-primary") if spark else

@@ -1,24 +1,29 @@
-"""The status line: job, session, phase, provider/model, elapsed, tokens and cost, and the run's state.
+"""The status line: the run, its state, phase, context pressure and cost first; then session, elapsed, tokens,
+turn and provider/model, as the width allows.
 
-It fits what it can: parts have priorities and the least important drop first on
-a narrow terminal. Cost is "n/a": the console keeps no price table (prices change
-and differ per account), so it shows token counts, which are exact.
+It fits what it can: parts have priorities and the least important drop first on a narrow terminal; it never
+overflows. Cost is the whole job's, from the model's prices; when the price is unknown it is left out (the
+feedback pane says so once), never "n/a". While the engine waits to retry a failed model call, the state says
+so with a countdown ("waiting: rate limited, retry in 32 s").
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 
 from textual.content import Content
 from textual.widget import Widget
 
+from console import present
 from console.tui.format import clip, elapsed, tokens
 from console.tui.state import ConsoleState
 
 STATUS_STYLE = {
     "running": "bold $text-success",
     "starting": "$text-muted",
+    "waiting": "bold reverse $text-warning",
     "paused": "bold reverse $text-warning",
     "restart pending": "bold reverse $text-warning",
     "stopping": "bold $text-warning",
@@ -26,6 +31,61 @@ STATUS_STYLE = {
     "stopped": "bold $text-warning",
     "failed": "bold reverse $text-error",
 }
+TITLE_MAX = 28  # a long job name must leave room for the state
+SEP = " │ "
+
+
+@dataclass(frozen=True)
+class Part:
+    priority: int  # lower is kept longer
+    content: Content
+    shrink_to: int = 0  # > 0: may be cut (with an ellipsis) down to this many cells rather than dropped
+    short: Content | None = None  # a shorter form, shown when the whole one does not fit
+
+    @property
+    def least(self) -> int:
+        full = self.content.cell_length
+        if self.short is not None:
+            return min(full, self.short.cell_length)
+        return min(full, self.shrink_to) if self.shrink_to else full
+
+    def shown(self, cells: int) -> Content:
+        if cells >= self.content.cell_length:
+            return self.content
+        if self.short is not None:
+            return self.short
+        return self.content.truncate(cells, ellipsis=True)
+
+
+CORE = 4  # the run, its state, a pending command, the phase, context and cost: shown first, cut to fit if need be
+
+
+def fit(parts: list[Part], width: int) -> Content:
+    """The parts that fit in ``width`` cells, in display order; the line never overflows.
+
+    The core parts (priority up to ``CORE``) go in first, each counted at its smallest (cut, or its short form);
+    any other part only when everything more important fits whole with it. Then the room left goes back to the
+    cut parts, most important first (a part with a short form takes its whole form only if it fits)."""
+    sep = Content.styled(SEP, "$text-muted")
+    order = sorted(range(len(parts)), key=lambda i: (parts[i].priority, i))
+    chosen: list[int] = []
+    least = whole = 0  # cells taken with the chosen parts at their smallest / whole
+    for idx in order:
+        part = parts[idx]
+        gap = len(SEP) if chosen else 0
+        full = part.content.cell_length
+        if whole + gap + full <= width or (part.priority <= CORE and least + gap + part.least <= width):
+            chosen.append(idx)
+            least += gap + part.least
+            whole += gap + full
+    given = {i: parts[i].least for i in chosen}
+    used = least
+    for idx in chosen:  # most important first
+        more = min(parts[idx].content.cell_length - given[idx], width - used)
+        if more > 0 and (parts[idx].short is None or given[idx] + more >= parts[idx].content.cell_length):
+            given[idx] += more
+            used += more
+    return sep.join([parts[i].shown(given[i]) for i in sorted(chosen)])
 
 
 class StatusLine(Widget):
@@ -40,52 +100,59 @@ class StatusLine(Widget):
         self.runner_pid: int | None = None
         self.last_plain = ""
 
-    def parts(self) -> list[tuple[int, Content]]:
-        """(priority, content) in display order; lower priority numbers are kept longer."""
+    def state_badge(self, short: bool = False) -> str:
+        """The state as shown (`` running ``); ``short``: a shorter form for a narrow line, "" if there is none."""
         st = self.state
-        out: list[tuple[int, Content]] = []
-        out.append((0, Content.styled(st.job_title or "job", "bold $text-primary")))
         status = st.status
-        badge = f" {status} "
+        if status == "waiting" and st.retry is not None:
+            left = (st.retry.ts - self.now()).total_seconds() + st.retry.delay_s
+            status = present.retry_badge(st.retry, left, short=short)
+        elif short:
+            return ""
         if self.attached and not st.ended:
-            badge = f" {status} · pid {self.runner_pid} " if self.runner_pid else " not running (review) "
-        elif self.attached:
-            badge = f" {status} · review "
-        out.append((0, Content.styled(badge, STATUS_STYLE.get(status, "bold"))))
+            return f" {status} · pid {self.runner_pid} " if self.runner_pid else " not running (review) "
+        if self.attached:
+            return f" {status} · review "
+        return f" {status} "
+
+    def parts(self) -> list[Part]:
+        """The parts in display order; lower priority numbers are kept longer."""
+        st = self.state
+        out: list[Part] = []
+        out.append(Part(1, Content.styled(clip(st.job_title or "job", TITLE_MAX), "bold $text-primary"), 12))
+        status = st.status
+        style = STATUS_STYLE.get(status, "bold")
+        short = self.state_badge(short=True)
+        out.append(Part(0, Content.styled(self.state_badge(), style),
+                        short=Content.styled(short, style) if short else None))
         if status == "paused" and not st.requested:
-            out.append((1, Content.styled("p resumes", "$text-warning")))
+            out.append(Part(1, Content.styled("p resumes", "$text-warning")))
         for what in st.requested.values():
-            out.append((1, Content.styled(f"{what}…", "italic $text-warning")))
+            out.append(Part(1, Content.styled(f"{what}…", "italic $text-warning")))
         if st.session:
-            out.append((2, Content(f"session {st.session}")))
+            out.append(Part(5, Content(f"session {st.session}")))
         if st.phase:
-            out.append((3, Content(clip(st.phase, 34))))
+            out.append(Part(2, Content(clip(st.phase, 34)), 14))
         if st.turn:
-            out.append((6, Content(f"turn {st.turn}")))
-        if st.provider or st.model:
-            out.append((7, Content.styled(f"{st.provider}/{st.model}".strip("/"), "$text-muted")))
+            out.append(Part(8, Content(f"turn {st.turn}")))
+        g = st.gauge
+        if g.limit:
+            style = "$text-error" if g.pct >= g.hard else "$text-warning" if g.pct >= g.soft else ""
+            out.append(Part(3, Content.assemble("ctx ", (f"{g.pct:.0%}", style))))
+        if st.job_cost is not None:
+            out.append(Part(4, Content(present.cost(st.job_cost))))
         end = st.ended_at if st.ended else self.now()
-        out.append((4, Content(f"⏱ {elapsed(st.run_started, end)}")))
+        out.append(Part(6, Content(f"⏱ {elapsed(st.run_started, end)}")))
         tok = f"{tokens(st.input_tokens)} in"
         if st.cached_tokens:
             tok += f" ({tokens(st.cached_tokens)} cached)"
         tok += f" · {tokens(st.output_tokens)} out"
-        out.append((5, Content(tok)))
-        out.append((8, Content.styled("cost n/a", "$text-muted")))
+        out.append(Part(7, Content(tok)))
+        if st.provider or st.model:
+            out.append(Part(9, Content.styled(f"{st.provider}/{st.model}".strip("/"), "$text-muted")))
         return out
 
     def render(self) -> Content:
-        width = self.size.width or 80
-        parts = self.parts()
-        sep = Content.styled(" │ ", "$text-muted")
-        chosen: set[int] = set()
-        used = 0
-        for idx in sorted(range(len(parts)), key=lambda i: (parts[i][0], i)):
-            need = parts[idx][1].cell_length + (3 if chosen else 0)
-            if used + need <= width:
-                chosen.add(idx)
-                used += need
-        shown = [parts[i][1] for i in range(len(parts)) if i in chosen]
-        line = sep.join(shown)
+        line = fit(self.parts(), self.size.width or 80)
         self.last_plain = line.plain
         return line

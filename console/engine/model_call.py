@@ -1,0 +1,177 @@
+"""One model call the loop can abandon, and the retries that make a turn survive an outage.
+
+A provider's stream is read in a worker thread and handed over through a queue, so the loop keeps the
+upper hand whatever the server does: it looks at the operator's commands every tick (a stop or a pause
+acts within a second, even while the socket is silent), and it ends a call that has produced no model
+output for ``idle_timeout`` seconds (keep-alive comments are not output: the SDKs never yield them) or
+that has run longer than ``turn_timeout``. An abandoned call is left to its thread, which notices at its
+next item, closes the stream, and ends; the SDK's own read timeout bounds a socket that never speaks.
+
+Transient failures (see :class:`~console.engine.model.ProviderError`) are retried for the whole turn with
+tenacity: exponential backoff with full jitter, a server's retry-after honoured up to a cap, until the
+waits of one turn add up to ``retry_total_wait``. Each wait is announced first (``on_retry``) and spent in
+ticks that look at the operator's commands, so a stop during a wait also acts at once.
+"""
+
+from __future__ import annotations
+
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from tenacity import RetryCallState, Retrying, retry_if_exception
+from tenacity.wait import wait_base, wait_random_exponential
+
+from console.engine.messages import ModelRequest
+from console.engine.model import Provider, ProviderError, StreamEvent
+
+TICK = 0.2  # seconds between looks at the operator's commands while a call is silent
+BACKOFF_START = 2.0  # the first retry waits up to this (jittered), doubling per attempt
+BACKOFF_MAX = 120.0  # one backoff wait (not one retry-after) is at most this
+
+
+@dataclass(frozen=True)
+class CallLimits:
+    idle_timeout: float = 120.0
+    turn_timeout: float = 1800.0
+    retry_total_wait: float = 600.0
+    retry_after_cap: float = 300.0
+
+
+class _Workers:
+    """Reused daemon threads for model calls. Starting a thread per call costs ~0.2 ms, more than the rest of
+    the harness's turn; concurrent.futures' pool would do, but its threads are joined at exit, and a thread
+    stuck on a silent socket must never hold up a stop. An abandoned call keeps its thread until its socket
+    gives up (the SDK's read timeout); a new call then gets another thread."""
+
+    def __init__(self) -> None:
+        self._idle: queue.SimpleQueue[queue.SimpleQueue[Callable[[], None]]] = queue.SimpleQueue()
+
+    def submit(self, fn: Callable[[], None]) -> None:
+        try:
+            inbox = self._idle.get_nowait()
+        except queue.Empty:
+            inbox = queue.SimpleQueue()
+            threading.Thread(target=self._serve, args=(inbox,), name="model-call", daemon=True).start()
+        inbox.put(fn)
+
+    def _serve(self, inbox: queue.SimpleQueue[Callable[[], None]]) -> None:
+        while True:
+            inbox.get()()
+            self._idle.put(inbox)
+
+
+_WORKERS = _Workers()
+
+
+class _Failed:
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+_DONE = object()
+
+
+def stream_abandonably(provider: Provider, request: ModelRequest, limits: CallLimits,
+                       tick: Callable[[], None], now: Callable[[], float] = time.monotonic) -> Iterator[StreamEvent]:
+    """The provider's stream, read in a worker thread; ``tick`` runs at least every :data:`TICK` seconds
+    and may raise to abandon the call. A silent stream past ``idle_timeout``, or a call past
+    ``turn_timeout``, raises a transient :class:`ProviderError`.
+
+    The watchdog runs on real time (``now``), not the run's injected clock: it measures a real socket."""
+    if getattr(provider, "runs_inline", False):
+        # In-process models (the scripted one) never block on a socket: no thread needed.
+        for item in provider.stream(request):
+            tick()
+            yield item
+        return
+    items: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    cancel = threading.Event()
+
+    def work() -> None:
+        try:
+            stream = provider.stream(request)
+            try:
+                for item in stream:
+                    if cancel.is_set():
+                        break
+                    items.put(item)
+            finally:
+                close = getattr(stream, "close", None)
+                if close is not None:
+                    close()  # ends the HTTP response (the SDK's context manager exits)
+            items.put(_DONE)
+        except BaseException as exc:  # handed to the loop's thread, which decides
+            items.put(_Failed(exc))
+
+    started = last = now()
+    _WORKERS.submit(work)
+    try:
+        while True:
+            try:
+                item = items.get(timeout=TICK)
+            except queue.Empty:
+                tick()
+                at = now()
+                if at - last >= limits.idle_timeout:
+                    raise ProviderError(
+                        f"{provider.name}: no model output for {limits.idle_timeout:g} s (the server keeps the "
+                        "request open without progress)", kind="transient",
+                        cause=f"stalled {limits.idle_timeout:g} s") from None
+                if at - started >= limits.turn_timeout:
+                    raise ProviderError(
+                        f"{provider.name}: the reply took longer than {limits.turn_timeout:g} s", kind="transient",
+                        cause=f"reply over {limits.turn_timeout:g} s") from None
+                continue
+            if item is _DONE:
+                return
+            if isinstance(item, _Failed):
+                raise item.exc
+            last = now()
+            tick()
+            yield item
+    finally:
+        cancel.set()
+
+
+class wait_retry_after(wait_base):  # named like tenacity's own wait strategies
+    """Exponential backoff with full jitter, or the server's retry-after when it asks for longer (capped)."""
+
+    def __init__(self, cap: float, rng: random.Random | None = None) -> None:
+        self.cap = cap
+        self.backoff = wait_random_exponential(multiplier=BACKOFF_START / 2, max=BACKOFF_MAX)
+        self.rng = rng
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        if self.rng is not None:
+            # tenacity draws from the module's random; a seeded one keeps tests and replays deterministic.
+            high = min(BACKOFF_MAX, BACKOFF_START * 2 ** (retry_state.attempt_number - 1))
+            delay = self.rng.uniform(0, high)
+        else:
+            delay = self.backoff(retry_state)
+        exc = retry_state.outcome.exception() if retry_state.outcome is not None else None
+        after = getattr(exc, "retry_after", None)
+        if isinstance(after, int | float) and after > 0:
+            delay = max(delay, min(float(after), self.cap))
+        return round(delay, 3)
+
+
+def is_transient(exc: BaseException) -> bool:
+    return isinstance(exc, ProviderError) and exc.kind == "transient"
+
+
+def retrying(limits: CallLimits, sleep: Callable[[float], None], on_retry: Callable[[RetryCallState], None],
+             rng: random.Random | None = None) -> Retrying:
+    """The whole-turn retry policy: transient failures only, until the turn's waits would pass the total."""
+
+    def out_of_time(state: RetryCallState) -> bool:
+        return state.idle_for + (state.upcoming_sleep or 0.0) > limits.retry_total_wait
+
+    return Retrying(retry=retry_if_exception(is_transient), wait=wait_retry_after(limits.retry_after_cap, rng),
+                    stop=out_of_time, sleep=sleep, before_sleep=on_retry, reraise=True)
