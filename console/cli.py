@@ -327,7 +327,8 @@ def _run_headless(sup: Any, paths: Any, store: Any, clock: Any) -> int:
         sup.stop()
         if interrupts == 1:
             what = "Ctrl+C" if signum == signal.SIGINT else "the signal"
-            print(f"\nstopping after the current turn ({what} again to stop now)", file=sys.stderr, flush=True)
+            print(f"\nstopping: at once if the model is being asked, else after the turn's tool calls ({what} again "
+                  "to stop now)", file=sys.stderr, flush=True)
         elif interrupts > 2:
             raise KeyboardInterrupt
 
@@ -376,6 +377,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
+    from console.engine.cost import format_cost
     from console.engine.job import JobError
     from console.engine.store import JobStore
     from console.settings import load_settings
@@ -413,6 +415,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     table.add_column("started", no_wrap=True)
     table.add_column("completed", no_wrap=True)
     table.add_column("conf.", no_wrap=True, justify="right")
+    table.add_column("cost", no_wrap=True, justify="right")
     table.add_column("job", overflow="fold", max_width=28)
     table.add_column("summary / reason", overflow="fold", ratio=1, min_width=24)
     style = {"completed": "green", "running": "cyan", "failed": "red", "stopped": "yellow", "interrupted": "yellow",
@@ -429,6 +432,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
             short(r.started_at),
             short(r.completed_at),
             "" if r.confidence is None else f"{r.confidence:.2f}",
+            "" if r.cost_usd is None else format_cost(r.cost_usd),
             re.sub(r"-\d{8}-\d{6}(-\d+)?$", "", Path(r.path).name),
             Text(r.summary or r.detail or ""),
         )

@@ -25,7 +25,8 @@ def unpriced_text(model: str) -> str:
 
 
 def _seconds(s: float) -> str:
-    return f"{max(0, round(s))} s"
+    # A jittered first wait is often under a second: "0 s" would read as "not at all".
+    return f"{s:.1f} s" if 0 < s < 9.95 and s != round(s) else f"{max(0, round(s))} s"
 
 
 def retry_text(e: ev.ModelRetry, message: int = 0) -> str:

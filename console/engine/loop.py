@@ -436,8 +436,10 @@ class Session:
         if exc.kind == "context":
             return self.overflowed(exc)
         if exc.kind == "transient":
+            asked = (f"; the server asked to wait {exc.retry_after:.0f} s more" if exc.retry_after
+                     and self.waited + exc.retry_after > st.retry_total_wait else "")
             detail = (f"the model could not be reached: retried for {self.waited:.0f} s of waits (limit "
-                      f"{st.retry_total_wait:g} s); last: {exc}")
+                      f"{st.retry_total_wait:g} s{asked}); last: {exc}")
             rt.events.emit(ev.ErrorEvent, message=detail, where="provider", recoverable=True)
             rt.events.observe()
             return self.end(ShutdownReason.MODEL_UNAVAILABLE, detail)

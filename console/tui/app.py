@@ -517,8 +517,10 @@ class ConsoleApp(App[int]):
                                            "dropped); the run can be resumed with run --in-place.", "Stop now",
                                            "Wait"), done)
         else:
-            self.push_screen(ConfirmScreen("Stop the run?", "The agent stops after its current turn. The run can "
-                                           "be resumed later with `agent-console run --in-place`.", "Stop",
+            self.push_screen(ConfirmScreen("Stop the run?", "The run stops at once if it is waiting for the model "
+                                           "(the reply in progress is asked again on resume), else after the "
+                                           "current turn's tool calls. Resume it later with "
+                                           f"`agent-console run --in-place {self.paths.root}`.", "Stop",
                                            "Keep running"), done)
 
     def action_guardrails(self) -> None:

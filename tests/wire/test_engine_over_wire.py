@@ -67,3 +67,41 @@ def test_a_job_runs_end_to_end_over_the_wire(kind, make_job, clock) -> None:
         assert "ACTIVE TODO LIST" in final_block["text"]
     assert SECRET not in paths.events.read_text()
     assert SECRET not in "".join(p.read_text(errors="replace") for p in paths.state.rglob("*") if p.is_file())
+
+
+def test_a_priced_model_shows_its_cost_everywhere(make_job, clock, tmp_path) -> None:
+    """Anthropic's usage (uncached input, cache reads, cache writes, output) priced from the registry's table,
+    checked against a hand computation in the events, the headless log, the jobs table and the closing line."""
+    import io
+
+    from console.engine.store import JobStore
+    from console.headless import HeadlessLog
+    from console.providers import registry
+
+    model = "claude-sonnet-4-5-20250929"  # a dated release of a model in the table
+    info = registry.model_info("anthropic", model)
+    assert info is not None and info.prices is not None
+    p = info.prices
+    usage = CannedUsage(input_tokens=50, output_tokens=40, cached_tokens=3000, cache_creation_tokens=200)
+    by_hand = (50 * p.input + 3000 * p.cached_input + 200 * p.cache_write + 40 * p.output) / 1e6
+    assert by_hand == pytest.approx((50 * 3.0 + 3000 * 0.30 + 200 * 3.75 + 40 * 15.0) / 1e6)  # $0.0024
+    paths = make_job()
+    store = JobStore(tmp_path / "jobs.db")
+    out = io.StringIO()
+    with Loopback() as server:
+        replies = script()
+        server.push(*(Reply(text=r.text, tool_calls=r.tool_calls, usage=usage) for r in replies))
+        provider = AnthropicProvider(model, api_key=SECRET, base_url=server.base_url, max_retries=0)
+        free_stop = GuardrailsConfig.model_validate({"completion": {"type": "none"}})
+        sup = Supervisor(paths, run_settings(provider="anthropic", model=model, guardrails=free_stop,
+                                             prices=p), provider, clock=clock, store=store)
+        sup.subscribe(HeadlessLog(out))
+        assert sup.run().ok
+    evs = [e for e in ev.read_events(paths.events) if isinstance(e, ev.TokenUsage)]
+    assert len(evs) == 4 and all(e.cache_write_tokens == 200 for e in evs)
+    assert all(e.cost_usd == pytest.approx(by_hand) for e in evs)
+    assert evs[-1].job_cost_usd == pytest.approx(4 * by_hand) == pytest.approx(sup.job_cost())
+    log = out.getvalue()
+    assert log.count("| $0.0024]") == 4 and "job cost $0.0096" in log  # 4 x $0.0024
+    (row,) = store.list()
+    assert row.cost_usd == pytest.approx(4 * by_hand)
