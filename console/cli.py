@@ -85,6 +85,27 @@ def check_flags(args: argparse.Namespace) -> None:
             raise ValueError(f"--{name.replace('_', '-')} {value:g}: expected {what}")
 
 
+def check_console_options(theme: str | None, settings: Any, console: bool = True) -> None:
+    """ValueError for a console option that names nothing: a theme that does not exist (flag or config), or a
+    [keys] entry with an unknown binding id. Checked before anything runs: a typo must not pass silently.
+    A headless run checks a theme only when --theme names one (reading themes costs the console's imports)."""
+    from console.tui.keymap import check_keymap
+
+    _, problems = check_keymap(settings.keys)
+    if problems:
+        raise ValueError(f"the config file's {problems[0]}")
+    if not console and not theme:
+        return
+    from console.tui.themes import load_themes, themes_dir
+
+    wanted = theme or settings.theme
+    names = [t.name for t in load_themes()]
+    if wanted not in names:
+        where = "--theme" if theme else "theme (config file or AGENT_CONSOLE_THEME)"
+        raise ValueError(f"{where} {wanted!r}: no such theme (themes: {', '.join(names) or 'none'}; "
+                         f"they are the *.toml files in {themes_dir()})")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="agent-console",
@@ -211,6 +232,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         check_flags(args)
         settings = load_settings()
+        check_console_options(args.theme, settings, console=not args.headless)
         source = validate_job_folder(args.job)
         job = load_job_config(source)
         rs = resolve_run_settings(settings, job, provider=args.provider, model=args.model, base_url=args.base_url,
@@ -357,8 +379,9 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
     try:
         settings = load_settings()
+        check_console_options(args.theme, settings)
         paths = validate_job_folder(args.job)
-    except JobError as exc:
+    except (JobError, ValueError) as exc:
         _err(str(exc))
         return EXIT_USAGE
     if not paths.events.exists():

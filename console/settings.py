@@ -66,13 +66,16 @@ class ConfigFileSource(PydanticBaseSettingsSource):
     def __call__(self) -> dict[str, Any]:
         text = read_config_text(self.path, "the settings file")
         if text is None:
+            if os.environ.get("AGENT_CONSOLE_CONFIG"):
+                # Named on purpose: a typo in the variable must not silently run with no settings at all.
+                raise JobError(f"AGENT_CONSOLE_CONFIG names {one_line(str(self.path), 0)}, which does not exist")
             return {}
         data = parse_config_toml(text, self.path, "the settings file")
         shown = f"{one_line(str(self.path), 0)} (the settings file)"
         try:
             checked = _file_model(self.settings_cls).model_validate(data)
         except ValidationError as exc:
-            raise JobError(format_validation_error(shown, exc, SETTINGS_KEYS)) from None
+            raise JobError(format_validation_error(shown, exc, settings_keys())) from None
         except RecursionError:
             raise JobError(f"{shown}: values nested too deeply") from None
         values = {name: getattr(checked, name) for name in checked.model_fields_set}
@@ -84,7 +87,6 @@ class ConfigFileSource(PydanticBaseSettingsSource):
         return values
 
 
-SETTINGS_KEYS = "the keys are the fields of Settings in console/settings.py, see README"
 _FILE_MODELS: dict[type, type[BaseModel]] = {}
 
 
@@ -107,6 +109,10 @@ def _file_model(settings_cls: type[BaseSettings]) -> type[BaseModel]:
             **fields,
         )
     return _FILE_MODELS[settings_cls]
+
+
+def settings_keys() -> str:
+    return "the config file's keys: " + ", ".join(sorted(Settings.model_fields))
 
 
 class Settings(BaseSettings):
@@ -184,7 +190,7 @@ def load_settings(**overrides: Any) -> Settings:
         raise  # the config file itself: already one line naming it
     except ValidationError as exc:
         raise JobError(format_validation_error(f"settings ({config_path()} or AGENT_CONSOLE_*)", exc,
-                                               SETTINGS_KEYS)) from None
+                                               settings_keys())) from None
     except Exception as exc:  # e.g. an env var holding JSON that does not parse (AGENT_CONSOLE_KEYS)
         raise JobError(f"settings ({config_path()} or AGENT_CONSOLE_*): {one_line(str(exc))}") from None
 

@@ -25,6 +25,8 @@ SAMPLES = REPO / "sample_jobs"
 def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("AGENT_CONSOLE_DATA_DIR", str(home / "data"))
+    # An empty config file of its own: AGENT_CONSOLE_CONFIG naming a missing file is an error.
+    (home / "config.toml").write_text("")
     monkeypatch.setenv("AGENT_CONSOLE_CONFIG", str(home / "config.toml"))
     for var in ("AGENT_CONSOLE_PROVIDER", "AGENT_CONSOLE_MODEL", "AGENT_CONSOLE_SPEED", "OPENAI_API_KEY",
                 "ANTHROPIC_API_KEY"):

@@ -237,9 +237,11 @@ BAD_INPUTS = {
     "job-toml-base-url": (lambda job, tmp: (job / "job.toml").write_text('[model]\nbase_url = "http://[::1"\n') and
                           ["run", job], "key 'model.base_url'"),
     # the config file
-    "config-directory": (lambda job, tmp: Path(os.environ["AGENT_CONSOLE_CONFIG"]).mkdir() or ["run", job],
+    "config-directory": (lambda job, tmp: Path(os.environ["AGENT_CONSOLE_CONFIG"]).unlink() or
+                         Path(os.environ["AGENT_CONSOLE_CONFIG"]).mkdir() or ["run", job],
                          "the settings file): is a directory"),
-    "config-fifo": (lambda job, tmp: _fifo(Path(os.environ["AGENT_CONSOLE_CONFIG"])) or ["jobs"],
+    "config-fifo": (lambda job, tmp: Path(os.environ["AGENT_CONSOLE_CONFIG"]).unlink() or
+                    _fifo(Path(os.environ["AGENT_CONSOLE_CONFIG"])) or ["jobs"],
                     "the settings file): is not a regular file"),
     "config-syntax": (lambda job, tmp: Path(os.environ["AGENT_CONSOLE_CONFIG"]).write_text("speed =") and
                       ["run", job], "the settings file): not valid TOML"),
@@ -296,3 +298,26 @@ def test_jobs_prints_every_status_and_bracketed_text_as_it_is(tmp_path, capsys) 
     assert "out of budget" in out and "some future status" in out
     assert "[/] [bold]x[/bold]" in out.replace("\n", " ") or "[bold]x[/bold]" in out
     assert "[red]not red[/]" in out
+
+
+def test_config_mistakes_are_errors_not_silence(tmp_path, monkeypatch, capsys) -> None:
+    job = str(SAMPLES / "quickstart")
+    # A theme that does not exist: exit 2 with the list, headless or not.
+    assert main(["run", job, "--headless", "--theme", "nope", "--speed", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--theme 'nope': no such theme" in err and "agent-dark" in err and "agent-light" in err
+    # AGENT_CONSOLE_CONFIG naming no file.
+    monkeypatch.setenv("AGENT_CONSOLE_CONFIG", str(tmp_path / "typo.toml"))
+    assert main(["run", job, "--headless", "--speed", "0"]) == 2
+    assert "AGENT_CONSOLE_CONFIG names" in capsys.readouterr().err
+    # An unknown top-level key, named as a key of the config file (not of job.toml).
+    config = tmp_path / "config.toml"
+    monkeypatch.setenv("AGENT_CONSOLE_CONFIG", str(config))
+    config.write_text("bogus = 1\n")
+    assert main(["jobs"]) == 2
+    err = capsys.readouterr().err
+    assert "key 'bogus': unknown key" in err and "the config file's keys: " in err and "job.toml" not in err
+    # An unknown binding id in [keys].
+    config.write_text('[keys]\nnosuch = "ctrl+k"\n')
+    assert main(["run", job, "--headless", "--speed", "0"]) == 2
+    assert "[keys] nosuch: unknown key id" in capsys.readouterr().err

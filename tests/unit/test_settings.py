@@ -16,6 +16,7 @@ from console.settings import RunSettings, Settings, load_settings, resolve_run_s
 @pytest.fixture
 def config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     path = tmp_path / "config.toml"
+    path.write_text("")
     monkeypatch.setenv("AGENT_CONSOLE_CONFIG", str(path))
     return path
 
@@ -119,6 +120,7 @@ def test_unreadable_config_file_is_one_line(config: Path, content: bytes, needle
 
 
 def test_config_file_that_is_a_directory_or_a_fifo(config: Path) -> None:
+    config.unlink()
     config.mkdir()
     _one_line_error(config, "is a directory")
     config.rmdir()
@@ -128,9 +130,16 @@ def test_config_file_that_is_a_directory_or_a_fifo(config: Path) -> None:
     assert time.monotonic() - start < 5
 
 
-def test_a_missing_config_file_is_fine(config: Path) -> None:
-    assert not config.exists()
+def test_a_missing_config_file_is_fine_unless_named(config: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: Path) -> None:
+    # The default place (no AGENT_CONSOLE_CONFIG): no file is no settings, which is fine.
+    monkeypatch.delenv("AGENT_CONSOLE_CONFIG")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     assert load_settings().provider == "scripted"
+    # Named on purpose and missing: a typo that must not run silently with no settings.
+    monkeypatch.setenv("AGENT_CONSOLE_CONFIG", str(tmp_path / "typo.toml"))
+    with pytest.raises(JobError, match=r"AGENT_CONSOLE_CONFIG names .*typo\.toml, which does not exist"):
+        load_settings()
 
 
 def _run_settings(**kw: object) -> RunSettings:
