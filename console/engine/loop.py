@@ -48,7 +48,7 @@ from console.engine.model_call import TICK, CallLimits, retrying, stream_abandon
 from console.engine.operator import Aborted, OperatorState, Paused
 from console.engine.run_settings import RunSettings
 from console.engine.runtime import Runtime
-from console.engine.tools.registry import ToolOutcome, ToolRegistry, refused_arguments
+from console.engine.tools.registry import ToolOutcome, ToolRegistry, cut_by_output_limit, refused_arguments
 
 CARRYOVER_TURNS = 3
 CARRYOVER_BUDGET = 0.15  # share of the window the carried turns may take
@@ -192,6 +192,11 @@ def stream_turn(deps: SessionDeps, turn: int, request: ModelRequest, streamed: l
             usage = item
         elif isinstance(item, Stop):
             stop = item
+        # Progress (tool-call arguments arriving) only keeps the stall watchdog quiet.
+    # The output limit cut the reply: its last call may be cut too, and a cut call is never run.
+    if (stop is not None and stop.reason == "max_tokens" and calls
+            and (stub := cut_by_output_limit(calls[-1].arguments)) is not None):
+        calls[-1] = calls[-1].model_copy(update={"arguments": stub})
     if stop is None:
         # Every adapter ends a complete reply with a Stop; a stream without one was cut, and a cut reply is
         # never executed (a half-received job_complete would run with {}).
@@ -261,11 +266,19 @@ def elide_arguments(arguments: str, keep: int = 2048) -> str:
 def llm_summary(deps: SessionDeps, conversation: list[Message]) -> str | None:
     """A model-written summary of layers 4-5, or None (the caller falls back to the deterministic one)."""
     rt = deps.runtime
+    tick = functools.partial(operator_tick, deps)
     try:
-        parts = [e.text for e in deps.provider.stream(llm_summary_request(conversation))
-                 if isinstance(e, TextDelta)]
-    except ProviderError as exc:
-        rt.events.emit(ev.ErrorEvent, message=f"LLM summary failed, using the deterministic one: {exc}",
+        # Abandonable like a turn: a stop or a stall must not wait for an optional summary.
+        parts = [e.text for e in stream_abandonably(deps.provider, llm_summary_request(conversation),
+                                                    call_limits(deps.settings), tick) if isinstance(e, TextDelta)]
+    except (Aborted, Paused):
+        # The operator's stop or pause applies at the turn's end, right after this (deterministic) compaction.
+        rt.events.emit(ev.ErrorEvent, message="LLM summary abandoned for the operator's command; using the "
+                                              "deterministic one", where="compaction", recoverable=True)
+        return None
+    except Exception as exc:  # a failed, garbled or cut summary: the deterministic one is always there
+        why = str(exc) if isinstance(exc, ProviderError) else f"{type(exc).__name__}: {str(exc)[:200]}"
+        rt.events.emit(ev.ErrorEvent, message=f"LLM summary failed, using the deterministic one: {why}",
                        where="compaction", recoverable=True)
         return None
     text = "".join(parts).strip()
@@ -472,9 +485,10 @@ class Session:
         self.overflows += 1
         rt.events.emit(ev.ErrorEvent, message=f"{exc} - the context is treated as full", where="context",
                        recoverable=True)
-        if self.overflows > MAX_OVERFLOWS or self.turns_here == 0:
-            # Nothing this session has done can be taken out (its first prompt is already too long), or taking
-            # out did not help: our window is larger than the model's.
+        if self.overflows > MAX_OVERFLOWS or not any(m.role == "assistant" for m in self.conversation):
+            # Nothing can be taken out (the session's first prompt, no reply in it yet, is already too long),
+            # or taking out did not help: our window is larger than the model's. (A session resumed with
+            # replies in it can still restart: its first turn here is not its first turn.)
             detail = (f"the model's server refused the prompt as too long ({exc}), with nothing left to mask or "
                       f"restart; lower context_window (now {self.deps.settings.context_window:,}) to the model's "
                       "real window")

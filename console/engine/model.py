@@ -8,7 +8,9 @@ OpenAI, Anthropic and any OpenAI-compatible server are interchangeable.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
@@ -35,6 +37,14 @@ class ToolCallEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class Progress:
+    """Model output that is not text yet: a tool call's arguments arriving. It keeps the stall watchdog
+    quiet (a slow model writing a big file is working, not stalled); the engine reads nothing else from it."""
+
+    chars: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Usage:
     input_tokens: int
     output_tokens: int
@@ -52,7 +62,7 @@ class Stop:
     detail: str = ""
 
 
-StreamEvent = TextDelta | ReasoningDelta | ToolCallEvent | Usage | Stop
+StreamEvent = TextDelta | ReasoningDelta | Progress | ToolCallEvent | Usage | Stop
 
 # What a failure means for the run:
 #   transient - worth asking again after a wait (429, 5xx, 529, a reset or cut stream, a stall);
@@ -83,6 +93,50 @@ class IncompleteStream(ProviderError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, kind="transient", cause="stream cut")
+
+
+class CallHandle:
+    """The model call in progress on this thread, so the engine can hang it up from another thread.
+
+    An adapter registers how to close what it opened (``on_cancel(response.close)``); when the engine
+    abandons the call (a stop, a stall, a reply too long) it cancels the handle, which closes the HTTP
+    response at once: the server stops generating (and billing) for a client that is gone."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._closers: list[Callable[[], object]] = []
+        self.cancelled = False
+
+    def on_cancel(self, close: Callable[[], object]) -> None:
+        with self._lock:
+            if not self.cancelled:
+                self._closers.append(close)
+                return
+        _quietly(close)
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            closers, self._closers = self._closers, []
+        for close in closers:
+            _quietly(close)
+
+
+def _quietly(close: Callable[[], object]) -> None:
+    with contextlib.suppress(Exception):  # a half-dead socket may complain; the call is abandoned either way
+        close()
+
+
+_local = threading.local()
+
+
+def current_call() -> CallHandle | None:
+    """The handle of the model call running on this thread (None outside the engine's worker)."""
+    return getattr(_local, "call", None)
+
+
+def set_current_call(handle: CallHandle | None) -> None:
+    _local.call = handle
 
 
 @runtime_checkable

@@ -15,6 +15,7 @@ ticks that look at the operator's commands, so a stop during a wait also acts at
 
 from __future__ import annotations
 
+import os
 import queue
 import random
 import threading
@@ -27,7 +28,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception
 from tenacity.wait import wait_base, wait_random_exponential
 
 from console.engine.messages import ModelRequest
-from console.engine.model import Provider, ProviderError, StreamEvent
+from console.engine.model import CallHandle, Provider, ProviderError, StreamEvent, set_current_call
 
 TICK = 0.2  # seconds between looks at the operator's commands while a call is silent
 BACKOFF_START = 2.0  # the first retry waits up to this (jittered), doubling per attempt
@@ -66,6 +67,8 @@ class _Workers:
 
 
 _WORKERS = _Workers()
+# A forked child has only the forking thread: the idle workers it inherited are not there to serve it.
+os.register_at_fork(after_in_child=lambda: setattr(_WORKERS, "_idle", queue.SimpleQueue()))
 
 
 class _Failed:
@@ -92,14 +95,15 @@ def stream_abandonably(provider: Provider, request: ModelRequest, limits: CallLi
             yield item
         return
     items: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    cancel = threading.Event()
+    handle = CallHandle()
 
     def work() -> None:
+        set_current_call(handle)  # the adapter registers how to hang up what it opens
         try:
             stream = provider.stream(request)
             try:
                 for item in stream:
-                    if cancel.is_set():
+                    if handle.cancelled:
                         break
                     items.put(item)
             finally:
@@ -109,35 +113,44 @@ def stream_abandonably(provider: Provider, request: ModelRequest, limits: CallLi
             items.put(_DONE)
         except BaseException as exc:  # handed to the loop's thread, which decides
             items.put(_Failed(exc))
+        finally:
+            set_current_call(None)
 
     started = last = now()
     _WORKERS.submit(work)
+    finished = False
     try:
         while True:
             try:
                 item = items.get(timeout=TICK)
             except queue.Empty:
                 tick()
-                at = now()
-                if at - last >= limits.idle_timeout:
-                    raise ProviderError(
-                        f"{provider.name}: no model output for {limits.idle_timeout:g} s (the server keeps the "
-                        "request open without progress)", kind="transient",
-                        cause=f"stalled {limits.idle_timeout:g} s") from None
-                if at - started >= limits.turn_timeout:
-                    raise ProviderError(
-                        f"{provider.name}: the reply took longer than {limits.turn_timeout:g} s", kind="transient",
-                        cause=f"reply over {limits.turn_timeout:g} s") from None
+                _check(provider.name, limits, now(), started, last)
                 continue
             if item is _DONE:
+                finished = True
                 return
             if isinstance(item, _Failed):
+                finished = True
                 raise item.exc
             last = now()
             tick()
+            # Checked on every item too: a model stuck repeating itself streams for ever without a pause.
+            _check(provider.name, limits, last, started, last)
             yield item
     finally:
-        cancel.set()
+        if not finished:
+            handle.cancel()  # abandoned: hang up now, so the server stops generating for nobody
+
+
+def _check(name: str, limits: CallLimits, at: float, started: float, last: float) -> None:
+    if at - last >= limits.idle_timeout:
+        raise ProviderError(
+            f"{name}: no model output for {limits.idle_timeout:g} s (the server keeps the request open without "
+            "progress)", kind="transient", cause=f"stalled {limits.idle_timeout:g} s") from None
+    if at - started >= limits.turn_timeout:
+        raise ProviderError(f"{name}: the reply took longer than {limits.turn_timeout:g} s", kind="transient",
+                            cause=f"reply over {limits.turn_timeout:g} s") from None
 
 
 class wait_retry_after(wait_base):  # named like tenacity's own wait strategies

@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover - older SDKs
 from console.engine.messages import Message, ModelRequest, ToolCall
 from console.engine.model import (
     IncompleteStream,
+    Progress,
     ProviderError,
     ReasoningDelta,
     Stop,
@@ -30,12 +31,14 @@ from console.engine.model import (
     TextDelta,
     ToolCallEvent,
     Usage,
+    current_call,
 )
 from console.providers.errors import (
     classify,
     error,
     is_context_overflow,
     network_reason,
+    not_a_stream,
     origin,
     response_headers,
     scrub,
@@ -88,6 +91,11 @@ class AnthropicProvider:
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise ProviderError("anthropic: the server sent malformed stream data (not JSON in UTF-8)",
                                 kind="transient", cause="malformed stream") from None
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+            # JSON of the wrong shape (a message_start without its message, a null usage): the server broke
+            # the protocol mid-stream; asking again is the only thing to do.
+            raise ProviderError(f"anthropic: the server sent a malformed stream event ({type(exc).__name__})",
+                                kind="transient", cause="malformed stream") from None
 
     def _stream(self, params: dict[str, Any]) -> Iterator[StreamEvent]:
         calls: dict[int, _PartialCall] = {}
@@ -96,6 +104,9 @@ class AnthropicProvider:
         started = finished = False
 
         with self._client.messages.create(**params) as events:
+            if (handle := current_call()) is not None:
+                handle.on_cancel(events.close)  # the engine can hang up from its own thread
+            not_a_stream("anthropic", events, "an Anthropic endpoint")
             for event in events:
                 kind = event.type
                 if kind == "message_start":
@@ -119,16 +130,20 @@ class AnthropicProvider:
                             yield ReasoningDelta(delta.thinking)
                     elif delta.type == "input_json_delta" and event.index in calls:
                         calls[event.index].parts.append(delta.partial_json)
+                        yield Progress(len(delta.partial_json))  # a slow big call is not a stall
                 elif kind == "message_delta":
                     usage.delta(event.usage)
                     stop_reason = event.delta.stop_reason or stop_reason
                 elif kind == "message_stop":
                     finished = True
+                if kind in ("content_block_start", "content_block_stop", "message_delta"):
+                    yield Progress()  # model output all the same (only `ping` is a keep-alive)
 
         if not started:
-            raise ProviderError(
-                "anthropic: server sent no message_start - is base_url an Anthropic endpoint?", kind="fatal"
-            )
+            # An event stream that ended before message_start: cut like any other (a server that is not
+            # Anthropic-compatible answers with a status or a body that is not a stream).
+            raise IncompleteStream("anthropic: the stream ended before message_start (is base_url an Anthropic "
+                                   "endpoint?)")
         if not finished:
             # No message_stop: the stream was cut. A partial reply, above all a partial tool call, is never
             # executed: the engine asks again.
@@ -290,9 +305,10 @@ class _PartialCall:
 
     def finish(self) -> ToolCall:
         arguments = "".join(self.parts)
-        if not arguments:
-            # Proxies that do not stream input send it whole in content_block_start.
-            arguments = json.dumps(self.initial) if self.initial else "{}"
+        if not arguments and self.initial:
+            # Proxies that do not stream input send it whole in content_block_start. Otherwise empty stays
+            # empty: {} only once the reply is known to be whole (a call cut by max_tokens is never run).
+            arguments = json.dumps(self.initial)
         return ToolCall(id=self.id, name=self.name, arguments=arguments)
 
 

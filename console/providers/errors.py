@@ -84,6 +84,18 @@ def response_headers(err: Any) -> Mapping[str, str] | None:
         return None
 
 
+def not_a_stream(provider: str, stream: Any, what: str) -> None:
+    """A 200 whose body is a web page or plain JSON is not a model's stream: a wrong base_url (a proxy's
+    page, a non-streaming endpoint). Asking again gets the same page, so it is fatal, with the advice."""
+    try:
+        ctype = str(stream.response.headers.get("content-type", "")).lower()
+    except Exception:  # a stand-in stream without a response: nothing to judge by
+        return
+    if ctype.startswith(("text/html", "application/json", "text/plain")):
+        raise ProviderError(f"{provider}: the server answered with {ctype.split(';')[0]}, not an event stream - "
+                            f"is base_url {what}?", kind="fatal")
+
+
 def server_detail(body: object) -> str:
     if isinstance(body, dict):
         inner = body.get("error", body)

@@ -24,6 +24,7 @@ except ImportError:  # pragma: no cover - older SDKs
 from console.engine.messages import Message, ModelRequest, ToolCall
 from console.engine.model import (
     IncompleteStream,
+    Progress,
     ProviderError,
     ReasoningDelta,
     Stop,
@@ -32,12 +33,14 @@ from console.engine.model import (
     TextDelta,
     ToolCallEvent,
     Usage,
+    current_call,
 )
 from console.providers.errors import (
     classify,
     error,
     is_context_overflow,
     network_reason,
+    not_a_stream,
     origin,
     response_headers,
     server_detail,
@@ -96,6 +99,11 @@ class OpenAIProvider:
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise ProviderError("openai: the server sent malformed stream data (not JSON in UTF-8)",
                                 kind="transient", cause="malformed stream") from None
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+            # JSON of the wrong shape (`data: 42`, a null choice, a string delta): the server broke the
+            # protocol mid-stream; asking again is the only thing to do, and the operator reads why.
+            raise ProviderError(f"openai: the server sent a malformed stream chunk ({type(exc).__name__})",
+                                kind="transient", cause="malformed stream") from None
 
     def _stream(self, params: dict[str, Any], request: ModelRequest) -> Iterator[StreamEvent]:
         text_chars = 0
@@ -105,6 +113,9 @@ class OpenAIProvider:
         received = 0
 
         with self._client.chat.completions.create(**params) as chunks:
+            if (handle := current_call()) is not None:
+                handle.on_cancel(chunks.close)  # the engine can hang up from its own thread
+            not_a_stream("openai", chunks, "an OpenAI-compatible /v1 endpoint")
             for chunk in chunks:
                 received += 1
                 if chunk.usage is not None:
@@ -128,11 +139,14 @@ class OpenAIProvider:
                         yield TextDelta(piece)
                     for tc in delta.tool_calls or []:
                         _merge_tool_delta(_slot(calls, tc), tc)
+                        # A slow big call is not a stall: every chunk is model output (keep-alives are not).
+                        yield Progress(len(tc.function.arguments or "") if tc.function is not None else 0)
 
         if received == 0:
-            raise ProviderError(
-                "openai: server sent no completion chunks - is base_url an OpenAI-compatible /v1 endpoint?",
-                kind="fatal")
+            # An event stream that ended before its first chunk: cut like any other (a server that is not
+            # OpenAI-compatible at all answers with a status or a body that is not a stream).
+            raise IncompleteStream("openai: the stream ended before its first chunk (is base_url an "
+                                   "OpenAI-compatible /v1 endpoint?)")
         if finish is None:
             # No finish_reason: the stream was cut (or the server closed it early). A partial reply, above all
             # a partial tool call, is never executed: the engine asks again.
@@ -253,7 +267,9 @@ class _PartialCall:
     args: list[str] = field(default_factory=list)
 
     def finish(self) -> ToolCall:
-        arguments = "".join(self.args) or "{}"
+        # Empty stays empty: a no-argument call is {} only once the reply is known to be whole (the engine
+        # refuses the last call of a reply cut by max_tokens when its arguments are not a complete object).
+        arguments = "".join(self.args)
         return ToolCall(id=self.id or f"call_{uuid.uuid4().hex[:12]}", name=self.name, arguments=arguments)
 
 
@@ -322,6 +338,10 @@ def to_provider_error(err: openai.OpenAIError, *, secret: str | None, timeout: f
     if isinstance(err, openai.APIStatusError):
         status = err.status_code
         kind = classify(status, server_detail(err.body) or str(err.message))
+        if status == 429 and _code(err) == "insufficient_quota":
+            # Out of credit, not rate limited: no wait brings credit back.
+            return ProviderError(f"{message} - the account has no quota left: add credit, then resume",
+                                 kind="fatal")
         cause = ("rate limited" if status == 429 else f"server error {status}" if status >= 500
                  else f"status {status}")
         return error(message, kind=kind, cause=cause, headers=response_headers(err))
@@ -331,6 +351,13 @@ def to_provider_error(err: openai.OpenAIError, *, secret: str | None, timeout: f
         kind = "context" if is_context_overflow(None, str(err.message)) else "transient"
         return ProviderError(message, kind=kind, cause="stream error")
     return ProviderError(message, kind="fatal")
+
+
+def _code(err: openai.APIStatusError) -> str:
+    body = err.body if isinstance(err.body, dict) else {}
+    inner = body.get("error", body) if isinstance(body, dict) else {}
+    code = (inner.get("code") or inner.get("type")) if isinstance(inner, dict) else None
+    return str(code or getattr(err, "code", "") or "")
 
 
 def describe_error(err: openai.OpenAIError, *, secret: str | None, timeout: float,

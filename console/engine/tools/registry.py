@@ -79,6 +79,20 @@ def refused_arguments(arguments: str) -> str | None:
                                 "note in the history. Send the call again with a complete JSON object."})
 
 
+def cut_by_output_limit(arguments: str) -> str | None:
+    """Stand-in arguments for the last call of a reply that hit its output limit (max_tokens), when its own
+    arguments are not a complete JSON object: such a call is never run (a todo_complete cut before its
+    arguments would otherwise run with {}). None when the call is complete."""
+    try:
+        if isinstance(json.loads(arguments), dict):
+            return None
+    except (ValueError, RecursionError):
+        pass
+    return json.dumps({REFUSED: f"the reply reached its output limit (max_tokens) after {len(arguments)} characters "
+                                "of this call's arguments, before they were complete; nothing was run. Send the "
+                                "call again, smaller (split a big file into several writes)."})
+
+
 def clean_strings(value: Any) -> Any:
     """Arguments with every lone surrogate ('\\ud800' is valid JSON) replaced: they cannot be stored as UTF-8."""
     if isinstance(value, str):
