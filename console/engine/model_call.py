@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenacity import RetryCallState, Retrying, retry_if_exception
-from tenacity.wait import wait_base, wait_random_exponential
+from tenacity.wait import wait_base
 
 from console.engine.messages import ModelRequest
 from console.engine.model import CallHandle, Provider, ProviderError, StreamEvent, set_current_call
@@ -158,16 +158,13 @@ class wait_retry_after(wait_base):  # named like tenacity's own wait strategies
 
     def __init__(self, cap: float, rng: random.Random | None = None) -> None:
         self.cap = cap
-        self.backoff = wait_random_exponential(multiplier=BACKOFF_START / 2, max=BACKOFF_MAX)
-        self.rng = rng
+        # One formula for every run: tenacity's wait_random_exponential draws from the module's random, and a
+        # seeded generator (tests, replays) must give the same bounds, so the draw is made here.
+        self.rng = rng or random.Random()
 
     def __call__(self, retry_state: RetryCallState) -> float:
-        if self.rng is not None:
-            # tenacity draws from the module's random; a seeded one keeps tests and replays deterministic.
-            high = min(BACKOFF_MAX, BACKOFF_START * 2 ** (retry_state.attempt_number - 1))
-            delay = self.rng.uniform(0, high)
-        else:
-            delay = self.backoff(retry_state)
+        high = min(BACKOFF_MAX, BACKOFF_START * 2 ** (retry_state.attempt_number - 1))
+        delay = self.rng.uniform(0, high)
         exc = retry_state.outcome.exception() if retry_state.outcome is not None else None
         after = getattr(exc, "retry_after", None)
         if isinstance(after, int | float) and after > 0:

@@ -17,11 +17,12 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from console.engine.clock import Clock
-from console.engine.cost import Prices
-from console.engine.model import Provider, ProviderError
+if TYPE_CHECKING:  # the command line reads the names at every start: the engine's types are loaded when used
+    from console.engine.clock import Clock
+    from console.engine.cost import Prices
+    from console.engine.model import Provider
 
 MODELS_FILE = Path(__file__).with_name("models.toml")
 FALLBACK_WINDOW = 128_000  # a model nobody told us about: a common window, said to be a default
@@ -52,6 +53,7 @@ class ModelInfo:
 
 def _scripted(model: str, *, speed: float = 0.0, clock: Clock | None = None, script: Path | None = None,
               **_: Any) -> Provider:
+    from console.engine.model import ProviderError
     from console.providers.scripted import ScriptedProvider, load_script
 
     turns = None
@@ -105,6 +107,8 @@ NAMES: tuple[str, ...] = tuple(PROVIDERS)
 
 
 def spec(provider: str) -> ProviderSpec:
+    from console.engine.model import ProviderError
+
     try:
         return PROVIDERS[provider]
     except KeyError:
@@ -146,6 +150,8 @@ def model_info(provider: str, model: str, overrides: Mapping[str, Mapping[str, A
     found = _entry(model, overrides or {})
     if found is None:
         return None
+    from console.engine.cost import Prices
+
     name, entry, source = found
     window = entry.get("context_window")
     prices = None
