@@ -9,7 +9,10 @@ from console.engine import events as ev
 from console.engine.cost import format_cost
 from console.engine.job import one_line
 
-__all__ = ["cost", "discarded_text", "retry_badge", "retry_text", "unpriced_text", "window_text"]
+# Said wherever an operator could take the offline scripted model's output for a real model's.
+DEMO = "scripted demo model: deterministic, no AI"
+
+__all__ = ["DEMO", "cost", "discarded_text", "retry_badge", "retry_text", "unpriced_text", "window_text"]
 
 
 def cost(usd: float | None) -> str:

@@ -43,6 +43,13 @@ class JobPaths:
     root: Path
 
     @property
+    def run_id(self) -> str:
+        """The run's short id (see :mod:`console.engine.runs`)."""
+        from console.engine.runs import run_id
+
+        return run_id(self.root)
+
+    @property
     def instructions(self) -> Path:
         return self.root / "instructions.md"
 
