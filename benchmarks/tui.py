@@ -13,6 +13,13 @@
    the controller and the screen shows it).
 3. Long run: ``--long`` more messages, then the process's resident memory. The view keeps the
    newest messages only (the log never trims); the numbers say how many.
+4. First paint: from starting the console (one run, and the fleet view with ``--fleet-runs`` runs) until its
+   first screen is drawn.
+5. Attach: a run whose ``events.jsonl`` holds ``--attach-events`` events (goal: 100,000 in <= 1.5 s): from
+   opening the attached console until every event is folded into the view and drawn.
+6. Fleet refresh: ``--fleet-runs`` runs in the jobs store (each with a log of a few hundred events): the first
+   poll (every log folded), a poll with nothing new (what the fleet does twice a second), a poll after one run
+   appended a turn, and redrawing the list with them.
 
 The last line is one JSON object; the lines before it explain. Not a timed test.
 """
@@ -29,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -39,6 +47,7 @@ from textual import events  # noqa: E402
 
 from console.engine import events as ev  # noqa: E402
 from console.engine.job import JobPaths  # noqa: E402
+from console.engine.store import JobStore  # noqa: E402
 from console.tui.app import ConsoleApp  # noqa: E402
 from console.tui.commands import RecordingController  # noqa: E402
 from console.tui.widgets.status import StatusLine  # noqa: E402
@@ -199,6 +208,122 @@ async def bench(args: argparse.Namespace) -> dict:
     return result
 
 
+def write_log(path: Path, turns: int = 0, events: int = 0) -> int:
+    """A synthetic run's events.jsonl of ``turns`` turns (or at least ``events`` events); returns how many."""
+    out: list[ev.EventBase] = []
+    producer = Producer(out.append)
+    producer.run_turns(turns)
+    while len(out) < events:
+        producer.run_turns(1)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        fh.writelines(e.model_dump_json() + "\n" for e in out)
+    return len(out)
+
+
+async def bench_attach_and_fleet(args: argparse.Namespace) -> dict:
+    from console.tui.fleet import Fleet
+    from console.tui.screens.fleet import FleetScreen
+
+    width, height = (int(v) for v in args.size.split("x"))
+    work = Path(tempfile.mkdtemp(prefix="agent-console-bench-"))
+    result: dict = {}
+    quick = work / "quickstart"
+    shutil.copytree(REPO / "sample_jobs" / "quickstart", quick)
+
+    # 4. first paint of the console (an attached run with no events yet)
+    t = time.perf_counter()
+    app = ConsoleApp.for_attach(JobPaths(quick), watch=False, animations=False, keymap={})
+    async with app.run_test(size=(width, height)) as pilot:
+        await pilot.pause()
+        console_paint = (time.perf_counter() - t) * 1000
+    print(f"first paint: console {console_paint:.0f} ms")
+    result["first_paint_console_ms"] = round(console_paint)
+
+    # 5. attach to a run with a long log
+    big = work / "big"
+    shutil.copytree(REPO / "sample_jobs" / "quickstart", big)
+    t = time.perf_counter()
+    n = write_log(JobPaths(big).events, events=args.attach_events)
+    print(f"attach: wrote {n:,} events ({JobPaths(big).events.stat().st_size / 2**20:.0f} MB) in "
+          f"{time.perf_counter() - t:.1f} s")
+    t = time.perf_counter()
+    app = ConsoleApp.for_attach(JobPaths(big), watch=False, animations=False, keymap={})
+    async with app.run_test(size=(width, height)) as pilot:
+        while app.events_seen < n or app.bridge.pending:
+            await asyncio.sleep(0.005)
+        await pilot.pause()
+        attach_s = time.perf_counter() - t
+    print(f"attach: {n:,} events folded and drawn in {attach_s:.2f} s (goal <= 1.5 s for 100,000)")
+    result.update(attach_events=n, attach_s=round(attach_s, 2))
+
+    # 6. the fleet: N runs in the store
+    store_path = work / "data" / "jobs.db"
+    store = JobStore(store_path)
+    t0 = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
+    folders = []
+    for i in range(args.fleet_runs):
+        folder = work / "runs" / f"job{i % 17}-{(t0 + timedelta(seconds=i)).strftime('%Y%m%d-%H%M%S')}"
+        (folder / ".console").mkdir(parents=True)
+        write_log(JobPaths(folder).events, 30)
+        store.started(folder, f"job{i % 17}", "scripted", "scripted-agent", t0 + timedelta(seconds=i))
+        folders.append(folder)
+    now = datetime.now(UTC)
+    fleet = Fleet(store_path, now=lambda: now)
+    t = time.perf_counter()
+    rows = fleet.poll()
+    first_poll = (time.perf_counter() - t) * 1000
+    idle = []
+    for _ in range(20):
+        t = time.perf_counter()
+        fleet.poll()
+        idle.append((time.perf_counter() - t) * 1000)
+    with JobPaths(folders[7]).events.open("a", encoding="utf-8") as fh:
+        extra = Producer(lambda e: None)
+        extra.seq = 10**6
+        fh.writelines(e.model_dump_json() + "\n" for e in extra.turn_events())
+    t = time.perf_counter()
+    fleet.poll()
+    one_changed = (time.perf_counter() - t) * 1000
+    print(f"fleet: {len(rows)} runs; first poll (every log folded) {first_poll:.0f} ms; poll with nothing new "
+          f"p50 {statistics.median(idle):.1f} ms; poll after one run appended a turn {one_changed:.1f} ms")
+    result.update(fleet_runs=len(rows), fleet_first_poll_ms=round(first_poll), fleet_idle_poll_ms=round(
+        statistics.median(idle), 1), fleet_changed_poll_ms=round(one_changed, 1))
+
+    t = time.perf_counter()
+    app = ConsoleApp(fleet=Fleet(store_path, now=lambda: now), watch=False, animations=False, keymap={})
+    async with app.run_test(size=(width, height)) as pilot:
+        await pilot.pause()
+        fleet_paint = (time.perf_counter() - t) * 1000
+        while app.fleet_view is None or len(app.fleet_view.rows) < len(rows):
+            await asyncio.sleep(0.005)
+        await pilot.pause()
+        listed = (time.perf_counter() - t) * 1000
+        view: FleetScreen = app.fleet_view
+        app.workers.cancel_group(app, "fleet")  # from here the rows shown are the benchmark's
+        redraws, rebuilds = [], []
+        for i in range(10):
+            # What a poll brings every second: every run's elapsed time changed (one cell a row).
+            changed = [replace(r, elapsed=f"{i}:{i:02d}") for r in fleet.rows]
+            t = time.perf_counter()
+            view.update_rows(changed)
+            await pilot.pause()
+            redraws.append((time.perf_counter() - t) * 1000)
+            # A new run or a state change reorders the list: every row is drawn again.
+            t = time.perf_counter()
+            view.update_rows(list(reversed(changed)) if i % 2 == 0 else changed)
+            await pilot.pause()
+            rebuilds.append((time.perf_counter() - t) * 1000)
+    print(f"first paint: fleet view {fleet_paint:.0f} ms ({len(rows)} runs listed after {listed:.0f} ms); "
+          f"a poll that changed every row's elapsed time redrawn in p50 {statistics.median(redraws):.1f} ms; "
+          f"the list reordered (every row rebuilt) p50 {statistics.median(rebuilds):.1f} ms")
+    result.update(first_paint_fleet_ms=round(fleet_paint), fleet_listed_ms=round(listed),
+                  fleet_refresh_ms=round(statistics.median(redraws), 1),
+                  fleet_rebuild_ms=round(statistics.median(rebuilds), 1))
+    shutil.rmtree(work, ignore_errors=True)
+    return result
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--messages", type=int, default=5000, help="messages in the conversation before keys are timed")
@@ -206,8 +331,15 @@ def main() -> None:
     p.add_argument("--size", default="200x50", help="terminal size, e.g. 80x24")
     p.add_argument("--presses", type=int, default=40)
     p.add_argument("--load-rate", type=float, default=2000, help="events/s streamed while keys are timed")
+    p.add_argument("--attach-events", type=int, default=100_000, help="events in the log of the run attached to")
+    p.add_argument("--fleet-runs", type=int, default=200, help="runs in the jobs store of the fleet view")
+    p.add_argument("--only", choices=["console", "fleet"], help="run one half only")
     args = p.parse_args()
-    result = asyncio.run(bench(args))
+    result: dict = {}
+    if args.only != "fleet":
+        result.update(asyncio.run(bench(args)))
+    if args.only != "console":
+        result.update(asyncio.run(bench_attach_and_fleet(args)))
     print(json.dumps(result))
 
 

@@ -1,8 +1,15 @@
 """agent-console: the command line.
 
+A command that takes a run (attach, approve, deny, checkpoint, rewind, pause,
+resume, stop, run --in-place) accepts its folder, its short id (as `run` and
+`jobs` print it) or the start of its folder name; one that matches several
+runs is an error listing them.
+
 Exit codes: 0 the job completed; 1 the run ended without completing (the last
-line says why); 2 bad input (job folder, job.toml, settings, flags);
-130 interrupted.
+line says why); 2 bad input (job folder, run id, job.toml, settings, flags);
+3 stopped by the operator (a stop from the console or another shell, or a
+denied restart); 130 interrupted (Ctrl+C, SIGTERM or SIGHUP, or the model
+stayed unreachable).
 """
 
 from __future__ import annotations
@@ -21,18 +28,17 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from console import __version__
+from console.outcome import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, exit_code
 from console.providers.registry import NAMES as PROVIDER_NAMES
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 COMMAND_HELP = {
     "approve": "approve a pending context restart of a running job",
-    "deny": "deny a pending context restart (the run ends cleanly; resume later with run --in-place)",
+    "deny": "deny a pending context restart (the run ends cleanly, exit code 3; resume later with run --in-place)",
     "checkpoint": "force a checkpoint: the agent re-reads plan and instructions, unfinished todos carried over",
     "rewind": "rewind the current phase with an issue text: the agent re-plans",
     "pause": "pause a running job after its current turn",
     "resume": "resume a paused job",
-    "stop": "stop a running job after its current turn (a second stop stops at once)",
+    "stop": "stop a running job after its current turn (a second stop stops at once; the run exits with 3)",
 }
 COMMAND_NAMES = {"approve": "approve_restart", "deny": "deny_restart"}
 
@@ -64,6 +70,7 @@ class _Parser(argparse.ArgumentParser):
 MAX_SCRIPT_BYTES = 64 << 20
 MAX_WAIT_SECONDS = 86_400
 MAX_LIST = 10**6
+RUN_HELP = "the run: its folder, its id or the start of its folder name (as `run` and `jobs` print them)"
 
 
 def check_flags(args: argparse.Namespace) -> None:
@@ -116,7 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run a job (a folder with instructions.md)",
                          description="Copy JOB into a fresh run folder and run it (or run it in place).")
-    run.add_argument("job", type=Path, metavar="JOB", help="job folder (with instructions.md)")
+    run.add_argument("job", metavar="JOB", help="job folder (with instructions.md); with --in-place, also a run's "
+                                                "id or the start of its folder name")
     run.add_argument("--headless", action="store_true", help="print a compact live log instead of the console")
     run.add_argument("--theme", metavar="NAME", help="console theme (agent-dark, agent-light, agent-ansi, ...)")
     run.add_argument("--in-place", action="store_true",
@@ -125,7 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--model", help="model name (default depends on the provider)")
     run.add_argument("--base-url", help="API base URL (an OpenAI-compatible server such as Ollama or vLLM)")
     run.add_argument("--speed", type=float, metavar="X",
-                     help="scripted model pacing: 1 looks alive (default), 0 is instant")
+                     help="scripted demo model pacing, higher is faster: 1 looks alive (default), 2 twice as fast, "
+                          "0 instant")
     run.add_argument("--max-turns", type=int, metavar="N", help="stop a session after N turns")
     run.add_argument("--context-window", type=int, metavar="TOKENS", help="override the model's context window")
     run.add_argument("--script", type=Path, metavar="FILE",
@@ -136,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, text in COMMAND_HELP.items():
         c = sub.add_parser(name, help=text, description=text)
-        c.add_argument("job", type=Path, metavar="JOB", help="the run folder (as printed by `run`)")
+        c.add_argument("job", metavar="JOB", help=RUN_HELP)
         if name == "rewind":
             c.add_argument("issue", help="what is wrong, for the agent to re-plan around")
         if name == "checkpoint":
@@ -144,16 +153,53 @@ def build_parser() -> argparse.ArgumentParser:
         c.add_argument("--wait", type=float, default=5.0, metavar="SECONDS",
                        help="how long to wait for the run to confirm (default 5; 0 does not wait)")
 
+    fleet = sub.add_parser("fleet", help="the fleet view: every run, live (also: agent-console with no command)",
+                           description="List every run of the jobs store, live: id, job, state, phase, context, "
+                                       "cost, elapsed, last event. A run waiting for approval is highlighted and "
+                                       "rings the bell. enter attaches to the selected run (q comes back), a / d "
+                                       "approve or deny its restart, / filters, q quits. Runs go on when it closes.")
+    fleet.add_argument("--theme", metavar="NAME", help="console theme")
+
     attach = sub.add_parser("attach", help="open the console on a job another process runs (or a finished one)",
                             description="Follow a job run elsewhere (e.g. run --headless over SSH) in the console. "
                                         "Keys act through the job's control inbox; closing never stops the run.")
-    attach.add_argument("job", type=Path, metavar="JOB", help="the run folder (as printed by `run`)")
+    attach.add_argument("job", metavar="JOB", help=RUN_HELP)
     attach.add_argument("--theme", metavar="NAME", help="console theme")
 
-    jobs = sub.add_parser("jobs", help="list runs and their status")
+    jobs = sub.add_parser("jobs", help="list runs: id, state, job, started, cost, confidence, summary",
+                          description="List runs, newest first. The table fits the terminal: on a narrow one the "
+                                      "confidence, cost and started columns are left out (in that order) and a "
+                                      "summary ends at a word with '…'; --json prints every field.")
     jobs.add_argument("--limit", type=int, default=30, help="how many runs to show (newest first)")
-    jobs.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
+    jobs.add_argument("--json", action="store_true", help="print JSON lines (every field, and the id) instead")
     return p
+
+
+def run_folder(ref: str, settings: Any = None) -> Path:
+    """The folder a command's JOB argument names: an existing folder (or anything shaped like a path) as it is,
+    else the run the jobs table knows by that id or folder-name prefix. ValueError (one line) if it names no
+    run or several; a path that is not a job folder is left for validate_job_folder to name. The settings
+    (where the jobs table is) are read only for a reference that is not a folder."""
+    from console.engine.runs import RunLookupError, looks_like_a_path, resolve_run
+    from console.engine.store import JobStore
+
+    if looks_like_a_path(ref) or os.path.isdir(ref):
+        return Path(ref)
+    if settings is None:
+        from console.settings import load_settings
+
+        settings = load_settings()
+    try:
+        rows = JobStore(settings.store_path).list(MAX_LIST)
+    except (sqlite3.Error, OSError) as exc:
+        raise ValueError(f"{ref!r} is not a folder, and the jobs database {settings.store_path} cannot be read to "
+                         f"look it up as a run id or name ({exc}); give the run folder") from None
+    try:
+        return resolve_run(ref, rows)
+    except RunLookupError as exc:
+        if os.path.lexists(ref) and not exc.candidates:
+            return Path(ref)  # a file, a dangling link: the folder check says what is wrong with it
+        raise
 
 
 STATE_FILES = {"TodoState": "todos.json", "MemoryState": "memory.json", "WorkspaceRecord": "workspace.json"}
@@ -229,11 +275,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     from console.settings import load_settings, resolve_run_settings
 
     clock = SystemClock()
+    job_arg = Path(args.job)
     try:
         check_flags(args)
         settings = load_settings()
         check_console_options(args.theme, settings, console=not args.headless)
-        source = validate_job_folder(args.job)
+        if args.in_place:  # a run to go on with: its folder, id or name; a copy is made of a job folder only
+            job_arg = run_folder(args.job, settings)
+        source = validate_job_folder(job_arg)
         job = load_job_config(source)
         rs = resolve_run_settings(settings, job, provider=args.provider, model=args.model, base_url=args.base_url,
                                   speed=args.speed, max_turns=args.max_turns, context_window=args.context_window,
@@ -258,7 +307,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         _err(str(exc))
         return EXIT_USAGE
     except RecursionError:
-        _err(f"{args.job}: a job or settings file is nested too deeply to be read")
+        _err(f"{job_arg}: a job or settings file is nested too deeply to be read")
         return EXIT_USAGE
     try:
         store = JobStore(settings.store_path)
@@ -267,12 +316,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         # Copy only once everything checked out: a failed start leaves no stray run folder.
-        paths = source if args.in_place else prepare_run(args.job, settings.runs_dir, clock.now())
+        paths = source if args.in_place else prepare_run(job_arg, settings.runs_dir, clock.now())
     except JobError as exc:
         _err(str(exc))
         return EXIT_USAGE
     except OSError as exc:  # the data folder cannot be written, or a file of the job cannot be copied
-        _err(f"{args.job}: cannot be copied to a run folder under {settings.runs_dir}: {str(exc)[:300]}")
+        _err(f"{job_arg}: cannot be copied to a run folder under {settings.runs_dir}: {str(exc)[:300]}")
         return EXIT_USAGE
 
     try:
@@ -283,7 +332,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         _err(state_error(paths, exc))
         return EXIT_USAGE
-    print(f"run folder: {paths.root}", flush=True)
+    # The run's id, then its folder: `run ID: FOLDER` (a script takes the folder after the first ": ").
+    _say(f"run {paths.run_id}: {paths.root}")
     use_console = not args.headless and sys.stdin.isatty() and sys.stdout.isatty()
     if not args.headless and not use_console:
         print("not a terminal: running headless (the console needs one)", file=sys.stderr, flush=True)
@@ -292,11 +342,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     return _run_headless(sup, paths, store, clock)
 
 
-def _finish(sup: Any, paths: Any) -> int:
-    """The one closing line of a run, and its exit code."""
+def resume_hint(paths: Any) -> str:
+    """``resume run k3f9q with: agent-console run --in-place FOLDER``: the exact command that goes on
+    (the folder, which works from any directory; the id names the run as `jobs` lists it)."""
+    return f"resume run {paths.run_id} with: agent-console run --in-place {paths.root}"
+
+
+def _finish(sup: Any, paths: Any, interrupted_by: str | None = None) -> int:
+    """The closing lines of a run, and its exit code.
+
+    ``interrupted_by`` names the signal that stopped the run (headless: Ctrl+C, SIGTERM, SIGHUP). The engine
+    ends a run stopped by a signal and one stopped by the operator (a `stop` from the console or another
+    shell, a denied restart) alike, as user_shutdown: the signal is what tells an interrupt (130) from the
+    operator's decision (3)."""
     result = sup.result
     if result is None:
-        _err(f"the run was stopped before it started; resume it with: agent-console run --in-place {paths.root}")
+        _err(f"the run was stopped before it started; {resume_hint(paths)}")
         return EXIT_INTERRUPTED
     cost = _job_cost(sup)
     if result.ok:
@@ -305,13 +366,14 @@ def _finish(sup: Any, paths: Any) -> int:
         else:
             _say(f"done: job complete in {result.sessions} session(s){cost}; results in {paths.root}")
         return EXIT_OK
-    _err(f"run ended without job_complete: {result.reason.value}: {result.detail}{cost}")
-    if result.reason.value in ("user_shutdown", "model_unavailable", "budget_exhausted"):
+    reason = result.reason.value
+    stopped = reason == "user_shutdown"
+    detail = f"interrupted by {interrupted_by}" if stopped and interrupted_by else result.detail
+    _err(f"run ended without job_complete: {reason}: {detail}{cost}")
+    if reason in ("user_shutdown", "model_unavailable", "budget_exhausted"):
         # Nothing is lost: the exact command that goes on (a budget raised in job.toml first).
-        _err(f"resume with: agent-console run --in-place {paths.root}")
-    if result.reason.value in ("user_shutdown", "model_unavailable"):
-        return EXIT_INTERRUPTED
-    return EXIT_FAILED
+        _err(resume_hint(paths))
+    return exit_code(result, interrupted_by)
 
 
 def _job_cost(sup: Any) -> str:
@@ -329,10 +391,12 @@ def _run_in_console(sup: Any, paths: Any, theme: str) -> int:
     try:
         code = run_console(sup, theme=theme, job_title=paths.root.name)
     except JobBusy as exc:
-        _err(f"{exc}; watch it with agent-console attach {paths.root}")
+        _err(f"{exc} (run {paths.run_id}); watch it with: agent-console attach {paths.root}")
         return EXIT_USAGE
     if sup.result is None:
         return code
+    # Everything that stops a run in the console is the operator's (the stop and deny keys, quit-and-stop:
+    # Ctrl+C there only says how to quit), so a stopped run exits with 3 whatever the app says.
     return _finish(sup, paths)
 
 
@@ -340,12 +404,15 @@ def _run_headless(sup: Any, paths: Any, store: Any, clock: Any) -> int:
     from console.engine.supervisor import JobBusy
     from console.headless import HeadlessLog
 
-    sup.subscribe(HeadlessLog(sys.stdout, color=sys.stdout.isatty()))
+    sup.subscribe(HeadlessLog(sys.stdout, color=sys.stdout.isatty(), run_id=paths.run_id, provider=sup.provider.name))
     interrupts = 0
+    signal_name: str | None = None  # the first signal that stopped the run: an interrupt, not an operator stop
 
     def on_signal(signum: int, frame: object) -> None:
-        nonlocal interrupts
+        nonlocal interrupts, signal_name
         interrupts += 1
+        if signal_name is None:
+            signal_name = "Ctrl+C" if signum == signal.SIGINT else signal.Signals(signum).name
         sup.stop()
         if interrupts == 1:
             what = "Ctrl+C" if signum == signal.SIGINT else "the signal"
@@ -360,17 +427,17 @@ def _run_headless(sup: Any, paths: Any, store: Any, clock: Any) -> int:
     try:
         sup.run()
     except JobBusy as exc:
-        _err(f"{exc}; send it commands (agent-console pause|stop|... {paths.root}) or watch it with "
-             f"agent-console attach {paths.root}")
+        _err(f"{exc} (run {paths.run_id}); send it commands (agent-console pause|stop|... {paths.root}) or watch "
+             f"it with: agent-console attach {paths.root}")
         return EXIT_USAGE
     except KeyboardInterrupt:
         store.ended(paths.root, "stopped", clock.now(), "interrupted")
-        _err(f"interrupted; the run can be resumed with: agent-console run --in-place {paths.root}")
+        _err(f"interrupted; {resume_hint(paths)}")
         return EXIT_INTERRUPTED
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    return _finish(sup, paths)
+    return _finish(sup, paths, signal_name)
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
@@ -380,28 +447,167 @@ def cmd_attach(args: argparse.Namespace) -> int:
     try:
         settings = load_settings()
         check_console_options(args.theme, settings)
-        paths = validate_job_folder(args.job)
+        paths = validate_job_folder(run_folder(args.job, settings))
     except (JobError, ValueError) as exc:
         _err(str(exc))
         return EXIT_USAGE
     if not paths.events.exists():
-        _err(f"{args.job}: this job has no events yet (never run); start it with agent-console run --headless")
+        _err(f"{paths.root}: this job has no events yet (never run); a run of it is another folder: attach to the "
+             f"id `agent-console run` prints (or run this folder itself with: agent-console run --headless --in-place "
+             f"{paths.root})")
         return EXIT_USAGE
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        _err("attach opens the console and needs a terminal; for a log use: tail -f JOB/.console/events.jsonl")
+        _err(f"attach opens the console and needs a terminal; for a log use: tail -f {paths.events}")
         return EXIT_USAGE
     from console.tui.launch import attach_console
 
     return attach_console(paths, theme=args.theme or settings.theme, job_title=paths.root.name)
 
 
-def cmd_jobs(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.table import Table
+# The jobs table: its columns in order, and which go first when the terminal is narrow (the id, the state and
+# the job always stay; the summary is shortened at a word before it goes).
+JOBS_HEADERS = {"id": "id", "state": "state", "job": "job", "started": "started", "cost": "cost", "conf": "conf.",
+                "summary": "summary / reason"}
+JOBS_RIGHT = frozenset({"cost", "conf"})
+JOBS_DROP_ORDER = ("conf", "cost", "started", "summary")
+JOBS_GAP = 2
+JOB_NAME_MAX = 28
+SUMMARY_MIN = 20  # narrower, a summary says next to nothing: a column goes first
+STATE_STYLE = {"completed": "green", "running": "cyan", "failed": "red", "stopped": "yellow", "interrupted": "yellow",
+               "awaiting approval": "magenta", "out of budget": "yellow", "incomplete": "red"}
+
+
+def _is_word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` in at most ``width`` terminal cells, cut only between words, with "…" where it was cut.
+
+    A cut falls at a space when one is in the second half of the room, else at the last place that is not
+    inside a word (a path or a hyphenated name is cut at its punctuation); a first word too long for the
+    room leaves "…" alone. A word is never split."""
+    from rich.cells import cell_len, get_character_cell_size
+
+    if cell_len(text) <= width:
+        return text
+    if width < 1:
+        return ""
+    room, used, fit = width - 1, 0, 0  # one cell for "…"
+    for ch in text:
+        used += get_character_cell_size(ch)
+        if used > room:
+            break
+        fit += 1
+    at_word = fit  # back to the start of the word the room ends in
+    while 0 < at_word < len(text) and _is_word(text[at_word - 1]) and _is_word(text[at_word]):
+        at_word -= 1
+    space = fit if text[fit].isspace() else text.rfind(" ", 0, fit)
+    cut = space if space >= max(1, room // 2) else at_word
+    return text[:cut].rstrip(" ,;:-") + "…"
+
+
+def jobs_table(rows: list[Any], width: int) -> tuple[list[Any], list[str]]:
+    """The jobs table as lines (rich Text, one per row after the header, none wider than ``width`` when the id,
+    state and job columns fit), and the headers of the columns left out to fit."""
+    from rich.cells import cell_len
     from rich.text import Text
 
     from console.engine.cost import format_cost
+    from console.engine.runs import run_id, run_name
+
+    def short(ts: str | None) -> str:
+        return (ts or "").replace("T", " ")[5:16]
+
+    cells: dict[str, list[str]] = {key: [] for key in JOBS_HEADERS}
+    for r in rows:
+        cells["id"].append(run_id(r.path))
+        cells["state"].append(one_line(r.status))
+        name = re.sub(r"-\d{8}-\d{6}(-\d+)?$", "", run_name(r.path))
+        cells["job"].append(shorten(one_line(name), JOB_NAME_MAX))
+        cells["started"].append(short(r.started_at))
+        cells["cost"].append("" if r.cost_usd is None else format_cost(r.cost_usd))
+        cells["conf"].append("" if r.confidence is None else f"{r.confidence:.2f}")
+        cells["summary"].append(one_line(r.summary or r.detail or ""))
+    # A column with nothing in it (no cost known, nothing completed yet) is not worth its width.
+    shown = [key for key in JOBS_HEADERS if key in ("id", "state", "job") or any(cells[key])]
+    widths = {key: max(cell_len(JOBS_HEADERS[key]), *(cell_len(c) for c in cells[key])) for key in shown}
+
+    def fixed(keys: list[str]) -> int:  # the columns' widths and gaps, the summary's own width aside
+        return sum(widths[k] for k in keys if k != "summary") + JOBS_GAP * (len(keys) - 1)
+
+    def need(keys: list[str]) -> int:
+        return fixed(keys) + (SUMMARY_MIN if "summary" in keys else 0)
+
+    hidden: list[str] = []
+    for key in JOBS_DROP_ORDER:
+        if need(shown) <= width:
+            break
+        if key in shown:
+            shown.remove(key)
+            hidden.append(JOBS_HEADERS[key])
+    if "summary" in shown:
+        widths["summary"] = min(widths["summary"], max(SUMMARY_MIN, width - fixed(shown)))
+        cells["summary"] = [shorten(c, widths["summary"]) for c in cells["summary"]]
+    over = fixed(shown) + (widths["summary"] if "summary" in shown else 0) - width
+    if over > 0 and widths["job"] - over >= cell_len(JOBS_HEADERS["job"]):
+        widths["job"] -= over  # a very narrow terminal: the names give way too, still at a word
+        cells["job"] = [shorten(c, widths["job"]) for c in cells["job"]]
+
+    def line(values: dict[str, str], header: bool = False) -> Any:
+        out = Text(style="bold" if header else "")
+        for n, key in enumerate(shown):
+            value, pad = values[key], " " * (widths[key] - cell_len(values[key]))
+            if n:
+                out.append(" " * JOBS_GAP)
+            style = "" if header or key != "state" else STATE_STYLE.get(value, "")
+            # Text, not markup: a state without a style, or a summary with brackets in it, prints as it is.
+            out.append(pad if key in JOBS_RIGHT else "")
+            out.append(value, style=style)
+            out.append("" if key in JOBS_RIGHT else pad)
+        out.rstrip()
+        return out
+
+    lines = [line(JOBS_HEADERS, header=True)]
+    lines += [line({key: cells[key][i] for key in shown}) for i in range(len(rows))]
+    return lines, hidden
+
+
+def _fit_parts(parts: list[str], width: int) -> list[str]:
+    """Parts of a message joined with "; " into as few lines as fit ``width`` (a part is never split)."""
+    out: list[str] = []
+    for part in parts:
+        if out and len(out[-1]) + 2 + len(part) <= width:
+            out[-1] += "; " + part
+        else:
+            out.append(part)
+    return out
+
+
+def cmd_fleet(args: argparse.Namespace) -> int:
     from console.engine.job import JobError
+    from console.settings import load_settings
+
+    theme = getattr(args, "theme", None)
+    try:
+        settings = load_settings()
+        check_console_options(theme, settings)
+    except (JobError, ValueError) as exc:
+        _err(str(exc))
+        return EXIT_USAGE
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        _err("the fleet view needs a terminal; for a list use: agent-console jobs")
+        return EXIT_USAGE
+    from console.tui.launch import fleet_console
+
+    return fleet_console(settings.store_path, theme=theme or settings.theme)
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from console.engine.job import JobError
+    from console.engine.runs import run_id
     from console.engine.store import JobStore
     from console.settings import load_settings
 
@@ -422,46 +628,29 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     def live(r: Any) -> Any:
         # A run that died (kill -9, power cut) never wrote its end: the lock tells the truth.
         if r.status in ("running", "awaiting approval") and RunLock(JobPaths(Path(r.path))).holder() is None:
-            return replace(r, status="interrupted", detail=r.detail or "no process runs it; resume with run --in-place")
+            return replace(r, status="interrupted", detail=r.detail or "no process runs it; resume with: "
+                           f"agent-console run --in-place {run_id(r.path)}")
         return r
 
     rows = [live(r) for r in rows]
     if args.json:
         for r in rows:
-            print(json.dumps(r.__dict__))
+            _say(json.dumps({"id": run_id(r.path), **r.__dict__}))
         return EXIT_OK
     if not rows:
         print("no runs yet: try  agent-console run sample_jobs/quickstart")
         return EXIT_OK
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    table.add_column("status", no_wrap=True)
-    table.add_column("started", no_wrap=True)
-    table.add_column("completed", no_wrap=True)
-    table.add_column("conf.", no_wrap=True, justify="right")
-    table.add_column("cost", no_wrap=True, justify="right")
-    table.add_column("job", overflow="fold", max_width=28)
-    table.add_column("summary / reason", overflow="fold", ratio=1, min_width=24)
-    style = {"completed": "green", "running": "cyan", "failed": "red", "stopped": "yellow", "interrupted": "yellow",
-             "awaiting approval": "magenta", "out of budget": "yellow", "incomplete": "red"}
-
-    def short(ts: str | None) -> str:
-        return (ts or "").replace("T", " ")[5:16]
-
-    for r in rows:
-        # Text, not markup: a status without a style, or a summary the agent wrote with brackets in it,
-        # must print as it is (an empty style once made "[]out of budget[/]" a markup error).
-        table.add_row(
-            Text(r.status, style=style.get(r.status, "")),
-            short(r.started_at),
-            short(r.completed_at),
-            "" if r.confidence is None else f"{r.confidence:.2f}",
-            "" if r.cost_usd is None else format_cost(r.cost_usd),
-            re.sub(r"-\d{8}-\d{6}(-\d+)?$", "", Path(r.path).name),
-            Text(r.summary or r.detail or ""),
-        )
     console = Console()
-    console.print(table)
-    console.print(f"[dim]{len(rows)} run(s), newest first. Run folders: {settings.runs_dir}[/]")
+    width = console.width
+    lines, hidden = jobs_table(rows, width)
+    for text in lines:
+        console.print(text, soft_wrap=True)  # each row is one line of at most `width`: never folded
+    notes = [f"{len(rows)} run(s), newest first", "commands take a run's id, folder or the start of its name"]
+    if hidden:
+        notes += [f"hidden to fit: {', '.join(hidden)}", "jobs --json has every field"]
+    notes.append(f"run folders: {settings.runs_dir}")
+    for note in _fit_parts(notes, width):
+        console.print(note, style="dim", soft_wrap=True, highlight=False, markup=False)
     return EXIT_OK
 
 
@@ -474,12 +663,14 @@ def cmd_control(args: argparse.Namespace) -> int:
 
     try:
         check_flags(args)
-        paths: JobPaths = validate_job_folder(args.job)
+        paths: JobPaths = validate_job_folder(run_folder(args.job))
     except (JobError, ValueError) as exc:
         _err(str(exc))
         return EXIT_USAGE
     if not paths.state.is_dir():
-        _err(f"{args.job}: this job has never run (no .console/ folder); start it with `agent-console run`")
+        _err(f"{paths.root}: this job has never run (no .console/ folder), so there is nothing to {args.command}; "
+             f"a run of it is another folder: give {args.command} the id `agent-console run` prints (or run this "
+             f"folder itself with: agent-console run --in-place {paths.root})")
         return EXIT_USAGE
     name = COMMAND_NAMES.get(args.command, args.command)
     cmd_args: dict[str, Any] = {}
@@ -493,8 +684,11 @@ def cmd_control(args: argparse.Namespace) -> int:
     pid = RunLock(paths).holder()
     if pid is None and name in RUN_SCOPED:
         # A stop (pause, approve...) belongs to a running run; left in the inbox it would act on the next one.
-        _err(f"{args.command}: no process is running {paths.root} now, so there is nothing to {args.command}; "
-             f"resume it with: agent-console run --in-place {paths.root}")
+        if paths.outcome.exists():
+            _err(f"{args.command}: run {paths.run_id} ({paths.root}) is complete: there is nothing to {args.command}")
+        else:
+            _err(f"{args.command}: no process is running {paths.root} now, so there is nothing to {args.command}; "
+                 f"{resume_hint(paths)}")
         return EXIT_FAILED
     cmd = write_inbox(paths, name, cmd_args, source="cli")
     if args.wait <= 0:
@@ -542,6 +736,8 @@ def _main(argv: list[str] | None = None) -> int:
         return cmd_attach(args)
     if args.command in COMMAND_HELP:
         return cmd_control(args)
+    if args.command == "fleet" or (args.command is None and sys.stdin.isatty() and sys.stdout.isatty()):
+        return cmd_fleet(args)
     parser.print_help()
     return EXIT_USAGE
 

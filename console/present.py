@@ -1,9 +1,20 @@
-"""Operator-facing wording shared by the views (the headless log and the console): one text per event, not two.
+"""Operator-facing wording shared by the views: one description per event, used by the headless log, the console
+(feedback pane, conversation notices, the gauge's last action) and the fleet view.
 
-Plain text only (no colours, no markup); each view styles and places it. Pure functions of engine events.
+:func:`describe` turns an engine event into a :class:`Presented`: an icon, a kind, a severity and one line of plain
+text (no colours, no markup, no control characters: agent text can neither break nor colour a line). Each view
+styles and places it (the headless log indents it under its turn, the console colours it by severity, the fleet
+view shows :func:`brief`), but the words are these, once. :func:`tool_args` is the one formatter of a tool call's
+arguments. Pure functions of engine events: no Textual here (import-linter keeps it so).
 """
 
 from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 from console.engine import events as ev
 from console.engine.cost import format_cost
@@ -11,8 +22,85 @@ from console.engine.job import one_line
 
 # Said wherever an operator could take the offline scripted model's output for a real model's.
 DEMO = "scripted demo model: deterministic, no AI"
+DEMO_PROVIDER = "scripted"
 
-__all__ = ["DEMO", "cost", "discarded_text", "retry_badge", "retry_text", "unpriced_text", "window_text"]
+TEXT = 240  # the most of one piece of agent or guardrail text a description carries
+SEVERITIES = ("info", "caution", "warning", "error", "success")
+# Kinds too frequent or too routine to be "the last thing that happened" in a fleet row or a notice.
+QUIET_KINDS = frozenset({"tool", "received"})
+
+__all__ = [
+    "DEMO", "QUIET_KINDS", "Presented", "argument_items", "brief", "cost", "describe", "discarded_text",
+    "is_demo", "phase_label", "retry_badge", "retry_text", "run_ended_text", "stop_kind", "stuck_told",
+    "todo_list_text", "tokens", "tool_args", "unpriced_text", "window_text",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Presented:
+    """One event as an operator reads it.
+
+    ``kind`` says what happened in one word the views style by (``denied``, ``masked``, ``session``, ...);
+    ``severity`` is one of :data:`SEVERITIES`; ``text`` is the line itself and ``detail`` what it means for the
+    run, which a view short of room (the fleet's one line) may leave out; ``source`` is who acted (a policy, a
+    feedback provider, "context", "engine", ...).
+    """
+
+    icon: str
+    kind: str
+    severity: str
+    text: str
+    detail: str = ""
+    source: str = ""
+    seq: int = 0
+    ts: datetime | None = None
+
+    @property
+    def line(self) -> str:
+        """The text and its detail: ``masked the 3 oldest tool results, ...; the agent now sees placeholders``."""
+        return f"{self.text}; {self.detail}" if self.detail else self.text
+
+
+def brief(p: Presented | None, limit: int = 0) -> str:
+    """``⊗ denied write_file by read_before_write: ...``: an event in one line of at most ``limit`` characters
+    (0: no limit), for a fleet row or a status line."""
+    if p is None:
+        return ""
+    text = f"{p.icon} {p.text}" if p.icon else p.text
+    return text if not limit or len(text) <= limit else text[: max(0, limit - 1)] + "…"
+
+
+def is_demo(provider: str) -> bool:
+    """The offline scripted model: its replies are a deterministic script, not an AI's."""
+    return provider == DEMO_PROVIDER
+
+
+# -- small wording helpers ---------------------------------------------------------------------------------------
+def flat(text: str, limit: int = TEXT) -> str:
+    """``text`` on one line: line breaks become spaces, other control characters are escaped (one_line)."""
+    if "\n" in text or "\r" in text:
+        text = " ".join(part.strip() for part in text.strip().splitlines() if part.strip())
+    return one_line(text, limit)
+
+
+def tokens(n: int | float) -> str:
+    """``950``, ``1.2k``, ``56k``, ``2.50M``."""
+    n = int(n)
+    if n >= 1_000_000:
+        return f"{n / 1_000_000:.2f}M"
+    if n >= 10_000:
+        return f"{n / 1000:.0f}k"
+    if n >= 1000:
+        return f"{n / 1000:.1f}k"
+    return str(n)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{part / whole:.0%}" if whole else "?"
 
 
 def cost(usd: float | None) -> str:
@@ -41,7 +129,7 @@ def retry_text(e: ev.ModelRetry, message: int = 0) -> str:
     text = f"{cause}; retrying in {_seconds(e.delay_s)}, attempt {e.attempt}"
     if e.max_wait_s > 0 and e.waited_s > e.delay_s + 0.5:
         text += f" (waited {_seconds(e.waited_s)} of max {_seconds(e.max_wait_s)})"
-    said = one_line(e.message, message) if message and e.message.strip() else ""
+    said = flat(e.message, message) if message and e.message.strip() else ""
     if said and said.strip().lower() != cause.lower():
         text += f": {said}"
     return text
@@ -63,7 +151,7 @@ def retry_badge(e: ev.ModelRetry, left_s: float | None, short: bool = False) -> 
 
 def discarded_text(e: ev.OperatorCommand) -> str:
     """``discarded stop from an earlier run``: a command left in the inbox for a run that is over."""
-    detail = f" ({one_line(e.detail, 160)})" if e.detail else ""
+    detail = f" ({flat(e.detail, 160)})" if e.detail else ""
     return f"discarded {one_line(e.command.replace('_', ' '), 40)} from an earlier run{detail}"
 
 
@@ -79,3 +167,322 @@ def window_text(window: int, source: str) -> str:
         n = f"{window:,}"
     where = f" ({one_line(source, 60)})" if source else ""
     return f"window {n}{where}"
+
+
+def phase_label(t: ev.TodosChanged | None) -> str:
+    """``Name (X of Y)`` as the agent sees it in Layer 2."""
+    if t is None:
+        return ""
+    if t.kind == "transition":
+        return "transition in progress"
+    if t.kind == "bootstrap":
+        return "Bootstrap"
+    if t.kind == "completion":
+        return flat(t.phase_name, 120) or "Job Completion"
+    if t.phase_number and t.total_phases:
+        return f"{flat(t.phase_name, 120)} ({t.phase_number} of {t.total_phases})"
+    return flat(t.phase_name, 120)
+
+
+def stop_kind(stop_reason: str) -> str:
+    """What the agent did to stop: ``job_complete``, ``a turn without a tool call``."""
+    return {"job_complete": "job_complete", "end_turn": "a turn without a tool call"}.get(
+        stop_reason, one_line(stop_reason, 40) or "a stop")
+
+
+BUDGET_SPENT = {"deadline": "the deadline passed", "tokens": "the token budget is spent",
+                "cost": "the money budget is spent"}
+
+
+def stuck_told(last: ev.Feedback | None, e: ev.StuckDetected) -> bool:
+    """The stuck detector is a feedback provider: its block, just delivered, already says what this says."""
+    return last is not None and last.message == e.reason and 0 < e.seq - last.seq <= 2
+
+
+def run_ended_text(e: ev.RunEnded, run_id: str = "") -> str:
+    """``run k3f9q ended: job_complete after 2 sessions``."""
+    run = f"run {run_id}" if run_id else "run"
+    return f"{run} ended: {one_line(e.reason, 80)} after {_plural(e.sessions, 'session')}"
+
+
+# -- tool arguments --------------------------------------------------------------------------------------------
+# The argument that says what a call is about, first match wins; a path is self-evident and shown bare.
+MAIN_KEYS = ("path", "pattern", "command", "query", "url", "text", "issue", "summary", "note")
+
+
+def _parse_args(raw: str) -> Any:
+    try:
+        return json.loads(raw or "{}")
+    except (ValueError, RecursionError):
+        return ValueError
+
+
+def tool_args(name: str, raw: str, limit: int = 48) -> str:
+    """The one argument that says what a call is about: ``notes/a.md``, ``summary=done``, ``5 tasks``.
+
+    ``name`` is the tool's; ``raw`` the arguments as the model sent them (JSON); at most ``limit`` characters
+    (0: no limit), on one line. Every view shows a call's arguments with this."""
+    data = _parse_args(raw)
+    if data is ValueError:
+        return "<invalid JSON>"
+    if not isinstance(data, dict) or not data:
+        return ""
+    key = next((k for k in MAIN_KEYS if k in data), None)
+    if key is None:
+        todos = data.get("todos")
+        if isinstance(todos, list):
+            return _plural(len(todos), "task")
+        key = next(iter(data))
+    value = data[key]
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    shown = flat(text, 0) if key == "path" else f"{one_line(str(key), 40)}={flat(text, 0)}"
+    return shown if not limit or len(shown) <= limit else shown[: max(0, limit - 1)] + "…"
+
+
+def argument_items(raw: str) -> list[tuple[str, str]]:
+    """A call's arguments for the expanded view: (key, value) with string values as their text (real line
+    breaks, not JSON escapes) and others as compact JSON. Not JSON: one item with no key and the raw text."""
+    data = _parse_args(raw)
+    if data is ValueError or not isinstance(data, dict):
+        return [("", raw)] if (raw or "").strip() not in ("", "{}") else []
+    out = []
+    for key, value in data.items():
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        out.append((str(key), text))
+    return out
+
+
+# -- events ------------------------------------------------------------------------------------------------------
+def _model_label(provider: str, model: str) -> str:
+    return one_line(f"{provider}/{model}".strip("/"), 120)
+
+
+def _session_started(e: ev.SessionStarted) -> Presented:
+    if e.reason == "restart":
+        return Presented("↻", "restart", "info", f"session {e.session} started after a context restart: "
+                                                 f"{_plural(e.carryover_messages, 'message')} carried over",
+                         source="context")
+    label = _model_label(e.provider, e.model)
+    how = "resumed" if e.reason == "resume" else "started"
+    text = f"session {e.session} {how}" + (f" ({label})" if label else "")
+    if e.detail:
+        text += f": {flat(e.detail)}"
+    return Presented("●", "session", "info", text, DEMO if is_demo(e.provider) else "", "engine")
+
+
+END_SEVERITY = {"job_complete": "success", "context_full": "info", "user_shutdown": "warning"}
+
+
+def _session_ended(e: ev.SessionEnded) -> Presented:
+    detail = f" ({flat(e.detail, 0)})" if e.detail and e.reason != "job_complete" else ""
+    return Presented("■", "session-end", END_SEVERITY.get(e.reason, "error"),
+                     f"session {e.session} ended: {one_line(e.reason, 80)} after {_plural(e.turns, 'turn')}{detail}",
+                     source="engine")
+
+
+def _run_ended(e: ev.RunEnded) -> Presented:
+    return Presented("■", "run-end", END_SEVERITY.get(e.reason, "error"), run_ended_text(e), flat(e.detail, 0),
+                     "engine")
+
+
+def _retry(e: ev.ModelRetry) -> Presented:
+    gone = f"the partial reply ({e.discarded_chars:,} chars) was discarded" if e.discarded_chars else ""
+    return Presented("⧗", "retry", "caution", f"model call failed: {retry_text(e, message=160)}", gone, "model")
+
+
+def _tool_called(e: ev.ToolCalled) -> Presented:
+    return Presented("▸", "tool", "info", f"{one_line(e.tool, 60)}({tool_args(e.tool, e.arguments)})",
+                     source="agent")
+
+
+def _tool_result(e: ev.ToolResult) -> Presented | None:
+    if e.ok:
+        return None
+    first = next((ln.strip() for ln in e.content.splitlines() if ln.strip()), "(no message)")
+    took = f" ({e.duration_ms / 1000:.1f} s)" if e.duration_ms >= 1000 else ""
+    return Presented("✗", "tool-failed", "caution", f"{one_line(e.tool, 60)} failed: {flat(first, 160)}{took}",
+                     source=f"tool {one_line(e.tool, 60)}")
+
+
+def _tool_denied(e: ev.ToolDenied) -> Presented:
+    failed = f" (the policy failed: {flat(e.error, 120)})" if e.error else ""
+    return Presented("⊗", "denied", "warning", f"denied {one_line(e.tool, 60)} by {one_line(e.policy, 60)}: "
+                                                f"{flat(e.reason)}{failed}", source=one_line(e.policy, 60))
+
+
+def _todos(e: ev.TodosChanged) -> Presented:
+    if e.reason.startswith("transition"):
+        why = one_line(e.reason.split(":", 1)[-1], 40)
+        return Presented("≡", "todos", "info", f"todo list archived for the {why} transition", source="todos")
+    done = [n for n, item in enumerate(e.items) if item.done]
+    if e.reason in ("todo_complete", "job_complete") and done:
+        return Presented("✓", "todo-done", "success",
+                         f"{len(done)}/{len(e.items)} {flat(e.items[done[-1]].text)}", source="todos")
+    return Presented("□", "todos", "info", todo_list_text(e), source="todos")
+
+
+def todo_list_text(e: ev.TodosChanged) -> str:
+    """``Review Inputs (1 of 2): 5 tasks``: a todo list, by its phase and size."""
+    return f"{phase_label(e) or 'todo list'}: {_plural(len(e.items), 'task')}"
+
+
+def _plan(e: ev.PlanChanged) -> Presented | None:
+    if not e.error:
+        return None
+    return Presented("✎", "plan", "caution", f"main_plan.md: {flat(e.error)}", source="plan")
+
+
+def _phase(e: ev.PhaseTransition) -> Presented | None:
+    if e.stage == "completed":
+        name = flat(e.to_name or "", 120)
+        target = f"phase {e.to_phase} '{name}'" if e.to_phase else f"'{name}'"
+        return Presented("━", "phase", "info", f"{one_line(e.kind, 40)} transition done: now {target}",
+                         f"issue: {flat(e.issue)}" if e.issue else "", "phases")
+    if e.kind in ("rewind", "checkpoint"):
+        return Presented("↺", "phase", "info", f"{e.kind} of phase {e.from_phase} started"
+                         + (f": {flat(e.issue)}" if e.issue else ""), source="phases")
+    return None
+
+
+def _feedback(e: ev.Feedback) -> Presented:
+    severity = e.severity if e.severity in SEVERITIES else "info"
+    return Presented("◆", "feedback", severity, f"feedback from {one_line(e.source, 60)} ({e.severity}): "
+                                                 f"{flat(e.message)}", source=one_line(e.source, 60))
+
+
+def _masked(e: ev.ContextMasked) -> Presented:
+    limit = e.prompt_budget or e.context_window
+    change = f" ({_pct(e.used_before, limit)} → {_pct(e.used_after, limit)})" if limit else ""
+    return Presented("⊘", "masked", "info", f"masked the {_plural(e.masked, 'oldest tool result')}, "
+                                            f"~{tokens(e.tokens_freed)} tokens freed{change}",
+                     "the agent now sees placeholders", "context")
+
+
+def _compacted(e: ev.ContextCompacted) -> Presented:
+    carried = f" + {e.messages_after - 1} carried" if e.messages_after > 1 else ""
+    return Presented("≡", "compacted", "info", f"compacted {_plural(e.messages_before, 'message')} into a summary "
+                                               f"({e.summary_chars:,} chars){carried}",
+                     f"why: {flat(e.reason, 120) or 'compaction'}", "context")
+
+
+def _wind_down(e: ev.WindDown) -> Presented:
+    return Presented("⚠", "wind-down", "caution", f"context {e.usage_pct:.0%} full: wind-down sent",
+                     "the agent was asked to save its state; the session restarts after its next turn", "context")
+
+
+def _restart_pending(e: ev.RestartPending) -> Presented:
+    return Presented("⏸", "restart-pending", "warning", f"restart pending: context {e.usage_pct:.0%} full",
+                     f"session {e.next_session} would start with {_plural(e.carryover_messages, 'carried message')} "
+                     f"(~{tokens(e.carryover_tokens)} tokens); awaiting approval", "context")
+
+
+def _restart_approved(e: ev.RestartApproved) -> Presented:
+    return Presented("✓", "restart-approved", "info", f"restart approved ({one_line(e.by, 40)})", source="context")
+
+
+def _restart_denied(e: ev.RestartDenied) -> Presented:
+    return Presented("✗", "restart-denied", "warning", f"restart denied ({one_line(e.by, 40)})",
+                     # The event does not name the run: the command (with its folder) is on the CLI's last line.
+                     "the run ends; it can be resumed later (run --in-place)", "context")
+
+
+def _blocked(e: ev.CompletionBlocked) -> Presented:
+    who = f" by {one_line(e.checker, 60)}" if e.checker else ""
+    count = f" ({e.blocks}/{e.max_blocks})" if e.max_blocks else ""
+    return Presented("↩", "blocked", "caution", f"stop refused{who}{count}: {flat(e.feedback or e.reason)}",
+                     "the agent was told to continue", one_line(e.checker, 60) or "completion")
+
+
+def _bypassed(e: ev.CompletionBypassed) -> Presented:
+    spent = BUDGET_SPENT.get(e.budget, f"the {e.budget} budget is spent")
+    return Presented("↷", "bypassed", "warning", f"{stop_kind(e.stop_reason)} accepted without the completion "
+                                                 f"check: {spent}", source=e.budget)
+
+
+def _exhausted(e: ev.BudgetExhausted) -> Presented:
+    if e.detail:
+        what = flat(e.detail)
+    elif e.budget == "deadline":
+        what = f"deadline passed ({e.used:.0f}s of {e.limit:.0f}s)"
+    elif e.budget == "cost":
+        what = f"money budget spent ({cost(e.used)} of {cost(e.limit)})"
+    else:
+        what = f"token budget spent ({tokens(e.used)} of {tokens(e.limit)})"
+    return Presented("◷", "budget", "warning", what, "the agent was told to wrap up", e.budget)
+
+
+def _stuck(e: ev.StuckDetected) -> Presented:
+    pattern = f" ({flat(e.pattern, 80)})" if e.pattern else ""
+    return Presented("⚠", "stuck", "warning", f"stuck: {flat(e.reason)}{pattern}", source="stuck")
+
+
+def _operator(e: ev.OperatorCommand) -> Presented:
+    source = one_line(e.source, 40)
+    who = f"operator · {source}" if source else "operator"
+    if e.status == "discarded":
+        return Presented("⌘", "operator", "info", discarded_text(e), source=who)
+    detail = f": {flat(e.detail, 0)}" if e.detail else ""
+    text = f"{one_line(e.command.replace('_', ' '), 40)} {e.status}" + (f" ({source})" if source else "") + detail
+    kind = "received" if e.status == "received" else "operator"
+    return Presented("⌘", kind, "warning" if e.status == "rejected" else "info", text, source=who)
+
+
+def _completed(e: ev.JobCompleted) -> Presented:
+    return Presented("✔", "done", "success", f"job complete (confidence {e.confidence:.2f}): {flat(e.summary, 0)}",
+                     source="job")
+
+
+def _recovered(e: ev.StateRecovered) -> Presented:
+    moved = f" (kept as {one_line(e.moved_to, 120)})" if e.moved_to else ""
+    return Presented("‼", "recovered", "warning", f"recovered {one_line(e.file, 120)}: {flat(e.problem, 0)}{moved}",
+                     flat(e.action, 0), "recovery")
+
+
+def _error(e: ev.ErrorEvent) -> Presented:
+    where = one_line(e.where, 40)
+    return Presented("✗", "error", "error", f"error ({where}): {flat(e.message, 0)}" if where else
+                     f"error: {flat(e.message, 0)}", source=f"error · {where}" if where else "error")
+
+
+DESCRIBERS: dict[type, Callable[[Any], Presented | None]] = {
+    ev.SessionStarted: _session_started,
+    ev.SessionEnded: _session_ended,
+    ev.RunEnded: _run_ended,
+    ev.ModelRetry: _retry,
+    ev.ToolCalled: _tool_called,
+    ev.ToolResult: _tool_result,
+    ev.ToolDenied: _tool_denied,
+    ev.TodosChanged: _todos,
+    ev.PlanChanged: _plan,
+    ev.PhaseTransition: _phase,
+    ev.Feedback: _feedback,
+    ev.ContextMasked: _masked,
+    ev.ContextCompacted: _compacted,
+    ev.WindDown: _wind_down,
+    ev.RestartPending: _restart_pending,
+    ev.RestartApproved: _restart_approved,
+    ev.RestartDenied: _restart_denied,
+    ev.CompletionBlocked: _blocked,
+    ev.CompletionBypassed: _bypassed,
+    ev.BudgetExhausted: _exhausted,
+    ev.StuckDetected: _stuck,
+    ev.OperatorCommand: _operator,
+    ev.JobCompleted: _completed,
+    ev.StateRecovered: _recovered,
+    ev.ErrorEvent: _error,
+}
+# Described by no view on their own: the turn line (headless), the status line and the panes show what they carry.
+SILENT = frozenset({ev.TurnStarted, ev.TextDelta, ev.AssistantMessage, ev.TokenUsage, ev.GuardrailsStatus,
+                    ev.MemoryUpdated})
+
+
+def describe(e: ev.EventBase) -> Presented | None:
+    """``e`` as an operator reads it, or None for an event no view describes on its own (a text delta, a turn's
+    token usage, a successful tool result, a guardrails status, ...)."""
+    fn = DESCRIBERS.get(type(e))
+    if fn is None:
+        return None
+    p = fn(e)
+    if p is None:
+        return None
+    return Presented(p.icon, p.kind, p.severity, p.text, p.detail, p.source, e.seq, e.ts)

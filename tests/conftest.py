@@ -42,10 +42,27 @@ def clock() -> FakeClock:
 @pytest.fixture
 def make_job(tmp_path: Path) -> Callable[..., JobPaths]:
     """A job folder: a copy of a sample, or instructions given inline."""
+    return job_factory(tmp_path)
 
+
+@pytest.fixture
+def fixed_make_job(request: pytest.FixtureRequest) -> Iterator[Callable[..., JobPaths]]:
+    """``make_job`` under a folder whose path does not change from one test session to the next: what is
+    derived from a run's path (its id, shown on the status line) is then the same in every snapshot."""
+    import re
+
+    # /tmp, not gettempdir(): a TMPDIR set differently on another machine would change the ids and paths shown.
+    base = Path("/tmp") / "agent-console-snapshots" / re.sub(r"\W+", "_", request.node.name)
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
+    yield job_factory(base)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def job_factory(base: Path) -> Callable[..., JobPaths]:
     def make(sample: str | None = None, instructions: str = "# Test job\n\nDo the thing.\n",
              files: dict[str, str] | None = None) -> JobPaths:
-        root = tmp_path / (sample or "job")
+        root = base / (sample or "job")
         if sample:
             shutil.copytree(SAMPLES / sample, root, ignore=shutil.ignore_patterns(".console"))
         else:

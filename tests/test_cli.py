@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from console.cli import main
+from console.cli import jobs_table, main, shorten
+from console.engine.runs import run_id
 from tests.conftest import SAMPLES
 
 
@@ -19,17 +20,23 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 120) -> subpro
                           timeout=timeout, env={**os.environ, **(env or {})})
 
 
+def first_line(out: str) -> tuple[str, Path]:
+    """`run ID: FOLDER`, the first line of `run`: the id and the folder."""
+    head, folder = out.splitlines()[0].split(": ", 1)
+    assert head.startswith("run ")
+    return head.removeprefix("run "), Path(folder)
+
+
 def test_run_copies_the_job_prints_the_folder_and_exits_0(capsys) -> None:
     code = main(["run", str(SAMPLES / "quickstart"), "--headless", "--speed", "0"])
     out = capsys.readouterr().out
     assert code == 0
-    first = out.splitlines()[0]
-    assert first.startswith("run folder: ")
-    run_dir = Path(first.removeprefix("run folder: "))
+    rid, run_dir = first_line(out)
+    assert rid == run_id(run_dir) and len(rid) == 5
     assert run_dir.parent == Path(os.environ["AGENT_CONSOLE_DATA_DIR"]) / "runs"
     assert (run_dir / "action_items.md").exists()
     assert not (SAMPLES / "quickstart" / ".console").exists()  # the checkout is untouched
-    assert "job_complete:" in out and "[Phase 1/2 Review Inputs]" in out
+    assert "✔ job complete (confidence 0.85): " in out and "[Review Inputs (1 of 2): 5 tasks]" in out
 
 
 def test_jobs_lists_completed_runs(capsys) -> None:
@@ -51,7 +58,7 @@ def test_jobs_with_no_runs(capsys) -> None:
 def test_in_place_runs_in_the_given_folder(make_job, capsys) -> None:
     paths = make_job("quickstart")
     assert main(["run", str(paths.root), "--headless", "--in-place", "--speed", "0"]) == 0
-    assert capsys.readouterr().out.splitlines()[0] == f"run folder: {paths.root.resolve()}"
+    assert capsys.readouterr().out.splitlines()[0] == f"run {paths.run_id}: {paths.root.resolve()}"
     assert paths.events.exists()
     # running a finished job again says so and succeeds
     assert main(["run", str(paths.root), "--headless", "--in-place", "--speed", "0"]) == 0
@@ -111,7 +118,7 @@ def test_corrupt_state_and_database_are_named_not_tracebacks(make_job, capsys) -
     # A damaged state file is moved aside and reported, never trusted, never deleted; the run goes on.
     assert main(["run", str(paths.root), "--headless", "--in-place", "--speed", "0"]) == 0
     out, err = capsys.readouterr()
-    assert "recovered: .console/todos.json: " in out and "Traceback" not in err
+    assert "‼ recovered .console/todos.json: " in out and "Traceback" not in err
     (kept,) = (paths.state / "corrupt").iterdir()
     assert kept.name.startswith("todos.json.") and kept.read_text() == '{"kind": "nonsense"}'
     db = Path(os.environ["AGENT_CONSOLE_DATA_DIR"]) / "jobs.db"
@@ -135,10 +142,10 @@ def test_sigterm_stops_cleanly(make_job) -> None:
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130 and "Traceback" not in err
+    assert proc.returncode == 130 and "Traceback" not in err  # a signal is an interrupt, not the operator's stop
     *_, reason, resume = err.strip().splitlines()
-    assert "stopped by the operator" in reason
-    assert resume == f"agent-console: resume with: agent-console run --in-place {paths.root}"
+    assert reason.startswith("agent-console: run ended without job_complete: user_shutdown: interrupted by SIGTERM")
+    assert resume == f"agent-console: resume run {paths.run_id} with: agent-console run --in-place {paths.root}"
     ended = [json.loads(x) for x in paths.events.read_text().splitlines() if '"session_ended"' in x]
     assert ended and ended[-1]["reason"] == "user_shutdown"
 
@@ -147,7 +154,7 @@ def test_run_without_a_terminal_falls_back_to_headless(capsys) -> None:
     assert main(["run", str(SAMPLES / "quickstart"), "--speed", "0"]) == 0
     captured = capsys.readouterr()
     assert "not a terminal: running headless" in captured.err
-    assert "job_complete:" in captured.out
+    assert "job_complete(" in captured.out and "\ndone: job complete in 1 session(s)" in captured.out
 
 
 def test_attach_needs_a_run_and_a_terminal(make_job, capsys) -> None:
@@ -278,7 +285,7 @@ def test_a_fifo_in_the_job_folder_is_named_not_hung(make_job, capsys) -> None:
     assert len(err.splitlines()) == 1 and "cannot be copied to a run folder" in err and "pipe" in err
 
 
-def test_jobs_prints_every_status_and_bracketed_text_as_it_is(tmp_path, capsys) -> None:
+def test_jobs_prints_every_status_and_bracketed_text_as_it_is(tmp_path, capsys, monkeypatch) -> None:
     # A status without a colour ("out of budget") once became the markup "[]out of budget[/]" and a
     # traceback; a summary the agent wrote may hold brackets too: both must print verbatim.
     from datetime import UTC, datetime
@@ -293,10 +300,11 @@ def test_jobs_prints_every_status_and_bracketed_text_as_it_is(tmp_path, capsys) 
     store.ended(a, "out of budget", now, "token budget spent [/] [bold]x[/bold]")
     store.started(b, "b", "scripted", "scripted-agent", now)
     store.ended(b, "some future status", now, "[red]not red[/]")
+    monkeypatch.setenv("COLUMNS", "120")  # room for the whole summaries
     assert main(["jobs"]) == 0
     out = capsys.readouterr().out
     assert "out of budget" in out and "some future status" in out
-    assert "[/] [bold]x[/bold]" in out.replace("\n", " ") or "[bold]x[/bold]" in out
+    assert "token budget spent [/] [bold]x[/bold]" in out
     assert "[red]not red[/]" in out
 
 
@@ -321,3 +329,243 @@ def test_config_mistakes_are_errors_not_silence(tmp_path, monkeypatch, capsys) -
     config.write_text('[keys]\nnosuch = "ctrl+k"\n')
     assert main(["run", job, "--headless", "--speed", "0"]) == 2
     assert "[keys] nosuch: unknown key id" in capsys.readouterr().err
+
+
+# -- run ids: every command takes a run's folder, id or the start of its name -------------------------------------
+
+
+def _two_quickstart_runs(capsys) -> tuple[tuple[str, Path], tuple[str, Path]]:
+    runs = []
+    for _ in range(2):
+        assert main(["run", str(SAMPLES / "quickstart"), "--headless", "--speed", "0"]) == 0
+        runs.append(first_line(capsys.readouterr().out))
+    assert runs[0][1] != runs[1][1] and runs[0][0] != runs[1][0]
+    return runs[0], runs[1]
+
+
+def _inbox(folder: Path) -> list[dict]:
+    inbox = folder / ".console" / "inbox"
+    return [json.loads(p.read_text()) for p in sorted(inbox.glob("*.json"))] if inbox.is_dir() else []
+
+
+def test_commands_take_the_id_a_prefix_or_the_folder(make_job, capsys, tmp_path, monkeypatch) -> None:
+    (id1, run1), (id2, run2) = _two_quickstart_runs(capsys)
+    # The id (in any case): a pause is queued in that run's folder, and only there.
+    assert main(["pause", id1, "--wait", "0"]) == 0
+    assert capsys.readouterr().out == f"pause: queued for {run1}\n"
+    assert [c["command"] for c in _inbox(run1)] == ["pause"] and _inbox(run2) == []
+    assert main(["checkpoint", id2.upper(), "--note", "n", "--wait", "0"]) == 0
+    assert capsys.readouterr().out == f"checkpoint: queued for {run2}\n"
+    assert [c["command"] for c in _inbox(run2)] == ["checkpoint"]
+    # The whole folder name, and the start of one that only one run has.
+    assert main(["resume", run1.name, "--wait", "0"]) == 0
+    assert capsys.readouterr().out == f"resume: queued for {run1}\n"
+    # A folder run in place is named "quickstart": that whole name is it, though the copies' names start so too.
+    job = make_job("quickstart")
+    assert main(["run", str(job.root), "--in-place", "--headless", "--speed", "0"]) == 0
+    capsys.readouterr()
+    assert main(["pause", "quickstart", "--wait", "0"]) == 0
+    assert capsys.readouterr().out == f"pause: queued for {job.root}\n"
+    # A stop needs a running run: refused, naming the run the id resolved to (complete: nothing to resume).
+    assert main(["stop", id2]) == 1
+    assert capsys.readouterr().err == (f"agent-console: stop: run {id2} ({run2}) is complete: there is nothing to "
+                                       "stop\n")
+    # run --in-place ID goes on with that run (this one is complete).
+    assert main(["run", "--in-place", id1, "--headless", "--speed", "0"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == f"run {id1}: {run1}" and f"job already complete: {run1}" in out
+    # attach ID: the run is found (then it needs a terminal, and names the run's own log).
+    assert main(["attach", id1]) == 2
+    assert capsys.readouterr().err == (f"agent-console: attach opens the console and needs a terminal; for a log use: "
+                                       f"tail -f {run1}/.console/events.jsonl\n")
+
+
+def test_an_ambiguous_or_unknown_run_is_an_error_listing_the_candidates(capsys, tmp_path, monkeypatch) -> None:
+    (id1, run1), (id2, run2) = _two_quickstart_runs(capsys)
+    for ref, command in [("qu", ["approve", "qu"]), ("quick", ["deny", "quick"]), ("qu", ["stop", "qu"]),
+                         ("quickstart-", ["attach", "quickstart-"]), ("qu", ["rewind", "qu", "the issue"]),
+                         ("q", ["run", "--in-place", "q", "--headless"])]:
+        assert main(command) == 2, command
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1, err
+        assert err.startswith(f"agent-console: ambiguous: 2 runs match {ref!r}: "), err
+        assert f"{id1}  {run1.name}  completed" in err and f"{id2}  {run2.name}  completed" in err
+    assert main(["approve", "zzzzz"]) == 2
+    assert capsys.readouterr().err == ("agent-console: no run folder, id or run name matches 'zzzzz'; see "
+                                       "agent-console jobs\n")
+    # A copy is made of a job folder only: `run` without --in-place does not look runs up.
+    assert main(["run", id1, "--headless", "--speed", "0"]) == 2
+    assert f"{id1}: no such job folder" in capsys.readouterr().err
+    # A folder that exists is the folder, even where its name is also the start of run names.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "qu").mkdir()
+    assert main(["stop", "qu"]) == 2
+    assert "qu: missing instructions.md" in capsys.readouterr().err
+    # and a path is a path: a missing one is named as a missing folder, never looked up.
+    assert main(["stop", "./quick"]) == 2
+    assert "quick: no such job folder" in capsys.readouterr().err
+
+
+def test_an_operator_stop_exits_3_and_names_the_run_to_resume(make_job) -> None:
+    import time
+
+    paths = make_job("requirements-extraction")
+    proc = subprocess.Popen([sys.executable, "-m", "console.cli", "run", str(paths.root), "--headless", "--in-place",
+                             "--speed", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=os.environ.copy())
+    try:
+        deadline = time.monotonic() + 30
+        while not (paths.events.exists() and "turn_started" in paths.events.read_text()):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        stop = run_cli("stop", paths.run_id, "--wait", "30")  # by its id, from another process
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert stop.returncode == 0 and stop.stdout.startswith("stop: applied"), (stop.stdout, stop.stderr)
+    assert out.splitlines()[0] == f"run {paths.run_id}: {paths.root}"
+    assert proc.returncode == 3 and "Traceback" not in err
+    *_, reason, resume = err.strip().splitlines()
+    assert reason.startswith("agent-console: run ended without job_complete: user_shutdown: stopped by the operator")
+    assert resume == f"agent-console: resume run {paths.run_id} with: agent-console run --in-place {paths.root}"
+    # Stopped, it is not running any more: another stop is refused with the command that goes on.
+    again = run_cli("stop", paths.run_id)
+    assert again.returncode == 1
+    assert again.stderr == (f"agent-console: stop: no process is running {paths.root} now, so there is nothing to "
+                            f"stop; {resume[len('agent-console: '):]}\n")
+
+
+# -- the jobs table: id and state first, 80 columns, no word cut ------------------------------------------------
+
+LONG_SUMMARY = ("Extracted forty-two requirements from the specification documents, grouped them by subsystem, "
+                "checked https://example.com/specs/requirements-index.html and wrote traceability notes for each")
+LONG_NAME = "requirements-extraction-for-the-northern-warehouse-integration"
+
+
+# No process holds these runs' locks: `jobs` shows a run the table says is waiting as interrupted.
+LIVE_STATE = {"awaiting approval": "interrupted"}
+
+
+def _store_rows(tmp_path: Path) -> list[tuple[Path, str, str]]:
+    """Runs of every kind in the jobs table: (folder, state, the text its summary column comes from)."""
+    from datetime import UTC, datetime
+
+    from console.engine.store import JobStore
+    from console.settings import load_settings
+
+    store = JobStore(load_settings().store_path)
+    now = datetime(2026, 11, 22, 13, 0, tzinfo=UTC)
+    out = []
+    for n, (name, state, text) in enumerate([
+        (f"{LONG_NAME}-20261122-130000", "completed", LONG_SUMMARY),
+        ("quickstart-20261122-130001", "awaiting approval", "restart pending"),
+        ("quickstart-20261122-130002", "failed", "a_single_identifier_that_is_far_longer_than_any_summary_column_"
+                                                 "could_ever_be_on_an_ordinary_terminal_of_eighty_columns"),
+        ("quickstart-20261122-130003", "out of budget", "token budget spent: 1,000,000 tokens of 1,000,000"),
+    ]):
+        folder = tmp_path / name
+        store.started(folder, name, "scripted", "scripted-agent", now.replace(minute=n))
+        if state == "completed":
+            store.completed(folder, now.replace(minute=n, second=30), 0.85, text)
+            store.cost(folder, 0.0123)
+        else:
+            store.ended(folder, state, now, text)
+        out.append((folder, state, text))
+    return out[::-1]  # newest first, as `jobs` lists them
+
+
+def _words(text: str) -> list[str]:
+    import re
+
+    return re.findall(r"\w+", text)
+
+
+@pytest.mark.parametrize("width", [60, 80, 100, 200])
+def test_jobs_fits_the_terminal_without_cutting_a_word(tmp_path, capsys, monkeypatch, width: int) -> None:
+    runs = _store_rows(tmp_path)
+    monkeypatch.setenv("COLUMNS", str(width))
+    assert main(["jobs"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header, rows, footer = lines[0], lines[1:1 + len(runs)], lines[1 + len(runs):]
+    assert header.split()[:2] == ["id", "state"]
+    # Every word shown is a whole word of what the table was made from: a name, a state, a summary, a date...
+    source = " ".join([LONG_NAME, "quickstart", "id state job started cost conf. summary / reason", "interrupted",
+                       "11-22 13:00 13:01 13:02 13:03 $0.01 0.85", *(f"{run_id(f)} {s} {t}" for f, s, t in runs)])
+    vocabulary = set(_words(source))
+    for line in [header, *rows]:
+        assert len(line) <= width, (width, line)
+        assert set(_words(line)) <= vocabulary, (width, line, set(_words(line)) - vocabulary)
+    # One line per run, in order, each starting with its id and its state.
+    for line, (folder, state, _text) in zip(rows, runs, strict=True):
+        assert line.startswith(f"{run_id(folder)}  {LIVE_STATE.get(state, state)}")
+    # The summary is there whole when there is room, else cut at a word with "…" (never folded onto a new line).
+    summary = next(line for line in rows if line.startswith(run_id(runs[-1][0])))
+    if "Extracted" in summary:  # shown from 80 columns on
+        start = summary.index("Extracted")
+        shown = summary[start:]
+        if width - start >= len(LONG_SUMMARY):
+            assert shown == LONG_SUMMARY
+        else:
+            assert shown.endswith("…") and LONG_SUMMARY.startswith(shown[:-1])
+            assert not LONG_SUMMARY[len(shown) - 1].isalnum()  # the cut falls between words
+            rest = LONG_SUMMARY[len(shown) - 1:].split()
+            assert len(summary) + len(rest[0]) > width  # and uses the room there is: the next word would not fit
+    else:
+        assert width < 80
+    # The notes under the table fit too (a part is moved to its own line, never split), the runs folder aside.
+    assert "4 run(s), newest first" in footer[0]
+    for line in footer:
+        assert len(line) <= width or line.startswith("run folders: "), line
+    if width <= 80:
+        assert any("hidden to fit: conf." in line for line in footer)
+    else:
+        assert not any("hidden" in line for line in footer)
+
+
+def test_jobs_json_keeps_the_whole_record_and_the_id(tmp_path, capsys) -> None:
+    runs = _store_rows(tmp_path)
+    assert main(["jobs", "--json"]) == 0
+    records = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [r["id"] for r in records] == [run_id(f) for f, _s, _t in runs]
+    assert [r["path"] for r in records] == [str(f) for f, _s, _t in runs]
+    completed = records[-1]
+    assert completed["summary"] == LONG_SUMMARY and completed["confidence"] == 0.85
+    assert completed["cost_usd"] == 0.0123 and completed["completed_at"] == "2026-11-22T13:00:30+00:00"
+    assert set(completed) == {"id", "path", "name", "status", "provider", "model", "started_at", "updated_at",
+                              "completed_at", "confidence", "summary", "detail", "cost_usd"}
+    # A run the table says is running with no process behind it (kill -9) is shown as interrupted.
+    assert records[2]["status"] == "interrupted" and records[2]["detail"] == "restart pending"
+
+
+def test_jobs_table_narrower_still_keeps_id_state_and_whole_words(tmp_path) -> None:
+    from console.engine.store import JobStore
+    from console.settings import load_settings
+
+    _store_rows(tmp_path)
+    rows = JobStore(load_settings().store_path).list()
+    lines, hidden = jobs_table(rows, 44)
+    assert hidden == ["conf.", "cost", "started", "summary / reason"]
+    assert [line.plain.split("  ")[0] for line in lines[1:]] == [run_id(r.path) for r in rows]
+    assert all(len(line.plain) <= 44 for line in lines)
+    # the job names give way too, at a word: 44 - id, state and gaps leaves 22 cells
+    assert any(line.plain.endswith("  requirements…") for line in lines)
+    wide, _ = jobs_table(rows, 100)
+    assert any("  requirements-extraction-for…  " in line.plain for line in wide)  # at most 28 cells
+
+
+@pytest.mark.parametrize(("text", "width", "expected"), [
+    ("short", 10, "short"),
+    ("the quick brown fox", 12, "the quick…"),
+    ("requirements-extraction", 16, "requirements…"),
+    ("https://example.com/a/b", 15, "https://…"),
+    ("averyveryverylongword and more", 10, "…"),
+    ("日本語 テキスト です", 9, "日本語…"),  # two cells a character
+    ("", 5, ""),
+])
+def test_shorten_cuts_only_between_words(text: str, width: int, expected: str) -> None:
+    from rich.cells import cell_len
+
+    assert shorten(text, width) == expected
+    assert cell_len(shorten(text, width)) <= width

@@ -495,18 +495,21 @@ def _open_log(path: Path) -> BinaryIO | None:
     return os.fdopen(fd, "rb")
 
 
-def read_new(path: Path, offset: int) -> tuple[list[EventBase], int]:
+def read_new(path: Path, offset: int, limit: int = -1) -> tuple[list[EventBase], int]:
     """Events appended since byte ``offset``, and the offset to continue from.
 
     Only whole lines are consumed, so a line being written right now is read
-    on the next call, not parsed half-way.
+    on the next call, not parsed half-way. ``limit``: read about that many bytes at
+    most (a huge log is then caught up over several calls; a longer line is read whole).
     """
     fh = _open_log(path)
     if fh is None:
         return [], offset
     with fh:
         fh.seek(offset)
-        data = fh.read()
+        data = fh.read(limit)
+        if 0 < limit <= len(data) and not data.endswith(b"\n"):
+            data += fh.readline()  # finish the line the limit cut
     end = data.rfind(b"\n")
     if end < 0:
         return [], offset

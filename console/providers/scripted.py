@@ -1,15 +1,22 @@
-"""The scripted provider: the offline model, in two modes.
+"""The scripted provider: the offline demo model (deterministic, no AI), in two modes.
 
 - agent mode (default): :class:`ScriptedAgent` decides each turn from the
-  request, so any sample job (and simple jobs a user writes) runs end to end
-  with no network and no key.
+  request, so any sample job runs end to end with no network and no key. On a
+  job it has never seen it does what its fixed recipes can (copying action
+  items, requirement statements, headings, first sentences, change lists) and
+  says plainly what it could not do; its confidence reflects that.
 - replay mode: exact scripted turns, for tests that need a precise sequence
   (invalid arguments, a rewind at a given moment, a model that stops early).
 
-Either way it streams like a real model (text in small deltas, paced by
-``speed``), and reports usage like one: input tokens of the whole prompt,
-output tokens, and cached input tokens for the prefix shared with the
-previous request, as a provider with prompt caching would.
+Either way it streams like a real model (text in small deltas) and reports
+usage like one: input tokens of the whole prompt, output tokens, and cached
+input tokens for the prefix shared with the previous request, as a provider
+with prompt caching would.
+
+``speed`` paces it; higher is faster: a turn pauses TURN_DELAY / speed seconds
+and each streamed chunk CHUNK_DELAY / speed, so 1 (the default of a run) looks alive
+(about 0.2 s a turn), 2 is twice as fast, 0.5 half as fast, and 0 is instant
+(no pauses at all). What it decides never depends on ``speed`` or the clock.
 """
 
 from __future__ import annotations
@@ -27,6 +34,10 @@ from console.engine.context.tokens import estimate_message, estimate_request, es
 from console.engine.messages import Message, ModelRequest, ToolCall
 from console.engine.model import ProviderError, Stop, StreamEvent, TextDelta, ToolCallEvent, Usage
 from console.providers.scripted_agent import ScriptedAgent
+from console.providers.scripted_view import DEMO_LABEL
+
+__all__ = ["CHUNK_DELAY", "DEMO_LABEL", "TURN_DELAY", "ScriptedCall", "ScriptedProvider", "ScriptedTurn",
+           "load_script"]
 
 # Seconds per streamed chunk and per turn at speed 1.0: a demo turn takes ~0.2 s.
 CHUNK_DELAY = 0.02
@@ -135,6 +146,7 @@ class ScriptedProvider:
         return "call_" + hashlib.sha256(key).hexdigest()[:12]
 
     def _pause(self, seconds: float) -> None:
+        """Pace the stream: ``seconds`` at speed 1, shorter as speed grows; speed 0 (or less) never waits."""
         if self.speed > 0:
             self.clock.sleep(seconds / self.speed)
 

@@ -29,12 +29,23 @@ from textual.worker import get_current_worker
 
 from console.engine import events as ev
 from console.engine.job import JobPaths
+from console.outcome import EXIT_FAILED, EXIT_OK, EXIT_USAGE, exit_code
 from console.tui.bridge import EventBridge
-from console.tui.commands import Controller, InboxController, SupervisorController
+from console.tui.commands import Controller, InboxController, RecordingController, SupervisorController
+from console.tui.fleet import WAITING, Fleet
+from console.tui.follow import follow_log, split_history, worker_sleep
 from console.tui.keymap import OPERATOR_KEYS, check_keymap
-from console.tui.messages import EventsReady, RunFinished, RunnerState, ThemeFileChanged
+from console.tui.messages import (
+    EventsReady,
+    FleetRows,
+    HistoryReady,
+    RunFinished,
+    RunnerState,
+    ThemeFileChanged,
+)
 from console.tui.screens.approval import RestartApprovalScreen
 from console.tui.screens.confirm import ConfirmScreen
+from console.tui.screens.fleet import FleetScreen
 from console.tui.screens.guardrails import GuardrailsScreen
 from console.tui.screens.help import HelpScreen
 from console.tui.screens.main import MainScreen
@@ -53,11 +64,12 @@ from console.tui.widgets.todo_pane import TodoPane
 if TYPE_CHECKING:
     from console.engine.supervisor import RunResult, Supervisor
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 DRAIN_INTERVAL = 1 / 30  # the UI absorbs events in batches at most this often
 DRAIN_BUDGET = 0.008  # seconds of folding per batch; a backlog is absorbed in slices, keys act in between
 DRAIN_CHUNK = 400
-FOLLOW_INTERVAL = 0.15  # attached: how often the log is polled
+# The run's commands: offered only while they can act (see ConsoleApp.check_action).
+RUN_ACTIONS = {"checkpoint", "rewind", "approve", "deny", "pause", "resume", "toggle_pause", "stop"}
+FLEET_POLL = 0.5  # the fleet: how often the jobs store and the runs' logs are polled
 
 
 def utc_now() -> datetime:
@@ -68,13 +80,16 @@ class ConsoleApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "agent-console"
     ALLOW_IN_MAXIMIZED_VIEW = "Footer, #status"
-    BINDINGS = [Binding("ctrl+c", "help_quit", show=False, system=True)]
+    # Ctrl+C and Ctrl+Q do what q does (ask first when the run is in this process): Textual's own quit would
+    # skip the question and abort the run.
+    BINDINGS = [Binding("ctrl+c", "quit_console", show=False, system=True),
+                Binding("ctrl+q", "quit_console", show=False, system=True, priority=True)]
 
     def __init__(
         self,
         *,
-        controller: Controller,
-        paths: JobPaths,
+        controller: Controller | None = None,
+        paths: JobPaths | None = None,
         job_title: str = "",
         supervisor: Supervisor | None = None,
         follow: bool = False,
@@ -91,13 +106,12 @@ class ConsoleApp(App[int]):
         window: int = 0,
         soft: float = 0.70,
         hard: float = 0.85,
+        fleet: Fleet | None = None,
+        poll_interval: float = FLEET_POLL,
     ) -> None:
+        """One run (``controller`` and ``paths``), or the fleet (``fleet``: the list of runs first, a run
+        attached from it and left again with q)."""
         super().__init__()
-        self.controller = controller
-        self.paths = paths
-        self.plan_path = paths.main_plan
-        self.supervisor = supervisor
-        self.follow = follow
         self.requested_theme = theme
         self.themes_path = themes or themes_dir()
         self.watch = watch
@@ -108,8 +122,34 @@ class ConsoleApp(App[int]):
         self.animations = animations
         if not animations:
             self.animation_level = "none"
-        self.state = ConsoleState(job_title or paths.root.name, provider=provider, model=model, window=window,
-                                  soft=soft, hard=hard)
+        self.fleet = fleet
+        self.fleet_view: FleetScreen | None = None
+        self.poll_interval = poll_interval
+        self._rung: dict[Path, int] = {}  # fleet: the restart_pending seq the bell already rang for, per run
+        self._stop_watch = asyncio.Event()
+        self.theme_problems: list[str] = []
+        self._gc_thresholds: tuple[int, ...] = ()
+        self._generation = 0  # which run the workers and messages belong to (the fleet attaches several in turn)
+        self._main: MainScreen | None = None
+        self._bind_run(controller, paths, job_title=job_title, supervisor=supervisor, follow=follow,
+                       provider=provider, model=model, window=window, soft=soft, hard=hard)
+        if supervisor is not None:
+            # Subscribe before the run starts, so not one event is missed.
+            self._unsubscribe = supervisor.subscribe(self.bridge.push)
+
+    def _bind_run(self, controller: Controller | None, paths: JobPaths | None, *, job_title: str = "",
+                  supervisor: Supervisor | None = None, follow: bool = False, provider: str = "", model: str = "",
+                  window: int = 0, soft: float = 0.70, hard: float = 0.85) -> None:
+        """Everything that belongs to the run shown (a fresh fold, bridge and verdict for each run attached)."""
+        self._generation += 1
+        self.controller: Controller = controller or RecordingController()
+        self.paths = paths or JobPaths(Path.cwd())
+        self.plan_path = self.paths.main_plan
+        self.supervisor = supervisor
+        self.follow = follow
+        title = job_title or (paths.root.name if paths is not None else "")
+        self.run_id = self.paths.run_id if paths is not None else ""
+        self.state = ConsoleState(title, provider=provider, model=model, window=window, soft=soft, hard=hard)
         self.bridge = EventBridge()
         self.exit_code: int | None = None
         self.run_result: RunResult | None = None
@@ -121,17 +161,10 @@ class ConsoleApp(App[int]):
         self._drain_timer: Timer | None = None
         self._last_drain = 0.0
         self._unsubscribe: Callable[[], None] | None = None
-        self._stop_watch = asyncio.Event()
         self.drains = 0
         self.events_seen = 0
-        self.theme_problems: list[str] = []
-        self._main: MainScreen
         self._keys_state: tuple[bool, ...] = ()
-        self._gc_thresholds: tuple[int, ...] = ()
         self._panes_ready = False
-        if supervisor is not None:
-            # Subscribe before the run starts, so not one event is missed.
-            self._unsubscribe = supervisor.subscribe(self.bridge.push)
 
     # -- construction helpers ---------------------------------------------------------------
     @classmethod
@@ -147,13 +180,20 @@ class ConsoleApp(App[int]):
                    **kw)  # type: ignore[arg-type]
 
     def get_default_screen(self) -> Screen:
+        if self.fleet is not None:
+            self.fleet_view = FleetScreen()
+            return self.fleet_view
+        return self._new_main()
+
+    def _new_main(self) -> MainScreen:
         self._main = MainScreen(self.state, self.now, plan_path=self.plan_path, attached=self.controller.attached,
-                                max_items=self.max_items, on_ready=self.main_ready)
+                                max_items=self.max_items, on_ready=self.main_ready, run_id=self.run_id)
         return self._main
 
     # -- the panes ---------------------------------------------------------------------------
     @property
     def main(self) -> MainScreen:
+        assert self._main is not None, "no run is shown"
         return self._main
 
     @property
@@ -163,17 +203,24 @@ class ConsoleApp(App[int]):
     @property
     def ui_alive(self) -> bool:
         """The main screen's panes exist (False while the app shuts down: timers may still fire)."""
-        return self._panes_ready and self._main.is_attached and bool(self._main.children)
+        main = self._main
+        return self._panes_ready and main is not None and main.is_attached and bool(main.children)
 
     def _status_refresh(self) -> None:
         if self.ui_alive:
-            self.main.query_one(StatusLine).refresh()
+            for line in self.main.query(StatusLine):  # none while the screen is being taken down
+                line.refresh()
 
     # -- start-up ------------------------------------------------------------------------------
     def on_mount(self) -> None:
         self._tune_gc()
         self._setup_themes()
         self._setup_keymap()
+        self.set_interval(1.0, self._tick)
+        if self.watch:
+            self.watch_themes()
+        if self.fleet is not None:
+            self.poll_fleet()
 
     def _tune_gc(self) -> None:
         """Keep the garbage collector from pausing the UI.
@@ -197,12 +244,10 @@ class ConsoleApp(App[int]):
             self.follow_log()
         if self.watch:
             self.main.query_one(PlanPane).watch()
-            self.watch_themes()
         self.run_worker(self.main.query_one(PlanPane).reload(), group="plan-reload")
-        self.set_interval(1.0, self._tick)
 
     def _tick(self) -> None:
-        if not self.state.ended:
+        if self.ui_alive and not self.state.ended:
             self._status_refresh()
 
     def _setup_themes(self) -> None:
@@ -242,6 +287,9 @@ class ConsoleApp(App[int]):
         assert sup is not None
         # A job resumed in place has history: show it first (the new run's events follow, numbered after it).
         history, _ = ev.read_new(sup.paths.events, 0)
+        older, history = split_history(history, self.max_items)
+        if older:
+            self.post_message(HistoryReady(older, self._generation))
         self.bridge.push_many(history)
         try:
             result = sup.run()
@@ -252,36 +300,34 @@ class ConsoleApp(App[int]):
             self.post_message(RunFinished("failed", f"the engine crashed: {type(exc).__name__}: {exc}", EXIT_FAILED))
             return
         self.run_result = result
-        if result.ok:
-            self.post_message(RunFinished("completed", result.detail, EXIT_OK))
-        elif result.reason is ShutdownReason.USER_SHUTDOWN:
-            self.post_message(RunFinished("stopped", result.detail, EXIT_INTERRUPTED))
-        else:
-            self.post_message(RunFinished("failed", f"{result.reason.value}: {result.detail}", EXIT_FAILED))
+        outcome = "completed" if result.ok else "stopped" if result.reason is ShutdownReason.USER_SHUTDOWN else \
+            "failed"
+        detail = result.detail if result.ok or outcome == "stopped" else f"{result.reason.value}: {result.detail}"
+        # In the console every stop is the operator's (the stop key, quit-and-stop, a denied restart): exit 3.
+        self.post_message(RunFinished(outcome, detail, exit_code(result)))
 
     @work(thread=True, exit_on_error=False, group="follow", name="follow")
     def follow_log(self) -> None:
         """Attached: replay events.jsonl from the start, then poll it for new lines."""
+        gen = self._generation
+        follow_log(self.paths.events, self.bridge, self.controller, get_current_worker(),
+                   lambda pid: self.post_message(RunnerState(pid, gen)),
+                   lambda older: self.post_message(HistoryReady(older, gen)), keep=self.max_items)
+
+    @work(thread=True, exit_on_error=False, group="fleet", name="fleet")
+    def poll_fleet(self) -> None:
+        """The fleet: poll the jobs store and every run's log; the view gets immutable rows."""
+        fleet = self.fleet
+        assert fleet is not None
         worker = get_current_worker()
-        path = self.paths.events
-        offset = 0
-        pid: int | None = -1
-        checked = 0.0
         while not worker.is_cancelled:
+            started = time.monotonic()
             try:
-                events, offset = ev.read_new(path, offset)
-            except OSError:
-                events = []
-            if events:
-                self.bridge.push_many(events)
-            now = time.monotonic()
-            if now - checked >= 1.0:
-                checked = now
-                current = self.controller.runner_pid()
-                if current != pid:
-                    pid = current
-                    self.post_message(RunnerState(pid))
-            time.sleep(FOLLOW_INTERVAL)
+                rows = fleet.poll()
+            except Exception as exc:  # the list must stay up whatever one run's files hold
+                rows, fleet.error = fleet.rows, f"the fleet could not be read: {type(exc).__name__}: {exc}"
+            self.post_message(FleetRows(rows, fleet.error))
+            worker_sleep(worker, max(0.05, self.poll_interval - (time.monotonic() - started)))
 
     @work(group="theme-watch", exclusive=True)
     async def watch_themes(self) -> None:
@@ -309,6 +355,17 @@ class ConsoleApp(App[int]):
                 self._drain_timer = self.set_timer(wait, self.drain_events)
             return
         self.drain_events()
+
+    def on_history_ready(self, message: HistoryReady) -> None:
+        """The older part of a long history: the state folds it (it needs all of it); the conversation only
+        counts its messages as not shown (it keeps the newest ones, which come next through the bridge)."""
+        if message.generation != self._generation:
+            return
+        self.events_seen += len(message.events)
+        changed = self.state.apply_all(message.events)
+        if self.ui_alive:
+            self.conversation.trimmed += sum(1 for e in message.events if isinstance(e, ev.AssistantMessage))
+            self.refresh_panes(changed)
 
     def drain_events(self, *, everything: bool = False) -> None:
         """Fold what the bridge holds into the view, for at most ``DRAIN_BUDGET`` seconds.
@@ -348,7 +405,8 @@ class ConsoleApp(App[int]):
             for gauge in main.query(ContextGauge):
                 gauge.refresh()
         if changed & {STATUS, RESTART, GAUGE, TODOS}:
-            main.query_one(StatusLine).refresh()
+            for line in main.query(StatusLine):
+                line.refresh()
             self._refresh_keys()
         if FEEDBACK in changed:
             main.query_one(FeedbackPane).show(list(self.state.feedback))
@@ -373,6 +431,9 @@ class ConsoleApp(App[int]):
     def _sync_approval(self) -> None:
         pending = self.state.restart_pending
         if pending is None:
+            if self._approval_seq >= 0:
+                self.clear_notifications()  # "the restart still waits" is no longer true
+                self._approval_seq = -1
             if self.approval is not None:
                 screen, self.approval = self.approval, None
                 if screen.is_current:
@@ -381,14 +442,16 @@ class ConsoleApp(App[int]):
         if pending.seq == self._approval_seq or (self.controller.attached and self.controller.runner_pid() is None):
             return
         self._approval_seq = pending.seq
-        self.bell()
-        self.notify(f"Context {pending.usage_pct:.0%} full: session {pending.next_session} waits for approval. "
-                    "a approves, d denies.", title="Restart pending", severity="warning", timeout=15)
-        self.approval = RestartApprovalScreen(pending)
+        self.bell()  # the dialog says the rest: a toast beside it would only cover its buttons
+        self.clear_notifications()
+        self.approval = RestartApprovalScreen(pending, str(self.paths.root))
         self.push_screen(self.approval, self._approval_decided)
 
     def _approval_decided(self, decision: str | None) -> None:
         self.approval = None
+        if decision in (None, "later") and self.state.restart_pending is not None:
+            self.notify("The restart still waits: a approves, d denies.", title="Restart pending",
+                        severity="warning", timeout=10)
         if decision == "approve":
             self.action_approve()
         elif decision == "deny":
@@ -405,19 +468,18 @@ class ConsoleApp(App[int]):
             self.notify(message.detail, title="Cannot run this job", severity="error", timeout=30)
         elif message.outcome == "failed":
             self.notify(message.detail, title="The run ended without completing", severity="error", timeout=15)
-        elif message.outcome == "completed":
-            self.notify("The job is complete. q quits.", title="Done", timeout=10)
-        self.exit_code = EXIT_INTERRUPTED if self.quit_requested and message.exit_code != EXIT_OK else message.exit_code
+        # A completed run says so in the status line and the conversation: a toast would cover its last lines.
+        self.exit_code = message.exit_code
         self.refresh_panes({STATUS, RESTART})
         if self.quit_requested:
             self.exit(self.exit_code, return_code=self.exit_code)
 
     def on_runner_state(self, message: RunnerState) -> None:
-        if not self.ui_alive:
+        if not self.ui_alive or message.generation not in (0, self._generation):
             return
-        status = self.main.query_one(StatusLine)
-        status.runner_pid = message.pid
-        status.refresh()
+        for status in self.main.query(StatusLine):
+            status.runner_pid = message.pid
+            status.refresh()
         self._keys_state = ()
         self._refresh_keys()
 
@@ -448,6 +510,59 @@ class ConsoleApp(App[int]):
                 view.invalidate()
             self.notify(f"Theme {theme.name} reloaded from {path.name}.", timeout=3)
 
+    # -- the fleet ---------------------------------------------------------------------------------
+    def on_fleet_rows(self, message: FleetRows) -> None:
+        if self.fleet_view is None or not self.fleet_view.is_attached:
+            return
+        self.fleet_view.update_rows(message.rows, message.error)
+        newly = [r for r in message.rows if r.state == WAITING and r.pending_seq
+                 and self._rung.get(r.path) != r.pending_seq]
+        for row in newly:
+            self._rung[row.path] = row.pending_seq
+        if newly:
+            # One notice at a time (the newest), also over an attached run's console: a run that restarts
+            # often must not stack notices over the screen; the list's title keeps the count.
+            self.bell()
+            self.clear_notifications()
+            names = ", ".join(f"{r.id} {r.job}" for r in newly[:3]) + (" and more" if len(newly) > 3 else "")
+            where = "select it in the list: a approves, d denies" if self.screen is self.fleet_view else \
+                "q returns to the list"
+            self.notify(f"{names}: context full, the restart waits for approval ({where}).",
+                        title="Approval needed", severity="warning", timeout=10)
+
+    def on_fleet_screen_act(self, message: FleetScreen.Act) -> None:
+        row = message.row
+        if message.action == "attach":
+            self.open_run(row.path)
+            return
+        if row.state != WAITING:
+            self.notify(f"{row.id} {row.job} has no restart waiting for approval ({row.state}).",
+                        title=f"Nothing to {message.action}")
+            return
+        command = "approve_restart" if message.action == "approve" else "deny_restart"
+        problem = InboxController(JobPaths(row.path), source="fleet").send(command)
+        if problem:
+            self.notify(problem, title=f"{message.action} not sent", severity="warning")
+        else:
+            what = "approved" if message.action == "approve" else "denied (the run ends; it can be resumed)"
+            self.notify(f"{row.id} {row.job}: restart {what}.", title=f"{message.action.capitalize()} sent")
+
+    def open_run(self, path: Path) -> None:
+        """The fleet: show one run's console (attached: keys go through its inbox); q comes back."""
+        paths = JobPaths(path)
+        self._bind_run(InboxController(paths), paths, follow=True)
+        self.push_screen(self._new_main())
+
+    def close_run(self) -> None:
+        """The fleet: leave the run shown (its follower stops; the run goes on) and show the list again."""
+        self.workers.cancel_group(self, "follow")
+        self.bridge.close()
+        self._panes_ready = False
+        self._generation += 1
+        while len(self.screen_stack) > 1 and self.screen is not self.fleet_view:
+            self.pop_screen()
+        self._main = None
+
     # -- the operator's commands ---------------------------------------------------------------
     @property
     def run_active(self) -> bool:
@@ -465,16 +580,44 @@ class ConsoleApp(App[int]):
         return True
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Which keys the footer offers: only what applies to the run now (Resume while paused; on a run that
+        has ended, or an attached one nobody runs, none of the run's commands)."""
+        if action not in RUN_ACTIONS or self._main is None:
+            return True
         if action in ("approve", "deny"):
-            return self.state.restart_pending is not None
-        if action in ("checkpoint", "rewind", "stop"):
-            return True if not self.state.ended else None
+            return self.state.restart_pending is not None and self.run_active
+        if not self.run_active:
+            return False
+        pausing = self.state.paused or "pause" in self.state.requested
+        if action == "pause":
+            return not pausing
+        if action == "resume":
+            return pausing
+        return True
+
+    def _ended_notice(self, command: str) -> bool:
+        """Say why a run command does nothing now (palette, or a key the footer no longer shows); True if so."""
+        if self.run_active:
+            return False
+        if self.state.outcome == "completed":
+            self.notify(f"The job is complete: there is nothing to {command}.", title=f"No {command}")
+        elif self.state.ended:
+            self.notify(f"The run has ended ({self.state.outcome}): nothing to {command}. Resume it with "
+                        f"agent-console run --in-place {self.paths.root}", title=f"No {command}")
+        else:
+            self.notify(f"No process runs this job now (review only). Resume it with "
+                        f"agent-console run --in-place {self.paths.root}", title=f"No {command}")
         return True
 
     def action_checkpoint(self) -> None:
+        if self._ended_notice("checkpoint"):
+            return
         self.send("checkpoint", "checkpoint requested")
 
     def action_rewind(self) -> None:
+        if self._ended_notice("rewind"):
+            return
+
         def done(issue: str | None) -> None:
             if issue:
                 self.send("rewind", "rewind requested", issue=issue)
@@ -482,9 +625,11 @@ class ConsoleApp(App[int]):
         self.push_screen(RewindScreen(self.state.phase, blink=self.animations), done)
 
     def action_approve(self) -> None:
+        self.clear_notifications()  # "restart pending" is answered
         self.send("approve_restart", "approval sent")
 
     def action_deny(self) -> None:
+        self.clear_notifications()
         self.send("deny_restart", "denial sent")
 
     def action_toggle_pause(self) -> None:
@@ -495,16 +640,19 @@ class ConsoleApp(App[int]):
             self.action_pause()
 
     def action_pause(self) -> None:
+        if self._ended_notice("pause"):
+            return
         self.state.requested.pop("resume", None)
         self.send("pause", "pausing after this turn")
 
     def action_resume(self) -> None:
+        if self._ended_notice("resume"):
+            return
         self.state.requested.pop("pause", None)
         self.send("resume", "resuming")
 
     def action_stop(self) -> None:
-        if self.state.ended:
-            self.notify("The run has already ended.")
+        if self._ended_notice("stop"):
             return
         again = self.state.stopping or "stop" in self.state.requested
 
@@ -514,8 +662,8 @@ class ConsoleApp(App[int]):
 
         if again:
             self.push_screen(ConfirmScreen("Stop now?", "The current turn is abandoned (its half-written reply is "
-                                           "dropped); the run can be resumed with run --in-place.", "Stop now",
-                                           "Wait"), done)
+                                           "dropped); the run can be resumed with `agent-console run --in-place "
+                                           f"{self.paths.root}`.", "Stop now", "Wait"), done)
         else:
             self.push_screen(ConfirmScreen("Stop the run?", "The run stops at once if it is waiting for the model "
                                            "(the reply in progress is asked again on resume), else after the "
@@ -539,6 +687,12 @@ class ConsoleApp(App[int]):
         self.push_screen(HelpScreen(self.key_help(), attached=self.controller.attached))
 
     def action_quit_console(self) -> None:
+        if self.fleet is not None and self.screen is self.fleet_view:
+            self.exit(EXIT_OK, return_code=EXIT_OK)
+            return
+        if self.fleet is not None:
+            self.close_run()  # back to the list: the run goes on
+            return
         if self.controller.attached:
             self.exit(EXIT_OK, return_code=EXIT_OK)  # detach: the run goes on
             return
@@ -565,11 +719,9 @@ class ConsoleApp(App[int]):
 
         self.push_screen(ConfirmScreen("Quit and stop the run?", "The run lives in this process: quitting stops "
                                        "it. Everything so far is saved; resume with `agent-console run "
-                                       "--in-place`. (To watch a run you can leave, start it with --headless "
-                                       "and use `agent-console attach`.)", "Stop and quit", "Stay"), done)
-
-    def action_help_quit(self) -> None:
-        self.notify("Press q to quit.", title="Quit?")
+                                       f"--in-place {self.paths.root}`. (To watch a run you can leave, start it "
+                                       "with --headless and use `agent-console attach`.)", "Stop and quit",
+                                       "Stay"), done)
 
     # -- help and palette ---------------------------------------------------------------------
     def key_for(self, key_id: str, default: str) -> str:
@@ -584,23 +736,57 @@ class ConsoleApp(App[int]):
         return rows
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        main = self.main
-        yield SystemCommand("Force checkpoint", "The agent re-orients; unfinished todos carry over",
-                            self.action_checkpoint)
-        yield SystemCommand("Rewind phase", "Re-plan the current phase around an issue", self.action_rewind)
-        yield SystemCommand("Approve restart", "Approve a pending context restart", self.action_approve)
-        yield SystemCommand("Deny restart", "Deny a pending context restart (the run ends)", self.action_deny)
-        yield SystemCommand("Pause run", "Pause after the current turn", self.action_pause)
-        yield SystemCommand("Resume run", "Resume a paused run", self.action_resume)
-        yield SystemCommand("Stop run", "Stop after the current turn", self.action_stop)
-        yield SystemCommand("Guardrails", "Policies, feedback providers, completion checker, deadline, token and "
-                            "money budgets", self.action_guardrails)
-        yield SystemCommand("Next pane", "Focus the next pane", main.action_next_pane)
-        yield SystemCommand("Maximize pane", "Maximize or restore the focused pane", main.action_toggle_maximize)
-        yield SystemCommand("Help", "Keys and panes", self.action_help)
-        yield SystemCommand("Quit console", "Quit (asks first when the run is in this process)",
-                            self.action_quit_console)
+        """The palette: each action once, in the console's words. Not Textual's own Quit (it would skip the
+        question and abort the run), nor its Keys panel (? is the help) or Maximize (m)."""
+        if isinstance(screen, FleetScreen):
+            yield SystemCommand("Attach", "Open the console of the selected run (q comes back)",
+                                screen.action_attach)
+            yield SystemCommand("Approve restart", "Approve the selected run's pending context restart",
+                                screen.action_approve)
+            yield SystemCommand("Deny restart", "Deny the selected run's pending restart (the run ends)",
+                                screen.action_deny)
+            yield SystemCommand("Filter runs", "Show only the runs matching some words", screen.action_filter)
+        elif isinstance(screen, MainScreen):
+            yield SystemCommand("Force checkpoint", "The agent re-orients; unfinished todos carry over",
+                                self.action_checkpoint)
+            yield SystemCommand("Rewind phase", "Re-plan the current phase around an issue", self.action_rewind)
+            yield SystemCommand("Approve restart", "Approve a pending context restart", self.action_approve)
+            yield SystemCommand("Deny restart", "Deny a pending context restart (the run ends)", self.action_deny)
+            yield SystemCommand("Pause run", "Pause (at once while the model is asked, else after the turn)",
+                                self.action_pause)
+            yield SystemCommand("Resume run", "Resume a paused run", self.action_resume)
+            yield SystemCommand("Stop run", "Stop after the current turn (asks first)", self.action_stop)
+            yield SystemCommand("Guardrails", "Policies, feedback providers, completion checker, deadline, token "
+                                "and money budgets", self.action_guardrails)
+            yield SystemCommand("Next pane", "Focus the next pane", screen.action_next_pane)
+            yield SystemCommand("Maximize pane", "Maximize or restore the focused pane", screen.action_toggle_maximize)
+            yield SystemCommand("Help", "Keys and panes", self.action_help)
+        yield SystemCommand("Theme", "Change the console's theme", self.action_change_theme)
+        yield SystemCommand("Screenshot", "Save an SVG picture of the screen (the path is shown)",
+                            self.action_save_screenshot)
+        if self.fleet is not None and isinstance(screen, MainScreen):
+            yield SystemCommand("Back to the fleet", "Leave this run's console (the run goes on)",
+                                self.action_quit_console)
+        else:
+            yield SystemCommand("Quit", "Quit the console (asks first when the run is in this process)",
+                                self.action_quit_console)
+
+    def screenshots_dir(self) -> Path:
+        """Where screenshots go: the run's harness folder (never the agent's files), or the fleet's data folder."""
+        if self.fleet is not None and self._main is None:
+            return self.fleet.store_path.parent / "screenshots"
+        return self.paths.state / "screenshots"
+
+    def action_save_screenshot(self) -> None:
+        folder = self.screenshots_dir()
+        name = f"agent-console-{self.now().strftime('%Y%m%d-%H%M%S')}.svg"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = self.save_screenshot(name, str(folder))
+        except OSError as exc:
+            self.notify(f"{folder}: {exc}", title="Screenshot not saved", severity="error")
+            return
+        self.notify(path, title="Screenshot saved", timeout=8)
 
     # -- shutdown --------------------------------------------------------------------------------
     def on_unmount(self) -> None:

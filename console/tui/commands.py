@@ -63,9 +63,10 @@ class InboxController:
 
     attached = True
 
-    def __init__(self, paths: JobPaths) -> None:
+    def __init__(self, paths: JobPaths, source: str = "console") -> None:
         self.paths = paths
         self.lock = RunLock(paths)
+        self.source = source
 
     def runner_pid(self) -> int | None:
         return self.lock.holder()
@@ -73,8 +74,8 @@ class InboxController:
     def send(self, command: str, **args: Any) -> str | None:
         if self.runner_pid() is None:
             return ("no process is running this job (review only); resume it with "
-                    f"`agent-console run --in-place {self.paths.root.name}` or queue commands from the CLI")
-        write_inbox(self.paths, command, {k: v for k, v in args.items() if v is not None}, source="console")
+                    f"`agent-console run --in-place {self.paths.root}` or queue commands from the CLI")
+        write_inbox(self.paths, command, {k: v for k, v in args.items() if v is not None}, source=self.source)
         return None
 
 

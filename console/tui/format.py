@@ -1,22 +1,15 @@
-"""Small text helpers shared by the panes: token counts, durations, times, tool arguments."""
+"""Small text helpers shared by the panes: token counts, durations, times. (Events and tool arguments are put in
+words by :mod:`console.present`, for every view.)"""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta
 
+from console.present import tokens
+
+__all__ = ["SPARK", "clip", "clock_time", "duration", "elapsed", "sparkline", "tokens"]
+
 SPARK = "▁▂▃▄▅▆▇█"
-
-
-def tokens(n: int | float) -> str:
-    n = int(n)
-    if n >= 1_000_000:
-        return f"{n / 1_000_000:.2f}M"
-    if n >= 10_000:
-        return f"{n / 1000:.0f}k"
-    if n >= 1000:
-        return f"{n / 1000:.1f}k"
-    return str(n)
 
 
 def duration(seconds: float) -> str:
@@ -35,31 +28,6 @@ def elapsed(start: datetime | None, end: datetime | None) -> str:
     if start is None or end is None:
         return "0:00"
     return duration((end - start) / timedelta(seconds=1))
-
-
-def brief_args(raw: str, limit: int = 60) -> str:
-    """The one argument that says what a tool call is about (path, pattern, ...)."""
-    try:
-        data = json.loads(raw or "{}")
-    except json.JSONDecodeError:
-        return "<invalid JSON>"
-    if not isinstance(data, dict) or not data:
-        return ""
-    key = next((k for k in ("path", "pattern", "text", "issue", "summary", "note") if k in data), None)
-    if key is None:
-        if isinstance(data.get("todos"), list):
-            return f"{len(data['todos'])} tasks"
-        key = next(iter(data))
-    val = str(data[key]).replace("\n", " ")
-    val = val if len(val) <= limit else val[: limit - 1] + "…"
-    return f"{key}={val}"
-
-
-def pretty_args(raw: str) -> str:
-    try:
-        return json.dumps(json.loads(raw or "{}"), indent=1, ensure_ascii=False)
-    except json.JSONDecodeError:
-        return raw
 
 
 def sparkline(values: list[int], ceiling: int, width: int) -> str:

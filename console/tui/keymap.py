@@ -30,8 +30,10 @@ OPERATOR_KEYS: list[OperatorKey] = [
     OperatorKey("rewind", "r", "app.rewind", "Rewind", "rewind the current phase with an issue text (asks for it)"),
     OperatorKey("approve", "a", "app.approve", "Approve", "approve a pending context restart"),
     OperatorKey("deny", "d", "app.deny", "Deny", "deny a pending context restart (the run ends cleanly)"),
-    OperatorKey("pause", "p", "app.toggle_pause", "Pause",
-                "pause after the current turn; again: resume (the status line says which)"),
+    OperatorKey("pause", "p", "app.pause", "Pause",
+                "pause (at once while the model is asked, else after the turn); while paused: resume"),
+    # The same key and id: the footer shows whichever applies (Resume while paused), help lists the key once.
+    OperatorKey("pause", "p", "app.resume", "Resume", ""),
     OperatorKey("stop", "s", "app.stop", "Stop", "stop after the current turn (asks first; again: stop now)"),
     OperatorKey("guardrails", "g", "app.guardrails", "Guards",
                 "guardrails: policies, feedback providers, completion checker and verdict, deadline, token budget, "

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from console.engine.control import RunLock
@@ -62,7 +64,7 @@ def run_console(supervisor: Supervisor, *, theme: str | None = None, job_title: 
     process holds the job's run lock.
     """
     from console.engine.supervisor import JobBusy
-    from console.tui.app import EXIT_FAILED, EXIT_INTERRUPTED
+    from console.outcome import EXIT_FAILED, EXIT_INTERRUPTED
 
     holder = RunLock(supervisor.paths).holder()
     if holder is not None and holder != os.getpid():
@@ -83,3 +85,25 @@ def attach_console(paths: JobPaths, *, theme: str | None = None, job_title: str 
     app = build_attach_app(paths, theme=theme, job_title=job_title, keymap=keymap)
     app.run(headless=headless, auto_pilot=auto_pilot)
     return 0 if app.return_code in (None, 0) else 1
+
+
+def build_fleet_app(store_path: Path, *, theme: str | None = None, keymap: Mapping[str, str] | None = None,
+                    **kw: Any) -> ConsoleApp:
+    from console.tui.app import ConsoleApp
+    from console.tui.fleet import Fleet
+
+    holder = kw.pop("holder", None)
+    fleet = Fleet(store_path, now=kw.get("now") or _utc_now, holder=holder)
+    return ConsoleApp(fleet=fleet, theme=theme, **_keymap(keymap), **kw)
+
+
+def fleet_console(store_path: Path, *, theme: str | None = None, keymap: Mapping[str, str] | None = None,
+                  headless: bool = False, auto_pilot: AutoPilot | None = None) -> int:
+    """The fleet view: every run of the jobs store, live; enter attaches to one, q comes back. Exit code 0."""
+    app = build_fleet_app(store_path, theme=theme, keymap=keymap)
+    app.run(headless=headless, auto_pilot=auto_pilot)
+    return 0 if app.return_code in (None, 0) else 1
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)

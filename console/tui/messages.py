@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from textual.message import Message
 
@@ -32,8 +33,28 @@ class RunFinished(Message):
 
 
 class RunnerState(Message):
-    """Attached console: whether a process holds the job's run lock."""
+    """Attached console: whether a process holds the job's run lock (``generation``: of which run attached)."""
 
-    def __init__(self, pid: int | None) -> None:
+    def __init__(self, pid: int | None, generation: int = 0) -> None:
         super().__init__()
         self.pid = pid
+        self.generation = generation
+
+
+class FleetRows(Message):
+    """The fleet poller's latest rows (an immutable list, most urgent first), and why the store cannot be read."""
+
+    def __init__(self, rows: list[Any], error: str = "") -> None:
+        super().__init__()
+        self.rows = rows
+        self.error = error
+
+
+class HistoryReady(Message):
+    """The older part of a long log replayed (``generation``: of which run): folded into the console's state
+    only; the conversation shows the newest messages, which follow through the bridge."""
+
+    def __init__(self, events: list[Any], generation: int = 0) -> None:
+        super().__init__()
+        self.events = events
+        self.generation = generation

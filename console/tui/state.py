@@ -3,18 +3,24 @@
 The same fold serves a run in this process (events from the subscription) and an
 attached console (events replayed from ``events.jsonl``, then followed). Every
 pane reads from one :class:`ConsoleState`; :meth:`ConsoleState.apply` says which
-aspects changed so the app refreshes only those panes.
+aspects changed so the app refreshes only those panes. What the feedback pane and the
+gauge say of an event is :func:`console.present.describe`'s line for it, the same words as
+the headless log's and the conversation's.
 """
 
 from __future__ import annotations
 
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 
 from console import present
 from console.engine import events as ev
-from console.tui.format import clip, tokens
+from console.present import phase_label
+
+__all__ = ["ConsoleState", "FeedbackItem", "GaugeState", "GuardrailsState", "ProviderTally", "phase_label"]
 
 FEEDBACK_KEEP = 300
 TREND_KEEP = 120
@@ -31,8 +37,8 @@ class FeedbackItem:
     """One entry of the feedback pane.
 
     ``kind`` "feedback" is a feedback provider's block as the agent got it (summary, observations,
-    suggestions); every other kind is a one-line notice ("denied", "blocked", "bypassed", "budget",
-    "stuck", or "notice" for the engine's own).
+    suggestions); every other kind is a one-line notice, ``message`` in :mod:`console.present`'s words and
+    ``kind`` its kind there ("denied", "blocked", "masked", "error", ...).
     """
 
     seq: int
@@ -46,6 +52,7 @@ class FeedbackItem:
     turn: int = 0
     call_index: int = 0
     block: str = ""
+    icon: str = ""
 
 
 @dataclass
@@ -100,68 +107,16 @@ class GaugeState:
         return self.used / self.limit if self.limit else 0.0
 
 
-# -- guardrail events in words (the feedback pane; the conversation has its own, shorter marks) -----------------
-def denial_text(e: ev.ToolDenied) -> str:
-    failed = f" (the policy failed: {e.error})" if e.error else ""
-    return f"denied {e.tool} by {e.policy}: {e.reason}{failed}"
-
-
-def stop_kind(stop_reason: str) -> str:
-    return {"job_complete": "job_complete", "end_turn": "a turn without a tool call"}.get(stop_reason,
-                                                                                        stop_reason or "a stop")
-
-
-def blocked_text(e: ev.CompletionBlocked) -> str:
-    what = e.feedback or e.reason
-    count = f" ({e.blocks}/{e.max_blocks})" if e.max_blocks else ""
-    who = f" by {e.checker}" if e.checker else ""
-    return f"stop refused{who}{count}: {what}"
-
-
-BUDGET_NAMES = {"deadline": "deadline", "tokens": "token budget", "cost": "money budget"}
-
-
-def bypassed_text(e: ev.CompletionBypassed) -> str:
-    return f"completion check bypassed ({e.budget} spent): {stop_kind(e.stop_reason)} accepted unchecked"
-
-
-def exhausted_text(e: ev.BudgetExhausted) -> str:
-    if e.detail:
-        what = e.detail
-    elif e.budget == "deadline":
-        what = f"deadline passed ({e.used:.0f}s of {e.limit:.0f}s)"
-    elif e.budget == "cost":
-        what = f"money budget spent ({present.cost(e.used)} of {present.cost(e.limit)})"
-    else:
-        what = f"token budget spent ({tokens(e.used)} of {tokens(e.limit)})"
-    return f"{what}; the agent was told to wrap up"
-
-
-def stuck_text(e: ev.StuckDetected) -> str:
-    return f"stuck: {e.reason}" + (f" ({e.pattern})" if e.pattern else "")
-
-
-def stuck_told(last: ev.Feedback | None, e: ev.StuckDetected) -> bool:
-    """The stuck detector is a feedback provider: its block, just delivered, already says what this says."""
-    return last is not None and last.message == e.reason and 0 < e.seq - last.seq <= 2
-
-
-def phase_label(t: ev.TodosChanged | None) -> str:
-    """``Name (X of Y)`` as the agent sees it in Layer 2."""
-    if t is None:
-        return ""
-    if t.kind == "transition":
-        return "transition in progress"
-    if t.kind == "bootstrap":
-        return "Bootstrap"
-    if t.kind == "completion":
-        return t.phase_name or "Job Completion"
-    if t.phase_number and t.total_phases:
-        return f"{t.phase_name} ({t.phase_number} of {t.total_phases})"
-    return t.phase_name
-
-
 class ConsoleState:
+    """The fold. ``apply`` (or ``apply_all``) returns the aspects that changed.
+
+    ``run_started`` is when the run would have started had it never been stopped: the current process's start less
+    the active time of the run's earlier processes (from each one's session_started to its last event), so that
+    ``now - run_started`` (``ended_at - run_started`` once it ended) is the time the run has been running, summed
+    over resumes. A run that sat stopped for a day does not count that day. ``first_started`` is its real start.
+    ``last_event`` is the newest event worth a fleet row's "last event" (see :data:`present.QUIET_KINDS`).
+    """
+
     def __init__(self, job_title: str = "", *, provider: str = "", model: str = "", window: int = 0,
                  soft: float = 0.70, hard: float = 0.85) -> None:
         self.job_title = job_title
@@ -171,6 +126,7 @@ class ConsoleState:
         self.turn = 0
         self.last_seq = 0
         self.run_started: datetime | None = None
+        self.first_started: datetime | None = None
         self.last_ts: datetime | None = None
         self.ended_at: datetime | None = None
         self.outcome: str | None = None  # completed | stopped | failed
@@ -198,6 +154,41 @@ class ConsoleState:
         self.price_told = False
         # A model call failed and the engine waits before asking again (cleared when the turn goes on).
         self.retry: ev.ModelRetry | None = None
+        self.last_event: present.Presented | None = None
+        # This process's active span (its session_started, its latest event) and the earlier processes' total.
+        self._span_start: datetime | None = None
+        self._span_end: datetime | None = None
+        self._active_before = timedelta(0)
+        self._handlers: dict[type, Callable[[Any], set[str]]] = {
+            ev.TurnStarted: self._turn_started,
+            ev.AssistantMessage: self._message,
+            ev.ToolCalled: self._tool_called,
+            ev.ToolResult: self._tool_result,
+            ev.TokenUsage: self._usage,
+            ev.TodosChanged: self._todos,
+            ev.SessionStarted: self._session_started,
+            ev.SessionEnded: self._session_ended,
+            ev.ContextMasked: self._masked,
+            ev.WindDown: self._context,
+            ev.ContextCompacted: self._context,
+            ev.RestartPending: self._restart_pending,
+            ev.RestartApproved: self._restart_answered,
+            ev.RestartDenied: self._restart_answered,
+            ev.ToolDenied: self._guardrail,
+            ev.CompletionBlocked: self._guardrail,
+            ev.CompletionBypassed: self._guardrail,
+            ev.BudgetExhausted: self._guardrail,
+            ev.StuckDetected: self._guardrail,
+            ev.Feedback: self._guardrail,
+            ev.GuardrailsStatus: self._guardrail,
+            ev.StateRecovered: self._recovered,
+            ev.ErrorEvent: self._error,
+            ev.OperatorCommand: self._operator,
+            ev.PhaseTransition: self._phase,
+            ev.PlanChanged: self._plan,
+            ev.JobCompleted: self._completed,
+            ev.RunEnded: self._run_ended,
+        }
 
     # -- derived ------------------------------------------------------------------------
     @property
@@ -222,6 +213,13 @@ class ConsoleState:
             return "waiting"
         return "running" if self.session else "starting"
 
+    def active_seconds(self, now: datetime) -> float:
+        """How long the run has been running, over all its processes (``now``: the time to count to while it runs)."""
+        if self.run_started is None:
+            return 0.0
+        end = self.ended_at if self.ended and self.ended_at is not None else now
+        return max(0.0, (end - self.run_started).total_seconds())
+
     # -- folding ------------------------------------------------------------------------
     def apply_all(self, events: list[ev.EventBase]) -> set[str]:
         changed: set[str] = set()
@@ -229,224 +227,230 @@ class ConsoleState:
             changed |= self.apply(e)
         return changed
 
-    def _feedback(self, e: ev.EventBase, source: str, severity: str, message: str, kind: str = "notice") -> set[str]:
-        self.feedback.append(FeedbackItem(e.seq, e.ts, source, severity, message, kind))
-        return {FEEDBACK}
-
-    def _action(self, e: ev.EventBase, text: str) -> None:
-        self.gauge.last_action = text
-        self.gauge.last_action_ts = e.ts
-
     def apply(self, e: ev.EventBase) -> set[str]:
-        self.last_seq = max(self.last_seq, e.seq)
+        if e.seq > self.last_seq:
+            self.last_seq = e.seq
         self.last_ts = e.ts
         if e.session:
             self.session = e.session
-        if isinstance(e, ev.TextDelta):
-            if self.retry is not None and e.text:
+        cls = type(e)
+        if cls is ev.TextDelta:
+            if self.retry is not None and e.text:  # type: ignore[attr-defined]
                 self.retry = None  # the retried call answers: the wait is over
                 return {STATUS}
             return set()
-        if isinstance(e, ev.ModelRetry):
-            self.retry = e
+        if cls is ev.ModelRetry:
+            self.retry = e  # type: ignore[assignment]
+            self.last_event = present.describe(e)
             return {STATUS}
-        retried = self.retry is not None and not isinstance(e, ev.OperatorCommand | ev.ErrorEvent
-                                                            | ev.GuardrailsStatus)
+        retried = self.retry is not None and cls not in (ev.OperatorCommand, ev.ErrorEvent, ev.GuardrailsStatus)
         if retried:
             self.retry = None  # the turn went on (or ended): nothing waits any more
-        return self._apply(e) | ({STATUS} if retried else set())
+        handler = self._handlers.get(cls)
+        out = handler(e) if handler is not None else set()
+        if cls is not ev.StateRecovered:  # recovery comes before a resumed process starts: not part of the last one
+            self._span_end = e.ts
+        return out | {STATUS} if retried else out
 
-    def _apply(self, e: ev.EventBase) -> set[str]:
-        g = self.gauge
-        if isinstance(e, ev.TurnStarted):
-            self.turn = e.turn
-            if e.prompt_tokens_est:
-                g.used = e.prompt_tokens_est
-            return {STATUS, GAUGE}
-        if isinstance(e, ev.AssistantMessage):
-            self.tool_calls += len(e.tool_calls)
+    def _feedback(self, p: present.Presented | None) -> set[str]:
+        """``p`` as a one-line notice of the feedback pane (and the fleet's last event)."""
+        if p is None:
             return set()
-        if isinstance(e, ev.TokenUsage):
-            if e.job_cost_usd is not None:
-                self.job_cost = e.job_cost_usd
-            self.turn = e.turn
-            self.turns_total += 1
-            self.input_tokens += e.input_tokens
-            self.output_tokens += e.output_tokens
-            self.cached_tokens += e.cached_input_tokens
-            g.used = e.context_tokens or (e.input_tokens + e.output_tokens)
-            g.window = e.context_window or g.window
-            g.budget = e.prompt_budget or g.budget
-            g.soft = e.soft_threshold or g.soft
-            g.hard = e.hard_threshold or g.hard
-            g.trend.append(g.used)
-            g.last_input, g.last_cached, g.last_output = e.input_tokens, e.cached_input_tokens, e.output_tokens
-            g.reported = e.reported
-            return {STATUS, GAUGE}
-        if isinstance(e, ev.TodosChanged):
-            self.todos = e
-            return {TODOS, STATUS}
-        if isinstance(e, ev.SessionStarted):
-            if e.reason in ("new", "resume"):
-                self.run_started = e.ts
-                self.ended_at = None
-                self.outcome, self.outcome_detail = None, ""
-                self.paused = self.stopping = False
-                self.restart_pending = None
-                self.requested.clear()
-            self.provider = e.provider or self.provider
-            self.model = e.model or self.model
-            g.window = e.context_window or g.window
-            g.window_source = e.context_window_source or g.window_source
-            out = {GAUGE} if e.context_window or e.context_window_source else set()
-            if "priced" in e.model_fields_set:  # an older log does not say: then nothing is said about price
-                self.priced = e.priced
-                if not e.priced and not self.price_told:
-                    self.price_told = True
-                    out |= self._feedback(e, "cost", "info", present.unpriced_text(e.model or self.model))
-            if e.reason == "restart":
-                self._action(e, f"restarted: session {e.session}, {e.carryover_messages} messages carried")
-                return out | {STATUS, GAUGE, RESTART} | self._feedback(
-                    e, "context", "info",
-                    f"Session {e.session} started after a context restart; {e.carryover_messages} messages "
-                    "carried over.")
-            if e.reason == "resume":
-                where = f": {e.detail}" if e.detail else ""
-                return out | {STATUS} | self._feedback(e, "engine", "info",
-                                                       f"Run resumed in session {e.session}{where}.")
-            return out | {STATUS}
-        if isinstance(e, ev.SessionEnded):
-            out = {STATUS}
-            if e.reason == "job_complete":
-                self._end(e, "completed", e.detail)
-            elif e.reason == "user_shutdown":
-                self._end(e, "stopped", e.detail or "stopped by the operator")
-                out |= self._feedback(e, "engine", "warning", f"Session {e.session} ended: {e.detail or e.reason}.")
-            elif e.reason != "context_full":
-                self._end(e, "failed", f"{e.reason}: {e.detail}" if e.detail else e.reason)
-                out |= self._feedback(e, "engine", "error",
-                                      f"Session {e.session} ended: {e.reason}" + (f" ({e.detail})" if e.detail else ""))
-            return out
-        if isinstance(e, ev.ContextMasked):
-            self.masked_total += e.masked
-            g.used = e.used_after or g.used
-            g.budget = e.prompt_budget or g.budget
-            limit = e.prompt_budget or e.context_window
-            pct = f" ({e.used_before / limit:.0%} → {e.used_after / limit:.0%})" if limit else ""
-            self._action(e, f"masked {e.masked} observation{'s' if e.masked != 1 else ''}, "
-                            f"freed ~{tokens(e.tokens_freed)}{pct}")
-            return {GAUGE} | self._feedback(
-                e, "context", "info", f"Masked the {e.masked} oldest tool result{'s' if e.masked != 1 else ''} "
-                                      f"to free ~{tokens(e.tokens_freed)} tokens{pct}.")
-        if isinstance(e, ev.WindDown):
-            self._action(e, f"wind-down sent at {e.usage_pct:.0%}")
-            return {GAUGE} | self._feedback(
-                e, "context", "caution", f"Context {e.usage_pct:.0%} full: the agent was asked to wind down; "
-                                         "the session restarts after its next turn.")
-        if isinstance(e, ev.ContextCompacted):
-            self._action(e, f"compacted {e.messages_before} → {e.messages_after} messages")
-            carried = f" + {e.messages_after - 1} carried" if e.messages_after > 1 else ""
-            return {GAUGE} | self._feedback(
-                e, "context", "info", f"Conversation compacted: {e.messages_before} messages → summary{carried}. "
-                                      f"Why: {e.reason or 'compaction'}.")
-        if isinstance(e, ev.RestartPending):
-            self.restart_pending = e
-            self._action(e, f"restart pending ({e.usage_pct:.0%} full)")
-            return {STATUS, GAUGE, RESTART} | self._feedback(
-                e, "context", "warning",
-                f"Context {e.usage_pct:.0%} full: restart into session {e.next_session} awaits approval "
-                f"({e.carryover_messages} messages, ~{tokens(e.carryover_tokens)} tokens carried over). "
-                "Press a to approve, d to deny.")
-        if isinstance(e, ev.RestartApproved):
-            self.restart_pending = None
-            self._action(e, f"restart approved ({e.by})")
-            return {STATUS, GAUGE, RESTART} | self._feedback(e, "context", "info", f"Restart approved ({e.by}).")
-        if isinstance(e, ev.RestartDenied):
-            self.restart_pending = None
-            self._action(e, f"restart denied ({e.by})")
-            self._end(e, "stopped", "restart denied by the operator")
-            return {STATUS, GAUGE, RESTART} | self._feedback(
-                e, "context", "warning", f"Restart denied ({e.by}): the run ends; resume it later with "
-                                         "`agent-console run --in-place`.")
-        if isinstance(e, ev.ToolCalled):
-            return set()
-        if isinstance(e, ev.ToolResult):
-            refusal = e.tool == "job_complete" and self.guards.refusing
-            self.guards.refusing = False
-            # A denial and a refused job_complete are reported as what they are, not as failed calls.
-            if not e.ok and e.call_id not in self.guards.denied_calls and not refusal:
-                first = e.content.strip().splitlines()[0] if e.content.strip() else "(no message)"
-                return self._feedback(e, f"tool {e.tool}", "caution", clip(first, 240))
-            return set()
-        if isinstance(e, ev.ToolDenied | ev.CompletionBlocked | ev.CompletionBypassed | ev.BudgetExhausted
-                      | ev.StuckDetected | ev.Feedback | ev.GuardrailsStatus):
-            return self._guardrail(e)
-        if isinstance(e, ev.StateRecovered):
-            moved = f" (kept as {e.moved_to})" if e.moved_to else ""
-            return {STATUS} | self._feedback(e, "recovery", "warning",
-                                             f"{e.file}: {e.problem}{moved}; {e.action}.")
-        if isinstance(e, ev.ErrorEvent):
-            if not e.recoverable and e.where == "supervisor":
-                self._end(e, "failed", e.message)
-            return {STATUS} | self._feedback(e, f"error · {e.where}" if e.where else "error", "error", e.message)
-        if isinstance(e, ev.OperatorCommand):
-            return self._operator(e)
-        if isinstance(e, ev.PhaseTransition):
-            if e.stage == "completed":
-                target = f"phase {e.to_phase} '{e.to_name}'" if e.to_phase else f"'{e.to_name}'"
-                text = f"{e.kind.capitalize()} transition done: now {target}."
-                if e.issue:
-                    text += f" Issue: {e.issue}"
-                return {PLAN} | self._feedback(e, "phases", "info", text)
-            what = {"rewind": "Rewind", "checkpoint": "Checkpoint"}.get(e.kind)
-            if what:
-                return self._feedback(e, "phases", "info", f"{what} of phase {e.from_phase} started"
-                                                           + (f": {e.issue}" if e.issue else "."))
-            return set()
-        if isinstance(e, ev.PlanChanged):
-            if e.error:
-                return {PLAN} | self._feedback(e, "plan", "caution", f"main_plan.md: {e.error}")
-            return {PLAN}
-        if isinstance(e, ev.JobCompleted):
-            self.completed_summary = e.summary
-            self._end(e, "completed", e.summary)
-            return {STATUS} | self._feedback(
-                e, "job", "success", f"Job complete (confidence {e.confidence:.2f}): {e.summary}")
+        self.last_event = p
+        assert p.ts is not None
+        self.feedback.append(FeedbackItem(p.seq, p.ts, p.source, p.severity, p.line, p.kind, icon=p.icon))
+        return {FEEDBACK}
+
+    def _action(self, p: present.Presented) -> None:
+        """The gauge's last context action."""
+        self.gauge.last_action = p.text
+        self.gauge.last_action_ts = p.ts
+
+    # -- the turn -----------------------------------------------------------------------
+    def _turn_started(self, e: ev.TurnStarted) -> set[str]:
+        self.turn = e.turn
+        if e.prompt_tokens_est:
+            self.gauge.used = e.prompt_tokens_est
+        return {STATUS, GAUGE}
+
+    def _message(self, e: ev.AssistantMessage) -> set[str]:
+        self.tool_calls += len(e.tool_calls)
         return set()
+
+    def _tool_called(self, e: ev.ToolCalled) -> set[str]:
+        return set()
+
+    def _tool_result(self, e: ev.ToolResult) -> set[str]:
+        if e.ok:
+            self.guards.refusing = False
+            return set()
+        refusal = e.tool == "job_complete" and self.guards.refusing
+        self.guards.refusing = False
+        # A denial and a refused job_complete are reported as what they are, not as failed calls.
+        if e.call_id in self.guards.denied_calls or refusal:
+            return set()
+        return self._feedback(present.describe(e))
+
+    def _usage(self, e: ev.TokenUsage) -> set[str]:
+        g = self.gauge
+        if e.job_cost_usd is not None:
+            self.job_cost = e.job_cost_usd
+        self.turn = e.turn
+        self.turns_total += 1
+        self.input_tokens += e.input_tokens
+        self.output_tokens += e.output_tokens
+        self.cached_tokens += e.cached_input_tokens
+        g.used = e.context_tokens or (e.input_tokens + e.output_tokens)
+        g.window = e.context_window or g.window
+        g.budget = e.prompt_budget or g.budget
+        g.soft = e.soft_threshold or g.soft
+        g.hard = e.hard_threshold or g.hard
+        g.trend.append(g.used)
+        g.last_input, g.last_cached, g.last_output = e.input_tokens, e.cached_input_tokens, e.output_tokens
+        g.reported = e.reported
+        return {STATUS, GAUGE}
+
+    def _todos(self, e: ev.TodosChanged) -> set[str]:
+        self.todos = e
+        p = present.describe(e)
+        if p is not None and p.kind == "todo-done":
+            self.last_event = p
+        return {TODOS, STATUS}
+
+    # -- sessions -------------------------------------------------------------------------
+    def _session_started(self, e: ev.SessionStarted) -> set[str]:
+        g = self.gauge
+        p = present.describe(e)
+        assert p is not None
+        self.last_event = p
+        if e.reason in ("new", "resume"):  # a process starts (or starts again) the run
+            if self._span_start is not None and self._span_end is not None:
+                self._active_before += max(timedelta(0), self._span_end - self._span_start)
+            self._span_start = e.ts
+            self.first_started = self.first_started or e.ts
+            self.run_started = e.ts - self._active_before
+            self.ended_at = None
+            self.outcome, self.outcome_detail = None, ""
+            self.paused = self.stopping = False
+            self.restart_pending = None
+            self.requested.clear()
+        self.provider = e.provider or self.provider
+        self.model = e.model or self.model
+        g.window = e.context_window or g.window
+        g.window_source = e.context_window_source or g.window_source
+        out = {STATUS} | ({GAUGE} if e.context_window or e.context_window_source else set())
+        if "priced" in e.model_fields_set:  # an older log does not say: then nothing is said about price
+            self.priced = e.priced
+            if not e.priced and not self.price_told:
+                self.price_told = True
+                assert p.ts is not None
+                self.feedback.append(FeedbackItem(e.seq, p.ts, "cost", "info",
+                                                  present.unpriced_text(e.model or self.model), icon="$"))
+                out.add(FEEDBACK)
+        if e.reason == "restart":
+            self._action(p)
+            return out | {GAUGE, RESTART} | self._feedback(p)
+        if e.reason == "resume":
+            return out | self._feedback(p)
+        return out
+
+    def _session_ended(self, e: ev.SessionEnded) -> set[str]:
+        p = present.describe(e)
+        assert p is not None
+        if e.reason == "job_complete":
+            self._end(e, "completed", e.detail)
+        elif e.reason == "user_shutdown":
+            self._end(e, "stopped", e.detail or "stopped by the operator")
+        elif e.reason != "context_full":
+            self._end(e, "failed", f"{e.reason}: {e.detail}" if e.detail else e.reason)
+        if p.severity in ("warning", "error"):  # a job completed or a context restart says more than this
+            return {STATUS} | self._feedback(p)
+        return {STATUS}
+
+    def _run_ended(self, e: ev.RunEnded) -> set[str]:
+        self.last_event = present.describe(e)
+        return set()
+
+    # -- context ----------------------------------------------------------------------------
+    def _masked(self, e: ev.ContextMasked) -> set[str]:
+        g = self.gauge
+        self.masked_total += e.masked
+        g.used = e.used_after or g.used
+        g.budget = e.prompt_budget or g.budget
+        return self._context(e)
+
+    def _context(self, e: ev.EventBase) -> set[str]:
+        p = present.describe(e)
+        assert p is not None
+        self._action(p)
+        return {GAUGE} | self._feedback(p)
+
+    def _restart_pending(self, e: ev.RestartPending) -> set[str]:
+        self.restart_pending = e
+        return {STATUS, RESTART} | self._context(e)
+
+    def _restart_answered(self, e: ev.RestartApproved | ev.RestartDenied) -> set[str]:
+        self.restart_pending = None
+        if isinstance(e, ev.RestartDenied):
+            self._end(e, "stopped", "restart denied by the operator")
+        return {STATUS, RESTART} | self._context(e)
+
+    # -- the rest ---------------------------------------------------------------------------
+    def _recovered(self, e: ev.StateRecovered) -> set[str]:
+        return {STATUS} | self._feedback(present.describe(e))
+
+    def _error(self, e: ev.ErrorEvent) -> set[str]:
+        if not e.recoverable and e.where == "supervisor":
+            self._end(e, "failed", e.message)
+        return {STATUS} | self._feedback(present.describe(e))
+
+    def _phase(self, e: ev.PhaseTransition) -> set[str]:
+        p = present.describe(e)
+        if p is None:
+            return set()
+        return ({PLAN} if e.stage == "completed" else set()) | self._feedback(p)
+
+    def _plan(self, e: ev.PlanChanged) -> set[str]:
+        return {PLAN} | self._feedback(present.describe(e))
+
+    def _completed(self, e: ev.JobCompleted) -> set[str]:
+        self.completed_summary = e.summary
+        self._end(e, "completed", e.summary)
+        return {STATUS} | self._feedback(present.describe(e))
 
     def _guardrail(self, e: ev.EventBase) -> set[str]:
         g = self.guards
         if isinstance(e, ev.GuardrailsStatus):
             g.status = e
             return {GUARDS}
+        p = present.describe(e)
+        assert p is not None
         if isinstance(e, ev.ToolDenied):
             g.denials[e.policy] += 1
             g.denied_calls.append(e.call_id)
-            return {GUARDS} | self._feedback(e, e.policy, "warning", denial_text(e), "denied")
-        if isinstance(e, ev.CompletionBlocked):
+        elif isinstance(e, ev.CompletionBlocked):
             g.last_blocked = e
             g.refusing = e.stop_reason == "job_complete"
-            return {GUARDS} | self._feedback(e, e.checker or "completion", "caution", blocked_text(e), "blocked")
-        if isinstance(e, ev.CompletionBypassed):
+        elif isinstance(e, ev.CompletionBypassed):
             g.bypassed = e
-            return {GUARDS} | self._feedback(e, e.budget, "warning", bypassed_text(e), "bypassed")
-        if isinstance(e, ev.BudgetExhausted):
+        elif isinstance(e, ev.BudgetExhausted):
             g.exhausted[e.budget] = e
-            return {GUARDS} | self._feedback(e, e.budget, "warning", exhausted_text(e), "budget")
-        if isinstance(e, ev.StuckDetected):
+        elif isinstance(e, ev.StuckDetected):
             g.stuck += 1
-            if stuck_told(g.last_feedback, e):
+            if present.stuck_told(g.last_feedback, e):
                 return {GUARDS}  # the stuck detector's own feedback block says it already
-            return {GUARDS} | self._feedback(e, "stuck", "warning", stuck_text(e), "stuck")
-        assert isinstance(e, ev.Feedback)
-        g.last_feedback = e
-        tally = g.delivered.setdefault(e.source, ProviderTally())
-        tally.count += 1
-        tally.last_ts, tally.last_severity = e.ts, e.severity
-        self.feedback.append(FeedbackItem(e.seq, e.ts, e.source, e.severity, e.message, "feedback",
-                                          tuple(e.observations), tuple(e.suggestions), e.turn, e.call_index,
-                                          e.block))
-        return {FEEDBACK, GUARDS}
+        elif isinstance(e, ev.Feedback):
+            g.last_feedback = e
+            tally = g.delivered.setdefault(e.source, ProviderTally())
+            tally.count += 1
+            tally.last_ts, tally.last_severity = e.ts, e.severity
+            self.last_event = p
+            # The block as the agent got it: summary, observations, suggestions (the pane draws it whole).
+            self.feedback.append(FeedbackItem(e.seq, e.ts, e.source, e.severity, e.message, "feedback",
+                                              tuple(e.observations), tuple(e.suggestions), e.turn, e.call_index,
+                                              e.block, p.icon))
+            return {FEEDBACK, GUARDS}
+        return {GUARDS} | self._feedback(p)
 
     def _end(self, e: ev.EventBase, outcome: str, detail: str) -> None:
         if self.outcome == "completed" and outcome != "completed":
@@ -458,11 +462,10 @@ class ConsoleState:
     def _operator(self, e: ev.OperatorCommand) -> set[str]:
         if e.status == "received":
             return set()
+        p = present.describe(e)
         if e.status == "discarded":  # meant for an earlier run: this console's own requests still wait
-            return self._feedback(e, f"operator · {e.source}" if e.source else "operator", "info",
-                                  present.discarded_text(e))
-        if e.source == "console" or e.status != "received":
-            self.requested.pop(e.command, None)
+            return self._feedback(p)
+        self.requested.pop(e.command, None)
         if e.status == "applied":
             if e.command == "pause":
                 self.paused = True
@@ -470,10 +473,7 @@ class ConsoleState:
                 self.paused = False
             elif e.command == "stop":
                 self.stopping = True
-        severity = "info" if e.status == "applied" else "warning"
-        who = f"operator · {e.source}" if e.source else "operator"
-        detail = f": {e.detail}" if e.detail else ""
-        return {STATUS} | self._feedback(e, who, severity, f"{e.command.replace('_', ' ')} {e.status}{detail}")
+        return {STATUS} | self._feedback(p)
 
     def mark_finished(self, outcome: str, detail: str, ts: datetime | None) -> None:
         """The run ended in a way the events do not say (e.g. the engine thread raised)."""

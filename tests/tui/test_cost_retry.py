@@ -172,15 +172,19 @@ def test_the_status_line_keeps_run_state_phase_context_and_cost_first_and_never_
     assert line.cell_length <= width
     assert plain.startswith("quickstart-2026") and " running " in plain
     if width >= 78:
-        for part in ("Produce Deliver", "ctx 3%", "$0.42"):
+        for part in ("Produce Deliv", "ctx 3%", "$0.42"):
             assert part in plain, (width, plain)
+        # The offline model says it is a demo right after the cost, at every width from 80 columns.
+        assert "demo, no AI" in plain or present.DEMO in plain, (width, plain)
     if width >= 118:
-        assert "Produce Deliverables (2 of 2)" in plain and "session 1" in plain and "⏱ 4:59" in plain
+        assert "Produce Deliverables (2 of 2)" in plain
     if width >= 198:
-        assert "turn 7" in plain and "4.1k in · 120 out" in plain and "scripted/scripted-agent" in plain
+        assert "session 1" in plain and "⏱ 4:59" in plain and "turn 7" in plain and "4.1k in · 120 out" in plain
+        assert present.DEMO in plain
     # Most important first: whatever is shown whole at a width is shown at every wider one.
     wider = fit(status.parts(), width + 40).plain
-    assert all(piece in wider for piece in plain.split(" │ ") if "…" not in piece)
+    assert all(piece in wider or (piece == "demo, no AI" and present.DEMO in wider)  # its short form, grown
+               for piece in plain.split(" │ ") if "…" not in piece)
     # A long job name and a pending command: still one line, the name and the phase cut rather than dropped.
     st.job_title = "a-rather-long-job-folder-name-2026-01-15-141234"
     st.requested["checkpoint"] = "checkpoint requested"
@@ -249,15 +253,17 @@ def test_the_headless_log_prints_costs_retries_and_discarded_commands():
     log.add(ev.SessionEnded, reason="job_complete", turns=7)
     log.add(ev.RunEnded, reason="job_complete", sessions=1)
     lines = lines_of(log.events)
-    assert lines[0] == "session 1 started (new, anthropic/claude-sonnet-4-5)"
+    assert lines[0] == "session 1 started (anthropic/claude-sonnet-4-5)"
     assert lines[1] == "  t6    list_files(.)  [3.0k in, 80 out | ctx 2% | $0.01]"
     assert lines[2:4] == [
-        "  ⧗ rate limited; retrying in 8 s, attempt 2: 429 Too Many Requests",
-        "  ⧗ rate limited; retrying in 32 s, attempt 3 (waited 40 s of max 600 s): 429 Too Many Requests",
+        "  ⧗ model call failed: rate limited; retrying in 8 s, attempt 2: 429 Too Many Requests; the partial reply "
+        "(28 chars) was discarded",
+        "  ⧗ model call failed: rate limited; retrying in 32 s, attempt 3 (waited 40 s of max 600 s): 429 Too Many "
+        "Requests",
     ]
     assert lines[4] == "  t7    read_file(notes/kickoff.md)  [3.3k in, 120 out | ctx 2% | $0.01]"
     assert lines[5:] == [
-        "  operator: discarded stop from an earlier run",
+        "  ⌘ discarded stop from an earlier run",
         "session 1 ended: job_complete after 7 turns; job cost so far $0.42",
         "run ended: job_complete after 1 session; job cost $0.42",
     ]
@@ -289,10 +295,11 @@ def test_a_retry_discards_the_half_reply_and_thinking_is_apart(make_job):
         await settle(pilot, app)
         text = flat(app.conversation.plain_lines())
         assert "HALF A REPLY" not in text and "The notes name three" not in text
-        assert ("⧗ Model call failed: rate limited; retrying in 8 s, attempt 2: 429 Too Many Requests. The partial "
-                "reply (28 chars) was discarded.") in text
+        assert ("⧗ model call failed: rate limited; retrying in 8 s, attempt 2: 429 Too Many Requests; the partial "
+                "reply (28 chars) was discarded") in text
         assert "retrying in 32 s, attempt 3 (waited 40 s of max 600 s)" in text
-        assert app.main.query_one(StatusLine).last_plain.startswith("job │  waiting: rate limited, retry in 22 s ")
+        assert app.main.query_one(StatusLine).last_plain.startswith(
+            f"{app.paths.run_id} │ job │  waiting: rate limited, retry in 22 s ")
         log = answered(log)
         app.bridge.push_many(log.events[11:])
         await settle(pilot, app)
@@ -343,8 +350,8 @@ def test_an_attached_console_shows_reasoning_and_retries_from_the_log(make_job):
         await settle(pilot, app)
         text = flat(app.conversation.plain_lines())
         assert text.count("thinking The notes name three owners.") == 1
-        assert text.count("⧗ Model call failed") == 2 and "HALF A REPLY" not in text
-        assert "⌘ Operator (inbox): discarded stop from an earlier run" in text
+        assert text.count("⧗ model call failed") == 2 and "HALF A REPLY" not in text
+        assert "⌘ discarded stop from an earlier run" in text
         assert app.state.job_cost == 0.4217
         assert "$0.42" in app.main.query_one(StatusLine).last_plain
 
@@ -353,10 +360,11 @@ def test_an_attached_console_shows_reasoning_and_retries_from_the_log(make_job):
 
 # -- snapshots ------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=lambda s: f"{s[0]}x{s[1]}")
-def test_snapshot_waiting_for_a_retry(snap_compare, make_job, size):
+def test_snapshot_waiting_for_a_retry(snap_compare, fixed_make_job, size):
     """Turn 6's reasoning dimmed above its answer; turn 7's half reply dropped for two retry marks; the status line
-    counting the wait down; the window's source in the token pressure pane (120x40)."""
-    app = fed_app(make_job)
+    counting the wait down; the window's source in the token pressure pane (120x40). The job is at a fixed path:
+    the run id on the status line comes from it."""
+    app = fed_app(fixed_make_job)
 
     async def before(pilot):
         app.bridge.push_many(retry_run().events)

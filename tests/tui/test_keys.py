@@ -106,11 +106,18 @@ def test_approve_key_starts_a_new_session(make_job):
     async def body(pilot):
         await wait_for(pilot, lambda: isinstance(app.screen, RestartApprovalScreen), what="the approval modal")
         assert app.state.restart_pending is not None and app.state.session == 1
-        await pilot.press("a")
+        # The dialog says it all: no notice beside it (one would cover its buttons at 80x24).
+        assert not list(app._notifications)
+        await pilot.press("escape")  # later: the restart still waits, and a notice says how to answer
+        await pilot.pause()
+        assert [n.title for n in app._notifications] == ["Restart pending"]
+        await pilot.press("a")  # answered: the notice goes
+        await pilot.pause()
+        assert not list(app._notifications)
         await wait_for(pilot, lambda: app.state.session == 2, what="session 2")
         await settle(pilot, app)
         texts = [getattr(i, "text", "") for i in app.conversation.items]
-        assert any(t.startswith("RESTART · session 2") for t in texts)
+        assert any(t.startswith("session 2 started after a context restart") for t in texts)
 
     drive(app, body)
     started = [e for e in events_of(app, ev.SessionStarted)]
@@ -129,7 +136,7 @@ def test_deny_from_the_main_screen_ends_the_run(make_job):
         assert app.check_action("deny", ())
         await pilot.press("d")
         await wait_for(pilot, lambda: app.run_finished, what="the run to end")
-        assert app.state.outcome == "stopped" and app.exit_code == 130
+        assert app.state.outcome == "stopped" and app.exit_code == 3
 
     drive(app, body)
     assert events_of(app, ev.RestartDenied)
@@ -148,8 +155,9 @@ def test_stop_asks_then_stops(make_job):
         await pilot.press("s", "y")  # the stop opens the gate: the engine stops after this turn
         sup.provider.gate.set()
         await wait_for(pilot, lambda: app.run_finished, what="the run to stop")
-        assert app.state.outcome == "stopped" and app.exit_code == 130
-        assert app.check_action("stop", ()) is None  # shown greyed out: nothing left to stop
+        assert app.state.outcome == "stopped" and app.exit_code == 3
+        # Nothing left to stop, pause or checkpoint: the footer no longer offers those keys.
+        assert all(app.check_action(a, ()) is False for a in ("stop", "pause", "resume", "checkpoint", "rewind"))
 
     drive(app, body)
     assert [e.status for e in events_of(app, ev.OperatorCommand) if e.command == "stop"] == ["received", "applied"]
@@ -169,7 +177,7 @@ def test_quit_on_an_in_process_run_asks_first(make_job):
         await wait_for(pilot, lambda: not app.is_running, what="the app to exit after the run stops")
 
     drive(app, body)
-    assert app.return_code == 130 and app.state.outcome == "stopped"
+    assert app.return_code == 3 and app.state.outcome == "stopped"  # the operator's stop, not an interrupt
 
 
 def test_quit_after_completion_exits_at_once_with_the_run_code(make_job):
@@ -178,6 +186,19 @@ def test_quit_after_completion_exits_at_once_with_the_run_code(make_job):
 
     async def body(pilot):
         await wait_for(pilot, lambda: app.run_finished)
+        await pilot.pause()
+        # Completion is said by the status line and the conversation, not a toast over the last lines.
+        assert not list(app._notifications)
+        assert "completed" in app.main.query_one("#status").last_plain
+        # The run's commands are gone from the footer; given anyway (the palette), each says why.
+        assert all(app.check_action(a, ()) is False for a in ("checkpoint", "rewind", "pause", "stop"))
+        app.action_checkpoint()
+        await pilot.pause()
+        assert [n.message for n in app._notifications] == ["The job is complete: there is nothing to checkpoint."]
+        assert not events_of(app, ev.OperatorCommand)  # nothing was queued
+        await pilot.press("c")  # the key does nothing at all now
+        await pilot.pause()
+        assert len(list(app._notifications)) == 1
         await pilot.press("q")
         await wait_for(pilot, lambda: not app.is_running)
 
@@ -209,9 +230,11 @@ def test_panes_tab_maximize_and_help(make_job):
     async def body(pilot):
         main = app.main
         assert main.active == "conversation" and app.focused is main.pane("conversation")
-        await pilot.press("tab")
+        await pilot.press("tab")  # screen order: todos, conversation, context, feedback, plan
+        assert main.active == "gauge" and app.focused is main.pane("gauge")
+        await pilot.press("shift+tab", "shift+tab")
         assert main.active == "todos" and app.focused is main.pane("todos")
-        await pilot.press("shift+tab")
+        await pilot.press("tab")
         assert main.active == "conversation"
         await pilot.press("m")
         assert main.maximized is main.pane("conversation")
@@ -234,7 +257,7 @@ def test_narrow_terminal_shows_one_pane_and_tab_switches_it(make_job):
         visible = [n for n in ("conversation", "todos", "plan", "gauge", "feedback") if main.pane(n).display
                    and main.pane(n).region.height > 0]
         assert visible == ["conversation"]
-        await pilot.press("tab")
+        await pilot.press("shift+tab")
         await pilot.pause()
         assert main.pane("todos").region.height > 0 and main.pane("conversation").region.height == 0
 
@@ -265,7 +288,17 @@ def test_every_operator_action_is_in_the_command_palette(make_job):
     async def body(pilot):
         titles = {c.title for c in app.get_system_commands(app.screen)}
         for title in ("Force checkpoint", "Rewind phase", "Approve restart", "Deny restart", "Pause run",
-                      "Resume run", "Stop run", "Next pane", "Maximize pane", "Help", "Quit console"):
+                      "Resume run", "Stop run", "Next pane", "Maximize pane", "Help", "Theme", "Screenshot",
+                      "Quit"):
             assert title in titles
+        listed = [c.title for c in app.get_system_commands(app.screen)]
+        assert len(listed) == len(set(listed))  # each action once
+        assert "Keys" not in titles and "Maximize" not in titles and "Minimize" not in titles  # Textual's own
+        # Screenshot works: an SVG in the run's harness folder (never among the agent's files), its path said.
+        app.action_save_screenshot()
+        shots = list((app.paths.state / "screenshots").glob("*.svg"))
+        assert len(shots) == 1 and "<svg" in shots[0].read_text()[:2000]
+        # Ctrl+Q is the console's quit (asks first for a run in this process), not Textual's instant quit.
+        assert {b.action for b in app._bindings.key_to_bindings["ctrl+q"]} == {"quit_console"}
 
     drive(app, body)

@@ -11,6 +11,11 @@ import pytest
 from console.tui.screens.approval import RestartApprovalScreen
 from tests.tui.conftest import make_supervisor, run_app, settle, wait_for
 
+
+@pytest.fixture
+def make_job(fixed_make_job):
+    return fixed_make_job  # the run id on the status line comes from the job's path
+
 SIZES = [(80, 24), (120, 40)]
 GATE = 30  # quickstart, held before turn 30: mid-way through phase 1 with a plan, todos and notices
 

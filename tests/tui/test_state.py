@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
+from console import present
 from console.engine import events as ev
-from console.tui.format import brief_args, duration, sparkline, tokens
+from console.tui.format import duration, elapsed, sparkline, tokens
 from console.tui.state import ConsoleState
 from tests.tui.conftest import make_supervisor
 
@@ -37,7 +40,7 @@ def test_pressure_restarts_and_approval(make_job):
     assert st.outcome == "stopped" and st.restart_pending is None
     sources = {f.source for f in st.feedback}
     assert {"context", "operator · console"} <= sources
-    assert any("awaits approval" in f.message for f in st.feedback)
+    assert any(f.kind == "restart-pending" and f.message.endswith("awaiting approval") for f in st.feedback)
 
 
 def test_pause_and_requested_commands():
@@ -57,7 +60,77 @@ def test_pause_and_requested_commands():
 
 def test_formatting_helpers():
     assert tokens(950) == "950" and tokens(1234) == "1.2k" and tokens(56_000) == "56k" and tokens(2_500_000) == "2.50M"
+    assert tokens is present.tokens  # one formatter for every view
     assert duration(83) == "1:23" and duration(3723) == "1:02:03"
-    assert brief_args('{"path": "notes/a.md"}') == "path=notes/a.md"
-    assert brief_args('{"todos": [1, 2, 3]}') == "3 tasks" and brief_args("{bad") == "<invalid JSON>"
     assert sparkline([0, 50, 100], 100, 10) == "▁▅█"
+
+
+T0 = datetime(2026, 1, 15, 9, 0, tzinfo=UTC)
+
+
+def at(minutes: float) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+def test_elapsed_counts_the_active_time_across_resumes():
+    """Run 10 minutes, stopped; resumed in place a day later, 5 more minutes: 15 minutes, not a day."""
+    st = ConsoleState("job")
+    st.apply(ev.SessionStarted(ts=at(0), seq=1, session=1, reason="new"))
+    st.apply(ev.TurnStarted(ts=at(10), seq=2, session=1, turn=1))
+    st.apply(ev.SessionEnded(ts=at(10), seq=3, session=1, reason="user_shutdown"))
+    st.apply(ev.RunEnded(ts=at(10), seq=4, session=1, reason="user_shutdown", sessions=1))
+    assert st.ended and elapsed(st.run_started, st.ended_at) == "10:00"
+    # A day later: the state files were repaired first (that belongs to the new process, not the old one).
+    st.apply(ev.StateRecovered(ts=at(24 * 60), seq=5, session=1, file="todos.json", problem="torn", action="rebuilt"))
+    st.apply(ev.SessionStarted(ts=at(24 * 60), seq=6, session=1, reason="resume", detail="after turn 1"))
+    assert not st.ended and st.first_started == at(0)
+    now = at(24 * 60 + 5)
+    assert elapsed(st.run_started, now) == "15:00" and st.active_seconds(now) == 15 * 60
+    # A context restart inside the process is no new start; the end stops the count.
+    st.apply(ev.SessionStarted(ts=at(24 * 60 + 6), seq=7, session=2, reason="restart"))
+    st.apply(ev.JobCompleted(ts=at(24 * 60 + 8), seq=8, session=2, summary="done", confidence=0.9))
+    assert st.ended and elapsed(st.run_started, st.ended_at) == "18:00"
+    assert st.active_seconds(at(48 * 60)) == 18 * 60
+
+
+def test_elapsed_after_a_kill_counts_up_to_the_last_event_of_the_killed_process():
+    st = ConsoleState("job")
+    st.apply(ev.SessionStarted(ts=at(0), seq=1, session=1, reason="new"))
+    st.apply(ev.TokenUsage(ts=at(3), seq=2, session=1, turn=1, input_tokens=10, output_tokens=1))
+    # kill -9: no session_ended, no run_ended; resumed an hour later.
+    st.apply(ev.SessionStarted(ts=at(63), seq=3, session=1, reason="resume"))
+    assert st.active_seconds(at(64)) == 4 * 60
+
+
+def test_the_last_event_is_the_newest_one_worth_a_fleet_row():
+    st = ConsoleState("job")
+    assert st.last_event is None
+    st.apply(ev.SessionStarted(ts=at(0), seq=1, session=1, reason="new", provider="scripted", model="m"))
+    assert present.brief(st.last_event) == "● session 1 started (scripted/m)"
+    st.apply(ev.ToolDenied(ts=at(1), seq=2, session=1, turn=1, call_id="c1", tool="write_file", policy="rbw",
+                           reason="read it first"))
+    # A call and an ordinary result are what the agent does all the time: they do not replace it.
+    st.apply(ev.ToolCalled(ts=at(2), seq=3, session=1, turn=2, call_id="c2", tool="read_file", arguments="{}"))
+    st.apply(ev.ToolResult(ts=at(2), seq=4, session=1, turn=2, call_id="c2", tool="read_file", ok=True, content=""))
+    assert st.last_event is not None and st.last_event.seq == 2
+    assert present.brief(st.last_event, 30) == "⊗ denied write_file by rbw: r…"  # 30 characters
+    st.apply(ev.TodosChanged(ts=at(3), seq=5, session=1, phase_name="P", phase_number=1, total_phases=2,
+                             kind="phase", reason="todo_complete",
+                             items=[ev.TodoItemRecord(text="Read a", done=True),
+                                    ev.TodoItemRecord(text="Read b", done=False)]))
+    assert present.brief(st.last_event) == "✓ 1/2 Read a"
+
+
+def test_every_notice_is_in_the_shared_words():
+    """The feedback pane's one-line notices are console.present's lines, icon included, nothing reworded."""
+    from tests.tui.guardrail_events import spent_run
+
+    log = spent_run()
+    st = ConsoleState("job")
+    st.apply_all(log.events)
+    by_seq = {e.seq: e for e in log.events}
+    notices = [f for f in st.feedback if f.kind != "feedback"]
+    assert notices
+    for item in notices:
+        p = present.describe(by_seq[item.seq])
+        assert p is not None and (item.message, item.icon, item.severity) == (p.line, p.icon, p.severity)

@@ -1038,7 +1038,8 @@ def test_protocol_garbage_in_the_llm_summary_falls_back_to_the_deterministic_one
 
 def test_agent_console_stop_during_a_retry_wait_ends_the_run_at_once(tmp_path: Path) -> None:
     # The operator's `agent-console stop JOB` from another shell, while a headless run waits 250 s before a retry:
-    # the stop is confirmed and the run ends within seconds, resumably (exit 130, the resume command printed).
+    # the stop is confirmed and the run ends within seconds, resumably (exit 3, the operator's stop; the resume
+    # command printed).
     paths = new_job(tmp_path)
     env = _child_env(tmp_path)
     with Loopback() as server:
@@ -1086,7 +1087,7 @@ def test_agent_console_stop_during_a_retry_wait_ends_the_run_at_once(tmp_path: P
                 child.communicate(timeout=30)
     assert stop.returncode == 0, (stop.stdout, stop.stderr)
     assert took < 8, took
-    assert child.returncode == 130, (out[-2000:], err[-2000:])
+    assert child.returncode == 3, (out[-2000:], err[-2000:])
     assert "run --in-place" in err and "Traceback" not in err + out + stop.stderr
     assert [e["turn"] for e in logged(paths, "assistant_message")] == [1]
     assert not secrets_in(paths.root)

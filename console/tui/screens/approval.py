@@ -13,7 +13,8 @@ from console.engine import events as ev
 from console.tui.format import tokens
 
 
-def explain(p: ev.RestartPending) -> Content:
+def explain(p: ev.RestartPending, run: str = "FOLDER") -> Content:
+    """Why the restart waits; ``run``: the folder to name in the resume command."""
     limit = p.prompt_budget or p.context_window
     what = "prompt budget" if p.prompt_budget else "context window"
     rows = [
@@ -27,7 +28,8 @@ def explain(p: ev.RestartPending) -> Content:
     lines = [Content.assemble((f"{k:<10}", "bold $text-primary"), v) for k, v in rows]
     lines.append(Content(""))
     lines.append(Content.styled("Approve to continue in a fresh session; deny to end the run here "
-                                "(it can be resumed later with `agent-console run --in-place`).", "$text-muted"))
+                                f"(it can be resumed later with `agent-console run --in-place {run}`).",
+                                "$text-muted"))
     return Content("\n").join(lines)
 
 
@@ -38,14 +40,15 @@ class RestartApprovalScreen(ModalScreen[str | None]):
         Binding("escape", "decide('later')", "Later", id="modal_later"),
     ]
 
-    def __init__(self, pending: ev.RestartPending) -> None:
+    def __init__(self, pending: ev.RestartPending, run: str = "FOLDER") -> None:
         super().__init__(classes="modal")
         self.pending = pending
+        self.run = run
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="-restart") as box:
             box.border_title = "Context restart awaits your approval"
-            yield Static(explain(self.pending), id="message")
+            yield Static(explain(self.pending, self.run), id="message")
             with Horizontal(classes="buttons"):
                 yield Button("Approve (a)", id="approve", variant="success", compact=True)
                 yield Button("Deny (d)", id="deny", variant="error", compact=True)

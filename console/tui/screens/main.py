@@ -35,7 +35,8 @@ from console.tui.widgets.status import StatusLine
 from console.tui.widgets.tabs import PaneTabs
 from console.tui.widgets.todo_pane import TodoPane
 
-PANES = ["conversation", "todos", "plan", "gauge", "feedback"]
+# In screen order (the grid fills row by row in this order, see app.tcss): tab and the narrow tab strip follow it.
+PANES = ["todos", "conversation", "gauge", "feedback", "plan"]
 NARROW_WIDTH, NARROW_HEIGHT, WIDE_WIDTH = 100, 28, 160
 
 
@@ -51,20 +52,21 @@ class MainScreen(Screen):
                 for k in OPERATOR_KEYS]
 
     def __init__(self, state: ConsoleState, now: Callable[[], datetime], *, plan_path: Path, attached: bool = False,
-                 max_items: int, on_ready: Callable[[], None] | None = None) -> None:
+                 max_items: int, on_ready: Callable[[], None] | None = None, run_id: str = "") -> None:
         """Everything the panes need is handed in: the screen never reaches back into the app (one-way imports)."""
         super().__init__(id="main")
         self.state = state
         self.now = now
         self.plan_path = plan_path
         self.attached = attached
+        self.run_id = run_id
         self.max_items = max_items
         self.on_ready = on_ready
         self.layout_mode = ""
         self.active = "conversation"
 
     def compose(self) -> ComposeResult:
-        yield StatusLine(self.state, self.now, attached=self.attached, id="status")
+        yield StatusLine(self.state, self.now, attached=self.attached, run_id=self.run_id, id="status")
         yield ContextGauge(self.state, compact=True, id="gauge-strip")
         yield PaneTabs(PANES, id="tabs")
         with Grid(id="body"):

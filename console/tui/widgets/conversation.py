@@ -1,4 +1,5 @@
-"""The conversation pane: assistant text as Markdown, tool calls, and the harness's markers.
+"""The conversation pane: assistant text as Markdown (markdown-it, in the theme's colours), tool calls, and the
+harness's markers.
 
 Built for long runs. It is one scrolling widget that draws lines (Textual's line
 API), not a widget per message: each message is rendered once into lines (again
@@ -10,8 +11,11 @@ lines on screen are drawn. Appending costs the new message, not the whole view.
 - it follows the tail (Textual's anchor) until the operator scrolls up, and again
   from the bottom (``end``);
 - tool calls are one line; click one (or ``e`` for the newest, ``E`` for all) to
-  expand its arguments and result;
-- masked observations, compactions and restart markers are marked in place;
+  expand its arguments and result, shown as their text reads (a string argument with its line breaks, a
+  hard-wrapped paragraph of a result joined again and wrapped to the pane: see :func:`reflow`);
+- masked observations (the calls ``context_masked`` names), compactions and restart markers are marked in place;
+- every other event is a notice in the words of :mod:`console.present` (the headless log's and the feedback
+  pane's too);
 - the model's reasoning ("thinking") is its own dimmed item, never mixed into the answer;
 - a model call that fails and is retried drops what it streamed (the agent never sees it either): the
   view shows a mark line for the wait, then the retried reply, never a half reply followed by a whole one.
@@ -19,53 +23,64 @@ lines on screen are drawn. Appending costs the new message, not the whole view.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from rich.markdown import Markdown as RichMarkdown
 from textual.binding import Binding
 from textual.content import Content
 from textual.events import Click
+from textual.strip import Strip
 from textual.timer import Timer
 
 from console import present
 from console.engine import events as ev
-from console.tui.format import brief_args, clip, pretty_args, tokens
-from console.tui.state import stuck_told
+from console.tui.format import clip
 from console.tui.widgets import markdown_lite
-from console.tui.widgets.lines import Item, ItemView
+from console.tui.widgets.lines import Item, ItemView, hang
 
 MAX_ITEMS = 2000  # messages kept in the view
 TRIM_SLACK = 200  # trim in batches: recomputing offsets on every event would be wasteful
 STREAM_FPS = 8
 RESULT_PREVIEW = 4000
 ARGS_PREVIEW = 1500
-MASKABLE_CHARS = 240  # the engine does not mask results under ~60 tokens
-KEEP_RECENT_RESULTS = 2  # nor the newest two
 THINKING_PREVIEW = 1200  # the most of a turn's reasoning shown (its tail while it streams, its start after)
+INDENT = 2  # an expanded call's labels, under its line; their text another INDENT further
 
-NOTICE_STYLE = {
+# A notice's style: by its kind where the kind has its own, else by its severity.
+SEVERITY_STYLE = {
     "info": "$text-muted",
-    "masked": "$text-warning",
-    "wind-down": "bold $text-warning",
-    "restart": "bold $text-warning",
-    "compacted": "$text-secondary",
-    "session": "bold $text-primary",
-    "phase": "bold $text-accent",
+    "caution": "$text-warning",
+    "warning": "bold $text-warning",
     "error": "$text-error",
     "success": "bold $text-success",
-    "operator": "$text-secondary",
-    "refused": "bold $text-warning",
-    "bypassed": "$text-warning",
+}
+KIND_STYLE = {
+    "session": "bold $text-primary",
+    "restart": "bold $text-warning",
+    "restart-pending": "bold $text-warning",
+    "restart-approved": "bold $text-warning",
+    "wind-down": "bold $text-warning",
+    "masked": "$text-warning",
+    "compacted": "$text-secondary",
+    "phase": "bold $text-accent",
+    "blocked": "bold $text-warning",
     "budget": "bold $text-warning",
     "retry": "$text-warning",
-    "feedback-info": "$text-primary",
-    "feedback-caution": "$text-warning",
-    "feedback-warning": "bold $text-warning",
-    "feedback-error": "bold $text-error",
 }
+FEEDBACK_STYLE = {"info": "$text-primary", "caution": "$text-warning", "warning": "bold $text-warning",
+                  "error": "bold $text-error"}
+# Described elsewhere in the view (the call's own line) or not the conversation's business (the todo pane's).
+NOT_NOTICES = frozenset({"tool", "tool-failed", "denied", "todos", "todo-done", "run-end", "plan", "received"})
+RULED = frozenset({"restart", "restart-pending"})  # a heavy rule above and below: the context starts over
+
+
+def notice_style(kind: str, severity: str) -> str:
+    if kind == "feedback":
+        return FEEDBACK_STYLE.get(severity, "$text-primary")
+    if kind == "operator" and severity == "info":
+        return "$text-secondary"
+    return KIND_STYLE.get(kind) or SEVERITY_STYLE.get(severity, "")
 
 
 # -- items: what the view knows about each message ---------------------------------------------------
@@ -75,16 +90,14 @@ class AssistantItem(Item):
     turn: int = 0
     text: str = ""
     final: bool = False
+    width: int = 0  # set by the pane before rendering: lists and quotes wrap under their own text
 
     def __post_init__(self) -> None:
         self.gutter, self.margin = "▌ ", True
 
     def body(self) -> object:
         self.gutter_style = "$primary" if self.final else "$accent"
-        text = self.text.strip() or "…"
-        if markdown_lite.is_simple(text):
-            return markdown_lite.inline(_join_paragraph_lines(text))
-        return RichMarkdown(text)
+        return markdown_lite.render(self.text.strip() or "…", self.width)
 
     def estimate(self, width: int) -> int:
         return _text_lines(self.text, width)
@@ -131,45 +144,47 @@ class ToolItem(Item):
     refused: str = ""  # a job_complete the completion checker refused ("1/5")
     masked: bool = False
     expanded: bool = False
-    epoch: int = 0  # compaction epoch: masking only touches results of the current one
+    width: int = 0  # set by the pane before rendering: the expanded text wraps to it
 
     def __post_init__(self) -> None:
         self.gutter = "   "
 
     def body(self) -> object:
-        return render_tool(self)
+        return render_tool(self, self.width)
 
     def estimate(self, width: int) -> int:
         if self.denied and not self.expanded:
             return _text_lines(render_tool(self).plain, width)
         if not self.expanded:
-            return 1 if width >= 110 else _text_lines(self.tool + brief_args(self.arguments, 48) + "  ✓ 12,345 chars",
-                                                       width)
+            return 1 if width >= 110 else _text_lines(self.tool + present.tool_args(self.tool, self.arguments)
+                                                       + "  ✓ 12,345 chars", width)
         return _text_lines(render_tool(self).plain, width)
 
 
 @dataclass(eq=False)
 class NoticeItem(Item):
+    """One event in console.present's words: an icon, the text, styled by its kind and severity."""
+
     icon: str = ""
     text: str = ""
     kind: str = "info"
+    severity: str = "info"
+    width: int = 0  # set by the pane before rendering: wrapped lines hang under the text, not the icon
 
     def __post_init__(self) -> None:
         self.margin = True
-        self.rules = "$warning" if self.kind == "restart" else ""
+        self.rules = "$warning" if self.kind in RULED else ""
 
     def body(self) -> object:
-        content = Content.assemble((f"{self.icon} ", "bold"), self.text)
-        return content.stylize(NOTICE_STYLE.get(self.kind, ""))
+        style = notice_style(self.kind, self.severity)
+        head = Content.styled(f"{self.icon} ", f"bold {style}")
+        text = Content.styled(self.text, style)
+        if not self.width:
+            return head + text
+        return Content("\n").join(hang(head, text, self.width))
 
     def estimate(self, width: int) -> int:
         return _text_lines(f"{self.icon} {self.text}", width)
-
-
-def _join_paragraph_lines(text: str) -> str:
-    """Markdown's soft line breaks: lines of one paragraph join with a space; blank lines stay."""
-    paragraphs = re.split(r"\n\s*\n", text)
-    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
 
 
 def _text_lines(text: str, width: int) -> int:
@@ -177,9 +192,87 @@ def _text_lines(text: str, width: int) -> int:
     return sum(max(1, -(-len(line) // width)) for line in (text or " ").split("\n"))
 
 
-def render_tool(it: ToolItem) -> Content:
+# -- an expanded call: its arguments and result as their text reads ----------------------------------------------
+STRUCTURE = ("#", "- ", "* ", "+ ", "> ", "|", "```", "~~~")
+
+
+def _structural(line: str) -> bool:
+    """A line that starts something of its own (a heading, a list item, a table row, a fence)."""
+    head = line.lstrip()
+    if head.startswith(STRUCTURE):
+        return True
+    digits = len(head) - len(head.lstrip("0123456789"))
+    return bool(digits) and head[digits:digits + 2] in (". ", ") ")
+
+
+def reflow(text: str) -> list[str]:
+    """``text``'s lines, with the lines of a hard-wrapped paragraph joined again, so that they wrap to the pane
+    as the source text reads rather than as a long line and a stub, a long line and a stub.
+
+    A line continues the prose line before it when the first word of it would not have fitted on that one at the
+    width the text was wrapped at (about its longest line): the break was the wrap, not the writer's. Headings,
+    list items, table rows, indented lines, code fences and what they enclose, and lines that are not prose (a
+    listing, a CSV row: few spaces) keep their own lines.
+    """
+    lines = text.split("\n")
+    wrapped_at = max((len(ln.rstrip()) for ln in lines if len(ln) <= 160), default=0)
+    body = text.strip()
+    if wrapped_at < 60 or body[:1] + body[-1:] in ("{}", "[]"):  # short lines, or JSON: as they are
+        return lines
+    out: list[str] = []
+    prev = ""  # the previous source line (not what it was joined into)
+    fenced = False
+    for line in lines:
+        stripped = line.strip()
+        if stripped.startswith(("```", "~~~")):
+            fenced = not fenced
+        before = prev.rstrip()
+        joins = (out and before and stripped and not fenced and not _structural(line) and not line[:1].isspace()
+                 and not before.lstrip().startswith(("#", "|", "```", "~~~"))
+                 and not before.endswith(("{", "}", ";", ":")) and before.count(" ") >= 4
+                 and len(before) + 1 + len(stripped.split(" ", 1)[0]) > 0.95 * wrapped_at)
+        if joins:
+            out[-1] = out[-1].rstrip() + " " + stripped
+        else:
+            out.append(line.rstrip())
+        prev = line
+    return out
+
+
+def wrap(content: Content, room: int) -> list[Content]:
+    """``content`` wrapped to ``room`` cells without leaving one word alone on its last line (when a narrower wrap
+    with as many lines avoids it)."""
+    pieces = content.wrap(room) or [Content("")]
+    if len(pieces) < 2 or " " in pieces[-1].plain.strip() or " " not in pieces[-2].plain.strip():
+        return pieces
+    for narrower in range(room - 1, max(10, room * 3 // 4), -1):
+        again = content.wrap(narrower)
+        if len(again) > len(pieces):
+            break
+        if " " in again[-1].plain.strip():
+            return again
+    return pieces
+
+
+def _text_block(text: str, width: int, indent: int, style: str = "") -> list[Content]:
+    """``text`` reflowed, each line wrapped to ``width`` at ``indent`` (its wrapped parts at the same indent)."""
+    pad = Content(" " * indent)
+    room = width - indent
+    out: list[Content] = []
+    for line in reflow(text.rstrip()):
+        content = Content.styled(line, style) if style else Content(line)
+        pieces = wrap(content, room) if width and room >= 20 else [content]
+        out.extend(pad + piece for piece in pieces)
+    return out
+
+
+def _label(text: str) -> Content:
+    return Content(" " * INDENT) + Content.styled(text, "bold $text-muted")
+
+
+def render_tool(it: ToolItem, width: int = 0) -> Content:
     arrow = "▾" if it.expanded else "▸"
-    args = brief_args(it.arguments, 48)
+    args = present.tool_args(it.tool, it.arguments)
     parts: list[str | tuple[str, str]] = [(f"{arrow} ", "$text-muted"), (it.tool, "bold $text-secondary")]
     if args:
         parts += ["  ", (args, "$text-muted")]
@@ -205,22 +298,35 @@ def render_tool(it: ToolItem) -> Content:
     if not it.expanded:
         return head
     body: list[Content] = [head]
-    args_text = pretty_args(it.arguments)
-    if len(args_text) > ARGS_PREVIEW:
-        args_text = args_text[:ARGS_PREVIEW] + f"\n… ({len(args_text) - ARGS_PREVIEW:,} more chars)"
-    body.append(Content.assemble(("arguments ", "bold $text-muted"), args_text))
+    items = present.argument_items(it.arguments)
+    if items:
+        body.append(_label("arguments"))
+        left = ARGS_PREVIEW
+        for key, value in items:
+            if left <= 0:
+                body.append(Content(" " * 2 * INDENT) + Content.styled("… (more arguments in .console/events.jsonl)",
+                                                                       "$text-muted"))
+                break
+            shown = value if len(value) <= left else value[:left] + f"\n… ({len(value) - left:,} more chars)"
+            left -= len(shown)
+            if key and "\n" not in shown and len(key) + 2 + len(shown) <= max(20, width - 2 * INDENT):
+                body.append(Content(" " * 2 * INDENT) + Content.assemble((f"{key}: ", "$text-muted"), shown))
+                continue
+            if key:
+                body.append(Content(" " * 2 * INDENT) + Content.styled(f"{key}:", "$text-muted"))
+            body += _text_block(shown, width, 3 * INDENT if key else 2 * INDENT)
     if it.denied:
-        body.append(Content.assemble(("not run: ", "bold $text-muted"), f"the {it.denied.partition(': ')[0]} policy "
-                                     "refused it; the agent got the reason as the call's error result"))
+        body.append(_label("not run") + Content(f": the {it.denied.partition(': ')[0]} policy refused it; the agent "
+                                                "got the reason as the call's error result"))
         if it.policy_error:
-            body.append(Content.assemble(("the policy failed ", "bold $text-muted"), it.policy_error))
+            body.append(_label("the policy failed") + Content(f": {it.policy_error}"))
     if it.result is not None:
         result = it.result
         if len(result) > RESULT_PREVIEW:
             result = result[:RESULT_PREVIEW] + (f"\n… ({len(it.result) - RESULT_PREVIEW:,} more chars; the whole "
                                                 "result is in .console/events.jsonl)")
-        label = "result (masked: the agent now sees a placeholder) " if it.masked else "result "
-        body.append(Content.assemble((label, "bold $text-muted"), result))
+        body.append(_label("result (masked: the agent now sees a placeholder)" if it.masked else "result"))
+        body += _text_block(result, width, 2 * INDENT)
     return Content("\n").join(body)
 
 
@@ -244,7 +350,6 @@ class ConversationPane(ItemView):
         self.streaming: AssistantItem | None = None
         self.thinking: ThinkingItem | None = None
         self._changed_at: int | None = None  # the first index where items were dropped or inserted, until committed
-        self.epoch = 0
         self.last_feedback: ev.Feedback | None = None
         self.messages_seen = 0
         self._stream_timer: Timer | None = None
@@ -261,8 +366,14 @@ class ConversationPane(ItemView):
                               ".console/events.jsonl", "italic $text-muted")
 
     # -- folding events into items --------------------------------------------------------------
-    def _notice(self, icon: str, text: str, kind: str, new: list[Item]) -> None:
-        new.append(NoticeItem(icon=icon, text=text, kind=kind))
+    def _notice(self, p: present.Presented | None, new: list[Item]) -> None:
+        if p is not None:
+            new.append(NoticeItem(icon=p.icon, text=p.line, kind=p.kind, severity=p.severity))
+
+    def render_item(self, item: Item, width: int) -> list[Strip]:
+        if isinstance(item, AssistantItem | ToolItem | NoticeItem):
+            item.width = max(8, width - len(item.gutter))
+        return super().render_item(item, width)
 
     def ingest(self, events: Iterable[ev.EventBase]) -> None:
         new: list[Item] = []
@@ -284,10 +395,8 @@ class ConversationPane(ItemView):
                 s.text += e.text
                 stream_dirty = True
             elif isinstance(e, ev.ModelRetry):
-                dropped = self._discard_stream(e.turn, new)
-                gone = (f" The partial reply ({e.discarded_chars:,} chars) was discarded." if e.discarded_chars
-                        else " The partial reply was discarded." if dropped else "")
-                self._notice("⧗", f"Model call failed: {present.retry_text(e, message=200)}.{gone}", "retry", new)
+                self._discard_stream(e.turn, new)
+                self._notice(present.describe(e), new)
             elif isinstance(e, ev.TurnStarted):
                 self._discard_stream(e.turn, new)  # the turn is asked again (a pause dropped the reply in progress)
             elif isinstance(e, ev.AssistantMessage):
@@ -310,13 +419,13 @@ class ConversationPane(ItemView):
                 self.streaming = None
             elif isinstance(e, ev.ToolCalled):
                 self.messages_seen += 1
-                item = ToolItem(call_id=e.call_id, tool=e.tool, arguments=e.arguments, epoch=self.epoch)
+                item = ToolItem(call_id=e.call_id, tool=e.tool, arguments=e.arguments)
                 self.by_call[e.call_id] = item
                 new.append(item)
             elif isinstance(e, ev.ToolResult):
                 item = self.by_call.get(e.call_id)
                 if item is None:  # its call was trimmed from the view, or the log starts mid-turn
-                    item = ToolItem(call_id=e.call_id, tool=e.tool, epoch=self.epoch)
+                    item = ToolItem(call_id=e.call_id, tool=e.tool)
                     self.by_call[e.call_id] = item
                     new.append(item)
                 item.result, item.ok = e.content, e.ok
@@ -362,119 +471,51 @@ class ConversationPane(ItemView):
         return bool(gone)
 
     def _ingest_marker(self, e: ev.EventBase, new: list[Item], dirty: list[Item]) -> None:
+        """Every other event: a mark on a call's line, or a notice in console.present's words."""
         if isinstance(e, ev.ToolDenied):
             # The call's own line says it: "⊗ denied by <policy>: <reason>", not an ordinary error.
             item = self.by_call.get(e.call_id)
             if item is None:
-                item = ToolItem(call_id=e.call_id, tool=e.tool, epoch=self.epoch)
+                item = ToolItem(call_id=e.call_id, tool=e.tool)
                 self.by_call[e.call_id] = item
                 new.append(item)
             else:
                 dirty.append(item)
             item.denied = f"{e.policy}: {clip(e.reason, 2000)}"
             item.policy_error = e.error or ""
-        elif isinstance(e, ev.ContextMasked):
-            dirty.extend(self._mark_masked(e.masked, new))
-            limit = e.prompt_budget or e.context_window
-            pct = f" ({e.used_before / limit:.0%} → {e.used_after / limit:.0%} of the budget)" if limit else ""
-            self._notice("⊘", f"Context: masked the {e.masked} oldest tool result{'s' if e.masked != 1 else ''}, "
-                              f"~{tokens(e.tokens_freed)} tokens freed{pct}. The agent now sees placeholders.",
-                         "masked", new)
-        elif isinstance(e, ev.WindDown):
-            self._notice("⚠", f"Wind-down: context {e.usage_pct:.0%} full. The agent was asked to save its state; "
-                              "the session restarts after its next turn.", "wind-down", new)
-        elif isinstance(e, ev.ContextCompacted):
-            self.epoch += 1
-            carried = f" + {e.messages_after - 1} carried" if e.messages_after > 1 else ""
-            self._notice("≡", f"Context compacted: {e.messages_before} messages → summary{carried}. Why: "
-                              f"{e.reason or 'compaction'}. What is above is no longer in the agent's context.",
-                         "compacted", new)
+            return
+        if isinstance(e, ev.ContextMasked):
+            dirty.extend(self._mark_masked(e.call_ids, new))
         elif isinstance(e, ev.SessionStarted):
             self.streaming = self.thinking = None
-            if e.reason == "restart":
-                self._notice("↻", f"RESTART · session {e.session} · the previous context was full · "
-                                  f"{e.carryover_messages} messages carried over", "restart", new)
-            else:
-                how = "resumed" if e.reason == "resume" else "started"
-                where = f" · {e.detail}" if e.detail else ""
-                self._notice("●", f"Session {e.session} {how} · {e.provider}/{e.model}{where}", "session", new)
-        elif isinstance(e, ev.RestartPending):
-            self._notice("⏸", f"Restart pending: context {e.usage_pct:.0%} full. Session {e.next_session} would "
-                              f"start with {e.carryover_messages} carried messages (~{tokens(e.carryover_tokens)} "
-                              "tokens). a approves, d denies.", "restart", new)
-        elif isinstance(e, ev.RestartApproved):
-            self._notice("✓", f"Restart approved ({e.by}).", "wind-down", new)
-        elif isinstance(e, ev.RestartDenied):
-            self._notice("✗", f"Restart denied ({e.by}): the run ends here.", "error", new)
-        elif isinstance(e, ev.PhaseTransition):
-            if e.stage == "completed":
-                to = f"Phase {e.to_phase}: {e.to_name}" if e.to_phase else f"{e.to_name}"
-                self._notice("━━", f"{to}  ({e.kind} transition)", "phase", new)
-            elif e.kind in ("rewind", "checkpoint"):
-                what = "Rewind" if e.kind == "rewind" else "Checkpoint"
-                self._notice("↺", f"{what} of phase {e.from_phase}" + (f": {e.issue}" if e.issue else ""), "phase",
-                             new)
-        elif isinstance(e, ev.CompletionBlocked):
-            if e.stop_reason == "job_complete":  # the call's own line says it was refused, not that it failed
-                call = next((i for i in reversed([*self.items[-50:], *new]) if isinstance(i, ToolItem)
-                             and i.tool == "job_complete"), None)
-                if call is not None and not call.refused:
-                    call.refused = f"{e.blocks}/{e.max_blocks}" if e.max_blocks else "yes"
-                    if call not in new:
-                        dirty.append(call)
-            who = f" by {e.checker}" if e.checker else ""
-            count = f" · refused stop {e.blocks} of at most {e.max_blocks}" if e.max_blocks else ""
-            what = "job_complete" if e.stop_reason == "job_complete" else "Stop"
-            self._notice("↩", f"{what} refused{who}: {clip(e.feedback or e.reason, 300)}{count}. The agent was "
-                              "told to continue.", "refused", new)
-        elif isinstance(e, ev.CompletionBypassed):
-            what = "job_complete" if e.stop_reason == "job_complete" else "The stop"
-            budget = {"deadline": "the deadline passed", "cost": "the money budget is spent"}.get(
-                e.budget, "the token budget is spent")
-            self._notice("↷", f"{what} accepted without the completion check: {budget}.", "bypassed", new)
-        elif isinstance(e, ev.BudgetExhausted):
-            what = e.detail or {"deadline": "deadline passed", "cost": "money budget spent"}.get(
-                e.budget, "token budget spent")
-            self._notice("◷", f"{what[:1].upper()}{what[1:]}. The agent was told to wrap up.", "budget", new)
-        elif isinstance(e, ev.StuckDetected):
-            if not stuck_told(self.last_feedback, e):  # the stuck detector's feedback line said it
-                self._notice("⚠", f"Stuck: {e.reason}" + (f" ({e.pattern})" if e.pattern else ""), "wind-down", new)
+        elif isinstance(e, ev.CompletionBlocked) and e.stop_reason == "job_complete":
+            # The call's own line says it was refused, not that it failed.
+            call = next((i for i in reversed([*self.items[-50:], *new]) if isinstance(i, ToolItem)
+                         and i.tool == "job_complete"), None)
+            if call is not None and not call.refused:
+                call.refused = f"{e.blocks}/{e.max_blocks}" if e.max_blocks else "yes"
+                if call not in new:
+                    dirty.append(call)
+        elif isinstance(e, ev.StuckDetected) and present.stuck_told(self.last_feedback, e):
+            return  # the stuck detector's feedback line said it
         elif isinstance(e, ev.Feedback):
             self.last_feedback = e
-            kind = f"feedback-{e.severity}" if f"feedback-{e.severity}" in NOTICE_STYLE else "feedback-info"
-            self._notice("◆", f"feedback from {e.source} ({e.severity}): {clip(e.message, 120)}", kind, new)
-        elif isinstance(e, ev.OperatorCommand) and e.status == "discarded":
-            self._notice("⌘", f"Operator ({e.source}): {present.discarded_text(e)}", "info", new)
-        elif isinstance(e, ev.OperatorCommand):
-            if e.status != "received":
-                detail = f" — {e.detail}" if e.detail else ""
-                kind = "operator" if e.status == "applied" else "error"
-                self._notice("⌘", f"Operator ({e.source}): {e.command.replace('_', ' ')} {e.status}{detail}", kind,
-                             new)
-        elif isinstance(e, ev.ErrorEvent):
-            self._notice("✗", f"Error ({e.where or 'engine'}): {e.message}", "error", new)
-        elif isinstance(e, ev.JobCompleted):
-            self._notice("✔", f"Job complete (confidence {e.confidence:.2f}): {e.summary}", "success", new)
-        elif isinstance(e, ev.SessionEnded) and e.reason not in ("job_complete", "context_full"):
-            self._notice("■", f"Session {e.session} ended: {e.reason}" + (f" ({e.detail})" if e.detail else ""),
-                         "error", new)
+        p = present.describe(e)
+        if p is None or p.kind in NOT_NOTICES:
+            return
+        if p.kind == "session-end" and p.severity not in ("warning", "error"):
+            return  # a completed job or a context restart says more than this
+        self._notice(p, new)
 
-    def _mark_masked(self, n: int, new: list[Item]) -> list[ToolItem]:
-        """Which results the engine masked, as far as the view can tell.
-
-        ``context_masked`` does not name the calls, so this mirrors the engine's rule: the oldest
-        unmasked results since the last compaction, except the newest two and the very short ones.
-        """
-        tools = [i for i in (*self.items, *new) if isinstance(i, ToolItem) and i.epoch == self.epoch
-                 and i.result is not None]
-        eligible = tools[:-KEEP_RECENT_RESULTS] if len(tools) > KEEP_RECENT_RESULTS else []
+    def _mark_masked(self, call_ids: list[str], new: list[Item]) -> list[ToolItem]:
+        """The results the engine masked, as ``context_masked`` names them (by call id)."""
         out: list[ToolItem] = []
-        for item in eligible:
-            if len(out) >= n:
-                break
-            if not item.masked and len(item.result or "") >= MASKABLE_CHARS:
+        for call_id in call_ids:
+            item = self.by_call.get(call_id)
+            if item is not None and not item.masked:
                 item.masked = True
-                out.append(item)
+                if not any(item is n for n in new):
+                    out.append(item)
         return out
 
     # -- items -> lines --------------------------------------------------------------------------

@@ -6,7 +6,8 @@ Two kinds of entries:
   provider, severity, time, the summary, observations and suggestions (``-> ...``); click one to see
   the exact ``<feedback provider='...'>`` text;
 - one-line notices: tool denials, refused and bypassed stops, spent budgets, stuck detections, and the
-  engine's own notices (masking, wind-down, restarts, errors, operator commands).
+  engine's own notices (masking, wind-down, restarts, errors, operator commands), in the words of
+  :mod:`console.present` (the same as the headless log's and the conversation's).
 
 The pane keeps the newest ``MAX_BLOCKS`` entries and follows the tail until the operator scrolls up.
 """
@@ -24,6 +25,8 @@ from console.tui.state import FeedbackItem
 from console.tui.widgets.lines import Item, ItemView, hang
 
 MAX_BLOCKS = 200
+
+
 @dataclass(frozen=True)
 class Look:
     label: str
@@ -41,8 +44,7 @@ SEVERITY = {
     "error": Look(" error ", "$error", "bold reverse $text-error", "bold $text-error"),
     "success": Look("done", "$success", "bold $text-success", "$text-success"),
 }
-# Narrow glyphs only (an emoji takes two cells in some terminals and one in others).
-ICONS = {"denied": "⊗", "blocked": "↩", "bypassed": "↷", "budget": "◷", "stuck": "⚠"}
+# A notice's icon comes with its words (console.present); these are for an entry made without one.
 NOTICE_ICON = {"info": "·", "caution": "!", "warning": "‼", "error": "✗", "success": "✔"}
 
 
@@ -68,12 +70,11 @@ def render_block(item: FeedbackItem, expanded: bool = False) -> Content:
 
 
 def render_notice(item: FeedbackItem, width: int = 0) -> Content:
-    """One line: time, an icon, where it came from, what happened; wrapped under its text if it must."""
+    """One line: time, an icon, what happened (in console.present's words); wrapped under its text if it must."""
     lk = look(item.severity)
-    icon = ICONS.get(item.kind) or NOTICE_ICON.get(item.severity, "·")
-    source = "" if item.kind in ICONS else f"{item.source}: "
+    icon = item.icon or NOTICE_ICON.get(item.severity, "·")
     head = Content.assemble((clock_time(item.ts), "$text-muted"), " ", (f"{icon} ", lk.text))
-    body = Content.assemble((source, lk.text), item.message)
+    body = Content(item.message) if item.icon else Content.assemble((f"{item.source}: ", lk.text), item.message)
     if not width:
         return head + body
     return Content("\n").join(hang(head, body, width))

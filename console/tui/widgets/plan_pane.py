@@ -1,47 +1,71 @@
-"""main_plan.md, rendered as Markdown and reloaded whenever it changes on disk.
+"""main_plan.md, rendered by Textual's Markdown widget and reloaded whenever it changes on disk.
 
-Changes are seen by a watchfiles watcher (an async worker) on the job folder, so
-a hand edit in another terminal shows as fast as the agent's own writes. With
-watching off (tests, snapshots) the pane reloads on ``plan_changed`` events.
-The Markdown is drawn by one widget (Rich's renderer), however long the plan.
+Changes are seen by a watchfiles watcher (an async worker) on the job folder, so a hand edit in another terminal
+shows as fast as the agent's own writes. With watching off (tests, snapshots) the pane reloads on
+``plan_changed`` events. The Markdown widget (with the conversation's parser: CommonMark, tables, no linkify)
+styles headings, code and quotes with the theme's variables; the
+plan's phase markers stand out in the theme's colours too (``✓ COMPLETE`` in its success colour, ``← CURRENT``
+as a badge in its accent).
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from pathlib import Path
 
-from rich.markdown import Markdown as RichMarkdown
 from textual import work
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.widgets import Markdown
+from textual.widgets.markdown import MarkdownBlock
 
 from console.tui.messages import PlanFileChanged
-from console.tui.widgets.lines import Item, ItemView
+from console.tui.widgets.markdown_lite import make_parser
 
 PLACEHOLDER = "*main_plan.md has not been written yet: the agent writes it during bootstrap.*"
+COMPLETE_MARK = "✓ COMPLETE"
+CURRENT_MARK = "← CURRENT"
+MARKS = ((COMPLETE_MARK, "bold $text-success"), (CURRENT_MARK, "bold reverse $text-accent"))
 
 
-@dataclass(eq=False)
-class MarkdownItem(Item):
-    text: str = ""
+def mark(content: Content) -> Content:
+    """``content`` with the plan's phase markers styled (each wherever it occurs)."""
+    plain = content.plain
+    for text, style in MARKS:
+        start = plain.find(text)
+        while start >= 0:
+            content = content.stylize(style, start, start + len(text))
+            start = plain.find(text, start + len(text))
+    return content
 
-    def body(self) -> object:
-        return RichMarkdown(self.text)
 
+class PlanPane(VerticalScroll):
+    """The plan as a scrolling Markdown document; ``text`` is what it shows (after the widget has it)."""
 
-class PlanPane(ItemView):
+    ALLOW_MAXIMIZE = True
+    DEFAULT_CSS = """
+    PlanPane > Markdown {
+        padding: 0;
+        margin: 0;
+        MarkdownH1 { margin: 0 0 1 0; content-align: left middle; }
+        MarkdownH2 { margin: 1 0 0 0; }
+        MarkdownH3, MarkdownH4, MarkdownH5, MarkdownH6 { margin: 1 0 0 0; }
+        MarkdownBulletList, MarkdownOrderedList { margin: 0 0 1 0; }
+    }
+    """
+
     def __init__(self, path: Path, **kw: object) -> None:
-        super().__init__(**kw)
+        super().__init__(**kw)  # type: ignore[arg-type]
         self.path = path
         self.border_title = "main_plan.md"
         self.text: str | None = None
         self.reloads = 0
         self._stop = asyncio.Event()
+        self.document = Markdown(PLACEHOLDER, id="plan-md", open_links=False, parser_factory=make_parser)
 
-    def on_mount(self) -> None:
-        super().on_mount()
-        self.items = [MarkdownItem(text=PLACEHOLDER)]
-        self.relayout(0)
+    def compose(self) -> ComposeResult:
+        yield self.document
 
     def read(self) -> str:
         try:
@@ -53,18 +77,36 @@ class PlanPane(ItemView):
 
     async def reload(self) -> None:
         text = await asyncio.to_thread(self.read)
-        self.show(text)
+        await self.show(text)
 
-    def show(self, text: str) -> None:
-        if text == self.text:
+    async def show(self, text: str) -> None:
+        """Show ``text`` (Markdown); ``text`` is set once the document holds it."""
+        if text == self.text or not self.document.is_attached:
+            return  # unchanged, or the app is closing
+        await self.document.update(text)
+        if not self.document.is_attached:
             return
+        self._mark_phases()
         self.text = text
         self.reloads += 1
-        self.items = [MarkdownItem(text=text)]
-        self.relayout(0)
-        done = text.count("✓ COMPLETE")
+        done = text.count(COMPLETE_MARK)
         phases = sum(1 for line in text.splitlines() if line.startswith("## Phase"))
         self.border_subtitle = f"{done}/{phases} phases complete" if phases else ""
+
+    def _mark_phases(self) -> None:
+        for block in self.document.query(MarkdownBlock):
+            content = block.content
+            if isinstance(content, Content) and (COMPLETE_MARK in content.plain or CURRENT_MARK in content.plain):
+                block.update(mark(content))
+
+    def plain_lines(self) -> list[str]:
+        """The document's text, block by block (for tests and debugging)."""
+        out: list[str] = []
+        for block in self.document.query(MarkdownBlock):
+            content = block.content
+            if isinstance(content, Content) and content.plain:
+                out.extend(content.plain.splitlines())
+        return out
 
     def on_plan_file_changed(self, message: PlanFileChanged) -> None:
         message.stop()

@@ -92,8 +92,9 @@ class StatusLine(Widget):
     DEFAULT_CSS = "StatusLine { height: 1; }"
 
     def __init__(self, state: ConsoleState, now: Callable[[], datetime], *, attached: bool = False,
-                 **kw: object) -> None:
+                 run_id: str = "", **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
+        self.run_id = run_id
         self.state = state
         self.now = now
         self.attached = attached
@@ -119,6 +120,8 @@ class StatusLine(Widget):
         """The parts in display order; lower priority numbers are kept longer."""
         st = self.state
         out: list[Part] = []
+        if self.run_id:
+            out.append(Part(0, Content.styled(self.run_id, "bold")))
         out.append(Part(1, Content.styled(clip(st.job_title or "job", TITLE_MAX), "bold $text-primary"), 12))
         status = st.status
         style = STATUS_STYLE.get(status, "bold")
@@ -127,6 +130,8 @@ class StatusLine(Widget):
                         short=Content.styled(short, style) if short else None))
         if status == "paused" and not st.requested:
             out.append(Part(1, Content.styled("p resumes", "$text-warning")))
+        if st.ended and not self.attached:
+            out.append(Part(1, Content.styled("q quits", "$text-muted")))  # said here, not in a toast over the text
         for what in st.requested.values():
             out.append(Part(1, Content.styled(f"{what}…", "italic $text-warning")))
         if st.session:
@@ -148,7 +153,11 @@ class StatusLine(Widget):
             tok += f" ({tokens(st.cached_tokens)} cached)"
         tok += f" · {tokens(st.output_tokens)} out"
         out.append(Part(7, Content(tok)))
-        if st.provider or st.model:
+        if st.provider == "scripted":
+            # Nobody should take the offline model's output for a real model's: said early, at every width.
+            out.append(Part(4, Content.styled(present.DEMO, "italic $text-warning"),
+                            short=Content.styled("demo, no AI", "italic $text-warning")))
+        elif st.provider or st.model:
             out.append(Part(9, Content.styled(f"{st.provider}/{st.model}".strip("/"), "$text-muted")))
         return out
 

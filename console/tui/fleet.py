@@ -1,0 +1,206 @@
+"""The fleet: every run in the jobs store, each folded from its own event log. Pure Python: no Textual here.
+
+Each run's ``events.jsonl`` is folded with the same :class:`ConsoleState` the single-run console uses, from
+the byte where the last poll stopped, so a poll of 200 idle runs is 200 ``stat`` calls. Whether a process
+still runs a job is the job's run lock's answer (a run the store says is running, whose lock nobody holds,
+died: it is shown as interrupted). The view gets immutable :class:`FleetRow` snapshots; the fold lives on the
+poller's thread only.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from console import present
+from console.engine import events as ev
+from console.engine.control import RunLock
+from console.engine.job import JobPaths
+from console.engine.runs import run_id
+from console.engine.store import JobRow, JobStore
+from console.tui.format import clip, elapsed
+from console.tui.state import ConsoleState
+
+FLEET_LIMIT = 500  # the newest runs listed
+READ_CHUNK = 8 << 20  # the most of one log folded per poll: a huge log is caught up over several polls
+
+# States as the fleet shows them, most urgent first (the sort order of the list).
+WAITING, RUNNING, PAUSED, STARTING = "waiting for approval", "running", "paused", "starting"
+INTERRUPTED, STOPPED, FAILED, COMPLETED = "interrupted", "stopped", "failed", "completed"
+ORDER = {WAITING: 0, PAUSED: 1, RUNNING: 2, STARTING: 3, INTERRUPTED: 4, FAILED: 5, STOPPED: 6, COMPLETED: 7}
+LIVE = {WAITING, RUNNING, PAUSED, STARTING}
+# The store's words for an ended run that did not complete (shown as they are: "out of budget" says more).
+FAILED_LIKE = {"failed", "incomplete", "out of budget", "agent stopped"}
+
+
+@dataclass(frozen=True)
+class FleetRow:
+    """One run as the fleet view shows it."""
+
+    path: Path
+    id: str
+    name: str  # the run folder's name
+    job: str  # the job's name (the folder name without the run's timestamp)
+    state: str  # one of the states above, or the store's word for a failure ("out of budget")
+    kind: str  # the state's family: waiting | running | paused | starting | interrupted | stopped | failed | ...
+    phase: str  # "2/4", "boot", "done", ""
+    phase_long: str
+    ctx: float | None  # share of the prompt budget in use
+    cost: float | None
+    elapsed: str
+    last: str  # the last event an operator would care about, one line
+    detail: str  # why it ended (or the store's note)
+    pending_seq: int  # the restart_pending event's seq while one waits (0: none)
+    started_at: str
+    pid: int | None
+
+
+class RunFold:
+    """One run's log folded so far (poller thread only)."""
+
+    def __init__(self, row: JobRow) -> None:
+        self.paths = JobPaths(Path(row.path))
+        self.state = ConsoleState(Path(row.path).name)
+        self.offset = 0
+        self.size = -1
+        self.last = ""
+        self._tool: present.Presented | None = None
+        self.lock = RunLock(self.paths)
+
+    def catch_up(self) -> bool:
+        """Fold what was appended since the last call; True if anything was."""
+        try:
+            size = os.stat(self.paths.events).st_size
+        except OSError:
+            return False
+        if size == self.size:
+            return False
+        if size < self.offset:  # the log was replaced (moved aside as corrupt): start over
+            self.state = ConsoleState(self.paths.root.name)
+            self.offset = 0
+        events, self.offset = ev.read_new(self.paths.events, self.offset, limit=READ_CHUNK)
+        self.size = size if self.offset >= size else -1  # not at the end yet: read on at the next poll
+        self.state.apply_all(events)
+        # The newest of: what the state fold found worth saying, and the last tool call (the state leaves tool
+        # calls out of its notices; in a list of runs, "read_file notes.md" is what a run is doing).
+        tool = next((e for e in reversed(events) if isinstance(e, ev.ToolCalled)), None)
+        if tool is not None:
+            self._tool = present.describe(tool)
+        said = [p for p in (self._tool, self.state.last_event) if p is not None]
+        if said:
+            self.last = present.brief(max(said, key=lambda p: p.seq), 160)
+        return bool(events)
+
+
+def job_name(folder: str) -> str:
+    """``quickstart`` for ``quickstart-20261122-101500-2``."""
+    import re
+
+    return re.sub(r"-\d{8}-\d{6}(-\d+)?$", "", folder) or folder
+
+
+def phase_short(state: ConsoleState) -> str:
+    t = state.todos
+    if t is None:
+        return ""
+    if t.kind == "bootstrap":
+        return "boot"
+    if t.kind == "completion":
+        return "done"
+    if t.kind == "transition":
+        return "→"
+    if t.phase_number and t.total_phases:
+        return f"{t.phase_number}/{t.total_phases}"
+    return ""
+
+
+def classify(row: JobRow, st: ConsoleState, pid: int | None) -> tuple[str, str]:
+    """(state shown, its family) for a run: the lock says whether it lives, the fold what it does."""
+    if pid is not None:
+        if st.restart_pending is not None:
+            return WAITING, "waiting"
+        if st.paused:
+            return PAUSED, "paused"
+        if not st.session:
+            return STARTING, "starting"
+        return RUNNING, "running"
+    if row.status == "completed" or st.outcome == "completed":
+        return COMPLETED, "completed"
+    if row.status in ("running", "awaiting approval") or row.status == INTERRUPTED:
+        return INTERRUPTED, "interrupted"  # no process holds the lock: it died, or was killed
+    if row.status == "stopped":
+        return STOPPED, "stopped"
+    if row.status in FAILED_LIKE:
+        return row.status, "failed"
+    return (row.status or FAILED), "failed"
+
+
+def snapshot(row: JobRow, fold: RunFold, pid: int | None, now: datetime) -> FleetRow:
+    st = fold.state
+    state, kind = classify(row, st, pid)
+    end = st.ended_at if (pid is None and st.ended_at) else (now if pid is not None else st.last_ts)
+    g = st.gauge
+    cost = st.job_cost if st.job_cost is not None else row.cost_usd
+    detail = row.summary if state == COMPLETED else (st.outcome_detail or row.detail or "")
+    if state == INTERRUPTED and not detail:
+        detail = "no process runs it"
+    return FleetRow(
+        path=fold.paths.root, id=run_id(row.path), name=fold.paths.root.name, job=job_name(fold.paths.root.name),
+        state=state, kind=kind, phase=phase_short(st), phase_long=st.phase, ctx=g.pct if g.limit else None,
+        cost=cost, elapsed=elapsed(st.run_started, end) if st.run_started else "", last=fold.last,
+        detail=clip(detail or "", 300),
+        pending_seq=st.restart_pending.seq if (st.restart_pending is not None and pid is not None) else 0,
+        started_at=row.started_at, pid=pid,
+    )
+
+
+class Fleet:
+    """The runs of the jobs store, folded; :meth:`poll` brings them up to date (call it from one thread)."""
+
+    def __init__(self, store_path: Path, now: Callable[[], datetime], limit: int = FLEET_LIMIT,
+                 holder: Callable[[RunFold], int | None] | None = None) -> None:
+        """``holder``: the pid of the process running a run, or None (default: its run lock's answer)."""
+        self.store_path = store_path
+        self.now = now
+        self.limit = limit
+        self.holder = holder or (lambda fold: fold.lock.holder())
+        self.folds: dict[str, RunFold] = {}
+        self.rows: list[FleetRow] = []
+        self.error = ""
+        self._store: JobStore | None = None
+
+    def poll(self) -> list[FleetRow]:
+        """Every run's row, most urgent first (waiting for approval, paused, running, then ended, newest first)."""
+        try:
+            if self._store is None and self.store_path.exists():  # no database yet: no run yet
+                self._store = JobStore(self.store_path)
+            listed = self._store.list(self.limit) if self._store is not None else []
+            self.error = ""
+        except (sqlite3.Error, OSError) as exc:
+            self._store = None  # opened again at the next poll (it may have been moved aside and made anew)
+            self.error = f"{self.store_path}: the jobs database cannot be read ({exc})"
+            return self.rows
+        now = self.now()
+        rows: list[FleetRow] = []
+        for row in listed:
+            fold = self.folds.get(row.path)
+            if fold is None:
+                fold = self.folds[row.path] = RunFold(row)
+            fold.catch_up()
+            rows.append(snapshot(row, fold, self.holder(fold), now))
+        for gone in set(self.folds) - {r.path for r in listed}:
+            del self.folds[gone]
+        rows.sort(key=lambda r: r.started_at, reverse=True)
+        rows.sort(key=lambda r: ORDER.get(r.state, ORDER[FAILED]))
+        self.rows = rows
+        return rows
+
+
+def matches(row: FleetRow, text: str) -> bool:
+    """The filter: every word of ``text`` is in the run's id, name, state or last event (any case)."""
+    hay = f"{row.id} {row.name} {row.state} {row.phase_long} {row.last}".lower()
+    return all(word in hay for word in text.lower().split())

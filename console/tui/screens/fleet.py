@@ -1,0 +1,283 @@
+"""The fleet view: every run of the jobs store, live, most urgent first.
+
+A row per run: id, job, state, phase, context, cost, elapsed, and (from 100 columns) the last event. The
+selected run's folder, state detail and last event are under the list at every width, so 80x24 loses
+nothing but the column. A run waiting for approval is highlighted; ``enter`` attaches to the selected run,
+``a`` / ``d`` approve or deny its restart, ``/`` filters. The screen only shows rows and says what the
+operator asked for: the app polls the store and acts (one-way: the screen never reaches back into the app).
+"""
+
+from __future__ import annotations
+
+from rich.style import Style
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.content import Content
+from textual.events import Resize
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Static
+
+from console import present
+from console.tui.fleet import LIVE, WAITING, FleetRow, matches
+
+# The row fields each column shows (a cell is redrawn only when one of them changed).
+CELL_FIELDS = {"id": ("id",), "job": ("job",), "state": ("state", "kind"), "phase": ("phase",), "ctx": ("ctx",),
+               "cost": ("cost",), "elapsed": ("elapsed",), "last": ("last",)}
+NARROW = 100  # under this many columns the last event is shown under the list only
+COLUMNS = [("id", "id", 5), ("job", "job", 16), ("state", "state", 20), ("phase", "phase", 5), ("ctx", "ctx", 4),
+           ("cost", "cost", 7), ("elapsed", "elapsed", 8)]
+
+
+class FleetScreen(Screen):
+    AUTO_FOCUS = "#runs"
+    BINDINGS = [
+        Binding("enter", "attach", "Attach", id="fleet_attach"),
+        Binding("a", "approve", "Approve", id="fleet_approve"),
+        Binding("d", "deny", "Deny", id="fleet_deny"),
+        Binding("slash", "filter", "Filter", key_display="/", id="fleet_filter"),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+        Binding("q", "app.quit_console", "Quit", id="fleet_quit"),
+    ]
+
+    class Act(Message):
+        """The operator asked for ``action`` (attach | approve | deny) on the run in ``path``."""
+
+        def __init__(self, action: str, row: FleetRow) -> None:
+            super().__init__()
+            self.action = action
+            self.row = row
+
+    def __init__(self) -> None:
+        super().__init__(id="fleet")
+        self.rows: list[FleetRow] = []
+        self.shown: list[FleetRow] = []
+        self.filter_text = ""
+        self.error = ""
+        self.wide: bool | None = None
+        self._style_cache: tuple[str, dict[str, Style]] = ("", {})
+        self._shown_text: dict[str, Content] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="fleet-title")
+        yield Input(placeholder="filter: id, job, state or event words (esc clears)", id="fleet-filter")
+        yield DataTable(id="runs", cursor_type="row", zebra_stripes=False)
+        yield Static(id="fleet-empty")
+        yield Static(id="fleet-detail")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#fleet-filter").display = False
+        self._set_columns(self.size.width)
+        self._refresh_rows()
+
+    def on_resize(self, event: Resize) -> None:
+        if self._set_columns(event.size.width):
+            self._fill_rows(keep=self.selected)
+        self._show_detail()
+
+    # -- what is shown --------------------------------------------------------------------------
+    @property
+    def table(self) -> DataTable:
+        return self.query_one("#runs", DataTable)
+
+    @property
+    def selected(self) -> FleetRow | None:
+        table = self.table
+        if not self.shown or table.cursor_row < 0 or table.cursor_row >= len(self.shown):
+            return None
+        return self.shown[table.cursor_row]
+
+    def update_rows(self, rows: list[FleetRow], error: str = "") -> None:
+        """New rows from the app's poll (the same list object is never handed twice)."""
+        self.rows = rows
+        self.error = error
+        self._refresh_rows()
+
+    def _set_columns(self, width: int) -> bool:
+        wide = width >= NARROW
+        if wide == self.wide:
+            return False
+        self.wide = wide
+        table = self.table
+        table.clear(columns=True)
+        for label, key, w in COLUMNS:
+            table.add_column(label, key=key, width=w)
+        if wide:
+            fixed = sum(w + 2 for _l, _k, w in COLUMNS)
+            table.add_column("last event", key="last", width=max(10, width - fixed - 4))
+        return True
+
+    def _refresh_rows(self) -> None:
+        if not self.is_mounted:
+            return
+        keep, previous = self.selected, self.shown
+        self.shown = [r for r in self.rows if matches(r, self.filter_text)] if self.filter_text else list(self.rows)
+        self._fill_rows(keep=keep, previous=previous)
+        waiting = sum(1 for r in self.rows if r.state == WAITING)
+        live = sum(1 for r in self.rows if r.state in LIVE)
+        title = Content.assemble(("agent-console fleet", "bold $text-primary"),
+                                 f"  ·  {len(self.rows)} run{'s' if len(self.rows) != 1 else ''}, {live} live")
+        if waiting:
+            title = Content.assemble(title, "  ·  ",
+                                     (f" {waiting} waiting for approval ", "bold reverse $text-warning"))
+        if self.filter_text:
+            title = Content.assemble(title, (f" · filter: {self.filter_text} ({len(self.shown)} shown)",
+                                             "$text-muted"))
+        self._update("#fleet-title", title)
+        if self.error:
+            self._update("#fleet-empty", Content.styled(self.error, "$text-error"))
+        elif not self.rows:
+            self._update("#fleet-empty", Content.styled(
+                "No runs yet. Start one from a shell, e.g.\n  agent-console run sample_jobs/quickstart --headless\n"
+                "It appears here as soon as it starts.", "$text-muted"))
+        elif not self.shown:
+            self._update("#fleet-empty", Content.styled(
+                f"No run matches '{self.filter_text}' (esc clears the filter).", "$text-muted"))
+        empty = self.query_one("#fleet-empty", Static)
+        if empty.display != bool(self.error or not self.shown):
+            empty.display = bool(self.error or not self.shown)
+        self._show_detail()
+
+    def _update(self, selector: str, content: Content) -> None:
+        """Update a Static only when its text changes: each update lays the screen out again (the whole list)."""
+        if self._shown_text.get(selector) != content:
+            self._shown_text[selector] = content
+            self.query_one(selector, Static).update(content)
+
+    def _styles(self) -> dict[str, Style]:
+        """The cell styles of the current theme (built once per theme: a poll redraws hundreds of cells)."""
+        theme = self.app.current_theme
+        if self._style_cache[0] != theme.name:
+            styles = {
+                "waiting": Style(color=theme.warning or "yellow", bold=True),
+                "badge": Style(color=theme.background or "black", bgcolor=theme.warning or "yellow", bold=True),
+                "plain": Style(),
+            }
+            for kind, colour in (("running", theme.success), ("completed", theme.success), ("failed", theme.error),
+                                 ("interrupted", theme.warning), ("stopped", theme.warning),
+                                 ("paused", theme.warning)):
+                styles[f"state-{kind}"] = Style(color=colour or None)
+            self._style_cache = (theme.name, styles)
+        return self._style_cache[1]
+
+    def _cell(self, r: FleetRow, key: str) -> Text:
+        styles = self._styles()
+        waiting = r.state == WAITING
+        base = styles["waiting"] if waiting else styles["plain"]
+        if key == "id":
+            return Text(r.id, style=base + Style(bold=True))
+        if key == "job":
+            return Text(r.job, style=base, overflow="ellipsis", no_wrap=True)
+        if key == "state":
+            return Text(r.state, style=styles["badge"] if waiting else styles.get(f"state-{r.kind}", base),
+                        no_wrap=True)
+        if key == "phase":
+            return Text(r.phase, style=base)
+        if key == "ctx":
+            return Text(f"{r.ctx:.0%}" if r.ctx is not None else "", style=base, justify="right")
+        if key == "cost":
+            return Text(present.cost(r.cost), style=base, justify="right")
+        if key == "elapsed":
+            return Text(r.elapsed, style=base, justify="right")
+        return Text(r.last, style=base + Style(dim=r.state not in LIVE), overflow="ellipsis", no_wrap=True)
+
+    def _keys(self) -> list[str]:
+        return [key for _l, key, _w in COLUMNS] + (["last"] if self.wide else [])
+
+    def _fill_rows(self, keep: FleetRow | None, previous: list[FleetRow] | None = None) -> None:
+        """Show ``self.shown``. When the same runs are listed in the same order as ``previous`` (what a poll
+        mostly brings: an elapsed time, a phase), only the cells that changed are redrawn."""
+        table = self.table
+        if previous is not None and [r.path for r in previous] == [r.path for r in self.shown] \
+                and table.row_count == len(self.shown):
+            for old, new in zip(previous, self.shown, strict=True):
+                if old == new:
+                    continue
+                for key in self._keys():
+                    # The fields a column shows (the state's style follows the state; every cell's, waiting).
+                    fields = CELL_FIELDS.get(key, (key,))
+                    if old.state != new.state or any(getattr(old, f) != getattr(new, f) for f in fields):
+                        table.update_cell(str(new.path), key, self._cell(new, key))
+            return
+        table.clear()
+        for r in self.shown:
+            table.add_row(*(self._cell(r, key) for key in self._keys()), key=str(r.path))
+        if keep is not None:
+            for n, r in enumerate(self.shown):
+                if r.path == keep.path:
+                    table.move_cursor(row=n, animate=False)
+                    break
+
+    def _show_detail(self) -> None:
+        r = self.selected
+        if r is None:
+            self._update("#fleet-detail", Content.styled(
+                "enter attaches · a / d approve or deny a restart · / filters · q quits", "$text-muted"))
+            return
+        width = max(20, self.size.width - 2)
+        where = f"in {r.path.parent}"  # the folder is the name: where it lives is what the line adds
+        room = width - len(r.id) - len(r.name) - 4
+        if len(where) > room:  # the path's end says the most: "in …/agent-console/runs"
+            where = "in …" + where[-(room - 4):] if room > 12 else ""
+        lines = [Content.assemble((f"{r.id} ", "bold"), (r.name, "bold $text-primary"),
+                                  (f"  {where}" if where else "", "$text-muted"))]
+        state = r.state + (f" · pid {r.pid}" if r.pid else "")
+        if r.phase_long:
+            state += f" · {r.phase_long}"
+        if r.detail and r.state not in LIVE:
+            state += f" · {r.detail}"
+        style = "bold $text-warning" if r.state == WAITING else ""
+        lines.append(Content.styled(state, style))
+        if r.state == WAITING:
+            lines.append(Content.styled("a approves the restart, d denies it (the run ends, resumable); "
+                                        "enter attaches", "bold $text-warning"))
+        elif r.last:
+            lines.append(Content.assemble(("last: ", "$text-muted"), r.last))
+        # One line each, cut to the width: a long line must not push the next one out of the box.
+        self._update("#fleet-detail", Content("\n").join(line.truncate(width, ellipsis=True) for line in lines))
+
+    # -- keys --------------------------------------------------------------------------------
+    def on_data_table_row_highlighted(self, _message: DataTable.RowHighlighted) -> None:
+        self._show_detail()
+
+    def on_data_table_row_selected(self, message: DataTable.RowSelected) -> None:
+        message.stop()
+        self.action_attach()
+
+    def _act(self, action: str) -> None:
+        row = self.selected
+        if row is None:
+            self.notify("No run selected.", severity="warning")
+            return
+        self.post_message(self.Act(action, row))
+
+    def action_attach(self) -> None:
+        self._act("attach")
+
+    def action_approve(self) -> None:
+        self._act("approve")
+
+    def action_deny(self) -> None:
+        self._act("deny")
+
+    def action_filter(self) -> None:
+        box = self.query_one("#fleet-filter", Input)
+        box.display = True
+        box.focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#fleet-filter", Input)
+        box.value = ""
+        box.display = False
+        self.filter_text = ""
+        self._refresh_rows()
+        self.table.focus()
+
+    def on_input_changed(self, message: Input.Changed) -> None:
+        self.filter_text = message.value.strip()
+        self._refresh_rows()
+
+    def on_input_submitted(self, _message: Input.Submitted) -> None:
+        self.table.focus()

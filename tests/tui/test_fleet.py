@@ -1,0 +1,242 @@
+"""The fleet view: every run of the jobs store, live, in every state; enter attaches and q comes back; a / d
+approve or deny from the list; / filters; a run of another process is followed and approved from the list."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from console.engine import events as ev
+from console.engine.control import RunLock
+from console.engine.job import JobPaths
+from console.engine.runs import run_id
+from console.tui.fleet import COMPLETED, INTERRUPTED, PAUSED, RUNNING, STOPPED, WAITING, Fleet
+from console.tui.launch import build_fleet_app
+from console.tui.screens.fleet import FleetScreen
+from console.tui.screens.main import MainScreen
+from tests.conftest import REPO, SAMPLES
+from tests.tui.conftest import FROZEN_NOW, drive, wait_for
+from tests.tui.fleet_runs import make_fleet
+
+SIZES = [(80, 24), (120, 40)]
+
+
+def fleet_app(fx, **kw):
+    kw.setdefault("watch", False)
+    kw.setdefault("animations", False)
+    kw.setdefault("keymap", {})
+    kw.setdefault("now", lambda: FROZEN_NOW)
+    return build_fleet_app(fx.store_path, holder=fx.holder, **kw)
+
+
+def test_every_state_is_folded_from_the_runs_own_events(tmp_path):
+    fx = make_fleet(tmp_path)
+    rows = Fleet(fx.store_path, now=lambda: FROZEN_NOW, holder=fx.holder).poll()
+    by_state = {r.state: r for r in rows}
+    assert set(by_state) == {WAITING, RUNNING, PAUSED, COMPLETED, "failed", INTERRUPTED, STOPPED}
+    assert rows[0].state == WAITING  # the most urgent first
+    w = by_state[WAITING]
+    assert (w.job, w.phase, w.cost, w.pending_seq > 0) == ("security-audit", "3/5", 1.37, True)
+    assert w.ctx is not None and round(w.ctx, 2) == 0.98
+    assert by_state[RUNNING].phase == "2/4" and by_state[RUNNING].last == "▸ read_file(notes/part-6.md)"
+    # A run the store says is running, with nobody holding its lock, died: interrupted, never "running".
+    assert by_state[INTERRUPTED].pid is None and "no process" in by_state[INTERRUPTED].detail
+    assert by_state["failed"].detail.startswith("max_turns")
+    # Ids are the runs' short ids, the same everywhere.
+    assert {r.id for r in rows} == {run_id(p) for p in fx.runs.values()}
+
+
+def test_a_poll_of_idle_runs_reads_no_log_again(tmp_path):
+    fx = make_fleet(tmp_path)
+    fleet = Fleet(fx.store_path, now=lambda: FROZEN_NOW, holder=fx.holder)
+    fleet.poll()
+    assert all(f.catch_up() is False for f in fleet.folds.values())
+    # A line appended to one log is folded by the next poll, and only that run changes.
+    running = fx.runs["running"]
+    with (running / ".console" / "events.jsonl").open("a") as fh:
+        fh.write(ev.RestartPending(ts=FROZEN_NOW, seq=999, session=1, usage_pct=0.9, next_session=2)
+                 .model_dump_json() + "\n")
+    rows = {r.path: r for r in fleet.poll()}
+    assert rows[running].state == WAITING
+
+
+@pytest.fixture
+def fixed_root() -> Iterator[Path]:
+    """Run folders at a fixed path: the ids and paths shown are derived from it, and a snapshot must not
+    depend on pytest's temporary folder's name."""
+    root = Path("/tmp") / "agent-console-fleet-snapshot"  # not gettempdir(): TMPDIR may differ elsewhere
+    shutil.rmtree(root, ignore_errors=True)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_fleet_view_snapshot(snap_compare, fixed_root, size):
+    fx = make_fleet(fixed_root)
+    app = fleet_app(fx)
+
+    async def before(pilot):
+        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.rows) == 7, what="rows")
+        await pilot.pause()
+        app.clear_notifications()  # the approval toast is tested apart; the snapshot shows the list
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=size, run_before=before)
+
+
+def test_waiting_run_rings_once_and_raises_a_notification(tmp_path):
+    fx = make_fleet(tmp_path)
+    app = fleet_app(fx, poll_interval=0.05)
+    rings: list[int] = []
+    app.bell = lambda: rings.append(1)  # type: ignore[method-assign]
+
+    async def body(pilot):
+        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.rows) == 7)
+        await asyncio.sleep(0.3)  # several polls: still one bell for the same pending restart
+        notes = [n for n in app._notifications]
+        assert len(rings) == 1
+        assert any(n.title == "Approval needed" and "security-audit" in n.message for n in notes)
+        assert app.fleet_view.selected.state == WAITING  # the cursor starts on the most urgent run
+
+    drive(app, body, size=(80, 24))
+
+
+def test_enter_attaches_and_q_returns_to_the_list(tmp_path):
+    fx = make_fleet(tmp_path)
+    app = fleet_app(fx)
+
+    async def body(pilot):
+        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.rows) == 7)
+        await pilot.press("down", "down")  # past the paused run: the running one
+        await pilot.pause()
+        chosen = app.fleet_view.selected
+        assert chosen.state == RUNNING
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="the run's console")
+        await wait_for(pilot, lambda: app.state.turn == 6, what="the run's events folded")
+        assert app.paths.root == chosen.path and app.controller.attached
+        assert app.main.query_one("#status").last_plain.startswith(chosen.id)
+        await pilot.press("q")  # detaches: back to the list, the run goes on
+        await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen), what="the list")
+        assert app.is_running and app.fleet_view.selected.path == chosen.path
+        # Another run, then back again: each attach is a fresh fold of that run only.
+        await pilot.press("up", "up", "enter")  # the run waiting for approval
+        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen) and app.state.restart_pending is not None)
+        assert app.state.turn == 6 and app.paths.root == fx.runs["waiting"]
+        await pilot.press("escape")  # the approval dialog opens for an attached waiting run; leave it open
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen))
+        await pilot.press("q")
+        await wait_for(pilot, lambda: not app.is_running, what="the app to exit")
+
+    drive(app, body, size=(80, 24))
+    assert app.return_code == 0
+
+
+def test_approve_and_deny_from_the_list_go_to_the_selected_runs_inbox(tmp_path):
+    fx = make_fleet(tmp_path)
+    app = fleet_app(fx)
+    waiting = fx.runs["waiting"]
+
+    async def body(pilot):
+        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.rows) == 7)
+        await pilot.press("d")
+        await pilot.pause()
+        await pilot.press("down", "a")  # the running run has nothing to approve: said, nothing sent
+        await pilot.pause()
+        notes = [n.title for n in app._notifications]
+        assert "Deny sent" in notes and "Nothing to approve" in notes
+
+    # The waiting run's process is make-believe: its inbox gets the command only if a process holds the lock.
+    lock = RunLock(JobPaths(waiting))
+    assert lock.acquire()
+    try:
+        drive(app, body, size=(80, 24))
+    finally:
+        lock.release()
+    sent = [p.read_text() for p in (waiting / ".console" / "inbox").glob("*.json")]
+    assert len(sent) == 1 and '"deny_restart"' in sent[0] and '"fleet"' in sent[0]
+    assert not (fx.runs["running"] / ".console" / "inbox").exists()
+
+
+def test_slash_filters_the_list(tmp_path):
+    fx = make_fleet(tmp_path)
+    app = fleet_app(fx)
+
+    async def body(pilot):
+        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.rows) == 7)
+        await pilot.press("slash", *"audit")
+        await pilot.pause()
+        assert [r.job for r in app.fleet_view.shown] == ["security-audit"]
+        await pilot.press("escape")
+        await pilot.pause()
+        assert len(app.fleet_view.shown) == 7
+
+    drive(app, body, size=(80, 24))
+
+
+def _start_headless(job: Path, *extra: str) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.Popen([sys.executable, "-m", "console.cli", "run", str(job), "--in-place", "--headless",
+                             *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def test_a_from_the_list_approves_a_headless_run_of_another_process(tmp_path):
+    from console.settings import load_settings
+
+    job = tmp_path / "job"
+    shutil.copytree(SAMPLES / "requirements-extraction", job)
+    proc = _start_headless(job, "--speed", "0", "--context-window", "10000", "--no-auto-restart")
+    app = build_fleet_app(load_settings().store_path, watch=False, animations=False, keymap={}, poll_interval=0.1)
+    events = job / ".console" / "events.jsonl"
+
+    async def body(pilot):
+        await wait_for(pilot, lambda: app.fleet_view is not None and any(
+            r.state == WAITING for r in app.fleet_view.rows), timeout=60, what="the run to wait for approval")
+        assert app.fleet_view.selected.path == job
+        await pilot.press("a")
+        await wait_for(pilot, lambda: any(e.type == "restart_approved" for e in ev.read_events(events)),
+                       timeout=30, what="the approval to be applied")
+        # The list follows: the run goes on into its next session (until it waits again, a later restart).
+        first = app.fleet_view.rows[0].pending_seq
+        await wait_for(pilot, lambda: app.fleet_view.rows[0].state != WAITING
+                       or app.fleet_view.rows[0].pending_seq != first, timeout=30, what="the list to follow")
+
+    try:
+        drive(app, body, size=(80, 24))
+        applied = [e for e in ev.read_events(events) if e.type == "operator_command" and e.source == "fleet"]
+        assert [e.status for e in applied] == ["received", "applied"]
+    finally:
+        proc.terminate()
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+
+
+def test_garbage_missing_folders_and_a_broken_store_never_take_the_list_down(tmp_path):
+    fx = make_fleet(tmp_path)
+    shutil.rmtree(fx.runs["stopped"])  # a run folder deleted by hand: still listed, from the store's row
+    log = JobPaths(fx.runs["running"]).events
+    with log.open("ab") as fh:  # garbage, a torn line, a line of the wrong shape, binary
+        fh.write(b"not json\n{\"type\": \"turn_started\"\n{\"type\": 7}\n\xff\xfe\x00\n")
+    failed = JobPaths(fx.runs["failed"]).events
+    failed.unlink()
+    os.mkfifo(failed)  # a named pipe where the log should be: never opened for a blocking read
+    fleet = Fleet(fx.store_path, now=lambda: FROZEN_NOW, holder=fx.holder)
+    rows = {r.path: r for r in fleet.poll()}
+    assert len(rows) == 7 and not fleet.error
+    assert rows[fx.runs["running"]].phase == "2/4"  # the good lines before the garbage are folded
+    assert rows[fx.runs["stopped"]].state == STOPPED and rows[fx.runs["failed"]].state == "failed"
+    # The store itself unreadable: one line says so, the last rows stay.
+    fx.store_path.write_bytes(b"this is not a database" * 100)
+    again = fleet.poll()
+    assert again == list(fleet.rows) and "cannot be read" in fleet.error

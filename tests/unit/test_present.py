@@ -1,0 +1,195 @@
+"""console.present: one description of each event (icon, kind, severity, text), the one formatter of tool
+arguments, and the shared wording every view prints."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import typing
+from datetime import UTC, datetime
+
+import pytest
+from rich.cells import cell_len
+
+from console import present
+from console.engine import events as ev
+from console.present import Presented, describe, tool_args
+
+T = datetime(2026, 1, 15, 14, 0, tzinfo=UTC)
+
+
+def make(cls: type[ev.EventBase], **fields: object) -> ev.EventBase:
+    return cls(ts=T, seq=7, session=2, **fields)
+
+
+# One of each event type a view describes, with what it says.
+CASES: list[tuple[ev.EventBase, str, str, str, str]] = [
+    # event, icon, kind, severity, line
+    (make(ev.SessionStarted, reason="new", provider="openai", model="gpt-4.1"),
+     "●", "session", "info", "session 2 started (openai/gpt-4.1)"),
+    (make(ev.SessionStarted, reason="resume", provider="scripted", model="scripted-agent", detail="after turn 12"),
+     "●", "session", "info", f"session 2 resumed (scripted/scripted-agent): after turn 12; {present.DEMO}"),
+    (make(ev.SessionStarted, reason="restart", provider="openai", model="gpt-4.1", carryover_messages=1),
+     "↻", "restart", "info", "session 2 started after a context restart: 1 message carried over"),
+    (make(ev.SessionEnded, reason="max_turns", turns=1, detail="100 turns"),
+     "■", "session-end", "error", "session 2 ended: max_turns after 1 turn (100 turns)"),
+    (make(ev.SessionEnded, reason="job_complete", turns=45, detail="done"),
+     "■", "session-end", "success", "session 2 ended: job_complete after 45 turns"),
+    (make(ev.RunEnded, reason="user_shutdown", sessions=2),
+     "■", "run-end", "warning", "run ended: user_shutdown after 2 sessions"),
+    (make(ev.ModelRetry, turn=3, attempt=2, delay_s=8.0, cause="rate limited", message="429", discarded_chars=1200),
+     "⧗", "retry", "caution", "model call failed: rate limited; retrying in 8 s, attempt 2: 429; the partial reply "
+                              "(1,200 chars) was discarded"),
+    (make(ev.ToolCalled, turn=3, call_id="c", tool="read_file", arguments='{"path": "notes/a.md"}'),
+     "▸", "tool", "info", "read_file(notes/a.md)"),
+    (make(ev.ToolResult, turn=3, call_id="c", tool="read_file", ok=False, content="\n  no such file\nmore",
+          duration_ms=1500), "✗", "tool-failed", "caution", "read_file failed: no such file (1.5 s)"),
+    (make(ev.ToolDenied, turn=3, call_id="c", tool="write_file", policy="rbw", reason="read it first",
+          error="boom"), "⊗", "denied", "warning",
+     "denied write_file by rbw: read it first (the policy failed: boom)"),
+    (make(ev.TodosChanged, phase_name="Review", phase_number=1, total_phases=2, kind="phase", reason="todo_write",
+          items=[ev.TodoItemRecord(text="a", done=False)]), "□", "todos", "info", "Review (1 of 2): 1 task"),
+    (make(ev.TodosChanged, phase_name="Review", phase_number=1, total_phases=2, kind="phase",
+          reason="todo_complete", items=[ev.TodoItemRecord(text="Read a", done=True),
+                                         ev.TodoItemRecord(text="Read b", done=False)]),
+     "✓", "todo-done", "success", "1/2 Read a"),
+    (make(ev.TodosChanged, phase_name="", phase_number=0, total_phases=0, kind="transition",
+          reason="transition:bootstrap", items=[]), "≡", "todos", "info",
+     "todo list archived for the bootstrap transition"),
+    (make(ev.PlanChanged, error="no phases"), "✎", "plan", "caution", "main_plan.md: no phases"),
+    (make(ev.PhaseTransition, kind="phase", stage="completed", from_phase=1, to_phase=2, to_name="Write"),
+     "━", "phase", "info", "phase transition done: now phase 2 'Write'"),
+    (make(ev.PhaseTransition, kind="rewind", stage="started", from_phase=2, issue="wrong order"),
+     "↺", "phase", "info", "rewind of phase 2 started: wrong order"),
+    (make(ev.Feedback, source="Deadline", severity="warning", message="3 minutes left"),
+     "◆", "feedback", "warning", "feedback from Deadline (warning): 3 minutes left"),
+    (make(ev.ContextMasked, masked=3, tokens_freed=2100, used_before=7200, used_after=5500, prompt_budget=10_000),
+     "⊘", "masked", "info", "masked the 3 oldest tool results, ~2.1k tokens freed (72% → 55%); the agent now sees "
+                            "placeholders"),
+    (make(ev.ContextCompacted, messages_before=31, messages_after=3, summary_chars=1301, reason="restart"),
+     "≡", "compacted", "info", "compacted 31 messages into a summary (1,301 chars) + 2 carried; why: restart"),
+    (make(ev.WindDown, usage_pct=0.86),
+     "⚠", "wind-down", "caution", "context 86% full: wind-down sent; the agent was asked to save its state; the "
+                                  "session restarts after its next turn"),
+    (make(ev.RestartPending, usage_pct=0.9, carryover_messages=7, carryover_tokens=3200, next_session=3),
+     "⏸", "restart-pending", "warning", "restart pending: context 90% full; session 3 would start with 7 carried "
+                                        "messages (~3.2k tokens); awaiting approval"),
+    (make(ev.RestartApproved, by="auto"), "✓", "restart-approved", "info", "restart approved (auto)"),
+    (make(ev.RestartDenied, by="operator"), "✗", "restart-denied", "warning",
+     "restart denied (operator); the run ends; it can be resumed later (run --in-place)"),
+    (make(ev.CompletionBlocked, reason="r", feedback="2 tasks left", checker="plan", stop_reason="end_turn",
+          blocks=1, max_blocks=5), "↩", "blocked", "caution",
+     "stop refused by plan (1/5): 2 tasks left; the agent was told to continue"),
+    (make(ev.CompletionBypassed, budget="cost", stop_reason="end_turn"), "↷", "bypassed", "warning",
+     "a turn without a tool call accepted without the completion check: the money budget is spent"),
+    (make(ev.BudgetExhausted, budget="deadline", limit=480.0, used=481.0), "◷", "budget", "warning",
+     "deadline passed (481s of 480s); the agent was told to wrap up"),
+    (make(ev.StuckDetected, reason="no progress", pattern="read_file x4"), "⚠", "stuck", "warning",
+     "stuck: no progress (read_file x4)"),
+    (make(ev.OperatorCommand, command="force_checkpoint", source="cli", status="applied", detail="phase 2"),
+     "⌘", "operator", "info", "force checkpoint applied (cli): phase 2"),
+    (make(ev.OperatorCommand, command="stop", source="inbox", status="received"), "⌘", "received", "info",
+     "stop received (inbox)"),
+    (make(ev.OperatorCommand, command="stop", source="inbox", status="discarded"), "⌘", "operator", "info",
+     "discarded stop from an earlier run"),
+    (make(ev.JobCompleted, summary="wrote\ndigest.md", confidence=0.85), "✔", "done", "success",
+     "job complete (confidence 0.85): wrote digest.md"),
+    (make(ev.StateRecovered, file="todos.json", problem="torn", action="rebuilt", moved_to="todos.json.bad"),
+     "‼", "recovered", "warning", "recovered todos.json: torn (kept as todos.json.bad); rebuilt"),
+    (make(ev.ErrorEvent, message="connection refused", where="provider"), "✗", "error", "error",
+     "error (provider): connection refused"),
+]
+
+
+@pytest.mark.parametrize(("event", "icon", "kind", "severity", "line"), CASES, ids=lambda v: getattr(v, "type", None))
+def test_each_event_in_words(event, icon, kind, severity, line):
+    p = describe(event)
+    assert p is not None
+    assert (p.icon, p.kind, p.severity, p.line) == (icon, kind, severity, line)
+    assert (p.seq, p.ts) == (event.seq, event.ts)
+    assert p.severity in present.SEVERITIES and p.source
+    assert cell_len(p.icon) == 1  # narrow glyphs only: an emoji takes two cells in some terminals, one in others
+
+
+def test_every_event_type_is_described_or_deliberately_silent():
+    union = typing.get_args(typing.get_args(ev.Event)[0])
+    assert union and set(union) == set(present.DESCRIBERS) | set(present.SILENT)
+    assert not set(present.DESCRIBERS) & set(present.SILENT)
+    for cls in present.SILENT:
+        fields = {"turn": 1, "text": "x", "input_tokens": 1, "output_tokens": 1, "what": "x"}
+        event = cls.model_construct(ts=T, seq=1, session=1, **{k: v for k, v in fields.items()
+                                                                if k in cls.model_fields})
+        assert describe(event) is None
+    ok = make(ev.ToolResult, turn=1, call_id="c", tool="read_file", ok=True, content="fine")
+    assert describe(ok) is None  # a call that worked is the call's line, not an event of its own
+    assert describe(make(ev.PlanChanged, phases=2)) is None
+    assert describe(make(ev.PhaseTransition, kind="phase", stage="started", from_phase=1)) is None
+
+
+def test_agent_text_can_neither_break_nor_colour_a_line():
+    e = make(ev.Feedback, source="x\x1b[31m", severity="info", message="one\r\ntwo\n\n\x1b[2Jthree\x07")
+    p = describe(e)
+    assert p is not None and "\n" not in p.line and "\r" not in p.line and "\x1b" not in p.line
+    assert p.text == "feedback from x\\x1b[31m (info): one two \\x1b[2Jthree\\x07"
+    long = describe(make(ev.StuckDetected, reason="x" * 1000))
+    assert long is not None and len(long.text) < 260 and long.text.endswith("...")
+
+
+def test_the_demo_model_is_named_where_it_speaks():
+    assert present.is_demo("scripted") and not present.is_demo("openai")
+    p = describe(make(ev.SessionStarted, reason="new", provider="scripted", model="scripted-agent"))
+    assert p is not None and p.detail == present.DEMO == "scripted demo model: deterministic, no AI"
+    real = describe(make(ev.SessionStarted, reason="new", provider="anthropic", model="claude"))
+    assert real is not None and present.DEMO not in real.line
+
+
+def test_tool_args_is_the_one_formatter_of_a_calls_arguments():
+    assert tool_args("read_file", '{"path": "notes/a.md", "start": 1}') == "notes/a.md"  # a path is self-evident
+    assert tool_args("job_complete", '{"summary": "done", "confidence": 0.9}') == "summary=done"
+    assert tool_args("grep", '{"pattern": "TODO", "path": "src"}') == "src"
+    assert tool_args("todo_write", json.dumps({"todos": [{"text": "a"}, {"text": "b"}]})) == "2 tasks"
+    assert tool_args("todo_write", json.dumps({"todos": [{"text": "a"}]})) == "1 task"
+    assert tool_args("x", '{"count": [1, 2]}') == "count=[1, 2]"
+    assert tool_args("x", "{bad") == "<invalid JSON>" and tool_args("x", "") == "" and tool_args("x", "[1]") == ""
+    assert tool_args("x", "[" * 100_000) == "<invalid JSON>"  # deep nesting is no crash
+    assert tool_args("add_note", json.dumps({"text": "line one\nline two"})) == "text=line one line two"
+    cut = tool_args("add_note", json.dumps({"text": "word " * 40}), 20)
+    assert len(cut) == 20 and cut.endswith("…") and len(tool_args("add_note", json.dumps({"text": "w" * 99}), 0)) > 99
+    # The headless turn line and the console's call line both say it this way.
+    assert describe(make(ev.ToolCalled, turn=1, call_id="c", tool="todo_write",
+                         arguments=json.dumps({"todos": [1, 2, 3]}))).text == "todo_write(3 tasks)"  # type: ignore
+
+
+def test_argument_items_keep_text_as_text():
+    items = present.argument_items(json.dumps({"path": "a.md", "content": "# T\n\nbody", "n": 3}))
+    assert items == [("path", "a.md"), ("content", "# T\n\nbody"), ("n", "3")]
+    assert present.argument_items("{}") == [] and present.argument_items("") == []
+    assert present.argument_items("not json") == [("", "not json")]
+
+
+def test_brief_is_one_line_for_a_fleet_row():
+    p = describe(make(ev.ToolDenied, turn=1, call_id="c", tool="write_file", policy="rbw", reason="r"))
+    assert present.brief(p) == "⊗ denied write_file by rbw: r"
+    assert present.brief(p, 12) == "⊗ denied wr…" and present.brief(None) == ""
+    assert present.brief(Presented("", "x", "info", "plain")) == "plain"
+
+
+def test_stuck_told_and_labels():
+    fb = make(ev.Feedback, source="stuck", message="No todo completed in 6 turns.")
+    same = ev.StuckDetected(ts=T, seq=fb.seq + 1, session=1, reason="No todo completed in 6 turns.")
+    later = ev.StuckDetected(ts=T, seq=fb.seq + 5, session=1, reason="No todo completed in 6 turns.")
+    assert present.stuck_told(fb, same) and not present.stuck_told(fb, later) and not present.stuck_told(None, same)
+    assert present.phase_label(None) == "" and present.stop_kind("end_turn") == "a turn without a tool call"
+    done = make(ev.TodosChanged, phase_name="Job Completion", phase_number=0, total_phases=2, kind="completion",
+                items=[])
+    assert present.phase_label(done) == "Job Completion"  # type: ignore[arg-type]
+    assert present.run_ended_text(make(ev.RunEnded, reason="job_complete", sessions=1), "k3f9q") == (  # type: ignore
+        "run k3f9q ended: job_complete after 1 session")
+    assert present.tokens(950) == "950" and present.tokens(1234) == "1.2k" and present.tokens(2_500_000) == "2.50M"
+
+
+def test_present_imports_no_textual():
+    code = "import sys, console.present; print('textual' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
