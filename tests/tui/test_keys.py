@@ -31,6 +31,11 @@ def test_pause_then_resume(make_job):
         await settle(pilot, app)
         status = app.main.query_one(StatusLine).last_plain
         assert " paused " in status and "p resumes" in status
+        # The footer reads Resume while paused (the same key, the binding that applies).
+        assert app.check_action("resume", ()) is True and app.check_action("pause", ()) is False
+        footer = " ".join(str(b.binding.description) for b in app.active_bindings.values() if b.binding.show
+                          and b.enabled)
+        assert "Resume" in footer and "Pause" not in footer
         turn = app.state.turn
         await pilot.press("p")
         await wait_for(pilot, lambda: app.state.ended, what="the run to finish after resume")
@@ -298,7 +303,9 @@ def test_every_operator_action_is_in_the_command_palette(make_job):
         app.action_save_screenshot()
         shots = list((app.paths.state / "screenshots").glob("*.svg"))
         assert len(shots) == 1 and "<svg" in shots[0].read_text()[:2000]
-        # Ctrl+Q is the console's quit (asks first for a run in this process), not Textual's instant quit.
+        # Ctrl+Q and Ctrl+C are the console's quit (asks first for a run in this process, as README says), not
+        # Textual's instant quit.
         assert {b.action for b in app._bindings.key_to_bindings["ctrl+q"]} == {"quit_console"}
+        assert {b.action for b in app._bindings.key_to_bindings["ctrl+c"]} == {"quit_console"}
 
     drive(app, body)
