@@ -69,7 +69,7 @@ DRAIN_BUDGET = 0.008  # seconds of folding per batch; a backlog is absorbed in s
 DRAIN_CHUNK = 400
 # The run's commands: offered only while they can act (see ConsoleApp.check_action).
 RUN_ACTIONS = {"checkpoint", "rewind", "approve", "deny", "pause", "resume", "toggle_pause", "stop"}
-FLEET_POLL = 0.5  # the fleet: how often the jobs store and the runs' logs are polled
+FLEET_POLL = 1.0  # the fleet: how often the jobs store and the runs' logs are polled (its times are in seconds)
 
 
 def utc_now() -> datetime:
@@ -320,9 +320,13 @@ class ConsoleApp(App[int]):
         fleet = self.fleet
         assert fleet is not None
         worker = get_current_worker()
+        first = True
         while not worker.is_cancelled:
             started = time.monotonic()
             try:
+                if first:  # the store's rows at once; every log folded next
+                    self.post_message(FleetRows(fleet.poll(fold=False), fleet.error))
+                    first = False
                 rows = fleet.poll()
             except Exception as exc:  # the list must stay up whatever one run's files hold
                 rows, fleet.error = fleet.rows, f"the fleet could not be read: {type(exc).__name__}: {exc}"

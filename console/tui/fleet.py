@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -173,8 +174,11 @@ class Fleet:
         self.error = ""
         self._store: JobStore | None = None
 
-    def poll(self) -> list[FleetRow]:
-        """Every run's row, most urgent first (waiting for approval, paused, running, then ended, newest first)."""
+    def poll(self, fold: bool = True) -> list[FleetRow]:
+        """Every run's row, most urgent first (waiting for approval, paused, running, then ended, newest first).
+
+        ``fold``: bring each run's fold up to date (False: the store's rows with what is folded so far, which
+        is what the first paint shows before a few hundred logs are read)."""
         try:
             if self._store is None and self.store_path.exists():  # no database yet: no run yet
                 self._store = JobStore(self.store_path)
@@ -190,7 +194,8 @@ class Fleet:
             fold = self.folds.get(row.path)
             if fold is None:
                 fold = self.folds[row.path] = RunFold(row)
-            fold.catch_up()
+            if fold and fold.catch_up():
+                time.sleep(0)  # let the UI thread in between two logs (the GIL): a key pressed now acts now
             rows.append(snapshot(row, fold, self.holder(fold), now))
         for gone in set(self.folds) - {r.path for r in listed}:
             del self.folds[gone]

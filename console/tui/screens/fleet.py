@@ -25,6 +25,7 @@ from console.tui.fleet import LIVE, WAITING, FleetRow, matches
 # The row fields each column shows (a cell is redrawn only when one of them changed).
 CELL_FIELDS = {"id": ("id",), "job": ("job",), "state": ("state", "kind"), "phase": ("phase",), "ctx": ("ctx",),
                "cost": ("cost",), "elapsed": ("elapsed",), "last": ("last",)}
+PATCH_ROWS = 30  # more changed rows than this: the list is rebuilt (cheaper than hundreds of cell updates)
 NARROW = 100  # under this many columns the last event is shown under the list only
 COLUMNS = [("id", "id", 5), ("job", "job", 16), ("state", "state", 20), ("phase", "phase", 5), ("ctx", "ctx", 4),
            ("cost", "cost", 7), ("elapsed", "elapsed", 8)]
@@ -190,8 +191,9 @@ class FleetScreen(Screen):
         """Show ``self.shown``. When the same runs are listed in the same order as ``previous`` (what a poll
         mostly brings: an elapsed time, a phase), only the cells that changed are redrawn."""
         table = self.table
+        changed = sum(1 for old, new in zip(previous or [], self.shown, strict=False) if old != new)
         if previous is not None and [r.path for r in previous] == [r.path for r in self.shown] \
-                and table.row_count == len(self.shown):
+                and table.row_count == len(self.shown) and changed <= PATCH_ROWS:
             for old, new in zip(previous, self.shown, strict=True):
                 if old == new:
                     continue
