@@ -272,12 +272,13 @@ class Supervisor:
                 self.events.observe()
         finally:
             op.awaiting_restart = False
-        decision = op.restart_decision or "deny"
+        # A stop while the restart waits is not a denial, but it ends the run all the same (and says so).
+        decision = op.restart_decision or "stop"
         if decision == "approve":
             self.events.emit(ev.RestartApproved, by="operator")
             self._store_started()
         else:
-            self.events.emit(ev.RestartDenied, by="operator")
+            self.events.emit(ev.RestartDenied, by="operator" if decision == "deny" else "operator's stop")
         return decision
 
     def run(self) -> RunResult:
@@ -409,9 +410,11 @@ class Supervisor:
                 self.events.emit(ev.ErrorEvent, message=result.detail, where="supervisor", recoverable=False)
                 break
             if not self.settings.auto_restart:
-                if self._await_restart_decision(result, carry_tokens) != "approve":
+                decision = self._await_restart_decision(result, carry_tokens)
+                if decision != "approve":
                     result.reason = ShutdownReason.USER_SHUTDOWN
-                    result.detail = "restart denied by the operator"
+                    result.detail = "restart denied by the operator" if decision == "deny" else \
+                        "stopped by the operator while a context restart waited for approval"
                     break
             else:
                 self.events.emit(ev.RestartApproved, by="auto")

@@ -234,3 +234,18 @@ def test_llm_summary_option_adds_the_models_summary_to_the_facts(make_job, clock
               "summary"]
     assert any("written by the model:\nIn this stretch the agent made" in t for t in firsts)
     assert all(t.startswith("PREVIOUS SUMMARY") for t in firsts)  # the facts stay first
+
+
+def test_a_stop_while_a_restart_waits_ends_the_run_as_a_stop_not_a_denial(make_job, clock) -> None:
+    paths = make_job("requirements-extraction")
+    sup = Supervisor(paths, run_settings(context_window=WINDOW, auto_restart=False), ScriptedProvider(clock=clock),
+                     clock=clock)
+    pending = _waiter(sup, "restart_pending")
+    t, box = _run_in_thread(sup)
+    assert pending.wait(30)
+    write_inbox(paths, "stop")  # `agent-console stop` from another shell
+    t.join(30)
+    result = box["result"]
+    assert result.reason is ShutdownReason.USER_SHUTDOWN
+    assert result.detail == "stopped by the operator while a context restart waited for approval"
+    assert [e.by for e in ev.read_events(paths.events) if isinstance(e, ev.RestartDenied)] == ["operator's stop"]
