@@ -388,16 +388,17 @@ def _run_in_console(sup: Any, paths: Any, theme: str) -> int:
     from console.engine.supervisor import JobBusy
     from console.tui.launch import run_console
 
+    got: list[str] = []
     try:
-        code = run_console(sup, theme=theme, job_title=paths.root.name)
+        code = run_console(sup, theme=theme, job_title=paths.root.name, signals=got)
     except JobBusy as exc:
         _err(f"{exc} (run {paths.run_id}); watch it with: agent-console attach {paths.root}")
         return EXIT_USAGE
     if sup.result is None:
         return code
-    # Everything that stops a run in the console is the operator's (the stop and deny keys, quit-and-stop:
-    # Ctrl+C there only says how to quit), so a stopped run exits with 3 whatever the app says.
-    return _finish(sup, paths)
+    # What stops a run in the console is the operator's (the stop and deny keys, quit-and-stop; Ctrl+C asks
+    # like q), exit 3, unless a signal (SIGTERM, SIGHUP) stopped it: an interrupt, 130.
+    return _finish(sup, paths, got[0] if got else None)
 
 
 def _run_headless(sup: Any, paths: Any, store: Any, clock: Any) -> int:

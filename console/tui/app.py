@@ -690,6 +690,17 @@ class ConsoleApp(App[int]):
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.key_help(), attached=self.controller.attached))
 
+    def stop_and_quit(self) -> None:
+        """A signal (SIGTERM, SIGHUP): nobody may be watching; the run is stopped now and the console closes as
+        soon as it has (at once if the run had already ended)."""
+        if self.run_finished:
+            code = self.exit_code if self.exit_code is not None else EXIT_OK
+            self.exit(code, return_code=code)
+            return
+        self.quit_requested = True
+        self.state.requested["stop"] = "stopping (signal), then quitting"
+        self._status_refresh()
+
     def action_quit_console(self) -> None:
         if self.fleet is not None and self.screen is self.fleet_view:
             self.exit(EXIT_OK, return_code=EXIT_OK)

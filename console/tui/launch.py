@@ -12,6 +12,7 @@ can be attached for review. Exit code 0.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
@@ -57,8 +58,11 @@ def build_attach_app(paths: JobPaths, *, theme: str | None = None, job_title: st
 
 def run_console(supervisor: Supervisor, *, theme: str | None = None, job_title: str = "",
                 keymap: Mapping[str, str] | None = None, headless: bool = False,
-                auto_pilot: AutoPilot | None = None) -> int:
-    """Open the console on a run in this process; returns the exit code (0, 1 or 130).
+                auto_pilot: AutoPilot | None = None, signals: list[str] | None = None) -> int:
+    """Open the console on a run in this process; returns the exit code (0, 1, 3 or 130).
+
+    ``signals``: when given, SIGTERM and SIGHUP (a `kill`, the SSH session closed) stop the run at once and
+    close the console once it has stopped, as in a headless run; the signal's name is appended to the list.
 
     Raises ``console.engine.supervisor.JobBusy`` before opening anything if another
     process holds the job's run lock.
@@ -70,7 +74,26 @@ def run_console(supervisor: Supervisor, *, theme: str | None = None, job_title: 
     if holder is not None and holder != os.getpid():
         raise JobBusy(f"{supervisor.paths.root} is already being run by process {holder}")
     app = build_run_app(supervisor, theme=theme, job_title=job_title, keymap=keymap)
-    app.run(headless=headless, auto_pilot=auto_pilot)
+    previous: dict[int, Any] = {}
+    if signals is not None:
+        import signal
+
+        def on_signal(signum: int, _frame: object) -> None:
+            signals.append(signal.Signals(signum).name)
+            supervisor.stop()
+            supervisor.stop()  # the second stop abandons the turn in flight: nobody is watching
+            with contextlib.suppress(Exception):  # the app may not run yet, or be closing
+                app.call_later(app.stop_and_quit)
+
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        app.run(headless=headless, auto_pilot=auto_pilot)
+    finally:
+        if previous:
+            import signal
+
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     if app.exit_code is not None:
         return app.exit_code
     if app.return_code not in (None, 0):

@@ -309,3 +309,29 @@ def test_every_operator_action_is_in_the_command_palette(make_job):
         assert {b.action for b in app._bindings.key_to_bindings["ctrl+c"]} == {"quit_console"}
 
     drive(app, body)
+
+
+def test_sigterm_stops_the_run_and_closes_the_console(make_job):
+    """Nobody may be watching (a kill, the SSH session closed): the run stops at once, the console closes, and the
+    signal is named so the command line exits 130 (an interrupt), not 3."""
+    import asyncio
+    import signal
+
+    from console.engine.loop import ShutdownReason
+    from console.tui.launch import run_console
+
+    sup = make_supervisor(make_job("quickstart"), gate_at=8)
+    got: list[str] = []
+
+    async def pilot_body(pilot):
+        await wait_for(pilot, sup.provider.waiting.is_set, what="the gate")
+        signal.raise_signal(signal.SIGTERM)
+        for _ in range(500):  # the app exits under us (within 10 s, or the test fails below)
+            if pilot.app.return_code is not None or not pilot.app.is_running:
+                return
+            await asyncio.sleep(0.02)
+
+    before = signal.getsignal(signal.SIGTERM)
+    run_console(sup, keymap={}, headless=True, auto_pilot=pilot_body, signals=got)
+    assert got == ["SIGTERM"] and sup.result is not None and sup.result.reason is ShutdownReason.USER_SHUTDOWN
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler is put back
