@@ -19,7 +19,6 @@ import contextlib
 import json
 import math
 import os
-import re
 import signal
 import sqlite3
 import sys
@@ -515,7 +514,7 @@ def jobs_table(rows: list[Any], width: int) -> tuple[list[Any], list[str]]:
     from rich.text import Text
 
     from console.engine.cost import format_cost
-    from console.engine.runs import run_id, run_name
+    from console.engine.runs import job_name, run_id
 
     def short(ts: str | None) -> str:
         return (ts or "").replace("T", " ")[5:16]
@@ -524,7 +523,7 @@ def jobs_table(rows: list[Any], width: int) -> tuple[list[Any], list[str]]:
     for r in rows:
         cells["id"].append(run_id(r.path))
         cells["state"].append(one_line(r.status))
-        name = re.sub(r"-\d{8}-\d{6}(-\d+)?$", "", run_name(r.path))
+        name = job_name(r.path)
         cells["job"].append(shorten(one_line(name), JOB_NAME_MAX))
         cells["started"].append(short(r.started_at))
         cells["cost"].append("" if r.cost_usd is None else format_cost(r.cost_usd))

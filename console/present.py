@@ -31,7 +31,7 @@ QUIET_KINDS = frozenset({"tool", "received"})
 
 __all__ = [
     "DEMO", "QUIET_KINDS", "Presented", "argument_items", "brief", "cost", "describe", "discarded_text",
-    "is_demo", "phase_label", "retry_badge", "retry_text", "run_ended_text", "stop_kind", "stuck_told",
+    "is_demo", "phase_label", "phase_short", "retry_badge", "retry_text", "run_ended_text", "stop_kind", "stuck_told",
     "todo_list_text", "tokens", "tool_args", "unpriced_text", "window_text",
 ]
 
@@ -167,6 +167,16 @@ def window_text(window: int, source: str) -> str:
         n = f"{window:,}"
     where = f" ({one_line(source, 60)})" if source else ""
     return f"window {n}{where}"
+
+
+def phase_short(t: ev.TodosChanged | None) -> str:
+    """``2/4`` (``boot``, ``done``, ``→`` between phases): the phase in a list's narrow column."""
+    if t is None:
+        return ""
+    short = {"bootstrap": "boot", "completion": "done", "transition": "→"}.get(t.kind)
+    if short:
+        return short
+    return f"{t.phase_number}/{t.total_phases}" if t.phase_number and t.total_phases else ""
 
 
 def phase_label(t: ev.TodosChanged | None) -> str:

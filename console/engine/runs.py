@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,16 @@ def looks_like_a_path(ref: str) -> bool:
 def run_name(root: Path | str) -> str:
     """``quickstart-20261122-101500``: the run's folder name (what a name prefix is matched against)."""
     return os.path.basename(os.fspath(root).rstrip(os.sep)) or os.fspath(root)
+
+
+def job_name(root: Path | str) -> str:
+    """``quickstart`` for the run folder ``quickstart-20261122-101500-2`` (the name without the stamp that
+    ``prepare_run`` adds; a folder run in place keeps its whole name)."""
+    name = run_name(root)
+    return _STAMP.sub("", name) or name
+
+
+_STAMP = re.compile(r"-\d{8}-\d{6}(-\d+)?$")
 
 
 def normalize_id(text: str) -> str:

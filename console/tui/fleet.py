@@ -21,7 +21,7 @@ from console import present
 from console.engine import events as ev
 from console.engine.control import RunLock
 from console.engine.job import JobPaths
-from console.engine.runs import run_id
+from console.engine.runs import job_name, run_id
 from console.engine.store import JobRow, JobStore
 from console.tui.format import clip, elapsed
 from console.tui.state import ConsoleState
@@ -97,28 +97,6 @@ class RunFold:
         return bool(events)
 
 
-def job_name(folder: str) -> str:
-    """``quickstart`` for ``quickstart-20261122-101500-2``."""
-    import re
-
-    return re.sub(r"-\d{8}-\d{6}(-\d+)?$", "", folder) or folder
-
-
-def phase_short(state: ConsoleState) -> str:
-    t = state.todos
-    if t is None:
-        return ""
-    if t.kind == "bootstrap":
-        return "boot"
-    if t.kind == "completion":
-        return "done"
-    if t.kind == "transition":
-        return "→"
-    if t.phase_number and t.total_phases:
-        return f"{t.phase_number}/{t.total_phases}"
-    return ""
-
-
 def classify(row: JobRow, st: ConsoleState, pid: int | None) -> tuple[str, str]:
     """(state shown, its family) for a run: the lock says whether it lives, the fold what it does."""
     if pid is not None:
@@ -150,8 +128,9 @@ def snapshot(row: JobRow, fold: RunFold, pid: int | None, now: datetime) -> Flee
     if state == INTERRUPTED and not detail:
         detail = "no process runs it"
     return FleetRow(
-        path=fold.paths.root, id=run_id(row.path), name=fold.paths.root.name, job=job_name(fold.paths.root.name),
-        state=state, kind=kind, phase=phase_short(st), phase_long=st.phase, ctx=g.pct if g.limit else None,
+        path=fold.paths.root, id=run_id(row.path), name=fold.paths.root.name, job=job_name(fold.paths.root),
+        state=state, kind=kind, phase=present.phase_short(st.todos), phase_long=st.phase,
+        ctx=g.pct if g.limit else None,
         cost=cost, elapsed=elapsed(st.run_started, end) if st.run_started else "", last=fold.last,
         detail=clip(detail or "", 300),
         pending_seq=st.restart_pending.seq if (st.restart_pending is not None and pid is not None) else 0,
