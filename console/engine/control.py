@@ -137,6 +137,9 @@ class ControlChannel:
         self.wake.clear()
 
 
+ACQUIRE_PATIENCE = 0.5  # seconds a run waits for a probe's shared lock to go (see RunLock.acquire)
+
+
 class RunLock:
     """``JOB/.console/run.lock``: an advisory ``flock`` held for the whole run.
 
@@ -199,11 +202,19 @@ class RunLock:
     def acquire(self) -> bool:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return False
+        # Another process asking who runs the job (`jobs`, an attached console, the fleet view) holds a shared
+        # lock for a few microseconds: a run starting at that instant must not be refused as busy. A real
+        # holder keeps the lock for the whole run, so trying for a moment more only delays the refusal.
+        deadline = time.monotonic() + ACQUIRE_PATIENCE
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    return False
+                time.sleep(0.005)
         os.ftruncate(fd, 0)
         self.run_id = uuid.uuid4().hex[:12]
         os.pwrite(fd, json.dumps({"pid": os.getpid(), "since": datetime.now(UTC).isoformat(),

@@ -120,3 +120,43 @@ def test_an_empty_reference_or_no_runs() -> None:
                                            ("quickstart-20261122-101500", False)])
 def test_what_can_only_be_a_folder_is_never_looked_up(ref: str, path: bool) -> None:
     assert looks_like_a_path(ref) is path
+
+
+def test_a_run_starting_while_others_ask_who_runs_it_is_never_refused(make_job) -> None:
+    """`jobs`, an attached console and the fleet view ask the lock who holds it (a shared flock for a few
+    microseconds); a run that starts at that instant must get the lock, and a real holder still refuses."""
+    import threading
+    import time
+
+    from console.engine.control import ACQUIRE_PATIENCE, RunLock
+
+    paths = make_job("quickstart")
+    paths.state.mkdir(parents=True, exist_ok=True)
+    stop = threading.Event()
+    probes = 0
+
+    def probe() -> None:
+        nonlocal probes
+        while not stop.is_set():
+            RunLock(paths).holder()
+            probes += 1
+
+    prober = threading.Thread(target=probe, daemon=True)
+    prober.start()
+    try:
+        for _ in range(300):
+            lock = RunLock(paths)
+            assert lock.acquire()
+            lock.release()
+    finally:
+        stop.set()
+        prober.join(5)
+    assert probes > 300  # the probes really raced the starts
+    held = RunLock(paths)
+    assert held.acquire()
+    try:
+        t0 = time.monotonic()
+        assert RunLock(paths).acquire() is False
+        assert time.monotonic() - t0 < ACQUIRE_PATIENCE + 0.5
+    finally:
+        held.release()
