@@ -313,6 +313,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (sqlite3.Error, OSError) as exc:
         _err(f"{settings.store_path}: the jobs database cannot be used ({exc}); move it aside and a new one is made")
         return EXIT_USAGE
+    from console.engine.atomic import private_dir
+
+    # The data folder (made by the store) and runs/ hold every run: the operator's only (0700), or said once why not.
+    for problem in (*store.not_private, private_dir(settings.runs_dir)):
+        if problem:
+            _err(f"warning: not private: {problem}")
     try:
         # Copy only once everything checked out: a failed start leaves no stray run folder.
         paths = source if args.in_place else prepare_run(job_arg, settings.runs_dir, clock.now())

@@ -6,6 +6,10 @@ one, never a torn one. Temp files are created in a folder of their own
 rename leaves nothing where anyone lists files, and :func:`clean_temp` sweeps
 what a kill left behind at the next start. Files written by the agent's tools
 go through :mod:`console.engine.sandbox`, which follows the same rules.
+
+The harness's state is the operator's alone: its folders are made 0700 and its
+files 0600 (conversations, tool results and commands are in them), and
+:func:`make_private` tightens what an older version left readable by others.
 """
 
 from __future__ import annotations
@@ -14,22 +18,29 @@ import contextlib
 import json
 import os
 import secrets
+import stat
 from pathlib import Path
 from typing import Any
 
 from console.engine import failpoints
 
 TMP_SUFFIX = ".tmp"
+# The modes of the harness's own folders and files: the operator's only (another user on the machine must not
+# read a run's conversation, nor open its run.lock to hold it).
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+# Problems make_private names one by one; beyond this many it counts them.
+MAX_NAMED = 5
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True, tmp_dir: Path | None = None) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
     where = tmp_dir if tmp_dir is not None else path.parent
-    where.mkdir(parents=True, exist_ok=True)
+    where.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
     tmp = where / f".{path.name}.{secrets.token_hex(4)}{TMP_SUFFIX}"
     failpoints.hit(f"write {path.name}")
-    # 0o666 less the umask: the usual 0644, where mkstemp would give 0600.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    # 0600: the rename keeps the temp file's mode, and a harness file is nobody else's to read.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_FILE)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -82,3 +93,97 @@ def clean_temp(*folders: Path) -> int:
                     os.unlink(e.path)
                     n += 1
     return n
+
+
+def private_dir(path: Path, *, follow: bool = True) -> str | None:
+    """Make the folder ``path`` (and its missing parents) and make it the operator's only (0700).
+
+    Only the folder itself is tightened, never what it holds (the data folder holds every run). ``follow``:
+    a symbolic link to a folder is that folder (an operator may link the data folder elsewhere); without it a
+    link is a problem and is left alone. Returns None, or one line saying why the folder could not be made
+    private (it is not ours, not a folder); never raises."""
+    try:
+        path.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"{path}: cannot be created ({exc.strerror or exc})"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW))
+    except OSError as exc:
+        return f"{path}: cannot be opened to make it private ({exc.strerror or exc})"
+    try:
+        return _tighten(fd, PRIVATE_DIR, str(path))
+    finally:
+        os.close(fd)
+
+
+def private_file(path: Path) -> str | None:
+    """Make an existing file of ours 0600 (a missing one is no problem). None, or one line saying why not."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"{path}: cannot be opened to make it private ({exc.strerror or exc})"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None  # not a file this helper knows how to make private; its reader says what is wrong
+        return _tighten(fd, PRIVATE_FILE, str(path))
+    finally:
+        os.close(fd)
+
+
+def _tighten(fd: int, mode: int, shown: str) -> str | None:
+    """Take group and other bits off the open file or folder ``fd``; a line saying why not, or None."""
+    st = os.fstat(fd)
+    if not stat.S_IMODE(st.st_mode) & 0o077:
+        return None
+    if st.st_uid != os.geteuid():
+        return f"{shown}: readable by others and owned by uid {st.st_uid}, not by this user: it cannot be made private"
+    try:
+        os.fchmod(fd, (stat.S_IMODE(st.st_mode) & 0o700) | (mode & 0o700))
+    except OSError as exc:
+        return f"{shown}: cannot be made private ({exc.strerror or exc})"
+    return None
+
+
+def make_private(top: Path) -> list[str]:
+    """Make ``top`` (a run's ``.console/``) and everything in it the operator's only: folders 0700, files 0600.
+
+    A run made by an older version left them 0755 / 0644. Walked by file descriptor without following a
+    link; only regular files and folders are changed, and only ours (a file of another user is named in the
+    problems, not touched). Returns what could not be made private, at most :data:`MAX_NAMED` lines and a
+    count of the rest; never raises."""
+    problems: list[str] = []
+    first = private_dir(top, follow=False)
+    if first is not None:
+        return [first]
+    try:
+        walk = os.fwalk(top, follow_symlinks=False)
+        for dirpath, _dirs, files, dirfd in walk:
+            if (p := _tighten(dirfd, PRIVATE_DIR, dirpath)) is not None:
+                problems.append(p)
+            for name in files:
+                if (p := _tighten_entry(dirfd, name, os.path.join(dirpath, name))) is not None:
+                    problems.append(p)
+    except OSError as exc:
+        problems.append(f"{top}: cannot be walked to make it private ({exc.strerror or exc})")
+    if len(problems) > MAX_NAMED:
+        problems = [*problems[:MAX_NAMED], f"and {len(problems) - MAX_NAMED} more in {top}"]
+    return problems
+
+
+def _tighten_entry(dirfd: int, name: str, shown: str) -> str | None:
+    try:
+        st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+    except OSError:
+        return None  # gone meanwhile
+    if not stat.S_ISREG(st.st_mode) or not stat.S_IMODE(st.st_mode) & 0o077:
+        return None  # a link, a pipe or a device is never opened here; a private file needs nothing
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC, dir_fd=dirfd)
+    except OSError as exc:
+        return f"{shown}: cannot be opened to make it private ({exc.strerror or exc})"
+    try:
+        return _tighten(fd, PRIVATE_FILE, shown)
+    finally:
+        os.close(fd)

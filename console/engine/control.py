@@ -6,15 +6,26 @@ drains both at turn boundaries (and while paused or waiting for an approval),
 so every command is applied at a point where the conversation is whole, and
 every command yields ``operator_command`` events (received, then applied or
 rejected), which is how the sender learns what happened.
+
+The inbox is read as untrusted input: whatever lies there (a folder, a pipe, a
+link, a huge file, bytes that are not UTF-8, a name that is not a command's, a
+file of another user, thousands of them) is moved aside as ``NAME.rejected`` and
+reported once, and never stands in front of a valid command, which is applied in
+the order it was sent. The inbox is bounded: :func:`write_inbox` refuses past
+:data:`MAX_PENDING` unread commands, and only the newest :data:`KEEP_REJECTED`
+rejected files are kept.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
 import queue
+import secrets
+import shutil
 import stat
 import threading
 import time
@@ -25,9 +36,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from console.engine.atomic import atomic_write_text
+from console.engine.atomic import PRIVATE_FILE, TMP_SUFFIX, atomic_write_text, private_dir
 from console.engine.job import JobPaths
-from console.engine.state import StateFileError, read_state_file
 
 CommandName = Literal["checkpoint", "rewind", "approve_restart", "deny_restart", "pause", "resume", "stop"]
 COMMANDS: tuple[str, ...] = ("checkpoint", "rewind", "approve_restart", "deny_restart", "pause", "resume", "stop")
@@ -35,6 +45,20 @@ COMMANDS: tuple[str, ...] = ("checkpoint", "rewind", "approve_restart", "deny_re
 POLL_INTERVAL = 0.2
 # Commands read per look at the inbox (a flood waits for the next look instead of stalling a turn).
 MAX_INBOX = 100
+# Inbox entries handled per look, commands and junk alike: ten thousand junk files are moved aside over a few
+# looks; none of them counts against MAX_INBOX, so none can stand in front of a command.
+MAX_INBOX_WORK = 1000
+# Unread commands the inbox may hold: write_inbox refuses more (a script sending `pause` in a loop to a job
+# no process runs would otherwise fill the disk).
+MAX_PENDING = 1000
+# Rejected files kept in the inbox for the operator to look at; beyond this many the oldest are deleted.
+KEEP_REJECTED = 100
+REJECTED = ".rejected"
+# Rejected files reported one by one per look; the rest of that look's are counted in one more line.
+REPORT_EACH = 20
+MAX_COMMAND_BYTES = 64 * 1024
+# A temp file of write_inbox older than this was left by a writer that was killed: it is removed.
+STALE_TEMP_SECONDS = 120.0
 # Commands that only make sense for a running run: with none running, the command line refuses them
 # rather than leaving them for the next run (a pause, a checkpoint or a rewind can be queued on purpose).
 RUN_SCOPED = frozenset({"stop", "approve_restart", "deny_restart"})
@@ -56,12 +80,65 @@ def write_inbox(paths: JobPaths, command: str, args: dict[str, Any] | None = Non
 
     The command is addressed to the run that holds the job's lock now (``run`` overrides), so a stop that
     arrives as that run ends is discarded by the next run instead of stopping it."""
+    holder = RunLock(paths).holder_info()
     if run is None:
-        run = RunLock(paths).run_id_of_holder()
+        run = holder.get("run") if holder is not None else None
+        run = run if isinstance(run, str) and run else None
     cmd = Command(command=command, args=args or {}, source=source, run=run)  # type: ignore[arg-type]
+    # A run reads the inbox at every turn boundary, clearing MAX_INBOX_WORK entries a look: only with none
+    # reading can commands pile up (never a reason to refuse a stop to a run flooded with junk).
+    if holder is None and (waiting := pending_commands(paths.inbox)) >= MAX_PENDING:
+        raise InboxFull(errno.ENOSPC, f"{waiting} files wait unread in {paths.inbox} (at most {MAX_PENDING}) and no "
+                        "process runs the job to read them: run it, or delete the ones not wanted")
+    for folder in (paths.state, paths.inbox):  # made (or kept) the operator's only: 0700
+        private_dir(folder, follow=False)
     name = f"{time.time_ns():020d}-{cmd.id}.json"
     atomic_write_text(paths.inbox / name, cmd.model_dump_json(), durable=False)
     return cmd
+
+
+class InboxFull(OSError):
+    """The inbox holds :data:`MAX_PENDING` unread commands already; the message says so."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def pending_commands(inbox: Path) -> int:
+    """How many files in ``inbox`` wait to be read (rejected files and temp files left out)."""
+    try:
+        names = os.listdir(inbox)
+    except OSError:
+        return 0
+    return sum(1 for n in names if not n.startswith(".") and not n.endswith(REJECTED))
+
+
+def shown_name(name: str, limit: int = 120) -> str:
+    """A file name as one line of plain text: bytes that are not UTF-8 as ``\\xff``, control characters as
+    escapes (a name is not trusted to be printable), cut at ``limit`` characters."""
+    text = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _not_a_command(name: str, st: os.stat_result) -> str | None:
+    """Why the inbox entry ``name`` (its lstat/fstat ``st``) cannot be a command file, or None."""
+    if stat.S_ISLNK(st.st_mode):
+        return "a symbolic link, not a command file"
+    if stat.S_ISDIR(st.st_mode):
+        return "a folder, not a command file"
+    if not stat.S_ISREG(st.st_mode):
+        return "a named pipe, socket or device, not a command file"
+    if st.st_uid != os.geteuid():
+        return (f"owned by uid {st.st_uid}, not by the user running this job (uid {os.geteuid()}): refused "
+                "(a command must come from the job's own user)")
+    if st.st_nlink > 1:
+        return "a hard link to another file, not a command file"
+    if name.startswith(".") or not name.endswith(".json"):
+        return "not a command file (their names end in .json)"
+    if st.st_size > MAX_COMMAND_BYTES:
+        return f"{st.st_size} bytes, more than the {MAX_COMMAND_BYTES} a command may have"
+    return None
 
 
 class ControlChannel:
@@ -72,10 +149,13 @@ class ControlChannel:
         self._queue: queue.Queue[Command] = queue.Queue()
         self._last_poll = 0.0
         self.wake = threading.Event()
+        # One line per inbox file that was not a command (each reported once; the engine empties the list).
         self.invalid: list[str] = []
         # The run reading this inbox (RunLock's id); run-scoped commands sent to another run are stale.
         self.run_id: str | None = None
         self.stale: list[Command] = []
+        # Inbox entries that could be neither moved aside nor removed: reported once, then passed over.
+        self._ignored: set[str] = set()
 
     def submit(self, command: str, args: dict[str, Any] | None = None, source: str = "console") -> Command:
         cmd = Command(command=command, args=args or {}, source=source)  # type: ignore[arg-type]
@@ -98,38 +178,177 @@ class ControlChannel:
         return out
 
     def _drain_inbox(self) -> list[Command]:
-        if self.inbox is None or not self.inbox.is_dir():
+        if self.inbox is None:
             return []
-        out = []
         try:
-            entries = sorted(os.scandir(self.inbox), key=lambda e: e.name)
+            # By descriptor, and never through a link: every name below is looked up in this very folder.
+            dfd = os.open(self.inbox, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return []  # no inbox yet (or not a folder: the next run's start moves it aside)
+        try:
+            return self._drain(dfd)
+        finally:
+            os.close(dfd)
+
+    def _drain(self, dfd: int) -> list[Command]:
+        try:
+            names = sorted(os.listdir(dfd))
         except OSError:
             return []
-        for entry in entries[:MAX_INBOX]:
-            if not entry.name.endswith(".json") or entry.name.startswith("."):
+        self._ignored &= set(names)
+        out: list[Command] = []
+        rejected: list[str] = []
+        reports: list[str] = []
+        work = 0
+        for name in names:
+            if name.endswith(REJECTED):
+                rejected.append(name)
                 continue
-            path = Path(entry.path)
+            if name in self._ignored:
+                continue
+            if len(out) >= MAX_INBOX or work >= MAX_INBOX_WORK:
+                break  # the rest at the next look (a few tenths of a second later), still in order
+            work += 1
+            if name.startswith(".") and name.endswith(TMP_SUFFIX):
+                self._old_temp(dfd, name)  # a command being written (atomic_write_text's temp file)
+                continue
+            data, why = self._read(dfd, name)
+            cmd = None
+            if why is None and data is not None:
+                try:
+                    cmd = Command.model_validate_json(data)
+                except ValidationError as exc:
+                    err = exc.errors()[0]
+                    at = ".".join(str(p) for p in err["loc"])
+                    why = f"not a command: {err['msg'][:200]}{f' at {at}' if at else ''}"
+                except (ValueError, RecursionError) as exc:
+                    why = f"not a command: {(str(exc).splitlines() or [type(exc).__name__])[0][:200]}"
+            if why is not None:
+                # Kept for the operator to look at (never applied), out of the way of the commands behind it.
+                moved = self._set_aside(dfd, name)
+                if moved:
+                    rejected.append(moved)
+                reports.append(f"{shown_name(name)}: {why}; {self._where(name, moved)}")
+                continue
+            if cmd is None:
+                continue  # gone meanwhile
             try:
-                # Read without blocking and within a size: a named pipe or a huge file there is not a command.
-                data = read_state_file(path, max_bytes=64 * 1024)
-                if data is None:
-                    continue
-                cmd = Command.model_validate_json(data)
-            except (StateFileError, ValidationError, ValueError, RecursionError) as exc:
-                # Kept for the operator to look at, never applied.
-                with contextlib.suppress(OSError):
-                    path.replace(path.with_suffix(".rejected"))
-                first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                self.invalid.append(f"{path.name}: {first[:200]}")
-                continue
-            with contextlib.suppress(OSError):
-                path.unlink()
+                os.unlink(name, dir_fd=dfd)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                self._ignored.add(name)  # read once, applied once: never read again while it stays
             if cmd.run is not None and cmd.run != self.run_id:
                 # Sent to a run that ended before reading it (a stop during a stall): not for this run.
                 self.stale.append(cmd)
                 continue
             out.append(cmd)
+        self.invalid += reports[:REPORT_EACH]
+        if len(reports) > REPORT_EACH:
+            self.invalid.append(f"and {len(reports) - REPORT_EACH} more files in the inbox that were not commands, "
+                                f"moved aside as *{REJECTED}")
+        if len(rejected) > KEEP_REJECTED:
+            self._prune(dfd, rejected)
         return out
+
+    @staticmethod
+    def _read(dfd: int, name: str) -> tuple[bytes | None, str | None]:
+        """(the bytes of a command file, None), (None, why it is not one), or (None, None) if it is gone.
+
+        Looked at before it is opened: a pipe, a socket or a device is never opened, a link never followed,
+        a huge file never read, a file of another user never trusted."""
+        try:
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None, None
+        except OSError as exc:
+            return None, f"cannot be looked at ({exc.strerror or exc})"
+        if why := _not_a_command(name, st):
+            return None, why
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC, dir_fd=dfd)
+        except FileNotFoundError:
+            return None, None
+        except OSError as exc:
+            return None, ("a symbolic link, not a command file" if exc.errno == errno.ELOOP
+                          else f"cannot be opened ({exc.strerror or exc})")
+        try:
+            fst = os.fstat(fd)
+            if (fst.st_dev, fst.st_ino) != (st.st_dev, st.st_ino) and (why := _not_a_command(name, fst)):
+                return None, why  # replaced between the look and the open
+            chunks, size = [], 0
+            while size <= MAX_COMMAND_BYTES:
+                chunk = os.read(fd, MAX_COMMAND_BYTES + 1 - size)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        except OSError as exc:
+            return None, f"cannot be read ({exc.strerror or exc})"
+        finally:
+            os.close(fd)
+        if size > MAX_COMMAND_BYTES:
+            return None, f"grew past the {MAX_COMMAND_BYTES} bytes a command may have while it was read"
+        return b"".join(chunks), None
+
+    def _set_aside(self, dfd: int, name: str) -> str | None:
+        """Rename ``name`` to ``NAME.rejected`` (never over another file); the new name, or None."""
+        stem = name.removesuffix(".json") if name.endswith(".json") else name
+        candidates = [f"{stem}{REJECTED}", *(f"{stem}.{n}{REJECTED}" for n in range(2, 6)),
+                      f"{time.time_ns():020d}-{secrets.token_hex(4)}{REJECTED}"]
+        for dest in candidates:
+            try:
+                os.stat(dest, dir_fd=dfd, follow_symlinks=False)
+                continue  # taken: a rename would replace it
+            except FileNotFoundError:
+                pass
+            except OSError:
+                continue  # a name too long, say: the next candidate is short
+            try:
+                os.rename(name, dest, src_dir_fd=dfd, dst_dir_fd=dfd)
+                return dest
+            except OSError as exc:
+                if exc.errno == errno.ENAMETOOLONG:
+                    continue
+                break
+        try:
+            os.unlink(name, dir_fd=dfd)  # not kept, but out of the way
+        except OSError:
+            self._ignored.add(name)
+        return None
+
+    def _where(self, name: str, moved: str | None) -> str:
+        if moved is not None:
+            return f"moved aside as inbox/{shown_name(moved)}"
+        if name in self._ignored:
+            return "it can be neither moved nor removed, and is passed over from now on"
+        return "removed (it could not be moved aside)"
+
+    @staticmethod
+    def _old_temp(dfd: int, name: str) -> None:
+        """Remove a temp file a killed writer left (a live writer renames its own within milliseconds)."""
+        try:
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            if stat.S_ISREG(st.st_mode) and time.time() - st.st_mtime > STALE_TEMP_SECONDS:
+                os.unlink(name, dir_fd=dfd)
+        except OSError:
+            pass
+
+    @staticmethod
+    def _prune(dfd: int, rejected: list[str]) -> None:
+        """Keep the newest KEEP_REJECTED rejected files (by when they were moved aside: a rename sets ctime)."""
+        aged = []
+        for name in rejected:
+            with contextlib.suppress(OSError):
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                aged.append((st.st_ctime_ns, name, stat.S_ISDIR(st.st_mode)))
+        aged.sort()
+        for _ctime, name, is_dir in aged[: max(0, len(aged) - KEEP_REJECTED)]:
+            with contextlib.suppress(OSError):
+                if is_dir:
+                    shutil.rmtree(name, dir_fd=dfd)
+                else:
+                    os.unlink(name, dir_fd=dfd)
 
     def wait(self, seconds: float) -> None:
         """Sleep until a command arrives in-process or ``seconds`` pass (the inbox is polled by the caller)."""
@@ -138,6 +357,18 @@ class ControlChannel:
 
 
 ACQUIRE_PATIENCE = 0.5  # seconds a run waits for a probe's shared lock to go (see RunLock.acquire)
+
+
+def _held(fd: int) -> bool:
+    """Whether another open file holds the lock of ``fd`` (tested with a shared lock, dropped at once)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return False
 
 
 class RunLock:
@@ -158,7 +389,7 @@ class RunLock:
         """The id of the run that holds the lock now (None: no run, or one too old to have an id)."""
         if self._fd is not None:
             return self.run_id
-        info = self._holder_info()
+        info = self.holder_info()
         run = info.get("run") if isinstance(info, dict) else None
         return run if isinstance(run, str) and run else None
 
@@ -166,7 +397,7 @@ class RunLock:
         """The pid of the process running the job, or None."""
         if self._fd is not None:
             return os.getpid()
-        info = self._holder_info()
+        info = self.holder_info()
         if info is None:
             return None
         try:
@@ -174,16 +405,20 @@ class RunLock:
         except (TypeError, ValueError):
             return -1
 
-    def _holder_info(self) -> dict[str, Any] | None:
+    def holder_info(self) -> dict[str, Any] | None:
         """What the holder wrote in the lock ({} if unreadable), or None when nobody holds it."""
         try:
-            # Non-blocking: a named pipe where the lock should be must not hang `jobs` or `stop`.
-            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            # Non-blocking: a named pipe where the lock should be must not hang `jobs` or `stop`; a link is
+            # never a lock of ours.
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC)
         except OSError:
             return None
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
                 return None  # not a lock any run of ours could hold; the next run moves it aside
+            if st.st_uid not in (os.geteuid(), self._owner()):
+                return None  # another user's file: what it says (or holds) is not a run of this job's user
             try:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -199,9 +434,64 @@ class RunLock:
         finally:
             os.close(fd)
 
+    def _owner(self) -> int:
+        """The uid owning the job's ``.console/`` (the run's user), or our own if it cannot be told."""
+        try:
+            return os.stat(self.path.parent, follow_symlinks=False).st_uid
+        except OSError:
+            return os.geteuid()
+
+    def _open(self) -> int:
+        """The lock file, opened for writing: a regular file of ours, 0600; anything else there is replaced.
+
+        A link is never followed (a run would lock, and truncate, whatever it points at), a pipe or a device
+        never opened; a file of another user is not ours to trust (they could hold it open and keep every run
+        of the job out) unless a run of theirs holds it now; a lock 0644 would let anyone open it to hold it."""
+        private_dir(self.path.parent, follow=False)
+        flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+        for _ in range(3):
+            try:
+                mode = os.lstat(self.path).st_mode
+            except FileNotFoundError:
+                with contextlib.suppress(FileExistsError):  # another run made it meanwhile: look again
+                    return os.open(self.path, flags | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
+                continue
+            why = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
+            if stat.S_ISREG(mode):
+                try:
+                    fd = os.open(self.path, flags)
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    if exc.errno in (errno.EACCES, errno.EPERM):
+                        raise OSError(exc.errno, f"{self.path} cannot be opened ({exc.strerror}): another user ran "
+                                                 "this job; run it as that user, or move their files out of "
+                                                 ".console/") from None
+                    raise
+                st = os.fstat(fd)
+                if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+                    if stat.S_IMODE(st.st_mode) & 0o077:
+                        os.fchmod(fd, PRIVATE_FILE)
+                    return fd
+                if stat.S_ISREG(st.st_mode) and _held(fd):
+                    return fd  # another user's run of this job (root's, say) holds it: busy, never a second run
+                os.close(fd)
+                why = f"owned by uid {st.st_uid}" if stat.S_ISREG(st.st_mode) else why
+            # Replaced, never followed or trusted: the folder is ours, and so is the name in it.
+            try:
+                if stat.S_ISDIR(mode):
+                    os.rmdir(self.path)
+                else:
+                    os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise OSError(exc.errno, f"{self.path} is {why} and cannot be replaced by a lock of this user "
+                                         f"({exc.strerror})") from None
+        raise OSError(errno.EAGAIN, f"{self.path}: replaced again and again while a run tried to take it")
+
     def acquire(self) -> bool:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = self._open()
         # Another process asking who runs the job (`jobs`, an attached console, the fleet view) holds a shared
         # lock for a few microseconds: a run starting at that instant must not be refused as busy. A real
         # holder keeps the lock for the whole run, so trying for a moment more only delays the refusal.

@@ -615,10 +615,11 @@ class EventStream:
         self.holding = False
         self.seq = 0
         if log_path is not None:
-            log_path.parent.mkdir(parents=True, exist_ok=True)
+            log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             self._repair_torn_tail(log_path)
             self.seq = _last_seq(log_path)
-            self._fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            # 0600: the audit log holds the conversation's tool calls and results, the operator's only.
+            self._fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
     @staticmethod
     def _repair_torn_tail(path: Path) -> None:

@@ -35,7 +35,7 @@ from typing import Annotated, Any, Literal, SupportsIndex
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from console.engine import failpoints
-from console.engine.atomic import atomic_write_bytes, fsync_dir
+from console.engine.atomic import PRIVATE_DIR, PRIVATE_FILE, atomic_write_bytes, fsync_dir
 from console.engine.blobs import INLINE_LIMIT, BlobStore, is_ref
 from console.engine.context.pressure import PressureState
 from console.engine.job import JobPaths
@@ -422,8 +422,9 @@ class Journal:
     def _write(self, text: str, what: str, durable: bool = False) -> None:
         data = text.encode("utf-8", "replace")
         if self._fd is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            self.path.parent.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+            # The conversation is in it: the operator's only (0600), like every harness file.
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE)
         fd = self._fd
         failpoints.hit(f"journal {what}", tear=lambda: os.write(fd, data[: max(1, len(data) // 2)]))
         view = memoryview(data)

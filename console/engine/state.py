@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from console.engine.atomic import atomic_write_text
+from console.engine.atomic import PRIVATE_DIR, atomic_write_text
 from console.engine.guardrails import GuardrailState
 from console.engine.job import JobPaths
 from console.engine.memory import MemoryState
@@ -148,7 +148,7 @@ def quarantine(paths: JobPaths, path: Path, now: datetime) -> Path | None:
     """Move a damaged harness file (or folder) aside into ``.console/corrupt/``; returns where it went."""
     dest_dir = paths.state / "corrupt"
     with contextlib.suppress(OSError):
-        dest_dir.mkdir(parents=True, exist_ok=True)
+        dest_dir.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
     base = f"{path.name}.{now.strftime('%Y%m%dT%H%M%S')}"
     dest = dest_dir / base
     n = 1

@@ -1,13 +1,22 @@
-"""The jobs table (SQLite): one row per run folder, updated by the engine and job_complete."""
+"""The jobs table (SQLite): one row per run folder, updated by the engine and job_complete.
+
+It lives in the data folder (``jobs.db`` beside ``runs/``), which is created here: both are the operator's only
+(0700, and 0600 for the database and its -wal and -shm files), since the folder holds every run's
+conversation and the table every run's summary.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+
+from console.engine.atomic import PRIVATE_FILE, private_dir, private_file
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -29,6 +38,11 @@ CREATE TABLE IF NOT EXISTS jobs (
 ADDED_COLUMNS = (("cost_usd", "REAL"),)
 COLUMNS = ("path", "name", "status", "provider", "model", "started_at", "updated_at", "completed_at", "confidence",
            "summary", "detail", "cost_usd")
+# The statuses of a run that has ended. Any other (running, awaiting approval, paused, needs you, a status a newer
+# version adds) is a run that lives or waits for its operator: the fleet lists each of those whatever its age.
+FINISHED = ("completed", "failed", "stopped", "incomplete", "out of budget", "agent stopped", "interrupted")
+# The database's own files, each made 0600 (SQLite gives -wal and -shm the database file's mode).
+DB_SUFFIXES = ("", "-wal", "-shm", "-journal")
 
 
 @dataclass(frozen=True)
@@ -59,7 +73,15 @@ class JobStore:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.error: str | None = None
-        path.parent.mkdir(parents=True, exist_ok=True)
+        # What could not be made private (a data folder or database of another user): the caller says so once.
+        self.not_private: list[str] = []
+        if (problem := private_dir(path.parent)) is not None:
+            self.not_private.append(problem)
+        with contextlib.suppress(FileExistsError):
+            # Made 0600 before SQLite makes it 0644 (and its -wal and -shm files after it).
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_FILE))
+        self.not_private += [p for suffix in DB_SUFFIXES
+                             if (p := private_file(path.with_name(path.name + suffix))) is not None]
         with self._connect() as db:
             db.execute(SCHEMA)
         self._select = ", ".join(COLUMNS)
@@ -148,6 +170,21 @@ class JobStore:
                 (limit,),
             ).fetchall()
         return [JobRow(*r) for r in rows]
+
+    def list_live_and_recent(self, recent: int) -> tuple[list[JobRow], int]:
+        """Every run that is not finished (see :data:`FINISHED`), whatever its age, and the ``recent`` newest
+        finished ones, newest first; and how many older finished runs were left out.
+
+        What the fleet lists: a run that waits for its operator is never hidden behind hundreds of newer
+        finished ones."""
+        marks = ", ".join("?" for _ in FINISHED)
+        with self._connect() as db:
+            live = db.execute(f"SELECT {self._select} FROM jobs WHERE status NOT IN ({marks})", FINISHED).fetchall()
+            done = db.execute(f"SELECT {self._select} FROM jobs WHERE status IN ({marks}) "
+                              "ORDER BY started_at DESC, path DESC LIMIT ?", (*FINISHED, recent)).fetchall()
+            (finished,) = db.execute(f"SELECT COUNT(*) FROM jobs WHERE status IN ({marks})", FINISHED).fetchone()
+        rows = sorted((JobRow(*r) for r in (*live, *done)), key=lambda r: (r.started_at, r.path), reverse=True)
+        return rows, max(0, finished - len(done))
 
     def get(self, path: Path) -> JobRow | None:
         with self._connect() as db:

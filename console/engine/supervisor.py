@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from console.engine import events as ev
-from console.engine.atomic import clean_temp
+from console.engine.atomic import clean_temp, make_private
 from console.engine.clock import Clock, SystemClock
 from console.engine.context.pressure import RESTART_MARKER
 from console.engine.context.summary import build_summary, check_archives, summary_message
@@ -124,7 +124,7 @@ class Supervisor:
             base = [t for n in self.registry.names if (t := self.registry.get(n)) is not None]
             self.registry = ToolRegistry([*base, *commands])
         self.operator = OperatorState(channel or ControlChannel(paths.inbox))
-        paths.state.mkdir(parents=True, exist_ok=True)
+        self.not_private = make_private(paths.state)  # 0700/0600; what could not be made so, to report
         self.lock = RunLock(paths)
         # Repairs happen only when no process runs the job (then run() refuses anyway).
         self.file_problems = self._clear_the_way() if self.lock.holder() is None else []

@@ -26,7 +26,8 @@ from console.engine.store import JobRow, JobStore
 from console.tui.format import clip, elapsed
 from console.tui.state import ConsoleState
 
-FLEET_LIMIT = 500  # the newest runs listed
+# The newest finished runs listed; every run that lives or waits for its operator is listed whatever its age.
+FLEET_LIMIT = 500
 READ_CHUNK = 8 << 20  # the most of one log folded per poll: a huge log is caught up over several polls
 
 # States as the fleet shows them, most urgent first (the sort order of the list).
@@ -58,6 +59,14 @@ class FleetRow:
     pending_seq: int  # the restart_pending event's seq while one waits (0: none)
     started_at: str
     pid: int | None
+
+
+class Listed(list[FleetRow]):
+    """The fleet's rows, and how many older finished runs the store holds beyond them (``older``)."""
+
+    def __init__(self, rows: list[FleetRow] | None = None, older: int = 0) -> None:
+        super().__init__(rows or [])
+        self.older = older
 
 
 class RunFold:
@@ -149,19 +158,21 @@ class Fleet:
         self.limit = limit
         self.holder = holder or (lambda fold: fold.lock.holder())
         self.folds: dict[str, RunFold] = {}
-        self.rows: list[FleetRow] = []
+        self.rows: Listed = Listed()
         self.error = ""
         self._store: JobStore | None = None
 
-    def poll(self, fold: bool = True) -> list[FleetRow]:
-        """Every run's row, most urgent first (waiting for approval, paused, running, then ended, newest first).
+    def poll(self, fold: bool = True) -> Listed:
+        """Every run's row, most urgent first (waiting for approval, paused, running, then ended, newest first):
+        every run the store does not record as finished, whatever its age, and the ``limit`` newest finished
+        ones (``older`` of the result counts the rest).
 
         ``fold``: bring each run's fold up to date (False: the store's rows with what is folded so far, which
         is what the first paint shows before a few hundred logs are read)."""
         try:
             if self._store is None and self.store_path.exists():  # no database yet: no run yet
                 self._store = JobStore(self.store_path)
-            listed = self._store.list(self.limit) if self._store is not None else []
+            listed, older = self._store.list_live_and_recent(self.limit) if self._store is not None else ([], 0)
             self.error = ""
         except (sqlite3.Error, OSError) as exc:
             self._store = None  # opened again at the next poll (it may have been moved aside and made anew)
@@ -180,8 +191,8 @@ class Fleet:
             del self.folds[gone]
         rows.sort(key=lambda r: r.started_at, reverse=True)
         rows.sort(key=lambda r: ORDER.get(r.state, ORDER[FAILED]))
-        self.rows = rows
-        return rows
+        self.rows = Listed(rows, older)
+        return self.rows
 
 
 def matches(row: FleetRow, text: str) -> bool:

@@ -118,8 +118,11 @@ class FleetScreen(Screen):
         self._fill_rows(keep=keep, previous=previous)
         waiting = sum(1 for r in self.rows if r.state == WAITING)
         live = sum(1 for r in self.rows if r.state in LIVE)
+        # Older finished runs beyond the list are counted ("500 of 1,240 runs"; `agent-console jobs` lists them).
+        total = len(self.rows) + getattr(self.rows, "older", 0)
+        count = f"{len(self.rows)} of {total:,}" if total > len(self.rows) else f"{len(self.rows)}"
         title = Content.assemble(("agent-console fleet", "bold $text-primary"),
-                                 f"  ·  {len(self.rows)} run{'s' if len(self.rows) != 1 else ''}, {live} live")
+                                 f"  ·  {count} run{'s' if total != 1 else ''}, {live} live")
         if waiting:
             title = Content.assemble(title, "  ·  ",
                                      (f" {waiting} waiting for approval ", "bold reverse $text-warning"))

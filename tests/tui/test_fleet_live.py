@@ -1,0 +1,85 @@
+"""The fleet lists every run that lives or needs its operator, however many runs the store holds: a run waiting
+for approval that started before 600 finished ones is listed first, highlighted, and rings the bell; older
+finished runs beyond the list are counted in the title."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from contextlib import closing
+from datetime import timedelta
+from pathlib import Path
+
+from console.engine import events as ev
+from console.engine.job import JobPaths
+from console.engine.store import JobStore
+from console.tui.fleet import FLEET_LIMIT, INTERRUPTED, WAITING, Fleet
+from console.tui.launch import build_fleet_app
+from tests.tui.conftest import FROZEN_NOW, drive, wait_for
+from tests.tui.guardrail_events import Log
+
+FINISHED_RUNS = FLEET_LIMIT + 100
+
+
+def crowded_store(root: Path) -> tuple[Path, Path, Path]:
+    """600 finished runs, all newer than an old run waiting for approval (its process alive) and an old run
+    whose process died (the store still says running). Returns (store, the waiting run, the dead run)."""
+    store_path = root / "data" / "jobs.db"
+    store = JobStore(store_path)
+    old = FROZEN_NOW - timedelta(days=3)
+    waiting = root / "runs" / "security-audit-old"
+    waiting.mkdir(parents=True)
+    store.started(waiting, "security-audit", "openai", "gpt-6.2-sol", old)
+    store.ended(waiting, "awaiting approval", old + timedelta(hours=2), "restart pending")
+    log = Log(start=old)
+    log.add(ev.SessionStarted, reason="new", provider="openai", model="gpt-6.2-sol", context_window=32_000)
+    log.add(ev.RestartPending, usage_pct=0.97, used_tokens=27_000, context_window=32_000, prompt_budget=28_000,
+            carryover_messages=4, carryover_tokens=2_000, next_session=2)
+    log.write(JobPaths(waiting).events)
+    dead = root / "runs" / "nightly-etl-old"
+    store.started(dead, "nightly-etl", "openai", "gpt-6.2-sol", old - timedelta(hours=1))
+    # The finished runs in one transaction (what 600 runs' store.started + store.completed leave, without 1,200
+    # commits of setup).
+    rows = []
+    for n in range(FINISHED_RUNS):
+        at = FROZEN_NOW - timedelta(hours=48) + timedelta(minutes=n)
+        ts, done = at.isoformat(timespec="seconds"), (at + timedelta(minutes=1)).isoformat(timespec="seconds")
+        rows.append((str(root / "runs" / f"done-{n:04d}"), "done", "openai", "gpt-6.2-sol", ts, done, done, 0.9, "ok"))
+    with closing(sqlite3.connect(store_path)) as db, db:
+        db.executemany("INSERT INTO jobs (path, name, status, provider, model, started_at, updated_at, completed_at, "
+                       "confidence, summary) VALUES (?, ?, 'completed', ?, ?, ?, ?, ?, ?, ?)", rows)
+    return store_path, waiting, dead
+
+
+def test_an_old_run_waiting_for_approval_is_listed_first_whatever_its_age(tmp_path: Path) -> None:
+    store_path, waiting, dead = crowded_store(tmp_path)
+    fleet = Fleet(store_path, now=lambda: FROZEN_NOW, holder=lambda fold: 4242 if fold.paths.root == waiting else None)
+    rows = fleet.poll()
+    assert rows[0].path == waiting and rows[0].state == WAITING and rows[0].pending_seq > 0
+    # The run whose process died needs its operator too (resume it): listed, as interrupted.
+    assert next(r for r in rows if r.path == dead).state == INTERRUPTED
+    # The newest finished runs, the rest counted.
+    assert len(rows) == FLEET_LIMIT + 2 and rows.older == FINISHED_RUNS - FLEET_LIMIT
+
+
+def test_the_fleet_view_highlights_and_rings_for_an_old_waiting_run(tmp_path: Path) -> None:
+    store_path, waiting, _dead = crowded_store(tmp_path)
+    app = build_fleet_app(store_path, holder=lambda fold: 4242 if fold.paths.root == waiting else None,
+                          watch=False, animations=False, keymap={}, now=lambda: FROZEN_NOW, poll_interval=0.05)
+    rings: list[int] = []
+    app.bell = lambda: rings.append(1)  # type: ignore[method-assign]
+
+    async def body(pilot) -> None:
+        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.rows) == FLEET_LIMIT + 2)
+        await wait_for(pilot, lambda: bool(rings), what="the bell")
+        await asyncio.sleep(0.2)  # more polls: one bell for one pending restart
+        view = app.fleet_view
+        assert len(rings) == 1
+        assert any(n.title == "Approval needed" and "security-audit" in n.message for n in app._notifications)
+        assert view.selected is not None and view.selected.path == waiting  # the cursor on the most urgent run
+        state_cell = view.table.get_cell(str(waiting), "state")
+        assert state_cell.plain == WAITING and state_cell.style.bgcolor is not None  # the highlighted badge
+        title = str(view.query_one("#fleet-title").render())
+        assert f"{FLEET_LIMIT + 2} of {FINISHED_RUNS + 2:,} runs" in title and "1 waiting for approval" in title
+
+    drive(app, body, size=(120, 40))
