@@ -623,9 +623,11 @@ class EventStream:
 
     @staticmethod
     def _repair_torn_tail(path: Path) -> None:
-        """Cut a last line a kill left half-written (no newline): jq must read every line of the log.
+        """Close or cut a last line without its newline: jq must read every line of the log.
 
-        Nothing is lost by it: an event the journal committed is appended again whole by
+        A whole event (a kill between its last byte and the newline, or a copy that dropped the final
+        newline) is kept and closed: it may be one that no journal holds (an observed one). A half-written one
+        is cut; nothing is lost by it: an event the journal committed is appended again whole by
         :meth:`append_committed`, and one it did not commit described a step that is redone.
         """
         try:
@@ -639,9 +641,9 @@ class EventStream:
                 if tail.endswith(b"\n"):
                     return
                 cut = tail.rfind(b"\n")
-                if cut < 0 and back < size:
+                if (cut < 0 and back < size) or _seq_of(tail[cut + 1:]) is not None:
                     fh.seek(size)
-                    fh.write(b"\n")  # a line over a megabyte: keep it, close it
+                    fh.write(b"\n")  # a whole event, or a line over a megabyte: keep it, close it
                     return
                 fh.truncate(size - back + cut + 1 if cut >= 0 else 0)
         except OSError:

@@ -7,8 +7,9 @@ guardrails' and the command tools' own config models, which use job.py's helpers
 from __future__ import annotations
 
 from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from console.engine.guardrails import GuardrailsConfig
+from console.engine.guardrails import GuardrailsConfig, KnownTool
 from console.engine.job import (
     MAX_CONTEXT_WINDOW,
     ContextSection,
@@ -22,7 +23,7 @@ from console.engine.job import (
     parse_config_toml,
     read_config_text,
 )
-from console.engine.tools import BUILTIN_TOOL_NAMES
+from console.engine.tools import BUILTIN_TOOL_NAMES, default_registry
 from console.engine.tools.commands import CommandToolConfig, CommandTools, SandboxMode
 
 
@@ -68,6 +69,21 @@ class JobConfig(_Strict):
                 raise ValueError(f"tool {i + 1} is named '{t.name}', the name of a built-in tool; choose another")
         return tools
 
+    @model_validator(mode="after")
+    def _guardrails_name_its_tools(self) -> JobConfig:
+        # A guardrail naming a tool the job does not have (a typo) would gate nothing: every name must be a
+        # built-in tool or one of [[tools]], each error naming its key. Then read_before_write is bound to the
+        # registry: it governs every tool whose entry says it changes a file (Tool.modifies).
+        # The job's commands first: an error lists the tools in this order (and may be cut at its end).
+        known = {t.name: KnownTool() for t in self.tools}  # commands take no arguments
+        known.update({t.name: KnownTool(t.params, t.modifies) for t in default_registry().tools()})
+        problems = self.guardrails.tool_problems(known)
+        if problems:
+            raise ValidationError.from_exception_data(type(self).__name__, [
+                InitErrorDetails(type=PydanticCustomError("unknown_tool", "{why}", {"why": why}),
+                                 loc=("guardrails", *loc), input=None) for loc, why in problems])
+        self.guardrails = self.guardrails.bind_tools(known)
+        return self
 
 
 def load_job_config(paths: JobPaths) -> JobConfig:

@@ -82,7 +82,7 @@ def test_the_issue_example_validates_and_builds() -> None:
     status = guardrails.describe(T0)
     assert status == {
         "policies": [("read_before_write", "read_before_write",
-                      "write_file, edit_file of an existing file need a prior read_file of it"),
+                      "write_file, append_file, edit_file of an existing file need a prior read_file of it"),
                      ("sequential", "sequential", "publish <- test, build; build <- lint")],
         "feedback": [("Static", "static", "once when CHANGELOG.md appears", "when CHANGELOG.md appears"),
                      ("Deadline", "deadline", "every 30s", "at 12:00:30"),

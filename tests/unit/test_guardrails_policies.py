@@ -233,7 +233,7 @@ def test_names_are_unique_and_described() -> None:
     assert gate.describe() == [
         ("sequential", "sequential", "publish <- test, build; build <- lint"),
         ("read_before_write", "read_before_write",
-         "write_file, edit_file of an existing file need a prior read_file of it"),
+         "write_file, append_file, edit_file of an existing file need a prior read_file of it"),
         ("raising", "raising", ""),
     ]
     assert isinstance(ReadBeforeWritePolicy(), ToolPolicy)

@@ -27,6 +27,7 @@ from console.engine.guardrails.config import (
     DeadlineEntry,
     FilesCheck,
     GuardrailsConfig,
+    KnownTool,
     NoneCheck,
     PlanCheck,
     ReadBeforeWriteEntry,
@@ -60,6 +61,7 @@ from console.engine.guardrails.feedback_providers import (
 )
 from console.engine.guardrails.guardrails import Guardrails, GuardrailState
 from console.engine.guardrails.policies import (
+    FILE_CHANGING_TOOLS,
     GateVerdict,
     PolicyContext,
     PolicyDecision,
@@ -73,6 +75,7 @@ from console.engine.guardrails.policies import (
 )
 
 __all__ = [
+    "FILE_CHANGING_TOOLS",
     "BudgetState",
     "Budgets",
     "CompositeCheck",
@@ -97,6 +100,7 @@ __all__ = [
     "GuardrailState",
     "Guardrails",
     "GuardrailsConfig",
+    "KnownTool",
     "NoChecker",
     "NoneCheck",
     "Observation",

@@ -1,7 +1,9 @@
 """job.toml's ``[guardrails]`` table: declared by the operator on the job definition, never by the agent.
 
 Validated strictly, like the rest of job.toml: unknown keys, wrong types and unknown ``type`` values are
-errors naming the key; every number is bounded. Entries are discriminated on ``type``::
+errors naming the key; every number is bounded; every tool a policy names must be one of the job's (checked
+by job_config.JobConfig, which knows the tools: :meth:`GuardrailsConfig.tool_problems`). Entries are
+discriminated on ``type``::
 
     [guardrails]
     deadline = "45m"                 # from the job's first start; 90s, 45m, 1h30m, 2h, 1d or seconds
@@ -9,7 +11,7 @@ errors naming the key; every number is bounded. Entries are discriminated on ``t
     budget_usd = 5.0                 # US dollars, from the model's prices ([prices] in the config)
     max_completion_blocks = 5        # stops blocked by the completion check before the stop is let through
     [[guardrails.policies]]
-    type = "read_before_write"
+    type = "read_before_write"       # every tool that changes a file (Tool.modifies); write_tools narrows it
     [[guardrails.policies]]
     type = "sequential"
     dependencies = { publish = ["test", "build"], build = ["lint"] }
@@ -28,6 +30,9 @@ errors naming the key; every number is bounded. Entries are discriminated on ``t
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
 
 from pydantic import (
@@ -36,6 +41,7 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    PrivateAttr,
     StringConstraints,
     Tag,
     field_validator,
@@ -65,6 +71,7 @@ from console.engine.guardrails.feedback import (
 )
 from console.engine.guardrails.feedback_providers import DeadlineFeedback, StaticFeedbackProvider, StuckDetector
 from console.engine.guardrails.policies import (
+    FILE_CHANGING_TOOLS,
     PolicyGate,
     ReadBeforeWritePolicy,
     SequentialDependencyPolicy,
@@ -127,17 +134,38 @@ class _Strict(BaseModel):
 
 # -- policies --------------------------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class KnownTool:
+    """What a guardrail declaration may rely on about one tool of the job (from its registry entry)."""
+
+    params: frozenset[str] = frozenset()
+    modifies: str | None = None  # the argument naming the file it changes; None: it changes no file
+
+
+# A key below [guardrails] (("policies", 1, "dependencies")) and what is wrong there.
+Problem = tuple[tuple[str | int, ...], str]
+
+
+def _not_a_tool(name: str, known: Mapping[str, KnownTool]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return f"'{one_line(name, 64)}' is not a tool of this job{hint} (tools: {', '.join(known)})"
+
+
 class ReadBeforeWriteEntry(_Strict):
     type: Literal["read_before_write"] = "read_before_write"
     name: Name | None = None
     read_tools: list[ToolName] = Field(default_factory=lambda: ["read_file"], min_length=1, max_length=32)
-    write_tools: list[ToolName] = Field(default_factory=lambda: ["write_file", "edit_file"], min_length=1,
-                                        max_length=32)
+    # None: every tool that changes a file (bind_tools fills them in from the tool registry).
+    write_tools: list[ToolName] | None = Field(default=None, min_length=1, max_length=32)
     path_param: ParamName = "path"
+    # Set by bound(), not a key of job.toml: the argument naming the file, for a write tool whose registry
+    # entry names another than path_param.
+    _tool_params: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _disjoint(self) -> ReadBeforeWriteEntry:
-        both = sorted(set(self.read_tools) & set(self.write_tools))
+        both = sorted(set(self.read_tools) & set(self.write_tools or FILE_CHANGING_TOOLS))
         if both:
             raise ValueError(f"a tool cannot be both a read and a write tool: {', '.join(both)}")
         return self
@@ -146,9 +174,38 @@ class ReadBeforeWriteEntry(_Strict):
     def effective_name(self) -> str:
         return self.name or self.type
 
+    def tool_problems(self, known: Mapping[str, KnownTool]) -> list[Problem]:
+        problems: list[Problem] = []
+        for tool in dict.fromkeys(self.read_tools):
+            if tool not in known:
+                problems.append((("read_tools",), _not_a_tool(tool, known)))
+            elif self.path_param not in known[tool].params:
+                problems.append((("read_tools",), f"'{tool}' has no '{self.path_param}' argument: "
+                                                  "read_before_write could not tell which file it reads"))
+        writers = [t for t, k in known.items() if k.modifies is not None]
+        if self.write_tools is None:  # every writer: none of them may be a read tool too
+            problems += [(("read_tools",), f"'{t}' changes a file: it cannot be a read tool")
+                         for t in dict.fromkeys(self.read_tools) if t in writers]
+        for tool in dict.fromkeys(self.write_tools or ()):
+            if tool not in known:
+                problems.append((("write_tools",), _not_a_tool(tool, known)))
+            elif known[tool].modifies is None:
+                problems.append((("write_tools",), f"'{tool}' changes no file; the tools that do: "
+                                                   f"{', '.join(writers)}"))
+        return problems
+
+    def bound(self, known: Mapping[str, KnownTool]) -> ReadBeforeWriteEntry:
+        """This entry governing, when it names no write tools, every tool that changes a file; each write tool
+        keyed by the argument its registry entry says names that file."""
+        writers = self.write_tools or [t for t, k in known.items() if k.modifies is not None]
+        entry = self.model_copy(update={"write_tools": list(writers)})
+        entry._tool_params = {t: m for t in writers if (m := known[t].modifies) is not None and m != self.path_param}
+        return entry
+
     def build(self) -> ToolPolicy:
-        return ReadBeforeWritePolicy(self.effective_name, tuple(self.read_tools), tuple(self.write_tools),
-                                     self.path_param)
+        return ReadBeforeWritePolicy(self.effective_name, tuple(self.read_tools),
+                                     tuple(self.write_tools or FILE_CHANGING_TOOLS), self.path_param,
+                                     self._tool_params)
 
 
 class SequentialEntry(_Strict):
@@ -171,6 +228,12 @@ class SequentialEntry(_Strict):
     @property
     def effective_name(self) -> str:
         return self.name or self.type
+
+    def tool_problems(self, known: Mapping[str, KnownTool]) -> list[Problem]:
+        # A dependency on a tool that does not exist can never be met, and a gate on one is never asked: a
+        # typo here would block a tool for ever or gate nothing.
+        named = [t for tool, reqs in self.dependencies.items() for t in (tool, *reqs)]
+        return [(("dependencies",), _not_a_tool(t, known)) for t in dict.fromkeys(named) if t not in known]
 
     def build(self) -> ToolPolicy:
         return SequentialDependencyPolicy(self.dependencies, name=self.effective_name)
@@ -349,6 +412,18 @@ class GuardrailsConfig(_Strict):
             raise ValueError(f"the name '{StuckEntry.DEFAULT_NAME}' belongs to the default stuck detector: choose "
                              "another name (or add a type = \"stuck\" entry to configure the detector)")
         return entries
+
+    def tool_problems(self, known: Mapping[str, KnownTool]) -> list[Problem]:
+        """Every tool these declarations name that the job does not have (``known``: the built-in tools and its
+        ``[[tools]]``), or that cannot do what the declaration needs; each with its key below [guardrails]."""
+        return [(("policies", i, *loc), why) for i, entry in enumerate(self.policies)
+                for loc, why in entry.tool_problems(known)]
+
+    def bind_tools(self, known: Mapping[str, KnownTool]) -> GuardrailsConfig:
+        """These guardrails with every read_before_write entry bound to the job's tools (see
+        :meth:`ReadBeforeWriteEntry.bound`); call it once :meth:`tool_problems` found none."""
+        policies = [e.bound(known) if isinstance(e, ReadBeforeWriteEntry) else e for e in self.policies]
+        return self.model_copy(update={"policies": policies})
 
     @property
     def deadline_seconds(self) -> float | None:

@@ -24,6 +24,11 @@ MAX_POLICY_KEYS = 10_000
 # Tool names come from the registry and job.toml, so this is never reached in practice; it bounds a state
 # file read back from disk.
 MAX_POLICY_TOOLS = 1_000
+# The built-in tools that change a file, for a ReadBeforeWritePolicy made without naming its write tools. A
+# job's policies name them from the tool registry instead (each tool declares the argument naming the file it
+# changes: Tool.modifies; see GuardrailsConfig.bind_tools), and a test checks that the two agree. This package
+# cannot import the tools: they import the runtime, which imports the guardrails.
+FILE_CHANGING_TOOLS = ("write_file", "append_file", "edit_file")
 
 
 @dataclass(frozen=True)
@@ -180,7 +185,8 @@ class SequentialDependencyPolicy:
 
 
 class ReadBeforeWritePolicy:
-    """An existing file must be read before it is overwritten; new files are free (seed 002).
+    """An existing file must be read before a tool changes it (writes, appends to or edits it); new files are
+    free (seed 002).
 
     Keys are normalized paths, so ``./a//b.txt`` and ``a/b.txt`` are one file. Decisions:
 
@@ -195,27 +201,33 @@ class ReadBeforeWritePolicy:
     kind = "read_before_write"
 
     def __init__(self, name: str = "read_before_write", read_tools: Sequence[str] = ("read_file",),
-                 write_tools: Sequence[str] = ("write_file", "edit_file"), path_param: str = "path") -> None:
+                 write_tools: Sequence[str] = FILE_CHANGING_TOOLS, path_param: str = "path",
+                 tool_params: Mapping[str, str] | None = None) -> None:
         self.name = name
         self.read_tools = tuple(read_tools)
         self.write_tools = tuple(write_tools)
         self.path_param = path_param
+        # The argument naming the file, for a tool whose is not ``path_param`` (from the tool registry).
+        self.tool_params = dict(tool_params or {})
         self._knowing_tools = (*self.read_tools, *self.write_tools)
 
     def governs(self, tool: str) -> bool:
         return tool in self.read_tools or tool in self.write_tools
 
-    def _path(self, params: Any) -> str | None:
-        value = params.get(self.path_param) if isinstance(params, Mapping) else None
+    def _param(self, tool: str) -> str:
+        return self.tool_params.get(tool, self.path_param)
+
+    def _path(self, tool: str, params: Any) -> str | None:
+        value = params.get(self._param(tool)) if isinstance(params, Mapping) else None
         return value if isinstance(value, str) and value else None
 
     def check(self, tool: str, params: Mapping[str, Any], *, context: PolicyContext) -> PolicyDecision:
         if tool not in self.write_tools:
             return PolicyDecision.allow()  # reading is always allowed: it is what this policy asks for
-        path = self._path(params)
+        path = self._path(tool, params)
         if path is None:
             return PolicyDecision.deny(
-                f"{tool} needs a '{self.path_param}' string argument: the read-before-write policy cannot tell "
+                f"{tool} needs a '{self._param(tool)}' string argument: the read-before-write policy cannot tell "
                 "which file it would write")
         key = context.world.normalize(path)
         if key is None:
@@ -233,7 +245,7 @@ class ReadBeforeWritePolicy:
     def on_result(self, tool: str, params: Mapping[str, Any], ok: bool, *, context: PolicyContext) -> PolicyState:
         if not ok or not self.governs(tool):
             return context.state
-        path = self._path(params)
+        path = self._path(tool, params)
         key = context.world.normalize(path) if path is not None else None
         return context.state.with_key(tool, key) if key is not None else context.state
 

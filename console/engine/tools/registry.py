@@ -119,6 +119,19 @@ class Tool(Generic[A]):
     handler: Callable[[Runtime, A], ToolOutcome | str]
     # One line for the system prompt's tool guide (layer 3); the schema carries the rest.
     summary: str = ""
+    # The argument naming the file this tool changes, None if it changes none. Declared here, beside the
+    # handler, so a new tool that writes files cannot be forgotten by the guardrails: read_before_write
+    # governs every tool that declares it (guardrails/config.py).
+    modifies: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.modifies is not None and self.modifies not in self.args.model_fields:
+            raise ValueError(f"tool {self.name}: modifies={self.modifies!r} is not one of its arguments")
+
+    @property
+    def params(self) -> frozenset[str]:
+        """The names of its arguments."""
+        return frozenset(self.args.model_fields)
 
     def spec(self) -> ToolSpec:
         return ToolSpec(name=self.name, description=self.description, parameters=clean_schema(self.args))
@@ -199,6 +212,9 @@ class ToolRegistry:
     @property
     def names(self) -> list[str]:
         return list(self._tools)
+
+    def tools(self) -> list[Tool[Any]]:
+        return list(self._tools.values())
 
     def specs(self) -> list[ToolSpec]:
         # Built once: identical tool definitions every turn keep the prompt prefix cacheable.
