@@ -139,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--script", type=Path, metavar="FILE",
                      help="replay exact turns from FILE (JSON list or JSON Lines) with the scripted provider")
     run.add_argument("--max-restarts", type=int, metavar="N", help="end the run after N context restarts")
+    run.add_argument("--unconfined", action="store_true",
+                     help="run the job's [[tools]] commands WITHOUT a sandbox for this run (they see everything you "
+                          "can and reach the network; still bounded in time, processes, memory and folder size)")
     run.add_argument("--no-auto-restart", action="store_true",
                      help="when the context is full, wait for `agent-console approve JOB` before restarting")
 
@@ -286,7 +289,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         rs = resolve_run_settings(settings, job, provider=args.provider, model=args.model, base_url=args.base_url,
                                   speed=args.speed, max_turns=args.max_turns, context_window=args.context_window,
                                   max_restarts=args.max_restarts,
-                                  auto_restart=False if args.no_auto_restart else None)
+                                  auto_restart=False if args.no_auto_restart else None,
+                                  unconfined=args.unconfined or None)
         if args.script is not None and rs.provider != "scripted":
             raise ValueError("--script replays turns with the scripted provider only")
         if args.script is not None:

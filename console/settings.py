@@ -35,6 +35,7 @@ from console.engine.job import (
 )
 from console.engine.job_config import JobConfig, ModelPrice
 from console.engine.run_settings import RunSettings
+from console.engine.tools.limits import SandboxCaps, WorldError, resolve_world
 from console.providers import registry
 
 APP_NAME = "agent-console"
@@ -149,6 +150,8 @@ class Settings(BaseSettings):
     retry_after_cap: float = Field(default=300.0, ge=0, le=24 * 3600)
     idle_timeout: float = Field(default=120.0, gt=0, le=24 * 3600)
     turn_timeout: float = Field(default=1800.0, gt=0, le=7 * 24 * 3600)
+    # The most any job's [sandbox] may ask for its commands ([sandbox_limits] in the config file).
+    sandbox_limits: SandboxCaps = Field(default_factory=SandboxCaps)
 
     @field_validator("provider")
     @classmethod
@@ -233,7 +236,15 @@ def resolve_run_settings(settings: Settings, job: JobConfig, **flags: Any) -> Ru
     overrides.update({name: entry.model_dump(exclude_none=True) for name, entry in job.prices.items()})
     info = registry.model_info(provider, model, overrides)
     window, window_source = _window(settings, job, flags, info, provider)
-    flags = {k: v for k, v in flags.items() if k not in ("provider", "model", "context_window")}
+    unconfined = bool(flags.get("unconfined"))
+    flags = {k: v for k, v in flags.items() if k not in ("provider", "model", "context_window", "unconfined")}
+    max_job_mb = job.limits.max_job_mb or settings.max_job_mb
+    try:
+        # The data dir (every run, jobs.db) and the config folder (keys) stay hidden from every command.
+        world = resolve_world(job.sandbox, settings.sandbox_limits, max_job_mb=max_job_mb, unconfined=unconfined,
+                              hide=(str(settings.data_dir), str(config_path().parent)))
+    except WorldError as exc:
+        raise JobError(f"job.toml: {exc}") from None
     rs = RunSettings(
         provider=provider,
         model=model,
@@ -249,10 +260,10 @@ def resolve_run_settings(settings: Settings, job: JobConfig, **flags: Any) -> Ru
         auto_restart=job.limits.auto_restart if job.limits.auto_restart is not None else settings.auto_restart,
         summary=job.context.summary or settings.summary,
         max_write_mb=job.limits.max_write_mb or settings.max_write_mb,
-        max_job_mb=job.limits.max_job_mb or settings.max_job_mb,
+        max_job_mb=max_job_mb,
         guardrails=job.guardrails,
         tools=tuple(job.tools),
-        sandbox=job.sandbox,
+        commands=world,
         retry_total_wait=settings.retry_total_wait,
         retry_after_cap=settings.retry_after_cap,
         idle_timeout=settings.idle_timeout,

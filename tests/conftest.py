@@ -17,6 +17,9 @@ from console.engine.store import JobStore
 from console.engine.supervisor import Supervisor
 from console.providers.scripted import ScriptedProvider, ScriptedTurn
 
+# The fixtures of the job-declared commands' tests (bubblewrap, a runtime), shared by unit and integration tests.
+from tests.commands_support import bwrap, conf, make_rt, rt  # noqa: F401
+
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_jobs"
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from console.engine import events as ev
@@ -33,7 +34,7 @@ from console.engine.guardrails import (
     ToolCallSummary,
     render_feedback,
 )
-from console.engine.guardrails.budgets import format_duration
+from console.engine.guardrails.budgets import WRAP_UP_SECONDS, format_duration
 from console.engine.job import one_line
 from console.engine.messages import Message, ToolCall
 from console.engine.plan import Plan, PlanError
@@ -138,9 +139,12 @@ class Enforcer:
         if st.exhausted is not None:
             st.exhausted, wrap = None, st.wrap_up_turns
             if self.g.exhausted(now) is None:
-                st.wrap_up_turns = 0
+                st.wrap_up_turns, st.wrap_up_until = 0, None
             else:
                 st.wrap_up_turns = wrap
+                if st.wrap_up_until is not None:
+                    # Resumed in (or after) the wrap-up turn: the operator's resume gives it its time again.
+                    st.wrap_up_until = now + timedelta(seconds=WRAP_UP_SECONDS)
         # A new run is the operator's decision to go on: refused stops count from zero again.
         if self.g.completion_blocks > self.g.max_completion_blocks:
             self.g.completion_blocks = 0
@@ -163,6 +167,20 @@ class Enforcer:
         if st.exhausted is None or st.wrap_up_turns < 1:
             return None
         return self.why(st.exhausted)
+
+    def cut_at(self) -> datetime | None:
+        """When work in flight (a model call, a command) must be cut: the deadline, or once a spent budget has
+        granted the wrap-up turn, the end of that turn's time. None: nothing bounds a turn."""
+        st = self.g.budget_state
+        if st.wrap_up_until is not None:
+            return st.wrap_up_until
+        deadline = self.g.budgets.deadline(st)
+        return deadline.expires_at if deadline is not None else None
+
+    def seconds_to_cut(self) -> float | None:
+        """Seconds until :meth:`cut_at` (negative once past), None without one."""
+        at = self.cut_at()
+        return None if at is None else (at - self.clock.now()).total_seconds()
 
     # -- the tool gate ---------------------------------------------------------------------------
     def gate(self, turn: int, call_id: str, tool: str, params: Mapping[str, Any]) -> str | None:
@@ -230,6 +248,7 @@ class Enforcer:
         if st.wrap_up_turns >= 1:
             return None, self.why(kind)
         st.wrap_up_turns += 1
+        st.wrap_up_until = self.clock.now() + timedelta(seconds=WRAP_UP_SECONDS)
         self._changed()
         return WRAP_UP[kind].format(limit=self._shown_limit(kind)), None
 

@@ -362,6 +362,25 @@ class GuardrailsStatus(EventBase):
     tools: list[str] = Field(default_factory=list)
 
 
+class CommandSandbox(EventBase):
+    """What the job's declared commands see and the bounds they run within: the run's header, at every start."""
+
+    type: Literal["command_sandbox"] = "command_sandbox"
+    # "confined": by bubblewrap; "unconfined": the operator's run --unconfined; "refused": no sandbox works here
+    # (every call is refused until one does).
+    mode: Literal["confined", "unconfined", "refused"]
+    # The bubblewrap used ("bubblewrap 0.11.0 (bundled with agent-console)"), or why none works.
+    tool: str = ""
+    # "cgroup v1" / "cgroup v2" (the whole tree's memory and processes), or "rlimits" (per process).
+    bounds_by: str = ""
+    network: bool = False
+    read_only: list[str] = Field(default_factory=list)
+    limits: dict[str, float] = Field(default_factory=dict)
+    commands: list[str] = Field(default_factory=list)
+    # The paragraph every view shows.
+    text: str = ""
+
+
 class OperatorCommand(EventBase):
     type: Literal["operator_command"] = "operator_command"
     command: str
@@ -442,6 +461,7 @@ Event = Annotated[
     | BudgetExhausted
     | StuckDetected
     | GuardrailsStatus
+    | CommandSandbox
     | OperatorCommand
     | JobCompleted
     | MemoryUpdated

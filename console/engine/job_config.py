@@ -6,7 +6,9 @@ guardrails' and the command tools' own config models, which use job.py's helpers
 
 from __future__ import annotations
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from typing import Annotated
+
+from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from console.engine.guardrails import GuardrailsConfig, KnownTool
@@ -24,7 +26,8 @@ from console.engine.job import (
     read_config_text,
 )
 from console.engine.tools import BUILTIN_TOOL_NAMES, default_registry
-from console.engine.tools.commands import CommandToolConfig, CommandTools, SandboxMode
+from console.engine.tools.commands import CommandToolConfig, CommandTools
+from console.engine.tools.limits import SandboxSection, legacy_mode
 
 
 class ModelPrice(_Strict):
@@ -55,8 +58,9 @@ class JobConfig(_Strict):
     guardrails: GuardrailsConfig = Field(default_factory=GuardrailsConfig)
     # ...and the commands the agent may run (never written by the agent: job.toml is protected).
     tools: CommandTools = Field(default_factory=list)
-    # "required": refuse to run the job's commands where they cannot be confined.
-    sandbox: SandboxMode = "auto"
+    # What the commands may see and use beyond the defaults (extra read-only paths, the network, bounds).
+    # The old string form (sandbox = "auto" / "required") is read as the default: confined, failing closed.
+    sandbox: Annotated[SandboxSection, BeforeValidator(legacy_mode)] = Field(default_factory=SandboxSection)
     # Prices and windows of models the registry does not know (or knows wrongly): [prices."MODEL"].
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
 

@@ -155,12 +155,20 @@ def call_limits(st: RunSettings) -> CallLimits:
                       retry_total_wait=st.retry_total_wait, retry_after_cap=st.retry_after_cap)
 
 
+class DeadlineCut(Exception):
+    """The run's deadline (or the wrap-up turn's time) came while the model was being asked."""
+
+
 def operator_tick(deps: SessionDeps) -> None:
-    """While the model is asked: a stop or a pause acts now (raises Aborted / Paused)."""
+    """While the model is asked: a stop or a pause acts now (raises Aborted / Paused), and the deadline cuts
+    the call (raises DeadlineCut)."""
     try:
         deps.operator.apply(deps.runtime, streaming=True, asking=True)
     finally:
         deps.runtime.events.observe()  # a stop's confirmation must reach `agent-console stop` now
+    left = deps.runtime.guards.seconds_to_cut()
+    if left is not None and left <= 0:
+        raise DeadlineCut
 
 
 def stream_turn(deps: SessionDeps, turn: int, request: ModelRequest, streamed: list[int] | None = None) -> TurnOutput:
@@ -217,7 +225,12 @@ def dispatch(deps: SessionDeps, turn: int, call: ToolCall) -> ToolOutcome:
     parsed = deps.registry.parse(call)
     params: dict[str, Any] | None = None
     refusal: str | None = None
-    if isinstance(parsed, ToolOutcome):
+    left = rt.guards.seconds_to_cut()
+    if left is not None and left <= 0:
+        # The deadline passed during this turn: the rest of its calls are not run (the run winds down).
+        outcome = ToolOutcome(False, f"{call.name} was not run: the job's time is up (its deadline passed during "
+                                     "this turn); the run is winding down.")
+    elif isinstance(parsed, ToolOutcome):
         outcome = parsed
     elif (refusal := rt.guards.gate(turn, call.id, (tool := parsed[0]).name,
                                     params := parsed[1].model_dump())) is not None:
@@ -399,6 +412,14 @@ class Session:
                 return self.end(ShutdownReason.USER_SHUTDOWN, "stopped by the operator during a turn")
             except Paused:
                 self.unask()  # asked again, under the same number, once the operator resumes
+                continue
+            except DeadlineCut:
+                # The half reply is dropped; the budgets' check at the top of the loop grants the wrap-up turn
+                # (or, if this was it, ends the run).
+                self.unask()
+                rt.events.emit(ev.ErrorEvent, message="the model's reply was cut: the job's time is up",
+                               where="budget", recoverable=True)
+                rt.events.observe()
                 continue
             except ProviderError as exc:
                 if (ended := self.failed(exc)) is None:

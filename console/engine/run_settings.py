@@ -7,12 +7,13 @@ settings machinery, and a test or a benchmark builds one directly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from console.engine.cost import Prices
 from console.engine.guardrails import GuardrailsConfig
-from console.engine.tools.commands import CommandToolConfig, SandboxMode
+from console.engine.tools.commands import CommandToolConfig
+from console.engine.tools.limits import CommandWorld
 
 
 @dataclass(frozen=True)
@@ -32,10 +33,11 @@ class RunSettings:
     summary: Literal["deterministic", "llm"] = "deterministic"
     max_write_mb: float = 4.0  # the most one tool call may write
     max_job_mb: float = 1024.0  # the most the job folder may hold
-    # The job definition's constraints (job.toml): guardrails, the commands it declares, their confinement.
+    # The job definition's constraints (job.toml): guardrails, the commands it declares, and the world those
+    # commands run in (what they see, their bounds; job.toml's [sandbox] within the operator's caps).
     guardrails: GuardrailsConfig | None = None
     tools: tuple[CommandToolConfig, ...] = ()
-    sandbox: SandboxMode = "auto"
+    commands: CommandWorld = field(default_factory=CommandWorld)
     # The model's prices (None: unknown, so costs are not shown) and where the window figure came from
     # ("job.toml", "--context-window", "registry: gpt-4.1", ...), for the console.
     prices: Prices | None = None

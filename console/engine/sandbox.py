@@ -474,6 +474,11 @@ class Sandbox:
     def job_bytes(self) -> int:
         return self._ensure_total()
 
+    def set_job_bytes(self, total: int) -> None:
+        """The folder's size as measured by someone else (a command changed files behind the file tools)."""
+        with self._lock:
+            self._total = max(0, total)
+
     def clean_tmp(self) -> int:
         """Delete temp files a killed write left behind (call at start, before any write); return how many."""
         removed = 0

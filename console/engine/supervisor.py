@@ -54,7 +54,10 @@ from console.engine.state import (
 )
 from console.engine.store import JobStore
 from console.engine.tools import BUILTIN_TOOL_NAMES, ToolRegistry, default_registry
-from console.engine.tools.commands import Confinement, build_command_tools, confinement_notice, detect_confinement
+from console.engine.tools.cgroups import find_cgroups, sweep_stale
+from console.engine.tools.commands import build_command_tools
+from console.engine.tools.confine import Bwrap, find_bwrap
+from console.engine.tools.limits import describe_world
 
 STATUS_FOR = {
     ShutdownReason.JOB_COMPLETE: "completed",
@@ -116,11 +119,8 @@ class Supervisor:
         # The job definition's guardrails and declared commands (job.toml; the agent cannot change them).
         self.guardrails = (build_guardrails(settings.guardrails) if settings.guardrails is not None
                            else default_guardrails())
-        self.confinement: Confinement | None = None
         if settings.tools:
-            self.confinement = detect_confinement()
-            commands = build_command_tools(settings.tools, settings.sandbox, self.confinement,
-                                           reserved=BUILTIN_TOOL_NAMES)
+            commands = build_command_tools(settings.tools, settings.commands, reserved=BUILTIN_TOOL_NAMES)
             base = [t for n in self.registry.names if (t := self.registry.get(n)) is not None]
             self.registry = ToolRegistry([*base, *commands])
         self.operator = OperatorState(channel or ControlChannel(paths.inbox))
@@ -241,19 +241,38 @@ class Supervisor:
         self._store("started", self.paths.root.name, self.provider.name, self.provider.model, self.clock.now())
 
     def _start_guardrails(self, rt: Runtime) -> None:
-        """The guardrails' clock starts (once per job), the operator hears once how commands are confined,
-        and the console gets what guards the run."""
+        """The guardrails' clock starts (once per job), the operator reads what the job's commands see and
+        their bounds (the run's header), and the console gets what guards the run."""
         rt.should_stop = lambda: self.operator.stop_requested
-        if self.settings.tools and self.confinement is not None:
-            rt.guards.command_tools = [t.name for t in self.settings.tools]
-            rt.guards.confinement = ("bubblewrap" if self.confinement.kind == "bubblewrap"
-                                     else "refused (no sandbox here)" if self.settings.sandbox == "required"
-                                     else "none (unconfined)")
-            notice = confinement_notice(self.settings.sandbox, self.confinement, self.settings.tools)
-            if notice is not None:
-                self.events.emit(ev.ErrorEvent, message=notice, where="commands", recoverable=True)
+        if self.settings.tools:
+            self._announce_commands(rt)
         rt.guards.start(priced=self.settings.prices is not None)
         rt.guards.status(force=True)
+
+    def _announce_commands(self, rt: Runtime) -> None:
+        world = self.settings.commands
+        sweep_stale()  # cgroups a killed run left behind: what still runs in them is killed
+        cg = find_cgroups()
+        bounds_by = cg.label if cg is not None else "rlimits"
+        names = [t.name for t in self.settings.tools]
+        limits = {k: float(v) for k, v in vars(world.limits).items()} | {"max_job_mb": float(world.max_job_mb)}
+        memory_by = "cgroup" if cg is not None else "rlimit"
+        if world.unconfined:
+            mode, tool, text = "unconfined", "", describe_world(world, memory_by=memory_by)
+        else:
+            found = find_bwrap()
+            if isinstance(found, Bwrap):
+                mode, tool = "confined", found.label
+                text = describe_world(world, tool=found.label, memory_by=memory_by)
+            else:
+                mode, tool = "refused", found
+                text = (f"commands ({', '.join(names)}) are refused: no sandbox works here ({found}); each call "
+                        "tries again. Install bubblewrap, or run --unconfined to run them without one.")
+        rt.guards.command_tools = names
+        rt.guards.confinement = {"confined": tool, "unconfined": "UNCONFINED (run --unconfined)",
+                                 "refused": "refused: no sandbox works here"}[mode]
+        self.events.emit(ev.CommandSandbox, mode=mode, tool=tool, bounds_by=bounds_by, network=world.network,
+                         read_only=list(world.read_only), limits=limits, commands=names, text=text)
 
     def _await_restart_decision(self, result: SessionResult, carry_tokens: int) -> str:
         op, rt = self.operator, self._rt

@@ -250,8 +250,9 @@ def test_an_exhausted_deadline_bypasses_the_check_and_ends_the_run(make_job, clo
     paths = make_job()
     script = [T(calls=[C(name="list_files")]), T(calls=[C(name="list_files")]),
               T(calls=[complete()]), T(error="never asked")]
+    # Each turn takes 400 s, but the wrap-up turn's reply comes within its time (WRAP_UP_SECONDS).
     sup, result, provider = run(paths, script, clock, tmp_path, guardrails=guardrails(deadline="10m"),
-                                before=lambda n: clock.advance(400))
+                                before=lambda n: clock.advance(400 if n < 3 else 10))
     evs = events(paths)
     (spent,) = [e for e in evs if isinstance(e, ev.BudgetExhausted)]
     assert spent.budget == "deadline" and spent.limit == 600
@@ -262,6 +263,23 @@ def test_an_exhausted_deadline_bypasses_the_check_and_ends_the_run(make_job, clo
     assert sup.store.get(paths.root).status == "out of budget"
     wrap = provider.requests[2].messages[-1]
     assert wrap.meta.get("kind") == "wrap_up" and "deadline" in wrap.content
+    assert len(provider.requests) == 3
+
+
+def test_a_wrap_up_turn_that_takes_too_long_is_cut_and_the_run_ends(make_job, clock, tmp_path) -> None:
+    """A model still writing its wrap-up reply when the wrap-up turn's time is up is cut: the run ends (out of
+    budget), instead of waiting on it without bound."""
+    paths = make_job()
+    script = [T(calls=[C(name="list_files")]), T(calls=[C(name="list_files")]),
+              T(calls=[complete()]), T(error="never asked")]
+    sup, result, provider = run(paths, script, clock, tmp_path, guardrails=guardrails(deadline="10m"),
+                                before=lambda n: clock.advance(400))
+    evs = events(paths)
+    assert result.reason is ShutdownReason.BUDGET_EXHAUSTED and "deadline passed" in result.detail
+    assert not [e for e in evs if isinstance(e, ev.JobCompleted)]
+    cut = [e for e in evs if isinstance(e, ev.ErrorEvent) and e.where == "budget"]
+    # The second turn is cut at the deadline, the wrap-up turn at the end of its time.
+    assert [e.message for e in cut] == ["the model's reply was cut: the job's time is up"] * 2
     assert len(provider.requests) == 3
 
 

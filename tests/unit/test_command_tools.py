@@ -7,133 +7,35 @@ The confinement tests need bubblewrap. Without it they are skipped with the reas
 from __future__ import annotations
 
 import os
-import shutil
 import socket
-import sys
 import tempfile
 import time
 import tracemalloc
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
-from pydantic import Field, ValidationError
+from pydantic import BeforeValidator, Field, ValidationError
 
 from console.engine import events as ev
-from console.engine.job import JobPaths, _Strict, format_validation_error
+from console.engine.job import _Strict, format_validation_error
 from console.engine.messages import ToolCall
 from console.engine.runtime import Runtime
-from console.engine.tools.commands import (
-    CommandToolConfig,
-    CommandTools,
-    Confinement,
-    SandboxMode,
-    build_command_tools,
-    confinement_notice,
-    detect_confinement,
-)
+from console.engine.tools import confine
+from console.engine.tools.commands import CommandToolConfig, CommandTools, build_command_tools
+from console.engine.tools.confine import HOME, SANDBOX_PATH, Bwrap, find_bwrap
+from console.engine.tools.limits import CommandWorld, SandboxSection, legacy_mode
 from console.engine.tools.registry import ToolOutcome, ToolRegistry
-
-
-def _python_outside_tmp() -> str:
-    """A Python the sandbox can see: it mounts a private, empty /tmp, so a venv under /tmp (a CI checkout
-    there) is invisible inside; the system's python3 is not (the commands use nothing but the stdlib)."""
-    if not sys.executable.startswith("/tmp/"):
-        return sys.executable
-    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3", shutil.which("python3") or ""):
-        if candidate and not candidate.startswith("/tmp/") and os.access(candidate, os.X_OK):
-            return candidate
-    return sys.executable
-
-
-PY = _python_outside_tmp()
-NONE = Confinement("none", "forced by the test")
+from tests.commands_support import CONFINED, UNCONFINED, alive, call, my_children, py
 
 
 class _Job(_Strict):
     """The part of JobConfig this feature adds, to test how its errors are named."""
 
     tools: CommandTools = Field(default_factory=list)
-    sandbox: SandboxMode = "auto"
-
-
-@pytest.fixture(scope="module")
-def bwrap() -> Confinement:
-    found = detect_confinement()
-    if found.kind != "bubblewrap":
-        why = f"bubblewrap confinement is not available here: {found.detail} (Debian/Ubuntu: apt install bubblewrap)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(why)
-        pytest.skip(why)
-    return found
-
-
-@pytest.fixture(params=["bubblewrap", "none"])
-def conf(request: pytest.FixtureRequest) -> Confinement:
-    if request.param == "none":
-        return NONE
-    return request.getfixturevalue("bwrap")
-
-
-@pytest.fixture
-def make_rt(tmp_path: Path, clock) -> Callable[..., Runtime]:
-    def make(root: Path | None = None, files: dict[str, str] | None = None, link: Path | None = None) -> Runtime:
-        root = root or tmp_path / "job"
-        root.mkdir(parents=True, exist_ok=True)
-        files = {"instructions.md": "# Task\n", **(files or {})}
-        for rel, text in files.items():
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            (root / rel).write_text(text, encoding="utf-8")
-        if link is not None:
-            link.symlink_to(root, target_is_directory=True)
-        paths = JobPaths(link or root)
-        return Runtime(paths, clock, ev.EventStream(paths.events, clock))
-
-    return make
-
-
-@pytest.fixture
-def rt(make_rt) -> Runtime:
-    return make_rt()
-
-
-def call(rt: Runtime, command: list[str], confinement: Confinement, mode: SandboxMode = "auto",
-         **cfg: Any) -> ToolOutcome:
-    """One call through the registry, as the loop dispatches it."""
-    config = CommandToolConfig(name=cfg.pop("name", "cmd"), description="a test command", command=command, **cfg)
-    reg = ToolRegistry(build_command_tools([config], mode, confinement))
-    parsed = reg.parse(ToolCall(id="c1", name=config.name, arguments="{}"))
-    assert not isinstance(parsed, ToolOutcome), parsed
-    return reg.run(rt, *parsed)
-
-
-def py(code: str, *args: str) -> list[str]:
-    return [PY, "-c", code, *args]
-
-
-def alive(marker: str) -> list[int]:
-    """Live (non-zombie) processes whose command line contains ``marker``."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    found.append(int(pid))
-            except OSError:
-                continue
-    return found
-
-
-def my_children() -> list[str]:
-    out: list[str] = []
-    for task in os.listdir(f"/proc/{os.getpid()}/task"):
-        try:
-            out += Path(f"/proc/{os.getpid()}/task/{task}/children").read_text().split()
-        except OSError:
-            continue
-    return out
+    sandbox: Annotated[SandboxSection, BeforeValidator(legacy_mode)] = Field(default_factory=SandboxSection)
 
 
 # Tries each action and prints one line per action: "label OK" or "label DENIED <errno name>".
@@ -155,7 +57,7 @@ def results(out: ToolOutcome) -> dict[str, str]:
 
 # -- config ------------------------------------------------------------------------------------------------
 def test_config_defaults_and_a_good_table() -> None:
-    job = _Job.model_validate({"sandbox": "required", "tools": [
+    job = _Job.model_validate({"sandbox": {"network": True, "memory_mb": 2048}, "tools": [
         {"name": "lint", "description": "Run the linter.", "command": ["ruff", "check", "."]},
         {"name": "tests", "description": "Run the tests.", "command": ["pytest", "-q"], "timeout": 600,
          "max_output_kb": 256, "env": {"PYTHONHASHSEED": "0"}},
@@ -163,7 +65,10 @@ def test_config_defaults_and_a_good_table() -> None:
     lint, tests = job.tools
     assert (lint.timeout, lint.max_output_kb, lint.env) == (120, 64, {})
     assert (tests.timeout, tests.max_output_kb, tests.env) == (600.0, 256, {"PYTHONHASHSEED": "0"})
-    assert job.sandbox == "required"
+    assert job.sandbox.network and job.sandbox.memory_mb == 2048 and job.sandbox.read_only == []
+    # The old string form reads as the default (confined, failing closed), never as "unconfined".
+    assert _Job.model_validate({"sandbox": "auto"}).sandbox == SandboxSection()
+    assert _Job.model_validate({"sandbox": "required"}).sandbox == SandboxSection()
 
 
 GOOD = {"name": "lint", "description": "Run the linter.", "command": ["ruff", "check", "."]}
@@ -195,14 +100,17 @@ def test_config_duplicate_names_and_sandbox_mode() -> None:
     with pytest.raises(ValidationError) as info:
         _Job.model_validate({"tools": [GOOD, GOOD]})
     assert "key 'tools': " in (text := format_validation_error("job.toml", info.value)) and "two tools" in text
-    with pytest.raises(ValidationError) as info:
-        _Job.model_validate({"sandbox": "strict"})
-    assert "key 'sandbox'" in format_validation_error("job.toml", info.value)
+    for bad, key in (({"sandbox": "strict"}, "sandbox"), ({"sandbox": {"netwrok": True}}, "sandbox.netwrok"),
+                     ({"sandbox": {"memory_mb": "lots"}}, "sandbox.memory_mb"),
+                     ({"sandbox": {"read_only": ["relative/path"]}}, "sandbox.read_only")):
+        with pytest.raises(ValidationError) as info:
+            _Job.model_validate(bad)
+        assert f"key '{key}'" in format_validation_error("job.toml", info.value), bad
 
 
 def test_tools_take_no_arguments_and_have_a_guide_line() -> None:
     config = CommandToolConfig(**GOOD)
-    [tool] = build_command_tools([config], "auto", NONE)
+    [tool] = build_command_tools([config], CONFINED)
     assert tool.description == "Run the linter."
     assert tool.summary == "run `ruff check .` (job-declared command)"
     assert tool.spec().parameters == {"type": "object", "properties": {}, "additionalProperties": False}
@@ -210,26 +118,25 @@ def test_tools_take_no_arguments_and_have_a_guide_line() -> None:
     bad = reg.parse(ToolCall(id="c1", name="lint", arguments='{"path": "."}'))
     assert isinstance(bad, ToolOutcome) and "'path': unknown argument" in bad.content
     with pytest.raises(ValueError, match=r"tools\.0\.name.*built-in"):
-        build_command_tools([CommandToolConfig(**{**GOOD, "name": "read_file"})], "auto", NONE,
-                            reserved={"read_file"})
+        build_command_tools([CommandToolConfig(**{**GOOD, "name": "read_file"})], CONFINED, reserved={"read_file"})
 
 
 # -- running -----------------------------------------------------------------------------------------------
-def test_exit_code_and_merged_output(rt: Runtime, conf: Confinement) -> None:
+def test_exit_code_and_merged_output(rt: Runtime, conf: CommandWorld) -> None:
     out = call(rt, py("import sys; print('hello'); sys.stdout.flush(); sys.stderr.write('warning\\n')"), conf)
     first, *rest = out.content.splitlines()
     assert out.ok and first == "exit code 0"
     assert rest == ["hello", "warning"]
 
 
-def test_nonzero_exit_is_not_ok(rt: Runtime, conf: Confinement) -> None:
+def test_nonzero_exit_is_not_ok(rt: Runtime, conf: CommandWorld) -> None:
     out = call(rt, py("import sys; print('boom'); sys.exit(3)"), conf)
     assert not out.ok and out.content.startswith("exit code 3\n") and "boom" in out.content
     quiet = call(rt, py("pass"), conf)
     assert quiet.ok and quiet.content.endswith("\n(no output)")
 
 
-def test_truncation_keeps_head_and_tail_with_a_note(rt: Runtime, conf: Confinement) -> None:
+def test_truncation_keeps_head_and_tail_with_a_note(rt: Runtime, conf: CommandWorld) -> None:
     out = call(rt, py("for i in range(500): print('line %04d' % i)"), conf, max_output_kb=1)
     assert "line 0000" in out.content and "line 0499" in out.content
     assert "line 0250" not in out.content
@@ -238,7 +145,7 @@ def test_truncation_keeps_head_and_tail_with_a_note(rt: Runtime, conf: Confineme
     assert out.ok
 
 
-def test_huge_output_costs_no_memory(rt: Runtime, conf: Confinement) -> None:
+def test_huge_output_costs_no_memory(rt: Runtime, conf: CommandWorld) -> None:
     code = "import sys\nb = b'y' * 1000000\nfor _ in range(50): sys.stdout.buffer.write(b)"
     tracemalloc.start()
     try:
@@ -253,7 +160,7 @@ def test_huge_output_costs_no_memory(rt: Runtime, conf: Confinement) -> None:
     assert time.monotonic() - started < 20
 
 
-def test_timeout_kills_the_whole_process_group(rt: Runtime, conf: Confinement) -> None:
+def test_timeout_kills_the_whole_process_group(rt: Runtime, conf: CommandWorld) -> None:
     marker = f"29.{uuid.uuid4().int % 10**6:06d}"
     code = ("import subprocess, sys, time\n"
             f"subprocess.Popen(['sleep', '{marker}'])\n"
@@ -271,7 +178,7 @@ def test_timeout_kills_the_whole_process_group(rt: Runtime, conf: Confinement) -
     assert my_children() == []  # reaped: no zombie left
 
 
-def test_the_operators_stop_interrupts_within_a_second(rt: Runtime, conf: Confinement) -> None:
+def test_the_operators_stop_interrupts_within_a_second(rt: Runtime, conf: CommandWorld) -> None:
     started = time.monotonic()
     rt.should_stop = lambda: time.monotonic() - started > 0.3
     out = call(rt, ["sleep", "30"], conf)
@@ -280,29 +187,32 @@ def test_the_operators_stop_interrupts_within_a_second(rt: Runtime, conf: Confin
     assert my_children() == []
 
 
-def test_an_unconfined_escapee_holding_the_output_is_not_waited_for(rt: Runtime) -> None:
+def test_an_escapee_holding_the_output_is_killed_at_once(rt: Runtime, conf: CommandWorld) -> None:
+    """A setsid'd grandchild that keeps the output pipe open neither holds the call up nor outlives it."""
     marker = f"27.{uuid.uuid4().int % 10**6:06d}"
     code = f"import subprocess; subprocess.Popen(['sleep', '{marker}'], start_new_session=True); print('bye')"
     started = time.monotonic()
     try:
-        out = call(rt, py(code), NONE)
+        out = call(rt, py(code), conf)
         assert time.monotonic() - started < 3
-        assert out.ok and "bye" in out.content and "kept the output open" in out.content
+        assert out.ok and "bye" in out.content
+        assert alive(marker) == []
+        assert my_children() == []
     finally:
         for pid in alive(marker):
             os.kill(pid, 9)
 
 
-def test_a_failing_stop_check_is_not_a_crash(rt: Runtime) -> None:
+def test_a_failing_stop_check_is_not_a_crash(rt: Runtime, conf: CommandWorld) -> None:
     def broken() -> bool:
         raise RuntimeError("bug")
 
     rt.should_stop = broken
-    out = call(rt, py("print('fine')"), NONE)
+    out = call(rt, py("print('fine')"), conf)
     assert out.ok and "fine" in out.content
 
 
-def test_environment_is_a_whitelist(rt: Runtime, conf: Confinement, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_environment_is_a_whitelist(rt: Runtime, conf: CommandWorld, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-openai")
     monkeypatch.setenv("AGENT_CONSOLE_ANTHROPIC_API_KEY", "sk-secret-anthropic")
     monkeypatch.setenv("SOME_OTHER", "inherited")
@@ -311,18 +221,22 @@ def test_environment_is_a_whitelist(rt: Runtime, conf: Confinement, monkeypatch:
     env = dict(line.split("=", 1) for line in out.content.splitlines()[1:])
     assert "secret" not in out.content and "inherited" not in out.content
     assert not any(k.endswith("_API_KEY") or k.startswith("AGENT_CONSOLE") for k in env)
-    assert env["HOME"] == os.path.realpath(rt.paths.root)
-    assert env["PATH"] == os.environ["PATH"]
+    if conf.unconfined:
+        assert env["HOME"] == os.path.realpath(rt.paths.root)
+        assert env["PATH"] == os.environ["PATH"]
+    else:  # an empty HOME of its own, and the PATH of the toolchain it sees (not the operator's)
+        assert (env["HOME"], env["PATH"]) == (HOME, SANDBOX_PATH)
     assert (env["LANG"], env["LC_ALL"], env["TMPDIR"], env["TERM"]) == ("C.UTF-8", "C.UTF-8", "/tmp", "dumb")
     assert env["MY_SETTING"] == "a value with spaces"
     # bwrap's --chdir also sets PWD; nothing else
     assert set(env) - {"PWD"} == {"PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", "TERM", "MY_SETTING"}
 
 
-def test_a_missing_or_unrunnable_program_is_one_clear_line(rt: Runtime, conf: Confinement) -> None:
+def test_a_missing_or_unrunnable_program_is_one_clear_line(rt: Runtime, conf: CommandWorld) -> None:
     out = call(rt, ["no-such-program-xyz", "--flag"], conf)
     assert not out.ok and "\n" not in out.content
-    assert "cmd could not run: 'no-such-program-xyz' was not found on PATH" in out.content
+    where = "on PATH" if conf.unconfined else "on the sandbox's PATH"
+    assert f"cmd could not run: 'no-such-program-xyz' was not found {where}" in out.content
     script = rt.paths.root / "check.sh"
     script.write_text("#!/bin/sh\necho hi\n")
     out = call(rt, ["./check.sh"], conf)
@@ -332,7 +246,7 @@ def test_a_missing_or_unrunnable_program_is_one_clear_line(rt: Runtime, conf: Co
     assert out.ok and out.content.endswith("\nhi")
 
 
-def test_a_job_folder_that_vanished_is_a_result_not_a_crash(rt: Runtime, conf: Confinement) -> None:
+def test_a_job_folder_that_vanished_is_a_result_not_a_crash(rt: Runtime, conf: CommandWorld) -> None:
     moved = rt.paths.root.with_name("moved")
     rt.paths.root.rename(moved)
     out = call(rt, py("print(1)"), conf)
@@ -352,12 +266,12 @@ def test_intent_is_recorded_before_the_command_starts(rt: Runtime, monkeypatch: 
 
     monkeypatch.setattr(rt, "intent", spy)
     rt.current_call = "c1"
-    out = call(rt, ["touch", "ran"], NONE, name="mark")
+    out = call(rt, ["touch", "ran"], UNCONFINED, name="mark")
     assert out.ok and marker.exists()
     assert seen == [({"command": "mark", "started": True}, False)]
 
 
-def test_a_call_interrupted_by_a_crash_is_not_run_again(rt: Runtime, conf: Confinement) -> None:
+def test_a_call_interrupted_by_a_crash_is_not_run_again(rt: Runtime, conf: CommandWorld) -> None:
     rt.current_call = "c1"
     rt.redo["c1"] = {"command": "mark", "started": True}
     out = call(rt, ["touch", "ran"], conf, name="mark")
@@ -368,46 +282,102 @@ def test_a_call_interrupted_by_a_crash_is_not_run_again(rt: Runtime, conf: Confi
     assert "c1" not in rt.redo
 
 
-# -- sandbox modes --------------------------------------------------------------------------------------------
-def test_required_without_a_sandbox_refuses_without_running(rt: Runtime) -> None:
-    missing = Confinement("none", "bwrap (bubblewrap) is not installed")
-    out = call(rt, ["touch", "ran"], missing, mode="required", name="mark")
-    assert not out.ok and not (rt.paths.root / "ran").exists()
-    assert out.content == ('mark refused: this job requires a sandbox (sandbox = "required") and none is available '
-                           "here: bwrap (bubblewrap) is not installed")
+# -- failing closed -----------------------------------------------------------------------------------------
+FAKE_VERSION = "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'bubblewrap 0.11.0'; exit 0; fi\n"
 
 
-def test_the_notice_is_given_only_when_commands_would_run_unconfined() -> None:
-    configs = [CommandToolConfig(**GOOD)]
-    assert confinement_notice("auto", NONE, []) is None
-    assert confinement_notice("auto", Confinement("bubblewrap", "bubblewrap 0.8.0"), configs) is None
-    auto = confinement_notice("auto", NONE, configs)
-    assert auto is not None and "\n" not in auto and "UNCONFINED" in auto and "forced by the test" in auto
-    assert "lint" in auto
-    required = confinement_notice("required", NONE, configs)
-    assert required is not None and "refused" in required and 'sandbox = "required"' in required
-
-
-def test_detect_confinement_says_why_it_is_not_available(tmp_path: Path) -> None:
-    missing = detect_confinement(bwrap=str(tmp_path / "no-bwrap"))
-    assert missing.kind == "none" and "not found" in missing.detail
-    fake = tmp_path / "bwrap"
-    fake.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+def fake_bwrap(folder: Path, body: str, name: str = "bwrap") -> str:
+    fake = folder / name
+    fake.write_text(FAKE_VERSION + body)
     fake.chmod(0o755)
-    broken = detect_confinement(bwrap=str(fake))
-    assert broken == Confinement("none", "bwrap failed: bwrap: setting up uid map: Permission denied")
-    fake.write_text("#!/bin/sh\nexit 0\n")
-    assert detect_confinement(bwrap=str(fake)) is broken  # cached per process
-    assert detect_confinement(bwrap=str(fake), refresh=True).kind == "bubblewrap"
+    return str(fake)
+
+
+@pytest.fixture
+def no_bwrap(monkeypatch: pytest.MonkeyPatch) -> Callable[[list[tuple[str, str]]], None]:
+    """Make the candidates bwraps of the test's choosing (none: bubblewrap missing)."""
+    def use(paths: list[tuple[str, str]]) -> None:
+        monkeypatch.setattr(confine, "candidates", lambda: list(paths))
+    monkeypatch.setattr(confine, "_found", {})
+    return use
+
+
+def test_without_bubblewrap_a_call_is_refused_with_an_event_and_nothing_runs(rt: Runtime, no_bwrap) -> None:
+    no_bwrap([])
+    out = call(rt, ["touch", "ran"], CONFINED, name="mark")
+    assert not out.ok and not (rt.paths.root / "ran").exists()
+    assert out.content.startswith("mark was not run: its sandbox could not be set up (bubblewrap is not installed")
+    assert "Nothing ran" in out.content
+    rt.events.observe()
+    [err] = [e for e in ev.read_events(rt.paths.events) if isinstance(e, ev.ErrorEvent)]
+    assert err.where == "sandbox" and "mark was refused" in err.message and "next call tries again" in err.message
+
+
+def test_a_probe_that_fails_once_refuses_one_call_and_the_next_tries_again(rt: Runtime, tmp_path: Path, no_bwrap,
+                                                                         bwrap: Bwrap) -> None:
+    """The issue's case: one failed probe (clone() refused for a moment) must not make a whole run unconfined,
+    nor refuse it for ever."""
+    count = tmp_path / "runs"
+    # The whole first probe fails (it tries with and without a user namespace), then bwrap works again.
+    flaky = fake_bwrap(tmp_path, f'n=$(cat "{count}" 2>/dev/null || echo 0); echo $((n+1)) > "{count}"\n'
+                                 f'if [ "$n" -ge 2 ]; then exec "{bwrap.path}" "$@"; fi\n'
+                                 "echo 'bwrap: Creating new namespace failed: Resource temporarily unavailable' >&2\n"
+                                 "exit 1\n")
+    no_bwrap([(flaky, "system")])
+    first = call(rt, ["touch", "ran"], CONFINED, name="mark")
+    assert not first.ok and not (rt.paths.root / "ran").exists()
+    assert "Resource temporarily unavailable" in first.content
+    second = call(rt, ["touch", "ran"], CONFINED, name="mark")
+    assert second.ok and (rt.paths.root / "ran").exists()
+
+
+def test_a_calls_own_setup_failure_is_a_refusal_not_its_output(rt: Runtime, tmp_path: Path, no_bwrap,
+                                                              bwrap: Bwrap) -> None:
+    """The probe passes, then a call's own sandbox fails to build: refused, reported, and the next call proves
+    a bwrap again (the failure is never remembered)."""
+    state = tmp_path / "calls"
+    body = (f'n=$(cat "{state}" 2>/dev/null || echo 0); echo $((n+1)) > "{state}"\n'
+            # the probe (call 1) and the third run work; the call's own run (2) fails as bwrap fails
+            f'if [ "$n" = 1 ]; then echo "bwrap: Can\'t mount tmpfs on /newroot/tmp: No space left" >&2; exit 1; fi\n'
+            f'exec "{bwrap.path}" "$@"\n')
+    no_bwrap([(fake_bwrap(tmp_path, body), "system")])
+    out = call(rt, py("print('ran')"), CONFINED, name="mark")
+    assert not out.ok and "ran" not in out.content.splitlines()[1:]
+    assert out.content.startswith("mark was not run: its sandbox could not be set up (bwrap: Can't mount tmpfs")
+    assert call(rt, py("print('ran')"), CONFINED, name="mark").content.endswith("\nran")
+
+
+def test_a_command_that_prints_like_bwrap_is_its_own_output(rt: Runtime, bwrap: Bwrap) -> None:
+    out = call(rt, ["sh", "-c", "echo 'bwrap: Creating new namespace failed' >&2; exit 1"], CONFINED)
+    assert not out.ok and out.content == "exit code 1\nbwrap: Creating new namespace failed"
+    rt.events.observe()
+    assert not [e for e in ev.read_events(rt.paths.events) if isinstance(e, ev.ErrorEvent)]
+
+
+def test_find_bwrap_says_why_and_remembers_only_success(tmp_path: Path, no_bwrap, bwrap: Bwrap) -> None:
+    missing = str(tmp_path / "no-bwrap")
+    old = fake_bwrap(tmp_path, "exit 1\n", "old")
+    old_text = Path(old).read_text().replace("0.11.0", "0.6.2")
+    Path(old).write_text(old_text)
+    broken = fake_bwrap(tmp_path, "echo 'bwrap: setting up uid map: Permission denied' >&2; exit 1\n", "broken")
+    why = find_bwrap([(missing, "system"), (old, "system"), (broken, "bundled")])
+    assert isinstance(why, str)
+    assert "not an executable file" in why and "0.6.2 is too old" in why and "uid map: Permission denied" in why
+    works = fake_bwrap(tmp_path, f'exec "{bwrap.path}" "$@"\n', "works")
+    found = find_bwrap([(broken, "system"), (works, "bundled")])
+    assert isinstance(found, Bwrap) and found.path == works and found.label == "bubblewrap 0.11.0 (bundled)"
+    Path(works).write_text(FAKE_VERSION + "exit 1\n")
+    assert find_bwrap([(broken, "system"), (works, "bundled")]) is found  # remembered once proved
+    assert isinstance(find_bwrap([(broken, "system"), (works, "bundled")], refresh=True), str)
 
 
 # -- confinement (bubblewrap) ----------------------------------------------------------------------------------
-def test_the_real_probe_finds_bubblewrap(bwrap: Confinement) -> None:
-    assert bwrap.kind == "bubblewrap" and "bubblewrap" in bwrap.detail and bwrap.bwrap
-    assert detect_confinement() is bwrap
+def test_the_real_probe_finds_bubblewrap(bwrap: Bwrap) -> None:
+    assert "bubblewrap" in bwrap.label and os.access(bwrap.path, os.X_OK)
+    assert find_bwrap() is bwrap
 
 
-def test_writes_only_inside_the_job_folder(rt: Runtime, bwrap: Confinement, tmp_path: Path) -> None:
+def test_writes_only_inside_the_job_folder(rt: Runtime, bwrap: Bwrap, tmp_path: Path) -> None:
     outside_dirs = [tmp_path]  # the job's parent: below /tmp, which the sandbox replaces by its own tmpfs
     var_tmp = None
     if os.path.isdir("/var/tmp") and os.access("/var/tmp", os.W_OK):
@@ -421,14 +391,14 @@ def test_writes_only_inside_the_job_folder(rt: Runtime, bwrap: Confinement, tmp_
             "for i, p in enumerate(sys.argv[1:]): attempt(f'outside{i}', lambda: open(p, 'w').write('x'))\n"
             "attempt('home-tool-cache', lambda: open(os.path.expanduser('~/.cache-probe'), 'w').write('x'))\n"
         )
-        out = call(rt, py(code, *targets), bwrap)
+        out = call(rt, py(code, *targets), CONFINED)
         got = results(out)
         assert got["inside"] == "OK" and got["subdir"] == "OK" and got["home-tool-cache"] == "OK"
         assert (rt.paths.root / "made-inside.txt").read_text() == "x"
         for target in targets:
             assert not os.path.exists(target), target
         if var_tmp is not None:
-            assert got["outside1"] == "DENIED EROFS"
+            assert got["outside1"] == "DENIED ENOENT"  # /var is not in a command's world at all
     finally:
         if var_tmp is not None:
             for p in var_tmp.iterdir():
@@ -436,20 +406,20 @@ def test_writes_only_inside_the_job_folder(rt: Runtime, bwrap: Confinement, tmp_
             var_tmp.rmdir()
 
 
-def test_the_harness_folder_is_hidden(rt: Runtime, bwrap: Confinement) -> None:
+def test_the_harness_folder_is_hidden(rt: Runtime, bwrap: Bwrap) -> None:
     (rt.paths.state / "secret.json").write_text("{}")
     code = ATTEMPT + (
         "print('listing', sorted(os.listdir('.console')))\n"
         "attempt('write', lambda: open('.console/new.json', 'w').write('x'))\n"
         "attempt('read', lambda: open('.console/secret.json').read())\n"
     )
-    got = results(call(rt, py(code), bwrap))
+    got = results(call(rt, py(code), CONFINED))
     assert got == {"listing": "[]", "write": "DENIED EROFS", "read": "DENIED ENOENT"}
     assert (rt.paths.state / "secret.json").read_text() == "{}"
     assert not (rt.paths.state / "new.json").exists()
 
 
-def test_job_toml_and_instructions_are_read_only_even_for_root(make_rt, bwrap: Confinement) -> None:
+def test_job_toml_and_instructions_are_read_only_even_for_root(make_rt, bwrap: Bwrap) -> None:
     rt = make_rt(files={"job.toml": "name = 'mine'\n", "other.toml": "name = 'evil'\n"})
     code = ATTEMPT + (
         "import ctypes\n"
@@ -464,7 +434,7 @@ def test_job_toml_and_instructions_are_read_only_even_for_root(make_rt, bwrap: C
         "attempt('instructions', lambda: open('instructions.md', 'w').write('new task'))\n"
         "attempt('chmod', lambda: os.chmod('job.toml', 0o777))\n"
     )
-    got = results(call(rt, py(code), bwrap))
+    got = results(call(rt, py(code), CONFINED))
     assert got["remount"] == "-1" and got["umount"] == "-1"
     for label in ("append", "unlink", "replace", "move", "hardlink", "instructions", "chmod"):
         assert got[label].startswith("DENIED"), (label, got)
@@ -474,22 +444,22 @@ def test_job_toml_and_instructions_are_read_only_even_for_root(make_rt, bwrap: C
     assert not (root / "moved.toml").exists() and not (root / "alias.toml").exists()
 
 
-def test_an_absent_job_toml_cannot_be_created(rt: Runtime, bwrap: Confinement) -> None:
+def test_an_absent_job_toml_cannot_be_created(rt: Runtime, bwrap: Bwrap) -> None:
     code = ATTEMPT + "attempt('create', lambda: open('job.toml', 'w').write('[model]\\nbase_url = \"http://evil\"'))\n"
-    got = results(call(rt, py(code), bwrap))
+    got = results(call(rt, py(code), CONFINED))
     assert got["create"].startswith("DENIED")
     assert not os.path.lexists(rt.paths.root / "job.toml")  # the stand-in mount point is removed again
 
 
-def test_a_symlinked_job_toml_is_refused_not_bypassed(make_rt, bwrap: Confinement) -> None:
+def test_a_symlinked_job_toml_is_refused_not_bypassed(make_rt, bwrap: Bwrap) -> None:
     rt = make_rt(files={"conf/job.toml": "name = 'x'\n"})
     (rt.paths.root / "job.toml").symlink_to("conf/job.toml")
-    out = call(rt, ["touch", "ran"], bwrap)
+    out = call(rt, ["touch", "ran"], CONFINED)
     assert not out.ok and "\n" not in out.content and "job.toml is a symlink" in out.content
     assert not (rt.paths.root / "ran").exists()
 
 
-def test_no_network_not_even_the_hosts_loopback(rt: Runtime, bwrap: Confinement) -> None:
+def test_no_network_not_even_the_hosts_loopback(rt: Runtime, bwrap: Bwrap) -> None:
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen(4)
@@ -498,30 +468,30 @@ def test_no_network_not_even_the_hosts_loopback(rt: Runtime, bwrap: Confinement)
         code = ("import socket, sys\n"
                 "socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=3)\n"
                 "print('connected')")
-        confined = call(rt, py(code, port), bwrap)
+        confined = call(rt, py(code, port), CONFINED)
         assert not confined.ok and "connected" not in confined.content
         assert "Connection refused" in confined.content or "unreachable" in confined.content
         with pytest.raises(BlockingIOError):
             server.accept()
-        free = call(rt, py(code, port), NONE)  # the same command unconfined reaches the server: the test can fail
+        free = call(rt, py(code, port), UNCONFINED)  # the same command unconfined reaches the server: the test can fail
         assert free.ok and free.content.endswith("\nconnected")
         server.accept()[0].close()
 
 
-def test_a_symlinked_job_root_with_spaces(make_rt, bwrap: Confinement, tmp_path: Path) -> None:
+def test_a_symlinked_job_root_with_spaces(make_rt, bwrap: Bwrap, tmp_path: Path) -> None:
     real = tmp_path / "my job folder"
     rt = make_rt(root=real, link=tmp_path / "link to job")
-    out = call(rt, py("import os; print(os.getcwd()); open('made here.txt', 'w').write('x')"), bwrap)
+    out = call(rt, py("import os; print(os.getcwd()); open('made here.txt', 'w').write('x')"), CONFINED)
     assert out.ok and out.content.splitlines()[1] == str(real.resolve())
     assert (real / "made here.txt").read_text() == "x"
 
 
-def test_nothing_outlives_a_confined_command(rt: Runtime, bwrap: Confinement) -> None:
+def test_nothing_outlives_a_confined_command(rt: Runtime, bwrap: Bwrap) -> None:
     marker = f"28.{uuid.uuid4().int % 10**6:06d}"
     code = ("import subprocess, os\n"
             f"subprocess.Popen(['sleep', '{marker}'], start_new_session=True)\n"
             "print('left behind')")
-    out = call(rt, py(code), bwrap)
+    out = call(rt, py(code), CONFINED)
     assert out.ok and "left behind" in out.content
     deadline = time.monotonic() + 2
     while alive(marker) and time.monotonic() < deadline:

