@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from console import __version__
+from console.engine.text import safe_text
 from console.outcome import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, exit_code
 from console.providers.registry import NAMES as PROVIDER_NAMES
 
@@ -43,19 +44,20 @@ COMMAND_NAMES = {"approve": "approve_restart", "deny": "deny_restart"}
 
 
 def one_line(text: str) -> str:
-    """A message as one printable line: its lines joined, control characters (escape sequences) escaped."""
-    joined = " ".join(part.strip() for part in str(text).splitlines() if part.strip())
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in joined)
+    """A message as one printable line: its lines joined, control characters (escape sequences) shown escaped
+    (:func:`console.engine.text.safe_text`). Messages carry paths, names and text from the job and the agent."""
+    return safe_text(str(text), one_line=True, join=True)
 
 
 def _err(msg: str) -> None:
-    _say(f"agent-console: {one_line(msg)}", sys.stderr)
+    _say(f"agent-console: {msg}", sys.stderr)
 
 
 def _say(line: str, stream: Any = None) -> None:
-    """Print a line; a reader that went away (`| head`, a closed SSH session) does not change the outcome."""
+    """Print a line, made safe for the terminal (:func:`one_line`: every line the command prints passes here);
+    a reader that went away (`| head`, a closed SSH session) does not change the outcome."""
     with contextlib.suppress(BrokenPipeError, ValueError):
-        print(line, file=stream or sys.stdout, flush=True)
+        print(one_line(line), file=stream or sys.stdout, flush=True)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -345,7 +347,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     _say(f"run {paths.run_id}: {paths.root}")
     use_console = not args.headless and sys.stdin.isatty() and sys.stdout.isatty()
     if not args.headless and not use_console:
-        print("not a terminal: running headless (the console needs one)", file=sys.stderr, flush=True)
+        _say("not a terminal: running headless (the console needs one)", sys.stderr)
     if use_console:
         return _run_in_console(sup, paths, args.theme or settings.theme)
     return _run_headless(sup, paths, store, clock)
@@ -530,12 +532,12 @@ def jobs_table(rows: list[Any], width: int) -> tuple[list[Any], list[str]]:
         return (ts or "").replace("T", " ")[5:16]
 
     cells: dict[str, list[str]] = {key: [] for key in JOBS_HEADERS}
-    for r in rows:
+    for r in rows:  # every text cell through one_line: names and summaries come from the job and the agent
         cells["id"].append(run_id(r.path))
         cells["state"].append(one_line(r.status))
         name = job_name(r.path)
         cells["job"].append(shorten(one_line(name), JOB_NAME_MAX))
-        cells["started"].append(short(r.started_at))
+        cells["started"].append(one_line(short(r.started_at)))
         cells["cost"].append("" if r.cost_usd is None else format_cost(r.cost_usd))
         cells["conf"].append("" if r.confidence is None else f"{r.confidence:.2f}")
         cells["summary"].append(one_line(r.summary or r.detail or ""))
@@ -648,7 +650,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
             _say(json.dumps({"id": run_id(r.path), **r.__dict__}))
         return EXIT_OK
     if not rows:
-        print("no runs yet: try  agent-console run sample_jobs/quickstart")
+        _say("no runs yet: try  agent-console run sample_jobs/quickstart")
         return EXIT_OK
     console = Console()
     width = console.width
@@ -659,7 +661,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     if hidden:
         notes += [f"hidden to fit: {', '.join(hidden)}", "jobs --json has every field"]
     notes.append(f"run folders: {settings.runs_dir}")
-    for note in _fit_parts(notes, width):
+    for note in _fit_parts([one_line(n) for n in notes], width):
         console.print(note, style="dim", soft_wrap=True, highlight=False, markup=False)
     return EXIT_OK
 
@@ -702,11 +704,11 @@ def cmd_control(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     cmd = write_inbox(paths, name, cmd_args, source="cli")
     if args.wait <= 0:
-        print(f"{args.command}: queued for {paths.root}")
+        _say(f"{args.command}: queued for {paths.root}")
         return EXIT_OK
     if pid is None:
-        print(f"{args.command}: queued; no process is running this job now, so it applies when the job runs again "
-              f"(agent-console run --in-place {paths.root})")
+        _say(f"{args.command}: queued; no process is running this job now, so it applies when the job runs again "
+             f"(agent-console run --in-place {paths.root})")
         return EXIT_OK
     deadline = time.monotonic() + args.wait
     offset = 0
@@ -714,11 +716,11 @@ def cmd_control(args: argparse.Namespace) -> int:
         new, offset = ev.read_new(paths.events, offset)
         for e in new:
             if isinstance(e, ev.OperatorCommand) and e.command_id == cmd.id and e.status != "received":
-                print(f"{args.command}: {e.status}: {e.detail}")
+                _say(f"{args.command}: {e.status}: {e.detail}")
                 return EXIT_OK if e.status == "applied" else EXIT_FAILED
         time.sleep(0.1)
-    print(f"{args.command}: sent to process {pid}; not confirmed within {args.wait:g}s (it applies at the next "
-          "turn boundary)")
+    _say(f"{args.command}: sent to process {pid}; not confirmed within {args.wait:g}s (it applies at the next "
+         "turn boundary)")
     return EXIT_OK
 
 

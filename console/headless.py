@@ -4,6 +4,10 @@ engine, the guardrails or the operator did (in :mod:`console.present`'s words, t
 The first line names the run (its short id, when the caller gives it) and says when the model is the offline
 scripted demo. Costs are shown when the model's price is known (the turn's on its line, the job's at a session's
 and the run's end); otherwise one line says so, once. A model retry is one line while the engine waits.
+
+Every line is written by :meth:`HeadlessLog.write`, which makes each piece of it safe for the terminal
+(:func:`console.engine.text.safe_text`: an escape sequence in a tool's name or a summary is shown, never run)
+before colouring it: the colours are the only control sequences the log writes.
 """
 
 from __future__ import annotations
@@ -13,7 +17,11 @@ from typing import TextIO
 
 from console import present
 from console.engine import events as ev
+from console.engine.text import safe_text
 from console.present import Presented
+
+# A line as pieces: plain text, or (colour code, text); HeadlessLog.write makes each safe, then colours it.
+Part = str | tuple[str, str]
 
 # Colours by severity, and the kinds that get their own (the run's structure stands out from what happens in it).
 SEVERITY_COLOR = {"info": "36", "caution": "33", "warning": "1;33", "error": "31", "success": "32"}
@@ -38,7 +46,7 @@ class HeadlessLog:
         self.provider = provider
         self._lock = threading.Lock()
         self._last_msg: ev.AssistantMessage | None = None
-        self._held: list[str] = []  # what happened in a turn (failures, denials, feedback), printed under its line
+        self._held: list[tuple[Part, ...]] = []  # what happened in a turn (failures, denials...), under its line
         self._denied: set[str] = set()  # call ids denied this turn: their error result is the denial, not a failure
         self._feedback: ev.Feedback | None = None
         self._refusing = False
@@ -49,9 +57,12 @@ class HeadlessLog:
         self.closed = False
 
     def _c(self, code: str, text: str) -> str:
+        text = safe_text(text, one_line=True)
         return f"\x1b[{code}m{text}\x1b[0m" if self.color and code else text
 
-    def write(self, line: str) -> None:
+    def write(self, *parts: Part) -> None:
+        """One line of the log: each part (plain text, or a colour code and its text) made safe, then coloured."""
+        line = "".join(self._c(*part) if isinstance(part, tuple) else self._c("", part) for part in parts)
         if not self._said_run:
             self._say_run()
         with self._lock:
@@ -79,18 +90,18 @@ class HeadlessLog:
         self._said_run = True
         if self.run_id or present.is_demo(self.provider):
             head = f"run {self.run_id}" if self.run_id else "run"
-            self.write(self._c("1", head + self._demo()))
+            self.write(("1", head + self._demo()))
 
-    def _turn_line(self, line: str) -> None:
+    def _turn_line(self, *parts: Part) -> None:
         """A line about the turn in flight goes under that turn's line; between turns it is written at once."""
         if self._last_msg is not None:
-            self._held.append(line)
+            self._held.append(parts)
         else:
-            self.write(line)
+            self.write(*parts)
 
     def _flush_held(self) -> None:
-        for line in self._held:
-            self.write(line)
+        for parts in self._held:
+            self.write(*parts)
         self._held.clear()
         self._denied.clear()
 
@@ -127,34 +138,34 @@ class HeadlessLog:
         if isinstance(e, ev.SessionStarted):
             self._session(e, p)
         elif isinstance(e, ev.SessionEnded):
-            self.write(self._c(self._color(p), p.text + self._cost_so_far()))
+            self.write((self._color(p), p.text + self._cost_so_far()))
         elif isinstance(e, ev.RunEnded):
             # The cli's own last line says how the run ended; this one adds the job's cost, when it is known.
             if self._job_cost is not None:
-                self.write(self._c(self._color(p), f"{present.run_ended_text(e, self.run_id)}; job cost "
-                                                   f"{present.cost(self._job_cost)}{self._demo()}"))
+                self.write((self._color(p), f"{present.run_ended_text(e, self.run_id)}; job cost "
+                                            f"{present.cost(self._job_cost)}{self._demo()}"))
         elif isinstance(e, ev.RestartPending):
             run = self.run_id or "JOB"
-            self.write(self._c(self._color(p), f"{p.line}; answer with `agent-console approve {run}` or "
-                                               f"`agent-console deny {run}`"))
+            self.write((self._color(p), f"{p.line}; answer with `agent-console approve {run}` or "
+                                        f"`agent-console deny {run}`"))
         elif isinstance(e, ev.PhaseTransition) and e.stage == "completed":
-            self.write(self._c(self._color(p), f"== {p.line} =="))
+            self.write((self._color(p), f"== {p.line} =="))
         elif isinstance(e, ev.JobCompleted):
-            self.write(self._c(self._color(p), f"{p.icon} {p.line}"))
+            self.write((self._color(p), f"{p.icon} {p.line}"))
         elif p.kind in TURN_KINDS:
-            self._turn_line(self._c(self._color(p), f"  {p.icon} {p.line}"))
+            self._turn_line((self._color(p), f"  {p.icon} {p.line}"))
         else:
-            self.write(self._c(self._color(p), f"  {p.icon} {p.line}"))
+            self.write((self._color(p), f"  {p.icon} {p.line}"))
 
     def _session(self, e: ev.SessionStarted, p: Presented) -> None:
         self.provider = e.provider or self.provider
         first = not self._said_run
         self._said_run = True
-        self.write(self._c(self._color(p), (f"run {self.run_id} · " if first and self.run_id else "") + p.line))
+        self.write((self._color(p), (f"run {self.run_id} · " if first and self.run_id else "") + p.line))
         # Said once per log, and only when the engine said so (an older log has no "priced" at all).
         if "priced" in e.model_fields_set and not e.priced and not self._price_told:
             self._price_told = True
-            self.write(self._c("2", f"  {present.unpriced_text(e.model)}"))
+            self.write(("2", f"  {present.unpriced_text(e.model)}"))
 
     def _turn(self, e: ev.TokenUsage) -> None:
         """The turn's line: its tool calls and tokens (and cost), then what happened in it."""
@@ -162,7 +173,8 @@ class HeadlessLog:
         m = self._last_msg
         if m is None:
             return
-        tools = ", ".join(f"{c.name}({present.tool_args(c.name, c.arguments)})" for c in m.tool_calls) \
+        tools = ", ".join(f"{safe_text(c.name, one_line=True, limit=60)}({present.tool_args(c.name, c.arguments)})"
+                          for c in m.tool_calls) \
             or "(no tool call)"
         tok = present.tokens
         cached = f", {tok(e.cached_input_tokens)} cached" if e.cached_input_tokens else ""
@@ -171,7 +183,7 @@ class HeadlessLog:
         ctx = f" | ctx {e.context_tokens / budget:.0%}" if budget else ""
         cost = f" | {present.cost(e.cost_usd)}" if e.cost_usd is not None else ""
         tokens = f"[{est}{tok(e.input_tokens)} in{cached}, {tok(e.output_tokens)} out{ctx}{cost}]"
-        self.write(f"  t{e.turn:<4} {tools}  {self._c('2', tokens)}")
+        self.write(f"  t{e.turn:<4} {tools}  ", ("2", tokens))
         self._flush_held()
         self._last_msg = None
 
@@ -183,11 +195,11 @@ class HeadlessLog:
         p = present.describe(e)
         assert p is not None
         if e.reason.startswith("transition"):
-            self.write(self._c(self._color(p), f"-- {p.text} --"))
+            self.write((self._color(p), f"-- {p.text} --"))
             return
         label = present.phase_label(e)
         if label != self._phase or e.reason in ("todo_write", "bootstrap", "resume", "job_completion"):
             self._phase = label
-            self.write(self._c("1;36", f"[{present.todo_list_text(e)}]"))
+            self.write(("1;36", f"[{present.todo_list_text(e)}]"))
         if p.kind == "todo-done":
-            self.write(self._c(self._color(p), f"    {p.icon} {p.text}"))
+            self.write((self._color(p), f"    {p.icon} {p.text}"))

@@ -10,15 +10,21 @@ arguments. Pure functions of engine events: no Textual here (import-linter keeps
 
 from __future__ import annotations
 
+import functools
 import json
+import types
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pydantic import BaseModel
+
 from console.engine import events as ev
 from console.engine.cost import format_cost
 from console.engine.job import one_line
+from console.engine.text import safe_text
 
 # Said wherever an operator could take the offline scripted model's output for a real model's.
 DEMO = "scripted demo model: deterministic, no AI"
@@ -30,9 +36,9 @@ SEVERITIES = ("info", "caution", "warning", "error", "success")
 QUIET_KINDS = frozenset({"tool", "received"})
 
 __all__ = [
-    "DEMO", "QUIET_KINDS", "Presented", "argument_items", "brief", "cost", "describe", "discarded_text",
-    "is_demo", "phase_label", "phase_short", "retry_badge", "retry_text", "run_ended_text", "stop_kind", "stuck_told",
-    "todo_list_text", "tokens", "tool_args", "unpriced_text", "window_text",
+    "DEMO", "QUIET_KINDS", "Presented", "argument_items", "brief", "cost", "describe", "discarded_text", "flat",
+    "is_demo", "phase_label", "phase_short", "retry_badge", "retry_text", "run_ended_text", "safe_event", "stop_kind",
+    "stuck_told", "todo_list_text", "tokens", "tool_args", "unpriced_text", "window_text",
 ]
 
 
@@ -77,10 +83,66 @@ def is_demo(provider: str) -> bool:
 
 # -- small wording helpers ---------------------------------------------------------------------------------------
 def flat(text: str, limit: int = TEXT) -> str:
-    """``text`` on one line: line breaks become spaces, other control characters are escaped (one_line)."""
-    if "\n" in text or "\r" in text:
-        text = " ".join(part.strip() for part in text.strip().splitlines() if part.strip())
-    return one_line(text, limit)
+    """``text`` on one line, as prose reads: line breaks become spaces, every other control character is shown
+    escaped (:func:`console.engine.text.safe_text`); at most ``limit`` characters (0: no limit)."""
+    return safe_text(text, one_line=True, join=True, limit=limit)
+
+
+def safe_event(e: ev.EventBase) -> ev.EventBase:
+    """``e`` with every text it carries, at any depth, made safe for a terminal (multi-line: a reply or a tool
+    result keeps its newlines and tabs; see :func:`console.engine.text.safe_text`). The views fold what they show
+    from this, so no field of an event can reach a widget raw. ``e`` itself when nothing needed it (the usual
+    case: a check of each string, no copy)."""
+    update = _safe_fields(e)
+    return e if update is None else e.model_copy(update=update)
+
+
+def _safe_fields(model: BaseModel) -> dict[str, Any] | None:
+    update: dict[str, Any] = {}
+    values = model.__dict__
+    for name in _text_fields(type(model)):
+        value = values.get(name)
+        safe = _safe_value(value)
+        if safe is not value:
+            update[name] = safe
+    return update or None
+
+
+@functools.cache
+def _text_fields(cls: type[BaseModel]) -> tuple[str, ...]:
+    """The fields of ``cls`` that may hold text: not its numbers, times, flags or Literal constants (a view folds
+    thousands of text deltas a second: each is one string to check, not eight fields)."""
+    return tuple(name for name, field in cls.model_fields.items() if _may_hold_text(field.annotation))
+
+
+def _may_hold_text(annotation: Any) -> bool:
+    if annotation in (int, float, bool, datetime, type(None)):
+        return False
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return False  # validated against our own constants when the event was made or read
+    if origin in (typing.Union, types.UnionType):
+        return any(_may_hold_text(arg) for arg in typing.get_args(annotation))
+    return True
+
+
+def _safe_value(value: Any) -> Any:
+    """``value`` made safe, or ``value`` itself (the same object) when it is already."""
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, BaseModel):
+        update = _safe_fields(value)
+        return value if update is None else value.model_copy(update=update)
+    if isinstance(value, list | tuple):
+        items = [_safe_value(v) for v in value]
+        if all(a is b for a, b in zip(items, value, strict=True)):
+            return value
+        return items if isinstance(value, list) else tuple(items)
+    if isinstance(value, dict):
+        pairs = [(_safe_value(k), _safe_value(v)) for k, v in value.items()]
+        same = all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, value.items(), strict=True))
+        return value if same else dict(pairs)
+    return value
 
 
 def tokens(n: int | float) -> str:
@@ -254,11 +316,12 @@ def argument_items(raw: str) -> list[tuple[str, str]]:
     breaks, not JSON escapes) and others as compact JSON. Not JSON: one item with no key and the raw text."""
     data = _parse_args(raw)
     if data is ValueError or not isinstance(data, dict):
-        return [("", raw)] if (raw or "").strip() not in ("", "{}") else []
+        return [("", safe_text(raw))] if (raw or "").strip() not in ("", "{}") else []
     out = []
     for key, value in data.items():
+        # Decoded JSON: a "\u001b" in the arguments is a real ESC here, made visible again.
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        out.append((str(key), text))
+        out.append((safe_text(str(key), one_line=True), safe_text(text)))
     return out
 
 
@@ -495,4 +558,6 @@ def describe(e: ev.EventBase) -> Presented | None:
     p = fn(e)
     if p is None:
         return None
-    return Presented(p.icon, p.kind, p.severity, p.text, p.detail, p.source, e.seq, e.ts)
+    # Each describer already shows agent text through one_line or flat; this holds for a field one forgot too.
+    return Presented(p.icon, p.kind, p.severity, safe_text(p.text, one_line=True), safe_text(p.detail, one_line=True),
+                     safe_text(p.source, one_line=True), e.seq, e.ts)

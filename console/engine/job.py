@@ -21,6 +21,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from console.engine.text import safe_text
+
 STATE_DIR = ".console"
 # job.toml and the settings file are small: anything larger is a mistake (or an attack), not a config.
 MAX_CONFIG_BYTES = 1 << 20
@@ -198,11 +200,9 @@ def within(root_real: Path, path: Path) -> bool:
 
 def one_line(text: str, limit: int = 200) -> str:
     """``text`` safe to print on one line: control characters (newlines, escape sequences) escaped, at most
-    ``limit`` characters (0: no limit). Keys, values and paths in messages come from files anyone may write."""
-    out = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
-    if limit and len(out) > limit:
-        out = out[: limit - 3] + "..."
-    return out
+    ``limit`` characters (0: no limit). Keys, values and paths in messages come from files anyone may write.
+    (:func:`console.engine.text.safe_text` decides what becomes what, for every view.)"""
+    return safe_text(text, one_line=True, limit=limit)
 
 
 def _why(exc: Exception) -> str:

@@ -29,6 +29,7 @@ from textual.worker import get_current_worker
 
 from console.engine import events as ev
 from console.engine.job import JobPaths
+from console.engine.text import safe_text
 from console.outcome import EXIT_FAILED, EXIT_OK, EXIT_USAGE, exit_code
 from console.tui.bridge import EventBridge
 from console.tui.commands import Controller, InboxController, RecordingController, SupervisorController
@@ -165,6 +166,14 @@ class ConsoleApp(App[int]):
         self.events_seen = 0
         self._keys_state: tuple[bool, ...] = ()
         self._panes_ready = False
+
+    def notify(self, message: str, *, title: str = "", severity: str = "information",  # type: ignore[override]
+               timeout: float | None = None, markup: bool = True) -> None:
+        """Every toast of the console (a widget's ``notify`` comes here too): its words often carry a run's folder,
+        a job's name or the engine's reason, so they are made safe for the terminal and never parsed as markup
+        (``[/]`` in a folder name is text, not a closing tag that raises). ``markup`` is ignored for that reason."""
+        super().notify(safe_text(str(message)), title=safe_text(str(title), one_line=True),
+                       severity=severity, timeout=timeout, markup=False)  # type: ignore[arg-type]
 
     # -- construction helpers ---------------------------------------------------------------
     @classmethod

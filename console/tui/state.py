@@ -5,7 +5,8 @@ attached console (events replayed from ``events.jsonl``, then followed). Every
 pane reads from one :class:`ConsoleState`; :meth:`ConsoleState.apply` says which
 aspects changed so the app refreshes only those panes. What the feedback pane and the
 gauge say of an event is :func:`console.present.describe`'s line for it, the same words as
-the headless log's and the conversation's.
+the headless log's and the conversation's. Every event is folded as :func:`console.present.safe_event` makes
+it: what the panes, the dialogs and the fleet show of it cannot hold an escape sequence from the agent.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from console import present
 from console.engine import events as ev
+from console.engine.text import safe_text
 from console.present import phase_label
 
 __all__ = ["ConsoleState", "FeedbackItem", "GaugeState", "GuardrailsState", "ProviderTally", "phase_label"]
@@ -119,7 +121,7 @@ class ConsoleState:
 
     def __init__(self, job_title: str = "", *, provider: str = "", model: str = "", window: int = 0,
                  soft: float = 0.70, hard: float = 0.85) -> None:
-        self.job_title = job_title
+        self.job_title = safe_text(job_title, one_line=True)  # a folder's name: anything a file name may hold
         self.provider = provider
         self.model = model
         self.session = 0
@@ -228,6 +230,7 @@ class ConsoleState:
         return changed
 
     def apply(self, e: ev.EventBase) -> set[str]:
+        e = present.safe_event(e)
         if e.seq > self.last_seq:
             self.last_seq = e.seq
         self.last_ts = e.ts
@@ -478,6 +481,6 @@ class ConsoleState:
     def mark_finished(self, outcome: str, detail: str, ts: datetime | None) -> None:
         """The run ended in a way the events do not say (e.g. the engine thread raised)."""
         if self.outcome is None:
-            self.outcome, self.outcome_detail = outcome, detail
+            self.outcome, self.outcome_detail = outcome, safe_text(detail)
             self.ended_at = ts or self.last_ts
         self.paused = self.stopping = False

@@ -10,15 +10,17 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from console.engine import events as ev
+from console.engine.text import safe_text
 from console.tui.format import tokens
 
 
 def explain(p: ev.RestartPending, run: str = "FOLDER") -> Content:
     """Why the restart waits; ``run``: the folder to name in the resume command."""
+    run = safe_text(run, one_line=True)  # a folder's name may hold anything
     limit = p.prompt_budget or p.context_window
     what = "prompt budget" if p.prompt_budget else "context window"
     rows = [
-        ("Why", f"{p.reason}: the next prompt needs {p.usage_pct:.0%} of the {what}"),
+        ("Why", f"{safe_text(p.reason, one_line=True)}: the next prompt needs {p.usage_pct:.0%} of the {what}"),
         ("Usage", f"{p.used_tokens:,} tokens; budget {limit:,} of a {p.context_window:,}-token window"
          if p.prompt_budget else f"{p.used_tokens:,} of {p.context_window:,} tokens"),
         ("Session", f"{p.session} ended → session {p.next_session} would start"),

@@ -5,8 +5,11 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
+
+from console.engine.text import safe_text
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -24,8 +27,9 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog") as box:
-            box.border_title = self.title_text
-            yield Static(self.message, id="message", markup=False)
+            # Text, never markup, and safe for the terminal: the message names the run's folder.
+            box.border_title = Content(safe_text(self.title_text, one_line=True))
+            yield Static(Content(safe_text(self.message)), id="message")
             with Horizontal(classes="buttons"):
                 yield Button(f"{self.yes} (y)", id="yes", variant="error", compact=True)
                 yield Button(f"{self.no} (n)", id="no", compact=True)

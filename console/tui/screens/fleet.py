@@ -5,6 +5,10 @@ selected run's folder, state detail and last event are under the list at every w
 nothing but the column. A run waiting for approval is highlighted; ``enter`` attaches to the selected run,
 ``a`` / ``d`` approve or deny its restart, ``/`` filters. The screen only shows rows and says what the
 operator asked for: the app polls the store and acts (one-way: the screen never reaches back into the app).
+
+A run's folder name, its job's name, its state and its last event may hold anything (a name with ``[/]`` or an
+escape sequence in it): each cell and line shows them through :func:`console.engine.text.safe_text`, as Rich
+``Text`` or Textual ``Content``, never as markup.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from console import present
+from console.engine.text import safe_text
 from console.tui.fleet import LIVE, WAITING, FleetRow, matches
 
 # The row fields each column shows (a cell is redrawn only when one of them changed).
@@ -29,6 +34,11 @@ PATCH_ROWS = 30  # more changed rows than this: the list is rebuilt (cheaper tha
 NARROW = 100  # under this many columns the last event is shown under the list only
 COLUMNS = [("id", "id", 5), ("job", "job", 16), ("state", "state", 20), ("phase", "phase", 5), ("ctx", "ctx", 4),
            ("cost", "cost", 7), ("elapsed", "elapsed", 8)]
+
+
+def cell_text(text: object) -> str:
+    """A row's text as a cell or a line shows it: one line, safe for the terminal."""
+    return safe_text(str(text), one_line=True)
 
 
 class FleetScreen(Screen):
@@ -127,18 +137,18 @@ class FleetScreen(Screen):
             title = Content.assemble(title, "  ·  ",
                                      (f" {waiting} waiting for approval ", "bold reverse $text-warning"))
         if self.filter_text:
-            title = Content.assemble(title, (f" · filter: {self.filter_text} ({len(self.shown)} shown)",
+            title = Content.assemble(title, (f" · filter: {cell_text(self.filter_text)} ({len(self.shown)} shown)",
                                              "$text-muted"))
         self._update("#fleet-title", title)
         if self.error:
-            self._update("#fleet-empty", Content.styled(self.error, "$text-error"))
+            self._update("#fleet-empty", Content.styled(cell_text(self.error), "$text-error"))
         elif not self.rows:
             self._update("#fleet-empty", Content.styled(
                 "No runs yet. Start one from a shell, e.g.\n  agent-console run sample_jobs/quickstart --headless\n"
                 "It appears here as soon as it starts.", "$text-muted"))
         elif not self.shown:
             self._update("#fleet-empty", Content.styled(
-                f"No run matches '{self.filter_text}' (esc clears the filter).", "$text-muted"))
+                f"No run matches '{cell_text(self.filter_text)}' (esc clears the filter).", "$text-muted"))
         empty = self.query_one("#fleet-empty", Static)
         if empty.display != bool(self.error or not self.shown):
             empty.display = bool(self.error or not self.shown)
@@ -171,21 +181,21 @@ class FleetScreen(Screen):
         waiting = r.state == WAITING
         base = styles["waiting"] if waiting else styles["plain"]
         if key == "id":
-            return Text(r.id, style=base + Style(bold=True))
+            return Text(cell_text(r.id), style=base + Style(bold=True))
         if key == "job":
-            return Text(r.job, style=base, overflow="ellipsis", no_wrap=True)
+            return Text(cell_text(r.job), style=base, overflow="ellipsis", no_wrap=True)
         if key == "state":
-            return Text(r.state, style=styles["badge"] if waiting else styles.get(f"state-{r.kind}", base),
+            return Text(cell_text(r.state), style=styles["badge"] if waiting else styles.get(f"state-{r.kind}", base),
                         no_wrap=True)
         if key == "phase":
-            return Text(r.phase, style=base)
+            return Text(cell_text(r.phase), style=base)
         if key == "ctx":
             return Text(f"{r.ctx:.0%}" if r.ctx is not None else "", style=base, justify="right")
         if key == "cost":
             return Text(present.cost(r.cost), style=base, justify="right")
         if key == "elapsed":
             return Text(r.elapsed, style=base, justify="right")
-        return Text(r.last, style=base + Style(dim=r.state not in LIVE), overflow="ellipsis", no_wrap=True)
+        return Text(cell_text(r.last), style=base + Style(dim=r.state not in LIVE), overflow="ellipsis", no_wrap=True)
 
     def _keys(self) -> list[str]:
         return [key for _l, key, _w in COLUMNS] + (["last"] if self.wide else [])
@@ -222,11 +232,12 @@ class FleetScreen(Screen):
                 "enter attaches · a / d approve or deny a restart · / filters · q quits", "$text-muted"))
             return
         width = max(20, self.size.width - 2)
-        where = f"in {r.path.parent}"  # the folder is the name: where it lives is what the line adds
-        room = width - len(r.id) - len(r.name) - 4
+        name = cell_text(r.name)
+        where = cell_text(f"in {r.path.parent}")  # the folder is the name: where it lives is what the line adds
+        room = width - len(r.id) - len(name) - 4
         if len(where) > room:  # the path's end says the most: "in …/agent-console/runs"
             where = "in …" + where[-(room - 4):] if room > 12 else ""
-        lines = [Content.assemble((f"{r.id} ", "bold"), (r.name, "bold $text-primary"),
+        lines = [Content.assemble((f"{cell_text(r.id)} ", "bold"), (name, "bold $text-primary"),
                                   (f"  {where}" if where else "", "$text-muted"))]
         state = r.state + (f" · pid {r.pid}" if r.pid else "")
         if r.phase_long:
@@ -234,12 +245,12 @@ class FleetScreen(Screen):
         if r.detail and r.state not in LIVE:
             state += f" · {r.detail}"
         style = "bold $text-warning" if r.state == WAITING else ""
-        lines.append(Content.styled(state, style))
+        lines.append(Content.styled(cell_text(state), style))
         if r.state == WAITING:
             lines.append(Content.styled("a approves the restart, d denies it (the run ends, resumable); "
                                         "enter attaches", "bold $text-warning"))
         elif r.last:
-            lines.append(Content.assemble(("last: ", "$text-muted"), r.last))
+            lines.append(Content.assemble(("last: ", "$text-muted"), cell_text(r.last)))
         # One line each, cut to the width: a long line must not push the next one out of the box.
         self._update("#fleet-detail", Content("\n").join(line.truncate(width, ellipsis=True) for line in lines))
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
+
+from console.engine.text import safe_text
 
 EXPLAIN = ("The current todo list is archived with your issue as its failure note; the agent reads the plan, "
            "the instructions and the workspace summary again and writes a revised todo list.")
@@ -22,7 +25,9 @@ class RewindScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog") as box:
-            box.border_title = "Rewind the current phase" + (f" · {self.phase}" if self.phase else "")
+            # The phase's name is the agent's: text (a Content), never markup; safe for the terminal.
+            phase = safe_text(self.phase, one_line=True)
+            box.border_title = Content("Rewind the current phase" + (f" · {phase}" if phase else ""))
             yield Static(EXPLAIN, id="message", markup=False)
             yield Input(placeholder="What is wrong? e.g. the digest misses the risks section", id="issue")
             yield Static("", id="hint")

@@ -18,7 +18,9 @@ lines on screen are drawn. Appending costs the new message, not the whole view.
   pane's too);
 - the model's reasoning ("thinking") is its own dimmed item, never mixed into the answer;
 - a model call that fails and is retried drops what it streamed (the agent never sees it either): the
-  view shows a mark line for the wait, then the retried reply, never a half reply followed by a whole one.
+  view shows a mark line for the wait, then the retried reply, never a half reply followed by a whole one;
+- every event is taken in as :func:`console.present.safe_event` makes it (a reply keeps its lines, loses its
+  escape sequences), and every item is drawn as Content, text that Textual never parses as markup.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from textual.timer import Timer
 
 from console import present
 from console.engine import events as ev
+from console.engine.text import safe_text
 from console.tui.format import clip
 from console.tui.widgets import markdown_lite
 from console.tui.widgets.lines import Item, ItemView, hang
@@ -273,7 +276,8 @@ def _label(text: str) -> Content:
 def render_tool(it: ToolItem, width: int = 0) -> Content:
     arrow = "▾" if it.expanded else "▸"
     args = present.tool_args(it.tool, it.arguments)
-    parts: list[str | tuple[str, str]] = [(f"{arrow} ", "$text-muted"), (it.tool, "bold $text-secondary")]
+    tool = safe_text(it.tool, one_line=True, limit=120)  # one line, whatever the model named it
+    parts: list[str | tuple[str, str]] = [(f"{arrow} ", "$text-muted"), (tool, "bold $text-secondary")]
     if args:
         parts += ["  ", (args, "$text-muted")]
     if it.denied:
@@ -379,7 +383,7 @@ class ConversationPane(ItemView):
         new: list[Item] = []
         dirty: list[Item] = []
         stream_dirty = False
-        for e in events:
+        for e in map(present.safe_event, events):
             if isinstance(e, ev.TextDelta) and e.reasoning:
                 t = self.thinking
                 if t is None or t.turn != e.turn or t.final:

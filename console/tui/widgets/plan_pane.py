@@ -6,6 +6,13 @@ shows as fast as the agent's own writes. With watching off (tests, snapshots) th
 styles headings, code and quotes with the theme's variables; the
 plan's phase markers stand out in the theme's colours too (``✓ COMPLETE`` in its success colour, ``← CURRENT``
 as a badge in its accent).
+
+The agent writes main_plan.md, so the pane reads it as it would read any hostile file: through the engine's
+:class:`~console.engine.sandbox.Sandbox` (:func:`read_plan`), on a worker thread, with a sandbox opened for that
+read and closed after it. A FIFO, a device, a socket, a link out of the job folder or a hard-linked file is never
+opened for reading (never waited on, never read from /dev/zero); a plan over ``PLAN_MAX_BYTES`` is not read at
+all. Each shows a line saying why in the pane instead. What is shown is made safe for the terminal first
+(:func:`console.engine.text.safe_text`: an escape sequence in the plan is shown, not run).
 """
 
 from __future__ import annotations
@@ -20,10 +27,15 @@ from textual.content import Content
 from textual.widgets import Markdown
 from textual.widgets.markdown import MarkdownBlock
 
+from console.engine.sandbox import Sandbox, SandboxError
+from console.engine.text import safe_text
 from console.tui.messages import PlanFileChanged
 from console.tui.widgets.markdown_lite import make_parser
 
 PLACEHOLDER = "*main_plan.md has not been written yet: the agent writes it during bootstrap.*"
+# Far above a real plan (20 phases of 20 steps is ~25 KB), and about what Textual's Markdown widget lays out in a
+# few seconds: a larger file is said to be too large, never read (a 50 MB plan must not fill the console's memory).
+PLAN_MAX_BYTES = 64 * 1024
 COMPLETE_MARK = "✓ COMPLETE"
 CURRENT_MARK = "← CURRENT"
 MARKS = ((COMPLETE_MARK, "bold $text-success"), (CURRENT_MARK, "bold reverse $text-accent"))
@@ -38,6 +50,32 @@ def mark(content: Content) -> Content:
             content = content.stylize(style, start, start + len(text))
             start = plain.find(text, start + len(text))
     return content
+
+
+def _kb(n: int) -> str:
+    return f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{max(1, round(n / 1024))} KB"
+
+
+def read_plan(path: Path, max_bytes: int = PLAN_MAX_BYTES) -> str:
+    """The Markdown the plan pane shows for ``path`` (main_plan.md in its job folder): the plan's text made safe
+    for the terminal, the placeholder while there is none, or one line saying why it is not shown. Never raises;
+    never blocks (the sandbox opens with O_NONBLOCK and reads only regular files); holds no fd once it returns."""
+    name = path.name
+    try:
+        with Sandbox(path.parent) as box:
+            info = box.info(name)
+            if info is None:
+                return PLACEHOLDER
+            if info.kind == "file" and info.size > max_bytes:
+                return (f"*{name} is not shown: it is {_kb(info.size)}, over the {_kb(max_bytes)} this pane shows. "
+                        f"Open it in an editor.*")
+            text = box.read_text(name, max_bytes=max_bytes)
+    except SandboxError as exc:  # a pipe, a device, a link out of the folder, a file that grew past the limit
+        return f"*{name} is not shown: {safe_text(str(exc), one_line=True)}*"
+    except OSError as exc:  # the job folder itself is gone or cannot be opened
+        why = safe_text(exc.strerror or type(exc).__name__, one_line=True)
+        return f"*{name} cannot be read: {why}.*"
+    return safe_text(text)
 
 
 class PlanPane(VerticalScroll):
@@ -68,14 +106,11 @@ class PlanPane(VerticalScroll):
         yield self.document
 
     def read(self) -> str:
-        try:
-            return self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return PLACEHOLDER
-        except (OSError, UnicodeDecodeError) as exc:
-            return f"*main_plan.md cannot be read: {exc}*"
+        """What the pane shows now (blocking: call it on a thread, as :meth:`reload` does)."""
+        return read_plan(self.path)
 
     async def reload(self) -> None:
+        # On a thread: a read never waits on the file (the sandbox sees to that), but a slow disk must not stall keys.
         text = await asyncio.to_thread(self.read)
         await self.show(text)
 

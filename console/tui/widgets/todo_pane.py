@@ -14,6 +14,7 @@ from textual.content import Content
 from textual.events import Resize
 
 from console.engine import events as ev
+from console.engine.text import safe_text
 from console.tui.state import phase_label
 from console.tui.widgets.lines import Item, ItemView
 
@@ -101,15 +102,16 @@ class TodoPane(ItemView):
 
     def show(self, todos: ev.TodosChanged | None) -> None:
         self.todos = todos
-        self.items = [TodoItem(display=todos.display if todos else "")]
+        self.items = [TodoItem(display=safe_text(todos.display) if todos else "")]
         self.relayout(0)
         if todos is None:
             self.border_subtitle = ""
             return
         done = sum(1 for i in todos.items if i.done)
         total = len(todos.items)
-        label = phase_label(todos)
-        self.border_title = f"Todo list · {label}" if label else "Todo list · Layer 2"
+        label = safe_text(phase_label(todos), one_line=True)
+        # The phase's name is the agent's: a Content (text), never a string Textual would parse as markup.
+        self.border_title = Content(f"Todo list · {label}" if label else "Todo list · Layer 2")
         self.border_subtitle = f"{done}/{total} {progress_bar(done, total)}" if total else ""
         self.call_after_refresh(self.keep_current_visible)
 

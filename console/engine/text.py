@@ -1,0 +1,97 @@
+"""Text from the agent or the job, made safe to put on an operator's terminal: :func:`safe_text`.
+
+Why: a model's reply, a tool's name, arguments or result, a summary, a file or folder name can hold escape
+sequences (ESC ] 0 ; title BEL retitles the window, ESC [ 2 J clears the screen, some terminals do worse), bidi
+overrides that show text in another order than it is stored, zero-width characters that hide part of a name, and
+lone surrogates that make a write to stdout raise. Every view (the headless log, the console, the fleet view,
+``jobs``, error lines) passes such text through this one function before printing it.
+
+What becomes what:
+
+* Printable characters (letters, marks, digits, punctuation, symbols, the space: Python's ``str.isprintable``) are
+  kept as they are. So is markup such as ``[bold]`` or ``[/]``: it is ordinary text here, and the views draw it
+  as text (Textual ``Content``, Rich ``Text``, ``markup=False``), never parse it.
+* Other spaces (no-break, thin, ideographic: Unicode Zs) become a plain space.
+* Every other character is shown as its Python escape, in printable ASCII: the C0 controls and DEL (``\\x1b``,
+  ``\\x07``, ``\\x7f``), the C1 controls U+0080-U+009F (``\\x9b``, a one-character CSI on some terminals), the
+  format characters (bidi embeddings and overrides U+202A-U+202E, isolates U+2066-U+2069, marks U+200E/U+200F,
+  zero-width space and joiners U+200B-U+200D, U+FEFF, soft hyphen, tags: ``\\u202e``...), line and paragraph
+  separators U+2028/U+2029, private-use and unassigned code points, and lone surrogates (``\\udc80``). An escape
+  sequence thus loses its ESC (or CSI) and the rest of it is plain text after a visible ``\\x1b``: nothing of it
+  reaches the terminal as a command.
+* Line breaks: multi-line text (the default: a reply, a tool result) keeps its newlines and tabs, and a CR LF
+  pair becomes one newline; a lone CR (which would let a line overwrite itself) is shown as ``\\r``.
+  ``one_line=True`` shows newlines and tabs as ``\\n`` and ``\\t`` too, so a path or a name says exactly what it
+  holds; with ``join=True`` the lines are joined with a space instead (blank lines dropped), as prose reads.
+* ``limit`` > 0: at most that many characters, cut with ``...`` (never in the middle of an escape).
+
+The result only ever holds printable characters (and, multi-line, newlines and tabs), so the function is
+idempotent: text made safe twice is the same as once. Backslashes are not doubled: a literal ``\\x1b`` typed by
+the agent reads the same as an escaped ESC (the exact text is in ``.console/events.jsonl``).
+
+Stdlib only, no console.* imports: it sits below everything that prints.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+__all__ = ["safe_text"]
+
+ELLIPSIS = "..."
+_CACHE_MAX = 65_536  # characters remembered per table: a hostile text of every code point cannot grow it more
+# The start of an escape that a cut would leave incomplete: a backslash, "x1" of "x1b", ...
+_ESCAPE_AT_END = re.compile(r"\\(?:x[0-9a-f]?|u[0-9a-f]{0,3}|U[0-9a-f]{0,7})?\Z")
+
+
+class _Table(dict[int, str]):
+    """A ``str.translate`` table built as characters are met (each character is judged once per table)."""
+
+    def __init__(self, keep: str) -> None:
+        super().__init__()
+        self.keep = frozenset(keep)
+
+    def __missing__(self, code: int) -> str:
+        ch = chr(code)
+        if ch in self.keep or ch.isprintable():
+            out = ch
+        elif unicodedata.category(ch) == "Zs":
+            out = " "
+        else:
+            out = repr(ch)[1:-1]  # \x1b, \x9b, \u202e, \udc80, \U000e0041: printable ASCII
+        if len(self) < _CACHE_MAX:
+            self[code] = out
+        return out
+
+
+_MULTI = _Table("\n\t")
+_ONE = _Table("")
+
+
+def safe_text(text: str, *, one_line: bool = False, join: bool = False, limit: int = 0) -> str:
+    """``text`` safe to print on a terminal; see the module's docstring for what becomes what.
+
+    ``one_line``: newlines and tabs are shown as ``\\n`` and ``\\t`` (``join``: the lines are joined with a
+    space instead, blank ones dropped). ``limit``: at most that many characters (0: no limit), cut with ``...``.
+    Returns ``text`` itself when nothing needs to change (cheap to call on every line)."""
+    if not isinstance(text, str):
+        text = str(text)
+    if one_line and join and ("\n" in text or "\r" in text):
+        text = " ".join(part.strip() for part in text.splitlines() if part.strip())
+    if not text.isprintable():
+        if one_line:
+            text = text.translate(_ONE)
+        else:
+            text = text.replace("\r\n", "\n")
+            if not text.replace("\n", "").replace("\t", "").isprintable():
+                text = text.translate(_MULTI)
+    if limit and len(text) > limit:
+        if limit <= len(ELLIPSIS):
+            return ELLIPSIS[:limit]
+        head = text[: max(0, limit - len(ELLIPSIS))]
+        cut = _ESCAPE_AT_END.search(head[-9:])
+        if cut is not None:  # a cut escape ("\x1") would read as something else: drop it whole
+            head = head[: len(head) - (len(head[-9:]) - cut.start())]
+        text = head + ELLIPSIS
+    return text
