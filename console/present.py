@@ -489,6 +489,15 @@ def _stuck(e: ev.StuckDetected) -> Presented:
     return Presented("⚠", "stuck", "warning", f"stuck: {flat(e.reason)}{pattern}", source="stuck")
 
 
+SANDBOX_SEVERITY = {"confined": "info", "unconfined": "warning", "refused": "error"}
+
+
+def _command_sandbox(e: ev.CommandSandbox) -> Presented:
+    """The run's header for its commands: what they see and their bounds (the engine's paragraph, whole)."""
+    return Presented("▣", "sandbox", SANDBOX_SEVERITY.get(e.mode, "warning"),
+                     flat(e.text, 0) or f"commands: {one_line(e.mode, 40)}", source="sandbox")
+
+
 def _operator(e: ev.OperatorCommand) -> Presented:
     source = one_line(e.source, 40)
     who = f"operator · {source}" if source else "operator"
@@ -539,6 +548,7 @@ DESCRIBERS: dict[type, Callable[[Any], Presented | None]] = {
     ev.CompletionBypassed: _bypassed,
     ev.BudgetExhausted: _exhausted,
     ev.StuckDetected: _stuck,
+    ev.CommandSandbox: _command_sandbox,
     ev.OperatorCommand: _operator,
     ev.JobCompleted: _completed,
     ev.StateRecovered: _recovered,

@@ -78,6 +78,7 @@ class GuardrailsState:
     bypassed: ev.CompletionBypassed | None = None
     exhausted: dict[str, ev.BudgetExhausted] = field(default_factory=dict)  # "deadline" | "tokens" | "cost"
     stuck: int = 0
+    sandbox: ev.CommandSandbox | None = None  # what the job's commands see and their bounds (the run's header)
     last_feedback: ev.Feedback | None = None
     refusing: bool = False  # job_complete was just refused: its error result is the refusal
 
@@ -183,6 +184,7 @@ class ConsoleState:
             ev.StuckDetected: self._guardrail,
             ev.Feedback: self._guardrail,
             ev.GuardrailsStatus: self._guardrail,
+            ev.CommandSandbox: self._guardrail,
             ev.StateRecovered: self._recovered,
             ev.ErrorEvent: self._error,
             ev.OperatorCommand: self._operator,
@@ -426,6 +428,8 @@ class ConsoleState:
         if isinstance(e, ev.GuardrailsStatus):
             g.status = e
             return {GUARDS}
+        if isinstance(e, ev.CommandSandbox):
+            g.sandbox = e  # and a notice in the feedback pane, below
         p = present.describe(e)
         assert p is not None
         if isinstance(e, ev.ToolDenied):

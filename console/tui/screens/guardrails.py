@@ -198,11 +198,14 @@ def tools_lines(g: GuardrailsState, width: int) -> Lines:
     if st is None or (not st.tools and not st.confinement):
         return [_none("no command tools")]
     conf = st.confinement or "?"
-    unconfined = conf.startswith("none")
+    unconfined = conf.startswith(("none", "UNCONFINED", "refused"))
     sandbox = Content.assemble(("sandbox ", "$text-muted"),
                                (conf, "bold reverse $text-warning" if unconfined else "bold $text-success"))
     tools = Content(", ".join(st.tools)) if st.tools else _none("no tools")
-    return hang(Content(""), tools + _dot() + sandbox, width)
+    out = hang(Content(""), tools + _dot() + sandbox, width)
+    if g.sandbox is not None and g.sandbox.text:  # the run's header: what a command sees, its bounds
+        out += hang(Content(""), Content.styled(present.flat(g.sandbox.text, 0), "$text-muted"), width)
+    return out
 
 
 def title_line(state: ConsoleState, now: datetime) -> Content:
