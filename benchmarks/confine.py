@@ -42,7 +42,7 @@ from console.engine.tools.registry import ToolRegistry
 
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def main() -> int:

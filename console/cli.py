@@ -630,7 +630,10 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         _err(str(exc))
         return EXIT_USAGE
     try:
-        rows = JobStore(settings.store_path).list(args.limit)
+        # Every run that is not finished, whatever its age (one waiting for approval is never hidden), then the
+        # newest finished ones up to --limit.
+        live_rows, _older = JobStore(settings.store_path).list_live_and_recent(args.limit)
+        rows = live_rows
     except (sqlite3.Error, OSError) as exc:
         _err(f"{settings.store_path}: the jobs database cannot be read ({exc}); move it aside and a new one is made")
         return EXIT_USAGE
@@ -702,7 +705,11 @@ def cmd_control(args: argparse.Namespace) -> int:
             _err(f"{args.command}: no process is running {paths.root} now, so there is nothing to {args.command}; "
                  f"{resume_hint(paths)}")
         return EXIT_FAILED
-    cmd = write_inbox(paths, name, cmd_args, source="cli")
+    try:
+        cmd = write_inbox(paths, name, cmd_args, source="cli")
+    except OSError as exc:  # the inbox is full (no run reads it) or cannot be written
+        _err(f"{args.command}: cannot be queued for {paths.root}: {exc.strerror or exc}")
+        return EXIT_FAILED
     if args.wait <= 0:
         _say(f"{args.command}: queued for {paths.root}")
         return EXIT_OK

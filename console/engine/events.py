@@ -595,7 +595,8 @@ def copy_events(src: Path, dest: Path) -> int:
     """Write the lines of ``src`` that are events to ``dest`` (atomically); returns how many were left out."""
     bad = 0
     tmp = dest.with_name(f".{dest.name}.check.tmp")
-    with src.open("rb") as fh, tmp.open("wb") as out:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)  # private, like the log
+    with src.open("rb") as fh, os.fdopen(fd, "wb") as out:
         for raw in fh:
             if not raw.strip():
                 continue

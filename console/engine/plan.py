@@ -9,7 +9,6 @@ only its heading and checkbox lines and keeps every other line verbatim.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal
 
 MIN_PHASE_STEPS = 5
@@ -391,20 +390,6 @@ def parse_plan(text: str) -> Plan:
         if not p.steps and id(p) in plain_bullets:
             p.steps = plain_bullets[id(p)]
     return Plan(lines=lines, phases=phases, title=title)
-
-
-def load_plan(path: Path) -> Plan:
-    """Parse main_plan.md, raising :class:`PlanError` with an actionable message."""
-    if not path.exists():
-        raise PlanError(
-            f"{path.name} does not exist yet. Write it with write_file: a '# Execution Plan' title, "
-            "an '## Overview', then one '## Phase N: Name' section per phase with '- [ ] step' lines."
-        )
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise PlanError(f"{path.name} is not UTF-8 text; rewrite it as Markdown.") from None
-    return validate_plan(parse_plan(text), path.name)
 
 
 def validate_plan(plan: Plan, name: str = "main_plan.md") -> Plan:

@@ -81,7 +81,7 @@ class Runtime:
     _projected_at: float = 0.0
 
     def __post_init__(self) -> None:
-        self.paths.state.mkdir(parents=True, exist_ok=True)
+        self.paths.state.mkdir(mode=0o700, parents=True, exist_ok=True)
         if self.sandbox is None:
             self.sandbox = Sandbox(self.paths.root)
         self.outcome = self.state.outcome

@@ -873,7 +873,7 @@ class Sandbox:
 
     def _open_tmp_dir(self, create: bool) -> int:
         fd = self._root_fd
-        for name, mode in ((self._state_dir, 0o777), ("tmp", 0o700)):
+        for name, mode in ((self._state_dir, 0o700), ("tmp", 0o700)):
             if create:
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(name, mode, dir_fd=fd)

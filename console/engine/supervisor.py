@@ -332,6 +332,8 @@ class Supervisor:
         state = projections.overlay(loaded.state)
         rt = self.runtime = Runtime(self.paths, self.clock, self.events, self.store, self.sandbox, self.journal,
                                     state, guardrails=self.guardrails)
+        for line in self.not_private:  # said once a run: another user of this machine may read or hold these
+            self.events.emit(ev.ErrorEvent, message=f"not private: {line}", where="permissions", recoverable=True)
         for p in self.file_problems:
             self.events.emit(ev.StateRecovered, file=p.file, problem=p.problem, moved_to=p.moved_to,
                              action=("the log goes on with every line that is an event" if p.component == "log"

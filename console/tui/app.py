@@ -805,7 +805,7 @@ class ConsoleApp(App[int]):
         folder = self.screenshots_dir()
         name = f"agent-console-{self.now().strftime('%Y%m%d-%H%M%S')}.svg"
         try:
-            folder.mkdir(parents=True, exist_ok=True)
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
             path = self.save_screenshot(name, str(folder))
         except OSError as exc:
             self.notify(f"{folder}: {exc}", title="Screenshot not saved", severity="error")

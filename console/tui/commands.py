@@ -75,7 +75,10 @@ class InboxController:
         if self.runner_pid() is None:
             return ("no process is running this job (review only); resume it with "
                     f"`agent-console run --in-place {self.paths.root}` or queue commands from the CLI")
-        write_inbox(self.paths, command, {k: v for k, v in args.items() if v is not None}, source=self.source)
+        try:
+            write_inbox(self.paths, command, {k: v for k, v in args.items() if v is not None}, source=self.source)
+        except OSError as exc:  # the inbox is full or cannot be written: said, not a traceback
+            return f"{command} could not be sent: {exc.strerror or exc}"
         return None
 
 

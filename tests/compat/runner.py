@@ -87,8 +87,9 @@ class Scenario:
     files: Mapping[str, str] = field(default_factory=dict)
     # RunSettings overrides, applied after job.toml like command-line flags (context_window, auto_restart...).
     settings: Mapping[str, Any] = field(default_factory=dict)
-    # Seconds the run's FakeClock moves on before each model request (a deadline that passes), for every provider.
-    advance_seconds_per_turn: float = 0.0
+    # Seconds the run's FakeClock moves on before each model request (a deadline that passes), for every provider:
+    # one figure for every request, or one per request (the last repeats).
+    advance_seconds_per_turn: float | tuple[float, ...] = 0.0
     # Expectations, checked for every provider.
     expect: Sequence[Ev] = ()  # appear in this order (other events may come between)
     counts: Mapping[str, int] = field(default_factory=dict)  # at least this many events of each type
@@ -225,7 +226,7 @@ class Metered:
     send, moves the run's clock on by ``advance`` seconds first (time the turn takes), and notes the prompt's size
     for the loopback to report as its usage (what the scripted provider reports for the same request)."""
 
-    def __init__(self, inner: Provider, clock: FakeClock, advance: float = 0.0) -> None:
+    def __init__(self, inner: Provider, clock: FakeClock, advance: float | tuple[float, ...] = 0.0) -> None:
         self.inner = inner
         self.name = inner.name
         self.model = inner.model
@@ -236,8 +237,9 @@ class Metered:
 
     def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
         self.prompts.append(request)
-        if self.advance:
-            self.clock.advance(self.advance)
+        steps = self.advance if isinstance(self.advance, tuple) else (self.advance,)
+        if step := steps[min(len(self.prompts), len(steps)) - 1]:
+            self.clock.advance(step)
         self.prompt_tokens = estimate_request(request)
         return self.inner.stream(request)
 

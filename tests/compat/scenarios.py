@@ -358,10 +358,11 @@ GUARDRAIL_SCENARIOS: list[Scenario] = [
     ),
     Scenario(
         # Seed 002: test_task_completion_skipped_on_deadline_exhaustion. 400 s a turn against a 10 minute
-        # deadline: spent after turn 2, turn 3 is the wrap-up, its job_complete passes unchecked.
+        # deadline: spent during turn 2 (its reply is cut at the deadline), turn 3 is the wrap-up, answered within
+        # its time, and its job_complete passes unchecked.
         "completion_skipped_on_deadline",
         job_toml='[guardrails]\ndeadline = "10m"\n',
-        advance_seconds_per_turn=400,
+        advance_seconds_per_turn=(400, 400, 10),
         turns=[turn("Looking.", Call("list_files")), turn("Looking again.", Call("list_files")),
                turn("Out of time.", _complete())],
         expect=[Ev("budget_exhausted"), Ev("completion_bypassed"), Ev("job_completed"),

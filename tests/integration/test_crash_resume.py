@@ -13,7 +13,7 @@ from collections import defaultdict
 import pytest
 
 from console.engine import events as ev
-from console.engine.plan import load_plan
+from console.engine.plan import parse_plan
 from tests.conftest import SAMPLES
 
 
@@ -64,7 +64,7 @@ def test_kill_9_mid_run_then_resume_completes(tmp_path, kill_after_events) -> No
     out, err = resumed.communicate(timeout=120)
     assert resumed.returncode == 0, err
     assert "session 1 resumed (scripted/scripted-agent): " in out  # and where it picks up
-    plan = load_plan(job / "main_plan.md")
+    plan = parse_plan((job / "main_plan.md").read_text())
     assert plan.all_complete
     check_each_todo_completed_once(events_path)
     assert (job / "action_items.md").read_text().count("- [ ]") == 9

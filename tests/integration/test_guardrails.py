@@ -272,7 +272,7 @@ def test_a_wrap_up_turn_that_takes_too_long_is_cut_and_the_run_ends(make_job, cl
     paths = make_job()
     script = [T(calls=[C(name="list_files")]), T(calls=[C(name="list_files")]),
               T(calls=[complete()]), T(error="never asked")]
-    sup, result, provider = run(paths, script, clock, tmp_path, guardrails=guardrails(deadline="10m"),
+    _, result, provider = run(paths, script, clock, tmp_path, guardrails=guardrails(deadline="10m"),
                                 before=lambda n: clock.advance(400))
     evs = events(paths)
     assert result.reason is ShutdownReason.BUDGET_EXHAUSTED and "deadline passed" in result.detail

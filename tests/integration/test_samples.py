@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from console.engine import events as ev
-from console.engine.plan import load_plan
+from console.engine.plan import parse_plan
 
 
 def _check_done_criteria(paths, min_transitions: int = 2) -> list[ev.EventBase]:
-    plan = load_plan(paths.main_plan)
+    plan = parse_plan(paths.main_plan.read_text())
     assert plan.all_complete, paths.main_plan.read_text()
     assert all(p.marked_complete for p in plan.phases)
     assert paths.workspace_summary.exists()

@@ -14,7 +14,6 @@ from console.engine.plan import (
     MAX_PLAN_LINES,
     PlanError,
     _strip_markers,
-    load_plan,
     parse_plan,
     validate_plan,
 )
@@ -103,8 +102,6 @@ def test_checkbox_and_bullet_variants() -> None:
 
 
 def test_malformed_plans_raise_actionable_errors(tmp_path) -> None:
-    with pytest.raises(PlanError, match="does not exist yet"):
-        load_plan(tmp_path / "main_plan.md")
     with pytest.raises(PlanError, match=r"no phases.*## Phase 1"):
         validate_plan(parse_plan("# Plan\n\nJust some prose, no phases.\n"))
     with pytest.raises(PlanError, match="has no steps"):

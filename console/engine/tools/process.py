@@ -7,8 +7,8 @@ unbounded and there is no race with a fork. Then:
 
 - **wall time**: the tool's timeout, the operator's stop, and the run's deadline end the whole process tree:
   the cgroup is killed whole; confined, the sandbox's pid 1 is killed (the kernel then kills everything in
-  its pid namespace, ``setsid`` and double forks included); unconfined without a cgroup, the harness is the
-  "child subreaper" of what the command leaves behind, and kills and reaps every orphan it inherits;
+  its pid namespace, ``setsid`` and double forks included); unconfined, the harness is the "child subreaper"
+  of what the command leaves behind while it runs, and kills and reaps every orphan it inherits;
 - **processes**: ``pids.max`` of the cgroup, and ``RLIMIT_NPROC`` (counted per user namespace: inside the
   sandbox it bounds the command's own processes, even when the operator is root);
 - **memory**: the cgroup's memory limit (the whole tree, tmpfs pages included), else ``RLIMIT_DATA`` per
@@ -213,18 +213,40 @@ def apply_rlimits(pid: int, values: list[tuple[int, int, int]]) -> None:
 
 
 _PR_SET_CHILD_SUBREAPER = 36
-_subreaper: list[bool] = []
 
 
-def become_subreaper() -> bool:
-    """Make this process the reaper of the orphans its children leave (Linux prctl); True if it is."""
-    if not _subreaper:
-        ok = False
-        with contextlib.suppress(Exception):
+class _Subreaper:
+    """While an unconfined command runs, this process is the "child subreaper" of what the command leaves
+    behind (Linux prctl): a ``setsid``'d grandchild or a double fork is handed to it, not to init, so it can be
+    killed and reaped. Only for that while: a process that is always a subreaper collects every orphan of every
+    child it ever has (a caller's own ``os.wait()`` would get them). Counted, so overlapping calls share it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0
+
+    def _set(self, on: bool) -> bool:
+        try:
             libc = ctypes.CDLL(None, use_errno=True)
-            ok = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-        _subreaper.append(ok)
-    return _subreaper[0]
+            return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0)
+        except Exception:  # not Linux, or no libc: nothing outlives a call only where a cgroup is used
+            return False
+
+    def enter(self) -> bool:
+        with self._lock:
+            if self._users == 0 and not self._set(True):
+                return False
+            self._users += 1
+            return True
+
+    def leave(self) -> None:
+        with self._lock:
+            self._users -= 1
+            if self._users == 0:
+                self._set(False)
+
+
+SUBREAPER = _Subreaper()
 
 
 def my_children() -> set[int]:
@@ -346,9 +368,10 @@ def run_bounded(argv: Sequence[str], *, cwd: str, env: dict[str, str], keep: int
         with contextlib.suppress(OSError):
             slot = Slot(cgroups, memory_bytes=lim.memory_mb * MB, pids=lim.processes)
     confined = launch.bwrap is not None
-    # Whatever the command leaves behind (a setsid'd grandchild, bwrap's sandbox when its monitor is killed)
-    # is handed to this process, which kills and reaps it: nothing outlives the call, not even a zombie.
-    before = my_children() if become_subreaper() else None
+    # Unconfined, whatever the command leaves behind (a setsid'd grandchild, a double fork) is handed to this
+    # process, which kills and reaps it: nothing outlives the call. (Confined, the sandbox's pid namespace ends
+    # with its pid 1: nothing of it can outlive it.)
+    before = my_children() if not confined and SUBREAPER.enter() else None
     block_r, block_w = os.pipe2(os.O_CLOEXEC)
     status: _Status | None = None
     opts_fd = -1
@@ -386,6 +409,8 @@ def run_bounded(argv: Sequence[str], *, cwd: str, env: dict[str, str], keep: int
             os.close(opts_fd)
         if slot is not None:
             slot.close()
+        if before is not None:
+            SUBREAPER.leave()
         raise
     assert proc.stdout is not None
     cap = _Capture(keep)
@@ -484,6 +509,7 @@ def run_bounded(argv: Sequence[str], *, cwd: str, env: dict[str, str], keep: int
             os.close(opts_fd)
         if before is not None:
             reap_orphans(before, keep=proc.pid)
+            SUBREAPER.leave()
         oom = False
         if slot is not None:
             oom = slot.oom_killed()
