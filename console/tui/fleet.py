@@ -59,6 +59,9 @@ class FleetRow:
     pending_seq: int  # the restart_pending event's seq while one waits (0: none)
     started_at: str
     pid: int | None
+    # How the run's commands run: "" (confined, or no commands), "unconfined" (run --unconfined), "refused"
+    # (no sandbox works there).
+    sandbox: str = ""
 
 
 class Listed(list[FleetRow]):
@@ -144,7 +147,13 @@ def snapshot(row: JobRow, fold: RunFold, pid: int | None, now: datetime) -> Flee
         detail=clip(detail or "", 300),
         pending_seq=st.restart_pending.seq if (st.restart_pending is not None and pid is not None) else 0,
         started_at=row.started_at, pid=pid,
+        sandbox=_sandbox(st),
     )
+
+
+def _sandbox(st: ConsoleState) -> str:
+    box = st.guards.sandbox
+    return box.mode if box is not None and box.mode != "confined" else ""
 
 
 class Fleet:

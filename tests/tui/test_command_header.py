@@ -48,3 +48,55 @@ def test_unconfined_and_refused_commands_are_said_louder_and_the_text_stays_text
     st = ConsoleState("job")
     st.apply_all(header_log("refused", f"refused {ATTACK}").events)
     assert not raw_controls(plain_text(st, FROZEN_NOW))
+
+
+def test_an_unconfined_run_says_so_on_the_status_line_and_in_the_fleet(tmp_path) -> None:
+    """Issue 17: commands run unconfined only when the operator says so for the run, and every view says so: the
+    headless log (its header line), the console's status line at any width, the fleet's row and detail."""
+    from console.engine.job import JobPaths
+    from console.engine.store import JobStore
+    from console.tui.fleet import Fleet
+    from console.tui.widgets.status import StatusLine, fit
+
+    log = header_log("unconfined", "commands run UNCONFINED (run --unconfined): they see everything")
+    st = ConsoleState("job")
+    st.apply_all(log.events)
+    line = StatusLine(st, now=lambda: FROZEN_NOW)
+    for width in (60, 80, 200):
+        assert "UNCONFINED" in fit(line.parts(), width).plain, width
+    confined = ConsoleState("job")
+    confined.apply_all(header_log("confined", CONFINED).events)
+    assert "UNCONFINED" not in fit(StatusLine(confined, now=lambda: FROZEN_NOW).parts(), 200).plain
+    # The fleet: the row's state cell and the detail line of an unconfined run that is going.
+    store_path = tmp_path / "data" / "jobs.db"
+    run = tmp_path / "runs" / "free-run"
+    run.mkdir(parents=True)
+    JobStore(store_path).started(run, "free-run", "scripted", "scripted-agent", FROZEN_NOW)
+    log.write(JobPaths(run).events)
+    [row] = Fleet(store_path, now=lambda: FROZEN_NOW, holder=lambda fold: 4242).poll()
+    assert row.sandbox == "unconfined"
+
+
+def test_the_fleet_view_marks_an_unconfined_run(tmp_path) -> None:
+    from console.engine.job import JobPaths
+    from console.engine.store import JobStore
+    from console.tui.launch import build_fleet_app
+    from tests.tui.conftest import drive, wait_for
+
+    store_path = tmp_path / "data" / "jobs.db"
+    run = tmp_path / "runs" / "free-run"
+    run.mkdir(parents=True)
+    JobStore(store_path).started(run, "free-run", "scripted", "scripted-agent", FROZEN_NOW)
+    header_log("unconfined", "commands run UNCONFINED (run --unconfined)").write(JobPaths(run).events)
+    app = build_fleet_app(store_path, holder=lambda fold: 4242, watch=False, animations=False, keymap={},
+                          now=lambda: FROZEN_NOW, poll_interval=0.05)
+
+    async def body(pilot) -> None:
+        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.rows) == 1)
+        view = app.fleet_view
+        assert view.table.get_cell(str(run), "state").plain.endswith(" UNCONFINED")
+        await pilot.pause()
+        detail = str(view.query_one("#fleet-detail").render())
+        assert "UNCONFINED: its commands run without a sandbox" in detail
+
+    drive(app, body, size=(120, 30))

@@ -200,3 +200,28 @@ def test_the_cgroup_of_a_call_is_gone_after_it(rt: Runtime, bwrap: Bwrap) -> Non
     call(rt, ["sh", "-c", "sleep 30 & echo x"], CONFINED, timeout=0.3)
     after = {p.name for p in cg.memory.iterdir() if p.name.startswith("agent-console-")}
     assert after <= before
+
+
+def test_rlimit_nproc_counts_only_what_the_command_adds() -> None:
+    """RLIMIT_NPROC counts every task of the user: inside bwrap's user namespace only the command's own (the limit
+    is the bound itself); elsewhere the user's tasks now are added, so an operator's busy desktop never leaves a
+    command unable to fork; root is not bound by it at all (the pids cgroup or the pid namespace is)."""
+    from console.engine.tools.process import Launch, _nproc_base, rlimits, user_tasks
+
+    assert _nproc_base(Launch("bwrap", ["--unshare-all", "--unshare-user"])) == 0
+    mine = user_tasks(os.getuid())
+    assert mine >= threading_count()
+    base = _nproc_base(Launch())
+    assert base is None if os.geteuid() == 0 else base >= mine - 50
+    limits = dict((r, (soft, hard)) for r, soft, hard in rlimits(SMALL, nproc_base=100))
+    import resource
+
+    assert limits[resource.RLIMIT_NPROC] == (100 + SMALL.processes,) * 2
+    assert resource.RLIMIT_NPROC not in dict((r, 0) for r, _s, _h in rlimits(SMALL, nproc_base=None))
+    assert limits[resource.RLIMIT_CPU] == (SMALL.cpu_seconds, SMALL.cpu_seconds + 5)  # SIGXCPU first, then SIGKILL
+
+
+def threading_count() -> int:
+    import threading
+
+    return threading.active_count()

@@ -191,16 +191,50 @@ class _FolderWatch:
 CPU_GRACE = 5
 
 
-def rlimits(limits: CommandLimits, *, nproc: bool = True, memory: bool = True) -> list[tuple[int, int, int]]:
-    """(resource, soft, hard) of every rlimit a command gets; it cannot raise them past the hard one."""
+def rlimits(limits: CommandLimits, *, nproc_base: int | None = 0, memory: bool = True) -> list[tuple[int, int, int]]:
+    """(resource, soft, hard) of every rlimit a command gets; it cannot raise them past the hard one.
+
+    ``nproc_base``: the tasks RLIMIT_NPROC already counts for the command's user (0 in a user namespace of its
+    own, where only the command's are counted); None leaves RLIMIT_NPROC alone (it does not apply to root)."""
     out = [(resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + CPU_GRACE),
            (resource.RLIMIT_NOFILE, limits.open_files, limits.open_files),
            (resource.RLIMIT_FSIZE, limits.file_size_mb * MB, limits.file_size_mb * MB), (resource.RLIMIT_CORE, 0, 0)]
-    if nproc:
-        out.append((resource.RLIMIT_NPROC, limits.processes, limits.processes))
+    if nproc_base is not None:
+        n = nproc_base + limits.processes
+        out.append((resource.RLIMIT_NPROC, n, n))
     if memory:
         out.append((resource.RLIMIT_DATA, limits.memory_mb * MB, limits.memory_mb * MB))
     return out
+
+
+def _nproc_base(launch: Launch) -> int | None:
+    """What RLIMIT_NPROC counts before the command starts: inside bwrap's user namespace, only the command's
+    own tasks (0); elsewhere every task of the user, whose current number is added to the limit (None for
+    root, which RLIMIT_NPROC does not bind: there the pids cgroup or the pid namespace bounds a command)."""
+    if launch.bwrap is not None and "--unshare-user" in launch.options:
+        return 0
+    if os.geteuid() == 0:
+        return None
+    return user_tasks(os.getuid())
+
+
+def user_tasks(uid: int) -> int:
+    """The tasks (threads) of processes whose real uid is ``uid``: what RLIMIT_NPROC counts for it."""
+    total = 0
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/status", "rb") as fh:
+                    text = fh.read(4096)
+            except OSError:
+                continue
+            uid_line = text.partition(b"\nUid:")[2].split(None, 1)
+            if uid_line and uid_line[0] == str(uid).encode():
+                threads = text.partition(b"\nThreads:")[2].split(None, 1)
+                total += int(threads[0]) if threads and threads[0].isdigit() else 1
+    return total
 
 
 def apply_rlimits(pid: int, values: list[tuple[int, int, int]]) -> None:
@@ -440,8 +474,7 @@ def run_bounded(argv: Sequence[str], *, cwd: str, env: dict[str, str], keep: int
                 try:
                     if slot is not None:
                         slot.add(target)  # the command's first process (bwrap's own monitor runs none of its code)
-                    apply_rlimits(target, rlimits(lim, nproc=confined or slot is None or os.geteuid() != 0,
-                                                  memory=slot is None))
+                    apply_rlimits(target, rlimits(lim, nproc_base=_nproc_base(launch), memory=slot is None))
                 except (OSError, ValueError) as exc:
                     raise _Setup(f"its bounds could not be set ({getattr(exc, 'strerror', None) or exc})") from None
                 os.write(block_w, b"go\n")

@@ -28,8 +28,8 @@ from console.engine.text import safe_text
 from console.tui.fleet import LIVE, WAITING, FleetRow, matches
 
 # The row fields each column shows (a cell is redrawn only when one of them changed).
-CELL_FIELDS = {"id": ("id",), "job": ("job",), "state": ("state", "kind"), "phase": ("phase",), "ctx": ("ctx",),
-               "cost": ("cost",), "elapsed": ("elapsed",), "last": ("last",)}
+CELL_FIELDS = {"id": ("id",), "job": ("job",), "state": ("state", "kind", "sandbox"), "phase": ("phase",),
+               "ctx": ("ctx",), "cost": ("cost",), "elapsed": ("elapsed",), "last": ("last",)}
 PATCH_ROWS = 30  # more changed rows than this: the list is rebuilt (cheaper than hundreds of cell updates)
 NARROW = 100  # under this many columns the last event is shown under the list only
 COLUMNS = [("id", "id", 5), ("job", "job", 16), ("state", "state", 20), ("phase", "phase", 5), ("ctx", "ctx", 4),
@@ -185,8 +185,11 @@ class FleetScreen(Screen):
         if key == "job":
             return Text(cell_text(r.job), style=base, overflow="ellipsis", no_wrap=True)
         if key == "state":
-            return Text(cell_text(r.state), style=styles["badge"] if waiting else styles.get(f"state-{r.kind}", base),
+            cell = Text(cell_text(r.state), style=styles["badge"] if waiting else styles.get(f"state-{r.kind}", base),
                         no_wrap=True)
+            if r.sandbox == "unconfined":  # its commands run without a sandbox (run --unconfined): said in the row
+                cell.append(" UNCONFINED", style=Style(bold=True, reverse=True))
+            return cell
         if key == "phase":
             return Text(cell_text(r.phase), style=base)
         if key == "ctx":
@@ -244,6 +247,10 @@ class FleetScreen(Screen):
             state += f" · {r.phase_long}"
         if r.detail and r.state not in LIVE:
             state += f" · {r.detail}"
+        if r.sandbox == "unconfined":
+            state += " · UNCONFINED: its commands run without a sandbox (run --unconfined)"
+        elif r.sandbox == "refused":
+            state += " · its commands are refused: no sandbox works there"
         style = "bold $text-warning" if r.state == WAITING else ""
         lines.append(Content.styled(cell_text(state), style))
         if r.state == WAITING:

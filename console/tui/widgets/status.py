@@ -128,6 +128,12 @@ class StatusLine(Widget):
         short = self.state_badge(short=True)
         out.append(Part(0, Content.styled(self.state_badge(), style),
                         short=Content.styled(short, style) if short else None))
+        sandbox = st.guards.sandbox
+        if sandbox is not None and sandbox.mode != "confined":
+            # Said at every width: the job's commands run without a sandbox, or are refused for want of one.
+            word, style = (("UNCONFINED", "bold reverse $text-error") if sandbox.mode == "unconfined"
+                           else ("commands refused: no sandbox", "bold $text-warning"))
+            out.append(Part(0 if sandbox.mode == "unconfined" else 2, Content.styled(f" {word} ", style)))
         if status == "paused" and not st.requested:
             out.append(Part(1, Content.styled("p resumes", "$text-warning")))
         if st.ended and not self.attached:
