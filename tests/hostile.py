@@ -10,6 +10,22 @@ from __future__ import annotations
 ATTACK = "\x1b]0;pwned\x07\x1b[2J\x9b31m\u202e[/][bold red]x"
 SHOWN = "\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\\u202e[/][bold red]x"  # ATTACK as every view must show it
 
+
+def hostile_turns(blank_lines: bool = False) -> list[dict]:
+    """A scripted agent that carries ATTACK everywhere an agent's text goes: its reply, a file it writes and
+    reads back, a tool name, a path in an error, a job_complete summary (the --script JSON form)."""
+    gap = "\n\n" if blank_lines else "\n"
+    return [
+        {"text": f"I will write it.{gap}{ATTACK}{gap}Done.",
+         "calls": [{"name": "write_file", "arguments": {"path": "evil.md", "content": f"line 1 {ATTACK}\nline 2"}}]},
+        {"text": "", "calls": [{"name": "read_file", "arguments": {"path": "evil.md"}}]},
+        {"text": "", "calls": [{"name": f"tool{ATTACK}", "arguments": {}}]},
+        {"text": "", "calls": [{"name": "read_file", "arguments": {"path": f"missing{ATTACK}.md"}}]},
+        {"text": "", "calls": [{"name": "job_complete", "arguments": {
+            "summary": f"All done {ATTACK}", "deliverables": ["evil.md"], "confidence": 0.5}}]},
+    ]
+
+
 C1 = frozenset(chr(c) for c in range(0x80, 0xA0))
 BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 

@@ -13,22 +13,14 @@ from pathlib import Path
 from console.cli import main
 from console.engine import events as ev
 from console.headless import HeadlessLog
-from tests.hostile import ATTACK, SHOWN, raw_controls
+from tests.hostile import ATTACK, SHOWN, hostile_turns, raw_controls
 from tests.tui.guardrail_events import Log
 
 COMPLETES_FREELY = '[guardrails.completion]\ntype = "none"\n'  # job_complete is accepted at once
 
 
 def hostile_script(tmp_path: Path) -> Path:
-    turns = [
-        {"text": f"I will write it.\n{ATTACK}\nDone.",
-         "calls": [{"name": "write_file", "arguments": {"path": "evil.md", "content": f"line 1 {ATTACK}\nline 2"}}]},
-        {"text": "", "calls": [{"name": "read_file", "arguments": {"path": "evil.md"}}]},
-        {"text": "", "calls": [{"name": f"tool{ATTACK}", "arguments": {}}]},
-        {"text": "", "calls": [{"name": "read_file", "arguments": {"path": f"missing{ATTACK}.md"}}]},
-        {"text": "", "calls": [{"name": "job_complete", "arguments": {
-            "summary": f"All done {ATTACK}", "deliverables": ["evil.md"], "confidence": 0.5}}]},
-    ]
+    turns = hostile_turns()
     script = tmp_path / "hostile.json"
     script.write_text(json.dumps(turns), encoding="utf-8")
     return script

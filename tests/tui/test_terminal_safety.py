@@ -24,7 +24,7 @@ from console.tui.screens.rewind import RewindScreen
 from console.tui.widgets.lines import ItemView
 from console.tui.widgets.todo_pane import TodoPane
 from tests.conftest import run_settings
-from tests.hostile import ATTACK, SHOWN, raw_controls
+from tests.hostile import ATTACK, SHOWN, hostile_turns, raw_controls
 from tests.tui.conftest import FROZEN_NOW, attach_app, drive, run_app, settle, wait_for
 from tests.tui.guardrail_events import Log
 
@@ -49,25 +49,16 @@ def words(text: str) -> str:
     return " ".join(text.split())
 
 
-def hostile_turns() -> list[ScriptedTurn]:
-    turns = [
-        {"text": f"I will write it.\n\n{ATTACK}\n\nDone.",
-         "calls": [{"name": "write_file", "arguments": {"path": "evil.md", "content": f"line 1 {ATTACK}\nline 2"}}]},
-        {"text": "", "calls": [{"name": "read_file", "arguments": {"path": "evil.md"}}]},
-        {"text": "", "calls": [{"name": f"tool{ATTACK}", "arguments": {}}]},
-        {"text": "", "calls": [{"name": "read_file", "arguments": {"path": f"missing{ATTACK}.md"}}]},
-        {"text": "", "calls": [{"name": "job_complete", "arguments": {
-            "summary": f"All done {ATTACK}", "deliverables": ["evil.md"], "confidence": 0.5}}]},
-    ]
-    return [ScriptedTurn.model_validate(t) for t in turns]
+def hostile_scripted_turns() -> list[ScriptedTurn]:
+    return [ScriptedTurn.model_validate(t) for t in hostile_turns(blank_lines=True)]
 
 
 def test_a_hostile_run_in_the_console_is_shown_as_text(make_job) -> None:
     paths = make_job()
     clock = FakeClock(step=0.001)
     free = GuardrailsConfig.model_validate({"completion": {"type": "none"}})  # job_complete accepted at once
-    sup = Supervisor(paths, run_settings(guardrails=free), ScriptedProvider(clock=clock, script=hostile_turns()),
-                     clock=clock)
+    provider = ScriptedProvider(clock=clock, script=hostile_scripted_turns())
+    sup = Supervisor(paths, run_settings(guardrails=free), provider, clock=clock)
     app = run_app(sup)
 
     async def body(pilot: Any) -> None:

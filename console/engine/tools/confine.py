@@ -149,8 +149,10 @@ def _toolchain() -> list[str]:
             continue
         if stat.S_ISLNK(st.st_mode):
             target = os.readlink(path)
-            # Only a link into the toolchain itself (bin -> usr/bin); anything else would need its target.
-            if not target.startswith("/") and ".." not in target.split("/"):
+            # Only a link into the toolchain itself (bin -> usr/bin, or /usr/bin): anything else would need its
+            # target, which a command does not see.
+            inside = os.path.normpath(os.path.join("/", target))
+            if inside == "/usr" or inside.startswith("/usr/"):
                 opts += ["--symlink", target, path]
         elif stat.S_ISDIR(st.st_mode):
             opts += ["--ro-bind", path, path]

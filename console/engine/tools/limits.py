@@ -41,7 +41,8 @@ _NUMBERS: dict[str, tuple[int, int, int, str]] = {
     # Per process (RLIMIT_CPU): an hour of CPU is far more than a build step or a test suite takes.
     "cpu_seconds": (3600, 7 * 86400, 1, "s of CPU"),
     "open_files": (8192, 1 << 20, 64, "open files"),
-    # The largest file a command may write (RLIMIT_FSIZE); None: the job folder's own limit (max_job_mb).
+    # The largest file a command may write (RLIMIT_FSIZE); its default is the job folder's own limit (max_job_mb),
+    # so the 0 here is never used.
     "file_size_mb": (0, 1 << 20, 1, "MB per file"),
     "tmp_mb": (1024, 1 << 20, 1, "MB"),
     "shm_mb": (256, 1 << 20, 1, "MB"),

@@ -167,6 +167,10 @@ class _FolderWatch:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
+
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="folder-watch", daemon=True)
         self._thread.start()
@@ -499,7 +503,7 @@ def run_bounded(argv: Sequence[str], *, cwd: str, env: dict[str, str], keep: int
             now = time.monotonic()
             if ended_at is None:
                 elapsed = now - start
-                if watch is not None and watch._thread is None and elapsed >= WATCH_AFTER:
+                if watch is not None and not watch.started and elapsed >= WATCH_AFTER:
                     watch.start()
                 if _exited(proc.pid):
                     ended_at = now
