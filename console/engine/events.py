@@ -357,7 +357,8 @@ class GuardrailsStatus(EventBase):
     # The money budget (US dollars) and what the job has cost so far.
     budget_usd: float | None = None
     cost_usd: float = 0.0
-    # How job-declared command tools are confined: "bubblewrap", "none (unconfined)", or "" (no command tools).
+    # How job-declared command tools run: the bubblewrap that confines them, "UNCONFINED (run --unconfined)",
+    # "refused: no sandbox works here", or "" (no command tools). The whole header is a command_sandbox event.
     confinement: str = ""
     tools: list[str] = Field(default_factory=list)
 
