@@ -7,6 +7,7 @@ conversation and the table every run's summary.
 
 from __future__ import annotations
 
+import builtins  # the class's own `list` method shadows the type in its annotations
 import contextlib
 import os
 import sqlite3
@@ -171,7 +172,7 @@ class JobStore:
             ).fetchall()
         return [JobRow(*r) for r in rows]
 
-    def list_live_and_recent(self, recent: int) -> tuple[list[JobRow], int]:
+    def list_live_and_recent(self, recent: int) -> tuple[builtins.list[JobRow], int]:
         """Every run that is not finished (see :data:`FINISHED`), whatever its age, and the ``recent`` newest
         finished ones, newest first; and how many older finished runs were left out.
 

@@ -24,7 +24,7 @@ import contextlib
 import os
 import stat
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from console.engine import events as ev
 from console.engine.atomic import clean_temp, make_private
@@ -256,7 +256,7 @@ class Supervisor:
         bounds_by = cg.label if cg is not None else "rlimits"
         names = [t.name for t in self.settings.tools]
         limits = {k: float(v) for k, v in vars(world.limits).items()} | {"max_job_mb": float(world.max_job_mb)}
-        memory_by = "cgroup" if cg is not None else "rlimit"
+        memory_by: Literal["cgroup", "rlimit"] = "cgroup" if cg is not None else "rlimit"
         if world.unconfined:
             mode, tool, text = "unconfined", "", describe_world(world, memory_by=memory_by)
         else:
