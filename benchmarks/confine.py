@@ -42,7 +42,6 @@ from console.engine.tools.confine import Bwrap, bwrap_options, find_bwrap, prote
 from console.engine.tools.limits import CommandWorld
 from console.engine.tools.registry import ToolRegistry
 
-
 BLOCK = 10
 
 

@@ -573,6 +573,10 @@ class Session:
             cp.next_call = i + 1
             cp.notices, cp.compaction = list(rt.notices), rt.compaction_reason
             self.commit(durable=outcome.end_session)
+            if self.deps.operator.abort and i + 1 < len(calls):
+                # A second stop during the turn's tool calls: the rest are not run now (a resume runs them, from
+                # the next call, as after any interruption).
+                return self.end(ShutdownReason.USER_SHUTDOWN, "stopped by the operator during the turn's tool calls")
         return self.bookkeeping(calls)
 
     def bookkeeping(self, calls: list[ToolCall]) -> SessionResult | None:

@@ -39,7 +39,7 @@ from console.engine.journal import JOURNAL_NAME, Checkpoint, Conversation, Journ
 from console.engine.loop import SessionDeps, SessionResult, ShutdownReason, run_agent_session
 from console.engine.messages import Message
 from console.engine.model import Provider
-from console.engine.operator import OperatorState
+from console.engine.operator import Aborted, OperatorState
 from console.engine.run_settings import RunSettings
 from console.engine.runtime import Runtime
 from console.engine.sandbox import Sandbox
@@ -53,7 +53,7 @@ from console.engine.state import (
     quarantine,
 )
 from console.engine.store import JobStore
-from console.engine.tools import BUILTIN_TOOL_NAMES, ToolRegistry, default_registry
+from console.engine.tools import BUILTIN_TOOL_NAMES, ToolRegistry, default_registry, seccomp
 from console.engine.tools.cgroups import find_cgroups, sweep_stale
 from console.engine.tools.commands import build_command_tools
 from console.engine.tools.confine import Bwrap, find_bwrap
@@ -243,11 +243,26 @@ class Supervisor:
     def _start_guardrails(self, rt: Runtime) -> None:
         """The guardrails' clock starts (once per job), the operator reads what the job's commands see and
         their bounds (the run's header), and the console gets what guards the run."""
-        rt.should_stop = lambda: self.operator.stop_requested
+        rt.should_stop = self._tool_should_stop
         if self.settings.tools:
             self._announce_commands(rt)
         rt.guards.start(priced=self.settings.prices is not None)
         rt.guards.status(force=True)
+
+    def _tool_should_stop(self) -> bool:
+        """Asked by a long tool (a job-declared command) while it runs: the operator's commands are read now, a
+        first stop lets the turn's tool calls finish (the run stops after them), a second stop ends this one at
+        once (as a stop while paused or waiting does). Other commands wait for the turn's end. The operator's
+        confirmation reaches the log with the call's result (events of a step in flight are not written before
+        its commit: a resume would log them twice)."""
+        op = self.operator
+        if op.abort:
+            return True
+        try:
+            op.apply(self._rt, streaming=True)
+        except Aborted:
+            return True
+        return op.abort
 
     def _announce_commands(self, rt: Runtime) -> None:
         world = self.settings.commands
@@ -263,7 +278,8 @@ class Supervisor:
             found = find_bwrap()
             if isinstance(found, Bwrap):
                 mode, tool = "confined", found.label
-                text = describe_world(world, tool=found.label, memory_by=memory_by)
+                text = describe_world(world, tool=found.label, memory_by=memory_by,
+                                      filtered=seccomp.program() is not None)
             else:
                 mode, tool = "refused", found
                 text = (f"commands ({', '.join(names)}) are refused: no sandbox works here ({found}); each call "

@@ -227,3 +227,43 @@ def test_the_deadline_cuts_a_turn_of_slow_commands(make_job, tmp_path, capsys) -
                                          "turn); the run is winding down."] * 2
     [ended] = events_of(paths, ev.RunEnded)
     assert ended.reason == "budget_exhausted"
+
+
+def test_a_second_stop_cuts_a_running_command(make_job, tmp_path, capsys) -> None:
+    """Found: `agent-console stop` (twice) and SIGTERM (twice) did not cut a command that ignores SIGTERM: nothing
+    read the operator's commands while a tool ran, so the run waited for the command's own end (up to its
+    timeout). Now the first stop lets the turn's calls finish, the second ends this one at once."""
+    import threading
+
+    from console.engine.control import write_inbox
+
+    program = 'trap "" TERM; echo started; sleep 100\n'
+    paths = hostile_job(make_job, program, timeout=120)
+    sent: list[float] = []
+
+    def operator() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and "started" not in _partial(paths):
+            time.sleep(0.1)
+        for _ in range(2):
+            write_inbox(paths, "stop", source="cli")
+            sent.append(time.monotonic())
+            time.sleep(1.0)
+
+    thread = threading.Thread(target=operator, daemon=True)
+    thread.start()
+    code = play(paths, tmp_path, write_and_run(program))
+    ended = time.monotonic()
+    thread.join(5)
+    assert code == 3 and len(sent) == 2
+    assert ended - sent[1] < 5, ended - sent[1]
+    [result] = results(paths)
+    assert result.content.startswith("stopped by the operator (killed)\nstarted")
+    applied = [e.detail for e in events_of(paths, ev.OperatorCommand) if e.status == "applied"]
+    assert applied == ["stopping after the current turn (send stop again to stop now)", "stopping now"]
+
+
+def _partial(paths: JobPaths) -> str:
+    """What the running command has printed so far: its process's output is not in the log until it ends, so the
+    test looks for the command itself (its `sleep 100`) among the processes."""
+    return "started" if alive("sleep 100") else ""

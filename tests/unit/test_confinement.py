@@ -225,3 +225,111 @@ def threading_count() -> int:
     import threading
 
     return threading.active_count()
+
+
+# -- the red team's findings (each replayed as it was found) ----------------------------------------------------------
+def test_a_root_operators_command_cannot_write_a_sysctl_or_read_the_kernels_secrets(rt: Runtime) -> None:
+    """Found: as root (uid 0 inside maps to the host's 0), /proc/sys checks the uid, not a capability: a command
+    set kernel.core_pattern to a pipe and the kernel ran its script as host root. The write below puts back the
+    value the sysctl already has, so the host is unchanged even if the sandbox failed."""
+    code = ('v=$(cat /proc/sys/vm/stat_interval); echo "$v" > /proc/sys/vm/stat_interval 2>/dev/null && echo WROTE;'
+            ' echo 1000 > /proc/self/oom_score_adj 2>/dev/null && echo WROTE-PROC;'
+            ' for f in /proc/keys /proc/kcore /proc/cmdline /proc/timer_list; do [ -s "$f" ] && echo "READ $f"; done;'
+            ' echo checked')
+    out = call(rt, ["sh", "-c", code], CommandWorld())
+    assert lines(out) == ["sh: 1: cannot create /proc/sys/vm/stat_interval: Read-only file system",
+                          "sh: 1: cannot create /proc/self/oom_score_adj: Read-only file system", "checked"]
+
+
+@pytest.mark.skipif(__import__("platform").machine() not in ("x86_64", "aarch64"), reason="no filter for this arch")
+def test_the_keyrings_and_exploit_prone_calls_are_refused(rt: Runtime) -> None:
+    """Found: /proc/keys listed the host root's keys; keyrings are keyed by uid, so a root operator's command
+    could reach them (add, link, search). The seccomp filter refuses the keyring calls (ENOSYS)."""
+    code = ("import ctypes, os, platform\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "nr = {'x86_64': {'add_key': 248, 'keyctl': 250, 'bpf': 321, 'userfaultfd': 323},\n"
+            "      'aarch64': {'add_key': 217, 'keyctl': 219, 'bpf': 280, 'userfaultfd': 282}}[platform.machine()]\n"
+            "for name, n in sorted(nr.items()):\n"
+            "    r = libc.syscall(n, b'user', b'k', b'v', 1, -3) if name == 'add_key' else libc.syscall(n, 0, 0, 0)\n"
+            "    print(name, r, os.strerror(ctypes.get_errno()))\n")
+    out = call(rt, py(code), CONFINED)
+    assert lines(out) == [f"{n} -1 Function not implemented" for n in ("add_key", "bpf", "keyctl", "userfaultfd")]
+
+
+def test_a_command_can_make_no_setuid_file_and_none_is_left(rt: Runtime) -> None:
+    """Found: `cp /usr/bin/python3 ./py && chmod 4755 ./py` left a setuid-root python in the job folder, which
+    another user of the host ran as root. chmod and creating a file with the bit are refused; anything that
+    still carries one (a file made by other means) loses it after the call."""
+    code = ("import os, stat\n"
+            "open('py', 'wb').write(b'x')\n"
+            "for label, fn in (('chmod', lambda: os.chmod('py', 0o4755)), ('sgid', lambda: os.chmod('py', 0o2755)),\n"
+            "                  ('create', lambda: os.close(os.open('made', os.O_CREAT | os.O_WRONLY, 0o4755)))):\n"
+            "    try:\n"
+            "        fn(); print(label, 'DONE')\n"
+            "    except OSError as e: print(label, e.strerror)\n"
+            "os.chmod('py', 0o755); print('plain chmod ok')\n")
+    out = call(rt, py(code), CONFINED)
+    assert lines(out) == ["chmod Operation not permitted", "sgid Operation not permitted",
+                          "create Operation not permitted", "plain chmod ok"], out.content
+    for path in rt.paths.root.rglob("*"):
+        assert not path.lstat().st_mode & 0o6000, path
+
+
+def test_setuid_bits_left_by_an_unconfined_command_are_removed(rt: Runtime) -> None:
+    out = call(rt, ["sh", "-c", "echo x > tool && chmod 4755 tool && mkdir -p d && echo y > d/g && chmod 2755 d/g"],
+               UNCONFINED)
+    assert "the setuid/setgid bit was removed from tool, d/g" in out.content, out.content
+    assert not (rt.paths.root / "tool").stat().st_mode & 0o6000
+    assert not (rt.paths.root / "d" / "g").stat().st_mode & 0o6000
+
+
+@pytest.mark.parametrize("program, what", [
+    # fallocate --keep-size: size 0, all blocks (RLIMIT_FSIZE does not apply).
+    ("fallocate -n -l 40M big 2>/dev/null || python3 -c \"import os; f = os.open('big', os.O_CREAT | os.O_WRONLY); "
+     "os.posix_fallocate(f, 0, 40 << 20)\"", "blocks"),
+    # a folder named like the harness folder in another case is the agent's, not the harness's
+    ("mkdir .CONSOLE && dd if=/dev/zero of=.CONSOLE/f bs=1M count=40 2>/dev/null", "look-alike"),
+    # 60,000 empty files: inodes, not bytes
+    ("python3 -c \"import os\nfor i in range(60000): os.close(os.open(f'f{i}', os.O_CREAT | os.O_WRONLY))\"",
+     "entries"),
+])
+def test_every_way_of_filling_the_folder_counts(rt: Runtime, program: str, what: str) -> None:
+    """Found: max_job_mb was bypassed by fallocate --keep-size, by a folder named .CONSOLE (skipped as if it were
+    the harness folder), by inodes (empty files, links, folders)."""
+    world = replace(CONFINED, max_job_mb=20)
+    out = call(rt, ["sh", "-c", program], world, timeout=60)
+    assert "past its limit of 20 MB (max_job_mb)" in out.content, (what, out.content)
+
+
+def test_a_folder_too_wide_for_the_harnesss_descriptors_still_counts(rt: Runtime) -> None:
+    """Found: the measure opened a descriptor per folder it meant to visit; 3,000 folders under a harness with the
+    usual 1,024 descriptors made it skip the rest (and the bytes in them)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, hard), hard))
+    try:
+        code = ("python3 -c \"import os\nfor i in range(3000): os.mkdir(f'd{i:04d}')\"; "
+                "for i in 2990 2991 2992 2993 2994 2995 2996 2997 2998 2999; do "
+                "dd if=/dev/zero of=d$i/blob bs=1M count=3 2>/dev/null; done; echo wrote")
+        out = call(rt, ["sh", "-c", code], replace(CONFINED, max_job_mb=20), timeout=60)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert "past its limit of 20 MB (max_job_mb)" in out.content, out.content
+
+
+def test_a_command_is_stopped_when_the_hosts_open_file_table_is_nearly_full(rt: Runtime, monkeypatch) -> None:
+    """Found: 330 processes with 8,000 files each filled the host's table (fs.file-nr 2,466,165 of 2,466,170): the
+    defaults allowed more than it holds. Now processes x open files stays within it, and a command is stopped
+    while the table is over 90% full. (The table is faked here: the test must not fill the real one.)"""
+    from console.engine.tools import limits, process
+
+    assert limits.default_processes() * limits.OPEN_FILES <= (limits.file_max() or 1 << 62)
+    full = {"now": False}
+    real = process.host_files_nearly_full
+    monkeypatch.setattr(process, "host_files_nearly_full", lambda: (95, 100) if full["now"] else real())
+    started = time.monotonic()
+    rt.should_stop = lambda: full.update(now=time.monotonic() - started > 0.3) or False
+    out = call(rt, ["sleep", "30"], CONFINED)
+    assert time.monotonic() - started < 5
+    assert out.content.startswith("stopped: the host's table of open files was nearly full (95 of 100)")

@@ -39,6 +39,7 @@ from pydantic import AfterValidator, Field, field_validator
 
 from console.engine import events as ev
 from console.engine.job import _Strict, one_line
+from console.engine.tools import seccomp
 from console.engine.tools.cgroups import find_cgroups
 from console.engine.tools.confine import (
     HOME,
@@ -225,6 +226,10 @@ def _first_line(config: CommandToolConfig, res: RunResult, world: CommandWorld, 
         return f"cut at {cut} after {res.seconds:.0f} s (killed); the run is winding down"
     if res.status == "stopped":
         return "stopped by the operator (killed)"
+    if res.status == "host_files" and res.host_files is not None:
+        used, most = res.host_files
+        return (f"stopped: the host's table of open files was nearly full ({used:,} of {most:,}); a command may not "
+                "leave the machine unable to open a file")
     if res.status == "folder":
         size = (res.folder_bytes or 0) / MB
         return (f"stopped: the job folder grew to {_mb(size)}, past its limit of {_mb(world.max_job_mb)} "
@@ -260,6 +265,12 @@ def _render(config: CommandToolConfig, res: RunResult, world: CommandWorld, cut:
                 + f"\n[output truncated: showed {res.shown} of {res.total} bytes]")
     if res.pipe_left_open:
         body += "\n[a background process kept the output open; its further output was not read]"
+    if res.setid_removed:
+        shown = ", ".join(one_line(p, 80) for p in res.setid_removed[:5])
+        more = f" and {len(res.setid_removed) - 5} more" if len(res.setid_removed) > 5 else ""
+        body += f"\n[the setuid/setgid bit was removed from {shown}{more}: files here are never setuid]"
+    if res.unmeasurable:
+        body += f"\n[the job folder could not be measured ({res.unmeasurable}): it counts as over max_job_mb]"
     limit = world.max_job_mb * MB
     if res.status != "folder" and res.folder_bytes is not None and res.folder_bytes > limit:
         body += (f"\n[the job folder now holds {_mb(res.folder_bytes / MB)}, past its limit of "
@@ -321,7 +332,7 @@ def _run_tool(config: CommandToolConfig, world: CommandWorld, rt: Runtime) -> To
             binds, created = protected_binds(root)
         except ConfineError as exc:
             return ToolOutcome(False, f"{name} was not run: {exc} (the operator must fix the job folder).")
-        launch = Launch(bwrap.path, bwrap_options(root, env, binds, world, bwrap.extra))
+        launch = Launch(bwrap.path, bwrap_options(root, env, binds, world, bwrap.extra), seccomp.program())
     _, redo = rt.intent(lambda: {"command": name, "started": True})
     if redo:
         remove_stand_ins(created)

@@ -62,6 +62,10 @@ ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ssl", "ca-certificates", "c
        "services", "protocols", "mime.types")
 # With the network: what name resolution needs too.
 ETC_NETWORK = ("resolv.conf", "gai.conf", "host.conf")
+# What of the sandbox's own /proc is masked (as container runtimes do): the kernel's keyring list, its memory
+# image, timer and scheduler internals, the host kernel's command line; whole folders of hardware details.
+PROC_MASKED_FILES = ("keys", "kcore", "timer_list", "sched_debug", "latency_stats", "cmdline", "kallsyms")
+PROC_MASKED_DIRS = ("acpi", "scsi", "asound", "firmware")
 # Options that need a user namespace: tried first, dropped for a host where the harness cannot create one.
 USERNS_OPTIONS = ("--unshare-user", "--disable-userns")
 MIN_VERSION = (0, 7)  # --size
@@ -171,6 +175,17 @@ def _etc(network: bool) -> list[str]:
     return [*opts, "--symlink", "../proc/self/mounts", "/etc/mtab"]
 
 
+def _proc_masks() -> list[str]:
+    opts: list[str] = []
+    for name in PROC_MASKED_FILES:
+        if os.path.exists("/proc/" + name):
+            opts += ["--ro-bind-try", "/dev/null", "/proc/" + name]
+    for name in PROC_MASKED_DIRS:
+        if os.path.isdir("/proc/" + name):
+            opts += ["--tmpfs", "/proc/" + name, "--remount-ro", "/proc/" + name]
+    return opts
+
+
 _PY_ETC = re.compile(r"python3(\.\d+)?")
 
 
@@ -199,7 +214,7 @@ def bwrap_options(root: str, env: dict[str, str], binds: list[str], world: Comma
         opts.append("--share-net")
     opts += ["--cap-drop", "ALL", "--die-with-parent", "--new-session", *_toolchain(), *_etc(world.network),
              "--dev", "/dev", "--size", str(lim.shm_mb * MB), "--tmpfs", "/dev/shm", "--proc", "/proc",
-             "--size", str(lim.tmp_mb * MB), "--tmpfs", "/tmp", "--dir", HOME]
+             *_proc_masks(), "--size", str(lim.tmp_mb * MB), "--tmpfs", "/tmp", "--dir", HOME]
     for path in world.read_only:
         opts += ["--ro-bind-try", path, path]
     # Hidden wherever an extra path would show them: an empty tmpfs over each, made read-only after the job
@@ -210,7 +225,9 @@ def bwrap_options(root: str, env: dict[str, str], binds: list[str], world: Comma
     opts += ["--bind", root, root, *binds]
     for path in hidden:
         opts += ["--remount-ro", path]
-    opts += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", root, "--clearenv"]
+    # /proc read-only: when the operator is root the command's uid is the host's 0, and /proc/sys (every sysctl,
+    # core_pattern among them: a pipe to a program the kernel runs as host root) checks the uid, not a capability.
+    opts += ["--remount-ro", "/proc", "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", root, "--clearenv"]
     for key, value in env.items():
         opts += ["--setenv", key, value]
     return opts

@@ -33,14 +33,35 @@ def physical_mb() -> int:
         return 8192
 
 
+OPEN_FILES = 4096
+
+
+def file_max() -> int | None:
+    """The host's open-file table (fs.file-max), None where it cannot be read."""
+    try:
+        with open("/proc/sys/fs/file-max", "rb") as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def default_processes(open_files: int = OPEN_FILES) -> int:
+    """2048, or fewer on a host whose open-file table (fs.file-max) could not hold that many processes each
+    with ``open_files`` open, so that one command cannot fill the table by itself (and the run stops a command
+    while the table is nearly full: see :mod:`.process`). Never below 256."""
+    most = file_max()
+    return 2048 if most is None else max(256, min(2048, most // open_files))
+
+
 # name: (default, the operator's default cap, smallest value a job may set, unit shown)
 _NUMBERS: dict[str, tuple[int, int, int, str]] = {
     # Threads count too (a pids cgroup counts tasks): a JVM or a parallel build uses hundreds.
-    "processes": (2048, 65536, 16, "processes"),
+    "processes": (default_processes(), 65536, 16, "processes"),
     "memory_mb": (8192, 1 << 20, 64, "MB"),
     # Per process (RLIMIT_CPU): an hour of CPU is far more than a build step or a test suite takes.
     "cpu_seconds": (3600, 7 * 86400, 1, "s of CPU"),
-    "open_files": (8192, 1 << 20, 64, "open files"),
+    # Per process; what most systems give a process by default is 1024 (a program may raise it up to this).
+    "open_files": (OPEN_FILES, 1 << 20, 64, "open files"),
     # The largest file a command may write (RLIMIT_FSIZE); its default is the job folder's own limit (max_job_mb),
     # so the 0 here is never used.
     "file_size_mb": (0, 1 << 20, 1, "MB per file"),
@@ -198,8 +219,10 @@ def limit_items(world: CommandWorld, memory_by: Literal["cgroup", "rlimit", ""] 
             f"job folder at most {_mb(world.max_job_mb)}"]
 
 
-def describe_world(world: CommandWorld, *, tool: str = "", memory_by: Literal["cgroup", "rlimit", ""] = "") -> str:
-    """One paragraph: what a command of this run sees and its bounds (the run's header in every view)."""
+def describe_world(world: CommandWorld, *, tool: str = "", memory_by: Literal["cgroup", "rlimit", ""] = "",
+                   filtered: bool = True) -> str:
+    """One paragraph: what a command of this run sees and its bounds (the run's header in every view).
+    ``filtered``: whether the seccomp filter applies (it exists for x86-64 and aarch64)."""
     lim = world.limits
     if world.unconfined:
         return ("commands run UNCONFINED (run --unconfined): they see and may change everything this user can, "
@@ -207,13 +230,16 @@ def describe_world(world: CommandWorld, *, tool: str = "", memory_by: Literal["c
     sees = ["the job folder (read-write; job.toml and instructions.md read-only, .console hidden)",
             "/usr and the /bin, /lib links (read-only)",
             "from /etc only ld.so, certificates, alternatives, passwd, group, hosts",
-            f"an empty HOME, a private /tmp ({_mb(lim.tmp_mb)}) and /dev/shm ({_mb(lim.shm_mb)}), /dev, its own /proc"]
+            f"an empty HOME, a private /tmp ({_mb(lim.tmp_mb)}) and /dev/shm ({_mb(lim.shm_mb)}), /dev, "
+            "its own /proc (read-only)"]
     if world.read_only:
         shown = ", ".join(one_line(p, 80) for p in world.read_only[:6])
         more = f" and {len(world.read_only) - 6} more" if len(world.read_only) > 6 else ""
         sees.append(f"read-only as job.toml asks: {shown}{more}")
     net = "the host's network (job.toml asks for it)" if world.network else "no network (not even loopback)"
     head = f"commands are confined{f' by {tool}' if tool else ''}"
-    return (f"{head}: they see {'; '.join(sees)}; {net}; nothing else of the host. Bounds: "
+    calls = ("no keyrings, no setuid files (seccomp)" if filtered
+             else "no seccomp filter on this architecture (keyrings and setuid bits are not refused)")
+    return (f"{head}: they see {'; '.join(sees)}; {net}; {calls}; nothing else of the host. Bounds: "
             + ", ".join(limit_items(world, memory_by)))
 

@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import json
 import os
 import resource
 import selectors
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -49,11 +51,14 @@ SETUP_SECONDS = 10.0
 CHUNK = 1 << 16
 # The folder watch starts after this long (a short command is measured once, at its end).
 WATCH_AFTER = 0.2
+# How long the harness goes on killing what an unconfined command left (a chain of orphans a thousand deep is
+# killed a level at a time).
+REAP_SECONDS = 10.0
 # The unconfined start: wait for the harness's go (a line on stdin), then run the command with stdin from
 # /dev/null. No go (the harness died or gave up): exit 125 without running anything.
 SHIM = 'read _ || exit 125; exec "$@" </dev/null'
 
-Status = Literal["exited", "timeout", "stopped", "deadline", "folder", "setup_failed"]
+Status = Literal["exited", "timeout", "stopped", "deadline", "folder", "host_files", "setup_failed"]
 
 
 @dataclass
@@ -87,6 +92,12 @@ class RunResult:
     folder_bytes: int | None = None
     # bwrap's own message when the sandbox could not be built (status "setup_failed").
     setup_error: str = ""
+    # Files of the job folder whose setuid/setgid bit was removed after the command.
+    setid_removed: list[str] = field(default_factory=list)
+    # Why the job folder could not be measured whole (it then counts as over its limit), or "".
+    unmeasurable: str = ""
+    # (open, most) of the host's open-file table when it was nearly full and the command was stopped for it.
+    host_files: tuple[int, int] | None = None
 
     @property
     def shown(self) -> int:
@@ -117,45 +128,105 @@ class _Capture:
 
 
 # -- the job folder's size ------------------------------------------------------------------------------------
-def folder_bytes(root: str, state_dir: str = ".console", stop_above: int | None = None) -> int:
-    """The bytes of every file below ``root`` (its harness folder aside), links not followed, walked by file
-    descriptor so a folder swapped for a link mid-walk leads nowhere. Stops counting above ``stop_above``."""
+# What one entry of the job folder costs at least, whatever it holds: an empty file, a folder or a link still
+# takes an inode and a directory entry (200,000 empty files are a way to fill a disk too).
+ENTRY_BYTES = 512
+# Folders deeper than this are not walked: the folder counts as over its limit (no honest project nests so deep,
+# and each level holds a file descriptor open).
+MAX_DEPTH = 256
+
+
+@dataclass
+class FolderMeasure:
+    """The job folder's size as a command left it, and what was done about what it should not hold."""
+
+    bytes: int = 0
+    # Files whose setuid/setgid bit was removed (outside the sandbox, another user could run them as the owner).
+    unset: list[str] = field(default_factory=list)
+    # Why the folder could not be walked whole (it then counts as over any limit), or "".
+    unmeasurable: str = ""
+
+
+def measure_folder(root: str, state_dir: str = ".console", stop_above: int | None = None, *,
+                   strip_setid: bool = False) -> FolderMeasure:
+    """What the folder below ``root`` takes on disk (its harness folder aside): for each entry the larger of its
+    size and its allocated blocks (a file grown with ``fallocate --keep-size`` is all blocks, a sparse one all
+    size), and at least :data:`ENTRY_BYTES`. Walked by file descriptor, links never followed, one descriptor
+    per level held open (a wide folder cannot exhaust them). Stops counting above ``stop_above``.
+    ``strip_setid``: remove the setuid and setgid bits of the files met."""
+    out = FolderMeasure()
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-    total = 0
     try:
-        stack = [os.open(root, flags)]
+        top = os.open(root, flags)
+    except OSError as exc:
+        out.unmeasurable = f"the job folder cannot be opened ({exc.strerror})"
+        return out
+    try:
+        harness = os.stat(state_dir, dir_fd=top, follow_symlinks=False)
+        skip = (harness.st_dev, harness.st_ino)  # the harness folder itself, not a look-alike name (.CONSOLE)
     except OSError:
-        return 0
-    top = stack[0]
+        skip = None
+    # A stack of (folder fd, its entries, next index, its path in the job): one open descriptor per level.
+    stack: list[tuple[int, list[os.DirEntry[str]], int, str]] = []
     try:
+        stack.append((top, _entries(top), 0, ""))
         while stack:
-            fd = stack.pop()
+            fd, entries, i, prefix = stack[-1]
+            if i >= len(entries):
+                stack.pop()
+                if fd != top:
+                    os.close(fd)
+                continue
+            stack[-1] = (fd, entries, i + 1, prefix)
+            entry = entries[i]
             try:
-                with os.scandir(fd) as it:
-                    entries = list(it)
+                st = entry.stat(follow_symlinks=False)
             except OSError:
-                entries = []
-            for entry in entries:
+                continue
+            if skip is not None and (st.st_dev, st.st_ino) == skip:
+                continue
+            out.bytes += max(st.st_size, st.st_blocks * 512, ENTRY_BYTES)
+            if stat.S_ISDIR(st.st_mode):
+                if len(stack) >= MAX_DEPTH:
+                    out.unmeasurable = f"it nests folders more than {MAX_DEPTH} deep"
+                    break
                 try:
-                    if entry.is_dir(follow_symlinks=False):
-                        if fd == top and entry.name.casefold() == state_dir.casefold():
-                            continue
-                        stack.append(os.open(entry.name, flags, dir_fd=fd))
-                    elif not entry.is_symlink():
-                        total += entry.stat(follow_symlinks=False).st_size
-                except OSError:
+                    sub = os.open(entry.name, flags, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOMEM):
+                        out.unmeasurable = f"a folder could not be opened ({exc.strerror})"
+                        break
                     continue
-            if fd != top:
-                os.close(fd)
-            if stop_above is not None and total > stop_above:
+                stack.append((sub, _entries(sub), 0, f"{prefix}{entry.name}/"))
+            elif strip_setid and stat.S_ISREG(st.st_mode) and st.st_mode & 0o6000:
+                with contextlib.suppress(OSError, NotImplementedError):
+                    os.chmod(entry.name, stat.S_IMODE(st.st_mode) & ~0o6000, dir_fd=fd, follow_symlinks=False)
+                    out.unset.append(prefix + entry.name)
+            if stop_above is not None and out.bytes > stop_above:
                 break
     finally:
-        for fd in stack:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        for level in stack:
+            fd = level[0]
+            if fd != top:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
         with contextlib.suppress(OSError):
             os.close(top)
-    return total
+    return out
+
+
+def _entries(fd: int) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(fd) as it:
+            return list(it)
+    except OSError:
+        return []
+
+
+def folder_bytes(root: str, state_dir: str = ".console", stop_above: int | None = None) -> int:
+    """:func:`measure_folder`'s bytes; a folder that cannot be walked whole counts as over any limit."""
+    m = measure_folder(root, state_dir, stop_above)
+    return max(m.bytes, (stop_above or 0) + 1) if m.unmeasurable else m.bytes
 
 
 class _FolderWatch:
@@ -301,7 +372,8 @@ def reap_orphans(before: set[int], keep: int | None = None) -> int:
 
     Killing an orphan hands its own children to us in turn, so this goes on until a look finds none."""
     killed = 0
-    for _ in range(500):
+    until = time.monotonic() + REAP_SECONDS
+    while time.monotonic() < until:
         # An orphan is handed over as its parent exits, and each one killed here is reaped (waited for)
         # before the next look: a look that finds none has found them all.
         orphans = my_children() - before - ({keep} if keep is not None else set())
@@ -317,6 +389,21 @@ def reap_orphans(before: set[int], keep: int | None = None) -> int:
 
 
 # -- one command ----------------------------------------------------------------------------------------------
+# A command is stopped while the host's open-file table is this full (whoever filled it: the host needs room).
+HOST_FILES_SHARE = 0.9
+
+
+def host_files_nearly_full() -> tuple[int, int] | None:
+    """(open files, fs.file-max) when the host's open-file table is over :data:`HOST_FILES_SHARE` full, else None
+    (a read of /proc/sys/fs/file-nr: microseconds)."""
+    try:
+        with open("/proc/sys/fs/file-nr", "rb") as fh:
+            used, _free, most = (int(x) for x in fh.read().split()[:3])
+    except (OSError, ValueError):
+        return None
+    return (used, most) if most > 0 and used > HOST_FILES_SHARE * most else None
+
+
 def _stop_requested(should_stop: Callable[[], bool]) -> bool:
     try:
         return bool(should_stop())
@@ -382,10 +469,11 @@ class _Status:
 
 @dataclass
 class Launch:
-    """How to start the command: under bwrap (``bwrap`` and its options) or unconfined (None)."""
+    """How to start the command: under bwrap (``bwrap``, its options, the seccomp filter) or unconfined (None)."""
 
     bwrap: str | None = None
     options: Sequence[str] = ()
+    seccomp: bytes | None = None
 
 
 class _Setup(Exception):
@@ -413,6 +501,7 @@ def run_bounded(argv: Sequence[str], *, cwd: str, env: dict[str, str], keep: int
     block_r, block_w = os.pipe2(os.O_CLOEXEC)
     status: _Status | None = None
     opts_fd = -1
+    filter_fd = -1
     child_pidfd = -1
     pidfd = -1
     try:
@@ -421,8 +510,12 @@ def run_bounded(argv: Sequence[str], *, cwd: str, env: dict[str, str], keep: int
             status_r, status_w = os.pipe2(os.O_CLOEXEC)
             status = _Status(status_r)
             # The options travel through a file descriptor, not the command line: `ps` shows no env value.
-            opts_fd = _options_fd([*launch.options, "--json-status-fd", str(status_w), "--block-fd", str(block_r)])
-            fds = (opts_fd, status_w, block_r)
+            extra = ["--json-status-fd", str(status_w), "--block-fd", str(block_r)]
+            if launch.seccomp is not None:
+                filter_fd = _memfd("seccomp", launch.seccomp)
+                extra += ["--seccomp", str(filter_fd)]
+            opts_fd = _options_fd([*launch.options, *extra])
+            fds = (opts_fd, status_w, block_r) + ((filter_fd,) if filter_fd >= 0 else ())
             try:
                 proc = subprocess.Popen([launch.bwrap, "--args", str(fds[0]), "--", *argv], cwd=cwd, env=env,
                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -443,8 +536,9 @@ def run_bounded(argv: Sequence[str], *, cwd: str, env: dict[str, str], keep: int
                 os.close(fd)
         if status is not None:
             os.close(status.fd)
-        if opts_fd >= 0:
-            os.close(opts_fd)
+        for f in (opts_fd, filter_fd):
+            if f >= 0:
+                os.close(f)
         if slot is not None:
             slot.close()
         if before is not None:
@@ -457,6 +551,7 @@ def run_bounded(argv: Sequence[str], *, cwd: str, env: dict[str, str], keep: int
     if status is not None:
         os.set_blocking(status.fd, False)
     result_status: Status = "exited"
+    host_files: tuple[int, int] | None = None
     setup_error = ""
     ended_at: float | None = None
     eof = False
@@ -513,6 +608,8 @@ def run_bounded(argv: Sequence[str], *, cwd: str, env: dict[str, str], keep: int
                     result_status, ended_at = "deadline", now
                 elif watch is not None and watch.over is not None:
                     result_status, ended_at = "folder", now
+                elif (files := host_files_nearly_full()) is not None:
+                    result_status, ended_at, host_files = "host_files", now, files
                 elif _stop_requested(should_stop):
                     result_status, ended_at = "stopped", now
                 if ended_at is not None:
@@ -542,8 +639,9 @@ def run_bounded(argv: Sequence[str], *, cwd: str, env: dict[str, str], keep: int
             if f >= 0:
                 with contextlib.suppress(OSError):
                     os.close(f)
-        if opts_fd >= 0:
-            os.close(opts_fd)
+        for f in (opts_fd, filter_fd):
+            if f >= 0:
+                os.close(f)
         if before is not None:
             reap_orphans(before, keep=proc.pid)
             SUBREAPER.leave()
@@ -563,20 +661,30 @@ def run_bounded(argv: Sequence[str], *, cwd: str, env: dict[str, str], keep: int
             if returncode > 128 and returncode - 128 in (signal.SIGKILL, signal.SIGXCPU, signal.SIGXFSZ, signal.SIGSEGV,
                                                          signal.SIGABRT, signal.SIGTERM, signal.SIGBUS):
                 returncode = -(returncode - 128)  # bwrap reports a signal as 128 + its number, as a shell does
-    measured = None
+    measured: int | None = None
+    unset: list[str] = []
+    unmeasurable = ""
     if bounds.folder is not None:
-        measured = folder_bytes(bounds.folder, bounds.state_dir)
+        m = measure_folder(bounds.folder, bounds.state_dir, strip_setid=True)
+        measured, unset, unmeasurable = m.bytes, m.unset, m.unmeasurable
         if watch is not None and watch.over is not None:
             measured = max(measured, watch.over)
+        if unmeasurable and bounds.folder_limit is not None:
+            measured = max(measured, bounds.folder_limit + 1)
     return RunResult(result_status, returncode, time.monotonic() - start, bytes(cap.head), bytes(cap.tail),
                      cap.total, pipe_left_open=not eof and result_status != "setup_failed", oom=oom,
-                     folder_bytes=measured, setup_error=setup_error)
+                     folder_bytes=measured, setup_error=setup_error, setid_removed=unset,
+                     unmeasurable=unmeasurable, host_files=host_files)
 
 
 def _options_fd(options: Sequence[str]) -> int:
     """bwrap's options, NUL-separated, in an anonymous in-memory file (no temp file anywhere)."""
-    data = ("\0".join(options) + "\0").encode("utf-8", "surrogateescape")
-    fd = os.memfd_create("bwrap-args", os.MFD_CLOEXEC)  # Linux >= 3.17, as bwrap itself needs
+    return _memfd("bwrap-args", ("\0".join(options) + "\0").encode("utf-8", "surrogateescape"))
+
+
+def _memfd(name: str, data: bytes) -> int:
+    """``data`` in an anonymous in-memory file, read from its start."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)  # Linux >= 3.17, as bwrap itself needs
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
