@@ -254,6 +254,11 @@ def test_the_keyrings_and_exploit_prone_calls_are_refused(rt: Runtime) -> None:
             "    print(name, r, os.strerror(ctypes.get_errno()))\n")
     out = call(rt, py(code), CONFINED)
     assert lines(out) == [f"{n} -1 Function not implemented" for n in ("add_key", "bpf", "keyctl", "userfaultfd")]
+    # Blocks past a file's end escape RLIMIT_FSIZE: fallocate --keep-size is refused (a plain one is bounded).
+    keep = call(rt, ["sh", "-c", ": > big; fallocate -n -l 3G big; fallocate -l 3G big2; ls -s big big2 | sort"],
+                replace(CONFINED, limits=replace(SMALL, file_size_mb=4)))
+    assert "keep size mode is unsupported" in keep.content and "File size limit exceeded" in keep.content
+    assert lines(keep)[-2:] == ["0 big", "0 big2"], keep.content
 
 
 def test_a_command_can_make_no_setuid_file_and_none_is_left(rt: Runtime) -> None:

@@ -12,6 +12,9 @@ runs the command; no_new_privs keeps it for good):
   it lands in the job folder, where another user of the host could run it as the operator;
 - interfaces with a history of kernel exploits that no build or test needs: ``bpf``, ``userfaultfd``,
   ``perf_event_open``, ``io_uring`` (programs fall back: the calls say ENOSYS, "not implemented");
+- ``fallocate`` with ``FALLOC_FL_KEEP_SIZE``: blocks allocated past a file's end escape RLIMIT_FSIZE (one call
+  could take the whole disk before the job folder's watch looks); a plain ``fallocate`` stays bounded by it
+  (programs fall back: the call says EOPNOTSUPP, "not supported");
 - system calls of another architecture (32-bit ``int 0x80`` calls on x86-64, the x32 ABI), which would
   bypass the checks above: a 32-bit program cannot run in the sandbox.
 
@@ -39,15 +42,17 @@ RET_ERRNO = 0x00050000
 _NR, _ARCH, _ARGS = 0, 4, 16
 SETID_BITS = 0o6000  # S_ISUID | S_ISGID
 
+FALLOC_FL_KEEP_SIZE = 0x01
 # arch: (AUDIT_ARCH, refused calls (ENOSYS), calls whose mode argument may not carry SETID_BITS: nr -> arg index,
-#        lowest number of a foreign ABI to refuse too (x32), or None)
-_ARCHES: dict[str, tuple[int, dict[str, int], dict[str, tuple[int, int]], int | None]] = {
+#        fallocate's number, lowest number of a foreign ABI to refuse too (x32), or None)
+_ARCHES: dict[str, tuple[int, dict[str, int], dict[str, tuple[int, int]], int, int | None]] = {
     "x86_64": (
         0xC000003E,
         {"add_key": 248, "request_key": 249, "keyctl": 250, "perf_event_open": 298, "bpf": 321, "userfaultfd": 323,
          "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427},
         {"open": (2, 2), "chmod": (90, 1), "fchmod": (91, 1), "creat": (85, 1), "mknod": (133, 1),
          "openat": (257, 3), "mknodat": (259, 2), "fchmodat": (268, 2), "fchmodat2": (452, 2)},
+        285,
         0x40000000,
     ),
     "aarch64": (
@@ -55,6 +60,7 @@ _ARCHES: dict[str, tuple[int, dict[str, int], dict[str, tuple[int, int]], int | 
         {"add_key": 217, "request_key": 218, "keyctl": 219, "perf_event_open": 241, "bpf": 280, "userfaultfd": 282,
          "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427},
         {"mknodat": (33, 2), "fchmod": (52, 1), "fchmodat": (53, 2), "openat": (56, 3), "fchmodat2": (452, 2)},
+        47,
         None,
     ),
 }
@@ -76,7 +82,7 @@ def program(arch: str | None = None) -> bytes | None:
     arch = arch or arch_name()
     if arch not in _ARCHES:
         return None
-    audit, refused, setid, foreign = _ARCHES[arch]
+    audit, refused, setid, fallocate, foreign = _ARCHES[arch]
     deny = RET_ERRNO | errno.ENOSYS
     refuse_setid = RET_ERRNO | errno.EPERM
     out = [_ins(_LD_ABS, _ARCH), _ins(_JEQ, audit, 1, 0), _ins(_RET, deny), _ins(_LD_ABS, _NR)]
@@ -84,9 +90,11 @@ def program(arch: str | None = None) -> bytes | None:
         out += [_ins(_JGE, foreign, 0, 1), _ins(_RET, deny)]
     for nr in sorted(refused.values()):
         out += [_ins(_JEQ, nr, 0, 1), _ins(_RET, deny)]
-    # Each checked call: if nr matches, load its mode argument, refuse a setid bit, else allow.
-    for nr, arg in sorted(setid.values()):
-        out += [_ins(_JEQ, nr, 0, 4), _ins(_LD_ABS, _ARGS + 8 * arg), _ins(_JSET, SETID_BITS, 0, 1),
-                _ins(_RET, refuse_setid), _ins(_RET, RET_ALLOW)]
+    # Each checked call: if nr matches, load its mode argument, refuse a forbidden bit, else allow.
+    checks = [(nr, arg, SETID_BITS, refuse_setid) for nr, arg in setid.values()]
+    checks.append((fallocate, 1, FALLOC_FL_KEEP_SIZE, RET_ERRNO | errno.EOPNOTSUPP))
+    for nr, arg, bits, verdict in sorted(checks):
+        out += [_ins(_JEQ, nr, 0, 4), _ins(_LD_ABS, _ARGS + 8 * arg), _ins(_JSET, bits, 0, 1),
+                _ins(_RET, verdict), _ins(_RET, RET_ALLOW)]
     out.append(_ins(_RET, RET_ALLOW))
     return b"".join(out)
