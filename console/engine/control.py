@@ -38,6 +38,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from console.engine.atomic import PRIVATE_FILE, TMP_SUFFIX, atomic_write_text, private_dir
 from console.engine.job import JobPaths
+from console.engine.text import safe_text
 
 CommandName = Literal["checkpoint", "rewind", "approve_restart", "deny_restart", "pause", "resume", "stop"]
 COMMANDS: tuple[str, ...] = ("checkpoint", "rewind", "approve_restart", "deny_restart", "pause", "resume", "stop")
@@ -117,7 +118,7 @@ def shown_name(name: str, limit: int = 120) -> str:
     """A file name as one line of plain text: bytes that are not UTF-8 as ``\\xff``, control characters as
     escapes (a name is not trusted to be printable), cut at ``limit`` characters."""
     text = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    text = safe_text(text, one_line=True)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -52,6 +52,7 @@ from console.engine.tools.confine import (
     forget,
     protected_binds,
     remove_stand_ins,
+    within,
 )
 from console.engine.tools.limits import MB, CommandWorld
 from console.engine.tools.process import Bounds, Launch, RunResult, run_bounded
@@ -158,16 +159,12 @@ def command_env(config: CommandToolConfig, root: str, world: CommandWorld) -> di
     return env
 
 
-def _within(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
-
-
 def _visible(path: str, root: str, world: CommandWorld) -> bool:
     """Whether a confined command sees ``path`` (a real path)."""
-    if any(_within(path, h) for h in world.hide) and not _within(path, root):
+    if any(within(path, h) for h in world.hide) and not within(path, root):
         return False
     seen = [root, *world.read_only, *(os.path.realpath("/" + t) for t in TOOLCHAIN)]
-    return any(_within(path, f) for f in seen)
+    return any(within(path, f) for f in seen)
 
 
 def _program_problem(program: str, root: str, path: str, world: CommandWorld) -> str | None:

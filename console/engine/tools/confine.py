@@ -197,7 +197,8 @@ def _python_etc() -> list[str]:
         return []
 
 
-def _within(path: str, folder: str) -> bool:
+def within(path: str, folder: str) -> bool:
+    """``path`` is ``folder`` or below it (both real paths)."""
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
@@ -219,7 +220,7 @@ def bwrap_options(root: str, env: dict[str, str], binds: list[str], world: Comma
         opts += ["--ro-bind-try", path, path]
     # Hidden wherever an extra path would show them: an empty tmpfs over each, made read-only after the job
     # folder is bound (a run folder lives inside the data dir, and its mount point is made in that tmpfs).
-    hidden = [h for h in world.hide if any(_within(h, p) for p in world.read_only)]
+    hidden = [h for h in world.hide if any(within(h, p) for p in world.read_only)]
     for path in hidden:
         opts += ["--tmpfs", path]
     opts += ["--bind", root, root, *binds]
