@@ -429,6 +429,31 @@ class StateRecovered(EventBase):
     moved_to: str | None = None
 
 
+# Why a run needs its operator (seed 004's approval, and what the harness escalates instead of looping).
+NeedReason = Literal["restart_approval", "stuck", "budget", "completion_refused", "provider_down", "crashed",
+                     "gave_up"]
+
+
+class NeedsOperator(EventBase):
+    """The run needs its operator: every view shows it first, attached consoles ring, the operator's channels
+    (Apprise URLs) are told. ``paused``: the run holds until the operator acts (resume, approve, stop...);
+    ``evidence``: the lines that show why (the repeated call, the spend, the provider's error)."""
+
+    type: Literal["needs_operator"] = "needs_operator"
+    reason: NeedReason
+    message: str
+    evidence: list[str] = Field(default_factory=list)
+    paused: bool = True
+
+
+class NeedsOperatorCleared(EventBase):
+    """The operator answered (or the cause went away): the run no longer needs them."""
+
+    type: Literal["needs_operator_cleared"] = "needs_operator_cleared"
+    reason: NeedReason
+    by: str = ""
+
+
 class ErrorEvent(EventBase):
     type: Literal["error"] = "error"
     message: str
@@ -468,6 +493,8 @@ Event = Annotated[
     | MemoryUpdated
     | RunEnded
     | StateRecovered
+    | NeedsOperator
+    | NeedsOperatorCleared
     | ErrorEvent,
     Field(discriminator="type"),
 ]

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from console.engine import events as ev
 from console.engine.control import Command, ControlChannel
+from console.engine.needs import answered
 
 if TYPE_CHECKING:
     from console.engine.runtime import Runtime
@@ -38,6 +39,8 @@ class OperatorState:
     paused: bool = False
     awaiting_restart: bool = False
     restart_decision: str | None = None
+    # What the run is waiting for its operator about (console.engine.needs), None when it is not.
+    needs: ev.NeedReason | None = None
     # Commands that arrived mid-turn, applied at the next turn boundary.
     deferred: list[Command] = field(default_factory=list)
 
@@ -104,6 +107,7 @@ class OperatorState:
             if not self.paused:
                 return "rejected", "not paused"
             self.paused = False
+            answered(rt.events, self, "operator's resume")
             return "applied", "resumed"
         if c in ("approve_restart", "deny_restart"):
             if not self.awaiting_restart:

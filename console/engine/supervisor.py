@@ -39,6 +39,7 @@ from console.engine.journal import JOURNAL_NAME, Checkpoint, Conversation, Journ
 from console.engine.loop import SessionDeps, SessionResult, ShutdownReason, run_agent_session
 from console.engine.messages import Message
 from console.engine.model import Provider
+from console.engine.needs import answered, ask_operator
 from console.engine.operator import Aborted, OperatorState
 from console.engine.run_settings import RunSettings
 from console.engine.runtime import Runtime
@@ -300,6 +301,10 @@ class Supervisor:
         self.events.observe()
         self._store("ended", "awaiting approval", self.clock.now(), "restart pending")
         op.awaiting_restart, op.restart_decision = True, None
+        ask_operator(self.events, op, "restart_approval",
+                     f"the context is full ({result.used_tokens:,} tokens): approve the restart into session "
+                     f"{self.session + 1}, or deny it to end the run",
+                     [f"carryover: {len(result.carryover)} messages, ~{carry_tokens:,} tokens"], pause=False)
         try:
             while op.restart_decision is None and not op.stop_requested:
                 op.channel.wait(0.2)
@@ -307,6 +312,8 @@ class Supervisor:
                 self.events.observe()
         finally:
             op.awaiting_restart = False
+        answered(self.events, op, {"approve": "restart approved", "deny": "restart denied"}.get(
+            op.restart_decision or "", "operator's stop"))
         # A stop while the restart waits is not a denial, but it ends the run all the same (and says so).
         decision = op.restart_decision or "stop"
         if decision == "approve":

@@ -1,0 +1,49 @@
+"""A run that needs its operator: the one way the engine asks for a human.
+
+A restart waiting for approval, a stuck agent past its nudges, a spend limit, a provider down past its
+limit, completion refused too often, a crash: :func:`ask_operator` records a ``needs_operator`` event (the
+views show it first, the runner's notifier sends it to the operator's channels) and, when the run should
+hold, pauses it. The operator's answer (``resume``, ``approve``, ``stop``...) clears it with a
+``needs_operator_cleared`` event. The engine never waits in a loop nudging the agent for hours instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from console.engine import events as ev
+
+
+class OperatorState(Protocol):
+    """What asking needs of the operator's state (console.engine.operator.OperatorState)."""
+
+    needs: ev.NeedReason | None
+    paused: bool
+
+EVIDENCE_LINES = 8
+EVIDENCE_CHARS = 300
+
+
+def ask_operator(events: ev.EventStream, op: OperatorState, reason: ev.NeedReason, message: str,
+                 evidence: Sequence[str] = (), *, pause: bool = True) -> None:
+    """Say the run needs its operator, and (``pause``) hold it after the current turn until they answer.
+
+    Asking again for the same reason while unanswered records nothing new (one notification per need)."""
+    if op.needs == reason:
+        if pause:
+            op.paused = True
+        return
+    op.needs = reason
+    if pause:
+        op.paused = True
+    lines = [str(x)[:EVIDENCE_CHARS] for x in list(evidence)[:EVIDENCE_LINES]]
+    events.emit(ev.NeedsOperator, reason=reason, message=message, evidence=lines, paused=pause)
+
+
+def answered(events: ev.EventStream, op: OperatorState, by: str) -> None:
+    """The operator answered the run's need (if it had one): recorded once."""
+    if op.needs is None:
+        return
+    reason, op.needs = op.needs, None
+    events.emit(ev.NeedsOperatorCleared, reason=reason, by=by)
