@@ -37,7 +37,8 @@ COMMAND_HELP = {
     "checkpoint": "force a checkpoint: the agent re-reads plan and instructions, unfinished todos carried over",
     "rewind": "rewind the current phase with an issue text: the agent re-plans",
     "pause": "pause a running job after its current turn",
-    "resume": "resume a paused job",
+    "resume": "resume a paused run; or go on with a stopped, interrupted or out-of-budget one (in the background, "
+              "with the settings it was started with; --console to watch it)",
     "stop": "stop a running job after its current turn (a second stop stops at once; the run exits with 3)",
 }
 COMMAND_NAMES = {"approve": "approve_restart", "deny": "deny_restart"}
@@ -130,22 +131,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--theme", metavar="NAME", help="console theme (agent-dark, agent-light, agent-ansi, ...)")
     run.add_argument("--in-place", action="store_true",
                      help="run in JOB itself instead of a fresh copy (resumes it if it has state)")
-    run.add_argument("--provider", choices=list(PROVIDER_NAMES), help="model provider (its default model follows)")
-    run.add_argument("--model", help="model name (default depends on the provider)")
-    run.add_argument("--base-url", help="API base URL (an OpenAI-compatible server such as Ollama or vLLM)")
-    run.add_argument("--speed", type=float, metavar="X",
-                     help="scripted demo model pacing, higher is faster: 1 looks alive (default), 2 twice as fast, "
-                          "0 instant")
-    run.add_argument("--max-turns", type=int, metavar="N", help="stop a session after N turns")
-    run.add_argument("--context-window", type=int, metavar="TOKENS", help="override the model's context window")
+    run.add_argument("--detach", action="store_true",
+                     help="start the run in the background and return (follow it with attach, logs -f or wait)")
+    _settings_flags(run)
     run.add_argument("--script", type=Path, metavar="FILE",
                      help="replay exact turns from FILE (JSON list or JSON Lines) with the scripted provider")
-    run.add_argument("--max-restarts", type=int, metavar="N", help="end the run after N context restarts")
     run.add_argument("--unconfined", action="store_true",
                      help="run the job's [[tools]] commands WITHOUT a sandbox for this run (they see everything you "
                           "can and reach the network; still bounded in time, processes, memory and folder size)")
-    run.add_argument("--no-auto-restart", action="store_true",
-                     help="when the context is full, wait for `agent-console approve JOB` before restarting")
+    run.add_argument("--runner", action="store_true", help=argparse.SUPPRESS)  # a run started by a console
 
     for name, text in COMMAND_HELP.items():
         c = sub.add_parser(name, help=text, description=text)
@@ -154,6 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
             c.add_argument("issue", help="what is wrong, for the agent to re-plan around")
         if name == "checkpoint":
             c.add_argument("--note", help="a note for the agent with the checkpoint")
+        if name == "resume":
+            c.add_argument("--console", action="store_true", help="open the console on the run it starts")
+            c.add_argument("--theme", metavar="NAME", help="console theme (with --console)")
+            _settings_flags(c)
         c.add_argument("--wait", type=float, default=5.0, metavar="SECONDS",
                        help="how long to wait for the run to confirm (default 5; 0 does not wait)")
 
@@ -177,6 +175,29 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--limit", type=int, default=30, help="how many runs to show (newest first)")
     jobs.add_argument("--json", action="store_true", help="print JSON lines (every field, and the id) instead")
     return p
+
+
+def _settings_flags(p: argparse.ArgumentParser) -> None:
+    """The flags that set how a run works; recorded with the run, so a resume keeps them (flags given to a
+    resume override the record and are told in its launch_settings event)."""
+    p.add_argument("--provider", choices=list(PROVIDER_NAMES), help="model provider (its default model follows)")
+    p.add_argument("--model", help="model name (default depends on the provider)")
+    p.add_argument("--base-url", help="API base URL (an OpenAI-compatible server such as llama.cpp, vLLM, Ollama)")
+    p.add_argument("--switch-model", action="store_true",
+                   help="let a resume change the run's provider or model (refused without it)")
+    p.add_argument("--max-turns", type=int, metavar="N", help="stop a session after N turns")
+    p.add_argument("--context-window", type=int, metavar="TOKENS", help="override the model's context window")
+    p.add_argument("--max-restarts", type=int, metavar="N", help="end the run after N context restarts")
+    auto = p.add_mutually_exclusive_group()
+    auto.add_argument("--no-auto-restart", action="store_true",
+                      help="when the context is full, wait for `agent-console approve RUN` before restarting")
+    auto.add_argument("--auto-restart", action="store_true", help="restart on a full context without asking")
+    p.add_argument("--speed", type=float, metavar="X",
+                   help="scripted demo model pacing, higher is faster: 1 looks alive (default), 2 twice as fast, "
+                        "0 instant")
+    p.add_argument("--notify", action="append", metavar="URL",
+                   help="tell this Apprise URL when the run needs you (ntfy://, slack://, json://, mailto://...; "
+                        "repeatable; default: the config's [notify] urls)")
 
 
 def run_folder(ref: str, settings: Any = None) -> Path:
@@ -269,10 +290,52 @@ def check_script(path: Path) -> None:
             raise ValueError(f"{shown}: turn {n}: nested too deeply") from None
 
 
+RUNNER_FLAGS_ENV = "AGENT_CONSOLE_RUNNER_FLAGS"  # a runner's flags: the environment, not argv (ps shows argv)
+RUNNER_BY_ENV = "AGENT_CONSOLE_RUNNER_BY"
+
+
+def explicit_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The run settings the operator gave as flags (None: not given)."""
+    auto = True if getattr(args, "auto_restart", False) else False if getattr(args, "no_auto_restart", False) else None
+    script = getattr(args, "script", None)
+    return {"provider": args.provider, "model": args.model, "base_url": args.base_url, "speed": args.speed,
+            "max_turns": args.max_turns, "context_window": args.context_window, "max_restarts": args.max_restarts,
+            "auto_restart": auto, "unconfined": True if getattr(args, "unconfined", False) else None,
+            "script": str(Path(script).absolute()) if script is not None else None,
+            "notify": tuple(args.notify) if getattr(args, "notify", None) else None}
+
+
+def launch_flags(recorded: Any, given: dict[str, Any], switch: bool) -> dict[str, Any]:
+    """The flags a run starts with: its record (a resume) overridden by what was given now.
+
+    ValueError (one line) when the flags would change the run's provider or model without --switch-model."""
+    from console.engine.launch import identity_change
+
+    if recorded is None:
+        return dict(given)
+    if (changed := identity_change(recorded, given)) and not switch:
+        raise ValueError(f"this run was started on {recorded.provider} {recorded.model}; resuming it with "
+                         f"{'; '.join(changed)} makes it another model's run: add --switch-model to do so")
+    flags = recorded.flags()
+    if given.get("provider") not in (None, recorded.provider):
+        # Another provider: its own default model and endpoint, unless given too.
+        flags["model"] = flags["base_url"] = flags["context_window"] = None
+    flags.update({k: v for k, v in given.items() if v is not None})
+    return flags
+
+
+def _budgets(job: Any) -> dict[str, Any]:
+    """job.toml's budgets ([guardrails] deadline_seconds, budget_tokens, budget_usd), for the run's record."""
+    guard = getattr(job, "guardrails", None)
+    names = ("deadline_seconds", "budget_tokens", "budget_usd")
+    return {n: v for n in names if (v := getattr(guard, n, None)) is not None}
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from console.engine.clock import SystemClock
     from console.engine.job import JobError, prepare_run, validate_job_folder
     from console.engine.job_config import load_job_config
+    from console.engine.launch import Launch, LaunchStart, changes, read_launch
     from console.engine.store import JobStore
     from console.engine.supervisor import Supervisor
     from console.providers import ProviderError, make_provider
@@ -280,28 +343,41 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     clock = SystemClock()
     job_arg = Path(args.job)
+    runner = bool(args.runner)
+    if runner:  # the flags the starting process was given (never argv: ps shows it to every user)
+        with contextlib.suppress(ValueError, TypeError):
+            for key, value in json.loads(os.environ.pop(RUNNER_FLAGS_ENV, "{}") or "{}").items():
+                if key == "auto_restart":  # one setting, two flags
+                    args.auto_restart, args.no_auto_restart = bool(value), not value
+                elif hasattr(args, key) and value is not None:
+                    setattr(args, key, value)
     try:
         check_flags(args)
         settings = load_settings()
-        check_console_options(args.theme, settings, console=not args.headless)
+        use_console = not args.headless and not args.detach and sys.stdin.isatty() and sys.stdout.isatty()
+        check_console_options(args.theme, settings, console=use_console)
         if args.in_place:  # a run to go on with: its folder, id or name; a copy is made of a job folder only
             job_arg = run_folder(args.job, settings)
         source = validate_job_folder(job_arg)
         job = load_job_config(source)
-        rs = resolve_run_settings(settings, job, provider=args.provider, model=args.model, base_url=args.base_url,
-                                  speed=args.speed, max_turns=args.max_turns, context_window=args.context_window,
-                                  max_restarts=args.max_restarts,
-                                  auto_restart=False if args.no_auto_restart else None,
-                                  unconfined=args.unconfined or None)
-        if args.script is not None and rs.provider != "scripted":
+        recorded = read_launch(source) if args.in_place else None
+        given = explicit_flags(args)
+        flags = launch_flags(recorded, given, args.switch_model)
+        if not flags.get("notify"):
+            flags["notify"] = tuple(getattr(settings, "notify_urls", ()) or ())
+        script = Path(flags["script"]) if flags.get("script") else None
+        rs = resolve_run_settings(settings, job, **{k: v for k, v in flags.items() if k not in ("script", "notify")})
+        if recorded is not None and given.get("context_window") is None and recorded.context_window_source:
+            rs = replace(rs, context_window_source=f"as started ({recorded.context_window_source})")
+        if script is not None and rs.provider != "scripted":
             raise ValueError("--script replays turns with the scripted provider only")
-        if args.script is not None:
-            check_script(args.script)
+        if script is not None:
+            check_script(script)
         secret = getattr(settings, f"{rs.provider}_api_key", None)  # AGENT_CONSOLE_<PROVIDER>_API_KEY
         api_key = secret.get_secret_value() if secret is not None else None
         try:
             provider = make_provider(rs.provider, rs.model, base_url=rs.base_url, api_key=api_key, speed=rs.speed,
-                                     clock=clock, script=args.script)
+                                     clock=clock, script=script)
         except (ProviderError, RecursionError):
             raise
         except Exception as exc:  # an SDK refusing its settings (e.g. a URL form only it rejects)
@@ -323,7 +399,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     # The data folder (made by the store) and runs/ hold every run: the operator's only (0700), or said once why not.
     for problem in (*store.not_private, private_dir(settings.runs_dir)):
-        if problem:
+        if problem and not runner:
             _err(f"warning: not private: {problem}")
     try:
         # Copy only once everything checked out: a failed start leaves no stray run folder.
@@ -334,9 +410,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     except OSError as exc:  # the data folder cannot be written, or a file of the job cannot be copied
         _err(f"{job_arg}: cannot be copied to a run folder under {settings.runs_dir}: {str(exc)[:300]}")
         return EXIT_USAGE
-
+    if use_console or args.detach:
+        # The run is a process of its own (a runner); this one only watches it, and may go away.
+        _say(f"run {paths.run_id}: {paths.root}")
+        given = {k: v for k, v in given.items() if v is not None}
+        if args.switch_model:
+            given["switch_model"] = True
+        return start_runner(paths, given, by="console" if use_console else "detach",
+                            console=use_console, theme=args.theme or settings.theme)
+    record = Launch(provider=rs.provider, model=rs.model, base_url=rs.base_url, context_window=rs.context_window,
+                    context_window_source=(recorded.context_window_source if recorded is not None and
+                                           given.get("context_window") is None else rs.context_window_source),
+                    max_turns=rs.max_turns, max_restarts=rs.max_restarts, auto_restart=rs.auto_restart,
+                    speed=rs.speed, unconfined=bool(flags.get("unconfined")),
+                    script=str(script) if script is not None else None, notify=tuple(flags.get("notify") or ()),
+                    budgets=_budgets(job),
+                    started_at=recorded.started_at if recorded is not None else clock.now())
+    launch = LaunchStart(record, source="resume" if recorded is not None else "start",
+                         changes=tuple(changes(recorded, record)) if recorded is not None else (),
+                         by=os.environ.pop(RUNNER_BY_ENV, "") if runner else "headless")
     try:
-        sup = Supervisor(paths, rs, provider, clock=clock, store=store)
+        sup = Supervisor(paths, rs, provider, clock=clock, store=store, launch=launch)
     except sqlite3.Error as exc:
         _err(f"{settings.store_path}: the jobs database cannot be used ({exc}); move it aside and a new one is made")
         return EXIT_USAGE
@@ -345,12 +439,54 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     # The run's id, then its folder: `run ID: FOLDER` (a script takes the folder after the first ": ").
     _say(f"run {paths.run_id}: {paths.root}")
-    use_console = not args.headless and sys.stdin.isatty() and sys.stdout.isatty()
-    if not args.headless and not use_console:
+    if not args.headless and not runner and not use_console:
         _say("not a terminal: running headless (the console needs one)", sys.stderr)
-    if use_console:
-        return _run_in_console(sup, paths, args.theme or settings.theme)
-    return _run_headless(sup, paths, store, clock)
+    return _run_headless(sup, paths, store, clock, runner=runner, notify=record.notify)
+
+
+def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, theme: str = "") -> int:
+    """Start the run in ``paths`` as a runner process; then open a console on it (``console``) or say how to
+    follow it. Exit code: the run's own once it has ended under the console; 0 when it goes on."""
+    from console.engine.control import RunLock
+    from console.runner import log_tail, spawn_runner, wait_started
+
+    holder = RunLock(paths).holder()
+    if holder is not None:
+        _err(f"{paths.root} is already being run by process {holder} (run {paths.run_id}); watch it with: "
+             f"agent-console attach {paths.run_id}")
+        return EXIT_USAGE
+    env = dict(os.environ)
+    env[RUNNER_FLAGS_ENV] = json.dumps(given)
+    env[RUNNER_BY_ENV] = by
+    try:
+        proc = spawn_runner(paths, env=env)
+    except OSError as exc:
+        _err(f"the run could not be started: {exc.strerror or exc}")
+        return EXIT_FAILED
+    code = wait_started(paths, proc)
+    if code is not None:
+        for line in log_tail(paths):
+            _err(line.removeprefix("agent-console: "))
+        _err(f"the run did not start (exit code {code}); its log: {paths.state / 'runner.log'}")
+        return code or EXIT_FAILED
+    if not console:
+        _say(f"running in the background (process {proc.pid}); watch it: agent-console attach {paths.run_id}; "
+             f"its story: agent-console logs -f {paths.run_id}; stop it: agent-console stop {paths.run_id}")
+        return EXIT_OK
+    return _console_on_runner(paths, theme)
+
+
+def _console_on_runner(paths: Any, theme: str) -> int:
+    from console.runner import ended_code
+    from console.tui.launch import attach_console
+
+    attach_console(paths, theme=theme, job_title=paths.root.name, quit_asks=True)
+    code = ended_code(paths)
+    if code is None:
+        _say(f"detached: run {paths.run_id} goes on; come back with: agent-console attach {paths.run_id} "
+             f"(or agent-console, the fleet); follow it: agent-console logs -f {paths.run_id}")
+        return EXIT_OK
+    return code
 
 
 def resume_hint(paths: Any) -> str:
@@ -395,46 +531,43 @@ def _job_cost(sup: Any) -> str:
     return "" if usd is None else f"; cost {format_cost(usd)}"
 
 
-def _run_in_console(sup: Any, paths: Any, theme: str) -> int:
-    from console.engine.supervisor import JobBusy
-    from console.tui.launch import run_console
+def _run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool = False,
+                  notify: tuple[str, ...] = ()) -> int:
+    """Run in this process, telling its story on stdout (a runner's goes to its log).
 
-    got: list[str] = []
-    try:
-        code = run_console(sup, theme=theme, job_title=paths.root.name, signals=got)
-    except JobBusy as exc:
-        _err(f"{exc} (run {paths.run_id}); watch it with: agent-console attach {paths.root}")
-        return EXIT_USAGE
-    if sup.result is None:
-        return code
-    # What stops a run in the console is the operator's (the stop and deny keys, quit-and-stop; Ctrl+C asks
-    # like q), exit 3, unless a signal (SIGTERM, SIGHUP) stopped it: an interrupt, 130.
-    return _finish(sup, paths, got[0] if got else None)
-
-
-def _run_headless(sup: Any, paths: Any, store: Any, clock: Any) -> int:
+    Ctrl+C stops after the turn in flight (a second one at once); SIGTERM (kill, systemd, a console's stop
+    of its run) stops at once and the process is gone within 2 s either way, the run resumable; SIGHUP (the
+    terminal went away) is no reason to stop: the run goes on, its story into .console/runner.log."""
     from console.engine.supervisor import JobBusy
     from console.headless import HeadlessLog
+    from console.runner import HardExit, detach_output
 
-    sup.subscribe(HeadlessLog(sys.stdout, color=sys.stdout.isatty(), run_id=paths.run_id, provider=sup.provider.name))
+    sup.subscribe(HeadlessLog(sys.stdout, color=sys.stdout.isatty() and not os.environ.get("NO_COLOR"),
+                              run_id=paths.run_id, provider=sup.provider.name))
+    notifier = _notifier(sup, paths, notify)
     interrupts = 0
     signal_name: str | None = None  # the first signal that stopped the run: an interrupt, not an operator stop
+    hard_exit = HardExit(before=lambda: store.ended(paths.root, "interrupted", clock.now(), "stopped by SIGTERM"))
 
     def on_signal(signum: int, frame: object) -> None:
         nonlocal interrupts, signal_name
+        if signum == signal.SIGHUP:
+            detach_output(paths)  # the terminal is gone: the run is not
+            return
         interrupts += 1
         if signal_name is None:
             signal_name = "Ctrl+C" if signum == signal.SIGINT else signal.Signals(signum).name
         sup.stop()
+        if signum == signal.SIGTERM:
+            sup.stop()  # at once: whoever sent it expects the process gone
+            hard_exit.arm()
+            return
         if interrupts == 1:
-            what = "Ctrl+C" if signum == signal.SIGINT else "the signal"
-            print(f"\nstopping: at once if the model is being asked, else after the turn's tool calls ({what} again "
+            print("\nstopping: at once if the model is being asked, else after the turn's tool calls (Ctrl+C again "
                   "to stop now)", file=sys.stderr, flush=True)
         elif interrupts > 2:
             raise KeyboardInterrupt
 
-    # SIGTERM (kill, systemd) and SIGHUP (the SSH session closed under a plain shell) stop as cleanly
-    # as Ctrl+C: the turn in flight finishes and is committed, and the run can be resumed.
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         sup.run()
@@ -449,7 +582,28 @@ def _run_headless(sup: Any, paths: Any, store: Any, clock: Any) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if notifier is not None:
+            notifier.close()
     return _finish(sup, paths, signal_name)
+
+
+def _notifier(sup: Any, paths: Any, urls: tuple[str, ...]) -> Any:
+    """The operator's channels (Apprise URLs) told when the run needs them; None when there are none."""
+    if not urls:
+        return None
+    try:
+        from console.notify import Notifier
+    except ImportError:
+        return None
+    from console.engine import events as ev
+    from console.engine.runs import job_name
+
+    def failed(line: str) -> None:
+        sup.events.emit(ev.ErrorEvent, message=line, where="notify")
+
+    notifier = Notifier(list(urls), paths.run_id, job_name(paths.root), on_failure=failed)
+    sup.subscribe(notifier)
+    return notifier
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
@@ -697,6 +851,8 @@ def cmd_control(args: argparse.Namespace) -> int:
     if args.command == "checkpoint" and args.note:
         cmd_args["note"] = args.note
     pid = RunLock(paths).holder()
+    if pid is None and name == "resume":
+        return resume_run(paths, args)
     if pid is None and name in RUN_SCOPED:
         # A stop (pause, approve...) belongs to a running run; left in the inbox it would act on the next one.
         if paths.outcome.exists():
@@ -729,6 +885,33 @@ def cmd_control(args: argparse.Namespace) -> int:
     _say(f"{args.command}: sent to process {pid}; not confirmed within {args.wait:g}s (it applies at the next "
          "turn boundary)")
     return EXIT_OK
+
+
+def resume_run(paths: Any, args: argparse.Namespace) -> int:
+    """``resume ID`` of a run no process runs: start it again as a runner, with its recorded settings (and the
+    flags given now), in the background or under a console; or say in one line why not (non-zero)."""
+    from console.engine.launch import LaunchError, read_launch
+
+    if paths.outcome.exists():
+        _err(f"resume: run {paths.run_id} ({paths.root}) is complete: there is nothing to resume")
+        return EXIT_FAILED
+    if not paths.events.exists():
+        _err(f"resume: {paths.root} has never run: start it with agent-console run {paths.root}")
+        return EXIT_USAGE
+    try:
+        read_launch(paths)
+    except LaunchError as exc:
+        _err(f"resume: {exc}; move it aside to resume with the current settings")
+        return EXIT_USAGE
+    if args.console and not (sys.stdin.isatty() and sys.stdout.isatty()):
+        _err("resume --console needs a terminal; without --console the run goes on in the background")
+        return EXIT_USAGE
+    run_args = build_parser().parse_args(["run", "--in-place", str(paths.root)])
+    for key, value in vars(args).items():
+        if key in vars(run_args) and key not in ("command", "job"):
+            setattr(run_args, key, value)
+    run_args.detach = not args.console
+    return cmd_run(run_args)
 
 
 def main(argv: list[str] | None = None) -> int:

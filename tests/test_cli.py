@@ -358,8 +358,12 @@ def test_commands_take_the_id_a_prefix_or_the_folder(make_job, capsys, tmp_path,
     assert capsys.readouterr().out == f"checkpoint: queued for {run2}\n"
     assert [c["command"] for c in _inbox(run2)] == ["checkpoint"]
     # The whole folder name, and the start of one that only one run has.
-    assert main(["resume", run1.name, "--wait", "0"]) == 0
-    assert capsys.readouterr().out == f"resume: queued for {run1}\n"
+    assert main(["checkpoint", run1.name, "--wait", "0"]) == 0
+    assert capsys.readouterr().out == f"checkpoint: queued for {run1}\n"
+    # resume of a run nobody runs goes on with it, or says in one line why not: this one is complete.
+    assert main(["resume", run1.name]) == 1
+    assert capsys.readouterr().err == (f"agent-console: resume: run {id1} ({run1}) is complete: there is nothing "
+                                       "to resume\n")
     # A folder run in place is named "quickstart": that whole name is it, though the copies' names start so too.
     job = make_job("quickstart")
     assert main(["run", str(job.root), "--in-place", "--headless", "--speed", "0"]) == 0

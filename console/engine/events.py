@@ -429,6 +429,28 @@ class StateRecovered(EventBase):
     moved_to: str | None = None
 
 
+class LaunchSettings(EventBase):
+    """How this process runs the job (at each start): the settings recorded when the run began
+    (``.console/launch.json``), with what a resume's flags changed. Notification targets as scheme://host."""
+
+    type: Literal["launch_settings"] = "launch_settings"
+    source: Literal["start", "resume"] = "start"
+    provider: str = ""
+    model: str = ""
+    base_url: str | None = None
+    context_window: int = 0
+    auto_restart: bool = True
+    max_restarts: int = 0
+    max_turns: int = 0
+    unconfined: bool = False
+    notify: list[str] = Field(default_factory=list)
+    budgets: dict[str, Any] = Field(default_factory=dict)
+    # "model: a -> b" per setting a flag given at this resume changed (empty: resumed as it was started).
+    changes: list[str] = Field(default_factory=list)
+    # How the process was started: "console" (a runner a console started), "headless", "resume", "fleet".
+    by: str = ""
+
+
 # Why a run needs its operator (seed 004's approval, and what the harness escalates instead of looping).
 NeedReason = Literal["restart_approval", "stuck", "budget", "completion_refused", "provider_down", "crashed",
                      "gave_up"]
@@ -493,6 +515,7 @@ Event = Annotated[
     | MemoryUpdated
     | RunEnded
     | StateRecovered
+    | LaunchSettings
     | NeedsOperator
     | NeedsOperatorCleared
     | ErrorEvent,

@@ -36,6 +36,7 @@ from console.engine.control import ControlChannel, RunLock
 from console.engine.guardrails import build_guardrails, default_guardrails
 from console.engine.job import JobPaths
 from console.engine.journal import JOURNAL_NAME, Checkpoint, Conversation, Journal
+from console.engine.launch import LaunchStart, write_launch
 from console.engine.loop import SessionDeps, SessionResult, ShutdownReason, run_agent_session
 from console.engine.messages import Message
 from console.engine.model import Provider
@@ -109,7 +110,10 @@ class Supervisor:
         registry: ToolRegistry | None = None,
         channel: ControlChannel | None = None,
         seed: int | None = None,
+        launch: LaunchStart | None = None,
     ) -> None:
+        # How the run was started (console.engine.launch): recorded once the lock is held, told in an event.
+        self.launch = launch
         self.seed = seed  # the retry jitter's seed (tests); None: the system's randomness
         self.paths = paths
         self.settings = settings
@@ -328,6 +332,9 @@ class Supervisor:
             raise JobBusy(f"{self.paths.root} is already being run by process {self.lock.holder()}")
         self.operator.channel.run_id = self.lock.run_id
         try:
+            if self.launch is not None:
+                # Only the process that holds the run writes its record (a refused one never does).
+                write_launch(self.paths, self.launch.record)
             self.result = self._run()
             return self.result
         except BaseException:
@@ -418,6 +425,8 @@ class Supervisor:
             conversation = Conversation(self._new_session_conversation([], 0, self.session, "resume"))
         self.events.emit(ev.SessionStarted, reason=reason, provider=self.provider.name, model=self.provider.model,
                          carryover_messages=len(conversation), detail=detail, **self._window_info())
+        if self.launch is not None:
+            self.events.emit(ev.LaunchSettings, **self.launch.event_fields())
         if not rt.phases.ensure_bootstrap():
             rt.phases.publish_todos("resume")  # views rebuild from events: show the list at once
             rt.phases.recover()

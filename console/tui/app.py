@@ -50,6 +50,7 @@ from console.tui.screens.fleet import FleetScreen
 from console.tui.screens.guardrails import GuardrailsScreen
 from console.tui.screens.help import HelpScreen
 from console.tui.screens.main import MainScreen
+from console.tui.screens.quit import QuitScreen
 from console.tui.screens.rewind import RewindScreen
 from console.tui.state import FEEDBACK, GAUGE, GUARDS, PLAN, RESTART, STATUS, TODOS, ConsoleState
 from console.tui.themes import DEFAULT_THEME, ThemeError, load_theme_file, load_themes, themes_dir, user_themes_dir
@@ -71,6 +72,7 @@ DRAIN_CHUNK = 400
 # The run's commands: offered only while they can act (see ConsoleApp.check_action).
 RUN_ACTIONS = {"checkpoint", "rewind", "approve", "deny", "pause", "resume", "toggle_pause", "stop"}
 FLEET_POLL = 1.0  # the fleet: how often the jobs store and the runs' logs are polled (its times are in seconds)
+STOP_PATIENCE = 10.0  # leaving with "stop the run": seconds to wait for the stop to land before closing anyway
 
 
 def utc_now() -> datetime:
@@ -404,6 +406,9 @@ class ConsoleApp(App[int]):
                 break
         if changed:
             self.refresh_panes(changed)
+        if self.quit_requested and self.controller.attached and self.state.ended:
+            self.exit(EXIT_OK, return_code=EXIT_OK)  # the stop asked for on leaving has landed
+            return
         if self.bridge.pending and self._drain_timer is None:
             self._drain_timer = self.set_timer(0.001, self.drain_events)
 
@@ -718,7 +723,7 @@ class ConsoleApp(App[int]):
             self.close_run()  # back to the list: the run goes on
             return
         if self.controller.attached:
-            self.exit(EXIT_OK, return_code=EXIT_OK)  # detach: the run goes on
+            self._leave_attached()
             return
         if self.run_finished:
             code = self.exit_code if self.exit_code is not None else EXIT_OK
@@ -746,6 +751,25 @@ class ConsoleApp(App[int]):
                                        f"--in-place {self.paths.root}`. (To watch a run you can leave, start it "
                                        "with --headless and use `agent-console attach`.)", "Stop and quit",
                                        "Stay"), done)
+
+    def _leave_attached(self) -> None:
+        """q on a run another process runs: detach (it goes on) or stop it; nothing to ask once it has ended."""
+        if not self.run_active:
+            self.exit(EXIT_OK, return_code=EXIT_OK)
+            return
+        if self.quit_requested:
+            self.exit(EXIT_OK, return_code=EXIT_OK)  # q again while the stop lands: leave it to land alone
+            return
+
+        def done(answer: str | None) -> None:
+            if answer == "detach" or (answer == "stop" and not self.run_active):
+                self.exit(EXIT_OK, return_code=EXIT_OK)
+            elif answer == "stop" and self.send("stop", "stopping, then quitting"):
+                self.controller.send("stop")  # the second stop drops the turn in flight
+                self.quit_requested = True
+                self.set_timer(STOP_PATIENCE, lambda: self.exit(EXIT_OK, return_code=EXIT_OK))
+
+        self.push_screen(QuitScreen(self.run_id or str(self.paths.root)), done)
 
     # -- help and palette ---------------------------------------------------------------------
     def key_for(self, key_id: str, default: str) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -103,11 +103,40 @@ def run_console(supervisor: Supervisor, *, theme: str | None = None, job_title: 
 
 def attach_console(paths: JobPaths, *, theme: str | None = None, job_title: str = "",
                    keymap: Mapping[str, str] | None = None, headless: bool = False,
-                   auto_pilot: AutoPilot | None = None) -> int:
-    """Open the console on a job run by another process (or a finished one, for review)."""
+                   auto_pilot: AutoPilot | None = None, quit_asks: bool = True) -> int:
+    """Open the console on a job run by another process (or a finished one, for review).
+
+    The console never holds the run: a hangup (SIGHUP: the terminal or the SSH session is gone) or SIGTERM
+    closes it and nothing else, and the process is gone within 2 s whatever the terminal does."""
     app = build_attach_app(paths, theme=theme, job_title=job_title, keymap=keymap)
-    app.run(headless=headless, auto_pilot=auto_pilot)
+    with viewer_signals(app):
+        app.run(headless=headless, auto_pilot=auto_pilot)
     return 0 if app.return_code in (None, 0) else 1
+
+
+@contextlib.contextmanager
+def viewer_signals(app: ConsoleApp) -> Iterator[None]:
+    """SIGHUP and SIGTERM close a viewer at once; if its screen cannot be taken down (a terminal that is gone
+    may block a write), the process leaves anyway after a moment: a viewer holds nothing worth waiting for."""
+    import signal
+
+    from console.runner import HardExit, detach_output
+
+    hard = HardExit(after=1.5, code=129)
+
+    def on_signal(signum: int, _frame: object) -> None:
+        if signum == signal.SIGHUP and app.fleet is None:
+            detach_output(app.paths)  # no more writes to a dead terminal
+        hard.arm()
+        with contextlib.suppress(Exception):  # the app may be starting or closing
+            app.call_later(app.exit, 0)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def build_fleet_app(store_path: Path, *, theme: str | None = None, keymap: Mapping[str, str] | None = None,
@@ -124,7 +153,8 @@ def fleet_console(store_path: Path, *, theme: str | None = None, keymap: Mapping
                   headless: bool = False, auto_pilot: AutoPilot | None = None) -> int:
     """The fleet view: every run of the jobs store, live; enter attaches to one, q comes back. Exit code 0."""
     app = build_fleet_app(store_path, theme=theme, keymap=keymap)
-    app.run(headless=headless, auto_pilot=auto_pilot)
+    with viewer_signals(app):
+        app.run(headless=headless, auto_pilot=auto_pilot)
     return 0 if app.return_code in (None, 0) else 1
 
 

@@ -10,6 +10,7 @@ from console.engine import events as ev
 from console.engine.control import RunLock
 from console.tui.launch import attach_console, run_console
 from console.tui.screens.confirm import ConfirmScreen
+from console.tui.screens.quit import QuitScreen
 from console.tui.widgets.conversation import MAX_ITEMS, TRIM_SLACK
 from console.tui.widgets.todo_pane import TodoPane
 from tests.tui.conftest import attach_app, drive, make_supervisor, run_app, settle, wait_for
@@ -221,3 +222,58 @@ def test_a_resumed_run_shows_its_history_first(make_job):
         assert app.state.outcome == "completed" and app.state.session == 1
 
     drive(app, body)
+
+
+def test_q_on_a_live_attached_run_asks_and_detach_leaves_it_running(make_job):
+    """Quitting the console of a live run asks: detach (the run goes on, nothing sent) or stop it."""
+    paths = make_job("quickstart")
+    sup = make_supervisor(paths, gate_at=5)
+    runner = threading.Thread(target=sup.run, daemon=True)
+    app = attach_app(paths)
+
+    async def body(pilot):
+        runner.start()
+        await wait_for(pilot, lambda: app.main.query_one("#status").runner_pid is not None, what="the run lock")
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), what="the question")
+        await pilot.press("escape")  # stay
+        await wait_for(pilot, lambda: not isinstance(app.screen, QuitScreen), what="the question to go")
+        assert app.is_running
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), what="the question again")
+        await pilot.press("d")  # detach
+
+    drive(app, body)
+    assert app.return_code == 0
+    sent = [e for e in ev.read_events(paths.events) if isinstance(e, ev.OperatorCommand)]
+    assert sent == [] and (not paths.inbox.exists() or not any(paths.inbox.iterdir()))  # detach sends nothing
+    sup.provider.gate.set()
+    sup.stop()
+    sup.stop()
+    runner.join(15)
+    assert sup.result is not None and sup.result.reason.value == "user_shutdown"
+
+
+def test_q_then_stop_the_run_stops_it_and_closes_once_it_has(make_job):
+    paths = make_job("quickstart")
+    sup = make_supervisor(paths, gate_at=5)
+    runner = threading.Thread(target=sup.run, daemon=True)
+    app = attach_app(paths)
+
+    async def body(pilot):
+        runner.start()
+        await wait_for(pilot, lambda: app.main.query_one("#status").runner_pid is not None, what="the run lock")
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), what="the question")
+        await pilot.press("s")
+        await wait_for(pilot, lambda: app.quit_requested, what="the stop to be sent")
+        sup.provider.gate.set()
+        await wait_for(pilot, lambda: not app.is_running, timeout=30, what="the console to close on the run's end")
+
+    drive(app, body)
+    runner.join(15)
+    assert not runner.is_alive()
+    assert sup.result is not None and sup.result.reason.value == "user_shutdown"
+    stops = [e for e in ev.read_events(paths.events) if isinstance(e, ev.OperatorCommand) and e.command == "stop"
+             and e.status == "applied"]
+    assert stops and stops[0].source == "console"

@@ -1,0 +1,149 @@
+"""How a run was started, recorded in its state so that every resume is the same run.
+
+``.console/launch.json`` holds what the operator chose when the run began (provider, model, base URL,
+context window, restart policy, turn and restart limits, the demo model's pace, a replay script,
+``--unconfined``, the notification targets) and, for the record, the budgets job.toml gave it. It never
+holds a key: keys stay in the environment or the config file and are read again by each process.
+
+Every resume (``run --in-place``, ``resume ID``, the fleet, a runner after a crash) starts from it; a flag
+given at resume overrides it, is written back, and is told in the run's ``launch_settings`` event. Changing
+the provider or the model of a run needs an explicit ``--switch-model``.
+
+The notification targets are Apprise URLs, which often carry a token: the file is the operator's only
+(0600 in a 0700 folder), and what events and views show of a URL is its scheme and host (:func:`shown_url`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from console.engine.atomic import atomic_write_text
+from console.engine.job import JobPaths
+
+LAUNCH_NAME = "launch.json"
+LAUNCH_VERSION = 1
+MAX_LAUNCH_BYTES = 1 << 20
+
+# What a resume takes from the record when no flag says otherwise (the record's field = the flag's name).
+RESUMED = ("provider", "model", "base_url", "context_window", "max_turns", "max_restarts", "auto_restart", "speed",
+           "unconfined", "script", "notify")
+# Changing these makes it another model's run: only with --switch-model.
+IDENTITY = ("provider", "model")
+
+
+class LaunchError(ValueError):
+    """The record cannot be used (unreadable, not JSON, not a launch record): one line."""
+
+
+class Launch(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    version: int = LAUNCH_VERSION
+    provider: str
+    model: str
+    base_url: str | None = None
+    context_window: int | None = None
+    max_turns: int | None = None
+    max_restarts: int | None = None
+    auto_restart: bool | None = None
+    speed: float | None = None
+    unconfined: bool = False
+    script: str | None = None
+    notify: tuple[str, ...] = ()
+    # job.toml's budgets when the run was started (for the record: job.toml stays the definition).
+    budgets: dict[str, Any] = Field(default_factory=dict)
+    context_window_source: str = ""
+    started_at: datetime | None = None
+
+    def flags(self) -> dict[str, Any]:
+        """The record as the flags of a resume."""
+        return {name: getattr(self, name) for name in RESUMED}
+
+
+def launch_path(paths: JobPaths) -> Path:
+    return paths.state / LAUNCH_NAME
+
+
+def read_launch(paths: JobPaths) -> Launch | None:
+    """The run's record, None if it has none (a run from before records existed, or a fresh job folder)."""
+    path = launch_path(paths)
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(MAX_LAUNCH_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise LaunchError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if len(data) > MAX_LAUNCH_BYTES:
+        raise LaunchError(f"{path}: larger than {MAX_LAUNCH_BYTES} bytes: not a launch record")
+    try:
+        return Launch.model_validate(json.loads(data))
+    except (ValueError, RecursionError, ValidationError) as exc:
+        first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise LaunchError(f"{path}: not a launch record ({first})") from None
+
+
+def write_launch(paths: JobPaths, launch: Launch) -> None:
+    atomic_write_text(launch_path(paths), launch.model_dump_json(indent=1), tmp_dir=paths.state / "tmp")
+
+
+def shown_url(url: str) -> str:
+    """What may be shown of a notification URL: its scheme and host (the rest may be a token)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "(a URL)"
+    host = parts.hostname or ""
+    return f"{parts.scheme}://{host}" if parts.scheme else "(a URL)"
+
+
+def describe(name: str, value: Any) -> str:
+    """A setting's value as a view shows it (never a notification URL's token)."""
+    if name == "notify":
+        return ", ".join(shown_url(u) for u in value) or "none"
+    if value is None:
+        return "default"
+    return str(value)
+
+
+def changes(old: Launch, new: Launch) -> list[str]:
+    """``"model: gpt-4.1 -> gpt-4.1-mini"`` for each setting a resume changed."""
+    return [f"{name}: {describe(name, getattr(old, name))} -> {describe(name, getattr(new, name))}"
+            for name in RESUMED if getattr(old, name) != getattr(new, name)]
+
+
+def identity_change(old: Launch, given: dict[str, Any]) -> list[str]:
+    """The flags given at resume that would make the run another model's: ``["--provider openai (was
+    scripted)"]``; a flag equal to the record is no change."""
+    out = []
+    for name in IDENTITY:
+        value = given.get(name)
+        if value is not None and value != getattr(old, name):
+            out.append(f"--{name.replace('_', '-')} {value} (the run was started with {getattr(old, name)})")
+    return out
+
+
+@dataclass(frozen=True)
+class LaunchStart:
+    """What a process starting a run hands the supervisor: the record to keep (written once the run's lock is
+    held, never by a process that would be refused) and what the ``launch_settings`` event says."""
+
+    record: Launch
+    source: Literal["start", "resume"] = "start"
+    changes: tuple[str, ...] = ()
+    by: str = ""
+
+    def event_fields(self) -> dict[str, Any]:
+        r = self.record
+        return {"source": self.source, "provider": r.provider, "model": r.model, "base_url": r.base_url,
+                "context_window": r.context_window or 0, "auto_restart": bool(r.auto_restart),
+                "max_restarts": r.max_restarts or 0, "max_turns": r.max_turns or 0, "unconfined": r.unconfined,
+                "notify": [shown_url(u) for u in r.notify], "budgets": dict(r.budgets),
+                "changes": list(self.changes), "by": self.by}

@@ -1,0 +1,162 @@
+"""A run is its own process: the runner, and the consoles that come and go.
+
+``agent-console run JOB`` (with a terminal) starts the run as a runner: a headless ``run --in-place`` of the
+run folder in a session of its own (no controlling terminal, so no hangup reaches it), its log in
+``.console/runner.log``, its settings in ``.console/launch.json``. The console then attaches to it like any
+other console (``attach``): a hangup, a closed terminal or "detach" ends the console, never the run; the
+fleet or ``attach ID`` brings a console back with the run's whole state, rebuilt from its events.
+
+``resume ID`` and the fleet start a runner the same way. A runner ends when its run ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from console.engine import events as ev
+from console.engine.control import RunLock
+from console.engine.job import JobPaths
+from console.outcome import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_STOPPED
+
+RUNNER_LOG = "runner.log"
+START_PATIENCE = 20.0  # seconds a runner has to take the run's lock (a slow disk, a big journal to read back)
+TAIL_BYTES = 64 * 1024
+# SIGTERM ends a process within 2 s: the run is stopped at once (its state is committed step by step, so
+# it stays resumable); if the stop has not finished by then the process exits anyway, as a kill -9 would
+# (which the run survives by design).
+HARD_EXIT_AFTER = 1.7
+
+
+def runner_log(paths: JobPaths) -> Path:
+    return paths.state / RUNNER_LOG
+
+
+def runner_argv(paths: JobPaths, flags: Sequence[str] = ()) -> list[str]:
+    """The command line of a runner for ``paths`` (the flags a resume was given ride along)."""
+    return [sys.executable, "-m", "console.cli", "run", "--in-place", str(paths.root), "--headless", "--runner",
+            *flags]
+
+
+def spawn_runner(paths: JobPaths, flags: Sequence[str] = (), env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start a runner for the run in ``paths``: a new session, stdin from /dev/null, output to its log."""
+    paths.state.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(runner_log(paths), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    try:
+        environ = dict(os.environ if env is None else env)
+        environ.pop("TERM_PROGRAM", None)
+        environ["NO_COLOR"] = "1"  # the log is a file: no colour codes in it
+        environ["AGENT_CONSOLE_RUNNER"] = "1"
+        return subprocess.Popen(runner_argv(paths, flags), stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
+                                start_new_session=True, close_fds=True, env=environ, cwd="/")
+    finally:
+        os.close(fd)
+
+
+def log_tail(paths: JobPaths, lines: int = 6) -> list[str]:
+    """The runner log's last lines (what a runner that could not start said)."""
+    try:
+        with runner_log(paths).open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - TAIL_BYTES))
+            text = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    return [line for line in text.splitlines() if line.strip()][-lines:]
+
+
+def wait_started(paths: JobPaths, proc: subprocess.Popen, patience: float = START_PATIENCE,
+                 sleep: Callable[[float], None] = time.sleep) -> int | None:
+    """Wait until the runner holds the run's lock (None) or has exited (its exit code)."""
+    lock = RunLock(paths)
+    deadline = time.monotonic() + patience
+    while True:
+        code = proc.poll()
+        if code is not None:
+            return code
+        if lock.holder() == proc.pid:
+            return None
+        if time.monotonic() > deadline:
+            return None  # alive but slow: the console attaches and shows it starting
+        sleep(0.02)
+
+
+def ended_code(paths: JobPaths) -> int | None:
+    """The exit code the run's own end gives (its last run_ended or job_completed), None while no end is
+    recorded after the last start. Reads the log's tail only."""
+    try:
+        with paths.events.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - TAIL_BYTES))
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    completed = False
+    for raw in reversed(lines):
+        try:
+            e = ev.parse_event(raw.decode("utf-8", "replace"))
+        except Exception:  # a torn or foreign line
+            continue
+        if isinstance(e, ev.JobCompleted):
+            completed = True
+        if isinstance(e, ev.RunEnded):
+            if completed or e.reason == "job_complete":
+                return EXIT_OK
+            return {"user_shutdown": EXIT_STOPPED, "model_unavailable": EXIT_INTERRUPTED}.get(e.reason, EXIT_FAILED)
+        if isinstance(e, ev.SessionStarted) and e.reason != "restart":
+            return None  # a start with no end after it: running, or died without saying so
+    return None
+
+
+class HardExit:
+    """Ends the process ``after`` seconds from :meth:`arm` unless it ended first (SIGTERM's 2 s promise)."""
+
+    def __init__(self, after: float = HARD_EXIT_AFTER, code: int = EXIT_INTERRUPTED,
+                 before: Callable[[], None] | None = None) -> None:
+        self.after = after
+        self.code = code
+        self.before = before
+        self._armed = False
+
+    def arm(self) -> None:
+        if self._armed:
+            return
+        self._armed = True
+        threading.Thread(target=self._fire, name="hard-exit", daemon=True).start()
+
+    def _fire(self) -> None:
+        time.sleep(self.after)
+        if self.before is not None:
+            with contextlib.suppress(Exception):
+                self.before()
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        os._exit(self.code)
+
+
+def detach_output(paths: JobPaths) -> None:
+    """The terminal is gone (a hangup): what the process still prints goes to the runner log instead of a
+    dead terminal (a write there fails, or blocks), and stdin reads nothing."""
+    with contextlib.suppress(OSError):
+        fd = os.open(runner_log(paths), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+
+
+def ignore_hangup() -> None:
+    with contextlib.suppress(ValueError, OSError):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)

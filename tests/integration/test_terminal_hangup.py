@@ -1,0 +1,255 @@
+"""A run outlives its terminal: real pseudo-terminals, real hangups, real signals, real processes.
+
+``agent-console run JOB`` under a pty starts a runner (its own session) and a console on it. Closing the
+pty's master is what an SSH drop does to the session: the console gets SIGHUP, and must be gone within 2 s
+while the run goes on; SIGTERM ends any agent-console process within 2 s and leaves the run resumable;
+`resume ID` goes on with the settings the run was started with; nothing is left once a run has ended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from console.engine import events as ev
+from console.engine.control import RunLock
+from console.engine.job import JobPaths
+from console.engine.launch import read_launch
+from tests.conftest import SAMPLES
+
+GONE_WITHIN = 2.0
+
+
+class Pty:
+    """A process on a pseudo-terminal of 80x24 whose output is drained (a full pty would block the console)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        pid, fd = os.forkpty()
+        if pid == 0:  # the child: a session of its own with the pty as its terminal, like a login shell's job
+            try:
+                os.chdir(cwd)
+                os.execve(argv[0], argv, env)
+            finally:
+                os._exit(127)
+        self.pid, self.fd = pid, fd
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+        self.out = bytearray()
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+        self.status: int | None = None
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.out += chunk
+
+    def hang_up(self) -> None:
+        """What an SSH drop does: the terminal's master side goes away."""
+        os.close(self.fd)
+
+    def wait(self, timeout: float) -> int | None:
+        """The exit status (as os.waitstatus_to_exitcode), or None if still running after ``timeout``."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.status = os.waitstatus_to_exitcode(status)
+                return self.status
+            time.sleep(0.02)
+        return None
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env.update(TERM="xterm-256color", COLUMNS="80", LINES="24", PYTHONUNBUFFERED="1")
+    return env
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "console.cli", *args]
+
+
+def _wait_for(pred, timeout: float, what: str):  # type: ignore[no-untyped-def]
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = pred()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _run_folder(data: Path) -> JobPaths:
+    runs = sorted((data / "runs").iterdir())
+    assert len(runs) == 1, runs
+    return JobPaths(runs[-1])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (exited, not yet reaped by its parent) is not alive.
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/stat") as fh:
+        return fh.read().split(") ", 1)[1][0] != "Z"
+    return True
+
+
+def _types(paths: JobPaths) -> list[str]:
+    return [e.type for e in ev.read_events(paths.events)]
+
+
+def _start_console(tmp_path: Path, *extra: str) -> tuple[Pty, JobPaths, int]:
+    data = Path(os.environ["AGENT_CONSOLE_DATA_DIR"])
+    pty = Pty(_cli("run", str(SAMPLES / "quickstart"), "--speed", "0.3", *extra), _env(tmp_path), tmp_path)
+    try:
+        _wait_for(lambda: (data / "runs").is_dir() and any((data / "runs").iterdir()), 30, "the run folder")
+        paths = _run_folder(data)
+        runner = _wait_for(lambda: RunLock(paths).holder(), 30, "a runner holding the run")
+        # The console is up once it has drawn its panes (the status line names the run's id).
+        _wait_for(lambda: paths.run_id.encode() in pty.out and b"Todo" in pty.out, 30, "the console's screen")
+    except BaseException:
+        pty.kill()
+        raise
+    assert runner != pty.pid  # the run is a process of its own, not the console's
+    return pty, paths, runner
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_a_hangup_closes_the_console_within_2s_and_the_run_goes_on(tmp_path: Path, attempt: int) -> None:
+    pty, paths, runner = _start_console(tmp_path)
+    try:
+        time.sleep(0.2 * attempt)  # hang up at different moments of the run
+        t0 = time.monotonic()
+        pty.hang_up()
+        status = pty.wait(GONE_WITHIN + 1)
+        took = time.monotonic() - t0
+        assert status is not None and took < GONE_WITHIN, f"console still there {took:.2f}s after the hangup"
+        assert _alive(runner) and RunLock(paths).holder() == runner, "the hangup reached the run"
+        types_before = len(_types(paths))
+        time.sleep(1.0)
+        assert len(_types(paths)) > types_before, "the run stopped working after the hangup"
+    finally:
+        pty.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(runner, signal.SIGTERM)
+    # SIGTERM ends the runner within 2 s, and leaves the run resumable: nothing holds it, nothing completed.
+    _wait_for(lambda: not _alive(runner), GONE_WITHIN + 1, "the runner to end after SIGTERM")
+    assert RunLock(paths).holder() is None
+    assert not paths.outcome.exists()
+
+
+def test_sigterm_ends_a_console_within_2s_and_the_run_goes_on(tmp_path: Path) -> None:
+    pty, _paths, runner = _start_console(tmp_path)
+    try:
+        t0 = time.monotonic()
+        os.kill(pty.pid, signal.SIGTERM)
+        assert pty.wait(GONE_WITHIN + 1) is not None and time.monotonic() - t0 < GONE_WITHIN
+        assert _alive(runner)
+    finally:
+        pty.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(runner, signal.SIGKILL)
+
+
+def test_a_run_keeps_its_settings_through_sigterm_and_resume(tmp_path: Path) -> None:
+    """Started with flags, killed by SIGTERM mid-run, resumed with `resume ID`: the same settings, told in the
+    run's launch_settings events; a flag at resume overrides and says so; nothing is left at the end."""
+    pty, paths, runner = _start_console(tmp_path, "--context-window", "40000", "--no-auto-restart",
+                                        "--max-restarts", "7")
+    try:
+        pty.hang_up()
+        assert pty.wait(GONE_WITHIN + 1) is not None
+        t0 = time.monotonic()
+        os.kill(runner, signal.SIGTERM)
+        _wait_for(lambda: not _alive(runner), GONE_WITHIN + 1, "the runner to end")
+        assert time.monotonic() - t0 < GONE_WITHIN
+    finally:
+        pty.kill()
+    record = read_launch(paths)
+    assert record is not None
+    assert (record.context_window, record.auto_restart, record.max_restarts) == (40000, False, 7)
+    # An environment that says otherwise (another provider, another model) does not change the run.
+    env = _env(tmp_path) | {"AGENT_CONSOLE_MODEL": "something-else"}
+    done = subprocess.run(_cli("resume", paths.run_id, "--speed", "0"), env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "running in the background" in done.stdout
+    end = _wait_for(lambda: paths.outcome.exists() and RunLock(paths).holder() is None, 60, "the resumed run to end")
+    assert end
+    launches = [e for e in ev.read_events(paths.events) if isinstance(e, ev.LaunchSettings)]
+    assert [x.source for x in launches] == ["start", "resume"]
+    assert all(x.context_window == 40000 and not x.auto_restart and x.max_restarts == 7 for x in launches)
+    assert all(x.model == "scripted-agent" for x in launches)
+    assert launches[1].changes == ["speed: 0.3 -> 0.0"] and launches[1].by == "detach"
+    # Nothing is left: no process holds the run, no runner of this run is alive.
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert str(paths.root) not in out
+
+
+def test_resume_refuses_another_model_without_switch_model(tmp_path: Path) -> None:
+    data = Path(os.environ["AGENT_CONSOLE_DATA_DIR"])
+    first = subprocess.run(_cli("run", "--headless", str(SAMPLES / "quickstart"), "--speed", "0", "--max-turns", "2"),
+                           capture_output=True, text=True, timeout=60)
+    assert first.returncode != 0  # max_turns ended it
+    paths = _run_folder(data)
+    refused = subprocess.run(_cli("resume", paths.run_id, "--model", "gpt-4.1", "--provider", "openai"),
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--switch-model" in lines[0] and "scripted" in lines[0]
+    assert read_launch(paths).provider == "scripted"  # type: ignore[union-attr]  # the record is unchanged
+
+
+def test_resume_of_a_complete_run_is_one_line_and_non_zero(tmp_path: Path) -> None:
+    data = Path(os.environ["AGENT_CONSOLE_DATA_DIR"])
+    done = subprocess.run(_cli("run", "--headless", str(SAMPLES / "quickstart"), "--speed", "0"),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    paths = _run_folder(data)
+    again = subprocess.run(_cli("resume", paths.run_id), capture_output=True, text=True, timeout=60)
+    assert again.returncode == 1
+    assert again.stderr.strip().splitlines() == [
+        f"agent-console: resume: run {paths.run_id} ({paths.root}) is complete: there is nothing to resume"]
+
+
+def test_a_headless_run_in_a_terminal_goes_on_after_a_hangup(tmp_path: Path) -> None:
+    """`run --headless` in a plain SSH shell: the hangup takes the screen, not the run; the rest of its story
+    goes to .console/runner.log and the run completes."""
+    data = Path(os.environ["AGENT_CONSOLE_DATA_DIR"])
+    pty = Pty(_cli("run", "--headless", str(SAMPLES / "quickstart"), "--speed", "0.3"), _env(tmp_path), tmp_path)
+    try:
+        _wait_for(lambda: b"session 1 started" in pty.out, 30, "the headless log")
+        paths = _run_folder(data)
+        pty.hang_up()
+        assert pty.wait(2.0) is None, "the hangup stopped the run"
+        status = pty.wait(90)
+        assert status == 0, f"the run did not complete after the hangup (exit {status})"
+    finally:
+        pty.kill()
+    assert paths.outcome.exists()
+    log = (paths.state / "runner.log").read_text()
+    assert "done: job complete" in log
+    assert not any(isinstance(e, ev.OperatorCommand) for e in ev.read_events(paths.events))
