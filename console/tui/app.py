@@ -39,6 +39,7 @@ from console.tui.keymap import OPERATOR_KEYS, check_keymap
 from console.tui.messages import (
     EventsReady,
     FleetRows,
+    HistoryFolded,
     HistoryReady,
     RunFinished,
     RunnerState,
@@ -168,6 +169,7 @@ class ConsoleApp(App[int]):
         self.events_seen = 0
         self._keys_state: tuple[bool, ...] = ()
         self._panes_ready = False
+        self._folded_upto = 0  # a long log's exact fold covers the events up to this seq
 
     def notify(self, message: str, *, title: str = "", severity: str = "information",  # type: ignore[override]
                timeout: float | None = None, markup: bool = True) -> None:
@@ -323,7 +325,14 @@ class ConsoleApp(App[int]):
         gen = self._generation
         follow_log(self.paths.events, self.bridge, self.controller, get_current_worker(),
                    lambda pid: self.post_message(RunnerState(pid, gen)),
-                   lambda older: self.post_message(HistoryReady(older, gen)), keep=self.max_items)
+                   lambda older: self.post_message(HistoryReady(older, gen)), keep=self.max_items,
+                   make_state=self._blank_state,
+                   on_folded=lambda folded: self.post_message(HistoryFolded(folded, gen)))
+
+    def _blank_state(self) -> ConsoleState:
+        st = self.state
+        return ConsoleState(st.job_title, provider=st.provider, model=st.model, window=st.gauge.window,
+                            soft=st.gauge.soft, hard=st.gauge.hard)
 
     @work(thread=True, exit_on_error=False, group="fleet", name="fleet")
     def poll_fleet(self) -> None:
@@ -382,6 +391,21 @@ class ConsoleApp(App[int]):
             self.conversation.trimmed += sum(1 for e in message.events if isinstance(e, ev.AssistantMessage))
             self.refresh_panes(changed)
 
+    def on_history_folded(self, message: HistoryFolded) -> None:
+        """A long log's exact fold replaces the state the newest events filled the panes with; events up to
+        the seq it covers are not folded again (the conversation has them already)."""
+        if message.generation != self._generation:
+            return
+        folded = message.folded
+        for name, value in vars(folded.state).items():
+            if name != "_handlers":  # its handlers are bound to the other object: keep this one's
+                setattr(self.state, name, value)
+        self._folded_upto = folded.upto_seq
+        self.events_seen += folded.older_events - folded.seed
+        if self.ui_alive:
+            self.conversation.add_not_shown(folded.older_messages)
+            self.refresh_panes({TODOS, GAUGE, STATUS, RESTART, FEEDBACK, GUARDS, PLAN})
+
     def drain_events(self, *, everything: bool = False) -> None:
         """Fold what the bridge holds into the view, for at most ``DRAIN_BUDGET`` seconds.
 
@@ -400,7 +424,8 @@ class ConsoleApp(App[int]):
                 break
             self.drains += 1
             self.events_seen += len(events)
-            changed |= self.state.apply_all(events)
+            fold = events if not self._folded_upto else [e for e in events if e.seq > self._folded_upto]
+            changed |= self.state.apply_all(fold)
             self.conversation.ingest(events)
             if not everything and time.perf_counter() - started > DRAIN_BUDGET:
                 break

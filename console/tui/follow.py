@@ -9,13 +9,23 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from console.engine import events as ev
 from console.tui.bridge import EventBridge
 from console.tui.commands import Controller
 
 FOLLOW_INTERVAL = 0.15  # how often the log is polled
+# A log larger than this is shown newest first: its newest messages and the latest state-bearing events at
+# once (the panes are filled within a moment), then the exact fold of the whole log replaces the state.
+QUICK_BYTES = 2 * 2**20
+# A long log's attach shows at most this many of its newest messages (a screen holds a dozen; `logs` has all):
+# drawing 200 would take most of a second.
+QUICK_KEEP = 60
+DRAW_FIRST = 0.4  # seconds the view has to draw the newest events before the whole log is parsed
+# The events that fill the panes before the whole log is folded (their last one before the newest messages).
+SEED_TYPES = (b"session_started", b"todos_changed", b"token_usage", b"guardrails_status", b"command_sandbox",
+              b"launch_settings", b"needs_operator", b"needs_operator_cleared", b"restart_pending")
 RUNNER_INTERVAL = 1.0  # how often the run lock is asked whether a process runs the job
 
 
@@ -46,9 +56,106 @@ def split_history(events: list[ev.EventBase], keep: int) -> tuple[list[ev.EventB
     return [], events
 
 
+def _type(line: bytes) -> bytes:
+    """An event line's type, read from its bytes (the type comes within the line's first fields)."""
+    i = line.find(b'"type":"', 0, 256)
+    if i < 0:
+        return b""
+    j = line.find(b'"', i + 8, i + 64)
+    return line[i + 8:j] if j > 0 else b""
+
+
+def _parse(lines: list[bytes]) -> list[ev.EventBase]:
+    out: list[ev.EventBase] = []
+    for raw in lines:
+        if raw.strip():
+            try:
+                out.append(ev.parse_event(raw.decode("utf-8", "replace")))
+            except (ValueError, RecursionError):  # a damaged line (pydantic's ValidationError is a ValueError)
+                continue
+    return out
+
+
+class Folded:
+    """The exact fold of a long log's older part (done on the follower's thread), for the view to adopt."""
+
+    def __init__(self, state: Any, upto_seq: int, older_events: int, older_messages: int, seed: int = 0) -> None:
+        self.seed = seed  # of the older events, how many went ahead as the seed
+        self.state = state
+        self.upto_seq = upto_seq
+        self.older_events = older_events
+        self.older_messages = older_messages
+
+
+def quick_first_read(path: Path, bridge: EventBridge, keep: int, on_history: Callable[[list[ev.EventBase]], None],
+                     make_state: Callable[[], Any], on_folded: Callable[[Folded], None],
+                     worker: Cancellable) -> int | None:
+    """The first read of a long log, newest first; returns the offset to follow from (None: not long).
+
+    1. The newest ``keep`` messages (found by their bytes, not parsed) and the last event of each kind in
+       SEED_TYPES before them are parsed: the seed goes to ``on_history`` (the state folds it), the newest
+       events to the bridge. The panes are filled from these.
+    2. Then the whole log is parsed and folded into a fresh state here, on this thread, and handed over with
+       the seq it covers (``on_folded``): the view adopts it, and folds only what comes after."""
+    try:
+        with path.open("rb") as fh:
+            size = fh.seek(0, 2)
+            if size < QUICK_BYTES:
+                return None
+            fh.seek(0)
+            data = fh.read(size)
+    except OSError:
+        return None
+    end = data.rfind(b"\n")
+    if end < 0:
+        return None
+    lines = data[:end].split(b"\n")
+    keep = min(keep, QUICK_KEEP)
+    split, seen = 0, 0
+    for i in range(len(lines) - 1, -1, -1):
+        if _type(lines[i]) == b"assistant_message":
+            seen += 1
+            if seen >= keep:
+                split = i
+                break
+    older, newer_lines = lines[:split], lines[split:]
+    wanted, seed_at = set(SEED_TYPES), []
+    for i in range(len(older) - 1, -1, -1):
+        kind = _type(older[i])
+        if kind in wanted:
+            wanted.discard(kind)
+            seed_at.append(i)
+            if not wanted:
+                break
+    first_start = next((i for i, line in enumerate(older) if _type(line) == b"session_started"), None)
+    if first_start is not None and first_start not in seed_at:
+        seed_at.append(first_start)
+    newer = _parse(newer_lines)
+    seed = _parse([older[i] for i in sorted(seed_at)])
+    on_history(seed)
+    bridge.push_many(newer)
+    # The view draws the newest events first, with the processor to itself (parsing holds the GIL).
+    drawn_by = time.monotonic() + 2.0
+    while bridge.pending and time.monotonic() < drawn_by and not worker.is_cancelled:
+        time.sleep(0.01)
+    worker_sleep(worker, DRAW_FIRST)
+    if worker.is_cancelled:
+        return end + 1
+    state = make_state()
+    older_events = _parse(older)
+    state.apply_all(older_events)
+    state.apply_all(newer)
+    messages = sum(1 for e in older_events if isinstance(e, ev.AssistantMessage))
+    if not worker.is_cancelled:
+        on_folded(Folded(state, newer[-1].seq if newer else state.last_seq, len(older_events), messages, len(seed)))
+    return end + 1
+
+
 def follow_log(path: Path, bridge: EventBridge, controller: Controller, worker: Cancellable,
                on_runner: Callable[[int | None], None],
-               on_history: Callable[[list[ev.EventBase]], None] | None = None, keep: int = 0) -> None:
+               on_history: Callable[[list[ev.EventBase]], None] | None = None, keep: int = 0,
+               make_state: Callable[[], Any] | None = None, on_folded: Callable[[Folded], None] | None = None
+               ) -> None:
     """Push every event of ``path`` into ``bridge`` (from the first line), then each new one, until cancelled;
     call ``on_runner`` with the pid of the process running the job whenever it changes (None: nobody).
 
@@ -58,6 +165,10 @@ def follow_log(path: Path, bridge: EventBridge, controller: Controller, worker: 
     pid: int | None = -1
     checked = 0.0
     first = True
+    if on_history is not None and make_state is not None and on_folded is not None and keep > 0:
+        quick = quick_first_read(path, bridge, keep, on_history, make_state, on_folded, worker)
+        if quick is not None:
+            offset, first = quick, False
     while not worker.is_cancelled:
         try:
             events, offset = ev.read_new(path, offset)

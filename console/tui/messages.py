@@ -50,6 +50,15 @@ class FleetRows(Message):
         self.error = error
 
 
+class HistoryFolded(Message):
+    """A long log's exact fold, made on the follower's thread (a ``follow.Folded``): the state adopts it."""
+
+    def __init__(self, folded: Any, generation: int = 0) -> None:
+        super().__init__()
+        self.folded = folded
+        self.generation = generation
+
+
 class HistoryReady(Message):
     """The older part of a long log replayed (``generation``: of which run): folded into the console's state
     only; the conversation shows the newest messages, which follow through the bridge."""

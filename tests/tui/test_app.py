@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from console.engine import events as ev
 from console.engine.control import RunLock
+from console.tui.follow import QUICK_KEEP
 from console.tui.launch import attach_console, run_console
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.quit import QuitScreen
@@ -134,9 +135,9 @@ def test_a_long_log_is_trimmed_in_the_view_but_counted_in_full(make_job):
         await settle(pilot, app)
         conv = app.conversation
         # Replayed, the older part of the log is folded into the state only: the conversation gets the newest
-        # messages (it would trim the rest anyway) and counts the others as not shown.
+        # messages (a long log's newest QUICK_KEEP: they are drawn first) and counts the others as not shown.
         assert conv.messages_seen < 6000 and conv.trimmed + conv.item_count >= 3000
-        assert MAX_ITEMS <= conv.item_count <= MAX_ITEMS + TRIM_SLACK and conv.trimmed > 0
+        assert 2 * QUICK_KEEP <= conv.item_count <= MAX_ITEMS + TRIM_SLACK and conv.trimmed > 0
         assert conv.plain_lines()[0].startswith(f"⋯ {conv.trimmed:,} earlier messages")
         assert app.state.input_tokens == sum(1000 + n for n in range(1, 3001))
         assert conv.scroll_y == conv.max_scroll_y  # following the tail
@@ -277,3 +278,35 @@ def test_q_then_stop_the_run_stops_it_and_closes_once_it_has(make_job):
     stops = [e for e in ev.read_events(paths.events) if isinstance(e, ev.OperatorCommand) and e.command == "stop"
              and e.status == "applied"]
     assert stops and stops[0].source == "console"
+
+
+def test_a_long_log_is_shown_newest_first_then_folded_exactly_once(make_job, monkeypatch):
+    """Attaching to a long log fills the panes from its newest events first, then adopts the exact fold of the
+    whole log: the totals are those of every event, each counted once, and what comes after is folded once."""
+    from console.tui import follow
+    from console.tui.state import ConsoleState
+
+    monkeypatch.setattr(follow, "QUICK_BYTES", 10_000)
+    monkeypatch.setattr(follow, "DRAW_FIRST", 0.0)
+    paths = make_job("quickstart")
+    synthetic_log(paths.events, 400)
+    expected = ConsoleState("x")
+    expected.apply_all(list(ev.read_events(paths.events)))
+    app = attach_app(paths)
+    seen: list[int] = []
+
+    async def body(pilot):
+        await wait_for(pilot, lambda: app._folded_upto > 0, what="the exact fold")
+        seen.append(app.conversation.trimmed)
+        with paths.events.open("a", encoding="utf-8") as fh:  # the run goes on: one more turn
+            fh.write(ev.TokenUsage(ts=datetime(2026, 1, 15, 16, 0, tzinfo=UTC), seq=10**6, session=1, turn=401,
+                                   input_tokens=7, output_tokens=1, context_window=64000).model_dump_json() + "\n")
+        await wait_for(pilot, lambda: app.state.turns_total == expected.turns_total + 1, what="the new turn")
+        await pilot.press("q")
+
+    drive(app, body)
+    st = app.state
+    assert (st.input_tokens, st.output_tokens) == (expected.input_tokens + 7, expected.output_tokens + 1)
+    assert st.tool_calls == expected.tool_calls and st.session == expected.session
+    assert seen == [400 - follow.QUICK_KEEP]  # the older messages are counted as not shown, not lost
+    assert app.events_seen == expected.last_seq + 1

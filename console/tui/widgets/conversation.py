@@ -369,6 +369,17 @@ class ConversationPane(ItemView):
         return Content.styled(f"⋯ {self.trimmed:,} earlier messages are not shown here; the whole history is in "
                               ".console/events.jsonl", "italic $text-muted")
 
+    def add_not_shown(self, messages: int) -> None:
+        """Count ``messages`` more earlier messages as not shown (a long log folded after its newest part was
+        drawn): the header line says the new count."""
+        if messages <= 0:
+            return
+        self.trimmed += messages
+        self._header = []
+        self.offsets = []
+        if self.render_width:
+            self.relayout(0)
+
     # -- folding events into items --------------------------------------------------------------
     def _notice(self, p: present.Presented | None, new: list[Item]) -> None:
         if p is not None:

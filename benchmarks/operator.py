@@ -1,0 +1,232 @@
+"""The operator who walks away and comes back, measured on real pseudo-terminals and real processes.
+
+1. Attach: a live run (a process holds its lock) whose events.jsonl holds ``--events`` events; from starting
+   ``agent-console attach`` (the whole process: imports included) until its screen shows the panes filled: the
+   run's newest message in the conversation and its todo list (goal: 100,000 events within 1 s).
+2. Hangup: ``agent-console run JOB`` on a pty (a runner and a console on it); the pty's master is closed as an
+   SSH drop closes it; from the hangup until the console process is gone (goal: 2 s), and whether the run goes
+   on (its runner still holds it and its log still grows).
+
+Prints figures, then one JSON line. Not a timed test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from console.engine import events as ev  # noqa: E402
+from console.engine.control import RunLock  # noqa: E402
+from console.engine.job import JobPaths  # noqa: E402
+
+T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
+MARKER = "Zanzibar-final-message"
+
+
+class Pty:
+    def __init__(self, argv: list[str], env: dict[str, str], size: tuple[int, int]) -> None:
+        pid, fd = os.forkpty()
+        if pid == 0:
+            try:
+                os.execve(argv[0], argv, env)
+            finally:
+                os._exit(127)
+        self.pid, self.fd = pid, fd
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
+        self.out = bytearray()
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.out += chunk
+
+    def gone_within(self, timeout: float) -> float | None:
+        t = time.perf_counter()
+        while time.perf_counter() - t < timeout:
+            pid, _ = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                return time.perf_counter() - t
+            time.sleep(0.005)
+        return None
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+
+
+def write_log(path: Path, events: int) -> int:
+    """A run's log of about ``events`` events, as a real run writes them (no streaming deltas): turns of a
+    message, a tool call and its result and token usage, a todo list now and then; the last message says
+    MARKER."""
+    seq = 0
+    lines: list[str] = []
+
+    def add(cls: type[ev.EventBase], **kw: object) -> None:
+        nonlocal seq
+        seq += 1
+        lines.append(cls(ts=T0 + timedelta(milliseconds=seq * 50), seq=seq, session=1, **kw).model_dump_json())
+
+    add(ev.SessionStarted, reason="new", provider="scripted", model="scripted-agent", context_window=64000)
+    turn = 0
+    while seq < events - 8:
+        turn += 1
+        if turn % 40 == 1:
+            todos = [ev.TodoItemRecord(text=f"Step {i} of phase {turn // 40 + 1}: read and summarise", done=False)
+                     for i in range(1, 9)]
+            display = "\n".join(f"[ ] {i}. {t.text}" for i, t in enumerate(todos, 1))
+            add(ev.TodosChanged, phase_name=f"Phase {turn // 40 + 1}", phase_number=turn // 40 + 1,
+                total_phases=10_000, kind="phase", items=todos, display=display)
+        args = json.dumps({"path": "docs/specification.md", "start": turn * 40})
+        add(ev.TurnStarted, turn=turn, prompt_tokens_est=20_000 + turn % 30_000)
+        add(ev.AssistantMessage, turn=turn, text=f"Reading the specification, part {turn}.",
+            tool_calls=[ev.ToolCallRecord(id=f"c{turn}", name="read_file", arguments=args)])
+        add(ev.ToolCalled, turn=turn, call_id=f"c{turn}", tool="read_file", arguments=args)
+        add(ev.ToolResult, turn=turn, call_id=f"c{turn}", tool="read_file", ok=True, content="x" * 400)
+        add(ev.TokenUsage, turn=turn, input_tokens=20_000 + turn % 30_000, output_tokens=40, context_window=64000,
+            context_tokens=20_000 + turn % 30_000)
+    add(ev.AssistantMessage, turn=turn + 1, text=f"{MARKER}: all parts read.", tool_calls=[])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return seq
+
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+from console.engine.control import RunLock
+from console.engine.job import JobPaths
+lock = RunLock(JobPaths(Path(sys.argv[1])))
+assert lock.acquire()
+print("held", flush=True)
+time.sleep(3600)
+"""
+
+
+def env_for(data: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(AGENT_CONSOLE_DATA_DIR=str(data), TERM="xterm-256color", PYTHONPATH=str(REPO))
+    return env
+
+
+def bench_attach(work: Path, events: int, tries: int, size: tuple[int, int]) -> dict:
+    job = work / "big"
+    shutil.copytree(REPO / "sample_jobs" / "quickstart", job)
+    paths = JobPaths(job)
+    t = time.perf_counter()
+    n = write_log(paths.events, events)
+    mb = paths.events.stat().st_size / 2**20
+    print(f"attach: a live run's log of {n:,} events ({mb:.0f} MB), written in {time.perf_counter() - t:.1f} s")
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(job)], stdout=subprocess.PIPE, text=True,
+                              env=env_for(work / "data"))
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    times = []
+    try:
+        for _ in range(tries):
+            t = time.perf_counter()
+            pty = Pty([sys.executable, "-m", "console.cli", "attach", str(job)], env_for(work / "data"), size)
+            try:
+                while time.perf_counter() - t < 30:
+                    if MARKER.encode() in pty.out and b"Step 1 of phase" in pty.out:
+                        break
+                    time.sleep(0.002)
+                else:
+                    raise SystemExit("attach: the panes were never filled")
+                times.append(time.perf_counter() - t)
+            finally:
+                pty.kill()
+    finally:
+        holder.kill()
+        holder.wait()
+    p50 = statistics.median(times)
+    print(f"attach: panes filled (newest message and todo list on screen) in p50 {p50:.2f} s, "
+          f"max {max(times):.2f} s over {tries} tries (goal <= 1 s for 100,000 events; process start included)")
+    return {"attach_events": n, "attach_filled_p50_s": round(p50, 3), "attach_filled_max_s": round(max(times), 3)}
+
+
+def bench_hangup(work: Path, tries: int, size: tuple[int, int]) -> dict:
+    gone: list[float] = []
+    went_on = 0
+    for i in range(tries):
+        data = work / f"data-h{i}"
+        pty = Pty([sys.executable, "-m", "console.cli", "run", str(REPO / "sample_jobs" / "quickstart"),
+                   "--speed", "0.3"], env_for(data), size)
+        runner = None
+        try:
+            end = time.monotonic() + 30
+            while time.monotonic() < end:
+                runs = list((data / "runs").glob("*")) if (data / "runs").is_dir() else []
+                if runs and (runner := RunLock(JobPaths(runs[0])).holder()) and b"Todo" in pty.out:
+                    break
+                time.sleep(0.02)
+            else:
+                raise SystemExit("hangup: the console never came up")
+            paths = JobPaths(runs[0])
+            time.sleep(0.3)
+            os.close(pty.fd)  # the SSH session is gone
+            took = pty.gone_within(5.0)
+            if took is None:
+                raise SystemExit("hangup: the console outlived its terminal by 5 s")
+            gone.append(took)
+            before = paths.events.stat().st_size
+            time.sleep(1.0)
+            if RunLock(paths).holder() == runner and paths.events.stat().st_size > before:
+                went_on += 1
+        finally:
+            pty.kill()
+            if runner:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(runner, signal.SIGKILL)
+    print(f"hangup: the console was gone {statistics.median(gone) * 1000:.0f} ms (p50) / {max(gone) * 1000:.0f} ms "
+          f"(max) after its terminal went away, over {tries} tries (goal 2 s); the run went on in "
+          f"{went_on}/{tries}")
+    return {"hangup_gone_p50_ms": round(statistics.median(gone) * 1000), "hangup_gone_max_ms":
+            round(max(gone) * 1000), "hangup_run_went_on": f"{went_on}/{tries}"}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--events", type=int, default=100_000)
+    p.add_argument("--tries", type=int, default=5)
+    p.add_argument("--size", default="200x50")
+    p.add_argument("--only", choices=["attach", "hangup"])
+    args = p.parse_args()
+    w, h = (int(v) for v in args.size.split("x"))
+    work = Path(tempfile.mkdtemp(prefix="agent-console-operator-"))
+    result: dict = {}
+    try:
+        if args.only != "hangup":
+            result.update(bench_attach(work, args.events, args.tries, (w, h)))
+        if args.only != "attach":
+            result.update(bench_hangup(work, args.tries, (w, h)))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
