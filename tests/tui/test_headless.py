@@ -1,6 +1,6 @@
-"""The headless log: its first line names the run (and the demo model), one line per turn, and one line per
-denial, feedback block, refused or bypassed stop, spent budget and stuck detection, under the turn they happened
-in, in console.present's words; agent text never breaks a line."""
+"""The headless log: its first line names the run (and the demo model), one line per turn with the model's text under
+it, and one line per denial, feedback block, refused or bypassed stop, spent budget and stuck detection, under the
+turn they happened in, in console.present's words; needs-you moments at once; agent text never breaks a line."""
 
 from __future__ import annotations
 
@@ -25,14 +25,15 @@ def test_guardrail_events_are_one_line_each_under_their_turn():
     turn = next(n for n, ln in enumerate(lines) if ln.startswith("  t7 "))
     assert lines[turn] == ("  t7    write_file(report.md), job_complete(summary=done)  [4.1k in, 120 out | ctx 3% | "
                            "$0.01]")
-    assert lines[turn + 1:turn + 5] == [
+    assert lines[turn + 1:turn + 6] == [
+        "        » Writing the report.",  # the model's text, under its turn's calls
         "  ⊗ denied write_file by read_before_write: report.md exists and was not read first",
         "  ↩ stop refused by plan (1/5): 3 tasks left: Write digest.md, Check digest.md, Record a note; the agent "
         "was told to continue",
         "  ◆ feedback from Deadline (warning): The work so far took 5 minutes. You have 3 minutes remaining.",
         "  ◆ feedback from AGENTS.md (info): AGENTS.md detected. Follow the conventions defined within.",
     ]
-    rest = lines[turn + 5:]
+    rest = lines[turn + 6:]
     assert rest == [
         "  ◆ feedback from stuck (caution): No todo completed in 6 turns.",  # the stuck event itself adds nothing
         "  ◷ deadline passed: 8 minutes since the job started, deadline 8 minutes; the agent was told to wrap up",
@@ -130,7 +131,7 @@ def test_every_line_about_an_event_is_in_the_shared_words():
             continue
         assert p.line in text, p.line
         said += 1
-    assert said == 12
+    assert said == 13
 
 
 def test_a_pending_restart_says_how_to_answer_it_for_this_run():
