@@ -310,8 +310,9 @@ QUIET_S = 1.0  # with no process running the run, how long nothing new must come
 _HEAD = re.compile(rb'\{"v":\d+,"ts":"[^"\\]*","seq":(\d+),"session":\d+,"type":"([a-z_]+)"')
 KNOWN_TYPES = frozenset(cls.model_fields["type"].default for cls in typing.get_args(typing.get_args(ev.Event)[0]))
 # What --json escapes of a line that is valid JSON: the characters a terminal could take for commands (C1 controls
-# such as U+009B CSI, bidi overrides, ...). As \uXXXX escapes inside a JSON string they are the same text to jq.
-_UNSAFE = re.compile(r"[^\t\r\x20-\x7e]")
+# such as U+009B CSI, bidi overrides, ...; str.isprintable says which). They can only be inside a JSON string (raw
+# controls are not valid JSON), where a \uXXXX escape is the same text to jq. Printable text is left as it is.
+_NON_ASCII = re.compile(r"[^\x20-\x7e]")
 
 
 class LogReader:
@@ -459,7 +460,10 @@ def _event_shape(raw: bytes) -> dict[str, object] | None:
 
 
 def _escape(m: re.Match[str]) -> str:
-    code = ord(m.group())
+    ch = m.group()
+    if ch.isprintable() or ch == "\t":
+        return ch
+    code = ord(ch)
     if code > 0xFFFF:
         code -= 0x10000
         return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
@@ -584,8 +588,8 @@ class StoryPrinter:
             return
         self.last_type, self.last_seq = str(data["type"]), seq
         text = raw.decode("utf-8", "replace")
-        if not text.isascii():
-            text = _UNSAFE.sub(_escape, text)
+        if not text.isprintable():
+            text = _NON_ASCII.sub(_escape, text)
         self._write(text + "\n")
 
     def _story(self, raw: bytes) -> None:
