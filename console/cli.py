@@ -432,9 +432,9 @@ def _run_in_console(sup: Any, paths: Any, theme: str) -> int:
 
 def _run_headless(sup: Any, paths: Any, store: Any, clock: Any) -> int:
     from console.engine.supervisor import JobBusy
-    from console.headless import HeadlessLog
+    from console.headless import HeadlessLog, use_color
 
-    sup.subscribe(HeadlessLog(sys.stdout, color=sys.stdout.isatty(), run_id=paths.run_id, provider=sup.provider.name))
+    sup.subscribe(HeadlessLog(sys.stdout, color=use_color(sys.stdout), run_id=paths.run_id, provider=sup.provider.name))
     interrupts = 0
     signal_name: str | None = None  # the first signal that stopped the run: an interrupt, not an operator stop
 
