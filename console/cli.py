@@ -168,6 +168,24 @@ def build_parser() -> argparse.ArgumentParser:
     attach.add_argument("job", metavar="JOB", help=RUN_HELP)
     attach.add_argument("--theme", metavar="NAME", help="console theme")
 
+    logs = sub.add_parser("logs", help="print a run's story (the model's text, tool calls and results, phases, "
+                                       "guardrails, operator commands, needs-you moments); -f follows a live run",
+                          description="Print a run's story from its events.jsonl: one line per turn (its tool calls "
+                                      "and tokens) with the model's text and the calls' results under it, todo and "
+                                      "phase milestones, guardrail and context events, operator commands and "
+                                      "needs-you moments. -f follows a live run until it ends (Ctrl+C stops "
+                                      "following, exit 130; the run goes on). --json prints the events themselves, "
+                                      "one JSON object a line, for jq.")
+    logs.add_argument("job", metavar="JOB", help=RUN_HELP)
+    logs.add_argument("-f", "--follow", action="store_true",
+                      help="keep printing new events until the run ends (or no process runs it any more)")
+    logs.add_argument("--json", action="store_true",
+                      help="print the events as they are in .console/events.jsonl, one JSON object a line")
+    logs.add_argument("--since", type=int, default=0, metavar="SEQ",
+                      help="start at the event with this seq (the events' \"seq\" field, as --json shows it)")
+    logs.add_argument("-n", "--lines", type=int, metavar="N",
+                      help="only the last N lines (with --json: events) of what the log holds so far")
+
     jobs = sub.add_parser("jobs", help="list runs: id, state, job, started, cost, confidence, summary",
                           description="List runs, newest first. The table fits the terminal: on a narrow one the "
                                       "confidence, cost and started columns are left out (in that order) and a "
@@ -539,11 +557,10 @@ def _run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool 
     of its run) stops at once and the process is gone within 2 s either way, the run resumable; SIGHUP (the
     terminal went away) is no reason to stop: the run goes on, its story into .console/runner.log."""
     from console.engine.supervisor import JobBusy
-    from console.headless import HeadlessLog
+    from console.headless import HeadlessLog, use_color
     from console.runner import HardExit, detach_output
 
-    sup.subscribe(HeadlessLog(sys.stdout, color=sys.stdout.isatty() and not os.environ.get("NO_COLOR"),
-                              run_id=paths.run_id, provider=sup.provider.name))
+    sup.subscribe(HeadlessLog(sys.stdout, color=use_color(sys.stdout), run_id=paths.run_id, provider=sup.provider.name))
     notifier = _notifier(sup, paths, notify)
     interrupts = 0
     signal_name: str | None = None  # the first signal that stopped the run: an interrupt, not an operator stop
@@ -823,6 +840,60 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_logs(args: argparse.Namespace) -> int:
+    """`logs JOB [-f] [--json] [--since SEQ] [-n N]`: a run's story (or its events), whole or followed.
+
+    0 when the story is printed (followed: the run ended, or no process runs it any more), also when the reader
+    of the output went away (`| head`); 2 for a run that never ran or a bad flag; 130 on Ctrl+C."""
+    import stat
+
+    from console.engine.control import RunLock
+    from console.engine.job import JobError, validate_job_folder
+    from console.headless import LogEnd, StoryPrinter, use_color
+
+    try:
+        if args.since < 0:
+            raise ValueError(f"--since {args.since}: expected an event's seq (0 or more)")
+        if args.lines is not None and not 1 <= args.lines <= MAX_LIST:
+            raise ValueError(f"--lines {args.lines}: expected a whole number from 1 to {MAX_LIST}")
+        paths = validate_job_folder(run_folder(args.job))
+    except (JobError, ValueError) as exc:
+        _err(str(exc))
+        return EXIT_USAGE
+    lock = RunLock(paths)
+    try:
+        mode: int | None = os.stat(paths.events).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        _err(f"{paths.events}: not a regular file, so not a log of events")
+        return EXIT_USAGE
+    if mode is None and not (args.follow and lock.holder() is not None):  # a run just starting has no log yet
+        _err(f"{paths.root}: no events: this job never ran (a run of it is another folder: give logs the id "
+             "`agent-console run` or `agent-console jobs` prints)")
+        return EXIT_USAGE
+    color = not args.json and use_color(sys.stdout)
+    printer = StoryPrinter(paths.events, sys.stdout, sys.stderr, run_id=paths.run_id, as_json=args.json,
+                           since=args.since, lines=args.lines or 0, color=color)
+    try:
+        printer.pump()
+        printer.end_tail()
+        end = printer.follow(lock.holder) if args.follow else LogEnd("done", printer.last_type)
+    except KeyboardInterrupt:
+        # Quietly: Ctrl+C is how one stops following. Colours are per line, so none is left on.
+        return EXIT_INTERRUPTED
+    finally:
+        printer.reader.close()
+    if printer.closed:  # the reader went away (`| head`): nothing more to say, and nothing to say it to
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    if end.how == "gone" and end.last not in ("run_ended", "job_completed"):
+        _err(f"no process runs {paths.run_id} any more and it did not end cleanly (killed, or its machine went "
+             f"down); {resume_hint(paths)}")
+    return EXIT_OK
+
+
 def cmd_control(args: argparse.Namespace) -> int:
     import time
 
@@ -936,6 +1007,8 @@ def _main(argv: list[str] | None = None) -> int:
         return cmd_jobs(args)
     if args.command == "attach":
         return cmd_attach(args)
+    if args.command == "logs":
+        return cmd_logs(args)
     if args.command in COMMAND_HELP:
         return cmd_control(args)
     if args.command == "fleet" or (args.command is None and sys.stdin.isatty() and sys.stdout.isatty()):

@@ -5,7 +5,9 @@
 text (no colours, no markup, no control characters: agent text can neither break nor colour a line). Each view
 styles and places it (the headless log indents it under its turn, the console colours it by severity, the fleet
 view shows :func:`brief`), but the words are these, once. :func:`tool_args` is the one formatter of a tool call's
-arguments. Pure functions of engine events: no Textual here (import-linter keeps it so).
+arguments, :func:`reply_text` of the model's text and :func:`result_text` of a call's result in a log line.
+:func:`in_story` says which events make a run's story (the headless log and ``agent-console logs``).
+Pure functions of engine events: no Textual here (import-linter keeps it so).
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ SEVERITIES = ("info", "caution", "warning", "error", "success")
 QUIET_KINDS = frozenset({"tool", "received"})
 
 __all__ = [
-    "DEMO", "QUIET_KINDS", "Presented", "argument_items", "brief", "cost", "describe", "discarded_text", "flat",
-    "is_demo", "phase_label", "phase_short", "retry_badge", "retry_text", "run_ended_text", "safe_event", "stop_kind",
+    "DEMO", "QUIET_KINDS", "STORY_TYPES", "Presented", "argument_items", "brief", "cost", "describe",
+    "discarded_text", "flat", "in_story", "is_demo", "need_label", "needs_answer", "phase_label", "phase_short",
+    "reply_text", "result_text", "retry_badge", "retry_text", "run_ended_text", "safe_event", "stop_kind",
     "stuck_told", "todo_list_text", "tokens", "tool_args", "unpriced_text", "window_text",
 ]
 
@@ -49,7 +52,8 @@ class Presented:
     ``kind`` says what happened in one word the views style by (``denied``, ``masked``, ``session``, ...);
     ``severity`` is one of :data:`SEVERITIES`; ``text`` is the line itself and ``detail`` what it means for the
     run, which a view short of room (the fleet's one line) may leave out; ``source`` is who acted (a policy, a
-    feedback provider, "context", "engine", ...).
+    feedback provider, "context", "engine", ...); ``lines``: what a view with room shows under it (the evidence
+    of a needs-you moment).
     """
 
     icon: str
@@ -60,6 +64,8 @@ class Presented:
     source: str = ""
     seq: int = 0
     ts: datetime | None = None
+    # More lines a view may show under this one, each one line of plain text: a needs-you's evidence.
+    lines: tuple[str, ...] = ()
 
     @property
     def line(self) -> str:
@@ -275,6 +281,51 @@ def run_ended_text(e: ev.RunEnded, run_id: str = "") -> str:
     """``run k3f9q ended: job_complete after 2 sessions``."""
     run = f"run {run_id}" if run_id else "run"
     return f"{run} ended: {one_line(e.reason, 80)} after {_plural(e.sessions, 'session')}"
+
+
+REPLY = 200  # the most of a model's reply a log line carries (the whole reply is in events.jsonl)
+RESULT = 100  # the most of a call's result a log line carries
+
+
+def reply_text(text: str, limit: int = REPLY) -> str:
+    """The model's text of a turn in one line of a log: its lines joined, every run of whitespace one space,
+    control characters shown escaped (:func:`flat`); at most ``limit`` characters (0: no limit), cut with "...".
+    "" for a reply of only whitespace."""
+    # split() also drops the C0 separators and the line separators Python counts as spaces: nothing to show there.
+    return flat(" ".join(text.split()), limit)
+
+
+def result_text(e: ev.ToolResult, limit: int = RESULT) -> str:
+    """``read_file: [notes.md: lines 1-24 of 24] (+24 lines)``: a call's result in a few words, for a log line under
+    its turn: the first line that says something, and how many more lines there are."""
+    lines = e.content.splitlines()
+    at = next((n for n, ln in enumerate(lines) if ln.strip()), len(lines))
+    said = reply_text(lines[at], limit) if at < len(lines) else "(empty)"
+    rest = sum(1 for ln in lines[at + 1:] if ln.strip())
+    more = f" (+{_plural(rest, 'line')})" if rest else ""
+    took = f" ({e.duration_ms / 1000:.1f} s)" if e.duration_ms >= 1000 else ""
+    return f"{one_line(e.tool, 60)}: {said}{more}{took}"
+
+
+NEED_LABELS = {"restart_approval": "restart approval", "stuck": "stuck", "budget": "budget",
+               "completion_refused": "completion refused", "provider_down": "provider down", "crashed": "crashed",
+               "gave_up": "gave up"}
+
+
+def need_label(reason: str) -> str:
+    """``restart approval``: why a run needs its operator, in words."""
+    return NEED_LABELS.get(reason) or one_line(reason.replace("_", " "), 40)
+
+
+def needs_answer(e: ev.NeedsOperator, run_id: str = "") -> str:
+    """How the operator answers a needs-you moment from a shell: ``answer with `agent-console approve k3f9q` or
+    `agent-console deny k3f9q```; "" when the run does not wait for an answer."""
+    run = run_id or "RUN"
+    if e.reason == "restart_approval":
+        return f"answer with `agent-console approve {run}` or `agent-console deny {run}`"
+    if e.paused:
+        return f"go on with `agent-console resume {run}`, or end it with `agent-console stop {run}`"
+    return ""
 
 
 # -- tool arguments --------------------------------------------------------------------------------------------
@@ -526,11 +577,29 @@ def _error(e: ev.ErrorEvent) -> Presented:
                      f"error: {flat(e.message, 0)}", source=f"error · {where}" if where else "error")
 
 
+def _reply(e: ev.AssistantMessage) -> Presented | None:
+    said = reply_text(e.text)
+    return Presented("»", "reply", "info", said, source="agent") if said else None
+
+
+def _needs(e: ev.NeedsOperator) -> Presented:
+    return Presented("⚑", "needs-you", "warning", f"NEEDS YOU ({need_label(e.reason)}): {flat(e.message, 0)}",
+                     "the run is paused until you answer" if e.paused else "", "needs",
+                     lines=tuple(flat(x, 300) for x in e.evidence if x.strip()))
+
+
+def _needs_cleared(e: ev.NeedsOperatorCleared) -> Presented:
+    by = f": {flat(e.by, 120)}" if e.by.strip() else ""
+    return Presented("✓", "needs-cleared", "info", f"no longer needs you ({need_label(e.reason)}){by}",
+                     source="needs")
+
+
 DESCRIBERS: dict[type, Callable[[Any], Presented | None]] = {
     ev.SessionStarted: _session_started,
     ev.SessionEnded: _session_ended,
     ev.RunEnded: _run_ended,
     ev.ModelRetry: _retry,
+    ev.AssistantMessage: _reply,
     ev.ToolCalled: _tool_called,
     ev.ToolResult: _tool_result,
     ev.ToolDenied: _tool_denied,
@@ -552,11 +621,31 @@ DESCRIBERS: dict[type, Callable[[Any], Presented | None]] = {
     ev.OperatorCommand: _operator,
     ev.JobCompleted: _completed,
     ev.StateRecovered: _recovered,
+    ev.NeedsOperator: _needs,
+    ev.NeedsOperatorCleared: _needs_cleared,
     ev.ErrorEvent: _error,
 }
 # Described by no view on their own: the turn line (headless), the status line and the panes show what they carry.
-SILENT = frozenset({ev.TurnStarted, ev.TextDelta, ev.AssistantMessage, ev.TokenUsage, ev.GuardrailsStatus,
-                    ev.MemoryUpdated})
+SILENT = frozenset({ev.TurnStarted, ev.TextDelta, ev.TokenUsage, ev.GuardrailsStatus, ev.MemoryUpdated})
+
+
+def _type_name(cls: type) -> str:
+    return cls.model_fields["type"].default  # type: ignore[attr-defined, no-any-return]
+
+
+# A run's story (the headless log, `agent-console logs`): the turns (the model's text and its calls, from the
+# assistant_message; the tokens, from the token_usage that closes the turn), the calls' results, and every event an
+# operator reads about: todos and phases, the guardrails, the context, restarts, operator commands, needs-you
+# moments, the run's end. Left out: turn_started, text deltas, tool_called (the turn's line says the calls),
+# guardrails_status and memory_updated (bookkeeping).
+STORY_TYPES = frozenset({_type_name(cls) for cls in DESCRIBERS if cls is not ev.ToolCalled}
+                        | {_type_name(ev.TokenUsage)})
+
+
+def in_story(e: ev.EventBase | str) -> bool:
+    """Whether an operator sees ``e`` (an event, or its ``type``) in a run's story: the one answer the headless
+    log and ``agent-console logs`` both follow (the latter skips other lines of a huge log without parsing them)."""
+    return (e if isinstance(e, str) else getattr(e, "type", "")) in STORY_TYPES
 
 
 def describe(e: ev.EventBase) -> Presented | None:
@@ -570,4 +659,5 @@ def describe(e: ev.EventBase) -> Presented | None:
         return None
     # Each describer already shows agent text through one_line or flat; this holds for a field one forgot too.
     return Presented(p.icon, p.kind, p.severity, safe_text(p.text, one_line=True), safe_text(p.detail, one_line=True),
-                     safe_text(p.source, one_line=True), e.seq, e.ts)
+                     safe_text(p.source, one_line=True), e.seq, e.ts,
+                     tuple(safe_text(line, one_line=True) for line in p.lines))

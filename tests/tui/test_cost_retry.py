@@ -255,14 +255,16 @@ def test_the_headless_log_prints_costs_retries_and_discarded_commands():
     lines = lines_of(log.events)
     assert lines[0] == "session 1 started (anthropic/claude-sonnet-4-5)"
     assert lines[1] == "  t6    list_files(.)  [3.0k in, 80 out | ctx 2% | $0.01]"
-    assert lines[2:4] == [
+    assert lines[2] == "        » Listing the files first."  # the model's text (never its reasoning)
+    assert lines[3:5] == [
         "  ⧗ model call failed: rate limited; retrying in 8 s, attempt 2: 429 Too Many Requests; the partial reply "
         "(28 chars) was discarded",
         "  ⧗ model call failed: rate limited; retrying in 32 s, attempt 3 (waited 40 s of max 600 s): 429 Too Many "
         "Requests",
     ]
-    assert lines[4] == "  t7    read_file(notes/kickoff.md)  [3.3k in, 120 out | ctx 2% | $0.01]"
-    assert lines[5:] == [
+    assert lines[5] == "  t7    read_file(notes/kickoff.md)  [3.3k in, 120 out | ctx 2% | $0.01]"
+    assert lines[6] == "        » Reading the kickoff notes."
+    assert lines[7:] == [
         "  ⌘ discarded stop from an earlier run",
         "session 1 ended: job_complete after 7 turns; job cost so far $0.42",
         "run ended: job_complete after 1 session; job cost $0.42",

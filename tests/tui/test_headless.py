@@ -1,10 +1,12 @@
-"""The headless log: its first line names the run (and the demo model), one line per turn, and one line per
-denial, feedback block, refused or bypassed stop, spent budget and stuck detection, under the turn they happened
-in, in console.present's words; agent text never breaks a line."""
+"""The headless log: its first line names the run (and the demo model), one line per turn with the model's text under
+it, and one line per denial, feedback block, refused or bypassed stop, spent budget and stuck detection, under the
+turn they happened in, in console.present's words; needs-you moments at once; agent text never breaks a line."""
 
 from __future__ import annotations
 
 import io
+import json
+import re
 
 from console import present
 from console.engine import events as ev
@@ -25,14 +27,15 @@ def test_guardrail_events_are_one_line_each_under_their_turn():
     turn = next(n for n, ln in enumerate(lines) if ln.startswith("  t7 "))
     assert lines[turn] == ("  t7    write_file(report.md), job_complete(summary=done)  [4.1k in, 120 out | ctx 3% | "
                            "$0.01]")
-    assert lines[turn + 1:turn + 5] == [
+    assert lines[turn + 1:turn + 6] == [
+        "        » Writing the report.",  # the model's text, under its turn's calls
         "  ⊗ denied write_file by read_before_write: report.md exists and was not read first",
         "  ↩ stop refused by plan (1/5): 3 tasks left: Write digest.md, Check digest.md, Record a note; the agent "
         "was told to continue",
         "  ◆ feedback from Deadline (warning): The work so far took 5 minutes. You have 3 minutes remaining.",
         "  ◆ feedback from AGENTS.md (info): AGENTS.md detected. Follow the conventions defined within.",
     ]
-    rest = lines[turn + 5:]
+    rest = lines[turn + 6:]
     assert rest == [
         "  ◆ feedback from stuck (caution): No todo completed in 6 turns.",  # the stuck event itself adds nothing
         "  ◷ deadline passed: 8 minutes since the job started, deadline 8 minutes; the agent was told to wrap up",
@@ -130,7 +133,7 @@ def test_every_line_about_an_event_is_in_the_shared_words():
             continue
         assert p.line in text, p.line
         said += 1
-    assert said == 12
+    assert said == 13
 
 
 def test_a_pending_restart_says_how_to_answer_it_for_this_run():
@@ -139,3 +142,169 @@ def test_a_pending_restart_says_how_to_answer_it_for_this_run():
     assert lines_of(log.events, run_id="k3f9q")[-1] == (
         "restart pending: context 90% full; session 2 would start with 7 carried messages (~3.2k tokens); awaiting "
         "approval; answer with `agent-console approve k3f9q` or `agent-console deny k3f9q`")
+
+
+# -- the model's text, the story's order, needs-you moments ---------------------------------------------------------
+def _turn(log: Log, turn: int, text: str, calls: list[tuple[str, str, dict]] | None = None, *,
+          usage: bool = True, results: list[str] | None = None) -> None:
+    records = [ev.ToolCallRecord(id=cid, name=name, arguments=json.dumps(args)) for cid, name, args in calls or []]
+    log.add(ev.TurnStarted, turn=turn)
+    log.add(ev.AssistantMessage, turn=turn, text=text, tool_calls=records)
+    for n, r in enumerate(records):
+        log.add(ev.ToolCalled, turn=turn, call_id=r.id, tool=r.name, arguments=r.arguments)
+        log.add(ev.ToolResult, turn=turn, call_id=r.id, tool=r.name, ok=True, content=(results or ["ok"] * 9)[n])
+    if usage:
+        log.add(ev.TokenUsage, turn=turn, input_tokens=1000, output_tokens=50)
+
+
+def test_a_real_models_text_is_shown_under_its_turn():
+    """A turn with text and no tool call was '(no tool call)' and nothing else: what the model said is the story."""
+    log = Log()
+    _turn(log, 1, "I looked at the notes.\n\nThere are **three** meetings;\n   I will   write the digest next.")
+    _turn(log, 2, "", [("c1", "read_file", {"path": "notes/a.md"})])
+    assert lines_of(log.events) == [
+        "  t1    (no tool call)  [1.0k in, 50 out]",
+        "        » I looked at the notes. There are **three** meetings; I will write the digest next.",
+        "  t2    read_file(notes/a.md)  [1.0k in, 50 out]",  # no text: no line for it
+    ]
+    long = Log()
+    _turn(long, 1, "word " * 400)
+    said = lines_of(long.events)[1]
+    assert said.startswith("        » word word") and said.endswith("...") and len(said) < 220
+
+
+def test_hostile_model_text_is_shown_never_run():
+    log = Log()
+    _turn(log, 1, "done\x1b]0;owned\x07\r\x1b[2Khidden\u202eevil \x9b31m", [("c\x1b[31m", "x\x1b[2J", {"p": 1})])
+    out = io.StringIO()
+    view = HeadlessLog(out, color=True, results=True)
+    for e in log.events:
+        view(e)
+    text = out.getvalue()
+    # The only escape sequences are the log's own colours (ESC [ digits m): without them every line is printable.
+    assert all(re.sub(r"\x1b\[[0-9;]*m", "", ln).isprintable() for ln in text.splitlines())
+    assert "\x07" not in text and "\r" not in text and "\u202e" not in text and "\x9b" not in text
+    assert "» done\\x1b]0;owned\\x07 \\x1b[2Khidden\\u202eevil \\x9b31m" in text.replace("\x1b[0m", "")
+
+
+def _todos(log: Log, **fields: object) -> None:
+    """A todos_changed event (Log.add takes ``kind`` for the event's class)."""
+    log.events.append(ev.TodosChanged(ts=log.start, seq=len(log.events) + 1, session=1, **fields))  # type: ignore
+
+
+def test_what_happens_in_a_turn_is_told_under_it_in_order():
+    """A task done, a transition and the job's completion used to print above the turn that did them."""
+    log = Log()
+    log.add(ev.TurnStarted, turn=5)
+    log.add(ev.AssistantMessage, turn=5, text="Done with this task.",
+            tool_calls=[ev.ToolCallRecord(id="c1", name="todo_complete", arguments="{}")])
+    log.add(ev.ToolCalled, turn=5, call_id="c1", tool="todo_complete", arguments="{}")
+    _todos(log, phase_name="Review", phase_number=1, total_phases=2, kind="phase", reason="todo_complete",
+           items=[ev.TodoItemRecord(text="Read a", done=True)])
+    _todos(log, phase_name="", phase_number=0, total_phases=0, kind="transition", reason="transition:phase",
+           items=[])
+    log.add(ev.JobCompleted, summary="wrote a.md", confidence=0.9)
+    log.add(ev.ToolResult, turn=5, call_id="c1", tool="todo_complete", ok=True, content="Task 1 marked complete.")
+    log.add(ev.TokenUsage, turn=5, input_tokens=2000, output_tokens=10)
+    log.add(ev.ContextCompacted, messages_before=30, messages_after=1, summary_chars=300, reason="phase transition")
+    assert lines_of(log.events) == [
+        "  t5    todo_complete()  [2.0k in, 10 out]",
+        "        » Done with this task.",
+        "[Review (1 of 2): 1 task]",
+        "    ✓ 1/1 Read a",
+        "-- todo list archived for the phase transition --",
+        "✔ job complete (confidence 0.90): wrote a.md",
+        "  ≡ compacted 30 messages into a summary (300 chars); why: phase transition",
+    ]
+    out = io.StringIO()
+    story = HeadlessLog(out, results=True)
+    for e in log.events:
+        story(e)
+    # With results (`logs`): a task's own result is its ✓ line, not said twice.
+    assert "← todo_complete" not in out.getvalue() and "✓ 1/1 Read a" in out.getvalue()
+
+
+def test_results_are_told_under_their_turn_in_logs():
+    log = Log()
+    _turn(log, 3, "Reading.", [("c1", "read_file", {"path": "a.md"}), ("c2", "list_files", {"path": "."})],
+          results=["[a.md: lines 1-2 of 2]\n# A\nbody", "a.md (3 bytes)"])
+    out = io.StringIO()
+    story = HeadlessLog(out, results=True)
+    for e in log.events:
+        story(e)
+    assert out.getvalue().splitlines() == [
+        "  t3    read_file(a.md), list_files(.)  [1.0k in, 50 out]",
+        "        » Reading.",
+        "        ← read_file: [a.md: lines 1-2 of 2] (+2 lines)",
+        "        ← list_files: a.md (3 bytes)",
+    ]
+    assert lines_of(log.events)[2:] == []  # the live log stays compact: no results
+
+
+def test_needs_you_is_told_at_once_with_its_evidence_and_answer():
+    log = Log()
+    _turn(log, 9, "Reading a.md again.", [("c1", "read_file", {"path": "a.md"})], usage=False)
+    log.add(ev.Feedback, source="stuck", severity="warning", message="same call 6 times")
+    log.add(ev.NeedsOperator, reason="stuck", message="no progress in 12 turns after 3 nudges",
+            evidence=["read_file(a.md) x6", "no todo completed since turn 3"])
+    log.add(ev.TokenUsage, turn=9, input_tokens=5000, output_tokens=20)  # the turn's end comes after
+    log.add(ev.OperatorCommand, command="resume", source="cli", status="applied", detail="resumed")
+    log.add(ev.NeedsOperatorCleared, reason="stuck", by="operator's resume")
+    assert lines_of(log.events, run_id="k3f9q") == [
+        "run k3f9q",
+        "  t9    read_file(a.md)",  # written early (no tokens yet): the needs-you moment must not wait for the turn
+        "        » Reading a.md again.",
+        "  ◆ feedback from stuck (warning): same call 6 times",
+        "⚑ NEEDS YOU (stuck): no progress in 12 turns after 3 nudges",
+        "    read_file(a.md) x6",
+        "    no todo completed since turn 3",
+        "    the run is paused until you answer; go on with `agent-console resume k3f9q`, or end it with "
+        "`agent-console stop k3f9q`",
+        "  ⌘ resume applied (cli): resumed",
+        "  ✓ no longer needs you (stuck): operator's resume",
+    ]
+    out = io.StringIO()
+    coloured = HeadlessLog(out, color=True)
+    for e in log.events:
+        coloured(e)
+    assert "\x1b[1;31m⚑ NEEDS YOU (stuck)" in out.getvalue()  # it stands out
+
+
+def test_a_restart_waiting_for_approval_says_how_to_answer_once():
+    log = Log()
+    log.add(ev.RestartPending, usage_pct=0.9, carryover_messages=7, carryover_tokens=3200, next_session=2)
+    log.add(ev.NeedsOperator, reason="restart_approval", message="the context is full: approve the restart",
+            evidence=["carryover: 7 messages, ~3,200 tokens"], paused=False)
+    log.add(ev.NeedsOperatorCleared, reason="restart_approval", by="restart approved")
+    log.add(ev.RestartApproved, by="operator")
+    lines = lines_of(log.events, run_id="k3f9q")
+    assert sum("agent-console approve k3f9q" in ln for ln in lines) == 1
+    assert lines[1:] == [
+        "restart pending: context 90% full; session 2 would start with 7 carried messages (~3.2k tokens); awaiting "
+        "approval; answer with `agent-console approve k3f9q` or `agent-console deny k3f9q`",
+        "⚑ NEEDS YOU (restart approval): the context is full: approve the restart",
+        "    carryover: 7 messages, ~3,200 tokens",
+        "  ✓ no longer needs you (restart approval): restart approved",
+        "  ✓ restart approved (operator)",
+    ]
+
+
+def test_a_turn_cut_by_a_kill_keeps_its_line_and_the_end_is_said_in_logs():
+    log = Log()
+    log.add(ev.SessionStarted, reason="new", provider="openai", model="gpt-4.1")
+    _turn(log, 4, "Writing.", [("c1", "write_file", {"path": "a.md"})], usage=False)  # killed before its end
+    log.add(ev.SessionStarted, reason="resume", provider="openai", model="gpt-4.1", detail="turn 4, call 1 of 1")
+    log.add(ev.TokenUsage, turn=4, input_tokens=900, output_tokens=9)  # the resumed turn's end: no second line
+    log.add(ev.RunEnded, reason="user_shutdown", detail="interrupted by SIGTERM", sessions=2)
+    assert lines_of(log.events) == [
+        "session 1 started (openai/gpt-4.1)",
+        "  t4    write_file(a.md)",
+        "        » Writing.",
+        "session 1 resumed (openai/gpt-4.1): turn 4, call 1 of 1",
+    ]  # live, the cli's last line says how the run ended
+    out = io.StringIO()
+    story = HeadlessLog(out, run_id="k3f9q", say_end=True)
+    for e in log.events:
+        story(e)
+    assert out.getvalue().splitlines()[-1] == (
+        "run k3f9q ended: user_shutdown after 2 sessions (interrupted by SIGTERM)")

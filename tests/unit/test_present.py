@@ -99,6 +99,15 @@ CASES: list[tuple[ev.EventBase, str, str, str, str]] = [
      "‼", "recovered", "warning", "recovered todos.json: torn (kept as todos.json.bad); rebuilt"),
     (make(ev.ErrorEvent, message="connection refused", where="provider"), "✗", "error", "error",
      "error (provider): connection refused"),
+    (make(ev.AssistantMessage, turn=3, text="  I read the notes.\n\n   Next:   the digest.\t"), "»", "reply", "info",
+     "I read the notes. Next: the digest."),
+    (make(ev.NeedsOperator, reason="stuck", message="no todo completed in 12 turns", evidence=["read_file x6"]),
+     "⚑", "needs-you", "warning", "NEEDS YOU (stuck): no todo completed in 12 turns; the run is paused until you "
+                                  "answer"),
+    (make(ev.NeedsOperator, reason="restart_approval", message="the context is full", paused=False), "⚑",
+     "needs-you", "warning", "NEEDS YOU (restart approval): the context is full"),
+    (make(ev.NeedsOperatorCleared, reason="stuck", by="operator's resume"), "✓", "needs-cleared", "info",
+     "no longer needs you (stuck): operator's resume"),
 ]
 
 
@@ -193,3 +202,64 @@ def test_present_imports_no_textual():
     code = "import sys, console.present; print('textual' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# -- the story: the model's text, results, needs-you moments, and which events are told ----------------------------
+def test_the_models_text_is_trimmed_to_one_safe_line():
+    assert present.reply_text("one\n\n  two\r\n three  ") == "one two three"
+    assert present.reply_text(" \n\t ") == "" and describe(make(ev.AssistantMessage, turn=1, text=" \n ")) is None
+    long = present.reply_text("word " * 200)
+    assert len(long) == present.REPLY and long.endswith("...")
+    assert len(present.reply_text("word " * 200, 0)) > 900  # 0: the whole text
+    hostile = present.reply_text("a\x1b]0;pwned\x07b \x1b[2J c\u202ed \x9b31m \x1c e")
+    assert "\x1b" not in hostile and "\x07" not in hostile and "\u202e" not in hostile and "\x9b" not in hostile
+    assert hostile == "a\\x1b]0;pwned\\x07b \\x1b[2J c\\u202ed \\x9b31m e"
+    # A cut never leaves half an escape that would read as something else.
+    assert not present.reply_text("x" * 198 + "\x1b[31m", 200).endswith("\\x...")
+
+
+def test_a_calls_result_in_a_few_words():
+    def result(content: str, **kw: object) -> ev.ToolResult:
+        return make(ev.ToolResult, turn=1, call_id="c", tool="read_file", ok=True, content=content, **kw)  # type: ignore
+
+    assert present.result_text(result("\n[a.md: lines 1-3 of 3]\n# A\n\nbody\n")) == (
+        "read_file: [a.md: lines 1-3 of 3] (+2 lines)")
+    assert present.result_text(result("Created a.md (1 line).")) == "read_file: Created a.md (1 line)."
+    assert present.result_text(result("")) == "read_file: (empty)"
+    assert present.result_text(result("ok", duration_ms=2500)) == "read_file: ok (2.5 s)"
+    said = present.result_text(result("\x1b[2J" + "y" * 500))
+    assert "\x1b" not in said and len(said) < 130
+
+
+def test_needs_you_carries_its_evidence_and_how_to_answer():
+    e = make(ev.NeedsOperator, reason="stuck", message="looping\x1b[31m", evidence=["read_file a.md x6\nagain", " "])
+    p = describe(e)
+    assert p is not None and p.lines == ("read_file a.md x6 again",)  # blank evidence left out, one line each
+    assert "\x1b" not in p.text and p.text.startswith("NEEDS YOU (stuck): looping\\x1b[31m")
+    assert present.needs_answer(e, "k3f9q") == ("go on with `agent-console resume k3f9q`, or end it with "  # type: ignore
+                                                "`agent-console stop k3f9q`")
+    restart = make(ev.NeedsOperator, reason="restart_approval", message="full", paused=False)
+    assert present.needs_answer(restart, "k3f9q") == (  # type: ignore[arg-type]
+        "answer with `agent-console approve k3f9q` or `agent-console deny k3f9q`")
+    assert present.needs_answer(make(ev.NeedsOperator, reason="crashed", message="x", paused=False)) == ""  # type: ignore
+    for reason in typing.get_args(ev.NeedReason):
+        assert "_" not in present.need_label(reason)
+    assert present.need_label("some_new_reason") == "some new reason"
+
+
+def test_in_story_is_the_one_answer_of_which_events_are_told():
+    union = typing.get_args(typing.get_args(ev.Event)[0])
+    told = {cls.model_fields["type"].default for cls in union if present.in_story(cls.model_fields["type"].default)}
+    assert told == present.STORY_TYPES
+    # Every event an operator reads about, the turn's text and tokens; not the bookkeeping, not tool_called (the
+    # turn's line says the calls).
+    for name in ("assistant_message", "token_usage", "tool_result", "needs_operator", "needs_operator_cleared",
+                 "command_sandbox", "model_retry", "operator_command", "phase_transition", "tool_denied",
+                 "completion_blocked", "feedback", "stuck_detected", "budget_exhausted", "completion_bypassed",
+                 "session_started", "restart_pending", "restart_approved", "restart_denied", "run_ended",
+                 "job_completed", "todos_changed", "error", "state_recovered", "context_masked", "wind_down"):
+        assert present.in_story(name), name
+    for name in ("tool_called", "turn_started", "text_delta", "guardrails_status", "memory_updated", "nope"):
+        assert not present.in_story(name), name
+    assert present.in_story(make(ev.NeedsOperator, reason="stuck", message="m"))
+    assert not present.in_story(make(ev.TurnStarted, turn=1))
