@@ -640,7 +640,8 @@ def cmd_attach(args: argparse.Namespace) -> int:
              f"{paths.root})")
         return EXIT_USAGE
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        _err(f"attach opens the console and needs a terminal; for a log use: tail -f {paths.events}")
+        _err(f"attach opens the console and needs a terminal; for the story use: agent-console logs -f "
+             f"{paths.run_id}")
         return EXIT_USAGE
     from console.tui.launch import attach_console
 

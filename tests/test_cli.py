@@ -380,8 +380,8 @@ def test_commands_take_the_id_a_prefix_or_the_folder(make_job, capsys, tmp_path,
     assert out.splitlines()[0] == f"run {id1}: {run1}" and f"job already complete: {run1}" in out
     # attach ID: the run is found (then it needs a terminal, and names the run's own log).
     assert main(["attach", id1]) == 2
-    assert capsys.readouterr().err == (f"agent-console: attach opens the console and needs a terminal; for a log use: "
-                                       f"tail -f {run1}/.console/events.jsonl\n")
+    assert capsys.readouterr().err == ("agent-console: attach opens the console and needs a terminal; for the story "
+                                       f"use: agent-console logs -f {id1}\n")
 
 
 def test_an_ambiguous_or_unknown_run_is_an_error_listing_the_candidates(capsys, tmp_path, monkeypatch) -> None:
