@@ -174,7 +174,7 @@ class ConsoleApp(App[int]):
         self._unsubscribe: Callable[[], None] | None = None
         self.drains = 0
         self.events_seen = 0
-        self._keys_state: tuple[bool, ...] = ()
+        self._keys_state: tuple[bool | None, ...] = ()
         self._panes_ready = False
 
     def notify(self, message: str, *, title: str = "", severity: str = "information",  # type: ignore[override]
@@ -640,10 +640,15 @@ class ConsoleApp(App[int]):
             self.notify(f"{row.id} {row.job}: its folder is still there; only a run whose folder is gone is "
                         "forgotten.", title="Nothing to forget")
             return
+
+        def forget(yes: bool | None) -> None:
+            if yes:
+                self.forget_runs([row])
+
         self.ask(ConfirmScreen(f"Forget {row.id} {row.job}?",
                                f"Its folder {row.path} no longer exists. Its row is removed from the jobs list "
                                "(agent-console jobs and this list); nothing else is touched.", "Forget", "Keep"),
-                 lambda yes: self.forget_runs([row]) if yes else None)
+                 forget)
 
     @work(thread=True, exit_on_error=False, group="forget")
     def forget_runs(self, rows: list[FleetRow]) -> None:
