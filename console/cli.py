@@ -668,6 +668,8 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     if not rows:
         _say("no runs yet: try  agent-console run sample_jobs/quickstart")
         return EXIT_OK
+    # A gone run's line says it is gone, and how to forget it (its summary is still in --json).
+    rows = [replace(r, summary=None) if r.status == "gone" else r for r in rows]
     console = Console()
     width = console.width
     lines, hidden = jobs_table(rows, width)
@@ -676,6 +678,8 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     notes = [f"{len(rows)} run(s), newest first", "commands take a run's id, folder or the start of its name"]
     if hidden:
         notes += [f"hidden to fit: {', '.join(hidden)}", "jobs --json has every field"]
+    if gone := sum(1 for r in rows if r.status == "gone"):
+        notes.append(f"{gone} gone (folder deleted or moved): jobs --prune forgets {'it' if gone == 1 else 'them'}")
     notes.append(f"run folders: {settings.runs_dir}")
     for note in _fit_parts([one_line(n) for n in notes], width):
         console.print(note, style="dim", soft_wrap=True, highlight=False, markup=False)

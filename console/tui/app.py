@@ -174,7 +174,7 @@ class ConsoleApp(App[int]):
         self._unsubscribe: Callable[[], None] | None = None
         self.drains = 0
         self.events_seen = 0
-        self._keys_state: tuple[bool | None, ...] = ()
+        self._keys_state: tuple[bool, ...] = ()
         self._panes_ready = False
 
     def notify(self, message: str, *, title: str = "", severity: str = "information",  # type: ignore[override]
@@ -460,7 +460,8 @@ class ConsoleApp(App[int]):
         if not self.ui_alive:
             return
         st = self.state
-        key = (st.restart_pending is not None, *(self.check_action(a, ()) for a in sorted(RUN_ACTIONS)))
+        active = self.run_active
+        key = (st.restart_pending is not None, *(self._applies(a, active) for a in sorted(RUN_ACTIONS)))
         if key != self._keys_state:
             self._keys_state = key
             self.main.set_class(st.restart_pending is not None, "-crowded")  # two more keys in the footer
@@ -708,10 +709,14 @@ class ConsoleApp(App[int]):
         and a letter typed into a field is text (a key a focused Input takes is left out of every binding)."""
         if action not in RUN_ACTIONS or self._main is None:
             return True
+        return self._applies(action, self.run_active)
+
+    def _applies(self, action: str, active: bool) -> bool:
+        """check_action for a run command, ``active`` being run_active (asked once: it may read the run lock)."""
         st = self.state
         if action in ("approve", "deny"):
-            return st.restart_pending is not None and self.run_active
-        if not self.run_active:
+            return st.restart_pending is not None and active
+        if not active:
             return False
         stopping = st.stopping or "stop" in st.requested
         if action == "stop":

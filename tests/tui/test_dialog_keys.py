@@ -324,3 +324,28 @@ def test_a_stale_rewind_from_the_console_is_refused_by_the_engine(make_job):
     assert answer.detail == (f"phase {named[0]} has already ended (the run is in phase {moved[0]} now); "
                              "rewind not applied")
     assert not [x for x in events_of(app, ev.PhaseTransition) if x.kind == "rewind"]
+
+
+def test_an_approval_waits_for_the_command_palette_too(make_job):
+    """Any field being typed into holds the approval back (the palette's search box), and it opens when the field
+    is gone, even when it was closed without the console knowing (within a tick)."""
+    from textual.command import CommandPalette
+
+    clock = Clock()
+    app, rec = recorded_app(make_job, clock)
+    e = Seq()
+
+    async def body(pilot):
+        await started(pilot, app, e)
+        await pilot.press("ctrl+p")
+        await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), what="the palette")
+        app.bridge.push(pending(e))
+        await wait_for(pilot, lambda: app.state.restart_pending is not None)
+        await pilot.press(*"deny")
+        await pilot.pause()
+        assert isinstance(app.screen, CommandPalette) and rec.sent == []
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, RestartApprovalScreen), timeout=5, what="the approval")
+        assert rec.sent == []
+
+    drive(app, body)
