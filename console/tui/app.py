@@ -806,14 +806,14 @@ class ConsoleApp(App[int]):
 
         if again:
             self.ask(ConfirmScreen("Stop now?", "The current turn is abandoned (its half-written reply is "
-                                           "dropped); the run can be resumed with `agent-console run --in-place "
-                                           f"{self.paths.root}`.", "Stop now", "Wait"), done)
+                                   "dropped); the run can be resumed with `agent-console run --in-place "
+                                   f"{self.paths.root}`.", "Stop now", "Wait"), done)
         else:
             self.ask(ConfirmScreen("Stop the run?", "The run stops at once if it is waiting for the model "
-                                           "(the reply in progress is asked again on resume), else after the "
-                                           "current turn's tool calls. Resume it later with "
-                                           f"`agent-console run --in-place {self.paths.root}`.", "Stop",
-                                           "Keep running"), done)
+                                   "(the reply in progress is asked again on resume), else after the "
+                                   "current turn's tool calls. Resume it later with "
+                                   f"`agent-console run --in-place {self.paths.root}`.", "Stop",
+                                   "Keep running"), done)
 
     def action_stop_now(self) -> None:
         """The stop key once a stop was asked (the footer reads Stop now): asks, then abandons the turn."""
