@@ -209,36 +209,35 @@ def footer_keys(app: ConsoleApp) -> list[str]:
     return [k.description for k in app.main.query(FooterKey) if not k.has_class("-command-palette")]
 
 
-def test_the_footer_follows_pause_resume_and_stop_at_once(make_job):
-    """A real run: after each key the footer (the widget, not only the bindings) shows what applies now."""
+async def footer_shows(pilot, app: ConsoleApp, has: set[str], lacks: set[str]) -> None:
+    """The footer widget (not only the bindings) shows ``has`` and none of ``lacks`` (it redraws after a refresh)."""
+    await wait_for(pilot, lambda: has <= set(footer_keys(app)) and not lacks & set(footer_keys(app)), timeout=5,
+                   what=f"the footer to show {has} and not {lacks}")
+
+
+def test_the_footer_follows_pause_resume_and_stop(make_job):
+    """A real run: after each key and each answer of the engine the footer shows what applies now."""
     sup = make_supervisor(make_job("quickstart"), gate_at=8)
     app = run_app(sup)
 
     async def body(pilot):
         await wait_for(pilot, sup.provider.waiting.is_set, what="the gate")
         await settle(pilot, app)
-        assert "Pause" in footer_keys(app) and "Resume" not in footer_keys(app)
-        await pilot.press("p")  # asked: the footer offers Resume at once, before the engine answers
-        await pilot.pause(0.1)
-        assert "Resume" in footer_keys(app) and "Pause" not in footer_keys(app)
+        await footer_shows(pilot, app, {"Pause"}, {"Resume"})
+        await pilot.press("p")
+        await footer_shows(pilot, app, {"Resume"}, {"Pause"})
         sup.provider.gate.set()
         await wait_for(pilot, lambda: app.state.paused, what="the pause applied")
-        await pilot.pause(0.1)
-        assert "Resume" in footer_keys(app) and "Pause" not in footer_keys(app)
+        await footer_shows(pilot, app, {"Resume"}, {"Pause"})
         sup.provider.gate_at = sup.provider.turns + 3  # hold the run again a little later
         sup.provider.gate.clear()
         await pilot.press("p")
-        await pilot.pause(0.1)
-        assert "Pause" in footer_keys(app) and "Resume" not in footer_keys(app)
+        await footer_shows(pilot, app, {"Pause"}, {"Resume"})
         await wait_for(pilot, lambda: not app.state.paused and sup.provider.waiting.is_set(), what="the gate again")
-        await pilot.pause(0.1)
-        assert "Pause" in footer_keys(app)
+        await footer_shows(pilot, app, {"Pause", "Stop"}, {"Resume"})
         await pilot.press("s", "y")  # the run waits for the model: it stops at once
         await wait_for(pilot, lambda: app.run_finished, what="the run to stop")
-        await pilot.pause(0.1)
-        keys = footer_keys(app)
-        assert not {"Pause", "Resume", "Stop", "Stop now", "Checkpoint", "Rewind"} & set(keys)
-        assert "Quit" in keys
+        await footer_shows(pilot, app, {"Quit"}, {"Pause", "Resume", "Stop", "Stop now", "Checkpoint", "Rewind"})
 
     drive(app, body)
 
@@ -252,22 +251,18 @@ def test_stop_now_is_the_same_key_and_asks_to_abandon_the_turn(make_job):
 
     async def body(pilot):
         await started(pilot, app, e)
-        await pilot.pause(0.1)
-        assert {"Checkpoint", "Rewind", "Pause", "Stop"} <= set(footer_keys(app))
+        await footer_shows(pilot, app, {"Checkpoint", "Rewind", "Pause", "Stop"}, {"Stop now"})
         clock.now += 1
         await pilot.press("s")
         clock.now += 1
         await pilot.press("y")
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
-        await pilot.pause(0.1)
-        keys = footer_keys(app)
-        assert "Stop now" in keys and not {"Stop", "Pause", "Resume", "Checkpoint", "Rewind"} & set(keys)
+        await footer_shows(pilot, app, {"Stop now"}, {"Stop", "Pause", "Resume", "Checkpoint", "Rewind"})
         # The engine says the stop applies after the turn: still Stop now.
         app.bridge.push(e(ev.OperatorCommand, command="stop", status="applied", source="console",
                           detail="stopping after the current turn"))
         await wait_for(pilot, lambda: app.state.stopping)
-        await pilot.pause(0.1)
-        assert "Stop now" in footer_keys(app)
+        await footer_shows(pilot, app, {"Stop now"}, {"Stop"})
         await pilot.press("s")
         assert isinstance(app.screen, ConfirmScreen) and "Stop now" in str(app.screen.title_text)
         clock.now += 1
@@ -347,5 +342,38 @@ def test_an_approval_waits_for_the_command_palette_too(make_job):
         await pilot.press("escape")
         await wait_for(pilot, lambda: isinstance(app.screen, RestartApprovalScreen), timeout=5, what="the approval")
         assert rec.sent == []
+
+    drive(app, body)
+
+
+def test_the_footer_changes_with_the_key_before_the_run_answers(make_job):
+    """Nothing answers here (commands are only recorded): the footer's Resume / Pause come from the key itself,
+    and the run's answer later keeps them right."""
+    clock = Clock()
+    app, rec = recorded_app(make_job, clock)
+    e = Seq()
+
+    async def body(pilot):
+        await started(pilot, app, e)
+        await footer_shows(pilot, app, {"Pause"}, {"Resume"})
+        await pilot.press("p")
+        await footer_shows(pilot, app, {"Resume"}, {"Pause"})
+        app.bridge.push(e(ev.OperatorCommand, command="pause", status="applied", source="console", detail="paused"))
+        await wait_for(pilot, lambda: app.state.paused)
+        await footer_shows(pilot, app, {"Resume"}, {"Pause"})
+        await pilot.press("p")
+        await footer_shows(pilot, app, {"Pause"}, {"Resume"})
+        app.bridge.push(e(ev.OperatorCommand, command="resume", status="applied", source="console", detail="resumed"))
+        await wait_for(pilot, lambda: not app.state.paused)
+        await footer_shows(pilot, app, {"Pause"}, {"Resume"})
+        # A restart waiting: Approve and Deny join the footer; answered elsewhere, they leave it.
+        app.bridge.push(pending(e))
+        await wait_for(pilot, lambda: isinstance(app.screen, RestartApprovalScreen))
+        clock.now += 1
+        await pilot.press("escape")
+        await footer_shows(pilot, app, {"Approve", "Deny"}, set())
+        app.bridge.push(e(ev.RestartApproved, by="cli"))
+        await footer_shows(pilot, app, set(), {"Approve", "Deny"})
+        assert [c for c, _ in rec.sent] == ["pause", "resume"]
 
     drive(app, body)
