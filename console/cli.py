@@ -87,6 +87,7 @@ def check_flags(args: argparse.Namespace) -> None:
         "max_restarts": (0, MAX_RESTARTS, f"a whole number from 0 to {MAX_RESTARTS}"),
         "wait": (0, MAX_WAIT_SECONDS, f"a number of seconds from 0 to {MAX_WAIT_SECONDS}"),
         "limit": (1, MAX_LIST, f"a whole number from 1 to {MAX_LIST}"),
+        "phase": (1, MAX_LIST, f"a phase number from 1 to {MAX_LIST}"),
     }
     for name, (low, high, what) in bounds.items():
         value = getattr(args, name, None)
@@ -146,6 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
         c.add_argument("job", metavar="JOB", help=RUN_HELP)
         if name == "rewind":
             c.add_argument("issue", help="what is wrong, for the agent to re-plan around")
+            c.add_argument("--phase", type=int, metavar="N",
+                           help="the phase to rewind (its number): refused if the run is no longer in it")
         if name == "checkpoint":
             c.add_argument("--note", help="a note for the agent with the checkpoint")
         if name == "resume":
@@ -158,8 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
     fleet = sub.add_parser("fleet", help="the fleet view: every run, live (also: agent-console with no command)",
                            description="List every run of the jobs store, live: id, job, state, phase, context, "
                                        "cost, elapsed, last event. A run waiting for approval is highlighted and "
-                                       "rings the bell. enter attaches to the selected run (q comes back), a / d "
-                                       "approve or deny its restart, / filters, q quits. Runs go on when it closes.")
+                                       "rings the bell. enter attaches to the selected run (q comes back), a "
+                                       "approves its restart, d denies it and s stops the run (both ask first), x "
+                                       "forgets a run whose folder is gone (state 'gone'; asks), / filters, q quits. "
+                                       "Runs go on when it closes.")
     fleet.add_argument("--theme", metavar="NAME", help="console theme")
 
     attach = sub.add_parser("attach", help="open the console on a job another process runs (or a finished one)",
@@ -192,6 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
                                       "summary ends at a word with '…'; --json prints every field.")
     jobs.add_argument("--limit", type=int, default=30, help="how many runs to show (newest first)")
     jobs.add_argument("--json", action="store_true", help="print JSON lines (every field, and the id) instead")
+    jobs.add_argument("--prune", action="store_true",
+                      help="forget the runs whose folder is gone (state 'gone'): their rows are removed from the "
+                           "list; each one is named")
     return p
 
 
@@ -658,7 +666,7 @@ JOBS_GAP = 2
 JOB_NAME_MAX = 28
 SUMMARY_MIN = 20  # narrower, a summary says next to nothing: a column goes first
 STATE_STYLE = {"completed": "green", "running": "cyan", "failed": "red", "stopped": "yellow", "interrupted": "yellow",
-               "awaiting approval": "magenta", "out of budget": "yellow", "incomplete": "red"}
+               "awaiting approval": "magenta", "out of budget": "yellow", "incomplete": "red", "gone": "dim"}
 
 
 def _is_word(ch: str) -> bool:
@@ -792,7 +800,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
     from console.engine.job import JobError
     from console.engine.runs import run_id
-    from console.engine.store import JobStore
+    from console.engine.store import JobStore, folder_gone
     from console.settings import load_settings
 
     try:
@@ -801,6 +809,8 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     except (JobError, ValueError) as exc:
         _err(str(exc))
         return EXIT_USAGE
+    if args.prune:
+        return prune_jobs(settings.store_path)
     try:
         # Every run that is not finished, whatever its age (one waiting for approval is never hidden), then the
         # newest finished ones up to --limit.
@@ -813,6 +823,9 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     from console.engine.job import JobPaths
 
     def live(r: Any) -> Any:
+        if folder_gone(r.path):  # deleted or moved: only the row is left (jobs --prune forgets it)
+            return replace(r, status="gone", detail="its folder no longer exists; agent-console jobs --prune "
+                           "forgets it")
         # A run that died (kill -9, power cut) never wrote its end: the lock tells the truth.
         if r.status in ("running", "awaiting approval") and RunLock(JobPaths(Path(r.path))).holder() is None:
             return replace(r, status="interrupted", detail=r.detail or "no process runs it; resume with: "
@@ -827,6 +840,8 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     if not rows:
         _say("no runs yet: try  agent-console run sample_jobs/quickstart")
         return EXIT_OK
+    # A gone run's line says it is gone, and how to forget it (its summary is still in --json).
+    rows = [replace(r, summary=None) if r.status == "gone" else r for r in rows]
     console = Console()
     width = console.width
     lines, hidden = jobs_table(rows, width)
@@ -835,6 +850,8 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     notes = [f"{len(rows)} run(s), newest first", "commands take a run's id, folder or the start of its name"]
     if hidden:
         notes += [f"hidden to fit: {', '.join(hidden)}", "jobs --json has every field"]
+    if gone := sum(1 for r in rows if r.status == "gone"):
+        notes.append(f"{gone} gone (folder deleted or moved): jobs --prune forgets {'it' if gone == 1 else 'them'}")
     notes.append(f"run folders: {settings.runs_dir}")
     for note in _fit_parts([one_line(n) for n in notes], width):
         console.print(note, style="dim", soft_wrap=True, highlight=False, markup=False)
@@ -895,6 +912,25 @@ def cmd_logs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def prune_jobs(store_path: Path) -> int:
+    """`jobs --prune`: forget every run whose folder is gone, naming each; how many, on the last line."""
+    from console.engine.runs import run_id
+    from console.engine.store import JobStore, folder_gone
+
+    try:
+        store = JobStore(store_path)
+        gone = [r for r in store.list(MAX_LIST) if folder_gone(r.path)]
+        forgot = store.forget([r.path for r in gone]) if gone else 0
+    except (sqlite3.Error, OSError) as exc:
+        _err(f"{store_path}: the jobs database cannot be changed ({exc}); nothing was forgotten")
+        return EXIT_FAILED
+    for r in gone:
+        _say(f"forgot {run_id(r.path)}  {r.path}  ({r.status})")
+    _say(f"forgot {forgot} run{'s' if forgot != 1 else ''} whose folder is gone" if forgot else
+         "no run's folder is gone: nothing to forget")
+    return EXIT_OK
+
+
 def cmd_control(args: argparse.Namespace) -> int:
     import time
 
@@ -920,6 +956,8 @@ def cmd_control(args: argparse.Namespace) -> int:
             _err("rewind needs the issue text")
             return EXIT_USAGE
         cmd_args["issue"] = args.issue
+        if args.phase is not None:
+            cmd_args["phase"] = args.phase
     if args.command == "checkpoint" and args.note:
         cmd_args["note"] = args.note
     pid = RunLock(paths).holder()

@@ -296,6 +296,7 @@ def test_jobs_prints_every_status_and_bracketed_text_as_it_is(tmp_path, capsys, 
     store = JobStore(load_settings().store_path)
     now = datetime(2026, 11, 22, 13, 0, tzinfo=UTC)
     a, b = tmp_path / "a-20261122-130000", tmp_path / "b-20261122-130000"
+    a.mkdir(), b.mkdir()  # folders that exist: a gone one is listed as gone
     store.started(a, "a", "scripted", "scripted-agent", now)
     store.ended(a, "out of budget", now, "token budget spent [/] [bold]x[/bold]")
     store.started(b, "b", "scripted", "scripted-agent", now)
@@ -470,6 +471,7 @@ def _store_rows(tmp_path: Path) -> list[tuple[Path, str, str]]:
         ("quickstart-20261122-130003", "out of budget", "token budget spent: 1,000,000 tokens of 1,000,000"),
     ]):
         folder = tmp_path / name
+        folder.mkdir()  # a folder that is gone is listed as gone
         store.started(folder, name, "scripted", "scripted-agent", now.replace(minute=n))
         if state == "completed":
             store.completed(folder, now.replace(minute=n, second=30), 0.85, text)

@@ -116,6 +116,8 @@ class OperatorState:
             return "applied", "restart approved" if c == "approve_restart" else "restart denied"
         if rt.job_done:
             return "rejected", "the job is complete"
+        if c == "rewind" and (why := _phase_moved_on(rt, cmd.args.get("phase"))):
+            return "rejected", why
         if c in ("checkpoint", "rewind") and (why := rt.phases.operator_refusal()):
             return "rejected", why
         if c == "checkpoint":
@@ -130,3 +132,34 @@ class OperatorState:
             rt.phases.rewind(f"(operator) {issue}")
             return "applied", "rewind started: the agent re-plans at its next turn"
         return "rejected", f"unknown command {c}"
+
+
+def _phase_moved_on(rt: Runtime, named: object) -> str | None:
+    """Why a rewind for phase ``named`` (the phase the operator's dialog showed) must not apply now: the run is
+    in another phase (it ended, or it was never reached). None: no phase named (applies to the current one), or
+    it is the current phase (a transition out of it still in progress counts: the rewind re-plans that phase)."""
+    if named is None:
+        return None
+    if isinstance(named, bool) or not isinstance(named, int | float | str):
+        return f"rewind names phase {str(named)[:40]!r}, not a phase number; rewind not applied"
+    try:
+        number = int(named) if not isinstance(named, float) or named.is_integer() else -1
+    except ValueError:
+        number = -1
+    if number < 1:
+        return f"rewind names phase {str(named)[:40]!r}, not a phase number; rewind not applied"
+    st = rt.todos.state
+    if st.kind == "phase":
+        if number == st.phase_number:
+            return None
+        now = f"the run is in phase {st.phase_number} now"
+        ended = number < st.phase_number
+    elif st.kind == "completion":
+        now, ended = "the job is in its final review", True
+    elif st.kind == "bootstrap":
+        now, ended = "the job is still bootstrapping", False
+    else:
+        now, ended = "no phase is current", False
+    if ended:
+        return f"phase {number} has already ended ({now}); rewind not applied"
+    return f"phase {number} is not the current phase ({now}); rewind not applied"

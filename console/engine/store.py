@@ -11,6 +11,7 @@ import builtins  # the class's own `list` method shadows the type in its annotat
 import contextlib
 import os
 import sqlite3
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -191,3 +192,28 @@ class JobStore:
         with self._connect() as db:
             r = db.execute(f"SELECT {self._select} FROM jobs WHERE path=?", (str(path),)).fetchone()
         return JobRow(*r) if r else None
+
+    def forget(self, paths: builtins.list[str | Path]) -> int:
+        """Remove the rows of these runs (`jobs --prune`, the fleet's forget: runs whose folder is gone); how
+        many were removed. Raises sqlite3.Error or OSError: the operator asked for it, and is told if it failed."""
+        keys = [str(p) for p in paths]
+        removed = 0
+        with self._connect() as db:
+            for start in range(0, len(keys), 500):  # SQLite's bound on the parameters of one statement
+                part = keys[start:start + 500]
+                removed += db.execute(f"DELETE FROM jobs WHERE path IN ({', '.join('?' for _ in part)})",
+                                      part).rowcount
+        return removed
+
+
+def folder_gone(path: str | Path) -> bool:
+    """True if a run's folder no longer exists (deleted or moved): nothing there, or not a folder. A folder that
+    cannot be looked at (no permission, an I/O error) is not gone. (A folder on a disk not mounted now reads as
+    gone: whoever forgets runs names each one.)"""
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except (OSError, ValueError):
+        return False
+    return not stat.S_ISDIR(st.st_mode)

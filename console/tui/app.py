@@ -14,26 +14,29 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.timer import Timer
+from textual.widgets import Input, TextArea
 from textual.worker import get_current_worker
 
 from console.engine import events as ev
 from console.engine.job import JobPaths
+from console.engine.store import JobStore, folder_gone
 from console.engine.text import safe_text
 from console.outcome import EXIT_FAILED, EXIT_OK, EXIT_USAGE, exit_code
 from console.tui.bridge import EventBridge
 from console.tui.commands import Controller, InboxController, RecordingController, SupervisorController
-from console.tui.fleet import WAITING, Fleet
+from console.tui.fleet import GONE, WAITING, Fleet, FleetRow
 from console.tui.follow import follow_log, split_history, worker_sleep
 from console.tui.keymap import OPERATOR_KEYS, check_keymap
 from console.tui.messages import (
@@ -47,6 +50,7 @@ from console.tui.messages import (
 )
 from console.tui.screens.approval import RestartApprovalScreen
 from console.tui.screens.confirm import ConfirmScreen
+from console.tui.screens.dialog import ARM_DELAY, Dialog
 from console.tui.screens.fleet import FleetScreen
 from console.tui.screens.guardrails import GuardrailsScreen
 from console.tui.screens.help import HelpScreen
@@ -71,7 +75,7 @@ DRAIN_INTERVAL = 1 / 30  # the UI absorbs events in batches at most this often
 DRAIN_BUDGET = 0.008  # seconds of folding per batch; a backlog is absorbed in slices, keys act in between
 DRAIN_CHUNK = 400
 # The run's commands: offered only while they can act (see ConsoleApp.check_action).
-RUN_ACTIONS = {"checkpoint", "rewind", "approve", "deny", "pause", "resume", "toggle_pause", "stop"}
+RUN_ACTIONS = {"checkpoint", "rewind", "approve", "deny", "pause", "resume", "toggle_pause", "stop", "stop_now"}
 FLEET_POLL = 1.0  # the fleet: how often the jobs store and the runs' logs are polled (its times are in seconds)
 STOP_PATIENCE = 10.0  # leaving with "stop the run": seconds to wait for the stop to land before closing anyway
 
@@ -112,10 +116,15 @@ class ConsoleApp(App[int]):
         hard: float = 0.85,
         fleet: Fleet | None = None,
         poll_interval: float = FLEET_POLL,
+        dialog_delay: float = ARM_DELAY,
+        dialog_clock: Callable[[], float] | None = None,
     ) -> None:
         """One run (``controller`` and ``paths``), or the fleet (``fleet``: the list of runs first, a run
-        attached from it and left again with q)."""
+        attached from it and left again with q). ``dialog_delay``: how long a dialog ignores keys once shown
+        (``dialog_clock``: its clock, monotonic seconds)."""
         super().__init__()
+        self.dialog_delay = dialog_delay
+        self.dialog_clock = dialog_clock or time.monotonic
         self.requested_theme = theme
         self.themes_path = themes or themes_dir()
         self.watch = watch
@@ -162,6 +171,7 @@ class ConsoleApp(App[int]):
         self.approval: RestartApprovalScreen | None = None
         self.guardrails_view: GuardrailsScreen | None = None
         self._approval_seq = -1
+        self._approval_waits = -1  # the restart_pending seq whose dialog waits for another question to be answered
         self._drain_timer: Timer | None = None
         self._last_drain = 0.0
         self._unsubscribe: Callable[[], None] | None = None
@@ -262,6 +272,8 @@ class ConsoleApp(App[int]):
     def _tick(self) -> None:
         if self.ui_alive and not self.state.ended:
             self._status_refresh()
+        if self.ui_alive and self._approval_waits >= 0:
+            self._sync_approval()
 
     def _setup_themes(self) -> None:
         problems: list[str] = []
@@ -424,6 +436,7 @@ class ConsoleApp(App[int]):
                 break
             self.drains += 1
             self.events_seen += len(events)
+            self._say_refused(events)
             fold = events if not self._folded_upto else [e for e in events if e.seq > self._folded_upto]
             changed |= self.state.apply_all(fold)
             self.conversation.ingest(events)
@@ -436,6 +449,15 @@ class ConsoleApp(App[int]):
             return
         if self.bridge.pending and self._drain_timer is None:
             self._drain_timer = self.set_timer(0.001, self.drain_events)
+
+    def _say_refused(self, events: Iterable[ev.EventBase]) -> None:
+        """A command this console sent and still waits for, refused by the engine (a rewind whose phase has
+        ended, a pause of a paused run): said at once, also where the Feedback pane is not in sight."""
+        for e in events:
+            if isinstance(e, ev.OperatorCommand) and e.status == "rejected" and e.command in self.state.requested:
+                what = e.command.replace("_", " ")
+                self.notify(f"{what} not applied: {e.detail}", title=f"{what.capitalize()} refused",
+                            severity="warning", timeout=10)
 
     def refresh_panes(self, changed: Iterable[str]) -> None:
         if not self.ui_alive:
@@ -463,20 +485,25 @@ class ConsoleApp(App[int]):
             self._sync_approval()
 
     def _refresh_keys(self) -> None:
-        """Re-check which keys apply (the footer rebuilds itself, so only when the answer changed)."""
+        """Re-check which keys apply (the footer rebuilds itself, so only when an answer changed): called on
+        every change of the run's state and of what this console asked for (pause, resume, stop...)."""
+        if not self.ui_alive:
+            return
         st = self.state
-        key = (st.restart_pending is not None, st.ended)
+        active = self.run_active
+        key = (st.restart_pending is not None, *(self._applies(a, active) for a in sorted(RUN_ACTIONS)))
         if key != self._keys_state:
             self._keys_state = key
             self.main.set_class(st.restart_pending is not None, "-crowded")  # two more keys in the footer
-            self.refresh_bindings()
+            # The run's screen, not the top one: its footer must be right when a dialog over it closes.
+            self.main.refresh_bindings()
 
     def _sync_approval(self) -> None:
         pending = self.state.restart_pending
         if pending is None:
-            if self._approval_seq >= 0:
+            if self._approval_seq >= 0 or self._approval_waits >= 0:
                 self.clear_notifications()  # "the restart still waits" is no longer true
-                self._approval_seq = -1
+                self._approval_seq = self._approval_waits = -1
             if self.approval is not None:
                 screen, self.approval = self.approval, None
                 if screen.is_current:
@@ -484,11 +511,32 @@ class ConsoleApp(App[int]):
             return
         if pending.seq == self._approval_seq or (self.controller.attached and self.controller.runner_pid() is None):
             return
+        if isinstance(self.screen, Dialog) or isinstance(self.focused, (Input, TextArea)):
+            # Another question is open (the rewind box being typed into, stop?): the approval must not take its
+            # keys or its focus. It waits for that one to be answered (see ask), and says so once.
+            if self._approval_waits != pending.seq:
+                self._approval_waits = pending.seq
+                self.bell()
+                self.notify("A context restart waits for your approval: its dialog opens when this one is closed.",
+                            title="Restart pending", severity="warning", timeout=10)
+            return
         self._approval_seq = pending.seq
+        self._approval_waits = -1
         self.bell()  # the dialog says the rest: a toast beside it would only cover its buttons
         self.clear_notifications()
         self.approval = RestartApprovalScreen(pending, str(self.paths.root))
-        self.push_screen(self.approval, self._approval_decided)
+        self.ask(self.approval, self._approval_decided)
+
+    def ask(self, dialog: Dialog, done: Callable[[Any], None]) -> None:
+        """Show a question; once it is answered, an approval that waited for it opens (see _sync_approval; a
+        dialog pushed otherwise lets it open at the next tick)."""
+
+        def answered(result: Any) -> None:
+            done(result)
+            if self._main is not None and self.ui_alive:
+                self._sync_approval()
+
+        self.push_screen(dialog, answered)
 
     def _approval_decided(self, decision: str | None) -> None:
         self.approval = None
@@ -578,17 +626,77 @@ class ConsoleApp(App[int]):
         if message.action == "attach":
             self.open_run(row.path)
             return
+        if message.action in ("stop", "forget"):
+            self._fleet_end(message.action, row)
+            return
         if row.state != WAITING:
             self.notify(f"{row.id} {row.job} has no restart waiting for approval ({row.state}).",
                         title=f"Nothing to {message.action}")
             return
-        command = "approve_restart" if message.action == "approve" else "deny_restart"
+        if message.action == "deny":  # it ends the run: asked first, naming the run
+            self.ask(ConfirmScreen(f"Deny the restart of {row.id} {row.job}?",
+                                   f"The run {row.name} ends here instead of starting a fresh session (it can be "
+                                   f"resumed later: agent-console run --in-place {row.path}).", "Deny", "Keep it "
+                                   "waiting"),
+                     lambda yes: self._fleet_send(row, "deny") if yes else None)
+            return
+        self._fleet_send(row, message.action)
+
+    def _fleet_send(self, row: FleetRow, action: str) -> None:
+        command = {"approve": "approve_restart", "deny": "deny_restart"}.get(action, action)
         problem = InboxController(JobPaths(row.path), source="fleet").send(command)
         if problem:
-            self.notify(problem, title=f"{message.action} not sent", severity="warning")
+            self.notify(problem, title=f"{action} not sent", severity="warning")
+        elif action == "stop":
+            self.notify(f"{row.id} {row.job}: stop sent (after its current turn; at once if it waits or is paused).",
+                        title="Stop sent")
         else:
-            what = "approved" if message.action == "approve" else "denied (the run ends; it can be resumed)"
-            self.notify(f"{row.id} {row.job}: restart {what}.", title=f"{message.action.capitalize()} sent")
+            what = "approved" if action == "approve" else "denied (the run ends; it can be resumed)"
+            self.notify(f"{row.id} {row.job}: restart {what}.", title=f"{action.capitalize()} sent")
+
+    def _fleet_end(self, action: str, row: FleetRow) -> None:
+        """Stop a run, or forget one whose folder is gone: each asks first, naming the run."""
+        if action == "stop":
+            if row.pid is None:
+                self.notify(f"{row.id} {row.job}: no process runs it ({row.state}).", title="Nothing to stop")
+                return
+            self.ask(ConfirmScreen(f"Stop {row.id} {row.job}?",
+                                   f"The run {row.name} stops after its current turn (at once while it waits for "
+                                   "the model, for approval or is paused); a second stop stops it at once. Resume "
+                                   f"it later with: agent-console run --in-place {row.path}", "Stop",
+                                   "Keep running"),
+                     lambda yes: self._fleet_send(row, "stop") if yes else None)
+            return
+        if row.state != GONE:
+            self.notify(f"{row.id} {row.job}: its folder is still there; only a run whose folder is gone is "
+                        "forgotten.", title="Nothing to forget")
+            return
+
+        def forget(yes: bool | None) -> None:
+            if yes:
+                self.forget_runs([row])
+
+        self.ask(ConfirmScreen(f"Forget {row.id} {row.job}?",
+                               f"Its folder {row.path} no longer exists. Its row is removed from the jobs list "
+                               "(agent-console jobs and this list); nothing else is touched.", "Forget", "Keep"),
+                 forget)
+
+    @work(thread=True, exit_on_error=False, group="forget")
+    def forget_runs(self, rows: list[FleetRow]) -> None:
+        """Remove the rows of runs whose folder is gone (checked again now: a folder back in place is kept)."""
+        assert self.fleet is not None
+        gone = [r for r in rows if folder_gone(r.path)]
+        kept = [r for r in rows if r not in gone]
+        try:
+            forgot = JobStore(self.fleet.store_path).forget([r.path for r in gone]) if gone else 0
+        except (sqlite3.Error, OSError) as exc:
+            self.call_from_thread(self.notify, f"the jobs database: {exc}", title="Not forgotten", severity="error")
+            return
+        names = ", ".join(f"{r.id} {r.job}" for r in gone[:3]) + (" and more" if len(gone) > 3 else "")
+        if forgot:
+            self.call_from_thread(self.notify, f"Forgot {names}.", title="Forgotten")
+        for r in kept:
+            self.call_from_thread(self.notify, f"{r.id} {r.job}: its folder is back; kept.", title="Not forgotten")
 
     def open_run(self, path: Path) -> None:
         """The fleet: show one run's console (attached: keys go through its inbox); q comes back."""
@@ -620,18 +728,35 @@ class ConsoleApp(App[int]):
             return False
         self.state.requested[command] = pending
         self._status_refresh()
+        self._refresh_keys()  # the footer at once: Resume after pause, Stop now after stop...
         return True
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Which keys the footer offers: only what applies to the run now (Resume while paused; on a run that
-        has ended, or an attached one nobody runs, none of the run's commands)."""
+        """Which keys the footer offers: only what applies to the run now (Resume while paused, Stop now once
+        a stop was asked; on a run that has ended, or an attached one nobody runs, none of the run's commands).
+
+        While a dialog is open these keys never reach the run's screen (Textual stops keys at a modal screen),
+        and a letter typed into a field is text (a key a focused Input takes is left out of every binding)."""
         if action not in RUN_ACTIONS or self._main is None:
             return True
+        return self._applies(action, self.run_active)
+
+    def _applies(self, action: str, active: bool) -> bool:
+        """check_action for a run command, ``active`` being run_active (asked once: it may read the run lock)."""
+        st = self.state
         if action in ("approve", "deny"):
-            return self.state.restart_pending is not None and self.run_active
-        if not self.run_active:
+            return st.restart_pending is not None and active
+        if not active:
             return False
-        pausing = self.state.paused or "pause" in self.state.requested
+        stopping = st.stopping or "stop" in st.requested
+        if action == "stop":
+            return not stopping
+        if action == "stop_now":
+            return stopping
+        if stopping and action != "toggle_pause":
+            return False  # the run is ending: pausing, re-planning or a checkpoint would never apply
+        # What the run will be once what this console asked for applies (the footer changes with the key).
+        pausing = "pause" in st.requested or (st.paused and "resume" not in st.requested)
         if action == "pause":
             return not pausing
         if action == "resume":
@@ -661,11 +786,16 @@ class ConsoleApp(App[int]):
         if self._ended_notice("rewind"):
             return
 
+        todos = self.state.todos
+        # The phase the dialog names; the engine refuses the rewind if it has ended by the time it lands.
+        number = todos.phase_number if todos is not None and todos.kind in ("phase", "transition") and \
+            todos.phase_number > 0 else None
+
         def done(issue: str | None) -> None:
             if issue:
-                self.send("rewind", "rewind requested", issue=issue)
+                self.send("rewind", "rewind requested", issue=issue, phase=number)
 
-        self.push_screen(RewindScreen(self.state.phase, blink=self.animations), done)
+        self.ask(RewindScreen(self.state.phase, number=number, blink=self.animations), done)
 
     def action_approve(self) -> None:
         self.clear_notifications()  # "restart pending" is answered
@@ -677,7 +807,8 @@ class ConsoleApp(App[int]):
 
     def action_toggle_pause(self) -> None:
         """One key (the footer never has to change): resume when paused or pausing, pause otherwise."""
-        if self.state.paused or "pause" in self.state.requested:
+        st = self.state
+        if "pause" in st.requested or (st.paused and "resume" not in st.requested):
             self.action_resume()
         else:
             self.action_pause()
@@ -704,15 +835,19 @@ class ConsoleApp(App[int]):
                 self.send("stop", "stopping now" if again else "stopping after this turn")
 
         if again:
-            self.push_screen(ConfirmScreen("Stop now?", "The current turn is abandoned (its half-written reply is "
-                                           "dropped); the run can be resumed with `agent-console run --in-place "
-                                           f"{self.paths.root}`.", "Stop now", "Wait"), done)
+            self.ask(ConfirmScreen("Stop now?", "The current turn is abandoned (its half-written reply is "
+                                   "dropped); the run can be resumed with `agent-console run --in-place "
+                                   f"{self.paths.root}`.", "Stop now", "Wait"), done)
         else:
-            self.push_screen(ConfirmScreen("Stop the run?", "The run stops at once if it is waiting for the model "
-                                           "(the reply in progress is asked again on resume), else after the "
-                                           "current turn's tool calls. Resume it later with "
-                                           f"`agent-console run --in-place {self.paths.root}`.", "Stop",
-                                           "Keep running"), done)
+            self.ask(ConfirmScreen("Stop the run?", "The run stops at once if it is waiting for the model "
+                                   "(the reply in progress is asked again on resume), else after the "
+                                   "current turn's tool calls. Resume it later with "
+                                   f"`agent-console run --in-place {self.paths.root}`.", "Stop",
+                                   "Keep running"), done)
+
+    def action_stop_now(self) -> None:
+        """The stop key once a stop was asked (the footer reads Stop now): asks, then abandons the turn."""
+        self.action_stop()
 
     def action_guardrails(self) -> None:
         if self.guardrails_view is not None:
@@ -804,7 +939,8 @@ class ConsoleApp(App[int]):
     def key_help(self) -> list[tuple[str, str]]:
         rows: list[tuple[str, str]] = []
         for k in OPERATOR_KEYS:
-            rows.append((self.key_for(k.id, k.key), k.help))
+            if k.help:  # a second action on the same key (Resume, Stop now) is in its first one's line
+                rows.append((self.key_for(k.id, k.key), k.help))
         rows.append(("ctrl+p", "command palette (every action above, and the theme picker)"))
         return rows
 

@@ -40,7 +40,9 @@ class SupervisorController:
         sup = self.supervisor
         calls = {
             "checkpoint": lambda: sup.force_checkpoint(args.get("note")),
-            "rewind": lambda: sup.rewind(str(args.get("issue", ""))),
+            # With the phase the console named: the engine refuses the rewind if that phase has ended meanwhile.
+            "rewind": lambda: sup.command("rewind", issue=str(args.get("issue", "")),
+                                          **({"phase": args["phase"]} if args.get("phase") is not None else {})),
             "approve_restart": sup.approve_restart,
             "deny_restart": sup.deny_restart,
             "pause": sup.pause,

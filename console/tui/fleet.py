@@ -22,7 +22,7 @@ from console.engine import events as ev
 from console.engine.control import RunLock
 from console.engine.job import JobPaths
 from console.engine.runs import job_name, run_id
-from console.engine.store import JobRow, JobStore
+from console.engine.store import JobRow, JobStore, folder_gone
 from console.tui.format import clip, elapsed
 from console.tui.state import ConsoleState
 
@@ -33,6 +33,7 @@ READ_CHUNK = 8 << 20  # the most of one log folded per poll: a huge log is caugh
 # States as the fleet shows them, most urgent first (the sort order of the list).
 WAITING, RUNNING, PAUSED, STARTING = "waiting for approval", "running", "paused", "starting"
 INTERRUPTED, STOPPED, FAILED, COMPLETED = "interrupted", "stopped", "failed", "completed"
+GONE = "gone"  # the run's folder no longer exists: only its row is left (the fleet's x or `jobs --prune` forgets it)
 ORDER = {WAITING: 0, PAUSED: 1, RUNNING: 2, STARTING: 3, INTERRUPTED: 4, FAILED: 5, STOPPED: 6, COMPLETED: 7}
 LIVE = {WAITING, RUNNING, PAUSED, STARTING}
 # The store's words for an ended run that did not complete (shown as they are: "out of budget" says more).
@@ -133,12 +134,16 @@ def classify(row: JobRow, st: ConsoleState, pid: int | None) -> tuple[str, str]:
 def snapshot(row: JobRow, fold: RunFold, pid: int | None, now: datetime) -> FleetRow:
     st = fold.state
     state, kind = classify(row, st, pid)
+    if pid is None and folder_gone(fold.paths.root):
+        state, kind = GONE, GONE
     end = st.ended_at if (pid is None and st.ended_at) else (now if pid is not None else st.last_ts)
     g = st.gauge
     cost = st.job_cost if st.job_cost is not None else row.cost_usd
     detail = row.summary if state == COMPLETED else (st.outcome_detail or row.detail or "")
     if state == INTERRUPTED and not detail:
         detail = "no process runs it"
+    if state == GONE:
+        detail = "its folder no longer exists"
     return FleetRow(
         path=fold.paths.root, id=run_id(row.path), name=fold.paths.root.name, job=job_name(fold.paths.root),
         state=state, kind=kind, phase=present.phase_short(st.todos), phase_long=st.phase,

@@ -35,6 +35,8 @@ OPERATOR_KEYS: list[OperatorKey] = [
     # The same key and id: the footer shows whichever applies (Resume while paused), help lists the key once.
     OperatorKey("pause", "p", "app.resume", "Resume", ""),
     OperatorKey("stop", "s", "app.stop", "Stop", "stop after the current turn (asks first; again: stop now)"),
+    # Once a stop was asked the footer reads Stop now (the same key and id; help lists the key once).
+    OperatorKey("stop", "s", "app.stop_now", "Stop now", ""),
     OperatorKey("guardrails", "g", "app.guardrails", "Guards",
                 "guardrails: policies, feedback providers, completion checker and verdict, deadline, token budget, "
                 "command tools (g or esc closes)"),

@@ -71,6 +71,7 @@ def run_app(supervisor: Supervisor, **kw: Any) -> ConsoleApp:
     kw.setdefault("now", lambda: FROZEN_NOW)
     kw.setdefault("animations", False)
     kw.setdefault("keymap", {})
+    kw.setdefault("dialog_delay", 0)  # dialogs take keys at once (their first moment is tested apart)
     return ConsoleApp.for_run(supervisor, job_title=supervisor.paths.root.name, **kw)
 
 
@@ -79,6 +80,7 @@ def attach_app(paths: JobPaths, **kw: Any) -> ConsoleApp:
     kw.setdefault("now", lambda: FROZEN_NOW)
     kw.setdefault("animations", False)
     kw.setdefault("keymap", {})
+    kw.setdefault("dialog_delay", 0)
     return ConsoleApp.for_attach(paths, job_title=paths.root.name, **kw)
 
 

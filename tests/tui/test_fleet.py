@@ -17,8 +17,9 @@ from console.engine import events as ev
 from console.engine.control import RunLock
 from console.engine.job import JobPaths
 from console.engine.runs import run_id
-from console.tui.fleet import COMPLETED, INTERRUPTED, PAUSED, RUNNING, STOPPED, WAITING, Fleet
+from console.tui.fleet import COMPLETED, GONE, INTERRUPTED, PAUSED, RUNNING, STOPPED, WAITING, Fleet
 from console.tui.launch import build_fleet_app
+from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.fleet import FleetScreen
 from console.tui.screens.main import MainScreen
 from tests.conftest import REPO, SAMPLES
@@ -33,6 +34,7 @@ def fleet_app(fx, **kw):
     kw.setdefault("animations", False)
     kw.setdefault("keymap", {})
     kw.setdefault("now", lambda: FROZEN_NOW)
+    kw.setdefault("dialog_delay", 0)
     return build_fleet_app(fx.store_path, holder=fx.holder, **kw)
 
 
@@ -147,7 +149,10 @@ def test_approve_and_deny_from_the_list_go_to_the_selected_runs_inbox(tmp_path):
 
     async def body(pilot):
         await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.rows) == 7)
-        await pilot.press("d")
+        await pilot.press("d")  # it ends the run: asked first
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
         await pilot.pause()
         await pilot.press("down", "a")  # the running run has nothing to approve: said, nothing sent
         await pilot.pause()
@@ -224,7 +229,7 @@ def test_a_from_the_list_approves_a_headless_run_of_another_process(tmp_path):
 
 def test_garbage_missing_folders_and_a_broken_store_never_take_the_list_down(tmp_path):
     fx = make_fleet(tmp_path)
-    shutil.rmtree(fx.runs["stopped"])  # a run folder deleted by hand: still listed, from the store's row
+    shutil.rmtree(fx.runs["stopped"])  # a run folder deleted by hand: still listed (gone), from the store's row
     log = JobPaths(fx.runs["running"]).events
     with log.open("ab") as fh:  # garbage, a torn line, a line of the wrong shape, binary
         fh.write(b"not json\n{\"type\": \"turn_started\"\n{\"type\": 7}\n\xff\xfe\x00\n")
@@ -235,7 +240,7 @@ def test_garbage_missing_folders_and_a_broken_store_never_take_the_list_down(tmp
     rows = {r.path: r for r in fleet.poll()}
     assert len(rows) == 7 and not fleet.error
     assert rows[fx.runs["running"]].phase == "2/4"  # the good lines before the garbage are folded
-    assert rows[fx.runs["stopped"]].state == STOPPED and rows[fx.runs["failed"]].state == "failed"
+    assert rows[fx.runs["stopped"]].state == GONE and rows[fx.runs["failed"]].state == "failed"
     # The store itself unreadable: one line says so, the last rows stay.
     fx.store_path.write_bytes(b"this is not a database" * 100)
     again = fleet.poll()

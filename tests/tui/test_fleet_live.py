@@ -37,6 +37,7 @@ def crowded_store(root: Path) -> tuple[Path, Path, Path]:
             carryover_messages=4, carryover_tokens=2_000, next_session=2)
     log.write(JobPaths(waiting).events)
     dead = root / "runs" / "nightly-etl-old"
+    dead.mkdir()  # its folder is there (a run whose folder is gone is shown as gone)
     store.started(dead, "nightly-etl", "openai", "gpt-6.2-sol", old - timedelta(hours=1))
     # The finished runs in one transaction (what 600 runs' store.started + store.completed leave, without 1,200
     # commits of setup).

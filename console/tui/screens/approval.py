@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from console.engine import events as ev
 from console.engine.text import safe_text
 from console.tui.format import tokens
+from console.tui.screens.dialog import Dialog
 
 
 def explain(p: ev.RestartPending, run: str = "FOLDER") -> Content:
@@ -35,15 +37,19 @@ def explain(p: ev.RestartPending, run: str = "FOLDER") -> Content:
     return Content("\n").join(lines)
 
 
-class RestartApprovalScreen(ModalScreen[str | None]):
+class RestartApprovalScreen(Dialog[str | None]):
+    """It appears on its own, maybe while the operator types: its keys wait its first moment (see Dialog), and
+    the console never opens it over another question (it waits for that one to be answered)."""
+
+    ANSWERS = frozenset({"decide"})
     BINDINGS = [
         Binding("a", "decide('approve')", "Approve", id="modal_approve"),
         Binding("d", "decide('deny')", "Deny", id="modal_deny"),
         Binding("escape", "decide('later')", "Later", id="modal_later"),
     ]
 
-    def __init__(self, pending: ev.RestartPending, run: str = "FOLDER") -> None:
-        super().__init__(classes="modal")
+    def __init__(self, pending: ev.RestartPending, run: str = "FOLDER", **kw: Any) -> None:
+        super().__init__(**kw)
         self.pending = pending
         self.run = run
 
@@ -61,6 +67,8 @@ class RestartApprovalScreen(ModalScreen[str | None]):
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
+        if not self.armed:
+            return
         self.action_decide(event.button.id or "later")
 
     def action_decide(self, decision: str) -> None:

@@ -2,24 +2,27 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from console.engine.text import safe_text
+from console.tui.screens.dialog import Dialog
 
 
-class ConfirmScreen(ModalScreen[bool]):
+class ConfirmScreen(Dialog[bool]):
+    ANSWERS = frozenset({"answer"})
     BINDINGS = [
         Binding("y", "answer(True)", "Yes", id="confirm_yes"),
         Binding("n,escape", "answer(False)", "No", id="confirm_no"),
     ]
 
-    def __init__(self, title: str, message: str, yes: str = "Yes", no: str = "No") -> None:
-        super().__init__(classes="modal")
+    def __init__(self, title: str, message: str, yes: str = "Yes", no: str = "No", **kw: Any) -> None:
+        super().__init__(**kw)
         self.title_text = title
         self.message = message
         self.yes = yes
@@ -39,6 +42,8 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
+        if not self.armed:
+            return
         self.dismiss(event.button.id == "yes")
 
     def action_answer(self, yes: bool) -> None:

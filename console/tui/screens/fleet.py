@@ -3,8 +3,9 @@
 A row per run: id, job, state, phase, context, cost, elapsed, and (from 100 columns) the last event. The
 selected run's folder, state detail and last event are under the list at every width, so 80x24 loses
 nothing but the column. A run waiting for approval is highlighted; ``enter`` attaches to the selected run,
-``a`` / ``d`` approve or deny its restart, ``/`` filters. The screen only shows rows and says what the
-operator asked for: the app polls the store and acts (one-way: the screen never reaches back into the app).
+``a`` / ``d`` approve or deny its restart, ``s`` stops it, ``x`` forgets a run whose folder is gone, ``/`` filters.
+The screen only shows rows and says what the operator asked for: the app polls the store, asks before anything
+that ends or forgets a run, and acts (one-way: the screen never reaches back into the app).
 
 A run's folder name, its job's name, its state and its last event may hold anything (a name with ``[/]`` or an
 escape sequence in it): each cell and line shows them through :func:`console.engine.text.safe_text`, as Rich
@@ -25,7 +26,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from console import present
 from console.engine.text import safe_text
-from console.tui.fleet import LIVE, WAITING, FleetRow, matches
+from console.tui.fleet import GONE, LIVE, WAITING, FleetRow, matches
 
 # The row fields each column shows (a cell is redrawn only when one of them changed).
 CELL_FIELDS = {"id": ("id",), "job": ("job",), "state": ("state", "kind", "sandbox"), "phase": ("phase",),
@@ -47,13 +48,15 @@ class FleetScreen(Screen):
         Binding("enter", "attach", "Attach", id="fleet_attach"),
         Binding("a", "approve", "Approve", id="fleet_approve"),
         Binding("d", "deny", "Deny", id="fleet_deny"),
+        Binding("s", "stop", "Stop", id="fleet_stop"),
+        Binding("x", "forget", "Forget", id="fleet_forget"),  # shown while a gone run is selected
         Binding("slash", "filter", "Filter", key_display="/", id="fleet_filter"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
         Binding("q", "app.quit_console", "Quit", id="fleet_quit"),
     ]
 
     class Act(Message):
-        """The operator asked for ``action`` (attach | approve | deny) on the run in ``path``."""
+        """The operator asked for ``action`` (attach | approve | deny | stop | forget) on the run ``row``."""
 
         def __init__(self, action: str, row: FleetRow) -> None:
             super().__init__()
@@ -69,6 +72,7 @@ class FleetScreen(Screen):
         self.wide: bool | None = None
         self._style_cache: tuple[str, dict[str, Style]] = ("", {})
         self._shown_text: dict[str, Content] = {}
+        self._forgettable = False
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-title")
@@ -230,9 +234,13 @@ class FleetScreen(Screen):
 
     def _show_detail(self) -> None:
         r = self.selected
+        forgettable = r is not None and r.state == GONE
+        if forgettable != self._forgettable:  # x (forget) is in the footer while a gone run is selected
+            self._forgettable = forgettable
+            self.refresh_bindings()
         if r is None:
             self._update("#fleet-detail", Content.styled(
-                "enter attaches · a / d approve or deny a restart · / filters · q quits", "$text-muted"))
+                "enter attaches · a / d approve or deny a restart · s stops · / filters · q quits", "$text-muted"))
             return
         width = max(20, self.size.width - 2)
         name = cell_text(r.name)
@@ -256,6 +264,9 @@ class FleetScreen(Screen):
         if r.state == WAITING:
             lines.append(Content.styled("a approves the restart, d denies it (the run ends, resumable); "
                                         "enter attaches", "bold $text-warning"))
+        elif r.state == GONE:
+            lines.append(Content.styled("x forgets this run (its row only: the folder is already gone)",
+                                        "$text-muted"))
         elif r.last:
             lines.append(Content.assemble(("last: ", "$text-muted"), cell_text(r.last)))
         # One line each, cut to the width: a long line must not push the next one out of the box.
@@ -264,6 +275,12 @@ class FleetScreen(Screen):
     # -- keys --------------------------------------------------------------------------------
     def on_data_table_row_highlighted(self, _message: DataTable.RowHighlighted) -> None:
         self._show_detail()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "forget":
+            row = self.selected
+            return row is not None and row.state == GONE
+        return True
 
     def on_data_table_row_selected(self, message: DataTable.RowSelected) -> None:
         message.stop()
@@ -284,6 +301,12 @@ class FleetScreen(Screen):
 
     def action_deny(self) -> None:
         self._act("deny")
+
+    def action_stop(self) -> None:
+        self._act("stop")
+
+    def action_forget(self) -> None:
+        self._act("forget")
 
     def action_filter(self) -> None:
         box = self.query_one("#fleet-filter", Input)

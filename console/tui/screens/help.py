@@ -59,6 +59,9 @@ class HelpScreen(ModalScreen[None]):
         lines.append(Content.styled(how, "$text-muted"))
         lines.append(Content.styled("Remap keys in the config file's [keys] table, e.g. checkpoint = \"ctrl+k\". "
                                     "ctrl+p opens the command palette.", "$text-muted"))
+        lines.append(Content.styled("A dialog takes no key in its first half second, and a letter typed into a field "
+                                    "is text; a restart's approval waits until the question open is answered.",
+                                    "$text-muted"))
         return Content("\n").join(lines)
 
     def action_close(self) -> None:

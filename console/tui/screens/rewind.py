@@ -2,25 +2,34 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
 from console.engine.text import safe_text
+from console.tui.screens.dialog import Dialog
 
 EXPLAIN = ("The current todo list is archived with your issue as its failure note; the agent reads the plan, "
            "the instructions and the workspace summary again and writes a revised todo list.")
 
 
-class RewindScreen(ModalScreen[str | None]):
+class RewindScreen(Dialog[str | None]):
+    """Asks for the issue. The rewind is for the phase shown here (``number``): the console sends it with the
+    command and the engine refuses the rewind if that phase has ended by the time it lands.
+
+    Letters typed into the field are text, whatever key they are elsewhere (d, a, s, q...)."""
+
+    ANSWERS = frozenset({"cancel"})
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="rewind_cancel")]
 
-    def __init__(self, phase: str = "", *, blink: bool = True) -> None:
-        super().__init__(classes="modal")
+    def __init__(self, phase: str = "", *, number: int | None = None, blink: bool = True, **kw: Any) -> None:
+        super().__init__(**kw)
         self.phase = phase
+        self.number = number
         self.blink = blink
 
     def compose(self) -> ComposeResult:
@@ -41,6 +50,8 @@ class RewindScreen(ModalScreen[str | None]):
         field.focus()
 
     def _submit(self) -> None:
+        if not self.armed:  # Enter in the dialog's first moment: kept as typed, not sent
+            return
         issue = self.query_one(Input).value.strip()
         if not issue:
             self.query_one("#hint", Static).update("The agent needs the issue text to re-plan around it.")
@@ -55,7 +66,7 @@ class RewindScreen(ModalScreen[str | None]):
         event.stop()
         if event.button.id == "ok":
             self._submit()
-        else:
+        elif self.armed:
             self.dismiss(None)
 
     def action_cancel(self) -> None:
