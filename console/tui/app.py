@@ -929,7 +929,7 @@ class ConsoleApp(App[int]):
                 self.quit_requested = True
                 self.set_timer(STOP_PATIENCE, lambda: self.exit(EXIT_OK, return_code=EXIT_OK))
 
-        self.push_screen(QuitScreen(self.run_id or str(self.paths.root)), done)
+        self.ask(QuitScreen(self.run_id or str(self.paths.root)), done)
 
     # -- help and palette ---------------------------------------------------------------------
     def key_for(self, key_id: str, default: str) -> str:

@@ -2,27 +2,31 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from console.engine.text import safe_text
+from console.tui.screens.dialog import Dialog
 
 
-class QuitScreen(ModalScreen[str | None]):
-    """Answers "detach", "stop" or None (stay). Detach is where the focus starts: the safe answer."""
+class QuitScreen(Dialog[str | None]):
+    """Answers "detach", "stop" or None (stay). Detach is where the focus starts: the safe answer. Like every
+    question, it takes no answer in its first moment (console.tui.screens.dialog)."""
 
+    ANSWERS = frozenset({"answer"})
     BINDINGS = [
         Binding("d", "answer('detach')", "Detach", id="quit_detach"),
         Binding("s", "answer('stop')", "Stop the run", id="quit_stop"),
         Binding("escape", "answer(None)", "Stay", id="quit_stay"),
     ]
 
-    def __init__(self, run_id: str) -> None:
-        super().__init__(classes="modal")
+    def __init__(self, run_id: str, **kw: Any) -> None:
+        super().__init__(**kw)
         self.run_id = run_id
 
     def compose(self) -> ComposeResult:
@@ -45,6 +49,8 @@ class QuitScreen(ModalScreen[str | None]):
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
+        if not self.armed:
+            return
         self.action_answer(None if event.button.id == "stay" else event.button.id)
 
     def action_answer(self, answer: str | None) -> None:
