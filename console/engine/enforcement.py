@@ -447,7 +447,7 @@ class Enforcer:
         if why is None or self.g.escalation.state.pending is not None:
             return None
         mx = self.g.max_completion_blocks
-        reasons = self.g.escalation.state.refusals or ([self.last_refusal] if self.last_refusal else [])
+        reasons: list[str] = self.g.escalation.state.refusals or ([self.last_refusal] if self.last_refusal else [])
         return Ask("completion_refused", f"the agent tried to stop {self.g.completion_blocks} times with the job "
                                          f"incomplete. Resume gives it {mx} more tries, rewind re-plans with your "
                                          "words, stop ends the run as incomplete",

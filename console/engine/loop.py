@@ -567,7 +567,8 @@ class Session:
         if exc.kind == "context":
             return self.overflowed(exc)
         if exc.kind == "transient":
-            return self.provider_down(exc)
+            self.provider_down(exc)
+            return None
         rt.events.emit(ev.ErrorEvent, message=str(exc), where="provider", recoverable=False)
         rt.events.observe()
         return self.end(ShutdownReason.ERROR, str(exc))
@@ -593,7 +594,6 @@ class Session:
                      "stop ends the run (resumable with run --in-place)",
                      [str(exc), f"failing for {elapsed:.0f} s: {tried}", f"limit {limit:g} s ({bound}{asked})"])
         rt.events.observe()
-        return None
 
     def unask(self) -> None:
         """The turn that was being asked did not happen: its number is used again."""

@@ -142,6 +142,25 @@ def test_the_stuck_detectors_nudges_are_counted_and_ask_after_the_third() -> Non
     assert [13 + i for i, a in enumerate(asks) if a is not None] == [24]
 
 
+def test_errors_in_a_row_and_idle_turns_are_nudges_too() -> None:
+    enf, _ = enforcer()
+    for turn in range(1, 10):  # the same failing call: nudged at the 3rd, 6th and 9th error
+        call = ToolCall(id=f"c{turn}", name="run_tests", arguments="{}")
+        enf.record_turn(turn, [call], {call.id: Message.tool(call, "error: make: *** No rule", ok=False)})
+        enf.collect_feedback(turn, turns_without_progress=0)
+    ask = enf.stuck_ask(idle_turns=9)
+    assert ask is not None and ask.evidence[0].startswith("error: run_tests failed 3 times in a row")
+    idle, _ = enforcer(feedback=[{"type": "stuck", "idle_turns": 5, "repeat_threshold": 12}])
+    for turn in range(1, 16):  # different calls, no todo completed: idle at 5, 10 and 15 turns
+        call = ToolCall(id=f"c{turn}", name="read_file", arguments=f'{{"path": "f{turn}.md"}}')
+        idle.record_turn(turn, [call], {call.id: Message.tool(call, f"text {turn}", ok=True)})
+        idle.collect_feedback(turn, turns_without_progress=turn)
+    ask = idle.stuck_ask(idle_turns=15)
+    assert ask is not None
+    assert [line.split(":")[0] for line in ask.evidence[:3]] == ["idle"] * 3
+    assert ask.evidence[-1] == "no todo completed for 15 turns"
+
+
 def test_progress_starts_the_nudges_over() -> None:
     enf, _ = enforcer()
     for turn in range(1, 9):
