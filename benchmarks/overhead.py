@@ -83,7 +83,7 @@ class NoopArgs(ToolArgs):
 
 
 HEAVY = GuardrailsConfig.model_validate({
-    "deadline": "30d", "budget_tokens": 10**12, "max_completion_blocks": 5,
+    "deadline": "30d", "budget_tokens": 10**12, "max_completion_blocks": 5, "stuck_escalate_after": 0,
     "policies": [
         {"type": "read_before_write"},
         {"type": "read_before_write", "name": "read_before_append", "write_tools": ["append_file"]},
@@ -111,7 +111,9 @@ def build_state(root: Path, messages: int, guardrails: GuardrailsConfig | None =
     paths.main_plan.write_text(PLAN)
     paths.state.mkdir(parents=True, exist_ok=True)
     rt = Runtime(paths, SystemClock(), ev.EventStream(paths.events, SystemClock()), journal=Journal(paths),
-                 guardrails=build_guardrails(guardrails or GuardrailsConfig()))
+                 # No todo is completed in the measured turns: the stuck detector's idle nudges must not pause
+                 # the run to ask an operator nobody plays here (what is measured is the harness per turn).
+                 guardrails=build_guardrails(guardrails or GuardrailsConfig(stuck_escalate_after=0)))
     rt.todos.install([f"Task {i}: process part {i} of the input" for i in range(20)], kind="phase",
                      phase_name="Part 2", phase_number=2, total_phases=4, done=[i < 7 for i in range(20)])
     now = datetime.now(UTC)

@@ -532,7 +532,15 @@ def _exhausted(e: ev.BudgetExhausted) -> Presented:
         what = f"money budget spent ({cost(e.used)} of {cost(e.limit)})"
     else:
         what = f"token budget spent ({tokens(e.used)} of {tokens(e.limit)})"
-    return Presented("◷", "budget", "warning", what, "the agent was told to wrap up", e.budget)
+    told = "the agent was told to wrap up" if e.budget == "deadline" else "the run pauses and asks its operator"
+    return Presented("◷", "budget", "warning", what, told, e.budget)
+
+
+def _raised(e: ev.BudgetRaised) -> Presented:
+    what = flat(e.detail) if e.detail else (
+        f"{'token' if e.budget == 'tokens' else 'money'} budget raised to "
+        f"{tokens(e.limit) if e.budget == 'tokens' else cost(e.limit)}")
+    return Presented("◷", "budget", "info", what, f"by {flat(e.by)}" if e.by else "", e.budget)
 
 
 def _stuck(e: ev.StuckDetected) -> Presented:
@@ -616,6 +624,7 @@ DESCRIBERS: dict[type, Callable[[Any], Presented | None]] = {
     ev.CompletionBlocked: _blocked,
     ev.CompletionBypassed: _bypassed,
     ev.BudgetExhausted: _exhausted,
+    ev.BudgetRaised: _raised,
     ev.StuckDetected: _stuck,
     ev.CommandSandbox: _command_sandbox,
     ev.OperatorCommand: _operator,

@@ -144,9 +144,11 @@ class Settings(BaseSettings):
     keys: dict[str, str] = Field(default_factory=dict)
     # Prices and windows of models the registry does not know (or knows wrongly): [prices."MODEL"].
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
-    # Resilient turns: retry transient failures for up to this many seconds of waits per turn; a stream with
-    # no model output for idle_timeout seconds is a failure; a server's retry-after is honoured up to the cap.
+    # Resilient turns: retry transient failures for up to this many seconds since the turn's first failure
+    # (unreachable_wait while the server cannot be reached at all), then ask the operator; a stream with no
+    # model output for idle_timeout seconds is a failure; a server's retry-after is honoured up to the cap.
     retry_total_wait: float = Field(default=600.0, ge=0, le=7 * 24 * 3600)
+    unreachable_wait: float = Field(default=30.0, ge=0, le=24 * 3600)
     retry_after_cap: float = Field(default=300.0, ge=0, le=24 * 3600)
     idle_timeout: float = Field(default=120.0, gt=0, le=24 * 3600)
     turn_timeout: float = Field(default=1800.0, gt=0, le=7 * 24 * 3600)
@@ -265,6 +267,7 @@ def resolve_run_settings(settings: Settings, job: JobConfig, **flags: Any) -> Ru
         tools=tuple(job.tools),
         commands=world,
         retry_total_wait=settings.retry_total_wait,
+        unreachable_wait=settings.unreachable_wait,
         retry_after_cap=settings.retry_after_cap,
         idle_timeout=settings.idle_timeout,
         turn_timeout=settings.turn_timeout,

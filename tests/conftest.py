@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -90,13 +90,32 @@ def run_settings(**kw: object) -> RunSettings:
 def run_job(clock: FakeClock, tmp_path: Path) -> Callable[..., tuple[Supervisor, object]]:
     """Run a job to its end with the scripted model (agent mode, or replay if turns are given)."""
 
-    def run(paths: JobPaths, turns: list[ScriptedTurn] | None = None, **settings: object):
+    def run(paths: JobPaths, turns: list[ScriptedTurn] | None = None, *, answers: Sequence[str] = (),
+            **settings: object):
         provider = ScriptedProvider(clock=clock, script=turns)
         store = JobStore(tmp_path / "jobs.db")
         sup = Supervisor(paths, run_settings(**settings), provider, clock=clock, store=store)
+        answer_needs(sup, answers)
         return sup, sup.run()
 
     return run
+
+
+def answer_needs(sup: Supervisor, answers: Sequence[str] = ()) -> list[object]:
+    """The operator, scripted: each ``needs_operator`` the run emits is answered with the next of ``answers``
+    (then "stop"), through the control channel as the console would; a run that asks never hangs a test.
+    Returns the needs (events) as they come."""
+    from console.engine import events as ev
+
+    left, asked = list(answers), []
+
+    def answer(e: object) -> None:
+        if isinstance(e, ev.NeedsOperator):
+            asked.append(e)
+            sup.command(left.pop(0) if left else "stop")
+
+    sup.subscribe(answer)
+    return asked
 
 
 class Hang(BaseException):

@@ -7,10 +7,16 @@ decides, so that every decision is an event and its state a recorded component o
   result and a ``tool_denied`` event); a decision that looked at the job folder is recorded before the
   call acts, so the redo of a call a kill interrupted is judged as the first attempt was;
 - stops: ``job_complete`` and a turn without a tool call pass the task completion checker, bounded by
-  ``max_completion_blocks``, and are let through without it once a budget is spent (recorded);
-- budgets: the deadline, the token budget and the money budget, and the wrap-up turn they grant;
+  ``max_completion_blocks`` (past it the run asks its operator), and are let through without it once the
+  deadline has passed (recorded);
+- budgets: the deadline and the wrap-up turn it grants; the token and money budgets, spend limits that pause
+  the run and ask its operator, whose resume grants one more slice (``budget_raised``);
 - feedback: after the turn's tool calls, the providers whose triggers fire produce ``<feedback>`` blocks
-  that reach the agent after all tool results, each a ``feedback`` event.
+  that reach the agent after all tool results, each a ``feedback`` event; the stuck detector's count as nudges,
+  and ``stuck_escalate_after`` nudges without progress ask the operator.
+
+What the run asks its operator is decided here and recorded in the guardrails' state (a kill while the run
+waits loses nothing); the loop does the asking (:func:`console.engine.needs.ask_operator`) and the waiting.
 """
 
 from __future__ import annotations
@@ -34,7 +40,8 @@ from console.engine.guardrails import (
     ToolCallSummary,
     render_feedback,
 )
-from console.engine.guardrails.budgets import WRAP_UP_SECONDS, format_duration
+from console.engine.guardrails.budgets import SPEND_LIMITS, WRAP_UP_SECONDS, Exhausted, format_duration
+from console.engine.guardrails.escalation import Pending
 from console.engine.job import one_line
 from console.engine.messages import Message, ToolCall
 from console.engine.plan import Plan, PlanError
@@ -45,16 +52,11 @@ from console.engine.todos import TodoState
 STATUS_REFRESH = 5.0
 # The kind of message that carries feedback blocks in the conversation (after the turn's tool results).
 FEEDBACK_KIND = "feedback"
+# The deadline's wrap-up turn (the spend limits ask the operator instead: no turn is spent past them).
 WRAP_UP = {
     "deadline": "[The job's deadline ({limit}) has passed. Wrap up NOW, in this turn: save what you have, record "
                 "what is left with add_note, and call job_complete with an honest confidence and notes. The run "
                 "ends after this turn.]",
-    "tokens": "[The job's token budget ({limit}) is spent. Wrap up NOW, in this turn: save what you have, record "
-              "what is left with add_note, and call job_complete with an honest confidence and notes. The run "
-              "ends after this turn.]",
-    "cost": "[The job's money budget ({limit}) is spent. Wrap up NOW, in this turn: save what you have, record "
-            "what is left with add_note, and call job_complete with an honest confidence and notes. The run "
-            "ends after this turn.]",
 }
 
 
@@ -84,9 +86,28 @@ class StopVerdict:
     allowed: bool
     # What the agent is told when the stop is refused.
     message: str = ""
-    # The refusals are past max_completion_blocks: the run ends (non-zero) with this reason.
+    # The refusals are past max_completion_blocks: the run asks its operator, with this reason.
     give_up: str | None = None
     bypassed: bool = False
+
+
+@dataclass(frozen=True)
+class BudgetTurn:
+    """What the budgets call for at a turn boundary (at most one of these is set)."""
+
+    wrap_up: str | None = None  # the deadline passed: give the agent this message, for its wrap-up turn
+    ends: str | None = None  # the wrap-up turn was had: the run ends now, for this reason
+    ask: str | None = None  # a spend limit is reached: the run asks its operator (why), with the evidence
+    evidence: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Ask:
+    """A need to put to the operator: the reason recorded, the message and the evidence."""
+
+    reason: Pending
+    message: str
+    evidence: tuple[str, ...]
 
 
 class Enforcer:
@@ -138,7 +159,9 @@ class Enforcer:
         self.g.start(now)
         if st.exhausted is not None:
             st.exhausted, wrap = None, st.wrap_up_turns
-            if self.g.exhausted(now) is None:
+            if (kind := self.g.exhausted(now)) is None or kind in SPEND_LIMITS:
+                # Raised in job.toml (the run goes on), or still at a spend limit: the run asks again at its
+                # first turn boundary; no wrap-up turn is involved either way.
                 st.wrap_up_turns, st.wrap_up_until = 0, None
             else:
                 st.wrap_up_turns = wrap
@@ -153,7 +176,8 @@ class Enforcer:
             self._changed()
 
     def blocked_out(self) -> str | None:
-        """Why the run must end because the agent kept trying to stop an unfinished job, or None."""
+        """Why the run must ask its operator (or, told to stop, end) because the agent kept trying to stop an
+        unfinished job, or None."""
         n, mx = self.g.completion_blocks, self.g.max_completion_blocks
         if n <= mx:
             return None
@@ -162,9 +186,9 @@ class Enforcer:
                 f"the agent tried to stop {n} times with the job incomplete (max_completion_blocks = {mx})")
 
     def spent(self) -> str | None:
-        """Why the run ends now because a budget is spent and its wrap-up turn was given, or None."""
+        """Why the run ends now because the deadline passed and its wrap-up turn was given, or None."""
         st = self.g.budget_state
-        if st.exhausted is None or st.wrap_up_turns < 1:
+        if st.exhausted is None or st.exhausted in SPEND_LIMITS or st.wrap_up_turns < 1:
             return None
         return self.why(st.exhausted)
 
@@ -234,40 +258,87 @@ class Enforcer:
             return self.g.budget_state.cost_usd
         return self.g.budget_state.cost_usd or None
 
-    def budget_turn(self) -> tuple[str | None, str | None]:
-        """At a turn boundary: (a wrap-up message to give the agent now, or the reason the run ends now)."""
+    def budget_turn(self) -> BudgetTurn:
+        """At a turn boundary: what the budgets call for. The deadline: a wrap-up turn, then the run's end. A
+        spend limit (tokens, money): the operator is asked, every boundary until they answer (the loop holds)."""
         st = self.g.budget_state
         was = st.exhausted
         kind = self.g.exhausted(self.clock.now())
         if kind is None:
-            return None, None
+            return BudgetTurn()
         limit, used = self._limit(kind)
         if was is None:
             self.events.emit(ev.BudgetExhausted, budget=kind, limit=limit, used=used, detail=self.why(kind))
             self._changed()
+        if kind in SPEND_LIMITS:
+            return BudgetTurn(ask=self.why(kind), evidence=self._spend_evidence(kind))
         if st.wrap_up_turns >= 1:
-            return None, self.why(kind)
+            return BudgetTurn(ends=self.why(kind))
         st.wrap_up_turns += 1
         st.wrap_up_until = self.clock.now() + timedelta(seconds=WRAP_UP_SECONDS)
         self._changed()
-        return WRAP_UP[kind].format(limit=self._shown_limit(kind)), None
+        return BudgetTurn(wrap_up=WRAP_UP[kind].format(limit=self._shown_limit(kind)))
+
+    def _spend_evidence(self, kind: Exhausted) -> tuple[str, ...]:
+        st, b = self.g.budget_state, self.g.budgets
+        grants = st.token_grants if kind == "tokens" else st.cost_grants
+        if kind == "tokens":
+            slice_, after = f"{b.budget_tokens or 0:,} tokens", f"{(b.budget_tokens or 0) * (grants + 2):,} tokens"
+        else:
+            slice_, after = format_cost(b.budget_usd or 0), format_cost((b.budget_usd or 0) * (grants + 2))
+        lines = [self.why(kind)]
+        if grants:
+            lines.append(f"the operator granted {grants} more slice{'s' if grants != 1 else ''} of {slice_} so far")
+        lines.append(f"resume grants one more slice of {slice_} (the limit becomes {after}); stop ends the run as "
+                     "out of budget")
+        return tuple(lines)
+
+    def spend_limit(self) -> str | None:
+        """Why a spend limit (tokens, money) holds the run, or None."""
+        kind = self.g.budget_state.exhausted
+        return self.why(kind) if kind is not None and kind in SPEND_LIMITS else None
+
+    def grant(self, by: str) -> bool:
+        """The operator's resume at a spend limit: one more slice of that budget (recorded, with an event).
+        False if no spend limit is reached (nothing to grant)."""
+        st = self.g.budget_state
+        kind = st.exhausted
+        if kind not in SPEND_LIMITS:
+            return False
+        before, used = self._limit(kind)
+        if kind == "tokens":
+            st.token_grants += 1
+            grants = st.token_grants
+        else:
+            st.cost_grants += 1
+            grants = st.cost_grants
+        st.exhausted = None
+        st.wrap_up_turns, st.wrap_up_until = 0, None
+        limit, _ = self._limit(kind)
+        shown = self._shown_limit(kind)
+        self.events.emit(ev.BudgetRaised, budget=kind, limit=limit, added=round(limit - before, 6), used=used,
+                         grants=grants, by=by, detail=f"{by}: the {'token' if kind == 'tokens' else 'money'} "
+                                                     f"budget is now {shown} (one more slice granted)")
+        self._changed()
+        self.status(force=True)
+        return True
 
     def _limit(self, kind: str) -> tuple[float, float]:
-        """(the budget's limit, what is used of it): tokens, dollars or seconds."""
+        """(the budget's limit now, what is used of it): tokens, dollars or seconds."""
         st, b = self.g.budget_state, self.g.budgets
         if kind == "tokens":
-            return float(b.budget_tokens or 0), float(st.tokens_used)
+            return float(b.token_limit(st) or 0), float(st.tokens_used)
         if kind == "cost":
-            return float(b.budget_usd or 0), round(st.cost_usd, 6)
+            return float(b.usd_limit(st) or 0), round(st.cost_usd, 6)
         elapsed = (self.clock.now() - st.started_at).total_seconds() if st.started_at else 0.0
         return float(b.deadline_seconds or 0), round(elapsed, 3)
 
     def _shown_limit(self, kind: str) -> str:
-        b = self.g.budgets
+        st, b = self.g.budget_state, self.g.budgets
         if kind == "tokens":
-            return f"{b.budget_tokens:,} tokens"
+            return f"{b.token_limit(st) or 0:,} tokens"
         if kind == "cost":
-            return format_cost(b.budget_usd or 0)
+            return format_cost(b.usd_limit(st) or 0)
         return format_duration(b.deadline_seconds or 0)
 
     def why(self, kind: str) -> str:
@@ -282,7 +353,7 @@ class Enforcer:
     def check_stop(self, stop_reason: str, tentative_output: Any) -> StopVerdict:
         """May the agent stop now? (``job_complete``, or a turn that ended without a tool call.)"""
         spent = self.g.budget_state.exhausted
-        if spent is not None:
+        if spent is not None and spent not in SPEND_LIMITS:  # a spend limit pauses the run: no stop gets here
             self.events.emit(ev.CompletionBypassed, budget=spent, stop_reason=stop_reason, detail=self.why(spent))
             return StopVerdict(True, bypassed=True)
         checker = self.g.checker
@@ -306,10 +377,12 @@ class Enforcer:
         self.events.emit(ev.CompletionBlocked, reason=f"{name}: {feedback}", checker=name, feedback=feedback,
                          stop_reason=stop_reason, blocks=blocks, max_blocks=mx)
         self.last_refusal = f"{name}: {feedback}"
+        self.g.escalation.refused(self.last_refusal)
         if blocks > mx:
             return StopVerdict(False, give_up=self.blocked_out(), message=(
                 f"[The stop was refused again ({name}): {feedback} That was the last of {mx} refused stops: the "
-                "run ends here, incomplete, for the operator to review.]"))
+                "run now waits for your operator to review it. If they let it go on, continue with the task "
+                "marked ← CURRENT in the ACTIVE TODO LIST, or call todo_rewind(issue) to re-plan.]"))
         how = ("job_complete was refused" if stop_reason == "job_complete"
                else "You ended your turn without a tool call, but the stop was refused")
         return StopVerdict(False, message=(
@@ -343,14 +416,73 @@ class Enforcer:
                                      plan_problem=problem)
 
     def progressed(self) -> None:
-        """A todo was completed: refused stops count again from zero (the bound is on stops without progress)."""
-        if self.g.completion_blocks:
+        """A todo was completed (or the todo list is new): refused stops and stuck nudges count again from zero
+        (the bounds are on stops and nudges without progress)."""
+        esc = self.g.escalation
+        if self.g.completion_blocks or esc.state.refusals:
             self.g.completion_blocks = 0
+            esc.refusals_cleared()
+            self._changed()
+        if esc.progressed():
             self._changed()
 
     def rewound(self) -> None:
         self.g.reset_for_rewind()
         self._changed()
+
+    # -- asking the operator ---------------------------------------------------------------------
+    def stuck_ask(self, idle_turns: int) -> Ask | None:
+        """The agent was nudged ``stuck_escalate_after`` times without progress: what to ask its operator."""
+        esc = self.g.escalation
+        if not esc.stuck_due():
+            return None
+        n = esc.state.stuck_nudges
+        return Ask("stuck", f"the agent looks stuck: {n} nudges without progress did not help. Resume lets it go on "
+                            "(the count starts over), rewind re-plans with your words, stop ends the run",
+                   tuple(esc.stuck_evidence(idle_turns)))
+
+    def completion_ask(self) -> Ask | None:
+        """The agent's stops were refused past max_completion_blocks: what to ask its operator."""
+        why = self.blocked_out()
+        if why is None or self.g.escalation.state.pending is not None:
+            return None
+        mx = self.g.max_completion_blocks
+        reasons: list[str] = self.g.escalation.state.refusals or ([self.last_refusal] if self.last_refusal else [])
+        return Ask("completion_refused", f"the agent tried to stop {self.g.completion_blocks} times with the job "
+                                         f"incomplete. Resume gives it {mx} more tries, rewind re-plans with your "
+                                         "words, stop ends the run as incomplete",
+                   (*reasons, f"{self.g.completion_blocks} refused stops without a completed todo "
+                              f"(max_completion_blocks = {mx})"))
+
+    def pending(self) -> Ask | None:
+        """The need the run waits on its operator for (recorded: a run killed while it waited asks again)."""
+        st = self.g.escalation.state
+        return None if st.pending is None else Ask(st.pending, st.message, tuple(st.evidence))
+
+    def record_ask(self, ask: Ask) -> None:
+        self.g.escalation.ask(ask.reason, ask.message, list(ask.evidence))
+        self._changed()
+
+    def forget_ask(self) -> None:
+        """The need went away by itself (a spend limit raised in job.toml between runs)."""
+        if self.g.escalation.state.pending is not None:
+            self.g.escalation.answered()
+            self._changed()
+
+    def answer(self, *, resumed: bool, by: str) -> Pending | None:
+        """The operator answered the pending need. ``resumed``: the run goes on, with what that grants (a stuck
+        count from zero, a spend limit's next slice, the full max_completion_blocks again); else they stopped it
+        (the budget stays spent and the refused stops stay counted: the run ends as it would have). Returns the
+        reason answered, None if nothing was pending."""
+        reason = self.g.escalation.answered()
+        if reason is None:
+            return None
+        if resumed and reason == "budget":
+            self.grant(by)
+        elif resumed and reason == "completion_refused":
+            self.g.completion_blocks = 0
+        self._changed()
+        return reason
 
     # -- feedback --------------------------------------------------------------------------------
     def collect_feedback(self, turn: int, turns_without_progress: int) -> tuple[list[Feedback], str]:
@@ -375,6 +507,7 @@ class Enforcer:
             if isinstance(cfg.provider, StuckDetector):
                 pattern = next((o.description for o in fb.observations if o.category == "pattern"), "")
                 self.events.emit(ev.StuckDetected, reason=fb.summary, pattern=pattern.split(":", 1)[0])
+                self.g.escalation.nudged(pattern or fb.summary)  # counted toward asking the operator
             out.append(fb)
         return out, render_feedback(out)
 
@@ -413,10 +546,11 @@ class Enforcer:
             "deadline_at": d.get("deadline_at"), "budget_tokens": d.get("budget_tokens"),
             "tokens_used": self.g.budget_state.tokens_used, "confinement": self.confinement,
             "tools": list(self.command_tools),
-            "budget_usd": self.g.budgets.budget_usd, "cost_usd": round(self.g.budget_state.cost_usd, 6),
+            "budget_usd": d.get("budget_usd"), "cost_usd": round(self.g.budget_state.cost_usd, 6),
         }
-        # Tokens and cost move every turn: the status says so again only at each percent of their budget.
-        budget, budget_usd = self.g.budgets.budget_tokens, self.g.budgets.budget_usd
+        # Tokens and cost move every turn: the status says so again only at each percent of their budget (the
+        # limits now: with the slices the operator granted).
+        budget, budget_usd = d.get("budget_tokens"), d.get("budget_usd")
         key = {**body, "tokens_used": body["tokens_used"] // max(1, budget // 100) if budget else 0,
                "cost_usd": int(body["cost_usd"] * 100 // budget_usd) if budget_usd else 0}
         if not force and key == self._last_status:

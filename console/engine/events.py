@@ -106,8 +106,8 @@ class ModelRetry(EventBase):
     delay_s: float  # how long the engine waits before it
     cause: str  # short: "rate limited", "server error 503", "stream cut", "stalled 120 s"
     message: str = ""  # the provider's one line
-    waited_s: float = 0.0  # waits so far in this turn, this one included
-    max_wait_s: float = 0.0  # the most the turn may wait in all (retry_total_wait)
+    waited_s: float = 0.0  # time since the turn's first failure, this wait included
+    max_wait_s: float = 0.0  # the most it may be (retry_total_wait, or unreachable_wait for a server not reached)
     discarded_chars: int = 0  # streamed text thrown away with the failed attempt
 
 
@@ -320,6 +320,19 @@ class BudgetExhausted(EventBase):
     detail: str = ""
 
 
+class BudgetRaised(EventBase):
+    """The operator's resume at a spend limit granted one more slice of it: ``limit`` is the budget now."""
+
+    type: Literal["budget_raised"] = "budget_raised"
+    budget: Literal["tokens", "cost"]
+    limit: float
+    added: float
+    used: float
+    grants: int = 1  # slices granted so far
+    by: str = ""
+    detail: str = ""
+
+
 class StuckDetected(EventBase):
     type: Literal["stuck_detected"] = "stuck_detected"
     reason: str
@@ -507,6 +520,7 @@ Event = Annotated[
     | CompletionBlocked
     | CompletionBypassed
     | BudgetExhausted
+    | BudgetRaised
     | StuckDetected
     | GuardrailsStatus
     | CommandSandbox

@@ -12,6 +12,14 @@ Every step ends with a journal commit (:meth:`Runtime.commit`) whose checkpoint
 says where the run is. ``run_agent_session`` starts from any such checkpoint:
 given one taken after a reply or after some of its tool calls, it finishes that
 turn without asking the model again and without re-running a recorded call.
+
+When nudging does not help, the run asks its operator and holds at the next turn boundary
+(:func:`console.engine.needs.ask_operator`): the agent stuck past ``stuck_escalate_after`` nudges, a spend
+limit reached, stops refused past ``max_completion_blocks``, a provider down past its retry bound. The
+operator's ``resume`` answers (and grants: a new stuck count, one more slice of the budget, the refused
+stops from zero, one more try of the provider); their ``stop`` ends the run as that need would have ended
+it (out of budget, incomplete, interrupted). A need is recorded with the step that asks it, so a run killed
+while it waits asks again when resumed.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from console.engine.context.masking import apply_masking, mask_notice
 from console.engine.context.pressure import WIND_DOWN_MESSAGE, ContextAction, ContextManager
 from console.engine.context.summary import build_summary, llm_summary_request, summary_message
 from console.engine.context.tokens import CHARS_PER_TOKEN, estimate_message, estimate_request, estimate_text
-from console.engine.enforcement import FEEDBACK_KIND
+from console.engine.enforcement import FEEDBACK_KIND, Ask
 from console.engine.journal import Checkpoint, Conversation, UsageRecord
 from console.engine.messages import Message, ModelRequest, ToolCall
 from console.engine.model import (
@@ -44,7 +52,8 @@ from console.engine.model import (
     ToolCallEvent,
     Usage,
 )
-from console.engine.model_call import TICK, CallLimits, retrying, stream_abandonably
+from console.engine.model_call import TICK, CallLimits, Outage, retrying, stream_abandonably
+from console.engine.needs import answered, ask_operator
 from console.engine.operator import Aborted, OperatorState, Paused
 from console.engine.run_settings import RunSettings
 from console.engine.runtime import Runtime
@@ -69,14 +78,17 @@ class ShutdownReason(StrEnum):
     JOB_COMPLETE = "job_complete"
     MAX_TURNS = "max_turns"
     ERROR = "error"
-    # The completion checker refused more stops than max_completion_blocks allows (seed 002).
+    # The completion checker refused more stops than max_completion_blocks allows (seed 002), and the operator,
+    # asked, stopped the run.
     COMPLETION_BLOCKED = "completion_blocked"
-    # The deadline passed or the token budget is spent: the agent had its wrap-up turn.
+    # The deadline passed (the agent had its wrap-up turn), or a spend limit was reached and the operator, asked,
+    # stopped the run.
     BUDGET_EXHAUSTED = "budget_exhausted"
     # A turn ended without a tool call and no completion check stood in the way ([guardrails.completion]
     # type = "none"): the agent's stop is the end of the run.
     AGENT_STOPPED = "agent_stopped"
-    # Transient model failures outlasted retry_total_wait: nothing is lost, run --in-place goes on.
+    # The model could not be reached past its retry bound, and the operator, asked, stopped the run: nothing is
+    # lost, run --in-place goes on.
     MODEL_UNAVAILABLE = "model_unavailable"
 
 
@@ -152,7 +164,8 @@ def build_request(deps: SessionDeps, system: str, conversation: list[Message]) -
 
 def call_limits(st: RunSettings) -> CallLimits:
     return CallLimits(idle_timeout=st.idle_timeout, turn_timeout=st.turn_timeout,
-                      retry_total_wait=st.retry_total_wait, retry_after_cap=st.retry_after_cap)
+                      retry_total_wait=st.retry_total_wait, retry_after_cap=st.retry_after_cap,
+                      unreachable_wait=st.unreachable_wait)
 
 
 class DeadlineCut(Exception):
@@ -335,7 +348,8 @@ class Session:
                                                 reserve=output_reserve(st.context_window))
         self.rt.observation_chars = max(2_000, int(st.context_window * OBSERVATION_BUDGET * CHARS_PER_TOKEN))
         self.turns_here = 0
-        self.waited = 0.0  # retry waits of the turn being asked
+        self.outage: Outage | None = None  # the failures of the turn being asked
+        self.down = ""  # why the model could not be reached, while the run asks its operator about it
         self.overflows = 0  # "prompt too long" answers in a row
         self.rng = random.Random(deps.seed) if deps.seed is not None else None
 
@@ -359,11 +373,79 @@ class Session:
         """Apply operator commands at a turn boundary, as a recorded step if they did anything."""
         rt = self.rt
         applied = self.deps.operator.apply(rt)
+        resumed = self.answers()
         notices = rt.take_notices()
         self.conversation.extend(notices)
         self.cm.appended(notices)
-        if applied or notices:
+        if applied or notices or resumed:
+            self.commit(durable=resumed)
+
+    # -- asking the operator ---------------------------------------------------------------------
+    def need(self, ask: Ask, *, commit: bool = True) -> None:
+        """Ask the operator and hold after this step. Recorded with the step (``commit``: now, else the caller's
+        commit carries it), so a run killed while it waits asks again when resumed."""
+        rt = self.rt
+        pending = rt.guards.pending()
+        if pending is None or pending.reason != ask.reason:
+            rt.guards.record_ask(ask)
+        ask_operator(rt.events, self.deps.operator, ask.reason, ask.message, ask.evidence)
+        if commit:
+            self.commit(durable=True)
+
+    def ask_again(self) -> None:
+        """A need recorded by an earlier process (killed while the run waited) is asked again: nobody answered
+        it. A spend limit is not: the budgets look again at the first boundary (job.toml may have raised it)."""
+        pending = self.rt.guards.pending()
+        if pending is None:
+            return
+        if pending.reason == "budget":
+            self.rt.guards.forget_ask()
             self.commit()
+            return
+        self.need(pending)
+
+    def answers(self) -> bool:
+        """Whether the operator's resume (which clears the need: console.engine.operator) just answered the
+        recorded need; if so the run goes on with what the answer grants (recorded by the caller's commit)."""
+        op, rt = self.deps.operator, self.rt
+        pending = rt.guards.pending()
+        if pending is None or op.needs is not None or op.paused or op.stop_requested:
+            return False
+        rt.guards.answer(resumed=True, by="operator's resume")
+        if pending.reason == "stuck":
+            rt.inject_notice("[Your operator saw that the run was stuck and let it go on. Do not repeat what did "
+                             "not work: take a different approach to the task marked ← CURRENT, or call "
+                             "todo_rewind(issue) to re-plan.]", "operator_notice")
+        elif pending.reason == "completion_refused":
+            rt.inject_notice("[Your operator reviewed the refused stops and let the run go on. Continue with the "
+                             "task marked ← CURRENT in the ACTIVE TODO LIST and call todo_complete() when it is "
+                             "done, or call todo_rewind(issue) to re-plan.]", "operator_notice")
+        return True
+
+    def stopped(self) -> SessionResult:
+        """The operator's stop at a turn boundary. A stop while the run waited for them about a need ends it as
+        that need ended runs before they were asked: out of budget, incomplete, interrupted (the model)."""
+        rt, op = self.rt, self.deps.operator
+        pending, need = rt.guards.pending(), op.needs
+        detail = ""
+        if pending is not None:
+            if pending.reason == "completion_refused":
+                detail = rt.guards.blocked_out() or pending.message
+            rt.guards.answer(resumed=False, by="operator's stop")
+        answered(rt.events, op, "operator's stop")
+        if pending is not None or need is not None:
+            self.commit(durable=True)
+        reason = pending.reason if pending is not None else need
+        if reason == "budget" and (spent := rt.guards.spend_limit()) is not None:
+            return self.end(ShutdownReason.BUDGET_EXHAUSTED, f"stopped at the spend limit: {spent}")
+        if reason == "completion_refused":
+            return self.end(ShutdownReason.COMPLETION_BLOCKED, detail)
+        if reason == "provider_down":
+            return self.end(ShutdownReason.MODEL_UNAVAILABLE, self.down or "the model could not be reached")
+        if reason == "stuck":
+            return self.end(ShutdownReason.USER_SHUTDOWN, "stopped by the operator, asked because the agent looked "
+                                                          "stuck")
+        return self.end(ShutdownReason.USER_SHUTDOWN, "stopped by the operator")
 
     # -- the session -----------------------------------------------------------------------------
     def run(self) -> SessionResult:
@@ -387,6 +469,7 @@ class Session:
         # Stopped inside a turn, the run finishes it from the next call: its reply is recorded.
         if cp.stage == "tools" and (done := self.finish_turn()) is not None:
             return done
+        self.ask_again()
         while True:
             if not cp.evaluated and (restart := self.pressure()) is not None:
                 return restart
@@ -395,11 +478,13 @@ class Session:
                 op.channel.wait(0.2)
                 self.commands()
             if op.stop_requested:
-                return self.end(ShutdownReason.USER_SHUTDOWN, "stopped by the operator")
+                return self.stopped()
             if self.turns_here >= st.max_turns:
                 return self.end(ShutdownReason.MAX_TURNS, f"reached max_turns ({st.max_turns}) in one session")
             if (spent := self.budgets()) is not None:
                 return spent
+            if op.paused:
+                continue  # a spend limit asked the operator: the run holds at the top until they answer
             cp.turn += 1
             self.turns_here += 1
             request = build_request(self.deps, self.system, self.conversation)
@@ -434,7 +519,8 @@ class Session:
     def ask(self, request: ModelRequest) -> TurnOutput:
         """The turn's reply, with transient failures retried for the whole turn (each wait an event)."""
         rt, deps = self.rt, self.deps
-        self.waited = 0.0
+        limits = call_limits(deps.settings)
+        outage = self.outage = Outage(limits, now=rt.clock.monotonic)
         streamed = [0]
 
         def attempt() -> TurnOutput:
@@ -443,11 +529,10 @@ class Session:
 
         def announce(state: Any) -> None:
             exc = state.outcome.exception()
-            self.waited = state.idle_for
             rt.events.emit(ev.ModelRetry, turn=self.cp.turn, attempt=state.attempt_number + 1,
                            delay_s=state.upcoming_sleep, cause=getattr(exc, "cause", "") or type(exc).__name__,
-                           message=str(exc), waited_s=round(state.idle_for, 3),
-                           max_wait_s=deps.settings.retry_total_wait, discarded_chars=streamed[0])
+                           message=str(exc), waited_s=round(outage.elapsed() + state.upcoming_sleep, 3),
+                           max_wait_s=outage.limit(), discarded_chars=streamed[0])
             rt.events.observe()
 
         try:
@@ -462,7 +547,7 @@ class Session:
                 raise failed.pop()  # the first attempt's failure, already had: tenacity counts it as attempt 1
             return attempt()
 
-        return retrying(call_limits(deps.settings), self.wait, announce, self.rng)(again)
+        return retrying(limits, self.wait, announce, self.rng, outage)(again)
 
     def wait(self, seconds: float) -> None:
         """A retry's wait, in ticks that let a stop or a pause act at once."""
@@ -476,21 +561,39 @@ class Session:
             clock.sleep(min(TICK, left))
 
     def failed(self, exc: ProviderError) -> SessionResult | None:
-        """A model call that failed for good: the session's end, or None to go on (a full context)."""
-        rt, st = self.rt, self.deps.settings
+        """A model call that failed for good: the session's end, or None to go on (a full context; the model
+        not reached: the run asks its operator and holds)."""
+        rt = self.rt
         if exc.kind == "context":
             return self.overflowed(exc)
         if exc.kind == "transient":
-            asked = (f"; the server asked to wait {exc.retry_after:.0f} s more" if exc.retry_after
-                     and self.waited + exc.retry_after > st.retry_total_wait else "")
-            detail = (f"the model could not be reached: retried for {self.waited:.0f} s of waits (limit "
-                      f"{st.retry_total_wait:g} s{asked}); last: {exc}")
-            rt.events.emit(ev.ErrorEvent, message=detail, where="provider", recoverable=True)
-            rt.events.observe()
-            return self.end(ShutdownReason.MODEL_UNAVAILABLE, detail)
+            self.provider_down(exc)
+            return None
         rt.events.emit(ev.ErrorEvent, message=str(exc), where="provider", recoverable=False)
         rt.events.observe()
         return self.end(ShutdownReason.ERROR, str(exc))
+
+    def provider_down(self, exc: ProviderError) -> None:
+        """Transient failures outlasted the turn's bound (unreachable_wait for a server not reached at all,
+        retry_total_wait else): the run asks its operator and holds; their resume asks the model again (the same
+        turn, a fresh bound), their stop ends the run, resumable. A provider back in the morning finds it
+        waiting."""
+        rt, st = self.rt, self.deps.settings
+        outage = self.outage or Outage(call_limits(st), now=rt.clock.monotonic)
+        tries, elapsed, limit = max(1, outage.tries), outage.elapsed(), outage.limit()
+        bound = "unreachable_wait: the server cannot be reached" if outage.unreachable else "retry_total_wait"
+        asked = (f"; the server asked to wait {exc.retry_after:.0f} s more" if exc.retry_after
+                 and elapsed + exc.retry_after > limit else "")
+        tried = f"{tries} {'try' if tries == 1 else 'tries'} over {elapsed:.0f} s"
+        detail = f"the model could not be reached: {tried} (limit {limit:g} s, {bound}{asked}); last: {exc}"
+        rt.events.emit(ev.ErrorEvent, message=detail, where="provider", recoverable=True)
+        self.unask()  # asked again, under the same number, once the operator resumes
+        self.down = detail
+        ask_operator(rt.events, self.deps.operator, "provider_down",
+                     f"the model could not be reached ({getattr(exc, 'cause', '') or 'failed'}): resume tries again, "
+                     "stop ends the run (resumable with run --in-place)",
+                     [str(exc), f"failing for {elapsed:.0f} s: {tried}", f"limit {limit:g} s ({bound}{asked})"])
+        rt.events.observe()
 
     def unask(self) -> None:
         """The turn that was being asked did not happen: its number is used again."""
@@ -627,14 +730,17 @@ class Session:
                        reported=usage.reported, context_window=st.context_window, context_tokens=cm.used,
                        prompt_budget=cm.budget, soft_threshold=st.soft_threshold, hard_threshold=st.hard_threshold)
         guards.status()
-        if (failed := guards.blocked_out()) is not None:
-            rt.events.emit(ev.ErrorEvent, message=failed, where="guardrails", recoverable=False)
         finished = cp.finished
+        # Nudging did not help: the agent kept trying to stop an unfinished job, or it looks stuck. The run asks
+        # its operator, and holds at the top of the loop, once this step (with the need) is recorded.
+        ask = None
+        if not (finished or rt.job_done or stopped is not None):
+            ask = guards.completion_ask() or guards.stuck_ask(cp.idle_turns)
+            if ask is not None:
+                self.need(ask, commit=False)
         cp.stage, cp.next_call, cp.notices, cp.compaction, cp.finished, cp.usage = "boundary", 0, [], None, False, None
         cp.evaluated = False
-        self.commit(durable=compacted or stopped is not None or failed is not None)  # boundaries are worth an fsync
-        if failed is not None:
-            return self.end(ShutdownReason.COMPLETION_BLOCKED, failed)
+        self.commit(durable=compacted or stopped is not None or ask is not None)  # boundaries are worth an fsync
         if (spent := guards.spent()) is not None:
             # The wrap-up turn is over: the run ends, whatever the agent did with it (its job_complete,
             # if any, is kept as the outcome).
@@ -646,11 +752,16 @@ class Session:
         return None
 
     def budgets(self) -> SessionResult | None:
-        """Before a turn: a spent budget gives the agent one wrap-up turn (a recorded step), then ends the run."""
-        message, spent = self.rt.guards.budget_turn()
-        if spent is not None:
-            return self.end(ShutdownReason.BUDGET_EXHAUSTED, spent)
-        if message is not None:
+        """Before a turn: a passed deadline gives the agent one wrap-up turn (a recorded step), then ends the run;
+        a spend limit asks the operator (the caller holds while the run is paused)."""
+        verdict = self.rt.guards.budget_turn()
+        if verdict.ends is not None:
+            return self.end(ShutdownReason.BUDGET_EXHAUSTED, verdict.ends)
+        if verdict.ask is not None:
+            self.need(Ask("budget", f"{verdict.ask}: resume grants one more slice of the budget, stop ends the run "
+                                    "as out of budget", verdict.evidence))
+            return None
+        if (message := verdict.wrap_up) is not None:
             msg = Message.user(message, kind="wrap_up")
             self.conversation.append(msg)
             self.cm.appended([msg])

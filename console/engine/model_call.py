@@ -8,9 +8,14 @@ that has run longer than ``turn_timeout``. An abandoned call is left to its thre
 next item, closes the stream, and ends; the SDK's own read timeout bounds a socket that never speaks.
 
 Transient failures (see :class:`~console.engine.model.ProviderError`) are retried for the whole turn with
-tenacity: exponential backoff with full jitter, a server's retry-after honoured up to a cap, until the
-waits of one turn add up to ``retry_total_wait``. Each wait is announced first (``on_retry``) and spent in
-ticks that look at the operator's commands, so a stop during a wait also acts at once.
+tenacity: exponential backoff with full jitter, a server's retry-after honoured up to a cap, for at most
+``retry_total_wait`` seconds of elapsed time since the turn's first failure (the attempts count, not only
+the waits: a server that takes a minute to fail each time does not stretch the bound). A server that
+cannot be reached at all (:class:`ProviderUnreachable`: connection refused, a name that does not resolve,
+no route) has its own short bound, ``unreachable_wait`` (30 s): nobody is there to come back in a minute,
+so the run asks its operator soon instead. The time is the run's injected clock (:class:`Outage`). Each
+wait is announced first (``on_retry``) and spent in ticks that look at the operator's commands, so a stop
+during a wait also acts at once.
 """
 
 from __future__ import annotations
@@ -39,8 +44,70 @@ BACKOFF_MAX = 120.0  # one backoff wait (not one retry-after) is at most this
 class CallLimits:
     idle_timeout: float = 120.0
     turn_timeout: float = 1800.0
-    retry_total_wait: float = 600.0
+    retry_total_wait: float = 600.0  # seconds since the turn's first failure
     retry_after_cap: float = 300.0
+    unreachable_wait: float = 30.0  # the same, while the server cannot be reached at all
+
+
+class ProviderUnreachable(ProviderError):
+    """The provider's server cannot be reached at all: the connection was refused, its name does not resolve,
+    there is no route to it, or it never answered the connection. Transient (it may come back), but with the
+    short bound of ``unreachable_wait``: a dead endpoint is not an overloaded one."""
+
+    def __init__(self, message: str, cause: str) -> None:
+        super().__init__(message, kind="transient", cause=cause)
+
+
+def is_unreachable(exc: BaseException | None) -> bool:
+    return isinstance(exc, ProviderUnreachable)
+
+
+@dataclass
+class Outage:
+    """One turn's run of failures, timed on the run's clock (``now``: its monotonic seconds).
+
+    ``first`` is when the turn's first failure came, ``unreachable_since`` when the current unbroken run of
+    unreachable failures began (None while the last failure was another kind), ``tries`` the attempts that
+    failed. The retry policy asks :meth:`out_of_time` after each failure, with the wait that would come next."""
+
+    limits: CallLimits
+    now: Callable[[], float] = time.monotonic
+    first: float | None = None
+    unreachable_since: float | None = None
+    tries: int = 0
+    last: BaseException | None = None
+
+    def failed(self, exc: BaseException | None) -> None:
+        t = self.now()
+        self.tries += 1
+        self.last = exc
+        if self.first is None:
+            self.first = t
+        if is_unreachable(exc):
+            if self.unreachable_since is None:
+                self.unreachable_since = t
+        else:
+            self.unreachable_since = None
+
+    @property
+    def unreachable(self) -> bool:
+        return self.unreachable_since is not None
+
+    def elapsed(self) -> float:
+        """Seconds since the turn's first failure (0 before it)."""
+        return 0.0 if self.first is None else max(0.0, self.now() - self.first)
+
+    def limit(self) -> float:
+        """The bound that applies now: unreachable_wait while the server is not reached, else retry_total_wait."""
+        return min(self.limits.unreachable_wait, self.limits.retry_total_wait) if self.unreachable \
+            else self.limits.retry_total_wait
+
+    def out_of_time(self, upcoming: float) -> bool:
+        """Whether waiting ``upcoming`` seconds more before the next attempt would pass the bound."""
+        t = self.now()
+        if self.unreachable_since is not None and t - self.unreachable_since + upcoming > self.limits.unreachable_wait:
+            return True
+        return self.first is not None and t - self.first + upcoming > self.limits.retry_total_wait
 
 
 class _Workers:
@@ -177,11 +244,14 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def retrying(limits: CallLimits, sleep: Callable[[float], None], on_retry: Callable[[RetryCallState], None],
-             rng: random.Random | None = None) -> Retrying:
-    """The whole-turn retry policy: transient failures only, until the turn's waits would pass the total."""
+             rng: random.Random | None = None, outage: Outage | None = None) -> Retrying:
+    """The whole-turn retry policy: transient failures only, until the next wait would take the turn past its
+    bound in elapsed time (see :class:`Outage`; give one built on the run's clock to read its figures)."""
+    watch = outage if outage is not None else Outage(limits)
 
     def out_of_time(state: RetryCallState) -> bool:
-        return state.idle_for + (state.upcoming_sleep or 0.0) > limits.retry_total_wait
+        watch.failed(state.outcome.exception() if state.outcome is not None else None)
+        return watch.out_of_time(state.upcoming_sleep or 0.0)
 
     return Retrying(retry=retry_if_exception(is_transient), wait=wait_retry_after(limits.retry_after_cap, rng),
                     stop=out_of_time, sleep=sleep, before_sleep=on_retry, reraise=True)

@@ -42,10 +42,13 @@ class RunSettings:
     # ("job.toml", "--context-window", "registry: gpt-4.1", ...), for the console.
     prices: Prices | None = None
     context_window_source: str = "default"
-    # Resilient turns: a transient failure is retried for the whole turn, with backoff and jitter, until the
-    # waits add up to retry_total_wait seconds; a server's retry-after is honoured up to retry_after_cap; a
-    # stream with no model output for idle_timeout seconds, or a turn longer than turn_timeout, is a failure.
+    # Resilient turns: a transient failure is retried for the whole turn, with backoff and jitter, for at most
+    # retry_total_wait seconds since the turn's first failure (elapsed time: the attempts count too), or
+    # unreachable_wait seconds while the server cannot be reached at all (refused, no such host, no route);
+    # past that the run asks its operator and waits. A server's retry-after is honoured up to retry_after_cap;
+    # a stream with no model output for idle_timeout seconds, or a turn longer than turn_timeout, is a failure.
     retry_total_wait: float = 600.0
+    unreachable_wait: float = 30.0
     retry_after_cap: float = 300.0
     idle_timeout: float = 120.0
     turn_timeout: float = 1800.0

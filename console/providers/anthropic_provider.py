@@ -33,6 +33,7 @@ from console.engine.model import (
     Usage,
     current_call,
 )
+from console.engine.model_call import ProviderUnreachable
 from console.providers.errors import (
     classify,
     error,
@@ -43,6 +44,7 @@ from console.providers.errors import (
     response_headers,
     scrub,
     server_detail,
+    unreachable_reason,
     with_detail,
 )
 
@@ -360,6 +362,9 @@ def to_provider_error(err: anthropic.AnthropicError, *, secret: str | None, time
                       key_variable: str = "ANTHROPIC_API_KEY") -> ProviderError:
     """One line for the operator, and whether asking again can help."""
     message = describe_error(err, secret=secret, timeout=timeout, key_variable=key_variable)
+    if (unreachable := unreachable_reason(err)) is not None and isinstance(err, anthropic.APIConnectionError):
+        # Refused, no such host, no route, or no answer to the connection: nobody is there (a short bound).
+        return ProviderUnreachable(message, unreachable)
     if isinstance(err, anthropic.APITimeoutError):
         return ProviderError(message, kind="transient", cause="timed out")
     if isinstance(err, anthropic.APIConnectionError):
@@ -382,6 +387,8 @@ def to_provider_error(err: anthropic.AnthropicError, *, secret: str | None, time
 def describe_error(err: anthropic.AnthropicError, *, secret: str | None, timeout: float,
                    key_variable: str = "ANTHROPIC_API_KEY") -> str:
     """One line for the operator, built from status and error type, never from headers."""
+    if isinstance(err, anthropic.APITimeoutError) and unreachable_reason(err) is not None:
+        return f"anthropic: cannot reach {origin(err)} (no answer to the connection within {timeout:g}s)"
     if isinstance(err, anthropic.APITimeoutError):
         return f"anthropic: {origin(err)} timed out (timeout {timeout:g}s)"
     if isinstance(err, anthropic.APIConnectionError):

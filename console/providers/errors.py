@@ -3,7 +3,11 @@
 The decision (:class:`~console.engine.model.ProviderError` ``kind``) is what makes a run survive an
 outage: a 429, a 5xx, Anthropic's 529, a reset or a cut stream are *transient* and the engine retries the
 whole turn; a "prompt is too long" answer is a full *context*; everything else (401/403, a bad model
-name, a request the server rejects) is *fatal*, because asking again gets the same answer.
+name, a request the server rejects) is *fatal*, because asking again gets the same answer. A server that
+cannot be reached at all (connection refused, a name that does not resolve, no route, no answer to the
+connection) is transient too, but *unreachable* (:func:`unreachable_reason`,
+:class:`~console.engine.model_call.ProviderUnreachable`): the engine gives it a short bound, then asks
+the operator, instead of the long backoff an overloaded server gets.
 
 Nothing here reads request headers: the SDKs' exceptions carry the request (and its key), so messages
 are built from status codes, error types and the server's own message, scrubbed of anything key-shaped.
@@ -12,6 +16,7 @@ are built from status codes, error types and the server's own message, scrubbed 
 from __future__ import annotations
 
 import email.utils
+import errno
 import re
 import socket
 import time
@@ -130,19 +135,49 @@ def origin(err: Any) -> str:
     return f"{url.scheme}://{url.host}{port}"
 
 
-def network_reason(err: BaseException, *, include_self: bool = False) -> str:
+def _chain(err: BaseException, include_self: bool) -> list[BaseException]:
     chain: list[BaseException] = [err] if include_self else []
     cause = err.__cause__ or err.__context__
     while cause is not None and len(chain) < 8:
         chain.append(cause)
         cause = cause.__cause__ or cause.__context__
+    return chain
+
+
+_NO_HOST = ("name or service not known", "nodename nor servname", "temporary failure in name resolution",
+            "no address associated with hostname", "getaddrinfo failed")
+# httpx's (and httpcore's) "the connection was never made" timeout, by name: the SDKs wrap it as their own
+# timeout error, and this module imports neither HTTP library.
+_CONNECT_TIMEOUTS = frozenset({"ConnectTimeout"})
+
+
+def unreachable_reason(err: BaseException, *, include_self: bool = False) -> str | None:
+    """Why the server cannot be reached at all ("connection refused", "host not found", "no route to host",
+    "network unreachable", "no answer to the connection"), or None when it was reached (or the failure is
+    something else: a reset, a cut stream, a slow reply). The engine retries these for a short while only."""
+    chain = _chain(err, include_self)
     text = " ".join(str(c) for c in chain).lower()
     if any(isinstance(c, ConnectionRefusedError) for c in chain) or "connection refused" in text:
         return "connection refused"
+    if any(isinstance(c, socket.gaierror) for c in chain) or any(t in text for t in _NO_HOST):
+        return "host not found"
+    codes = {getattr(c, "errno", None) for c in chain}
+    if errno.EHOSTUNREACH in codes or "no route to host" in text:
+        return "no route to host"
+    if errno.ENETUNREACH in codes or "network is unreachable" in text:
+        return "network unreachable"
+    if any(type(c).__name__ in _CONNECT_TIMEOUTS for c in chain):
+        return "no answer to the connection"
+    return None
+
+
+def network_reason(err: BaseException, *, include_self: bool = False) -> str:
+    chain = _chain(err, include_self)
+    text = " ".join(str(c) for c in chain).lower()
+    if (unreachable := unreachable_reason(err, include_self=include_self)) is not None:
+        return unreachable
     if any(isinstance(c, ConnectionResetError) for c in chain) or "connection reset" in text:
         return "connection reset"
-    if any(isinstance(c, socket.gaierror) for c in chain) or "name or service not known" in text:
-        return "host not found"
     if "ssl" in text or "certificate" in text:
         return "TLS error"
     if "peer closed connection" in text or "incomplete chunked read" in text:

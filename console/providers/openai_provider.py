@@ -35,6 +35,7 @@ from console.engine.model import (
     Usage,
     current_call,
 )
+from console.engine.model_call import ProviderUnreachable
 from console.providers.errors import (
     classify,
     error,
@@ -44,6 +45,7 @@ from console.providers.errors import (
     origin,
     response_headers,
     server_detail,
+    unreachable_reason,
     with_detail,
 )
 
@@ -331,6 +333,9 @@ def to_provider_error(err: openai.OpenAIError, *, secret: str | None, timeout: f
                       key_variable: str = "OPENAI_API_KEY") -> ProviderError:
     """One line for the operator, and whether asking again can help."""
     message = describe_error(err, secret=secret, timeout=timeout, key_variable=key_variable)
+    if (unreachable := unreachable_reason(err)) is not None and isinstance(err, openai.APIConnectionError):
+        # Refused, no such host, no route, or no answer to the connection: nobody is there (a short bound).
+        return ProviderUnreachable(message, unreachable)
     if isinstance(err, openai.APITimeoutError):
         return ProviderError(message, kind="transient", cause="timed out")
     if isinstance(err, openai.APIConnectionError):
@@ -363,6 +368,8 @@ def _code(err: openai.APIStatusError) -> str:
 def describe_error(err: openai.OpenAIError, *, secret: str | None, timeout: float,
                    key_variable: str = "OPENAI_API_KEY") -> str:
     """One line for the operator, built from status and error type, never from headers."""
+    if isinstance(err, openai.APITimeoutError) and unreachable_reason(err) is not None:
+        return f"openai: cannot reach {origin(err)} (no answer to the connection within {timeout:g}s)"
     if isinstance(err, openai.APITimeoutError):
         return f"openai: {origin(err)} timed out (timeout {timeout:g}s)"
     if isinstance(err, openai.APIConnectionError):

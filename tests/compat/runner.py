@@ -96,6 +96,9 @@ class Scenario:
     absent: Sequence[str] = ()  # event types that must not occur
     expect_files: Mapping[str, str | None] = field(default_factory=dict)  # text it contains; None: no such file
     reason: str | None = "error"  # how the run ends (RunResult.reason); "error" = the turns ran out
+    # The operator's answers to the run's needs (needs_operator events), in order; past them, "stop". A run that
+    # asks is never left waiting: the suite ends as an operator who stops it would.
+    answers: Sequence[str] = ()
     check: Callable[[Outcome], None] | None = None  # anything else
 
     def __str__(self) -> str:
@@ -159,7 +162,7 @@ def run(scenario: Scenario, provider: str, root: Path, faults: Faults | None = N
     if provider == "scripted":
         model = ScriptedProvider(clock=clock, script=[scripted_turn(t) for t in scenario.turns])
         metered = Metered(model, clock, scenario.advance_seconds_per_turn)
-        result = Supervisor(paths, run_settings, metered, clock=clock).run()
+        result = answering(Supervisor(paths, run_settings, metered, clock=clock), scenario.answers).run()
     else:
         with Loopback(openai_dialect=dialect) as server:  # type: ignore[arg-type]
             adapter: Provider
@@ -177,13 +180,26 @@ def run(scenario: Scenario, provider: str, root: Path, faults: Faults | None = N
             # replay's end is an error: the three providers end the same way.
             server.push(HttpError(400, {"type": "error", "error": {"type": "invalid_request_error",
                                                                     "message": "the scenario's script has ended"}}))
-            result = Supervisor(paths, run_settings, metered, clock=clock, seed=7).run()
+            result = answering(Supervisor(paths, run_settings, metered, clock=clock, seed=7), scenario.answers).run()
             requests = list(server.requests)
         if rejected := [r for r in requests if r.rejected is not None]:
             first = rejected[0]
             raise WireRejection(f"{provider}: request {requests.index(first) + 1} of {len(requests)} refused by the "
                                 f"strict loopback: {first.rejected}\n{describe(first.body)}")
     return Outcome(provider, result, read_events(paths), job_files(paths), requests, metered.prompts)
+
+
+def answering(sup: Supervisor, answers: Sequence[str] = ()) -> Supervisor:
+    """``sup`` with an operator who answers each ``needs_operator`` with the next of ``answers`` (then "stop"), through
+    the control channel as the console or the inbox would."""
+    left = list(answers)
+
+    def answer(event: Any) -> None:
+        if getattr(event, "type", "") == "needs_operator":
+            sup.command(left.pop(0) if left else "stop", source="cli")
+
+    sup.subscribe(answer)
+    return sup
 
 
 def describe(body: dict[str, Any]) -> str:

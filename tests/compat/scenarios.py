@@ -271,13 +271,17 @@ def _deadline_bypassed(out: Outcome) -> None:
         assert len(out.requests) == 3 and any(wrap.content in text for text in _texts_on_wire(out, 2))
 
 
-def _budget_bypassed(out: Outcome) -> None:
+def _budget_asked(out: Outcome) -> None:
     (spent,) = out.of("budget_exhausted")
     assert spent["budget"] == "tokens" and spent["used"] >= spent["limit"] == 1000
-    (bypass,) = out.of("completion_bypassed")
-    assert (bypass["budget"], bypass["stop_reason"]) == ("tokens", "end_turn")
-    assert "token budget spent" in out.result.detail and len(out.prompts) == 2
-    assert out.prompts[1].messages[-1].meta.get("kind") == "wrap_up"
+    (asked,) = out.of("needs_operator")
+    assert asked["reason"] == "budget" and asked["paused"] is True
+    assert asked["evidence"][0].startswith("token budget spent: ") and "1,000 tokens used" in asked["evidence"][0]
+    (cleared,) = out.of("needs_operator_cleared")
+    assert (cleared["reason"], cleared["by"]) == ("budget", "operator's stop")
+    # The spend limit paused the run before another turn: the stop was never asked of the model, nothing passed
+    # the completion check unchecked, and the operator's stop ended it as out of budget.
+    assert "token budget spent" in out.result.detail and len(out.prompts) == 1
 
 
 def _composite_blocked_by_files(out: Outcome) -> None:
@@ -372,14 +376,16 @@ GUARDRAIL_SCENARIOS: list[Scenario] = [
         check=_deadline_bypassed,
     ),
     Scenario(
-        # Seed 002: test_task_completion_skipped_on_budget_exhaustion. The first prompt alone spends the budget.
-        "completion_skipped_on_budget",
+        # Seed 002's test_task_completion_skipped_on_budget_exhaustion, for a spend limit: the first prompt alone
+        # spends the token budget; the run pauses and asks its operator before another turn (no stop is let
+        # through unchecked: none is asked for), and the operator's stop ends it as out of budget.
+        "budget_spent_asks_the_operator",
         job_toml="[guardrails]\nbudget_tokens = 1000\n",
         turns=[turn("Looking.", Call("list_files")), turn("Out of budget, stopping.")],
-        expect=[Ev("tool_result", "list_files", ok=True), Ev("budget_exhausted"), Ev("completion_bypassed")],
-        absent=["completion_blocked", "job_completed"],
+        expect=[Ev("tool_result", "list_files", ok=True), Ev("budget_exhausted"), Ev("needs_operator")],
+        absent=["completion_blocked", "completion_bypassed", "job_completed"],
         reason="budget_exhausted",
-        check=_budget_bypassed,
+        check=_budget_asked,
     ),
     Scenario(
         # Seed 002: test_composite_checker_all_must_pass. The plan passes, the files checker does not.

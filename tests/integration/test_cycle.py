@@ -130,7 +130,7 @@ def test_bootstrap_todos_on_a_new_job(make_job, run_job) -> None:
     assert [i.text for i in first.items] == BOOTSTRAP_TODOS and first.reason == "bootstrap"
 
 
-def test_premature_stop_is_blocked_then_ends_with_a_reason(make_job, run_job) -> None:
+def test_premature_stop_is_blocked_then_asks_the_operator_whose_stop_ends_it(make_job, run_job) -> None:
     paths = make_job()
     sup, result = run_job(paths, [T(text="I think I'm done.") for _ in range(6)])
     assert result.reason is ShutdownReason.COMPLETION_BLOCKED
@@ -139,6 +139,9 @@ def test_premature_stop_is_blocked_then_ends_with_a_reason(make_job, run_job) ->
     blocked = [e for e in evs if isinstance(e, ev.CompletionBlocked)]
     assert [b.blocks for b in blocked] == [1, 2, 3, 4, 5, 6] and {b.checker for b in blocked} == {"plan"}
     assert {b.stop_reason for b in blocked} == {"end_turn"}
+    (asked,) = [e for e in evs if isinstance(e, ev.NeedsOperator)]
+    assert asked.reason == "completion_refused" and asked.paused
+    assert any(line.startswith("plan: ") for line in asked.evidence)
     assert sup.store.get(paths.root).status == "incomplete"
 
 

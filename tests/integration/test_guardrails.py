@@ -283,25 +283,65 @@ def test_a_wrap_up_turn_that_takes_too_long_is_cut_and_the_run_ends(make_job, cl
     assert len(provider.requests) == 3
 
 
-def test_a_spent_token_budget_ends_the_run_after_a_wrap_up_turn(make_job, clock, tmp_path) -> None:
+def answering(sup: Supervisor, *answers: str) -> list[ev.NeedsOperator]:
+    """The operator, scripted: each needs_operator is answered with the next of ``answers`` (then "stop"), through
+    the control channel as the console would. Returns the needs as they come."""
+    left, asked = list(answers), []
+
+    def answer(e: ev.EventBase) -> None:
+        if isinstance(e, ev.NeedsOperator):
+            asked.append(e)
+            sup.command(left.pop(0) if left else "stop")
+
+    sup.subscribe(answer)
+    return asked
+
+
+def test_a_spent_token_budget_pauses_and_asks_resume_grants_a_slice_and_stop_ends_it(make_job, clock,
+                                                                                      tmp_path) -> None:
     paths = make_job()
-    script = [T(calls=[C(name="list_files")]) for _ in range(5)]
-    sup, result, _ = run(paths, script, clock, tmp_path, guardrails=guardrails(budget_tokens=1000))
+    provider = Recording(clock, [T(calls=[C(name="list_files")]) for _ in range(20)])
+    # A scripted turn here costs ~2,200 tokens: turn 2 passes 3,000, the slice's turn 3 passes 6,000.
+    sup = Supervisor(paths, run_settings(guardrails=guardrails(budget_tokens=3000)), provider, clock=clock,
+                     store=JobStore(tmp_path / "jobs.db"))
+    asked = answering(sup, "resume")
+    result = sup.run()
     evs = events(paths)
-    (spent,) = [e for e in evs if isinstance(e, ev.BudgetExhausted)]
-    assert spent.budget == "tokens" and spent.used >= 1000
+    spent = [e for e in evs if isinstance(e, ev.BudgetExhausted)]
+    assert [(e.budget, e.limit) for e in spent] == [("tokens", 3000), ("tokens", 6000)]
+    assert [a.reason for a in asked] == ["budget", "budget"] and all(a.paused for a in asked)
+    assert asked[0].evidence[0].startswith("token budget spent:") and "of 3,000 tokens used" in asked[0].evidence[0]
+    assert "resume grants one more slice of 3,000 tokens (the limit becomes 6,000 tokens)" in asked[0].evidence[-1]
+    assert "the operator granted 1 more slice of 3,000 tokens so far" in asked[1].evidence
+    (raised,) = [e for e in evs if isinstance(e, ev.BudgetRaised)]
+    assert (raised.budget, raised.limit, raised.added, raised.grants, raised.by) == (
+        "tokens", 6000, 3000, 1, "operator's resume")
+    # No turn is begun past a limit: two turns, the ask, the slice's one turn, the ask.
+    replies = [e for e in evs if isinstance(e, ev.AssistantMessage)]
+    assert len(replies) == len(provider.requests) == 3
+    order = [e.type for e in evs if e.type in ("assistant_message", "needs_operator", "budget_raised",
+                                               "needs_operator_cleared")]
+    assert order == ["assistant_message", "assistant_message", "needs_operator", "needs_operator_cleared",
+                     "budget_raised", "assistant_message", "needs_operator", "needs_operator_cleared"]
+    # The operator's stop at the second ask ends the run as out of budget, resumable.
     assert result.reason is ShutdownReason.BUDGET_EXHAUSTED and "token budget spent" in result.detail
     assert sup.store.get(paths.root).status == "out of budget"
-    assert not [e for e in evs if isinstance(e, ev.CompletionBypassed)]  # it did not try to stop
-    assert len([e for e in evs if isinstance(e, ev.AssistantMessage)]) == 2  # the first turn, then the wrap-up
+    assert not [e for e in evs if isinstance(e, ev.CompletionBypassed)]
+    state = json.loads((paths.state / "guardrails.json").read_text())
+    assert state["budget"]["token_grants"] == 1 and state["escalation"]["pending"] is None
 
 
-def test_a_stop_without_tool_call_after_the_budget_is_spent_is_bypassed(make_job, clock, tmp_path) -> None:
+def test_a_spent_token_budget_never_lets_a_stop_through_unchecked(make_job, clock, tmp_path) -> None:
+    # Before, a spent token budget gave a wrap-up turn whose stop bypassed the completion check. A spend limit
+    # now pauses before the next turn: the stop is never asked for, and the operator decides.
     paths = make_job()
     script = [T(calls=[C(name="list_files")]), T(text="Out of budget, stopping."), T(error="never asked")]
-    _, result, _ = run(paths, script, clock, tmp_path, guardrails=guardrails(budget_tokens=1000))
-    (bypass,) = [e for e in events(paths) if isinstance(e, ev.CompletionBypassed)]
-    assert (bypass.budget, bypass.stop_reason) == ("tokens", "end_turn")
+    provider = Recording(clock, script)
+    sup = Supervisor(paths, run_settings(guardrails=guardrails(budget_tokens=1000)), provider, clock=clock)
+    asked = answering(sup)
+    result = sup.run()
+    assert [a.reason for a in asked] == ["budget"] and len(provider.requests) == 1
+    assert not [e for e in events(paths) if isinstance(e, ev.CompletionBypassed)]
     assert result.reason is ShutdownReason.BUDGET_EXHAUSTED
 
 

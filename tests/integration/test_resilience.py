@@ -12,13 +12,15 @@ import threading
 import time
 from collections.abc import Iterator
 
+import pytest
+
 from console.engine import events as ev
 from console.engine.control import write_inbox
 from console.engine.loop import ShutdownReason
 from console.engine.model import IncompleteStream, ProviderError, Stop, StreamEvent, TextDelta, ToolCallEvent
 from console.engine.supervisor import Supervisor
 from console.providers.scripted import ScriptedProvider
-from tests.conftest import run_settings
+from tests.conftest import answer_needs, run_settings
 
 
 class Faulty(ScriptedProvider):
@@ -67,7 +69,8 @@ def test_transient_failures_are_retried_and_the_turn_is_whole(make_job, clock) -
     assert [(r.attempt, r.cause) for r in retries] == [(2, "rate limited"), (3, "server error 503"),
                                                        (2, "stream cut")]
     assert retries[0].delay_s >= 7  # the server's retry-after is honoured
-    assert retries[1].waited_s == round(retries[0].delay_s + retries[1].delay_s, 3)
+    # The time since the turn's first failure, the coming wait included (the fake clock's steps aside).
+    assert retries[1].waited_s == pytest.approx(retries[0].delay_s + retries[1].delay_s, abs=0.05)
     assert all(r.discarded_chars == len("half a thought that must not survive") for r in retries)
     # One reply per turn, none of them the half one; the retried turns kept their numbers.
     replies = [e for e in evs if isinstance(e, ev.AssistantMessage)]
@@ -88,13 +91,16 @@ def test_a_cut_stream_is_never_executed(make_job, clock) -> None:
     assert [e.cause for e in evs if isinstance(e, ev.ModelRetry)] == ["stream cut"]
 
 
-def test_outage_longer_than_the_total_wait_ends_resumably_then_goes_on(make_job, clock) -> None:
+def test_outage_longer_than_the_total_wait_asks_then_a_stop_ends_resumably_then_goes_on(make_job, clock) -> None:
     paths = make_job("quickstart")
     outage = {n: rate_limited() for n in range(4, 30)}
     provider = Faulty(outage, clock=clock)
-    result = Supervisor(paths, run_settings(retry_total_wait=60), provider, clock=clock, seed=3).run()
+    sup = Supervisor(paths, run_settings(retry_total_wait=60), provider, clock=clock, seed=3)
+    asked = answer_needs(sup)  # the operator, asked, stops the run
+    result = sup.run()
     assert result.reason is ShutdownReason.MODEL_UNAVAILABLE and not result.ok
     assert "could not be reached" in result.detail and "rate limited (429)" in result.detail
+    assert [a.reason for a in asked] == ["provider_down"]
     retries = [e for e in events(paths) if isinstance(e, ev.ModelRetry)]
     assert retries and retries[-1].waited_s <= 60 and all(r.max_wait_s == 60 for r in retries)
     assert all(r.turn == 4 for r in retries)
@@ -153,7 +159,9 @@ def test_a_stall_is_a_transient_failure_after_the_idle_limit(make_job) -> None:
     paths = make_job("quickstart")
     provider = Silent()
     started = time.monotonic()
-    result = Supervisor(paths, run_settings(idle_timeout=0.5, retry_total_wait=0), provider).run()
+    sup = Supervisor(paths, run_settings(idle_timeout=0.5, retry_total_wait=0), provider)
+    answer_needs(sup)
+    result = sup.run()
     took = time.monotonic() - started
     provider.release.set()
     assert result.reason is ShutdownReason.MODEL_UNAVAILABLE and "no model output for 0.5 s" in result.detail

@@ -154,7 +154,7 @@ def test_a_cost_budget_spent_is_said_in_words():
     log.events.append(ev.BudgetExhausted.model_construct(ts=FROZEN_NOW, seq=80, session=1, budget="cost", limit=5.0,
                                                          used=5.01, detail="", type="budget_exhausted", v=1))
     st = fold(log.events)
-    assert st.feedback[-1].message == "money budget spent ($5.01 of $5.00); the agent was told to wrap up"
+    assert st.feedback[-1].message == "money budget spent ($5.01 of $5.00); the run pauses and asks its operator"
 
 
 # -- the status line ------------------------------------------------------------------------------------------------

@@ -63,7 +63,7 @@ def test_agent_text_cannot_break_or_colour_a_line():
         "  ↩ stop refused by plan (2/5): left: - a - b; the agent was told to continue",
         "  ⚠ stuck: no progress for 5 turns (loop)",
         "  ↩ stop refused: the agent tried to stop before job_complete; the agent was told to continue",
-        "  ◷ token budget spent (1.2k of 1.0k); the agent was told to wrap up",
+        "  ◷ token budget spent (1.2k of 1.0k); the run pauses and asks its operator",
     ]
 
 

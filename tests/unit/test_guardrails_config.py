@@ -93,6 +93,7 @@ def test_the_issue_example_validates_and_builds() -> None:
         "deadline_seconds": 2700.0,
         "deadline_at": "2026-01-15T12:45:00+00:00",
         "budget_tokens": 3_000_000,
+        "budget_usd": None,
         "tokens_used": 0,
         "exhausted": None,
     }

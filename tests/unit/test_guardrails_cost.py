@@ -1,6 +1,6 @@
 """The money budget: ``[guardrails] budget_usd``, counted from the model's prices, spent after the deadline and the
-token budget are looked at, with its own wrap-up message, limits and status; and the warning when no price is known
-(so the budget can never be reached)."""
+token budget are looked at, with its limits and status; a spend limit that asks the operator, whose resume grants
+one more slice (recorded); and the warning when no price is known (so the budget can never be reached)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from pydantic import ValidationError
 
 from console.engine import events as ev
 from console.engine.clock import FakeClock
-from console.engine.enforcement import WRAP_UP, Enforcer
-from console.engine.guardrails import Budgets, BudgetState, GuardrailsConfig, build_guardrails
+from console.engine.enforcement import WRAP_UP, BudgetTurn, Enforcer
+from console.engine.guardrails import Budgets, BudgetState, GuardrailsConfig, GuardrailState, build_guardrails
 from console.engine.guardrails.budgets import MAX_COST_USED
 from console.engine.job import format_validation_error
 from console.engine.todos import TodoState
@@ -130,26 +130,60 @@ def test_the_job_cost_is_counted_and_returned() -> None:
 
 
 @needs_cost_events
-def test_a_spent_money_budget_gives_one_wrap_up_turn_then_ends_the_run() -> None:
+def test_a_spent_money_budget_asks_the_operator_and_a_grant_raises_it_by_one_slice() -> None:
     enf, rec, _ = enforcer(budget_usd=5.0)
     enf.start(priced=True)
     assert not [e for e in rec.events if isinstance(e, ev.ErrorEvent)]  # priced: nothing to warn about
     enf.count_tokens(10_000, 4.99)
-    assert enf.budget_turn() == (None, None)
+    assert enf.budget_turn() == BudgetTurn()
     enf.count_tokens(1000, 0.02)
-    wrap, end = enf.budget_turn()
-    assert end is None and wrap == WRAP_UP["cost"].format(limit="$5.00")
-    assert wrap.startswith("[The job's money budget ($5.00) is spent. Wrap up NOW, in this turn")
+    verdict = enf.budget_turn()
+    # A spend limit: no wrap-up turn is spent past it, the operator is asked.
+    assert verdict.wrap_up is None and verdict.ends is None
+    assert verdict.ask == "money budget spent: $5.01 of $5.00 used"
+    assert verdict.evidence[-1] == ("resume grants one more slice of $5.00 (the limit becomes $10.00); stop ends "
+                                    "the run as out of budget")
     [spent] = [e for e in rec.events if isinstance(e, ev.BudgetExhausted)]
     assert (spent.budget, spent.limit, spent.used) == ("cost", 5.0, 5.01)
-    assert spent.detail == "money budget spent: $5.01 of $5.00 used"
-    assert enf.budget_turn() == (None, "money budget spent: $5.01 of $5.00 used")
-    assert enf.spent() == "money budget spent: $5.01 of $5.00 used"
-    assert len([e for e in rec.events if isinstance(e, ev.BudgetExhausted)]) == 1  # said once
-    verdict = enf.check_stop("end_turn", None)
-    assert verdict.allowed and verdict.bypassed
-    [bypassed] = [e for e in rec.events if isinstance(e, ev.CompletionBypassed)]
-    assert bypassed.budget == "cost"
+    assert enf.budget_turn().ask == verdict.ask  # asked again until answered, said once
+    assert len([e for e in rec.events if isinstance(e, ev.BudgetExhausted)]) == 1
+    assert enf.spent() is None and enf.cut_at() is None  # nothing ends the run or cuts a call: it waits
+    assert enf.spend_limit() == "money budget spent: $5.01 of $5.00 used"
+    # The operator's resume: one more slice of the same size, recorded (state and event).
+    assert enf.grant("operator's resume")
+    [raised] = [e for e in rec.events if isinstance(e, ev.BudgetRaised)]
+    assert (raised.budget, raised.limit, raised.added, raised.used, raised.grants) == ("cost", 10.0, 5.0, 5.01, 1)
+    assert enf.g.budget_state.cost_grants == 1 and enf.g.budget_state.exhausted is None
+    assert enf.budget_turn() == BudgetTurn() and enf.spend_limit() is None
+    assert not enf.grant("again")  # nothing to grant: no more raises without a limit reached
+    enf.count_tokens(10, 5.0)
+    again = enf.budget_turn()
+    assert again.ask == "money budget spent: $10.01 of $10.00 used"
+    assert "the operator granted 1 more slice of $5.00 so far" in again.evidence
+    assert len([e for e in rec.events if isinstance(e, ev.BudgetExhausted)]) == 2  # a new episode, said again
+
+
+@needs_cost_events
+def test_a_grant_survives_a_restore_and_a_kill_while_asking_asks_again() -> None:
+    enf, _, _ = enforcer(budget_tokens=1000, budget_usd=None)
+    enf.start(priced=True)
+    enf.count_tokens(1200)
+    assert enf.budget_turn().ask is not None
+    recorded = GuardrailState.model_validate_json(enf.snapshot().model_dump_json())  # what the journal keeps
+    assert recorded.budget.exhausted == "tokens"
+    # Killed while it asked: the next process asks again at its first boundary (nothing was granted).
+    again, rec, _ = enforcer(budget_tokens=1000, budget_usd=None)
+    again.restore(recorded)
+    again.start(priced=True)
+    verdict = again.budget_turn()
+    assert verdict.ask == "token budget spent: 1,200 of 1,000 tokens used"
+    assert not [e for e in rec.events if isinstance(e, ev.BudgetExhausted)]  # the same episode: not said twice
+    assert again.grant("operator's resume")
+    granted = GuardrailState.model_validate_json(again.snapshot().model_dump_json())
+    third, _, _ = enforcer(budget_tokens=1000, budget_usd=None)
+    third.restore(granted)
+    third.start(priced=True)
+    assert third.budget_turn() == BudgetTurn() and third.g.budgets.token_limit(third.g.budget_state) == 2000
 
 
 @needs_cost_events
@@ -157,11 +191,11 @@ def test_raising_the_money_budget_lets_the_run_go_on() -> None:
     enf, _, _ = enforcer(budget_usd=1.0)
     enf.start(priced=True)
     enf.count_tokens(10, 1.5)
-    assert enf.budget_turn()[0] is not None
+    assert enf.budget_turn().ask is not None
     raised, _, _ = enforcer(budget_usd=10.0)
     raised.restore(enf.snapshot())  # job.toml changed before the next run
     raised.start(priced=True)
-    assert raised.g.budget_state.exhausted is None and raised.budget_turn() == (None, None)
+    assert raised.g.budget_state.exhausted is None and raised.budget_turn() == BudgetTurn()
 
 
 def test_limits_and_reasons_of_each_budget() -> None:
@@ -175,7 +209,7 @@ def test_limits_and_reasons_of_each_budget() -> None:
     assert [enf._shown_limit(k) for k in ("cost", "tokens", "deadline")] == ["$2.50", "1,000 tokens", "10 minutes"]
     assert enf.why("cost") == "money budget spent: $1.25 of $2.50 used"
     assert enf.why("tokens") == "token budget spent: 400 of 1,000 tokens used"
-    assert set(WRAP_UP) == {"deadline", "tokens", "cost"}
+    assert set(WRAP_UP) == {"deadline"}  # the spend limits ask the operator: no wrap-up turn
     assert all("{limit}" in text for text in WRAP_UP.values())
 
 

@@ -8,8 +8,16 @@ import time
 
 import pytest
 
+from console.engine.clock import FakeClock
 from console.engine.model import ProviderError, Stop, TextDelta
-from console.engine.model_call import CallLimits, retrying, stream_abandonably
+from console.engine.model_call import (
+    CallLimits,
+    Outage,
+    ProviderUnreachable,
+    is_unreachable,
+    retrying,
+    stream_abandonably,
+)
 
 
 class Flaky:
@@ -39,13 +47,76 @@ def test_backoff_grows_with_jitter_and_honours_retry_after_up_to_the_cap() -> No
 
 
 def test_retries_stop_before_the_total_wait_is_passed_and_reraise_the_last_failure() -> None:
+    clock = FakeClock()
     slept: list[float] = []
-    policy = retrying(CallLimits(retry_total_wait=100, retry_after_cap=300), slept.append, lambda s: None,
-                      random.Random(1))
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock.sleep(seconds)
+
+    limits = CallLimits(retry_total_wait=100, retry_after_cap=300)
+    outage = Outage(limits, now=clock.monotonic)
+    policy = retrying(limits, sleep, lambda s: None, random.Random(1), outage)
     fn = Flaky([transient(after=40)] * 10)
     with pytest.raises(ProviderError):
         policy(fn)
     assert sum(slept) <= 100 and slept == [40, 40]
+    assert outage.tries == 3 and outage.elapsed() == 80 and not outage.unreachable
+
+
+class Slow(Flaky):
+    """Each attempt takes ``took`` seconds of the clock before it fails (a server slow to say 503)."""
+
+    def __init__(self, clock: FakeClock, took: float, failures: list[ProviderError]) -> None:
+        super().__init__(failures)
+        self.clock, self.took = clock, took
+
+    def __call__(self) -> str:
+        self.clock.advance(self.took)
+        return super().__call__()
+
+
+def test_the_bound_is_elapsed_time_since_the_first_failure_attempts_included() -> None:
+    # Before: only the waits counted, so a server taking 60 s to fail each time held a turn for 8 attempts
+    # (2+4+8+...+64 s of waits) and 10 minutes. Now the attempts count: an attempt starts only within 150 s of the
+    # first failure, so the turn gives up after the 4th (the last may end one attempt's length past the bound).
+    clock = FakeClock()
+    limits = CallLimits(retry_total_wait=150)
+    outage = Outage(limits, now=clock.monotonic)
+    fn = Slow(clock, 60, [transient() for _ in range(50)])
+    with pytest.raises(ProviderError):
+        retrying(limits, clock.sleep, lambda s: None, random.Random(2), outage)(fn)
+    assert fn.calls == 4 and outage.tries == 4
+    assert 180 <= outage.elapsed() <= 150 + 60  # since the first failure (at 60 s)
+
+
+def unreachable() -> ProviderError:
+    return ProviderUnreachable("openai: cannot reach http://127.0.0.1:9 (connection refused)", "connection refused")
+
+
+def test_an_unreachable_server_has_its_own_short_bound_then_the_long_one_applies_again() -> None:
+    clock = FakeClock()
+    limits = CallLimits(retry_total_wait=600, unreachable_wait=30)
+    outage = Outage(limits, now=clock.monotonic)
+    announced: list[float] = []
+    fn = Flaky([unreachable() for _ in range(100)])
+    with pytest.raises(ProviderUnreachable):
+        retrying(limits, clock.sleep, lambda s: announced.append(s.upcoming_sleep), random.Random(3), outage)(fn)
+    assert outage.unreachable and outage.limit() == 30
+    assert clock.monotonic() <= 30 and outage.tries == fn.calls >= 3  # within ~30 s, with its tries
+    # Refused for a while, then the server is back but overloaded: the long bound applies from then on,
+    # counted from the turn's first failure.
+    clock = FakeClock()
+    outage = Outage(limits, now=clock.monotonic)
+    fn = Flaky([unreachable(), unreachable(), transient(), transient(), transient()])
+    assert retrying(limits, clock.sleep, lambda s: None, random.Random(4), outage)(fn) == "reply"
+    assert not outage.unreachable and outage.limit() == 600 and outage.tries == 5
+
+
+def test_unreachable_is_transient_and_says_why() -> None:
+    exc = unreachable()
+    assert exc.kind == "transient" and exc.cause == "connection refused" and is_unreachable(exc)
+    assert not is_unreachable(transient()) and not is_unreachable(None)
 
 
 def test_fatal_errors_are_not_retried() -> None:

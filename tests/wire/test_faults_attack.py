@@ -35,7 +35,7 @@ from console.engine.supervisor import RunResult, Supervisor
 from console.providers.anthropic_provider import AnthropicProvider
 from console.providers.openai_provider import OpenAIProvider
 from console.settings import load_settings, resolve_run_settings
-from tests.compat.runner import Call, Outcome, Scenario, make_job, read_events, run, turn
+from tests.compat.runner import Call, Outcome, Scenario, answering, make_job, read_events, run, turn
 from tests.conftest import time_limit
 from tests.wire.loopback import (
     AnthropicStreamError,
@@ -162,7 +162,7 @@ def drive(
     )
     if hook is not None:
         hook(sup)
-    return sup.run()
+    return answering(sup).run()  # a run that asks its operator (the model down past its bound) is stopped
 
 
 def new_job(tmp_path: Path, name: str = "job") -> JobPaths:

@@ -1,6 +1,7 @@
 """Guardrails (seed 002): tool policies gate calls, feedback providers guide, completion checkers block early
-stops, budgets bound the job. Pure logic: the loop gives each part a narrow context (a :class:`World` to ask
-about files, the run's counters) and records their state (:class:`GuardrailState`).
+stops, budgets bound the job, and escalation decides when the operator is asked (nudging did not help). Pure
+logic: the loop gives each part a narrow context (a :class:`World` to ask about files, the run's counters) and
+records their state (:class:`GuardrailState`).
 
 See :mod:`console.engine.guardrails.guardrails` for restore and rewind semantics."""
 
@@ -38,6 +39,7 @@ from console.engine.guardrails.config import (
     build_guardrails,
     default_guardrails,
 )
+from console.engine.guardrails.escalation import Escalation, EscalationState
 from console.engine.guardrails.feedback import (
     Feedback,
     FeedbackContext,
@@ -84,6 +86,8 @@ __all__ = [
     "DeadlineEntry",
     "DeadlineFeedback",
     "Detection",
+    "Escalation",
+    "EscalationState",
     "Exhausted",
     "Feedback",
     "FeedbackContext",

@@ -4,6 +4,12 @@ backstop").
 The deadline runs from the job's *first* start: a resume keeps the recorded ``started_at``, so stopping and
 resuming a job does not buy it more time. Once exhausted, a budget stays exhausted (``exhausted`` is
 recorded), which is also what lets the loop skip the completion check (seed: "Budget/deadline bypass").
+
+The token and money budgets are spend limits: reaching one pauses the run and asks its operator (the
+loop). The operator's resume grants one more slice of the same size: the limit becomes the job.toml
+value times (1 + the slices granted), and the grants are recorded here, so a resume after a kill keeps
+them. The deadline is not a spend limit: time passes whether the run waits or not, so it still gives the
+agent its wrap-up turn and ends the run.
 """
 
 from __future__ import annotations
@@ -18,6 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from console.engine.job import one_line
 
 Exhausted = Literal["deadline", "tokens", "cost"]
+# The budgets that pause the run and ask its operator instead of ending it.
+SPEND_LIMITS: frozenset[str] = frozenset({"tokens", "cost"})
+MAX_GRANTS = 10**6
 
 MAX_DEADLINE_SECONDS = 30 * 24 * 3600  # 30 days: a longer deadline is a typo
 MAX_BUDGET_TOKENS = 10**12
@@ -98,6 +107,10 @@ class BudgetState(BaseModel):
     wrap_up_turns: int = Field(default=0, ge=0, le=10**6)
     # When the wrap-up turn's time is up: its model call and its commands are cut then (see Enforcer.cut_at).
     wrap_up_until: datetime | None = None
+    # Slices of the token / money budget the operator granted by resuming a run paused at its spend limit:
+    # each raises that limit by job.toml's amount.
+    token_grants: int = Field(default=0, ge=0, le=MAX_GRANTS)
+    cost_grants: int = Field(default=0, ge=0, le=MAX_GRANTS)
 
 
 @dataclass(frozen=True)
@@ -126,6 +139,14 @@ class Budgets:
             return None
         return Deadline(state.started_at + timedelta(seconds=self.deadline_seconds), state.started_at)
 
+    def token_limit(self, state: BudgetState) -> int | None:
+        """The token budget now: job.toml's, plus one slice of it per grant of the operator."""
+        return None if self.budget_tokens is None else self.budget_tokens * (1 + state.token_grants)
+
+    def usd_limit(self, state: BudgetState) -> float | None:
+        """The money budget now (US dollars): job.toml's, plus one slice of it per grant of the operator."""
+        return None if self.budget_usd is None else self.budget_usd * (1 + state.cost_grants)
+
     def add_tokens(self, state: BudgetState, n: int) -> BudgetState:
         """Count ``n`` more tokens (negative counts are ignored). Returns ``state``, updated in place."""
         if n > 0:
@@ -146,8 +167,8 @@ class Budgets:
         deadline = self.deadline(state)
         if deadline is not None and now >= deadline.expires_at:
             state.exhausted = "deadline"
-        elif self.budget_tokens is not None and state.tokens_used >= self.budget_tokens:
+        elif (tokens := self.token_limit(state)) is not None and state.tokens_used >= tokens:
             state.exhausted = "tokens"
-        elif self.budget_usd is not None and state.cost_usd >= self.budget_usd:
+        elif (usd := self.usd_limit(state)) is not None and state.cost_usd >= usd:
             state.exhausted = "cost"
         return state.exhausted

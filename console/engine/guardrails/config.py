@@ -7,9 +7,10 @@ discriminated on ``type``::
 
     [guardrails]
     deadline = "45m"                 # from the job's first start; 90s, 45m, 1h30m, 2h, 1d or seconds
-    budget_tokens = 3_000_000
-    budget_usd = 5.0                 # US dollars, from the model's prices ([prices] in the config)
-    max_completion_blocks = 5        # stops blocked by the completion check before the stop is let through
+    budget_tokens = 3_000_000        # a spend limit: reached, the run pauses and asks its operator (resume
+    budget_usd = 5.0                 #   grants one more slice); US dollars from the model's prices ([prices])
+    max_completion_blocks = 5        # stops refused by the completion check before the run asks its operator
+    stuck_escalate_after = 3         # stuck nudges without progress before the run asks its operator (0: never)
     [[guardrails.policies]]
     type = "read_before_write"       # every tool that changes a file (Tool.modifies); write_tools narrows it
     [[guardrails.policies]]
@@ -61,6 +62,7 @@ from console.engine.guardrails.completion import (
     PlanBasedChecker,
     TaskCompletionChecker,
 )
+from console.engine.guardrails.escalation import MAX_ESCALATE_AFTER
 from console.engine.guardrails.feedback import (
     RECENT_CALLS,
     FeedbackProviderConfig,
@@ -381,6 +383,8 @@ class GuardrailsConfig(_Strict):
     # A whole number of dollars (budget_usd = 5) is a float too; true/false and strings are not.
     budget_usd: float | None = Field(default=None, gt=0, le=MAX_BUDGET_USD)
     max_completion_blocks: int = Field(default=5, ge=1, le=1000)
+    # Stuck-detector nudges in a row without progress before the run pauses and asks its operator; 0: never.
+    stuck_escalate_after: int = Field(default=3, ge=0, le=MAX_ESCALATE_AFTER)
     policies: list[PolicyEntry] = Field(default_factory=list, max_length=MAX_ENTRIES)
     feedback: list[FeedbackEntry] = Field(default_factory=list, max_length=MAX_ENTRIES)
     completion: CheckEntry = Field(default_factory=PlanCheck)
@@ -446,6 +450,7 @@ def build_guardrails(config: GuardrailsConfig) -> Guardrails:
         checker=build_checker(config.completion),
         budgets=Budgets(config.deadline_seconds, config.budget_tokens, config.budget_usd),
         max_completion_blocks=config.max_completion_blocks,
+        stuck_escalate_after=config.stuck_escalate_after,
     )
 
 

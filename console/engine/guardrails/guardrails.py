@@ -18,6 +18,8 @@ What a rewind (todo_rewind / an operator's rewind) resets:
 - budgets: nothing. The deadline and the token budget cover the whole job.
 - completion blocks: reset to 0. The agent is re-planning, so earlier blocked stops say nothing about the
   new plan, and it gets the full ``max_completion_blocks`` again.
+- escalation: the stuck nudges count from zero (a rewind is progress: a new todo list); a need the run waits
+  on its operator for stays until they answer it.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from console.engine.guardrails.completion import (
     TaskCompletionResult,
     run_checker,
 )
+from console.engine.guardrails.escalation import Escalation, EscalationState
 from console.engine.guardrails.feedback import MAX_PROVIDERS, FeedbackRunner, FeedbackState
 from console.engine.guardrails.policies import PolicyGate, PolicyState
 
@@ -49,11 +52,13 @@ class GuardrailState(BaseModel):
     feedback: FeedbackState = Field(default_factory=FeedbackState)
     budget: BudgetState = Field(default_factory=BudgetState)
     completion_blocks: int = Field(default=0, ge=0, le=10**6)
+    # Asking the operator: stuck nudges without progress, refusals, the need the run waits on.
+    escalation: EscalationState = Field(default_factory=EscalationState)
 
 
 class Guardrails:
     def __init__(self, *, gate: PolicyGate, feedback: FeedbackRunner, checker: TaskCompletionChecker | None,
-                 budgets: Budgets, max_completion_blocks: int = 5) -> None:
+                 budgets: Budgets, max_completion_blocks: int = 5, stuck_escalate_after: int = 3) -> None:
         if not 1 <= max_completion_blocks <= MAX_COMPLETION_BLOCKS:
             raise ValueError(f"max_completion_blocks must be in [1, {MAX_COMPLETION_BLOCKS}]")
         self.gate = gate
@@ -62,14 +67,16 @@ class Guardrails:
         self.budgets = budgets
         self.max_completion_blocks = max_completion_blocks
         self.budget_state = BudgetState()
-        self.completion_blocks = 0  # stops blocked so far; the loop counts them and lets a stop through at the cap
+        self.completion_blocks = 0  # stops blocked so far; past the cap the run asks its operator
+        self.escalation = Escalation(stuck_escalate_after)
 
     # -- state -----------------------------------------------------------------------------------------------
     def snapshot(self) -> GuardrailState:
         # A view for immediate serialization (the journal's commit, a projection), not a copy: see
         # FeedbackRunner.snapshot. restore() copies what it takes.
         return GuardrailState.model_construct(policies=self.gate.snapshot(), feedback=self.feedback.snapshot(),
-                                              budget=self.budget_state, completion_blocks=self.completion_blocks)
+                                              budget=self.budget_state, completion_blocks=self.completion_blocks,
+                                              escalation=self.escalation.state)
 
     def restore(self, state: GuardrailState) -> None:
         """Take a recorded state; parts of policies/providers no longer configured are dropped (module doc)."""
@@ -77,10 +84,12 @@ class Guardrails:
         self.feedback.restore(state.feedback)
         self.budget_state = state.budget.model_copy(deep=True)
         self.completion_blocks = state.completion_blocks
+        self.escalation.state = state.escalation.model_copy(deep=True)
 
     def reset_for_rewind(self) -> None:
-        """What a rewind resets: only the completion-block count (see the module doc for why)."""
+        """What a rewind resets: the completion-block count and the stuck nudges (see the module doc for why)."""
         self.completion_blocks = 0
+        self.escalation.progressed()
 
     # -- budgets ---------------------------------------------------------------------------------------------
     def start(self, now: datetime) -> None:
@@ -126,7 +135,8 @@ class Guardrails:
             "completion_blocks": self.completion_blocks,
             "deadline_seconds": self.budgets.deadline_seconds,
             "deadline_at": deadline.expires_at.isoformat() if deadline else None,
-            "budget_tokens": self.budgets.budget_tokens,
+            "budget_tokens": self.budgets.token_limit(self.budget_state),
+            "budget_usd": self.budgets.usd_limit(self.budget_state),
             "tokens_used": self.budget_state.tokens_used,
             "exhausted": self.budget_state.exhausted,
         }
