@@ -557,6 +557,25 @@ def _command_sandbox(e: ev.CommandSandbox) -> Presented:
                      flat(e.text, 0) or f"commands: {one_line(e.mode, 40)}", source="sandbox")
 
 
+def _launch(e: ev.LaunchSettings) -> Presented:
+    """How this process runs the job: the settings it started with, and what a resume's flags changed."""
+    restart = "auto-restart" if e.auto_restart else "restarts wait for approval"
+    parts = [f"{one_line(e.provider, 40)}/{one_line(e.model, 80)}"]
+    if e.base_url:
+        parts.append(one_line(e.base_url, 120))
+    if e.context_window:
+        parts.append(f"window {e.context_window:,}")
+    parts.append(restart)
+    if e.unconfined:
+        parts.append("UNCONFINED")
+    if e.notify:
+        parts.append("notify " + ", ".join(one_line(u, 80) for u in e.notify))
+    head = "resumed with" if e.source == "resume" else "started with"
+    changed = f"; changed at resume: {flat('; '.join(e.changes), 0)}" if e.changes else ""
+    return Presented("⚙", "launch", "warning" if e.changes else "info", f"{head}: {', '.join(parts)}{changed}",
+                     source="run")
+
+
 def _operator(e: ev.OperatorCommand) -> Presented:
     source = one_line(e.source, 40)
     who = f"operator · {source}" if source else "operator"
@@ -627,6 +646,7 @@ DESCRIBERS: dict[type, Callable[[Any], Presented | None]] = {
     ev.BudgetRaised: _raised,
     ev.StuckDetected: _stuck,
     ev.CommandSandbox: _command_sandbox,
+    ev.LaunchSettings: _launch,
     ev.OperatorCommand: _operator,
     ev.JobCompleted: _completed,
     ev.StateRecovered: _recovered,
