@@ -233,7 +233,9 @@ def timed(pattern: Any, method: str, text: str, hang: float = HANG_SECONDS) -> f
     signal.setitimer(signal.ITIMER_REAL, hang)
     start = time.perf_counter()
     try:
-        result = getattr(pattern, method)(text)
+        # A bytes pattern (one that reads log lines as bytes) gets the same text, encoded.
+        subject: Any = text.encode("utf-8", "surrogatepass") if isinstance(pattern.pattern, bytes) else text
+        result = getattr(pattern, method)(subject)
         if method == "finditer":
             for _ in itertools.islice(result, 10_000):
                 pass
