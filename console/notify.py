@@ -35,6 +35,7 @@ BODY_LIMIT = 3500
 LINE_LIMIT = 300
 QUEUE_LIMIT = 50  # messages waiting for one channel; more are dropped (and that is said once)
 CLOSE_TIMEOUT = 5.0
+SPACING = 1.0  # the least time between two sends to one channel (seconds)
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]{0,31}$")
 
 _log_lock = threading.Lock()
@@ -64,9 +65,14 @@ def _instantiate(url: str) -> Any:
 
     _quiet_apprise()
     try:
-        return apprise.Apprise.instantiate(url)
+        plugin = apprise.Apprise.instantiate(url)
     except Exception:
         return None
+    if plugin is not None and getattr(plugin, "request_rate_per_sec", 0) > SPACING:
+        # Apprise spaces two sends to one service by 5.5 s by default: a second need right after a first (a
+        # restart to approve, then the end) would miss its 5 s. Needs are rare (one per reason): 1 s is polite.
+        plugin.request_rate_per_sec = SPACING
+    return plugin
 
 
 def shown_url(url: str, plugin: Any = None) -> str:
