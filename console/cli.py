@@ -789,6 +789,12 @@ class _WaitFold:
             self.need = e
         elif isinstance(e, ev.NeedsOperatorCleared):
             self.need = None
+        elif isinstance(e, ev.OperatorCommand) and e.status == "applied" and self.need is not None:
+            # The answer is applied before its needs_operator_cleared reaches the log: `approve; wait` must not
+            # see the need it just answered.
+            restart = self.need.reason == "restart_approval"
+            if e.command == "stop" or e.command in (("approve_restart", "deny_restart") if restart else ("resume",)):
+                self.need = None
         elif isinstance(e, ev.RestartPending) and self.need is None:  # a log from before needs_operator
             self.need = ev.NeedsOperator(ts=e.ts, seq=e.seq, session=e.session, reason="restart_approval",
                                          message="the context is full: approve or deny the restart", paused=False)
@@ -846,6 +852,9 @@ def cmd_wait(args: argparse.Namespace) -> int:
     offset, gone_since = 0, None
     try:
         while True:
+            with contextlib.suppress(OSError):
+                if os.stat(paths.events).st_size < offset:  # the log was replaced (moved aside): read it anew
+                    fold, offset = _WaitFold(), 0
             batch, offset = ev.read_new(paths.events, offset, limit=8 << 20)
             for e in batch:
                 fold.apply(e)

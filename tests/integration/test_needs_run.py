@@ -248,6 +248,18 @@ def test_wait_times_out_on_a_live_run_and_says_a_need_by_hand(make_job, capsys) 
             fh.write(ev.NeedsOperatorCleared(ts=t, seq=4, session=1, reason="stuck",
                                              by="operator's resume").model_dump_json() + "\n")
         assert main(["wait", str(paths.root), "--timeout", "0.3"]) == cli.WAIT_TIMEOUT
+        # A restart to approve, approved: the command's "applied" reaches the log before the need's clearing
+        # does; `approve ID; wait ID` must not answer with the need just answered.
+        with paths.events.open("a") as fh:
+            for e in (ev.NeedsOperator(ts=t, seq=5, session=1, reason="restart_approval", message="approve",
+                                       paused=False),
+                      ev.OperatorCommand(ts=t, seq=6, session=1, command="resume", source="cli", status="applied")):
+                fh.write(e.model_dump_json() + "\n")
+        assert main(["wait", str(paths.root), "--timeout", "5"]) == cli.WAIT_NEEDS  # a resume does not answer it
+        with paths.events.open("a") as fh:
+            fh.write(ev.OperatorCommand(ts=t, seq=7, session=1, command="approve_restart", source="cli",
+                                        status="applied").model_dump_json() + "\n")
+        assert main(["wait", str(paths.root), "--timeout", "0.3"]) == cli.WAIT_TIMEOUT
     finally:
         lock.release()
 
