@@ -9,7 +9,8 @@ Exit codes: 0 the job completed; 1 the run ended without completing (the last
 line says why); 2 bad input (job folder, run id, job.toml, settings, flags);
 3 stopped by the operator (a stop from the console or another shell, or a
 denied restart); 130 interrupted (Ctrl+C, SIGTERM or SIGHUP, or the model
-stayed unreachable).
+stayed unreachable). `wait` has its own codes (4 needs you, 5 timeout, 6 interrupted:
+see WAIT_HELP).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import signal
 import sqlite3
 import sys
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -200,6 +202,13 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--prune", action="store_true",
                       help="forget the runs whose folder is gone (state 'gone'): their rows are removed from the "
                            "list; each one is named")
+
+    wait = sub.add_parser("wait", help="wait until a run ends or needs you; the exit code says which",
+                          description="Block until the run ends or needs its operator, print one line saying "
+                                      "which, and exit with a code for scripts and cron. " + WAIT_HELP + ".")
+    wait.add_argument("job", metavar="JOB", help=RUN_HELP)
+    wait.add_argument("--timeout", type=float, metavar="SECONDS", help="give up after this long (exit code 5); "
+                                                                         "default: wait as long as it takes")
     return p
 
 
@@ -666,7 +675,20 @@ JOBS_GAP = 2
 JOB_NAME_MAX = 28
 SUMMARY_MIN = 20  # narrower, a summary says next to nothing: a column goes first
 STATE_STYLE = {"completed": "green", "running": "cyan", "failed": "red", "stopped": "yellow", "interrupted": "yellow",
-               "awaiting approval": "magenta", "out of budget": "yellow", "incomplete": "red", "gone": "dim"}
+               "awaiting approval": "magenta", "out of budget": "yellow", "incomplete": "red",
+               "needs you": "bold reverse magenta", "gone": "dim"}
+
+
+def need_summary(r: Any) -> str:
+    """A run that needs its operator, for the jobs table: ``stuck since 14:02: no todo completed in 40 turns``."""
+    from console.engine.needs import label
+
+    reason, _, message = (r.detail or "").partition(": ")
+    since = ""
+    if r.needs_since:
+        with contextlib.suppress(ValueError):
+            since = f" since {datetime.fromisoformat(r.needs_since).astimezone():%H:%M}"
+    return f"{label(reason) if reason else 'needs you'}{since}: {message}" if message else f"{label(reason)}{since}"
 
 
 def _is_word(ch: str) -> bool:
@@ -720,7 +742,7 @@ def jobs_table(rows: list[Any], width: int) -> tuple[list[Any], list[str]]:
         cells["started"].append(one_line(short(r.started_at)))
         cells["cost"].append("" if r.cost_usd is None else format_cost(r.cost_usd))
         cells["conf"].append("" if r.confidence is None else f"{r.confidence:.2f}")
-        cells["summary"].append(one_line(r.summary or r.detail or ""))
+        cells["summary"].append(one_line(need_summary(r) if r.status == "needs you" else r.summary or r.detail or ""))
     # A column with nothing in it (no cost known, nothing completed yet) is not worth its width.
     shown = [key for key in JOBS_HEADERS if key in ("id", "state", "job") or any(cells[key])]
     widths = {key: max(cell_len(JOBS_HEADERS[key]), *(cell_len(c) for c in cells[key])) for key in shown}
@@ -826,13 +848,18 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         if folder_gone(r.path):  # deleted or moved: only the row is left (jobs --prune forgets it)
             return replace(r, status="gone", detail="its folder no longer exists; agent-console jobs --prune "
                            "forgets it")
-        # A run that died (kill -9, power cut) never wrote its end: the lock tells the truth.
-        if r.status in ("running", "awaiting approval") and RunLock(JobPaths(Path(r.path))).holder() is None:
-            return replace(r, status="interrupted", detail=r.detail or "no process runs it; resume with: "
-                           f"agent-console run --in-place {run_id(r.path)}")
+        # A run that died (kill -9, power cut) never wrote its end: the lock tells the truth. (One that crashed
+        # still needs its operator: it says so.)
+        crashed = r.status == "needs you" and (r.detail or "").startswith("crashed:")
+        if r.status in ("running", "awaiting approval", "needs you") and not crashed \
+                and RunLock(JobPaths(Path(r.path))).holder() is None:
+            detail = f"it needed you ({r.detail}) when its process ended" if r.status == "needs you" else r.detail
+            return replace(r, status="interrupted", needs_since=None, detail=detail or "no process runs it; resume "
+                           f"with: agent-console run --in-place {run_id(r.path)}")
         return r
 
     rows = [live(r) for r in rows]
+    rows.sort(key=lambda r: r.status != "needs you")  # the runs that need their operator first, then newest first
     if args.json:
         for r in rows:
             _say(json.dumps({"id": run_id(r.path), **r.__dict__}))
@@ -1024,6 +1051,135 @@ def resume_run(paths: Any, args: argparse.Namespace) -> int:
     return cmd_run(run_args)
 
 
+# `agent-console wait`: how its exit code says what became of the run (for scripts and cron).
+WAIT_COMPLETED, WAIT_ENDED, WAIT_STOPPED, WAIT_NEEDS, WAIT_TIMEOUT, WAIT_INTERRUPTED = 0, 1, 3, 4, 5, 6
+WAIT_HELP = ("Exit codes: 0 the job completed; 1 the run ended without completing; 2 bad input (no such run, a "
+             "folder that never ran); 3 stopped by the operator (or a denied restart); 4 the run needs you (a "
+             "restart to approve, stuck, a budget reached, the provider down, a crash...: the reason and message "
+             "are printed); 5 --timeout passed first; 6 interrupted (no process runs it any more: killed, or the "
+             "model stayed unreachable; resume it)")
+WAIT_POLL = 0.25  # seconds between two looks at the log and the run's lock (a poll: no busy loop, no watcher)
+WAIT_GONE_GRACE = 1.0  # no process holds the lock for this long, with nothing new logged: it is not running
+WAIT_START_GRACE = 5.0  # a folder whose log is still empty: how long a run just launched may take to start
+
+
+class _WaitFold:
+    """What `wait` needs of a run's log: how its last process ended, and what it needs its operator for."""
+
+    def __init__(self) -> None:
+        self.end: Any = None  # the last process's run_ended
+        self.completed: Any = None  # job_completed (a completed job stays completed)
+        self.need: Any = None  # needs_operator not yet answered
+        self.events = 0
+
+    def apply(self, e: Any) -> None:
+        from console.engine import events as ev
+
+        self.events += 1
+        if isinstance(e, ev.SessionStarted) and e.reason in ("new", "resume"):
+            self.end = self.need = None  # a process (re)starts the run
+        elif isinstance(e, ev.NeedsOperator):
+            self.need = e
+        elif isinstance(e, ev.NeedsOperatorCleared):
+            self.need = None
+        elif isinstance(e, ev.OperatorCommand) and e.status == "applied" and self.need is not None:
+            # The answer is applied before its needs_operator_cleared reaches the log: `approve; wait` must not
+            # see the need it just answered.
+            restart = self.need.reason == "restart_approval"
+            if e.command == "stop" or e.command in (("approve_restart", "deny_restart") if restart else ("resume",)):
+                self.need = None
+        elif isinstance(e, ev.RestartPending) and self.need is None:  # a log from before needs_operator
+            self.need = ev.NeedsOperator(ts=e.ts, seq=e.seq, session=e.session, reason="restart_approval",
+                                         message="the context is full: approve or deny the restart", paused=False)
+        elif isinstance(e, ev.RestartApproved | ev.RestartDenied):
+            if self.need is not None and self.need.reason == "restart_approval":
+                self.need = None
+        elif isinstance(e, ev.JobCompleted):
+            self.completed, self.need = e, None
+        elif isinstance(e, ev.RunEnded):
+            self.end, self.need = e, None
+
+
+def _wait_verdict(fold: _WaitFold, rid: str, alive: bool) -> tuple[int, str] | None:
+    """(exit code, line) once the log and the lock say how the run stands; None: it runs on."""
+    from console.engine.needs import label
+
+    end = fold.end
+    if end is not None and not alive:  # (alive: the process that ended is exiting, or a resume started anew)
+        detail = f": {end.detail}" if end.detail else ""
+        if end.reason in ("job_complete", "agent_stopped"):
+            summary = f": {fold.completed.summary}" if fold.completed is not None else detail
+            return WAIT_COMPLETED, f"run {rid} completed{summary}"
+        if end.reason == "user_shutdown":
+            return WAIT_STOPPED, f"run {rid} stopped{detail}"
+        if end.reason == "model_unavailable":
+            return WAIT_INTERRUPTED, f"run {rid} interrupted: the model stayed unreachable{detail}"
+        return WAIT_ENDED, f"run {rid} ended without completing ({end.reason}){detail}"
+    need = fold.need
+    if need is not None and (alive or need.reason == "crashed"):
+        since = f" since {need.ts.astimezone():%H:%M}"
+        return WAIT_NEEDS, f"run {rid} needs you ({label(need.reason)}){since}: {need.message}"
+    if fold.completed is not None and not alive:
+        return WAIT_COMPLETED, f"run {rid} completed: {fold.completed.summary}"
+    return None
+
+
+def cmd_wait(args: argparse.Namespace) -> int:
+    """Block until the run ends or needs its operator; the exit code says which (:data:`WAIT_HELP`)."""
+    import time
+
+    from console.engine import events as ev
+    from console.engine.control import RunLock
+    from console.engine.job import JobError, validate_job_folder
+
+    try:
+        if args.timeout is not None and not (math.isfinite(args.timeout) and 0 <= args.timeout <= MAX_WAIT_SECONDS):
+            raise ValueError(f"--timeout {args.timeout:g}: expected a number of seconds from 0 to {MAX_WAIT_SECONDS}")
+        paths = validate_job_folder(run_folder(args.job))
+    except (JobError, ValueError) as exc:
+        _err(str(exc))
+        return EXIT_USAGE
+    rid, lock, fold = paths.run_id, RunLock(paths), _WaitFold()
+    started = time.monotonic()
+    deadline = None if args.timeout is None else started + args.timeout
+    offset, gone_since = 0, None
+    try:
+        while True:
+            with contextlib.suppress(OSError):
+                if os.stat(paths.events).st_size < offset:  # the log was replaced (moved aside): read it anew
+                    fold, offset = _WaitFold(), 0
+            batch, offset = ev.read_new(paths.events, offset, limit=8 << 20)
+            for e in batch:
+                fold.apply(e)
+            with contextlib.suppress(OSError):
+                if offset < os.stat(paths.events).st_size and batch:
+                    continue  # a long log: caught up chunk by chunk, then followed
+            alive = lock.holder() is not None
+            verdict = _wait_verdict(fold, rid, alive)
+            if verdict is not None:
+                _say(verdict[1])
+                return verdict[0]
+            now = time.monotonic()
+            if alive or batch:
+                gone_since = None
+            elif gone_since is None:
+                gone_since = now
+            elif now - gone_since >= (WAIT_GONE_GRACE if fold.events else WAIT_START_GRACE):
+                if not fold.events:
+                    _err(f"{paths.root}: this folder has never run (no events); a run of it is another folder: wait "
+                         "for the id `agent-console run` prints")
+                    return EXIT_USAGE
+                _say(f"run {rid} interrupted: no process runs it ({resume_hint(paths)})")
+                return WAIT_INTERRUPTED
+            if deadline is not None and now >= deadline:
+                what = "still running" if alive else "no process holds it and no end is logged (yet)"
+                _say(f"run {rid}: {what} after {args.timeout:g}s (timeout)")
+                return WAIT_TIMEOUT
+            time.sleep(WAIT_POLL if deadline is None else max(0.0, min(WAIT_POLL, deadline - now)))
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         return _main(argv)
@@ -1048,6 +1204,8 @@ def _main(argv: list[str] | None = None) -> int:
         return cmd_attach(args)
     if args.command == "logs":
         return cmd_logs(args)
+    if args.command == "wait":
+        return cmd_wait(args)
     if args.command in COMMAND_HELP:
         return cmd_control(args)
     if args.command == "fleet" or (args.command is None and sys.stdin.isatty() and sys.stdout.isatty()):

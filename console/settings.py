@@ -12,6 +12,7 @@ A config file that cannot be used is a :class:`JobError` of one line naming it.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -88,6 +89,40 @@ class ConfigFileSource(PydanticBaseSettingsSource):
         return values
 
 
+class NotifySettings(BaseModel):
+    """``[notify]``: where the operator is told that a run needs them (console.notify): Apprise URLs (ntfy://,
+    slack://, mailto://, json://...), checked when a run starts; ``on_end``: also one line when a run ends."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    urls: list[str] = Field(default_factory=list)
+    on_end: bool = True
+
+
+NOTIFY_ENV = {"urls": "AGENT_CONSOLE_NOTIFY_URLS", "on_end": "AGENT_CONSOLE_NOTIFY_ON_END"}
+TRUE_WORDS, FALSE_WORDS = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
+class NotifyEnvSource(PydanticBaseSettingsSource):
+    """``AGENT_CONSOLE_NOTIFY_URLS`` (URLs separated by commas or spaces) and ``AGENT_CONSOLE_NOTIFY_ON_END``
+    (true/false): each overrides its key of the config file's ``[notify]`` table."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ reads both variables at once
+
+    def __call__(self) -> dict[str, Any]:
+        env = {k.upper(): v for k, v in os.environ.items() if k.upper() in NOTIFY_ENV.values()}
+        out: dict[str, Any] = {}
+        if (raw := env.get(NOTIFY_ENV["urls"])) is not None:
+            out["urls"] = [u for u in re.split(r"[\s,]+", raw) if u]
+        if (raw := env.get(NOTIFY_ENV["on_end"])) is not None:
+            word = raw.strip().lower()
+            if word not in TRUE_WORDS | FALSE_WORDS:
+                raise JobError(f"{NOTIFY_ENV['on_end']}={one_line(raw, 40)!s}: expected true or false")
+            out["on_end"] = word in TRUE_WORDS
+        return {"notify": out} if out else {}
+
+
 _FILE_MODELS: dict[type, type[BaseModel]] = {}
 
 
@@ -154,6 +189,8 @@ class Settings(BaseSettings):
     turn_timeout: float = Field(default=1800.0, gt=0, le=7 * 24 * 3600)
     # The most any job's [sandbox] may ask for its commands ([sandbox_limits] in the config file).
     sandbox_limits: SandboxCaps = Field(default_factory=SandboxCaps)
+    # Who is told when a run needs its operator ([notify] urls = [...], on_end; see NotifySettings).
+    notify: NotifySettings = Field(default_factory=NotifySettings)
 
     @field_validator("provider")
     @classmethod
@@ -171,7 +208,8 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, ConfigFileSource(settings_cls, config_path()))
+        return (init_settings, NotifyEnvSource(settings_cls), env_settings,
+                ConfigFileSource(settings_cls, config_path()))
 
     @field_validator("base_url")
     @classmethod

@@ -540,7 +540,7 @@ def test_jobs_json_keeps_the_whole_record_and_the_id(tmp_path, capsys) -> None:
     assert completed["summary"] == LONG_SUMMARY and completed["confidence"] == 0.85
     assert completed["cost_usd"] == 0.0123 and completed["completed_at"] == "2026-11-22T13:00:30+00:00"
     assert set(completed) == {"id", "path", "name", "status", "provider", "model", "started_at", "updated_at",
-                              "completed_at", "confidence", "summary", "detail", "cost_usd"}
+                              "completed_at", "confidence", "summary", "detail", "cost_usd", "needs_since"}
     # A run the table says is running with no process behind it (kill -9) is shown as interrupted.
     assert records[2]["status"] == "interrupted" and records[2]["detail"] == "restart pending"
 

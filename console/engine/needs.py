@@ -47,3 +47,14 @@ def answered(events: ev.EventStream, op: OperatorState, by: str) -> None:
         return
     reason, op.needs = op.needs, None
     events.emit(ev.NeedsOperatorCleared, reason=reason, by=by)
+
+
+# Each reason in the operator's words (the views and the notifications say these).
+LABELS: dict[str, str] = {"restart_approval": "restart approval", "stuck": "stuck", "budget": "budget reached",
+                          "completion_refused": "completion refused", "provider_down": "provider down",
+                          "crashed": "crashed", "gave_up": "gave up"}
+
+
+def label(reason: str) -> str:
+    """``restart_approval`` as ``restart approval`` (a reason a newer version adds: its name, in words)."""
+    return LABELS.get(reason) or reason.replace("_", " ")

@@ -37,9 +37,12 @@ CREATE TABLE IF NOT EXISTS jobs (
 )
 """
 # Columns added after the first release: an older database gets them (ALTER TABLE ADD COLUMN keeps every row).
-ADDED_COLUMNS = (("cost_usd", "REAL"),)
+# needs_since: when the run started needing its operator (ISO time), NULL while it does not.
+ADDED_COLUMNS = (("cost_usd", "REAL"), ("needs_since", "TEXT"))
 COLUMNS = ("path", "name", "status", "provider", "model", "started_at", "updated_at", "completed_at", "confidence",
-           "summary", "detail", "cost_usd")
+           "summary", "detail", "cost_usd", "needs_since")
+# The status of a run that waits for its operator (console.engine.needs): every view lists it first.
+NEEDS_YOU = "needs you"
 # The statuses of a run that has ended. Any other (running, awaiting approval, paused, needs you, a status a newer
 # version adds) is a run that lives or waits for its operator: the fleet lists each of those whatever its age.
 FINISHED = ("completed", "failed", "stopped", "incomplete", "out of budget", "agent stopped", "interrupted")
@@ -62,6 +65,8 @@ class JobRow:
     detail: str | None
     # US dollars the whole job cost so far; None when unknown (no price for its model, or an older run).
     cost_usd: float | None = None
+    # When the run started needing its operator (ISO time; status "needs you"), else None.
+    needs_since: str | None = None
 
 
 class JobStore:
@@ -111,6 +116,8 @@ class JobStore:
             self.error = f"{self.path}: {exc}"
             added = {name for name, _kind in ADDED_COLUMNS}
             self._select = ", ".join(f"NULL AS {c}" if c in added and c not in have else c for c in COLUMNS)
+        # The SQL that clears a run's need (nothing while the column is missing: the run's updates still work).
+        self._no_need = ", needs_since=NULL" if "needs_since" in have else ""
 
     def _update(self, sql: str, params: tuple) -> bool:
         try:
@@ -136,10 +143,10 @@ class JobStore:
     def started(self, path: Path, name: str, provider: str, model: str, now: datetime) -> None:
         ts = now.isoformat(timespec="seconds")
         self._update(
-            """INSERT INTO jobs (path, name, status, provider, model, started_at, updated_at)
+            f"""INSERT INTO jobs (path, name, status, provider, model, started_at, updated_at)
                VALUES (?, ?, 'running', ?, ?, ?, ?)
                ON CONFLICT(path) DO UPDATE SET status='running', provider=excluded.provider,
-               model=excluded.model, updated_at=excluded.updated_at, detail=NULL
+               model=excluded.model, updated_at=excluded.updated_at, detail=NULL{self._no_need}
                WHERE jobs.status != 'completed'""",
             (str(path), name, provider, model, ts, ts),
         )
@@ -147,16 +154,35 @@ class JobStore:
     def completed(self, path: Path, now: datetime, confidence: float, summary: str) -> None:
         ts = now.isoformat(timespec="seconds")
         self._update(
-            """UPDATE jobs SET status='completed', completed_at=?, updated_at=?, confidence=?, summary=?
-               WHERE path=?""",
+            f"""UPDATE jobs SET status='completed', completed_at=?, updated_at=?, confidence=?, summary=?
+                {self._no_need} WHERE path=?""",
             (ts, ts, confidence, summary, str(path)),
         )
 
     def ended(self, path: Path, status: str, now: datetime, detail: str = "") -> None:
         """Record a run that stopped without completing (failed, stopped, paused for approval)."""
         self._update(
-            "UPDATE jobs SET status=?, updated_at=?, detail=? WHERE path=? AND status != 'completed'",
+            f"UPDATE jobs SET status=?, updated_at=?, detail=?{self._no_need} WHERE path=? AND status != 'completed'",
             (status, now.isoformat(timespec="seconds"), detail, str(path)),
+        )
+
+    def needs(self, path: Path, reason: str, message: str, now: datetime) -> None:
+        """The run needs its operator (console.engine.needs): status "needs you", the reason and message as its
+        detail, and since when (kept from the first need while none was answered)."""
+        ts = now.isoformat(timespec="seconds")
+        since = ", needs_since=COALESCE(needs_since, ?)" if self._no_need else ""
+        self._update(
+            f"UPDATE jobs SET status='{NEEDS_YOU}', updated_at=?, detail=?{since} "
+            "WHERE path=? AND status != 'completed'",
+            (ts, f"{reason}: {message}"[:2000], *((ts,) if since else ()), str(path)),
+        )
+
+    def answered(self, path: Path, now: datetime) -> None:
+        """The operator answered the run's need: it runs again (a run that has ended meanwhile keeps its end)."""
+        self._update(
+            f"UPDATE jobs SET status='running', updated_at=?, detail=NULL{self._no_need} "
+            f"WHERE path=? AND status='{NEEDS_YOU}'",
+            (now.isoformat(timespec="seconds"), str(path)),
         )
 
     def cost(self, path: Path, usd: float | None) -> None:

@@ -134,6 +134,7 @@ class Supervisor:
         # Repairs happen only when no process runs the job (then run() refuses anyway).
         self.file_problems = self._clear_the_way() if self.lock.holder() is None else []
         self.events = ev.EventStream(paths.events, self.clock)
+        self.events.subscribe(self._follow_needs)  # the jobs table says "needs you" while the run waits
         mb = 2**20
         self.sandbox = Sandbox(paths.root, max_write_bytes=int(getattr(settings, "max_write_mb", 4.0) * mb),
                                max_job_bytes=int(getattr(settings, "max_job_mb", 1024.0) * mb))
@@ -230,6 +231,13 @@ class Supervisor:
             self.events.emit(ev.ErrorEvent, message=f"jobs table not updated: {self.store.error}", where="store",
                              recoverable=True)
             self.store.error = None
+
+    def _follow_needs(self, e: ev.EventBase) -> None:
+        """The jobs table follows the run's needs (console.engine.needs): "needs you" since when, and why."""
+        if isinstance(e, ev.NeedsOperator):
+            self._store("needs", e.reason, e.message, e.ts)
+        elif isinstance(e, ev.NeedsOperatorCleared):
+            self._store("answered", e.ts)
 
     def job_cost(self) -> float | None:
         """US dollars the whole job has cost so far (None when the model's price is unknown)."""
@@ -337,11 +345,15 @@ class Supervisor:
                 write_launch(self.paths, self.launch.record)
             self.result = self._run()
             return self.result
-        except BaseException:
+        except BaseException as exc:
             # Interrupted mid-step (a third Ctrl+C): what the step would have recorded is dropped with it,
             # and its events must not reach the log (the resume redoes the step and logs them once).
             if self.runtime is not None:
                 self.runtime.rollback()
+            if isinstance(exc, Exception):  # a crash, not an interrupt: the operator is told
+                with contextlib.suppress(Exception):
+                    ask_operator(self.events, self.operator, "crashed", "the run crashed; resume it once the cause "
+                                 "is fixed", [f"{type(exc).__name__}: {exc}"], pause=False)
             raise
         finally:
             self.journal.close()
@@ -433,6 +445,7 @@ class Supervisor:
         if cp.tasks_at_start == 0:
             cp.tasks_at_start = rt.memory.state.next_id
         self._start_guardrails(rt)
+        crashed = ""  # the internal error that ended the run, if one did
         deps = self.deps = SessionDeps(rt, self.provider, self.registry, self.settings, self.operator,
                                            seed=self.seed)
         while True:
@@ -443,6 +456,7 @@ class Supervisor:
                 detail = f"internal error: {type(exc).__name__}: {exc}"[:2000]
                 self.events.emit(ev.ErrorEvent, message=detail, where="supervisor", recoverable=False)
                 result = SessionResult(ShutdownReason.ERROR, 0, self.session, detail=detail)
+                crashed = detail
             self.events.emit(ev.SessionEnded, reason=result.reason.value, turns=result.turns, detail=result.detail)
             if (usd := self.job_cost()) is not None:
                 self._store("cost", usd)  # `jobs` shows what the job has cost, session by session
@@ -482,6 +496,9 @@ class Supervisor:
             self.events.emit(ev.SessionStarted, reason="restart", provider=self.provider.name,
                              model=self.provider.model, carryover_messages=len(result.carryover),
                              **self._window_info())
+        if crashed:  # the operator is told (and their channels): it ended on an internal error, resumable
+            ask_operator(self.events, self.operator, "crashed", "the run stopped on an internal error; resume it "
+                         "once the cause is fixed", [crashed], pause=False)
         self.events.emit(ev.RunEnded, reason=result.reason.value, detail=result.detail, sessions=self.session,
                          restarts=cp.restarts)
         self.events.observe()

@@ -138,7 +138,7 @@ class ConsoleApp(App[int]):
         self.fleet = fleet
         self.fleet_view: FleetScreen | None = None
         self.poll_interval = poll_interval
-        self._rung: dict[Path, int] = {}  # fleet: the restart_pending seq the bell already rang for, per run
+        self._rung: dict[Path, int] = {}  # the needs_operator seq the bell already rang for, per run
         self._stop_watch = asyncio.Event()
         self.theme_problems: list[str] = []
         self._gc_thresholds: tuple[int, ...] = ()
@@ -499,6 +499,11 @@ class ConsoleApp(App[int]):
             self.main.refresh_bindings()
 
     def _sync_approval(self) -> None:
+        need = self.state.needs  # a new need rings once (a restart to approve rings with its dialog, below)
+        if need is not None and self._rung.get(self.paths.root) != need.seq and self.run_active:
+            self._rung[self.paths.root] = need.seq
+            if need.reason != "restart_approval":
+                self.bell()
         pending = self.state.restart_pending
         if pending is None:
             if self._approval_seq >= 0 or self._approval_waits >= 0:
@@ -606,20 +611,22 @@ class ConsoleApp(App[int]):
         if self.fleet_view is None or not self.fleet_view.is_attached:
             return
         self.fleet_view.update_rows(message.rows, message.error)
-        newly = [r for r in message.rows if r.state == WAITING and r.pending_seq
-                 and self._rung.get(r.path) != r.pending_seq]
+        newly = [r for r in message.rows if r.needs_seq and self._rung.get(r.path) != r.needs_seq]
         for row in newly:
-            self._rung[row.path] = row.pending_seq
+            self._rung[row.path] = row.needs_seq
         if newly:
             # One notice at a time (the newest), also over an attached run's console: a run that restarts
             # often must not stack notices over the screen; the list's title keeps the count.
             self.bell()
             self.clear_notifications()
             names = ", ".join(f"{r.id} {r.job}" for r in newly[:3]) + (" and more" if len(newly) > 3 else "")
-            where = "select it in the list: a approves, d denies" if self.screen is self.fleet_view else \
-                "q returns to the list"
-            self.notify(f"{names}: context full, the restart waits for approval ({where}).",
-                        title="Approval needed", severity="warning", timeout=10)
+            approval = all(r.pending_seq for r in newly)
+            what = "context full, the restart waits for approval" if approval else \
+                f"needs you ({', '.join(sorted({r.needs_label for r in newly}))})"
+            where = ("select it in the list: " + ("a approves, d denies" if approval else "enter attaches")) \
+                if self.screen is self.fleet_view else "q returns to the list"
+            self.notify(f"{names}: {what} ({where}).", title="Approval needed" if approval else "Needs you",
+                        severity="warning", timeout=10)
 
     def on_fleet_screen_act(self, message: FleetScreen.Act) -> None:
         row = message.row
@@ -629,7 +636,7 @@ class ConsoleApp(App[int]):
         if message.action in ("stop", "forget"):
             self._fleet_end(message.action, row)
             return
-        if row.state != WAITING:
+        if not row.pending_seq:
             self.notify(f"{row.id} {row.job} has no restart waiting for approval ({row.state}).",
                         title=f"Nothing to {message.action}")
             return

@@ -24,18 +24,24 @@ from console.engine.job import JobPaths
 from console.engine.runs import job_name, run_id
 from console.engine.store import JobRow, JobStore, folder_gone
 from console.tui.format import clip, elapsed
-from console.tui.state import ConsoleState
+from console.tui.state import ConsoleState, need_label
 
 # The newest finished runs listed; every run that lives or waits for its operator is listed whatever its age.
 FLEET_LIMIT = 500
 READ_CHUNK = 8 << 20  # the most of one log folded per poll: a huge log is caught up over several polls
 
-# States as the fleet shows them, most urgent first (the sort order of the list).
-WAITING, RUNNING, PAUSED, STARTING = "waiting for approval", "running", "paused", "starting"
+# States as the fleet shows them, most urgent first (the sort order of the list). A run that needs its operator
+# (a restart to approve, stuck, a budget reached, the provider down...) is "needs you", whatever the reason
+# (its row says which); WAITING is its older name (a restart waiting for approval is one kind of it).
+NEEDS, RUNNING, PAUSED, STARTING = "needs you", "running", "paused", "starting"
+WAITING = NEEDS
 INTERRUPTED, STOPPED, FAILED, COMPLETED = "interrupted", "stopped", "failed", "completed"
 GONE = "gone"  # the run's folder no longer exists: only its row is left (the fleet's x or `jobs --prune` forgets it)
-ORDER = {WAITING: 0, PAUSED: 1, RUNNING: 2, STARTING: 3, INTERRUPTED: 4, FAILED: 5, STOPPED: 6, COMPLETED: 7}
-LIVE = {WAITING, RUNNING, PAUSED, STARTING}
+ORDER = {NEEDS: 0, PAUSED: 1, RUNNING: 2, STARTING: 3, INTERRUPTED: 4, FAILED: 5, STOPPED: 6, COMPLETED: 7, GONE: 8}
+LIVE = {NEEDS, RUNNING, PAUSED, STARTING}
+# The reason in the state column (20 cells: "needs you: approval"); the detail line says it in full.
+NEED_SHORT = {"restart_approval": "approval", "stuck": "stuck", "budget": "budget", "completion_refused": "refused",
+              "provider_down": "provider", "crashed": "crashed", "gave_up": "gave up"}
 # The store's words for an ended run that did not complete (shown as they are: "out of budget" says more).
 FAILED_LIKE = {"failed", "incomplete", "out of budget", "agent stopped"}
 
@@ -63,6 +69,32 @@ class FleetRow:
     # How the run's commands run: "" (confined, or no commands), "unconfined" (run --unconfined), "refused"
     # (no sandbox works there).
     sandbox: str = ""
+    # What the run needs its operator for (console.engine.needs): the reason ("" while it needs nothing), its
+    # message, since when (local "14:02", with the date when not today) and the asking event's seq (a new one rings).
+    needs: str = ""
+    needs_message: str = ""
+    needs_since: str = ""
+    needs_seq: int = 0
+
+    @property
+    def needs_label(self) -> str:
+        """``restart approval``: the reason in words ("" while the run needs nothing)."""
+        return need_label(self.needs) if self.needs else ""
+
+    @property
+    def state_text(self) -> str:
+        """The state as its cell shows it: ``needs you: approval`` (the reason, short), else the state."""
+        if self.kind == "needs" and self.needs:
+            return f"{self.state}: {NEED_SHORT.get(self.needs) or self.needs_label}"
+        return self.state
+
+    @property
+    def need_line(self) -> str:
+        """``restart approval since 14:02: the context is full...`` ("" while the run needs nothing)."""
+        if not self.needs:
+            return ""
+        since = f" since {self.needs_since}" if self.needs_since else ""
+        return f"{self.needs_label}{since}: {self.needs_message}" if self.needs_message else self.needs_label + since
 
 
 class Listed(list[FleetRow]):
@@ -113,8 +145,8 @@ class RunFold:
 def classify(row: JobRow, st: ConsoleState, pid: int | None) -> tuple[str, str]:
     """(state shown, its family) for a run: the lock says whether it lives, the fold what it does."""
     if pid is not None:
-        if st.restart_pending is not None:
-            return WAITING, "waiting"
+        if st.needs is not None or st.restart_pending is not None:
+            return NEEDS, "needs"
         if st.paused:
             return PAUSED, "paused"
         if not st.session:
@@ -122,7 +154,9 @@ def classify(row: JobRow, st: ConsoleState, pid: int | None) -> tuple[str, str]:
         return RUNNING, "running"
     if row.status == "completed" or st.outcome == "completed":
         return COMPLETED, "completed"
-    if row.status in ("running", "awaiting approval") or row.status == INTERRUPTED:
+    if st.needs is not None and st.needs.reason == "crashed" and not st.ended:
+        return NEEDS, "needs"  # it crashed before it could record its end: resume it
+    if row.status in ("running", "awaiting approval", NEEDS) or row.status == INTERRUPTED:
         return INTERRUPTED, "interrupted"  # no process holds the lock: it died, or was killed
     if row.status == "stopped":
         return STOPPED, "stopped"
@@ -144,6 +178,7 @@ def snapshot(row: JobRow, fold: RunFold, pid: int | None, now: datetime) -> Flee
         detail = "no process runs it"
     if state == GONE:
         detail = "its folder no longer exists"
+    need = st.needs if kind == "needs" else None
     return FleetRow(
         path=fold.paths.root, id=run_id(row.path), name=fold.paths.root.name, job=job_name(fold.paths.root),
         state=state, kind=kind, phase=present.phase_short(st.todos), phase_long=st.phase,
@@ -153,7 +188,17 @@ def snapshot(row: JobRow, fold: RunFold, pid: int | None, now: datetime) -> Flee
         pending_seq=st.restart_pending.seq if (st.restart_pending is not None and pid is not None) else 0,
         started_at=row.started_at, pid=pid,
         sandbox=_sandbox(st),
+        needs=need.reason if need is not None else "",
+        needs_message=clip(need.message, 300) if need is not None else "",
+        needs_since=since_text(need.since, now) if need is not None else "",
+        needs_seq=need.seq if need is not None else 0,
     )
+
+
+def since_text(ts: datetime, now: datetime) -> str:
+    """``14:02`` (local time), ``01-14 14:02`` when that was not today."""
+    local = ts.astimezone()
+    return local.strftime("%H:%M") if local.date() == now.astimezone().date() else local.strftime("%m-%d %H:%M")
 
 
 def _sandbox(st: ConsoleState) -> str:
@@ -177,7 +222,7 @@ class Fleet:
         self._store: JobStore | None = None
 
     def poll(self, fold: bool = True) -> Listed:
-        """Every run's row, most urgent first (waiting for approval, paused, running, then ended, newest first):
+        """Every run's row, most urgent first (needs you, paused, running, then ended, newest first):
         every run the store does not record as finished, whatever its age, and the ``limit`` newest finished
         ones (``older`` of the result counts the rest).
 
@@ -211,5 +256,5 @@ class Fleet:
 
 def matches(row: FleetRow, text: str) -> bool:
     """The filter: every word of ``text`` is in the run's id, name, state or last event (any case)."""
-    hay = f"{row.id} {row.name} {row.state} {row.phase_long} {row.last}".lower()
+    hay = f"{row.id} {row.name} {row.state} {row.needs_label} {row.phase_long} {row.last}".lower()
     return all(word in hay for word in text.lower().split())

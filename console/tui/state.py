@@ -19,10 +19,12 @@ from typing import Any
 
 from console import present
 from console.engine import events as ev
+from console.engine import needs
 from console.engine.text import safe_text
 from console.present import phase_label
 
-__all__ = ["ConsoleState", "FeedbackItem", "GaugeState", "GuardrailsState", "ProviderTally", "phase_label"]
+__all__ = ["ConsoleState", "FeedbackItem", "GaugeState", "GuardrailsState", "Need", "ProviderTally",
+           "need_label", "phase_label"]
 
 FEEDBACK_KEEP = 300
 TREND_KEEP = 120
@@ -32,6 +34,27 @@ DENIED_KEEP = 1000  # call ids of denied calls remembered (their error results a
 # Aspects a batch of events can change.
 STATUS, TODOS, GAUGE, FEEDBACK, PLAN, RESTART = "status", "todos", "gauge", "feedback", "plan", "restart"
 GUARDS = "guards"
+
+
+def need_label(reason: str) -> str:
+    """``restart_approval`` as ``restart approval`` (console.engine.needs.label), safe for the terminal."""
+    return safe_text(needs.label(reason), one_line=True)
+
+
+@dataclass(frozen=True)
+class Need:
+    """What the run waits for its operator about (a ``needs_operator`` event; console.engine.needs)."""
+
+    reason: str
+    message: str
+    evidence: tuple[str, ...]
+    since: datetime  # when it started needing them (kept while a need follows another unanswered)
+    paused: bool  # the run holds until they answer
+    seq: int  # the event that asked (a new one rings an attached console)
+
+    @property
+    def label(self) -> str:
+        return need_label(self.reason)
 
 
 @dataclass(frozen=True)
@@ -139,6 +162,8 @@ class ConsoleState:
         self.todos: ev.TodosChanged | None = None
         self.gauge = GaugeState(window=window, soft=soft, hard=hard)
         self.restart_pending: ev.RestartPending | None = None
+        # The run needs its operator (stuck, a budget, a restart to approve...): None when it does not.
+        self.needs: Need | None = None
         self.feedback: deque[FeedbackItem] = deque(maxlen=FEEDBACK_KEEP)  # oldest first
         self.guards = GuardrailsState()
         self.input_tokens = 0
@@ -174,6 +199,8 @@ class ConsoleState:
             ev.ContextMasked: self._masked,
             ev.WindDown: self._context,
             ev.ContextCompacted: self._context,
+            ev.NeedsOperator: self._needs,
+            ev.NeedsOperatorCleared: self._needs_cleared,
             ev.RestartPending: self._restart_pending,
             ev.RestartApproved: self._restart_answered,
             ev.RestartDenied: self._restart_answered,
@@ -207,6 +234,8 @@ class ConsoleState:
     def status(self) -> str:
         if self.outcome:
             return self.outcome
+        if self.needs is not None:
+            return "needs you"
         if self.restart_pending is not None:
             return "restart pending"
         if self.stopping:
@@ -338,6 +367,7 @@ class ConsoleState:
             self.outcome, self.outcome_detail = None, ""
             self.paused = self.stopping = False
             self.restart_pending = None
+            self.needs = None  # a new process asks anew for what still needs its operator
             self.requested.clear()
         self.provider = e.provider or self.provider
         self.model = e.model or self.model
@@ -374,6 +404,9 @@ class ConsoleState:
 
     def _run_ended(self, e: ev.RunEnded) -> set[str]:
         self.last_event = present.describe(e)
+        if self.needs is not None:  # the run is over: nothing waits for the operator in it any more
+            self.needs = None
+            return {STATUS, RESTART}
         return set()
 
     # -- context ----------------------------------------------------------------------------
@@ -392,10 +425,15 @@ class ConsoleState:
 
     def _restart_pending(self, e: ev.RestartPending) -> set[str]:
         self.restart_pending = e
+        if self.needs is None:  # a log from before needs_operator: a restart to approve is a need all the same
+            self.needs = Need("restart_approval", "the context is full: approve or deny the restart", (), e.ts,
+                              False, e.seq)
         return {STATUS, RESTART} | self._context(e)
 
     def _restart_answered(self, e: ev.RestartApproved | ev.RestartDenied) -> set[str]:
         self.restart_pending = None
+        if self.needs is not None and self.needs.reason == "restart_approval":
+            self.needs = None
         if isinstance(e, ev.RestartDenied):
             self._end(e, "stopped", "restart denied by the operator")
         return {STATUS, RESTART} | self._context(e)
@@ -418,7 +456,26 @@ class ConsoleState:
     def _plan(self, e: ev.PlanChanged) -> set[str]:
         return {PLAN} | self._feedback(present.describe(e))
 
+    def _needs(self, e: ev.NeedsOperator) -> set[str]:
+        old = self.needs
+        since = old.since if old is not None else e.ts
+        self.needs = Need(e.reason, e.message, tuple(e.evidence), since, e.paused, e.seq)
+        if e.paused:
+            self.paused = True  # the engine holds the run: resume (p) answers
+        p = present.describe(e) or present.Presented(
+            "!", "needs-you", "warning", f"needs you ({need_label(e.reason)}): {flat_line(e.message)}",
+            source="needs you", seq=e.seq, ts=e.ts)
+        return {STATUS, RESTART} | self._feedback(p)
+
+    def _needs_cleared(self, e: ev.NeedsOperatorCleared) -> set[str]:
+        self.needs = None
+        p = present.describe(e) or present.Presented(
+            "✓", "answered", "info", f"answered ({flat_line(e.by) or 'the operator'}): {need_label(e.reason)}",
+            source="needs you", seq=e.seq, ts=e.ts)
+        return {STATUS, RESTART} | self._feedback(p)
+
     def _completed(self, e: ev.JobCompleted) -> set[str]:
+        self.needs = None
         self.completed_summary = e.summary
         self._end(e, "completed", e.summary)
         return {STATUS} | self._feedback(present.describe(e))
@@ -488,3 +545,9 @@ class ConsoleState:
             self.outcome, self.outcome_detail = outcome, safe_text(detail)
             self.ended_at = ts or self.last_ts
         self.paused = self.stopping = False
+        self.needs = None
+
+
+def flat_line(text: str) -> str:
+    """Agent or engine text as one line for a notice."""
+    return safe_text(text, one_line=True, join=True)

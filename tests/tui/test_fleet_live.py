@@ -79,8 +79,9 @@ def test_the_fleet_view_highlights_and_rings_for_an_old_waiting_run(tmp_path: Pa
         assert any(n.title == "Approval needed" and "security-audit" in n.message for n in app._notifications)
         assert view.selected is not None and view.selected.path == waiting  # the cursor on the most urgent run
         state_cell = view.table.get_cell(str(waiting), "state")
-        assert state_cell.plain == WAITING and state_cell.style.bgcolor is not None  # the highlighted badge
+        # The highlighted badge: a restart waiting for approval is one kind of "needs you".
+        assert state_cell.plain == f"{WAITING}: approval" and state_cell.style.bgcolor is not None
         title = str(view.query_one("#fleet-title").render())
-        assert f"{FLEET_LIMIT + 2} of {FINISHED_RUNS + 2:,} runs" in title and "1 waiting for approval" in title
+        assert f"{FLEET_LIMIT + 2} of {FINISHED_RUNS + 2:,} runs" in title and "1 run needs you" in title
 
     drive(app, body, size=(120, 40))

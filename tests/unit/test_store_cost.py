@@ -60,7 +60,7 @@ def test_an_old_database_gets_the_column_and_keeps_every_row(tmp_path: Path) -> 
     with sqlite3.connect(path) as db:
         columns = [row[1] for row in db.execute("PRAGMA table_info(jobs)")]
     db.close()
-    assert columns.count("cost_usd") == 1 and len(columns) == 12
+    assert columns.count("cost_usd") == 1 and columns.count("needs_since") == 1 and len(columns) == 13
 
 
 class NoAlter(JobStore):

@@ -2,10 +2,12 @@
 
 A row per run: id, job, state, phase, context, cost, elapsed, and (from 100 columns) the last event. The
 selected run's folder, state detail and last event are under the list at every width, so 80x24 loses
-nothing but the column. A run waiting for approval is highlighted; ``enter`` attaches to the selected run,
-``a`` / ``d`` approve or deny its restart, ``s`` stops it, ``x`` forgets a run whose folder is gone, ``/`` filters.
-The screen only shows rows and says what the operator asked for: the app polls the store, asks before anything
-that ends or forgets a run, and acts (one-way: the screen never reaches back into the app).
+nothing but the column. A run that needs its operator ("needs you": a restart to approve, stuck, a budget
+reached...) is listed first and highlighted, with why and since when; ``enter`` attaches to the selected run,
+``a`` / ``d`` approve or deny its restart (when that is what it waits for), ``s`` stops it, ``x`` forgets a run
+whose folder is gone, ``/`` filters. The screen only shows rows and says what the operator asked for: the app
+polls the store, asks before anything that ends or forgets a run, and acts (one-way: the screen never reaches
+back into the app).
 
 A run's folder name, its job's name, its state and its last event may hold anything (a name with ``[/]`` or an
 escape sequence in it): each cell and line shows them through :func:`console.engine.text.safe_text`, as Rich
@@ -29,8 +31,9 @@ from console.engine.text import safe_text
 from console.tui.fleet import GONE, LIVE, WAITING, FleetRow, matches
 
 # The row fields each column shows (a cell is redrawn only when one of them changed).
-CELL_FIELDS = {"id": ("id",), "job": ("job",), "state": ("state", "kind", "sandbox"), "phase": ("phase",),
-               "ctx": ("ctx",), "cost": ("cost",), "elapsed": ("elapsed",), "last": ("last",)}
+CELL_FIELDS = {"id": ("id",), "job": ("job",), "state": ("state", "kind", "sandbox", "needs"), "phase": ("phase",),
+               "ctx": ("ctx",), "cost": ("cost",), "elapsed": ("elapsed",),
+               "last": ("last", "needs", "needs_message", "needs_since")}
 PATCH_ROWS = 30  # more changed rows than this: the list is rebuilt (cheaper than hundreds of cell updates)
 NARROW = 100  # under this many columns the last event is shown under the list only
 COLUMNS = [("id", "id", 5), ("job", "job", 16), ("state", "state", 20), ("phase", "phase", 5), ("ctx", "ctx", 4),
@@ -130,7 +133,7 @@ class FleetScreen(Screen):
         keep, previous = self.selected, self.shown
         self.shown = [r for r in self.rows if matches(r, self.filter_text)] if self.filter_text else list(self.rows)
         self._fill_rows(keep=keep, previous=previous)
-        waiting = sum(1 for r in self.rows if r.state == WAITING)
+        waiting = sum(1 for r in self.rows if r.kind == "needs")
         live = sum(1 for r in self.rows if r.state in LIVE)
         # Older finished runs beyond the list are counted ("500 of 1,240 runs"; `agent-console jobs` lists them).
         total = len(self.rows) + getattr(self.rows, "older", 0)
@@ -139,7 +142,8 @@ class FleetScreen(Screen):
                                  f"  ·  {count} run{'s' if total != 1 else ''}, {live} live")
         if waiting:
             title = Content.assemble(title, "  ·  ",
-                                     (f" {waiting} waiting for approval ", "bold reverse $text-warning"))
+                                     (f" {waiting} {'run needs' if waiting == 1 else 'runs need'} you ",
+                                      "bold reverse $text-warning"))
         if self.filter_text:
             title = Content.assemble(title, (f" · filter: {cell_text(self.filter_text)} ({len(self.shown)} shown)",
                                              "$text-muted"))
@@ -182,15 +186,15 @@ class FleetScreen(Screen):
 
     def _cell(self, r: FleetRow, key: str) -> Text:
         styles = self._styles()
-        waiting = r.state == WAITING
+        waiting = r.kind == "needs"
         base = styles["waiting"] if waiting else styles["plain"]
         if key == "id":
             return Text(cell_text(r.id), style=base + Style(bold=True))
         if key == "job":
             return Text(cell_text(r.job), style=base, overflow="ellipsis", no_wrap=True)
         if key == "state":
-            cell = Text(cell_text(r.state), style=styles["badge"] if waiting else styles.get(f"state-{r.kind}", base),
-                        no_wrap=True)
+            cell = Text(cell_text(r.state_text), style=styles["badge"] if waiting
+                        else styles.get(f"state-{r.kind}", base), no_wrap=True)
             if r.sandbox == "unconfined":  # its commands run without a sandbox (run --unconfined): said in the row
                 cell.append(" UNCONFINED", style=Style(bold=True, reverse=True))
             return cell
@@ -202,7 +206,8 @@ class FleetScreen(Screen):
             return Text(present.cost(r.cost), style=base, justify="right")
         if key == "elapsed":
             return Text(r.elapsed, style=base, justify="right")
-        return Text(cell_text(r.last), style=base + Style(dim=r.state not in LIVE), overflow="ellipsis", no_wrap=True)
+        last = r.need_line if waiting else r.last  # why it needs you, and since when
+        return Text(cell_text(last), style=base + Style(dim=r.state not in LIVE), overflow="ellipsis", no_wrap=True)
 
     def _keys(self) -> list[str]:
         return [key for _l, key, _w in COLUMNS] + (["last"] if self.wide else [])
@@ -220,7 +225,7 @@ class FleetScreen(Screen):
                 for key in self._keys():
                     # The fields a column shows (the state's style follows the state; every cell's, waiting).
                     fields = CELL_FIELDS.get(key, (key,))
-                    if old.state != new.state or any(getattr(old, f) != getattr(new, f) for f in fields):
+                    if old.kind != new.kind or any(getattr(old, f) != getattr(new, f) for f in fields):
                         table.update_cell(str(new.path), key, self._cell(new, key))
             return
         table.clear()
@@ -250,7 +255,8 @@ class FleetScreen(Screen):
             where = "in …" + where[-(room - 4):] if room > 12 else ""
         lines = [Content.assemble((f"{cell_text(r.id)} ", "bold"), (name, "bold $text-primary"),
                                   (f"  {where}" if where else "", "$text-muted"))]
-        state = r.state + (f" · pid {r.pid}" if r.pid else "")
+        state = (f"{r.state}: {r.needs_label}" + (f" since {r.needs_since}" if r.needs_since else "")
+                 if r.needs else r.state) + (f" · pid {r.pid}" if r.pid else "")
         if r.phase_long:
             state += f" · {r.phase_long}"
         if r.detail and r.state not in LIVE:
@@ -259,14 +265,17 @@ class FleetScreen(Screen):
             state += " · UNCONFINED: its commands run without a sandbox (run --unconfined)"
         elif r.sandbox == "refused":
             state += " · its commands are refused: no sandbox works there"
-        style = "bold $text-warning" if r.state == WAITING else ""
+        style = "bold $text-warning" if r.kind == "needs" else ""
         lines.append(Content.styled(cell_text(state), style))
-        if r.state == WAITING:
+        if r.kind == "needs" and r.pending_seq:
             lines.append(Content.styled("a approves the restart, d denies it (the run ends, resumable); "
                                         "enter attaches", "bold $text-warning"))
         elif r.state == GONE:
             lines.append(Content.styled("x forgets this run (its row only: the folder is already gone)",
                                         "$text-muted"))
+        elif r.kind == "needs":
+            lines.append(Content.styled(cell_text(f"{r.needs_message} · enter attaches" if r.needs_message
+                                                  else "enter attaches"), "bold $text-warning"))
         elif r.last:
             lines.append(Content.assemble(("last: ", "$text-muted"), cell_text(r.last)))
         # One line each, cut to the width: a long line must not push the next one out of the box.

@@ -4,7 +4,8 @@ turn and provider/model, as the width allows.
 It fits what it can: parts have priorities and the least important drop first on a narrow terminal; it never
 overflows. Cost is the whole job's, from the model's prices; when the price is unknown it is left out (the
 feedback pane says so once), never "n/a". While the engine waits to retry a failed model call, the state says
-so with a countdown ("waiting: rate limited, retry in 32 s").
+so with a countdown ("waiting: rate limited, retry in 32 s"). A run that needs its operator says so at every
+width, with why: "NEEDS YOU: stuck".
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ STATUS_STYLE = {
     "waiting": "bold reverse $text-warning",
     "paused": "bold reverse $text-warning",
     "restart pending": "bold reverse $text-warning",
+    "needs you": "bold reverse $text-warning",
     "stopping": "bold $text-warning",
     "completed": "bold reverse $text-success",
     "stopped": "bold $text-warning",
@@ -108,6 +110,10 @@ class StatusLine(Widget):
         if status == "waiting" and st.retry is not None:
             left = (st.retry.ts - self.now()).total_seconds() + st.retry.delay_s
             status = present.retry_badge(st.retry, left, short=short)
+        elif status == "needs you" and st.needs is not None:
+            status = f"NEEDS YOU: {st.needs.label}"
+            if short:
+                return f" {status} "  # said at every width, whatever else gives way
         elif short:
             return ""
         if self.attached and not st.ended:
@@ -134,7 +140,7 @@ class StatusLine(Widget):
             word, style = (("UNCONFINED", "bold reverse $text-error") if sandbox.mode == "unconfined"
                            else ("commands refused: no sandbox", "bold $text-warning"))
             out.append(Part(0 if sandbox.mode == "unconfined" else 2, Content.styled(f" {word} ", style)))
-        if status == "paused" and not st.requested:
+        if (status == "paused" or (status == "needs you" and st.paused)) and not st.requested:
             out.append(Part(1, Content.styled("p resumes", "$text-warning")))
         if st.ended and not self.attached:
             out.append(Part(1, Content.styled("q quits", "$text-muted")))  # said here, not in a toast over the text

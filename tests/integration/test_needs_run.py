@@ -1,0 +1,276 @@
+"""Needs you through whole runs: the jobs table follows a run's need, a crash asks for the operator before the run
+ends, the operator's channels are told (a loopback webhook), `jobs` lists such runs first, and `agent-console wait`
+answers with an exit code for each way a run can stand (real runs of the scripted model)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from console import cli
+from console.cli import main
+from console.engine import events as ev
+from console.engine.clock import FakeClock
+from console.engine.control import RunLock
+from console.engine.job import JobPaths
+from console.engine.loop import ShutdownReason
+from console.engine.runs import run_id
+from console.engine.store import NEEDS_YOU, JobStore
+from console.engine.supervisor import Supervisor
+from console.notify import Notifier
+from console.providers.scripted import ScriptedProvider
+from console.settings import load_settings
+from tests.conftest import SAMPLES, run_settings
+from tests.notify_server import Loopback, loopback
+
+
+@pytest.fixture
+def server() -> Iterator[Loopback]:
+    with loopback() as lb:
+        yield lb
+
+
+def supervisor(paths: JobPaths, store: JobStore, **settings: object) -> Supervisor:
+    clock = FakeClock(step=0.001)
+    return Supervisor(paths, run_settings(**settings), ScriptedProvider(clock=clock), clock=clock, store=store)
+
+
+def types(paths: JobPaths) -> list[str]:
+    return [e.type for e in ev.read_events(paths.events)]
+
+
+# -- the engine's side -----------------------------------------------------------------------------------------
+def test_a_restart_waiting_for_approval_needs_you_everywhere(make_job, tmp_path: Path, server: Loopback) -> None:
+    paths = make_job("requirements-extraction")
+    store = JobStore(tmp_path / "jobs.db")
+    sup = supervisor(paths, store, context_window=10_000, auto_restart=False)
+    errors: list[str] = []
+    notifier = Notifier([server.url("json", "hook")], paths.run_id, paths.root.name, on_error=errors.append)
+    sup.subscribe(notifier)
+    seen: list[tuple[str, str | None, str | None]] = []
+
+    def operator(e: ev.EventBase) -> None:
+        if isinstance(e, ev.NeedsOperator):
+            row = store.get(paths.root)
+            assert row is not None
+            seen.append((row.status, row.detail, row.needs_since))
+            sup.deny_restart()
+
+    sup.subscribe(operator)
+    result = sup.run()
+    assert result.reason is ShutdownReason.USER_SHUTDOWN
+    # While it waited, the jobs table said so, with why and since when; the end cleared it.
+    [(status, detail, since)] = seen
+    assert status == NEEDS_YOU and detail.startswith("restart_approval: the context is full") and since
+    row = store.get(paths.root)
+    assert row is not None and (row.status, row.needs_since) == ("stopped", None)
+    # The events: asked after restart_pending, answered before the denial is recorded.
+    order = [t for t in types(paths) if t in ("restart_pending", "needs_operator", "needs_operator_cleared",
+                                              "restart_denied", "run_ended")]
+    assert order == ["restart_pending", "needs_operator", "needs_operator_cleared", "restart_denied", "run_ended"]
+    # The operator's channel was told: the need, then the end.
+    need, end = server.wait_for(2)
+    assert notifier.close() and errors == []
+    assert need.body["title"] == f"agent-console: run {paths.run_id} needs you (restart approval)"
+    assert f"agent-console approve {paths.run_id}" in need.body["message"]
+    assert end.body["title"] == f"agent-console: run {paths.run_id} ended (stopped)"
+
+
+def test_a_crash_asks_for_the_operator_before_the_run_ends(make_job, tmp_path: Path, monkeypatch) -> None:
+    import console.engine.supervisor as supervisor_module
+
+    def boom(*args: object, **kw: object) -> None:
+        raise RuntimeError("boom in the loop")
+
+    monkeypatch.setattr(supervisor_module, "run_agent_session", boom)
+    paths = make_job("quickstart")
+    store = JobStore(tmp_path / "jobs.db")
+    result = supervisor(paths, store).run()
+    assert result.reason is ShutdownReason.ERROR
+    events = list(ev.read_events(paths.events))
+    assert [e.type for e in events[-2:]] == ["needs_operator", "run_ended"]
+    need = events[-2]
+    assert isinstance(need, ev.NeedsOperator) and need.reason == "crashed" and not need.paused
+    assert any("RuntimeError: boom in the loop" in line for line in need.evidence)
+    assert store.get(paths.root).status == "failed"  # type: ignore[union-attr]
+
+
+def test_a_crash_outside_the_session_still_asks(make_job, tmp_path: Path, monkeypatch, capsys) -> None:
+    def boom(self: Supervisor, rt: object) -> None:
+        raise OSError("disk on fire")
+
+    monkeypatch.setattr(Supervisor, "_start_guardrails", boom)
+    paths = make_job("quickstart")
+    store = JobStore(load_settings().store_path)
+    with pytest.raises(OSError):
+        supervisor(paths, store).run()
+    need = [e for e in ev.read_events(paths.events) if isinstance(e, ev.NeedsOperator)]
+    assert [n.reason for n in need] == ["crashed"] and "OSError: disk on fire" in need[0].evidence[0]
+    row = store.get(paths.root)
+    assert row is not None and row.status == NEEDS_YOU and row.detail.startswith("crashed:")
+    # No process runs it, yet it is not merely "interrupted": it crashed and needs its operator.
+    assert main(["jobs"]) == 0
+    assert f"{paths.run_id}  needs you" in capsys.readouterr().out
+    assert main(["wait", str(paths.root)]) == cli.WAIT_NEEDS
+    assert "needs you (crashed)" in capsys.readouterr().out
+
+
+# -- `jobs` ----------------------------------------------------------------------------------------------------
+def test_jobs_lists_the_runs_that_need_you_first(tmp_path: Path, capsys, monkeypatch) -> None:
+    from datetime import UTC, datetime
+
+    monkeypatch.setenv("COLUMNS", "160")
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    store = JobStore(load_settings().store_path)
+    now = datetime(2026, 11, 22, 13, 0, tzinfo=UTC)
+    folders = {}
+    for n, name in enumerate(("stuck", "dead", "newest")):
+        folder = tmp_path / name
+        (folder / ".console").mkdir(parents=True)
+        store.started(folder, name, "scripted", "scripted-agent", now + timedelta(minutes=n))
+        folders[name] = folder
+    store.needs(folders["stuck"], "stuck", "no todo completed in 40 turns", now + timedelta(minutes=7))
+    store.needs(folders["dead"], "budget", "spend limit reached", now)
+    store.completed(folders["newest"], now, 0.9, "done")
+    lock = RunLock(JobPaths(folders["stuck"]))
+    assert lock.acquire()  # a live run: this process holds its lock
+    try:
+        assert main(["jobs"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[1].startswith(f"{run_id(folders['stuck'])}  needs you")  # first, though not the newest
+        assert lines[1].rstrip().endswith("stuck since 13:07: no todo completed in 40 turns")
+        dead = next(line for line in lines if line.startswith(run_id(folders["dead"])))
+        assert "interrupted" in dead and "it needed you (budget: spend limit reached)" in dead
+        assert main(["jobs", "--json"]) == 0
+        import json
+
+        records = {r["id"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
+        assert records[run_id(folders["stuck"])]["needs_since"] == (now + timedelta(minutes=7)).isoformat()
+    finally:
+        lock.release()
+        monkeypatch.undo()
+        time.tzset()
+
+
+# -- `wait` ----------------------------------------------------------------------------------------------------
+def start(job: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "console.cli", "run", str(job), "--headless", "--in-place",
+                             "--speed", "0", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=os.environ.copy())
+
+
+def copy(sample: str, tmp_path: Path) -> Path:
+    job = tmp_path / sample
+    shutil.copytree(SAMPLES / sample, job)
+    return job
+
+
+def test_wait_on_a_run_that_completes(tmp_path: Path, capsys) -> None:
+    job = copy("quickstart", tmp_path)
+    proc = start(job)
+    # Waiting from the moment it starts (its log may not exist yet) to its end.
+    assert main(["wait", str(job), "--timeout", "120"]) == cli.WAIT_COMPLETED
+    assert capsys.readouterr().out.startswith(f"run {run_id(job)} completed: ")
+    assert proc.wait(60) == 0
+    assert main(["wait", run_id(job)]) == cli.WAIT_COMPLETED  # by its id, after the fact: at once
+
+
+def test_wait_on_a_run_that_needs_you_then_is_stopped(tmp_path: Path, capsys) -> None:
+    job = copy("requirements-extraction", tmp_path)
+    proc = start(job, "--context-window", "10000", "--no-auto-restart")
+    try:
+        assert main(["wait", str(job), "--timeout", "120"]) == cli.WAIT_NEEDS
+        line = capsys.readouterr().out.strip()
+        assert line.startswith(f"run {run_id(job)} needs you (restart approval) since ")
+        assert "the context is full" in line and "\n" not in line
+        assert main(["wait", str(job)]) == cli.WAIT_NEEDS  # still: it waits for its operator
+        capsys.readouterr()
+        assert main(["deny", str(job)]) == 0
+        assert main(["wait", str(job), "--timeout", "60"]) == cli.WAIT_STOPPED
+        assert capsys.readouterr().out.strip().endswith("stopped: restart denied by the operator")
+        assert proc.wait(60) == 3
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_wait_on_a_run_whose_process_was_killed(tmp_path: Path, capsys) -> None:
+    job = copy("requirements-extraction", tmp_path)
+    proc = start(job, "--context-window", "10000", "--no-auto-restart")
+    try:
+        assert main(["wait", str(job), "--timeout", "120"]) == cli.WAIT_NEEDS
+        capsys.readouterr()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    # The log still ends with the need, but no process holds the run: interrupted, resumable.
+    assert main(["wait", str(job), "--timeout", "30"]) == cli.WAIT_INTERRUPTED
+    out = capsys.readouterr().out
+    assert "interrupted: no process runs it" in out and f"run --in-place {job}" in out
+
+
+def test_wait_on_a_run_that_ends_without_completing(tmp_path: Path, capsys) -> None:
+    job = copy("quickstart", tmp_path)
+    proc = start(job, "--max-turns", "2")
+    assert proc.wait(120) == 1
+    assert main(["wait", str(job)]) == cli.WAIT_ENDED
+    assert "ended without completing (max_turns)" in capsys.readouterr().out
+
+
+def test_wait_times_out_on_a_live_run_and_says_a_need_by_hand(make_job, capsys) -> None:
+    paths = make_job("quickstart")
+    paths.state.mkdir(parents=True, exist_ok=True)
+    t = FakeClock().now()
+    stream = [ev.SessionStarted(ts=t, seq=1, session=1, reason="new"), ev.TurnStarted(ts=t, seq=2, session=1, turn=1)]
+    paths.events.write_text("".join(e.model_dump_json() + "\n" for e in stream))
+    lock = RunLock(paths)
+    assert lock.acquire()
+    try:
+        assert main(["wait", str(paths.root), "--timeout", "0.3"]) == cli.WAIT_TIMEOUT
+        assert "still running after 0.3s (timeout)" in capsys.readouterr().out
+        with paths.events.open("a") as fh:
+            fh.write(ev.NeedsOperator(ts=t, seq=3, session=1, reason="stuck", message="no todo completed in 40 "
+                                      "turns", evidence=["idle 40 turns"]).model_dump_json() + "\n")
+        assert main(["wait", str(paths.root), "--timeout", "5"]) == cli.WAIT_NEEDS
+        assert "needs you (stuck) since " in capsys.readouterr().out
+        with paths.events.open("a") as fh:  # answered: it runs on (until the timeout)
+            fh.write(ev.NeedsOperatorCleared(ts=t, seq=4, session=1, reason="stuck",
+                                             by="operator's resume").model_dump_json() + "\n")
+        assert main(["wait", str(paths.root), "--timeout", "0.3"]) == cli.WAIT_TIMEOUT
+        # A restart to approve, approved: the command's "applied" reaches the log before the need's clearing
+        # does; `approve ID; wait ID` must not answer with the need just answered.
+        with paths.events.open("a") as fh:
+            for e in (ev.NeedsOperator(ts=t, seq=5, session=1, reason="restart_approval", message="approve",
+                                       paused=False),
+                      ev.OperatorCommand(ts=t, seq=6, session=1, command="resume", source="cli", status="applied")):
+                fh.write(e.model_dump_json() + "\n")
+        assert main(["wait", str(paths.root), "--timeout", "5"]) == cli.WAIT_NEEDS  # a resume does not answer it
+        with paths.events.open("a") as fh:
+            fh.write(ev.OperatorCommand(ts=t, seq=7, session=1, command="approve_restart", source="cli",
+                                        status="applied").model_dump_json() + "\n")
+        assert main(["wait", str(paths.root), "--timeout", "0.3"]) == cli.WAIT_TIMEOUT
+    finally:
+        lock.release()
+
+
+def test_wait_refuses_bad_input(make_job, tmp_path: Path, capsys, monkeypatch) -> None:
+    assert main(["wait", str(tmp_path / "nowhere")]) == 2
+    assert main(["wait", "zzzzz"]) == 2
+    never = make_job("quickstart")
+    assert main(["wait", str(never.root), "--timeout", "-1"]) == 2
+    assert main(["wait", str(never.root), "--timeout", "nan"]) == 2
+    monkeypatch.setattr(cli, "WAIT_START_GRACE", 0.3)
+    assert main(["wait", str(never.root)]) == 2  # a folder that never ran (and nothing starts it)
+    err = capsys.readouterr().err
+    assert "never run" in err and all(line.startswith("agent-console: ") for line in err.splitlines())
