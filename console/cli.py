@@ -399,7 +399,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         given = explicit_flags(args)
         flags = launch_flags(recorded, given, args.switch_model)
         if not flags.get("notify"):
-            flags["notify"] = tuple(getattr(settings, "notify_urls", ()) or ())
+            flags["notify"] = tuple(settings.notify.urls)
+        from console.notify import check_urls
+
+        if problems := check_urls(flags["notify"]):
+            raise ValueError(f"--notify / [notify] urls: {problems[0]}")
         script = Path(flags["script"]) if flags.get("script") else None
         rs = resolve_run_settings(settings, job, **{k: v for k, v in flags.items() if k not in ("script", "notify")})
         if recorded is not None and given.get("context_window") is None and recorded.context_window_source:
@@ -476,7 +480,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     _say(f"run {paths.run_id}: {paths.root}")
     if not args.headless and not runner and not use_console:
         _say("not a terminal: running headless (the console needs one)", sys.stderr)
-    return _run_headless(sup, paths, store, clock, runner=runner, notify=record.notify)
+    return _run_headless(sup, paths, store, clock, runner=runner, notify=record.notify,
+                         notify_on_end=settings.notify.on_end)
 
 
 def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, theme: str = "") -> int:
@@ -567,7 +572,7 @@ def _job_cost(sup: Any) -> str:
 
 
 def _run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool = False,
-                  notify: tuple[str, ...] = ()) -> int:
+                  notify: tuple[str, ...] = (), notify_on_end: bool = True) -> int:
     """Run in this process, telling its story on stdout (a runner's goes to its log).
 
     Ctrl+C stops after the turn in flight (a second one at once); SIGTERM (kill, systemd, a console's stop
@@ -578,7 +583,7 @@ def _run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool 
     from console.runner import HardExit, detach_output
 
     sup.subscribe(HeadlessLog(sys.stdout, color=use_color(sys.stdout), run_id=paths.run_id, provider=sup.provider.name))
-    notifier = _notifier(sup, paths, notify)
+    notifier = _notifier(sup, paths, notify, notify_on_end)
     interrupts = 0
     signal_name: str | None = None  # the first signal that stopped the run: an interrupt, not an operator stop
     hard_exit = HardExit(before=lambda: store.ended(paths.root, "interrupted", clock.now(), "stopped by SIGTERM"))
@@ -621,21 +626,21 @@ def _run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool 
     return _finish(sup, paths, signal_name)
 
 
-def _notifier(sup: Any, paths: Any, urls: tuple[str, ...]) -> Any:
-    """The operator's channels (Apprise URLs) told when the run needs them; None when there are none."""
+def _notifier(sup: Any, paths: Any, urls: tuple[str, ...], on_end: bool = True) -> Any:
+    """The operator's channels (Apprise URLs) told when the run needs them; None when there are none. A channel
+    that fails is reported once, as an error event naming its scheme and host only; the run goes on."""
     if not urls:
-        return None
-    try:
-        from console.notify import Notifier
-    except ImportError:
         return None
     from console.engine import events as ev
     from console.engine.runs import job_name
+    from console.notify import Notifier
 
     def failed(line: str) -> None:
-        sup.events.emit(ev.ErrorEvent, message=line, where="notify")
+        with contextlib.suppress(Exception):  # the run may be closing its log: the line is in runner.log anyway
+            sup.events.emit(ev.ErrorEvent, message=line, where="notify")
+        _err(line)
 
-    notifier = Notifier(list(urls), paths.run_id, job_name(paths.root), on_failure=failed)
+    notifier = Notifier(list(urls), paths.run_id, job_name(paths.root), on_error=failed, notify_on_end=on_end)
     sup.subscribe(notifier)
     return notifier
 

@@ -36,7 +36,7 @@ from console.engine.text import safe_text
 from console.outcome import EXIT_FAILED, EXIT_OK, EXIT_USAGE, exit_code
 from console.tui.bridge import EventBridge
 from console.tui.commands import Controller, InboxController, RecordingController, SupervisorController
-from console.tui.fleet import GONE, WAITING, Fleet, FleetRow
+from console.tui.fleet import GONE, Fleet, FleetRow
 from console.tui.follow import follow_log, split_history, worker_sleep
 from console.tui.keymap import OPERATOR_KEYS, check_keymap
 from console.tui.messages import (

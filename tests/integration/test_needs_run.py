@@ -4,6 +4,7 @@ answers with an exit code for each way a run can stand (real runs of the scripte
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -274,3 +275,45 @@ def test_wait_refuses_bad_input(make_job, tmp_path: Path, capsys, monkeypatch) -
     assert main(["wait", str(never.root)]) == 2  # a folder that never ran (and nothing starts it)
     err = capsys.readouterr().err
     assert "never run" in err and all(line.startswith("agent-console: ") for line in err.splitlines())
+
+
+def test_a_detached_run_calls_its_operator_through_the_cli_and_keeps_the_channel_on_resume(
+        tmp_path: Path, server: Loopback, capsys) -> None:
+    """`run --detach --notify URL`: the runner tells the channel when the restart waits (within seconds), the
+    URL is in the run's record (never its token in an event), and a resume tells the same channel."""
+    from console.engine.launch import read_launch
+
+    job = copy("requirements-extraction", tmp_path)
+    url = server.url("json", "hook/SECRET-TOKEN")
+    assert main(["run", "--in-place", str(job), "--detach", "--speed", "0", "--context-window", "10000",
+                 "--no-auto-restart", "--notify", url]) == 0
+    capsys.readouterr()
+    paths = JobPaths(job)
+    try:
+        assert main(["wait", str(job), "--timeout", "120"]) == cli.WAIT_NEEDS
+        need = server.wait_for(1, timeout=10)[0]
+        assert need.body["title"] == f"agent-console: run {paths.run_id} needs you (restart approval)"
+        assert main(["stop", str(job), "--wait", "10"]) == 0
+        assert main(["wait", str(job), "--timeout", "60"]) == cli.WAIT_STOPPED
+    finally:
+        with contextlib.suppress(Exception):
+            main(["stop", str(job), "--wait", "0"])
+    record = read_launch(paths)
+    assert record is not None and record.notify == (url,)
+    log = paths.events.read_text()
+    assert "SECRET-TOKEN" not in log and '"notify":["json://127.0.0.1"]' in log
+    # The resume tells the same channel (no --notify given again).
+    before = len(server.requests)
+    assert main(["resume", str(job)]) == 0
+    assert main(["wait", str(job), "--timeout", "120"]) == cli.WAIT_NEEDS
+    assert server.wait_for(before + 1, timeout=10)[-1].body["title"].endswith("needs you (restart approval)")
+    assert main(["stop", str(job), "--wait", "10"]) == 0
+    assert main(["wait", str(job), "--timeout", "60"]) == cli.WAIT_STOPPED
+
+
+def test_a_notification_url_apprise_cannot_use_is_refused_before_the_run(tmp_path: Path, capsys) -> None:
+    job = copy("quickstart", tmp_path)
+    assert main(["run", "--in-place", str(job), "--headless", "--notify", "nonsense://x"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("agent-console: --notify / [notify] urls:")
+    assert not JobPaths(job).events.exists()

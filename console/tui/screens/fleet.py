@@ -28,7 +28,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from console import present
 from console.engine.text import safe_text
-from console.tui.fleet import GONE, LIVE, WAITING, FleetRow, matches
+from console.tui.fleet import GONE, LIVE, FleetRow, matches
 
 # The row fields each column shows (a cell is redrawn only when one of them changed).
 CELL_FIELDS = {"id": ("id",), "job": ("job",), "state": ("state", "kind", "sandbox", "needs"), "phase": ("phase",),
