@@ -162,11 +162,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     fleet = sub.add_parser("fleet", help="the fleet view: every run, live (also: agent-console with no command)",
                            description="List every run of the jobs store, live: id, job, state, phase, context, "
-                                       "cost, elapsed, last event. A run waiting for approval is highlighted and "
-                                       "rings the bell. enter attaches to the selected run (q comes back), a "
-                                       "approves its restart, d denies it and s stops the run (both ask first), x "
-                                       "forgets a run whose folder is gone (state 'gone'; asks), / filters, q quits. "
-                                       "Runs go on when it closes.")
+                                       "cost, elapsed, last event. A run that needs you is listed first, "
+                                       "highlighted, and rings the bell. enter attaches to the selected run (q "
+                                       "comes back), a approves its restart, d denies it and s stops the run (both "
+                                       "ask first), x forgets a run whose folder is gone (state 'gone'; asks), / "
+                                       "filters, q quits. Runs go on when it closes.")
     fleet.add_argument("--theme", metavar="NAME", help="console theme")
 
     attach = sub.add_parser("attach", help="open the console on a job another process runs (or a finished one)",

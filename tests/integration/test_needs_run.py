@@ -317,3 +317,23 @@ def test_a_notification_url_apprise_cannot_use_is_refused_before_the_run(tmp_pat
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("agent-console: --notify / [notify] urls:")
     assert not JobPaths(job).events.exists()
+
+
+def test_the_config_files_notify_table_is_used_and_on_end_false_keeps_the_end_quiet(
+        tmp_path: Path, server: Loopback) -> None:
+    config = Path(os.environ["AGENT_CONSOLE_CONFIG"])
+    config.write_text(f'[notify]\nurls = ["{server.url("json", "from-config")}"]\non_end = false\n')
+    job = copy("requirements-extraction", tmp_path)
+    proc = start(job, "--context-window", "10000", "--no-auto-restart")
+    try:
+        assert main(["wait", str(job), "--timeout", "120"]) == cli.WAIT_NEEDS
+        [need] = server.wait_for(1)
+        assert need.path == "/from-config" and need.body["title"].endswith("needs you (restart approval)")
+        assert main(["stop", str(job)]) == 0
+        assert proc.wait(60) == 3
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    # The process flushed its sends before it exited: on_end = false, so the end was not told.
+    assert [r.path for r in server.requests] == ["/from-config"]

@@ -128,7 +128,7 @@ class FleetScreen(Screen):
         return True
 
     def _refresh_rows(self) -> None:
-        if not self.is_mounted:
+        if not self.is_mounted or not self.query("#runs"):  # rows may come before the list is composed (or after)
             return
         keep, previous = self.selected, self.shown
         self.shown = [r for r in self.rows if matches(r, self.filter_text)] if self.filter_text else list(self.rows)
