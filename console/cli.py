@@ -400,7 +400,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         flags = launch_flags(recorded, given, args.switch_model)
         if not flags.get("notify"):
             flags["notify"] = tuple(settings.notify.urls)
-        from console.notify import check_urls
+        from console.notify import check_urls, shown_url
 
         if problems := check_urls(flags["notify"]):
             raise ValueError(f"--notify / [notify] urls: {problems[0]}")
@@ -467,7 +467,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                     started_at=recorded.started_at if recorded is not None else clock.now())
     launch = LaunchStart(record, source="resume" if recorded is not None else "start",
                          changes=tuple(changes(recorded, record)) if recorded is not None else (),
-                         by=os.environ.pop(RUNNER_BY_ENV, "") if runner else "headless")
+                         by=os.environ.pop(RUNNER_BY_ENV, "") if runner else "headless",
+                         shown_notify=tuple(shown_url(u) for u in record.notify))
     try:
         sup = Supervisor(paths, rs, provider, clock=clock, store=store, launch=launch)
     except sqlite3.Error as exc:

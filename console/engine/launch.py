@@ -95,13 +95,13 @@ def write_launch(paths: JobPaths, launch: Launch) -> None:
 
 
 def shown_url(url: str) -> str:
-    """What may be shown of a notification URL: its scheme and host (the rest may be a token)."""
+    """What the engine alone may show of a notification URL: its scheme (a host may itself be a token, as
+    Telegram's and Slack's are; the outer layer shows more through Apprise's own masking)."""
     try:
-        parts = urlsplit(url)
+        scheme = urlsplit(url).scheme
     except ValueError:
         return "(a URL)"
-    host = parts.hostname or ""
-    return f"{parts.scheme}://{host}" if parts.scheme else "(a URL)"
+    return f"{scheme}://…" if scheme.isalnum() else "(a URL)"
 
 
 def describe(name: str, value: Any) -> str:
@@ -139,11 +139,15 @@ class LaunchStart:
     source: Literal["start", "resume"] = "start"
     changes: tuple[str, ...] = ()
     by: str = ""
+    # The notification URLs as views may show them (the caller masks them with Apprise, which knows where
+    # each service keeps its token); None: only the scheme is shown.
+    shown_notify: tuple[str, ...] | None = None
 
     def event_fields(self) -> dict[str, Any]:
         r = self.record
         return {"source": self.source, "provider": r.provider, "model": r.model, "base_url": r.base_url,
                 "context_window": r.context_window or 0, "auto_restart": bool(r.auto_restart),
                 "max_restarts": r.max_restarts or 0, "max_turns": r.max_turns or 0, "unconfined": r.unconfined,
-                "notify": [shown_url(u) for u in r.notify], "budgets": dict(r.budgets),
+                "notify": list(self.shown_notify) if self.shown_notify is not None else
+                [shown_url(u) for u in r.notify], "budgets": dict(r.budgets),
                 "changes": list(self.changes), "by": self.by}

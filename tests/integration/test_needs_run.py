@@ -301,7 +301,7 @@ def test_a_detached_run_calls_its_operator_through_the_cli_and_keeps_the_channel
     record = read_launch(paths)
     assert record is not None and record.notify == (url,)
     log = paths.events.read_text()
-    assert "SECRET-TOKEN" not in log and '"notify":["json://127.0.0.1"]' in log
+    assert "SECRET-TOKEN" not in log and '"notify":["json://127.0.0.1:' in log
     # The resume tells the same channel (no --notify given again).
     before = len(server.requests)
     assert main(["resume", str(job)]) == 0
