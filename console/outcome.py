@@ -19,9 +19,13 @@ def exit_code(result: Any, interrupted_by: str | None = None) -> int:
     signal (``interrupted_by``) is what tells an interrupt from the operator's decision."""
     if result is None:
         return EXIT_INTERRUPTED
-    if result.ok:
+    return exit_code_for(result.reason.value, result.ok, interrupted_by)
+
+
+def exit_code_for(reason: str, ok: bool = False, interrupted_by: str | None = None) -> int:
+    """The same rule from a run's end reason (a run_ended event's ``reason``; ``ok``: the job completed)."""
+    if ok or reason == "job_complete":
         return EXIT_OK
-    reason = result.reason.value
     if reason == "user_shutdown":
         return EXIT_INTERRUPTED if interrupted_by else EXIT_STOPPED
     if reason == "model_unavailable":

@@ -24,7 +24,7 @@ from pathlib import Path
 from console.engine import events as ev
 from console.engine.control import RunLock
 from console.engine.job import JobPaths
-from console.outcome import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_STOPPED
+from console.outcome import EXIT_INTERRUPTED, exit_code_for
 
 RUNNER_LOG = "runner.log"
 START_PATIENCE = 20.0  # seconds a runner has to take the run's lock (a slow disk, a big journal to read back)
@@ -109,9 +109,7 @@ def ended_code(paths: JobPaths) -> int | None:
         if isinstance(e, ev.JobCompleted):
             completed = True
         if isinstance(e, ev.RunEnded):
-            if completed or e.reason == "job_complete":
-                return EXIT_OK
-            return {"user_shutdown": EXIT_STOPPED, "model_unavailable": EXIT_INTERRUPTED}.get(e.reason, EXIT_FAILED)
+            return exit_code_for(e.reason, completed)
         if isinstance(e, ev.SessionStarted) and e.reason != "restart":
             return None  # a start with no end after it: running, or died without saying so
     return None

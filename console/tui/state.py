@@ -462,17 +462,11 @@ class ConsoleState:
         self.needs = Need(e.reason, e.message, tuple(e.evidence), since, e.paused, e.seq)
         if e.paused:
             self.paused = True  # the engine holds the run: resume (p) answers
-        p = present.describe(e) or present.Presented(
-            "!", "needs-you", "warning", f"needs you ({need_label(e.reason)}): {flat_line(e.message)}",
-            source="needs you", seq=e.seq, ts=e.ts)
-        return {STATUS, RESTART} | self._feedback(p)
+        return {STATUS, RESTART} | self._feedback(present.describe(e))
 
     def _needs_cleared(self, e: ev.NeedsOperatorCleared) -> set[str]:
         self.needs = None
-        p = present.describe(e) or present.Presented(
-            "✓", "answered", "info", f"answered ({flat_line(e.by) or 'the operator'}): {need_label(e.reason)}",
-            source="needs you", seq=e.seq, ts=e.ts)
-        return {STATUS, RESTART} | self._feedback(p)
+        return {STATUS, RESTART} | self._feedback(present.describe(e))
 
     def _completed(self, e: ev.JobCompleted) -> set[str]:
         self.needs = None
@@ -546,8 +540,3 @@ class ConsoleState:
             self.ended_at = ts or self.last_ts
         self.paused = self.stopping = False
         self.needs = None
-
-
-def flat_line(text: str) -> str:
-    """Agent or engine text as one line for a notice."""
-    return safe_text(text, one_line=True, join=True)
