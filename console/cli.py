@@ -455,7 +455,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         given = {k: v for k, v in given.items() if v is not None}
         if args.switch_model:
             given["switch_model"] = True
-        return start_runner(paths, given, by="console" if use_console else "detach",
+        # Who asked: the fleet's `r` runs `resume` with this variable set to "fleet" (recorded in launch_settings).
+        by = os.environ.pop(RUNNER_BY_ENV, "") or ("console" if use_console else "detach")
+        return start_runner(paths, given, by=by,
                             console=use_console, theme=args.theme or settings.theme)
     record = Launch(provider=rs.provider, model=rs.model, base_url=rs.base_url, context_window=rs.context_window,
                     context_window_source=(recorded.context_window_source if recorded is not None and

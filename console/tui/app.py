@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import sqlite3
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
@@ -72,6 +75,8 @@ if TYPE_CHECKING:
     from console.engine.supervisor import RunResult, Supervisor
 
 DRAIN_INTERVAL = 1 / 30  # the UI absorbs events in batches at most this often
+# `resume` returns once its runner holds the run's lock (a few seconds); past this something is wrong, and said.
+RESUME_TIMEOUT = 60.0
 DRAIN_BUDGET = 0.008  # seconds of folding per batch; a backlog is absorbed in slices, keys act in between
 DRAIN_CHUNK = 400
 # The run's commands: offered only while they can act (see ConsoleApp.check_action).
@@ -636,6 +641,9 @@ class ConsoleApp(App[int]):
         if message.action in ("stop", "forget"):
             self._fleet_end(message.action, row)
             return
+        if message.action == "resume":
+            self._fleet_resume(row)
+            return
         if not row.pending_seq:
             self.notify(f"{row.id} {row.job} has no restart waiting for approval ({row.state}).",
                         title=f"Nothing to {message.action}")
@@ -687,6 +695,46 @@ class ConsoleApp(App[int]):
                                f"Its folder {row.path} no longer exists. Its row is removed from the jobs list "
                                "(agent-console jobs and this list); nothing else is touched.", "Forget", "Keep"),
                  forget)
+
+    def _fleet_resume(self, row: FleetRow) -> None:
+        """``r``: a paused run unpauses (its inbox); a run no process runs starts again in the background, asked
+        first, with the settings it was started with (``agent-console resume``: the one path every resume takes)."""
+        if row.resume == "unpause":
+            problem = InboxController(JobPaths(row.path), source="fleet").send("resume")
+            if problem:
+                self.notify(problem, title="resume not sent", severity="warning")
+            else:
+                self.notify(f"{row.id} {row.job}: resume sent.", title="Resume sent")
+            return
+        if row.resume != "start":
+            why = "it has completed" if row.state == "completed" else f"it is {row.state}"
+            self.notify(f"{row.id} {row.job}: nothing to resume ({why}).", title="Nothing to resume")
+            return
+        self.ask(ConfirmScreen(f"Resume {row.id} {row.job}?",
+                               f"The run {row.name} starts again in the background, with the provider, model and "
+                               "settings it was started with; it comes back where it stopped. Enter attaches to "
+                               "it once it runs.", "Resume", "Leave it"),
+                 lambda yes: self.resume_run(row) if yes else None)
+
+    @work(thread=True, exit_on_error=False, group="resume")
+    def resume_run(self, row: FleetRow) -> None:
+        """Start a runner for ``row`` through the CLI (the console never imports it): ``resume`` returns once the
+        run holds its lock, or says in one line why it did not start."""
+        command = [sys.executable, "-m", "console.cli", "resume", str(row.path)]
+        env = {**os.environ, "AGENT_CONSOLE_RUNNER_BY": "fleet"}  # the run's launch_settings says who resumed it
+        try:
+            done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env,
+                                  timeout=RESUME_TIMEOUT, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            self.call_from_thread(self.notify, f"{row.id} {row.job}: {exc}", title="Not resumed", severity="error")
+            return
+        if done.returncode == 0:
+            self.call_from_thread(self.notify, f"{row.id} {row.job} runs again, in the background.",
+                                  title="Resumed")
+            return
+        lines = [line.removeprefix("agent-console: ") for line in done.stderr.splitlines() if line.strip()]
+        self.call_from_thread(self.notify, safe_text("\n".join(lines[-3:]) or f"exit code {done.returncode}"),
+                              title="Not resumed", severity="error")
 
     @work(thread=True, exit_on_error=False, group="forget")
     def forget_runs(self, rows: list[FleetRow]) -> None:

@@ -89,6 +89,15 @@ class FleetRow:
         return self.state
 
     @property
+    def resume(self) -> str:
+        """What ``r`` does for this run: "unpause" (a live run that is paused, or asks for its operator with
+        anything but a restart, which ``a`` / ``d`` answer), "start" (a run no process runs that has not completed
+        and whose folder is there), or "" (nothing)."""
+        if self.pid is not None:
+            return "unpause" if self.state in (PAUSED, NEEDS) and not self.pending_seq else ""
+        return "start" if self.state in (INTERRUPTED, STOPPED, FAILED) or self.state in FAILED_LIKE else ""
+
+    @property
     def need_line(self) -> str:
         """``restart approval since 14:02: the context is full...`` ("" while the run needs nothing)."""
         if not self.needs:

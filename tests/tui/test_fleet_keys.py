@@ -179,3 +179,39 @@ def test_letters_typed_into_the_filter_are_text(tmp_path):
         drive(app, body, size=(80, 24))
     finally:
         lock.release()
+
+
+def test_r_unpauses_a_paused_run_and_is_offered_only_where_it_acts(tmp_path):
+    """r: a paused live run unpauses through its inbox (no question: it ends nothing); a restart waiting for
+    approval is a/d's, a running or completed run has nothing to resume, and r is not in their footer."""
+    fx = make_fleet(tmp_path)
+    app = fleet_app(fx)
+    paused = fx.runs["paused"]
+
+    async def body(pilot):
+        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.rows) == 7)
+        view = app.fleet_view
+        resumes = {r.state: r.resume for r in view.rows}
+        assert resumes == {WAITING: "", RUNNING: "", "paused": "unpause", "completed": "", "failed": "start",
+                           "interrupted": "start", "stopped": "start"}
+        assert "Resume" not in footer(app)  # the waiting run is selected
+        await pilot.press("r")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen) and sent(fx.runs["waiting"]) == []
+        view.table.move_cursor(row=next(n for n, r in enumerate(view.shown) if r.path == paused))
+        await pilot.pause(0.1)
+        assert "Resume" in footer(app)
+        await pilot.press("r")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen) and sent(paused) == ["resume"]
+        assert any(n.title == "Resume sent" for n in app._notifications)
+        view.table.move_cursor(row=next(n for n, r in enumerate(view.shown) if r.state == "completed"))
+        await pilot.pause(0.1)
+        assert "Resume" not in footer(app)
+
+    with ExitStack() as stack:
+        for run in (fx.runs["waiting"], fx.runs["running"], paused):
+            lock = RunLock(JobPaths(run))
+            assert lock.acquire()
+            stack.callback(lock.release)
+        drive(app, body, size=(80, 24))

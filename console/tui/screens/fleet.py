@@ -4,10 +4,11 @@ A row per run: id, job, state, phase, context, cost, elapsed, and (from 100 colu
 selected run's folder, state detail and last event are under the list at every width, so 80x24 loses
 nothing but the column. A run that needs its operator ("needs you": a restart to approve, stuck, a budget
 reached...) is listed first and highlighted, with why and since when; ``enter`` attaches to the selected run,
-``a`` / ``d`` approve or deny its restart (when that is what it waits for), ``s`` stops it, ``x`` forgets a run
-whose folder is gone, ``/`` filters. The screen only shows rows and says what the operator asked for: the app
-polls the store, asks before anything that ends or forgets a run, and acts (one-way: the screen never reaches
-back into the app).
+``a`` / ``d`` approve or deny its restart (when that is what it waits for), ``s`` stops it, ``r`` resumes it (a
+paused run unpauses; a stopped, interrupted or failed one starts again in the background with the settings it was
+started with), ``x`` forgets a run whose folder is gone, ``/`` filters. The screen only shows rows and says
+what the operator asked for: the app polls the store, asks before anything that ends, starts or forgets a run,
+and acts (one-way: the screen never reaches back into the app).
 
 A run's folder name, its job's name, its state and its last event may hold anything (a name with ``[/]`` or an
 escape sequence in it): each cell and line shows them through :func:`console.engine.text.safe_text`, as Rich
@@ -52,6 +53,7 @@ class FleetScreen(Screen):
         Binding("a", "approve", "Approve", id="fleet_approve"),
         Binding("d", "deny", "Deny", id="fleet_deny"),
         Binding("s", "stop", "Stop", id="fleet_stop"),
+        Binding("r", "resume", "Resume", id="fleet_resume"),  # shown while the selected run can be resumed
         Binding("x", "forget", "Forget", id="fleet_forget"),  # shown while a gone run is selected
         Binding("slash", "filter", "Filter", key_display="/", id="fleet_filter"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
@@ -59,7 +61,7 @@ class FleetScreen(Screen):
     ]
 
     class Act(Message):
-        """The operator asked for ``action`` (attach | approve | deny | stop | forget) on the run ``row``."""
+        """The operator asked for ``action`` (attach | approve | deny | stop | resume | forget) on the run ``row``."""
 
         def __init__(self, action: str, row: FleetRow) -> None:
             super().__init__()
@@ -75,7 +77,7 @@ class FleetScreen(Screen):
         self.wide: bool | None = None
         self._style_cache: tuple[str, dict[str, Style]] = ("", {})
         self._shown_text: dict[str, Content] = {}
-        self._forgettable = False
+        self._keys_for: tuple[bool, bool] = (False, False)  # (x, r) in the footer for the selected run
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-title")
@@ -239,13 +241,14 @@ class FleetScreen(Screen):
 
     def _show_detail(self) -> None:
         r = self.selected
-        forgettable = r is not None and r.state == GONE
-        if forgettable != self._forgettable:  # x (forget) is in the footer while a gone run is selected
-            self._forgettable = forgettable
+        keys_for = (r is not None and r.state == GONE, r is not None and bool(r.resume))
+        if keys_for != self._keys_for:  # x (forget) and r (resume) are in the footer only while they act
+            self._keys_for = keys_for
             self.refresh_bindings()
         if r is None:
             self._update("#fleet-detail", Content.styled(
-                "enter attaches · a / d approve or deny a restart · s stops · / filters · q quits", "$text-muted"))
+                "enter attaches · a / d approve or deny a restart · s stops · r resumes · / filters · q quits",
+                "$text-muted"))
             return
         width = max(20, self.size.width - 2)
         name = cell_text(r.name)
@@ -289,6 +292,9 @@ class FleetScreen(Screen):
         if action == "forget":
             row = self.selected
             return row is not None and row.state == GONE
+        if action == "resume":
+            row = self.selected
+            return row is not None and bool(row.resume)
         return True
 
     def on_data_table_row_selected(self, message: DataTable.RowSelected) -> None:
@@ -313,6 +319,9 @@ class FleetScreen(Screen):
 
     def action_stop(self) -> None:
         self._act("stop")
+
+    def action_resume(self) -> None:
+        self._act("resume")
 
     def action_forget(self) -> None:
         self._act("forget")
