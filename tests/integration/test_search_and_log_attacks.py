@@ -21,13 +21,16 @@ from console.engine import events as ev
 from console.engine.job import JobPaths
 from tests.conftest import REPO
 
+# The peak is this process's own VmHWM: ru_maxrss survives fork and exec, so under a long pytest process (the
+# whole suite, 400 MB by its end) it reported the parent's size, not the attack's.
 CHILD = """
 import json, resource, sys
 limit = int(sys.argv[2])
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 from console.cli import main
 code = main(sys.argv[3:])
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+with open("/proc/self/status") as status:
+    peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) * 1024
 with open(sys.argv[1], "w") as fh:
     json.dump({"code": code, "peak": peak}, fh)
 """
