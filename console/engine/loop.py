@@ -2,9 +2,10 @@
 
 A turn: assemble the layers into a request, stream the model's answer
 (publishing text deltas as they come), then record it; run its tool calls one
-at a time, each recorded with its result; then the turn's bookkeeping (harness
-notices, compaction at a phase boundary, a nudge if the agent stopped early,
-stuck detection, usage) is recorded. Between turns the ContextManager decides
+at a time, each recorded with its result and the feedback providers' blocks
+after it (seed 002; the stuck detector is one); then the turn's bookkeeping
+(harness notices and those blocks after all the results, compaction at a phase
+boundary, a nudge if the agent stopped early, usage) is recorded. Between turns the ContextManager decides
 (continue, mask old observations, ask for a wind-down, or end the session for
 a restart) and operator commands are applied, each a recorded step too.
 

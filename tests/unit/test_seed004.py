@@ -105,6 +105,15 @@ def test_carryover_turns_from_job_toml_over_the_config_file_over_the_default(con
     assert resolve_run_settings(load_settings(), job).carryover_turns == 0
 
 
+def test_carryover_turns_from_the_environment(config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config.write_text("carryover_turns = 5\n")
+    monkeypatch.setenv("AGENT_CONSOLE_CARRYOVER_TURNS", "2")  # env beats the file, as for every key
+    assert load_settings().carryover_turns == 2
+    monkeypatch.setenv("AGENT_CONSOLE_CARRYOVER_TURNS", "-4")
+    with pytest.raises(JobError, match="carryover_turns"):
+        load_settings()
+
+
 @pytest.mark.parametrize(("toml", "needle"), [
     ("[context]\ncarryover_turns = -1\n", "greater than or equal to 0"),
     ('[context]\ncarryover_turns = "3"\n', "valid integer"),
