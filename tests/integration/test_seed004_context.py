@@ -155,3 +155,26 @@ def test_the_turn_count_of_a_session_resumed_after_a_kill_counts_all_its_turns(m
     assert len(turns[1]) > len(before)  # session 1 went on after the resume, then filled up
     (marker,) = markers(provider)
     assert f"Session #1 ran {len(turns[1])} turns." in marker, (marker, len(turns[1]))
+
+
+def test_an_older_runs_journal_without_the_turn_count_resumes_and_restarts(make_job, clock) -> None:
+    """A journal written before the session's turn count was recorded: the run resumes, and the marker counts
+    the turns it saw (those since the resume; the earlier ones were never recorded)."""
+    paths = make_job("requirements-extraction")
+    first = Supervisor(paths, run_settings(context_window=WINDOW), ScriptedProvider(clock=clock), clock=clock)
+    first.guardrails.feedback = FeedbackRunner([FeedbackProviderConfig(DieAt(6), FeedbackTrigger(every_n_calls=1))])
+    with pytest.raises(Interrupted):
+        first.run()
+    journal = paths.state / "checkpoint.jsonl"
+    text = journal.read_text()
+    older = re.sub(r'("context":\{[^{}]*?),?"turns":\d+', r"\1", text)
+    assert older != text and not re.search(r'"context":\{[^{}]*"turns"', older)
+    journal.write_text(older)
+    before = len(replies_by_session(paths)[1])
+    provider = Recording(clock=clock)
+    result = Supervisor(paths, run_settings(context_window=WINDOW, max_restarts=2), provider, clock=clock).run()
+    assert result.sessions == 2, result.detail
+    total = len(replies_by_session(paths)[1])
+    (marker,) = markers(provider)
+    ran = int(re.search(r"Session #1 ran (\d+) turns?\.", marker)[1])
+    assert ran == total - before  # the replies recorded since the resume
