@@ -222,7 +222,8 @@ def _settings_flags(p: argparse.ArgumentParser) -> None:
                    help="let a resume change the run's provider or model (refused without it)")
     p.add_argument("--max-turns", type=int, metavar="N", help="stop a session after N turns")
     p.add_argument("--context-window", type=int, metavar="TOKENS", help="override the model's context window")
-    p.add_argument("--max-restarts", type=int, metavar="N", help="end the run after N context restarts")
+    p.add_argument("--max-restarts", type=int, metavar="N",
+                   help="the most sessions a run may have: a context full in session N ends it (seed 004)")
     auto = p.add_mutually_exclusive_group()
     auto.add_argument("--no-auto-restart", action="store_true",
                       help="when the context is full, wait for `agent-console approve RUN` before restarting")
@@ -463,7 +464,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     context_window_source=(recorded.context_window_source if recorded is not None and
                                            given.get("context_window") is None else rs.context_window_source),
                     max_turns=rs.max_turns, max_restarts=rs.max_restarts, auto_restart=rs.auto_restart,
-                    speed=rs.speed, unconfined=bool(flags.get("unconfined")),
+                    carryover_turns=rs.carryover_turns, speed=rs.speed, unconfined=bool(flags.get("unconfined")),
                     script=str(script) if script is not None else None, notify=tuple(flags.get("notify") or ()),
                     budgets=_budgets(job),
                     started_at=recorded.started_at if recorded is not None else clock.now())

@@ -21,7 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, Strict, Validation
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from console.engine.context.carryover import DEFAULT_CARRYOVER_TURNS
 from console.engine.job import (
+    MAX_CARRYOVER_TURNS,
     MAX_CONTEXT_WINDOW,
     MAX_MEGABYTES,
     MAX_RESTARTS,
@@ -167,8 +169,12 @@ class Settings(BaseSettings):
     soft_threshold: float = Field(default=0.70, gt=0, lt=1)
     hard_threshold: float = Field(default=0.85, gt=0, lt=1)
     max_turns: int = Field(default=500, gt=0, le=MAX_TURNS)
+    # The most sessions a run may have, as seed 004 counts: a context full in session N >= max_restarts ends the
+    # run (0 and 1: one session, no restart; 10: nine restarts at most).
     max_restarts: int = Field(default=10, ge=0, le=MAX_RESTARTS)
     auto_restart: bool = True
+    # Whole turns (a reply with all its tool results) a context restart carries into the next session (seed 004).
+    carryover_turns: int = Field(default=DEFAULT_CARRYOVER_TURNS, ge=0, le=MAX_CARRYOVER_TURNS)
     # The most one tool call may write, and the most the job folder may hold (MB); job.toml [limits] overrides.
     max_write_mb: float = Field(default=4.0, gt=0, le=MAX_MEGABYTES)
     max_job_mb: float = Field(default=1024.0, gt=0, le=MAX_MEGABYTES)
@@ -299,6 +305,8 @@ def resolve_run_settings(settings: Settings, job: JobConfig, **flags: Any) -> Ru
         max_restarts=job.limits.max_restarts if job.limits.max_restarts is not None else settings.max_restarts,
         auto_restart=job.limits.auto_restart if job.limits.auto_restart is not None else settings.auto_restart,
         summary=job.context.summary or settings.summary,
+        carryover_turns=(job.context.carryover_turns if job.context.carryover_turns is not None
+                         else settings.carryover_turns),
         max_write_mb=job.limits.max_write_mb or settings.max_write_mb,
         max_job_mb=max_job_mb,
         guardrails=job.guardrails,

@@ -11,8 +11,8 @@ decides, so that every decision is an event and its state a recorded component o
   deadline has passed (recorded);
 - budgets: the deadline and the wrap-up turn it grants; the token and money budgets, spend limits that pause
   the run and ask its operator, whose resume grants one more slice (``budget_raised``);
-- feedback: after the turn's tool calls, the providers whose triggers fire produce ``<feedback>`` blocks
-  that reach the agent after all tool results, each a ``feedback`` event; the stuck detector's count as nudges,
+- feedback: after each tool call, the providers whose triggers fire produce ``<feedback>`` blocks
+  that reach the agent after the turn's tool results, each a ``feedback`` event; the stuck detector's count as nudges,
   and ``stuck_escalate_after`` nudges without progress ask the operator.
 
 What the run asks its operator is decided here and recorded in the guardrails' state (a kill while the run
@@ -485,12 +485,16 @@ class Enforcer:
         return reason
 
     # -- feedback --------------------------------------------------------------------------------
-    def collect_feedback(self, turn: int, turns_without_progress: int) -> tuple[list[Feedback], str]:
-        """The feedback for this turn (after its tool calls): the providers' records and the text to deliver."""
+    def collect_feedback(self, turn: int, turns_without_progress: int, *, session: int = 0,
+                         prompt: Any = None) -> tuple[list[Feedback], str]:
+        """The feedback after a tool call: the providers' records and the text to deliver. ``session`` and
+        ``prompt`` (the request the model was sent, or a function that gives it) reach the providers'
+        FeedbackContext."""
         now = self.clock.now()
         deadline = self.g.deadline()
         fired = self.g.feedback.collect(now=now, world=self.world, deadline=deadline, turn=turn,
-                                        turns_without_progress=turns_without_progress)
+                                        turns_without_progress=turns_without_progress, session=session,
+                                        prompt=prompt)
         for err in self.g.feedback.errors:
             self.events.emit(ev.ErrorEvent, message=f"feedback provider failed: {err}"[:2000], where="guardrails",
                              recoverable=True)

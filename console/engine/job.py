@@ -31,6 +31,7 @@ MAX_CONFIG_BYTES = 1 << 20
 MAX_CONTEXT_WINDOW = 10**8
 MAX_TURNS = 10**7
 MAX_RESTARTS = 10**6
+MAX_CARRYOVER_TURNS = 1000
 MAX_SPEED = 100.0
 MAX_MEGABYTES = float(1 << 20)  # 1 TiB, for max_write_mb and max_job_mb
 MAX_URL_CHARS = 2048
@@ -171,6 +172,8 @@ class ContextSection(_Strict):
     soft_threshold: float | None = Field(default=None, gt=0, lt=1)
     hard_threshold: float | None = Field(default=None, gt=0, lt=1)
     summary: Literal["deterministic", "llm"] | None = None
+    # Whole turns a restart carries into the next session (seed 004; None: the settings' value, 3 by default).
+    carryover_turns: int | None = Field(default=None, ge=0, le=MAX_CARRYOVER_TURNS)
 
     @model_validator(mode="after")
     def _ordered(self) -> ContextSection:

@@ -1,7 +1,8 @@
 """How a run was started, recorded in its state so that every resume is the same run.
 
 ``.console/launch.json`` holds what the operator chose when the run began (provider, model, base URL,
-context window, restart policy, turn and restart limits, the demo model's pace, a replay script,
+context window, restart policy, turn and session limits, the turns a restart carries, the demo model's pace,
+a replay script,
 ``--unconfined``, the notification targets) and, for the record, the budgets job.toml gave it. It never
 holds a key: keys stay in the environment or the config file and are read again by each process.
 
@@ -22,18 +23,20 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from console.engine.atomic import atomic_write_text
-from console.engine.job import JobPaths
+from console.engine.job import MAX_CARRYOVER_TURNS, MAX_RESTARTS, JobPaths
 
 LAUNCH_NAME = "launch.json"
-LAUNCH_VERSION = 1
+# 2: max_restarts counts sessions, as seed 004 does (a context full in session N >= max_restarts ends the run);
+# version 1 counted restarts, so a version 1 record's max_restarts is read as one more (the same run).
+LAUNCH_VERSION = 2
 MAX_LAUNCH_BYTES = 1 << 20
 
 # What a resume takes from the record when no flag says otherwise (the record's field = the flag's name).
 RESUMED = ("provider", "model", "base_url", "context_window", "max_turns", "max_restarts", "auto_restart", "speed",
-           "unconfined", "script", "notify")
+           "unconfined", "script", "notify", "carryover_turns")
 # Changing these makes it another model's run: only with --switch-model.
 IDENTITY = ("provider", "model")
 
@@ -51,8 +54,10 @@ class Launch(BaseModel):
     base_url: str | None = None
     context_window: int | None = None
     max_turns: int | None = None
-    max_restarts: int | None = None
+    max_restarts: int | None = Field(default=None, ge=0, le=MAX_RESTARTS)
     auto_restart: bool | None = None
+    # None: a record from before it was recorded (the run's settings decide, as they did then).
+    carryover_turns: int | None = Field(default=None, ge=0, le=MAX_CARRYOVER_TURNS)
     speed: float | None = None
     unconfined: bool = False
     script: str | None = None
@@ -61,6 +66,19 @@ class Launch(BaseModel):
     budgets: dict[str, Any] = Field(default_factory=dict)
     context_window_source: str = ""
     started_at: datetime | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sessions_not_restarts(cls, data: Any) -> Any:
+        """A version 1 record counted restarts: N restarts are N + 1 sessions, so its run resumes alike."""
+        # A record without a version is one being made now (every written record has its version).
+        version = data.get("version", LAUNCH_VERSION) if isinstance(data, dict) else LAUNCH_VERSION
+        if isinstance(data, dict) and isinstance(version, int) and version < 2:
+            mr = data.get("max_restarts")
+            data = {**data, "version": LAUNCH_VERSION}  # read once as version 1: never again (no double + 1)
+            if isinstance(mr, int) and not isinstance(mr, bool) and 0 <= mr < MAX_RESTARTS:
+                data["max_restarts"] = mr + 1
+        return data
 
     def flags(self) -> dict[str, Any]:
         """The record as the flags of a resume."""

@@ -2,11 +2,13 @@
 
 A turn: assemble the layers into a request, stream the model's answer
 (publishing text deltas as they come), then record it; run its tool calls one
-at a time, each recorded with its result; then the turn's bookkeeping (harness
-notices, compaction at a phase boundary, a nudge if the agent stopped early,
-stuck detection, usage) is recorded. Between turns the ContextManager decides
-(continue, mask old observations, ask for a wind-down, or end the session for
-a restart) and operator commands are applied, each a recorded step too.
+at a time, each recorded with its result and the feedback providers' blocks
+after it (seed 002; the stuck detector is one); then the turn's bookkeeping
+(harness notices and those blocks after all the results, compaction at a phase
+boundary, a nudge if the agent stopped early, usage) is recorded. Between turns
+the ContextManager decides (continue, mask old observations, ask for a
+wind-down, or end the session for a restart) and operator commands are
+applied, each a recorded step too.
 
 Every step ends with a journal commit (:meth:`Runtime.commit`) whose checkpoint
 says where the run is. ``run_agent_session`` starts from any such checkpoint:
@@ -36,7 +38,7 @@ from console.engine import events as ev
 from console.engine.context.carryover import extract_carryover
 from console.engine.context.layers import assemble, build_protected, build_system, read_system_prompt
 from console.engine.context.masking import apply_masking, mask_notice
-from console.engine.context.pressure import WIND_DOWN_MESSAGE, ContextAction, ContextManager
+from console.engine.context.pressure import ContextAction, ContextManager, wind_down_message
 from console.engine.context.summary import build_summary, llm_summary_request, summary_message
 from console.engine.context.tokens import CHARS_PER_TOKEN, estimate_message, estimate_request, estimate_text
 from console.engine.enforcement import FEEDBACK_KIND, Ask
@@ -59,7 +61,6 @@ from console.engine.run_settings import RunSettings
 from console.engine.runtime import Runtime
 from console.engine.tools.registry import ToolOutcome, ToolRegistry, cut_by_output_limit, refused_arguments
 
-CARRYOVER_TURNS = 3
 CARRYOVER_BUDGET = 0.15  # share of the window the carried turns may take
 OBSERVATION_BUDGET = 0.25  # share of the window one tool result may take
 # Tool-call arguments longer than this are shortened in the conversation once the call has run: the
@@ -101,6 +102,8 @@ class SessionResult:
     detail: str = ""
     used_tokens: int = 0
     budget: int = 0
+    # The session's turns in all (across resumes), for the next session's restart marker (seed 004).
+    session_turns: int = 0
 
 
 @dataclass
@@ -351,6 +354,7 @@ class Session:
         self.outage: Outage | None = None  # the failures of the turn being asked
         self.down = ""  # why the model could not be reached, while the run asks its operator about it
         self.overflows = 0  # "prompt too long" answers in a row
+        self.request: ModelRequest | None = None  # the turn in flight's request (None: not asked here)
         self.rng = random.Random(deps.seed) if deps.seed is not None else None
 
     # -- committing ------------------------------------------------------------------------------
@@ -487,7 +491,7 @@ class Session:
                 continue  # a spend limit asked the operator: the run holds at the top until they answer
             cp.turn += 1
             self.turns_here += 1
-            request = build_request(self.deps, self.system, self.conversation)
+            request = self.request = build_request(self.deps, self.system, self.conversation)
             rt.events.emit(ev.TurnStarted, turn=cp.turn, layers=prompt_layers(request), prompt_tokens_est=cm.used)
             rt.events.observe()
             try:
@@ -673,6 +677,7 @@ class Session:
                 conv[at] = conv[at].model_copy(update={"tool_calls": shortened})
                 cm.freed(before - estimate_message(conv[at]))
             cp.finished = cp.finished or outcome.end_session
+            self.feedback(call, result, collect=not outcome.end_session)
             cp.next_call = i + 1
             cp.notices, cp.compaction = list(rt.notices), rt.compaction_reason
             self.commit(durable=outcome.end_session)
@@ -681,6 +686,36 @@ class Session:
                 # the next call, as after any interruption).
                 return self.end(ShutdownReason.USER_SHUTDOWN, "stopped by the operator during the turn's tool calls")
         return self.bookkeeping(calls)
+
+    def feedback(self, call: ToolCall, result: Message, *, collect: bool) -> None:
+        """After each tool call (seed 002): the call is counted for the feedback providers, and those whose
+        trigger fires give their blocks. The blocks reach the agent after the turn's tool results (a message
+        between the results of one reply would break the wire's call/result pairing), in the order the calls
+        ran; they are recorded with this call's step, so a resume neither loses nor repeats them. ``collect``
+        False (the call ended the session): counted only."""
+        rt, cp = self.rt, self.cp
+        guards = rt.guards
+        guards.record_turn(cp.turn, [call], {call.id: result})
+        if not collect:
+            return
+        # Turns without a completed todo, this one counted as such until a call of it makes progress.
+        idle = cp.idle_turns + 1 if progress_mark(rt) == cp.progress else 0
+        _, text = guards.collect_feedback(cp.turn, idle, session=self.number, prompt=self.prompt)
+        if not text:
+            return
+        last = rt.notices[-1] if rt.notices else None
+        if last is not None and last.meta.get("kind") == FEEDBACK_KIND:
+            # The blocks of several calls in a row: one message, blocks joined by blank lines (seed 002).
+            rt.notices[-1] = last.model_copy(update={"content": f"{last.content}\n\n{text}"})
+        else:
+            rt.inject_notice(text, FEEDBACK_KIND)
+
+    def prompt(self) -> ModelRequest:
+        """What the model was sent for the turn in flight, for the feedback providers (FeedbackContext.prompt).
+        A turn resumed after a kill rebuilds it from the recorded conversation (the request is not recorded)."""
+        if self.request is None:
+            self.request = build_request(self.deps, self.system, self.conversation[: self.reply_index()])
+        return self.request
 
     def bookkeeping(self, calls: list[ToolCall]) -> SessionResult | None:
         """The turn's end, as one step: progress, feedback, a stop's check, harness notices, usage."""
@@ -691,14 +726,8 @@ class Session:
         if mark != cp.progress:
             guards.progressed()
         cp.progress = mark
-        # Feedback providers run after the turn's tool calls; their blocks follow all the tool results.
+        # The feedback providers ran after each tool call (self.feedback); their blocks are among the notices.
         after: list[Message] = []
-        if calls:
-            at = self.reply_index()
-            guards.record_turn(cp.turn, calls, {m.tool_call_id or "": m for m in conv[at + 1:] if m.role == "tool"})
-            _, text = guards.collect_feedback(cp.turn, cp.idle_turns)
-            if text:
-                after.append(Message.user(text, kind=FEEDBACK_KIND))
         stopped: str | None = None
         if not calls and not cp.finished and not rt.job_done:
             # A turn without a tool call is a stop: the completion checker decides (seed 002).
@@ -776,7 +805,8 @@ class Session:
             freed = apply_masking(conv, evaluation.plan)
             before = cm.used
             cm.freed(freed)
-            notice = Message.user(mask_notice(len(evaluation.plan.indices), freed, cm.pct), kind="mask_notice")
+            notice = Message.user(mask_notice(len(evaluation.plan.indices), freed, cm.window_pct),
+                                  kind="mask_notice")
             conv.append(notice)
             cm.appended([notice])
             cm.masked_total += len(evaluation.plan.indices)
@@ -788,7 +818,7 @@ class Session:
                            detail=f"masked the {len(evaluation.plan.indices)} oldest tool results")
             self.commit()
         elif evaluation.action is ContextAction.WIND_DOWN:
-            text = WIND_DOWN_MESSAGE.format(pct=evaluation.pct)
+            text = wind_down_message(evaluation.window_pct)
             msg = Message.user(text, kind="wind_down")
             conv.append(msg)
             cm.appended([msg])
@@ -798,8 +828,10 @@ class Session:
                            context_window=st.context_window, prompt_budget=cm.budget, message=text)
             self.commit()
         elif evaluation.action is ContextAction.RESTART:
-            carry = extract_carryover(conv, CARRYOVER_TURNS, int(st.context_window * CARRYOVER_BUDGET))
-            return self.end(ShutdownReason.CONTEXT_FULL, f"context {evaluation.pct:.0%} full", carry)
+            carry = extract_carryover(conv, st.carryover_turns, int(st.context_window * CARRYOVER_BUDGET))
+            ended = self.end(ShutdownReason.CONTEXT_FULL, f"context {evaluation.pct:.0%} full", carry)
+            ended.session_turns = cm.turns
+            return ended
         return None
 
 

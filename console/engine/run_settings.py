@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from console.engine.context.carryover import DEFAULT_CARRYOVER_TURNS
 from console.engine.cost import Prices
 from console.engine.guardrails import GuardrailsConfig
 from console.engine.tools.commands import CommandToolConfig
@@ -28,9 +29,12 @@ class RunSettings:
     soft_threshold: float
     hard_threshold: float
     max_turns: int
+    # The most sessions a run may have (seed 004: a full context in session N >= max_restarts ends the run).
     max_restarts: int
     auto_restart: bool
     summary: Literal["deterministic", "llm"] = "deterministic"
+    # Whole turns (a reply with all its tool results) a restart carries into the next session (seed 004).
+    carryover_turns: int = DEFAULT_CARRYOVER_TURNS
     max_write_mb: float = 4.0  # the most one tool call may write
     max_job_mb: float = 1024.0  # the most the job folder may hold
     # The job definition's constraints (job.toml): guardrails, the commands it declares, and the world those

@@ -3,7 +3,8 @@
 It runs sessions until the job completes or cannot go on. A session that ends
 with ContextFull is followed by a new one: the system prompt is re-read from
 disk, the conversation restarts from a fresh summary, the restart marker and
-the carryover turns. ``max_restarts`` caps that; with ``auto_restart`` off the
+the carryover turns. ``max_restarts`` caps the sessions, as seed 004 counts them
+(a context full in session N >= max_restarts ends the run); with ``auto_restart`` off the
 supervisor emits ``restart_pending`` and waits for the operator's approve or
 deny.
 
@@ -29,7 +30,7 @@ from typing import Any, Literal
 from console.engine import events as ev
 from console.engine.atomic import clean_temp, make_private
 from console.engine.clock import Clock, SystemClock
-from console.engine.context.pressure import RESTART_MARKER
+from console.engine.context.pressure import restart_marker
 from console.engine.context.summary import build_summary, check_archives, summary_message
 from console.engine.context.tokens import estimate_message
 from console.engine.control import ControlChannel, RunLock
@@ -204,15 +205,14 @@ class Supervisor:
         self.command("stop")
 
     # -- running ---------------------------------------------------------------------------------
-    def _new_session_conversation(self, carry: list[Message], before: int, session: int, why: str) -> list[Message]:
-        """Summary, restart marker, then the carried turns (already whole turns within budget)."""
+    def _new_session_conversation(self, carry: list[Message], before: int, session: int, why: str,
+                                  previous_turns: int | None = None) -> list[Message]:
+        """Summary, restart marker (the session's number, the previous session's turns), then the carried turns
+        (already whole turns within budget)."""
         rt = self._rt
         text = build_summary(self.paths, rt.workspace, self.clock.now(), memory=rt.memory)
-        carried = f"The last {sum(1 for m in carry if m.role == 'assistant')} turns are carried over." if carry else ""
-        marker = RESTART_MARKER.format(session=session, carried=carried)
-        if why == "resume":
-            marker = marker.replace("Previous session context was full.",
-                                    "The previous session was interrupted and its conversation could not be restored.")
+        marker = restart_marker(session, previous_turns, sum(1 for m in carry if m.role == "assistant"),
+                                interrupted=why == "resume")
         self.events.emit(ev.ContextCompacted, messages_before=before, messages_after=2 + len(carry),
                          summary_chars=len(text), reason=why)
         return [summary_message(text), Message.user(marker, kind="restart_marker"), *carry]
@@ -471,9 +471,11 @@ class Supervisor:
                                  "completing a task; raise --context-window or split the work")
                 self.events.emit(ev.ErrorEvent, message=result.detail, where="supervisor", recoverable=False)
                 break
-            if cp.restarts >= self.settings.max_restarts:
+            if self.session >= (most := self.settings.max_restarts):
+                # Seed 004 counts sessions: "if session_number >= max { Max restarts ({max}) reached }".
                 result.reason = ShutdownReason.ERROR
-                result.detail = f"context full and max_restarts ({self.settings.max_restarts}) reached"
+                result.detail = (f"context full in session {self.session} and max_restarts ({most}) reached: "
+                                 f"a run has at most {max(1, most)} session{'s' if most > 1 else ''}")
                 self.events.emit(ev.ErrorEvent, message=result.detail, where="supervisor", recoverable=False)
                 break
             if not self.settings.auto_restart:
@@ -488,7 +490,7 @@ class Supervisor:
             self.session += 1
             self.events.session = self.session
             conversation = Conversation(self._new_session_conversation(result.carryover, len(result.carryover),
-                                                                       self.session, "restart"))
+                                                                       self.session, "restart", result.session_turns))
             # The new session's first commit records its system prompt, this conversation and checkpoint.
             cp = Checkpoint(session=self.session, turn=cp.turn, restarts=cp.restarts + 1,
                             idle_restarts=cp.idle_restarts, tasks_at_start=rt.memory.state.next_id)

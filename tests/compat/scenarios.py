@@ -309,19 +309,22 @@ def _denied_then_allowed(out: Outcome) -> None:
 
 def _feedback_after_all_results(out: Outcome) -> None:
     fb = out.of("feedback")
-    assert [(e["source"], e["turn"], e["block"]) for e in fb] == [("Nudge", 1, NUDGE_BLOCK), ("Nudge", 2, NUDGE_BLOCK)]
-    # What the engine asked for: the turn's two results, then the block.
+    # After each call (seed 002): twice in turn 1 (two calls), once in turn 2.
+    assert [(e["source"], e["turn"], e["block"]) for e in fb] == [("Nudge", 1, NUDGE_BLOCK), ("Nudge", 1, NUDGE_BLOCK),
+                                                                 ("Nudge", 2, NUDGE_BLOCK)]
+    both = NUDGE_BLOCK + "\n\n" + NUDGE_BLOCK
+    # What the engine asked for: the turn's two results, then its blocks (one message, joined by a blank line).
     msgs = out.prompts[1].messages
     at = max(i for i, m in enumerate(msgs) if m.role == "assistant")
     assert [m.role for m in msgs[at + 1:at + 4]] == ["tool", "tool", "user"]
-    assert msgs[at + 3].content == NUDGE_BLOCK and msgs[at + 3].meta.get("kind") == "feedback"
+    assert msgs[at + 3].content == both and msgs[at + 3].meta.get("kind") == "feedback"
     if out.provider == "openai":
         wire = _wire_messages(out, 1)
         at = next(i for i, m in enumerate(wire) if m.get("tool_calls"))
         assert [(m["role"], m.get("tool_call_id")) for m in wire[at + 1:at + 3]] == [
             ("tool", "call_000_0"), ("tool", "call_000_1")]
         # The block is the user message after the results; the protected layer (todo list) joins its end.
-        assert wire[at + 3]["role"] == "user" and wire[at + 3]["content"].startswith(NUDGE_BLOCK + "\n\n")
+        assert wire[at + 3]["role"] == "user" and wire[at + 3]["content"].startswith(both + "\n\n")
         assert wire[-1] is wire[at + 3] and "ACTIVE TODO LIST" in wire[at + 3]["content"]
     elif out.provider == "anthropic":
         wire = _wire_messages(out, 1)
@@ -333,7 +336,7 @@ def _feedback_after_all_results(out: Outcome) -> None:
         blocks = after["content"]
         assert [(b["type"], b.get("tool_use_id")) for b in blocks[:3]] == [
             ("tool_result", "toolu_000_0"), ("tool_result", "toolu_000_1"), ("text", None)]
-        assert blocks[2]["text"] == NUDGE_BLOCK
+        assert blocks[2]["text"] == both
         assert all(b["type"] != "tool_result" for b in blocks[3:])
 
 
@@ -426,7 +429,8 @@ GUARDRAIL_SCENARIOS: list[Scenario] = [
         check=_denied_then_allowed,
     ),
     Scenario(
-        # A static provider after every call: its block follows all the turn's tool results.
+        # A static provider after every call (seed 002: run after each tool call): its blocks follow all the
+        # turn's tool results.
         "feedback_after_tool_results",
         job_toml=('[[guardrails.feedback]]\ntype = "static"\nname = "Nudge"\n'
                   f'feedback = "{NUDGE}"\nevery_n_calls = 1\n'
@@ -434,8 +438,8 @@ GUARDRAIL_SCENARIOS: list[Scenario] = [
         files={"notes.md": NOTES},
         turns=[turn("Looking around.", Call("read_file", {"path": "notes.md"}), Call("list_files")),
                turn("Writing.", Call("write_file", {"path": "summary.md", "content": "short\n"}))],
-        expect=[Ev("tool_result", "read_file", ok=True), Ev("tool_result", "list_files", ok=True), Ev("feedback"),
-                Ev("tool_result", "write_file", ok=True), Ev("feedback")],
+        expect=[Ev("tool_result", "read_file", ok=True), Ev("feedback"), Ev("tool_result", "list_files", ok=True),
+                Ev("feedback"), Ev("tool_result", "write_file", ok=True), Ev("feedback")],
         expect_files={"summary.md": "short"},
         check=_feedback_after_all_results,
     ),

@@ -86,7 +86,9 @@ def apply_masking(conversation: list[Message], plan: MaskPlan) -> int:
     return before - after
 
 
-def mask_notice(count: int, freed: int, pct: float) -> str:
-    return (f"[Context {pct:.0%} full: {count} older tool result{'s' if count != 1 else ''} "
+def mask_notice(count: int, freed: int, window_pct: float) -> str:
+    """What the agent reads after a masking; ``window_pct`` is the share of the whole window still used, the
+    same basis as the wind-down message (seed 004)."""
+    return (f"[Context window {window_pct:.0%} full: {count} older tool result{'s' if count != 1 else ''} "
             f"(~{freed} tokens) {'were' if count != 1 else 'was'} masked. Each placeholder says how to get "
             "the content back. Your todo list and plan are unchanged.]")

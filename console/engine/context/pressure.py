@@ -12,8 +12,14 @@ appended; ``evaluate`` then says Continue, Mask, WindDown or Restart:
   the agent gets one more turn to save its state;
 - the turn after a wind-down, or any time the next prompt would not fit: Restart.
 
-All shares are of the prompt budget: the window less the reply's reserve
-(max_output_tokens) and a 2% margin, so prompt + reply always fit the window.
+The thresholds are shares of the prompt budget: the window less the reply's
+reserve (max_output_tokens) and a 2% margin, so prompt + reply always fit the
+window. What the agent is told (the wind-down message, the mask notice) is the
+share of the whole window, as seed 004 words it: "Context window 80% full".
+
+It also counts the session's turns (seed 004's ``increment_turn``): recorded
+with every commit, so the restart marker can name the previous session's turn
+count even when that session was resumed after a kill.
 """
 
 from __future__ import annotations
@@ -53,14 +59,18 @@ class PressureState(BaseModel):
     turns_since_wind_down: int = Field(default=0, ge=0, le=10**9)
     masked_total: int = Field(default=0, ge=0, le=10**12)
     trend: list[Annotated[int, Field(ge=0, le=10**12)]] = Field(default_factory=list, max_length=TREND_LEN)
+    # The session's turns so far (replies recorded). Absent from checkpoints of older versions: 0, and the
+    # count goes on from the resume.
+    turns: int = Field(default=0, ge=0, le=10**9)
 
 
 @dataclass
 class Evaluation:
     action: ContextAction
     used: int
-    pct: float
+    pct: float  # of the prompt budget (what the thresholds are compared with)
     plan: MaskPlan | None = None
+    window_pct: float = 0.0  # of the whole window (what the agent is told)
 
 
 @dataclass
@@ -79,6 +89,7 @@ class ContextManager:
     masked_total: int = 0
     trend: list[int] = field(default_factory=list)
     last_action: str = ""
+    turns: int = 0
 
     @property
     def margin(self) -> int:
@@ -99,6 +110,11 @@ class ContextManager:
         return self.used / self.budget
 
     @property
+    def window_pct(self) -> float:
+        """The share of the whole window the next prompt takes (seed 004's ``usage_percentage``)."""
+        return self.used / max(1, self.window)
+
+    @property
     def fits(self) -> bool:
         return self.used <= self.budget
 
@@ -110,6 +126,7 @@ class ContextManager:
         """A turn finished: the prompt was ``input_tokens``; the reply adds ``output_tokens``."""
         self.used = input_tokens + output_tokens
         self.trend = [*self.trend[-(TREND_LEN - 1):], self.used]
+        self.turns += 1
         if self.wind_down_sent:
             self.turns_since_wind_down += 1
 
@@ -126,44 +143,67 @@ class ContextManager:
         self.turns_since_wind_down = 0
 
     def evaluate(self, conversation: list[Message]) -> Evaluation:
-        used, pct = self.used, self.pct
+        used, pct, wpct = self.used, self.pct, self.window_pct
         if self.wind_down_sent and self.turns_since_wind_down >= 1:
-            return Evaluation(ContextAction.RESTART, used, pct)
+            return Evaluation(ContextAction.RESTART, used, pct, window_pct=wpct)
         if pct < self.soft and self.fits:
-            return Evaluation(ContextAction.CONTINUE, used, pct)
+            return Evaluation(ContextAction.CONTINUE, used, pct, window_pct=wpct)
         target = int(self.budget * self.soft * MASK_TARGET)
         plan = plan_masking(conversation, used - target, self.keep_recent)
         enough = plan.tokens_freed >= self.min_free and used - plan.tokens_freed <= self.budget
         if plan.indices and enough:
-            return Evaluation(ContextAction.MASK, used, pct, plan)
+            return Evaluation(ContextAction.MASK, used, pct, plan, window_pct=wpct)
         if not self.fits:
-            return Evaluation(ContextAction.RESTART, used, pct)
+            return Evaluation(ContextAction.RESTART, used, pct, window_pct=wpct)
         if pct >= self.hard and not self.wind_down_sent:
-            return Evaluation(ContextAction.WIND_DOWN, used, pct)
-        return Evaluation(ContextAction.CONTINUE, used, pct)
+            return Evaluation(ContextAction.WIND_DOWN, used, pct, window_pct=wpct)
+        return Evaluation(ContextAction.CONTINUE, used, pct, window_pct=wpct)
 
     def snapshot(self) -> PressureState:
         return PressureState(used=self.used, wind_down_sent=self.wind_down_sent,
                              turns_since_wind_down=self.turns_since_wind_down, masked_total=self.masked_total,
-                             trend=list(self.trend))
+                             trend=list(self.trend), turns=self.turns)
 
     def restore(self, s: PressureState) -> None:
         self.used, self.wind_down_sent = s.used, s.wind_down_sent
         self.turns_since_wind_down, self.masked_total = s.turns_since_wind_down, s.masked_total
         self.trend = list(s.trend)
+        self.turns = s.turns
 
     def mark_wind_down(self) -> None:
         self.wind_down_sent = True
         self.turns_since_wind_down = 0
 
 
+# Seed 004's wind-down message, word for word, with the share of the whole window; then what the harness
+# keeps, so the agent knows what it need not save.
 WIND_DOWN_MESSAGE = (
     "[Context window {pct:.0%} full. Please wrap up your current task and write any important state to "
-    "workspace files (add_note, add_accomplishment, or your own files). The session will restart after your "
-    "next turn; your todo list, main_plan.md and your files are kept.]"
+    "workspace files. The session will restart shortly.]"
+)
+WIND_DOWN_HOW = (
+    "(add_note, add_accomplishment or your own files hold what you save. The restart comes after your next "
+    "turn; your todo list, main_plan.md and your files are kept.)"
 )
 
-RESTART_MARKER = (
-    "[Session restarted. Session #{session}. Previous session context was full. {carried} Check your "
-    "workspace files for progress state.]"
-)
+
+def wind_down_message(window_pct: float) -> str:
+    """What the agent reads at the hard threshold: seed 004's words, with the window's share."""
+    return WIND_DOWN_MESSAGE.format(pct=window_pct) + "\n" + WIND_DOWN_HOW
+
+
+def restart_marker(session: int, previous_turns: int | None, carried_turns: int = 0, *,
+                   interrupted: bool = False) -> str:
+    """The message that opens a restarted session (seed 004): its number and the previous session's turns.
+
+    ``previous_turns`` None: not known (a session rebuilt after its journal was lost). ``interrupted``: the
+    previous session did not end for a full context; its conversation could not be restored."""
+    why = ("The previous session was interrupted and its conversation could not be restored." if interrupted
+           else "Previous session context was full.")
+    ran = "" if previous_turns is None else (
+        f" Session #{session - 1} ran {previous_turns} turn{'' if previous_turns == 1 else 's'}."
+        if session > 1 else "")
+    carried = (f" The last {carried_turns} turn{'' if carried_turns == 1 else 's'} "
+               f"{'is' if carried_turns == 1 else 'are'} carried over." if carried_turns else "")
+    return (f"[Session restarted. Session #{session}. {why}{ran}{carried} Check your workspace files for progress "
+            "state.]")

@@ -1,8 +1,10 @@
 """Feedback providers (seed 002, "Feedback Providers"): soft guidance injected after tool calls.
 
 Providers never block anything: each has a trigger (every N calls, every N seconds, once when a file
-appears; OR'd) and a ``should_run`` filter, and what they produce is rendered as ``<feedback>`` blocks that
-the loop places after the turn's tool results. All providers whose trigger fires run (not the first match),
+appears; OR'd) and a ``should_run`` filter. The loop runs them after each tool call (seed 002's flow: "tool
+call completes" -> providers), and what they produce is rendered as ``<feedback>`` blocks that it places
+after the turn's tool results (a message between the results of one reply would break the wire's pairing of
+calls and results). All providers whose trigger fires run (not the first match),
 and each keeps its own cadence. The runner's state (:class:`FeedbackState`) is plain, bounded data, so the
 run can record it in its checkpoint and a resume continues the same cadences.
 """
@@ -11,16 +13,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from console.engine.guardrails.budgets import Deadline
 from console.engine.guardrails.policies import World
 from console.engine.job import one_line
+
+if TYPE_CHECKING:
+    from console.engine.messages import ModelRequest
 
 Severity = Literal["info", "caution", "warning"]
 
@@ -209,17 +214,32 @@ class FeedbackState(BaseModel):
 
 
 class FeedbackContext:
-    """What a provider may ask (the seed's queries), over the runner's state at this collect."""
+    """What a provider may ask (the seed's queries), over the runner's state at this collect.
+
+    ``session``: the run's session number (seed 004's sessions; 0 when not run by a session). ``prompt``: what
+    the model was sent for the turn whose tool call just ran (the engine's ModelRequest: system prompt,
+    protected layers, tools, conversation), None outside a run. The loop hands a function that builds it
+    only if a provider asks, so providers that never look cost nothing."""
 
     def __init__(self, state: FeedbackState, *, now: datetime, world: World, deadline: Deadline | None = None,
-                 turn: int = 0, turns_without_progress: int = 0) -> None:
+                 turn: int = 0, turns_without_progress: int = 0, session: int = 0,
+                 prompt: ModelRequest | Callable[[], ModelRequest] | None = None) -> None:
         self._state = state
         self.now = now
         self.world = world
         self.deadline = deadline
         self.turn = turn
+        self.session = session
+        self._prompt = prompt
         # Turns in a row without a completed todo, counted by the loop.
         self.turns_without_progress = turns_without_progress
+
+    @property
+    def prompt(self) -> ModelRequest | None:
+        """The request the model was sent for this turn (built on first use, then kept)."""
+        if callable(self._prompt):
+            self._prompt = self._prompt()
+        return self._prompt
 
     @property
     def tool_call_count(self) -> int:
@@ -275,7 +295,7 @@ def _error_text(exc: BaseException) -> str:
 
 
 class FeedbackRunner:
-    """Runs the configured providers after each turn's tool calls (the seed's ``collect_feedback``).
+    """Runs the configured providers after each tool call (the seed's ``collect_feedback``).
 
     A provider whose ``should_run``/``provide`` raises is skipped and its error is put in ``errors`` (reset by
     every ``collect``) for the loop to report: guidance is advisory, so a broken provider must not stop a run.
@@ -305,7 +325,7 @@ class FeedbackRunner:
 
     # -- collecting ------------------------------------------------------------------------------------------
     def _due(self, config: FeedbackProviderConfig, now: datetime, world: World) -> _Due | None:
-        # The hot path: called for every provider after every turn. Plain arithmetic; the world is asked only
+        # The hot path: called for every provider after every tool call. Plain arithmetic; the world is asked only
         # while a file trigger is still pending.
         st = self.state
         trigger = config.trigger
@@ -323,7 +343,9 @@ class FeedbackRunner:
         return _Due(config, file_hit) if due or file_hit else None
 
     def collect(self, *, now: datetime, world: World, deadline: Deadline | None = None, turn: int = 0,
-                turns_without_progress: int = 0) -> list[tuple[FeedbackProviderConfig, Feedback]]:
+                turns_without_progress: int = 0, session: int = 0,
+                prompt: ModelRequest | Callable[[], ModelRequest] | None = None
+                ) -> list[tuple[FeedbackProviderConfig, Feedback]]:
         """The seed's flow: check every provider's trigger (its own cadence) and ``should_run``, then call
         ``provide`` for each, then store all the feedback and mark the file triggers that fired. All providers
         see the same state, so the order of the providers does not change what each one decides."""
@@ -341,7 +363,8 @@ class FeedbackRunner:
                     continue
                 if context is None:
                     context = FeedbackContext(st, now=now, world=world, deadline=deadline, turn=turn,
-                                              turns_without_progress=turns_without_progress)
+                                              turns_without_progress=turns_without_progress, session=session,
+                                              prompt=prompt)
                 if config.provider.should_run(context):
                     chosen.append(due)
             except Exception as exc:

@@ -115,7 +115,7 @@ class StuckDetector:
     it has grown by its threshold again (4, 8, 12 ... repeats); idle is reported once per multiple of
     ``idle_turns`` of the same idle stretch. Both are decided from the detector's last feedback (the
     runner's recorded state), so the detector has no state of its own and a resume behaves the same.
-    Recommended trigger: every_n_calls=1 (looked at after every turn with calls).
+    Recommended trigger: every_n_calls=1 (looked at after every tool call).
     """
 
     kind = "stuck"
@@ -177,9 +177,12 @@ class StuckDetector:
             return None
         since = context.turn - turns
         level = turns // idle
-        for fb in reversed(context.recent_feedback()):
-            if fb.provider_name != self.name:
-                continue
+        # Looked at after every tool call: the report of this stretch may have left the short history (other
+        # providers' blocks since), so the detector's own last feedback is looked at too.
+        mine = [fb for fb in context.recent_feedback() if fb.provider_name == self.name]
+        if (latest := context.last_feedback_for_provider(self.name)) is not None:
+            mine.append(latest)
+        for fb in mine:
             for obs in fb.observations:
                 match = _IDLE_RE.match(obs.description)
                 if match and int(match.group(2)) == since and int(match.group(1)) // idle >= level:
