@@ -1,11 +1,12 @@
-"""Workspace and completion tools: summary, accomplishments, notes, job_complete."""
+"""Workspace and completion tools: summary, accomplishments, notes, experiences, job_complete."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
+from console.engine.experiences import MAX_ENTRY_CHARS
 from console.engine.sandbox import SandboxError
 from console.engine.tools.files import sandbox
 from console.engine.tools.registry import NoArgs, Tool, ToolArgs, ToolOutcome
@@ -16,6 +17,14 @@ if TYPE_CHECKING:
 
 class TextArgs(ToolArgs):
     text: str = Field(min_length=1, max_length=2000, description="One line of text")
+
+
+class ExperienceArgs(ToolArgs):
+    section: Literal["failed", "lesson", "pattern"] = Field(
+        description="failed: an approach that did not work; lesson: something learned; pattern: an approach that "
+                    "works")
+    text: str = Field(min_length=1, max_length=MAX_ENTRY_CHARS,
+                      description="One line: what happened and why, specific enough to act on next time")
 
 
 class JobCompleteArgs(ToolArgs):
@@ -39,6 +48,14 @@ def add_accomplishment(rt: Runtime, a: TextArgs) -> str:
 def add_note(rt: Runtime, a: TextArgs) -> str:
     n = rt.workspace.add_note(a.text)
     return f"Note {n} recorded."
+
+
+def record_experience(rt: Runtime, a: ExperienceArgs) -> ToolOutcome:
+    entry = rt.record_experience(a.section, a.text, "agent")
+    if entry is None:
+        return ToolOutcome(False, "record_experience needs text: one line saying what happened and why.")
+    return ToolOutcome(True, f"Experience {entry} recorded in experiences.md; it is in your prompt from the next "
+                             "phase on.")
 
 
 def job_complete(rt: Runtime, a: JobCompleteArgs) -> ToolOutcome:
@@ -69,6 +86,10 @@ WORKSPACE_TOOLS: list[Tool] = [
          add_accomplishment, "record a milestone"),
     Tool("add_note", "Record a working note (a finding, a caveat); it appears in workspace_summary.md.", TextArgs,
          add_note, "record a working note"),
+    Tool("record_experience", "Record in experiences.md an approach that failed, a lesson learned or a pattern "
+         "that works, so later phases do not repeat a mistake. experiences.md is kept by the harness: read it "
+         "with read_file, record entries only with this tool.", ExperienceArgs, record_experience,
+         "record a failed approach, lesson or working pattern in experiences.md"),
     Tool("job_complete", "Signal that the whole job is finished, with a summary, the deliverables' paths, your "
          "confidence (0-1) and notes.", JobCompleteArgs, job_complete, "finish the job (last todo)"),
 ]
