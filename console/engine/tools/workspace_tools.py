@@ -21,10 +21,8 @@ class TextArgs(ToolArgs):
 
 class ExperienceArgs(ToolArgs):
     section: Literal["failed", "lesson", "pattern"] = Field(
-        description="failed: an approach that did not work; lesson: something learned; pattern: an approach that "
-                    "works")
-    text: str = Field(min_length=1, max_length=MAX_ENTRY_CHARS,
-                      description="One line: what happened and why, specific enough to act on next time")
+        description="failed approach, lesson learned or pattern that works")
+    text: str = Field(min_length=1, max_length=MAX_ENTRY_CHARS, description="One specific line: what and why")
 
 
 class JobCompleteArgs(ToolArgs):
@@ -86,10 +84,9 @@ WORKSPACE_TOOLS: list[Tool] = [
          add_accomplishment, "record a milestone"),
     Tool("add_note", "Record a working note (a finding, a caveat); it appears in workspace_summary.md.", TextArgs,
          add_note, "record a working note"),
-    Tool("record_experience", "Record in experiences.md an approach that failed, a lesson learned or a pattern "
-         "that works, so later phases do not repeat a mistake. experiences.md is kept by the harness: read it "
-         "with read_file, record entries only with this tool.", ExperienceArgs, record_experience,
-         "record a failed approach, lesson or working pattern in experiences.md"),
+    Tool("record_experience", "Add to experiences.md (harness-kept, read-only to file tools) an approach that "
+         "failed, a lesson or a pattern that works, so later phases do not repeat a mistake.", ExperienceArgs,
+         record_experience, "add to experiences.md (what failed, lessons, what works)"),
     Tool("job_complete", "Signal that the whole job is finished, with a summary, the deliverables' paths, your "
          "confidence (0-1) and notes.", JobCompleteArgs, job_complete, "finish the job (last todo)"),
 ]
