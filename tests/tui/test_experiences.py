@@ -77,7 +77,7 @@ def test_the_pane_shows_the_three_sections(make_job, size) -> None:
             < text.index("Patterns That Work (1)")
         assert "stuck ×2" in text and "Batch API refuses more than 100 items" in text
         assert "[bold red]markup[/]" in text and "\x1b" not in text  # drawn as text, never parsed or sent
-        assert "2 failed · 2 lessons · 1 patterns" in str(pane.border_subtitle)
+        assert "2 failed · 2 lessons · 1 pattern" in str(pane.border_subtitle)
         app.main.show_pane("plan")
         await settle(pilot, app)
         assert app.main.query_one("#plan").display and not app.main.query_one("#experiences").display

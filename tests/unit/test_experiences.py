@@ -149,6 +149,19 @@ def test_the_operators_rewind_is_recorded_as_theirs(rt) -> None:
     assert recorded(rt)[-1].source == "rewind"
 
 
+def test_the_operators_rewind_command_lands_as_theirs(rt) -> None:
+    """Through the control API, as the console's r key or `agent-console rewind` send it."""
+    from console.engine.control import ControlChannel
+    from console.engine.operator import OperatorState
+
+    to_phase_one(rt)
+    op = OperatorState(ControlChannel())
+    op.channel.submit("rewind", {"issue": "use the 2025 data"}, "console")
+    op.apply(rt)
+    (e,) = recorded(rt)
+    assert (e.section, e.text, e.source, e.where) == ("failed", "use the 2025 data", "operator rewind", "task: g0")
+
+
 def test_a_stuck_pattern_is_recorded_once_however_often_it_repeats(rt) -> None:
     to_phase_one(rt)
     rt.guards.on_stuck("error: write_file failed 3 times in a row with the same error: denied")

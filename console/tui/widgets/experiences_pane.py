@@ -68,5 +68,6 @@ class ExperiencesPane(ItemView):
         self.items = [ExperiencesItem(entries=list(entries))]
         self.relayout(0)
         counts = {key: sum(1 for e in entries if e.section == key) for key, _, _ in SECTIONS}
-        self.border_subtitle = (f"{counts['failed']} failed · {counts['lesson']} lessons · {counts['pattern']} "
-                                "patterns") if entries else ""
+        n_lesson, n_pattern = counts["lesson"], counts["pattern"]
+        self.border_subtitle = (f"{counts['failed']} failed · {n_lesson} lesson{'s' if n_lesson != 1 else ''} · "
+                                f"{n_pattern} pattern{'s' if n_pattern != 1 else ''}") if entries else ""
