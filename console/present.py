@@ -548,6 +548,17 @@ def _stuck(e: ev.StuckDetected) -> Presented:
     return Presented("⚠", "stuck", "warning", f"stuck: {flat(e.reason)}{pattern}", source="stuck")
 
 
+EXPERIENCE_SECTIONS = {"failed": "failed approach", "lesson": "lesson learned", "pattern": "pattern that works"}
+
+
+def _experience(e: ev.ExperienceRecorded) -> Presented:
+    """An entry of experiences.md: which section, who recorded it, its text (the agent's words: hostile)."""
+    again = f" (seen {e.times} times)" if e.times > 1 else ""
+    return Presented("✎", "experience", "caution" if e.section == "failed" else "info",
+                     f"experience · {EXPERIENCE_SECTIONS.get(e.section, e.section)}{again}: {flat(e.text)}",
+                     flat(e.where, 120), f"experiences · {one_line(e.source, 40)}")
+
+
 SANDBOX_SEVERITY = {"confined": "info", "unconfined": "warning", "refused": "error"}
 
 
@@ -645,6 +656,7 @@ DESCRIBERS: dict[type, Callable[[Any], Presented | None]] = {
     ev.BudgetExhausted: _exhausted,
     ev.BudgetRaised: _raised,
     ev.StuckDetected: _stuck,
+    ev.ExperienceRecorded: _experience,
     ev.CommandSandbox: _command_sandbox,
     ev.LaunchSettings: _launch,
     ev.OperatorCommand: _operator,

@@ -133,6 +133,7 @@ class Enforcer:
         self._verdict_at = 0.0
         self.confinement = ""
         self.command_tools: list[str] = []
+        self.on_stuck: Callable[[str], None] | None = None  # the run's experiences.md hears of each stuck pattern
 
     # -- state -----------------------------------------------------------------------------------
     def snapshot(self) -> GuardrailState:
@@ -512,6 +513,8 @@ class Enforcer:
                 pattern = next((o.description for o in fb.observations if o.category == "pattern"), "")
                 self.events.emit(ev.StuckDetected, reason=fb.summary, pattern=pattern.split(":", 1)[0])
                 self.g.escalation.nudged(pattern or fb.summary)  # counted toward asking the operator
+                if self.on_stuck is not None:
+                    self.on_stuck(pattern or fb.summary)
             out.append(fb)
         return out, render_feedback(out)
 

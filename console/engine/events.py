@@ -422,6 +422,19 @@ class MemoryUpdated(EventBase):
     detail: dict[str, Any] = Field(default_factory=dict)
 
 
+class ExperienceRecorded(EventBase):
+    """An entry of experiences.md (seed 000), recorded by the harness (a rewind, a stuck detection) or by the
+    agent's record_experience; ``times`` > 1: the same entry again, moved to the newest."""
+
+    type: Literal["experience_recorded"] = "experience_recorded"
+    entry_id: int
+    section: Literal["failed", "lesson", "pattern"]
+    text: str
+    source: str = ""
+    where: str = ""
+    times: int = 1
+
+
 class RunEnded(EventBase):
     """The last event of a run (a process's supervisor), whatever ended it."""
 
@@ -527,6 +540,7 @@ Event = Annotated[
     | OperatorCommand
     | JobCompleted
     | MemoryUpdated
+    | ExperienceRecorded
     | RunEnded
     | StateRecovered
     | LaunchSettings

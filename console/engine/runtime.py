@@ -25,6 +25,8 @@ from console.engine import failpoints
 from console.engine.atomic import atomic_write_text
 from console.engine.clock import Clock
 from console.engine.enforcement import Enforcer, SandboxWorld
+from console.engine.experiences import FILE_NAME as EXPERIENCES_FILE
+from console.engine.experiences import ExperienceLog, Section
 from console.engine.guardrails import Guardrails, default_guardrails
 from console.engine.job import STATE_DIR, JobPaths
 from console.engine.journal import Checkpoint, Conversation, Effect, Journal
@@ -38,6 +40,8 @@ from console.engine.store import JobStore
 from console.engine.todos import TodoManager
 from console.engine.workspace import Workspace
 
+# How console.engine.operator marks the issue of the operator's rewind.
+OPERATOR_ISSUE = "(operator) "
 # The most of SYSTEM_PROMPT.md and main_plan.md the engine reads (the agent writes them).
 JOB_TEXT_LIMIT = 1 * 2**20
 # The state files are refreshed at most this often (and at every durable commit and at the end of a
@@ -57,6 +61,7 @@ class Runtime:
     todos: TodoManager = field(init=False)
     workspace: Workspace = field(init=False)
     memory: WorkingMemory = field(init=False)
+    experiences: ExperienceLog = field(init=False)
     phases: PhaseTransitionManager = field(init=False)
     # Messages to add to the conversation after this turn's tool results (transition prompts).
     notices: list[Message] = field(default_factory=list)
@@ -79,6 +84,7 @@ class Runtime:
     _ready: bool = False
     _stale: set[str] = field(default_factory=set)
     _projected_at: float = 0.0
+    _experiences_written: str | None = None  # experiences.md as this process last wrote it
 
     def __post_init__(self) -> None:
         self.paths.state.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -88,6 +94,7 @@ class Runtime:
         self.todos = TodoManager(self.state.todos, sink=self)
         self.workspace = Workspace(self.paths, self.sandbox, self.state.workspace, sink=self)
         self.memory = WorkingMemory(self.state.memory, self.events, sink=self)
+        self.experiences = ExperienceLog(self.state.experiences, self.events, sink=self)
         self.phases = PhaseTransitionManager(self)
         if self.state.guardrails is not None:
             self.guardrails.restore(self.state.guardrails)
@@ -95,6 +102,7 @@ class Runtime:
                                world=SandboxWorld(self.sandbox), changed=lambda: self.changed("guardrails"),
                                record_intent=self._record_intent, redo=lambda key: self.redo.pop(key, None),
                                todos=lambda: self.todos.state, load_plan=self.load_plan)
+        self.guards.on_stuck = self.on_stuck
         self._ready = True
         if self.journal is None:
             for comp in self._dirty:
@@ -123,7 +131,7 @@ class Runtime:
     def snapshot(self, components: tuple[str, ...] | set[str] = COMPONENTS) -> StateSnapshot:
         values = {"todos": self.todos.state, "memory": self.memory.state, "workspace": self.workspace.record,
                   "outcome": self.outcome, "guardrails": self.guardrails.snapshot() if "guardrails" in components
-                  else None}
+                  else None, "experiences": self.experiences.state}
         return StateSnapshot(**{c: values[c] for c in components})
 
     # -- committing a step -----------------------------------------------------------------------
@@ -138,6 +146,8 @@ class Runtime:
                                 effects=effects, full_state=self.snapshot, system=system, durable=durable)
         self.events.write_lines(lines)
         self.apply_effects(effects)
+        if "experiences" in dirty:
+            self.write_experiences()  # at once, not with the lagging projections: the agent may read it next
         self._stale |= dirty
         if self._stale and (durable or self.clock.monotonic() - self._projected_at >= PROJECTION_INTERVAL):
             self.refresh_projections()
@@ -156,11 +166,31 @@ class Runtime:
         self.events.discard_held()
 
     def project(self, component: str) -> None:
+        if component == "experiences":
+            self.write_experiences()
         try:
             write_projection(self.paths, component, getattr(self.snapshot((component,)), component))
         except OSError as exc:
             self.events.emit(ev.ErrorEvent, message=f"cannot write .console/{component}.json: {exc.strerror}",
                              where="state", recoverable=True)
+
+    def write_experiences(self) -> None:
+        """JOB/experiences.md from the record (console.engine.experiences): atomically, its temp file in
+        .console/tmp; only when it has something to say and differs from what this process last wrote (so the
+        first write of a process, e.g. at a resume, also puts right a file deleted or changed meanwhile)."""
+        st = self.experiences.state
+        if not st.entries and not st.dropped:
+            return
+        text = self.experiences.render_file()
+        if text == self._experiences_written:
+            return
+        try:
+            atomic_write_text(self.paths.root / EXPERIENCES_FILE, text, durable=False, tmp_dir=self.paths.state / "tmp")
+        except OSError as exc:
+            self.events.emit(ev.ErrorEvent, message=f"could not write {EXPERIENCES_FILE}: {exc.strerror or exc}",
+                             where="state", recoverable=True)
+            return
+        self._experiences_written = text
 
     def apply_effects(self, effects: list[Effect]) -> None:
         """Write the files a committed step produced; rewriting one already written is harmless."""
@@ -241,7 +271,30 @@ class Runtime:
         task = current.text if current is not None else f"phase '{self.todos.state.phase_name or 'transition'}'"
         self.memory.block(task, issue, now)
         self.workspace.add_note(f"Rewind: {issue}")
+        # experiences.md: the failed task and why. The operator's rewind comes at a turn boundary, never inside
+        # a tool call, with its issue marked as theirs (console.engine.operator).
+        by_operator = self.current_call is None and issue.startswith(OPERATOR_ISSUE)
+        self.record_experience("failed", issue[len(OPERATOR_ISSUE):] if by_operator else issue,
+                               "operator rewind" if by_operator else "rewind")
         self.guards.rewound()  # what a rewind resets in the guardrails: see console.engine.guardrails.guardrails
+
+    def record_experience(self, section: Section, text: str, source: str, where: str = "") -> int | None:
+        """An entry of experiences.md, recorded with this step; its id, or None if ``text`` was empty."""
+        entry = self.experiences.record(section, text, source=source, now=self.clock.now(),
+                                        session=self.events.session, generation=self.todos.state.generation,
+                                        where=where or self.where())
+        return entry.id if entry is not None else None
+
+    def where(self) -> str:
+        """Where the run is, in a few words: the current task, else the phase."""
+        current = self.todos.current
+        if current is not None:
+            return f"task: {current.text}"
+        return f"phase: {self.todos.state.phase_name or 'transition'}"
+
+    def on_stuck(self, pattern: str) -> None:
+        """The stuck detector saw a pattern (an error streak, a repeated or alternating call, idle turns)."""
+        self.record_experience("failed", f"stuck: {pattern}", "stuck")
 
     def on_task_completed(self, text: str) -> None:
         self.memory.record(text, self.clock.now())

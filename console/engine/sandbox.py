@@ -240,6 +240,10 @@ def _temp_name(beside: str | None) -> str:
     return f".{short}.{token}{_TMP_SUFFIX}"
 
 
+# Job files only the harness writes (the agent reads them), and what the agent does instead of writing one.
+HARNESS_KEPT = {"experiences.md": "record an entry with record_experience(section, text)"}
+
+
 class Sandbox:
     """Confines every file operation to ``root``; see the module docstring for the rules."""
 
@@ -272,6 +276,8 @@ class Sandbox:
                     raise OSError(errno.ENOSYS, "openat2 with RESOLVE_BENEATH (and /proc) is not available here")
                 self.uses_openat2 = works
             self._protected: set[tuple[int, int, str]] = {(*self._root_key, p.casefold()) for p in protected}
+            # Files the harness writes for the agent to read (experiences.md), with what to do instead.
+            self._kept = {(*self._root_key, name.casefold()): hint for name, hint in HARNESS_KEPT.items()}
             # A protected file that is a symlink protects the file it leads to; re-located on every write,
             # because the target (or its folder) may not exist yet and could otherwise be created.
             self._protected_links = tuple(p for p in protected if self._is_link_at_root(p))
@@ -769,6 +775,8 @@ class Sandbox:
             raise SandboxError(self._harness(shown))
         if self._protected_links:
             self._refresh_protected()
+        if (hint := self._kept.get((*key, folded))) is not None:
+            raise SandboxError(f"'{shown}' is refused: the harness keeps it; read it, and {hint}.")
         if (*key, folded) in self._protected:
             raise SandboxError(f"'{shown}' is refused: it is part of the job's definition, which only the "
                                "operator may change.")

@@ -5,8 +5,8 @@ outcome) is recorded in the journal (:mod:`console.engine.journal`): each
 committed step carries the components it changed, so a step's state change,
 its conversation messages and its events are one atomic record.
 
-``JOB/.console/todos.json``, ``memory.json``, ``workspace.json`` and
-``outcome.json`` are projections of that state, written after each commit: for
+``JOB/.console/todos.json``, ``memory.json``, ``workspace.json``, ``outcome.json``,
+``guardrails.json`` and ``experiences.json`` are projections of that state, written after each commit: for
 people and scripts to read, and as a second copy when the journal itself is
 damaged. Every file the harness reads back is validated here; one that cannot
 be used is moved to ``.console/corrupt/`` (never deleted), and the caller
@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from console.engine.atomic import PRIVATE_DIR, atomic_write_text
+from console.engine.experiences import ExperienceState
 from console.engine.guardrails import GuardrailState
 from console.engine.job import JobPaths
 from console.engine.memory import MemoryState
@@ -53,28 +54,31 @@ class StateSnapshot(BaseModel):
     workspace: WorkspaceRecord | None = None
     outcome: JobOutcome | None = None
     guardrails: GuardrailState | None = None
+    experiences: ExperienceState | None = None
 
     def overlay(self, newer: StateSnapshot) -> StateSnapshot:
         return StateSnapshot(**{k: getattr(newer, k) if getattr(newer, k) is not None else getattr(self, k)
                                 for k in COMPONENTS})
 
 
-COMPONENTS = ("todos", "memory", "workspace", "outcome", "guardrails")
+COMPONENTS = ("todos", "memory", "workspace", "outcome", "guardrails", "experiences")
 PROJECTION_FILES = {"todos": "todos.json", "memory": "memory.json", "workspace": "workspace.json",
-                    "outcome": "outcome.json", "guardrails": "guardrails.json"}
+                    "outcome": "outcome.json", "guardrails": "guardrails.json", "experiences": "experiences.json"}
 MODELS: dict[str, type[BaseModel]] = {"todos": TodoState, "memory": MemoryState, "workspace": WorkspaceRecord,
-                                      "outcome": JobOutcome, "guardrails": GuardrailState}
+                                      "outcome": JobOutcome, "guardrails": GuardrailState,
+                                      "experiences": ExperienceState}
 
 
 # What each component is, in the operator's words.
 COMPONENT_NAMES = {"todos": "the todo list", "memory": "the working memory",
                    "workspace": "the record of accomplishments and notes", "outcome": "the job's outcome",
-                   "guardrails": "the guardrails' state (policy history, feedback triggers, budgets)"}
+                   "guardrails": "the guardrails' state (policy history, feedback triggers, budgets)",
+                   "experiences": "the record of experiences.md (failed approaches, lessons, patterns)"}
 # The keys every state file the harness writes has (older versions too): one without them was damaged,
 # even if its defaults would validate ('{}' is a valid empty todo list, but never one we wrote).
 DEFINING_KEYS = {"todos": {"kind", "items"}, "memory": {"completed_tasks"},
                  "workspace": {"accomplishments", "notes"}, "outcome": {"summary", "confidence"},
-                 "guardrails": {"policies", "feedback", "budget"}}
+                 "guardrails": {"policies", "feedback", "budget"}, "experiences": {"entries"}}
 
 
 class StateFileError(Exception):

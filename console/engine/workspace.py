@@ -27,7 +27,7 @@ KNOWN_PURPOSES = {
     "workspace_summary.md": "Workspace summary",
     "job.toml": "Job configuration",
     "SYSTEM_PROMPT.md": "System prompt override",
-    "experiences.md": "Lessons learned",
+    "experiences.md": "Failed approaches, lessons, patterns (kept by the harness)",
 }
 MAX_FILES_LISTED = 200
 HEADING_BYTES = 4096

@@ -60,9 +60,10 @@ from console.tui.screens.help import HelpScreen
 from console.tui.screens.main import MainScreen
 from console.tui.screens.quit import QuitScreen
 from console.tui.screens.rewind import RewindScreen
-from console.tui.state import FEEDBACK, GAUGE, GUARDS, PLAN, RESTART, STATUS, TODOS, ConsoleState
+from console.tui.state import EXPERIENCES, FEEDBACK, GAUGE, GUARDS, PLAN, RESTART, STATUS, TODOS, ConsoleState
 from console.tui.themes import DEFAULT_THEME, ThemeError, load_theme_file, load_themes, themes_dir, user_themes_dir
 from console.tui.widgets.conversation import MAX_ITEMS, ConversationPane
+from console.tui.widgets.experiences_pane import ExperiencesPane
 from console.tui.widgets.feedback import FeedbackPane
 from console.tui.widgets.gauge import ContextGauge
 from console.tui.widgets.lines import ItemView
@@ -421,7 +422,7 @@ class ConsoleApp(App[int]):
         self.events_seen += folded.older_events - folded.seed
         if self.ui_alive:
             self.conversation.add_not_shown(folded.older_messages)
-            self.refresh_panes({TODOS, GAUGE, STATUS, RESTART, FEEDBACK, GUARDS, PLAN})
+            self.refresh_panes({TODOS, GAUGE, STATUS, RESTART, FEEDBACK, GUARDS, PLAN, EXPERIENCES})
 
     def drain_events(self, *, everything: bool = False) -> None:
         """Fold what the bridge holds into the view, for at most ``DRAIN_BUDGET`` seconds.
@@ -482,6 +483,10 @@ class ConsoleApp(App[int]):
             main.query_one(FeedbackPane).show(list(self.state.feedback))
             tabs = main.query_one(PaneTabs)
             tabs.set_badge("feedback", f" {len(self.state.feedback)}" if self.state.feedback else "")
+        if EXPERIENCES in changed:
+            main.query_one(ExperiencesPane).show(list(self.state.experiences.values()))
+            n = len(self.state.experiences)
+            main.query_one(PaneTabs).set_badge("experiences", f" {n}" if n else "")
         if changed & {GUARDS, FEEDBACK} and self.guardrails_view is not None:
             self.guardrails_view.update_view()
         if PLAN in changed:

@@ -23,7 +23,7 @@ from console.engine import needs
 from console.engine.text import safe_text
 from console.present import phase_label
 
-__all__ = ["ConsoleState", "FeedbackItem", "GaugeState", "GuardrailsState", "Need", "ProviderTally",
+__all__ = ["ConsoleState", "ExperienceItem", "FeedbackItem", "GaugeState", "GuardrailsState", "Need", "ProviderTally",
            "need_label", "phase_label"]
 
 FEEDBACK_KEEP = 300
@@ -34,6 +34,8 @@ DENIED_KEEP = 1000  # call ids of denied calls remembered (their error results a
 # Aspects a batch of events can change.
 STATUS, TODOS, GAUGE, FEEDBACK, PLAN, RESTART = "status", "todos", "gauge", "feedback", "plan", "restart"
 GUARDS = "guards"
+EXPERIENCES = "experiences"
+EXPERIENCES_KEEP = 300  # entries of experiences.md the console keeps (the engine keeps 200 at most)
 
 
 def need_label(reason: str) -> str:
@@ -78,6 +80,20 @@ class FeedbackItem:
     call_index: int = 0
     block: str = ""
     icon: str = ""
+
+
+@dataclass(frozen=True)
+class ExperienceItem:
+    """One entry of experiences.md as the console shows it (an ``experience_recorded`` event, made safe)."""
+
+    entry_id: int
+    section: str  # failed | lesson | pattern
+    text: str
+    source: str
+    where: str
+    times: int
+    seq: int
+    ts: datetime
 
 
 @dataclass
@@ -165,6 +181,8 @@ class ConsoleState:
         # The run needs its operator (stuck, a budget, a restart to approve...): None when it does not.
         self.needs: Need | None = None
         self.feedback: deque[FeedbackItem] = deque(maxlen=FEEDBACK_KEEP)  # oldest first
+        # experiences.md's entries by id, oldest first (an entry recorded again moves to the end).
+        self.experiences: dict[int, ExperienceItem] = {}
         self.guards = GuardrailsState()
         self.input_tokens = 0
         self.output_tokens = 0
@@ -218,6 +236,7 @@ class ConsoleState:
             ev.PhaseTransition: self._phase,
             ev.PlanChanged: self._plan,
             ev.JobCompleted: self._completed,
+            ev.ExperienceRecorded: self._experience,
             ev.RunEnded: self._run_ended,
         }
 
@@ -509,6 +528,14 @@ class ConsoleState:
                                               e.block, p.icon))
             return {FEEDBACK, GUARDS}
         return {GUARDS} | self._feedback(p)
+
+    def _experience(self, e: ev.ExperienceRecorded) -> set[str]:
+        self.experiences.pop(e.entry_id, None)
+        self.experiences[e.entry_id] = ExperienceItem(e.entry_id, e.section, e.text, e.source, e.where, e.times,
+                                                      e.seq, e.ts)
+        while len(self.experiences) > EXPERIENCES_KEEP:
+            del self.experiences[next(iter(self.experiences))]
+        return {EXPERIENCES}
 
     def _end(self, e: ev.EventBase, outcome: str, detail: str) -> None:
         if self.outcome == "completed" and outcome != "completed":

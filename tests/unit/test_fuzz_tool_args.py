@@ -59,7 +59,7 @@ UNKNOWN_NAMES = ["", " ", "READ_FILE", "read_file ", "read-file", "../write_file
 JOB_TOML = b'name = "fuzz"\n\n[model]\nprovider = "scripted"\n'
 INSTRUCTIONS = b"# Fuzz job\n\nRead notes.md and write a digest.\n"
 HARNESS_ENTRIES = {"events.jsonl", "checkpoint.jsonl", "todos.json", "memory.json", "workspace.json", "outcome.json",
-                   "guardrails.json", "archive", "tmp", "blobs", "inbox", "corrupt", "run.lock"}
+                   "guardrails.json", "experiences.json", "archive", "tmp", "blobs", "inbox", "corrupt", "run.lock"}
 NOTES = "hello world\nsecond line: caf\u00e9\naaaaaaaaaaaaaaaaaaaaaaaaaaaa!\n"
 
 

@@ -108,6 +108,9 @@ def plan_block(rt: Runtime) -> str:
 def build_protected(todos: TodoManager, rt: Runtime, extra: list[str] | None = None) -> str:
     blocks = [todos.render(), plan_block(rt)]
     blocks += [b for b in extra or [] if b]
+    # experiences.md's newest entries from before this phase or session started (console.engine.experiences).
+    if lessons := rt.experiences.prompt_block(rt.events.session, rt.todos.state.generation):
+        blocks.append(lessons)
     return "\n\n".join(blocks)
 
 

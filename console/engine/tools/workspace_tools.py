@@ -1,11 +1,12 @@
-"""Workspace and completion tools: summary, accomplishments, notes, job_complete."""
+"""Workspace and completion tools: summary, accomplishments, notes, experiences, job_complete."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
+from console.engine.experiences import MAX_ENTRY_CHARS
 from console.engine.sandbox import SandboxError
 from console.engine.tools.files import sandbox
 from console.engine.tools.registry import NoArgs, Tool, ToolArgs, ToolOutcome
@@ -16,6 +17,12 @@ if TYPE_CHECKING:
 
 class TextArgs(ToolArgs):
     text: str = Field(min_length=1, max_length=2000, description="One line of text")
+
+
+class ExperienceArgs(ToolArgs):
+    section: Literal["failed", "lesson", "pattern"] = Field(
+        description="failed approach, lesson learned or pattern that works")
+    text: str = Field(min_length=1, max_length=MAX_ENTRY_CHARS, description="One specific line: what and why")
 
 
 class JobCompleteArgs(ToolArgs):
@@ -39,6 +46,14 @@ def add_accomplishment(rt: Runtime, a: TextArgs) -> str:
 def add_note(rt: Runtime, a: TextArgs) -> str:
     n = rt.workspace.add_note(a.text)
     return f"Note {n} recorded."
+
+
+def record_experience(rt: Runtime, a: ExperienceArgs) -> ToolOutcome:
+    entry = rt.record_experience(a.section, a.text, "agent")
+    if entry is None:
+        return ToolOutcome(False, "record_experience needs text: one line saying what happened and why.")
+    return ToolOutcome(True, f"Experience {entry} recorded in experiences.md; it is in your prompt from the next "
+                             "phase on.")
 
 
 def job_complete(rt: Runtime, a: JobCompleteArgs) -> ToolOutcome:
@@ -69,6 +84,9 @@ WORKSPACE_TOOLS: list[Tool] = [
          add_accomplishment, "record a milestone"),
     Tool("add_note", "Record a working note (a finding, a caveat); it appears in workspace_summary.md.", TextArgs,
          add_note, "record a working note"),
+    Tool("record_experience", "Add to experiences.md (harness-kept, read-only to file tools) an approach that "
+         "failed, a lesson or a pattern that works, so later phases do not repeat a mistake.", ExperienceArgs,
+         record_experience, "add to experiences.md (what failed, lessons, what works)"),
     Tool("job_complete", "Signal that the whole job is finished, with a summary, the deliverables' paths, your "
          "confidence (0-1) and notes.", JobCompleteArgs, job_complete, "finish the job (last todo)"),
 ]

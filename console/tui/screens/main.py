@@ -28,6 +28,7 @@ from textual.widgets import Footer
 from console.tui.keymap import OPERATOR_KEYS
 from console.tui.state import ConsoleState
 from console.tui.widgets.conversation import ConversationPane
+from console.tui.widgets.experiences_pane import ExperiencesPane
 from console.tui.widgets.feedback import FeedbackPane
 from console.tui.widgets.gauge import ContextGauge
 from console.tui.widgets.plan_pane import PlanPane
@@ -36,7 +37,7 @@ from console.tui.widgets.tabs import PaneTabs
 from console.tui.widgets.todo_pane import TodoPane
 
 # In screen order (the grid fills row by row in this order, see app.tcss): tab and the narrow tab strip follow it.
-PANES = ["todos", "conversation", "gauge", "feedback", "plan"]
+PANES = ["todos", "conversation", "gauge", "feedback", "plan", "experiences"]
 NARROW_WIDTH, NARROW_HEIGHT, WIDE_WIDTH = 100, 28, 160
 
 
@@ -76,6 +77,7 @@ class MainScreen(Screen):
             yield ContextGauge(self.state, id="gauge", classes="pane")
             yield FeedbackPane(id="feedback", classes="pane")
             yield PlanPane(self.plan_path, id="plan", classes="pane")
+            yield ExperiencesPane(id="experiences", classes="pane")  # in the plan's place while active (app.tcss)
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
@@ -115,6 +117,7 @@ class MainScreen(Screen):
         for name in PANES:
             self.pane(name).set_class(name == self.active, "-active")
         self.query_one(PaneTabs).set_active(self.active)
+        self.set_class(self.active == "experiences", "-experiences")
 
     def show_pane(self, name: str) -> None:
         self.active = name

@@ -13,6 +13,7 @@ PANE_LABELS = {
     "plan": "Plan",
     "gauge": "Context",
     "feedback": "Feedback",
+    "experiences": "Experiences",
 }
 
 
