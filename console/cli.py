@@ -5,12 +5,12 @@ resume, stop, run --in-place) accepts its folder, its short id (as `run` and
 `jobs` print it) or the start of its folder name; one that matches several
 runs is an error listing them.
 
-Exit codes: 0 the job completed; 1 the run ended without completing (the last
-line says why); 2 bad input (job folder, run id, job.toml, settings, flags);
-3 stopped by the operator (a stop from the console or another shell, or a
-denied restart); 130 interrupted (Ctrl+C, SIGTERM or SIGHUP, or the model
-stayed unreachable). `wait` has its own codes (4 needs you, 5 timeout, 6 interrupted:
-see WAIT_HELP).
+Exit codes (console/outcome.py): 0 the job completed (the harness's record shows
+the plan done); 1 incomplete (the last line says why); 2 bad input (job folder,
+run id, job.toml, settings, flags); 3 stopped by the operator (a stop from the
+console or another shell, or a denied restart); 4 the agent gave up; 7 failed
+(an internal error); 130 interrupted (Ctrl+C, SIGTERM or SIGHUP, or the model
+stayed unreachable). `wait` adds 5 timeout and 6 interrupted (see WAIT_HELP).
 """
 
 from __future__ import annotations
@@ -552,19 +552,40 @@ def _finish(sup: Any, paths: Any, interrupted_by: str | None = None) -> int:
         return EXIT_INTERRUPTED
     cost = _job_cost(sup)
     if result.ok:
-        if result.outcome is None:
+        if result.already:  # nothing ran: an earlier run completed it
             _say(f"job already complete: {paths.root}")
+        elif result.outcome is None:  # a free stop ([guardrails.completion] type = "none") with the work done
+            _say(f"done: the agent stopped with the plan done in {result.sessions} session(s){cost}; results in "
+                 f"{paths.root}")
         else:
             _say(f"done: job complete in {result.sessions} session(s){cost}; results in {paths.root}")
         return EXIT_OK
     reason = result.reason.value
+    if result.ended == "gave_up" and result.outcome is not None:
+        said = safe_text(result.outcome.summary, one_line=True, join=True, limit=300)
+        _err(f"the agent gave up (confidence {result.outcome.confidence:g}): {said}{cost}")
+        _err(f"its notes: {safe_text(result.outcome.notes, one_line=True, join=True, limit=600)}")
+        _err(f"once the cause is fixed, {resume_hint(paths)}")
+        return exit_code(result, interrupted_by)
     stopped = reason == "user_shutdown"
     detail = f"interrupted by {interrupted_by}" if stopped and interrupted_by else result.detail
-    _err(f"run ended without job_complete: {reason}: {detail}{cost}")
-    if reason in ("user_shutdown", "model_unavailable", "budget_exhausted"):
+    if result.ended == "failed":
+        _err(f"run failed: {detail}{cost}")
+    else:
+        why = f"interrupted by {interrupted_by}" if stopped and interrupted_by else present_reason(reason)
+        said = "" if not detail or detail == why else f": {detail}"
+        _err(f"run ended incomplete ({why}){said}{cost}")
+    if reason in ("user_shutdown", "model_unavailable", "budget_exhausted", "agent_stopped", "max_turns",
+                  "completion_blocked"):
         # Nothing is lost: the exact command that goes on (a budget raised in job.toml first).
         _err(resume_hint(paths))
     return exit_code(result, interrupted_by)
+
+
+def present_reason(reason: str) -> str:
+    from console.present import REASON_WORDS
+
+    return REASON_WORDS.get(reason, reason)
 
 
 def _job_cost(sup: Any) -> str:
@@ -684,8 +705,8 @@ JOBS_GAP = 2
 JOB_NAME_MAX = 28
 SUMMARY_MIN = 20  # narrower, a summary says next to nothing: a column goes first
 STATE_STYLE = {"completed": "green", "running": "cyan", "failed": "red", "stopped": "yellow", "interrupted": "yellow",
-               "awaiting approval": "magenta", "out of budget": "yellow", "incomplete": "red",
-               "needs you": "bold reverse magenta", "gone": "dim"}
+               "awaiting approval": "magenta", "out of budget": "yellow", "incomplete": "yellow",
+               "needs you": "bold reverse magenta", "gave up": "bold reverse magenta", "gone": "dim"}
 
 
 def need_summary(r: Any) -> str:
@@ -868,7 +889,8 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         return r
 
     rows = [live(r) for r in rows]
-    rows.sort(key=lambda r: r.status != "needs you")  # the runs that need their operator first, then newest first
+    # The runs that need their operator first (one whose agent gave up does too), then newest first.
+    rows.sort(key=lambda r: r.status not in ("needs you", "gave up"))
     if args.json:
         for r in rows:
             _say(json.dumps({"id": run_id(r.path), **r.__dict__}))
@@ -1062,11 +1084,12 @@ def resume_run(paths: Any, args: argparse.Namespace) -> int:
 
 # `agent-console wait`: how its exit code says what became of the run (for scripts and cron).
 WAIT_COMPLETED, WAIT_ENDED, WAIT_STOPPED, WAIT_NEEDS, WAIT_TIMEOUT, WAIT_INTERRUPTED = 0, 1, 3, 4, 5, 6
+WAIT_FAILED = 7  # the same code as a run that failed (console/outcome.py)
 WAIT_HELP = ("Exit codes: 0 the job completed; 1 the run ended without completing; 2 bad input (no such run, a "
              "folder that never ran); 3 stopped by the operator (or a denied restart); 4 the run needs you (a "
-             "restart to approve, stuck, a budget reached, the provider down, a crash...: the reason and message "
-             "are printed); 5 --timeout passed first; 6 interrupted (no process runs it any more: killed, or the "
-             "model stayed unreachable; resume it)")
+             "restart to approve, stuck, a budget reached, the provider down, a crash, the agent gave up...: the "
+             "reason and message are printed); 5 --timeout passed first; 6 interrupted (no process runs it any more: "
+             "killed, or the model stayed unreachable; resume it); 7 failed (an internal error)")
 WAIT_POLL = 0.25  # seconds between two looks at the log and the run's lock (a poll: no busy loop, no watcher)
 WAIT_GONE_GRACE = 1.0  # no process holds the lock for this long, with nothing new logged: it is not running
 WAIT_START_GRACE = 5.0  # a folder whose log is still empty: how long a run just launched may take to start
@@ -1079,6 +1102,7 @@ class _WaitFold:
         self.end: Any = None  # the last process's run_ended
         self.completed: Any = None  # job_completed (a completed job stays completed)
         self.need: Any = None  # needs_operator not yet answered
+        self.gave_up: Any = None  # the agent's job_gave_up: what it said
         self.events = 0
 
     def apply(self, e: Any) -> None:
@@ -1105,6 +1129,8 @@ class _WaitFold:
                 self.need = None
         elif isinstance(e, ev.JobCompleted):
             self.completed, self.need = e, None
+        elif isinstance(e, ev.JobGaveUp):
+            self.gave_up = e
         elif isinstance(e, ev.RunEnded):
             self.end, self.need = e, None
 
@@ -1116,9 +1142,14 @@ def _wait_verdict(fold: _WaitFold, rid: str, alive: bool) -> tuple[int, str] | N
     end = fold.end
     if end is not None and not alive:  # (alive: the process that ended is exiting, or a resume started anew)
         detail = f": {end.detail}" if end.detail else ""
-        if end.reason in ("job_complete", "agent_stopped"):
+        if end.outcome == "completed" or (end.outcome is None and end.reason in ("job_complete", "agent_stopped")):
             summary = f": {fold.completed.summary}" if fold.completed is not None else detail
             return WAIT_COMPLETED, f"run {rid} completed{summary}"
+        if end.outcome == "gave_up":
+            said = f": {fold.gave_up.summary} (notes: {fold.gave_up.notes})" if fold.gave_up is not None else detail
+            return WAIT_NEEDS, f"run {rid} needs you (the agent gave up){said}"
+        if end.outcome == "failed":
+            return WAIT_FAILED, f"run {rid} failed ({end.reason}){detail}"
         if end.reason == "user_shutdown":
             return WAIT_STOPPED, f"run {rid} stopped{detail}"
         if end.reason == "model_unavailable":

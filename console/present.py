@@ -277,10 +277,33 @@ def stuck_told(last: ev.Feedback | None, e: ev.StuckDetected) -> bool:
     return last is not None and last.message == e.reason and 0 < e.seq - last.seq <= 2
 
 
+# A run's outcome (events.Outcome) in the operator's words, and how each is shown.
+OUTCOME_WORDS = {"completed": "completed", "gave_up": "the agent gave up", "incomplete": "incomplete",
+                 "failed": "failed"}
+OUTCOME_SEVERITY = {"completed": "success", "gave_up": "warning", "incomplete": "warning", "failed": "error"}
+
+
+def outcome_text(outcome: str | None, reason: str) -> str:
+    """``incomplete (stopped by the operator)``: the outcome first, then what ended the run when it says more."""
+    why = REASON_WORDS.get(reason) or one_line(reason.replace("_", " "), 80)
+    if outcome is None:  # a log from before outcomes were recorded
+        return why
+    said = OUTCOME_WORDS.get(outcome, one_line(outcome, 40))
+    return said if outcome in ("completed", "gave_up") and reason in ("job_complete", "gave_up") else f"{said} ({why})"
+
+
+# What ended a run (a run_ended or session_ended reason), in words.
+REASON_WORDS = {"job_complete": "job_complete", "user_shutdown": "stopped",
+                "max_turns": "turn limit reached", "error": "an error", "context_full": "context full",
+                "completion_blocked": "stops refused too often", "budget_exhausted": "out of budget",
+                "agent_stopped": "the agent stopped", "model_unavailable": "the model was unreachable",
+                "gave_up": "the agent gave up"}
+
+
 def run_ended_text(e: ev.RunEnded, run_id: str = "") -> str:
-    """``run k3f9q ended: job_complete after 2 sessions``."""
+    """``run k3f9q ended: incomplete (stopped by the operator) after 2 sessions``."""
     run = f"run {run_id}" if run_id else "run"
-    return f"{run} ended: {one_line(e.reason, 80)} after {_plural(e.sessions, 'session')}"
+    return f"{run} ended: {outcome_text(e.outcome, e.reason)} after {_plural(e.sessions, 'session')}"
 
 
 REPLY = 200  # the most of a model's reply a log line carries (the whole reply is in events.jsonl)
@@ -394,7 +417,7 @@ def _session_started(e: ev.SessionStarted) -> Presented:
     return Presented("●", "session", "info", text, DEMO if is_demo(e.provider) else "", "engine")
 
 
-END_SEVERITY = {"job_complete": "success", "context_full": "info", "user_shutdown": "warning"}
+END_SEVERITY = {"job_complete": "success", "context_full": "info", "user_shutdown": "warning", "gave_up": "warning"}
 
 
 def _session_ended(e: ev.SessionEnded) -> Presented:
@@ -405,8 +428,8 @@ def _session_ended(e: ev.SessionEnded) -> Presented:
 
 
 def _run_ended(e: ev.RunEnded) -> Presented:
-    return Presented("■", "run-end", END_SEVERITY.get(e.reason, "error"), run_ended_text(e), flat(e.detail, 0),
-                     "engine")
+    severity = OUTCOME_SEVERITY.get(e.outcome or "", "") or END_SEVERITY.get(e.reason, "error")
+    return Presented("■", "run-end", severity, run_ended_text(e), flat(e.detail, 0), "engine")
 
 
 def _retry(e: ev.ModelRetry) -> Presented:
@@ -510,9 +533,18 @@ def _restart_denied(e: ev.RestartDenied) -> Presented:
                      "the run ends; it can be resumed later (run --in-place)", "context")
 
 
+def refusal_count(e: ev.CompletionBlocked) -> str:
+    """``2 of 5``, or past the bound ``6th, over the 5 allowed`` (never "6/5"); "" for an older event."""
+    if not e.max_blocks:
+        return ""
+    if e.blocks <= e.max_blocks:
+        return f"{e.blocks} of {e.max_blocks}"
+    return f"over the {e.max_blocks} allowed: the operator is asked"
+
+
 def _blocked(e: ev.CompletionBlocked) -> Presented:
     who = f" by {one_line(e.checker, 60)}" if e.checker else ""
-    count = f" ({e.blocks}/{e.max_blocks})" if e.max_blocks else ""
+    count = f" ({refusal_count(e)})" if e.max_blocks else ""
     return Presented("↩", "blocked", "caution", f"stop refused{who}{count}: {flat(e.feedback or e.reason)}",
                      "the agent was told to continue", one_line(e.checker, 60) or "completion")
 
@@ -599,8 +631,19 @@ def _operator(e: ev.OperatorCommand) -> Presented:
 
 
 def _completed(e: ev.JobCompleted) -> Presented:
+    if e.unmet:  # a free stop let it through: the agent's word, not the record's
+        return Presented("✔", "done-unverified", "warning", f"job_complete accepted without a completion check "
+                                                            f"(confidence {e.confidence:.2f}): {flat(e.summary, 0)}",
+                         "the record shows work left: the run ends incomplete", "job",
+                         lines=tuple(flat(x, 300) for x in e.unmet))
     return Presented("✔", "done", "success", f"job complete (confidence {e.confidence:.2f}): {flat(e.summary, 0)}",
                      source="job")
+
+
+def _gave_up(e: ev.JobGaveUp) -> Presented:
+    return Presented("⚐", "gave-up", "warning", f"the agent gave up (confidence {e.confidence:.2f}): "
+                                                f"{flat(e.summary, 0)}", f"notes: {flat(e.notes, 0)}", "job",
+                     lines=tuple(flat(x, 300) for x in e.unmet))
 
 
 def _recovered(e: ev.StateRecovered) -> Presented:
@@ -661,6 +704,7 @@ DESCRIBERS: dict[type, Callable[[Any], Presented | None]] = {
     ev.LaunchSettings: _launch,
     ev.OperatorCommand: _operator,
     ev.JobCompleted: _completed,
+    ev.JobGaveUp: _gave_up,
     ev.StateRecovered: _recovered,
     ev.NeedsOperator: _needs,
     ev.NeedsOperatorCleared: _needs_cleared,

@@ -109,7 +109,7 @@ def ended_code(paths: JobPaths) -> int | None:
         if isinstance(e, ev.JobCompleted):
             completed = True
         if isinstance(e, ev.RunEnded):
-            return exit_code_for(e.reason, completed)
+            return exit_code_for(e.reason, completed, outcome=e.outcome)
         if isinstance(e, ev.SessionStarted) and e.reason != "restart":
             return None  # a start with no end after it: running, or died without saying so
     return None

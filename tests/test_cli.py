@@ -93,8 +93,9 @@ def test_run_that_does_not_complete_exits_1_with_reason(make_job, capsys, tmp_pa
     paths = make_job()
     code = main(["run", str(paths.root), "--headless", "--in-place", "--script", str(script)])
     err = capsys.readouterr().err
-    assert code == 1
-    assert err.strip().splitlines()[-1].startswith("agent-console: run ended without job_complete: error:")
+    # Five refused stops, then the replay ran out: the model failed (exit 7), not the work.
+    assert code == 7
+    assert err.strip().splitlines()[-1].startswith("agent-console: run failed: scripted: the replay script has no")
 
 
 def test_provider_error_exits_1_without_traceback(make_job, tmp_path) -> None:
@@ -102,7 +103,7 @@ def test_provider_error_exits_1_without_traceback(make_job, tmp_path) -> None:
     script.write_text(json.dumps([{"error": "connection refused"}]))
     paths = make_job()
     proc = run_cli("run", str(paths.root), "--headless", "--in-place", "--script", str(script))
-    assert proc.returncode == 1
+    assert proc.returncode == 7  # failed: the model, not the work
     assert "connection refused" in proc.stderr and "Traceback" not in proc.stderr + proc.stdout
 
 
@@ -144,7 +145,7 @@ def test_sigterm_stops_cleanly(make_job) -> None:
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130 and "Traceback" not in err  # a signal is an interrupt, not the operator's stop
     *_, reason, resume = err.strip().splitlines()
-    assert reason.startswith("agent-console: run ended without job_complete: user_shutdown: interrupted by SIGTERM")
+    assert reason.startswith("agent-console: run ended incomplete (interrupted by SIGTERM)")
     assert resume == f"agent-console: resume run {paths.run_id} with: agent-console run --in-place {paths.root}"
     ended = [json.loads(x) for x in paths.events.read_text().splitlines() if '"session_ended"' in x]
     assert ended and ended[-1]["reason"] == "user_shutdown"
@@ -433,7 +434,7 @@ def test_an_operator_stop_exits_3_and_names_the_run_to_resume(make_job) -> None:
     assert out.splitlines()[0] == f"run {paths.run_id}: {paths.root}"
     assert proc.returncode == 3 and "Traceback" not in err
     *_, reason, resume = err.strip().splitlines()
-    assert reason.startswith("agent-console: run ended without job_complete: user_shutdown: stopped by the operator")
+    assert reason.startswith("agent-console: run ended incomplete (stopped): stopped by the operator")
     assert resume == f"agent-console: resume run {paths.run_id} with: agent-console run --in-place {paths.root}"
     # Stopped, it is not running any more: another stop is refused with the command that goes on.
     again = run_cli("stop", paths.run_id)

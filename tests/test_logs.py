@@ -95,7 +95,7 @@ def test_the_story_of_a_finished_run(capsys) -> None:
     code, lines, err = logs(capsys, rid)
     assert code == 0 and err == ""
     assert lines[0].startswith(f"run {rid} · session 1 started (scripted/scripted-agent)")
-    assert lines[-1].startswith(f"run {rid} ended: job_complete after 1 session")
+    assert lines[-1].startswith(f"run {rid} ended: completed after 1 session")
     events = list(ev.read_events(folder / ".console" / "events.jsonl"))
     said = [e for e in events if isinstance(e, ev.AssistantMessage) and e.text.strip()]
     assert sum(ln.startswith("        » ") for ln in lines) == len(said) > 40  # the model's text, each turn
@@ -438,7 +438,7 @@ def test_logs_follows_a_real_headless_run_to_its_end(tmp_path) -> None:
         run.kill()
     assert follow.returncode == 0 and follow.stderr == "", follow.stderr
     after = subprocess.run([*PY, "logs", rid], capture_output=True, text=True, timeout=60, env=env())
-    assert follow.stdout == after.stdout and after.stdout.splitlines()[-1].startswith(f"run {rid} ended: job_complete")
+    assert follow.stdout == after.stdout and after.stdout.splitlines()[-1].startswith(f"run {rid} ended: completed")
 
 
 def test_ctrl_c_ends_following_quietly_with_130(make_job) -> None:

@@ -42,10 +42,14 @@ from console.engine.guardrails import (
 )
 from console.engine.guardrails.budgets import SPEND_LIMITS, WRAP_UP_SECONDS, Exhausted, format_duration
 from console.engine.guardrails.escalation import Pending
+from console.engine.guardrails.guardrails import PROTOCOL
 from console.engine.job import one_line
 from console.engine.messages import Message, ToolCall
 from console.engine.plan import Plan, PlanError
+from console.engine.record import is_job_complete_task
+from console.engine.record import unmet as record_unmet
 from console.engine.sandbox import Sandbox, SandboxError
+from console.engine.text import safe_text
 from console.engine.todos import TodoState
 
 # Seconds between two looks at the files a completion checker names, for the console's status.
@@ -58,6 +62,12 @@ WRAP_UP = {
                 "what is left with add_note, and call job_complete with an honest confidence and notes. The run "
                 "ends after this turn.]",
 }
+
+
+def flat(text: str, limit: int) -> str:
+    """A checker's feedback on one line for the agent and the log: lines joined with a space (never a literal
+    "\\n"), control characters escaped, at most ``limit`` characters."""
+    return safe_text(text, one_line=True, join=True, limit=limit)
 
 
 class SandboxWorld:
@@ -352,17 +362,21 @@ class Enforcer:
 
     # -- stops -----------------------------------------------------------------------------------
     def check_stop(self, stop_reason: str, tentative_output: Any) -> StopVerdict:
-        """May the agent stop now? (``job_complete``, or a turn that ended without a tool call.)"""
+        """May the agent stop now? (``job_complete``, or a turn that ended without a tool call.)
+
+        Seed 000's protocol (the harness's record must show the plan done) and a declared checker (seed 002) on
+        top; where the job declares ``type = "none"`` every stop is free (the run's outcome still says whether
+        the record shows the work done)."""
         spent = self.g.budget_state.exhausted
         if spent is not None and spent not in SPEND_LIMITS:  # a spend limit pauses the run: no stop gets here
             self.events.emit(ev.CompletionBypassed, budget=spent, stop_reason=stop_reason, detail=self.why(spent))
             return StopVerdict(True, bypassed=True)
-        checker = self.g.checker
-        if checker is None:
+        if self.g.free_stop:
+            # type = "none": the agent stops when it says so; the outcome still says what the record shows.
             return StopVerdict(True)
         result = self.verdict(stop_reason, tentative_output)
         if result.complete and stop_reason == "end_turn" and any(
-                not i.done and "job_complete" in i.text.lower() for i in self._todos().items):
+                not i.done and is_job_complete_task(i.text) for i in self._todos().items):
             # Everything else is done, but the job's own end is the job_complete call (seed 000's last todo):
             # it records the summary, the deliverables and the agent's confidence.
             result = TaskCompletionResult(False, "Every task is done: call job_complete(summary, deliverables, "
@@ -372,8 +386,8 @@ class Enforcer:
         self.g.completion_blocks += 1
         blocks = self.g.completion_blocks
         self._changed()
-        name = result.checker or getattr(checker, "name", "completion")
-        feedback = one_line(result.feedback or "the job is not complete", 2000)
+        name = result.checker or getattr(self.g.checker, "name", PROTOCOL)
+        feedback = flat(result.feedback or "the job is not complete", 2000)
         mx = self.g.max_completion_blocks
         self.events.emit(ev.CompletionBlocked, reason=f"{name}: {feedback}", checker=name, feedback=feedback,
                          stop_reason=stop_reason, blocks=blocks, max_blocks=mx)
@@ -381,40 +395,38 @@ class Enforcer:
         self.g.escalation.refused(self.last_refusal)
         if blocks > mx:
             return StopVerdict(False, give_up=self.blocked_out(), message=(
-                f"[The stop was refused again ({name}): {feedback} That was the last of {mx} refused stops: the "
-                "run now waits for your operator to review it. If they let it go on, continue with the task "
-                "marked ← CURRENT in the ACTIVE TODO LIST, or call todo_rewind(issue) to re-plan.]"))
+                f"[The stop was refused again ({name}): {feedback} That was more refused stops than the "
+                f"{mx} allowed: the run now waits for your operator to review it. If they let it go on, continue "
+                "with the task marked ← CURRENT in the ACTIVE TODO LIST, or call todo_rewind(issue) to re-plan.]"))
         how = ("job_complete was refused" if stop_reason == "job_complete"
                else "You ended your turn without a tool call, but the stop was refused")
         return StopVerdict(False, message=(
             f"[{how}: the job is not complete ({name}). {feedback} Continue with the task marked ← CURRENT in "
             "the ACTIVE TODO LIST and call todo_complete() when it is done. If the job cannot be done this way, "
-            f"call todo_rewind(issue) to re-plan. (Refused stop {blocks} of at most {mx}.)]"))
+            f"call todo_rewind(issue) to re-plan; if it cannot be done at all, call job_complete with a low "
+            f"confidence (below {self.g.low_confidence:g}) and notes saying why. (Refused stop {blocks} of at "
+            f"most {mx}.)]"))
 
     def verdict(self, stop_reason: str, tentative_output: Any = None) -> TaskCompletionResult:
-        """The completion checker's current verdict (fail-closed: a checker that raises says incomplete)."""
-        checker = self.g.checker
-        if checker is None:
-            return TaskCompletionResult.ok()
-        # Fail-closed inside (a checker that raises says incomplete), and bounded by max_completion_blocks.
+        """The verdict on a stop now: seed 000's protocol and the declared checker (fail-closed: a checker that
+        raises says incomplete)."""
         return self.g.check_completion(self._completion_context(stop_reason, tentative_output))
+
+    def unmet(self) -> list[str]:
+        """What the harness's record of the work says is left (empty: the plan is done)."""
+        plan, problem = None, None
+        try:
+            plan = self._load_plan()
+        except PlanError as exc:
+            if self.world.file_exists("main_plan.md"):
+                problem = str(exc)
+        return record_unmet(self._todos(), plan, problem)
 
     def _completion_context(self, stop_reason: str, tentative_output: Any) -> TaskCompletionContext:
         todos = self._todos()
-        open_tasks = tuple(i.text for i in todos.items if not i.done)
-        plan_exists, phases_left, problem = False, (), None
-        try:
-            plan = self._load_plan()
-            plan_exists = True
-            # The engine entered the completion list only once no phase was left: trust its own judgement.
-            if todos.kind != "completion":
-                phases_left = tuple(p.name for p in plan.phases if not p.complete)
-        except PlanError as exc:
-            problem = str(exc)
-            plan_exists = self.world.file_exists("main_plan.md")
         return TaskCompletionContext(stop_reason=stop_reason, tentative_output=tentative_output, world=self.world,
-                                     open_tasks=open_tasks, plan_exists=plan_exists, phases_left=phases_left,
-                                     plan_problem=problem)
+                                     open_tasks=tuple(i.text for i in todos.items if not i.done),
+                                     unmet=tuple(self.unmet()))
 
     def progressed(self) -> None:
         """A todo was completed (or the todo list is new): refused stops and stuck nudges count again from zero
@@ -523,7 +535,8 @@ class Enforcer:
         todo list, main_plan.md, the files it checks): reading and parsing the plan every turn is not free."""
         todos = self._todos()
         try:
-            info = self.world.sandbox.info("main_plan.md")
+            sandbox = getattr(self.world, "sandbox", None)  # a world without a folder (tests) has no plan to watch
+            info = sandbox.info("main_plan.md") if sandbox is not None else None
             plan_key = (info.size, info.mtime) if info is not None else None
         except SandboxError:
             plan_key = None
@@ -542,9 +555,8 @@ class Enforcer:
         """Emit ``guardrails_status`` when what guards the run changed (or ``force``)."""
         now = self.clock.now()
         d = self.g.describe(now)
-        verdict = "off"
-        if self.g.checker is not None:
-            verdict = self._status_verdict()
+        # Seed 000's protocol holds for every job (a free stop's outcome says what the record shows too).
+        verdict = self._status_verdict()
         body = {
             "policies": [ev.PolicyInfo(name=n, kind=k, detail=dt) for n, k, dt in d["policies"]],
             "feedback": [ev.FeedbackInfo(name=n, kind=k, trigger=t, next=x) for n, k, t, x in d["feedback"]],

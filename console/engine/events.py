@@ -407,11 +407,29 @@ class OperatorCommand(EventBase):
 
 
 class JobCompleted(EventBase):
+    """The agent's job_complete, accepted: the harness's record showed the plan done (console.engine.record),
+    or the job declares free stops ([guardrails.completion] type = "none") and ``unmet`` says what the record
+    shows left (the run then ends incomplete)."""
+
     type: Literal["job_completed"] = "job_completed"
     summary: str
     deliverables: list[str] = Field(default_factory=list)
     confidence: float
     notes: str = ""
+    unmet: list[str] = Field(default_factory=list)
+
+
+class JobGaveUp(EventBase):
+    """The agent gave up: job_complete with a confidence below [guardrails] low_confidence and notes saying why
+    (seed 000's unrecoverable case), accepted whatever the record shows. ``unmet``: what the record says is
+    left. The run ends as gave up and asks its operator."""
+
+    type: Literal["job_gave_up"] = "job_gave_up"
+    summary: str
+    deliverables: list[str] = Field(default_factory=list)
+    confidence: float
+    notes: str = ""
+    unmet: list[str] = Field(default_factory=list)
 
 
 class MemoryUpdated(EventBase):
@@ -435,6 +453,12 @@ class ExperienceRecorded(EventBase):
     times: int = 1
 
 
+# How a run ended, in the operator's terms: completed (the harness's record shows the plan done), gave_up (the
+# agent said it cannot be done: the operator is asked), incomplete (stopped, out of budget, refused stops, a
+# turn limit: the work is not done, the run can go on), failed (an internal error, a restart loop).
+Outcome = Literal["completed", "gave_up", "incomplete", "failed"]
+
+
 class RunEnded(EventBase):
     """The last event of a run (a process's supervisor), whatever ended it."""
 
@@ -443,6 +467,8 @@ class RunEnded(EventBase):
     detail: str = ""
     sessions: int = 0
     restarts: int = 0
+    # None in a log from before outcomes were recorded (the reason tells what it can).
+    outcome: Outcome | None = None
 
 
 class StateRecovered(EventBase):
@@ -539,6 +565,7 @@ Event = Annotated[
     | CommandSandbox
     | OperatorCommand
     | JobCompleted
+    | JobGaveUp
     | MemoryUpdated
     | ExperienceRecorded
     | RunEnded

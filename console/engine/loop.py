@@ -91,6 +91,8 @@ class ShutdownReason(StrEnum):
     # The model could not be reached past its retry bound, and the operator, asked, stopped the run: nothing is
     # lost, run --in-place goes on.
     MODEL_UNAVAILABLE = "model_unavailable"
+    # The agent gave up: job_complete with a low confidence and notes saying why (seed 000's unrecoverable case).
+    GAVE_UP = "gave_up"
 
 
 @dataclass
@@ -775,6 +777,9 @@ class Session:
             # if any, is kept as the outcome).
             return self.end(ShutdownReason.BUDGET_EXHAUSTED, spent)
         if finished or rt.job_done:
+            if rt.outcome is not None and rt.outcome.gave_up:
+                return self.end(ShutdownReason.GAVE_UP, "the agent gave up (job_complete with confidence "
+                                                         f"{rt.outcome.confidence:g})")
             return self.end(ShutdownReason.JOB_COMPLETE, "job_complete")
         if stopped is not None:
             return self.end(ShutdownReason.AGENT_STOPPED, stopped)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from console.engine import events as ev
+from console.engine import record
 from console.engine.clock import Clock
 from console.engine.plan import MAX_PHASE_STEPS, MIN_PHASE_STEPS, Plan, PlanError, PlanPhase
 from console.engine.todos import PendingTransition, TodoManager, TodoState, TransitionKind, render_layer2
@@ -181,6 +182,11 @@ class PhaseTransitionManager:
                                         "confidence, notes) to finish the job.", ok=False)
             return TransitionResult("There is no incomplete task. Call todo_write to set the next tasks.", ok=False)
         text = st.items[index].text
+        if record.is_job_complete_task(text):
+            # Seed 000's last todo is done by the call it names: ticking it would end the list without ending the
+            # job (and a phase list ended that way would bring a second, system-made final list).
+            return TransitionResult(f"Task {index + 1} '{text}' is done by calling job_complete(summary, "
+                                    "deliverables, confidence, notes) itself, not todo_complete.", ok=False)
         remaining = len(st.items) - st.done_count - 1
         msg = (f"Task {index + 1} '{text}' marked complete. "
                f"{remaining} task{'s' if remaining != 1 else ''} remaining.")
@@ -248,8 +254,8 @@ class PhaseTransitionManager:
         return plan.find(p.from_name) or plan.phase(p.from_phase)
 
     def _phases_left(self, plan: Plan, pending: PendingTransition) -> bool:
-        finished = self._finished_phase(plan, pending)
-        return any(not p.complete for p in plan.phases if p is not finished)
+        # The harness's record, not the plan's checkboxes: the phase just finished is closed in it already.
+        return bool(record.open_phases(plan, self.state))
 
     def _enter_completion(self, plan: Plan, pending: PendingTransition) -> str:
         finished = self._finished_phase(plan, pending)
@@ -325,13 +331,33 @@ class PhaseTransitionManager:
         if st.pending is None:
             if st.kind in ("empty",):
                 return self._install_from_plan(texts, done, None)
+            kept: list[str] = []
+            done = self._verified(texts, done, [i.text for i in st.items if i.done], kept)
             self.rt.todos.replace_items(texts, done)
             self.publish_todos("todo_write")
-            msg = f"Todo list updated: {len(texts)} tasks, {sum(done)} done." + _size_advice(len(texts))
+            msg = " ".join([f"Todo list updated: {len(texts)} tasks, {sum(done)} done." + _size_advice(len(texts)),
+                            *kept])
             if all(done) and st.kind in ("bootstrap", "phase"):
                 msg += " " + self.begin("bootstrap" if st.kind == "bootstrap" else "phase")
             return TransitionResult(msg)
         return self._install_from_plan(texts, done, st.pending)
+
+    @staticmethod
+    def _verified(texts: list[str], done: list[bool], done_before: list[str], notes: list[str]) -> list[bool]:
+        """The done flags of a written list that the record bears out: a task is done when todo_complete completed
+        it (in this list or the one a transition archived), never because todo_write says so."""
+        known = {record.key(t) for t in done_before}
+        kept = [t for t, d in zip(texts, done, strict=True) if d and record.key(t) not in known]
+        if kept:
+            n = len(kept)
+            notes.append(f"{n} task{'s' if n != 1 else ''} marked done {'were' if n != 1 else 'was'} kept open "
+                         f"({record.titles(kept)}): a task is done only through todo_complete, once it is "
+                         "really done.")
+        return [d and record.key(t) in known for t, d in zip(texts, done, strict=True)]
+
+    def _closed_names(self) -> str:
+        names = [c.name for c in self.state.closed or []]
+        return f" Phases closed so far: {record.titles(names)}." if names else ""
 
     def _install_from_plan(self, texts: list[str], done: list[bool], pending: PendingTransition | None
                            ) -> TransitionResult:
@@ -350,7 +376,16 @@ class PhaseTransitionManager:
                 plan.mark_complete(finished)
                 changed = True
                 notes.append(f"main_plan.md did not mark phase '{finished.name}' complete; the system marked it.")
-        target = plan.current_phase()
+        # The next phase is the first one the harness has not closed (the one marked current, if it is open):
+        # the plan's own checkboxes are never evidence that a phase was done (console.engine.record).
+        left = record.open_phases(plan, self.state)
+        target = next((p for p in left if p.marked_current), left[0] if left else None)
+        if target is not None and target.complete:
+            notes.append(f"main_plan.md marked phase '{target.name}' complete, but its todo list was never worked "
+                         "through todo_complete, so it is the next phase; the system cleared its marks."
+                         + self._closed_names())
+            plan.reopen(target)
+            changed = True
         if target is not None and not target.marked_current:
             plan.mark_current(target)
             changed = True
@@ -358,6 +393,7 @@ class PhaseTransitionManager:
             # The plan first, the todos second: after a crash in between, the transition is still
             # open and redoing it finds the plan already right.
             self.rt.write_plan(plan, reason="transition bookkeeping")
+        done = self._verified(texts, done, pending.done_before if pending is not None else [], notes)
         if target is None:
             total = len(plan.phases)
             if JOB_COMPLETE_TODO not in texts:

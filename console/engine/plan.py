@@ -295,6 +295,18 @@ class Plan:
                     self.lines[s.line] = f"{indent}{bullet} [x] {text}"
         self._rewrite_heading(phase)
 
+    def reopen(self, phase: PlanPhase) -> None:
+        """Clear a phase's completion marks (its "✓ COMPLETE" and ticked boxes): the harness never closed it."""
+        phase.marked_complete = False
+        for s in phase.steps:
+            if s.done:
+                s.done = False
+                box = _checkbox(self.lines[s.line]) if s.checkbox else None
+                if box is not None:
+                    indent, bullet, _, text = box
+                    self.lines[s.line] = f"{indent}{bullet} [ ] {text}"
+        self._rewrite_heading(phase)
+
     def mark_current(self, phase: PlanPhase) -> None:
         for p in self.phases:
             if p.marked_current and p is not phase:

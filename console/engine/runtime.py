@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from console.engine import events as ev
-from console.engine import failpoints
+from console.engine import failpoints, record
 from console.engine.atomic import atomic_write_text
 from console.engine.clock import Clock
 from console.engine.enforcement import Enforcer, SandboxWorld
@@ -37,6 +37,7 @@ from console.engine.plan import Plan, PlanError, parse_plan, validate_plan
 from console.engine.sandbox import Sandbox, SandboxError
 from console.engine.state import COMPONENTS, JobOutcome, StateSnapshot, write_projection
 from console.engine.store import JobStore
+from console.engine.text import safe_text
 from console.engine.todos import TodoManager
 from console.engine.workspace import Workspace
 
@@ -334,19 +335,60 @@ class Runtime:
         return None
 
     def complete_job(self, summary: str, deliverables: list[str], confidence: float, notes: str) -> None:
-        """The job's end: the outcome, the last todo and the event are recorded by one commit."""
+        """The job's end: the outcome, the last todo and the event are recorded by one commit.
+
+        The caller (the job_complete tool) has checked that the harness's record shows the plan done, unless the
+        job declares free stops (then the event says what the record shows left, and the run ends incomplete)."""
         st = self.todos.state
+        now = self.clock.now()
+        final_phase = record.final_phase_open(st)
         # job_complete is itself the last todo: mark it rather than expect a todo_complete after the end.
         for item in st.items:
-            if not item.done and "job_complete" in item.text.lower():
+            if not item.done and record.is_job_complete_task(item.text):
                 item.done = True
-                item.completed_at = self.clock.now()
+                item.completed_at = now
                 self.todos.save()
                 self.phases.publish_todos("job_complete")
                 break
-        now = self.clock.now()
+        if final_phase:
+            # Seed 000's final phase ("... Call job_complete()") is closed by the call itself.
+            self.todos.close_phase(st.phase_name, st.phase_number, len(st.items), now, "job_complete")
+            self._mark_plan_phase_complete(st.phase_name)
         self.outcome = JobOutcome(summary=summary, deliverables=deliverables, confidence=confidence, notes=notes,
                                   completed_at=now)
         self.changed("outcome")
+        # Empty, unless a free stop (type = "none") let the call through with the record showing work left.
+        unmet = self.guards.unmet()
         self.events.emit(ev.JobCompleted, summary=summary, deliverables=deliverables, confidence=confidence,
-                         notes=notes)
+                         notes=notes, unmet=unmet)
+
+    def give_up(self, summary: str, deliverables: list[str], confidence: float, notes: str) -> None:
+        """The agent gave up (job_complete with a low confidence and notes saying why): accepted whatever the
+        record shows, recorded with its event by one commit; the run ends as gave up and asks its operator."""
+        self.outcome = JobOutcome(summary=summary, deliverables=deliverables, confidence=confidence, notes=notes,
+                                  completed_at=self.clock.now(), gave_up=True)
+        self.changed("outcome")
+        self.events.emit(ev.JobGaveUp, summary=summary, deliverables=deliverables, confidence=confidence,
+                         notes=notes, unmet=self.guards.unmet())
+
+    def resume_after_giving_up(self) -> JobOutcome | None:
+        """The operator resumed a run whose agent gave up: the job goes on (the give-up stays in the log)."""
+        if self.outcome is None or not self.outcome.gave_up:
+            return None
+        gave_up, self.outcome = self.outcome, None
+        self.changed("outcome")
+        self.inject_notice(
+            "[Your operator resumed the job after you gave up (your notes: "
+            f"{safe_text(gave_up.notes, one_line=True, join=True, limit=600)}). The cause may have been "
+            "fixed: check, then continue with the task marked ← CURRENT in the ACTIVE TODO LIST.]", kind="resume")
+        return gave_up
+
+    def _mark_plan_phase_complete(self, name: str) -> None:
+        try:
+            plan = self.load_plan()
+        except PlanError:
+            return
+        phase = plan.find(name)
+        if phase is not None and not phase.complete:
+            plan.mark_complete(phase)
+            self.write_plan(plan, reason="job_complete closed the final phase")

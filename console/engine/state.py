@@ -39,11 +39,15 @@ MAX_STATE_FILE_BYTES = 64 * 2**20
 
 
 class JobOutcome(BaseModel):
+    """The agent's job_complete as the harness accepted it: the job completed (the record showed the plan done),
+    or the agent gave up (a low confidence and notes saying why: seed 000's unrecoverable case)."""
+
     summary: str
     deliverables: list[str] = Field(default_factory=list)
     confidence: float = Field(ge=0, le=1)
     notes: str = ""
     completed_at: datetime | None = None
+    gave_up: bool = False
 
 
 class StateSnapshot(BaseModel):

@@ -45,7 +45,9 @@ COLUMNS = ("path", "name", "status", "provider", "model", "started_at", "updated
 NEEDS_YOU = "needs you"
 # The statuses of a run that has ended. Any other (running, awaiting approval, paused, needs you, a status a newer
 # version adds) is a run that lives or waits for its operator: the fleet lists each of those whatever its age.
+# ("gave up" is not among them: the agent gave up and the operator is asked, as for any need.)
 FINISHED = ("completed", "failed", "stopped", "incomplete", "out of budget", "agent stopped", "interrupted")
+GAVE_UP = "gave up"
 # The database's own files, each made 0600 (SQLite gives -wal and -shm the database file's mode).
 DB_SUFFIXES = ("", "-wal", "-shm", "-journal")
 

@@ -28,10 +28,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from console.engine import events as ev
+from console.engine import record
 from console.engine.atomic import clean_temp, make_private
 from console.engine.clock import Clock, SystemClock
 from console.engine.context.pressure import restart_marker
-from console.engine.context.summary import build_summary, check_archives, summary_message
+from console.engine.context.summary import archived_phases, build_summary, check_archives, summary_message
 from console.engine.context.tokens import estimate_message
 from console.engine.control import ControlChannel, RunLock
 from console.engine.guardrails import build_guardrails, default_guardrails
@@ -56,6 +57,7 @@ from console.engine.state import (
     quarantine,
 )
 from console.engine.store import JobStore
+from console.engine.text import safe_text
 from console.engine.tools import BUILTIN_TOOL_NAMES, ToolRegistry, default_registry, seccomp
 from console.engine.tools.cgroups import find_cgroups, sweep_stale
 from console.engine.tools.commands import build_command_tools
@@ -65,7 +67,7 @@ from console.engine.tools.limits import describe_world
 STATUS_FOR = {
     ShutdownReason.JOB_COMPLETE: "completed",
     ShutdownReason.USER_SHUTDOWN: "stopped",
-    ShutdownReason.MAX_TURNS: "failed",
+    ShutdownReason.MAX_TURNS: "incomplete",
     ShutdownReason.ERROR: "failed",
     ShutdownReason.CONTEXT_FULL: "failed",
     ShutdownReason.COMPLETION_BLOCKED: "incomplete",
@@ -73,7 +75,11 @@ STATUS_FOR = {
     ShutdownReason.AGENT_STOPPED: "agent stopped",
     # Nothing is lost: run --in-place goes on once the model answers again.
     ShutdownReason.MODEL_UNAVAILABLE: "interrupted",
+    # It waits for its operator (a run that needs them is listed first, whatever its age).
+    ShutdownReason.GAVE_UP: "gave up",
 }
+# Reasons a run ends on that are the harness's failure, not the work's state (an internal error, a restart loop).
+FAILED_REASONS = frozenset({ShutdownReason.ERROR, ShutdownReason.CONTEXT_FULL})
 MAX_IDLE_RESTARTS = 3
 # Harness files that must be regular files, and folders that must be folders; anything else there
 # (a folder, a pipe, a link) is moved aside: every later write would fail on it.
@@ -92,11 +98,37 @@ class RunResult:
     sessions: int
     outcome: JobOutcome | None
     restarts: int = 0
+    # How it ended, in the operator's terms (events.Outcome): only "completed" is a job done.
+    ended: ev.Outcome = "incomplete"
+    # Nothing ran: an earlier run had completed the job.
+    already: bool = False
 
     @property
     def ok(self) -> bool:
-        # A free stop ([guardrails.completion] type = "none") is the end the job's definition allows.
-        return self.reason in (ShutdownReason.JOB_COMPLETE, ShutdownReason.AGENT_STOPPED)
+        return self.ended == "completed"
+
+
+def status_for(reason: ShutdownReason, ended: ev.Outcome) -> str:
+    """The jobs table's word for a run that ended: what ended it, unless the outcome says otherwise (a free stop
+    or a job_complete the record does not bear out is incomplete, whatever ended it)."""
+    if ended in ("completed", "failed"):
+        return ended
+    status = STATUS_FOR[reason]
+    return "incomplete" if status == "completed" or reason is ShutdownReason.AGENT_STOPPED else status
+
+
+def outcome_of(reason: ShutdownReason, outcome: JobOutcome | None, unmet: list[str]) -> ev.Outcome:
+    """A run's outcome from what ended it and the harness's record of the work (``unmet``: what it says is left).
+
+    Completed means the record shows the plan done, whatever ended the run (a job_complete, a job_complete made
+    in a deadline's wrap-up turn, a free stop): never the agent's say-so alone."""
+    if outcome is not None and outcome.gave_up:
+        return "gave_up"
+    if reason in FAILED_REASONS:
+        return "failed"
+    if (outcome is not None or reason is ShutdownReason.AGENT_STOPPED) and not unmet:
+        return "completed"
+    return "incomplete"
 
 
 class Supervisor:
@@ -396,6 +428,10 @@ class Supervisor:
                                                               "conversation rebuilt from the summary")
         # A kill may have come between the last commit and its files: write them again (same content).
         rt.apply_effects(loaded.effects)
+        if rt.todos.state.closed is None:
+            # A run from before the harness kept its record of closed phases: read it back from its own archives.
+            rt.todos.state.closed = record.from_archives(archived_phases(self.paths))
+            rt.todos.save()
         for comp in COMPONENTS:
             rt.project(comp)
         rt.redo = dict(loaded.intents)
@@ -404,13 +440,14 @@ class Supervisor:
     def _run(self) -> RunResult:
         rt, loaded = self._recover()
         cp: Checkpoint | None = loaded.cp
-        if rt.job_done or (cp is not None and cp.job_done):
+        gave_up = rt.outcome is not None and rt.outcome.gave_up
+        if (rt.job_done or (cp is not None and cp.job_done)) and not gave_up:
             if rt.outcome is not None:
                 # A kill right after job_complete: make sure the jobs table says so.
                 self._store_started()
                 self._store("completed", self.clock.now(), rt.outcome.confidence, rt.outcome.summary)
             return RunResult(ShutdownReason.JOB_COMPLETE, "the job was already complete", cp.session if cp else 0,
-                             None)
+                             None, ended="completed", already=True)
         # From here every event goes through the journal's outbox (see EventStream).
         self.events.holding = True
         system: str | None = None
@@ -439,6 +476,9 @@ class Supervisor:
                          carryover_messages=len(conversation), detail=detail, **self._window_info())
         if self.launch is not None:
             self.events.emit(ev.LaunchSettings, **self.launch.event_fields())
+        if gave_up and rt.resume_after_giving_up() is not None:
+            # The operator's resume is their answer to the give-up: the job goes on from where it was.
+            cp.job_done = False
         if not rt.phases.ensure_bootstrap():
             rt.phases.publish_todos("resume")  # views rebuild from events: show the list at once
             rt.phases.recover()
@@ -501,17 +541,30 @@ class Supervisor:
         if crashed:  # the operator is told (and their channels): it ended on an internal error, resumable
             ask_operator(self.events, self.operator, "crashed", "the run stopped on an internal error; resume it "
                          "once the cause is fixed", [crashed], pause=False)
+        ended = outcome_of(result.reason, rt.outcome, rt.guards.unmet())
+        if ended == "gave_up" and rt.outcome is not None:
+            # Seed 000's unrecoverable case is the operator's to decide: they are told, with the agent's words.
+            go = rt.outcome
+            ask_operator(self.events, self.operator, "gave_up", "the agent gave up: "
+                         f"{safe_text(go.summary, one_line=True, join=True, limit=300)}; resume it once the cause "
+                         "is fixed (the job goes on from where it was), or leave it",
+                         [f"notes: {safe_text(go.notes, one_line=True, join=True, limit=280)}",
+                          f"confidence {go.confidence:g}", *rt.guards.unmet()], pause=False)
         self.events.emit(ev.RunEnded, reason=result.reason.value, detail=result.detail, sessions=self.session,
-                         restarts=cp.restarts)
+                         restarts=cp.restarts, outcome=ended)
         self.events.observe()
         rt.refresh_projections()
         self.events.sync()
         self.journal.sync()
-        if result.reason is ShutdownReason.JOB_COMPLETE and rt.outcome is not None:
+        if ended == "completed" and rt.outcome is not None:
             self._store("completed", self.clock.now(), rt.outcome.confidence, rt.outcome.summary)
-        elif result.reason is not ShutdownReason.JOB_COMPLETE:
-            self._store("ended", STATUS_FOR[result.reason], self.clock.now(), result.detail)
-        return RunResult(result.reason, result.detail, self.session, rt.outcome, cp.restarts)
+        else:
+            status = status_for(result.reason, ended)
+            detail = result.detail
+            if ended == "gave_up" and rt.outcome is not None:  # `jobs` shows what the agent said
+                detail = f"{rt.outcome.summary} (notes: {rt.outcome.notes})"[:2000]
+            self._store("ended", status, self.clock.now(), detail)
+        return RunResult(result.reason, result.detail, self.session, rt.outcome, cp.restarts, ended)
 
 
 def _where(cp: Checkpoint, conversation: list[Message], cut: int) -> str:

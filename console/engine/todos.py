@@ -33,6 +33,18 @@ class TodoItem(BaseModel):
     completed_at: datetime | None = None
 
 
+class ClosedPhase(BaseModel):
+    """A plan phase the harness closed (seed 000's record of the work, never the agent's checkboxes): its todo
+    list completed task by task through todo_complete, then a phase transition the harness ran, or the final
+    phase's "Call job_complete()" done by job_complete itself."""
+
+    name: str
+    number: int = 0
+    tasks: int = 0  # the tasks of its list, each completed through the harness's tools
+    closed_at: datetime
+    by: Literal["transition", "job_complete", "archive"] = "transition"  # archive: read back from an older run
+
+
 class PendingTransition(BaseModel):
     """A phase transition that has started and waits for the agent's new todo list."""
 
@@ -46,6 +58,9 @@ class PendingTransition(BaseModel):
     started_at: datetime
     # Unfinished todos carried into the next list (forced checkpoints keep them).
     carried: list[str] = Field(default_factory=list)
+    # The archived list's tasks completed through todo_complete: the next list may say they are done (a
+    # checkpoint's or a rewind's list keeps what was done); any other task it marks done stays open.
+    done_before: list[str] = Field(default_factory=list)
 
 
 class TodoState(BaseModel):
@@ -61,6 +76,9 @@ class TodoState(BaseModel):
     generation: int = 0
     # Archive base name -> how many archives have used it (names come from the state, not the disk).
     archive_counts: dict[str, int] = Field(default_factory=dict)
+    # The plan phases the harness closed, in order (console.engine.record). None: a state written before this
+    # record was kept; it is read back from the harness's archives when the run resumes.
+    closed: list[ClosedPhase] | None = None
 
     @property
     def current_index(self) -> int | None:
@@ -204,6 +222,8 @@ class TodoManager:
             items=[TodoItem(text=t, done=d) for t, d in zip(texts, done, strict=True)],
             generation=self.state.generation + 1,
             archive_counts=self.state.archive_counts,
+            # A new run's record starts empty; an older run's (None) waits for its archives to be read back.
+            closed=self.state.closed if self.state.generation else [],
         )
         self.save()
 
@@ -239,6 +259,11 @@ class TodoManager:
             st.items[i].completed_at = now
         carried = [it.text for it in st.items if not it.done] if kind == "checkpoint" else []
         archived = st.model_copy(update={"pending": None, "items": [i.model_copy() for i in st.items]})
+        if kind == "phase" and st.kind == "phase":
+            # The list was completed task by task (todo_write never marks a new task done): the phase is closed,
+            # in the same change as the transition it opens (saved once, below).
+            st.closed = [*(st.closed or []), ClosedPhase(name=st.phase_name, number=st.phase_number,
+                                                         tasks=len(st.items), closed_at=now, by="transition")]
         st.pending = PendingTransition(
             kind=kind,
             from_phase=st.phase_number,
@@ -248,6 +273,7 @@ class TodoManager:
             issue=issue,
             started_at=now,
             carried=carried,
+            done_before=[it.text for it in st.items if it.done],
         )
         st.archived = False
         self.recover()
@@ -273,6 +299,14 @@ class TodoManager:
         self.sink.effect(f"{ARCHIVE_DIR}/{st.pending.archive}", json.dumps(record, ensure_ascii=False, indent=1))
         st.items = []
         st.archived = True
+        self.save()
+
+    def close_phase(self, name: str, number: int, tasks: int, now: datetime,
+                    by: Literal["transition", "job_complete", "archive"]) -> None:
+        """Record a plan phase as closed by the harness (see :class:`ClosedPhase`)."""
+        closed = [*(self.state.closed or [])]
+        closed.append(ClosedPhase(name=name, number=number, tasks=tasks, closed_at=now, by=by))
+        self.state.closed = closed
         self.save()
 
     def finish_transition(self) -> PendingTransition | None:

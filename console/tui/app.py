@@ -331,8 +331,7 @@ class ConsoleApp(App[int]):
             self.post_message(RunFinished("failed", f"the engine crashed: {type(exc).__name__}: {exc}", EXIT_FAILED))
             return
         self.run_result = result
-        outcome = "completed" if result.ok else "stopped" if result.reason is ShutdownReason.USER_SHUTDOWN else \
-            "failed"
+        outcome = "stopped" if result.reason is ShutdownReason.USER_SHUTDOWN else result.ended
         detail = result.detail if result.ok or outcome == "stopped" else f"{result.reason.value}: {result.detail}"
         # In the console every stop is the operator's (the stop key, quit-and-stop, a denied restart): exit 3.
         self.post_message(RunFinished(outcome, detail, exit_code(result)))

@@ -36,6 +36,7 @@ READ_CHUNK = 8 << 20  # the most of one log folded per poll: a huge log is caugh
 NEEDS, RUNNING, PAUSED, STARTING = "needs you", "running", "paused", "starting"
 WAITING = NEEDS
 INTERRUPTED, STOPPED, FAILED, COMPLETED = "interrupted", "stopped", "failed", "completed"
+GAVE_UP = "gave up"  # the agent gave up: shown as needing its operator
 GONE = "gone"  # the run's folder no longer exists: only its row is left (the fleet's x or `jobs --prune` forgets it)
 ORDER = {NEEDS: 0, PAUSED: 1, RUNNING: 2, STARTING: 3, INTERRUPTED: 4, FAILED: 5, STOPPED: 6, COMPLETED: 7, GONE: 8}
 LIVE = {NEEDS, RUNNING, PAUSED, STARTING}
@@ -95,7 +96,8 @@ class FleetRow:
         and whose folder is there), or "" (nothing)."""
         if self.pid is not None:
             return "unpause" if self.state in (PAUSED, NEEDS) and not self.pending_seq else ""
-        return "start" if self.state in (INTERRUPTED, STOPPED, FAILED) or self.state in FAILED_LIKE else ""
+        # With no process, a run that needs its operator crashed or its agent gave up: resuming it goes on.
+        return "start" if self.state in (INTERRUPTED, STOPPED, FAILED, NEEDS) or self.state in FAILED_LIKE else ""
 
     @property
     def need_line(self) -> str:
@@ -165,12 +167,15 @@ def classify(row: JobRow, st: ConsoleState, pid: int | None) -> tuple[str, str]:
         return COMPLETED, "completed"
     if st.needs is not None and st.needs.reason == "crashed" and not st.ended:
         return NEEDS, "needs"  # it crashed before it could record its end: resume it
+    if row.status == GAVE_UP or st.outcome == GAVE_UP:
+        return NEEDS, "needs"  # the agent gave up: the operator decides (resume it once the cause is fixed)
     if row.status in ("running", "awaiting approval", NEEDS) or row.status == INTERRUPTED:
         return INTERRUPTED, "interrupted"  # no process holds the lock: it died, or was killed
     if row.status == "stopped":
         return STOPPED, "stopped"
     if row.status in FAILED_LIKE:
-        return row.status, "failed"
+        # The store's word ("out of budget" says more); the work is not done but the run can go on.
+        return row.status, "failed" if row.status == FAILED else "stopped"
     return (row.status or FAILED), "failed"
 
 

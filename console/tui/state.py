@@ -43,6 +43,10 @@ def need_label(reason: str) -> str:
     return safe_text(needs.label(reason), one_line=True)
 
 
+# A run's outcome (console.engine.events.Outcome) as the status line and the fleet say it.
+OUTCOME_SHOWN = {"completed": "completed", "gave_up": "gave up", "incomplete": "incomplete", "failed": "failed"}
+
+
 @dataclass(frozen=True)
 class Need:
     """What the run waits for its operator about (a ``needs_operator`` event; console.engine.needs)."""
@@ -171,7 +175,7 @@ class ConsoleState:
         self.first_started: datetime | None = None
         self.last_ts: datetime | None = None
         self.ended_at: datetime | None = None
-        self.outcome: str | None = None  # completed | stopped | failed
+        self.outcome: str | None = None  # completed | gave up | incomplete | stopped | failed (OUTCOME_SHOWN)
         self.outcome_detail = ""
         self.paused = False
         self.stopping = False
@@ -413,6 +417,8 @@ class ConsoleState:
         assert p is not None
         if e.reason == "job_complete":
             self._end(e, "completed", e.detail)
+        elif e.reason == "gave_up":
+            self._end(e, "gave up", e.detail)
         elif e.reason == "user_shutdown":
             self._end(e, "stopped", e.detail or "stopped by the operator")
         elif e.reason != "context_full":
@@ -423,10 +429,22 @@ class ConsoleState:
 
     def _run_ended(self, e: ev.RunEnded) -> set[str]:
         self.last_event = present.describe(e)
-        if self.needs is not None:  # the run is over: nothing waits for the operator in it any more
+        out = set()
+        if e.outcome is not None:
+            # The run's own verdict (an older log has none: its sessions' ends said what they could).
+            shown = OUTCOME_SHOWN.get(e.outcome, e.outcome)
+            if e.outcome == "incomplete" and e.reason == "user_shutdown":
+                shown = "stopped"
+            if self.outcome != shown:
+                self.outcome = None  # the run's verdict overrides what a session's end suggested
+                self._end(e, shown, self.outcome_detail if shown == "completed" else
+                          (e.detail or present.outcome_text(e.outcome, e.reason)))
+                out.add(STATUS)
+        if self.needs is not None and not (e.outcome == "gave_up" and self.needs.reason == "gave_up"):
+            # The run is over: nothing waits for the operator in it any more (but an agent that gave up does).
             self.needs = None
-            return {STATUS, RESTART}
-        return set()
+            return out | {STATUS, RESTART}
+        return out
 
     # -- context ----------------------------------------------------------------------------
     def _masked(self, e: ev.ContextMasked) -> set[str]:

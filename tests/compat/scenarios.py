@@ -234,7 +234,7 @@ def _tool_result_on_wire(out: Outcome, index: int, call_id: str) -> tuple[str, b
 def _stops_refused(out: Outcome) -> None:
     blocked = out.of("completion_blocked")
     assert [b["stop_reason"] for b in blocked] == ["job_complete", "end_turn"]
-    assert all(b["checker"] == "plan" and "main_plan.md does not exist" in b["feedback"] for b in blocked)
+    assert all(b["checker"] == "plan" and "the bootstrap is not finished" in b["feedback"] for b in blocked)
     assert [b["blocks"] for b in blocked] == [1, 2]
     # The refusals reach the agent: job_complete's as the call's error result, the bare stop's as a message.
     refused_call = out.prompts[1].messages[-1]

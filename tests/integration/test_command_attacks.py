@@ -26,6 +26,9 @@ from console.engine.tools.confine import Bwrap
 from tests.commands_support import PY, PY_HOME, alive
 
 pytestmark = pytest.mark.usefixtures("bwrap")
+# Each script ends with a free stop (type = "none") of a job whose plan was never done: the run ends, honestly,
+# incomplete (exit 1). What these tests check is what the commands could do, and what the operator was told.
+INCOMPLETE = 1
 
 JOB_TOML = """
 [guardrails.completion]
@@ -73,7 +76,7 @@ def events_of(paths: JobPaths, kind: type[ev.EventBase]) -> list[Any]:
 def test_the_header_says_what_a_command_sees_and_its_bounds(make_job, tmp_path, capsys, bwrap: Bwrap) -> None:
     paths = hostile_job(make_job, "", extra='[sandbox]\nmemory_mb = 512\nnetwork = true\n'
                                            f'read_only = ["{PY_HOME}"]')
-    assert play(paths, tmp_path, write_and_run("echo hi")) == 0
+    assert play(paths, tmp_path, write_and_run("echo hi")) == INCOMPLETE
     [head] = events_of(paths, ev.CommandSandbox)
     assert head.mode == "confined" and head.tool == bwrap.label and head.commands == ["run"]
     assert head.network and head.read_only == [PY_HOME] and head.limits["memory_mb"] == 512
@@ -100,7 +103,7 @@ def test_reading_the_operators_secrets_finds_nothing(make_job, tmp_path, monkeyp
     program = "".join(f'cat "{t}" 2>/dev/null && echo "READ {t}"; ls "{t}" >/dev/null 2>&1 && echo "SAW {t}"\n'
                       for t in targets) + "echo scanned\n"
     paths = hostile_job(make_job, program)
-    assert play(paths, tmp_path, write_and_run(program)) == 0
+    assert play(paths, tmp_path, write_and_run(program)) == INCOMPLETE
     [result] = results(paths)
     assert result.content == "exit code 0\nscanned", result.content
     assert "SECRET" not in paths.events.read_text()
@@ -119,7 +122,7 @@ def test_a_fork_bomb_tmp_and_shm_and_the_folder_are_bounded(make_job, tmp_path, 
     paths = hostile_job(make_job, program, extra="[sandbox]\nprocesses = 64\ntmp_mb = 8\nshm_mb = 8\n"
                                                  "[limits]\nmax_job_mb = 20\n")
     started = time.monotonic()
-    assert play(paths, tmp_path, write_and_run(program)) == 0
+    assert play(paths, tmp_path, write_and_run(program)) == INCOMPLETE
     assert time.monotonic() - started < 25
     [result] = results(paths)
     text = result.content
@@ -136,7 +139,7 @@ def test_a_grandchild_never_outlives_the_call_or_the_run(make_job, tmp_path, cap
     program = f"(setsid sh -c 'sleep {marker}' &)\n(setsid sh -c 'sleep {marker}' &) &\necho left\nsleep 60\n"
     paths = hostile_job(make_job, program, timeout=1)
     try:
-        assert play(paths, tmp_path, write_and_run(program), *flags) == 0
+        assert play(paths, tmp_path, write_and_run(program), *flags) == INCOMPLETE
         assert results(paths)[0].content.startswith("timed out after 1 s (killed)\nleft")
         assert alive(marker) == []
     finally:
@@ -155,7 +158,7 @@ def test_host_unix_sockets_cannot_be_reached(make_job, tmp_path, capsys) -> None
     with socket.socket(socket.AF_UNIX) as server:
         server.bind(path)
         server.listen(1)
-        assert play(paths, tmp_path, write_and_run(program)) == 0
+        assert play(paths, tmp_path, write_and_run(program)) == INCOMPLETE
     [result] = results(paths)
     assert "CONNECTED" not in result.content and "No such file or directory" in result.content
 
@@ -167,7 +170,7 @@ def test_without_bubblewrap_every_call_is_refused_and_the_operator_told(make_job
     monkeypatch.setattr(confine, "_found", {})
     program = "touch ran\n"
     paths = hostile_job(make_job, program)
-    assert play(paths, tmp_path, write_and_run(program, runs=2)) == 0
+    assert play(paths, tmp_path, write_and_run(program, runs=2)) == INCOMPLETE
     assert not (paths.root / "ran").exists()
     assert all(r.content.startswith("run was not run: its sandbox could not be set up") for r in results(paths))
     assert len(results(paths)) == 2
@@ -191,7 +194,7 @@ def test_a_bubblewrap_that_fails_for_a_moment_refuses_one_call_only(make_job, tm
     monkeypatch.setattr(confine, "_found", {})
     program = "echo ran >> ran.txt; echo ran\n"
     paths = hostile_job(make_job, program)
-    assert play(paths, tmp_path, write_and_run(program, runs=2)) == 0
+    assert play(paths, tmp_path, write_and_run(program, runs=2)) == INCOMPLETE
     first, second = results(paths)
     [head] = events_of(paths, ev.CommandSandbox)
     # The start's own probe failed (the header says so); the first call proves it again, and runs.
@@ -203,7 +206,7 @@ def test_a_bubblewrap_that_fails_for_a_moment_refuses_one_call_only(make_job, tm
 def test_unconfined_only_when_the_operator_says_so_and_the_header_says_it(make_job, tmp_path, capsys) -> None:
     program = "ls /root >/dev/null 2>&1 && echo sees-everything\n"
     paths = hostile_job(make_job, program)
-    assert play(paths, tmp_path, write_and_run(program), "--unconfined") == 0
+    assert play(paths, tmp_path, write_and_run(program), "--unconfined") == INCOMPLETE
     [head] = events_of(paths, ev.CommandSandbox)
     assert head.mode == "unconfined" and "UNCONFINED" in head.text
     assert results(paths)[0].content == "exit code 0\nsees-everything"

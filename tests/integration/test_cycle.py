@@ -137,11 +137,12 @@ def test_premature_stop_is_blocked_then_asks_the_operator_whose_stop_ends_it(mak
     assert "tried to stop 6 times" in result.detail and "max_completion_blocks = 5" in result.detail
     evs = events_of(paths)
     blocked = [e for e in evs if isinstance(e, ev.CompletionBlocked)]
-    assert [b.blocks for b in blocked] == [1, 2, 3, 4, 5, 6] and {b.checker for b in blocked} == {"plan"}
+    # Nothing declared: seed 000's protocol refuses, under its own name.
+    assert [b.blocks for b in blocked] == [1, 2, 3, 4, 5, 6] and {b.checker for b in blocked} == {"protocol"}
     assert {b.stop_reason for b in blocked} == {"end_turn"}
     (asked,) = [e for e in evs if isinstance(e, ev.NeedsOperator)]
     assert asked.reason == "completion_refused" and asked.paused
-    assert any(line.startswith("plan: ") for line in asked.evidence)
+    assert any(line.startswith("protocol: ") for line in asked.evidence)
     assert sup.store.get(paths.root).status == "incomplete"
 
 

@@ -114,7 +114,8 @@ def test_refused_stops_past_the_cap_ask_resume_gives_the_full_count_again(make_j
     blocked = [e.blocks for e in evs if isinstance(e, ev.CompletionBlocked)]
     assert blocked == [1, 2, 3, 1, 2, 3]  # resumed: the full max_completion_blocks again
     assert [a.reason for a in asked] == ["completion_refused", "completion_refused"]
-    assert asked[0].evidence[0].startswith("plan: ") and asked[0].evidence[-1].endswith("(max_completion_blocks = 2)")
+    assert asked[0].evidence[0].startswith("protocol: ")
+    assert asked[0].evidence[-1].endswith("(max_completion_blocks = 2)")
     told = [m for m in provider.requests[3].messages if m.meta.get("kind") == "operator_notice"]
     assert len(told) == 1 and "reviewed the refused stops" in told[0].content
     last_refusal = [m for m in provider.requests[3].messages if m.meta.get("kind") == "completion_blocked"][-1]
@@ -334,7 +335,7 @@ def test_a_spend_limit_asks_a_kill_while_it_waits_loses_no_grant_and_stop_ends_o
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert code == 1 and "budget_exhausted" in err and "Traceback" not in err, err
+    assert code == 1 and "incomplete: out of budget" in err and "Traceback" not in err, err
     evs = logged(paths)
     assert [e["budget"] for e in evs if e["type"] == "budget_exhausted"] == ["tokens", "tokens"]  # once per limit
     replies = [e["turn"] for e in evs if e["type"] == "assistant_message"]

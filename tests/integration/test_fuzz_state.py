@@ -458,7 +458,9 @@ def judge(case: Case, base: Base, result: RunResult) -> None:
     named = {_norm(e.file) for e in recovered}
     # 1. The run ended cleanly: job_complete, or a reason in the operator's words (never an internal error).
     assert "internal error" not in result.detail, result.detail
-    assert result.reason in (ShutdownReason.JOB_COMPLETE, ShutdownReason.USER_SHUTDOWN), result
+    # (A demo agent whose conversation was lost may give up: it no longer sees the work it did, and says so.)
+    assert result.reason in (ShutdownReason.JOB_COMPLETE, ShutdownReason.USER_SHUTDOWN, ShutdownReason.GAVE_UP), \
+        result
     crashes = [e.message for e in evs if isinstance(e, ev.ErrorEvent) and e.where in ("supervisor", "tool")]
     assert not crashes, crashes
     # 2. The event log: every line is JSON (jq reads it), every event it reports is a file that exists.

@@ -37,6 +37,10 @@ command = ["true"]
 """
 
 
+# The scripts end with a free stop of a job whose plan was never done: incomplete, honestly (exit 1).
+INCOMPLETE = 1
+
+
 def play(paths: JobPaths, tmp_path: Path, script: list[dict[str, Any]]) -> int:
     file = tmp_path / f"script-{uuid.uuid4().hex[:6]}.json"
     file.write_text(json.dumps(script))
@@ -104,7 +108,7 @@ def test_the_tools_a_guardrail_names_may_be_builtins_or_the_jobs_commands(make_j
         '[guardrails.completion]\ntype = "none"\n[[guardrails.policies]]\ntype = "sequential"\n'
         'dependencies = { publish = ["test", "read_file"], job_complete = ["publish"] }\n' + COMMANDS)
     assert play(paths, tmp_path, [turn(("publish", {})), turn(("test", {}), ("read_file", {"path": "instructions.md"})),
-                                  turn(("publish", {})), {"text": "done"}]) == 0
+                                  turn(("publish", {})), {"text": "done"}]) == INCOMPLETE
     log = list(ev.read_events(paths.events))
     [denied] = [e for e in log if isinstance(e, ev.ToolDenied)]
     assert denied.tool == "publish" and "requires test and read_file" in denied.reason
@@ -119,7 +123,7 @@ def test_append_to_an_existing_unread_file_is_denied_until_it_is_read(make_job, 
     append = ("append_file", {"path": "notes.md", "content": "the agent's line"})
     script = [turn(append), turn(("read_file", {"path": "notes.md"})), turn(append),
               turn(("append_file", {"path": "new.md", "content": "a new file is free"})), {"text": "done"}]
-    assert play(paths, tmp_path, script) == 0
+    assert play(paths, tmp_path, script) == INCOMPLETE
     log = list(ev.read_events(paths.events))
     [denied] = [e for e in log if isinstance(e, ev.ToolDenied)]
     assert (denied.tool, denied.policy) == ("append_file", "read_before_write")

@@ -179,8 +179,8 @@ def test_job_complete_on_turn_1_is_refused_and_the_run_ends_non_zero(make_job, c
     evs = events(paths)
     assert not [e for e in evs if isinstance(e, ev.JobCompleted)]
     (blocked,) = [e for e in evs if isinstance(e, ev.CompletionBlocked)]
-    assert blocked.checker == "plan" and blocked.stop_reason == "job_complete"
-    assert "main_plan.md does not exist" in blocked.feedback
+    assert blocked.checker == "protocol" and blocked.stop_reason == "job_complete"
+    assert "the bootstrap is not finished" in blocked.feedback
     assert not (paths.state / "outcome.json").exists()
 
 
@@ -237,12 +237,15 @@ def test_the_plan_checker_names_at_most_three_tasks(make_job, clock, tmp_path) -
 
 
 def test_type_none_allows_a_free_stop(make_job, clock, tmp_path) -> None:
+    """The stop is free (seed 002: no checker); the outcome is still what the record shows: nothing done."""
     paths = make_job()
     sup, result, _ = run(paths, [T(text="I am done.")], clock, tmp_path,
                          guardrails=guardrails(completion={"type": "none"}))
-    assert result.reason is ShutdownReason.AGENT_STOPPED and result.ok
+    assert result.reason is ShutdownReason.AGENT_STOPPED and not result.ok and result.ended == "incomplete"
     assert not [e for e in events(paths) if isinstance(e, ev.CompletionBlocked)]
-    assert sup.store.get(paths.root).status == "agent stopped"
+    assert sup.store.get(paths.root).status == "incomplete"
+    (end,) = [e for e in events(paths) if isinstance(e, ev.RunEnded)]
+    assert end.outcome == "incomplete"
 
 
 # -- budgets --------------------------------------------------------------------------------------------
@@ -397,7 +400,7 @@ def test_guardrails_status_describes_what_guards_the_run(make_job, clock, tmp_pa
     status = [e for e in events(paths) if isinstance(e, ev.GuardrailsStatus)][-1]
     assert [p.name for p in status.policies] == ["read_before_write"]
     assert [f.name for f in status.feedback] == ["Deadline", "Stuck"]
-    assert status.checker == "plan" and status.verdict.startswith("incomplete")
+    assert status.checker.startswith("protocol") and status.verdict.startswith("incomplete")
     assert status.budget_tokens == 3_000_000 and status.tokens_used > 0
     assert status.deadline_at is not None
     assert status.deadline_at - clock.now() < timedelta(minutes=45)

@@ -19,6 +19,7 @@ from typing import Any
 from console.cli import main
 from console.engine import events as ev
 from console.engine.job import JobPaths
+from console.outcome import EXIT_RUN_FAILED
 from tests.conftest import REPO
 
 # The peak is this process's own VmHWM: ru_maxrss survives fork and exec, so under a long pytest process (the
@@ -71,7 +72,7 @@ def test_hostile_search_patterns_are_refused_or_bounded(make_job, tmp_path) -> N
                           cwd=REPO, env=os.environ.copy(), capture_output=True, text=True, timeout=600)
     assert out.exists(), proc.stderr[-3000:]
     child = json.loads(out.read_text())
-    assert child["code"] == 0, proc.stderr[-3000:]
+    assert child["code"] == 1, proc.stderr[-3000:]  # a free stop of an unfinished job: incomplete
     got = results(paths, "search_files")
     assert len(got) == len(attacks)
     for (pattern, expected), result in zip(attacks, got, strict=True):
@@ -96,14 +97,14 @@ def test_a_whole_last_event_without_its_newline_is_kept_at_resume(make_job, tmp_
     paths = make_job()
     first = [turn(("read_file", {"path": "instructions.md"})), {"error": "the model went away"}]
     assert main(["run", str(paths.root), "--headless", "--in-place", "--script",
-                 str(script_file(tmp_path, first))]) == 1
+                 str(script_file(tmp_path, first))]) == EXIT_RUN_FAILED
     data = paths.events.read_bytes()
     assert data.endswith(b"\n")
     last = data.rstrip(b"\n").rsplit(b"\n", 1)[-1]
     paths.events.write_bytes(data[:-1])  # a whole event, its newline lost
     second = [turn(("list_files", {})), {"error": "gone again"}]
     assert main(["run", str(paths.root), "--headless", "--in-place", "--script",
-                 str(script_file(tmp_path, second))]) == 1
+                 str(script_file(tmp_path, second))]) == EXIT_RUN_FAILED
     lines = _lines(paths)
     assert lines[-1] == b""  # the file ends with a newline
     parsed = [json.loads(line) for line in lines[:-1]]  # jq: every line is JSON
@@ -117,14 +118,14 @@ def test_a_half_written_last_line_is_still_cut_at_resume(make_job, tmp_path) -> 
     paths = make_job()
     first = [turn(("read_file", {"path": "instructions.md"})), {"error": "the model went away"}]
     assert main(["run", str(paths.root), "--headless", "--in-place", "--script",
-                 str(script_file(tmp_path, first))]) == 1
+                 str(script_file(tmp_path, first))]) == EXIT_RUN_FAILED
     before = _lines(paths)[:-1]
     torn = b'{"type":"turn_started","ts":"2026-01-01T00:00:00Z","seq":'
     with paths.events.open("ab") as fh:
         fh.write(torn)
     second = [turn(("list_files", {})), {"error": "gone again"}]
     assert main(["run", str(paths.root), "--headless", "--in-place", "--script",
-                 str(script_file(tmp_path, second))]) == 1
+                 str(script_file(tmp_path, second))]) == EXIT_RUN_FAILED
     lines = _lines(paths)
     assert lines[-1] == b"" and all(json.loads(line) for line in lines[:-1])
     assert lines[: len(before)] == before and not any(torn in line for line in lines)

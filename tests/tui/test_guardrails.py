@@ -103,7 +103,7 @@ def test_the_feedback_pane_shows_blocks_and_notices_newest_at_the_bottom(make_jo
         lines = pane.plain_lines()
         text = flat(lines)  # lines wrap at 80 columns
         assert "⊗ denied write_file by read_before_write: report.md exists and was not read first" in text
-        assert "↩ stop refused by plan (1/5): 3 tasks left" in text
+        assert "↩ stop refused by plan (1 of 5): 3 tasks left" in text
         assert "14:07:45 ◆ Deadline warning turn 7, call 12" in text
         assert "-> Prioritize completing critical remaining work." in text
         assert "· AGENTS.md appeared after call 11" in text
@@ -130,14 +130,14 @@ def test_the_conversation_marks_denials_refused_stops_and_feedback(make_job):
         text = flat(app.conversation.plain_lines())
         assert "⊗ denied by read_before_write: report.md exists and was not read first" in text
         assert "✗ Denied" not in text  # not shown as an ordinary failed call
-        assert ("↩ stop refused by plan (1/5): 3 tasks left: Write digest.md, Check digest.md, Record a note; the "
+        assert ("↩ stop refused by plan (1 of 5): 3 tasks left: Write digest.md, Check digest.md, Record a note; the "
                 "agent was told to continue") in text
         assert "◆ feedback from Deadline (warning): The work so far took 5 minutes." in text
         assert "◆ feedback from AGENTS.md (info)" in text
         assert "◆ feedback from stuck (caution)" in text and "⚠ Stuck" not in text  # said once
         assert "◷ deadline passed: 8 minutes since the job started, deadline 8 minutes; the agent was told" in text
         assert "↷ job_complete accepted without the completion check: the deadline passed" in text
-        assert "▸ job_complete summary=done ↩ refused (1/5): the job is not complete" in text
+        assert "▸ job_complete summary=done ↩ refused (1 of 5): the job is not complete" in text
         # The feedback line sits where the agent got it: after the turn's tool calls.
         assert text.index("▸ job_complete") < text.index("◆ feedback from Deadline")
         await pilot.press("E")

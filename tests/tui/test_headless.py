@@ -30,7 +30,7 @@ def test_guardrail_events_are_one_line_each_under_their_turn():
     assert lines[turn + 1:turn + 6] == [
         "        » Writing the report.",  # the model's text, under its turn's calls
         "  ⊗ denied write_file by read_before_write: report.md exists and was not read first",
-        "  ↩ stop refused by plan (1/5): 3 tasks left: Write digest.md, Check digest.md, Record a note; the agent "
+        "  ↩ stop refused by plan (1 of 5): 3 tasks left: Write digest.md, Check digest.md, Record a note; the agent "
         "was told to continue",
         "  ◆ feedback from Deadline (warning): The work so far took 5 minutes. You have 3 minutes remaining.",
         "  ◆ feedback from AGENTS.md (info): AGENTS.md detected. Follow the conventions defined within.",
@@ -60,7 +60,7 @@ def test_agent_text_cannot_break_or_colour_a_line():
     assert lines == [
         "  ⊗ denied write_file by read_before_write: a.md exists and\\x1b[31m was not read",
         "  ◆ feedback from Deadline (caution): line one line two",
-        "  ↩ stop refused by plan (2/5): left: - a - b; the agent was told to continue",
+        "  ↩ stop refused by plan (2 of 5): left: - a - b; the agent was told to continue",
         "  ⚠ stuck: no progress for 5 turns (loop)",
         "  ↩ stop refused: the agent tried to stop before job_complete; the agent was told to continue",
         "  ◷ token budget spent (1.2k of 1.0k); the run pauses and asks its operator",
@@ -307,4 +307,4 @@ def test_a_turn_cut_by_a_kill_keeps_its_line_and_the_end_is_said_in_logs():
     for e in log.events:
         story(e)
     assert out.getvalue().splitlines()[-1] == (
-        "run k3f9q ended: user_shutdown after 2 sessions (interrupted by SIGTERM)")
+        "run k3f9q ended: stopped after 2 sessions (interrupted by SIGTERM)")

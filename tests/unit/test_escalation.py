@@ -190,7 +190,8 @@ def test_refused_stops_past_the_cap_ask_with_the_checkers_reasons_and_the_answer
     ask = enf.completion_ask()
     assert ask is not None and ask.reason == "completion_refused"
     assert ask.message.startswith("the agent tried to stop 3 times with the job incomplete. Resume gives it 2 more")
-    assert ask.evidence[0].startswith("plan: ") and "Write the report" in ask.evidence[0]
+    # Nothing declared: seed 000's protocol refused, with the record's words.
+    assert ask.evidence[0].startswith("protocol: ") and "main_plan.md" in ask.evidence[0]
     assert ask.evidence[-1] == "3 refused stops without a completed todo (max_completion_blocks = 2)"
     enf.record_ask(ask)
     assert enf.completion_ask() is None  # asked: not again while it waits

@@ -15,7 +15,6 @@ from console.engine.guardrails import (
     FileExistsChecker,
     GuardrailsConfig,
     GuardrailState,
-    PlanBasedChecker,
     ReadBeforeWritePolicy,
     SequentialDependencyPolicy,
     StaticFeedbackProvider,
@@ -104,7 +103,8 @@ def test_the_default_guardrails() -> None:
     assert guardrails.gate.policies == ()
     [config] = guardrails.feedback.configs
     assert isinstance(config.provider, StuckDetector) and config.trigger.every_n_calls == 1
-    assert isinstance(guardrails.checker, PlanBasedChecker)
+    # Seed 002's default: no checker is declared; seed 000's protocol decides (Guardrails.check_completion).
+    assert guardrails.checker is None and not guardrails.free_stop and guardrails.low_confidence == 0.5
     assert guardrails.budgets == Budgets(None, None)
     assert guardrails.max_completion_blocks == 5
     assert guardrails.deadline() is None

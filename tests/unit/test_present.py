@@ -36,8 +36,24 @@ CASES: list[tuple[ev.EventBase, str, str, str, str]] = [
      "■", "session-end", "error", "session 2 ended: max_turns after 1 turn (100 turns)"),
     (make(ev.SessionEnded, reason="job_complete", turns=45, detail="done"),
      "■", "session-end", "success", "session 2 ended: job_complete after 45 turns"),
+    # A log from before outcomes: what ended it, in words.
     (make(ev.RunEnded, reason="user_shutdown", sessions=2),
-     "■", "run-end", "warning", "run ended: user_shutdown after 2 sessions"),
+     "■", "run-end", "warning", "run ended: stopped after 2 sessions"),
+    # The outcome first, then what ended it when that says more.
+    (make(ev.RunEnded, reason="user_shutdown", sessions=2, outcome="incomplete"),
+     "■", "run-end", "warning", "run ended: incomplete (stopped) after 2 sessions"),
+    (make(ev.RunEnded, reason="job_complete", sessions=1, outcome="completed"),
+     "■", "run-end", "success", "run ended: completed after 1 session"),
+    (make(ev.RunEnded, reason="gave_up", sessions=1, outcome="gave_up"),
+     "■", "run-end", "warning", "run ended: the agent gave up after 1 session"),
+    (make(ev.RunEnded, reason="budget_exhausted", sessions=1, outcome="completed"),
+     "■", "run-end", "success", "run ended: completed (out of budget) after 1 session"),
+    (make(ev.RunEnded, reason="error", sessions=3, outcome="failed"),
+     "■", "run-end", "error", "run ended: failed (an error) after 3 sessions"),
+    (make(ev.JobGaveUp, summary="cannot reach the API", confidence=0.1, notes="the key is revoked",
+          unmet=["2 todos are not done"]),
+     "⚐", "gave-up", "warning", "the agent gave up (confidence 0.10): cannot reach the API; notes: the key is "
+                                "revoked"),
     (make(ev.ModelRetry, turn=3, attempt=2, delay_s=8.0, cause="rate limited", message="429", discarded_chars=1200),
      "⧗", "retry", "caution", "model call failed: rate limited; retrying in 8 s, attempt 2: 429; the partial reply "
                               "(1,200 chars) was discarded"),
@@ -80,7 +96,12 @@ CASES: list[tuple[ev.EventBase, str, str, str, str]] = [
      "restart denied (operator); the run ends; it can be resumed later (run --in-place)"),
     (make(ev.CompletionBlocked, reason="r", feedback="2 tasks left", checker="plan", stop_reason="end_turn",
           blocks=1, max_blocks=5), "↩", "blocked", "caution",
-     "stop refused by plan (1/5): 2 tasks left; the agent was told to continue"),
+     "stop refused by plan (1 of 5): 2 tasks left; the agent was told to continue"),
+    # Past the bound: never "(6/5)".
+    (make(ev.CompletionBlocked, reason="r", feedback="2 tasks left", checker="protocol", stop_reason="end_turn",
+          blocks=6, max_blocks=5), "↩", "blocked", "caution",
+     "stop refused by protocol (over the 5 allowed: the operator is asked): 2 tasks left; the agent was told to "
+     "continue"),
     (make(ev.CompletionBypassed, budget="cost", stop_reason="end_turn"), "↷", "bypassed", "warning",
      "a turn without a tool call accepted without the completion check: the money budget is spent"),
     (make(ev.BudgetExhausted, budget="deadline", limit=480.0, used=481.0), "◷", "budget", "warning",

@@ -42,9 +42,10 @@ Attendees: Ana, Bo. The team reviewed the release.
 def test_a_job_it_cannot_do_gets_notes_saying_so_and_confidence_zero(make_job, run_job) -> None:
     paths = make_job(instructions=TRANSLATE, files={"greeting.txt": "Hello, dear friends.\n"})
     _, result = run_job(paths)
-    assert result.ok, result.detail
+    # A job it cannot do: it gives up (seed 000's unrecoverable case), honestly, and the operator is asked.
+    assert (result.ended, result.reason.value) == ("gave_up", "gave_up"), result.detail
     out = result.outcome
-    assert out.confidence == 0.0
+    assert out.confidence == 0.0 and out.gave_up
     assert out.deliverables == []  # nothing real was produced: nothing is claimed
     assert "could not do this job" in out.summary and "no AI" in out.summary and "produced nothing real" in out.summary
     assert "greeting_fr.txt, notes.md" in out.summary
@@ -68,7 +69,8 @@ def test_a_job_it_cannot_do_gets_notes_saying_so_and_confidence_zero(make_job, r
 def test_part_done_lowers_the_confidence_and_claims_only_the_real_work(make_job, run_job) -> None:
     paths = make_job(instructions=MEETING, files={"meeting.md": MEETING_NOTES})
     _, result = run_job(paths)
-    assert result.ok, result.detail
+    # Half done: its confidence (0.42) is below low_confidence (0.5), so it is the agent giving up, not a completion.
+    assert result.ended == "gave_up" and not result.ok, result.detail
     out = result.outcome
     assert out.deliverables == ["action_items.md"]
     assert 0 < out.confidence < 0.85 and out.confidence == round(0.85 / 2, 2)

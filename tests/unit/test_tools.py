@@ -262,15 +262,24 @@ def test_workspace_summary_format(rt) -> None:
 
 def test_job_complete_checks_deliverables_and_records(rt) -> None:
     bad = call(rt, "job_complete", summary="s", deliverables=["nope.md"], confidence=0.5)
-    assert not bad.ok and "nope.md" in bad.content and rt.outcome is None
-    # The default completion check (the plan) refuses a job that has no plan yet: the stop is this call's error.
+    assert not bad.ok and "nope.md does not exist" in bad.content and rt.outcome is None
+    (rt.paths.root / "empty.md").write_text("")
+    empty = call(rt, "job_complete", summary="s", deliverables=["empty.md"], confidence=0.9)
+    assert not empty.ok and "empty.md is empty" in empty.content
+    # Seed 000's protocol (nothing declared) refuses a job whose bootstrap is not done: this call's error.
     early = call(rt, "job_complete", summary="Done", deliverables=["a.md"], confidence=0.92)
     assert not early.ok and not early.end_session and rt.outcome is None
-    assert "job_complete was refused" in early.content and "main_plan.md does not exist" in early.content
+    assert "job_complete was refused" in early.content and "the bootstrap is not finished" in early.content
     (blocked,) = [e for e in rt.seen if e.type == "completion_blocked"]
-    assert (blocked.checker, blocked.stop_reason, blocked.blocks, blocked.max_blocks) == ("plan", "job_complete", 1, 5)
-    rt.guardrails.checker = None  # [guardrails.completion] type = "none": a free stop
+    assert (blocked.checker, blocked.stop_reason, blocked.blocks, blocked.max_blocks) == (
+        "protocol", "job_complete", 1, 5)
+    rt.guardrails.free_stop = True  # [guardrails.completion] type = "none": a free stop
     out = call(rt, "job_complete", summary="Done", deliverables=["a.md"], confidence=0.92, notes="3 flagged")
+    assert out.ok and out.end_session
+    (done,) = [e for e in rt.seen if e.type == "job_completed"]
+    assert (done.summary, done.deliverables, done.confidence, done.notes) == ("Done", ["a.md"], 0.92, "3 flagged")
+    # The agent's word, not the record's: the event says what is left (the run will end incomplete).
+    assert done.unmet and "bootstrap" in done.unmet[0]
     assert out.ok and out.end_session
     (done,) = [e for e in rt.seen if e.type == "job_completed"]
     assert (done.summary, done.deliverables, done.confidence, done.notes) == ("Done", ["a.md"], 0.92, "3 flagged")

@@ -34,6 +34,8 @@ class ArchivedList(BaseModel):
     phase_name: str = ""
     phase_number: int | str = "?"
     kind: str = ""
+    transition: str = ""
+    archived_at: str = ""
     note: str = ""
     items: list[ArchivedItem] = Field(default_factory=list)
 

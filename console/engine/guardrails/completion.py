@@ -18,8 +18,6 @@ from typing import Any, Protocol, runtime_checkable
 from console.engine.guardrails.policies import World
 from console.engine.job import one_line
 
-MAX_TITLES = 3  # seed: "Plan checker limits to 3 task titles"
-
 
 @dataclass(frozen=True)
 class TaskCompletionResult:
@@ -42,9 +40,9 @@ class TaskCompletionContext:
     world: World
     tentative_output: Any = None
     open_tasks: tuple[str, ...] = ()  # the active todo list's unfinished items, in order
-    plan_exists: bool = True
-    phases_left: tuple[str, ...] = ()  # titles of main_plan.md phases not done
-    plan_problem: str | None = None  # main_plan.md exists but cannot be read or parsed
+    # What the harness's own record of the work says is not done (console.engine.record.unmet): open todos,
+    # phases no transition closed, a transition under way, no plan. Empty: the plan is done.
+    unmet: tuple[str, ...] = ()
 
 
 @runtime_checkable
@@ -54,11 +52,6 @@ class TaskCompletionChecker(Protocol):
     def check(self, context: TaskCompletionContext) -> TaskCompletionResult: ...
 
     def describe(self) -> str: ...
-
-
-def _titles(items: Sequence[str]) -> str:
-    shown = ", ".join(f"'{one_line(t, 80)}'" for t in items[:MAX_TITLES])
-    return shown + (f" and {len(items) - MAX_TITLES} more" if len(items) > MAX_TITLES else "")
 
 
 def run_checker(checker: TaskCompletionChecker, context: TaskCompletionContext) -> TaskCompletionResult:
@@ -76,37 +69,19 @@ def run_checker(checker: TaskCompletionChecker, context: TaskCompletionContext) 
 
 
 class PlanBasedChecker:
-    """Incomplete while there is no plan, while todos other than the final "Call job_complete()" are open,
-    or while main_plan.md has phases not done. Names at most 3 titles of each."""
+    """Seed 002's plan checker over the session's plan state: here the harness's own record of the work (its
+    todo lists and the phases its transitions closed, never checkboxes edited into main_plan.md). Incomplete
+    while that record says anything is left; names at most 3 titles of each kind."""
 
     def __init__(self, name: str = "plan") -> None:
         self.name = name
 
     def check(self, context: TaskCompletionContext) -> TaskCompletionResult:
-        if not context.plan_exists:
-            open_tasks = [t for t in context.open_tasks if "job_complete" not in t.lower()]
-            todo = f" Open todos: {_titles(open_tasks)}." if open_tasks else ""
-            return TaskCompletionResult.incomplete(
-                "main_plan.md does not exist yet: finish the bootstrap todos (write the plan in main_plan.md, "
-                f"divided into phases) and do the work before finishing.{todo}", self.name)
-        if context.plan_problem:
-            return TaskCompletionResult.incomplete(
-                f"main_plan.md cannot be checked ({one_line(context.plan_problem, 200)}): fix it before "
-                "finishing.", self.name)
-        open_tasks = [t for t in context.open_tasks if "job_complete" not in t.lower()]
-        problems = []
-        if open_tasks:
-            n = len(open_tasks)
-            problems.append(f"{n} todo{'s are' if n != 1 else ' is'} not done: {_titles(open_tasks)}")
-        if context.phases_left:
-            n = len(context.phases_left)
-            problems.append(f"{n} phase{'s' if n != 1 else ''} of main_plan.md "
-                            f"{'are' if n != 1 else 'is'} not done: {_titles(context.phases_left)}")
-        if not problems:
+        if not context.unmet:
             return TaskCompletionResult.ok()
         return TaskCompletionResult.incomplete(
-            "The job is not finished: " + "; ".join(problems) + ". Complete them (todo_complete), or call "
-            "todo_rewind(issue) if the plan must change, before finishing.", self.name)
+            "The job is not finished: " + "; ".join(context.unmet) + ". Complete the tasks (todo_complete after "
+            "each), or call todo_rewind(issue) if the plan must change, before finishing.", self.name)
 
     def describe(self) -> str:
         return self.name if self.name == "plan" else f"{self.name}(plan)"
@@ -155,9 +130,9 @@ class CompositeChecker:
                 failed.append(result)
         if not failed:
             return TaskCompletionResult.ok()
-        feedback = "\n".join(r.feedback or "" for r in failed)
+        feedback = " ".join(r.feedback or "" for r in failed)
         if not self.all_must_pass and len(failed) > 1:
-            feedback = "None of the completion checks passed (any one would do):\n" + feedback
+            feedback = "None of the completion checks passed (any one would do): " + feedback
         return TaskCompletionResult.incomplete(feedback, f"{self.name}/{'+'.join(r.checker or '?' for r in failed)}")
 
     def describe(self) -> str:

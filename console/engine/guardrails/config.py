@@ -387,7 +387,13 @@ class GuardrailsConfig(_Strict):
     stuck_escalate_after: int = Field(default=3, ge=0, le=MAX_ESCALATE_AFTER)
     policies: list[PolicyEntry] = Field(default_factory=list, max_length=MAX_ENTRIES)
     feedback: list[FeedbackEntry] = Field(default_factory=list, max_length=MAX_ENTRIES)
-    completion: CheckEntry = Field(default_factory=PlanCheck)
+    # Nothing declared (seed 002's default): no checker, and seed 000's protocol alone decides (the harness's
+    # record of the work: console.engine.record). A declared checker applies on top of it; "none": free stops.
+    completion: CheckEntry | None = None
+    # A job_complete below this confidence, with notes saying why, is the agent giving up (seed 000:
+    # "Unrecoverable - job_complete() with low confidence and detailed notes"): accepted at any time, the run
+    # ends as gave up and asks its operator.
+    low_confidence: float = Field(default=0.5, ge=0, le=1)
 
     @field_validator("deadline")
     @classmethod
@@ -447,7 +453,9 @@ def build_guardrails(config: GuardrailsConfig) -> Guardrails:
     return Guardrails(
         gate=PolicyGate([e.build() for e in config.policies]),
         feedback=FeedbackRunner(config.feedback_configs()),
-        checker=build_checker(config.completion),
+        checker=None if config.completion is None else build_checker(config.completion),
+        free_stop=isinstance(config.completion, NoneCheck),
+        low_confidence=config.low_confidence,
         budgets=Budgets(config.deadline_seconds, config.budget_tokens, config.budget_usd),
         max_completion_blocks=config.max_completion_blocks,
         stuck_escalate_after=config.stuck_escalate_after,
@@ -455,5 +463,6 @@ def build_guardrails(config: GuardrailsConfig) -> Guardrails:
 
 
 def default_guardrails() -> Guardrails:
-    """No ``[guardrails]`` table: the plan checker and the stuck detector, no policies, no budgets."""
+    """No ``[guardrails]`` table: seed 000's protocol decides completion, the stuck detector, no policies, no
+    budgets."""
     return build_guardrails(GuardrailsConfig())

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from console.engine.guardrails.budgets import Budgets, BudgetState, Deadline, Exhausted
 from console.engine.guardrails.completion import (
+    PlanBasedChecker,
     TaskCompletionChecker,
     TaskCompletionContext,
     TaskCompletionResult,
@@ -41,6 +42,8 @@ from console.engine.guardrails.feedback import MAX_PROVIDERS, FeedbackRunner, Fe
 from console.engine.guardrails.policies import PolicyGate, PolicyState
 
 MAX_COMPLETION_BLOCKS = 1000
+# The name under which seed 000's protocol (the harness's record of the work) refuses a stop.
+PROTOCOL = "protocol"
 
 
 class GuardrailState(BaseModel):
@@ -58,12 +61,18 @@ class GuardrailState(BaseModel):
 
 class Guardrails:
     def __init__(self, *, gate: PolicyGate, feedback: FeedbackRunner, checker: TaskCompletionChecker | None,
-                 budgets: Budgets, max_completion_blocks: int = 5, stuck_escalate_after: int = 3) -> None:
+                 budgets: Budgets, max_completion_blocks: int = 5, stuck_escalate_after: int = 3,
+                 free_stop: bool = False, low_confidence: float = 0.5) -> None:
         if not 1 <= max_completion_blocks <= MAX_COMPLETION_BLOCKS:
             raise ValueError(f"max_completion_blocks must be in [1, {MAX_COMPLETION_BLOCKS}]")
         self.gate = gate
         self.feedback = feedback
+        # The job's declared checker (seed 002), None when it declares none: then seed 000's protocol (the
+        # harness's record of the work) decides alone. ``free_stop``: type = "none", a turn without a tool call
+        # may end the run whatever the record says (the outcome still says what it shows).
         self.checker = checker
+        self.free_stop = free_stop
+        self.low_confidence = low_confidence
         self.budgets = budgets
         self.max_completion_blocks = max_completion_blocks
         self.budget_state = BudgetState()
@@ -112,13 +121,26 @@ class Guardrails:
 
     # -- completion ------------------------------------------------------------------------------------------
     def check_completion(self, context: TaskCompletionContext) -> TaskCompletionResult:
-        """The checker's verdict, fail-closed (a raising checker is incomplete); no checker: a free stop."""
+        """The verdict on a stop, fail-closed (a raising checker is incomplete): seed 000's protocol (the record
+        says nothing is left, ``context.unmet``) and the declared checker, if any."""
+        if context.unmet and not isinstance(self.checker, PlanBasedChecker):
+            # The declared plan checker says the same, in its own name; otherwise the protocol says it.
+            protocol = run_checker(PlanBasedChecker(PROTOCOL), context)
+            if self.checker is None:
+                return protocol
+            declared = run_checker(self.checker, context)
+            if declared.complete:
+                return protocol
+            return TaskCompletionResult.incomplete(f"{protocol.feedback} {declared.feedback}",
+                                                   f"{PROTOCOL}+{declared.checker}")
         return TaskCompletionResult.ok() if self.checker is None else run_checker(self.checker, context)
 
     # -- status ----------------------------------------------------------------------------------------------
     def describe_checker(self) -> str:
-        if self.checker is None:
+        if self.free_stop:
             return "none (free stop)"
+        if self.checker is None:
+            return f"{PROTOCOL} (seed 000: the harness's record of the work)"
         try:
             return str(self.checker.describe())
         except Exception:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field
 
 from console.engine.experiences import MAX_ENTRY_CHARS
+from console.engine.job import one_line
 from console.engine.sandbox import SandboxError
 from console.engine.tools.files import sandbox
 from console.engine.tools.registry import NoArgs, Tool, ToolArgs, ToolOutcome
@@ -56,20 +57,53 @@ def record_experience(rt: Runtime, a: ExperienceArgs) -> ToolOutcome:
                              "phase on.")
 
 
-def job_complete(rt: Runtime, a: JobCompleteArgs) -> ToolOutcome:
-    missing = []
+# A file's modification time may be this much before the job's first start and still count as written during
+# the run: file systems keep times coarser than the clock (FAT: 2 s), and the two clocks are read apart.
+MTIME_SLACK = 2.0
+# Notes that say why the agent gives up: at least a sentence (seed 000: "detailed notes").
+MIN_GIVE_UP_NOTES = 20
+
+
+def deliverable_problems(rt: Runtime, paths: list[str]) -> list[str]:
+    """Each declared deliverable that is not a non-empty file in the job folder written during this job."""
     sb = sandbox(rt)
-    for d in a.deliverables:
+    started = rt.guardrails.budget_state.started_at
+    since = started.timestamp() - MTIME_SLACK if started is not None else None
+    problems = []
+    for d in paths:
+        shown = one_line(d, 200)
         try:
             info = sb.info(sb.check(d))
         except SandboxError:
             info = None
         if info is None or info.kind != "file":
-            missing.append(d[:200])
-    if missing:
-        return ToolOutcome(False, f"job_complete refused: deliverable(s) not found in the job folder: "
-                                  f"{', '.join(missing)}. Create them or list only existing files.")
-    # The stop passes the job's completion checker (seed 002); a refusal is this call's error result.
+            problems.append(f"{shown} does not exist in the job folder")
+        elif info.size == 0:
+            problems.append(f"{shown} is empty")
+        elif since is not None and info.mtime < since:
+            problems.append(f"{shown} was not written during this job (it is older than the job's start)")
+    return problems
+
+
+def job_complete(rt: Runtime, a: JobCompleteArgs) -> ToolOutcome:
+    low = rt.guardrails.low_confidence
+    if a.confidence < low:
+        # Seed 000's unrecoverable case: accepted at any time (a transition under way, a checker saying no), as
+        # long as the notes say why; the run ends as gave up and asks its operator.
+        if len(a.notes.strip()) < MIN_GIVE_UP_NOTES:
+            return ToolOutcome(False, f"job_complete with confidence {a.confidence:g} (below {low:g}) ends the job "
+                                      "as given up: say why in notes (what was tried, what blocks it, what a human "
+                                      "should do), then call it again. If the job can still be done, continue "
+                                      "with the task marked ← CURRENT instead.")
+        rt.give_up(summary=a.summary, deliverables=a.deliverables, confidence=a.confidence, notes=a.notes)
+        return ToolOutcome(True, "Job ended as given up; your operator is asked to look at it. Thank you.",
+                           end_session=True)
+    problems = deliverable_problems(rt, a.deliverables)
+    if problems:
+        return ToolOutcome(False, f"job_complete refused: {'; '.join(problems)}. List only the files this job "
+                                  "produced, once they hold the work.")
+    # Seed 000's protocol (the harness's record shows the plan done) and the job's declared checker (seed 002);
+    # a refusal is this call's error result.
     verdict = rt.guards.check_stop("job_complete", a.model_dump())
     if not verdict.allowed:
         return ToolOutcome(False, verdict.message)
@@ -88,5 +122,7 @@ WORKSPACE_TOOLS: list[Tool] = [
          "failed, a lesson or a pattern that works, so later phases do not repeat a mistake.", ExperienceArgs,
          record_experience, "add to experiences.md (what failed, lessons, what works)"),
     Tool("job_complete", "Signal that the whole job is finished, with a summary, the deliverables' paths, your "
-         "confidence (0-1) and notes.", JobCompleteArgs, job_complete, "finish the job (last todo)"),
+         "confidence (0-1) and notes. Accepted once every todo and phase is done. If the job cannot be done, call "
+         "it with a low confidence and notes saying why: the job ends as given up.", JobCompleteArgs, job_complete,
+         "finish the job (last todo), or give up with a low confidence"),
 ]

@@ -144,7 +144,7 @@ class ToolItem(Item):
     ok: bool = True
     denied: str = ""  # "<policy>: <reason>"
     policy_error: str = ""
-    refused: str = ""  # a job_complete the completion checker refused ("1/5")
+    refused: str = ""  # a job_complete the completion checker refused ("1 of 5")
     masked: bool = False
     expanded: bool = False
     width: int = 0  # set by the pane before rendering: the expanded text wraps to it
@@ -285,7 +285,7 @@ def render_tool(it: ToolItem, width: int = 0) -> Content:
         parts += ["  ", (f"⊗ denied by {policy}:", "bold $text-warning"), " ",
                   (clip(reason, 100 if not it.expanded else 400), "$text-warning")]
     elif it.refused:
-        count = f" ({it.refused})" if "/" in it.refused else ""
+        count = f" ({it.refused})" if it.refused != "yes" else ""
         parts += ["  ", (f"↩ refused{count}: the job is not complete", "bold $text-warning")]
     elif it.result is None:
         parts += ["  ", ("…", "$text-muted")]
@@ -508,7 +508,7 @@ class ConversationPane(ItemView):
             call = next((i for i in reversed([*self.items[-50:], *new]) if isinstance(i, ToolItem)
                          and i.tool == "job_complete"), None)
             if call is not None and not call.refused:
-                call.refused = f"{e.blocks}/{e.max_blocks}" if e.max_blocks else "yes"
+                call.refused = present.refusal_count(e) or "yes"
                 if call not in new:
                     dirty.append(call)
         elif isinstance(e, ev.StuckDetected) and present.stuck_told(self.last_feedback, e):

@@ -31,6 +31,8 @@ STATUS_STYLE = {
     "stopping": "bold $text-warning",
     "completed": "bold reverse $text-success",
     "stopped": "bold $text-warning",
+    "incomplete": "bold $text-warning",
+    "gave up": "bold reverse $text-warning",
     "failed": "bold reverse $text-error",
 }
 TITLE_MAX = 28  # a long job name must leave room for the state
