@@ -75,6 +75,9 @@ def test_the_agent_reads_its_docs_and_cannot_change_them(make_job) -> None:
     script = [T(calls=[C(name="read_file", arguments={"path": "tools/read_file.md"}),
                        C(name="read_file", arguments={"path": "tools/README.md"}), *ATTEMPTS,
                        C(name="generate_workspace_summary"),
+                       C(name="list_files"),
+                       C(name="search_files", arguments={"pattern": "^## Arguments"}),
+                       C(name="search_files", arguments={"pattern": "^## Arguments", "path": "tools"}),
                        C(name="list_files", arguments={"path": "tools"})]),
               T(text="Done.")]
     sup, provider = run(paths, script, guardrails=FREE_STOP)
@@ -85,7 +88,11 @@ def test_the_agent_reads_its_docs_and_cannot_change_them(make_job) -> None:
     assert index.ok and "- [search_files](search_files.md)" in index.content
     for r in refused:
         assert not r.ok and "holds the tool docs, which the harness writes" in r.content, r.content
-    listing = got[-1].content
+    whole, search_all, search_docs, listing = (r.content for r in got[-4:])
+    # The job folder's listing shows the docs as one line, a search of it skips them; asked for, they are there.
+    assert "tools/ (the tool docs, read-only: list_files(path='tools') shows them)" in whole.splitlines()
+    assert "tools/read_file.md" not in whole and "instructions.md (" in whole
+    assert search_all.startswith("No lines match") and "tools/read_file.md:" in search_docs
     assert "tools/read_file.md (" in listing and f"tools/{MARKER} (" in listing
     # On disk exactly what the definitions give; nothing added, nothing changed.
     assert on_disk(paths.root / "tools") == expected_docs(sup, "tools")

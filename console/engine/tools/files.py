@@ -217,6 +217,17 @@ class ListFilesArgs(ToolArgs):
     path: str = Field(default=".", description="Folder in the job folder")
 
 
+# A job has at most 64 commands besides the built-in tools: room for their docs beyond a listing's MAX_LIST.
+MAX_DOCS = 128
+
+
+def docs_prefix(rt: Runtime, base: str) -> str | None:
+    """The prefix of the harness's folder of tool docs ("tools/") when a listing or search of ``base`` would go
+    through it (only a listing or search of that folder itself shows its files), else None."""
+    kept = sandbox(rt).kept_folder
+    return f"{kept}/" if kept and base == "." else None
+
+
 def list_files(rt: Runtime, a: ListFilesArgs) -> str:
     sb = sandbox(rt)
     base = checked(rt, a.path) if a.path.strip() not in ("", ".", "./") else "."
@@ -225,7 +236,15 @@ def list_files(rt: Runtime, a: ListFilesArgs) -> str:
         raise ToolFailure(f"'{a.path}' does not exist.")
     if info.kind == "file":
         return f"{base} ({info.size} bytes)"
-    rows = [f"{f.rel} ({f.size} bytes)" for f in sb.walk(base, limit=MAX_LIST + 1)]
+    rows: list[str] = []
+    docs, n_docs = docs_prefix(rt, base), 0
+    for f in sb.walk(base, limit=MAX_LIST + 1 + MAX_DOCS):
+        if docs and f.rel.startswith(docs):
+            n_docs += 1  # the tool docs: one row, not a file each (list that folder to see them)
+            if n_docs == 1:
+                rows.append(f"{docs} (the tool docs, read-only: list_files(path='{docs[:-1]}') shows them)")
+            continue
+        rows.append(f"{f.rel} ({f.size} bytes)")
     if len(rows) > MAX_LIST:
         return "\n".join([*rows[:MAX_LIST], f"[listing stopped at {MAX_LIST} files]"])
     return "\n".join(rows) if rows else "(no files)"
@@ -396,7 +415,8 @@ def search_files(rt: Runtime, a: SearchFilesArgs) -> str:
     span = max(MIN_SPAN_BYTES, min(MAX_SPAN_BYTES, SEARCH_WORK // max(1, rx.programsize)))
     search = _Search(rx, a.max_results, time.monotonic() + SEARCH_SECONDS, span)
     notes: list[str] = []
-    files = sb.walk(base, limit=MAX_SEARCH_FILES + 1)
+    docs = docs_prefix(rt, base)  # the tool docs would match most searches: searched only when asked for
+    files = [f for f in sb.walk(base, limit=MAX_SEARCH_FILES + 1 + MAX_DOCS) if not (docs and f.rel.startswith(docs))]
     too_big = 0
     for i, f in enumerate(files):
         if i >= MAX_SEARCH_FILES or search.scanned >= MAX_SEARCH_BYTES:
@@ -496,6 +516,7 @@ FILE_TOOLS: list[Tool] = [
          examples=(Example({}, "List the whole job folder"), Example({"path": "data"}, "List the folder data/")),
          errors=(Failure("the path does not exist", "list the job folder ({}) to see what is there"), *PATH_ERRORS),
          rules=(PATHS_RULE, f"At most {MAX_LIST} files are listed; give a sub-folder to see the rest.",
+                "The tool docs folder {folder}/ is one line of the job folder's listing; list it to see its files.",
                 "The harness's state (.console) is never listed; symlinks, pipes and devices are not shown.")),
     Tool("search_files", "Search the job's text files for lines matching a regular expression.",
          SearchFilesArgs, search_files, "grep the job's files with a regex",
@@ -513,5 +534,6 @@ FILE_TOOLS: list[Tool] = [
                 "two lines.",
                 f"Looks at {MAX_SEARCH_FILES:,} files and {MAX_SEARCH_BYTES // 2**20} MB at most, skips binary files "
                 f"and files over {MAX_FILE_BYTES // 2**20} MB, and says where it stopped.",
-                "Each result line is path:line: text, the line number as read_file counts it.")),
+                "Each result line is path:line: text, the line number as read_file counts it.",
+                "Searching the job folder skips the tool docs in {folder}/; give that path to search them.")),
 ]
