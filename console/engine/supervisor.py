@@ -287,8 +287,8 @@ class Supervisor:
         tools = self.registry.tools()
 
         def render(folder: str) -> dict[str, str]:
-            return render_all(tools, DocContext(folder, max_write_mb=getattr(st, "max_write_mb", 4.0),
-                                                max_job_mb=getattr(st, "max_job_mb", 1024.0)))
+            return render_all(tools, DocContext(folder, max_write_mb=st.max_write_mb, max_job_mb=st.max_job_mb,
+                                                commands_confined=not st.commands.unconfined))
 
         result = write_docs(self.paths.root, render)
         self.sandbox.keep_folder(result.folder)

@@ -151,6 +151,8 @@ def test_the_index_lists_every_tool_and_what_holds_for_all() -> None:
     for t in [*BUILTINS, *COMMANDS]:
         assert f"- [{t.name}]({t.doc_name}): " in index
     assert "`tool_docs/<tool>.md`" in index and "read-only" in index and "Denied by" in index
+    assert "commands see it read-only" in index
+    assert "commands see it" not in render_index(BUILTINS, DocContext(commands_confined=False))
 
 
 def test_the_guide_is_one_short_line_per_tool_ending_with_its_doc() -> None:

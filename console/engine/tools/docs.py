@@ -44,6 +44,8 @@ class DocContext:
     folder: str = "tools"
     max_write_mb: float = 4.0
     max_job_mb: float = 1024.0
+    # False when the operator ran the job's commands unconfined (run --unconfined): they can then change anything.
+    commands_confined: bool = True
 
     def fill(self, text: str) -> str:
         """``text`` with the fields {folder}, {max_write_mb} and {max_job_mb} filled in and "{{" made "{" (see
@@ -174,7 +176,8 @@ def render_index(tools: Sequence[Tool[Any]], ctx: DocContext) -> str:
     out = [HEADER, "# Tool docs", "",
            f"One file per tool: `{ctx.folder}/<tool>.md`. They are written by the harness from the tools' "
            "definitions at each session start, so they always match the tools you are given. This folder is "
-           "read-only: the file tools refuse to change it, and commands see it read-only.", "",
+           "read-only: the file tools refuse to change it" + (", and commands see it read-only." if
+                                                            ctx.commands_confined else "."), "",
            "## Tools", ""]
     out += [f"- [{t.name}]({t.doc_name}): {_sentence(t.summary or t.description.split('.')[0])}" for t in tools]
     out += ["", "## Every tool", "",
