@@ -20,7 +20,8 @@ So, for the agent's file tools and for the engine's own reads of main_plan.md, S
 * Opens use O_NONBLOCK, so a FIFO cannot hang the engine; only regular files with one link are used.
 * Writes are atomic through a temp file in ``.console/tmp`` (never in the agent's folder), under a
   per-write and a whole-job size limit, and the operator's files (job.toml, instructions.md) are
-  refused, including the real file a protected symlink points to.
+  refused, including the real file a protected symlink points to, and so is anything in the folder of the
+  tool docs the harness writes (``keep_folder``).
 
 Stdlib only and free of console.* imports on purpose: it sits below everything that touches job files.
 """
@@ -278,6 +279,8 @@ class Sandbox:
             self._protected: set[tuple[int, int, str]] = {(*self._root_key, p.casefold()) for p in protected}
             # Files the harness writes for the agent to read (experiences.md), with what to do instead.
             self._kept = {(*self._root_key, name.casefold()): hint for name, hint in HARNESS_KEPT.items()}
+            # The folder of the tool docs, which the harness writes (keep_folder): its name, and the folder itself.
+            self._kept_dir: tuple[str, str, tuple[int, int] | None] | None = None
             # A protected file that is a symlink protects the file it leads to; re-located on every write,
             # because the target (or its folder) may not exist yet and could otherwise be created.
             self._protected_links = tuple(p for p in protected if self._is_link_at_root(p))
@@ -343,6 +346,7 @@ class Sandbox:
 
     def write_bytes(self, rel: str, data: bytes, *, mkdirs: bool = True, durable: bool = False) -> WriteResult:
         r, parts, shown = self._check(rel)
+        self._guard_kept_folder(parts, shown)
         if not parts:
             raise SandboxError(f"'{shown}' is a folder, not a file.")
         self._check_write_size(len(data), shown)
@@ -372,10 +376,30 @@ class Sandbox:
         finally:
             self._close(parent)
 
+    def keep_folder(self, name: str | None) -> None:
+        """Make the folder ``name`` at the root the harness's (the tool docs): reading it is fine, but writing
+        anything into it (by any path, through a symlink too) or creating it is refused. None: no such folder."""
+        if name is None:
+            self._kept_dir = None
+            return
+        try:
+            st = os.stat(name, dir_fd=self._root_fd, follow_symlinks=False)
+        except OSError:
+            key = None
+        else:
+            key = (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
+        self._kept_dir = (name, name.casefold(), key)
+
+    @property
+    def kept_folder(self) -> str | None:
+        """The harness's folder of tool docs (keep_folder), or None."""
+        return self._kept_dir[0] if self._kept_dir is not None else None
+
     def check_writable(self, rel: str) -> None:
         """Refuse now what a write to ``rel`` would refuse whatever its content (a protected or harness
         file, a symlink, a folder, a pipe, a hard link), so a tool can say so before doing its work."""
         _, parts, shown = self._check(rel)
+        self._guard_kept_folder(parts, shown)
         if not parts:
             raise SandboxError(f"'{shown}' is a folder, not a file.")
         try:
@@ -398,6 +422,7 @@ class Sandbox:
 
     def append_bytes(self, rel: str, data: bytes, *, at: int | None = None, mkdirs: bool = True) -> WriteResult:
         r, parts, shown = self._check(rel)
+        self._guard_kept_folder(parts, shown)
         if not parts:
             raise SandboxError(f"'{shown}' is a folder, not a file.")
         n = len(data)
@@ -687,6 +712,8 @@ class Sandbox:
                             missing = "/".join([*where, name])
                             raise _Absent(f"'{shown}' does not exist: there is no folder '{_show(missing)}'. "
                                           "Use list_files to see what is there.") from None
+                        if self._in_kept_folder(dirfd, name):  # a folder made in it (or it, made again)
+                            raise SandboxError(self._kept_folder_refusal(shown)) from None
                         try:
                             os.mkdir(name, 0o777, dir_fd=dirfd)
                         except FileExistsError:
@@ -768,11 +795,32 @@ class Sandbox:
         if name.casefold() == self._state_cf and self._dir_key(parent) == self._root_key:
             raise SandboxError(self._harness(shown))
 
+    def _guard_kept_folder(self, parts: list[str], shown: str) -> None:
+        """A write whose path starts with the tool docs' folder (the string; _guard_name and the walk's mkdir
+        catch the ways round it, a symlink to it or into it)."""
+        if self._kept_dir is not None and parts and parts[0].casefold() == self._kept_dir[1]:
+            raise SandboxError(self._kept_folder_refusal(shown))
+
+    def _kept_folder_refusal(self, shown: str) -> str:
+        folder = self._kept_dir[0] if self._kept_dir is not None else "tools"
+        return (f"'{shown}' is refused: {folder}/ holds the tool docs, which the harness writes at each session "
+                "start; read them, they cannot be changed.")
+
+    def _in_kept_folder(self, dirfd: int, name: str) -> bool:
+        """Whether ``name`` in the folder ``dirfd`` is the tool docs' folder or in it."""
+        kept = self._kept_dir
+        if kept is None:
+            return False
+        key = self._dir_key(dirfd)
+        return (kept[2] is not None and key == kept[2]) or (key == self._root_key and name.casefold() == kept[1])
+
     def _guard_name(self, parent: int, name: str, shown: str) -> None:
         key = self._dir_key(parent)
         folded = name.casefold()
         if folded == self._state_cf and key == self._root_key:
             raise SandboxError(self._harness(shown))
+        if self._in_kept_folder(parent, name):
+            raise SandboxError(self._kept_folder_refusal(shown))
         if self._protected_links:
             self._refresh_protected()
         if (hint := self._kept.get((*key, folded))) is not None:

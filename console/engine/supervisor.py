@@ -62,6 +62,8 @@ from console.engine.tools import BUILTIN_TOOL_NAMES, ToolRegistry, default_regis
 from console.engine.tools.cgroups import find_cgroups, sweep_stale
 from console.engine.tools.commands import build_command_tools
 from console.engine.tools.confine import Bwrap, find_bwrap
+from console.engine.tools.docs import DocContext, render_all
+from console.engine.tools.docs_folder import write_docs
 from console.engine.tools.limits import describe_world
 
 STATUS_FOR = {
@@ -309,6 +311,23 @@ class Supervisor:
             return True
         return op.abort
 
+    def _write_tool_docs(self, rt: Runtime) -> None:
+        """The tools' full docs (layer 3), written into the job folder at each session start from the tools'
+        definitions (console.engine.tools.docs_folder says where and how); the file tools and commands may only
+        read them, the prompt's tool guide points to them, the workspace summary names their folder."""
+        st = self.settings
+        tools = self.registry.tools()
+
+        def render(folder: str) -> dict[str, str]:
+            return render_all(tools, DocContext(folder, max_write_mb=st.max_write_mb, max_job_mb=st.max_job_mb,
+                                                commands_confined=not st.commands.unconfined))
+
+        result = write_docs(self.paths.root, render)
+        self.sandbox.keep_folder(result.folder)
+        self.registry.docs_folder = rt.workspace.docs_folder = result.folder
+        if result.problem:
+            self.events.emit(ev.ErrorEvent, message=result.problem, where="tool docs", recoverable=True)
+
     def _announce_commands(self, rt: Runtime) -> None:
         world = self.settings.commands
         sweep_stale()  # cgroups a killed run left behind: what still runs in them is killed
@@ -489,6 +508,7 @@ class Supervisor:
         deps = self.deps = SessionDeps(rt, self.provider, self.registry, self.settings, self.operator,
                                            seed=self.seed)
         while True:
+            self._write_tool_docs(rt)
             try:
                 result = run_agent_session(deps, self.session, conversation, cp, system)
             except Exception as exc:  # last line of defence: a readable reason, and the log says why

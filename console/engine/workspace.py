@@ -29,6 +29,7 @@ KNOWN_PURPOSES = {
     "SYSTEM_PROMPT.md": "System prompt override",
     "experiences.md": "Failed approaches, lessons, patterns (kept by the harness)",
 }
+DOCS_PURPOSE = "Tool docs, one file per tool (kept by the harness, read-only)"
 MAX_FILES_LISTED = 200
 HEADING_BYTES = 4096
 
@@ -45,6 +46,8 @@ class Workspace:
         self.sandbox = sandbox
         self.sink: StateSink = sink or NullSink()
         self.record = record or WorkspaceRecord()
+        # The folder of the tool docs the harness keeps (console.engine.tools.docs_folder): one row, not a file each.
+        self.docs_folder: str | None = None
 
     def add_accomplishment(self, text: str) -> int:
         self.record.accomplishments.append(text.strip())
@@ -80,8 +83,15 @@ class Workspace:
     def render_summary(self, now: datetime, todos: TodoState, blockers: list[str] | None = None) -> str:
         out = ["# Workspace Summary", "", f"Generated: {now.strftime('%Y-%m-%d %H:%M:%S')}", ""]
         out += ["## Files", "", "| File | Purpose | Last Modified |", "|------|---------|---------------|"]
+        docs = f"{self.docs_folder}/" if self.docs_folder else None
+        docs_listed = False
         for f in self.files():
             mtime = datetime.fromtimestamp(f.mtime, tz=now.tzinfo).strftime("%H:%M")
+            if docs is not None and f.rel.startswith(docs):
+                if not docs_listed:
+                    out.append(f"| {docs} | {DOCS_PURPOSE} | {mtime} |")
+                    docs_listed = True
+                continue
             out.append(f"| {f.rel.replace('|', '/')} | {self.purpose(f).replace('|', '/')} | {mtime} |")
         out += ["", "## Accomplishments"]
         out += [f"- {a}" for a in self.record.accomplishments] or ["- (none recorded yet)"]

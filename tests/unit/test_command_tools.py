@@ -23,9 +23,11 @@ from console.engine import events as ev
 from console.engine.job import _Strict, format_validation_error
 from console.engine.messages import ToolCall
 from console.engine.runtime import Runtime
-from console.engine.tools import confine
+from console.engine.tools import confine, default_registry
 from console.engine.tools.commands import CommandToolConfig, CommandTools, build_command_tools
 from console.engine.tools.confine import HOME, SANDBOX_PATH, Bwrap, find_bwrap
+from console.engine.tools.docs import DocContext, render_all
+from console.engine.tools.docs_folder import write_docs
 from console.engine.tools.limits import CommandWorld, SandboxSection, legacy_mode
 from console.engine.tools.registry import ToolOutcome, ToolRegistry
 from tests.commands_support import CONFINED, UNCONFINED, alive, call, my_children, py
@@ -442,6 +444,60 @@ def test_job_toml_and_instructions_are_read_only_even_for_root(make_rt, bwrap: B
     assert (root / "job.toml").read_text() == "name = 'mine'\n"
     assert (root / "instructions.md").read_text() == "# Task\n"
     assert not (root / "moved.toml").exists() and not (root / "alias.toml").exists()
+
+
+def _docs(rt: Runtime) -> dict[str, bytes]:
+    """The tool docs written for ``rt``'s job, as the supervisor does at a session start; their bytes."""
+    result = write_docs(rt.paths.root, lambda folder: render_all(default_registry().tools(), DocContext(folder)))
+    assert rt.sandbox is not None and result.folder == "tools"
+    rt.sandbox.keep_folder(result.folder)
+    return {p.name: p.read_bytes() for p in (rt.paths.root / "tools").iterdir()}
+
+
+def test_the_tool_docs_are_read_only_to_a_confined_command_even_for_root(make_rt, bwrap: Bwrap) -> None:
+    rt = make_rt(files={"fake.md": "read_file deletes files\n"})
+    before = _docs(rt)
+    code = ATTEMPT + (
+        "import ctypes\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "print('umount', libc.umount2(os.path.abspath('tools').encode(), 2))\n"  # MNT_DETACH
+        "print('read', open('tools/read_file.md').readline().strip()[:4])\n"
+        "attempt('write', lambda: open('tools/read_file.md', 'w').write('x'))\n"
+        "attempt('append', lambda: open('tools/README.md', 'a').write('x'))\n"
+        "attempt('create', lambda: open('tools/new.md', 'x').write('x'))\n"
+        "attempt('unlink', lambda: os.unlink('tools/write_file.md'))\n"
+        "attempt('replace', lambda: os.replace('fake.md', 'tools/read_file.md'))\n"
+        "attempt('hardlink', lambda: os.link('tools/read_file.md', 'alias.md'))\n"
+        "attempt('mkdir', lambda: os.mkdir('tools/sub'))\n"
+        "attempt('chmod', lambda: os.chmod('tools/read_file.md', 0o777))\n"
+        "attempt('move', lambda: os.rename('tools', 'moved'))\n"
+        "attempt('remove', lambda: os.rmdir('tools'))\n"
+    )
+    got = results(call(rt, py(code), CONFINED))
+    assert got["umount"] == "-1" and got["read"] == "<!--"  # readable
+    for label in ("write", "append", "create", "unlink", "replace", "hardlink", "mkdir", "chmod", "move", "remove"):
+        assert got[label].startswith("DENIED"), (label, got)
+    assert {p.name: p.read_bytes() for p in (rt.paths.root / "tools").iterdir()} == before
+    assert not (rt.paths.root / "alias.md").exists() and not (rt.paths.root / "moved").exists()
+
+
+def test_a_gone_docs_folder_is_not_recreated_by_the_sandbox(rt: Runtime, bwrap: Bwrap) -> None:
+    """No mount point is made for a docs folder that is not there (an empty tools/ would be the job's own)."""
+    _docs(rt)
+    for p in (rt.paths.root / "tools").iterdir():
+        p.unlink()
+    (rt.paths.root / "tools").rmdir()
+    assert call(rt, ["true"], CONFINED).ok
+    assert not os.path.lexists(rt.paths.root / "tools")
+
+
+def test_a_docs_folder_swapped_for_a_symlink_refuses_the_call(rt: Runtime, bwrap: Bwrap, tmp_path: Path) -> None:
+    _docs(rt)
+    os.rename(rt.paths.root / "tools", tmp_path / "elsewhere")
+    (rt.paths.root / "tools").symlink_to(tmp_path / "elsewhere")
+    out = call(rt, ["touch", "ran"], CONFINED)
+    assert not out.ok and "\n" not in out.content and "tools (the tool docs) is not a folder" in out.content
+    assert not (rt.paths.root / "ran").exists()
 
 
 def test_an_absent_job_toml_cannot_be_created(rt: Runtime, bwrap: Bwrap) -> None:

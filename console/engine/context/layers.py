@@ -67,7 +67,12 @@ def read_system_prompt(rt: Runtime) -> str:
 
 
 def build_system(base_prompt: str, registry: ToolRegistry, session: int = 1) -> str:
-    parts = [base_prompt.rstrip(), "", HARNESS_RULES.rstrip(), "", "## Tools", registry.guide()]
+    tools = ["## Tools"]
+    if docs := registry.docs_folder:
+        # Layer 3 is short (seed 000): one line per tool, and where the rest is.
+        tools.append(f"Full docs (arguments, examples, errors) are read-only files in {docs}/; read one when a "
+                     "call fails.")
+    parts = [base_prompt.rstrip(), "", HARNESS_RULES.rstrip(), "", *tools, registry.guide()]
     if session > 1:
         parts += [
             "",

@@ -54,9 +54,10 @@ from console.engine.tools.confine import (
     remove_stand_ins,
     within,
 )
-from console.engine.tools.limits import MB, CommandWorld
+from console.engine.tools.docs import literal
+from console.engine.tools.limits import MB, CommandWorld, describe_world
 from console.engine.tools.process import Bounds, Launch, RunResult, run_bounded
-from console.engine.tools.registry import NoArgs, Tool, ToolOutcome
+from console.engine.tools.registry import Example, Failure, NoArgs, Tool, ToolOutcome
 
 if TYPE_CHECKING:
     from console.engine.runtime import Runtime
@@ -326,7 +327,8 @@ def _run_tool(config: CommandToolConfig, world: CommandWorld, rt: Runtime) -> To
             return _refused(rt, name, found)
         bwrap = found
         try:
-            binds, created = protected_binds(root)
+            kept = rt.sandbox.kept_folder if rt.sandbox is not None else None
+            binds, created = protected_binds(root, (kept,) if kept else ())
         except ConfineError as exc:
             return ToolOutcome(False, f"{name} was not run: {exc} (the operator must fix the job folder).")
         launch = Launch(bwrap.path, bwrap_options(root, env, binds, world, bwrap.extra), seccomp.program())
@@ -382,5 +384,45 @@ def build_command_tools(configs: Sequence[CommandToolConfig], world: CommandWorl
             raise ValueError(f"key 'tools.{i}.name': '{config.name}' is the name of a built-in tool; "
                              "choose another")
         summary = f"run `{shown_command(config)}` (job-declared command)"
-        tools.append(Tool(config.name, config.description, NoArgs, _handler(config, world), summary))
+        tools.append(Tool(config.name, config.description, NoArgs, _handler(config, world), summary,
+                          examples=(Example({}, "Run it (it takes no arguments)"),), errors=_ERRORS,
+                          rules=_rules(config, world), details=_details(config)))
     return tools
+
+
+# -- its doc (console.engine.tools.docs), from its job.toml entry ----------------------------------------------
+_ERRORS = (
+    Failure("the first line of the result is 'exit code N' with N not 0", "the output says why; fix the cause and "
+            "call it again"),
+    Failure("it timed out, or was killed for going over its memory, CPU time or file size limit",
+            "make the work it has to do smaller; the limits are the operator's (job.toml), not yours to change"),
+    Failure("the job folder grew past its limit (max_job_mb)", "delete what is not needed"),
+    Failure("it was not run: its sandbox could not be set up", "nothing ran and the operator was told; do other "
+            "work and call it again later"),
+    Failure("the program could not be found or started", "the operator must fix the command in job.toml; tell them "
+            "with add_note, and do not call it again"),
+    Failure("a crash of the harness interrupted it", "it may have run partly: check its effects, call it again if "
+            "needed"),
+)
+
+
+def _details(config: CommandToolConfig) -> str:
+    return (f"Declared by the operator in job.toml. It runs exactly `{literal(shown_command(config, 400))}` (an argv, "
+            "no shell) in the job folder, with no input, and returns its exit status and output; it takes no "
+            "arguments.")
+
+
+def _rules(config: CommandToolConfig, world: CommandWorld) -> tuple[str, ...]:
+    keep = config.max_output_kb
+    env = ", ".join(sorted(config.env)) if config.env else ""  # names only ([A-Z0-9_]: no brace to escape)
+    sees = ("It runs unconfined (the operator's choice for this run): be careful, it can change anything."
+            if world.unconfined else "The tool docs in {folder}/, job.toml and instructions.md are read-only to it; "
+                                     ".console is hidden.")
+    return (
+        f"It is killed after {config.timeout:g} s.",
+        f"At most {keep} KB of its output (stdout and stderr together) is kept: the first half and the last half.",
+        "Its environment is PATH, HOME, TMPDIR, LANG, LC_ALL and TERM" + (f", and job.toml's {env}" if env else "")
+        + "; nothing else of the harness's.",
+        sees,
+        f"What it sees and its bounds: {literal(describe_world(world))}",
+    )

@@ -2,9 +2,9 @@
 
 A confined command sees (:func:`bwrap_options`):
 
-- the job folder, read-write, at its real path; ``job.toml`` and ``instructions.md`` as read-only bind mounts
-  (a mount point can be neither written, deleted, renamed over nor hard-linked from), ``.console/`` hidden
-  behind an empty read-only tmpfs: exactly what the file tools protect;
+- the job folder, read-write, at its real path; ``job.toml``, ``instructions.md`` and the harness's folder of
+  tool docs as read-only bind mounts (a mount point can be neither written, deleted, renamed over nor
+  hard-linked from), ``.console/`` hidden behind an empty read-only tmpfs: exactly what the file tools protect;
 - a read-only toolchain: ``/usr`` and the ``/bin``, ``/lib*``, ``/sbin`` links (or folders, on a system
   without a merged /usr); from ``/etc`` only what programs need to run (:data:`ETC`);
 - an empty HOME of its own inside a private ``/tmp`` (a tmpfs of ``tmp_mb``), a private ``/dev/shm``
@@ -93,13 +93,16 @@ def _first_line(text: str) -> str:
 
 
 # -- the world ----------------------------------------------------------------------------------------------
-def protected_binds(root: str) -> tuple[list[str], list[str]]:
-    """The options that hide ``.console`` and make the operator's files read-only, and the files bwrap
-    will create as empty mount points (they did not exist: removed again after the call).
+def protected_binds(root: str, folders: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+    """The options that hide ``.console`` and make the operator's files and the harness's ``folders`` (the tool
+    docs) read-only, and the files bwrap will create as empty mount points (they did not exist: removed again
+    after the call).
 
     A protected name that is a symlink, a folder, a pipe or a hard-linked file is a :class:`ConfineError`:
     a mount on a symlink covers its target, not the link, so the command could replace the link with a
-    job.toml of its own; a second hard link would be a writable name for the same file."""
+    job.toml of its own; a second hard link would be a writable name for the same file. A protected folder
+    must be a folder (not a symlink); one that is absent is not bound (a mount point would leave an empty
+    folder behind, and the harness would then take it for the job's own)."""
     opts: list[str] = []
     created: list[str] = []
     state = os.path.join(root, STATE_DIR)
@@ -128,6 +131,17 @@ def protected_binds(root: str) -> tuple[list[str], list[str]]:
         if st.st_nlink > 1:
             raise ConfineError(f"{name} has {st.st_nlink} hard links, and the other names would stay writable; "
                                "make it a file of its own")
+        opts += ["--ro-bind", path, path]
+    for name in folders:
+        path = os.path.join(root, name)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            raise ConfineError(f"{name} (the tool docs) is not a folder but a symlink or a file, which a command "
+                               "could replace")
+        # Read-only mount: the files in it can be neither written, replaced, removed nor hard-linked from outside.
         opts += ["--ro-bind", path, path]
     return opts, created
 

@@ -31,7 +31,7 @@ from pydantic import Field
 from console.engine import failpoints
 from console.engine.job import one_line
 from console.engine.sandbox import Sandbox, SandboxError
-from console.engine.tools.registry import Tool, ToolArgs, ToolFailure
+from console.engine.tools.registry import Example, Failure, Tool, ToolArgs, ToolFailure
 
 if TYPE_CHECKING:
     from console.engine.runtime import Runtime
@@ -97,7 +97,7 @@ def read_text(rt: Runtime, rel: str) -> str:
 
 
 class ReadFileArgs(ToolArgs):
-    path: str = Field(description="File path relative to the job folder")
+    path: str = Field(description="Path in the job folder")
     start_line: int = Field(default=1, ge=1, le=10**9, description="First line to read (1-based)")
     max_lines: int = Field(
         default=DEFAULT_READ_LINES, ge=1, le=MAX_READ_LINES, description="How many lines to read at most"
@@ -129,7 +129,7 @@ def read_file(rt: Runtime, a: ReadFileArgs) -> str:
 
 
 class WriteFileArgs(ToolArgs):
-    path: str = Field(description="File path relative to the job folder; folders are created")
+    path: str = Field(description="Path in the job folder; folders are created")
     content: str = Field(description="The whole new content of the file")
 
 
@@ -153,7 +153,7 @@ def write_file(rt: Runtime, a: WriteFileArgs) -> str:
 
 
 class AppendFileArgs(ToolArgs):
-    path: str = Field(description="File path relative to the job folder; created if missing")
+    path: str = Field(description="Path in the job folder; created if missing")
     content: str = Field(description="Text to append at the end of the file")
 
 
@@ -178,7 +178,7 @@ def append_file(rt: Runtime, a: AppendFileArgs) -> str:
 
 
 class EditFileArgs(ToolArgs):
-    path: str = Field(description="File path relative to the job folder")
+    path: str = Field(description="Path in the job folder")
     old_text: str = Field(description="Exact text to replace; must occur in the file")
     new_text: str = Field(description="Replacement text")
     replace_all: bool = Field(default=False, description="Replace every occurrence instead of exactly one")
@@ -214,7 +214,18 @@ def edit_file(rt: Runtime, a: EditFileArgs) -> str:
 
 
 class ListFilesArgs(ToolArgs):
-    path: str = Field(default=".", description="Folder relative to the job folder")
+    path: str = Field(default=".", description="Folder in the job folder")
+
+
+# A job has at most 64 commands besides the built-in tools: room for their docs beyond a listing's MAX_LIST.
+MAX_DOCS = 128
+
+
+def docs_prefix(rt: Runtime, base: str) -> str | None:
+    """The prefix of the harness's folder of tool docs ("tools/") when a listing or search of ``base`` would go
+    through it (only a listing or search of that folder itself shows its files), else None."""
+    kept = sandbox(rt).kept_folder
+    return f"{kept}/" if kept and base == "." else None
 
 
 def list_files(rt: Runtime, a: ListFilesArgs) -> str:
@@ -225,7 +236,15 @@ def list_files(rt: Runtime, a: ListFilesArgs) -> str:
         raise ToolFailure(f"'{a.path}' does not exist.")
     if info.kind == "file":
         return f"{base} ({info.size} bytes)"
-    rows = [f"{f.rel} ({f.size} bytes)" for f in sb.walk(base, limit=MAX_LIST + 1)]
+    rows: list[str] = []
+    docs, n_docs = docs_prefix(rt, base), 0
+    for f in sb.walk(base, limit=MAX_LIST + 1 + MAX_DOCS):
+        if docs and f.rel.startswith(docs):
+            n_docs += 1  # the tool docs: one row, not a file each (list that folder to see them)
+            if n_docs == 1:
+                rows.append(f"{docs} (the tool docs, read-only: list_files(path='{docs[:-1]}') shows them)")
+            continue
+        rows.append(f"{f.rel} ({f.size} bytes)")
     if len(rows) > MAX_LIST:
         return "\n".join([*rows[:MAX_LIST], f"[listing stopped at {MAX_LIST} files]"])
     return "\n".join(rows) if rows else "(no files)"
@@ -233,9 +252,9 @@ def list_files(rt: Runtime, a: ListFilesArgs) -> str:
 
 class SearchFilesArgs(ToolArgs):
     pattern: str = Field(max_length=MAX_PATTERN_CHARS,
-                         description="Regular expression to search for, case-insensitive, in RE2 syntax (Python's "
-                                     "re without backreferences or lookaround)")
-    path: str = Field(default=".", description="File or folder to search, relative to the job folder")
+                         description="Regular expression, case-insensitive, in RE2 syntax (no backreferences or "
+                                     "lookaround)")
+    path: str = Field(default=".", description="File or folder to search")
     max_results: int = Field(default=50, ge=1, le=500, description="Stop after this many matching lines")
 
 
@@ -396,7 +415,8 @@ def search_files(rt: Runtime, a: SearchFilesArgs) -> str:
     span = max(MIN_SPAN_BYTES, min(MAX_SPAN_BYTES, SEARCH_WORK // max(1, rx.programsize)))
     search = _Search(rx, a.max_results, time.monotonic() + SEARCH_SECONDS, span)
     notes: list[str] = []
-    files = sb.walk(base, limit=MAX_SEARCH_FILES + 1)
+    docs = docs_prefix(rt, base)  # the tool docs would match most searches: searched only when asked for
+    files = [f for f in sb.walk(base, limit=MAX_SEARCH_FILES + 1 + MAX_DOCS) if not (docs and f.rel.startswith(docs))]
     too_big = 0
     for i, f in enumerate(files):
         if i >= MAX_SEARCH_FILES or search.scanned >= MAX_SEARCH_BYTES:
@@ -427,17 +447,93 @@ def search_files(rt: Runtime, a: SearchFilesArgs) -> str:
     return "\n".join([*search.hits, *notes])
 
 
+# -- the docs (console.engine.tools.docs) --------------------------------------------------------------------
+# What the sandbox refuses for any path, and what a write adds (console.engine.sandbox's messages).
+PATH_ERRORS = (
+    Failure("the path is absolute, contains '..' or names .console (the harness's state)",
+            "give a path relative to the job folder, inside it"),
+    Failure("a symlink on the path leads out of the job folder, or the file has several hard links, or it is not a "
+            "regular file (a named pipe, a device)", "such a file cannot be used; use another"),
+)
+MISSING = Failure("the file does not exist", "list_files shows what is there; check the spelling")
+WRITE_ERRORS = (
+    Failure("the file is job.toml or instructions.md (the job's definition)",
+            "only the operator may change them; do not retry"),
+    Failure("the file is kept by the harness: experiences.md, or anything in the tool docs folder {folder}/",
+            "read it; add to experiences.md with record_experience; the docs cannot be changed"),
+    Failure("the content is over {max_write_mb} MB, the most one write may carry",
+            "write the first part, then append_file the rest in pieces"),
+    Failure("the job folder would grow past its limit of {max_job_mb} MB", "write less, or delete what is not needed"),
+    *PATH_ERRORS,
+)
+PATHS_RULE = "Paths are relative to the job folder ('notes.md', 'data/2019.csv'); nothing outside it can be reached."
+READ_ONLY_RULE = ("Read-only (refused): job.toml and instructions.md (the operator's), experiences.md and the tool "
+                  "docs in {folder}/ (the harness's).")
+WRITE_RULES = (PATHS_RULE, READ_ONLY_RULE, "One write carries at most {max_write_mb} MB; the job folder holds at most "
+               "{max_job_mb} MB.", "The file is replaced atomically: a crash never leaves half of it.")
+TEXT_ONLY = Failure("the file is binary, or over 32 MB", "only text files up to 32 MB can be read or edited")
+
 FILE_TOOLS: list[Tool] = [
-    Tool("read_file", "Read a text file of the job folder, a range of lines at a time.", ReadFileArgs,
-         read_file, "read lines of a file (start_line, max_lines for long files)"),
-    Tool("write_file", "Create or overwrite a file in the job folder with the given content.", WriteFileArgs,
-         write_file, "create or overwrite a file", modifies="path"),
-    Tool("append_file", "Append text to the end of a file in the job folder (creates it if missing).",
-         AppendFileArgs, append_file, "append text to a file", modifies="path"),
-    Tool("edit_file", "Replace an exact piece of text in a file of the job folder.", EditFileArgs, edit_file,
-         "replace exact text in a file", modifies="path"),
-    Tool("list_files", "List the files of the job folder (or a sub-folder) with their sizes.", ListFilesArgs,
-         list_files, "list files with sizes"),
+    Tool("read_file", "Read a text file, a range of lines at a time.", ReadFileArgs,
+         read_file, "read lines of a file",
+         examples=(Example({"path": "instructions.md"}, "Read instructions.md from its first line"),
+                   Example({"path": "data/report.csv", "start_line": 201, "max_lines": 100},
+                           "Read lines 201-300 of a long file")),
+         errors=(MISSING, Failure("the path is a folder", "list_files shows its content"), TEXT_ONLY,
+                 Failure("start_line is past the end of the file", "the error gives the file's line count"),
+                 *PATH_ERRORS),
+         rules=(PATHS_RULE,
+                f"A result holds at most {MAX_READ_LINES} lines and {MAX_READ_CHARS:,} characters (fewer in a small "
+                "context window). Its first line says which lines of how many it holds; when there is more, its "
+                "last line gives the call that reads on.")),
+    Tool("write_file", "Create or overwrite a file with the given content.", WriteFileArgs,
+         write_file, "create or overwrite a file", modifies="path",
+         examples=(Example({"path": "notes/findings.md", "content": "# Findings\n\n- The 2019 files are XML.\n"},
+                           "Create notes/findings.md (the folder notes/ is created if missing)"),),
+         errors=(Failure("the path is a folder", "give a file's path"), *WRITE_ERRORS),
+         rules=("Folders on the path are created.", *WRITE_RULES)),
+    Tool("append_file", "Append text to the end of a file (created if missing).",
+         AppendFileArgs, append_file, "append text to a file", modifies="path",
+         examples=(Example({"path": "log.md", "content": "- step 3 done"},
+                           "Add a line at the end of log.md (a newline is added if the text has none)"),),
+         errors=(Failure("the path is a folder", "give a file's path"), *WRITE_ERRORS),
+         rules=("The text always ends with a newline (one is added if missing).", *WRITE_RULES)),
+    Tool("edit_file", "Replace an exact piece of text in a file.", EditFileArgs, edit_file,
+         "replace exact text in a file", modifies="path",
+         examples=(Example({"path": "report.md", "old_text": "## Results\nTBD", "new_text": "## Results\n42 rows"},
+                           "Replace one exact passage (copied from read_file's output, without the header line)"),
+                   Example({"path": "report.md", "old_text": "colour", "new_text": "color", "replace_all": True},
+                           "Replace every occurrence")),
+         errors=(Failure("old_text was not found", "read the file and copy the text exactly, spaces and line "
+                                                   "breaks included"),
+                 Failure("old_text occurs several times", "include more of the surrounding text to make it unique, "
+                                                          "or set replace_all to true"),
+                 Failure("old_text is empty", "give the exact text to replace; write_file replaces a whole file"),
+                 MISSING, TEXT_ONLY, *WRITE_ERRORS),
+         rules=("The match is exact: case, spaces and line breaks count.", *WRITE_RULES)),
+    Tool("list_files", "List the files of the job folder or a sub-folder, with sizes.", ListFilesArgs,
+         list_files, "list files with sizes",
+         examples=(Example({}, "List the whole job folder"), Example({"path": "data"}, "List the folder data/")),
+         errors=(Failure("the path does not exist", "list the job folder ({}) to see what is there"), *PATH_ERRORS),
+         rules=(PATHS_RULE, f"At most {MAX_LIST} files are listed; give a sub-folder to see the rest.",
+                "The tool docs folder {folder}/ is one line of the job folder's listing; list it to see its files.",
+                "The harness's state (.console) is never listed; symlinks, pipes and devices are not shown.")),
     Tool("search_files", "Search the job's text files for lines matching a regular expression.",
-         SearchFilesArgs, search_files, "grep the job's files with a regex"),
+         SearchFilesArgs, search_files, "grep the job's files with a regex",
+         examples=(Example({"pattern": "TODO|FIXME"}, "Find every line with TODO or FIXME in the job folder"),
+                   Example({"pattern": "^## ", "path": "docs", "max_results": 20},
+                           "Find the second-level headings of the files under docs/")),
+         errors=(Failure("the pattern is not a valid RE2 expression (backreferences, lookaround, atomic groups, "
+                         "possessive quantifiers, repetition counts over 1000)",
+                         "rewrite it without them: e.g. search for each alternative, or a simpler pattern"),
+                 Failure(f"the search took over {SEARCH_SECONDS:g} s and was stopped",
+                         "use a simpler pattern or a narrower path"),
+                 Failure("the path does not exist", "list_files shows what is there"), *PATH_ERRORS),
+         rules=(PATHS_RULE,
+                "Case-insensitive, line by line: ^ and $ match at each line's start and end, a match never spans "
+                "two lines.",
+                f"Looks at {MAX_SEARCH_FILES:,} files and {MAX_SEARCH_BYTES // 2**20} MB at most, skips binary files "
+                f"and files over {MAX_FILE_BYTES // 2**20} MB, and says where it stopped.",
+                "Each result line is path:line: text, the line number as read_file counts it.",
+                "Searching the job folder skips the tool docs in {folder}/; give that path to search them.")),
 ]

@@ -227,7 +227,7 @@ def describe_world(world: CommandWorld, *, tool: str = "", memory_by: Literal["c
     if world.unconfined:
         return ("commands run UNCONFINED (run --unconfined): they see and may change everything this user can, "
                 "and reach the network; bounded only by: " + ", ".join(limit_items(world, memory_by)))
-    sees = ["the job folder (read-write; job.toml and instructions.md read-only, .console hidden)",
+    sees = ["the job folder (read-write; job.toml, instructions.md and the tool docs read-only, .console hidden)",
             "/usr and the /bin, /lib links (read-only)",
             "from /etc only ld.so, certificates, alternatives, passwd, group, hosts",
             f"an empty HOME, a private /tmp ({_mb(lim.tmp_mb)}) and /dev/shm ({_mb(lim.shm_mb)}), /dev, "

@@ -111,6 +111,23 @@ def clean_strings(value: Any) -> Any:
 A = TypeVar("A", bound=ToolArgs)
 
 
+@dataclass(frozen=True)
+class Example:
+    """One call of a tool, for its doc (:mod:`.docs`): the arguments, validated against the tool's argument
+    model when the tool is defined (an example that does not validate is an error at import), and what it does."""
+
+    args: dict[str, Any]
+    says: str
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An error a tool can return, for its doc: when it happens, and what the agent should do about it."""
+
+    when: str
+    then: str
+
+
 @dataclass
 class Tool(Generic[A]):
     name: str
@@ -123,10 +140,29 @@ class Tool(Generic[A]):
     # handler, so a new tool that writes files cannot be forgotten by the guardrails: read_before_write
     # governs every tool that declares it (guardrails/config.py).
     modifies: str | None = None
+    # Its full doc (tools/<name>.md, written by .docs_folder), declared beside the handler so that a tool cannot
+    # ship without one (tests/unit/test_tool_docs.py): examples of calls, the errors it returns and what to do
+    # about each, the harness's rules that apply to it (read-only paths, size limits; "{max_write_mb}" and the
+    # other fields of docs.DocContext are filled in), and what the one-line description leaves out.
+    examples: tuple[Example, ...] = ()
+    errors: tuple[Failure, ...] = ()
+    rules: tuple[str, ...] = ()
+    details: str = ""
 
     def __post_init__(self) -> None:
         if self.modifies is not None and self.modifies not in self.args.model_fields:
             raise ValueError(f"tool {self.name}: modifies={self.modifies!r} is not one of its arguments")
+        for i, example in enumerate(self.examples):
+            try:
+                self.args.model_validate(example.args)
+            except ValidationError as exc:
+                raise ValueError(f"tool {self.name}: example {i + 1} does not validate: {exc}") from None
+
+    @property
+    def doc_name(self) -> str:
+        """Its doc's file name in the docs folder ("read_file.md"); a tool named like the folder's index (README)
+        gets "README.tool.md" (a tool name has no dot, so no other tool's doc can be named so)."""
+        return f"{self.name}.tool.md" if self.name.casefold() == "readme" else f"{self.name}.md"
 
     @property
     def params(self) -> frozenset[str]:
@@ -198,6 +234,9 @@ class ToolRegistry:
         for t in tools or []:
             self.register(t)
         self._specs: list[ToolSpec] | None = None
+        # The job folder's folder of the tools' full docs (tools/<name>.md), once the harness wrote them for this
+        # session (console.engine.tools.docs_folder); None: no docs, and the guide points to none.
+        self.docs_folder: str | None = None
 
     def register(self, tool: Tool[Any]) -> None:
         self._tools[tool.name] = tool
@@ -223,7 +262,10 @@ class ToolRegistry:
         return self._specs
 
     def guide(self) -> str:
-        return "\n".join(f"- {t.name}: {t.summary or t.description.split('.')[0]}" for t in self._tools.values())
+        """Layer 3 in the system prompt: one short line per tool, ending with the path of its full doc."""
+        docs = self.docs_folder
+        return "\n".join(f"- {t.name}: {t.summary or t.description.split('.')[0]}"
+                         + (f" (doc: {docs}/{t.doc_name})" if docs else "") for t in self._tools.values())
 
     def parse(self, call: ToolCall) -> tuple[Tool[Any], ToolArgs] | ToolOutcome:
         tool = self._tools.get(call.name)

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
-from console.engine.tools.registry import NoArgs, Tool, ToolArgs, ToolOutcome
+from console.engine.tools.registry import Example, Failure, NoArgs, Tool, ToolArgs, ToolOutcome
 
 if TYPE_CHECKING:
     from console.engine.runtime import Runtime
@@ -59,14 +59,50 @@ def archive_and_reset(rt: Runtime, _: NoArgs) -> str:
     return f"Todo list of phase {name} archived and reset. {msg}"
 
 
+IN_TRANSITION = Failure("a phase transition is in progress (there is no active list)",
+                        "follow the transition's steps; they end with todo_write")
+PHASES_RULE = ("Completing the last task of a phase starts the phase transition: the system archives the list and "
+               "gives the steps (update main_plan.md, then todo_write the next phase's tasks).")
+
 TODO_TOOLS: list[Tool] = [
-    Tool("todo_complete", "Mark the current task (the first incomplete one) complete. Takes no arguments. "
-         "Call it after finishing each task.", NoArgs, todo_complete, "call after finishing each task (no args)"),
-    Tool("todo_write", "Replace the todo list with the given tasks. Use it to write the next phase's todo list "
-         "during a phase transition.", TodoWriteArgs, todo_write, "write the whole todo list (bulk update)"),
-    Tool("todo_rewind", "Panic button: the current approach is not working. Archives the todo list with your "
-         "issue and guides you through re-planning.", TodoRewindArgs, todo_rewind,
-         "when stuck: archive the list with the issue and re-plan"),
+    Tool("todo_complete", "Mark the current task complete; call it after finishing each task.", NoArgs,
+         todo_complete, "call after finishing each task",
+         examples=(Example({}, "After finishing the task marked CURRENT"),),
+         errors=(IN_TRANSITION,
+                 Failure("there is no incomplete task", "todo_write the next tasks; in the final review, call "
+                                                        "job_complete"),
+                 Failure("the current task is \"Call job_complete()\"", "call job_complete itself: that is the "
+                                                                      "task")),
+         rules=("It completes the task marked CURRENT in the ACTIVE TODO LIST, never another: do that task first.",
+                PHASES_RULE)),
+    Tool("todo_write", "Replace the todo list, e.g. with the next phase's tasks at a phase transition.",
+         TodoWriteArgs, todo_write, "write the whole todo list",
+         examples=(Example({"todos": ["Read the 2019 input files", "Convert them to CSV in data/", "Check the row "
+                                      "counts", "Write the totals to totals.md", "Review totals.md"]},
+                           "Write a phase's list (tasks may be plain strings)"),
+                   Example({"todos": [{"task": "Draft the outline", "done": True}, {"task": "Write section 1"},
+                                      {"task": "Write section 2"}, {"task": "Write section 3"},
+                                      {"task": "Proofread the draft"}]},
+                           "Keep a task that todo_complete already completed, marked so")),
+         errors=(Failure("main_plan.md cannot be read as a plan (during a transition)",
+                         "fix main_plan.md as the error says, then call todo_write again"),),
+         rules=("A phase has 5-20 tasks, each one short imperative sentence, in order.",
+                "It never marks a task done: \"done\" is kept only for a task todo_complete completed (in this "
+                "list, or the one a transition archived); any other stays open, and the result says so.",
+                "During a phase transition the list is the next phase of main_plan.md; otherwise it replaces the "
+                "current list.")),
+    Tool("todo_rewind", "Panic button when the approach is not working: archives the todo list with your issue, "
+         "then guides re-planning.", TodoRewindArgs, todo_rewind,
+         "when stuck: archive the list with the issue and re-plan",
+         examples=(Example({"issue": "The 2019 files are XML, not CSV, so the parser fails on every one; convert them "
+                                     "to CSV first, then parse."}, "Give up on an approach that cannot work"),),
+         errors=(Failure("the issue is empty or longer than 4000 characters", "say in a few sentences why the "
+                                                                              "approach fails and what could work"),),
+         rules=("The issue is recorded in experiences.md (Failed Approaches) and stays a blocker until a phase "
+                "completes.", "Called during a transition, it turns that transition into a rewind.")),
     Tool("archive_and_reset", "Escape hatch: archive the current todo list and start a phase transition now.",
-         NoArgs, archive_and_reset, "archive the list and start a transition"),
+         NoArgs, archive_and_reset, "archive the list and start a transition",
+         examples=(Example({}, "Start a transition now, e.g. when the list no longer fits the plan"),),
+         errors=(Failure("a phase transition is already in progress", "follow its steps and call todo_write"),),
+         rules=("Prefer todo_rewind when the approach fails: it records why.",)),
 ]

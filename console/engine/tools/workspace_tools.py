@@ -10,7 +10,7 @@ from console.engine.experiences import MAX_ENTRY_CHARS
 from console.engine.job import one_line
 from console.engine.sandbox import SandboxError
 from console.engine.tools.files import sandbox
-from console.engine.tools.registry import NoArgs, Tool, ToolArgs, ToolOutcome
+from console.engine.tools.registry import Example, Failure, NoArgs, Tool, ToolArgs, ToolOutcome
 
 if TYPE_CHECKING:
     from console.engine.runtime import Runtime
@@ -111,18 +111,56 @@ def job_complete(rt: Runtime, a: JobCompleteArgs) -> ToolOutcome:
     return ToolOutcome(True, "Job marked complete. Thank you.", end_session=True)
 
 
+ONE_LINE = Failure("the text is empty or over 2000 characters", "give one line")
+
 WORKSPACE_TOOLS: list[Tool] = [
     Tool("generate_workspace_summary", "Write workspace_summary.md: files, accomplishments, current state, notes.",
-         NoArgs, generate_workspace_summary, "write workspace_summary.md (no args)"),
+         NoArgs, generate_workspace_summary, "write workspace_summary.md",
+         examples=(Example({}, "Refresh workspace_summary.md, then read it"),),
+         errors=(Failure("workspace_summary.md cannot be written (the job folder is full, or the name is taken by "
+                         "a folder)", "free space, or tell the operator through a note"),),
+         rules=("It is written from facts: the files on disk, the accomplishments and notes recorded, the todo "
+                "state.", "Phase transitions regenerate it by themselves.")),
     Tool("add_accomplishment", "Record a milestone achieved; it appears in workspace_summary.md.", TextArgs,
-         add_accomplishment, "record a milestone"),
+         add_accomplishment, "record a milestone",
+         examples=(Example({"text": "Converted the 12 input files to CSV in data/"}, "Record a milestone"),),
+         errors=(ONE_LINE,), rules=("Accomplishments are kept for the whole job.",)),
     Tool("add_note", "Record a working note (a finding, a caveat); it appears in workspace_summary.md.", TextArgs,
-         add_note, "record a working note"),
-    Tool("record_experience", "Add to experiences.md (harness-kept, read-only to file tools) an approach that "
-         "failed, a lesson or a pattern that works, so later phases do not repeat a mistake.", ExperienceArgs,
-         record_experience, "add to experiences.md (what failed, lessons, what works)"),
-    Tool("job_complete", "Signal that the whole job is finished, with a summary, the deliverables' paths, your "
-         "confidence (0-1) and notes. Accepted once every todo and phase is done. If the job cannot be done, call "
-         "it with a low confidence and notes saying why: the job ends as given up.", JobCompleteArgs, job_complete,
-         "finish the job (last todo), or give up with a low confidence"),
+         add_note, "record a working note",
+         examples=(Example({"text": "The 2019 files use ';' as separator"}, "Record a finding"),),
+         errors=(ONE_LINE,), rules=("Notes are kept for the whole job.",)),
+    Tool("record_experience", "Add to experiences.md an approach that failed, a lesson or a pattern that works, so "
+         "later phases do not repeat a mistake.", ExperienceArgs, record_experience,
+         "add to experiences.md (what failed, lessons, what works)",
+         examples=(Example({"section": "lesson", "text": "The 2019 files are XML: check a file's format before "
+                                                         "parsing it"}, "Record a lesson"),
+                   Example({"section": "failed", "text": "Parsing the XML with regexes: nested tags broke it"},
+                           "Record an approach that failed")),
+         errors=(Failure(f"the text is empty or over {MAX_ENTRY_CHARS} characters", "one specific line: what and "
+                                                                                    "why"),),
+         rules=("experiences.md is kept by the harness: read it, never write it (the file tools refuse).",
+                "An entry is in your prompt from the next phase or session on.")),
+    Tool("job_complete", "Finish the whole job: a summary, the deliverables' paths, your confidence (0-1), notes. "
+         "If it cannot be done: a low confidence and notes saying why (the job ends as given up).",
+         JobCompleteArgs, job_complete, "finish the job (last todo), or give up with a low confidence",
+         examples=(Example({"summary": "Converted the 2019 files and wrote the totals.", "deliverables":
+                            ["totals.md", "data/2019.csv"], "confidence": 0.9,
+                            "notes": "Two rows of March were unreadable and are left out."},
+                           "Finish the job (the last task of the final list)"),
+                   Example({"summary": "Could not convert the files.", "deliverables": [], "confidence": 0.1,
+                            "notes": "Every 2019 file is encrypted; a human must provide the key."},
+                           "Give up: the job cannot be done (your operator is asked)")),
+         errors=(Failure("a deliverable does not exist, is empty, or was not written during this job",
+                         "finish it, or list only the files this job produced"),
+                 Failure("a phase transition is in progress", "follow its steps (todo_write) first"),
+                 Failure("the record shows work left: todos not done, phases never worked through their todo list "
+                         "(the result names them)", "do the work it names, then call job_complete again"),
+                 Failure("a low confidence with notes shorter than a sentence",
+                         "say why the job cannot be done, or continue with the current task")),
+         rules=("Call it when every phase is done: the todos completed through todo_complete, each phase's list "
+                "worked through; checkboxes ticked in main_plan.md do not count.",
+                "It is the last task of the final list (\"Call job_complete()\"): call it, do not todo_complete "
+                "that task.",
+                "A confidence below the job's low_confidence (0.5 by default), with notes saying why, ends the job "
+                "as given up, at any time: your operator is asked.")),
 ]
