@@ -80,7 +80,11 @@ class JobConfig(_Strict):
         # registry: it governs every tool whose entry says it changes a file (Tool.modifies).
         # The job's commands first: an error lists the tools in this order (and may be cut at its end).
         known = {t.name: KnownTool() for t in self.tools}  # commands take no arguments
-        known.update({t.name: KnownTool(t.params, t.modifies) for t in default_registry().tools()})
+        # find_files is a tool of this job only with [context] file_index = true (None: the settings decide, so
+        # a guardrail may name it; with the index off it then gates a tool the agent does not have).
+        index = self.context.file_index is not False
+        known.update({t.name: KnownTool(t.params, t.modifies)
+                      for t in default_registry(file_index=index).tools()})
         problems = self.guardrails.tool_problems(known)
         if problems:
             raise ValidationError.from_exception_data(type(self).__name__, [
