@@ -118,6 +118,7 @@ class FileIndex:
         self._monotonic = monotonic
         self._wall = wall
         self._entries: dict[str, Entry] = {}
+        self._rows: list[tuple[str, str, str, str, int, str]] | None = None
         self.last: Refresh | None = None
 
     def __len__(self) -> int:
@@ -161,6 +162,7 @@ class FileIndex:
             new[f.rel] = e
         removed = sum(1 for rel in old if rel not in new)
         self._entries = new
+        self._rows = None
         binary = sum(1 for e in new.values() if e.binary)
         self.last = Refresh(files=len(new) - binary, binary=binary, read=read, removed=removed,
                             pending=sum(1 for e in new.values() if not e.read),
@@ -175,24 +177,31 @@ class FileIndex:
         the first lines), then shallower paths, then the path itself: a total order, so the answer is the same
         every time."""
         ranked: list[tuple[int, int, int, str]] = []
-        for e in self._entries.values():
-            if e.binary:
-                continue
+        for text, name, stem, path, depth, rel in self._searchable():
             matched = score = 0
             for t in terms:
-                if t in e.name_cf:
-                    score += SCORE_NAME_EXACT if t in (e.name_cf, e.stem_cf) else SCORE_NAME
-                elif t in e.path_cf:
-                    score += SCORE_PATH
-                elif t in e.head_cf:
-                    score += SCORE_HEAD
-                else:
+                if t not in text:  # most files miss most terms: one look for those
                     continue
+                if t in name:
+                    score += SCORE_NAME_EXACT if t in (name, stem) else SCORE_NAME
+                elif t in path:
+                    score += SCORE_PATH
+                else:
+                    score += SCORE_HEAD
                 matched += 1
             if matched:
-                ranked.append((-matched, -score, e.rel.count("/"), e.rel))
+                ranked.append((-matched, -score, depth, rel))
         best = heapq.nsmallest(limit, ranked)
         return [self._entries[key[3]] for key in best], len(ranked)
+
+    def _searchable(self) -> list[tuple[str, str, str, str, int, str]]:
+        """The text files' fields a query looks at, as plain tuples (a query is a tight loop over them), made once
+        per refresh. The first is the path and the first lines joined by a newline: a term never holds
+        whitespace (terms_of splits on it), so it cannot match across the two."""
+        if self._rows is None:
+            self._rows = [(f"{e.path_cf}\n{e.head_cf}", e.name_cf, e.stem_cf, e.path_cf, e.rel.count("/"), e.rel)
+                          for e in self._entries.values() if not e.binary]
+        return self._rows
 
 
 def _entry(rel: str, size: int, mtime: float) -> Entry:
