@@ -136,10 +136,16 @@ def describe(name: str, value: Any) -> str:
     return str(value)
 
 
+# Settings a record from an older version may lack (None): the run then took the settings' value, which is
+# written down at the resume, not changed by it.
+ADDED_LATER = ("carryover_turns", "requires_context", "file_index")
+
+
 def changes(old: Launch, new: Launch) -> list[str]:
     """``"model: gpt-4.1 -> gpt-4.1-mini"`` for each setting a resume changed."""
     return [f"{name}: {describe(name, getattr(old, name))} -> {describe(name, getattr(new, name))}"
-            for name in RESUMED if getattr(old, name) != getattr(new, name)]
+            for name in RESUMED if getattr(old, name) != getattr(new, name)
+            and not (name in ADDED_LATER and getattr(old, name) is None)]
 
 
 def identity_change(old: Launch, given: dict[str, Any]) -> list[str]:

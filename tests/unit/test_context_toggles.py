@@ -13,7 +13,7 @@ import pytest
 from console.cli import launch_flags
 from console.engine.job import JobError
 from console.engine.job_config import JobConfig, load_job_config
-from console.engine.launch import Launch, read_launch, write_launch
+from console.engine.launch import Launch, changes, read_launch, write_launch
 from console.engine.loop import SessionDeps, build_request
 from console.engine.operator import OperatorState
 from console.engine.runtime import Runtime
@@ -94,6 +94,11 @@ def test_a_record_from_before_the_toggles_resumes_with_the_settings(config: Path
     flags = {k: v for k, v in launch_flags(recorded, {}, False).items() if k not in ("script", "notify")}
     rs = resolve_run_settings(load_settings(), load_job_config(paths), **flags)
     assert (rs.requires_context, rs.file_index) == (False, False)
+    # Written down at this resume, not changed by it: the launch_settings event says no change.
+    now = Launch(provider=rs.provider, model=rs.model, carryover_turns=3, requires_context=False, file_index=False)
+    assert changes(recorded, now) == []
+    assert changes(now, Launch(provider=rs.provider, model=rs.model, carryover_turns=3, requires_context=True,
+                               file_index=False)) == ["requires_context: False -> True"]
 
 
 def test_find_files_is_a_built_in_name_and_a_guardrail_may_name_it_only_with_the_index(make_job) -> None:
