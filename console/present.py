@@ -398,7 +398,7 @@ def _session_started(e: ev.SessionStarted) -> Presented:
 
 
 def _context_notes(e: ev.SessionStarted) -> list[str]:
-    """Seed 003's settings when they differ from the defaults: ``working memory off (legacy prompts...)``."""
+    """Seed 003's settings when they differ from the defaults (``working memory off (requires_context = ...``)."""
     notes = []
     if not e.working_memory:
         notes.append("working memory off (requires_context = false): the prompts carry no task history or blockers")
