@@ -414,7 +414,20 @@ def _session_started(e: ev.SessionStarted) -> Presented:
     text = f"session {e.session} {how}" + (f" ({label})" if label else "")
     if e.detail:
         text += f": {flat(e.detail)}"
-    return Presented("●", "session", "info", text, DEMO if is_demo(e.provider) else "", "engine")
+    # Once per process (not at each context restart): what the prompts carry when it is not the default.
+    said = [DEMO] if is_demo(e.provider) else []
+    said += _context_notes(e)
+    return Presented("●", "session", "info", text, "; ".join(said), "engine")
+
+
+def _context_notes(e: ev.SessionStarted) -> list[str]:
+    """Seed 003's settings when they differ from the defaults (``working memory off (requires_context = ...``)."""
+    notes = []
+    if not e.working_memory:
+        notes.append("working memory off (requires_context = false): the prompts carry no task history or blockers")
+    if e.file_index:
+        notes.append("file index on: the agent has find_files")
+    return notes
 
 
 END_SEVERITY = {"job_complete": "success", "context_full": "info", "user_shutdown": "warning", "gave_up": "warning"}

@@ -175,6 +175,10 @@ class Settings(BaseSettings):
     auto_restart: bool = True
     # Whole turns (a reply with all its tool results) a context restart carries into the next session (seed 004).
     carryover_turns: int = Field(default=DEFAULT_CARRYOVER_TURNS, ge=0, le=MAX_CARRYOVER_TURNS)
+    # Seed 003: working memory in every prompt (on here; the seed's default is off), and the file catalogue with
+    # its find_files tool (off: its spec costs tokens in every request). job.toml [context] overrides both.
+    requires_context: bool = True
+    file_index: bool = False
     # The most one tool call may write, and the most the job folder may hold (MB); job.toml [limits] overrides.
     max_write_mb: float = Field(default=4.0, gt=0, le=MAX_MEGABYTES)
     max_job_mb: float = Field(default=1024.0, gt=0, le=MAX_MEGABYTES)
@@ -307,6 +311,9 @@ def resolve_run_settings(settings: Settings, job: JobConfig, **flags: Any) -> Ru
         summary=job.context.summary or settings.summary,
         carryover_turns=(job.context.carryover_turns if job.context.carryover_turns is not None
                          else settings.carryover_turns),
+        requires_context=(job.context.requires_context if job.context.requires_context is not None
+                          else settings.requires_context),
+        file_index=job.context.file_index if job.context.file_index is not None else settings.file_index,
         max_write_mb=job.limits.max_write_mb or settings.max_write_mb,
         max_job_mb=max_job_mb,
         guardrails=job.guardrails,

@@ -67,6 +67,10 @@ class SessionStarted(EventBase):
     context_window_source: str = ""
     # The model's prices are known (costs are shown) or not (said once, here).
     priced: bool = False
+    # What the prompts carry beyond the todo list and the plan (seed 003; job.toml [context]): working memory
+    # (requires_context), the file catalogue's find_files tool (file_index).
+    working_memory: bool = True
+    file_index: bool = False
 
 
 class SessionEnded(EventBase):

@@ -174,6 +174,11 @@ class ContextSection(_Strict):
     summary: Literal["deterministic", "llm"] | None = None
     # Whole turns a restart carries into the next session (seed 004; None: the settings' value, 3 by default).
     carryover_turns: int | None = Field(default=None, ge=0, le=MAX_CARRYOVER_TURNS)
+    # Working memory in the prompts (seed 003's toggle; None: the settings' value, on by default): the last tasks
+    # by intent and the active blockers. Off: the prompts carry none of it (seed 003's "legacy prompts").
+    requires_context: bool | None = None
+    # The file catalogue and its find_files tool (seed 003, phase 2; None: the settings' value, off by default).
+    file_index: bool | None = None
 
     @model_validator(mode="after")
     def _ordered(self) -> ContextSection:

@@ -27,6 +27,7 @@ from console.engine.job import (
 )
 from console.engine.tools import BUILTIN_TOOL_NAMES, default_registry
 from console.engine.tools.commands import CommandToolConfig, CommandTools
+from console.engine.tools.find_files import INDEX_TOOLS
 from console.engine.tools.limits import SandboxSection, legacy_mode
 
 
@@ -80,7 +81,10 @@ class JobConfig(_Strict):
         # registry: it governs every tool whose entry says it changes a file (Tool.modifies).
         # The job's commands first: an error lists the tools in this order (and may be cut at its end).
         known = {t.name: KnownTool() for t in self.tools}  # commands take no arguments
-        known.update({t.name: KnownTool(t.params, t.modifies) for t in default_registry().tools()})
+        # find_files is a tool of this job only with [context] file_index = true (None: the settings decide, so
+        # a guardrail may name it; with the index off it then gates a tool the agent does not have).
+        index = INDEX_TOOLS if self.context.file_index is not False else []
+        known.update({t.name: KnownTool(t.params, t.modifies) for t in [*default_registry().tools(), *index]})
         problems = self.guardrails.tool_problems(known)
         if problems:
             raise ValidationError.from_exception_data(type(self).__name__, [

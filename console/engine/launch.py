@@ -1,7 +1,8 @@
 """How a run was started, recorded in its state so that every resume is the same run.
 
 ``.console/launch.json`` holds what the operator chose when the run began (provider, model, base URL,
-context window, restart policy, turn and session limits, the turns a restart carries, the demo model's pace,
+context window, restart policy, turn and session limits, the turns a restart carries, whether the prompts carry
+working memory and the find_files tool (seed 003), the demo model's pace,
 a replay script,
 ``--unconfined``, the notification targets) and, for the record, the budgets job.toml gave it. It never
 holds a key: keys stay in the environment or the config file and are read again by each process.
@@ -36,7 +37,7 @@ MAX_LAUNCH_BYTES = 1 << 20
 
 # What a resume takes from the record when no flag says otherwise (the record's field = the flag's name).
 RESUMED = ("provider", "model", "base_url", "context_window", "max_turns", "max_restarts", "auto_restart", "speed",
-           "unconfined", "script", "notify", "carryover_turns")
+           "unconfined", "script", "notify", "carryover_turns", "requires_context", "file_index")
 # Changing these makes it another model's run: only with --switch-model.
 IDENTITY = ("provider", "model")
 
@@ -58,6 +59,10 @@ class Launch(BaseModel):
     auto_restart: bool | None = None
     # None: a record from before it was recorded (the run's settings decide, as they did then).
     carryover_turns: int | None = Field(default=None, ge=0, le=MAX_CARRYOVER_TURNS)
+    # What the prompts carry (seed 003): working memory, the find_files tool. Kept so that a resume shapes its
+    # prompts as the run began, whatever the config file says by then (None: a record from before they were).
+    requires_context: bool | None = None
+    file_index: bool | None = None
     speed: float | None = None
     unconfined: bool = False
     script: str | None = None
@@ -131,10 +136,16 @@ def describe(name: str, value: Any) -> str:
     return str(value)
 
 
+# Settings a record from an older version may lack (None): the run then took the settings' value, which is
+# written down at the resume, not changed by it.
+ADDED_LATER = ("carryover_turns", "requires_context", "file_index")
+
+
 def changes(old: Launch, new: Launch) -> list[str]:
     """``"model: gpt-4.1 -> gpt-4.1-mini"`` for each setting a resume changed."""
     return [f"{name}: {describe(name, getattr(old, name))} -> {describe(name, getattr(new, name))}"
-            for name in RESUMED if getattr(old, name) != getattr(new, name)]
+            for name in RESUMED if getattr(old, name) != getattr(new, name)
+            and not (name in ADDED_LATER and getattr(old, name) is None)]
 
 
 def identity_change(old: Launch, given: dict[str, Any]) -> list[str]:

@@ -163,7 +163,8 @@ def output_reserve(window: int) -> int:
 
 def build_request(deps: SessionDeps, system: str, conversation: list[Message]) -> ModelRequest:
     rt = deps.runtime
-    protected = build_protected(rt.todos, rt, [rt.memory.render()])
+    # requires_context off: seed 003's legacy prompts, without the working-memory block.
+    protected = build_protected(rt.todos, rt, [rt.memory.render()] if deps.settings.requires_context else [])
     return assemble(system, deps.registry, conversation, protected, output_reserve(deps.settings.context_window))
 
 
@@ -320,7 +321,8 @@ def compact(deps: SessionDeps, conversation: list[Message], reason: str) -> None
     """Layers 4-5 become a new previous summary (the new todos are already in layer 2)."""
     rt = deps.runtime
     before = len(conversation)
-    text = build_summary(rt.paths, rt.workspace, rt.clock.now(), memory=rt.memory)
+    text = build_summary(rt.paths, rt.workspace, rt.clock.now(),
+                         memory=rt.memory if deps.settings.requires_context else None)
     if deps.settings.summary == "llm" and (written := llm_summary(deps, conversation)):
         # The facts stay: the model's prose is added to them, never trusted to replace them.
         text = text.rstrip() + "\n\nSummary of the conversation, written by the model:\n" + written + "\n"

@@ -7,6 +7,14 @@ even right after a compaction or a restart. The in-memory list is capped at
 memory is a component of the run's harness state, recorded by the journal
 commit of the step that changed it (so a todo completion and its memory record
 are one atomic record).
+
+Seed 003's ``requires_context`` toggle (job.toml ``[context]``, on by default here,
+off in the seed) only decides whether the prompts carry the block (the protected
+layer and the compaction summary). Records are captured either way, unlike the
+seed (which captures only when on), because the harness relies on them whatever
+the prompts show: the task counter (``next_id``) is how a restart loop and a turn
+without progress are told apart from work, the blockers go into
+workspace_summary.md, and a run resumed with the toggle on finds its history.
 """
 
 from __future__ import annotations

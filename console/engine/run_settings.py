@@ -35,6 +35,11 @@ class RunSettings:
     summary: Literal["deterministic", "llm"] = "deterministic"
     # Whole turns (a reply with all its tool results) a restart carries into the next session (seed 004).
     carryover_turns: int = DEFAULT_CARRYOVER_TURNS
+    # Seed 003: working memory (the last 5 tasks by intent, the active blockers) in every prompt; False keeps the
+    # prompts without it. Completed tasks are recorded either way (console.engine.memory says why).
+    requires_context: bool = True
+    # Seed 003 phase 2: the job's file catalogue and the agent's find_files tool.
+    file_index: bool = False
     max_write_mb: float = 4.0  # the most one tool call may write
     max_job_mb: float = 1024.0  # the most the job folder may hold
     # The job definition's constraints (job.toml): guardrails, the commands it declares, and the world those

@@ -475,15 +475,17 @@ class Sandbox:
                 os.close(fd)
             self._close(parent)
 
-    def walk(self, rel: str = ".", *, limit: int = 10_000, hidden_files: bool = True) -> list[FileInfo]:
-        """Regular files under ``rel``, depth-first in name order; never opens a file."""
+    def walk(self, rel: str = ".", *, limit: int = 10_000, hidden_files: bool = True,
+             skip_dirs: frozenset[str] = frozenset()) -> list[FileInfo]:
+        """Regular files under ``rel``, depth-first in name order; never opens a file. Folders named in
+        ``skip_dirs`` (at any depth: node_modules, __pycache__...) are not entered."""
         r, parts, shown = self._check(rel if rel.strip() else ".")
         out: list[FileInfo] = []
         if limit <= 0:
             return out
         try:
             if not parts:
-                self._walk_dir(self._root_fd, "", 0, out, limit, hidden_files)
+                self._walk_dir(self._root_fd, "", 0, out, limit, hidden_files, skip_dirs)
                 return out
             fd = self._open_target(parts, shown, _LOOK)
             try:
@@ -491,7 +493,7 @@ class Sandbox:
                 if stat.S_ISDIR(st.st_mode):
                     dfd = os.open(".", _DIR, dir_fd=fd)  # re-opens that very folder, not a name
                     try:
-                        self._walk_dir(dfd, r + "/", 0, out, limit, hidden_files)
+                        self._walk_dir(dfd, r + "/", 0, out, limit, hidden_files, skip_dirs)
                     finally:
                         os.close(dfd)
                 elif stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
@@ -1040,7 +1042,7 @@ class Sandbox:
         return fd, st, shown
 
     def _walk_dir(self, dirfd: int, prefix: str, depth: int, out: list[FileInfo], limit: int,
-                  hidden_files: bool) -> None:
+                  hidden_files: bool, skip_dirs: frozenset[str] = frozenset()) -> None:
         at_root = self._dir_key(dirfd) == self._root_key
         try:
             with os.scandir(dirfd) as it:
@@ -1058,13 +1060,14 @@ class Sandbox:
             rel = prefix + name
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    if name.startswith(".") or (at_root and name.casefold() == self._state_cf):
+                    if (name.startswith(".") or (at_root and name.casefold() == self._state_cf)
+                            or name in skip_dirs):
                         continue
                     if depth + 1 > WALK_DEPTH:
                         continue
                     sub = os.open(name, _DIR | os.O_NOFOLLOW, dir_fd=dirfd)
                     try:
-                        self._walk_dir(sub, rel + "/", depth + 1, out, limit, hidden_files)
+                        self._walk_dir(sub, rel + "/", depth + 1, out, limit, hidden_files, skip_dirs)
                     finally:
                         os.close(sub)
                     continue

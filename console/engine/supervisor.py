@@ -155,7 +155,7 @@ class Supervisor:
         self.provider = provider
         self.clock = clock or SystemClock()
         self.store = store
-        self.registry = registry or default_registry()
+        self.registry = registry or default_registry(file_index=settings.file_index)
         # The job definition's guardrails and declared commands (job.toml; the agent cannot change them).
         self.guardrails = (build_guardrails(settings.guardrails) if settings.guardrails is not None
                            else default_guardrails())
@@ -244,7 +244,8 @@ class Supervisor:
         """Summary, restart marker (the session's number, the previous session's turns), then the carried turns
         (already whole turns within budget)."""
         rt = self._rt
-        text = build_summary(self.paths, rt.workspace, self.clock.now(), memory=rt.memory)
+        text = build_summary(self.paths, rt.workspace, self.clock.now(),
+                             memory=rt.memory if self.settings.requires_context else None)
         marker = restart_marker(session, previous_turns, sum(1 for m in carry if m.role == "assistant"),
                                 interrupted=why == "resume")
         self.events.emit(ev.ContextCompacted, messages_before=before, messages_after=2 + len(carry),
@@ -279,10 +280,11 @@ class Supervisor:
             return None
         return self.runtime.guardrails.budget_state.cost_usd
 
-    def _window_info(self) -> dict[str, Any]:
+    def _session_info(self) -> dict[str, Any]:
         st = self.settings
         return {"context_window": st.context_window, "context_window_source": st.context_window_source,
-                "priced": st.prices is not None}
+                "priced": st.prices is not None, "working_memory": st.requires_context,
+                "file_index": st.file_index}
 
     def _store_started(self) -> None:
         self._store("started", self.paths.root.name, self.provider.name, self.provider.model, self.clock.now())
@@ -492,7 +494,7 @@ class Supervisor:
         if reason == "resume" and loaded.cp is None:
             conversation = Conversation(self._new_session_conversation([], 0, self.session, "resume"))
         self.events.emit(ev.SessionStarted, reason=reason, provider=self.provider.name, model=self.provider.model,
-                         carryover_messages=len(conversation), detail=detail, **self._window_info())
+                         carryover_messages=len(conversation), detail=detail, **self._session_info())
         if self.launch is not None:
             self.events.emit(ev.LaunchSettings, **self.launch.event_fields())
         if gave_up and rt.resume_after_giving_up() is not None:
@@ -557,7 +559,7 @@ class Supervisor:
             system = None
             self.events.emit(ev.SessionStarted, reason="restart", provider=self.provider.name,
                              model=self.provider.model, carryover_messages=len(result.carryover),
-                             **self._window_info())
+                             **self._session_info())
         if crashed:  # the operator is told (and their channels): it ended on an internal error, resumable
             ask_operator(self.events, self.operator, "crashed", "the run stopped on an internal error; resume it "
                          "once the cause is fixed", [crashed], pause=False)

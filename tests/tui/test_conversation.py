@@ -127,6 +127,26 @@ def test_notices_are_the_shared_lines():
     run(body)
 
 
+def test_the_console_says_when_the_prompts_carry_no_working_memory():
+    """Seed 003's requires_context = false (and file_index = true) in the session's notice, once per process."""
+
+    async def body(pilot: Any) -> None:
+        pane = pilot.app.query_one(ConversationPane)
+        log = Log()
+        log.add(ev.SessionStarted, reason="new", provider="openai", model="gpt-4.1", working_memory=False,
+                file_index=True)
+        log.add(ev.SessionStarted, reason="restart", provider="openai", model="gpt-4.1", working_memory=False,
+                file_index=True)
+        pane.ingest(log.events)
+        await pilot.pause()
+        text = " ".join(" ".join(pane.plain_lines()).split())
+        assert text.count("working memory off (requires_context = false): the prompts carry no task history or "
+                          "blockers") == 1
+        assert text.count("file index on: the agent has find_files") == 1
+
+    run(body)
+
+
 def test_a_long_notice_hangs_under_its_text():
     async def body(pilot: Any) -> None:
         pane = pilot.app.query_one(ConversationPane)

@@ -52,7 +52,7 @@ HARD_SECRET = "HARDLINK-SECRET-77b2"
 # a searched-for SECRET without having read anything).
 CANARY = "CANARY-5e1f0c"
 OUTSIDE = "@OUTSIDE@"  # replaced by the outside folder's absolute path
-REGISTRY = default_registry()
+REGISTRY = default_registry(file_index=True)  # find_files too: it reads every file's first lines
 TOOL_NAMES = REGISTRY.names
 UNKNOWN_NAMES = ["", " ", "READ_FILE", "read_file ", "read-file", "../write_file", "write_file\x00", "\ud800",
                  "x" * 300, "job_complete\u200b", "todo_complete()", "functions.read_file"]
@@ -244,6 +244,7 @@ RIGHT: dict[str, st.SearchStrategy[Any]] = {
     "deliverables": st.lists(PATHS, max_size=4),
     "todos": st.lists(st.one_of(TEXT, st.fixed_dictionaries({"task": TEXT}, optional={"done": JSON_LEAVES})),
                       max_size=60),
+    "query": st.one_of(PATTERNS, TEXT), "limit": INTS,
 }
 
 
@@ -264,6 +265,9 @@ PLAUSIBLE: dict[str, st.SearchStrategy[Any]] = {
     "deliverables": st.lists(st.sampled_from(["notes.md", "new.md", "hard.md", "link.md", "pipe.md", "sub"]),
                              max_size=3),
     "todos": st.lists(st.text(min_size=1, max_size=40), min_size=1, max_size=20),
+    "query": st.sampled_from(["notes", "hello second", "secret", "API_KEY", "hard link pipe", "deep sub", "md",
+                              "outside", SECRET]),
+    "limit": st.integers(1, 50),
 }
 
 

@@ -32,6 +32,13 @@ CASES: list[tuple[ev.EventBase, str, str, str, str]] = [
      "●", "session", "info", f"session 2 resumed (scripted/scripted-agent): after turn 12; {present.DEMO}"),
     (make(ev.SessionStarted, reason="restart", provider="openai", model="gpt-4.1", carryover_messages=1),
      "↻", "restart", "info", "session 2 started after a context restart: 1 message carried over"),
+    # Seed 003's settings, said when they are not the defaults (once per process: not at a context restart).
+    (make(ev.SessionStarted, reason="new", provider="openai", model="gpt-4.1", working_memory=False,
+          file_index=True),
+     "●", "session", "info", "session 2 started (openai/gpt-4.1); working memory off (requires_context = false): "
+                             "the prompts carry no task history or blockers; file index on: the agent has find_files"),
+    (make(ev.SessionStarted, reason="restart", provider="openai", model="gpt-4.1", working_memory=False),
+     "↻", "restart", "info", "session 2 started after a context restart: 0 messages carried over"),
     (make(ev.SessionEnded, reason="max_turns", turns=1, detail="100 turns"),
      "■", "session-end", "error", "session 2 ended: max_turns after 1 turn (100 turns)"),
     (make(ev.SessionEnded, reason="job_complete", turns=45, detail="done"),
