@@ -25,7 +25,7 @@ from console.engine.tools.docs import (
 from console.engine.tools.limits import CommandWorld
 from console.engine.tools.registry import Example, Failure, NoArgs, Tool, ToolArgs, ToolOutcome, ToolRegistry
 
-BUILTINS = default_registry().tools()
+BUILTINS = default_registry(file_index=True).tools()  # find_files too, though it is opt-in
 COMMANDS = build_command_tools(
     [CommandToolConfig(name="run_tests", description="Run the test suite.", command=["pytest", "-q", "tests/"],
                        timeout=300, max_output_kb=128, env={"API_TOKEN": "s3cr3t-value", "PYTHONHASHSEED": "0"})],

@@ -18,7 +18,7 @@ from pydantic import Field
 from console.engine.file_index import HEAD_CHARS, MAX_FILES, MAX_PATH_CHARS, index_for, terms_of
 from console.engine.text import safe_text
 from console.engine.tools.files import sandbox
-from console.engine.tools.registry import Tool, ToolArgs, ToolFailure
+from console.engine.tools.registry import Example, Failure, Tool, ToolArgs, ToolFailure
 
 if TYPE_CHECKING:
     from console.engine.runtime import Runtime
@@ -74,5 +74,13 @@ def find_files(rt: Runtime, a: FindFilesArgs) -> str:
 INDEX_TOOLS: list[Tool] = [
     Tool("find_files", "Find job files by words in their path or first lines, from a catalogue of the job "
                        "folder (path, size, first lines; binary files and generated folders left out).",
-         FindFilesArgs, find_files, "find files by words in their path or first lines"),
+         FindFilesArgs, find_files, "find files by words in their path or first lines",
+         examples=(Example({"query": "invoice parser"}, "Find the files about invoice parsing"),
+                   Example({"query": "config yaml", "limit": 5}, "The five best matches for config files")),
+         errors=(Failure("the query has no word to look for", "give one or more words"),
+                 Failure("nothing matches", "try other words, or search_files(pattern) to search inside files")),
+         rules=("It matches words, not patterns: a file matches by more of the words first, a word in its name "
+                "before one in a folder name or its first lines.",
+                f"Only the first {MAX_FILES} files are indexed; binary files, hidden files and generated folders "
+                "(node_modules, venv, build...) are left out.")),
 ]
