@@ -207,29 +207,49 @@ def build_params(model: str, request: ModelRequest, *, official: bool = True) ->
 
 
 def to_openai_messages(request: ModelRequest) -> list[dict[str, Any]]:
-    """The conversation in the shape every server that speaks the protocol accepts.
+    """The conversation in the shape every server that speaks the protocol accepts, at once.
 
-    Chat templates served by vLLM, llama.cpp and LM Studio refuse a system message that is not first and
-    (some) two user messages in a row, so: one system message, first; a harness notice (role system in our
-    conversation) is a tagged user message; neighbouring user messages are merged; and the protected layer
-    (todo list, plan, memory) joins the last user message, or follows the tool results as a user message,
-    after everything that stays the same from turn to turn (the cacheable prefix is as long as before).
+    OpenAI takes almost anything; the chat templates of local servers (vLLM, llama.cpp, LM Studio) do not. Qwen-style
+    templates refuse a system message that is not first; Mistral-family ones (and mistral_common, which vLLM and
+    Mistral's API validate with) count the user messages and the assistant messages without tool calls, need them
+    to alternate (user first), refuse a user message right after tool results, and an assistant message without
+    text or calls. So: one system message, first; a harness notice (role system in our conversation) is a tagged
+    user message; a reply with nothing to replay (no text, no calls: reasoning only, or nothing at all) is left
+    out, and what was around it joins up; neighbouring user messages are merged, and so are neighbouring replies
+    of text only; a user message that follows tool results gets :data:`NO_REPLY` before it (what happened there:
+    the model said nothing between its results and the harness's message). The protected layer (todo list, plan,
+    memory) joins the last user message, or is a user message of its own, after everything that stays the same
+    from turn to turn (the cacheable prefix is as long as before). The conversation itself is left as it was:
+    the event log keeps what the model really sent.
     """
     out: list[dict[str, Any]] = []
     if request.system:
         out.append({"role": "system", "content": request.system})
     for m in request.messages:
-        msg = _to_openai_message(m)
-        if msg["role"] == "user" and out and out[-1]["role"] == "user" and isinstance(out[-1]["content"], str):
-            out[-1] = {"role": "user", "content": f"{out[-1]['content']}\n\n{msg['content']}"}
-        else:
-            out.append(msg)
+        _add(out, _to_openai_message(m))
     if request.protected:
-        if out and out[-1]["role"] == "user" and isinstance(out[-1]["content"], str):
-            out[-1] = {"role": "user", "content": f"{out[-1]['content']}\n\n{request.protected}"}
-        else:
-            out.append({"role": "user", "content": request.protected})
+        _add(out, {"role": "user", "content": request.protected})
     return out
+
+
+# Said by no one: the assistant's place between tool results and a user message (or an empty reply's, there).
+NO_REPLY = "(no reply)"
+
+
+def _add(out: list[dict[str, Any]], msg: dict[str, Any]) -> None:
+    """Append ``msg`` to the wire conversation ``out``, keeping it in the shape :func:`to_openai_messages` says."""
+    role = msg["role"]
+    plain = role == "assistant" and not msg.get("tool_calls")
+    if plain and not (msg["content"] or "").strip():
+        return  # nothing to replay (mistral_common: "Assistant message must have either content or tool_calls")
+    last = out[-1] if out else None
+    if last is not None and last["role"] == role and (role == "user" or (plain and not last.get("tool_calls"))):
+        joined = "\n\n".join(part for part in (last["content"], msg["content"]) if part)
+        out[-1] = {"role": role, "content": joined}
+        return
+    if role == "user" and last is not None and last["role"] == "tool":
+        out.append({"role": "assistant", "content": NO_REPLY})
+    out.append(msg)
 
 
 def _to_openai_message(m: Message) -> dict[str, Any]:

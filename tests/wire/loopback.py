@@ -26,7 +26,10 @@ answers, an HTTP 400 in that provider's error shape, so the SDK raises its
 recorded too, with the reason in ``Recorded.rejected`` (``Loopback.rejected``,
 ``Loopback.accepted``). ``Loopback(openai_dialect="chat_template")`` makes the
 OpenAI path behave like a local server rendering a Qwen-style chat template
-(vLLM, llama.cpp, LM Studio): stricter request rules, vLLM-shaped chunks.
+(vLLM, llama.cpp, LM Studio): stricter request rules, vLLM-shaped chunks;
+``openai_dialect="mistral_template"`` like one serving a Mistral-family model
+(strict user/assistant alternation, text in every reply: see
+:mod:`tests.wire.mistral_rules`).
 
 SHAPED LIKE RECORDED STREAMS. A ``Reply`` is rendered the way the real APIs
 stream (checked against recorded production streams):
@@ -81,6 +84,7 @@ from typing import Any, Literal, Self
 
 from .wire_rules import (
     CHAT_TEMPLATE,
+    MISTRAL_TEMPLATE,
     OPENAI,
     OPENAI_DIALECTS,
     Invalid,
@@ -94,11 +98,13 @@ from .wire_rules import (
 )
 
 __all__ = [
-    "CHAT_TEMPLATE", "OPENAI", "OPENAI_DIALECTS", "AnthropicStreamError", "Canned", "CannedToolCall", "CannedUsage",
-    "Cut", "EndEarly", "HttpError", "Invalid", "KeepAlive", "Loopback", "NotUtf8", "OpenAIDialect",
-    "OpenAIStreamError", "Raw", "Recorded", "Reply", "Stall", "StallAfter", "anthropic_api_error",
+    "CHAT_TEMPLATE", "MISTRAL_TEMPLATE", "OPENAI", "OPENAI_DIALECTS", "AnthropicStreamError", "Canned",
+    "CannedToolCall", "CannedUsage", "Cut", "EndEarly", "HttpError", "Invalid", "KeepAlive", "Loopback", "NotUtf8",
+    "OpenAIDialect", "OpenAIStreamError", "Raw", "Recorded", "Reply", "Stall", "StallAfter",
+    "anthropic_api_error",
     "anthropic_auth_error", "anthropic_events", "anthropic_overloaded", "anthropic_permission_error",
-    "anthropic_prompt_too_long", "anthropic_rate_limit", "check_anthropic", "check_openai", "local_context_length",
+    "anthropic_prompt_too_long", "anthropic_rate_limit", "check_anthropic", "check_openai",
+    "local_context_length",
     "openai_auth_error", "openai_context_length", "openai_events", "openai_overloaded", "openai_permission_denied",
     "openai_rate_limit", "openai_server_error", "pieces", "published_types_status", "tokens", "validate_anthropic",
     "validate_openai",
