@@ -417,7 +417,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         api_key = secret.get_secret_value() if secret is not None else None
         try:
             provider = make_provider(rs.provider, rs.model, base_url=rs.base_url, api_key=api_key, speed=rs.speed,
-                                     clock=clock, script=script)
+                                     clock=clock, script=script, max_tokens_param=settings.max_tokens_param)
         except (ProviderError, RecursionError):
             raise
         except Exception as exc:  # an SDK refusing its settings (e.g. a URL form only it rejects)

@@ -95,6 +95,25 @@ def error_body(path: str, problem: Invalid, dialect: OpenAIDialect = OPENAI) -> 
                       "code": problem.code}}
 
 
+TokenLimit = Literal["max_tokens", "max_completion_tokens"]
+
+
+def check_token_limit(body: Any, takes: TokenLimit | None) -> Invalid | None:
+    """A deployment that takes one name of the output limit only, whatever the model is called (an Azure deployment
+    is named by its owner): ``takes="max_completion_tokens"`` is Azure OpenAI's (and OpenAI's) reasoning models, o1,
+    o3, o4-mini, gpt-5 (the body, param and code as recorded: openai-python and many client issues, e.g.
+    langgenius/dify#9746); ``"max_tokens"`` an Azure deployment behind an older API version (openai-python#1724,
+    BerriAI/litellm#8638: param and code null)."""
+    if not isinstance(body, dict) or takes is None:
+        return None
+    if takes == "max_completion_tokens" and body.get("max_tokens") is not None:
+        return Invalid("max_tokens", "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+                                     "'max_completion_tokens' instead.", code="unsupported_parameter")
+    if takes == "max_tokens" and "max_completion_tokens" in body:
+        return Invalid(None, "Unrecognized request argument supplied: max_completion_tokens")
+    return None
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
