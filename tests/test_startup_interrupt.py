@@ -170,13 +170,17 @@ def check(sample: Sample) -> None:
     text = sample.text()
     assert "Traceback" not in text, text
     assert sample.code == 130 or (sample.tty and b"\x1b[?1049h" in sample.out), (sample.code, text)
-    said = [line for line in sample.err.decode("utf-8", "replace").splitlines() if line.strip()]
+    lines = [line.strip() for line in text.replace("\r", "\n").splitlines() if line.strip()]
+    # Ours start with the command's name (under a terminal, after the ^C the terminal echoes).
+    said = [line[line.index("agent-console:"):] for line in lines if "agent-console:" in line]
     if "stopping: at once" in text:  # the run's own handling: the documented stop, then how to go on
-        assert AFTER.match(said[-1]) or "resume run" in said[-1], said
+        assert "resume run" in said[-1], said
         return
     assert len(said) <= 1, said
     for line in said:
         assert BEFORE.match(line) or AFTER.match(line), line
+    if not sample.tty:  # nothing else on stderr
+        assert [line for line in sample.err.decode().splitlines() if line.strip()] == said, sample.err
 
 
 def sweep(samples: list[Sample], env: dict[str, str], rounds: int = 6) -> list[Sample]:
