@@ -417,7 +417,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         api_key = secret.get_secret_value() if secret is not None else None
         try:
             provider = make_provider(rs.provider, rs.model, base_url=rs.base_url, api_key=api_key, speed=rs.speed,
-                                     clock=clock, script=script)
+                                     clock=clock, script=script, max_tokens_param=settings.max_tokens_param)
         except (ProviderError, RecursionError):
             raise
         except Exception as exc:  # an SDK refusing its settings (e.g. a URL form only it rejects)
@@ -450,41 +450,47 @@ def cmd_run(args: argparse.Namespace) -> int:
     except OSError as exc:  # the data folder cannot be written, or a file of the job cannot be copied
         _err(f"{job_arg}: cannot be copied to a run folder under {settings.runs_dir}: {str(exc)[:300]}")
         return EXIT_USAGE
-    if use_console or args.detach:
-        # The run is a process of its own (a runner); this one only watches it, and may go away.
-        _say(f"run {paths.run_id}: {paths.root}")
-        given = {k: v for k, v in given.items() if v is not None}
-        if args.switch_model:
-            given["switch_model"] = True
-        # Who asked: the fleet's `r` runs `resume` with this variable set to "fleet" (recorded in launch_settings).
-        by = os.environ.pop(RUNNER_BY_ENV, "") or ("console" if use_console else "detach")
-        return start_runner(paths, given, by=by,
-                            console=use_console, theme=args.theme or settings.theme)
-    record = Launch(provider=rs.provider, model=rs.model, base_url=rs.base_url, context_window=rs.context_window,
-                    context_window_source=(recorded.context_window_source if recorded is not None and
-                                           given.get("context_window") is None else rs.context_window_source),
-                    max_turns=rs.max_turns, max_restarts=rs.max_restarts, auto_restart=rs.auto_restart,
-                    carryover_turns=rs.carryover_turns, requires_context=rs.requires_context,
-                    file_index=rs.file_index, speed=rs.speed, unconfined=bool(flags.get("unconfined")),
-                    script=str(script) if script is not None else None, notify=tuple(flags.get("notify") or ()),
-                    budgets=_budgets(job),
-                    started_at=recorded.started_at if recorded is not None else clock.now())
-    launch = LaunchStart(record, source="resume" if recorded is not None else "start",
-                         changes=tuple(changes(recorded, record)) if recorded is not None else (),
-                         by=os.environ.pop(RUNNER_BY_ENV, "") if runner else "headless",
-                         shown_notify=tuple(shown_url(u) for u in record.notify))
     try:
-        sup = Supervisor(paths, rs, provider, clock=clock, store=store, launch=launch)
-    except sqlite3.Error as exc:
-        _err(f"{settings.store_path}: the jobs database cannot be used ({exc}); move it aside and a new one is made")
-        return EXIT_USAGE
-    except (ValueError, OSError) as exc:
-        _err(state_error(paths, exc))
-        return EXIT_USAGE
-    # The run's id, then its folder: `run ID: FOLDER` (a script takes the folder after the first ": ").
-    _say(f"run {paths.run_id}: {paths.root}")
-    if not args.headless and not runner and not use_console:
-        _say("not a terminal: running headless (the console needs one)", sys.stderr)
+        if use_console or args.detach:
+            # The run is a process of its own (a runner); this one only watches it, and may go away.
+            _say(f"run {paths.run_id}: {paths.root}")
+            given = {k: v for k, v in given.items() if v is not None}
+            if args.switch_model:
+                given["switch_model"] = True
+            # Who asked: the fleet's `r` runs `resume` with this variable set to "fleet" (in launch_settings).
+            by = os.environ.pop(RUNNER_BY_ENV, "") or ("console" if use_console else "detach")
+            return start_runner(paths, given, by=by,
+                                console=use_console, theme=args.theme or settings.theme)
+        record = Launch(provider=rs.provider, model=rs.model, base_url=rs.base_url, context_window=rs.context_window,
+                        context_window_source=(recorded.context_window_source if recorded is not None and
+                                               given.get("context_window") is None else rs.context_window_source),
+                        max_turns=rs.max_turns, max_restarts=rs.max_restarts, auto_restart=rs.auto_restart,
+                        carryover_turns=rs.carryover_turns, requires_context=rs.requires_context,
+                        file_index=rs.file_index, speed=rs.speed, unconfined=bool(flags.get("unconfined")),
+                        script=str(script) if script is not None else None, notify=tuple(flags.get("notify") or ()),
+                        budgets=_budgets(job),
+                        started_at=recorded.started_at if recorded is not None else clock.now())
+        launch = LaunchStart(record, source="resume" if recorded is not None else "start",
+                             changes=tuple(changes(recorded, record)) if recorded is not None else (),
+                             by=os.environ.pop(RUNNER_BY_ENV, "") if runner else "headless",
+                             shown_notify=tuple(shown_url(u) for u in record.notify))
+        try:
+            sup = Supervisor(paths, rs, provider, clock=clock, store=store, launch=launch)
+        except sqlite3.Error as exc:
+            _err(f"{settings.store_path}: the jobs database cannot be used ({exc}); move it aside and a new one "
+                 "is made")
+            return EXIT_USAGE
+        except (ValueError, OSError) as exc:
+            _err(state_error(paths, exc))
+            return EXIT_USAGE
+        # The run's id, then its folder: `run ID: FOLDER` (a script takes the folder after the first ": ").
+        _say(f"run {paths.run_id}: {paths.root}")
+        if not args.headless and not runner and not use_console:
+            _say("not a terminal: running headless (the console needs one)", sys.stderr)
+    except KeyboardInterrupt:
+        # Ctrl+C between the run folder and the run's own handling of it: nothing of the run has happened yet.
+        _err(f"interrupted before the run started; {resume_hint(paths)}")
+        return EXIT_INTERRUPTED
     return _run_headless(sup, paths, store, clock, runner=runner, notify=record.notify,
                          notify_on_end=settings.notify.on_end)
 
@@ -492,8 +498,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, theme: str = "") -> int:
     """Start the run in ``paths`` as a runner process; then open a console on it (``console``) or say how to
     follow it. Exit code: the run's own once it has ended under the console; 0 when it goes on."""
+    import subprocess
+
     from console.engine.control import RunLock
-    from console.runner import log_tail, spawn_runner, wait_started
+    from console.runner import HARD_EXIT_AFTER, log_tail, spawn_runner, wait_started
 
     holder = RunLock(paths).holder()
     if holder is not None:
@@ -508,7 +516,21 @@ def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, t
     except OSError as exc:
         _err(f"the run could not be started: {exc.strerror or exc}")
         return EXIT_FAILED
-    code = wait_started(paths, proc)
+    try:
+        code = wait_started(paths, proc)
+        if code is None and console:
+            from console.tui.launch import attach_console
+
+            attach_console(paths, theme=theme, job_title=paths.root.name, quit_asks=True)
+    except KeyboardInterrupt:
+        # Ctrl+C before the console has the terminal (there it is a key, and quit asks): the run this command
+        # started is stopped as a headless run's is on SIGTERM (at once, resumable), and its process gone.
+        with contextlib.suppress(OSError):
+            proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=HARD_EXIT_AFTER + 1.0)
+        _err(f"interrupted; {resume_hint(paths)}")
+        return EXIT_INTERRUPTED
     if code is not None:
         for line in log_tail(paths):
             _err(line.removeprefix("agent-console: "))
@@ -518,14 +540,12 @@ def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, t
         _say(f"running in the background (process {proc.pid}); watch it: agent-console attach {paths.run_id}; "
              f"its story: agent-console logs -f {paths.run_id}; stop it: agent-console stop {paths.run_id}")
         return EXIT_OK
-    return _console_on_runner(paths, theme)
+    return _after_console(paths)
 
 
-def _console_on_runner(paths: Any, theme: str) -> int:
+def _after_console(paths: Any) -> int:
     from console.runner import ended_code
-    from console.tui.launch import attach_console
 
-    attach_console(paths, theme=theme, job_title=paths.root.name, quit_asks=True)
     code = ended_code(paths)
     if code is None:
         _say(f"detached: run {paths.run_id} goes on; come back with: agent-console attach {paths.run_id} "
@@ -604,36 +624,45 @@ def _run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool 
     Ctrl+C stops after the turn in flight (a second one at once); SIGTERM (kill, systemd, a console's stop
     of its run) stops at once and the process is gone within 2 s either way, the run resumable; SIGHUP (the
     terminal went away) is no reason to stop: the run goes on, its story into .console/runner.log."""
-    from console.engine.supervisor import JobBusy
-    from console.headless import HeadlessLog, use_color
-    from console.runner import HardExit, detach_output
+    notifier = None
+    try:
+        from console.engine.supervisor import JobBusy
+        from console.headless import HeadlessLog, use_color
+        from console.runner import HardExit, detach_output
 
-    sup.subscribe(HeadlessLog(sys.stdout, color=use_color(sys.stdout), run_id=paths.run_id, provider=sup.provider.name))
-    notifier = _notifier(sup, paths, notify, notify_on_end)
-    interrupts = 0
-    signal_name: str | None = None  # the first signal that stopped the run: an interrupt, not an operator stop
-    hard_exit = HardExit(before=lambda: store.ended(paths.root, "interrupted", clock.now(), "stopped by SIGTERM"))
+        sup.subscribe(HeadlessLog(sys.stdout, color=use_color(sys.stdout), run_id=paths.run_id,
+                                  provider=sup.provider.name))
+        notifier = _notifier(sup, paths, notify, notify_on_end)
+        interrupts = 0
+        signal_name: str | None = None  # the first signal that stopped the run: an interrupt, not an operator stop
+        hard_exit = HardExit(before=lambda: store.ended(paths.root, "interrupted", clock.now(), "stopped by SIGTERM"))
 
-    def on_signal(signum: int, frame: object) -> None:
-        nonlocal interrupts, signal_name
-        if signum == signal.SIGHUP:
-            detach_output(paths)  # the terminal is gone: the run is not
-            return
-        interrupts += 1
-        if signal_name is None:
-            signal_name = "Ctrl+C" if signum == signal.SIGINT else signal.Signals(signum).name
-        sup.stop()
-        if signum == signal.SIGTERM:
-            sup.stop()  # at once: whoever sent it expects the process gone
-            hard_exit.arm()
-            return
-        if interrupts == 1:
-            print("\nstopping: at once if the model is being asked, else after the turn's tool calls (Ctrl+C again "
-                  "to stop now)", file=sys.stderr, flush=True)
-        elif interrupts > 2:
-            raise KeyboardInterrupt
+        def on_signal(signum: int, frame: object) -> None:
+            nonlocal interrupts, signal_name
+            if signum == signal.SIGHUP:
+                detach_output(paths)  # the terminal is gone: the run is not
+                return
+            interrupts += 1
+            if signal_name is None:
+                signal_name = "Ctrl+C" if signum == signal.SIGINT else signal.Signals(signum).name
+            sup.stop()
+            if signum == signal.SIGTERM:
+                sup.stop()  # at once: whoever sent it expects the process gone
+                hard_exit.arm()
+                return
+            if interrupts == 1:
+                print("\nstopping: at once if the model is being asked, else after the turn's tool calls (Ctrl+C "
+                      "again to stop now)", file=sys.stderr, flush=True)
+            elif interrupts > 2:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)  # one is enough: the next would cut its unwinding
+                raise KeyboardInterrupt
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    except KeyboardInterrupt:  # Ctrl+C before the run's own handling of it: the run has not started
+        if notifier is not None:
+            notifier.close()
+        _err(f"interrupted before the run started; {resume_hint(paths)}")
+        return EXIT_INTERRUPTED
     try:
         sup.run()
     except JobBusy as exc:
@@ -1222,13 +1251,25 @@ def cmd_wait(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from console.entry import interrupt_once, take_interrupts
+
+    # Already in place when the command came through console.entry; `python -m console.cli` comes here first.
+    previous = signal.getsignal(signal.SIGINT)
+    take_interrupts()
     try:
         return _main(argv)
+    except KeyboardInterrupt:
+        # Ctrl+C before the command had its own handling (imports, settings, the provider, a console starting):
+        # exit 130, and no traceback. A command with something to say about it (a run) said it on one line.
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`agent-console jobs | head`): nothing more to say, and nothing to say it to.
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+    finally:
+        if signal.getsignal(signal.SIGINT) is interrupt_once and previous is not interrupt_once:
+            signal.signal(signal.SIGINT, previous)  # called in-process (tests): the caller's handling again
 
 
 def _main(argv: list[str] | None = None) -> int:

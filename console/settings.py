@@ -162,6 +162,9 @@ class Settings(BaseSettings):
     base_url: str | None = None
     openai_api_key: SecretStr | None = None
     anthropic_api_key: SecretStr | None = None
+    # The openai provider's name for the output limit: "auto" (by the host, then by the server's answer), or one
+    # forced for a server that answers neither way (registry.MaxTokensParam).
+    max_tokens_param: registry.MaxTokensParam = "auto"
     # Scripted model pacing: 1.0 looks alive in a demo, 0 is instant (tests, benchmarks).
     speed: float = Field(default=1.0, ge=0, le=MAX_SPEED)
     # None: the model's window from the registry (or 128k for a model it does not know).

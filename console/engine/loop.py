@@ -46,6 +46,7 @@ from console.engine.journal import Checkpoint, Conversation, UsageRecord
 from console.engine.messages import Message, ModelRequest, ToolCall
 from console.engine.model import (
     IncompleteStream,
+    Notice,
     Provider,
     ProviderError,
     ReasoningDelta,
@@ -219,6 +220,8 @@ def stream_turn(deps: SessionDeps, turn: int, request: ModelRequest, streamed: l
             usage = item
         elif isinstance(item, Stop):
             stop = item
+        elif isinstance(item, Notice):
+            rt.events.emit(ev.ErrorEvent, message=clean(item.text), where="provider", recoverable=True)
         # Progress (tool-call arguments arriving) only keeps the stall watchdog quiet.
     # The output limit cut the reply: its last call may be cut too, and a cut call is never run.
     if (stop is not None and stop.reason == "max_tokens" and calls

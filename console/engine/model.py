@@ -45,6 +45,15 @@ class Progress:
 
 
 @dataclass(frozen=True, slots=True)
+class Notice:
+    """Something the adapter did that the operator should read once, in the adapter's words: the server refused
+    a parameter and the request was sent again another way. Recorded as a recoverable provider error; the turn
+    goes on (it is no failure of the turn, so no retry of it either)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class Usage:
     input_tokens: int
     output_tokens: int
@@ -62,7 +71,7 @@ class Stop:
     detail: str = ""
 
 
-StreamEvent = TextDelta | ReasoningDelta | Progress | ToolCallEvent | Usage | Stop
+StreamEvent = TextDelta | ReasoningDelta | Progress | Notice | ToolCallEvent | Usage | Stop
 
 # What a failure means for the run:
 #   transient - worth asking again after a wait (429, 5xx, 529, a reset or cut stream, a stall);

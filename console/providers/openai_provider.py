@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
 
 import openai
@@ -24,6 +25,7 @@ except ImportError:  # pragma: no cover - older SDKs
 from console.engine.messages import Message, ModelRequest, ToolCall
 from console.engine.model import (
     IncompleteStream,
+    Notice,
     Progress,
     ProviderError,
     ReasoningDelta,
@@ -44,13 +46,23 @@ from console.providers.errors import (
     not_a_stream,
     origin,
     response_headers,
+    scrub,
     server_detail,
     unreachable_reason,
     with_detail,
 )
+from console.providers.registry import MaxTokensParam
 
 # Local servers ignore the key, but the SDK refuses to build a client without one.
 _LOCAL_PLACEHOLDER_KEY = "not-needed"
+
+# The name of the output limit: OpenAI deprecated max_tokens, and reasoning models (o-series, gpt-5) refuse it, on
+# OpenAI and on Azure OpenAI alike; the servers that speak the protocol (vLLM, llama.cpp, LM Studio, Ollama) know
+# max_tokens, as do Azure deployments behind an older API version. "auto": by the host, then by the server's answer.
+TokenLimit = Literal["max_tokens", "max_completion_tokens"]
+MAX_TOKENS_PARAMS: tuple[str, ...] = get_args(MaxTokensParam)
+# OpenAI's hosts, and Azure OpenAI's (Azure AI Foundry's): where max_completion_tokens is the name to start with.
+_COMPLETION_TOKENS_HOSTS = ("openai.com", "openai.azure.com", "cognitiveservices.azure.com", "services.ai.azure.com")
 
 
 class OpenAIProvider:
@@ -66,13 +78,19 @@ class OpenAIProvider:
         max_retries: int = 0,
         client: openai.OpenAI | None = None,
         key_variable: str = "OPENAI_API_KEY",
+        max_tokens_param: str = "auto",
     ) -> None:
         self.model = model
         self._timeout = timeout
         self._key_variable = key_variable
-        # OpenAI itself takes max_completion_tokens (reasoning models refuse max_tokens); the servers that
-        # speak its protocol (vLLM, llama.cpp, LM Studio, Ollama) know max_tokens.
-        self.official = base_url is None or _is_openai_host(base_url)
+        if max_tokens_param not in MAX_TOKENS_PARAMS:
+            raise ProviderError(f"openai: max_tokens_param must be one of {', '.join(MAX_TOKENS_PARAMS)}, not "
+                                f"{scrub(str(max_tokens_param), None)!r}")
+        where = base_url if base_url is not None or client is None else str(client.base_url)
+        # The output limit's name: the host's, until a server refuses it (once; an operator's choice is kept).
+        self.limit_param: TokenLimit = (limit_param_for(where) if max_tokens_param == "auto"
+                                        else max_tokens_param)  # type: ignore[assignment]
+        self._adapt = max_tokens_param == "auto"
         if client is None:
             key = api_key or os.environ.get(key_variable)
             if not key:
@@ -85,10 +103,9 @@ class OpenAIProvider:
         self._client = client
 
     def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
-        params = build_params(self.model, request, official=self.official)
         secret = self._client.api_key
         try:
-            yield from self._stream(params, request)
+            yield from self._stream(request)
         except openai.OpenAIError as err:
             # `from None`: the SDK exception carries the request (and its auth header) and
             # server text that may echo a masked key; the operator message is built without both.
@@ -107,14 +124,37 @@ class OpenAIProvider:
             raise ProviderError(f"openai: the server sent a malformed stream chunk ({type(exc).__name__})",
                                 kind="transient", cause="malformed stream") from None
 
-    def _stream(self, params: dict[str, Any], request: ModelRequest) -> Iterator[StreamEvent]:
+    def _open(self, request: ModelRequest) -> Iterator[Notice | Any]:
+        """The response stream (last), after a notice if the server refused the output limit's name and the
+        request was sent again with the other one: once per provider, and only in "auto" (a 400 before any
+        output, so not a fault: the engine's retries, and its count of a model being unavailable, never see it)."""
+        params = build_params(self.model, request, limit=self.limit_param)
+        try:
+            yield self._client.chat.completions.create(**params)
+            return
+        except openai.BadRequestError as err:
+            if not self._adapt or refused_limit(err) != self.limit_param:
+                raise
+            refused, detail = self.limit_param, scrub(server_detail(err.body) or str(err.message), self._client.api_key)
+            other: TokenLimit = "max_tokens" if refused == "max_completion_tokens" else "max_completion_tokens"
+            self.limit_param, self._adapt = other, False
+            yield Notice(f"openai: {origin(err)} refused {refused} for {self.model} ({detail}); asked again with "
+                         f"{other}, which this run uses from now on")
+        params[other] = params.pop(refused)
+        yield self._client.chat.completions.create(**params)
+
+    def _stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
         text_chars = 0
         calls: dict[int, _PartialCall] = {}
         usage: Any = None
         finish: str | None = None
         received = 0
 
-        with self._client.chat.completions.create(**params) as chunks:
+        opened: Any = None
+        for opened in self._open(request):
+            if isinstance(opened, Notice):
+                yield opened
+        with opened as chunks:
             if (handle := current_call()) is not None:
                 handle.on_cancel(chunks.close)  # the engine can hang up from its own thread
             not_a_stream("openai", chunks, "an OpenAI-compatible /v1 endpoint")
@@ -177,23 +217,51 @@ class OpenAIProvider:
         yield _stop(finish, has_calls=bool(completed))
 
 
-def _is_openai_host(base_url: str) -> bool:
-    host = (urlsplit(base_url).hostname or "").lower()
-    return host == "api.openai.com" or host.endswith(".openai.com")
+def limit_param_for(base_url: str | None) -> TokenLimit:
+    """The output limit's name to start with: max_completion_tokens for OpenAI's and Azure OpenAI's hosts (their
+    reasoning models refuse max_tokens), max_tokens for any other server that speaks the protocol."""
+    if base_url is None:
+        return "max_completion_tokens"
+    host = (urlsplit(base_url).hostname or "").lower().rstrip(".")
+    if any(host == h or host.endswith(f".{h}") for h in _COMPLETION_TOKENS_HOSTS):
+        return "max_completion_tokens"
+    return "max_tokens"
+
+
+# How servers say they do not take a parameter: OpenAI's and Azure's "Unsupported parameter: 'max_tokens' is not
+# supported with this model. Use 'max_completion_tokens' instead." (param max_tokens, code unsupported_parameter),
+# Azure's older API versions' "Unrecognized request argument supplied: max_completion_tokens", a pydantic server's
+# "extra_forbidden ... Extra inputs are not permitted". Not "max_tokens is too large" (a limit, not a name).
+_REFUSED = re.compile(r"unsupported|not supported|unrecognized|unknown|not permitted|not allowed|extra_forbidden",
+                      re.IGNORECASE)
+_LIMIT_NAME = re.compile(r"\b(max_completion_tokens|max_tokens)\b")
+
+
+def refused_limit(err: openai.BadRequestError) -> TokenLimit | None:
+    """The output limit's name a 400 says the server does not take (the one it names first), or None."""
+    message = server_detail(err.body) or str(err.message)
+    if not _REFUSED.search(message):
+        return None
+    body = err.body if isinstance(err.body, dict) else {}
+    inner = body.get("error", body)
+    param = inner.get("param") if isinstance(inner, dict) else None
+    if param in ("max_tokens", "max_completion_tokens"):
+        return param  # type: ignore[no-any-return]
+    named = _LIMIT_NAME.search(message)
+    return named.group(1) if named else None  # type: ignore[return-value]
 
 
 # -- request translation --------------------------------------------------------------
 
 
-def build_params(model: str, request: ModelRequest, *, official: bool = True) -> dict[str, Any]:
+def build_params(model: str, request: ModelRequest, *, limit: TokenLimit = "max_completion_tokens") -> dict[str, Any]:
     params: dict[str, Any] = {
         "model": model,
         "messages": to_openai_messages(request),
         "stream": True,
         "stream_options": {"include_usage": True},
+        limit: request.max_output_tokens,
     }
-    # OpenAI deprecated max_tokens and its reasoning models refuse it; compatible servers know max_tokens.
-    params["max_completion_tokens" if official else "max_tokens"] = request.max_output_tokens
     if request.tools:
         # Omitted when empty: several compatible servers reject `tools: []`.
         params["tools"] = [
@@ -207,29 +275,49 @@ def build_params(model: str, request: ModelRequest, *, official: bool = True) ->
 
 
 def to_openai_messages(request: ModelRequest) -> list[dict[str, Any]]:
-    """The conversation in the shape every server that speaks the protocol accepts.
+    """The conversation in the shape every server that speaks the protocol accepts, at once.
 
-    Chat templates served by vLLM, llama.cpp and LM Studio refuse a system message that is not first and
-    (some) two user messages in a row, so: one system message, first; a harness notice (role system in our
-    conversation) is a tagged user message; neighbouring user messages are merged; and the protected layer
-    (todo list, plan, memory) joins the last user message, or follows the tool results as a user message,
-    after everything that stays the same from turn to turn (the cacheable prefix is as long as before).
+    OpenAI takes almost anything; the chat templates of local servers (vLLM, llama.cpp, LM Studio) do not. Qwen-style
+    templates refuse a system message that is not first; Mistral-family ones (and mistral_common, which vLLM and
+    Mistral's API validate with) count the user messages and the assistant messages without tool calls, need them
+    to alternate (user first), refuse a user message right after tool results, and an assistant message without
+    text or calls. So: one system message, first; a harness notice (role system in our conversation) is a tagged
+    user message; a reply with nothing to replay (no text, no calls: reasoning only, or nothing at all) is left
+    out, and what was around it joins up; neighbouring user messages are merged, and so are neighbouring replies
+    of text only; a user message that follows tool results gets :data:`NO_REPLY` before it (what happened there:
+    the model said nothing between its results and the harness's message). The protected layer (todo list, plan,
+    memory) joins the last user message, or is a user message of its own, after everything that stays the same
+    from turn to turn (the cacheable prefix is as long as before). The conversation itself is left as it was:
+    the event log keeps what the model really sent.
     """
     out: list[dict[str, Any]] = []
     if request.system:
         out.append({"role": "system", "content": request.system})
     for m in request.messages:
-        msg = _to_openai_message(m)
-        if msg["role"] == "user" and out and out[-1]["role"] == "user" and isinstance(out[-1]["content"], str):
-            out[-1] = {"role": "user", "content": f"{out[-1]['content']}\n\n{msg['content']}"}
-        else:
-            out.append(msg)
+        _add(out, _to_openai_message(m))
     if request.protected:
-        if out and out[-1]["role"] == "user" and isinstance(out[-1]["content"], str):
-            out[-1] = {"role": "user", "content": f"{out[-1]['content']}\n\n{request.protected}"}
-        else:
-            out.append({"role": "user", "content": request.protected})
+        _add(out, {"role": "user", "content": request.protected})
     return out
+
+
+# Said by no one: the assistant's place between tool results and a user message (or an empty reply's, there).
+NO_REPLY = "(no reply)"
+
+
+def _add(out: list[dict[str, Any]], msg: dict[str, Any]) -> None:
+    """Append ``msg`` to the wire conversation ``out``, keeping it in the shape :func:`to_openai_messages` says."""
+    role = msg["role"]
+    plain = role == "assistant" and not msg.get("tool_calls")
+    if plain and not (msg["content"] or "").strip():
+        return  # nothing to replay (mistral_common: "Assistant message must have either content or tool_calls")
+    last = out[-1] if out else None
+    if last is not None and last["role"] == role and (role == "user" or (plain and not last.get("tool_calls"))):
+        joined = "\n\n".join(part for part in (last["content"], msg["content"]) if part)
+        out[-1] = {"role": role, "content": joined}
+        return
+    if role == "user" and last is not None and last["role"] == "tool":
+        out.append({"role": "assistant", "content": NO_REPLY})
+    out.append(msg)
 
 
 def _to_openai_message(m: Message) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:  # the command line reads the names at every start: the engine's types are loaded when used
     from console.engine.clock import Clock
@@ -25,6 +25,9 @@ if TYPE_CHECKING:  # the command line reads the names at every start: the engine
     from console.engine.model import Provider
 
 MODELS_FILE = Path(__file__).with_name("models.toml")
+# The openai provider's name for the output limit (settings key max_tokens_param): "auto" starts with the host's
+# (max_completion_tokens for OpenAI and Azure OpenAI, max_tokens elsewhere) and follows the server's refusal once.
+MaxTokensParam = Literal["auto", "max_tokens", "max_completion_tokens"]
 FALLBACK_WINDOW = 128_000  # a model nobody told us about: a common window, said to be a default
 
 
@@ -65,11 +68,12 @@ def _scripted(model: str, *, speed: float = 0.0, clock: Clock | None = None, scr
     return ScriptedProvider(model, speed=speed, clock=clock, script=turns)
 
 
-def _openai(model: str, *, api_key: str | None = None, base_url: str | None = None, **_: Any) -> Provider:
+def _openai(model: str, *, api_key: str | None = None, base_url: str | None = None,
+            max_tokens_param: MaxTokensParam = "auto", **_: Any) -> Provider:
     # The SDKs are imported only when used: the offline demo starts faster without them.
     from console.providers.openai_provider import OpenAIProvider
 
-    return OpenAIProvider(model, api_key=api_key, base_url=base_url)
+    return OpenAIProvider(model, api_key=api_key, base_url=base_url, max_tokens_param=max_tokens_param)
 
 
 def _anthropic(model: str, *, api_key: str | None = None, base_url: str | None = None, **_: Any) -> Provider:

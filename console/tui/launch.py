@@ -117,12 +117,18 @@ def attach_console(paths: JobPaths, *, theme: str | None = None, job_title: str 
 @contextlib.contextmanager
 def viewer_signals(app: ConsoleApp) -> Iterator[None]:
     """SIGHUP and SIGTERM close a viewer at once; if its screen cannot be taken down (a terminal that is gone
-    may block a write), the process leaves anyway after a moment: a viewer holds nothing worth waiting for."""
+    may block a write), the process leaves anyway after a moment: a viewer holds nothing worth waiting for.
+
+    SIGINT (a Ctrl+C before the console has the terminal: there it is a key) closes it too, then raises
+    KeyboardInterrupt, so the command ends as interrupted: asked before Textual starts, it never takes the
+    screen; asked after, it gives the screen back (a KeyboardInterrupt amid Textual's start would leave the
+    terminal in the console's screen and modes)."""
     import signal
 
     from console.runner import HardExit, detach_output
 
     hard = HardExit(after=1.5, code=129)
+    interrupted = False
 
     def on_signal(signum: int, _frame: object) -> None:
         if signum == signal.SIGHUP and app.fleet is None:
@@ -131,12 +137,31 @@ def viewer_signals(app: ConsoleApp) -> Iterator[None]:
         with contextlib.suppress(Exception):  # the app may be starting or closing
             app.call_later(app.exit, 0)
 
+    def leave(tries: int = 0) -> None:
+        # An exit while the first screen is still being built fails in it: once its panes exist (or soon anyway).
+        if app.fleet is None and not app.ui_alive and tries < 40:
+            app.set_timer(0.05, lambda: leave(tries + 1))
+        else:
+            app.exit(None, 130)
+
+    def on_interrupt(_signum: int, _frame: object) -> None:
+        nonlocal interrupted
+        interrupted = True
+        with contextlib.suppress(Exception):  # the app may be closing
+            if not app.is_running:
+                app.exit(None, 130)  # before Textual starts: it never takes the screen
+            else:
+                app.call_later(leave)
+
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    previous[signal.SIGINT] = signal.signal(signal.SIGINT, on_interrupt)
     try:
         yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if interrupted:
+        raise KeyboardInterrupt
 
 
 def build_fleet_app(store_path: Path, *, theme: str | None = None, keymap: Mapping[str, str] | None = None,

@@ -86,13 +86,16 @@ def test_scenario_names_are_unique() -> None:
     assert len(names) == len(set(names))
 
 
+@pytest.mark.parametrize("dialect", ["chat_template", "mistral_template"])
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=str)
-def test_scenario_on_a_chat_template_server(scenario: Scenario, tmp_path) -> None:
+def test_scenario_on_a_chat_template_server(scenario: Scenario, dialect: str, tmp_path) -> None:
     """The OpenAI adapter against a local server's chat template (vLLM, llama.cpp, LM Studio serving Qwen 3.x):
-    one system message, first; every replayed tool call's arguments a JSON object. Each scenario's requests,
-    masking, restarts and summaries included, must all be accepted, and the scenario must hold."""
+    one system message, first; every replayed tool call's arguments a JSON object; and serving a Mistral-family
+    model: user and assistant turns alternating, no user message right after tool results, text in every reply.
+    Each scenario's requests, masking, restarts and summaries included, must all be accepted, and the scenario
+    must hold."""
     try:
-        out = run(scenario, "openai", tmp_path / "job", dialect="chat_template")
+        out = run(scenario, "openai", tmp_path / "job", dialect=dialect)
     except WireRejection as exc:
         pytest.fail(str(exc), pytrace=False)
     check_expectations(scenario, out)

@@ -26,7 +26,12 @@ answers, an HTTP 400 in that provider's error shape, so the SDK raises its
 recorded too, with the reason in ``Recorded.rejected`` (``Loopback.rejected``,
 ``Loopback.accepted``). ``Loopback(openai_dialect="chat_template")`` makes the
 OpenAI path behave like a local server rendering a Qwen-style chat template
-(vLLM, llama.cpp, LM Studio): stricter request rules, vLLM-shaped chunks.
+(vLLM, llama.cpp, LM Studio): stricter request rules, vLLM-shaped chunks;
+``openai_dialect="mistral_template"`` like one serving a Mistral-family model
+(strict user/assistant alternation, text in every reply: see
+:mod:`tests.wire.mistral_rules`). ``Loopback(takes_limit="max_completion_tokens")``
+refuses ``max_tokens`` as an Azure OpenAI reasoning deployment does, whatever
+the model is called (``"max_tokens"``: the reverse, as an older Azure API version).
 
 SHAPED LIKE RECORDED STREAMS. A ``Reply`` is rendered the way the real APIs
 stream (checked against recorded production streams):
@@ -81,12 +86,15 @@ from typing import Any, Literal, Self
 
 from .wire_rules import (
     CHAT_TEMPLATE,
+    MISTRAL_TEMPLATE,
     OPENAI,
     OPENAI_DIALECTS,
     Invalid,
     OpenAIDialect,
+    TokenLimit,
     check_anthropic,
     check_openai,
+    check_token_limit,
     error_body,
     published_types_status,
     validate_anthropic,
@@ -94,11 +102,13 @@ from .wire_rules import (
 )
 
 __all__ = [
-    "CHAT_TEMPLATE", "OPENAI", "OPENAI_DIALECTS", "AnthropicStreamError", "Canned", "CannedToolCall", "CannedUsage",
-    "Cut", "EndEarly", "HttpError", "Invalid", "KeepAlive", "Loopback", "NotUtf8", "OpenAIDialect",
-    "OpenAIStreamError", "Raw", "Recorded", "Reply", "Stall", "StallAfter", "anthropic_api_error",
+    "CHAT_TEMPLATE", "MISTRAL_TEMPLATE", "OPENAI", "OPENAI_DIALECTS", "AnthropicStreamError", "Canned",
+    "CannedToolCall", "CannedUsage", "Cut", "EndEarly", "HttpError", "Invalid", "KeepAlive", "Loopback", "NotUtf8",
+    "OpenAIDialect", "OpenAIStreamError", "Raw", "Recorded", "Reply", "Stall", "StallAfter", "TokenLimit",
+    "anthropic_api_error",
     "anthropic_auth_error", "anthropic_events", "anthropic_overloaded", "anthropic_permission_error",
-    "anthropic_prompt_too_long", "anthropic_rate_limit", "check_anthropic", "check_openai", "local_context_length",
+    "anthropic_prompt_too_long", "anthropic_rate_limit", "check_anthropic", "check_openai", "check_token_limit",
+    "local_context_length",
     "openai_auth_error", "openai_context_length", "openai_events", "openai_overloaded", "openai_permission_denied",
     "openai_rate_limit", "openai_server_error", "pieces", "published_types_status", "tokens", "validate_anthropic",
     "validate_openai",
@@ -464,11 +474,15 @@ class _Server(ThreadingHTTPServer):
 
 
 class Loopback:
-    def __init__(self, *, strict: bool = True, openai_dialect: OpenAIDialect = OPENAI) -> None:
+    def __init__(self, *, strict: bool = True, openai_dialect: OpenAIDialect = OPENAI,
+                 takes_limit: TokenLimit | None = None) -> None:
         if openai_dialect not in OPENAI_DIALECTS:
             raise ValueError(f"openai_dialect must be one of {OPENAI_DIALECTS}, not {openai_dialect!r}")
         self.strict = strict
         self.openai_dialect: OpenAIDialect = openai_dialect
+        # A deployment that takes one name of the output limit only (see wire_rules.check_token_limit), checked
+        # even when not strict: "max_completion_tokens" answers max_tokens as Azure's reasoning deployments do.
+        self.takes_limit: TokenLimit | None = takes_limit
         self.requests: list[Recorded] = []
         self._queue: deque[Canned] = deque()
         self._lock = threading.Lock()
@@ -564,6 +578,8 @@ def _make_handler(owner: Loopback) -> type[BaseHTTPRequestHandler]:
             else:
                 problem = None
             openai = self.path.endswith("/chat/completions")
+            if openai and problem is None:
+                problem = check_token_limit(body, owner.takes_limit)
             if owner.strict and problem is None:
                 if openai:
                     problem = check_openai(body, owner.openai_dialect)

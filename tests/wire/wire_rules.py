@@ -36,12 +36,15 @@ import re
 import typing
 from typing import Any, Literal
 
-OpenAIDialect = Literal["openai", "chat_template"]
+OpenAIDialect = Literal["openai", "chat_template", "mistral_template"]
 OPENAI: OpenAIDialect = "openai"
 # An OpenAI-compatible local server that renders the request through the model's Jinja chat template (vLLM,
 # llama.cpp's llama-server, LM Studio) for a Qwen 3.x-style template: stricter about message order and shape.
 CHAT_TEMPLATE: OpenAIDialect = "chat_template"
-OPENAI_DIALECTS: tuple[OpenAIDialect, ...] = (OPENAI, CHAT_TEMPLATE)
+# The same for a Mistral-family model (its template, or mistral_common's validator): strict user/assistant
+# alternation, no user message right after tool results, text in every assistant message without tool calls.
+MISTRAL_TEMPLATE: OpenAIDialect = "mistral_template"
+OPENAI_DIALECTS: tuple[OpenAIDialect, ...] = (OPENAI, CHAT_TEMPLATE, MISTRAL_TEMPLATE)
 
 
 class Invalid(Exception):
@@ -85,11 +88,30 @@ def error_body(path: str, problem: Invalid, dialect: OpenAIDialect = OPENAI) -> 
     """The 400 body the real server sends for ``problem``, in the shape of the API behind ``path``."""
     if path.endswith("/messages"):
         return {"type": "error", "error": {"type": "invalid_request_error", "message": str(problem)}}
-    if dialect == CHAT_TEMPLATE:
+    if dialect != OPENAI:
         # vLLM's ErrorResponse (llama.cpp's differs only in field order): the template's message, code = status.
         return {"error": {"message": str(problem), "type": "BadRequestError", "param": problem.param, "code": 400}}
     return {"error": {"message": problem.message, "type": "invalid_request_error", "param": problem.param,
                       "code": problem.code}}
+
+
+TokenLimit = Literal["max_tokens", "max_completion_tokens"]
+
+
+def check_token_limit(body: Any, takes: TokenLimit | None) -> Invalid | None:
+    """A deployment that takes one name of the output limit only, whatever the model is called (an Azure deployment
+    is named by its owner): ``takes="max_completion_tokens"`` is Azure OpenAI's (and OpenAI's) reasoning models, o1,
+    o3, o4-mini, gpt-5 (the body, param and code as recorded: openai-python and many client issues, e.g.
+    langgenius/dify#9746); ``"max_tokens"`` an Azure deployment behind an older API version (openai-python#1724,
+    BerriAI/litellm#8638: param and code null)."""
+    if not isinstance(body, dict) or takes is None:
+        return None
+    if takes == "max_completion_tokens" and body.get("max_tokens") is not None:
+        return Invalid("max_tokens", "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+                                     "'max_completion_tokens' instead.", code="unsupported_parameter")
+    if takes == "max_tokens" and "max_completion_tokens" in body:
+        return Invalid(None, "Unrecognized request argument supplied: max_completion_tokens")
+    return None
 
 
 def _is_int(value: Any) -> bool:
@@ -102,8 +124,9 @@ def _need(cond: bool, param: str | None, message: str, *, code: str | None = Non
 
 
 def validate_openai(body: Any, dialect: OpenAIDialect = OPENAI) -> str | None:
-    """Why the OpenAI Chat Completions API (or, with ``dialect="chat_template"``, a local chat-template server)
-    would refuse this body, or None if it would accept it."""
+    """Why the OpenAI Chat Completions API (or, with ``dialect="chat_template"`` or ``"mistral_template"``, a local
+    server rendering a Qwen-style or a Mistral-family chat template) would refuse this body, or None if it would
+    accept it."""
     problem = check_openai(body, dialect)
     return None if problem is None else str(problem)
 
@@ -121,6 +144,11 @@ def check_openai(body: Any, dialect: OpenAIDialect = OPENAI) -> Invalid | None:
         _openai(body, dialect)
         if dialect == CHAT_TEMPLATE:
             _chat_template(body)
+        elif dialect == MISTRAL_TEMPLATE:
+            from .mistral_rules import check_mistral  # a module of its own; it imports Invalid from here
+
+            check_mistral(body)
+            _replayed_arguments(body["messages"])
         # vLLM's request model ignores unknown fields (it logs them); OpenAI refuses them.
         _published(body, "openai", forbid_extra=dialect == OPENAI)
     except Invalid as problem:
@@ -303,6 +331,13 @@ def _chat_template(body: dict[str, Any]) -> None:
         #            {{- raise_exception('System message must be at the beginning.') }}
         # Seen live from vLLM (400) and llama-server; Qwen3.5/3.6 community GGUFs ship the same guard.
         _need(msg["role"] != "system" or i == 0, f"messages.[{i}].role", "System message must be at the beginning.")
+    _replayed_arguments(messages)
+    # [qwen] the template looks back for the last user query: raise_exception('No user query found in messages.')
+    _need(any(m["role"] == "user" for m in messages), "messages", "No user query found in messages.")
+
+
+def _replayed_arguments(messages: list[dict[str, Any]]) -> None:
+    for i, msg in enumerate(messages):
         for k, call in enumerate(msg.get("tool_calls") or []):
             # [vllm] replayed arguments are json.loads()-ed and rendered by the template as a mapping
             # (`tool_call.arguments|items`), so anything but a JSON object is a 400. Alibaba's DashScope answers
@@ -316,8 +351,6 @@ def _chat_template(body: dict[str, Any]) -> None:
                               f"{raw[:60]!r}") from None
             _need(isinstance(parsed, dict), f"messages.[{i}].tool_calls.[{k}].function.arguments",
                   f'The "function.arguments" parameter must be a JSON object, got {type(parsed).__name__}')
-    # [qwen] the template looks back for the last user query: raise_exception('No user query found in messages.')
-    _need(any(m["role"] == "user" for m in messages), "messages", "No user query found in messages.")
 
 
 @functools.cache
