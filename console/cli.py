@@ -594,6 +594,8 @@ def _finish(sup: Any, paths: Any, interrupted_by: str | None = None) -> int:
         _err(f"run failed: {detail}{cost}")
     else:
         why = f"interrupted by {interrupted_by}" if stopped and interrupted_by else present_reason(reason)
+        if reason in ("job_complete", "agent_stopped"):  # a free stop ([guardrails.completion] type = "none")
+            why = f"{why}, with work left: the record does not show the plan done"
         said = "" if not detail or detail == why else f": {detail}"
         _err(f"run ended incomplete ({why}){said}{cost}")
     if reason in ("user_shutdown", "model_unavailable", "budget_exhausted", "agent_stopped", "max_turns",

@@ -91,6 +91,9 @@ class OpenAIProvider:
         self.limit_param: TokenLimit = (limit_param_for(where) if max_tokens_param == "auto"
                                         else max_tokens_param)  # type: ignore[assignment]
         self._adapt = max_tokens_param == "auto"
+        # Strict user/assistant alternation (NO_REPLY after tool results): for Mistral-family models from the start,
+        # for any other server once it refuses a message order (once). Others never see a made-up assistant turn.
+        self.alternate = mistral_family(model)
         if client is None:
             key = api_key or os.environ.get(key_variable)
             if not key:
@@ -125,23 +128,31 @@ class OpenAIProvider:
                                 kind="transient", cause="malformed stream") from None
 
     def _open(self, request: ModelRequest) -> Iterator[Notice | Any]:
-        """The response stream (last), after a notice if the server refused the output limit's name and the
-        request was sent again with the other one: once per provider, and only in "auto" (a 400 before any
-        output, so not a fault: the engine's retries, and its count of a model being unavailable, never see it)."""
-        params = build_params(self.model, request, limit=self.limit_param)
-        try:
-            yield self._client.chat.completions.create(**params)
-            return
-        except openai.BadRequestError as err:
-            if not self._adapt or refused_limit(err) != self.limit_param:
-                raise
-            refused, detail = self.limit_param, scrub(server_detail(err.body) or str(err.message), self._client.api_key)
-            other: TokenLimit = "max_tokens" if refused == "max_completion_tokens" else "max_completion_tokens"
-            self.limit_param, self._adapt = other, False
-            yield Notice(f"openai: {origin(err)} refused {refused} for {self.model} ({detail}); asked again with "
-                         f"{other}, which this run uses from now on")
-        params[other] = params.pop(refused)
-        yield self._client.chat.completions.create(**params)
+        """The response stream (last), after a notice for each way the server refused the request's shape and it
+        was sent again, adapted, before any output: the output limit's name ("auto" only), the order of the
+        messages (a Mistral-family template). Each adaptation happens once per provider and is kept; a 400 before
+        any output is not a fault, so the engine's retries, and its count of a model being unavailable, never
+        see it."""
+        while True:
+            params = build_params(self.model, request, limit=self.limit_param, alternate=self.alternate)
+            try:
+                yield self._client.chat.completions.create(**params)
+                return
+            except openai.BadRequestError as err:
+                detail = scrub(server_detail(err.body) or str(err.message), self._client.api_key)
+                if self._adapt and refused_limit(err) == self.limit_param:
+                    refused = self.limit_param
+                    other: TokenLimit = "max_tokens" if refused == "max_completion_tokens" else "max_completion_tokens"
+                    self.limit_param, self._adapt = other, False
+                    yield Notice(f"openai: {origin(err)} refused {refused} for {self.model} ({detail}); asked again "
+                                 f"with {other}, which this run uses from now on")
+                elif not self.alternate and refused_order(err):
+                    self.alternate = True
+                    yield Notice(f"openai: {origin(err)} refused the order of the messages for {self.model} "
+                                 f"({detail}); asked again with user and assistant turns alternating, as this run "
+                                 "does from now on")
+                else:
+                    raise
 
     def _stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
         text_chars = 0
@@ -254,10 +265,11 @@ def refused_limit(err: openai.BadRequestError) -> TokenLimit | None:
 # -- request translation --------------------------------------------------------------
 
 
-def build_params(model: str, request: ModelRequest, *, limit: TokenLimit = "max_completion_tokens") -> dict[str, Any]:
+def build_params(model: str, request: ModelRequest, *, limit: TokenLimit = "max_completion_tokens",
+                 alternate: bool = False) -> dict[str, Any]:
     params: dict[str, Any] = {
         "model": model,
-        "messages": to_openai_messages(request),
+        "messages": to_openai_messages(request, alternate=alternate),
         "stream": True,
         "stream_options": {"include_usage": True},
         limit: request.max_output_tokens,
@@ -274,7 +286,23 @@ def build_params(model: str, request: ModelRequest, *, limit: TokenLimit = "max_
     return params
 
 
-def to_openai_messages(request: ModelRequest) -> list[dict[str, Any]]:
+# Mistral-family models: their chat templates (and mistral_common, which vLLM and Mistral's API validate with) need
+# user and assistant turns to alternate.
+_MISTRAL = re.compile(r"mistral|mixtral|devstral|codestral|magistral|ministral|pixtral|voxtral", re.IGNORECASE)
+# What such a server says when the order is not what it takes (mistral_common; the Jinja templates).
+_ORDER = re.compile(r"Unexpected role '\w+' after role|roles must alternate", re.IGNORECASE)
+
+
+def mistral_family(model: str) -> bool:
+    return bool(_MISTRAL.search(model))
+
+
+def refused_order(err: openai.BadRequestError) -> bool:
+    """A 400 that says the messages' order is not the one the server takes (strict alternation)."""
+    return bool(_ORDER.search(server_detail(err.body) or str(err.message)))
+
+
+def to_openai_messages(request: ModelRequest, *, alternate: bool = False) -> list[dict[str, Any]]:
     """The conversation in the shape every server that speaks the protocol accepts, at once.
 
     OpenAI takes almost anything; the chat templates of local servers (vLLM, llama.cpp, LM Studio) do not. Qwen-style
@@ -284,8 +312,10 @@ def to_openai_messages(request: ModelRequest) -> list[dict[str, Any]]:
     text or calls. So: one system message, first; a harness notice (role system in our conversation) is a tagged
     user message; a reply with nothing to replay (no text, no calls: reasoning only, or nothing at all) is left
     out, and what was around it joins up; neighbouring user messages are merged, and so are neighbouring replies
-    of text only; a user message that follows tool results gets :data:`NO_REPLY` before it (what happened there:
-    the model said nothing between its results and the harness's message). The protected layer (todo list, plan,
+    of text only. With ``alternate`` (a Mistral-family server), a user message that follows tool results gets
+    :data:`NO_REPLY` before it (what happened there: the model said nothing between its results and the harness's
+    message); other servers take a user message there, and never see a turn the model did not say. The protected
+    layer (todo list, plan,
     memory) joins the last user message, or is a user message of its own, after everything that stays the same
     from turn to turn (the cacheable prefix is as long as before). The conversation itself is left as it was:
     the event log keeps what the model really sent.
@@ -294,9 +324,9 @@ def to_openai_messages(request: ModelRequest) -> list[dict[str, Any]]:
     if request.system:
         out.append({"role": "system", "content": request.system})
     for m in request.messages:
-        _add(out, _to_openai_message(m))
+        _add(out, _to_openai_message(m), alternate)
     if request.protected:
-        _add(out, {"role": "user", "content": request.protected})
+        _add(out, {"role": "user", "content": request.protected}, alternate)
     return out
 
 
@@ -304,7 +334,7 @@ def to_openai_messages(request: ModelRequest) -> list[dict[str, Any]]:
 NO_REPLY = "(no reply)"
 
 
-def _add(out: list[dict[str, Any]], msg: dict[str, Any]) -> None:
+def _add(out: list[dict[str, Any]], msg: dict[str, Any], alternate: bool) -> None:
     """Append ``msg`` to the wire conversation ``out``, keeping it in the shape :func:`to_openai_messages` says."""
     role = msg["role"]
     plain = role == "assistant" and not msg.get("tool_calls")
@@ -315,7 +345,7 @@ def _add(out: list[dict[str, Any]], msg: dict[str, Any]) -> None:
         joined = "\n\n".join(part for part in (last["content"], msg["content"]) if part)
         out[-1] = {"role": role, "content": joined}
         return
-    if role == "user" and last is not None and last["role"] == "tool":
+    if alternate and role == "user" and last is not None and last["role"] == "tool":
         out.append({"role": "assistant", "content": NO_REPLY})
     out.append(msg)
 

@@ -167,7 +167,10 @@ def run(scenario: Scenario, provider: str, root: Path, faults: Faults | None = N
         with Loopback(openai_dialect=dialect) as server:  # type: ignore[arg-type]
             adapter: Provider
             if provider == "openai":
-                adapter = OpenAIProvider(MODELS[provider], api_key="sk-compat", base_url=server.openai_url,
+                # A Mistral template serves a Mistral-family model, whose name says so (the adapter alternates the
+                # turns from the first request; tests/wire/test_empty_replies.py covers a name that does not say).
+                name = "devstral-compat" if dialect == "mistral_template" else MODELS[provider]
+                adapter = OpenAIProvider(name, api_key="sk-compat", base_url=server.openai_url,
                                          max_retries=0, timeout=20)
             else:
                 adapter = AnthropicProvider(MODELS[provider], api_key="sk-compat", base_url=server.base_url,

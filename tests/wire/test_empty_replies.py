@@ -20,7 +20,7 @@ import pytest
 from console.engine import events as ev
 from console.engine.guardrails import GuardrailsConfig
 from console.engine.messages import Message, ModelRequest, ToolCall, ToolSpec
-from console.engine.model import ProviderError
+from console.engine.model import Notice, ProviderError
 from console.engine.supervisor import Supervisor
 from console.providers.anthropic_provider import AnthropicProvider, to_anthropic_messages
 from console.providers.anthropic_provider import build_params as anthropic_params
@@ -207,13 +207,19 @@ def test_every_server_takes_the_replayed_conversation(name: str, protected: str)
 
 
 def test_what_the_wire_says_for_empty_replies() -> None:
-    """Nothing of an empty reply reaches the wire; what was around it joins up, and a harness message after tool
-    results follows an assistant turn that says no reply was given there."""
+    """Nothing of an empty reply reaches the wire; what was around it joins up, and (for a server that needs the
+    turns to alternate) a harness message after tool results follows an assistant turn that says no reply was given
+    there."""
     sent = to_openai_messages(request_of(CONVERSATIONS["several empty replies in a row"]))
     assert sent == [{"role": "system", "content": "SYSTEM"},
                     {"role": "user", "content": "fix it\n\nNot done (0).\n\nNot done (1).\n\nNot done (2).\n\n"
                                                 "Not done (3).\n\nTODO: [ ] fix it"}]
-    sent = to_openai_messages(request_of(CONVERSATIONS["an empty reply after tool results"]))
+    # Other servers take the harness's message right after the tool results: no turn the model did not say.
+    plain = to_openai_messages(request_of(CONVERSATIONS["an empty reply after tool results"]))
+    assert [m["role"] for m in plain] == ["system", "user", "assistant", "tool", "user", "assistant", "user"]
+    assert NO_REPLY not in json.dumps(plain)
+    # A Mistral-family server (strict alternation) gets an assistant turn saying no reply was given there.
+    sent = to_openai_messages(request_of(CONVERSATIONS["an empty reply after tool results"]), alternate=True)
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "assistant", "user", "assistant",
                                          "user"]
     assert sent[4] == {"role": "assistant", "content": NO_REPLY}
@@ -231,7 +237,7 @@ def test_the_prefix_stays_cacheable_across_an_empty_reply() -> None:
     prefix, only the protected layer at the end moves."""
     first = request_of(CONVERSATIONS["an empty reply after tool results"][:3])
     second = request_of(CONVERSATIONS["an empty reply after tool results"][:5])
-    a, b = to_openai_messages(first), to_openai_messages(second)
+    a, b = to_openai_messages(first, alternate=True), to_openai_messages(second, alternate=True)
     assert a[-2] == b[-2] == {"role": "assistant", "content": NO_REPLY}
     assert json.dumps(a[:-1]) == json.dumps(b[:-1])
     assert b[-1]["content"].startswith("Not done.") and a[-1]["content"] == "TODO: [ ] fix it"
@@ -287,3 +293,31 @@ def test_a_run_goes_on_through_empty_replies_on_every_server(kind: str, make_job
     assert not [e for e in evs if isinstance(e, ev.ErrorEvent)]
     last = json.dumps(requests[-1].body)
     assert "to read the instructions first" not in last  # reasoning is never replayed
+
+
+# -- the alternation is adapted to the server, not imposed on every one ---------------------------------------------
+
+
+def test_a_server_that_refuses_the_order_is_asked_again_alternating_once(make_job: Any, clock: Any) -> None:
+    """A model whose name does not say Mistral, behind a Mistral template: the first request is refused (400, the
+    template's own words), sent again with the turns alternating, and the run keeps that shape; the operator reads
+    it once. OpenAI-shaped servers never get the made-up turn."""
+    request = request_of(CONVERSATIONS["a harness notice after tool results"])
+    with Loopback(openai_dialect="mistral_template") as server:
+        server.push(Reply.of("ok"), Reply.of("again"))
+        provider = OpenAIProvider("local-model", base_url=server.openai_url, max_retries=0)
+        assert not provider.alternate
+        events = list(provider.stream(request))
+        notices = [e for e in events if isinstance(e, Notice)]
+        assert len(notices) == 1 and "refused the order of the messages" in notices[0].text
+        assert provider.alternate
+        list(provider.stream(request))
+        bodies = [r for r in server.requests]
+    assert [bool(r.rejected) for r in bodies] == [True, False, False]
+    assert NO_REPLY in json.dumps(bodies[1].body["messages"])
+    with Loopback() as server:
+        server.push(Reply.of("ok"))
+        plain = OpenAIProvider("gpt-4.1", base_url=server.openai_url, max_retries=0)
+        assert not [e for e in plain.stream(request) if isinstance(e, Notice)]
+        assert NO_REPLY not in json.dumps(server.last.body["messages"]) and not plain.alternate
+    assert OpenAIProvider("mistralai/Devstral-Small-2507", base_url="http://127.0.0.1:9", max_retries=0).alternate

@@ -190,8 +190,8 @@ def test_request_translation(server: Loopback) -> None:
     assert body["max_tokens"] == 777
     assert "max_completion_tokens" not in body
     # Only the system prompt is a system message, first (chat templates refuse one anywhere else); a harness
-    # notice is a tagged user message, after "(no reply)" where it follows tool results (Mistral-family templates
-    # refuse a user message there); the protected layer joins the last user message.
+    # notice is a tagged user message, right after the tool results (only a Mistral-family server, which refuses a
+    # user message there, gets "(no reply)" between them); the protected layer joins the last user message.
     assert body["messages"] == [
         {"role": "system", "content": "SYSTEM PROMPT"},
         {"role": "user", "content": "fix the bug"},
@@ -207,7 +207,6 @@ def test_request_translation(server: Loopback) -> None:
             ],
         },
         {"role": "tool", "tool_call_id": "call_1", "content": "print('a')"},
-        {"role": "assistant", "content": "(no reply)"},
         {"role": "user", "content": "<system-notice>budget: 80% used</system-notice>"},
         {"role": "assistant", "content": "Done."},
         {"role": "user", "content": "thanks\n\nTODO: [x] fix bug"},
