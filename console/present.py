@@ -434,10 +434,11 @@ END_SEVERITY = {"job_complete": "success", "context_full": "info", "user_shutdow
 
 
 def _session_ended(e: ev.SessionEnded) -> Presented:
-    detail = f" ({flat(e.detail, 0)})" if e.detail and e.reason != "job_complete" else ""
+    # job_complete's and a give-up's own lines say what they said.
+    detail = f" ({flat(e.detail, 0)})" if e.detail and e.reason not in ("job_complete", "gave_up") else ""
+    why = REASON_WORDS.get(e.reason) or one_line(e.reason, 80)
     return Presented("■", "session-end", END_SEVERITY.get(e.reason, "error"),
-                     f"session {e.session} ended: {one_line(e.reason, 80)} after {_plural(e.turns, 'turn')}{detail}",
-                     source="engine")
+                     f"session {e.session} ended: {why} after {_plural(e.turns, 'turn')}{detail}", source="engine")
 
 
 def _run_ended(e: ev.RunEnded) -> Presented:

@@ -73,7 +73,7 @@ def test_a_turn_cut_short_still_prints_what_it_held():
     events.append(ev.SessionEnded(ts=log.start, seq=999, session=1, reason="user_shutdown", turns=7))
     lines = lines_of(events)
     assert any(ln.startswith("  ⊗ denied write_file") for ln in lines)
-    assert lines[-1].startswith("session 1 ended: user_shutdown")
+    assert lines[-1].startswith("session 1 ended: stopped")
 
 
 def test_colour_wraps_whole_lines_only():

@@ -40,7 +40,7 @@ CASES: list[tuple[ev.EventBase, str, str, str, str]] = [
     (make(ev.SessionStarted, reason="restart", provider="openai", model="gpt-4.1", working_memory=False),
      "↻", "restart", "info", "session 2 started after a context restart: 0 messages carried over"),
     (make(ev.SessionEnded, reason="max_turns", turns=1, detail="100 turns"),
-     "■", "session-end", "error", "session 2 ended: max_turns after 1 turn (100 turns)"),
+     "■", "session-end", "error", "session 2 ended: turn limit reached after 1 turn (100 turns)"),
     (make(ev.SessionEnded, reason="job_complete", turns=45, detail="done"),
      "■", "session-end", "success", "session 2 ended: job_complete after 45 turns"),
     # A log from before outcomes: what ended it, in words.

@@ -136,7 +136,7 @@ class FleetScreen(Screen):
         self.shown = [r for r in self.rows if matches(r, self.filter_text)] if self.filter_text else list(self.rows)
         self._fill_rows(keep=keep, previous=previous)
         waiting = sum(1 for r in self.rows if r.kind == "needs")
-        live = sum(1 for r in self.rows if r.state in LIVE)
+        live = sum(1 for r in self.rows if r.pid is not None)  # a run a process runs (one that gave up needs you)
         # Older finished runs beyond the list are counted ("500 of 1,240 runs"; `agent-console jobs` lists them).
         total = len(self.rows) + getattr(self.rows, "older", 0)
         count = f"{len(self.rows)} of {total:,}" if total > len(self.rows) else f"{len(self.rows)}"
