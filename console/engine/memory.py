@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from console.engine.events import EventStream
 
 MAX_RECENT_TASKS = 100
+INTENT_CHARS = 200  # of an intent, in the prompt's block
+REASON_CHARS = 300  # of a blocker's reason (a rewind's issue may be 4,000)
 RECENT_IN_PROMPT = 5
 SUMMARY_CHARS = 60
 
@@ -155,14 +157,21 @@ class WorkingMemory:
         blockers = self.active_blockers
         if not recent and not blockers:
             return ""
+        # Seed 003's content (task, intent, when, success; blockers and why) in as few tokens as it can be said:
+        # the block is in every prompt (seed 003's gate: the prompt grows under 5%). An intent or a reason longer
+        # than a line is cut here; the state and the log keep it whole.
         out = ["WORKING MEMORY"]
         if recent:
             out.append("Recent Task History (newest last):")
             for i, t in enumerate(recent, 1):
-                mark = "✓ Success" if t.success else "✗ Failed"
-                out.append(f"{i}. {t.task_id}: \"{t.intent}\" - {t.completed_at.strftime('%Y-%m-%dT%H:%MZ')} - "
-                           f"{mark}" + ("" if t.success else f" ({t.summary})"))
+                mark = "✓" if t.success else f"✗ failed: {_cut(t.summary or '', REASON_CHARS)}"
+                out.append(f"{i}. {t.task_id} {t.completed_at.strftime('%H:%M')} {mark} \"{_cut(t.intent or '')}\"")
         if blockers:
             out.append("Active Blockers:")
-            out += [f"- {b.task_id}: \"{b.task}\" - Reason: {b.reason}" for b in blockers]
+            out += [f"- {b.task_id}: \"{_cut(b.task)}\" - Reason: {_cut(b.reason, REASON_CHARS)}" for b in blockers]
         return "\n".join(out)
+
+
+def _cut(text: str, limit: int = INTENT_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
