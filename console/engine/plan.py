@@ -286,26 +286,23 @@ class Plan:
     def mark_complete(self, phase: PlanPhase) -> None:
         phase.marked_complete = True
         phase.marked_current = False
-        for s in phase.steps:
-            if not s.done:
-                s.done = True
-                box = _checkbox(self.lines[s.line]) if s.checkbox else None
-                if box is not None:
-                    indent, bullet, _, text = box
-                    self.lines[s.line] = f"{indent}{bullet} [x] {text}"
+        self._tick(phase, True)
         self._rewrite_heading(phase)
 
     def reopen(self, phase: PlanPhase) -> None:
         """Clear a phase's completion marks (its "✓ COMPLETE" and ticked boxes): the harness never closed it."""
         phase.marked_complete = False
+        self._tick(phase, False)
+        self._rewrite_heading(phase)
+
+    def _tick(self, phase: PlanPhase, done: bool) -> None:
         for s in phase.steps:
-            if s.done:
-                s.done = False
+            if s.done != done:
+                s.done = done
                 box = _checkbox(self.lines[s.line]) if s.checkbox else None
                 if box is not None:
                     indent, bullet, _, text = box
-                    self.lines[s.line] = f"{indent}{bullet} [ ] {text}"
-        self._rewrite_heading(phase)
+                    self.lines[s.line] = f"{indent}{bullet} [{'x' if done else ' '}] {text}"
 
     def mark_current(self, phase: PlanPhase) -> None:
         for p in self.phases:
