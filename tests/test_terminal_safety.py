@@ -16,7 +16,9 @@ from console.headless import HeadlessLog
 from tests.hostile import ATTACK, SHOWN, hostile_turns, raw_controls
 from tests.tui.guardrail_events import Log
 
-COMPLETES_FREELY = '[guardrails.completion]\ntype = "none"\n'  # job_complete is accepted at once
+# job_complete is accepted at once; the record shows nothing done, so the run ends incomplete (exit 1).
+COMPLETES_FREELY = '[guardrails.completion]\ntype = "none"\n'
+INCOMPLETE = 1
 
 
 def hostile_script(tmp_path: Path) -> Path:
@@ -30,11 +32,12 @@ def test_the_headless_log_shows_every_attack_and_writes_no_control_character(mak
     paths = make_job(files={"job.toml": COMPLETES_FREELY})
     code = main(["run", str(paths.root), "--headless", "--in-place", "--script", str(hostile_script(tmp_path))])
     out, err = capsys.readouterr()
-    assert code == 0, err
+    assert code == INCOMPLETE, err
     assert not raw_controls(out + err)
     # Each attack is there to read: the tool's name on its turn line and in its failure, the failed read, the summary.
     assert f"tool{SHOWN}()" in out and f"tool{SHOWN} failed" in out
-    assert f"missing{SHOWN}.md" in out and f"job complete (confidence 0.50): All done {SHOWN}" in out
+    assert f"missing{SHOWN}.md" in out
+    assert f"job_complete accepted without a completion check (confidence 0.50): All done {SHOWN}" in out
     # The engine really carried the attack: the log has it raw (the views are what make it safe).
     logged = (paths.state / "events.jsonl").read_text(encoding="utf-8")
     assert "\\u001b]0;pwned" in logged
@@ -67,7 +70,7 @@ def test_run_and_jobs_show_a_hostile_folder_name_and_summary_as_text(tmp_path, c
     (root / "job.toml").write_text(COMPLETES_FREELY, encoding="utf-8")
     code = main(["run", str(root), "--headless", "--in-place", "--script", str(hostile_script(tmp_path))])
     out, err = capsys.readouterr()
-    assert code == 0, err
+    assert code == INCOMPLETE, err
     assert not raw_controls(out + err)
     first = out.splitlines()[0]  # "run ID: FOLDER", the folder shown with its escapes visible
     assert first.endswith('evil[link="x]\\x1b]0;pwned\\x07\\x9bz')

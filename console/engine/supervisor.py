@@ -585,6 +585,8 @@ class Supervisor:
             detail = result.detail
             if ended == "gave_up" and rt.outcome is not None:  # `jobs` shows what the agent said
                 detail = f"{rt.outcome.summary} (notes: {rt.outcome.notes})"[:2000]
+            elif rt.outcome is not None:  # a job_complete the record does not bear out (a free stop's)
+                detail = f"{rt.outcome.summary} (a job_complete with work left)"[:2000]
             self._store("ended", status, self.clock.now(), detail)
         return RunResult(result.reason, result.detail, self.session, rt.outcome, cp.restarts, ended)
 

@@ -335,7 +335,7 @@ def test_a_spend_limit_asks_a_kill_while_it_waits_loses_no_grant_and_stop_ends_o
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert code == 1 and "incomplete: out of budget" in err and "Traceback" not in err, err
+    assert code == 1 and "incomplete (out of budget)" in err and "Traceback" not in err, err
     evs = logged(paths)
     assert [e["budget"] for e in evs if e["type"] == "budget_exhausted"] == ["tokens", "tokens"]  # once per limit
     replies = [e["turn"] for e in evs if e["type"] == "assistant_message"]
