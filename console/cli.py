@@ -1027,6 +1027,7 @@ def cmd_control(args: argparse.Namespace) -> int:
     from console.engine import events as ev
     from console.engine.control import RUN_SCOPED, RunLock, write_inbox
     from console.engine.job import JobError, JobPaths, validate_job_folder
+    from console.runner import job_done
 
     try:
         check_flags(args)
@@ -1055,7 +1056,7 @@ def cmd_control(args: argparse.Namespace) -> int:
         return resume_run(paths, args)
     if pid is None and name in RUN_SCOPED:
         # A stop (pause, approve...) belongs to a running run; left in the inbox it would act on the next one.
-        if paths.outcome.exists():
+        if job_done(paths):
             _err(f"{args.command}: run {paths.run_id} ({paths.root}) is complete: there is nothing to {args.command}")
         else:
             _err(f"{args.command}: no process is running {paths.root} now, so there is nothing to {args.command}; "
@@ -1091,8 +1092,9 @@ def resume_run(paths: Any, args: argparse.Namespace) -> int:
     """``resume ID`` of a run no process runs: start it again as a runner, with its recorded settings (and the
     flags given now), in the background or under a console; or say in one line why not (non-zero)."""
     from console.engine.launch import LaunchError, read_launch
+    from console.runner import job_done
 
-    if paths.outcome.exists():
+    if job_done(paths):
         _err(f"resume: run {paths.run_id} ({paths.root}) is complete: there is nothing to resume")
         return EXIT_FAILED
     if not paths.events.exists():

@@ -89,9 +89,9 @@ def wait_started(paths: JobPaths, proc: subprocess.Popen, patience: float = STAR
         sleep(0.02)
 
 
-def ended_code(paths: JobPaths) -> int | None:
-    """The exit code the run's own end gives (its last run_ended or job_completed), None while no end is
-    recorded after the last start. Reads the log's tail only."""
+def last_end(paths: JobPaths) -> tuple[ev.RunEnded | None, bool]:
+    """The run's own end after its last start (its last run_ended; None while none is recorded after the last
+    start), and whether a job_completed came with it. Reads the log's tail only."""
     try:
         with paths.events.open("rb") as fh:
             fh.seek(0, os.SEEK_END)
@@ -99,7 +99,7 @@ def ended_code(paths: JobPaths) -> int | None:
             fh.seek(max(0, size - TAIL_BYTES))
             lines = fh.read().splitlines()
     except OSError:
-        return None
+        return None, False
     completed = False
     for raw in reversed(lines):
         try:
@@ -109,10 +109,26 @@ def ended_code(paths: JobPaths) -> int | None:
         if isinstance(e, ev.JobCompleted):
             completed = True
         if isinstance(e, ev.RunEnded):
-            return exit_code_for(e.reason, completed, outcome=e.outcome)
+            return e, completed
         if isinstance(e, ev.SessionStarted) and e.reason != "restart":
-            return None  # a start with no end after it: running, or died without saying so
-    return None
+            return None, False  # a start with no end after it: running, or died without saying so
+    return None, False
+
+
+def ended_code(paths: JobPaths) -> int | None:
+    """The exit code the run's own end gives (its last run_ended or job_completed), None while no end is
+    recorded after the last start."""
+    end, completed = last_end(paths)
+    return None if end is None else exit_code_for(end.reason, completed, outcome=end.outcome)
+
+
+def job_done(paths: JobPaths) -> bool:
+    """The job is done: its outcome is recorded and its last run ended completed (an agent that gave up, or a
+    free stop's job_complete with work left, has an outcome too: such a run can be resumed)."""
+    if not paths.outcome.exists():
+        return False
+    end, _ = last_end(paths)
+    return end is None or end.outcome in (None, "completed")
 
 
 class HardExit:

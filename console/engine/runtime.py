@@ -371,17 +371,22 @@ class Runtime:
         self.events.emit(ev.JobGaveUp, summary=summary, deliverables=deliverables, confidence=confidence,
                          notes=notes, unmet=self.guards.unmet())
 
-    def resume_after_giving_up(self) -> JobOutcome | None:
-        """The operator resumed a run whose agent gave up: the job goes on (the give-up stays in the log)."""
-        if self.outcome is None or not self.outcome.gave_up:
+    def reopen_outcome(self) -> JobOutcome | None:
+        """The operator resumed a run whose recorded outcome the record does not bear out (the agent gave up, or
+        a free stop's job_complete with work left): the job goes on (what was said stays in the log)."""
+        if self.outcome is None:
             return None
-        gave_up, self.outcome = self.outcome, None
+        was, self.outcome = self.outcome, None
         self.changed("outcome")
-        self.inject_notice(
-            "[Your operator resumed the job after you gave up (your notes: "
-            f"{safe_text(gave_up.notes, one_line=True, join=True, limit=600)}). The cause may have been "
-            "fixed: check, then continue with the task marked ← CURRENT in the ACTIVE TODO LIST.]", kind="resume")
-        return gave_up
+        if was.gave_up:
+            said = (f"after you gave up (your notes: {safe_text(was.notes, one_line=True, join=True, limit=600)}). "
+                    "The cause may have been fixed: check, then continue")
+        else:
+            left = "; ".join(self.guards.unmet())
+            said = f"after your job_complete, with work left ({safe_text(left, one_line=True, limit=600)}). Continue"
+        self.inject_notice(f"[Your operator resumed the job {said} with the task marked ← CURRENT in the ACTIVE "
+                           "TODO LIST.]", kind="resume")
+        return was
 
     def _mark_plan_phase_complete(self, name: str) -> None:
         try:

@@ -461,8 +461,10 @@ class Supervisor:
     def _run(self) -> RunResult:
         rt, loaded = self._recover()
         cp: Checkpoint | None = loaded.cp
-        gave_up = rt.outcome is not None and rt.outcome.gave_up
-        if (rt.job_done or (cp is not None and cp.job_done)) and not gave_up:
+        # An outcome the record does not bear out (the agent gave up, or a free stop's job_complete with work
+        # left) is not the job's end: a resume is the operator's word that it goes on.
+        reopen = rt.outcome is not None and (rt.outcome.gave_up or bool(rt.guards.unmet()))
+        if (rt.job_done or (cp is not None and cp.job_done)) and not reopen:
             if rt.outcome is not None:
                 # A kill right after job_complete: make sure the jobs table says so.
                 self._store_started()
@@ -497,7 +499,7 @@ class Supervisor:
                          carryover_messages=len(conversation), detail=detail, **self._session_info())
         if self.launch is not None:
             self.events.emit(ev.LaunchSettings, **self.launch.event_fields())
-        if gave_up and rt.resume_after_giving_up() is not None:
+        if reopen and rt.reopen_outcome() is not None:
             # The operator's resume is their answer to the give-up: the job goes on from where it was.
             cp.job_done = False
         if not rt.phases.ensure_bootstrap():

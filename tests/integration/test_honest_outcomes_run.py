@@ -16,7 +16,8 @@ from console.engine import events as ev
 from console.engine.job import JobPaths
 from console.engine.plan import parse_plan
 from console.engine.store import JobStore
-from console.outcome import EXIT_GAVE_UP, EXIT_OK
+from console.outcome import EXIT_FAILED, EXIT_GAVE_UP, EXIT_OK
+from console.runner import job_done
 from console.tui.fleet import Fleet
 
 STEPS = [f"Write part {i}" for i in range(1, 6)]
@@ -97,6 +98,8 @@ def test_seed_000s_plan_as_written_completes_with_exit_0(make_job, tmp_path, cap
     assert parse_plan((paths.root / "main_plan.md").read_text()).all_complete
     rows = {r.path: r for r in JobStore(Path(os.environ["AGENT_CONSOLE_DATA_DIR"]) / "jobs.db").list()}
     assert rows[str(paths.root)].status == "completed"
+    assert job_done(paths)  # `resume` and `stop` say it is complete
+    assert main(["resume", paths.run_id]) == EXIT_FAILED and "is complete" in capsys.readouterr().err
 
 
 def test_an_agent_that_gives_up_asks_its_operator_everywhere_and_a_resume_goes_on(make_job, tmp_path,
@@ -130,6 +133,8 @@ def test_an_agent_that_gives_up_asks_its_operator_everywhere_and_a_resume_goes_o
     fleet = Fleet(Path(os.environ["AGENT_CONSOLE_DATA_DIR"]) / "jobs.db", now=lambda: datetime.now(UTC))
     (r,) = [r for r in fleet.poll() if r.id == paths.run_id]
     assert (r.state, r.kind, r.needs, r.resume) == ("needs you", "needs", "gave_up", "start")
+    assert not job_done(paths)  # its outcome is on disk, but it is not a completed job: `resume` takes it
+    assert main(["stop", paths.run_id]) == 1 and "no process is running" in capsys.readouterr().err
     # The operator fixed the cause and resumes: the job goes on where it was, told why.
     code = play(paths, tmp_path, [turn(text="Reading again.")])
     evs = events(paths)
@@ -140,3 +145,20 @@ def test_an_agent_that_gives_up_asks_its_operator_everywhere_and_a_resume_goes_o
     assert ends[0] == "gave_up" and ends[-1] != "gave_up"
     # The agent was told, in the conversation the run recorded.
     assert "resumed the job after you gave up" in (paths.state / "checkpoint.jsonl").read_text()
+
+
+def test_a_free_stops_job_complete_with_work_left_is_incomplete_and_a_resume_goes_on(make_job, tmp_path,
+                                                                                      capsys) -> None:
+    paths = make_job(files={"job.toml": '[guardrails.completion]\ntype = "none"\n'})
+    code = play(paths, tmp_path, [turn(("job_complete", {"summary": "Done, I think", "confidence": 0.9}))])
+    err = capsys.readouterr().err
+    assert code == EXIT_FAILED and "with work left: the record does not show the plan done" in err
+    (done,) = [e for e in events(paths) if isinstance(e, ev.JobCompleted)]
+    assert done.unmet and "bootstrap" in done.unmet[0]
+    assert [e.outcome for e in events(paths) if isinstance(e, ev.RunEnded)] == ["incomplete"]
+    assert not job_done(paths)
+    assert main(["jobs", "--json"]) == 0
+    row = next(json.loads(x) for x in capsys.readouterr().out.splitlines() if json.loads(x)["id"] == paths.run_id)
+    assert row["status"] == "incomplete" and row["detail"].startswith("Done, I think")
+    play(paths, tmp_path, [turn(text="Back to work.")])
+    assert "after your job_complete, with work left" in (paths.state / "checkpoint.jsonl").read_text()

@@ -182,11 +182,11 @@ def test_the_low_confidence_bound_is_the_jobs_setting(rt) -> None:
 def test_a_resumed_give_up_goes_on_with_the_operators_word(rt) -> None:
     complete(rt, 0.0, notes="Nothing in the folder can be parsed; the input format is unknown to me.")
     assert rt.job_done
-    before = rt.resume_after_giving_up()
+    before = rt.reopen_outcome()
     assert before is not None and before.gave_up and rt.outcome is None and not rt.job_done
     (notice,) = rt.take_notices()
     assert "resumed the job after you gave up" in notice.content and "input format" in notice.content
-    assert rt.resume_after_giving_up() is None  # once
+    assert rt.reopen_outcome() is None  # once
 
 
 # -- the record read back, and the outcomes ---------------------------------------------------------------------
