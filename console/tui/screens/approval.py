@@ -42,6 +42,8 @@ class RestartApprovalScreen(Dialog[str | None]):
     the console never opens it over another question (it waits for that one to be answered)."""
 
     ANSWERS = frozenset({"decide"})
+    # Textual focuses it once the screen is active (a query in on_mount can run after a quick dismissal).
+    AUTO_FOCUS = "#approve"
     BINDINGS = [
         Binding("a", "decide('approve')", "Approve", id="modal_approve"),
         Binding("d", "decide('deny')", "Deny", id="modal_deny"),
@@ -61,9 +63,6 @@ class RestartApprovalScreen(Dialog[str | None]):
                 yield Button("Approve (a)", id="approve", variant="success", compact=True)
                 yield Button("Deny (d)", id="deny", variant="error", compact=True)
                 yield Button("Later (esc)", id="later", compact=True)
-
-    def on_mount(self) -> None:
-        self.query_one("#approve", Button).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()

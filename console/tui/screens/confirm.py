@@ -16,6 +16,8 @@ from console.tui.screens.dialog import Dialog
 
 class ConfirmScreen(Dialog[bool]):
     ANSWERS = frozenset({"answer"})
+    # Textual focuses it once the screen is active (a query in on_mount can run after a quick dismissal).
+    AUTO_FOCUS = "#no"
     BINDINGS = [
         Binding("y", "answer(True)", "Yes", id="confirm_yes"),
         Binding("n,escape", "answer(False)", "No", id="confirm_no"),
@@ -36,9 +38,6 @@ class ConfirmScreen(Dialog[bool]):
             with Horizontal(classes="buttons"):
                 yield Button(f"{self.yes} (y)", id="yes", variant="error", compact=True)
                 yield Button(f"{self.no} (n)", id="no", compact=True)
-
-    def on_mount(self) -> None:
-        self.query_one("#no", Button).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()

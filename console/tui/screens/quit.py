@@ -19,6 +19,8 @@ class QuitScreen(Dialog[str | None]):
     question, it takes no answer in its first moment (console.tui.screens.dialog)."""
 
     ANSWERS = frozenset({"answer"})
+    # Textual focuses it once the screen is active (a query in on_mount can run after a quick dismissal).
+    AUTO_FOCUS = "#detach"
     BINDINGS = [
         Binding("d", "answer('detach')", "Detach", id="quit_detach"),
         Binding("s", "answer('stop')", "Stop the run", id="quit_stop"),
@@ -43,9 +45,6 @@ class QuitScreen(Dialog[str | None]):
                 yield Button("Detach (d)", id="detach", variant="primary", compact=True)
                 yield Button("Stop the run (s)", id="stop", variant="error", compact=True)
                 yield Button("Stay (esc)", id="stay", compact=True)
-
-    def on_mount(self) -> None:
-        self.query_one("#detach", Button).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
