@@ -7,6 +7,7 @@ import shutil
 import signal
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,6 +78,18 @@ def job_factory(base: Path) -> Callable[..., JobPaths]:
         return JobPaths(root)
 
     return make
+
+
+class Recording(ScriptedProvider):
+    """The scripted model, keeping every request it was sent (what the agent was shown, turn by turn)."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.requests: list[Any] = []
+
+    def stream(self, request: Any) -> Any:
+        self.requests.append(request)
+        return super().stream(request)
 
 
 def run_settings(**kw: object) -> RunSettings:

@@ -12,19 +12,9 @@ from console.engine.control import write_inbox
 from console.engine.loop import ShutdownReason
 from console.engine.supervisor import Supervisor
 from console.providers.scripted import ScriptedProvider
-from tests.conftest import run_settings
+from tests.conftest import Recording, run_settings
 
 WINDOW = 10_000
-
-
-class Recording(ScriptedProvider):
-    def __init__(self, **kw) -> None:
-        super().__init__(**kw)
-        self.requests = []
-
-    def stream(self, request):
-        self.requests.append(request)
-        return super().stream(request)
 
 
 def test_long_job_in_a_small_window_completes_after_restarts(make_job, clock) -> None:

@@ -13,18 +13,7 @@ from console.cli import main
 from console.engine import events as ev
 from console.engine.launch import read_launch
 from console.engine.supervisor import Supervisor
-from console.providers.scripted import ScriptedProvider
-from tests.conftest import run_settings
-
-
-class Recording(ScriptedProvider):
-    def __init__(self, **kw) -> None:
-        super().__init__(**kw)
-        self.requests = []
-
-    def stream(self, request):
-        self.requests.append(request)
-        return super().stream(request)
+from tests.conftest import Recording, run_settings
 
 
 def run(paths, clock, **settings) -> tuple[Recording, list[ev.EventBase]]:

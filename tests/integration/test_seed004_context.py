@@ -22,21 +22,11 @@ from console.engine.loop import ShutdownReason
 from console.engine.messages import Message
 from console.engine.supervisor import Supervisor
 from console.providers.scripted import ScriptedProvider
-from tests.conftest import run_settings
+from tests.conftest import Recording, run_settings
 
 WINDOW = 10_000
 SEED_WIND_DOWN = ("[Context window {}% full. Please wrap up your current task and write any important state to "
                   "workspace files. The session will restart shortly.]")
-
-
-class Recording(ScriptedProvider):
-    def __init__(self, **kw) -> None:
-        super().__init__(**kw)
-        self.requests = []
-
-    def stream(self, request):
-        self.requests.append(request)
-        return super().stream(request)
 
 
 def kind(m: Message) -> str:
