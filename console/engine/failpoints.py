@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-Hook = Callable[[str, Callable[[], None] | None], None]
+# What a tear returns (bytes written, a write's result...) is thrown away: it only has to leave bytes behind.
+Tear = Callable[[], object]
+Hook = Callable[[str, Tear | None], None]
 
 _hook: Hook | None = None
 
 
-def hit(name: str, tear: Callable[[], None] | None = None) -> None:
+def hit(name: str, tear: Tear | None = None) -> None:
     """A point where a crash may happen; ``tear`` writes part of what is about to be written."""
     if _hook is not None:
         _hook(name, tear)

@@ -464,7 +464,7 @@ class Session:
         if not self.conversation:
             self.conversation.append(Message.user(KICKOFF, kind="kickoff"))
         fresh = cp.context is None
-        if fresh:
+        if cp.context is None:
             cm.reset(estimate_request(build_request(self.deps, self.system, self.conversation)))
         else:
             cm.restore(cp.context)

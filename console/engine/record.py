@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from typing import Any
 
 from console.engine.job import one_line
 from console.engine.plan import Plan, PlanPhase
@@ -96,7 +97,7 @@ def self_marked(plan: Plan, state: TodoState) -> list[str]:
     return [p.name for p in plan.phases if p.complete and key(p.name) not in done]
 
 
-def from_archives(archives: Iterable[dict]) -> list[ClosedPhase]:
+def from_archives(archives: Iterable[dict[str, Any]]) -> list[ClosedPhase]:
     """The closed phases of a run from before the record was kept, read back from the harness's own archives
     (.console/archive, which the agent cannot write): each phase list archived by a phase transition."""
     out = []

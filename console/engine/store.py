@@ -121,7 +121,7 @@ class JobStore:
         # The SQL that clears a run's need (nothing while the column is missing: the run's updates still work).
         self._no_need = ", needs_since=NULL" if "needs_since" in have else ""
 
-    def _update(self, sql: str, params: tuple) -> bool:
+    def _update(self, sql: str, params: tuple[object, ...]) -> bool:
         try:
             with self._connect() as db:
                 db.execute(sql, params)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -211,7 +212,7 @@ class Supervisor:
                             str(moved.relative_to(self.paths.root)), "log")]
 
     # -- the control API (thread-safe: applied by the engine at its next turn boundary) --------
-    def subscribe(self, fn: ev.Subscriber):
+    def subscribe(self, fn: ev.Subscriber) -> Callable[[], None]:
         return self.events.subscribe(fn)
 
     def command(self, name: str, source: str = "console", **args: Any) -> None:

@@ -18,10 +18,12 @@ import anthropic
 try:  # the SDK moved from httpx to httpx2; catch transport errors from whichever it uses
     import httpx2
 except ImportError:  # pragma: no cover - older SDKs
-    import httpx as httpx2  # type: ignore[no-redef]
+    # httpx is absent where the SDK brought httpx2 (the one mypy sees): only an older SDK takes this branch.
+    import httpx as httpx2  # type: ignore[no-redef, import-not-found, unused-ignore]
 
 from console.engine.messages import Message, ModelRequest, ToolCall
 from console.engine.model import (
+    ErrorKind,
     IncompleteStream,
     Progress,
     ProviderError,
@@ -374,7 +376,7 @@ def to_provider_error(err: anthropic.AnthropicError, *, secret: str | None, time
         detail = server_detail(err.body) or str(err.message)
         if status < 400:
             # An `event: error` inside a 200 stream (overloaded_error, api_error mid-generation).
-            kind = "context" if is_context_overflow(None, detail) else "transient"
+            kind: ErrorKind = "context" if is_context_overflow(None, detail) else "transient"
             return ProviderError(message, kind=kind, cause=f"stream error ({err.type or 'error'})")
         cause = ("rate limited" if status == 429 else "overloaded" if status == 529
                  else f"server error {status}" if status >= 500 else f"status {status}")

@@ -20,7 +20,8 @@ import openai
 try:  # the SDK moved from httpx to httpx2; catch transport errors from whichever it uses
     import httpx2
 except ImportError:  # pragma: no cover - older SDKs
-    import httpx as httpx2  # type: ignore[no-redef]
+    # httpx is absent where the SDK brought httpx2 (the one mypy sees): only an older SDK takes this branch.
+    import httpx as httpx2  # type: ignore[no-redef, import-not-found, unused-ignore]
 
 from console.engine.messages import Message, ModelRequest, ToolCall
 from console.engine.model import (

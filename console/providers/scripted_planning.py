@@ -44,8 +44,7 @@ def synthesize_plan(instructions: str, listing: dict[str, int], totals: dict[str
     """An execution plan for the instructions: explicit phases if given, else derived from the files."""
     explicit = parse_plan(instructions)
     if explicit.phases and all(p.steps for p in explicit.phases):
-        phases = [(p.name, [s.text for s in p.steps]) for p in explicit.phases]
-        return render_plan(_overview(instructions), phases)
+        return render_plan(_overview(instructions), [(p.name, [s.text for s in p.steps]) for p in explicit.phases])
     mentioned = paths_in(instructions)
     inputs, big = plan_inputs(instructions, listing)
     outputs = [p for p in mentioned if p not in listing and "." in PurePosixPath(p).name

@@ -254,12 +254,12 @@ class Fleet:
         now = self.now()
         rows: list[FleetRow] = []
         for row in listed:
-            fold = self.folds.get(row.path)
-            if fold is None:
-                fold = self.folds[row.path] = RunFold(row)
-            if fold and fold.catch_up():
+            run = self.folds.get(row.path)
+            if run is None:
+                run = self.folds[row.path] = RunFold(row)
+            if fold and run.catch_up():
                 time.sleep(0)  # let the UI thread in between two logs (the GIL): a key pressed now acts now
-            rows.append(snapshot(row, fold, self.holder(fold), now))
+            rows.append(snapshot(row, run, self.holder(run), now))
         for gone in set(self.folds) - {r.path for r in listed}:
             del self.folds[gone]
         rows.sort(key=lambda r: r.started_at, reverse=True)

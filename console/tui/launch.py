@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from console.engine.supervisor import Supervisor
     from console.tui.app import ConsoleApp
 
-AutoPilot = Callable[["Pilot[Any]"], Awaitable[None]]
+# What App.run takes: a coroutine function (an async def), given the app's pilot.
+AutoPilot = Callable[["Pilot[object]"], Coroutine[Any, Any, None]]
 
 
 def _keymap(keymap: Mapping[str, str] | None) -> dict[str, Any]:

@@ -69,6 +69,22 @@ def test_a_poll_of_idle_runs_reads_no_log_again(tmp_path):
     assert rows[running].state == WAITING
 
 
+def test_a_poll_without_folding_reads_no_log(tmp_path):
+    """The first paint's poll (fold=False) shows the store's rows and reads no log: with a few hundred runs,
+    reading them all is what the first paint must not wait for. (The loop's RunFold once shadowed ``fold``, so
+    every poll folded every log.)"""
+    fx = make_fleet(tmp_path)
+    fleet = Fleet(fx.store_path, now=lambda: FROZEN_NOW, holder=fx.holder)
+    first = fleet.poll(fold=False)
+    assert {r.path for r in first} == set(fx.runs.values())
+    assert all(f.offset == 0 for f in fleet.folds.values())
+    assert all(r.phase != "2/4" for r in first)  # the phase comes from the log, not read yet
+    # The next poll folds them: every log read to its end.
+    rows = {r.path: r for r in fleet.poll()}
+    assert all(f.catch_up() is False for f in fleet.folds.values())
+    assert rows[fx.runs["running"]].phase == "2/4"
+
+
 @pytest.fixture
 def fixed_root() -> Iterator[Path]:
     """Run folders at a fixed path: the ids and paths shown are derived from it, and a snapshot must not

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from console.engine.context.tokens import estimate_message
 from console.engine.messages import Message
@@ -26,7 +27,7 @@ class MaskPlan:
     tokens_freed: int
 
 
-def call_for(conversation: list[Message], tool_msg: Message) -> tuple[str, dict]:
+def call_for(conversation: list[Message], tool_msg: Message) -> tuple[str, dict[str, Any]]:
     for m in conversation:
         if m.role == "assistant":
             for c in m.tool_calls:
@@ -39,7 +40,7 @@ def call_for(conversation: list[Message], tool_msg: Message) -> tuple[str, dict]
     return tool_msg.name or "tool", {}
 
 
-def placeholder(name: str, args: dict, tokens: int) -> str:
+def placeholder(name: str, args: dict[str, Any], tokens: int) -> str:
     shown = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)[:80]}" for k, v in args.items()
                       if k not in ("content", "new_text", "old_text"))
     call = f"{name}({shown})"
@@ -68,7 +69,7 @@ def plan_masking(conversation: list[Message], need_tokens: int, keep_recent: int
     return MaskPlan(chosen, max(0, freed))
 
 
-def masked_copy(m: Message, name: str, args: dict) -> Message:
+def masked_copy(m: Message, name: str, args: dict[str, Any]) -> Message:
     tokens = estimate_message(m)
     return m.model_copy(update={
         "content": placeholder(name, args, tokens),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -63,9 +64,9 @@ def check_archives(paths: JobPaths, now: datetime) -> list[FileProblem]:
     return problems
 
 
-def archived_phases(paths: JobPaths) -> list[dict]:
+def archived_phases(paths: JobPaths) -> list[dict[str, Any]]:
     """The archived todo lists, oldest first; a damaged archive is skipped (the summary is facts only)."""
-    out = []
+    out: list[dict[str, Any]] = []
     try:
         names = sorted(e.name for e in os.scandir(paths.archive) if e.name.endswith(".json"))
     except OSError:

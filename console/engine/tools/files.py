@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import re2
 from pydantic import Field
@@ -137,7 +137,7 @@ def write_file(rt: Runtime, a: WriteFileArgs) -> str:
     rel = checked(rt, a.path)
     sb = sandbox(rt)
 
-    def facts() -> dict:
+    def facts() -> dict[str, bool]:
         info = sb.info(rel)
         return {"existed": info is not None and info.kind == "file"}
 
@@ -162,7 +162,7 @@ def append_file(rt: Runtime, a: AppendFileArgs) -> str:
     sb = sandbox(rt)
     text = a.content if a.content.endswith("\n") else a.content + "\n"
 
-    def facts() -> dict:
+    def facts() -> dict[str, int]:
         info = sb.info(rel)
         if info is not None and info.kind == "dir":
             raise ToolFailure(f"'{rel}' is a folder, not a file.")
@@ -473,7 +473,7 @@ WRITE_RULES = (PATHS_RULE, READ_ONLY_RULE, "One write carries at most {max_write
                "{max_job_mb} MB.", "The file is replaced atomically: a crash never leaves half of it.")
 TEXT_ONLY = Failure("the file is binary, or over 32 MB", "only text files up to 32 MB can be read or edited")
 
-FILE_TOOLS: list[Tool] = [
+FILE_TOOLS: list[Tool[Any]] = [
     Tool("read_file", "Read a text file, a range of lines at a time.", ReadFileArgs,
          read_file, "read lines of a file",
          examples=(Example({"path": "instructions.md"}, "Read instructions.md from its first line"),

@@ -11,7 +11,7 @@ line, and a name cannot forge a line of the answer.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
@@ -71,7 +71,7 @@ def find_files(rt: Runtime, a: FindFilesArgs) -> str:
     return "\n".join(lines)
 
 
-INDEX_TOOLS: list[Tool] = [
+INDEX_TOOLS: list[Tool[Any]] = [
     Tool("find_files", "Find job files by words in their path or first lines, from a catalogue of the job "
                        "folder (path, size, first lines; binary files and generated folders left out).",
          FindFilesArgs, find_files, "find files by words in their path or first lines",

@@ -180,7 +180,8 @@ def _schema(model: type[BaseModel]) -> str:
 
 def clean_schema(model: type[BaseModel]) -> dict[str, Any]:
     """A JSON schema without titles or $refs (generated once per argument model)."""
-    return json.loads(_schema(model))
+    schema: dict[str, Any] = json.loads(_schema(model))
+    return schema
 
 
 def _clean_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -197,7 +198,7 @@ def _clean_schema(model: type[BaseModel]) -> dict[str, Any]:
             return [walk(v) for v in node]
         return node
 
-    schema = walk(raw)
+    schema: dict[str, Any] = walk(raw)
     schema.setdefault("properties", {})
     schema["additionalProperties"] = False
     return schema

@@ -64,7 +64,7 @@ IN_TRANSITION = Failure("a phase transition is in progress (there is no active l
 PHASES_RULE = ("Completing the last task of a phase starts the phase transition: the system archives the list and "
                "gives the steps (update main_plan.md, then todo_write the next phase's tasks).")
 
-TODO_TOOLS: list[Tool] = [
+TODO_TOOLS: list[Tool[Any]] = [
     Tool("todo_complete", "Mark the current task complete; call it after finishing each task.", NoArgs,
          todo_complete, "call after finishing each task",
          examples=(Example({}, "After finishing the task marked CURRENT"),),

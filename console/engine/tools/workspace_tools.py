@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
@@ -113,7 +113,7 @@ def job_complete(rt: Runtime, a: JobCompleteArgs) -> ToolOutcome:
 
 ONE_LINE = Failure("the text is empty or over 2000 characters", "give one line")
 
-WORKSPACE_TOOLS: list[Tool] = [
+WORKSPACE_TOOLS: list[Tool[Any]] = [
     Tool("generate_workspace_summary", "Write workspace_summary.md: files, accomplishments, current state, notes.",
          NoArgs, generate_workspace_summary, "write workspace_summary.md",
          examples=(Example({}, "Refresh workspace_summary.md, then read it"),),

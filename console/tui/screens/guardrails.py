@@ -67,8 +67,8 @@ def deadline_line(g: GuardrailsState, now: datetime) -> Content:
 def tokens_line(g: GuardrailsState) -> Content:
     st = g.status
     if st is None or not st.budget_tokens:
-        used = f" ({tokens(st.tokens_used)} used)" if st is not None and st.tokens_used else ""
-        return Content.assemble(_none(), (used, "$text-muted"))
+        spent = f" ({tokens(st.tokens_used)} used)" if st is not None and st.tokens_used else ""
+        return Content.assemble(_none(), (spent, "$text-muted"))
     budget, used = st.budget_tokens, st.tokens_used
     left = max(0, budget - used)
     share = left / budget

@@ -17,6 +17,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from rich.segment import Segment
+from rich.style import Style
 from textual.content import Content
 from textual.events import Resize
 from textual.geometry import Size
@@ -81,7 +82,7 @@ class ItemView(ScrollView, can_focus=True):
         self._header: list[Strip] = []
         self._gutters: dict[tuple[str, str], Strip] = {}
         self._visible_timer: Timer | None = None
-        self._paint: tuple[object, int] | None = None
+        self._paint: tuple[Style, int] | None = None
         self._paint_timer: Timer | None = None
         self._painted_at = 0.0
         self._visible_at = 0.0
