@@ -1,0 +1,45 @@
+"""The events of the plan: the todo list, main_plan.md and the phase transitions (seed 001)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from console.engine.events.base import EventBase
+
+
+class TodoItemRecord(BaseModel):
+    text: str
+    done: bool
+
+
+class TodosChanged(EventBase):
+    type: Literal["todos_changed"] = "todos_changed"
+    phase_name: str
+    phase_number: int
+    total_phases: int
+    kind: str
+    items: list[TodoItemRecord]
+    reason: str = ""
+    display: str = ""
+    generation: int = 0
+
+
+class PlanChanged(EventBase):
+    type: Literal["plan_changed"] = "plan_changed"
+    phases: int = 0
+    complete: int = 0
+    current: str | None = None
+    error: str | None = None
+
+
+class PhaseTransition(EventBase):
+    type: Literal["phase_transition"] = "phase_transition"
+    kind: str
+    stage: Literal["started", "completed"]
+    from_phase: int | None = None
+    to_phase: int | None = None
+    to_name: str | None = None
+    archive: str | None = None
+    issue: str | None = None

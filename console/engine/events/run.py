@@ -1,0 +1,150 @@
+"""The events of a run as a whole: the operator's commands, how it ended, what it needs from its operator,
+its launch settings, memory, experiences and errors."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from console.engine.events.base import EventBase
+
+
+class OperatorCommand(EventBase):
+    type: Literal["operator_command"] = "operator_command"
+    command: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    source: str = "api"
+    # discarded: meant for an earlier run of the job (a stop left in the inbox), never applied.
+    status: Literal["received", "applied", "rejected", "discarded"] = "received"
+    detail: str = ""
+    command_id: str = ""
+
+
+class JobCompleted(EventBase):
+    """The agent's job_complete, accepted: the harness's record showed the plan done (console.engine.record),
+    or the job declares free stops ([guardrails.completion] type = "none") and ``unmet`` says what the record
+    shows left (the run then ends incomplete)."""
+
+    type: Literal["job_completed"] = "job_completed"
+    summary: str
+    deliverables: list[str] = Field(default_factory=list)
+    confidence: float
+    notes: str = ""
+    unmet: list[str] = Field(default_factory=list)
+
+
+class JobGaveUp(EventBase):
+    """The agent gave up: job_complete with a confidence below [guardrails] low_confidence and notes saying why
+    (seed 000's unrecoverable case), accepted whatever the record shows. ``unmet``: what the record says is
+    left. The run ends as gave up and asks its operator."""
+
+    type: Literal["job_gave_up"] = "job_gave_up"
+    summary: str
+    deliverables: list[str] = Field(default_factory=list)
+    confidence: float
+    notes: str = ""
+    unmet: list[str] = Field(default_factory=list)
+
+
+class MemoryUpdated(EventBase):
+    """Working-memory bookkeeping (seed 003): task records, blockers, pruning, legacy backfill."""
+
+    type: Literal["memory_updated"] = "memory_updated"
+    what: str
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class ExperienceRecorded(EventBase):
+    """An entry of experiences.md (seed 000), recorded by the harness (a rewind, a stuck detection) or by the
+    agent's record_experience; ``times`` > 1: the same entry again, moved to the newest."""
+
+    type: Literal["experience_recorded"] = "experience_recorded"
+    entry_id: int
+    section: Literal["failed", "lesson", "pattern"]
+    text: str
+    source: str = ""
+    where: str = ""
+    times: int = 1
+
+
+# How a run ended, in the operator's terms: completed (the harness's record shows the plan done), gave_up (the
+# agent said it cannot be done: the operator is asked), incomplete (stopped, out of budget, refused stops, a
+# turn limit: the work is not done, the run can go on), failed (an internal error, a restart loop).
+Outcome = Literal["completed", "gave_up", "incomplete", "failed"]
+
+
+class RunEnded(EventBase):
+    """The last event of a run (a process's supervisor), whatever ended it."""
+
+    type: Literal["run_ended"] = "run_ended"
+    reason: str
+    detail: str = ""
+    sessions: int = 0
+    restarts: int = 0
+    # None in a log from before outcomes were recorded (the reason tells what it can).
+    outcome: Outcome | None = None
+
+
+class StateRecovered(EventBase):
+    """A harness file could not be used as it was (damaged, or a step cut short by a kill): what was done."""
+
+    type: Literal["state_recovered"] = "state_recovered"
+    file: str
+    problem: str
+    action: str
+    moved_to: str | None = None
+
+
+class LaunchSettings(EventBase):
+    """How this process runs the job (at each start): the settings recorded when the run began
+    (``.console/launch.json``), with what a resume's flags changed. Notification targets as scheme://host."""
+
+    type: Literal["launch_settings"] = "launch_settings"
+    source: Literal["start", "resume"] = "start"
+    provider: str = ""
+    model: str = ""
+    base_url: str | None = None
+    context_window: int = 0
+    auto_restart: bool = True
+    max_restarts: int = 0
+    max_turns: int = 0
+    unconfined: bool = False
+    notify: list[str] = Field(default_factory=list)
+    budgets: dict[str, Any] = Field(default_factory=dict)
+    # "model: a -> b" per setting a flag given at this resume changed (empty: resumed as it was started).
+    changes: list[str] = Field(default_factory=list)
+    # How the process was started: "console" (a runner a console started), "headless", "resume", "fleet".
+    by: str = ""
+
+
+# Why a run needs its operator (seed 004's approval, and what the harness escalates instead of looping).
+NeedReason = Literal["restart_approval", "stuck", "budget", "completion_refused", "provider_down", "crashed",
+                     "gave_up"]
+
+
+class NeedsOperator(EventBase):
+    """The run needs its operator: every view shows it first, attached consoles ring, the operator's channels
+    (Apprise URLs) are told. ``paused``: the run holds until the operator acts (resume, approve, stop...);
+    ``evidence``: the lines that show why (the repeated call, the spend, the provider's error)."""
+
+    type: Literal["needs_operator"] = "needs_operator"
+    reason: NeedReason
+    message: str
+    evidence: list[str] = Field(default_factory=list)
+    paused: bool = True
+
+
+class NeedsOperatorCleared(EventBase):
+    """The operator answered (or the cause went away): the run no longer needs them."""
+
+    type: Literal["needs_operator_cleared"] = "needs_operator_cleared"
+    reason: NeedReason
+    by: str = ""
+
+
+class ErrorEvent(EventBase):
+    type: Literal["error"] = "error"
+    message: str
+    where: str = ""
+    recoverable: bool = True

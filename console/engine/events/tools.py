@@ -1,0 +1,80 @@
+"""The events of the agent's tool calls: what it asked for, what was refused, what came back, and the
+sandbox the job's commands run in."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from console.engine.events.base import Cut, EventBase
+
+
+class ToolCallRecord(BaseModel):
+    id: str
+    name: str
+    arguments: str
+    arguments_cut: Cut | None = None
+
+
+class AssistantMessage(EventBase):
+    type: Literal["assistant_message"] = "assistant_message"
+    turn: int
+    text: str
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    stop_reason: str = ""
+    text_cut: Cut | None = None
+    # The model's reasoning for this reply (capped), for the operator; never sent back to the model.
+    reasoning: str = ""
+
+
+class ToolCalled(EventBase):
+    type: Literal["tool_called"] = "tool_called"
+    turn: int
+    call_id: str
+    tool: str
+    arguments: str
+    arguments_cut: Cut | None = None
+
+
+class ToolDenied(EventBase):
+    """A tool policy refused a call (seed 002): the agent got ``reason`` as the call's error result."""
+
+    type: Literal["tool_denied"] = "tool_denied"
+    turn: int
+    call_id: str
+    tool: str
+    policy: str
+    reason: str
+    # The policy itself failed (raised): fail-closed, so the call was denied; what it raised.
+    error: str | None = None
+
+
+class ToolResult(EventBase):
+    type: Literal["tool_result"] = "tool_result"
+    turn: int
+    call_id: str
+    tool: str
+    ok: bool
+    content: str
+    duration_ms: float = 0.0
+    content_cut: Cut | None = None
+
+
+class CommandSandbox(EventBase):
+    """What the job's declared commands see and the bounds they run within: the run's header, at every start."""
+
+    type: Literal["command_sandbox"] = "command_sandbox"
+    # "confined": by bubblewrap; "unconfined": the operator's run --unconfined; "refused": no sandbox works here
+    # (every call is refused until one does).
+    mode: Literal["confined", "unconfined", "refused"]
+    # The bubblewrap used ("bubblewrap 0.11.0 (bundled with agent-console)"), or why none works.
+    tool: str = ""
+    # "cgroup v1" / "cgroup v2" (the whole tree's memory and processes), or "rlimits" (per process).
+    bounds_by: str = ""
+    network: bool = False
+    read_only: list[str] = Field(default_factory=list)
+    limits: dict[str, float] = Field(default_factory=dict)
+    commands: list[str] = Field(default_factory=list)
+    # The paragraph every view shows.
+    text: str = ""
