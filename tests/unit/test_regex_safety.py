@@ -40,7 +40,7 @@ METHODS = ("search", "match", "fullmatch", "finditer")
 ALLOWLIST: dict[str, tuple[tuple[str, ...], str]] = {
     # Only ever fullmatch()ed against directory entry names (at most 255 bytes): anchored, it is linear; only
     # search() on a long text, which the code never does, is quadratic ("\..*\." from every dot).
-    "console.engine.sandbox:_BESIDE_TMP": (("match", "fullmatch"), "anchored use on file names only"),
+    "console.engine.sandbox.kernel:_BESIDE_TMP": (("match", "fullmatch"), "anchored use on file names only"),
 }
 
 BASE_CHARS = [" ", "\t", "#", "-", "*", "[", "]", ".", "/", ":", "a", "Z", "0", "\n", "_", "`", "(", ")", "<"]

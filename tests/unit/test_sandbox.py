@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 
-from console.engine import sandbox as sandbox_mod
-from console.engine.sandbox import FileInfo, Sandbox, SandboxError, WriteResult
+from console.engine.sandbox import FileInfo, Sandbox, SandboxError, WriteResult, kernel, resolve
 
 SECRET = b"TOP SECRET sk-live-123"
 OUTSIDE_MSG = "it is a symlink that leads outside the job folder."
@@ -733,13 +732,13 @@ def test_close(job: Path, mode: bool) -> None:
 
 def test_openat2_retries_when_the_kernel_asks(job: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     sb = make(job, True)
-    real = sandbox_mod._openat2
+    real = resolve._openat2
     answers = [-errno.EAGAIN, -errno.EAGAIN]
 
     def flaky(*args: Any) -> int:
         return answers.pop() if answers else real(*args)
 
-    monkeypatch.setattr(sandbox_mod, "_openat2", flaky)
+    monkeypatch.setattr(resolve, "_openat2", flaky)  # where the resolution looks it up
     assert sb.read_bytes("sub/b.txt", max_bytes=9) == b"b"
     assert answers == []
     sb.close()
@@ -749,4 +748,4 @@ def test_openat2_choice(job: Path) -> None:
     with Sandbox(job, openat2=False) as sb:
         assert sb.uses_openat2 is False
     with Sandbox(job) as sb:
-        assert sb.uses_openat2 is sandbox_mod._probe_openat2(sb._root_fd)
+        assert sb.uses_openat2 is kernel._probe_openat2(sb._root_fd)
