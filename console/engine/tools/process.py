@@ -24,39 +24,44 @@ command's own "bwrap: ..." for a sandbox failure. Stdlib only.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import errno
 import json
 import os
-import resource
 import selectors
 import signal
-import stat
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from console.engine.tools.bounding import SUBREAPER, apply_rlimits, my_children, reap_orphans, rlimits, user_tasks
 from console.engine.tools.cgroups import Cgroups, Slot
+from console.engine.tools.folder_size import FolderWatch, measure_folder
 from console.engine.tools.limits import MB, CommandLimits
 
 # How often the loop checks the clock, the operator's stop and the deadline while a command runs.
 POLL_SECONDS = 0.05
+
+
 # After the command ends, how long the output pipe may stay open (a background process holding it).
 DRAIN_SECONDS = 1.0
+
+
 # The most bwrap may take to build the sandbox before the command is refused as not confinable.
 SETUP_SECONDS = 10.0
+
+
 CHUNK = 1 << 16
+
+
 # The folder watch starts after this long (a short command is measured once, at its end).
 WATCH_AFTER = 0.2
-# How long the harness goes on killing what an unconfined command left (a chain of orphans a thousand deep is
-# killed a level at a time).
-REAP_SECONDS = 10.0
+
+
 # The unconfined start: wait for the harness's go (a line on stdin), then run the command with stdin from
 # /dev/null. No go (the harness died or gave up): exit 125 without running anything.
 SHIM = 'read _ || exit 125; exec "$@" </dev/null'
+
 
 Status = Literal["exited", "timeout", "stopped", "deadline", "folder", "host_files", "setup_failed"]
 
@@ -127,161 +132,6 @@ class _Capture:
                 del self.tail[:excess]
 
 
-# -- the job folder's size ------------------------------------------------------------------------------------
-# What one entry of the job folder costs at least, whatever it holds: an empty file, a folder or a link still
-# takes an inode and a directory entry (200,000 empty files are a way to fill a disk too).
-ENTRY_BYTES = 512
-# Folders deeper than this are not walked: the folder counts as over its limit (no honest project nests so deep,
-# and each level holds a file descriptor open).
-MAX_DEPTH = 256
-
-
-@dataclass
-class FolderMeasure:
-    """The job folder's size as a command left it, and what was done about what it should not hold."""
-
-    bytes: int = 0
-    # Files whose setuid/setgid bit was removed (outside the sandbox, another user could run them as the owner).
-    unset: list[str] = field(default_factory=list)
-    # Why the folder could not be walked whole (it then counts as over any limit), or "".
-    unmeasurable: str = ""
-
-
-def measure_folder(root: str, state_dir: str = ".console", stop_above: int | None = None, *,
-                   strip_setid: bool = False) -> FolderMeasure:
-    """What the folder below ``root`` takes on disk (its harness folder aside): for each entry the larger of its
-    size and its allocated blocks (a file grown with ``fallocate --keep-size`` is all blocks, a sparse one all
-    size), and at least :data:`ENTRY_BYTES`. Walked by file descriptor, links never followed, one descriptor
-    per level held open (a wide folder cannot exhaust them). Stops counting above ``stop_above``.
-    ``strip_setid``: remove the setuid and setgid bits of the files met."""
-    out = FolderMeasure()
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        top = os.open(root, flags)
-    except OSError as exc:
-        out.unmeasurable = f"the job folder cannot be opened ({exc.strerror})"
-        return out
-    try:
-        harness = os.stat(state_dir, dir_fd=top, follow_symlinks=False)
-        skip = (harness.st_dev, harness.st_ino)  # the harness folder itself, not a look-alike name (.CONSOLE)
-    except OSError:
-        skip = None
-    # A stack of (folder fd, its entries, next index, its path in the job): one open descriptor per level.
-    stack: list[tuple[int, list[os.DirEntry[str]], int, str]] = []
-    try:
-        stack.append((top, _entries(top), 0, ""))
-        while stack:
-            fd, entries, i, prefix = stack[-1]
-            if i >= len(entries):
-                stack.pop()
-                if fd != top:
-                    os.close(fd)
-                continue
-            stack[-1] = (fd, entries, i + 1, prefix)
-            entry = entries[i]
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if skip is not None and (st.st_dev, st.st_ino) == skip:
-                continue
-            out.bytes += max(st.st_size, st.st_blocks * 512, ENTRY_BYTES)
-            if stat.S_ISDIR(st.st_mode):
-                if len(stack) >= MAX_DEPTH:
-                    out.unmeasurable = f"it nests folders more than {MAX_DEPTH} deep"
-                    break
-                try:
-                    sub = os.open(entry.name, flags, dir_fd=fd)
-                except OSError as exc:
-                    if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOMEM):
-                        out.unmeasurable = f"a folder could not be opened ({exc.strerror})"
-                        break
-                    continue
-                stack.append((sub, _entries(sub), 0, f"{prefix}{entry.name}/"))
-            elif strip_setid and stat.S_ISREG(st.st_mode) and st.st_mode & 0o6000:
-                with contextlib.suppress(OSError, NotImplementedError):
-                    os.chmod(entry.name, stat.S_IMODE(st.st_mode) & ~0o6000, dir_fd=fd, follow_symlinks=False)
-                    out.unset.append(prefix + entry.name)
-            if stop_above is not None and out.bytes > stop_above:
-                break
-    finally:
-        for level in stack:
-            fd = level[0]
-            if fd != top:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        with contextlib.suppress(OSError):
-            os.close(top)
-    return out
-
-
-def _entries(fd: int) -> list[os.DirEntry[str]]:
-    try:
-        with os.scandir(fd) as it:
-            return list(it)
-    except OSError:
-        return []
-
-
-def folder_bytes(root: str, state_dir: str = ".console", stop_above: int | None = None) -> int:
-    """:func:`measure_folder`'s bytes; a folder that cannot be walked whole counts as over any limit."""
-    m = measure_folder(root, state_dir, stop_above)
-    return max(m.bytes, (stop_above or 0) + 1) if m.unmeasurable else m.bytes
-
-
-class _FolderWatch:
-    """Measures the job folder in a thread while a command runs, spending at most a fifth of a core."""
-
-    def __init__(self, root: str, limit: int, state_dir: str) -> None:
-        self.root, self.limit, self.state_dir = root, limit, state_dir
-        self.over: int | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    @property
-    def started(self) -> bool:
-        return self._thread is not None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="folder-watch", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            began = time.monotonic()
-            size = folder_bytes(self.root, self.state_dir, stop_above=self.limit)
-            if size > self.limit:
-                self.over = size
-                return
-            self._stop.wait(max(0.25, 4 * (time.monotonic() - began)))
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-
-# -- bounding a process ---------------------------------------------------------------------------------------
-# CPU time: the soft limit sends SIGXCPU (which says why), the hard one SIGKILL this much later.
-CPU_GRACE = 5
-
-
-def rlimits(limits: CommandLimits, *, nproc_base: int | None = 0, memory: bool = True) -> list[tuple[int, int, int]]:
-    """(resource, soft, hard) of every rlimit a command gets; it cannot raise them past the hard one.
-
-    ``nproc_base``: the tasks RLIMIT_NPROC already counts for the command's user (0 in a user namespace of its
-    own, where only the command's are counted); None leaves RLIMIT_NPROC alone (it does not apply to root)."""
-    out = [(resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + CPU_GRACE),
-           (resource.RLIMIT_NOFILE, limits.open_files, limits.open_files),
-           (resource.RLIMIT_FSIZE, limits.file_size_mb * MB, limits.file_size_mb * MB), (resource.RLIMIT_CORE, 0, 0)]
-    if nproc_base is not None:
-        n = nproc_base + limits.processes
-        out.append((resource.RLIMIT_NPROC, n, n))
-    if memory:
-        out.append((resource.RLIMIT_DATA, limits.memory_mb * MB, limits.memory_mb * MB))
-    return out
-
-
 def _nproc_base(launch: Launch) -> int | None:
     """What RLIMIT_NPROC counts before the command starts: inside bwrap's user namespace, only the command's
     own tasks (0); elsewhere every task of the user, whose current number is added to the limit (None for
@@ -291,101 +141,6 @@ def _nproc_base(launch: Launch) -> int | None:
     if os.geteuid() == 0:
         return None
     return user_tasks(os.getuid())
-
-
-def user_tasks(uid: int) -> int:
-    """The tasks (threads) of processes whose real uid is ``uid``: what RLIMIT_NPROC counts for it."""
-    total = 0
-    with contextlib.suppress(OSError):
-        for name in os.listdir("/proc"):
-            if not name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{name}/status", "rb") as fh:
-                    text = fh.read(4096)
-            except OSError:
-                continue
-            uid_line = text.partition(b"\nUid:")[2].split(None, 1)
-            if uid_line and uid_line[0] == str(uid).encode():
-                threads = text.partition(b"\nThreads:")[2].split(None, 1)
-                total += int(threads[0]) if threads and threads[0].isdigit() else 1
-    return total
-
-
-def apply_rlimits(pid: int, values: list[tuple[int, int, int]]) -> None:
-    """Set each limit on ``pid``, never above what the harness itself may grant (its own hard limit)."""
-    for res, soft, hard in values:
-        _own_soft, own_hard = resource.getrlimit(res)
-        if own_hard != resource.RLIM_INFINITY:
-            soft, hard = min(soft, own_hard), min(hard, own_hard)
-        resource.prlimit(pid, res, (soft, hard))
-
-
-_PR_SET_CHILD_SUBREAPER = 36
-
-
-class _Subreaper:
-    """While an unconfined command runs, this process is the "child subreaper" of what the command leaves
-    behind (Linux prctl): a ``setsid``'d grandchild or a double fork is handed to it, not to init, so it can be
-    killed and reaped. Only for that while: a process that is always a subreaper collects every orphan of every
-    child it ever has (a caller's own ``os.wait()`` would get them). Counted, so overlapping calls share it."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._users = 0
-
-    def _set(self, on: bool) -> bool:
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0)
-        except Exception:  # not Linux, or no libc: nothing outlives a call only where a cgroup is used
-            return False
-
-    def enter(self) -> bool:
-        with self._lock:
-            if self._users == 0 and not self._set(True):
-                return False
-            self._users += 1
-            return True
-
-    def leave(self) -> None:
-        with self._lock:
-            self._users -= 1
-            if self._users == 0:
-                self._set(False)
-
-
-SUBREAPER = _Subreaper()
-
-
-def my_children() -> set[int]:
-    out: set[int] = set()
-    with contextlib.suppress(OSError):
-        for task in os.listdir(f"/proc/{os.getpid()}/task"):
-            with contextlib.suppress(OSError), open(f"/proc/{os.getpid()}/task/{task}/children") as fh:
-                out.update(int(p) for p in fh.read().split())
-    return out
-
-
-def reap_orphans(before: set[int], keep: int | None = None) -> int:
-    """Kill and reap the children this (subreaper) process inherited since ``before``; returns how many.
-
-    Killing an orphan hands its own children to us in turn, so this goes on until a look finds none."""
-    killed = 0
-    until = time.monotonic() + REAP_SECONDS
-    while time.monotonic() < until:
-        # An orphan is handed over as its parent exits, and each one killed here is reaped (waited for)
-        # before the next look: a look that finds none has found them all.
-        orphans = my_children() - before - ({keep} if keep is not None else set())
-        if not orphans:
-            break
-        for pid in orphans:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError, OSError):
-                os.waitpid(pid, 0)
-            killed += 1
-    return killed
 
 
 # -- one command ----------------------------------------------------------------------------------------------
@@ -555,7 +310,7 @@ def run_bounded(argv: Sequence[str], *, cwd: str, env: dict[str, str], keep: int
     setup_error = ""
     ended_at: float | None = None
     eof = False
-    watch: _FolderWatch | None = None
+    watch: FolderWatch | None = None
     sel = selectors.DefaultSelector()
     try:
         sel.register(fd, selectors.EVENT_READ)
@@ -584,7 +339,7 @@ def run_bounded(argv: Sequence[str], *, cwd: str, env: dict[str, str], keep: int
             os.close(block_w)
             block_w = -1
         if bounds.folder is not None and bounds.folder_limit is not None:
-            watch = _FolderWatch(bounds.folder, bounds.folder_limit, bounds.state_dir)
+            watch = FolderWatch(bounds.folder, bounds.folder_limit, bounds.state_dir)
         while True:
             for key, _ in sel.select(POLL_SECONDS):
                 if key.fd == fd:
