@@ -8,8 +8,6 @@ from datetime import datetime
 from pydantic import BaseModel
 
 SCHEMA_VERSION = 1
-
-
 # The most text one field of a logged event carries; beyond it the log keeps a preview, the size and
 # the sha256 (the journal keeps the whole payload while a resume may need it).
 EVENT_TEXT_LIMIT = 16 * 1024

@@ -85,9 +85,7 @@ Event = Annotated[
     Field(discriminator="type"),
 ]
 
-
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
-
 
 # Events too chatty for the audit log; everything they carry is in a logged event too.
 IN_PROCESS_ONLY = frozenset({"text_delta"})

@@ -10,60 +10,27 @@ import secrets
 from collections.abc import Callable
 
 MAX_NAME_BYTES = 255
-
-
 MAX_PATH_BYTES = 4096
-
-
 MAX_LINKS = 40  # the kernel's own limit, so both resolution modes agree
-
-
 MAX_DEPTH = 256  # folders held open at once by the manual walk; no honest path comes near it
-
-
 WALK_DEPTH = 64
-
-
 _RETRIES = 64  # a path that keeps changing under us is an attack or a storm; either way, give up
 
-
 _SYS_OPENAT2 = 437  # the same number on every architecture (unified syscall table)
-
-
 _RESOLVE_NO_MAGICLINKS = 0x02
-
-
 _RESOLVE_NO_SYMLINKS = 0x04
-
-
 _RESOLVE_BENEATH = 0x08
 
-
 _O_PATH = getattr(os, "O_PATH", 0)
-
-
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NONBLOCK
-
-
 _READ = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-
-
 # O_PATH looks at an inode without opening it: no device open, no FIFO, no read permission needed.
 _LOOK = (_O_PATH or (os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)) | os.O_CLOEXEC
-
-
 _APPEND = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-
-
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
-
 _TMP_SUFFIX = ".agent-console.tmp"
-
-
 _BESIDE_TMP = re.compile(r"\..*\.[0-9a-f]{16}" + re.escape(_TMP_SUFFIX), re.DOTALL)
-
-
 _DRIVE = re.compile(r"[A-Za-z]:[\\/]")
 
 
@@ -84,14 +51,8 @@ def _load_syscall() -> Callable[..., int] | None:
 
 
 _syscall = _load_syscall()
-
-
 _HOW_SIZE = ctypes.sizeof(_OpenHow)
-
-
 _hows: dict[tuple[int, int], _OpenHow] = {}  # kept alive: their addresses are handed to the kernel
-
-
 _openat2_works: bool | None = None  # probed once per process
 
 

@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 # What one entry of the job folder costs at least, whatever it holds: an empty file, a folder or a link still
 # takes an inode and a directory entry (200,000 empty files are a way to fill a disk too).
 ENTRY_BYTES = 512
-
-
 # Folders deeper than this are not walked: the folder counts as over its limit (no honest project nests so deep,
 # and each level holds a file descriptor open).
 MAX_DEPTH = 256

@@ -41,19 +41,11 @@ from console.engine.tools.limits import MB, CommandLimits
 
 # How often the loop checks the clock, the operator's stop and the deadline while a command runs.
 POLL_SECONDS = 0.05
-
-
 # After the command ends, how long the output pipe may stay open (a background process holding it).
 DRAIN_SECONDS = 1.0
-
-
 # The most bwrap may take to build the sandbox before the command is refused as not confinable.
 SETUP_SECONDS = 10.0
-
-
 CHUNK = 1 << 16
-
-
 # The folder watch starts after this long (a short command is measured once, at its end).
 WATCH_AFTER = 0.2
 
@@ -61,7 +53,6 @@ WATCH_AFTER = 0.2
 # The unconfined start: wait for the harness's go (a line on stdin), then run the command with stdin from
 # /dev/null. No go (the harness died or gave up): exit 125 without running anything.
 SHIM = 'read _ || exit 125; exec "$@" </dev/null'
-
 
 Status = Literal["exited", "timeout", "stopped", "deadline", "folder", "host_files", "setup_failed"]
 
