@@ -17,7 +17,7 @@ from pydantic import Field
 
 from console.engine.file_index import HEAD_CHARS, MAX_FILES, MAX_PATH_CHARS, index_for, terms_of
 from console.engine.text import safe_text
-from console.engine.tools.files import sandbox
+from console.engine.tools.file_access import sandbox
 from console.engine.tools.registry import Example, Failure, Tool, ToolArgs, ToolFailure
 
 if TYPE_CHECKING:

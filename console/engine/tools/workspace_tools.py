@@ -9,7 +9,7 @@ from pydantic import Field
 from console.engine.experiences import MAX_ENTRY_CHARS
 from console.engine.job import one_line
 from console.engine.sandbox import SandboxError
-from console.engine.tools.files import sandbox
+from console.engine.tools.file_access import sandbox
 from console.engine.tools.registry import Example, Failure, NoArgs, Tool, ToolArgs, ToolOutcome
 
 if TYPE_CHECKING:
