@@ -147,9 +147,9 @@ def test_bad_paths_are_tool_errors_not_crashes(make_job, clock) -> None:
 
 
 def test_search_is_stopped_by_its_deadline(make_job, clock, monkeypatch) -> None:
-    from console.engine.tools import files
+    from console.engine.tools import search_files
 
-    monkeypatch.setattr(files, "SEARCH_SECONDS", 0.0)
+    monkeypatch.setattr(search_files, "SEARCH_SECONDS", 0.0)
     rt = _runtime(make_job(), clock)
     out = _call(rt, "search_files", pattern="(a+)+$")
     assert not out.ok and "was stopped" in out.content

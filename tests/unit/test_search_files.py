@@ -14,7 +14,8 @@ import pytest
 from console.engine import events as ev
 from console.engine.messages import ToolCall
 from console.engine.runtime import Runtime
-from console.engine.tools import ToolOutcome, default_registry, files
+from console.engine.tools import ToolOutcome, default_registry
+from console.engine.tools import search_files as search_mod
 
 REG = default_registry()
 
@@ -77,8 +78,8 @@ def test_line_numbers_are_the_ones_read_file_uses(rt) -> None:
 
 def test_the_search_agrees_with_python_re_line_by_line(rt, monkeypatch) -> None:
     """Small regions (16 bytes per RE2 call) so lines fall on every side of a region's end."""
-    monkeypatch.setattr(files, "MIN_SPAN_BYTES", 16)
-    monkeypatch.setattr(files, "MAX_SPAN_BYTES", 16)
+    monkeypatch.setattr(search_mod, "MIN_SPAN_BYTES", 16)
+    monkeypatch.setattr(search_mod, "MAX_SPAN_BYTES", 16)
     rng = random.Random(17)
     patterns = ["^a", "b$", "a.c", r"\d+", "^$", "x*", "[^a]", "ab|^c", r"c\s*$", "^", "$", "a b"]
     for _ in range(150):
@@ -106,18 +107,19 @@ class _Recording:
         return self.rx.search(text, pos, endpos)
 
 
-@pytest.mark.parametrize(("pattern", "span"), [("zebra", files.MAX_SPAN_BYTES), (r"\w{1000}z", files.MIN_SPAN_BYTES)])
+@pytest.mark.parametrize(("pattern", "span"),
+                         [("zebra", search_mod.MAX_SPAN_BYTES), (r"\w{1000}z", search_mod.MIN_SPAN_BYTES)])
 def test_each_re2_call_is_bounded_by_the_programs_size(rt, monkeypatch, pattern: str, span: int) -> None:
     """RE2 is linear, but its constant is the program's size when its DFA gives up; a call cannot be
     interrupted, so the bytes one call looks at shrink as the program grows."""
     made: list[_Recording] = []
-    compile_pattern = files.compile_pattern
+    compile_pattern = search_mod.compile_pattern
 
     def recording(p: str) -> _Recording:
         made.append(_Recording(compile_pattern(p)))
         return made[-1]
 
-    monkeypatch.setattr(files, "compile_pattern", recording)
+    monkeypatch.setattr(search_mod, "compile_pattern", recording)
     (rt.paths.root / "big.txt").write_text(("w" * 100 + "\n") * 30_000 + "a" * 3_000_000 + "\nzebra\n")
     out = search(rt, pattern=pattern, path="big.txt")
     assert out.ok
@@ -130,14 +132,14 @@ def test_each_re2_call_is_bounded_by_the_programs_size(rt, monkeypatch, pattern:
 def test_a_search_is_bounded_in_files_and_bytes_and_says_where_it_stopped(rt, monkeypatch) -> None:
     for i in range(5):
         (rt.paths.root / f"f{i}.txt").write_text("needle\n" + "hay\n" * 100)
-    monkeypatch.setattr(files, "MAX_SEARCH_FILES", 3)  # a.md, f0.txt, f1.txt (name order)
+    monkeypatch.setattr(search_mod, "MAX_SEARCH_FILES", 3)  # a.md, f0.txt, f1.txt (name order)
     out = search(rt, pattern="needle", path=".").content.splitlines()
     assert out == ["f0.txt:1: needle", "f1.txt:1: needle",
                    "[search stopped after 3 files and 0 MB: give a narrower path]"]
-    monkeypatch.setattr(files, "MAX_SEARCH_FILES", 100)
-    monkeypatch.setattr(files, "MAX_SEARCH_BYTES", 400)  # a.md and f0.txt are 430 bytes
+    monkeypatch.setattr(search_mod, "MAX_SEARCH_FILES", 100)
+    monkeypatch.setattr(search_mod, "MAX_SEARCH_BYTES", 400)  # a.md and f0.txt are 430 bytes
     out = search(rt, pattern="needle", path=".").content.splitlines()
     assert out == ["f0.txt:1: needle", "[search stopped after 2 files and 0 MB: give a narrower path]"]
-    monkeypatch.setattr(files, "MAX_FILE_BYTES", 100)
+    monkeypatch.setattr(search_mod, "MAX_FILE_BYTES", 100)
     out = search(rt, pattern="needle", path=".").content.splitlines()
     assert out == ["No lines match 'needle'.", "[5 file(s) over 0 MB not searched]"]

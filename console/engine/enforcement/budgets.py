@@ -1,0 +1,114 @@
+"""Budgets: the deadline and the wrap-up turn it grants; the token and money budgets, spend limits that pause
+the run and ask its operator, whose resume grants one more slice (budget_raised)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from console.engine import events as ev
+from console.engine.cost import format_cost
+from console.engine.enforcement.status import _Status
+from console.engine.enforcement.world import WRAP_UP, BudgetTurn
+from console.engine.guardrails.budgets import SPEND_LIMITS, WRAP_UP_SECONDS, Exhausted
+
+
+class _Budgets(_Status):
+    """The deadline and the spend limits."""
+
+    def spent(self) -> str | None:
+        """Why the run ends now because the deadline passed and its wrap-up turn was given, or None."""
+        st = self.g.budget_state
+        if st.exhausted is None or st.exhausted in SPEND_LIMITS or st.wrap_up_turns < 1:
+            return None
+        return self.why(st.exhausted)
+
+    def cut_at(self) -> datetime | None:
+        """When work in flight (a model call, a command) must be cut: the deadline, or once a spent budget has
+        granted the wrap-up turn, the end of that turn's time. None: nothing bounds a turn."""
+        st = self.g.budget_state
+        if st.wrap_up_until is not None:
+            return st.wrap_up_until
+        deadline = self.g.budgets.deadline(st)
+        return deadline.expires_at if deadline is not None else None
+
+    def seconds_to_cut(self) -> float | None:
+        """Seconds until :meth:`cut_at` (negative once past), None without one."""
+        at = self.cut_at()
+        return None if at is None else (at - self.clock.now()).total_seconds()
+
+    # -- budgets ---------------------------------------------------------------------------------
+    def count_tokens(self, n: int, cost_usd: float | None = None) -> float | None:
+        """Count a turn's tokens and cost; returns the job's cost so far (None while no price is known)."""
+        if n > 0:
+            self.g.add_tokens(n)
+            self._changed()
+        if cost_usd is not None:
+            self.g.add_cost(cost_usd)
+            self._changed()
+            return self.g.budget_state.cost_usd
+        return self.g.budget_state.cost_usd or None
+
+    def budget_turn(self) -> BudgetTurn:
+        """At a turn boundary: what the budgets call for. The deadline: a wrap-up turn, then the run's end. A
+        spend limit (tokens, money): the operator is asked, every boundary until they answer (the loop holds)."""
+        st = self.g.budget_state
+        was = st.exhausted
+        kind = self.g.exhausted(self.clock.now())
+        if kind is None:
+            return BudgetTurn()
+        limit, used = self._limit(kind)
+        if was is None:
+            self.events.emit(ev.BudgetExhausted, budget=kind, limit=limit, used=used, detail=self.why(kind))
+            self._changed()
+        if kind in SPEND_LIMITS:
+            return BudgetTurn(ask=self.why(kind), evidence=self._spend_evidence(kind))
+        if st.wrap_up_turns >= 1:
+            return BudgetTurn(ends=self.why(kind))
+        st.wrap_up_turns += 1
+        st.wrap_up_until = self.clock.now() + timedelta(seconds=WRAP_UP_SECONDS)
+        self._changed()
+        return BudgetTurn(wrap_up=WRAP_UP[kind].format(limit=self._shown_limit(kind)))
+
+    def _spend_evidence(self, kind: Exhausted) -> tuple[str, ...]:
+        st, b = self.g.budget_state, self.g.budgets
+        grants = st.token_grants if kind == "tokens" else st.cost_grants
+        if kind == "tokens":
+            slice_, after = f"{b.budget_tokens or 0:,} tokens", f"{(b.budget_tokens or 0) * (grants + 2):,} tokens"
+        else:
+            slice_, after = format_cost(b.budget_usd or 0), format_cost((b.budget_usd or 0) * (grants + 2))
+        lines = [self.why(kind)]
+        if grants:
+            lines.append(f"the operator granted {grants} more slice{'s' if grants != 1 else ''} of {slice_} so far")
+        lines.append(f"resume grants one more slice of {slice_} (the limit becomes {after}); stop ends the run as "
+                     "out of budget")
+        return tuple(lines)
+
+    def spend_limit(self) -> str | None:
+        """Why a spend limit (tokens, money) holds the run, or None."""
+        kind = self.g.budget_state.exhausted
+        return self.why(kind) if kind is not None and kind in SPEND_LIMITS else None
+
+    def grant(self, by: str) -> bool:
+        """The operator's resume at a spend limit: one more slice of that budget (recorded, with an event).
+        False if no spend limit is reached (nothing to grant)."""
+        st = self.g.budget_state
+        kind = st.exhausted
+        if kind not in SPEND_LIMITS:
+            return False
+        before, used = self._limit(kind)
+        if kind == "tokens":
+            st.token_grants += 1
+            grants = st.token_grants
+        else:
+            st.cost_grants += 1
+            grants = st.cost_grants
+        st.exhausted = None
+        st.wrap_up_turns, st.wrap_up_until = 0, None
+        limit, _ = self._limit(kind)
+        shown = self._shown_limit(kind)
+        self.events.emit(ev.BudgetRaised, budget=kind, limit=limit, added=round(limit - before, 6), used=used,
+                         grants=grants, by=by, detail=f"{by}: the {'token' if kind == 'tokens' else 'money'} "
+                                                     f"budget is now {shown} (one more slice granted)")
+        self._changed()
+        self.status(force=True)
+        return True
