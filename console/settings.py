@@ -141,7 +141,7 @@ def _file_model(settings_cls: type[BaseSettings]) -> type[BaseModel]:
                 metadata.append(Strict(False))
             annotation = Annotated[(info.annotation, *metadata)] if metadata else info.annotation
             fields[name] = (annotation, None)  # no defaults: only the keys the file sets are handed on
-        _FILE_MODELS[settings_cls] = create_model(  # type: ignore[call-overload]
+        _FILE_MODELS[settings_cls] = create_model(
             f"{settings_cls.__name__}File",
             __config__=ConfigDict(extra="forbid", strict=True, allow_inf_nan=False),
             **fields,

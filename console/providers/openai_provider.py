@@ -90,6 +90,7 @@ class OpenAIProvider:
         where = base_url if base_url is not None or client is None else str(client.base_url)
         # The output limit's name: the host's, until a server refuses it (once; an operator's choice is kept).
         self.limit_param: TokenLimit = (limit_param_for(where) if max_tokens_param == "auto"
+                                        # one of MAX_TOKENS_PARAMS, checked above (a str mypy cannot narrow)
                                         else max_tokens_param)  # type: ignore[assignment]
         self._adapt = max_tokens_param == "auto"
         # Strict user/assistant alternation (NO_REPLY after tool results): for Mistral-family models from the start,
@@ -258,8 +259,9 @@ def refused_limit(err: openai.BadRequestError) -> TokenLimit | None:
     inner = body.get("error", body)
     param = inner.get("param") if isinstance(inner, dict) else None
     if param in ("max_tokens", "max_completion_tokens"):
-        return param  # type: ignore[no-any-return]
+        return param
     named = _LIMIT_NAME.search(message)
+    # _LIMIT_NAME matches only the two names a TokenLimit is; mypy cannot see a str narrowed by a pattern.
     return named.group(1) if named else None  # type: ignore[return-value]
 
 

@@ -132,6 +132,8 @@ class ScriptedProvider:
         for call in calls:
             yield ToolCallEvent(call)
         yield self._usage(request, text, calls)
+        # A replayed turn stops with whatever its script says, unchecked (ScriptedTurn.stop is any str): a test may
+        # replay a stop reason no real provider sends.
         yield Stop(stop or ("tool_use" if calls else "end_turn"))  # type: ignore[arg-type]
 
     # -- helpers -----------------------------------------------------------------------

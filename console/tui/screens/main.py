@@ -20,6 +20,7 @@ from pathlib import Path
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid
+from textual.dom import DOMNode
 from textual.events import DescendantFocus, Resize
 from textual.screen import Screen
 from textual.widget import Widget
@@ -106,11 +107,11 @@ class MainScreen(Screen):
         return self.query_one(f"#{name}")
 
     def pane_of(self, widget: Widget | None) -> str | None:
-        node = widget
+        node: DOMNode | None = widget
         while node is not None and node is not self:
             if node.id in PANES and node.has_class("pane"):
                 return node.id
-            node = node.parent  # type: ignore[assignment]
+            node = node.parent
         return None
 
     def _show_active(self) -> None:

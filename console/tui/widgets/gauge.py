@@ -3,6 +3,8 @@ its figure came from, the trend, the last action."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.content import Content
 from textual.widget import Widget
 
@@ -57,8 +59,8 @@ def headline(g: GaugeState) -> Content:
 class ContextGauge(Widget):
     """Full gauge in the wide layouts; ``compact`` (two lines) above the tabs in the narrow one."""
 
-    def __init__(self, state: ConsoleState, *, compact: bool = False, **kw: object) -> None:
-        super().__init__(**kw)  # type: ignore[arg-type]
+    def __init__(self, state: ConsoleState, *, compact: bool = False, **kw: Any) -> None:
+        super().__init__(**kw)
         self.state = state
         self.compact = compact
         if not compact:

@@ -15,12 +15,13 @@ from __future__ import annotations
 import time
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from typing import Any
 
 from rich.segment import Segment
 from rich.style import Style
 from textual.content import Content
 from textual.events import Resize
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.timer import Timer
@@ -71,8 +72,8 @@ class ItemView(ScrollView, can_focus=True):
     DEFAULT_CSS = "ItemView { overflow-x: hidden; }"  # lines are rendered to the width: never scroll sideways
     lazy = False
 
-    def __init__(self, **kw: object) -> None:
-        super().__init__(**kw)  # type: ignore[arg-type]
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
         self.can_maximize = True
         self.items: list[Item] = []
         self.offsets: list[int] = []  # first line of each item (after the header)
@@ -292,7 +293,7 @@ class ItemView(ScrollView, can_focus=True):
             self.invalidate()
 
     # -- drawing ------------------------------------------------------------------------------------
-    def render_lines(self, crop):  # type: ignore[no-untyped-def]
+    def render_lines(self, crop: Region) -> list[Strip]:
         width = self.scrollable_content_region.width
         if width and self.render_width and width != self.render_width:
             # A scrollbar came or went without a resize: render again at the width there is.

@@ -73,7 +73,7 @@ def inline(token: Token) -> Content:
         elif kind == "html_inline":
             add(child.content)
         elif kind == "image":
-            add(child.content or child.attrs.get("alt", "") or "image", "italic")  # type: ignore[arg-type]
+            add(child.content or str(child.attrs.get("alt", "")) or "image", "italic")
         elif kind.endswith("_open"):
             opened.append((INLINE.get(kind[:-5], ""), pos))
         elif kind.endswith("_close") and opened:

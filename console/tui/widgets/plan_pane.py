@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 from textual import work
 from textual.app import ComposeResult
@@ -93,8 +94,8 @@ class PlanPane(VerticalScroll):
     }
     """
 
-    def __init__(self, path: Path, **kw: object) -> None:
-        super().__init__(**kw)  # type: ignore[arg-type]
+    def __init__(self, path: Path, **kw: Any) -> None:
+        super().__init__(**kw)
         self.path = path
         self.border_title = "main_plan.md"
         self.text: str | None = None

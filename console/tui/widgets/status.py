@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from textual.content import Content
 from textual.widget import Widget
@@ -96,8 +97,8 @@ class StatusLine(Widget):
     DEFAULT_CSS = "StatusLine { height: 1; }"
 
     def __init__(self, state: ConsoleState, now: Callable[[], datetime], *, attached: bool = False,
-                 run_id: str = "", **kw: object) -> None:
-        super().__init__(**kw)  # type: ignore[arg-type]
+                 run_id: str = "", **kw: Any) -> None:
+        super().__init__(**kw)
         self.run_id = run_id
         self.state = state
         self.now = now

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.content import Content
 from textual.events import Click
 from textual.message import Message
@@ -25,8 +27,8 @@ class PaneTabs(Widget):
             super().__init__()
             self.pane = pane
 
-    def __init__(self, panes: list[str], **kw: object) -> None:
-        super().__init__(**kw)  # type: ignore[arg-type]
+    def __init__(self, panes: list[str], **kw: Any) -> None:
+        super().__init__(**kw)
         self.panes = panes
         self.active = panes[0]
         self.badges: dict[str, str] = {}
