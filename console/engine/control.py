@@ -85,7 +85,7 @@ def write_inbox(paths: JobPaths, command: str, args: dict[str, Any] | None = Non
     if run is None:
         run = holder.get("run") if holder is not None else None
         run = run if isinstance(run, str) and run else None
-    cmd = Command(command=command, args=args or {}, source=source, run=run)
+    cmd = Command(command=command, args=args or {}, source=source, run=run)  # type: ignore[arg-type]
     # A run reads the inbox at every turn boundary, clearing MAX_INBOX_WORK entries a look: only with none
     # reading can commands pile up (never a reason to refuse a stop to a run flooded with junk).
     if holder is None and (waiting := pending_commands(paths.inbox)) >= MAX_PENDING:
@@ -159,7 +159,7 @@ class ControlChannel:
         self._ignored: set[str] = set()
 
     def submit(self, command: str, args: dict[str, Any] | None = None, source: str = "console") -> Command:
-        cmd = Command(command=command, args=args or {}, source=source)
+        cmd = Command(command=command, args=args or {}, source=source)  # type: ignore[arg-type]
         self._queue.put(cmd)
         self.wake.set()
         return cmd

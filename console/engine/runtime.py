@@ -133,7 +133,8 @@ class Runtime:
         values = {"todos": self.todos.state, "memory": self.memory.state, "workspace": self.workspace.record,
                   "outcome": self.outcome, "guardrails": self.guardrails.snapshot() if "guardrails" in components
                   else None, "experiences": self.experiences.state}
-        return StateSnapshot(**{c: values[c] for c in components})
+        # model_validate, not **: the same validation, and mypy checks no field by name in a dict built at run time.
+        return StateSnapshot.model_validate({c: values[c] for c in components})
 
     # -- committing a step -----------------------------------------------------------------------
     def commit(self, cp: Checkpoint, conversation: Conversation, *, system: str | None = None,
