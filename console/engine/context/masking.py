@@ -18,6 +18,9 @@ from console.engine.messages import Message
 
 # Results shorter than this are not worth a placeholder of about the same size.
 MIN_MASKABLE_TOKENS = 60
+# Tools whose result the agent gets back by calling them again.
+REREADABLE = frozenset({"read_file", "list_files", "search_files", "find_files"})
+PLACEHOLDER_TOKENS = 20  # about, with a path argument
 
 
 @dataclass(frozen=True)
@@ -40,12 +43,18 @@ def call_for(conversation: list[Message], tool_msg: Message) -> tuple[str, dict]
 
 
 def placeholder(name: str, args: dict, tokens: int) -> str:
+    """What stands for a masked result: the call that made it, its size, and how to get it back.
+
+    Short on purpose: a placeholder stays in every later prompt of the session (peers use 3-10 tokens)."""
     shown = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)[:80]}" for k, v in args.items()
                       if k not in ("content", "new_text", "old_text"))
-    call = f"{name}({shown})"
-    how = (f"Call {call} again if you need it." if name in {"read_file", "list_files", "search_files"}
-           else "It is in the event log; the files it changed hold the result.")
-    return f"[masked: the result of {call}, ~{tokens} tokens, was removed to free context. {how}]"
+    how = "call it again to see it" if name in REREADABLE else "the files it changed hold its effect"
+    return f"[masked: {name}({shown}), ~{tokens} tokens; {how}]"
+
+
+def stale_tokens(conversation: list[Message], keep_recent: int) -> int:
+    """What masking every maskable result would free, about."""
+    return sum(estimate_message(conversation[i]) - PLACEHOLDER_TOKENS for i in maskable(conversation, keep_recent))
 
 
 def maskable(conversation: list[Message], keep_recent: int) -> list[int]:
@@ -64,7 +73,7 @@ def plan_masking(conversation: list[Message], need_tokens: int, keep_recent: int
         if freed >= need_tokens:
             break
         chosen.append(i)
-        freed += estimate_message(conversation[i]) - 40  # what the placeholder itself costs, about
+        freed += estimate_message(conversation[i]) - PLACEHOLDER_TOKENS
     return MaskPlan(chosen, max(0, freed))
 
 
