@@ -2,10 +2,9 @@
 
 Only tool-result messages of layer 5 are ever touched; the message list keeps
 its length, roles and tool-call ids, so no tool call loses its result. The
-oldest results go first and the newest few are never masked. Masking happens
-in batches big enough to bring usage well under the soft threshold: each
-batch rewrites the conversation from the first masked message on (a cache
-miss), so fewer, larger batches keep the cacheable prefix long.
+newest few are never masked; the ContextManager masks every other one in one
+batch: each batch rewrites the conversation from the first masked message on
+(a prompt-cache miss), so fewer, larger batches keep the cacheable prefix long.
 """
 
 from __future__ import annotations

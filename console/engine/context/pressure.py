@@ -1,16 +1,25 @@
 """ContextManager: token pressure and the graduated response (seed 004).
 
 After every turn the loop tells it what the provider reported and what was
-appended; ``evaluate`` then says Continue, Mask, WindDown or Restart:
+appended; ``evaluate`` then says Continue, Mask, Compact, WindDown or Restart:
 
-- below the soft threshold: Continue;
-- at or above it: Mask, if masking the oldest observations frees enough
-  (bringing usage down towards half the soft threshold); a masking that would
-  free less than 5% of the window is not done, so there is no loop of tiny
-  maskings that free nothing;
+- the conversation holds more than COMPACT_AT tokens that masking cannot free
+  (the agent's own messages, placeholders, notices) beyond the turns a
+  compaction keeps: Compact, in place: the deterministic summary plus the last
+  whole turns (never fewer than hold the newest results), no restart;
+- the stale tool results (all but the newest KEEP_RECENT_RESULTS) outweigh
+  MASK_BATCH times the rest of the prompt: Mask all of them, in one batch;
+- at or above the soft threshold: Mask every stale result, if that frees at
+  least 5% of the budget and fits (no loop of tiny maskings that free nothing);
 - at or above the hard threshold with nothing worth masking: WindDown, once:
   the agent gets one more turn to save its state;
 - the turn after a wind-down, or any time the next prompt would not fit: Restart.
+
+The first two rules are about cost, not room: every masking or compaction is a
+prompt-cache break from its first change on (with explicit breakpoints and with
+automatic prefix caching alike), so they come in batches that pay for their
+rewrite, and the prefix stays byte-identical in between (benchmarks/tokens.py
+prices this against peers' policies on recorded trajectories).
 
 The thresholds are shares of the prompt budget: the window less the reply's
 reserve (max_output_tokens) and a 2% margin, so prompt + reply always fit the

@@ -65,7 +65,7 @@ def check_archives(paths: JobPaths, now: datetime) -> list[FileProblem]:
 
 def archived_phases(paths: JobPaths) -> list[dict]:
     """The archived todo lists, oldest first; a damaged archive is skipped (the summary is facts only)."""
-    out = []
+    out: list[dict] = []
     try:
         names = sorted(e.name for e in os.scandir(paths.archive) if e.name.endswith(".json"))
     except OSError:
