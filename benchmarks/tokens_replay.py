@@ -99,12 +99,15 @@ def load(path: Path) -> Recorded:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise SystemExit(f"{path}: cannot be read as a trajectory: {exc}") from None
-    if isinstance(data, dict) and ("trajectory" in data or "history" in data):
-        task, steps = _swe_agent(data)
-    elif isinstance(data, list | dict):
-        task, steps = _mini(data)
-    else:
-        raise SystemExit(f"{path}: not a SWE-agent or mini-swe-agent trajectory")
+    try:
+        if isinstance(data, dict) and ("trajectory" in data or "history" in data):
+            task, steps = _swe_agent(data)
+        elif isinstance(data, list | dict):
+            task, steps = _mini(data)
+        else:
+            raise SystemExit(f"{path}: not a SWE-agent or mini-swe-agent trajectory")
+    except (AttributeError, TypeError, KeyError, IndexError) as exc:  # a step or message of the wrong shape
+        raise SystemExit(f"{path}: not a SWE-agent or mini-swe-agent trajectory ({exc})") from None
     if not steps:
         raise SystemExit(f"{path}: no steps found")
     return Recorded(path.name, task, steps)

@@ -163,8 +163,19 @@ def test_the_script_prints_the_table_and_the_ratios_last_and_fails_on_a_lost_res
 
 
 def test_a_file_that_is_not_a_trajectory_is_refused(bench: ModuleType, tmp_path: Path) -> None:
-    for text in ("not json", "42", "{}", "[]"):
+    shapes = ("not json", "42", "{}", "[]", '{"trajectory": [1, 2]}', '[1, "x"]', '{"history": [{"role": 3}]}',
+              '{"messages": "text"}')
+    for text in shapes:
         bad = tmp_path / "bad.traj"
         bad.write_text(text)
         with pytest.raises(SystemExit):
             bench.replay.load(bad)
+    # Odd but readable: content blocks, a step without output, control characters in the output.
+    odd = tmp_path / "odd.traj.json"
+    odd.write_text(json.dumps([{"role": "user", "content": "task"},
+                               {"role": "assistant", "content": ["block", 7]},
+                               {"role": "assistant", "content": "x\n```mswea_bash_command\nls\n```"},
+                               {"role": "user", "content": "\x1b[2J\r\x00out"}]))
+    loaded = bench.replay.load(odd)
+    assert [s.action for s in loaded.steps] == ["", "ls"]
+    assert bench.replay.build([loaded]).files["obs/01-001.txt"] == "(no output)"
