@@ -200,3 +200,17 @@ def test_split_turns() -> None:
     head, turns = split_turns(conv)
     assert [m.meta.get("kind") for m in head] == ["summary"]
     assert [len(t) for t in turns] == [3, 1]
+
+
+def test_a_window_too_small_for_the_newest_results_masks_one_of_them_before_a_restart() -> None:
+    conv = conversation([(1, 8_000, False)] * 3)  # three results of ~2,000 tokens, none stale
+    cm = ContextManager(window=7_000)
+    cm.used = cm.budget + 100  # the next prompt would not fit
+    e = cm.evaluate(conv)
+    tools = [i for i, m in enumerate(conv) if m.role == "tool"]
+    assert e.action is ContextAction.MASK and e.plan.indices == tools[:1]  # the two newest stay
+    cm.used = int(cm.budget * 0.75)  # above soft, under hard: no need to give up one of the newest yet
+    assert cm.evaluate(conv).action is ContextAction.CONTINUE
+    one = conversation([(1, 30_000, False)])  # the newest result alone: restart, never masked
+    cm.used = cm.budget + 100
+    assert cm.evaluate(one).action is ContextAction.RESTART

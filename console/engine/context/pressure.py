@@ -11,6 +11,8 @@ appended; ``evaluate`` then says Continue, Mask, Compact, WindDown or Restart:
   MASK_BATCH times the rest of the prompt: Mask all of them, in one batch;
 - at or above the soft threshold: Mask every stale result, if that frees at
   least 5% of the budget and fits (no loop of tiny maskings that free nothing);
+- at or above the hard threshold, or when the next prompt would not fit, and
+  the newest results alone are too big: Mask all but the newest one or two;
 - at or above the hard threshold with nothing worth masking: WindDown, once:
   the agent gets one more turn to save its state;
 - the turn after a wind-down, or any time the next prompt would not fit: Restart.
@@ -204,6 +206,13 @@ class ContextManager:
             return Evaluation(ContextAction.MASK, used, pct, plan, window_pct=wpct)
         if not pressed:
             return Evaluation(ContextAction.CONTINUE, used, pct, window_pct=wpct)
+        if pct >= self.hard or not self.fits:
+            # A window too small for the newest results themselves: mask one more of them rather than wind
+            # down or restart, which lose more (the newest result is always kept).
+            for keep in range(self.keep_recent - 1, 0, -1):
+                plan = plan_masking(conversation, used, keep)
+                if plan.indices and plan.tokens_freed >= self.min_free and used - plan.tokens_freed <= self.budget:
+                    return Evaluation(ContextAction.MASK, used, pct, plan, window_pct=wpct)
         if not self.fits:
             return Evaluation(ContextAction.RESTART, used, pct, window_pct=wpct)
         if pct >= self.hard and not self.wind_down_sent:
