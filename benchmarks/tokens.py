@@ -1,71 +1,70 @@
-"""What one long trajectory costs under four context policies: ours, none, SWE-agent's, Anthropic's.
+"""What a long job costs under context policies: ours (the real engine), none, and three peers', priced under
+two prompt-cache rules, with the information each keeps checked.
 
-The trajectory is scripted and identical under every policy: 320 read_file calls over 60 data files, a
-todo_complete every 16 reads, the three final-review todo_completes and job_complete (344 tool calls), with
-observations sized so that tool output is ~80% of the conversation's tokens, as measured for real coding
-agents. The model ignores whatever the harness sends, so the policies differ only in what the model is sent:
+Workloads (the model ignores what it is sent and follows a fixed script, so every policy sees the same turns):
 
-- ours: the real engine with a context window (default 128k tokens) and the default thresholds (soft 70%:
-  mask the oldest observations in batches; hard 85%: wind down and restart with carryover);
-- unmanaged: no masking, no wind-down, no restarts (an unbounded window);
-- swe-agent: SWE-agent's ``LastNObservations`` history processor with n=5, polling=1 (the setting of the
-  SWE-agent paper and of its 0.7 config; sweagent/agent/history_processors.py). The instance template (the
-  first user message) and the last 5 observations stay; every other observation's content becomes
-  ``Old environment output: (N lines omitted)``, N being its line count. Assistant messages are never touched;
-- anthropic: Anthropic's context editing ``clear_tool_uses_20250919`` with its documented defaults
-  (build-with-claude/context-editing): once the prompt exceeds the trigger of 100,000 input tokens, the oldest
-  tool results are cleared until only the 3 most recent tool uses keep theirs; clear_at_least none,
-  exclude_tools none, clear_tool_inputs false (tool calls stay). Each cleared result is replaced by a
-  placeholder whose exact text Anthropic does not publish; ``[cleared]`` (LangChain's mirror of this
-  strategy) stands for it. The edit runs server-side on every request: the client sends its full history and
-  the trigger is measured on it, so past the trigger every request clears all but the last 3 results.
+- synthetic (default): 320 read_file calls over 60 data files, a todo_complete every 16 reads, the completion
+  todos and job_complete (344 tool calls); tool output is ~80% of the conversation's tokens, as measured for
+  real coding agents;
+- ``--trajectory FILE [FILE ...]``: recorded SWE-agent / mini-swe-agent runs (shared/trajectories; MIT; format
+  in its README.md), replayed one after another as one long job, one todo each (benchmarks/tokens_replay.py):
+  each step's recorded thought and action are the reply, its recorded observation the tool result.
 
-The two peers are simulated, not run: each of the unmanaged run's requests is transformed by the peer's rule
-before it is measured (what SWE-agent does to its history before a query, what Anthropic's server does before
-the prompt reaches the model). The scripted model ignores content, so the trajectory is the same either way.
-Token counts are the project's estimator (console.engine.context.tokens), as the engine's fallback uses.
+Policies:
 
-Cost model (one rule for all four policies: Anthropic's explicit prompt caching, as our adapter uses it).
-A prompt is the blocks tools, system, conversation messages, then the protected layer (todo list, plan), with
-cache breakpoints after the tools, after the system prompt and after the last conversation message; the
-protected layer follows the last breakpoint. For each request, ``input_tokens`` is the whole prompt; the
-cache-read tokens are a prefix of it served from the cache (priced at cached input); the cache-write tokens are
-the rest of the prompt up to this request's last breakpoint (priced at cache write); what follows that
-breakpoint is plain input; output is priced as output. Which prefix is a read:
+- ours: the real engine (Supervisor, its ContextManager, masking, wind-down, restart with carryover) at the
+  window (``--context-window``, several allowed) with its default settings;
+- unmanaged: the same engine with an unbounded window: no masking, no restart (flagged when it overflows);
+- swe-agent, anthropic, openhands: the peers' rules (benchmarks/tokens_peers.py, with their sources) applied
+  to each of the unmanaged run's requests, as the peer would before the prompt reaches the model. Anthropic's
+  ``clear_tool_uses_20250919`` is tuned for its best: every combination of trigger (ANTHROPIC_TRIGGERS below
+  the window), clear_at_least (ANTHROPIC_CLEAR_AT_LEAST), keep (ANTHROPIC_KEEPS, never below our N) and
+  reading of the docs (stateless / sticky) is priced, and the cheapest that fits the window and keeps the
+  information is the peer, per cache rule.
 
-- ``breakpoints`` (default; how Anthropic serves hits): the longest prefix that an earlier request wrote as a
-  cache entry, i.e. that ended at one of its breakpoints and is byte-identical here, found at or at most 20
-  content blocks before one of this request's breakpoints. A change anywhere before the previous request's
-  last breakpoint therefore costs a rewrite from the last entry still intact (usually the system prompt);
-- ``prefix`` (looser; what an any-prefix cache such as OpenAI's automatic one would serve): every block that
-  is byte-identical to the previous request's prompt, up to the previous request's last breakpoint.
+Token counts are the project's estimator (console.engine.context.tokens). A prompt is the blocks tools, system,
+conversation messages, then the protected layer (todo list, plan). Two cache rules:
 
-Both are computed; the table shows ``--cache``, the lines under it the other rule. Entries never expire (the
-requests follow each other within the 5-minute TTL, which each hit refreshes) and the 1,024-token minimum is
-met (tools alone are ~1.4k tokens). Prices are US dollars per million tokens (console.engine.cost.Prices); the
-default is Anthropic's published Sonnet price: input 3.00, cached input 0.30, 5-minute cache write 3.75,
-output 15.00. The best peer is the cheapest of unmanaged, swe-agent and anthropic whose peak fits the window.
+- ``breakpoints`` (Anthropic's explicit prompt caching, as our adapter uses it): breakpoints after the tools,
+  the system prompt and the last conversation message. The read is the longest prefix an earlier request wrote
+  as a cache entry (ended at one of its breakpoints, byte-identical here) found at or at most 20 content blocks
+  before one of this request's breakpoints; the rest up to the last breakpoint is a cache write (priced at
+  cache write), what follows it plain input;
+- ``prefix`` (automatic caching, as OpenAI and vLLM do): the read is the longest block prefix that any earlier
+  request sent; everything else is plain input (no write premium).
 
-Also measured, as before: peak context (vs the window; a policy that would overflow it is flagged, not
-hidden), the share of tokens that is an unchanged prefix of the previous request, whether the protected layers
-(system prompt, tools, todo list, plan) are in every prompt, and tool calls without their result.
+Entries never expire (the requests follow each other within the 5-minute TTL) and the 1,024-token minimum is
+met. Prices are US$ per million tokens; default Anthropic's Sonnet: input 3.00, cached 0.30, cache write 3.75,
+output 15.00. The best peer under a rule is the cheapest peer whose peak fits the window and whose checks pass.
 
-    python benchmarks/tokens.py [--window 128000] [--reads 320] [--prices 3,0.3,3.75,15] [--cache breakpoints]
+Information kept, checked on every prompt of every policy: no tool call split from its result; the protected
+layers (system prompt, tools, todo list, plan) present; the agent's last N (INTACT_N) tool results intact,
+i.e. each of the last N results the unmanaged run's prompt holds at that turn is in the prompt with its
+original content. A check failing for ours ends the script with exit status 1 (after the report).
 
-The last line printed is a JSON summary.
+    python benchmarks/tokens.py [--context-window 128000 ...] [--reads 320] [--trajectory FILE ...]
+                                [--prices 3,0.3,3.75,15]
+
+Before the last line, one line per window gives ours / best peer under both rules; the last line is a JSON
+summary holding the same ratios.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from console.engine.clock import FakeClock
+from console.engine.context import pressure
 from console.engine.context.carryover import split_pairs
+from console.engine.context.pressure import DEFAULT_HARD, DEFAULT_SOFT
 from console.engine.context.tokens import estimate_message, estimate_text, estimate_tools
 from console.engine.cost import Prices
 from console.engine.job import JobPaths
@@ -76,6 +75,10 @@ from console.engine.run_settings import RunSettings
 from console.engine.supervisor import Supervisor
 from console.engine.todos import TodoManager
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import tokens_peers as peers
+import tokens_replay as replay
+
 FILES = 60
 READS_PER_TODO = 16
 OBSERVATION_CHARS = 2_400  # ~600 tokens per read
@@ -84,21 +87,36 @@ REASONING = ("I compare this part with what the earlier parts said, note the fie
              "next so that the summary covers every section without reading anything twice. ") * 2
 SONNET = Prices(input=3.00, output=15.00, cached_input=0.30, cache_write=3.75)
 UNBOUNDED = 100_000_000
-
-# SWE-agent, sweagent/agent/history_processors.py, LastNObservations (n=5 in the paper and config 0.7).
-SWE_AGENT_N = 5
-SWE_AGENT_PLACEHOLDER = "Old environment output: ({lines} lines omitted)"
-# Anthropic context editing, clear_tool_uses_20250919 defaults (build-with-claude/context-editing).
-ANTHROPIC_TRIGGER = 100_000
-ANTHROPIC_KEEP = 3
-ANTHROPIC_PLACEHOLDER = "[cleared]"
 # Anthropic prompt caching looks for an earlier cache entry at most this many blocks before a breakpoint.
 LOOKBACK_BLOCKS = 20
-POLICIES = ("ours", "unmanaged", "swe-agent", "anthropic")
+POLICIES = ("ours", "unmanaged", "swe-agent", "anthropic", "openhands")
+PEERS = POLICIES[1:]
+RULES = ("breakpoints", "prefix")
+# The information check: the agent's last N tool results are in every prompt, whole (Anthropic's default keep).
+INTACT_N = 3
+# Anthropic's clear_tool_uses_20250919, the settings swept for its best (100k and keep 3 are its defaults).
+ANTHROPIC_TRIGGERS = (100_000, 60_000, 40_000, 25_000, 15_000, 10_000, 6_000)
+ANTHROPIC_CLEAR_AT_LEAST = (0, 5_000, 20_000)
+ANTHROPIC_KEEPS = (INTACT_N, 5)
+GOAL = 0.8
+
+
+# -- the workloads ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Workload:
+    """A fixed script of (reply text, tool call), the job folder's files and its todos."""
+
+    name: str
+    script: list[tuple[str, ToolCall]]
+    files: dict[str, str]
+    todos: list[str]
+    goal: str
 
 
 def script(reads: int) -> list[ToolCall]:
-    """The fixed sequence of tool calls the model makes, whatever it is told."""
+    """The synthetic run's fixed sequence of tool calls."""
     calls: list[tuple[str, dict]] = []
     for i in range(1, reads + 1):
         calls.append(("read_file", {"path": f"data/part{i % FILES:02d}.txt"}))
@@ -109,13 +127,32 @@ def script(reads: int) -> list[ToolCall]:
     return [ToolCall(id=f"t{n + 1}", name=name, arguments=json.dumps(args)) for n, (name, args) in enumerate(calls)]
 
 
-class Trajectory:
+def synthetic(reads: int) -> Workload:
+    if reads < READS_PER_TODO:
+        raise SystemExit(f"--reads must be at least {READS_PER_TODO} (one todo's worth)")
+    line = "field_{i:03d}: a value that the parser keeps, with notes on its range and its unit.\n"
+    body = "".join(line.format(i=i) for i in range(200))[:OBSERVATION_CHARS]
+    return Workload(f"synthetic ({reads} reads)", [(REASONING, c) for c in script(reads)],
+                    {f"data/part{f:02d}.txt": body for f in range(FILES)},
+                    [f"Read parts, batch {i + 1}" for i in range(reads // READS_PER_TODO)],
+                    "Read every part of the data set and summarise it.")
+
+
+def recorded(paths: list[Path]) -> Workload:
+    runs = [replay.load(p) for p in paths]
+    r = replay.build(runs)
+    return Workload(f"{len(runs)} recorded trajectories ({sum(len(x.steps) for x in runs)} steps)",
+                    replay.calls(r.script), r.files, r.todos,
+                    "Solve the tasks in tasks/ in order; each task's statement is its file.")
+
+
+class Scripted:
     """A model that follows a fixed script, whatever the prompt says."""
 
     name, model = "scripted", "trajectory"
 
-    def __init__(self, reads: int) -> None:
-        self.calls = script(reads)
+    def __init__(self, steps: list[tuple[str, ToolCall]]) -> None:
+        self.steps = steps
         self.requests: list[ModelRequest] = []
         self.output_tokens: list[int] = []
         self.made: list[str] = []
@@ -123,15 +160,74 @@ class Trajectory:
     def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
         self.requests.append(request)
         # The last call (job_complete) repeats if the harness refuses it.
-        call = self.calls[min(len(self.requests), len(self.calls)) - 1]
+        text, call = self.steps[min(len(self.requests), len(self.steps)) - 1]
         call = call.model_copy(update={"id": f"t{len(self.requests)}"})
         self.made.append(call.name)
-        out = estimate_text(REASONING) + estimate_text(call.arguments)
+        out = estimate_text(text) + estimate_text(call.arguments)
         self.output_tokens.append(out)
-        yield TextDelta(REASONING)
+        yield TextDelta(text)
         yield ToolCallEvent(call)
         yield Usage(_prompt_tokens(request), out, 0)
         yield Stop("tool_use")
+
+
+def make_job(root: Path, work: Workload) -> JobPaths:
+    paths = JobPaths(root)
+    root.mkdir(parents=True)
+    paths.instructions.write_text(f"# {work.goal}\n")
+    for rel, text in work.files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    paths.main_plan.write_text("# Execution Plan\n\n## Overview\n" + work.goal + "\n\n## Phase 1: Work ← CURRENT\n"
+                               + "".join(f"- [ ] {t}\n" for t in work.todos))
+    todo_list = TodoManager()
+    todo_list.install(list(work.todos), kind="phase", phase_name="Work", phase_number=1, total_phases=1)
+    paths.state.mkdir(parents=True, exist_ok=True)
+    paths.todos.write_text(todo_list.state.model_dump_json())
+    return paths
+
+
+@dataclass
+class Run:
+    """One engine run: the requests the model saw, what it answered, how the run ended."""
+
+    requests: list[ModelRequest]
+    output_tokens: list[int]
+    calls: list[str]
+    restarts: int
+
+
+@contextlib.contextmanager
+def unmanaged() -> Iterator[None]:
+    """The engine without its context policy: no batch masking, no compaction (with an unbounded window, the
+    thresholds never fire either), so the peers' rules act on the whole history, as their clients send it."""
+    saved = pressure.MASK_BATCH, pressure.MASK_BATCH_MIN, pressure.COMPACT_AT
+    pressure.MASK_BATCH, pressure.MASK_BATCH_MIN, pressure.COMPACT_AT = float(UNBOUNDED), UNBOUNDED, UNBOUNDED
+    try:
+        yield
+    finally:
+        pressure.MASK_BATCH, pressure.MASK_BATCH_MIN, pressure.COMPACT_AT = saved
+
+
+def run_engine(window: int, work: Workload) -> Run:
+    """The real engine, with its default context settings, at ``window`` (UNBOUNDED: unmanaged)."""
+    if window >= UNBOUNDED:
+        with unmanaged():
+            return _run_engine(window, work)
+    return _run_engine(window, work)
+
+
+def _run_engine(window: int, work: Workload) -> Run:
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = make_job(Path(tmp) / "job", work)
+        model = Scripted(work.script)
+        settings = RunSettings(provider="scripted", model="trajectory", base_url=None, speed=0,
+                               context_window=window, soft_threshold=DEFAULT_SOFT, hard_threshold=DEFAULT_HARD,
+                               max_turns=100_000, max_restarts=1_000, auto_restart=True)
+        result = Supervisor(paths, settings, model, clock=FakeClock()).run()
+        if not result.ok:
+            raise SystemExit(f"the engine's run at window {window:,} did not complete: {result.detail}")
+        return Run(model.requests, model.output_tokens, model.made, result.restarts)
 
 
 def _prompt_tokens(r: ModelRequest) -> int:
@@ -170,92 +266,43 @@ def _blocks(r: ModelRequest) -> list[tuple[object, int, int]]:
     return out
 
 
-def make_job(root: Path, reads: int) -> JobPaths:
-    paths = JobPaths(root)
-    (root / "data").mkdir(parents=True)
-    paths.instructions.write_text("# Read every part of the data set and summarise it.\n")
-    line = "field_{i:03d}: a value that the parser keeps, with notes on its range and its unit.\n"
-    for f in range(FILES):
-        body = "".join(line.format(i=i) for i in range(200))[:OBSERVATION_CHARS]
-        (root / "data" / f"part{f:02d}.txt").write_text(body)
-    todos = reads // READS_PER_TODO
-    paths.main_plan.write_text("# Execution Plan\n\n## Overview\nRead the data set.\n\n## Phase 1: Reading ← CURRENT\n"
-                               + "".join(f"- [ ] Read parts, batch {i + 1}\n" for i in range(todos)))
-    todo_list = TodoManager()
-    todo_list.install([f"Read parts, batch {i + 1}" for i in range(todos)], kind="phase", phase_name="Reading",
-                      phase_number=1, total_phases=1)
-    paths.state.mkdir(parents=True, exist_ok=True)
-    paths.todos.write_text(todo_list.state.model_dump_json())
-    return paths
-
-
-@dataclass
-class Run:
-    """One engine run: the requests the model saw, what it answered, how the run ended."""
-
-    requests: list[ModelRequest]
-    output_tokens: list[int]
-    calls: list[str]
-    restarts: int
-
-
-def run_engine(window: int, reads: int) -> Run:
-    if reads < READS_PER_TODO:
-        raise SystemExit(f"--reads must be at least {READS_PER_TODO} (one todo's worth)")
-    with tempfile.TemporaryDirectory() as tmp:
-        paths = make_job(Path(tmp) / "job", reads)
-        model = Trajectory(reads)
-        settings = RunSettings(provider="scripted", model="trajectory", base_url=None, speed=0,
-                               context_window=window, soft_threshold=0.70, hard_threshold=0.85,
-                               max_turns=10_000, max_restarts=100, auto_restart=True)
-        result = Supervisor(paths, settings, model, clock=FakeClock()).run()
-        assert result.ok, result.detail
-        return Run(model.requests, model.output_tokens, model.made, result.restarts)
-
-
-# -- the peers' rules, applied to a request's messages ----------------------------------------------------
-
-
-def swe_agent_last_n(messages: list[Message], n: int = SWE_AGENT_N) -> list[Message]:
-    """SWE-agent's LastNObservations(n, polling=1): elide all observations but the template and the last n.
-
-    In SWE-agent the observations are the instance template (the first user message) and every tool
-    output; ``observation_indices[1:len - n]`` are elided, so the template always stays.
-    """
-    observations = [i for i, m in enumerate(messages) if m.role == "tool"]
-    first_user = next((i for i, m in enumerate(messages) if m.role == "user"), None)
-    if first_user is not None and (not observations or first_user < observations[0]):
-        observations.insert(0, first_user)
-    omit = set(observations[1:max(0, len(observations) - n)])
-    if not omit:
-        return messages
-    return [m.model_copy(update={"content": SWE_AGENT_PLACEHOLDER.format(lines=len(m.content.splitlines()))})
-            if i in omit else m for i, m in enumerate(messages)]
-
-
-def anthropic_clear_tool_uses(messages: list[Message], prompt_tokens: int, trigger: int | None = None,
-                              keep: int = ANTHROPIC_KEEP) -> list[Message]:
-    """clear_tool_uses_20250919 with its defaults: past the trigger, clear all tool results but the last ``keep``.
-
-    ``prompt_tokens`` is the whole prompt as the client sent it (the trigger counts input tokens).
-    """
-    if prompt_tokens <= (ANTHROPIC_TRIGGER if trigger is None else trigger):
-        return messages
-    results = [i for i, m in enumerate(messages) if m.role == "tool"]
-    clear = set(results[:max(0, len(results) - keep)])
-    return [m.model_copy(update={"content": ANTHROPIC_PLACEHOLDER}) if i in clear else m
-            for i, m in enumerate(messages)]
-
+# -- the peers, as transforms of the unmanaged run's requests -----------------------------------------------
 
 Transform = Callable[[ModelRequest], ModelRequest]
 
 
-def _swe_agent(r: ModelRequest) -> ModelRequest:
-    return r.model_copy(update={"messages": swe_agent_last_n(r.messages)})
+def _swe_agent() -> Transform:
+    return lambda r: r.model_copy(update={"messages": peers.swe_agent_last_n(r.messages)})
 
 
-def _anthropic(r: ModelRequest) -> ModelRequest:
-    return r.model_copy(update={"messages": anthropic_clear_tool_uses(r.messages, _prompt_tokens(r))})
+def _openhands() -> Transform:
+    return lambda r: r.model_copy(update={"messages": peers.openhands_observation_masking(r.messages)})
+
+
+@dataclass(frozen=True)
+class AnthropicSetting:
+    trigger: int
+    keep: int
+    clear_at_least: int
+    mode: str  # "stateless" or "sticky"
+
+    def __str__(self) -> str:
+        return (f"trigger={self.trigger:,} keep={self.keep} clear_at_least={self.clear_at_least:,} "
+                f"({self.mode})")
+
+    def transform(self) -> Transform:
+        if self.mode == "sticky":
+            sticky = peers.StickyClearing(self.trigger, self.keep, self.clear_at_least)
+            return lambda r: r.model_copy(update={"messages": sticky(r.messages, _prompt_tokens(r))})
+        return lambda r: r.model_copy(update={"messages": peers.anthropic_clear_tool_uses(
+            r.messages, _prompt_tokens(r), self.trigger, self.keep, self.clear_at_least)})
+
+
+def anthropic_settings(window: int) -> list[AnthropicSetting]:
+    triggers = [t for t in ANTHROPIC_TRIGGERS if t < window] or [min(ANTHROPIC_TRIGGERS)]
+    return [AnthropicSetting(t, k, c, mode) for t, k, c, mode in itertools.product(
+        triggers, ANTHROPIC_KEEPS, ANTHROPIC_CLEAR_AT_LEAST, ("stateless", "sticky"))
+]
 
 
 # -- measuring and pricing ---------------------------------------------------------------------------------
@@ -268,21 +315,36 @@ class Measure:
     output_tokens: int = 0
     peak: int = 0
     sent_peak: int = 0  # what the client sends (differs from peak only for server-side editing)
-    shared: int = 0  # tokens that are an unchanged prefix of the previous request (any prefix)
-    protected: int = 0
-    splits: int = 0
-    full_observations_max: int = 0
-    cached: dict[str, int] = field(default_factory=lambda: {"prefix": 0, "breakpoints": 0})
-    written: dict[str, int] = field(default_factory=lambda: {"prefix": 0, "breakpoints": 0})
-    cost: dict[str, float] = field(default_factory=lambda: {"prefix": 0.0, "breakpoints": 0.0})
+    protected: int = 0  # prompts with every protected layer
+    splits: int = 0  # tool calls without their result, or results without their call, summed over prompts
+    intact: int = 0  # prompts holding the agent's last INTACT_N results whole
+    cached: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RULES, 0))
+    written: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RULES, 0))
+    cost: dict[str, float] = field(default_factory=lambda: dict.fromkeys(RULES, 0.0))
+    label: str = ""
+
+    @property
+    def checks_pass(self) -> bool:
+        return self.splits == 0 and self.protected == self.requests and self.intact == self.requests
+
+    def fits(self, window: int) -> bool:
+        return self.peak <= window
 
 
-def measure(run: Run, prices: Prices, transform: Transform | None = None) -> Measure:
-    out = Measure()
-    prev: list[tuple[object, int, int]] | None = None
-    prev_last_bp = 0
-    entries: set[int] = set()  # prefix hashes an earlier request wrote at a breakpoint
-    for r, out_tokens in zip(run.requests, run.output_tokens, strict=True):
+def _recent_results(r: ModelRequest, n: int) -> list[str]:
+    return [m.tool_call_id or "" for m in r.messages if m.role == "tool"][-n:] if n else []
+
+
+def measure(run: Run, prices: Prices, transform: Transform | None = None, label: str = "",
+            expected: list[list[str]] | None = None) -> Measure:
+    """Price ``run``'s requests (after ``transform``) under both cache rules and check what they keep.
+
+    ``expected[k]``: the call ids whose results request k must hold whole (the agent's last INTACT_N)."""
+    out = Measure(label=label)
+    bp_entries: set[int] = set()  # prefix hashes an earlier request wrote at a breakpoint
+    seen: set[int] = set()  # every block-prefix hash any earlier request sent
+    original: dict[str, str] = {}  # each result as the policy first sent it
+    for k, (r, out_tokens) in enumerate(zip(run.requests, run.output_tokens, strict=True)):
         sent = _prompt_tokens(r)
         if transform is not None:
             r = transform(r)
@@ -295,36 +357,33 @@ def measure(run: Run, prices: Prices, transform: Transform | None = None) -> Mea
         cum = [0]
         for n in sizes:
             cum.append(cum[-1] + n)
-
-        # Rule "prefix": the longest block prefix identical to the previous request's, up to its last breakpoint.
-        same = 0
-        if prev is not None:
-            for (a, _, _), (b, _, _) in zip(blocks, prev, strict=False):
-                if a != b:
-                    break
-                same += 1
-        out.shared += cum[same]
-        read_prefix = cum[min(same, prev_last_bp + 1, last_bp + 1)] if prev is not None else 0
-
-        # Rule "breakpoints": a hit must be an entry an earlier request wrote, found from a breakpoint back.
         hashes, h, wire = [], 0, [0]
         for key, _, nb in blocks:
             h = hash((h, key))
             hashes.append(h)
             wire.append(wire[-1] + nb)
+
+        # Rule "prefix": the longest block prefix any earlier request sent.
+        same = 0
+        while same < len(hashes) and hashes[same] in seen:
+            same += 1
+        seen.update(hashes)
+        read_prefix = cum[same]
+
+        # Rule "breakpoints": a hit must be an entry an earlier request wrote, found from a breakpoint back.
         hit = 0  # number of blocks served from the cache
         for bp in bps:
             j = bp
             while j >= 0 and wire[bp + 1] - wire[j + 1] <= LOOKBACK_BLOCKS:
-                if hashes[j] in entries:
+                if hashes[j] in bp_entries:
                     hit = max(hit, j + 1)
                     break
                 j -= 1
-        entries.update(hashes[bp] for bp in bps)
+        bp_entries.update(hashes[bp] for bp in bps)
         read_bp = cum[hit]
 
-        for rule, read in (("prefix", read_prefix), ("breakpoints", read_bp)):
-            written = max(0, cum[last_bp + 1] - read)
+        for rule, read, written in (("prefix", read_prefix, 0),
+                                    ("breakpoints", read_bp, max(0, cum[last_bp + 1] - read_bp))):
             out.cached[rule] += read
             out.written[rule] += written
             out.cost[rule] += prices.cost(Usage(total, out_tokens, read, True, written))
@@ -337,9 +396,11 @@ def measure(run: Run, prices: Prices, transform: Transform | None = None) -> Mea
         out.protected += all(("ACTIVE TODO LIST" in r.protected, "MAIN PLAN (main_plan.md)" in r.protected,
                               bool(r.system), bool(r.tools)))
         out.splits += split_pairs(r.messages)
-        out.full_observations_max = max(out.full_observations_max, sum(
-            1 for m in r.messages if m.role == "tool" and "\nfield_000: " in m.content))
-        prev, prev_last_bp = blocks, last_bp
+        results = {m.tool_call_id: m.content for m in r.messages if m.role == "tool" and m.tool_call_id}
+        for cid, content in results.items():
+            original.setdefault(cid, content)
+        want = expected[k] if expected is not None else _recent_results(r, INTACT_N)
+        out.intact += all(cid in results and results[cid] == original[cid] for cid in want)
     return out
 
 
@@ -355,104 +416,145 @@ def parse_prices(text: str) -> Prices:
 class Comparison:
     window: int
     runs: dict[str, Run]  # the run each policy's requests come from (the peers share the unmanaged one)
-    measures: dict[str, Measure]
+    measures: dict[str, Measure]  # anthropic: its best setting under the breakpoints rule
+    anthropic: dict[str, Measure]  # every setting swept, by its label
+    best_anthropic: dict[str, str]  # rule -> the label of anthropic's cheapest qualifying setting
 
-    def best_peer(self, rule: str) -> str | None:
-        """The cheapest peer under ``rule`` whose peak fits the window."""
-        fits = [p for p in POLICIES[1:] if self.measures[p].peak <= self.window]
-        return min(fits, key=lambda p: self.measures[p].cost[rule]) if fits else None
+    def peer(self, name: str, rule: str) -> Measure:
+        return self.anthropic[self.best_anthropic[rule]] if name == "anthropic" else self.measures[name]
+
+    def qualifies(self, m: Measure) -> bool:
+        return m.fits(self.window) and m.checks_pass
+
+    def best_peer(self, rule: str, fit: bool = True) -> str | None:
+        """The cheapest peer under ``rule`` whose peak fits the window (``fit``) and whose checks pass."""
+        ok = [p for p in PEERS if self.peer(p, rule).checks_pass and (self.peer(p, rule).fits(self.window)
+                                                                      or not fit)]
+        return min(ok, key=lambda p: self.peer(p, rule).cost[rule]) if ok else None
 
     def ratio(self, rule: str) -> float | None:
         best = self.best_peer(rule)
-        return self.measures["ours"].cost[rule] / self.measures[best].cost[rule] if best else None
+        return self.measures["ours"].cost[rule] / self.peer(best, rule).cost[rule] if best else None
 
 
-def compare(window: int, reads: int, prices: Prices) -> Comparison:
-    ours_run = run_engine(window, reads)
-    base = run_engine(UNBOUNDED, reads)
-    return Comparison(
-        window,
-        {"ours": ours_run, "unmanaged": base, "swe-agent": base, "anthropic": base},
-        {"ours": measure(ours_run, prices), "unmanaged": measure(base, prices),
-         "swe-agent": measure(base, prices, _swe_agent), "anthropic": measure(base, prices, _anthropic)},
-    )
+def compare(window: int, work: Workload, prices: Prices) -> Comparison:
+    ours_run = run_engine(window, work)
+    base = run_engine(UNBOUNDED, work)
+    # The agent's last N results, as the unmanaged run's prompt holds them at each turn.
+    expected = [_recent_results(r, INTACT_N) for r in base.requests]
+    measures = {"ours": measure(ours_run, prices, label="ours", expected=expected),
+                "unmanaged": measure(base, prices, label="unmanaged", expected=expected),
+                "swe-agent": measure(base, prices, _swe_agent(), "swe-agent (n=5)", expected),
+                "openhands": measure(base, prices, _openhands(), "openhands (attention_window=100)", expected)}
+    sweep = {str(s): measure(base, prices, s.transform(), f"anthropic {s}", expected)
+             for s in anthropic_settings(window)}
+    best: dict[str, str] = {}
+    for rule in RULES:
+        ok = [k for k, m in sweep.items() if m.fits(window) and m.checks_pass] or list(sweep)
+        best[rule] = min(ok, key=lambda k: sweep[k].cost[rule])
+    measures["anthropic"] = sweep[best["breakpoints"]]
+    return Comparison(window, {"ours": ours_run, **dict.fromkeys(PEERS, base)}, measures, sweep, best)
+
+
+def _row(name: str, x: Measure, window: int) -> str:
+    peak = f"{x.peak / 1000:,.1f}k" + (" OVER" if x.peak > window else "")
+    checks = "ok" if x.checks_pass else (f"FAIL: splits {x.splits}, protected {x.protected}/{x.requests}, "
+                                         f"last {INTACT_N} intact {x.intact}/{x.requests}")
+    return (f"{name:<14} {x.input_tokens:>12,} {x.cached['breakpoints']:>12,} ${x.cost['breakpoints']:>8.2f} "
+            f"{x.cached['prefix']:>12,} ${x.cost['prefix']:>8.2f} {peak:>10} {checks}")
+
+
+def report(c: Comparison, work: Workload) -> dict:
+    m = c.measures
+    print(f"\n== {work.name}: {len(c.runs['ours'].calls)} tool calls, window {c.window:,}, "
+          f"ours restarted {c.runs['ours'].restarts} time(s)")
+    head = (f"{'policy':<14} {'input tok':>12} {'cached (bp)':>12} {'cost (bp)':>9} {'cached (pfx)':>12} "
+            f"{'cost (pfx)':>9} {'peak':>10} information kept")
+    print(head)
+    print("-" * len(head))
+    rows = [("ours", m["ours"]), ("unmanaged", m["unmanaged"]), ("swe-agent", m["swe-agent"]),
+            ("anthropic/bp", c.anthropic[c.best_anthropic["breakpoints"]]),
+            ("anthropic/pfx", c.anthropic[c.best_anthropic["prefix"]]), ("openhands", m["openhands"])]
+    for name, x in rows:
+        print(_row(name, x, c.window))
+    print(f"anthropic swept {len(c.anthropic)} settings; cheapest with the breakpoints rule: "
+          f"{c.best_anthropic['breakpoints']}; with the prefix rule: {c.best_anthropic['prefix']}")
+    for name in PEERS:
+        for rule in RULES:
+            x = c.peer(name, rule)
+            if not c.qualifies(x) and (name != "anthropic" or rule == "breakpoints"):
+                why = "overflows the window" if not x.fits(c.window) else "fails an information check"
+                print(f"{name} is not counted as a peer: it {why} (peak {x.peak:,})")
+                break
+    ratios = {rule: c.ratio(rule) for rule in RULES}
+    best = {rule: c.best_peer(rule) for rule in RULES}
+    parts = []
+    ratios_over: dict[str, float] = {}
+    for rule in RULES:
+        r, b = ratios[rule], best[rule]
+        if r is None or b is None:
+            b = c.best_peer(rule, fit=False)
+            if b is None:
+                parts.append(f"{rule}: no peer keeps the information")
+                continue
+            over = m["ours"].cost[rule] / c.peer(b, rule).cost[rule]
+            parts.append(f"{rule} rule: no peer fits the window; vs the cheapest, which overflows it ({b}): "
+                         f"{over:.3f}")
+            ratios_over[rule] = over
+            continue
+        verdict = "met" if r <= GOAL else "NOT met"
+        parts.append(f"{rule} rule {r:.3f} (best peer {b}: ${c.peer(b, rule).cost[rule]:.2f} vs ours "
+                     f"${m['ours'].cost[rule]:.2f}; goal <= {GOAL}: {verdict})")
+    print(f"ours / best peer at {c.window:,}: " + "; ".join(parts))
+    return {
+        "workload": work.name,
+        "context_window": c.window,
+        "restarts": c.runs["ours"].restarts,
+        "policies": {name: {
+            "setting": x.label,
+            "requests": x.requests, "input_tokens": x.input_tokens, "output_tokens": x.output_tokens,
+            "cached_tokens": x.cached, "written_tokens": x.written,
+            "cost_usd": {k: round(v, 4) for k, v in x.cost.items()},
+            "peak_context_tokens": x.peak, "fits_window": x.fits(c.window),
+            "protected_layers_present_pct": round(100 * x.protected / x.requests, 1),
+            "split_tool_pairs": x.splits,
+            f"last_{INTACT_N}_results_intact_pct": round(100 * x.intact / x.requests, 1),
+        } for name, x in rows},
+        "best_peer": best,
+        "ours_to_best_peer": {k: round(v, 4) if v is not None else None for k, v in ratios.items()},
+        "ours_to_cheapest_overflowing_peer": {k: round(v, 4) for k, v in ratios_over.items()},
+        "ours_checks_pass": m["ours"].checks_pass,
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--window", type=int, default=128_000)
-    ap.add_argument("--reads", type=int, default=320)
+    ap.add_argument("--context-window", "--window", dest="windows", type=int, nargs="+", default=None,
+                    help="the window(s) ours runs at (default 128000; 16000 32000 128000 with --trajectory)")
+    ap.add_argument("--reads", type=int, default=320, help="the synthetic run's reads")
+    ap.add_argument("--trajectory", type=Path, nargs="+", default=None,
+                    help="recorded trajectories, replayed one after another as one job")
     ap.add_argument("--prices", default="3.00,0.30,3.75,15.00", help="input,cached,write,output in US$ per MTok")
-    ap.add_argument("--cache", choices=("breakpoints", "prefix"), default="breakpoints",
-                    help="which cache-read rule the table prices (both go into the JSON)")
     args = ap.parse_args()
     prices = parse_prices(args.prices)
-    rule = args.cache
-    other = "breakpoints" if rule == "prefix" else "prefix"
-    c = compare(args.window, args.reads, prices)
-    m, base = c.measures, c.runs["unmanaged"]
-
-    late = base.requests[-READS_PER_TODO]  # a late prompt of the unmanaged run, before the final compaction
-    tool_share = sum(estimate_message(x) for x in late.messages if x.role == "tool") / _prompt_tokens(late)
-    print(f"trajectory: {len(base.calls)} tool calls; tool output is {tool_share:.0%} of a late unmanaged prompt; "
-          f"window {args.window:,}; US$/MTok: input {prices.input:.2f}, cached {prices.cached_input:.2f}, "
-          f"cache write {prices.cache_write:.2f}, output {prices.output:.2f}; cache rule: {rule}")
-    head = (f"{'policy':<10} {'requests':>8} {'input tok':>12} {'cached':>12} {'written':>11} {'output':>9} "
-            f"{'peak / window':>18} {'cost':>9} {'x ours':>7}")
-    print(head)
-    print("-" * len(head))
-    ours_cost = m["ours"].cost[rule]
-    for name in POLICIES:
-        x = m[name]
-        peak = f"{x.peak / 1000:,.0f}k / {args.window / 1000:,.0f}k" + (" OVER" if x.peak > args.window else "")
-        print(f"{name:<10} {x.requests:>8} {x.input_tokens:>12,} {x.cached[rule]:>12,} {x.written[rule]:>11,} "
-              f"{x.output_tokens:>9,} {peak:>18} ${x.cost[rule]:>8.2f} {x.cost[rule] / ours_cost:>7.2f}")
-    for p in POLICIES[1:]:
-        if m[p].peak > args.window:
-            print(f"{p} overflows the window: its peak of {m[p].peak:,} tokens is {m[p].peak / args.window:.2f}x "
-                  f"{args.window:,} (priced as if the model took it; not counted as a peer)")
-    if m["anthropic"].sent_peak > m["anthropic"].peak:
-        print(f"anthropic: the model sees at most {m['anthropic'].peak:,} tokens; the client still sends its full "
-              f"history, up to {m['anthropic'].sent_peak:,}")
-    for name in POLICIES:
-        x = m[name]
-        print(f"{name:>10}: {other} rule: cost ${x.cost[other]:.2f} (cached {x.cached[other]:,}, written "
-              f"{x.written[other]:,}); unchanged prefix {100 * x.shared / x.input_tokens:.1f}%, protected layers "
-              f"in {100 * x.protected / x.requests:.0f}% of prompts, split pairs {x.splits}, at most "
-              f"{x.full_observations_max} full observations in a prompt")
-    best, ratio = c.best_peer(rule), c.ratio(rule)
-    best_other, ratio_other = c.best_peer(other), c.ratio(other)
-    if best is not None and ratio is not None:
-        line = (f"ours / best peer = {ratio:.3f} (best peer: {best}, ${ours_cost:.2f} vs "
-                f"${m[best].cost[rule]:.2f})")
-        if ratio_other is not None:
-            line += f"; with the {other} rule: {ratio_other:.3f} (best peer: {best_other})"
-        print(line)
-    print(json.dumps({
-        "context_window": args.window,
-        "tool_calls": {name: len(run.calls) for name, run in c.runs.items()},
-        "prices_per_mtok": {"input": prices.input, "cached_input": prices.cached_input,
-                            "cache_write": prices.cache_write, "output": prices.output},
-        "cache_rule": rule,
-        "policies": {name: {
-            "requests": x.requests, "input_tokens": x.input_tokens, "output_tokens": x.output_tokens,
-            "cached_tokens": x.cached, "written_tokens": x.written,
-            "cost_usd": {k: round(v, 4) for k, v in x.cost.items()},
-            "peak_context_tokens": x.peak, "fits_window": x.peak <= args.window,
-            "cacheable_prefix_pct": round(100 * x.shared / x.input_tokens, 1),
-            "protected_layers_present_pct": round(100 * x.protected / x.requests, 1),
-            "split_tool_pairs": x.splits,
-            "max_full_observations": x.full_observations_max,
-        } for name, x in m.items()},
-        "restarts": c.runs["ours"].restarts,
-        "anthropic_sent_peak_tokens": m["anthropic"].sent_peak,
-        "best_peer": best,
-        "ours_to_best_peer": round(ratio, 4) if ratio is not None else None,
-        "best_peer_" + other: best_other,
-        "ours_to_best_peer_" + other: round(ratio_other, 4) if ratio_other is not None else None,
-        "managed_to_unmanaged_input_tokens": round(m["ours"].input_tokens / m["unmanaged"].input_tokens, 4),
-        "tool_output_share": round(tool_share, 3),
-    }))
+    work = recorded(args.trajectory) if args.trajectory else synthetic(args.reads)
+    windows = args.windows or ([16_000, 32_000, 128_000] if args.trajectory else [128_000])
+    print(f"{work.name}; US$/MTok: input {prices.input:.2f}, cached {prices.cached_input:.2f}, cache write "
+          f"{prices.cache_write:.2f}, output {prices.output:.2f}; bp = breakpoints rule (Anthropic), pfx = prefix "
+          "rule (automatic, OpenAI/vLLM)")
+    results = [report(compare(w, work, prices), work) for w in windows]
+    failed = [r["context_window"] for r in results if not r["ours_checks_pass"]]
+    worst = {rule: max((r["ours_to_best_peer"][rule] for r in results
+                        if r["ours_to_best_peer"][rule] is not None), default=None) for rule in RULES}
+    print("ours / best peer, worst over the windows: " + ", ".join(
+        f"{rule} {v:.3f}" if v is not None else f"{rule} n/a" for rule, v in worst.items())
+          + f" (goal <= {GOAL})")
+    if failed:
+        print(f"INFORMATION CHECK FAILED for ours at window(s) {failed}", file=sys.stderr)
+    print(json.dumps({"workload": work.name, "goal": GOAL, "ours_to_best_peer_worst": worst,
+                      "information_checks_pass": not failed, "windows": results}))
+    if failed:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

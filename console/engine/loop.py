@@ -320,8 +320,8 @@ def llm_summary(deps: SessionDeps, conversation: list[Message]) -> str | None:
     return text or None
 
 
-def compact(deps: SessionDeps, conversation: list[Message], reason: str) -> None:
-    """Layers 4-5 become a new previous summary (the new todos are already in layer 2)."""
+def compact(deps: SessionDeps, conversation: list[Message], reason: str, keep: list[Message] | None = None) -> None:
+    """Layers 4-5 become a new previous summary (the new todos are already in layer 2), then ``keep``."""
     rt = deps.runtime
     before = len(conversation)
     text = build_summary(rt.paths, rt.workspace, rt.clock.now(),
@@ -329,9 +329,9 @@ def compact(deps: SessionDeps, conversation: list[Message], reason: str) -> None
     if deps.settings.summary == "llm" and (written := llm_summary(deps, conversation)):
         # The facts stay: the model's prose is added to them, never trusted to replace them.
         text = text.rstrip() + "\n\nSummary of the conversation, written by the model:\n" + written + "\n"
-    conversation[:] = [summary_message(text)]
-    rt.events.emit(ev.ContextCompacted, messages_before=before, messages_after=1, summary_chars=len(text),
-                   reason=reason)
+    conversation[:] = [summary_message(text), *(keep or [])]
+    rt.events.emit(ev.ContextCompacted, messages_before=before, messages_after=len(conversation),
+                   summary_chars=len(text), reason=reason)
 
 
 def progress_mark(rt: Runtime) -> list[int]:
@@ -355,7 +355,8 @@ class Session:
                                                                      number)
         self.fresh_system = system is None
         self.cm = deps.context = ContextManager(st.context_window, st.soft_threshold, st.hard_threshold,
-                                                reserve=output_reserve(st.context_window))
+                                                reserve=output_reserve(st.context_window),
+                                                carry_turns=st.carryover_turns)
         self.rt.observation_chars = max(2_000, int(st.context_window * OBSERVATION_BUDGET * CHARS_PER_TOKEN))
         self.turns_here = 0
         self.outage: Outage | None = None  # the failures of the turn being asked
@@ -826,6 +827,14 @@ class Session:
                            prompt_budget=cm.budget,
                            call_ids=[conv[i].tool_call_id or "" for i in evaluation.plan.indices],
                            detail=f"masked the {len(evaluation.plan.indices)} oldest tool results")
+            self.commit()
+        elif evaluation.action is ContextAction.COMPACT:
+            # In place, within the session: the summary and the last whole turns (pairs intact), which are in
+            # the prompt already, so they fit as they are (a restart's carryover budget is for a new session).
+            carry = extract_carryover(conv, cm.compact_turns, cm.budget)
+            compact(self.deps, conv, "context: older turns compacted into the summary", carry)
+            cm.reset(estimate_request(build_request(self.deps, self.system, conv)))
+            self.cp.evaluated = True
             self.commit()
         elif evaluation.action is ContextAction.WIND_DOWN:
             text = wind_down_message(evaluation.window_pct)

@@ -37,10 +37,10 @@ def _masked_history_went_over_the_wire(out: Outcome) -> None:
     assert masked and all(e["tokens_freed"] > 0 and e["used_after"] < e["used_before"] for e in masked)
     if out.requests:
         # After the first masking, every request carries placeholders where the old results were.
-        first = next(i for i, r in enumerate(out.requests) if "[masked: the result of read_file" in str(r.body))
+        first = next(i for i, r in enumerate(out.requests) if "[masked: read_file(" in str(r.body))
         later = out.requests[first:]
         assert len(later) >= 3, "turns must follow the masking"
-        assert all("[masked: the result of read_file" in str(r.body) for r in later)
+        assert all("[masked: read_file(" in str(r.body) for r in later)
 
 
 def _summarized_by_the_model(out: Outcome) -> None:

@@ -1,4 +1,6 @@
-"""Smoke test of benchmarks/tokens.py: four context policies priced on one small scripted trajectory."""
+"""benchmarks/tokens.py: the replay of a recorded trajectory through the real engine keeps the information
+(no split pairs, protected layers in every prompt, the agent's last 3 results whole), and the peers' rules
+are the ones their sources describe. The cost ratios are the benchmark's to report, not asserted here."""
 
 from __future__ import annotations
 
@@ -10,13 +12,13 @@ from types import ModuleType
 
 import pytest
 
+from console.engine.context.carryover import split_pairs
 from console.engine.messages import Message, ToolCall
-from console.engine.model import Usage
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "tokens.py"
-READS = 48
-WINDOW = 24_000
-TRIGGER = 20_000  # Anthropic's default is 100k: far more than a 48-read run ever sends
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "benchmarks" / "tokens.py"
+TRAJECTORY = ROOT / "tests" / "data" / "trajectories" / "github_issue.traj.json"  # mini-swe-agent, MIT
+WINDOW = 9_000  # small enough that the replayed job, three times over, makes the engine mask and compact
 
 
 @pytest.fixture(scope="module")
@@ -30,86 +32,150 @@ def bench() -> ModuleType:
 
 
 @pytest.fixture(scope="module")
-def comparison(bench: ModuleType):
+def work(bench: ModuleType):
+    return bench.recorded([TRAJECTORY] * 3)
+
+
+@pytest.fixture(scope="module")
+def comparison(bench: ModuleType, work):
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(bench, "ANTHROPIC_TRIGGER", TRIGGER)
-        return bench.compare(WINDOW, READS, bench.SONNET)
+        mp.setattr(bench, "ANTHROPIC_TRIGGERS", (6_000, 3_000))
+        mp.setattr(bench, "ANTHROPIC_CLEAR_AT_LEAST", (0, 1_000))
+        return bench.compare(WINDOW, work, bench.SONNET)
 
 
-def test_every_policy_runs_the_same_trajectory(bench: ModuleType, comparison) -> None:
-    calls = {name: run.calls for name, run in comparison.runs.items()}
-    assert set(calls) == set(bench.POLICIES)
-    assert len(calls["ours"]) == len(bench.script(READS))
-    assert calls["ours"][-1] == "job_complete"
-    assert all(c == calls["ours"] for c in calls.values())
-    # Ours really managed the context (it masked, or restarted), the others saw the unmanaged run's requests.
-    assert comparison.measures["ours"].peak <= WINDOW < comparison.measures["unmanaged"].peak
-    outputs = {m.output_tokens for m in comparison.measures.values()}
-    assert len(outputs) == 1
-
-
-def test_swe_agent_keeps_the_template_and_the_last_five_observations(bench: ModuleType, comparison) -> None:
-    for request in comparison.runs["unmanaged"].requests:
-        seen = bench.swe_agent_last_n(request.messages)
-        assert len(seen) == len(request.messages)
-        results = [m for m in request.messages if m.role == "tool"]
-        full = [m for m in seen if m.role == "tool" and not m.content.startswith("Old environment output")]
-        assert full == results[-5:]
-        first_user = next(i for i, m in enumerate(request.messages) if m.role == "user")
-        assert seen[first_user] is request.messages[first_user]
-        for before, after in zip(request.messages, seen, strict=True):
-            if after is not before:
-                assert before.role == "tool" and before.tool_call_id == after.tool_call_id
-                assert after.content == f"Old environment output: ({len(before.content.splitlines())} lines omitted)"
-    assert comparison.measures["swe-agent"].full_observations_max == 5
-
-
-def test_anthropic_clears_all_but_the_last_three_results_past_the_trigger(bench: ModuleType, comparison) -> None:
+def conversation(n: int, size: int = 400) -> list[Message]:
     conv = [Message.user("the task")]
-    for i in range(6):
+    for i in range(n):
         call = ToolCall(id=f"c{i}", name="read_file", arguments=json.dumps({"path": f"f{i}"}))
-        conv += [Message.assistant(f"step {i}", [call]), Message.tool(call, f"content {i}\n" * 50)]
-    assert bench.anthropic_clear_tool_uses(conv, prompt_tokens=1_000, trigger=2_000) is conv
-    cleared = bench.anthropic_clear_tool_uses(conv, prompt_tokens=3_000, trigger=2_000)
-    results = [m.content for m in cleared if m.role == "tool"]
-    assert results == ["[cleared]"] * 3 + [m.content for m in conv if m.role == "tool"][-3:]
-    assert [m for m in cleared if m.role != "tool"] == [m for m in conv if m.role != "tool"]  # tool inputs stay
-
-    anthropic = comparison.measures["anthropic"]
-    assert anthropic.peak <= TRIGGER < anthropic.sent_peak  # the model never sees more than the trigger
+        conv += [Message.assistant(f"step {i}", [call]), Message.tool(call, f"content {i}\n" * size)]
+    return conv
 
 
-def test_cached_tokens_cost_less_and_a_moving_mask_breaks_the_cache(bench: ModuleType, comparison) -> None:
-    prices = bench.SONNET
-    million = 1_000_000
-    assert (prices.cost(Usage(million, 0, million)) < prices.cost(Usage(million, 0, 0))
-            < prices.cost(Usage(million, 0, 0, True, million)))
-
-    m = comparison.measures
-    unmanaged = m["unmanaged"]
-    uncached = (unmanaged.input_tokens * prices.input + unmanaged.output_tokens * prices.output) / million
-    assert unmanaged.cached["breakpoints"] > 0.9 * unmanaged.input_tokens
-    assert unmanaged.cost["breakpoints"] < uncached / 2
-    # Masking the 6th-newest observation every turn leaves only tools and system prompt cacheable.
-    swe = m["swe-agent"]
-    assert swe.cached["breakpoints"] < 0.5 * swe.input_tokens
-    assert swe.cost["breakpoints"] > swe.cost["prefix"]
-    for x in m.values():
-        assert x.cached["prefix"] + x.written["prefix"] <= x.input_tokens
-        assert x.cached["breakpoints"] + x.written["breakpoints"] <= x.input_tokens
-        assert x.splits == 0 and x.protected == x.requests
-
-    assert comparison.best_peer("breakpoints") in ("swe-agent", "anthropic")  # unmanaged overflows the window
-    assert comparison.ratio("breakpoints") == pytest.approx(
-        m["ours"].cost["breakpoints"] / m[comparison.best_peer("breakpoints")].cost["breakpoints"])
+def test_the_recorded_run_is_replayed_step_by_step(bench: ModuleType, work) -> None:
+    recorded = bench.replay.load(TRAJECTORY)
+    assert len(recorded.steps) == 10 and recorded.task
+    first = recorded.steps[0]
+    assert first.action and first.observation.startswith("<returncode>")
+    # Per copy: read the task, one read per step, todo_complete; then the completion todos and job_complete.
+    per_copy = 1 + len(recorded.steps) + 1
+    assert len(work.script) == 3 * per_copy + 3 + 1
+    assert work.script[-1][1].name == "job_complete"
+    # The tool results are the recorded observations, through the engine's own read_file.
+    assert work.files["obs/01-001.txt"] == bench.replay._cut(first.observation)
 
 
-def test_the_script_prints_a_table_and_json_last(bench: ModuleType, monkeypatch, capsys) -> None:
-    monkeypatch.setattr(sys, "argv", ["tokens.py", "--reads", "32", "--window", "20000", "--prices", "3,0.3,3.75,15"])
+def test_ours_keeps_the_information_while_it_masks_and_compacts(bench: ModuleType, comparison) -> None:
+    ours, base = comparison.runs["ours"], comparison.runs["unmanaged"]
+    assert ours.calls == base.calls and ours.calls[-1] == "job_complete"
+    m = comparison.measures["ours"]
+    assert m.requests == len(ours.requests)
+    assert m.splits == 0
+    assert m.protected == m.requests  # system prompt, tools, todo list and plan in every prompt
+    assert m.intact == m.requests  # the agent's last 3 results whole in every prompt
+    assert m.checks_pass and m.fits(WINDOW)
+    # Not vacuous: the engine really managed the context on this run.
+    masked = [r for r in ours.requests if any(x.meta.get("masked") for x in r.messages)]
+    compacted = [r for r in ours.requests if r.messages and r.messages[0].meta.get("kind") == "summary"]
+    assert masked and compacted
+    assert m.peak < comparison.measures["unmanaged"].peak
+    for r in ours.requests:  # and independently of the measure: every call has its result
+        assert split_pairs(r.messages) == 0
+        recent = [x for x in r.messages if x.role == "tool"][-3:]
+        assert not any(x.meta.get("masked") for x in recent)
+
+
+def test_every_peer_is_priced_on_the_same_requests_and_keeps_the_information(bench, comparison) -> None:
+    base = comparison.runs["unmanaged"]
+    for name in bench.PEERS:
+        assert comparison.runs[name] is base
+        for rule in bench.RULES:
+            x = comparison.peer(name, rule)
+            assert x.requests == len(base.requests) and x.checks_pass, (name, x.label)
+            assert x.cached[rule] + x.written[rule] <= x.input_tokens
+    best = comparison.best_anthropic["prefix"]
+    assert all(comparison.anthropic[best].cost["prefix"] <= m.cost["prefix"] for m in comparison.anthropic.values()
+               if m.fits(WINDOW) and m.checks_pass)
+
+
+def test_swe_agent_keeps_the_template_and_the_last_five_observations(bench: ModuleType) -> None:
+    conv = conversation(8)
+    seen = bench.peers.swe_agent_last_n(conv)
+    full = [m for m in seen if m.role == "tool" and not m.content.startswith("Old environment output")]
+    assert full == [m for m in conv if m.role == "tool"][-5:]
+    assert seen[0] is conv[0]
+    assert seen[2].content == "Old environment output: (400 lines omitted)"
+
+
+def test_anthropic_clear_tool_uses_stateless_and_sticky(bench: ModuleType) -> None:
+    peers = bench.peers
+    conv = conversation(6, size=50)
+    assert peers.anthropic_clear_tool_uses(conv, prompt_tokens=1_000, trigger=2_000) is conv
+    cleared = peers.anthropic_clear_tool_uses(conv, prompt_tokens=3_000, trigger=2_000)
+    assert [m.content for m in cleared if m.role == "tool"][:3] == ["[cleared]"] * 3
+    assert [m for m in cleared if m.role == "tool"][3:] == [m for m in conv if m.role == "tool"][3:]
+    assert [m for m in cleared if m.role != "tool"] == [m for m in conv if m.role != "tool"]  # inputs stay
+    # clear_at_least: a clearing that frees less is not applied.
+    assert peers.anthropic_clear_tool_uses(conv, 3_000, trigger=2_000, clear_at_least=10**6) is conv
+    # Sticky: once cleared, results stay cleared, and the trigger is measured on the edited prompt.
+    sticky = peers.StickyClearing(trigger=2_000, keep=3)
+    first = sticky(conv, 3_000)
+    assert first == cleared
+    call = ToolCall(id="c6", name="read_file", arguments=json.dumps({"path": "f6"}))
+    longer = [*conv, Message.assistant("step 6", [call]), Message.tool(call, "content 6\n" * 50)]
+    again = sticky(longer, 1_900 + 200)  # the edited prompt is under the trigger: nothing more cleared
+    assert [m.content for m in again if m.role == "tool"].count("[cleared]") == 3
+    assert sticky(longer, 5_000) == peers.anthropic_clear_tool_uses(longer, 5_000, trigger=2_000)  # past it again
+
+
+def test_openhands_masks_observations_outside_the_attention_window(bench: ModuleType) -> None:
+    conv = conversation(60, size=2)
+    seen = bench.peers.openhands_observation_masking(conv, attention_window=100)
+    events = len(conv)
+    for i, (before, after) in enumerate(zip(conv, seen, strict=True)):
+        if before.role == "tool" and i < events - 100:
+            assert after.content == "<MASKED>" and after.tool_call_id == before.tool_call_id
+        else:
+            assert after == before
+    assert bench.peers.openhands_observation_masking(conversation(10), 100) == conversation(10)
+
+
+def test_the_script_prints_the_table_and_the_ratios_last_and_fails_on_a_lost_result(bench, monkeypatch,
+                                                                                      capsys) -> None:
+    monkeypatch.setattr(bench, "ANTHROPIC_TRIGGERS", (6_000,))
+    monkeypatch.setattr(bench, "ANTHROPIC_CLEAR_AT_LEAST", (0,))
+    monkeypatch.setattr(sys, "argv", ["tokens.py", "--trajectory", str(TRAJECTORY), str(TRAJECTORY),
+                                      "--context-window", str(WINDOW)])
     bench.main()
     lines = capsys.readouterr().out.strip().splitlines()
     summary = json.loads(lines[-1])
-    assert set(summary["policies"]) == set(bench.POLICIES)
-    assert len(set(summary["tool_calls"].values())) == 1
-    assert summary["policies"]["unmanaged"]["fits_window"] is False
-    assert any(line.startswith("ours / best peer = ") for line in lines)
+    assert summary["information_checks_pass"] is True
+    (w,) = summary["windows"]
+    assert set(w["ours_to_best_peer"]) == {"breakpoints", "prefix"}
+    assert w["policies"]["ours"]["last_3_results_intact_pct"] == 100.0
+    assert any(line.startswith(f"ours / best peer at {WINDOW:,}: ") for line in lines)
+    # Asking for more than the engine keeps: the check fails for ours, loudly.
+    monkeypatch.setattr(bench, "INTACT_N", 5)
+    with pytest.raises(SystemExit) as exc:
+        bench.main()
+    assert exc.value.code == 1
+    assert "INFORMATION CHECK FAILED" in capsys.readouterr().err
+
+
+def test_a_file_that_is_not_a_trajectory_is_refused(bench: ModuleType, tmp_path: Path) -> None:
+    shapes = ("not json", "42", "{}", "[]", '{"trajectory": [1, 2]}', '[1, "x"]', '{"history": [{"role": 3}]}',
+              '{"messages": "text"}')
+    for text in shapes:
+        bad = tmp_path / "bad.traj"
+        bad.write_text(text)
+        with pytest.raises(SystemExit):
+            bench.replay.load(bad)
+    # Odd but readable: content blocks, a step without output, control characters in the output.
+    odd = tmp_path / "odd.traj.json"
+    odd.write_text(json.dumps([{"role": "user", "content": "task"},
+                               {"role": "assistant", "content": ["block", 7]},
+                               {"role": "assistant", "content": "x\n```mswea_bash_command\nls\n```"},
+                               {"role": "user", "content": "\x1b[2J\r\x00out"}]))
+    loaded = bench.replay.load(odd)
+    assert [s.action for s in loaded.steps] == ["", "ls"]
+    assert bench.replay.build([loaded]).files["obs/01-001.txt"] == "(no output)"

@@ -9,7 +9,15 @@ from hypothesis import strategies as st
 
 from console.engine.context.carryover import extract_carryover, split_pairs, split_turns
 from console.engine.context.masking import apply_masking, plan_masking
-from console.engine.context.pressure import ContextAction, ContextManager
+from console.engine.context.pressure import (
+    COMPACT_AT,
+    COMPACT_SHARE,
+    KEEP_RECENT_RESULTS,
+    MASK_BATCH,
+    MASK_BATCH_MIN,
+    ContextAction,
+    ContextManager,
+)
 from console.engine.context.tokens import estimate_message
 from console.engine.messages import Message, ToolCall
 
@@ -46,10 +54,50 @@ def test_mask_at_soft_when_it_frees_enough() -> None:
     cm.record_usage(7_500, 100)
     e = cm.evaluate(conv)
     assert e.action is ContextAction.MASK
-    assert e.plan.tokens_freed >= cm.used - 3_500  # down to half the soft threshold
-    # the newest results are kept
+    # One batch: every stale result, so the prefix stays stable until the next one; the newest 3 are kept.
     tool_idx = [i for i, m in enumerate(conv) if m.role == "tool"]
-    assert not set(tool_idx[-2:]) & set(e.plan.indices)
+    assert e.plan.indices == tool_idx[:-3] and KEEP_RECENT_RESULTS == 3
+
+
+def test_below_soft_stale_results_are_masked_in_one_batch_once_they_outweigh_the_rest() -> None:
+    """Masking breaks the prompt cache from the first masked result on: it waits for a batch worth it."""
+    cm = ContextManager(window=1_000_000)
+    conv = conversation([(1, 400, False)] * 3)
+    for i in range(3, 60):
+        rest = sum(estimate_message(m) for m in conv)
+        cm.used = 2_000 + rest  # the head (system, tools, protected) and the conversation
+        e = cm.evaluate(conv)
+        stale = [j for j, m in enumerate(conv) if m.role == "tool" and not m.meta.get("masked")][:-3]
+        freed = sum(estimate_message(conv[j]) - 20 for j in stale)
+        if freed >= max(MASK_BATCH_MIN, MASK_BATCH * (cm.used - freed)):
+            assert e.action is ContextAction.MASK and e.plan.indices == stale
+            apply_masking(conv, e.plan)
+        else:
+            assert e.action is ContextAction.CONTINUE
+        conv += turn(i, 1, 400)
+    notices = sum(1 for m in conv if m.role == "tool" and m.meta.get("masked"))
+    assert 0 < notices < 57 and split_pairs(conv) == 0
+    assert all(not m.meta.get("masked") for m in [m for m in conv if m.role == "tool"][-3:])
+
+
+def test_the_conversation_compacts_once_what_masking_cannot_free_outgrows_compact_at() -> None:
+    cm = ContextManager(window=1_000_000, carry_turns=3)
+    assert cm.compact_at == COMPACT_AT
+    chatty = [Message.assistant("reasoning " * 40)]  # ~100 tokens a turn that no masking frees
+    conv = conversation([(1, 100, False)])
+    while sum(estimate_message(m) for m in conv) - cm.carried_tokens(conv) < COMPACT_AT:
+        cm.used = 2_000 + sum(estimate_message(m) for m in conv)
+        assert cm.evaluate(conv).action is ContextAction.CONTINUE
+        conv += chatty
+    cm.used = 2_000 + sum(estimate_message(m) for m in conv)
+    assert cm.evaluate(conv).action is ContextAction.COMPACT
+    # What a compaction keeps never triggers another: three huge turns alone are not compacted.
+    big = conversation([(1, 3_000, False)] * 3)[1:]
+    cm.used = 2_000 + sum(estimate_message(m) for m in big)
+    assert cm.evaluate(big).action is not ContextAction.COMPACT
+    # A small window compacts at a share of its budget instead.
+    small = ContextManager(window=6_000, reserve=750)
+    assert small.compact_at == int(small.budget * COMPACT_SHARE) < COMPACT_AT
 
 
 def test_no_masking_that_frees_too_little_then_wind_down_then_restart() -> None:
@@ -78,8 +126,14 @@ def test_placeholder_says_what_and_how_to_get_it_back() -> None:
     apply_masking(conv, plan)
     masked = conv[plan.indices[0]]
     assert masked.meta["masked"] and masked.tool_call_id == "c0_0"
-    assert masked.content.startswith('[masked: the result of read_file(path="f0.md"), ~1004 tokens')
-    assert "Call read_file(path=\"f0.md\") again if you need it." in masked.content
+    assert masked.content == '[masked: read_file(path="f0.md"), ~1004 tokens; call it again to see it]'
+    # Short: it stays in every later prompt of the session.
+    assert estimate_message(masked) <= 25
+    write = Message.assistant("w", [ToolCall(id="w1", name="write_file",
+                                             arguments=json.dumps({"path": "out.md", "content": "x" * 900}))])
+    conv = [write, Message.tool(write.tool_calls[0], "y" * 2000), *turn(9), *turn(10), *turn(11)]
+    apply_masking(conv, plan_masking(conv, 10**6, keep_recent=3))
+    assert conv[1].content == '[masked: write_file(path="out.md"), ~504 tokens; the files it changed hold its effect]'
 
 
 @settings(max_examples=200, deadline=None)
@@ -146,3 +200,17 @@ def test_split_turns() -> None:
     head, turns = split_turns(conv)
     assert [m.meta.get("kind") for m in head] == ["summary"]
     assert [len(t) for t in turns] == [3, 1]
+
+
+def test_a_window_too_small_for_the_newest_results_masks_one_of_them_before_a_restart() -> None:
+    conv = conversation([(1, 8_000, False)] * 3)  # three results of ~2,000 tokens, none stale
+    cm = ContextManager(window=7_000)
+    cm.used = cm.budget + 100  # the next prompt would not fit
+    e = cm.evaluate(conv)
+    tools = [i for i, m in enumerate(conv) if m.role == "tool"]
+    assert e.action is ContextAction.MASK and e.plan.indices == tools[:1]  # the two newest stay
+    cm.used = int(cm.budget * 0.75)  # above soft, under hard: no need to give up one of the newest yet
+    assert cm.evaluate(conv).action is ContextAction.CONTINUE
+    one = conversation([(1, 30_000, False)])  # the newest result alone: restart, never masked
+    cm.used = cm.budget + 100
+    assert cm.evaluate(one).action is ContextAction.RESTART

@@ -2,10 +2,9 @@
 
 Only tool-result messages of layer 5 are ever touched; the message list keeps
 its length, roles and tool-call ids, so no tool call loses its result. The
-oldest results go first and the newest few are never masked. Masking happens
-in batches big enough to bring usage well under the soft threshold: each
-batch rewrites the conversation from the first masked message on (a cache
-miss), so fewer, larger batches keep the cacheable prefix long.
+newest few are never masked; the ContextManager masks every other one in one
+batch: each batch rewrites the conversation from the first masked message on
+(a prompt-cache miss), so fewer, larger batches keep the cacheable prefix long.
 """
 
 from __future__ import annotations
@@ -19,6 +18,9 @@ from console.engine.messages import Message
 
 # Results shorter than this are not worth a placeholder of about the same size.
 MIN_MASKABLE_TOKENS = 60
+# Tools whose result the agent gets back by calling them again.
+REREADABLE = frozenset({"read_file", "list_files", "search_files", "find_files"})
+PLACEHOLDER_TOKENS = 20  # about, with a path argument
 
 
 @dataclass(frozen=True)
@@ -40,13 +42,23 @@ def call_for(conversation: list[Message], tool_msg: Message) -> tuple[str, dict[
     return tool_msg.name or "tool", {}
 
 
+<<<<<<< HEAD
 def placeholder(name: str, args: dict[str, Any], tokens: int) -> str:
+=======
+def placeholder(name: str, args: dict, tokens: int) -> str:
+    """What stands for a masked result: the call that made it, its size, and how to get it back.
+
+    Short on purpose: a placeholder stays in every later prompt of the session (peers use 3-10 tokens)."""
+>>>>>>> ctx
     shown = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)[:80]}" for k, v in args.items()
                       if k not in ("content", "new_text", "old_text"))
-    call = f"{name}({shown})"
-    how = (f"Call {call} again if you need it." if name in {"read_file", "list_files", "search_files"}
-           else "It is in the event log; the files it changed hold the result.")
-    return f"[masked: the result of {call}, ~{tokens} tokens, was removed to free context. {how}]"
+    how = "call it again to see it" if name in REREADABLE else "the files it changed hold its effect"
+    return f"[masked: {name}({shown}), ~{tokens} tokens; {how}]"
+
+
+def stale_tokens(conversation: list[Message], keep_recent: int) -> int:
+    """What masking every maskable result would free, about."""
+    return sum(estimate_message(conversation[i]) - PLACEHOLDER_TOKENS for i in maskable(conversation, keep_recent))
 
 
 def maskable(conversation: list[Message], keep_recent: int) -> list[int]:
@@ -65,7 +77,7 @@ def plan_masking(conversation: list[Message], need_tokens: int, keep_recent: int
         if freed >= need_tokens:
             break
         chosen.append(i)
-        freed += estimate_message(conversation[i]) - 40  # what the placeholder itself costs, about
+        freed += estimate_message(conversation[i]) - PLACEHOLDER_TOKENS
     return MaskPlan(chosen, max(0, freed))
 
 

@@ -1,16 +1,27 @@
 """ContextManager: token pressure and the graduated response (seed 004).
 
 After every turn the loop tells it what the provider reported and what was
-appended; ``evaluate`` then says Continue, Mask, WindDown or Restart:
+appended; ``evaluate`` then says Continue, Mask, Compact, WindDown or Restart:
 
-- below the soft threshold: Continue;
-- at or above it: Mask, if masking the oldest observations frees enough
-  (bringing usage down towards half the soft threshold); a masking that would
-  free less than 5% of the window is not done, so there is no loop of tiny
-  maskings that free nothing;
+- the conversation holds more than COMPACT_AT tokens that masking cannot free
+  (the agent's own messages, placeholders, notices) beyond the turns a
+  compaction keeps: Compact, in place: the deterministic summary plus the last
+  whole turns (never fewer than hold the newest results), no restart;
+- the stale tool results (all but the newest KEEP_RECENT_RESULTS) outweigh
+  MASK_BATCH times the rest of the prompt: Mask all of them, in one batch;
+- at or above the soft threshold: Mask every stale result, if that frees at
+  least 5% of the budget and fits (no loop of tiny maskings that free nothing);
+- at or above the hard threshold, or when the next prompt would not fit, and
+  the newest results alone are too big: Mask all but the newest one or two;
 - at or above the hard threshold with nothing worth masking: WindDown, once:
   the agent gets one more turn to save its state;
 - the turn after a wind-down, or any time the next prompt would not fit: Restart.
+
+The first two rules are about cost, not room: every masking or compaction is a
+prompt-cache break from its first change on (with explicit breakpoints and with
+automatic prefix caching alike), so they come in batches that pay for their
+rewrite, and the prefix stays byte-identical in between (benchmarks/tokens.py
+prices this against peers' policies on recorded trajectories).
 
 The thresholds are shares of the prompt budget: the window less the reply's
 reserve (max_output_tokens) and a 2% margin, so prompt + reply always fit the
@@ -36,16 +47,30 @@ from console.engine.messages import Message
 
 DEFAULT_SOFT = 0.70
 DEFAULT_HARD = 0.85
-# A masking brings usage down to this share of the soft threshold: one big batch buys many turns,
-# and every batch is a prompt-cache miss from the first masked message on, so fewer is better.
-MASK_TARGET = 0.5
-KEEP_RECENT_RESULTS = 2
+# Masking is a prompt-cache break from the first masked result on: every provider (explicit breakpoints or
+# automatic prefix caching) then reads the rest of the prompt anew. So results are masked in batches, all the
+# stale ones at once, when they have grown to MASK_BATCH times the rest of the prompt (what a masking
+# rewrites, about): the rewrite is paid once per batch and the prefix stays stable in between, instead of
+# carrying stale output in every prompt until the window is nearly full (benchmarks/tokens.py measures it).
+MASK_BATCH = 0.5
+MASK_BATCH_MIN = 1_000  # tokens: below this a masking is not worth its rewrite, whatever the prompt
+# The agent's newest results are never masked (the benchmark checks that the last 3 are always whole).
+KEEP_RECENT_RESULTS = 3
+# What masking cannot free (the agent's own messages, placeholders, notices) is read again in every prompt.
+# Once the conversation holds this much of it beyond the turns a compaction carries, the session compacts
+# in place: the conversation becomes the deterministic summary plus the last carryover_turns whole turns
+# (at least KEEP_RECENT_RESULTS)
+# (seed 004's carryover, without a restart: no wind-down turn, no restart counted). The dearer share of a
+# long job's prompts is this part, once observations are masked: peers carry it to the end.
+COMPACT_AT = 3_000
+COMPACT_SHARE = 0.4  # of the prompt budget, in a window too small for COMPACT_AT
 TREND_LEN = 30
 
 
 class ContextAction(StrEnum):
     CONTINUE = "continue"
     MASK = "mask"
+    COMPACT = "compact"
     WIND_DOWN = "wind_down"
     RESTART = "restart"
 
@@ -90,6 +115,8 @@ class ContextManager:
     trend: list[int] = field(default_factory=list)
     last_action: str = ""
     turns: int = 0
+    # How many whole turns a compaction keeps (the run's carryover_turns).
+    carry_turns: int = 3
 
     @property
     def margin(self) -> int:
@@ -142,17 +169,50 @@ class ContextManager:
         self.wind_down_sent = False
         self.turns_since_wind_down = 0
 
+    @property
+    def compact_at(self) -> int:
+        return min(COMPACT_AT, int(self.budget * COMPACT_SHARE))
+
+    @property
+    def compact_turns(self) -> int:
+        """The whole turns a compaction keeps: the run's carryover, and never fewer than hold the newest
+        ``keep_recent`` results (which no masking touches either)."""
+        return max(self.carry_turns, self.keep_recent, 1)
+
+    def carried_tokens(self, conversation: list[Message]) -> int:
+        """What a compaction keeps of the conversation: its last ``compact_turns`` turns, about."""
+        starts = [i for i, m in enumerate(conversation) if m.role == "assistant"]
+        n = self.compact_turns
+        first = starts[-n] if len(starts) >= n else (starts[0] if starts else 0)
+        return sum(estimate_message(m) for m in conversation[first:])
+
     def evaluate(self, conversation: list[Message]) -> Evaluation:
         used, pct, wpct = self.used, self.pct, self.window_pct
         if self.wind_down_sent and self.turns_since_wind_down >= 1:
             return Evaluation(ContextAction.RESTART, used, pct, window_pct=wpct)
-        if pct < self.soft and self.fits:
-            return Evaluation(ContextAction.CONTINUE, used, pct, window_pct=wpct)
-        target = int(self.budget * self.soft * MASK_TARGET)
-        plan = plan_masking(conversation, used - target, self.keep_recent)
-        enough = plan.tokens_freed >= self.min_free and used - plan.tokens_freed <= self.budget
-        if plan.indices and enough:
+        pressed = pct >= self.soft or not self.fits
+        # Every stale result goes in one batch: the cheapest per token freed, and the longest until the next.
+        plan = plan_masking(conversation, used, self.keep_recent)
+        rest = used - plan.tokens_freed
+        # The conversation's part that masking cannot free, beyond what a compaction would carry.
+        kept = sum(estimate_message(m) for m in conversation) - plan.tokens_freed
+        if kept - self.carried_tokens(conversation) >= self.compact_at:
+            return Evaluation(ContextAction.COMPACT, used, pct, window_pct=wpct)
+        batch = plan.tokens_freed >= max(MASK_BATCH_MIN, int(MASK_BATCH * rest))
+        if pressed:
+            # Under pressure the batch must free enough to be worth it (no loop of tiny maskings) and fit.
+            batch = plan.tokens_freed >= self.min_free and rest <= self.budget
+        if plan.indices and batch:
             return Evaluation(ContextAction.MASK, used, pct, plan, window_pct=wpct)
+        if not pressed:
+            return Evaluation(ContextAction.CONTINUE, used, pct, window_pct=wpct)
+        if pct >= self.hard or not self.fits:
+            # A window too small for the newest results themselves: mask one more of them rather than wind
+            # down or restart, which lose more (the newest result is always kept).
+            for keep in range(self.keep_recent - 1, 0, -1):
+                plan = plan_masking(conversation, used, keep)
+                if plan.indices and plan.tokens_freed >= self.min_free and used - plan.tokens_freed <= self.budget:
+                    return Evaluation(ContextAction.MASK, used, pct, plan, window_pct=wpct)
         if not self.fits:
             return Evaluation(ContextAction.RESTART, used, pct, window_pct=wpct)
         if pct >= self.hard and not self.wind_down_sent:
