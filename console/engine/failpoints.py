@@ -27,3 +27,8 @@ def hit(name: str, tear: Callable[[], None] | None = None) -> None:
 def install(hook: Hook | None) -> None:
     global _hook
     _hook = hook
+
+
+def installed() -> bool:
+    """Whether a hook counts the points (then writes that could move to a thread stay on the caller's)."""
+    return _hook is not None

@@ -243,6 +243,7 @@ def dispatch(deps: SessionDeps, turn: int, call: ToolCall) -> ToolOutcome:
     args, args_cut = ev.cap_text(call.arguments)
     rt.events.emit(ev.ToolCalled, turn=turn, call_id=call.id, tool=call.name, arguments=args,
                    arguments_cut=args_cut)
+    rt.settle()  # experiences.md and the state files, written in the background, are there for the tool
     started = time.perf_counter()
     parsed = deps.registry.parse(call)
     params: dict[str, Any] | None = None

@@ -35,7 +35,15 @@ from console.engine.messages import Message
 from console.engine.phases import PhaseTransitionManager
 from console.engine.plan import Plan, PlanError, parse_plan, validate_plan
 from console.engine.sandbox import Sandbox, SandboxError
-from console.engine.state import COMPONENTS, JobOutcome, StateSnapshot, write_projection
+from console.engine.state import (
+    COMPONENTS,
+    PROJECTION_FILES,
+    JobOutcome,
+    ProjectionWriter,
+    StateSnapshot,
+    projection_bytes,
+    write_projection,
+)
 from console.engine.store import JobStore
 from console.engine.text import safe_text
 from console.engine.todos import TodoManager
@@ -80,6 +88,8 @@ class Runtime:
     # The job's guardrails (job.toml's [guardrails]), and the enforcer that applies them to this run.
     guardrails: Guardrails = field(default_factory=default_guardrails)
     guards: Enforcer = field(init=False)
+    # The state files and experiences.md are written on a thread of its own between durable commits.
+    projections: ProjectionWriter = field(default_factory=ProjectionWriter)
     _dirty: set[str] = field(default_factory=set)
     _effects: list[Effect] = field(default_factory=list)
     _ready: bool = False
@@ -147,18 +157,46 @@ class Runtime:
                                 effects=effects, full_state=self.snapshot, system=system, durable=durable)
         self.events.write_lines(lines)
         self.apply_effects(effects)
+        self._report_projection_errors()
         if "experiences" in dirty:
-            self.write_experiences()  # at once, not with the lagging projections: the agent may read it next
+            # Now, not with the lagging projections (the agent may read it next: settle() before a tool runs).
+            self.write_experiences(background=not durable)
         self._stale |= dirty
-        if self._stale and (durable or self.clock.monotonic() - self._projected_at >= PROJECTION_INTERVAL):
+        if durable and self._stale:
             self.refresh_projections()
+        elif (self._stale and cp.stage == "boundary"
+              and self.clock.monotonic() - self._projected_at >= PROJECTION_INTERVAL):
+            # At a turn's end: written while the model is asked for the next one.
+            self.refresh_projections(background=True)
 
-    def refresh_projections(self) -> None:
-        """Bring the state files up to the journal (they lag it by at most PROJECTION_INTERVAL)."""
+    def refresh_projections(self, *, background: bool = False) -> None:
+        """Bring the state files up to the journal (they lag it by at most PROJECTION_INTERVAL); ``background``:
+        serialised now, written by the projection thread."""
         for comp in sorted(self._stale):
-            self.project(comp)
+            if not background:
+                self.project(comp)
+                continue
+            if comp == "experiences":
+                self.write_experiences(background=True)
+            value = getattr(self.snapshot((comp,)), comp)
+            if value is not None:
+                self.projections.submit(self.paths.state / PROJECTION_FILES[comp], projection_bytes(comp, value),
+                                        self.paths.state / "tmp")
         self._stale.clear()
         self._projected_at = self.clock.monotonic()
+
+    def settle(self) -> None:
+        """Wait until experiences.md, if written in the background, is written (before a tool may read it; the
+        state files in .console/ are not the agent's to read)."""
+        self.projections.flush(self.paths.root / EXPERIENCES_FILE)
+        self._report_projection_errors()
+
+    def _report_projection_errors(self) -> None:
+        for path, why in self.projections.take_errors():
+            if path.name == EXPERIENCES_FILE:
+                self._experiences_written = None  # written again at the next change
+            where = path.name if path.name == EXPERIENCES_FILE else f".console/{path.name}"
+            self.events.emit(ev.ErrorEvent, message=f"cannot write {where}: {why}", where="state", recoverable=True)
 
     def rollback(self) -> None:
         """A step failed before its commit: forget what it would have recorded."""
@@ -167,6 +205,7 @@ class Runtime:
         self.events.discard_held()
 
     def project(self, component: str) -> None:
+        self.projections.flush()  # an older content still queued must not land after this one
         if component == "experiences":
             self.write_experiences()
         try:
@@ -175,7 +214,7 @@ class Runtime:
             self.events.emit(ev.ErrorEvent, message=f"cannot write .console/{component}.json: {exc.strerror}",
                              where="state", recoverable=True)
 
-    def write_experiences(self) -> None:
+    def write_experiences(self, *, background: bool = False) -> None:
         """JOB/experiences.md from the record (console.engine.experiences): atomically, its temp file in
         .console/tmp; only when it has something to say and differs from what this process last wrote (so the
         first write of a process, e.g. at a resume, also puts right a file deleted or changed meanwhile)."""
@@ -185,6 +224,12 @@ class Runtime:
         text = self.experiences.render_file()
         if text == self._experiences_written:
             return
+        if background:
+            self.projections.submit(self.paths.root / EXPERIENCES_FILE, text.encode("utf-8", "replace"),
+                                    self.paths.state / "tmp")
+            self._experiences_written = text
+            return
+        self.projections.flush()
         try:
             atomic_write_text(self.paths.root / EXPERIENCES_FILE, text, durable=False, tmp_dir=self.paths.state / "tmp")
         except OSError as exc:

@@ -19,6 +19,7 @@ import contextlib
 import errno
 import os
 import stat
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -26,7 +27,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from console.engine.atomic import PRIVATE_DIR, atomic_write_text
+from console.engine import failpoints
+from console.engine.atomic import PRIVATE_DIR, atomic_write_bytes, atomic_write_text
 from console.engine.experiences import ExperienceState
 from console.engine.guardrails import GuardrailState
 from console.engine.job import JobPaths
@@ -197,3 +199,78 @@ def write_projection(paths: JobPaths, component: str, value: BaseModel | None) -
         return
     atomic_write_text(paths.state / PROJECTION_FILES[component], value.model_dump_json(indent=1), durable=False,
                       tmp_dir=paths.state / "tmp")
+
+
+def projection_bytes(component: str, value: BaseModel) -> bytes:
+    return value.model_dump_json(indent=1).encode("utf-8", "replace")
+
+
+class ProjectionWriter:
+    """Writes files that mirror the journal on a thread of its own, off the run's loop.
+
+    A file replace costs a millisecond or more on ext4 (the rename makes it allocate the new file's blocks),
+    several of them at every turn of a run whose turns last seconds. These files lag the journal anyway (it is
+    what a resume trusts; a kill may leave them one step behind, as it always could): the newest content of a
+    file wins (an older one still queued is dropped), and :meth:`flush` waits until everything submitted is
+    written. While the kill-point tests count the engine's write points, it writes at once, so a run's points
+    come in the same order every time.
+    """
+
+    IDLE_SECONDS = 1.0  # the thread ends after this long with nothing to write (a new submit starts another)
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._queue: dict[Path, tuple[bytes, Path]] = {}
+        self._busy: Path | None = None  # the file being written
+        self._thread: threading.Thread | None = None
+        self._errors: list[tuple[Path, str]] = []
+
+    def submit(self, path: Path, data: bytes, tmp_dir: Path) -> None:
+        if failpoints.installed():
+            self._write(path, data, tmp_dir)
+            return
+        with self._cond:
+            self._queue.pop(path, None)  # re-queued at the end: files are written in the order last submitted
+            self._queue[path] = (data, tmp_dir)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="state-files", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def flush(self, path: Path | None = None) -> None:
+        """Wait until every file submitted so far (or just ``path``) is written (or failed: see
+        :meth:`take_errors`)."""
+        with self._cond:
+            while (self._queue or self._busy) if path is None else (path in self._queue or self._busy == path):
+                self._cond.wait()
+
+    def take_errors(self) -> list[tuple[Path, str]]:
+        """The writes that failed since the last call: (file, why)."""
+        with self._cond:
+            out, self._errors = self._errors, []
+        return out
+
+    def _write(self, path: Path, data: bytes, tmp_dir: Path) -> None:
+        try:
+            atomic_write_bytes(path, data, durable=False, tmp_dir=tmp_dir)
+        except Exception as exc:  # reported by the loop (take_errors); the thread must go on for flush()
+            with self._cond:
+                self._errors.append((path, getattr(exc, "strerror", None) or str(exc) or type(exc).__name__))
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if not self._queue:
+                    self._cond.wait(self.IDLE_SECONDS)
+                    if not self._queue:
+                        self._thread = None
+                        return
+                path = next(iter(self._queue))
+                data, tmp_dir = self._queue.pop(path)
+                self._busy = path
+            try:
+                self._write(path, data, tmp_dir)
+            finally:
+                with self._cond:
+                    self._busy = None
+                    self._cond.notify_all()

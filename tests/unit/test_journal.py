@@ -143,3 +143,42 @@ def test_rewritten_when_it_outgrows_the_conversation(make_job, monkeypatch) -> N
 def test_no_journal_means_a_new_job(make_job) -> None:
     loaded = Journal(make_job()).load(NOW)
     assert loaded.cp is None and loaded.problem is None and loaded.conversation == []
+
+
+def test_a_rewrite_reuses_what_the_ops_wrote_and_reads_back_the_same(make_job, monkeypatch) -> None:
+    """A rewrite joins each message's bytes as its op wrote them (appends, a replacement, a reset): the file is
+    what serialising the conversation afresh gives, and reads back as the conversation."""
+    monkeypatch.setattr(jr, "REWRITE_MIN", 0)
+    monkeypatch.setattr(jr, "REWRITE_FACTOR", 1)  # every commit past the first rewrites
+    paths = make_job()
+    j = Journal(paths)
+    call = ToolCall(id="c1", name="write_file", arguments=json.dumps({"path": "a", "content": "x" * 70_000}))
+    conv = Conversation([Message.user("kick \ud83d half an emoji", kind="kickoff")])
+    commit(j, conv, 1)
+    conv.append(Message.assistant("writing", [call]))
+    conv.append(Message.tool(call, "y" * 70_000))  # past INLINE_LIMIT: a blob
+    commit(j, conv, 2)
+    conv[2] = Message.tool(call, "[masked]", masked=True)
+    commit(j, conv, 3)  # appended: the journal had not grown since the last rewrite
+    commit(j, conv, 4)  # rewritten
+    assert j.rewrites == 3
+    fresh = Journal(paths)
+    fresh._reset_image(list(conv))
+    assert j._image_json == fresh._image_json
+    assert Journal(paths).load(NOW).conversation == [m.model_copy(update={"content": m.content.replace(
+        "\ud83d", "?")}) for m in conv]
+    # The blob of the masked result is no longer referred to: the rewrite collected it; the call's stays.
+    assert len(list(j.blobs.folder.iterdir())) == 1
+    conv[:] = [Message.user("summary", kind="summary")]
+    conv.append(Message.user("after"))
+    commit(j, conv, 5)
+    assert [m.content for m in Journal(paths).load(NOW).conversation] == ["summary", "after"]
+
+
+def test_a_rewrite_of_a_conversation_the_ops_did_not_bring_serialises_it_afresh(make_job, monkeypatch) -> None:
+    paths = make_job()
+    j = Journal(paths)
+    commit(j, Conversation([Message.user("a")]), 1)
+    other = Conversation([Message.user("b"), Message.user("c")], journaled=True)  # e.g. read back at a resume
+    j._rewrite(Checkpoint(session=1, turn=2), other, StateSnapshot(), [], [], "SYSTEM", False)
+    assert [m.content for m in Journal(paths).load(NOW).conversation] == ["b", "c"]
