@@ -458,7 +458,11 @@ class Journal:
             # The conversation is in it: the operator's only (0600), like every harness file.
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE)
         fd = self._fd
-        failpoints.hit(f"journal {what}", tear=lambda: os.write(fd, data[: max(1, len(data) // 2)]))
+
+        def tear() -> None:
+            os.write(fd, data[: max(1, len(data) // 2)])
+
+        failpoints.hit(f"journal {what}", tear=tear)
         view = memoryview(data)
         while view:
             n = os.write(fd, view)

@@ -142,10 +142,12 @@ class Runtime:
         self._effects.append(Effect(path=path, content=content))
 
     def snapshot(self, components: tuple[str, ...] | set[str] = COMPONENTS) -> StateSnapshot:
-        values = {"todos": self.todos.state, "memory": self.memory.state, "workspace": self.workspace.record,
-                  "outcome": self.outcome, "guardrails": self.guardrails.snapshot() if "guardrails" in components
-                  else None, "experiences": self.experiences.state}
-        return StateSnapshot(**{c: values[c] for c in components})
+        values: dict[str, Any] = {
+            "todos": self.todos.state, "memory": self.memory.state, "workspace": self.workspace.record,
+            "outcome": self.outcome, "guardrails": self.guardrails.snapshot() if "guardrails" in components else None,
+            "experiences": self.experiences.state}
+        # The managers' own models, for immediate serialisation: nothing to validate again.
+        return StateSnapshot.model_construct(**{c: values[c] for c in components})
 
     # -- committing a step -----------------------------------------------------------------------
     def commit(self, cp: Checkpoint, conversation: Conversation, *, system: str | None = None,
