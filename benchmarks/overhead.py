@@ -25,6 +25,7 @@ line is a JSON summary.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -35,6 +36,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from console.engine import events as ev
+from console.engine import session as session_module
 from console.engine.clock import SystemClock
 from console.engine.guardrails import GuardrailsConfig, build_guardrails
 from console.engine.job import JobPaths
@@ -294,6 +296,11 @@ class FsyncTimer:
 def measure(turns: int, messages: int, table: GuardrailsConfig | None, model_seconds: float = 3.0,
             model_wall_ms: float = 20.0) -> tuple[list[float], list[float], dict[str, float]]:
     """One session: per measured turn, the harness's milliseconds and the fsyncs' milliseconds."""
+    # Each session measured as a runner process's first (a resumed long session is one): the previous sessions'
+    # garbage collected, the heap frozen anew when the session starts (console.engine.session.freeze_heap).
+    gc.unfreeze()
+    gc.collect()
+    session_module._frozen = False
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
         clock = ModelClock()
         rt, conv = build_state(Path(tmp) / "job", messages, table, clock)
