@@ -2,13 +2,21 @@
 
 Runs the real session loop (run_agent_session) on a job whose state is large:
 2,000 messages in the conversation, 100 completed tasks in working memory and
-20 todos in the active list. The model answers instantly with one call to a
-no-op tool, so what is left of each turn is the harness: applying operator
-commands, assembling the five layers, the events, pressure evaluation and the
-three journal commits of a turn (the reply, the tool call with its result, the
-bookkeeping), each an append of one record with its events, which are then
-relayed to events.jsonl. Provider and tool time are measured separately and
-subtracted.
+20 todos in the active list. The model answers with one call to a no-op tool;
+each call takes --model-seconds on the run's clock (3 s: what the harness does
+every few seconds, such as refreshing the state files, happens every turn, as in
+a real run) and --model-wall-ms of real time (20 ms, during which what the harness
+does in the background is done, as during a real call). What is left of each
+turn is the harness: applying operator commands, assembling the five layers,
+the events, pressure evaluation and the three journal commits of a turn (the
+reply, the tool call with its result, the bookkeeping), each an append of one
+record with its events, which are then relayed to events.jsonl, and the journal
+rewrites. Model, tool and fsync time are measured separately and subtracted;
+fsync time is reported as its own figure (os.fsync is timed for that).
+
+Three sessions per configuration, their turns pooled, each as a runner process's
+first. The machine's own spread is measured in the same run (a fixed workload's
+p99/p50): on a loaded machine p99 moves with it.
 
 It runs twice: with the default guardrails (the plan checker and the stuck
 detector), then with a heavy [guardrails] table: 5 policies, 5 feedback
@@ -16,7 +24,7 @@ providers (one of them fires every 3 calls), a composite completion checker, a
 deadline and a token budget. Every tool call then passes 5 policies, every turn
 runs 5 triggers and renders a status.
 
-    python benchmarks/overhead.py [--turns 400] [--messages 2000]
+    python benchmarks/overhead.py [--turns 400] [--messages 2000] [--repeats 3]
 
 The table before the last line gives each figure with its goal and their ratio (ok or MISS); the last
 line is a JSON summary.
@@ -158,11 +166,11 @@ def main() -> None:
                     help="the real time each model call takes (subtracted, like the model's own time)")
     args = ap.parse_args()
 
+    reference = machine_jitter()  # before anything of the harness ran in this process
     figures = {}
     for label, table in (("default", None), ("heavy", HEAVY)):
         figures[label] = pooled(args, table, label)
     base, heavy = figures["default"], figures["heavy"]
-    reference = machine_jitter()
     handoff = measure_handoff()
     print(f"a network provider's stream read on a worker thread (abandonable): +{handoff:.0f} us per turn "
           "(8 stream events)")

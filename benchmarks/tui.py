@@ -1,13 +1,13 @@
 """Console benchmark: how fast the console absorbs events, how fast keys act under load, memory.
 
-    python benchmarks/tui.py [--messages 5000] [--long 50000] [--size 200x50]
+    python benchmarks/tui.py [--messages 5000] [--long 50000] [--size 200x50] [--only console|fleet|processes]
 
 1. Prefill: a producer thread (standing in for the engine) pushes a synthetic run of
    ``--messages`` messages (assistant messages streamed as text deltas, each with a tool call
    and its result, plus turn and token events) as fast as it can; the console absorbs them.
    ``events_per_s`` = events absorbed / time until the last one is folded into the view.
 2. Keys under load: while the producer keeps streaming (``--load-rate`` events/s, default 2,000:
-   ten times what a fast real model streams; then again at half the measured capacity), ``p`` is
+   ten times what a fast real model streams; then ``--high-rate``, 12,000; then half the measured capacity), ``p`` is
    pressed 40 times the way the terminal driver delivers keys (a Key event posted to the app);
    latency = key press to the status line drawn with the command's effect (the command reached
    the controller and the screen shows it).
@@ -20,8 +20,14 @@
 6. Fleet refresh: ``--fleet-runs`` runs in the jobs store (each with a log of a few hundred events): the first
    poll (every log folded), a poll with nothing new (what the fleet does twice a second), a poll after one run
    appended a turn, and redrawing the list with them.
+7. Processes, as the operator starts them (``--only processes``): ``agent-console attach ID`` on a run of
+   ``--attach-events`` events and ``agent-console`` (the fleet) with ``--fleet-runs`` runs, each a process on a
+   pseudo-terminal of ``--size``, timed from the exec to its first output and to the first frame that shows the
+   last message of the log (the panes filled) / the count of runs; then where an attach's time goes: the imports
+   (a fresh interpreter), the log's read, every event parsed, folded.
 
-The last line is one JSON object; the lines before it explain. Not a timed test.
+Before the JSON, a table gives each of issue 20's figures with its goal, their ratio and ok or MISS. The last line
+is one JSON object; the lines before it explain. Not a timed test.
 """
 
 from __future__ import annotations
