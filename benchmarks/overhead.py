@@ -348,6 +348,7 @@ def measure(turns: int, messages: int, table: GuardrailsConfig | None, model_sec
             marks.append(time.perf_counter())
             provider_at.append(provider.spent)
             fsync_at.append(fsync.spent)
+        rt.refresh_projections()  # as at a run's end: the state files written in the background are written
         journal.close()
 
         harness, fsyncs = [], []

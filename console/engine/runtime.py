@@ -37,7 +37,9 @@ from console.engine.plan import Plan, PlanError, parse_plan, validate_plan
 from console.engine.sandbox import Sandbox, SandboxError
 from console.engine.state import (
     COMPONENTS,
+    GUARDRAIL_PARTS,
     PROJECTION_FILES,
+    GuardrailParts,
     JobOutcome,
     ProjectionWriter,
     StateSnapshot,
@@ -96,6 +98,10 @@ class Runtime:
     _stale: set[str] = field(default_factory=set)
     _projected_at: float = 0.0
     _experiences_written: str | None = None  # experiences.md as this process last wrote it
+    # Each part of the guardrails' state as the journal last recorded it (its JSON), and as the step being
+    # committed records it: a step records the parts that changed (state.GuardrailParts).
+    _guards_recorded: dict[str, bytes] = field(default_factory=dict)
+    _guards_recording: dict[str, bytes] = field(default_factory=dict)
     # main_plan.md as last parsed for the guardrails, which only read it: (its text, the plan or its problem).
     _plan_parsed: tuple[str, Plan | PlanError] | None = None
 
@@ -157,8 +163,10 @@ class Runtime:
         effects, self._effects = self._effects, []
         lines = self.events.take_held()
         if self.journal is not None:
-            self.journal.commit(cp, conversation, state=self.snapshot(dirty) if dirty else None, events=lines,
+            self.journal.commit(cp, conversation, state=self._step_state(dirty) if dirty else None, events=lines,
                                 effects=effects, full_state=self.snapshot, system=system, durable=durable)
+            self._guards_recorded.update(self._guards_recording)  # a rewrite recorded them all: the same values
+            self._guards_recording = {}
         self.events.write_lines(lines)
         self.apply_effects(effects)
         self._report_projection_errors()
@@ -173,9 +181,31 @@ class Runtime:
             # At a turn's end: written while the model is asked for the next one.
             self.refresh_projections(background=True)
 
+    def _step_state(self, dirty: set[str]) -> StateSnapshot:
+        """What a step records of the state: the components it changed, of the guardrails only the parts that
+        differ from what the journal holds."""
+        snap = self.snapshot(dirty - {"guardrails"})
+        self._guards_recording = {}  # a step that failed to commit recorded nothing
+        if "guardrails" in dirty:
+            g = self.guardrails.snapshot()
+            changed: dict[str, Any] = {}
+            for name in GUARDRAIL_PARTS:
+                value = getattr(g, name)
+                dumped = GuardrailParts.model_construct(**{name: value}).model_dump_json(include={name})
+                if self._guards_recorded.get(name) != dumped.encode():
+                    changed[name] = value
+                    self._guards_recording[name] = dumped.encode()
+            if changed:
+                snap.guardrails_parts = GuardrailParts.model_construct(**changed)
+        return snap
+
     def refresh_projections(self, *, background: bool = False) -> None:
         """Bring the state files up to the journal (they lag it by at most PROJECTION_INTERVAL); ``background``:
-        serialised now, written by the projection thread."""
+        serialised now, written by the projection thread. Without it, what the thread still has to write is
+        written first (at a run's end nothing is left to a thread the process's exit would stop)."""
+        if not background:
+            self.projections.flush()
+            self._report_projection_errors()
         for comp in sorted(self._stale):
             if not background:
                 self.project(comp)
@@ -204,6 +234,7 @@ class Runtime:
 
     def rollback(self) -> None:
         """A step failed before its commit: forget what it would have recorded."""
+        self._guards_recording = {}
         self._dirty.clear()
         self._effects.clear()
         self.events.discard_held()

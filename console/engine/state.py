@@ -25,12 +25,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from console.engine import failpoints
 from console.engine.atomic import PRIVATE_DIR, atomic_write_bytes, atomic_write_text
 from console.engine.experiences import ExperienceState
-from console.engine.guardrails import GuardrailState
+from console.engine.guardrails import BudgetState, EscalationState, FeedbackState, GuardrailState, PolicyState
 from console.engine.job import JobPaths
 from console.engine.memory import MemoryState
 from console.engine.todos import TodoState
@@ -52,8 +52,29 @@ class JobOutcome(BaseModel):
     gave_up: bool = False
 
 
+class GuardrailParts(BaseModel):
+    """The parts of the guardrails' state a step changed (None: unchanged). A turn changes the feedback's record of
+    the calls in its tool steps and the budget in its last: recording only those keeps ~4 KB a turn out of the
+    journal (its rewrites, which cost milliseconds, come that much less often)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    policies: dict[str, PolicyState] | None = None
+    feedback: FeedbackState | None = None
+    budget: BudgetState | None = None
+    completion_blocks: int | None = Field(default=None, ge=0, le=10**6)
+    escalation: EscalationState | None = None
+
+    def changed(self) -> dict[str, Any]:
+        return {name: value for name in GUARDRAIL_PARTS if (value := getattr(self, name)) is not None}
+
+
+GUARDRAIL_PARTS = ("policies", "feedback", "budget", "completion_blocks", "escalation")
+
+
 class StateSnapshot(BaseModel):
-    """Components of the harness state; a component left None is unchanged (or absent)."""
+    """Components of the harness state; a component left None is unchanged (or absent). ``guardrails_parts``: the
+    parts of the guardrails' state a step changed, laid over the state before it."""
 
     todos: TodoState | None = None
     memory: MemoryState | None = None
@@ -61,10 +82,14 @@ class StateSnapshot(BaseModel):
     outcome: JobOutcome | None = None
     guardrails: GuardrailState | None = None
     experiences: ExperienceState | None = None
+    guardrails_parts: GuardrailParts | None = None
 
     def overlay(self, newer: StateSnapshot) -> StateSnapshot:
-        return StateSnapshot(**{k: getattr(newer, k) if getattr(newer, k) is not None else getattr(self, k)
-                                for k in COMPONENTS})
+        merged = {k: getattr(newer, k) if getattr(newer, k) is not None else getattr(self, k) for k in COMPONENTS}
+        if newer.guardrails_parts is not None:
+            base = merged["guardrails"] if merged["guardrails"] is not None else GuardrailState()
+            merged["guardrails"] = base.model_copy(update=newer.guardrails_parts.changed())
+        return StateSnapshot(**merged)
 
 
 COMPONENTS = ("todos", "memory", "workspace", "outcome", "guardrails", "experiences")

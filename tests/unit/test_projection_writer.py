@@ -62,3 +62,32 @@ def test_while_the_kill_point_tests_count_writes_it_writes_at_once(tmp_path: Pat
         assert seen == ["write todos.json", "rename todos.json"]
     finally:
         failpoints.install(None)
+
+
+def test_a_runs_state_files_follow_its_commits_and_are_all_written_at_its_end(make_job) -> None:
+    from console.engine import events as ev
+    from console.engine.clock import FakeClock
+    from console.engine.journal import Checkpoint, Conversation, Journal
+    from console.engine.messages import Message
+    from console.engine.runtime import PROJECTION_INTERVAL, Runtime
+
+    paths = make_job()
+    clock = FakeClock()
+    rt = Runtime(paths, clock, ev.EventStream(paths.events, clock), journal=Journal(paths))
+    conv = Conversation([Message.user("a")])
+    gate = threading.Event()
+    real = rt.projections._write
+
+    def held(path: Path, data: bytes, tmp_dir: Path) -> None:
+        gate.wait(5)  # the thread is slow: the run's end must still find every file written
+        real(path, data, tmp_dir)
+
+    rt.projections._write = held  # type: ignore[method-assign]
+    for turn in range(1, 4):
+        rt.todos.install([f"task {turn}"], kind="phase", phase_name="P", phase_number=1, total_phases=1)
+        clock.advance(PROJECTION_INTERVAL)
+        rt.commit(Checkpoint(session=1, turn=turn), conv)  # a turn's end ("boundary"): written in the background
+    assert rt.projections._thread is not None  # queued, not written on the run's thread
+    threading.Timer(0.05, gate.set).start()
+    rt.refresh_projections()  # the run's end
+    assert '"task 3"' in (paths.state / "todos.json").read_text()
