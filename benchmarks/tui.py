@@ -1,13 +1,13 @@
 """Console benchmark: how fast the console absorbs events, how fast keys act under load, memory.
 
-    python benchmarks/tui.py [--messages 5000] [--long 50000] [--size 200x50]
+    python benchmarks/tui.py [--messages 5000] [--long 50000] [--size 200x50] [--only console|fleet|processes]
 
 1. Prefill: a producer thread (standing in for the engine) pushes a synthetic run of
    ``--messages`` messages (assistant messages streamed as text deltas, each with a tool call
    and its result, plus turn and token events) as fast as it can; the console absorbs them.
    ``events_per_s`` = events absorbed / time until the last one is folded into the view.
 2. Keys under load: while the producer keeps streaming (``--load-rate`` events/s, default 2,000:
-   ten times what a fast real model streams; then again at half the measured capacity), ``p`` is
+   ten times what a fast real model streams; then ``--high-rate``, 12,000; then half the measured capacity), ``p`` is
    pressed 40 times the way the terminal driver delivers keys (a Key event posted to the app);
    latency = key press to the status line drawn with the command's effect (the command reached
    the controller and the screen shows it).
@@ -20,20 +20,35 @@
 6. Fleet refresh: ``--fleet-runs`` runs in the jobs store (each with a log of a few hundred events): the first
    poll (every log folded), a poll with nothing new (what the fleet does twice a second), a poll after one run
    appended a turn, and redrawing the list with them.
+7. Processes, as the operator starts them (``--only processes``): ``agent-console attach ID`` on a run of
+   ``--attach-events`` events and ``agent-console`` (the fleet) with ``--fleet-runs`` runs, each a process on a
+   pseudo-terminal of ``--size``, timed from the exec to its first output and to the first frame that shows the
+   last message of the log (the panes filled) / the count of runs; then where an attach's time goes: the imports
+   (a fresh interpreter), the log's read, every event parsed, folded.
 
-The last line is one JSON object; the lines before it explain. Not a timed test.
+Before the JSON, a table gives each of issue 20's figures with its goal, their ratio and ok or MISS. The last line
+is one JSON object; the lines before it explain. Not a timed test.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import fcntl
 import json
+import os
 import random
+import re
+import select
 import shutil
+import signal
 import statistics
+import struct
+import subprocess
 import sys
 import tempfile
+import termios
 import threading
 import time
 from dataclasses import replace
@@ -176,10 +191,11 @@ async def bench(args: argparse.Namespace) -> dict:
         result.update(events_per_s=round(events_per_s), prefill_events=producer.events,
                       messages=conv.messages_seen)
 
-        # 2. keys under load
-        for label, rate in (("", args.load_rate), ("_half_capacity", events_per_s / 2)):
+        # 2. keys under load: issue 20's two rates, then half the measured capacity
+        for label, rate in ((f"_{args.load_rate:.0f}", args.load_rate), (f"_{args.high_rate:.0f}", args.high_rate),
+                            ("_half_capacity", events_per_s / 2)):
             p50, p95, top, achieved = await measure_keys(app, controller, producer, rate, args.presses)
-            print(f"keys: {args.presses} presses of p while streaming {achieved:,.0f} events/s: "
+            print(f"keys: {args.presses} presses of p while streaming {achieved:,.0f} events/s (asked {rate:,.0f}): "
                   f"p50 {p50:.1f} ms, p95 {p95:.1f} ms, max {top:.1f} ms")
             result.update({f"key_latency_p50_ms{label}": round(p50, 1), f"key_latency_p95_ms{label}": round(p95, 1),
                            f"load_events_per_s{label}": round(achieved)})
@@ -208,13 +224,22 @@ async def bench(args: argparse.Namespace) -> dict:
     return result
 
 
-def write_log(path: Path, turns: int = 0, events: int = 0) -> int:
-    """A synthetic run's events.jsonl of ``turns`` turns (or at least ``events`` events); returns how many."""
+# The last message of a benchmark log: once it is on the screen, the panes show the run as it is now.
+FINAL_MARKER = "zebraquartzomega"
+
+
+def write_log(path: Path, turns: int = 0, events: int = 0, final: bool = False) -> int:
+    """A synthetic run's events.jsonl of ``turns`` turns (or at least ``events`` events); returns how many.
+    ``final``: the last turn's message ends with FINAL_MARKER."""
     out: list[ev.EventBase] = []
     producer = Producer(out.append)
     producer.run_turns(turns)
     while len(out) < events:
         producer.run_turns(1)
+    if final:
+        producer.turn += 1
+        out.append(producer._ev(ev.TurnStarted, turn=producer.turn, prompt_tokens_est=20_000))
+        out.append(producer._ev(ev.AssistantMessage, turn=producer.turn, text=f"All parts read: {FINAL_MARKER}"))
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as fh:
         fh.writelines(e.model_dump_json() + "\n" for e in out)
@@ -328,6 +353,160 @@ async def bench_attach_and_fleet(args: argparse.Namespace) -> dict:
     return result
 
 
+# Escape sequences (CSI, OSC, DCS, charset and keypad modes): what is left is the text a terminal shows.
+ANSI = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|P[^\x1b]*\x1b\\"
+                  rb"|[()][0-9A-Za-z]|[=>78NOM])")
+
+
+def run_in_pty(argv: list[str], env: dict[str, str], marker: bytes, size: tuple[int, int],
+               timeout: float = 30.0) -> tuple[float | None, float | None]:
+    """Start ``argv`` on a terminal of its own (a pty of ``size`` columns x rows) and read what it draws:
+    seconds from the exec to its first output, and to the first frame showing ``marker`` (None: not within
+    ``timeout``). The process is then ended (SIGTERM, then SIGKILL)."""
+    master, slave = os.openpty()
+    cols, rows = size
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True,
+                            close_fds=True)
+    os.close(slave)
+    first: float | None = None
+    found: float | None = None
+    raw = b""
+    try:
+        while time.perf_counter() - t0 < timeout:
+            ready, _, _ = select.select([master], [], [], 0.02)
+            if not ready:
+                if proc.poll() is not None:
+                    break
+                continue
+            try:
+                chunk = os.read(master, 1 << 16)
+            except OSError:
+                break
+            if not chunk:
+                break
+            now = time.perf_counter() - t0
+            first = now if first is None else first
+            raw += chunk
+            if marker in ANSI.sub(b"", raw[-(1 << 20):]):
+                found = now
+                break
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        os.close(master)
+    if found is None:
+        tail = ANSI.sub(b"", raw)[-400:].decode("utf-8", "replace")
+        print(f"  ({' '.join(argv[-2:])}: {marker.decode()} not seen within {timeout:.0f} s; last text: {tail!r})")
+    return first, found
+
+
+def cli_env(data: Path) -> dict[str, str]:
+    """The environment of an operator's shell, with the benchmark's data folder and no config file of theirs."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_CONSOLE_")}
+    env.update(AGENT_CONSOLE_DATA_DIR=str(data), XDG_CONFIG_HOME=str(data / "config"), TERM="xterm-256color",
+               COLORTERM="truecolor")
+    return env
+
+
+def timed_import(module: str, repeats: int = 3) -> float:
+    """Seconds a fresh interpreter takes to import ``module``, over one that imports nothing (best of a few)."""
+    def run(code: str) -> float:
+        best = float("inf")
+        for _ in range(repeats):
+            t = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], check=True)
+            best = min(best, time.perf_counter() - t)
+        return best
+    return run(f"import {module}") - run("pass")
+
+
+def bench_processes(args: argparse.Namespace) -> dict:
+    """``agent-console attach ID`` on a long run, and ``agent-console`` (the fleet), each as the operator starts
+    it: a process on a terminal, timed from the exec to the first frame that shows what they asked for."""
+    from console.tui.follow import _parse
+    from console.tui.state import ConsoleState
+
+    exe = str(Path(sys.executable).with_name("agent-console"))
+    width, height = (int(v) for v in args.size.split("x"))
+    work = Path(tempfile.mkdtemp(prefix="agent-console-bench-"))
+    data = work / "data"
+    store = JobStore(data / "jobs.db")
+    t0 = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
+    result: dict = {}
+
+    big = data / "runs" / "big-20260115-110000"
+    shutil.copytree(REPO / "sample_jobs" / "quickstart", big)
+    n = write_log(JobPaths(big).events, events=args.attach_events, final=True)
+    store.started(big, "big", "scripted", "scripted-agent", t0 - timedelta(hours=1))
+    env = cli_env(data)
+    attach_first, attach = run_in_pty([exe, "attach", JobPaths(big).run_id], env, FINAL_MARKER.encode(),
+                                      (width, height))
+    result.update(attach_process_events=n, attach_process_first_output_s=attach_first, attach_process_s=attach)
+
+    # Where an attach's time goes, each part timed alone in this process (a fresh interpreter for the import).
+    imports = timed_import("console.tui.app")
+    cli_import = timed_import("console.cli")
+    t = time.perf_counter()
+    lines = JobPaths(big).events.read_bytes().split(b"\n")
+    read_s = time.perf_counter() - t
+    t = time.perf_counter()
+    parsed = _parse(lines)
+    parse_s = time.perf_counter() - t
+    t = time.perf_counter()
+    ConsoleState().apply_all(parsed)
+    fold_s = time.perf_counter() - t
+    result.update(import_console_cli_s=round(cli_import, 3), import_tui_app_s=round(imports, 3),
+                  read_log_s=round(read_s, 3), parse_all_s=round(parse_s, 3), fold_all_s=round(fold_s, 3))
+    print(f"attach (a process on a terminal): {n:,} events; first output after {attach_first or 0:.2f} s, the panes "
+          f"filled (the last message drawn) after {attach if attach is not None else float('nan'):.2f} s")
+    print(f"  where it goes: import console.cli {cli_import:.2f} s, console.tui.app {imports:.2f} s (a fresh "
+          f"interpreter, over one importing nothing); the log read {read_s:.2f} s, every event parsed "
+          f"{parse_s:.2f} s, folded {fold_s:.2f} s (the attach parses and folds the newest first: see "
+          "console/tui/follow.py)")
+
+    for i in range(args.fleet_runs):
+        folder = data / "runs" / f"job{i % 17}-{(t0 + timedelta(seconds=i)).strftime('%Y%m%d-%H%M%S')}"
+        (folder / ".console").mkdir(parents=True)
+        write_log(JobPaths(folder).events, 30)
+        store.started(folder, f"job{i % 17}", "scripted", "scripted-agent", t0 + timedelta(seconds=i))
+    runs = args.fleet_runs + 1
+    fleet_first, fleet = run_in_pty([exe], env, f"{runs} runs".encode(), (width, height))
+    result.update(fleet_process_runs=runs, fleet_process_first_output_s=fleet_first, fleet_process_s=fleet)
+    print(f"fleet (a process on a terminal): {runs} runs; first output after {fleet_first or 0:.2f} s, the runs "
+          f"listed after {fleet if fleet is not None else float('nan'):.2f} s")
+    shutil.rmtree(work, ignore_errors=True)
+    return result
+
+
+def print_goals(result: dict) -> None:
+    """Each figure with its goal (issue 20), their ratio and ok/MISS."""
+    rows = [
+        ("key-to-effect p95 at 2,000 events/s", result.get("key_latency_p95_ms_2000"), 25.0, "ms"),
+        ("key-to-effect p95 at 12,000 events/s", result.get("key_latency_p95_ms_12000"), 40.0, "ms"),
+        ("attach ID, 100,000 events: panes filled", _ms(result.get("attach_process_s")), 1000.0, "ms"),
+        ("agent-console: 200 runs shown", _ms(result.get("fleet_process_s")), 500.0, "ms"),
+    ]
+    print()
+    print(f"{'figure':<44} {'measured':>11} {'goal':>9} {'ratio':>6}  ok/MISS")
+    for name, value, goal, unit in rows:
+        if value is None:
+            print(f"{name:<44} {'-':>11} {goal:>6.0f} {unit} {'-':>6}  not measured")
+            continue
+        ratio = value / goal
+        print(f"{name:<44} {value:>8.0f} {unit} {goal:>6.0f} {unit} {ratio:>6.2f}  {'ok' if ratio <= 1 else 'MISS'}")
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1000
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--messages", type=int, default=5000, help="messages in the conversation before keys are timed")
@@ -335,15 +514,19 @@ def main() -> None:
     p.add_argument("--size", default="200x50", help="terminal size, e.g. 80x24")
     p.add_argument("--presses", type=int, default=40)
     p.add_argument("--load-rate", type=float, default=2000, help="events/s streamed while keys are timed")
+    p.add_argument("--high-rate", type=float, default=12000, help="the second rate keys are timed at")
     p.add_argument("--attach-events", type=int, default=100_000, help="events in the log of the run attached to")
     p.add_argument("--fleet-runs", type=int, default=200, help="runs in the jobs store of the fleet view")
-    p.add_argument("--only", choices=["console", "fleet"], help="run one half only")
+    p.add_argument("--only", choices=["console", "fleet", "processes"], help="run one part only")
     args = p.parse_args()
     result: dict = {}
-    if args.only != "fleet":
+    if args.only in (None, "console"):
         result.update(asyncio.run(bench(args)))
-    if args.only != "console":
+    if args.only in (None, "fleet"):
         result.update(asyncio.run(bench_attach_and_fleet(args)))
+    if args.only in (None, "processes"):
+        result.update(bench_processes(args))
+    print_goals(result)
     print(json.dumps(result))
 
 

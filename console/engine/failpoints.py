@@ -29,3 +29,8 @@ def hit(name: str, tear: Tear | None = None) -> None:
 def install(hook: Hook | None) -> None:
     global _hook
     _hook = hook
+
+
+def installed() -> bool:
+    """Whether a hook counts the points (then writes that could move to a thread stay on the caller's)."""
+    return _hook is not None

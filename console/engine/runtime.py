@@ -35,7 +35,17 @@ from console.engine.messages import Message
 from console.engine.phases import PhaseTransitionManager
 from console.engine.plan import Plan, PlanError, parse_plan, validate_plan
 from console.engine.sandbox import Sandbox, SandboxError
-from console.engine.state import COMPONENTS, JobOutcome, StateSnapshot, write_projection
+from console.engine.state import (
+    COMPONENTS,
+    GUARDRAIL_PARTS,
+    PROJECTION_FILES,
+    GuardrailParts,
+    JobOutcome,
+    ProjectionWriter,
+    StateSnapshot,
+    projection_bytes,
+    write_projection,
+)
 from console.engine.store import JobStore
 from console.engine.text import safe_text
 from console.engine.todos import TodoManager
@@ -80,12 +90,20 @@ class Runtime:
     # The job's guardrails (job.toml's [guardrails]), and the enforcer that applies them to this run.
     guardrails: Guardrails = field(default_factory=default_guardrails)
     guards: Enforcer = field(init=False)
+    # The state files and experiences.md are written on a thread of its own between durable commits.
+    projections: ProjectionWriter = field(default_factory=ProjectionWriter)
     _dirty: set[str] = field(default_factory=set)
     _effects: list[Effect] = field(default_factory=list)
     _ready: bool = False
     _stale: set[str] = field(default_factory=set)
     _projected_at: float = 0.0
     _experiences_written: str | None = None  # experiences.md as this process last wrote it
+    # Each part of the guardrails' state as the journal last recorded it (its JSON), and as the step being
+    # committed records it: a step records the parts that changed (state.GuardrailParts).
+    _guards_recorded: dict[str, bytes] = field(default_factory=dict)
+    _guards_recording: dict[str, bytes] = field(default_factory=dict)
+    # main_plan.md as last parsed for the guardrails, which only read it: (its text, the plan or its problem).
+    _plan_parsed: tuple[str, Plan | PlanError] | None = None
 
     def __post_init__(self) -> None:
         self.paths.state.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -102,7 +120,7 @@ class Runtime:
         self.guards = Enforcer(self.guardrails, events=self.events, clock=self.clock,
                                world=SandboxWorld(self.sandbox), changed=lambda: self.changed("guardrails"),
                                record_intent=self._record_intent, redo=lambda key: self.redo.pop(key, None),
-                               todos=lambda: self.todos.state, load_plan=self.load_plan)
+                               todos=lambda: self.todos.state, load_plan=self._plan_to_read)
         self.guards.on_stuck = self.on_stuck
         self._ready = True
         if self.journal is None:
@@ -130,11 +148,12 @@ class Runtime:
         self._effects.append(Effect(path=path, content=content))
 
     def snapshot(self, components: tuple[str, ...] | set[str] = COMPONENTS) -> StateSnapshot:
-        values = {"todos": self.todos.state, "memory": self.memory.state, "workspace": self.workspace.record,
-                  "outcome": self.outcome, "guardrails": self.guardrails.snapshot() if "guardrails" in components
-                  else None, "experiences": self.experiences.state}
-        # model_validate, not **: the same validation, and mypy checks no field by name in a dict built at run time.
-        return StateSnapshot.model_validate({c: values[c] for c in components})
+        values: dict[str, Any] = {
+            "todos": self.todos.state, "memory": self.memory.state, "workspace": self.workspace.record,
+            "outcome": self.outcome, "guardrails": self.guardrails.snapshot() if "guardrails" in components else None,
+            "experiences": self.experiences.state}
+        # The managers' own models, for immediate serialisation: nothing to validate again.
+        return StateSnapshot.model_construct(**{c: values[c] for c in components})
 
     # -- committing a step -----------------------------------------------------------------------
     def commit(self, cp: Checkpoint, conversation: Conversation, *, system: str | None = None,
@@ -144,30 +163,84 @@ class Runtime:
         effects, self._effects = self._effects, []
         lines = self.events.take_held()
         if self.journal is not None:
-            self.journal.commit(cp, conversation, state=self.snapshot(dirty) if dirty else None, events=lines,
+            self.journal.commit(cp, conversation, state=self._step_state(dirty) if dirty else None, events=lines,
                                 effects=effects, full_state=self.snapshot, system=system, durable=durable)
+            self._guards_recorded.update(self._guards_recording)  # a rewrite recorded them all: the same values
+            self._guards_recording = {}
         self.events.write_lines(lines)
         self.apply_effects(effects)
+        self._report_projection_errors()
         if "experiences" in dirty:
-            self.write_experiences()  # at once, not with the lagging projections: the agent may read it next
+            # Now, not with the lagging projections (the agent may read it next: settle() before a tool runs).
+            self.write_experiences(background=not durable)
         self._stale |= dirty
-        if self._stale and (durable or self.clock.monotonic() - self._projected_at >= PROJECTION_INTERVAL):
+        if durable and self._stale:
             self.refresh_projections()
+        elif (self._stale and cp.stage == "boundary"
+              and self.clock.monotonic() - self._projected_at >= PROJECTION_INTERVAL):
+            # At a turn's end: written while the model is asked for the next one.
+            self.refresh_projections(background=True)
 
-    def refresh_projections(self) -> None:
-        """Bring the state files up to the journal (they lag it by at most PROJECTION_INTERVAL)."""
+    def _step_state(self, dirty: set[str]) -> StateSnapshot:
+        """What a step records of the state: the components it changed, of the guardrails only the parts that
+        differ from what the journal holds."""
+        snap = self.snapshot(dirty - {"guardrails"})
+        self._guards_recording = {}  # a step that failed to commit recorded nothing
+        if "guardrails" in dirty:
+            g = self.guardrails.snapshot()
+            changed: dict[str, Any] = {}
+            for name in GUARDRAIL_PARTS:
+                value = getattr(g, name)
+                dumped = GuardrailParts.model_construct(**{name: value}).model_dump_json(include={name})
+                if self._guards_recorded.get(name) != dumped.encode():
+                    changed[name] = value
+                    self._guards_recording[name] = dumped.encode()
+            if changed:
+                snap.guardrails_parts = GuardrailParts.model_construct(**changed)
+        return snap
+
+    def refresh_projections(self, *, background: bool = False) -> None:
+        """Bring the state files up to the journal (they lag it by at most PROJECTION_INTERVAL); ``background``:
+        serialised now, written by the projection thread. Without it, what the thread still has to write is
+        written first (at a run's end nothing is left to a thread the process's exit would stop)."""
+        if not background:
+            self.projections.flush()
+            self._report_projection_errors()
         for comp in sorted(self._stale):
-            self.project(comp)
+            if not background:
+                self.project(comp)
+                continue
+            if comp == "experiences":
+                self.write_experiences(background=True)
+            value = getattr(self.snapshot((comp,)), comp)
+            if value is not None:
+                self.projections.submit(self.paths.state / PROJECTION_FILES[comp], projection_bytes(comp, value),
+                                        self.paths.state / "tmp")
         self._stale.clear()
         self._projected_at = self.clock.monotonic()
 
+    def settle(self) -> None:
+        """Wait until experiences.md, if written in the background, is written (before a tool may read it; the
+        state files in .console/ are not the agent's to read)."""
+        self.projections.flush(self.paths.root / EXPERIENCES_FILE)
+        self._report_projection_errors()
+
+    def _report_projection_errors(self) -> None:
+        for path, why in self.projections.take_errors():
+            if path.name == EXPERIENCES_FILE:
+                self._experiences_written = None  # written again at the next change
+            where = path.name if path.name == EXPERIENCES_FILE else f".console/{path.name}"
+            self.events.emit(ev.ErrorEvent, message=f"cannot write {where}: {why}", where="state", recoverable=True)
+
     def rollback(self) -> None:
         """A step failed before its commit: forget what it would have recorded."""
+        self._guards_recording = {}
         self._dirty.clear()
         self._effects.clear()
         self.events.discard_held()
 
     def project(self, component: str) -> None:
+        self.projections.flush()  # an older content still queued must not land after this one
         if component == "experiences":
             self.write_experiences()
         try:
@@ -176,7 +249,7 @@ class Runtime:
             self.events.emit(ev.ErrorEvent, message=f"cannot write .console/{component}.json: {exc.strerror}",
                              where="state", recoverable=True)
 
-    def write_experiences(self) -> None:
+    def write_experiences(self, *, background: bool = False) -> None:
         """JOB/experiences.md from the record (console.engine.experiences): atomically, its temp file in
         .console/tmp; only when it has something to say and differs from what this process last wrote (so the
         first write of a process, e.g. at a resume, also puts right a file deleted or changed meanwhile)."""
@@ -186,6 +259,12 @@ class Runtime:
         text = self.experiences.render_file()
         if text == self._experiences_written:
             return
+        if background:
+            self.projections.submit(self.paths.root / EXPERIENCES_FILE, text.encode("utf-8", "replace"),
+                                    self.paths.state / "tmp")
+            self._experiences_written = text
+            return
+        self.projections.flush()
         try:
             atomic_write_text(self.paths.root / EXPERIENCES_FILE, text, durable=False, tmp_dir=self.paths.state / "tmp")
         except OSError as exc:
@@ -246,6 +325,23 @@ class Runtime:
                 "main_plan.md does not exist yet. Write it with write_file: a '# Execution Plan' title, "
                 "an '## Overview', then one '## Phase N: Name' section per phase with '- [ ] step' lines.")
         return validate_plan(parse_plan(text), "main_plan.md")
+
+    def _plan_to_read(self) -> Plan:
+        """load_plan for readers that do not change the plan (the guardrails' record of what is left, every turn):
+        parsed again only when the file's text changed (a parse is ~0.4 ms at 40 steps)."""
+        text = self.read_job_text("main_plan.md")
+        if text is None:
+            return self.load_plan()  # its PlanError says what to do
+        if self._plan_parsed is None or self._plan_parsed[0] != text:
+            try:
+                parsed: Plan | PlanError = validate_plan(parse_plan(text), "main_plan.md")
+            except PlanError as exc:
+                parsed = exc
+            self._plan_parsed = (text, parsed)
+        plan = self._plan_parsed[1]
+        if isinstance(plan, PlanError):
+            raise plan
+        return plan
 
     # -- hooks used by tools and the phase manager ---------------------------------
     def inject_notice(self, text: str, kind: str) -> None:

@@ -19,16 +19,18 @@ import contextlib
 import errno
 import os
 import stat
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from console.engine.atomic import PRIVATE_DIR, atomic_write_text
+from console.engine import failpoints
+from console.engine.atomic import PRIVATE_DIR, atomic_write_bytes, atomic_write_text
 from console.engine.experiences import ExperienceState
-from console.engine.guardrails import GuardrailState
+from console.engine.guardrails import BudgetState, EscalationState, FeedbackState, GuardrailState, PolicyState
 from console.engine.job import JobPaths
 from console.engine.memory import MemoryState
 from console.engine.todos import TodoState
@@ -50,8 +52,29 @@ class JobOutcome(BaseModel):
     gave_up: bool = False
 
 
+class GuardrailParts(BaseModel):
+    """The parts of the guardrails' state a step changed (None: unchanged). A turn changes the feedback's record of
+    the calls in its tool steps and the budget in its last: recording only those keeps ~4 KB a turn out of the
+    journal (its rewrites, which cost milliseconds, come that much less often)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    policies: dict[str, PolicyState] | None = None
+    feedback: FeedbackState | None = None
+    budget: BudgetState | None = None
+    completion_blocks: int | None = Field(default=None, ge=0, le=10**6)
+    escalation: EscalationState | None = None
+
+    def changed(self) -> dict[str, Any]:
+        return {name: value for name in GUARDRAIL_PARTS if (value := getattr(self, name)) is not None}
+
+
+GUARDRAIL_PARTS = ("policies", "feedback", "budget", "completion_blocks", "escalation")
+
+
 class StateSnapshot(BaseModel):
-    """Components of the harness state; a component left None is unchanged (or absent)."""
+    """Components of the harness state; a component left None is unchanged (or absent). ``guardrails_parts``: the
+    parts of the guardrails' state a step changed, laid over the state before it."""
 
     todos: TodoState | None = None
     memory: MemoryState | None = None
@@ -59,10 +82,14 @@ class StateSnapshot(BaseModel):
     outcome: JobOutcome | None = None
     guardrails: GuardrailState | None = None
     experiences: ExperienceState | None = None
+    guardrails_parts: GuardrailParts | None = None
 
     def overlay(self, newer: StateSnapshot) -> StateSnapshot:
-        return StateSnapshot(**{k: getattr(newer, k) if getattr(newer, k) is not None else getattr(self, k)
-                                for k in COMPONENTS})
+        merged = {k: getattr(newer, k) if getattr(newer, k) is not None else getattr(self, k) for k in COMPONENTS}
+        if newer.guardrails_parts is not None:
+            base = merged["guardrails"] if merged["guardrails"] is not None else GuardrailState()
+            merged["guardrails"] = base.model_copy(update=newer.guardrails_parts.changed())
+        return StateSnapshot(**merged)
 
 
 COMPONENTS = ("todos", "memory", "workspace", "outcome", "guardrails", "experiences")
@@ -197,3 +224,78 @@ def write_projection(paths: JobPaths, component: str, value: BaseModel | None) -
         return
     atomic_write_text(paths.state / PROJECTION_FILES[component], value.model_dump_json(indent=1), durable=False,
                       tmp_dir=paths.state / "tmp")
+
+
+def projection_bytes(component: str, value: BaseModel) -> bytes:
+    return value.model_dump_json(indent=1).encode("utf-8", "replace")
+
+
+class ProjectionWriter:
+    """Writes files that mirror the journal on a thread of its own, off the run's loop.
+
+    A file replace costs a millisecond or more on ext4 (the rename makes it allocate the new file's blocks),
+    several of them at every turn of a run whose turns last seconds. These files lag the journal anyway (it is
+    what a resume trusts; a kill may leave them one step behind, as it always could): the newest content of a
+    file wins (an older one still queued is dropped), and :meth:`flush` waits until everything submitted is
+    written. While the kill-point tests count the engine's write points, it writes at once, so a run's points
+    come in the same order every time.
+    """
+
+    IDLE_SECONDS = 1.0  # the thread ends after this long with nothing to write (a new submit starts another)
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._queue: dict[Path, tuple[bytes, Path]] = {}
+        self._busy: Path | None = None  # the file being written
+        self._thread: threading.Thread | None = None
+        self._errors: list[tuple[Path, str]] = []
+
+    def submit(self, path: Path, data: bytes, tmp_dir: Path) -> None:
+        if failpoints.installed():
+            self._write(path, data, tmp_dir)
+            return
+        with self._cond:
+            self._queue.pop(path, None)  # re-queued at the end: files are written in the order last submitted
+            self._queue[path] = (data, tmp_dir)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="state-files", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def flush(self, path: Path | None = None) -> None:
+        """Wait until every file submitted so far (or just ``path``) is written (or failed: see
+        :meth:`take_errors`)."""
+        with self._cond:
+            while (self._queue or self._busy) if path is None else (path in self._queue or self._busy == path):
+                self._cond.wait()
+
+    def take_errors(self) -> list[tuple[Path, str]]:
+        """The writes that failed since the last call: (file, why)."""
+        with self._cond:
+            out, self._errors = self._errors, []
+        return out
+
+    def _write(self, path: Path, data: bytes, tmp_dir: Path) -> None:
+        try:
+            atomic_write_bytes(path, data, durable=False, tmp_dir=tmp_dir)
+        except Exception as exc:  # reported by the loop (take_errors); the thread must go on for flush()
+            with self._cond:
+                self._errors.append((path, getattr(exc, "strerror", None) or str(exc) or type(exc).__name__))
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if not self._queue:
+                    self._cond.wait(self.IDLE_SECONDS)
+                    if not self._queue:
+                        self._thread = None
+                        return
+                path = next(iter(self._queue))
+                data, tmp_dir = self._queue.pop(path)
+                self._busy = path
+            try:
+                self._write(path, data, tmp_dir)
+            finally:
+                with self._cond:
+                    self._busy = None
+                    self._cond.notify_all()

@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime
 
 from console.engine import journal as jr
+from console.engine.enforcement import Ask
 from console.engine.journal import Checkpoint, Conversation, Effect, Journal, load_checkpoint
 from console.engine.memory import MemoryState
 from console.engine.messages import Message, ToolCall
@@ -143,3 +144,109 @@ def test_rewritten_when_it_outgrows_the_conversation(make_job, monkeypatch) -> N
 def test_no_journal_means_a_new_job(make_job) -> None:
     loaded = Journal(make_job()).load(NOW)
     assert loaded.cp is None and loaded.problem is None and loaded.conversation == []
+
+
+def test_a_rewrite_reuses_what_the_ops_wrote_and_reads_back_the_same(make_job, monkeypatch) -> None:
+    """A rewrite joins each message's bytes as its op wrote them (appends, a replacement, a reset): the file is
+    what serialising the conversation afresh gives, and reads back as the conversation."""
+    monkeypatch.setattr(jr, "REWRITE_MIN", 0)
+    monkeypatch.setattr(jr, "REWRITE_FACTOR", 1)  # every commit past the first rewrites
+    paths = make_job()
+    j = Journal(paths)
+    call = ToolCall(id="c1", name="write_file", arguments=json.dumps({"path": "a", "content": "x" * 70_000}))
+    conv = Conversation([Message.user("kick \ud83d half an emoji", kind="kickoff")])
+    commit(j, conv, 1)
+    conv.append(Message.assistant("writing", [call]))
+    conv.append(Message.tool(call, "y" * 70_000))  # past INLINE_LIMIT: a blob
+    commit(j, conv, 2)
+    conv[2] = Message.tool(call, "[masked]", masked=True)
+    commit(j, conv, 3)  # appended: the journal had not grown since the last rewrite
+    commit(j, conv, 4)  # rewritten
+    assert j.rewrites == 3
+    fresh = Journal(paths)
+    fresh._reset_image(list(conv))
+    assert j._image_json == fresh._image_json
+    assert Journal(paths).load(NOW).conversation == [m.model_copy(update={"content": m.content.replace(
+        "\ud83d", "?")}) for m in conv]
+    # The blob of the masked result is no longer referred to: the rewrite collected it; the call's stays.
+    assert len(list(j.blobs.folder.iterdir())) == 1
+    conv[:] = [Message.user("summary", kind="summary")]
+    conv.append(Message.user("after"))
+    commit(j, conv, 5)
+    assert [m.content for m in Journal(paths).load(NOW).conversation] == ["summary", "after"]
+
+
+def test_a_rewrite_of_a_conversation_the_ops_did_not_bring_serialises_it_afresh(make_job, monkeypatch) -> None:
+    paths = make_job()
+    j = Journal(paths)
+    commit(j, Conversation([Message.user("a")]), 1)
+    other = Conversation([Message.user("b"), Message.user("c")], journaled=True)  # e.g. read back at a resume
+    j._rewrite(Checkpoint(session=1, turn=2), other, StateSnapshot(), [], [], "SYSTEM", False)
+    assert [m.content for m in Journal(paths).load(NOW).conversation] == ["b", "c"]
+
+
+def test_a_step_records_the_guardrail_parts_it_changed_and_a_replay_rebuilds_the_whole(make_job) -> None:
+    from console.engine import events as ev
+    from console.engine.clock import FakeClock
+    from console.engine.runtime import Runtime
+
+    paths = make_job()
+    clock = FakeClock()
+    rt = Runtime(paths, clock, ev.EventStream(paths.events, clock), journal=Journal(paths))
+    rt.guards.start()
+    conv = Conversation([Message.user("a")])
+    recorded: list[str] = []
+    real = rt.journal._write
+
+    def write(text: str | bytes, what: str, durable: bool = False) -> None:
+        recorded.append(text.decode() if isinstance(text, bytes) else text)
+        real(text, what, durable)
+
+    rt.journal._write = write  # type: ignore[method-assign]
+    rt.commit(Checkpoint(session=1, turn=0), conv)  # the first commit: the journal is written whole
+    for turn in range(1, 4):
+        rt.guards.count_tokens(1000, None)  # the budget moves: only its part is recorded
+        rt.commit(Checkpoint(session=1, turn=turn), conv)
+        commit_line = json.loads(recorded[-1].splitlines()[-1])
+        assert set(commit_line["state"]["guardrails_parts"]) == {"budget"}
+        assert commit_line["state"]["guardrails_parts"]["budget"]["tokens_used"] == 1000 * turn
+    rt.guards.record_ask(jr_ask())  # the escalation moves: only its part
+    rt.commit(Checkpoint(session=1, turn=4), conv)
+    assert set(json.loads(recorded[-1].splitlines()[-1])["state"]["guardrails_parts"]) == {"escalation"}
+    loaded = Journal(paths).load(NOW)
+    assert loaded.state.guardrails == rt.guardrails.snapshot()
+    assert loaded.state.guardrails.budget.tokens_used == 3000 and loaded.state.guardrails.escalation.pending
+
+
+def test_a_step_that_failed_to_commit_leaves_its_guardrail_parts_to_the_next(make_job, monkeypatch) -> None:
+    from console.engine import events as ev
+    from console.engine.clock import FakeClock
+    from console.engine.runtime import Runtime
+
+    paths = make_job()
+    clock = FakeClock()
+    rt = Runtime(paths, clock, ev.EventStream(paths.events, clock), journal=Journal(paths))
+    conv = Conversation([Message.user("a")])
+    rt.commit(Checkpoint(session=1, turn=0), conv)
+    rt.guards.count_tokens(500, None)
+    real = rt.journal._write
+
+    def full(*a: object, **k: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    rt.journal._write = full  # type: ignore[method-assign]
+    try:
+        rt.commit(Checkpoint(session=1, turn=1), conv)
+    except OSError:
+        rt.rollback()
+    rt.journal._write = real  # type: ignore[method-assign]
+    rt.changed("memory")  # a later step that does not itself change the guardrails
+    rt.commit(Checkpoint(session=1, turn=2), conv)
+    # The budget of the failed step was never recorded: a later step that records the guardrails carries it.
+    rt.guards.count_tokens(1, None)
+    rt.commit(Checkpoint(session=1, turn=3), conv)
+    assert Journal(paths).load(NOW).state.guardrails.budget.tokens_used == 501
+
+
+def jr_ask() -> Ask:
+    return Ask("stuck", "the agent looks stuck", ["evidence"])

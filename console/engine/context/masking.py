@@ -42,14 +42,10 @@ def call_for(conversation: list[Message], tool_msg: Message) -> tuple[str, dict[
     return tool_msg.name or "tool", {}
 
 
-<<<<<<< HEAD
 def placeholder(name: str, args: dict[str, Any], tokens: int) -> str:
-=======
-def placeholder(name: str, args: dict, tokens: int) -> str:
     """What stands for a masked result: the call that made it, its size, and how to get it back.
 
     Short on purpose: a placeholder stays in every later prompt of the session (peers use 3-10 tokens)."""
->>>>>>> ctx
     shown = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)[:80]}" for k, v in args.items()
                       if k not in ("content", "new_text", "old_text"))
     how = "call it again to see it" if name in REREADABLE else "the files it changed hold its effect"
