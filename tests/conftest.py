@@ -20,9 +20,33 @@ from console.providers.scripted import ScriptedProvider, ScriptedTurn
 
 # The fixtures of the job-declared commands' tests (bubblewrap, a runtime), shared by unit and integration tests.
 from tests.commands_support import bwrap, conf, make_rt, rt  # noqa: F401
+from tests.sweeps import FULL_ENV, FULL_OPTION, REPORTS, Sweep, full_requested, seed
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_jobs"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(FULL_OPTION, action="store_true", dest="full_sweeps",
+                     help=f"run every crash point of the kill-point sweeps, not a fixed-seed sample (or {FULL_ENV}=1)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[REPORTS] = []
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    if config.stash.get(REPORTS, []):
+        terminalreporter.section("crash-point sweeps")
+        for line in config.stash[REPORTS]:
+            terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def sweep(request: pytest.FixtureRequest) -> Sweep:
+    """Every crash point of a sweep with --full-sweeps, else a fixed-seed sample (tests/sweeps.py)."""
+    return Sweep(full=full_requested(request.config), seed=seed(), test=request.node.nodeid,
+                 reports=request.config.stash[REPORTS])
 
 
 @pytest.fixture(autouse=True)
