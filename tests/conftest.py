@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import signal
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -60,6 +62,19 @@ def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
                 "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(var, raising=False)
     return home
+
+
+@pytest.fixture
+def fast_path(tmp_path: Path) -> Iterator[Path]:
+    """A scratch folder on tmpfs (/dev/shm) when there is one, else ``tmp_path``: for tests that sync many small
+    writes, which cost milliseconds each on a busy disk and nothing in memory."""
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and os.access(shm, os.W_OK)):
+        yield tmp_path
+        return
+    folder = Path(tempfile.mkdtemp(prefix="agent-console-tests-", dir=shm))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
