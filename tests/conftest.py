@@ -92,14 +92,34 @@ def make_job(tmp_path: Path) -> Callable[..., JobPaths]:
 def fixed_make_job(request: pytest.FixtureRequest) -> Iterator[Callable[..., JobPaths]]:
     """``make_job`` under a folder whose path does not change from one test session to the next: what is
     derived from a run's path (its id, shown on the status line) is then the same in every snapshot."""
+    import fcntl
     import re
+    import time
 
     # /tmp, not gettempdir(): a TMPDIR set differently on another machine would change the ids and paths shown.
-    base = Path("/tmp") / "agent-console-snapshots" / re.sub(r"\W+", "_", request.node.name)
-    shutil.rmtree(base, ignore_errors=True)
-    base.mkdir(parents=True)
-    yield job_factory(base)
-    shutil.rmtree(base, ignore_errors=True)
+    top = Path("/tmp") / "agent-console-snapshots"
+    top.mkdir(parents=True, exist_ok=True)
+    name = re.sub(r"\W+", "_", request.node.name)
+    base = top / name
+    # The folder is the same for every session on the machine (another checkout's, a CI job's): one test of that
+    # name at a time, or one session deletes the job another is running (seen: a console test hung on it).
+    with open(top / f"{name}.lock", "a") as lock:
+        deadline = time.monotonic() + 600
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"another test session has held {base} for 600 s")
+                time.sleep(0.1)
+        shutil.rmtree(base, ignore_errors=True)
+        base.mkdir(parents=True)
+        try:
+            yield job_factory(base)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def job_factory(base: Path) -> Callable[..., JobPaths]:
