@@ -84,12 +84,12 @@ def py(code: str, *args: str) -> list[str]:
 
 
 def alive(marker: str) -> list[int]:
-    """Live (non-zombie) processes whose command line contains ``marker``."""
+    """Live (non-zombie) processes whose command line (its arguments joined by spaces) contains ``marker``."""
     found = []
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
-                if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" "):
                     found.append(int(pid))
             except OSError:
                 continue

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import signal
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,9 +22,33 @@ from console.providers.scripted import ScriptedProvider, ScriptedTurn
 
 # The fixtures of the job-declared commands' tests (bubblewrap, a runtime), shared by unit and integration tests.
 from tests.commands_support import bwrap, conf, make_rt, rt  # noqa: F401
+from tests.sweeps import FULL_ENV, FULL_OPTION, REPORTS, Sweep, full_requested, seed
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_jobs"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(FULL_OPTION, action="store_true", dest="full_sweeps",
+                     help=f"run every crash point of the kill-point sweeps, not a fixed-seed sample (or {FULL_ENV}=1)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[REPORTS] = []
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    if config.stash.get(REPORTS, []):
+        terminalreporter.section("crash-point sweeps")
+        for line in config.stash[REPORTS]:
+            terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def sweep(request: pytest.FixtureRequest) -> Sweep:
+    """Every crash point of a sweep with --full-sweeps, else a fixed-seed sample (tests/sweeps.py)."""
+    return Sweep(full=full_requested(request.config), seed=seed(), test=request.node.nodeid,
+                 reports=request.config.stash[REPORTS])
 
 
 @pytest.fixture(autouse=True)
@@ -36,6 +62,19 @@ def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
                 "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(var, raising=False)
     return home
+
+
+@pytest.fixture
+def fast_path(tmp_path: Path) -> Iterator[Path]:
+    """A scratch folder on tmpfs (/dev/shm) when there is one, else ``tmp_path``: for tests that sync many small
+    writes, which cost milliseconds each on a busy disk and nothing in memory."""
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and os.access(shm, os.W_OK)):
+        yield tmp_path
+        return
+    folder = Path(tempfile.mkdtemp(prefix="agent-console-tests-", dir=shm))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
@@ -53,14 +92,34 @@ def make_job(tmp_path: Path) -> Callable[..., JobPaths]:
 def fixed_make_job(request: pytest.FixtureRequest) -> Iterator[Callable[..., JobPaths]]:
     """``make_job`` under a folder whose path does not change from one test session to the next: what is
     derived from a run's path (its id, shown on the status line) is then the same in every snapshot."""
+    import fcntl
     import re
+    import time
 
     # /tmp, not gettempdir(): a TMPDIR set differently on another machine would change the ids and paths shown.
-    base = Path("/tmp") / "agent-console-snapshots" / re.sub(r"\W+", "_", request.node.name)
-    shutil.rmtree(base, ignore_errors=True)
-    base.mkdir(parents=True)
-    yield job_factory(base)
-    shutil.rmtree(base, ignore_errors=True)
+    top = Path("/tmp") / "agent-console-snapshots"
+    top.mkdir(parents=True, exist_ok=True)
+    name = re.sub(r"\W+", "_", request.node.name)
+    base = top / name
+    # The folder is the same for every session on the machine (another checkout's, a CI job's): one test of that
+    # name at a time, or one session deletes the job another is running (seen: a console test hung on it).
+    with open(top / f"{name}.lock", "a") as lock:
+        deadline = time.monotonic() + 600
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"another test session has held {base} for 600 s")
+                time.sleep(0.1)
+        shutil.rmtree(base, ignore_errors=True)
+        base.mkdir(parents=True)
+        try:
+            yield job_factory(base)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def job_factory(base: Path) -> Callable[..., JobPaths]:

@@ -13,6 +13,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -238,20 +239,32 @@ def test_a_second_stop_cuts_a_running_command(make_job, tmp_path, capsys) -> Non
     timeout). Now the first stop lets the turn's calls finish, the second ends this one at once."""
     import threading
 
-    from console.engine.control import write_inbox
+    from console.engine.control import pending_commands, write_inbox
 
-    program = 'trap "" TERM; echo started; sleep 100\n'
+    # A sleep of its own (no other process on the machine has this command line), found among the processes:
+    # its output is not in the log until it ends.
+    nap = f"sleep 100.{uuid.uuid4().int % 10**6:06d}"
+    program = f'trap "" TERM; echo started; {nap}\n'
     paths = hostile_job(make_job, program, timeout=120)
     sent: list[float] = []
 
+    def applied() -> list[str]:
+        return [e.detail for e in events_of(paths, ev.OperatorCommand) if e.status == "applied"]
+
+    def wait(condition: Callable[[], object]) -> None:
+        deadline = time.monotonic() + 60  # a ceiling, not a pace: each wait ends when its condition holds
+        while time.monotonic() < deadline and not condition():
+            time.sleep(0.02)
+
     def operator() -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and "started" not in _partial(paths):
-            time.sleep(0.1)
-        for _ in range(2):
-            write_inbox(paths, "stop", source="cli")
-            sent.append(time.monotonic())
-            time.sleep(1.0)
+        wait(lambda: alive(nap))
+        write_inbox(paths, "stop", source="cli")
+        sent.append(time.monotonic())
+        # The run has read the first stop (it takes a command off the inbox as it applies it; its events are
+        # logged with the step) before the second is sent.
+        wait(lambda: pending_commands(paths.inbox) == 0)
+        write_inbox(paths, "stop", source="cli")
+        sent.append(time.monotonic())
 
     thread = threading.Thread(target=operator, daemon=True)
     thread.start()
@@ -259,14 +272,10 @@ def test_a_second_stop_cuts_a_running_command(make_job, tmp_path, capsys) -> Non
     ended = time.monotonic()
     thread.join(5)
     assert code == 3 and len(sent) == 2
-    assert ended - sent[1] < 5, ended - sent[1]
+    assert ended - sent[1] < 60, ended - sent[1]  # cut, not the command's own end (100 s)
+    assert not alive(nap)
     [result] = results(paths)
     assert result.content.startswith("stopped by the operator (killed)\nstarted")
-    applied = [e.detail for e in events_of(paths, ev.OperatorCommand) if e.status == "applied"]
-    assert applied == ["stopping after the current turn (send stop again to stop now)", "stopping now"]
+    assert applied() == ["stopping after the current turn (send stop again to stop now)", "stopping now"]
 
 
-def _partial(paths: JobPaths) -> str:
-    """What the running command has printed so far: its process's output is not in the log until it ends, so the
-    test looks for the command itself (its `sleep 100`) among the processes."""
-    return "started" if alive("sleep 100") else ""

@@ -7,6 +7,8 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from console.engine import events as ev
 from console.engine.clock import FakeClock
 from console.engine.experiences import PROMPT_TITLE
@@ -18,6 +20,7 @@ from console.providers.scripted import ScriptedProvider, ScriptedTurn
 from console.providers.scripted import ScriptedTurn as T
 from tests.conftest import run_settings
 from tests.integration.test_kill_points import enumerate_kills, work  # noqa: F401 (the fixture)
+from tests.sweeps import Sweep
 
 PLAN = ("# Plan\n\n## Phase 1: Collect\n" + "".join(f"- [ ] c{i}\n" for i in range(5))
         + "\n## Phase 2: Write\n" + "".join(f"- [ ] w{i}\n" for i in range(5)))
@@ -107,13 +110,15 @@ def test_a_resumed_run_keeps_them_and_puts_a_tampered_file_right(tmp_path: Path)
     assert "nothing to see" not in text and text.count(ISSUE) == 1 and text.count(LESSON) == 1
 
 
-def test_every_kill_point_of_a_run_with_experiences_resumes_to_the_same_end(work: Path) -> None:  # noqa: F811
+@pytest.mark.sweep
+def test_every_kill_point_of_a_run_with_experiences_resumes_to_the_same_end(
+        work: Path, sweep: Sweep) -> None:  # noqa: F811
     """A kill anywhere (between a record and its commit, mid-write of experiences.md, after the commit and
     before the file) neither loses nor doubles an entry: the file, the events and the state end as without it."""
     base = work / "experiences"
     base.mkdir()
     (base / "instructions.md").write_text("# Collect\n\nCollect c0..c5, then write out.md.\n")
-    failures = enumerate_kills(base, script(), work)
+    failures = enumerate_kills(base, script(), work, sweep)
     assert not failures, "\n".join(failures)
     baseline = work / "baseline"
     assert (baseline / "experiences.md").read_text().count(ISSUE) == 1

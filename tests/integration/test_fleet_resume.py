@@ -38,7 +38,7 @@ def test_r_in_the_fleet_resumes_a_stopped_run_with_its_recorded_settings(tmp_pat
 
         async def body(pilot) -> None:
             await wait_for(pilot, lambda: app.fleet_view is not None and any(
-                r.path == job and r.state == STOPPED for r in app.fleet_view.rows), what="the stopped run")
+                r.path == job and r.state == STOPPED for r in app.fleet_view.shown), what="the stopped run")
             view = app.fleet_view
             view.table.move_cursor(row=next(n for n, r in enumerate(view.shown) if r.path == job))
             await pilot.pause(0.1)

@@ -14,6 +14,10 @@ does). The resumed run's end state must equal the uninterrupted run's:
   run may repeat what only reports: a turn starting, a session resuming);
 - no temp file anywhere in the job folder, none left in .console/tmp, and a
   journal that reads back cleanly.
+
+By default each sweep runs a fixed-seed sample of its points that keeps the
+first, the last and one of each kind of write, clean and torn (tests/sweeps.py);
+``--full-sweeps`` (or AGENT_CONSOLE_FULL_SWEEPS=1) runs them all, as .ci/run does.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from console.providers.scripted import ScriptedCall as C
 from console.providers.scripted import ScriptedProvider, ScriptedTurn
 from console.providers.scripted import ScriptedTurn as T
 from tests.conftest import SAMPLES, run_settings
+from tests.sweeps import Sweep, points
 
 KILLED = 137
 CALL_ID = re.compile(r"call_[0-9a-f]{12}")
@@ -177,23 +182,28 @@ def scenario(base: Path, script: list[ScriptedTurn] | None, work: Path, n: int, 
     return {"where": where, "code": code, "fp": fingerprint(root)}
 
 
-def count_points(base: Path, script: list[ScriptedTurn] | None, work: Path) -> tuple[list[bool], dict[str, Any]]:
-    """Run once, uninterrupted: the failpoints (and which can tear), and the end state to compare with."""
+def count_points(base: Path, script: list[ScriptedTurn] | None,
+                 work: Path) -> tuple[list[tuple[str, bool]], dict[str, Any]]:
+    """Run once, uninterrupted: the failpoints (name, and whether it can tear), and the end state to compare
+    with."""
     root = work / "baseline"
     shutil.copytree(base, root)
-    tears: list[bool] = []
-    failpoints.install(lambda name, tear_fn: tears.append(tear_fn is not None))
+    seen: list[tuple[str, bool]] = []
+    failpoints.install(lambda name, tear_fn: seen.append((name, tear_fn is not None)))
     try:
         run(root, script)
     finally:
         failpoints.install(None)
-    return tears, fingerprint(root)
+    return seen, fingerprint(root)
 
 
-def enumerate_kills(base: Path, script: list[ScriptedTurn] | None, work: Path) -> list[str]:
-    tears, expected = count_points(base, script, work)
+def enumerate_kills(base: Path, script: list[ScriptedTurn] | None, work: Path, sweep: Sweep) -> list[str]:
+    names, expected = count_points(base, script, work)
     assert expected["outcome"]["summary"], "the uninterrupted run must complete"
-    cases = [(n, False) for n in range(1, len(tears) + 1)] + [(n, True) for n, t in enumerate(tears, 1) if t]
+    every = points(names)
+    chosen = sweep.select(every)
+    assert chosen[0] == every[0] and every[len(names) - 1] in chosen  # the ends are always in
+    cases = [(p.n, p.tear) for p in chosen]
     failures: list[str] = []
     running: dict[int, tuple[int, bool, Path]] = {}
     pending = list(cases)
@@ -218,8 +228,9 @@ def enumerate_kills(base: Path, script: list[ScriptedTurn] | None, work: Path) -
         if diff:
             detail = "; ".join(f"{k}: {_diff(expected[k], result['fp'][k])}" for k in diff)
             failures.append(f"{label} at {result['where']}: {detail}")
-    print(f"{len(cases)} kill points ({sum(tears)} also torn mid-write), {len(failures)} failures")
-    return failures
+    print(f"{len(cases)} kill points run of {len(every)} ({sum(t for _, t in names)} of {len(names)} can tear), "
+          f"{len(failures)} failures")
+    return [f"[{sweep.describe()}] {f}" for f in failures]
 
 
 def _diff(a: Any, b: Any) -> str:
@@ -252,15 +263,17 @@ def work(tmp_path: Path) -> Iterator[Path]:
         yield tmp_path
 
 
-def test_every_kill_point_of_quickstart_resumes_to_the_same_end(work: Path) -> None:
+@pytest.mark.sweep
+def test_every_kill_point_of_quickstart_resumes_to_the_same_end(work: Path, sweep: Sweep) -> None:
     base = work / "quickstart"
     shutil.copytree(SAMPLES / "quickstart", base)
-    failures = enumerate_kills(base, None, work)
+    failures = enumerate_kills(base, None, work, sweep)
     assert not failures, "\n".join(failures)
 
 
+@pytest.mark.sweep
 def test_every_kill_point_of_the_guardrails_sample_resumes_to_the_same_end(
-        work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        work: Path, monkeypatch: pytest.MonkeyPatch, sweep: Sweep) -> None:
     """Policy state (a denial, then the read that lifts it), a file trigger that fires once, and a refused
     stop (review.md missing) survive a kill anywhere. Its commands and the time-based feedback are left out:
     a command a kill interrupts is not run again (its result says so), and the clock restarts with each
@@ -277,7 +290,7 @@ def test_every_kill_point_of_the_guardrails_sample_resumes_to_the_same_end(
         "completion": {"type": "composite", "all_must_pass": True, "checkers": [
             {"type": "plan"}, {"type": "files", "paths": ["CHANGELOG.md", "release_notes.md", "review.md"]}]},
     }))
-    failures = enumerate_kills(base, None, work)
+    failures = enumerate_kills(base, None, work, sweep)
     assert not failures, "\n".join(failures)
     reference = work / "baseline"
     events = (reference / ".console" / "events.jsonl").read_text()
@@ -315,12 +328,13 @@ def _edits_script() -> list[ScriptedTurn]:
     ]
 
 
-def test_every_kill_point_of_appends_edits_and_a_rewind_resumes_to_the_same_end(work: Path) -> None:
+@pytest.mark.sweep
+def test_every_kill_point_of_appends_edits_and_a_rewind_resumes_to_the_same_end(work: Path, sweep: Sweep) -> None:
     base = work / "edits"
     base.mkdir()
     (base / "instructions.md").write_text("# Edits\n\nCollect c0..c5 into log.md, then write out.md.\n")
     script = _edits_script()
-    failures = enumerate_kills(base, script, work)
+    failures = enumerate_kills(base, script, work, sweep)
     assert not failures, "\n".join(failures)
     assert (work / "baseline" / "log.md").read_text() == \
         "- collected c0\n- collected c0 twice\n- collected c1..c5\n"
@@ -334,17 +348,15 @@ def test_the_harness_notices_a_broken_resume(tmp_path: Path, monkeypatch: pytest
     base.mkdir()
     (base / "instructions.md").write_text("# Edits\n")
     script = _edits_script()
-    _, expected = count_points(base, script, tmp_path)
+    names, expected = count_points(base, script, tmp_path)
     original = Sandbox.append_bytes
     monkeypatch.setattr(Sandbox, "append_bytes",
                         lambda self, rel, data, at=None, mkdirs=True: original(self, rel, data, mkdirs=mkdirs))
-    for k in range(1, 10_000):
-        root = tmp_path / f"k{k}"
-        shutil.copytree(base, root)
-        assert kill_at(root, script, k, True, tmp_path / f"n{k}") == KILLED
-        if "append" in (tmp_path / f"n{k}").read_text():
-            break
-        shutil.rmtree(root)
+    k = next(n for n, (name, _) in enumerate(names, 1) if "append" in name)  # the first append, torn
+    root = tmp_path / f"k{k}"
+    shutil.copytree(base, root)
+    assert kill_at(root, script, k, True, tmp_path / f"n{k}") == KILLED
+    assert "append" in (tmp_path / f"n{k}").read_text()
     run(root, replay_from(root, script))
     assert fingerprint(root)["files"]["log.md"] != expected["files"]["log.md"]
 
@@ -356,9 +368,9 @@ def test_an_interrupt_inside_a_step_resumes_to_the_same_end(work: Path) -> None:
     base.mkdir()
     (base / "instructions.md").write_text("# Edits\n")
     script = _edits_script()
-    tears, expected = count_points(base, script, work)
+    names, expected = count_points(base, script, work)
     failures = []
-    for n in range(3, len(tears) + 1, 9):
+    for n in range(3, len(names) + 1, 9):
         root = work / f"interrupt-{n}"
         shutil.copytree(base, root)
         seen = 0

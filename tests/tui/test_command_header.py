@@ -92,7 +92,7 @@ def test_the_fleet_view_marks_an_unconfined_run(tmp_path) -> None:
                           now=lambda: FROZEN_NOW, poll_interval=0.05)
 
     async def body(pilot) -> None:
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.rows) == 1)
+        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.shown) == 1)
         view = app.fleet_view
         assert view.table.get_cell(str(run), "state").plain.endswith(" UNCONFINED")
         await pilot.pause()

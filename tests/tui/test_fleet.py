@@ -101,7 +101,7 @@ def test_fleet_view_snapshot(snap_compare, fixed_root, size):
     app = fleet_app(fx)
 
     async def before(pilot):
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.rows) == 7, what="rows")
+        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.shown) == 7, what="rows")
         await pilot.pause()
         app.clear_notifications()  # the approval toast is tested apart; the snapshot shows the list
         await pilot.pause()
@@ -116,7 +116,7 @@ def test_waiting_run_rings_once_and_raises_a_notification(tmp_path):
     app.bell = lambda: rings.append(1)  # type: ignore[method-assign]
 
     async def body(pilot):
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.rows) == 7)
+        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.shown) == 7)
         await asyncio.sleep(0.3)  # several polls: still one bell for the same pending restart
         notes = [n for n in app._notifications]
         assert len(rings) == 1
@@ -131,7 +131,7 @@ def test_enter_attaches_and_q_returns_to_the_list(tmp_path):
     app = fleet_app(fx)
 
     async def body(pilot):
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.rows) == 7)
+        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.shown) == 7)
         await pilot.press("down", "down")  # past the paused run: the running one
         await pilot.pause()
         chosen = app.fleet_view.selected
@@ -164,7 +164,7 @@ def test_approve_and_deny_from_the_list_go_to_the_selected_runs_inbox(tmp_path):
     waiting = fx.runs["waiting"]
 
     async def body(pilot):
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.rows) == 7)
+        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.shown) == 7)
         await pilot.press("d")  # it ends the run: asked first
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
@@ -192,7 +192,7 @@ def test_slash_filters_the_list(tmp_path):
     app = fleet_app(fx)
 
     async def body(pilot):
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.rows) == 7)
+        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.shown) == 7)
         await pilot.press("slash", *"audit")
         await pilot.pause()
         assert [r.job for r in app.fleet_view.shown] == ["security-audit"]
@@ -220,7 +220,7 @@ def test_a_from_the_list_approves_a_headless_run_of_another_process(tmp_path):
 
     async def body(pilot):
         await wait_for(pilot, lambda: app.fleet_view is not None and any(
-            r.state == WAITING for r in app.fleet_view.rows), timeout=60, what="the run to wait for approval")
+            r.state == WAITING for r in app.fleet_view.shown), timeout=60, what="the run to wait for approval")
         assert app.fleet_view.selected.path == job
         await pilot.press("a")
         await wait_for(pilot, lambda: any(e.type == "restart_approved" for e in ev.read_events(events)),

@@ -71,7 +71,7 @@ def test_the_fleet_view_highlights_and_rings_for_an_old_waiting_run(tmp_path: Pa
     app.bell = lambda: rings.append(1)  # type: ignore[method-assign]
 
     async def body(pilot) -> None:
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.rows) == FLEET_LIMIT + 2)
+        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.shown) == FLEET_LIMIT + 2)
         await wait_for(pilot, lambda: bool(rings), what="the bell")
         await asyncio.sleep(0.2)  # more polls: one bell for one pending restart
         view = app.fleet_view

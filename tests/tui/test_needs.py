@@ -173,7 +173,7 @@ def test_the_fleet_view_highlights_a_stuck_run_and_rings_once(tmp_path: Path) ->
     app.bell = lambda: rings.append(1)  # type: ignore[method-assign]
 
     async def body(pilot) -> None:
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.rows) == 4)
+        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.shown) == 4)
         await wait_for(pilot, lambda: bool(rings), what="the bell")
         await asyncio.sleep(0.3)  # several polls: one bell for the same needs
         assert len(rings) == 1

@@ -159,7 +159,7 @@ def test_the_fleet_view_shows_a_hostile_run_folder_as_text(tmp_path: Path) -> No
                           now=lambda: FROZEN_NOW)
 
     async def body(pilot: Any) -> None:
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.rows) == 1, what="the row")
+        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.shown) == 1, what="the row")
         await wait_for(pilot, lambda: "Approval needed" in screen_text(app) and EVIL_SHOWN in screen_text(app),
                        what="the approval toast and the selected run drawn")
         assert app.is_running and isinstance(app.screen, FleetScreen)

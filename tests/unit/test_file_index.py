@@ -271,16 +271,17 @@ def test_a_file_swapped_for_a_fifo_after_the_walk_is_left_out(sb: Sandbox, job: 
     assert r.files == 3 and index.entry("swapped.txt") is None
 
 
-def test_a_folder_of_100000_files_is_bounded(rt: Runtime) -> None:
+def test_a_folder_of_many_more_files_than_the_index_holds_is_bounded(rt: Runtime) -> None:
     big = rt.paths.root / "big"
     big.mkdir()
     fd = os.open(big, os.O_RDONLY | os.O_DIRECTORY)
+    n = 2 * MAX_FILES + 1  # twice over the bound shows it as well as ten times, at a fifth of the files made
     try:
-        for i in range(100_000):
+        for i in range(n):
             os.close(os.open(f"f{i:06d}.txt", os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=fd))
     finally:
         os.close(fd)
-    out = find(rt, query="f099999 auth", limit=50)
+    out = find(rt, query=f"f{n - 1:06d} auth", limit=50)
     assert out.ok
     index = index_for(rt.sandbox)
     assert len(index) == MAX_FILES and index.last is not None and index.last.truncated

@@ -1,0 +1,33 @@
+"""The sweeps' sample (tests/sweeps.py): deterministic, and never without an end or a kind of write."""
+
+from __future__ import annotations
+
+from tests.sweeps import kind, points, sample
+
+NAMES = ([("journal intent", True), ("write todos.json", False), ("rename todos.json", False)]
+         + [("events", True), ("journal commit", True)] * 200
+         + [("agent append log.md", True), ("write phase-3-x.json", False), ("write phase-4-y.json", False)]
+         + [("events", True)] * 50 + [("rename outcome.json", False)])
+
+
+def test_the_same_seed_draws_the_same_points_and_another_seed_others() -> None:
+    cases = points(NAMES)
+    assert sample(cases, 30, "20:t") == sample(list(cases), 30, "20:t")
+    assert sample(cases, 30, "20:t") != sample(cases, 30, "21:t")
+
+
+def test_the_sample_keeps_the_ends_and_every_kind_clean_and_torn() -> None:
+    cases = points(NAMES)
+    for seed in range(20):
+        chosen = sample(cases, 30, str(seed))
+        assert len(chosen) == 30 and len(set(chosen)) == 30
+        clean = [c for c in cases if not c.tear]
+        torn = [c for c in cases if c.tear]
+        assert {clean[0], clean[-1], torn[0], torn[-1]} <= set(chosen)
+        assert {(kind(c.name), c.tear) for c in chosen} == {(kind(c.name), c.tear) for c in cases}
+    assert kind("write phase-3-x.json") == kind("write phase-4-x.json")
+
+
+def test_a_sample_larger_than_the_sweep_is_the_sweep() -> None:
+    cases = points(NAMES[:5])
+    assert sample(cases, 100, "20") == sorted(cases)
