@@ -32,16 +32,15 @@ import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from console.engine.atomic import PRIVATE_FILE, TMP_SUFFIX, atomic_write_text, private_dir
+from console.engine.commands import AnyCommand, CommandError, CommandName, describe, parse_command
 from console.engine.job import JobPaths
 from console.engine.text import safe_text
 
-CommandName = Literal["checkpoint", "rewind", "approve_restart", "deny_restart", "pause", "resume", "stop"]
-COMMANDS: tuple[str, ...] = ("checkpoint", "rewind", "approve_restart", "deny_restart", "pause", "resume", "stop")
 # How often the engine looks at the inbox while a model is streaming.
 POLL_INTERVAL = 0.2
 # Commands read per look at the inbox (a flood waits for the next look instead of stalling a turn).
@@ -60,32 +59,61 @@ REPORT_EACH = 20
 MAX_COMMAND_BYTES = 64 * 1024
 # A temp file of write_inbox older than this was left by a writer that was killed: it is removed.
 STALE_TEMP_SECONDS = 120.0
-# Commands that only make sense for a running run: with none running, the command line refuses them
-# rather than leaving them for the next run (a pause, a checkpoint or a rewind can be queued on purpose).
-RUN_SCOPED = frozenset({"stop", "approve_restart", "deny_restart"})
 
 
 class Command(BaseModel):
-    id: str = Field(default_factory=lambda: uuid.uuid4().hex[:12])
+    """One command on its way to a run: the typed command (:mod:`console.engine.commands`) in an envelope
+    saying who sent it, when, and to which run. On disk (an inbox file) and in ``operator_command`` events the
+    command is ``command`` (its kind) and ``args``; both are checked against the typed union when read, so a
+    file that names no command, carries an argument no command has, or a text too long is no Command."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex[:12], min_length=1, max_length=64)
     command: CommandName
     args: dict[str, Any] = Field(default_factory=dict)
-    source: str = "api"
+    source: str = Field(default="api", max_length=64)
     issued_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     # The run (RunLock's id) that was running when the command was sent; None: no run was.
-    run: str | None = None
+    run: str | None = Field(default=None, max_length=64)
+    _body: AnyCommand = PrivateAttr()
+
+    @model_validator(mode="after")
+    def _typed(self) -> Command:
+        self._body = parse_command(self.command, self.args)  # a CommandError is a ValueError: invalid
+        self.args = self._body.args()
+        return self
+
+    @property
+    def body(self) -> AnyCommand:
+        """The typed command: what the engine dispatches on."""
+        return self._body
 
 
-def write_inbox(paths: JobPaths, command: str, args: dict[str, Any] | None = None, source: str = "cli",
+def make_command(command: str | AnyCommand, args: dict[str, Any] | None = None, **envelope: Any) -> Command:
+    """A :class:`Command` of a typed command, or of a name and its arguments; :class:`CommandError` if they are
+    no command (never a half-checked one)."""
+    body = command if not isinstance(command, str) else parse_command(command, args)
+    if not isinstance(command, str) and args:
+        raise CommandError(f"{body.kind}: arguments given twice")
+    try:
+        return Command(command=body.kind, args=body.args(), **envelope)
+    except ValidationError as exc:
+        raise CommandError(f"{body.kind}: {describe(exc)}") from None
+
+
+def write_inbox(paths: JobPaths, command: str | AnyCommand, args: dict[str, Any] | None = None, source: str = "cli",
                 run: str | None = None) -> Command:
     """Queue a command for a run from another process. Atomic: the engine never reads half a file.
 
     The command is addressed to the run that holds the job's lock now (``run`` overrides), so a stop that
-    arrives as that run ends is discarded by the next run instead of stopping it."""
+    arrives as that run ends is discarded by the next run instead of stopping it. :class:`CommandError` (before
+    anything is written) for a command that is none."""
     holder = RunLock(paths).holder_info()
     if run is None:
         run = holder.get("run") if holder is not None else None
-        run = run if isinstance(run, str) and run else None
-    cmd = Command(command=command, args=args or {}, source=source, run=run)  # type: ignore[arg-type]
+        run = run if isinstance(run, str) and 0 < len(run) <= 64 else None
+    cmd = make_command(command, args, source=source, run=run)
     # A run reads the inbox at every turn boundary, clearing MAX_INBOX_WORK entries a look: only with none
     # reading can commands pile up (never a reason to refuse a stop to a run flooded with junk).
     if holder is None and (waiting := pending_commands(paths.inbox)) >= MAX_PENDING:
@@ -158,8 +186,9 @@ class ControlChannel:
         # Inbox entries that could be neither moved aside nor removed: reported once, then passed over.
         self._ignored: set[str] = set()
 
-    def submit(self, command: str, args: dict[str, Any] | None = None, source: str = "console") -> Command:
-        cmd = Command(command=command, args=args or {}, source=source)  # type: ignore[arg-type]
+    def submit(self, command: str | AnyCommand, args: dict[str, Any] | None = None, source: str = "console") -> Command:
+        """Queue a command in-process; :class:`CommandError` (nothing queued) for one that is no command."""
+        cmd = make_command(command, args, source=source)
         self._queue.put(cmd)
         self.wake.set()
         return cmd
@@ -219,9 +248,10 @@ class ControlChannel:
                 try:
                     cmd = Command.model_validate_json(data)
                 except ValidationError as exc:
-                    err = exc.errors()[0]
-                    at = ".".join(str(p) for p in err["loc"])
-                    why = f"not a command: {err['msg'][:200]}{f' at {at}' if at else ''}"
+                    err = exc.errors(include_url=False, include_input=False)[0]
+                    at = ".".join(str(p) for p in err["loc"])[:60]
+                    msg = err["msg"].removeprefix("Value error, ")
+                    why = f"not a command: {msg[:200]}{f' at {at}' if at else ''}"
                 except (ValueError, RecursionError) as exc:
                     why = f"not a command: {(str(exc).splitlines() or [type(exc).__name__])[0][:200]}"
             if why is not None:
