@@ -25,22 +25,23 @@ MAX_TEXT = 4000
 MAX_PHASE = 10**6
 
 
-class _Command(BaseModel):
+class CommandModel(BaseModel):
     # Nothing a command does not declare, and no number where a text is expected (the inbox is written by hand
     # sometimes, and by other programs: what it holds is checked, never guessed at).
     model_config = ConfigDict(extra="forbid", frozen=True, str_max_length=MAX_TEXT)
+    kind: str  # each command's own Literal: the union's discriminator
 
     def args(self) -> dict[str, Any]:
         """The arguments as the inbox file and the ``operator_command`` event carry them (unset ones left out)."""
         return self.model_dump(exclude={"kind"}, exclude_none=True)
 
 
-class Checkpoint(_Command):
+class Checkpoint(CommandModel):
     kind: Literal["checkpoint"] = "checkpoint"
     note: str | None = None
 
 
-class Rewind(_Command):
+class Rewind(CommandModel):
     kind: Literal["rewind"] = "rewind"
     issue: str
     # The phase the operator saw (the console's dialog, rewind --phase): refused if the run is in another by then.
@@ -61,23 +62,23 @@ class Rewind(_Command):
         return value
 
 
-class ApproveRestart(_Command):
+class ApproveRestart(CommandModel):
     kind: Literal["approve_restart"] = "approve_restart"
 
 
-class DenyRestart(_Command):
+class DenyRestart(CommandModel):
     kind: Literal["deny_restart"] = "deny_restart"
 
 
-class Pause(_Command):
+class Pause(CommandModel):
     kind: Literal["pause"] = "pause"
 
 
-class Resume(_Command):
+class Resume(CommandModel):
     kind: Literal["resume"] = "resume"
 
 
-class Stop(_Command):
+class Stop(CommandModel):
     kind: Literal["stop"] = "stop"
 
 
@@ -112,7 +113,7 @@ class Key:
 
 @dataclass(frozen=True)
 class CommandSpec:
-    model: type[_Command]
+    model: type[CommandModel]
     cli: str  # the command line's subcommand (agent-console CLI JOB)
     help: str  # the command line's help and description
     title: str  # the command palette's entry

@@ -37,7 +37,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from console.engine.atomic import PRIVATE_FILE, TMP_SUFFIX, atomic_write_text, private_dir
-from console.engine.commands import AnyCommand, CommandError, CommandName, describe, parse_command
+from console.engine.commands import AnyCommand, CommandError, CommandModel, CommandName, describe, parse_command
 from console.engine.job import JobPaths
 from console.engine.text import safe_text
 
@@ -93,9 +93,12 @@ class Command(BaseModel):
 def make_command(command: str | AnyCommand, args: dict[str, Any] | None = None, **envelope: Any) -> Command:
     """A :class:`Command` of a typed command, or of a name and its arguments; :class:`CommandError` if they are
     no command (never a half-checked one)."""
-    body = command if not isinstance(command, str) else parse_command(command, args)
-    if not isinstance(command, str) and args:
-        raise CommandError(f"{body.kind}: arguments given twice")
+    if isinstance(command, CommandModel):
+        if args:
+            raise CommandError(f"{command.kind}: arguments given twice")
+        body: AnyCommand = command  # type: ignore[assignment]  # every CommandModel is a member of the union
+    else:
+        body = parse_command(command, args)
     try:
         return Command(command=body.kind, args=body.args(), **envelope)
     except ValidationError as exc:
