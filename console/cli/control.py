@@ -18,13 +18,10 @@ from console.outcome import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 
 def cmd_control(args: argparse.Namespace) -> int:
-    import time
-
-    from console.engine import events as ev
-    from console.engine.commands import BY_CLI, CommandError, parse_command
+    from console.engine.command_specs import BY_CLI
+    from console.engine.commands import CommandError, parse_command
     from console.engine.control import RunLock, write_inbox
     from console.engine.job import JobError, JobPaths, validate_job_folder
-    from console.runner import job_done
 
     try:
         check_flags(args)
@@ -47,6 +44,8 @@ def cmd_control(args: argparse.Namespace) -> int:
     if pid is None and spec.cli == "resume":
         return resume_run(paths, args)
     if pid is None and spec.live:
+        from console.runner import job_done
+
         # A stop (approve, deny) belongs to a running run; left in the inbox it would act on the next one.
         if job_done(paths):
             err(f"{args.command}: run {paths.run_id} ({paths.root}) is complete: there is nothing to {args.command}")
@@ -66,6 +65,10 @@ def cmd_control(args: argparse.Namespace) -> int:
         say(f"{args.command}: queued; no process is running this job now, so it applies when the job runs again "
             f"(agent-console run --in-place {paths.root})")
         return EXIT_OK
+    import time
+
+    from console.engine import events as ev  # only to read the run's answer
+
     deadline = time.monotonic() + args.wait
     offset = 0
     while time.monotonic() < deadline:

@@ -8,7 +8,7 @@ from pathlib import Path
 from console import __version__
 from console.cli.common import RUN_HELP, Parser
 from console.cli.wait import WAIT_HELP
-from console.engine.commands import SPECS
+from console.engine.command_specs import SPECS
 from console.providers.registry import NAMES as PROVIDER_NAMES
 
 

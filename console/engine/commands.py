@@ -1,23 +1,23 @@
-"""The operator's commands: one typed union, and one spec table every surface derives from.
+"""The operator's commands as one typed union: what the inbox, the controllers and the engine's dispatch take.
 
 A command is a pydantic model (``kind`` is its discriminator); :data:`AnyCommand` is their union, and
 :func:`parse_command` the one way a command name and its arguments become one (an unknown name, an argument
-no command has, a wrong type or an oversized text is refused: fail closed). :data:`SPECS` holds, per command,
-what the surfaces need: its command-line name and help, its arguments, its key in the console (if any), its
-command-palette entry, and whether it needs a live run. The command line's subcommands, the console's keys and
-palette, the inbox's validation and the supervisor's dispatch are all built from these two things, so adding a
-command is: a model here, a row in :data:`SPECS`, its meaning in :mod:`console.engine.operator` (the type
-checker and tests/unit/test_commands.py say where one is missing), and a key if it has one.
-
-This module is imported by the command line's start: it imports pydantic and nothing of the engine's runtime.
+no command has, a wrong type or an oversized text is refused: fail closed). What the surfaces offer of each
+(command line, keys, palette) is its row in :data:`console.engine.command_specs.SPECS`, kept apart so that the
+command line's grammar is built without pydantic. Adding a command: a model here, a row there (this module
+refuses to import while the two differ), its meaning in :mod:`console.engine.operator` (the type checker and
+tests/unit/test_commands.py say where one is missing), and a key if it has one.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+
+from console.engine.command_specs import BY_NAME, COMMANDS, CommandName
+
+__all__ = ["MODELS", "AnyCommand", "CommandError", "CommandModel", "CommandName", "parse_command"]
 
 # The most characters an operator's text (a rewind's issue, a checkpoint's note) may have: the agent's own
 # todo_rewind takes as much (console.engine.tools.todo), and it goes into the agent's prompt.
@@ -84,95 +84,13 @@ class Stop(CommandModel):
 
 AnyCommand = Annotated[Checkpoint | Rewind | ApproveRestart | DenyRestart | Pause | Resume | Stop,
                        Field(discriminator="kind")]
-CommandName = Literal["checkpoint", "rewind", "approve_restart", "deny_restart", "pause", "resume", "stop"]
 _ADAPTER: TypeAdapter[AnyCommand] = TypeAdapter(AnyCommand)
-
-
-@dataclass(frozen=True)
-class Arg:
-    """One argument of a command as the command line takes it (the model's field of the same name)."""
-
-    name: str
-    help: str
-    positional: bool = False
-    type: type = str
-    metavar: str | None = None
-
-
-@dataclass(frozen=True)
-class Key:
-    """The console's key for a command: ``id`` is its binding id (the config file's ``[keys]`` remaps it),
-    ``default`` the key, ``label`` the footer's word; ``help`` its line on the help screen ("" when another
-    command on the same key says it: pause and resume share p, the footer shows whichever applies)."""
-
-    id: str
-    default: str
-    label: str
-    help: str
-
-
-@dataclass(frozen=True)
-class CommandSpec:
-    model: type[CommandModel]
-    cli: str  # the command line's subcommand (agent-console CLI JOB)
-    help: str  # the command line's help and description
-    title: str  # the command palette's entry
-    palette_help: str
-    # The run must be live: with no process running the job, the command line refuses it (left in the inbox it
-    # would act on the next run); the others may be queued on purpose.
-    live: bool
-    key: Key | None = None
-    args: tuple[Arg, ...] = ()
-
-    @property
-    def name(self) -> CommandName:
-        return self.model.model_fields["kind"].default  # type: ignore[no-any-return]
-
-    @property
-    def action(self) -> str:
-        """The console's action for it (``app.<action>``): the command line's name."""
-        return self.cli
-
-
-SPECS: tuple[CommandSpec, ...] = (
-    CommandSpec(Checkpoint, "checkpoint",
-                "force a checkpoint: the agent re-reads plan and instructions, unfinished todos carried over",
-                "Force checkpoint", "The agent re-orients; unfinished todos carry over", live=False,
-                key=Key("checkpoint", "c", "Checkpoint", "force a checkpoint: the agent re-reads plan and "
-                    "instructions, unfinished todos carry over"),
-                args=(Arg("note", "a note for the agent with the checkpoint"),)),
-    CommandSpec(Rewind, "rewind", "rewind the current phase with an issue text: the agent re-plans",
-                "Rewind phase", "Re-plan the current phase around an issue", live=False,
-                key=Key("rewind", "r", "Rewind", "rewind the current phase with an issue text (asks for it)"),
-                args=(Arg("issue", "what is wrong, for the agent to re-plan around", positional=True),
-                      Arg("phase", "the phase to rewind (its number): refused if the run is no longer in it",
-                          type=int, metavar="N"))),
-    CommandSpec(ApproveRestart, "approve", "approve a pending context restart of a running job",
-                "Approve restart", "Approve a pending context restart", live=True,
-                key=Key("approve", "a", "Approve", "approve a pending context restart")),
-    CommandSpec(DenyRestart, "deny",
-                "deny a pending context restart (the run ends cleanly, exit code 3; resume later with run "
-                "--in-place)",
-                "Deny restart", "Deny a pending context restart (the run ends)", live=True,
-                key=Key("deny", "d", "Deny", "deny a pending context restart (the run ends cleanly)")),
-    CommandSpec(Pause, "pause", "pause a running job after its current turn",
-                "Pause run", "Pause (at once while the model is asked, else after the turn)", live=False,
-                key=Key("pause", "p", "Pause",
-                        "pause (at once while the model is asked, else after the turn); while paused: resume")),
-    CommandSpec(Resume, "resume",
-                "resume a paused run; or go on with a stopped, interrupted or out-of-budget one (in the background, "
-                "with the settings it was started with; --console to watch it)",
-                "Resume run", "Resume a paused run", live=False,
-                key=Key("pause", "p", "Resume", "")),
-    CommandSpec(Stop, "stop", "stop a running job after its current turn (a second stop stops at once; the run "
-                "exits with 3)",
-                "Stop run", "Stop after the current turn (asks first)", live=True,
-                key=Key("stop", "s", "Stop", "stop after the current turn (asks first; again: stop now)")),
-)
-BY_NAME: dict[str, CommandSpec] = {s.name: s for s in SPECS}
-BY_CLI: dict[str, CommandSpec] = {s.cli: s for s in SPECS}
-COMMANDS: tuple[str, ...] = tuple(BY_NAME)
-LIVE_ONLY = frozenset(s.name for s in SPECS if s.live)
+# By kind: the spec table's names and the union's kinds are the same set, or nothing imports (a command with a spec
+# and no model, or a model no surface offers, is a bug to see at once).
+MODELS: dict[str, type[CommandModel]] = {m.model_fields["kind"].default: m for m in
+                                         (Checkpoint, Rewind, ApproveRestart, DenyRestart, Pause, Resume, Stop)}
+if set(MODELS) != set(BY_NAME) or set(get_args(CommandName)) != set(MODELS):
+    raise ImportError(f"the command specs ({sorted(BY_NAME)}) and the typed commands ({sorted(MODELS)}) differ")
 
 
 class CommandError(ValueError):

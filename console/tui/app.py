@@ -33,7 +33,7 @@ from textual.widgets import Input, TextArea
 from textual.worker import get_current_worker
 
 from console.engine import events as ev
-from console.engine.commands import BY_CLI, SPECS
+from console.engine.command_specs import BY_CLI, SPECS
 from console.engine.job import JobPaths
 from console.engine.store import JobStore, folder_gone
 from console.engine.text import safe_text

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from console.engine.commands import SPECS
+from console.engine.command_specs import SPECS
 
 
 @dataclass(frozen=True)

@@ -14,19 +14,8 @@ from typing import Any
 import pytest
 
 from console.engine import events as ev
-from console.engine.commands import (
-    BY_CLI,
-    BY_NAME,
-    COMMANDS,
-    LIVE_ONLY,
-    MAX_TEXT,
-    SPECS,
-    AnyCommand,
-    CommandError,
-    CommandName,
-    CommandSpec,
-    parse_command,
-)
+from console.engine.command_specs import BY_CLI, BY_NAME, COMMANDS, LIVE_ONLY, SPECS, CommandName, CommandSpec
+from console.engine.commands import MAX_TEXT, MODELS, AnyCommand, CommandError, parse_command
 from console.engine.control import REJECTED, Command, ControlChannel, make_command, write_inbox
 from console.engine.job import JobPaths
 from console.engine.operator import OperatorState
@@ -59,7 +48,7 @@ def paths(tmp_path: Path) -> JobPaths:
 # -- one table, one union -----------------------------------------------------------------------------------------
 def test_the_spec_table_and_the_union_name_the_same_commands() -> None:
     members = typing.get_args(typing.get_args(AnyCommand)[0])
-    assert {s.model for s in SPECS} == set(members) and len(SPECS) == len(members)
+    assert {MODELS[s.name] for s in SPECS} == set(members) and len(SPECS) == len(members)
     assert set(COMMANDS) == set(typing.get_args(CommandName)) == set(BY_NAME)
     assert len(BY_CLI) == len(SPECS)  # no two commands share a command-line name
     assert len({s.title for s in SPECS}) == len(SPECS)  # nor a palette entry
@@ -67,7 +56,7 @@ def test_the_spec_table_and_the_union_name_the_same_commands() -> None:
     for spec in SPECS:
         assert spec.help and spec.title and spec.palette_help
         for arg in spec.args:  # every argument the command line offers is a field of the model
-            assert arg.name in spec.model.model_fields
+            assert arg.name in MODELS[spec.name].model_fields
 
 
 # -- the command line ---------------------------------------------------------------------------------------------
