@@ -244,6 +244,7 @@ def interrupting(at: str, monkeypatch: pytest.MonkeyPatch, module: Any, when: Ca
 @pytest.mark.parametrize("where", ["settings", "provider", "run folder", "supervisor", "notifier"])
 def test_a_headless_start_interrupted_anywhere(where: str, monkeypatch: pytest.MonkeyPatch,
                                                capsys: pytest.CaptureFixture[str]) -> None:
+    import console.cli.lifecycle as lifecycle_module
     import console.engine.job as job_module
     import console.engine.supervisor as supervisor_module
     import console.providers as providers_module
@@ -251,7 +252,7 @@ def test_a_headless_start_interrupted_anywhere(where: str, monkeypatch: pytest.M
 
     target = {"settings": (settings_module, "load_settings"), "provider": (providers_module, "make_provider"),
               "run folder": (job_module, "prepare_run"), "supervisor": (supervisor_module, "Supervisor"),
-              "notifier": (cli, "_notifier")}[where]
+              "notifier": (lifecycle_module, "_notifier")}[where]
     interrupting(target[1], monkeypatch, target[0])
     code = cli.main(["run", str(SAMPLES / "quickstart"), "--headless", "--speed", "0"])
     out, err = capsys.readouterr()

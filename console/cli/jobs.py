@@ -45,8 +45,8 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     except (sqlite3.Error, OSError) as exc:
         err(f"{settings.store_path}: the jobs database cannot be read ({exc}); move it aside and a new one is made")
         return EXIT_USAGE
-    from console.engine.control import RunLock
     from console.engine.job import JobPaths
+    from console.engine.run_lock import RunLock
 
     def live(r: Any) -> Any:
         if folder_gone(r.path):  # deleted or moved: only the row is left (jobs --prune forgets it)

@@ -27,7 +27,7 @@ def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, t
     follow it. Exit code: the run's own once it has ended under the console; 0 when it goes on."""
     import subprocess
 
-    from console.engine.control import RunLock
+    from console.engine.run_lock import RunLock
     from console.runner import HARD_EXIT_AFTER, log_tail, spawn_runner, wait_started
 
     holder = RunLock(paths).holder()

@@ -69,8 +69,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
     of the output went away (`| head`); 2 for a run that never ran or a bad flag; 130 on Ctrl+C."""
     import stat
 
-    from console.engine.control import RunLock
     from console.engine.job import JobError, validate_job_folder
+    from console.engine.run_lock import RunLock
     from console.headless import LogEnd, StoryPrinter, use_color
 
     try:

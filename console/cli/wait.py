@@ -104,8 +104,8 @@ def cmd_wait(args: argparse.Namespace) -> int:
     import time
 
     from console.engine import events as ev
-    from console.engine.control import RunLock
     from console.engine.job import JobError, validate_job_folder
+    from console.engine.run_lock import RunLock
 
     try:
         if args.timeout is not None and not (math.isfinite(args.timeout) and 0 <= args.timeout <= MAX_WAIT_SECONDS):

@@ -153,6 +153,22 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
+class ModelPrice(_Strict):
+    """``[prices."MODEL"]`` (job.toml or the config file): US dollars per million tokens, and the window."""
+
+    input: float | None = Field(default=None, ge=0, lt=1e6)
+    output: float | None = Field(default=None, ge=0, lt=1e6)
+    cached_input: float | None = Field(default=None, ge=0, lt=1e6)
+    cache_write: float | None = Field(default=None, ge=0, lt=1e6)
+    context_window: int | None = Field(default=None, gt=0, le=MAX_CONTEXT_WINDOW)
+
+    @model_validator(mode="after")
+    def _both(self) -> ModelPrice:
+        if (self.input is None) != (self.output is None):
+            raise ValueError("give both input and output (US dollars per million tokens), or neither")
+        return self
+
+
 class ModelSection(_Strict):
     # A provider registry name (scripted, openai, anthropic, ...): checked against the registry when the run's
     # settings are resolved (the engine does not know the providers).
