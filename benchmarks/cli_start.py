@@ -77,8 +77,9 @@ def once(argv: list[str], env: dict[str, str], tree: Path) -> tuple[float, float
     the finished child) holds on a loaded machine where wall time does not: it is what the imports cost."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
+    # Started outside every checkout: `python -c` puts its working directory first on sys.path, before PYTHONPATH.
     proc = subprocess.run(argv, env={**env, "PYTHONPATH": str(tree)}, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+                          stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=env["AGENT_CONSOLE_DATA_DIR"])
     took = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -106,6 +107,12 @@ def main() -> int:
         }
         times: dict[tuple[str, str], list[float]] = {(t, name): [] for t in trees for name in cases}
         cpu: dict[tuple[str, str], list[float]] = {(t, name): [] for t in trees for name in cases}
+        for t, tree in trees.items():  # the tree each label times is the one its processes import
+            where = subprocess.run([sys.executable, "-c", "import console; print(console.__file__)"],
+                                   env={**env, "PYTHONPATH": str(tree)}, cwd=env["AGENT_CONSOLE_DATA_DIR"],
+                                   capture_output=True, text=True).stdout.strip()
+            if not where.startswith(str(tree) + os.sep):
+                raise SystemExit(f"{t}: imports {where}, not the checkout {tree}")
         for tree in trees.values():  # once each first: byte-compiled files written, disk caches warm
             for argv in cases.values():
                 once(argv, env, tree)

@@ -21,8 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, Strict, Validation
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from console.engine.context.carryover import DEFAULT_CARRYOVER_TURNS
 from console.engine.job import (
+    DEFAULT_CARRYOVER_TURNS,
     MAX_CARRYOVER_TURNS,
     MAX_CONTEXT_WINDOW,
     MAX_MEGABYTES,

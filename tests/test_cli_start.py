@@ -18,7 +18,8 @@ NEVER = ("textual", "openai", "anthropic", "apprise", "watchfiles", "console.tui
 # The run's machinery: a run needs it, a list of runs or a queued command does not.
 RUN_MACHINERY = ("console.engine.events", "console.engine.job_config", "console.engine.guardrails",
                  "console.engine.tools.files", "console.engine.sandbox", "console.engine.supervisor",
-                 "console.engine.loop", "console.runner")
+                 "console.engine.loop", "console.runner", "console.engine.messages", "console.engine.model",
+                 "console.engine.context")
 
 
 def modules_after(code: str, tmp_path: Path, *argv: str) -> set[str]:

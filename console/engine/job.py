@@ -32,6 +32,9 @@ MAX_CONTEXT_WINDOW = 10**8
 MAX_TURNS = 10**7
 MAX_RESTARTS = 10**6
 MAX_CARRYOVER_TURNS = 1000
+# How many whole turns a restart carries into the next session by default (seed 004's carryover_turns; the
+# run's setting: job.toml [context] carryover_turns, or the config file's carryover_turns).
+DEFAULT_CARRYOVER_TURNS = 3
 MAX_SPEED = 100.0
 MAX_MEGABYTES = float(1 << 20)  # 1 TiB, for max_write_mb and max_job_mb
 MAX_URL_CHARS = 2048
