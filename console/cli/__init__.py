@@ -38,7 +38,7 @@ _MOVED = {
     "WAIT_NEEDS": "wait", "WAIT_TIMEOUT": "wait", "WAIT_INTERRUPTED": "wait", "WAIT_FAILED": "wait",
     "one_line": "common", "run_folder": "common", "check_flags": "common", "resume_hint": "common",
 }
-# Each subcommand's function: (module, name); the operator's commands (console.engine.commands.SPECS) go to
+# Each subcommand's function: (module, name); the operator's commands (console.engine.command_specs.SPECS) go to
 # control.cmd_control.
 _COMMANDS = {"run": ("run", "cmd_run"), "jobs": ("jobs", "cmd_jobs"), "attach": ("views", "cmd_attach"),
              "logs": ("views", "cmd_logs"), "wait": ("wait", "cmd_wait"), "fleet": ("views", "cmd_fleet")}

@@ -3,7 +3,7 @@
 Every key is a Textual ``Binding`` with an ``id``; the config file's ``[keys]``
 table maps ids to keys (``checkpoint = "ctrl+k"``, several keys comma-separated)
 and the app applies it with ``App.set_keymap``. The run's commands' keys come from
-the engine's command specs (console.engine.commands.SPECS); the console's own
+the engine's command specs (console.engine.command_specs.SPECS); the console's own
 keys (panes, help, quit...) are listed here.
 """
 

@@ -339,7 +339,7 @@ def test_sigterm_stops_the_run_and_closes_the_console(make_job):
 
 def test_the_palette_and_the_keys_offer_every_command_of_the_engine_s_specs(make_job):
     """Derived, not listed: each spec is a palette entry calling the console's action for it, and each spec with
-    a key is a binding of the run's screen with that action (console.engine.commands.SPECS)."""
+    a key is a binding of the run's screen with that action (console.engine.command_specs.SPECS)."""
     from console.engine.command_specs import SPECS
 
     app = attach_app(make_job("quickstart"))
