@@ -87,8 +87,7 @@ AnyCommand = Annotated[Checkpoint | Rewind | ApproveRestart | DenyRestart | Paus
 _ADAPTER: TypeAdapter[AnyCommand] = TypeAdapter(AnyCommand)
 # By kind: the spec table's names and the union's kinds are the same set, or nothing imports (a command with a spec
 # and no model, or a model no surface offers, is a bug to see at once).
-MODELS: dict[str, type[CommandModel]] = {m.model_fields["kind"].default: m for m in
-                                         (Checkpoint, Rewind, ApproveRestart, DenyRestart, Pause, Resume, Stop)}
+MODELS: dict[str, type[CommandModel]] = {m.model_fields["kind"].default: m for m in get_args(get_args(AnyCommand)[0])}
 if set(MODELS) != set(BY_NAME) or set(get_args(CommandName)) != set(MODELS):
     raise ImportError(f"the command specs ({sorted(BY_NAME)}) and the typed commands ({sorted(MODELS)}) differ")
 
