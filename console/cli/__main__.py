@@ -4,4 +4,5 @@ import sys
 
 from console.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # imported (a test walking every module): nothing runs
+    sys.exit(main())
