@@ -14,15 +14,15 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, Strict, ValidationError, create_model, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from console.engine.context.carryover import DEFAULT_CARRYOVER_TURNS
 from console.engine.job import (
+    DEFAULT_CARRYOVER_TURNS,
     MAX_CARRYOVER_TURNS,
     MAX_CONTEXT_WINDOW,
     MAX_MEGABYTES,
@@ -30,16 +30,19 @@ from console.engine.job import (
     MAX_SPEED,
     MAX_TURNS,
     JobError,
+    ModelPrice,
     format_validation_error,
     one_line,
     parse_config_toml,
     read_config_text,
     validate_base_url,
 )
-from console.engine.job_config import JobConfig, ModelPrice
-from console.engine.run_settings import RunSettings
 from console.engine.tools.limits import SandboxCaps, WorldError, resolve_world
 from console.providers import registry
+
+if TYPE_CHECKING:  # imported where a run is resolved: `jobs` and the operator's commands start without them
+    from console.engine.job_config import JobConfig
+    from console.engine.run_settings import RunSettings
 
 APP_NAME = "agent-console"
 
@@ -284,6 +287,8 @@ def _window(settings: Settings, job: JobConfig, flags: dict[str, Any], info: reg
 
 
 def resolve_run_settings(settings: Settings, job: JobConfig, **flags: Any) -> RunSettings:
+    from console.engine.run_settings import RunSettings
+
     provider, model = _model_for(settings, job, flags)
     overrides = {name: entry.model_dump(exclude_none=True) for name, entry in settings.prices.items()}
     overrides.update({name: entry.model_dump(exclude_none=True) for name, entry in job.prices.items()})

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
-import json
 import os
 import queue
 import secrets
@@ -32,16 +30,18 @@ import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from console.engine.atomic import PRIVATE_FILE, TMP_SUFFIX, atomic_write_text, private_dir
+from console.engine.atomic import TMP_SUFFIX, atomic_write_text, private_dir
+from console.engine.commands import AnyCommand, CommandError, CommandModel, CommandName, describe, parse_command
 from console.engine.job import JobPaths
+from console.engine.run_lock import ACQUIRE_PATIENCE, RunLock
 from console.engine.text import safe_text
 
-CommandName = Literal["checkpoint", "rewind", "approve_restart", "deny_restart", "pause", "resume", "stop"]
-COMMANDS: tuple[str, ...] = ("checkpoint", "rewind", "approve_restart", "deny_restart", "pause", "resume", "stop")
+__all__ = ["ACQUIRE_PATIENCE", "Command", "ControlChannel", "InboxFull", "RunLock", "make_command", "write_inbox"]
+
 # How often the engine looks at the inbox while a model is streaming.
 POLL_INTERVAL = 0.2
 # Commands read per look at the inbox (a flood waits for the next look instead of stalling a turn).
@@ -60,32 +60,64 @@ REPORT_EACH = 20
 MAX_COMMAND_BYTES = 64 * 1024
 # A temp file of write_inbox older than this was left by a writer that was killed: it is removed.
 STALE_TEMP_SECONDS = 120.0
-# Commands that only make sense for a running run: with none running, the command line refuses them
-# rather than leaving them for the next run (a pause, a checkpoint or a rewind can be queued on purpose).
-RUN_SCOPED = frozenset({"stop", "approve_restart", "deny_restart"})
 
 
 class Command(BaseModel):
-    id: str = Field(default_factory=lambda: uuid.uuid4().hex[:12])
+    """One command on its way to a run: the typed command (:mod:`console.engine.commands`) in an envelope
+    saying who sent it, when, and to which run. On disk (an inbox file) and in ``operator_command`` events the
+    command is ``command`` (its kind) and ``args``; both are checked against the typed union when read, so a
+    file that names no command, carries an argument no command has, or a text too long is no Command."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex[:12], min_length=1, max_length=64)
     command: CommandName
     args: dict[str, Any] = Field(default_factory=dict)
-    source: str = "api"
+    source: str = Field(default="api", max_length=64)
     issued_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     # The run (RunLock's id) that was running when the command was sent; None: no run was.
-    run: str | None = None
+    run: str | None = Field(default=None, max_length=64)
+    _body: AnyCommand = PrivateAttr()
+
+    @model_validator(mode="after")
+    def _typed(self) -> Command:
+        self._body = parse_command(self.command, self.args)  # a CommandError is a ValueError: invalid
+        self.args = self._body.args()
+        return self
+
+    @property
+    def body(self) -> AnyCommand:
+        """The typed command: what the engine dispatches on."""
+        return self._body
 
 
-def write_inbox(paths: JobPaths, command: str, args: dict[str, Any] | None = None, source: str = "cli",
+def make_command(command: str | AnyCommand, args: dict[str, Any] | None = None, **envelope: Any) -> Command:
+    """A :class:`Command` of a typed command, or of a name and its arguments; :class:`CommandError` if they are
+    no command (never a half-checked one)."""
+    if isinstance(command, CommandModel):
+        if args:
+            raise CommandError(f"{command.kind}: arguments given twice")
+        body: AnyCommand = command  # type: ignore[assignment]  # every CommandModel is a member of the union
+    else:
+        body = parse_command(command, args)
+    try:
+        return Command(command=body.kind, args=body.args(), **envelope)
+    except ValidationError as exc:
+        raise CommandError(f"{body.kind}: {describe(exc)}") from None
+
+
+def write_inbox(paths: JobPaths, command: str | AnyCommand, args: dict[str, Any] | None = None, source: str = "cli",
                 run: str | None = None) -> Command:
     """Queue a command for a run from another process. Atomic: the engine never reads half a file.
 
     The command is addressed to the run that holds the job's lock now (``run`` overrides), so a stop that
-    arrives as that run ends is discarded by the next run instead of stopping it."""
+    arrives as that run ends is discarded by the next run instead of stopping it. :class:`CommandError` (before
+    anything is written) for a command that is none."""
     holder = RunLock(paths).holder_info()
     if run is None:
         run = holder.get("run") if holder is not None else None
-        run = run if isinstance(run, str) and run else None
-    cmd = Command(command=command, args=args or {}, source=source, run=run)  # type: ignore[arg-type]
+        run = run if isinstance(run, str) and 0 < len(run) <= 64 else None
+    cmd = make_command(command, args, source=source, run=run)
     # A run reads the inbox at every turn boundary, clearing MAX_INBOX_WORK entries a look: only with none
     # reading can commands pile up (never a reason to refuse a stop to a run flooded with junk).
     if holder is None and (waiting := pending_commands(paths.inbox)) >= MAX_PENDING:
@@ -158,8 +190,9 @@ class ControlChannel:
         # Inbox entries that could be neither moved aside nor removed: reported once, then passed over.
         self._ignored: set[str] = set()
 
-    def submit(self, command: str, args: dict[str, Any] | None = None, source: str = "console") -> Command:
-        cmd = Command(command=command, args=args or {}, source=source)  # type: ignore[arg-type]
+    def submit(self, command: str | AnyCommand, args: dict[str, Any] | None = None, source: str = "console") -> Command:
+        """Queue a command in-process; :class:`CommandError` (nothing queued) for one that is no command."""
+        cmd = make_command(command, args, source=source)
         self._queue.put(cmd)
         self.wake.set()
         return cmd
@@ -219,9 +252,10 @@ class ControlChannel:
                 try:
                     cmd = Command.model_validate_json(data)
                 except ValidationError as exc:
-                    err = exc.errors()[0]
-                    at = ".".join(str(p) for p in err["loc"])
-                    why = f"not a command: {err['msg'][:200]}{f' at {at}' if at else ''}"
+                    err = exc.errors(include_url=False, include_input=False)[0]
+                    at = ".".join(str(p) for p in err["loc"])[:60]
+                    msg = err["msg"].removeprefix("Value error, ")
+                    why = f"not a command: {msg[:200]}{f' at {at}' if at else ''}"
                 except (ValueError, RecursionError) as exc:
                     why = f"not a command: {(str(exc).splitlines() or [type(exc).__name__])[0][:200]}"
             if why is not None:
@@ -355,166 +389,3 @@ class ControlChannel:
         """Sleep until a command arrives in-process or ``seconds`` pass (the inbox is polled by the caller)."""
         self.wake.wait(seconds)
         self.wake.clear()
-
-
-ACQUIRE_PATIENCE = 0.5  # seconds a run waits for a probe's shared lock to go (see RunLock.acquire)
-
-
-def _held(fd: int) -> bool:
-    """Whether another open file holds the lock of ``fd`` (tested with a shared lock, dropped at once)."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    fcntl.flock(fd, fcntl.LOCK_UN)
-    return False
-
-
-class RunLock:
-    """``JOB/.console/run.lock``: an advisory ``flock`` held for the whole run.
-
-    It stops two processes from running one job at once (the kernel makes the
-    check-and-take atomic, and drops the lock when the holder dies, kill -9
-    included), and tells the command line whether a command will be picked up
-    soon or waits for the next run.
-    """
-
-    def __init__(self, paths: JobPaths) -> None:
-        self.path = paths.state / "run.lock"
-        self._fd: int | None = None
-        self.run_id: str | None = None  # this process's run, once acquired
-
-    def run_id_of_holder(self) -> str | None:
-        """The id of the run that holds the lock now (None: no run, or one too old to have an id)."""
-        if self._fd is not None:
-            return self.run_id
-        info = self.holder_info()
-        run = info.get("run") if isinstance(info, dict) else None
-        return run if isinstance(run, str) and run else None
-
-    def holder(self) -> int | None:
-        """The pid of the process running the job, or None."""
-        if self._fd is not None:
-            return os.getpid()
-        info = self.holder_info()
-        if info is None:
-            return None
-        try:
-            return int(info.get("pid", 0)) or -1 if isinstance(info, dict) else -1
-        except (TypeError, ValueError):
-            return -1
-
-    def holder_info(self) -> dict[str, Any] | None:
-        """What the holder wrote in the lock ({} if unreadable), or None when nobody holds it."""
-        try:
-            # Non-blocking: a named pipe where the lock should be must not hang `jobs` or `stop`; a link is
-            # never a lock of ours.
-            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC)
-        except OSError:
-            return None
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                return None  # not a lock any run of ours could hold; the next run moves it aside
-            if st.st_uid not in (os.geteuid(), self._owner()):
-                return None  # another user's file: what it says (or holds) is not a run of this job's user
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                try:
-                    data = json.loads(os.pread(fd, 512, 0) or b"{}")
-                    return data if isinstance(data, dict) else {}
-                except (ValueError, TypeError, OSError, RecursionError):
-                    return {}
-            except OSError:
-                return None
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            return None
-        finally:
-            os.close(fd)
-
-    def _owner(self) -> int:
-        """The uid owning the job's ``.console/`` (the run's user), or our own if it cannot be told."""
-        try:
-            return os.stat(self.path.parent, follow_symlinks=False).st_uid
-        except OSError:
-            return os.geteuid()
-
-    def _open(self) -> int:
-        """The lock file, opened for writing: a regular file of ours, 0600; anything else there is replaced.
-
-        A link is never followed (a run would lock, and truncate, whatever it points at), a pipe or a device
-        never opened; a file of another user is not ours to trust (they could hold it open and keep every run
-        of the job out) unless a run of theirs holds it now; a lock 0644 would let anyone open it to hold it."""
-        private_dir(self.path.parent, follow=False)
-        flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-        for _ in range(3):
-            try:
-                mode = os.lstat(self.path).st_mode
-            except FileNotFoundError:
-                with contextlib.suppress(FileExistsError):  # another run made it meanwhile: look again
-                    return os.open(self.path, flags | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
-                continue
-            why = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
-            if stat.S_ISREG(mode):
-                try:
-                    fd = os.open(self.path, flags)
-                except FileNotFoundError:
-                    continue
-                except OSError as exc:
-                    if exc.errno in (errno.EACCES, errno.EPERM):
-                        raise OSError(exc.errno, f"{self.path} cannot be opened ({exc.strerror}): another user ran "
-                                                 "this job; run it as that user, or move their files out of "
-                                                 ".console/") from None
-                    raise
-                st = os.fstat(fd)
-                if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
-                    if stat.S_IMODE(st.st_mode) & 0o077:
-                        os.fchmod(fd, PRIVATE_FILE)
-                    return fd
-                if stat.S_ISREG(st.st_mode) and _held(fd):
-                    return fd  # another user's run of this job (root's, say) holds it: busy, never a second run
-                os.close(fd)
-                why = f"owned by uid {st.st_uid}" if stat.S_ISREG(st.st_mode) else why
-            # Replaced, never followed or trusted: the folder is ours, and so is the name in it.
-            try:
-                if stat.S_ISDIR(mode):
-                    os.rmdir(self.path)
-                else:
-                    os.unlink(self.path)
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                raise OSError(exc.errno, f"{self.path} is {why} and cannot be replaced by a lock of this user "
-                                         f"({exc.strerror})") from None
-        raise OSError(errno.EAGAIN, f"{self.path}: replaced again and again while a run tried to take it")
-
-    def acquire(self) -> bool:
-        fd = self._open()
-        # Another process asking who runs the job (`jobs`, an attached console, the fleet view) holds a shared
-        # lock for a few microseconds: a run starting at that instant must not be refused as busy. A real
-        # holder keeps the lock for the whole run, so trying for a moment more only delays the refusal.
-        deadline = time.monotonic() + ACQUIRE_PATIENCE
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    return False
-                time.sleep(0.005)
-        os.ftruncate(fd, 0)
-        self.run_id = uuid.uuid4().hex[:12]
-        os.pwrite(fd, json.dumps({"pid": os.getpid(), "since": datetime.now(UTC).isoformat(),
-                                  "run": self.run_id}).encode(), 0)
-        self._fd = fd
-        return True
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.ftruncate(self._fd, 0)
-            os.close(self._fd)  # closing drops the flock
-            self._fd = None

@@ -9,8 +9,10 @@ included, as :class:`~console.engine.model.Usage` defines it), so the uncached s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from console.engine.model import Usage
+if TYPE_CHECKING:  # `jobs` formats costs without loading the provider protocol
+    from console.engine.model import Usage
 
 PER = 1_000_000
 

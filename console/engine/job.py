@@ -32,6 +32,9 @@ MAX_CONTEXT_WINDOW = 10**8
 MAX_TURNS = 10**7
 MAX_RESTARTS = 10**6
 MAX_CARRYOVER_TURNS = 1000
+# How many whole turns a restart carries into the next session by default (seed 004's carryover_turns; the
+# run's setting: job.toml [context] carryover_turns, or the config file's carryover_turns).
+DEFAULT_CARRYOVER_TURNS = 3
 MAX_SPEED = 100.0
 MAX_MEGABYTES = float(1 << 20)  # 1 TiB, for max_write_mb and max_job_mb
 MAX_URL_CHARS = 2048
@@ -151,6 +154,22 @@ class _Strict(BaseModel):
     # strict: a TOML value of the wrong type is an error, never coerced ("yes" is not a bool, "10" not an
     # int, true not a float; an int is still accepted for a float). inf and nan are refused too.
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+class ModelPrice(_Strict):
+    """``[prices."MODEL"]`` (job.toml or the config file): US dollars per million tokens, and the window."""
+
+    input: float | None = Field(default=None, ge=0, lt=1e6)
+    output: float | None = Field(default=None, ge=0, lt=1e6)
+    cached_input: float | None = Field(default=None, ge=0, lt=1e6)
+    cache_write: float | None = Field(default=None, ge=0, lt=1e6)
+    context_window: int | None = Field(default=None, gt=0, le=MAX_CONTEXT_WINDOW)
+
+    @model_validator(mode="after")
+    def _both(self) -> ModelPrice:
+        if (self.input is None) != (self.output is None):
+            raise ValueError("give both input and output (US dollars per million tokens), or neither")
+        return self
 
 
 class ModelSection(_Strict):

@@ -13,11 +13,11 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from console.engine.guardrails import GuardrailsConfig, KnownTool
 from console.engine.job import (
-    MAX_CONTEXT_WINDOW,
     ContextSection,
     JobError,
     JobPaths,
     LimitsSection,
+    ModelPrice,
     ModelSection,
     _Strict,
     format_validation_error,
@@ -29,22 +29,6 @@ from console.engine.tools import BUILTIN_TOOL_NAMES, default_registry
 from console.engine.tools.commands import CommandToolConfig, CommandTools
 from console.engine.tools.find_files import INDEX_TOOLS
 from console.engine.tools.limits import SandboxSection, legacy_mode
-
-
-class ModelPrice(_Strict):
-    """``[prices."MODEL"]`` (job.toml or the config file): US dollars per million tokens, and the window."""
-
-    input: float | None = Field(default=None, ge=0, lt=1e6)
-    output: float | None = Field(default=None, ge=0, lt=1e6)
-    cached_input: float | None = Field(default=None, ge=0, lt=1e6)
-    cache_write: float | None = Field(default=None, ge=0, lt=1e6)
-    context_window: int | None = Field(default=None, gt=0, le=MAX_CONTEXT_WINDOW)
-
-    @model_validator(mode="after")
-    def _both(self) -> ModelPrice:
-        if (self.input is None) != (self.output is None):
-            raise ValueError("give both input and output (US dollars per million tokens), or neither")
-        return self
 
 
 class JobConfig(_Strict):

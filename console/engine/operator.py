@@ -13,9 +13,10 @@ tools run, a stop waits for the turn's end (a second stop stops at once).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
 from console.engine import events as ev
+from console.engine.commands import ApproveRestart, Checkpoint, DenyRestart, Pause, Resume, Rewind, Stop
 from console.engine.control import Command, ControlChannel
 from console.engine.needs import answered
 
@@ -55,12 +56,12 @@ class OperatorState:
         """
         cmds = self.channel.poll(force=not streaming)
         if streaming:
-            now = ("stop", "pause") if asking else ("stop",)
-            self.deferred += [c for c in cmds if c.command not in now]
-            cmds = [c for c in cmds if c.command in now]
+            now = AT_ONCE_WHILE_ASKING if asking else AT_ONCE_WHILE_STREAMING
+            self.deferred += [c for c in cmds if not isinstance(c.body, now)]
+            cmds = [c for c in cmds if isinstance(c.body, now)]
         elif between_sessions:
-            self.deferred += [c for c in cmds if c.command in ("checkpoint", "rewind")]
-            cmds = [c for c in cmds if c.command not in ("checkpoint", "rewind")]
+            self.deferred += [c for c in cmds if isinstance(c.body, WITH_A_CONVERSATION)]
+            cmds = [c for c in cmds if not isinstance(c.body, WITH_A_CONVERSATION)]
         else:
             cmds, self.deferred = self.deferred + cmds, []
         for bad in self.channel.invalid:
@@ -74,12 +75,12 @@ class OperatorState:
         for cmd in cmds:
             rt.events.emit(ev.OperatorCommand, command=cmd.command, args=cmd.args, source=cmd.source,
                            status="received", command_id=cmd.id)
-            if asking and cmd.command == "stop" and not self.stop_requested:
+            if asking and isinstance(cmd.body, Stop) and not self.stop_requested:
                 self.stop_requested = self.abort = True
                 status, detail = "applied", "stopping now: the reply in progress is dropped and asked again on resume"
             else:
                 status, detail = self._apply_one(rt, cmd, streaming)
-            if asking and cmd.command == "pause" and status == "applied":
+            if asking and isinstance(cmd.body, Pause) and status == "applied":
                 detail = "paused: the reply in progress is dropped and asked again on resume"
             rt.events.emit(ev.OperatorCommand, command=cmd.command, args=cmd.args, source=cmd.source,
                            status=status, detail=detail, command_id=cmd.id)
@@ -90,64 +91,72 @@ class OperatorState:
         return cmds
 
     def _apply_one(self, rt: Runtime, cmd: Command, streaming: bool) -> tuple[str, str]:
-        c = cmd.command
-        if c == "stop":
-            if self.stop_requested or self.paused or self.awaiting_restart:
-                self.abort = True
+        """What the command means: (status, detail). One case per command of the typed union (the type checker
+        says when a command has none)."""
+        body = cmd.body
+        match body:
+            case Stop():
+                if self.stop_requested or self.paused or self.awaiting_restart:
+                    self.abort = True
+                    self.stop_requested = True
+                    return "applied", "stopping now"
                 self.stop_requested = True
-                return "applied", "stopping now"
-            self.stop_requested = True
-            return "applied", "stopping after the current turn (send stop again to stop now)"
-        if c == "pause":
-            if self.paused:
-                return "rejected", "already paused"
-            self.paused = True
-            return "applied", "pausing after the current turn"
-        if c == "resume":
-            if not self.paused:
-                return "rejected", "not paused"
-            self.paused = False
-            answered(rt.events, self, "operator's resume")
-            return "applied", "resumed"
-        if c in ("approve_restart", "deny_restart"):
-            if not self.awaiting_restart:
-                return "rejected", "no restart is pending"
-            self.restart_decision = "approve" if c == "approve_restart" else "deny"
-            return "applied", "restart approved" if c == "approve_restart" else "restart denied"
+                return "applied", "stopping after the current turn (send stop again to stop now)"
+            case Pause():
+                if self.paused:
+                    return "rejected", "already paused"
+                self.paused = True
+                return "applied", "pausing after the current turn"
+            case Resume():
+                if not self.paused:
+                    return "rejected", "not paused"
+                self.paused = False
+                answered(rt.events, self, "operator's resume")
+                return "applied", "resumed"
+            case ApproveRestart() | DenyRestart():
+                if not self.awaiting_restart:
+                    return "rejected", "no restart is pending"
+                approve = isinstance(body, ApproveRestart)
+                self.restart_decision = "approve" if approve else "deny"
+                return "applied", "restart approved" if approve else "restart denied"
+            case Checkpoint() | Rewind():
+                return self._transition(rt, body)
+            case _:
+                assert_never(body)
+
+    @staticmethod
+    def _transition(rt: Runtime, body: Checkpoint | Rewind) -> tuple[str, str]:
+        """A checkpoint or a rewind: a phase transition the operator asked for."""
         if rt.job_done:
             return "rejected", "the job is complete"
-        if c == "rewind" and (why := _phase_moved_on(rt, cmd.args.get("phase"))):
+        if isinstance(body, Rewind) and (why := _phase_moved_on(rt, body.phase)):
             return "rejected", why
-        if c in ("checkpoint", "rewind") and (why := rt.phases.operator_refusal()):
+        if why := rt.phases.operator_refusal():
             return "rejected", why
-        if c == "checkpoint":
+        if isinstance(body, Checkpoint):
             if rt.todos.state.pending is not None:
                 return "rejected", "a phase transition is already in progress"
-            rt.phases.checkpoint(str(cmd.args.get("note") or "") or None)
+            rt.phases.checkpoint(body.note or None)
             return "applied", "checkpoint started: the agent re-orients at its next turn"
-        if c == "rewind":
-            issue = str(cmd.args.get("issue") or "").strip()
-            if not issue:
-                return "rejected", "rewind needs the issue text"
-            rt.phases.rewind(f"(operator) {issue}")
-            return "applied", "rewind started: the agent re-plans at its next turn"
-        return "rejected", f"unknown command {c}"
+        rt.phases.rewind(f"(operator) {body.issue.strip()}")
+        return "applied", "rewind started: the agent re-plans at its next turn"
 
 
-def _phase_moved_on(rt: Runtime, named: object) -> str | None:
-    """Why a rewind for phase ``named`` (the phase the operator's dialog showed) must not apply now: the run is
-    in another phase (it ended, or it was never reached). None: no phase named (applies to the current one), or
-    it is the current phase (a transition out of it still in progress counts: the rewind re-plans that phase)."""
-    if named is None:
+# Which commands act while the model is being asked (a stream, a stall, a wait before a retry); the others wait
+# for the turn's end. Between sessions a checkpoint or a rewind waits for the next session's first turn boundary,
+# where it is recorded with the conversation it belongs to.
+AT_ONCE_WHILE_STREAMING = (Stop,)
+AT_ONCE_WHILE_ASKING = (Stop, Pause)
+WITH_A_CONVERSATION = (Checkpoint, Rewind)
+
+
+def _phase_moved_on(rt: Runtime, number: int | None) -> str | None:
+    """Why a rewind for phase ``number`` (the phase the operator's dialog showed; checked a phase number by the
+    typed command) must not apply now: the run is in another phase (it ended, or it was never reached). None: no
+    phase named (applies to the current one), or it is the current phase (a transition out of it still in
+    progress counts: the rewind re-plans that phase)."""
+    if number is None:
         return None
-    if isinstance(named, bool) or not isinstance(named, int | float | str):
-        return f"rewind names phase {str(named)[:40]!r}, not a phase number; rewind not applied"
-    try:
-        number = int(named) if not isinstance(named, float) or named.is_integer() else -1
-    except ValueError:
-        number = -1
-    if number < 1:
-        return f"rewind names phase {str(named)[:40]!r}, not a phase number; rewind not applied"
     st = rt.todos.state
     if st.kind == "phase":
         if number == st.phase_number:

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from console.engine import commands as cmds
 from console.engine import events as ev
 from console.engine import record
 from console.engine.atomic import clean_temp, make_private
@@ -216,30 +217,34 @@ class Supervisor:
         return self.events.subscribe(fn)
 
     def command(self, name: str, source: str = "console", **args: Any) -> None:
+        """Send the command ``name`` with ``args`` (:mod:`console.engine.commands`); CommandError if it is none."""
         self.operator.channel.submit(name, args, source)
 
+    def submit(self, command: cmds.AnyCommand, source: str = "console") -> None:
+        self.operator.channel.submit(command, source=source)
+
+    # Shorthands for the engine's own callers and tests (a new command needs none: command() takes every one).
     def force_checkpoint(self, note: str | None = None) -> None:
-        self.command("checkpoint", note=note)
+        self.submit(cmds.Checkpoint(note=note))
 
     def rewind(self, issue: str) -> None:
-        self.command("rewind", issue=issue)
+        self.submit(cmds.Rewind(issue=issue))
 
     def approve_restart(self) -> None:
-        self.command("approve_restart")
+        self.submit(cmds.ApproveRestart())
 
     def deny_restart(self) -> None:
-        self.command("deny_restart")
+        self.submit(cmds.DenyRestart())
 
     def pause(self) -> None:
-        self.command("pause")
+        self.submit(cmds.Pause())
 
     def resume(self) -> None:
-        self.command("resume")
+        self.submit(cmds.Resume())
 
     def stop(self) -> None:
-        self.command("stop")
+        self.submit(cmds.Stop())
 
-    # -- running ---------------------------------------------------------------------------------
     def _new_session_conversation(self, carry: list[Message], before: int, session: int, why: str,
                                   previous_turns: int | None = None) -> list[Message]:
         """Summary, restart marker (the session's number, the previous session's turns), then the carried turns

@@ -33,6 +33,7 @@ from textual.widgets import Input, TextArea
 from textual.worker import get_current_worker
 
 from console.engine import events as ev
+from console.engine.command_specs import BY_CLI, SPECS
 from console.engine.job import JobPaths
 from console.engine.store import JobStore, folder_gone
 from console.engine.text import safe_text
@@ -81,7 +82,7 @@ RESUME_TIMEOUT = 60.0
 DRAIN_BUDGET = 0.008  # seconds of folding per batch; a backlog is absorbed in slices, keys act in between
 DRAIN_CHUNK = 400
 # The run's commands: offered only while they can act (see ConsoleApp.check_action).
-RUN_ACTIONS = {"checkpoint", "rewind", "approve", "deny", "pause", "resume", "toggle_pause", "stop", "stop_now"}
+RUN_ACTIONS = {*(spec.action for spec in SPECS), "toggle_pause", "stop_now"}
 FLEET_POLL = 1.0  # the fleet: how often the jobs store and the runs' logs are polled (its times are in seconds)
 STOP_PATIENCE = 10.0  # leaving with "stop the run": seconds to wait for the stop to land before closing anyway
 
@@ -662,7 +663,7 @@ class ConsoleApp(App[int]):
         self._fleet_send(row, message.action)
 
     def _fleet_send(self, row: FleetRow, action: str) -> None:
-        command = {"approve": "approve_restart", "deny": "deny_restart"}.get(action, action)
+        command = BY_CLI[action].name
         problem = InboxController(JobPaths(row.path), source="fleet").send(command)
         if problem:
             self.notify(problem, title=f"{action} not sent", severity="warning")
@@ -1015,15 +1016,8 @@ class ConsoleApp(App[int]):
                                 screen.action_deny)
             yield SystemCommand("Filter runs", "Show only the runs matching some words", screen.action_filter)
         elif isinstance(screen, MainScreen):
-            yield SystemCommand("Force checkpoint", "The agent re-orients; unfinished todos carry over",
-                                self.action_checkpoint)
-            yield SystemCommand("Rewind phase", "Re-plan the current phase around an issue", self.action_rewind)
-            yield SystemCommand("Approve restart", "Approve a pending context restart", self.action_approve)
-            yield SystemCommand("Deny restart", "Deny a pending context restart (the run ends)", self.action_deny)
-            yield SystemCommand("Pause run", "Pause (at once while the model is asked, else after the turn)",
-                                self.action_pause)
-            yield SystemCommand("Resume run", "Resume a paused run", self.action_resume)
-            yield SystemCommand("Stop run", "Stop after the current turn (asks first)", self.action_stop)
+            for spec in SPECS:  # the run's commands, from the engine's command specs
+                yield SystemCommand(spec.title, spec.palette_help, getattr(self, f"action_{spec.action}"))
             yield SystemCommand("Guardrails", "Policies, feedback providers, completion checker, deadline, token "
                                 "and money budgets", self.action_guardrails)
             yield SystemCommand("Next pane", "Focus the next pane", screen.action_next_pane)

@@ -1,13 +1,15 @@
 """How the console's keys reach the engine: the supervisor in this process, or the job's inbox.
 
-Both sides take the same command names as the engine's control API; the engine
-decides what a command means (and answers with ``operator_command`` events).
+Both take a command's name and arguments (console.engine.commands); each checks them against the engine's typed
+commands before anything is sent (a command that is none is said, never sent), and the engine decides what a
+command means (and answers with ``operator_command`` events).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from console.engine.commands import CommandError, parse_command
 from console.engine.control import RunLock, write_inbox
 from console.engine.job import JobPaths
 
@@ -37,21 +39,10 @@ class SupervisorController:
     def send(self, command: str, **args: Any) -> str | None:
         if self.finished:
             return "the run has ended"
-        sup = self.supervisor
-        calls = {
-            "checkpoint": lambda: sup.force_checkpoint(args.get("note")),
-            # With the phase the console named: the engine refuses the rewind if that phase has ended meanwhile.
-            "rewind": lambda: sup.command("rewind", issue=str(args.get("issue", "")),
-                                          **({"phase": args["phase"]} if args.get("phase") is not None else {})),
-            "approve_restart": sup.approve_restart,
-            "deny_restart": sup.deny_restart,
-            "pause": sup.pause,
-            "resume": sup.resume,
-            "stop": sup.stop,
-        }
-        if command not in calls:
-            return f"unknown command {command}"
-        calls[command]()
+        try:
+            self.supervisor.command(command, **{k: v for k, v in args.items() if v is not None})
+        except CommandError as exc:
+            return str(exc)
         return None
 
     def runner_pid(self) -> int | None:
@@ -78,7 +69,10 @@ class InboxController:
             return ("no process is running this job (review only); resume it with "
                     f"`agent-console run --in-place {self.paths.root}` or queue commands from the CLI")
         try:
-            write_inbox(self.paths, command, {k: v for k, v in args.items() if v is not None}, source=self.source)
+            write_inbox(self.paths, parse_command(command, {k: v for k, v in args.items() if v is not None}),
+                        source=self.source)
+        except CommandError as exc:
+            return str(exc)
         except OSError as exc:  # the inbox is full or cannot be written: said, not a traceback
             return f"{command} could not be sent: {exc.strerror or exc}"
         return None
@@ -93,6 +87,10 @@ class RecordingController:
         self.sent: list[tuple[str, dict[str, Any]]] = []
 
     def send(self, command: str, **args: Any) -> str | None:
+        try:  # what a real controller would refuse is refused here too
+            parse_command(command, {k: v for k, v in args.items() if v is not None})
+        except CommandError as exc:
+            return str(exc)
         self.sent.append((command, args))
         return None
 

@@ -2,7 +2,9 @@
 
 Every key is a Textual ``Binding`` with an ``id``; the config file's ``[keys]``
 table maps ids to keys (``checkpoint = "ctrl+k"``, several keys comma-separated)
-and the app applies it with ``App.set_keymap``.
+and the app applies it with ``App.set_keymap``. The run's commands' keys come from
+the engine's command specs (console.engine.command_specs.SPECS); the console's own
+keys (panes, help, quit...) are listed here.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from console.engine.command_specs import SPECS
 
 
 @dataclass(frozen=True)
@@ -24,19 +28,27 @@ class OperatorKey:
     key_display: str | None = None
 
 
+# A command's second face on its key: once a stop was asked the footer reads Stop now (the same key and id; help
+# lists the key once).
+VARIANTS: dict[str, list[OperatorKey]] = {
+    "stop": [OperatorKey("stop", "s", "app.stop_now", "Stop now", "")],
+}
+
+
+def command_keys() -> list[OperatorKey]:
+    """The keys of the run's commands, in the specs' order: each with its action ``app.<cli name>``. Pause and
+    resume share one key and id: the footer shows whichever applies, help lists the key once."""
+    keys: list[OperatorKey] = []
+    for spec in SPECS:
+        if spec.key is not None:
+            keys.append(OperatorKey(spec.key.id, spec.key.default, f"app.{spec.action}", spec.key.label,
+                                    spec.key.help))
+            keys += VARIANTS.get(spec.action, [])
+    return keys
+
+
 OPERATOR_KEYS: list[OperatorKey] = [
-    OperatorKey("checkpoint", "c", "app.checkpoint", "Checkpoint",
-                "force a checkpoint: the agent re-reads plan and instructions, unfinished todos carry over"),
-    OperatorKey("rewind", "r", "app.rewind", "Rewind", "rewind the current phase with an issue text (asks for it)"),
-    OperatorKey("approve", "a", "app.approve", "Approve", "approve a pending context restart"),
-    OperatorKey("deny", "d", "app.deny", "Deny", "deny a pending context restart (the run ends cleanly)"),
-    OperatorKey("pause", "p", "app.pause", "Pause",
-                "pause (at once while the model is asked, else after the turn); while paused: resume"),
-    # The same key and id: the footer shows whichever applies (Resume while paused), help lists the key once.
-    OperatorKey("pause", "p", "app.resume", "Resume", ""),
-    OperatorKey("stop", "s", "app.stop", "Stop", "stop after the current turn (asks first; again: stop now)"),
-    # Once a stop was asked the footer reads Stop now (the same key and id; help lists the key once).
-    OperatorKey("stop", "s", "app.stop_now", "Stop now", ""),
+    *command_keys(),
     OperatorKey("guardrails", "g", "app.guardrails", "Guards",
                 "guardrails: policies, feedback providers, completion checker and verdict, deadline, token budget, "
                 "command tools (g or esc closes)"),

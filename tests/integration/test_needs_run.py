@@ -271,7 +271,7 @@ def test_wait_refuses_bad_input(make_job, tmp_path: Path, capsys, monkeypatch) -
     never = make_job("quickstart")
     assert main(["wait", str(never.root), "--timeout", "-1"]) == 2
     assert main(["wait", str(never.root), "--timeout", "nan"]) == 2
-    monkeypatch.setattr(cli, "WAIT_START_GRACE", 0.3)
+    monkeypatch.setattr("console.cli.wait.WAIT_START_GRACE", 0.3)
     assert main(["wait", str(never.root)]) == 2  # a folder that never ran (and nothing starts it)
     err = capsys.readouterr().err
     assert "never run" in err and all(line.startswith("agent-console: ") for line in err.splitlines())

@@ -335,3 +335,24 @@ def test_sigterm_stops_the_run_and_closes_the_console(make_job):
     run_console(sup, keymap={}, headless=True, auto_pilot=pilot_body, signals=got)
     assert got == ["SIGTERM"] and sup.result is not None and sup.result.reason is ShutdownReason.USER_SHUTDOWN
     assert signal.getsignal(signal.SIGTERM) is before  # the handler is put back
+
+
+def test_the_palette_and_the_keys_offer_every_command_of_the_engine_s_specs(make_job):
+    """Derived, not listed: each spec is a palette entry calling the console's action for it, and each spec with
+    a key is a binding of the run's screen with that action (console.engine.command_specs.SPECS)."""
+    from console.engine.command_specs import SPECS
+
+    app = attach_app(make_job("quickstart"))
+
+    async def body(pilot):
+        entries = {c.title: c for c in app.get_system_commands(app.screen)}
+        bindings = {b.action: b for b in type(app.main).BINDINGS}
+        for spec in SPECS:
+            entry = entries[spec.title]
+            assert entry.help == spec.palette_help
+            assert entry.callback == getattr(app, f"action_{spec.action}")
+            if spec.key is not None:
+                bound = bindings[f"app.{spec.action}"]
+                assert (bound.key, bound.id) == (spec.key.default, spec.key.id)
+
+    drive(app, body)

@@ -8,6 +8,8 @@ import json
 import pytest
 
 from console.engine import events as ev
+from console.engine.commands import CommandError
+from console.engine.control import ControlChannel
 from console.engine.messages import ToolCall
 from console.engine.operator import OperatorState
 from console.engine.runtime import Runtime
@@ -103,10 +105,20 @@ def test_a_rewind_while_the_phase_s_transition_is_open_re_plans_that_phase(rt) -
 @pytest.mark.parametrize("phase", [True, 0, -3, 2.5, "two", "", "1e400", float("nan"), float("inf"), [1],
                                    {"n": 1}, "9" * 5000])
 def test_garbage_phases_are_refused_never_raised(rt, phase) -> None:
+    """Refused where the command is made (the typed command: the sender is told, nothing is queued), and the
+    same bytes dropped into the inbox are moved aside and reported: never applied, never a traceback."""
     to_phase(rt, 1)
-    answer = rewind(rt, phase=phase)
-    assert answer.status == "rejected" and answer.detail.endswith("rewind not applied")
-    assert len(answer.detail) < 200
+    op = OperatorState(ControlChannel(rt.paths.inbox))
+    with pytest.raises(CommandError) as refused:
+        op.channel.submit("rewind", {"issue": "wrong order", "phase": phase})
+    assert len(str(refused.value)) < 200 and str(refused.value).startswith("rewind: ")
+    rt.paths.inbox.mkdir(parents=True, exist_ok=True)
+    raw = {"command": "rewind", "args": {"issue": "wrong order", "phase": phase}}
+    (rt.paths.inbox / "0001-garbage.json").write_text(json.dumps(raw, allow_nan=True))
+    assert op.apply(rt) == []
+    answers = [e for e in ev.read_events(rt.paths.events) if isinstance(e, ev.OperatorCommand)]
+    assert [(e.command, e.status) for e in answers] == [("invalid", "rejected")]
+    assert "0001-garbage.json" in answers[0].detail and len(answers[0].detail) < 400
     assert rt.todos.state.pending is None
 
 

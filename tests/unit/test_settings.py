@@ -10,7 +10,8 @@ import pytest
 
 from console.engine.job import JobError, LimitsSection, ModelSection
 from console.engine.job_config import JobConfig
-from console.settings import RunSettings, Settings, load_settings, resolve_run_settings
+from console.engine.run_settings import RunSettings
+from console.settings import Settings, load_settings, resolve_run_settings
 
 
 @pytest.fixture

@@ -12,11 +12,12 @@ import itertools
 
 from console.engine.context.masking import call_for, masked_copy
 from console.engine.context.tokens import estimate_message
+from console.engine.job import DEFAULT_CARRYOVER_TURNS as DEFAULT_CARRYOVER
 from console.engine.messages import Message
 
-# How many whole turns a restart carries into the next session by default (seed 004's carryover_turns; the
-# run's setting: job.toml [context] carryover_turns, or the config file's carryover_turns).
-DEFAULT_CARRYOVER_TURNS = 3
+# How many whole turns a restart carries into the next session by default: defined with the setting's bounds in
+# console.engine.job (the settings read it without loading this module).
+DEFAULT_CARRYOVER_TURNS = DEFAULT_CARRYOVER
 
 # Harness messages that belong to the session they were sent in, not to the next one.
 SESSION_NOTICES = frozenset({"summary", "restart_marker", "kickoff", "wind_down", "mask_notice", "stuck_notice"})

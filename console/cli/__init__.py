@@ -1,0 +1,94 @@
+"""agent-console: the command line.
+
+A command that takes a run (attach, approve, deny, checkpoint, rewind, pause,
+resume, stop, run --in-place) accepts its folder, its short id (as `run` and
+`jobs` print it) or the start of its folder name; one that matches several
+runs is an error listing them.
+
+Exit codes (console/outcome.py): 0 the job completed (the harness's record shows
+the plan done); 1 incomplete (the last line says why); 2 bad input (job folder,
+run id, job.toml, settings, flags); 3 stopped by the operator (a stop from the
+console or another shell, or a denied restart); 4 the agent gave up; 7 failed
+(an internal error); 130 interrupted (Ctrl+C, SIGTERM or SIGHUP, or the model
+stayed unreachable). `wait` adds 5 timeout and 6 interrupted (see WAIT_HELP).
+
+One module per command family (run, lifecycle, views, jobs, control, wait; the grammar in parser, what they
+share in common). A command imports what it needs when it runs: `jobs` and the operator's commands start
+without the console, the providers' SDKs or the run's machinery (benchmarks/cli_start.py times them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import signal
+import sys
+from typing import Any
+
+from console.outcome import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+
+# Names this package offered when it was one module, and where they live now (imported when first asked for).
+_MOVED = {
+    "build_parser": "parser", "launch_flags": "run", "explicit_flags": "run", "check_script": "run",
+    "cmd_run": "run", "start_runner": "lifecycle", "jobs_table": "table", "shorten": "table",
+    "need_summary": "table", "cmd_jobs": "jobs", "prune_jobs": "jobs", "cmd_attach": "views",
+    "cmd_fleet": "views", "cmd_logs": "views", "cmd_control": "control", "resume_run": "control",
+    "cmd_wait": "wait", "WAIT_HELP": "wait", "WAIT_COMPLETED": "wait", "WAIT_ENDED": "wait", "WAIT_STOPPED": "wait",
+    "WAIT_NEEDS": "wait", "WAIT_TIMEOUT": "wait", "WAIT_INTERRUPTED": "wait", "WAIT_FAILED": "wait",
+    "one_line": "common", "run_folder": "common", "check_flags": "common", "resume_hint": "common",
+}
+# Each subcommand's function: (module, name); the operator's commands (console.engine.command_specs.SPECS) go to
+# control.cmd_control.
+_COMMANDS = {"run": ("run", "cmd_run"), "jobs": ("jobs", "cmd_jobs"), "attach": ("views", "cmd_attach"),
+             "logs": ("views", "cmd_logs"), "wait": ("wait", "cmd_wait"), "fleet": ("views", "cmd_fleet")}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        return getattr(importlib.import_module(f"console.cli.{_MOVED[name]}"), name)
+    raise AttributeError(f"module 'console.cli' has no attribute {name!r}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from console.entry import interrupt_once, take_interrupts
+
+    # Already in place when the command came through console.entry; `python -m console.cli` comes here first.
+    previous = signal.getsignal(signal.SIGINT)
+    take_interrupts()
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        # Ctrl+C before the command had its own handling (imports, settings, the provider, a console starting):
+        # exit 130, and no traceback. A command with something to say about it (a run) said it on one line.
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`agent-console jobs | head`): nothing more to say, and nothing to say it to.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    finally:
+        if signal.getsignal(signal.SIGINT) is interrupt_once and previous is not interrupt_once:
+            signal.signal(signal.SIGINT, previous)  # called in-process (tests): the caller's handling again
+
+
+def _main(argv: list[str] | None = None) -> int:
+    from console.cli.parser import build_parser
+
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error already reported on one line
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    command = args.command
+    if command is None and sys.stdin.isatty() and sys.stdout.isatty():
+        command = "fleet"
+    if command in _COMMANDS:
+        module, name = _COMMANDS[command]
+        return int(getattr(importlib.import_module(f"console.cli.{module}"), name)(args))
+    if command is not None:  # one of the operator's commands (the parser knows no other)
+        from console.cli.control import cmd_control
+
+        return cmd_control(args)
+    parser.print_help()
+    return EXIT_USAGE

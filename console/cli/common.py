@@ -1,0 +1,145 @@
+"""What every command shares: printing one safe line, usage errors, flag bounds, finding the run a JOB names."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+from console.engine.text import safe_text
+from console.outcome import EXIT_USAGE
+
+
+def one_line(text: str) -> str:
+    """A message as one printable line: its lines joined, control characters (escape sequences) shown escaped
+    (:func:`console.engine.text.safe_text`). Messages carry paths, names and text from the job and the agent."""
+    return safe_text(str(text), one_line=True, join=True)
+
+
+def err(msg: str) -> None:
+    say(f"agent-console: {msg}", sys.stderr)
+
+
+def say(line: str, stream: Any = None) -> None:
+    """Print a line, made safe for the terminal (:func:`one_line`: every line the command prints passes here);
+    a reader that went away (`| head`, a closed SSH session) does not change the outcome."""
+    with contextlib.suppress(BrokenPipeError, ValueError):
+        print(one_line(line), file=stream or sys.stdout, flush=True)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as the one line every other bad input gets (exit code 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        err(f"{message} (see: {self.prog} --help)")
+        sys.exit(EXIT_USAGE)
+
+
+MAX_SCRIPT_BYTES = 64 << 20
+MAX_WAIT_SECONDS = 86_400
+MAX_LIST = 10**6
+RUN_HELP = "the run: its folder, its id or the start of its folder name (as `run` and `jobs` print them)"
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    """ValueError naming the first numeric flag out of its bounds or not a finite number. The bounds are
+    those of job.toml and the settings: beyond them a value is a typo (or would fail deep in a run)."""
+    from console.engine.job import MAX_CONTEXT_WINDOW, MAX_RESTARTS, MAX_SPEED, MAX_TURNS
+
+    bounds: dict[str, tuple[float, float, str]] = {
+        "speed": (0, MAX_SPEED, f"a number from 0 to {MAX_SPEED:g}"),
+        "max_turns": (1, MAX_TURNS, f"a whole number from 1 to {MAX_TURNS}"),
+        "context_window": (1, MAX_CONTEXT_WINDOW, f"a number of tokens from 1 to {MAX_CONTEXT_WINDOW}"),
+        "max_restarts": (0, MAX_RESTARTS, f"a whole number from 0 to {MAX_RESTARTS}"),
+        "wait": (0, MAX_WAIT_SECONDS, f"a number of seconds from 0 to {MAX_WAIT_SECONDS}"),
+        "limit": (1, MAX_LIST, f"a whole number from 1 to {MAX_LIST}"),
+        "phase": (1, MAX_LIST, f"a phase number from 1 to {MAX_LIST}"),
+    }
+    for name, (low, high, what) in bounds.items():
+        value = getattr(args, name, None)
+        if value is not None and not (math.isfinite(value) and low <= value <= high):
+            raise ValueError(f"--{name.replace('_', '-')} {value:g}: expected {what}")
+
+
+def check_console_options(theme: str | None, settings: Any, console: bool = True) -> None:
+    """ValueError for a console option that names nothing: a theme that does not exist (flag or config), or a
+    [keys] entry with an unknown binding id. Checked before anything runs: a typo must not pass silently.
+    A headless run checks a theme only when --theme names one (reading themes costs the console's imports)."""
+    from console.tui.keymap import check_keymap
+
+    _, problems = check_keymap(settings.keys)
+    if problems:
+        raise ValueError(f"the config file's {problems[0]}")
+    if not console and not theme:
+        return
+    from console.tui.themes import load_themes, themes_dir
+
+    wanted = theme or settings.theme
+    names = [t.name for t in load_themes()]
+    if wanted not in names:
+        where = "--theme" if theme else "theme (config file or AGENT_CONSOLE_THEME)"
+        raise ValueError(f"{where} {wanted!r}: no such theme (themes: {', '.join(names) or 'none'}; "
+                         f"they are the *.toml files in {themes_dir()})")
+
+
+
+def run_folder(ref: str, settings: Any = None) -> Path:
+    """The folder a command's JOB argument names: an existing folder (or anything shaped like a path) as it is,
+    else the run the jobs table knows by that id or folder-name prefix. ValueError (one line) if it names no
+    run or several; a path that is not a job folder is left for validate_job_folder to name. The settings
+    (where the jobs table is) are read only for a reference that is not a folder."""
+    from console.engine.runs import RunLookupError, looks_like_a_path, resolve_run
+    from console.engine.store import JobStore
+
+    if looks_like_a_path(ref) or os.path.isdir(ref):
+        return Path(ref)
+    if settings is None:
+        from console.settings import load_settings
+
+        settings = load_settings()
+    try:
+        rows = JobStore(settings.store_path).list(MAX_LIST)
+    except (sqlite3.Error, OSError) as exc:
+        raise ValueError(f"{ref!r} is not a folder, and the jobs database {settings.store_path} cannot be read to "
+                         f"look it up as a run id or name ({exc}); give the run folder") from None
+    try:
+        return resolve_run(ref, rows)
+    except RunLookupError as exc:
+        if os.path.lexists(ref) and not exc.candidates:
+            return Path(ref)  # a file, a dangling link: the folder check says what is wrong with it
+        raise
+
+
+STATE_FILES = {"TodoState": "todos.json", "MemoryState": "memory.json", "WorkspaceRecord": "workspace.json"}
+
+
+def state_error(paths: Any, exc: Exception) -> str:
+    """One line naming the harness file that cannot be read, and what to do about it."""
+    name = STATE_FILES.get(getattr(exc, "title", ""), "")
+    where = paths.state / name if name else paths.state
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return (f"{where}: harness state cannot be read ({first}); restore it from a backup, or move the job's "
+            ".console/ folder aside to start the job over")
+
+
+def resume_hint(paths: Any) -> str:
+    """``resume run k3f9q with: agent-console run --in-place FOLDER``: the exact command that goes on
+    (the folder, which works from any directory; the id names the run as `jobs` lists it)."""
+    return f"resume run {paths.run_id} with: agent-console run --in-place {paths.root}"
+
+
+
+def fit_parts(parts: list[str], width: int) -> list[str]:
+    """Parts of a message joined with "; " into as few lines as fit ``width`` (a part is never split)."""
+    out: list[str] = []
+    for part in parts:
+        if out and len(out[-1]) + 2 + len(part) <= width:
+            out[-1] += "; " + part
+        else:
+            out.append(part)
+    return out

@@ -1,0 +1,114 @@
+"""The operator's commands from the command line (approve, deny, checkpoint, rewind, pause, resume, stop): one
+function for all of them, driven by the engine's command specs; and `resume` of a run no process runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from console.cli.common import (
+    check_flags,
+    err,
+    resume_hint,
+    run_folder,
+    say,
+)
+from console.outcome import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+
+
+def cmd_control(args: argparse.Namespace) -> int:
+    from console.engine.command_specs import BY_CLI
+    from console.engine.commands import CommandError, parse_command
+    from console.engine.control import RunLock, write_inbox
+    from console.engine.job import JobError, JobPaths, validate_job_folder
+
+    try:
+        check_flags(args)
+        paths: JobPaths = validate_job_folder(run_folder(args.job))
+    except (JobError, ValueError) as exc:
+        err(str(exc))
+        return EXIT_USAGE
+    if not paths.state.is_dir():
+        err(f"{paths.root}: this job has never run (no .console/ folder), so there is nothing to {args.command}; "
+            f"a run of it is another folder: give {args.command} the id `agent-console run` prints (or run this "
+            f"folder itself with: agent-console run --in-place {paths.root})")
+        return EXIT_USAGE
+    spec = BY_CLI[args.command]
+    try:  # checked against the engine's typed commands before anything is queued
+        body = parse_command(spec.name, {a.name: v for a in spec.args if (v := getattr(args, a.name)) is not None})
+    except CommandError as exc:
+        err(str(exc))
+        return EXIT_USAGE
+    pid = RunLock(paths).holder()
+    if pid is None and spec.cli == "resume":
+        return resume_run(paths, args)
+    if pid is None and spec.live:
+        from console.runner import job_done
+
+        # A stop (approve, deny) belongs to a running run; left in the inbox it would act on the next one.
+        if job_done(paths):
+            err(f"{args.command}: run {paths.run_id} ({paths.root}) is complete: there is nothing to {args.command}")
+        else:
+            err(f"{args.command}: no process is running {paths.root} now, so there is nothing to {args.command}; "
+                f"{resume_hint(paths)}")
+        return EXIT_FAILED
+    try:
+        cmd = write_inbox(paths, body, source="cli")
+    except OSError as exc:  # the inbox is full (no run reads it) or cannot be written
+        err(f"{args.command}: cannot be queued for {paths.root}: {exc.strerror or exc}")
+        return EXIT_FAILED
+    if args.wait <= 0:
+        say(f"{args.command}: queued for {paths.root}")
+        return EXIT_OK
+    if pid is None:
+        say(f"{args.command}: queued; no process is running this job now, so it applies when the job runs again "
+            f"(agent-console run --in-place {paths.root})")
+        return EXIT_OK
+    import time
+
+    from console.engine import events as ev  # only to read the run's answer
+
+    deadline = time.monotonic() + args.wait
+    offset = 0
+    while time.monotonic() < deadline:
+        new, offset = ev.read_new(paths.events, offset)
+        for e in new:
+            if isinstance(e, ev.OperatorCommand) and e.command_id == cmd.id and e.status != "received":
+                say(f"{args.command}: {e.status}: {e.detail}")
+                return EXIT_OK if e.status == "applied" else EXIT_FAILED
+        time.sleep(0.1)
+    say(f"{args.command}: sent to process {pid}; not confirmed within {args.wait:g}s (it applies at the next "
+        "turn boundary)")
+    return EXIT_OK
+
+
+def resume_run(paths: Any, args: argparse.Namespace) -> int:
+    """``resume ID`` of a run no process runs: start it again as a runner, with its recorded settings (and the
+    flags given now), in the background or under a console; or say in one line why not (non-zero)."""
+    from console.engine.launch import LaunchError, read_launch
+    from console.runner import job_done
+
+    if job_done(paths):
+        err(f"resume: run {paths.run_id} ({paths.root}) is complete: there is nothing to resume")
+        return EXIT_FAILED
+    if not paths.events.exists():
+        err(f"resume: {paths.root} has never run: start it with agent-console run {paths.root}")
+        return EXIT_USAGE
+    try:
+        read_launch(paths)
+    except LaunchError as exc:
+        err(f"resume: {exc}; move it aside to resume with the current settings")
+        return EXIT_USAGE
+    if args.console and not (sys.stdin.isatty() and sys.stdout.isatty()):
+        err("resume --console needs a terminal; without --console the run goes on in the background")
+        return EXIT_USAGE
+    from console.cli.parser import build_parser
+    from console.cli.run import cmd_run
+
+    run_args = build_parser().parse_args(["run", "--in-place", str(paths.root)])
+    for key, value in vars(args).items():
+        if key in vars(run_args) and key not in ("command", "job"):
+            setattr(run_args, key, value)
+    run_args.detach = not args.console
+    return cmd_run(run_args)

@@ -1,0 +1,224 @@
+"""A run once started: as a runner process (and a console on it), or headless in this process, to its closing
+lines and exit code."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+from typing import Any
+
+from console.cli.common import (
+    err,
+    resume_hint,
+    say,
+)
+from console.engine.text import safe_text
+from console.outcome import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, exit_code
+
+RUNNER_FLAGS_ENV = "AGENT_CONSOLE_RUNNER_FLAGS"  # a runner's flags: the environment, not argv (ps shows argv)
+RUNNER_BY_ENV = "AGENT_CONSOLE_RUNNER_BY"
+
+
+def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, theme: str = "") -> int:
+    """Start the run in ``paths`` as a runner process; then open a console on it (``console``) or say how to
+    follow it. Exit code: the run's own once it has ended under the console; 0 when it goes on."""
+    import subprocess
+
+    from console.engine.run_lock import RunLock
+    from console.runner import HARD_EXIT_AFTER, log_tail, spawn_runner, wait_started
+
+    holder = RunLock(paths).holder()
+    if holder is not None:
+        err(f"{paths.root} is already being run by process {holder} (run {paths.run_id}); watch it with: "
+            f"agent-console attach {paths.run_id}")
+        return EXIT_USAGE
+    env = dict(os.environ)
+    env[RUNNER_FLAGS_ENV] = json.dumps(given)
+    env[RUNNER_BY_ENV] = by
+    try:
+        proc = spawn_runner(paths, env=env)
+    except OSError as exc:
+        err(f"the run could not be started: {exc.strerror or exc}")
+        return EXIT_FAILED
+    try:
+        code = wait_started(paths, proc)
+        if code is None and console:
+            from console.tui.launch import attach_console
+
+            attach_console(paths, theme=theme, job_title=paths.root.name, quit_asks=True)
+    except KeyboardInterrupt:
+        # Ctrl+C before the console has the terminal (there it is a key, and quit asks): the run this command
+        # started is stopped as a headless run's is on SIGTERM (at once, resumable), and its process gone.
+        with contextlib.suppress(OSError):
+            proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=HARD_EXIT_AFTER + 1.0)
+        err(f"interrupted; {resume_hint(paths)}")
+        return EXIT_INTERRUPTED
+    if code is not None:
+        for line in log_tail(paths):
+            err(line.removeprefix("agent-console: "))
+        err(f"the run did not start (exit code {code}); its log: {paths.state / 'runner.log'}")
+        return code or EXIT_FAILED
+    if not console:
+        say(f"running in the background (process {proc.pid}); watch it: agent-console attach {paths.run_id}; "
+            f"its story: agent-console logs -f {paths.run_id}; stop it: agent-console stop {paths.run_id}")
+        return EXIT_OK
+    return _after_console(paths)
+
+
+def _after_console(paths: Any) -> int:
+    from console.runner import ended_code
+
+    code = ended_code(paths)
+    if code is None:
+        say(f"detached: run {paths.run_id} goes on; come back with: agent-console attach {paths.run_id} "
+            f"(or agent-console, the fleet); follow it: agent-console logs -f {paths.run_id}")
+        return EXIT_OK
+    return code
+
+
+
+def _finish(sup: Any, paths: Any, interrupted_by: str | None = None) -> int:
+    """The closing lines of a run, and its exit code.
+
+    ``interrupted_by`` names the signal that stopped the run (headless: Ctrl+C, SIGTERM, SIGHUP). The engine
+    ends a run stopped by a signal and one stopped by the operator (a `stop` from the console or another
+    shell, a denied restart) alike, as user_shutdown: the signal is what tells an interrupt (130) from the
+    operator's decision (3)."""
+    result = sup.result
+    if result is None:
+        err(f"the run was stopped before it started; {resume_hint(paths)}")
+        return EXIT_INTERRUPTED
+    cost = _job_cost(sup)
+    if result.ok:
+        if result.already:  # nothing ran: an earlier run completed it
+            say(f"job already complete: {paths.root}")
+        elif result.outcome is None:  # a free stop ([guardrails.completion] type = "none") with the work done
+            say(f"done: the agent stopped with the plan done in {result.sessions} session(s){cost}; results in "
+                f"{paths.root}")
+        else:
+            say(f"done: job complete in {result.sessions} session(s){cost}; results in {paths.root}")
+        return EXIT_OK
+    reason = result.reason.value
+    if result.ended == "gave_up" and result.outcome is not None:
+        said = safe_text(result.outcome.summary, one_line=True, join=True, limit=300)
+        err(f"the agent gave up (confidence {result.outcome.confidence:g}): {said}{cost}")
+        err(f"its notes: {safe_text(result.outcome.notes, one_line=True, join=True, limit=600)}")
+        err(f"once the cause is fixed, {resume_hint(paths)}")
+        return exit_code(result, interrupted_by)
+    stopped = reason == "user_shutdown"
+    detail = f"interrupted by {interrupted_by}" if stopped and interrupted_by else result.detail
+    if result.ended == "failed":
+        err(f"run failed: {detail}{cost}")
+    else:
+        why = f"interrupted by {interrupted_by}" if stopped and interrupted_by else present_reason(reason)
+        if reason in ("job_complete", "agent_stopped"):  # a free stop ([guardrails.completion] type = "none")
+            why = f"{why}, with work left: the record does not show the plan done"
+        said = "" if not detail or detail == why else f": {detail}"
+        err(f"run ended incomplete ({why}){said}{cost}")
+    if reason in ("user_shutdown", "model_unavailable", "budget_exhausted", "agent_stopped", "max_turns",
+                  "completion_blocked"):
+        # Nothing is lost: the exact command that goes on (a budget raised in job.toml first).
+        err(resume_hint(paths))
+    return exit_code(result, interrupted_by)
+
+
+def present_reason(reason: str) -> str:
+    from console.present import REASON_WORDS
+
+    return REASON_WORDS.get(reason, reason)
+
+
+def _job_cost(sup: Any) -> str:
+    """"; cost $0.42" for the closing line, when the model's price is known."""
+    from console.engine.cost import format_cost
+
+    usd = sup.job_cost()
+    return "" if usd is None else f"; cost {format_cost(usd)}"
+
+
+def run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool = False,
+                  notify: tuple[str, ...] = (), notify_on_end: bool = True) -> int:
+    """Run in this process, telling its story on stdout (a runner's goes to its log).
+
+    Ctrl+C stops after the turn in flight (a second one at once); SIGTERM (kill, systemd, a console's stop
+    of its run) stops at once and the process is gone within 2 s either way, the run resumable; SIGHUP (the
+    terminal went away) is no reason to stop: the run goes on, its story into .console/runner.log."""
+    notifier = None
+    try:
+        from console.engine.supervisor import JobBusy
+        from console.headless import HeadlessLog, use_color
+        from console.runner import HardExit, detach_output
+
+        sup.subscribe(HeadlessLog(sys.stdout, color=use_color(sys.stdout), run_id=paths.run_id,
+                                  provider=sup.provider.name))
+        notifier = _notifier(sup, paths, notify, notify_on_end)
+        interrupts = 0
+        signal_name: str | None = None  # the first signal that stopped the run: an interrupt, not an operator stop
+        hard_exit = HardExit(before=lambda: store.ended(paths.root, "interrupted", clock.now(), "stopped by SIGTERM"))
+
+        def on_signal(signum: int, frame: object) -> None:
+            nonlocal interrupts, signal_name
+            if signum == signal.SIGHUP:
+                detach_output(paths)  # the terminal is gone: the run is not
+                return
+            interrupts += 1
+            if signal_name is None:
+                signal_name = "Ctrl+C" if signum == signal.SIGINT else signal.Signals(signum).name
+            sup.stop()
+            if signum == signal.SIGTERM:
+                sup.stop()  # at once: whoever sent it expects the process gone
+                hard_exit.arm()
+                return
+            if interrupts == 1:
+                print("\nstopping: at once if the model is being asked, else after the turn's tool calls (Ctrl+C "
+                      "again to stop now)", file=sys.stderr, flush=True)
+            elif interrupts > 2:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)  # one is enough: the next would cut its unwinding
+                raise KeyboardInterrupt
+
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    except KeyboardInterrupt:  # Ctrl+C before the run's own handling of it: the run has not started
+        if notifier is not None:
+            notifier.close()
+        err(f"interrupted before the run started; {resume_hint(paths)}")
+        return EXIT_INTERRUPTED
+    try:
+        sup.run()
+    except JobBusy as exc:
+        err(f"{exc} (run {paths.run_id}); send it commands (agent-console pause|stop|... {paths.root}) or watch "
+            f"it with: agent-console attach {paths.root}")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        store.ended(paths.root, "stopped", clock.now(), "interrupted")
+        err(f"interrupted; {resume_hint(paths)}")
+        return EXIT_INTERRUPTED
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if notifier is not None:
+            notifier.close()
+    return _finish(sup, paths, signal_name)
+
+
+def _notifier(sup: Any, paths: Any, urls: tuple[str, ...], on_end: bool = True) -> Any:
+    """The operator's channels (Apprise URLs) told when the run needs them; None when there are none. A channel
+    that fails is reported once, as an error event naming its scheme and host only; the run goes on."""
+    if not urls:
+        return None
+    from console.engine import events as ev
+    from console.engine.runs import job_name
+    from console.notify import Notifier
+
+    def failed(line: str) -> None:
+        with contextlib.suppress(Exception):  # the run may be closing its log: the line is in runner.log anyway
+            sup.events.emit(ev.ErrorEvent, message=line, where="notify")
+        err(line)
+
+    notifier = Notifier(list(urls), paths.run_id, job_name(paths.root), on_error=failed, notify_on_end=on_end)
+    sup.subscribe(notifier)
+    return notifier

@@ -1,0 +1,129 @@
+"""The command line's grammar: every subcommand and flag (the operator commands' from the engine's specs)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from console import __version__
+from console.cli.common import RUN_HELP, Parser
+from console.cli.wait import WAIT_HELP
+from console.engine.command_specs import SPECS
+from console.providers.registry import NAMES as PROVIDER_NAMES
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(
+        prog="agent-console",
+        description="Run long LLM agent jobs under guardrails, and supervise them.",
+    )
+    p.add_argument("--version", action="version", version=f"agent-console {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run a job (a folder with instructions.md)",
+                         description="Copy JOB into a fresh run folder and run it (or run it in place).")
+    run.add_argument("job", metavar="JOB", help="job folder (with instructions.md); with --in-place, also a run's "
+                                                "id or the start of its folder name")
+    run.add_argument("--headless", action="store_true", help="print a compact live log instead of the console")
+    run.add_argument("--theme", metavar="NAME", help="console theme (agent-dark, agent-light, agent-ansi, ...)")
+    run.add_argument("--in-place", action="store_true",
+                     help="run in JOB itself instead of a fresh copy (resumes it if it has state)")
+    run.add_argument("--detach", action="store_true",
+                     help="start the run in the background and return (follow it with attach, logs -f or wait)")
+    _settings_flags(run)
+    run.add_argument("--script", type=Path, metavar="FILE",
+                     help="replay exact turns from FILE (JSON list or JSON Lines) with the scripted provider")
+    run.add_argument("--unconfined", action="store_true",
+                     help="run the job's [[tools]] commands WITHOUT a sandbox for this run (they see everything you "
+                          "can and reach the network; still bounded in time, processes, memory and folder size)")
+    run.add_argument("--runner", action="store_true", help=argparse.SUPPRESS)  # a run started by a console
+
+    for spec in SPECS:  # the operator's commands: one subcommand each, from the engine's command specs
+        c = sub.add_parser(spec.cli, help=spec.help, description=spec.help)
+        c.add_argument("job", metavar="JOB", help=RUN_HELP)
+        for arg in spec.args:
+            if arg.positional:
+                c.add_argument(arg.name, help=arg.help)
+            else:
+                c.add_argument(f"--{arg.name}", type=arg.type, metavar=arg.metavar, help=arg.help)
+        if spec.cli == "resume":  # the command line's resume also goes on with a run no process runs
+            c.add_argument("--console", action="store_true", help="open the console on the run it starts")
+            c.add_argument("--theme", metavar="NAME", help="console theme (with --console)")
+            _settings_flags(c)
+        c.add_argument("--wait", type=float, default=5.0, metavar="SECONDS",
+                       help="how long to wait for the run to confirm (default 5; 0 does not wait)")
+
+    fleet = sub.add_parser("fleet", help="the fleet view: every run, live (also: agent-console with no command)",
+                           description="List every run of the jobs store, live: id, job, state, phase, context, "
+                                       "cost, elapsed, last event. A run that needs you is listed first, "
+                                       "highlighted, and rings the bell. enter attaches to the selected run (q "
+                                       "comes back), a approves its restart, d denies it and s stops the run (both "
+                                       "ask first), x forgets a run whose folder is gone (state 'gone'; asks), / "
+                                       "filters, q quits. Runs go on when it closes.")
+    fleet.add_argument("--theme", metavar="NAME", help="console theme")
+
+    attach = sub.add_parser("attach", help="open the console on a job another process runs (or a finished one)",
+                            description="Follow a job run elsewhere (e.g. run --headless over SSH) in the console. "
+                                        "Keys act through the job's control inbox; closing never stops the run.")
+    attach.add_argument("job", metavar="JOB", help=RUN_HELP)
+    attach.add_argument("--theme", metavar="NAME", help="console theme")
+
+    logs = sub.add_parser("logs", help="print a run's story (the model's text, tool calls and results, phases, "
+                                       "guardrails, operator commands, needs-you moments); -f follows a live run",
+                          description="Print a run's story from its events.jsonl: one line per turn (its tool calls "
+                                      "and tokens) with the model's text and the calls' results under it, todo and "
+                                      "phase milestones, guardrail and context events, operator commands and "
+                                      "needs-you moments. -f follows a live run until it ends (Ctrl+C stops "
+                                      "following, exit 130; the run goes on). --json prints the events themselves, "
+                                      "one JSON object a line, for jq.")
+    logs.add_argument("job", metavar="JOB", help=RUN_HELP)
+    logs.add_argument("-f", "--follow", action="store_true",
+                      help="keep printing new events until the run ends (or no process runs it any more)")
+    logs.add_argument("--json", action="store_true",
+                      help="print the events as they are in .console/events.jsonl, one JSON object a line")
+    logs.add_argument("--since", type=int, default=0, metavar="SEQ",
+                      help="start at the event with this seq (the events' \"seq\" field, as --json shows it)")
+    logs.add_argument("-n", "--lines", type=int, metavar="N",
+                      help="only the last N lines (with --json: events) of what the log holds so far")
+
+    jobs = sub.add_parser("jobs", help="list runs: id, state, job, started, cost, confidence, summary",
+                          description="List runs, newest first. The table fits the terminal: on a narrow one the "
+                                      "confidence, cost and started columns are left out (in that order) and a "
+                                      "summary ends at a word with '…'; --json prints every field.")
+    jobs.add_argument("--limit", type=int, default=30, help="how many runs to show (newest first)")
+    jobs.add_argument("--json", action="store_true", help="print JSON lines (every field, and the id) instead")
+    jobs.add_argument("--prune", action="store_true",
+                      help="forget the runs whose folder is gone (state 'gone'): their rows are removed from the "
+                           "list; each one is named")
+
+    wait = sub.add_parser("wait", help="wait until a run ends or needs you; the exit code says which",
+                          description="Block until the run ends or needs its operator, print one line saying "
+                                      "which, and exit with a code for scripts and cron. " + WAIT_HELP + ".")
+    wait.add_argument("job", metavar="JOB", help=RUN_HELP)
+    wait.add_argument("--timeout", type=float, metavar="SECONDS", help="give up after this long (exit code 5); "
+                                                                         "default: wait as long as it takes")
+    return p
+
+
+def _settings_flags(p: argparse.ArgumentParser) -> None:
+    """The flags that set how a run works; recorded with the run, so a resume keeps them (flags given to a
+    resume override the record and are told in its launch_settings event)."""
+    p.add_argument("--provider", choices=list(PROVIDER_NAMES), help="model provider (its default model follows)")
+    p.add_argument("--model", help="model name (default depends on the provider)")
+    p.add_argument("--base-url", help="API base URL (an OpenAI-compatible server such as llama.cpp, vLLM, Ollama)")
+    p.add_argument("--switch-model", action="store_true",
+                   help="let a resume change the run's provider or model (refused without it)")
+    p.add_argument("--max-turns", type=int, metavar="N", help="stop a session after N turns")
+    p.add_argument("--context-window", type=int, metavar="TOKENS", help="override the model's context window")
+    p.add_argument("--max-restarts", type=int, metavar="N",
+                   help="the most sessions a run may have: a context full in session N ends it (seed 004)")
+    auto = p.add_mutually_exclusive_group()
+    auto.add_argument("--no-auto-restart", action="store_true",
+                      help="when the context is full, wait for `agent-console approve RUN` before restarting")
+    auto.add_argument("--auto-restart", action="store_true", help="restart on a full context without asking")
+    p.add_argument("--speed", type=float, metavar="X",
+                   help="scripted demo model pacing, higher is faster: 1 looks alive (default), 2 twice as fast, "
+                        "0 instant")
+    p.add_argument("--notify", action="append", metavar="URL",
+                   help="tell this Apprise URL when the run needs you (ntfy://, slack://, json://, mailto://...; "
+                        "repeatable; default: the config's [notify] urls)")

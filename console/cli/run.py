@@ -1,0 +1,243 @@
+"""`run`: check everything a run needs, make its folder, and start it (headless here, or as a runner)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sqlite3
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from console.cli.common import (
+    MAX_SCRIPT_BYTES,
+    check_console_options,
+    check_flags,
+    err,
+    resume_hint,
+    run_folder,
+    say,
+    state_error,
+)
+from console.cli.lifecycle import RUNNER_BY_ENV, RUNNER_FLAGS_ENV, run_headless, start_runner
+from console.outcome import EXIT_INTERRUPTED, EXIT_USAGE
+
+
+def _script_items(text: str) -> list[Any]:
+    """The turns of a replay script: a JSON list (or one object), else JSON Lines; ValueError if neither."""
+    try:
+        doc = json.loads(text)
+        return doc if isinstance(doc, list) else [doc]
+    except json.JSONDecodeError:
+        pass
+    items = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                items.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"neither a JSON list of turns nor JSON Lines (line {n}: {exc.msg})") from None
+    return items
+
+
+def check_script(path: Path) -> None:
+    """A --script file that cannot be replayed is a ValueError of one line naming it.
+
+    It is checked before the provider reads it: a FIFO would block the read, a deeply nested document
+    would raise RecursionError, and a turn of the wrong shape a many-line validation error."""
+    from pydantic import ValidationError
+
+    from console.engine.job import JobError, format_validation_error, read_operator_file
+    from console.providers.scripted import ScriptedTurn
+
+    shown = f"--script {path}"
+    try:
+        text = read_operator_file(path, shown, MAX_SCRIPT_BYTES,
+                                  "a replay script (a JSON list or JSON Lines of turns)")
+    except JobError as exc:
+        raise ValueError(str(exc)) from None
+    if text is None:
+        raise ValueError(f"{shown}: no such file")
+    try:
+        items = _script_items(text)
+    except RecursionError:
+        raise ValueError(f"{shown}: not usable JSON: nested too deeply") from None
+    except ValueError as exc:  # not JSON, or e.g. a number of over 4,300 digits
+        raise ValueError(f"{shown}: not usable JSON: {str(exc)[:160]}") from None
+    for n, item in enumerate(items, 1):
+        try:
+            ScriptedTurn.model_validate(item)
+        except ValidationError as exc:
+            raise ValueError(format_validation_error(f"{shown}: turn {n}", exc, 'a turn is {"text": ..., '
+                                                     '"calls": [{"name": ..., "arguments": {...}}]}')) from None
+        except RecursionError:
+            raise ValueError(f"{shown}: turn {n}: nested too deeply") from None
+
+
+
+def explicit_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The run settings the operator gave as flags (None: not given)."""
+    auto = True if getattr(args, "auto_restart", False) else False if getattr(args, "no_auto_restart", False) else None
+    script = getattr(args, "script", None)
+    return {"provider": args.provider, "model": args.model, "base_url": args.base_url, "speed": args.speed,
+            "max_turns": args.max_turns, "context_window": args.context_window, "max_restarts": args.max_restarts,
+            "auto_restart": auto, "unconfined": True if getattr(args, "unconfined", False) else None,
+            "script": str(Path(script).absolute()) if script is not None else None,
+            "notify": tuple(args.notify) if getattr(args, "notify", None) else None}
+
+
+def launch_flags(recorded: Any, given: dict[str, Any], switch: bool) -> dict[str, Any]:
+    """The flags a run starts with: its record (a resume) overridden by what was given now.
+
+    ValueError (one line) when the flags would change the run's provider or model without --switch-model."""
+    from console.engine.launch import identity_change
+
+    if recorded is None:
+        return dict(given)
+    if (changed := identity_change(recorded, given)) and not switch:
+        raise ValueError(f"this run was started on {recorded.provider} {recorded.model}; resuming it with "
+                         f"{'; '.join(changed)} makes it another model's run: add --switch-model to do so")
+    flags = recorded.flags()
+    if given.get("provider") not in (None, recorded.provider):
+        # Another provider: its own default model and endpoint, unless given too.
+        flags["model"] = flags["base_url"] = flags["context_window"] = None
+    flags.update({k: v for k, v in given.items() if v is not None})
+    return flags
+
+
+def _budgets(job: Any) -> dict[str, Any]:
+    """job.toml's budgets ([guardrails] deadline_seconds, budget_tokens, budget_usd), for the run's record."""
+    guard = getattr(job, "guardrails", None)
+    names = ("deadline_seconds", "budget_tokens", "budget_usd")
+    return {n: v for n in names if (v := getattr(guard, n, None)) is not None}
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from console.engine.clock import SystemClock
+    from console.engine.job import JobError, prepare_run, validate_job_folder
+    from console.engine.job_config import load_job_config
+    from console.engine.launch import Launch, LaunchStart, changes, read_launch
+    from console.engine.store import JobStore
+    from console.engine.supervisor import Supervisor
+    from console.providers import ProviderError, make_provider
+    from console.settings import load_settings, resolve_run_settings
+
+    clock = SystemClock()
+    job_arg = Path(args.job)
+    runner = bool(args.runner)
+    if runner:  # the flags the starting process was given (never argv: ps shows it to every user)
+        with contextlib.suppress(ValueError, TypeError):
+            for key, value in json.loads(os.environ.pop(RUNNER_FLAGS_ENV, "{}") or "{}").items():
+                if key == "auto_restart":  # one setting, two flags
+                    args.auto_restart, args.no_auto_restart = bool(value), not value
+                elif hasattr(args, key) and value is not None:
+                    setattr(args, key, value)
+    try:
+        check_flags(args)
+        settings = load_settings()
+        use_console = not args.headless and not args.detach and sys.stdin.isatty() and sys.stdout.isatty()
+        check_console_options(args.theme, settings, console=use_console)
+        if args.in_place:  # a run to go on with: its folder, id or name; a copy is made of a job folder only
+            job_arg = run_folder(args.job, settings)
+        source = validate_job_folder(job_arg)
+        job = load_job_config(source)
+        recorded = read_launch(source) if args.in_place else None
+        given = explicit_flags(args)
+        flags = launch_flags(recorded, given, args.switch_model)
+        if not flags.get("notify"):
+            flags["notify"] = tuple(settings.notify.urls)
+        from console.notify import check_urls, shown_url
+
+        if problems := check_urls(flags["notify"]):
+            raise ValueError(f"--notify / [notify] urls: {problems[0]}")
+        script = Path(flags["script"]) if flags.get("script") else None
+        rs = resolve_run_settings(settings, job, **{k: v for k, v in flags.items() if k not in ("script", "notify")})
+        if recorded is not None and given.get("context_window") is None and recorded.context_window_source:
+            rs = replace(rs, context_window_source=f"as started ({recorded.context_window_source})")
+        if script is not None and rs.provider != "scripted":
+            raise ValueError("--script replays turns with the scripted provider only")
+        if script is not None:
+            check_script(script)
+        secret = getattr(settings, f"{rs.provider}_api_key", None)  # AGENT_CONSOLE_<PROVIDER>_API_KEY
+        api_key = secret.get_secret_value() if secret is not None else None
+        try:
+            provider = make_provider(rs.provider, rs.model, base_url=rs.base_url, api_key=api_key, speed=rs.speed,
+                                     clock=clock, script=script, max_tokens_param=settings.max_tokens_param)
+        except (ProviderError, RecursionError):
+            raise
+        except Exception as exc:  # an SDK refusing its settings (e.g. a URL form only it rejects)
+            what = "base_url (--base-url, job.toml or settings)" if rs.base_url else f"--provider {rs.provider}"
+            raise ValueError(f"{what}: the {rs.provider} client cannot be set up ({type(exc).__name__}: "
+                             f"{str(exc)[:200]})") from None
+    except (JobError, ValueError, ProviderError) as exc:
+        err(str(exc))
+        return EXIT_USAGE
+    except RecursionError:
+        err(f"{job_arg}: a job or settings file is nested too deeply to be read")
+        return EXIT_USAGE
+    try:
+        store = JobStore(settings.store_path)
+    except (sqlite3.Error, OSError) as exc:
+        err(f"{settings.store_path}: the jobs database cannot be used ({exc}); move it aside and a new one is made")
+        return EXIT_USAGE
+    from console.engine.atomic import private_dir
+
+    # The data folder (made by the store) and runs/ hold every run: the operator's only (0700), or said once why not.
+    for problem in (*store.not_private, private_dir(settings.runs_dir)):
+        if problem and not runner:
+            err(f"warning: not private: {problem}")
+    try:
+        # Copy only once everything checked out: a failed start leaves no stray run folder.
+        paths = source if args.in_place else prepare_run(job_arg, settings.runs_dir, clock.now())
+    except JobError as exc:
+        err(str(exc))
+        return EXIT_USAGE
+    except OSError as exc:  # the data folder cannot be written, or a file of the job cannot be copied
+        err(f"{job_arg}: cannot be copied to a run folder under {settings.runs_dir}: {str(exc)[:300]}")
+        return EXIT_USAGE
+    try:
+        if use_console or args.detach:
+            # The run is a process of its own (a runner); this one only watches it, and may go away.
+            say(f"run {paths.run_id}: {paths.root}")
+            given = {k: v for k, v in given.items() if v is not None}
+            if args.switch_model:
+                given["switch_model"] = True
+            # Who asked: the fleet's `r` runs `resume` with this variable set to "fleet" (in launch_settings).
+            by = os.environ.pop(RUNNER_BY_ENV, "") or ("console" if use_console else "detach")
+            return start_runner(paths, given, by=by,
+                                console=use_console, theme=args.theme or settings.theme)
+        record = Launch(provider=rs.provider, model=rs.model, base_url=rs.base_url, context_window=rs.context_window,
+                        context_window_source=(recorded.context_window_source if recorded is not None and
+                                               given.get("context_window") is None else rs.context_window_source),
+                        max_turns=rs.max_turns, max_restarts=rs.max_restarts, auto_restart=rs.auto_restart,
+                        carryover_turns=rs.carryover_turns, requires_context=rs.requires_context,
+                        file_index=rs.file_index, speed=rs.speed, unconfined=bool(flags.get("unconfined")),
+                        script=str(script) if script is not None else None, notify=tuple(flags.get("notify") or ()),
+                        budgets=_budgets(job),
+                        started_at=recorded.started_at if recorded is not None else clock.now())
+        launch = LaunchStart(record, source="resume" if recorded is not None else "start",
+                             changes=tuple(changes(recorded, record)) if recorded is not None else (),
+                             by=os.environ.pop(RUNNER_BY_ENV, "") if runner else "headless",
+                             shown_notify=tuple(shown_url(u) for u in record.notify))
+        try:
+            sup = Supervisor(paths, rs, provider, clock=clock, store=store, launch=launch)
+        except sqlite3.Error as exc:
+            err(f"{settings.store_path}: the jobs database cannot be used ({exc}); move it aside and a new one "
+                "is made")
+            return EXIT_USAGE
+        except (ValueError, OSError) as exc:
+            err(state_error(paths, exc))
+            return EXIT_USAGE
+        # The run's id, then its folder: `run ID: FOLDER` (a script takes the folder after the first ": ").
+        say(f"run {paths.run_id}: {paths.root}")
+        if not args.headless and not runner and not use_console:
+            say("not a terminal: running headless (the console needs one)", sys.stderr)
+    except KeyboardInterrupt:
+        # Ctrl+C between the run folder and the run's own handling of it: nothing of the run has happened yet.
+        err(f"interrupted before the run started; {resume_hint(paths)}")
+        return EXIT_INTERRUPTED
+    return run_headless(sup, paths, store, clock, runner=runner, notify=record.notify,
+                         notify_on_end=settings.notify.on_end)

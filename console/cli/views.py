@@ -1,0 +1,116 @@
+"""The commands that watch a run: `attach` (the console), `fleet` (every run) and `logs` (a run's story)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+
+from console.cli.common import (
+    MAX_LIST,
+    check_console_options,
+    err,
+    resume_hint,
+    run_folder,
+)
+from console.outcome import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    from console.engine.job import JobError, validate_job_folder
+    from console.settings import load_settings
+
+    try:
+        settings = load_settings()
+        check_console_options(args.theme, settings)
+        paths = validate_job_folder(run_folder(args.job, settings))
+    except (JobError, ValueError) as exc:
+        err(str(exc))
+        return EXIT_USAGE
+    if not paths.events.exists():
+        err(f"{paths.root}: this job has no events yet (never run); a run of it is another folder: attach to the "
+            f"id `agent-console run` prints (or run this folder itself with: agent-console run --headless --in-place "
+            f"{paths.root})")
+        return EXIT_USAGE
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        err(f"attach opens the console and needs a terminal; for the story use: agent-console logs -f "
+            f"{paths.run_id}")
+        return EXIT_USAGE
+    from console.tui.launch import attach_console
+
+    return attach_console(paths, theme=args.theme or settings.theme, job_title=paths.root.name)
+
+
+def cmd_fleet(args: argparse.Namespace) -> int:
+    from console.engine.job import JobError
+    from console.settings import load_settings
+
+    theme = getattr(args, "theme", None)
+    try:
+        settings = load_settings()
+        check_console_options(theme, settings)
+    except (JobError, ValueError) as exc:
+        err(str(exc))
+        return EXIT_USAGE
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        err("the fleet view needs a terminal; for a list use: agent-console jobs")
+        return EXIT_USAGE
+    from console.tui.launch import fleet_console
+
+    return fleet_console(settings.store_path, theme=theme or settings.theme)
+
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    """`logs JOB [-f] [--json] [--since SEQ] [-n N]`: a run's story (or its events), whole or followed.
+
+    0 when the story is printed (followed: the run ended, or no process runs it any more), also when the reader
+    of the output went away (`| head`); 2 for a run that never ran or a bad flag; 130 on Ctrl+C."""
+    import stat
+
+    from console.engine.job import JobError, validate_job_folder
+    from console.engine.run_lock import RunLock
+    from console.headless import LogEnd, StoryPrinter, use_color
+
+    try:
+        if args.since < 0:
+            raise ValueError(f"--since {args.since}: expected an event's seq (0 or more)")
+        if args.lines is not None and not 1 <= args.lines <= MAX_LIST:
+            raise ValueError(f"--lines {args.lines}: expected a whole number from 1 to {MAX_LIST}")
+        paths = validate_job_folder(run_folder(args.job))
+    except (JobError, ValueError) as exc:
+        err(str(exc))
+        return EXIT_USAGE
+    lock = RunLock(paths)
+    try:
+        mode: int | None = os.stat(paths.events).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        err(f"{paths.events}: not a regular file, so not a log of events")
+        return EXIT_USAGE
+    if mode is None and not (args.follow and lock.holder() is not None):  # a run just starting has no log yet
+        err(f"{paths.root}: no events: this job never ran (a run of it is another folder: give logs the id "
+            "`agent-console run` or `agent-console jobs` prints)")
+        return EXIT_USAGE
+    color = not args.json and use_color(sys.stdout)
+    printer = StoryPrinter(paths.events, sys.stdout, sys.stderr, run_id=paths.run_id, as_json=args.json,
+                           since=args.since, lines=args.lines or 0, color=color)
+    try:
+        printer.pump()
+        printer.end_tail()
+        end = printer.follow(lock.holder) if args.follow else LogEnd("done", printer.last_type)
+    except KeyboardInterrupt:
+        # Quietly: Ctrl+C is how one stops following. Colours are per line, so none is left on.
+        return EXIT_INTERRUPTED
+    finally:
+        printer.reader.close()
+    if printer.closed:  # the reader went away (`| head`): nothing more to say, and nothing to say it to
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    if end.how == "gone" and end.last not in ("run_ended", "job_completed"):
+        err(f"no process runs {paths.run_id} any more and it did not end cleanly (killed, or its machine went "
+            f"down); {resume_hint(paths)}")
+    return EXIT_OK

@@ -1,0 +1,155 @@
+"""`wait`: block until a run ends or needs its operator; the exit code says which (for scripts and cron)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+from typing import Any
+
+from console.cli.common import (
+    MAX_WAIT_SECONDS,
+    err,
+    resume_hint,
+    run_folder,
+    say,
+)
+from console.outcome import EXIT_INTERRUPTED, EXIT_USAGE
+
+# `agent-console wait`: how its exit code says what became of the run (for scripts and cron).
+WAIT_COMPLETED, WAIT_ENDED, WAIT_STOPPED, WAIT_NEEDS, WAIT_TIMEOUT, WAIT_INTERRUPTED = 0, 1, 3, 4, 5, 6
+WAIT_FAILED = 7  # the same code as a run that failed (console/outcome.py)
+WAIT_HELP = ("Exit codes: 0 the job completed; 1 the run ended without completing; 2 bad input (no such run, a "
+             "folder that never ran); 3 stopped by the operator (or a denied restart); 4 the run needs you (a "
+             "restart to approve, stuck, a budget reached, the provider down, a crash, the agent gave up...: the "
+             "reason and message are printed); 5 --timeout passed first; 6 interrupted (no process runs it any more: "
+             "killed, or the model stayed unreachable; resume it); 7 failed (an internal error)")
+WAIT_POLL = 0.25  # seconds between two looks at the log and the run's lock (a poll: no busy loop, no watcher)
+WAIT_GONE_GRACE = 1.0  # no process holds the lock for this long, with nothing new logged: it is not running
+WAIT_START_GRACE = 5.0  # a folder whose log is still empty: how long a run just launched may take to start
+
+
+class _WaitFold:
+    """What `wait` needs of a run's log: how its last process ended, and what it needs its operator for."""
+
+    def __init__(self) -> None:
+        self.end: Any = None  # the last process's run_ended
+        self.completed: Any = None  # job_completed (a completed job stays completed)
+        self.need: Any = None  # needs_operator not yet answered
+        self.gave_up: Any = None  # the agent's job_gave_up: what it said
+        self.events = 0
+
+    def apply(self, e: Any) -> None:
+        from console.engine import events as ev
+
+        self.events += 1
+        if isinstance(e, ev.SessionStarted) and e.reason in ("new", "resume"):
+            self.end = self.need = None  # a process (re)starts the run
+        elif isinstance(e, ev.NeedsOperator):
+            self.need = e
+        elif isinstance(e, ev.NeedsOperatorCleared):
+            self.need = None
+        elif isinstance(e, ev.OperatorCommand) and e.status == "applied" and self.need is not None:
+            # The answer is applied before its needs_operator_cleared reaches the log: `approve; wait` must not
+            # see the need it just answered.
+            restart = self.need.reason == "restart_approval"
+            if e.command == "stop" or e.command in (("approve_restart", "deny_restart") if restart else ("resume",)):
+                self.need = None
+        elif isinstance(e, ev.RestartPending) and self.need is None:  # a log from before needs_operator
+            self.need = ev.NeedsOperator(ts=e.ts, seq=e.seq, session=e.session, reason="restart_approval",
+                                         message="the context is full: approve or deny the restart", paused=False)
+        elif isinstance(e, ev.RestartApproved | ev.RestartDenied):
+            if self.need is not None and self.need.reason == "restart_approval":
+                self.need = None
+        elif isinstance(e, ev.JobCompleted):
+            self.completed, self.need = e, None
+        elif isinstance(e, ev.JobGaveUp):
+            self.gave_up = e
+        elif isinstance(e, ev.RunEnded):
+            self.end, self.need = e, None
+
+
+def _wait_verdict(fold: _WaitFold, rid: str, alive: bool) -> tuple[int, str] | None:
+    """(exit code, line) once the log and the lock say how the run stands; None: it runs on."""
+    from console.engine.needs import label
+
+    end = fold.end
+    if end is not None and not alive:  # (alive: the process that ended is exiting, or a resume started anew)
+        detail = f": {end.detail}" if end.detail else ""
+        if end.outcome == "completed" or (end.outcome is None and end.reason in ("job_complete", "agent_stopped")):
+            summary = f": {fold.completed.summary}" if fold.completed is not None else detail
+            return WAIT_COMPLETED, f"run {rid} completed{summary}"
+        if end.outcome == "gave_up":
+            said = f": {fold.gave_up.summary} (notes: {fold.gave_up.notes})" if fold.gave_up is not None else detail
+            return WAIT_NEEDS, f"run {rid} needs you (the agent gave up){said}"
+        if end.outcome == "failed":
+            return WAIT_FAILED, f"run {rid} failed ({end.reason}){detail}"
+        if end.reason == "user_shutdown":
+            return WAIT_STOPPED, f"run {rid} stopped{detail}"
+        if end.reason == "model_unavailable":
+            return WAIT_INTERRUPTED, f"run {rid} interrupted: the model stayed unreachable{detail}"
+        return WAIT_ENDED, f"run {rid} ended without completing ({end.reason}){detail}"
+    need = fold.need
+    if need is not None and (alive or need.reason == "crashed"):
+        since = f" since {need.ts.astimezone():%H:%M}"
+        return WAIT_NEEDS, f"run {rid} needs you ({label(need.reason)}){since}: {need.message}"
+    if fold.completed is not None and not alive:
+        return WAIT_COMPLETED, f"run {rid} completed: {fold.completed.summary}"
+    return None
+
+
+def cmd_wait(args: argparse.Namespace) -> int:
+    """Block until the run ends or needs its operator; the exit code says which (:data:`WAIT_HELP`)."""
+    import time
+
+    from console.engine import events as ev
+    from console.engine.job import JobError, validate_job_folder
+    from console.engine.run_lock import RunLock
+
+    try:
+        if args.timeout is not None and not (math.isfinite(args.timeout) and 0 <= args.timeout <= MAX_WAIT_SECONDS):
+            raise ValueError(f"--timeout {args.timeout:g}: expected a number of seconds from 0 to {MAX_WAIT_SECONDS}")
+        paths = validate_job_folder(run_folder(args.job))
+    except (JobError, ValueError) as exc:
+        err(str(exc))
+        return EXIT_USAGE
+    rid, lock, fold = paths.run_id, RunLock(paths), _WaitFold()
+    started = time.monotonic()
+    deadline = None if args.timeout is None else started + args.timeout
+    offset, gone_since = 0, None
+    try:
+        while True:
+            with contextlib.suppress(OSError):
+                if os.stat(paths.events).st_size < offset:  # the log was replaced (moved aside): read it anew
+                    fold, offset = _WaitFold(), 0
+            batch, offset = ev.read_new(paths.events, offset, limit=8 << 20)
+            for e in batch:
+                fold.apply(e)
+            with contextlib.suppress(OSError):
+                if offset < os.stat(paths.events).st_size and batch:
+                    continue  # a long log: caught up chunk by chunk, then followed
+            alive = lock.holder() is not None
+            verdict = _wait_verdict(fold, rid, alive)
+            if verdict is not None:
+                say(verdict[1])
+                return verdict[0]
+            now = time.monotonic()
+            if alive or batch:
+                gone_since = None
+            elif gone_since is None:
+                gone_since = now
+            elif now - gone_since >= (WAIT_GONE_GRACE if fold.events else WAIT_START_GRACE):
+                if not fold.events:
+                    err(f"{paths.root}: this folder has never run (no events); a run of it is another folder: wait "
+                        "for the id `agent-console run` prints")
+                    return EXIT_USAGE
+                say(f"run {rid} interrupted: no process runs it ({resume_hint(paths)})")
+                return WAIT_INTERRUPTED
+            if deadline is not None and now >= deadline:
+                what = "still running" if alive else "no process holds it and no end is logged (yet)"
+                say(f"run {rid}: {what} after {args.timeout:g}s (timeout)")
+                return WAIT_TIMEOUT
+            time.sleep(WAIT_POLL if deadline is None else max(0.0, min(WAIT_POLL, deadline - now)))
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED

@@ -1,0 +1,99 @@
+"""The operator's commands as the surfaces offer them: one spec table, from which the command line's subcommands and
+help, the console's keys and its command palette are built (console.engine.commands holds the typed union the
+inbox and the engine take; each row here is one of its kinds, or that module does not import).
+
+Per command: its kind (the union's discriminator), its command-line name and help, its arguments, its key in the
+console (if any), its command-palette entry, and whether it needs a live run. Plain data: the command line reads it
+at every start, before it knows whether it needs pydantic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+CommandName = Literal["checkpoint", "rewind", "approve_restart", "deny_restart", "pause", "resume", "stop"]
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One argument of a command as the command line takes it (the model's field of the same name)."""
+
+    name: str
+    help: str
+    positional: bool = False
+    type: type = str
+    metavar: str | None = None
+
+
+@dataclass(frozen=True)
+class Key:
+    """The console's key for a command: ``id`` is its binding id (the config file's ``[keys]`` remaps it),
+    ``default`` the key, ``label`` the footer's word; ``help`` its line on the help screen ("" when another
+    command on the same key says it: pause and resume share p, the footer shows whichever applies)."""
+
+    id: str
+    default: str
+    label: str
+    help: str
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    name: CommandName  # its kind in the typed union
+    cli: str  # the command line's subcommand (agent-console CLI JOB)
+    help: str  # the command line's help and description
+    title: str  # the command palette's entry
+    palette_help: str
+    # The run must be live: with no process running the job, the command line refuses it (left in the inbox it
+    # would act on the next run); the others may be queued on purpose.
+    live: bool
+    key: Key | None = None
+    args: tuple[Arg, ...] = ()
+
+
+    @property
+    def action(self) -> str:
+        """The console's action for it (``app.<action>``): the command line's name."""
+        return self.cli
+
+
+SPECS: tuple[CommandSpec, ...] = (
+    CommandSpec("checkpoint", "checkpoint",
+                "force a checkpoint: the agent re-reads plan and instructions, unfinished todos carried over",
+                "Force checkpoint", "The agent re-orients; unfinished todos carry over", live=False,
+                key=Key("checkpoint", "c", "Checkpoint", "force a checkpoint: the agent re-reads plan and "
+                    "instructions, unfinished todos carry over"),
+                args=(Arg("note", "a note for the agent with the checkpoint"),)),
+    CommandSpec("rewind", "rewind", "rewind the current phase with an issue text: the agent re-plans",
+                "Rewind phase", "Re-plan the current phase around an issue", live=False,
+                key=Key("rewind", "r", "Rewind", "rewind the current phase with an issue text (asks for it)"),
+                args=(Arg("issue", "what is wrong, for the agent to re-plan around", positional=True),
+                      Arg("phase", "the phase to rewind (its number): refused if the run is no longer in it",
+                          type=int, metavar="N"))),
+    CommandSpec("approve_restart", "approve", "approve a pending context restart of a running job",
+                "Approve restart", "Approve a pending context restart", live=True,
+                key=Key("approve", "a", "Approve", "approve a pending context restart")),
+    CommandSpec("deny_restart", "deny",
+                "deny a pending context restart (the run ends cleanly, exit code 3; resume later with run "
+                "--in-place)",
+                "Deny restart", "Deny a pending context restart (the run ends)", live=True,
+                key=Key("deny", "d", "Deny", "deny a pending context restart (the run ends cleanly)")),
+    CommandSpec("pause", "pause", "pause a running job after its current turn",
+                "Pause run", "Pause (at once while the model is asked, else after the turn)", live=False,
+                key=Key("pause", "p", "Pause",
+                        "pause (at once while the model is asked, else after the turn); while paused: resume")),
+    CommandSpec("resume", "resume",
+                "resume a paused run; or go on with a stopped, interrupted or out-of-budget one (in the background, "
+                "with the settings it was started with; --console to watch it)",
+                "Resume run", "Resume a paused run", live=False,
+                key=Key("pause", "p", "Resume", "")),
+    CommandSpec("stop", "stop", "stop a running job after its current turn (a second stop stops at once; the run "
+                "exits with 3)",
+                "Stop run", "Stop after the current turn (asks first)", live=True,
+                key=Key("stop", "s", "Stop", "stop after the current turn (asks first; again: stop now)")),
+)
+BY_NAME: dict[str, CommandSpec] = {s.name: s for s in SPECS}
+BY_CLI: dict[str, CommandSpec] = {s.cli: s for s in SPECS}
+COMMANDS: tuple[str, ...] = tuple(BY_NAME)
+LIVE_ONLY = frozenset(s.name for s in SPECS if s.live)

@@ -1,0 +1,124 @@
+"""The operator's commands as one typed union: what the inbox, the controllers and the engine's dispatch take.
+
+A command is a pydantic model (``kind`` is its discriminator); :data:`AnyCommand` is their union, and
+:func:`parse_command` the one way a command name and its arguments become one (an unknown name, an argument
+no command has, a wrong type or an oversized text is refused: fail closed). What the surfaces offer of each
+(command line, keys, palette) is its row in :data:`console.engine.command_specs.SPECS`, kept apart so that the
+command line's grammar is built without pydantic. Adding a command: a model here, a row there (this module
+refuses to import while the two differ), its meaning in :mod:`console.engine.operator` (the type checker and
+tests/unit/test_commands.py say where one is missing), and a key if it has one.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+
+from console.engine.command_specs import BY_NAME, COMMANDS, CommandName
+
+__all__ = ["MODELS", "AnyCommand", "CommandError", "CommandModel", "CommandName", "parse_command"]
+
+# The most characters an operator's text (a rewind's issue, a checkpoint's note) may have: the agent's own
+# todo_rewind takes as much (console.engine.tools.todo), and it goes into the agent's prompt.
+MAX_TEXT = 4000
+MAX_PHASE = 10**6
+
+
+class CommandModel(BaseModel):
+    # Nothing a command does not declare, and no number where a text is expected (the inbox is written by hand
+    # sometimes, and by other programs: what it holds is checked, never guessed at).
+    model_config = ConfigDict(extra="forbid", frozen=True, str_max_length=MAX_TEXT)
+    kind: str  # each command's own Literal: the union's discriminator
+
+    def args(self) -> dict[str, Any]:
+        """The arguments as the inbox file and the ``operator_command`` event carry them (unset ones left out)."""
+        return self.model_dump(exclude={"kind"}, exclude_none=True)
+
+
+class Checkpoint(CommandModel):
+    kind: Literal["checkpoint"] = "checkpoint"
+    note: str | None = None
+
+
+class Rewind(CommandModel):
+    kind: Literal["rewind"] = "rewind"
+    issue: str
+    # The phase the operator saw (the console's dialog, rewind --phase): refused if the run is in another by then.
+    phase: int | None = Field(default=None, ge=1, le=MAX_PHASE)
+
+    @field_validator("issue")
+    @classmethod
+    def _issue(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the issue text is empty")
+        return value
+
+    @field_validator("phase", mode="before")
+    @classmethod
+    def _phase(cls, value: object) -> object:
+        if isinstance(value, bool):  # True is an int to Python, never a phase number
+            raise ValueError("not a phase number")
+        return value
+
+
+class ApproveRestart(CommandModel):
+    kind: Literal["approve_restart"] = "approve_restart"
+
+
+class DenyRestart(CommandModel):
+    kind: Literal["deny_restart"] = "deny_restart"
+
+
+class Pause(CommandModel):
+    kind: Literal["pause"] = "pause"
+
+
+class Resume(CommandModel):
+    kind: Literal["resume"] = "resume"
+
+
+class Stop(CommandModel):
+    kind: Literal["stop"] = "stop"
+
+
+AnyCommand = Annotated[Checkpoint | Rewind | ApproveRestart | DenyRestart | Pause | Resume | Stop,
+                       Field(discriminator="kind")]
+_ADAPTER: TypeAdapter[AnyCommand] = TypeAdapter(AnyCommand)
+# By kind: the spec table's names and the union's kinds are the same set, or nothing imports (a command with a spec
+# and no model, or a model no surface offers, is a bug to see at once).
+MODELS: dict[str, type[CommandModel]] = {m.model_fields["kind"].default: m for m in get_args(get_args(AnyCommand)[0])}
+if set(MODELS) != set(BY_NAME) or set(get_args(CommandName)) != set(MODELS):
+    raise ImportError(f"the command specs ({sorted(BY_NAME)}) and the typed commands ({sorted(MODELS)}) differ")
+
+
+class CommandError(ValueError):
+    """A command name and arguments that are no command: the message says why, in one short line."""
+
+
+def parse_command(name: object, args: object = None) -> AnyCommand:
+    """The typed command ``name`` with ``args``; :class:`CommandError` for anything else (fail closed)."""
+    if not isinstance(name, str) or name not in BY_NAME:
+        shown = name[:40] if isinstance(name, str) else type(name).__name__
+        raise CommandError(f"unknown command {shown!r} (commands: {', '.join(COMMANDS)})")
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise CommandError(f"{name}: its arguments must be an object, not {type(args).__name__}")
+    if "kind" in args:
+        raise CommandError(f"{name}: 'kind' is not an argument")
+    try:
+        return _ADAPTER.validate_python({**args, "kind": name})
+    except ValidationError as exc:
+        raise CommandError(f"{name}: {describe(exc, tagged=True)}") from None
+    except RecursionError:
+        raise CommandError(f"{name}: arguments nested too deeply") from None
+
+
+def describe(exc: ValidationError, tagged: bool = False) -> str:
+    """The first problem of a validation error, in one line of at most ~300 characters (``tagged``: of the
+    union, whose first location is the command's kind)."""
+    err = exc.errors(include_url=False, include_input=False)[0]
+    at = ".".join(str(p) for p in err["loc"][1 if tagged else 0:])
+    msg = err["msg"].removeprefix("Value error, ")
+    return f"{msg[:200]}{f' ({at[:60]})' if at else ''}"

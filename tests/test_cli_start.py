@@ -1,0 +1,69 @@
+"""What the command line imports to start (issue 20: `jobs` and the operator's commands start in under 0.3 s;
+benchmarks/cli_start.py times them). Checked as sets of modules in a fresh interpreter, never as times: the console,
+the providers' SDKs and the run's machinery stay out of the commands that do not need them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+NEVER = ("textual", "openai", "anthropic", "apprise", "watchfiles", "console.tui", "console.headless",
+         "console.notify", "console.providers.openai_provider", "console.providers.anthropic_provider")
+# The run's machinery: a run needs it, a list of runs or a queued command does not.
+RUN_MACHINERY = ("console.engine.events", "console.engine.job_config", "console.engine.guardrails",
+                 "console.engine.tools.files", "console.engine.sandbox", "console.engine.supervisor",
+                 "console.engine.loop", "console.runner", "console.engine.messages", "console.engine.model",
+                 "console.engine.context")
+
+
+def modules_after(code: str, tmp_path: Path, *argv: str) -> set[str]:
+    """The modules imported by running ``code`` (then the command line with ``argv``) in a fresh interpreter."""
+    script = (f"import sys, json\n{code}\n"
+              "if len(sys.argv) > 1:\n"
+              "    from console.cli import main\n"
+              "    try:\n        main(sys.argv[1:])\n    except SystemExit:\n        pass\n"
+              "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_CONSOLE_")}
+    env.update(AGENT_CONSOLE_DATA_DIR=str(tmp_path / "data"), AGENT_CONSOLE_CONFIG=str(tmp_path / "config.toml"),
+               PYTHONPATH=str(REPO))
+    (tmp_path / "config.toml").write_text("")
+    proc = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True, env=env,
+                          timeout=60, stdin=subprocess.DEVNULL)
+    return set(json.loads(proc.stderr.strip().splitlines()[-1]))
+
+
+def loaded(mods: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in mods for n in names if m == n or m.startswith(n + "."))
+
+
+def test_importing_the_command_line_imports_neither_the_console_nor_an_sdk(tmp_path) -> None:
+    mods = modules_after("import console.cli, console.entry", tmp_path)
+    assert loaded(mods, NEVER) == []
+    assert loaded(mods, ("pydantic", "pydantic_settings", "rich", *RUN_MACHINERY)) == []
+
+
+@pytest.mark.parametrize("argv,allowed", [
+    (("--help",), ()),  # the grammar alone: plain data, not even pydantic
+    (("jobs",), ("pydantic", "pydantic_settings", "rich")),
+])
+def test_help_and_jobs_import_only_what_they_use(tmp_path, argv, allowed) -> None:
+    mods = modules_after("", tmp_path, *argv)
+    assert loaded(mods, NEVER) == [] and loaded(mods, RUN_MACHINERY) == []
+    assert loaded(mods, tuple({"pydantic", "pydantic_settings", "rich"} - set(allowed))) == []
+    assert "console.cli.parser" in mods  # (the command did run)
+
+
+def test_an_operator_command_imports_the_typed_commands_and_nothing_of_a_run(tmp_path) -> None:
+    run = tmp_path / "run"
+    (run / ".console").mkdir(parents=True)
+    (run / "instructions.md").write_text("a job\n")
+    mods = modules_after("", tmp_path, "pause", str(run), "--wait", "0")
+    assert list((run / ".console" / "inbox").glob("*.json"))  # (the pause was queued)
+    assert "console.engine.commands" in mods
+    assert loaded(mods, NEVER) == [] and loaded(mods, (*RUN_MACHINERY, "pydantic_settings", "rich")) == []
