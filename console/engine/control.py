@@ -97,7 +97,7 @@ def make_command(command: str | AnyCommand, args: dict[str, Any] | None = None, 
     if isinstance(command, CommandModel):
         if args:
             raise CommandError(f"{command.kind}: arguments given twice")
-        body: AnyCommand = command  # type: ignore[assignment]  # every CommandModel is a member of the union
+        body: AnyCommand = command  # every CommandModel is a member of the union
     else:
         body = parse_command(command, args)
     try:

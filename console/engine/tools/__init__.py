@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 __all__ = ["BUILTIN_TOOL_NAMES", "Tool", "ToolOutcome", "ToolRegistry", "default_registry"]
 
 
-def _builtin(*, file_index: bool = True) -> list[Tool]:
+def _builtin(*, file_index: bool = True) -> list[Tool[Any]]:
     from console.engine.tools.files import FILE_TOOLS
     from console.engine.tools.find_files import INDEX_TOOLS
     from console.engine.tools.todo import TODO_TOOLS
