@@ -222,8 +222,8 @@ def write_log(path: Path, turns: int = 0, events: int = 0) -> int:
 
 
 async def bench_attach_and_fleet(args: argparse.Namespace) -> dict:
-    from console.tui.fleet import Fleet
     from console.tui.screens.fleet import FleetScreen
+    from console.view.fleet import Fleet
 
     width, height = (int(v) for v in args.size.split("x"))
     work = Path(tempfile.mkdtemp(prefix="agent-console-bench-"))

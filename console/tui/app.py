@@ -39,7 +39,6 @@ from console.engine.text import safe_text
 from console.outcome import EXIT_FAILED, EXIT_OK, EXIT_USAGE, exit_code
 from console.tui.bridge import EventBridge
 from console.tui.commands import Controller, InboxController, RecordingController, SupervisorController
-from console.tui.fleet import GONE, Fleet, FleetRow
 from console.tui.follow import follow_log, split_history, worker_sleep
 from console.tui.keymap import OPERATOR_KEYS, check_keymap
 from console.tui.messages import (
@@ -60,7 +59,6 @@ from console.tui.screens.help import HelpScreen
 from console.tui.screens.main import MainScreen
 from console.tui.screens.quit import QuitScreen
 from console.tui.screens.rewind import RewindScreen
-from console.tui.state import EXPERIENCES, FEEDBACK, GAUGE, GUARDS, PLAN, RESTART, STATUS, TODOS, ConsoleState
 from console.tui.themes import DEFAULT_THEME, ThemeError, load_theme_file, load_themes, themes_dir, user_themes_dir
 from console.tui.widgets.conversation import MAX_ITEMS, ConversationPane
 from console.tui.widgets.experiences_pane import ExperiencesPane
@@ -71,6 +69,8 @@ from console.tui.widgets.plan_pane import PlanPane
 from console.tui.widgets.status import StatusLine
 from console.tui.widgets.tabs import PaneTabs
 from console.tui.widgets.todo_pane import TodoPane
+from console.view.fleet import GONE, Fleet, FleetRow
+from console.view.state import EXPERIENCES, FEEDBACK, GAUGE, GUARDS, PLAN, RESTART, STATUS, TODOS, ConsoleState
 
 if TYPE_CHECKING:
     from console.engine.supervisor import RunResult, Supervisor

@@ -167,7 +167,7 @@ def viewer_signals(app: ConsoleApp) -> Iterator[None]:
 def build_fleet_app(store_path: Path, *, theme: str | None = None, keymap: Mapping[str, str] | None = None,
                     **kw: Any) -> ConsoleApp:
     from console.tui.app import ConsoleApp
-    from console.tui.fleet import Fleet
+    from console.view.fleet import Fleet
 
     holder = kw.pop("holder", None)
     fleet = Fleet(store_path, now=kw.get("now") or _utc_now, holder=holder)

@@ -284,7 +284,7 @@ def test_a_long_log_is_shown_newest_first_then_folded_exactly_once(make_job, mon
     """Attaching to a long log fills the panes from its newest events first, then adopts the exact fold of the
     whole log: the totals are those of every event, each counted once, and what comes after is folded once."""
     from console.tui import follow
-    from console.tui.state import ConsoleState
+    from console.view.state import ConsoleState
 
     monkeypatch.setattr(follow, "QUICK_BYTES", 10_000)
     monkeypatch.setattr(follow, "DRAW_FIRST", 0.0)

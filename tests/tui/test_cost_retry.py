@@ -11,13 +11,13 @@ from datetime import timedelta
 import pytest
 from textual.content import Content
 
-from console import present
 from console.engine import events as ev
 from console.headless import HeadlessLog
 from console.tui.screens.guardrails import cost_line, plain_text
-from console.tui.state import ConsoleState
 from console.tui.widgets.gauge import ContextGauge
 from console.tui.widgets.status import StatusLine, fit
+from console.view import present
+from console.view.state import ConsoleState
 from tests.tui.conftest import FROZEN_NOW, attach_app, drive, settle, wait_for
 from tests.tui.guardrail_events import Log, guarded_run
 from tests.tui.test_guardrails import fed_app, flat

@@ -17,14 +17,14 @@ from console.engine import events as ev
 from console.engine.control import RunLock
 from console.engine.job import JobPaths
 from console.engine.runs import run_id
-from console.tui.fleet import COMPLETED, GONE, INTERRUPTED, PAUSED, RUNNING, STOPPED, WAITING, Fleet
 from console.tui.launch import build_fleet_app
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.fleet import FleetScreen
 from console.tui.screens.main import MainScreen
+from console.view.fleet import COMPLETED, GONE, INTERRUPTED, PAUSED, RUNNING, STOPPED, WAITING, Fleet
 from tests.conftest import REPO, SAMPLES
 from tests.tui.conftest import FROZEN_NOW, drive, wait_for
-from tests.tui.fleet_runs import make_fleet
+from tests.tui.fleet_runs import listed, make_fleet
 
 SIZES = [(80, 24), (120, 40)]
 
@@ -85,7 +85,7 @@ def test_fleet_view_snapshot(snap_compare, fixed_root, size):
     app = fleet_app(fx)
 
     async def before(pilot):
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.rows) == 7, what="rows")
+        await wait_for(pilot, lambda: listed(app, 7), what="rows")
         await pilot.pause()
         app.clear_notifications()  # the approval toast is tested apart; the snapshot shows the list
         await pilot.pause()
@@ -100,7 +100,7 @@ def test_waiting_run_rings_once_and_raises_a_notification(tmp_path):
     app.bell = lambda: rings.append(1)  # type: ignore[method-assign]
 
     async def body(pilot):
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.rows) == 7)
+        await wait_for(pilot, lambda: listed(app, 7))
         await asyncio.sleep(0.3)  # several polls: still one bell for the same pending restart
         notes = [n for n in app._notifications]
         assert len(rings) == 1
@@ -115,7 +115,7 @@ def test_enter_attaches_and_q_returns_to_the_list(tmp_path):
     app = fleet_app(fx)
 
     async def body(pilot):
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.rows) == 7)
+        await wait_for(pilot, lambda: listed(app, 7))
         await pilot.press("down", "down")  # past the paused run: the running one
         await pilot.pause()
         chosen = app.fleet_view.selected
@@ -148,7 +148,7 @@ def test_approve_and_deny_from_the_list_go_to_the_selected_runs_inbox(tmp_path):
     waiting = fx.runs["waiting"]
 
     async def body(pilot):
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.rows) == 7)
+        await wait_for(pilot, lambda: listed(app, 7))
         await pilot.press("d")  # it ends the run: asked first
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
@@ -176,7 +176,7 @@ def test_slash_filters_the_list(tmp_path):
     app = fleet_app(fx)
 
     async def body(pilot):
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.rows) == 7)
+        await wait_for(pilot, lambda: listed(app, 7))
         await pilot.press("slash", *"audit")
         await pilot.pause()
         assert [r.job for r in app.fleet_view.shown] == ["security-audit"]

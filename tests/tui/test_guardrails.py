@@ -10,8 +10,8 @@ from console.tui.app import ConsoleApp
 from console.tui.commands import RecordingController
 from console.tui.screens.guardrails import GuardrailsScreen, plain_text
 from console.tui.screens.help import HelpScreen
-from console.tui.state import ConsoleState
 from console.tui.widgets.feedback import FeedbackBlock, FeedbackPane, NoticeLine
+from console.view.state import ConsoleState
 from tests.tui.conftest import FROZEN_NOW, attach_app, drive, settle, wait_for
 from tests.tui.guardrail_events import guarded_run, spent_run
 

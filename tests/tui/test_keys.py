@@ -162,7 +162,8 @@ def test_stop_asks_then_stops(make_job):
         await wait_for(pilot, lambda: app.run_finished, what="the run to stop")
         assert app.state.outcome == "stopped" and app.exit_code == 3
         # Nothing left to stop, pause or checkpoint: the footer no longer offers those keys.
-        assert all(app.check_action(a, ()) is False for a in ("stop", "pause", "resume", "checkpoint", "rewind"))
+        run = app
+        assert all(run.check_action(a, ()) is False for a in ("stop", "pause", "resume", "checkpoint", "rewind"))
 
     drive(app, body)
     assert [e.status for e in events_of(app, ev.OperatorCommand) if e.command == "stop"] == ["received", "applied"]

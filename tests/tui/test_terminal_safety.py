@@ -26,6 +26,7 @@ from console.tui.widgets.todo_pane import TodoPane
 from tests.conftest import run_settings
 from tests.hostile import ATTACK, SHOWN, hostile_turns, raw_controls
 from tests.tui.conftest import FROZEN_NOW, attach_app, drive, run_app, settle, wait_for
+from tests.tui.fleet_runs import listed
 from tests.tui.guardrail_events import Log
 
 WIDE = (200, 50)  # every pane on screen at once
@@ -159,7 +160,7 @@ def test_the_fleet_view_shows_a_hostile_run_folder_as_text(tmp_path: Path) -> No
                           now=lambda: FROZEN_NOW)
 
     async def body(pilot: Any) -> None:
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.rows) == 1, what="the row")
+        await wait_for(pilot, lambda: listed(app, 1), what="the row")
         await wait_for(pilot, lambda: "Approval needed" in screen_text(app) and EVIL_SHOWN in screen_text(app),
                        what="the approval toast and the selected run drawn")
         assert app.is_running and isinstance(app.screen, FleetScreen)

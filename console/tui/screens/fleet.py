@@ -27,9 +27,9 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from console import present
 from console.engine.text import safe_text
-from console.tui.fleet import GONE, LIVE, FleetRow, matches
+from console.view import present
+from console.view.fleet import GONE, LIVE, FleetRow, Listed, matches
 
 # The row fields each column shows (a cell is redrawn only when one of them changed).
 CELL_FIELDS = {"id": ("id",), "job": ("job",), "state": ("state", "kind", "sandbox", "needs"), "phase": ("phase",),
@@ -70,7 +70,7 @@ class FleetScreen(Screen):
 
     def __init__(self) -> None:
         super().__init__(id="fleet")
-        self.rows: list[FleetRow] = []
+        self.rows: list[FleetRow] = Listed(folded=False)
         self.shown: list[FleetRow] = []
         self.filter_text = ""
         self.error = ""

@@ -14,12 +14,12 @@ lines on screen are drawn. Appending costs the new message, not the whole view.
   expand its arguments and result, shown as their text reads (a string argument with its line breaks, a
   hard-wrapped paragraph of a result joined again and wrapped to the pane: see :func:`reflow`);
 - masked observations (the calls ``context_masked`` names), compactions and restart markers are marked in place;
-- every other event is a notice in the words of :mod:`console.present` (the headless log's and the feedback
+- every other event is a notice in the words of :mod:`console.view.present` (the headless log's and the feedback
   pane's too);
 - the model's reasoning ("thinking") is its own dimmed item, never mixed into the answer;
 - a model call that fails and is retried drops what it streamed (the agent never sees it either): the
   view shows a mark line for the wait, then the retried reply, never a half reply followed by a whole one;
-- every event is taken in as :func:`console.present.safe_event` makes it (a reply keeps its lines, loses its
+- every event is taken in as :func:`console.view.present.safe_event` makes it (a reply keeps its lines, loses its
   escape sequences), and every item is drawn as Content, text that Textual never parses as markup.
 """
 
@@ -35,12 +35,13 @@ from textual.events import Click
 from textual.strip import Strip
 from textual.timer import Timer
 
-from console import present
 from console.engine import events as ev
 from console.engine.text import safe_text
-from console.tui.format import clip
 from console.tui.widgets import markdown_lite
 from console.tui.widgets.lines import Item, ItemView, hang
+from console.view import present
+from console.view.format import clip
+from console.view.story import Told
 
 MAX_ITEMS = 2000  # messages kept in the view
 TRIM_SLACK = 200  # trim in batches: recomputing offsets on every event would be wasteful
@@ -166,7 +167,7 @@ class ToolItem(Item):
 
 @dataclass(eq=False)
 class NoticeItem(Item):
-    """One event in console.present's words: an icon, the text, styled by its kind and severity."""
+    """One event in console.view.present's words: an icon, the text, styled by its kind and severity."""
 
     icon: str = ""
     text: str = ""
@@ -354,7 +355,7 @@ class ConversationPane(ItemView):
         self.streaming: AssistantItem | None = None
         self.thinking: ThinkingItem | None = None
         self._changed_at: int | None = None  # the first index where items were dropped or inserted, until committed
-        self.last_feedback: ev.Feedback | None = None
+        self.told = Told()  # which events another line already says (the one answer every view shares)
         self.messages_seen = 0
         self._stream_timer: Timer | None = None
         self._streamed_at = 0.0
@@ -486,7 +487,9 @@ class ConversationPane(ItemView):
         return bool(gone)
 
     def _ingest_marker(self, e: ev.EventBase, new: list[Item], dirty: list[Item]) -> None:
-        """Every other event: a mark on a call's line, or a notice in console.present's words."""
+        """Every other event: a mark on a call's line, or a notice in console.view.present's words."""
+        if self.told.said_elsewhere(e):
+            return  # e.g. the stuck detector's feedback line said it
         if isinstance(e, ev.ToolDenied):
             # The call's own line says it: "⊗ denied by <policy>: <reason>", not an ordinary error.
             item = self.by_call.get(e.call_id)
@@ -511,10 +514,6 @@ class ConversationPane(ItemView):
                 call.refused = present.refusal_count(e) or "yes"
                 if call not in new:
                     dirty.append(call)
-        elif isinstance(e, ev.StuckDetected) and present.stuck_told(self.last_feedback, e):
-            return  # the stuck detector's feedback line said it
-        elif isinstance(e, ev.Feedback):
-            self.last_feedback = e
         p = present.describe(e)
         if p is None or p.kind in NOT_NOTICES:
             return

@@ -1,0 +1,175 @@
+"""The jobs table (``agent-console jobs``): each run of the jobs store as one line, the state as the engine decides it
+(:func:`console.engine.runs.liveness`: the lock says whether a process still runs it). No Textual here; Rich is
+imported where a table is drawn, so ``jobs --json`` does not pay for it."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from console.engine.runs import GAVE_UP, GONE, INTERRUPTED, NEEDS, STORED_LIVE, liveness, run_id
+from console.engine.text import safe_text
+
+
+def one_line(text: str) -> str:
+    """A message as one printable line: its lines joined, control characters (escape sequences) shown escaped
+    (:func:`console.engine.text.safe_text`). Messages carry paths, names and text from the job and the agent."""
+    return safe_text(str(text), one_line=True, join=True)
+
+
+def as_now(r: Any, holder: Any = None) -> Any:
+    """The store's row ``r`` with the state it has now: a run whose folder is gone says so (``jobs --prune``
+    forgets it); one the store records as live that no process runs died (kill -9, power cut) without writing its
+    end: interrupted. ``holder``: the pid holding a run's lock, from its folder (default: its run lock's answer)."""
+    from console.engine.store import folder_gone
+
+    gone = folder_gone(r.path)
+    # The lock is asked only where it can change the answer: a run the store records as live.
+    pid = (holder or _lock_holder)(Path(r.path)) if not gone and r.status in STORED_LIVE else None
+    live = liveness(r.status, pid, gone=gone, detail=r.detail or "")
+    if live.state == r.status:
+        return r
+    if live.state == GONE:
+        return replace(r, status=GONE, detail="its folder no longer exists; agent-console jobs --prune forgets it")
+    if live.state == INTERRUPTED:
+        detail = f"it needed you ({r.detail}) when its process ended" if r.status == NEEDS else r.detail
+        return replace(r, status=INTERRUPTED, needs_since=None, detail=detail or "no process runs it; resume "
+                       f"with: agent-console run --in-place {run_id(r.path)}")
+    return replace(r, status=live.state)
+
+
+def _lock_holder(root: Path) -> int | None:
+    from console.engine.control import RunLock
+    from console.engine.job import JobPaths
+
+    return RunLock(JobPaths(root)).holder()
+
+
+def needs_first(r: Any) -> bool:
+    """The sort key that lists the runs needing their operator first (one whose agent gave up does too)."""
+    return r.status not in (NEEDS, GAVE_UP)
+
+
+# The jobs table: its columns in order, and which go first when the terminal is narrow (the id, the state and
+# the job always stay; the summary is shortened at a word before it goes).
+JOBS_HEADERS = {"id": "id", "state": "state", "job": "job", "started": "started", "cost": "cost", "conf": "conf.",
+                "summary": "summary / reason"}
+JOBS_RIGHT = frozenset({"cost", "conf"})
+JOBS_DROP_ORDER = ("conf", "cost", "started", "summary")
+JOBS_GAP = 2
+JOB_NAME_MAX = 28
+SUMMARY_MIN = 20  # narrower, a summary says next to nothing: a column goes first
+STATE_STYLE = {"completed": "green", "running": "cyan", "failed": "red", "stopped": "yellow", "interrupted": "yellow",
+               "awaiting approval": "magenta", "out of budget": "yellow", "incomplete": "yellow",
+               "needs you": "bold reverse magenta", "gave up": "bold reverse magenta", "gone": "dim"}
+
+
+def need_summary(r: Any) -> str:
+    """A run that needs its operator, for the jobs table: ``stuck since 14:02: no todo completed in 40 turns``."""
+    from console.engine.needs import label
+
+    reason, _, message = (r.detail or "").partition(": ")
+    since = ""
+    if r.needs_since:
+        with contextlib.suppress(ValueError):
+            since = f" since {datetime.fromisoformat(r.needs_since).astimezone():%H:%M}"
+    return f"{label(reason) if reason else 'needs you'}{since}: {message}" if message else f"{label(reason)}{since}"
+
+
+def _is_word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` in at most ``width`` terminal cells, cut only between words, with "…" where it was cut.
+
+    A cut falls at a space when one is in the second half of the room, else at the last place that is not
+    inside a word (a path or a hyphenated name is cut at its punctuation); a first word too long for the
+    room leaves "…" alone. A word is never split."""
+    from rich.cells import cell_len, get_character_cell_size
+
+    if cell_len(text) <= width:
+        return text
+    if width < 1:
+        return ""
+    room, used, fit = width - 1, 0, 0  # one cell for "…"
+    for ch in text:
+        used += get_character_cell_size(ch)
+        if used > room:
+            break
+        fit += 1
+    at_word = fit  # back to the start of the word the room ends in
+    while 0 < at_word < len(text) and _is_word(text[at_word - 1]) and _is_word(text[at_word]):
+        at_word -= 1
+    space = fit if text[fit].isspace() else text.rfind(" ", 0, fit)
+    cut = space if space >= max(1, room // 2) else at_word
+    return text[:cut].rstrip(" ,;:-") + "…"
+
+
+def jobs_table(rows: list[Any], width: int) -> tuple[list[Any], list[str]]:
+    """The jobs table as lines (rich Text, one per row after the header, none wider than ``width`` when the id,
+    state and job columns fit), and the headers of the columns left out to fit."""
+    from rich.cells import cell_len
+    from rich.text import Text
+
+    from console.engine.cost import format_cost
+    from console.engine.runs import job_name
+
+    def short(ts: str | None) -> str:
+        return (ts or "").replace("T", " ")[5:16]
+
+    cells: dict[str, list[str]] = {key: [] for key in JOBS_HEADERS}
+    for r in rows:  # every text cell through one_line: names and summaries come from the job and the agent
+        cells["id"].append(run_id(r.path))
+        cells["state"].append(one_line(r.status))
+        name = job_name(r.path)
+        cells["job"].append(shorten(one_line(name), JOB_NAME_MAX))
+        cells["started"].append(one_line(short(r.started_at)))
+        cells["cost"].append("" if r.cost_usd is None else format_cost(r.cost_usd))
+        cells["conf"].append("" if r.confidence is None else f"{r.confidence:.2f}")
+        cells["summary"].append(one_line(need_summary(r) if r.status == "needs you" else r.summary or r.detail or ""))
+    # A column with nothing in it (no cost known, nothing completed yet) is not worth its width.
+    shown = [key for key in JOBS_HEADERS if key in ("id", "state", "job") or any(cells[key])]
+    widths = {key: max(cell_len(JOBS_HEADERS[key]), *(cell_len(c) for c in cells[key])) for key in shown}
+
+    def fixed(keys: list[str]) -> int:  # the columns' widths and gaps, the summary's own width aside
+        return sum(widths[k] for k in keys if k != "summary") + JOBS_GAP * (len(keys) - 1)
+
+    def need(keys: list[str]) -> int:
+        return fixed(keys) + (SUMMARY_MIN if "summary" in keys else 0)
+
+    hidden: list[str] = []
+    for key in JOBS_DROP_ORDER:
+        if need(shown) <= width:
+            break
+        if key in shown:
+            shown.remove(key)
+            hidden.append(JOBS_HEADERS[key])
+    if "summary" in shown:
+        widths["summary"] = min(widths["summary"], max(SUMMARY_MIN, width - fixed(shown)))
+        cells["summary"] = [shorten(c, widths["summary"]) for c in cells["summary"]]
+    over = fixed(shown) + (widths["summary"] if "summary" in shown else 0) - width
+    if over > 0 and widths["job"] - over >= cell_len(JOBS_HEADERS["job"]):
+        widths["job"] -= over  # a very narrow terminal: the names give way too, still at a word
+        cells["job"] = [shorten(c, widths["job"]) for c in cells["job"]]
+
+    def line(values: dict[str, str], header: bool = False) -> Any:
+        out = Text(style="bold" if header else "")
+        for n, key in enumerate(shown):
+            value, pad = values[key], " " * (widths[key] - cell_len(values[key]))
+            if n:
+                out.append(" " * JOBS_GAP)
+            style = "" if header or key != "state" else STATE_STYLE.get(value, "")
+            # Text, not markup: a state without a style, or a summary with brackets in it, prints as it is.
+            out.append(pad if key in JOBS_RIGHT else "")
+            out.append(value, style=style)
+            out.append("" if key in JOBS_RIGHT else pad)
+        out.rstrip()
+        return out
+
+    lines = [line(JOBS_HEADERS, header=True)]
+    lines += [line({key: cells[key][i] for key in shown}) for i in range(len(rows))]
+    return lines, hidden
