@@ -24,24 +24,25 @@ class OperatorKey:
     key_display: str | None = None
 
 
+# Bound on a run's screen (console.tui.screens.main.MainScreen): each action is that screen's (RunScreen's).
 OPERATOR_KEYS: list[OperatorKey] = [
-    OperatorKey("checkpoint", "c", "app.checkpoint", "Checkpoint",
+    OperatorKey("checkpoint", "c", "checkpoint", "Checkpoint",
                 "force a checkpoint: the agent re-reads plan and instructions, unfinished todos carry over"),
-    OperatorKey("rewind", "r", "app.rewind", "Rewind", "rewind the current phase with an issue text (asks for it)"),
-    OperatorKey("approve", "a", "app.approve", "Approve", "approve a pending context restart"),
-    OperatorKey("deny", "d", "app.deny", "Deny", "deny a pending context restart (the run ends cleanly)"),
-    OperatorKey("pause", "p", "app.pause", "Pause",
+    OperatorKey("rewind", "r", "rewind", "Rewind", "rewind the current phase with an issue text (asks for it)"),
+    OperatorKey("approve", "a", "approve", "Approve", "approve a pending context restart"),
+    OperatorKey("deny", "d", "deny", "Deny", "deny a pending context restart (the run ends cleanly)"),
+    OperatorKey("pause", "p", "pause", "Pause",
                 "pause (at once while the model is asked, else after the turn); while paused: resume"),
     # The same key and id: the footer shows whichever applies (Resume while paused), help lists the key once.
-    OperatorKey("pause", "p", "app.resume", "Resume", ""),
-    OperatorKey("stop", "s", "app.stop", "Stop", "stop after the current turn (asks first; again: stop now)"),
+    OperatorKey("pause", "p", "resume", "Resume", ""),
+    OperatorKey("stop", "s", "stop", "Stop", "stop after the current turn (asks first; again: stop now)"),
     # Once a stop was asked the footer reads Stop now (the same key and id; help lists the key once).
-    OperatorKey("stop", "s", "app.stop_now", "Stop now", ""),
-    OperatorKey("guardrails", "g", "app.guardrails", "Guards",
+    OperatorKey("stop", "s", "stop_now", "Stop now", ""),
+    OperatorKey("guardrails", "g", "guardrails", "Guards",
                 "guardrails: policies, feedback providers, completion checker and verdict, deadline, token budget, "
                 "command tools (g or esc closes)"),
-    OperatorKey("help", "question_mark", "app.help", "Help", "this help"),
-    OperatorKey("quit", "q", "app.quit_console", "Quit",
+    OperatorKey("help", "question_mark", "help", "Help", "this help"),
+    OperatorKey("quit", "q", "quit_console", "Quit",
                 "quit (in-process run: asks, then stops the run; attached: detaches, the run goes on)"),
     OperatorKey("next_pane", "tab", "next_pane", "Pane", "focus the next pane (narrow terminal: show it)",
                 key_display="⇥"),

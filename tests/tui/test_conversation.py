@@ -17,15 +17,8 @@ from textual.content import Content
 from console.engine import events as ev
 from console.tui.themes import load_themes
 from console.tui.widgets import markdown_lite
-from console.tui.widgets.conversation import (
-    AssistantItem,
-    ConversationPane,
-    NoticeItem,
-    ToolItem,
-    reflow,
-    render_tool,
-    wrap,
-)
+from console.tui.widgets.conversation import ConversationPane
+from console.tui.widgets.conversation_items import AssistantItem, NoticeItem, ToolItem, reflow, render_tool, wrap
 from console.tui.widgets.plan_pane import PlanPane
 from console.view import present
 from tests.tui.guardrail_events import Log, spent_run

@@ -123,7 +123,7 @@ def test_enter_attaches_and_q_returns_to_the_list(tmp_path):
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="the run's console")
         await wait_for(pilot, lambda: app.state.turn == 6, what="the run's events folded")
-        assert app.paths.root == chosen.path and app.controller.attached
+        assert app.run_screen.paths.root == chosen.path and app.run_screen.controller.attached
         assert app.main.query_one("#status").last_plain.startswith(chosen.id)
         await pilot.press("q")  # detaches: back to the list, the run goes on
         await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen), what="the list")
@@ -131,7 +131,7 @@ def test_enter_attaches_and_q_returns_to_the_list(tmp_path):
         # Another run, then back again: each attach is a fresh fold of that run only.
         await pilot.press("up", "up", "enter")  # the run waiting for approval
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen) and app.state.restart_pending is not None)
-        assert app.state.turn == 6 and app.paths.root == fx.runs["waiting"]
+        assert app.state.turn == 6 and app.run_screen.paths.root == fx.runs["waiting"]
         await pilot.press("escape")  # the approval dialog opens for an attached waiting run; leave it open
         await pilot.press("q")
         await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen))
@@ -245,3 +245,41 @@ def test_garbage_missing_folders_and_a_broken_store_never_take_the_list_down(tmp
     fx.store_path.write_bytes(b"this is not a database" * 100)
     again = fleet.poll()
     assert again == list(fleet.rows) and "cannot be read" in fleet.error
+
+
+def test_each_attach_is_a_fresh_run_screen_whose_workers_end_when_q_pops_it(tmp_path):
+    """The fleet pushes a new RunScreen per attach; q pops it, and with it go its follower (cancelled, its thread
+    ends), its bridge (closed: a late event from the old run is dropped) and its fold."""
+    from textual.worker import WorkerState
+
+    from console.tui.screens.run import RunScreen
+
+    fx = make_fleet(tmp_path)
+    app = fleet_app(fx)
+
+    def workers_of(screen):
+        return [w for w in app.workers if w.node is screen]
+
+    async def body(pilot):
+        await wait_for(pilot, lambda: listed(app, 7))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.state.turn > 0, what="the run")
+        first = app.screen
+        follower = [w for w in workers_of(first) if w.name == "follow"]
+        assert len(follower) == 1 and follower[0].state is WorkerState.RUNNING
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen), what="the list")
+        await wait_for(pilot, lambda: follower[0].state is WorkerState.CANCELLED, what="the follower to stop")
+        assert app.run_screen is None and first not in app.screen_stack
+        pushed = first.bridge.pushed
+        first.bridge.push(ev.TurnStarted(ts=FROZEN_NOW, seq=10**6, session=1, turn=99))  # a late event
+        assert first.bridge.pushed == pushed and first.bridge.pending == 0
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.state.turn > 0, what="again")
+        assert app.screen is not first and app.state is not first.state
+        assert [w.name for w in workers_of(app.screen) if w.state is WorkerState.RUNNING].count("follow") == 1
+        await pilot.press("q", "q")
+        await wait_for(pilot, lambda: not app.is_running, what="the app to exit")
+
+    drive(app, body, size=(80, 24))
+    assert app.return_code == 0

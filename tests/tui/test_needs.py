@@ -230,7 +230,7 @@ def test_a_console_rings_once_per_new_need_and_shows_it(make_job) -> None:
         await wait_for(pilot, lambda: app.state.needs is None, what="the answer")
         sup.stop()
         provider.gate.set()
-        await wait_for(pilot, lambda: app.run_finished, timeout=60, what="the run to stop")
+        await wait_for(pilot, lambda: app.run_screen.run_finished, timeout=60, what="the run to stop")
         assert len(rings) == 2
 
     drive(app, body, size=(80, 24))

@@ -63,13 +63,13 @@ def test_a_hostile_run_in_the_console_is_shown_as_text(make_job) -> None:
     app = run_app(sup)
 
     async def body(pilot: Any) -> None:
-        await wait_for(pilot, lambda: app.run_finished, what="the run to end")
+        await wait_for(pilot, lambda: app.run_screen.run_finished, what="the run to end")
         await settle(pilot, app)
         await pilot.press("E")  # every tool call expanded: arguments and results in full
         await settle(pilot, app)
         # A free stop: job_complete accepted, but the record shows nothing done, so the run says incomplete.
         assert app.is_running and app.state.outcome == "incomplete"
-        conversation = "\n".join(app.conversation.plain_lines())
+        conversation = "\n".join(app.run_screen.conversation.plain_lines())
         assert SHOWN in conversation  # the reply, with its own lines kept
         assert "I will write it." in conversation and "Done." in conversation
         assert f"tool{SHOWN}" in conversation  # the unknown tool's name
