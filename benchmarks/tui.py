@@ -130,7 +130,8 @@ def rss_mb() -> float:
 
 
 async def wait_absorbed(app: ConsoleApp, producer: Producer, thread: threading.Thread | None = None) -> None:
-    while (thread is not None and thread.is_alive()) or app.events_seen < producer.events or app.bridge.pending:
+    run = app.main
+    while (thread is not None and thread.is_alive()) or run.events_seen < producer.events or run.bridge.pending:
         await asyncio.sleep(0.005)
 
 
@@ -184,10 +185,10 @@ async def bench(args: argparse.Namespace) -> dict:
         await pilot.pause()
         elapsed = time.perf_counter() - t
         events_per_s = producer.events / elapsed
-        conv = app.conversation
+        conv = app.run_screen.conversation
         print(f"prefill: {producer.events:,} events ({conv.messages_seen:,} messages) absorbed in {elapsed:.2f} s "
               f"= {events_per_s:,.0f} events/s; view holds {conv.item_count:,} items ({conv.trimmed:,} trimmed), "
-              f"{app.drains:,} batches")
+              f"{app.run_screen.drains:,} batches")
         result.update(events_per_s=round(events_per_s), prefill_events=producer.events,
                       messages=conv.messages_seen)
 
@@ -199,7 +200,7 @@ async def bench(args: argparse.Namespace) -> dict:
                   f"p50 {p50:.1f} ms, p95 {p95:.1f} ms, max {top:.1f} ms")
             result.update({f"key_latency_p50_ms{label}": round(p50, 1), f"key_latency_p95_ms{label}": round(p95, 1),
                            f"load_events_per_s{label}": round(achieved)})
-        conv = app.conversation
+        conv = app.run_screen.conversation
 
         # 3. long run, then memory: pushed in chunks the console absorbs as they come (as a run would),
         #    so what is measured is what the console keeps, not a backlog the producer piled up
@@ -247,8 +248,8 @@ def write_log(path: Path, turns: int = 0, events: int = 0, final: bool = False) 
 
 
 async def bench_attach_and_fleet(args: argparse.Namespace) -> dict:
-    from console.tui.fleet import Fleet
     from console.tui.screens.fleet import FleetScreen
+    from console.view.fleet import Fleet
 
     width, height = (int(v) for v in args.size.split("x"))
     work = Path(tempfile.mkdtemp(prefix="agent-console-bench-"))
@@ -275,7 +276,7 @@ async def bench_attach_and_fleet(args: argparse.Namespace) -> dict:
     t = time.perf_counter()
     app = ConsoleApp.for_attach(JobPaths(big), watch=False, animations=False, keymap={})
     async with app.run_test(size=(width, height)) as pilot:
-        while app.events_seen < n or app.bridge.pending:
+        while app.run_screen.events_seen < n or app.bridge.pending:
             await asyncio.sleep(0.005)
         await pilot.pause()
         attach_s = time.perf_counter() - t
@@ -431,7 +432,7 @@ def bench_processes(args: argparse.Namespace) -> dict:
     """``agent-console attach ID`` on a long run, and ``agent-console`` (the fleet), each as the operator starts
     it: a process on a terminal, timed from the exec to the first frame that shows what they asked for."""
     from console.tui.follow import _parse
-    from console.tui.state import ConsoleState
+    from console.view.state import ConsoleState
 
     exe = str(Path(sys.executable).with_name("agent-console"))
     width, height = (int(v) for v in args.size.split("x"))

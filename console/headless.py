@@ -1,8 +1,8 @@
 """A run's story as lines of text: the live log of ``run --headless``, and ``agent-console logs`` (a finished run's,
 or a live one's, followed). One compact line per turn (its calls and tokens) with the model's text under it, todo
 and phase milestones, and one line per thing the engine, the guardrails or the operator did, needs-you moments
-first among them (in :mod:`console.present`'s words, the same as the console's; :func:`console.present.in_story`
-says which events are told).
+first among them (in :mod:`console.view.present`'s words, the same as the console's; :class:`console.view.story.Told`
+says which events are told, for every view).
 
 The first line names the run (its short id, when the caller gives it) and says when the model is the offline
 scripted demo. Costs are shown when the model's price is known (the turn's on its line, the job's at a session's
@@ -31,10 +31,11 @@ from typing import BinaryIO, TextIO
 
 from pydantic import ValidationError
 
-from console import present
 from console.engine import events as ev
 from console.engine.text import safe_text
-from console.present import Presented
+from console.view import present
+from console.view.present import Presented
+from console.view.story import Told
 
 # A line as pieces: plain text, or (colour code, text); HeadlessLog.write makes each safe, then colours it.
 Part = str | tuple[str, str]
@@ -87,9 +88,7 @@ class HeadlessLog:
         self._last_msg: ev.AssistantMessage | None = None  # the turn in flight, until its line is written
         self._results: list[tuple[Part, ...]] = []  # its calls' results, under its reply
         self._held: list[tuple[Part, ...]] = []  # what happened in it (failures, denials...), under its results
-        self._denied: set[str] = set()  # call ids denied this turn: their error result is the denial, not a failure
-        self._feedback: ev.Feedback | None = None
-        self._refusing = False
+        self._told = Told()  # which events are told (the one answer every view shares)
         self._phase = ""
         self._job_cost: float | None = None  # the whole job's, from the last token_usage that knew it
         self._price_told = False
@@ -151,7 +150,7 @@ class HeadlessLog:
             self.write(*parts)
 
     def __call__(self, e: ev.EventBase) -> None:
-        if not present.in_story(e):
+        if not self._told.sees(e):
             return
         if isinstance(e, ev.AssistantMessage):
             if self._last_msg is not None:
@@ -165,20 +164,7 @@ class HeadlessLog:
             return
         if isinstance(e, ev.SessionStarted | ev.SessionEnded | ev.RunEnded) and self._last_msg is not None:
             self._write_turn(None)  # a turn cut short: its line without tokens, and what it held
-        if isinstance(e, ev.ToolDenied):
-            self._denied.add(e.call_id)
-        elif isinstance(e, ev.CompletionBlocked):
-            self._refusing = e.stop_reason == "job_complete"
-        elif isinstance(e, ev.Feedback):
-            self._feedback = e
-        elif isinstance(e, ev.StuckDetected) and present.stuck_told(self._feedback, e):
-            return  # the stuck detector's feedback line said it
-        elif isinstance(e, ev.ToolResult):
-            if self._refusing and e.tool == "job_complete":
-                self._refusing = False  # its error result is the refusal, already on its line
-                return
-            if e.call_id in self._denied:
-                return  # its error result is the denial, already on its line
+        if isinstance(e, ev.ToolResult):
             if e.ok:
                 if self.results and e.tool not in SAID_BY_MILESTONE:
                     self._result(("2", f"{INDENT}← {present.result_text(e)}"))
@@ -280,7 +266,6 @@ class HeadlessLog:
             self.write(*parts)
         self._results.clear()
         self._held.clear()
-        self._denied.clear()
 
     def _cost_so_far(self) -> str:
         return f"; job cost so far {present.cost(self._job_cost)}" if self._job_cost is not None else ""

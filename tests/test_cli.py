@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from console.cli import jobs_table, main, shorten
+from console.cli import main
 from console.engine.runs import run_id
+from console.view.jobs import jobs_table, shorten
 from tests.conftest import SAMPLES
 
 

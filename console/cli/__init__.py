@@ -31,8 +31,8 @@ from console.outcome import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 # Names this package offered when it was one module, and where they live now (imported when first asked for).
 _MOVED = {
     "build_parser": "parser", "launch_flags": "run", "explicit_flags": "run", "check_script": "run",
-    "cmd_run": "run", "start_runner": "lifecycle", "jobs_table": "table", "shorten": "table",
-    "need_summary": "table", "cmd_jobs": "jobs", "prune_jobs": "jobs", "cmd_attach": "views",
+    "cmd_run": "run", "start_runner": "lifecycle", "jobs_table": "console.view.jobs", "shorten": "console.view.jobs",
+    "need_summary": "console.view.jobs", "cmd_jobs": "jobs", "prune_jobs": "jobs", "cmd_attach": "views",
     "cmd_fleet": "views", "cmd_logs": "views", "cmd_control": "control", "resume_run": "control",
     "cmd_wait": "wait", "WAIT_HELP": "wait", "WAIT_COMPLETED": "wait", "WAIT_ENDED": "wait", "WAIT_STOPPED": "wait",
     "WAIT_NEEDS": "wait", "WAIT_TIMEOUT": "wait", "WAIT_INTERRUPTED": "wait", "WAIT_FAILED": "wait",
@@ -46,7 +46,8 @@ _COMMANDS = {"run": ("run", "cmd_run"), "jobs": ("jobs", "cmd_jobs"), "attach": 
 
 def __getattr__(name: str) -> Any:
     if name in _MOVED:
-        return getattr(importlib.import_module(f"console.cli.{_MOVED[name]}"), name)
+        where = _MOVED[name]
+        return getattr(importlib.import_module(where if "." in where else f"console.cli.{where}"), name)
     raise AttributeError(f"module 'console.cli' has no attribute {name!r}")
 
 

@@ -11,14 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from console.engine.text import safe_text
 from console.outcome import EXIT_USAGE
-
-
-def one_line(text: str) -> str:
-    """A message as one printable line: its lines joined, control characters (escape sequences) shown escaped
-    (:func:`console.engine.text.safe_text`). Messages carry paths, names and text from the job and the agent."""
-    return safe_text(str(text), one_line=True, join=True)
+from console.view.jobs import one_line  # the one definition, shared with the jobs table
 
 
 def err(msg: str) -> None:

@@ -7,18 +7,16 @@ import json
 import sqlite3
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from console.cli.common import (
     MAX_LIST,
     check_flags,
     err,
     fit_parts,
-    one_line,
     say,
 )
-from console.cli.table import jobs_table
 from console.outcome import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from console.view.jobs import one_line
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
@@ -26,8 +24,9 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
     from console.engine.job import JobError
     from console.engine.runs import run_id
-    from console.engine.store import JobStore, folder_gone
+    from console.engine.store import JobStore
     from console.settings import load_settings
+    from console.view.jobs import as_now, jobs_table, needs_first
 
     try:
         check_flags(args)
@@ -45,26 +44,8 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     except (sqlite3.Error, OSError) as exc:
         err(f"{settings.store_path}: the jobs database cannot be read ({exc}); move it aside and a new one is made")
         return EXIT_USAGE
-    from console.engine.job import JobPaths
-    from console.engine.run_lock import RunLock
-
-    def live(r: Any) -> Any:
-        if folder_gone(r.path):  # deleted or moved: only the row is left (jobs --prune forgets it)
-            return replace(r, status="gone", detail="its folder no longer exists; agent-console jobs --prune "
-                           "forgets it")
-        # A run that died (kill -9, power cut) never wrote its end: the lock tells the truth. (One that crashed
-        # still needs its operator: it says so.)
-        crashed = r.status == "needs you" and (r.detail or "").startswith("crashed:")
-        if r.status in ("running", "awaiting approval", "needs you") and not crashed \
-                and RunLock(JobPaths(Path(r.path))).holder() is None:
-            detail = f"it needed you ({r.detail}) when its process ended" if r.status == "needs you" else r.detail
-            return replace(r, status="interrupted", needs_since=None, detail=detail or "no process runs it; resume "
-                           f"with: agent-console run --in-place {run_id(r.path)}")
-        return r
-
-    rows = [live(r) for r in rows]
-    # The runs that need their operator first (one whose agent gave up does too), then newest first.
-    rows.sort(key=lambda r: r.status not in ("needs you", "gave up"))
+    rows = [as_now(r) for r in rows]
+    rows.sort(key=needs_first)
     if args.json:
         for r in rows:
             say(json.dumps({"id": run_id(r.path), **r.__dict__}))

@@ -128,7 +128,7 @@ def _finish(sup: Any, paths: Any, interrupted_by: str | None = None) -> int:
 
 
 def present_reason(reason: str) -> str:
-    from console.present import REASON_WORDS
+    from console.view.present import REASON_WORDS
 
     return REASON_WORDS.get(reason, reason)
 

@@ -11,6 +11,7 @@ import hashlib
 import os
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -105,3 +106,90 @@ def resolve_run(ref: str, rows: Iterable[Any]) -> Path:
             raise RunLookupError(f"ambiguous: {len(matches)} runs match {ref!r}: {listed}; give the id, more of the "
                                  "name, or the folder", shown)
     raise RunLookupError(f"no run folder, id or run name matches {ref!r}; see agent-console jobs")
+
+
+# -- liveness: how a run stands, in one place --------------------------------------------------------------
+# The words every view shows (the fleet sorts by them, most urgent first). A run that needs its operator (a restart
+# to approve, stuck, a budget reached, the provider down, a crash, the agent gave up...) is "needs you", whatever
+# the reason; "awaiting approval" is the store's older word for one kind of it.
+NEEDS, RUNNING, PAUSED, STARTING = "needs you", "running", "paused", "starting"
+INTERRUPTED, STOPPED, FAILED, COMPLETED = "interrupted", "stopped", "failed", "completed"
+GAVE_UP = "gave up"  # the store's word for a run whose agent gave up: it needs its operator
+GONE = "gone"  # the run's folder no longer exists: only its row is left
+AWAITING = "awaiting approval"
+LIVE = frozenset({NEEDS, RUNNING, PAUSED, STARTING})
+# What the store records while a process runs the run: with no process holding its lock, it was interrupted.
+STORED_LIVE = frozenset({RUNNING, AWAITING, NEEDS, INTERRUPTED})
+# The store's words for an ended run that did not complete (shown as they are: "out of budget" says more).
+FAILED_LIKE = frozenset({FAILED, "incomplete", "out of budget", "agent stopped"})
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What a run's own log says about it (a fold of its events), for :func:`liveness`."""
+
+    needs: str = ""  # why it needs its operator now ("" nothing); "crashed" when it crashed before its end
+    restart_pending: bool = False
+    paused: bool = False
+    started: bool = True  # a session has started
+    outcome: str = ""  # its last process's outcome in words ("" while it runs): completed | gave up | failed | ...
+    ended: bool = False  # its last process logged its end
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """``state``: the word shown; ``kind``: its family (needs | running | paused | starting | interrupted | stopped
+    | failed | completed | gone), which decides the style, the sort and what the operator may do."""
+
+    state: str
+    kind: str
+
+    @property
+    def live(self) -> bool:
+        return self.state in LIVE
+
+
+def liveness(stored: str, pid: int | None, *, gone: bool = False, detail: str = "", seen: Seen | None = None
+             ) -> Liveness:
+    """How a run stands: the one answer the fleet, ``jobs`` and the console give.
+
+    ``stored`` is the jobs store's word for it, ``pid`` the process holding its run lock (None: none does), ``gone``
+    whether its folder no longer exists, ``detail`` the store's note, ``seen`` what its log says (None: not read,
+    as in ``jobs``; the store's word then stands wherever the lock does not contradict it). A run the store records
+    as live whose lock nobody holds died (kill -9, power cut) without writing its end: it is interrupted, unless
+    it crashed needing its operator (resume it) or its agent gave up (the operator decides)."""
+    if pid is None and gone:
+        return Liveness(GONE, GONE)
+    if pid is not None:
+        if seen is None:
+            return Liveness(stored or RUNNING, _kind_of(stored or RUNNING))
+        if seen.needs or seen.restart_pending:
+            return Liveness(NEEDS, "needs")
+        if seen.paused:
+            return Liveness(PAUSED, "paused")
+        return Liveness(RUNNING, "running") if seen.started else Liveness(STARTING, "starting")
+    if stored == COMPLETED or (seen is not None and seen.outcome == COMPLETED):
+        return Liveness(COMPLETED, "completed")
+    crashed = seen.needs == "crashed" and not seen.ended if seen is not None else \
+        stored == NEEDS and detail.startswith("crashed:")
+    if crashed:
+        return Liveness(NEEDS, "needs")  # it crashed before it could record its end: resume it
+    if stored == GAVE_UP or (seen is not None and seen.outcome == GAVE_UP):
+        # The agent gave up: the operator decides (resume it once the cause is fixed). Told as needing them
+        # where the reason is shown beside (the fleet); the store's word where it is not (``jobs``).
+        return Liveness(NEEDS if seen is not None else GAVE_UP, "needs")
+    if stored in STORED_LIVE:
+        return Liveness(INTERRUPTED, "interrupted")  # no process holds the lock: it died, or was killed
+    if stored == STOPPED:
+        return Liveness(STOPPED, "stopped")
+    if stored in FAILED_LIKE:
+        # The store's word ("out of budget" says more); the work is not done but the run can go on.
+        return Liveness(stored, "failed" if stored == FAILED else "stopped")
+    return Liveness(stored or FAILED, "failed")
+
+
+def _kind_of(stored: str) -> str:
+    """The family of a live run's stored word (no log read)."""
+    if stored in (NEEDS, AWAITING, GAVE_UP):
+        return "needs"
+    return {PAUSED: "paused", STARTING: "starting"}.get(stored, "running")

@@ -2,8 +2,8 @@
 
 The engine calls :meth:`EventBridge.push` on its own thread for every event. That
 must stay cheap (the engine waits for it), so it only appends to a deque and, when
-the queue was idle, posts one :class:`EventsReady` message to the app (Textual's
-``post_message`` is thread-safe). The app drains everything queued since, so a
+the queue was idle, posts one :class:`EventsReady` message to the run's screen (Textual's
+``post_message`` is thread-safe). The screen drains everything queued since, so a
 burst of thousands of text deltas costs one UI update, not thousands.
 """
 
@@ -31,7 +31,7 @@ class EventBridge:
         self.pushed = 0
 
     def attach(self, target: MessagePump) -> None:
-        """Start waking ``target`` (the app), and wake it now if events arrived before it ran."""
+        """Start waking ``target`` (the run's screen), and wake it now if events arrived before it ran."""
         with self._lock:
             self._target = target
             pending = bool(self._queue)
@@ -68,13 +68,13 @@ class EventBridge:
         """Called on the UI thread: what is queued, in order (at most ``limit`` events).
 
         While events are left over the caller is responsible for draining again (no new
-        wake-up is posted); once the queue is empty the next push wakes the app again.
+        wake-up is posted); once the queue is empty the next push wakes the screen again.
         """
         out: list[ev.EventBase] = []
         pop = self._queue.popleft
         n = limit if limit is not None else len(self._queue) + 1_000_000
         with self._lock:
-            self._wake_posted = False  # set before popping: a push racing with the drain wakes the app again
+            self._wake_posted = False  # set before popping: a push racing with the drain wakes the screen again
         while n > 0:
             try:
                 out.append(pop())

@@ -31,29 +31,30 @@ class OperatorKey:
 # A command's second face on its key: once a stop was asked the footer reads Stop now (the same key and id; help
 # lists the key once).
 VARIANTS: dict[str, list[OperatorKey]] = {
-    "stop": [OperatorKey("stop", "s", "app.stop_now", "Stop now", "")],
+    "stop": [OperatorKey("stop", "s", "stop_now", "Stop now", "")],
 }
 
 
 def command_keys() -> list[OperatorKey]:
-    """The keys of the run's commands, in the specs' order: each with its action ``app.<cli name>``. Pause and
+    """The keys of the run's commands, in the specs' order: each with its action ``<cli name>`` (RunScreen's). Pause and
     resume share one key and id: the footer shows whichever applies, help lists the key once."""
     keys: list[OperatorKey] = []
     for spec in SPECS:
         if spec.key is not None:
-            keys.append(OperatorKey(spec.key.id, spec.key.default, f"app.{spec.action}", spec.key.label,
+            keys.append(OperatorKey(spec.key.id, spec.key.default, spec.action, spec.key.label,
                                     spec.key.help))
             keys += VARIANTS.get(spec.action, [])
     return keys
 
 
+# Bound on a run's screen (console.tui.screens.run.RunScreen): each action is that screen's.
 OPERATOR_KEYS: list[OperatorKey] = [
     *command_keys(),
-    OperatorKey("guardrails", "g", "app.guardrails", "Guards",
+    OperatorKey("guardrails", "g", "guardrails", "Guards",
                 "guardrails: policies, feedback providers, completion checker and verdict, deadline, token budget, "
                 "command tools (g or esc closes)"),
-    OperatorKey("help", "question_mark", "app.help", "Help", "this help"),
-    OperatorKey("quit", "q", "app.quit_console", "Quit",
+    OperatorKey("help", "question_mark", "help", "Help", "this help"),
+    OperatorKey("quit", "q", "quit_console", "Quit",
                 "quit (in-process run: asks, then stops the run; attached: detaches, the run goes on)"),
     OperatorKey("next_pane", "tab", "next_pane", "Pane", "focus the next pane (narrow terminal: show it)",
                 key_display="⇥"),

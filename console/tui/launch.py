@@ -132,15 +132,17 @@ def viewer_signals(app: ConsoleApp) -> Iterator[None]:
     interrupted = False
 
     def on_signal(signum: int, _frame: object) -> None:
-        if signum == signal.SIGHUP and app.fleet is None:
-            detach_output(app.paths)  # no more writes to a dead terminal
+        run = app.run_screen
+        if signum == signal.SIGHUP and app.fleet is None and run is not None:
+            detach_output(run.paths)  # no more writes to a dead terminal
         hard.arm()
         with contextlib.suppress(Exception):  # the app may be starting or closing
             app.call_later(app.exit, 0)
 
     def leave(tries: int = 0) -> None:
         # An exit while the first screen is still being built fails in it: once its panes exist (or soon anyway).
-        if app.fleet is None and not app.ui_alive and tries < 40:
+        run = app.run_screen
+        if app.fleet is None and (run is None or not run.ui_alive) and tries < 40:
             app.set_timer(0.05, lambda: leave(tries + 1))
         else:
             app.exit(None, 130)
@@ -168,7 +170,7 @@ def viewer_signals(app: ConsoleApp) -> Iterator[None]:
 def build_fleet_app(store_path: Path, *, theme: str | None = None, keymap: Mapping[str, str] | None = None,
                     **kw: Any) -> ConsoleApp:
     from console.tui.app import ConsoleApp
-    from console.tui.fleet import Fleet
+    from console.view.fleet import Fleet
 
     holder = kw.pop("holder", None)
     fleet = Fleet(store_path, now=kw.get("now") or _utc_now, holder=holder)

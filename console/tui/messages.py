@@ -1,4 +1,5 @@
-"""Typed messages between the console's workers, widgets and app."""
+"""Typed messages between the console's workers, widgets, screens and app. A run's messages go to its screen
+(a screen taken down drops them: no run's message reaches another one's screen)."""
 
 from __future__ import annotations
 
@@ -33,12 +34,11 @@ class RunFinished(Message):
 
 
 class RunnerState(Message):
-    """Attached console: whether a process holds the job's run lock (``generation``: of which run attached)."""
+    """Attached console: whether a process holds the job's run lock."""
 
-    def __init__(self, pid: int | None, generation: int = 0) -> None:
+    def __init__(self, pid: int | None) -> None:
         super().__init__()
         self.pid = pid
-        self.generation = generation
 
 
 class FleetRows(Message):
@@ -53,17 +53,15 @@ class FleetRows(Message):
 class HistoryFolded(Message):
     """A long log's exact fold, made on the follower's thread (a ``follow.Folded``): the state adopts it."""
 
-    def __init__(self, folded: Any, generation: int = 0) -> None:
+    def __init__(self, folded: Any) -> None:
         super().__init__()
         self.folded = folded
-        self.generation = generation
 
 
 class HistoryReady(Message):
-    """The older part of a long log replayed (``generation``: of which run): folded into the console's state
-    only; the conversation shows the newest messages, which follow through the bridge."""
+    """The older part of a long log replayed: folded into the console's state only; the conversation shows the
+    newest messages, which follow through the bridge."""
 
-    def __init__(self, events: list[Any], generation: int = 0) -> None:
+    def __init__(self, events: list[Any]) -> None:
         super().__init__()
         self.events = events
-        self.generation = generation

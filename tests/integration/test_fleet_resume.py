@@ -14,10 +14,10 @@ from console.engine import events as ev
 from console.engine.control import RunLock
 from console.engine.job import JobPaths
 from console.settings import load_settings
-from console.tui.fleet import STOPPED
 from console.tui.launch import build_fleet_app
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.fleet import FleetScreen
+from console.view.fleet import STOPPED
 from tests.conftest import SAMPLES
 from tests.tui.conftest import drive, wait_for
 

@@ -18,7 +18,7 @@ from console.engine.plan import parse_plan
 from console.engine.store import JobStore
 from console.outcome import EXIT_FAILED, EXIT_GAVE_UP, EXIT_OK
 from console.runner import job_done
-from console.tui.fleet import Fleet
+from console.view.fleet import Fleet
 
 STEPS = [f"Write part {i}" for i in range(1, 6)]
 FINAL = ["Verify all deliverables", "Generate summary report", "Call job_complete()"]

@@ -97,7 +97,7 @@ async def settle(pilot: Any, app: ConsoleApp) -> None:
     """Everything queued is drained and drawn."""
     await wait_for(pilot, lambda: app.bridge.pending == 0, what="the bridge to drain")
     await pilot.pause(0.05)
-    app.drain_events(everything=True)
+    app.run_screen.drain_events(everything=True)
     await pilot.pause(0.15)  # throttled renders and repaints (at most every 0.1 s) catch up
     from console.tui.widgets.lines import ItemView
 
@@ -121,4 +121,4 @@ def drive(app: ConsoleApp, body: Callable[[Any], Awaitable[None]], size: tuple[i
 def events_of(app: ConsoleApp, kind: type) -> list[Any]:
     from console.engine import events as ev
 
-    return [e for e in ev.read_events(app.paths.events) if isinstance(e, kind)]
+    return [e for e in ev.read_events(app.run_screen.paths.events) if isinstance(e, kind)]

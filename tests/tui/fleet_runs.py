@@ -7,11 +7,12 @@ import json
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from console.engine import events as ev
 from console.engine.job import JobPaths
 from console.engine.store import JobStore
-from console.tui.fleet import RunFold
+from console.view.fleet import RunFold
 from tests.tui.conftest import FROZEN_NOW
 from tests.tui.guardrail_events import Log
 
@@ -96,3 +97,10 @@ def make_fleet(root: Path) -> FleetFixture:
         log.write(JobPaths(folder).events)
         runs[state] = folder
     return FleetFixture(store_path, runs, live)
+
+
+def listed(app: Any, n: int) -> bool:
+    """The fleet shows ``n`` runs, every run's log folded (not the first paint: the store's rows alone), and the
+    list drawn (``shown``: rows can arrive before the list is composed; a test that looked one up raised)."""
+    view = app.fleet_view
+    return view is not None and view.rows.folded and len(view.rows) == n and len(view.shown) == n

@@ -23,14 +23,14 @@ def test_quickstart_completes_in_the_console_like_headless(make_job):
 
     async def pilot_body(pilot):
         app = pilot.app
-        await wait_for(pilot, lambda: app.run_finished, what="the run to finish")
+        await wait_for(pilot, lambda: app.run_screen.run_finished, what="the run to finish")
         await settle(pilot, app)
         seen["status"] = app.state.status
         seen["phase"] = app.state.phase
         await pilot.press("shift+tab")  # 80x24: one pane at a time; the todo list is before the conversation
         await pilot.pause()
         seen["todo"] = app.main.query_one(TodoPane).plain_lines()
-        seen["conversation"] = "\n".join(app.conversation.plain_lines())
+        seen["conversation"] = "\n".join(app.run_screen.conversation.plain_lines())
         seen["plan"] = app.main.query_one("#plan").text
         await pilot.press("q")
 
@@ -64,9 +64,9 @@ def test_attach_rebuilds_a_finished_job_for_review(make_job):
         await settle(pilot, app)
         assert app.state.status == "completed"
         assert app.state.turns_total == 45 and app.state.session == 1
-        text = "\n".join(app.conversation.plain_lines())
+        text = "\n".join(app.run_screen.conversation.plain_lines())
         assert "✔ job complete" in text and "▸ job_complete" in text
-        assert app.conversation.streaming is None  # the log has no deltas: whole messages only
+        assert app.run_screen.conversation.streaming is None  # the log has no deltas: whole messages only
         await pilot.press("c")  # not running: nothing is queued
         assert not list(paths.inbox.glob("*.json")) if paths.inbox.exists() else True
         await pilot.press("q")  # detach at once, no question
@@ -133,7 +133,7 @@ def test_a_long_log_is_trimmed_in_the_view_but_counted_in_full(make_job):
     async def body(pilot):
         await wait_for(pilot, lambda: app.state.turns_total == 3000 and app.bridge.pending == 0, timeout=60)
         await settle(pilot, app)
-        conv = app.conversation
+        conv = app.run_screen.conversation
         # Replayed, the older part of the log is folded into the state only: the conversation gets the newest
         # messages (a long log's newest QUICK_KEEP: they are drawn first) and counts the others as not shown.
         assert conv.messages_seen < 6000 and conv.trimmed + conv.item_count >= 3000
@@ -153,7 +153,7 @@ def test_the_conversation_follows_the_tail_until_the_operator_scrolls_up(make_jo
     async def body(pilot):
         await wait_for(pilot, lambda: app.state.turns_total == 200 and app.bridge.pending == 0)
         await settle(pilot, app)
-        conv = app.conversation
+        conv = app.run_screen.conversation
         assert conv.scroll_y == conv.max_scroll_y > 0
         await pilot.press("pageup")
         held = conv.scroll_y
@@ -175,9 +175,9 @@ def test_masked_observations_and_restart_markers_are_marked(make_job):
     app = run_app(sup)
 
     async def body(pilot):
-        await wait_for(pilot, lambda: app.run_finished, timeout=60)
+        await wait_for(pilot, lambda: app.run_screen.run_finished, timeout=60)
         await settle(pilot, app)
-        text = "\n".join(app.conversation.plain_lines())
+        text = "\n".join(app.run_screen.conversation.plain_lines())
         assert "⊘ masked" in text and "⊘ masked the" in text
         assert "↻ session 2 started after a context restart" in text and "wind-down sent" in text
         assert app.state.session >= 2 and app.state.ended
@@ -191,7 +191,7 @@ def test_streamed_text_is_shown_before_the_message_is_complete(make_job):
     t = datetime(2026, 1, 15, 14, 0, tzinfo=UTC)
 
     async def body(pilot):
-        conv = app.conversation
+        conv = app.run_screen.conversation
         app.bridge.push_many([ev.SessionStarted(ts=t, seq=1, session=1),
                               ev.TextDelta(ts=t, seq=2, session=1, turn=1, text="Reading the "),
                               ev.TextDelta(ts=t, seq=3, session=1, turn=1, text="**notes** now")])
@@ -214,9 +214,9 @@ def test_a_resumed_run_shows_its_history_first(make_job):
     app = run_app(sup)
 
     async def body(pilot):
-        await wait_for(pilot, lambda: app.run_finished, what="the resumed run")
+        await wait_for(pilot, lambda: app.run_screen.run_finished, what="the resumed run")
         await settle(pilot, app)
-        text = "\n".join(app.conversation.plain_lines())
+        text = "\n".join(app.run_screen.conversation.plain_lines())
         # A resume continues the same session (the same conversation), and says where it picks up.
         assert "session 1 started" in text and "session 1 resumed" in text and "after turn 12" in text
         assert text.index("session 1 started") < text.index("session 1 resumed")
@@ -267,7 +267,7 @@ def test_q_then_stop_the_run_stops_it_and_closes_once_it_has(make_job):
         await pilot.press("q")
         await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), what="the question")
         await pilot.press("s")
-        await wait_for(pilot, lambda: app.quit_requested, what="the stop to be sent")
+        await wait_for(pilot, lambda: app.run_screen.quit_requested, what="the stop to be sent")
         sup.provider.gate.set()
         await wait_for(pilot, lambda: not app.is_running, timeout=30, what="the console to close on the run's end")
 
@@ -284,7 +284,7 @@ def test_a_long_log_is_shown_newest_first_then_folded_exactly_once(make_job, mon
     """Attaching to a long log fills the panes from its newest events first, then adopts the exact fold of the
     whole log: the totals are those of every event, each counted once, and what comes after is folded once."""
     from console.tui import follow
-    from console.tui.state import ConsoleState
+    from console.view.state import ConsoleState
 
     monkeypatch.setattr(follow, "QUICK_BYTES", 10_000)
     monkeypatch.setattr(follow, "DRAW_FIRST", 0.0)
@@ -296,8 +296,8 @@ def test_a_long_log_is_shown_newest_first_then_folded_exactly_once(make_job, mon
     seen: list[int] = []
 
     async def body(pilot):
-        await wait_for(pilot, lambda: app._folded_upto > 0, what="the exact fold")
-        seen.append(app.conversation.trimmed)
+        await wait_for(pilot, lambda: app.run_screen._folded_upto > 0, what="the exact fold")
+        seen.append(app.run_screen.conversation.trimmed)
         with paths.events.open("a", encoding="utf-8") as fh:  # the run goes on: one more turn
             fh.write(ev.TokenUsage(ts=datetime(2026, 1, 15, 16, 0, tzinfo=UTC), seq=10**6, session=1, turn=401,
                                    input_tokens=7, output_tokens=1, context_window=64000).model_dump_json() + "\n")
@@ -309,4 +309,4 @@ def test_a_long_log_is_shown_newest_first_then_folded_exactly_once(make_job, mon
     assert (st.input_tokens, st.output_tokens) == (expected.input_tokens + 7, expected.output_tokens + 1)
     assert st.tool_calls == expected.tool_calls and st.session == expected.session
     assert seen == [400 - follow.QUICK_KEEP]  # the older messages are counted as not shown, not lost
-    assert app.events_seen == expected.last_seq + 1
+    assert app.run_screen.events_seen == expected.last_seq + 1

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import io
 
-from console import present
 from console.engine import events as ev
 from console.headless import HeadlessLog
 from console.tui.screens.guardrails import plain_text
-from console.tui.state import ConsoleState
+from console.view import present
+from console.view.state import ConsoleState
 from tests.hostile import ATTACK, SHOWN, raw_controls
 from tests.tui.conftest import FROZEN_NOW
+from tests.tui.fleet_runs import listed
 from tests.tui.guardrail_events import Log, status
 
 CONFINED = ("commands are confined by bubblewrap 0.11.0: they see the job folder (read-write); no network (not even "
@@ -55,8 +56,8 @@ def test_an_unconfined_run_says_so_on_the_status_line_and_in_the_fleet(tmp_path)
     headless log (its header line), the console's status line at any width, the fleet's row and detail."""
     from console.engine.job import JobPaths
     from console.engine.store import JobStore
-    from console.tui.fleet import Fleet
     from console.tui.widgets.status import StatusLine, fit
+    from console.view.fleet import Fleet
 
     log = header_log("unconfined", "commands run UNCONFINED (run --unconfined): they see everything")
     st = ConsoleState("job")
@@ -92,7 +93,7 @@ def test_the_fleet_view_marks_an_unconfined_run(tmp_path) -> None:
                           now=lambda: FROZEN_NOW, poll_interval=0.05)
 
     async def body(pilot) -> None:
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.shown) == 1)
+        await wait_for(pilot, lambda: listed(app, 1))
         view = app.fleet_view
         assert view.table.get_cell(str(run), "state").plain.endswith(" UNCONFINED")
         await pilot.pause()

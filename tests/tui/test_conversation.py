@@ -1,4 +1,4 @@
-"""The conversation pane on its own: notices in console.present's words, masked results marked from the
+"""The conversation pane on its own: notices in console.view.present's words, masked results marked from the
 ``context_masked`` event's call ids, an expanded call's text reflowed like its source, assistant Markdown through
 markdown-it in the theme's colours, and the plan pane (Textual's Markdown widget) with its phase markers."""
 
@@ -14,20 +14,13 @@ from textual.app import App, ComposeResult
 from textual.color import Color
 from textual.content import Content
 
-from console import present
 from console.engine import events as ev
 from console.tui.themes import load_themes
 from console.tui.widgets import markdown_lite
-from console.tui.widgets.conversation import (
-    AssistantItem,
-    ConversationPane,
-    NoticeItem,
-    ToolItem,
-    reflow,
-    render_tool,
-    wrap,
-)
+from console.tui.widgets.conversation import ConversationPane
+from console.tui.widgets.conversation_items import AssistantItem, NoticeItem, ToolItem, reflow, render_tool, wrap
 from console.tui.widgets.plan_pane import PlanPane
+from console.view import present
 from tests.tui.guardrail_events import Log, spent_run
 
 KICKOFF = Path(__file__).resolve().parents[2] / "sample_jobs" / "quickstart" / "notes" / "2026-03-02-kickoff.md"

@@ -11,13 +11,13 @@ from datetime import timedelta
 import pytest
 from textual.content import Content
 
-from console import present
 from console.engine import events as ev
 from console.headless import HeadlessLog
 from console.tui.screens.guardrails import cost_line, plain_text
-from console.tui.state import ConsoleState
 from console.tui.widgets.gauge import ContextGauge
 from console.tui.widgets.status import StatusLine, fit
+from console.view import present
+from console.view.state import ConsoleState
 from tests.tui.conftest import FROZEN_NOW, attach_app, drive, settle, wait_for
 from tests.tui.guardrail_events import Log, guarded_run
 from tests.tui.test_guardrails import fed_app, flat
@@ -291,21 +291,21 @@ def test_a_retry_discards_the_half_reply_and_thinking_is_apart(make_job):
         log = retry_run()
         app.bridge.push_many(log.events[:9])  # thinking and half a reply are on screen
         await settle(pilot, app)
-        text = flat(app.conversation.plain_lines())
+        text = flat(app.run_screen.conversation.plain_lines())
         assert "HALF A REPLY" in text and "thinking The notes name three" in text
         app.bridge.push_many(log.events[9:])
         await settle(pilot, app)
-        text = flat(app.conversation.plain_lines())
+        text = flat(app.run_screen.conversation.plain_lines())
         assert "HALF A REPLY" not in text and "The notes name three" not in text
         assert ("⧗ model call failed: rate limited; retrying in 8 s, attempt 2: 429 Too Many Requests; the partial "
                 "reply (28 chars) was discarded") in text
         assert "retrying in 32 s, attempt 3 (waited 40 s of max 600 s)" in text
         assert app.main.query_one(StatusLine).last_plain.startswith(
-            f"{app.paths.run_id} │ job │  waiting: rate limited, retry in 22 s ")
+            f"{app.run_screen.paths.run_id} │ job │  waiting: rate limited, retry in 22 s ")
         log = answered(log)
         app.bridge.push_many(log.events[11:])
         await settle(pilot, app)
-        lines = app.conversation.plain_lines()
+        lines = app.run_screen.conversation.plain_lines()
         text = flat(lines)
         assert text.count("Reading the kickoff notes.") == 1 and text.count("The notes name three owners.") == 1
         thinking = text.index("thinking The notes name three owners.")
@@ -331,7 +331,7 @@ def test_a_turn_asked_again_drops_what_its_first_attempt_streamed(make_job):
         log.add(ev.AssistantMessage, turn=1, text="second attempt")
         app.bridge.push_many(log.events)
         await settle(pilot, app)
-        text = flat(app.conversation.plain_lines())
+        text = flat(app.run_screen.conversation.plain_lines())
         assert "first attempt" not in text and text.count("second attempt") == 1
 
     drive(app, body)
@@ -350,7 +350,7 @@ def test_an_attached_console_shows_reasoning_and_retries_from_the_log(make_job):
         await wait_for(pilot, lambda: app.state.last_seq == log.events[-1].seq and app.bridge.pending == 0,
                        what="the replay")
         await settle(pilot, app)
-        text = flat(app.conversation.plain_lines())
+        text = flat(app.run_screen.conversation.plain_lines())
         assert text.count("thinking The notes name three owners.") == 1
         assert text.count("⧗ model call failed") == 2 and "HALF A REPLY" not in text
         assert "⌘ discarded stop from an earlier run" in text

@@ -62,7 +62,7 @@ def pending(e: Seq) -> ev.EventBase:
 
 
 async def started(pilot, app: ConsoleApp, e: Seq) -> None:
-    await wait_for(pilot, lambda: app.ui_alive, what="the panes")
+    await wait_for(pilot, lambda: app.run_screen.ui_alive, what="the panes")
     app.bridge.push_many([e(ev.SessionStarted), phase(e, 2)])
     await wait_for(pilot, lambda: app.state.todos is not None, what="the todo list")
 
@@ -236,7 +236,7 @@ def test_the_footer_follows_pause_resume_and_stop(make_job):
         await wait_for(pilot, lambda: not app.state.paused and sup.provider.waiting.is_set(), what="the gate again")
         await footer_shows(pilot, app, {"Pause", "Stop"}, {"Resume"})
         await pilot.press("s", "y")  # the run waits for the model: it stops at once
-        await wait_for(pilot, lambda: app.run_finished, what="the run to stop")
+        await wait_for(pilot, lambda: app.run_screen.run_finished, what="the run to stop")
         await footer_shows(pilot, app, {"Quit"}, {"Pause", "Resume", "Stop", "Stop now", "Checkpoint", "Rewind"})
 
     drive(app, body)
@@ -311,7 +311,7 @@ def test_a_stale_rewind_from_the_console_is_refused_by_the_engine(make_job):
         assert "Rewind refused" in notes
         sup.stop()
         sup.stop()
-        await wait_for(pilot, lambda: app.run_finished, what="the run to stop")
+        await wait_for(pilot, lambda: app.run_screen.run_finished, what="the run to stop")
 
     drive(app, body)
     (answer,) = [x for x in events_of(app, ev.OperatorCommand) if x.command == "rewind" and x.status != "received"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from console.engine import events as ev
-from console.tui.state import EXPERIENCES, ConsoleState
+from console.view.state import EXPERIENCES, ConsoleState
 from tests.tui.conftest import attach_app, drive, settle, wait_for
 from tests.tui.guardrail_events import Log
 
@@ -42,7 +42,7 @@ def test_the_fold_keeps_entries_by_id_newest_last_and_safe() -> None:
 
 
 def test_the_fold_is_bounded() -> None:
-    from console.tui.state import EXPERIENCES_KEEP
+    from console.view.state import EXPERIENCES_KEEP
 
     state = ConsoleState()
     log = Log()

@@ -17,14 +17,14 @@ from console.engine import events as ev
 from console.engine.control import RunLock
 from console.engine.job import JobPaths
 from console.engine.runs import run_id
-from console.tui.fleet import COMPLETED, GONE, INTERRUPTED, PAUSED, RUNNING, STOPPED, WAITING, Fleet
 from console.tui.launch import build_fleet_app
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.fleet import FleetScreen
 from console.tui.screens.main import MainScreen
+from console.view.fleet import COMPLETED, GONE, INTERRUPTED, PAUSED, RUNNING, STOPPED, WAITING, Fleet
 from tests.conftest import REPO, SAMPLES
 from tests.tui.conftest import FROZEN_NOW, drive, wait_for
-from tests.tui.fleet_runs import make_fleet
+from tests.tui.fleet_runs import listed, make_fleet
 
 SIZES = [(80, 24), (120, 40)]
 
@@ -101,7 +101,7 @@ def test_fleet_view_snapshot(snap_compare, fixed_root, size):
     app = fleet_app(fx)
 
     async def before(pilot):
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.shown) == 7, what="rows")
+        await wait_for(pilot, lambda: listed(app, 7), what="rows")
         await pilot.pause()
         app.clear_notifications()  # the approval toast is tested apart; the snapshot shows the list
         await pilot.pause()
@@ -116,7 +116,7 @@ def test_waiting_run_rings_once_and_raises_a_notification(tmp_path):
     app.bell = lambda: rings.append(1)  # type: ignore[method-assign]
 
     async def body(pilot):
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.shown) == 7)
+        await wait_for(pilot, lambda: listed(app, 7))
         await asyncio.sleep(0.3)  # several polls: still one bell for the same pending restart
         notes = [n for n in app._notifications]
         assert len(rings) == 1
@@ -131,7 +131,7 @@ def test_enter_attaches_and_q_returns_to_the_list(tmp_path):
     app = fleet_app(fx)
 
     async def body(pilot):
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.shown) == 7)
+        await wait_for(pilot, lambda: listed(app, 7))
         await pilot.press("down", "down")  # past the paused run: the running one
         await pilot.pause()
         chosen = app.fleet_view.selected
@@ -139,7 +139,7 @@ def test_enter_attaches_and_q_returns_to_the_list(tmp_path):
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="the run's console")
         await wait_for(pilot, lambda: app.state.turn == 6, what="the run's events folded")
-        assert app.paths.root == chosen.path and app.controller.attached
+        assert app.run_screen.paths.root == chosen.path and app.run_screen.controller.attached
         assert app.main.query_one("#status").last_plain.startswith(chosen.id)
         await pilot.press("q")  # detaches: back to the list, the run goes on
         await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen), what="the list")
@@ -147,7 +147,7 @@ def test_enter_attaches_and_q_returns_to_the_list(tmp_path):
         # Another run, then back again: each attach is a fresh fold of that run only.
         await pilot.press("up", "up", "enter")  # the run waiting for approval
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen) and app.state.restart_pending is not None)
-        assert app.state.turn == 6 and app.paths.root == fx.runs["waiting"]
+        assert app.state.turn == 6 and app.run_screen.paths.root == fx.runs["waiting"]
         await pilot.press("escape")  # the approval dialog opens for an attached waiting run; leave it open
         await pilot.press("q")
         await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen))
@@ -164,7 +164,7 @@ def test_approve_and_deny_from_the_list_go_to_the_selected_runs_inbox(tmp_path):
     waiting = fx.runs["waiting"]
 
     async def body(pilot):
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.shown) == 7)
+        await wait_for(pilot, lambda: listed(app, 7))
         await pilot.press("d")  # it ends the run: asked first
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
@@ -192,7 +192,7 @@ def test_slash_filters_the_list(tmp_path):
     app = fleet_app(fx)
 
     async def body(pilot):
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.shown) == 7)
+        await wait_for(pilot, lambda: listed(app, 7))
         await pilot.press("slash", *"audit")
         await pilot.pause()
         assert [r.job for r in app.fleet_view.shown] == ["security-audit"]
@@ -261,3 +261,41 @@ def test_garbage_missing_folders_and_a_broken_store_never_take_the_list_down(tmp
     fx.store_path.write_bytes(b"this is not a database" * 100)
     again = fleet.poll()
     assert again == list(fleet.rows) and "cannot be read" in fleet.error
+
+
+def test_each_attach_is_a_fresh_run_screen_whose_workers_end_when_q_pops_it(tmp_path):
+    """The fleet pushes a new RunScreen per attach; q pops it, and with it go its follower (cancelled, its thread
+    ends), its bridge (closed: a late event from the old run is dropped) and its fold."""
+    from textual.worker import WorkerState
+
+    from console.tui.screens.run import RunScreen
+
+    fx = make_fleet(tmp_path)
+    app = fleet_app(fx)
+
+    def workers_of(screen):
+        return [w for w in app.workers if w.node is screen]
+
+    async def body(pilot):
+        await wait_for(pilot, lambda: listed(app, 7))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.state.turn > 0, what="the run")
+        first = app.screen
+        follower = [w for w in workers_of(first) if w.name == "follow"]
+        assert len(follower) == 1 and follower[0].state is WorkerState.RUNNING
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen), what="the list")
+        await wait_for(pilot, lambda: follower[0].state is WorkerState.CANCELLED, what="the follower to stop")
+        assert app.run_screen is None and first not in app.screen_stack
+        pushed = first.bridge.pushed
+        first.bridge.push(ev.TurnStarted(ts=FROZEN_NOW, seq=10**6, session=1, turn=99))  # a late event
+        assert first.bridge.pushed == pushed and first.bridge.pending == 0
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.state.turn > 0, what="again")
+        assert app.screen is not first and app.state is not first.state
+        assert [w.name for w in workers_of(app.screen) if w.state is WorkerState.RUNNING].count("follow") == 1
+        await pilot.press("q", "q")
+        await wait_for(pilot, lambda: not app.is_running, what="the app to exit")
+
+    drive(app, body, size=(80, 24))
+    assert app.return_code == 0

@@ -14,12 +14,12 @@ from textual.widgets._footer import FooterKey
 from console.engine.control import RunLock
 from console.engine.job import JobPaths
 from console.engine.store import JobStore
-from console.tui.fleet import GONE, RUNNING, WAITING
 from console.tui.launch import build_fleet_app
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.fleet import FleetScreen
+from console.view.fleet import GONE, RUNNING, WAITING
 from tests.tui.conftest import FROZEN_NOW, drive, wait_for
-from tests.tui.fleet_runs import make_fleet
+from tests.tui.fleet_runs import listed, make_fleet
 
 
 def fleet_app(fx, **kw):
@@ -45,7 +45,7 @@ def test_deny_and_stop_ask_first_naming_the_run_and_approve_does_not(tmp_path):
     waiting, running = fx.runs["waiting"], fx.runs["running"]
 
     async def body(pilot):
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.shown) == 7)
+        await wait_for(pilot, lambda: listed(app, 7))
         row = app.fleet_view.selected
         assert row.state == WAITING
         await pilot.press("d")
@@ -90,7 +90,7 @@ def test_stop_of_a_run_nobody_runs_says_so_and_asks_nothing(tmp_path):
     app = fleet_app(fx)
 
     async def body(pilot):
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.shown) == 7)
+        await wait_for(pilot, lambda: listed(app, 7))
         view = app.fleet_view
         view.table.move_cursor(row=next(n for n, r in enumerate(view.shown) if r.state == "completed"))
         await pilot.pause()
@@ -109,7 +109,7 @@ def test_a_gone_run_is_shown_as_gone_and_x_forgets_it_after_asking(tmp_path):
     app = fleet_app(fx, poll_interval=0.05)
 
     async def body(pilot):
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.shown) == 7)
+        await wait_for(pilot, lambda: listed(app, 7))
         view = app.fleet_view
         await wait_for(pilot, lambda: any(r.state == GONE for r in view.rows), what="the gone run")
         assert "Forget" not in footer(app)  # the waiting run is selected: nothing to forget
@@ -166,7 +166,7 @@ def test_letters_typed_into_the_filter_are_text(tmp_path):
     waiting = fx.runs["waiting"]
 
     async def body(pilot):
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.shown) == 7)
+        await wait_for(pilot, lambda: listed(app, 7))
         await pilot.press("slash", *"adsxq", "enter")  # enter: back to the list, the filter kept
         await pilot.pause()
         box = app.fleet_view.query_one("#fleet-filter")
@@ -189,7 +189,7 @@ def test_r_unpauses_a_paused_run_and_is_offered_only_where_it_acts(tmp_path):
     paused = fx.runs["paused"]
 
     async def body(pilot):
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.shown) == 7)
+        await wait_for(pilot, lambda: listed(app, 7))
         view = app.fleet_view
         resumes = {r.state: r.resume for r in view.rows}
         assert resumes == {WAITING: "", RUNNING: "", "paused": "unpause", "completed": "", "failed": "start",

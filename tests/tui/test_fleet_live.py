@@ -13,9 +13,10 @@ from pathlib import Path
 from console.engine import events as ev
 from console.engine.job import JobPaths
 from console.engine.store import JobStore
-from console.tui.fleet import FLEET_LIMIT, INTERRUPTED, WAITING, Fleet
 from console.tui.launch import build_fleet_app
+from console.view.fleet import FLEET_LIMIT, INTERRUPTED, WAITING, Fleet
 from tests.tui.conftest import FROZEN_NOW, drive, wait_for
+from tests.tui.fleet_runs import listed
 from tests.tui.guardrail_events import Log
 
 FINISHED_RUNS = FLEET_LIMIT + 100
@@ -71,7 +72,7 @@ def test_the_fleet_view_highlights_and_rings_for_an_old_waiting_run(tmp_path: Pa
     app.bell = lambda: rings.append(1)  # type: ignore[method-assign]
 
     async def body(pilot) -> None:
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.shown) == FLEET_LIMIT + 2)
+        await wait_for(pilot, lambda: listed(app, FLEET_LIMIT + 2))
         await wait_for(pilot, lambda: bool(rings), what="the bell")
         await asyncio.sleep(0.2)  # more polls: one bell for one pending restart
         view = app.fleet_view

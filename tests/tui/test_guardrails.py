@@ -10,8 +10,8 @@ from console.tui.app import ConsoleApp
 from console.tui.commands import RecordingController
 from console.tui.screens.guardrails import GuardrailsScreen, plain_text
 from console.tui.screens.help import HelpScreen
-from console.tui.state import ConsoleState
 from console.tui.widgets.feedback import FeedbackBlock, FeedbackPane, NoticeLine
+from console.view.state import ConsoleState
 from tests.tui.conftest import FROZEN_NOW, attach_app, drive, settle, wait_for
 from tests.tui.guardrail_events import guarded_run, spent_run
 
@@ -127,7 +127,7 @@ def test_the_conversation_marks_denials_refused_stops_and_feedback(make_job):
     async def body(pilot):
         app.bridge.push_many(spent_run().events)
         await settle(pilot, app)
-        text = flat(app.conversation.plain_lines())
+        text = flat(app.run_screen.conversation.plain_lines())
         assert "⊗ denied by read_before_write: report.md exists and was not read first" in text
         assert "✗ Denied" not in text  # not shown as an ordinary failed call
         assert ("↩ stop refused by plan (1 of 5): 3 tasks left: Write digest.md, Check digest.md, Record a note; the "
@@ -142,7 +142,7 @@ def test_the_conversation_marks_denials_refused_stops_and_feedback(make_job):
         assert text.index("▸ job_complete") < text.index("◆ feedback from Deadline")
         await pilot.press("E")
         await settle(pilot, app)
-        text = flat(app.conversation.plain_lines())
+        text = flat(app.run_screen.conversation.plain_lines())
         assert "not run: the read_before_write policy refused it" in text
 
     drive(app, body, size=(120, 40))
@@ -169,7 +169,7 @@ def test_g_opens_the_guardrails_view_and_it_follows_new_status(make_job):
         assert "2 of 5 refused stops used" in shown  # a refusal after the status counts at once
         await pilot.press("g")
         await pilot.pause()
-        assert app.screen is app.main and app.guardrails_view is None
+        assert app.screen is app.main and app.run_screen.guardrails_view is None
         await pilot.press("g", "escape")
         await pilot.pause()
         assert app.screen is app.main
@@ -242,7 +242,7 @@ def test_attach_rebuilds_the_guardrails_the_same_as_the_run_saw_them(make_job):
         await settle(pilot, app)
         shown = app.main.query_one(FeedbackPane).messages
         assert shown == [f.message for f in live.feedback]
-        text = "\n".join(app.conversation.plain_lines())
+        text = "\n".join(app.run_screen.conversation.plain_lines())
         assert "⊗ denied by read_before_write" in text and "◆ feedback from Deadline (warning)" in text
         await pilot.press("g")
         await pilot.pause()

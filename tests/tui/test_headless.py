@@ -1,6 +1,6 @@
 """The headless log: its first line names the run (and the demo model), one line per turn with the model's text under
 it, and one line per denial, feedback block, refused or bypassed stop, spent budget and stuck detection, under the
-turn they happened in, in console.present's words; needs-you moments at once; agent text never breaks a line."""
+turn they happened in, in console.view.present's words; needs-you moments at once; agent text never breaks a line."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import io
 import json
 import re
 
-from console import present
 from console.engine import events as ev
 from console.headless import HeadlessLog
+from console.view import present
 from tests.tui.guardrail_events import Log, guarded_run, spent_run
 
 
@@ -116,7 +116,7 @@ def test_a_line_before_the_session_starts_comes_after_the_runs_own():
 
 
 def test_every_line_about_an_event_is_in_the_shared_words():
-    """What the headless log says of an event is console.present's line for it (its layout aside)."""
+    """What the headless log says of an event is console.view.present's line for it (its layout aside)."""
     log = spent_run()
     log.add(ev.ContextMasked, masked=3, tokens_freed=2100, used_before=7200, used_after=5500, prompt_budget=10_000,
             call_ids=["a", "b", "c"])

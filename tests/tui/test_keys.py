@@ -32,7 +32,7 @@ def test_pause_then_resume(make_job):
         status = app.main.query_one(StatusLine).last_plain
         assert " paused " in status and "p resumes" in status
         # The footer reads Resume while paused (the same key, the binding that applies).
-        assert app.check_action("resume", ()) is True and app.check_action("pause", ()) is False
+        assert app.run_screen.check_action("resume", ()) is True and app.run_screen.check_action("pause", ()) is False
         footer = " ".join(str(b.binding.description) for b in app.active_bindings.values() if b.binding.show
                           and b.enabled)
         assert "Resume" in footer and "Pause" not in footer
@@ -121,7 +121,7 @@ def test_approve_key_starts_a_new_session(make_job):
         assert not list(app._notifications)
         await wait_for(pilot, lambda: app.state.session == 2, what="session 2")
         await settle(pilot, app)
-        texts = [getattr(i, "text", "") for i in app.conversation.items]
+        texts = [getattr(i, "text", "") for i in app.run_screen.conversation.items]
         assert any(t.startswith("session 2 started after a context restart") for t in texts)
 
     drive(app, body)
@@ -138,9 +138,9 @@ def test_deny_from_the_main_screen_ends_the_run(make_job):
         await wait_for(pilot, lambda: isinstance(app.screen, RestartApprovalScreen), what="the approval modal")
         await pilot.press("escape")  # later: the modal goes, the restart still waits
         assert not isinstance(app.screen, RestartApprovalScreen)
-        assert app.check_action("deny", ())
+        assert app.run_screen.check_action("deny", ())
         await pilot.press("d")
-        await wait_for(pilot, lambda: app.run_finished, what="the run to end")
+        await wait_for(pilot, lambda: app.run_screen.run_finished, what="the run to end")
         assert app.state.outcome == "stopped" and app.exit_code == 3
 
     drive(app, body)
@@ -159,10 +159,11 @@ def test_stop_asks_then_stops(make_job):
         assert not app.state.requested
         await pilot.press("s", "y")  # the stop opens the gate: the engine stops after this turn
         sup.provider.gate.set()
-        await wait_for(pilot, lambda: app.run_finished, what="the run to stop")
+        await wait_for(pilot, lambda: app.run_screen.run_finished, what="the run to stop")
         assert app.state.outcome == "stopped" and app.exit_code == 3
         # Nothing left to stop, pause or checkpoint: the footer no longer offers those keys.
-        assert all(app.check_action(a, ()) is False for a in ("stop", "pause", "resume", "checkpoint", "rewind"))
+        run = app.run_screen
+        assert all(run.check_action(a, ()) is False for a in ("stop", "pause", "resume", "checkpoint", "rewind"))
 
     drive(app, body)
     assert [e.status for e in events_of(app, ev.OperatorCommand) if e.command == "stop"] == ["received", "applied"]
@@ -177,7 +178,7 @@ def test_quit_on_an_in_process_run_asks_first(make_job):
         await pilot.press("q")
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("n")
-        assert app.is_running and not app.quit_requested
+        assert app.is_running and not app.run_screen.quit_requested
         await pilot.press("q", "y")
         await wait_for(pilot, lambda: not app.is_running, what="the app to exit after the run stops")
 
@@ -190,14 +191,14 @@ def test_quit_after_completion_exits_at_once_with_the_run_code(make_job):
     app = run_app(sup)
 
     async def body(pilot):
-        await wait_for(pilot, lambda: app.run_finished)
+        await wait_for(pilot, lambda: app.run_screen.run_finished)
         await pilot.pause()
         # Completion is said by the status line and the conversation, not a toast over the last lines.
         assert not list(app._notifications)
         assert "completed" in app.main.query_one("#status").last_plain
         # The run's commands are gone from the footer; given anyway (the palette), each says why.
-        assert all(app.check_action(a, ()) is False for a in ("checkpoint", "rewind", "pause", "stop"))
-        app.action_checkpoint()
+        assert all(app.run_screen.check_action(a, ()) is False for a in ("checkpoint", "rewind", "pause", "stop"))
+        app.run_screen.action_checkpoint()
         await pilot.pause()
         assert [n.message for n in app._notifications] == ["The job is complete: there is nothing to checkpoint."]
         assert not events_of(app, ev.OperatorCommand)  # nothing was queued
@@ -221,7 +222,7 @@ def test_answering_the_quit_dialog_after_the_run_ended_behind_it_exits(make_job)
         await pilot.press("q")
         assert isinstance(app.screen, ConfirmScreen)
         sup.provider.gate.set()
-        await wait_for(pilot, lambda: app.run_finished, what="the run to end behind the dialog")
+        await wait_for(pilot, lambda: app.run_screen.run_finished, what="the run to end behind the dialog")
         await pilot.press("y")
         await wait_for(pilot, lambda: not app.is_running, what="the app to exit")
 
@@ -301,7 +302,7 @@ def test_every_operator_action_is_in_the_command_palette(make_job):
         assert "Keys" not in titles and "Maximize" not in titles and "Minimize" not in titles  # Textual's own
         # Screenshot works: an SVG in the run's harness folder (never among the agent's files), its path said.
         app.action_save_screenshot()
-        shots = list((app.paths.state / "screenshots").glob("*.svg"))
+        shots = list((app.run_screen.paths.state / "screenshots").glob("*.svg"))
         assert len(shots) == 1 and "<svg" in shots[0].read_text()[:2000]
         # Ctrl+Q and Ctrl+C are the console's quit (asks first for a run in this process, as README says), not
         # Textual's instant quit.

@@ -12,12 +12,12 @@ from console.engine import events as ev
 from console.engine.job import JobPaths
 from console.engine.needs import answered, ask_operator
 from console.engine.store import JobStore
-from console.tui.fleet import INTERRUPTED, NEEDS, RUNNING, Fleet, matches
 from console.tui.launch import build_fleet_app
-from console.tui.state import ConsoleState
 from console.tui.widgets.status import StatusLine, fit
+from console.view.fleet import INTERRUPTED, NEEDS, RUNNING, Fleet, matches
+from console.view.state import ConsoleState
 from tests.tui.conftest import FROZEN_NOW, drive, make_supervisor, run_app, wait_for
-from tests.tui.fleet_runs import _run
+from tests.tui.fleet_runs import _run, listed
 from tests.tui.guardrail_events import Log
 
 
@@ -173,7 +173,7 @@ def test_the_fleet_view_highlights_a_stuck_run_and_rings_once(tmp_path: Path) ->
     app.bell = lambda: rings.append(1)  # type: ignore[method-assign]
 
     async def body(pilot) -> None:
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.shown) == 4)
+        await wait_for(pilot, lambda: listed(app, 4))
         await wait_for(pilot, lambda: bool(rings), what="the bell")
         await asyncio.sleep(0.3)  # several polls: one bell for the same needs
         assert len(rings) == 1
@@ -230,7 +230,7 @@ def test_a_console_rings_once_per_new_need_and_shows_it(make_job) -> None:
         await wait_for(pilot, lambda: app.state.needs is None, what="the answer")
         sup.stop()
         provider.gate.set()
-        await wait_for(pilot, lambda: app.run_finished, timeout=60, what="the run to stop")
+        await wait_for(pilot, lambda: app.run_screen.run_finished, timeout=60, what="the run to stop")
         assert len(rings) == 2
 
     drive(app, body, size=(80, 24))

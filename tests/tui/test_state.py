@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from console import present
 from console.engine import events as ev
-from console.tui.format import duration, elapsed, sparkline, tokens
-from console.tui.state import ConsoleState
+from console.view import present
+from console.view.format import duration, elapsed, sparkline, tokens
+from console.view.state import ConsoleState
 from tests.tui.conftest import make_supervisor
 
 
@@ -122,7 +122,7 @@ def test_the_last_event_is_the_newest_one_worth_a_fleet_row():
 
 
 def test_every_notice_is_in_the_shared_words():
-    """The feedback pane's one-line notices are console.present's lines, icon included, nothing reworded."""
+    """The feedback pane's one-line notices are console.view.present's lines, icon included, nothing reworded."""
     from tests.tui.guardrail_events import spent_run
 
     log = spent_run()

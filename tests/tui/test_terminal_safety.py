@@ -26,6 +26,7 @@ from console.tui.widgets.todo_pane import TodoPane
 from tests.conftest import run_settings
 from tests.hostile import ATTACK, SHOWN, hostile_turns, raw_controls
 from tests.tui.conftest import FROZEN_NOW, attach_app, drive, run_app, settle, wait_for
+from tests.tui.fleet_runs import listed
 from tests.tui.guardrail_events import Log
 
 WIDE = (200, 50)  # every pane on screen at once
@@ -62,13 +63,13 @@ def test_a_hostile_run_in_the_console_is_shown_as_text(make_job) -> None:
     app = run_app(sup)
 
     async def body(pilot: Any) -> None:
-        await wait_for(pilot, lambda: app.run_finished, what="the run to end")
+        await wait_for(pilot, lambda: app.run_screen.run_finished, what="the run to end")
         await settle(pilot, app)
         await pilot.press("E")  # every tool call expanded: arguments and results in full
         await settle(pilot, app)
         # A free stop: job_complete accepted, but the record shows nothing done, so the run says incomplete.
         assert app.is_running and app.state.outcome == "incomplete"
-        conversation = "\n".join(app.conversation.plain_lines())
+        conversation = "\n".join(app.run_screen.conversation.plain_lines())
         assert SHOWN in conversation  # the reply, with its own lines kept
         assert "I will write it." in conversation and "Done." in conversation
         assert f"tool{SHOWN}" in conversation  # the unknown tool's name
@@ -159,7 +160,7 @@ def test_the_fleet_view_shows_a_hostile_run_folder_as_text(tmp_path: Path) -> No
                           now=lambda: FROZEN_NOW)
 
     async def body(pilot: Any) -> None:
-        await wait_for(pilot, lambda: app.fleet_view is not None and len(app.fleet_view.shown) == 1, what="the row")
+        await wait_for(pilot, lambda: listed(app, 1), what="the row")
         await wait_for(pilot, lambda: "Approval needed" in screen_text(app) and EVIL_SHOWN in screen_text(app),
                        what="the approval toast and the selected run drawn")
         assert app.is_running and isinstance(app.screen, FleetScreen)

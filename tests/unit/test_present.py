@@ -1,4 +1,4 @@
-"""console.present: one description of each event (icon, kind, severity, text), the one formatter of tool
+"""console.view.present: one description of each event (icon, kind, severity, text), the one formatter of tool
 arguments, and the shared wording every view prints."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 import pytest
 from rich.cells import cell_len
 
-from console import present
 from console.engine import events as ev
-from console.present import Presented, describe, tool_args
+from console.view import present
+from console.view.present import Presented, describe, tool_args
 
 T = datetime(2026, 1, 15, 14, 0, tzinfo=UTC)
 
@@ -227,7 +227,7 @@ def test_stuck_told_and_labels():
 
 
 def test_present_imports_no_textual():
-    code = "import sys, console.present; print('textual' in sys.modules)"
+    code = "import sys, console.view.present; print('textual' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from console import present
 from console.engine import events as ev
 from console.engine.job import one_line
 from console.engine.text import safe_text
+from console.view import present
 from tests.hostile import ATTACK, SHOWN, raw_controls
 from tests.tui.guardrail_events import Log
 

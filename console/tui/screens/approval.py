@@ -12,8 +12,8 @@ from textual.widgets import Button, Static
 
 from console.engine import events as ev
 from console.engine.text import safe_text
-from console.tui.format import tokens
 from console.tui.screens.dialog import Dialog
+from console.view.format import tokens
 
 
 def explain(p: ev.RestartPending, run: str = "FOLDER") -> Content:

@@ -27,9 +27,9 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from console import present
 from console.engine.text import safe_text
-from console.tui.fleet import GONE, LIVE, FleetRow, matches
+from console.view import present
+from console.view.fleet import GONE, LIVE, FleetRow, Listed, matches
 
 # The row fields each column shows (a cell is redrawn only when one of them changed).
 CELL_FIELDS = {"id": ("id",), "job": ("job",), "state": ("state", "kind", "sandbox", "needs"), "phase": ("phase",),
@@ -70,7 +70,7 @@ class FleetScreen(Screen):
 
     def __init__(self) -> None:
         super().__init__(id="fleet")
-        self.rows: list[FleetRow] = []
+        self.rows: list[FleetRow] = Listed(folded=False)
         self.shown: list[FleetRow] = []
         self.filter_text = ""
         self.error = ""
@@ -111,9 +111,12 @@ class FleetScreen(Screen):
 
     def update_rows(self, rows: list[FleetRow], error: str = "") -> None:
         """New rows from the app's poll (the same list object is never handed twice)."""
+        # The first paint (the store's rows, no log read yet) is in no meaningful order: the first folded list
+        # starts at its top (the most urgent run), not at whichever run the first paint happened to put there.
+        first_folded = not getattr(self.rows, "folded", True) and getattr(rows, "folded", True)
         self.rows = rows
         self.error = error
-        self._refresh_rows()
+        self._refresh_rows(keep_selection=not first_folded)
 
     def _set_columns(self, width: int) -> bool:
         wide = width >= NARROW
@@ -129,10 +132,10 @@ class FleetScreen(Screen):
             table.add_column("last event", key="last", width=max(10, width - fixed - 4))
         return True
 
-    def _refresh_rows(self) -> None:
+    def _refresh_rows(self, keep_selection: bool = True) -> None:
         if not self.is_mounted or not self.query("#runs"):  # rows may come before the list is composed (or after)
             return
-        keep, previous = self.selected, self.shown
+        keep, previous = self.selected if keep_selection else None, self.shown
         self.shown = [r for r in self.rows if matches(r, self.filter_text)] if self.filter_text else list(self.rows)
         self._fill_rows(keep=keep, previous=previous)
         waiting = sum(1 for r in self.rows if r.kind == "needs")

@@ -22,10 +22,10 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from console import present
-from console.tui.format import clip, clock_time, duration, tokens
-from console.tui.state import ConsoleState, GuardrailsState
 from console.tui.widgets.lines import hang
+from console.view import present
+from console.view.format import clip, clock_time, duration, tokens
+from console.view.state import ConsoleState, GuardrailsState
 
 WIDE = 150  # two columns from this width
 NAME_WIDTH = 22

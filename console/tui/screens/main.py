@@ -27,7 +27,6 @@ from textual.widget import Widget
 from textual.widgets import Footer
 
 from console.tui.keymap import OPERATOR_KEYS
-from console.tui.state import ConsoleState
 from console.tui.widgets.conversation import ConversationPane
 from console.tui.widgets.experiences_pane import ExperiencesPane
 from console.tui.widgets.feedback import FeedbackPane
@@ -36,6 +35,7 @@ from console.tui.widgets.plan_pane import PlanPane
 from console.tui.widgets.status import StatusLine
 from console.tui.widgets.tabs import PaneTabs
 from console.tui.widgets.todo_pane import TodoPane
+from console.view.state import ConsoleState
 
 # In screen order (the grid fills row by row in this order, see app.tcss): tab and the narrow tab strip follow it.
 PANES = ["todos", "conversation", "gauge", "feedback", "plan", "experiences"]

@@ -1,6 +1,6 @@
 """experiences.md in the console: seed 000's three sections, as the run recorded them.
 
-Folded from ``experience_recorded`` events (console.tui.state), so an attached console and a resumed run show
+Folded from ``experience_recorded`` events (console.view.state), so an attached console and a resumed run show
 the same entries as the file. Each entry says who recorded it (the agent, a rewind, the operator's rewind, the
 stuck detector) and where the run was; the text is the agent's: it arrives made safe by the fold and is drawn
 as text (Content), never parsed as markup.
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from textual.content import Content
 
-from console.tui.state import ExperienceItem
 from console.tui.widgets.lines import Item, ItemView
+from console.view.state import ExperienceItem
 
 SECTIONS = (("failed", "Failed Approaches", "$text-error"), ("lesson", "Lessons Learned", "$text-primary"),
             ("pattern", "Patterns That Work", "$text-success"))

@@ -7,7 +7,7 @@ Two kinds of entries:
   the exact ``<feedback provider='...'>`` text;
 - one-line notices: tool denials, refused and bypassed stops, spent budgets, stuck detections, and the
   engine's own notices (masking, wind-down, restarts, errors, operator commands), in the words of
-  :mod:`console.present` (the same as the headless log's and the conversation's).
+  :mod:`console.view.present` (the same as the headless log's and the conversation's).
 
 The pane keeps the newest ``MAX_BLOCKS`` entries and follows the tail until the operator scrolls up.
 """
@@ -20,9 +20,9 @@ from textual.content import Content
 from textual.events import Click
 from textual.strip import Strip
 
-from console.tui.format import clock_time
-from console.tui.state import FeedbackItem
 from console.tui.widgets.lines import Item, ItemView, hang
+from console.view.format import clock_time
+from console.view.state import FeedbackItem
 
 MAX_BLOCKS = 200
 
@@ -44,7 +44,7 @@ SEVERITY = {
     "error": Look(" error ", "$error", "bold reverse $text-error", "bold $text-error"),
     "success": Look("done", "$success", "bold $text-success", "$text-success"),
 }
-# A notice's icon comes with its words (console.present); these are for an entry made without one.
+# A notice's icon comes with its words (console.view.present); these are for an entry made without one.
 NOTICE_ICON = {"info": "·", "caution": "!", "warning": "‼", "error": "✗", "success": "✔"}
 
 
@@ -70,7 +70,7 @@ def render_block(item: FeedbackItem, expanded: bool = False) -> Content:
 
 
 def render_notice(item: FeedbackItem, width: int = 0) -> Content:
-    """One line: time, an icon, what happened (in console.present's words); wrapped under its text if it must."""
+    """One line: time, an icon, what happened (in console.view.present's words); wrapped under its text if it must."""
     lk = look(item.severity)
     icon = item.icon or NOTICE_ICON.get(item.severity, "·")
     head = Content.assemble((clock_time(item.ts), "$text-muted"), " ", (f"{icon} ", lk.text))

@@ -8,9 +8,9 @@ from typing import Any
 from textual.content import Content
 from textual.widget import Widget
 
-from console import present
-from console.tui.format import clock_time, sparkline, tokens
-from console.tui.state import ConsoleState, GaugeState
+from console.view import present
+from console.view.format import clock_time, sparkline, tokens
+from console.view.state import ConsoleState, GaugeState
 
 
 def zone_style(g: GaugeState) -> str:

@@ -149,7 +149,7 @@ class PlanPane(VerticalScroll):
         self.run_worker(self.reload(), group="plan-reload", exclusive=True)
 
     @work(group="plan-watch", exclusive=True)
-    async def watch(self) -> None:
+    async def follow_plan(self) -> None:
         """Follow main_plan.md with watchfiles (the folder, not the file: the agent replaces it atomically)."""
         from watchfiles import awatch
 

@@ -18,9 +18,9 @@ from typing import Any
 from textual.content import Content
 from textual.widget import Widget
 
-from console import present
-from console.tui.format import clip, elapsed, tokens
-from console.tui.state import ConsoleState
+from console.view import present
+from console.view.format import clip, elapsed, tokens
+from console.view.state import ConsoleState
 
 STATUS_STYLE = {
     "running": "bold $text-success",

@@ -15,8 +15,8 @@ from textual.events import Resize
 
 from console.engine import events as ev
 from console.engine.text import safe_text
-from console.tui.state import phase_label
 from console.tui.widgets.lines import Item, ItemView
+from console.view.state import phase_label
 
 RULE_CHARS = set("═─")
 ITEM = re.compile(r"^\[(?P<mark>[ x])\] (?P<rest>.*)$")

@@ -1,14 +1,57 @@
-"""The jobs table of `agent-console jobs`: its columns, how they give way on a narrow terminal, and its cells."""
+"""The jobs table (``agent-console jobs``): each run of the jobs store as one line, the state as the engine decides it
+(:func:`console.engine.runs.liveness`: the lock says whether a process still runs it). No Textual here; Rich is
+imported where a table is drawn, so ``jobs --json`` does not pay for it."""
 
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
-from console.cli.common import (
-    one_line,
-)
+from console.engine.runs import GAVE_UP, GONE, INTERRUPTED, NEEDS, STORED_LIVE, liveness, run_id
+from console.engine.text import safe_text
+
+
+def one_line(text: str) -> str:
+    """A message as one printable line: its lines joined, control characters (escape sequences) shown escaped
+    (:func:`console.engine.text.safe_text`). Messages carry paths, names and text from the job and the agent."""
+    return safe_text(str(text), one_line=True, join=True)
+
+
+def as_now(r: Any, holder: Any = None) -> Any:
+    """The store's row ``r`` with the state it has now: a run whose folder is gone says so (``jobs --prune``
+    forgets it); one the store records as live that no process runs died (kill -9, power cut) without writing its
+    end: interrupted. ``holder``: the pid holding a run's lock, from its folder (default: its run lock's answer)."""
+    from console.engine.store import folder_gone
+
+    gone = folder_gone(r.path)
+    # The lock is asked only where it can change the answer: a run the store records as live.
+    pid = (holder or _lock_holder)(Path(r.path)) if not gone and r.status in STORED_LIVE else None
+    live = liveness(r.status, pid, gone=gone, detail=r.detail or "")
+    if live.state == r.status:
+        return r
+    if live.state == GONE:
+        return replace(r, status=GONE, detail="its folder no longer exists; agent-console jobs --prune forgets it")
+    if live.state == INTERRUPTED:
+        detail = f"it needed you ({r.detail}) when its process ended" if r.status == NEEDS else r.detail
+        return replace(r, status=INTERRUPTED, needs_since=None, detail=detail or "no process runs it; resume "
+                       f"with: agent-console run --in-place {run_id(r.path)}")
+    return replace(r, status=live.state)
+
+
+def _lock_holder(root: Path) -> int | None:
+    from console.engine.job import JobPaths
+    from console.engine.run_lock import RunLock  # not control: the lock alone, so `jobs` starts fast
+
+    return RunLock(JobPaths(root)).holder()
+
+
+def needs_first(r: Any) -> bool:
+    """The sort key that lists the runs needing their operator first (one whose agent gave up does too)."""
+    return r.status not in (NEEDS, GAVE_UP)
+
 
 # The jobs table: its columns in order, and which go first when the terminal is narrow (the id, the state and
 # the job always stay; the summary is shortened at a word before it goes).
@@ -73,7 +116,7 @@ def jobs_table(rows: list[Any], width: int) -> tuple[list[Any], list[str]]:
     from rich.text import Text
 
     from console.engine.cost import format_cost
-    from console.engine.runs import job_name, run_id
+    from console.engine.runs import job_name
 
     def short(ts: str | None) -> str:
         return (ts or "").replace("T", " ")[5:16]

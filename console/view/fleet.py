@@ -17,36 +17,47 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from console import present
 from console.engine import events as ev
 from console.engine.control import RunLock
 from console.engine.job import JobPaths
-from console.engine.runs import job_name, run_id
+from console.engine.runs import (
+    COMPLETED,
+    FAILED,
+    FAILED_LIKE,
+    GAVE_UP,
+    GONE,
+    INTERRUPTED,
+    LIVE,
+    NEEDS,
+    PAUSED,
+    RUNNING,
+    STARTING,
+    STOPPED,
+    Seen,
+    job_name,
+    liveness,
+    run_id,
+)
 from console.engine.store import JobRow, JobStore, folder_gone
-from console.tui.format import clip, elapsed
-from console.tui.state import ConsoleState, need_label
+from console.view import present
+from console.view.format import clip, elapsed
+from console.view.state import ConsoleState, need_label
+
+__all__ = ["COMPLETED", "FAILED", "FAILED_LIKE", "FLEET_LIMIT", "GAVE_UP", "GONE", "INTERRUPTED", "LIVE", "NEEDS",
+           "ORDER", "PAUSED", "RUNNING", "STARTING", "STOPPED", "WAITING", "Fleet", "FleetRow", "Listed", "RunFold",
+           "classify", "matches", "snapshot"]
 
 # The newest finished runs listed; every run that lives or waits for its operator is listed whatever its age.
 FLEET_LIMIT = 500
 READ_CHUNK = 8 << 20  # the most of one log folded per poll: a huge log is caught up over several polls
 
-# States as the fleet shows them, most urgent first (the sort order of the list). A run that needs its operator
-# (a restart to approve, stuck, a budget reached, the provider down...) is "needs you", whatever the reason
-# (its row says which); WAITING is its older name (a restart waiting for approval is one kind of it).
-NEEDS, RUNNING, PAUSED, STARTING = "needs you", "running", "paused", "starting"
+# States as the fleet shows them, most urgent first (the sort order of the list): the engine's words
+# (console.engine.runs.liveness decides them). WAITING is the older name of "needs you".
 WAITING = NEEDS
-INTERRUPTED, STOPPED, FAILED, COMPLETED = "interrupted", "stopped", "failed", "completed"
-GAVE_UP = "gave up"  # the agent gave up: shown as needing its operator
-GONE = "gone"  # the run's folder no longer exists: only its row is left (the fleet's x or `jobs --prune` forgets it)
 ORDER = {NEEDS: 0, PAUSED: 1, RUNNING: 2, STARTING: 3, INTERRUPTED: 4, FAILED: 5, STOPPED: 6, COMPLETED: 7, GONE: 8}
-LIVE = {NEEDS, RUNNING, PAUSED, STARTING}
 # The reason in the state column (20 cells: "needs you: approval"); the detail line says it in full.
 NEED_SHORT = {"restart_approval": "approval", "stuck": "stuck", "budget": "budget", "completion_refused": "refused",
               "provider_down": "provider", "crashed": "crashed", "gave_up": "gave up"}
-# The store's words for an ended run that did not complete (shown as they are: "out of budget" says more).
-FAILED_LIKE = {"failed", "incomplete", "out of budget", "agent stopped"}
-
-
 @dataclass(frozen=True)
 class FleetRow:
     """One run as the fleet view shows it."""
@@ -109,11 +120,13 @@ class FleetRow:
 
 
 class Listed(list[FleetRow]):
-    """The fleet's rows, and how many older finished runs the store holds beyond them (``older``)."""
+    """The fleet's rows, how many older finished runs the store holds beyond them (``older``), and whether every
+    run's log was folded for them (``folded``; False for the first paint, the store's rows alone)."""
 
-    def __init__(self, rows: list[FleetRow] | None = None, older: int = 0) -> None:
+    def __init__(self, rows: list[FleetRow] | None = None, older: int = 0, folded: bool = True) -> None:
         super().__init__(rows or [])
         self.older = older
+        self.folded = folded
 
 
 class RunFold:
@@ -153,37 +166,18 @@ class RunFold:
         return bool(events)
 
 
-def classify(row: JobRow, st: ConsoleState, pid: int | None) -> tuple[str, str]:
-    """(state shown, its family) for a run: the lock says whether it lives, the fold what it does."""
-    if pid is not None:
-        if st.needs is not None or st.restart_pending is not None:
-            return NEEDS, "needs"
-        if st.paused:
-            return PAUSED, "paused"
-        if not st.session:
-            return STARTING, "starting"
-        return RUNNING, "running"
-    if row.status == "completed" or st.outcome == "completed":
-        return COMPLETED, "completed"
-    if st.needs is not None and st.needs.reason == "crashed" and not st.ended:
-        return NEEDS, "needs"  # it crashed before it could record its end: resume it
-    if row.status == GAVE_UP or st.outcome == GAVE_UP:
-        return NEEDS, "needs"  # the agent gave up: the operator decides (resume it once the cause is fixed)
-    if row.status in ("running", "awaiting approval", NEEDS) or row.status == INTERRUPTED:
-        return INTERRUPTED, "interrupted"  # no process holds the lock: it died, or was killed
-    if row.status == "stopped":
-        return STOPPED, "stopped"
-    if row.status in FAILED_LIKE:
-        # The store's word ("out of budget" says more); the work is not done but the run can go on.
-        return row.status, "failed" if row.status == FAILED else "stopped"
-    return (row.status or FAILED), "failed"
+def classify(row: JobRow, st: ConsoleState, pid: int | None, gone: bool = False) -> tuple[str, str]:
+    """(state shown, its family) for a run: the lock says whether it lives, the fold what it does
+    (:func:`console.engine.runs.liveness`, the one answer every view gives)."""
+    seen = Seen(needs=st.needs.reason if st.needs is not None else "", restart_pending=st.restart_pending is not None,
+                paused=st.paused, started=bool(st.session), outcome=st.outcome or "", ended=st.ended)
+    live = liveness(row.status, pid, gone=gone, detail=row.detail or "", seen=seen)
+    return live.state, live.kind
 
 
 def snapshot(row: JobRow, fold: RunFold, pid: int | None, now: datetime) -> FleetRow:
     st = fold.state
-    state, kind = classify(row, st, pid)
-    if pid is None and folder_gone(fold.paths.root):
-        state, kind = GONE, GONE
+    state, kind = classify(row, st, pid, gone=pid is None and folder_gone(fold.paths.root))
     end = st.ended_at if (pid is None and st.ended_at) else (now if pid is not None else st.last_ts)
     g = st.gauge
     cost = st.job_cost if st.job_cost is not None else row.cost_usd
@@ -264,7 +258,7 @@ class Fleet:
             del self.folds[gone]
         rows.sort(key=lambda r: r.started_at, reverse=True)
         rows.sort(key=lambda r: ORDER.get(r.state, ORDER[FAILED]))
-        self.rows = Listed(rows, older)
+        self.rows = Listed(rows, older, folded=fold)
         return self.rows
 
 

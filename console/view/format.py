@@ -1,11 +1,11 @@
 """Small text helpers shared by the panes: token counts, durations, times. (Events and tool arguments are put in
-words by :mod:`console.present`, for every view.)"""
+words by :mod:`console.view.present`, for every view.)"""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from console.present import tokens
+from console.view.present import tokens
 
 __all__ = ["SPARK", "clip", "clock_time", "duration", "elapsed", "sparkline", "tokens"]
 

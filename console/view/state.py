@@ -4,8 +4,8 @@ The same fold serves a run in this process (events from the subscription) and an
 attached console (events replayed from ``events.jsonl``, then followed). Every
 pane reads from one :class:`ConsoleState`; :meth:`ConsoleState.apply` says which
 aspects changed so the app refreshes only those panes. What the feedback pane and the
-gauge say of an event is :func:`console.present.describe`'s line for it, the same words as
-the headless log's and the conversation's. Every event is folded as :func:`console.present.safe_event` makes
+gauge say of an event is :func:`console.view.present.describe`'s line for it, the same words as
+the headless log's and the conversation's. Every event is folded as :func:`console.view.present.safe_event` makes
 it: what the panes, the dialogs and the fleet show of it cannot hold an escape sequence from the agent.
 """
 
@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from console import present
 from console.engine import events as ev
 from console.engine import needs
 from console.engine.text import safe_text
-from console.present import phase_label
+from console.view import present
+from console.view.present import phase_label
+from console.view.story import Told
 
 __all__ = ["ConsoleState", "ExperienceItem", "FeedbackItem", "GaugeState", "GuardrailsState", "Need", "ProviderTally",
            "need_label", "phase_label"]
@@ -29,7 +30,6 @@ __all__ = ["ConsoleState", "ExperienceItem", "FeedbackItem", "GaugeState", "Guar
 FEEDBACK_KEEP = 300
 TREND_KEEP = 120
 
-DENIED_KEEP = 1000  # call ids of denied calls remembered (their error results are not failures to report)
 
 # Aspects a batch of events can change.
 STATUS, TODOS, GAUGE, FEEDBACK, PLAN, RESTART = "status", "todos", "gauge", "feedback", "plan", "restart"
@@ -68,7 +68,7 @@ class FeedbackItem:
     """One entry of the feedback pane.
 
     ``kind`` "feedback" is a feedback provider's block as the agent got it (summary, observations,
-    suggestions); every other kind is a one-line notice, ``message`` in :mod:`console.present`'s words and
+    suggestions); every other kind is a one-line notice, ``message`` in :mod:`console.view.present`'s words and
     ``kind`` its kind there ("denied", "blocked", "masked", "error", ...).
     """
 
@@ -115,15 +115,12 @@ class GuardrailsState:
 
     status: ev.GuardrailsStatus | None = None
     denials: Counter[str] = field(default_factory=Counter)  # by policy
-    denied_calls: deque[str] = field(default_factory=lambda: deque(maxlen=DENIED_KEEP))
     delivered: dict[str, ProviderTally] = field(default_factory=dict)  # by provider
     last_blocked: ev.CompletionBlocked | None = None
     bypassed: ev.CompletionBypassed | None = None
     exhausted: dict[str, ev.BudgetExhausted] = field(default_factory=dict)  # "deadline" | "tokens" | "cost"
     stuck: int = 0
     sandbox: ev.CommandSandbox | None = None  # what the job's commands see and their bounds (the run's header)
-    last_feedback: ev.Feedback | None = None
-    refusing: bool = False  # job_complete was just refused: its error result is the refusal
 
 
 @dataclass
@@ -188,6 +185,7 @@ class ConsoleState:
         # experiences.md's entries by id, oldest first (an entry recorded again moves to the end).
         self.experiences: dict[int, ExperienceItem] = {}
         self.guards = GuardrailsState()
+        self.told = Told()  # which events another line already says (the one answer every view shares)
         self.input_tokens = 0
         self.output_tokens = 0
         self.cached_tokens = 0
@@ -338,13 +336,8 @@ class ConsoleState:
         return set()
 
     def _tool_result(self, e: ev.ToolResult) -> set[str]:
-        if e.ok:
-            self.guards.refusing = False
-            return set()
-        refusal = e.tool == "job_complete" and self.guards.refusing
-        self.guards.refusing = False
         # A denial and a refused job_complete are reported as what they are, not as failed calls.
-        if e.call_id in self.guards.denied_calls or refusal:
+        if self.told.said_elsewhere(e) or e.ok:
             return set()
         return self._feedback(present.describe(e))
 
@@ -520,22 +513,20 @@ class ConsoleState:
             g.sandbox = e  # and a notice in the feedback pane, below
         p = present.describe(e)
         assert p is not None
+        said = self.told.said_elsewhere(e)
         if isinstance(e, ev.ToolDenied):
             g.denials[e.policy] += 1
-            g.denied_calls.append(e.call_id)
         elif isinstance(e, ev.CompletionBlocked):
             g.last_blocked = e
-            g.refusing = e.stop_reason == "job_complete"
         elif isinstance(e, ev.CompletionBypassed):
             g.bypassed = e
         elif isinstance(e, ev.BudgetExhausted):
             g.exhausted[e.budget] = e
         elif isinstance(e, ev.StuckDetected):
             g.stuck += 1
-            if present.stuck_told(g.last_feedback, e):
+            if said:
                 return {GUARDS}  # the stuck detector's own feedback block says it already
         elif isinstance(e, ev.Feedback):
-            g.last_feedback = e
             tally = g.delivered.setdefault(e.source, ProviderTally())
             tally.count += 1
             tally.last_ts, tally.last_severity = e.ts, e.severity

@@ -1,0 +1,194 @@
+"""The fleet's actions on the runs it lists: attach, approve, deny, stop, resume, forget, and the bell when a run
+needs its operator. The fleet's screen only shows rows and says what the operator asked for
+(:class:`console.tui.screens.fleet.FleetScreen.Act`); this half of the app asks before anything that ends, starts
+or forgets a run, and acts: through the run's inbox, or ``agent-console resume`` for a run no process runs."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from textual import work
+from textual.app import App
+
+from console.engine.command_specs import BY_CLI
+from console.engine.job import JobPaths
+from console.engine.store import JobStore, folder_gone
+from console.engine.text import safe_text
+from console.tui.commands import InboxController
+from console.tui.messages import FleetRows
+from console.tui.screens.confirm import ConfirmScreen
+from console.tui.screens.fleet import FleetScreen
+from console.view.fleet import GONE, Fleet, FleetRow
+
+if TYPE_CHECKING:
+    from console.tui.screens.dialog import Dialog
+
+# `resume` returns once its runner holds the run's lock (a few seconds); past this something is wrong, and said.
+RESUME_TIMEOUT = 60.0
+
+
+class FleetActions(App[int]):
+    """The fleet's half of :class:`console.tui.app.ConsoleApp`."""
+
+    fleet: Fleet | None
+    fleet_view: FleetScreen | None
+    _rung: dict[Path, int]
+
+    def ask(self, dialog: Dialog, done: Callable[[Any], None]) -> None:
+        """A question of the fleet's (a run's screen asks its own)."""
+        self.push_screen(dialog, done)
+
+    if TYPE_CHECKING:
+
+        def open_run(self, path: Path) -> None: ...  # the app's: it builds the run's screen
+
+    def on_fleet_rows(self, message: FleetRows) -> None:
+        if self.fleet_view is None or not self.fleet_view.is_attached:
+            return
+        self.fleet_view.update_rows(message.rows, message.error)
+        newly = [r for r in message.rows if r.needs_seq and self._rung.get(r.path) != r.needs_seq]
+        for row in newly:
+            self._rung[row.path] = row.needs_seq
+        if newly:
+            # One notice at a time (the newest), also over an attached run's console: a run that restarts
+            # often must not stack notices over the screen; the list's title keeps the count.
+            self.bell()
+            self.clear_notifications()
+            names = ", ".join(f"{r.id} {r.job}" for r in newly[:3]) + (" and more" if len(newly) > 3 else "")
+            approval = all(r.pending_seq for r in newly)
+            what = "context full, the restart waits for approval" if approval else \
+                f"needs you ({', '.join(sorted({r.needs_label for r in newly}))})"
+            where = ("select it in the list: " + ("a approves, d denies" if approval else "enter attaches")) \
+                if self.screen is self.fleet_view else "q returns to the list"
+            self.notify(f"{names}: {what} ({where}).", title="Approval needed" if approval else "Needs you",
+                        severity="warning", timeout=10)
+
+    def on_fleet_screen_act(self, message: FleetScreen.Act) -> None:
+        row = message.row
+        if message.action == "attach":
+            self.open_run(row.path)
+            return
+        if message.action in ("stop", "forget"):
+            self._fleet_end(message.action, row)
+            return
+        if message.action == "resume":
+            self._fleet_resume(row)
+            return
+        if not row.pending_seq:
+            self.notify(f"{row.id} {row.job} has no restart waiting for approval ({row.state}).",
+                        title=f"Nothing to {message.action}")
+            return
+        if message.action == "deny":  # it ends the run: asked first, naming the run
+            self.ask(ConfirmScreen(f"Deny the restart of {row.id} {row.job}?",
+                                   f"The run {row.name} ends here instead of starting a fresh session (it can be "
+                                   f"resumed later: agent-console run --in-place {row.path}).", "Deny", "Keep it "
+                                   "waiting"),
+                     lambda yes: self._fleet_send(row, "deny") if yes else None)
+            return
+        self._fleet_send(row, message.action)
+
+    def _fleet_send(self, row: FleetRow, action: str) -> None:
+        command = BY_CLI[action].name
+        problem = InboxController(JobPaths(row.path), source="fleet").send(command)
+        if problem:
+            self.notify(problem, title=f"{action} not sent", severity="warning")
+        elif action == "stop":
+            self.notify(f"{row.id} {row.job}: stop sent (after its current turn; at once if it waits or is paused).",
+                        title="Stop sent")
+        else:
+            what = "approved" if action == "approve" else "denied (the run ends; it can be resumed)"
+            self.notify(f"{row.id} {row.job}: restart {what}.", title=f"{action.capitalize()} sent")
+
+    def _fleet_end(self, action: str, row: FleetRow) -> None:
+        """Stop a run, or forget one whose folder is gone: each asks first, naming the run."""
+        if action == "stop":
+            if row.pid is None:
+                self.notify(f"{row.id} {row.job}: no process runs it ({row.state}).", title="Nothing to stop")
+                return
+            self.ask(ConfirmScreen(f"Stop {row.id} {row.job}?",
+                                   f"The run {row.name} stops after its current turn (at once while it waits for "
+                                   "the model, for approval or is paused); a second stop stops it at once. Resume "
+                                   f"it later with: agent-console run --in-place {row.path}", "Stop",
+                                   "Keep running"),
+                     lambda yes: self._fleet_send(row, "stop") if yes else None)
+            return
+        if row.state != GONE:
+            self.notify(f"{row.id} {row.job}: its folder is still there; only a run whose folder is gone is "
+                        "forgotten.", title="Nothing to forget")
+            return
+
+        def forget(yes: bool | None) -> None:
+            if yes:
+                self.forget_runs([row])
+
+        self.ask(ConfirmScreen(f"Forget {row.id} {row.job}?",
+                               f"Its folder {row.path} no longer exists. Its row is removed from the jobs list "
+                               "(agent-console jobs and this list); nothing else is touched.", "Forget", "Keep"),
+                 forget)
+
+    def _fleet_resume(self, row: FleetRow) -> None:
+        """``r``: a paused run unpauses (its inbox); a run no process runs starts again in the background, asked
+        first, with the settings it was started with (``agent-console resume``: the one path every resume takes)."""
+        if row.resume == "unpause":
+            problem = InboxController(JobPaths(row.path), source="fleet").send("resume")
+            if problem:
+                self.notify(problem, title="resume not sent", severity="warning")
+            else:
+                self.notify(f"{row.id} {row.job}: resume sent.", title="Resume sent")
+            return
+        if row.resume != "start":
+            why = "it has completed" if row.state == "completed" else f"it is {row.state}"
+            self.notify(f"{row.id} {row.job}: nothing to resume ({why}).", title="Nothing to resume")
+            return
+        self.ask(ConfirmScreen(f"Resume {row.id} {row.job}?",
+                               f"The run {row.name} starts again in the background, with the provider, model and "
+                               "settings it was started with; it comes back where it stopped. Enter attaches to "
+                               "it once it runs.", "Resume", "Leave it"),
+                 lambda yes: self._resume_if(yes, row))
+
+    def _resume_if(self, yes: bool | None, row: FleetRow) -> None:
+        if yes:
+            self.resume_run(row)
+
+    @work(thread=True, exit_on_error=False, group="resume")
+    def resume_run(self, row: FleetRow) -> None:
+        """Start a runner for ``row`` through the CLI (the console never imports it): ``resume`` returns once the
+        run holds its lock, or says in one line why it did not start."""
+        command = [sys.executable, "-m", "console.cli", "resume", str(row.path)]
+        env = {**os.environ, "AGENT_CONSOLE_RUNNER_BY": "fleet"}  # the run's launch_settings says who resumed it
+        try:
+            done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env,
+                                  timeout=RESUME_TIMEOUT, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            self.call_from_thread(self.notify, f"{row.id} {row.job}: {exc}", title="Not resumed", severity="error")
+            return
+        if done.returncode == 0:
+            self.call_from_thread(self.notify, f"{row.id} {row.job} runs again, in the background.",
+                                  title="Resumed")
+            return
+        lines = [line.removeprefix("agent-console: ") for line in done.stderr.splitlines() if line.strip()]
+        self.call_from_thread(self.notify, safe_text("\n".join(lines[-3:]) or f"exit code {done.returncode}"),
+                              title="Not resumed", severity="error")
+
+    @work(thread=True, exit_on_error=False, group="forget")
+    def forget_runs(self, rows: list[FleetRow]) -> None:
+        """Remove the rows of runs whose folder is gone (checked again now: a folder back in place is kept)."""
+        assert self.fleet is not None
+        gone = [r for r in rows if folder_gone(r.path)]
+        kept = [r for r in rows if r not in gone]
+        try:
+            forgot = JobStore(self.fleet.store_path).forget([r.path for r in gone]) if gone else 0
+        except (sqlite3.Error, OSError) as exc:
+            self.call_from_thread(self.notify, f"the jobs database: {exc}", title="Not forgotten", severity="error")
+            return
+        names = ", ".join(f"{r.id} {r.job}" for r in gone[:3]) + (" and more" if len(gone) > 3 else "")
+        if forgot:
+            self.call_from_thread(self.notify, f"Forgot {names}.", title="Forgotten")
+        for r in kept:
+            self.call_from_thread(self.notify, f"{r.id} {r.job}: its folder is back; kept.", title="Not forgotten")

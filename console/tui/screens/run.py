@@ -1,0 +1,415 @@
+"""One run's screen: the panes of :class:`MainScreen` and everything that belongs to the run shown.
+
+A :class:`RunScreen` owns its run: the controller its keys act through, the bridge its events arrive on, the fold
+of those events (:class:`console.view.state.ConsoleState`), the workers that feed it (the engine for a run in this
+process, the log follower for an attached one), the approval dialog and the operator's keys (their actions are in
+:mod:`console.tui.screens.run_keys`). The fleet attaches to a run by pushing a fresh RunScreen and leaves it by
+popping it: Textual cancels the workers of a screen taken down, and a message posted to it is dropped, so nothing
+of one run reaches the next one shown.
+
+Data flow: the engine thread (or the log follower) pushes events into an :class:`EventBridge`; the screen drains
+it in batches (at most ~30 times a second), folds the batch into its state, hands it to the conversation pane and
+refreshes only the panes whose aspect changed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from textual import work
+from textual.message import Message
+from textual.timer import Timer
+from textual.widgets import Input, TextArea
+from textual.worker import get_current_worker
+
+from console.engine import events as ev
+from console.engine.job import JobPaths
+from console.outcome import EXIT_FAILED, EXIT_OK, EXIT_USAGE, exit_code
+from console.tui.bridge import EventBridge
+from console.tui.commands import Controller, RecordingController, SupervisorController
+from console.tui.follow import follow_log, split_history
+from console.tui.messages import EventsReady, HistoryFolded, HistoryReady, RunFinished, RunnerState
+from console.tui.screens.approval import RestartApprovalScreen
+from console.tui.screens.dialog import Dialog
+from console.tui.screens.guardrails import GuardrailsScreen
+from console.tui.screens.run_keys import RunKeys
+from console.tui.widgets.conversation import MAX_ITEMS, ConversationPane
+from console.tui.widgets.experiences_pane import ExperiencesPane
+from console.tui.widgets.feedback import FeedbackPane
+from console.tui.widgets.gauge import ContextGauge
+from console.tui.widgets.plan_pane import PlanPane
+from console.tui.widgets.status import StatusLine
+from console.tui.widgets.tabs import PaneTabs
+from console.tui.widgets.todo_pane import TodoPane
+from console.view.state import EXPERIENCES, FEEDBACK, GAUGE, GUARDS, PLAN, RESTART, STATUS, TODOS, ConsoleState
+
+if TYPE_CHECKING:
+    from console.engine.supervisor import RunResult, Supervisor
+
+DRAIN_INTERVAL = 1 / 30  # the UI absorbs events in batches at most this often
+DRAIN_BUDGET = 0.008  # seconds of folding per batch; a backlog is absorbed in slices, keys act in between
+DRAIN_CHUNK = 400
+
+
+@dataclass
+class Run:
+    """Which run a screen shows, and how: a run in this process (``supervisor``), or one followed from its log
+    (``follow``, keys through its inbox)."""
+
+    controller: Controller = field(default_factory=RecordingController)
+    paths: JobPaths = field(default_factory=lambda: JobPaths(Path.cwd()))
+    job_title: str = ""
+    supervisor: Supervisor | None = None
+    follow: bool = False
+    provider: str = ""
+    model: str = ""
+    window: int = 0
+    soft: float = 0.70
+    hard: float = 0.85
+    run_id: str = ""
+
+
+class RunScreen(RunKeys):
+    """One run, its panes and its keys (see the module's docstring)."""
+
+    def __init__(self, run: Run, now: Callable[[], datetime], *, max_items: int = MAX_ITEMS, watch_files: bool = True,
+                 animations: bool = True, in_fleet: bool = False, rung: dict[Path, int] | None = None,
+                 key_help: Callable[[], list[tuple[str, str]]] | None = None) -> None:
+        """``in_fleet``: attached from the fleet's list (q goes back to it); ``rung``: the needs_operator seq the
+        bell already rang for, per run (shared with the fleet, so a need rings once); ``key_help``: the keys as
+        the operator's key map has them (the help screen's rows)."""
+        self.spec = run
+        self.controller = run.controller
+        self.paths = run.paths
+        self.supervisor = run.supervisor
+        self.follow = run.follow
+        self.run_id = run.run_id
+        self.state = ConsoleState(run.job_title or run.paths.root.name, provider=run.provider, model=run.model,
+                                  window=run.window, soft=run.soft, hard=run.hard)
+        super().__init__(self.state, now, plan_path=run.paths.main_plan, attached=run.controller.attached,
+                         max_items=max_items, on_ready=self._ready, run_id=self.run_id)
+        self.watch_files = watch_files  # follow main_plan.md on disk (tests turn the watchers off)
+        self.animations = animations
+        self.in_fleet = in_fleet
+        self.rung = rung if rung is not None else {}
+        self.key_help = key_help or (lambda: [])
+        self.bridge = EventBridge()
+        self.exit_code: int | None = None
+        self.run_result: RunResult | None = None
+        self.run_finished = False
+        self.quit_requested = False
+        self.approval: RestartApprovalScreen | None = None
+        self.guardrails_view: GuardrailsScreen | None = None
+        self._approval_seq = -1
+        self._approval_waits = -1  # the restart_pending seq whose dialog waits for another question to be answered
+        self._drain_timer: Timer | None = None
+        self._last_drain = 0.0
+        self._unsubscribe: Callable[[], None] | None = None
+        self.drains = 0
+        self.events_seen = 0
+        self._keys_state: tuple[bool, ...] = ()
+        self._panes_ready = False
+        self._folded_upto = 0  # a long log's exact fold covers the events up to this seq
+        if self.supervisor is not None:
+            # Subscribe before the run starts (its worker starts once the panes exist), so not one event is missed.
+            self._unsubscribe = self.supervisor.subscribe(self.bridge.push)
+
+    # -- the panes ---------------------------------------------------------------------------
+    @property
+    def conversation(self) -> ConversationPane:
+        return self.query_one(ConversationPane)
+
+    @property
+    def ui_alive(self) -> bool:
+        """The panes exist (False while the screen is taken down: timers may still fire)."""
+        return self._panes_ready and self.is_attached and bool(self.children)
+
+    def _status_refresh(self) -> None:
+        if self.ui_alive:
+            for line in self.query(StatusLine):  # none while the screen is being taken down
+                line.refresh()
+
+    # -- start-up and shut-down ----------------------------------------------------------------
+    def _ready(self) -> None:
+        """Called once the panes exist: start the event sources and the watchers."""
+        self._panes_ready = True
+        self.bridge.attach(self)
+        if self.supervisor is not None:
+            self.run_engine()
+        elif self.follow:
+            self.follow_log()
+        if self.watch_files:
+            self.query_one(PlanPane).follow_plan()
+        self.run_worker(self.query_one(PlanPane).reload(), group="plan-reload")
+        self.set_interval(1.0, self._tick)
+
+    def _tick(self) -> None:
+        if self.ui_alive and not self.state.ended:
+            self._status_refresh()
+        if self.ui_alive and self._approval_waits >= 0:
+            self._sync_approval()
+
+    def on_unmount(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Let go of the run: never leave the engine thread running (the process could not exit); stop listening."""
+        self._panes_ready = False
+        if self.supervisor is not None and not self.run_finished:
+            self.supervisor.stop()
+            self.supervisor.stop()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        self.bridge.close()
+
+    # -- workers (the screen's: cancelled when it is taken down) ---------------------------------
+    @work(thread=True, exit_on_error=False, group="engine", name="engine")
+    def run_engine(self) -> None:
+        """Run the supervisor on this worker thread (it blocks until the run ends)."""
+        from console.engine.loop import ShutdownReason
+        from console.engine.supervisor import JobBusy
+
+        sup = self.supervisor
+        assert sup is not None
+        # A job resumed in place has history: show it first (the new run's events follow, numbered after it).
+        history, _ = ev.read_new(sup.paths.events, 0)
+        older, history = split_history(history, self.max_items)
+        if older:
+            self.post_message(HistoryReady(older))
+        self.bridge.push_many(history)
+        try:
+            result = sup.run()
+        except JobBusy as exc:
+            self.post_message(RunFinished("failed", str(exc), EXIT_USAGE))
+            return
+        except Exception as exc:  # the engine has its own last line of defence; this is the view's
+            self.post_message(RunFinished("failed", f"the engine crashed: {type(exc).__name__}: {exc}", EXIT_FAILED))
+            return
+        self.run_result = result
+        outcome = "stopped" if result.reason is ShutdownReason.USER_SHUTDOWN else result.ended
+        detail = result.detail if result.ok or outcome == "stopped" else f"{result.reason.value}: {result.detail}"
+        # In the console every stop is the operator's (the stop key, quit-and-stop, a denied restart): exit 3.
+        self.post_message(RunFinished(outcome, detail, exit_code(result)))
+
+    @work(thread=True, exit_on_error=False, group="follow", name="follow")
+    def follow_log(self) -> None:
+        """Attached: replay events.jsonl from the start, then poll it for new lines."""
+        def post(message: Message) -> None:
+            self.post_message(message)  # dropped once the screen is taken down (the fleet went back to its list)
+
+        follow_log(self.paths.events, self.bridge, self.controller, get_current_worker(),
+                   lambda pid: post(RunnerState(pid)), lambda older: post(HistoryReady(older)), keep=self.max_items,
+                   make_state=self._blank_state, on_folded=lambda folded: post(HistoryFolded(folded)))
+
+    def _blank_state(self) -> ConsoleState:
+        st = self.state
+        return ConsoleState(st.job_title, provider=st.provider, model=st.model, window=st.gauge.window,
+                            soft=st.gauge.soft, hard=st.gauge.hard)
+
+    # -- events in -------------------------------------------------------------------------------
+    def on_events_ready(self, message: EventsReady) -> None:
+        message.stop()
+        wait = DRAIN_INTERVAL - (time.monotonic() - self._last_drain)
+        if wait > 0:
+            if self._drain_timer is None:
+                self._drain_timer = self.set_timer(wait, self.drain_events)
+            return
+        self.drain_events()
+
+    def on_history_ready(self, message: HistoryReady) -> None:
+        """The older part of a long history: the state folds it (it needs all of it); the conversation only
+        counts its messages as not shown (it keeps the newest ones, which come next through the bridge)."""
+        message.stop()
+        self.events_seen += len(message.events)
+        changed = self.state.apply_all(message.events)
+        if self.ui_alive:
+            self.conversation.trimmed += sum(1 for e in message.events if isinstance(e, ev.AssistantMessage))
+            self.refresh_panes(changed)
+
+    def on_history_folded(self, message: HistoryFolded) -> None:
+        """A long log's exact fold replaces the state the newest events filled the panes with; events up to
+        the seq it covers are not folded again (the conversation has them already)."""
+        message.stop()
+        folded = message.folded
+        for name, value in vars(folded.state).items():
+            if name != "_handlers":  # its handlers are bound to the other object: keep this one's
+                setattr(self.state, name, value)
+        self._folded_upto = folded.upto_seq
+        self.events_seen += folded.older_events - folded.seed
+        if self.ui_alive:
+            self.conversation.add_not_shown(folded.older_messages)
+            self.refresh_panes({TODOS, GAUGE, STATUS, RESTART, FEEDBACK, GUARDS, PLAN, EXPERIENCES})
+
+    def drain_events(self, *, everything: bool = False) -> None:
+        """Fold what the bridge holds into the view, for at most ``DRAIN_BUDGET`` seconds.
+
+        A backlog (a long log replayed, a burst of deltas) is absorbed in slices: the rest is
+        scheduled behind whatever else is queued, so a key pressed meanwhile still acts at once.
+        """
+        self._drain_timer = None
+        if not self.ui_alive:
+            return
+        started = time.perf_counter()
+        self._last_drain = time.monotonic()
+        changed: set[str] = set()
+        while True:
+            events = self.bridge.drain(DRAIN_CHUNK)
+            if not events:
+                break
+            self.drains += 1
+            self.events_seen += len(events)
+            self._say_refused(events)
+            fold = events if not self._folded_upto else [e for e in events if e.seq > self._folded_upto]
+            changed |= self.state.apply_all(fold)
+            self.conversation.ingest(events)
+            if not everything and time.perf_counter() - started > DRAIN_BUDGET:
+                break
+        if changed:
+            self.refresh_panes(changed)
+        if self.quit_requested and self.controller.attached and self.state.ended:
+            self.app.exit(EXIT_OK, return_code=EXIT_OK)  # the stop asked for on leaving has landed
+            return
+        if self.bridge.pending and self._drain_timer is None:
+            self._drain_timer = self.set_timer(0.001, self.drain_events)
+
+    def _say_refused(self, events: Iterable[ev.EventBase]) -> None:
+        """A command this console sent and still waits for, refused by the engine (a rewind whose phase has
+        ended, a pause of a paused run): said at once, also where the Feedback pane is not in sight."""
+        for e in events:
+            if isinstance(e, ev.OperatorCommand) and e.status == "rejected" and e.command in self.state.requested:
+                what = e.command.replace("_", " ")
+                self.notify(f"{what} not applied: {e.detail}", title=f"{what.capitalize()} refused",
+                            severity="warning", timeout=10)
+
+    def refresh_panes(self, changed: Iterable[str]) -> None:
+        if not self.ui_alive:
+            return
+        changed = set(changed)
+        if TODOS in changed:
+            self.query_one(TodoPane).show(self.state.todos)
+        if changed & {GAUGE, STATUS, RESTART}:
+            for gauge in self.query(ContextGauge):
+                gauge.refresh()
+        if changed & {STATUS, RESTART, GAUGE, TODOS}:
+            for line in self.query(StatusLine):
+                line.refresh()
+            self._refresh_keys()
+        if FEEDBACK in changed:
+            self.query_one(FeedbackPane).show(list(self.state.feedback))
+            tabs = self.query_one(PaneTabs)
+            tabs.set_badge("feedback", f" {len(self.state.feedback)}" if self.state.feedback else "")
+        if EXPERIENCES in changed:
+            self.query_one(ExperiencesPane).show(list(self.state.experiences.values()))
+            n = len(self.state.experiences)
+            self.query_one(PaneTabs).set_badge("experiences", f" {n}" if n else "")
+        if changed & {GUARDS, FEEDBACK} and self.guardrails_view is not None:
+            self.guardrails_view.update_view()
+        if PLAN in changed:
+            self.run_worker(self.query_one(PlanPane).reload(), group="plan-reload", exclusive=True)
+        if RESTART in changed or STATUS in changed:
+            self._sync_approval()
+
+    def _refresh_keys(self) -> None:
+        """Re-check which keys apply (the footer rebuilds itself, so only when an answer changed): called on
+        every change of the run's state and of what this console asked for (pause, resume, stop...)."""
+        if not self.ui_alive:
+            return
+        st = self.state
+        active = self.run_active
+        key = (st.restart_pending is not None, *(self._applies(a, active) for a in sorted(self.RUN_ACTIONS)))
+        if key != self._keys_state:
+            self._keys_state = key
+            self.set_class(st.restart_pending is not None, "-crowded")  # two more keys in the footer
+            # This screen's, not the top one's: its footer must be right when a dialog over it closes.
+            self.refresh_bindings()
+
+    # -- the run needs its operator ----------------------------------------------------------------
+    def _sync_approval(self) -> None:
+        need = self.state.needs  # a new need rings once (a restart to approve rings with its dialog, below)
+        if need is not None and self.rung.get(self.paths.root) != need.seq and self.run_active:
+            self.rung[self.paths.root] = need.seq
+            if need.reason != "restart_approval":
+                self.app.bell()
+        pending = self.state.restart_pending
+        if pending is None:
+            if self._approval_seq >= 0 or self._approval_waits >= 0:
+                self.app.clear_notifications()  # "the restart still waits" is no longer true
+                self._approval_seq = self._approval_waits = -1
+            if self.approval is not None:
+                screen, self.approval = self.approval, None
+                if screen.is_current:
+                    screen.dismiss(None)
+            return
+        if pending.seq == self._approval_seq or (self.controller.attached and self.controller.runner_pid() is None):
+            return
+        if isinstance(self.app.screen, Dialog) or isinstance(self.app.focused, (Input, TextArea)):
+            # Another question is open (the rewind box being typed into, stop?): the approval must not take its
+            # keys or its focus. It waits for that one to be answered (see ask), and says so once.
+            if self._approval_waits != pending.seq:
+                self._approval_waits = pending.seq
+                self.app.bell()
+                self.notify("A context restart waits for your approval: its dialog opens when this one is closed.",
+                            title="Restart pending", severity="warning", timeout=10)
+            return
+        self._approval_seq = pending.seq
+        self._approval_waits = -1
+        self.app.bell()  # the dialog says the rest: a toast beside it would only cover its buttons
+        self.app.clear_notifications()
+        self.approval = RestartApprovalScreen(pending, str(self.paths.root))
+        self.ask(self.approval, self._approval_decided)
+
+    def ask(self, dialog: Dialog, done: Callable[[Any], None]) -> None:
+        """Show a question; once it is answered, an approval that waited for it opens (see _sync_approval; a
+        dialog pushed otherwise lets it open at the next tick)."""
+
+        def answered(result: Any) -> None:
+            done(result)
+            if self.ui_alive:
+                self._sync_approval()
+
+        self.app.push_screen(dialog, answered)
+
+    def _approval_decided(self, decision: str | None) -> None:
+        self.approval = None
+        if decision in (None, "later") and self.state.restart_pending is not None:
+            self.notify("The restart still waits: a approves, d denies.", title="Restart pending",
+                        severity="warning", timeout=10)
+        if decision == "approve":
+            self.action_approve()
+        elif decision == "deny":
+            self.action_deny()
+
+    # -- the run's end, and its runner --------------------------------------------------------------
+    def on_run_finished(self, message: RunFinished) -> None:
+        message.stop()
+        self.drain_events(everything=True)  # the run's last events before its verdict
+        self.run_finished = True
+        if isinstance(self.controller, SupervisorController):
+            self.controller.finished = True
+        self.state.mark_finished(message.outcome, message.detail, None)
+        self.state.requested.clear()
+        if message.exit_code == EXIT_USAGE:
+            self.notify(message.detail, title="Cannot run this job", severity="error", timeout=30)
+        elif message.outcome == "failed":
+            self.notify(message.detail, title="The run ended without completing", severity="error", timeout=15)
+        # A completed run says so in the status line and the conversation: a toast would cover its last lines.
+        self.exit_code = message.exit_code
+        self.refresh_panes({STATUS, RESTART})
+        if self.quit_requested:
+            self.app.exit(self.exit_code, return_code=self.exit_code)
+
+    def on_runner_state(self, message: RunnerState) -> None:
+        message.stop()
+        if not self.ui_alive:
+            return
+        for status in self.query(StatusLine):
+            status.runner_pid = message.pid
+            status.refresh()
+        self._keys_state = ()
+        self._refresh_keys()

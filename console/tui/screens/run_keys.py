@@ -1,0 +1,294 @@
+"""The operator's keys on one run's screen: the actions of :data:`console.tui.keymap.OPERATOR_KEYS`, which of them
+the footer offers now, what the palette lists, and leaving the run (q).
+
+:class:`RunKeys` is the half of :class:`console.tui.screens.run.RunScreen` that acts: every command goes through
+the run's controller (the supervisor for a run in this process, the job's inbox for one attached), and what this
+console asked for shows at once in the status line and the footer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from textual.app import SystemCommand
+
+from console.engine.command_specs import SPECS
+from console.outcome import EXIT_OK
+from console.tui.screens.confirm import ConfirmScreen
+from console.tui.screens.guardrails import GuardrailsScreen
+from console.tui.screens.help import HelpScreen
+from console.tui.screens.main import MainScreen
+from console.tui.screens.quit import QuitScreen
+from console.tui.screens.rewind import RewindScreen
+
+if TYPE_CHECKING:
+    from console.engine.job import JobPaths
+    from console.tui.commands import Controller
+    from console.tui.screens.dialog import Dialog
+    from console.view.state import ConsoleState
+
+STOP_PATIENCE = 10.0  # leaving with "stop the run": seconds to wait for the stop to land before closing anyway
+
+
+class RunKeys(MainScreen):
+    """The actions of a run's screen (the state, controller and flags are :class:`RunScreen`'s)."""
+
+    # The run's commands: offered only while they can act (see check_action).
+    RUN_ACTIONS: ClassVar[frozenset[str]] = frozenset({*(spec.action for spec in SPECS), "toggle_pause", "stop_now"})
+
+    if TYPE_CHECKING:  # set by RunScreen
+        state: ConsoleState
+        controller: Controller
+        paths: JobPaths
+        run_id: str
+        run_finished: bool
+        quit_requested: bool
+        exit_code: int | None
+        in_fleet: bool
+        animations: bool
+        guardrails_view: GuardrailsScreen | None
+        key_help: Callable[[], list[tuple[str, str]]]
+
+        def ask(self, dialog: Dialog, done: Callable[[Any], None]) -> None: ...
+        def _status_refresh(self) -> None: ...
+        def _refresh_keys(self) -> None: ...
+
+    # -- what applies now ----------------------------------------------------------------------------
+    @property
+    def run_active(self) -> bool:
+        if self.controller.attached:
+            return self.controller.runner_pid() is not None and not self.state.ended
+        return not self.run_finished
+
+    def send(self, command: str, pending: str, **args: object) -> bool:
+        problem = self.controller.send(command, **args)
+        if problem:
+            self.notify(problem, title=f"{command.replace('_', ' ')} not sent", severity="warning")
+            return False
+        self.state.requested[command] = pending
+        self._status_refresh()
+        self._refresh_keys()  # the footer at once: Resume after pause, Stop now after stop...
+        return True
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Which keys the footer offers: only what applies to the run now (Resume while paused, Stop now once
+        a stop was asked; on a run that has ended, or an attached one nobody runs, none of the run's commands).
+
+        While a dialog is open these keys never reach the run's screen (Textual stops keys at a modal screen),
+        and a letter typed into a field is text (a key a focused Input takes is left out of every binding)."""
+        if action not in self.RUN_ACTIONS:
+            return True
+        return self._applies(action, self.run_active)
+
+    def _applies(self, action: str, active: bool) -> bool:
+        """check_action for a run command, ``active`` being run_active (asked once: it may read the run lock)."""
+        st = self.state
+        if action in ("approve", "deny"):
+            return st.restart_pending is not None and active
+        if not active:
+            return False
+        stopping = st.stopping or "stop" in st.requested
+        if action == "stop":
+            return not stopping
+        if action == "stop_now":
+            return stopping
+        if stopping and action != "toggle_pause":
+            return False  # the run is ending: pausing, re-planning or a checkpoint would never apply
+        # What the run will be once what this console asked for applies (the footer changes with the key).
+        pausing = "pause" in st.requested or (st.paused and "resume" not in st.requested)
+        if action == "pause":
+            return not pausing
+        if action == "resume":
+            return pausing
+        return True
+
+    def _ended_notice(self, command: str) -> bool:
+        """Say why a run command does nothing now (palette, or a key the footer no longer shows); True if so."""
+        if self.run_active:
+            return False
+        if self.state.outcome == "completed":
+            self.notify(f"The job is complete: there is nothing to {command}.", title=f"No {command}")
+        elif self.state.ended:
+            self.notify(f"The run has ended ({self.state.outcome}): nothing to {command}. Resume it with "
+                        f"agent-console run --in-place {self.paths.root}", title=f"No {command}")
+        else:
+            self.notify(f"No process runs this job now (review only). Resume it with "
+                        f"agent-console run --in-place {self.paths.root}", title=f"No {command}")
+        return True
+
+    # -- the run's commands ----------------------------------------------------------------------------
+    def action_checkpoint(self) -> None:
+        if self._ended_notice("checkpoint"):
+            return
+        self.send("checkpoint", "checkpoint requested")
+
+    def action_rewind(self) -> None:
+        if self._ended_notice("rewind"):
+            return
+
+        todos = self.state.todos
+        # The phase the dialog names; the engine refuses the rewind if it has ended by the time it lands.
+        number = todos.phase_number if todos is not None and todos.kind in ("phase", "transition") and \
+            todos.phase_number > 0 else None
+
+        def done(issue: str | None) -> None:
+            if issue:
+                self.send("rewind", "rewind requested", issue=issue, phase=number)
+
+        self.ask(RewindScreen(self.state.phase, number=number, blink=self.animations), done)
+
+    def action_approve(self) -> None:
+        self.app.clear_notifications()  # "restart pending" is answered
+        self.send("approve_restart", "approval sent")
+
+    def action_deny(self) -> None:
+        self.app.clear_notifications()
+        self.send("deny_restart", "denial sent")
+
+    def action_toggle_pause(self) -> None:
+        """One key (the footer never has to change): resume when paused or pausing, pause otherwise."""
+        st = self.state
+        if "pause" in st.requested or (st.paused and "resume" not in st.requested):
+            self.action_resume()
+        else:
+            self.action_pause()
+
+    def action_pause(self) -> None:
+        if self._ended_notice("pause"):
+            return
+        self.state.requested.pop("resume", None)
+        self.send("pause", "pausing after this turn")
+
+    def action_resume(self) -> None:
+        if self._ended_notice("resume"):
+            return
+        self.state.requested.pop("pause", None)
+        self.send("resume", "resuming")
+
+    def action_stop(self) -> None:
+        if self._ended_notice("stop"):
+            return
+        again = self.state.stopping or "stop" in self.state.requested
+
+        def done(yes: bool | None) -> None:
+            if yes:
+                self.send("stop", "stopping now" if again else "stopping after this turn")
+
+        if again:
+            self.ask(ConfirmScreen("Stop now?", "The current turn is abandoned (its half-written reply is "
+                                   "dropped); the run can be resumed with `agent-console run --in-place "
+                                   f"{self.paths.root}`.", "Stop now", "Wait"), done)
+        else:
+            self.ask(ConfirmScreen("Stop the run?", "The run stops at once if it is waiting for the model "
+                                   "(the reply in progress is asked again on resume), else after the "
+                                   "current turn's tool calls. Resume it later with "
+                                   f"`agent-console run --in-place {self.paths.root}`.", "Stop",
+                                   "Keep running"), done)
+
+    def action_stop_now(self) -> None:
+        """The stop key once a stop was asked (the footer reads Stop now): asks, then abandons the turn."""
+        self.action_stop()
+
+    def action_guardrails(self) -> None:
+        if self.guardrails_view is not None:
+            if self.guardrails_view.is_current:
+                self.guardrails_view.dismiss(None)
+            return
+
+        def closed(_: None) -> None:
+            self.guardrails_view = None
+
+        self.guardrails_view = GuardrailsScreen(self.state, self.now)
+        self.app.push_screen(self.guardrails_view, closed)
+
+    def action_help(self) -> None:
+        self.app.push_screen(HelpScreen(self.key_help(), attached=self.controller.attached))
+
+    # -- leaving ---------------------------------------------------------------------------------------
+    def _exit(self, code: int | None = None) -> None:
+        code = code if code is not None else (self.exit_code if self.exit_code is not None else EXIT_OK)
+        self.app.exit(code, return_code=code)
+
+    def stop_and_quit(self) -> None:
+        """A signal (SIGTERM, SIGHUP): nobody may be watching; the run is stopped now and the console closes as
+        soon as it has (at once if the run had already ended)."""
+        if self.run_finished:
+            self._exit()
+            return
+        self.quit_requested = True
+        self.state.requested["stop"] = "stopping (signal), then quitting"
+        self._status_refresh()
+
+    def action_quit_console(self) -> None:
+        """q: back to the fleet's list (the run goes on); attached alone, detach or stop; a run in this process
+        asks, then stops it and quits."""
+        if self.in_fleet:
+            self.leave()
+            return
+        if self.controller.attached:
+            self._leave_attached()
+            return
+        if self.run_finished:
+            self._exit()
+            return
+        if self.quit_requested:
+            self.notify("Waiting for the run to stop…")
+            return
+
+        def done(yes: bool | None) -> None:
+            if yes and self.run_finished:
+                # The run ended while the dialog was open: nothing left to stop, nothing will report back.
+                self._exit()
+                return
+            if yes:
+                self.quit_requested = True
+                self.controller.send("stop")
+                self.controller.send("stop")  # the second stop abandons the current turn
+                self.state.requested["stop"] = "stopping, then quitting"
+                self._status_refresh()
+
+        self.app.push_screen(ConfirmScreen("Quit and stop the run?", "The run lives in this process: quitting "
+                                           "stops it. Everything so far is saved; resume with `agent-console run "
+                                           f"--in-place {self.paths.root}`. (To watch a run you can leave, start "
+                                           "it with --headless and use `agent-console attach`.)", "Stop and quit",
+                                           "Stay"), done)
+
+    def leave(self) -> None:
+        """Back to the screen under this one (the fleet's list): dialogs over it close with it; the run goes on.
+        Its workers stop with the screen."""
+        stack = self.app.screen_stack
+        if self not in stack:
+            return
+        for _ in range(len(stack) - stack.index(self)):
+            self.app.pop_screen()
+
+    def _leave_attached(self) -> None:
+        """q on a run another process runs: detach (it goes on) or stop it; nothing to ask once it has ended."""
+        if not self.run_active:
+            self._exit(EXIT_OK)
+            return
+        if self.quit_requested:
+            self._exit(EXIT_OK)  # q again while the stop lands: leave it to land alone
+            return
+
+        def done(answer: str | None) -> None:
+            if answer == "detach" or (answer == "stop" and not self.run_active):
+                self._exit(EXIT_OK)
+            elif answer == "stop" and self.send("stop", "stopping, then quitting"):
+                self.controller.send("stop")  # the second stop drops the turn in flight
+                self.quit_requested = True
+                self.set_timer(STOP_PATIENCE, lambda: self._exit(EXIT_OK))
+
+        self.ask(QuitScreen(self.run_id or str(self.paths.root)), done)
+
+    # -- the palette -----------------------------------------------------------------------------------
+    def system_commands(self) -> Iterable[SystemCommand]:
+        """This run's entries of the command palette, in the console's words (the app adds its own)."""
+        for spec in SPECS:  # the run's commands, from the engine's command specs
+            yield SystemCommand(spec.title, spec.palette_help, getattr(self, f"action_{spec.action}"))
+        yield SystemCommand("Guardrails", "Policies, feedback providers, completion checker, deadline, token "
+                            "and money budgets", self.action_guardrails)
+        yield SystemCommand("Next pane", "Focus the next pane", self.action_next_pane)
+        yield SystemCommand("Maximize pane", "Maximize or restore the focused pane", self.action_toggle_maximize)
+        yield SystemCommand("Help", "Keys and panes", self.action_help)
