@@ -214,8 +214,9 @@ class Runtime:
                 self.write_experiences(background=True)
             value = getattr(self.snapshot((comp,)), comp)
             if value is not None:
+                # Held until the run asks its model (Session.run releases them): written during the call.
                 self.projections.submit(self.paths.state / PROJECTION_FILES[comp], projection_bytes(comp, value),
-                                        self.paths.state / "tmp")
+                                        self.paths.state / "tmp", hold=True)
         self._stale.clear()
         self._projected_at = self.clock.monotonic()
 

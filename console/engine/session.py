@@ -159,6 +159,7 @@ class Session(AskingTheOperator, AskingTheModel):
             request = self.request = build_request(self.deps, self.system, self.conversation)
             rt.events.emit(ev.TurnStarted, turn=cp.turn, layers=prompt_layers(request), prompt_tokens_est=cm.used)
             rt.events.observe()
+            rt.projections.release()  # the state files of the last turn's end are written while the model is asked
             try:
                 out = self.ask(request)
             except Aborted:

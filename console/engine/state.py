@@ -247,24 +247,41 @@ class ProjectionWriter:
         self._cond = threading.Condition()
         self._queue: dict[Path, tuple[bytes, Path]] = {}
         self._busy: Path | None = None  # the file being written
+        self._held = False
         self._thread: threading.Thread | None = None
         self._errors: list[tuple[Path, str]] = []
 
-    def submit(self, path: Path, data: bytes, tmp_dir: Path) -> None:
+    def submit(self, path: Path, data: bytes, tmp_dir: Path, *, hold: bool = False) -> None:
+        """Queue a file's content. ``hold``: written once :meth:`release` (or a flush) says so, e.g. when the run
+        waits for its model: the thread's Python work then takes the GIL from no one (written at once, it could
+        stall the run's next steps by a switch interval, 5 ms, on a busy machine)."""
         if failpoints.installed():
             self._write(path, data, tmp_dir)
             return
         with self._cond:
             self._queue.pop(path, None)  # re-queued at the end: files are written in the order last submitted
             self._queue[path] = (data, tmp_dir)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="state-files", daemon=True)
-                self._thread.start()
-            self._cond.notify_all()
+            self._held = self._held or hold
+            if not self._held:
+                self._start()
+
+    def release(self) -> None:
+        """Write what is held now."""
+        with self._cond:
+            self._held = False
+            if self._queue:
+                self._start()
+
+    def _start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="state-files", daemon=True)
+            self._thread.start()
+        self._cond.notify_all()
 
     def flush(self, path: Path | None = None) -> None:
         """Wait until every file submitted so far (or just ``path``) is written (or failed: see
         :meth:`take_errors`)."""
+        self.release()
         with self._cond:
             while (self._queue or self._busy) if path is None else (path in self._queue or self._busy == path):
                 self._cond.wait()
@@ -285,9 +302,9 @@ class ProjectionWriter:
     def _run(self) -> None:
         while True:
             with self._cond:
-                if not self._queue:
+                if not self._queue or self._held:
                     self._cond.wait(self.IDLE_SECONDS)
-                    if not self._queue:
+                    if not self._queue or self._held:
                         self._thread = None
                         return
                 path = next(iter(self._queue))

@@ -87,7 +87,19 @@ def test_a_runs_state_files_follow_its_commits_and_are_all_written_at_its_end(ma
         rt.todos.install([f"task {turn}"], kind="phase", phase_name="P", phase_number=1, total_phases=1)
         clock.advance(PROJECTION_INTERVAL)
         rt.commit(Checkpoint(session=1, turn=turn), conv)  # a turn's end ("boundary"): written in the background
-    assert rt.projections._thread is not None  # queued, not written on the run's thread
+    # Queued, held until the run asks its model, then written on the thread (not the run's).
+    assert rt.projections._queue and rt.projections._thread is None
+    rt.projections.release()
+    assert rt.projections._thread is not None
     threading.Timer(0.05, gate.set).start()
     rt.refresh_projections()  # the run's end
     assert '"task 3"' in (paths.state / "todos.json").read_text()
+
+
+def test_held_files_wait_for_release_or_a_flush(tmp_path: Path) -> None:
+    w = ProjectionWriter()
+    w.submit(tmp_path / "todos.json", b"1", tmp_path / "tmp", hold=True)
+    w.submit(tmp_path / "experiences.md", b"e", tmp_path / "tmp")  # not held itself, but behind a held one
+    assert w._thread is None and not (tmp_path / "todos.json").exists()
+    w.flush(tmp_path / "experiences.md")  # a flush writes what is held too
+    assert (tmp_path / "todos.json").read_bytes() == b"1" and (tmp_path / "experiences.md").read_bytes() == b"e"
