@@ -141,7 +141,7 @@ def before_our_code(sample: Sample) -> bool:
     """The signal came before agent-console's first line ran: Python's own start (killed by the signal before
     Python handles it; or its KeyboardInterrupt in `site` or in the command's first import)."""
     text = sample.text()
-    if sample.code == -signal.SIGINT and not text.strip():
+    if sample.code == -signal.SIGINT and not text.replace("^C", "").strip():  # a terminal echoes the Ctrl+C typed
         return True  # the default action: Python had not set up its handling yet (ours keeps it past its end)
     if "init_import_site" in text:
         return True

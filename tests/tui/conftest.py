@@ -84,7 +84,9 @@ def attach_app(paths: JobPaths, **kw: Any) -> ConsoleApp:
     return ConsoleApp.for_attach(paths, job_title=paths.root.name, **kw)
 
 
-async def wait_for(pilot: Any, predicate: Callable[[], bool], timeout: float = 15.0, what: str = "") -> None:
+async def wait_for(pilot: Any, predicate: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:
+    # A ceiling, not a pace: the wait ends as soon as the predicate holds. 15 s was not enough for a whole run
+    # of the quickstart job on a 2-core machine shared by several test sessions.
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
