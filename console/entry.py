@@ -11,13 +11,31 @@ from __future__ import annotations
 
 import contextlib  # already imported by Python's start (site), as signal's enum is
 import signal
+import sys
+from typing import Any
+
+_interrupted = False
 
 
 def interrupt_once(signum: int, frame: object) -> None:
     """SIGINT while the command has no handling of its own: one KeyboardInterrupt, then Ctrl+C is ignored (a second
     one would interrupt the first one's unwinding, and print where that was)."""
+    global _interrupted
+    _interrupted = True
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise KeyboardInterrupt
+
+
+def _quiet_unraisable(hook: Any) -> Any:
+    """Python's hook for exceptions it cannot raise, silent for our KeyboardInterrupt: one that lands in a callback
+    Python runs on its own (an import lock's weakref callback, a finaliser) is dropped there with a traceback, and
+    the command goes on; :func:`main` still ends it as interrupted."""
+
+    def hook_(unraisable: Any) -> None:
+        if not (_interrupted and isinstance(unraisable.exc_value, KeyboardInterrupt)):
+            hook(unraisable)
+
+    return hook_
 
 
 def take_interrupts() -> None:
@@ -26,6 +44,7 @@ def take_interrupts() -> None:
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         with contextlib.suppress(ValueError):  # not the main thread (a test calling the command from one)
             signal.signal(signal.SIGINT, interrupt_once)
+            sys.unraisablehook = _quiet_unraisable(sys.unraisablehook)
 
 
 def main() -> int:
@@ -33,7 +52,10 @@ def main() -> int:
     try:
         from console.cli import main as cli_main
 
-        return cli_main()
+        code = cli_main()
+        if _interrupted:  # a Ctrl+C Python swallowed in a callback (see _quiet_unraisable): still an interrupt
+            raise KeyboardInterrupt
+        return code
     except KeyboardInterrupt:
         from console.outcome import EXIT_INTERRUPTED
 

@@ -328,3 +328,31 @@ def test_main_in_process_gives_the_callers_handler_back() -> None:
     before = signal.getsignal(signal.SIGINT)
     assert cli.main(["jobs"]) == 0
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_ctrl_c_python_swallowed_in_a_callback_prints_nothing_and_still_ends_the_command(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A KeyboardInterrupt raised in a callback Python runs itself (an import lock's weakref callback: seen once,
+    the command then printed "Exception ignored in ... Traceback" and went on to exit 0) is dropped silently and
+    the command still ends as interrupted; any other unraisable exception is reported as Python would."""
+    import types
+
+    from console import entry
+
+    seen: list[object] = []
+    hook = entry._quiet_unraisable(seen.append)
+    ki = types.SimpleNamespace(exc_value=KeyboardInterrupt())
+    other = types.SimpleNamespace(exc_value=ValueError("x"))
+    monkeypatch.setattr(entry, "_interrupted", False)
+    hook(ki)  # not ours: reported
+    monkeypatch.setattr(entry, "_interrupted", True)
+    hook(ki)  # ours: silent
+    hook(other)
+    assert seen == [ki, other]
+    monkeypatch.setattr("console.cli.main", lambda: 0)  # the command went on and ended well
+    before = signal.getsignal(signal.SIGINT), sys.unraisablehook
+    try:
+        assert entry.main() == 130
+    finally:  # main() leaves SIGINT ignored and its hook in place, as a command's end does: not this process's
+        signal.signal(signal.SIGINT, before[0])
+        sys.unraisablehook = before[1]

@@ -54,7 +54,7 @@ class CommandSpec:
 
     @property
     def action(self) -> str:
-        """The console's action for it (``app.<action>``): the command line's name."""
+        """The console's action for it (RunScreen's ``action_<name>``): the command line's name."""
         return self.cli
 
 

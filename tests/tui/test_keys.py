@@ -351,9 +351,9 @@ def test_the_palette_and_the_keys_offer_every_command_of_the_engine_s_specs(make
         for spec in SPECS:
             entry = entries[spec.title]
             assert entry.help == spec.palette_help
-            assert entry.callback == getattr(app, f"action_{spec.action}")
+            assert entry.callback == getattr(app.main, f"action_{spec.action}")  # the run's screen acts
             if spec.key is not None:
-                bound = bindings[f"app.{spec.action}"]
+                bound = bindings[spec.action]
                 assert (bound.key, bound.id) == (spec.key.default, spec.key.id)
 
     drive(app, body)

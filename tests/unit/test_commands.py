@@ -107,7 +107,7 @@ def test_keys_are_derived_and_unique() -> None:
     derived = command_keys()
     for spec in SPECS:
         if spec.key is not None:
-            assert any(k.id == spec.key.id and k.action == f"app.{spec.action}" for k in derived)
+            assert any(k.id == spec.key.id and k.action == spec.action for k in derived)
     # One key per binding id, and one binding id per key: a remap moves every action of the id together (pause
     # and resume share p on purpose, as stop and stop now share s: the footer shows whichever applies).
     key_of: dict[str, str] = {}
