@@ -151,13 +151,13 @@ class ConversationPane(ItemView):
                 self.by_call[e.call_id] = item
                 new.append(item)
             elif isinstance(e, ev.ToolResult):
-                item = self.by_call.get(e.call_id)
-                if item is None:  # its call was trimmed from the view, or the log starts mid-turn
-                    item = ToolItem(call_id=e.call_id, tool=e.tool)
-                    self.by_call[e.call_id] = item
-                    new.append(item)
-                item.result, item.ok = e.content, e.ok
-                dirty.append(item)
+                called = self.by_call.get(e.call_id)
+                if called is None:  # its call was trimmed from the view, or the log starts mid-turn
+                    called = ToolItem(call_id=e.call_id, tool=e.tool)
+                    self.by_call[e.call_id] = called
+                    new.append(called)
+                called.result, called.ok = e.content, e.ok
+                dirty.append(called)
             else:
                 self._ingest_marker(e, new, dirty)
         self._commit(new, dirty, stream_dirty)
