@@ -31,6 +31,19 @@ def _utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     time.tzset()
 
 
+GATE_CEILING = 150.0  # real seconds a gate may stay shut with no command: far past any test's own waits
+GATED: list[GatedProvider] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_gate_held_too_long() -> Iterator[None]:
+    GATED.clear()
+    yield
+    stuck = [g for g in GATED if g.held_too_long]
+    GATED.clear()
+    assert not stuck, "a gated model waited past its ceiling: the console left its run without stopping it"
+
+
 class GatedProvider(ScriptedProvider):
     """The scripted model, holding still before turn ``gate_at`` until released or a command arrives.
 
@@ -46,13 +59,21 @@ class GatedProvider(ScriptedProvider):
         self.gate = threading.Event()
         self.supervisor: Supervisor | None = None
         self.waiting = threading.Event()
+        self.held_too_long = False
+        GATED.append(self)
 
     def stream(self, request):  # type: ignore[override]
         if self.gate_at is not None and self.turns + 1 >= self.gate_at:
             self.waiting.set()
+            held = time.monotonic()
             while not self.gate.wait(0.02):
                 op = self.supervisor.operator if self.supervisor is not None else None
                 if op is not None and (op.stop_requested or op.channel.wake.is_set()):
+                    break
+                if time.monotonic() - held > GATE_CEILING:
+                    # Nothing opened the gate (the console closed without stopping its run?): the test fails
+                    # (see _no_gate_held_too_long) instead of hanging the suite on the engine thread.
+                    self.held_too_long = True
                     break
             self.waiting.clear()
         yield from super().stream(request)
