@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from console import headless
 from console.cli import main
 from console.engine import events as ev
 from console.engine.control import RunLock
 from console.engine.job import JobPaths
 from console.headless import LogReader, StoryPrinter, use_color
+from console.headless import logs as headless  # the module whose constants a test turns down
 from tests.conftest import SAMPLES
 
 T = datetime(2026, 1, 15, 14, 0, tzinfo=UTC)

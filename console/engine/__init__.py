@@ -6,7 +6,9 @@ protocols the layers above implement, and everything an operator can do is a met
 Entry points:
 
 - :class:`supervisor.Supervisor` runs one run (its sessions, restarts and operator commands);
-  :func:`loop.run_agent_session` runs one session of it.
+  :func:`loop.run_agent_session` runs one session of it. :mod:`run_end` says how a run ended (its outcome, the
+  jobs table's word), :mod:`repair` what is moved aside before a run, :mod:`tool_setup` the tools' docs and the
+  commands' header.
 - :mod:`job` (a job's folder and job.toml), :mod:`job_config` (its guardrails and tools), :mod:`launch` (how a run
   was started, so a resume is the same run), :mod:`runs` (run ids), :mod:`store` (the jobs database).
 - :mod:`control` (commands into a run: the inbox, the run lock), :mod:`needs` (what a run asks its operator).

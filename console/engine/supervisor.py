@@ -17,16 +17,16 @@ are removed, and any harness file that cannot be read is moved to
 ``.console/corrupt/`` and reported (a ``state_recovered`` event) rather than
 trusted or deleted. Only when the journal itself is lost does the run continue
 from the state files with a fresh conversation built from the summary.
+
+How a run ended is :mod:`console.engine.run_end`, the repairs before it starts :mod:`console.engine.repair`, and what
+it sets up for its tools :mod:`console.engine.tool_setup`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import stat
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from console.engine import commands as cmds
 from console.engine import events as ev
@@ -46,93 +46,26 @@ from console.engine.messages import Message
 from console.engine.model import Provider
 from console.engine.needs import answered, ask_operator
 from console.engine.operator import Aborted, OperatorState
+from console.engine.repair import clear_the_way
+from console.engine.run_end import FAILED_REASONS, STATUS_FOR, RunResult, outcome_of, status_for, where_resumed
 from console.engine.run_settings import RunSettings
 from console.engine.runtime import Runtime
 from console.engine.sandbox import Sandbox
-from console.engine.state import (
-    COMPONENT_NAMES,
-    COMPONENTS,
-    PROJECTION_FILES,
-    FileProblem,
-    JobOutcome,
-    load_projections,
-    quarantine,
-)
+from console.engine.state import COMPONENT_NAMES, COMPONENTS, load_projections
 from console.engine.store import JobStore
 from console.engine.text import safe_text
-from console.engine.tools import BUILTIN_TOOL_NAMES, ToolRegistry, default_registry, seccomp
-from console.engine.tools.cgroups import find_cgroups, sweep_stale
+from console.engine.tool_setup import announce_commands, write_tool_docs
+from console.engine.tools import BUILTIN_TOOL_NAMES, ToolRegistry, default_registry
 from console.engine.tools.commands import build_command_tools
-from console.engine.tools.confine import Bwrap, find_bwrap
-from console.engine.tools.docs import DocContext, render_all
-from console.engine.tools.docs_folder import write_docs
-from console.engine.tools.limits import describe_world
 
-STATUS_FOR = {
-    ShutdownReason.JOB_COMPLETE: "completed",
-    ShutdownReason.USER_SHUTDOWN: "stopped",
-    ShutdownReason.MAX_TURNS: "incomplete",
-    ShutdownReason.ERROR: "failed",
-    ShutdownReason.CONTEXT_FULL: "failed",
-    ShutdownReason.COMPLETION_BLOCKED: "incomplete",
-    ShutdownReason.BUDGET_EXHAUSTED: "out of budget",
-    ShutdownReason.AGENT_STOPPED: "agent stopped",
-    # Nothing is lost: run --in-place goes on once the model answers again.
-    ShutdownReason.MODEL_UNAVAILABLE: "interrupted",
-    # It waits for its operator (a run that needs them is listed first, whatever its age).
-    ShutdownReason.GAVE_UP: "gave up",
-}
-# Reasons a run ends on that are the harness's failure, not the work's state (an internal error, a restart loop).
-FAILED_REASONS = frozenset({ShutdownReason.ERROR, ShutdownReason.CONTEXT_FULL})
 MAX_IDLE_RESTARTS = 3
-# Harness files that must be regular files, and folders that must be folders; anything else there
-# (a folder, a pipe, a link) is moved aside: every later write would fail on it.
-HARNESS_FILES = ("events.jsonl", JOURNAL_NAME, "run.lock", *PROJECTION_FILES.values())
-HARNESS_DIRS = ("tmp", "archive", "blobs", "inbox", "corrupt")
+
+# Re-exported: the supervisor's callers and tests import them from here.
+__all__ = ["FAILED_REASONS", "STATUS_FOR", "JobBusy", "RunResult", "Supervisor", "outcome_of", "status_for"]
 
 
 class JobBusy(Exception):
     """Another process is running this job."""
-
-
-@dataclass
-class RunResult:
-    reason: ShutdownReason
-    detail: str
-    sessions: int
-    outcome: JobOutcome | None
-    restarts: int = 0
-    # How it ended, in the operator's terms (events.Outcome): only "completed" is a job done.
-    ended: ev.Outcome = "incomplete"
-    # Nothing ran: an earlier run had completed the job.
-    already: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.ended == "completed"
-
-
-def status_for(reason: ShutdownReason, ended: ev.Outcome) -> str:
-    """The jobs table's word for a run that ended: what ended it, unless the outcome says otherwise (a free stop
-    or a job_complete the record does not bear out is incomplete, whatever ended it)."""
-    if ended in ("completed", "failed"):
-        return ended
-    status = STATUS_FOR[reason]
-    return "incomplete" if status == "completed" or reason is ShutdownReason.AGENT_STOPPED else status
-
-
-def outcome_of(reason: ShutdownReason, outcome: JobOutcome | None, unmet: list[str]) -> ev.Outcome:
-    """A run's outcome from what ended it and the harness's record of the work (``unmet``: what it says is left).
-
-    Completed means the record shows the plan done, whatever ended the run (a job_complete, a job_complete made
-    in a deadline's wrap-up turn, a free stop): never the agent's say-so alone."""
-    if outcome is not None and outcome.gave_up:
-        return "gave_up"
-    if reason in FAILED_REASONS:
-        return "failed"
-    if (outcome is not None or reason is ShutdownReason.AGENT_STOPPED) and not unmet:
-        return "completed"
-    return "incomplete"
 
 
 class Supervisor:
@@ -169,7 +102,7 @@ class Supervisor:
         self.not_private = make_private(paths.state)  # 0700/0600; what could not be made so, to report
         self.lock = RunLock(paths)
         # Repairs happen only when no process runs the job (then run() refuses anyway).
-        self.file_problems = self._clear_the_way() if self.lock.holder() is None else []
+        self.file_problems = clear_the_way(paths, self.clock) if self.lock.holder() is None else []
         self.events = ev.EventStream(paths.events, self.clock)
         self.events.subscribe(self._follow_needs)  # the jobs table says "needs you" while the run waits
         mb = 2**20
@@ -180,37 +113,6 @@ class Supervisor:
         self.session = 0
         self.deps: SessionDeps | None = None
         self.result: RunResult | None = None
-
-    def _clear_the_way(self) -> list[FileProblem]:
-        """Move aside anything where a harness file should be that is not a regular file (a folder, a pipe)."""
-        problems = []
-        for name in (*HARNESS_DIRS, *HARNESS_FILES):
-            path = self.paths.state / name
-            try:
-                mode = os.lstat(path).st_mode
-            except OSError:
-                continue
-            if stat.S_ISDIR(mode) if name in HARNESS_DIRS else stat.S_ISREG(mode):
-                continue
-            kind = ("a folder" if stat.S_ISDIR(mode) else "a symbolic link" if stat.S_ISLNK(mode)
-                    else "a file" if stat.S_ISREG(mode) else "a named pipe, socket or device")
-            moved = quarantine(self.paths, path, self.clock.now())
-            problems.append(FileProblem(f".console/{name}", f"it was {kind}",
-                                        str(moved.relative_to(self.paths.root)) if moved else None))
-        problems += self._check_log()
-        return problems
-
-    def _check_log(self) -> list[FileProblem]:
-        """Lines of events.jsonl that are not events: the original is kept aside, the log keeps the rest."""
-        path = self.paths.events
-        if not path.is_file() or not (bad := ev.damaged_lines(path)):
-            return []
-        moved = quarantine(self.paths, path, self.clock.now())
-        if moved is None:
-            return []
-        ev.copy_events(moved, path)
-        return [FileProblem(".console/events.jsonl", f"{bad} line{'s' if bad != 1 else ''} did not read as events",
-                            str(moved.relative_to(self.paths.root)), "log")]
 
     # -- the control API (thread-safe: applied by the engine at its next turn boundary) --------
     def subscribe(self, fn: ev.Subscriber) -> Callable[[], None]:
@@ -300,7 +202,7 @@ class Supervisor:
         their bounds (the run's header), and the console gets what guards the run."""
         rt.should_stop = self._tool_should_stop
         if self.settings.tools:
-            self._announce_commands(rt)
+            announce_commands(self.settings, rt, self.events)
         rt.guards.start(priced=self.settings.prices is not None)
         rt.guards.status(force=True)
 
@@ -318,49 +220,6 @@ class Supervisor:
         except Aborted:
             return True
         return op.abort
-
-    def _write_tool_docs(self, rt: Runtime) -> None:
-        """The tools' full docs (layer 3), written into the job folder at each session start from the tools'
-        definitions (console.engine.tools.docs_folder says where and how); the file tools and commands may only
-        read them, the prompt's tool guide points to them, the workspace summary names their folder."""
-        st = self.settings
-        tools = self.registry.tools()
-
-        def render(folder: str) -> dict[str, str]:
-            return render_all(tools, DocContext(folder, max_write_mb=st.max_write_mb, max_job_mb=st.max_job_mb,
-                                                commands_confined=not st.commands.unconfined))
-
-        result = write_docs(self.paths.root, render)
-        self.sandbox.keep_folder(result.folder)
-        self.registry.docs_folder = rt.workspace.docs_folder = result.folder
-        if result.problem:
-            self.events.emit(ev.ErrorEvent, message=result.problem, where="tool docs", recoverable=True)
-
-    def _announce_commands(self, rt: Runtime) -> None:
-        world = self.settings.commands
-        sweep_stale()  # cgroups a killed run left behind: what still runs in them is killed
-        cg = find_cgroups()
-        bounds_by = cg.label if cg is not None else "rlimits"
-        names = [t.name for t in self.settings.tools]
-        limits = {k: float(v) for k, v in vars(world.limits).items()} | {"max_job_mb": float(world.max_job_mb)}
-        memory_by: Literal["cgroup", "rlimit"] = "cgroup" if cg is not None else "rlimit"
-        if world.unconfined:
-            mode, tool, text = "unconfined", "", describe_world(world, memory_by=memory_by)
-        else:
-            found = find_bwrap()
-            if isinstance(found, Bwrap):
-                mode, tool = "confined", found.label
-                text = describe_world(world, tool=found.label, memory_by=memory_by,
-                                      filtered=seccomp.program() is not None)
-            else:
-                mode, tool = "refused", found
-                text = (f"commands ({', '.join(names)}) are refused: no sandbox works here ({found}); each call "
-                        "tries again. Install bubblewrap, or run --unconfined to run them without one.")
-        rt.guards.command_tools = names
-        rt.guards.confinement = {"confined": tool, "unconfined": "UNCONFINED (run --unconfined)",
-                                 "refused": "refused: no sandbox works here"}[mode]
-        self.events.emit(ev.CommandSandbox, mode=mode, tool=tool, bounds_by=bounds_by, network=world.network,
-                         read_only=list(world.read_only), limits=limits, commands=names, text=text)
 
     def _await_restart_decision(self, result: SessionResult, carry_tokens: int) -> str:
         op, rt = self.operator, self._rt
@@ -485,7 +344,7 @@ class Supervisor:
             conversation = Conversation(loaded.conversation, journaled=True)
             system = loaded.system
             self.session = cp.session
-            reason, detail = "resume", _where(cp, loaded.conversation, loaded.cut)
+            reason, detail = "resume", where_resumed(cp, loaded.conversation, loaded.cut)
         elif rt.todos.exists:
             # State without a journal (lost or damaged): a fresh conversation from the summary.
             self.session = 1
@@ -518,7 +377,7 @@ class Supervisor:
         deps = self.deps = SessionDeps(rt, self.provider, self.registry, self.settings, self.operator,
                                            seed=self.seed)
         while True:
-            self._write_tool_docs(rt)
+            write_tool_docs(self.paths, self.settings, self.registry, self.sandbox, rt, self.events)
             try:
                 result = run_agent_session(deps, self.session, conversation, cp, system)
             except Exception as exc:  # last line of defence: a readable reason, and the log says why
@@ -597,14 +456,3 @@ class Supervisor:
                 detail = f"{rt.outcome.summary} (a job_complete with work left)"[:2000]
             self._store("ended", status, self.clock.now(), detail)
         return RunResult(result.reason, result.detail, self.session, rt.outcome, cp.restarts, ended)
-
-
-def _where(cp: Checkpoint, conversation: list[Message], cut: int) -> str:
-    """Where a resumed run picks up, in the operator's words."""
-    if cp.stage == "tools":
-        calls = next((len(m.tool_calls) for m in reversed(conversation) if m.role == "assistant"), 0)
-        where = f"turn {cp.turn}, tool call {cp.next_call + 1} of {calls}" if cp.next_call < calls else \
-            f"the end of turn {cp.turn}"
-    else:
-        where = f"after turn {cp.turn}"
-    return where + (" (an unfinished step was cut and is redone)" if cut else "")

@@ -2,6 +2,13 @@
 
 Chat Completions rather than the Responses API because it is the protocol the
 local servers actually implement; everything here sticks to the common subset.
+
+Why one module of ~510 lines: it is one adapter, the one place that knows the OpenAI SDK (the CLI's start-up
+test keeps it from loading unless a run uses it). Its parts are one request's round trip: the request built
+(messages, the token-limit parameter a server accepts), the stream folded back into the engine's events
+(partial tool calls, stop reasons) and the SDK's errors turned into the engine's, which may retry the request
+with what a server refused (the limit parameter, the message order). Split, each piece would import the others
+and the SDK; the Anthropic adapter is kept the same way.
 """
 
 from __future__ import annotations

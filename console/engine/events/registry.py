@@ -1,6 +1,6 @@
 """The one registry of event types: the discriminated union every log line is parsed with.
 
-A new event type is added here (and gets its presentation in console/present.py)."""
+A new event type is added here (and gets its presentation in console/view/present/)."""
 
 from __future__ import annotations
 

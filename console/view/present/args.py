@@ -1,0 +1,57 @@
+"""The one formatter of a tool call's arguments: the argument that says what a call is about, and all of them for the
+expanded view."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from console.engine.job import one_line
+from console.engine.text import safe_text
+from console.view.present.words import flat, plural
+
+# The argument that says what a call is about, first match wins; a path is self-evident and shown bare.
+MAIN_KEYS = ("path", "pattern", "command", "query", "url", "text", "issue", "summary", "note")
+
+
+def _parse_args(raw: str) -> Any:
+    try:
+        return json.loads(raw or "{}")
+    except (ValueError, RecursionError):
+        return ValueError
+
+
+def tool_args(name: str, raw: str, limit: int = 48) -> str:
+    """The one argument that says what a call is about: ``notes/a.md``, ``summary=done``, ``5 tasks``.
+
+    ``name`` is the tool's; ``raw`` the arguments as the model sent them (JSON); at most ``limit`` characters
+    (0: no limit), on one line. Every view shows a call's arguments with this."""
+    data = _parse_args(raw)
+    if data is ValueError:
+        return "<invalid JSON>"
+    if not isinstance(data, dict) or not data:
+        return ""
+    key = next((k for k in MAIN_KEYS if k in data), None)
+    if key is None:
+        todos = data.get("todos")
+        if isinstance(todos, list):
+            return plural(len(todos), "task")
+        key = next(iter(data))
+    value = data[key]
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    shown = flat(text, 0) if key == "path" else f"{one_line(str(key), 40)}={flat(text, 0)}"
+    return shown if not limit or len(shown) <= limit else shown[: max(0, limit - 1)] + "…"
+
+
+def argument_items(raw: str) -> list[tuple[str, str]]:
+    """A call's arguments for the expanded view: (key, value) with string values as their text (real line
+    breaks, not JSON escapes) and others as compact JSON. Not JSON: one item with no key and the raw text."""
+    data = _parse_args(raw)
+    if data is ValueError or not isinstance(data, dict):
+        return [("", safe_text(raw))] if (raw or "").strip() not in ("", "{}") else []
+    out = []
+    for key, value in data.items():
+        # Decoded JSON: a "\u001b" in the arguments is a real ESC here, made visible again.
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        out.append((safe_text(str(key), one_line=True), safe_text(text)))
+    return out

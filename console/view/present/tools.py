@@ -1,0 +1,46 @@
+"""How the agent's turns and tool events read: a reply, a call, a failed result, a denied call, the sandbox."""
+
+from __future__ import annotations
+
+from console.engine import events as ev
+from console.engine.job import one_line
+from console.view.present.args import tool_args
+from console.view.present.words import (
+    Presented,
+    flat,
+    reply_text,
+)
+
+
+def _tool_called(e: ev.ToolCalled) -> Presented:
+    return Presented("▸", "tool", "info", f"{one_line(e.tool, 60)}({tool_args(e.tool, e.arguments)})",
+                     source="agent")
+
+
+def _tool_result(e: ev.ToolResult) -> Presented | None:
+    if e.ok:
+        return None
+    first = next((ln.strip() for ln in e.content.splitlines() if ln.strip()), "(no message)")
+    took = f" ({e.duration_ms / 1000:.1f} s)" if e.duration_ms >= 1000 else ""
+    return Presented("✗", "tool-failed", "caution", f"{one_line(e.tool, 60)} failed: {flat(first, 160)}{took}",
+                     source=f"tool {one_line(e.tool, 60)}")
+
+
+def _tool_denied(e: ev.ToolDenied) -> Presented:
+    failed = f" (the policy failed: {flat(e.error, 120)})" if e.error else ""
+    return Presented("⊗", "denied", "warning", f"denied {one_line(e.tool, 60)} by {one_line(e.policy, 60)}: "
+                                                f"{flat(e.reason)}{failed}", source=one_line(e.policy, 60))
+
+
+def _reply(e: ev.AssistantMessage) -> Presented | None:
+    said = reply_text(e.text)
+    return Presented("»", "reply", "info", said, source="agent") if said else None
+
+
+SANDBOX_SEVERITY = {"confined": "info", "unconfined": "warning", "refused": "error"}
+
+
+def _command_sandbox(e: ev.CommandSandbox) -> Presented:
+    """The run's header for its commands: what they see and their bounds (the engine's paragraph, whole)."""
+    return Presented("▣", "sandbox", SANDBOX_SEVERITY.get(e.mode, "warning"),
+                     flat(e.text, 0) or f"commands: {one_line(e.mode, 40)}", source="sandbox")
