@@ -38,7 +38,7 @@ from console.engine.runs import (
     liveness,
     run_id,
 )
-from console.engine.store import JobRow, JobStore, folder_gone
+from console.engine.store import FINISHED, JobRow, JobStore, folder_gone
 from console.view import present
 from console.view.format import clip, elapsed
 from console.view.state import ConsoleState, need_label
@@ -229,13 +229,16 @@ class Fleet:
         self.error = ""
         self._store: JobStore | None = None
 
-    def poll(self, fold: bool = True) -> Listed:
+    def poll(self, fold: bool = True, budget: float | None = None) -> Listed:
         """Every run's row, most urgent first (needs you, paused, running, then ended, newest first):
         every run the store does not record as finished, whatever its age, and the ``limit`` newest finished
         ones (``older`` of the result counts the rest).
 
         ``fold``: bring each run's fold up to date (False: the store's rows with what is folded so far, which
-        is what the first paint shows before a few hundred logs are read)."""
+        is what the first paint shows before a few hundred logs are read). ``budget``: seconds of folding this
+        poll may spend (None: no bound); the logs are read most urgent first (the runs the store does not
+        record as finished, then the newest), and the rest at the next poll: the result's ``folded`` says
+        whether every log was caught up."""
         try:
             if self._store is None and self.store_path.exists():  # no database yet: no run yet
                 self._store = JobStore(self.store_path)
@@ -245,21 +248,30 @@ class Fleet:
             self._store = None  # opened again at the next poll (it may have been moved aside and made anew)
             self.error = f"{self.store_path}: the jobs database cannot be read ({exc})"
             return self.rows
-        now = self.now()
-        rows: list[FleetRow] = []
         for row in listed:
-            run = self.folds.get(row.path)
-            if run is None:
-                run = self.folds[row.path] = RunFold(row)
-            if fold and run.catch_up():
-                time.sleep(0)  # let the UI thread in between two logs (the GIL): a key pressed now acts now
-            rows.append(snapshot(row, run, self.holder(run), now))
+            if row.path not in self.folds:
+                self.folds[row.path] = RunFold(row)
+        caught_up = fold and self._fold(listed, budget)
+        now = self.now()
+        rows = [snapshot(row, run, self.holder(run), now) for row in listed for run in (self.folds[row.path],)]
         for gone in set(self.folds) - {r.path for r in listed}:
             del self.folds[gone]
         rows.sort(key=lambda r: r.started_at, reverse=True)
         rows.sort(key=lambda r: ORDER.get(r.state, ORDER[FAILED]))
-        self.rows = Listed(rows, older, folded=fold)
+        self.rows = Listed(rows, older, folded=caught_up)
         return self.rows
+
+    def _fold(self, listed: list[JobRow], budget: float | None) -> bool:
+        """Catch up the logs of ``listed`` (the store's order: newest first), the runs not finished first;
+        True when every one was, False when ``budget`` seconds ran out first."""
+        started = time.monotonic()
+        urgent = [r for r in listed if r.status not in FINISHED]
+        for row in (*urgent, *(r for r in listed if r.status in FINISHED)):
+            if budget is not None and time.monotonic() - started >= budget:
+                return False
+            if self.folds[row.path].catch_up():
+                time.sleep(0)  # let the UI thread in between two logs (the GIL): a key pressed now acts now
+        return True
 
 
 def matches(row: FleetRow, text: str) -> bool:

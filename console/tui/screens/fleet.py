@@ -111,12 +111,14 @@ class FleetScreen(Screen):
 
     def update_rows(self, rows: list[FleetRow], error: str = "") -> None:
         """New rows from the app's poll (the same list object is never handed twice)."""
-        # The first paint (the store's rows, no log read yet) is in no meaningful order: the first folded list
-        # starts at its top (the most urgent run), not at whichever run the first paint happened to put there.
-        first_folded = not getattr(self.rows, "folded", True) and getattr(rows, "folded", True)
+        # Until every log is folded (the first paint is the store's rows alone, then the logs are read a slice at a
+        # time) the order is not final: a cursor on the first row stays on the first row (the most urgent run), not
+        # on whichever run was first then. A run the operator moved the cursor to stays selected.
+        settling = not getattr(self.rows, "folded", True)
+        at_top = self.is_mounted and bool(self.query("#runs")) and self.table.cursor_row <= 0
         self.rows = rows
         self.error = error
-        self._refresh_rows(keep_selection=not first_folded)
+        self._refresh_rows(keep_selection=not (settling and at_top))
 
     def _set_columns(self, width: int) -> bool:
         wide = width >= NARROW
