@@ -226,6 +226,7 @@ class ConsoleApp(FleetActions):
         self._gc_thresholds = gc.get_threshold()
         gc.set_threshold(20_000, 50, 100)
         gc.freeze()
+        gc.enable()  # `attach` and the fleet start with it off (console.cli.views.console_start)
 
     def _setup_themes(self) -> None:
         problems: list[str] = []
