@@ -218,16 +218,20 @@ class Fleet:
     """The runs of the jobs store, folded; :meth:`poll` brings them up to date (call it from one thread)."""
 
     def __init__(self, store_path: Path, now: Callable[[], datetime], limit: int = FLEET_LIMIT,
-                 holder: Callable[[RunFold], int | None] | None = None) -> None:
-        """``holder``: the pid of the process running a run, or None (default: its run lock's answer)."""
+                 holder: Callable[[RunFold], int | None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """``holder``: the pid of the process running a run, or None (default: its run lock's answer).
+        ``clock``: seconds, what a poll's folding ``budget`` is counted in."""
         self.store_path = store_path
         self.now = now
+        self.clock = clock
         self.limit = limit
         self.holder = holder or (lambda fold: fold.lock.holder())
         self.folds: dict[str, RunFold] = {}
         self.rows: Listed = Listed()
         self.error = ""
         self._store: JobStore | None = None
+        self._read: set[str] = set()  # the runs read in a round a poll's budget cut short: the next skips them
 
     def poll(self, fold: bool = True, budget: float | None = None) -> Listed:
         """Every run's row, most urgent first (needs you, paused, running, then ended, newest first):
@@ -263,14 +267,19 @@ class Fleet:
 
     def _fold(self, listed: list[JobRow], budget: float | None) -> bool:
         """Catch up the logs of ``listed`` (the store's order: newest first), the runs not finished first;
-        True when every one was, False when ``budget`` seconds ran out first."""
-        started = time.monotonic()
-        urgent = [r for r in listed if r.status not in FINISHED]
-        for row in (*urgent, *(r for r in listed if r.status in FINISHED)):
-            if budget is not None and time.monotonic() - started >= budget:
+        True when every one was, False when ``budget`` seconds ran out first (the next call goes on where this
+        one stopped, so every log is read in turn)."""
+        started = self.clock()
+        order = [r.path for r in listed if r.status not in FINISHED] + [r.path for r in listed if r.status in FINISHED]
+        for path in order:
+            if path in self._read:
+                continue
+            if budget is not None and self.clock() - started >= budget:
                 return False
-            if self.folds[row.path].catch_up():
+            if self.folds[path].catch_up():
                 time.sleep(0)  # let the UI thread in between two logs (the GIL): a key pressed now acts now
+            self._read.add(path)
+        self._read.clear()
         return True
 
 
