@@ -68,12 +68,13 @@ class FleetScreen(Screen):
             self.action = action
             self.row = row
 
-    def __init__(self) -> None:
+    def __init__(self, rows: Listed | None = None, error: str = "") -> None:
+        """``rows``: what the first frame lists (the store's rows, before any log is read)."""
         super().__init__(id="fleet")
-        self.rows: list[FleetRow] = Listed(folded=False)
+        self.rows: list[FleetRow] = rows if rows is not None else Listed(folded=False)
         self.shown: list[FleetRow] = []
         self.filter_text = ""
-        self.error = ""
+        self.error = error
         self.wide: bool | None = None
         self._style_cache: tuple[str, dict[str, Style]] = ("", {})
         self._shown_text: dict[str, Content] = {}
@@ -90,7 +91,7 @@ class FleetScreen(Screen):
     def on_mount(self) -> None:
         self.query_one("#fleet-filter").display = False
         self._set_columns(self.size.width)
-        self._refresh_rows()
+        self._refresh_rows(mounting=True)  # the first frame lists the rows the screen was made with
 
     def on_resize(self, event: Resize) -> None:
         if self._set_columns(event.size.width):
@@ -134,8 +135,8 @@ class FleetScreen(Screen):
             table.add_column("last event", key="last", width=max(10, width - fixed - 4))
         return True
 
-    def _refresh_rows(self, keep_selection: bool = True) -> None:
-        if not self.is_mounted or not self.query("#runs"):  # rows may come before the list is composed (or after)
+    def _refresh_rows(self, keep_selection: bool = True, mounting: bool = False) -> None:
+        if not (self.is_mounted or mounting) or not self.query("#runs"):  # rows may come before the list is composed
             return
         keep, previous = self.selected if keep_selection else None, self.shown
         self.shown = [r for r in self.rows if matches(r, self.filter_text)] if self.filter_text else list(self.rows)
