@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeGuard
 
 from textual import work
 from textual.app import SystemCommand
@@ -36,19 +37,26 @@ from console.tui.follow import worker_sleep
 from console.tui.keymap import OPERATOR_KEYS, check_keymap
 from console.tui.messages import FleetRows, ThemeFileChanged
 from console.tui.screens.dialog import ARM_DELAY
-from console.tui.screens.fleet import FleetScreen
-from console.tui.screens.run import Run, RunScreen
 from console.tui.themes import DEFAULT_THEME, ThemeError, load_theme_file, load_themes, themes_dir, user_themes_dir
-from console.tui.widgets.conversation import MAX_ITEMS
-from console.tui.widgets.lines import ItemView
-from console.view.fleet import Fleet
+from console.view.fleet import Fleet, Listed
 
+# What is imported here is what every console's first frame needs. A run's screen (its panes, Markdown, the
+# sandbox's words) is imported when the first one is built, the fleet's list when the fleet is shown: the fleet
+# would wait ~70 ms for the one, an attached run ~10 ms for the other, before anything is drawn.
 if TYPE_CHECKING:
     from console.engine.supervisor import Supervisor
     from console.tui.bridge import EventBridge
+    from console.tui.screens.fleet import FleetScreen
+    from console.tui.screens.run import Run, RunScreen
     from console.view.state import ConsoleState
 
 FLEET_POLL = 1.0  # the fleet: how often the jobs store and the runs' logs are polled (its times are in seconds)
+# The fleet's first fold of every log is done in slices of this many seconds, each slice's rows shown: the most
+# urgent runs are shown folded first, and the rows are never older than this while a few hundred logs are read.
+FOLD_SLICE = 0.15
+# The longest the poller waits for the store's rows to be drawn before it folds the logs (it would take the
+# GIL from the first frame): the frame is drawn well before; this is only a bound for a screen that never shows.
+FIRST_PAINT_WAIT = 2.0
 
 
 def utc_now() -> datetime:
@@ -78,7 +86,7 @@ class ConsoleApp(FleetActions):
         now: Callable[[], datetime] | None = None,
         keymap: Mapping[str, object] | None = None,
         notices: list[str] | None = None,
-        max_items: int = MAX_ITEMS,
+        max_items: int | None = None,
         animations: bool = True,
         provider: str = "",
         model: str = "",
@@ -102,7 +110,7 @@ class ConsoleApp(FleetActions):
         self.now = now or utc_now
         self.keymap_raw = dict(keymap or {})
         self.notices = list(notices or [])
-        self.max_items = max_items
+        self.max_items = max_items  # the conversation's bound (None: the run screen's default)
         self.animations = animations
         if not animations:
             self.animation_level = "none"
@@ -113,9 +121,13 @@ class ConsoleApp(FleetActions):
         self._stop_watch = asyncio.Event()
         self.theme_problems: list[str] = []
         self._gc_thresholds: tuple[int, ...] = ()
+        self._fleet_drawn = threading.Event()  # set once the store's rows are on the screen (the poller waits)
+        self._run_screen_type: type[RunScreen] | None = None  # set when the first run's screen is built
         # The run shown when there is no fleet (the fleet pushes a fresh screen for each run it attaches to).
         self._run: RunScreen | None = None
         if fleet is None:
+            from console.tui.screens.run import Run
+
             self._run = self._run_screen(Run(
                 controller=controller or RecordingController(), paths=paths or JobPaths(Path.cwd()),
                 job_title=job_title or (paths.root.name if paths is not None else ""), supervisor=supervisor,
@@ -145,20 +157,36 @@ class ConsoleApp(FleetActions):
 
     def get_default_screen(self) -> Screen:
         if self.fleet is not None:
-            self.fleet_view = FleetScreen()
+            from console.tui.screens.fleet import FleetScreen
+
+            # The first frame lists the store's rows (no log read: ~20 ms for a few hundred runs, before anything
+            # is drawn; a frame without them would be drawn for nothing). The poller starts once this is mounted.
+            try:
+                first = self.fleet.poll(fold=False)
+            except Exception:  # the poller's first slice says what is wrong
+                first = Listed(folded=False)
+            self.fleet_view = FleetScreen(first, self.fleet.error)
             return self.fleet_view
         assert self._run is not None
         return self._run
 
     def _run_screen(self, run: Run, *, in_fleet: bool = False) -> RunScreen:
-        return RunScreen(run, self.now, max_items=self.max_items, watch_files=self.watch_files,
-                         animations=self.animations, in_fleet=in_fleet, rung=self._rung, key_help=self.key_help)
+        from console.tui.screens.run import RunScreen
+
+        self._run_screen_type = RunScreen
+        bound = {} if self.max_items is None else {"max_items": self.max_items}
+        return RunScreen(run, self.now, watch_files=self.watch_files, animations=self.animations,
+                         in_fleet=in_fleet, rung=self._rung, key_help=self.key_help, **bound)
+
+    def _is_run_screen(self, screen: Screen) -> TypeGuard[RunScreen]:
+        # No run's screen was built yet: none is in the stack (and its module need not be imported to say so).
+        return self._run_screen_type is not None and isinstance(screen, self._run_screen_type)
 
     @property
     def run_screen(self) -> RunScreen | None:
         """The run shown: the top-most run's screen in the stack (None: the fleet's list, no run attached)."""
         for screen in reversed(self.screen_stack):
-            if isinstance(screen, RunScreen):
+            if self._is_run_screen(screen):
                 return screen
         return self._run if self.fleet is None else None
 
@@ -191,6 +219,7 @@ class ConsoleApp(FleetActions):
         if self.watch_files:
             self.watch_themes()
         if self.fleet is not None:
+            self.call_after_refresh(self._fleet_drawn.set)  # the store's rows are in the first frame
             self.poll_fleet()
 
     def _tune_gc(self) -> None:
@@ -204,6 +233,7 @@ class ConsoleApp(FleetActions):
         self._gc_thresholds = gc.get_threshold()
         gc.set_threshold(20_000, 50, 100)
         gc.freeze()
+        gc.enable()  # `attach` and the fleet start with it off (console.cli.views.console_start)
 
     def _setup_themes(self) -> None:
         problems: list[str] = []
@@ -242,10 +272,14 @@ class ConsoleApp(FleetActions):
         while not worker.is_cancelled:
             started = time.monotonic()
             try:
-                if first:  # the store's rows at once; every log folded next
-                    self.post_message(FleetRows(fleet.poll(fold=False), fleet.error))
+                if first:  # the store's rows are drawn before any log is read (folding takes the GIL)
                     first = False
-                rows = fleet.poll()
+                    self._fleet_drawn.wait(FIRST_PAINT_WAIT)
+                # Every log folded, a slice at a time: each slice's rows are shown, the most urgent runs first.
+                rows = fleet.poll(budget=FOLD_SLICE)
+                while not rows.folded and not worker.is_cancelled:
+                    self.post_message(FleetRows(rows, fleet.error))
+                    rows = fleet.poll(budget=FOLD_SLICE)
             except Exception as exc:  # the list must stay up whatever one run's files hold
                 rows, fleet.error = fleet.rows, f"the fleet could not be read: {type(exc).__name__}: {exc}"
             self.post_message(FleetRows(rows, fleet.error))
@@ -292,6 +326,8 @@ class ConsoleApp(FleetActions):
                 self.notify(f"{path.name}: {exc}. Keeping the current theme.", title="Theme not applied",
                             severity="error", timeout=10)
                 continue
+            from console.tui.widgets.lines import ItemView
+
             for screen in self.screen_stack:
                 for view in screen.query(ItemView):
                     view.invalidate()
@@ -299,6 +335,8 @@ class ConsoleApp(FleetActions):
 
     def open_run(self, path: Path) -> None:
         """The fleet: show one run's console (attached: keys go through its inbox); q comes back."""
+        from console.tui.screens.run import Run
+
         paths = JobPaths(path)
         self.push_screen(self._run_screen(Run(controller=InboxController(paths), paths=paths, job_title=path.name,
                                               follow=True, run_id=paths.run_id), in_fleet=True))
@@ -336,7 +374,7 @@ class ConsoleApp(FleetActions):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The palette: each action once, in the console's words. Not Textual's own Quit (it would skip the
         question and abort the run), nor its Keys panel (? is the help) or Maximize (m)."""
-        if isinstance(screen, FleetScreen):
+        if self.fleet_view is not None and screen is self.fleet_view:
             yield SystemCommand("Attach", "Open the console of the selected run (q comes back)",
                                 screen.action_attach)
             yield SystemCommand("Approve restart", "Approve the selected run's pending context restart",
@@ -344,12 +382,12 @@ class ConsoleApp(FleetActions):
             yield SystemCommand("Deny restart", "Deny the selected run's pending restart (the run ends)",
                                 screen.action_deny)
             yield SystemCommand("Filter runs", "Show only the runs matching some words", screen.action_filter)
-        elif isinstance(screen, RunScreen):
+        elif self._is_run_screen(screen):
             yield from screen.system_commands()
         yield SystemCommand("Theme", "Change the console's theme", self.action_change_theme)
         yield SystemCommand("Screenshot", "Save an SVG picture of the screen (the path is shown)",
                             self.action_save_screenshot)
-        if isinstance(screen, RunScreen) and screen.in_fleet:
+        if self._is_run_screen(screen) and screen.in_fleet:
             yield SystemCommand("Back to the fleet", "Leave this run's console (the run goes on)",
                                 self.action_quit_console)
         else:

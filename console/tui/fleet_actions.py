@@ -9,6 +9,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,11 +24,11 @@ from console.engine.text import safe_text
 from console.tui.commands import InboxController
 from console.tui.messages import FleetRows
 from console.tui.screens.confirm import ConfirmScreen
-from console.tui.screens.fleet import FleetScreen
 from console.view.fleet import GONE, Fleet, FleetRow
 
 if TYPE_CHECKING:
     from console.tui.screens.dialog import Dialog
+    from console.tui.screens.fleet import FleetScreen  # imported when the fleet is shown (an attach never is)
 
 # `resume` returns once its runner holds the run's lock (a few seconds); past this something is wrong, and said.
 RESUME_TIMEOUT = 60.0
@@ -39,6 +40,7 @@ class FleetActions(App[int]):
     fleet: Fleet | None
     fleet_view: FleetScreen | None
     _rung: dict[Path, int]
+    _fleet_drawn: threading.Event  # set once rows are on the screen: the poller folds the logs after that
 
     def ask(self, dialog: Dialog, done: Callable[[Any], None]) -> None:
         """A question of the fleet's (a run's screen asks its own)."""
@@ -50,8 +52,11 @@ class FleetActions(App[int]):
 
     def on_fleet_rows(self, message: FleetRows) -> None:
         if self.fleet_view is None or not self.fleet_view.is_attached:
+            self._fleet_drawn.set()  # nothing to draw them on: the poller need not wait
             return
         self.fleet_view.update_rows(message.rows, message.error)
+        if not self._fleet_drawn.is_set():
+            self.call_after_refresh(self._fleet_drawn.set)
         newly = [r for r in message.rows if r.needs_seq and self._rung.get(r.path) != r.needs_seq]
         for row in newly:
             self._rung[row.path] = row.needs_seq

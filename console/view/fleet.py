@@ -38,7 +38,7 @@ from console.engine.runs import (
     liveness,
     run_id,
 )
-from console.engine.store import JobRow, JobStore, folder_gone
+from console.engine.store import FINISHED, JobRow, JobStore, folder_gone
 from console.view import present
 from console.view.format import clip, elapsed
 from console.view.state import ConsoleState, need_label
@@ -218,24 +218,31 @@ class Fleet:
     """The runs of the jobs store, folded; :meth:`poll` brings them up to date (call it from one thread)."""
 
     def __init__(self, store_path: Path, now: Callable[[], datetime], limit: int = FLEET_LIMIT,
-                 holder: Callable[[RunFold], int | None] | None = None) -> None:
-        """``holder``: the pid of the process running a run, or None (default: its run lock's answer)."""
+                 holder: Callable[[RunFold], int | None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """``holder``: the pid of the process running a run, or None (default: its run lock's answer).
+        ``clock``: seconds, what a poll's folding ``budget`` is counted in."""
         self.store_path = store_path
         self.now = now
+        self.clock = clock
         self.limit = limit
         self.holder = holder or (lambda fold: fold.lock.holder())
         self.folds: dict[str, RunFold] = {}
         self.rows: Listed = Listed()
         self.error = ""
         self._store: JobStore | None = None
+        self._read: set[str] = set()  # the runs read in a round a poll's budget cut short: the next skips them
 
-    def poll(self, fold: bool = True) -> Listed:
+    def poll(self, fold: bool = True, budget: float | None = None) -> Listed:
         """Every run's row, most urgent first (needs you, paused, running, then ended, newest first):
         every run the store does not record as finished, whatever its age, and the ``limit`` newest finished
         ones (``older`` of the result counts the rest).
 
         ``fold``: bring each run's fold up to date (False: the store's rows with what is folded so far, which
-        is what the first paint shows before a few hundred logs are read)."""
+        is what the first paint shows before a few hundred logs are read). ``budget``: seconds of folding this
+        poll may spend (None: no bound); the logs are read most urgent first (the runs the store does not
+        record as finished, then the newest), and the rest at the next poll: the result's ``folded`` says
+        whether every log was caught up."""
         try:
             if self._store is None and self.store_path.exists():  # no database yet: no run yet
                 self._store = JobStore(self.store_path)
@@ -245,21 +252,35 @@ class Fleet:
             self._store = None  # opened again at the next poll (it may have been moved aside and made anew)
             self.error = f"{self.store_path}: the jobs database cannot be read ({exc})"
             return self.rows
-        now = self.now()
-        rows: list[FleetRow] = []
         for row in listed:
-            run = self.folds.get(row.path)
-            if run is None:
-                run = self.folds[row.path] = RunFold(row)
-            if fold and run.catch_up():
-                time.sleep(0)  # let the UI thread in between two logs (the GIL): a key pressed now acts now
-            rows.append(snapshot(row, run, self.holder(run), now))
+            if row.path not in self.folds:
+                self.folds[row.path] = RunFold(row)
+        caught_up = fold and self._fold(listed, budget)
+        now = self.now()
+        rows = [snapshot(row, run, self.holder(run), now) for row in listed for run in (self.folds[row.path],)]
         for gone in set(self.folds) - {r.path for r in listed}:
             del self.folds[gone]
         rows.sort(key=lambda r: r.started_at, reverse=True)
         rows.sort(key=lambda r: ORDER.get(r.state, ORDER[FAILED]))
-        self.rows = Listed(rows, older, folded=fold)
+        self.rows = Listed(rows, older, folded=caught_up)
         return self.rows
+
+    def _fold(self, listed: list[JobRow], budget: float | None) -> bool:
+        """Catch up the logs of ``listed`` (the store's order: newest first), the runs not finished first;
+        True when every one was, False when ``budget`` seconds ran out first (the next call goes on where this
+        one stopped, so every log is read in turn)."""
+        started = self.clock()
+        order = [r.path for r in listed if r.status not in FINISHED] + [r.path for r in listed if r.status in FINISHED]
+        for path in order:
+            if path in self._read:
+                continue
+            if budget is not None and self.clock() - started >= budget:
+                return False
+            if self.folds[path].catch_up():
+                time.sleep(0)  # let the UI thread in between two logs (the GIL): a key pressed now acts now
+            self._read.add(path)
+        self._read.clear()
+        return True
 
 
 def matches(row: FleetRow, text: str) -> bool:

@@ -68,12 +68,13 @@ class FleetScreen(Screen):
             self.action = action
             self.row = row
 
-    def __init__(self) -> None:
+    def __init__(self, rows: Listed | None = None, error: str = "") -> None:
+        """``rows``: what the first frame lists (the store's rows, before any log is read)."""
         super().__init__(id="fleet")
-        self.rows: list[FleetRow] = Listed(folded=False)
+        self.rows: list[FleetRow] = rows if rows is not None else Listed(folded=False)
         self.shown: list[FleetRow] = []
         self.filter_text = ""
-        self.error = ""
+        self.error = error
         self.wide: bool | None = None
         self._style_cache: tuple[str, dict[str, Style]] = ("", {})
         self._shown_text: dict[str, Content] = {}
@@ -90,7 +91,7 @@ class FleetScreen(Screen):
     def on_mount(self) -> None:
         self.query_one("#fleet-filter").display = False
         self._set_columns(self.size.width)
-        self._refresh_rows()
+        self._refresh_rows(mounting=True)  # the first frame lists the rows the screen was made with
 
     def on_resize(self, event: Resize) -> None:
         if self._set_columns(event.size.width):
@@ -111,12 +112,14 @@ class FleetScreen(Screen):
 
     def update_rows(self, rows: list[FleetRow], error: str = "") -> None:
         """New rows from the app's poll (the same list object is never handed twice)."""
-        # The first paint (the store's rows, no log read yet) is in no meaningful order: the first folded list
-        # starts at its top (the most urgent run), not at whichever run the first paint happened to put there.
-        first_folded = not getattr(self.rows, "folded", True) and getattr(rows, "folded", True)
+        # Until every log is folded (the first paint is the store's rows alone, then the logs are read a slice at a
+        # time) the order is not final: a cursor on the first row stays on the first row (the most urgent run), not
+        # on whichever run was first then. A run the operator moved the cursor to stays selected.
+        settling = not getattr(self.rows, "folded", True)
+        at_top = self.is_mounted and bool(self.query("#runs")) and self.table.cursor_row <= 0
         self.rows = rows
         self.error = error
-        self._refresh_rows(keep_selection=not first_folded)
+        self._refresh_rows(keep_selection=not (settling and at_top))
 
     def _set_columns(self, width: int) -> bool:
         wide = width >= NARROW
@@ -132,8 +135,8 @@ class FleetScreen(Screen):
             table.add_column("last event", key="last", width=max(10, width - fixed - 4))
         return True
 
-    def _refresh_rows(self, keep_selection: bool = True) -> None:
-        if not self.is_mounted or not self.query("#runs"):  # rows may come before the list is composed (or after)
+    def _refresh_rows(self, keep_selection: bool = True, mounting: bool = False) -> None:
+        if not (self.is_mounted or mounting) or not self.query("#runs"):  # rows may come before the list is composed
             return
         keep, previous = self.selected if keep_selection else None, self.shown
         self.shown = [r for r in self.rows if matches(r, self.filter_text)] if self.filter_text else list(self.rows)
