@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeGuard
 
+from rich.console import RenderableType
 from textual import work
 from textual.app import SystemCommand
 from textual.binding import Binding
@@ -413,6 +414,15 @@ class ConsoleApp(FleetActions):
         self.notify(path, title="Screenshot saved", timeout=8)
 
     # -- shutdown --------------------------------------------------------------------------------
+    def exit(self, result: int | None = None, return_code: int = 0, message: RenderableType | None = None) -> None:
+        """Every way out (q, a signal, a test's pilot) lets go of the run first: its engine thread is stopped now,
+        on this thread. Unmount handlers alone were not enough: under load the app's shutdown could end without
+        them (a screen's pump closed with its Unmount unprocessed), and asyncio's close then waited forever on the
+        engine's worker thread, held at a gated model or a restart awaiting approval."""
+        if self._run is not None:
+            self._run.close()
+        super().exit(result, return_code, message)
+
     def on_unmount(self) -> None:
         self._stop_watch.set()
         if self._gc_thresholds:
