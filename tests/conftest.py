@@ -22,7 +22,7 @@ from console.providers.scripted import ScriptedProvider, ScriptedTurn
 
 # The fixtures of the job-declared commands' tests (bubblewrap, a runtime), shared by unit and integration tests.
 from tests.commands_support import bwrap, conf, make_rt, rt  # noqa: F401
-from tests.sweeps import FULL_ENV, FULL_OPTION, REPORTS, Sweep, full_requested, seed
+from tests.sweeps import FULL_ENV, FULL_OPTION, Sweep, full_requested, seed
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_jobs"
@@ -33,22 +33,29 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help=f"run every crash point of the kill-point sweeps, not a fixed-seed sample (or {FULL_ENV}=1)")
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.stash[REPORTS] = []
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # A sweep's line travels in its test's report (user_properties): with pytest-xdist the test runs in a worker
+    # and only the reports reach the process that prints the summary.
+    if report.when == "teardown":
+        SWEEP_LINES.extend(value for key, value in report.user_properties if key == "sweep")
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    if config.stash.get(REPORTS, []):
+    if SWEEP_LINES:
         terminalreporter.section("crash-point sweeps")
-        for line in config.stash[REPORTS]:
+        for line in sorted(SWEEP_LINES):
             terminalreporter.write_line(line)
 
 
+SWEEP_LINES: list[str] = []
+
+
 @pytest.fixture
-def sweep(request: pytest.FixtureRequest) -> Sweep:
+def sweep(request: pytest.FixtureRequest) -> Iterator[Sweep]:
     """Every crash point of a sweep with --full-sweeps, else a fixed-seed sample (tests/sweeps.py)."""
-    return Sweep(full=full_requested(request.config), seed=seed(), test=request.node.nodeid,
-                 reports=request.config.stash[REPORTS])
+    lines: list[str] = []
+    yield Sweep(full=full_requested(request.config), seed=seed(), test=request.node.nodeid, reports=lines)
+    request.node.user_properties.extend(("sweep", line) for line in lines)
 
 
 @pytest.fixture(autouse=True)

@@ -28,7 +28,6 @@ FULL_ENV = "AGENT_CONSOLE_FULL_SWEEPS"
 SEED_ENV = "AGENT_CONSOLE_SWEEP_SEED"
 DEFAULT_SEED = 20
 SAMPLE_SIZE = 60
-REPORTS = pytest.StashKey[list[str]]()
 
 
 @dataclass(frozen=True, order=True)
