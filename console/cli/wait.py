@@ -71,32 +71,45 @@ class _WaitFold:
 
 
 def _wait_verdict(fold: _WaitFold, rid: str, alive: bool) -> tuple[int, str] | None:
-    """(exit code, line) once the log and the lock say how the run stands; None: it runs on."""
-    from console.engine.needs import label
+    """(exit code, line) once the log and the lock say how the run stands; None: it runs on, or nothing is logged
+    yet that decides (the caller's grace periods then tell an interrupted run from one starting).
 
-    end = fold.end
-    if end is not None and not alive:  # (alive: the process that ended is exiting, or a resume started anew)
-        detail = f": {end.detail}" if end.detail else ""
-        if end.outcome == "completed" or (end.outcome is None and end.reason in ("job_complete", "agent_stopped")):
-            summary = f": {fold.completed.summary}" if fold.completed is not None else detail
-            return WAIT_COMPLETED, f"run {rid} completed{summary}"
-        if end.outcome == "gave_up":
-            said = f": {fold.gave_up.summary} (notes: {fold.gave_up.notes})" if fold.gave_up is not None else detail
-            return WAIT_NEEDS, f"run {rid} needs you (the agent gave up){said}"
-        if end.outcome == "failed":
-            return WAIT_FAILED, f"run {rid} failed ({end.reason}){detail}"
-        if end.reason == "user_shutdown":
-            return WAIT_STOPPED, f"run {rid} stopped{detail}"
-        if end.reason == "model_unavailable":
-            return WAIT_INTERRUPTED, f"run {rid} interrupted: the model stayed unreachable{detail}"
-        return WAIT_ENDED, f"run {rid} ended without completing ({end.reason}){detail}"
-    need = fold.need
-    if need is not None and (alive or need.reason == "crashed"):
+    The state is :func:`console.engine.runs.liveness`'s, the answer every view gives; this adds the exit code and
+    the line, with what the log says in it."""
+    from console.engine import runs
+    from console.engine.needs import label
+    from console.engine.run_end import ended_status
+
+    end, need = fold.end, fold.need
+    if end is None and need is None and fold.completed is None:
+        return None  # nothing logged decides: running, starting, or dead without a word (the grace decides)
+    outcome = "" if end is None else (end.outcome or "").replace("_", " ")
+    if not outcome and fold.completed is not None:
+        outcome = runs.COMPLETED  # job_completed logged, the process gone before its run_ended
+    seen = runs.Seen(needs=need.reason if need is not None else "", outcome=outcome, ended=end is not None)
+    stored = ended_status(end) if end is not None else runs.RUNNING
+    # alive with an end logged: the process that ended is exiting, or a resume started anew (it runs on).
+    # (liveness asks only whether a process holds the run's lock; the lock says so, not which pid: ours stands in)
+    state = runs.liveness(stored, os.getpid() if alive else None, seen=seen).state
+    detail = f": {end.detail}" if end is not None and end.detail else ""
+    if state == runs.COMPLETED:
+        summary = f": {fold.completed.summary}" if fold.completed is not None else detail
+        return WAIT_COMPLETED, f"run {rid} completed{summary}"
+    if state == runs.NEEDS and end is not None and end.outcome == "gave_up":
+        said = f": {fold.gave_up.summary} (notes: {fold.gave_up.notes})" if fold.gave_up is not None else detail
+        return WAIT_NEEDS, f"run {rid} needs you (the agent gave up){said}"
+    if state == runs.NEEDS and need is not None:
         since = f" since {need.ts.astimezone():%H:%M}"
         return WAIT_NEEDS, f"run {rid} needs you ({label(need.reason)}){since}: {need.message}"
-    if fold.completed is not None and not alive:
-        return WAIT_COMPLETED, f"run {rid} completed: {fold.completed.summary}"
-    return None
+    if end is None or state in runs.LIVE:
+        return None
+    if state == runs.FAILED:
+        return WAIT_FAILED, f"run {rid} failed ({end.reason}){detail}"
+    if state == runs.STOPPED:
+        return WAIT_STOPPED, f"run {rid} stopped{detail}"
+    if state == runs.INTERRUPTED:
+        return WAIT_INTERRUPTED, f"run {rid} interrupted: the model stayed unreachable{detail}"
+    return WAIT_ENDED, f"run {rid} ended without completing ({end.reason}){detail}"
 
 
 def cmd_wait(args: argparse.Namespace) -> int:

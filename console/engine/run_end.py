@@ -56,6 +56,22 @@ def status_for(reason: ShutdownReason, ended: ev.Outcome) -> str:
     return "incomplete" if status == "completed" or reason is ShutdownReason.AGENT_STOPPED else status
 
 
+def ended_status(e: ev.RunEnded) -> str:
+    """The jobs table's word for a run whose log ends with ``e`` (what :func:`status_for` stored at its end).
+
+    A log from before outcomes were recorded says only what ended it; a reason this version does not know leaves
+    the outcome to say it (a newer version's log read by an older one)."""
+    ended = e.outcome
+    try:
+        reason = ShutdownReason(e.reason)
+    except ValueError:
+        return {"completed": "completed", "failed": "failed", "gave_up": "gave up"}.get(ended or "", "incomplete")
+    if ended is None:
+        ended = "completed" if reason in (ShutdownReason.JOB_COMPLETE, ShutdownReason.AGENT_STOPPED) else \
+            "failed" if reason in FAILED_REASONS else "incomplete"
+    return status_for(reason, ended)
+
+
 def outcome_of(reason: ShutdownReason, outcome: JobOutcome | None, unmet: list[str]) -> ev.Outcome:
     """A run's outcome from what ended it and the harness's record of the work (``unmet``: what it says is left).
 
