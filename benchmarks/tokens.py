@@ -200,13 +200,14 @@ class Run:
 @contextlib.contextmanager
 def unmanaged() -> Iterator[None]:
     """The engine without its context policy: no batch masking, no compaction (with an unbounded window, the
-    thresholds never fire either), so the peers' rules act on the whole history, as their clients send it."""
-    saved = pressure.MASK_BATCH, pressure.MASK_BATCH_MIN, pressure.COMPACT_AT
-    pressure.MASK_BATCH, pressure.MASK_BATCH_MIN, pressure.COMPACT_AT = float(UNBOUNDED), UNBOUNDED, UNBOUNDED
+    thresholds never fire either), so the peers' rules act on the whole history, as their clients send it.
+    In-place compaction is off through its setting (compact_at = 0, see _run_engine)."""
+    saved = pressure.MASK_BATCH, pressure.MASK_BATCH_MIN
+    pressure.MASK_BATCH, pressure.MASK_BATCH_MIN = float(UNBOUNDED), UNBOUNDED
     try:
         yield
     finally:
-        pressure.MASK_BATCH, pressure.MASK_BATCH_MIN, pressure.COMPACT_AT = saved
+        pressure.MASK_BATCH, pressure.MASK_BATCH_MIN = saved
 
 
 def run_engine(window: int, work: Workload) -> Run:
@@ -223,7 +224,8 @@ def _run_engine(window: int, work: Workload) -> Run:
         model = Scripted(work.script)
         settings = RunSettings(provider="scripted", model="trajectory", base_url=None, speed=0,
                                context_window=window, soft_threshold=DEFAULT_SOFT, hard_threshold=DEFAULT_HARD,
-                               max_turns=100_000, max_restarts=1_000, auto_restart=True)
+                               max_turns=100_000, max_restarts=1_000, auto_restart=True,
+                               compact_at=0 if window >= UNBOUNDED else pressure.COMPACT_AT)
         result = Supervisor(paths, settings, model, clock=FakeClock()).run()
         if not result.ok:
             raise SystemExit(f"the engine's run at window {window:,} did not complete: {result.detail}")

@@ -23,7 +23,9 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from console.engine.job import (
     DEFAULT_CARRYOVER_TURNS,
+    DEFAULT_COMPACT_AT,
     MAX_CARRYOVER_TURNS,
+    MAX_COMPACT_AT,
     MAX_CONTEXT_WINDOW,
     MAX_MEGABYTES,
     MAX_RESTARTS,
@@ -185,6 +187,9 @@ class Settings(BaseSettings):
     # its find_files tool (off: its spec costs tokens in every request). job.toml [context] overrides both.
     requires_context: bool = True
     file_index: bool = False
+    # In-place compaction (Context management in the README): once the conversation holds this many tokens that
+    # masking cannot free beyond its last turns, it becomes a summary plus those turns. 0: never in place.
+    compact_at: int = Field(default=DEFAULT_COMPACT_AT, ge=0, le=MAX_COMPACT_AT)
     # The most one tool call may write, and the most the job folder may hold (MB); job.toml [limits] overrides.
     max_write_mb: float = Field(default=4.0, gt=0, le=MAX_MEGABYTES)
     max_job_mb: float = Field(default=1024.0, gt=0, le=MAX_MEGABYTES)
@@ -322,6 +327,7 @@ def resolve_run_settings(settings: Settings, job: JobConfig, **flags: Any) -> Ru
         requires_context=(job.context.requires_context if job.context.requires_context is not None
                           else settings.requires_context),
         file_index=job.context.file_index if job.context.file_index is not None else settings.file_index,
+        compact_at=job.context.compact_at if job.context.compact_at is not None else settings.compact_at,
         max_write_mb=job.limits.max_write_mb or settings.max_write_mb,
         max_job_mb=max_job_mb,
         guardrails=job.guardrails,

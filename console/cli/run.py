@@ -214,7 +214,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                                                given.get("context_window") is None else rs.context_window_source),
                         max_turns=rs.max_turns, max_restarts=rs.max_restarts, auto_restart=rs.auto_restart,
                         carryover_turns=rs.carryover_turns, requires_context=rs.requires_context,
-                        file_index=rs.file_index, speed=rs.speed, unconfined=bool(flags.get("unconfined")),
+                        file_index=rs.file_index, compact_at=rs.compact_at, speed=rs.speed,
+                        unconfined=bool(flags.get("unconfined")),
                         script=str(script) if script is not None else None, notify=tuple(flags.get("notify") or ()),
                         budgets=_budgets(job),
                         started_at=recorded.started_at if recorded is not None else clock.now())

@@ -32,6 +32,9 @@ MAX_CONTEXT_WINDOW = 10**8
 MAX_TURNS = 10**7
 MAX_RESTARTS = 10**6
 MAX_CARRYOVER_TURNS = 1000
+# In-place compaction (console.engine.context.pressure): the default threshold and the most one may set, in tokens.
+DEFAULT_COMPACT_AT = 3_000
+MAX_COMPACT_AT = 10_000_000  # beyond any window
 # How many whole turns a restart carries into the next session by default (seed 004's carryover_turns; the
 # run's setting: job.toml [context] carryover_turns, or the config file's carryover_turns).
 DEFAULT_CARRYOVER_TURNS = 3
@@ -198,6 +201,9 @@ class ContextSection(_Strict):
     requires_context: bool | None = None
     # The file catalogue and its find_files tool (seed 003, phase 2; None: the settings' value, off by default).
     file_index: bool | None = None
+    # In-place compaction's threshold, in tokens (None: the settings' value; 0: only at phase boundaries and
+    # restarts). See console.engine.context.pressure.
+    compact_at: int | None = Field(default=None, ge=0, le=MAX_COMPACT_AT)
 
     @model_validator(mode="after")
     def _ordered(self) -> ContextSection:

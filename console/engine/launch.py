@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from console.engine.atomic import atomic_write_text
-from console.engine.job import MAX_CARRYOVER_TURNS, MAX_RESTARTS, JobPaths
+from console.engine.job import MAX_CARRYOVER_TURNS, MAX_COMPACT_AT, MAX_RESTARTS, JobPaths
 
 LAUNCH_NAME = "launch.json"
 # 2: max_restarts counts sessions, as seed 004 does (a context full in session N >= max_restarts ends the run);
@@ -37,7 +37,7 @@ MAX_LAUNCH_BYTES = 1 << 20
 
 # What a resume takes from the record when no flag says otherwise (the record's field = the flag's name).
 RESUMED = ("provider", "model", "base_url", "context_window", "max_turns", "max_restarts", "auto_restart", "speed",
-           "unconfined", "script", "notify", "carryover_turns", "requires_context", "file_index")
+           "unconfined", "script", "notify", "carryover_turns", "requires_context", "file_index", "compact_at")
 # Changing these makes it another model's run: only with --switch-model.
 IDENTITY = ("provider", "model")
 
@@ -63,6 +63,7 @@ class Launch(BaseModel):
     # prompts as the run began, whatever the config file says by then (None: a record from before they were).
     requires_context: bool | None = None
     file_index: bool | None = None
+    compact_at: int | None = Field(default=None, ge=0, le=MAX_COMPACT_AT)
     speed: float | None = None
     unconfined: bool = False
     script: str | None = None
@@ -138,7 +139,7 @@ def describe(name: str, value: Any) -> str:
 
 # Settings a record from an older version may lack (None): the run then took the settings' value, which is
 # written down at the resume, not changed by it.
-ADDED_LATER = ("carryover_turns", "requires_context", "file_index")
+ADDED_LATER = ("carryover_turns", "requires_context", "file_index", "compact_at")
 
 
 def changes(old: Launch, new: Launch) -> list[str]:

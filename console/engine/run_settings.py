@@ -13,6 +13,7 @@ from typing import Any, Literal
 from console.engine.context.carryover import DEFAULT_CARRYOVER_TURNS
 from console.engine.cost import Prices
 from console.engine.guardrails import GuardrailsConfig
+from console.engine.job import DEFAULT_COMPACT_AT
 from console.engine.tools.commands import CommandToolConfig
 from console.engine.tools.limits import CommandWorld
 
@@ -40,6 +41,9 @@ class RunSettings:
     requires_context: bool = True
     # Seed 003 phase 2: the job's file catalogue and the agent's find_files tool.
     file_index: bool = False
+    # Tokens masking cannot free, beyond the turns a compaction keeps, at which a session compacts in place
+    # (0: never in place; phase boundaries and restarts still summarise).
+    compact_at: int = DEFAULT_COMPACT_AT
     max_write_mb: float = 4.0  # the most one tool call may write
     max_job_mb: float = 1024.0  # the most the job folder may hold
     # The job definition's constraints (job.toml): guardrails, the commands it declares, and the world those

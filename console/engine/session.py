@@ -79,7 +79,7 @@ class Session(AskingTheOperator, AskingTheModel):
         self.fresh_system = system is None
         self.cm = deps.context = ContextManager(st.context_window, st.soft_threshold, st.hard_threshold,
                                                 reserve=output_reserve(st.context_window),
-                                                carry_turns=st.carryover_turns)
+                                                carry_turns=st.carryover_turns, compact_tokens=st.compact_at)
         self.rt.observation_chars = max(2_000, int(st.context_window * OBSERVATION_BUDGET * CHARS_PER_TOKEN))
         self.turns_here = 0
         self.outage: Outage | None = None  # the failures of the turn being asked

@@ -85,16 +85,17 @@ def _events(paths) -> list[ev.EventBase]:
 def test_a_resumed_run_keeps_requires_context_off(make_job, capsys, edit: bool) -> None:
     paths = make_job("quickstart")
     toml = paths.job_toml.read_text()
-    paths.job_toml.write_text(toml + "requires_context = false\nfile_index = true\n")  # in [context]: the last table
+    # In [context] (the last table); compact_at = 0: no in-place compaction, kept by the launch record too.
+    paths.job_toml.write_text(toml + "requires_context = false\nfile_index = true\ncompact_at = 0\n")
     code = main(["run", str(paths.root), "--headless", "--in-place", "--speed", "0", "--max-turns", "6"])
     assert code == 1  # the session ended at its turn limit: the run did not complete
     out = capsys.readouterr().out
     assert "working memory off (requires_context = false): the prompts carry no task history or blockers" in out
     assert "file index on: the agent has find_files" in out
     record = read_launch(paths)
-    assert record is not None and (record.requires_context, record.file_index) == (False, True)
+    assert record is not None and (record.requires_context, record.file_index, record.compact_at) == (False, True, 0)
     if edit:  # job.toml edited between the two processes: the run goes on as it began
-        paths.job_toml.write_text(toml + "requires_context = true\nfile_index = false\n")
+        paths.job_toml.write_text(toml + "requires_context = true\nfile_index = false\ncompact_at = 5000\n")
     assert main(["run", str(paths.root), "--headless", "--in-place", "--speed", "0", "--max-turns", "400"]) == 0
     out = capsys.readouterr().out
     assert out.count("working memory off") == 1 and out.count("file index on") == 1
@@ -105,6 +106,10 @@ def test_a_resumed_run_keeps_requires_context_off(make_job, capsys, edit: bool) 
     assert all(s.working_memory is False and s.file_index is True for s in starts)
     assert not any("working_memory" in e.layers for e in evs if isinstance(e, ev.TurnStarted))
     assert json.loads((paths.state / "memory.json").read_text())["completed_tasks"]
+    record = read_launch(paths)
+    assert record is not None and record.compact_at == 0
+    changed = [c for e in evs if isinstance(e, ev.LaunchSettings) for c in e.changes]
+    assert changed == ["max_turns: 6 -> 400"]  # the flag given; nothing from the edited job.toml
 
 
 def test_the_default_says_nothing_in_the_log(make_job, capsys) -> None:
@@ -113,4 +118,4 @@ def test_the_default_says_nothing_in_the_log(make_job, capsys) -> None:
     out = capsys.readouterr().out
     assert "working memory" not in out and "file index" not in out
     record = read_launch(paths)
-    assert record is not None and (record.requires_context, record.file_index) == (True, False)
+    assert record is not None and (record.requires_context, record.file_index, record.compact_at) == (True, False, 3000)

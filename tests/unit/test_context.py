@@ -100,6 +100,18 @@ def test_the_conversation_compacts_once_what_masking_cannot_free_outgrows_compac
     assert small.compact_at == int(small.budget * COMPACT_SHARE) < COMPACT_AT
 
 
+def test_compact_at_is_the_runs_setting_and_zero_never_compacts_in_place() -> None:
+    chatty = conversation([(1, 100, False)]) + [Message.assistant("reasoning " * 40)] * 200  # ~20k unfreeable
+    never = ContextManager(window=1_000_000, carry_turns=3, compact_tokens=0)
+    never.used = 2_000 + sum(estimate_message(m) for m in chatty)
+    assert never.evaluate(chatty).action is ContextAction.CONTINUE
+    late = ContextManager(window=1_000_000, carry_turns=3, compact_tokens=50_000)
+    late.used = never.used
+    assert late.compact_at == 50_000 and late.evaluate(chatty).action is ContextAction.CONTINUE
+    late.compact_tokens = 10_000
+    assert late.evaluate(chatty).action is ContextAction.COMPACT
+
+
 def test_no_masking_that_frees_too_little_then_wind_down_then_restart() -> None:
     conv = conversation([(1, 100, False)] * 3)  # nothing worth masking
     cm = ContextManager(window=10_000)

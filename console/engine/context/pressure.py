@@ -35,6 +35,7 @@ count even when that session was resumed after a kill.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated
@@ -43,6 +44,7 @@ from pydantic import BaseModel, Field
 
 from console.engine.context.masking import MaskPlan, plan_masking
 from console.engine.context.tokens import estimate_message
+from console.engine.job import DEFAULT_COMPACT_AT
 from console.engine.messages import Message
 
 DEFAULT_SOFT = 0.70
@@ -62,7 +64,7 @@ KEEP_RECENT_RESULTS = 3
 # (at least KEEP_RECENT_RESULTS)
 # (seed 004's carryover, without a restart: no wind-down turn, no restart counted). The dearer share of a
 # long job's prompts is this part, once observations are masked: peers carry it to the end.
-COMPACT_AT = 3_000
+COMPACT_AT = DEFAULT_COMPACT_AT  # the run's compact_at unless set ([context] compact_at; 0: never in place)
 COMPACT_SHARE = 0.4  # of the prompt budget, in a window too small for COMPACT_AT
 TREND_LEN = 30
 
@@ -117,6 +119,8 @@ class ContextManager:
     turns: int = 0
     # How many whole turns a compaction keeps (the run's carryover_turns).
     carry_turns: int = 3
+    # The run's compact_at (0: never in place).
+    compact_tokens: int = COMPACT_AT
 
     @property
     def margin(self) -> int:
@@ -171,7 +175,9 @@ class ContextManager:
 
     @property
     def compact_at(self) -> int:
-        return min(COMPACT_AT, int(self.budget * COMPACT_SHARE))
+        if self.compact_tokens <= 0:
+            return sys.maxsize  # compaction only at phase boundaries and restarts
+        return min(self.compact_tokens, int(self.budget * COMPACT_SHARE))
 
     @property
     def compact_turns(self) -> int:
