@@ -45,6 +45,7 @@ import json
 import os
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -342,19 +343,26 @@ class ModelClock(SystemClock):
 
 
 class FsyncTimer:
-    """os.fsync timed (the journal's and the atomic writes'): fsync time is counted apart from the harness."""
+    """os.fsync timed (the journal's and the atomic writes'): fsync time is counted apart from the harness. Only
+    the loop's thread's: an fsync on another thread (none today) takes nothing from the turn."""
 
     def __init__(self) -> None:
         self.spent = 0.0
+        self.spent_cpu = 0.0  # the kernel's CPU time inside fsync, which thread_time counts
         self.real = os.fsync
+        self.loop = threading.get_ident()
 
     def __enter__(self) -> FsyncTimer:
         def timed(fd: int) -> None:
-            t = time.perf_counter()
+            if threading.get_ident() != self.loop:
+                self.real(fd)
+                return
+            t, c = time.perf_counter(), time.thread_time()
             try:
                 self.real(fd)
             finally:
                 self.spent += time.perf_counter() - t
+                self.spent_cpu += time.thread_time() - c
 
         os.fsync = timed
         return self
@@ -395,7 +403,7 @@ def measure(turns: int, messages: int, table: GuardrailsConfig | None, model_sec
         # Per-turn wall time from the loop's own events; tool time from the tool itself (turn n calls noop(n)).
         marks: list[tuple[float, float]] = []  # wall, the loop thread's CPU
         provider_at: list[tuple[float, float]] = []
-        fsync_at: list[float] = []
+        fsync_at: list[tuple[float, float]] = []
         feedback = 0
         assert rt.journal is not None
         journal = rt.journal
@@ -406,7 +414,7 @@ def measure(turns: int, messages: int, table: GuardrailsConfig | None, model_sec
                 if isinstance(e, ev.TurnStarted):
                     marks.append((time.perf_counter(), time.thread_time()))
                     provider_at.append((provider.spent, provider.spent_cpu))
-                    fsync_at.append(fsync.spent)
+                    fsync_at.append((fsync.spent, fsync.spent_cpu))
                 elif isinstance(e, ev.Feedback):
                     feedback += 1
 
@@ -416,7 +424,7 @@ def measure(turns: int, messages: int, table: GuardrailsConfig | None, model_sec
             result = run_agent_session(deps, 1, conv, Checkpoint(session=1))
             marks.append((time.perf_counter(), time.thread_time()))
             provider_at.append((provider.spent, provider.spent_cpu))
-            fsync_at.append(fsync.spent)
+            fsync_at.append((fsync.spent, fsync.spent_cpu))
         rt.refresh_projections()  # as at a run's end: the state files written in the background are written
         journal.close()
 
@@ -426,10 +434,11 @@ def measure(turns: int, messages: int, table: GuardrailsConfig | None, model_sec
             cpu = (marks[i + 1][1] - marks[i][1]) * 1000
             model = (provider_at[i + 1][0] - provider_at[i][0]) * 1000
             model_cpu = (provider_at[i + 1][1] - provider_at[i][1]) * 1000
-            synced = (fsync_at[i + 1] - fsync_at[i]) * 1000
+            synced = (fsync_at[i + 1][0] - fsync_at[i][0]) * 1000
+            synced_cpu = (fsync_at[i + 1][1] - fsync_at[i][1]) * 1000
             tool = tool_ms.get(i + 1, 0.0)
             out.harness.append(wall - model - synced - tool)
-            out.cpu.append(cpu - model_cpu - tool)
+            out.cpu.append(cpu - model_cpu - synced_cpu - tool)
             out.fsync.append(synced)
         out.machine = provider.reference[: len(marks) - 1]  # sampled inside each turn's model call
         # The first turns warm caches and the journal.
