@@ -8,10 +8,10 @@ every few seconds, such as refreshing the state files, happens every turn, as in
 a real run) and --model-wall-ms of real time (20 ms, during which what the harness
 does in the background is done, as during a real call). What is left of each
 turn is the harness: applying operator commands, assembling the five layers,
-the events, pressure evaluation and the three journal commits of a turn (the
-reply, the tool call with its result, the bookkeeping), each an append of one
-record with its events, which are then relayed to events.jsonl, and the journal
-rewrites. Model, tool and fsync time are measured separately and subtracted
+the events, pressure evaluation and the journal commits of a turn (the reply;
+the tool call with its result and the bookkeeping, one step since the call is
+the turn's last), each an append of one record with its events, which are then
+relayed to events.jsonl, and the journal rewrites. Model, tool and fsync time are measured separately and subtracted
 (the tool's own function only: parsing its arguments and the policies' gate
 are the harness's); fsync time is reported as its own figure (os.fsync is
 timed for that).
