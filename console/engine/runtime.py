@@ -112,6 +112,7 @@ class Runtime:
 
     def __post_init__(self) -> None:
         self.paths.state.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._experiences_path = self.paths.root / EXPERIENCES_FILE  # settled before every tool call
         if self.sandbox is None:
             self.sandbox = Sandbox(self.paths.root)
         self.outcome = self.state.outcome
@@ -230,7 +231,7 @@ class Runtime:
     def settle(self) -> None:
         """Wait until experiences.md, if written in the background, is written (before a tool may read it; the
         state files in .console/ are not the agent's to read)."""
-        self.projections.flush(self.paths.root / EXPERIENCES_FILE)
+        self.projections.flush(self._experiences_path)
         self._report_projection_errors()
 
     def _report_projection_errors(self) -> None:
