@@ -60,9 +60,16 @@ JOB_TEXT_LIMIT = 1 * 2**20
 # The state files are refreshed at most this often (and at every durable commit and at the end of a
 # run): each is a file replace, which costs milliseconds on ext4, while the journal only appends.
 PROJECTION_INTERVAL = 2.0
-# Each part of the guardrails' state by its own serializer (runtime._step_state compares them).
-_PART_JSON: dict[str, TypeAdapter[Any]] = {name: TypeAdapter(Any if (a := GuardrailParts.model_fields[name].annotation)
-                                                             is None else a) for name in GUARDRAIL_PARTS}
+
+
+def _part_serializer(name: str) -> TypeAdapter[Any]:
+    annotation = GuardrailParts.model_fields[name].annotation
+    assert annotation is not None
+    return TypeAdapter(annotation)
+
+
+# Each part of the guardrails' state by its own serializer (Runtime._step_state compares them).
+_PART_JSON = {name: _part_serializer(name) for name in GUARDRAIL_PARTS}
 
 
 @dataclass
