@@ -7,6 +7,7 @@ harness's files never mix.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import re
@@ -78,8 +79,9 @@ class JobPaths:
     def workspace_summary(self) -> Path:
         return self.root / "workspace_summary.md"
 
-    @property
+    @functools.cached_property
     def state(self) -> Path:
+        # Remembered: joined a dozen times a turn (the journal, the state files, their temp folder).
         return self.root / STATE_DIR
 
     @property

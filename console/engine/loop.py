@@ -5,7 +5,8 @@ A turn: assemble the layers into a request, stream the model's answer
 at a time, each recorded with its result and the feedback providers' blocks
 after it (seed 002; the stuck detector is one); then the turn's bookkeeping
 (harness notices and those blocks after all the results, compaction at a phase
-boundary, a nudge if the agent stopped early, usage) is recorded. Between turns
+boundary, a nudge if the agent stopped early, usage) is recorded, in the same
+step as the last call unless a compaction follows it. Between turns
 the ContextManager decides (continue, mask old observations, ask for a
 wind-down, or end the session for a restart) and operator commands are
 applied, each a recorded step too.

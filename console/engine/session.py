@@ -217,12 +217,18 @@ class Session(AskingTheOperator, AskingTheModel):
         raise RuntimeError("a turn in flight has no recorded reply")
 
     def finish_turn(self) -> SessionResult | None:
-        """Run the reply's remaining tool calls (each a step), then the turn's bookkeeping (a step)."""
+        """Run the reply's remaining tool calls (each a step), then the turn's bookkeeping (a step).
+
+        The last call is recorded with the bookkeeping, in one step, unless a compaction is to follow it (which may
+        ask the model for a summary): what the bookkeeping adds is a fraction of a millisecond of work that a redo
+        does alike, and a kill before that commit is a kill during the call, which a resume already redoes as the
+        first attempt did (its intents). One journal commit and one log append fewer in most turns."""
         rt, cm, cp, conv = self.rt, self.cm, self.cp, self.conversation
         at = self.reply_index()
         calls = conv[at].tool_calls
         # On a resume, notices the start-up added (an old transition recovered) follow the recorded ones.
         rt.notices, rt.compaction_reason = [*cp.notices, *rt.notices], cp.compaction or rt.compaction_reason
+        durable = False
         for i in range(cp.next_call, len(calls)):
             call = calls[i]
             outcome = dispatch(self.deps, cp.turn, call)
@@ -239,12 +245,15 @@ class Session(AskingTheOperator, AskingTheModel):
             self.feedback(call, result, collect=not outcome.end_session)
             cp.next_call = i + 1
             cp.notices, cp.compaction = list(rt.notices), rt.compaction_reason
+            if i + 1 == len(calls) and not rt.compaction_reason:
+                durable = outcome.end_session  # recorded by the bookkeeping's commit, just below
+                break
             self.commit(durable=outcome.end_session)
             if self.deps.operator.abort and i + 1 < len(calls):
                 # A second stop during the turn's tool calls: the rest are not run now (a resume runs them, from
                 # the next call, as after any interruption).
                 return self.end(ShutdownReason.USER_SHUTDOWN, "stopped by the operator during the turn's tool calls")
-        return self.bookkeeping(calls)
+        return self.bookkeeping(calls, durable=durable)
 
     def feedback(self, call: ToolCall, result: Message, *, collect: bool) -> None:
         """After each tool call (seed 002): the call is counted for the feedback providers, and those whose
@@ -276,8 +285,9 @@ class Session(AskingTheOperator, AskingTheModel):
             self.request = build_request(self.deps, self.system, self.conversation[: self.reply_index()])
         return self.request
 
-    def bookkeeping(self, calls: list[ToolCall]) -> SessionResult | None:
-        """The turn's end, as one step: progress, feedback, a stop's check, harness notices, usage."""
+    def bookkeeping(self, calls: list[ToolCall], *, durable: bool = False) -> SessionResult | None:
+        """The turn's end, as one step: progress, feedback, a stop's check, harness notices, usage. ``durable``: the
+        step records the turn's last call too, and that call asked for an fsync (it ended the session)."""
         rt, cm, cp, st, conv = self.rt, self.cm, self.cp, self.deps.settings, self.conversation
         guards = rt.guards
         mark = progress_mark(rt)
@@ -328,7 +338,7 @@ class Session(AskingTheOperator, AskingTheModel):
                 self.need(ask, commit=False)
         cp.stage, cp.next_call, cp.notices, cp.compaction, cp.finished, cp.usage = "boundary", 0, [], None, False, None
         cp.evaluated = False
-        self.commit(durable=compacted or stopped is not None or ask is not None)  # boundaries are worth an fsync
+        self.commit(durable=durable or compacted or stopped is not None or ask is not None)  # worth an fsync
         if (spent := guards.spent()) is not None:
             # The wrap-up turn is over: the run ends, whatever the agent did with it (its job_complete,
             # if any, is kept as the outcome).

@@ -226,3 +226,28 @@ def test_a_window_too_small_for_the_newest_results_masks_one_of_them_before_a_re
     one = conversation([(1, 30_000, False)])  # the newest result alone: restart, never masked
     cm.used = cm.budget + 100
     assert cm.evaluate(one).action is ContextAction.RESTART
+
+
+# -- the estimates the ContextManager remembers ------------------------------------------------------
+@settings(max_examples=60, deadline=None)
+@given(turn_specs, turn_specs, st.integers(0, 10**6), st.booleans())
+def test_remembered_sizes_are_the_estimates_as_the_conversation_grows_is_masked_and_is_replaced(
+        first: list[tuple[int, int, bool]], more: list[tuple[int, int, bool]], used: int, mask: bool) -> None:
+    cm = ContextManager(window=50_000)
+    cm.record_usage(used, 0)
+    conv = conversation(first)
+    fresh = ContextManager(window=50_000)
+    fresh.record_usage(used, 0)
+    for step in range(4):
+        assert cm.sizes(conv) == [estimate_message(m) for m in conv]
+        got, want = cm.evaluate(conv), fresh.evaluate(conv)
+        assert (got.action, got.plan) == (want.action, want.plan)
+        fresh = ContextManager(window=50_000)  # no memory: what the remembered sizes must agree with
+        fresh.record_usage(used, 0)
+        if step == 0:
+            conv = conv + turn(100, 2, 3000)  # grown at its end
+        elif step == 1 and mask:
+            apply_masking(conv, plan_masking(conv, 10**9, keep_recent=1))  # messages replaced in place
+        elif step == 2:
+            conv = conversation(more)  # replaced whole (a compaction): nothing of the old one is kept
+    assert len(cm._sizes) <= 2 * len(conv) + 64 + len(conv)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
+
+import pytest
 
 from console.engine import failpoints
 from console.engine.state import ProjectionWriter
@@ -103,3 +106,21 @@ def test_held_files_wait_for_release_or_a_flush(tmp_path: Path) -> None:
     assert w._thread is None and not (tmp_path / "todos.json").exists()
     w.flush(tmp_path / "experiences.md")  # a flush writes what is held too
     assert (tmp_path / "todos.json").read_bytes() == b"1" and (tmp_path / "experiences.md").read_bytes() == b"e"
+
+
+def test_the_writer_thread_is_background_work_to_the_scheduler_and_the_loop_thread_is_not(tmp_path: Path) -> None:
+    if not hasattr(os, "SCHED_BATCH"):
+        pytest.skip("SCHED_BATCH is Linux's")
+    w = ProjectionWriter()
+    seen: list[int] = []
+    real = w._write
+
+    def write(path: Path, data: bytes, tmp_dir: Path) -> None:
+        seen.append(os.sched_getscheduler(0))  # in the writer's thread
+        real(path, data, tmp_dir)
+
+    w._write = write  # type: ignore[method-assign]
+    w.submit(tmp_path / "todos.json", b"t", tmp_path / "tmp")
+    w.flush()
+    assert seen == [os.SCHED_BATCH]
+    assert os.sched_getscheduler(0) != os.SCHED_BATCH  # the test's (the loop's) thread is left as it was

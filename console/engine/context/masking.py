@@ -10,6 +10,7 @@ batch: each batch rewrites the conversation from the first masked message on
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,23 +58,25 @@ def stale_tokens(conversation: list[Message], keep_recent: int) -> int:
     return sum(estimate_message(conversation[i]) - PLACEHOLDER_TOKENS for i in maskable(conversation, keep_recent))
 
 
-def maskable(conversation: list[Message], keep_recent: int) -> list[int]:
-    """Indices of tool results that may be masked, oldest first."""
+def maskable(conversation: list[Message], keep_recent: int, sizes: Sequence[int] | None = None) -> list[int]:
+    """Indices of tool results that may be masked, oldest first. ``sizes``: each message's estimate, if known
+    (the ContextManager keeps them: estimating the whole conversation again every turn is not free)."""
     tool_idx = [i for i, m in enumerate(conversation) if m.role == "tool"]
     protected = set(tool_idx[-keep_recent:]) if keep_recent > 0 else set()
     return [i for i in tool_idx if i not in protected and not conversation[i].meta.get("masked")
-            and estimate_message(conversation[i]) >= MIN_MASKABLE_TOKENS]
+            and (sizes[i] if sizes is not None else estimate_message(conversation[i])) >= MIN_MASKABLE_TOKENS]
 
 
-def plan_masking(conversation: list[Message], need_tokens: int, keep_recent: int) -> MaskPlan:
+def plan_masking(conversation: list[Message], need_tokens: int, keep_recent: int,
+                 sizes: Sequence[int] | None = None) -> MaskPlan:
     """The oldest maskable results that together free at least ``need_tokens`` (or all there are)."""
     chosen: list[int] = []
     freed = 0
-    for i in maskable(conversation, keep_recent):
+    for i in maskable(conversation, keep_recent, sizes):
         if freed >= need_tokens:
             break
         chosen.append(i)
-        freed += estimate_message(conversation[i]) - PLACEHOLDER_TOKENS
+        freed += (sizes[i] if sizes is not None else estimate_message(conversation[i])) - PLACEHOLDER_TOKENS
     return MaskPlan(chosen, max(0, freed))
 
 

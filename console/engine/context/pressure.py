@@ -35,6 +35,7 @@ count even when that session was resumed after a kill.
 
 from __future__ import annotations
 
+import operator
 import sys
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -121,6 +122,9 @@ class ContextManager:
     carry_turns: int = 3
     # The run's compact_at (0: never in place).
     compact_tokens: int = COMPACT_AT
+    # Each message's estimate, by id, with the message itself (see size()).
+    _sizes: dict[int, tuple[Message, int]] = field(default_factory=dict, repr=False)
+    _seen: tuple[list[Message], list[int]] = field(default_factory=lambda: ([], []), repr=False)
 
     @property
     def margin(self) -> int:
@@ -162,7 +166,31 @@ class ContextManager:
             self.turns_since_wind_down += 1
 
     def appended(self, messages: list[Message]) -> None:
-        self.used += sum(estimate_message(m) for m in messages)
+        self.used += sum(self.size(m) for m in messages)
+
+    def size(self, m: Message) -> int:
+        """estimate_message(m), remembered per message: evaluate() reads the whole conversation every turn, and a
+        message is never changed in place (masking, elision and compaction put new ones in its place)."""
+        known = self._sizes.get(id(m))
+        if known is not None and known[0] is m:
+            return known[1]
+        n = estimate_message(m)
+        self._sizes[id(m)] = (m, n)  # the message is held with its size: its id cannot be reused meanwhile
+        return n
+
+    def sizes(self, conversation: list[Message]) -> list[int]:
+        """Each message's estimate. The conversation mostly grows at its end: when it still starts with the
+        messages last seen, only the new ones are looked at."""
+        seen, out = self._seen
+        if len(seen) <= len(conversation) and all(map(operator.is_, seen, conversation)):
+            out = out + [self.size(m) for m in conversation[len(seen):]]
+        else:
+            out = [self.size(m) for m in conversation]
+        if len(self._sizes) > 2 * len(conversation) + 64:
+            # Messages masked, elided or compacted away: keep only what the conversation holds.
+            self._sizes = {id(m): (m, n) for m, n in zip(conversation, out, strict=True)}
+        self._seen = (list(conversation), out)
+        return out
 
     def freed(self, tokens: int) -> None:
         self.used = max(0, self.used - tokens)
@@ -185,24 +213,25 @@ class ContextManager:
         ``keep_recent`` results (which no masking touches either)."""
         return max(self.carry_turns, self.keep_recent, 1)
 
-    def carried_tokens(self, conversation: list[Message]) -> int:
+    def carried_tokens(self, conversation: list[Message], sizes: list[int] | None = None) -> int:
         """What a compaction keeps of the conversation: its last ``compact_turns`` turns, about."""
         starts = [i for i, m in enumerate(conversation) if m.role == "assistant"]
         n = self.compact_turns
         first = starts[-n] if len(starts) >= n else (starts[0] if starts else 0)
-        return sum(estimate_message(m) for m in conversation[first:])
+        return sum((sizes if sizes is not None else self.sizes(conversation))[first:])
 
     def evaluate(self, conversation: list[Message]) -> Evaluation:
         used, pct, wpct = self.used, self.pct, self.window_pct
         if self.wind_down_sent and self.turns_since_wind_down >= 1:
             return Evaluation(ContextAction.RESTART, used, pct, window_pct=wpct)
         pressed = pct >= self.soft or not self.fits
+        sizes = self.sizes(conversation)
         # Every stale result goes in one batch: the cheapest per token freed, and the longest until the next.
-        plan = plan_masking(conversation, used, self.keep_recent)
+        plan = plan_masking(conversation, used, self.keep_recent, sizes)
         rest = used - plan.tokens_freed
         # The conversation's part that masking cannot free, beyond what a compaction would carry.
-        kept = sum(estimate_message(m) for m in conversation) - plan.tokens_freed
-        if kept - self.carried_tokens(conversation) >= self.compact_at:
+        kept = sum(sizes) - plan.tokens_freed
+        if kept - self.carried_tokens(conversation, sizes) >= self.compact_at:
             return Evaluation(ContextAction.COMPACT, used, pct, window_pct=wpct)
         batch = plan.tokens_freed >= max(MASK_BATCH_MIN, int(MASK_BATCH * rest))
         if pressed:
@@ -216,7 +245,7 @@ class ContextManager:
             # A window too small for the newest results themselves: mask one more of them rather than wind
             # down or restart, which lose more (the newest result is always kept).
             for keep in range(self.keep_recent - 1, 0, -1):
-                plan = plan_masking(conversation, used, keep)
+                plan = plan_masking(conversation, used, keep, sizes)
                 if plan.indices and plan.tokens_freed >= self.min_free and used - plan.tokens_freed <= self.budget:
                     return Evaluation(ContextAction.MASK, used, pct, plan, window_pct=wpct)
         if not self.fits:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -18,6 +19,12 @@ from console.engine.events.log import last_seq, seq_of
 from console.engine.events.registry import IN_PROCESS_ONLY
 
 Subscriber = Callable[[EventBase], None]
+
+
+@functools.cache
+def _type_of(cls: type[EventBase]) -> Any:
+    """An event class's type name (a class property of pydantic's, looked up at every event otherwise)."""
+    return cls.model_fields["type"].default
 
 
 class EventStream:
@@ -97,7 +104,7 @@ class EventStream:
         with self._lock:
             self.seq += 1
             event = cls(ts=self.clock.now(), seq=self.seq, session=self.session, **fields)
-            type_name = fields.get("type") or cls.model_fields["type"].default
+            type_name = fields.get("type") or _type_of(cls)
             if type_name not in IN_PROCESS_ONLY:
                 try:
                     line = event.model_dump_json()
