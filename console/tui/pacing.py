@@ -67,6 +67,9 @@ class FrameTimer(Timer):
                 await self._tick(next_timer=last, count=self.frames)
             except EventTargetGone:
                 break
+            # A tick that did not pause the timer (the app is exiting: Textual skips the update) must not spin
+            # without letting the event loop run, hurried or not.
+            await asyncio.sleep(0)
 
     async def _wait(self, seconds: float) -> None:
         """What is left of the period, or less if a key acts meanwhile (see resume).
