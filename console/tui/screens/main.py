@@ -30,6 +30,7 @@ from console.tui.keymap import OPERATOR_KEYS
 from console.tui.widgets.conversation import ConversationPane
 from console.tui.widgets.experiences_pane import ExperiencesPane
 from console.tui.widgets.feedback import FeedbackPane
+from console.tui.widgets.footer import KeyFooter
 from console.tui.widgets.gauge import ContextGauge
 from console.tui.widgets.plan_pane import PlanPane
 from console.tui.widgets.status import StatusLine
@@ -79,7 +80,7 @@ class MainScreen(Screen):
             yield FeedbackPane(id="feedback", classes="pane")
             yield PlanPane(self.plan_path, id="plan", classes="pane")
             yield ExperiencesPane(id="experiences", classes="pane")  # in the plan's place while active (app.tcss)
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)  # Textual's Footer, its keys changed in place (see the module)
 
     def on_mount(self) -> None:
         self.query_one("#conversation").border_title = "Conversation"

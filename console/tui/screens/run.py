@@ -34,6 +34,7 @@ from console.tui.bridge import EventBridge
 from console.tui.commands import Controller, RecordingController, SupervisorController
 from console.tui.follow import follow_log, split_history
 from console.tui.messages import EventsReady, HistoryFolded, HistoryReady, RunFinished, RunnerState
+from console.tui.pacing import FrameTimer, frame_timer
 from console.tui.screens.approval import RestartApprovalScreen
 from console.tui.screens.dialog import Dialog
 from console.tui.screens.guardrails import GuardrailsScreen
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
 DRAIN_INTERVAL = 1 / 30  # the UI absorbs events in batches at most this often
 DRAIN_BUDGET = 0.008  # seconds of folding per batch; a backlog is absorbed in slices, keys act in between
 DRAIN_CHUNK = 400
+KEY_FIRST = 0.05  # seconds after a key acts during which the events waiting and the conversation's repaints wait
 
 
 @dataclass
@@ -109,6 +111,7 @@ class RunScreen(RunKeys):
         self._approval_waits = -1  # the restart_pending seq whose dialog waits for another question to be answered
         self._drain_timer: Timer | None = None
         self._last_drain = 0.0
+        self._key_first_until = 0.0
         self._unsubscribe: Callable[[], None] | None = None
         self.drains = 0
         self.events_seen = 0
@@ -120,6 +123,25 @@ class RunScreen(RunKeys):
             self._unsubscribe = self.supervisor.subscribe(self.bridge.push)
 
     # -- the panes ---------------------------------------------------------------------------
+    @property
+    def _update_timer(self) -> FrameTimer:
+        """Textual's frame timer for this screen, replaced by one that draws a frame asked for after a quiet
+        period at once (see console.tui.pacing: a key's effect used to wait 17-33 ms for Textual's next tick)."""
+        timer: FrameTimer | None = self.__dict__.get("_frames")
+        if timer is None:
+            timer = self.__dict__["_frames"] = frame_timer(self)
+        return timer
+
+    def hurry_frames(self) -> None:
+        """A key has acted: draw what it changed (the status line, the footer) as soon as it is ready, not at the
+        next capped frame, and before the events streaming in and the conversation's repaints, which wait
+        ``KEY_FIRST`` (a flood would otherwise put a fold and a repaint of the conversation between the key and
+        each of its frames: the status line's, then the footer's layout)."""
+        self._update_timer.hurry()
+        self._key_first_until = time.monotonic() + KEY_FIRST
+        if self.ui_alive:
+            self.conversation.hold(KEY_FIRST)
+
     @property
     def conversation(self) -> ConversationPane:
         return self.query_one(ConversationPane)
@@ -215,7 +237,8 @@ class RunScreen(RunKeys):
     # -- events in -------------------------------------------------------------------------------
     def on_events_ready(self, message: EventsReady) -> None:
         message.stop()
-        wait = DRAIN_INTERVAL - (time.monotonic() - self._last_drain)
+        now = time.monotonic()
+        wait = max(DRAIN_INTERVAL - (now - self._last_drain), self._key_first_until - now)
         if wait > 0:
             if self._drain_timer is None:
                 self._drain_timer = self.set_timer(wait, self.drain_events)
@@ -254,6 +277,10 @@ class RunScreen(RunKeys):
         """
         self._drain_timer = None
         if not self.ui_alive:
+            return
+        held = self._key_first_until - time.monotonic()
+        if held > 0 and not everything:
+            self._drain_timer = self.set_timer(held, self.drain_events)
             return
         started = time.perf_counter()
         self._last_drain = time.monotonic()

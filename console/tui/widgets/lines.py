@@ -87,6 +87,7 @@ class ItemView(ScrollView, can_focus=True):
         self._paint_timer: Timer | None = None
         self._painted_at = 0.0
         self._visible_at = 0.0
+        self._held_until = 0.0
 
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.invalidate())
@@ -160,27 +161,55 @@ class ItemView(ScrollView, can_focus=True):
                 self.vertical_scrollbar.position = self.max_scroll_y
         self.request_paint()
 
+    def hold(self, seconds: float) -> None:
+        """Leave the screen to a key's effect for ``seconds``: the rendering and repainting this view would do
+        meanwhile wait until then (a flood of events must not stand between a key and its frame)."""
+        self._held_until = max(self._held_until, time.monotonic() + seconds)
+
+    def _held(self) -> float:
+        return self._held_until - time.monotonic()
+
     def request_paint(self) -> None:
         if not self.lazy:
             self.refresh()
             return
-        wait = PAINT_INTERVAL - (time.monotonic() - self._painted_at)
+        wait = max(PAINT_INTERVAL - (time.monotonic() - self._painted_at), self._held())
         if wait <= 0:
             self._paint_now()
         elif self._paint_timer is None:
-            self._paint_timer = self.set_timer(wait, self._paint_now)
+            self._paint_timer = self.set_timer(wait, self._paint_due)
+
+    def _paint_due(self) -> None:
+        self._paint_timer = None
+        held = self._held()
+        if held > 0:
+            self._paint_timer = self.set_timer(held, self._paint_due)
+            return
+        self._paint_now()
 
     def _paint_now(self) -> None:
-        self._paint_timer = None
+        if self._paint_timer is not None:
+            self._paint_timer.stop()
+            self._paint_timer = None
         self._painted_at = time.monotonic()
         self.refresh()
 
     def _schedule_visible(self, wait: float) -> None:
         if self._visible_timer is None:
-            self._visible_timer = self.set_timer(max(0.001, wait), self._visible_tick)
+            self._visible_timer = self.set_timer(max(0.001, wait), self._visible_due)
+
+    def _visible_due(self) -> None:
+        self._visible_timer = None
+        self._visible_tick()
 
     def _visible_tick(self) -> None:
-        self._visible_timer = None
+        if self._visible_timer is not None:  # called before its time (relayout): this tick does its work
+            self._visible_timer.stop()
+            self._visible_timer = None
+        held = self._held()
+        if held > 0:
+            self._schedule_visible(held)
+            return
         self._visible_at = time.monotonic()
         if not self.render_visible():
             self._schedule_visible(0.001)  # out of budget: the rest on the next tick
