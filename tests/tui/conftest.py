@@ -116,6 +116,21 @@ async def wait_for(pilot: Any, predicate: Callable[[], bool], timeout: float = 6
         await asyncio.sleep(0.02)
 
 
+def record_notices(app: Any) -> list[tuple[str, str]]:
+    """Every notification ``app`` raises from now on, as (title, message), kept. The app's own list drops one
+    once its few seconds are up, so a wait that looks there can miss it on a loaded machine (the loop busy for
+    those seconds): wait on this list instead."""
+    seen: list[tuple[str, str]] = []
+    real = app.notify
+
+    def notify(message: Any, *, title: str = "", **kw: Any) -> None:
+        seen.append((title, str(message)))
+        real(message, title=title, **kw)
+
+    app.notify = notify  # screens and widgets notify through their app: all of them come here
+    return seen
+
+
 async def settle(pilot: Any, app: ConsoleApp) -> None:
     """Everything queued is drained and drawn."""
     await wait_for(pilot, lambda: app.bridge.pending == 0, what="the bridge to drain")
