@@ -22,7 +22,7 @@ from console.engine.control import RunLock
 from console.engine.job import JobPaths
 from console.headless import LogReader, StoryPrinter, use_color
 from console.headless import logs as headless  # the module whose constants a test turns down
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, sigint_as_in_a_terminal
 
 T = datetime(2026, 1, 15, 14, 0, tzinfo=UTC)
 PY = [sys.executable, "-m", "console.cli"]
@@ -464,7 +464,7 @@ def test_ctrl_c_ends_following_quietly_with_130(make_job) -> None:
     assert lock.acquire()  # a run that goes on: following would never end by itself
     try:
         proc = subprocess.Popen([*PY, "logs", str(paths.root), "-f"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=env())
+                                text=True, env=env(), preexec_fn=sigint_as_in_a_terminal)
         assert proc.stdout is not None and proc.stdout.readline().startswith(f"run {paths.run_id} · session 1")
         time.sleep(0.3)
         proc.send_signal(signal.SIGINT)

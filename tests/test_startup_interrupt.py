@@ -32,7 +32,7 @@ from console import cli
 from console.engine.control import RunLock
 from console.engine.job import JobPaths
 from console.entry import interrupt_once
-from tests.conftest import REPO, SAMPLES
+from tests.conftest import REPO, SAMPLES, sigint_as_in_a_terminal
 
 # What the installed `agent-console` script runs (its entry point is checked below). Not `python -m`: runpy
 # ends a process whose command handled a Ctrl+C by the signal all the same (CPython's -m path, seen here).
@@ -62,12 +62,13 @@ class Sample:
         self.started = time.monotonic()
         if not self.tty:
             self.proc = subprocess.Popen([*COMMAND, *self.args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                         env=env, cwd=REPO)
+                                         env=env, cwd=REPO, preexec_fn=sigint_as_in_a_terminal)
             self.pid = self.proc.pid
             return
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child: its terminal is the pseudo-terminal, as under a shell
             try:
+                sigint_as_in_a_terminal()
                 os.execve(COMMAND[0], [*COMMAND, *self.args], env)
             finally:
                 os._exit(127)
