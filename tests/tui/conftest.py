@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -29,6 +31,29 @@ def _utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
     monkeypatch.undo()
     time.tzset()
+
+
+# A run in this process (the engine on a thread, at speed 0) holds the GIL for Python's switch interval (5 ms) at a
+# time; Textual's loop, which gives it up at every await, then waits up to that long to get it back at each one,
+# and on a loaded machine a pilot's wait for the widgets passed its fixed 30 s (WaitForScreenTimeout). A shorter
+# interval lets the loop back in sooner; what a test checks does not change, only how the two threads take turns.
+SWITCH_INTERVAL = 0.0005
+
+
+@contextlib.contextmanager
+def loop_gets_the_gil() -> Iterator[None]:
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(previous)
+
+
+@pytest.fixture(autouse=True)
+def _loop_gets_the_gil() -> Iterator[None]:
+    with loop_gets_the_gil():
+        yield
 
 
 GATE_CEILING = 150.0  # real seconds a gate may stay shut with no command: far past any test's own waits
@@ -131,21 +156,56 @@ def record_notices(app: Any) -> list[tuple[str, str]]:
     return seen
 
 
+async def drained(app: Any, ceiling: float = 120.0) -> None:
+    """Every message queued so far to the app and its screen's widgets is handled: what pilot.pause() waits for,
+    without its fixed 30 s limit (a loaded machine's whole-run backlog took longer: WaitForScreenTimeout) and without
+    waiting on a widget removed meanwhile, which never answers. Each round asks every node still there to answer
+    after its queue; a node that has not answered within a second is asked again if it is still there."""
+    deadline = time.monotonic() + ceiling
+    while True:
+        pending: set[int] = set()
+        done = asyncio.Event()
+
+        def answered(key: int, pending: set[int] = pending, done: asyncio.Event = done) -> None:
+            pending.discard(key)
+            if not pending:
+                done.set()
+
+        for node in [app, *app.screen.walk_children(with_self=True)]:
+            if node.call_later(answered, id(node)):
+                pending.add(id(node))
+        if not pending:
+            return
+        try:
+            await asyncio.wait_for(done.wait(), timeout=1.0)
+            return
+        except TimeoutError:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the console's widgets did not handle their messages in {ceiling:g} s") from None
+
+
+async def pause(pilot: Any, delay: float | None = None) -> None:
+    """pilot.pause(delay), waiting with :func:`drained`."""
+    if delay is not None:
+        await asyncio.sleep(delay)
+    await drained(pilot.app)
+
+
 async def settle(pilot: Any, app: ConsoleApp) -> None:
     """Everything queued is drained and drawn."""
     await wait_for(pilot, lambda: app.bridge.pending == 0, what="the bridge to drain")
-    await pilot.pause(0.05)
+    await pause(pilot, 0.05)
     app.run_screen.drain_events(everything=True)
-    await pilot.pause(0.15)  # throttled renders and repaints (at most every 0.1 s) catch up
+    await pause(pilot, 0.15)  # throttled renders and repaints (at most every 0.1 s) catch up
     from console.tui.widgets.lines import ItemView
 
     for view in app.main.query(ItemView):
         if view.region.height:
             view.flush()
-    await pilot.pause()
-    await pilot.pause()
+    await pause(pilot)
+    await pause(pilot)
     await pilot.wait_for_scheduled_animations()
-    await pilot.pause()
+    await pause(pilot)
 
 
 def drive(app: ConsoleApp, body: Callable[[Any], Awaitable[None]], size: tuple[int, int] = (120, 40)) -> None:
@@ -153,7 +213,8 @@ def drive(app: ConsoleApp, body: Callable[[Any], Awaitable[None]], size: tuple[i
         async with app.run_test(size=size, notifications=True) as pilot:
             await body(pilot)
 
-    asyncio.run(main())
+    with loop_gets_the_gil():  # also for the tests elsewhere that drive a console (tests/integration)
+        asyncio.run(main())
 
 
 def events_of(app: ConsoleApp, kind: type) -> list[Any]:
