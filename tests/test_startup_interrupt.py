@@ -237,7 +237,7 @@ def test_ctrl_c_at_any_moment_of_a_console_start(env: dict[str, str], tmp_path: 
     job = str(SAMPLES / "quickstart")
     try:
         samples = [Sample(["run", job], d, tty=True) for d in (0.05, 0.4, 0.8, 1.3)]
-        samples += [Sample(["jobs"], 0.1, tty=True)]
+        samples += [Sample(["jobs"], 0.1, tty=True, finished=(0, "no runs yet"))]
         for s in sweep(samples, env):
             check(s)
     finally:
