@@ -197,6 +197,14 @@ def answer_needs(sup: Supervisor, answers: Sequence[str] = ()) -> list[object]:
     return asked
 
 
+def sigint_as_in_a_terminal() -> None:
+    """For a child that is sent Ctrl+C (Popen's preexec_fn, or a forked child before it execs): SIGINT at its
+    default, as a shell's foreground job has it. A suite started with SIGINT ignored (a script's background job,
+    nohup, some CI runners) passes that on to every child, and such a child rightly goes on when interrupted
+    (console.entry.take_interrupts leaves an ignored SIGINT ignored): the test would hang, then fail."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Hang(BaseException):
     """Something did not finish in time (a BaseException: the engine's `except Exception` must not eat it)."""
 

@@ -22,7 +22,7 @@ from console.engine.control import RunLock
 from console.engine.job import JobPaths
 from console.headless import LogReader, StoryPrinter, use_color
 from console.headless import logs as headless  # the module whose constants a test turns down
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, sigint_as_in_a_terminal
 
 T = datetime(2026, 1, 15, 14, 0, tzinfo=UTC)
 PY = [sys.executable, "-m", "console.cli"]
@@ -314,22 +314,39 @@ def test_follow_prints_each_event_as_it_comes_and_ends_with_the_run(make_job, ca
     assert lines[-1].startswith(f"run {paths.run_id} ended: job_complete")
 
 
-def test_follow_stops_when_no_process_runs_the_run(make_job, capsys) -> None:
+def follow_on_a_clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """`logs -f` following on a clock of its own (StoryPrinter.follow's injected clock and sleep): each look's
+    sleep advances it, none takes real time. Returns the sleeps, in order."""
+    now = [0.0]
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        now[0] += seconds
+
+    real = StoryPrinter.follow
+    monkeypatch.setattr(StoryPrinter, "follow",
+                        lambda self, holder, **kw: real(self, holder, clock=lambda: now[0], sleep=sleep, **kw))
+    return sleeps
+
+
+def test_follow_stops_when_no_process_runs_the_run(make_job, capsys, monkeypatch) -> None:
     """A run killed (kill -9, a power cut) never writes its end: the lock says nobody runs it."""
     paths, _ = a_run(make_job, turns=2, end=False)
-    start = time.monotonic()
+    sleeps = follow_on_a_clock(monkeypatch)
     code, lines, err = logs(capsys, str(paths.root), "-f")
     assert code == 0 and lines[-1].startswith("        ← read_file")
     assert "did not end cleanly" in err and "resume" in err and len(err.splitlines()) == 1
-    assert time.monotonic() - start < 5
+    # It stopped once nothing had come for QUIET_S with nobody holding the lock: the first look that saw it.
+    assert headless.QUIET_S <= sum(sleeps) < headless.QUIET_S + headless.POLL_S + 1e-9
 
 
-def test_follow_of_a_finished_run_returns_at_once(make_job, capsys) -> None:
+def test_follow_of_a_finished_run_returns_at_once(make_job, capsys, monkeypatch) -> None:
     paths, _ = a_run(make_job)
-    start = time.monotonic()
+    sleeps = follow_on_a_clock(monkeypatch)
     code, lines, err = logs(capsys, str(paths.root), "-f", "--json")
     assert code == 0 and err == "" and json.loads(lines[-1])["type"] == "run_ended"
-    assert time.monotonic() - start < 1
+    assert sleeps == []  # not one look: the run had ended and nobody runs it
 
 
 def test_follow_goes_on_past_an_earlier_processs_end(make_job, capsys) -> None:
@@ -447,7 +464,7 @@ def test_ctrl_c_ends_following_quietly_with_130(make_job) -> None:
     assert lock.acquire()  # a run that goes on: following would never end by itself
     try:
         proc = subprocess.Popen([*PY, "logs", str(paths.root), "-f"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=env())
+                                text=True, env=env(), preexec_fn=sigint_as_in_a_terminal)
         assert proc.stdout is not None and proc.stdout.readline().startswith(f"run {paths.run_id} · session 1")
         time.sleep(0.3)
         proc.send_signal(signal.SIGINT)

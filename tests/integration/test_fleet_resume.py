@@ -19,7 +19,7 @@ from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.fleet import FleetScreen
 from console.view.fleet import STOPPED
 from tests.conftest import SAMPLES
-from tests.tui.conftest import drive, wait_for
+from tests.tui.conftest import drive, record_notices, wait_for
 
 
 def test_r_in_the_fleet_resumes_a_stopped_run_with_its_recorded_settings(tmp_path: Path, capsys) -> None:
@@ -35,6 +35,7 @@ def test_r_in_the_fleet_resumes_a_stopped_run_with_its_recorded_settings(tmp_pat
         capsys.readouterr()
         app = build_fleet_app(load_settings().store_path, watch=False, animations=False, keymap={},
                               dialog_delay=0, poll_interval=0.05)
+        notices = record_notices(app)
 
         async def body(pilot) -> None:
             await wait_for(pilot, lambda: app.fleet_view is not None and any(
@@ -50,9 +51,9 @@ def test_r_in_the_fleet_resumes_a_stopped_run_with_its_recorded_settings(tmp_pat
             await pilot.pause(0.3)
             assert isinstance(app.screen, FleetScreen) and RunLock(paths).holder() is None
             await pilot.press("r", "y")
-            await wait_for(pilot, lambda: any(n.title in ("Resumed", "Not resumed") for n in app._notifications),
+            await wait_for(pilot, lambda: any(title in ("Resumed", "Not resumed") for title, _ in notices),
                            timeout=60, what="the resume's answer")
-            assert [n.message for n in app._notifications if n.title == "Not resumed"] == []
+            assert [message for title, message in notices if title == "Not resumed"] == []
             await wait_for(pilot, lambda: any(r.path == job and r.pid is not None for r in view.rows),
                            timeout=30, what="the run live again in the list")
 

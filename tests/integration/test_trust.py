@@ -175,7 +175,7 @@ def test_a_named_pipe_read_directly_is_refused_at_once(tmp_path, clock) -> None:
                        ("search_files", {"pattern": "x"}), ("generate_workspace_summary", {})]:
         started = time.monotonic()
         out = _call(rt, name, **args)
-        assert time.monotonic() - started < 3, name
+        assert time.monotonic() - started < 15, name  # refused, not blocked on the pipe (no writer ever comes)
         if name in ("read_file", "append_file", "edit_file"):
             assert not out.ok and "named pipe" in out.content, (name, out.content)
 

@@ -18,7 +18,7 @@ from console.tui.launch import build_fleet_app
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.fleet import FleetScreen
 from console.view.fleet import GONE, RUNNING, WAITING
-from tests.tui.conftest import FROZEN_NOW, drive, wait_for
+from tests.tui.conftest import FROZEN_NOW, drive, record_notices, wait_for
 from tests.tui.fleet_runs import listed, make_fleet
 
 
@@ -143,6 +143,7 @@ def test_a_folder_back_in_place_is_not_forgotten(tmp_path):
     moved = tmp_path / "elsewhere"
     shutil.move(gone, moved)
     app = fleet_app(fx, poll_interval=60)  # no poll sees the folder back
+    notices = record_notices(app)
 
     async def body(pilot):
         await wait_for(pilot, lambda: app.fleet_view is not None and any(r.state == GONE
@@ -154,7 +155,7 @@ def test_a_folder_back_in_place_is_not_forgotten(tmp_path):
         await pilot.pause()
         shutil.move(moved, gone)  # put back while the question is open
         await pilot.press("y")
-        await wait_for(pilot, lambda: any(n.title == "Not forgotten" for n in app._notifications))
+        await wait_for(pilot, lambda: any(title == "Not forgotten" for title, _ in notices))
         assert JobStore(fx.store_path).get(gone) is not None
 
     drive(app, body, size=(80, 24))

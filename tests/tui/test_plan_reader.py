@@ -167,3 +167,37 @@ def test_the_console_shows_a_pipe_for_a_plan_and_stays_usable(make_job) -> None:
     with unblocking(paths.main_plan), time_limit(HANG_GUARD):
         drive(app, body)
     assert app.return_code == 0
+
+
+def test_a_reload_cut_short_by_a_newer_one_leaves_the_pane_whole_and_the_app_closes(tmp_path: Path) -> None:
+    """The pane reloads in an exclusive worker: a newer reload cancels an older one. One cancelled in the middle of
+    its Markdown update (its old blocks removed, the new ones being mounted) left a block that never handled a
+    message again, and the app's exit waited on it for ever (seen under load in the console's tests)."""
+    from console.tui.widgets.plan_pane import PlanFileChanged
+    from tests.tui.conftest import drained
+
+    plan = tmp_path / "main_plan.md"
+
+    def text(k: int) -> str:
+        return "# Plan\n\n" + "".join(f"## Phase {p}: P{p} v{k}\n" + "".join(f"- [ ] step {p}.{i}\n" for i in range(4))
+                                      for p in range(1, 25))
+
+    async def main() -> list[str]:
+        plan.write_text(text(0), encoding="utf-8")
+        app = PlanApp(plan)
+        async with app.run_test(size=(100, 30)) as pilot:
+            pane = app.query_one(PlanPane)
+            await wait_for(pilot, lambda: pane.text is not None, timeout=HANG_GUARD / 2, what="the plan pane")
+            for k in range(1, 5):
+                plan.write_text(text(k), encoding="utf-8")
+                pane.post_message(PlanFileChanged())
+                # The next reload comes while this one is mounting its blocks (the document's lock is held then).
+                await wait_for(pilot, lambda: pane.document.lock.is_locked, timeout=HANG_GUARD / 2, what="the update")
+                await asyncio.sleep(0.01)
+            await wait_for(pilot, lambda: pane.text == text(4), timeout=HANG_GUARD / 2, what="the last plan")
+            await drained(app, ceiling=HANG_GUARD / 2)
+            return pane.plain_lines()
+
+    with time_limit(HANG_GUARD):
+        lines = asyncio.run(main())  # and the app closed
+    assert "P24 v4" in " ".join(lines)

@@ -52,6 +52,11 @@ def attempt(label, fn):
 """
 
 
+# A real-time bound that tells a command cut short (a timeout, a stop, an escapee killed) from one let run its
+# 27-30 s, with room for a loaded machine's scheduler: a test must not pass only on a fast machine.
+WITHIN = 15.0
+
+
 def results(out: ToolOutcome) -> dict[str, str]:
     rows = [line.split(" ", 1) for line in out.content.splitlines()[1:] if " " in line]
     return {label: rest for label, rest in rows}
@@ -170,10 +175,10 @@ def test_timeout_kills_the_whole_process_group(rt: Runtime, conf: CommandWorld) 
             "time.sleep(30)")
     started = time.monotonic()
     out = call(rt, py(code), conf, timeout=0.5)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < WITHIN  # killed at its timeout, not let run its 30 s
     assert not out.ok and out.content.startswith("timed out after 0.5 s (killed)")
     assert "started" in out.content  # the grandchild was running when the timeout struck
-    deadline = time.monotonic() + 2
+    deadline = time.monotonic() + WITHIN
     while alive(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert alive(marker) == []
@@ -184,7 +189,7 @@ def test_the_operators_stop_interrupts_within_a_second(rt: Runtime, conf: Comman
     started = time.monotonic()
     rt.should_stop = lambda: time.monotonic() - started > 0.3
     out = call(rt, ["sleep", "30"], conf)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < WITHIN
     assert not out.ok and out.content.startswith("stopped by the operator (killed)")
     assert my_children() == []
 
@@ -196,7 +201,7 @@ def test_an_escapee_holding_the_output_is_killed_at_once(rt: Runtime, conf: Comm
     started = time.monotonic()
     try:
         out = call(rt, py(code), conf)
-        assert time.monotonic() - started < 3
+        assert time.monotonic() - started < WITHIN  # not the grandchild's 27 s
         assert out.ok and "bye" in out.content
         assert alive(marker) == []
         assert my_children() == []
@@ -549,7 +554,7 @@ def test_nothing_outlives_a_confined_command(rt: Runtime, bwrap: Bwrap) -> None:
             "print('left behind')")
     out = call(rt, py(code), CONFINED)
     assert out.ok and "left behind" in out.content
-    deadline = time.monotonic() + 2
+    deadline = time.monotonic() + WITHIN
     while alive(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert alive(marker) == []

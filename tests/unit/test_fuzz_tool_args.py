@@ -44,7 +44,7 @@ from tests.conftest import run_settings, time_limit
 
 MAX_WRITE = 4096
 MAX_JOB = 65536
-CALL_SECONDS = 3.0  # search_files has a 2 s deadline; nothing else comes near
+CALL_SECONDS = 8.0  # search_files has a 2 s deadline, nothing else comes near; the rest is a loaded machine's slack
 HANG_SECONDS = 15
 SECRET = "OUTSIDE-SECRET-41c9"
 HARD_SECRET = "HARDLINK-SECRET-77b2"

@@ -119,7 +119,11 @@ class PlanPane(VerticalScroll):
         """Show ``text`` (Markdown); ``text`` is set once the document holds it."""
         if text == self.text or not self.document.is_attached:
             return  # unchanged, or the app is closing
-        await self.document.update(text)
+        # Shielded: a newer reload (an exclusive worker) cancels this one, and a Markdown.update() cancelled between
+        # removing its blocks and mounting the new ones left a block that never handled a message again: the app's
+        # exit then waited on it for ever (tests under load). The newer reload waits for this one on the document's
+        # lock instead.
+        await asyncio.shield(self.document.update(text))
         if not self.document.is_attached:
             return
         self._mark_phases()
