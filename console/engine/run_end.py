@@ -5,12 +5,15 @@ resumed run picks up (:func:`where_resumed`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from console.engine import events as ev
-from console.engine.journal import Checkpoint
-from console.engine.loop import ShutdownReason
-from console.engine.messages import Message
-from console.engine.state import JobOutcome
+from console.engine.shutdown import ShutdownReason
+
+if TYPE_CHECKING:  # annotations only: `wait` reads a run's end through this module without the session machinery
+    from console.engine.journal import Checkpoint
+    from console.engine.messages import Message
+    from console.engine.state import JobOutcome
 
 STATUS_FOR = {
     ShutdownReason.JOB_COMPLETE: "completed",
