@@ -137,10 +137,29 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-async def wait_absorbed(app: ConsoleApp, producer: Producer, thread: threading.Thread | None = None) -> None:
+async def wait_absorbed(app: ConsoleApp, producer: Producer, thread: threading.Thread | None = None,
+                        patience: float = 60.0) -> None:
+    """Until the console has folded every event the producer pushed. A console that stops absorbing is a bug to
+    see, not a benchmark that hangs: past ``patience`` seconds, what it was waiting on is printed and it fails."""
     run = app.main
+    deadline = time.monotonic() + patience
     while (thread is not None and thread.is_alive()) or run.events_seen < producer.events or run.bridge.pending:
         await asyncio.sleep(0.005)
+        if time.monotonic() > deadline:
+            stuck(app, producer, thread)
+
+
+def stuck(app: ConsoleApp, producer: Producer, thread: threading.Thread | None) -> None:
+    run = app.main
+    now = time.monotonic()
+    say(f"STUCK: producer alive {thread is not None and thread.is_alive()}, events produced {producer.events:,}, "
+        f"seen {run.events_seen:,}, pending in the bridge {run.bridge.pending:,} (wake posted "
+        f"{run.bridge._wake_posted}), drain timer {run._drain_timer!r}, key hold {run._key_first_until - now:+.3f} s, "
+        f"ui alive {run.ui_alive}, screen {app.screen!r}")
+    for task in asyncio.all_tasks():
+        say(f"task {task.get_name()}: {task.get_coro()!r}")
+        task.print_stack(limit=8, file=sys.__stdout__)
+    raise RuntimeError("the console stopped absorbing events (see above)")
 
 
 class FrameDriver(HeadlessDriver):

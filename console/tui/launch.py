@@ -127,6 +127,7 @@ def viewer_signals(app: ConsoleApp) -> Iterator[None]:
     import signal
 
     from console.runner import HardExit, detach_output
+    from console.tui.pacing import one_shot
 
     hard = HardExit(after=1.5, code=129)
     interrupted = False
@@ -143,7 +144,7 @@ def viewer_signals(app: ConsoleApp) -> Iterator[None]:
         # An exit while the first screen is still being built fails in it: once its panes exist (or soon anyway).
         run = app.run_screen
         if app.fleet is None and (run is None or not run.ui_alive) and tries < 40:
-            app.set_timer(0.05, lambda: leave(tries + 1))
+            one_shot(app, 0.05, lambda: leave(tries + 1))
         else:
             app.exit(None, 130)
 

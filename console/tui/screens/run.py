@@ -34,7 +34,7 @@ from console.tui.bridge import EventBridge
 from console.tui.commands import Controller, RecordingController, SupervisorController
 from console.tui.follow import follow_log, split_history
 from console.tui.messages import EventsReady, HistoryFolded, HistoryReady, RunFinished, RunnerState
-from console.tui.pacing import FrameTimer, frame_timer
+from console.tui.pacing import FrameTimer, frame_timer, one_shot
 from console.tui.screens.approval import RestartApprovalScreen
 from console.tui.screens.dialog import Dialog
 from console.tui.screens.guardrails import GuardrailsScreen
@@ -241,7 +241,7 @@ class RunScreen(RunKeys):
         wait = max(DRAIN_INTERVAL - (now - self._last_drain), self._key_first_until - now)
         if wait > 0:
             if self._drain_timer is None:
-                self._drain_timer = self.set_timer(wait, self.drain_events)
+                self._drain_timer = one_shot(self, wait, self.drain_events)
             return
         self.drain_events()
 
@@ -280,7 +280,7 @@ class RunScreen(RunKeys):
             return
         held = self._key_first_until - time.monotonic()
         if held > 0 and not everything:
-            self._drain_timer = self.set_timer(held, self.drain_events)
+            self._drain_timer = one_shot(self, held, self.drain_events)
             return
         started = time.perf_counter()
         self._last_drain = time.monotonic()
@@ -303,7 +303,7 @@ class RunScreen(RunKeys):
             self.app.exit(EXIT_OK, return_code=EXIT_OK)  # the stop asked for on leaving has landed
             return
         if self.bridge.pending and self._drain_timer is None:
-            self._drain_timer = self.set_timer(0.001, self.drain_events)
+            self._drain_timer = one_shot(self, 0.001, self.drain_events)
 
     def _say_refused(self, events: Iterable[ev.EventBase]) -> None:
         """A command this console sent and still waits for, refused by the engine (a rewind whose phase has

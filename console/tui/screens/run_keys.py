@@ -15,6 +15,7 @@ from textual.app import SystemCommand
 
 from console.engine.command_specs import SPECS
 from console.outcome import EXIT_OK
+from console.tui.pacing import one_shot
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.guardrails import GuardrailsScreen
 from console.tui.screens.help import HelpScreen
@@ -280,7 +281,7 @@ class RunKeys(MainScreen):
             elif answer == "stop" and self.send("stop", "stopping, then quitting"):
                 self.controller.send("stop")  # the second stop drops the turn in flight
                 self.quit_requested = True
-                self.set_timer(STOP_PATIENCE, lambda: self._exit(EXIT_OK))
+                one_shot(self, STOP_PATIENCE, lambda: self._exit(EXIT_OK))
 
         self.ask(QuitScreen(self.run_id or str(self.paths.root)), done)
 

@@ -36,6 +36,7 @@ from textual.strip import Strip
 from textual.timer import Timer
 
 from console.engine import events as ev
+from console.tui.pacing import one_shot
 from console.tui.widgets.conversation_items import AssistantItem, NoticeItem, ThinkingItem, ToolItem
 from console.tui.widgets.lines import Item, ItemView
 from console.view import present
@@ -284,7 +285,7 @@ class ConversationPane(ItemView):
         if wait <= 0:
             self._flush_stream()
         elif self._stream_timer is None:
-            self._stream_timer = self.set_timer(wait, self._flush_stream)
+            self._stream_timer = one_shot(self, wait, self._flush_stream)
 
     def _flush_stream(self) -> None:
         if self._stream_timer is not None:

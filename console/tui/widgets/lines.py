@@ -27,6 +27,8 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.visual import Visual, visualize
 
+from console.tui.pacing import one_shot
+
 
 @dataclass(eq=False)
 class Item:
@@ -177,13 +179,13 @@ class ItemView(ScrollView, can_focus=True):
         if wait <= 0:
             self._paint_now()
         elif self._paint_timer is None:
-            self._paint_timer = self.set_timer(wait, self._paint_due)
+            self._paint_timer = one_shot(self, wait, self._paint_due)
 
     def _paint_due(self) -> None:
         self._paint_timer = None
         held = self._held()
         if held > 0:
-            self._paint_timer = self.set_timer(held, self._paint_due)
+            self._paint_timer = one_shot(self, held, self._paint_due)
             return
         self._paint_now()
 
@@ -196,7 +198,7 @@ class ItemView(ScrollView, can_focus=True):
 
     def _schedule_visible(self, wait: float) -> None:
         if self._visible_timer is None:
-            self._visible_timer = self.set_timer(max(0.001, wait), self._visible_due)
+            self._visible_timer = one_shot(self, max(0.001, wait), self._visible_due)
 
     def _visible_due(self) -> None:
         self._visible_timer = None
