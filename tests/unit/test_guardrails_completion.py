@@ -13,6 +13,7 @@ from console.engine.guardrails import (
     default_guardrails,
     run_checker,
 )
+from console.engine.guardrails.completion import reads_only_the_record
 from tests.unit.test_guardrails_world import FakeWorld
 
 
@@ -129,3 +130,27 @@ def test_the_facade_checks_fail_closed_and_checkers_are_protocols() -> None:
     assert guardrails.check_completion(ctx()).feedback == "completion check failed: RuntimeError('no\\nway')"
     for checker in (PlanBasedChecker(), FileExistsChecker(["x"]), CompositeChecker([NoChecker()]), NoChecker()):
         assert isinstance(checker, TaskCompletionChecker)
+
+
+class _Custom:
+    name = "custom"
+
+    def check(self, context: TaskCompletionContext) -> TaskCompletionResult:
+        return TaskCompletionResult.ok()
+
+    def describe(self) -> str:
+        return "custom"
+
+
+def test_which_checkers_read_only_the_record() -> None:
+    """The console's verdict of a checker that reads only the record (todos, main_plan.md) is recomputed when they
+    change, never on a timer; one that looks at files, or that the engine does not know, is looked at again every
+    few seconds."""
+    assert reads_only_the_record(None)
+    assert reads_only_the_record(PlanBasedChecker())
+    assert reads_only_the_record(NoChecker())
+    assert reads_only_the_record(CompositeChecker([PlanBasedChecker(), NoChecker()]))
+    assert not reads_only_the_record(FileExistsChecker(["report.md"]))
+    assert not reads_only_the_record(CompositeChecker([PlanBasedChecker(), FileExistsChecker(["a"])]))
+    assert not reads_only_the_record(CompositeChecker([CompositeChecker([_Custom()])]))
+    assert not reads_only_the_record(_Custom())

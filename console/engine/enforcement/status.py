@@ -9,6 +9,7 @@ from console.engine import events as ev
 from console.engine.enforcement.stops import _Stops
 from console.engine.enforcement.world import STATUS_REFRESH
 from console.engine.guardrails import Feedback, StuckDetector, render_feedback
+from console.engine.guardrails.completion import reads_only_the_record
 from console.engine.job import one_line
 from console.engine.sandbox import SandboxError
 
@@ -59,9 +60,12 @@ class _Status(_Stops):
             plan_key = (info.size, info.mtime) if info is not None else None
         except SandboxError:
             plan_key = None
-        key = (todos.generation, todos.kind, tuple(i.done for i in todos.items), plan_key)
-        # Other files a checker looks at (files = [...]) are looked at again every few seconds.
-        stale = self.clock.monotonic() - self._verdict_at >= STATUS_REFRESH
+        key = (todos.generation, todos.kind, tuple(i.done for i in todos.items), todos.pending is not None,
+               len(todos.closed or ()), plan_key)
+        # Other files a checker looks at (files = [...]) are looked at again every few seconds; the plan checker's
+        # verdict is in the key (its recomputation was a fifth of a turn's bookkeeping, every few seconds).
+        stale = (not reads_only_the_record(self.g.checker)
+                 and self.clock.monotonic() - self._verdict_at >= STATUS_REFRESH)
         if key != self._verdict_key or self._verdict_text is None or stale:
             self._verdict_at = self.clock.monotonic()
             r = self.verdict("status")

@@ -68,6 +68,17 @@ def run_checker(checker: TaskCompletionChecker, context: TaskCompletionContext) 
     return result
 
 
+def reads_only_the_record(checker: TaskCompletionChecker | None) -> bool:
+    """Whether ``checker``'s verdict depends on nothing but the harness's record (the todo list and main_plan.md):
+    then the console's verdict is recomputed when those change and never on a timer. A checker that looks at
+    other files (files = [...]) or that this module does not know may change its mind at any time."""
+    if checker is None or isinstance(checker, PlanBasedChecker | NoChecker):
+        return True
+    if isinstance(checker, CompositeChecker):
+        return all(reads_only_the_record(c) for c in checker.checkers)
+    return False
+
+
 class PlanBasedChecker:
     """Seed 002's plan checker over the session's plan state: here the harness's own record of the work (its
     todo lists and the phases its transitions closed, never checkboxes edited into main_plan.md). Incomplete
