@@ -197,6 +197,13 @@ class ControlChannel:
         self.wake.set()
         return cmd
 
+    def idle(self) -> bool:
+        """Nothing to hand over now: no command submitted in-process, the inbox not due for a look (``poll`` with
+        ``force`` False would return nothing), nothing to report. Read on every streamed item: a few attribute
+        reads, where a poll costs a queue drain and a clock read."""
+        return (not self._queue.qsize() and time.monotonic() - self._last_poll < POLL_INTERVAL
+                and not self.invalid and not self.stale)
+
     def poll(self, force: bool = True) -> list[Command]:
         """Commands submitted in-process (always) and from the inbox (rate-limited unless ``force``)."""
         out: list[Command] = []

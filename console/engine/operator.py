@@ -90,6 +90,12 @@ class OperatorState:
             raise Paused
         return cmds
 
+    def apply_while_asking(self, rt: Runtime) -> None:
+        """:meth:`apply` while the model is asked (stop and pause act at once), on each streamed item: with nothing
+        new to hand over and nothing in force, nothing to do."""
+        if self.abort or self.paused or not self.channel.idle():
+            self.apply(rt, streaming=True, asking=True)
+
     def _apply_one(self, rt: Runtime, cmd: Command, streaming: bool) -> tuple[str, str]:
         """What the command means: (status, detail). One case per command of the typed union (the type checker
         says when a command has none)."""

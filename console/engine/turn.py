@@ -113,10 +113,12 @@ class DeadlineCut(Exception):
 def operator_tick(deps: SessionDeps) -> None:
     """While the model is asked: a stop or a pause acts now (raises Aborted / Paused), and the deadline cuts
     the call (raises DeadlineCut)."""
+    events = deps.runtime.events
     try:
-        deps.operator.apply(deps.runtime, streaming=True, asking=True)
+        deps.operator.apply_while_asking(deps.runtime)
     finally:
-        deps.runtime.events.observe()  # a stop's confirmation must reach `agent-console stop` now
+        if events.holds_lines:
+            events.observe()  # a stop's confirmation must reach `agent-console stop` now
     left = deps.runtime.guards.seconds_to_cut()
     if left is not None and left <= 0:
         raise DeadlineCut

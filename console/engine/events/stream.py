@@ -140,6 +140,12 @@ class EventStream:
                 print(f"agent-console: a view {what}: {exc!r}", file=sys.stderr, flush=True)
 
     # -- the outbox ------------------------------------------------------------------------------
+    @property
+    def holds_lines(self) -> bool:
+        """Whether events wait to be written (read without the lock: a line held meanwhile is written by the
+        step that holds it, or by the next look)."""
+        return bool(self._held)
+
     def take_held(self) -> list[str]:
         """The held lines, for the journal commit that records them (then :meth:`write_lines`)."""
         with self._lock:
