@@ -126,7 +126,8 @@ class Handler(BaseHTTPRequestHandler):
     def _create(self, resource: str, ns: str, api_version: str, kind: str, ctype: str, body: Any,
                 query: dict[str, list[str]]) -> None:
         c = self.cluster
-        if ctype != "application/json":
+        # As the real server (negotiation.NegotiateInputSerializer): no Content-Type is its first type, JSON.
+        if ctype not in ("application/json", ""):
             return self._refuse(415, "UnsupportedMediaType", f"the body of the request was in an unknown format: "
                                                              f"{ctype}")
         if not isinstance(body, dict):

@@ -42,7 +42,9 @@ def connect(kubeconfig: str | None, context: str | None) -> tuple[Any, str]:
         from kubernetes.config.config_exception import ConfigException
     except ImportError:
         raise KubeError(missing_client()) from None
-    default = Path(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0]).expanduser()
+    # $KUBECONFIG read now (the client reads it once, when imported), with its list of files (a:b) as kubectl does.
+    kubeconfig = kubeconfig or os.environ.get("KUBECONFIG") or None
+    default = Path((kubeconfig or "~/.kube/config").split(os.pathsep)[0]).expanduser()
     try:
         if kubeconfig is None and context is None and not default.exists() and os.environ.get(
                 "KUBERNETES_SERVICE_HOST"):
@@ -127,9 +129,11 @@ def submit(api_client: Any, run: KubeRun, namespace: str) -> list[str]:
         except Exception as exc:  # ApiException, urllib3's errors: each becomes a line
             raise explain(exc, what, namespace) from None
 
+    # The client sends no Content-Type on a create unless told (the server then assumes JSON): said, as kubectl does.
     opts: dict[str, Any] = {"field_manager": FIELD_MANAGER, "_request_timeout": TIMEOUT}
+    create = {**opts, "_content_type": "application/json"}
     created = call(f"Job {run.name}", lambda: batch.create_namespaced_job(
-        namespace, _model(client.V1Job, job(run, suspend=True)), **opts))
+        namespace, _model(client.V1Job, job(run, suspend=True)), **create))
     made.append(f"Job/{run.name}")
     uid = getattr(getattr(created, "metadata", None), "uid", None)
     owner = {"apiVersion": "batch/v1", "kind": "Job", "name": run.name, "uid": uid, "blockOwnerDeletion": True}
@@ -140,18 +144,18 @@ def submit(api_client: Any, run: KubeRun, namespace: str) -> list[str]:
                             f"delete job {run.name} -n {namespace}")
         cm = _owned(config_map(run), owner)
         call(f"ConfigMap {run.config_map}", lambda: core.create_namespaced_config_map(
-            namespace, _model(client.V1ConfigMap, cm), **opts))
+            namespace, _model(client.V1ConfigMap, cm), **create))
         made.append(f"ConfigMap/{run.config_map}")
         sec = secret(run, redact=False)
         if sec is not None:
             owned = _owned(sec, owner)
             call(f"Secret {run.secret}", lambda: core.create_namespaced_secret(
-                namespace, _model(client.V1Secret, owned), **opts))
+                namespace, _model(client.V1Secret, owned), **create))
             made.append(f"Secret/{run.secret}")
         pvc = claim(run)
         if pvc is not None:
             call(f"PersistentVolumeClaim {run.claim}", lambda: core.create_namespaced_persistent_volume_claim(
-                namespace, _model(client.V1PersistentVolumeClaim, pvc), **opts))
+                namespace, _model(client.V1PersistentVolumeClaim, pvc), **create))
             claim_made = True
             made.append(f"PersistentVolumeClaim/{run.claim}")
         # A merge patch (the client's default for a patch is a JSON patch, a list of operations).

@@ -61,6 +61,17 @@ def pack_job(root: Path, secrets: Iterable[tuple[str, str]] = ()) -> bytes:
             if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode) or stat.S_ISLNK(info.st_mode)):
                 raise PackError(f"{one_line(rel)}: not a regular file, folder or link (a FIFO, socket or device): "
                                 "it cannot be sent to the cluster")
+            if stat.S_ISLNK(info.st_mode):
+                target = os.readlink(path)
+                inside = not os.path.isabs(target) and os.path.normpath(
+                    os.path.join(os.path.dirname(rel), target)).split(os.sep)[0] != ".."
+                if not inside:
+                    # The pod's unpacking refuses it (a link out of the run folder): said here, before anything is made.
+                    raise PackError(f"{one_line(rel)}: a link that leads out of the job folder; copy what it names "
+                                    "into the job instead")
+            elif stat.S_ISREG(info.st_mode) and info.st_size > MAX_UNPACKED_BYTES:
+                raise PackError(f"{one_line(rel)}: {info.st_size >> 20:,} MiB; a job sent to the cluster carries "
+                                f"at most {MAX_ARCHIVE_BYTES // 1024} KiB compressed")
             member = tar.gettarinfo(str(path), arcname=rel)
             member.uid = member.gid = 0
             member.uname = member.gname = ""
@@ -75,11 +86,17 @@ def pack_job(root: Path, secrets: Iterable[tuple[str, str]] = ()) -> bytes:
                 tar.addfile(member, io.BytesIO(data))
             else:
                 tar.addfile(member)
+            if buf.tell() > MAX_ARCHIVE_BYTES:  # a big folder stops here, not after it is all read
+                raise PackError(_too_big(buf.tell()))
     archive = buf.getvalue()
     if len(archive) > MAX_ARCHIVE_BYTES:
-        raise PackError(f"the job folder is {len(archive) // 1024:,} KiB compressed; a ConfigMap carries at most "
-                        f"{MAX_ARCHIVE_BYTES // 1024} KiB (see the README's Kubernetes section for larger jobs)")
+        raise PackError(_too_big(len(archive)))
     return archive
+
+
+def _too_big(size: int) -> str:
+    return (f"the job folder is over {size // 1024:,} KiB compressed; a ConfigMap carries at most "
+            f"{MAX_ARCHIVE_BYTES // 1024} KiB (larger jobs are not supported yet: trim what the job carries)")
 
 
 def unpack_job(archive: Path, dest: Path) -> str:
