@@ -15,10 +15,11 @@ from typing import Any
 from console.cli.common import err, say
 from console.outcome import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
-QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?([eE][0-9]+|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
-SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
-IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}$")
+# Patterns, compiled when a submit checks its flags (not when the parser is built for every other command).
+QUANTITY = r"[0-9]+(\.[0-9]+)?([eE][0-9]+|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?"
+SECRET_NAME = r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?"
+SECRET_KEY = r"[-._a-zA-Z0-9]{1,253}"
+IMAGE = r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}"
 DEFAULT_IMAGE = "agent-console:latest"
 MAX_BACKOFF = 100
 
@@ -65,22 +66,22 @@ def _check(args: argparse.Namespace) -> None:
 
     for flag in ("cpu", "memory", "cpu_limit", "memory_limit", "storage"):
         value = getattr(args, flag)
-        if value is not None and not QUANTITY.match(value):
+        if value is not None and not re.fullmatch(QUANTITY, value):
             raise JobError(f"--{flag.replace('_', '-')}: not a Kubernetes quantity (e.g. 500m, 2, 512Mi, 10Gi)")
     if not 0 <= args.backoff_limit <= MAX_BACKOFF:
         raise JobError(f"--backoff-limit: a whole number from 0 to {MAX_BACKOFF}")
-    if args.secret is not None and not SECRET_NAME.match(args.secret):
+    if args.secret is not None and not re.fullmatch(SECRET_NAME, args.secret):
         # Never repeated: what does not look like a Secret's name may well be the key itself.
         raise JobError("--secret names a Secret (lower-case letters, digits, '-' and '.'), not a key: the value "
                        "given is not one (and is not shown); create the Secret with kubectl and give its name")
-    if not SECRET_KEY.match(args.secret_key):
+    if not re.fullmatch(SECRET_KEY, args.secret_key):
         raise JobError("--secret-key names a key of the Secret (letters, digits, '-', '_' and '.'); the value "
                        "given is not one (and is not shown)")
-    if not IMAGE.match(args.image):
+    if not re.fullmatch(IMAGE, args.image):
         raise JobError("--image: not an image reference (e.g. registry.example.com/agent-console:0.1.0)")
     for flag in ("namespace", "pvc", "storage_class"):
         value = getattr(args, flag)
-        if value is not None and not SECRET_NAME.match(value):
+        if value is not None and not re.fullmatch(SECRET_NAME, value):
             raise JobError(f"--{flag.replace('_', '-')}: not a Kubernetes name (lower-case letters, digits, '-')")
 
 
