@@ -96,10 +96,12 @@ def _meta(run: KubeRun, name: str, annotations: bool = False) -> dict[str, Any]:
     return meta
 
 
-def _container_security(run: KubeRun) -> dict[str, Any]:
+def _container_security(run: KubeRun, commands: bool = True) -> dict[str, Any]:
+    """What the Pod Security Standards' "restricted" profile asks for; with --allow-userns, loosened for the
+    container that runs the job's commands only (``commands``)."""
     sc: dict[str, Any] = {"allowPrivilegeEscalation": False, "privileged": False, "readOnlyRootFilesystem": True,
                           "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}
-    if run.allow_userns:
+    if run.allow_userns and commands:
         # bubblewrap makes a user namespace (then pid, mount, net...) for each job-declared command: the runtime's
         # default seccomp profile and AppArmor (Ubuntu nodes) refuse unshare(CLONE_NEWUSER) to a non-root process,
         # and its --proc needs a /proc the runtime has not masked. The pod gets a user namespace of its own
@@ -144,7 +146,9 @@ def job(run: KubeRun, suspend: bool = False) -> dict[str, Any]:
             "name": "unpack", "image": run.image, "imagePullPolicy": run.image_pull_policy,
             "command": ["python", "-m", "console.kube.pack", f"{SEED}/{ARCHIVE_NAME}", run.folder],
             "volumeMounts": [*mounts, {"name": "seed", "mountPath": SEED, "readOnly": True}],
-            "securityContext": _container_security(run),
+            # The run's own: a namespace's quota that asks every container for them is met.
+            "resources": resources,
+            "securityContext": _container_security(run, commands=False),
         }],
         "containers": [{
             "name": CONTAINER, "image": run.image, "imagePullPolicy": run.image_pull_policy,

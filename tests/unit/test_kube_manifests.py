@@ -305,3 +305,17 @@ def test_the_pods_command_runs_and_a_replacement_pod_resumes(tmp_path, capsys) -
     sources = [e["source"] for e in events if e["type"] == "launch_settings"]
     assert sources == ["start", "resume"]
     assert sum(e["type"] == "turn_started" for e in events) > 3
+
+
+def test_allow_userns_loosens_the_run_container_only(tmp_path, capsys) -> None:
+    code, out, _ = dry_run(capsys, str(job_copy(tmp_path)))
+    plain = by_kind(docs(out))["Job"]["spec"]["template"]["spec"]
+    code, out, _ = dry_run(capsys, str(job_copy(tmp_path / "b")), "--allow-userns")
+    assert code == 0
+    pod = by_kind(docs(out))["Job"]["spec"]["template"]["spec"]
+    run, init = pod["containers"][0]["securityContext"], pod["initContainers"][0]["securityContext"]
+    assert pod["hostUsers"] is False and "hostUsers" not in plain  # Kubernetes refuses procMount Unmasked without
+    assert run["seccompProfile"] == {"type": "Unconfined"} and run["procMount"] == "Unmasked"
+    assert run["appArmorProfile"] == {"type": "Unconfined"} and not run["allowPrivilegeEscalation"]
+    assert init == plain["initContainers"][0]["securityContext"] == plain["containers"][0]["securityContext"]
+    assert "seccompProfile" not in init and pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
