@@ -214,4 +214,4 @@ def manifests(run: KubeRun, redact: bool = True) -> list[dict[str, Any]]:
 
 def settings_annotation(settings: dict[str, Any]) -> str:
     """The run's settings as one annotation (sorted JSON: what the Job was submitted with)."""
-    return json.dumps(settings, sort_keys=True, separators=(",", ":"), default=str)
+    return json.dumps(settings, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False)
