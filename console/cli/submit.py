@@ -22,6 +22,7 @@ SECRET_KEY = r"[-._a-zA-Z0-9]{1,253}"
 IMAGE = r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}"
 DEFAULT_IMAGE = "agent-console:latest"
 MAX_BACKOFF = 100
+LIMIT_DEFAULTS = {"memory_limit": "2Gi"}
 
 
 def add_parser(sub: Any, settings_flags: Any) -> None:
@@ -46,7 +47,7 @@ def add_parser(sub: Any, settings_flags: Any) -> None:
     s.add_argument("--cpu", default="500m", help="CPU request (default 500m)")
     s.add_argument("--memory", default="512Mi", help="memory request (default 512Mi)")
     s.add_argument("--cpu-limit", help="CPU limit (default: none)")
-    s.add_argument("--memory-limit", default="2Gi", help="memory limit (default 2Gi)")
+    s.add_argument("--memory-limit", default=LIMIT_DEFAULTS["memory_limit"], help="memory limit (default 2Gi)")
     s.add_argument("--backoff-limit", type=int, default=3, metavar="N",
                    help="pods that may fail before the Job does (default 3; evictions do not count)")
     s.add_argument("--allow-userns", action="store_true",
@@ -79,10 +80,27 @@ def _check(args: argparse.Namespace) -> None:
                        "given is not one (and is not shown)")
     if not re.fullmatch(IMAGE, args.image):
         raise JobError("--image: not an image reference (e.g. registry.example.com/agent-console:0.1.0)")
+    for request, limit in (("cpu", "cpu_limit"), ("memory", "memory_limit")):
+        if _more(getattr(args, request), getattr(args, limit)):
+            raise JobError(f"--{request} {getattr(args, request)} is more than --{limit.replace('_', '-')} "
+                           f"{getattr(args, limit)} (the limit's default is {LIMIT_DEFAULTS.get(limit, 'none')}): "
+                           "the cluster refuses such a pod")
     for flag in ("namespace", "pvc", "storage_class"):
         value = getattr(args, flag)
         if value is not None and not re.fullmatch(SECRET_NAME, value):
             raise JobError(f"--{flag.replace('_', '-')}: not a Kubernetes name (lower-case letters, digits, '-')")
+
+
+def _more(request: str | None, limit: str | None) -> bool:
+    """The request is over the limit (checked with the client's own parser; without the client, the cluster
+    says so)."""
+    if request is None or limit is None:
+        return False
+    try:
+        from kubernetes.utils.quantity import parse_quantity
+    except ImportError:
+        return False
+    return bool(parse_quantity(request) > parse_quantity(limit))
 
 
 def _name(args: argparse.Namespace, source: Any, now: Any) -> str:
@@ -108,7 +126,7 @@ def plan(args: argparse.Namespace) -> tuple[Any, str | None]:
     from console.engine.job_config import load_job_config
     from console.engine.runs import run_id
     from console.kube import carry
-    from console.kube.manifests import PREFIX, KeyRef, KubeRun, settings_annotation
+    from console.kube.manifests import DATA_DIR, PREFIX, RUNS, KeyRef, KubeRun, settings_annotation
     from console.kube.names import label_value
     from console.kube.pack import PackError, pack_job
     from console.notify import check_urls
@@ -136,10 +154,9 @@ def plan(args: argparse.Namespace) -> tuple[Any, str | None]:
     except PackError as exc:
         raise JobError(f"{one_line(str(source.root), 0)}: {exc}") from None
     name = _name(args, source, SystemClock().now())
-    folder = f"/work/runs/{name}"
-    rid = run_id(folder)
+    rid = run_id(f"{RUNS}/{name}")  # the pod's run folder: the id `jobs` and `logs` know the run by
     env = carry.settings_env(settings)
-    env.update({"AGENT_CONSOLE_DATA_DIR": "/work/data", "HOME": "/tmp", "NO_COLOR": "1"})
+    env.update({"AGENT_CONSOLE_DATA_DIR": DATA_DIR, "HOME": "/tmp", "NO_COLOR": "1"})
     secret_env: dict[str, str] = {}
     if store:
         (secret_env if carry.has_password(store) else env)[carry.STORE_ENV] = store

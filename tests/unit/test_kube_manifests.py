@@ -189,6 +189,8 @@ def test_a_key_on_the_command_line_is_refused_and_not_repeated(tmp_path, capsys,
     (("--name", "Has Spaces"), "--name: at most 56"),
     (("--namespace", "NS_1"), "--namespace: not a Kubernetes name"),
     (("--image", "x y"), "--image"),
+    (("--memory", "4Gi"), "--memory 4Gi is more than --memory-limit 2Gi"),
+    (("--cpu", "2", "--cpu-limit", "1500m"), "--cpu 2 is more than --cpu-limit 1500m"),
 ])
 def test_bad_flags_are_one_line(tmp_path, capsys, args, message) -> None:
     code, out, err = dry_run(capsys, str(job_copy(tmp_path)), *args)
