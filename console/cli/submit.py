@@ -7,6 +7,7 @@ would not start is refused on this machine, not in a pod. The kubernetes client 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from pathlib import Path
@@ -118,7 +119,22 @@ def _name(args: argparse.Namespace, source: Any, now: Any) -> str:
 
 def plan(args: argparse.Namespace) -> tuple[Any, str | None]:
     """The run as this machine resolves it (a KubeRun) and the store URL it records in (None: the embedded one);
-    JobError or ValueError (one line) if it cannot be."""
+    JobError or ValueError (one line) if it cannot be, or if a secret this machine knows would be in a manifest
+    that is printed or sent as it is (any object but the Secret)."""
+    run, store, secrets = _plan(args)
+    from console.engine.job import JobError
+    from console.kube.manifests import manifests
+
+    shown = json.dumps(manifests(run, redact=True), ensure_ascii=False)
+    for what, value in secrets:
+        if len(value) >= 8 and value in shown:
+            # A setting that is no secret holds one (a model name, a URL set to a key by mistake): never shown.
+            raise JobError(f"the manifests would hold the value of {what} (in a setting that is not secret: the "
+                           "model, a URL...); it is not shown: check the settings and flags")
+    return run, store
+
+
+def _plan(args: argparse.Namespace) -> tuple[Any, str | None, list[tuple[str, str]]]:
     from console.cli.common import check_flags
     from console.cli.run import _budgets, explicit_flags
     from console.engine.clock import SystemClock
@@ -179,7 +195,7 @@ def plan(args: argparse.Namespace) -> tuple[Any, str | None]:
                    env=env, secret_env=secret_env, key=key, pvc=args.pvc, storage=args.storage,
                    storage_class=args.storage_class, requests=requests, limits=limits,
                    backoff_limit=args.backoff_limit, allow_userns=args.allow_userns, labels=labels,
-                   annotations=annotations), store
+                   annotations=annotations), store, secrets
 
 
 def dump_yaml(objs: list[dict[str, Any]]) -> str:

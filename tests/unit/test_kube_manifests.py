@@ -321,3 +321,15 @@ def test_allow_userns_loosens_the_run_container_only(tmp_path, capsys) -> None:
     assert run["appArmorProfile"] == {"type": "Unconfined"} and not run["allowPrivilegeEscalation"]
     assert init == plain["initContainers"][0]["securityContext"] == plain["containers"][0]["securityContext"]
     assert "seccompProfile" not in init and pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+
+
+def test_a_key_set_as_another_setting_is_caught_before_anything_is_shown(tmp_path, capsys, monkeypatch,
+                                                                        _isolated_dirs) -> None:
+    """The key pasted where the model's name goes (the config file): no flag holds it, no job file holds it, and
+    still it would be in the Job's arguments."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    (_isolated_dirs / "config.toml").write_text(f'provider = "openai"\nmodel = "{KEY}"\n')
+    job = job_copy(tmp_path)
+    (job / "job.toml").write_text("[context]\nwindow = 32000\n")
+    code, out, err = dry_run(capsys, str(job))
+    assert code == 2 and out == "" and KEY not in err and "the value of $OPENAI_API_KEY" in err
