@@ -41,7 +41,8 @@ _MOVED = {
 # Each subcommand's function: (module, name); the operator's commands (console.engine.command_specs.SPECS) go to
 # control.cmd_control.
 _COMMANDS = {"run": ("run", "cmd_run"), "jobs": ("jobs", "cmd_jobs"), "attach": ("views", "cmd_attach"),
-             "logs": ("views", "cmd_logs"), "wait": ("wait", "cmd_wait"), "fleet": ("views", "cmd_fleet")}
+             "logs": ("views", "cmd_logs"), "wait": ("wait", "cmd_wait"), "fleet": ("views", "cmd_fleet"),
+             "submit": ("submit", "cmd_submit")}
 
 
 def __getattr__(name: str) -> Any:

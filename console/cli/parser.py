@@ -96,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="forget the runs whose folder is gone (state 'gone'): their rows are removed from the "
                            "list; each one is named")
 
+    from console.cli.submit import add_parser as add_submit
+
+    add_submit(sub, _settings_flags)
+
     wait = sub.add_parser("wait", help="wait until a run ends or needs you; the exit code says which",
                           description="Block until the run ends or needs its operator, print one line saying "
                                       "which, and exit with a code for scripts and cron. " + WAIT_HELP + ".")
