@@ -120,7 +120,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from console.engine.job import JobError, prepare_run, validate_job_folder
     from console.engine.job_config import load_job_config
     from console.engine.launch import Launch, LaunchStart, changes, read_launch
-    from console.engine.store import JobStore
+    from console.engine.store import StoreError
     from console.engine.supervisor import Supervisor
     from console.providers import ProviderError, make_provider
     from console.settings import load_settings, resolve_run_settings
@@ -179,7 +179,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         err(f"{job_arg}: a job or settings file is nested too deeply to be read")
         return EXIT_USAGE
     try:
-        store = JobStore(settings.store_path)
+        store = settings.open_store()
+    except StoreError as exc:
+        err(f"{exc}; the run needs its store at start (unset AGENT_CONSOLE_STORE for the embedded one)")
+        return EXIT_USAGE
     except (sqlite3.Error, OSError) as exc:
         err(f"{settings.store_path}: the jobs database cannot be used ({exc}); move it aside and a new one is made")
         return EXIT_USAGE

@@ -26,10 +26,13 @@ def as_now(r: Any, holder: Any = None) -> Any:
     end: interrupted. ``holder``: the pid holding a run's lock, from its folder (default: its run lock's answer)."""
     from console.engine.store import folder_gone
 
-    gone = folder_gone(r.path)
-    # The lock is asked only where it can change the answer: a run the store records as live.
-    pid = (holder or _lock_holder)(Path(r.path)) if not gone and r.status in STORED_LIVE else None
-    live = liveness(r.status, pid, gone=gone, detail=r.detail or "")
+    if getattr(r, "remote", False):  # a run of another machine (a shared store): its runner's lease says
+        gone, pid, leased = False, None, bool(r.leased)
+    else:
+        gone, leased = folder_gone(r.path), False
+        # The lock is asked only where it can change the answer: a run the store records as live.
+        pid = (holder or _lock_holder)(Path(r.path)) if not gone and r.status in STORED_LIVE else None
+    live = liveness(r.status, pid, gone=gone, detail=r.detail or "", leased=leased)
     if live.state == r.status:
         return r
     if live.state == GONE:
