@@ -83,7 +83,7 @@ def _fleet(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from console.tui.launch import fleet_console
 
-    return fleet_console(settings.store_path, theme=theme or settings.theme)
+    return fleet_console(settings.store_path, theme=theme or settings.theme, url=settings.store_url)
 
 
 
@@ -103,6 +103,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
             raise ValueError(f"--since {args.since}: expected an event's seq (0 or more)")
         if args.lines is not None and not 1 <= args.lines <= MAX_LIST:
             raise ValueError(f"--lines {args.lines}: expected a whole number from 1 to {MAX_LIST}")
+        from console.headless.store_logs import remote_logs
+
+        if (code := remote_logs(args)) is not None:  # a run of another machine sharing the store
+            return code
         paths = validate_job_folder(run_folder(args.job))
     except (JobError, ValueError) as exc:
         err(str(exc))

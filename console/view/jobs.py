@@ -44,6 +44,26 @@ def as_now(r: Any, holder: Any = None) -> Any:
     return replace(r, status=live.state)
 
 
+def remote_run(ref: str, settings: Any) -> Any:
+    """The shared store's row of the run ``ref`` names when it is a run of another machine; None when it is not (a
+    folder, a run of this machine, or the embedded store): the local ways then apply. RunLookupError if ``ref``
+    names no run or several; StoreError if the store cannot be read."""
+    import os
+
+    from console.engine.runs import looks_like_a_path, resolve_run
+
+    if not settings.store_url or looks_like_a_path(ref) or os.path.isdir(ref):
+        return None
+    store = settings.open_store()
+    try:
+        rows = store.list(10**6)
+    finally:
+        store.close()
+    path = str(resolve_run(ref, rows))
+    row = next((r for r in rows if r.path == path), None)
+    return row if row is not None and row.remote else None
+
+
 def _lock_holder(root: Path) -> int | None:
     from console.engine.job import JobPaths
     from console.engine.run_lock import RunLock  # not control: the lock alone, so `jobs` starts fast

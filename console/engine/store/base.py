@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
+from urllib.parse import urlsplit, urlunsplit
 
 COLUMNS = ("path", "name", "status", "provider", "model", "started_at", "updated_at", "completed_at", "confidence",
            "summary", "detail", "cost_usd", "needs_since")
@@ -88,6 +89,23 @@ class Store(Protocol):
 
 class StoreError(Exception):
     """A shared store that cannot be reached or used now: one line, never the URL's password."""
+
+
+def shown_store_url(url: str | None) -> str:
+    """The URL as logs, events, errors and launch records may show it: the password (and any query string, where
+    libpq takes ``password=`` too) left out. ``embedded`` for the default."""
+    if not url:
+        return "embedded"
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "postgresql://(a URL that does not parse)"
+    user = f"{parts.username}@" if parts.username else ""
+    if ":" in host:
+        host = f"[{host}]"
+    return urlunsplit((parts.scheme, f"{user}{host}{port}", parts.path, "", ""))
 
 
 def folder_gone(path: str | Path) -> bool:

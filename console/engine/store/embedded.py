@@ -1,4 +1,5 @@
-"""The embedded jobs store (SQLite), the default that needs nothing set up: one row per run folder, updated by the engine and job_complete.
+"""The embedded jobs store (SQLite), the default that needs nothing set up: one row per run folder, updated by the
+engine and job_complete.
 
 It lives in the data folder (``jobs.db`` beside ``runs/``), which is created here: both are the operator's only
 (0700, and 0600 for the database and its -wal and -shm files), since the folder holds every run's

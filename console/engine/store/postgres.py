@@ -23,9 +23,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from console.engine.store.base import COLUMNS, FINISHED, NEEDS_YOU, JobRow, StoreError, this_host
+from console.engine.store.base import COLUMNS, FINISHED, NEEDS_YOU, JobRow, StoreError, shown_store_url, this_host
 from console.engine.store.schema import SchemaTooNew, migrate
-from console.engine.store.url import shown_store_url
 
 EVENTS_CHANNEL = "agent_console_events"
 COMMANDS_CHANNEL = "agent_console_commands"

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
-from console.engine.store.base import Store, StoreError
+from console.engine.store.base import Store, StoreError, shown_store_url
+
+__all__ = ["SCHEMES", "check_store_url", "is_shared_url", "open_store", "shown_store_url"]
 
 SCHEMES = ("postgresql", "postgres")
 
@@ -13,23 +15,6 @@ SCHEMES = ("postgresql", "postgres")
 def is_shared_url(url: str | None) -> bool:
     """True for a PostgreSQL URL (``postgresql://...``); None or "" is the embedded store."""
     return bool(url) and urlsplit(url or "").scheme.lower() in SCHEMES
-
-
-def shown_store_url(url: str | None) -> str:
-    """The URL as logs, events, errors and launch records may show it: the password (and any query string, where
-    libpq takes ``password=`` too) left out. ``embedded`` for the default."""
-    if not url:
-        return "embedded"
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        return "postgresql://(a URL that does not parse)"
-    user = f"{parts.username}@" if parts.username else ""
-    if ":" in host:
-        host = f"[{host}]"
-    return urlunsplit((parts.scheme, f"{user}{host}{port}", parts.path, "", ""))
 
 
 def check_store_url(url: str) -> str:
