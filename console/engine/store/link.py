@@ -65,7 +65,11 @@ class StoreLink:
         self.rng = rng or random.Random()
         self.key = store.key(paths.root)
         self.offset = 0  # the byte of events.jsonl read up to
-        self.shipped = -1  # the store's last seq of this run (-1: not asked yet)
+        self.shipped = 0  # the highest seq shipped
+        # While the log is read again from its start (the link's first pass, and after the store was away): the
+        # seqs the store holds, so that every hole is filled (a crashed server may lose what it acknowledged).
+        self.have: set[int] | None = None
+        self.rescan = True
         self.seen_commands: set[str] = set()  # command ids in the log (operator_command events)
         self.written: set[str] = set()  # command ids this link wrote into the inbox
         self.down_since: float | None = None
@@ -85,7 +89,7 @@ class StoreLink:
         that cannot be reached now is no reason not to run: the link catches up once it is back."""
         try:
             self.store.ensure_run(self.paths.root, self.paths.root.name, self.now())
-            if not self.store.take_lease(self.key, self.owner, LEASE_SECONDS):
+            if self.store.take_lease(self.key, self.owner, LEASE_SECONDS) is None:
                 raise LeaseHeld(f"{self.paths.root}: another runner holds this run's lease in the store "
                                 f"{self.store.shown}: it runs on another machine")
             self._next_lease = time.monotonic() + HEARTBEAT
@@ -130,9 +134,12 @@ class StoreLink:
             pass
         now = time.monotonic()
         if now >= self._next_lease:
-            if not self.store.take_lease(self.key, self.owner, LEASE_SECONDS):
+            last = self.store.take_lease(self.key, self.owner, LEASE_SECONDS)
+            if last is None:
                 self.events.emit(ev.ErrorEvent, message="another runner took this run's lease in the shared store",
                                  where="store", recoverable=True)
+            elif last < self.shipped and self.have is None:
+                self._rewind()  # the server lost commits it had acknowledged (a crash): they are shipped again
             self._next_lease = now + HEARTBEAT
         if self._wanted or now >= self._next_sweep:
             self._wanted = False
@@ -168,6 +175,7 @@ class StoreLink:
 
     # -- store down and back --------------------------------------------------------------------------------
     def _went_down(self, exc: StoreError) -> None:
+        self._rewind()  # when it is back: a server that crashed may have lost what it acknowledged last
         now = time.monotonic()
         if self.down_since is None:
             self.down_since = now
@@ -180,7 +188,12 @@ class StoreLink:
                          "from its folder, and other machines do not see it until the store is back",
                          [str(exc)], pause=False)
 
+    def _rewind(self) -> None:
+        """Read the log again from its start, shipping every event the store lacks."""
+        self.offset, self.have, self.rescan = 0, None, True
+
     def _came_back(self) -> None:
+        self._next_lease = 0.0
         self.down_since, self.failures = None, 0
         if self.asked and self.operator.needs == "store_down":
             answered(self.events, self.operator, "the store is back")
@@ -202,8 +215,8 @@ class StoreLink:
     # -- events ---------------------------------------------------------------------------------------------
     def _ship(self) -> bool:
         """Send one batch of the log's lines the store lacks; True if there may be more."""
-        if self.shipped < 0:
-            self.shipped = max(0, self.store.shipped(self.key))
+        if self.rescan:
+            self.have, self.rescan = self.store.seqs(self.key), False
         try:
             size = os.stat(self.paths.events).st_size
         except OSError:
@@ -211,6 +224,7 @@ class StoreLink:
         if size < self.offset:  # the log was moved aside (corrupt) and started anew: read it from its start
             self.offset = 0
         if size == self.offset:
+            self.have = None  # caught up: from here on, what is new is what is after the highest seq shipped
             return False
         with open(self.paths.events, "rb") as fh:
             fh.seek(self.offset)
@@ -225,12 +239,14 @@ class StoreLink:
                 break
             used += len(raw)
             line = self._line(raw)
-            if line is not None and line[0] > self.shipped:
+            if line is not None and (line[0] not in self.have if self.have is not None else line[0] > self.shipped):
                 batch.append(line)
         if batch:
             self.store.append_events(self.key, batch)
             self.shipped = max(self.shipped, max(seq for seq, *_ in batch))
         self.offset += used
+        if self.have is not None and self.offset >= size:
+            self.shipped, self.have = max(self.shipped, max(self.have, default=0)), None
         return self.offset < size
 
     def _line(self, raw: bytes) -> tuple[int, str | None, str, str] | None:

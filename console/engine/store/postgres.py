@@ -188,6 +188,11 @@ class PgStore:
             r = conn.execute("SELECT last_seq FROM runs WHERE key=%s", (key,)).fetchone()
         return int(r[0]) if r else -1
 
+    def seqs(self, key: str) -> set[int]:
+        """Every seq of the run's events the store holds (a link's catch-up looks for the holes)."""
+        with self.connection() as conn:
+            return {int(s) for (s,) in conn.execute("SELECT seq FROM events WHERE run_key=%s", (key,))}
+
     def ensure_run(self, path: Path, name: str, now: datetime) -> None:
         """A row for a run whose start the store missed (it was down): its events need one to belong to."""
         ts = now.isoformat(timespec="seconds")
@@ -255,14 +260,15 @@ class PgStore:
         self.execute("UPDATE commands SET delivered_at=now() WHERE id=%s AND delivered_at IS NULL", (command_id,))
 
     # -- leases ---------------------------------------------------------------------------------------------
-    def take_lease(self, key: str, owner: str, seconds: float) -> bool:
-        """Hold (or renew) the run's lease for ``seconds`` of the server's clock; False if another owner holds
-        a current one."""
+    def take_lease(self, key: str, owner: str, seconds: float) -> int | None:
+        """Hold (or renew) the run's lease for ``seconds`` of the server's clock: the store's last seq of the run
+        then (a server that crashed may have lost commits: the link ships them again), or None if another owner
+        holds a current lease."""
         with self.connection() as conn:
             r = conn.execute("UPDATE runs SET lease_owner=%s, lease_expires=now() + make_interval(secs => %s) "
                              "WHERE key=%s AND (lease_owner IS NULL OR lease_owner=%s OR lease_expires IS NULL "
-                             "OR lease_expires < now()) RETURNING 1", (owner, seconds, key, owner)).fetchone()
-        return r is not None
+                             "OR lease_expires < now()) RETURNING last_seq", (owner, seconds, key, owner)).fetchone()
+        return int(r[0]) if r is not None else None
 
     def drop_lease(self, key: str, owner: str) -> None:
         self.execute("UPDATE runs SET lease_owner=NULL, lease_expires=NULL WHERE key=%s AND lease_owner=%s",
