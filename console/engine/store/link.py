@@ -216,6 +216,8 @@ class StoreLink:
     def _ship(self) -> bool:
         """Send one batch of the log's lines the store lacks; True if there may be more."""
         if self.rescan:
+            # Its row first (a store that was away at the start missed it): the events belong to it.
+            self.store.ensure_run(self.paths.root, self.paths.root.name, self.now())
             self.have, self.rescan = self.store.seqs(self.key), False
         try:
             size = os.stat(self.paths.events).st_size
