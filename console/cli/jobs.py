@@ -55,7 +55,11 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     rows.sort(key=needs_first)
     if args.json:
         for r in rows:
-            say(json.dumps({"id": run_id(r.path), **r.__dict__}))
+            record = dict(r.__dict__)
+            if not r.host:  # the embedded store: no machine, no lease (its records keep their keys)
+                record.pop("host", None)
+                record.pop("leased", None)
+            say(json.dumps({"id": run_id(r.path), **record}))
         return EXIT_OK
     if not rows:
         say("no runs yet: try  agent-console run sample_jobs/quickstart")
