@@ -145,6 +145,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         source = validate_job_folder(job_arg)
         job = load_job_config(source)
         recorded = read_launch(source) if args.in_place else None
+        from console.engine.launch import store_change
+        from console.engine.store import shown_store_url
+
+        if recorded is not None and (why := store_change(recorded, shown_store_url(settings.store_url))):
+            raise ValueError(why)
         given = explicit_flags(args)
         flags = launch_flags(recorded, given, args.switch_model)
         if not flags.get("notify"):
@@ -220,7 +225,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                         file_index=rs.file_index, compact_at=rs.compact_at, speed=rs.speed,
                         unconfined=bool(flags.get("unconfined")),
                         script=str(script) if script is not None else None, notify=tuple(flags.get("notify") or ()),
-                        budgets=_budgets(job),
+                        budgets=_budgets(job), store=shown_store_url(settings.store_url),
                         started_at=recorded.started_at if recorded is not None else clock.now())
         launch = LaunchStart(record, source="resume" if recorded is not None else "start",
                              changes=tuple(changes(recorded, record)) if recorded is not None else (),
