@@ -41,10 +41,22 @@ def _attach(args: argparse.Namespace) -> int:
     from console.engine.job import JobError, validate_job_folder
     from console.settings import load_settings
 
+    from console.engine.runs import run_id
+    from console.engine.store import StoreError
+    from console.view.jobs import remote_run
+
     try:
         settings = load_settings()
         check_console_options(args.theme, settings)
+        if (row := remote_run(args.job, settings)) is not None:  # a run of another machine sharing the store
+            err(f"run {run_id(row.path)} runs on {row.host}: its console opens there (agent-console attach "
+                f"{run_id(row.path)} on {row.host}); from here: agent-console logs -f {run_id(row.path)}, the fleet "
+                "(agent-console), and its commands (pause, stop, approve... by id)")
+            return EXIT_USAGE
         paths = validate_job_folder(run_folder(args.job, settings))
+    except StoreError as exc:
+        err(str(exc))
+        return EXIT_USAGE
     except (JobError, ValueError) as exc:
         err(str(exc))
         return EXIT_USAGE
