@@ -39,10 +39,9 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 def _attach(args: argparse.Namespace) -> int:
     from console.engine.job import JobError, validate_job_folder
-    from console.settings import load_settings
-
     from console.engine.runs import run_id
     from console.engine.store import StoreError
+    from console.settings import load_settings
     from console.view.jobs import remote_run
 
     try:

@@ -64,6 +64,31 @@ def remote_run(ref: str, settings: Any) -> Any:
     return row if row is not None and row.remote else None
 
 
+def send_remote(url: str, embedded: Path, host: str, path: str, command: str, source: str) -> str | None:
+    """Queue ``command`` for a run of another machine through the shared store (a row and a NOTIFY: that run's
+    link writes it into its inbox); what went wrong in one line, or None."""
+    import uuid
+
+    from console.engine.commands import CommandError
+    from console.engine.control import make_command
+    from console.engine.store import StoreError, open_store
+    from console.engine.store.postgres import PgStore, run_key
+
+    try:
+        cmd = make_command(command, source=source, id=uuid.uuid4().hex)
+        store = open_store(url, embedded)
+        try:
+            if not isinstance(store, PgStore):
+                return "not a shared store"
+            store.send_command(run_key(host, path), cmd.model_dump(mode="json",
+                                                                   include={"id", "command", "args", "source"}))
+        finally:
+            store.close()
+    except (CommandError, StoreError) as exc:
+        return f"{command} could not be sent: {exc}"
+    return None
+
+
 def _lock_holder(root: Path) -> int | None:
     from console.engine.job import JobPaths
     from console.engine.run_lock import RunLock  # not control: the lock alone, so `jobs` starts fast

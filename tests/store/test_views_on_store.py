@@ -58,3 +58,25 @@ def test_the_fleet_folds_another_machines_runs_from_the_store(pg_url: str, tmp_p
         assert rows[folder].state == "interrupted" and rows[folder].last
     finally:
         fleet.close()
+
+
+def test_the_fleets_keys_reach_another_machines_run(pg_url: str, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fleet's stop (and approve, deny) of another machine's run: a row of the store, taken by its link."""
+    from console.view.jobs import send_remote
+
+    a = Machine("machine-a", tmp_path, pg_url)
+    runner = a.start(str(QUICKSTART), "--speed", "0.3")
+    folder = runner.folder()
+    wait_until(lambda: len(store_seqs(pg_url, folder)) >= 5, 60, "the run in the store")
+    monkeypatch.setenv("AGENT_CONSOLE_HOST", "machine-b")
+    fleet = Fleet(tmp_path / "b" / "jobs.db", now=lambda: datetime.now(UTC), url=pg_url)
+    try:
+        (row,) = fleet.poll()
+        assert row.host == "machine-a" and row.state in ("running", "starting")
+        assert send_remote(pg_url, fleet.store_path, row.host, str(row.path), "stop", "fleet") is None
+        runner.wait(120)  # the runner's process ends: its stop applied
+        wait_until(lambda: fleet.poll()[0].state == "stopped", 30, "the run shown stopped")
+    finally:
+        fleet.close()
+    assert send_remote(pg_url, tmp_path / "b" / "jobs.db", "machine-a", "/no/such/run", "stop", "fleet") is not None
