@@ -4,6 +4,7 @@ function for all of them, driven by the engine's command specs; and `resume` of 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -22,12 +23,18 @@ def cmd_control(args: argparse.Namespace) -> int:
     from console.engine.commands import CommandError, parse_command
     from console.engine.control import RunLock, write_inbox
     from console.engine.job import JobError, JobPaths, validate_job_folder
+    from console.engine.runs import looks_like_a_path
 
     try:
         check_flags(args)
-        if (code := remote_control(args)) is not None:  # a run of another machine sharing the store
-            return code
-        paths: JobPaths = validate_job_folder(run_folder(args.job))
+        settings = None
+        if not (looks_like_a_path(args.job) or os.path.isdir(args.job)):  # an id or a name: the store says whose
+            from console.settings import load_settings
+
+            settings = load_settings()
+            if (code := remote_control(args, settings)) is not None:  # a run of another machine sharing the store
+                return code
+        paths: JobPaths = validate_job_folder(run_folder(args.job, settings))
     except (JobError, ValueError) as exc:
         err(str(exc))
         return EXIT_USAGE
@@ -85,7 +92,7 @@ def cmd_control(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def remote_control(args: argparse.Namespace) -> int | None:
+def remote_control(args: argparse.Namespace, settings: Any) -> int | None:
     """A command for a run of another machine: a row of the shared store's ``commands`` (and a NOTIFY); that run's
     link writes it into its inbox within a second. None when the run is not another machine's."""
     import uuid
@@ -96,10 +103,8 @@ def remote_control(args: argparse.Namespace) -> int | None:
     from console.engine.runs import run_id
     from console.engine.store import StoreError, this_host
     from console.engine.store.postgres import PgStore, run_key
-    from console.settings import load_settings
     from console.view.jobs import remote_run
 
-    settings = load_settings()
     try:
         row = remote_run(args.job, settings)
     except StoreError as exc:

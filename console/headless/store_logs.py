@@ -91,6 +91,10 @@ def remote_logs(args: argparse.Namespace) -> int | None:
         with contextlib.suppress(OSError, ValueError):
             print(one_line(f"agent-console: {msg}"), file=sys.stderr, flush=True)
 
+    from console.engine.runs import looks_like_a_path
+
+    if looks_like_a_path(args.job) or os.path.isdir(args.job):
+        return None  # a folder: this machine's
     try:
         settings = load_settings()
         row = remote_run(args.job, settings)
