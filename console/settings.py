@@ -256,12 +256,13 @@ class Settings(BaseSettings):
         """The store's URL (None: the embedded store). Handed to the store only: never printed (shown_store_url)."""
         return self.store.get_secret_value() if self.store is not None else None
 
-    def open_store(self) -> Store:
-        """The jobs store these settings name; StoreError (one line, no password) if a shared one cannot be used,
-        sqlite3.Error or OSError if the embedded one cannot."""
+    def open_store(self, lenient: bool = False) -> Store:
+        """The jobs store these settings name; StoreError (one line, no password) if a shared one cannot be used
+        (``lenient``: a run's start, which goes on while its store is away), sqlite3.Error or OSError if the
+        embedded one cannot."""
         from console.engine.store import open_store
 
-        return open_store(self.store_url, self.store_path)
+        return open_store(self.store_url, self.store_path, lenient=lenient)
 
     @property
     def runs_dir(self) -> Path:

@@ -184,9 +184,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         err(f"{job_arg}: a job or settings file is nested too deeply to be read")
         return EXIT_USAGE
     try:
-        store = settings.open_store()
+        store = settings.open_store(lenient=True)  # a shared store away now: the run goes on, the store catches up
     except StoreError as exc:
-        err(f"{exc}; the run needs its store at start (unset AGENT_CONSOLE_STORE for the embedded one)")
+        err(str(exc))
         return EXIT_USAGE
     except (sqlite3.Error, OSError) as exc:
         err(f"{settings.store_path}: the jobs database cannot be used ({exc}); move it aside and a new one is made")
@@ -197,6 +197,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     for problem in (*store.not_private, private_dir(settings.runs_dir)):
         if problem and not runner:
             err(f"warning: not private: {problem}")
+    if store.error is not None:
+        err(f"warning: {store.error}; the run goes on from its folder and the store catches up when it is back")
+        store.error = None
     try:
         # Copy only once everything checked out: a failed start leaves no stray run folder.
         paths = source if args.in_place else prepare_run(job_arg, settings.runs_dir, clock.now())

@@ -121,3 +121,20 @@ def test_the_server_down_mid_run_then_back(machines: tuple[Machine, Machine], pg
     assert len(applied(folder)) == 2 and set(applied(folder).values()) == {1}
     said = [json.loads(x) for x in (folder / ".console" / "events.jsonl").read_text().splitlines()]
     assert any(e["type"] == "error" and e.get("where") == "store" and "catches up" in e["message"] for e in said)
+
+
+def test_a_run_started_while_the_store_is_away_catches_up(machines: tuple[Machine, Machine], pg_url: str,
+                                                          pg_server: PgServer) -> None:
+    a, b = machines
+    pg_server.stop()  # a fresh database, not even migrated yet
+    runner = a.start(str(QUICKSTART), "--speed", "0.5")
+    folder = runner.folder()
+    wait_until(lambda: len(file_seqs(folder)) > 20, 60, "the run going on without its store")
+    assert "the store catches up" in runner.out.read_text()
+    pg_server.start()
+    wait_until(lambda: len(b.jobs()) == 1, 60, "the run listed once the store is back")
+    assert runner.wait() == 0
+    wait_until(lambda: store_seqs(pg_url, folder) == file_seqs(folder), 30,
+               f"every event in the store: {missing(pg_url, folder)[:20]}")
+    (row,) = b.jobs()
+    assert row["status"] == "completed" and row["provider"] == "scripted"

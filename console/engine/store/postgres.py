@@ -48,7 +48,10 @@ class PgStore:
 
     shared = True
 
-    def __init__(self, url: str, *, host: str | None = None, pool_max: int = POOL_MAX) -> None:
+    def __init__(self, url: str, *, host: str | None = None, pool_max: int = POOL_MAX, lenient: bool = False
+                 ) -> None:
+        """``lenient``: a server that cannot be reached now is no error (a run starting while its store is away:
+        :attr:`error` says so, and the schema is checked at the first connection that works)."""
         import psycopg  # lazily: only a shared store pays for it
         from psycopg_pool import ConnectionPool
 
@@ -66,12 +69,15 @@ class PgStore:
                                        check=ConnectionPool.check_connection, name="agent-console-store")
         except Exception as exc:  # a URL the library refuses: its message may quote the URL
             raise StoreError(f"store {self.shown}: {self._say(exc)}") from None
+        self._migrated = False
         try:
-            with self.connection() as conn:
-                migrate(conn)
-        except (StoreError, SchemaTooNew) as exc:
-            self.pool.close()
-            raise StoreError(f"store {self.shown}: {exc}") from None
+            with self.connection():
+                pass  # migrated there
+        except StoreError as exc:
+            if not lenient or "newer than this agent-console" in str(exc):
+                self.pool.close()
+                raise
+            self.error = str(exc)
         except Exception:
             self.pool.close()
             raise
@@ -94,7 +100,12 @@ class PgStore:
 
         try:
             with self.pool.connection() as conn:
+                if not self._migrated:  # the first connection that works brings the schema up to date
+                    migrate(conn)
+                    self._migrated = True
                 yield conn
+        except SchemaTooNew as exc:
+            raise StoreError(f"store {self.shown}: {exc}") from None
         except PoolTimeout:
             raise StoreError(f"store {self.shown}: cannot be reached (no connection within {CONNECT_TIMEOUT}s)"
                              ) from None

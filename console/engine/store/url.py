@@ -25,14 +25,15 @@ def check_store_url(url: str) -> str:
     return url
 
 
-def open_store(url: str | None, embedded_path: Path) -> Store:
+def open_store(url: str | None, embedded_path: Path, *, lenient: bool = False) -> Store:
     """The store a setting names: PostgreSQL for a ``postgresql://`` URL, else the embedded SQLite file at
-    ``embedded_path``. :class:`StoreError` (one line, no password) when a PostgreSQL store cannot be used."""
+    ``embedded_path``. :class:`StoreError` (one line, no password) when a PostgreSQL store cannot be used
+    (``lenient``: only when it never could, such as a schema too new; one away now is in its ``error``)."""
     if is_shared_url(url):
         from console.engine.store.postgres import PgStore  # psycopg only when a shared store is used
 
         assert url is not None
-        return PgStore(url)
+        return PgStore(url, lenient=lenient)
     if url:
         raise StoreError(f"store {shown_store_url(url)!r}: not a postgresql:// URL")
     from console.engine.store.embedded import JobStore
