@@ -102,7 +102,7 @@ def remote_control(args: argparse.Namespace, settings: Any) -> int | None:
     from console.engine.control import make_command
     from console.engine.runs import run_id
     from console.engine.store import StoreError, this_host
-    from console.engine.store.postgres import PgStore, run_key
+    from console.engine.store.postgres import PgStore
     from console.view.jobs import remote_run
 
     try:
@@ -130,7 +130,7 @@ def remote_control(args: argparse.Namespace, settings: Any) -> int | None:
         return EXIT_USAGE
     store = settings.open_store()
     assert isinstance(store, PgStore)
-    key = run_key(row.host, row.path)
+    key = row.key
     try:
         store.send_command(key, cmd.model_dump(mode="json", include={"id", "command", "args", "source"}))
         if args.wait <= 0:

@@ -57,8 +57,8 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         for r in rows:
             record = dict(r.__dict__)
             if not r.host:  # the embedded store: no machine, no lease (its records keep their keys)
-                record.pop("host", None)
-                record.pop("leased", None)
+                for extra in ("host", "leased", "key"):
+                    record.pop(extra, None)
             say(json.dumps({"id": run_id(r.path), **record}))
         return EXIT_OK
     if not rows:

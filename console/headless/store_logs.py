@@ -81,7 +81,7 @@ def remote_logs(args: argparse.Namespace) -> int | None:
     from console.engine.job import JobError
     from console.engine.runs import RunLookupError, run_id
     from console.engine.store import StoreError
-    from console.engine.store.postgres import PgStore, run_key
+    from console.engine.store.postgres import PgStore
     from console.headless import use_color
     from console.outcome import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
     from console.settings import load_settings
@@ -108,7 +108,7 @@ def remote_logs(args: argparse.Namespace) -> int | None:
         return None
     store = settings.open_store()
     assert isinstance(store, PgStore)
-    key = run_key(row.host, row.path)
+    key = row.key
     lines = StoreLines(store, key)
     color = not args.json and use_color(sys.stdout)
     printer = StoryPrinter(_nowhere(), sys.stdout, sys.stderr, run_id=run_id(row.path),
@@ -117,7 +117,7 @@ def remote_logs(args: argparse.Namespace) -> int | None:
     printer.reader = lines  # type: ignore[assignment]
 
     def holder() -> int | None:
-        now = store.get(row.path, row.host)
+        now = store.by_key(key)
         return 0 if now is not None and now.leased else None
 
     try:

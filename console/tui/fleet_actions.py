@@ -103,7 +103,7 @@ class FleetActions(App[int]):
         if row.host and self.fleet is not None and self.fleet.url:  # another machine's run: through the store
             from console.view.jobs import send_remote
 
-            problem = send_remote(self.fleet.url, self.fleet.store_path, row.host, str(row.path), command, "fleet")
+            problem = send_remote(self.fleet.url, self.fleet.store_path, row.key, command, "fleet")
         else:
             problem = InboxController(JobPaths(row.path), source="fleet").send(command)
         if problem:

@@ -89,8 +89,10 @@ class FleetRow:
     needs_message: str = ""
     needs_since: str = ""
     needs_seq: int = 0
-    # The machine whose run it is, for a run of another machine sharing the store ("": this one's).
+    # The machine whose run it is, for a run of another machine sharing the store ("": this one's), and its key
+    # in the store (what its commands are addressed to).
     host: str = ""
+    key: str = ""
 
     @property
     def needs_label(self) -> str:
@@ -238,6 +240,7 @@ def snapshot(row: JobRow, fold: RunFold, pid: int | None, now: datetime) -> Flee
         needs_since=since_text(need.since, now) if need is not None else "",
         needs_seq=need.seq if need is not None else 0,
         host=row.host if row.remote else "",
+        key=row.key if row.remote else "",
     )
 
 
@@ -302,7 +305,7 @@ class Fleet:
             return self.rows
         for row in listed:
             if _fold_key(row) not in self.folds:
-                self.folds[_fold_key(row)] = (RemoteFold(row, self._remote_key(row)) if row.remote
+                self.folds[_fold_key(row)] = (RemoteFold(row, row.key) if row.remote
                                               else RunFold(row))
         caught_up = fold and self._fold(listed, budget)
         now = self.now()
@@ -334,12 +337,6 @@ class Fleet:
         self._read.clear()
         return True
 
-
-    @staticmethod
-    def _remote_key(row: JobRow) -> str:
-        from console.engine.store.postgres import run_key
-
-        return run_key(row.host, row.path)
 
     def _fold_remote(self, rows: list[JobRow]) -> None:
         """The runs of other machines: their new events from the store, in two queries whatever their number
@@ -373,8 +370,9 @@ class Fleet:
 
 
 def _fold_key(row: JobRow) -> str:
-    """A run's fold, by machine and folder (two machines may each have a run in a folder of the same path)."""
-    return f"{row.host}\0{row.path}" if row.remote else row.path
+    """A run's fold: another machine's by its store key (two machines may each have a run in a folder of the same
+    path), this machine's by its folder."""
+    return f"key:{row.key}" if row.remote else row.path
 
 
 def matches(row: FleetRow, text: str) -> bool:

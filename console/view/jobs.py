@@ -64,7 +64,7 @@ def remote_run(ref: str, settings: Any) -> Any:
     return row if row is not None and row.remote else None
 
 
-def send_remote(url: str, embedded: Path, host: str, path: str, command: str, source: str) -> str | None:
+def send_remote(url: str, embedded: Path, key: str, command: str, source: str) -> str | None:
     """Queue ``command`` for a run of another machine through the shared store (a row and a NOTIFY: that run's
     link writes it into its inbox); what went wrong in one line, or None."""
     import uuid
@@ -72,7 +72,7 @@ def send_remote(url: str, embedded: Path, host: str, path: str, command: str, so
     from console.engine.commands import CommandError
     from console.engine.control import make_command
     from console.engine.store import StoreError, open_store
-    from console.engine.store.postgres import PgStore, run_key
+    from console.engine.store.postgres import PgStore
 
     try:
         cmd = make_command(command, source=source, id=uuid.uuid4().hex)
@@ -80,8 +80,7 @@ def send_remote(url: str, embedded: Path, host: str, path: str, command: str, so
         try:
             if not isinstance(store, PgStore):
                 return "not a shared store"
-            store.send_command(run_key(host, path), cmd.model_dump(mode="json",
-                                                                   include={"id", "command", "args", "source"}))
+            store.send_command(key, cmd.model_dump(mode="json", include={"id", "command", "args", "source"}))
         finally:
             store.close()
     except (CommandError, StoreError) as exc:

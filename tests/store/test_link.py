@@ -79,12 +79,15 @@ def test_a_second_runner_is_kept_out_by_the_lease(make_job, pg_url: str) -> None
     paths = make_job()
     paths.state.mkdir(parents=True, exist_ok=True)
     store = PgStore(pg_url)
-    first, _e, _ = link_for(paths, store, owner="machine-a:1:r1")
+    first, _e, _ = link_for(paths, store, owner=f"{store.host}:1:r1")
     first.start()
     try:
-        second, _e2, _ = link_for(paths, PgStore(pg_url, host=store.host), owner="machine-c:9:r2")
+        other = PgStore(pg_url, host="machine-c")  # the same folder, mounted by another machine
+        second, _e2, _ = link_for(paths, other, owner="machine-c:9:r2")
+        assert second.key == first.key  # the folder's store id: one run, wherever it is
         with pytest.raises(LeaseHeld):
-            second.start()
+            second.start(lease_wait=0)
+        other.close()
     finally:
         first.close()
     assert sql(pg_url, "SELECT lease_owner FROM runs") == [(None,)]

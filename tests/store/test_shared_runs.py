@@ -82,6 +82,36 @@ def test_a_runner_killed_9_is_interrupted_then_resumed_with_nothing_lost(machine
     assert row["status"] == "completed"
 
 
+def test_a_runner_killed_9_is_resumed_at_once_on_its_machine(machines: tuple[Machine, Machine], pg_url: str) -> None:
+    """Its machine's lock says no process runs it: the lease it left is taken over without waiting for it."""
+    a, _b = machines
+    runner = a.start(str(QUICKSTART), "--speed", "0.5")
+    folder = runner.folder()
+    wait_until(lambda: len(store_seqs(pg_url, folder)) >= 20, 60, "20 events in the store")
+    runner.kill()
+    again = a.start("--in-place", str(folder), "--speed", "0")
+    assert again.wait() == 0, again.out.read_text()[-2000:]
+    assert store_seqs(pg_url, folder) == file_seqs(folder)
+
+
+def test_a_run_whose_folder_moves_to_another_machine_stays_one_run(machines: tuple[Machine, Machine],
+                                                                   pg_url: str, tmp_path: Path) -> None:
+    """A pod evicted, its volume mounted by the next one: the run keeps its row and its events (its folder keeps its
+    store id), and is the new machine's from then on."""
+    a, b = machines
+    runner = a.start(str(QUICKSTART), "--speed", "0.5")
+    folder = runner.folder()
+    wait_until(lambda: len(store_seqs(pg_url, folder)) >= 20, 60, "20 events in the store")
+    runner.kill()
+    sql(pg_url, "UPDATE runs SET lease_expires = now() - interval '1 second'")  # the dead pod's lease, expired
+    c = Machine("machine-c", tmp_path, pg_url)
+    again = c.start("--in-place", str(folder), "--speed", "0")
+    assert again.wait() == 0, again.out.read_text()[-2000:]
+    (row,) = b.jobs()
+    assert (row["host"], row["status"], row["path"]) == ("machine-c", "completed", str(folder))
+    assert store_seqs(pg_url, folder) == file_seqs(folder)
+
+
 def test_the_connection_dropped_mid_run_loses_nothing(machines: tuple[Machine, Machine], pg_url: str) -> None:
     a, b = machines
     runner = a.start(str(QUICKSTART), "--speed", "0.5")

@@ -74,9 +74,9 @@ def test_the_fleets_keys_reach_another_machines_run(pg_url: str, tmp_path: Path,
     try:
         (row,) = fleet.poll()
         assert row.host == "machine-a" and row.state in ("running", "starting")
-        assert send_remote(pg_url, fleet.store_path, row.host, str(row.path), "stop", "fleet") is None
+        assert row.key and send_remote(pg_url, fleet.store_path, row.key, "stop", "fleet") is None
         runner.wait(120)  # the runner's process ends: its stop applied
         wait_until(lambda: fleet.poll()[0].state == "stopped", 30, "the run shown stopped")
     finally:
         fleet.close()
-    assert send_remote(pg_url, tmp_path / "b" / "jobs.db", "machine-a", "/no/such/run", "stop", "fleet") is not None
+    assert send_remote(pg_url, tmp_path / "b" / "jobs.db", "0" * 32, "stop", "fleet") is not None  # no such run

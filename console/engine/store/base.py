@@ -50,6 +50,8 @@ class JobRow:
     host: str = ""
     # A shared store: whether a runner's lease on it is current now (None: no lease is kept, the embedded store).
     leased: bool | None = None
+    # A shared store's key of the run (its folder's store id; "" in the embedded store).
+    key: str = ""
 
     @property
     def remote(self) -> bool:

@@ -84,14 +84,19 @@ class StoreLink:
         self.outbox: queue.Queue[tuple[str, tuple[Any, ...]]] = queue.Queue()
 
     # -- lifecycle ------------------------------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, lease_wait: float = LEASE_SECONDS + HEARTBEAT) -> None:
         """Take the lease (:class:`LeaseHeld` if another runner holds a current one), then run the thread. A store
         that cannot be reached now is no reason not to run: the link catches up once it is back."""
         try:
             self.store.ensure_run(self.paths.root, self.paths.root.name, self.now())
-            if self.store.take_lease(self.key, self.owner, LEASE_SECONDS) is None:
-                raise LeaseHeld(f"{self.paths.root}: another runner holds this run's lease in the store "
-                                f"{self.store.shown}: it runs on another machine")
+            # A runner of another machine that died holds its lease until it expires: waited for (a pod that
+            # resumes an evicted one's run from their volume starts within the lease's time).
+            deadline = time.monotonic() + lease_wait
+            while self.store.take_lease(self.key, self.owner, LEASE_SECONDS, self.paths.root) is None:
+                if time.monotonic() >= deadline:
+                    raise LeaseHeld(f"{self.paths.root}: another runner holds this run's lease in the store "
+                                    f"{self.store.shown}: it runs on another machine")
+                time.sleep(1.0)
             self._next_lease = time.monotonic() + HEARTBEAT
         except StoreError as exc:
             self._went_down(exc)
@@ -134,7 +139,7 @@ class StoreLink:
             pass
         now = time.monotonic()
         if now >= self._next_lease:
-            last = self.store.take_lease(self.key, self.owner, LEASE_SECONDS)
+            last = self.store.take_lease(self.key, self.owner, LEASE_SECONDS, self.paths.root)
             if last is None:
                 self.events.emit(ev.ErrorEvent, message="another runner took this run's lease in the shared store",
                                  where="store", recoverable=True)

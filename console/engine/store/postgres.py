@@ -3,8 +3,10 @@
 ``runs`` holds one row per run (the embedded store's columns, plus the machine whose folder it is and a
 runner's lease), ``events`` every line of each run's ``events.jsonl`` (shipped by the runner's
 :class:`~console.engine.store.link.StoreLink`), ``commands`` the operator's commands on their way to a run.
-A run is keyed by its machine and folder (:func:`run_key`); its short id stays the folder's
-(:func:`console.engine.runs.run_id`).
+A run is keyed by an id its folder keeps (``.console/store-id``, made at its first start on a shared store):
+the run keeps its row and its events when its folder moves to another machine (a volume mounted by the next
+pod), and two machines' folders of the same path are two runs. Its short id stays the folder's
+(:func:`console.engine.runs.run_id`); its row says which machine runs it now (``host``).
 
 Followers wake on NOTIFY (:data:`EVENTS_CHANNEL`, :data:`COMMANDS_CHANNEL`; the payload is the run's key)
 instead of polling. Every error is a :class:`StoreError` of one line that never shows the URL's password.
@@ -17,6 +19,7 @@ import contextlib
 import hashlib
 import json
 import queue
+import re
 import uuid
 from collections.abc import Iterator, Sequence
 from datetime import datetime
@@ -30,16 +33,42 @@ EVENTS_CHANNEL = "agent_console_events"
 COMMANDS_CHANNEL = "agent_console_commands"
 CONNECT_TIMEOUT = 5  # seconds: a store that cannot be reached is told within this, never waited on for long
 POOL_MAX = 4
-_ROW = ", ".join(COLUMNS) + ", host, (lease_expires IS NOT NULL AND lease_expires > now())"
+_ROW = ", ".join(COLUMNS) + ", host, key, (lease_expires IS NOT NULL AND lease_expires > now())"
+
+
+STORE_ID = "store-id"  # in the run's .console/: its key in a shared store
 
 
 def run_key(host: str, path: str | Path) -> str:
-    """The store's key of a run: its machine and folder (two machines may have a folder of the same name)."""
+    """A key from a machine and a folder: a run whose folder cannot hold its store id (not writable)."""
     return hashlib.sha256(f"{host}\0{path}".encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
+def folder_key(path: str | Path, host: str) -> str:
+    """The run's key in a shared store: the id its folder keeps, made (atomically) the first time it is asked."""
+    state = Path(path) / ".console"
+    try:
+        with open(state / STORE_ID, "rb") as fh:
+            text = fh.read(100).decode("ascii", "replace").strip()
+        if _HEX32.fullmatch(text):
+            return text
+    except OSError:
+        pass
+    key = uuid.uuid4().hex
+    try:
+        from console.engine.atomic import atomic_write_text
+
+        atomic_write_text(state / STORE_ID, key + "\n", tmp_dir=state / "tmp")
+    except OSError:
+        return run_key(host, path)
+    return key
+
+
+_HEX32 = re.compile(r"[0-9a-f]{32}")
+
+
 def _row(r: Sequence[Any]) -> JobRow:
-    values = dict(zip((*COLUMNS, "host"), r, strict=False))
+    values = dict(zip((*COLUMNS, "host", "key"), r, strict=False))
     return JobRow(**values, leased=bool(r[-1]))
 
 
@@ -62,6 +91,7 @@ class PgStore:
         self.not_private: list[str] = []
         # Set while a runner's link runs: the engine's updates go through it (never block a turn).
         self.outbox: queue.Queue[tuple[str, tuple[Any, ...]]] | None = None
+        self._keys: dict[str, str] = {}
         self._psycopg = psycopg
         try:
             self.pool = ConnectionPool(url, min_size=1, max_size=pool_max, timeout=CONNECT_TIMEOUT, open=True,
@@ -112,8 +142,12 @@ class PgStore:
         except self._psycopg.Error as exc:
             raise StoreError(f"store {self.shown}: {self._say(exc)}") from None
 
-    def key(self, path: str | Path, host: str | None = None) -> str:
-        return run_key(host or self.host, path)
+    def key(self, path: str | Path) -> str:
+        """The key of a run of this machine (its folder's store id)."""
+        where = str(path)
+        if where not in self._keys:
+            self._keys[where] = folder_key(where, self.host)
+        return self._keys[where]
 
     # -- the engine's updates (never raise: :attr:`error` says what failed) -----------------------------------
     def _update(self, sql: str, params: tuple[Any, ...]) -> None:
@@ -135,7 +169,8 @@ class PgStore:
             """INSERT INTO runs (key, id, host, path, name, status, provider, model, started_at, updated_at)
                VALUES (%s, %s, %s, %s, %s, 'running', %s, %s, %s, %s)
                ON CONFLICT (key) DO UPDATE SET status='running', provider=EXCLUDED.provider, model=EXCLUDED.model,
-               updated_at=EXCLUDED.updated_at, detail=NULL, needs_since=NULL WHERE runs.status <> 'completed'""",
+               updated_at=EXCLUDED.updated_at, detail=NULL, needs_since=NULL, host=EXCLUDED.host, path=EXCLUDED.path,
+               id=EXCLUDED.id WHERE runs.status <> 'completed'""",
             (self.key(path), _short_id(path), self.host, str(path), name, provider, model, ts, ts))
 
     def completed(self, path: Path, now: datetime, confidence: float, summary: str) -> None:
@@ -182,15 +217,23 @@ class PgStore:
         return rows, max(0, finished - len(ended))
 
     def get(self, path: Path | str, host: str | None = None) -> JobRow | None:
+        """The row of the run in the folder ``path`` of ``host`` (default: this machine)."""
         with self.connection() as conn:
-            r = conn.execute(f"SELECT {_ROW} FROM runs WHERE key=%s", (self.key(path, host),)).fetchone()
+            r = conn.execute(f"SELECT {_ROW} FROM runs WHERE host=%s AND path=%s ORDER BY updated_at DESC LIMIT 1",
+                             (host or self.host, str(path))).fetchone()
+        return _row(r) if r else None
+
+    def by_key(self, key: str) -> JobRow | None:
+        with self.connection() as conn:
+            r = conn.execute(f"SELECT {_ROW} FROM runs WHERE key=%s", (key,)).fetchone()
         return _row(r) if r else None
 
     def forget(self, paths: builtins.list[str | Path]) -> int:
-        """Remove the rows (their events and commands with them) of these runs of this machine."""
-        keys = [self.key(p) for p in paths]
+        """Remove the rows (their events and commands with them) of these runs of this machine (by folder: a
+        folder that is gone holds no store id any more)."""
         with self.connection() as conn:
-            return int(conn.execute("DELETE FROM runs WHERE key = ANY(%s)", (keys,)).rowcount)
+            return int(conn.execute("DELETE FROM runs WHERE host=%s AND path = ANY(%s)",
+                                    (self.host, [str(p) for p in paths])).rowcount)
 
     # -- events ---------------------------------------------------------------------------------------------
     def shipped(self, key: str) -> int:
@@ -271,14 +314,19 @@ class PgStore:
         self.execute("UPDATE commands SET delivered_at=now() WHERE id=%s AND delivered_at IS NULL", (command_id,))
 
     # -- leases ---------------------------------------------------------------------------------------------
-    def take_lease(self, key: str, owner: str, seconds: float) -> int | None:
+    def take_lease(self, key: str, owner: str, seconds: float, path: str | Path) -> int | None:
         """Hold (or renew) the run's lease for ``seconds`` of the server's clock: the store's last seq of the run
         then (a server that crashed may have lost commits: the link ships them again), or None if another owner
-        holds a current lease."""
+        holds a current lease. The holder's machine and folder are the run's from then on (a folder mounted by
+        another machine, the next pod, moves the run there)."""
+        # A lease of this machine is taken over: the caller holds the run's lock here, so no process of this
+        # machine runs it any more (a runner killed -9 is resumed at once, not 25 s later).
         with self.connection() as conn:
-            r = conn.execute("UPDATE runs SET lease_owner=%s, lease_expires=now() + make_interval(secs => %s) "
-                             "WHERE key=%s AND (lease_owner IS NULL OR lease_owner=%s OR lease_expires IS NULL "
-                             "OR lease_expires < now()) RETURNING last_seq", (owner, seconds, key, owner)).fetchone()
+            r = conn.execute("UPDATE runs SET lease_owner=%s, lease_expires=now() + make_interval(secs => %s), "
+                             "host=%s, path=%s, id=%s WHERE key=%s AND (lease_owner IS NULL OR lease_owner=%s "
+                             "OR lease_expires IS NULL OR lease_expires < now() OR starts_with(lease_owner, %s)) "
+                             "RETURNING last_seq", (owner, seconds, self.host, str(path), _short_id(path), key,
+                                                    owner, f"{self.host}:")).fetchone()
         return int(r[0]) if r is not None else None
 
     def drop_lease(self, key: str, owner: str) -> None:
