@@ -77,6 +77,11 @@ class FleetActions(App[int]):
     def on_fleet_screen_act(self, message: FleetScreen.Act) -> None:
         row = message.row
         if message.action == "attach":
+            if row.host:  # another machine's run: its folder, and so its console, are there
+                self.notify(f"{row.id} {row.job} runs on {row.host}: its console opens there. From here: "
+                            f"agent-console logs -f {row.id}, and this list's keys (stop, approve, deny).",
+                            title="Another machine's run")
+                return
             self.open_run(row.path)
             return
         if message.action in ("stop", "forget"):
