@@ -78,9 +78,9 @@ class FleetActions(App[int]):
         row = message.row
         if message.action == "attach":
             if row.host:  # another machine's run: its folder, and so its console, are there
-                self.notify(f"{row.id} {row.job} runs on {row.host}: its console opens there. From here: "
-                            f"agent-console logs -f {row.id}, and this list's keys (stop, approve, deny).",
-                            title="Another machine's run")
+                self.notify(safe_text(f"{row.id} {row.job} runs on {row.host}: its console opens there. From "
+                                      f"here: agent-console logs -f {row.id}, and this list's keys (stop, approve, "
+                                      "deny)."), title="Another machine's run")
                 return
             self.open_run(row.path)
             return
