@@ -55,3 +55,23 @@ def test_a_commands_environment_never_has_the_store(monkeypatch: pytest.MonkeyPa
     env = command_env(CommandToolConfig(name="t", description="d", command=["true"]), str(tmp_path),
                       CommandWorld(unconfined=True))
     assert SECRET not in repr(env) and "AGENT_CONSOLE_STORE" not in env
+
+
+def test_hostile_rows_of_the_store_are_printed_safe(pg_url: str, tmp_path: Path) -> None:
+    """Whoever can write the store can write a host, a path, an event: what a terminal is shown of them is text."""
+    from console.engine.runs import run_id
+
+    b = Machine("machine-b", tmp_path, pg_url)
+    assert b.jobs() == []  # the schema made
+    path = "/x/\x1b]0;pwned\x07run-[red]1"
+    sql(pg_url, "INSERT INTO runs (key, id, host, path, name, status, started_at, updated_at) VALUES "
+        "(%s, %s, %s, %s, %s, 'running', '2026', '2026')", "k" * 32, run_id(path), "evil\x1b[2J[bold]host", path,
+        "n\x1b[31m")
+    sql(pg_url, "INSERT INTO events (run_key, seq, type, body) VALUES (%s, 1, 'error', %s)", "k" * 32,
+        '{"v":1,"seq":1,"session":1,"type":"error","ts":"2026-11-26T09:00:00Z","message":"\\u001b[2Jboom",'
+        '"where":"x","recoverable":true}')
+    rid = run_id(path)
+    for args in (("jobs",), ("logs", rid), ("stop", rid), ("attach", rid), ("resume", rid)):
+        done = b.cli(*args)
+        assert "\x1b" not in done.stdout + done.stderr, args
+    assert "boom" in b.cli("logs", rid).stdout
