@@ -51,6 +51,7 @@ __all__ = ["COMPLETED", "FAILED", "FAILED_LIKE", "FLEET_LIMIT", "GAVE_UP", "GONE
 # The newest finished runs listed; every run that lives or waits for its operator is listed whatever its age.
 FLEET_LIMIT = 500
 READ_CHUNK = 8 << 20  # the most of one log folded per poll: a huge log is caught up over several polls
+REMOTE_PAGE = 20000  # events of other machines' runs fetched from a shared store at a time
 
 # States as the fleet shows them, most urgent first (the sort order of the list): the engine's words
 # (console.engine.runs.liveness decides them). WAITING is the older name of "needs you".
@@ -323,7 +324,8 @@ class Fleet:
         True when every one was, False when ``budget`` seconds ran out first (the next call goes on where this
         one stopped, so every log is read in turn)."""
         started = self.clock()
-        self._fold_remote([r for r in listed if r.remote])
+        if not self._fold_remote([r for r in listed if r.remote], started, budget):
+            return False
         listed = [r for r in listed if not r.remote]
         order = [r.path for r in listed if r.status not in FINISHED] + [r.path for r in listed if r.status in FINISHED]
         for path in order:
@@ -338,30 +340,34 @@ class Fleet:
         return True
 
 
-    def _fold_remote(self, rows: list[JobRow]) -> None:
+    def _fold_remote(self, rows: list[JobRow], started: float, budget: float | None) -> bool:
         """The runs of other machines: their new events from the store, in two queries whatever their number
-        (which runs' last seq moved, then the events after each fold's seq)."""
+        (which runs' last seq moved, then the events after each fold's seq, a page at a time). False when
+        ``budget`` ran out first (the next poll goes on from where each fold stopped)."""
         from console.engine.store.postgres import PgStore
 
         store = self._store
         if not rows or not isinstance(store, PgStore):
-            return
+            return True
         folds = {f.key: f for r in rows if isinstance(f := self.folds.get(_fold_key(r)), RemoteFold)}
         try:
             last = store.last_seqs(list(folds))
             behind = {k: f.seq for k, f in folds.items() if last.get(k, 0) > f.seq}
             while behind:
-                got = store.events_of_many(behind)
-                if not got:
-                    break
+                if budget is not None and self.clock() - started >= budget:
+                    return False
+                got = store.events_of_many(behind, REMOTE_PAGE)
                 by_run: dict[str, list[tuple[int, dict[str, object]]]] = {}
                 for key, seq, body in got:
                     by_run.setdefault(key, []).append((seq, body))
                 for key, bodies in by_run.items():
                     folds[key].apply_bodies(bodies)
-                behind = {k: f.seq for k, f in folds.items() if last.get(k, 0) > f.seq and k in by_run}
+                if len(got) < REMOTE_PAGE:
+                    break  # every run's events after its seq came
+                behind = {k: f.seq for k, f in folds.items() if last.get(k, 0) > f.seq}
         except StoreError as exc:
             self.error = str(exc)
+        return True
 
     def close(self) -> None:
         if self._store is not None:
