@@ -52,6 +52,11 @@ def test_the_fleet_folds_another_machines_runs_from_the_store(pg_url: str, tmp_p
         assert len(rows) == 2 and {r.host for r in rows.values()} == {"machine-a"}
         finished = rows[done.folder()]
         assert finished.state == "completed" and finished.last and finished.resume == ""
+        # A poll with no time left for folding says so; the next goes on (the view's slices).
+        late = Fleet(tmp_path / "b-data" / "jobs.db", now=lambda: datetime.now(UTC), url=pg_url)
+        assert late.poll(budget=0.0).folded is False and late.poll().folded is True
+        assert {r.path: r.last for r in late.poll()}[done.folder()] == finished.last
+        late.close()
         assert rows[folder].state == "running"  # its lease is current for up to 25 s after the kill
         sql(pg_url, "UPDATE runs SET lease_expires = now() - interval '1 second' WHERE path = %s", str(folder))
         rows = {r.path: r for r in fleet.poll()}
