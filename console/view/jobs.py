@@ -102,10 +102,12 @@ def needs_first(r: Any) -> bool:
 
 # The jobs table: its columns in order, and which go first when the terminal is narrow (the id, the state and
 # the job always stay; the summary is shortened at a word before it goes).
-JOBS_HEADERS = {"id": "id", "state": "state", "job": "job", "started": "started", "cost": "cost", "conf": "conf.",
-                "summary": "summary / reason"}
+JOBS_HEADERS = {"id": "id", "state": "state", "job": "job", "host": "machine", "started": "started", "cost": "cost",
+                "conf": "conf.", "summary": "summary / reason"}
 JOBS_RIGHT = frozenset({"cost", "conf"})
-JOBS_DROP_ORDER = ("conf", "cost", "started", "summary")
+# (The machine column is shown with a shared store only: the embedded store's rows have none.)
+JOBS_DROP_ORDER = ("conf", "cost", "host", "started", "summary")
+HOST_MAX = 20
 JOBS_GAP = 2
 JOB_NAME_MAX = 28
 SUMMARY_MIN = 20  # narrower, a summary says next to nothing: a column goes first
@@ -174,6 +176,7 @@ def jobs_table(rows: list[Any], width: int) -> tuple[list[Any], list[str]]:
         cells["state"].append(one_line(r.status))
         name = job_name(r.path)
         cells["job"].append(shorten(one_line(name), JOB_NAME_MAX))
+        cells["host"].append(shorten(one_line(getattr(r, "host", "") or ""), HOST_MAX))
         cells["started"].append(one_line(short(r.started_at)))
         cells["cost"].append("" if r.cost_usd is None else format_cost(r.cost_usd))
         cells["conf"].append("" if r.confidence is None else f"{r.confidence:.2f}")
