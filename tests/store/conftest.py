@@ -9,6 +9,14 @@ from pathlib import Path
 import pytest
 
 from tests.pg_server import PgServer
+from tests.store.machines import kill_leftovers
+
+
+@pytest.fixture(autouse=True)
+def _no_runner_left() -> Iterator[None]:
+    """A test that fails half-way leaves no runner process behind (each is killed, its whole group)."""
+    yield
+    kill_leftovers()
 
 
 @pytest.fixture(scope="session")

@@ -50,6 +50,7 @@ class Runner:
     def __init__(self, proc: subprocess.Popen[bytes], out: Path) -> None:
         self.proc = proc
         self.out = out
+        STARTED.append(self)
 
     def folder(self, timeout: float = 60) -> Path:
         """The run folder the runner printed (`run ID: FOLDER`)."""
@@ -63,6 +64,16 @@ class Runner:
 
     def wait(self, timeout: float = 120) -> int:
         return self.proc.wait(timeout)
+
+
+STARTED: list[Runner] = []  # every runner a test started: those still alive at its end are killed (conftest)
+
+
+def kill_leftovers() -> None:
+    while STARTED:
+        runner = STARTED.pop()
+        if runner.proc.poll() is None:
+            runner.kill()
 
 
 def wait_until(what: Callable[[], Any], timeout: float, name: str) -> Any:
