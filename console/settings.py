@@ -45,6 +45,7 @@ from console.providers import registry
 if TYPE_CHECKING:  # imported where a run is resolved: `jobs` and the operator's commands start without them
     from console.engine.job_config import JobConfig
     from console.engine.run_settings import RunSettings
+    from console.engine.store import Store
 
 APP_NAME = "agent-console"
 
@@ -212,6 +213,9 @@ class Settings(BaseSettings):
     sandbox_limits: SandboxCaps = Field(default_factory=SandboxCaps)
     # Who is told when a run needs its operator ([notify] urls = [...], on_end; see NotifySettings).
     notify: NotifySettings = Field(default_factory=NotifySettings)
+    # The jobs store: unset, the embedded one (jobs.db in the data dir); a postgresql:// URL, a PostgreSQL server
+    # that every machine of a team points at (runs, events, commands). A secret: its password is never shown.
+    store: SecretStr | None = None
 
     @field_validator("provider")
     @classmethod
@@ -236,6 +240,29 @@ class Settings(BaseSettings):
     @classmethod
     def _url(cls, value: str | None) -> str | None:
         return None if value is None else validate_base_url(value)
+
+    @field_validator("store")
+    @classmethod
+    def _store(cls, value: SecretStr | None) -> SecretStr | None:
+        from console.engine.store.url import check_store_url
+
+        if value is None or not value.get_secret_value().strip():
+            return None  # AGENT_CONSOLE_STORE="" is the embedded store
+        check_store_url(value.get_secret_value().strip())
+        return SecretStr(value.get_secret_value().strip())
+
+    @property
+    def store_url(self) -> str | None:
+        """The store's URL (None: the embedded store). Handed to the store only: never printed (shown_store_url)."""
+        return self.store.get_secret_value() if self.store is not None else None
+
+    def open_store(self, lenient: bool = False) -> Store:
+        """The jobs store these settings name; StoreError (one line, no password) if a shared one cannot be used
+        (``lenient``: a run's start, which goes on while its store is away), sqlite3.Error or OSError if the
+        embedded one cannot."""
+        from console.engine.store import open_store
+
+        return open_store(self.store_url, self.store_path, lenient=lenient)
 
     @property
     def runs_dir(self) -> Path:

@@ -66,7 +66,7 @@ def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     (home / "config.toml").write_text("")
     monkeypatch.setenv("AGENT_CONSOLE_CONFIG", str(home / "config.toml"))
     for var in ("AGENT_CONSOLE_PROVIDER", "AGENT_CONSOLE_MODEL", "AGENT_CONSOLE_SPEED", "OPENAI_API_KEY",
-                "ANTHROPIC_API_KEY"):
+                "ANTHROPIC_API_KEY", "AGENT_CONSOLE_STORE", "AGENT_CONSOLE_HOST"):
         monkeypatch.delenv(var, raising=False)
     return home
 

@@ -88,7 +88,7 @@ def run_folder(ref: str, settings: Any = None) -> Path:
     run or several; a path that is not a job folder is left for validate_job_folder to name. The settings
     (where the jobs table is) are read only for a reference that is not a folder."""
     from console.engine.runs import RunLookupError, looks_like_a_path, resolve_run
-    from console.engine.store import JobStore
+    from console.engine.store import StoreError
 
     if looks_like_a_path(ref) or os.path.isdir(ref):
         return Path(ref)
@@ -97,7 +97,14 @@ def run_folder(ref: str, settings: Any = None) -> Path:
 
         settings = load_settings()
     try:
-        rows = JobStore(settings.store_path).list(MAX_LIST)
+        store = settings.open_store()
+        try:
+            rows = store.list(MAX_LIST)
+        finally:
+            store.close()
+    except StoreError as exc:
+        raise ValueError(f"{ref!r} is not a folder, and the jobs store cannot be read to look it up as a run id or "
+                         f"name ({exc}); give the run folder") from None
     except (sqlite3.Error, OSError) as exc:
         raise ValueError(f"{ref!r} is not a folder, and the jobs database {settings.store_path} cannot be read to "
                          f"look it up as a run id or name ({exc}); give the run folder") from None

@@ -4,6 +4,7 @@ function for all of them, driven by the engine's command specs; and `resume` of 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -22,10 +23,18 @@ def cmd_control(args: argparse.Namespace) -> int:
     from console.engine.commands import CommandError, parse_command
     from console.engine.control import RunLock, write_inbox
     from console.engine.job import JobError, JobPaths, validate_job_folder
+    from console.engine.runs import looks_like_a_path
 
     try:
         check_flags(args)
-        paths: JobPaths = validate_job_folder(run_folder(args.job))
+        settings = None
+        if not (looks_like_a_path(args.job) or os.path.isdir(args.job)):  # an id or a name: the store says whose
+            from console.settings import load_settings
+
+            settings = load_settings()
+            if (code := remote_control(args, settings)) is not None:  # a run of another machine sharing the store
+                return code
+        paths: JobPaths = validate_job_folder(run_folder(args.job, settings))
     except (JobError, ValueError) as exc:
         err(str(exc))
         return EXIT_USAGE
@@ -79,6 +88,86 @@ def cmd_control(args: argparse.Namespace) -> int:
                 return EXIT_OK if e.status == "applied" else EXIT_FAILED
         time.sleep(0.1)
     say(f"{args.command}: sent to process {pid}; not confirmed within {args.wait:g}s (it applies at the next "
+        "turn boundary)")
+    return EXIT_OK
+
+
+def remote_control(args: argparse.Namespace, settings: Any) -> int | None:
+    """A command for a run of another machine: a row of the shared store's ``commands`` (and a NOTIFY); that run's
+    link writes it into its inbox within a second. None when the run is not another machine's."""
+    import uuid
+
+    from console.engine.command_specs import BY_CLI
+    from console.engine.commands import CommandError, parse_command
+    from console.engine.control import make_command
+    from console.engine.runs import run_id
+    from console.engine.store import StoreError, this_host
+    from console.engine.store.postgres import PgStore
+    from console.view.jobs import remote_run
+
+    try:
+        row = remote_run(args.job, settings)
+    except StoreError as exc:
+        err(str(exc))
+        return EXIT_FAILED
+    if row is None:
+        return None
+    spec = BY_CLI[args.command]
+    rid = run_id(row.path)
+    if spec.cli == "resume" and not row.leased:
+        err(f"resume: run {rid} is {row.host}'s and no runner holds it now: resume it there (agent-console resume "
+            f"{rid} on {row.host}), where its folder is")
+        return EXIT_FAILED
+    if spec.live and not row.leased:
+        err(f"{args.command}: no runner holds run {rid} on {row.host} now, so there is nothing to {args.command}; "
+            f"resume it there: agent-console resume {rid}")
+        return EXIT_FAILED
+    try:
+        body = parse_command(spec.name, {a.name: v for a in spec.args if (v := getattr(args, a.name)) is not None})
+        cmd = make_command(body, source=f"cli@{this_host()}"[:64], id=uuid.uuid4().hex)
+    except CommandError as exc:
+        err(str(exc))
+        return EXIT_USAGE
+    store = settings.open_store()
+    assert isinstance(store, PgStore)
+    key = row.key
+    try:
+        store.send_command(key, cmd.model_dump(mode="json", include={"id", "command", "args", "source"}))
+        if args.wait <= 0:
+            say(f"{args.command}: queued for run {rid} on {row.host}")
+            return EXIT_OK
+        return _wait_remote(store, key, cmd.id, args, rid, row.host)
+    except StoreError as exc:
+        err(f"{args.command}: {exc}")
+        return EXIT_FAILED
+    finally:
+        store.close()
+
+
+def _wait_remote(store: Any, key: str, command_id: str, args: argparse.Namespace, rid: str, host: str) -> int:
+    """The run's answer to the command, from its events in the store (woken by their NOTIFY)."""
+    import time
+
+    from console.headless.store_logs import StoreLines
+
+    lines = StoreLines(store, key)
+    lines.seq = max(0, store.last_seqs([key]).get(key, 0) - 1)
+    deadline = time.monotonic() + args.wait
+    try:
+        while time.monotonic() < deadline:
+            if lines.changed():
+                for raw in lines.lines():
+                    import json
+
+                    e = json.loads(raw or b"{}")
+                    if (e.get("type") == "operator_command" and e.get("command_id") == command_id
+                            and e.get("status") != "received"):
+                        say(f"{args.command}: {e.get('status')}: {e.get('detail', '')}")
+                        return EXIT_OK if e.get("status") == "applied" else EXIT_FAILED
+            lines.wait(min(0.5, max(0.01, deadline - time.monotonic())))
+    finally:
+        lines.close()
+    say(f"{args.command}: sent to run {rid} on {host}; not confirmed within {args.wait:g}s (it applies at the next "
         "turn boundary)")
     return EXIT_OK
 

@@ -6,7 +6,7 @@ import argparse
 import json
 import sqlite3
 from dataclasses import replace
-from pathlib import Path
+from typing import Any
 
 from console.cli.common import (
     MAX_LIST,
@@ -24,7 +24,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
     from console.engine.job import JobError
     from console.engine.runs import run_id
-    from console.engine.store import JobStore
+    from console.engine.store import StoreError
     from console.settings import load_settings
     from console.view.jobs import as_now, jobs_table, needs_first
 
@@ -35,12 +35,19 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         err(str(exc))
         return EXIT_USAGE
     if args.prune:
-        return prune_jobs(settings.store_path)
+        return prune_jobs(settings)
     try:
         # Every run that is not finished, whatever its age (one waiting for approval is never hidden), then the
         # newest finished ones up to --limit.
-        live_rows, _older = JobStore(settings.store_path).list_live_and_recent(args.limit)
+        store = settings.open_store()
+        try:
+            live_rows, _older = store.list_live_and_recent(args.limit)
+        finally:
+            store.close()
         rows = live_rows
+    except StoreError as exc:
+        err(str(exc))
+        return EXIT_FAILED
     except (sqlite3.Error, OSError) as exc:
         err(f"{settings.store_path}: the jobs database cannot be read ({exc}); move it aside and a new one is made")
         return EXIT_USAGE
@@ -48,7 +55,11 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     rows.sort(key=needs_first)
     if args.json:
         for r in rows:
-            say(json.dumps({"id": run_id(r.path), **r.__dict__}))
+            record = dict(r.__dict__)
+            if not r.host:  # the embedded store: no machine, no lease (its records keep their keys)
+                for extra in ("host", "leased", "key"):
+                    record.pop(extra, None)
+            say(json.dumps({"id": run_id(r.path), **record}))
         return EXIT_OK
     if not rows:
         say("no runs yet: try  agent-console run sample_jobs/quickstart")
@@ -72,17 +83,24 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
 
 
-def prune_jobs(store_path: Path) -> int:
-    """`jobs --prune`: forget every run whose folder is gone, naming each; how many, on the last line."""
+def prune_jobs(settings: Any) -> int:
+    """`jobs --prune`: forget every run of this machine whose folder is gone, naming each; how many, on the last
+    line. (A shared store's runs of other machines are theirs to prune: their folders are not here.)"""
     from console.engine.runs import run_id
-    from console.engine.store import JobStore, folder_gone
+    from console.engine.store import StoreError, folder_gone
 
     try:
-        store = JobStore(store_path)
-        gone = [r for r in store.list(MAX_LIST) if folder_gone(r.path)]
-        forgot = store.forget([r.path for r in gone]) if gone else 0
+        store = settings.open_store()
+        try:
+            gone = [r for r in store.list(MAX_LIST) if not r.remote and folder_gone(r.path)]
+            forgot = store.forget([r.path for r in gone]) if gone else 0
+        finally:
+            store.close()
+    except StoreError as exc:
+        err(f"{exc}; nothing was forgotten")
+        return EXIT_FAILED
     except (sqlite3.Error, OSError) as exc:
-        err(f"{store_path}: the jobs database cannot be changed ({exc}); nothing was forgotten")
+        err(f"{settings.store_path}: the jobs database cannot be changed ({exc}); nothing was forgotten")
         return EXIT_FAILED
     for r in gone:
         say(f"forgot {run_id(r.path)}  {r.path}  ({r.status})")

@@ -120,7 +120,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from console.engine.job import JobError, prepare_run, validate_job_folder
     from console.engine.job_config import load_job_config
     from console.engine.launch import Launch, LaunchStart, changes, read_launch
-    from console.engine.store import JobStore
+    from console.engine.store import StoreError
     from console.engine.supervisor import Supervisor
     from console.providers import ProviderError, make_provider
     from console.settings import load_settings, resolve_run_settings
@@ -145,6 +145,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         source = validate_job_folder(job_arg)
         job = load_job_config(source)
         recorded = read_launch(source) if args.in_place else None
+        from console.engine.launch import store_change
+        from console.engine.store import shown_store_url
+
+        if recorded is not None and (why := store_change(recorded, shown_store_url(settings.store_url))):
+            raise ValueError(why)
         given = explicit_flags(args)
         flags = launch_flags(recorded, given, args.switch_model)
         if not flags.get("notify"):
@@ -179,7 +184,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         err(f"{job_arg}: a job or settings file is nested too deeply to be read")
         return EXIT_USAGE
     try:
-        store = JobStore(settings.store_path)
+        store = settings.open_store(lenient=True)  # a shared store away now: the run goes on, the store catches up
+    except StoreError as exc:
+        err(str(exc))
+        return EXIT_USAGE
     except (sqlite3.Error, OSError) as exc:
         err(f"{settings.store_path}: the jobs database cannot be used ({exc}); move it aside and a new one is made")
         return EXIT_USAGE
@@ -189,6 +197,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     for problem in (*store.not_private, private_dir(settings.runs_dir)):
         if problem and not runner:
             err(f"warning: not private: {problem}")
+    if store.error is not None:
+        err(f"warning: {store.error}; the run goes on from its folder and the store catches up when it is back")
+        store.error = None
     try:
         # Copy only once everything checked out: a failed start leaves no stray run folder.
         paths = source if args.in_place else prepare_run(job_arg, settings.runs_dir, clock.now())
@@ -217,7 +228,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                         file_index=rs.file_index, compact_at=rs.compact_at, speed=rs.speed,
                         unconfined=bool(flags.get("unconfined")),
                         script=str(script) if script is not None else None, notify=tuple(flags.get("notify") or ()),
-                        budgets=_budgets(job),
+                        budgets=_budgets(job), store=shown_store_url(settings.store_url),
                         started_at=recorded.started_at if recorded is not None else clock.now())
         launch = LaunchStart(record, source="resume" if recorded is not None else "start",
                              changes=tuple(changes(recorded, record)) if recorded is not None else (),

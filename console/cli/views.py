@@ -39,12 +39,23 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 def _attach(args: argparse.Namespace) -> int:
     from console.engine.job import JobError, validate_job_folder
+    from console.engine.runs import run_id
+    from console.engine.store import StoreError
     from console.settings import load_settings
+    from console.view.jobs import remote_run
 
     try:
         settings = load_settings()
         check_console_options(args.theme, settings)
+        if (row := remote_run(args.job, settings)) is not None:  # a run of another machine sharing the store
+            err(f"run {run_id(row.path)} runs on {row.host}: its console opens there (agent-console attach "
+                f"{run_id(row.path)} on {row.host}); from here: agent-console logs -f {run_id(row.path)}, the fleet "
+                "(agent-console), and its commands (pause, stop, approve... by id)")
+            return EXIT_USAGE
         paths = validate_job_folder(run_folder(args.job, settings))
+    except StoreError as exc:
+        err(str(exc))
+        return EXIT_USAGE
     except (JobError, ValueError) as exc:
         err(str(exc))
         return EXIT_USAGE
@@ -83,7 +94,7 @@ def _fleet(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from console.tui.launch import fleet_console
 
-    return fleet_console(settings.store_path, theme=theme or settings.theme)
+    return fleet_console(settings.store_path, theme=theme or settings.theme, url=settings.store_url)
 
 
 
@@ -103,6 +114,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
             raise ValueError(f"--since {args.since}: expected an event's seq (0 or more)")
         if args.lines is not None and not 1 <= args.lines <= MAX_LIST:
             raise ValueError(f"--lines {args.lines}: expected a whole number from 1 to {MAX_LIST}")
+        from console.headless.store_logs import remote_logs
+
+        if (code := remote_logs(args)) is not None:  # a run of another machine sharing the store
+            return code
         paths = validate_job_folder(run_folder(args.job))
     except (JobError, ValueError) as exc:
         err(str(exc))

@@ -10,7 +10,8 @@ Entry points:
   jobs table's word), :mod:`repair` what is moved aside before a run, :mod:`tool_setup` the tools' docs and the
   commands' header.
 - :mod:`job` (a job's folder and job.toml), :mod:`job_config` (its guardrails and tools), :mod:`launch` (how a run
-  was started, so a resume is the same run), :mod:`runs` (run ids), :mod:`store` (the jobs database).
+  was started, so a resume is the same run), :mod:`runs` (run ids), :mod:`store` (the jobs store: embedded
+  SQLite, or PostgreSQL shared by several machines).
 - :mod:`control` (commands into a run: the inbox, the run lock), :mod:`needs` (what a run asks its operator).
 - :mod:`events` (the typed event stream, its log and its readers): every view is a fold of it.
 - :func:`text.safe_text`: agent text made safe to print.

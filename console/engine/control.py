@@ -107,7 +107,7 @@ def make_command(command: str | AnyCommand, args: dict[str, Any] | None = None, 
 
 
 def write_inbox(paths: JobPaths, command: str | AnyCommand, args: dict[str, Any] | None = None, source: str = "cli",
-                run: str | None = None) -> Command:
+                run: str | None = None, command_id: str | None = None) -> Command:
     """Queue a command for a run from another process. Atomic: the engine never reads half a file.
 
     The command is addressed to the run that holds the job's lock now (``run`` overrides), so a stop that
@@ -117,7 +117,8 @@ def write_inbox(paths: JobPaths, command: str | AnyCommand, args: dict[str, Any]
     if run is None:
         run = holder.get("run") if holder is not None else None
         run = run if isinstance(run, str) and 0 < len(run) <= 64 else None
-    cmd = make_command(command, args, source=source, run=run)
+    # command_id: the shared store's id of the command (the store's link dedupes a redelivery by it).
+    cmd = make_command(command, args, source=source, run=run, **({"id": command_id} if command_id else {}))
     # A run reads the inbox at every turn boundary, clearing MAX_INBOX_WORK entries a look: only with none
     # reading can commands pile up (never a reason to refuse a stop to a run flooded with junk).
     if holder is None and (waiting := pending_commands(paths.inbox)) >= MAX_PENDING:

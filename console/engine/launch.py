@@ -72,6 +72,10 @@ class Launch(BaseModel):
     budgets: dict[str, Any] = Field(default_factory=dict)
     context_window_source: str = ""
     started_at: datetime | None = None
+    # The jobs store the run was started with, as it may be shown (its URL without the password;
+    # "embedded" for the default). None: a record from before it was recorded. A resume checks it
+    # (store_change): a run's events and commands stay in one store.
+    store: str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -158,6 +162,15 @@ def identity_change(old: Launch, given: dict[str, Any]) -> list[str]:
         if value is not None and value != getattr(old, name):
             out.append(f"--{name.replace('_', '-')} {value} (the run was started with {getattr(old, name)})")
     return out
+
+
+def store_change(old: Launch, shown: str) -> str:
+    """Why resuming with the store ``shown`` (shown_store_url of the setting) is refused ("" if it is not): the
+    run's events and commands live in the store it was started with."""
+    if old.store is None or old.store == shown:
+        return ""
+    return (f"this run was started with the store {old.store}; resuming it with {shown} would split its events "
+            f"and commands between two stores: set AGENT_CONSOLE_STORE (or the config's store) back to it")
 
 
 @dataclass(frozen=True)

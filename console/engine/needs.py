@@ -52,7 +52,7 @@ def answered(events: ev.EventStream, op: OperatorState, by: str) -> None:
 # Each reason in the operator's words (the views and the notifications say these).
 LABELS: dict[str, str] = {"restart_approval": "restart approval", "stuck": "stuck", "budget": "budget reached",
                           "completion_refused": "completion refused", "provider_down": "provider down",
-                          "crashed": "crashed", "gave_up": "gave up"}
+                          "crashed": "crashed", "gave_up": "gave up", "store_down": "store down"}
 
 
 def label(reason: str) -> str:

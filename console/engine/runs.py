@@ -149,15 +149,21 @@ class Liveness:
         return self.state in LIVE
 
 
-def liveness(stored: str, pid: int | None, *, gone: bool = False, detail: str = "", seen: Seen | None = None
-             ) -> Liveness:
+def liveness(stored: str, pid: int | None, *, gone: bool = False, detail: str = "", seen: Seen | None = None,
+             leased: bool = False) -> Liveness:
     """How a run stands: the one answer the fleet, ``jobs`` and the console give.
 
     ``stored`` is the jobs store's word for it, ``pid`` the process holding its run lock (None: none does), ``gone``
     whether its folder no longer exists, ``detail`` the store's note, ``seen`` what its log says (None: not read,
     as in ``jobs``; the store's word then stands wherever the lock does not contradict it). A run the store records
     as live whose lock nobody holds died (kill -9, power cut) without writing its end: it is interrupted, unless
-    it crashed needing its operator (resume it) or its agent gave up (the operator decides)."""
+    it crashed needing its operator (resume it) or its agent gave up (the operator decides).
+
+    ``leased``: a run of another machine sharing the store, whose runner's lease is current (its heartbeats stand
+    in for the lock this machine cannot look at; a runner that died stops renewing it, and the run is then
+    interrupted once it expires). Its folder is not here: ``gone`` is never said of it."""
+    if leased:
+        pid, gone = pid if pid is not None else 0, False
     if pid is None and gone:
         return Liveness(GONE, GONE)
     if pid is not None:

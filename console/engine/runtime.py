@@ -48,7 +48,7 @@ from console.engine.state import (
     projection_bytes,
     write_projection,
 )
-from console.engine.store import JobStore
+from console.engine.store import Store
 from console.engine.text import safe_text
 from console.engine.todos import TodoManager
 from console.engine.workspace import Workspace
@@ -77,7 +77,7 @@ class Runtime:
     paths: JobPaths
     clock: Clock
     events: ev.EventStream
-    store: JobStore | None = None
+    store: Store | None = None
     sandbox: Sandbox | None = None
     journal: Journal | None = None
     state: StateSnapshot = field(default_factory=StateSnapshot)

@@ -52,7 +52,8 @@ from console.engine.run_settings import RunSettings
 from console.engine.runtime import Runtime
 from console.engine.sandbox import Sandbox
 from console.engine.state import COMPONENT_NAMES, COMPONENTS, load_projections
-from console.engine.store import JobStore
+from console.engine.store import Store
+from console.engine.store.link import LeaseHeld, link_run
 from console.engine.text import safe_text
 from console.engine.tool_setup import announce_commands, write_tool_docs
 from console.engine.tools import BUILTIN_TOOL_NAMES, ToolRegistry, default_registry
@@ -76,7 +77,7 @@ class Supervisor:
         provider: Provider,
         *,
         clock: Clock | None = None,
-        store: JobStore | None = None,
+        store: Store | None = None,
         registry: ToolRegistry | None = None,
         channel: ControlChannel | None = None,
         seed: int | None = None,
@@ -257,6 +258,11 @@ class Supervisor:
         if not self.lock.acquire():
             raise JobBusy(f"{self.paths.root} is already being run by process {self.lock.holder()}")
         self.operator.channel.run_id = self.lock.run_id
+        try:  # a shared store: its link ships the log, takes commands in and holds the lease (a thread)
+            link = link_run(self.store, self.paths, self.events, self.operator, self.lock.run_id, self.clock.now)
+        except LeaseHeld as exc:
+            self.lock.release()
+            raise JobBusy(str(exc)) from None
         try:
             if self.launch is not None:
                 # Only the process that holds the run writes its record (a refused one never does).
@@ -276,6 +282,8 @@ class Supervisor:
         finally:
             self.journal.close()
             self.events.close()
+            if link is not None:
+                link.close()
             self.sandbox.close()
             self.lock.release()
 

@@ -285,6 +285,7 @@ class ConsoleApp(FleetActions):
                 rows, fleet.error = fleet.rows, f"the fleet could not be read: {type(exc).__name__}: {exc}"
             self.post_message(FleetRows(rows, fleet.error))
             worker_sleep(worker, max(0.05, self.poll_interval - (time.monotonic() - started)))
+        fleet.close()  # a shared store's connections (opened again by the next poll, if any)
 
     @work(group="theme-watch", exclusive=True)
     async def watch_themes(self) -> None:

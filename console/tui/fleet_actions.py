@@ -19,7 +19,7 @@ from textual.app import App
 
 from console.engine.command_specs import BY_CLI
 from console.engine.job import JobPaths
-from console.engine.store import JobStore, folder_gone
+from console.engine.store import StoreError, folder_gone, open_store
 from console.engine.text import safe_text
 from console.tui.commands import InboxController
 from console.tui.messages import FleetRows
@@ -77,6 +77,11 @@ class FleetActions(App[int]):
     def on_fleet_screen_act(self, message: FleetScreen.Act) -> None:
         row = message.row
         if message.action == "attach":
+            if row.host:  # another machine's run: its folder, and so its console, are there
+                self.notify(safe_text(f"{row.id} {row.job} runs on {row.host}: its console opens there. From "
+                                      f"here: agent-console logs -f {row.id}, and this list's keys (stop, approve, "
+                                      "deny)."), title="Another machine's run")
+                return
             self.open_run(row.path)
             return
         if message.action in ("stop", "forget"):
@@ -100,7 +105,12 @@ class FleetActions(App[int]):
 
     def _fleet_send(self, row: FleetRow, action: str) -> None:
         command = BY_CLI[action].name
-        problem = InboxController(JobPaths(row.path), source="fleet").send(command)
+        if row.host and self.fleet is not None and self.fleet.url:  # another machine's run: through the store
+            from console.view.jobs import send_remote
+
+            problem = send_remote(self.fleet.url, self.fleet.store_path, row.key, command, "fleet")
+        else:
+            problem = InboxController(JobPaths(row.path), source="fleet").send(command)
         if problem:
             self.notify(problem, title=f"{action} not sent", severity="warning")
         elif action == "stop":
@@ -188,8 +198,12 @@ class FleetActions(App[int]):
         gone = [r for r in rows if folder_gone(r.path)]
         kept = [r for r in rows if r not in gone]
         try:
-            forgot = JobStore(self.fleet.store_path).forget([r.path for r in gone]) if gone else 0
-        except (sqlite3.Error, OSError) as exc:
+            store = open_store(self.fleet.url, self.fleet.store_path)
+            try:
+                forgot = store.forget([r.path for r in gone]) if gone else 0
+            finally:
+                store.close()
+        except (sqlite3.Error, OSError, StoreError) as exc:
             self.call_from_thread(self.notify, f"the jobs database: {exc}", title="Not forgotten", severity="error")
             return
         names = ", ".join(f"{r.id} {r.job}" for r in gone[:3]) + (" and more" if len(gone) > 3 else "")

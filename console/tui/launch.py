@@ -174,14 +174,15 @@ def build_fleet_app(store_path: Path, *, theme: str | None = None, keymap: Mappi
     from console.view.fleet import Fleet
 
     holder = kw.pop("holder", None)
-    fleet = Fleet(store_path, now=kw.get("now") or _utc_now, holder=holder)
+    fleet = Fleet(store_path, now=kw.get("now") or _utc_now, holder=holder, url=kw.pop("url", None))
     return ConsoleApp(fleet=fleet, theme=theme, **_keymap(keymap), **kw)
 
 
 def fleet_console(store_path: Path, *, theme: str | None = None, keymap: Mapping[str, str] | None = None,
-                  headless: bool = False, auto_pilot: AutoPilot | None = None) -> int:
-    """The fleet view: every run of the jobs store, live; enter attaches to one, q comes back. Exit code 0."""
-    app = build_fleet_app(store_path, theme=theme, keymap=keymap)
+                  headless: bool = False, auto_pilot: AutoPilot | None = None, url: str | None = None) -> int:
+    """The fleet view: every run of the jobs store (``url``: a shared one's), live; enter attaches to one, q comes
+    back. Exit code 0."""
+    app = build_fleet_app(store_path, theme=theme, keymap=keymap, url=url)
     with viewer_signals(app):
         app.run(headless=headless, auto_pilot=auto_pilot)
     return 0 if app.return_code in (None, 0) else 1

@@ -9,6 +9,7 @@ poller's thread only.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import time
@@ -38,7 +39,7 @@ from console.engine.runs import (
     liveness,
     run_id,
 )
-from console.engine.store import FINISHED, JobRow, JobStore, folder_gone
+from console.engine.store import FINISHED, JobRow, JobStore, Store, StoreError, folder_gone, open_store
 from console.view import present
 from console.view.format import clip, elapsed
 from console.view.state import ConsoleState, need_label
@@ -50,6 +51,7 @@ __all__ = ["COMPLETED", "FAILED", "FAILED_LIKE", "FLEET_LIMIT", "GAVE_UP", "GONE
 # The newest finished runs listed; every run that lives or waits for its operator is listed whatever its age.
 FLEET_LIMIT = 500
 READ_CHUNK = 8 << 20  # the most of one log folded per poll: a huge log is caught up over several polls
+REMOTE_PAGE = 20000  # events of other machines' runs fetched from a shared store at a time
 
 # States as the fleet shows them, most urgent first (the sort order of the list): the engine's words
 # (console.engine.runs.liveness decides them). WAITING is the older name of "needs you".
@@ -57,7 +59,8 @@ WAITING = NEEDS
 ORDER = {NEEDS: 0, PAUSED: 1, RUNNING: 2, STARTING: 3, INTERRUPTED: 4, FAILED: 5, STOPPED: 6, COMPLETED: 7, GONE: 8}
 # The reason in the state column (20 cells: "needs you: approval"); the detail line says it in full.
 NEED_SHORT = {"restart_approval": "approval", "stuck": "stuck", "budget": "budget", "completion_refused": "refused",
-              "provider_down": "provider", "crashed": "crashed", "gave_up": "gave up"}
+              "provider_down": "provider", "crashed": "crashed", "gave_up": "gave up",
+              "store_down": "store"}
 @dataclass(frozen=True)
 class FleetRow:
     """One run as the fleet view shows it."""
@@ -87,6 +90,10 @@ class FleetRow:
     needs_message: str = ""
     needs_since: str = ""
     needs_seq: int = 0
+    # The machine whose run it is, for a run of another machine sharing the store ("": this one's), and its key
+    # in the store (what its commands are addressed to).
+    host: str = ""
+    key: str = ""
 
     @property
     def needs_label(self) -> str:
@@ -105,6 +112,8 @@ class FleetRow:
         """What ``r`` does for this run: "unpause" (a live run that is paused, or asks for its operator with
         anything but a restart, which ``a`` / ``d`` answer), "start" (a run no process runs that has not completed
         and whose folder is there), or "" (nothing)."""
+        if self.host:
+            return ""  # its folder is on its own machine: resumed there (agent-console resume ID)
         if self.pid is not None:
             return "unpause" if self.state in (PAUSED, NEEDS) and not self.pending_seq else ""
         # With no process, a run that needs its operator crashed or its agent gave up: resuming it goes on.
@@ -166,18 +175,49 @@ class RunFold:
         return bool(events)
 
 
+class RemoteFold(RunFold):
+    """A run of another machine sharing the store: its log is the store's ``events`` table, folded from the seq
+    where the last poll stopped (:meth:`Fleet._fold` fetches every run's new events in one query)."""
+
+    def __init__(self, row: JobRow, key: str) -> None:
+        super().__init__(row)
+        self.key = key
+        self.seq = 0
+
+    def catch_up(self) -> bool:
+        return False  # fed by apply_bodies
+
+    def apply_bodies(self, bodies: list[tuple[int, dict[str, object]]]) -> bool:
+        events = []
+        for seq, body in bodies:
+            self.seq = max(self.seq, seq)
+            try:
+                events.append(ev.parse_event(json.dumps(body)))
+            except (ValueError, RecursionError):
+                continue  # a type a newer version adds, or a line no event: as in a log
+        self.state.apply_all(events)
+        tool = next((e for e in reversed(events) if isinstance(e, ev.ToolCalled)), None)
+        if tool is not None:
+            self._tool = present.describe(tool)
+        said = [p for p in (self._tool, self.state.last_event) if p is not None]
+        if said:
+            self.last = present.brief(max(said, key=lambda p: p.seq), 160)
+        return bool(events)
+
+
 def classify(row: JobRow, st: ConsoleState, pid: int | None, gone: bool = False) -> tuple[str, str]:
-    """(state shown, its family) for a run: the lock says whether it lives, the fold what it does
-    (:func:`console.engine.runs.liveness`, the one answer every view gives)."""
+    """(state shown, its family) for a run: the lock says whether it lives (a lease, for a run of another
+    machine), the fold what it does (:func:`console.engine.runs.liveness`, the one answer every view gives)."""
     seen = Seen(needs=st.needs.reason if st.needs is not None else "", restart_pending=st.restart_pending is not None,
                 paused=st.paused, started=bool(st.session), outcome=st.outcome or "", ended=st.ended)
-    live = liveness(row.status, pid, gone=gone, detail=row.detail or "", seen=seen)
+    live = liveness(row.status, pid, gone=gone, detail=row.detail or "", seen=seen,
+                    leased=row.remote and bool(row.leased))
     return live.state, live.kind
 
 
 def snapshot(row: JobRow, fold: RunFold, pid: int | None, now: datetime) -> FleetRow:
     st = fold.state
-    state, kind = classify(row, st, pid, gone=pid is None and folder_gone(fold.paths.root))
+    state, kind = classify(row, st, pid, gone=pid is None and not row.remote and folder_gone(fold.paths.root))
     end = st.ended_at if (pid is None and st.ended_at) else (now if pid is not None else st.last_ts)
     g = st.gauge
     cost = st.job_cost if st.job_cost is not None else row.cost_usd
@@ -200,6 +240,8 @@ def snapshot(row: JobRow, fold: RunFold, pid: int | None, now: datetime) -> Flee
         needs_message=clip(need.message, 300) if need is not None else "",
         needs_since=since_text(need.since, now) if need is not None else "",
         needs_seq=need.seq if need is not None else 0,
+        host=row.host if row.remote else "",
+        key=row.key if row.remote else "",
     )
 
 
@@ -219,10 +261,12 @@ class Fleet:
 
     def __init__(self, store_path: Path, now: Callable[[], datetime], limit: int = FLEET_LIMIT,
                  holder: Callable[[RunFold], int | None] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, url: str | None = None) -> None:
         """``holder``: the pid of the process running a run, or None (default: its run lock's answer).
-        ``clock``: seconds, what a poll's folding ``budget`` is counted in."""
+        ``clock``: seconds, what a poll's folding ``budget`` is counted in. ``url``: a shared store's (None: the
+        embedded one at ``store_path``)."""
         self.store_path = store_path
+        self.url = url
         self.now = now
         self.clock = clock
         self.limit = limit
@@ -230,7 +274,7 @@ class Fleet:
         self.folds: dict[str, RunFold] = {}
         self.rows: Listed = Listed()
         self.error = ""
-        self._store: JobStore | None = None
+        self._store: Store | None = None
         self._read: set[str] = set()  # the runs read in a round a poll's budget cut short: the next skips them
 
     def poll(self, fold: bool = True, budget: float | None = None) -> Listed:
@@ -244,21 +288,31 @@ class Fleet:
         record as finished, then the newest), and the rest at the next poll: the result's ``folded`` says
         whether every log was caught up."""
         try:
-            if self._store is None and self.store_path.exists():  # no database yet: no run yet
+            if self._store is None and self.url:
+                self._store = open_store(self.url, self.store_path)
+            elif self._store is None and self.store_path.exists():  # no database yet: no run yet
                 self._store = JobStore(self.store_path)
             listed, older = self._store.list_live_and_recent(self.limit) if self._store is not None else ([], 0)
             self.error = ""
+        except StoreError as exc:
+            if self._store is not None:
+                self._store.close()
+            self._store = None
+            self.error = str(exc)
+            return self.rows
         except (sqlite3.Error, OSError) as exc:
             self._store = None  # opened again at the next poll (it may have been moved aside and made anew)
             self.error = f"{self.store_path}: the jobs database cannot be read ({exc})"
             return self.rows
         for row in listed:
-            if row.path not in self.folds:
-                self.folds[row.path] = RunFold(row)
+            if _fold_key(row) not in self.folds:
+                self.folds[_fold_key(row)] = (RemoteFold(row, row.key) if row.remote
+                                              else RunFold(row))
         caught_up = fold and self._fold(listed, budget)
         now = self.now()
-        rows = [snapshot(row, run, self.holder(run), now) for row in listed for run in (self.folds[row.path],)]
-        for gone in set(self.folds) - {r.path for r in listed}:
+        rows = [snapshot(row, run, None if row.remote else self.holder(run), now)
+                for row in listed for run in (self.folds[_fold_key(row)],)]
+        for gone in set(self.folds) - {_fold_key(r) for r in listed}:
             del self.folds[gone]
         rows.sort(key=lambda r: r.started_at, reverse=True)
         rows.sort(key=lambda r: ORDER.get(r.state, ORDER[FAILED]))
@@ -270,6 +324,9 @@ class Fleet:
         True when every one was, False when ``budget`` seconds ran out first (the next call goes on where this
         one stopped, so every log is read in turn)."""
         started = self.clock()
+        if not self._fold_remote([r for r in listed if r.remote], started, budget):
+            return False
+        listed = [r for r in listed if not r.remote]
         order = [r.path for r in listed if r.status not in FINISHED] + [r.path for r in listed if r.status in FINISHED]
         for path in order:
             if path in self._read:
@@ -281,6 +338,47 @@ class Fleet:
             self._read.add(path)
         self._read.clear()
         return True
+
+
+    def _fold_remote(self, rows: list[JobRow], started: float, budget: float | None) -> bool:
+        """The runs of other machines: their new events from the store, in two queries whatever their number
+        (which runs' last seq moved, then the events after each fold's seq, a page at a time). False when
+        ``budget`` ran out first (the next poll goes on from where each fold stopped)."""
+        from console.engine.store.postgres import PgStore
+
+        store = self._store
+        if not rows or not isinstance(store, PgStore):
+            return True
+        folds = {f.key: f for r in rows if isinstance(f := self.folds.get(_fold_key(r)), RemoteFold)}
+        try:
+            last = store.last_seqs(list(folds))
+            behind = {k: f.seq for k, f in folds.items() if last.get(k, 0) > f.seq}
+            while behind:
+                if budget is not None and self.clock() - started >= budget:
+                    return False
+                got = store.events_of_many(behind, REMOTE_PAGE)
+                by_run: dict[str, list[tuple[int, dict[str, object]]]] = {}
+                for key, seq, body in got:
+                    by_run.setdefault(key, []).append((seq, body))
+                for key, bodies in by_run.items():
+                    folds[key].apply_bodies(bodies)
+                if len(got) < REMOTE_PAGE:
+                    break  # every run's events after its seq came
+                behind = {k: f.seq for k, f in folds.items() if last.get(k, 0) > f.seq}
+        except StoreError as exc:
+            self.error = str(exc)
+        return True
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+
+def _fold_key(row: JobRow) -> str:
+    """A run's fold: another machine's by its store key (two machines may each have a run in a folder of the same
+    path), this machine's by its folder."""
+    return f"key:{row.key}" if row.remote else row.path
 
 
 def matches(row: FleetRow, text: str) -> bool:

@@ -26,10 +26,13 @@ def as_now(r: Any, holder: Any = None) -> Any:
     end: interrupted. ``holder``: the pid holding a run's lock, from its folder (default: its run lock's answer)."""
     from console.engine.store import folder_gone
 
-    gone = folder_gone(r.path)
-    # The lock is asked only where it can change the answer: a run the store records as live.
-    pid = (holder or _lock_holder)(Path(r.path)) if not gone and r.status in STORED_LIVE else None
-    live = liveness(r.status, pid, gone=gone, detail=r.detail or "")
+    if getattr(r, "remote", False):  # a run of another machine (a shared store): its runner's lease says
+        gone, pid, leased = False, None, bool(r.leased)
+    else:
+        gone, leased = folder_gone(r.path), False
+        # The lock is asked only where it can change the answer: a run the store records as live.
+        pid = (holder or _lock_holder)(Path(r.path)) if not gone and r.status in STORED_LIVE else None
+    live = liveness(r.status, pid, gone=gone, detail=r.detail or "", leased=leased)
     if live.state == r.status:
         return r
     if live.state == GONE:
@@ -39,6 +42,50 @@ def as_now(r: Any, holder: Any = None) -> Any:
         return replace(r, status=INTERRUPTED, needs_since=None, detail=detail or "no process runs it; resume "
                        f"with: agent-console run --in-place {run_id(r.path)}")
     return replace(r, status=live.state)
+
+
+def remote_run(ref: str, settings: Any) -> Any:
+    """The shared store's row of the run ``ref`` names when it is a run of another machine; None when it is not (a
+    folder, a run of this machine, or the embedded store): the local ways then apply. RunLookupError if ``ref``
+    names no run or several; StoreError if the store cannot be read."""
+    import os
+
+    from console.engine.runs import looks_like_a_path, resolve_run
+
+    if not settings.store_url or looks_like_a_path(ref) or os.path.isdir(ref):
+        return None
+    store = settings.open_store()
+    try:
+        rows = store.list(10**6)
+    finally:
+        store.close()
+    path = str(resolve_run(ref, rows))
+    row = next((r for r in rows if r.path == path), None)
+    return row if row is not None and row.remote else None
+
+
+def send_remote(url: str, embedded: Path, key: str, command: str, source: str) -> str | None:
+    """Queue ``command`` for a run of another machine through the shared store (a row and a NOTIFY: that run's
+    link writes it into its inbox); what went wrong in one line, or None."""
+    import uuid
+
+    from console.engine.commands import CommandError
+    from console.engine.control import make_command
+    from console.engine.store import StoreError, open_store
+    from console.engine.store.postgres import PgStore
+
+    try:
+        cmd = make_command(command, source=source, id=uuid.uuid4().hex)
+        store = open_store(url, embedded)
+        try:
+            if not isinstance(store, PgStore):
+                return "not a shared store"
+            store.send_command(key, cmd.model_dump(mode="json", include={"id", "command", "args", "source"}))
+        finally:
+            store.close()
+    except (CommandError, StoreError) as exc:
+        return f"{command} could not be sent: {exc}"
+    return None
 
 
 def _lock_holder(root: Path) -> int | None:
@@ -55,10 +102,12 @@ def needs_first(r: Any) -> bool:
 
 # The jobs table: its columns in order, and which go first when the terminal is narrow (the id, the state and
 # the job always stay; the summary is shortened at a word before it goes).
-JOBS_HEADERS = {"id": "id", "state": "state", "job": "job", "started": "started", "cost": "cost", "conf": "conf.",
-                "summary": "summary / reason"}
+JOBS_HEADERS = {"id": "id", "state": "state", "job": "job", "host": "machine", "started": "started", "cost": "cost",
+                "conf": "conf.", "summary": "summary / reason"}
 JOBS_RIGHT = frozenset({"cost", "conf"})
-JOBS_DROP_ORDER = ("conf", "cost", "started", "summary")
+# (The machine column is shown with a shared store only: the embedded store's rows have none.)
+JOBS_DROP_ORDER = ("conf", "cost", "host", "started", "summary")
+HOST_MAX = 20
 JOBS_GAP = 2
 JOB_NAME_MAX = 28
 SUMMARY_MIN = 20  # narrower, a summary says next to nothing: a column goes first
@@ -127,6 +176,7 @@ def jobs_table(rows: list[Any], width: int) -> tuple[list[Any], list[str]]:
         cells["state"].append(one_line(r.status))
         name = job_name(r.path)
         cells["job"].append(shorten(one_line(name), JOB_NAME_MAX))
+        cells["host"].append(shorten(one_line(getattr(r, "host", "") or ""), HOST_MAX))
         cells["started"].append(one_line(short(r.started_at)))
         cells["cost"].append("" if r.cost_usd is None else format_cost(r.cost_usd))
         cells["conf"].append("" if r.confidence is None else f"{r.confidence:.2f}")

@@ -120,7 +120,7 @@ class LaunchSettings(EventBase):
 
 # Why a run needs its operator (seed 004's approval, and what the harness escalates instead of looping).
 NeedReason = Literal["restart_approval", "stuck", "budget", "completion_refused", "provider_down", "crashed",
-                     "gave_up"]
+                     "gave_up", "store_down"]
 
 
 class NeedsOperator(EventBase):

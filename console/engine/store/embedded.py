@@ -1,4 +1,5 @@
-"""The jobs table (SQLite): one row per run folder, updated by the engine and job_complete.
+"""The embedded jobs store (SQLite), the default that needs nothing set up: one row per run folder, updated by the
+engine and job_complete.
 
 It lives in the data folder (``jobs.db`` beside ``runs/``), which is created here: both are the operator's only
 (0700, and 0600 for the database and its -wal and -shm files), since the folder holds every run's
@@ -11,14 +12,13 @@ import builtins  # the class's own `list` method shadows the type in its annotat
 import contextlib
 import os
 import sqlite3
-import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from console.engine.atomic import PRIVATE_FILE, private_dir, private_file
+from console.engine.store.base import COLUMNS, FINISHED, NEEDS_YOU, JobRow
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -39,36 +39,8 @@ CREATE TABLE IF NOT EXISTS jobs (
 # Columns added after the first release: an older database gets them (ALTER TABLE ADD COLUMN keeps every row).
 # needs_since: when the run started needing its operator (ISO time), NULL while it does not.
 ADDED_COLUMNS = (("cost_usd", "REAL"), ("needs_since", "TEXT"))
-COLUMNS = ("path", "name", "status", "provider", "model", "started_at", "updated_at", "completed_at", "confidence",
-           "summary", "detail", "cost_usd", "needs_since")
-# The status of a run that waits for its operator (console.engine.needs): every view lists it first.
-NEEDS_YOU = "needs you"
-# The statuses of a run that has ended. Any other (running, awaiting approval, paused, needs you, a status a newer
-# version adds) is a run that lives or waits for its operator: the fleet lists each of those whatever its age.
-# ("gave up" is not among them: the agent gave up and the operator is asked, as for any need.)
-FINISHED = ("completed", "failed", "stopped", "incomplete", "out of budget", "agent stopped", "interrupted")
-GAVE_UP = "gave up"
 # The database's own files, each made 0600 (SQLite gives -wal and -shm the database file's mode).
 DB_SUFFIXES = ("", "-wal", "-shm", "-journal")
-
-
-@dataclass(frozen=True)
-class JobRow:
-    path: str
-    name: str
-    status: str
-    provider: str
-    model: str
-    started_at: str
-    updated_at: str
-    completed_at: str | None
-    confidence: float | None
-    summary: str | None
-    detail: str | None
-    # US dollars the whole job cost so far; None when unknown (no price for its model, or an older run).
-    cost_usd: float | None = None
-    # When the run started needing its operator (ISO time; status "needs you"), else None.
-    needs_since: str | None = None
 
 
 class JobStore:
@@ -78,6 +50,9 @@ class JobStore:
     of it. The engine's updates report a database error in :attr:`error` (the
     supervisor turns it into one event) instead of raising.
     """
+
+    # Only this machine reads it: runs take commands from their inbox, and views read their folders.
+    shared = False
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -233,15 +208,5 @@ class JobStore:
                                       part).rowcount
         return removed
 
-
-def folder_gone(path: str | Path) -> bool:
-    """True if a run's folder no longer exists (deleted or moved): nothing there, or not a folder. A folder that
-    cannot be looked at (no permission, an I/O error) is not gone. (A folder on a disk not mounted now reads as
-    gone: whoever forgets runs names each one.)"""
-    try:
-        st = os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return True
-    except (OSError, ValueError):
-        return False
-    return not stat.S_ISDIR(st.st_mode)
+    def close(self) -> None:
+        """Nothing held open (each call opens its own short-lived connection)."""

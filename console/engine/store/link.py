@@ -1,0 +1,339 @@
+"""A runner's link to a shared store: a thread of its own, never on a turn's path.
+
+The run's folder stays the source of truth; the link keeps the store's copy of it and carries commands in:
+
+- **events**: every line of ``events.jsonl`` after the store's last seq, in batches (INSERT ... ON CONFLICT DO
+  NOTHING, then NOTIFY): a kill -9 of the runner, of the connection or of the server loses nothing, since the
+  next look (or the next run's link) starts again from the store's last seq and the file;
+- **the runs table**: the engine's updates (started, needs, cost...) are queued and applied here, in order,
+  retried while the store is down (a turn never waits on the network);
+- **commands**: rows of ``commands`` for this run are written into the run's own inbox (the crash-safe path, with
+  the row's id as the command's), then marked delivered. An id already in the inbox, or already in the log as an
+  ``operator_command`` event, is only marked: a kill between the inbox write and the mark delivers it once;
+- **the lease**: renewed every :data:`HEARTBEAT` seconds for :data:`LEASE_SECONDS` (the server's clock); views on
+  other machines show the run as interrupted once it expires.
+
+A store that stays down past ``down_limit`` seconds asks the operator (a ``needs_operator`` event, reason
+``store_down``, the run going on from its folder), cleared when the store is back and caught up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from console.engine import events as ev
+from console.engine.control import write_inbox
+from console.engine.job import JobPaths
+from console.engine.needs import OperatorState, answered, ask_operator
+from console.engine.store.base import StoreError
+from console.engine.store.postgres import COMMANDS_CHANNEL, PgStore
+
+LEASE_SECONDS = 25.0
+HEARTBEAT = 5.0
+TICK = 0.2  # how often the log is looked at for new lines (a command's NOTIFY wakes the link at once)
+COMMAND_SWEEP = 5.0  # commands are also looked for this often: a NOTIFY sent while the link was away is not lost
+BATCH = 500
+DOWN_LIMIT = 120.0
+BACKOFF_FIRST, BACKOFF_CAP = 0.5, 10.0
+FINAL_FLUSH = 3.0  # seconds a closing run gives the store to take its last events (the next run ships any rest)
+
+
+class LeaseHeld(Exception):
+    """Another runner holds a current lease on this run (another machine runs it)."""
+
+
+class StoreLink:
+    def __init__(self, store: PgStore, paths: JobPaths, events: ev.EventStream, operator: OperatorState, *,
+                 owner: str, now: Callable[[], datetime], down_limit: float = DOWN_LIMIT,
+                 rng: random.Random | None = None) -> None:
+        self.store = store
+        self.paths = paths
+        self.events = events
+        self.operator = operator
+        self.owner = owner
+        self.now = now
+        self.down_limit = down_limit
+        self.rng = rng or random.Random()
+        self.key = store.key(paths.root)
+        self.offset = 0  # the byte of events.jsonl read up to
+        self.shipped = 0  # the highest seq shipped
+        # While the log is read again from its start (the link's first pass, and after the store was away): the
+        # seqs the store holds, so that every hole is filled (a crashed server may lose what it acknowledged).
+        self.have: set[int] | None = None
+        self.rescan = True
+        self.seen_commands: set[str] = set()  # command ids in the log (operator_command events)
+        self.written: set[str] = set()  # command ids this link wrote into the inbox
+        self.down_since: float | None = None
+        self.asked = False
+        self.failures = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._listen: Any = None
+        self._next_lease = 0.0
+        self._next_sweep = 0.0
+        self._wanted = True  # look for commands at the next step
+        self.outbox: queue.Queue[tuple[str, tuple[Any, ...]]] = queue.Queue()
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+    def start(self, lease_wait: float = LEASE_SECONDS + HEARTBEAT) -> None:
+        """Take the lease (:class:`LeaseHeld` if another runner holds a current one), then run the thread. A store
+        that cannot be reached now is no reason not to run: the link catches up once it is back."""
+        try:
+            self.store.ensure_run(self.paths.root, self.paths.root.name, self.now())
+            # A runner of another machine that died holds its lease until it expires: waited for (a pod that
+            # resumes an evicted one's run from their volume starts within the lease's time).
+            deadline = time.monotonic() + lease_wait
+            while self.store.take_lease(self.key, self.owner, LEASE_SECONDS, self.paths.root) is None:
+                if time.monotonic() >= deadline:
+                    raise LeaseHeld(f"{self.paths.root}: another runner holds this run's lease in the store "
+                                    f"{self.store.shown}: it runs on another machine")
+                time.sleep(1.0)
+            self._next_lease = time.monotonic() + HEARTBEAT
+        except StoreError as exc:
+            self._went_down(exc)
+        self.store.outbox = self.outbox
+        self._thread = threading.Thread(target=self._run, name="store-link", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop the thread, give the store a last chance at the log and the queued updates, drop the lease."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=FINAL_FLUSH + 5)
+        self.store.outbox = None
+        deadline = time.monotonic() + FINAL_FLUSH
+        with contextlib.suppress(StoreError):
+            while time.monotonic() < deadline and (self._drain_outbox() or self._ship()):
+                pass
+            self.store.drop_lease(self.key, self.owner)
+        self._close_listen()
+
+    # -- the thread -----------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._step()
+                if self.down_since is not None:
+                    self._came_back()
+                self._wait(TICK)
+            except StoreError as exc:
+                self._went_down(exc)
+                self._close_listen()
+                self._stop.wait(self._backoff())
+            except Exception as exc:  # never take the run down: said once, then tried again
+                self._went_down(StoreError(f"store link: {type(exc).__name__}: {str(exc)[:200]}"))
+                self._stop.wait(self._backoff())
+
+    def _step(self) -> None:
+        self._drain_outbox()
+        while self._ship():
+            pass
+        now = time.monotonic()
+        if now >= self._next_lease:
+            last = self.store.take_lease(self.key, self.owner, LEASE_SECONDS, self.paths.root)
+            if last is None:
+                self.events.emit(ev.ErrorEvent, message="another runner took this run's lease in the shared store",
+                                 where="store", recoverable=True)
+            elif last < self.shipped and self.have is None:
+                self._rewind()  # the server lost commits it had acknowledged (a crash): they are shipped again
+            self._next_lease = now + HEARTBEAT
+        if self._wanted or now >= self._next_sweep:
+            self._wanted = False
+            self._next_sweep = now + COMMAND_SWEEP
+            self._deliver()
+
+    def _wait(self, seconds: float) -> None:
+        """Sleep until a command's NOTIFY or ``seconds``; the listening connection is made here, and again after
+        a drop."""
+        if self._listen is None:
+            self._listen = self.store.listener(COMMANDS_CHANNEL)
+            self._wanted = True  # what was sent while the link did not listen
+            return
+        try:
+            for note in self._listen.notifies(timeout=seconds, stop_after=1):
+                if note.payload == self.key:
+                    self._wanted = True
+        except Exception as exc:  # the connection dropped: made again at the next wait
+            self._close_listen()
+            raise StoreError(f"store {self.store.shown}: the listening connection dropped ({type(exc).__name__})"
+                             ) from None
+
+    def _close_listen(self) -> None:
+        if self._listen is not None:
+            with contextlib.suppress(Exception):
+                self._listen.close()
+            self._listen = None
+
+    def _backoff(self) -> float:
+        """Exponential with full jitter, capped: runners that lost one server do not all come back at once."""
+        self.failures += 1
+        return float(self.rng.uniform(0, min(BACKOFF_CAP, BACKOFF_FIRST * 2 ** min(self.failures, 10))))
+
+    # -- store down and back --------------------------------------------------------------------------------
+    def _went_down(self, exc: StoreError) -> None:
+        self._rewind()  # when it is back: a server that crashed may have lost what it acknowledged last
+        now = time.monotonic()
+        if self.down_since is None:
+            self.down_since = now
+            self.events.emit(ev.ErrorEvent, message=f"{exc}; the run goes on from its folder and the store catches "
+                             "up when it is back", where="store", recoverable=True)
+        elif not self.asked and now - self.down_since >= self.down_limit and self.operator.needs is None:
+            self.asked = True
+            ask_operator(self.events, self.operator, "store_down",
+                         f"the shared store has been unreachable for {int(now - self.down_since)}s; the run goes on "
+                         "from its folder, and other machines do not see it until the store is back",
+                         [str(exc)], pause=False)
+
+    def _rewind(self) -> None:
+        """Read the log again from its start, shipping every event the store lacks."""
+        self.offset, self.have, self.rescan = 0, None, True
+
+    def _came_back(self) -> None:
+        self._next_lease = 0.0
+        self.down_since, self.failures = None, 0
+        if self.asked and self.operator.needs == "store_down":
+            answered(self.events, self.operator, "the store is back")
+        self.asked = False
+
+    # -- the runs table -------------------------------------------------------------------------------------
+    def _drain_outbox(self) -> bool:
+        """Apply the engine's queued updates in order; one that fails stays first in line. True if any was."""
+        did = False
+        while True:
+            try:
+                sql, params = self.outbox.queue[0]
+            except IndexError:
+                return did
+            self.store.execute(sql, params)
+            self.outbox.get_nowait()
+            did = True
+
+    # -- events ---------------------------------------------------------------------------------------------
+    def _ship(self) -> bool:
+        """Send one batch of the log's lines the store lacks; True if there may be more."""
+        if self.rescan:
+            # Its row first (a store that was away at the start missed it): the events belong to it.
+            self.store.ensure_run(self.paths.root, self.paths.root.name, self.now())
+            self.have, self.rescan = self.store.seqs(self.key), False
+        try:
+            size = os.stat(self.paths.events).st_size
+        except OSError:
+            return False
+        if size < self.offset:  # the log was moved aside (corrupt) and started anew: read it from its start
+            self.offset = 0
+        if size == self.offset:
+            self.have = None  # caught up: from here on, what is new is what is after the highest seq shipped
+            return False
+        with open(self.paths.events, "rb") as fh:
+            fh.seek(self.offset)
+            data = fh.read(4 << 20)
+        end = data.rfind(b"\n")
+        if end < 0:
+            return False  # a line being written: its end comes with the next look
+        batch: list[tuple[int, str | None, str, str]] = []
+        used = 0
+        for raw in data[: end + 1].splitlines(keepends=True):
+            if len(batch) >= BATCH:
+                break
+            used += len(raw)
+            line = self._line(raw)
+            if line is not None and (line[0] not in self.have if self.have is not None else line[0] > self.shipped):
+                batch.append(line)
+        if batch:
+            self.store.append_events(self.key, batch)
+            self.shipped = max(self.shipped, max(seq for seq, *_ in batch))
+        self.offset += used
+        if self.have is not None and self.offset >= size:
+            self.shipped, self.have = max(self.shipped, max(self.have, default=0)), None
+        return self.offset < size
+
+    def _line(self, raw: bytes) -> tuple[int, str | None, str, str] | None:
+        """(seq, ts, type, the JSON) of one log line, or None for a line that is no event we wrote."""
+        try:
+            doc = json.loads(raw)
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(doc, dict):
+            return None
+        seq, kind, ts = doc.get("seq"), doc.get("type"), doc.get("ts")
+        if type(seq) is not int or not 0 <= seq < 2**63 or not isinstance(kind, str):
+            return None
+        if kind == "operator_command" and isinstance(cid := doc.get("command_id"), str):
+            self.seen_commands.add(cid)
+        body = raw.decode("utf-8", "replace").strip()
+        if "\\u0000" in body:  # jsonb cannot hold NUL: the store's copy shows it as U+FFFD (the file keeps it)
+            body = json.dumps(_no_nul(doc), ensure_ascii=False)
+        return seq, _timestamp(ts), kind[:100], body
+
+    # -- commands -------------------------------------------------------------------------------------------
+    def _deliver(self) -> None:
+        pending = self.store.undelivered(self.key)
+        if not pending:
+            return
+        while self._ship():  # the log's operator_command events first: they say which ids were received
+            pass
+        try:
+            inbox = {n.rsplit("-", 1)[-1].removesuffix(".json") for n in os.listdir(self.paths.inbox)}
+        except OSError:
+            inbox = set()
+        for cid, body in pending:
+            hexid = cid.replace("-", "")
+            if hexid not in self.seen_commands | self.written | inbox:
+                self._write(hexid, body)
+            self.store.delivered(cid)
+
+    def _write(self, hexid: str, body: dict[str, Any]) -> None:
+        from console.engine.commands import CommandError
+
+        self.written.add(hexid)
+        try:
+            args = body.get("args") if isinstance(body.get("args"), dict) else {}
+            source = str(body.get("source") or "store")[:64]
+            write_inbox(self.paths, str(body.get("command")), args, source=source, command_id=hexid)
+        except (CommandError, ValueError) as exc:
+            self.events.emit(ev.ErrorEvent, message=f"a command from the store is not one: {str(exc)[:200]}",
+                             where="store", recoverable=True)
+        except OSError as exc:
+            self.written.discard(hexid)
+            raise StoreError(f"the inbox cannot be written: {exc.strerror or exc}") from None
+
+
+def _timestamp(value: object) -> str | None:
+    """An event's ``ts`` if it is one PostgreSQL takes (a line that says otherwise is still stored, without it)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return value
+
+
+def _no_nul(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {_no_nul(k): _no_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_no_nul(v) for v in value]
+    return value
+
+
+def link_run(store: object, paths: JobPaths, events: ev.EventStream, operator: OperatorState, run: str | None,
+             now: Callable[[], datetime]) -> StoreLink | None:
+    """The started link of a run whose store is shared (None for the embedded store). :class:`LeaseHeld` when
+    another runner holds the run's lease."""
+    if not isinstance(store, PgStore):
+        return None
+    link = StoreLink(store, paths, events, operator, owner=f"{store.host}:{os.getpid()}:{run or ''}"[:200], now=now)
+    link.start()
+    return link

@@ -1,0 +1,362 @@
+"""The shared jobs store: PostgreSQL (psycopg 3 and its connection pool), for a fleet across machines.
+
+``runs`` holds one row per run (the embedded store's columns, plus the machine whose folder it is and a
+runner's lease), ``events`` every line of each run's ``events.jsonl`` (shipped by the runner's
+:class:`~console.engine.store.link.StoreLink`), ``commands`` the operator's commands on their way to a run.
+A run is keyed by an id its folder keeps (``.console/store-id``, made at its first start on a shared store):
+the run keeps its row and its events when its folder moves to another machine (a volume mounted by the next
+pod), and two machines' folders of the same path are two runs. Its short id stays the folder's
+(:func:`console.engine.runs.run_id`); its row says which machine runs it now (``host``).
+
+Followers wake on NOTIFY (:data:`EVENTS_CHANNEL`, :data:`COMMANDS_CHANNEL`; the payload is the run's key)
+instead of polling. Every error is a :class:`StoreError` of one line that never shows the URL's password.
+"""
+
+from __future__ import annotations
+
+import builtins  # the class's own `list` method shadows the type in its annotations
+import contextlib
+import hashlib
+import json
+import queue
+import re
+import uuid
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from console.engine.store.base import COLUMNS, FINISHED, NEEDS_YOU, JobRow, StoreError, shown_store_url, this_host
+from console.engine.store.schema import SchemaTooNew, migrate
+
+EVENTS_CHANNEL = "agent_console_events"
+COMMANDS_CHANNEL = "agent_console_commands"
+CONNECT_TIMEOUT = 5  # seconds: a store that cannot be reached is told within this, never waited on for long
+POOL_MAX = 4
+_ROW = ", ".join(COLUMNS) + ", host, key, (lease_expires IS NOT NULL AND lease_expires > now())"
+
+
+STORE_ID = "store-id"  # in the run's .console/: its key in a shared store
+
+
+def run_key(host: str, path: str | Path) -> str:
+    """A key from a machine and a folder: a run whose folder cannot hold its store id (not writable)."""
+    return hashlib.sha256(f"{host}\0{path}".encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
+def folder_key(path: str | Path, host: str) -> str:
+    """The run's key in a shared store: the id its folder keeps, made (atomically) the first time it is asked."""
+    state = Path(path) / ".console"
+    try:
+        with open(state / STORE_ID, "rb") as fh:
+            text = fh.read(100).decode("ascii", "replace").strip()
+        if _HEX32.fullmatch(text):
+            return text
+    except OSError:
+        pass
+    key = uuid.uuid4().hex
+    try:
+        from console.engine.atomic import atomic_write_text
+
+        atomic_write_text(state / STORE_ID, key + "\n", tmp_dir=state / "tmp")
+    except OSError:
+        return run_key(host, path)
+    return key
+
+
+_HEX32 = re.compile(r"[0-9a-f]{32}")
+
+
+def _row(r: Sequence[Any]) -> JobRow:
+    values = dict(zip((*COLUMNS, "host", "key"), r, strict=False))
+    return JobRow(**values, leased=bool(r[-1]))
+
+
+class PgStore:
+    """The jobs store on a PostgreSQL server (see the module). ``host``: the machine this process is."""
+
+    shared = True
+
+    def __init__(self, url: str, *, host: str | None = None, pool_max: int = POOL_MAX, lenient: bool = False
+                 ) -> None:
+        """``lenient``: a server that cannot be reached now is no error (a run starting while its store is away:
+        :attr:`error` says so, and the schema is checked at the first connection that works)."""
+        import psycopg  # lazily: only a shared store pays for it
+        from psycopg_pool import ConnectionPool
+
+        self.url = url
+        self.shown = shown_store_url(url)
+        self.host = host or this_host()
+        self.error: str | None = None
+        self.not_private: list[str] = []
+        # Set while a runner's link runs: the engine's updates go through it (never block a turn).
+        self.outbox: queue.Queue[tuple[str, tuple[Any, ...]]] | None = None
+        self._keys: dict[str, str] = {}
+        self._psycopg = psycopg
+        try:
+            self.pool = ConnectionPool(url, min_size=1, max_size=pool_max, timeout=CONNECT_TIMEOUT, open=True,
+                                       kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
+                                       check=ConnectionPool.check_connection, name="agent-console-store")
+        except Exception as exc:  # a URL the library refuses: its message may quote the URL
+            raise StoreError(f"store {self.shown}: {self._say(exc)}") from None
+        self._migrated = False
+        try:
+            with self.connection():
+                pass  # migrated there
+        except StoreError as exc:
+            if not lenient or "newer than this agent-console" in str(exc):
+                self.pool.close()
+                raise
+            self.error = str(exc)
+        except Exception:
+            self.pool.close()
+            raise
+
+    def _say(self, exc: BaseException) -> str:
+        """One line about ``exc``, with the password cut out wherever the library quoted it."""
+        text = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        with contextlib.suppress(ValueError):
+            from urllib.parse import urlsplit
+
+            password = urlsplit(self.url).password
+            if password:
+                text = text.replace(password, "***")
+        return text.replace(self.url, self.shown)
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[Any]:
+        """A pooled connection (autocommit); :class:`StoreError` when the server cannot be reached or fails."""
+        from psycopg_pool import PoolTimeout
+
+        try:
+            with self.pool.connection() as conn:
+                if not self._migrated:  # the first connection that works brings the schema up to date
+                    migrate(conn)
+                    self._migrated = True
+                yield conn
+        except SchemaTooNew as exc:
+            raise StoreError(f"store {self.shown}: {exc}") from None
+        except PoolTimeout:
+            raise StoreError(f"store {self.shown}: cannot be reached (no connection within {CONNECT_TIMEOUT}s)"
+                             ) from None
+        except self._psycopg.Error as exc:
+            raise StoreError(f"store {self.shown}: {self._say(exc)}") from None
+
+    def key(self, path: str | Path) -> str:
+        """The key of a run of this machine (its folder's store id)."""
+        where = str(path)
+        if where not in self._keys:
+            self._keys[where] = folder_key(where, self.host)
+        return self._keys[where]
+
+    # -- the engine's updates (never raise: :attr:`error` says what failed) -----------------------------------
+    def _update(self, sql: str, params: tuple[Any, ...]) -> None:
+        if self.outbox is not None:
+            self.outbox.put((sql, params))  # the runner's link applies it, in order, retrying while down
+            return
+        try:
+            self.execute(sql, params)
+        except StoreError as exc:
+            self.error = str(exc)
+
+    def execute(self, sql: str, params: tuple[Any, ...]) -> None:
+        with self.connection() as conn:
+            conn.execute(sql, params)
+
+    def started(self, path: Path, name: str, provider: str, model: str, now: datetime) -> None:
+        ts = now.isoformat(timespec="seconds")
+        self._update(
+            """INSERT INTO runs (key, id, host, path, name, status, provider, model, started_at, updated_at)
+               VALUES (%s, %s, %s, %s, %s, 'running', %s, %s, %s, %s)
+               ON CONFLICT (key) DO UPDATE SET status='running', provider=EXCLUDED.provider, model=EXCLUDED.model,
+               updated_at=EXCLUDED.updated_at, detail=NULL, needs_since=NULL, host=EXCLUDED.host, path=EXCLUDED.path,
+               id=EXCLUDED.id WHERE runs.status <> 'completed'""",
+            (self.key(path), _short_id(path), self.host, str(path), name, provider, model, ts, ts))
+
+    def completed(self, path: Path, now: datetime, confidence: float, summary: str) -> None:
+        ts = now.isoformat(timespec="seconds")
+        self._update("UPDATE runs SET status='completed', completed_at=%s, updated_at=%s, confidence=%s, summary=%s, "
+                     "needs_since=NULL WHERE key=%s", (ts, ts, confidence, summary, self.key(path)))
+
+    def ended(self, path: Path, status: str, now: datetime, detail: str = "") -> None:
+        self._update("UPDATE runs SET status=%s, updated_at=%s, detail=%s, needs_since=NULL "
+                     "WHERE key=%s AND status <> 'completed'",
+                     (status, now.isoformat(timespec="seconds"), detail, self.key(path)))
+
+    def needs(self, path: Path, reason: str, message: str, now: datetime) -> None:
+        ts = now.isoformat(timespec="seconds")
+        self._update(f"UPDATE runs SET status='{NEEDS_YOU}', updated_at=%s, detail=%s, "
+                     "needs_since=COALESCE(needs_since, %s) WHERE key=%s AND status <> 'completed'",
+                     (ts, f"{reason}: {message}"[:2000], ts, self.key(path)))
+
+    def answered(self, path: Path, now: datetime) -> None:
+        self._update(f"UPDATE runs SET status='running', updated_at=%s, detail=NULL, needs_since=NULL "
+                     f"WHERE key=%s AND status='{NEEDS_YOU}'", (now.isoformat(timespec="seconds"), self.key(path)))
+
+    def cost(self, path: Path, usd: float | None) -> None:
+        if usd is not None and not (usd >= 0 and usd < float("inf")):
+            return
+        self._update("UPDATE runs SET cost_usd=%s WHERE key=%s", (usd, self.key(path)))
+
+    # -- the views' reads (raise StoreError) ------------------------------------------------------------------
+    def list(self, limit: int = 50) -> builtins.list[JobRow]:
+        with self.connection() as conn:
+            rows = conn.execute(f"SELECT {_ROW} FROM runs ORDER BY started_at DESC, path DESC LIMIT %s",
+                                (limit,)).fetchall()
+        return [_row(r) for r in rows]
+
+    def list_live_and_recent(self, recent: int) -> tuple[builtins.list[JobRow], int]:
+        done = builtins.list(FINISHED)
+        with self.connection() as conn:
+            live = conn.execute(f"SELECT {_ROW} FROM runs WHERE status <> ALL(%s)", (done,)).fetchall()
+            ended = conn.execute(f"SELECT {_ROW} FROM runs WHERE status = ANY(%s) ORDER BY started_at DESC, "
+                                 "path DESC LIMIT %s", (done, recent)).fetchall()
+            counted = conn.execute("SELECT COUNT(*) FROM runs WHERE status = ANY(%s)", (done,)).fetchone()
+        finished = int(counted[0]) if counted else 0
+        rows = sorted((_row(r) for r in (*live, *ended)), key=lambda r: (r.started_at, r.path), reverse=True)
+        return rows, max(0, finished - len(ended))
+
+    def get(self, path: Path | str, host: str | None = None) -> JobRow | None:
+        """The row of the run in the folder ``path`` of ``host`` (default: this machine)."""
+        with self.connection() as conn:
+            r = conn.execute(f"SELECT {_ROW} FROM runs WHERE host=%s AND path=%s ORDER BY updated_at DESC LIMIT 1",
+                             (host or self.host, str(path))).fetchone()
+        return _row(r) if r else None
+
+    def by_key(self, key: str) -> JobRow | None:
+        with self.connection() as conn:
+            r = conn.execute(f"SELECT {_ROW} FROM runs WHERE key=%s", (key,)).fetchone()
+        return _row(r) if r else None
+
+    def forget(self, paths: builtins.list[str | Path]) -> int:
+        """Remove the rows (their events and commands with them) of these runs of this machine (by folder: a
+        folder that is gone holds no store id any more)."""
+        with self.connection() as conn:
+            return int(conn.execute("DELETE FROM runs WHERE host=%s AND path = ANY(%s)",
+                                    (self.host, [str(p) for p in paths])).rowcount)
+
+    # -- events ---------------------------------------------------------------------------------------------
+    def shipped(self, key: str) -> int:
+        """The last seq of the run's events the store holds (0: none; -1: the run has no row yet)."""
+        with self.connection() as conn:
+            r = conn.execute("SELECT last_seq FROM runs WHERE key=%s", (key,)).fetchone()
+        return int(r[0]) if r else -1
+
+    def seqs(self, key: str) -> set[int]:
+        """Every seq of the run's events the store holds (a link's catch-up looks for the holes)."""
+        with self.connection() as conn:
+            return {int(s) for (s,) in conn.execute("SELECT seq FROM events WHERE run_key=%s", (key,))}
+
+    def ensure_run(self, path: Path, name: str, now: datetime) -> None:
+        """A row for a run whose start the store missed (it was down): its events need one to belong to."""
+        ts = now.isoformat(timespec="seconds")
+        self.execute("INSERT INTO runs (key, id, host, path, name, status, started_at, updated_at) "
+                     "VALUES (%s, %s, %s, %s, %s, 'running', %s, %s) ON CONFLICT (key) DO NOTHING",
+                     (self.key(path), _short_id(path), self.host, str(path), name, ts, ts))
+
+    def append_events(self, key: str, lines: builtins.list[tuple[int, str | None, str, str]]) -> None:
+        """Store events (seq, ts, type, the JSON line) of one run; those it has already are left as they are
+        (a redelivery after a kill). One transaction, then NOTIFY so that followers wake."""
+        if not lines:
+            return
+        with self.connection() as conn, conn.transaction():
+            with conn.cursor() as cur:
+                cur.executemany("INSERT INTO events (run_key, seq, ts, type, body) VALUES (%s, %s, %s, %s, %s) "
+                                "ON CONFLICT (run_key, seq) DO NOTHING",
+                                [(key, seq, ts, kind, body) for seq, ts, kind, body in lines])
+            conn.execute("UPDATE runs SET last_seq = GREATEST(last_seq, %s) WHERE key=%s",
+                         (max(seq for seq, *_ in lines), key))
+            conn.execute("SELECT pg_notify(%s, %s)", (EVENTS_CHANNEL, key))
+
+    def events_after(self, key: str, seq: int, limit: int = 2000) -> builtins.list[tuple[int, dict[str, Any]]]:
+        """The run's events after ``seq``, in order (at most ``limit``)."""
+        with self.connection() as conn:
+            rows = conn.execute("SELECT seq, body FROM events WHERE run_key=%s AND seq > %s ORDER BY seq LIMIT %s",
+                                (key, seq, limit)).fetchall()
+        return [(int(s), b) for s, b in rows]
+
+    def events_of_many(self, after: dict[str, int], limit: int = 20000
+                       ) -> builtins.list[tuple[str, int, dict[str, Any]]]:
+        """The events after each run's seq in ``after`` (run key -> seq), in one query: the fleet's catch-up."""
+        if not after:
+            return []
+        keys, seqs = zip(*after.items(), strict=True)
+        with self.connection() as conn:
+            rows = conn.execute("SELECT e.run_key, e.seq, e.body FROM unnest(%s::text[], %s::bigint[]) AS c(k, s) "
+                                "JOIN events e ON e.run_key = c.k AND e.seq > c.s ORDER BY e.run_key, e.seq LIMIT %s",
+                                (builtins.list(keys), builtins.list(seqs), limit)).fetchall()
+        return [(k, int(s), b) for k, s, b in rows]
+
+    def last_seqs(self, keys: builtins.list[str]) -> dict[str, int]:
+        with self.connection() as conn:
+            rows = conn.execute("SELECT key, last_seq FROM runs WHERE key = ANY(%s)", (keys,)).fetchall()
+        return {k: int(s) for k, s in rows}
+
+    # -- commands -------------------------------------------------------------------------------------------
+    def send_command(self, key: str, body: dict[str, Any]) -> str:
+        """Queue a command (the inbox file's JSON) for the run ``key``; its id. The run's link is woken."""
+        cid = str(uuid.UUID(hex=body["id"])) if _is_uuid(body.get("id")) else str(uuid.uuid4())
+        with self.connection() as conn, conn.transaction():
+            done = conn.execute("INSERT INTO commands (id, run_key, body) SELECT %s, key, %s FROM runs WHERE key=%s",
+                                (cid, json.dumps(body), key)).rowcount
+            if not done:
+                raise StoreError(f"store {self.shown}: no such run")
+            conn.execute("SELECT pg_notify(%s, %s)", (COMMANDS_CHANNEL, key))
+        return cid
+
+    def undelivered(self, key: str) -> builtins.list[tuple[str, dict[str, Any]]]:
+        with self.connection() as conn:
+            rows = conn.execute("SELECT id, body FROM commands WHERE run_key=%s AND delivered_at IS NULL "
+                                "ORDER BY created_at, id", (key,)).fetchall()
+        return [(str(i), b) for i, b in rows]
+
+    def delivered(self, command_id: str) -> None:
+        self.execute("UPDATE commands SET delivered_at=now() WHERE id=%s AND delivered_at IS NULL", (command_id,))
+
+    # -- leases ---------------------------------------------------------------------------------------------
+    def take_lease(self, key: str, owner: str, seconds: float, path: str | Path) -> int | None:
+        """Hold (or renew) the run's lease for ``seconds`` of the server's clock: the store's last seq of the run
+        then (a server that crashed may have lost commits: the link ships them again), or None if another owner
+        holds a current lease. The holder's machine and folder are the run's from then on (a folder mounted by
+        another machine, the next pod, moves the run there)."""
+        # A lease of this machine is taken over: the caller holds the run's lock here, so no process of this
+        # machine runs it any more (a runner killed -9 is resumed at once, not 25 s later).
+        with self.connection() as conn:
+            r = conn.execute("UPDATE runs SET lease_owner=%s, lease_expires=now() + make_interval(secs => %s), "
+                             "host=%s, path=%s, id=%s WHERE key=%s AND (lease_owner IS NULL OR lease_owner=%s "
+                             "OR lease_expires IS NULL OR lease_expires < now() OR starts_with(lease_owner, %s)) "
+                             "RETURNING last_seq", (owner, seconds, self.host, str(path), _short_id(path), key,
+                                                    owner, f"{self.host}:")).fetchone()
+        return int(r[0]) if r is not None else None
+
+    def drop_lease(self, key: str, owner: str) -> None:
+        self.execute("UPDATE runs SET lease_owner=NULL, lease_expires=NULL WHERE key=%s AND lease_owner=%s",
+                     (key, owner))
+
+    def listener(self, *channels: str) -> Any:
+        """A connection of its own (not the pool's) listening on ``channels``: wait on it with ``notifies()``."""
+        try:
+            conn = self._psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+            for channel in channels:
+                conn.execute(f"LISTEN {channel}")
+        except self._psycopg.Error as exc:
+            raise StoreError(f"store {self.shown}: {self._say(exc)}") from None
+        return conn
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.pool.close()
+
+
+def _short_id(path: str | Path) -> str:
+    from console.engine.runs import run_id
+
+    return run_id(path)
+
+
+def _is_uuid(value: object) -> bool:
+    try:
+        uuid.UUID(hex=str(value))
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,84 @@
+"""The shared store's schema, versioned: numbered migrations that a newer version applies when it starts.
+
+``schema_version`` holds one row per migration applied. A process takes a transaction-level advisory lock
+around the check so two runners starting together never migrate at once (the second finds the work done); a
+store whose schema is newer than this version knows is refused (one line), never written by an older reader.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# pg_advisory_xact_lock's key for migrating: any fixed 64-bit number (this one is "agent-console schema").
+MIGRATE_LOCK = 0x61632D736368656D
+
+# Each migration: its number (applied in order, never edited once released: a change is a new one).
+MIGRATIONS: tuple[tuple[int, str], ...] = (
+    (1, """
+CREATE TABLE runs (
+    key TEXT PRIMARY KEY,
+    id TEXT NOT NULL,
+    host TEXT NOT NULL,
+    path TEXT NOT NULL,
+    name TEXT NOT NULL,
+    status TEXT NOT NULL,
+    provider TEXT NOT NULL DEFAULT '',
+    model TEXT NOT NULL DEFAULT '',
+    started_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    completed_at TEXT,
+    confidence DOUBLE PRECISION,
+    summary TEXT,
+    detail TEXT,
+    cost_usd DOUBLE PRECISION,
+    needs_since TEXT,
+    last_seq BIGINT NOT NULL DEFAULT 0,
+    lease_owner TEXT,
+    lease_expires TIMESTAMPTZ
+);
+CREATE INDEX runs_newest ON runs (started_at DESC, path DESC);
+CREATE INDEX runs_status ON runs (status);
+CREATE INDEX runs_id ON runs (id);
+CREATE TABLE events (
+    run_key TEXT NOT NULL REFERENCES runs (key) ON DELETE CASCADE,
+    seq BIGINT NOT NULL,
+    ts TIMESTAMPTZ,
+    type TEXT NOT NULL,
+    body JSONB NOT NULL,
+    PRIMARY KEY (run_key, seq)
+);
+CREATE TABLE commands (
+    id UUID PRIMARY KEY,
+    run_key TEXT NOT NULL REFERENCES runs (key) ON DELETE CASCADE,
+    body JSONB NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    delivered_at TIMESTAMPTZ
+);
+CREATE INDEX commands_undelivered ON commands (run_key, created_at) WHERE delivered_at IS NULL;
+"""),
+)
+LATEST = MIGRATIONS[-1][0]
+
+
+class SchemaTooNew(Exception):
+    """The store was migrated by a newer version of agent-console."""
+
+
+def migrate(conn: Any) -> int:
+    """Bring the schema up to :data:`LATEST` on ``conn`` (a psycopg connection); the version it is at.
+
+    One transaction: the advisory lock is held until it commits, and a migration that fails leaves nothing."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATE_LOCK,))
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, "
+                     "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
+        row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()
+        have = int(row[0]) if row else 0
+        if have > LATEST:
+            raise SchemaTooNew(f"the store's schema is version {have}, newer than this agent-console knows "
+                               f"({LATEST}): upgrade agent-console on this machine")
+        for number, sql in MIGRATIONS:
+            if number > have:
+                conn.execute(sql)
+                conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (number,))
+        return max(have, LATEST)
