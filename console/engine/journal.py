@@ -365,7 +365,7 @@ class Journal:
         return d
 
     def _message_json(self, m: Message) -> tuple[bytes, tuple[str, ...]]:
-        if len(m.content) <= INLINE_LIMIT and all(len(c.arguments) <= INLINE_LIMIT for c in m.tool_calls):
+        if len(m.content) <= INLINE_LIMIT and not any([len(c.arguments) > INLINE_LIMIT for c in m.tool_calls]):
             # Nothing to put in a blob: the model's own serializer, in one call (the same JSON as below, ~3x
             # faster, for the two or three messages of every turn).
             try:

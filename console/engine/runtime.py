@@ -71,6 +71,7 @@ def _part_serializer(name: str) -> TypeAdapter[Any]:
 # Each part of the guardrails' state by its own serializer (Runtime._step_state compares them).
 _PART_JSON = {name: _part_serializer(name) for name in GUARDRAIL_PARTS}
 _SNAPSHOT_FIELDS = tuple(StateSnapshot.model_fields)
+_NO_PARTS: dict[str, Any] = dict.fromkeys(GuardrailParts.model_fields)
 
 
 @dataclass
@@ -232,7 +233,8 @@ class Runtime:
                     changed[name] = value
                     self._guards_recording[name] = dumped
             if changed:
-                snap.guardrails_parts = GuardrailParts.model_construct(**changed)
+                # Every field given (None: unchanged), as in snapshot(): no default is built.
+                snap.guardrails_parts = GuardrailParts.model_construct(set(changed), **{**_NO_PARTS, **changed})
         return snap
 
     def refresh_projections(self, *, background: bool = False) -> None:

@@ -91,9 +91,12 @@ class Session(AskingTheOperator, AskingTheModel):
     # -- committing ------------------------------------------------------------------------------
     def commit(self, durable: bool = False) -> None:
         cp = self.cp
-        cp.session = self.number
+        # A pydantic assignment is four calls, twice a turn: the two that seldom change are made when they do.
+        if cp.session != self.number:
+            cp.session = self.number
+        if cp.job_done != self.rt.job_done:
+            cp.job_done = self.rt.job_done
         cp.context = self.cm.snapshot()
-        cp.job_done = self.rt.job_done
         cp.updated_at = self.rt.clock.now()
         if self.fresh_system:
             assert self.rt.journal is not None

@@ -60,7 +60,7 @@ class _Status(_Stops):
             plan_key = (info.size, info.mtime) if info is not None else None
         except SandboxError:
             plan_key = None
-        key = (todos.generation, todos.kind, tuple(i.done for i in todos.items), todos.pending is not None,
+        key = (todos.generation, todos.kind, tuple([i.done for i in todos.items]), todos.pending is not None,
                len(todos.closed or ()), plan_key)
         # Other files a checker looks at (files = [...]) are looked at again every few seconds; the plan checker's
         # verdict is in the key (its recomputation was a fifth of a turn's bookkeeping, every few seconds).

@@ -186,7 +186,7 @@ class FeedbackRecord(BaseModel):
 
     def to_feedback(self) -> Feedback:
         return Feedback(provider_name=self.provider_name, summary=self.summary,
-                        observations=tuple(Observation(c, d) for c, d in self.observations),
+                        observations=tuple([Observation(c, d) for c, d in self.observations]),
                         suggestions=self.suggestions, severity=self.severity, timestamp=self.timestamp,
                         call_index=self.call_index, prompt_name=self.prompt_name)
 
@@ -264,9 +264,13 @@ class FeedbackContext:
         last = self._state.provider_last.get(name)
         return last.to_feedback() if last else None
 
-    def recent_feedback(self, n: int = FEEDBACK_HISTORY) -> tuple[Feedback, ...]:
-        """The last ``n`` delivered feedback items of any provider, oldest first (at most FEEDBACK_HISTORY)."""
-        return tuple(r.to_feedback() for r in self._state.history[-n:]) if n > 0 else ()
+    def recent_feedback(self, n: int = FEEDBACK_HISTORY, *, provider: str | None = None) -> tuple[Feedback, ...]:
+        """The last ``n`` delivered feedback items of any provider, oldest first (at most FEEDBACK_HISTORY); with
+        ``provider``, only that provider's among them (the others are not converted: asked after every call)."""
+        if n <= 0:
+            return ()
+        return tuple([r.to_feedback() for r in self._state.history[-n:]
+                      if provider is None or r.provider_name == provider])
 
 
 class FeedbackProvider(Protocol):

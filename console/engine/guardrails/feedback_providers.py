@@ -160,8 +160,8 @@ class StuckDetector:
     def _fresh(self, context: FeedbackContext, run: int, threshold: int) -> bool:
         """False if the detector already reported a call pattern inside this run of ``run`` calls and the run
         has not grown by ``threshold`` calls since. (Idle reports are about turns, not calls: ignored here.)"""
-        last = next((fb for fb in reversed(context.recent_feedback()) if fb.provider_name == self.name
-                     and _pattern(fb) != "idle"), None)
+        last = next((fb for fb in reversed(context.recent_feedback(provider=self.name)) if _pattern(fb) != "idle"),
+                    None)
         if last is None:
             latest = context.last_feedback_for_provider(self.name)  # older than the kept history
             last = latest if latest is not None and _pattern(latest) != "idle" else None
@@ -179,7 +179,7 @@ class StuckDetector:
         level = turns // idle
         # Looked at after every tool call: the report of this stretch may have left the short history (other
         # providers' blocks since), so the detector's own last feedback is looked at too.
-        mine = [fb for fb in context.recent_feedback() if fb.provider_name == self.name]
+        mine = list(context.recent_feedback(provider=self.name))
         if (latest := context.last_feedback_for_provider(self.name)) is not None:
             mine.append(latest)
         for fb in mine:
