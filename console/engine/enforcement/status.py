@@ -8,7 +8,8 @@ from typing import Any
 from console.engine import events as ev
 from console.engine.enforcement.stops import _Stops
 from console.engine.enforcement.world import STATUS_REFRESH
-from console.engine.guardrails import Feedback, StuckDetector, render_feedback
+from console.engine.guardrails import Feedback, StuckDetector
+from console.engine.guardrails.feedback import join_blocks
 from console.engine.guardrails.completion import reads_only_the_record
 from console.engine.job import one_line
 from console.engine.sandbox import SandboxError
@@ -35,9 +36,10 @@ class _Status(_Stops):
         if not fired:
             return [], ""
         self._changed()
-        out = []
+        out, blocks = [], []
         for cfg, fb in fired:
             block = fb.render()
+            blocks.append(block)
             self.events.emit(ev.Feedback, source=fb.provider_name, severity=fb.severity, message=fb.summary,
                              observations=[o.description for o in fb.observations], suggestions=list(fb.suggestions),
                              call_index=fb.call_index, turn=turn, block=block)
@@ -48,7 +50,7 @@ class _Status(_Stops):
                 if self.on_stuck is not None:
                     self.on_stuck(pattern or fb.summary)
             out.append(fb)
-        return out, render_feedback(out)
+        return out, join_blocks(blocks)  # render_feedback(out), each block rendered once
 
     def _status_verdict(self) -> str:
         """The checker's verdict for the console, recomputed only when what it reads may have changed (the

@@ -52,7 +52,7 @@ class Observation:
 def _tag_name(name: str) -> str:
     # The provider name goes inside an attribute: keep only characters that cannot close the quote or the tag
     # or break the line, so a name from job.toml can never change the block's shape.
-    safe = "".join(ch if ch.isalnum() or ch in " _.:-" else "_" for ch in name[:64])
+    safe = "".join([ch if ch.isalnum() or ch in " _.:-" else "_" for ch in name[:64]])
     return safe or "feedback"
 
 
@@ -73,16 +73,21 @@ class Feedback:
         read as is."""
         groups = [self.summary.strip("\n").rstrip()]
         if self.observations:
-            groups.append("\n".join(f"- {o.description}" for o in self.observations))
+            groups.append("\n".join([f"- {o.description}" for o in self.observations]))
         if self.suggestions:
-            groups.append("\n".join(f"-> {s}" for s in self.suggestions))
-        body = "\n\n".join(g for g in groups if g)
+            groups.append("\n".join([f"-> {s}" for s in self.suggestions]))
+        body = "\n\n".join([g for g in groups if g])
         return f"<feedback provider='{_tag_name(self.provider_name)}'>\n{body}\n</feedback>"
 
 
 def render_feedback(items: Sequence[Feedback]) -> str:
     """Several blocks, joined by one blank line (seed: "separate <feedback> blocks, joined by blank lines")."""
-    return "\n\n".join(item.render() for item in items)
+    return join_blocks([item.render() for item in items])
+
+
+def join_blocks(blocks: Sequence[str]) -> str:
+    """Rendered blocks as render_feedback joins them."""
+    return "\n\n".join(blocks)
 
 
 @dataclass(frozen=True)
