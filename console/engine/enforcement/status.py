@@ -82,9 +82,10 @@ class _Status(_Stops):
         d = self.g.describe(now)
         # Seed 000's protocol holds for every job (a free stop's outcome says what the record shows too).
         verdict = self._status_verdict()
+        # The policies' and providers' rows as described (tuples): compared as they are, and made the event's models
+        # only when the status is emitted, which is seldom (every turn compares it).
         body = {
-            "policies": [ev.PolicyInfo(name=n, kind=k, detail=dt) for n, k, dt in d["policies"]],
-            "feedback": [ev.FeedbackInfo(name=n, kind=k, trigger=t, next=x) for n, k, t, x in d["feedback"]],
+            "policies": d["policies"], "feedback": d["feedback"],
             "checker": d["checker"], "verdict": verdict,
             "completion_blocks": self.g.completion_blocks, "max_completion_blocks": self.g.max_completion_blocks,
             "deadline_at": d.get("deadline_at"), "budget_tokens": d.get("budget_tokens"),
@@ -100,4 +101,6 @@ class _Status(_Stops):
         if not force and key == self._last_status:
             return
         self._last_status = key
-        self.events.emit(ev.GuardrailsStatus, **body)
+        self.events.emit(ev.GuardrailsStatus, **{
+            **body, "policies": [ev.PolicyInfo(name=n, kind=k, detail=dt) for n, k, dt in d["policies"]],
+            "feedback": [ev.FeedbackInfo(name=n, kind=k, trigger=t, next=x) for n, k, t, x in d["feedback"]]})

@@ -126,6 +126,11 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
+# json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr), its encoder made once (dumps
+# makes one per call when given options: after every tool call).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
+
+
 def _canonical_arguments(arguments: str | Mapping[str, Any]) -> str:
     # {"a":1,"b":2} and {"b": 2, "a": 1} are the same call: compare calls on canonical JSON when it parses.
     try:
@@ -133,7 +138,7 @@ def _canonical_arguments(arguments: str | Mapping[str, Any]) -> str:
             if len(arguments) > MAX_CANONICAL_ARG_BYTES:
                 return arguments
             arguments = json.loads(arguments)
-        return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
+        return _CANONICAL.encode(arguments)
     except (ValueError, TypeError, RecursionError):
         return arguments if isinstance(arguments, str) else repr(arguments)
 
