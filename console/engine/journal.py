@@ -102,6 +102,27 @@ class Checkpoint(BaseModel):
     usage: UsageRecord | None = None
     updated_at: datetime | None = None
 
+    # -- the moves of a turn, each several fields at once (typed here: the values are the engine's own) -----------
+    def reply_recorded(self, usage: UsageRecord) -> None:
+        """The turn's reply is recorded: its tool calls are to run, from the first."""
+        self._assign(stage="tools", next_call=0, finished=False, notices=[], compaction=None, usage=usage)
+
+    def call_recorded(self, next_call: int, notices: list[Message], compaction: str | None) -> None:
+        """A tool call of the turn has run: the next is ``next_call``; the notices and the compaction the turn has
+        asked for so far."""
+        self._assign(next_call=next_call, notices=notices, compaction=compaction)
+
+    def at_boundary(self) -> None:
+        """The turn's bookkeeping is recorded: between turns, the context pressure not yet evaluated."""
+        self._assign(stage="boundary", next_call=0, notices=[], compaction=None, finished=False, usage=None,
+                     evaluated=False)
+
+    def _assign(self, **values: Any) -> None:
+        # What pydantic's assignment does for a field of a model without validate_assignment (set it, count it as
+        # set), for several fields in one call: an assignment is four calls, and a turn makes twenty.
+        self.__dict__.update(values)
+        self.__pydantic_fields_set__.update(values)
+
 
 class Effect(BaseModel):
     """A file the engine writes after the commit that records it (idempotent: redone on recovery)."""

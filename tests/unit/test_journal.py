@@ -250,3 +250,28 @@ def test_a_step_that_failed_to_commit_leaves_its_guardrail_parts_to_the_next(mak
 
 def jr_ask() -> Ask:
     return Ask("stuck", "the agent looks stuck", ["evidence"])
+
+
+def test_a_turns_moves_of_the_checkpoint_are_what_assigning_each_field_does() -> None:
+    # The moves write the fields as pydantic's assignment does when it validates nothing: a model config that made
+    # assignment validate (or the checkpoint frozen) must change them too.
+    assert not Checkpoint.model_config.get("validate_assignment") and not Checkpoint.model_config.get("frozen")
+    usage = jr.UsageRecord(input_tokens=120, output_tokens=7, cached_input_tokens=100)
+    notices = [Message.user("a notice", kind="feedback")]
+    moved, assigned = Checkpoint(session=2, turn=5, evaluated=True), Checkpoint(session=2, turn=5, evaluated=True)
+    steps = [
+        (lambda cp: cp.reply_recorded(usage),
+         {"stage": "tools", "next_call": 0, "finished": False, "notices": [], "compaction": None, "usage": usage}),
+        (lambda cp: cp.call_recorded(1, notices, "phase done"),
+         {"next_call": 1, "notices": notices, "compaction": "phase done"}),
+        (lambda cp: cp.at_boundary(),
+         {"stage": "boundary", "next_call": 0, "notices": [], "compaction": None, "finished": False, "usage": None,
+          "evaluated": False}),
+    ]
+    for move, fields in steps:
+        move(moved)
+        for name, value in fields.items():
+            setattr(assigned, name, value)
+        assert moved.model_dump_json(exclude_defaults=True) == assigned.model_dump_json(exclude_defaults=True)
+        assert moved.model_fields_set == assigned.model_fields_set
+        assert moved == assigned
