@@ -298,4 +298,3 @@ def test_what_the_manager_remembers_of_a_growing_conversation_gives_the_plans_an
             conv = conv + [m for i, spec in enumerate(more) for m in turn(100 + i, *spec)]  # grown at its end
         elif mask:
             apply_masking(conv, plan_masking(conv, 10**9, keep_recent=1))  # messages replaced in place
-

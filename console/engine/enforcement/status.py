@@ -9,8 +9,8 @@ from console.engine import events as ev
 from console.engine.enforcement.stops import _Stops
 from console.engine.enforcement.world import STATUS_REFRESH
 from console.engine.guardrails import Feedback, StuckDetector
-from console.engine.guardrails.feedback import join_blocks
 from console.engine.guardrails.completion import reads_only_the_record
+from console.engine.guardrails.feedback import join_blocks
 from console.engine.job import one_line
 from console.engine.sandbox import SandboxError
 
