@@ -422,10 +422,12 @@ class Journal:
         return b'{"op":"replace","i":' + str(i).encode() + b',"m":' + data + b"}"
 
     def _commit_line(self, cp: Checkpoint, state: StateSnapshot | None, events: list[str], effects: list[Effect],
-                     refs: set[str] | None = None) -> str:
+                     refs: set[str] | None = None, state_json: str | None = None) -> str:
         # Kept as '{"op": "commit", ...' (with the space): scripts that look for commits by that text still work.
         parts = ['{"op": "commit", "cp": ' + cp.model_dump_json(exclude_defaults=True)]
-        if state is not None:
+        if state_json is not None:
+            parts.append('"state": ' + state_json)
+        elif state is not None:
             parts.append('"state": ' + state.model_dump_json(exclude_none=True))
         if events:
             parts.append('"events": [' + ",".join(events) + "]")
@@ -451,7 +453,8 @@ class Journal:
 
     def commit(self, cp: Checkpoint, conversation: Conversation, *, state: StateSnapshot | None,
                events: list[str], effects: list[Effect], full_state: Callable[[], StateSnapshot],
-               system: str | None, durable: bool = False) -> None:
+               system: str | None, durable: bool = False, state_json: str | None = None) -> None:
+        """Record a step. ``state_json``: ``state.model_dump_json(exclude_none=True)``, when the caller has it."""
         self._commits += 1
         durable = durable or self._commits % FSYNC_EVERY == 0
         ops = [self._op_line(op) for op in conversation.pending]
@@ -461,7 +464,7 @@ class Journal:
         else:
             body = [_encode(line) for line in self._pending]
             body += ops
-            body.append(_encode(self._commit_line(cp, state, events, effects)))
+            body.append(_encode(self._commit_line(cp, state, events, effects, state_json=state_json)))
             self._write(b"\n".join(body) + b"\n", "commit", durable=durable)
         self._pending = []
         conversation.pending = []

@@ -198,8 +198,9 @@ class Runtime:
         effects, self._effects = self._effects, []
         lines = self.events.take_held()
         if self.journal is not None:
-            self.journal.commit(cp, conversation, state=self._step_state(dirty) if dirty else None, events=lines,
-                                effects=effects, full_state=self.snapshot, system=system, durable=durable)
+            state, state_json = self._step_state(dirty) if dirty else (None, None)
+            self.journal.commit(cp, conversation, state=state, state_json=state_json, events=lines, effects=effects,
+                                full_state=self.snapshot, system=system, durable=durable)
             self._guards_recorded.update(self._guards_recording)  # a rewrite recorded them all: the same values
             self._guards_recording = {}
         self.events.write_lines(lines)
@@ -216,26 +217,33 @@ class Runtime:
             # At a turn's end: written while the model is asked for the next one.
             self.refresh_projections(background=True)
 
-    def _step_state(self, dirty: set[str]) -> StateSnapshot:
+    def _step_state(self, dirty: set[str]) -> tuple[StateSnapshot, str]:
         """What a step records of the state: the components it changed, of the guardrails only the parts that
-        differ from what the journal holds."""
+        differ from what the journal holds; and its JSON as the journal records it."""
         snap = self.snapshot(dirty - {"guardrails"})
         self._guards_recording = {}  # a step that failed to commit recorded nothing
+        changed: dict[str, Any] = {}
         if "guardrails" in dirty:
             g = self.guardrails.snapshot()
-            changed: dict[str, Any] = {}
             for name in GUARDRAIL_PARTS:
                 value = getattr(g, name)
-                # Only compared with the last recorded dump: each part's own serializer, not a GuardrailParts
-                # built and dumped per part (~6x the time, at every commit of a turn).
-                dumped = _PART_JSON[name].dump_json(value)
+                # Compared with the last recorded dump: each part's own serializer, not a GuardrailParts built and
+                # dumped per part (~6x the time, at every commit of a turn). In the journal's form (exclude_none),
+                # so the dump of a changed part is the journal's bytes too: the feedback's record of the recent
+                # calls, a few KB, is serialised once a turn, not twice.
+                dumped = _PART_JSON[name].dump_json(value, exclude_none=True)
                 if self._guards_recorded.get(name) != dumped:
                     changed[name] = value
                     self._guards_recording[name] = dumped
-            if changed:
-                # Every field given (None: unchanged), as in snapshot(): no default is built.
-                snap.guardrails_parts = GuardrailParts.model_construct(set(changed), **{**_NO_PARTS, **changed})
-        return snap
+        text = snap.model_dump_json(exclude_none=True)
+        if changed:
+            # Every field given (None: unchanged), as in snapshot(): no default is built.
+            snap.guardrails_parts = GuardrailParts.model_construct(set(changed), **{**_NO_PARTS, **changed})
+            # guardrails_parts is the snapshot's last field, and GUARDRAIL_PARTS its fields' order: the JSON of
+            # snap.model_dump_json(exclude_none=True) (tests/unit/test_step_state.py).
+            parts = ",".join([f'"{name}":' + self._guards_recording[name].decode() for name in changed])
+            text = text[:-1] + ("," if len(text) > 2 else "") + '"guardrails_parts":{' + parts + "}}"
+        return snap, text
 
     def refresh_projections(self, *, background: bool = False) -> None:
         """Bring the state files up to the journal (they lag it by at most PROJECTION_INTERVAL); ``background``:
