@@ -129,6 +129,7 @@ class StuckDetector:
         if idle_turns < 0:
             raise ValueError("idle_turns must be 0 (off) or more")
         self.name = name
+        self._found: tuple[FeedbackContext, Detection] | None = None  # see should_run
         self.repeat_threshold = repeat_threshold
         self.error_threshold = error_threshold
         self.alternation_window = alternation_window
@@ -223,10 +224,15 @@ class StuckDetector:
 
     # -- provider --------------------------------------------------------------------------------------------
     def should_run(self, context: FeedbackContext) -> bool:
-        return self.detect(context) is not None
+        found = self.detect(context)
+        # provide() is asked next, with the same context (FeedbackRunner.collect): what was found is handed on, not
+        # looked for again. Kept for that context only (a later collect has its own), so never state of a run.
+        self._found = (context, found) if found is not None else None
+        return found is not None
 
     def provide(self, context: FeedbackContext) -> Feedback:
-        found = self.detect(context)
+        kept, self._found = self._found, None
+        found = kept[1] if kept is not None and kept[0] is context else self.detect(context)
         if found is None:  # should_run said no; answer sensibly anyway
             return Feedback(provider_name=self.name, summary="No stuck pattern detected.", timestamp=context.now,
                             call_index=context.tool_call_count)
