@@ -224,9 +224,7 @@ class Runtime:
         self._guards_recording = {}  # a step that failed to commit recorded nothing
         changed: dict[str, Any] = {}
         if "guardrails" in dirty:
-            g = self.guardrails.snapshot()
-            for name in GUARDRAIL_PARTS:
-                value = getattr(g, name)
+            for name, value in zip(GUARDRAIL_PARTS, self.guardrails.parts(), strict=True):
                 # Compared with the last recorded dump: each part's own serializer, not a GuardrailParts built and
                 # dumped per part (~6x the time, at every commit of a turn). In the journal's form (exclude_none),
                 # so the dump of a changed part is the journal's bytes too: the feedback's record of the recent

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from console.engine import events as ev
 from console.engine.clock import FakeClock
-from console.engine.guardrails import GuardrailsConfig, ToolCallSummary, build_guardrails
+from console.engine.guardrails import GuardrailsConfig, GuardrailState, ToolCallSummary, build_guardrails
 from console.engine.job import JobPaths
 from console.engine.journal import Journal
 from console.engine.runtime import Runtime
-from console.engine.state import StateSnapshot
+from console.engine.state import GUARDRAIL_PARTS, GuardrailParts, StateSnapshot
 
 HEAVY = GuardrailsConfig.model_validate({
     "deadline": "30d", "budget_tokens": 10**9, "max_completion_blocks": 5,
@@ -70,3 +70,11 @@ def test_the_spliced_state_is_the_snapshots_json_step_after_step(tmp_path: Path)
             parts = check(rt, dirty).get("guardrails_parts")
             assert isinstance(parts, dict) and {"feedback", "budget"} <= set(parts)
         assert check(rt, {"todos"}).keys() == {"todos"}  # no guardrails among the changes: the snapshot's own dump
+
+
+def test_the_guardrails_parts_are_the_states_fields_in_order(tmp_path: Path) -> None:
+    rt = runtime(tmp_path, HEAVY)
+    rt.guardrails.add_tokens(5)
+    assert tuple(GuardrailState.model_fields) == GUARDRAIL_PARTS == tuple(GuardrailParts.model_fields)
+    whole = rt.guardrails.snapshot()
+    assert rt.guardrails.parts() == tuple(getattr(whole, name) for name in GUARDRAIL_PARTS)
