@@ -397,7 +397,12 @@ class Journal:
         return _encode(_dumps(self._externalize_message(m, refs))), tuple(refs)
 
     def _reset_image(self, ms: list[Message]) -> None:
-        dumped = [self._message_json(m) for m in ms]
+        # A message already in the image (the turns a compaction carries, a conversation replaced whole) keeps its
+        # bytes: a message is never changed in place, and the image holds it, so its id is its own meanwhile.
+        aligned = len(self._image) == len(self._image_json) == len(self._image_refs)
+        known = {id(m): (data, refs) for m, data, refs in zip(self._image, self._image_json, self._image_refs,
+                                                               strict=True)} if aligned else {}
+        dumped = [known.get(id(m)) or self._message_json(m) for m in ms]
         self._image = list(ms)
         self._image_json = [d for d, _ in dumped]
         self._image_refs = [r for _, r in dumped]
@@ -418,7 +423,8 @@ class Journal:
         if i < len(self._image):
             self._image[i], self._image_json[i], self._image_refs[i] = op["m"], data, refs
         else:
-            self._image.clear()  # out of step: the next rewrite serialises the conversation afresh
+            # Out of step: the next rewrite serialises the conversation afresh.
+            self._image, self._image_json, self._image_refs = [], [], []
         return b'{"op":"replace","i":' + str(i).encode() + b',"m":' + data + b"}"
 
     def _commit_line(self, cp: Checkpoint, state: StateSnapshot | None, events: list[str], effects: list[Effect],

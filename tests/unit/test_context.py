@@ -298,3 +298,27 @@ def test_what_the_manager_remembers_of_a_growing_conversation_gives_the_plans_an
             conv = conv + [m for i, spec in enumerate(more) for m in turn(100 + i, *spec)]  # grown at its end
         elif mask:
             apply_masking(conv, plan_masking(conv, 10**9, keep_recent=1))  # messages replaced in place
+
+
+def test_the_tools_estimate_is_remembered_for_the_same_specs_in_a_new_request_and_made_anew_for_others() -> None:
+    from console.engine.context import tokens
+    from console.engine.messages import ModelRequest, ToolSpec
+    from console.engine.tools import default_registry
+
+    specs = default_registry().specs()
+
+    def by_definition(tools: list[ToolSpec]) -> int:
+        return tokens.estimate_text(json.dumps([t.model_dump() for t in tools], separators=(",", ":")))
+
+    first = ModelRequest(system="s", messages=[], tools=specs, protected="p")
+    again = ModelRequest(system="s", messages=[], tools=specs, protected="p")
+    assert first.tools is not again.tools  # each request's own list, of the same specs
+    assert tokens.estimate_tools(first) == by_definition(specs)
+    assert tokens._tools_estimate is not None and tokens._tools_estimate[0][0] is specs[0]
+    remembered = tokens._tools_estimate
+    assert tokens.estimate_tools(again) == by_definition(specs) and tokens._tools_estimate is remembered
+    fewer = ModelRequest(system="s", messages=[], tools=specs[:-1], protected="p")
+    assert tokens.estimate_tools(fewer) == by_definition(specs[:-1]) < by_definition(specs)
+    other = ModelRequest(system="s", messages=[], tools=[specs[0].model_copy(update={"description": "x" * 4000})],
+                         protected="p")
+    assert tokens.estimate_tools(other) == by_definition(other.tools)
