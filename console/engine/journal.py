@@ -400,8 +400,8 @@ class Journal:
         # A message already in the image (the turns a compaction carries, a conversation replaced whole) keeps its
         # bytes: a message is never changed in place, and the image holds it, so its id is its own meanwhile.
         aligned = len(self._image) == len(self._image_json) == len(self._image_refs)
-        known = {id(m): (data, refs) for m, data, refs in zip(self._image, self._image_json, self._image_refs,
-                                                               strict=True)} if aligned else {}
+        known = dict(zip(map(id, self._image), zip(self._image_json, self._image_refs, strict=True), strict=True)
+                     ) if aligned else {}
         dumped = [known.get(id(m)) or self._message_json(m) for m in ms]
         self._image = list(ms)
         self._image_json = [d for d, _ in dumped]
