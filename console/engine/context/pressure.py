@@ -194,7 +194,7 @@ class ContextManager:
             self.turns_since_wind_down += 1
 
     def appended(self, messages: list[Message]) -> None:
-        self.used += sum(self.size(m) for m in messages)
+        self.used += sum(map(self.size, messages))
 
     def size(self, m: Message) -> int:
         """estimate_message(m), remembered per message: evaluate() reads the whole conversation every turn, and a

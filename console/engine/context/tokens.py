@@ -46,6 +46,6 @@ def estimate_request(request: ModelRequest) -> int:
     return (
         estimate_text(request.system)
         + estimate_tools(request)
-        + sum(estimate_message(m) for m in request.messages)
+        + sum(map(estimate_message, request.messages))
         + estimate_text(request.protected)
     )
