@@ -337,8 +337,19 @@ class ModelClock(SystemClock):
     def __init__(self) -> None:
         self.offset = 0.0
 
+    @property
+    def offset(self) -> float:
+        return self._offset
+
+    @offset.setter
+    def offset(self, seconds: float) -> None:
+        # Made a timedelta when the model call moves it, not at each of the dozen reads of a turn: the harness's
+        # clock reads cost what the system clock's do in a real run.
+        self._offset = seconds
+        self._delta = timedelta(seconds=seconds)
+
     def now(self) -> datetime:
-        return super().now() + timedelta(seconds=self.offset)
+        return super().now() + self._delta
 
     def monotonic(self) -> float:
         return super().monotonic() + self.offset

@@ -102,6 +102,27 @@ class Checkpoint(BaseModel):
     usage: UsageRecord | None = None
     updated_at: datetime | None = None
 
+    # -- the moves of a turn, each several fields at once (typed here: the values are the engine's own) -----------
+    def reply_recorded(self, usage: UsageRecord) -> None:
+        """The turn's reply is recorded: its tool calls are to run, from the first."""
+        self._assign(stage="tools", next_call=0, finished=False, notices=[], compaction=None, usage=usage)
+
+    def call_recorded(self, next_call: int, notices: list[Message], compaction: str | None) -> None:
+        """A tool call of the turn has run: the next is ``next_call``; the notices and the compaction the turn has
+        asked for so far."""
+        self._assign(next_call=next_call, notices=notices, compaction=compaction)
+
+    def at_boundary(self) -> None:
+        """The turn's bookkeeping is recorded: between turns, the context pressure not yet evaluated."""
+        self._assign(stage="boundary", next_call=0, notices=[], compaction=None, finished=False, usage=None,
+                     evaluated=False)
+
+    def _assign(self, **values: Any) -> None:
+        # What pydantic's assignment does for a field of a model without validate_assignment (set it, count it as
+        # set), for several fields in one call: an assignment is four calls, and a turn makes twenty.
+        self.__dict__.update(values)
+        self.__pydantic_fields_set__.update(values)
+
 
 class Effect(BaseModel):
     """A file the engine writes after the commit that records it (idempotent: redone on recovery)."""
@@ -365,7 +386,7 @@ class Journal:
         return d
 
     def _message_json(self, m: Message) -> tuple[bytes, tuple[str, ...]]:
-        if len(m.content) <= INLINE_LIMIT and all(len(c.arguments) <= INLINE_LIMIT for c in m.tool_calls):
+        if len(m.content) <= INLINE_LIMIT and not any([len(c.arguments) > INLINE_LIMIT for c in m.tool_calls]):
             # Nothing to put in a blob: the model's own serializer, in one call (the same JSON as below, ~3x
             # faster, for the two or three messages of every turn).
             try:
@@ -376,7 +397,12 @@ class Journal:
         return _encode(_dumps(self._externalize_message(m, refs))), tuple(refs)
 
     def _reset_image(self, ms: list[Message]) -> None:
-        dumped = [self._message_json(m) for m in ms]
+        # A message already in the image (the turns a compaction carries, a conversation replaced whole) keeps its
+        # bytes: a message is never changed in place, and the image holds it, so its id is its own meanwhile.
+        aligned = len(self._image) == len(self._image_json) == len(self._image_refs)
+        known = dict(zip(map(id, self._image), zip(self._image_json, self._image_refs, strict=True), strict=True)
+                     ) if aligned else {}
+        dumped = [known.get(id(m)) or self._message_json(m) for m in ms]
         self._image = list(ms)
         self._image_json = [d for d, _ in dumped]
         self._image_refs = [r for _, r in dumped]
@@ -397,14 +423,17 @@ class Journal:
         if i < len(self._image):
             self._image[i], self._image_json[i], self._image_refs[i] = op["m"], data, refs
         else:
-            self._image.clear()  # out of step: the next rewrite serialises the conversation afresh
+            # Out of step: the next rewrite serialises the conversation afresh.
+            self._image, self._image_json, self._image_refs = [], [], []
         return b'{"op":"replace","i":' + str(i).encode() + b',"m":' + data + b"}"
 
     def _commit_line(self, cp: Checkpoint, state: StateSnapshot | None, events: list[str], effects: list[Effect],
-                     refs: set[str] | None = None) -> str:
+                     refs: set[str] | None = None, state_json: str | None = None) -> str:
         # Kept as '{"op": "commit", ...' (with the space): scripts that look for commits by that text still work.
         parts = ['{"op": "commit", "cp": ' + cp.model_dump_json(exclude_defaults=True)]
-        if state is not None:
+        if state_json is not None:
+            parts.append('"state": ' + state_json)
+        elif state is not None:
             parts.append('"state": ' + state.model_dump_json(exclude_none=True))
         if events:
             parts.append('"events": [' + ",".join(events) + "]")
@@ -430,7 +459,8 @@ class Journal:
 
     def commit(self, cp: Checkpoint, conversation: Conversation, *, state: StateSnapshot | None,
                events: list[str], effects: list[Effect], full_state: Callable[[], StateSnapshot],
-               system: str | None, durable: bool = False) -> None:
+               system: str | None, durable: bool = False, state_json: str | None = None) -> None:
+        """Record a step. ``state_json``: ``state.model_dump_json(exclude_none=True)``, when the caller has it."""
         self._commits += 1
         durable = durable or self._commits % FSYNC_EVERY == 0
         ops = [self._op_line(op) for op in conversation.pending]
@@ -440,7 +470,7 @@ class Journal:
         else:
             body = [_encode(line) for line in self._pending]
             body += ops
-            body.append(_encode(self._commit_line(cp, state, events, effects)))
+            body.append(_encode(self._commit_line(cp, state, events, effects, state_json=state_json)))
             self._write(b"\n".join(body) + b"\n", "commit", durable=durable)
         self._pending = []
         conversation.pending = []

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 from console.engine import events as ev
 from console.engine import failpoints, record
@@ -70,6 +70,8 @@ def _part_serializer(name: str) -> TypeAdapter[Any]:
 
 # Each part of the guardrails' state by its own serializer (Runtime._step_state compares them).
 _PART_JSON = {name: _part_serializer(name) for name in GUARDRAIL_PARTS}
+_SNAPSHOT_FIELDS = tuple(StateSnapshot.model_fields)
+_NO_PARTS: dict[str, Any] = dict.fromkeys(GuardrailParts.model_fields)
 
 
 @dataclass
@@ -120,6 +122,9 @@ class Runtime:
     def __post_init__(self) -> None:
         self.paths.state.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._experiences_path = self.paths.root / EXPERIENCES_FILE  # settled before every tool call
+        # The state files and the folder of their temp files, joined once (a join is ~15 calls; a turn writes one).
+        self._projection_paths = {c: self.paths.state / name for c, name in PROJECTION_FILES.items()}
+        self._tmp_dir = self.paths.state / "tmp"
         if self.sandbox is None:
             self.sandbox = Sandbox(self.paths.root)
         self.outcome = self.state.outcome
@@ -160,13 +165,30 @@ class Runtime:
             return
         self._effects.append(Effect(path=path, content=content))
 
+    def component(self, name: str) -> BaseModel | None:
+        """One component of the state: the manager's own model (the guardrails' a view of theirs)."""
+        if name == "todos":
+            return self.todos.state
+        if name == "memory":
+            return self.memory.state
+        if name == "workspace":
+            return self.workspace.record
+        if name == "outcome":
+            return self.outcome
+        if name == "guardrails":
+            return self.guardrails.snapshot()
+        if name == "experiences":
+            return self.experiences.state
+        raise KeyError(name)
+
     def snapshot(self, components: tuple[str, ...] | set[str] = COMPONENTS) -> StateSnapshot:
-        values: dict[str, Any] = {
-            "todos": self.todos.state, "memory": self.memory.state, "workspace": self.workspace.record,
-            "outcome": self.outcome, "guardrails": self.guardrails.snapshot() if "guardrails" in components else None,
-            "experiences": self.experiences.state}
-        # The managers' own models, for immediate serialisation: nothing to validate again.
-        return StateSnapshot.model_construct(**{c: values[c] for c in components})
+        # The managers' own models, for immediate serialisation: nothing to validate again. Every field is given
+        # (None: not in this snapshot), with the same fields set as if only ``components`` were: model_construct
+        # would otherwise build each missing field's default, at every commit.
+        values: dict[str, Any] = dict.fromkeys(_SNAPSHOT_FIELDS)
+        for c in components:
+            values[c] = self.component(c)
+        return StateSnapshot.model_construct(set(components), **values)
 
     # -- committing a step -----------------------------------------------------------------------
     def commit(self, cp: Checkpoint, conversation: Conversation, *, system: str | None = None,
@@ -176,8 +198,9 @@ class Runtime:
         effects, self._effects = self._effects, []
         lines = self.events.take_held()
         if self.journal is not None:
-            self.journal.commit(cp, conversation, state=self._step_state(dirty) if dirty else None, events=lines,
-                                effects=effects, full_state=self.snapshot, system=system, durable=durable)
+            state, state_json = self._step_state(dirty) if dirty else (None, None)
+            self.journal.commit(cp, conversation, state=state, state_json=state_json, events=lines, effects=effects,
+                                full_state=self.snapshot, system=system, durable=durable)
             self._guards_recorded.update(self._guards_recording)  # a rewrite recorded them all: the same values
             self._guards_recording = {}
         self.events.write_lines(lines)
@@ -194,25 +217,31 @@ class Runtime:
             # At a turn's end: written while the model is asked for the next one.
             self.refresh_projections(background=True)
 
-    def _step_state(self, dirty: set[str]) -> StateSnapshot:
+    def _step_state(self, dirty: set[str]) -> tuple[StateSnapshot, str]:
         """What a step records of the state: the components it changed, of the guardrails only the parts that
-        differ from what the journal holds."""
+        differ from what the journal holds; and its JSON as the journal records it."""
         snap = self.snapshot(dirty - {"guardrails"})
         self._guards_recording = {}  # a step that failed to commit recorded nothing
+        changed: dict[str, Any] = {}
         if "guardrails" in dirty:
-            g = self.guardrails.snapshot()
-            changed: dict[str, Any] = {}
-            for name in GUARDRAIL_PARTS:
-                value = getattr(g, name)
-                # Only compared with the last recorded dump: each part's own serializer, not a GuardrailParts
-                # built and dumped per part (~6x the time, at every commit of a turn).
-                dumped = _PART_JSON[name].dump_json(value)
+            for name, value in zip(GUARDRAIL_PARTS, self.guardrails.parts(), strict=True):
+                # Compared with the last recorded dump: each part's own serializer, not a GuardrailParts built and
+                # dumped per part (~6x the time, at every commit of a turn). In the journal's form (exclude_none),
+                # so the dump of a changed part is the journal's bytes too: the feedback's record of the recent
+                # calls, a few KB, is serialised once a turn, not twice.
+                dumped = _PART_JSON[name].dump_json(value, exclude_none=True)
                 if self._guards_recorded.get(name) != dumped:
                     changed[name] = value
                     self._guards_recording[name] = dumped
-            if changed:
-                snap.guardrails_parts = GuardrailParts.model_construct(**changed)
-        return snap
+        text = snap.model_dump_json(exclude_none=True)
+        if changed:
+            # Every field given (None: unchanged), as in snapshot(): no default is built.
+            snap.guardrails_parts = GuardrailParts.model_construct(set(changed), **{**_NO_PARTS, **changed})
+            # guardrails_parts is the snapshot's last field, and GUARDRAIL_PARTS its fields' order: the JSON of
+            # snap.model_dump_json(exclude_none=True) (tests/unit/test_step_state.py).
+            parts = ",".join([f'"{name}":' + self._guards_recording[name].decode() for name in changed])
+            text = text[:-1] + ("," if len(text) > 2 else "") + '"guardrails_parts":{' + parts + "}}"
+        return snap, text
 
     def refresh_projections(self, *, background: bool = False) -> None:
         """Bring the state files up to the journal (they lag it by at most PROJECTION_INTERVAL); ``background``:
@@ -227,11 +256,11 @@ class Runtime:
                 continue
             if comp == "experiences":
                 self.write_experiences(background=True)
-            value = getattr(self.snapshot((comp,)), comp)
+            value = self.component(comp)
             if value is not None:
                 # Held until the run asks its model (Session.run releases them): written during the call.
-                self.projections.submit(self.paths.state / PROJECTION_FILES[comp], projection_bytes(comp, value),
-                                        self.paths.state / "tmp", hold=True)
+                self.projections.submit(self._projection_paths[comp], projection_bytes(comp, value), self._tmp_dir,
+                                        hold=True)
         self._stale.clear()
         self._projected_at = self.clock.monotonic()
 
@@ -260,7 +289,7 @@ class Runtime:
         if component == "experiences":
             self.write_experiences()
         try:
-            write_projection(self.paths, component, getattr(self.snapshot((component,)), component))
+            write_projection(self.paths, component, self.component(component))
         except OSError as exc:
             self.events.emit(ev.ErrorEvent, message=f"cannot write .console/{component}.json: {exc.strerror}",
                              where="state", recoverable=True)
@@ -276,13 +305,12 @@ class Runtime:
         if text == self._experiences_written:
             return
         if background:
-            self.projections.submit(self.paths.root / EXPERIENCES_FILE, text.encode("utf-8", "replace"),
-                                    self.paths.state / "tmp")
+            self.projections.submit(self._experiences_path, text.encode("utf-8", "replace"), self._tmp_dir)
             self._experiences_written = text
             return
         self.projections.flush()
         try:
-            atomic_write_text(self.paths.root / EXPERIENCES_FILE, text, durable=False, tmp_dir=self.paths.state / "tmp")
+            atomic_write_text(self._experiences_path, text, durable=False, tmp_dir=self._tmp_dir)
         except OSError as exc:
             self.events.emit(ev.ErrorEvent, message=f"could not write {EXPERIENCES_FILE}: {exc.strerror or exc}",
                              where="state", recoverable=True)
@@ -295,7 +323,7 @@ class Runtime:
             try:
                 if e.path.startswith(STATE_DIR + "/"):
                     atomic_write_text(self.paths.root / e.path, e.content, durable=False,
-                                      tmp_dir=self.paths.state / "tmp")
+                                      tmp_dir=self._tmp_dir)
                 else:
                     assert self.sandbox is not None
                     failpoints.hit(f"effect {e.path}")

@@ -91,9 +91,12 @@ class Session(AskingTheOperator, AskingTheModel):
     # -- committing ------------------------------------------------------------------------------
     def commit(self, durable: bool = False) -> None:
         cp = self.cp
-        cp.session = self.number
+        # A pydantic assignment is four calls, twice a turn: the two that seldom change are made when they do.
+        if cp.session != self.number:
+            cp.session = self.number
+        if cp.job_done != self.rt.job_done:
+            cp.job_done = self.rt.job_done
         cp.context = self.cm.snapshot()
-        cp.job_done = self.rt.job_done
         cp.updated_at = self.rt.clock.now()
         if self.fresh_system:
             assert self.rt.journal is not None
@@ -204,10 +207,9 @@ class Session(AskingTheOperator, AskingTheModel):
         output = out.usage.output_tokens if calls == out.calls else min(out.usage.output_tokens,
                                                                         estimate_message(reply))
         self.cm.record_usage(out.usage.input_tokens, output)
-        cp.stage, cp.next_call, cp.finished, cp.notices, cp.compaction = "tools", 0, False, [], None
-        cp.usage = UsageRecord(input_tokens=out.usage.input_tokens, output_tokens=out.usage.output_tokens,
-                               cached_input_tokens=out.usage.cached_input_tokens, reported=out.usage.reported,
-                               cache_write_tokens=out.usage.cache_write_tokens)
+        cp.reply_recorded(UsageRecord(input_tokens=out.usage.input_tokens, output_tokens=out.usage.output_tokens,
+                                      cached_input_tokens=out.usage.cached_input_tokens, reported=out.usage.reported,
+                                      cache_write_tokens=out.usage.cache_write_tokens))
         self.commit()
 
     def reply_index(self) -> int:
@@ -243,8 +245,7 @@ class Session(AskingTheOperator, AskingTheModel):
                 cm.freed(before - estimate_message(conv[at]))
             cp.finished = cp.finished or outcome.end_session
             self.feedback(call, result, collect=not outcome.end_session)
-            cp.next_call = i + 1
-            cp.notices, cp.compaction = list(rt.notices), rt.compaction_reason
+            cp.call_recorded(i + 1, list(rt.notices), rt.compaction_reason)
             if i + 1 == len(calls) and not rt.compaction_reason:
                 durable = outcome.end_session  # recorded by the bookkeeping's commit, just below
                 break
@@ -336,8 +337,7 @@ class Session(AskingTheOperator, AskingTheModel):
             ask = guards.completion_ask() or guards.stuck_ask(cp.idle_turns)
             if ask is not None:
                 self.need(ask, commit=False)
-        cp.stage, cp.next_call, cp.notices, cp.compaction, cp.finished, cp.usage = "boundary", 0, [], None, False, None
-        cp.evaluated = False
+        cp.at_boundary()
         self.commit(durable=durable or compacted or stopped is not None or ask is not None)  # worth an fsync
         if (spent := guards.spent()) is not None:
             # The wrap-up turn is over: the run ends, whatever the agent did with it (its job_complete,

@@ -301,6 +301,8 @@ class ProjectionWriter:
 
     def take_errors(self) -> list[tuple[Path, str]]:
         """The writes that failed since the last call: (file, why)."""
+        if not self._errors:
+            return []  # read without the lock (three times a turn): one failing meanwhile is taken by the next call
         with self._cond:
             out, self._errors = self._errors, []
         return out

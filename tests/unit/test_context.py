@@ -8,7 +8,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from console.engine.context.carryover import extract_carryover, split_pairs, split_turns
-from console.engine.context.masking import apply_masking, plan_masking
+from console.engine.context.masking import (
+    MIN_MASKABLE_TOKENS,
+    PLACEHOLDER_TOKENS,
+    MaskPlan,
+    apply_masking,
+    plan_masking,
+    plan_of,
+    unprotected,
+)
 from console.engine.context.pressure import (
     COMPACT_AT,
     COMPACT_SHARE,
@@ -251,3 +259,66 @@ def test_remembered_sizes_are_the_estimates_as_the_conversation_grows_is_masked_
         elif step == 2:
             conv = conversation(more)  # replaced whole (a compaction): nothing of the old one is kept
     assert len(cm._sizes) <= 2 * len(conv) + 64 + len(conv)
+
+
+def _plan_by_definition(conv: list[Message], need: int, keep: int) -> tuple[list[int], int]:
+    """The masking plan as the spec words it, with nothing remembered: the oldest tool results, not masked yet, not
+    among the newest ``keep``, worth a placeholder, until ``need`` tokens are freed."""
+    results = [i for i, m in enumerate(conv) if m.role == "tool"]
+    protected = set(results[-keep:]) if keep > 0 else set()
+    chosen, freed = [], 0
+    for i in results:
+        if i in protected or conv[i].meta.get("masked") or estimate_message(conv[i]) < MIN_MASKABLE_TOKENS:
+            continue
+        if freed >= need:
+            break
+        chosen.append(i)
+        freed += estimate_message(conv[i]) - PLACEHOLDER_TOKENS
+    return chosen, max(0, freed)
+
+
+@settings(max_examples=60, deadline=None)
+@given(turn_specs, turn_specs, st.integers(0, 5), st.integers(0, 20_000), st.booleans())
+def test_what_the_manager_remembers_of_a_growing_conversation_gives_the_plans_and_carryover_of_a_fresh_look(
+        first: list[tuple[int, int, bool]], more: list[tuple[int, int, bool]], keep: int, need: int,
+        mask: bool) -> None:
+    cm = ContextManager(window=50_000, keep_recent=keep)
+    conv = conversation(first)
+    for step in range(3):
+        index = cm._index(conv)
+        assert (plan_of(unprotected(index.candidates, index.results, keep), need, index.sizes)
+                == MaskPlan(*_plan_by_definition(conv, need, keep)))
+        assert plan_masking(conv, need, keep) == MaskPlan(*_plan_by_definition(conv, need, keep))
+        starts = [i for i, m in enumerate(conv) if m.role == "assistant"]
+        n = cm.compact_turns
+        first_kept = starts[-n] if len(starts) >= n else (starts[0] if starts else 0)
+        assert cm.carried_tokens(conv) == sum(estimate_message(m) for m in conv[first_kept:])
+        assert index.total == sum(estimate_message(m) for m in conv)
+        if step == 0:
+            conv = conv + [m for i, spec in enumerate(more) for m in turn(100 + i, *spec)]  # grown at its end
+        elif mask:
+            apply_masking(conv, plan_masking(conv, 10**9, keep_recent=1))  # messages replaced in place
+
+
+def test_the_tools_estimate_is_remembered_for_the_same_specs_in_a_new_request_and_made_anew_for_others() -> None:
+    from console.engine.context import tokens
+    from console.engine.messages import ModelRequest, ToolSpec
+    from console.engine.tools import default_registry
+
+    specs = default_registry().specs()
+
+    def by_definition(tools: list[ToolSpec]) -> int:
+        return tokens.estimate_text(json.dumps([t.model_dump() for t in tools], separators=(",", ":")))
+
+    first = ModelRequest(system="s", messages=[], tools=specs, protected="p")
+    again = ModelRequest(system="s", messages=[], tools=specs, protected="p")
+    assert first.tools is not again.tools  # each request's own list, of the same specs
+    assert tokens.estimate_tools(first) == by_definition(specs)
+    assert tokens._tools_estimate is not None and tokens._tools_estimate[0][0] is specs[0]
+    remembered = tokens._tools_estimate
+    assert tokens.estimate_tools(again) == by_definition(specs) and tokens._tools_estimate is remembered
+    fewer = ModelRequest(system="s", messages=[], tools=specs[:-1], protected="p")
+    assert tokens.estimate_tools(fewer) == by_definition(specs[:-1]) < by_definition(specs)
+    other = ModelRequest(system="s", messages=[], tools=[specs[0].model_copy(update={"description": "x" * 4000})],
+                         protected="p")
+    assert tokens.estimate_tools(other) == by_definition(other.tools)

@@ -151,3 +151,26 @@ def test_thresholds_are_bounded() -> None:
         StuckDetector(alternation_window=21)
     with pytest.raises(ValueError):
         StuckDetector(idle_turns=-1)
+
+
+def test_what_should_run_found_is_what_provide_reports_for_that_collect_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from console.engine.guardrails import FeedbackContext
+
+    detector = StuckDetector()
+    looks: list[object] = []
+    detect = detector.detect
+    monkeypatch.setattr(detector, "detect", lambda c: looks.append(c) or detect(c))
+    st = FeedbackState()
+    for _ in range(4):
+        st.recent_calls.append(call("read_file", '{"path": "a"}'))
+        st.tool_call_count += 1
+    context = FeedbackContext(st, now=T0, world=FakeWorld(), turn=4)
+    assert detector.should_run(context)
+    fb = detector.provide(context)
+    assert looks == [context]  # provide reported what should_run found, without looking again
+    assert "repeat" in fb.observations[0].description
+    other = FeedbackContext(st, now=T0, world=FakeWorld(), turn=4)
+    assert detector.provide(other).observations == fb.observations  # another collect's context: looked at anew
+    assert looks == [context, other]
+    assert detector.should_run(context) and detector.provide(other) and looks == [context, other, context, other]

@@ -250,3 +250,56 @@ def test_a_step_that_failed_to_commit_leaves_its_guardrail_parts_to_the_next(mak
 
 def jr_ask() -> Ask:
     return Ask("stuck", "the agent looks stuck", ["evidence"])
+
+
+def test_a_turns_moves_of_the_checkpoint_are_what_assigning_each_field_does() -> None:
+    # The moves write the fields as pydantic's assignment does when it validates nothing: a model config that made
+    # assignment validate (or the checkpoint frozen) must change them too.
+    assert not Checkpoint.model_config.get("validate_assignment") and not Checkpoint.model_config.get("frozen")
+    usage = jr.UsageRecord(input_tokens=120, output_tokens=7, cached_input_tokens=100)
+    notices = [Message.user("a notice", kind="feedback")]
+    moved, assigned = Checkpoint(session=2, turn=5, evaluated=True), Checkpoint(session=2, turn=5, evaluated=True)
+    steps = [
+        (lambda cp: cp.reply_recorded(usage),
+         {"stage": "tools", "next_call": 0, "finished": False, "notices": [], "compaction": None, "usage": usage}),
+        (lambda cp: cp.call_recorded(1, notices, "phase done"),
+         {"next_call": 1, "notices": notices, "compaction": "phase done"}),
+        (lambda cp: cp.at_boundary(),
+         {"stage": "boundary", "next_call": 0, "notices": [], "compaction": None, "finished": False, "usage": None,
+          "evaluated": False}),
+    ]
+    for move, fields in steps:
+        move(moved)
+        for name, value in fields.items():
+            setattr(assigned, name, value)
+        assert moved.model_dump_json(exclude_defaults=True) == assigned.model_dump_json(exclude_defaults=True)
+        assert moved.model_fields_set == assigned.model_fields_set
+        assert moved == assigned
+
+
+def test_a_reset_keeps_the_bytes_of_the_messages_it_carries_and_writes_what_serialising_afresh_gives(
+        make_job, monkeypatch) -> None:
+    paths = make_job()
+    j = Journal(paths)
+    calls = [ToolCall(id=f"c{i}", name="read_file", arguments=json.dumps({"path": f"f{i}"})) for i in range(4)]
+    conv = Conversation([Message.user("kickoff", kind="kickoff")])
+    for c in calls:
+        conv.append(Message.assistant("reading \ud83d", [c]))
+        conv.append(Message.tool(c, "z" * (jr.INLINE_LIMIT + 5) if c.id == "c3" else f"text of {c.id}"))
+    commit(j, conv, 1)
+    dumped: list[Message] = []
+    real = j._message_json
+    monkeypatch.setattr(j, "_message_json", lambda m: dumped.append(m) or real(m))
+    carried = list(conv[-4:])
+    conv[:] = [Message.user("SUMMARY", kind="summary"), *carried]  # a compaction: the last turns carried as they are
+    conv.append(Message.user("a mask notice"))
+    commit(j, conv, 2)
+    assert [m.content for m in dumped] == ["SUMMARY", "a mask notice"]  # the carried ones kept their bytes
+    fresh = Journal(paths)
+    fresh._reset_image(list(conv))
+    assert j._image_json == fresh._image_json and j._image_refs == fresh._image_refs
+    assert Journal(paths).load(NOW).conversation == [m.model_copy(update={"content": m.content.replace(
+        "\ud83d", "?")}) for m in conv]
+    conv[1] = Message.user("out of step")  # replaced while the image is still in step: kept in step
+    commit(j, conv, 3)
+    assert j._image[1] is conv[1] and len(j._image) == len(j._image_json) == len(j._image_refs)

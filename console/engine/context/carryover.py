@@ -59,10 +59,10 @@ def extract_carryover(conversation: list[Message], n_turns: int, budget_tokens: 
     for turn in reversed(turns[-n_turns:]):
         # A restart marker or summary from an older session is not carried again.
         turn = [m for m in turn if m.meta.get("kind") not in SESSION_NOTICES]
-        cost = sum(estimate_message(m) for m in turn)
+        cost = sum(map(estimate_message, turn))
         if used + cost > budget_tokens:
             turn = _shrink(turn)
-            cost = sum(estimate_message(m) for m in turn)
+            cost = sum(map(estimate_message, turn))
             if used + cost > budget_tokens:
                 break
         picked.append(turn)

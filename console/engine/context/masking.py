@@ -9,6 +9,7 @@ batch: each batch rewrites the conversation from the first masked message on
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -62,21 +63,43 @@ def maskable(conversation: list[Message], keep_recent: int, sizes: Sequence[int]
     """Indices of tool results that may be masked, oldest first. ``sizes``: each message's estimate, if known
     (the ContextManager keeps them: estimating the whole conversation again every turn is not free)."""
     tool_idx = [i for i, m in enumerate(conversation) if m.role == "tool"]
-    protected = set(tool_idx[-keep_recent:]) if keep_recent > 0 else set()
-    return [i for i in tool_idx if i not in protected and not conversation[i].meta.get("masked")
-            and (sizes[i] if sizes is not None else estimate_message(conversation[i])) >= MIN_MASKABLE_TOKENS]
+    candidates = [i for i in tool_idx if worth_masking(conversation[i], sizes[i] if sizes is not None else None)]
+    return unprotected(candidates, tool_idx, keep_recent)
+
+
+def worth_masking(result: Message, size: int | None = None) -> bool:
+    """A tool result that masking would free (not masked yet, and bigger than its placeholder would be)."""
+    return (not result.meta.get("masked")
+            and (size if size is not None else estimate_message(result)) >= MIN_MASKABLE_TOKENS)
+
+
+def unprotected(candidates: list[int], tool_idx: list[int], keep_recent: int) -> list[int]:
+    """``candidates`` (indices of tool results, ascending) less the newest ``keep_recent`` of all the results
+    (``tool_idx``, ascending), which are never masked."""
+    if keep_recent <= 0:
+        return candidates
+    if len(tool_idx) <= keep_recent:
+        return []
+    return candidates[:bisect.bisect_left(candidates, tool_idx[-keep_recent])]
 
 
 def plan_masking(conversation: list[Message], need_tokens: int, keep_recent: int,
                  sizes: Sequence[int] | None = None) -> MaskPlan:
     """The oldest maskable results that together free at least ``need_tokens`` (or all there are)."""
+    if sizes is None:
+        sizes = [estimate_message(m) for m in conversation]
+    return plan_of(maskable(conversation, keep_recent, sizes), need_tokens, sizes)
+
+
+def plan_of(indices: list[int], need_tokens: int, sizes: Sequence[int]) -> MaskPlan:
+    """The first of ``indices`` (maskable results, oldest first) that together free at least ``need_tokens``."""
     chosen: list[int] = []
     freed = 0
-    for i in maskable(conversation, keep_recent, sizes):
+    for i in indices:
         if freed >= need_tokens:
             break
         chosen.append(i)
-        freed += (sizes[i] if sizes is not None else estimate_message(conversation[i])) - PLACEHOLDER_TOKENS
+        freed += sizes[i] - PLACEHOLDER_TOKENS
     return MaskPlan(chosen, max(0, freed))
 
 

@@ -37,13 +37,14 @@ from __future__ import annotations
 
 import operator
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from console.engine.context.masking import MaskPlan, plan_masking
+from console.engine.context.masking import MaskPlan, plan_of, unprotected, worth_masking
 from console.engine.context.tokens import estimate_message
 from console.engine.job import DEFAULT_COMPACT_AT
 from console.engine.messages import Message
@@ -101,6 +102,33 @@ class Evaluation:
     window_pct: float = 0.0  # of the whole window (what the agent is told)
 
 
+@dataclass(frozen=True)
+class _Index:
+    """What the ContextManager found of a conversation's messages (see ContextManager._index)."""
+
+    messages: list[Message] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)  # each message's estimate
+    total: int = 0  # their sum
+    results: list[int] = field(default_factory=list)  # where the tool results are
+    candidates: list[int] = field(default_factory=list)  # the results worth masking (masking.worth_masking)
+    starts: list[int] = field(default_factory=list)  # where the turns start (the assistant's messages)
+
+    def grown(self, new: list[Message], size: Callable[[Message], int]) -> _Index:
+        """This index with ``new`` messages appended (a new index: one that was handed out stays as it was)."""
+        at = len(self.messages)
+        sizes = [size(m) for m in new]
+        results, candidates, starts = list(self.results), list(self.candidates), list(self.starts)
+        for i, (m, n) in enumerate(zip(new, sizes, strict=True), at):
+            if m.role == "tool":
+                results.append(i)
+                if worth_masking(m, n):
+                    candidates.append(i)
+            elif m.role == "assistant":
+                starts.append(i)
+        return _Index([*self.messages, *new], self.sizes + sizes, self.total + sum(sizes), results, candidates,
+                      starts)
+
+
 @dataclass
 class ContextManager:
     window: int
@@ -124,7 +152,7 @@ class ContextManager:
     compact_tokens: int = COMPACT_AT
     # Each message's estimate, by id, with the message itself (see size()).
     _sizes: dict[int, tuple[Message, int]] = field(default_factory=dict, repr=False)
-    _seen: tuple[list[Message], list[int]] = field(default_factory=lambda: ([], []), repr=False)
+    _seen: _Index = field(default_factory=lambda: _Index(), repr=False)
 
     @property
     def margin(self) -> int:
@@ -166,7 +194,7 @@ class ContextManager:
             self.turns_since_wind_down += 1
 
     def appended(self, messages: list[Message]) -> None:
-        self.used += sum(self.size(m) for m in messages)
+        self.used += sum(map(self.size, messages))
 
     def size(self, m: Message) -> int:
         """estimate_message(m), remembered per message: evaluate() reads the whole conversation every turn, and a
@@ -181,16 +209,23 @@ class ContextManager:
     def sizes(self, conversation: list[Message]) -> list[int]:
         """Each message's estimate. The conversation mostly grows at its end: when it still starts with the
         messages last seen, only the new ones are looked at."""
-        seen, out = self._seen
-        if len(seen) <= len(conversation) and all(map(operator.is_, seen, conversation)):
-            out = out + [self.size(m) for m in conversation[len(seen):]]
+        return self._index(conversation).sizes
+
+    def _index(self, conversation: list[Message]) -> _Index:
+        """What evaluate() reads of the conversation every turn (sizes, where the results and the turns are, the
+        results worth masking), kept for the messages it still starts with: only new ones are looked at. A
+        message is never changed in place (masking, elision and compaction put new ones in its place), so what
+        was found of one stays true while it is there."""
+        index = self._seen
+        if len(index.messages) <= len(conversation) and all(map(operator.is_, index.messages, conversation)):
+            index = index.grown(conversation[len(index.messages):], self.size)
         else:
-            out = [self.size(m) for m in conversation]
+            index = _Index().grown(conversation, self.size)
         if len(self._sizes) > 2 * len(conversation) + 64:
             # Messages masked, elided or compacted away: keep only what the conversation holds.
-            self._sizes = {id(m): (m, n) for m, n in zip(conversation, out, strict=True)}
-        self._seen = (list(conversation), out)
-        return out
+            self._sizes = {id(m): (m, n) for m, n in zip(conversation, index.sizes, strict=True)}
+        self._seen = index
+        return index
 
     def freed(self, tokens: int) -> None:
         self.used = max(0, self.used - tokens)
@@ -213,25 +248,26 @@ class ContextManager:
         ``keep_recent`` results (which no masking touches either)."""
         return max(self.carry_turns, self.keep_recent, 1)
 
-    def carried_tokens(self, conversation: list[Message], sizes: list[int] | None = None) -> int:
+    def carried_tokens(self, conversation: list[Message]) -> int:
         """What a compaction keeps of the conversation: its last ``compact_turns`` turns, about."""
-        starts = [i for i, m in enumerate(conversation) if m.role == "assistant"]
-        n = self.compact_turns
+        index = self._index(conversation)
+        starts, n = index.starts, self.compact_turns
         first = starts[-n] if len(starts) >= n else (starts[0] if starts else 0)
-        return sum((sizes if sizes is not None else self.sizes(conversation))[first:])
+        return sum(index.sizes[first:])
 
     def evaluate(self, conversation: list[Message]) -> Evaluation:
         used, pct, wpct = self.used, self.pct, self.window_pct
         if self.wind_down_sent and self.turns_since_wind_down >= 1:
             return Evaluation(ContextAction.RESTART, used, pct, window_pct=wpct)
         pressed = pct >= self.soft or not self.fits
-        sizes = self.sizes(conversation)
+        index = self._index(conversation)
+        sizes = index.sizes
         # Every stale result goes in one batch: the cheapest per token freed, and the longest until the next.
-        plan = plan_masking(conversation, used, self.keep_recent, sizes)
+        plan = plan_of(unprotected(index.candidates, index.results, self.keep_recent), used, sizes)
         rest = used - plan.tokens_freed
         # The conversation's part that masking cannot free, beyond what a compaction would carry.
-        kept = sum(sizes) - plan.tokens_freed
-        if kept - self.carried_tokens(conversation, sizes) >= self.compact_at:
+        kept = index.total - plan.tokens_freed
+        if kept - self.carried_tokens(conversation) >= self.compact_at:
             return Evaluation(ContextAction.COMPACT, used, pct, window_pct=wpct)
         batch = plan.tokens_freed >= max(MASK_BATCH_MIN, int(MASK_BATCH * rest))
         if pressed:
@@ -245,7 +281,7 @@ class ContextManager:
             # A window too small for the newest results themselves: mask one more of them rather than wind
             # down or restart, which lose more (the newest result is always kept).
             for keep in range(self.keep_recent - 1, 0, -1):
-                plan = plan_masking(conversation, used, keep, sizes)
+                plan = plan_of(unprotected(index.candidates, index.results, keep), used, sizes)
                 if plan.indices and plan.tokens_freed >= self.min_free and used - plan.tokens_freed <= self.budget:
                     return Evaluation(ContextAction.MASK, used, pct, plan, window_pct=wpct)
         if not self.fits:

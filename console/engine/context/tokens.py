@@ -8,8 +8,9 @@ side for a context budget.
 from __future__ import annotations
 
 import json
+import operator
 
-from console.engine.messages import Message, ModelRequest
+from console.engine.messages import Message, ModelRequest, ToolSpec
 
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD = 4  # role and separators, per message
@@ -26,16 +27,18 @@ def estimate_message(m: Message) -> int:
     return n
 
 
-_tools_estimate: tuple[object, int] | None = None
+_tools_estimate: tuple[list[ToolSpec], int] | None = None
 
 
 def estimate_tools(request: ModelRequest) -> int:
-    # The registry hands out one list of specs for a whole run: estimate it once, not every turn.
+    # The registry hands out the same specs for a whole run: estimate them once, not at every compaction. By the
+    # specs themselves: each request's list is a new one (the request's validation builds it), its items are not.
     global _tools_estimate
-    if _tools_estimate is not None and _tools_estimate[0] is request.tools:
+    if (_tools_estimate is not None and len(_tools_estimate[0]) == len(request.tools)
+            and all(map(operator.is_, _tools_estimate[0], request.tools))):
         return _tools_estimate[1]
     n = estimate_text(json.dumps([t.model_dump() for t in request.tools], separators=(",", ":")))
-    _tools_estimate = (request.tools, n)
+    _tools_estimate = (list(request.tools), n)  # held: their ids cannot be reused meanwhile
     return n
 
 
@@ -43,6 +46,6 @@ def estimate_request(request: ModelRequest) -> int:
     return (
         estimate_text(request.system)
         + estimate_tools(request)
-        + sum(estimate_message(m) for m in request.messages)
+        + sum(map(estimate_message, request.messages))
         + estimate_text(request.protected)
     )

@@ -8,8 +8,9 @@ from typing import Any
 from console.engine import events as ev
 from console.engine.enforcement.stops import _Stops
 from console.engine.enforcement.world import STATUS_REFRESH
-from console.engine.guardrails import Feedback, StuckDetector, render_feedback
+from console.engine.guardrails import Feedback, StuckDetector
 from console.engine.guardrails.completion import reads_only_the_record
+from console.engine.guardrails.feedback import join_blocks
 from console.engine.job import one_line
 from console.engine.sandbox import SandboxError
 
@@ -35,9 +36,10 @@ class _Status(_Stops):
         if not fired:
             return [], ""
         self._changed()
-        out = []
+        out, blocks = [], []
         for cfg, fb in fired:
             block = fb.render()
+            blocks.append(block)
             self.events.emit(ev.Feedback, source=fb.provider_name, severity=fb.severity, message=fb.summary,
                              observations=[o.description for o in fb.observations], suggestions=list(fb.suggestions),
                              call_index=fb.call_index, turn=turn, block=block)
@@ -48,7 +50,7 @@ class _Status(_Stops):
                 if self.on_stuck is not None:
                     self.on_stuck(pattern or fb.summary)
             out.append(fb)
-        return out, render_feedback(out)
+        return out, join_blocks(blocks)  # render_feedback(out), each block rendered once
 
     def _status_verdict(self) -> str:
         """The checker's verdict for the console, recomputed only when what it reads may have changed (the
@@ -60,7 +62,7 @@ class _Status(_Stops):
             plan_key = (info.size, info.mtime) if info is not None else None
         except SandboxError:
             plan_key = None
-        key = (todos.generation, todos.kind, tuple(i.done for i in todos.items), todos.pending is not None,
+        key = (todos.generation, todos.kind, tuple([i.done for i in todos.items]), todos.pending is not None,
                len(todos.closed or ()), plan_key)
         # Other files a checker looks at (files = [...]) are looked at again every few seconds; the plan checker's
         # verdict is in the key (its recomputation was a fifth of a turn's bookkeeping, every few seconds).
@@ -80,9 +82,10 @@ class _Status(_Stops):
         d = self.g.describe(now)
         # Seed 000's protocol holds for every job (a free stop's outcome says what the record shows too).
         verdict = self._status_verdict()
+        # The policies' and providers' rows as described (tuples): compared as they are, and made the event's models
+        # only when the status is emitted, which is seldom (every turn compares it).
         body = {
-            "policies": [ev.PolicyInfo(name=n, kind=k, detail=dt) for n, k, dt in d["policies"]],
-            "feedback": [ev.FeedbackInfo(name=n, kind=k, trigger=t, next=x) for n, k, t, x in d["feedback"]],
+            "policies": d["policies"], "feedback": d["feedback"],
             "checker": d["checker"], "verdict": verdict,
             "completion_blocks": self.g.completion_blocks, "max_completion_blocks": self.g.max_completion_blocks,
             "deadline_at": d.get("deadline_at"), "budget_tokens": d.get("budget_tokens"),
@@ -98,4 +101,6 @@ class _Status(_Stops):
         if not force and key == self._last_status:
             return
         self._last_status = key
-        self.events.emit(ev.GuardrailsStatus, **body)
+        self.events.emit(ev.GuardrailsStatus, **{
+            **body, "policies": [ev.PolicyInfo(name=n, kind=k, detail=dt) for n, k, dt in d["policies"]],
+            "feedback": [ev.FeedbackInfo(name=n, kind=k, trigger=t, next=x) for n, k, t, x in d["feedback"]]})

@@ -182,7 +182,7 @@ class EventStream:
     def _write(self, lines: list[str]) -> None:
         if self._fd is None or not lines:
             return
-        data = "".join(line + "\n" for line in lines).encode("utf-8", "replace")
+        data = ("\n".join(lines) + "\n").encode("utf-8", "replace")
         fd = self._fd
         failpoints.hit("events", tear=lambda: os.write(fd, data[: max(1, len(data) // 2)]))
         view = memoryview(data)

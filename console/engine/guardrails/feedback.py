@@ -52,7 +52,7 @@ class Observation:
 def _tag_name(name: str) -> str:
     # The provider name goes inside an attribute: keep only characters that cannot close the quote or the tag
     # or break the line, so a name from job.toml can never change the block's shape.
-    safe = "".join(ch if ch.isalnum() or ch in " _.:-" else "_" for ch in name[:64])
+    safe = "".join([ch if ch.isalnum() or ch in " _.:-" else "_" for ch in name[:64]])
     return safe or "feedback"
 
 
@@ -73,16 +73,21 @@ class Feedback:
         read as is."""
         groups = [self.summary.strip("\n").rstrip()]
         if self.observations:
-            groups.append("\n".join(f"- {o.description}" for o in self.observations))
+            groups.append("\n".join([f"- {o.description}" for o in self.observations]))
         if self.suggestions:
-            groups.append("\n".join(f"-> {s}" for s in self.suggestions))
-        body = "\n\n".join(g for g in groups if g)
+            groups.append("\n".join([f"-> {s}" for s in self.suggestions]))
+        body = "\n\n".join([g for g in groups if g])
         return f"<feedback provider='{_tag_name(self.provider_name)}'>\n{body}\n</feedback>"
 
 
 def render_feedback(items: Sequence[Feedback]) -> str:
     """Several blocks, joined by one blank line (seed: "separate <feedback> blocks, joined by blank lines")."""
-    return "\n\n".join(item.render() for item in items)
+    return join_blocks([item.render() for item in items])
+
+
+def join_blocks(blocks: Sequence[str]) -> str:
+    """Rendered blocks as render_feedback joins them."""
+    return "\n\n".join(blocks)
 
 
 @dataclass(frozen=True)
@@ -121,6 +126,11 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
+# json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr), its encoder made once (dumps
+# makes one per call when given options: after every tool call).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
+
+
 def _canonical_arguments(arguments: str | Mapping[str, Any]) -> str:
     # {"a":1,"b":2} and {"b": 2, "a": 1} are the same call: compare calls on canonical JSON when it parses.
     try:
@@ -128,7 +138,7 @@ def _canonical_arguments(arguments: str | Mapping[str, Any]) -> str:
             if len(arguments) > MAX_CANONICAL_ARG_BYTES:
                 return arguments
             arguments = json.loads(arguments)
-        return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
+        return _CANONICAL.encode(arguments)
     except (ValueError, TypeError, RecursionError):
         return arguments if isinstance(arguments, str) else repr(arguments)
 
@@ -186,7 +196,7 @@ class FeedbackRecord(BaseModel):
 
     def to_feedback(self) -> Feedback:
         return Feedback(provider_name=self.provider_name, summary=self.summary,
-                        observations=tuple(Observation(c, d) for c, d in self.observations),
+                        observations=tuple([Observation(c, d) for c, d in self.observations]),
                         suggestions=self.suggestions, severity=self.severity, timestamp=self.timestamp,
                         call_index=self.call_index, prompt_name=self.prompt_name)
 
@@ -264,9 +274,13 @@ class FeedbackContext:
         last = self._state.provider_last.get(name)
         return last.to_feedback() if last else None
 
-    def recent_feedback(self, n: int = FEEDBACK_HISTORY) -> tuple[Feedback, ...]:
-        """The last ``n`` delivered feedback items of any provider, oldest first (at most FEEDBACK_HISTORY)."""
-        return tuple(r.to_feedback() for r in self._state.history[-n:]) if n > 0 else ()
+    def recent_feedback(self, n: int = FEEDBACK_HISTORY, *, provider: str | None = None) -> tuple[Feedback, ...]:
+        """The last ``n`` delivered feedback items of any provider, oldest first (at most FEEDBACK_HISTORY); with
+        ``provider``, only that provider's among them (the others are not converted: asked after every call)."""
+        if n <= 0:
+            return ()
+        return tuple([r.to_feedback() for r in self._state.history[-n:]
+                      if provider is None or r.provider_name == provider])
 
 
 class FeedbackProvider(Protocol):

@@ -129,6 +129,7 @@ class StuckDetector:
         if idle_turns < 0:
             raise ValueError("idle_turns must be 0 (off) or more")
         self.name = name
+        self._found: tuple[FeedbackContext, Detection] | None = None  # see should_run
         self.repeat_threshold = repeat_threshold
         self.error_threshold = error_threshold
         self.alternation_window = alternation_window
@@ -160,8 +161,8 @@ class StuckDetector:
     def _fresh(self, context: FeedbackContext, run: int, threshold: int) -> bool:
         """False if the detector already reported a call pattern inside this run of ``run`` calls and the run
         has not grown by ``threshold`` calls since. (Idle reports are about turns, not calls: ignored here.)"""
-        last = next((fb for fb in reversed(context.recent_feedback()) if fb.provider_name == self.name
-                     and _pattern(fb) != "idle"), None)
+        last = next((fb for fb in reversed(context.recent_feedback(provider=self.name)) if _pattern(fb) != "idle"),
+                    None)
         if last is None:
             latest = context.last_feedback_for_provider(self.name)  # older than the kept history
             last = latest if latest is not None and _pattern(latest) != "idle" else None
@@ -179,7 +180,7 @@ class StuckDetector:
         level = turns // idle
         # Looked at after every tool call: the report of this stretch may have left the short history (other
         # providers' blocks since), so the detector's own last feedback is looked at too.
-        mine = [fb for fb in context.recent_feedback() if fb.provider_name == self.name]
+        mine = list(context.recent_feedback(provider=self.name))
         if (latest := context.last_feedback_for_provider(self.name)) is not None:
             mine.append(latest)
         for fb in mine:
@@ -223,10 +224,15 @@ class StuckDetector:
 
     # -- provider --------------------------------------------------------------------------------------------
     def should_run(self, context: FeedbackContext) -> bool:
-        return self.detect(context) is not None
+        found = self.detect(context)
+        # provide() is asked next, with the same context (FeedbackRunner.collect): what was found is handed on, not
+        # looked for again. Kept for that context only (a later collect has its own), so never state of a run.
+        self._found = (context, found) if found is not None else None
+        return found is not None
 
     def provide(self, context: FeedbackContext) -> Feedback:
-        found = self.detect(context)
+        kept, self._found = self._found, None
+        found = kept[1] if kept is not None and kept[0] is context else self.detect(context)
         if found is None:  # should_run said no; answer sensibly anyway
             return Feedback(provider_name=self.name, summary="No stuck pattern detected.", timestamp=context.now,
                             call_index=context.tool_call_count)

@@ -87,6 +87,12 @@ class Guardrails:
                                               budget=self.budget_state, completion_blocks=self.completion_blocks,
                                               escalation=self.escalation.state)
 
+    def parts(self) -> tuple[dict[str, PolicyState], FeedbackState, BudgetState, int, EscalationState]:
+        """The state's parts, in GuardrailState's field order, without building one (read every turn, to see which
+        changed: console.engine.runtime). Views, as snapshot()'s are."""
+        return (self.gate.snapshot(), self.feedback.snapshot(), self.budget_state, self.completion_blocks,
+                self.escalation.state)
+
     def restore(self, state: GuardrailState) -> None:
         """Take a recorded state; parts of policies/providers no longer configured are dropped (module doc)."""
         self.gate.restore(state.policies)

@@ -42,6 +42,7 @@ class Sandbox(_TempFiles):
         self.max_job_bytes = max_job_bytes
         self._state_dir = state_dir
         self._state_cf = state_dir.casefold()
+        self._checked = {}
         self._lock = threading.Lock()
         self._tmp_fd = -1
         self._total: int | None = None

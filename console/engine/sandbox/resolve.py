@@ -25,6 +25,8 @@ from console.engine.sandbox.kernel import (
     _openat2,
 )
 
+CHECKED_KEPT = 256  # path strings whose check is remembered (see _check)
+
 
 class _Resolver(_SandboxBase):
     """Opens what a checked path names, never leaving the job root nor landing in the harness folder."""
@@ -33,6 +35,18 @@ class _Resolver(_SandboxBase):
     def _check(self, user_path: str) -> tuple[str, list[str], str]:
         if self._root_fd < 0:
             raise SandboxError("the job folder is closed; nothing can be read or written")
+        # What the string says depends on the string alone: the harness's own paths (main_plan.md, looked at twice a
+        # turn) are checked once. A refused string is checked again each time. Each caller gets its own parts.
+        known = self._checked.get(user_path)
+        if known is not None:
+            return known[0], list(known[1]), known[2]
+        rel, parts, shown = self._check_string(user_path)
+        if len(self._checked) >= CHECKED_KEPT:
+            self._checked.clear()
+        self._checked[user_path] = (rel, tuple(parts), shown)
+        return rel, parts, shown
+
+    def _check_string(self, user_path: str) -> tuple[str, list[str], str]:
         raw = user_path.strip()
         if not raw:
             raise SandboxError("the path is empty; give a path relative to the job folder, e.g. 'notes.md'")
