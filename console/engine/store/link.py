@@ -24,6 +24,7 @@ import json
 import os
 import queue
 import random
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -35,7 +36,17 @@ from console.engine.control import write_inbox
 from console.engine.job import JobPaths
 from console.engine.needs import OperatorState, answered, ask_operator
 from console.engine.store.base import StoreError
-from console.engine.store.postgres import COMMANDS_CHANNEL, PgStore
+from console.engine.store.catchup import (
+    MARKER,
+    Behind,
+    SyncLock,
+    Update,
+    clear_marker,
+    now_text,
+    read_marker,
+    write_marker,
+)
+from console.engine.store.postgres import COMMANDS_CHANNEL, CONNECT_TIMEOUT, PgStore
 
 LEASE_SECONDS = 25.0
 HEARTBEAT = 5.0
@@ -44,7 +55,10 @@ COMMAND_SWEEP = 5.0  # commands are also looked for this often: a NOTIFY sent wh
 BATCH = 500
 DOWN_LIMIT = 120.0
 BACKOFF_FIRST, BACKOFF_CAP = 0.5, 10.0
-FINAL_FLUSH = 3.0  # seconds a closing run gives the store to take its last events (the next run ships any rest)
+# Seconds a closing run waits at most for a store that is away to take its last events and its final status
+# (AGENT_CONSOLE_STORE_EXIT_WAIT); past it the run leaves a marker and whatever next opens the store on this machine
+# catches it up (console.engine.store.catchup).
+EXIT_WAIT = 30.0
 
 
 class LeaseHeld(Exception):
@@ -54,7 +68,8 @@ class LeaseHeld(Exception):
 class StoreLink:
     def __init__(self, store: PgStore, paths: JobPaths, events: ev.EventStream, operator: OperatorState, *,
                  owner: str, now: Callable[[], datetime], down_limit: float = DOWN_LIMIT,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, exit_wait: float = EXIT_WAIT,
+                 say: Callable[[str], None] | None = None) -> None:
         self.store = store
         self.paths = paths
         self.events = events
@@ -82,6 +97,11 @@ class StoreLink:
         self._next_sweep = 0.0
         self._wanted = True  # look for commands at the next step
         self.outbox: queue.Queue[tuple[str, tuple[Any, ...]]] = queue.Queue()
+        self.exit_wait = exit_wait
+        self.say = say or _say
+        self.sync = SyncLock(paths)
+        self._marker_seen = False
+        self._marked = 0  # updates of an earlier run's marker still first in the outbox (then the marker goes)
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start(self, lease_wait: float = LEASE_SECONDS + HEARTBEAT) -> None:
@@ -105,20 +125,74 @@ class StoreLink:
         self._thread.start()
 
     def close(self) -> None:
-        """Stop the thread, give the store a last chance at the log and the queued updates, drop the lease."""
+        """Stop the thread, then give the store its last events, the queued updates and the lease back, waiting
+        for it (with the run's backoff) up to :attr:`exit_wait` seconds; a store still away then gets a marker in
+        the folder (and its pointer), so that this machine catches it up later (console.engine.store.catchup)."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=FINAL_FLUSH + 5)
+            self._thread.join(timeout=CONNECT_TIMEOUT + 5)
         self.store.outbox = None
-        deadline = time.monotonic() + FINAL_FLUSH
-        with contextlib.suppress(StoreError):
-            while time.monotonic() < deadline and (self._drain_outbox() or self._ship()):
-                pass
-            self.store.drop_lease(self.key, self.owner)
         self._close_listen()
+        deadline = time.monotonic() + self.exit_wait
+        told = False
+        while True:
+            try:
+                self._flush()
+                break
+            except Exception as exc:  # a StoreError, or a link bug: the marker keeps what is owed
+                if not told and self.exit_wait > 0:
+                    told = True
+                    self.say(f"the shared store {self.store.shown} is away ({_short(exc)}): waiting up to "
+                             f"{self.exit_wait:g}s for it to take the run's last events and its final status")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._leave_marker(exc)
+                    break
+                time.sleep(min(self._backoff(), left))
+        self.sync.release()
+
+    def _flush(self) -> None:
+        """Everything owed to the store: the queued updates, every line of the log, the lease; the marker of an
+        earlier end, if any, goes once they are in."""
+        self._drain_outbox()
+        while self._ship():
+            pass
+        self.store.drop_lease(self.key, self.owner)
+        if self._marker_seen:
+            clear_marker(self.paths, self.key, self.store.data_dir)
+
+    def _leave_marker(self, exc: BaseException) -> None:
+        updates = [Update(op=op, params=list(params)) for op, params in list(self.outbox.queue)]
+        behind = Behind(store=self.store.shown, key=self.key, host=self.store.host, owner=self.owner,
+                        since=now_text(), updates=updates)
+        try:
+            write_marker(self.paths, behind, self.store.data_dir)
+        except OSError as mexc:
+            self.say(f"the shared store {self.store.shown} is still away ({_short(exc)}) and the marker that would "
+                     f"catch it up cannot be written ({mexc.strerror or mexc}): resume the run once the store is "
+                     "back to bring it up to date")
+            return
+        self.say(f"the shared store {self.store.shown} is still away ({_short(exc)}): the run's last events and "
+                 f"status wait in its folder (.console/{MARKER}); `agent-console store sync` (or jobs, run, the "
+                 "fleet) on this machine sends them once the store is back")
+
+    def _take_marker(self) -> None:
+        """An earlier end's marker (this folder's store was away then): its updates go first, then it goes."""
+        behind = read_marker(self.paths)
+        self._marker_seen = behind is not None
+        if behind is None or behind.key != self.key:
+            return
+        with self.outbox.mutex:
+            self.outbox.queue.extendleft((u.op, tuple(u.params)) for u in reversed(behind.updates))
+        self._marked = len(behind.updates)
 
     # -- the thread -----------------------------------------------------------------------------------------
     def _run(self) -> None:
+        # Who keeps the store in step with this folder: a catch-up of another process that holds it ends soon.
+        while not self.sync.take(wait=False):
+            if self._stop.wait(0.2):
+                return
+        self._take_marker()
         while not self._stop.is_set():
             try:
                 self._step()
@@ -210,12 +284,17 @@ class StoreLink:
         did = False
         while True:
             try:
-                sql, params = self.outbox.queue[0]
+                op, params = self.outbox.queue[0]
             except IndexError:
                 return did
-            self.store.execute(sql, params)
+            self.store.apply(op, params)
             self.outbox.get_nowait()
             did = True
+            if self._marked:
+                self._marked -= 1
+                if not self._marked and self._marker_seen:  # an earlier end's updates are in: its marker goes
+                    clear_marker(self.paths, self.key, self.store.data_dir)
+                    self._marker_seen = False
 
     # -- events ---------------------------------------------------------------------------------------------
     def _ship(self) -> bool:
@@ -328,12 +407,32 @@ def _no_nul(value: Any) -> Any:
     return value
 
 
+def _say(text: str) -> None:
+    """The runner's own output (its log): the events file is closed by the time the link's last words come."""
+    with contextlib.suppress(Exception):
+        print(f"agent-console: {text}", file=sys.stderr, flush=True)
+
+
+def _short(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:300]
+
+
+def exit_wait_setting() -> float:
+    """AGENT_CONSOLE_STORE_EXIT_WAIT (seconds, 0 to 3600), else :data:`EXIT_WAIT`."""
+    try:
+        value = float(os.environ.get("AGENT_CONSOLE_STORE_EXIT_WAIT", EXIT_WAIT))
+    except ValueError:
+        return EXIT_WAIT
+    return min(3600.0, max(0.0, value)) if value == value else EXIT_WAIT
+
+
 def link_run(store: object, paths: JobPaths, events: ev.EventStream, operator: OperatorState, run: str | None,
              now: Callable[[], datetime]) -> StoreLink | None:
     """The started link of a run whose store is shared (None for the embedded store). :class:`LeaseHeld` when
     another runner holds the run's lease."""
     if not isinstance(store, PgStore):
         return None
-    link = StoreLink(store, paths, events, operator, owner=f"{store.host}:{os.getpid()}:{run or ''}"[:200], now=now)
+    link = StoreLink(store, paths, events, operator, owner=f"{store.host}:{os.getpid()}:{run or ''}"[:200], now=now,
+                     exit_wait=exit_wait_setting())
     link.start()
     return link

@@ -20,6 +20,7 @@ import hashlib
 import json
 import queue
 import re
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from datetime import datetime
@@ -34,6 +35,29 @@ COMMANDS_CHANNEL = "agent_console_commands"
 CONNECT_TIMEOUT = 5  # seconds: a store that cannot be reached is told within this, never waited on for long
 POOL_MAX = 4
 _ROW = ", ".join(COLUMNS) + ", host, key, (lease_expires IS NOT NULL AND lease_expires > now())"
+
+
+HEAL_EVERY = 30.0  # seconds between two looks for runs to catch up (the fleet's poll lists often)
+
+# The engine's updates of the runs table, by name: queued by a runner's link, and kept by name in the marker of a
+# run whose store was away at its end (console.engine.store.catchup), never as SQL read back from a file.
+UPDATES: dict[str, str] = {
+    "started": """INSERT INTO runs (key, id, host, path, name, status, provider, model, started_at, updated_at)
+               VALUES (%s, %s, %s, %s, %s, 'running', %s, %s, %s, %s)
+               ON CONFLICT (key) DO UPDATE SET status='running', provider=EXCLUDED.provider, model=EXCLUDED.model,
+               updated_at=EXCLUDED.updated_at, detail=NULL, needs_since=NULL, host=EXCLUDED.host, path=EXCLUDED.path,
+               id=EXCLUDED.id WHERE runs.status <> 'completed'""",
+    "completed": "UPDATE runs SET status='completed', completed_at=%s, updated_at=%s, confidence=%s, summary=%s, "
+                 "needs_since=NULL WHERE key=%s",
+    "ended": "UPDATE runs SET status=%s, updated_at=%s, detail=%s, needs_since=NULL WHERE key=%s AND "
+             "status <> 'completed'",
+    "needs": f"UPDATE runs SET status='{NEEDS_YOU}', updated_at=%s, detail=%s, needs_since=COALESCE(needs_since, %s) "
+             "WHERE key=%s AND status <> 'completed'",
+    "answered": f"UPDATE runs SET status='running', updated_at=%s, detail=NULL, needs_since=NULL WHERE key=%s AND "
+                f"status='{NEEDS_YOU}'",
+    "cost": "UPDATE runs SET cost_usd=%s WHERE key=%s",
+}
+ARITY = {op: sql.count("%s") for op, sql in UPDATES.items()}
 
 
 STORE_ID = "store-id"  # in the run's .console/: its key in a shared store
@@ -92,6 +116,10 @@ class PgStore:
         # Set while a runner's link runs: the engine's updates go through it (never block a turn).
         self.outbox: queue.Queue[tuple[str, tuple[Any, ...]]] | None = None
         self._keys: dict[str, str] = {}
+        # This machine's data dir (set by open_store): where the runs that ended while the store was away are
+        # listed (:meth:`heal`). None: nothing is caught up by this store object.
+        self.data_dir: Path | None = None
+        self._next_heal = 0.0
         self._psycopg = psycopg
         try:
             self.pool = ConnectionPool(url, min_size=1, max_size=pool_max, timeout=CONNECT_TIMEOUT, open=True,
@@ -150,14 +178,19 @@ class PgStore:
         return self._keys[where]
 
     # -- the engine's updates (never raise: :attr:`error` says what failed) -----------------------------------
-    def _update(self, sql: str, params: tuple[Any, ...]) -> None:
+    def _update(self, op: str, params: tuple[Any, ...]) -> None:
         if self.outbox is not None:
-            self.outbox.put((sql, params))  # the runner's link applies it, in order, retrying while down
+            self.outbox.put((op, params))  # the runner's link applies it, in order, retrying while down
             return
         try:
-            self.execute(sql, params)
+            self.apply(op, params)
         except StoreError as exc:
             self.error = str(exc)
+
+    def apply(self, op: str, params: tuple[Any, ...] | builtins.list[Any]) -> None:
+        """Apply one of the engine's updates (:data:`UPDATES`, by name: a marker of a run whose store was away
+        keeps the names and values, never SQL). Each sets values, so applying a sequence again ends the same."""
+        self.execute(UPDATES[op], tuple(params))
 
     def execute(self, sql: str, params: tuple[Any, ...]) -> None:
         with self.connection() as conn:
@@ -165,41 +198,44 @@ class PgStore:
 
     def started(self, path: Path, name: str, provider: str, model: str, now: datetime) -> None:
         ts = now.isoformat(timespec="seconds")
-        self._update(
-            """INSERT INTO runs (key, id, host, path, name, status, provider, model, started_at, updated_at)
-               VALUES (%s, %s, %s, %s, %s, 'running', %s, %s, %s, %s)
-               ON CONFLICT (key) DO UPDATE SET status='running', provider=EXCLUDED.provider, model=EXCLUDED.model,
-               updated_at=EXCLUDED.updated_at, detail=NULL, needs_since=NULL, host=EXCLUDED.host, path=EXCLUDED.path,
-               id=EXCLUDED.id WHERE runs.status <> 'completed'""",
-            (self.key(path), _short_id(path), self.host, str(path), name, provider, model, ts, ts))
+        self._update("started", (self.key(path), _short_id(path), self.host, str(path), name, provider, model, ts, ts))
 
     def completed(self, path: Path, now: datetime, confidence: float, summary: str) -> None:
         ts = now.isoformat(timespec="seconds")
-        self._update("UPDATE runs SET status='completed', completed_at=%s, updated_at=%s, confidence=%s, summary=%s, "
-                     "needs_since=NULL WHERE key=%s", (ts, ts, confidence, summary, self.key(path)))
+        self._update("completed", (ts, ts, confidence, summary, self.key(path)))
 
     def ended(self, path: Path, status: str, now: datetime, detail: str = "") -> None:
-        self._update("UPDATE runs SET status=%s, updated_at=%s, detail=%s, needs_since=NULL "
-                     "WHERE key=%s AND status <> 'completed'",
-                     (status, now.isoformat(timespec="seconds"), detail, self.key(path)))
+        self._update("ended", (status, now.isoformat(timespec="seconds"), detail, self.key(path)))
 
     def needs(self, path: Path, reason: str, message: str, now: datetime) -> None:
         ts = now.isoformat(timespec="seconds")
-        self._update(f"UPDATE runs SET status='{NEEDS_YOU}', updated_at=%s, detail=%s, "
-                     "needs_since=COALESCE(needs_since, %s) WHERE key=%s AND status <> 'completed'",
-                     (ts, f"{reason}: {message}"[:2000], ts, self.key(path)))
+        self._update("needs", (ts, f"{reason}: {message}"[:2000], ts, self.key(path)))
 
     def answered(self, path: Path, now: datetime) -> None:
-        self._update(f"UPDATE runs SET status='running', updated_at=%s, detail=NULL, needs_since=NULL "
-                     f"WHERE key=%s AND status='{NEEDS_YOU}'", (now.isoformat(timespec="seconds"), self.key(path)))
+        self._update("answered", (now.isoformat(timespec="seconds"), self.key(path)))
 
     def cost(self, path: Path, usd: float | None) -> None:
         if usd is not None and not (usd >= 0 and usd < float("inf")):
             return
-        self._update("UPDATE runs SET cost_usd=%s WHERE key=%s", (usd, self.key(path)))
+        self._update("cost", (usd, self.key(path)))
+
+    def heal(self, force: bool = False) -> None:
+        """Catch up this machine's runs that ended while the store was away (:mod:`console.engine.store.catchup`):
+        one look at a folder of the data dir when none is waiting; at most every :data:`HEAL_EVERY` seconds."""
+        if self.data_dir is None:
+            return
+        now = time.monotonic()
+        if not force and now < self._next_heal:
+            return
+        self._next_heal = now + HEAL_EVERY
+        from console.engine.store.catchup import catch_up_machine
+
+        with contextlib.suppress(StoreError, OSError):
+            catch_up_machine(self, self.data_dir)
 
     # -- the views' reads (raise StoreError) ------------------------------------------------------------------
     def list(self, limit: int = 50) -> builtins.list[JobRow]:
+        self.heal()
         with self.connection() as conn:
             rows = conn.execute(f"SELECT {_ROW} FROM runs ORDER BY started_at DESC, path DESC LIMIT %s",
                                 (limit,)).fetchall()
@@ -207,6 +243,7 @@ class PgStore:
 
     def list_live_and_recent(self, recent: int) -> tuple[builtins.list[JobRow], int]:
         done = builtins.list(FINISHED)
+        self.heal()
         with self.connection() as conn:
             live = conn.execute(f"SELECT {_ROW} FROM runs WHERE status <> ALL(%s)", (done,)).fetchall()
             ended = conn.execute(f"SELECT {_ROW} FROM runs WHERE status = ANY(%s) ORDER BY started_at DESC, "
