@@ -185,7 +185,9 @@ def test_a_catch_up_killed_9_at_every_point_then_again(machines: tuple[Machine, 
         assert done.returncode == 137, done.stderr[-2000:]
         killed += 1
         assert sql(pg_url, "SELECT count(*) = count(DISTINCT seq) FROM events") == [(True,)]
-    assert killed >= 5  # it was killed at each of its points before one went through
+    # The n-th catch-up is killed at its n-th point: each goes further than the one before (what a killed one sent
+    # is not sent again), through the batches, the updates, the lease and the marker, until one ends.
+    assert killed >= 4
     assert "[]" in done.stdout or "True" in done.stdout, done.stdout
     assert store_seqs(pg_url, paths.root) == file_seqs(paths.root)
     expire_leases(pg_url)
