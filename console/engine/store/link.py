@@ -20,6 +20,7 @@ A store that stays down past ``down_limit`` seconds asks the operator (a ``needs
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import queue
@@ -48,6 +49,7 @@ from console.engine.store.catchup import (
     write_marker,
 )
 from console.engine.store.postgres import COMMANDS_CHANNEL, CONNECT_TIMEOUT, BadLines, PgStore
+from console.engine.store.schema import EPOCH_SHIFT
 
 LEASE_SECONDS = 25.0
 HEARTBEAT = 5.0
@@ -84,7 +86,10 @@ class StoreLink:
         self.shipped = 0  # the highest seq shipped
         # While the log is read again from its start (the link's first pass, and after the store was away): the
         # seqs the store holds, so that every hole is filled (a crashed server may lose what it acknowledged).
-        self.have: set[int] | None = None
+        self.have: dict[int, list[tuple[int, int | None]]] | None = None
+        self.epoch = 0  # the generation of the log the store is given (a log moved aside and begun again: +1)
+        self.file_max = 0  # the highest seq read in the log while it is read again
+        self.inode: int | None = None
         self.rescan = True
         self.seen_commands: set[str] = set()  # command ids in the log (operator_command events)
         self.written: set[str] = set()  # command ids this link wrote into the inbox
@@ -218,7 +223,7 @@ class StoreLink:
             if last is None:
                 self.events.emit(ev.ErrorEvent, message="another runner took this run's lease in the shared store",
                                  where="store", recoverable=True)
-            elif last < self.shipped and self.have is None:
+            elif last < (self.epoch << EPOCH_SHIFT) + self.shipped and self.have is None:
                 self._rewind()  # the server lost commits it had acknowledged (a crash): they are shipped again
             self._next_lease = now + HEARTBEAT
         if self._wanted or now >= self._next_sweep:
@@ -299,19 +304,30 @@ class StoreLink:
 
     # -- events ---------------------------------------------------------------------------------------------
     def _ship(self) -> bool:
-        """Send one batch of the log's lines the store lacks; True if there may be more."""
+        """Send one batch of the log's lines the store lacks; True if there may be more.
+
+        A log moved aside and begun again (repair.py keeps its good lines; a log that was not a file starts from
+        nothing) may give seqs the store holds for other lines: while the log is read again from its start, a seq
+        the store holds in the current generation with another digest, or a store that holds seqs of it past the
+        log's last, starts a new generation (:meth:`PgStore.new_epoch`): both are kept."""
         if self.rescan:
             # Its row first (a store that was away at the start missed it): the events belong to it.
             self.store.ensure_run(self.paths.root, self.paths.root.name, self.now())
-            self.have, self.rescan = self.store.seqs(self.key), False
+            self.epoch, self.have = self.store.held(self.key)
+            self.rescan, self.file_max = False, 0
         try:
-            size = os.stat(self.paths.events).st_size
+            st = os.stat(self.paths.events)
         except OSError:
             return False
-        if size < self.offset:  # the log was moved aside (corrupt) and started anew: read it from its start
-            self.offset = 0
+        size = st.st_size
+        if size < self.offset or (self.inode is not None and st.st_ino != self.inode):
+            self.inode = st.st_ino  # moved aside and begun again under the link: read whole, against the store
+            self._rewind()
+            return True
+        self.inode = st.st_ino
         if size == self.offset:
-            self.have = None  # caught up: from here on, what is new is what is after the highest seq shipped
+            if self.have is not None:
+                self._rescanned()
             return False
         with open(self.paths.events, "rb") as fh:
             fh.seek(self.offset)
@@ -322,27 +338,57 @@ class StoreLink:
             return False  # a line being written: its end comes with the next look
         batch: list[tuple[int, str | None, str, str]] = []
         raws: list[bytes] = []
+        sums: list[int | None] = []
         used = 0
         for raw in data[: end + 1].splitlines(keepends=True):
             if len(batch) >= BATCH:
                 break
-            used += len(raw)
             line = self._line(raw)
-            if line is not None and (line[0] not in self.have if self.have is not None else line[0] > self.shipped):
+            digest = None
+            if line is not None and self.have is not None:
+                self.file_max = max(self.file_max, line[0])
+                copies = self.have.get(line[0])
+                if copies:
+                    digest = _digest(raw)
+                    if any(d is None or d == digest for _, d in copies):
+                        line = None  # the store has it
+                    elif any(e == self.epoch for e, _ in copies):  # the log was begun again
+                        if batch:
+                            break  # what is batched belongs to the generation before: sent first
+                        self.epoch = self.store.new_epoch(self.key)
+            elif line is not None and line[0] <= self.shipped:
+                line = None
+            used += len(raw)
+            if line is not None:
                 batch.append(line)
                 raws.append(raw)
+                sums.append(digest if digest is not None else _digest(raw))
         if batch:
             try:
-                self.store.append_events(self.key, batch)
+                self.store.append_events(self.key, batch, self.epoch, sums)
             except BadLines:  # a line our writer's shape let through is no JSON: each read whole, then sent
-                batch = [line for raw in raws if (line := self._line(raw, whole=True)) is not None]
-                self.store.append_events(self.key, batch)
-            if batch:
+                kept = [(line, d) for raw, d in zip(raws, sums, strict=True)
+                        if (line := self._line(raw, whole=True)) is not None]
+                batch, sums = [x for x, _ in kept], [d for _, d in kept]
+                self.store.append_events(self.key, batch, self.epoch, sums)
+            if self.have is not None:
+                for (seq, *_), d in zip(batch, sums, strict=True):
+                    self.have.setdefault(seq, []).append((self.epoch, d))
+            elif batch:
                 self.shipped = max(self.shipped, max(seq for seq, *_ in batch))
         self.offset += used
         if self.have is not None and self.offset >= size:
-            self.shipped, self.have = max(self.shipped, max(self.have, default=0)), None
+            self._rescanned()
         return self.offset < size
+
+    def _rescanned(self) -> None:
+        """The log read again whole: from here on, what is new is after its last seq. A store holding seqs of the
+        current generation past the log's last had a log that was cut: what comes next is a new generation."""
+        assert self.have is not None
+        ahead = max((seq for seq, copies in self.have.items() if any(e == self.epoch for e, _ in copies)), default=0)
+        if ahead > self.file_max:
+            self.epoch = self.store.new_epoch(self.key)
+        self.shipped, self.have = self.file_max, None
 
     def _line(self, raw: bytes, whole: bool = False) -> tuple[int, str | None, str, str] | None:
         """(seq, ts, type, the JSON) of one log line, or None for a line that is no event we wrote.
@@ -362,7 +408,7 @@ class StoreLink:
         if not isinstance(doc, dict):
             return None
         seq, kind, ts = doc.get("seq"), doc.get("type"), doc.get("ts")
-        if type(seq) is not int or not 0 <= seq < 2**63 or not isinstance(kind, str):
+        if type(seq) is not int or not 0 <= seq < 2**EPOCH_SHIFT or not isinstance(kind, str):
             return None
         if kind == "operator_command" and isinstance(cid := doc.get("command_id"), str):
             self.seen_commands.add(cid)
@@ -406,8 +452,13 @@ class StoreLink:
 
 # The head of a line as the engine writes it (pydantic's field order: v, ts, seq, session, type; the same for the
 # lines the journal appends again). Quotes and backslashes excluded: the groups cannot run into a string's inside.
-_HEAD = re.compile(rb'\{"v":\d{1,9},"ts":"([0-9T:.+Z-]{10,40})","seq":(\d{1,18}),"session":-?\d{1,18},'
+_HEAD = re.compile(rb'\{"v":\d{1,9},"ts":"([0-9T:.+Z-]{10,40})","seq":(\d{1,12}),"session":-?\d{1,18},'
                    rb'"type":"([a-z_]{1,100})"')
+
+
+def _digest(raw: bytes) -> int:
+    """Eight bytes of a line's hash, as PostgreSQL's bigint: two lines of one seq that differ are two events."""
+    return int.from_bytes(hashlib.blake2b(raw.strip(), digest_size=8).digest(), "big", signed=True)
 
 
 def _timestamp(value: object) -> str | None:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from console.engine.store.base import COLUMNS, FINISHED, NEEDS_YOU, JobRow, StoreError, shown_store_url, this_host
-from console.engine.store.schema import SchemaTooNew, migrate
+from console.engine.store.schema import EPOCH_SHIFT, SchemaTooNew, migrate
 
 EVENTS_CHANNEL = "agent_console_events"
 COMMANDS_CHANNEL = "agent_console_commands"
@@ -280,9 +280,28 @@ class PgStore:
         return int(r[0]) if r else -1
 
     def seqs(self, key: str) -> set[int]:
-        """Every seq of the run's events the store holds (a link's catch-up looks for the holes)."""
+        """Every seq of the run's events the store holds, whatever the generation of its log."""
         with self.connection() as conn:
             return {int(s) for (s,) in conn.execute("SELECT seq FROM events WHERE run_key=%s", (key,))}
+
+    def held(self, key: str) -> tuple[int, dict[int, builtins.list[tuple[int, int | None]]]]:
+        """The run's current log generation, and for each seq the store holds: (generation, digest) of each copy
+        (a link's catch-up looks for the holes, and for a log started again)."""
+        with self.connection() as conn:
+            r = conn.execute("SELECT log_epoch FROM runs WHERE key=%s", (key,)).fetchone()
+            out: dict[int, builtins.list[tuple[int, int | None]]] = {}
+            for seq, epoch, digest in conn.execute("SELECT seq, epoch, digest FROM events WHERE run_key=%s", (key,)):
+                out.setdefault(int(seq), []).append((int(epoch), None if digest is None else int(digest)))
+        return (int(r[0]) if r else 0), out
+
+    def new_epoch(self, key: str) -> int:
+        """Start a new generation of the run's log in the store (its log was moved aside and begun again)."""
+        with self.connection() as conn:
+            r = conn.execute("UPDATE runs SET log_epoch = log_epoch + 1 WHERE key=%s RETURNING log_epoch",
+                             (key,)).fetchone()
+        if r is None:
+            raise StoreError(f"store {self.shown}: no such run")
+        return int(r[0])
 
     def ensure_run(self, path: Path, name: str, now: datetime) -> None:
         """A row for a run whose start the store missed (it was down): its events need one to belong to."""
@@ -291,32 +310,36 @@ class PgStore:
                      "VALUES (%s, %s, %s, %s, %s, 'running', %s, %s) ON CONFLICT (key) DO NOTHING",
                      (self.key(path), _short_id(path), self.host, str(path), name, ts, ts))
 
-    def append_events(self, key: str, lines: builtins.list[tuple[int, str | None, str, str]]) -> None:
-        """Store events (seq, ts, type, the JSON line) of one run; those it has already are left as they are
-        (a redelivery after a kill). One statement (the rows, the run's last seq, then NOTIFY so that followers
-        wake): one round trip, and little of the runner's CPU. :class:`BadLines` when a line is no JSON the server
-        takes (none of the batch is stored then)."""
+    def append_events(self, key: str, lines: builtins.list[tuple[int, str | None, str, str]],
+                      epoch: int = 0, digests: builtins.list[int | None] | None = None) -> None:
+        """Store events (seq, ts, type, the JSON line) of one run, in generation ``epoch`` of its log; those it has
+        already are left as they are (a redelivery after a kill). One statement (the rows, the run's last pos, then
+        NOTIFY so that followers wake): one round trip, and little of the runner's CPU. :class:`BadLines` when a
+        line is no JSON the server takes (none of the batch is stored then)."""
         if not lines:
             return
         seqs, stamps, kinds, bodies = (builtins.list(column) for column in zip(*lines, strict=True))
+        sums = digests if digests is not None else [None] * len(seqs)
         try:
             with self.connection() as conn:
                 conn.execute(
-                    "WITH rows AS (INSERT INTO events (run_key, seq, ts, type, body) "
-                    "SELECT %s, s, t, k, b::jsonb FROM unnest(%b::bigint[], %b::timestamptz[], %b::text[], "
-                    "%b::text[]) AS u(s, t, k, b) ON CONFLICT (run_key, seq) DO NOTHING), "
+                    "WITH rows AS (INSERT INTO events (run_key, epoch, seq, ts, type, body, digest) "
+                    "SELECT %s, %s, s, t, k, b::jsonb, d FROM unnest(%b::bigint[], %b::timestamptz[], %b::text[], "
+                    "%b::text[], %b::bigint[]) AS u(s, t, k, b, d) ON CONFLICT (run_key, epoch, seq) DO NOTHING), "
                     "seen AS (UPDATE runs SET last_seq = GREATEST(last_seq, %s) WHERE key=%s) "
                     "SELECT pg_notify(%s, %s)",
-                    (key, seqs, stamps, kinds, bodies, max(seqs), key, EVENTS_CHANNEL, key))
+                    (key, epoch, seqs, stamps, kinds, bodies, sums, (epoch << EPOCH_SHIFT) + max(seqs), key,
+                     EVENTS_CHANNEL, key))
         except StoreError as exc:
             if isinstance(exc.__context__, self._psycopg.errors.DataError):
                 raise BadLines(str(exc)) from None
             raise
 
     def events_after(self, key: str, seq: int, limit: int = 2000) -> builtins.list[tuple[int, dict[str, Any]]]:
-        """The run's events after ``seq``, in order (at most ``limit``)."""
+        """The run's events after ``seq``, in order (at most ``limit``). ``seq`` is the store's order of the
+        run's events (``pos``): the events' own seq for a log never moved aside, then each later generation's."""
         with self.connection() as conn:
-            rows = conn.execute("SELECT seq, body FROM events WHERE run_key=%s AND seq > %s ORDER BY seq LIMIT %s",
+            rows = conn.execute("SELECT pos, body FROM events WHERE run_key=%s AND pos > %s ORDER BY pos LIMIT %s",
                                 (key, seq, limit)).fetchall()
         return [(int(s), b) for s, b in rows]
 
@@ -327,8 +350,8 @@ class PgStore:
             return []
         keys, seqs = zip(*after.items(), strict=True)
         with self.connection() as conn:
-            rows = conn.execute("SELECT e.run_key, e.seq, e.body FROM unnest(%s::text[], %s::bigint[]) AS c(k, s) "
-                                "JOIN events e ON e.run_key = c.k AND e.seq > c.s ORDER BY e.run_key, e.seq LIMIT %s",
+            rows = conn.execute("SELECT e.run_key, e.pos, e.body FROM unnest(%s::text[], %s::bigint[]) AS c(k, s) "
+                                "JOIN events e ON e.run_key = c.k AND e.pos > c.s ORDER BY e.run_key, e.pos LIMIT %s",
                                 (builtins.list(keys), builtins.list(seqs), limit)).fetchall()
         return [(k, int(s), b) for k, s, b in rows]
 
