@@ -141,16 +141,24 @@ class StoreLink:
         self.store.outbox = None
         self._close_listen()
         deadline = time.monotonic() + self.exit_wait
+        if self.sync._fd is None:  # the thread never had it (a catch-up held it all the run's short life)
+            while not self.sync.take(wait=False) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if self.sync._fd is not None:
+                self._take_marker()
         told = False
         while True:
             try:
                 self._flush()
                 break
             except Exception as exc:  # a StoreError, or a link bug: the marker keeps what is owed
-                if not told and self.exit_wait > 0:
+                if not told:
                     told = True
-                    self.say(f"the shared store {self.store.shown} is away ({_short(exc)}): waiting up to "
-                             f"{self.exit_wait:g}s for it to take the run's last events and its final status")
+                    # Written before the wait too: a runner killed while it waits leaves what it owes behind.
+                    self._leave_marker(exc, final=False)
+                    if self.exit_wait > 0:
+                        self.say(f"the shared store {self.store.shown} is away ({_short(exc)}): waiting up to "
+                                 f"{self.exit_wait:g}s for it to take the run's last events and its final status")
                 left = deadline - time.monotonic()
                 if left <= 0:
                     self._leave_marker(exc)
@@ -168,16 +176,20 @@ class StoreLink:
         if self._marker_seen:
             clear_marker(self.paths, self.key, self.store.data_dir)
 
-    def _leave_marker(self, exc: BaseException) -> None:
+    def _leave_marker(self, exc: BaseException, final: bool = True) -> None:
         updates = [Update(op=op, params=list(params)) for op, params in list(self.outbox.queue)]
         behind = Behind(store=self.store.shown, key=self.key, host=self.store.host, owner=self.owner,
                         since=now_text(), updates=updates)
         try:
             write_marker(self.paths, behind, self.store.data_dir)
+            self._marker_seen = True  # the store's catching up removes it (this link's own flush included)
+            self._marked = 0  # every update it lists is still in the outbox, and it goes once they are applied
         except OSError as mexc:
             self.say(f"the shared store {self.store.shown} is still away ({_short(exc)}) and the marker that would "
                      f"catch it up cannot be written ({mexc.strerror or mexc}): resume the run once the store is "
                      "back to bring it up to date")
+            return
+        if not final:
             return
         self.say(f"the shared store {self.store.shown} is still away ({_short(exc)}): the run's last events and "
                  f"status wait in its folder (.console/{MARKER}); `agent-console store sync` (or jobs, run, the "

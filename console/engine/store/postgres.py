@@ -18,6 +18,7 @@ import builtins  # the class's own `list` method shadows the type in its annotat
 import contextlib
 import hashlib
 import json
+import os
 import queue
 import re
 import time
@@ -228,6 +229,11 @@ class PgStore:
         if not force and now < self._next_heal:
             return
         self._next_heal = now + HEAL_EVERY
+        try:
+            if not os.listdir(self.data_dir / "store-behind"):
+                return  # the usual case: nothing waits, and nothing more is imported or read
+        except OSError:
+            return
         from console.engine.store.catchup import catch_up_machine
 
         with contextlib.suppress(StoreError, OSError):
