@@ -119,6 +119,28 @@ def test_the_server_killed_during_the_exit_wait(machines: tuple[Machine, Machine
     assert not (folder / ".console" / MARKER).exists()
 
 
+def test_a_runner_killed_9_while_it_waits_for_its_store(machines: tuple[Machine, Machine], pg_url: str,
+                                                       pg_server: PgServer) -> None:
+    """The marker is written when the wait begins: a kill -9 during the wait loses nothing the store is owed."""
+    a, b = machines
+    a.env["AGENT_CONSOLE_STORE_EXIT_WAIT"] = "600"
+    runner = a.start(str(QUICKSTART), "--speed", "0.5")
+    folder = runner.folder()
+    wait_until(lambda: len(store_seqs(pg_url, folder)) >= 20, 60, "20 events in the store")
+    pg_server.stop()
+    wait_until(lambda: "waiting up to 600s" in runner.out.read_text(), 120, "the runner waiting for its store")
+    runner.kill()
+    assert (folder / ".console" / MARKER).is_file()
+    pg_server.start()
+    a.jobs()
+    expire_leases(pg_url)
+    (row,) = b.jobs()
+    assert row["status"] == "completed", row
+    assert store_seqs(pg_url, folder) == file_seqs(folder)
+    assert sql(pg_url, "SELECT lease_owner FROM runs") == [(None,)]
+    assert not (folder / ".console" / MARKER).exists()
+
+
 def test_a_marker_whose_run_folder_was_deleted(machines: tuple[Machine, Machine], pg_url: str,
                                                pg_server: PgServer, make_job) -> None:
     a, b = machines
