@@ -19,8 +19,9 @@ from console.engine import events as ev
 from console.engine.clock import FakeClock
 from console.engine.job import JobPaths
 from console.engine.operator import OperatorState
-from console.engine.store.catchup import MARKER, POINTERS, catch_up_machine, read_marker
+from console.engine.store.catchup import catch_up_machine
 from console.engine.store.link import StoreLink
+from console.engine.store.marker import MARKER, POINTERS, read_marker
 from console.engine.store.postgres import PgStore
 from tests.pg_server import PgServer
 from tests.store.machines import QUICKSTART, REPO, Machine, file_seqs, missing, sql, store_seqs, wait_until
@@ -246,3 +247,20 @@ def test_the_next_run_of_the_folder_sends_the_markers_updates_first(machines: tu
     assert sql(pg_url, "SELECT status, summary, cost_usd FROM runs") == [("completed", "all done", 1.5)]
     assert store_seqs(pg_url, paths.root) == file_seqs(paths.root)
     store.close()
+
+
+def test_a_markers_updates_are_the_stores_own_and_nothing_else() -> None:
+    """A marker names updates the store knows, with as many values as each takes: anything else does not read."""
+    from pydantic import ValidationError
+
+    from console.engine.store.marker import ARITY, Behind
+    from console.engine.store.postgres import UPDATES
+
+    assert {op: sql.count("%s") for op, sql in UPDATES.items()} == ARITY
+    base = {"store": "postgresql://h/db", "key": "0" * 32, "host": "a", "owner": "a:1:r", "since": "x"}
+    for bad in ([{"op": "DROP TABLE runs", "params": []}], [{"op": "cost", "params": [1.0]}],
+                [{"op": "cost", "params": [{"x": 1}, "k"]}]):
+        with pytest.raises(ValidationError):
+            Behind.model_validate({**base, "updates": bad})
+    with pytest.raises(ValidationError):
+        Behind.model_validate({**base, "key": "../../etc"})

@@ -16,131 +16,24 @@ run whose lock a runner holds is left to that runner's link (which applies the m
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ValidationError
 
 from console.engine import failpoints
-from console.engine.atomic import atomic_write_text
 from console.engine.job import JobPaths
 from console.engine.store.base import FINISHED, StoreError, folder_gone
+from console.engine.store.marker import POINTERS, Pointer, SyncLock, clear_marker, read_marker
 
-MARKER = "store-behind.json"  # in the run's .console/
-SYNC_LOCK = "store-sync.lock"  # in the run's .console/: who keeps the store in step with the folder now
-POINTERS = "store-behind"  # in the data dir
+if TYPE_CHECKING:
+    from console.engine.events import NeedReason
+
 BUDGET = 10.0  # seconds a catch-up spends at most (the runs left wait for the next one)
-
-Op = Literal["started", "completed", "ended", "needs", "answered", "cost"]
-Value = str | float | int | None
-
-
-class Update(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    op: Op
-    params: list[Value]
-
-    @model_validator(mode="after")
-    def _arity(self) -> Update:
-        from console.engine.store.postgres import ARITY
-
-        if len(self.params) != ARITY[self.op]:
-            raise ValueError(f"{self.op} takes {ARITY[self.op]} values, not {len(self.params)}")
-        return self
-
-
-class Behind(BaseModel):
-    """``.console/store-behind.json``: the store is behind this folder."""
-
-    model_config = ConfigDict(extra="ignore")
-    version: Literal[1] = 1
-    store: str = Field(max_length=2000)  # the store's URL as it may be shown (no password)
-    key: str = Field(pattern=r"^[0-9a-f]{32}$")
-    host: str = Field(max_length=300)
-    owner: str = Field(max_length=300)  # the lease the ended runner held
-    since: str
-    updates: list[Update] = Field(default_factory=list, max_length=100_000)
-
-
-class Pointer(BaseModel):
-    """``DATA/store-behind/<key>.json``: where a folder with a marker is."""
-
-    model_config = ConfigDict(extra="ignore")
-    path: str = Field(max_length=4096)
-    key: str = Field(pattern=r"^[0-9a-f]{32}$")
-    store: str = Field(max_length=2000)
-
-
-def marker_path(paths: JobPaths) -> Path:
-    return paths.state / MARKER
-
-
-def read_marker(paths: JobPaths) -> Behind | None:
-    """The folder's marker, or None (none, or one that does not read: said by the caller's catch-up as stale)."""
-    try:
-        with open(marker_path(paths), "rb") as fh:
-            data = fh.read(64 << 20)
-    except OSError:
-        return None
-    try:
-        return Behind.model_validate_json(data)
-    except (ValidationError, ValueError):
-        return None
-
-
-def write_marker(paths: JobPaths, behind: Behind, data_dir: Path | None) -> None:
-    """The marker (atomically, its temp in .console/tmp), then this machine's pointer to it."""
-    atomic_write_text(marker_path(paths), behind.model_dump_json(), tmp_dir=paths.state / "tmp")
-    if data_dir is not None:
-        folder = data_dir / POINTERS
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        pointer = Pointer(path=str(paths.root), key=behind.key, store=behind.store)
-        atomic_write_text(folder / f"{behind.key}.json", pointer.model_dump_json(), tmp_dir=folder)
-
-
-def clear_marker(paths: JobPaths, key: str, data_dir: Path | None) -> None:
-    """The marker first, then the pointer: a kill between the two leaves a pointer that the next look drops."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(marker_path(paths))
-    failpoints.hit("store-catchup")
-    if data_dir is not None:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(data_dir / POINTERS / f"{key}.json")
-
-
-def now_text() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-class SyncLock:
-    """``.console/store-sync.lock``: held by a runner's link for its life and by a catch-up while it works."""
-
-    def __init__(self, paths: JobPaths) -> None:
-        self.path = paths.state / SYNC_LOCK
-        self._fd: int | None = None
-
-    def take(self, wait: bool) -> bool:
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
-        except OSError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except OSError:
-            os.close(fd)
-            return False
-        self._fd = fd
-        return True
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
 
 
 @dataclass
@@ -221,16 +114,27 @@ def catch_up_run(store: Any, paths: JobPaths, data_dir: Path | None, *, deadline
 
 def ship_log(store: Any, paths: JobPaths, deadline: float) -> None:
     """Every line of the folder's log the store lacks (a link of its own that never starts its thread)."""
-    from console.engine import events as ev
-    from console.engine.operator import OperatorState
+    from console.engine import events as ev  # only when a marker waits: `jobs` stays light
     from console.engine.store.link import StoreLink
 
-    link = StoreLink(store, paths, ev.EventStream(None), OperatorState(), owner="catch-up",
+    link = StoreLink(store, paths, ev.EventStream(None), _NoOperator(), owner="catch-up",
                      now=lambda: datetime.now(UTC))
     while link._ship():
         failpoints.hit("store-catchup")
         if time.monotonic() >= deadline:
             raise StoreError("the catch-up ran out of time: the rest is shipped by the next one")
+
+
+class _NoOperator:
+    """A catch-up's link never asks anyone (it never runs its thread): the operator's state it is given."""
+
+    needs: NeedReason | None = None
+    paused = False
+
+
+def healer(store: Any, data_dir: Path) -> Any:
+    """What a store calls to catch this machine's runs up (PgStore.heal): bound to its data dir."""
+    return lambda: catch_up_machine(store, data_dir)
 
 
 def _folder_gone(store: Any, key: str) -> None:

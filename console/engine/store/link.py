@@ -39,7 +39,7 @@ from console.engine.control import write_inbox
 from console.engine.job import JobPaths
 from console.engine.needs import OperatorState, answered, ask_operator
 from console.engine.store.base import StoreError
-from console.engine.store.catchup import (
+from console.engine.store.marker import (
     MARKER,
     Behind,
     SyncLock,

@@ -23,7 +23,7 @@ import queue
 import re
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -58,7 +58,6 @@ UPDATES: dict[str, str] = {
                 f"status='{NEEDS_YOU}'",
     "cost": "UPDATE runs SET cost_usd=%s WHERE key=%s",
 }
-ARITY = {op: sql.count("%s") for op, sql in UPDATES.items()}
 
 
 STORE_ID = "store-id"  # in the run's .console/: its key in a shared store
@@ -120,6 +119,7 @@ class PgStore:
         # This machine's data dir (set by open_store): where the runs that ended while the store was away are
         # listed (:meth:`heal`). None: nothing is caught up by this store object.
         self.data_dir: Path | None = None
+        self.healer: Callable[[], object] | None = None
         self._next_heal = 0.0
         self._psycopg = psycopg
         try:
@@ -221,9 +221,10 @@ class PgStore:
         self._update("cost", (usd, self.key(path)))
 
     def heal(self, force: bool = False) -> None:
-        """Catch up this machine's runs that ended while the store was away (:mod:`console.engine.store.catchup`):
-        one look at a folder of the data dir when none is waiting; at most every :data:`HEAL_EVERY` seconds."""
-        if self.data_dir is None:
+        """Catch up this machine's runs that ended while the store was away (:attr:`healer`, set by open_store:
+        console.engine.store.catchup): one look at a folder of the data dir when none is waiting; at most every
+        :data:`HEAL_EVERY` seconds."""
+        if self.data_dir is None or self.healer is None:
             return
         now = time.monotonic()
         if not force and now < self._next_heal:
@@ -231,13 +232,11 @@ class PgStore:
         self._next_heal = now + HEAL_EVERY
         try:
             if not os.listdir(self.data_dir / "store-behind"):
-                return  # the usual case: nothing waits, and nothing more is imported or read
+                return  # the usual case: nothing waits, and nothing more is read
         except OSError:
             return
-        from console.engine.store.catchup import catch_up_machine
-
         with contextlib.suppress(StoreError, OSError):
-            catch_up_machine(self, self.data_dir)
+            self.healer()
 
     # -- the views' reads (raise StoreError) ------------------------------------------------------------------
     def list(self, limit: int = 50) -> builtins.list[JobRow]:

@@ -34,10 +34,13 @@ def open_store(url: str | None, embedded_path: Path, *, lenient: bool = False) -
         from console.engine.store.postgres import PgStore  # psycopg only when a shared store is used
 
         assert url is not None
+        from console.engine.store.catchup import healer
+
         store = PgStore(url, lenient=lenient)
         # Runs of this machine that ended while the store was away are caught up by whatever opens it next (one
         # look at a folder of the data dir when none waits; see console.engine.store.catchup).
         store.data_dir = embedded_path.parent
+        store.healer = healer(store, store.data_dir)
         if store.error is None:
             store.heal()
         return store
