@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -29,9 +29,6 @@ from console.engine import failpoints
 from console.engine.job import JobPaths
 from console.engine.store.base import FINISHED, StoreError, folder_gone
 from console.engine.store.marker import POINTERS, Pointer, SyncLock, clear_marker, read_marker
-
-if TYPE_CHECKING:
-    from console.engine.events import NeedReason
 
 BUDGET = 10.0  # seconds a catch-up spends at most (the runs left wait for the next one)
 
@@ -113,23 +110,14 @@ def catch_up_run(store: Any, paths: JobPaths, data_dir: Path | None, *, deadline
 
 
 def ship_log(store: Any, paths: JobPaths, deadline: float) -> None:
-    """Every line of the folder's log the store lacks (a link of its own that never starts its thread)."""
-    from console.engine import events as ev  # only when a marker waits: `jobs` stays light
-    from console.engine.store.link import StoreLink
+    """Every line of the folder's log the store lacks (by seq and digest: what it has is not sent again)."""
+    from console.engine.store.shipper import LogShipper  # only when a marker waits: `jobs` stays light
 
-    link = StoreLink(store, paths, ev.EventStream(None), _NoOperator(), owner="catch-up",
-                     now=lambda: datetime.now(UTC))
-    while link._ship():
+    shipper = LogShipper(store, paths, now=lambda: datetime.now(UTC))
+    while shipper._ship():
         failpoints.hit("store-catchup")
         if time.monotonic() >= deadline:
             raise StoreError("the catch-up ran out of time: the rest is shipped by the next one")
-
-
-class _NoOperator:
-    """A catch-up's link never asks anyone (it never runs its thread): the operator's state it is given."""
-
-    needs: NeedReason | None = None
-    paused = False
 
 
 def healer(store: Any, data_dir: Path) -> Any:
