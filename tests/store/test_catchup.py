@@ -264,3 +264,22 @@ def test_a_markers_updates_are_the_stores_own_and_nothing_else() -> None:
             Behind.model_validate({**base, "updates": bad})
     with pytest.raises(ValidationError):
         Behind.model_validate({**base, "key": "../../etc"})
+
+
+def test_a_link_ships_even_where_its_sync_lock_cannot_be_made(make_job, pg_url: str) -> None:
+    """Something that is no file where the sync lock goes: the link never waits for a lock it cannot have."""
+    paths = make_job()
+    paths.state.mkdir(parents=True, exist_ok=True)
+    (paths.state / "store-sync.lock").mkdir()
+    store = PgStore(pg_url)
+    clock = FakeClock()
+    stream = ev.EventStream(paths.events, clock)
+    link = StoreLink(store, paths, stream, OperatorState(), owner="test:1:r", now=clock.now)
+    link.start()
+    try:
+        stream.emit(ev.ErrorEvent, message="one", where="test", recoverable=True)
+        wait_until(lambda: store_seqs(pg_url, paths.root) == [1], 30, "the event in the store")
+    finally:
+        stream.close()
+        link.close()
+    store.close()

@@ -126,7 +126,7 @@ class StoreLink(LogShipper):
         self._close_listen()
         deadline = time.monotonic() + self.exit_wait
         if self.sync._fd is None:  # the thread never had it (a catch-up held it all the run's short life)
-            while not self.sync.take(wait=False) and time.monotonic() < deadline:
+            while not self.sync.take(wait=False) and not self.sync.unavailable and time.monotonic() < deadline:
                 time.sleep(0.1)
             if self.sync._fd is not None:
                 self._take_marker()
@@ -192,7 +192,7 @@ class StoreLink(LogShipper):
     # -- the thread -----------------------------------------------------------------------------------------
     def _run(self) -> None:
         # Who keeps the store in step with this folder: a catch-up of another process that holds it ends soon.
-        while not self.sync.take(wait=False):
+        while not self.sync.take(wait=False) and not self.sync.unavailable:
             if self._stop.wait(0.2):
                 return
         self._take_marker()

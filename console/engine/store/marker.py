@@ -109,11 +109,13 @@ class SyncLock:
     def __init__(self, paths: JobPaths) -> None:
         self.path = paths.state / SYNC_LOCK
         self._fd: int | None = None
+        self.unavailable = False
 
     def take(self, wait: bool) -> bool:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
         except OSError:
+            self.unavailable = True  # no lock can be had here (a folder not writable): never waited for
             return False
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
