@@ -107,8 +107,8 @@ def bench_appends(url: str | None, base: Path, n: int, rate: float, seconds: flo
         for r in runners:
             orig = r.store.append_events
 
-            def timed(key: str, lines: list[Any], orig: Any = orig, r: Runner = r) -> None:
-                orig(key, lines)
+            def timed(key: str, lines: list[Any], *more: Any, orig: Any = orig, r: Runner = r) -> None:
+                orig(key, lines, *more)
                 now = time.time()
                 lat.extend(now - r.emitted_at[seq] for seq, *_ in lines if seq in r.emitted_at)
 

@@ -20,10 +20,11 @@ A store that stays down past ``down_limit`` seconds asks the operator (a ``needs
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import queue
 import random
+import select
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -35,42 +36,47 @@ from console.engine.control import write_inbox
 from console.engine.job import JobPaths
 from console.engine.needs import OperatorState, answered, ask_operator
 from console.engine.store.base import StoreError
-from console.engine.store.postgres import COMMANDS_CHANNEL, PgStore
+from console.engine.store.marker import (
+    MARKER,
+    Behind,
+    SyncLock,
+    Update,
+    clear_marker,
+    now_text,
+    read_marker,
+    write_marker,
+)
+from console.engine.store.postgres import COMMANDS_CHANNEL, CONNECT_TIMEOUT, PgStore
+from console.engine.store.schema import EPOCH_SHIFT
+from console.engine.store.shipper import LogShipper
 
 LEASE_SECONDS = 25.0
 HEARTBEAT = 5.0
 TICK = 0.2  # how often the log is looked at for new lines (a command's NOTIFY wakes the link at once)
 COMMAND_SWEEP = 5.0  # commands are also looked for this often: a NOTIFY sent while the link was away is not lost
-BATCH = 500
 DOWN_LIMIT = 120.0
 BACKOFF_FIRST, BACKOFF_CAP = 0.5, 10.0
-FINAL_FLUSH = 3.0  # seconds a closing run gives the store to take its last events (the next run ships any rest)
+# Seconds a closing run waits at most for a store that is away to take its last events and its final status
+# (AGENT_CONSOLE_STORE_EXIT_WAIT); past it the run leaves a marker and whatever next opens the store on this machine
+# catches it up (console.engine.store.catchup).
+EXIT_WAIT = 30.0
 
 
 class LeaseHeld(Exception):
     """Another runner holds a current lease on this run (another machine runs it)."""
 
 
-class StoreLink:
+class StoreLink(LogShipper):
     def __init__(self, store: PgStore, paths: JobPaths, events: ev.EventStream, operator: OperatorState, *,
                  owner: str, now: Callable[[], datetime], down_limit: float = DOWN_LIMIT,
-                 rng: random.Random | None = None) -> None:
-        self.store = store
-        self.paths = paths
+                 rng: random.Random | None = None, exit_wait: float = EXIT_WAIT,
+                 say: Callable[[str], None] | None = None) -> None:
+        super().__init__(store, paths, now)
         self.events = events
         self.operator = operator
         self.owner = owner
-        self.now = now
         self.down_limit = down_limit
         self.rng = rng or random.Random()
-        self.key = store.key(paths.root)
-        self.offset = 0  # the byte of events.jsonl read up to
-        self.shipped = 0  # the highest seq shipped
-        # While the log is read again from its start (the link's first pass, and after the store was away): the
-        # seqs the store holds, so that every hole is filled (a crashed server may lose what it acknowledged).
-        self.have: set[int] | None = None
-        self.rescan = True
-        self.seen_commands: set[str] = set()  # command ids in the log (operator_command events)
         self.written: set[str] = set()  # command ids this link wrote into the inbox
         self.down_since: float | None = None
         self.asked = False
@@ -82,6 +88,11 @@ class StoreLink:
         self._next_sweep = 0.0
         self._wanted = True  # look for commands at the next step
         self.outbox: queue.Queue[tuple[str, tuple[Any, ...]]] = queue.Queue()
+        self.exit_wait = exit_wait
+        self.say = say or _say
+        self.sync = SyncLock(paths)
+        self._marker_seen = False
+        self._marked = 0  # updates of an earlier run's marker still first in the outbox (then the marker goes)
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start(self, lease_wait: float = LEASE_SECONDS + HEARTBEAT) -> None:
@@ -105,20 +116,86 @@ class StoreLink:
         self._thread.start()
 
     def close(self) -> None:
-        """Stop the thread, give the store a last chance at the log and the queued updates, drop the lease."""
+        """Stop the thread, then give the store its last events, the queued updates and the lease back, waiting
+        for it (with the run's backoff) up to :attr:`exit_wait` seconds; a store still away then gets a marker in
+        the folder (and its pointer), so that this machine catches it up later (console.engine.store.catchup)."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=FINAL_FLUSH + 5)
+            self._thread.join(timeout=CONNECT_TIMEOUT + 5)
         self.store.outbox = None
-        deadline = time.monotonic() + FINAL_FLUSH
-        with contextlib.suppress(StoreError):
-            while time.monotonic() < deadline and (self._drain_outbox() or self._ship()):
-                pass
-            self.store.drop_lease(self.key, self.owner)
         self._close_listen()
+        deadline = time.monotonic() + self.exit_wait
+        if self.sync._fd is None:  # the thread never had it (a catch-up held it all the run's short life)
+            while not self.sync.take(wait=False) and not self.sync.unavailable and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if self.sync._fd is not None:
+                self._take_marker()
+        told = False
+        while True:
+            try:
+                self._flush()
+                break
+            except Exception as exc:  # a StoreError, or a link bug: the marker keeps what is owed
+                if not told:
+                    told = True
+                    # Written before the wait too: a runner killed while it waits leaves what it owes behind.
+                    self._leave_marker(exc, final=False)
+                    if self.exit_wait > 0:
+                        self.say(f"the shared store {self.store.shown} is away ({_short(exc)}): waiting up to "
+                                 f"{self.exit_wait:g}s for it to take the run's last events and its final status")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._leave_marker(exc)
+                    break
+                time.sleep(min(self._backoff(), left))
+        self.sync.release()
+
+    def _flush(self) -> None:
+        """Everything owed to the store: the queued updates, every line of the log, the lease; the marker of an
+        earlier end, if any, goes once they are in."""
+        self._drain_outbox()
+        while self._ship():
+            pass
+        self.store.drop_lease(self.key, self.owner)
+        if self._marker_seen:
+            clear_marker(self.paths, self.key, self.store.data_dir)
+
+    def _leave_marker(self, exc: BaseException, final: bool = True) -> None:
+        updates = [Update(op=op, params=list(params)) for op, params in list(self.outbox.queue)]
+        behind = Behind(store=self.store.shown, key=self.key, host=self.store.host, owner=self.owner,
+                        since=now_text(), updates=updates)
+        try:
+            write_marker(self.paths, behind, self.store.data_dir)
+            self._marker_seen = True  # the store's catching up removes it (this link's own flush included)
+            self._marked = 0  # every update it lists is still in the outbox, and it goes once they are applied
+        except OSError as mexc:
+            self.say(f"the shared store {self.store.shown} is still away ({_short(exc)}) and the marker that would "
+                     f"catch it up cannot be written ({mexc.strerror or mexc}): resume the run once the store is "
+                     "back to bring it up to date")
+            return
+        if not final:
+            return
+        self.say(f"the shared store {self.store.shown} is still away ({_short(exc)}): the run's last events and "
+                 f"status wait in its folder (.console/{MARKER}); `agent-console store sync` (or jobs, run, the "
+                 "fleet) on this machine sends them once the store is back")
+
+    def _take_marker(self) -> None:
+        """An earlier end's marker (this folder's store was away then): its updates go first, then it goes."""
+        behind = read_marker(self.paths)
+        self._marker_seen = behind is not None
+        if behind is None or behind.key != self.key:
+            return
+        with self.outbox.mutex:
+            self.outbox.queue.extendleft((u.op, tuple(u.params)) for u in reversed(behind.updates))
+        self._marked = len(behind.updates)
 
     # -- the thread -----------------------------------------------------------------------------------------
     def _run(self) -> None:
+        # Who keeps the store in step with this folder: a catch-up of another process that holds it ends soon.
+        while not self.sync.take(wait=False) and not self.sync.unavailable:
+            if self._stop.wait(0.2):
+                return
+        self._take_marker()
         while not self._stop.is_set():
             try:
                 self._step()
@@ -143,7 +220,7 @@ class StoreLink:
             if last is None:
                 self.events.emit(ev.ErrorEvent, message="another runner took this run's lease in the shared store",
                                  where="store", recoverable=True)
-            elif last < self.shipped and self.have is None:
+            elif last < (self.epoch << EPOCH_SHIFT) + self.shipped and self.have is None:
                 self._rewind()  # the server lost commits it had acknowledged (a crash): they are shipped again
             self._next_lease = now + HEARTBEAT
         if self._wanted or now >= self._next_sweep:
@@ -159,9 +236,13 @@ class StoreLink:
             self._wanted = True  # what was sent while the link did not listen
             return
         try:
-            for note in self._listen.notifies(timeout=seconds, stop_after=1):
-                if note.payload == self.key:
-                    self._wanted = True
+            # The socket waited on without the GIL: psycopg's notifies(timeout=...) polls while it waits, taking
+            # the run's GIL thousands of times a second (4 ms of CPU a second here, against 0.5 this way).
+            ready, _, _ = select.select([self._listen.fileno()], [], [], seconds)
+            if ready:
+                for note in self._listen.notifies(timeout=0, stop_after=1000):
+                    if note.payload == self.key:
+                        self._wanted = True
         except Exception as exc:  # the connection dropped: made again at the next wait
             self._close_listen()
             raise StoreError(f"store {self.store.shown}: the listening connection dropped ({type(exc).__name__})"
@@ -193,10 +274,6 @@ class StoreLink:
                          "from its folder, and other machines do not see it until the store is back",
                          [str(exc)], pause=False)
 
-    def _rewind(self) -> None:
-        """Read the log again from its start, shipping every event the store lacks."""
-        self.offset, self.have, self.rescan = 0, None, True
-
     def _came_back(self) -> None:
         self._next_lease = 0.0
         self.down_since, self.failures = None, 0
@@ -210,69 +287,17 @@ class StoreLink:
         did = False
         while True:
             try:
-                sql, params = self.outbox.queue[0]
+                op, params = self.outbox.queue[0]
             except IndexError:
                 return did
-            self.store.execute(sql, params)
+            self.store.apply(op, params)
             self.outbox.get_nowait()
             did = True
-
-    # -- events ---------------------------------------------------------------------------------------------
-    def _ship(self) -> bool:
-        """Send one batch of the log's lines the store lacks; True if there may be more."""
-        if self.rescan:
-            # Its row first (a store that was away at the start missed it): the events belong to it.
-            self.store.ensure_run(self.paths.root, self.paths.root.name, self.now())
-            self.have, self.rescan = self.store.seqs(self.key), False
-        try:
-            size = os.stat(self.paths.events).st_size
-        except OSError:
-            return False
-        if size < self.offset:  # the log was moved aside (corrupt) and started anew: read it from its start
-            self.offset = 0
-        if size == self.offset:
-            self.have = None  # caught up: from here on, what is new is what is after the highest seq shipped
-            return False
-        with open(self.paths.events, "rb") as fh:
-            fh.seek(self.offset)
-            data = fh.read(4 << 20)
-        end = data.rfind(b"\n")
-        if end < 0:
-            return False  # a line being written: its end comes with the next look
-        batch: list[tuple[int, str | None, str, str]] = []
-        used = 0
-        for raw in data[: end + 1].splitlines(keepends=True):
-            if len(batch) >= BATCH:
-                break
-            used += len(raw)
-            line = self._line(raw)
-            if line is not None and (line[0] not in self.have if self.have is not None else line[0] > self.shipped):
-                batch.append(line)
-        if batch:
-            self.store.append_events(self.key, batch)
-            self.shipped = max(self.shipped, max(seq for seq, *_ in batch))
-        self.offset += used
-        if self.have is not None and self.offset >= size:
-            self.shipped, self.have = max(self.shipped, max(self.have, default=0)), None
-        return self.offset < size
-
-    def _line(self, raw: bytes) -> tuple[int, str | None, str, str] | None:
-        """(seq, ts, type, the JSON) of one log line, or None for a line that is no event we wrote."""
-        try:
-            doc = json.loads(raw)
-        except (ValueError, RecursionError):
-            return None
-        if not isinstance(doc, dict):
-            return None
-        seq, kind, ts = doc.get("seq"), doc.get("type"), doc.get("ts")
-        if type(seq) is not int or not 0 <= seq < 2**63 or not isinstance(kind, str):
-            return None
-        if kind == "operator_command" and isinstance(cid := doc.get("command_id"), str):
-            self.seen_commands.add(cid)
-        body = raw.decode("utf-8", "replace").strip()
-        if "\\u0000" in body:  # jsonb cannot hold NUL: the store's copy shows it as U+FFFD (the file keeps it)
-            body = json.dumps(_no_nul(doc), ensure_ascii=False)
-        return seq, _timestamp(ts), kind[:100], body
+            if self._marked:
+                self._marked -= 1
+                if not self._marked and self._marker_seen:  # an earlier end's updates are in: its marker goes
+                    clear_marker(self.paths, self.key, self.store.data_dir)
+                    self._marker_seen = False
 
     # -- commands -------------------------------------------------------------------------------------------
     def _deliver(self) -> None:
@@ -307,25 +332,23 @@ class StoreLink:
             raise StoreError(f"the inbox cannot be written: {exc.strerror or exc}") from None
 
 
-def _timestamp(value: object) -> str | None:
-    """An event's ``ts`` if it is one PostgreSQL takes (a line that says otherwise is still stored, without it)."""
-    if not isinstance(value, str):
-        return None
+def _say(text: str) -> None:
+    """The runner's own output (its log): the events file is closed by the time the link's last words come."""
+    with contextlib.suppress(Exception):
+        print(f"agent-console: {text}", file=sys.stderr, flush=True)
+
+
+def _short(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:300]
+
+
+def exit_wait_setting() -> float:
+    """AGENT_CONSOLE_STORE_EXIT_WAIT (seconds, 0 to 3600), else :data:`EXIT_WAIT`."""
     try:
-        datetime.fromisoformat(value)
+        value = float(os.environ.get("AGENT_CONSOLE_STORE_EXIT_WAIT", EXIT_WAIT))
     except ValueError:
-        return None
-    return value
-
-
-def _no_nul(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.replace("\x00", "\ufffd")
-    if isinstance(value, dict):
-        return {_no_nul(k): _no_nul(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_no_nul(v) for v in value]
-    return value
+        return EXIT_WAIT
+    return min(3600.0, max(0.0, value)) if value == value else EXIT_WAIT
 
 
 def link_run(store: object, paths: JobPaths, events: ev.EventStream, operator: OperatorState, run: str | None,
@@ -334,6 +357,7 @@ def link_run(store: object, paths: JobPaths, events: ev.EventStream, operator: O
     another runner holds the run's lease."""
     if not isinstance(store, PgStore):
         return None
-    link = StoreLink(store, paths, events, operator, owner=f"{store.host}:{os.getpid()}:{run or ''}"[:200], now=now)
+    link = StoreLink(store, paths, events, operator, owner=f"{store.host}:{os.getpid()}:{run or ''}"[:200], now=now,
+                     exit_wait=exit_wait_setting())
     link.start()
     return link

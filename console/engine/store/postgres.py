@@ -18,22 +18,46 @@ import builtins  # the class's own `list` method shadows the type in its annotat
 import contextlib
 import hashlib
 import json
+import os
 import queue
 import re
+import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from console.engine.store.base import COLUMNS, FINISHED, NEEDS_YOU, JobRow, StoreError, shown_store_url, this_host
-from console.engine.store.schema import SchemaTooNew, migrate
+from console.engine.store.schema import EPOCH_SHIFT, SchemaTooNew, migrate
 
 EVENTS_CHANNEL = "agent_console_events"
 COMMANDS_CHANNEL = "agent_console_commands"
 CONNECT_TIMEOUT = 5  # seconds: a store that cannot be reached is told within this, never waited on for long
 POOL_MAX = 4
 _ROW = ", ".join(COLUMNS) + ", host, key, (lease_expires IS NOT NULL AND lease_expires > now())"
+
+
+HEAL_EVERY = 30.0  # seconds between two looks for runs to catch up (the fleet's poll lists often)
+
+# The engine's updates of the runs table, by name: queued by a runner's link, and kept by name in the marker of a
+# run whose store was away at its end (console.engine.store.catchup), never as SQL read back from a file.
+UPDATES: dict[str, str] = {
+    "started": """INSERT INTO runs (key, id, host, path, name, status, provider, model, started_at, updated_at)
+               VALUES (%s, %s, %s, %s, %s, 'running', %s, %s, %s, %s)
+               ON CONFLICT (key) DO UPDATE SET status='running', provider=EXCLUDED.provider, model=EXCLUDED.model,
+               updated_at=EXCLUDED.updated_at, detail=NULL, needs_since=NULL, host=EXCLUDED.host, path=EXCLUDED.path,
+               id=EXCLUDED.id WHERE runs.status <> 'completed'""",
+    "completed": "UPDATE runs SET status='completed', completed_at=%s, updated_at=%s, confidence=%s, summary=%s, "
+                 "needs_since=NULL WHERE key=%s",
+    "ended": "UPDATE runs SET status=%s, updated_at=%s, detail=%s, needs_since=NULL WHERE key=%s AND "
+             "status <> 'completed'",
+    "needs": f"UPDATE runs SET status='{NEEDS_YOU}', updated_at=%s, detail=%s, needs_since=COALESCE(needs_since, %s) "
+             "WHERE key=%s AND status <> 'completed'",
+    "answered": f"UPDATE runs SET status='running', updated_at=%s, detail=NULL, needs_since=NULL WHERE key=%s AND "
+                f"status='{NEEDS_YOU}'",
+    "cost": "UPDATE runs SET cost_usd=%s WHERE key=%s",
+}
 
 
 STORE_ID = "store-id"  # in the run's .console/: its key in a shared store
@@ -92,6 +116,11 @@ class PgStore:
         # Set while a runner's link runs: the engine's updates go through it (never block a turn).
         self.outbox: queue.Queue[tuple[str, tuple[Any, ...]]] | None = None
         self._keys: dict[str, str] = {}
+        # This machine's data dir (set by open_store): where the runs that ended while the store was away are
+        # listed (:meth:`heal`). None: nothing is caught up by this store object.
+        self.data_dir: Path | None = None
+        self.healer: Callable[[], object] | None = None
+        self._next_heal = 0.0
         self._psycopg = psycopg
         try:
             self.pool = ConnectionPool(url, min_size=1, max_size=pool_max, timeout=CONNECT_TIMEOUT, open=True,
@@ -150,14 +179,19 @@ class PgStore:
         return self._keys[where]
 
     # -- the engine's updates (never raise: :attr:`error` says what failed) -----------------------------------
-    def _update(self, sql: str, params: tuple[Any, ...]) -> None:
+    def _update(self, op: str, params: tuple[Any, ...]) -> None:
         if self.outbox is not None:
-            self.outbox.put((sql, params))  # the runner's link applies it, in order, retrying while down
+            self.outbox.put((op, params))  # the runner's link applies it, in order, retrying while down
             return
         try:
-            self.execute(sql, params)
+            self.apply(op, params)
         except StoreError as exc:
             self.error = str(exc)
+
+    def apply(self, op: str, params: tuple[Any, ...] | builtins.list[Any]) -> None:
+        """Apply one of the engine's updates (:data:`UPDATES`, by name: a marker of a run whose store was away
+        keeps the names and values, never SQL). Each sets values, so applying a sequence again ends the same."""
+        self.execute(UPDATES[op], tuple(params))
 
     def execute(self, sql: str, params: tuple[Any, ...]) -> None:
         with self.connection() as conn:
@@ -165,41 +199,48 @@ class PgStore:
 
     def started(self, path: Path, name: str, provider: str, model: str, now: datetime) -> None:
         ts = now.isoformat(timespec="seconds")
-        self._update(
-            """INSERT INTO runs (key, id, host, path, name, status, provider, model, started_at, updated_at)
-               VALUES (%s, %s, %s, %s, %s, 'running', %s, %s, %s, %s)
-               ON CONFLICT (key) DO UPDATE SET status='running', provider=EXCLUDED.provider, model=EXCLUDED.model,
-               updated_at=EXCLUDED.updated_at, detail=NULL, needs_since=NULL, host=EXCLUDED.host, path=EXCLUDED.path,
-               id=EXCLUDED.id WHERE runs.status <> 'completed'""",
-            (self.key(path), _short_id(path), self.host, str(path), name, provider, model, ts, ts))
+        self._update("started", (self.key(path), _short_id(path), self.host, str(path), name, provider, model, ts, ts))
 
     def completed(self, path: Path, now: datetime, confidence: float, summary: str) -> None:
         ts = now.isoformat(timespec="seconds")
-        self._update("UPDATE runs SET status='completed', completed_at=%s, updated_at=%s, confidence=%s, summary=%s, "
-                     "needs_since=NULL WHERE key=%s", (ts, ts, confidence, summary, self.key(path)))
+        self._update("completed", (ts, ts, confidence, summary, self.key(path)))
 
     def ended(self, path: Path, status: str, now: datetime, detail: str = "") -> None:
-        self._update("UPDATE runs SET status=%s, updated_at=%s, detail=%s, needs_since=NULL "
-                     "WHERE key=%s AND status <> 'completed'",
-                     (status, now.isoformat(timespec="seconds"), detail, self.key(path)))
+        self._update("ended", (status, now.isoformat(timespec="seconds"), detail, self.key(path)))
 
     def needs(self, path: Path, reason: str, message: str, now: datetime) -> None:
         ts = now.isoformat(timespec="seconds")
-        self._update(f"UPDATE runs SET status='{NEEDS_YOU}', updated_at=%s, detail=%s, "
-                     "needs_since=COALESCE(needs_since, %s) WHERE key=%s AND status <> 'completed'",
-                     (ts, f"{reason}: {message}"[:2000], ts, self.key(path)))
+        self._update("needs", (ts, f"{reason}: {message}"[:2000], ts, self.key(path)))
 
     def answered(self, path: Path, now: datetime) -> None:
-        self._update(f"UPDATE runs SET status='running', updated_at=%s, detail=NULL, needs_since=NULL "
-                     f"WHERE key=%s AND status='{NEEDS_YOU}'", (now.isoformat(timespec="seconds"), self.key(path)))
+        self._update("answered", (now.isoformat(timespec="seconds"), self.key(path)))
 
     def cost(self, path: Path, usd: float | None) -> None:
         if usd is not None and not (usd >= 0 and usd < float("inf")):
             return
-        self._update("UPDATE runs SET cost_usd=%s WHERE key=%s", (usd, self.key(path)))
+        self._update("cost", (usd, self.key(path)))
+
+    def heal(self, force: bool = False) -> None:
+        """Catch up this machine's runs that ended while the store was away (:attr:`healer`, set by open_store:
+        console.engine.store.catchup): one look at a folder of the data dir when none is waiting; at most every
+        :data:`HEAL_EVERY` seconds."""
+        if self.data_dir is None or self.healer is None:
+            return
+        now = time.monotonic()
+        if not force and now < self._next_heal:
+            return
+        self._next_heal = now + HEAL_EVERY
+        try:
+            if not os.listdir(self.data_dir / "store-behind"):
+                return  # the usual case: nothing waits, and nothing more is read
+        except OSError:
+            return
+        with contextlib.suppress(StoreError, OSError):
+            self.healer()
 
     # -- the views' reads (raise StoreError) ------------------------------------------------------------------
     def list(self, limit: int = 50) -> builtins.list[JobRow]:
+        self.heal()
         with self.connection() as conn:
             rows = conn.execute(f"SELECT {_ROW} FROM runs ORDER BY started_at DESC, path DESC LIMIT %s",
                                 (limit,)).fetchall()
@@ -207,6 +248,7 @@ class PgStore:
 
     def list_live_and_recent(self, recent: int) -> tuple[builtins.list[JobRow], int]:
         done = builtins.list(FINISHED)
+        self.heal()
         with self.connection() as conn:
             live = conn.execute(f"SELECT {_ROW} FROM runs WHERE status <> ALL(%s)", (done,)).fetchall()
             ended = conn.execute(f"SELECT {_ROW} FROM runs WHERE status = ANY(%s) ORDER BY started_at DESC, "
@@ -243,9 +285,28 @@ class PgStore:
         return int(r[0]) if r else -1
 
     def seqs(self, key: str) -> set[int]:
-        """Every seq of the run's events the store holds (a link's catch-up looks for the holes)."""
+        """Every seq of the run's events the store holds, whatever the generation of its log."""
         with self.connection() as conn:
             return {int(s) for (s,) in conn.execute("SELECT seq FROM events WHERE run_key=%s", (key,))}
+
+    def held(self, key: str) -> tuple[int, dict[int, builtins.list[tuple[int, int | None]]]]:
+        """The run's current log generation, and for each seq the store holds: (generation, digest) of each copy
+        (a link's catch-up looks for the holes, and for a log started again)."""
+        with self.connection() as conn:
+            r = conn.execute("SELECT log_epoch FROM runs WHERE key=%s", (key,)).fetchone()
+            out: dict[int, builtins.list[tuple[int, int | None]]] = {}
+            for seq, epoch, digest in conn.execute("SELECT seq, epoch, digest FROM events WHERE run_key=%s", (key,)):
+                out.setdefault(int(seq), []).append((int(epoch), None if digest is None else int(digest)))
+        return (int(r[0]) if r else 0), out
+
+    def new_epoch(self, key: str) -> int:
+        """Start a new generation of the run's log in the store (its log was moved aside and begun again)."""
+        with self.connection() as conn:
+            r = conn.execute("UPDATE runs SET log_epoch = log_epoch + 1 WHERE key=%s RETURNING log_epoch",
+                             (key,)).fetchone()
+        if r is None:
+            raise StoreError(f"store {self.shown}: no such run")
+        return int(r[0])
 
     def ensure_run(self, path: Path, name: str, now: datetime) -> None:
         """A row for a run whose start the store missed (it was down): its events need one to belong to."""
@@ -254,24 +315,36 @@ class PgStore:
                      "VALUES (%s, %s, %s, %s, %s, 'running', %s, %s) ON CONFLICT (key) DO NOTHING",
                      (self.key(path), _short_id(path), self.host, str(path), name, ts, ts))
 
-    def append_events(self, key: str, lines: builtins.list[tuple[int, str | None, str, str]]) -> None:
-        """Store events (seq, ts, type, the JSON line) of one run; those it has already are left as they are
-        (a redelivery after a kill). One transaction, then NOTIFY so that followers wake."""
+    def append_events(self, key: str, lines: builtins.list[tuple[int, str | None, str, str]],
+                      epoch: int = 0, digests: builtins.list[int | None] | None = None) -> None:
+        """Store events (seq, ts, type, the JSON line) of one run, in generation ``epoch`` of its log; those it has
+        already are left as they are (a redelivery after a kill). One statement (the rows, the run's last pos, then
+        NOTIFY so that followers wake): one round trip, and little of the runner's CPU. :class:`BadLines` when a
+        line is no JSON the server takes (none of the batch is stored then)."""
         if not lines:
             return
-        with self.connection() as conn, conn.transaction():
-            with conn.cursor() as cur:
-                cur.executemany("INSERT INTO events (run_key, seq, ts, type, body) VALUES (%s, %s, %s, %s, %s) "
-                                "ON CONFLICT (run_key, seq) DO NOTHING",
-                                [(key, seq, ts, kind, body) for seq, ts, kind, body in lines])
-            conn.execute("UPDATE runs SET last_seq = GREATEST(last_seq, %s) WHERE key=%s",
-                         (max(seq for seq, *_ in lines), key))
-            conn.execute("SELECT pg_notify(%s, %s)", (EVENTS_CHANNEL, key))
+        seqs, stamps, kinds, bodies = (builtins.list(column) for column in zip(*lines, strict=True))
+        sums = digests if digests is not None else [None] * len(seqs)
+        try:
+            with self.connection() as conn:
+                conn.execute(
+                    "WITH rows AS (INSERT INTO events (run_key, epoch, seq, ts, type, body, digest) "
+                    "SELECT %s, %s, s, t, k, b::jsonb, d FROM unnest(%b::bigint[], %b::timestamptz[], %b::text[], "
+                    "%b::text[], %b::bigint[]) AS u(s, t, k, b, d) ON CONFLICT (run_key, epoch, seq) DO NOTHING), "
+                    "seen AS (UPDATE runs SET last_seq = GREATEST(last_seq, %s) WHERE key=%s) "
+                    "SELECT pg_notify(%s, %s)",
+                    (key, epoch, seqs, stamps, kinds, bodies, sums, (epoch << EPOCH_SHIFT) + max(seqs), key,
+                     EVENTS_CHANNEL, key))
+        except StoreError as exc:
+            if isinstance(exc.__context__, self._psycopg.errors.DataError):
+                raise BadLines(str(exc)) from None
+            raise
 
     def events_after(self, key: str, seq: int, limit: int = 2000) -> builtins.list[tuple[int, dict[str, Any]]]:
-        """The run's events after ``seq``, in order (at most ``limit``)."""
+        """The run's events after ``seq``, in order (at most ``limit``). ``seq`` is the store's order of the
+        run's events (``pos``): the events' own seq for a log never moved aside, then each later generation's."""
         with self.connection() as conn:
-            rows = conn.execute("SELECT seq, body FROM events WHERE run_key=%s AND seq > %s ORDER BY seq LIMIT %s",
+            rows = conn.execute("SELECT pos, body FROM events WHERE run_key=%s AND pos > %s ORDER BY pos LIMIT %s",
                                 (key, seq, limit)).fetchall()
         return [(int(s), b) for s, b in rows]
 
@@ -282,8 +355,8 @@ class PgStore:
             return []
         keys, seqs = zip(*after.items(), strict=True)
         with self.connection() as conn:
-            rows = conn.execute("SELECT e.run_key, e.seq, e.body FROM unnest(%s::text[], %s::bigint[]) AS c(k, s) "
-                                "JOIN events e ON e.run_key = c.k AND e.seq > c.s ORDER BY e.run_key, e.seq LIMIT %s",
+            rows = conn.execute("SELECT e.run_key, e.pos, e.body FROM unnest(%s::text[], %s::bigint[]) AS c(k, s) "
+                                "JOIN events e ON e.run_key = c.k AND e.pos > c.s ORDER BY e.run_key, e.pos LIMIT %s",
                                 (builtins.list(keys), builtins.list(seqs), limit)).fetchall()
         return [(k, int(s), b) for k, s, b in rows]
 
@@ -346,6 +419,10 @@ class PgStore:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.pool.close()
+
+
+class BadLines(StoreError):
+    """A batch of log lines the server refused as data (a line that is no JSON it takes): none was stored."""
 
 
 def _short_id(path: str | Path) -> str:

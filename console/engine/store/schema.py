@@ -56,7 +56,22 @@ CREATE TABLE commands (
 );
 CREATE INDEX commands_undelivered ON commands (run_key, created_at) WHERE delivered_at IS NULL;
 """),
+    # A run's log moved aside (damaged lines, or not a file) and started again may reuse seqs the store holds:
+    # its events are a new generation (epoch) of the run's log, kept beside the old one, never dropped as
+    # duplicates. digest: of the line as the file has it (a seq held with another digest is a new generation).
+    # pos: the order followers read in, and the cursor they keep (the seq itself for a log never moved aside).
+    # runs.last_seq is the last pos.
+    (2, """
+ALTER TABLE events ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE events ADD COLUMN digest BIGINT;
+ALTER TABLE events ADD COLUMN pos BIGINT GENERATED ALWAYS AS ((epoch::bigint << 40) + seq) STORED;
+ALTER TABLE events DROP CONSTRAINT events_pkey;
+ALTER TABLE events ADD PRIMARY KEY (run_key, epoch, seq);
+CREATE UNIQUE INDEX events_pos ON events (run_key, pos);
+ALTER TABLE runs ADD COLUMN log_epoch INTEGER NOT NULL DEFAULT 0;
+"""),
 )
+EPOCH_SHIFT = 40  # pos = epoch << 40 + seq: a log's seqs stay below 2**40
 LATEST = MIGRATIONS[-1][0]
 
 

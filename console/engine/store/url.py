@@ -28,12 +28,22 @@ def check_store_url(url: str) -> str:
 def open_store(url: str | None, embedded_path: Path, *, lenient: bool = False) -> Store:
     """The store a setting names: PostgreSQL for a ``postgresql://`` URL, else the embedded SQLite file at
     ``embedded_path``. :class:`StoreError` (one line, no password) when a PostgreSQL store cannot be used
-    (``lenient``: only when it never could, such as a schema too new; one away now is in its ``error``)."""
+    (``lenient``: only when it never could, such as a schema too new; one away now is in its ``error``).
+    A PostgreSQL store catches up this machine's runs whose end it missed (:meth:`PgStore.heal`)."""
     if is_shared_url(url):
         from console.engine.store.postgres import PgStore  # psycopg only when a shared store is used
 
         assert url is not None
-        return PgStore(url, lenient=lenient)
+        from console.engine.store.catchup import healer
+
+        store = PgStore(url, lenient=lenient)
+        # Runs of this machine that ended while the store was away are caught up by whatever opens it next (one
+        # look at a folder of the data dir when none waits; see console.engine.store.catchup).
+        store.data_dir = embedded_path.parent
+        store.healer = healer(store, store.data_dir)
+        if store.error is None:
+            store.heal()
+        return store
     if url:
         raise StoreError(f"store {shown_store_url(url)!r}: not a postgresql:// URL")
     from console.engine.store.embedded import JobStore
