@@ -104,6 +104,8 @@ class StatusLine(Widget):
         self.now = now
         self.attached = attached
         self.runner_pid: int | None = None
+        self.runner_host = ""  # a run of another machine: which one (its pid is that machine's)
+        self.store_problem: str | None = None  # a run followed from a shared store that cannot be read now
         self.last_plain = ""
 
     def state_badge(self, short: bool = False) -> str:
@@ -120,7 +122,8 @@ class StatusLine(Widget):
         elif short:
             return ""
         if self.attached and not st.ended:
-            return f" {status} · pid {self.runner_pid} " if self.runner_pid else " not running (review) "
+            where = f" on {self.runner_host}" if self.runner_host else ""
+            return f" {status} · pid {self.runner_pid}{where} " if self.runner_pid else " not running (review) "
         if self.attached:
             return f" {status} · review "
         return f" {status} "
@@ -137,6 +140,9 @@ class StatusLine(Widget):
         short = self.state_badge(short=True)
         out.append(Part(0, Content.styled(self.state_badge(), style),
                         short=Content.styled(short, style) if short else None))
+        if self.store_problem:  # what is shown may be behind the run: said at every width
+            out.append(Part(0, Content.styled(f" STORE AWAY: {self.store_problem}; retrying ",
+                                              "bold reverse $text-error"), 16))
         sandbox = st.guards.sandbox
         if sandbox is not None and sandbox.mode != "confined":
             # Said at every width: the job's commands run without a sandbox, or are refused for want of one.

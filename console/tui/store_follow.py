@@ -1,0 +1,198 @@
+"""Following a run of another machine from the shared store (an attached console): the same job as
+:func:`console.tui.follow.follow_log`, with the store's ``events`` table for the log and its lease for the lock.
+
+History first, newest first for a long one (as the local attach does for a long log): the newest messages and
+the last event of each state-bearing kind fill the panes, then the whole history is folded here and handed over.
+Then live: a connection of its own LISTENs on the events channel and the store is read when the run's link says
+it shipped events (a NOTIFY), or every :data:`SAFETY_LOOK` seconds should one be lost. The lease is read every
+:data:`RUNNER_INTERVAL` (a row, not the events).
+
+A store that cannot be reached is said (the controller's ``problem``, shown in the status line) and tried again
+every :data:`RETRY` seconds; the view goes on from where it was once it is back. Runs on a worker thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from console.engine import events as ev
+from console.tui.bridge import EventBridge
+from console.tui.commands import StoreController
+from console.tui.follow import DRAW_FIRST, QUICK_KEEP, SEED_TYPES, Cancellable, Folded, split_history, worker_sleep
+
+PAGE = 2000  # events read at a time
+# A history longer than this (events) is shown newest first: its newest TAIL events are read and drawn before
+# the whole of it is folded.
+QUICK_EVENTS = 5000
+TAIL = 3000
+WAIT_STEP = 0.25  # the longest a wait for a NOTIFY lasts (closing never waits longer)
+SAFETY_LOOK = 5.0  # seconds: the events are read at least this often, even without a NOTIFY
+RUNNER_INTERVAL = 1.0  # how often the lease is read
+RETRY = 1.0  # seconds between two tries of a store that cannot be reached
+# The words for a connection that broke (the driver's own may quote the server's address; the next try's
+# StoreError, which never shows a password, says more).
+LOST = "the store's connection was lost"
+
+
+def _parse(rows: list[tuple[int, Any]]) -> list[ev.EventBase]:
+    """The store's event bodies as events; a body that is no event (a damaged or hostile row) is passed over."""
+    out: list[ev.EventBase] = []
+    for _seq, body in rows:
+        try:
+            text = body if isinstance(body, str) else json.dumps(body)
+            out.append(ev.parse_event(text))
+        except (ValueError, TypeError, RecursionError):
+            continue
+    return out
+
+
+class _Pump:
+    """Reads a run's events from the store into the bridge (and notes its plan's last change)."""
+
+    def __init__(self, controller: StoreController, bridge: EventBridge, worker: Cancellable) -> None:
+        self.controller = controller
+        self.bridge = bridge
+        self.worker = worker
+        self.seq = 0
+
+    def read(self, store: Any, upto: int | None = None) -> list[ev.EventBase]:
+        """Every event after :attr:`seq` (up to seq ``upto``), page by page; :attr:`seq` moves past them."""
+        out: list[ev.EventBase] = []
+        while not self.worker.is_cancelled:
+            rows = store.events_after(self.controller.key, self.seq, PAGE)
+            if upto is not None:
+                rows = [r for r in rows if r[0] < upto]
+            if rows:
+                self.seq = rows[-1][0]
+            out.extend(_parse(rows))
+            if len(rows) < PAGE:
+                break
+        self.note(out)
+        return out
+
+    def note(self, events: list[ev.EventBase]) -> None:
+        for e in reversed(events):
+            if isinstance(e, ev.PlanChanged):
+                self.controller.plan = e
+                return
+
+
+def first_read(store: Any, pump: _Pump, keep: int, on_history: Callable[[list[ev.EventBase]], None],
+               make_state: Callable[[], Any], on_folded: Callable[[Folded], None]) -> None:
+    """The history: all of it for a short one (its older part to ``on_history``); newest first for a long one."""
+    controller, bridge, worker = pump.controller, pump.bridge, pump.worker
+    _owner, last = store.runner_of(controller.key)
+    if last <= QUICK_EVENTS:
+        events = pump.read(store)
+        older, newer = split_history(events, keep)
+        if older and not worker.is_cancelled:
+            on_history(older)
+        bridge.push_many(newer)
+        return
+    tail = _parse(store.events_after(controller.key, max(0, last - TAIL), TAIL))
+    _, newer = split_history(tail, min(keep, QUICK_KEEP))
+    if not newer:
+        pump.read(store)
+        return
+    split = newer[0].seq
+    seed = _parse(store.last_of_types(controller.key, split, [t.decode() for t in SEED_TYPES]))
+    pump.note(seed)
+    on_history(seed)
+    bridge.push_many(newer)
+    drawn_by = time.monotonic() + 2.0  # the view draws the newest events first, with the processor to itself
+    while bridge.pending and time.monotonic() < drawn_by and not worker.is_cancelled:
+        time.sleep(0.01)
+    worker_sleep(worker, DRAW_FIRST)
+    if worker.is_cancelled:
+        return
+    state = make_state()
+    older = pump.read(store, upto=split)
+    state.apply_all(older)
+    state.apply_all(newer)
+    pump.note(newer)
+    pump.seq = max(pump.seq, newer[-1].seq)
+    messages = sum(1 for e in older if isinstance(e, ev.AssistantMessage))
+    if not worker.is_cancelled:
+        on_folded(Folded(state, newer[-1].seq, len(older), messages, len(seed)))
+
+
+def follow_store(controller: StoreController, bridge: EventBridge, worker: Cancellable,
+                 on_runner: Callable[[int | None], None],
+                 on_history: Callable[[list[ev.EventBase]], None] | None = None, keep: int = 0,
+                 make_state: Callable[[], Any] | None = None, on_folded: Callable[[Folded], None] | None = None
+                 ) -> None:
+    """Push the run's events into ``bridge`` (history, then each new one), until cancelled; call ``on_runner``
+    with the lease holder's pid (None: none) whenever it, or whether the store can be reached, changes."""
+    from console.engine.store import StoreError
+    from console.engine.store.postgres import EVENTS_CHANNEL
+
+    pump = _Pump(controller, bridge, worker)
+    listen: Any = None
+    first = True
+    woken = True
+    looked = checked = 0.0
+    shown: tuple[int | None, str | None] = (-1, None)
+    try:
+        while not worker.is_cancelled:
+            try:
+                store = controller.store()
+                if listen is None:  # listening before reading: nothing shipped in between is missed
+                    listen = store.listener(EVENTS_CHANNEL)
+                    woken = True
+                now = time.monotonic()
+                if now - checked >= RUNNER_INTERVAL or first:
+                    checked = now
+                    controller.owner = store.runner_of(controller.key)[0]
+                if first:
+                    if on_history is not None and make_state is not None and on_folded is not None and keep > 0:
+                        first_read(store, pump, keep, on_history, make_state, on_folded)
+                    else:
+                        bridge.push_many(pump.read(store))
+                    first, woken, looked = False, False, now
+                if woken or now - looked >= SAFETY_LOOK:
+                    looked = now
+                    events = pump.read(store)
+                    if events and not worker.is_cancelled:
+                        bridge.push_many(events)
+                controller.problem = None
+            except StoreError as exc:
+                controller.problem = str(exc)
+            except Exception:  # the listening connection dropped (the server went away)
+                controller.problem = LOST
+            if controller.problem is not None:
+                _close(listen)
+                listen = None
+                woken = True
+            if (controller.runner_pid(), controller.problem) != shown and not worker.is_cancelled:
+                shown = (controller.runner_pid(), controller.problem)
+                on_runner(shown[0])
+            if controller.problem is not None:
+                worker_sleep(worker, RETRY)
+                continue
+            woken = False
+            try:
+                for note in listen.notifies(timeout=WAIT_STEP, stop_after=1):
+                    if note.payload == controller.key:
+                        woken = True
+            except Exception:  # the server went away: said now, and tried again
+                controller.problem = LOST
+                _close(listen)
+                listen = None
+                woken = True
+                if (controller.runner_pid(), controller.problem) != shown and not worker.is_cancelled:
+                    shown = (controller.runner_pid(), controller.problem)
+                    on_runner(shown[0])
+    finally:
+        _close(listen)
+        controller.close()
+
+
+def _close(conn: Any) -> None:
+    if conn is not None:
+        with contextlib.suppress(Exception):  # a connection already broken: nothing to close
+            conn.close()
+    return None
