@@ -105,8 +105,8 @@ class FleetActions(App[int]):
 
     def open_remote_run(self, row: FleetRow, url: str) -> None:
         """The console of a run of another machine, fed from the shared store (keys through it); q comes back."""
-        from console.tui.commands import StoreController
         from console.tui.screens.run import Run
+        from console.tui.store_follow import StoreController
 
         paths = JobPaths(row.path)  # that machine's folder: named, never read here
         controller = StoreController(url, row.key, row.host, row.id, source="fleet")

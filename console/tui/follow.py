@@ -184,14 +184,11 @@ def follow_log(path: Path, bridge: EventBridge, controller: Controller, worker: 
     ``on_history``: the first read's older part, beyond the newest ``keep`` messages, goes there instead of
     the bridge (replaying 100,000 events through the conversation would cost seconds it throws away).
 
-    A run of another machine (a :class:`~console.tui.commands.StoreController`) is followed from the shared store
-    instead (:func:`console.tui.store_follow.follow_store`): the same events, the lease for the lock."""
-    from console.tui.commands import StoreController
-
-    if isinstance(controller, StoreController):
-        from console.tui.store_follow import follow_store
-
-        follow_store(controller, bridge, worker, on_runner, on_history, keep, make_state, on_folded)
+    A controller that follows its run itself (``follow_events``: a run of another machine, followed from the shared
+    store by :class:`console.tui.store_follow.StoreController`) does, with the same arguments."""
+    own: Callable[..., None] | None = getattr(controller, "follow_events", None)
+    if own is not None:
+        own(bridge, worker, on_runner, on_history, keep, make_state, on_folded)
         return
     offset = 0
     pid: int | None = -1

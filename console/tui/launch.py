@@ -120,7 +120,7 @@ def build_remote_app(url: str, row: Any, *, theme: str | None = None, keymap: Ma
     """The console of a run of another machine (``row``: the shared store's row of it), fed from the store."""
     from console.engine.runs import run_id
     from console.tui.app import ConsoleApp
-    from console.tui.commands import StoreController
+    from console.tui.store_follow import StoreController
 
     rid = run_id(row.path)
     controller = StoreController(url, row.key, row.host, rid)

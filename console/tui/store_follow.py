@@ -9,6 +9,9 @@ it shipped events (a NOTIFY), or every :data:`SAFETY_LOOK` seconds should one be
 
 A store that cannot be reached is said (the controller's ``problem``, shown in the status line) and tried again
 every :data:`RETRY` seconds; the view goes on from where it was once it is back. Runs on a worker thread.
+
+:class:`StoreController` is the run's controller (keys through the store's command queue) and its source: the
+RunScreen's follower hands it the following (``follow_events``), so the screen stays the one for every run.
 """
 
 from __future__ import annotations
@@ -20,11 +23,11 @@ from collections.abc import Callable
 from typing import Any
 
 from console.engine import events as ev
+from console.engine.commands import CommandError
 from console.tui.bridge import EventBridge
-from console.tui.commands import StoreController
 from console.tui.follow import DRAW_FIRST, QUICK_KEEP, SEED_TYPES, Cancellable, Folded, split_history, worker_sleep
 
-PAGE = 2000  # events read at a time
+PAGE = 5000  # events read at a time
 # A history longer than this (events) is shown newest first: its newest TAIL events are read and drawn before
 # the whole of it is folded.
 QUICK_EVENTS = 5000
@@ -36,6 +39,101 @@ RETRY = 1.0  # seconds between two tries of a store that cannot be reached
 # The words for a connection that broke (the driver's own may quote the server's address; the next try's
 # StoreError, which never shows a password, says more).
 LOST = "the store's connection was lost"
+
+
+class StoreController:
+    """A run of another machine sharing the store: commands are rows of the store's queue, which the run's link
+    delivers to its inbox there (what ``agent-console pause ID`` does from here); a lease stands in for the run
+    lock. The follower (:mod:`console.tui.store_follow`) keeps :attr:`owner` and :attr:`problem` current, so the
+    view never waits on the store to ask them."""
+
+    attached = True
+
+    def __init__(self, url: str, key: str, host: str, run_id: str, source: str = "console") -> None:
+        self.url = url
+        self.key = key
+        self.host = host  # the machine whose folder (plan, files) it is
+        self.run_id = run_id
+        self.source = source
+        self.owner: str | None = None  # the current lease's owner ("host:pid:run"); None: no runner holds it
+        self.problem: str | None = None  # the store cannot be read now (one line, no password)
+        self.plan: Any = None  # the run's last plan_changed event (its plan file is on its machine)
+        self._store: Any = None
+        import threading
+
+        self._lock = threading.Lock()
+
+    def store(self) -> Any:
+        """The store (opened at the first use, on the caller's thread); StoreError when it cannot be reached."""
+        with self._lock:
+            if self._store is None:
+                from console.engine.store.postgres import PgStore
+
+                self._store = PgStore(self.url)
+            return self._store
+
+    def runner_pid(self) -> int | None:
+        """The pid of the runner holding the lease (on its machine); None: no runner holds it now."""
+        if self.owner is None:
+            return None
+        parts = self.owner.split(":")
+        return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() and int(parts[1]) > 0 else 1
+
+    def send(self, command: str, **args: Any) -> str | None:
+        import uuid
+
+        from console.engine.control import make_command
+        from console.engine.store import StoreError
+
+        if self.problem is not None:
+            return f"{command} could not be sent: {self.problem}"
+        if self.owner is None:
+            return (f"no runner holds {self.run_id} on {self.host} now (review only); resume it there "
+                    f"(agent-console resume {self.run_id}) or queue commands from the CLI")
+        try:
+            cmd = make_command(command, {k: v for k, v in args.items() if v is not None}, source=self.source,
+                               id=uuid.uuid4().hex)
+            self.store().send_command(self.key, cmd.model_dump(mode="json",
+                                                               include={"id", "command", "args", "source"}))
+        except CommandError as exc:
+            return str(exc)
+        except StoreError as exc:
+            return f"{command} could not be sent: {exc}"
+        return None
+
+    def plan_text(self) -> str:
+        """What the plan pane shows: main_plan.md is in the run's folder, on its machine, and the store carries
+        events, not files; what the events say of the plan (its last ``plan_changed``) is shown."""
+        from console.engine.text import safe_text
+
+        said = (f"*main_plan.md is not shown: this run's folder is on {safe_text(self.host, one_line=True)}, and "
+                "the shared store carries its events, not its files. Read it there, or `agent-console logs "
+                f"{self.run_id}` for the plan's changes.*")
+        plan = self.plan
+        if plan is None:
+            return said + "\n\nNo plan_changed event yet: the agent writes its plan during bootstrap."
+        lines = [said, "", "## What the run's events say of its plan", ""]
+        if plan.error:
+            lines.append(f"- the plan does not parse: {safe_text(plan.error, one_line=True)}")
+        lines.append(f"- {plan.complete} of {plan.phases} phases complete")
+        if plan.current:
+            lines.append(f"- current: {safe_text(plan.current, one_line=True)}")
+        lines.append(f"- as of event {plan.seq} ({plan.ts:%Y-%m-%d %H:%M:%S})")
+        return "\n".join(lines)
+
+    def follow_events(self, bridge: EventBridge, worker: Cancellable, on_runner: Callable[[int | None], None],
+                      on_history: Callable[[list[ev.EventBase]], None] | None = None, keep: int = 0,
+                      make_state: Callable[[], Any] | None = None, on_folded: Callable[[Folded], None] | None = None
+                      ) -> None:
+        """What :func:`console.tui.follow.follow_log` does for a run of this machine: :func:`follow_store`."""
+        follow_store(self, bridge, worker, on_runner, on_history, keep, make_state, on_folded)
+
+    def close(self) -> None:
+        with self._lock:
+            store, self._store = self._store, None
+        if store is not None:
+            store.close()
+
 
 
 def _parse(rows: list[tuple[int, Any]]) -> list[ev.EventBase]:
@@ -63,7 +161,7 @@ class _Pump:
         """Every event after :attr:`seq` (up to seq ``upto``), page by page; :attr:`seq` moves past them."""
         out: list[ev.EventBase] = []
         while not self.worker.is_cancelled:
-            rows = store.events_after(self.controller.key, self.seq, PAGE)
+            rows = store.event_lines_after(self.controller.key, self.seq, PAGE)
             if upto is not None:
                 rows = [r for r in rows if r[0] < upto]
             if rows:
@@ -93,7 +191,7 @@ def first_read(store: Any, pump: _Pump, keep: int, on_history: Callable[[list[ev
             on_history(older)
         bridge.push_many(newer)
         return
-    tail = _parse(store.events_after(controller.key, max(0, last - TAIL), TAIL))
+    tail = _parse(store.event_lines_after(controller.key, max(0, last - TAIL), TAIL))
     _, newer = split_history(tail, min(keep, QUICK_KEEP))
     if not newer:
         pump.read(store)

@@ -17,8 +17,8 @@ import pytest
 
 from console.engine import events as ev
 from console.engine.store.postgres import PgStore
-from console.tui.commands import StoreController
 from console.tui.launch import build_fleet_app, build_remote_app
+from console.tui.store_follow import StoreController
 from console.tui.widgets.lines import ItemView
 from console.tui.widgets.plan_pane import PlanPane
 from console.tui.widgets.status import StatusLine
