@@ -87,13 +87,16 @@ class StoreController:
 
         if self.problem is not None:
             return f"{command} could not be sent: {self.problem}"
+        store = self._store
+        if store is None:  # the follower is still reaching the store: never waited on from the view
+            return f"{command} could not be sent: the store is not reached yet; try again in a moment"
         if self.owner is None:
             return (f"no runner holds {self.run_id} on {self.host} now (review only); resume it there "
                     f"(agent-console resume {self.run_id}) or queue commands from the CLI")
         try:
             cmd = make_command(command, {k: v for k, v in args.items() if v is not None}, source=self.source,
                                id=uuid.uuid4().hex)
-            self.store().send_command(self.key, cmd.model_dump(mode="json",
+            store.send_command(self.key, cmd.model_dump(mode="json",
                                                                include={"id", "command", "args", "source"}))
         except CommandError as exc:
             return str(exc)

@@ -259,3 +259,32 @@ def test_wait_gives_a_remote_runs_verdict(pg_url: str, tmp_path: Path) -> None:
     sql(pg_url, "UPDATE runs SET lease_expires = now() - interval '1 second' WHERE path = %s", str(folder))
     got = b.cli("wait", rid)
     assert got.returncode == 6 and "interrupted" in got.stdout and "machine-a" in got.stdout, got.stdout
+
+
+def test_leaving_while_the_store_is_away_does_not_hang(pg_server: PgServer, pg_url: str,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    log = hostile_log()
+    folder = fake_remote_run(pg_url, log.events[:3])
+    monkeypatch.setenv("AGENT_CONSOLE_HOST", "machine-b")
+    app = remote_app(pg_url, remote_row(pg_url, folder))
+    left = 0.0
+
+    async def body(pilot: Any) -> None:
+        nonlocal left
+        await wait_for(pilot, lambda: app.main.events_seen >= 3, what="the history")
+        pg_server.stop()
+        await wait_for(pilot, lambda: "STORE AWAY" in status_text(app), timeout=30, what="the store away said")
+        left = time.monotonic()
+        await pilot.press("q")  # the lease was current when last read: asked whether to detach or stop
+        await pilot.pause()
+        await pilot.press("d")
+
+    try:
+        drive(app, body, size=(80, 24))
+        # A ceiling, not a pace: a follower blocked on the store must not hold the console (its wait is 5 s).
+        assert time.monotonic() - left < 20
+        assert app.return_code in (None, 0)
+    finally:
+        pg_server.start()
