@@ -18,8 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import queue
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from console.engine import events as ev
@@ -36,6 +40,8 @@ WAIT_STEP = 0.25  # the longest a wait for a NOTIFY lasts (closing never waits l
 SAFETY_LOOK = 5.0  # seconds: the events are read at least this often, even without a NOTIFY
 RUNNER_INTERVAL = 1.0  # how often the lease is read
 RETRY = 1.0  # seconds between two tries of a store that cannot be reached
+STALL = 3.0  # seconds a call may take before the store is said not to answer (it goes on waiting for it)
+SEND_WAIT = 2.0  # seconds a key waits for the store to take its command before it says it has not yet
 # The words for a connection that broke (the driver's own may quote the server's address; the next try's
 # StoreError, which never shows a password, says more).
 LOST = "the store's connection was lost"
@@ -59,9 +65,8 @@ class StoreController:
         self.problem: str | None = None  # the store cannot be read now (one line, no password)
         self.plan: Any = None  # the run's last plan_changed event (its plan file is on its machine)
         self._store: Any = None
-        import threading
-
         self._lock = threading.Lock()
+        self.calls = _Caller()  # every call to the store (the follower's, the keys'): see _Caller
 
     def store(self) -> Any:
         """The store (opened at the first use, on the caller's thread); StoreError when it cannot be reached."""
@@ -96,10 +101,14 @@ class StoreController:
         try:
             cmd = make_command(command, {k: v for k, v in args.items() if v is not None}, source=self.source,
                                id=uuid.uuid4().hex)
-            store.send_command(self.key, cmd.model_dump(mode="json",
-                                                               include={"id", "command", "args", "source"}))
         except CommandError as exc:
             return str(exc)
+        body = cmd.model_dump(mode="json", include={"id", "command", "args", "source"})
+        try:
+            self.calls.submit(lambda: store.send_command(self.key, body)).result(timeout=SEND_WAIT)
+        except FutureTimeout:
+            return (f"{command} not confirmed: the store has not answered within {SEND_WAIT:g} s; it goes once it "
+                    "does (the run's answer then shows in the Feedback pane)")
         except StoreError as exc:
             return f"{command} could not be sent: {exc}"
         return None
@@ -132,6 +141,7 @@ class StoreController:
         follow_store(self, bridge, worker, on_runner, on_history, keep, make_state, on_folded)
 
     def close(self) -> None:
+        self.calls.close()
         with self._lock:
             store, self._store = self._store, None
         if store is not None:
@@ -237,28 +247,51 @@ def follow_store(controller: StoreController, bridge: EventBridge, worker: Cance
     woken = True
     looked = checked = 0.0
     shown: tuple[int | None, str | None] = (-1, None)
+
+    def step() -> None:
+        """What this turn asks of the store (on the controller's caller thread: see :class:`_Caller`)."""
+        nonlocal listen, first, woken, looked, checked
+        store = controller.store()
+        if listen is None:  # listening before reading: nothing shipped in between is missed
+            listen = store.listener(EVENTS_CHANNEL)
+            woken = True
+        now = time.monotonic()
+        if now - checked >= RUNNER_INTERVAL or first:
+            checked = now
+            controller.owner = store.runner_of(controller.key)[0]
+        if first:
+            if on_history is not None and make_state is not None and on_folded is not None and keep > 0:
+                first_read(store, pump, keep, on_history, make_state, on_folded)
+            else:
+                bridge.push_many(pump.read(store))
+            first, woken, looked = False, False, now
+        if woken or now - looked >= SAFETY_LOOK:
+            looked = now
+            events = pump.read(store)
+            if events and not worker.is_cancelled:
+                bridge.push_many(events)
+
+    def report() -> None:
+        nonlocal shown
+        if (controller.runner_pid(), controller.problem) != shown and not worker.is_cancelled:
+            shown = (controller.runner_pid(), controller.problem)
+            on_runner(shown[0])
+
     try:
         while not worker.is_cancelled:
+            call = controller.calls.submit(step)
+            asked = time.monotonic()
             try:
-                store = controller.store()
-                if listen is None:  # listening before reading: nothing shipped in between is missed
-                    listen = store.listener(EVENTS_CHANNEL)
-                    woken = True
-                now = time.monotonic()
-                if now - checked >= RUNNER_INTERVAL or first:
-                    checked = now
-                    controller.owner = store.runner_of(controller.key)[0]
-                if first:
-                    if on_history is not None and make_state is not None and on_folded is not None and keep > 0:
-                        first_read(store, pump, keep, on_history, make_state, on_folded)
-                    else:
-                        bridge.push_many(pump.read(store))
-                    first, woken, looked = False, False, now
-                if woken or now - looked >= SAFETY_LOOK:
-                    looked = now
-                    events = pump.read(store)
-                    if events and not worker.is_cancelled:
-                        bridge.push_many(events)
+                while True:
+                    try:
+                        call.result(timeout=WAIT_STEP)
+                        break
+                    except FutureTimeout:
+                        if worker.is_cancelled:
+                            return
+                        if time.monotonic() - asked >= STALL and controller.problem is None:
+                            controller.problem = f"the store has not answered for {STALL:g} s"
+                            report()
                 controller.problem = None
             except StoreError as exc:
                 controller.problem = str(exc)
@@ -268,14 +301,12 @@ def follow_store(controller: StoreController, bridge: EventBridge, worker: Cance
                 _close(listen)
                 listen = None
                 woken = True
-            if (controller.runner_pid(), controller.problem) != shown and not worker.is_cancelled:
-                shown = (controller.runner_pid(), controller.problem)
-                on_runner(shown[0])
+            report()
             if controller.problem is not None:
                 worker_sleep(worker, RETRY)
                 continue
             woken = False
-            try:
+            try:  # a wait on the socket, bounded: a server that does not answer only sends nothing
                 for note in listen.notifies(timeout=WAIT_STEP, stop_after=1):
                     if note.payload == controller.key:
                         woken = True
@@ -284,12 +315,50 @@ def follow_store(controller: StoreController, bridge: EventBridge, worker: Cance
                 _close(listen)
                 listen = None
                 woken = True
-                if (controller.runner_pid(), controller.problem) != shown and not worker.is_cancelled:
-                    shown = (controller.runner_pid(), controller.problem)
-                    on_runner(shown[0])
+                report()
     finally:
-        _close(listen)
-        controller.close()
+        # On a thread of its own: a pool whose connection is stuck in a call waits for it before it closes.
+        threading.Thread(target=_close_all, args=(listen, controller), daemon=True).start()
+
+
+def _close_all(listen: Any, controller: StoreController) -> None:
+    _close(listen)
+    controller.close()
+
+
+class _Caller:
+    """The store's calls, made one at a time on a daemon thread of their own. A query on an open connection has
+    no time limit (a server stopped, a network cut: nothing refuses it), so whoever waits for one (the follower,
+    a key) can give up and say so, and the process never waits for it when it leaves."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[[], Any]) -> Future[Any]:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True, name="store-calls")
+                self._thread.start()
+        done: Future[Any] = Future()
+        self._jobs.put((fn, done))
+        return done
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            fn, done = job
+            if done.set_running_or_notify_cancel():
+                try:
+                    done.set_result(fn())
+                except BaseException as exc:  # handed to whoever waits for it
+                    done.set_exception(exc)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._thread is not None:
+                self._jobs.put(None)
+                self._thread = None
 
 
 def _close(conn: Any) -> None:

@@ -141,8 +141,9 @@ class StatusLine(Widget):
         out.append(Part(0, Content.styled(self.state_badge(), style),
                         short=Content.styled(short, style) if short else None))
         if self.store_problem:  # what is shown may be behind the run: said at every width
-            out.append(Part(0, Content.styled(f" STORE AWAY: {self.store_problem}; retrying ",
-                                              "bold reverse $text-error"), 16))
+            style = "bold reverse $text-error"
+            out.append(Part(0, Content.styled(f" STORE AWAY: {self.store_problem}; retrying ", style),
+                            short=Content.styled(" STORE AWAY ", style)))
         sandbox = st.guards.sandbox
         if sandbox is not None and sandbox.mode != "confined":
             # Said at every width: the job's commands run without a sandbox, or are refused for want of one.
