@@ -288,3 +288,57 @@ def test_leaving_while_the_store_is_away_does_not_hang(pg_server: PgServer, pg_u
         assert app.return_code in (None, 0)
     finally:
         pg_server.start()
+
+
+def server_processes(postmaster: int) -> list[int]:
+    """The server's processes: its postmaster and every backend (each of which is a process group of its own)."""
+    out = [postmaster]
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == postmaster:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def test_a_store_that_does_not_answer_is_said_and_keys_never_wait_on_it(pg_server: PgServer, pg_url: str,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server stopped (SIGSTOP: a network cut looks the same) refuses nothing: every query just waits. The view
+    says so after STALL seconds, a key is refused within SEND_WAIT, and all goes on once it answers again."""
+    import os
+    import signal
+    import time
+
+    from console.tui import store_follow
+
+    monkeypatch.setattr(store_follow, "STALL", 0.5)
+    folder = fake_remote_run(pg_url, hostile_log().events[:3])
+    monkeypatch.setenv("AGENT_CONSOLE_HOST", "machine-b")
+    app = remote_app(pg_url, remote_row(pg_url, folder))
+    assert pg_server.proc is not None
+    postmaster = pg_server.proc.pid
+
+    async def body(pilot: Any) -> None:
+        await wait_for(pilot, lambda: app.main.events_seen >= 3, what="the history")
+        server = server_processes(postmaster)  # the console's connections' backends among them
+        for pid in server:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            await wait_for(pilot, lambda: "STORE AWAY" in status_text(app), timeout=30, what="the stall said")
+            asked = time.monotonic()
+            await pilot.press("c")  # a checkpoint: refused at once, the store being away
+            await pilot.pause()
+            assert time.monotonic() - asked < store_follow.SEND_WAIT + 5 and not app.state.requested
+        finally:
+            for pid in server:
+                os.kill(pid, signal.SIGCONT)
+        await wait_for(pilot, lambda: "STORE AWAY" not in status_text(app), timeout=60, what="the store back")
+        sql(pg_url, "INSERT INTO events (run_key, seq, ts, type, body) SELECT key, 4, now(), 'error', %s "
+                    "FROM runs WHERE path = %s", json.dumps({"type": "error", "ts": T0.isoformat(), "seq": 4,
+                                                             "session": 1, "message": "after the stall"}),
+            str(folder))
+        await wait_for(pilot, lambda: app.state.last_seq == 4, timeout=30, what="an event after the stall")
+
+    drive(app, body, size=(80, 24))
