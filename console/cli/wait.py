@@ -6,6 +6,8 @@ import argparse
 import contextlib
 import math
 import os
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from console.cli.common import (
@@ -214,15 +216,26 @@ def _wait_remote(row: Any, settings: Any, args: argparse.Namespace) -> int:
             with contextlib.suppress(ValueError, RecursionError):  # a row that is no event: passed over
                 fold.apply(ev.parse_event((raw or b"").decode("utf-8", "replace")))
 
+    def look() -> bool:
+        """Read what is new and whether a runner holds the run (on a thread: see below)."""
+        if lines.changed():
+            read()
+        alive = store.runner_of(row.key)[0] is not None
+        if not alive:
+            read()  # the link ships a run's last events before it lets go of its lease: they are in now
+        return alive
+
+    pending: Future[bool] | None = None
     try:
         while True:
-            alive = True
             try:
-                if lines.changed():
-                    read()
-                alive = store.runner_of(row.key)[0] is not None
-                if not alive:
-                    read()  # the link ships a run's last events before it lets go of its lease: they are in now
+                # A query on an open connection has no time limit (a server stopped, a network cut): it is made
+                # on a daemon thread, so --timeout and Ctrl+C still act, and a store that does not answer is said.
+                if pending is None:
+                    pending = _in_thread(look)
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                alive = pending.result(timeout=min(STALL, left) if left is not None else STALL)
+                pending = None
                 verdict = _wait_verdict(fold, rid, alive)
                 if verdict is not None:
                     say(verdict[1])
@@ -232,7 +245,12 @@ def _wait_remote(row: Any, settings: Any, args: argparse.Namespace) -> int:
                         f"machine went down); resume it there: agent-console resume {rid}")
                     return WAIT_INTERRUPTED
                 away = False
+            except FutureTimeout:
+                if not away and time.monotonic() - started >= STALL:
+                    err(f"the store {store.shown} has not answered for {STALL:g} s; waiting for it")
+                    away = True
             except StoreError as exc:
+                pending = None
                 if not away:
                     err(f"{exc}; waiting for it to come back")
                 away = True
@@ -242,9 +260,29 @@ def _wait_remote(row: Any, settings: Any, args: argparse.Namespace) -> int:
                 what = "the store cannot be reached" if away else "still running"
                 say(f"run {rid} on {row.host}: {what} after {args.timeout:g}s (timeout)")
                 return WAIT_TIMEOUT
-            lines.wait(WAIT_POLL * 4 if deadline is None else max(0.01, min(WAIT_POLL * 4, deadline - now)))
+            if pending is None:
+                lines.wait(WAIT_POLL * 4 if deadline is None else max(0.01, min(WAIT_POLL * 4, deadline - now)))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     finally:
-        lines.close()
-        store.close()
+        if pending is None:  # else a call is stuck on the store: the process leaves without closing it
+            lines.close()
+            store.close()
+
+
+STALL = 3.0  # seconds: a store that has not answered a look for this long is said to be away
+
+
+def _in_thread(fn: Any) -> Future[Any]:
+    import threading
+
+    done: Future[Any] = Future()
+
+    def run() -> None:
+        try:
+            done.set_result(fn())
+        except BaseException as exc:  # handed to the waiter
+            done.set_exception(exc)
+
+    threading.Thread(target=run, daemon=True, name="store-look").start()
+    return done

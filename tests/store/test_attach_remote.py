@@ -342,3 +342,31 @@ def test_a_store_that_does_not_answer_is_said_and_keys_never_wait_on_it(pg_serve
         await wait_for(pilot, lambda: app.state.last_seq == 4, timeout=30, what="an event after the stall")
 
     drive(app, body, size=(80, 24))
+
+
+def test_wait_with_a_timeout_ends_even_when_the_store_does_not_answer(pg_server: PgServer, pg_url: str,
+                                                                      tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    folder = fake_remote_run(pg_url, hostile_log().events[:3])
+    b = Machine("machine-b", tmp_path, pg_url)
+    rid = next(r["id"] for r in b.jobs() if r["path"] == str(folder))
+    assert pg_server.proc is not None
+    proc = subprocess.Popen([sys.executable, "-m", "console.cli", "wait", rid, "--timeout", "8"], env=b.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2])
+    # Stopped once it has found the run and listens (before, it could not tell the run from a name: usage error).
+    wait_until(lambda: sql(pg_url, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                   "AND query LIKE 'LISTEN%%'")[0][0] >= 1, 30, "wait listening")
+    server = server_processes(pg_server.proc.pid)
+    for pid in server:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        out, errs = proc.communicate(timeout=60)  # a ceiling, not a pace: --timeout is 8 s
+    finally:
+        for pid in server:
+            os.kill(pid, signal.SIGCONT)
+    assert proc.returncode == 5 and "timeout" in out, (out, errs)
+    assert "has not answered" in errs
