@@ -290,6 +290,15 @@ def test_leaving_while_the_store_is_away_does_not_hang(pg_server: PgServer, pg_u
         pg_server.start()
 
 
+def signal_all(pids: list[int], sig: int) -> None:
+    import contextlib
+    import os
+
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):  # a backend whose session ended meanwhile
+            os.kill(pid, sig)
+
+
 def server_processes(postmaster: int) -> list[int]:
     """The server's processes: its postmaster and every backend (each of which is a process group of its own)."""
     out = [postmaster]
@@ -307,7 +316,6 @@ def test_a_store_that_does_not_answer_is_said_and_keys_never_wait_on_it(pg_serve
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """A server stopped (SIGSTOP: a network cut looks the same) refuses nothing: every query just waits. The view
     says so after STALL seconds, a key is refused within SEND_WAIT, and all goes on once it answers again."""
-    import os
     import signal
     import time
 
@@ -323,8 +331,7 @@ def test_a_store_that_does_not_answer_is_said_and_keys_never_wait_on_it(pg_serve
     async def body(pilot: Any) -> None:
         await wait_for(pilot, lambda: app.main.events_seen >= 3, what="the history")
         server = server_processes(postmaster)  # the console's connections' backends among them
-        for pid in server:
-            os.kill(pid, signal.SIGSTOP)
+        signal_all(server, signal.SIGSTOP)
         try:
             await wait_for(pilot, lambda: "STORE AWAY" in status_text(app), timeout=30, what="the stall said")
             asked = time.monotonic()
@@ -332,8 +339,7 @@ def test_a_store_that_does_not_answer_is_said_and_keys_never_wait_on_it(pg_serve
             await pilot.pause()
             assert time.monotonic() - asked < store_follow.SEND_WAIT + 5 and not app.state.requested
         finally:
-            for pid in server:
-                os.kill(pid, signal.SIGCONT)
+            signal_all(server, signal.SIGCONT)
         await wait_for(pilot, lambda: "STORE AWAY" not in status_text(app), timeout=60, what="the store back")
         sql(pg_url, "INSERT INTO events (run_key, seq, ts, type, body) SELECT key, 4, now(), 'error', %s "
                     "FROM runs WHERE path = %s", json.dumps({"type": "error", "ts": T0.isoformat(), "seq": 4,
@@ -346,7 +352,6 @@ def test_a_store_that_does_not_answer_is_said_and_keys_never_wait_on_it(pg_serve
 
 def test_wait_with_a_timeout_ends_even_when_the_store_does_not_answer(pg_server: PgServer, pg_url: str,
                                                                       tmp_path: Path) -> None:
-    import os
     import signal
     import subprocess
     import sys
@@ -361,12 +366,10 @@ def test_wait_with_a_timeout_ends_even_when_the_store_does_not_answer(pg_server:
     wait_until(lambda: sql(pg_url, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                                    "AND query LIKE 'LISTEN%%'")[0][0] >= 1, 30, "wait listening")
     server = server_processes(pg_server.proc.pid)
-    for pid in server:
-        os.kill(pid, signal.SIGSTOP)
+    signal_all(server, signal.SIGSTOP)
     try:
         out, errs = proc.communicate(timeout=60)  # a ceiling, not a pace: --timeout is 8 s
     finally:
-        for pid in server:
-            os.kill(pid, signal.SIGCONT)
+        signal_all(server, signal.SIGCONT)
     assert proc.returncode == 5 and "timeout" in out, (out, errs)
     assert "has not answered" in errs
