@@ -96,4 +96,3 @@ class RecordingController:
 
     def runner_pid(self) -> int | None:
         return 1
-
