@@ -54,7 +54,8 @@ def _attach(args: argparse.Namespace) -> int:
                 return EXIT_USAGE
             from console.tui.launch import attach_remote_console
 
-            return attach_remote_console(settings.store_url or "", row, theme=args.theme or settings.theme)
+            return attach_remote_console(settings.store_url or "", row, theme=args.theme or settings.theme,
+                                         data_dir=settings.data_dir)
         paths = validate_job_folder(run_folder(args.job, settings))
     except StoreError as exc:
         err(str(exc))

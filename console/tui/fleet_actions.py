@@ -109,7 +109,8 @@ class FleetActions(App[int]):
         from console.tui.store_follow import StoreController
 
         paths = JobPaths(row.path)  # that machine's folder: named, never read here
-        controller = StoreController(url, row.key, row.host, row.id, source="fleet")
+        controller = StoreController(url, row.key, row.host, row.id, source="fleet",
+                                     screenshots=self.fleet.store_path.parent / "screenshots" if self.fleet else None)
         self.push_screen(self._run_screen(Run(controller=controller, paths=paths, job_title=row.name, follow=True,
                                               run_id=row.id), in_fleet=True))
 

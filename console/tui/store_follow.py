@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
 from typing import Any
 
 from console.engine import events as ev
@@ -55,7 +56,10 @@ class StoreController:
 
     attached = True
 
-    def __init__(self, url: str, key: str, host: str, run_id: str, source: str = "console") -> None:
+    def __init__(self, url: str, key: str, host: str, run_id: str, source: str = "console",
+                 screenshots: Path | None = None) -> None:
+        """``screenshots``: where this console's screenshots of the run go (its folder is on the other machine)."""
+        self.screenshots = screenshots
         self.url = url
         self.key = key
         self.host = host  # the machine whose folder (plan, files) it is
@@ -67,6 +71,11 @@ class StoreController:
         self._store: Any = None
         self._lock = threading.Lock()
         self.calls = _Caller()  # every call to the store (the follower's, the keys'): see _Caller
+
+    @property
+    def resume_hint(self) -> str:
+        """How a run of another machine is resumed: there, where its folder is."""
+        return f"agent-console resume {self.run_id} on {self.host} (where its folder is)"
 
     def store(self) -> Any:
         """The store (opened at the first use, on the caller's thread); StoreError when it cannot be reached."""

@@ -25,7 +25,7 @@ from console.tui.widgets.status import StatusLine
 from tests.hostile import ATTACK, SHOWN, raw_controls
 from tests.pg_server import PgServer
 from tests.store.machines import QUICKSTART, Machine, Runner, sql, store_seqs, wait_until
-from tests.tui.conftest import FROZEN_NOW, drive, settle, wait_for
+from tests.tui.conftest import FROZEN_NOW, drive, record_notices, settle, wait_for
 from tests.tui.test_terminal_safety import hostile_log, screen_text, words
 
 T0 = datetime(2026, 11, 26, 9, 0, tzinfo=UTC)
@@ -46,9 +46,9 @@ def remote_row(url: str, folder: Path) -> Any:
     return row
 
 
-def remote_app(url: str, row: Any) -> Any:
+def remote_app(url: str, row: Any, **kw: Any) -> Any:
     return build_remote_app(url, row, keymap={}, watch=False, animations=False, now=lambda: FROZEN_NOW,
-                            dialog_delay=0)
+                            dialog_delay=0, **kw)
 
 
 def status_text(app: Any) -> str:
@@ -72,7 +72,7 @@ def test_attach_shows_a_remote_run_live_and_its_pause_is_applied_there(pg_url: s
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     _a, runner, folder = slow_run(tmp_path, pg_url)
     monkeypatch.setenv("AGENT_CONSOLE_HOST", "machine-b")
-    app = remote_app(pg_url, remote_row(pg_url, folder))
+    app = remote_app(pg_url, remote_row(pg_url, folder), data_dir=tmp_path / "b-data")
 
     async def body(pilot: Any) -> None:
         screen = app.main
@@ -100,6 +100,12 @@ def test_attach_shows_a_remote_run_live_and_its_pause_is_applied_there(pg_url: s
         await pilot.pause()
         await pilot.press("y")
         await wait_for(pilot, lambda: app.state.ended, timeout=60, what="the stop applied")
+        notices = record_notices(app)
+        app.main.action_checkpoint()  # nothing to checkpoint: how to resume it is said, on its machine
+        rid = app.main.run_id
+        assert any(f"agent-console resume {rid} on machine-a" in text for _title, text in notices), notices
+        # A screenshot of it goes to this machine's data dir, never to a folder of the other machine's path.
+        assert app.screenshots_dir() == tmp_path / "b-data" / "screenshots"
         await pilot.press("q")  # a run that ended: q leaves at once
 
     drive(app, body, size=(80, 24))
@@ -121,6 +127,7 @@ def test_the_fleets_enter_opens_a_remote_run_and_q_comes_back(pg_url: str, tmp_p
         assert isinstance(run.controller, StoreController) and run.in_fleet
         await wait_for(pilot, lambda: run.events_seen >= 5, what="its history from the store")
         assert run.paths.root == folder
+        assert app.screenshots_dir() == tmp_path / "b" / "screenshots"
         await pilot.press("q")
         await wait_for(pilot, lambda: app.screen is app.fleet_view, what="back to the list")
         assert app.run_screen is None

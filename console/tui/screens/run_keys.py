@@ -110,14 +110,16 @@ class RunKeys(MainScreen):
         """Say why a run command does nothing now (palette, or a key the footer no longer shows); True if so."""
         if self.run_active:
             return False
+        # A run of another machine is resumed there (its controller says how), not from this one's folder.
+        resume = getattr(self.controller, "resume_hint", "") or f"agent-console run --in-place {self.paths.root}"
         if self.state.outcome == "completed":
             self.notify(f"The job is complete: there is nothing to {command}.", title=f"No {command}")
         elif self.state.ended:
             self.notify(f"The run has ended ({self.state.outcome}): nothing to {command}. Resume it with "
-                        f"agent-console run --in-place {self.paths.root}", title=f"No {command}")
+                        f"{resume}", title=f"No {command}")
         else:
-            self.notify(f"No process runs this job now (review only). Resume it with "
-                        f"agent-console run --in-place {self.paths.root}", title=f"No {command}")
+            self.notify(f"No process runs this job now (review only). Resume it with {resume}",
+                        title=f"No {command}")
         return True
 
     # -- the run's commands ----------------------------------------------------------------------------
