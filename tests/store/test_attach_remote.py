@@ -90,7 +90,8 @@ def test_attach_shows_a_remote_run_live_and_its_pause_is_applied_there(pg_url: s
         assert "not shown" in (plan.text or "")
         await pilot.press("p")
         await pilot.pause()
-        assert "pause" in app.state.requested or app.state.paused  # on its way (or already applied)
+        # On its way, said in the status line at 80 columns (or already applied by the runner).
+        assert ("pause" in app.state.requested and "pausing" in status_text(app)) or app.state.paused
         await wait_for(pilot, lambda: app.state.paused, timeout=30, what="the pause applied by the runner")
         assert not app.state.requested
         applied = [e for e in file_events(folder) if e["type"] == "operator_command" and e["command"] == "pause"

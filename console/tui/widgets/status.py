@@ -122,8 +122,9 @@ class StatusLine(Widget):
         elif short:
             return ""
         if self.attached and not st.ended:
-            where = f" on {self.runner_host}" if self.runner_host else ""
-            return f" {status} · pid {self.runner_pid}{where} " if self.runner_pid else " not running (review) "
+            if self.runner_host and self.runner_pid:  # its pid is the other machine's: the machine says more
+                return f" {status} · on {self.runner_host} "
+            return f" {status} · pid {self.runner_pid} " if self.runner_pid else " not running (review) "
         if self.attached:
             return f" {status} · review "
         return f" {status} "
