@@ -18,6 +18,7 @@ import pytest
 from console.engine import events as ev
 from console.engine.store.postgres import PgStore
 from console.tui.launch import build_fleet_app, build_remote_app
+from console.tui.screens.confirm import ConfirmScreen
 from console.tui.store_follow import StoreController
 from console.tui.widgets.lines import ItemView
 from console.tui.widgets.plan_pane import PlanPane
@@ -98,7 +99,9 @@ def test_attach_shows_a_remote_run_live_and_its_pause_is_applied_there(pg_url: s
                    and e["status"] == "applied"]
         assert applied and applied[-1]["source"] == "console"  # the runner on machine-a applied this console's
         await pilot.press("s")  # stop, asked first: through the store too
-        await pilot.pause()
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the stop's question")
+        # How to resume it: on its machine, not from a folder of that path here.
+        assert f"agent-console resume {app.main.run_id} on machine-a" in app.screen.message
         await pilot.press("y")
         await wait_for(pilot, lambda: app.state.ended, timeout=60, what="the stop applied")
         notices = record_notices(app)

@@ -180,15 +180,14 @@ class RunKeys(MainScreen):
             if yes:
                 self.send("stop", "stopping now" if again else "stopping after this turn")
 
+        resume = getattr(self.controller, "resume_hint", "") or f"agent-console run --in-place {self.paths.root}"
         if again:
             self.ask(ConfirmScreen("Stop now?", "The current turn is abandoned (its half-written reply is "
-                                   "dropped); the run can be resumed with `agent-console run --in-place "
-                                   f"{self.paths.root}`.", "Stop now", "Wait"), done)
+                                   f"dropped); the run can be resumed with `{resume}`.", "Stop now", "Wait"), done)
         else:
             self.ask(ConfirmScreen("Stop the run?", "The run stops at once if it is waiting for the model "
                                    "(the reply in progress is asked again on resume), else after the "
-                                   "current turn's tool calls. Resume it later with "
-                                   f"`agent-console run --in-place {self.paths.root}`.", "Stop",
+                                   f"current turn's tool calls. Resume it later with `{resume}`.", "Stop",
                                    "Keep running"), done)
 
     def action_stop_now(self) -> None:
