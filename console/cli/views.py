@@ -48,10 +48,14 @@ def _attach(args: argparse.Namespace) -> int:
         settings = load_settings()
         check_console_options(args.theme, settings)
         if (row := remote_run(args.job, settings)) is not None:  # a run of another machine sharing the store
-            err(f"run {run_id(row.path)} runs on {row.host}: its console opens there (agent-console attach "
-                f"{run_id(row.path)} on {row.host}); from here: agent-console logs -f {run_id(row.path)}, the fleet "
-                "(agent-console), and its commands (pause, stop, approve... by id)")
-            return EXIT_USAGE
+            if not (sys.stdin.isatty() and sys.stdout.isatty()):
+                err(f"attach opens the console and needs a terminal; for the story use: agent-console logs -f "
+                    f"{run_id(row.path)}")
+                return EXIT_USAGE
+            from console.tui.launch import attach_remote_console
+
+            return attach_remote_console(settings.store_url or "", row, theme=args.theme or settings.theme,
+                                         data_dir=settings.data_dir)
         paths = validate_job_folder(run_folder(args.job, settings))
     except StoreError as exc:
         err(str(exc))

@@ -6,6 +6,8 @@ import argparse
 import contextlib
 import math
 import os
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from console.cli.common import (
@@ -123,6 +125,8 @@ def cmd_wait(args: argparse.Namespace) -> int:
     try:
         if args.timeout is not None and not (math.isfinite(args.timeout) and 0 <= args.timeout <= MAX_WAIT_SECONDS):
             raise ValueError(f"--timeout {args.timeout:g}: expected a number of seconds from 0 to {MAX_WAIT_SECONDS}")
+        if (code := _remote(args)) is not None:  # a run of another machine sharing the store
+            return code
         paths = validate_job_folder(run_folder(args.job))
     except (JobError, ValueError) as exc:
         err(str(exc))
@@ -166,3 +170,119 @@ def cmd_wait(args: argparse.Namespace) -> int:
             time.sleep(WAIT_POLL if deadline is None else max(0.0, min(WAIT_POLL, deadline - now)))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+
+
+def _remote(args: argparse.Namespace) -> int | None:
+    """``wait ID`` of a run of another machine (None: not one, the local wait goes on). A store that cannot be
+    read leaves the local lookup to say what ``ID`` is (a run of this machine is waited for without the store)."""
+    from console.engine.runs import RunLookupError, looks_like_a_path
+    from console.engine.store import StoreError
+    from console.settings import load_settings
+    from console.view.jobs import remote_run
+
+    if looks_like_a_path(args.job) or os.path.isdir(args.job):
+        return None
+    settings = load_settings()
+    try:
+        row = remote_run(args.job, settings)
+    except (StoreError, RunLookupError):
+        return None
+    if row is None:
+        return None
+    return _wait_remote(row, settings, args)
+
+
+def _wait_remote(row: Any, settings: Any, args: argparse.Namespace) -> int:
+    """The local wait's verdict, from the store: the run's events (each batch its link ships wakes this through
+    LISTEN/NOTIFY; the store is looked at every few seconds anyway) and its lease for the lock. A lease that
+    expired, with no end shipped, is an interrupted run (its runner was killed, or its machine went down)."""
+    import time
+
+    from console.engine import events as ev
+    from console.engine.runs import run_id
+    from console.engine.store import StoreError
+    from console.headless.store_logs import StoreLines
+
+    rid = run_id(row.path)
+    store = settings.open_store()
+    lines = StoreLines(store, row.key)
+    fold = _WaitFold()
+    started = time.monotonic()
+    deadline = None if args.timeout is None else started + args.timeout
+    away = False
+
+    def read() -> None:
+        for raw in lines.lines():
+            with contextlib.suppress(ValueError, RecursionError):  # a row that is no event: passed over
+                fold.apply(ev.parse_event((raw or b"").decode("utf-8", "replace")))
+
+    def look() -> bool:
+        """Read what is new and whether a runner holds the run (on a thread: see below)."""
+        if lines.changed():
+            read()
+        alive = store.runner_of(row.key)[0] is not None
+        if not alive:
+            read()  # the link ships a run's last events before it lets go of its lease: they are in now
+        return alive
+
+    pending: Future[bool] | None = None
+    try:
+        while True:
+            try:
+                # A query on an open connection has no time limit (a server stopped, a network cut): it is made
+                # on a daemon thread, so --timeout and Ctrl+C still act, and a store that does not answer is said.
+                if pending is None:
+                    pending = _in_thread(look)
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                alive = pending.result(timeout=min(STALL, left) if left is not None else STALL)
+                pending = None
+                verdict = _wait_verdict(fold, rid, alive)
+                if verdict is not None:
+                    say(verdict[1])
+                    return verdict[0]
+                if not alive and (fold.events or time.monotonic() - started >= WAIT_START_GRACE):
+                    say(f"run {rid} interrupted: its runner on {row.host} holds its lease no more (killed, or its "
+                        f"machine went down); resume it there: agent-console resume {rid}")
+                    return WAIT_INTERRUPTED
+                away = False
+            except FutureTimeout:
+                if not away and time.monotonic() - started >= STALL:
+                    err(f"the store {store.shown} has not answered for {STALL:g} s; waiting for it")
+                    away = True
+            except StoreError as exc:
+                pending = None
+                if not away:
+                    err(f"{exc}; waiting for it to come back")
+                away = True
+                lines.woken = True
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                what = "the store cannot be reached" if away else "still running"
+                say(f"run {rid} on {row.host}: {what} after {args.timeout:g}s (timeout)")
+                return WAIT_TIMEOUT
+            if pending is None:
+                lines.wait(WAIT_POLL * 4 if deadline is None else max(0.01, min(WAIT_POLL * 4, deadline - now)))
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    finally:
+        if pending is None:  # else a call is stuck on the store: the process leaves without closing it
+            lines.close()
+            store.close()
+
+
+STALL = 3.0  # seconds: a store that has not answered a look for this long is said to be away
+
+
+def _in_thread(fn: Any) -> Future[Any]:
+    import threading
+
+    done: Future[Any] = Future()
+
+    def run() -> None:
+        try:
+            done.set_result(fn())
+        except BaseException as exc:  # handed to the waiter
+            done.set_exception(exc)
+
+    threading.Thread(target=run, daemon=True, name="store-look").start()
+    return done

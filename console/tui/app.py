@@ -401,6 +401,8 @@ class ConsoleApp(FleetActions):
         run = self.run_screen
         if run is None and self.fleet is not None:
             return self.fleet.store_path.parent / "screenshots"
+        if run is not None and (elsewhere := getattr(run.controller, "screenshots", None)) is not None:
+            return Path(elsewhere)  # a run of another machine: its folder is there, not here
         return (run.paths if run is not None else JobPaths(Path.cwd())).state / "screenshots"
 
     def action_save_screenshot(self) -> None:

@@ -29,6 +29,7 @@ from console.view.fleet import GONE, Fleet, FleetRow
 if TYPE_CHECKING:
     from console.tui.screens.dialog import Dialog
     from console.tui.screens.fleet import FleetScreen  # imported when the fleet is shown (an attach never is)
+    from console.tui.screens.run import Run, RunScreen
 
 # `resume` returns once its runner holds the run's lock (a few seconds); past this something is wrong, and said.
 RESUME_TIMEOUT = 60.0
@@ -49,6 +50,7 @@ class FleetActions(App[int]):
     if TYPE_CHECKING:
 
         def open_run(self, path: Path) -> None: ...  # the app's: it builds the run's screen
+        def _run_screen(self, run: Run, *, in_fleet: bool = False) -> RunScreen: ...
 
     def on_fleet_rows(self, message: FleetRows) -> None:
         if self.fleet_view is None or not self.fleet_view.is_attached:
@@ -77,10 +79,8 @@ class FleetActions(App[int]):
     def on_fleet_screen_act(self, message: FleetScreen.Act) -> None:
         row = message.row
         if message.action == "attach":
-            if row.host:  # another machine's run: its folder, and so its console, are there
-                self.notify(safe_text(f"{row.id} {row.job} runs on {row.host}: its console opens there. From "
-                                      f"here: agent-console logs -f {row.id}, and this list's keys (stop, approve, "
-                                      "deny)."), title="Another machine's run")
+            if row.host and self.fleet is not None and self.fleet.url:  # another machine's: fed from the store
+                self.open_remote_run(row, self.fleet.url)
                 return
             self.open_run(row.path)
             return
@@ -102,6 +102,17 @@ class FleetActions(App[int]):
                      lambda yes: self._fleet_send(row, "deny") if yes else None)
             return
         self._fleet_send(row, message.action)
+
+    def open_remote_run(self, row: FleetRow, url: str) -> None:
+        """The console of a run of another machine, fed from the shared store (keys through it); q comes back."""
+        from console.tui.screens.run import Run
+        from console.tui.store_follow import StoreController
+
+        paths = JobPaths(row.path)  # that machine's folder: named, never read here
+        controller = StoreController(url, row.key, row.host, row.id, source="fleet",
+                                     screenshots=self.fleet.store_path.parent / "screenshots" if self.fleet else None)
+        self.push_screen(self._run_screen(Run(controller=controller, paths=paths, job_title=row.name, follow=True,
+                                              run_id=row.id), in_fleet=True))
 
     def _fleet_send(self, row: FleetRow, action: str) -> None:
         command = BY_CLI[action].name

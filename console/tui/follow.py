@@ -182,7 +182,14 @@ def follow_log(path: Path, bridge: EventBridge, controller: Controller, worker: 
     call ``on_runner`` with the pid of the process running the job whenever it changes (None: nobody).
 
     ``on_history``: the first read's older part, beyond the newest ``keep`` messages, goes there instead of
-    the bridge (replaying 100,000 events through the conversation would cost seconds it throws away)."""
+    the bridge (replaying 100,000 events through the conversation would cost seconds it throws away).
+
+    A controller that follows its run itself (``follow_events``: a run of another machine, followed from the shared
+    store by :class:`console.tui.store_follow.StoreController`) does, with the same arguments."""
+    own: Callable[..., None] | None = getattr(controller, "follow_events", None)
+    if own is not None:
+        own(bridge, worker, on_runner, on_history, keep, make_state, on_folded)
+        return
     offset = 0
     pid: int | None = -1
     checked = 0.0

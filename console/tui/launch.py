@@ -115,6 +115,31 @@ def attach_console(paths: JobPaths, *, theme: str | None = None, job_title: str 
     return 0 if app.return_code in (None, 0) else 1
 
 
+def build_remote_app(url: str, row: Any, *, theme: str | None = None, keymap: Mapping[str, str] | None = None,
+                     data_dir: Path | None = None, **kw: Any) -> ConsoleApp:
+    """The console of a run of another machine (``row``: the shared store's row of it), fed from the store."""
+    from console.engine.runs import run_id
+    from console.tui.app import ConsoleApp
+    from console.tui.store_follow import StoreController
+
+    rid = run_id(row.path)
+    controller = StoreController(url, row.key, row.host, rid,
+                                 screenshots=data_dir / "screenshots" if data_dir is not None else None)
+    return ConsoleApp(controller=controller, paths=JobPaths(Path(row.path)), job_title=Path(row.path).name,
+                      follow=True, theme=theme, **_keymap(keymap), **kw)
+
+
+def attach_remote_console(url: str, row: Any, *, theme: str | None = None, keymap: Mapping[str, str] | None = None,
+                          headless: bool = False, auto_pilot: AutoPilot | None = None,
+                          data_dir: Path | None = None) -> int:
+    """:func:`attach_console` for a run of another machine sharing the store: the same console, its events from
+    the store (LISTEN/NOTIFY), its keys through the store's command queue. Exit code 0."""
+    app = build_remote_app(url, row, theme=theme, keymap=keymap, data_dir=data_dir)
+    with viewer_signals(app):
+        app.run(headless=headless, auto_pilot=auto_pilot)
+    return 0 if app.return_code in (None, 0) else 1
+
+
 @contextlib.contextmanager
 def viewer_signals(app: ConsoleApp) -> Iterator[None]:
     """SIGHUP and SIGTERM close a viewer at once; if its screen cannot be taken down (a terminal that is gone

@@ -420,6 +420,33 @@ class PgStore:
         with contextlib.suppress(Exception):
             self.pool.close()
 
+    # -- reads of a console attached from another machine (console.tui.store_follow, `wait`) -------------------
+    def runner_of(self, key: str) -> tuple[str | None, int]:
+        """(the owner of the run's current lease, None when no lease is current; the last seq stored, -1: no
+        such run)."""
+        with self.connection() as conn:
+            r = conn.execute("SELECT CASE WHEN lease_expires > now() THEN lease_owner END, last_seq FROM runs "
+                             "WHERE key=%s", (key,)).fetchone()
+        return (None, -1) if r is None else (r[0], int(r[1]))
+
+    def event_lines_after(self, key: str, seq: int, limit: int = 2000) -> builtins.list[tuple[int, str]]:
+        """:meth:`events_after` with each body as its JSON text (parsed once, by the event models, not twice)."""
+        with self.connection() as conn:
+            rows = conn.execute("SELECT seq, body::text FROM events WHERE run_key=%s AND seq > %s ORDER BY seq "
+                                "LIMIT %s", (key, seq, limit)).fetchall()
+        return [(int(s), b) for s, b in rows]
+
+    def last_of_types(self, key: str, before: int, types: Sequence[str]) -> builtins.list[tuple[int, str]]:
+        """The last event of each of ``types`` before seq ``before``, and the run's first ``session_started``, in
+        order: what fills a console's panes before the whole history is folded."""
+        with self.connection() as conn:
+            rows = conn.execute(
+                "(SELECT DISTINCT ON (type) seq, body::text FROM events WHERE run_key=%s AND seq < %s AND "
+                "type = ANY(%s) ORDER BY type, seq DESC) UNION (SELECT seq, body::text FROM events WHERE run_key=%s "
+                "AND seq < %s AND type='session_started' ORDER BY seq LIMIT 1) ORDER BY seq",
+                (key, before, builtins.list(types), key, before)).fetchall()
+        return [(int(s), b) for s, b in rows]
+
 
 class BadLines(StoreError):
     """A batch of log lines the server refused as data (a line that is no JSON it takes): none was stored."""

@@ -165,7 +165,10 @@ class RunScreen(RunKeys):
             self.run_engine()
         elif self.follow:
             self.follow_log()
-        if self.watch_files:
+        plan_text = getattr(self.controller, "plan_text", None)
+        if plan_text is not None:  # a run of another machine: its plan file is there, not here
+            self.query_one(PlanPane).source = plan_text
+        elif self.watch_files:
             self.query_one(PlanPane).follow_plan()
         self.run_worker(self.query_one(PlanPane).reload(), group="plan-reload")
         self.set_interval(1.0, self._tick)
@@ -437,6 +440,8 @@ class RunScreen(RunKeys):
             return
         for status in self.query(StatusLine):
             status.runner_pid = message.pid
+            status.runner_host = getattr(self.controller, "host", "")  # a run of another machine (the store's)
+            status.store_problem = getattr(self.controller, "problem", None)
             status.refresh()
         self._keys_state = ()
         self._refresh_keys()

@@ -110,14 +110,16 @@ class RunKeys(MainScreen):
         """Say why a run command does nothing now (palette, or a key the footer no longer shows); True if so."""
         if self.run_active:
             return False
+        # A run of another machine is resumed there (its controller says how), not from this one's folder.
+        resume = getattr(self.controller, "resume_hint", "") or f"agent-console run --in-place {self.paths.root}"
         if self.state.outcome == "completed":
             self.notify(f"The job is complete: there is nothing to {command}.", title=f"No {command}")
         elif self.state.ended:
             self.notify(f"The run has ended ({self.state.outcome}): nothing to {command}. Resume it with "
-                        f"agent-console run --in-place {self.paths.root}", title=f"No {command}")
+                        f"{resume}", title=f"No {command}")
         else:
-            self.notify(f"No process runs this job now (review only). Resume it with "
-                        f"agent-console run --in-place {self.paths.root}", title=f"No {command}")
+            self.notify(f"No process runs this job now (review only). Resume it with {resume}",
+                        title=f"No {command}")
         return True
 
     # -- the run's commands ----------------------------------------------------------------------------
@@ -178,15 +180,14 @@ class RunKeys(MainScreen):
             if yes:
                 self.send("stop", "stopping now" if again else "stopping after this turn")
 
+        resume = getattr(self.controller, "resume_hint", "") or f"agent-console run --in-place {self.paths.root}"
         if again:
             self.ask(ConfirmScreen("Stop now?", "The current turn is abandoned (its half-written reply is "
-                                   "dropped); the run can be resumed with `agent-console run --in-place "
-                                   f"{self.paths.root}`.", "Stop now", "Wait"), done)
+                                   f"dropped); the run can be resumed with `{resume}`.", "Stop now", "Wait"), done)
         else:
             self.ask(ConfirmScreen("Stop the run?", "The run stops at once if it is waiting for the model "
                                    "(the reply in progress is asked again on resume), else after the "
-                                   "current turn's tool calls. Resume it later with "
-                                   f"`agent-console run --in-place {self.paths.root}`.", "Stop",
+                                   f"current turn's tool calls. Resume it later with `{resume}`.", "Stop",
                                    "Keep running"), done)
 
     def action_stop_now(self) -> None:

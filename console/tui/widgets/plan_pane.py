@@ -18,6 +18,7 @@ all. Each shows a line saying why in the pane instead. What is shown is made saf
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,8 @@ class PlanPane(VerticalScroll):
         self.path = path
         self.border_title = "main_plan.md"
         self.text: str | None = None
+        # What to show instead of the file (a run of another machine: its main_plan.md is not on this one).
+        self.source: Callable[[], str] | None = None
         self.reloads = 0
         self._stop = asyncio.Event()
         self.document = Markdown(PLACEHOLDER, id="plan-md", open_links=False, parser_factory=make_parser)
@@ -108,7 +111,7 @@ class PlanPane(VerticalScroll):
 
     def read(self) -> str:
         """What the pane shows now (blocking: call it on a thread, as :meth:`reload` does)."""
-        return read_plan(self.path)
+        return self.source() if self.source is not None else read_plan(self.path)
 
     async def reload(self) -> None:
         # On a thread: a read never waits on the file (the sandbox sees to that), but a slow disk must not stall keys.

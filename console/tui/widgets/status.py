@@ -104,6 +104,8 @@ class StatusLine(Widget):
         self.now = now
         self.attached = attached
         self.runner_pid: int | None = None
+        self.runner_host = ""  # a run of another machine: which one (its pid is that machine's)
+        self.store_problem: str | None = None  # a run followed from a shared store that cannot be read now
         self.last_plain = ""
 
     def state_badge(self, short: bool = False) -> str:
@@ -120,6 +122,8 @@ class StatusLine(Widget):
         elif short:
             return ""
         if self.attached and not st.ended:
+            if self.runner_host and self.runner_pid:  # its pid is the other machine's: the machine says more
+                return f" {status} · on {self.runner_host} "
             return f" {status} · pid {self.runner_pid} " if self.runner_pid else " not running (review) "
         if self.attached:
             return f" {status} · review "
@@ -137,6 +141,10 @@ class StatusLine(Widget):
         short = self.state_badge(short=True)
         out.append(Part(0, Content.styled(self.state_badge(), style),
                         short=Content.styled(short, style) if short else None))
+        if self.store_problem:  # what is shown may be behind the run: said at every width
+            style = "bold reverse $text-error"
+            out.append(Part(0, Content.styled(f" STORE AWAY: {self.store_problem}; retrying ", style),
+                            short=Content.styled(" STORE AWAY ", style)))
         sandbox = st.guards.sandbox
         if sandbox is not None and sandbox.mode != "confined":
             # Said at every width: the job's commands run without a sandbox, or are refused for want of one.
