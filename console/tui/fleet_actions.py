@@ -134,14 +134,15 @@ class FleetActions(App[int]):
     def _fleet_end(self, action: str, row: FleetRow) -> None:
         """Stop a run, or forget one whose folder is gone: each asks first, naming the run."""
         if action == "stop":
-            if row.pid is None:
+            if not row.has_runner:
                 self.notify(f"{row.id} {row.job}: no process runs it ({row.state}).", title="Nothing to stop")
                 return
+            later = (f"agent-console resume {row.id} on {row.host}" if row.host
+                     else f"agent-console run --in-place {row.path}")
             self.ask(ConfirmScreen(f"Stop {row.id} {row.job}?",
                                    f"The run {row.name} stops after its current turn (at once while it waits for "
                                    "the model, for approval or is paused); a second stop stops it at once. Resume "
-                                   f"it later with: agent-console run --in-place {row.path}", "Stop",
-                                   "Keep running"),
+                                   f"it later with: {later}", "Stop", "Keep running"),
                      lambda yes: self._fleet_send(row, "stop") if yes else None)
             return
         if row.state != GONE:
@@ -162,7 +163,12 @@ class FleetActions(App[int]):
         """``r``: a paused run unpauses (its inbox); a run no process runs starts again in the background, asked
         first, with the settings it was started with (``agent-console resume``: the one path every resume takes)."""
         if row.resume == "unpause":
-            problem = InboxController(JobPaths(row.path), source="fleet").send("resume")
+            if row.host and self.fleet is not None and self.fleet.url:  # another machine's run: through the store
+                from console.view.jobs import send_remote
+
+                problem = send_remote(self.fleet.url, self.fleet.store_path, row.key, "resume", "fleet")
+            else:
+                problem = InboxController(JobPaths(row.path), source="fleet").send("resume")
             if problem:
                 self.notify(problem, title="resume not sent", severity="warning")
             else:

@@ -94,6 +94,13 @@ class FleetRow:
     # in the store (what its commands are addressed to).
     host: str = ""
     key: str = ""
+    # A run of another machine whose runner holds its lease now (its pid is that machine's: ``pid`` stays None).
+    leased: bool = False
+
+    @property
+    def has_runner(self) -> bool:
+        """A process runs it: here (its lock's pid) or on its own machine (a current lease)."""
+        return self.pid is not None or self.leased
 
     @property
     def needs_label(self) -> str:
@@ -113,7 +120,9 @@ class FleetRow:
         anything but a restart, which ``a`` / ``d`` answer), "start" (a run no process runs that has not completed
         and whose folder is there), or "" (nothing)."""
         if self.host:
-            return ""  # its folder is on its own machine: resumed there (agent-console resume ID)
+            # Its folder is on its own machine: started there (agent-console resume ID); a live one unpauses from
+            # here through the store.
+            return "unpause" if self.leased and self.state in (PAUSED, NEEDS) and not self.pending_seq else ""
         if self.pid is not None:
             return "unpause" if self.state in (PAUSED, NEEDS) and not self.pending_seq else ""
         # With no process, a run that needs its operator crashed or its agent gave up: resuming it goes on.
@@ -218,7 +227,9 @@ def classify(row: JobRow, st: ConsoleState, pid: int | None, gone: bool = False)
 def snapshot(row: JobRow, fold: RunFold, pid: int | None, now: datetime) -> FleetRow:
     st = fold.state
     state, kind = classify(row, st, pid, gone=pid is None and not row.remote and folder_gone(fold.paths.root))
-    end = st.ended_at if (pid is None and st.ended_at) else (now if pid is not None else st.last_ts)
+    leased = row.remote and bool(row.leased)
+    running = pid is not None or leased  # a process runs it, here or on its machine
+    end = st.ended_at if (not running and st.ended_at) else (now if running else st.last_ts)
     g = st.gauge
     cost = st.job_cost if st.job_cost is not None else row.cost_usd
     detail = row.summary if state == COMPLETED else (st.outcome_detail or row.detail or "")
@@ -233,7 +244,7 @@ def snapshot(row: JobRow, fold: RunFold, pid: int | None, now: datetime) -> Flee
         ctx=g.pct if g.limit else None,
         cost=cost, elapsed=elapsed(st.run_started, end) if st.run_started else "", last=fold.last,
         detail=clip(detail or "", 300),
-        pending_seq=st.restart_pending.seq if (st.restart_pending is not None and pid is not None) else 0,
+        pending_seq=st.restart_pending.seq if (st.restart_pending is not None and running) else 0,
         started_at=row.started_at, pid=pid,
         sandbox=_sandbox(st),
         needs=need.reason if need is not None else "",
@@ -242,6 +253,7 @@ def snapshot(row: JobRow, fold: RunFold, pid: int | None, now: datetime) -> Flee
         needs_seq=need.seq if need is not None else 0,
         host=row.host if row.remote else "",
         key=row.key if row.remote else "",
+        leased=leased,
     )
 
 

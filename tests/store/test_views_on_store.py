@@ -61,6 +61,7 @@ def test_the_fleet_folds_another_machines_runs_from_the_store(pg_url: str, tmp_p
         sql(pg_url, "UPDATE runs SET lease_expires = now() - interval '1 second' WHERE path = %s", str(folder))
         rows = {r.path: r for r in fleet.poll()}
         assert rows[folder].state == "interrupted" and rows[folder].last
+        assert not rows[folder].has_runner and rows[folder].resume == ""  # resumed on its machine, not from here
     finally:
         fleet.close()
 
@@ -79,7 +80,15 @@ def test_the_fleets_keys_reach_another_machines_run(pg_url: str, tmp_path: Path,
     try:
         (row,) = fleet.poll()
         assert row.host == "machine-a" and row.state in ("running", "starting")
-        assert row.key and send_remote(pg_url, fleet.store_path, row.key, "stop", "fleet") is None
+        assert row.has_runner and row.pid is None  # its runner is machine-a's: a lease, no pid of this machine
+        # r unpauses a paused run of another machine too (through the store, as its stop)
+        assert row.key and send_remote(pg_url, fleet.store_path, row.key, "pause", "fleet") is None
+        wait_until(lambda: fleet.poll()[0].state == "paused", 60, "the run shown paused")
+        assert fleet.poll()[0].resume == "unpause"
+        assert send_remote(pg_url, fleet.store_path, row.key, "resume", "fleet") is None
+        wait_until(lambda: fleet.poll()[0].state == "running", 60, "the run shown running again")
+        assert fleet.poll()[0].resume == ""
+        assert send_remote(pg_url, fleet.store_path, row.key, "stop", "fleet") is None
         runner.wait(120)  # the runner's process ends: its stop applied
         wait_until(lambda: fleet.poll()[0].state == "stopped", 30, "the run shown stopped")
     finally:

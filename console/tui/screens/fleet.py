@@ -142,7 +142,7 @@ class FleetScreen(Screen):
         self.shown = [r for r in self.rows if matches(r, self.filter_text)] if self.filter_text else list(self.rows)
         self._fill_rows(keep=keep, previous=previous)
         waiting = sum(1 for r in self.rows if r.kind == "needs")
-        live = sum(1 for r in self.rows if r.pid is not None)  # a run a process runs (one that gave up needs you)
+        live = sum(1 for r in self.rows if r.has_runner)  # a run a process runs, here or on its machine
         # Older finished runs beyond the list are counted ("500 of 1,240 runs"; `agent-console jobs` lists them).
         total = len(self.rows) + getattr(self.rows, "older", 0)
         count = f"{len(self.rows)} of {total:,}" if total > len(self.rows) else f"{len(self.rows)}"
@@ -264,8 +264,9 @@ class FleetScreen(Screen):
             where = "in …" + where[-(room - 4):] if room > 12 else ""
         lines = [Content.assemble((f"{cell_text(r.id)} ", "bold"), (name, "bold $text-primary"),
                                   (f"  {where}" if where else "", "$text-muted"))]
+        runner = f" · pid {r.pid}" if r.pid else f" · on {cell_text(r.host)}" if r.host else ""
         state = (f"{r.state}: {r.needs_label}" + (f" since {r.needs_since}" if r.needs_since else "")
-                 if r.needs else r.state) + (f" · pid {r.pid}" if r.pid else "")
+                 if r.needs else r.state) + runner
         if r.phase_long:
             state += f" · {r.phase_long}"
         if r.detail and r.state not in LIVE:
