@@ -18,6 +18,7 @@ import builtins  # the class's own `list` method shadows the type in its annotat
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import queue
 import re
@@ -122,6 +123,9 @@ class PgStore:
         self.healer: Callable[[], object] | None = None
         self._next_heal = 0.0
         self._psycopg = psycopg
+        # The pool logs each failed reconnection attempt as a warning on stderr (a runner's log, under the story
+        # of the run): a dozen lines a minute while the store is away. The store says it once, in its own words.
+        logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
         try:
             self.pool = ConnectionPool(url, min_size=1, max_size=pool_max, timeout=CONNECT_TIMEOUT, open=True,
                                        kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
