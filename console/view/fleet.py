@@ -172,6 +172,10 @@ class RunFold:
             self.offset = 0
         events, self.offset = ev.read_new(self.paths.events, self.offset, limit=READ_CHUNK)
         self.size = size if self.offset >= size else -1  # not at the end yet: read on at the next poll
+        return self._apply(events)
+
+    def _apply(self, events: list[ev.EventBase]) -> bool:
+        """Fold ``events`` into the state and say what the run does now; whether there were any."""
         self.state.apply_all(events)
         # The newest of: what the state fold found worth saying, and the last tool call (the state leaves tool
         # calls out of its notices; in a list of runs, "read_file notes.md" is what a run is doing).
@@ -204,14 +208,7 @@ class RemoteFold(RunFold):
                 events.append(ev.parse_event(json.dumps(body)))
             except (ValueError, RecursionError):
                 continue  # a type a newer version adds, or a line no event: as in a log
-        self.state.apply_all(events)
-        tool = next((e for e in reversed(events) if isinstance(e, ev.ToolCalled)), None)
-        if tool is not None:
-            self._tool = present.describe(tool)
-        said = [p for p in (self._tool, self.state.last_event) if p is not None]
-        if said:
-            self.last = present.brief(max(said, key=lambda p: p.seq), 160)
-        return bool(events)
+        return self._apply(events)
 
 
 def classify(row: JobRow, st: ConsoleState, pid: int | None, gone: bool = False) -> tuple[str, str]:
