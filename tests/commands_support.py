@@ -97,12 +97,16 @@ def alive(marker: str) -> list[int]:
 
 
 def my_children() -> list[str]:
+    """This process's children, but for the PostgreSQL servers it runs for the shared store's tests (a worker of
+    the suite may hold one for the whole session)."""
+    from tests.pg_server import RUNNING
+
     out: list[str] = []
     for task in os.listdir(f"/proc/{os.getpid()}/task"):
         try:
             out += Path(f"/proc/{os.getpid()}/task/{task}/children").read_text().split()
         except OSError:
             continue
-    return out
+    return [pid for pid in out if int(pid) not in RUNNING]
 
 

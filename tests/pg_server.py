@@ -21,6 +21,10 @@ import time
 import uuid
 from pathlib import Path
 
+# The servers this process runs now: a test that checks it leaves no child behind (tests/commands_support.py)
+# looks past them (a worker of the suite may hold a server for the whole session).
+RUNNING: set[int] = set()
+
 
 def binaries() -> Path | None:
     """The folder holding initdb and postgres: the wheel's, else the system's."""
@@ -101,6 +105,7 @@ class PgServer:
              "-k", "", "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
              "-c", "max_connections=300"],
             user=self.user, stdout=log, stderr=log, start_new_session=True)
+        RUNNING.add(self.proc.pid)
         log.close()
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -124,6 +129,7 @@ class PgServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+            RUNNING.discard(self.proc.pid)
         self.proc = None
 
     def remove(self) -> None:
@@ -144,6 +150,7 @@ class PgServer:
                     time.sleep(0.05)
                     continue
                 break
+            RUNNING.discard(self.proc.pid)
         self.proc = None
 
     def new_database(self) -> str:
