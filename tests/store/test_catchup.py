@@ -96,6 +96,17 @@ def test_a_run_ending_while_its_store_is_away_is_healed_by_jobs_on_its_machine(
     assert [json.loads(line)["seq"] for line in story.stdout.splitlines()] == file_seqs(folder)
 
 
+def healed_by_its_machine(a: Machine, b: Machine, pg_url: str, folder: Path) -> None:
+    """``jobs`` on the run's machine (a) sends what it owes; the other (b) then sees it completed, whole."""
+    a.jobs()
+    expire_leases(pg_url)
+    (row,) = b.jobs()
+    assert row["status"] == "completed", row
+    assert store_seqs(pg_url, folder) == file_seqs(folder)
+    assert sql(pg_url, "SELECT lease_owner FROM runs") == [(None,)]
+    assert not (folder / ".console" / MARKER).exists()
+
+
 def test_the_server_killed_during_the_exit_wait(machines: tuple[Machine, Machine], pg_url: str,
                                                 pg_server: PgServer) -> None:
     """The store back during the runner's exit wait, then SIGKILLed in the middle of its flush, then back: what the
@@ -111,13 +122,7 @@ def test_the_server_killed_during_the_exit_wait(machines: tuple[Machine, Machine
     pg_server.kill()
     pg_server.start()
     assert runner.wait() == 0, runner.out.read_text()[-2000:]
-    a.jobs()  # with or without a marker left: the run's machine looks
-    expire_leases(pg_url)
-    (row,) = b.jobs()
-    assert row["status"] == "completed", row
-    assert store_seqs(pg_url, folder) == file_seqs(folder)
-    assert sql(pg_url, "SELECT lease_owner FROM runs") == [(None,)]
-    assert not (folder / ".console" / MARKER).exists()
+    healed_by_its_machine(a, b, pg_url, folder)  # with or without a marker left: the run's machine looks
 
 
 def test_a_runner_killed_9_while_it_waits_for_its_store(machines: tuple[Machine, Machine], pg_url: str,
@@ -133,13 +138,7 @@ def test_a_runner_killed_9_while_it_waits_for_its_store(machines: tuple[Machine,
     runner.kill()
     assert (folder / ".console" / MARKER).is_file()
     pg_server.start()
-    a.jobs()
-    expire_leases(pg_url)
-    (row,) = b.jobs()
-    assert row["status"] == "completed", row
-    assert store_seqs(pg_url, folder) == file_seqs(folder)
-    assert sql(pg_url, "SELECT lease_owner FROM runs") == [(None,)]
-    assert not (folder / ".console" / MARKER).exists()
+    healed_by_its_machine(a, b, pg_url, folder)
 
 
 def test_a_marker_whose_run_folder_was_deleted(machines: tuple[Machine, Machine], pg_url: str,
