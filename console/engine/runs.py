@@ -119,7 +119,7 @@ GONE = "gone"  # the run's folder no longer exists: only its row is left
 AWAITING = "awaiting approval"
 LIVE = frozenset({NEEDS, RUNNING, PAUSED, STARTING})
 # What the store records while a process runs the run: with no process holding its lock, it was interrupted.
-STORED_LIVE = frozenset({RUNNING, AWAITING, NEEDS, INTERRUPTED})
+STORED_LIVE = frozenset({RUNNING, PAUSED, AWAITING, NEEDS, INTERRUPTED})
 # The store's words for an ended run that did not complete (shown as they are: "out of budget" says more).
 FAILED_LIKE = frozenset({FAILED, "incomplete", "out of budget", "agent stopped"})
 

@@ -105,7 +105,7 @@ class Supervisor:
         # Repairs happen only when no process runs the job (then run() refuses anyway).
         self.file_problems = clear_the_way(paths, self.clock) if self.lock.holder() is None else []
         self.events = ev.EventStream(paths.events, self.clock)
-        self.events.subscribe(self._follow_needs)  # the jobs table says "needs you" while the run waits
+        self.events.subscribe(self._follow_needs)  # the jobs table says "needs you" (or "paused") while it holds
         mb = 2**20
         self.sandbox = Sandbox(paths.root, max_write_bytes=int(getattr(settings, "max_write_mb", 4.0) * mb),
                                max_job_bytes=int(getattr(settings, "max_job_mb", 1024.0) * mb))
@@ -177,11 +177,16 @@ class Supervisor:
             self.store.error = None
 
     def _follow_needs(self, e: ev.EventBase) -> None:
-        """The jobs table follows the run's needs (console.engine.needs): "needs you" since when, and why."""
+        """The jobs table follows the run's needs (console.engine.needs): "needs you" since when, and why; and the
+        operator's pause: "paused" until they resume it (``jobs`` reads no log, so the store must say it)."""
         if isinstance(e, ev.NeedsOperator):
             self._store("needs", e.reason, e.message, e.ts)
         elif isinstance(e, ev.NeedsOperatorCleared):
             self._store("answered", e.ts)
+            if self.operator.paused:  # answered, but the operator's own pause still holds the run
+                self._store("paused", e.ts)
+        elif isinstance(e, ev.OperatorCommand) and e.status == "applied" and e.command in ("pause", "resume"):
+            self._store("paused" if e.command == "pause" else "unpaused", e.ts)
 
     def job_cost(self) -> float | None:
         """US dollars the whole job has cost so far (None when the model's price is unknown)."""

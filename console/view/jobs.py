@@ -111,9 +111,10 @@ HOST_MAX = 20
 JOBS_GAP = 2
 JOB_NAME_MAX = 28
 SUMMARY_MIN = 20  # narrower, a summary says next to nothing: a column goes first
-STATE_STYLE = {"completed": "green", "running": "cyan", "failed": "red", "stopped": "yellow", "interrupted": "yellow",
-               "awaiting approval": "magenta", "out of budget": "yellow", "incomplete": "yellow",
-               "needs you": "bold reverse magenta", "gave up": "bold reverse magenta", "gone": "dim"}
+STATE_STYLE = {"completed": "green", "running": "cyan", "paused": "yellow", "failed": "red", "stopped": "yellow",
+               "interrupted": "yellow", "awaiting approval": "magenta", "out of budget": "yellow",
+               "incomplete": "yellow", "needs you": "bold reverse magenta", "gave up": "bold reverse magenta",
+               "gone": "dim"}
 
 
 def need_summary(r: Any) -> str:

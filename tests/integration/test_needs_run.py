@@ -86,6 +86,39 @@ def test_a_restart_waiting_for_approval_needs_you_everywhere(make_job, tmp_path:
     assert end.body["title"] == f"agent-console: run {paths.run_id} ended (stopped)"
 
 
+def test_the_jobs_table_says_paused_while_the_operator_holds_the_run(make_job, tmp_path: Path) -> None:
+    """`jobs` reads no log: the store says "paused" from the pause's application to the resume's, and the table
+    (the lock held: a live run) shows it so, not "running"."""
+    from console.view.jobs import as_now
+
+    paths = make_job("quickstart")
+    store = JobStore(tmp_path / "jobs.db")
+    sup = supervisor(paths, store)
+    seen: list[tuple[str, str, str]] = []
+
+    def operator(e: ev.EventBase) -> None:
+        if isinstance(e, ev.TurnStarted) and e.turn == 3 and not seen:  # once: the paused turn is asked again
+            sup.pause()
+        elif isinstance(e, ev.OperatorCommand) and e.status == "applied":
+            row = store.get(paths.root)
+            assert row is not None
+            seen.append((e.command, row.status, as_now(row).status))
+            if e.command == "pause":
+                sup.resume()
+
+    sup.subscribe(operator)
+    assert sup.run().reason is ShutdownReason.JOB_COMPLETE
+    assert seen == [("pause", "paused", "paused"), ("resume", "running", "running")]
+    row = store.get(paths.root)
+    assert row is not None and row.status == "completed"
+    # A paused run whose process died (no one holds its lock) is interrupted, like a running one.
+    dead = tmp_path / "dead-run"
+    (dead / ".console").mkdir(parents=True)
+    store.started(dead, dead.name, "scripted", "m", FakeClock().now())
+    store.paused(dead, FakeClock().now())
+    assert as_now(store.get(dead), holder=lambda _: None).status == "interrupted"
+
+
 def test_a_crash_asks_for_the_operator_before_the_run_ends(make_job, tmp_path: Path, monkeypatch) -> None:
     import console.engine.supervisor as supervisor_module
 

@@ -44,6 +44,32 @@ def test_a_run_through_its_states(store_url: str, tmp_path: Path) -> None:
     store.close()
 
 
+def test_the_operators_pause_is_a_state_of_its_own(store_url: str, tmp_path: Path) -> None:
+    """`jobs` reads no log: the store says "paused" while the operator holds the run, never over a need (which says
+    more) or an end, and "running" again once they resume it."""
+    store = opened(store_url, tmp_path)
+    run = tmp_path / "runs" / "paused-run"
+    store.started(run, run.name, "scripted", "scripted-agent", T0)
+    store.paused(run, T0 + timedelta(minutes=1))
+    row = store.get(run)
+    assert row is not None and (row.status, row.updated_at) == ("paused", (T0 + timedelta(minutes=1)).isoformat())
+    assert row in store.list_live_and_recent(0)[0]  # paused is live: the fleet lists it whatever its age
+    store.unpaused(run, T0 + timedelta(minutes=2))
+    assert store.get(run).status == "running"  # type: ignore[union-attr]
+    store.needs(run, "stuck", "no todo completed in 40 turns", T0 + timedelta(minutes=3))
+    store.paused(run, T0 + timedelta(minutes=4))  # a need says more than a pause
+    assert store.get(run).status == NEEDS_YOU  # type: ignore[union-attr]
+    store.unpaused(run, T0 + timedelta(minutes=5))  # a resume of a run that was not paused changes nothing
+    assert store.get(run).status == NEEDS_YOU  # type: ignore[union-attr]
+    store.answered(run, T0 + timedelta(minutes=6))
+    store.paused(run, T0 + timedelta(minutes=7))
+    store.ended(run, "stopped", T0 + timedelta(minutes=8), "stopped by the operator")
+    store.unpaused(run, T0 + timedelta(minutes=9))  # never over an end
+    assert store.get(run).status == "stopped"  # type: ignore[union-attr]
+    assert store.error is None
+    store.close()
+
+
 def test_live_runs_are_listed_whatever_their_age(store_url: str, tmp_path: Path) -> None:
     store = opened(store_url, tmp_path)
     old_live = tmp_path / "runs" / "a-live"

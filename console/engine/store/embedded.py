@@ -162,6 +162,16 @@ class JobStore:
             (now.isoformat(timespec="seconds"), str(path)),
         )
 
+    def paused(self, path: Path, now: datetime) -> None:
+        """The operator paused the run: "paused" while it held ("needs you" stays: it says more)."""
+        self._update("UPDATE jobs SET status='paused', updated_at=? WHERE path=? AND status='running'",
+                     (now.isoformat(timespec="seconds"), str(path)))
+
+    def unpaused(self, path: Path, now: datetime) -> None:
+        """The operator resumed a paused run: it runs again."""
+        self._update("UPDATE jobs SET status='running', updated_at=? WHERE path=? AND status='paused'",
+                     (now.isoformat(timespec="seconds"), str(path)))
+
     def cost(self, path: Path, usd: float | None) -> None:
         """Record what the job has cost so far (US dollars, the whole job); None: unknown (no price)."""
         if usd is not None and not (usd >= 0 and usd < float("inf")):

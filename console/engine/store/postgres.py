@@ -57,6 +57,8 @@ UPDATES: dict[str, str] = {
              "WHERE key=%s AND status <> 'completed'",
     "answered": f"UPDATE runs SET status='running', updated_at=%s, detail=NULL, needs_since=NULL WHERE key=%s AND "
                 f"status='{NEEDS_YOU}'",
+    "paused": "UPDATE runs SET status='paused', updated_at=%s WHERE key=%s AND status='running'",
+    "unpaused": "UPDATE runs SET status='running', updated_at=%s WHERE key=%s AND status='paused'",
     "cost": "UPDATE runs SET cost_usd=%s WHERE key=%s",
 }
 
@@ -218,6 +220,12 @@ class PgStore:
 
     def answered(self, path: Path, now: datetime) -> None:
         self._update("answered", (now.isoformat(timespec="seconds"), self.key(path)))
+
+    def paused(self, path: Path, now: datetime) -> None:
+        self._update("paused", (now.isoformat(timespec="seconds"), self.key(path)))
+
+    def unpaused(self, path: Path, now: datetime) -> None:
+        self._update("unpaused", (now.isoformat(timespec="seconds"), self.key(path)))
 
     def cost(self, path: Path, usd: float | None) -> None:
         if usd is not None and not (usd >= 0 and usd < float("inf")):
