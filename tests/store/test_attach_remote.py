@@ -16,8 +16,10 @@ import psycopg
 import pytest
 
 from console.engine import events as ev
+from console.engine.runs import run_id
 from console.engine.store.postgres import PgStore
 from console.tui.launch import build_fleet_app, build_remote_app
+from console.tui.screens.approval import RestartApprovalScreen
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.store_follow import StoreController
 from console.tui.widgets.lines import ItemView
@@ -193,12 +195,19 @@ def test_hostile_text_from_the_store_is_shown_as_text(pg_url: str, monkeypatch: 
     folder = fake_remote_run(pg_url, log.events, extra=[(len(log.events) + 1, "assistant_message",
                                                          {"type": "assistant_message", "text": 5})])
     monkeypatch.setenv("AGENT_CONSOLE_HOST", "machine-b")
-    app = remote_app(pg_url, remote_row(pg_url, folder))
+    row = remote_row(pg_url, folder)
+    app = remote_app(pg_url, row)
 
     async def body(pilot: Any) -> None:
         await wait_for(pilot, lambda: app.state.restart_pending is not None, what="the history")
         await settle(pilot, app)
-        # The run has a runner (its lease): the restart's approval dialog is open over its panes.
+        # The run has a runner (its lease): the restart's approval dialog is open over its panes. Its resume command
+        # names the run by its id, on its machine: the folder is a path of that machine, not of this one.
+        await wait_for(pilot, lambda: isinstance(app.screen, RestartApprovalScreen), what="the approval dialog")
+        said = words(str(app.screen.query_one("#message").render()))
+        assert words(f"resumed later on machine-a with `agent-console run --in-place {run_id(row.path)}`") in said
+        assert str(folder) not in said
+        await pilot.press("escape")
         shown = "\n".join(line for view in app.main.query(ItemView) for line in view.plain_lines())
         assert not raw_controls(screen_text(app)) and not raw_controls(shown)
         assert words(f"msg {SHOWN}") in words(shown)

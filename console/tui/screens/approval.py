@@ -16,9 +16,11 @@ from console.tui.screens.dialog import Dialog
 from console.view.format import tokens
 
 
-def explain(p: ev.RestartPending, run: str = "FOLDER") -> Content:
-    """Why the restart waits; ``run``: the folder to name in the resume command."""
+def explain(p: ev.RestartPending, run: str = "FOLDER", host: str = "") -> Content:
+    """Why the restart waits; ``run``: the folder (or id) to name in the resume command; ``host``: the machine
+    that runs it, when it is not this one (the command is typed there)."""
     run = safe_text(run, one_line=True)  # a folder's name may hold anything
+    where = f" on {safe_text(host, one_line=True)}" if host else ""
     limit = p.prompt_budget or p.context_window
     what = "prompt budget" if p.prompt_budget else "context window"
     rows = [
@@ -32,7 +34,7 @@ def explain(p: ev.RestartPending, run: str = "FOLDER") -> Content:
     lines = [Content.assemble((f"{k:<10}", "bold $text-primary"), v) for k, v in rows]
     lines.append(Content(""))
     lines.append(Content.styled("Approve to continue in a fresh session; deny to end the run here "
-                                f"(it can be resumed later with `agent-console run --in-place {run}`).",
+                                f"(it can be resumed later{where} with `agent-console run --in-place {run}`).",
                                 "$text-muted"))
     return Content("\n").join(lines)
 
@@ -50,15 +52,16 @@ class RestartApprovalScreen(Dialog[str | None]):
         Binding("escape", "decide('later')", "Later", id="modal_later"),
     ]
 
-    def __init__(self, pending: ev.RestartPending, run: str = "FOLDER", **kw: Any) -> None:
+    def __init__(self, pending: ev.RestartPending, run: str = "FOLDER", host: str = "", **kw: Any) -> None:
         super().__init__(**kw)
         self.pending = pending
         self.run = run
+        self.host = host
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="-restart") as box:
             box.border_title = "Context restart awaits your approval"
-            yield Static(explain(self.pending, self.run), id="message")
+            yield Static(explain(self.pending, self.run, self.host), id="message")
             with Horizontal(classes="buttons"):
                 yield Button("Approve (a)", id="approve", variant="success", compact=True)
                 yield Button("Deny (d)", id="deny", variant="error", compact=True)
