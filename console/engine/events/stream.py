@@ -14,7 +14,6 @@ from typing import Any
 
 from console.engine import failpoints
 from console.engine.clock import Clock, SystemClock
-from console.engine.events.appender import LogAppender
 from console.engine.events.base import EventBase
 from console.engine.events.log import last_seq, seq_of
 from console.engine.events.registry import IN_PROCESS_ONLY
@@ -51,7 +50,6 @@ class EventStream:
         self._subscribers: list[Subscriber] = []
         self._failed: set[int] = set()
         self._fd: int | None = None
-        self._appender: LogAppender | None = None  # while a run steps: the log's appends, off its loop
         self._held: list[str] = []
         # Until a run starts stepping, events go straight to the log.
         self.holding = False
@@ -186,40 +184,19 @@ class EventStream:
             return
         data = ("\n".join(lines) + "\n").encode("utf-8", "replace")
         fd = self._fd
-        if self.holding and not failpoints.installed():
-            # A run stepping: its events are in its journal (or are reports), appended on a thread of their own.
-            # While the kill-point tests count the write points, they are written here, in the same order each time.
-            if self._appender is None:
-                self._appender = LogAppender(fd)
-            self._appender.put(data)
-            return
-        self._flush_appender()
         failpoints.hit("events", tear=lambda: os.write(fd, data[: max(1, len(data) // 2)]))
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
 
-    def _flush_appender(self) -> None:
-        if self._appender is not None:
-            self._appender.flush()
-
-    def flush(self) -> None:
-        """Wait until every event emitted so far that is not held is in the log file."""
-        with self._lock:
-            self._flush_appender()
-
     def sync(self) -> None:
         """Make everything logged so far durable (called at the end of a run)."""
-        self.flush()
         if self._fd is not None:
             os.fsync(self._fd)
 
     def close(self) -> None:
         """Write what is still held (an orderly end) and close the log."""
-        try:
-            self.observe()
-            self.flush()
-        finally:
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
+        self.observe()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
