@@ -70,6 +70,10 @@ def test_kill_9_mid_run_then_resume_completes(tmp_path, kill_after_events) -> No
     assert (job / "action_items.md").read_text().count("- [ ]") == 9
     types = [e.type for e in ev.read_events(events_path)]
     assert types.count("job_completed") == 1
+    # After the kill and the resume, every event is there once, in order (what the journal committed and the log
+    # lacked was appended at the resume).
+    seqs = [e.seq for e in ev.read_events(events_path)]
+    assert seqs == sorted(set(seqs))
 
 
 def test_approve_and_deny_from_another_shell(tmp_path) -> None:

@@ -250,7 +250,9 @@ class ContextManager:
 
     def carried_tokens(self, conversation: list[Message]) -> int:
         """What a compaction keeps of the conversation: its last ``compact_turns`` turns, about."""
-        index = self._index(conversation)
+        return self._carried(self._index(conversation))
+
+    def _carried(self, index: _Index) -> int:
         starts, n = index.starts, self.compact_turns
         first = starts[-n] if len(starts) >= n else (starts[0] if starts else 0)
         return sum(index.sizes[first:])
@@ -267,7 +269,7 @@ class ContextManager:
         rest = used - plan.tokens_freed
         # The conversation's part that masking cannot free, beyond what a compaction would carry.
         kept = index.total - plan.tokens_freed
-        if kept - self.carried_tokens(conversation) >= self.compact_at:
+        if kept - self._carried(index) >= self.compact_at:  # the index just read: not looked up again
             return Evaluation(ContextAction.COMPACT, used, pct, window_pct=wpct)
         batch = plan.tokens_freed >= max(MASK_BATCH_MIN, int(MASK_BATCH * rest))
         if pressed:
