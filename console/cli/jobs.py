@@ -71,7 +71,9 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     lines, hidden = jobs_table(rows, width)
     for text in lines:
         console.print(text, soft_wrap=True)  # each row is one line of at most `width`: never folded
-    notes = [f"{len(rows)} run(s), newest first", "commands take a run's id, folder or the start of its name"]
+    # Sorted by needs_first: the runs that need their operator come before newer ones, and the note says so.
+    order = "newest first" if all(needs_first(r) for r in rows) else "those that need you first, then newest first"
+    notes = [f"{len(rows)} run(s), {order}", "commands take a run's id, folder or the start of its name"]
     if hidden:
         notes += [f"hidden to fit: {', '.join(hidden)}", "jobs --json has every field"]
     if gone := sum(1 for r in rows if r.status == "gone"):

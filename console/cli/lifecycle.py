@@ -70,14 +70,30 @@ def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, t
     return _after_console(paths)
 
 
+# Ends after which the run goes on where it was with the same command (a budget raised in job.toml first).
+RESUMABLE = ("user_shutdown", "model_unavailable", "budget_exhausted", "agent_stopped", "max_turns",
+             "completion_blocked")
+
+
 def _after_console(paths: Any) -> int:
-    from console.runner import ended_code
+    from console.runner import ended_code, last_end
 
     code = ended_code(paths)
     if code is None:
         say(f"detached: run {paths.run_id} goes on; come back with: agent-console attach {paths.run_id} "
             f"(or agent-console, the fleet); follow it: agent-console logs -f {paths.run_id}")
         return EXIT_OK
+    end, _ = last_end(paths)
+    if code != EXIT_OK and end is not None:
+        # The run ended under the console, which is gone now: what a headless run's closing lines say.
+        detail = safe_text(end.detail, one_line=True, join=True, limit=300)
+        why = present_reason(end.reason)
+        err(f"run {paths.run_id} ended {(end.outcome or 'incomplete').replace('_', ' ')} ({why})"
+            + (f": {detail}" if detail and detail != why else ""))
+        if end.outcome == "gave_up":
+            err(f"once the cause is fixed, {resume_hint(paths)}")
+        elif end.reason in RESUMABLE:
+            err(resume_hint(paths))
     return code
 
 
@@ -120,8 +136,7 @@ def _finish(sup: Any, paths: Any, interrupted_by: str | None = None) -> int:
             why = f"{why}, with work left: the record does not show the plan done"
         said = "" if not detail or detail == why else f": {detail}"
         err(f"run ended incomplete ({why}){said}{cost}")
-    if reason in ("user_shutdown", "model_unavailable", "budget_exhausted", "agent_stopped", "max_turns",
-                  "completion_blocked"):
+    if reason in RESUMABLE:
         # Nothing is lost: the exact command that goes on (a budget raised in job.toml first).
         err(resume_hint(paths))
     return exit_code(result, interrupted_by)

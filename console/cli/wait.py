@@ -40,14 +40,18 @@ class _WaitFold:
         self.completed: Any = None  # job_completed (a completed job stays completed)
         self.need: Any = None  # needs_operator not yet answered
         self.gave_up: Any = None  # the agent's job_gave_up: what it said
+        self.paused = False  # the operator paused it (the timeout's line says so)
         self.events = 0
 
     def apply(self, e: Any) -> None:
         from console.engine import events as ev
 
         self.events += 1
+        if isinstance(e, ev.OperatorCommand) and e.status == "applied" and e.command in ("pause", "resume"):
+            self.paused = e.command == "pause"
         if isinstance(e, ev.SessionStarted) and e.reason in ("new", "resume"):
             self.end = self.need = None  # a process (re)starts the run
+            self.paused = False
         elif isinstance(e, ev.NeedsOperator):
             self.need = e
         elif isinstance(e, ev.NeedsOperatorCleared):
@@ -164,7 +168,8 @@ def cmd_wait(args: argparse.Namespace) -> int:
                 say(f"run {rid} interrupted: no process runs it ({resume_hint(paths)})")
                 return WAIT_INTERRUPTED
             if deadline is not None and now >= deadline:
-                what = "still running" if alive else "no process holds it and no end is logged (yet)"
+                what = ((f"paused (agent-console resume {rid} unpauses it)" if fold.paused else "still running")
+                        if alive else "no process holds it and no end is logged (yet)")
                 say(f"run {rid}: {what} after {args.timeout:g}s (timeout)")
                 return WAIT_TIMEOUT
             time.sleep(WAIT_POLL if deadline is None else max(0.0, min(WAIT_POLL, deadline - now)))
@@ -257,7 +262,8 @@ def _wait_remote(row: Any, settings: Any, args: argparse.Namespace) -> int:
                 lines.woken = True
             now = time.monotonic()
             if deadline is not None and now >= deadline:
-                what = "the store cannot be reached" if away else "still running"
+                what = "the store cannot be reached" if away else (
+                    f"paused (agent-console resume {rid} unpauses it)" if fold.paused else "still running")
                 say(f"run {rid} on {row.host}: {what} after {args.timeout:g}s (timeout)")
                 return WAIT_TIMEOUT
             if pending is None:

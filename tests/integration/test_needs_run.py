@@ -185,6 +185,8 @@ def test_jobs_lists_the_runs_that_need_you_first(tmp_path: Path, capsys, monkeyp
         assert lines[1].rstrip().endswith("stuck since 13:07: no todo completed in 40 turns")
         dead = next(line for line in lines if line.startswith(run_id(folders["dead"])))
         assert "interrupted" in dead and "it needed you (budget: spend limit reached)" in dead
+        # The footer says the order: those that need you first (the stuck run is older than the newest).
+        assert any("3 run(s), those that need you first, then newest first" in line for line in lines)
         assert main(["jobs", "--json"]) == 0
         import json
 
@@ -273,6 +275,12 @@ def test_wait_times_out_on_a_live_run_and_says_a_need_by_hand(make_job, capsys) 
     try:
         assert main(["wait", str(paths.root), "--timeout", "0.3"]) == cli.WAIT_TIMEOUT
         assert "still running after 0.3s (timeout)" in capsys.readouterr().out
+        with paths.events.open("a") as fh:  # the operator paused it: the timeout's line says so, then resumed it
+            fh.write(ev.OperatorCommand(ts=t, seq=3, session=1, command="pause", source="cli", status="applied",
+                                        detail="paused").model_dump_json() + "\n")
+        assert main(["wait", str(paths.root), "--timeout", "0.3"]) == cli.WAIT_TIMEOUT
+        assert (f"run {paths.run_id}: paused (agent-console resume {paths.run_id} unpauses it) after 0.3s (timeout)"
+                in capsys.readouterr().out)
         with paths.events.open("a") as fh:
             fh.write(ev.NeedsOperator(ts=t, seq=3, session=1, reason="stuck", message="no todo completed in 40 "
                                       "turns", evidence=["idle 40 turns"]).model_dump_json() + "\n")

@@ -1,0 +1,42 @@
+"""A run that ended under its console: once the console is gone, the terminal says how it ended and, when it can go
+on, the exact command (as a headless run's closing lines do)."""
+
+from __future__ import annotations
+
+from console.cli.lifecycle import _after_console
+from console.engine import events as ev
+from console.engine.clock import FakeClock
+from console.outcome import EXIT_OK
+
+
+def log(paths, *events: ev.EventBase) -> None:
+    paths.state.mkdir(parents=True, exist_ok=True)
+    paths.events.write_text("".join(e.model_dump_json() + "\n" for e in events))
+
+
+def test_a_stop_from_the_console_says_how_to_go_on(make_job, capsys) -> None:
+    paths = make_job("quickstart")
+    t = FakeClock().now()
+    log(paths, ev.SessionStarted(ts=t, seq=1, session=1, reason="new"),
+        ev.RunEnded(ts=t, seq=2, session=1, reason="user_shutdown", detail="stopped by the operator",
+                    outcome="incomplete"))
+    assert _after_console(paths) == 3
+    said = capsys.readouterr().err.splitlines()
+    assert said == [f"agent-console: run {paths.run_id} ended incomplete (stopped): stopped by the operator",
+                    f"agent-console: resume run {paths.run_id} with: agent-console run --in-place {paths.root}"]
+
+
+def test_a_completed_run_says_nothing_more_and_a_gave_up_one_says_when_to_resume(make_job, capsys) -> None:
+    paths = make_job("quickstart")
+    t = FakeClock().now()
+    log(paths, ev.SessionStarted(ts=t, seq=1, session=1, reason="new"),
+        ev.JobCompleted(ts=t, seq=2, session=1, summary="done", confidence=0.9),
+        ev.RunEnded(ts=t, seq=3, session=1, reason="job_complete", outcome="completed"))
+    assert _after_console(paths) == EXIT_OK
+    assert capsys.readouterr().err == ""
+    log(paths, ev.SessionStarted(ts=t, seq=1, session=1, reason="new"),
+        ev.RunEnded(ts=t, seq=2, session=1, reason="gave_up", detail="the agent gave up \x1b[2J", outcome="gave_up"))
+    assert _after_console(paths) == 4
+    said = capsys.readouterr().err
+    assert f"run {paths.run_id} ended gave up (" in said and "\x1b" not in said
+    assert f"once the cause is fixed, resume run {paths.run_id} with: agent-console run --in-place" in said
