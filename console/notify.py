@@ -212,7 +212,7 @@ class Notifier:
             what = {"job_complete": "completed", "user_shutdown": "stopped"}.get(e.reason, e.reason.replace("_", " "))
             detail = f": {_line(e.detail, 300)}" if e.detail else ""
             kind = "success" if e.reason in ("job_complete", "agent_stopped") else \
-                "info" if e.reason == "user_shutdown" else "failure"
+                "info" if e.reason in ("user_shutdown", "interrupted") else "failure"
             return Message(f"agent-console: run {self.run_id} ended ({what})", f"{self.job}{detail}", kind, now)
         return None
 

@@ -41,6 +41,6 @@ def exit_code_for(reason: str, ok: bool = False, interrupted_by: str | None = No
         return EXIT_RUN_FAILED
     if reason == "user_shutdown":
         return EXIT_INTERRUPTED if interrupted_by else EXIT_STOPPED
-    if reason == "model_unavailable":
+    if reason in ("model_unavailable", "interrupted"):
         return EXIT_INTERRUPTED
     return EXIT_FAILED

@@ -130,7 +130,7 @@ def test_corrupt_state_and_database_are_named_not_tracebacks(make_job, capsys) -
     assert "jobs database cannot be read" in capsys.readouterr().err
 
 
-def test_sigterm_stops_cleanly(make_job) -> None:
+def test_sigterm_stops_cleanly(make_job, capsys) -> None:
     import signal
     import time
 
@@ -148,8 +148,41 @@ def test_sigterm_stops_cleanly(make_job) -> None:
     *_, reason, resume = err.strip().splitlines()
     assert reason.startswith("agent-console: run ended incomplete (interrupted by SIGTERM)")
     assert resume == f"agent-console: resume run {paths.run_id} with: agent-console run --in-place {paths.root}"
-    ended = [json.loads(x) for x in paths.events.read_text().splitlines() if '"session_ended"' in x]
-    assert ended and ended[-1]["reason"] == "user_shutdown"
+    # Every view says the same as the exit code: the signal's stop (its source), the run interrupted, not stopped.
+    events = [json.loads(x) for x in paths.events.read_text().splitlines()]
+    stops = [e for e in events if e["type"] == "operator_command" and e["command"] == "stop"]
+    assert stops and {e["source"] for e in stops} == {"SIGTERM"}
+    ended = [e for e in events if e["type"] in ("session_ended", "run_ended")]
+    assert [e["reason"] for e in ended[-2:]] == ["interrupted", "interrupted"]
+    assert ended[-1]["detail"] == "interrupted by SIGTERM" and ended[-1]["outcome"] == "incomplete"
+    capsys.readouterr()
+    assert main(["wait", str(paths.root)]) == 6  # interrupted: resume it
+    assert (f"run {paths.run_id} interrupted by SIGTERM: resume it with agent-console resume {paths.run_id}"
+            in capsys.readouterr().out)
+    assert main(["jobs", "--json"]) == 0
+    (row,) = [r for r in map(json.loads, capsys.readouterr().out.splitlines()) if r["id"] == paths.run_id]
+    assert row["status"] == "interrupted"
+
+
+def test_ctrl_c_on_a_headless_run_is_an_interrupt_in_every_view(make_job) -> None:
+    import signal
+    import time
+
+    paths = make_job("requirements-extraction")
+    proc = subprocess.Popen([sys.executable, "-m", "console.cli", "run", str(paths.root), "--headless", "--in-place",
+                             "--speed", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=os.environ.copy())
+    deadline = time.monotonic() + 30
+    while not (paths.events.exists() and "turn_started" in paths.events.read_text()):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in err
+    events = [json.loads(x) for x in paths.events.read_text().splitlines()]
+    assert {e["source"] for e in events if e["type"] == "operator_command"} == {"Ctrl+C"}
+    (end,) = [e for e in events if e["type"] == "run_ended"]
+    assert (end["reason"], end["detail"]) == ("interrupted", "interrupted by Ctrl+C")
 
 
 def test_run_without_a_terminal_falls_back_to_headless(capsys) -> None:

@@ -71,7 +71,7 @@ def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, t
 
 
 # Ends after which the run goes on where it was with the same command (a budget raised in job.toml first).
-RESUMABLE = ("user_shutdown", "model_unavailable", "budget_exhausted", "agent_stopped", "max_turns",
+RESUMABLE = ("user_shutdown", "interrupted", "model_unavailable", "budget_exhausted", "agent_stopped", "max_turns",
              "completion_blocked")
 
 
@@ -126,7 +126,7 @@ def _finish(sup: Any, paths: Any, interrupted_by: str | None = None) -> int:
         err(f"its notes: {safe_text(result.outcome.notes, one_line=True, join=True, limit=600)}")
         err(f"once the cause is fixed, {resume_hint(paths)}")
         return exit_code(result, interrupted_by)
-    stopped = reason == "user_shutdown"
+    stopped = reason in ("user_shutdown", "interrupted")
     detail = f"interrupted by {interrupted_by}" if stopped and interrupted_by else result.detail
     if result.ended == "failed":
         err(f"run failed: {detail}{cost}")
@@ -184,9 +184,10 @@ def run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool =
             interrupts += 1
             if signal_name is None:
                 signal_name = "Ctrl+C" if signum == signal.SIGINT else signal.Signals(signum).name
-            sup.stop()
+            # Sent as the signal's stop (its source): the run ends interrupted in every view, as its exit code says.
+            sup.command("stop", source=signal_name)
             if signum == signal.SIGTERM:
-                sup.stop()  # at once: whoever sent it expects the process gone
+                sup.command("stop", source=signal_name)  # at once: whoever sent it expects the process gone
                 hard_exit.arm()
                 return
             if interrupts == 1:
@@ -209,7 +210,7 @@ def run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool =
             f"it with: agent-console attach {paths.root}")
         return EXIT_USAGE
     except KeyboardInterrupt:
-        store.ended(paths.root, "stopped", clock.now(), "interrupted")
+        store.ended(paths.root, "interrupted", clock.now(), "interrupted by Ctrl+C")
         err(f"interrupted; {resume_hint(paths)}")
         return EXIT_INTERRUPTED
     finally:

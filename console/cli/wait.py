@@ -26,7 +26,7 @@ WAIT_HELP = ("Exit codes: 0 the job completed; 1 the run ended without completin
              "folder that never ran); 3 stopped by the operator (or a denied restart); 4 the run needs you (a "
              "restart to approve, stuck, a budget reached, the provider down, a crash, the agent gave up...: the "
              "reason and message are printed); 5 --timeout passed first; 6 interrupted (no process runs it any more: "
-             "killed, or the model stayed unreachable; resume it); 7 failed (an internal error)")
+             "killed, a signal stopped it, or the model stayed unreachable; resume it); 7 failed (an internal error)")
 WAIT_POLL = 0.25  # seconds between two looks at the log and the run's lock (a poll: no busy loop, no watcher)
 WAIT_GONE_GRACE = 1.0  # no process holds the lock for this long, with nothing new logged: it is not running
 WAIT_START_GRACE = 5.0  # a folder whose log is still empty: how long a run just launched may take to start
@@ -114,6 +114,8 @@ def _wait_verdict(fold: _WaitFold, rid: str, alive: bool) -> tuple[int, str] | N
     if state == runs.STOPPED:
         return WAIT_STOPPED, f"run {rid} stopped{detail}"
     if state == runs.INTERRUPTED:
+        if end.reason == "interrupted" and end.detail.startswith("interrupted"):
+            return WAIT_INTERRUPTED, f"run {rid} {end.detail}: resume it with agent-console resume {rid}"
         return WAIT_INTERRUPTED, f"run {rid} interrupted: the model stayed unreachable{detail}"
     return WAIT_ENDED, f"run {rid} ended without completing ({end.reason}){detail}"
 

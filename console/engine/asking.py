@@ -49,6 +49,13 @@ class SessionBase:
     def end(self, reason: ShutdownReason, detail: str, carry: list[Message] | None = None) -> SessionResult:
         raise NotImplementedError
 
+    def stop_end(self, detail: str) -> SessionResult:
+        """The end a stop gives: the operator's (``detail`` says when), or a signal's (interrupted, whenever)."""
+        by = self.deps.operator.interrupted_by
+        if by is not None:
+            return self.end(ShutdownReason.INTERRUPTED, f"interrupted by {by}")
+        return self.end(ShutdownReason.USER_SHUTDOWN, detail)
+
 
 class AskingTheOperator(SessionBase):
     # -- asking the operator ---------------------------------------------------------------------
@@ -114,9 +121,8 @@ class AskingTheOperator(SessionBase):
         if reason == "provider_down":
             return self.end(ShutdownReason.MODEL_UNAVAILABLE, self.down or "the model could not be reached")
         if reason == "stuck":
-            return self.end(ShutdownReason.USER_SHUTDOWN, "stopped by the operator, asked because the agent looked "
-                                                          "stuck")
-        return self.end(ShutdownReason.USER_SHUTDOWN, "stopped by the operator")
+            return self.stop_end("stopped by the operator, asked because the agent looked stuck")
+        return self.stop_end("stopped by the operator")
 
 
 

@@ -32,6 +32,10 @@ class Paused(Exception):
     """The operator paused while the model was being asked: the call is dropped, the run holds."""
 
 
+# The sources of a stop a signal sent (the command-line run's handlers): the run ends interrupted, not stopped.
+SIGNALS = frozenset({"Ctrl+C", "SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"})
+
+
 @dataclass
 class OperatorState:
     channel: ControlChannel = field(default_factory=ControlChannel)
@@ -44,6 +48,8 @@ class OperatorState:
     needs: ev.NeedReason | None = None
     # Commands that arrived mid-turn, applied at the next turn boundary.
     deferred: list[Command] = field(default_factory=list)
+    # The signal whose stop came first ("SIGTERM", "Ctrl+C"), if a signal stopped the run: it ends interrupted.
+    interrupted_by: str | None = None
 
     def apply(self, rt: Runtime, *, streaming: bool = False, between_sessions: bool = False,
               asking: bool = False) -> list[Command]:
@@ -75,6 +81,8 @@ class OperatorState:
         for cmd in cmds:
             rt.events.emit(ev.OperatorCommand, command=cmd.command, args=cmd.args, source=cmd.source,
                            status="received", command_id=cmd.id)
+            if isinstance(cmd.body, Stop) and not self.stop_requested and cmd.source in SIGNALS:
+                self.interrupted_by = cmd.source  # the first stop decides how the run ends
             if asking and isinstance(cmd.body, Stop) and not self.stop_requested:
                 self.stop_requested = self.abort = True
                 status, detail = "applied", "stopping now: the reply in progress is dropped and asked again on resume"

@@ -28,6 +28,8 @@ STATUS_FOR = {
     ShutdownReason.MODEL_UNAVAILABLE: "interrupted",
     # It waits for its operator (a run that needs them is listed first, whatever its age).
     ShutdownReason.GAVE_UP: "gave up",
+    # A signal: nothing is lost, run --in-place goes on.
+    ShutdownReason.INTERRUPTED: "interrupted",
 }
 # Reasons a run ends on that are the harness's failure, not the work's state (an internal error, a restart loop).
 FAILED_REASONS = frozenset({ShutdownReason.ERROR, ShutdownReason.CONTEXT_FULL})

@@ -167,7 +167,7 @@ class Session(AskingTheOperator, AskingTheModel):
                 out = self.ask(request)
             except Aborted:
                 # The half-streamed reply is dropped: the last commit stays the resume point.
-                return self.end(ShutdownReason.USER_SHUTDOWN, "stopped by the operator during a turn")
+                return self.stop_end("stopped by the operator during a turn")
             except Paused:
                 self.unask()  # asked again, under the same number, once the operator resumes
                 continue
@@ -253,7 +253,7 @@ class Session(AskingTheOperator, AskingTheModel):
             if self.deps.operator.abort and i + 1 < len(calls):
                 # A second stop during the turn's tool calls: the rest are not run now (a resume runs them, from
                 # the next call, as after any interruption).
-                return self.end(ShutdownReason.USER_SHUTDOWN, "stopped by the operator during the turn's tool calls")
+                return self.stop_end("stopped by the operator during the turn's tool calls")
         return self.bookkeeping(calls, durable=durable)
 
     def feedback(self, call: ToolCall, result: Message, *, collect: bool) -> None:

@@ -28,6 +28,9 @@ class ShutdownReason(StrEnum):
     MODEL_UNAVAILABLE = "model_unavailable"
     # The agent gave up: job_complete with a low confidence and notes saying why (seed 000's unrecoverable case).
     GAVE_UP = "gave_up"
+    # A signal stopped the run (Ctrl+C, SIGTERM: a kill, systemd, a machine shutting down), not its operator's
+    # decision: nothing is lost, run --in-place goes on. Every view says interrupted, and the exit code is 130.
+    INTERRUPTED = "interrupted"
 
 
 @dataclass

@@ -426,6 +426,8 @@ class Supervisor:
                     result.reason = ShutdownReason.USER_SHUTDOWN
                     result.detail = "restart denied by the operator" if decision == "deny" else \
                         "stopped by the operator while a context restart waited for approval"
+                    if decision != "deny" and (by := self.operator.interrupted_by) is not None:
+                        result.reason, result.detail = ShutdownReason.INTERRUPTED, f"interrupted by {by}"
                     break
             else:
                 self.events.emit(ev.RestartApproved, by="auto")

@@ -80,9 +80,11 @@ def run_console(supervisor: Supervisor, *, theme: str | None = None, job_title: 
         import signal
 
         def on_signal(signum: int, _frame: object) -> None:
-            signals.append(signal.Signals(signum).name)
-            supervisor.stop()
-            supervisor.stop()  # the second stop abandons the turn in flight: nobody is watching
+            name = signal.Signals(signum).name
+            signals.append(name)
+            # Sent as the signal's stop: the run ends interrupted (130 in every view), not stopped by its operator.
+            supervisor.command("stop", source=name)
+            supervisor.command("stop", source=name)  # the second stop abandons the turn in flight: nobody watches
             with contextlib.suppress(Exception):  # the app may not run yet, or be closing
                 app.call_later(app.stop_and_quit)
 

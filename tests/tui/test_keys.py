@@ -333,8 +333,10 @@ def test_sigterm_stops_the_run_and_closes_the_console(make_job):
             await asyncio.sleep(0.02)
 
     before = signal.getsignal(signal.SIGTERM)
-    run_console(sup, keymap={}, headless=True, auto_pilot=pilot_body, signals=got)
-    assert got == ["SIGTERM"] and sup.result is not None and sup.result.reason is ShutdownReason.USER_SHUTDOWN
+    code = run_console(sup, keymap={}, headless=True, auto_pilot=pilot_body, signals=got)
+    # The signal's stop: the run ends interrupted (its log and the jobs table say so), the exit code 130.
+    assert got == ["SIGTERM"] and sup.result is not None and sup.result.reason is ShutdownReason.INTERRUPTED
+    assert sup.result.detail == "interrupted by SIGTERM" and code == 130
     assert signal.getsignal(signal.SIGTERM) is before  # the handler is put back
 
 

@@ -217,8 +217,10 @@ class RunScreen(RunKeys):
             self.post_message(RunFinished("failed", f"the engine crashed: {type(exc).__name__}: {exc}", EXIT_FAILED))
             return
         self.run_result = result
-        outcome = "stopped" if result.reason is ShutdownReason.USER_SHUTDOWN else result.ended
-        detail = result.detail if result.ok or outcome == "stopped" else f"{result.reason.value}: {result.detail}"
+        outcome = {ShutdownReason.USER_SHUTDOWN: "stopped", ShutdownReason.INTERRUPTED: "interrupted"}.get(
+            result.reason, result.ended)
+        detail = result.detail if result.ok or outcome in ("stopped", "interrupted") else \
+            f"{result.reason.value}: {result.detail}"
         # In the console every stop is the operator's (the stop key, quit-and-stop, a denied restart): exit 3.
         self.post_message(RunFinished(outcome, detail, exit_code(result)))
 

@@ -32,6 +32,7 @@ STATUS_STYLE = {
     "stopping": "bold $text-warning",
     "completed": "bold reverse $text-success",
     "stopped": "bold $text-warning",
+    "interrupted": "bold $text-warning",
     "incomplete": "bold $text-warning",
     "gave up": "bold reverse $text-warning",
     "failed": "bold reverse $text-error",

@@ -216,7 +216,7 @@ REASON_WORDS = {"job_complete": "job_complete", "user_shutdown": "stopped",
                 "max_turns": "turn limit reached", "error": "an error", "context_full": "context full",
                 "completion_blocked": "stops refused too often", "budget_exhausted": "out of budget",
                 "agent_stopped": "the agent stopped", "model_unavailable": "the model was unreachable",
-                "gave_up": "the agent gave up"}
+                "gave_up": "the agent gave up", "interrupted": "interrupted"}
 
 
 def run_ended_text(e: ev.RunEnded, run_id: str = "") -> str:
@@ -270,4 +270,5 @@ def needs_answer(e: ev.NeedsOperator, run_id: str = "") -> str:
     return ""
 
 
-END_SEVERITY = {"job_complete": "success", "context_full": "info", "user_shutdown": "warning", "gave_up": "warning"}
+END_SEVERITY = {"job_complete": "success", "context_full": "info", "user_shutdown": "warning", "gave_up": "warning",
+                "interrupted": "warning"}

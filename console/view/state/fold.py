@@ -297,6 +297,8 @@ class ConsoleState:
             self._end(e, "gave up", e.detail)
         elif e.reason == "user_shutdown":
             self._end(e, "stopped", e.detail or "stopped by the operator")
+        elif e.reason == "interrupted":
+            self._end(e, "interrupted", e.detail or "interrupted by a signal")
         elif e.reason != "context_full":
             self._end(e, "failed", f"{e.reason}: {e.detail}" if e.detail else e.reason)
         if p.severity in ("warning", "error"):  # a job completed or a context restart says more than this
@@ -309,8 +311,8 @@ class ConsoleState:
         if e.outcome is not None:
             # The run's own verdict (an older log has none: its sessions' ends said what they could).
             shown = OUTCOME_SHOWN.get(e.outcome, e.outcome)
-            if e.outcome == "incomplete" and e.reason == "user_shutdown":
-                shown = "stopped"
+            if e.outcome == "incomplete" and e.reason in ("user_shutdown", "interrupted"):
+                shown = "stopped" if e.reason == "user_shutdown" else "interrupted"
             if self.outcome != shown:
                 self.outcome = None  # the run's verdict overrides what a session's end suggested
                 self._end(e, shown, self.outcome_detail if shown == "completed" else
