@@ -55,7 +55,7 @@ OPERATOR_KEYS: list[OperatorKey] = [
                 "command tools (g or esc closes)"),
     OperatorKey("help", "question_mark", "help", "Help", "this help"),
     OperatorKey("quit", "q", "quit_console", "Quit",
-                "quit (in-process run: asks, then stops the run; attached: detaches, the run goes on)"),
+                "quit: asks whether to detach (the run goes on) or stop the run; in the fleet, back to the list"),
     OperatorKey("next_pane", "tab", "next_pane", "Pane", "focus the next pane (narrow terminal: show it)",
                 key_display="⇥"),
     OperatorKey("previous_pane", "shift+tab", "previous_pane", "Prev pane", "focus the previous pane", show=False),
