@@ -42,6 +42,10 @@ from console.providers.scripted_view import (
 )
 
 ACTION_RX = re.compile(r"^\s*(?:[-*]\s*)?(?:\[ \]\s*)?(?:action(?: item)?|todo)\s*[:\-]\s*(.+)$", re.IGNORECASE)
+# An open checkbox ("- [ ] Chen: send the draft"), and a bullet under a heading that names action items.
+CHECKBOX_RX = re.compile(r"^\s*[-*]\s+\[ \]\s+(.+)$")
+BULLET_RX = re.compile(r"^\s*[-*]\s+(.+)$")
+HEADING_RX = re.compile(r"^\s*#{1,6}\s+(.*)$")
 SENTENCE_END_RX = re.compile(r"(?<=[.!?])\s+")
 VERSION_RX = re.compile(r"\b\d{1,6}\.\d{1,6}(?:\.\d{1,6})?\b")
 ACTION_WORD_RX = re.compile(r"\baction", re.IGNORECASE)
@@ -163,11 +167,16 @@ def compose(kind: str, path: str, ask: str, instructions: str, inputs: dict[str,
     """The document for ``path`` from the inputs' contents, by one of its recipes."""
     lines = [f"# {title_of(path)}", ""]
     if kind == "actions":
+        found = 0
         for src, text in inputs.items():
-            items = [m.group(1).strip() for ln in text.splitlines() if (m := ACTION_RX.match(ln))]
+            items = action_items(text)
+            found += len(items)
             lines += [f"## {first_heading(text, src)} ({src})", ""]
             lines += [f"- [ ] {i}" for i in items] or ["- (no action items)"]
             lines.append("")
+        if not found:  # nothing copied is no work done: said so, never a file of empty sections
+            return not_done(path, ask, list(inputs), "the inputs hold no action items it could copy (lines like "
+                            "'ACTION: ...', open checkboxes '- [ ] ...', or bullets under an 'Action items' heading)")
         return Draft("\n".join(lines), True, "action items copied from the inputs")
     if kind == "requirements":
         for src, text in inputs.items():
@@ -186,6 +195,21 @@ def compose(kind: str, path: str, ask: str, instructions: str, inputs: dict[str,
         lines += [f"## {first_heading(text, src)} ({src})", "",
                   " ".join(sentences[:3]).strip() or ("\n".join(items) if items else "(no prose)"), ""]
     return Draft("\n".join(lines), True, "the first sentences of each input")
+
+
+def action_items(text: str) -> list[str]:
+    """The action items a text lists: "ACTION: ..." / "TODO: ..." lines, open checkboxes, and the bullets under a
+    heading that names action items ("## Action items", "### Next actions")."""
+    out: list[str] = []
+    under_actions = False
+    for ln in text.splitlines():
+        if (h := HEADING_RX.match(ln)) is not None:
+            under_actions = ACTION_WORD_RX.search(h.group(1)) is not None
+            continue
+        m = ACTION_RX.match(ln) or CHECKBOX_RX.match(ln) or (BULLET_RX.match(ln) if under_actions else None)
+        if m is not None and (item := m.group(1).strip()):
+            out.append(item)
+    return out
 
 
 def _changes(path: str, ask: str, instructions: str, inputs: dict[str, str]) -> Draft:

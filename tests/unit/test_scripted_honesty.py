@@ -186,3 +186,47 @@ def test_inserting_under_the_title_loses_nothing_and_is_found_again() -> None:
     assert marker("# Doc\n\n> Written by the demo\n\nOutline of x.md (3 headings):\n\n- a\n") == \
         "Outline of x.md (3 headings):"
     assert marker("# Only a title\n") == "# Only a title"
+
+
+CHECKLIST_NOTES = """# Sync, 4 June
+
+## Decisions
+- Ship on Friday.
+
+## Action items
+- [ ] Chen: send the draft to legal
+* Dana to book the review room
+
+## Other
+- [x] Eve: already done
+- a bullet that is no action
+"""
+
+
+def test_action_items_are_read_from_checkboxes_and_an_action_items_heading_too() -> None:
+    from console.providers.scripted_writing import action_items
+
+    assert action_items(CHECKLIST_NOTES) == ["Chen: send the draft to legal", "Dana to book the review room"]
+    assert action_items(MEETING_NOTES) == ["Ana to update the changelog.", "Bo to book the demo room."]
+
+
+def test_notes_without_any_action_item_are_no_work_done(make_job, run_job) -> None:
+    """Nothing to copy is not a deliverable: the file says it was not done, and the confidence does not claim it."""
+    paths = make_job(instructions=MEETING.replace("- `plan_fr.md`: the meeting's decisions translated into French\n",
+                                                  ""),
+                     files={"meeting.md": "# Weekly meeting\n\nWe talked about the weather.\n"})
+    _, result = run_job(paths)
+    text = (paths.root / "action_items.md").read_text()
+    assert NOT_DONE_MARK in text and "no action items it could copy" in text
+    assert result.outcome is not None and result.outcome.confidence == 0.0
+    assert "action_items.md" not in result.outcome.deliverables
+
+
+def test_checklist_notes_give_their_action_items(make_job, run_job) -> None:
+    paths = make_job(instructions=MEETING.replace("- `plan_fr.md`: the meeting's decisions translated into French\n",
+                                                  ""), files={"meeting.md": CHECKLIST_NOTES})
+    _, result = run_job(paths)
+    text = (paths.root / "action_items.md").read_text()
+    assert "- [ ] Chen: send the draft to legal\n- [ ] Dana to book the review room\n" in text
+    assert "Eve" not in text and "no action" not in text
+    assert result.ended == "completed" and result.outcome is not None and result.outcome.confidence == 0.85
