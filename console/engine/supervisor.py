@@ -462,12 +462,12 @@ class Supervisor:
         self.journal.sync()
         if ended == "completed" and rt.outcome is not None:
             self._store("completed", self.clock.now(), rt.outcome.confidence, rt.outcome.summary)
+        elif ended == "gave_up" and rt.outcome is not None:  # `jobs` shows what the agent said, its confidence
+            self._store("gave_up", self.clock.now(), rt.outcome.confidence,
+                        f"{rt.outcome.summary} (notes: {rt.outcome.notes})"[:2000])
         else:
-            status = status_for(result.reason, ended)
             detail = result.detail
-            if ended == "gave_up" and rt.outcome is not None:  # `jobs` shows what the agent said
-                detail = f"{rt.outcome.summary} (notes: {rt.outcome.notes})"[:2000]
-            elif rt.outcome is not None:  # a job_complete the record does not bear out (a free stop's)
+            if rt.outcome is not None:  # a job_complete the record does not bear out (a free stop's)
                 detail = f"{rt.outcome.summary} (a job_complete with work left)"[:2000]
-            self._store("ended", status, self.clock.now(), detail)
+            self._store("ended", status_for(result.reason, ended), self.clock.now(), detail)
         return RunResult(result.reason, result.detail, self.session, rt.outcome, cp.restarts, ended)

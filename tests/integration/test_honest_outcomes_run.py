@@ -123,6 +123,8 @@ def test_an_agent_that_gives_up_asks_its_operator_everywhere_and_a_resume_goes_o
     assert main(["jobs", "--json"]) == 0
     row = next(json.loads(x) for x in capsys.readouterr().out.splitlines() if json.loads(x)["id"] == paths.run_id)
     assert row["status"] == "gave up" and "no text layer" in row["detail"]
+    # Its confidence, and since when it needs its operator (the need's moment, kept), as for any need.
+    assert row["confidence"] == 0.0 and row["needs_since"]
     assert main(["wait", paths.run_id, "--timeout", "30"]) == 4
     said = capsys.readouterr().out
     assert said.startswith(f"run {paths.run_id} needs you (the agent gave up): Cannot read the input")

@@ -70,6 +70,23 @@ def test_the_operators_pause_is_a_state_of_its_own(store_url: str, tmp_path: Pat
     store.close()
 
 
+def test_a_run_whose_agent_gave_up_keeps_its_confidence_and_since_when(store_url: str, tmp_path: Path) -> None:
+    store = opened(store_url, tmp_path)
+    run = tmp_path / "runs" / "gave-up"
+    store.started(run, run.name, "scripted", "scripted-agent", T0)
+    store.needs(run, "gave_up", "cannot read the input", T0 + timedelta(minutes=1))
+    store.gave_up(run, T0 + timedelta(minutes=2), 0.1, "cannot read the input (notes: no text layer)")
+    row = store.get(run)
+    assert row is not None and (row.status, row.confidence, row.detail, row.needs_since) == (
+        "gave up", 0.1, "cannot read the input (notes: no text layer)", (T0 + timedelta(minutes=1)).isoformat())
+    assert row in store.list_live_and_recent(0)[0]  # it waits for its operator: listed whatever its age
+    store.completed(run, T0 + timedelta(minutes=3), 0.9, "done")  # resumed and completed
+    store.gave_up(run, T0 + timedelta(minutes=4), 0.0, "late")  # never over a completed run
+    assert store.get(run).status == "completed"  # type: ignore[union-attr]
+    assert store.error is None
+    store.close()
+
+
 def test_live_runs_are_listed_whatever_their_age(store_url: str, tmp_path: Path) -> None:
     store = opened(store_url, tmp_path)
     old_live = tmp_path / "runs" / "a-live"

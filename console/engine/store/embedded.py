@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 
 from console.engine.atomic import PRIVATE_FILE, private_dir, private_file
-from console.engine.store.base import COLUMNS, FINISHED, NEEDS_YOU, JobRow
+from console.engine.store.base import COLUMNS, FINISHED, GAVE_UP, NEEDS_YOU, JobRow
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -161,6 +161,14 @@ class JobStore:
             f"WHERE path=? AND status='{NEEDS_YOU}'",
             (now.isoformat(timespec="seconds"), str(path)),
         )
+
+    def gave_up(self, path: Path, now: datetime, confidence: float, detail: str) -> None:
+        """The agent gave up (its confidence, what it said): the run needs its operator, since its first need."""
+        ts = now.isoformat(timespec="seconds")
+        since = ", needs_since=COALESCE(needs_since, ?)" if self._no_need else ""
+        self._update(f"UPDATE jobs SET status='{GAVE_UP}', updated_at=?, detail=?, confidence=?{since} "
+                     "WHERE path=? AND status != 'completed'",
+                     (ts, detail[:2000], confidence, *((ts,) if since else ()), str(path)))
 
     def paused(self, path: Path, now: datetime) -> None:
         """The operator paused the run: "paused" while it held ("needs you" stays: it says more)."""

@@ -29,7 +29,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from console.engine.store.base import COLUMNS, FINISHED, NEEDS_YOU, JobRow, StoreError, shown_store_url, this_host
+from console.engine.store.base import (
+    COLUMNS,
+    FINISHED,
+    GAVE_UP,
+    NEEDS_YOU,
+    JobRow,
+    StoreError,
+    shown_store_url,
+    this_host,
+)
 from console.engine.store.schema import EPOCH_SHIFT, SchemaTooNew, migrate
 
 EVENTS_CHANNEL = "agent_console_events"
@@ -57,6 +66,8 @@ UPDATES: dict[str, str] = {
              "WHERE key=%s AND status <> 'completed'",
     "answered": f"UPDATE runs SET status='running', updated_at=%s, detail=NULL, needs_since=NULL WHERE key=%s AND "
                 f"status='{NEEDS_YOU}'",
+    "gave_up": f"UPDATE runs SET status='{GAVE_UP}', updated_at=%s, detail=%s, confidence=%s, "
+               "needs_since=COALESCE(needs_since, %s) WHERE key=%s AND status <> 'completed'",
     "paused": "UPDATE runs SET status='paused', updated_at=%s WHERE key=%s AND status='running'",
     "unpaused": "UPDATE runs SET status='running', updated_at=%s WHERE key=%s AND status='paused'",
     "cost": "UPDATE runs SET cost_usd=%s WHERE key=%s",
@@ -220,6 +231,10 @@ class PgStore:
 
     def answered(self, path: Path, now: datetime) -> None:
         self._update("answered", (now.isoformat(timespec="seconds"), self.key(path)))
+
+    def gave_up(self, path: Path, now: datetime, confidence: float, detail: str) -> None:
+        ts = now.isoformat(timespec="seconds")
+        self._update("gave_up", (ts, detail[:2000], confidence, ts, self.key(path)))
 
     def paused(self, path: Path, now: datetime) -> None:
         self._update("paused", (now.isoformat(timespec="seconds"), self.key(path)))
