@@ -130,11 +130,10 @@ def test_corrupt_state_and_database_are_named_not_tracebacks(make_job, capsys) -
     assert "jobs database cannot be read" in capsys.readouterr().err
 
 
-def test_sigterm_stops_cleanly(make_job, capsys) -> None:
-    import signal
+def started_headless(paths) -> subprocess.Popen:
+    """A headless run of ``paths`` in a process of its own, once its first turn has started."""
     import time
 
-    paths = make_job("requirements-extraction")
     proc = subprocess.Popen([sys.executable, "-m", "console.cli", "run", str(paths.root), "--headless", "--in-place",
                              "--speed", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=os.environ.copy())
@@ -142,6 +141,14 @@ def test_sigterm_stops_cleanly(make_job, capsys) -> None:
     while not (paths.events.exists() and "turn_started" in paths.events.read_text()):
         assert time.monotonic() < deadline
         time.sleep(0.05)
+    return proc
+
+
+def test_sigterm_stops_cleanly(make_job, capsys) -> None:
+    import signal
+
+    paths = make_job("requirements-extraction")
+    proc = started_headless(paths)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130 and "Traceback" not in err  # a signal is an interrupt, not the operator's stop
@@ -166,16 +173,9 @@ def test_sigterm_stops_cleanly(make_job, capsys) -> None:
 
 def test_ctrl_c_on_a_headless_run_is_an_interrupt_in_every_view(make_job) -> None:
     import signal
-    import time
 
     paths = make_job("requirements-extraction")
-    proc = subprocess.Popen([sys.executable, "-m", "console.cli", "run", str(paths.root), "--headless", "--in-place",
-                             "--speed", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=os.environ.copy())
-    deadline = time.monotonic() + 30
-    while not (paths.events.exists() and "turn_started" in paths.events.read_text()):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    proc = started_headless(paths)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "Traceback" not in err
