@@ -301,6 +301,30 @@ class TodoManager:
         st.archived = True
         self.save()
 
+    def turn_into_rewind(self, issue: str) -> PendingTransition:
+        """The open transition becomes a rewind of the phase it leaves: one state change.
+
+        A phase transition closed that phase when it opened (begin_transition); a rewind redoes it, so the
+        closing is taken back in the same change, and the next list the agent writes is that phase again,
+        never the one after it (whose work was not done)."""
+        p = self.state.pending
+        if p is None:
+            raise ValueError("no transition is open")
+        if p.kind == "phase" and p.from_kind == "phase" and self.state.closed:
+            closed = list(self.state.closed)
+            for i in range(len(closed) - 1, -1, -1):
+                c = closed[i]
+                # The last one of its name: the transition appended it, and nothing closes a phase while
+                # a transition is open.
+                if c.by == "transition" and c.name == p.from_name and c.number == p.from_phase:
+                    del closed[i]
+                    break
+            self.state.closed = closed
+        p.kind = "rewind"
+        p.issue = issue
+        self.save()
+        return p
+
     def close_phase(self, name: str, number: int, tasks: int, now: datetime,
                     by: Literal["transition", "job_complete", "archive"]) -> None:
         """Record a plan phase as closed by the harness (see :class:`ClosedPhase`)."""
