@@ -221,7 +221,7 @@ class PhaseTransitionManager:
                 # A rewind while a transition is open turns it into a rewind of the phase that transition
                 # leaves (the phase the operator saw, and the one its log line names), with its own prompt;
                 # a phase transition's closing of that phase is taken back with it.
-                self.rt.todos.turn_into_rewind(issue)
+                self.rt.todos.turn_into_rewind(issue, self.rt.clock.now())
                 self.rt.events.emit(ev.PhaseTransition, kind="rewind", stage="started",
                                     from_phase=st.pending.from_phase, archive=st.pending.archive, issue=issue)
                 self.publish_todos("transition:rewind")

@@ -148,6 +148,8 @@ def test_a_rewind_as_the_phase_1_to_2_transition_starts_redoes_phase_1(make_job,
     rewound = next(e for e in run.events() if isinstance(e, ev.PhaseTransition) and e.kind == "rewind"
                    and e.stage == "completed")
     assert (rewound.to_name, rewound.issue) == ("Review Inputs", f"(operator) {ISSUE}")
+    note = json.loads((run.paths.archive / "phase-01-review-inputs-rewind.json").read_text())["note"]
+    assert note == f"FAILED - rewind: (operator) {ISSUE}"
     assert_agree(run)
     assert_finished(run, reference)
 

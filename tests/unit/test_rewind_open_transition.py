@@ -78,6 +78,15 @@ def test_the_open_transition_s_closing_is_taken_back_with_the_rewind(rt) -> None
     assert rt.todos.state.pending.kind == "rewind" and closed(rt) == []
     started = [e for e in ev.read_events(rt.paths.events) if isinstance(e, ev.PhaseTransition)][-1]
     assert (started.kind, started.stage, started.from_phase) == ("rewind", "started", 1)
+    # The list, archived when the transition opened, is archived again with the failure note the prompt names.
+    assert started.archive == "phase-01-alpha-rewind.json"
+    first = json.loads((rt.paths.archive / "phase-01-alpha.json").read_text())
+    again = json.loads((rt.paths.archive / started.archive).read_text())
+    assert (again["transition"], again["note"], again["list_archived_as"]) == (
+        "rewind", "FAILED - rewind: (operator) wrong order", "phase-01-alpha.json")
+    assert [(i["text"], i["done"]) for i in again["items"]] == [(i["text"], i["done"]) for i in first["items"]]
+    prompt = rt.take_notices()[-1].content
+    assert prompt.startswith("REWIND") and "as .console/archive/phase-01-alpha-rewind.json" in prompt
     _call(rt, "todo_write", todos=[f"a{i}" for i in range(5)])
     assert installed(rt) == ("phase", 1, "Alpha")
     moved = last_completed(rt)
@@ -156,13 +165,13 @@ def test_only_the_transition_s_own_closing_is_taken_back(make_job, clock) -> Non
     todos.begin_transition("phase", clock.now(), mark_current_done=True)
     todos.install(["y"], kind="phase", phase_name="Beta", phase_number=2, total_phases=3)
     todos.begin_transition("checkpoint", clock.now())
-    todos.turn_into_rewind("why")
+    todos.turn_into_rewind("why", clock.now())
     assert [c.name for c in todos.state.closed or []] == ["Alpha"]
     todos.install(["y"], kind="phase", phase_name="Beta", phase_number=2, total_phases=3, done=[True])
     todos.begin_transition("phase", clock.now())
     assert [c.name for c in todos.state.closed or []] == ["Alpha", "Beta"]
-    todos.turn_into_rewind("why")
+    todos.turn_into_rewind("why", clock.now())
     assert [c.name for c in todos.state.closed or []] == ["Alpha"]
     assert todos.state.pending is not None and todos.state.pending.kind == "rewind"
     with pytest.raises(ValueError):
-        TodoManager().turn_into_rewind("nothing open")
+        TodoManager().turn_into_rewind("nothing open", clock.now())
