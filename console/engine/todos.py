@@ -335,9 +335,10 @@ class TodoManager:
             closed = list(st.closed)
             for i in range(len(closed) - 1, -1, -1):
                 c = closed[i]
-                # The last one of its name: the transition appended it, and nothing closes a phase while
-                # a transition is open.
-                if c.by == "transition" and c.name == p.from_name and c.number == p.from_phase:
+                # The last one of its name: the transition appended it (or, for a run from before the record
+                # was kept, its archive was read back as the record), and nothing closes a phase while a
+                # transition is open.
+                if c.by != "job_complete" and c.name == p.from_name and c.number == p.from_phase:
                     del closed[i]
                     break
             st.closed = closed

@@ -175,3 +175,20 @@ def test_only_the_transition_s_own_closing_is_taken_back(make_job, clock) -> Non
     assert todos.state.pending is not None and todos.state.pending.kind == "rewind"
     with pytest.raises(ValueError):
         TodoManager().turn_into_rewind("nothing open", clock.now())
+
+
+def test_a_record_read_back_from_the_archives_is_taken_back_too(clock) -> None:
+    """A run from before the record was kept, resumed with its phase 1 -> 2 transition open: the record read back
+    from the archives (console.engine.record.from_archives) counts the archive of that transition as closing
+    phase 1; a rewind then reopens it all the same."""
+    from console.engine import record
+
+    todos = TodoManager()
+    todos.install(["x"], kind="phase", phase_name="Alpha", phase_number=1, total_phases=2)
+    todos.begin_transition("phase", clock.now(), mark_current_done=True)
+    archived = {"transition": "phase", "kind": "phase", "phase_name": "Alpha", "phase_number": 1,
+                "archived_at": clock.now().isoformat(), "items": [{"text": "x", "done": True}]}
+    todos.state.closed = record.from_archives([archived])
+    assert [(c.name, c.number, c.by) for c in todos.state.closed] == [("Alpha", 1, "archive")]
+    todos.turn_into_rewind("why", clock.now())
+    assert todos.state.closed == []
