@@ -218,10 +218,10 @@ class PhaseTransitionManager:
         st = self.state
         if st.pending is not None:
             if kind == "rewind" and issue:
-                # A rewind while a transition is open turns it into a rewind, with its own prompt.
-                st.pending.kind = "rewind"
-                st.pending.issue = issue
-                self.rt.todos.save()
+                # A rewind while a transition is open turns it into a rewind of the phase that transition
+                # leaves (the phase the operator saw, and the one its log line names), with its own prompt;
+                # a phase transition's closing of that phase is taken back with it.
+                self.rt.todos.turn_into_rewind(issue, self.rt.clock.now())
                 self.rt.events.emit(ev.PhaseTransition, kind="rewind", stage="started",
                                     from_phase=st.pending.from_phase, archive=st.pending.archive, issue=issue)
                 self.publish_todos("transition:rewind")
@@ -379,11 +379,25 @@ class PhaseTransitionManager:
         # The next phase is the first one the harness has not closed (the one marked current, if it is open):
         # the plan's own checkboxes are never evidence that a phase was done (console.engine.record).
         left = record.open_phases(plan, self.state)
-        target = next((p for p in left if p.marked_current), left[0] if left else None)
+        rewind = pending is not None and pending.kind == "rewind"
+        if rewind:
+            # A rewind redoes the phase where the work stands (or the agent's revision of it): the first phase
+            # the record has not closed. A later phase marked current would skip work that was never done.
+            target = left[0] if left else None
+            ahead = next((p for p in left[1:] if p.marked_current), None)
+            if target is not None and ahead is not None:
+                notes.append(f"main_plan.md marked phase '{ahead.name}' current, but a rewind redoes phase "
+                             f"'{target.name}' (the first phase not yet done); the system moved the mark.")
+        else:
+            target = next((p for p in left if p.marked_current), left[0] if left else None)
         if target is not None and target.complete:
-            notes.append(f"main_plan.md marked phase '{target.name}' complete, but its todo list was never worked "
-                         "through todo_complete, so it is the next phase; the system cleared its marks."
-                         + self._closed_names())
+            if rewind:
+                notes.append(f"main_plan.md marked phase '{target.name}' complete, but the rewind redoes it; "
+                             "the system cleared its marks.")
+            else:
+                notes.append(f"main_plan.md marked phase '{target.name}' complete, but its todo list was never "
+                             "worked through todo_complete, so it is the next phase; the system cleared its marks."
+                             + self._closed_names())
             plan.reopen(target)
             changed = True
         if target is not None and not target.marked_current:

@@ -301,6 +301,52 @@ class TodoManager:
         st.archived = True
         self.save()
 
+    def turn_into_rewind(self, issue: str, now: datetime) -> PendingTransition:
+        """The open transition becomes a rewind of the phase it leaves: one state change, its archive an effect.
+
+        A phase transition closed that phase when it opened (begin_transition); a rewind redoes it, so the
+        closing is taken back in the same change, and the next list the agent writes is that phase again,
+        never the one after it (whose work was not done)."""
+        st = self.state
+        p = st.pending
+        if p is None:
+            raise ValueError("no transition is open")
+        # The list was archived when the transition opened, without a failure note; seed 000's rewind archives
+        # it with one, so it is archived again under a rewind's name, which the rewind's prompt names. Its
+        # tasks are those the pending transition knows (every one for a phase, bootstrap or checkpoint
+        # transition); the first archive, named in it, keeps the list as it was.
+        items = [TodoItem(text=t, done=True) for t in p.done_before] + [TodoItem(text=t) for t in p.carried]
+        name = self._archive_name("rewind")
+        record = {
+            "phase_name": st.phase_name,
+            "phase_number": st.phase_number,
+            "total_phases": st.total_phases,
+            "kind": st.kind,
+            "transition": "rewind",
+            "archived_at": now.isoformat(),
+            "note": f"FAILED - rewind: {issue}",
+            "list_archived_as": p.archive,
+            "items": [json.loads(i.model_dump_json()) for i in items],
+            "display": render_layer2(st.model_copy(update={"pending": None, "items": items})),
+        }
+        self.sink.effect(f"{ARCHIVE_DIR}/{name}", json.dumps(record, ensure_ascii=False, indent=1))
+        p.archive = name
+        if p.kind == "phase" and p.from_kind == "phase" and st.closed:
+            closed = list(st.closed)
+            for i in range(len(closed) - 1, -1, -1):
+                c = closed[i]
+                # The last one of its name: the transition appended it (or, for a run from before the record
+                # was kept, its archive was read back as the record), and nothing closes a phase while a
+                # transition is open.
+                if c.by != "job_complete" and c.name == p.from_name and c.number == p.from_phase:
+                    del closed[i]
+                    break
+            st.closed = closed
+        p.kind = "rewind"
+        p.issue = issue
+        self.save()
+        return p
+
     def close_phase(self, name: str, number: int, tasks: int, now: datetime,
                     by: Literal["transition", "job_complete", "archive"]) -> None:
         """Record a plan phase as closed by the harness (see :class:`ClosedPhase`)."""
