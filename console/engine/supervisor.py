@@ -202,6 +202,9 @@ class Supervisor:
 
     def _store_started(self) -> None:
         self._store("started", self.paths.root.name, self.provider.name, self.provider.model, self.clock.now())
+        if self.operator.paused and self.operator.needs is None:
+            # Paused by its operator while a restart waited for approval: the new session holds, and says so.
+            self._store("paused", self.clock.now())
 
     def _start_guardrails(self, rt: Runtime) -> None:
         """The guardrails' clock starts (once per job), the operator reads what the job's commands see and

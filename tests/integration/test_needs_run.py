@@ -119,6 +119,37 @@ def test_the_jobs_table_says_paused_while_the_operator_holds_the_run(make_job, t
     assert as_now(store.get(dead), holder=lambda _: None).status == "interrupted"
 
 
+def test_a_pause_while_a_restart_waits_still_says_paused_once_it_is_approved(make_job, tmp_path: Path) -> None:
+    """The operator pauses a run that waits for a restart's approval, then approves it: the new session holds,
+    and `jobs` says paused (it said running), until they resume it."""
+    from console.view.jobs import as_now
+
+    paths = make_job("requirements-extraction")
+    store = JobStore(tmp_path / "jobs.db")
+    sup = supervisor(paths, store, context_window=10_000, auto_restart=False, max_restarts=2)
+    seen: list[tuple[str, str]] = []
+
+    def operator(e: ev.EventBase) -> None:
+        if isinstance(e, ev.NeedsOperator) and e.reason == "restart_approval":
+            if not seen:
+                sup.pause()
+            else:
+                sup.deny_restart()
+        elif isinstance(e, ev.OperatorCommand) and e.status == "applied" and e.command == "pause":
+            sup.approve_restart()
+        elif isinstance(e, ev.SessionStarted) and e.reason == "restart" and not seen:
+            row = store.get(paths.root)
+            assert row is not None
+            seen.append((row.status, as_now(row).status))
+            sup.resume()
+
+    sup.subscribe(operator)
+    sup.run()
+    assert seen == [("paused", "paused")]
+    assert [e.command for e in ev.read_events(paths.events) if isinstance(e, ev.OperatorCommand)
+            and e.status == "applied"][:3] == ["pause", "approve_restart", "resume"]
+
+
 def test_a_crash_asks_for_the_operator_before_the_run_ends(make_job, tmp_path: Path, monkeypatch) -> None:
     import console.engine.supervisor as supervisor_module
 
