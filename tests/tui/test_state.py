@@ -58,6 +58,19 @@ def test_pause_and_requested_commands():
     assert st.status == "running"
 
 
+def test_a_stop_while_a_restart_waits_is_not_told_as_a_denial():
+    from datetime import UTC, datetime
+
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    for by, said in (("operator", "restart denied by the operator"),
+                     ("operator's stop", "stopped by the operator while a context restart waited for approval")):
+        st = ConsoleState("job")
+        st.apply(ev.SessionStarted(ts=t, seq=1, session=1))
+        st.apply(ev.RestartDenied(ts=t, seq=2, session=1, by=by))
+        st.apply(ev.RunEnded(ts=t, seq=3, session=1, reason="user_shutdown", outcome="incomplete", detail=said))
+        assert (st.outcome, st.outcome_detail) == ("stopped", said)
+
+
 def test_formatting_helpers():
     assert tokens(950) == "950" and tokens(1234) == "1.2k" and tokens(56_000) == "56k" and tokens(2_500_000) == "2.50M"
     assert tokens is present.tokens  # one formatter for every view

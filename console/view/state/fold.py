@@ -350,7 +350,9 @@ class ConsoleState:
         if self.needs is not None and self.needs.reason == "restart_approval":
             self.needs = None
         if isinstance(e, ev.RestartDenied):
-            self._end(e, "stopped", "restart denied by the operator")
+            # A stop while the restart waited is not a denial (the run's end says the same: jobs, wait).
+            self._end(e, "stopped", "restart denied by the operator" if e.by == "operator" else
+                      "stopped by the operator while a context restart waited for approval")
         return {STATUS, RESTART} | self._context(e)
 
     # -- the rest ---------------------------------------------------------------------------
