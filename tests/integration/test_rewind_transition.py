@@ -26,7 +26,9 @@ from console.providers.scripted import ScriptedCall as C
 from console.providers.scripted import ScriptedProvider, ScriptedTurn
 from console.providers.scripted import ScriptedTurn as T
 from tests.conftest import run_settings
-from tests.integration.test_kill_points import enumerate_kills, work  # noqa: F401 (work: a fixture)
+
+# The edits sweep's plan: the same two phases, the same first turns.
+from tests.integration.test_kill_points import PLAN, enumerate_kills, work  # noqa: F401 (work: a fixture)
 from tests.sweeps import Sweep
 
 ISSUE = "use bullet lists only"
@@ -186,10 +188,6 @@ def test_a_rewind_naming_phase_1_after_its_transition_is_done_is_refused(make_jo
 
 
 # -- crash consistency: the agent's own rewind while a phase transition is open, killed anywhere ------------
-PLAN = ("# Plan\n\n## Phase 1: Collect\n" + "".join(f"- [ ] c{i}\n" for i in range(5))
-        + "\n## Phase 2: Write\n" + "".join(f"- [ ] w{i}\n" for i in range(5)))
-
-
 def _rewind_in_transition_script() -> list[ScriptedTurn]:
     """Phase 1 completed (its transition opens), then a rewind before the next list: phase 1 is redone."""
     done = C(name="todo_complete")

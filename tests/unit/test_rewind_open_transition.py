@@ -10,22 +10,15 @@ import json
 import pytest
 
 from console.engine import events as ev
-from console.engine.messages import ToolCall
 from console.engine.operator import OperatorState
 from console.engine.plan import parse_plan
 from console.engine.runtime import Runtime
 from console.engine.todos import TodoManager
-from console.engine.tools import ToolOutcome, default_registry
+from tests.unit.test_rewind_phase import _call  # one tool call through the registry, as the loop makes it
 
 PLAN = ("# Plan\n\n## Phase 1: Alpha\n" + "".join(f"- [ ] a{i}\n" for i in range(5))
         + "\n## Phase 2: Beta\n" + "".join(f"- [ ] b{i}\n" for i in range(5))
         + "\n## Phase 3: Gamma\n" + "".join(f"- [ ] c{i}\n" for i in range(5)))
-
-
-def _call(rt: Runtime, name: str, **args: object) -> ToolOutcome:
-    reg = default_registry()
-    parsed = reg.parse(ToolCall(id="x", name=name, arguments=json.dumps(args)))
-    return parsed if isinstance(parsed, ToolOutcome) else reg.run(rt, *parsed)
 
 
 @pytest.fixture
