@@ -213,7 +213,11 @@ class Notifier:
             detail = f": {_line(e.detail, 300)}" if e.detail else ""
             kind = "success" if e.reason in ("job_complete", "agent_stopped") else \
                 "info" if e.reason in ("user_shutdown", "interrupted") else "failure"
-            return Message(f"agent-console: run {self.run_id} ended ({what})", f"{self.job}{detail}", kind, now)
+            body = f"{self.job} (run {self.run_id}){detail}"
+            if e.outcome not in (None, "completed", "failed"):
+                # Read on a phone, away from the terminal: what goes on with it, typed on the run's machine.
+                body += f"\n\nGo on with: agent-console resume {self.run_id}"
+            return Message(f"agent-console: run {self.run_id} ended ({what})", body, kind, now)
         return None
 
     def _need_body(self, e: ev.NeedsOperator) -> str:

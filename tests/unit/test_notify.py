@@ -161,11 +161,14 @@ def test_the_end_of_a_run_is_one_short_line_when_asked(server: Loopback) -> None
     assert done.body["message"] == "quickstart: Produced digest.md."
 
     stopped = Notifier([server.url("json", "stopped")], "k3f9q", "quickstart")
-    stopped(ev.RunEnded(ts=T, seq=7, session=1, reason="user_shutdown", detail="restart denied by the operator"))
+    stopped(ev.RunEnded(ts=T, seq=7, session=1, reason="user_shutdown", detail="restart denied by the operator",
+                        outcome="incomplete"))
     [req] = [r for r in server.wait_for(2) if r.path == "/stopped"]
     stopped.close()
     assert req.body["title"] == "agent-console: run k3f9q ended (stopped)"
-    assert req.body["message"] == "quickstart: restart denied by the operator"
+    # Read on a phone: which run, and the command that goes on with it.
+    assert req.body["message"] == ("quickstart (run k3f9q): restart denied by the operator\n\n"
+                                   "Go on with: agent-console resume k3f9q")
 
     quiet = Notifier([server.url("json", "quiet")], "k3f9q", "quickstart", notify_on_end=False)
     quiet(ev.RunEnded(ts=T, seq=8, session=1, reason="max_turns"))
