@@ -97,7 +97,7 @@ class FleetActions(App[int]):
         if message.action == "deny":  # it ends the run: asked first, naming the run
             self.ask(ConfirmScreen(f"Deny the restart of {row.id} {row.job}?",
                                    f"The run {row.name} ends here instead of starting a fresh session (it can be "
-                                   f"resumed later: agent-console run --in-place {row.path}).", "Deny", "Keep it "
+                                   f"resumed later: agent-console resume {row.id}).", "Deny", "Keep it "
                                    "waiting"),
                      lambda yes: self._fleet_send(row, "deny") if yes else None)
             return
@@ -137,8 +137,8 @@ class FleetActions(App[int]):
             if not row.has_runner:
                 self.notify(f"{row.id} {row.job}: no process runs it ({row.state}).", title="Nothing to stop")
                 return
-            later = (f"agent-console resume {row.id} on {row.host}" if row.host
-                     else f"agent-console run --in-place {row.path}")
+            # The short form (a dialog wraps a long folder): `resume ID` finds the run wherever this is typed.
+            later = f"agent-console resume {row.id}" + (f" on {row.host}" if row.host else "")
             self.ask(ConfirmScreen(f"Stop {row.id} {row.job}?",
                                    f"The run {row.name} stops after its current turn (at once while it waits for "
                                    "the model, for approval or is paused); a second stop stops it at once. Resume "

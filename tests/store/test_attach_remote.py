@@ -205,7 +205,7 @@ def test_hostile_text_from_the_store_is_shown_as_text(pg_url: str, monkeypatch: 
         # names the run by its id, on its machine: the folder is a path of that machine, not of this one.
         await wait_for(pilot, lambda: isinstance(app.screen, RestartApprovalScreen), what="the approval dialog")
         said = words(str(app.screen.query_one("#message").render()))
-        assert words(f"resumed later on machine-a with `agent-console run --in-place {run_id(row.path)}`") in said
+        assert words(f"resumed later on machine-a with `agent-console resume {run_id(row.path)}`") in said
         assert str(folder) not in said
         await pilot.press("escape")
         shown = "\n".join(line for view in app.main.query(ItemView) for line in view.plain_lines())

@@ -16,8 +16,8 @@ from console.tui.screens.dialog import Dialog
 from console.view.format import tokens
 
 
-def explain(p: ev.RestartPending, run: str = "FOLDER", host: str = "") -> Content:
-    """Why the restart waits; ``run``: the folder (or id) to name in the resume command; ``host``: the machine
+def explain(p: ev.RestartPending, run: str = "ID", host: str = "") -> Content:
+    """Why the restart waits; ``run``: the run id to name in the resume command; ``host``: the machine
     that runs it, when it is not this one (the command is typed there)."""
     run = safe_text(run, one_line=True)  # a folder's name may hold anything
     where = f" on {safe_text(host, one_line=True)}" if host else ""
@@ -34,7 +34,7 @@ def explain(p: ev.RestartPending, run: str = "FOLDER", host: str = "") -> Conten
     lines = [Content.assemble((f"{k:<10}", "bold $text-primary"), v) for k, v in rows]
     lines.append(Content(""))
     lines.append(Content.styled("Approve to continue in a fresh session; deny to end the run here "
-                                f"(it can be resumed later{where} with `agent-console run --in-place {run}`).",
+                                f"(it can be resumed later{where} with `agent-console resume {run}`).",
                                 "$text-muted"))
     return Content("\n").join(lines)
 
@@ -52,7 +52,7 @@ class RestartApprovalScreen(Dialog[str | None]):
         Binding("escape", "decide('later')", "Later", id="modal_later"),
     ]
 
-    def __init__(self, pending: ev.RestartPending, run: str = "FOLDER", host: str = "", **kw: Any) -> None:
+    def __init__(self, pending: ev.RestartPending, run: str = "ID", host: str = "", **kw: Any) -> None:
         super().__init__(**kw)
         self.pending = pending
         self.run = run

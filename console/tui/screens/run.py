@@ -393,9 +393,10 @@ class RunScreen(RunKeys):
         self._approval_waits = -1
         self.app.bell()  # the dialog says the rest: a toast beside it would only cover its buttons
         self.app.clear_notifications()
-        # A run of another machine is named by its id there (its folder is that machine's path, not this one's).
+        # Named by its id (`resume ID` finds it wherever it is typed; a folder wraps in the dialog), on its machine
+        # when it is another's.
         host = getattr(self.controller, "host", "")
-        self.approval = RestartApprovalScreen(pending, self.run_id if host else str(self.paths.root), host)
+        self.approval = RestartApprovalScreen(pending, self.run_id or str(self.paths.root), host)
         self.ask(self.approval, self._approval_decided)
 
     def ask(self, dialog: Dialog, done: Callable[[Any], None]) -> None:

@@ -111,7 +111,7 @@ class RunKeys(MainScreen):
         if self.run_active:
             return False
         # A run of another machine is resumed there (its controller says how), not from this one's folder.
-        resume = getattr(self.controller, "resume_hint", "") or f"agent-console run --in-place {self.paths.root}"
+        resume = getattr(self.controller, "resume_hint", "") or f"agent-console resume {self.run_id}"
         if self.state.outcome == "completed":
             self.notify(f"The job is complete: there is nothing to {command}.", title=f"No {command}")
         elif self.state.ended:
@@ -180,7 +180,7 @@ class RunKeys(MainScreen):
             if yes:
                 self.send("stop", "stopping now" if again else "stopping after this turn")
 
-        resume = getattr(self.controller, "resume_hint", "") or f"agent-console run --in-place {self.paths.root}"
+        resume = getattr(self.controller, "resume_hint", "") or f"agent-console resume {self.run_id}"
         if again:
             self.ask(ConfirmScreen("Stop now?", "The current turn is abandoned (its half-written reply is "
                                    f"dropped); the run can be resumed with `{resume}`.", "Stop now", "Wait"), done)
