@@ -120,6 +120,9 @@ class OperatorState:
                 if self.paused:
                     return "rejected", "already paused"
                 self.paused = True
+                if self.awaiting_restart or self.needs is not None:
+                    # No turn is in flight: the run waits for its operator, and holds once that is answered.
+                    return "applied", "paused: it holds once what it waits for is answered, until resumed"
                 return "applied", "pausing after the current turn"
             case Resume():
                 if not self.paused:

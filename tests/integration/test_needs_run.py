@@ -146,8 +146,10 @@ def test_a_pause_while_a_restart_waits_still_says_paused_once_it_is_approved(mak
     sup.subscribe(operator)
     sup.run()
     assert seen == [("paused", "paused")]
-    assert [e.command for e in ev.read_events(paths.events) if isinstance(e, ev.OperatorCommand)
-            and e.status == "applied"][:3] == ["pause", "approve_restart", "resume"]
+    applied = [e for e in ev.read_events(paths.events) if isinstance(e, ev.OperatorCommand) and e.status == "applied"]
+    assert [e.command for e in applied][:3] == ["pause", "approve_restart", "resume"]
+    # No turn is in flight while a restart waits: the pause says when it holds, not "after the current turn".
+    assert applied[0].detail == "paused: it holds once what it waits for is answered, until resumed"
 
 
 def test_a_crash_asks_for_the_operator_before_the_run_ends(make_job, tmp_path: Path, monkeypatch) -> None:
