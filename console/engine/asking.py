@@ -137,7 +137,12 @@ class AskingTheModel(SessionBase):
 
         def attempt() -> TurnOutput:
             streamed[0] = 0
-            return stream_turn(deps, self.cp.turn, request, streamed)
+            try:
+                return stream_turn(deps, self.cp.turn, request, streamed)
+            finally:
+                # The state lent to the state-file thread while the model was asked is the run's again (what
+                # follows, a failure's handling included, may change it).
+                rt.projections.serialized()
 
         def announce(state: Any) -> None:
             exc = state.outcome.exception()

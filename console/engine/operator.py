@@ -102,6 +102,7 @@ class OperatorState:
         """:meth:`apply` while the model is asked (stop and pause act at once), on each streamed item: with nothing
         new to hand over and nothing in force, nothing to do."""
         if self.abort or self.paused or not self.channel.idle():
+            rt.projections.serialized()  # a command may change the state lent to the state-file thread
             self.apply(rt, streaming=True, asking=True)
 
     def _apply_one(self, rt: Runtime, cmd: Command, streaming: bool) -> tuple[str, str]:

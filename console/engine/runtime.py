@@ -16,6 +16,7 @@ attempt did.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -256,13 +257,16 @@ class Runtime:
                 continue
             if comp == "experiences":
                 self.write_experiences(background=True)
-            value = self.component(comp)
-            if value is not None:
-                # Held until the run asks its model (Session.run releases them): written during the call.
-                self.projections.submit(self._projection_paths[comp], projection_bytes(comp, value), self._tmp_dir,
-                                        hold=True)
+            # Held until the run asks its model (Session.run releases them): made from the state and written
+            # during the call, while the run does not change it (it takes it back: ProjectionWriter.serialized).
+            self.projections.submit(self._projection_paths[comp], functools.partial(self._projection, comp),
+                                    self._tmp_dir, hold=True)
         self._stale.clear()
         self._projected_at = self.clock.monotonic()
+
+    def _projection(self, comp: str) -> bytes | None:
+        value = self.component(comp)
+        return None if value is None else projection_bytes(comp, value)
 
     def settle(self) -> None:
         """Wait until experiences.md, if written in the background, is written (before a tool may read it; the

@@ -20,6 +20,7 @@ import errno
 import os
 import stat
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -230,6 +231,10 @@ def projection_bytes(component: str, value: BaseModel) -> bytes:
     return value.model_dump_json(indent=1).encode("utf-8", "replace")
 
 
+# A state file's content, or a function that makes it from the run's state (None: nothing to write).
+Content = bytes | Callable[[], bytes | None]
+
+
 def _background_priority() -> None:
     """The calling thread becomes background work to the scheduler (Linux's SCHED_BATCH: the same share of the
     CPU, but a wake-up of it never preempts the thread that woke it). The run's loop wakes the state-file thread
@@ -252,28 +257,41 @@ class ProjectionWriter:
     file wins (an older one still queued is dropped), and :meth:`flush` waits until everything submitted is
     written. While the kill-point tests count the engine's write points, it writes at once, so a run's points
     come in the same order every time.
+
+    A held content may be a function that makes it (:meth:`submit`): the state's JSON is then made on this
+    thread too, once the run lends it its state (:meth:`release`, as it asks its model: nothing changes it
+    meanwhile), and the run takes the state back with :meth:`serialized` before it changes anything again.
+    Serialising the state files took a tenth of a turn's harness time on the run's loop.
     """
 
     IDLE_SECONDS = 1.0  # the thread ends after this long with nothing to write (a new submit starts another)
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._queue: dict[Path, tuple[bytes, Path]] = {}
+        self._queue: dict[Path, tuple[Content, Path]] = {}
+        self._lazy: set[Path] = set()  # queued files whose content is still a function to call
+        self._making = False  # a content is being made (from the run's state)
         self._busy: Path | None = None  # the file being written
         self._held = False
         self._thread: threading.Thread | None = None
         self._errors: list[tuple[Path, str]] = []
 
-    def submit(self, path: Path, data: bytes, tmp_dir: Path, *, hold: bool = False) -> None:
+    def submit(self, path: Path, data: Content, tmp_dir: Path, *, hold: bool = False) -> None:
         """Queue a file's content. ``hold``: written once :meth:`release` (or a flush) says so, e.g. when the run
         waits for its model: the thread's Python work then takes the GIL from no one (written at once, it could
-        stall the run's next steps by a switch interval, 5 ms, on a busy machine)."""
+        stall the run's next steps by a switch interval, 5 ms, on a busy machine). ``data`` may be a function
+        that makes the content from the run's state (held only): called on this thread after the release."""
         if failpoints.installed():
             self._write(path, data, tmp_dir)
             return
         with self._cond:
             self._queue.pop(path, None)  # re-queued at the end: files are written in the order last submitted
             self._queue[path] = (data, tmp_dir)
+            if callable(data):
+                self._lazy.add(path)
+                hold = True  # made from the state only while the run lends it (release)
+            else:
+                self._lazy.discard(path)
             self._held = self._held or hold
             if not self._held:
                 self._start()
@@ -291,6 +309,15 @@ class ProjectionWriter:
             self._thread.start()
         self._cond.notify_all()
 
+    def serialized(self) -> None:
+        """The run takes its state back: every content still to be made from it is made (a wait only when the
+        model answered before the thread was done; contents still held are made after the next release)."""
+        if not self._lazy and not self._making:
+            return  # read without the lock, every turn: nothing was lent, or all of it was made
+        with self._cond:
+            while not self._held and (self._lazy or self._making):
+                self._cond.wait()
+
     def flush(self, path: Path | None = None) -> None:
         """Wait until every file submitted so far (or just ``path``) is written (or failed: see
         :meth:`take_errors`)."""
@@ -307,9 +334,22 @@ class ProjectionWriter:
             out, self._errors = self._errors, []
         return out
 
-    def _write(self, path: Path, data: bytes, tmp_dir: Path) -> None:
+    def _make(self, path: Path, data: Content) -> bytes | None:
+        if not callable(data):
+            return data
         try:
-            atomic_write_bytes(path, data, durable=False, tmp_dir=tmp_dir)
+            return data()
+        except Exception as exc:  # reported like a failed write: the file keeps its older content
+            with self._cond:
+                self._errors.append((path, str(exc) or type(exc).__name__))
+            return None
+
+    def _write(self, path: Path, data: Content, tmp_dir: Path) -> None:
+        made = self._make(path, data)
+        if made is None:
+            return
+        try:
+            atomic_write_bytes(path, made, durable=False, tmp_dir=tmp_dir)
         except Exception as exc:  # reported by the loop (take_errors); the thread must go on for flush()
             with self._cond:
                 self._errors.append((path, getattr(exc, "strerror", None) or str(exc) or type(exc).__name__))
@@ -323,9 +363,30 @@ class ProjectionWriter:
                     if not self._queue or self._held:
                         self._thread = None
                         return
-                path = next(iter(self._queue))
-                data, tmp_dir = self._queue.pop(path)
-                self._busy = path
+                lazy = bool(self._lazy)
+                if lazy:
+                    # The contents made from the state first, all of them (the run may be waiting to take its
+                    # state back), each kept in its place in the queue; then the writes.
+                    path = next(p for p in self._queue if p in self._lazy)
+                    data, tmp_dir = self._queue[path]
+                    self._lazy.discard(path)
+                    self._making = True
+                else:
+                    path = next(iter(self._queue))
+                    data, tmp_dir = self._queue.pop(path)
+                    self._busy = path
+            if lazy:
+                made = self._make(path, data)
+                with self._cond:
+                    self._making = False
+                    entry = self._queue.get(path)
+                    if entry is not None and entry[0] is data:  # not replaced by a newer content meanwhile
+                        if made is None:
+                            del self._queue[path]
+                        else:
+                            self._queue[path] = (made, tmp_dir)  # its place in the queue kept
+                    self._cond.notify_all()
+                continue
             try:
                 self._write(path, data, tmp_dir)
             finally:

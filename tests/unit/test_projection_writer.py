@@ -124,3 +124,75 @@ def test_the_writer_thread_is_background_work_to_the_scheduler_and_the_loop_thre
     w.flush()
     assert seen == [os.SCHED_BATCH]
     assert os.sched_getscheduler(0) != os.SCHED_BATCH  # the test's (the loop's) thread is left as it was
+
+
+def test_a_content_made_from_the_state_is_made_after_the_release_on_the_thread(tmp_path: Path) -> None:
+    """The run lends its state while it asks its model: the file is made from the state as it is then, on the
+    writer's thread, and serialized() (the run taking its state back) returns only once it is made."""
+    w = ProjectionWriter()
+    state = {"todo": "first"}
+    made_on: list[str] = []
+    gate = threading.Event()
+
+    def make() -> bytes:
+        made_on.append(threading.current_thread().name)
+        gate.wait(5)
+        return state["todo"].encode()
+
+    w.submit(tmp_path / "todos.json", make, tmp_path / "tmp", hold=True)
+    state["todo"] = "second"  # changed and committed before the run asks its model: the file shows it
+    w.serialized()  # held: nothing is lent yet, so nothing to wait for
+    assert made_on == [] and w._thread is None
+    w.release()
+    taken_back = threading.Event()
+    threading.Thread(target=lambda: (w.serialized(), taken_back.set()), daemon=True).start()
+    assert not taken_back.wait(0.1)  # the content is being made: the state is not the run's yet
+    gate.set()
+    assert taken_back.wait(5)
+    state["todo"] = "third"  # the run's again: what it changes now is not in the file being written
+    w.flush()
+    assert (tmp_path / "todos.json").read_bytes() == b"second" and made_on == ["state-files"]
+
+
+def test_contents_made_from_the_state_keep_their_order_and_a_newer_one_wins(tmp_path: Path) -> None:
+    w = ProjectionWriter()
+    order: list[str] = []
+    real = w._write
+
+    def write(path: Path, data: bytes, tmp_dir: Path) -> None:
+        order.append(path.name)
+        real(path, data, tmp_dir)
+
+    w._write = write  # type: ignore[method-assign]
+    w.submit(tmp_path / "a.json", lambda: b"old", tmp_path / "tmp", hold=True)
+    w.submit(tmp_path / "b.json", b"b", tmp_path / "tmp", hold=True)
+    w.submit(tmp_path / "c.json", lambda: None, tmp_path / "tmp", hold=True)  # nothing to write (no such state)
+    w.submit(tmp_path / "a.json", lambda: b"new", tmp_path / "tmp", hold=True)  # the newest, queued last
+    w.flush()
+    assert order == ["b.json", "a.json"] and (tmp_path / "a.json").read_bytes() == b"new"
+    assert not (tmp_path / "c.json").exists() and w.take_errors() == []
+
+
+def test_a_content_that_cannot_be_made_is_reported_and_the_run_is_not_held(tmp_path: Path) -> None:
+    w = ProjectionWriter()
+
+    def broken() -> bytes:
+        raise ValueError("surrogates not allowed")
+
+    w.submit(tmp_path / "memory.json", broken, tmp_path / "tmp", hold=True)
+    w.submit(tmp_path / "todos.json", lambda: b"t", tmp_path / "tmp", hold=True)
+    w.release()
+    w.serialized()  # returns: a failure is a content made (none)
+    w.flush()
+    assert [(p.name, why) for p, why in w.take_errors()] == [("memory.json", "surrogates not allowed")]
+    assert (tmp_path / "todos.json").read_bytes() == b"t" and not (tmp_path / "memory.json").exists()
+
+
+def test_while_the_kill_point_tests_count_writes_a_content_is_made_at_once(tmp_path: Path) -> None:
+    failpoints.install(lambda name, tear: None)
+    try:
+        w = ProjectionWriter()
+        w.submit(tmp_path / "todos.json", lambda: b"x", tmp_path / "tmp", hold=True)
+        assert (tmp_path / "todos.json").read_bytes() == b"x" and w._thread is None
+    finally:
+        failpoints.install(None)
