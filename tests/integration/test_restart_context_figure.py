@@ -3,11 +3,18 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
+import pytest
+
 from console.engine import events as ev
 from console.engine.supervisor import Supervisor
 from console.providers.scripted import ScriptedProvider
 from console.view.state import ConsoleState
-from tests.conftest import run_settings
+from tests.conftest import SAMPLES, run_settings
+from tests.integration.test_kill_points import EXTRA, enumerate_kills, work  # noqa: F401 (work: a fixture)
+from tests.sweeps import Sweep
 
 WINDOW = 6_000
 
@@ -66,3 +73,18 @@ def test_a_new_session_that_fails_before_its_estimate_still_says_it_started(make
     assert (start.prompt_tokens_est, start.prompt_budget) == (0, 0) and start.carryover_messages > 0
     assert [e.type for e in events[1:3]] == ["error", "session_ended"]
     assert "boom at the new session's start" in events[1].message  # type: ignore[attr-defined]
+
+
+@pytest.mark.sweep
+def test_every_kill_point_of_a_run_with_a_context_restart_resumes_to_the_same_end(
+        work: Path, monkeypatch: pytest.MonkeyPatch, sweep: Sweep) -> None:  # noqa: F811 (the fixture above)
+    """The restarted session says its start from inside its run now (once it has its estimate): a kill anywhere
+    around it resumes to the same end."""
+    base = work / "quickstart"
+    shutil.copytree(SAMPLES / "quickstart", base)
+    monkeypatch.setitem(EXTRA, "context_window", WINDOW)
+    failures = enumerate_kills(base, None, work, sweep)
+    assert not failures, "\n".join(failures)
+    starts = [e for e in ev.read_events(work / "baseline" / ".console" / "events.jsonl")
+              if isinstance(e, ev.SessionStarted) and e.reason == "restart"]
+    assert starts and all(e.prompt_tokens_est > 0 for e in starts)
