@@ -131,7 +131,7 @@ def build_summary(paths: JobPaths, workspace: Workspace, now: datetime, extra: l
     lines = [f"PREVIOUS SUMMARY (conversation compacted at {now.strftime('%Y-%m-%d %H:%M:%S')})", ""]
     phases = phase_history(archived_phases(paths))[-MAX_ARCHIVES:]
     if phases:
-        lines.append("Completed todo lists (oldest first; a phase's latest list):")
+        lines.append("Completed todo lists (oldest first):")
         for a, rewinds in phases:
             items = a.get("items", [])
             done = sum(1 for i in items if i.get("done"))
