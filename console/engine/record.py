@@ -99,10 +99,16 @@ def self_marked(plan: Plan, state: TodoState) -> list[str]:
 
 def from_archives(archives: Iterable[dict[str, Any]]) -> list[ClosedPhase]:
     """The closed phases of a run from before the record was kept, read back from the harness's own archives
-    (.console/archive, which the agent cannot write): each phase list archived by a phase transition."""
+    (.console/archive, which the agent cannot write): each phase list archived by a phase transition (with its
+    file name under ``file``, as :func:`console.engine.context.summary.archived_phases` gives it) that no rewind
+    took back."""
+    archives = list(archives)
+    # A list a rewind took back (the phase transition it was archived by was turned into a rewind, which archived
+    # it again and named this one): that phase was not closed by it, it was redone.
+    taken_back = {a.get("list_archived_as") for a in archives if a.get("transition") == "rewind"} - {None, ""}
     out = []
     for a in archives:
-        if a.get("transition") != "phase" or a.get("kind") != "phase":
+        if a.get("transition") != "phase" or a.get("kind") != "phase" or a.get("file") in taken_back:
             continue
         try:
             at = datetime.fromisoformat(str(a.get("archived_at")))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import random
+from collections.abc import Callable
 
 from console.engine import events as ev
 from console.engine.asking import AskingTheModel, AskingTheOperator
@@ -65,8 +66,9 @@ class Session(AskingTheOperator, AskingTheModel):
     """One session's run: the conversation, its checkpoint, and the steps that move both."""
 
     def __init__(self, deps: SessionDeps, number: int, conversation: Conversation, cp: Checkpoint,
-                 system: str | None) -> None:
+                 system: str | None, on_start: Callable[[int, int], None] | None = None) -> None:
         self.deps = deps
+        self.on_start = on_start  # told the first prompt's estimate and the prompt budget, before the first commit
         self.rt = deps.runtime
         self.number = number
         self.conversation = conversation
@@ -128,6 +130,8 @@ class Session(AskingTheOperator, AskingTheModel):
             cm.reset(estimate_request(build_request(self.deps, self.system, self.conversation)))
         else:
             cm.restore(cp.context)
+        if self.on_start is not None:
+            self.on_start(cm.used, cm.budget)
         if not cp.progress:
             cp.progress = progress_mark(rt)
         self.commit()  # the session's start (a new job's bootstrap todos with it) is recorded first
@@ -416,6 +420,9 @@ class Session(AskingTheOperator, AskingTheModel):
 
 
 def run_agent_session(deps: SessionDeps, session_number: int, conversation: Conversation,
-                      cp: Checkpoint | None = None, system: str | None = None) -> SessionResult:
-    """Run one session from ``cp`` (a fresh checkpoint for a new session) until it ends."""
-    return Session(deps, session_number, conversation, cp or Checkpoint(session=session_number), system).run()
+                      cp: Checkpoint | None = None, system: str | None = None,
+                      on_start: Callable[[int, int], None] | None = None) -> SessionResult:
+    """Run one session from ``cp`` (a fresh checkpoint for a new session) until it ends; ``on_start`` is told its
+    first prompt's estimated size and the prompt budget once they are known (a restart's session_started)."""
+    return Session(deps, session_number, conversation, cp or Checkpoint(session=session_number), system,
+                   on_start).run()

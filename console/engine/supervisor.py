@@ -25,6 +25,7 @@ it sets up for its tools :mod:`console.engine.tool_setup`.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -112,6 +113,7 @@ class Supervisor:
         self.journal = Journal(paths)
         self.runtime: Runtime | None = None
         self.session = 0
+        self._said_start = 0  # the last restarted session whose session_started was emitted
         self.deps: SessionDeps | None = None
         self.result: RunResult | None = None
 
@@ -193,6 +195,12 @@ class Supervisor:
         if self.runtime is None or self.settings.prices is None:
             return None
         return self.runtime.guardrails.budget_state.cost_usd
+
+    def _restarted(self, carried: int, prompt_tokens: int, budget: int) -> None:
+        self._said_start = self.session
+        self.events.emit(ev.SessionStarted, reason="restart", provider=self.provider.name, model=self.provider.model,
+                         carryover_messages=carried, prompt_tokens_est=prompt_tokens, prompt_budget=budget,
+                         **self._session_info())
 
     def _session_info(self) -> dict[str, Any]:
         st = self.settings
@@ -392,12 +400,15 @@ class Supervisor:
         crashed = ""  # the internal error that ended the run, if one did
         deps = self.deps = SessionDeps(rt, self.provider, self.registry, self.settings, self.operator,
                                            seed=self.seed)
+        on_start: Callable[[int, int], None] | None = None  # a restart's new session says its start
         while True:
             write_tool_docs(self.paths, self.settings, self.registry, self.sandbox, rt, self.events)
             try:
-                result = run_agent_session(deps, self.session, conversation, cp, system)
+                result = run_agent_session(deps, self.session, conversation, cp, system, on_start)
             except Exception as exc:  # last line of defence: a readable reason, and the log says why
                 rt.rollback()
+                if on_start is not None and self._said_start != self.session:
+                    on_start(0, 0)  # the new session failed before its estimate: its start is said all the same
                 detail = f"internal error: {type(exc).__name__}: {exc}"[:2000]
                 self.events.emit(ev.ErrorEvent, message=detail, where="supervisor", recoverable=False)
                 result = SessionResult(ShutdownReason.ERROR, 0, self.session, detail=detail)
@@ -442,9 +453,9 @@ class Supervisor:
             cp = Checkpoint(session=self.session, turn=cp.turn, restarts=cp.restarts + 1,
                             idle_restarts=cp.idle_restarts, tasks_at_start=rt.memory.state.next_id)
             system = None
-            self.events.emit(ev.SessionStarted, reason="restart", provider=self.provider.name,
-                             model=self.provider.model, carryover_messages=len(result.carryover),
-                             **self._session_info())
+            # Said by the new session once it has estimated its first prompt: the views show that figure at once,
+            # not the old session's full context until the first turn.
+            on_start = functools.partial(self._restarted, len(result.carryover))
         if crashed:  # the operator is told (and their channels): it ended on an internal error, resumable
             ask_operator(self.events, self.operator, "crashed", "the run stopped on an internal error; resume it "
                          "once the cause is fixed", [crashed], pause=False)

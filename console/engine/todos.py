@@ -291,6 +291,8 @@ class TodoManager:
             "kind": st.kind,
             "transition": st.pending.kind,
             "archived_at": st.pending.started_at.isoformat(),
+            # Nothing is named between this list's name and this record (the transition stays open until then).
+            "archive_seq": self._archive_seq(),
             "note": (f"FAILED - rewind: {st.pending.issue}" if st.pending.kind == "rewind" else
                      st.pending.issue or ""),
             "items": [json.loads(i.model_dump_json()) for i in st.items],
@@ -324,6 +326,7 @@ class TodoManager:
             "kind": st.kind,
             "transition": "rewind",
             "archived_at": now.isoformat(),
+            "archive_seq": self._archive_seq(),
             "note": f"FAILED - rewind: {issue}",
             "list_archived_as": p.archive,
             "items": [json.loads(i.model_dump_json()) for i in items],
@@ -361,6 +364,12 @@ class TodoManager:
         self.state.archived = False
         self.save()
         return pending
+
+    def _archive_seq(self) -> int:
+        """The last archive name's place among all the run's archives (1 = the first): their order from the
+        recorded state, which a resumed run redoes the same, where a clock may not (another process's, another
+        machine's)."""
+        return sum(self.state.archive_counts.values())
 
     def _archive_name(self, kind: TransitionKind) -> str:
         st = self.state

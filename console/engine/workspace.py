@@ -10,6 +10,7 @@ effect written after the commit that produced it.
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -32,6 +33,16 @@ KNOWN_PURPOSES = {
 DOCS_PURPOSE = "Tool docs, one file per tool (kept by the harness, read-only)"
 MAX_FILES_LISTED = 200
 HEADING_BYTES = 4096
+
+
+def latest_distinct(entries: list[str]) -> list[str]:
+    """Each text once, where it was last recorded, with how many times it was: a phase redone after a rewind
+    records its notes again, word for word (the same task done the same way), and listing both reads as the phase
+    done twice."""
+    last = {text: i for i, text in enumerate(entries)}
+    times = Counter(entries)
+    return [text + (f" (recorded {times[text]} times)" if times[text] > 1 else "")
+            for i, text in enumerate(entries) if last[text] == i]
 
 
 class WorkspaceRecord(BaseModel):
@@ -94,7 +105,7 @@ class Workspace:
                 continue
             out.append(f"| {f.rel.replace('|', '/')} | {self.purpose(f).replace('|', '/')} | {mtime} |")
         out += ["", "## Accomplishments"]
-        out += [f"- {a}" for a in self.record.accomplishments] or ["- (none recorded yet)"]
+        out += [f"- {a}" for a in latest_distinct(self.record.accomplishments)] or ["- (none recorded yet)"]
         out += ["", "## Current State"]
         if todos.pending is not None:
             p = todos.pending
@@ -109,7 +120,7 @@ class Workspace:
         else:
             out.append("- No blocking issues")
         out += ["", "## Notes"]
-        out += [f"- {n}" for n in self.record.notes] or ["- (none)"]
+        out += [f"- {n}" for n in latest_distinct(self.record.notes)] or ["- (none)"]
         return "\n".join(out) + "\n"
 
     def generate_summary(self, now: datetime, todos: TodoState, blockers: list[str] | None = None) -> str:

@@ -9,7 +9,7 @@ paraphrased away: what it must not forget lives in layer 2 anyway.
 from __future__ import annotations
 
 import os
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -18,7 +18,7 @@ from console.engine.job import JobPaths
 from console.engine.memory import WorkingMemory
 from console.engine.messages import Message, ModelRequest
 from console.engine.state import FileProblem, StateFileError, parse_model, quarantine, read_state_file
-from console.engine.workspace import Workspace
+from console.engine.workspace import Workspace, latest_distinct
 
 MAX_ARCHIVES = 12
 MAX_ITEMS = 40
@@ -37,7 +37,11 @@ class ArchivedList(BaseModel):
     kind: str = ""
     transition: str = ""
     archived_at: str = ""
+    # Its place among the run's archives (console.engine.todos); 0 in an archive from before it was recorded.
+    archive_seq: int = 0
     note: str = ""
+    # A rewind's archive of a list a transition had archived already (console.engine.todos.turn_into_rewind).
+    list_archived_as: str = ""
     items: list[ArchivedItem] = Field(default_factory=list)
 
 
@@ -83,27 +87,69 @@ def archived_phases(paths: JobPaths) -> list[dict[str, Any]]:
     return out
 
 
+def _archived_at(a: dict[str, Any]) -> datetime | None:
+    try:
+        at = datetime.fromisoformat(str(a.get("archived_at")))
+    except ValueError:
+        return None
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+def _phase_key(a: dict[str, Any]) -> tuple[str, str]:
+    return str(a.get("phase_number", "?")), " ".join(str(a.get("phase_name") or a.get("kind", "")).lower().split())
+
+
+def phase_history(archives: list[dict[str, Any]]) -> list[tuple[dict[str, Any], list[str]]]:
+    """Each phase's todo lists as one entry, in the order the phases were first worked: the phase's latest archived
+    list (its latest outcome) and the issues of the rewinds that sent it back before that list.
+
+    A phase redone after a rewind has several archives (the list the rewind failed, the rewind's copy with its
+    failure note, the redo); listed one by one they read as the phase done twice. The archives' names are chosen
+    for uniqueness, not order (``-2`` sorts before ``-rewind``): the order is the one the state recorded as it named
+    them, else (archives from before that was recorded) their times when every one says it, else their names'.
+    """
+    if all(isinstance(a.get("archive_seq"), int) and a["archive_seq"] > 0 for a in archives):
+        archives = sorted(archives, key=lambda a: int(a["archive_seq"]))
+    else:
+        stamped = [(t, i, a) for i, a in enumerate(archives) if (t := _archived_at(a)) is not None]
+        if len(stamped) == len(archives):
+            archives = [a for _, _, a in sorted(stamped, key=lambda x: (x[0], x[1]))]
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for a in archives:
+        groups.setdefault(_phase_key(a), []).append(a)
+    out = []
+    for lists in groups.values():
+        latest = lists[-1]
+        rewinds = [str(a.get("note", "")).removeprefix("FAILED - rewind: ") for a in lists[:-1]
+                   if a.get("transition") == "rewind"]
+        out.append((latest, rewinds))
+    return out
+
+
 def build_summary(paths: JobPaths, workspace: Workspace, now: datetime, extra: list[str] | None = None,
                   memory: WorkingMemory | None = None) -> str:
     lines = [f"PREVIOUS SUMMARY (conversation compacted at {now.strftime('%Y-%m-%d %H:%M:%S')})", ""]
-    archives = archived_phases(paths)[-MAX_ARCHIVES:]
-    if archives:
+    phases = phase_history(archived_phases(paths))[-MAX_ARCHIVES:]
+    if phases:
         lines.append("Completed todo lists (oldest first):")
-        for a in archives:
+        for a, rewinds in phases:
             items = a.get("items", [])
             done = sum(1 for i in items if i.get("done"))
             label = a.get("phase_name") or a.get("kind", "")
             note = f" - {a['note']}" if a.get("note") else ""
+            if rewinds:
+                again = "a rewind" if len(rewinds) == 1 else f"{len(rewinds)} rewinds"
+                note += f" (redone after {again}: {rewinds[-1]})"
             lines.append(f"- Phase {a.get('phase_number', '?')} '{label}': {done}/{len(items)} tasks done{note}")
         lines.append("")
     rec = workspace.record
     if rec.accomplishments:
         lines.append("Accomplishments:")
-        lines += [f"- {x}" for x in rec.accomplishments[-MAX_ITEMS:]]
+        lines += [f"- {x}" for x in latest_distinct(rec.accomplishments)[-MAX_ITEMS:]]
         lines.append("")
     if rec.notes:
         lines.append("Notes:")
-        lines += [f"- {x}" for x in rec.notes[-MAX_ITEMS:]]
+        lines += [f"- {x}" for x in latest_distinct(rec.notes)[-MAX_ITEMS:]]
         lines.append("")
     if memory is not None and memory.state.completed_tasks:
         tasks = memory.state.completed_tasks

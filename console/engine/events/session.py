@@ -27,6 +27,11 @@ class SessionStarted(EventBase):
     # (requires_context), the file catalogue's find_files tool (file_index).
     working_memory: bool = True
     file_index: bool = False
+    # A context restart's new session: its first prompt's estimated size and the most a prompt may take (as
+    # token_usage's context_tokens and prompt_budget), known before its first turn; 0 when not said (a new run,
+    # a resume, a log written before this was).
+    prompt_tokens_est: int = 0
+    prompt_budget: int = 0
 
 
 class SessionEnded(EventBase):

@@ -11,8 +11,10 @@ from console.view.present.words import (
     Presented,
     flat,
     is_demo,
+    pct,
     plural,
     retry_text,
+    tokens,
 )
 
 
@@ -22,8 +24,12 @@ def _model_label(provider: str, model: str) -> str:
 
 def _session_started(e: ev.SessionStarted) -> Presented:
     if e.reason == "restart":
+        size = ""
+        if e.prompt_tokens_est:
+            share = f" ({pct(e.prompt_tokens_est, e.prompt_budget)} of the prompt budget)" if e.prompt_budget else ""
+            size = f"its first prompt: ~{tokens(e.prompt_tokens_est)} tokens{share}"
         return Presented("↻", "restart", "info", f"session {e.session} started after a context restart: "
-                                                 f"{plural(e.carryover_messages, 'message')} carried over",
+                                                 f"{plural(e.carryover_messages, 'message')} carried over", size,
                          source="context")
     label = _model_label(e.provider, e.model)
     how = "resumed" if e.reason == "resume" else "started"

@@ -273,6 +273,12 @@ class ConsoleState:
         g.window = e.context_window or g.window
         g.window_source = e.context_window_source or g.window_source
         out = {STATUS} | ({GAUGE} if e.context_window or e.context_window_source else set())
+        if e.prompt_tokens_est:
+            # A restart's new session: its own first prompt, not the full context of the session it replaces
+            # (an older log does not say; then the first turn's estimate does).
+            g.used = e.prompt_tokens_est
+            g.budget = e.prompt_budget or g.budget
+            out.add(GAUGE)
         if "priced" in e.model_fields_set:  # an older log does not say: then nothing is said about price
             self.priced = e.priced
             if not e.priced and not self.price_told:
