@@ -50,4 +50,4 @@ def compact(deps: SessionDeps, conversation: list[Message], reason: str, keep: l
         text = text.rstrip() + "\n\nSummary of the conversation, written by the model:\n" + written + "\n"
     conversation[:] = [summary_message(text), *(keep or [])]
     rt.events.emit(ev.ContextCompacted, messages_before=before, messages_after=len(conversation),
-                   summary_chars=len(text), reason=reason)
+                   summary_chars=len(text), reason=reason, carried=len(keep or []))

@@ -160,7 +160,7 @@ class Supervisor:
         marker = restart_marker(session, previous_turns, sum(1 for m in carry if m.role == "assistant"),
                                 interrupted=why == "resume")
         self.events.emit(ev.ContextCompacted, messages_before=before, messages_after=2 + len(carry),
-                         summary_chars=len(text), reason=why)
+                         summary_chars=len(text), reason=why, carried=len(carry))
         return [summary_message(text), Message.user(marker, kind="restart_marker"), *carry]
 
     @property

@@ -92,6 +92,10 @@ CASES: list[tuple[ev.EventBase, str, str, str, str]] = [
                             "placeholders"),
     (make(ev.ContextCompacted, messages_before=31, messages_after=3, summary_chars=1301, reason="restart"),
      "≡", "compacted", "info", "compacted 31 messages into a summary (1,301 chars) + 2 carried; why: restart"),
+    # A restart's: the summary, its marker and 6 carried messages; the marker is not one of them (the session's
+    # own line says 6 messages carried over).
+    (make(ev.ContextCompacted, messages_before=40, messages_after=8, summary_chars=900, reason="restart", carried=6),
+     "≡", "compacted", "info", "compacted 40 messages into a summary (900 chars) + 6 carried; why: restart"),
     (make(ev.WindDown, usage_pct=0.86),
      "⚠", "wind-down", "caution", "context 86% full: wind-down sent; the agent was asked to save its state; the "
                                   "session restarts after its next turn"),

@@ -27,6 +27,9 @@ class ContextCompacted(EventBase):
     messages_after: int
     summary_chars: int
     reason: str = ""
+    # The conversation's own messages kept after the summary (a restart's marker is not one of them); None in
+    # logs written before it was said: messages_after - 1 then.
+    carried: int | None = None
 
 
 class WindDown(EventBase):

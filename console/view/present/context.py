@@ -22,7 +22,8 @@ def _masked(e: ev.ContextMasked) -> Presented:
 
 
 def _compacted(e: ev.ContextCompacted) -> Presented:
-    carried = f" + {e.messages_after - 1} carried" if e.messages_after > 1 else ""
+    kept = e.carried if e.carried is not None else e.messages_after - 1
+    carried = f" + {kept} carried" if kept > 0 else ""
     return Presented("≡", "compacted", "info", f"compacted {plural(e.messages_before, 'message')} into a summary "
                                                f"({e.summary_chars:,} chars){carried}",
                      f"why: {flat(e.reason, 120) or 'compaction'}", "context")
