@@ -447,7 +447,8 @@ class Supervisor:
                 self.events.emit(ev.RestartApproved, by="auto")
             self.session += 1
             self.events.session = self.session
-            conversation = Conversation(self._new_session_conversation(result.carryover, len(result.carryover),
+            # The ended session's conversation (what it compacts), not its carryover, is what it had before.
+            conversation = Conversation(self._new_session_conversation(result.carryover, len(conversation),
                                                                        self.session, "restart", result.session_turns))
             # The new session's first commit records its system prompt, this conversation and checkpoint.
             cp = Checkpoint(session=self.session, turn=cp.turn, restarts=cp.restarts + 1,

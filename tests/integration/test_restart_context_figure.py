@@ -48,6 +48,13 @@ def test_a_restart_s_new_session_starts_with_its_own_estimate_in_every_fold(make
         from_disk = ConsoleState("job")
         from_disk.apply_all([x for x in events if x.seq <= e.seq])
         assert (from_disk.gauge.used, from_disk.gauge.pct) == (used, after)
+    # Each restart's compaction says what the ended session had and what it carried (not its carryover twice).
+    for start in starts:
+        compaction = next(e for e in reversed(events) if isinstance(e, ev.ContextCompacted) and e.seq < start.seq)
+        ended = [e for e in events if isinstance(e, ev.SessionEnded) and e.session == start.session - 1]
+        assert compaction.reason == "restart" and compaction.carried == start.carryover_messages > 0 and ended
+        assert compaction.messages_before > compaction.carried
+        assert compaction.messages_after == 2 + compaction.carried  # the summary, the restart's marker, the turns
 
 
 def test_a_new_session_that_fails_before_its_estimate_still_says_it_started(make_job, clock, monkeypatch) -> None:
