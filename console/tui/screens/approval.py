@@ -40,10 +40,12 @@ def explain(p: ev.RestartPending, run: str = "ID", host: str = "") -> Content:
 
 
 class RestartApprovalScreen(Dialog[str | None]):
-    """It appears on its own, maybe while the operator types: its keys wait its first moment (see Dialog), and
-    the console never opens it over another question (it waits for that one to be answered)."""
+    """It appears on its own, maybe while the operator types: its answers (keys, Enter, clicks) wait its first
+    moment (see Dialog), and the console never opens it over another question (it waits for that one to be
+    answered)."""
 
     ANSWERS = frozenset({"decide"})
+    ON_ITS_OWN = True
     # Textual focuses it once the screen is active (a query in on_mount can run after a quick dismissal).
     AUTO_FOCUS = "#approve"
     BINDINGS = [

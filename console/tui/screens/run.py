@@ -372,6 +372,9 @@ class RunScreen(RunKeys):
         if pending is None:
             if self._approval_seq >= 0 or self._approval_waits >= 0:
                 self.app.clear_notifications()  # "the restart still waits" is no longer true
+                for screen in self.app.screen_stack:  # nor is the line a question got about it
+                    if isinstance(screen, Dialog):
+                        screen.note("")
                 self._approval_seq = self._approval_waits = -1
             if self.approval is not None:
                 screen, self.approval = self.approval, None
@@ -382,16 +385,20 @@ class RunScreen(RunKeys):
             return
         if isinstance(self.app.screen, Dialog) or isinstance(self.app.focused, (Input, TextArea)):
             # Another question is open (the rewind box being typed into, stop?): the approval must not take its
-            # keys or its focus. It waits for that one to be answered (see ask), and says so once.
+            # keys or its focus. It waits for that one to be answered (see ask), and says so once: on the open
+            # question's border (a toast would wait for it to close, console.tui.notices), else in a toast.
             if self._approval_waits != pending.seq:
                 self._approval_waits = pending.seq
                 self.app.bell()
-                self.notify("A context restart waits for your approval: its dialog opens when this one is closed.",
-                            title="Restart pending", severity="warning", timeout=10)
+                if isinstance(self.app.screen, Dialog):
+                    self.app.screen.note("A restart awaits your approval: it opens after this")
+                else:
+                    self.notify("A context restart waits for your approval: its dialog opens when this one is "
+                                "closed.", title="Restart pending", severity="warning", timeout=10)
             return
         self._approval_seq = pending.seq
         self._approval_waits = -1
-        self.app.bell()  # the dialog says the rest: a toast beside it would only cover its buttons
+        self.app.bell()  # the dialog says the rest: the notices about this restart are stale once it is open
         self.app.clear_notifications()
         # Named by its id (`resume ID` finds it wherever it is typed; a folder wraps in the dialog), on its machine
         # when it is another's.
