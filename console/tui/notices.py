@@ -3,14 +3,15 @@
 Textual shows a notification (``App.notify``) as a toast at the bottom right of the top screen; at 80x24 two of
 them cover much of a dialog's text, or its buttons. A question must stay readable, and what the notices say must
 not be lost either: some say it nowhere else (a resume that failed, a screenshot's path, a theme file refused).
-So, with the console's dialogs (console.tui.screens.dialog.Dialog):
+So, with the console's dialogs (console.tui.screens.dialog.Dialog: screens whose ``HOLDS_NOTICES`` is true):
 
 - a notice raised while a dialog is the top screen is held, not shown;
 - the toasts showing when a dialog opens are taken off and held too;
 - once no dialog is the top screen, the held notices are shown again, each for its whole time (identical ones
   once, the newest ``HELD_MAX``);
-- clearing the notices (the console does when they stop being true: "the restart still waits" once it is
-  answered) clears the held ones too.
+- clearing the notices clears the held ones too; the console takes back only those that stopped being true
+  ("the restart still waits", once it is answered: ``retract_notices``), so a notice held during the approval
+  (a refused rewind, say) is still shown after it.
 
 Only Textual's public API: ``notify``, ``clear_notifications`` and the app's ``screen_change_signal``. A toast
 the operator clicked away is not known here: it comes back after a dialog if its time had not run out.
@@ -21,15 +22,18 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from textual.app import App, ScreenStackError
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
-from console.tui.screens.dialog import Dialog
-
 HELD_MAX = 4  # notices shown again after a dialog: the newest (a long wait must not bury the screen in toasts)
+
+
+def holds_notices(screen: Screen) -> bool:
+    """A question is up (a Dialog: the screens' package depends on this one, not the other way round)."""
+    return bool(getattr(screen, "HOLDS_NOTICES", False))
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,7 @@ class HeldNotices(App[int]):
 
     def _dialog_up(self) -> bool:
         try:
-            return isinstance(self.screen, Dialog)
+            return holds_notices(self.screen)
         except ScreenStackError:  # not started yet
             return False
 
@@ -94,8 +98,23 @@ class HeldNotices(App[int]):
         self._held.clear()
         super().clear_notifications()
 
+    def retract_notices(self, title: str) -> None:
+        """Take back the notices titled ``title``, shown or held (they stopped being true); the others stay.
+        Textual takes back every toast or none: the others are shown again for the time they had left."""
+        self._held = [n for n in self._held if n.title != title]
+        now = self._now()
+        live = [(n, at) for n, at in self._shown if now - at < n.timeout]
+        kept = [(n, at) for n, at in live if n.title != title]
+        self._shown = live
+        if len(kept) == len(live):
+            return
+        super().clear_notifications()
+        self._shown = []
+        for notice, at in kept:
+            self._show(replace(notice, timeout=notice.timeout - (now - at)))
+
     def _screen_changed(self, screen: Screen) -> None:
-        if isinstance(screen, Dialog):
+        if holds_notices(screen):
             self._hold()
         else:
             self._release()
@@ -127,3 +146,11 @@ class HeldNotices(App[int]):
         self._held.clear()
         for notice in list(newest.values())[-HELD_MAX:]:
             self._show(notice)
+
+
+def retract(app: App[object], title: str) -> None:
+    """Take back ``app``'s notices titled ``title`` (all of them in an app without held notices)."""
+    if isinstance(app, HeldNotices):
+        app.retract_notices(title)
+    else:
+        app.clear_notifications()

@@ -15,6 +15,9 @@ from console.engine.text import safe_text
 from console.tui.screens.dialog import Dialog
 from console.view.format import tokens
 
+# The title of the console's notices about a restart waiting (taken back once it is answered).
+NOTICE_TITLE = "Restart pending"
+
 
 def explain(p: ev.RestartPending, run: str = "ID", host: str = "") -> Content:
     """Why the restart waits; ``run``: the run id to name in the resume command; ``host``: the machine

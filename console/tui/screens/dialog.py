@@ -43,6 +43,7 @@ class Dialog(ModalScreen[T]):
 
     ANSWERS: ClassVar[frozenset[str]] = frozenset()  # the actions of its bindings that answer it
     ON_ITS_OWN: ClassVar[bool] = False  # opened by the run, not by one of the operator's keys
+    HOLDS_NOTICES: ClassVar[bool] = True  # no toast over it: they wait for it to close (console.tui.notices)
 
     def __init__(self, *, on_its_own: bool | None = None, delay: float | None = None,
                  clock: Callable[[], float] | None = None) -> None:
