@@ -29,6 +29,7 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
 HELD_MAX = 4  # notices shown again after a dialog: the newest (a long wait must not bury the screen in toasts)
+HELD_KEEP = 64  # notices kept while a dialog is up (an approval left open for hours must not grow without end)
 
 
 def holds_notices(screen: Screen) -> bool:
@@ -76,12 +77,18 @@ class HeldNotices(App[int]):
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = True) -> None:
         if self._notices_thread is not None and threading.get_ident() != self._notices_thread:
-            self.call_later(self.notify, message, title=title, severity=severity, timeout=timeout, markup=markup)
-            return  # another thread's (Textual's notify is thread-safe): decided on the app's thread
-        notice = Notice(message, title, severity, self.NOTIFICATION_TIMEOUT if timeout is None else timeout,
-                        markup)
+            # Another thread's (Textual's notify is thread-safe): decided on the app's thread, by this method (a
+            # subclass's, which may rewrite the text, has run already).
+            self.call_later(HeldNotices.notify, self, message, title=title, severity=severity, timeout=timeout,
+                            markup=markup)
+            return
+        self._route(Notice(message, title, severity, self.NOTIFICATION_TIMEOUT if timeout is None else timeout,
+                           markup))
+
+    def _route(self, notice: Notice) -> None:
         if self._dialog_up():
             self._held.append(notice)
+            del self._held[:-HELD_KEEP]
             return
         self._show(notice)
 
@@ -111,7 +118,7 @@ class HeldNotices(App[int]):
         super().clear_notifications()
         self._shown = []
         for notice, at in kept:
-            self._show(replace(notice, timeout=notice.timeout - (now - at)))
+            self._route(replace(notice, timeout=notice.timeout - (now - at)))
 
     def _screen_changed(self, screen: Screen) -> None:
         if holds_notices(screen):

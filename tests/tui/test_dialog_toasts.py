@@ -131,3 +131,54 @@ def test_the_fleet_s_approval_toast_never_covers_its_stop_question(tmp_path):
         assert lock.acquire()
         stack.callback(lock.release)
         drive(app, body, size=(80, 24))
+
+
+def test_a_toast_raised_as_a_question_opens_is_not_drawn_over_it(make_job):
+    """Textual posts a toast to the screen: one raised in the same tick as a question opens arrives after it, and
+    is taken off it too. A notice retracted while a question is up goes; the others still wait for it."""
+    clock = Clock()
+    app, _ = recorded_app(make_job, clock)
+    e = Seq()
+
+    async def body(pilot):
+        await started(pilot, app, e)
+        answers: list[bool | None] = []
+        app.notify("raised as the question opens", title="Race")
+        app.push_screen(ConfirmScreen("Go on?", "A question."), answers.append)
+        question = app.screen
+        for _ in range(3):
+            await pilot.pause()
+        assert toasts(question) == [] and titles(app) == []
+        app.notify("will not be true by the end", title="Restart pending")
+        app.notify("[b]not markup[/b] \x1b[31m", title="Other")  # hostile text: shown as text, later
+        app.retract_notices("Restart pending")
+        await pilot.pause()
+        assert toasts(question) == [] and [n.title for n in app.held_notices] == ["Race", "Other"]
+        await pilot.press("n")
+        await wait_for(pilot, lambda: toasts(app.screen) == ["Race", "Other"], what="the toasts after it")
+        other = next(n for n in app._notifications if n.title == "Other")
+        assert not other.markup and "\x1b" not in other.message and "[b]not markup[/b]" in other.message
+        assert answers == [False]
+
+    drive(app, body, size=(80, 24))
+
+
+def test_a_question_left_open_keeps_a_bounded_number_of_notices(make_job):
+    from console.tui.notices import HELD_KEEP
+
+    clock = Clock()
+    app, _ = recorded_app(make_job, clock)
+    e = Seq()
+
+    async def body(pilot):
+        await started(pilot, app, e)
+        app.push_screen(ConfirmScreen("Go on?", "A question."))
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        for n in range(HELD_KEEP * 3):
+            app.notify(f"notice {n}", title=f"N{n}")
+        assert len(app.held_notices) == HELD_KEEP and app.held_notices[-1].title == f"N{HELD_KEEP * 3 - 1}"
+        await pilot.press("n")
+        newest = [f"N{n}" for n in range(HELD_KEEP * 3 - HELD_MAX, HELD_KEEP * 3)]
+        await wait_for(pilot, lambda: toasts(app.screen) == newest, what="the newest few")
+
+    drive(app, body, size=(80, 24))
