@@ -26,6 +26,8 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.timer import Timer
 
+from console.tui.pacing import one_shot
+
 # Seconds a dialog that appeared on its own ignores its answers. A key already on its way when the dialog is
 # drawn was decided before it could be seen: reacting to something unexpected takes a person ~0.25 s, and a
 # typist's next keys are often already under way by then. Reading even the dialog's title takes longer than
@@ -89,7 +91,7 @@ class Dialog(ModalScreen[T]):
             self._arming = None
         if not armed and self.shown_at is not None:
             left = self.delay - (self.clock() - self.shown_at)
-            self._arming = self.set_timer(max(ARM_RECHECK, left), self._show_armed, name="dialog-arming")
+            self._arming = one_shot(self, max(ARM_RECHECK, left), self._show_armed, name="dialog-arming")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The dialog's answers do nothing in its first moment (the key is dropped, not kept for later)."""
