@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from textual.app import App, ScreenStackError
 from textual.notifications import SeverityLevel
@@ -155,7 +156,7 @@ class HeldNotices(App[int]):
             self._show(notice)
 
 
-def retract(app: App[object], title: str) -> None:
+def retract(app: App[Any], title: str) -> None:
     """Take back ``app``'s notices titled ``title`` (all of them in an app without held notices)."""
     if isinstance(app, HeldNotices):
         app.retract_notices(title)

@@ -105,9 +105,9 @@ def test_notices_that_stopped_being_true_do_not_come_back(make_job):
 
 def test_the_fleet_s_approval_toast_never_covers_its_stop_question(tmp_path):
     """The fleet at 80x24 raises "Approval needed" for a waiting run; the stop question for another run takes it
-    off while it is asked, and it is back once answered."""
+    off while it is asked, and it is back once answered. A new need replaces the fleet's notice, not the others."""
     fx = make_fleet(tmp_path)
-    app = fleet_app(fx, dialog_clock=Clock())
+    app = fleet_app(fx, dialog_clock=Clock(), poll_interval=0.05)
     running = fx.runs["running"]
 
     async def body(pilot):
@@ -122,9 +122,16 @@ def test_the_fleet_s_approval_toast_never_covers_its_stop_question(tmp_path):
         await pilot.pause()
         assert toasts(question) == [] and titles(app) == []
         assert [n.title for n in app.held_notices] == ["Approval needed"]
+        app.notify("95tbj: exit code 1", title="Not resumed", severity="error")
+        first = app.held_notices[0]
+        app._rung.clear()  # the waiting run needs its operator anew (a new pending seq): the next poll says so
+        await wait_for(pilot, lambda: app.held_notices[-1:] and app.held_notices[-1] is not first
+                       and app.held_notices[-1].title == "Approval needed", what="the new need")
+        assert [n.title for n in app.held_notices] == ["Not resumed", "Approval needed"]
         await pilot.press("n")
         await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen), what="the list")
-        await wait_for(pilot, lambda: toasts(app.screen) == ["Approval needed"], what="the toast back")
+        await wait_for(pilot, lambda: toasts(app.screen) == ["Not resumed", "Approval needed"],
+                       what="the toasts back")
 
     with ExitStack() as stack:
         lock = RunLock(JobPaths(running))
