@@ -37,6 +37,7 @@ from console.tui.fleet_actions import FleetActions
 from console.tui.follow import worker_sleep
 from console.tui.keymap import OPERATOR_KEYS, check_keymap
 from console.tui.messages import FleetRows, ThemeFileChanged
+from console.tui.notices import HeldNotices
 from console.tui.screens.dialog import ARM_DELAY
 from console.tui.themes import DEFAULT_THEME, ThemeError, load_theme_file, load_themes, themes_dir, user_themes_dir
 from console.view.fleet import Fleet, Listed
@@ -64,7 +65,7 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class ConsoleApp(FleetActions):
+class ConsoleApp(FleetActions, HeldNotices):
     CSS_PATH = "app.tcss"
     TITLE = "agent-console"
     ALLOW_IN_MAXIMIZED_VIEW = "Footer, #status"
@@ -101,7 +102,8 @@ class ConsoleApp(FleetActions):
     ) -> None:
         """One run (``controller`` and ``paths``), or the fleet (``fleet``: the list of runs first, a run
         attached from it and left again with q). ``dialog_delay``: how long a dialog ignores keys once shown
-        (``dialog_clock``: its clock, monotonic seconds)."""
+        once shown, when it opened on its own (``dialog_clock``: its clock, monotonic seconds; the toasts held
+        while a dialog is up are timed by it too)."""
         super().__init__()
         self.dialog_delay = dialog_delay
         self.dialog_clock = dialog_clock or time.monotonic
@@ -139,7 +141,8 @@ class ConsoleApp(FleetActions):
                timeout: float | None = None, markup: bool = True) -> None:
         """Every toast of the console (a widget's ``notify`` comes here too): its words often carry a run's folder,
         a job's name or the engine's reason, so they are made safe for the terminal and never parsed as markup
-        (``[/]`` in a folder name is text, not a closing tag that raises). ``markup`` is ignored for that reason."""
+        (``[/]`` in a folder name is text, not a closing tag that raises). ``markup`` is ignored for that reason.
+        While a dialog is up it waits for it to close (console.tui.notices)."""
         super().notify(safe_text(str(message)), title=safe_text(str(title), one_line=True),
                        severity=severity, timeout=timeout, markup=False)  # type: ignore[arg-type]
 

@@ -23,6 +23,7 @@ from console.engine.store import StoreError, folder_gone, open_store
 from console.engine.text import safe_text
 from console.tui.commands import InboxController
 from console.tui.messages import FleetRows
+from console.tui.notices import retract
 from console.tui.screens.confirm import ConfirmScreen
 from console.view.fleet import GONE, Fleet, FleetRow
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from console.tui.screens.fleet import FleetScreen  # imported when the fleet is shown (an attach never is)
     from console.tui.screens.run import Run, RunScreen
 
+NEEDS_TITLES = ("Approval needed", "Needs you")  # the fleet's notices of runs that need their operator
 # `resume` returns once its runner holds the run's lock (a few seconds); past this something is wrong, and said.
 RESUME_TIMEOUT = 60.0
 
@@ -64,16 +66,18 @@ class FleetActions(App[int]):
             self._rung[row.path] = row.needs_seq
         if newly:
             # One notice at a time (the newest), also over an attached run's console: a run that restarts
-            # often must not stack notices over the screen; the list's title keeps the count.
+            # often must not stack notices over the screen; the list's title keeps the count. The console's
+            # other notices stay (one held while a question is up is shown after it: console.tui.notices).
             self.bell()
-            self.clear_notifications()
+            for title in NEEDS_TITLES:
+                retract(self, title)
             names = ", ".join(f"{r.id} {r.job}" for r in newly[:3]) + (" and more" if len(newly) > 3 else "")
             approval = all(r.pending_seq for r in newly)
             what = "context full, the restart waits for approval" if approval else \
                 f"needs you ({', '.join(sorted({r.needs_label for r in newly}))})"
             where = ("select it in the list: " + ("a approves, d denies" if approval else "enter attaches")) \
                 if self.screen is self.fleet_view else "q returns to the list"
-            self.notify(f"{names}: {what} ({where}).", title="Approval needed" if approval else "Needs you",
+            self.notify(f"{names}: {what} ({where}).", title=NEEDS_TITLES[0 if approval else 1],
                         severity="warning", timeout=10)
 
     def on_fleet_screen_act(self, message: FleetScreen.Act) -> None:

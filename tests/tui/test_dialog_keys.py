@@ -85,9 +85,11 @@ def test_letters_typed_into_the_rewind_box_are_text_even_when_a_restart_arrives(
         app.bridge.push(pending(e))
         await wait_for(pilot, lambda: app.state.restart_pending is not None, what="the pending restart")
         await pilot.pause()
-        # The approval does not open over the field being typed into; it is announced (once) instead.
+        # The approval does not open over the field being typed into; it is announced (once) instead, on the
+        # rewind box's border: a toast would cover the box (and waits for it to close).
         assert app.screen is rewind and app.focused is field
-        assert [n.title for n in app._notifications] == ["Restart pending"]
+        assert "restart awaits your approval" in str(rewind.query_one("#dialog").border_subtitle)
+        assert not list(app._notifications)
         await pilot.press(*LETTERS, *NAMED)
         await pilot.pause()
         assert app.screen is rewind and app.focused is field
@@ -111,6 +113,9 @@ def test_letters_typed_into_the_rewind_box_are_text_even_when_a_restart_arrives(
 
 
 def test_a_dialog_ignores_keys_for_its_first_moment_each_time_it_is_shown(make_job):
+    """An approval opens on its own: its first moment each time it is shown; a question asked for has none."""
+    from textual.command import CommandPalette
+
     clock = Clock()
     app, rec = recorded_app(make_job, clock)
     e = Seq()
@@ -132,16 +137,21 @@ def test_a_dialog_ignores_keys_for_its_first_moment_each_time_it_is_shown(make_j
         await pilot.pause()
         assert app.screen is approval and rec.sent == []
         clock.now += 0.02  # 0.51 s after it appeared
+        # Shown again (the command palette over it closed): its moment starts again.
+        await pilot.press("ctrl+p")
+        await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), what="the palette")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is approval, what="the approval again")
+        await pilot.press("d")
+        await pilot.pause()
+        assert app.screen is approval and rec.sent == []
+        clock.now += 0.5
         await pilot.press("escape")  # later: it closes, the restart still waits
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
         assert rec.sent == []
-        # The stop question: its moment starts when it is shown.
+        # The stop question was asked for (s): it answers at once.
         await pilot.press("s")
         assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("y")
-        await pilot.pause()
-        assert isinstance(app.screen, ConfirmScreen) and rec.sent == []
-        clock.now += 0.5
         await pilot.press("y")
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
         assert [c for c, _ in rec.sent] == ["stop"]

@@ -135,10 +135,15 @@ def test_an_attached_console_shows_every_field_of_a_hostile_log_as_text(make_job
         await wait_for(pilot, lambda: isinstance(app.screen, RewindScreen), what="the rewind dialog")
         await pilot.pause()
         assert not raw_controls(screen_text(app)) and "Rewind the current phase · Evil" in screen_text(app)
-        # A toast carrying the run's folder and the phase (markup would raise; an escape would act).
+        # A toast carrying the run's folder and the phase (markup would raise; an escape would act). Raised while
+        # the dialog is up, it waits for it to close (console/tui/notices.py).
         app.notify(f"{EVIL_NAME}: {ATTACK}", title=f"t{ATTACK}")
         await pilot.pause()
-        assert not raw_controls(screen_text(app)) and EVIL_SHOWN in screen_text(app)
+        assert not raw_controls(screen_text(app)) and EVIL_SHOWN not in screen_text(app)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, RewindScreen), what="the dialog closed")
+        await wait_for(pilot, lambda: EVIL_SHOWN in screen_text(app), what="the toast")
+        assert not raw_controls(screen_text(app))
         assert app.is_running
 
     drive(app, body, size=WIDE)

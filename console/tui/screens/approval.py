@@ -15,6 +15,9 @@ from console.engine.text import safe_text
 from console.tui.screens.dialog import Dialog
 from console.view.format import tokens
 
+# The title of the console's notices about a restart waiting (taken back once it is answered).
+NOTICE_TITLE = "Restart pending"
+
 
 def explain(p: ev.RestartPending, run: str = "ID", host: str = "") -> Content:
     """Why the restart waits; ``run``: the run id to name in the resume command; ``host``: the machine
@@ -40,10 +43,12 @@ def explain(p: ev.RestartPending, run: str = "ID", host: str = "") -> Content:
 
 
 class RestartApprovalScreen(Dialog[str | None]):
-    """It appears on its own, maybe while the operator types: its keys wait its first moment (see Dialog), and
-    the console never opens it over another question (it waits for that one to be answered)."""
+    """It appears on its own, maybe while the operator types: its answers (keys, Enter, clicks) wait its first
+    moment (see Dialog), and the console never opens it over another question (it waits for that one to be
+    answered)."""
 
     ANSWERS = frozenset({"decide"})
+    ON_ITS_OWN = True
     # Textual focuses it once the screen is active (a query in on_mount can run after a quick dismissal).
     AUTO_FOCUS = "#approve"
     BINDINGS = [

@@ -2,9 +2,15 @@
 
 - Its keys are its own: a dialog is modal (the keys of the screen under it never reach it), and a letter typed
   into one of its fields is text (Textual leaves a key a focused ``Input`` takes out of every binding).
-- None of its answers is taken in its first moment (``delay``, 0.5 s): a dialog that appears on its own (a restart
-  waiting for approval) must not take the key the operator was already pressing for something else as its
-  answer. The moment starts again each time it becomes the top screen. Clicks and Enter on its buttons wait too.
+- A dialog that appears on its own (``ON_ITS_OWN``: a restart waiting for approval, opened when the run asks,
+  maybe while the operator is typing) takes none of its answers in its first moment (``ARM_DELAY``): the key the
+  operator was already pressing for the screen below is dropped, not taken as the answer to a question never
+  read. The moment starts again each time it becomes the top screen; its buttons are dimmed until it is over.
+  Clicks and Enter on its buttons wait too: the pointer may rest where a button appears, and a click aimed at the
+  pane below is no more an answer than a key is (browsers delay their permission buttons for the same reason).
+- A dialog the operator opened with a key (stop?, quit, rewind, the fleet's questions) answers at once: it was
+  asked for, and ``s`` ``y`` typed in one go means what it says.
+- No toast covers it: the console holds its notices while a dialog is the top screen (console.tui.notices).
 
 The delay and the clock are the app's (``dialog_delay``, ``dialog_clock``) unless given: tests move the clock by
 hand, or set no delay.
@@ -16,26 +22,45 @@ import time
 from collections.abc import Callable
 from typing import ClassVar, TypeVar
 
+from textual.content import Content
 from textual.screen import ModalScreen
+from textual.timer import Timer
 
-ARM_DELAY = 0.5  # seconds a dialog ignores its keys after it appears
+from console.tui.pacing import one_shot
+
+# Seconds a dialog that appeared on its own ignores its answers. A key already on its way when the dialog is
+# drawn was decided before it could be seen: reacting to something unexpected takes a person ~0.25 s, and a
+# typist's next keys are often already under way by then. Reading even the dialog's title takes longer than
+# 0.5 s, so no answer given with intent is ever dropped, only slightly delayed for the fastest readers.
+ARM_DELAY = 0.5
+# The dimmed buttons are looked at again this often at least while the delay runs (the clock may be a test's).
+ARM_RECHECK = 0.05
 
 T = TypeVar("T")
 
 
 class Dialog(ModalScreen[T]):
-    """A modal question whose answers (its bindings, its buttons, Enter in its field) wait ``delay`` seconds."""
+    """A modal question. ``on_its_own`` (default: the class's ``ON_ITS_OWN``): it opened without the operator
+    asking for it, so its answers (its bindings, its buttons, Enter in its field) wait ``delay`` seconds."""
 
     ANSWERS: ClassVar[frozenset[str]] = frozenset()  # the actions of its bindings that answer it
+    ON_ITS_OWN: ClassVar[bool] = False  # opened by the run, not by one of the operator's keys
+    HOLDS_NOTICES: ClassVar[bool] = True  # no toast over it: they wait for it to close (console.tui.notices)
 
-    def __init__(self, *, delay: float | None = None, clock: Callable[[], float] | None = None) -> None:
+    def __init__(self, *, on_its_own: bool | None = None, delay: float | None = None,
+                 clock: Callable[[], float] | None = None) -> None:
         super().__init__(classes="modal")
+        self.on_its_own = self.ON_ITS_OWN if on_its_own is None else on_its_own
         self._delay = delay
         self._clock = clock
         self.shown_at: float | None = None
+        self._arming: Timer | None = None
 
     @property
     def delay(self) -> float:
+        """How long its answers wait: none for a dialog the operator asked for."""
+        if not self.on_its_own:
+            return 0.0
         delay = self._delay if self._delay is not None else getattr(self.app, "dialog_delay", ARM_DELAY)
         return max(0.0, float(delay))
 
@@ -46,6 +71,7 @@ class Dialog(ModalScreen[T]):
     def on_screen_resume(self) -> None:
         """Shown (pushed, or the screen above it closed): its moment starts now."""
         self.shown_at = self.clock()
+        self._show_armed()
 
     @property
     def armed(self) -> bool:
@@ -56,6 +82,26 @@ class Dialog(ModalScreen[T]):
             return False
         return self.clock() - self.shown_at >= self.delay
 
+    def _show_armed(self) -> None:
+        """Dim the buttons while the answers wait (class ``-arming``); look again when the moment should be over."""
+        armed = self.armed
+        self.set_class(not armed, "-arming")
+        if self._arming is not None:
+            self._arming.stop()
+            self._arming = None
+        if not armed and self.shown_at is not None:
+            left = self.delay - (self.clock() - self.shown_at)
+            self._arming = one_shot(self, max(ARM_RECHECK, left), self._show_armed, name="dialog-arming")
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The dialog's answers do nothing in its first moment (the key is dropped, not kept for later)."""
-        return self.armed if action in self.ANSWERS else True
+        if action not in self.ANSWERS:
+            return True
+        if self.armed and self.has_class("-arming"):
+            self.remove_class("-arming")
+        return self.armed
+
+    def note(self, text: str) -> None:
+        """A line on the dialog's lower border: news that must not cover the question (see console.tui.notices)."""
+        for box in self.query("#dialog"):
+            box.border_subtitle = Content(text)  # text, never markup

@@ -34,8 +34,9 @@ from console.tui.bridge import EventBridge
 from console.tui.commands import Controller, RecordingController, SupervisorController
 from console.tui.follow import follow_log, split_history
 from console.tui.messages import EventsReady, HistoryFolded, HistoryReady, RunFinished, RunnerState
+from console.tui.notices import retract
 from console.tui.pacing import FrameTimer, frame_timer, one_shot
-from console.tui.screens.approval import RestartApprovalScreen
+from console.tui.screens.approval import NOTICE_TITLE, RestartApprovalScreen
 from console.tui.screens.dialog import Dialog
 from console.tui.screens.guardrails import GuardrailsScreen
 from console.tui.screens.run_keys import RunKeys
@@ -371,7 +372,10 @@ class RunScreen(RunKeys):
         pending = self.state.restart_pending
         if pending is None:
             if self._approval_seq >= 0 or self._approval_waits >= 0:
-                self.app.clear_notifications()  # "the restart still waits" is no longer true
+                retract(self.app, NOTICE_TITLE)  # "the restart still waits" is no longer true
+                for screen in self.app.screen_stack:  # nor is the line a question got about it
+                    if isinstance(screen, Dialog):
+                        screen.note("")
                 self._approval_seq = self._approval_waits = -1
             if self.approval is not None:
                 screen, self.approval = self.approval, None
@@ -382,17 +386,21 @@ class RunScreen(RunKeys):
             return
         if isinstance(self.app.screen, Dialog) or isinstance(self.app.focused, (Input, TextArea)):
             # Another question is open (the rewind box being typed into, stop?): the approval must not take its
-            # keys or its focus. It waits for that one to be answered (see ask), and says so once.
+            # keys or its focus. It waits for that one to be answered (see ask), and says so once: on the open
+            # question's border (a toast would wait for it to close, console.tui.notices), else in a toast.
             if self._approval_waits != pending.seq:
                 self._approval_waits = pending.seq
                 self.app.bell()
-                self.notify("A context restart waits for your approval: its dialog opens when this one is closed.",
-                            title="Restart pending", severity="warning", timeout=10)
+                if isinstance(self.app.screen, Dialog):
+                    self.app.screen.note("A restart awaits your approval: it opens after this")
+                else:
+                    self.notify("A context restart waits for your approval: its dialog opens when this one is "
+                                "closed.", title=NOTICE_TITLE, severity="warning", timeout=10)
             return
         self._approval_seq = pending.seq
         self._approval_waits = -1
-        self.app.bell()  # the dialog says the rest: a toast beside it would only cover its buttons
-        self.app.clear_notifications()
+        self.app.bell()  # the dialog says the rest (and the other notices wait for it: console.tui.notices)
+        retract(self.app, NOTICE_TITLE)
         # Named by its id (`resume ID` finds it wherever it is typed; a folder wraps in the dialog), on its machine
         # when it is another's.
         host = getattr(self.controller, "host", "")
@@ -413,7 +421,7 @@ class RunScreen(RunKeys):
     def _approval_decided(self, decision: str | None) -> None:
         self.approval = None
         if decision in (None, "later") and self.state.restart_pending is not None:
-            self.notify("The restart still waits: a approves, d denies.", title="Restart pending",
+            self.notify("The restart still waits: a approves, d denies.", title=NOTICE_TITLE,
                         severity="warning", timeout=10)
         if decision == "approve":
             self.action_approve()

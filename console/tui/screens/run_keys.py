@@ -15,7 +15,9 @@ from textual.app import SystemCommand
 
 from console.engine.command_specs import SPECS
 from console.outcome import EXIT_OK
+from console.tui.notices import retract
 from console.tui.pacing import one_shot
+from console.tui.screens.approval import NOTICE_TITLE
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.guardrails import GuardrailsScreen
 from console.tui.screens.help import HelpScreen
@@ -144,11 +146,11 @@ class RunKeys(MainScreen):
         self.ask(RewindScreen(self.state.phase, number=number, blink=self.animations), done)
 
     def action_approve(self) -> None:
-        self.app.clear_notifications()  # "restart pending" is answered
+        retract(self.app, NOTICE_TITLE)  # "restart pending" is answered (the other notices stay)
         self.send("approve_restart", "approval sent")
 
     def action_deny(self) -> None:
-        self.app.clear_notifications()
+        retract(self.app, NOTICE_TITLE)
         self.send("deny_restart", "denial sent")
 
     def action_toggle_pause(self) -> None:

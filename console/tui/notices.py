@@ -1,0 +1,164 @@
+"""No toast covers a question: while a dialog is the top screen, the console's notices wait for it to close.
+
+Textual shows a notification (``App.notify``) as a toast at the bottom right of the top screen; at 80x24 two of
+them cover much of a dialog's text, or its buttons. A question must stay readable, and what the notices say must
+not be lost either: some say it nowhere else (a resume that failed, a screenshot's path, a theme file refused).
+So, with the console's dialogs (console.tui.screens.dialog.Dialog: screens whose ``HOLDS_NOTICES`` is true):
+
+- a notice raised while a dialog is the top screen is held, not shown;
+- the toasts showing when a dialog opens are taken off and held too;
+- once no dialog is the top screen, the held notices are shown again, each for its whole time (identical ones
+  once, the newest ``HELD_MAX``);
+- clearing the notices clears the held ones too; the console takes back only those that stopped being true
+  ("the restart still waits", once it is answered: ``retract_notices``), so a notice held during the approval
+  (a refused rewind, say) is still shown after it.
+
+Only Textual's public API: ``notify``, ``clear_notifications`` and the app's ``screen_change_signal``. A toast
+the operator clicked away is not known here: it comes back after a dialog if its time had not run out.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from textual.app import App, ScreenStackError
+from textual.notifications import SeverityLevel
+from textual.screen import Screen
+
+HELD_MAX = 4  # notices shown again after a dialog: the newest (a long wait must not bury the screen in toasts)
+HELD_KEEP = 64  # notices kept while a dialog is up (an approval left open for hours must not grow without end)
+
+
+def holds_notices(screen: Screen) -> bool:
+    """A question is up (a Dialog: the screens' package depends on this one, not the other way round)."""
+    return bool(getattr(screen, "HOLDS_NOTICES", False))
+
+
+@dataclass(frozen=True)
+class Notice:
+    message: str
+    title: str
+    severity: SeverityLevel
+    timeout: float
+    markup: bool
+
+
+class HeldNotices(App[int]):
+    """The console app's toasts (a mixin of :class:`console.tui.app.ConsoleApp`)."""
+
+    dialog_clock: Callable[[], float]  # the app's clock for the operator's moments (tests move it by hand)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._shown: list[tuple[Notice, float]] = []  # toasts raised and not run out, with when they were
+        self._held: list[Notice] = []
+        self._notices_thread: int | None = None
+
+    def on_mount(self) -> None:
+        self._notices_thread = threading.get_ident()
+        self.screen_change_signal.subscribe(self, self._screen_changed, immediate=True)
+
+    def _now(self) -> float:
+        return float(getattr(self, "dialog_clock", time.monotonic)())
+
+    def _dialog_up(self) -> bool:
+        try:
+            return holds_notices(self.screen)
+        except ScreenStackError:  # not started yet
+            return False
+
+    @property
+    def held_notices(self) -> list[Notice]:
+        return list(self._held)
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        if self._notices_thread is not None and threading.get_ident() != self._notices_thread:
+            # Another thread's (Textual's notify is thread-safe): decided on the app's thread, by this method (a
+            # subclass's, which may rewrite the text, has run already).
+            self.call_later(HeldNotices.notify, self, message, title=title, severity=severity, timeout=timeout,
+                            markup=markup)
+            return
+        self._route(Notice(message, title, severity, self.NOTIFICATION_TIMEOUT if timeout is None else timeout,
+                           markup))
+
+    def _route(self, notice: Notice) -> None:
+        if self._dialog_up():
+            self._held.append(notice)
+            del self._held[:-HELD_KEEP]
+            return
+        self._show(notice)
+
+    def _show(self, notice: Notice) -> None:
+        now = self._now()
+        self._shown = [(n, at) for n, at in self._shown if now - at < n.timeout]
+        self._shown.append((notice, now))
+        super().notify(notice.message, title=notice.title, severity=notice.severity, timeout=notice.timeout,
+                       markup=notice.markup)
+
+    def clear_notifications(self) -> None:
+        """Every notice, shown or held: the console clears them when they are no longer true."""
+        self._shown.clear()
+        self._held.clear()
+        super().clear_notifications()
+
+    def retract_notices(self, title: str) -> None:
+        """Take back the notices titled ``title``, shown or held (they stopped being true); the others stay.
+        Textual takes back every toast or none: the others are shown again for the time they had left."""
+        self._held = [n for n in self._held if n.title != title]
+        now = self._now()
+        live = [(n, at) for n, at in self._shown if now - at < n.timeout]
+        kept = [(n, at) for n, at in live if n.title != title]
+        self._shown = live
+        if len(kept) == len(live):
+            return
+        super().clear_notifications()
+        self._shown = []
+        for notice, at in kept:
+            self._route(replace(notice, timeout=notice.timeout - (now - at)))
+
+    def _screen_changed(self, screen: Screen) -> None:
+        if holds_notices(screen):
+            self._hold()
+        else:
+            self._release()
+
+    def _hold(self) -> None:
+        now = self._now()
+        live = [n for n, at in self._shown if now - at < n.timeout]
+        self._shown.clear()
+        if not live:
+            return
+        self._held[:0] = live  # older than any raised while the dialog is up
+        super().clear_notifications()
+        # A toast raised just before the dialog may still be on its way to the screen (Textual posts it): taken off
+        # once it has arrived, if a dialog is still up.
+        self.call_later(self._clear_under_dialog)
+
+    def _clear_under_dialog(self) -> None:
+        if self._dialog_up():
+            super().clear_notifications()
+
+    def _release(self) -> None:
+        if not self._held:
+            return
+        newest: dict[tuple[str, str, str], Notice] = {}
+        for notice in self._held:  # identical ones once, where the last of them was
+            key = (notice.title, notice.message, notice.severity)
+            newest.pop(key, None)
+            newest[key] = notice
+        self._held.clear()
+        for notice in list(newest.values())[-HELD_MAX:]:
+            self._show(notice)
+
+
+def retract(app: App[Any], title: str) -> None:
+    """Take back ``app``'s notices titled ``title`` (all of them in an app without held notices)."""
+    if isinstance(app, HeldNotices):
+        app.retract_notices(title)
+    else:
+        app.clear_notifications()
