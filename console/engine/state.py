@@ -320,10 +320,12 @@ class ProjectionWriter:
 
     def flush(self, path: Path | None = None) -> None:
         """Wait until every file submitted so far (or just ``path``) is written (or failed: see
-        :meth:`take_errors`)."""
+        :meth:`take_errors`). The contents still to be made from the state are made before it returns, ``path``
+        or not: the release lent the state, and the caller goes on changing it."""
         self.release()
         with self._cond:
-            while (self._queue or self._busy) if path is None else (path in self._queue or self._busy == path):
+            while ((self._queue or self._busy) if path is None
+                   else (path in self._queue or self._busy == path or self._lazy or self._making)):
                 self._cond.wait()
 
     def take_errors(self) -> list[tuple[Path, str]]:

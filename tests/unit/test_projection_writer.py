@@ -196,3 +196,25 @@ def test_while_the_kill_point_tests_count_writes_a_content_is_made_at_once(tmp_p
         assert (tmp_path / "todos.json").read_bytes() == b"x" and w._thread is None
     finally:
         failpoints.install(None)
+
+
+def test_a_flush_of_one_file_also_takes_the_state_back(tmp_path: Path) -> None:
+    """settle() flushes experiences.md before a tool runs: a content made from the state must not still be in the
+    making when the run goes on changing the state."""
+    w = ProjectionWriter()
+    gate = threading.Event()
+    made: list[bool] = []
+
+    def make() -> bytes:
+        gate.wait(5)
+        made.append(True)
+        return b"t"
+
+    w.submit(tmp_path / "experiences.md", b"e", tmp_path / "tmp")
+    w.flush(tmp_path / "experiences.md")  # written already: nothing of it left to wait for
+    w.submit(tmp_path / "todos.json", make, tmp_path / "tmp", hold=True)
+    threading.Timer(0.05, gate.set).start()
+    w.flush(tmp_path / "experiences.md")
+    assert made == [True] and (tmp_path / "experiences.md").read_bytes() == b"e"
+    w.flush()
+    assert (tmp_path / "todos.json").read_bytes() == b"t"
