@@ -1,4 +1,4 @@
-"""The fleet's actions on the runs it lists: attach, approve, deny, stop, resume, forget, and the bell when a run
+"""The fleet's actions on the runs it lists: attach, approve, deny, stop, pause, resume, forget, and the bell when a run
 needs its operator. The fleet's screen only shows rows and says what the operator asked for
 (:class:`console.tui.screens.fleet.FleetScreen.Act`); this half of the app asks before anything that ends, starts
 or forgets a run, and acts: through the run's inbox, or ``agent-console resume`` for a run no process runs."""
@@ -94,6 +94,9 @@ class FleetActions(App[int]):
         if message.action == "resume":
             self._fleet_resume(row)
             return
+        if message.action == "pause":
+            self._fleet_pause(row)
+            return
         if not row.pending_seq:
             self.notify(f"{row.id} {row.job} has no restart waiting for approval ({row.state}).",
                         title=f"Nothing to {message.action}")
@@ -119,13 +122,7 @@ class FleetActions(App[int]):
                                               run_id=row.id), in_fleet=True))
 
     def _fleet_send(self, row: FleetRow, action: str) -> None:
-        command = BY_CLI[action].name
-        if row.host and self.fleet is not None and self.fleet.url:  # another machine's run: through the store
-            from console.view.jobs import send_remote
-
-            problem = send_remote(self.fleet.url, self.fleet.store_path, row.key, command, "fleet")
-        else:
-            problem = InboxController(JobPaths(row.path), source="fleet").send(command)
+        problem = self._fleet_command(row, BY_CLI[action].name)
         if problem:
             self.notify(problem, title=f"{action} not sent", severity="warning")
         elif action == "stop":
@@ -163,17 +160,32 @@ class FleetActions(App[int]):
                                "(agent-console jobs and this list); nothing else is touched.", "Forget", "Keep"),
                  forget)
 
+    def _fleet_command(self, row: FleetRow, command: str) -> str | None:
+        """Send a live run one of the operator's commands: through its inbox, or the store for another machine's
+        run. What went wrong, or None."""
+        if row.host and self.fleet is not None and self.fleet.url:
+            from console.view.jobs import send_remote
+
+            return send_remote(self.fleet.url, self.fleet.store_path, row.key, command, "fleet")
+        return InboxController(JobPaths(row.path), source="fleet").send(command)
+
+    def _fleet_pause(self, row: FleetRow) -> None:
+        """``p``: a run at work pauses after its current turn (not asked first: ``r`` unpauses it)."""
+        if not row.pausable:
+            why = "no process runs it" if not row.has_runner else f"it is {row.state_text}"
+            self.notify(f"{row.id} {row.job}: nothing to pause ({why}).", title="Nothing to pause")
+            return
+        if problem := self._fleet_command(row, "pause"):
+            self.notify(problem, title="pause not sent", severity="warning")
+        else:
+            self.notify(f"{row.id} {row.job}: pause sent (after its current turn; r resumes it).",
+                        title="Pause sent")
+
     def _fleet_resume(self, row: FleetRow) -> None:
         """``r``: a paused run unpauses (its inbox); a run no process runs starts again in the background, asked
         first, with the settings it was started with (``agent-console resume``: the one path every resume takes)."""
         if row.resume == "unpause":
-            if row.host and self.fleet is not None and self.fleet.url:  # another machine's run: through the store
-                from console.view.jobs import send_remote
-
-                problem = send_remote(self.fleet.url, self.fleet.store_path, row.key, "resume", "fleet")
-            else:
-                problem = InboxController(JobPaths(row.path), source="fleet").send("resume")
-            if problem:
+            if problem := self._fleet_command(row, "resume"):
                 self.notify(problem, title="resume not sent", severity="warning")
             else:
                 self.notify(f"{row.id} {row.job}: resume sent.", title="Resume sent")

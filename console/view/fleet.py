@@ -129,6 +129,12 @@ class FleetRow:
         return "start" if self.state in (INTERRUPTED, STOPPED, FAILED, NEEDS) or self.state in FAILED_LIKE else ""
 
     @property
+    def pausable(self) -> bool:
+        """What ``p`` pauses: a live run at work (here, or another machine's through the store). A paused one
+        unpauses with ``r``; one that waits for its operator is answered, not paused."""
+        return self.has_runner and self.state in (RUNNING, STARTING)
+
+    @property
     def need_line(self) -> str:
         """``restart approval since 14:02: the context is full...`` ("" while the run needs nothing)."""
         if not self.needs:

@@ -216,3 +216,40 @@ def test_r_unpauses_a_paused_run_and_is_offered_only_where_it_acts(tmp_path):
             assert lock.acquire()
             stack.callback(lock.release)
         drive(app, body, size=(80, 24))
+
+
+def test_p_pauses_a_run_at_work_and_is_offered_only_where_it_acts(tmp_path):
+    """p: a live run at work pauses through its inbox (no question: r unpauses it); a run waiting for approval is
+    a/d's, a paused one r's, one nobody runs has nothing to pause, and p is not in their footer."""
+    fx = make_fleet(tmp_path)
+    app = fleet_app(fx)
+    running = fx.runs["running"]
+
+    async def body(pilot):
+        await wait_for(pilot, lambda: listed(app, 7))
+        view = app.fleet_view
+        assert {r.state: r.pausable for r in view.rows} == {
+            WAITING: False, RUNNING: True, "paused": False, "completed": False, "failed": False,
+            "interrupted": False, "stopped": False}
+        await pilot.pause(0.1)
+        assert "Pause" not in footer(app)  # the waiting run is selected
+        await pilot.press("p")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen) and sent(fx.runs["waiting"]) == []
+        view.table.move_cursor(row=next(n for n, r in enumerate(view.shown) if r.path == running))
+        await pilot.pause(0.1)
+        assert "Pause" in footer(app)
+        await pilot.press("p")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen) and sent(running) == ["pause"]
+        assert any(n.title == "Pause sent" for n in app._notifications)
+        view.table.move_cursor(row=next(n for n, r in enumerate(view.shown) if r.state == "paused"))
+        await pilot.pause(0.1)
+        assert "Pause" not in footer(app) and "Resume" in footer(app)
+
+    with ExitStack() as stack:
+        for run in (fx.runs["waiting"], running, fx.runs["paused"]):
+            lock = RunLock(JobPaths(run))
+            assert lock.acquire()
+            stack.callback(lock.release)
+        drive(app, body, size=(80, 24))

@@ -53,6 +53,7 @@ class FleetScreen(Screen):
         Binding("a", "approve", "Approve", id="fleet_approve"),
         Binding("d", "deny", "Deny", id="fleet_deny"),
         Binding("s", "stop", "Stop", id="fleet_stop"),
+        Binding("p", "pause", "Pause", id="fleet_pause"),  # shown while the selected run is at work
         Binding("r", "resume", "Resume", id="fleet_resume"),  # shown while the selected run can be resumed
         Binding("x", "forget", "Forget", id="fleet_forget"),  # shown while a gone run is selected
         Binding("slash", "filter", "Filter", key_display="/", id="fleet_filter"),
@@ -78,7 +79,7 @@ class FleetScreen(Screen):
         self.wide: bool | None = None
         self._style_cache: tuple[str, dict[str, Style]] = ("", {})
         self._shown_text: dict[str, Content] = {}
-        self._keys_for: tuple[bool, bool] = (False, False)  # (x, r) in the footer for the selected run
+        self._keys_for: tuple[bool, bool, bool] = (False, False, False)  # (x, r, p) in the footer for the selected run
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-title")
@@ -247,13 +248,14 @@ class FleetScreen(Screen):
 
     def _show_detail(self) -> None:
         r = self.selected
-        keys_for = (r is not None and r.state == GONE, r is not None and bool(r.resume))
-        if keys_for != self._keys_for:  # x (forget) and r (resume) are in the footer only while they act
+        keys_for = (r is not None and r.state == GONE, r is not None and bool(r.resume), r is not None and r.pausable)
+        if keys_for != self._keys_for:  # x (forget), r (resume), p (pause) are in the footer only while they act
             self._keys_for = keys_for
             self.refresh_bindings()
         if r is None:
             self._update("#fleet-detail", Content.styled(
-                "enter attaches · a / d approve or deny a restart · s stops · r resumes · / filters · q quits",
+                "enter attaches · a / d approve or deny a restart · s stops · p pauses · r resumes · / filters · "
+                "q quits",
                 "$text-muted"))
             return
         width = max(20, self.size.width - 2)
@@ -302,6 +304,9 @@ class FleetScreen(Screen):
         if action == "resume":
             row = self.selected
             return row is not None and bool(row.resume)
+        if action == "pause":
+            row = self.selected
+            return row is not None and row.pausable
         return True
 
     def on_data_table_row_selected(self, message: DataTable.RowSelected) -> None:
@@ -329,6 +334,9 @@ class FleetScreen(Screen):
 
     def action_resume(self) -> None:
         self._act("resume")
+
+    def action_pause(self) -> None:
+        self._act("pause")
 
     def action_forget(self) -> None:
         self._act("forget")
