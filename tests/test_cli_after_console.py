@@ -26,14 +26,15 @@ def test_a_stop_from_the_console_says_how_to_go_on(make_job, capsys) -> None:
                     f"agent-console: resume run {paths.run_id} with: agent-console run --in-place {paths.root}"]
 
 
-def test_a_completed_run_says_nothing_more_and_a_gave_up_one_says_when_to_resume(make_job, capsys) -> None:
+def test_a_completed_run_says_where_its_results_are_and_a_gave_up_one_says_when_to_resume(make_job, capsys) -> None:
     paths = make_job("quickstart")
     t = FakeClock().now()
     log(paths, ev.SessionStarted(ts=t, seq=1, session=1, reason="new"),
         ev.JobCompleted(ts=t, seq=2, session=1, summary="done", confidence=0.9),
         ev.RunEnded(ts=t, seq=3, session=1, reason="job_complete", outcome="completed"))
     assert _after_console(paths) == EXIT_OK
-    assert capsys.readouterr().err == ""
+    said = capsys.readouterr()
+    assert said.err == "" and said.out.splitlines() == [f"run {paths.run_id} completed; results in {paths.root}"]
     log(paths, ev.SessionStarted(ts=t, seq=1, session=1, reason="new"),
         ev.RunEnded(ts=t, seq=2, session=1, reason="gave_up", detail="the agent gave up \x1b[2J", outcome="gave_up"))
     assert _after_console(paths) == 4

@@ -84,6 +84,9 @@ def _after_console(paths: Any) -> int:
             f"(or agent-console, the fleet); follow it: agent-console logs -f {paths.run_id}")
         return EXIT_OK
     end, _ = last_end(paths)
+    if code == EXIT_OK and end is not None:
+        # As a headless run's closing line: where the results are, once the console that showed them is gone.
+        say(f"run {paths.run_id} completed; results in {paths.root}")
     if code != EXIT_OK and end is not None:
         # The run ended under the console, which is gone now: what a headless run's closing lines say.
         detail = safe_text(end.detail, one_line=True, join=True, limit=300)
