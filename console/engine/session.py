@@ -107,7 +107,8 @@ class Session(AskingTheOperator, AskingTheModel):
         self.rt.commit(cp, self.conversation, system=self.system, durable=durable or self.rt.job_done)
 
     def end(self, reason: ShutdownReason, detail: str, carry: list[Message] | None = None) -> SessionResult:
-        return SessionResult(reason, self.turns_here, self.number, carry or [], detail, self.cm.used, self.cm.budget)
+        return SessionResult(reason, self.turns_here, self.number, carry or [], detail, self.cm.used, self.cm.budget,
+                             session_turns=self.cm.turns)
 
     def commands(self) -> None:
         """Apply operator commands at a turn boundary, as a recorded step if they did anything."""
@@ -414,7 +415,6 @@ class Session(AskingTheOperator, AskingTheModel):
         elif evaluation.action is ContextAction.RESTART:
             carry = extract_carryover(conv, st.carryover_turns, int(st.context_window * CARRYOVER_BUDGET))
             ended = self.end(ShutdownReason.CONTEXT_FULL, f"context {evaluation.pct:.0%} full", carry)
-            ended.session_turns = cm.turns
             return ended
         return None
 

@@ -413,7 +413,9 @@ class Supervisor:
                 self.events.emit(ev.ErrorEvent, message=detail, where="supervisor", recoverable=False)
                 result = SessionResult(ShutdownReason.ERROR, 0, self.session, detail=detail)
                 crashed = detail
-            self.events.emit(ev.SessionEnded, reason=result.reason.value, turns=result.turns, detail=result.detail)
+            # The session's turns in all: a resumed session's started in an earlier process count too.
+            self.events.emit(ev.SessionEnded, reason=result.reason.value, turns=max(result.turns, result.session_turns),
+                             detail=result.detail)
             if (usd := self.job_cost()) is not None:
                 self._store("cost", usd)  # `jobs` shows what the job has cost, session by session
             self.events.observe()
