@@ -41,3 +41,17 @@ def test_a_completed_run_says_where_its_results_are_and_a_gave_up_one_says_when_
     said = capsys.readouterr().err
     assert f"run {paths.run_id} ended gave up (" in said and "\x1b" not in said
     assert f"once the cause is fixed, resume run {paths.run_id} with: agent-console run --in-place" in said
+
+
+def test_a_run_out_of_time_says_which_file_to_raise_the_deadline_in(make_job, capsys) -> None:
+    """Resuming as it is would end it again at once: the limit is raised in the run's own job.toml first (the job
+    folder's is not read again)."""
+    paths = make_job("quickstart")
+    t = FakeClock().now()
+    log(paths, ev.SessionStarted(ts=t, seq=1, session=1, reason="new"),
+        ev.RunEnded(ts=t, seq=2, session=1, reason="budget_exhausted", outcome="incomplete",
+                    detail="deadline passed: 33 seconds since the job started, deadline 25 seconds"))
+    assert _after_console(paths) != EXIT_OK
+    said = capsys.readouterr().err.splitlines()
+    assert said[-1] == (f"agent-console: raise deadline under [guardrails] in {paths.root / 'job.toml'} (the run's "
+                        f"own copy), then resume run {paths.run_id} with: agent-console run --in-place {paths.root}")

@@ -12,6 +12,7 @@ from typing import Any
 
 from console.cli.common import (
     err,
+    go_on_hint,
     resume_hint,
     say,
 )
@@ -96,7 +97,7 @@ def _after_console(paths: Any) -> int:
         if end.outcome == "gave_up":
             err(f"once the cause is fixed, {resume_hint(paths)}")
         elif end.reason in RESUMABLE:
-            err(resume_hint(paths))
+            err(go_on_hint(paths, end.reason, end.detail))
     return code
 
 
@@ -141,7 +142,7 @@ def _finish(sup: Any, paths: Any, interrupted_by: str | None = None) -> int:
         err(f"run ended incomplete ({why}){said}{cost}")
     if reason in RESUMABLE:
         # Nothing is lost: the exact command that goes on (a budget raised in job.toml first).
-        err(resume_hint(paths))
+        err(go_on_hint(paths, reason, result.detail))
     return exit_code(result, interrupted_by)
 
 
