@@ -575,9 +575,34 @@ def test_jobs_json_keeps_the_whole_record_and_the_id(tmp_path, capsys) -> None:
     assert completed["summary"] == LONG_SUMMARY and completed["confidence"] == 0.85
     assert completed["cost_usd"] == 0.0123 and completed["completed_at"] == "2026-11-22T13:00:30+00:00"
     assert set(completed) == {"id", "path", "name", "status", "provider", "model", "started_at", "updated_at",
-                              "completed_at", "confidence", "summary", "detail", "cost_usd", "needs_since"}
+                              "completed_at", "confidence", "summary", "detail", "cost_usd", "needs_since",
+                              "unconfined"}
+    assert not any(r["unconfined"] for r in records)
     # A run the table says is running with no process behind it (kill -9) is shown as interrupted.
     assert records[2]["status"] == "interrupted" and records[2]["detail"] == "restart pending"
+
+
+def test_jobs_says_a_run_is_unconfined_as_every_view_does(tmp_path, capsys, monkeypatch) -> None:
+    from console.engine.job import JobPaths
+    from console.engine.launch import Launch, write_launch
+
+    runs = _store_rows(tmp_path)
+    folder = runs[0][0]  # out of budget
+    JobPaths(folder).state.mkdir(parents=True)
+    write_launch(JobPaths(folder), Launch(provider="scripted", model="scripted-agent", unconfined=True))
+    from console.engine.launch import launch_path
+
+    damaged = JobPaths(runs[1][0])
+    damaged.state.mkdir(parents=True)
+    launch_path(damaged).write_text('{"unconfined": true')  # a record that cannot be read says nothing
+    monkeypatch.setenv("COLUMNS", "120")
+    assert main(["jobs"]) == 0
+    rows = capsys.readouterr().out.splitlines()[1:1 + len(runs)]
+    assert [" UNCONFINED" in line for line in rows] == [True, False, False, False]
+    assert rows[0].startswith(f"{run_id(folder)}  out of budget UNCONFINED  ")
+    assert main(["jobs", "--json"]) == 0
+    records = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [r["unconfined"] for r in records] == [True, False, False, False]
 
 
 def test_jobs_table_narrower_still_keeps_id_state_and_whole_words(tmp_path) -> None:

@@ -26,7 +26,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     from console.engine.runs import run_id
     from console.engine.store import StoreError
     from console.settings import load_settings
-    from console.view.jobs import as_now, jobs_table, needs_first
+    from console.view.jobs import as_now, jobs_table, needs_first, unconfined
 
     try:
         check_flags(args)
@@ -55,7 +55,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     rows.sort(key=needs_first)
     if args.json:
         for r in rows:
-            record = dict(r.__dict__)
+            record = {**r.__dict__, "unconfined": unconfined(r)}
             if not r.host:  # the embedded store: no machine, no lease (its records keep their keys)
                 for extra in ("host", "leased", "key"):
                     record.pop(extra, None)

@@ -44,6 +44,21 @@ def as_now(r: Any, holder: Any = None) -> Any:
     return replace(r, status=live.state)
 
 
+def unconfined(r: Any) -> bool:
+    """Whether the run was started with --unconfined (its commands run without a sandbox): its own launch record
+    says, read from its folder (a run of another machine's folder is not here: its console and logs say)."""
+    from console.engine.job import JobPaths
+    from console.engine.launch import LaunchError, read_launch
+
+    if getattr(r, "remote", False) or r.status == GONE:
+        return False
+    try:
+        launch = read_launch(JobPaths(Path(r.path)))
+    except LaunchError:
+        return False
+    return launch is not None and launch.unconfined
+
+
 def remote_run(ref: str, settings: Any) -> Any:
     """The shared store's row of the run ``ref`` names when it is a run of another machine; None when it is not (a
     folder, a run of this machine, or the embedded store): the local ways then apply. RunLookupError if ``ref``
@@ -111,6 +126,7 @@ HOST_MAX = 20
 JOBS_GAP = 2
 JOB_NAME_MAX = 28
 SUMMARY_MIN = 20  # narrower, a summary says next to nothing: a column goes first
+UNCONFINED_MARK = " UNCONFINED"  # after the state: the run's commands run without a sandbox (run --unconfined)
 STATE_STYLE = {"completed": "green", "running": "cyan", "paused": "yellow", "failed": "red", "stopped": "yellow",
                "interrupted": "yellow", "awaiting approval": "magenta", "out of budget": "yellow",
                "incomplete": "yellow", "needs you": "bold reverse magenta", "gave up": "bold reverse magenta",
@@ -174,7 +190,8 @@ def jobs_table(rows: list[Any], width: int) -> tuple[list[Any], list[str]]:
     cells: dict[str, list[str]] = {key: [] for key in JOBS_HEADERS}
     for r in rows:  # every text cell through one_line: names and summaries come from the job and the agent
         cells["id"].append(run_id(r.path))
-        cells["state"].append(one_line(r.status))
+        # Every view says a run's commands run without a sandbox (the fleet, the console, logs): so does this one.
+        cells["state"].append(one_line(r.status) + (UNCONFINED_MARK if unconfined(r) else ""))
         name = job_name(r.path)
         cells["job"].append(shorten(one_line(name), JOB_NAME_MAX))
         cells["host"].append(shorten(one_line(getattr(r, "host", "") or ""), HOST_MAX))
@@ -213,7 +230,7 @@ def jobs_table(rows: list[Any], width: int) -> tuple[list[Any], list[str]]:
             value, pad = values[key], " " * (widths[key] - cell_len(values[key]))
             if n:
                 out.append(" " * JOBS_GAP)
-            style = "" if header or key != "state" else STATE_STYLE.get(value, "")
+            style = "" if header or key != "state" else STATE_STYLE.get(value.removesuffix(UNCONFINED_MARK), "")
             # Text, not markup: a state without a style, or a summary with brackets in it, prints as it is.
             out.append(pad if key in JOBS_RIGHT else "")
             out.append(value, style=style)
