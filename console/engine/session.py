@@ -138,9 +138,14 @@ class Session(AskingTheOperator, AskingTheModel):
         self.commit()  # the session's start (a new job's bootstrap todos with it) is recorded first
         freeze_heap()
         if fresh and (cm.pct >= st.hard_threshold or not cm.fits):
+            # What a window needs: this first prompt at half the soft threshold (a session needs room to work
+            # before its context presses), the reply's reserve on top; rounded up to a thousand.
+            needed = -(-(int(cm.used / st.soft_threshold * 2) + cm.reserve) // 1000) * 1000
             detail = (f"context window too small: the first prompt of session {self.number} already needs "
-                      f"~{cm.used} tokens (+{cm.reserve} for the reply) of {st.context_window} ({cm.pct:.0%}); "
-                      "raise --context-window")
+                      f"~{cm.used:,} tokens (+{cm.reserve:,} for the reply) of {st.context_window:,}: "
+                      f"{cm.pct:.0%} of the prompt budget (a session restarts at {st.hard_threshold:.0%}); go on "
+                      f"with a window of at least ~{needed:,}: agent-console resume "
+                      f"{rt.paths.run_id} --context-window {needed}")
             rt.events.emit(ev.ErrorEvent, message=detail, where="context", recoverable=False)
             return self.end(ShutdownReason.ERROR, detail)
         # Stopped inside a turn, the run finishes it from the next call: its reply is recorded.
