@@ -229,7 +229,10 @@ def describe_world(world: CommandWorld, *, tool: str = "", memory_by: Literal["c
                 "and reach the network; bounded only by: " + ", ".join(limit_items(world, memory_by)))
     sees = ["the job folder (read-write; job.toml, instructions.md and the tool docs read-only, .console hidden)",
             "/usr and the /bin, /lib links (read-only)",
-            "from /etc only ld.so, certificates, alternatives, passwd, group, hosts",
+            # Every kind of what confine.ETC binds, so the header is true (it is shown in every view).
+            "from /etc only what programs need to run: the loader's cache, TLS certificates, alternatives, users "
+            "and groups, name-service order, time zone, hosts, services, protocols, MIME types, the system's "
+            "Python settings (no resolv.conf, nothing with credentials)",
             f"an empty HOME, a private /tmp ({_mb(lim.tmp_mb)}) and /dev/shm ({_mb(lim.shm_mb)}), /dev, "
             "its own /proc (read-only)"]
     if world.read_only:
