@@ -1,0 +1,61 @@
+"""Hanging up a streamed reply from another thread, so that the server sees it at once.
+
+The engine reads a provider's stream on a worker thread and, when it abandons the call (a stall, a stop, a reply
+over turn_timeout), closes the stream from its own thread (:class:`console.engine.model.CallHandle`). The SDKs'
+``Stream.close()`` closes the HTTP response, which closes the connection's socket: ``close(fd)``. That is not a
+hang-up while the worker is blocked reading the socket. CPython waits for a socket with a timeout in ``poll()``,
+and a thread in ``poll()`` holds a reference to the socket (Linux): the last reference is dropped, and the FIN
+sent, only when that ``poll()`` returns. It returns when the fd it watches, looked up by number at each wake-up,
+has something to read or is no longer open. Meanwhile the freed fd number is given to the next socket the process
+opens, typically the retry's own connection a few milliseconds later: from then on ``poll()`` watches that
+socket, the keep-alives on the abandoned one no longer end it, and the server streams (and bills) into a socket
+nobody reads until the SDK's read timeout. (Measured with the Anthropic SDK: the abandoned socket left in
+CLOSE-WAIT, its receive queue filling with keep-alives, the new connection on the same fd number. The OpenAI
+SDK was spared only because it closes a refused retry's connection at once, which frees the number again.)
+
+``shutdown(SHUT_RDWR)`` acts on the socket itself, not on the fd: it sends the FIN at once and wakes the reader,
+whatever the fd number means by then. So the closer shuts the socket down first, then closes the stream as the
+SDK does. The socket comes from the response's ``network_stream`` extension (httpcore's public API for the raw
+connection: ``get_extra_info("socket")``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from collections.abc import Callable
+from typing import Any, Protocol
+
+
+class Streamed(Protocol):
+    """An SDK's stream (``anthropic.Stream``, ``openai.Stream``): its httpx response, and ``close()``."""
+
+    @property
+    def response(self) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+def hang_up(stream: Streamed) -> Callable[[], None]:
+    """The closer to register with the call's handle: shut the socket down, then close the stream."""
+
+    def close() -> None:
+        _shut_down(stream.response)
+        stream.close()
+
+    return close
+
+
+def _shut_down(response: Any) -> None:
+    # A response already closed has given its connection back to the pool (read to the end): left alone, as it
+    # may serve the next request. The engine asks the next request only after the closer returns, and a pooled
+    # connection that was shut down in the gap is readable at EOF, which httpcore takes for one the server
+    # closed: it opens a new one. HTTP/2 (not what the SDKs' default clients speak) multiplexes other requests
+    # on the socket, so it is never shut down for one of them.
+    if getattr(response, "is_closed", True) or getattr(response, "http_version", "") == "HTTP/2":
+        return
+    network = (getattr(response, "extensions", None) or {}).get("network_stream")
+    sock = network.get_extra_info("socket") if network is not None else None
+    if isinstance(sock, socket.socket):
+        with contextlib.suppress(OSError):  # already closed, or the peer gone: nothing left to hang up
+            sock.shutdown(socket.SHUT_RDWR)
