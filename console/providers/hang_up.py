@@ -14,14 +14,16 @@ CLOSE-WAIT, its receive queue filling with keep-alives, the new connection on th
 SDK was spared only because it closes a refused retry's connection at once, which frees the number again.)
 
 ``shutdown(SHUT_RDWR)`` acts on the socket itself, not on the fd: it sends the FIN at once and wakes the reader,
-whatever the fd number means by then. So the closer shuts the socket down first, then closes the stream as the
-SDK does. The socket comes from the response's ``network_stream`` extension (httpcore's public API for the raw
-connection: ``get_extra_info("socket")``).
+whose read then ends (EOF: a cut stream, which the abandoned call's thread drops) and which closes the stream
+itself, in its own thread, as the SDK does when a stream fails. The fd is not closed from here: closed under the
+reader, its number would be taken by the next socket before the reader looks again, and the reader would wait
+on that one until the read timeout. The socket comes from the response's ``network_stream`` extension
+(httpcore's public API for the raw connection: ``get_extra_info("socket")``); where there is none to shut down,
+the stream is closed from here as before.
 """
 
 from __future__ import annotations
 
-import contextlib
 import socket
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -37,25 +39,31 @@ class Streamed(Protocol):
 
 
 def hang_up(stream: Streamed) -> Callable[[], None]:
-    """The closer to register with the call's handle: shut the socket down, then close the stream."""
+    """The closer to register with the call's handle: shut the socket down (the reader then closes the stream),
+    or close the stream where there is no socket of this response's own to shut down."""
 
     def close() -> None:
-        _shut_down(stream.response)
-        stream.close()
+        if not _shut_down(stream.response):
+            stream.close()
 
     return close
 
 
-def _shut_down(response: Any) -> None:
+def _shut_down(response: Any) -> bool:
+    """Whether the response's socket was shut down."""
     # A response already closed has given its connection back to the pool (read to the end): left alone, as it
     # may serve the next request. The engine asks the next request only after the closer returns, and a pooled
     # connection that was shut down in the gap is readable at EOF, which httpcore takes for one the server
     # closed: it opens a new one. HTTP/2 (not what the SDKs' default clients speak) multiplexes other requests
     # on the socket, so it is never shut down for one of them.
     if getattr(response, "is_closed", True) or getattr(response, "http_version", "") == "HTTP/2":
-        return
+        return False
     network = (getattr(response, "extensions", None) or {}).get("network_stream")
     sock = network.get_extra_info("socket") if network is not None else None
-    if isinstance(sock, socket.socket):
-        with contextlib.suppress(OSError):  # already closed, or the peer gone: nothing left to hang up
-            sock.shutdown(socket.SHUT_RDWR)
+    if not isinstance(sock, socket.socket):
+        return False
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:  # already closed (the reader got there first), or never connected: close as before
+        return False
+    return True

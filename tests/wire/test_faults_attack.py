@@ -31,6 +31,8 @@ from console.engine import events as ev
 from console.engine.clock import FakeClock
 from console.engine.job import JobPaths
 from console.engine.job_config import load_job_config
+from console.engine.messages import Message, ModelRequest
+from console.engine.model import CallHandle, ProviderError, set_current_call
 from console.engine.supervisor import RunResult, Supervisor
 from console.providers.anthropic_provider import AnthropicProvider
 from console.providers.openai_provider import OpenAIProvider
@@ -704,6 +706,56 @@ def test_an_abandoned_keep_alive_stream_is_hung_up(provider: str, tmp_path: Path
     assert [r["cause"] for r in logged(paths, "model_retry")] == ["stalled 0.5 s"]
     assert closed, "the abandoned request was still open 3 s after the run had moved on (and ended)"
     assert_clean(paths.root, capfd)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_hang_up_reaches_the_server_though_the_fd_number_is_taken_at_once(provider: str, capfd) -> None:
+    # The test above without its race. The worker is blocked reading a stream of keep-alives when the engine
+    # hangs up from its own thread; the freed fd numbers are taken at once by sockets that never become readable
+    # (what the retry's connection does, a few milliseconds later). A close() alone left the abandoned socket
+    # open, held by the worker's poll(), which then watched the new socket: no FIN until the read timeout (20 s).
+    registered = threading.Event()
+
+    class Handle(CallHandle):
+        def on_cancel(self, close: Callable[[], object]) -> None:
+            super().on_cancel(close)
+            registered.set()
+
+    handle = Handle()
+    ended = threading.Event()
+
+    def work(model: OpenAIProvider | AnthropicProvider) -> None:
+        set_current_call(handle)
+        try:
+            for _ in model.stream(ModelRequest(system="s", messages=[Message.user("hi")], tools=[])):
+                pass
+        except ProviderError:
+            pass  # the hang-up, seen by the reader as a cut stream
+        finally:
+            set_current_call(None)
+            ended.set()
+
+    with Trickle() as server, time_limit(30):
+        server.keepalive(0.05)
+        threading.Thread(target=work, args=(adapter(provider, server.url),), daemon=True).start()
+        assert registered.wait(10), "the adapter registered no closer"
+        time.sleep(0.2)  # keep-alives flowing: the worker waits in poll() (were it not there yet, all the same)
+        handle.cancel()
+        taken = [socket.socketpair() for _ in range(8)]  # the lowest free numbers: the freed one among them
+        try:
+            deadline = time.monotonic() + 3
+            while not server.closed and time.monotonic() < deadline:
+                time.sleep(0.05)
+            closed = list(server.closed)
+            reader_ended = ended.wait(3)
+        finally:
+            for a, b in taken:
+                a.close()
+                b.close()
+    assert closed, "the server still streamed to the abandoned request 3 s after the hang-up"
+    assert reader_ended, "the abandoned call's thread still waited on its socket 3 s after the hang-up"
+    captured = capfd.readouterr()
+    assert "Traceback" not in captured.out + captured.err and "Exception ignored" not in captured.err
 
 
 # == the operator, while the model is asked ========================================================================
