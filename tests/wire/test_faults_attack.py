@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -25,6 +27,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import anthropic
+import httpx2
+import openai
 import pytest
 
 from console.engine import events as ev
@@ -140,7 +145,16 @@ def settings_for(paths: JobPaths, provider: str, **over: Any):
     )
 
 
-def adapter(provider: str, url: str, timeout: float = 20) -> OpenAIProvider | AnthropicProvider:
+def adapter(provider: str, url: str, timeout: float = 20, *, trust: ssl.SSLContext | None = None
+            ) -> OpenAIProvider | AnthropicProvider:
+    """The provider's adapter, as a run makes it; for an https server, ``trust`` verifies its certificate."""
+    if trust is not None:  # the SDK's own client, given an HTTP client that trusts the loopback's certificate
+        http = httpx2.Client(verify=trust, timeout=timeout)
+        if provider == "openai":
+            return OpenAIProvider(MODELS[provider], client=openai.OpenAI(
+                api_key=SECRET, base_url=f"{url}/v1", max_retries=0, timeout=timeout, http_client=http))
+        return AnthropicProvider(MODELS[provider], client=anthropic.Anthropic(
+            api_key=SECRET, base_url=url, max_retries=0, timeout=timeout, http_client=http))
     if provider == "openai":
         return OpenAIProvider(MODELS[provider], api_key=SECRET, base_url=f"{url}/v1", max_retries=0, timeout=timeout)
     return AnthropicProvider(MODELS[provider], api_key=SECRET, base_url=url, max_retries=0, timeout=timeout)
@@ -204,7 +218,7 @@ class Trickle:
     ``("keepalive", every)`` sends ``: keep-alive`` comments until the client goes away (the moment is recorded in
     ``closed``). With the queue empty it answers a 400 (never retried)."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.plans: deque[tuple[str, Any]] = deque()
         self.bodies: list[dict[str, Any]] = []
         self.closed: list[float] = []  # time.monotonic() when a keep-alive client hung up
@@ -266,6 +280,10 @@ class Trickle:
                 pass
 
         self.server = Server(("127.0.0.1", 0), Handler)
+        self.scheme = "http"
+        if tls is not None:  # https: each connection's handshake is made as it is accepted
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+            self.scheme = "https"
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
 
     def __enter__(self) -> Trickle:
@@ -280,7 +298,7 @@ class Trickle:
     @property
     def url(self) -> str:
         host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{self.scheme}://{host}:{port}"
 
     def reply(self, provider: str, reply: Reply, *, first: int = 10**6, gap: float = 0.0) -> None:
         """``reply`` as that provider's stream: the first ``first`` events at once, then one every ``gap`` s."""
@@ -708,12 +726,33 @@ def test_an_abandoned_keep_alive_stream_is_hung_up(provider: str, tmp_path: Path
     assert_clean(paths.root, capfd)
 
 
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """A certificate for 127.0.0.1, made for this module: the server's context and the client's that trusts it."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("making a certificate for 127.0.0.1 needs the openssl command")
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(cert, key)
+    return server, ssl.create_default_context(cafile=str(cert))
+
+
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_a_hang_up_reaches_the_server_though_the_fd_number_is_taken_at_once(provider: str, capfd) -> None:
+@pytest.mark.parametrize("transport", ["tcp", "tls"])
+def test_a_hang_up_reaches_the_server_though_the_fd_number_is_taken_at_once(
+    provider: str, transport: str, request: pytest.FixtureRequest, capfd
+) -> None:
     # The test above without its race. The worker is blocked reading a stream of keep-alives when the engine
     # hangs up from its own thread; the freed fd numbers are taken at once by sockets that never become readable
     # (what the retry's connection does, a few milliseconds later). A close() alone left the abandoned socket
     # open, held by the worker's poll(), which then watched the new socket: no FIN until the read timeout (20 s).
+    # Over TLS too, as every hosted endpoint is (the TLS socket's shutdown drops its TLS state under the reader).
+    server_tls, trust = request.getfixturevalue("tls") if transport == "tls" else (None, None)
     registered = threading.Event()
 
     class Handle(CallHandle):
@@ -735,9 +774,9 @@ def test_a_hang_up_reaches_the_server_though_the_fd_number_is_taken_at_once(prov
             set_current_call(None)
             ended.set()
 
-    with Trickle() as server, time_limit(30):
+    with Trickle(server_tls) as server, time_limit(30):
         server.keepalive(0.05)
-        threading.Thread(target=work, args=(adapter(provider, server.url),), daemon=True).start()
+        threading.Thread(target=work, args=(adapter(provider, server.url, trust=trust),), daemon=True).start()
         assert registered.wait(10), "the adapter registered no closer"
         time.sleep(0.2)  # keep-alives flowing: the worker waits in poll() (were it not there yet, all the same)
         handle.cancel()
