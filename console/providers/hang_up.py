@@ -9,9 +9,10 @@ sent, only when that ``poll()`` returns. It returns when the fd it watches, look
 has something to read or is no longer open. Meanwhile the freed fd number is given to the next socket the process
 opens, typically the retry's own connection a few milliseconds later: from then on ``poll()`` watches that
 socket, the keep-alives on the abandoned one no longer end it, and the server streams (and bills) into a socket
-nobody reads until the SDK's read timeout. (Measured with the Anthropic SDK: the abandoned socket left in
-CLOSE-WAIT, its receive queue filling with keep-alives, the new connection on the same fd number. The OpenAI
-SDK was spared only because it closes a refused retry's connection at once, which frees the number again.)
+nobody reads until the SDK's read timeout. (Measured with the Anthropic SDK in tests/wire: the retry's
+connection on the abandoned one's fd number, the abandoned socket never closed, 1.2 KB of keep-alives unread
+in its receive queue 3 s later. The OpenAI SDK passed that test only because it closed the retry's connection
+(a 400) at once, which freed the number again; with the number kept taken, both fail alike.)
 
 ``shutdown(SHUT_RDWR)`` acts on the socket itself, not on the fd: it sends the FIN at once and wakes the reader,
 whose read then ends (EOF: a cut stream, which the abandoned call's thread drops) and which closes the stream
