@@ -107,9 +107,12 @@ class IncompleteStream(ProviderError):
 class CallHandle:
     """The model call in progress on this thread, so the engine can hang it up from another thread.
 
-    An adapter registers how to close what it opened (``on_cancel(response.close)``); when the engine
-    abandons the call (a stop, a stall, a reply too long) it cancels the handle, which closes the HTTP
-    response at once: the server stops generating (and billing) for a client that is gone."""
+    An adapter registers how to hang up what it opened (``on_cancel(closer)``); when the engine abandons the
+    call (a stop, a stall, a reply too long) it cancels the handle, which runs the closer on the engine's
+    thread at once: the server stops generating (and billing) for a client that is gone. The closer must reach
+    the server while the call's own thread is blocked reading the socket: a close() of the fd from another
+    thread does not (the reader's poll() keeps the socket open), a shutdown() does
+    (console/providers/hang_up.py)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

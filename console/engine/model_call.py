@@ -4,8 +4,10 @@ A provider's stream is read in a worker thread and handed over through a queue, 
 upper hand whatever the server does: it looks at the operator's commands every tick (a stop or a pause
 acts within a second, even while the socket is silent), and it ends a call that has produced no model
 output for ``idle_timeout`` seconds (keep-alive comments are not output: the SDKs never yield them) or
-that has run longer than ``turn_timeout``. An abandoned call is left to its thread, which notices at its
-next item, closes the stream, and ends; the SDK's own read timeout bounds a socket that never speaks.
+that has run longer than ``turn_timeout``. An abandoned call is hung up at once through its
+:class:`~console.engine.model.CallHandle` (the adapter's closer), and left to its thread, which sees the cut
+(or notices the cancel at its next item), closes the stream, and ends; the SDK's own read timeout bounds a
+socket whose adapter registered no closer.
 
 Transient failures (see :class:`~console.engine.model.ProviderError`) are retried for the whole turn with
 tenacity: exponential backoff with full jitter, a server's retry-after honoured up to a cap, for at most
@@ -113,8 +115,8 @@ class Outage:
 class _Workers:
     """Reused daemon threads for model calls. Starting a thread per call costs ~0.2 ms, more than the rest of
     the harness's turn; concurrent.futures' pool would do, but its threads are joined at exit, and a thread
-    stuck on a silent socket must never hold up a stop. An abandoned call keeps its thread until its socket
-    gives up (the SDK's read timeout); a new call then gets another thread."""
+    stuck on a silent socket must never hold up a stop. An abandoned call keeps its thread until its hang-up
+    ends the read (or, without a closer, the SDK's read timeout); a new call meanwhile gets another thread."""
 
     def __init__(self) -> None:
         self._idle: queue.SimpleQueue[queue.SimpleQueue[Callable[[], None]]] = queue.SimpleQueue()

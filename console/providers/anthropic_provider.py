@@ -49,6 +49,7 @@ from console.providers.errors import (
     unreachable_reason,
     with_detail,
 )
+from console.providers.hang_up import hang_up
 
 _EPHEMERAL = {"type": "ephemeral"}
 _LOCAL_PLACEHOLDER_KEY = "not-needed"
@@ -109,7 +110,7 @@ class AnthropicProvider:
 
         with self._client.messages.create(**params) as events:
             if (handle := current_call()) is not None:
-                handle.on_cancel(events.close)  # the engine can hang up from its own thread
+                handle.on_cancel(hang_up(events))  # the engine hangs up from its own thread (see hang_up)
             not_a_stream("anthropic", events, "an Anthropic endpoint")
             for event in events:
                 kind = event.type

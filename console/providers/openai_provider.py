@@ -59,6 +59,7 @@ from console.providers.errors import (
     unreachable_reason,
     with_detail,
 )
+from console.providers.hang_up import hang_up
 from console.providers.registry import MaxTokensParam
 
 # Local servers ignore the key, but the SDK refuses to build a client without one.
@@ -176,7 +177,7 @@ class OpenAIProvider:
                 yield opened
         with opened as chunks:
             if (handle := current_call()) is not None:
-                handle.on_cancel(chunks.close)  # the engine can hang up from its own thread
+                handle.on_cancel(hang_up(chunks))  # the engine hangs up from its own thread (see hang_up)
             not_a_stream("openai", chunks, "an OpenAI-compatible /v1 endpoint")
             for chunk in chunks:
                 received += 1
