@@ -245,12 +245,35 @@ def _why(exc: Exception) -> str:
     return one_line(getattr(exc, "strerror", None) or str(exc) or type(exc).__name__)
 
 
+def written_key(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
+    """The key as the file writes it: pydantic's location of an error, without what it adds of its own (the
+    tag of a union's member: ``guardrails.feedback.0.static.on_file_created``), found by following ``data``, the
+    file's values; where the file has nothing more to follow, the rest is kept as it is."""
+    out: list[Any] = []
+    for n, part in enumerate(loc):
+        if isinstance(data, dict):
+            if part in data:
+                out.append(part)
+                data = data[part]
+                continue
+            if data.get("type") == part or (n + 1 < len(loc) and loc[n + 1] in data):
+                continue  # a step the file does not write (a union member's tag): the next one is the file's
+        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
+            out.append(part)
+            data = data[part]
+            continue
+        return (*out, *loc[n:])
+    return tuple(out)
+
+
 def format_validation_error(source: str, exc: ValidationError,
-                            keys: str = "see README for the keys job.toml accepts") -> str:
-    """One line naming ``source`` and each bad key, e.g. ``job.toml: key 'limits.max_turns': ...``."""
+                            keys: str = "see README for the keys job.toml accepts", data: Any = None) -> str:
+    """One line naming ``source`` and each bad key, e.g. ``job.toml: key 'limits.max_turns': ...``. ``data``:
+    the file's values, to name each key as the file writes it (see :func:`written_key`)."""
     parts = []
     for err in exc.errors(include_url=False, include_input=False):
-        key = ".".join(one_line(str(p), 80) for p in err["loc"]) or "(top level)"
+        loc = written_key(tuple(err["loc"]), data) if data is not None else err["loc"]
+        key = ".".join(one_line(str(p), 80) for p in loc) or "(top level)"
         msg = one_line(err["msg"]).removeprefix("Value error, ")  # pydantic's prefix says nothing to a reader
         if err["type"] == "extra_forbidden":
             msg = f"unknown key (check the spelling; {keys})"

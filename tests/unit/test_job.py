@@ -28,6 +28,24 @@ def test_job_toml_errors_name_the_key(make_job) -> None:
     assert "key 'context.soft_treshold': unknown key" in msg
 
 
+@pytest.mark.parametrize(("toml", "key"), [
+    # A union member's tag (static, composite, sequential) is pydantic's, not the file's: the key is as written.
+    ('[[guardrails.feedback]]\ntype = "static"\nfeedback = "x"\non_file_created = "/tmp/r.md"\n',
+     "guardrails.feedback.0.on_file_created"),
+    ('[guardrails.completion]\ntype = "composite"\nall_must_pass = "yes"\nchecker = []\n',
+     "guardrails.completion.all_must_pass"),
+    ('[[guardrails.policies]]\ntype = "sequential"\ndependencies = { job_complete = ["run check"] }\n',
+     "guardrails.policies.0.dependencies.job_complete.0"),
+    ('[[guardrails.feedback]]\ntype = "deadline"\nevery_n_seconds = "often"\n',
+     "guardrails.feedback.0.every_n_seconds"),
+    ("[guardrails]\nbudget_token = 5\n", "guardrails.budget_token"),  # an unknown key: as written
+])
+def test_job_toml_errors_name_the_key_as_the_file_writes_it(make_job, toml: str, key: str) -> None:
+    with pytest.raises(JobError) as info:
+        load_job_config(make_job(files={"job.toml": toml}))
+    assert f"key '{key}'" in str(info.value), str(info.value)
+
+
 def test_job_toml_syntax_error_and_threshold_order(make_job) -> None:
     with pytest.raises(JobError, match="not valid TOML"):
         load_job_config(make_job(files={"job.toml": "[model\n"}))
