@@ -23,6 +23,7 @@ from console.engine.model import (
 )
 from console.engine.model_call import Outage
 from console.engine.operator import Aborted, Paused
+from console.engine.run_settings import RunSettings
 from console.engine.runtime import Runtime
 from console.engine.shutdown import SessionResult, ShutdownReason
 from console.engine.tools.registry import refused_arguments
@@ -62,6 +63,36 @@ def progress_mark(rt: Runtime) -> list[int]:
     return [rt.memory.state.next_id, rt.todos.state.generation]
 
 
+def session_context(st: RunSettings) -> ContextManager:
+    """A session's context manager, from the run's settings."""
+    return ContextManager(st.context_window, st.soft_threshold, st.hard_threshold,
+                          reserve=output_reserve(st.context_window), carry_turns=st.carryover_turns,
+                          compact_tokens=st.compact_at)
+
+
+def first_prompt(deps: SessionDeps, number: int, conversation: list[Message]) -> ContextManager:
+    """The context manager a new session ``number`` would start with, its first prompt estimated (the system
+    prompt as the session will read it, from disk): what a restart would start from, known before it is made."""
+    cm = session_context(deps.settings)
+    cm.reset(estimate_request(build_request(deps, build_system(read_system_prompt(deps.runtime), deps.registry,
+                                                               number), conversation)))
+    return cm
+
+
+def window_too_small(cm: ContextManager, st: RunSettings, number: int, run_id: str) -> str | None:
+    """Why a session cannot start in this window (its first prompt is already past the hard threshold, or the
+    reply does not fit), with the window that goes on and the command; None when it can."""
+    if cm.pct < st.hard_threshold and cm.fits:
+        return None
+    # What a window needs: this first prompt at half the soft threshold (a session needs room to work before
+    # its context presses), the reply's reserve on top; rounded up to a thousand.
+    needed = -(-(int(cm.used / st.soft_threshold * 2) + cm.reserve) // 1000) * 1000
+    return (f"context window too small: the first prompt of session {number} already needs ~{cm.used:,} tokens "
+            f"(+{cm.reserve:,} for the reply) of {st.context_window:,}: {cm.pct:.0%} of the prompt budget (a "
+            f"session restarts at {st.hard_threshold:.0%}); go on with a window of at least ~{needed:,}: "
+            f"agent-console resume {run_id} --context-window {needed}")
+
+
 class Session(AskingTheOperator, AskingTheModel):
     """One session's run: the conversation, its checkpoint, and the steps that move both."""
 
@@ -79,9 +110,7 @@ class Session(AskingTheOperator, AskingTheModel):
         self.system = system if system is not None else build_system(read_system_prompt(self.rt), deps.registry,
                                                                      number)
         self.fresh_system = system is None
-        self.cm = deps.context = ContextManager(st.context_window, st.soft_threshold, st.hard_threshold,
-                                                reserve=output_reserve(st.context_window),
-                                                carry_turns=st.carryover_turns, compact_tokens=st.compact_at)
+        self.cm = deps.context = session_context(st)
         self.rt.observation_chars = max(2_000, int(st.context_window * OBSERVATION_BUDGET * CHARS_PER_TOKEN))
         self.turns_here = 0
         self.outage: Outage | None = None  # the failures of the turn being asked
@@ -137,15 +166,7 @@ class Session(AskingTheOperator, AskingTheModel):
             cp.progress = progress_mark(rt)
         self.commit()  # the session's start (a new job's bootstrap todos with it) is recorded first
         freeze_heap()
-        if fresh and (cm.pct >= st.hard_threshold or not cm.fits):
-            # What a window needs: this first prompt at half the soft threshold (a session needs room to work
-            # before its context presses), the reply's reserve on top; rounded up to a thousand.
-            needed = -(-(int(cm.used / st.soft_threshold * 2) + cm.reserve) // 1000) * 1000
-            detail = (f"context window too small: the first prompt of session {self.number} already needs "
-                      f"~{cm.used:,} tokens (+{cm.reserve:,} for the reply) of {st.context_window:,}: "
-                      f"{cm.pct:.0%} of the prompt budget (a session restarts at {st.hard_threshold:.0%}); go on "
-                      f"with a window of at least ~{needed:,}: agent-console resume "
-                      f"{rt.paths.run_id} --context-window {needed}")
+        if fresh and (detail := window_too_small(cm, st, self.number, rt.paths.run_id)) is not None:
             rt.events.emit(ev.ErrorEvent, message=detail, where="context", recoverable=False)
             return self.end(ShutdownReason.ERROR, detail)
         # Stopped inside a turn, the run finishes it from the next call: its reply is recorded.

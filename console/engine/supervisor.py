@@ -52,6 +52,7 @@ from console.engine.run_end import FAILED_REASONS, STATUS_FOR, RunResult, outcom
 from console.engine.run_settings import RunSettings
 from console.engine.runtime import Runtime
 from console.engine.sandbox import Sandbox
+from console.engine.session import first_prompt, window_too_small
 from console.engine.state import COMPONENT_NAMES, COMPONENTS, load_projections
 from console.engine.store import Store
 from console.engine.store.link import LeaseHeld, link_run
@@ -154,14 +155,33 @@ class Supervisor:
                                   previous_turns: int | None = None) -> list[Message]:
         """Summary, restart marker (the session's number, the previous session's turns), then the carried turns
         (already whole turns within budget)."""
+        messages = self._new_session_messages(carry, session, why, previous_turns)
+        self.events.emit(ev.ContextCompacted, messages_before=before, messages_after=len(messages),
+                         summary_chars=len(messages[0].content), reason=why, carried=len(carry))
+        return messages
+
+    def _new_session_messages(self, carry: list[Message], session: int, why: str,
+                              previous_turns: int | None = None) -> list[Message]:
         rt = self._rt
         text = build_summary(self.paths, rt.workspace, self.clock.now(),
                              memory=rt.memory if self.settings.requires_context else None)
         marker = restart_marker(session, previous_turns, sum(1 for m in carry if m.role == "assistant"),
                                 interrupted=why == "resume")
-        self.events.emit(ev.ContextCompacted, messages_before=before, messages_after=2 + len(carry),
-                         summary_chars=len(text), reason=why, carried=len(carry))
         return [summary_message(text), Message.user(marker, kind="restart_marker"), *carry]
+
+    def _restart_too_small(self, result: SessionResult) -> str | None:
+        """Why the session a restart would start could not run in this window (its first prompt, estimated now
+        as it would be built, is already past the hard threshold): a restart, asked for or not, would only end
+        the run in its first step. None when it fits."""
+        assert self.deps is not None
+        n = self.session + 1
+        try:
+            cm = first_prompt(self.deps, n, self._new_session_messages(result.carryover, n, "restart",
+                                                                        result.session_turns))
+        except Exception:  # a foresight, not a step: what failed here fails in the new session, which says so
+            return None
+        too_small = window_too_small(cm, self.settings, n, self.paths.run_id)
+        return None if too_small is None else f"a restart would not help: {too_small}"
 
     @property
     def _rt(self) -> Runtime:
@@ -435,6 +455,11 @@ class Supervisor:
                 result.detail = (f"context full in session {self.session} and max_restarts ({most}) reached: "
                                  f"a run has at most {max(1, most)} session{'s' if most > 1 else ''}")
                 self.events.emit(ev.ErrorEvent, message=result.detail, where="supervisor", recoverable=False)
+                break
+            if (too_small := self._restart_too_small(result)) is not None:
+                # Not asked for: approving it would end the run in the new session's first step all the same.
+                result.reason, result.detail = ShutdownReason.ERROR, too_small
+                self.events.emit(ev.ErrorEvent, message=too_small, where="context", recoverable=False)
                 break
             if not self.settings.auto_restart:
                 decision = self._await_restart_decision(result, carry_tokens)
