@@ -1,0 +1,65 @@
+"""A run that waits for its operator and a notification channel that fails: the failure reaches the run's log
+(so `logs`, `jobs`, the console) while the run still waits, once, and nothing of a step is written twice."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from console.engine import events as ev
+from console.engine.clock import FakeClock
+from console.engine.job import JobPaths
+from console.engine.loop import ShutdownReason
+from console.engine.store import JobStore
+from console.engine.supervisor import Supervisor
+from console.notify import Notifier
+from console.providers.scripted import ScriptedCall, ScriptedProvider, ScriptedTurn
+from tests.conftest import run_settings
+from tests.notify_server import closed_port
+
+WAIT = 10.0  # the most the test waits for the run's thread (a bound on a failure, not a pace a pass needs)
+
+
+def _events(paths: JobPaths) -> list[ev.EventBase]:
+    return list(ev.read_events(paths.events)) if paths.events.exists() else []
+
+
+def test_a_failing_channel_is_in_the_log_while_the_run_waits(make_job, tmp_path: Path) -> None:
+    paths = make_job(files={"job.toml": "[guardrails]\nbudget_tokens = 3000\n"})
+    clock = FakeClock(step=0.001)
+    looking = [ScriptedTurn(text="Looking around.", calls=[ScriptedCall(name="list_files", arguments={})])] * 200
+    sup = Supervisor(paths, run_settings(), ScriptedProvider(clock=clock, script=looking), clock=clock,
+                     store=JobStore(tmp_path / "jobs.db"))
+    port = closed_port()
+
+    def failed(line: str) -> None:  # as the runner's (console.cli.lifecycle._notifier)
+        sup.events.emit(ev.ErrorEvent, message=line, where="notify")
+
+    notifier = Notifier([f"json://127.0.0.1:{port}/down"], paths.run_id, paths.root.name, clock=clock,
+                        on_error=failed)
+    sup.subscribe(notifier)
+    result: list[ShutdownReason] = []
+    runner = threading.Thread(target=lambda: result.append(sup.run().reason), daemon=True)
+    runner.start()
+    deadline = time.monotonic() + WAIT
+    logged: list[ev.EventBase] = []
+    while time.monotonic() < deadline and not logged:
+        logged = [e for e in _events(paths) if isinstance(e, ev.ErrorEvent) and e.where == "notify"]
+        time.sleep(0.05)
+    waiting = runner.is_alive() and sup.operator.needs is not None  # stuck (repeated list_files) or budget
+    sup.stop()
+    runner.join(WAIT)
+    assert notifier.close()
+    assert not runner.is_alive() and len(result) == 1 and result[0] is not ShutdownReason.ERROR
+    assert logged, "the channel's failure did not reach events.jsonl while the run waited"
+    assert waiting, "the run no longer waited when its log had the failure"
+    (error,) = logged
+    assert f"json://127.0.0.1:{port}" in error.message and "/down" not in error.message
+    # Once, and the log is whole: every seq once, in order (nothing held was written twice by the wait's look).
+    evs = _events(paths)
+    assert [e for e in evs if isinstance(e, ev.ErrorEvent) and e.where == "notify"] == [error]
+    seqs = [e.seq for e in evs]
+    assert seqs == sorted(set(seqs))
+    assert [e.type for e in evs if e.type in ("needs_operator", "needs_operator_cleared", "run_ended")] == [
+        "needs_operator", "needs_operator_cleared", "run_ended"]
