@@ -7,6 +7,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from console.engine import events as ev
 from console.engine.clock import FakeClock
 from console.engine.job import JobPaths
@@ -37,7 +39,7 @@ def test_a_failing_channel_is_in_the_log_while_the_run_waits(make_job, tmp_path:
         sup.events.emit(ev.ErrorEvent, message=line, where="notify")
 
     notifier = Notifier([f"json://127.0.0.1:{port}/down"], paths.run_id, paths.root.name, clock=clock,
-                        on_error=failed)
+                        on_error=failed, remind=())
     sup.subscribe(notifier)
     result: list[ShutdownReason] = []
     runner = threading.Thread(target=lambda: result.append(sup.run().reason), daemon=True)
@@ -63,3 +65,70 @@ def test_a_failing_channel_is_in_the_log_while_the_run_waits(make_job, tmp_path:
     assert seqs == sorted(set(seqs))
     assert [e.type for e in evs if e.type in ("needs_operator", "needs_operator_cleared", "run_ended")] == [
         "needs_operator", "needs_operator_cleared", "run_ended"]
+
+
+def test_a_gave_up_run_tells_its_channel_once_with_commands_that_work(make_job, tmp_path: Path, capsys) -> None:
+    """Through the command line: an agent gives up; the operator's channel gets one message (not "needs you" then
+    "ended" in the same second), and each command it suggests is one the run takes as it is (no process)."""
+    import json
+    import re
+
+    from console.cli import main
+    from tests.notify_server import loopback
+
+    paths = make_job()
+    script = tmp_path / "give-up.json"
+    script.write_text(json.dumps([{"text": "", "calls": [{"name": "job_complete", "arguments": {
+        "summary": "Cannot read the input", "confidence": 0.0,
+        "notes": "The input is a scanned PDF with no text layer; a human must provide the text."}}]}]))
+    with loopback() as server:
+        code = main(["run", str(paths.root), "--headless", "--in-place", "--script", str(script),
+                     "--notify", server.url("json", "hook")])
+        told = list(server.requests)  # the runner flushed its channels before it returned (Notifier.close)
+    capsys.readouterr()
+    assert code == 4  # gave up
+    assert [r.body["title"] for r in told] == [f"agent-console: run {paths.run_id} ended (gave up) and needs you"]
+    body = told[0].body["message"]
+    suggested = re.findall(r"agent-console (\w+) " + re.escape(paths.run_id), body)
+    assert suggested == ["resume", "logs"]
+    assert main(["logs", paths.run_id]) == 0 and "NEEDS YOU (gave up)" in capsys.readouterr().out
+    # What it no longer suggests is refused on such a run.
+    assert main(["stop", paths.run_id]) == 1 and "no process is running" in capsys.readouterr().err
+
+
+def test_the_config_files_reminder_gaps_reach_the_runs_notifier(make_job, tmp_path: Path, monkeypatch,
+                                                               capsys) -> None:
+    import json
+    import os
+
+    import console.notify
+    from console.cli import main
+    from console.engine.job import JobError
+    from console.settings import load_settings
+    from tests.notify_server import loopback
+
+    config = Path(os.environ["AGENT_CONSOLE_CONFIG"])
+    config.write_text("[notify]\nremind_minutes = [45, 90]\n")
+    assert load_settings().notify.remind_minutes == [45.0, 90.0]
+    made: list[Notifier] = []
+
+    class Spy(Notifier):
+        def __init__(self, *args: object, **kw: object) -> None:
+            super().__init__(*args, **kw)  # type: ignore[arg-type]
+            made.append(self)
+
+    monkeypatch.setattr(console.notify, "Notifier", Spy)
+    paths = make_job()
+    script = tmp_path / "one.json"
+    script.write_text(json.dumps([{"text": "Done.", "calls": []}]))
+    with loopback() as server:
+        main(["run", str(paths.root), "--headless", "--in-place", "--script", str(script),
+              "--notify", server.url("json", "hook")])
+    capsys.readouterr()
+    assert [n.remind for n in made] == [(45.0, 90.0)]
+    # A bad gap is refused with the key named (0 would remind in a loop).
+    config.write_text("[notify]\nremind_minutes = [0]\n")
+    with pytest.raises(JobError, match="remind_minutes"):
+        load_settings()
+    config.write_text("[notify]\nremind_minutes = []\n")
+    assert load_settings().notify.remind_minutes == []
