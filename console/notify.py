@@ -312,6 +312,8 @@ class Notifier:
                         self._answered.pop(e.reason, None)
                     self._need = None
                     self._state.notify_all()
+            elif isinstance(e, ev.TurnStarted):
+                self._carried = None  # the resumed run went on without asking it again: it was answered
             elif isinstance(e, ev.RunEnded):
                 if need is not None:
                     need.ended, need.due = True, None  # no process waits on it any more: nothing to remind
@@ -356,7 +358,7 @@ class Notifier:
             body = _cut(f"{head}\n\n{need.body}")
             # Urgent from the second reminder on (or for a need that came back): an hour and more of waiting.
             message = Message(title, body, "failure" if need.reminders > 1 or need.times > 1 else "warning", now)
-        self._send(message)
+            self._send(message)  # under _state: an answer that clears the need comes before or after, not between
         return message
 
     def _start_timer(self) -> None:

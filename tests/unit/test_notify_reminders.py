@@ -184,7 +184,8 @@ def test_a_resumed_run_remembers_its_needs_and_sends_no_storm(server: Loopback, 
     earlier = [ev.SessionStarted(ts=t0, seq=1, session=1, reason="new"),
                need(clock, "gave_up", seq=2, paused=False),
                ev.RunEnded(ts=t0, seq=3, session=1, reason="gave_up", outcome="gave_up")]
-    log.write_text("".join(e.model_dump_json() + "\n" for e in earlier) + '{"torn": \n', encoding="utf-8")
+    torn = '{"type":"needs_operator","seq": 4, "ts\n'  # a kill in the middle of a line
+    log.write_text("".join(e.model_dump_json() + "\n" for e in earlier) + torn, encoding="utf-8")
     # The operator fixed the cause and resumed it; it gives up again at once: "again", in a new process.
     n = Notifier([server.url("json", "hook")], "k3f9q", "audit", clock=clock, look=False)
     n.prime(history(log))
@@ -218,6 +219,21 @@ def test_a_resumed_run_remembers_its_needs_and_sends_no_storm(server: Loopback, 
     assert "Since 2026-01-15 14:00:00 UTC" in asked.body["message"]
     assert reminder is not None and "waiting 10 h 15 min" in reminder.title
     assert history(tmp_path / "missing.jsonl") == []
+
+    # Killed while it waited on its budget, resumed with the budget raised: it goes on, and a need for the same
+    # reason hours later is a new one, waiting since its own ask.
+    clock = FakeClock()
+    log.write_text(need(clock, "budget").model_dump_json() + "\n")
+    n = Notifier([server.url("json", "hook3")], "k3f9q", "audit", clock=clock, look=False)
+    n.prime(history(log))
+    clock.advance(60 * MIN)
+    n(ev.SessionStarted(ts=clock.now(), seq=2, session=1, reason="resume"))
+    n(ev.TurnStarted(ts=clock.now(), seq=3, session=1, turn=5))
+    clock.advance(3 * 60 * MIN)
+    n(need(clock, "budget", seq=4))
+    assert n.close()
+    [later] = [r for r in server.wait_for(4) if r.path == "/hook3"]
+    assert "Since 2026-01-15 18:00:00 UTC" in later.body["message"]
 
 
 def test_hostile_text_in_a_reminder_is_made_safe(server: Loopback) -> None:
