@@ -27,12 +27,19 @@ def _events(paths: JobPaths) -> list[ev.EventBase]:
     return list(ev.read_events(paths.events)) if paths.events.exists() else []
 
 
-def test_a_failing_channel_is_in_the_log_while_the_run_waits(make_job, tmp_path: Path) -> None:
-    paths = make_job(files={"job.toml": "[guardrails]\nbudget_tokens = 3000\n"})
+@pytest.mark.parametrize("waits_on", ["a need (paused)", "a restart's approval"])
+def test_a_failing_channel_is_in_the_log_while_the_run_waits(make_job, tmp_path: Path, waits_on: str) -> None:
     clock = FakeClock(step=0.001)
-    looking = [ScriptedTurn(text="Looking around.", calls=[ScriptedCall(name="list_files", arguments={})])] * 200
-    sup = Supervisor(paths, run_settings(), ScriptedProvider(clock=clock, script=looking), clock=clock,
-                     store=JobStore(tmp_path / "jobs.db"))
+    if waits_on == "a need (paused)":  # the same call over and over: stuck (or the token budget), paused
+        paths = make_job(files={"job.toml": "[guardrails]\nbudget_tokens = 3000\n"})
+        looking = [ScriptedTurn(text="Looking around.", calls=[ScriptedCall(name="list_files", arguments={})])] * 200
+        provider = ScriptedProvider(clock=clock, script=looking)
+        settings = run_settings()
+    else:
+        paths = make_job("requirements-extraction")
+        provider = ScriptedProvider(clock=clock)
+        settings = run_settings(context_window=10_000, auto_restart=False)
+    sup = Supervisor(paths, settings, provider, clock=clock, store=JobStore(tmp_path / "jobs.db"))
     port = closed_port()
 
     def failed(line: str) -> None:  # as the runner's (console.cli.lifecycle._notifier)
