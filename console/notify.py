@@ -315,12 +315,15 @@ class Notifier:
             elif isinstance(e, ev.TurnStarted):
                 self._carried = None  # the resumed run went on without asking it again: it was answered
             elif isinstance(e, ev.RunEnded):
+                self._carried = None  # the process that could have asked it again ended without
                 if need is not None:
                     need.ended, need.due = True, None  # no process waits on it any more: nothing to remind
-            elif isinstance(e, ev.SessionStarted) and e.reason in ("new", "resume") and need is not None \
-                    and need.ended:
-                # The run had ended needing its operator, who resumed it: that was the answer.
-                self._answered[need.reason] = (e.ts, need.times, need.first)
+            elif isinstance(e, ev.SessionStarted) and e.reason in ("new", "resume") and need is not None:
+                if need.ended:
+                    # The run had ended needing its operator, who resumed it: that was the answer.
+                    self._answered[need.reason] = (e.ts, need.times, need.first)
+                else:
+                    self._carried = need  # its process was killed while it waited: the new one asks again
                 self._need = None
             return None
 

@@ -235,6 +235,27 @@ def test_a_resumed_run_remembers_its_needs_and_sends_no_storm(server: Loopback, 
     [later] = [r for r in server.wait_for(4) if r.path == "/hook3"]
     assert "Since 2026-01-15 18:00:00 UTC" in later.body["message"]
 
+    # The same, learnt from the log of a process in between (killed waiting; resumed, went on and ended; resumed
+    # again): its budget need, asked right after, is a new one, not "again" nor since the first process's.
+    clock = FakeClock()
+    t0 = clock.now()
+    clock.advance(60 * MIN)
+    t1 = clock.now()
+    log.write_text("".join(e.model_dump_json() + "\n" for e in [
+        ev.SessionStarted(ts=t0, seq=1, session=1, reason="new"),
+        ev.NeedsOperator(ts=t0, seq=2, session=1, reason="budget", message="spent"),
+        ev.SessionStarted(ts=t1, seq=3, session=1, reason="resume"),
+        ev.RunEnded(ts=t1, seq=4, session=1, reason="max_turns", outcome="incomplete")]))
+    n = Notifier([server.url("json", "hook4")], "k3f9q", "audit", clock=clock, look=False)
+    n.prime(history(log))
+    clock.advance(MIN)
+    n(ev.SessionStarted(ts=clock.now(), seq=5, session=1, reason="resume"))
+    n(need(clock, "budget", seq=6))
+    assert n.close()
+    [fresh] = [r for r in server.wait_for(5) if r.path == "/hook4"]
+    assert fresh.body["title"] == "agent-console: run k3f9q needs you (budget reached)"
+    assert "Since 2026-01-15 15:01:00 UTC" in fresh.body["message"]
+
 
 def test_hostile_text_in_a_reminder_is_made_safe(server: Loopback) -> None:
     clock = FakeClock(start=datetime(2026, 1, 15, 23, 50).astimezone())
