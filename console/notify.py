@@ -3,7 +3,10 @@
 An operator who walks away gives the run Apprise URLs (``--notify URL``, repeatable, or ``[notify] urls`` in the
 config file): ntfy (a phone), Slack, Matrix, email, a JSON webhook... A :class:`Notifier` is an event subscriber:
 on ``needs_operator`` it sends "agent-console: run k3f9q needs you (stuck)" with the message, the evidence and
-the commands that answer; on the run's end one short line (``notify_on_end``).
+the commands that answer; on the run's end one short line (``notify_on_end``). A need nobody answers is told again
+(reminders, further and further apart: :data:`REMIND_MINUTES`), and one that comes back soon after its answer says
+so ("again, 3 times since 14:02") and is sent as more urgent. A run that ends needing its operator (it gave up) is
+one message that says both.
 
 Sending never holds the engine: the subscriber only queues, and each channel sends from its own thread (a slow or
 dead channel delays no other; a working one is told within a second or two of the event). A channel that fails
@@ -22,6 +25,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -36,6 +41,16 @@ LINE_LIMIT = 300
 QUEUE_LIMIT = 50  # messages waiting for one channel; more are dropped (and that is said once)
 CLOSE_TIMEOUT = 5.0
 SPACING = 1.0  # the least time between two sends to one channel (seconds)
+# Reminders of a need nobody answered, each gap (minutes) after the message before it, the last one repeated: soon
+# enough to catch a short absence, then further apart, so that a run left waiting overnight calls a few times
+# instead of every quarter of an hour (a channel that nags gets muted). [notify] remind_minutes; [] turns them off.
+REMIND_MINUTES: tuple[float, ...] = (15.0, 60.0, 240.0)
+# A need that comes back this soon after the operator answered it is the same need "again": the answer did not fix
+# it, and the operator must hear that it is not a new one.
+AGAIN_WITHIN = 30 * 60.0
+REMIND_LOOK = 30.0  # the reminder thread's longest sleep (real seconds) between two looks at the run's clock
+# Needs told as the run ends: no process goes on waiting (no reminder), and the end is not told apart.
+ENDING = ("gave_up", "crashed")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]{0,31}$")
 
 _log_lock = threading.Lock()
@@ -144,6 +159,21 @@ class Message:
 
 
 @dataclass
+class _Need:
+    """The need being told: what its reminders repeat, and when the next one is due."""
+
+    reason: str
+    since: datetime  # when the run started waiting (kept across a restart of its process)
+    body: str
+    times: int  # asked this many times in a row, each soon after an answer (1: a new need)
+    first: datetime  # the first of those times
+    paused: bool
+    due: float | None = None  # the clock's monotonic time of the next reminder (None: none)
+    reminders: int = 0
+    ended: bool = False  # the run ended with it (a gave-up run): the operator's resume is its answer
+
+
+@dataclass
 class _Channel:
     url: str
     plugin: Any
@@ -160,21 +190,36 @@ class Notifier:
 
     ``on_error(line)`` is called once per failing channel, from that channel's thread, with a line that names the
     channel as ``scheme://host`` only; the run goes on. ``sent`` records (channel shown, seconds from the event to
-    the channel's answer) of each delivered message (what benchmarks/notify.py measures)."""
+    the channel's answer) of each delivered message (what benchmarks/notify.py measures).
+
+    ``remind``: the gaps (minutes) of the reminders of a need nobody answers (:data:`REMIND_MINUTES`; empty: none).
+    A thread of the notifier looks at the run's clock (at most every :data:`REMIND_LOOK` s, and at once when a need
+    comes or goes); :meth:`remind_due` is that look. ``look`` False: no thread looks, the caller does (a test that
+    moves a fake clock: a thread's look would race its own)."""
 
     def __init__(self, urls: Iterable[str], run_id: str, job: str, *, clock: Clock | None = None,
-                 on_error: Callable[[str], None] | None = None, notify_on_end: bool = True) -> None:
+                 on_error: Callable[[str], None] | None = None, notify_on_end: bool = True,
+                 remind: Iterable[float] | None = None, look: bool = True) -> None:
         self.run_id = run_id
         self.job = safe_text(job, one_line=True, join=True, limit=120)
         self.clock = clock or SystemClock()
         self.on_error = on_error
         self.notify_on_end = notify_on_end
+        self.remind = tuple(float(m) for m in (REMIND_MINUTES if remind is None else remind) if m > 0)
         self.sent: list[tuple[str, float]] = []
         self.channels: list[_Channel] = []
         self._lock = threading.Lock()
         self._closed = False
         self._ended = False
         self._crashed = False
+        # The need being told, and the last answered one of each reason (when, how many times in a row, since
+        # when): guarded by _state, which the reminder thread waits on. Taken before _lock, never inside it.
+        self._state = threading.Condition()
+        self._need: _Need | None = None
+        self._answered: dict[str, tuple[datetime, int, datetime]] = {}
+        self._carried: _Need | None = None  # a need the run's last process died waiting on (a kill, a reboot)
+        self._timer: threading.Thread | None = None
+        self._look = look
         for url in urls:
             url = url.strip()
             plugin = _instantiate(url) if url else None
@@ -190,12 +235,26 @@ class Notifier:
         if message is not None:
             self._send(message)
 
+    def prime(self, history: Iterable[ev.EventBase]) -> None:
+        """Learn the run's earlier needs from its log (a resumed run, in a new process), sending nothing: a need
+        its last process died waiting on keeps its "since", and one that comes back right after the operator's
+        answer (a gave-up run resumed, giving up again) is told as "again"."""
+        for e in history:
+            self._follow(e)
+        with self._state:
+            if self._need is not None and not self._need.ended:
+                # Killed while it waited: asked again by the new process (a need ended with its run stays: the
+                # resume that starts the new process is its answer).
+                self._carried, self._need = self._need, None
+
     def message_for(self, e: ev.EventBase) -> Message | None:
         now = self.clock.monotonic()
-        if isinstance(e, ev.NeedsOperator):
+        need = self._follow(e, now)
+        if isinstance(e, ev.NeedsOperator) and need is not None:
             self._crashed = e.reason == "crashed"
-            return Message(f"agent-console: run {self.run_id} needs you ({label(e.reason)})", self._need_body(e),
-                           "warning" if e.reason != "crashed" else "failure", now)
+            if e.reason in ENDING:
+                self._ended = True  # one message says both: the run ended, and it needs its operator
+            return self._need_message(e, need, now)
         if isinstance(e, ev.SessionStarted) and e.reason in ("new", "resume"):
             self._ended = self._crashed = False
             return None
@@ -220,21 +279,130 @@ class Notifier:
             return Message(f"agent-console: run {self.run_id} ended ({what})", body, kind, now)
         return None
 
-    def _need_body(self, e: ev.NeedsOperator) -> str:
+    # -- needs, answers, reminders -------------------------------------------------------------
+    def _follow(self, e: ev.EventBase, now: float | None = None) -> _Need | None:
+        """The state of the run's needs after ``e``; the need ``e`` asks, if it asks one. ``now``: the clock's
+        monotonic time, for the reminders (None: learning from the log, nothing to remind)."""
+        with self._state:
+            need = self._need
+            if isinstance(e, ev.NeedsOperator):
+                carried, self._carried = self._carried, None
+                last = self._answered.get(e.reason)
+                if carried is not None and carried.reason == e.reason:
+                    # The need its last process died waiting on, asked again: the same wait, not a new need.
+                    times, first, since = carried.times, carried.first, carried.since
+                elif need is not None and need.reason == e.reason and not need.ended:
+                    times, first, since = need.times, need.first, need.since
+                elif last is not None and 0 <= (e.ts - last[0]).total_seconds() <= AGAIN_WITHIN:
+                    times, first, since = last[1] + 1, last[2], e.ts
+                else:
+                    times, first, since = 1, e.ts, e.ts
+                need = self._need = _Need(e.reason, since, self._need_body(e, since), times, first, e.paused)
+                if now is not None and self.remind and e.reason not in ENDING:
+                    need.due = now + self.remind[0] * 60
+                    self._start_timer()
+                self._state.notify_all()
+                return need
+            if isinstance(e, ev.NeedsOperatorCleared):
+                if need is not None and need.reason == e.reason:
+                    if _lets_it_go_on(e.by):
+                        self._answered[e.reason] = (e.ts, need.times, need.first)
+                    else:
+                        # A stop or a denial is no attempt at a fix: the need a later resume meets is not "again".
+                        self._answered.pop(e.reason, None)
+                    self._need = None
+                    self._state.notify_all()
+            elif isinstance(e, ev.TurnStarted):
+                self._carried = None  # the resumed run went on without asking it again: it was answered
+            elif isinstance(e, ev.RunEnded):
+                self._carried = None  # the process that could have asked it again ended without
+                if need is not None:
+                    need.ended, need.due = True, None  # no process waits on it any more: nothing to remind
+            elif isinstance(e, ev.SessionStarted) and e.reason in ("new", "resume") and need is not None:
+                if need.ended:
+                    # The run had ended needing its operator, who resumed it: that was the answer.
+                    self._answered[need.reason] = (e.ts, need.times, need.first)
+                else:
+                    self._carried = need  # its process was killed while it waited: the new one asks again
+                self._need = None
+            return None
+
+    def _need_message(self, e: ev.NeedsOperator, need: _Need, now: float) -> Message:
+        # A need back right after its answer (the answer did not fix it) is more urgent, and its title (what a
+        # phone shows) says so.
+        again = need.times > 1
+        kind = "failure" if e.reason == "crashed" or again else "warning"
+        count = f", {need.times} times since {_at(need.first, e.ts)}" if again else ""
+        if e.reason == "gave_up":
+            title = f"agent-console: run {self.run_id} ended (gave up{' again' if again else ''}) and needs you{count}"
+        else:
+            title = f"agent-console: run {self.run_id} needs you{' again' if again else ''} ({label(e.reason)}){count}"
+        return Message(title, need.body, kind, now)
+
+    def remind_due(self) -> Message | None:
+        """A reminder of the need nobody answered, sent now if one is due (at most one, whatever time passed: a
+        machine back from sleep does not send the ones it slept through); the next is due one more gap later."""
+        with self._state:
+            need = self._need
+            now = self.clock.monotonic()
+            if need is None or need.due is None or now < need.due or self._closed:
+                return None
+            need.reminders += 1
+            gaps = self.remind
+            need.due = now + gaps[min(need.reminders, len(gaps) - 1)] * 60
+            wall = self.clock.now()
+            waited = _span((wall - need.since).total_seconds())
+            title = (f"agent-console: run {self.run_id} still needs you ({label(need.reason)}): reminder "
+                     f"{need.reminders}, waiting {waited}")
+            head = (f"Reminder {need.reminders}: run {self.run_id} has waited for you since "
+                    f"{_at(need.since, wall)} ({waited}); nothing answered it yet.")
+            if need.times > 1:
+                head += f" Asked {need.times} times since {_at(need.first, wall)}."
+            body = _cut(f"{head}\n\n{need.body}")
+            # Urgent from the second reminder on (or for a need that came back): an hour and more of waiting.
+            message = Message(title, body, "failure" if need.reminders > 1 or need.times > 1 else "warning", now)
+            self._send(message)  # under _state: an answer that clears the need comes before or after, not between
+        return message
+
+    def _start_timer(self) -> None:
+        """The reminders' thread (a daemon; started with the first need that may be reminded). Under _state."""
+        if self._look and self._timer is None and any(c.plugin is not None for c in self.channels):
+            self._timer = threading.Thread(target=self._remind_loop, daemon=True, name="notify reminders")
+            self._timer.start()
+
+    def _remind_loop(self) -> None:
+        while True:
+            with self._state:
+                if self._closed:
+                    return
+                need = self._need
+                left = None if need is None or need.due is None else need.due - self.clock.monotonic()
+                if left is None or left > 0:
+                    # A real wait (the run's clock may be a test's), bounded: the clock is looked at again soon.
+                    self._state.wait(REMIND_LOOK if left is None else min(REMIND_LOOK, left))
+                    continue
+            self.remind_due()
+
+    def _need_body(self, e: ev.NeedsOperator, since: datetime) -> str:
         rid = self.run_id
         lines = [f"{self.job} (run {rid}): {_line(e.message, 600)}"]
         if e.evidence:
             lines += ["", "Evidence:", *(f"- {_line(x, LINE_LIMIT)}" for x in e.evidence)]
-        lines += ["", f"Since {e.ts.astimezone():%Y-%m-%d %H:%M:%S %Z}" + ("; the run is paused" if e.paused else "")]
+        state = "; the run is paused" if e.paused else "; the run has ended, no process runs it" \
+            if e.reason in ENDING else ""
+        lines += ["", f"Since {since.astimezone():%Y-%m-%d %H:%M:%S %Z}" + state]
         if e.reason == "restart_approval":
-            answers = [f"agent-console approve {rid}", f"agent-console deny {rid}   (the run ends; resumable)"]
-        elif e.reason == "crashed":
-            answers = [f"agent-console resume {rid}   (once the cause is fixed)", f"agent-console logs {rid}"]
+            answers = [f"agent-console approve {rid}", f"agent-console deny {rid}   (the run ends; resumable)",
+                       f"agent-console attach {rid}"]
+        elif e.reason in ENDING:
+            # No process runs it any more: `stop` and `attach`'s keys have nothing to act on. It goes on with a
+            # resume (a new process), and its story is read with `logs`.
+            answers = [f"agent-console resume {rid}   (once the cause is fixed; the job goes on where it was)",
+                       f"agent-console logs {rid}   (what it did and why)"]
         else:
-            answers = [f"agent-console resume {rid}", f"agent-console stop {rid}"]
-        lines += ["", "Answer from a shell:", *(f"  {a}" for a in answers), f"  agent-console attach {rid}"]
-        body = "\n".join(lines)
-        return body if len(body) <= BODY_LIMIT else body[: BODY_LIMIT - 1] + "…"
+            answers = [f"agent-console resume {rid}", f"agent-console stop {rid}", f"agent-console attach {rid}"]
+        lines += ["", "Answer from a shell:", *(f"  {a}" for a in answers)]
+        return _cut("\n".join(lines))
 
     # -- sending -------------------------------------------------------------------------------
     def _send(self, message: Message) -> None:
@@ -296,6 +464,9 @@ class Notifier:
     def close(self, timeout: float = CLOSE_TIMEOUT) -> bool:
         """Flush what is still being sent, waiting at most ``timeout`` seconds in all; True when nothing is left.
         (The channels' threads are daemons: one stuck on a dead server never holds the process.)"""
+        with self._state:
+            self._closed = True
+            self._state.notify_all()  # the reminders' thread ends
         with self._lock:
             self._closed = True
             threads = [c.thread for c in self.channels if c.thread is not None]
@@ -312,3 +483,45 @@ class Notifier:
 
 def _line(text: str, limit: int) -> str:
     return safe_text(str(text), one_line=True, join=True, limit=limit)
+
+
+def _lets_it_go_on(by: str) -> bool:
+    """Whether the answer that cleared a need let the run go on (a resume, an approval), not end it (a stop, a
+    denied restart): ``by`` is console.engine.needs.answered's."""
+    return "stop" not in by and "denied" not in by
+
+
+def _cut(body: str) -> str:
+    return body if len(body) <= BODY_LIMIT else body[: BODY_LIMIT - 1] + "…"
+
+
+def _at(when: datetime, now: datetime) -> str:
+    """A moment as the operator's phone should show it: the time, with the date when it is not today's."""
+    local = when.astimezone()
+    return f"{local:%H:%M}" if local.date() == now.astimezone().date() else f"{local:%Y-%m-%d %H:%M}"
+
+
+def _span(seconds: float) -> str:
+    """``1 h 15 min``, ``40 min``, ``2 d 3 h``."""
+    minutes = max(0, int(seconds // 60))
+    days, rest = divmod(minutes, 24 * 60)
+    hours, mins = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h"
+    return f"{hours} h {mins} min" if hours else f"{mins} min"
+
+
+def history(path: Path) -> list[ev.EventBase]:
+    """The events of a run's log that :meth:`Notifier.prime` learns from (needs, answers, starts, ends). The other
+    lines are skipped unparsed: a log of 100,000 events is read in a fraction of a second."""
+    wanted = ('"type":"needs_operator', '"type":"session_started"', '"type":"run_ended"')
+    out: list[ev.EventBase] = []
+    try:
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if any(w in line for w in wanted):
+                    with contextlib.suppress(ValueError):
+                        out.append(ev.parse_event(line))
+    except OSError:
+        return []
+    return out

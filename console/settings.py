@@ -105,6 +105,10 @@ class NotifySettings(BaseModel):
 
     urls: list[str] = Field(default_factory=list)
     on_end: bool = True
+    # A need nobody answers is told again after these gaps (minutes; the last repeats; [] for none): see
+    # console.notify.REMIND_MINUTES for why these. At most a week a gap, at least half a minute.
+    remind_minutes: list[Annotated[float, Field(ge=0.5, le=7 * 24 * 60)]] = Field(
+        default_factory=lambda: [15.0, 60.0, 240.0], max_length=20)
 
 
 NOTIFY_ENV = {"urls": "AGENT_CONSOLE_NOTIFY_URLS", "on_end": "AGENT_CONSOLE_NOTIFY_ON_END"}

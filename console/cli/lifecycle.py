@@ -161,7 +161,8 @@ def _job_cost(sup: Any) -> str:
 
 
 def run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool = False,
-                  notify: tuple[str, ...] = (), notify_on_end: bool = True) -> int:
+                  notify: tuple[str, ...] = (), notify_on_end: bool = True,
+                  notify_remind: tuple[float, ...] | None = None) -> int:
     """Run in this process, telling its story on stdout (a runner's goes to its log).
 
     Ctrl+C stops after the turn in flight (a second one at once); SIGTERM (kill, systemd, a console's stop
@@ -175,7 +176,7 @@ def run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool =
 
         sup.subscribe(HeadlessLog(sys.stdout, color=use_color(sys.stdout), run_id=paths.run_id,
                                   provider=sup.provider.name))
-        notifier = _notifier(sup, paths, notify, notify_on_end)
+        notifier = _notifier(sup, paths, notify, notify_on_end, notify_remind)
         interrupts = 0
         signal_name: str | None = None  # the first signal that stopped the run: an interrupt, not an operator stop
         hard_exit = HardExit(before=lambda: store.ended(paths.root, "interrupted", clock.now(), "stopped by SIGTERM"))
@@ -225,20 +226,25 @@ def run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool =
     return _finish(sup, paths, signal_name)
 
 
-def _notifier(sup: Any, paths: Any, urls: tuple[str, ...], on_end: bool = True) -> Any:
-    """The operator's channels (Apprise URLs) told when the run needs them; None when there are none. A channel
-    that fails is reported once, as an error event naming its scheme and host only; the run goes on."""
+def _notifier(sup: Any, paths: Any, urls: tuple[str, ...], on_end: bool = True,
+              remind: tuple[float, ...] | None = None) -> Any:
+    """The operator's channels (Apprise URLs) told when the run needs them, and reminded while nobody answers
+    (``remind``: the gaps in minutes; None: the defaults); None when there are none. A channel that fails is
+    reported once, as an error event naming its scheme and host only; the run goes on. It learns the run's earlier
+    needs from its log first (a resumed run: since when it waits, a need back right after its answer)."""
     if not urls:
         return None
     from console.engine import events as ev
     from console.engine.runs import job_name
-    from console.notify import Notifier
+    from console.notify import Notifier, history
 
     def failed(line: str) -> None:
         with contextlib.suppress(Exception):  # the run may be closing its log: the line is in runner.log anyway
             sup.events.emit(ev.ErrorEvent, message=line, where="notify")
         err(line)
 
-    notifier = Notifier(list(urls), paths.run_id, job_name(paths.root), on_error=failed, notify_on_end=on_end)
+    notifier = Notifier(list(urls), paths.run_id, job_name(paths.root), clock=sup.clock, on_error=failed,
+                        notify_on_end=on_end, remind=remind)
+    notifier.prime(history(paths.events))
     sup.subscribe(notifier)
     return notifier

@@ -252,4 +252,4 @@ def cmd_run(args: argparse.Namespace) -> int:
         err(f"interrupted before the run started; {resume_hint(paths)}")
         return EXIT_INTERRUPTED
     return run_headless(sup, paths, store, clock, runner=runner, notify=record.notify,
-                         notify_on_end=settings.notify.on_end)
+                         notify_on_end=settings.notify.on_end, notify_remind=tuple(settings.notify.remind_minutes))

@@ -29,7 +29,8 @@ def ask_operator(events: ev.EventStream, op: OperatorState, reason: ev.NeedReaso
                  evidence: Sequence[str] = (), *, pause: bool = True) -> None:
     """Say the run needs its operator, and (``pause``) hold it after the current turn until they answer.
 
-    Asking again for the same reason while unanswered records nothing new (one notification per need)."""
+    Asking again for the same reason while unanswered records nothing new (one event per need: the runner's
+    notifier, not the engine, reminds the operator while it stays unanswered)."""
     if op.needs == reason:
         if pause:
             op.paused = True

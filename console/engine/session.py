@@ -180,6 +180,11 @@ class Session(AskingTheOperator, AskingTheModel):
             while op.paused and not op.stop_requested:
                 op.channel.wait(0.2)
                 self.commands()
+                if rt.events.holds_lines:
+                    # No step is open while the run waits (commands() committed what it applied): what is held
+                    # only reports, e.g. a notification channel's failure from its thread, which must reach the
+                    # log (`logs`, `jobs`, the console) now, not at the commit after the operator's answer.
+                    rt.events.observe()
             if op.stop_requested:
                 return self.stopped()
             if self.turns_here >= st.max_turns:
