@@ -182,6 +182,17 @@ def test_the_end_of_a_run_is_one_short_line_when_asked(server: Loopback) -> None
     assert "/quiet" not in paths and paths.count("/crash") == 1
 
 
+def test_a_run_out_of_time_is_told_so_with_what_to_raise_before_it_goes_on(server: Loopback) -> None:
+    n = Notifier([server.url("json", "late")], "k3f9q", "quickstart")
+    n(ev.RunEnded(ts=T, seq=5, session=1, reason="budget_exhausted", outcome="incomplete",
+                  detail="deadline passed: 33 seconds since the job started, deadline 25 seconds"))
+    [req] = server.wait_for(1)
+    assert n.close()
+    assert req.body["title"] == "agent-console: run k3f9q ended (out of time)"
+    assert req.body["message"].endswith("\n\nGo on with: raise the deadline in the run folder's job.toml, then "
+                                        "agent-console resume k3f9q")
+
+
 def test_events_that_are_not_needs_or_ends_send_nothing(server: Loopback) -> None:
     n = Notifier([server.url("json", "x")], "k3f9q", "job")
     for e in (ev.SessionStarted(ts=T, seq=1, session=1), ev.NeedsOperatorCleared(ts=T, seq=2, session=1,
