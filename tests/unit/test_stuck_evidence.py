@@ -57,6 +57,9 @@ def test_an_alternation_of_two_failing_calls_asks_with_both_errors() -> None:
     assert f"check({{}}) failed: {NOT_RUN}" in ask.evidence
     assert ask.evidence[-2] == "3 stuck nudges without progress (stuck_escalate_after = 3)"
     assert len(ask.evidence) <= EVIDENCE_LINES
+    # The message (what `wait` prints, and `jobs`) names the last of them too.
+    last = ask.message.split(" (last error: ", 1)[1].split("). Resume", 1)[0]
+    assert last in ask.evidence and " failed: " in last
     # The agent's blocks say what they said before: the errors are the operator's evidence, not more feedback.
     blocks = [e.block for e in rec.events if isinstance(e, ev.Feedback)]
     assert blocks and not any("failed: " in b for b in blocks)
@@ -83,6 +86,7 @@ def test_a_repeated_failure_and_an_error_run_name_their_error_a_success_names_no
         ok.collect_feedback(turn, turns_without_progress=0)
     ask = ok.stuck_ask(idle_turns=0)
     assert ask is not None and not any(" failed: " in line for line in ask.evidence)
+    assert "last error" not in ask.message
 
 
 def test_an_error_line_is_the_first_line_bounded_and_safe() -> None:
