@@ -122,6 +122,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from console.engine.launch import Launch, LaunchStart, changes, read_launch
     from console.engine.store import StoreError
     from console.engine.supervisor import Supervisor
+    from console.engine.tool_setup import check_commands
     from console.providers import ProviderError, make_provider
     from console.settings import load_settings, resolve_run_settings
 
@@ -160,6 +161,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise ValueError(f"--notify / [notify] urls: {problems[0]}")
         script = Path(flags["script"]) if flags.get("script") else None
         rs = resolve_run_settings(settings, job, **{k: v for k, v in flags.items() if k not in ("script", "notify")})
+        check_commands(source, rs.tools, rs.commands)  # a program that cannot be found: exit 2 now, not stuck later
         if recorded is not None and given.get("context_window") is None and recorded.context_window_source:
             rs = replace(rs, context_window_source=f"as started ({recorded.context_window_source})")
         if script is not None and rs.provider != "scripted":

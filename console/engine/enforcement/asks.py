@@ -33,8 +33,10 @@ class _Asks(_Budgets):
         if not esc.stuck_due():
             return None
         n = esc.state.stuck_nudges
-        return Ask("stuck", f"the agent looks stuck: {n} nudges without progress did not help. Resume lets it go on "
-                            "(the count starts over), rewind re-plans with your words, stop ends the run",
+        # The last failing call's error in the message too: `wait` and `jobs` print the message, not the evidence.
+        error = f" (last error: {esc.state.errors[-1]})" if esc.state.errors else ""
+        return Ask("stuck", f"the agent looks stuck: {n} nudges without progress did not help{error}. Resume lets it "
+                            "go on (the count starts over), rewind re-plans with your words, stop ends the run",
                    tuple(esc.stuck_evidence(idle_turns)))
 
     def completion_ask(self) -> Ask | None:

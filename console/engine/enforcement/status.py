@@ -46,7 +46,8 @@ class _Status(_Stops):
             if isinstance(cfg.provider, StuckDetector):
                 pattern = next((o.description for o in fb.observations if o.category == "pattern"), "")
                 self.events.emit(ev.StuckDetected, reason=fb.summary, pattern=pattern.split(":", 1)[0])
-                self.g.escalation.nudged(pattern or fb.summary)  # counted toward asking the operator
+                # Counted toward asking the operator, with the failing calls' errors as the evidence.
+                self.g.escalation.nudged(pattern or fb.summary, fb.evidence)
                 if self.on_stuck is not None:
                     self.on_stuck(pattern or fb.summary)
             out.append(fb)

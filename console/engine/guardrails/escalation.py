@@ -15,6 +15,7 @@ someone had said yes. A provider that is down is not recorded: a resumed run sim
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -43,6 +44,8 @@ class EscalationState(BaseModel):
     # Stuck nudges since the last progress or the operator's last answer, and what the last ones said.
     stuck_nudges: int = Field(default=0, ge=0, le=10**9)
     nudges: list[str] = Field(default_factory=list, max_length=EVIDENCE_KEPT)
+    # The errors of the failing calls in those patterns ("check({}) failed: ..."): what the operator acts on.
+    errors: list[str] = Field(default_factory=list, max_length=EVIDENCE_KEPT)
     # The completion checker's last reasons for refusing a stop.
     refusals: list[str] = Field(default_factory=list, max_length=EVIDENCE_KEPT)
     # The need the run waits on (None: it waits on nobody), and what it asked with.
@@ -61,18 +64,21 @@ class Escalation:
         self.state = EscalationState()
 
     # -- stuck -----------------------------------------------------------------------------------------------
-    def nudged(self, pattern: str) -> None:
-        """The stuck detector nudged the agent (``pattern``: what it saw, e.g. "repeat: read_file(...) ...")."""
+    def nudged(self, pattern: str, errors: Sequence[str] = ()) -> None:
+        """The stuck detector nudged the agent (``pattern``: what it saw, e.g. "repeat: read_file(...) ...";
+        ``errors``: each failing call of the pattern with its error, one line each, already made safe)."""
         st = self.state
         st.stuck_nudges += 1
         st.nudges = _add(st.nudges, pattern)
+        for error in errors:
+            st.errors = _add(st.errors, error)
 
     def progressed(self) -> bool:
         """The agent made progress: the nudges count from zero again. True if that changed anything."""
         st = self.state
-        if not st.stuck_nudges and not st.nudges:
+        if not st.stuck_nudges and not st.nudges and not st.errors:
             return False
-        st.stuck_nudges, st.nudges = 0, []
+        st.stuck_nudges, st.nudges, st.errors = 0, [], []
         return True
 
     def stuck_due(self) -> bool:
@@ -82,7 +88,7 @@ class Escalation:
 
     def stuck_evidence(self, idle_turns: int) -> list[str]:
         st = self.state
-        lines = list(st.nudges)
+        lines = [*st.nudges, *st.errors]  # at most EVIDENCE_KEPT each: with the two lines below, EVIDENCE_LINES
         lines.append(f"{st.stuck_nudges} stuck nudges without progress (stuck_escalate_after = "
                      f"{self.stuck_escalate_after})")
         if idle_turns > 0:
@@ -109,7 +115,7 @@ class Escalation:
         st = self.state
         reason, st.pending, st.message, st.evidence = st.pending, None, "", []
         if reason == "stuck":
-            st.stuck_nudges, st.nudges = 0, []
+            st.stuck_nudges, st.nudges, st.errors = 0, [], []
         elif reason == "completion_refused":
             st.refusals = []
         return reason

@@ -66,6 +66,9 @@ class Feedback:
     timestamp: datetime
     call_index: int
     prompt_name: str = "job"
+    # For the operator, should this feedback lead to asking them (the stuck detector: the failing calls' errors);
+    # never rendered to the agent, which has the results themselves. Not kept in the feedback history.
+    evidence: tuple[str, ...] = ()
 
     def render(self) -> str:
         """The seed's XML-style block: the summary, then ``- observation`` lines, then ``-> suggestion`` lines,

@@ -20,6 +20,7 @@ from console.engine.guardrails.feedback import (
     Severity,
     ToolCallSummary,
 )
+from console.engine.job import one_line
 
 
 class StaticFeedbackProvider:
@@ -80,6 +81,7 @@ class Detection:
     pattern: str  # "repeat" | "error" | "alternation" | "idle"
     description: str
     suggestion: str
+    errors: tuple[str, ...] = ()  # each distinct failing call of the pattern and its error (call_error)
 
 
 # The idle observation carries the episode it reports, so the detector can tell "the same idle stretch,
@@ -98,6 +100,31 @@ def _pattern(fb: Feedback) -> str:
 def _call_text(call: ToolCallSummary) -> str:
     args = call.arguments if len(call.arguments) <= 80 else call.arguments[:77] + "..."
     return f"{call.name}({args})"
+
+
+CALL_ERROR_CHARS = 240
+# A command's first line when it only says how it ended: its output's first line says why.
+_BARE_STATUS = re.compile(r"exit code -?\d{1,6}")
+_LINE_BREAK = "\\n"  # a line break as one_line shows it
+
+
+def call_error(call: ToolCallSummary) -> str:
+    """One failed call for the operator: ``check({}) failed: <the first line of its error>``, on one line, at
+    most CALL_ERROR_CHARS. ``call.error`` is the result's start made one line (a line break shown as ``\\n``);
+    a denial's reason is its whole first line. After a bare ``exit code N`` the output's first line follows."""
+    first, _, rest = call.error.partition(_LINE_BREAK)
+    if _BARE_STATUS.fullmatch(first) and rest.strip():
+        first = f"{first}: {rest.partition(_LINE_BREAK)[0]}"
+    return one_line(f"{_call_text(call)} failed: {first or '(no message)'}", CALL_ERROR_CHARS)
+
+
+def _errors(*calls: ToolCallSummary) -> tuple[str, ...]:
+    """The distinct failing calls among ``calls`` (a pattern's representatives), each with its error."""
+    seen: dict[str, None] = {}
+    for call in calls:
+        if not call.ok:
+            seen.setdefault(call_error(call))
+    return tuple(seen)
 
 
 class StuckDetector:
@@ -202,7 +229,7 @@ class StuckDetector:
                 return Detection(
                     "repeat", f"repeat: {_call_text(last)} returned the same result {run} times in a row",
                     f"Stop calling {last.name} with these arguments: the result will not change. "
-                    "Use what it returned, or try a different approach.")
+                    "Use what it returned, or try a different approach.", _errors(last))
             if not last.ok:
                 errors = self._run_length(
                     calls, lambda c, x: not c.ok and c.name == x.name and c.result_digest == x.result_digest)
@@ -211,7 +238,7 @@ class StuckDetector:
                         "error", f"error: {last.name} failed {errors} times in a row with the same error: "
                         f"{last.error[:120]}",
                         f"Read the error: calling {last.name} the same way will fail again. "
-                        "Change the arguments or try a different approach.")
+                        "Change the arguments or try a different approach.", _errors(last))
             alternation = self._alternation_length(calls)
             if alternation >= self.alternation_window and self._fresh(context, alternation,
                                                                        self.alternation_window):
@@ -219,7 +246,8 @@ class StuckDetector:
                 return Detection(
                     "alternation", f"alternation: the last {alternation} calls alternate between "
                     f"{_call_text(a)} and {_call_text(b)} with the same results",
-                    "You are going back and forth without progress: decide on a next step that is neither.")
+                    "You are going back and forth without progress: decide on a next step that is neither.",
+                    _errors(a, b))
         return self._idle(context)
 
     # -- provider --------------------------------------------------------------------------------------------
@@ -241,4 +269,4 @@ class StuckDetector:
             summary="You appear to be stuck: the recent work repeats without progress.",
             observations=(Observation("pattern", found.description),),
             suggestions=(found.suggestion, REWIND_SUGGESTION),
-            severity="warning", timestamp=context.now, call_index=context.tool_call_count)
+            severity="warning", timestamp=context.now, call_index=context.tool_call_count, evidence=found.errors)

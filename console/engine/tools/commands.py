@@ -67,6 +67,7 @@ __all__ = [
     "CommandTools",
     "CommandWorld",
     "build_command_tools",
+    "program_problem",
 ]
 
 MAX_TOOLS = 64
@@ -201,6 +202,20 @@ def _program_problem(program: str, root: str, path: str, world: CommandWorld) ->
     return f"'{shown}' was not found {where} ({one_line(path, 200)})"
 
 
+def program_problem(config: CommandToolConfig, root: str, world: CommandWorld, *, at_start: bool = False) -> str | None:
+    """Why ``config``'s argv[0] cannot be started, resolved exactly as a call resolves it (the same PATH, the
+    same folders the sandbox shows), or None. ``at_start`` (the run's start, before any call): a program
+    named by a path inside the job folder that does not exist yet passes, since another command may build it
+    (``["./target/release/app"]`` after ``cargo build``)."""
+    program = config.command[0]
+    root = os.path.realpath(root)
+    if at_start and "/" in program:
+        full = program if os.path.isabs(program) else os.path.join(root, program)
+        if not os.path.lexists(full) and within(os.path.realpath(full), root):
+            return None
+    return _program_problem(program, root, command_env(config, root, world)["PATH"], world)
+
+
 def _decode(data: bytes, *, cut_end: bool = False, cut_start: bool = False) -> str:
     if cut_start:  # the tail starts wherever the stream was cut: skip a partial UTF-8 character
         i = 0
@@ -313,7 +328,7 @@ def _run_tool(config: CommandToolConfig, world: CommandWorld, rt: Runtime) -> To
         return ToolOutcome(False, f"{name} was not run: the job's time is up (its deadline passed); the run is "
                                   "winding down.")
     env = command_env(config, root, world)
-    problem = _program_problem(config.command[0], root, env["PATH"], world)
+    problem = program_problem(config, root, world)
     if problem:
         return ToolOutcome(False, f"{name} could not run: {problem}.")
     bwrap: Bwrap | None = None
