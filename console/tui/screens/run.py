@@ -315,9 +315,14 @@ class RunScreen(RunKeys):
         """A command this console sent and still waits for, refused by the engine (a rewind whose phase has
         ended, a pause of a paused run): said at once, also where the Feedback pane is not in sight."""
         for e in events:
+            if isinstance(e, ev.OperatorCommand) and e.command == "rewind" and e.status == "applied":
+                self.rewind_text = ""
             if isinstance(e, ev.OperatorCommand) and e.status == "rejected" and e.command in self.state.requested:
                 what = e.command.replace("_", " ")
-                self.notify(f"{what} not applied: {e.detail}", title=f"{what.capitalize()} refused",
+                kept = ""
+                if e.command == "rewind" and self.rewind_text:  # the operator's words, said back (r offers them)
+                    kept = f"\nYour text, kept (r offers it again): {self.rewind_text}"
+                self.notify(f"{what} not applied: {e.detail}{kept}", title=f"{what.capitalize()} refused",
                             severity="warning", timeout=10)
 
     def refresh_panes(self, changed: Iterable[str]) -> None:
@@ -455,6 +460,17 @@ class RunScreen(RunKeys):
             status.runner_pid = message.pid
             status.runner_host = getattr(self.controller, "host", "")  # a run of another machine (the store's)
             status.store_problem = getattr(self.controller, "problem", None)
+            status.runner_known = True
+        if message.pid is not None:
+            self.state.requested.pop("start", None)  # a resume started here runs: the follower shows it
+        self._runner_changed()
+
+    def _runner_changed(self) -> None:
+        """Whether a process runs the run changed (or what this console asked of it): the status line's state and
+        resume hint, and the footer's keys."""
+        hint = self.resume_key_hint() if self.can_start_again else ""
+        for status in self.query(StatusLine):
+            status.resume_hint = hint
             status.refresh()
         self._keys_state = ()
         self._refresh_keys()
