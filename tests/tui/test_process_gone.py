@@ -48,8 +48,8 @@ def test_a_run_whose_process_died_says_interrupted_and_why_and_p_resumes_it_aske
         await pause(pilot, 0.1)
         assert not app.state.ended
         text = status_text(app)
-        assert said == "interrupted" and f"{said} · its process is gone" in text, text
-        assert "not running (review)" not in text and "p resumes" in text, text
+        # 80 columns: the state (why, and p resumes, where there is room: see the 200-column test).
+        assert said == "interrupted" and f" {said} " in text and "not running (review)" not in text, text
         assert "resume" in footer_keys(app)  # the footer offers the way on: p Resume
         # The palette's entry starts it again (not "No resume … use the CLI"): the same as the key.
         entries = {c.title: c for c in app.get_system_commands(app.screen)}
@@ -72,9 +72,14 @@ def test_a_run_whose_process_died_says_interrupted_and_why_and_p_resumes_it_aske
         await pause(pilot, 0.1)
         assert "pid 4242" in status_text(app) and "its process is gone" not in status_text(app)
         assert "p resumes" not in status_text(app)
-        await pilot.press("q")
+        # Its process dies under the console (kill -9): said at once, whatever the width, with the way on.
         monkeypatch.setattr(RunLock, "holder", lambda self: None)
-        await pilot.press("escape")
+        await wait_for(pilot, lambda: any(t == "Run interrupted" for t, _m in notices), what="the notice",
+                       timeout=10)
+        told = [m for t, m in notices if t == "Run interrupted"]
+        assert len(told) == 1 and "its process is gone" in told[0] and "P resumes it" in told[0], told
+        assert "resume" in footer_keys(app)
+        await pilot.press("q")
 
     drive(app, body, size=(80, 24))
 
@@ -89,6 +94,9 @@ def test_a_resume_that_fails_says_why_and_offers_it_again(make_job, monkeypatch)
         notices = record_notices(app)
         status = app.main.query_one("#status")
         await wait_for(pilot, lambda: status.runner_known and app.bridge.pending == 0, what="the lock and the log")
+        await pause(pilot, 0.1)
+        text = status_text(app)
+        assert "interrupted · its process is gone" in text and "p resumes" in text, text
         await pilot.press("p")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the question")
         await pilot.press("y")

@@ -48,6 +48,7 @@ from console.tui.widgets.plan_pane import PlanPane
 from console.tui.widgets.status import StatusLine
 from console.tui.widgets.tabs import PaneTabs
 from console.tui.widgets.todo_pane import TodoPane
+from console.view.liveness import PROCESS_GONE, run_liveness
 from console.view.state import EXPERIENCES, FEEDBACK, GAUGE, GUARDS, PLAN, RESTART, STATUS, TODOS, ConsoleState
 
 if TYPE_CHECKING:
@@ -119,6 +120,7 @@ class RunScreen(RunKeys):
         self._keys_state: tuple[bool, ...] = ()
         self._panes_ready = False
         self._folded_upto = 0  # a long log's exact fold covers the events up to this seq
+        self._runner_pid: int | None = None  # the process running the run, as last seen (attached)
         if self.supervisor is not None:
             # Subscribe before the run starts (its worker starts once the panes exist), so not one event is missed.
             self._unsubscribe = self.supervisor.subscribe(self.bridge.push)
@@ -456,6 +458,15 @@ class RunScreen(RunKeys):
         message.stop()
         if not self.ui_alive:
             return
+        was = self._runner_pid
+        self._runner_pid = message.pid
+        if was is not None and message.pid is None and not self.state.ended and self.can_start_again:
+            # Its process died under this console (kill -9, a crash): said once, at any width (the status line may
+            # have room only for the state).
+            state = run_liveness(self.state, None).state
+            self.notify(f"The run is {state}: {PROCESS_GONE} (its end was never logged). "
+                        f"{self.resume_key_hint().capitalize()} it here.", title="Run interrupted",
+                        severity="warning", timeout=15)
         for status in self.query(StatusLine):
             status.runner_pid = message.pid
             status.runner_host = getattr(self.controller, "host", "")  # a run of another machine (the store's)

@@ -82,8 +82,8 @@ class RunKeys(MainScreen):
         another machine is started there (its controller's resume_hint says how)."""
         if not isinstance(self.controller, InboxController) or self.run_active or "start" in self.state.requested:
             return False
-        if self.controller.runner_pid() is not None:
-            return False  # a process holds the run (its end is being logged): nothing to start
+        if self.controller.runner_pid() is not None or not (self.state.session or self.state.ended):
+            return False  # a process holds the run (its end is being logged), or none ever ran it: nothing to start
         return run_liveness(self.state, None).kind in ("interrupted", "stopped", "failed", "needs")
 
     def resume_key_hint(self) -> str:

@@ -124,15 +124,16 @@ class StatusLine(Widget):
             if short:
                 return f" {status} "  # said at every width, whatever else gives way
         elif short:
-            return ""
+            # A run whose process is gone: its state at every width; why, where there is room.
+            return f" {self._gone_state()} " if self.gone else ""
         if self.attached and not st.ended:
             if self.runner_host and self.runner_pid:  # its pid is the other machine's: the machine says more
                 return f" {status} · on {self.runner_host} "
             if self.runner_pid:
                 return f" {status} · pid {self.runner_pid} "
-            if self.runner_known:  # no process: the engine's word for it, as `jobs` and the fleet say, and why
+            if self.gone:  # no process: the engine's word for it, as `jobs` and the fleet say, and why
                 return f" {self._gone_state()} · {PROCESS_GONE} "
-            return f" {status} "
+            return " not running (review) " if self.runner_known else f" {status} "  # (never started)
         if self.attached:
             return f" {status} · review "
         return f" {status} "
@@ -148,7 +149,8 @@ class StatusLine(Widget):
     @property
     def gone(self) -> bool:
         """Attached to a run whose process is gone without logging its end."""
-        return self.attached and self.runner_known and not self.runner_pid and not self.state.ended
+        st = self.state
+        return self.attached and self.runner_known and not self.runner_pid and not st.ended and st.session > 0
 
     def parts(self) -> list[Part]:
         """The parts in display order; lower priority numbers are kept longer."""
@@ -174,8 +176,8 @@ class StatusLine(Widget):
             out.append(Part(0 if sandbox.mode == "unconfined" else 2, Content.styled(f" {word} ", style)))
         if (status == "paused" or (status == "needs you" and st.paused)) and not st.requested:
             out.append(Part(1, Content.styled("p resumes", "$text-warning")))
-        if self.resume_hint:  # said where the state is: the footer's key alone did not say what it does
-            out.append(Part(1, Content.styled(self.resume_hint, "$text-warning")))
+        if self.resume_hint:  # said by the state when there is room (the footer's key says it at every width)
+            out.append(Part(5, Content.styled(self.resume_hint, "$text-warning")))
         if st.ended and not self.attached:
             out.append(Part(1, Content.styled("q quits", "$text-muted")))  # said here, not in a toast over the text
         for what in st.requested.values():
