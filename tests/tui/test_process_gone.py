@@ -77,7 +77,7 @@ def test_a_run_whose_process_died_says_interrupted_and_why_and_p_resumes_it_aske
         await wait_for(pilot, lambda: any(t == "Run interrupted" for t, _m in notices), what="the notice",
                        timeout=10)
         told = [m for t, m in notices if t == "Run interrupted"]
-        assert len(told) == 1 and "its process is gone" in told[0] and "P resumes it" in told[0], told
+        assert len(told) == 1 and "its process is gone" in told[0] and "; p resumes it here." in told[0], told
         assert "resume" in footer_keys(app)
         await pilot.press("q")
 

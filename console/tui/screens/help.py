@@ -56,7 +56,9 @@ class HelpScreen(ModalScreen[None]):
 
     def _text(self) -> Content:
         lines: list[Content] = []
-        how = ("Attached: keys go through the job's control inbox; q detaches and the run goes on."
+        how = ("Attached: keys go through the job's control inbox; q detaches and the run goes on. On a run no "
+               "process runs (interrupted, stopped) that has not completed, p resumes it (asks first; "
+               "agent-console resume) and this console follows it."
                if self.attached else
                "Keys act at the agent's next turn boundary; the Feedback pane shows when each one is applied.")
         lines.append(Content.styled(how, "$text-muted"))

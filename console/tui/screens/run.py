@@ -54,6 +54,7 @@ from console.view.state import EXPERIENCES, FEEDBACK, GAUGE, GUARDS, PLAN, RESTA
 if TYPE_CHECKING:
     from console.engine.supervisor import RunResult, Supervisor
 
+GONE_TITLE = "Run interrupted"  # the notice of a run whose process died under this console
 DRAIN_INTERVAL = 1 / 30  # the UI absorbs events in batches at most this often
 DRAIN_BUDGET = 0.008  # seconds of folding per batch; a backlog is absorbed in slices, keys act in between
 DRAIN_CHUNK = 400
@@ -464,9 +465,10 @@ class RunScreen(RunKeys):
             # Its process died under this console (kill -9, a crash): said once, at any width (the status line may
             # have room only for the state).
             state = run_liveness(self.state, None).state
-            self.notify(f"The run is {state}: {PROCESS_GONE} (its end was never logged). "
-                        f"{self.resume_key_hint().capitalize()} it here.", title="Run interrupted",
-                        severity="warning", timeout=15)
+            self.notify(f"The run is {state}: {PROCESS_GONE} (its end was never logged); "
+                        f"{self.resume_key_hint()} it here.", title=GONE_TITLE, severity="warning", timeout=15)
+        if message.pid is not None:
+            retract(self.app, GONE_TITLE)  # it runs again
         for status in self.query(StatusLine):
             status.runner_pid = message.pid
             status.runner_host = getattr(self.controller, "host", "")  # a run of another machine (the store's)
