@@ -57,7 +57,8 @@ def test_a_run_whose_process_died_says_interrupted_and_why_and_p_resumes_it_aske
         await pilot.press("c")  # not offered: the key does nothing
         entries["Force checkpoint"].callback()  # the palette's: says why there is no process, and the way on
         await pause(pilot)
-        assert any("its process is gone" in m and "p resumes it" in m for _t, m in notices), notices
+        way_on = "Resume it with p here (or agent-console resume"
+        assert any("its process is gone" in m and way_on in m for _t, m in notices), notices
         await pilot.press("p")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the question")
         assert not started  # asked first

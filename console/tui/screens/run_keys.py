@@ -86,11 +86,14 @@ class RunKeys(MainScreen):
             return False  # a process holds the run (its end is being logged), or none ever ran it: nothing to start
         return run_liveness(self.state, None).kind in ("interrupted", "stopped", "failed", "needs")
 
-    def resume_key_hint(self) -> str:
-        """The status line's hint for a run this console can start again (``p resumes``, as the keys are mapped)."""
+    def resume_key(self) -> str:
+        """The key that resumes the run (``p``, as the operator's key map has it)."""
         key_for = getattr(self.app, "key_for", None)
-        key = key_for("pause", "p") if key_for is not None else "p"
-        return f"{key} resumes"
+        return str(key_for("pause", "p")) if key_for is not None else "p"
+
+    def resume_key_hint(self) -> str:
+        """The status line's hint for a run this console can start again (``p resumes``)."""
+        return f"{self.resume_key()} resumes"
 
     def send(self, command: str, pending: str, **args: object) -> bool:
         problem = self.controller.send(command, **args)
@@ -144,7 +147,7 @@ class RunKeys(MainScreen):
         # A run of another machine is resumed there (its controller says how), not from this one's folder.
         resume = getattr(self.controller, "resume_hint", "") or f"agent-console resume {self.run_id}"
         if self.can_start_again:  # the way on is here: the same key as the footer's, as the fleet's r
-            resume = f"{self.resume_key_hint()} it (or: {resume})"
+            resume = f"{self.resume_key()} here (or {resume})"
         if self.state.outcome == "completed":
             self.notify(f"The job is complete: there is nothing to {command}.", title=f"No {command}")
         elif self.state.ended:
