@@ -26,8 +26,10 @@ def run_liveness(st: ConsoleState, pid: int | None) -> Liveness:
 def phase_refusal(st: ConsoleState) -> str:
     """Why the engine would refuse an operator's checkpoint or rewind in the run's current phase ("": it would not):
     the same reasons as its own (console.engine.phases), so the console does not offer what it would refuse."""
-    kind = st.todos.kind if st.todos is not None else ""
-    if kind == "bootstrap":
+    todos = st.todos
+    kind = todos.kind if todos is not None else ""
+    # The transition out of the bootstrap (its list still the bootstrap's, phase 0) is refused too.
+    if kind == "bootstrap" or (kind == "transition" and todos is not None and todos.phase_number <= 0):
         return "the job is still bootstrapping: there is no plan to re-orient to yet"
     if kind == "completion":
         return "the job is in its final review"

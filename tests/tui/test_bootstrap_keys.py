@@ -40,6 +40,12 @@ def test_checkpoint_and_rewind_are_not_offered_while_the_job_bootstraps(make_job
         await pause(pilot)
         assert isinstance(app.screen, MainScreen) and rec.sent == []
         assert any("bootstrapping" in m for _t, m in notices), notices
+        # The transition out of the bootstrap (its list phase 0) is refused by the engine too: not offered.
+        app.bridge.push(e(ev.TodosChanged, phase_name="Bootstrap", phase_number=0, total_phases=0,
+                          kind="transition", items=[], reason="transition:bootstrap"))
+        await wait_for(pilot, lambda: app.state.todos.kind == "transition", what="the transition")
+        await pause(pilot)
+        assert not {"checkpoint", "rewind"} & footer(app)
         # Once the plan's first phase runs they are offered again.
         app.bridge.push(phase(e, 1))
         await wait_for(pilot, lambda: app.state.todos.kind == "phase", what="the first phase")
