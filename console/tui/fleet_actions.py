@@ -5,10 +5,7 @@ or forgets a run, and acts: through the run's inbox, or ``agent-console resume``
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +17,6 @@ from textual.app import App
 from console.engine.command_specs import BY_CLI
 from console.engine.job import JobPaths
 from console.engine.store import StoreError, folder_gone, open_store
-from console.engine.text import safe_text
 from console.tui.commands import InboxController
 from console.tui.messages import FleetRows
 from console.tui.notices import retract
@@ -33,8 +29,6 @@ if TYPE_CHECKING:
     from console.tui.screens.run import Run, RunScreen
 
 NEEDS_TITLES = ("Approval needed", "Needs you")  # the fleet's notices of runs that need their operator
-# `resume` returns once its runner holds the run's lock (a few seconds); past this something is wrong, and said.
-RESUME_TIMEOUT = 60.0
 
 
 class FleetActions(App[int]):
@@ -206,23 +200,17 @@ class FleetActions(App[int]):
 
     @work(thread=True, exit_on_error=False, group="resume")
     def resume_run(self, row: FleetRow) -> None:
-        """Start a runner for ``row`` through the CLI (the console never imports it): ``resume`` returns once the
-        run holds its lock, or says in one line why it did not start."""
-        command = [sys.executable, "-m", "console.cli", "resume", str(row.path)]
-        env = {**os.environ, "AGENT_CONSOLE_RUNNER_BY": "fleet"}  # the run's launch_settings says who resumed it
-        try:
-            done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env,
-                                  timeout=RESUME_TIMEOUT, check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            self.call_from_thread(self.notify, f"{row.id} {row.job}: {exc}", title="Not resumed", severity="error")
-            return
-        if done.returncode == 0:
+        """Start a runner for ``row`` through the CLI (console.tui.resume): it returns once the run holds its lock,
+        or says in one line why it did not start."""
+        from console.tui import resume
+
+        problem = resume.resume_in_background(row.path, "fleet")
+        if problem is None:
             self.call_from_thread(self.notify, f"{row.id} {row.job} runs again, in the background.",
                                   title="Resumed")
-            return
-        lines = [line.removeprefix("agent-console: ") for line in done.stderr.splitlines() if line.strip()]
-        self.call_from_thread(self.notify, safe_text("\n".join(lines[-3:]) or f"exit code {done.returncode}"),
-                              title="Not resumed", severity="error")
+        else:
+            self.call_from_thread(self.notify, f"{row.id} {row.job}: {problem}", title="Not resumed",
+                                  severity="error")
 
     @work(thread=True, exit_on_error=False, group="forget")
     def forget_runs(self, rows: list[FleetRow]) -> None:

@@ -34,7 +34,6 @@ from console.engine.runs import (
     RUNNING,
     STARTING,
     STOPPED,
-    Seen,
     job_name,
     liveness,
     run_id,
@@ -42,6 +41,7 @@ from console.engine.runs import (
 from console.engine.store import FINISHED, JobRow, JobStore, Store, StoreError, folder_gone, open_store
 from console.view import present
 from console.view.format import clip, elapsed
+from console.view.liveness import seen_of
 from console.view.state import ConsoleState, need_label
 
 __all__ = ["COMPLETED", "FAILED", "FAILED_LIKE", "FLEET_LIMIT", "GAVE_UP", "GONE", "INTERRUPTED", "LIVE", "NEEDS",
@@ -220,9 +220,7 @@ class RemoteFold(RunFold):
 def classify(row: JobRow, st: ConsoleState, pid: int | None, gone: bool = False) -> tuple[str, str]:
     """(state shown, its family) for a run: the lock says whether it lives (a lease, for a run of another
     machine), the fold what it does (:func:`console.engine.runs.liveness`, the one answer every view gives)."""
-    seen = Seen(needs=st.needs.reason if st.needs is not None else "", restart_pending=st.restart_pending is not None,
-                paused=st.paused, started=bool(st.session), outcome=st.outcome or "", ended=st.ended)
-    live = liveness(row.status, pid, gone=gone, detail=row.detail or "", seen=seen,
+    live = liveness(row.status, pid, gone=gone, detail=row.detail or "", seen=seen_of(st),
                     leased=row.remote and bool(row.leased))
     return live.state, live.kind
 

@@ -204,7 +204,8 @@ def test_a_refused_rewind_is_said_in_the_console(make_job):
         await wait_for(pilot, lambda: "rewind" not in app.state.requested, what="the answer")
         await pilot.pause()
         notes = [(n.title, n.message) for n in app._notifications]
-        assert ("Rewind refused", f"rewind not applied: {detail}") in notes
+        kept = "\nYour text, kept (r offers it again): wrong order"
+        assert ("Rewind refused", f"rewind not applied: {detail}{kept}") in notes
         # An old refusal replayed from the log (nothing this console asked for) is not a notice.
         app.clear_notifications()
         app.bridge.push(e(ev.OperatorCommand, command="pause", status="rejected", source="cli", detail="not now"))

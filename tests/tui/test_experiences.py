@@ -85,6 +85,41 @@ def test_the_pane_shows_the_three_sections(make_job, size) -> None:
     drive(app, body, size=size)
 
 
+def test_the_wide_layout_draws_the_pane_beside_the_plan_and_tab_reaches_it(make_job) -> None:
+    paths = make_job()
+    log = experience_log()
+    log.write(paths.events)
+    app = attach_app(paths)
+
+    async def body(pilot) -> None:
+        await wait_for(pilot, lambda: app.state.last_seq == len(log.events) and app.bridge.pending == 0,
+                       what="the replay")
+        await settle(pilot, app)
+        main = app.main
+        pane, plan, screen = main.query_one("#experiences"), main.query_one("#plan"), main.region
+        # Drawn without being asked for, inside the screen, beside the plan (not over it, not below the grid).
+        assert pane.display and plan.display and pane.region.height > 3 and screen.contains_region(pane.region)
+        assert not pane.region.overlaps(plan.region)
+        assert "Failed Approaches (2)" in "\n".join(pane.plain_lines())
+        main.pane("plan").focus()
+        await settle(pilot, app)
+        await pilot.press("tab")  # the plan's next pane in screen order
+        await settle(pilot, app)
+        assert main.active == "experiences" and main.pane_of(app.focused) == "experiences"
+        assert pane.region.height > 3 and plan.display  # still where it was: nothing moved
+        await pilot.press("tab")
+        await settle(pilot, app)
+        assert main.active == "todos"
+
+    drive(app, body, size=(200, 50))
+
+
+def test_help_names_the_experiences_pane(make_job) -> None:
+    from console.tui.screens.help import PANES
+
+    assert any(name == "Experiences" and "experiences.md" in text for name, text in PANES)
+
+
 def test_an_empty_pane_says_what_will_land_there(make_job) -> None:
     paths = make_job()
     log = Log()

@@ -250,3 +250,57 @@ def test_attach_rebuilds_the_guardrails_the_same_as_the_run_saw_them(make_job):
         assert "passed · at 14:15:34 · the agent was told to wrap up" in app.screen.text  # the budget event says so
 
     drive(app, body, size=(80, 24))
+
+
+# -- the view wraps what is long, and an ended run's view is still ---------------------------------------------
+LONG_VERDICT = ("incomplete: 6 tasks left: " + ", ".join(f"'Check section {n} of the digest against the notes'"
+                                                          for n in range(1, 6)) + ", 'Produce Deliverables END'")
+
+
+def test_a_long_verdict_is_wrapped_whole_never_cut():
+    from tests.tui.guardrail_events import status
+
+    log = guarded_run()
+    status(log, verdict=LONG_VERDICT)
+    st = fold(log.events)
+    for width in (90, 60):  # a wide screen's column, a narrow screen
+        text = plain_text(st, FROZEN_NOW, width=width)
+        assert "…" not in text and "'Produce Deliverables END'" in flat(text.splitlines()), text
+
+
+def test_an_ended_run_shows_no_countdown_and_no_next_firing():
+    log = guarded_run()
+    log.add(ev.RunEnded, reason="user_shutdown", outcome="incomplete", at=60)  # a minute in: 2:00 were left
+    st = fold(log.events)
+    assert st.ended
+    text = plain_text(st, FROZEN_NOW + timedelta(minutes=10))
+    assert text == plain_text(st, FROZEN_NOW + timedelta(hours=3))  # nothing runs on with the clock
+    assert "the run ended at" in text and "now " not in text.splitlines()[0]
+    assert "left when the run ended · at 14:15:34" in text and "passed" not in text
+    assert "next at" not in text and "next after" not in text and "fires no more: the run has ended" in text
+    assert "fired (once only)" in text  # what did fire is still said
+
+
+def test_the_header_wraps_at_80_columns(make_job):
+    from tests.tui.guardrail_events import status
+
+    app = ConsoleApp(controller=RecordingController(), paths=make_job(), job_title="quarterly-report-digest-job",
+                     watch=False, now=lambda: FROZEN_NOW, animations=False, keymap={})
+    log = guarded_run()
+    status(log, verdict=LONG_VERDICT)
+
+    async def body(pilot):
+        await wait_for(pilot, lambda: app.run_screen.ui_alive, what="the panes")
+        app.bridge.push_many(log.events)
+        await wait_for(pilot, lambda: app.state.last_seq == len(log.events) and app.bridge.pending == 0,
+                       what="the events")
+        await pilot.press("g")
+        await wait_for(pilot, lambda: isinstance(app.screen, GuardrailsScreen), what="the view")
+        await settle(pilot, app)
+        title = app.screen.query_one("#g-title")
+        assert title.region.height >= 2  # "status of 14:07:34 (session 1) │ now …" is not cut at 80 columns
+        verdict = app.screen.query_one("#g-completion")
+        assert verdict.region.height >= 6  # the long verdict wrapped over several lines
+        assert "'Produce Deliverables END'" in flat(str(verdict.render()).splitlines())
+
+    drive(app, body, size=(80, 24))

@@ -72,7 +72,8 @@ class _Status(_Stops):
         if key != self._verdict_key or self._verdict_text is None or stale:
             self._verdict_at = self.clock.monotonic()
             r = self.verdict("status")
-            self._verdict_text = "complete" if r.complete else f"incomplete: {one_line(r.feedback or '', 300)}"
+            # Its whole text within reason: the console wraps it (300 cut the list of phases left short).
+            self._verdict_text = "complete" if r.complete else f"incomplete: {one_line(r.feedback or '', 1200)}"
             self._verdict_key = key
         return self._verdict_text
 

@@ -48,13 +48,20 @@ def _bar(share: float, style: str) -> Content:
     return Content.assemble(("█" * filled, style), ("░" * (BAR - filled), "$text-muted"))
 
 
-def deadline_line(g: GuardrailsState, now: datetime) -> Content:
+def deadline_line(g: GuardrailsState, now: datetime, ended_at: datetime | None = None) -> Content:
+    """The deadline, counting down on the console's clock; ``ended_at``: the run has ended (then), and the deadline
+    is told as it stood at its end, never counted further."""
     st = g.status
     at = st.deadline_at if st is not None else None
     if at is None:
         return _none()
-    left = (at - now).total_seconds()
     when = Content.styled(f"at {clock_time(at)}", "$text-muted")
+    if ended_at is not None:
+        left = (at - ended_at).total_seconds()
+        stood = f"{duration(left)} left when the run ended" if left > 0 else \
+            f"passed {duration(-left)} before the run ended" if left < 0 else "reached as the run ended"
+        return Content.assemble((stood, "$text-muted"), " · ", when)
+    left = (at - now).total_seconds()
     if left <= 0 or "deadline" in g.exhausted:
         ago = f"passed {duration(-left)} ago" if left < 0 else "passed"
         return Content.assemble((ago, "bold reverse $text-error"), " · ", when,
@@ -102,8 +109,8 @@ def cost_line(g: GuardrailsState, job_cost: float | None, priced: bool | None) -
 
 
 def budgets_lines(g: GuardrailsState, now: datetime, width: int, job_cost: float | None = None,
-                  priced: bool | None = None) -> Lines:
-    return [*_row("Deadline", deadline_line(g, now), width), *_row("Tokens", tokens_line(g), width),
+                  priced: bool | None = None, ended: datetime | None = None) -> Lines:
+    return [*_row("Deadline", deadline_line(g, now, ended), width), *_row("Tokens", tokens_line(g), width),
             *_row("Cost", cost_line(g, job_cost, priced), width)]
 
 
@@ -116,7 +123,6 @@ def completion_lines(g: GuardrailsState, width: int) -> Lines:
         shown = Content.styled("complete", "bold $text-success")
     elif verdict.startswith("incomplete"):
         head, _, rest = verdict.partition(":")
-        rest = clip(rest, max(80, 2 * (width - 11)))  # the engine's verdict can run long: two lines at most
         shown = Content.assemble((head, "bold $text-warning"), (f":{rest}" if rest else "", ""))
     else:
         shown = _none(verdict or "unknown")
@@ -167,7 +173,8 @@ def policies_lines(g: GuardrailsState, width: int) -> Lines:
     return out
 
 
-def feedback_lines(g: GuardrailsState, width: int) -> Lines:
+def feedback_lines(g: GuardrailsState, width: int, ended: bool = False) -> Lines:
+    """The feedback providers; ``ended``: the run has ended, so none fires again (no next time is shown)."""
     st = g.status
     providers = st.feedback if st is not None else []
     listed = {f.name for f in providers}
@@ -179,8 +186,12 @@ def feedback_lines(g: GuardrailsState, width: int) -> Lines:
     for f in providers:
         parts = [Content.styled(f.kind, "$text-secondary")] if f.kind and f.kind != f.name.lower() else []
         parts.append(Content(f.trigger or "no trigger"))
-        parts.append(Content.styled("fired (once only)", "$text-muted") if f.next == "fired"
-                     else Content.assemble(("next ", "$text-muted"), (f.next or "?", "$text-accent")))
+        if f.next == "fired":
+            parts.append(Content.styled("fired (once only)", "$text-muted"))
+        elif ended:
+            parts.append(Content.styled("fires no more: the run has ended", "$text-muted"))
+        else:
+            parts.append(Content.assemble(("next ", "$text-muted"), (f.next or "?", "$text-accent")))
         out += hang(_name(f.name, name_w), _dot().join(parts), width)
         tally = g.delivered.get(f.name)
         if tally is not None and tally.last_ts is not None:
@@ -218,7 +229,11 @@ def title_line(state: ConsoleState, now: datetime) -> Content:
     else:
         parts.append(Content.styled("no guardrails status yet (the engine reports one when a run starts)",
                                     "italic $text-muted"))
-    parts.append(Content.styled(f"now {clock_time(now)}", "$text-muted"))
+    ended = ended_at(state)
+    if ended is not None:  # nothing counts down any more: said, rather than a clock that runs on
+        parts.append(Content.styled(f"the run ended at {clock_time(ended)}", "bold $text-warning"))
+    else:
+        parts.append(Content.styled(f"now {clock_time(now)}", "$text-muted"))
     return Content.styled(" │ ", "$text-muted").join(parts)
 
 
@@ -231,15 +246,23 @@ SECTIONS: list[tuple[str, str]] = [
 ]
 
 
+def ended_at(state: ConsoleState) -> datetime | None:
+    """When the run ended (None: it has not)."""
+    if not state.ended:
+        return None
+    return state.ended_at or state.last_ts
+
+
 def section_lines(state: ConsoleState, now: datetime, widths: dict[str, int] | None = None) -> dict[str, Lines]:
     g = state.guards
     w = (widths or {}).get
+    ended = ended_at(state)
     return {
-        "g-budgets": budgets_lines(g, now, w("g-budgets", 200), state.job_cost, state.priced),
+        "g-budgets": budgets_lines(g, now, w("g-budgets", 200), state.job_cost, state.priced, ended),
         "g-completion": completion_lines(g, w("g-completion", 200)),
         "g-tools": tools_lines(g, w("g-tools", 200)),
         "g-policies": policies_lines(g, w("g-policies", 200)),
-        "g-feedback": feedback_lines(g, w("g-feedback", 200)),
+        "g-feedback": feedback_lines(g, w("g-feedback", 200), ended=state.ended),
     }
 
 
@@ -253,7 +276,7 @@ def plain_text(state: ConsoleState, now: datetime, width: int = 200) -> str:
     """The view as text, section by section (for tests)."""
     lines = section_lines(state, now, dict.fromkeys((sid for sid, _ in SECTIONS), width))
     titles = section_titles(state)
-    out = [title_line(state, now).plain]
+    out = [line.plain.rstrip() for line in title_line(state, now).wrap(width)]
     for sid, _title in SECTIONS:
         out.append(f"[{titles[sid]}]")
         out.extend(c.plain.rstrip() for c in lines[sid])
@@ -264,7 +287,7 @@ class GuardrailsScreen(Screen[None]):
     BINDINGS = [Binding("escape,g,q", "close", "Close", id="guardrails_close")]
     DEFAULT_CSS = """
     GuardrailsScreen { layout: vertical; }
-    GuardrailsScreen #g-title { height: 1; background: $panel; padding: 0 1; }
+    GuardrailsScreen #g-title { height: auto; background: $panel; padding: 0 1; }
     GuardrailsScreen #g-body { height: 1fr; }
     GuardrailsScreen.-wide #g-body { layout: horizontal; }
     GuardrailsScreen .g-col { height: auto; width: 1fr; }

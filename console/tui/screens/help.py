@@ -19,6 +19,9 @@ PANES = [
     ("Conversation", "assistant text, tool calls (e expands the last, E all, click one), harness markers "
                      "(denied calls, refused stops, feedback delivered); follows the tail unless you scroll up "
                      "(end follows again)"),
+    ("Experiences", "experiences.md: failed approaches, lessons learned, patterns that work (rewinds, stuck "
+                    "detections, the agent's record_experience); drawn at the bottom right on a wide terminal, in "
+                    "the plan's place while focused at 120 columns (tab to it), behind its tab at 80"),
     ("Guardrails (g)", "the latest guardrails status: policies, feedback providers and their next firing, the "
                        "completion verdict, refused stops, deadline and tokens left, command tools' confinement"),
 ]
@@ -53,7 +56,9 @@ class HelpScreen(ModalScreen[None]):
 
     def _text(self) -> Content:
         lines: list[Content] = []
-        how = ("Attached: keys go through the job's control inbox; q detaches and the run goes on."
+        how = ("Attached: keys go through the job's control inbox; q detaches and the run goes on. On a run no "
+               "process runs (interrupted, stopped) that has not completed, p resumes it (asks first; "
+               "agent-console resume) and this console follows it."
                if self.attached else
                "Keys act at the agent's next turn boundary; the Feedback pane shows when each one is applied.")
         lines.append(Content.styled(how, "$text-muted"))

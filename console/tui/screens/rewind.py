@@ -26,8 +26,11 @@ class RewindScreen(Dialog[str | None]):
     ANSWERS = frozenset({"cancel"})
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="rewind_cancel")]
 
-    def __init__(self, phase: str = "", *, number: int | None = None, blink: bool = True, **kw: Any) -> None:
+    def __init__(self, phase: str = "", *, number: int | None = None, blink: bool = True, text: str = "",
+                 **kw: Any) -> None:
+        """``text``: the field's text to start with (a rewind the engine refused: the operator's words kept)."""
         super().__init__(**kw)
+        self.text = text
         self.phase = phase
         self.number = number
         self.blink = blink
@@ -38,7 +41,9 @@ class RewindScreen(Dialog[str | None]):
             phase = safe_text(self.phase, one_line=True)
             box.border_title = Content("Rewind the current phase" + (f" · {phase}" if phase else ""))
             yield Static(EXPLAIN, id="message", markup=False)
-            yield Input(placeholder="What is wrong? e.g. the digest misses the risks section", id="issue")
+            # Words kept from a refused rewind are added to, not typed over.
+            yield Input(safe_text(self.text, one_line=True), placeholder="What is wrong? e.g. the digest misses "
+                        "the risks section", id="issue", select_on_focus=False)
             yield Static("", id="hint")
             with Horizontal(classes="buttons"):
                 yield Button("Rewind (enter)", id="ok", variant="warning", compact=True)

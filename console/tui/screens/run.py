@@ -48,11 +48,13 @@ from console.tui.widgets.plan_pane import PlanPane
 from console.tui.widgets.status import StatusLine
 from console.tui.widgets.tabs import PaneTabs
 from console.tui.widgets.todo_pane import TodoPane
+from console.view.liveness import PROCESS_GONE, run_liveness
 from console.view.state import EXPERIENCES, FEEDBACK, GAUGE, GUARDS, PLAN, RESTART, STATUS, TODOS, ConsoleState
 
 if TYPE_CHECKING:
     from console.engine.supervisor import RunResult, Supervisor
 
+GONE_TITLE = "Run interrupted"  # the notice of a run whose process died under this console
 DRAIN_INTERVAL = 1 / 30  # the UI absorbs events in batches at most this often
 DRAIN_BUDGET = 0.008  # seconds of folding per batch; a backlog is absorbed in slices, keys act in between
 DRAIN_CHUNK = 400
@@ -119,6 +121,7 @@ class RunScreen(RunKeys):
         self._keys_state: tuple[bool, ...] = ()
         self._panes_ready = False
         self._folded_upto = 0  # a long log's exact fold covers the events up to this seq
+        self._runner_pid: int | None = None  # the process running the run, as last seen (attached)
         if self.supervisor is not None:
             # Subscribe before the run starts (its worker starts once the panes exist), so not one event is missed.
             self._unsubscribe = self.supervisor.subscribe(self.bridge.push)
@@ -315,9 +318,14 @@ class RunScreen(RunKeys):
         """A command this console sent and still waits for, refused by the engine (a rewind whose phase has
         ended, a pause of a paused run): said at once, also where the Feedback pane is not in sight."""
         for e in events:
+            if isinstance(e, ev.OperatorCommand) and e.command == "rewind" and e.status == "applied":
+                self.rewind_text = ""
             if isinstance(e, ev.OperatorCommand) and e.status == "rejected" and e.command in self.state.requested:
                 what = e.command.replace("_", " ")
-                self.notify(f"{what} not applied: {e.detail}", title=f"{what.capitalize()} refused",
+                kept = ""
+                if e.command == "rewind" and self.rewind_text:  # the operator's words, said back (r offers them)
+                    kept = f"\nYour text, kept (r offers it again): {self.rewind_text}"
+                self.notify(f"{what} not applied: {e.detail}{kept}", title=f"{what.capitalize()} refused",
                             severity="warning", timeout=10)
 
     def refresh_panes(self, changed: Iterable[str]) -> None:
@@ -451,10 +459,31 @@ class RunScreen(RunKeys):
         message.stop()
         if not self.ui_alive:
             return
+        was = self._runner_pid
+        self._runner_pid = message.pid
+        if was is not None and message.pid is None and not self.state.ended and self.can_start_again:
+            # Its process died under this console (kill -9, a crash): said once, at any width (the status line may
+            # have room only for the state).
+            state = run_liveness(self.state, None).state
+            self.notify(f"The run is {state}: {PROCESS_GONE} (its end was never logged); "
+                        f"{self.resume_key_hint()} it here.", title=GONE_TITLE, severity="warning", timeout=15)
+        if message.pid is not None:
+            retract(self.app, GONE_TITLE)  # it runs again
         for status in self.query(StatusLine):
             status.runner_pid = message.pid
             status.runner_host = getattr(self.controller, "host", "")  # a run of another machine (the store's)
             status.store_problem = getattr(self.controller, "problem", None)
+            status.runner_known = True
+        if message.pid is not None:
+            self.state.requested.pop("start", None)  # a resume started here runs: the follower shows it
+        self._runner_changed()
+
+    def _runner_changed(self) -> None:
+        """Whether a process runs the run changed (or what this console asked of it): the status line's state and
+        resume hint, and the footer's keys."""
+        hint = self.resume_key_hint() if self.can_start_again else ""
+        for status in self.query(StatusLine):
+            status.resume_hint = hint
             status.refresh()
         self._keys_state = ()
         self._refresh_keys()

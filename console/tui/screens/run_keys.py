@@ -11,12 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from textual import work
 from textual.app import SystemCommand
 
 from console.engine.command_specs import SPECS
 from console.outcome import EXIT_OK
+from console.tui.commands import InboxController
 from console.tui.notices import retract
 from console.tui.pacing import one_shot
+from console.tui.resume import resume_in_background
 from console.tui.screens.approval import NOTICE_TITLE
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.guardrails import GuardrailsScreen
@@ -24,6 +27,7 @@ from console.tui.screens.help import HelpScreen
 from console.tui.screens.main import MainScreen
 from console.tui.screens.quit import QuitScreen
 from console.tui.screens.rewind import RewindScreen
+from console.view.liveness import PROCESS_GONE, phase_refusal, run_liveness
 
 if TYPE_CHECKING:
     from console.engine.job import JobPaths
@@ -56,7 +60,13 @@ class RunKeys(MainScreen):
         def ask(self, dialog: Dialog, done: Callable[[Any], None]) -> None: ...
         def _status_refresh(self) -> None: ...
         def _refresh_keys(self) -> None: ...
+        def _runner_changed(self) -> None: ...
+        @property
+        def ui_alive(self) -> bool: ...
         def hurry_frames(self) -> None: ...
+
+    # The text of the last rewind sent (kept while it may be refused: r offers it again; "" once applied).
+    rewind_text: str = ""
 
     # -- what applies now ----------------------------------------------------------------------------
     @property
@@ -64,6 +74,26 @@ class RunKeys(MainScreen):
         if self.controller.attached:
             return self.controller.runner_pid() is not None and not self.state.ended
         return not self.run_finished
+
+    @property
+    def can_start_again(self) -> bool:
+        """An attached run no process runs, with its folder here, that has not completed: resume starts it again in
+        the background (``agent-console resume``, as the fleet's r does) and this console follows it. A run of
+        another machine is started there (its controller's resume_hint says how)."""
+        if not isinstance(self.controller, InboxController) or self.run_active or "start" in self.state.requested:
+            return False
+        if self.controller.runner_pid() is not None or not (self.state.session or self.state.ended):
+            return False  # a process holds the run (its end is being logged), or none ever ran it: nothing to start
+        return run_liveness(self.state, None).kind in ("interrupted", "stopped", "failed", "needs")
+
+    def resume_key(self) -> str:
+        """The key that resumes the run (``p``, as the operator's key map has it)."""
+        key_for = getattr(self.app, "key_for", None)
+        return str(key_for("pause", "p")) if key_for is not None else "p"
+
+    def resume_key_hint(self) -> str:
+        """The status line's hint for a run this console can start again (``p resumes``)."""
+        return f"{self.resume_key()} resumes"
 
     def send(self, command: str, pending: str, **args: object) -> bool:
         problem = self.controller.send(command, **args)
@@ -92,7 +122,9 @@ class RunKeys(MainScreen):
         if action in ("approve", "deny"):
             return st.restart_pending is not None and active
         if not active:
-            return False
+            return action == "resume" and self.can_start_again  # the run starts again (asked first)
+        if action in ("checkpoint", "rewind") and phase_refusal(st):
+            return False  # the engine would refuse it (bootstrap, the final review): not offered
         stopping = st.stopping or "stop" in st.requested
         if action == "stop":
             return not stopping
@@ -114,24 +146,36 @@ class RunKeys(MainScreen):
             return False
         # A run of another machine is resumed there (its controller says how), not from this one's folder.
         resume = getattr(self.controller, "resume_hint", "") or f"agent-console resume {self.run_id}"
+        if self.can_start_again:  # the way on is here: the same key as the footer's, as the fleet's r
+            resume = f"{self.resume_key()} here (or {resume})"
         if self.state.outcome == "completed":
             self.notify(f"The job is complete: there is nothing to {command}.", title=f"No {command}")
         elif self.state.ended:
             self.notify(f"The run has ended ({self.state.outcome}): nothing to {command}. Resume it with "
                         f"{resume}", title=f"No {command}")
+        elif "start" in self.state.requested:
+            self.notify(f"The run is starting again: {command} once it runs.", title=f"No {command} yet")
         else:
-            self.notify(f"No process runs this job now (review only). Resume it with {resume}",
+            state = run_liveness(self.state, None).state
+            self.notify(f"The run is {state}: {PROCESS_GONE}, nothing to {command}. Resume it with {resume}",
                         title=f"No {command}")
         return True
 
+    def _phase_refused(self, command: str) -> bool:
+        """Say why a checkpoint or rewind cannot apply in this phase (the engine would refuse it); True if so."""
+        why = phase_refusal(self.state)
+        if why:
+            self.notify(f"{command.capitalize()} not available: {why}.", title=f"No {command} now")
+        return bool(why)
+
     # -- the run's commands ----------------------------------------------------------------------------
     def action_checkpoint(self) -> None:
-        if self._ended_notice("checkpoint"):
+        if self._ended_notice("checkpoint") or self._phase_refused("checkpoint"):
             return
         self.send("checkpoint", "checkpoint requested")
 
     def action_rewind(self) -> None:
-        if self._ended_notice("rewind"):
+        if self._ended_notice("rewind") or self._phase_refused("rewind"):
             return
 
         todos = self.state.todos
@@ -140,10 +184,10 @@ class RunKeys(MainScreen):
             todos.phase_number > 0 else None
 
         def done(issue: str | None) -> None:
-            if issue:
-                self.send("rewind", "rewind requested", issue=issue, phase=number)
+            if issue and self.send("rewind", "rewind requested", issue=issue, phase=number):
+                self.rewind_text = issue  # kept until the engine applies it: a refused rewind's words are not lost
 
-        self.ask(RewindScreen(self.state.phase, number=number, blink=self.animations), done)
+        self.ask(RewindScreen(self.state.phase, number=number, blink=self.animations, text=self.rewind_text), done)
 
     def action_approve(self) -> None:
         retract(self.app, NOTICE_TITLE)  # "restart pending" is answered (the other notices stay)
@@ -168,10 +212,45 @@ class RunKeys(MainScreen):
         self.send("pause", "pausing after this turn")
 
     def action_resume(self) -> None:
+        if self.can_start_again:
+            self._start_again()
+            return
         if self._ended_notice("resume"):
             return
         self.state.requested.pop("pause", None)
         self.send("resume", "resuming")
+
+    def _start_again(self) -> None:
+        """Resume a run no process runs: asked first, then ``agent-console resume`` in the background (the fleet's
+        way); this console follows the run once its new process holds it."""
+        state = run_liveness(self.state, None).state
+        why = f"{PROCESS_GONE} and its end was never logged" if not self.state.ended else f"it has {state}"
+        name = self.run_id or str(self.paths.root)
+
+        def done(yes: bool | None) -> None:
+            if yes and self.can_start_again:
+                self.state.requested["start"] = "starting again"
+                self._runner_changed()
+                self.start_again()
+
+        self.ask(ConfirmScreen(f"Resume {name}?", f"The run is {state}: {why}. It starts again in the background, "
+                               "with the provider, model and settings it was started with, where it stopped; this "
+                               f"console follows it. (The same as: agent-console resume {name})", "Resume",
+                               "Leave it"), done)
+
+    @work(thread=True, exit_on_error=False, group="start-again")
+    def start_again(self) -> None:
+        problem = resume_in_background(self.paths.root, "console")
+        self.app.call_from_thread(self._started_again, problem)
+
+    def _started_again(self, problem: str | None) -> None:
+        if problem is None:
+            self.notify("The run runs again, in the background: this console follows it.", title="Resumed")
+            return
+        self.state.requested.pop("start", None)
+        self.notify(problem, title="Not resumed", severity="error", timeout=15)
+        if self.ui_alive:
+            self._runner_changed()
 
     def action_stop(self) -> None:
         if self._ended_notice("stop"):
@@ -292,7 +371,10 @@ class RunKeys(MainScreen):
     def system_commands(self) -> Iterable[SystemCommand]:
         """This run's entries of the command palette, in the console's words (the app adds its own)."""
         for spec in SPECS:  # the run's commands, from the engine's command specs
-            yield SystemCommand(spec.title, spec.palette_help, getattr(self, f"action_{spec.action}"))
+            help_text = spec.palette_help
+            if spec.action == "resume" and self.can_start_again:
+                help_text = "Start this run again in the background (asks first; as the fleet's r)"
+            yield SystemCommand(spec.title, help_text, getattr(self, f"action_{spec.action}"))
         yield SystemCommand("Guardrails", "Policies, feedback providers, completion checker, deadline, token "
                             "and money budgets", self.action_guardrails)
         yield SystemCommand("Next pane", "Focus the next pane", self.action_next_pane)

@@ -20,6 +20,7 @@ from textual.widget import Widget
 
 from console.view import present
 from console.view.format import clip, elapsed, tokens
+from console.view.liveness import PROCESS_GONE, run_liveness
 from console.view.state import ConsoleState
 
 STATUS_STYLE = {
@@ -107,6 +108,8 @@ class StatusLine(Widget):
         self.runner_pid: int | None = None
         self.runner_host = ""  # a run of another machine: which one (its pid is that machine's)
         self.store_problem: str | None = None  # a run followed from a shared store that cannot be read now
+        self.runner_known = False  # the run lock was asked at least once (until then nothing is said about it)
+        self.resume_hint = ""  # a run no process runs that this console can start again: the key that does
         self.last_plain = ""
 
     def state_badge(self, short: bool = False) -> str:
@@ -121,14 +124,33 @@ class StatusLine(Widget):
             if short:
                 return f" {status} "  # said at every width, whatever else gives way
         elif short:
-            return ""
+            # A run whose process is gone: its state at every width; why, where there is room.
+            return f" {self._gone_state()} " if self.gone else ""
         if self.attached and not st.ended:
             if self.runner_host and self.runner_pid:  # its pid is the other machine's: the machine says more
                 return f" {status} · on {self.runner_host} "
-            return f" {status} · pid {self.runner_pid} " if self.runner_pid else " not running (review) "
+            if self.runner_pid:
+                return f" {status} · pid {self.runner_pid} "
+            if self.gone:  # no process: the engine's word for it, as `jobs` and the fleet say, and why
+                return f" {self._gone_state()} · {PROCESS_GONE} "
+            return " not running (review) " if self.runner_known else f" {status} "  # (never started)
         if self.attached:
             return f" {status} · review "
         return f" {status} "
+
+    def _gone_state(self) -> str:
+        """The state of an attached run that no process runs and whose end is not logged (its process died)."""
+        st = self.state
+        live = run_liveness(st, None)
+        if live.kind == "needs" and st.needs is not None:
+            return f"NEEDS YOU: {st.needs.label}"
+        return live.state
+
+    @property
+    def gone(self) -> bool:
+        """Attached to a run whose process is gone without logging its end."""
+        st = self.state
+        return self.attached and self.runner_known and not self.runner_pid and not st.ended and st.session > 0
 
     def parts(self) -> list[Part]:
         """The parts in display order; lower priority numbers are kept longer."""
@@ -137,7 +159,7 @@ class StatusLine(Widget):
         if self.run_id:
             out.append(Part(0, Content.styled(self.run_id, "bold")))
         out.append(Part(1, Content.styled(clip(st.job_title or "job", TITLE_MAX), "bold $text-primary"), 12))
-        status = st.status
+        status = run_liveness(st, None).state if self.gone else st.status
         style = STATUS_STYLE.get(status, "bold")
         short = self.state_badge(short=True)
         out.append(Part(0, Content.styled(self.state_badge(), style),
@@ -154,6 +176,8 @@ class StatusLine(Widget):
             out.append(Part(0 if sandbox.mode == "unconfined" else 2, Content.styled(f" {word} ", style)))
         if (status == "paused" or (status == "needs you" and st.paused)) and not st.requested:
             out.append(Part(1, Content.styled("p resumes", "$text-warning")))
+        if self.resume_hint:  # said by the state when there is room (the footer's key says it at every width)
+            out.append(Part(5, Content.styled(self.resume_hint, "$text-warning")))
         if st.ended and not self.attached:
             out.append(Part(1, Content.styled("q quits", "$text-muted")))  # said here, not in a toast over the text
         for what in st.requested.values():

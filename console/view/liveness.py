@@ -1,0 +1,36 @@
+"""How a run stands as its own console sees it: the engine's one answer (:func:`console.engine.runs.liveness`),
+given what the run's log says (its fold) and whether a process holds its lock. The fleet and ``jobs`` ask the same
+function, so the console of a run whose process died says "interrupted" where they do. No Textual here."""
+
+from __future__ import annotations
+
+from console.engine.runs import RUNNING, Liveness, Seen, liveness
+from console.view.state import ConsoleState
+
+# Said beside the state of a run that no process runs and that did not end (kill -9, a power cut, a crash).
+PROCESS_GONE = "its process is gone"
+
+
+def seen_of(st: ConsoleState) -> Seen:
+    """What a run's log says about it, for :func:`console.engine.runs.liveness`."""
+    return Seen(needs=st.needs.reason if st.needs is not None else "", restart_pending=st.restart_pending is not None,
+                paused=st.paused, started=bool(st.session), outcome=st.outcome or "", ended=st.ended)
+
+
+def run_liveness(st: ConsoleState, pid: int | None) -> Liveness:
+    """The run's state from its log alone (no jobs store at hand): until its end is logged the store records it as
+    running, so with nobody holding its lock it is interrupted (or needs its operator, if it crashed or gave up)."""
+    return liveness(st.outcome or RUNNING, pid, seen=seen_of(st))
+
+
+def phase_refusal(st: ConsoleState) -> str:
+    """Why the engine would refuse an operator's checkpoint or rewind in the run's current phase ("": it would not):
+    the same reasons as its own (console.engine.phases), so the console does not offer what it would refuse."""
+    todos = st.todos
+    kind = todos.kind if todos is not None else ""
+    # The transition out of the bootstrap (its list still the bootstrap's, phase 0) is refused too.
+    if kind == "bootstrap" or (kind == "transition" and todos is not None and todos.phase_number <= 0):
+        return "the job is still bootstrapping: there is no plan to re-orient to yet"
+    if kind == "completion":
+        return "the job is in its final review"
+    return ""
