@@ -290,7 +290,8 @@ def load_settings(**overrides: Any) -> Settings:
         raise JobError(f"settings ({config_path()} or AGENT_CONSOLE_*): {one_line(str(exc))}") from None
 
 
-def _model_for(settings: Settings, job: JobConfig, flags: dict[str, Any]) -> tuple[str, str]:
+def _model_for(settings: Settings, job: JobConfig, flags: dict[str, Any],
+               job_toml: str = "job.toml") -> tuple[str, str]:
     """(provider, model): the provider from the highest layer that names one (settings < job.toml < flags);
     a model name counts only if it was given at or above the layer that chose the provider, so switching
     the provider anywhere brings that provider's default model, never another provider's name."""
@@ -301,7 +302,7 @@ def _model_for(settings: Settings, job: JobConfig, flags: dict[str, Any]) -> tup
         if m is not None:
             model = m
     if provider not in registry.PROVIDERS:
-        where = "--provider" if flags.get("provider") == provider else "job.toml key 'model.provider'"
+        where = "--provider" if flags.get("provider") == provider else f"{job_toml}: key 'model.provider'"
         raise JobError(f"{where}: unknown provider '{provider}' (choose {registry.choices()})")
     return provider, model or registry.PROVIDERS[provider].default_model
 
@@ -322,10 +323,12 @@ def _window(settings: Settings, job: JobConfig, flags: dict[str, Any], info: reg
     return registry.FALLBACK_WINDOW, "default (a model the registry does not know; set context_window)"
 
 
-def resolve_run_settings(settings: Settings, job: JobConfig, **flags: Any) -> RunSettings:
+def resolve_run_settings(settings: Settings, job: JobConfig, *, job_toml: str = "job.toml",
+                         **flags: Any) -> RunSettings:
+    """The run's settings from its layers; ``job_toml``: the job file's path, as its errors name it."""
     from console.engine.run_settings import RunSettings
 
-    provider, model = _model_for(settings, job, flags)
+    provider, model = _model_for(settings, job, flags, job_toml)
     overrides = {name: entry.model_dump(exclude_none=True) for name, entry in settings.prices.items()}
     overrides.update({name: entry.model_dump(exclude_none=True) for name, entry in job.prices.items()})
     info = registry.model_info(provider, model, overrides)
@@ -338,7 +341,7 @@ def resolve_run_settings(settings: Settings, job: JobConfig, **flags: Any) -> Ru
         world = resolve_world(job.sandbox, settings.sandbox_limits, max_job_mb=max_job_mb, unconfined=unconfined,
                               hide=(str(settings.data_dir), str(config_path().parent)))
     except WorldError as exc:
-        raise JobError(f"job.toml: {exc}") from None
+        raise JobError(f"{job_toml}: {exc}") from None
     rs = RunSettings(
         provider=provider,
         model=model,

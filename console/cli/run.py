@@ -117,7 +117,7 @@ def _budgets(job: Any) -> dict[str, Any]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from console.engine.clock import SystemClock
-    from console.engine.job import JobError, prepare_run, validate_job_folder
+    from console.engine.job import JobError, one_line, prepare_run, validate_job_folder
     from console.engine.job_config import load_job_config
     from console.engine.launch import Launch, LaunchStart, changes, read_launch
     from console.engine.store import StoreError
@@ -160,7 +160,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if problems := check_urls(flags["notify"]):
             raise ValueError(f"--notify / [notify] urls: {problems[0]}")
         script = Path(flags["script"]) if flags.get("script") else None
-        rs = resolve_run_settings(settings, job, **{k: v for k, v in flags.items() if k not in ("script", "notify")})
+        rs = resolve_run_settings(settings, job, job_toml=one_line(str(source.job_toml), 0),
+                                  **{k: v for k, v in flags.items() if k not in ("script", "notify")})
         check_commands(source, rs.tools, rs.commands)  # a program that cannot be found: exit 2 now, not stuck later
         if recorded is not None and given.get("context_window") is None and recorded.context_window_source:
             rs = replace(rs, context_window_source=f"as started ({recorded.context_window_source})")

@@ -163,8 +163,8 @@ def _plan(args: argparse.Namespace) -> tuple[Any, str | None, list[tuple[str, st
     job = load_job_config(source)
     given.pop("script", None)
     unconfined = bool(given.pop("unconfined", None))
-    rs = resolve_run_settings(settings, job, **{k: v for k, v in given.items() if v is not None},
-                              unconfined=unconfined)
+    rs = resolve_run_settings(settings, job, job_toml=one_line(str(source.job_toml), 0),
+                              **{k: v for k, v in given.items() if v is not None}, unconfined=unconfined)
     try:
         archive = pack_job(source.root, secrets)
     except PackError as exc:

@@ -55,7 +55,7 @@ class JobConfig(_Strict):
         # Unique names and the count are CommandTools' own checks; a built-in's name is this file's concern.
         for i, t in enumerate(tools):
             if t.name in BUILTIN_TOOL_NAMES:
-                raise ValueError(f"tool {i + 1} is named '{t.name}', the name of a built-in tool; choose another")
+                raise ValueError(f"tools.{i}.name '{t.name}' is the name of a built-in tool; choose another")
         return tools
 
     @model_validator(mode="after")

@@ -50,9 +50,12 @@ def test_job_toml_provider_brings_its_default_and_a_higher_layer_switch_drops_th
     assert resolve_run_settings(settings, pinned, provider="anthropic", model="claude-x").model == "claude-x"
 
 
-def test_an_unknown_provider_in_job_toml_names_the_key() -> None:
-    with pytest.raises(JobError, match=r"job.toml key 'model.provider': unknown provider 'mistral' \(choose"):
+def test_an_unknown_provider_in_job_toml_names_the_file_and_the_key() -> None:
+    with pytest.raises(JobError, match=r"^job.toml: key 'model.provider': unknown provider 'mistral' \(choose"):
         resolve_run_settings(load_settings(), job(model={"provider": "mistral"}))
+    # As every other error of the file says it: its path, then the key.
+    with pytest.raises(JobError, match=r"^/jobs/a/job.toml: key 'model.provider': unknown provider 'mistral'"):
+        resolve_run_settings(load_settings(), job(model={"provider": "mistral"}), job_toml="/jobs/a/job.toml")
 
 
 def test_window_comes_from_the_registry_and_says_where_from() -> None:
