@@ -134,15 +134,18 @@ STATE_STYLE = {"completed": "green", "running": "cyan", "paused": "yellow", "fai
 
 
 def need_summary(r: Any) -> str:
-    """A run that needs its operator, for the jobs table: ``stuck since 14:02: no todo completed in 40 turns``."""
+    """A run that needs its operator, for the jobs table: ``since 14:02, stuck: no todo completed in 40 turns``.
+    The time first: a narrow terminal cuts the end of the cell, and how long a run has waited is what decides
+    which to answer first (the reason is in the state column's family, the message in --json and `wait`)."""
     from console.engine.needs import label
 
     reason, _, message = (r.detail or "").partition(": ")
     since = ""
     if r.needs_since:
         with contextlib.suppress(ValueError):
-            since = f" since {datetime.fromisoformat(r.needs_since).astimezone():%H:%M}"
-    return f"{label(reason) if reason else 'needs you'}{since}: {message}" if message else f"{label(reason)}{since}"
+            since = f"since {datetime.fromisoformat(r.needs_since).astimezone():%H:%M}, "
+    what = label(reason) if reason else "needs you"
+    return f"{since}{what}: {message}" if message else f"{since}{what}"
 
 
 def _is_word(ch: str) -> bool:

@@ -215,7 +215,16 @@ def test_jobs_lists_the_runs_that_need_you_first(tmp_path: Path, capsys, monkeyp
         assert main(["jobs"]) == 0
         lines = capsys.readouterr().out.splitlines()
         assert lines[1].startswith(f"{run_id(folders['stuck'])}  needs you")  # first, though not the newest
-        assert lines[1].rstrip().endswith("stuck since 13:07: no todo completed in 40 turns")
+        assert lines[1].rstrip().endswith("since 13:07, stuck: no todo completed in 40 turns")
+        # At 80 columns the cell is cut at its end: how long it has waited stays (a long reason too).
+        store.needs(folders["stuck"], "restart_approval", "the context is full: approve the restart into session 2",
+                    now + timedelta(minutes=7))
+        monkeypatch.setenv("COLUMNS", "80")
+        assert main(["jobs"]) == 0
+        narrow = capsys.readouterr().out.splitlines()[1]
+        assert len(narrow) <= 80 and "since 13:07, restart approval" in narrow, narrow
+        monkeypatch.setenv("COLUMNS", "160")
+        store.needs(folders["stuck"], "stuck", "no todo completed in 40 turns", now + timedelta(minutes=7))
         dead = next(line for line in lines if line.startswith(run_id(folders["dead"])))
         assert "interrupted" in dead and "it needed you (budget: spend limit reached)" in dead
         # The footer says the order: those that need you first (the stuck run is older than the newest).
