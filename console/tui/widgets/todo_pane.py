@@ -56,8 +56,11 @@ def render_display(display: str, width: int) -> Content:
                 out.append(Content.assemble(("[x] ", "$text-success"), (rest, "$text-muted")))
             elif CURRENT in rest:
                 text = rest.replace(CURRENT, "").rstrip()
-                out.append(Content.assemble(("[ ] ", "bold"), (text, "bold"), ("  ← CURRENT", "bold $text-accent"))
-                           .stylize("on $accent 20%"))
+                item = Content.assemble(("[ ] ", "bold"), (text, "bold"), ("  ← CURRENT", "bold $text-accent"))
+                if width > 0 and any(line.plain.rstrip().endswith("←") for line in item.wrap(width)):
+                    # The marker would be cut in two at the pane's edge ("←" / "CURRENT"): its own line instead.
+                    item = Content.assemble(("[ ] ", "bold"), (text, "bold"), ("\n    ← CURRENT", "bold $text-accent"))
+                out.append(item.stylize("on $accent 20%"))
             else:
                 out.append(Content.assemble("[ ] ", rest))
         elif line.startswith("Phase:"):
