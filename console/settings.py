@@ -85,7 +85,7 @@ class ConfigFileSource(PydanticBaseSettingsSource):
         try:
             checked = _file_model(self.settings_cls).model_validate(data)
         except ValidationError as exc:
-            raise JobError(format_validation_error(shown, exc, settings_keys())) from None
+            raise JobError(format_validation_error(shown, exc, settings_keys)) from None
         except RecursionError:
             raise JobError(f"{shown}: values nested too deeply") from None
         values = {name: getattr(checked, name) for name in checked.model_fields_set}
@@ -159,8 +159,19 @@ def _file_model(settings_cls: type[BaseSettings]) -> type[BaseModel]:
     return _FILE_MODELS[settings_cls]
 
 
-def settings_keys() -> str:
-    return "the config file's keys: " + ", ".join(sorted(Settings.model_fields))
+def settings_keys(loc: tuple[Any, ...] = ()) -> str:
+    """The keys the config file accepts where the unknown key ``loc`` is: its table's (``[notify]``: urls,
+    on_end, ...) or the top level's."""
+    model: Any = Settings
+    table: list[str] = []
+    for part in loc[:-1]:
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        inner = field.annotation if field is not None else None
+        if not (isinstance(inner, type) and issubclass(inner, BaseModel)):
+            break
+        model, table = inner, [*table, part]
+    where = f"the keys of [{'.'.join(table)}]" if table else "the config file's keys"
+    return f"{where}: " + ", ".join(sorted(model.model_fields))
 
 
 class Settings(BaseSettings):
@@ -285,7 +296,7 @@ def load_settings(**overrides: Any) -> Settings:
         raise  # the config file itself: already one line naming it
     except ValidationError as exc:
         raise JobError(format_validation_error(f"settings ({config_path()} or AGENT_CONSOLE_*)", exc,
-                                               settings_keys())) from None
+                                               settings_keys)) from None
     except Exception as exc:  # e.g. an env var holding JSON that does not parse (AGENT_CONSOLE_KEYS)
         raise JobError(f"settings ({config_path()} or AGENT_CONSOLE_*): {one_line(str(exc))}") from None
 

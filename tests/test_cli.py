@@ -361,6 +361,12 @@ def test_config_mistakes_are_errors_not_silence(tmp_path, monkeypatch, capsys) -
     assert main(["jobs"]) == 2
     err = capsys.readouterr().err
     assert "key 'bogus': unknown key" in err and "the config file's keys: " in err and "job.toml" not in err
+    # One in a table: that table's keys, not the top level's.
+    config.write_text('[notify]\nurl = "json://127.0.0.1:9/x"\n')
+    assert main(["jobs"]) == 2
+    err = capsys.readouterr().err
+    assert "key 'notify.url': unknown key (check the spelling; the keys of [notify]: on_end, " in err
+    assert "urls" in err and "anthropic_api_key" not in err
     # An unknown binding id in [keys].
     config.write_text('[keys]\nnosuch = "ctrl+k"\n')
     assert main(["run", job, "--headless", "--speed", "0"]) == 2

@@ -15,6 +15,7 @@ import shutil
 import stat
 import tomllib
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -267,7 +268,8 @@ def written_key(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
 
 
 def format_validation_error(source: str, exc: ValidationError,
-                            keys: str = "see README for the keys job.toml accepts", data: Any = None) -> str:
+                            keys: str | Callable[[tuple[Any, ...]], str] = "see README for the keys job.toml accepts",
+                            data: Any = None) -> str:
     """One line naming ``source`` and each bad key, e.g. ``job.toml: key 'limits.max_turns': ...``. ``data``:
     the file's values, to name each key as the file writes it (see :func:`written_key`)."""
     parts = []
@@ -275,8 +277,8 @@ def format_validation_error(source: str, exc: ValidationError,
         loc = written_key(tuple(err["loc"]), data) if data is not None else err["loc"]
         key = ".".join(one_line(str(p), 80) for p in loc) or "(top level)"
         msg = one_line(err["msg"]).removeprefix("Value error, ")  # pydantic's prefix says nothing to a reader
-        if err["type"] == "extra_forbidden":
-            msg = f"unknown key (check the spelling; {keys})"
+        if err["type"] == "extra_forbidden":  # the keys accepted there (``keys`` of the key's place, if it says)
+            msg = f"unknown key (check the spelling; {keys(tuple(loc)) if callable(keys) else keys})"
         parts.append(f"key '{key}': {msg}")
     if len(parts) > 5:
         parts[5:] = [f"and {len(parts) - 5} more"]

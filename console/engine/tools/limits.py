@@ -162,8 +162,10 @@ def resolve_world(section: SandboxSection, caps: SandboxCaps, *, max_job_mb: flo
         cap = getattr(caps, key)
         if asked is not None:
             if asked > cap:
+                # The cap may be a default (the memory's is the machine's): said so, where no config file sets it.
                 raise WorldError(f"key 'sandbox.{key}': {asked} is over the operator's limit of {cap} {unit} "
-                                 f"(sandbox_limits.{key} in the config file)")
+                                 f"({key} under [sandbox_limits] in the config file sets it; without it, the "
+                                 "default)")
             if asked < smallest:
                 raise WorldError(f"key 'sandbox.{key}': {asked} is below the least a command can run with "
                                  f"({smallest} {unit})")
