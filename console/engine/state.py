@@ -315,7 +315,7 @@ class ProjectionWriter:
         if not self._lazy and not self._making:
             return  # read without the lock, every turn: nothing was lent, or all of it was made
         with self._cond:
-            while not self._held and (self._lazy or self._making):
+            while self._making or (not self._held and self._lazy):
                 self._cond.wait()
 
     def flush(self, path: Path | None = None) -> None:
