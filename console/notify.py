@@ -272,8 +272,11 @@ class Notifier:
             self._ended = True
             if self._crashed:
                 return None  # the crash was just told, with what to do
+            from console.engine.enforcement.base import spent_key  # the engine's words for a spent limit
+
+            late = spent_key(e.detail) == "deadline"
             what = {"job_complete": "completed", "user_shutdown": "stopped",
-                    "budget_exhausted": "out of time" if e.detail.startswith("deadline") else "out of budget",
+                    "budget_exhausted": "out of time" if late else "out of budget",
                     }.get(e.reason, e.reason.replace("_", " "))
             detail = f": {_line(e.detail, 300)}" if e.detail else ""
             kind = "success" if e.reason in ("job_complete", "agent_stopped") else \
@@ -283,8 +286,8 @@ class Notifier:
                 # Read on a phone, away from the terminal: what goes on with it, typed on the run's machine.
                 # After a spent budget the same command would end it again at once: the limit is raised first, in
                 # the run folder's own job.toml (the job folder's is not read again).
-                first = (f"raise {'the deadline' if e.detail.startswith('deadline') else 'the budget'} in the "
-                         "run folder's job.toml, then " if e.reason == "budget_exhausted" else "")
+                first = (f"raise {'the deadline' if late else 'the budget'} in the run folder's job.toml, then "
+                         if e.reason == "budget_exhausted" else "")
                 body += f"\n\nGo on with: {first}agent-console resume {self.run_id}"
             return Message(f"agent-console: run {self.run_id} ended ({what})", body, kind, now)
         return None

@@ -139,10 +139,11 @@ def go_on_hint(paths: Any, reason: str, detail: str = "") -> str:
     """The exact command that goes on after an end of ``reason``. After a spent budget the same command would end
     the run again at once: the limit is raised first, in the run's own job.toml (a run works on a copy of its
     job: the job folder's job.toml is not read again)."""
+    from console.engine.enforcement.base import spent_key
+
     if reason != "budget_exhausted":
         return resume_hint(paths)
-    key = ("deadline" if detail.startswith("deadline") else "budget_tokens" if detail.startswith("token")
-           else "budget_usd" if detail.startswith("money") else "deadline, budget_tokens or budget_usd")
+    key = spent_key(detail) or "deadline, budget_tokens or budget_usd"
     return (f"raise {key} under [guardrails] in {paths.root / 'job.toml'} (the run's own copy), then "
             f"{resume_hint(paths)}")
 

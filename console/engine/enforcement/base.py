@@ -57,7 +57,19 @@ class _EnforcerBase:
     def why(self, kind: str) -> str:
         limit, used = self._limit(kind)
         if kind == "tokens":
-            return f"token budget spent: {int(used):,} of {int(limit):,} tokens used"
+            return f"{SPENT_PREFIX['tokens']}: {int(used):,} of {int(limit):,} tokens used"
         if kind == "cost":
-            return f"money budget spent: {format_cost(used)} of {format_cost(limit)} used"
-        return f"deadline passed: {format_duration(used)} since the job started, deadline {format_duration(limit)}"
+            return f"{SPENT_PREFIX['cost']}: {format_cost(used)} of {format_cost(limit)} used"
+        return (f"{SPENT_PREFIX['deadline']}: {format_duration(used)} since the job started, deadline "
+                f"{format_duration(limit)}")
+
+
+# How each spent limit's reason (:meth:`_Base.why`) begins, and the job.toml key ([guardrails]) that sets it: the
+# views that say which limit to raise before a resume read the reason back (spent_key).
+SPENT_PREFIX = {"tokens": "token budget spent", "cost": "money budget spent", "deadline": "deadline passed"}
+LIMIT_KEY = {"tokens": "budget_tokens", "cost": "budget_usd", "deadline": "deadline"}
+
+
+def spent_key(detail: str) -> str:
+    """The [guardrails] key of the limit a run's end says was spent ("" when it names none)."""
+    return next((LIMIT_KEY[kind] for kind, prefix in SPENT_PREFIX.items() if detail.startswith(prefix)), "")
