@@ -38,12 +38,24 @@ def _quiet_unraisable(hook: Any) -> Any:
     return hook_
 
 
+def is_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` is the command's Ctrl+C: a KeyboardInterrupt, or any error raised after one landed.
+
+    The KeyboardInterrupt :func:`interrupt_once` raises lands in whatever Python code runs, and code called from a
+    compiled library may come back as that library's own error: seen once, pydantic-core building a model's
+    serializer while ``console.settings`` was imported turned it into a SchemaError ("... KeyboardInterrupt:"),
+    and the command ended with a traceback. Once a Ctrl+C was taken, whatever fails is the interrupt's doing."""
+    return isinstance(exc, KeyboardInterrupt) or (_interrupted and isinstance(exc, Exception))
+
+
 def take_interrupts() -> None:
     """Install :func:`interrupt_once`, unless SIGINT is ignored (``nohup``, a shell's background job) or already
     someone else's."""
+    global _interrupted
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         with contextlib.suppress(ValueError):  # not the main thread (a test calling the command from one)
             signal.signal(signal.SIGINT, interrupt_once)
+            _interrupted = False  # a new command (in-process, a test's): an earlier one's Ctrl+C is not its own
             sys.unraisablehook = _quiet_unraisable(sys.unraisablehook)
 
 
@@ -56,7 +68,9 @@ def main() -> int:
         if _interrupted:  # a Ctrl+C Python swallowed in a callback (see _quiet_unraisable): still an interrupt
             raise KeyboardInterrupt
         return code
-    except KeyboardInterrupt:
+    except BaseException as exc:  # KeyboardInterrupt, or what a library made of it (see is_interrupt)
+        if not is_interrupt(exc):
+            raise
         from console.outcome import EXIT_INTERRUPTED
 
         return EXIT_INTERRUPTED

@@ -53,22 +53,24 @@ def __getattr__(name: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from console.entry import interrupt_once, take_interrupts
+    from console.entry import interrupt_once, is_interrupt, take_interrupts
 
     # Already in place when the command came through console.entry; `python -m console.cli` comes here first.
     previous = signal.getsignal(signal.SIGINT)
     take_interrupts()
     try:
         return _main(argv)
-    except KeyboardInterrupt:
-        # Ctrl+C before the command had its own handling (imports, settings, the provider, a console starting):
-        # exit 130, and no traceback. A command with something to say about it (a run) said it on one line.
-        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`agent-console jobs | head`): nothing more to say, and nothing to say it to.
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+    except BaseException as exc:
+        # Ctrl+C before the command had its own handling (imports, settings, the provider, a console starting):
+        # exit 130, and no traceback. A command with something to say about it (a run) said it on one line.
+        if not is_interrupt(exc):
+            raise
+        return EXIT_INTERRUPTED
     finally:
         if signal.getsignal(signal.SIGINT) is interrupt_once and previous is not interrupt_once:
             signal.signal(signal.SIGINT, previous)  # called in-process (tests): the caller's handling again

@@ -17,6 +17,7 @@ from console.cli.common import (
     say,
 )
 from console.engine.text import safe_text
+from console.entry import is_interrupt
 from console.outcome import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, exit_code
 
 RUNNER_FLAGS_ENV = "AGENT_CONSOLE_RUNNER_FLAGS"  # a runner's flags: the environment, not argv (ps shows argv)
@@ -50,9 +51,11 @@ def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, t
             from console.tui.launch import attach_console
 
             attach_console(paths, theme=theme, job_title=paths.root.name, quit_asks=True)
-    except KeyboardInterrupt:
+    except BaseException as exc:
         # Ctrl+C before the console has the terminal (there it is a key, and quit asks): the run this command
         # started is stopped as a headless run's is on SIGTERM (at once, resumable), and its process gone.
+        if not is_interrupt(exc):  # what a library made of a Ctrl+C is one too
+            raise
         with contextlib.suppress(OSError):
             proc.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -203,7 +206,9 @@ def run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool =
                 raise KeyboardInterrupt
 
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    except KeyboardInterrupt:  # Ctrl+C before the run's own handling of it: the run has not started
+    except BaseException as exc:  # Ctrl+C before the run's own handling of it: the run has not started
+        if not is_interrupt(exc):  # what a library made of a Ctrl+C is one too
+            raise
         if notifier is not None:
             notifier.close()
         err(f"interrupted before the run started; {resume_hint(paths)}")

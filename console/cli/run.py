@@ -23,6 +23,7 @@ from console.cli.common import (
     state_error,
 )
 from console.cli.lifecycle import RUNNER_BY_ENV, RUNNER_FLAGS_ENV, run_headless, start_runner
+from console.entry import is_interrupt
 from console.outcome import EXIT_INTERRUPTED, EXIT_USAGE
 
 
@@ -250,8 +251,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         say(f"run {paths.run_id}: {paths.root}")
         if not args.headless and not runner and not use_console:
             say("not a terminal: running headless (the console needs one)", sys.stderr)
-    except KeyboardInterrupt:
+    except BaseException as exc:
         # Ctrl+C between the run folder and the run's own handling of it: nothing of the run has happened yet.
+        if not is_interrupt(exc):  # what a library made of a Ctrl+C is one too
+            raise
         err(f"interrupted before the run started; {resume_hint(paths)}")
         return EXIT_INTERRUPTED
     return run_headless(sup, paths, store, clock, runner=runner, notify=record.notify,
