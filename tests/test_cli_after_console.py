@@ -3,7 +3,7 @@ on, the exact command (as a headless run's closing lines do)."""
 
 from __future__ import annotations
 
-from console.cli.lifecycle import _after_console
+from console.cli.lifecycle import after_console
 from console.engine import events as ev
 from console.engine.clock import FakeClock
 from console.outcome import EXIT_OK
@@ -20,7 +20,7 @@ def test_a_stop_from_the_console_says_how_to_go_on(make_job, capsys) -> None:
     log(paths, ev.SessionStarted(ts=t, seq=1, session=1, reason="new"),
         ev.RunEnded(ts=t, seq=2, session=1, reason="user_shutdown", detail="stopped by the operator",
                     outcome="incomplete"))
-    assert _after_console(paths) == 3
+    assert after_console(paths) == 3
     said = capsys.readouterr().err.splitlines()
     assert said == [f"agent-console: run {paths.run_id} ended incomplete (stopped): stopped by the operator",
                     f"agent-console: resume run {paths.run_id} with: agent-console run --in-place {paths.root}"]
@@ -32,12 +32,12 @@ def test_a_completed_run_says_where_its_results_are_and_a_gave_up_one_says_when_
     log(paths, ev.SessionStarted(ts=t, seq=1, session=1, reason="new"),
         ev.JobCompleted(ts=t, seq=2, session=1, summary="done", confidence=0.9),
         ev.RunEnded(ts=t, seq=3, session=1, reason="job_complete", outcome="completed"))
-    assert _after_console(paths) == EXIT_OK
+    assert after_console(paths) == EXIT_OK
     said = capsys.readouterr()
     assert said.err == "" and said.out.splitlines() == [f"run {paths.run_id} completed; results in {paths.root}"]
     log(paths, ev.SessionStarted(ts=t, seq=1, session=1, reason="new"),
         ev.RunEnded(ts=t, seq=2, session=1, reason="gave_up", detail="the agent gave up \x1b[2J", outcome="gave_up"))
-    assert _after_console(paths) == 4
+    assert after_console(paths) == 4
     said = capsys.readouterr().err
     assert f"run {paths.run_id} ended gave up (" in said and "\x1b" not in said
     assert f"once the cause is fixed, resume run {paths.run_id} with: agent-console run --in-place" in said
@@ -51,7 +51,34 @@ def test_a_run_out_of_time_says_which_file_to_raise_the_deadline_in(make_job, ca
     log(paths, ev.SessionStarted(ts=t, seq=1, session=1, reason="new"),
         ev.RunEnded(ts=t, seq=2, session=1, reason="budget_exhausted", outcome="incomplete",
                     detail="deadline passed: 33 seconds since the job started, deadline 25 seconds"))
-    assert _after_console(paths) != EXIT_OK
+    assert after_console(paths) != EXIT_OK
     said = capsys.readouterr().err.splitlines()
     assert said[-1] == (f"agent-console: raise deadline under [guardrails] in {paths.root / 'job.toml'} (the run's "
                         f"own copy), then resume run {paths.run_id} with: agent-console run --in-place {paths.root}")
+
+
+def test_attach_says_what_run_says_once_its_console_is_gone(make_job, capsys, monkeypatch) -> None:
+    """`attach` closed on a finished run says where its results are, as `run` does; its own exit code stays the
+    console's. A terminal that hung up (the reason the console closed) gets nothing, and no traceback."""
+    import sys
+
+    import console.tui.launch as launch
+    from console import cli
+
+    paths = make_job("quickstart")
+    t = FakeClock().now()
+    log(paths, ev.SessionStarted(ts=t, seq=1, session=1, reason="new"),
+        ev.RunEnded(ts=t, seq=2, session=1, reason="user_shutdown", detail="stopped by the operator",
+                    outcome="incomplete"))
+    monkeypatch.setattr(launch, "attach_console", lambda *a, **k: 0)
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    assert cli.main(["attach", str(paths.root)]) == 0
+    said = capsys.readouterr().err.splitlines()
+    assert said[-1] == f"agent-console: resume run {paths.run_id} with: agent-console run --in-place {paths.root}"
+
+    def hung_up(*a: object, **k: object) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr("console.cli.lifecycle.err", hung_up)
+    assert cli.main(["attach", str(paths.root)]) == 0

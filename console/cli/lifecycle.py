@@ -71,7 +71,7 @@ def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, t
         say(f"running in the background (process {proc.pid}); watch it: agent-console attach {paths.run_id}; "
             f"its story: agent-console logs -f {paths.run_id}; stop it: agent-console stop {paths.run_id}")
         return EXIT_OK
-    return _after_console(paths)
+    return after_console(paths)
 
 
 # Ends after which the run goes on where it was with the same command (a budget raised in job.toml first).
@@ -79,7 +79,9 @@ RESUMABLE = ("user_shutdown", "interrupted", "model_unavailable", "budget_exhaus
              "completion_blocked")
 
 
-def _after_console(paths: Any) -> int:
+def after_console(paths: Any) -> int:
+    """The lines a console's command leaves once the console is gone (run, attach); the run's exit code, or
+    EXIT_OK while it goes on."""
     from console.runner import ended_code, last_end
 
     code = ended_code(paths)

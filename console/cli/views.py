@@ -72,9 +72,15 @@ def _attach(args: argparse.Namespace) -> int:
         err(f"attach opens the console and needs a terminal; for the story use: agent-console logs -f "
             f"{paths.run_id}")
         return EXIT_USAGE
+    from console.cli.lifecycle import after_console
     from console.tui.launch import attach_console
 
-    return attach_console(paths, theme=args.theme or settings.theme, job_title=paths.root.name)
+    code = attach_console(paths, theme=args.theme or settings.theme, job_title=paths.root.name)
+    # What `run` says once its console is gone: that the run goes on and how to come back, or how it ended and
+    # where its results are. Not to a terminal that hung up (the console closed because it is gone).
+    with contextlib.suppress(OSError):
+        after_console(paths)
+    return code
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
