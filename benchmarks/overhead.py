@@ -12,7 +12,8 @@ assembling the five layers, the events, pressure evaluation and the journal
 commits of a turn (the reply; the tool call with its result and the
 bookkeeping, one step since the call is the turn's last), each an append of one
 record with its events, which are then relayed to events.jsonl, and the journal
-rewrites. Model, tool and fsync time are measured separately and subtracted
+rewrites. The runner's story (its runner.log) is written as a runner writes it:
+on the views' thread, while the model is asked. Model, tool and fsync time are measured separately and subtracted
 (the tool's own function only: parsing its arguments and the policies' gate
 are the harness's); fsync time is reported as its own figure (os.fsync is
 timed for that). The loop thread's CPU time is reported too: what the machine
@@ -75,6 +76,7 @@ from console.engine.run_settings import RunSettings
 from console.engine.runtime import Runtime
 from console.engine.tools import default_registry
 from console.engine.tools.registry import Tool, ToolArgs
+from console.headless import HeadlessLog
 
 PLAN = "# Execution Plan\n\n## Overview\nBenchmark.\n\n" + "".join(
     f"## Phase {p}: Part {p}{' ← CURRENT' if p == 2 else ''}\n" + "".join(f"- [ ] step {p}.{s}\n" for s in range(10))
@@ -112,8 +114,9 @@ class InstantModel:
             self.reference.append(reference_once())
             time.sleep(self.wall / 2)
         elif self.background is not None:
-            # Turns back to back (warm_turns): what the state-file thread writes during a real call is waited for
-            # here, in the model's time, not left to take the GIL in the next turn.
+            # Turns back to back (warm_turns): what the state-file thread writes and the story the views' thread
+            # tells during a real call are waited for here, in the model's time, not left to take the GIL in the
+            # next turn.
             self.background()
         events: list[StreamEvent] = [
             TextDelta("Working on "), TextDelta("the current task."),
@@ -433,7 +436,11 @@ def measure(turns: int, messages: int, table: GuardrailsConfig | None, model_sec
 
         registry.register(Tool("noop", "Does nothing.", NoopArgs, noop))
         provider = InstantModel(clock, model_seconds, model_wall_ms)
-        provider.background = rt.projections.flush
+        def background() -> None:
+            rt.projections.flush()
+            rt.events.settle_views()
+
+        provider.background = background
         settings = RunSettings(provider="scripted", model="instant", base_url=None, speed=0, context_window=1_000_000,
                                soft_threshold=0.7, hard_threshold=0.85, max_turns=turns, max_restarts=0,
                                auto_restart=True)
@@ -458,6 +465,9 @@ def measure(turns: int, messages: int, table: GuardrailsConfig | None, model_sec
                     feedback += 1
 
             rt.events.subscribe(on_event)
+            # As in a runner: the story written to its runner.log, on the views' thread (console.cli.lifecycle).
+            story = open(Path(tmp) / "runner.log", "w", encoding="utf-8")  # noqa: SIM115 (closed below)
+            rt.events.subscribe(HeadlessLog(story, run_id="bench", provider="bench"), deferred=True)
             rt.events.holding = True  # as in a run: events go through the journal's outbox
             rt.guards.start()
             result = run_agent_session(deps, 1, conv, Checkpoint(session=1))
@@ -466,6 +476,8 @@ def measure(turns: int, messages: int, table: GuardrailsConfig | None, model_sec
             fsync_at.append((fsync.spent, fsync.spent_cpu))
         rt.refresh_projections()  # as at a run's end: the state files written in the background are written
         journal.close()
+        rt.events.close()
+        story.close()
 
         out = Turns()
         for i in range(len(marks) - 1):

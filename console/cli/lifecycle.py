@@ -179,8 +179,10 @@ def run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool =
         from console.headless import HeadlessLog, use_color
         from console.runner import HardExit, detach_output
 
+        # Deferred: the story is told while the run waits, on a thread of its own (its formatting is not the
+        # agent's time, and a terminal that stops reading does not stop the run).
         sup.subscribe(HeadlessLog(sys.stdout, color=use_color(sys.stdout), run_id=paths.run_id,
-                                  provider=sup.provider.name))
+                                  provider=sup.provider.name), deferred=True)
         notifier = _notifier(sup, paths, notify, notify_on_end, notify_remind)
         interrupts = 0
         signal_name: str | None = None  # the first signal that stopped the run: an interrupt, not an operator stop

@@ -185,6 +185,7 @@ class Session(AskingTheOperator, AskingTheModel):
                     # only reports, e.g. a notification channel's failure from its thread, which must reach the
                     # log (`logs`, `jobs`, the console) now, not at the commit after the operator's answer.
                     rt.events.observe()
+                rt.events.quiet()
             if op.stop_requested:
                 return self.stopped()
             if self.turns_here >= st.max_turns:
@@ -199,6 +200,7 @@ class Session(AskingTheOperator, AskingTheModel):
             rt.events.emit(ev.TurnStarted, turn=cp.turn, layers=prompt_layers(request), prompt_tokens_est=cm.used)
             rt.events.observe()
             rt.projections.release()  # the state files of the last turn's end are written while the model is asked
+            rt.events.quiet()  # and the views (the headless log) told what the turn did
             try:
                 out = self.ask(request)
             except Aborted:

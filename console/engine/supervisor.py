@@ -119,8 +119,8 @@ class Supervisor:
         self.result: RunResult | None = None
 
     # -- the control API (thread-safe: applied by the engine at its next turn boundary) --------
-    def subscribe(self, fn: ev.Subscriber) -> Callable[[], None]:
-        return self.events.subscribe(fn)
+    def subscribe(self, fn: ev.Subscriber, *, deferred: bool = False) -> Callable[[], None]:
+        return self.events.subscribe(fn, deferred=deferred)
 
     def command(self, name: str, source: str = "console", **args: Any) -> None:
         """Send the command ``name`` with ``args`` (:mod:`console.engine.commands`); CommandError if it is none."""

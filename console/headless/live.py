@@ -92,6 +92,12 @@ class HeadlessLog:
                 # The reader went away (`| head`, a closed SSH session): the run goes on without its log.
                 self.closed = True
 
+    def missed(self, n: int) -> None:
+        """``n`` events were dropped before this log could be written (its reader stopped reading for a while:
+        console.engine.events.feed); the run's own log has them."""
+        self.write(("33", f"... {n} events not told here (this output was not being read); all of them: "
+                          f"agent-console logs {self.run_id or 'RUN'}"))
+
     def flush(self) -> None:
         with self._lock:
             if self.closed:

@@ -15,6 +15,7 @@ from typing import Any
 from console.engine import failpoints
 from console.engine.clock import Clock, SystemClock
 from console.engine.events.base import EventBase
+from console.engine.events.feed import DeferredView
 from console.engine.events.log import last_seq, seq_of
 from console.engine.events.registry import IN_PROCESS_ONLY
 
@@ -48,6 +49,7 @@ class EventStream:
         self.session = session
         self._lock = threading.Lock()
         self._subscribers: list[Subscriber] = []
+        self._views: list[DeferredView] = []
         self._failed: set[int] = set()
         self._fd: int | None = None
         self._held: list[str] = []
@@ -89,7 +91,14 @@ class EventStream:
         except OSError:
             return
 
-    def subscribe(self, fn: Subscriber) -> Callable[[], None]:
+    def subscribe(self, fn: Subscriber, *, deferred: bool = False) -> Callable[[], None]:
+        """``fn`` gets every event from now on; ``deferred``: a view, fed on a thread of its own while the run
+        waits, never in the middle of a turn (console.engine.events.feed)."""
+        if deferred:
+            view = DeferredView(fn, self._subscriber_failed)
+            fn = view
+            with self._lock:
+                self._views.append(view)
         with self._lock:
             self._subscribers.append(fn)
 
@@ -97,8 +106,21 @@ class EventStream:
             with self._lock:
                 if fn in self._subscribers:
                     self._subscribers.remove(fn)
+                views = [v for v in self._views if v is fn]
+                self._views = [v for v in self._views if v is not fn]
+            for v in views:
+                v.close()
 
         return unsubscribe
+
+    def settle_views(self, timeout: float = 2.0) -> bool:
+        """Wait until the deferred views have every event so far (not the run's: benchmarks and tests)."""
+        return all([view.settle(timeout) for view in list(self._views)])
+
+    def quiet(self) -> None:
+        """The run waits (its model is asked, it holds for its operator): the deferred views get what came."""
+        for view in self._views:
+            view.wake()
 
     def emit(self, cls: type[EventBase], **fields: Any) -> EventBase:
         with self._lock:
@@ -195,8 +217,11 @@ class EventStream:
             os.fsync(self._fd)
 
     def close(self) -> None:
-        """Write what is still held (an orderly end) and close the log."""
+        """Write what is still held (an orderly end) and close the log; the deferred views get what they have not
+        yet (before the command's closing lines)."""
         self.observe()
+        for view in list(self._views):
+            view.close()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
