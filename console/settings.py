@@ -89,7 +89,10 @@ class ConfigFileSource(PydanticBaseSettingsSource):
             raise JobError(format_validation_error(shown, exc, settings_keys)) from None
         except RecursionError:
             raise JobError(f"{shown}: values nested too deeply") from None
-        values = {name: getattr(checked, name) for name in checked.model_fields_set}
+        # A table as the keys it sets (not a model): a variable for one of its keys (AGENT_CONSOLE_NOTIFY_URLS)
+        # is merged into it, key by key, instead of replacing the whole table with its defaults.
+        values = {name: (v.model_dump(exclude_unset=True) if isinstance(v := getattr(checked, name), BaseModel)
+                         else v) for name in checked.model_fields_set}
         if values.get("base_url") is not None:
             try:
                 validate_base_url(values["base_url"])
@@ -156,7 +159,8 @@ class NotifyEnvSource(PydanticBaseSettingsSource):
         if (raw := env.get(NOTIFY_ENV["on_end"])) is not None:
             word = raw.strip().lower()
             if word not in TRUE_WORDS | FALSE_WORDS:
-                raise JobError(f"{NOTIFY_ENV['on_end']}={one_line(raw, 40)!s}: expected true or false")
+                # The value is not repeated: a URL pasted into the wrong variable carries a token.
+                raise JobError(f"{NOTIFY_ENV['on_end']}: expected true or false (the value given is not shown)")
             out["on_end"] = word in TRUE_WORDS
         if (raw := env.get(NOTIFY_ENV["remind_minutes"])) is not None:
             out["remind_minutes"] = remind_minutes_env(raw)

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from console.cli import main
@@ -283,3 +285,54 @@ def test_the_reminders_are_a_plain_variable_and_the_urls_stay_secret(tmp_path, c
     assert not any(NOTIFY_TOKEN in v or "ntfy" in v for v in plain)
     settings = json.loads(job["metadata"]["annotations"]["agent-console/settings"])
     assert settings["notify"] == ["ntfy://…"] and settings["notify_remind_minutes"] == []
+
+
+def test_the_variable_wins_over_the_config_file_as_the_others_do(monkeypatch, _isolated_dirs) -> None:
+    from console.settings import load_settings
+
+    (_isolated_dirs / "config.toml").write_text("[notify]\nremind_minutes = [45]\non_end = false\n")
+    assert load_settings().notify.remind_minutes == [45.0]
+    for text, gaps in (("[5, 7.5]", [5.0, 7.5]), (" 15, 60 240 ", [15.0, 60.0, 240.0]), ("[]", [])):
+        monkeypatch.setenv(REMIND, text)
+        settings = load_settings()
+        assert settings.notify.remind_minutes == gaps and settings.notify.on_end is False
+
+
+def pod_variables() -> list[str]:
+    """Every plain variable a pod may be given (with the caps and prices set, so that theirs are there too)."""
+    from console.settings import Settings
+
+    settings = Settings(sandbox_limits={"processes": 9}, prices={"m": {"input": 1.0, "output": 2.0}})
+    return sorted(carry.settings_env(settings))
+
+
+@pytest.mark.parametrize("name", pod_variables())
+@pytest.mark.parametrize("garbage", [NOTIFY, '{"x": [1, 2]}'])
+def test_any_carried_variable_edited_to_garbage_is_one_line_without_secrets(monkeypatch, _isolated_dirs, name,
+                                                                           garbage) -> None:
+    """A Job's variable edited (kubectl edit, a patch, a bad overlay), even to a notification URL: the pod's start
+    is one line naming the setting, never the value."""
+    from console.engine.job import JobError
+    from console.settings import load_settings
+
+    monkeypatch.setenv(name, garbage)
+    with pytest.raises(JobError) as caught:
+        load_settings()
+    said = str(caught.value)
+    assert "\n" not in said and NOTIFY_TOKEN not in said and "ntfy.example.com" not in said
+    assert name in said or name.removeprefix("AGENT_CONSOLE_").lower() in said, said
+
+
+@given(st.text(max_size=80), st.text(max_size=80))
+def test_any_reminder_text_is_gaps_in_bounds_or_one_line(before: str, after: str) -> None:
+    from console.engine.job import JobError
+    from console.settings import remind_minutes_env
+
+    for text in (before, f"{before}{NOTIFY_TOKEN}{after}", f"[{before}]"):
+        try:
+            gaps = remind_minutes_env(text)
+        except JobError as exc:
+            said = str(exc)
+            assert said.startswith(f"{REMIND}: ") and "\n" not in said and NOTIFY_TOKEN not in said
+        else:
+            assert len(gaps) <= 20 and all(0.5 <= g <= 7 * 24 * 60 for g in gaps)
