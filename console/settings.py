@@ -91,8 +91,10 @@ class ConfigFileSource(PydanticBaseSettingsSource):
             raise JobError(f"{shown}: values nested too deeply") from None
         # A table as the keys it sets (not a model): a variable for one of its keys (AGENT_CONSOLE_NOTIFY_URLS)
         # is merged into it, key by key, instead of replacing the whole table with its defaults.
-        values = {name: (v.model_dump(exclude_unset=True) if isinstance(v := getattr(checked, name), BaseModel)
-                         else v) for name in checked.model_fields_set}
+        values: dict[str, Any] = {}
+        for name in checked.model_fields_set:
+            value = getattr(checked, name)
+            values[name] = value.model_dump(exclude_unset=True) if isinstance(value, BaseModel) else value
         if values.get("base_url") is not None:
             try:
                 validate_base_url(values["base_url"])
