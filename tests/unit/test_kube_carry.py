@@ -103,6 +103,9 @@ def test_every_setting_has_a_decision() -> None:
     assert sorted(set(carry.SETTINGS) - set(fields)) == [], "a decision for a setting that is gone"
     kinds = (carry.FLAG, carry.VARIABLE, carry.SECRET, carry.CLUSTER, carry.LOCAL)
     assert all(how in kinds and why.strip() for how, why in carry.SETTINGS.values())
+    # A variable's decision names the variable settings_env really sets.
+    named = {why.split()[0].rstrip(",") for how, why in carry.SETTINGS.values() if how == carry.VARIABLE}
+    assert named == set(pod_variables())
 
 
 def clean_env(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
