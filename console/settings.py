@@ -11,6 +11,7 @@ A config file that cannot be used is a :class:`JobError` of one line naming it.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -88,7 +89,12 @@ class ConfigFileSource(PydanticBaseSettingsSource):
             raise JobError(format_validation_error(shown, exc, settings_keys)) from None
         except RecursionError:
             raise JobError(f"{shown}: values nested too deeply") from None
-        values = {name: getattr(checked, name) for name in checked.model_fields_set}
+        # A table as the keys it sets (not a model): a variable for one of its keys (AGENT_CONSOLE_NOTIFY_URLS)
+        # is merged into it, key by key, instead of replacing the whole table with its defaults.
+        values: dict[str, Any] = {}
+        for name in checked.model_fields_set:
+            value = getattr(checked, name)
+            values[name] = value.model_dump(exclude_unset=True) if isinstance(value, BaseModel) else value
         if values.get("base_url") is not None:
             try:
                 validate_base_url(values["base_url"])
@@ -101,7 +107,7 @@ class NotifySettings(BaseModel):
     """``[notify]``: where the operator is told that a run needs them (console.notify): Apprise URLs (ntfy://,
     slack://, mailto://, json://...), checked when a run starts; ``on_end``: also one line when a run ends."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     urls: list[str] = Field(default_factory=list)
     on_end: bool = True
@@ -111,16 +117,41 @@ class NotifySettings(BaseModel):
         default_factory=lambda: [15.0, 60.0, 240.0], max_length=20)
 
 
-NOTIFY_ENV = {"urls": "AGENT_CONSOLE_NOTIFY_URLS", "on_end": "AGENT_CONSOLE_NOTIFY_ON_END"}
+NOTIFY_ENV = {"urls": "AGENT_CONSOLE_NOTIFY_URLS", "on_end": "AGENT_CONSOLE_NOTIFY_ON_END",
+              "remind_minutes": "AGENT_CONSOLE_NOTIFY_REMIND_MINUTES"}
 TRUE_WORDS, FALSE_WORDS = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 
 
+def remind_minutes_env(raw: str) -> list[float]:
+    """``AGENT_CONSOLE_NOTIFY_REMIND_MINUTES``: a JSON list (``[15, 60, 240]``; ``[]``: no reminders) or minutes
+    separated by commas or spaces. A JobError of one line naming the variable otherwise; the value is never
+    repeated (a URL pasted into the wrong variable carries a token)."""
+    name, text = NOTIFY_ENV["remind_minutes"], raw.strip()
+    usage = "expected minutes such as [15, 60, 240] (or 15,60,240), or [] for no reminders"
+    try:
+        items: Any = json.loads(text) if text.startswith("[") else [float(x) for x in re.split(r"[\s,]+", text)
+                                                                    if x]
+    except (ValueError, RecursionError):
+        raise JobError(f"{name}: not a list of minutes; {usage}") from None
+    if not items and text != "[]":
+        raise JobError(f"{name}: empty; {usage}")
+    try:
+        return NotifySettings.model_validate({"remind_minutes": items}).remind_minutes
+    except ValidationError as exc:
+        first = exc.errors(include_input=False, include_url=False)[0]
+        where = f"gap {first['loc'][1] + 1}: " if len(first["loc"]) > 1 and isinstance(first["loc"][1], int) else ""
+        raise JobError(f"{name}: {where}{one_line(first['msg'], 120)}; {usage}") from None
+    except RecursionError:
+        raise JobError(f"{name}: nested too deeply; {usage}") from None
+
+
 class NotifyEnvSource(PydanticBaseSettingsSource):
-    """``AGENT_CONSOLE_NOTIFY_URLS`` (URLs separated by commas or spaces) and ``AGENT_CONSOLE_NOTIFY_ON_END``
-    (true/false): each overrides its key of the config file's ``[notify]`` table."""
+    """``AGENT_CONSOLE_NOTIFY_URLS`` (URLs separated by commas or spaces), ``AGENT_CONSOLE_NOTIFY_ON_END``
+    (true/false) and ``AGENT_CONSOLE_NOTIFY_REMIND_MINUTES`` (:func:`remind_minutes_env`): each overrides its key
+    of the config file's ``[notify]`` table (what a pod on Kubernetes is given: console.kube.carry)."""
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False  # unused: __call__ reads both variables at once
+        return None, field_name, False  # unused: __call__ reads the variables at once
 
     def __call__(self) -> dict[str, Any]:
         env = {k.upper(): v for k, v in os.environ.items() if k.upper() in NOTIFY_ENV.values()}
@@ -130,8 +161,11 @@ class NotifyEnvSource(PydanticBaseSettingsSource):
         if (raw := env.get(NOTIFY_ENV["on_end"])) is not None:
             word = raw.strip().lower()
             if word not in TRUE_WORDS | FALSE_WORDS:
-                raise JobError(f"{NOTIFY_ENV['on_end']}={one_line(raw, 40)!s}: expected true or false")
+                # The value is not repeated: a URL pasted into the wrong variable carries a token.
+                raise JobError(f"{NOTIFY_ENV['on_end']}: expected true or false (the value given is not shown)")
             out["on_end"] = word in TRUE_WORDS
+        if (raw := env.get(NOTIFY_ENV["remind_minutes"])) is not None:
+            out["remind_minutes"] = remind_minutes_env(raw)
         return {"notify": out} if out else {}
 
 

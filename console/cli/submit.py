@@ -182,7 +182,7 @@ def _plan(args: argparse.Namespace) -> tuple[Any, str | None, list[tuple[str, st
     if registry.PROVIDERS[rs.provider].needs_key:
         key = KeyRef(env=f"AGENT_CONSOLE_{rs.provider.upper()}_API_KEY",
                      secret=args.secret or f"agent-console-{rs.provider}", key=args.secret_key)
-    recorded = carry.recorded_settings(rs, _budgets(job), store, notify, unconfined)
+    recorded = carry.recorded_settings(rs, settings, _budgets(job), store, notify, unconfined)
     labels = {"app.kubernetes.io/name": "agent-console", "app.kubernetes.io/instance": name,
               "app.kubernetes.io/managed-by": "agent-console", f"{PREFIX}/run-id": rid,
               f"{PREFIX}/provider": label_value(rs.provider)}

@@ -2,10 +2,11 @@
 
 The run's own settings (provider, model, limits, restart policy...) become the flags of the pod's ``run`` command,
 as ``run``'s record (.console/launch.json) keeps them for every resume; the operator's other settings (thresholds,
-retries, limits, prices...) become AGENT_CONSOLE_* variables, which the pod's settings read as this machine's read
-its config file. job.toml travels with the job and wins over both as it does here. What is secret (a store URL with
-a password, notification URLs, which carry tokens) goes into a Secret; a provider key never leaves the cluster's own
-Secret, and a value of one found anywhere it would be shown is refused.
+retries, limits, prices, [notify]'s on_end and reminders...) become AGENT_CONSOLE_* variables, which the pod's
+settings read as this machine's read its config file. job.toml travels with the job and wins over both as it does
+here. What is secret (a store URL with a password, notification URLs, which carry tokens) goes into a Secret; a
+provider key never leaves the cluster's own Secret, and a value of one found anywhere it would be shown is refused.
+Which way each setting goes, or why it stays on this machine, is :data:`SETTINGS`.
 """
 
 from __future__ import annotations
@@ -19,10 +20,58 @@ from console.engine.job import JobError
 
 STORE_ENV = "AGENT_CONSOLE_STORE"
 NOTIFY_ENV = "AGENT_CONSOLE_NOTIFY_URLS"
-# Settings (console.settings.Settings) carried as variables: the ones that shape a run and are no flag of `run`.
-CARRIED = ("soft_threshold", "hard_threshold", "carryover_turns", "requires_context", "file_index", "compact_at",
-           "max_write_mb", "max_job_mb", "summary", "max_tokens_param", "retry_total_wait", "unreachable_wait",
-           "retry_after_cap", "idle_timeout", "turn_timeout")
+
+# How each setting (console.settings.Settings, its tables' keys as "table.key") reaches a pod, decided one by one:
+# a test fails for a field that has no decision here, so a new setting cannot be left behind silently. FLAG: a
+# flag of the pod's `run` (kept by its launch.json for every resume); VARIABLE: an AGENT_CONSOLE_* variable of the
+# pod (settings_env); SECRET: a variable read from the Secret NAME-config; CLUSTER: from the cluster's own Secret;
+# LOCAL: this machine's only, and why. Every FLAG, VARIABLE and SECRET one is checked to resolve in the pod as here.
+FLAG, VARIABLE, SECRET, CLUSTER, LOCAL = "flag", "variable", "secret", "cluster", "local"
+SETTINGS: dict[str, tuple[str, str]] = {
+    "data_dir": (LOCAL, "the pod's is /work/data, on its volume (AGENT_CONSOLE_DATA_DIR)"),
+    "provider": (FLAG, "--provider"),
+    "model": (FLAG, "--model"),
+    "base_url": (FLAG, "--base-url (also when it came from $OPENAI_BASE_URL...; never with a password)"),
+    "openai_api_key": (CLUSTER, "the Secret --secret names: a key never leaves this machine"),
+    "anthropic_api_key": (CLUSTER, "the Secret --secret names: a key never leaves this machine"),
+    "max_tokens_param": (VARIABLE, "AGENT_CONSOLE_MAX_TOKENS_PARAM"),
+    "speed": (FLAG, "--speed"),
+    "context_window": (FLAG, "--context-window when the settings chose it (the registry's and [prices]' are the "
+                             "pod's own, from the same tables)"),
+    "soft_threshold": (VARIABLE, "AGENT_CONSOLE_SOFT_THRESHOLD"),
+    "hard_threshold": (VARIABLE, "AGENT_CONSOLE_HARD_THRESHOLD"),
+    "max_turns": (FLAG, "--max-turns"),
+    "max_restarts": (FLAG, "--max-restarts"),
+    "auto_restart": (FLAG, "--auto-restart / --no-auto-restart"),
+    "carryover_turns": (VARIABLE, "AGENT_CONSOLE_CARRYOVER_TURNS"),
+    "requires_context": (VARIABLE, "AGENT_CONSOLE_REQUIRES_CONTEXT"),
+    "file_index": (VARIABLE, "AGENT_CONSOLE_FILE_INDEX"),
+    "compact_at": (VARIABLE, "AGENT_CONSOLE_COMPACT_AT"),
+    "max_write_mb": (VARIABLE, "AGENT_CONSOLE_MAX_WRITE_MB"),
+    "max_job_mb": (VARIABLE, "AGENT_CONSOLE_MAX_JOB_MB"),
+    "summary": (VARIABLE, "AGENT_CONSOLE_SUMMARY"),
+    "theme": (LOCAL, "the console's colours: a pod runs headless"),
+    "keys": (LOCAL, "the console's key bindings: a pod runs headless"),
+    "prices": (VARIABLE, "AGENT_CONSOLE_PRICES (JSON), when any"),
+    "retry_total_wait": (VARIABLE, "AGENT_CONSOLE_RETRY_TOTAL_WAIT"),
+    "unreachable_wait": (VARIABLE, "AGENT_CONSOLE_UNREACHABLE_WAIT"),
+    "retry_after_cap": (VARIABLE, "AGENT_CONSOLE_RETRY_AFTER_CAP"),
+    "idle_timeout": (VARIABLE, "AGENT_CONSOLE_IDLE_TIMEOUT"),
+    "turn_timeout": (VARIABLE, "AGENT_CONSOLE_TURN_TIMEOUT"),
+    # The caps the operator set, in AGENT_CONSOLE_SANDBOX_LIMITS (JSON); a cap left to its default is the pod's
+    # own default (memory_mb, tmp_mb and shm_mb follow the memory of the machine that runs the commands).
+    **{f"sandbox_limits.{key}": (VARIABLE, "AGENT_CONSOLE_SANDBOX_LIMITS, when set") for key in (
+        "processes", "memory_mb", "cpu_seconds", "open_files", "file_size_mb", "tmp_mb", "shm_mb", "network",
+        "read_only")},
+    "notify.urls": (SECRET, "AGENT_CONSOLE_NOTIFY_URLS (the URLs carry tokens)"),
+    "notify.on_end": (VARIABLE, "AGENT_CONSOLE_NOTIFY_ON_END"),
+    "notify.remind_minutes": (VARIABLE, "AGENT_CONSOLE_NOTIFY_REMIND_MINUTES (JSON; [] keeps reminders off)"),
+    "store": (SECRET, "AGENT_CONSOLE_STORE: in the Secret when the URL holds a password, else a plain variable; "
+                      "none: the embedded store on the pod's volume"),
+}
+# The plain variables of scalar settings (the tables' and [prices] have forms of their own: settings_env).
+CARRIED = tuple(name for name, (how, _) in SETTINGS.items() if how == VARIABLE and "." not in name
+                and name != "prices")
 KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AGENT_CONSOLE_OPENAI_API_KEY",
                  "AGENT_CONSOLE_ANTHROPIC_API_KEY")
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "")
@@ -102,7 +151,7 @@ def run_flags(rs: Any, unconfined: bool) -> list[str]:
     if rs.context_window_source in ("--context-window", "settings"):
         flags += ["--context-window", str(rs.context_window)]
     flags += ["--max-turns", str(rs.max_turns), "--max-restarts", str(rs.max_restarts),
-              "--auto-restart" if rs.auto_restart else "--no-auto-restart", "--speed", f"{rs.speed:g}"]
+              "--auto-restart" if rs.auto_restart else "--no-auto-restart", "--speed", repr(float(rs.speed))]
     if unconfined:
         flags.append("--unconfined")
     return flags
@@ -121,12 +170,16 @@ def settings_env(settings: Any) -> dict[str, str]:
     if settings.prices:
         env["AGENT_CONSOLE_PRICES"] = json.dumps({k: v.model_dump(exclude_none=True)
                                                   for k, v in settings.prices.items()}, sort_keys=True)
-    env["AGENT_CONSOLE_NOTIFY_ON_END"] = json.dumps(settings.notify.on_end)
+    # Every key of [notify] but the URLs (the Secret's): the pod tells and reminds as a runner here would.
+    from console.settings import NOTIFY_ENV as NOTIFY_VARIABLES
+
+    env[NOTIFY_VARIABLES["on_end"]] = json.dumps(settings.notify.on_end)
+    env[NOTIFY_VARIABLES["remind_minutes"]] = json.dumps(list(settings.notify.remind_minutes))
     return env
 
 
-def recorded_settings(rs: Any, budgets: dict[str, Any], store: str | None, notify: tuple[str, ...],
-                      unconfined: bool) -> dict[str, Any]:
+def recorded_settings(rs: Any, settings: Any, budgets: dict[str, Any], store: str | None,
+                      notify: tuple[str, ...], unconfined: bool) -> dict[str, Any]:
     """What the Job's annotation says it was submitted with (no secret: the store and channels by kind only)."""
     from console.engine.launch import shown_url
 
@@ -136,5 +189,7 @@ def recorded_settings(rs: Any, budgets: dict[str, Any], store: str | None, notif
             "carryover_turns": rs.carryover_turns, "requires_context": rs.requires_context,
             "file_index": rs.file_index, "compact_at": rs.compact_at, "speed": rs.speed, "unconfined": unconfined,
             "budgets": budgets, "notify": [shown_url(u) for u in notify],
+            "notify_on_end": settings.notify.on_end,
+            "notify_remind_minutes": list(settings.notify.remind_minutes),
             "store": "embedded (on the volume)" if not store else
             ("shared (URL in the Secret)" if has_password(store) else "shared")}

@@ -139,6 +139,9 @@ def test_dry_run_shows_no_secret(tmp_path, capsys, monkeypatch, _isolated_dirs) 
     assert env["AGENT_CONSOLE_STORE"] == {"name": "AGENT_CONSOLE_STORE", "valueFrom": {"secretKeyRef": {
         "name": secret["metadata"]["name"], "key": "store"}}}
     assert "value" not in env["AGENT_CONSOLE_NOTIFY_URLS"]
+    # The other [notify] keys are plain variables, and no plain variable holds a secret.
+    assert env["AGENT_CONSOLE_NOTIFY_REMIND_MINUTES"]["value"] == "[15.0, 60.0, 240.0]"
+    assert not any(s in e.get("value", "") for e in env.values() for s in SECRETS)
 
 
 def test_a_store_password_in_the_query_string_is_a_secret_too(tmp_path, capsys, monkeypatch) -> None:
@@ -245,7 +248,7 @@ def test_the_settings_reach_the_pod_as_they_were_resolved_here(tmp_path, capsys,
         'soft_threshold = 0.55\nhard_threshold = 0.8\nsummary = "llm"\ncarryover_turns = 5\nrequires_context = false'
         '\nfile_index = true\ncompact_at = 9000\nmax_write_mb = 2.5\nretry_total_wait = 120.0\nidle_timeout = 45.0\n'
         'max_tokens_param = "max_tokens"\n[sandbox_limits]\nmemory_mb = 777\n[prices."m-1"]\ninput = 1.5\n'
-        'output = 3.0\ncontext_window = 64000\n[notify]\non_end = false\n')
+        'output = 3.0\ncontext_window = 64000\n[notify]\non_end = false\nremind_minutes = []\n')
     here = load_settings()
     code, out, err = dry_run(capsys, str(job_copy(tmp_path)))
     assert code == 0, err
@@ -262,6 +265,7 @@ def test_the_settings_reach_the_pod_as_they_were_resolved_here(tmp_path, capsys,
         assert getattr(there, name) == getattr(here, name), name
     assert there.sandbox_limits == here.sandbox_limits and there.prices == here.prices
     assert there.notify.on_end is False and str(there.data_dir) == "/work/data"
+    assert there.notify.remind_minutes == here.notify.remind_minutes == []  # reminders off there too
 
 
 def pod_command(out: str, work: Path) -> tuple[list[str], list[str], dict[str, str]]:

@@ -19,6 +19,8 @@ from tests.kube_server import FakeApiServer, FakeCluster
 KEY = "sk-live-Zq8xLr4TnW2vYp0aB7cD"
 STORE_PASSWORD = "s3cr3t-Pg-pass"
 STORE = f"postgresql://agents:{STORE_PASSWORD}@db.example.internal:5432/agents"
+NOTIFY_TOKEN = "tok_9f8e7d6c5b4a"
+NOTIFY = f"ntfy://{NOTIFY_TOKEN}@ntfy.example.com/ops"
 
 
 @pytest.fixture
@@ -68,22 +70,27 @@ def test_submit_makes_the_job_suspended_then_its_dependents_then_starts_it(serve
 def test_secrets_go_to_the_secret_only(server, job, tmp_path, capsys, monkeypatch) -> None:
     monkeypatch.setenv("AGENT_CONSOLE_STORE", STORE)
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("AGENT_CONSOLE_NOTIFY_URLS", NOTIFY)
+    monkeypatch.setenv("AGENT_CONSOLE_NOTIFY_REMIND_MINUTES", "[]")
     kc = server.kubeconfig(tmp_path / "kubeconfig")
     code, out, err = submit(capsys, str(job), "--kubeconfig", str(kc), "--provider", "openai", "--namespace", "ops")
     assert code == 0, err
     secret = next(iter(objects(server, "secrets").values()))
-    assert secret["stringData"] == {"store": STORE}  # the one place the store URL goes
+    # The one place the store URL and the notification URLs go.
+    assert secret["stringData"] == {"store": STORE, "notify-urls": NOTIFY}
     for request in server.cluster.requests:
         text = json.dumps(request.body)
         assert KEY not in text  # the key never leaves this machine: the cluster's own Secret holds it
         if not request.path.endswith("/secrets"):
-            assert STORE_PASSWORD not in text
-    assert STORE_PASSWORD not in out + err and KEY not in out + err
+            assert STORE_PASSWORD not in text and NOTIFY_TOKEN not in text
+    assert STORE_PASSWORD not in out + err and KEY not in out + err and NOTIFY_TOKEN not in out + err
     pod = next(iter(objects(server, "jobs").values()))["spec"]["template"]["spec"]
     env = {e["name"]: e for e in pod["containers"][0]["env"]}
     assert env["AGENT_CONSOLE_OPENAI_API_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "agent-console-openai"
     assert env["AGENT_CONSOLE_STORE"]["valueFrom"]["secretKeyRef"] == {"name": secret["metadata"]["name"],
                                                                        "key": "store"}
+    assert env["AGENT_CONSOLE_NOTIFY_URLS"]["valueFrom"]["secretKeyRef"]["key"] == "notify-urls"
+    assert env["AGENT_CONSOLE_NOTIFY_REMIND_MINUTES"] == {"name": "AGENT_CONSOLE_NOTIFY_REMIND_MINUTES", "value": "[]"}
 
 
 def test_a_name_taken_is_one_line_and_nothing_is_made(server, job, tmp_path, capsys) -> None:
