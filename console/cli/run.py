@@ -156,7 +156,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         flags = launch_flags(recorded, given, args.switch_model)
         if not flags.get("notify"):
             flags["notify"] = tuple(settings.notify.urls)
+        from console.engine.launch import notify_timing
         from console.notify import check_urls, shown_url
+
+        on_end, remind = notify_timing(recorded, settings.notify.on_end, tuple(settings.notify.remind_minutes))
 
         if problems := check_urls(flags["notify"]):
             raise ValueError(f"--notify / [notify] urls: {problems[0]}")
@@ -232,7 +235,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                         file_index=rs.file_index, compact_at=rs.compact_at, speed=rs.speed,
                         unconfined=bool(flags.get("unconfined")),
                         script=str(script) if script is not None else None, notify=tuple(flags.get("notify") or ()),
-                        budgets=_budgets(job), store=shown_store_url(settings.store_url),
+                        notify_on_end=on_end, notify_remind=remind, budgets=_budgets(job),
+                        store=shown_store_url(settings.store_url),
                         started_at=recorded.started_at if recorded is not None else clock.now())
         launch = LaunchStart(record, source="resume" if recorded is not None else "start",
                              changes=tuple(changes(recorded, record)) if recorded is not None else (),
@@ -258,4 +262,4 @@ def cmd_run(args: argparse.Namespace) -> int:
         err(f"interrupted before the run started; {resume_hint(paths)}")
         return EXIT_INTERRUPTED
     return run_headless(sup, paths, store, clock, runner=runner, notify=record.notify,
-                         notify_on_end=settings.notify.on_end, notify_remind=tuple(settings.notify.remind_minutes))
+                         notify_on_end=on_end, notify_remind=remind)

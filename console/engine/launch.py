@@ -4,7 +4,8 @@
 context window, restart policy, turn and session limits, the turns a restart carries, whether the prompts carry
 working memory and the find_files tool (seed 003), the demo model's pace,
 a replay script,
-``--unconfined``, the notification targets) and, for the record, the budgets job.toml gave it. It never
+``--unconfined``, the notification targets, whether the run's end is told and how often an unanswered need is
+told again) and, for the record, the budgets job.toml gave it. It never
 holds a key: keys stay in the environment or the config file and are read again by each process.
 
 Every resume (``run --in-place``, ``resume ID``, the fleet, a runner after a crash) starts from it; a flag
@@ -68,6 +69,10 @@ class Launch(BaseModel):
     unconfined: bool = False
     script: str | None = None
     notify: tuple[str, ...] = ()
+    # [notify] on_end and remind_minutes as the run began: who is told, and how often while nobody answers, is
+    # the run's as its targets are (None: a record from before they were recorded; the settings then decide).
+    notify_on_end: bool | None = None
+    notify_remind: tuple[float, ...] | None = None
     # job.toml's budgets when the run was started (for the record: job.toml stays the definition).
     budgets: dict[str, Any] = Field(default_factory=dict)
     context_window_source: str = ""
@@ -146,11 +151,23 @@ def describe(name: str, value: Any) -> str:
 ADDED_LATER = ("carryover_turns", "requires_context", "file_index", "compact_at")
 
 
+# Resumed from the record, never changed by a resume (no flag sets them): recorded at a resume of an older record.
+NOTIFY_KEPT = ("notify_on_end", "notify_remind")
+
+
 def changes(old: Launch, new: Launch) -> list[str]:
     """``"model: gpt-4.1 -> gpt-4.1-mini"`` for each setting a resume changed."""
     return [f"{name}: {describe(name, getattr(old, name))} -> {describe(name, getattr(new, name))}"
-            for name in RESUMED if getattr(old, name) != getattr(new, name)
-            and not (name in ADDED_LATER and getattr(old, name) is None)]
+            for name in (*RESUMED, *NOTIFY_KEPT) if getattr(old, name) != getattr(new, name)
+            and not ((name in ADDED_LATER or name in NOTIFY_KEPT) and getattr(old, name) is None)]
+
+
+def notify_timing(recorded: Launch | None, on_end: bool, remind: tuple[float, ...]) -> tuple[bool, tuple[float, ...]]:
+    """[notify] on_end and remind_minutes for a run: as it began (its record), else the settings' now."""
+    if recorded is None:
+        return on_end, remind
+    return (on_end if recorded.notify_on_end is None else recorded.notify_on_end,
+            remind if recorded.notify_remind is None else recorded.notify_remind)
 
 
 def identity_change(old: Launch, given: dict[str, Any]) -> list[str]:
