@@ -56,7 +56,7 @@ from console.engine.state import (
 from console.engine.store import Store
 from console.engine.text import safe_text
 from console.engine.todos import TodoManager
-from console.engine.workspace import Workspace
+from console.engine.workspace import SUMMARY_FILE, Workspace
 
 # How console.engine.operator marks the issue of the operator's rewind.
 OPERATOR_ISSUE = "(operator) "
@@ -406,7 +406,14 @@ class Runtime:
     def request_compaction(self, reason: str) -> None:
         self.compaction_reason = reason
 
-    def generate_workspace_summary(self) -> str:
+    def generate_workspace_summary(self, *, checked: bool = False) -> str:
+        """workspace_summary.md's new text, written after the step's commit. ``checked``: SandboxError now if that
+        write would be refused (the tool's caller is told the truth; a phase transition goes on without it)."""
+        if checked and self.sandbox is not None:
+            text = self.workspace.render_summary(self.clock.now(), self.todos.state, self.blockers())
+            self.sandbox.check_write(SUMMARY_FILE, len(text.encode("utf-8", "replace")))
+            self.effect(SUMMARY_FILE, text)
+            return text
         return self.workspace.generate_summary(self.clock.now(), self.todos.state, self.blockers())
 
     def blockers(self) -> list[str]:

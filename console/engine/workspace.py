@@ -34,6 +34,8 @@ DOCS_PURPOSE = "Tool docs, one file per tool (kept by the harness, read-only)"
 MAX_FILES_LISTED = 200
 HEADING_BYTES = 4096
 
+SUMMARY_FILE = "workspace_summary.md"
+
 
 def latest_distinct(entries: list[str]) -> list[str]:
     """Each text once, where it was last recorded, with how many times it was: a phase redone after a rewind
@@ -126,5 +128,5 @@ class Workspace:
     def generate_summary(self, now: datetime, todos: TodoState, blockers: list[str] | None = None) -> str:
         """workspace_summary.md's new text; the file is written after the step's commit."""
         text = self.render_summary(now, todos, blockers)
-        self.sink.effect("workspace_summary.md", text)
+        self.sink.effect(SUMMARY_FILE, text)
         return text

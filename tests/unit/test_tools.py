@@ -260,6 +260,21 @@ def test_workspace_summary_format(rt) -> None:
     assert ".console" not in text
 
 
+def test_a_workspace_summary_the_job_folder_has_no_room_for_fails_the_call(rt) -> None:
+    """The file is written after the step's commit: the call says now that it would be refused, not "Wrote"."""
+    assert rt.sandbox is not None
+    rt.sandbox.max_job_bytes = rt.sandbox.job_bytes() + 10
+    out = call(rt, "generate_workspace_summary")
+    assert not out.ok and "max_job_mb" in out.content and "workspace_summary.md" in out.content
+    assert not rt.paths.workspace_summary.exists()
+    rt.paths.workspace_summary.mkdir()  # a folder by that name
+    rt.sandbox.max_job_bytes = 2**30
+    out = call(rt, "generate_workspace_summary")
+    assert not out.ok and "a folder has that name" in out.content
+    rt.paths.workspace_summary.rmdir()
+    assert call(rt, "generate_workspace_summary").ok and rt.paths.workspace_summary.exists()
+
+
 def test_job_complete_checks_deliverables_and_records(rt) -> None:
     bad = call(rt, "job_complete", summary="s", deliverables=["nope.md"], confidence=0.5)
     assert not bad.ok and "nope.md does not exist" in bad.content and rt.outcome is None

@@ -130,6 +130,25 @@ class Sandbox(_TempFiles):
         finally:
             os.close(fd)
 
+    def check_write(self, rel: str, size: int) -> None:
+        """SandboxError if writing ``size`` bytes to ``rel`` now would be refused for its size (one write's limit,
+        the job folder's) or its name: for a file the harness writes after the step's commit, so that the tool
+        that asked for it can say the truth first. Nothing is reserved: the write itself checks again."""
+        _, parts, shown = self._check(rel)
+        self._guard_kept_folder(parts, shown)
+        if not parts:
+            raise SandboxError(f"'{shown}' is a folder, not a file.")
+        self._check_write_size(size, shown)
+        info = self.info(rel)  # never through a link
+        if info is not None and info.kind != "file":
+            what = {"dir": "folder", "symlink": "symbolic link"}.get(info.kind, "special file")
+            raise SandboxError(f"'{shown}' is refused: a {what} has that name, not a file.")
+        delta = size - (info.size if info is not None else 0)
+        if delta > 0 and self._ensure_total() + delta > self.max_job_bytes:
+            raise SandboxError(f"'{shown}' is refused: the job folder would grow to {self._ensure_total() + delta} "
+                               f"bytes, over its limit of {self.max_job_bytes} (max_job_mb in job.toml). Write "
+                               "less, or ask the operator to raise the limit.")
+
     def write_bytes(self, rel: str, data: bytes, *, mkdirs: bool = True, durable: bool = False) -> WriteResult:
         r, parts, shown = self._check(rel)
         self._guard_kept_folder(parts, shown)

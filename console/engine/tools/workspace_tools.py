@@ -35,7 +35,7 @@ class JobCompleteArgs(ToolArgs):
 
 
 def generate_workspace_summary(rt: Runtime, _: NoArgs) -> str:
-    text = rt.generate_workspace_summary()
+    text = rt.generate_workspace_summary(checked=True)  # a write that would be refused fails the call
     return f"Wrote workspace_summary.md ({len(text.splitlines())} lines). Read it to see the state."
 
 
