@@ -641,3 +641,19 @@ def test_shorten_cuts_only_between_words(text: str, width: int, expected: str) -
 
     assert shorten(text, width) == expected
     assert cell_len(shorten(text, width)) <= width
+
+
+def test_a_stop_not_confirmed_says_how_to_stop_now(make_job, capsys, monkeypatch) -> None:
+    """A tool call may be running (the stop applies after it): the answer says a second stop stops it now."""
+    from console.engine.control import RunLock
+
+    job = make_job("quickstart")
+    assert main(["run", str(job.root), "--in-place", "--headless", "--speed", "0", "--max-turns", "1"]) == 1
+    capsys.readouterr()
+    monkeypatch.setattr(RunLock, "holder", lambda self: os.getpid())  # a process holds it, and never answers
+    assert main(["stop", str(job.root), "--wait", "0.3"]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith(f"stop: sent to process {os.getpid()}; not confirmed within 0.3s")
+    assert f"agent-console stop {job.run_id} again stops the run now" in said
+    assert main(["pause", str(job.root), "--wait", "0.3"]) == 0
+    assert "again" not in capsys.readouterr().out

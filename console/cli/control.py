@@ -88,8 +88,15 @@ def cmd_control(args: argparse.Namespace) -> int:
                 return EXIT_OK if e.status == "applied" else EXIT_FAILED
         time.sleep(0.1)
     say(f"{args.command}: sent to process {pid}; not confirmed within {args.wait:g}s (it applies at the next "
-        "turn boundary)")
+        f"turn boundary{again(args, paths.run_id)})")
     return EXIT_OK
+
+
+def again(args: argparse.Namespace, rid: str) -> str:
+    """For a stop not confirmed yet (a tool call runs, or the model is slow to answer): how to stop it now."""
+    if args.command != "stop":
+        return ""
+    return f"; a tool call may be running: agent-console stop {rid} again stops the run now, the call with it"
 
 
 def remote_control(args: argparse.Namespace, settings: Any) -> int | None:
@@ -168,7 +175,7 @@ def _wait_remote(store: Any, key: str, command_id: str, args: argparse.Namespace
     finally:
         lines.close()
     say(f"{args.command}: sent to run {rid} on {host}; not confirmed within {args.wait:g}s (it applies at the next "
-        "turn boundary)")
+        f"turn boundary{again(args, rid)})")
     return EXIT_OK
 
 
