@@ -515,8 +515,11 @@ def _at(when: datetime, now: datetime) -> str:
 
 
 def _span(seconds: float) -> str:
-    """``1 h 15 min``, ``40 min``, ``2 d 3 h``."""
-    minutes = max(0, int(seconds // 60))
+    """``1 h 15 min``, ``40 min``, ``2 d 3 h``; ``30 s`` under a minute (a reminder may come that soon:
+    remind_minutes down to 0.5)."""
+    if seconds < 60:
+        return f"{max(0, int(seconds))} s"
+    minutes = int(seconds // 60)
     days, rest = divmod(minutes, 24 * 60)
     hours, mins = divmod(rest, 60)
     if days:

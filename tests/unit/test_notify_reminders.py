@@ -282,3 +282,14 @@ def test_a_stop_is_no_answer_that_makes_the_next_need_again(server: Loopback) ->
     n(need(clock, "restart_approval", seq=5, paused=False))
     assert n.close()
     assert set(titles(server.wait_for(3))) == {"agent-console: run k3f9q needs you (restart approval)"}
+
+
+def test_a_reminder_under_a_minute_says_its_seconds(server: Loopback) -> None:
+    """remind_minutes may be as short as 0.5: "waiting 0 min" said nothing."""
+    clock = FakeClock()
+    n = Notifier([server.url("json", "hook")], "k3f9q", "audit", clock=clock, look=False, remind=(0.5,))
+    n(need(clock))
+    clock.advance(0.5 * MIN)
+    assert n.remind_due() is not None
+    assert n.close() and titles(server.wait_for(2))[1] == (
+        "agent-console: run k3f9q still needs you (stuck): reminder 1, waiting 30 s")
