@@ -162,7 +162,8 @@ def test_a_quick_command_that_overfills_the_folder_is_told(rt: Runtime) -> None:
     out = call(rt, ["sh", "-c", "dd if=/dev/zero of=big bs=1M count=30 2>/dev/null; echo wrote"],
                replace(bounded(file_size_mb=64), max_job_mb=20))
     assert "wrote" in out.content
-    assert "past its limit of 20 MB (max_job_mb)" in out.content
+    assert "past its limit of 20 MB (max_job_mb): the call failed" in out.content
+    assert not out.ok  # fail closed: exit code 0, and the folder past its limit (found: it said ok)
 
 
 def test_cpu_file_size_and_open_files_are_bounded(rt: Runtime) -> None:
@@ -306,6 +307,7 @@ def test_every_way_of_filling_the_folder_counts(rt: Runtime, program: str, what:
     world = replace(CONFINED, max_job_mb=limit)
     out = call(rt, ["sh", "-c", program], world, timeout=60)
     assert re.search(rf"past its limit of {limit}(\.0)? MB \(max_job_mb\)", out.content), (what, out.content)
+    assert not out.ok, (what, out.content)
 
 
 def test_a_folder_too_wide_for_the_harnesss_descriptors_still_counts(rt: Runtime) -> None:

@@ -287,7 +287,8 @@ def _render(config: CommandToolConfig, res: RunResult, world: CommandWorld, cut:
     limit = world.max_job_mb * MB
     if res.status != "folder" and res.folder_bytes is not None and res.folder_bytes > limit:
         body += (f"\n[the job folder now holds {_mb(res.folder_bytes / MB)}, past its limit of "
-                 f"{_mb(world.max_job_mb)} (max_job_mb): writes are refused until it shrinks]")
+                 f"{_mb(world.max_job_mb)} (max_job_mb): the call failed, and writes are refused until it "
+                 "shrinks]")
     return f"{first}\n{body}"
 
 
@@ -372,7 +373,11 @@ def _run_tool(config: CommandToolConfig, world: CommandWorld, rt: Runtime) -> To
         if bwrap is not None:
             forget(bwrap)
         return _refused(rt, name, res.setup_error or "unknown failure")
-    return ToolOutcome(res.status == "exited" and res.returncode == 0, _render(config, res, world))
+    # Fail closed: a command that left the job folder past max_job_mb failed, whatever its exit code (it wrote
+    # faster than the watch looks: its result says so, and the folder's writes are refused until it shrinks).
+    over = res.folder_bytes is not None and res.folder_bytes > world.max_job_mb * MB
+    return ToolOutcome(res.status == "exited" and res.returncode == 0 and not over and not res.unmeasurable,
+                       _render(config, res, world))
 
 
 def _handler(config: CommandToolConfig, world: CommandWorld) -> Callable[[Runtime, NoArgs], ToolOutcome]:
