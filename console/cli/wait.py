@@ -63,8 +63,11 @@ class _WaitFold:
             if e.command == "stop" or e.command in (("approve_restart", "deny_restart") if restart else ("resume",)):
                 self.need = None
         elif isinstance(e, ev.RestartPending) and self.need is None:  # a log from before needs_operator
+            from console.engine.needs import restart_message
+
+            # Its need comes in the next lines (or never, in a log from before needs): the same words meanwhile.
             self.need = ev.NeedsOperator(ts=e.ts, seq=e.seq, session=e.session, reason="restart_approval",
-                                         message="the context is full: approve or deny the restart", paused=False)
+                                         message=restart_message(e.used_tokens, e.next_session), paused=False)
         elif isinstance(e, ev.RestartApproved | ev.RestartDenied):
             if self.need is not None and self.need.reason == "restart_approval":
                 self.need = None

@@ -50,6 +50,13 @@ def answered(events: ev.EventStream, op: OperatorState, by: str) -> None:
     events.emit(ev.NeedsOperatorCleared, reason=reason, by=by)
 
 
+def restart_message(used_tokens: int, next_session: int) -> str:
+    """What a restart waiting for approval asks (its need's message; a view that sees the restart_pending event
+    before the need says the same)."""
+    return (f"the context is full ({used_tokens:,} tokens): approve the restart into session {next_session}, or "
+            "deny it to end the run")
+
+
 # Each reason in the operator's words (the views and the notifications say these).
 LABELS: dict[str, str] = {"restart_approval": "restart approval", "stuck": "stuck", "budget": "budget reached",
                           "completion_refused": "completion refused", "provider_down": "provider down",

@@ -90,3 +90,13 @@ def test_a_completion_logged_before_a_kill_is_completed_once_the_process_is_gone
     assert _wait_verdict(_fold(done), "k3f9q", alive=True) is None
     verdict = _wait_verdict(_fold(done), "k3f9q", alive=False)
     assert verdict == (WAIT_COMPLETED, "run k3f9q completed: all five done")
+
+
+def test_a_restart_pending_before_its_need_says_what_the_need_will_say() -> None:
+    """`wait` may read the restart_pending line before its needs_operator (or a log from before needs): it said a
+    short "approve or deny the restart" where `logs` and the notification gave the figures."""
+    from console.engine.needs import restart_message
+
+    fold = _fold(ev.RestartPending(ts=T, seq=1, session=1, used_tokens=7424, next_session=2))
+    assert fold.need is not None and fold.need.message == restart_message(7424, 2)
+    assert "7,424 tokens" in fold.need.message and "session 2" in fold.need.message

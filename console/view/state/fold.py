@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from console.engine import events as ev
+from console.engine.needs import restart_message
 from console.engine.text import safe_text
 from console.view import present
 from console.view.present import phase_label
@@ -347,7 +348,7 @@ class ConsoleState:
     def _restart_pending(self, e: ev.RestartPending) -> set[str]:
         self.restart_pending = e
         if self.needs is None:  # a log from before needs_operator: a restart to approve is a need all the same
-            self.needs = Need("restart_approval", "the context is full: approve or deny the restart", (), e.ts,
+            self.needs = Need("restart_approval", restart_message(e.used_tokens, e.next_session), (), e.ts,
                               False, e.seq)
         return {STATUS, RESTART} | self._context(e)
 
