@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -657,3 +658,24 @@ def test_a_stop_not_confirmed_says_how_to_stop_now(make_job, capsys, monkeypatch
     assert f"agent-console stop {job.run_id} again stops the run now" in said
     assert main(["pause", str(job.root), "--wait", "0.3"]) == 0
     assert "again" not in capsys.readouterr().out
+
+
+def test_jobs_at_80_columns_gives_a_need_its_words_before_the_started_column(tmp_path) -> None:
+    """Found at 80 columns: the started column kept, a need's cell cut to "since 16:53…"."""
+    from console.engine.store.base import JobRow
+
+    def row(name: str, status: str, detail: str | None, since: str | None = None) -> JobRow:
+        return JobRow(path=str(tmp_path / name), name=name, status=status, provider="scripted", model="m",
+                      started_at="2026-11-26T16:40:00+00:00", updated_at="2026-11-26T16:50:00+00:00",
+                      completed_at=None, confidence=None, summary=None, detail=detail, needs_since=since)
+
+    rows = [row("requirements-extraction-164906", "needs you",
+                "stuck: the agent looks stuck: 3 nudges without progress did not help", "2026-11-26T16:53:00+00:00"),
+            row("quickstart-164330", "running", None)]
+    lines, hidden = jobs_table(rows, 80)
+    assert "started" in hidden
+    assert all(len(line.plain) <= 80 for line in lines)
+    assert re.search(r"since \d\d:\d\d, stuck: the agent looks", lines[1].plain), lines[1].plain
+    # Without a need, the started column stays as before.
+    _, hidden = jobs_table([rows[1], row("quickstart-164331", "completed", None)], 80)
+    assert "started" not in hidden

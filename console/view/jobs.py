@@ -126,6 +126,7 @@ HOST_MAX = 20
 JOBS_GAP = 2
 JOB_NAME_MAX = 28
 SUMMARY_MIN = 20  # narrower, a summary says next to nothing: a column goes first
+NEEDS_SUMMARY_MIN = 44  # a need's "since HH:MM, reason: ..." keeps at least this much (its message's start)
 UNCONFINED_MARK = " UNCONFINED"  # after the state: the run's commands run without a sandbox (run --unconfined)
 STATE_STYLE = {"completed": "green", "running": "cyan", "paused": "yellow", "failed": "red", "stopped": "yellow",
                "interrupted": "yellow", "awaiting approval": "magenta", "out of budget": "yellow",
@@ -209,8 +210,14 @@ def jobs_table(rows: list[Any], width: int) -> tuple[list[Any], list[str]]:
     def fixed(keys: list[str]) -> int:  # the columns' widths and gaps, the summary's own width aside
         return sum(widths[k] for k in keys if k != "summary") + JOBS_GAP * (len(keys) - 1)
 
+    # A run that needs you: why, and since when, is what the row is for; the columns go first rather than cut it
+    # to a word (found at 80 columns: "since 16:53…", the started column kept).
+    needs = [cell_len(c) for r, c in zip(rows, cells["summary"], strict=True) if r.status == "needs you"]
+    room = width - fixed([k for k in ("id", "state", "job", "summary") if k in shown])  # the others all gone
+    summary_min = max(SUMMARY_MIN, min(NEEDS_SUMMARY_MIN, max(needs, default=0), room))
+
     def need(keys: list[str]) -> int:
-        return fixed(keys) + (SUMMARY_MIN if "summary" in keys else 0)
+        return fixed(keys) + (summary_min if "summary" in keys else 0)
 
     hidden: list[str] = []
     for key in JOBS_DROP_ORDER:
@@ -220,7 +227,7 @@ def jobs_table(rows: list[Any], width: int) -> tuple[list[Any], list[str]]:
             shown.remove(key)
             hidden.append(JOBS_HEADERS[key])
     if "summary" in shown:
-        widths["summary"] = min(widths["summary"], max(SUMMARY_MIN, width - fixed(shown)))
+        widths["summary"] = min(widths["summary"], max(summary_min, width - fixed(shown)))
         cells["summary"] = [shorten(c, widths["summary"]) for c in cells["summary"]]
     over = fixed(shown) + (widths["summary"] if "summary" in shown else 0) - width
     if over > 0 and widths["job"] - over >= cell_len(JOBS_HEADERS["job"]):
