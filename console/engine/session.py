@@ -372,7 +372,8 @@ class Session(AskingTheOperator, AskingTheModel):
         # its operator, and holds at the top of the loop, once this step (with the need) is recorded.
         ask = None
         if not (finished or rt.job_done or stopped is not None):
-            ask = guards.completion_ask() or guards.stuck_ask(cp.idle_turns)
+            rewind = rt.phases.operator_refusal() is None  # offered only where it would apply
+            ask = guards.completion_ask(rewind=rewind) or guards.stuck_ask(cp.idle_turns, rewind=rewind)
             if ask is not None:
                 self.need(ask, commit=False)
         cp.at_boundary()

@@ -150,6 +150,10 @@ def test_errors_in_a_row_and_idle_turns_are_nudges_too() -> None:
         enf.collect_feedback(turn, turns_without_progress=0)
     ask = enf.stuck_ask(idle_turns=9)
     assert ask is not None and ask.evidence[0].startswith("error: run_tests failed 3 times in a row")
+    assert "rewind re-plans with your words" in ask.message
+    # Bootstrapping or in the final review, a rewind is refused: the need does not offer it (found: it did).
+    bare = enf.stuck_ask(idle_turns=9, rewind=False)
+    assert bare is not None and "rewind" not in bare.message and bare.message.endswith(", stop ends the run")
     idle, _ = enforcer(feedback=[{"type": "stuck", "idle_turns": 5, "repeat_threshold": 12}])
     for turn in range(1, 16):  # different calls, no todo completed: idle at 5, 10 and 15 turns
         call = ToolCall(id=f"c{turn}", name="read_file", arguments=f'{{"path": "f{turn}.md"}}')
@@ -187,6 +191,8 @@ def test_refused_stops_past_the_cap_ask_with_the_checkers_reasons_and_the_answer
         verdict = enf.check_stop("end_turn", None)
         assert not verdict.allowed
     assert verdict.give_up is not None and "waits for your operator" in verdict.message
+    bare = enf.completion_ask(rewind=False)
+    assert bare is not None and "rewind" not in bare.message
     ask = enf.completion_ask()
     assert ask is not None and ask.reason == "completion_refused"
     assert ask.message.startswith("the agent tried to stop 3 times with the job incomplete. Resume gives it 2 more")

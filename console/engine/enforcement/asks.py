@@ -7,6 +7,9 @@ from console.engine.enforcement.budgets import _Budgets
 from console.engine.enforcement.world import Ask
 from console.engine.guardrails.escalation import Pending
 
+# An answer a need offers only where a rewind can apply (console.engine.phases.operator_refusal).
+REWIND = "rewind re-plans with your words, "
+
 
 class _Asks(_Budgets):
     """The questions for the operator, and their answers."""
@@ -27,8 +30,10 @@ class _Asks(_Budgets):
         self._changed()
 
     # -- asking the operator ---------------------------------------------------------------------
-    def stuck_ask(self, idle_turns: int) -> Ask | None:
-        """The agent was nudged ``stuck_escalate_after`` times without progress: what to ask its operator."""
+    def stuck_ask(self, idle_turns: int, *, rewind: bool = True) -> Ask | None:
+        """The agent was nudged ``stuck_escalate_after`` times without progress: what to ask its operator.
+        ``rewind``: whether a rewind could apply now (not while bootstrapping, nor in the final review): the
+        message offers only the answers that act."""
         esc = self.g.escalation
         if not esc.stuck_due():
             return None
@@ -36,19 +41,20 @@ class _Asks(_Budgets):
         # The last failing call's error in the message too: `wait` and `jobs` print the message, not the evidence.
         error = f" (last error: {esc.state.errors[-1]})" if esc.state.errors else ""
         return Ask("stuck", f"the agent looks stuck: {n} nudges without progress did not help{error}. Resume lets it "
-                            "go on (the count starts over), rewind re-plans with your words, stop ends the run",
+                            f"go on (the count starts over), {REWIND if rewind else ''}stop ends the run",
                    tuple(esc.stuck_evidence(idle_turns)))
 
-    def completion_ask(self) -> Ask | None:
-        """The agent's stops were refused past max_completion_blocks: what to ask its operator."""
+    def completion_ask(self, *, rewind: bool = True) -> Ask | None:
+        """The agent's stops were refused past max_completion_blocks: what to ask its operator (``rewind``: as for
+        :meth:`stuck_ask`)."""
         why = self.blocked_out()
         if why is None or self.g.escalation.state.pending is not None:
             return None
         mx = self.g.max_completion_blocks
         reasons: list[str] = self.g.escalation.state.refusals or ([self.last_refusal] if self.last_refusal else [])
         return Ask("completion_refused", f"the agent tried to stop {self.g.completion_blocks} times with the job "
-                                         f"incomplete. Resume gives it {mx} more tries, rewind re-plans with your "
-                                         "words, stop ends the run as incomplete",
+                                         f"incomplete. Resume gives it {mx} more tries, "
+                                         f"{REWIND if rewind else ''}stop ends the run as incomplete",
                    (*reasons, f"{self.g.completion_blocks} refused stops without a completed todo "
                               f"(max_completion_blocks = {mx})"))
 
