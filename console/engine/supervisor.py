@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from console.engine import commands as cmds
@@ -54,7 +55,7 @@ from console.engine.runtime import Runtime
 from console.engine.sandbox import Sandbox
 from console.engine.session import first_prompt, window_too_small
 from console.engine.state import COMPONENT_NAMES, COMPONENTS, load_projections
-from console.engine.store import Store
+from console.engine.store import NEEDS_YOU, Store
 from console.engine.store.link import LeaseHeld, link_run
 from console.engine.text import safe_text
 from console.engine.tool_setup import announce_commands, write_tool_docs
@@ -107,6 +108,11 @@ class Supervisor:
         # Repairs happen only when no process runs the job (then run() refuses anyway).
         self.file_problems = clear_the_way(paths, self.clock) if self.lock.holder() is None else []
         self.events = ev.EventStream(paths.events, self.clock)
+        # The need the run waits on (reason, message, since), for the jobs table; the one its last process died
+        # waiting on (read from the table once, at the start: see _waited_before).
+        self._need: tuple[str, str, datetime] | None = None
+        self._carried_need: tuple[str, datetime] | None = None
+        self._looked_back = False
         self.events.subscribe(self._follow_needs)  # the jobs table says "needs you" (or "paused") while it holds
         mb = 2**20
         self.sandbox = Sandbox(paths.root, max_write_bytes=int(getattr(settings, "max_write_mb", 4.0) * mb),
@@ -198,12 +204,34 @@ class Supervisor:
                              recoverable=True)
             self.store.error = None
 
+    def _waited_before(self) -> tuple[str, datetime] | None:
+        """The need this run's last process died waiting on, as the jobs table kept it (its reason, since when):
+        asked again by this process, it keeps its "since" (the notification does: `jobs` must say the same)."""
+        if self.store is None:
+            return None
+        try:
+            row = self.store.get(self.paths.root)
+            if row is None or row.status != NEEDS_YOU or not row.needs_since:
+                return None
+            since = datetime.fromisoformat(row.needs_since)
+            return (row.detail or "").partition(": ")[0], since if since.tzinfo else since.replace(tzinfo=UTC)
+        except Exception:  # a store away or a row from elsewhere: the need is told from now, as before
+            return None
+
     def _follow_needs(self, e: ev.EventBase) -> None:
         """The jobs table follows the run's needs (console.engine.needs): "needs you" since when, and why; and the
-        operator's pause: "paused" until they resume it (``jobs`` reads no log, so the store must say it)."""
+        operator's pause: "paused" until they resume it (``jobs`` reads no log, so the store must say it). A
+        notification channel failing while a need waits is said in it too: nobody may have been told."""
         if isinstance(e, ev.NeedsOperator):
-            self._store("needs", e.reason, e.message, e.ts)
+            carried, self._carried_need = self._carried_need, None
+            since = min(e.ts, carried[1]) if carried is not None and carried[0] == e.reason else e.ts
+            self._need = (e.reason, e.message, since)
+            self._store("needs", e.reason, e.message, e.ts, since)
+        elif isinstance(e, ev.ErrorEvent) and e.where == "notify" and self._need is not None:
+            reason, message, since = self._need  # (from the notifier's thread: the stores take any thread)
+            self._store("needs", reason, f"[not told: {e.message}] {message}", e.ts, since)
         elif isinstance(e, ev.NeedsOperatorCleared):
+            self._need = None
             self._store("answered", e.ts)
             if self.operator.paused:  # answered, but the operator's own pause still holds the run
                 self._store("paused", e.ts)
@@ -229,6 +257,9 @@ class Supervisor:
                 "file_index": st.file_index}
 
     def _store_started(self) -> None:
+        if not self._looked_back:
+            self._looked_back = True
+            self._carried_need = self._waited_before()
         self._store("started", self.paths.root.name, self.provider.name, self.provider.model, self.clock.now())
         if self.operator.paused and self.operator.needs is None:
             # Paused by its operator while a restart waited for approval: the new session holds, and says so.

@@ -50,6 +50,40 @@ def types(paths: JobPaths) -> list[str]:
 
 
 # -- the engine's side -----------------------------------------------------------------------------------------
+def test_a_need_asked_again_after_a_kill_keeps_its_since_and_a_failing_channel_is_said_in_jobs(
+        make_job, tmp_path: Path) -> None:
+    """Found: after a kill -9 and a resume, `jobs` said "since" the resume while the notification kept the first
+    ask's time; and a channel failing while the run waited showed in `logs` only, not in `jobs`."""
+    from datetime import UTC, datetime
+
+    paths = make_job("requirements-extraction")
+    store = JobStore(tmp_path / "jobs.db")
+    first = datetime(2026, 1, 15, 13, 0, tzinfo=UTC)  # the dead process asked then (FakeClock starts at 14:00)
+    store.started(paths.root, paths.root.name, "scripted", "m", first)
+    store.needs(paths.root, "restart_approval", "the context is full", first)
+    sup = supervisor(paths, store, context_window=10_000, auto_restart=False)
+    seen: list[tuple[str | None, str | None]] = []
+
+    def operator(e: ev.EventBase) -> None:
+        if isinstance(e, ev.NeedsOperator):
+            row = store.get(paths.root)
+            assert row is not None
+            seen.append((row.needs_since, row.detail))
+            sup.events.emit(ev.ErrorEvent, message="notification to json://127.0.0.1:9 failed", where="notify")
+            row = store.get(paths.root)
+            assert row is not None
+            seen.append((row.needs_since, row.detail))
+            sup.deny_restart()
+
+    sup.subscribe(operator)
+    sup.run()
+    (asked, detail), (told, failed) = seen
+    assert asked == told == first.isoformat(timespec="seconds")
+    assert detail is not None and detail.startswith("restart_approval: the context is full (")
+    assert failed == detail.replace("restart_approval: ", "restart_approval: [not told: notification to "
+                                    "json://127.0.0.1:9 failed] ", 1)
+
+
 def test_a_restart_waiting_for_approval_needs_you_everywhere(make_job, tmp_path: Path, server: Loopback) -> None:
     paths = make_job("requirements-extraction")
     store = JobStore(tmp_path / "jobs.db")

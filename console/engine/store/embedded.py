@@ -143,15 +143,17 @@ class JobStore:
             (status, now.isoformat(timespec="seconds"), detail, str(path)),
         )
 
-    def needs(self, path: Path, reason: str, message: str, now: datetime) -> None:
+    def needs(self, path: Path, reason: str, message: str, now: datetime, since: datetime | None = None) -> None:
         """The run needs its operator (console.engine.needs): status "needs you", the reason and message as its
-        detail, and since when (kept from the first need while none was answered)."""
+        detail, and since when (kept from the first need while none was answered; ``since``: a need the run's
+        last process died waiting on, asked again, keeps its own)."""
         ts = now.isoformat(timespec="seconds")
-        since = ", needs_since=COALESCE(needs_since, ?)" if self._no_need else ""
+        first = (since or now).isoformat(timespec="seconds")
+        sql_since = ", needs_since=COALESCE(needs_since, ?)" if self._no_need else ""
         self._update(
-            f"UPDATE jobs SET status='{NEEDS_YOU}', updated_at=?, detail=?{since} "
+            f"UPDATE jobs SET status='{NEEDS_YOU}', updated_at=?, detail=?{sql_since} "
             "WHERE path=? AND status != 'completed'",
-            (ts, f"{reason}: {message}"[:2000], *((ts,) if since else ()), str(path)),
+            (ts, f"{reason}: {message}"[:2000], *((first,) if sql_since else ()), str(path)),
         )
 
     def answered(self, path: Path, now: datetime) -> None:

@@ -225,9 +225,10 @@ class PgStore:
     def ended(self, path: Path, status: str, now: datetime, detail: str = "") -> None:
         self._update("ended", (status, now.isoformat(timespec="seconds"), detail, self.key(path)))
 
-    def needs(self, path: Path, reason: str, message: str, now: datetime) -> None:
+    def needs(self, path: Path, reason: str, message: str, now: datetime, since: datetime | None = None) -> None:
         ts = now.isoformat(timespec="seconds")
-        self._update("needs", (ts, f"{reason}: {message}"[:2000], ts, self.key(path)))
+        first = (since or now).isoformat(timespec="seconds")
+        self._update("needs", (ts, f"{reason}: {message}"[:2000], first, self.key(path)))
 
     def answered(self, path: Path, now: datetime) -> None:
         self._update("answered", (now.isoformat(timespec="seconds"), self.key(path)))
