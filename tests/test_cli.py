@@ -679,3 +679,17 @@ def test_jobs_at_80_columns_gives_a_need_its_words_before_the_started_column(tmp
     # Without a need, the started column stays as before.
     _, hidden = jobs_table([rows[1], row("quickstart-164331", "completed", None)], 80)
     assert "started" not in hidden
+
+
+def test_a_turn_limit_after_a_resume_says_it_counts_from_the_resume(make_job, capsys) -> None:
+    """Found: "turn limit reached after 20 turns (reached max_turns (10) in one session)" after a resume."""
+    from console.engine import events as ev
+
+    job = make_job("quickstart")
+    run = ["run", str(job.root), "--in-place", "--headless", "--speed", "0", "--max-turns", "3"]
+    assert main(run) == 1
+    assert main(run) == 1
+    capsys.readouterr()
+    ends = [e.detail for e in ev.read_events(job.events) if isinstance(e, ev.SessionEnded)]
+    assert ends[0].endswith("reached max_turns (3) in one session"), ends
+    assert ends[-1].endswith("reached max_turns (3) since this session was resumed"), ends

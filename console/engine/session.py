@@ -189,7 +189,10 @@ class Session(AskingTheOperator, AskingTheModel):
             if op.stop_requested:
                 return self.stopped()
             if self.turns_here >= st.max_turns:
-                return self.end(ShutdownReason.MAX_TURNS, f"reached max_turns ({st.max_turns}) in one session")
+                # Counted from this process's start of the session (a resume gives max_turns more): said so, since
+                # the session's end counts all of its turns.
+                where = " since this session was resumed" if self.turns_here < self.cm.turns else " in one session"
+                return self.end(ShutdownReason.MAX_TURNS, f"reached max_turns ({st.max_turns}){where}")
             if (spent := self.budgets()) is not None:
                 return spent
             if op.paused:
