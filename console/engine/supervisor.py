@@ -46,7 +46,7 @@ from console.engine.launch import LaunchStart, write_launch
 from console.engine.loop import SessionDeps, SessionResult, ShutdownReason, run_agent_session
 from console.engine.messages import Message
 from console.engine.model import Provider
-from console.engine.needs import answered, ask_operator
+from console.engine.needs import answered, ask_operator, restart_message
 from console.engine.operator import Aborted, OperatorState
 from console.engine.repair import clear_the_way
 from console.engine.run_end import FAILED_REASONS, STATUS_FOR, RunResult, outcome_of, status_for, where_resumed
@@ -299,9 +299,7 @@ class Supervisor:
         self.events.observe()
         self._store("ended", "awaiting approval", self.clock.now(), "restart pending")
         op.awaiting_restart, op.restart_decision = True, None
-        ask_operator(self.events, op, "restart_approval",
-                     f"the context is full ({result.used_tokens:,} tokens): approve the restart into session "
-                     f"{self.session + 1}, or deny it to end the run",
+        ask_operator(self.events, op, "restart_approval", restart_message(result.used_tokens, self.session + 1),
                      [f"carryover: {len(result.carryover)} messages, ~{carry_tokens:,} tokens"], pause=False)
         try:
             while op.restart_decision is None and not op.stop_requested:
