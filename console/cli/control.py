@@ -139,11 +139,13 @@ def remote_control(args: argparse.Namespace, settings: Any) -> int | None:
     assert isinstance(store, PgStore)
     key = row.key
     try:
+        # Read before the command goes: its answer comes after this, however soon the run takes it.
+        since = store.last_seqs([key]).get(key, 0)
         store.send_command(key, cmd.model_dump(mode="json", include={"id", "command", "args", "source"}))
         if args.wait <= 0:
             say(f"{args.command}: queued for run {rid} on {row.host}")
             return EXIT_OK
-        return _wait_remote(store, key, cmd.id, args, rid, row.host)
+        return _wait_remote(store, key, cmd.id, since, args, rid, row.host)
     except StoreError as exc:
         err(f"{args.command}: {exc}")
         return EXIT_FAILED
@@ -151,32 +153,64 @@ def remote_control(args: argparse.Namespace, settings: Any) -> int | None:
         store.close()
 
 
-def _wait_remote(store: Any, key: str, command_id: str, args: argparse.Namespace, rid: str, host: str) -> int:
-    """The run's answer to the command, from its events in the store (woken by their NOTIFY)."""
+def _wait_remote(store: Any, key: str, command_id: str, since: int, args: argparse.Namespace, rid: str,
+                 host: str) -> int:
+    """The run's answer to the command, from its events in the store after ``since`` (woken by their NOTIFY); or,
+    when the run ends (or its runner holds its lease no more) without taking it, the command withdrawn and said."""
+    import json
     import time
 
     from console.headless.store_logs import StoreLines
 
     lines = StoreLines(store, key)
-    lines.seq = max(0, store.last_seqs([key]).get(key, 0) - 1)
+    lines.seq = since
     deadline = time.monotonic() + args.wait
     try:
-        while time.monotonic() < deadline:
-            if lines.changed():
+        while True:
+            left = deadline - time.monotonic()
+            if lines.changed() or left <= 0:
+                # Looked at before the lines: what a runner ships before it lets go of its lease is in them.
+                row = store.by_key(key)
+                gone = row is None or not row.leased
+                ended = False
                 for raw in lines.lines():
-                    import json
-
                     e = json.loads(raw or b"{}")
                     if (e.get("type") == "operator_command" and e.get("command_id") == command_id
                             and e.get("status") != "received"):
                         say(f"{args.command}: {e.get('status')}: {e.get('detail', '')}")
                         return EXIT_OK if e.get("status") == "applied" else EXIT_FAILED
-            lines.wait(min(0.5, max(0.01, deadline - time.monotonic())))
+                    ended = ended or e.get("type") == "run_ended"
+                if (ended or gone) and (code := _not_taken(store, command_id, args.command, rid, host, ended)
+                                        ) is not None:
+                    return code
+            if left <= 0:
+                break
+            lines.wait(min(0.5, max(0.01, left)))
     finally:
         lines.close()
     say(f"{args.command}: sent to run {rid} on {host}; not confirmed within {args.wait:g}s (it applies at the next "
         f"turn boundary{again(args, rid)})")
     return EXIT_OK
+
+
+def _not_taken(store: Any, command_id: str, command: str, rid: str, host: str, ended: bool) -> int | None:
+    """The run ended, or its runner holds its lease no more, before it answered: the command is withdrawn if it was
+    not delivered yet (no later run of this folder takes it then), and the operator told which; None when a runner
+    holds the lease again (it takes the command: the wait goes on)."""
+    why = (f"run {rid} on {host} ended" if ended
+           else f"the runner of run {rid} on {host} holds its lease no more (killed, or cut off from the store)")
+    match store.withdraw(command_id):
+        case "held":
+            return None
+        case "withdrawn":
+            err(f"{command}: {why} before it took the command: withdrawn, nothing was done")
+        case _ if ended:
+            err(f"{command}: {why} before it applied the command, which had reached its inbox: not applied (a "
+                "later run of it discards it)")
+        case _:
+            err(f"{command}: {why}; the command had reached its inbox: it applies only if that runner goes on (a "
+                "later run of it discards it)")
+    return EXIT_FAILED
 
 
 def resume_run(paths: Any, args: argparse.Namespace) -> int:

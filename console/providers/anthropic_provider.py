@@ -49,7 +49,7 @@ from console.providers.errors import (
     unreachable_reason,
     with_detail,
 )
-from console.providers.hang_up import hang_up
+from console.providers.hang_up import before_headers, hang_up, track_connections
 
 _EPHEMERAL = {"type": "ephemeral"}
 _LOCAL_PLACEHOLDER_KEY = "not-needed"
@@ -76,6 +76,7 @@ class AnthropicProvider:
             # No SDK retries: the engine retries the whole turn, interruptibly (the SDK would sleep where a
             # stop cannot reach it, and honour a retry-after of an hour).
             client = _make_client(api_key, base_url, timeout, max_retries, key_variable)
+        track_connections(client)  # a call abandoned before its headers can be hung up (see hang_up)
         self._client = client
 
     def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
@@ -108,7 +109,9 @@ class AnthropicProvider:
         stop_reason: str | None = None
         started = finished = False
 
-        with self._client.messages.create(**params) as events:
+        with before_headers():  # abandoned before the headers: hung up all the same (see hang_up)
+            opened = self._client.messages.create(**params)
+        with opened as events:
             if (handle := current_call()) is not None:
                 handle.on_cancel(hang_up(events))  # the engine hangs up from its own thread (see hang_up)
             not_a_stream("anthropic", events, "an Anthropic endpoint")

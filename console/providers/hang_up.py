@@ -21,13 +21,35 @@ reader, its number would be taken by the next socket before the reader looks aga
 on that one until the read timeout. The socket comes from the response's ``network_stream`` extension
 (httpcore's public API for the raw connection: ``get_extra_info("socket")``); where there is none to shut down,
 the stream is closed from here as before.
+
+Before the response's headers there is no response to take the socket from: a call abandoned then (a server that
+queues the request, a proxy that holds it) kept its worker thread until the SDK's read timeout (a minute), and the
+server its request. So the clients' connections are made through a network backend of this module's
+(:func:`track_connections`, httpcore's ``NetworkBackend`` interface around the pool's own), whose streams tell the
+call being opened (:func:`before_headers`) which socket its request goes on, a kept connection as a new one; the
+call's hang-up shuts that socket down, or the next one it writes to if it has none yet. Once the headers are in,
+the response's own closer (:func:`hang_up`) takes over and this one is disarmed: a connection the pool keeps
+afterwards is never shut down for a call that is over.
+
+HTTP/2 is left alone here too (a stream negotiated ``h2`` is never shut down): the SDKs' clients speak HTTP/1.1
+(httpx's ``http2=False`` by default, and the ``h2`` package is not installed).
 """
 
 from __future__ import annotations
 
+import contextlib
 import socket
-from collections.abc import Callable
+import ssl
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
+
+try:  # the SDKs' httpx2 brings httpcore2; an older SDK's httpx, httpcore
+    from httpcore2 import NetworkBackend, NetworkStream
+except ImportError:  # pragma: no cover - older SDKs
+    from httpcore import NetworkBackend, NetworkStream  # type: ignore[no-redef, import-not-found, unused-ignore]
+
+from console.engine.model import current_call
 
 
 class Streamed(Protocol):
@@ -68,3 +90,140 @@ def _shut_down(response: Any) -> bool:
     except OSError:  # already closed (the reader got there first), or never connected: close as before
         return False
     return True
+
+
+# -- before the headers -------------------------------------------------------------------------------------------
+
+_local = threading.local()  # .opening: the _Opening of the call this thread is opening, if any
+
+
+@contextlib.contextmanager
+def before_headers() -> Iterator[None]:
+    """Around the SDK's ``create()`` of a streamed call: until it returns (the headers are in) or fails, the call's
+    hang-up shuts down the socket its request goes on (the clients' connections made by :func:`track_connections`)."""
+    handle = current_call()
+    if handle is None:
+        yield
+        return
+    opening = _Opening()
+    _local.opening = opening
+    handle.on_cancel(opening.hang_up)  # run at once if the call was abandoned already
+    try:
+        yield
+    finally:
+        _local.opening = None
+        opening.disarm()
+
+
+class _Opening:
+    """One call being opened: the streams its request went on, and whether it was hung up."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._streams: list[_Tracked] = []
+        self._armed = True
+        self._hung_up = False
+
+    def uses(self, stream: _Tracked) -> None:
+        """The call's thread is about to read or write ``stream``: shut down at once if the call was hung up."""
+        with self._lock:
+            if not self._armed:
+                return
+            if stream not in self._streams:
+                self._streams.append(stream)
+            hung_up = self._hung_up
+        if hung_up:
+            stream.shut_down()
+
+    def hang_up(self) -> None:
+        """The engine's thread: the socket the request is on is shut down (its reader wakes up at EOF)."""
+        with self._lock:
+            if not self._armed:
+                return
+            self._hung_up = True
+            streams = list(self._streams)
+        for stream in streams:
+            stream.shut_down()
+
+    def disarm(self) -> None:
+        with self._lock:
+            self._armed = False
+
+
+class _Tracked(NetworkStream):
+    """A connection's stream, as httpcore's backend made it: each read and write tells the call being opened on
+    this thread (if any) that its request goes on this socket."""
+
+    def __init__(self, inner: NetworkStream) -> None:
+        self._inner = inner
+
+    def _used(self) -> None:
+        opening = getattr(_local, "opening", None)
+        if opening is not None:
+            opening.uses(self)
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        self._used()
+        return self._inner.read(max_bytes, timeout)
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._used()
+        self._inner.write(buffer, timeout)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
+                  timeout: float | None = None) -> NetworkStream:
+        return _Tracked(self._inner.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+    def shut_down(self) -> None:
+        tls = self._inner.get_extra_info("ssl_object")
+        if tls is not None and tls.selected_alpn_protocol() == "h2":
+            return  # multiplexed: other requests share the socket
+        sock = self._inner.get_extra_info("socket")
+        if isinstance(sock, socket.socket):
+            with contextlib.suppress(OSError):  # closed meanwhile (the reader got there first)
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+class _TrackingBackend(NetworkBackend):
+    """The pool's own backend, its streams :class:`_Tracked`."""
+
+    def __init__(self, inner: NetworkBackend) -> None:
+        self._inner = inner
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                    socket_options: Iterable[Any] | None = None) -> NetworkStream:
+        return _Tracked(self._inner.connect_tcp(host, port, timeout, local_address, socket_options))
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: Iterable[Any] | None = None) -> NetworkStream:
+        return _Tracked(self._inner.connect_unix_socket(path, timeout, socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def track_connections(client: Any) -> bool:
+    """Have the SDK client's connection pools (its default transport's and its proxies') make their connections
+    through :class:`_TrackingBackend`: whether any was found. httpx takes no network backend (httpcore's pool
+    does, as a constructor argument); the pools the SDK made are reached through their attributes, and a client
+    laid out otherwise (another SDK or httpx version) is left as it is: a call abandoned before its headers then
+    waits for its read timeout, as before (tests/wire/test_hang_up_before_headers.py says so)."""
+    http = getattr(client, "_client", None)
+    mounts = getattr(http, "_mounts", None)
+    transports = [getattr(http, "_transport", None), *(mounts.values() if isinstance(mounts, dict) else ())]
+    found = False
+    for transport in transports:
+        pool = getattr(transport, "_pool", None)
+        backend = getattr(pool, "_network_backend", None)
+        if isinstance(backend, _TrackingBackend):
+            found = True
+        elif isinstance(backend, NetworkBackend):
+            pool._network_backend = _TrackingBackend(backend)  # type: ignore[union-attr]
+            found = True
+    return found

@@ -59,7 +59,7 @@ from console.providers.errors import (
     unreachable_reason,
     with_detail,
 )
-from console.providers.hang_up import hang_up
+from console.providers.hang_up import before_headers, hang_up, track_connections
 from console.providers.registry import MaxTokensParam
 
 # Local servers ignore the key, but the SDK refuses to build a client without one.
@@ -113,6 +113,7 @@ class OpenAIProvider:
             # No SDK retries: the engine retries the whole turn, interruptibly, and says so (an SDK retry
             # sleeps where a stop cannot reach it, and honours any retry-after, even an hour).
             client = openai.OpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=max_retries)
+        track_connections(client)  # a call abandoned before its headers can be hung up (see hang_up)
         self._client = client
 
     def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
@@ -146,7 +147,9 @@ class OpenAIProvider:
         while True:
             params = build_params(self.model, request, limit=self.limit_param, alternate=self.alternate)
             try:
-                yield self._client.chat.completions.create(**params)
+                with before_headers():  # abandoned before the headers: hung up all the same (see hang_up)
+                    opened = self._client.chat.completions.create(**params)
+                yield opened
                 return
             except openai.BadRequestError as err:
                 detail = scrub(server_detail(err.body) or str(err.message), self._client.api_key)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +18,24 @@ import psycopg
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "sample_jobs" / "quickstart"
+
+
+def endless(base: Path, turns: int = 20000) -> list[str]:
+    """The arguments of a run that never ends by itself (a job of its own under ``base``): the scripted model
+    writes one new note a turn, for more turns than any test lasts, and nothing asks the operator about it (no
+    stuck detection). A command sent to it finds it running however slow the machine: only a stop ends it. A test
+    that needs the run alive when its command arrives runs this, not the quickstart, which ends after a number of
+    seconds that a loaded machine can outlast."""
+    job = base / "endless"
+    if not job.exists():
+        shutil.copytree(QUICKSTART, job)
+        with (job / "job.toml").open("a") as fh:
+            fh.write('\n[[guardrails.feedback]]\ntype = "stuck"\nenabled = false\n')
+        lines = (json.dumps({"text": f"Noting item {i}.", "calls": [
+            {"name": "write_file", "arguments": {"path": f"loop/n{i}.md", "content": f"item {i}\n"}}]})
+            for i in range(turns))
+        (base / "endless.jsonl").write_text("\n".join(lines) + "\n")
+    return [str(job), "--script", str(base / "endless.jsonl"), "--max-turns", str(10 * turns)]
 
 
 class Machine:

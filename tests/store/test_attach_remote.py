@@ -27,7 +27,7 @@ from console.tui.widgets.plan_pane import PlanPane
 from console.tui.widgets.status import StatusLine
 from tests.hostile import ATTACK, SHOWN, raw_controls
 from tests.pg_server import PgServer
-from tests.store.machines import QUICKSTART, Machine, Runner, sql, store_seqs, wait_until
+from tests.store.machines import QUICKSTART, Machine, Runner, endless, sql, store_seqs, wait_until
 from tests.tui.conftest import FROZEN_NOW, drive, record_notices, settle, wait_for
 from tests.tui.test_terminal_safety import hostile_log, screen_text, words
 
@@ -65,7 +65,7 @@ def file_events(folder: Path) -> list[dict[str, Any]]:
 
 def slow_run(tmp_path: Path, url: str) -> tuple[Machine, Runner, Path]:
     a = Machine("machine-a", tmp_path, url)
-    runner = a.start(str(QUICKSTART), "--speed", "0.1")
+    runner = a.start(*endless(tmp_path), "--speed", "0.1")  # only a stop (or a kill) ends it
     folder = runner.folder()
     wait_until(lambda: len(store_seqs(url, folder)) >= 5, 60, "the run's first events in the store")
     return a, runner, folder

@@ -12,7 +12,7 @@ from console.engine.runs import liveness
 from console.engine.store import JobRow
 from console.view.fleet import Fleet
 from console.view.jobs import as_now
-from tests.store.machines import QUICKSTART, Machine, sql, store_seqs, wait_until
+from tests.store.machines import QUICKSTART, Machine, endless, sql, store_seqs, wait_until
 
 
 def row(**kw: object) -> JobRow:
@@ -41,7 +41,7 @@ def test_the_fleet_folds_another_machines_runs_from_the_store(pg_url: str, tmp_p
     a = Machine("machine-a", tmp_path, pg_url)
     done = a.start(str(QUICKSTART), "--speed", "0")
     assert done.wait() == 0
-    slow = a.start(str(QUICKSTART), "--speed", "0.3")
+    slow = a.start(*endless(tmp_path), "--speed", "0.3")  # still running at the kill, however late
     folder = slow.folder()
     wait_until(lambda: len(store_seqs(pg_url, folder)) >= 20, 60, "the slow run's events in the store")
     slow.kill()
@@ -72,7 +72,7 @@ def test_the_fleets_keys_reach_another_machines_run(pg_url: str, tmp_path: Path,
     from console.view.jobs import send_remote
 
     a = Machine("machine-a", tmp_path, pg_url)
-    runner = a.start(str(QUICKSTART), "--speed", "0.3")
+    runner = a.start(*endless(tmp_path), "--speed", "0.3")  # only the stop ends it: still running when it comes
     folder = runner.folder()
     wait_until(lambda: len(store_seqs(pg_url, folder)) >= 5, 60, "the run in the store")
     monkeypatch.setenv("AGENT_CONSOLE_HOST", "machine-b")

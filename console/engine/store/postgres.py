@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from console.engine.store.base import (
     COLUMNS,
@@ -410,6 +410,24 @@ class PgStore:
             rows = conn.execute("SELECT id, body FROM commands WHERE run_key=%s AND delivered_at IS NULL "
                                 "ORDER BY created_at, id", (key,)).fetchall()
         return [(str(i), b) for i, b in rows]
+
+    def withdraw(self, command_id: str) -> Literal["withdrawn", "delivered", "held"]:
+        """Take back a command that no runner can take now. ``withdrawn``: it was undelivered and no runner holds
+        its run's lease (the run ended, or its runner was killed and the lease lapsed): it never will be delivered;
+        ``delivered``: it reached the run's inbox already (or is gone); ``held``: a runner holds the lease (again),
+        and takes it. The run's row is locked meanwhile, so a runner that takes the lease and then looks for
+        commands does so either before (then ``held``) or after (then the command is gone)."""
+        cid = str(uuid.UUID(command_id))
+        with self.connection() as conn, conn.transaction():
+            r = conn.execute("SELECT r.lease_owner IS NOT NULL AND r.lease_expires >= now() FROM commands c "
+                             "JOIN runs r ON r.key = c.run_key WHERE c.id=%s AND c.delivered_at IS NULL "
+                             "FOR UPDATE OF r", (cid,)).fetchone()
+            if r is None:
+                return "delivered"
+            if r[0]:
+                return "held"
+            conn.execute("DELETE FROM commands WHERE id=%s", (cid,))
+            return "withdrawn"
 
     def delivered(self, command_id: str) -> None:
         self.execute("UPDATE commands SET delivered_at=now() WHERE id=%s AND delivered_at IS NULL", (command_id,))

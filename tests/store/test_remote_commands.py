@@ -1,0 +1,178 @@
+"""`agent-console pause ID --wait N` for a run of another machine, in-process against a real server, with the
+run's side played by hand at the moment that matters (inside send_command: before the command line looks again):
+the answer of a run quicker than the command line is found; a run that ends, or whose runner goes, without
+taking the command is said at once and the command withdrawn, never left for a later run of the folder."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from console.cli.control import remote_control
+from console.cli.parser import build_parser
+from console.engine.runs import run_id
+from console.engine.store.postgres import PgStore
+from console.outcome import EXIT_FAILED, EXIT_OK
+from tests.store.machines import sql
+
+OWNER = "machine-a:4242:r1"
+
+
+def ev_line(seq: int, kind: str, **fields: Any) -> tuple[int, str, str, str]:
+    ts = datetime.now(UTC).isoformat()
+    return seq, ts, kind, json.dumps({"v": 1, "ts": ts, "seq": seq, "session": 1, "type": kind, **fields})
+
+
+class RunOnA:
+    """A run of machine-a in the store (its row, its lease, its first events), and what it does when a command
+    arrives: ``react(store, key, command_id)``, called inside the command line's send_command."""
+
+    def __init__(self, url: str, base: Path) -> None:
+        self.url = url
+        self.folder = base / "machine-a" / "quickstart-20261126-120000"
+        (self.folder / ".console").mkdir(parents=True)
+        self.store = PgStore(url, host="machine-a")
+        self.store.ensure_run(self.folder, self.folder.name, datetime.now(UTC))
+        self.key = self.store.key(self.folder)
+        assert self.store.take_lease(self.key, OWNER, 25, self.folder) is not None
+        self.seq = 0
+        self.ship(*(("turn_started", {"turn": n}) for n in range(1, 6)))
+
+    def ship(self, *events: tuple[str, dict[str, Any]]) -> None:
+        lines = []
+        for kind, fields in events:
+            self.seq += 1
+            lines.append(ev_line(self.seq, kind, **fields))
+        self.store.append_events(self.key, lines)
+
+
+class Settings:
+    """What remote_control reads of the settings: the store's URL and how to open it (as machine-b)."""
+
+    def __init__(self, url: str, react: Any, before_withdraw: Any = None) -> None:
+        self.store_url = url
+        self.react = react
+        self.before_withdraw = before_withdraw
+
+    def open_store(self) -> PgStore:
+        react, before_withdraw = self.react, self.before_withdraw
+
+        class Seen(PgStore):
+            def send_command(self, key: str, body: dict[str, Any]) -> str:
+                cid = super().send_command(key, body)
+                react(body["id"])
+                return cid
+
+            def withdraw(self, command_id: str) -> Any:
+                if before_withdraw is not None:
+                    before_withdraw(command_id)
+                return super().withdraw(command_id)
+
+        return Seen(self.store_url, host="machine-b")
+
+
+def command(run: RunOnA, name: str, wait: float, react: Any, capsys: pytest.CaptureFixture[str],
+            before_withdraw: Any = None) -> tuple[int | None, str, str]:
+    args: argparse.Namespace = build_parser().parse_args([name, run_id(run.folder), "--wait", str(wait)])
+    code = remote_control(args, Settings(run.url, react, before_withdraw))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.fixture
+def run_on_a(pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunOnA]:
+    monkeypatch.setenv("AGENT_CONSOLE_HOST", "machine-b")  # the command line's machine
+    run = RunOnA(pg_url, tmp_path)
+    yield run
+    run.store.close()
+
+
+def test_the_answer_of_a_run_quicker_than_the_command_line_is_found(run_on_a: RunOnA, capsys) -> None:
+    run = run_on_a
+
+    def at_once(command_id: str) -> None:
+        # The run took the command and went on before the command line read the store again (a loaded machine,
+        # where the command line waits for the CPU): its answer is followed by more events.
+        run.ship(("operator_command", {"command": "pause", "source": "cli@machine-b", "status": "received",
+                                       "command_id": command_id}),
+                 ("operator_command", {"command": "pause", "source": "cli@machine-b", "status": "applied",
+                                       "detail": "pausing after the current turn", "command_id": command_id}),
+                 *(("turn_started", {"turn": n}) for n in range(6, 9)))
+
+    code, out, err = command(run, "pause", 30, at_once, capsys)
+    assert (code, out.strip(), err) == (EXIT_OK, "pause: applied: pausing after the current turn", "")
+
+
+@pytest.mark.parametrize("how", ["ended", "killed"])
+def test_a_run_that_ends_without_taking_the_command_says_so_and_withdraws_it(run_on_a: RunOnA, how: str,
+                                                                             capsys) -> None:
+    run = run_on_a
+
+    def ends(command_id: str) -> None:
+        if how == "ended":  # its last turn was its last: it ends before its link delivers the command
+            run.ship(("session_ended", {}), ("run_ended", {"status": "completed"}))
+            run.store.drop_lease(run.key, OWNER)
+        else:  # killed -9, and its lease lapsed: no end in its story
+            sql(run.url, "UPDATE runs SET lease_expires = now() - interval '1 second'")
+
+    code, out, err = command(run, "stop", 30, ends, capsys)
+    assert code == EXIT_FAILED and out == ""
+    assert "before it took the command: withdrawn, nothing was done" in err
+    assert ("ended" if how == "ended" else "holds its lease no more") in err
+    # Nothing left for a later run of this folder (a resume) to take.
+    assert sql(run.url, "SELECT count(*) FROM commands") == [(0,)]
+    assert run.store.undelivered(run.key) == []
+
+
+@pytest.mark.parametrize("how", ["ended", "killed"])
+def test_a_command_delivered_but_not_applied_before_the_end_is_said_so(run_on_a: RunOnA, how: str,
+                                                                       capsys) -> None:
+    run = run_on_a
+
+    def delivered_then_ends(command_id: str) -> None:
+        run.store.delivered(str(uuid.UUID(command_id)))  # in the run's inbox (addressed to that run only)
+        if how == "ended":
+            run.ship(("run_ended", {"status": "completed"}))
+            run.store.drop_lease(run.key, OWNER)
+        else:
+            sql(run.url, "UPDATE runs SET lease_expires = now() - interval '1 second'")
+
+    code, out, err = command(run, "checkpoint", 30, delivered_then_ends, capsys)
+    assert code == EXIT_FAILED and out == ""
+    assert ("ended before it applied the command, which had reached its inbox" in err if how == "ended"
+            else "had reached its inbox: it applies only if that runner goes on" in err), err
+    assert sql(run.url, "SELECT count(*) FROM commands WHERE delivered_at IS NOT NULL") == [(1,)]
+
+
+def test_a_runner_back_before_the_withdrawal_keeps_the_command_and_answers_it(run_on_a: RunOnA, capsys) -> None:
+    """Its lease lapsed (cut off from the store), then taken again just as the command line would withdraw the
+    command: the command stays, the command line waits on, and the runner's answer is said."""
+    run = run_on_a
+
+    def lapses(_cid: str) -> None:
+        sql(run.url, "UPDATE runs SET lease_expires = now() - interval '1 second'")
+
+    def back(command_id: str) -> None:
+        if run.store.take_lease(run.key, OWNER, 25, run.folder) is None:
+            raise AssertionError("the runner could not take its lease again")
+        if run.seq == 5:  # once: the runner takes the command and answers (read at the command line's next look)
+            run.ship(("operator_command", {"command": "pause", "source": "cli@machine-b", "status": "applied",
+                                           "detail": "pausing after the current turn", "command_id": command_id}))
+
+    code, out, err = command(run, "pause", 30, lapses, capsys, before_withdraw=back)
+    assert (code, out.strip(), err) == (EXIT_OK, "pause: applied: pausing after the current turn", "")
+    assert len(run.store.undelivered(run.key)) == 1  # never withdrawn (the hand-played runner does not mark it)
+
+
+def test_a_run_that_stays_quiet_is_waited_for_until_the_deadline(run_on_a: RunOnA, capsys) -> None:
+    code, out, err = command(run_on_a, "pause", 0.3, lambda _cid: None, capsys)
+    assert (code, err) == (EXIT_OK, "")
+    assert "not confirmed within 0.3s" in out
+    assert len(run_on_a.store.undelivered(run_on_a.key)) == 1  # still queued for the run, which takes it later
