@@ -878,3 +878,31 @@ def anthropic_events(reply: Reply, body: dict[str, Any]) -> list[str]:
                                           "usage": delta_usage}))
     events.append(event("message_stop", {}))
     return events
+
+
+class ServedInThread:
+    """A small test server's life (the fault tests' own servers): ``self.server`` served by ``self.thread`` from
+    ``with`` to its end, ``self.stopping`` set first so that handlers waiting on it return; ``url`` its address."""
+
+    server: ThreadingHTTPServer
+    thread: threading.Thread
+    stopping: threading.Event
+    scheme = "http"
+
+    def serve(self, server: ThreadingHTTPServer) -> None:
+        self.server = server
+        self.thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+
+    def __enter__(self) -> Self:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopping.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"{self.scheme}://{host}:{port}"

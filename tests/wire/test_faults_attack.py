@@ -55,6 +55,7 @@ from tests.wire.loopback import (
     OpenAIStreamError,
     Raw,
     Reply,
+    ServedInThread,
     Stall,
     anthropic_auth_error,
     anthropic_events,
@@ -212,7 +213,7 @@ def logged(paths: JobPaths, *types: str) -> list[dict[str, Any]]:
 # -- a server that trickles: bytes spaced in real time, keep-alives until the client hangs up ---------------------
 
 
-class Trickle:
+class Trickle(ServedInThread):
     """A minimal SSE server for timing faults the loopback cannot serve. Each request pops one plan:
     ``("events", [(delay_before, bytes), ...])`` sends each event after its delay, then ends the body;
     ``("keepalive", every)`` sends ``: keep-alive`` comments until the client goes away (the moment is recorded in
@@ -279,26 +280,11 @@ class Trickle:
             def handle_error(self, request: Any, client_address: Any) -> None:
                 pass
 
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.scheme = "http"
+        server = Server(("127.0.0.1", 0), Handler)
         if tls is not None:  # https: each connection's handshake is made as it is accepted
-            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+            server.socket = tls.wrap_socket(server.socket, server_side=True)
             self.scheme = "https"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
-
-    def __enter__(self) -> Trickle:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stopping.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-    @property
-    def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"{self.scheme}://{host}:{port}"
+        self.serve(server)
 
     def reply(self, provider: str, reply: Reply, *, first: int = 10**6, gap: float = 0.0) -> None:
         """``reply`` as that provider's stream: the first ``first`` events at once, then one every ``gap`` s."""

@@ -21,7 +21,7 @@ from console.engine.model import CallHandle, ProviderError, set_current_call
 from console.providers.anthropic_provider import AnthropicProvider
 from console.providers.openai_provider import OpenAIProvider
 from tests.conftest import time_limit
-from tests.wire.loopback import Reply, anthropic_events, openai_events
+from tests.wire.loopback import Reply, ServedInThread, anthropic_events, openai_events
 
 PROVIDERS = ("openai", "anthropic")
 MODELS = {"openai": "gpt-test", "anthropic": "claude-test"}
@@ -33,7 +33,7 @@ DEADLINE = 10.0
 REQUEST = ModelRequest(system="s", messages=[Message.user("hi")], tools=[])
 
 
-class Silent:
+class Silent(ServedInThread):
     """Takes each request whole; answers it from ``replies`` (a whole stream, the connection kept open), or, with
     none left, never: no status line, no headers. Records which connection (the client's port) each request came
     on, and when a connection left without its answer is closed by the client."""
@@ -96,22 +96,7 @@ class Silent:
             def handle_error(self, request: Any, client_address: Any) -> None:
                 pass
 
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
-
-    def __enter__(self) -> Silent:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stopping.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-    @property
-    def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+        self.serve(Server(("127.0.0.1", 0), Handler))
 
 
 def provider_for(name: str, url: str) -> OpenAIProvider | AnthropicProvider:
