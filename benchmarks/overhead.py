@@ -464,10 +464,11 @@ def measure(turns: int, messages: int, table: GuardrailsConfig | None, model_sec
                 elif isinstance(e, ev.Feedback):
                     feedback += 1
 
-            rt.events.subscribe(on_event)
+            # As a runner's subscribers (its log, its notifier, the jobs table's): none takes the streamed text.
+            rt.events.subscribe(on_event, text=False)
             # As in a runner: the story written to its runner.log, on the views' thread (console.cli.lifecycle).
             story = open(Path(tmp) / "runner.log", "w", encoding="utf-8")  # noqa: SIM115 (closed below)
-            rt.events.subscribe(HeadlessLog(story, run_id="bench", provider="bench"), deferred=True)
+            rt.events.subscribe(HeadlessLog(story, run_id="bench", provider="bench"), deferred=True, text=False)
             rt.events.holding = True  # as in a run: events go through the journal's outbox
             rt.guards.start()
             result = run_agent_session(deps, 1, conv, Checkpoint(session=1))

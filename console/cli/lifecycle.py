@@ -182,7 +182,7 @@ def run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool =
         # Deferred: the story is told while the run waits, on a thread of its own (its formatting is not the
         # agent's time, and a terminal that stops reading does not stop the run).
         sup.subscribe(HeadlessLog(sys.stdout, color=use_color(sys.stdout), run_id=paths.run_id,
-                                  provider=sup.provider.name), deferred=True)
+                                  provider=sup.provider.name), deferred=True, text=False)
         notifier = _notifier(sup, paths, notify, notify_on_end, notify_remind)
         interrupts = 0
         signal_name: str | None = None  # the first signal that stopped the run: an interrupt, not an operator stop
@@ -255,5 +255,5 @@ def _notifier(sup: Any, paths: Any, urls: tuple[str, ...], on_end: bool = True,
     notifier = Notifier(list(urls), paths.run_id, job_name(paths.root), clock=sup.clock, on_error=failed,
                         notify_on_end=on_end, remind=remind)
     notifier.prime(history(paths.events))
-    sup.subscribe(notifier)
+    sup.subscribe(notifier, text=False)
     return notifier

@@ -113,7 +113,8 @@ class Supervisor:
         self._need: tuple[str, str, datetime] | None = None
         self._carried_need: tuple[str, datetime] | None = None
         self._looked_back = False
-        self.events.subscribe(self._follow_needs)  # the jobs table says "needs you" (or "paused") while it holds
+        # The jobs table says "needs you" (or "paused") while it holds.
+        self.events.subscribe(self._follow_needs, text=False)
         mb = 2**20
         self.sandbox = Sandbox(paths.root, max_write_bytes=int(getattr(settings, "max_write_mb", 4.0) * mb),
                                max_job_bytes=int(getattr(settings, "max_job_mb", 1024.0) * mb))
@@ -125,8 +126,8 @@ class Supervisor:
         self.result: RunResult | None = None
 
     # -- the control API (thread-safe: applied by the engine at its next turn boundary) --------
-    def subscribe(self, fn: ev.Subscriber, *, deferred: bool = False) -> Callable[[], None]:
-        return self.events.subscribe(fn, deferred=deferred)
+    def subscribe(self, fn: ev.Subscriber, *, deferred: bool = False, text: bool = True) -> Callable[[], None]:
+        return self.events.subscribe(fn, deferred=deferred, text=text)
 
     def command(self, name: str, source: str = "console", **args: Any) -> None:
         """Send the command ``name`` with ``args`` (:mod:`console.engine.commands`); CommandError if it is none."""

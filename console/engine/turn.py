@@ -140,11 +140,13 @@ def stream_turn(deps: SessionDeps, turn: int, request: ModelRequest, streamed: l
             parts.append(piece)
             if streamed is not None:
                 streamed[0] += len(piece)
-            rt.events.emit(ev.TextDelta, turn=turn, text=piece)
+            if rt.events.streams_text:
+                rt.events.emit(ev.TextDelta, turn=turn, text=piece)
         elif isinstance(item, ReasoningDelta):
             piece = clean(item.text)
             reasoning.append(piece)
-            rt.events.emit(ev.TextDelta, turn=turn, text=piece, reasoning=True)
+            if rt.events.streams_text:
+                rt.events.emit(ev.TextDelta, turn=turn, text=piece, reasoning=True)
         elif isinstance(item, ToolCallEvent):
             c = item.call
             calls.append(c.model_copy(update={"name": clean(c.name), "arguments": clean(c.arguments),

@@ -169,3 +169,35 @@ def test_a_headless_run_whose_terminal_stopped_reading_runs_to_its_end(monkeypat
     reading.set()  # the terminal reads again: the story comes, whole
     until(lambda: told.extend(capsys.readouterr().out.splitlines()) or len(told) > 10)
     assert told[0].startswith("run ")
+
+
+def test_streamed_text_is_made_only_for_a_subscriber_that_takes_it(make_job) -> None:
+    """A runner's subscribers (its log, its notifier, the jobs table's) take no text_delta: none is made for them
+    (a reply streams in hundreds of pieces); an in-process console takes them, and gets each."""
+    from console.engine.clock import FakeClock
+    from console.engine.loop import SessionDeps
+    from console.engine.messages import ModelRequest
+    from console.engine.model import Stop, TextDelta, Usage
+    from console.engine.operator import OperatorState
+    from console.engine.runtime import Runtime
+    from console.engine.tools import default_registry
+    from console.engine.turn import stream_turn
+    from tests.conftest import run_settings
+
+    class Provider:
+        name, model, runs_inline = "p", "m", True
+
+        def stream(self, request: object) -> Any:
+            yield from [TextDelta("Hel"), TextDelta("lo"), Usage(1, 1), Stop("end_turn")]
+
+    request = ModelRequest(system="s", messages=[], tools=[])
+    paths = make_job("quickstart")
+    for text, made in ((False, 0), (True, 2)):
+        clock = FakeClock()
+        rt = Runtime(paths, clock, EventStream(paths.events, clock))
+        seen: list[ev.EventBase] = []
+        rt.events.subscribe(seen.append, text=text)
+        deps = SessionDeps(rt, Provider(), default_registry(), run_settings(), OperatorState())  # type: ignore[arg-type]
+        out = stream_turn(deps, 1, request)
+        assert out.text == "Hello"
+        assert len([e for e in seen if isinstance(e, ev.TextDelta)]) == made

@@ -50,6 +50,7 @@ class EventStream:
         self._lock = threading.Lock()
         self._subscribers: list[Subscriber] = []
         self._views: list[DeferredView] = []
+        self._text_subscribers = 0
         self._failed: set[int] = set()
         self._fd: int | None = None
         self._held: list[str] = []
@@ -91,9 +92,11 @@ class EventStream:
         except OSError:
             return
 
-    def subscribe(self, fn: Subscriber, *, deferred: bool = False) -> Callable[[], None]:
+    def subscribe(self, fn: Subscriber, *, deferred: bool = False, text: bool = True) -> Callable[[], None]:
         """``fn`` gets every event from now on; ``deferred``: a view, fed on a thread of its own while the run
-        waits, never in the middle of a turn (console.engine.events.feed)."""
+        waits, never in the middle of a turn (console.engine.events.feed). ``text`` False: it has no use for the
+        streamed text (text_delta, a piece of a reply at a time); when no subscriber has, none is made
+        (:attr:`streams_text`): a reply streams in hundreds of pieces, and the log keeps it whole anyway."""
         if deferred:
             view = DeferredView(fn, self._subscriber_failed)
             fn = view
@@ -101,17 +104,26 @@ class EventStream:
                 self._views.append(view)
         with self._lock:
             self._subscribers.append(fn)
+            if text:
+                self._text_subscribers += 1
 
         def unsubscribe() -> None:
             with self._lock:
                 if fn in self._subscribers:
                     self._subscribers.remove(fn)
+                    if text:
+                        self._text_subscribers -= 1
                 views = [v for v in self._views if v is fn]
                 self._views = [v for v in self._views if v is not fn]
             for v in views:
                 v.close()
 
         return unsubscribe
+
+    @property
+    def streams_text(self) -> bool:
+        """Whether a subscriber takes the streamed text (text_delta events): else they are not made."""
+        return self._text_subscribers > 0
 
     def settle_views(self, timeout: float = 2.0) -> bool:
         """Wait until the deferred views have every event so far (not the run's: benchmarks and tests)."""
