@@ -176,3 +176,35 @@ def test_a_run_that_stays_quiet_is_waited_for_until_the_deadline(run_on_a: RunOn
     assert (code, err) == (EXIT_OK, "")
     assert "not confirmed within 0.3s" in out
     assert len(run_on_a.store.undelivered(run_on_a.key)) == 1  # still queued for the run, which takes it later
+
+
+def test_a_command_sent_without_waiting_to_a_run_that_ends_is_discarded_by_its_resume(run_on_a: RunOnA) -> None:
+    """Found: `stop ID --wait 0` (or the fleet's, or an attached console's) to a run that ended before its link
+    took it stayed in the store, and the run's next runner (a resume) took it and stopped. It is for the runner
+    that held the run when it was sent: a later one discards it, as a local inbox's stale command."""
+    from console.engine import events as ev
+    from console.engine.control import ControlChannel
+    from console.engine.job import JobPaths
+    from console.engine.operator import OperatorState
+    from console.engine.store.link import StoreLink
+
+    paths = JobPaths(run_on_a.folder)
+    sent = run_on_a.store.send_command(run_on_a.key, {"command": "stop", "args": {}, "source": "cli",
+                                                      "id": uuid.uuid4().hex})
+    [(cid, body)] = run_on_a.store.undelivered(run_on_a.key)
+    assert cid == sent and body["for"] == OWNER  # for the runner that held the run then
+    run_on_a.store.drop_lease(run_on_a.key, OWNER)  # ... which ended before its link took it
+    resumed = StoreLink(run_on_a.store, paths, ev.EventStream(None), OperatorState(), owner="machine-a:4343:r2",
+                        now=lambda: datetime.now(UTC))
+    resumed._deliver()
+    channel = ControlChannel(paths.inbox)
+    channel.run_id = "r2"
+    assert channel.poll() == [] and [c.command for c in channel.stale] == ["stop"]
+    # Sent while no runner held it: for whichever takes the run next.
+    run_on_a.store.send_command(run_on_a.key, {"command": "pause", "args": {}, "source": "cli",
+                                               "id": uuid.uuid4().hex})
+    [(_, body)] = run_on_a.store.undelivered(run_on_a.key)
+    assert "for" not in body
+    resumed._deliver()
+    channel.stale.clear()
+    assert [c.command for c in channel.poll()] == ["pause"]

@@ -323,7 +323,12 @@ class StoreLink(LogShipper):
         try:
             args = body.get("args") if isinstance(body.get("args"), dict) else {}
             source = str(body.get("source") or "store")[:64]
-            write_inbox(self.paths, str(body.get("command")), args, source=source, command_id=hexid)
+            # Sent to the runner that held the run then (its lease's owner): addressed to that run, so that a
+            # runner taking the run later discards it (a stop meant for a run that ended meanwhile).
+            owner, run = body.get("for"), None  # None: for this runner (the one that holds the run now)
+            if isinstance(owner, str) and owner != self.owner:
+                run = owner.rsplit(":", 1)[-1][:64] or "another-process"  # the owner is "host:pid:run"
+            write_inbox(self.paths, str(body.get("command")), args, source=source, command_id=hexid, run=run)
         except (CommandError, ValueError) as exc:
             self.events.emit(ev.ErrorEvent, message=f"a command from the store is not one: {str(exc)[:200]}",
                              where="store", recoverable=True)

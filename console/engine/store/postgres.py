@@ -398,10 +398,15 @@ class PgStore:
         """Queue a command (the inbox file's JSON) for the run ``key``; its id. The run's link is woken."""
         cid = str(uuid.UUID(hex=body["id"])) if _is_uuid(body.get("id")) else str(uuid.uuid4())
         with self.connection() as conn, conn.transaction():
-            done = conn.execute("INSERT INTO commands (id, run_key, body) SELECT %s, key, %s FROM runs WHERE key=%s",
-                                (cid, json.dumps(body), key)).rowcount
-            if not done:
+            row = conn.execute("SELECT CASE WHEN lease_expires >= now() THEN lease_owner END FROM runs WHERE key=%s "
+                               "FOR SHARE", (key,)).fetchone()
+            if row is None:
                 raise StoreError(f"store {self.shown}: no such run")
+            # For the runner that holds the run now (its lease's owner): one that takes the run later (a resume)
+            # discards it, as a local inbox's command addressed to an ended run is (console.engine.control).
+            # None: no runner holds it, the next one takes the command.
+            sent = {**body, "for": row[0]} if row[0] else body
+            conn.execute("INSERT INTO commands (id, run_key, body) VALUES (%s, %s, %s)", (cid, key, json.dumps(sent)))
             conn.execute("SELECT pg_notify(%s, %s)", (COMMANDS_CHANNEL, key))
         return cid
 
