@@ -65,6 +65,8 @@ READ_TOOL = "read_file"
 
 # A word: letters, digits and the characters of a path; or an opening parenthesis (call syntax). Linear.
 TOKEN_RX = re.compile(r"[\w][\w./'’-]*|\(")
+# Terminal escape sequences (CSI, e.g. "\x1b[31m"): separators, never words. Linear.
+ESCAPE_RX = re.compile(r"\x1b\[[0-9;?]{0,32}[ -/]{0,4}[@-~]?")
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,8 @@ class Need:
 
 
 def _tokens(text: str) -> list[tuple[str, int, int]]:
-    return [(m.group(0), m.start(), m.end()) for m in TOKEN_RX.finditer(text[:MAX_SCAN])]
+    text = ESCAPE_RX.sub(" ", text[:MAX_SCAN])
+    return [(m.group(0), m.start(), m.end()) for m in TOKEN_RX.finditer(text)]
 
 
 def _word(token: str) -> str:
