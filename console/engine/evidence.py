@@ -170,11 +170,12 @@ def add(record: list[str], keys: Iterable[str]) -> bool:
 
 
 def refusal(index: int, text: str, gaps: list[Need]) -> str:
-    """The error result of a refused todo_complete: what is missing and how to give it."""
+    """The error result of a refused todo_complete: what is missing and how to give it, first (a log line or a
+    model may read only the start), then the task."""
     todo = ", then ".join(n.how() for n in gaps)
-    return (f"todo_complete refused: task {index + 1} '{one_line(text, 200)}' is not done according to the "
-            f"harness's record of this phase's tool calls. Missing: {', '.join(describe(n) for n in gaps)}. "
-            f"Do it now ({todo}), then call todo_complete again.")
+    return (f"todo_complete refused: {'; '.join(describe(n) for n in gaps)}, which task {index + 1} names. "
+            f"Do it now ({todo}), then call todo_complete again. (Task {index + 1}: '{one_line(text, 200)}'; a "
+            "task is done when the harness's record of this phase's tool calls shows its work.)")
 
 
 def describe(n: Need) -> str:

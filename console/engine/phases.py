@@ -342,6 +342,13 @@ class PhaseTransitionManager:
         if st.pending is None:
             if st.kind in ("empty",):
                 return self._install_from_plan(texts, done, None)
+            if st.kind == "bootstrap" and (dropped := self._dropped_bootstrap(texts)):
+                # The bootstrap is the harness's list: rewriting it must not be a way around the work its tasks
+                # name (console.engine.evidence); tasks may be added, not dropped before they are done.
+                return TransitionResult(
+                    f"todo_write refused: the bootstrap's tasks stay on the list until todo_complete completes them "
+                    f"({record.titles(dropped)} would be dropped). Keep them (add tasks if you need to), work "
+                    "through them, and write Phase 1's list at the transition that follows.", ok=False)
             kept: list[str] = []
             done = self._verified(texts, done, [i.text for i in st.items if i.done], kept)
             self.rt.todos.replace_items(texts, done)
@@ -352,6 +359,10 @@ class PhaseTransitionManager:
                 msg += " " + self.begin("bootstrap" if st.kind == "bootstrap" else "phase")
             return TransitionResult(msg)
         return self._install_from_plan(texts, done, st.pending)
+
+    def _dropped_bootstrap(self, texts: list[str]) -> list[str]:
+        kept = {record.key(t) for t in texts}
+        return [i.text for i in self.state.items if not i.done and record.key(i.text) not in kept]
 
     @staticmethod
     def _verified(texts: list[str], done: list[bool], done_before: list[str], notes: list[str]) -> list[bool]:

@@ -148,7 +148,8 @@ def call(rt: Runtime, name: str, **args: object) -> ToolOutcome:
 def test_the_trial_s_ticks_are_refused_with_what_to_do(rt) -> None:
     out = call(rt, "todo_complete")
     assert not out.ok
-    assert "Missing: no successful call of generate_workspace_summary in this phase" in out.content
+    assert out.content.startswith("todo_complete refused: no successful call of generate_workspace_summary in this "
+                                  "phase, which task 1 names.")
     assert "Do it now (call generate_workspace_summary())" in out.content
     assert not rt.todos.state.items[0].done
     (refused,) = [e for e in rt.seen if isinstance(e, ev.TodoRefused)]  # type: ignore[attr-defined]

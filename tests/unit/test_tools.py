@@ -195,9 +195,23 @@ def test_last_todo_starts_transition_and_todo_write_finishes_it(rt) -> None:
 
 
 def test_todo_write_outside_transition_replaces_items_and_advises_size(rt) -> None:
+    _finish_bootstrap(rt)
+    assert call(rt, "todo_write", todos=["Read a.md", "b", "c", "d", "e"]).ok  # phase 1's list
     out = call(rt, "todo_write", todos=["one", "two"])
     assert out.ok and "small phase" in out.content
     assert [i.text for i in rt.todos.state.items] == ["one", "two"]
+
+
+def test_the_bootstrap_list_cannot_be_rewritten_around_its_work(rt) -> None:
+    # the trial's move: replace the bootstrap's tasks with placeholders and tick those
+    out = call(rt, "todo_write", todos=["Step one", "Step two", "Step three", "Step four", "Step five"])
+    assert not out.ok and "bootstrap's tasks stay on the list" in out.content
+    assert [i.text for i in rt.todos.state.items] == BOOTSTRAP_TODOS
+    # adding to it is fine, and a task it completed may go
+    do_bootstrap_work(rt)
+    assert call(rt, "todo_complete").ok
+    assert call(rt, "todo_write", todos=[*BOOTSTRAP_TODOS[1:], "Skim a.md"]).ok
+    assert [i.text for i in rt.todos.state.items] == [*BOOTSTRAP_TODOS[1:], "Skim a.md"]
 
 
 def test_rewind_archives_with_issue_and_guides_replanning(rt) -> None:
