@@ -224,3 +224,30 @@ def test_a_hand_edited_done_task_is_owed_and_a_completed_run_is_left_alone(rt) -
     assert rt.todos.state.items[2].proof == []
     errors = [e for e in rt.seen if isinstance(e, ev.ErrorEvent) and e.where == "evidence"]  # type: ignore
     assert len(errors) == 1
+
+
+# -- the demo model answers a refusal in one turn ----------------------------------------------------------------------
+def test_the_scripted_agent_gives_the_evidence_a_refusal_names(rt) -> None:
+    from console.engine.evidence import refusal
+    from console.engine.messages import Message, ModelRequest
+    from console.providers.scripted_agent import ScriptedAgent
+
+    tick = ToolCall(id="t1", name="todo_complete", arguments="{}")
+    why = refusal(0, "Summarise with list_files() and Read notes.md", [Need("call", "list_files"),
+                                                                         Need("read", "notes.md")])
+    request = ModelRequest(system="You are an agent.", tools=REG.specs(), protected=rt.todos.render(),
+                           messages=[Message.user("Start."), Message.assistant("", [tick]),
+                                     Message.tool(tick, why, ok=False)])
+    decision = ScriptedAgent().decide(request)
+    assert [(c.name, c.args) for c in decision.calls] == [("list_files", {}), ("read_file", {"path": "notes.md"})]
+    # a stop refused for ticks an older run made without their evidence: the same
+    from console.engine.evidence import owed_line
+
+    stop = ToolCall(id="j1", name="job_complete", arguments="{}")
+    blocked = Message.user("[job_complete was refused: the job is not complete (protocol). The job is not "
+                           "finished: " + owed_line("Read instructions.md", [Need("read", "instructions.md")]) + ".]",
+                           kind="completion_blocked")
+    request = request.model_copy(update={"messages": [Message.user("Start."), Message.assistant("", [stop]),
+                                                      Message.tool(stop, "refused", ok=False), blocked]})
+    decision = ScriptedAgent().decide(request)
+    assert [(c.name, c.args) for c in decision.calls] == [("read_file", {"path": "instructions.md"})]
