@@ -80,3 +80,45 @@ def test_a_kill_between_the_evidence_and_its_tick_keeps_the_evidence(tmp_path: P
             failures.append(f"kill {n}{' torn' if tear else ''} at {result['where']}: differs in {diff}; "
                             f"refused after resume: {refused[:1]}")
     assert not failures, "\n".join(failures)
+
+
+def test_an_older_run_s_unproven_ticks_are_owed_at_its_resume_and_given_before_it_completes(make_job, clock) -> None:
+    """A run from before the rule (its state has no evidence record: no ``owed``, no ``proof``; its journal lost, so
+    the state files are what is left): its ticks are judged at the resume, the tasks whose work the record
+    cannot show are owed, job_complete is refused until the calls they name are made, and the run then completes."""
+    import json
+
+    from console.engine.supervisor import Supervisor
+    from console.providers.scripted import ScriptedProvider
+    from tests.conftest import run_settings
+
+    paths = make_job("quickstart")
+    first = Supervisor(paths, run_settings(), ScriptedProvider(clock=clock), clock=clock)
+
+    def stop_before_job_complete(e: ev.EventBase) -> None:
+        if isinstance(e, ev.TodosChanged) and e.kind == "completion" and sum(i.done for i in e.items) == 2:
+            first.stop()
+
+    first.subscribe(stop_before_job_complete)
+    assert not first.run().ok
+    state = paths.state / "todos.json"
+    todos = json.loads(state.read_text())
+    assert [i["text"] for i in todos["items"] if not i["done"]] == ["Call job_complete()"]
+    todos.pop("owed")
+    for item in todos["items"]:
+        item.pop("proof", None)
+    todos["evidence"] = []
+    state.write_text(json.dumps(todos))
+    (paths.state / "checkpoint.jsonl").unlink()
+
+    result = Supervisor(paths, run_settings(), ScriptedProvider(clock=clock), clock=clock).run()
+    assert result.ok and result.ended == "completed", result.detail
+    evs = list(ev.read_events(paths.events))
+    judged = [e.message for e in evs if isinstance(e, ev.ErrorEvent) and e.where == "evidence"]
+    assert any("Generate workspace summary" in m for m in judged)
+    assert any("Read notes/2026-03-02-kickoff.md" in m for m in judged)
+    blocked = [e for e in evs if isinstance(e, ev.CompletionBlocked) and "without the evidence" in e.feedback]
+    assert blocked, "job_complete was refused while ticks were owed"
+    reads = [e for e in evs if isinstance(e, ev.ToolCalled) and e.seq > blocked[0].seq and e.tool == "read_file"]
+    assert "notes/2026-03-02-kickoff.md" in {json.loads(e.arguments)["path"] for e in reads}
+    assert json.loads(state.read_text())["owed"] == []
