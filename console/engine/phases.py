@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from console.engine import events as ev
-from console.engine import record
+from console.engine import evidence, record
 from console.engine.clock import Clock
 from console.engine.plan import MAX_PHASE_STEPS, MIN_PHASE_STEPS, Plan, PlanError, PlanPhase
 from console.engine.todos import PendingTransition, TodoManager, TodoState, TransitionKind, render_layer2
@@ -38,6 +38,7 @@ class PhaseContext(Protocol):
     def add_blocker(self, issue: str) -> None: ...
     def on_task_completed(self, text: str) -> None: ...
     def on_phase_completed(self) -> None: ...
+    def evidence_needs(self, text: str) -> list[evidence.Need]: ...
 
 BOOTSTRAP_TODOS = [
     "Generate workspace summary using generate_workspace_summary()",
@@ -187,6 +188,15 @@ class PhaseTransitionManager:
             # job (and a phase list ended that way would bring a second, system-made final list).
             return TransitionResult(f"Task {index + 1} '{text}' is done by calling job_complete(summary, "
                                     "deliverables, confidence, notes) itself, not todo_complete.", ok=False)
+        needs = self.rt.evidence_needs(text)
+        gaps = evidence.missing(needs, st.evidence)
+        if gaps:
+            # The harness's record of this phase's calls must show what the task names (console.engine.evidence).
+            why = evidence.refusal(index, text, gaps)
+            self.rt.events.emit(ev.TodoRefused, index=index + 1, task=text, missing=[n.how() for n in gaps],
+                                reason=why)
+            return TransitionResult(why, ok=False)
+        proof = [n.key for n in needs]
         remaining = len(st.items) - st.done_count - 1
         msg = (f"Task {index + 1} '{text}' marked complete. "
                f"{remaining} task{'s' if remaining != 1 else ''} remaining.")
@@ -194,8 +204,8 @@ class PhaseTransitionManager:
             # The last task and the transition it starts are one atomic write: a crash between
             # them would leave a finished list that nothing ever moves past.
             kind: TransitionKind = "bootstrap" if st.kind == "bootstrap" else "phase"
-            return TransitionResult(msg + " " + self.begin(kind, complete_current=True))
-        self.rt.todos.complete_current(self.rt.clock.now())
+            return TransitionResult(msg + " " + self.begin(kind, complete_current=True, proof=proof))
+        self.rt.todos.complete_current(self.rt.clock.now(), proof)
         self.rt.on_task_completed(text)
         self.publish_todos("todo_complete")
         if remaining == 0 and st.kind == "completion" and not self.rt.job_done:
@@ -209,7 +219,8 @@ class PhaseTransitionManager:
             self.begin("bootstrap" if st.kind == "bootstrap" else "phase")
 
     # -- transitions ---------------------------------------------------------------
-    def begin(self, kind: TransitionKind, issue: str | None = None, *, complete_current: bool = False) -> str:
+    def begin(self, kind: TransitionKind, issue: str | None = None, *, complete_current: bool = False,
+              proof: list[str] | None = None) -> str:
         """Archive the list, regenerate the summary and inject the prompt for the agent.
 
         Returns the text for the tool result that started it; the instructions themselves
@@ -231,7 +242,7 @@ class PhaseTransitionManager:
         finished_phase = st.phase_number
         current_text = st.items[st.current_index].text if complete_current and st.current_index is not None else None
         pending, archived = self.rt.todos.begin_transition(kind, self.rt.clock.now(), issue=issue,
-                                                           mark_current_done=complete_current)
+                                                           mark_current_done=complete_current, proof=proof)
         if current_text is not None:
             # Views and the log see the finished list once, in the same record as the transition.
             self.publish_todos("todo_complete", archived)
@@ -331,6 +342,13 @@ class PhaseTransitionManager:
         if st.pending is None:
             if st.kind in ("empty",):
                 return self._install_from_plan(texts, done, None)
+            if st.kind == "bootstrap" and (dropped := self._dropped_bootstrap(texts)):
+                # The bootstrap is the harness's list: rewriting it must not be a way around the work its tasks
+                # name (console.engine.evidence); tasks may be added, not dropped before they are done.
+                return TransitionResult(
+                    f"todo_write refused: the bootstrap's tasks stay on the list until todo_complete completes them "
+                    f"({record.titles(dropped)} would be dropped). Keep them (add tasks if you need to), work "
+                    "through them, and write Phase 1's list at the transition that follows.", ok=False)
             kept: list[str] = []
             done = self._verified(texts, done, [i.text for i in st.items if i.done], kept)
             self.rt.todos.replace_items(texts, done)
@@ -341,6 +359,10 @@ class PhaseTransitionManager:
                 msg += " " + self.begin("bootstrap" if st.kind == "bootstrap" else "phase")
             return TransitionResult(msg)
         return self._install_from_plan(texts, done, st.pending)
+
+    def _dropped_bootstrap(self, texts: list[str]) -> list[str]:
+        kept = {record.key(t) for t in texts}
+        return [i.text for i in self.state.items if not i.done and record.key(i.text) not in kept]
 
     @staticmethod
     def _verified(texts: list[str], done: list[bool], done_before: list[str], notes: list[str]) -> list[bool]:

@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter
 
 from console.engine import events as ev
-from console.engine import failpoints, record
+from console.engine import evidence, failpoints, record
 from console.engine.atomic import atomic_write_text
 from console.engine.clock import Clock
 from console.engine.enforcement import Enforcer, SandboxWorld
@@ -123,6 +123,9 @@ class Runtime:
     _guards_recording: dict[str, bytes] = field(default_factory=dict)
     # main_plan.md as last parsed for the guardrails, which only read it: (its text, the plan or its problem).
     _plan_parsed: tuple[str, Plan | PlanError] | None = None
+    # The run's tool registry's names (set by the supervisor): a todo that names one as a call needs that call's
+    # evidence (console.engine.evidence). Empty: only the file-read rule applies.
+    tool_names: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         self.paths.state.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -453,6 +456,38 @@ class Runtime:
         """The stuck detector saw a pattern (an error streak, a repeated or alternating call, idle turns)."""
         self.record_experience("failed", f"stuck: {pattern}", "stuck")
 
+    # -- evidence (console.engine.evidence) -----------------------------------------------------
+    def evidence_needs(self, text: str) -> list[evidence.Need]:
+        """The evidence a todo's text asks for, from the run's tools and the files the job folder holds."""
+        return evidence.needs(text, self.tool_names, self._holds_file)
+
+    def _holds_file(self, rel: str) -> bool:
+        assert self.sandbox is not None
+        try:
+            info = self.sandbox.info(rel)
+        except (SandboxError, OSError, ValueError):
+            return False
+        return info is not None and info.kind == "file"
+
+    def note_call(self, tool: str, params: dict[str, Any] | None) -> None:
+        """A tool call that succeeded: its evidence joins the todo state, recorded with the call's own step."""
+        keys = evidence.proofs(tool, params)
+        if keys:
+            self.todos.add_evidence(keys)
+
+    def judge_evidence(self, archived_done: list[str]) -> None:
+        """At a resume: tasks marked done without the evidence they name become owed (TodoManager.judge); a run
+        whose job is already complete is left as it was (its outcome was given under the rule of its time)."""
+        if self.outcome is not None:
+            if self.todos.state.owed is None:
+                self.todos.state.owed = []
+                self.todos.save()
+            return
+        for owed in self.todos.judge(self.evidence_needs, archived_done):
+            self.events.emit(ev.ErrorEvent, where="evidence", recoverable=True, message=(
+                f"task '{owed.text}' was marked done without the evidence it names; the job is not complete "
+                f"until it is given ({', '.join(owed.keys)})"))
+
     def on_task_completed(self, text: str) -> None:
         self.memory.record(text, self.clock.now())
 
@@ -503,6 +538,7 @@ class Runtime:
             if not item.done and record.is_job_complete_task(item.text):
                 item.done = True
                 item.completed_at = now
+                item.proof = []  # done by the call it names
                 self.todos.save()
                 self.phases.publish_todos("job_complete")
                 break

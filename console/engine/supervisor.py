@@ -392,6 +392,12 @@ class Supervisor:
             # A run from before the harness kept its record of closed phases: read it back from its own archives.
             rt.todos.state.closed = record.from_archives(archived_phases(self.paths))
             rt.todos.save()
+        rt.tool_names = frozenset(self.registry.names)
+        # Tasks marked done without the evidence they name (a run from before the rule: its archived lists too)
+        # are owed: the job is not complete until the record holds it (console.engine.evidence).
+        archived_done = ([str(i.get("text", "")) for a in archived_phases(self.paths) for i in a.get("items") or []
+                          if isinstance(i, dict) and i.get("done")] if rt.todos.state.owed is None else [])
+        rt.judge_evidence(archived_done)
         for comp in COMPONENTS:
             rt.project(comp)
         rt.redo = dict(loaded.intents)

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
+
+from console.engine import evidence
 
 TodoKind = Literal["bootstrap", "phase", "completion", "empty"]
 TransitionKind = Literal["bootstrap", "phase", "rewind", "reset", "checkpoint"]
@@ -31,6 +34,18 @@ class TodoItem(BaseModel):
     text: str
     done: bool = False
     completed_at: datetime | None = None
+    # The evidence keys (console.engine.evidence) the record held for it when todo_complete completed it ([]: it
+    # needed none, or it was kept done from a list the harness archived, or what it lacked is owed). None on a
+    # done task: marked done by something other than todo_complete (a state from before the rule, an edit).
+    proof: list[str] | None = None
+
+
+class OwedTask(BaseModel):
+    """A task marked done without the evidence its text names (a run from before the evidence rule, or a state
+    edited by hand): the job is not complete until the record holds ``keys`` (each settled as it arrives)."""
+
+    text: str
+    keys: list[str] = Field(default_factory=list)
 
 
 class ClosedPhase(BaseModel):
@@ -79,6 +94,12 @@ class TodoState(BaseModel):
     # The plan phases the harness closed, in order (console.engine.record). None: a state written before this
     # record was kept; it is read back from the harness's archives when the run resumes.
     closed: list[ClosedPhase] | None = None
+    # The evidence keys of this phase's successful tool calls (console.engine.evidence): emptied when a
+    # transition archives a list, so the calls of a transition count for the list it installs.
+    evidence: list[str] = Field(default_factory=list)
+    # Tasks marked done without their evidence, still owed. None: a state from before the evidence rule, judged
+    # when the run resumes (console.engine.evidence.judge).
+    owed: list[OwedTask] | None = None
 
     @property
     def current_index(self) -> int | None:
@@ -168,6 +189,11 @@ def render_layer2(state: TodoState) -> str:
 ARCHIVE_DIR = ".console/archive"
 
 
+def _items(texts: list[str], done: list[bool]) -> list[TodoItem]:
+    # A task kept done was completed through todo_complete (with its evidence) in a list the harness archived.
+    return [TodoItem(text=t, done=d, proof=[] if d else None) for t, d in zip(texts, done, strict=True)]
+
+
 class TodoManager:
     """Owns the todo state. Every mutation is reported to the sink before it returns."""
 
@@ -219,27 +245,70 @@ class TodoManager:
             phase_name=phase_name,
             phase_number=phase_number,
             total_phases=total_phases,
-            items=[TodoItem(text=t, done=d) for t, d in zip(texts, done, strict=True)],
+            # Done only where the caller verified it was completed through todo_complete (PhaseTransitionManager).
+            items=_items(texts, done),
             generation=self.state.generation + 1,
             archive_counts=self.state.archive_counts,
             # A new run's record starts empty; an older run's (None) waits for its archives to be read back.
             closed=self.state.closed if self.state.generation else [],
+            # The phase's evidence so far (the transition's calls), and what older ticks still owe.
+            evidence=self.state.evidence,
+            owed=self.state.owed if self.state.generation else [],
         )
         self.save()
 
     def replace_items(self, texts: list[str], done: list[bool]) -> None:
-        self.state.items = [TodoItem(text=t, done=d) for t, d in zip(texts, done, strict=True)]
+        self.state.items = _items(texts, done)
         self.save()
 
-    def complete_current(self, now: datetime) -> tuple[int, TodoItem] | None:
+    def complete_current(self, now: datetime, proof: list[str] | None = None) -> tuple[int, TodoItem] | None:
         i = self.state.current_index
         if i is None:
             return None
         item = self.state.items[i]
         item.done = True
         item.completed_at = now
+        item.proof = list(proof or [])
         self.save()
         return i, item
+
+    def add_evidence(self, keys: list[str]) -> None:
+        """A successful tool call's evidence keys, recorded with the call's step; settles what older ticks owe."""
+        st = self.state
+        changed = evidence.add(st.evidence, keys)
+        if st.owed:
+            settled = [o.model_copy(update={"keys": [k for k in o.keys if k not in keys]}) for o in st.owed]
+            if [o.keys for o in settled] != [o.keys for o in st.owed]:
+                st.owed = [o for o in settled if o.keys]
+                changed = True
+        if changed:
+            self.save()
+
+    def judge(self, needs_of: Callable[[str], list[evidence.Need]], archived_done: Iterable[str]) -> list[OwedTask]:
+        """What the record owes for tasks marked done without todo_complete's evidence check: on a state from
+        before the rule (``owed`` None), every done task of the archived lists (``archived_done``, their texts)
+        and of the current one; on any state, a current task marked done by something other than todo_complete.
+        Each becomes owed (the job is not complete until the calls it names are made). Returns the new ones."""
+        st = self.state
+        new: list[OwedTask] = []
+        owed = list(st.owed or [])
+        known = {o.text for o in owed}
+        texts = list(archived_done) if st.owed is None else []
+        changed = st.owed is None
+        for item in st.items:
+            if item.done and item.proof is None:
+                texts.append(item.text)
+                item.proof = []
+                changed = True
+        for text in texts:
+            gaps = evidence.missing(needs_of(text), st.evidence)
+            if gaps and text not in known:
+                known.add(text)
+                new.append(OwedTask(text=text, keys=[n.key for n in gaps]))
+        if changed:
+            st.owed = owed + new
+            self.save()
+        return new
 
     def begin_transition(
         self,
@@ -248,6 +317,7 @@ class TodoManager:
         *,
         issue: str | None = None,
         mark_current_done: bool = False,
+        proof: list[str] | None = None,
     ) -> tuple[PendingTransition, TodoState]:
         """Open a transition and archive the list: one state change, the archive file its effect.
 
@@ -257,6 +327,7 @@ class TodoManager:
         if mark_current_done and (i := st.current_index) is not None:
             st.items[i].done = True
             st.items[i].completed_at = now
+            st.items[i].proof = list(proof or [])
         carried = [it.text for it in st.items if not it.done] if kind == "checkpoint" else []
         archived = st.model_copy(update={"pending": None, "items": [i.model_copy() for i in st.items]})
         if kind == "phase" and st.kind == "phase":
@@ -276,6 +347,9 @@ class TodoManager:
             done_before=[it.text for it in st.items if it.done],
         )
         st.archived = False
+        if kind != "checkpoint":
+            # A new phase's evidence starts here (a checkpoint re-orients inside the same phase).
+            st.evidence = []
         self.recover()
         return st.pending, archived
 

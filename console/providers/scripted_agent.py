@@ -48,6 +48,10 @@ __all__ = ["Call", "Decision", "ScriptedAgent", "summarize"]
 NOT_YET_RX = re.compile(r"\(not yet: ([\w, -]{1,300})\)")
 MISSING_RX = re.compile(r"missing: ([^\n\]]{1,500}?)\. Create")
 QUOTED_RX = re.compile(r"['\"]([^'\"]+)['\"]")
+# How the harness names the evidence a tick lacks (console.engine.evidence's Need.how): "call x()", "read p with
+# read_file(path='p')". Bounded, so a long refusal cannot make them backtrack.
+EVIDENCE_CALL_RX = re.compile(r"\bcall (\w{1,64})\(\)")
+EVIDENCE_READ_RX = re.compile(r"read_file\(path='([^'\n]{1,300})'\)")
 
 
 class ScriptedAgent:
@@ -88,6 +92,11 @@ def react(v: View) -> Decision | None:
                 if names:
                     return Decision(f"{call.name} needs {', '.join(names)} first: running {names[0]}.",
                                     [Call(names[0])])
+        # A tick refused (or a stop, for ticks an older run made) for want of the work the task names: do it.
+        evidence_refused = ((m.role == "tool" and text.startswith("todo_complete refused:"))
+                            or "without the evidence it names" in text)
+        if evidence_refused and (calls_needed := _evidence_calls(v, text)):
+            return Decision("The harness's record does not show that work yet: doing it now.", calls_needed)
         refused = m.meta.get("kind") == "completion_blocked" or (m.role == "tool" and "was refused" in text[:40])
         if refused and (missing := MISSING_RX.search(text)) is not None:
             paths = [p.strip() for p in missing.group(1).split(",") if p.strip()][:5]
@@ -96,6 +105,19 @@ def react(v: View) -> Decision | None:
             return Decision(f"The job is not complete yet: creating {', '.join(paths)}.",
                             [c for p in paths for c in _required_file(v, p, claimed)])
     return None
+
+
+def _evidence_calls(v: View, text: str) -> list[Call]:
+    """The calls a refusal says would give the missing evidence (at most 8, each once)."""
+    out: list[Call] = []
+    for m in EVIDENCE_CALL_RX.finditer(text[:8000]):
+        if m.group(1) in v.tools and m.group(1) not in ("job_complete", "todo_complete", "read_file") and \
+                all(c.name != m.group(1) for c in out):
+            out.append(Call(m.group(1)))
+    for m in EVIDENCE_READ_RX.finditer(text[:8000]):
+        if all(c.args.get("path") != m.group(1) for c in out):
+            out.append(Call("read_file", {"path": m.group(1)}))
+    return out[:8]
 
 
 def _required_file(v: View, path: str, claimed: object) -> list[Call]:

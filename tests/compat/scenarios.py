@@ -187,7 +187,9 @@ def _finished_plan() -> list:
     current = FINISHED_PLAN.replace("## Phase 1: Write", "## Phase 1: Write ← CURRENT")
     return [
         turn("Summary.", Call("generate_workspace_summary"), done),
-        turn("Bootstrap.", done, done, done),
+        # The reads the bootstrap's tasks name, then their ticks (console.engine.evidence).
+        turn("Bootstrap.", Call("read_file", {"path": "workspace_summary.md"}),
+             Call("read_file", {"path": "instructions.md"}), done, done, done),
         turn("Planning.", Call("write_file", {"path": "main_plan.md", "content": FINISHED_PLAN}), done, done),
         turn("Phase 1.", Call("write_file", {"path": "main_plan.md", "content": current}),
              Call("todo_write", {"todos": ["Write out.md", "Check out.md", "Record a note", "Review the result",

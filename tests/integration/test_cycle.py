@@ -38,8 +38,9 @@ def full_cycle_script() -> list[T]:
         T(calls=[done()]),  # last bootstrap todo -> transition
         T(calls=[*reads, C(name="write_file", arguments={"path": "main_plan.md", "content": plan_p1}),
                  C(name="todo_write", arguments={"todos": PHASE1})]),
-        # phase 1
-        *[T(calls=[done()]) for _ in PHASE1],
+        # phase 1 ("Read a.md" is done by reading it: console.engine.evidence)
+        T(calls=[C(name="read_file", arguments={"path": "a.md"}), done()]),
+        *[T(calls=[done()]) for _ in PHASE1[1:]],
         T(calls=[*reads, C(name="write_file", arguments={"path": "main_plan.md", "content": plan_p2}),
                  C(name="todo_write", arguments={"todos": PHASE2})]),
         # phase 2, with a rewind after two tasks
@@ -47,7 +48,9 @@ def full_cycle_script() -> list[T]:
         T(calls=[done()]),
         T(text="This approach fails.", calls=[C(name="todo_rewind", arguments={"issue": "out.md needs a table"})]),
         T(calls=[*reads, C(name="todo_write", arguments={"todos": ["Add the table to out.md", *PHASE2[2:]]})]),
-        *[T(calls=[done()]) for _ in PHASE2[1:]],
+        # "Review out.md" is done by reading it (console.engine.evidence): read in this phase, before its tick
+        T(calls=[C(name="read_file", arguments={"path": "out.md"}), done()]),
+        *[T(calls=[done()]) for _ in PHASE2[2:]],
         T(calls=[done()]),  # last todo of the last phase -> job completion todos
         # job completion
         T(calls=[done()]),

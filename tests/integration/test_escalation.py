@@ -91,7 +91,7 @@ def test_a_looping_agent_is_asked_about_after_three_nudges_resume_starts_over_st
 
 def test_progress_between_nudges_never_asks(make_job, clock) -> None:
     paths = make_job()
-    done = T(calls=[C(name="todo_complete")])
+    done = T(calls=[C(name="generate_workspace_summary"), C(name="todo_complete")])  # the task's work, then its tick
     script = [*[reread() for _ in range(8)], done, *[reread() for _ in range(8)], T(error="end of script")]
     result, asked, _ = run(paths, script, clock)
     assert not asked and result.reason is ShutdownReason.ERROR and "end of script" in result.detail

@@ -190,7 +190,9 @@ def finished_plan_script() -> list[T]:
     plan = PLAN.replace("## Phase 1: Write", "## Phase 1: Write ← CURRENT")
     return [
         T(calls=[C(name="generate_workspace_summary"), done]),
-        T(calls=[done, done, done]),
+        # The reads the bootstrap's tasks name, then their ticks (console.engine.evidence).
+        T(calls=[C(name="read_file", arguments={"path": "workspace_summary.md"}),
+                 C(name="read_file", arguments={"path": "instructions.md"}), done, done, done]),
         T(calls=[write("main_plan.md", PLAN), done, done]),
         T(calls=[write("main_plan.md", plan), C(name="todo_write", arguments={"todos": [
             "Write out.md", "Check out.md", "Record a note", "Review the result", "Tidy up"]})]),

@@ -192,7 +192,9 @@ def _rewind_in_transition_script() -> list[ScriptedTurn]:
     """Phase 1 completed (its transition opens), then a rewind before the next list: phase 1 is redone."""
     done = C(name="todo_complete")
     return [
-        T(calls=[C(name="generate_workspace_summary"), done, done, done]),
+        # the bootstrap's work, then its ticks (console.engine.evidence)
+        T(calls=[C(name="generate_workspace_summary"), C(name="read_file", arguments={"path": "workspace_summary.md"}),
+                 C(name="read_file", arguments={"path": "instructions.md"}), done, done, done]),
         T(calls=[C(name="write_file", arguments={"path": "main_plan.md", "content": PLAN}), done, done]),
         T(calls=[C(name="todo_write", arguments={"todos": [f"c{i}" for i in range(5)]})]),
         T(calls=[C(name="append_file", arguments={"path": "log.md", "content": "- collected c0..c4"}),

@@ -16,6 +16,7 @@ from console.providers.scripted import ScriptedCall as C
 from console.providers.scripted import ScriptedProvider
 from console.providers.scripted import ScriptedTurn as T
 from tests.conftest import run_settings
+from tests.evidence_support import do_bootstrap_work
 
 PLAN = "# Plan\n\n## Phase 1: Alpha\n" + "".join(f"- [ ] a{i}\n" for i in range(5)) + \
        "\n## Phase 2: Beta\n" + "".join(f"- [ ] b{i}\n" for i in range(5))
@@ -24,6 +25,7 @@ PLAN = "# Plan\n\n## Phase 1: Alpha\n" + "".join(f"- [ ] a{i}\n" for i in range(
 def _runtime(paths, clock) -> Runtime:
     rt = Runtime(paths, clock, ev.EventStream(paths.events, clock))
     rt.phases.ensure_bootstrap()
+    do_bootstrap_work(rt)  # the work the bootstrap's tasks name (console.engine.evidence)
     return rt
 
 

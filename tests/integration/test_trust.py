@@ -21,6 +21,7 @@ from console.providers.scripted import ScriptedCall as C
 from console.providers.scripted import ScriptedProvider
 from console.providers.scripted import ScriptedTurn as T
 from tests.conftest import SAMPLES, run_settings
+from tests.evidence_support import bootstrap_calls
 
 SECRET = "sk-live-TOP-SECRET-123"
 
@@ -269,7 +270,8 @@ def test_a_plan_with_a_huge_phase_number_and_a_padded_heading_runs(tmp_path, clo
     plan = ("# Plan\n\n## Phase " + "9" * 5000 + ": Huge" + " " * 2500 + "\n"
             + "".join(f"- [ ] h{i}\n" for i in range(5))
             + "\n## Phase 2: Then" + " " * 2500 + "#\n" + "".join(f"- [ ] t{i}\n" for i in range(5)))
-    script = [T(calls=[C(name="write_file", arguments={"path": "main_plan.md", "content": plan})]),
+    script = [T(calls=[C(name="write_file", arguments={"path": "main_plan.md", "content": plan}),
+                       *bootstrap_calls(C)]),  # the bootstrap's work (console.engine.evidence)
               *[T(calls=[C(name="todo_complete")]) for _ in range(5)],
               T(calls=[C(name="todo_write", arguments={"todos": [f"h{i}" for i in range(5)]})]),
               *[T(calls=[C(name="todo_complete")]) for _ in range(5)],

@@ -24,6 +24,7 @@ from console.engine.messages import ToolCall
 from console.engine.runtime import Runtime
 from console.engine.state import load_projections
 from console.engine.tools import ToolOutcome, default_registry
+from tests.evidence_support import do_bootstrap_work
 
 REG = default_registry()
 NOW = datetime(2026, 1, 11, 10, 0, tzinfo=UTC)
@@ -56,6 +57,7 @@ def recorded(rt: Runtime) -> list[ev.ExperienceRecorded]:
 
 def to_phase_one(rt: Runtime) -> None:
     (rt.paths.root / "main_plan.md").write_text(PLAN)
+    do_bootstrap_work(rt)
     for _ in range(5):
         call(rt, "todo_complete")
     out = call(rt, "todo_write", todos=[f"g{i}" for i in range(5)])

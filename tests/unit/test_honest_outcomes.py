@@ -24,6 +24,7 @@ from console.engine.supervisor import outcome_of, status_for
 from console.engine.todos import TodoState
 from console.engine.tools import ToolOutcome, default_registry
 from console.outcome import EXIT_FAILED, EXIT_GAVE_UP, EXIT_OK, EXIT_RUN_FAILED, EXIT_STOPPED, exit_code_for
+from tests.evidence_support import do_bootstrap_work
 
 REG = default_registry()
 STEPS = [f"Step {i}" for i in range(1, 6)]
@@ -49,6 +50,7 @@ def rt(make_job, clock) -> Runtime:
     r.events.subscribe(r.seen.append)  # type: ignore[attr-defined]
     r.guardrails.start(clock.now())  # the job's first start: deliverables must be written after it
     r.phases.ensure_bootstrap()
+    do_bootstrap_work(r)
     return r
 
 

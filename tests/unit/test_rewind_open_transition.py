@@ -14,6 +14,7 @@ from console.engine.operator import OperatorState
 from console.engine.plan import parse_plan
 from console.engine.runtime import Runtime
 from console.engine.todos import TodoManager
+from tests.evidence_support import do_bootstrap_work
 from tests.unit.test_rewind_phase import _call  # one tool call through the registry, as the loop makes it
 
 PLAN = ("# Plan\n\n## Phase 1: Alpha\n" + "".join(f"- [ ] a{i}\n" for i in range(5))
@@ -26,6 +27,7 @@ def rt(make_job, clock) -> Runtime:
     paths = make_job()
     runtime = Runtime(paths, clock, ev.EventStream(paths.events, clock))
     runtime.phases.ensure_bootstrap()
+    do_bootstrap_work(runtime)
     paths.main_plan.write_text(PLAN)
     for _ in range(5):
         _call(runtime, "todo_complete")

@@ -14,6 +14,7 @@ from console.engine.messages import ToolCall
 from console.engine.operator import OperatorState
 from console.engine.runtime import Runtime
 from console.engine.tools import ToolOutcome, default_registry
+from tests.evidence_support import do_bootstrap_work
 
 PLAN = "# Plan\n\n## Phase 1: Alpha\n" + "".join(f"- [ ] a{i}\n" for i in range(5)) + \
        "\n## Phase 2: Beta\n" + "".join(f"- [ ] b{i}\n" for i in range(5))
@@ -30,6 +31,7 @@ def rt(make_job, clock) -> Runtime:
     paths = make_job()
     runtime = Runtime(paths, clock, ev.EventStream(paths.events, clock))
     runtime.phases.ensure_bootstrap()
+    do_bootstrap_work(runtime)
     paths.main_plan.write_text(PLAN)
     return runtime
 

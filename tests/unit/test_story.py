@@ -112,3 +112,19 @@ def test_liveness_is_one_answer(stored, pid, gone, detail, seen, state, kind):
     live = liveness(stored, pid, gone=gone, detail=detail, seen=seen)
     assert (live.state, live.kind) == (state, kind)
     assert live.live == (state in (RUNNING, STARTING, PAUSED, NEEDS))
+
+
+def test_a_refused_tick_is_told_once_by_its_todo_refused_line() -> None:
+    from console.view import present
+
+    refused = ev.TodoRefused(ts=T, seq=1, session=1, index=1, task="Read \x1b[31mnotes.md",
+                             missing=["read notes.md with read_file(path='notes.md')"], reason="todo_complete refused")
+    result = ev.ToolResult(ts=T, seq=2, session=1, turn=1, call_id="t", tool="todo_complete", ok=False,
+                           content="todo_complete refused: ...")
+    other = ev.ToolResult(ts=T, seq=3, session=1, turn=1, call_id="u", tool="todo_complete", ok=False,
+                          content="There is no incomplete task.")
+    told = Told()
+    assert [told.sees(e) for e in (refused, result, other)] == [True, False, True]
+    line = present.describe(refused)
+    assert line is not None and line.kind == "todo-refused" and "\x1b" not in line.line
+    assert "todo 1 not ticked" in line.text and "read notes.md with read_file" in line.detail

@@ -12,6 +12,7 @@ from console.engine.messages import ToolCall
 from console.engine.phases import BOOTSTRAP_TODOS
 from console.engine.runtime import Runtime
 from console.engine.tools import ToolOutcome, default_registry
+from tests.evidence_support import do_bootstrap_work
 
 REG = default_registry()
 PLAN = """# Execution Plan
@@ -168,6 +169,7 @@ def test_todo_complete_message_and_bootstrap(rt) -> None:
 
 def _finish_bootstrap(rt) -> None:
     (rt.paths.main_plan).write_text(PLAN)
+    do_bootstrap_work(rt)
     for _ in BOOTSTRAP_TODOS:
         out = call(rt, "todo_complete")
     assert "transition" in out.content
@@ -193,15 +195,30 @@ def test_last_todo_starts_transition_and_todo_write_finishes_it(rt) -> None:
 
 
 def test_todo_write_outside_transition_replaces_items_and_advises_size(rt) -> None:
+    _finish_bootstrap(rt)
+    assert call(rt, "todo_write", todos=["Read a.md", "b", "c", "d", "e"]).ok  # phase 1's list
     out = call(rt, "todo_write", todos=["one", "two"])
     assert out.ok and "small phase" in out.content
     assert [i.text for i in rt.todos.state.items] == ["one", "two"]
+
+
+def test_the_bootstrap_list_cannot_be_rewritten_around_its_work(rt) -> None:
+    # the trial's move: replace the bootstrap's tasks with placeholders and tick those
+    out = call(rt, "todo_write", todos=["Step one", "Step two", "Step three", "Step four", "Step five"])
+    assert not out.ok and "bootstrap's tasks stay on the list" in out.content
+    assert [i.text for i in rt.todos.state.items] == BOOTSTRAP_TODOS
+    # adding to it is fine, and a task it completed may go
+    do_bootstrap_work(rt)
+    assert call(rt, "todo_complete").ok
+    assert call(rt, "todo_write", todos=[*BOOTSTRAP_TODOS[1:], "Skim a.md"]).ok
+    assert [i.text for i in rt.todos.state.items] == [*BOOTSTRAP_TODOS[1:], "Skim a.md"]
 
 
 def test_rewind_archives_with_issue_and_guides_replanning(rt) -> None:
     _finish_bootstrap(rt)
     rt.take_notices()
     call(rt, "todo_write", todos=["Read a.md", "Read b.md", "Note facts", "Read c.md", "Note more"])
+    call(rt, "read_file", path="a.md")  # the evidence "Read a.md" names
     call(rt, "todo_complete")
     out = call(rt, "todo_rewind", issue="b.md does not exist; use sub/b.txt")
     assert out.ok and "Rewind started" in out.content
@@ -226,6 +243,7 @@ def test_archive_and_reset(rt) -> None:
 
 def test_malformed_plan_at_transition_gives_error_event_and_actionable_message(rt) -> None:
     rt.paths.main_plan.write_text("# Plan\n\nno phases here\n")
+    do_bootstrap_work(rt)
     for _ in BOOTSTRAP_TODOS:
         call(rt, "todo_complete")
     (notice,) = rt.take_notices()

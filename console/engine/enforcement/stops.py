@@ -8,12 +8,30 @@ from typing import Any
 from console.engine import events as ev
 from console.engine.enforcement.base import _EnforcerBase
 from console.engine.enforcement.world import StopVerdict, flat
+from console.engine.evidence import Need, owed_line
 from console.engine.guardrails import TaskCompletionContext, TaskCompletionResult
 from console.engine.guardrails.budgets import SPEND_LIMITS
 from console.engine.guardrails.guardrails import PROTOCOL
 from console.engine.plan import PlanError
 from console.engine.record import is_job_complete_task
 from console.engine.record import unmet as record_unmet
+from console.engine.todos import TodoState
+
+
+def owed_lines(todos: TodoState) -> list[str]:
+    """Tasks marked done without the evidence they name (a run from before the evidence rule, an edited state):
+    until the record holds it, the run is not complete (console.engine.evidence; at most 3 named, as the plan
+    checker does)."""
+    owed = [o for o in todos.owed or [] if o.keys]
+    lines = [owed_line(o.text, [_need(k) for k in o.keys[:4]]) for o in owed[:3]]
+    if len(owed) > 3:
+        lines.append(f"{len(owed) - 3} more tasks were marked done without the evidence they name")
+    return lines
+
+
+def _need(key: str) -> Need:
+    kind, _, target = key.partition(":")
+    return Need("read" if kind == "read" else "call", target)
 
 
 class _Stops(_EnforcerBase):
@@ -89,7 +107,8 @@ class _Stops(_EnforcerBase):
         except PlanError as exc:
             if self.world.file_exists("main_plan.md"):
                 problem = str(exc)
-        return record_unmet(self._todos(), plan, problem)
+        todos = self._todos()
+        return [*record_unmet(todos, plan, problem), *owed_lines(todos)]
 
     def _completion_context(self, stop_reason: str, tentative_output: Any) -> TaskCompletionContext:
         todos = self._todos()

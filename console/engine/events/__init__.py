@@ -33,7 +33,7 @@ from console.engine.events.guardrails import (
     StuckDetected,
 )
 from console.engine.events.log import copy_events, damaged_lines, last_seq, read_events, read_new, seq_of
-from console.engine.events.plan import PhaseTransition, PlanChanged, TodoItemRecord, TodosChanged
+from console.engine.events.plan import PhaseTransition, PlanChanged, TodoItemRecord, TodoRefused, TodosChanged
 from console.engine.events.registry import EVENT_ADAPTER, IN_PROCESS_ONLY, Event, parse_event
 from console.engine.events.run import (
     ErrorEvent,
@@ -107,6 +107,7 @@ __all__ = [
     "Subscriber",
     "TextDelta",
     "TodoItemRecord",
+    "TodoRefused",
     "TodosChanged",
     "TokenUsage",
     "ToolCallRecord",

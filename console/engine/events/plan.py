@@ -26,6 +26,17 @@ class TodosChanged(EventBase):
     generation: int = 0
 
 
+class TodoRefused(EventBase):
+    """todo_complete refused: the current task names evidence (a tool call, a file read) that the harness's record
+    of this phase's calls does not hold (console.engine.evidence). The agent got ``reason`` as the call's result."""
+
+    type: Literal["todo_refused"] = "todo_refused"
+    index: int  # 1-based, as the Layer 2 list numbers it
+    task: str
+    missing: list[str]
+    reason: str = ""
+
+
 class PlanChanged(EventBase):
     type: Literal["plan_changed"] = "plan_changed"
     phases: int = 0

@@ -26,7 +26,7 @@ from console.engine.events.guardrails import (
     GuardrailsStatus,
     StuckDetected,
 )
-from console.engine.events.plan import PhaseTransition, PlanChanged, TodosChanged
+from console.engine.events.plan import PhaseTransition, PlanChanged, TodoRefused, TodosChanged
 from console.engine.events.run import (
     ErrorEvent,
     ExperienceRecorded,
@@ -54,6 +54,7 @@ Event = Annotated[
     | ToolDenied
     | ToolResult
     | TodosChanged
+    | TodoRefused
     | PlanChanged
     | PhaseTransition
     | Feedback

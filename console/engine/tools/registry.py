@@ -318,6 +318,9 @@ class ToolRegistry:
             # the model can fix that, so it is a tool error, not a crash.
             return ToolOutcome(False, f"{tool.name} failed: {exc.strerror or type(exc).__name__}. "
                                       "Check the path and try again.")
-        if isinstance(out, str):
-            return ToolOutcome(True, out)
-        return out
+        outcome = ToolOutcome(True, out) if isinstance(out, str) else out
+        if outcome.ok:
+            # The harness's record of the run's calls: the evidence a todo may name (console.engine.evidence),
+            # part of the todo state, so committed with this call's own step.
+            runtime.note_call(tool.name, args.model_dump())
+        return outcome

@@ -72,8 +72,13 @@ TODO_TOOLS: list[Tool[Any]] = [
                  Failure("there is no incomplete task", "todo_write the next tasks; in the final review, call "
                                                         "job_complete"),
                  Failure("the current task is \"Call job_complete()\"", "call job_complete itself: that is the "
-                                                                      "task")),
+                                                                      "task"),
+                 Failure("the task names a tool call or a file read that this phase's record does not hold",
+                         "make the call it names (or read_file the file), then call todo_complete again")),
          rules=("It completes the task marked CURRENT in the ACTIVE TODO LIST, never another: do that task first.",
+                "A task that names a tool as a call (\"using generate_workspace_summary()\") needs a successful "
+                "call of it in this phase; one that says to read a job file (\"Read instructions.md\") needs a "
+                "read_file of it. Otherwise it is refused, and the result says what is missing.",
                 PHASES_RULE)),
     Tool("todo_write", "Replace the todo list, e.g. with the next phase's tasks at a phase transition.",
          TodoWriteArgs, todo_write, "write the whole todo list",

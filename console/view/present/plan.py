@@ -23,6 +23,12 @@ def _todos(e: ev.TodosChanged) -> Presented:
     return Presented("□", "todos", "info", todo_list_text(e), source="todos")
 
 
+def _refused(e: ev.TodoRefused) -> Presented:
+    missing = "; ".join(flat(m, 160) for m in e.missing[:4]) or "evidence"
+    return Presented("✗", "todo-refused", "caution", f"todo {e.index} not ticked: {flat(e.task, 120)}",
+                     f"no evidence in the record; the agent was told to {missing}", "evidence")
+
+
 def todo_list_text(e: ev.TodosChanged) -> str:
     """``Review Inputs (1 of 2): 5 tasks``: a todo list, by its phase and size."""
     return f"{phase_label(e) or 'todo list'}: {plural(len(e.items), 'task')}"

@@ -17,7 +17,7 @@ from console.view.present.context import (
     _wind_down,
 )
 from console.view.present.guardrails import _blocked, _bypassed, _exhausted, _feedback, _raised, _stuck
-from console.view.present.plan import _phase, _plan, _todos
+from console.view.present.plan import _phase, _plan, _refused, _todos
 from console.view.present.run import (
     _completed,
     _error,
@@ -44,6 +44,7 @@ DESCRIBERS: dict[type, Callable[[Any], Presented | None]] = {
     ev.ToolResult: _tool_result,
     ev.ToolDenied: _tool_denied,
     ev.TodosChanged: _todos,
+    ev.TodoRefused: _refused,
     ev.PlanChanged: _plan,
     ev.PhaseTransition: _phase,
     ev.Feedback: _feedback,
