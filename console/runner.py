@@ -171,6 +171,17 @@ def detach_output(paths: JobPaths) -> None:
         os.close(null)
 
 
+def drop_output() -> None:
+    """A viewer's terminal is gone (a hangup): what it still writes (its screen's restore sequences, a closing
+    line) goes nowhere, and stdin reads nothing. Never to the run's log: a viewer's output is the terminal's (the
+    alternate screen, mouse modes...), not the run's story."""
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.close(null)
+
+
 def ignore_hangup() -> None:
     with contextlib.suppress(ValueError, OSError):
         signal.signal(signal.SIGHUP, signal.SIG_IGN)

@@ -181,8 +181,8 @@ def run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool =
 
         # Deferred: the story is told while the run waits, on a thread of its own (its formatting is not the
         # agent's time, and a terminal that stops reading does not stop the run).
-        sup.subscribe(HeadlessLog(sys.stdout, color=use_color(sys.stdout), run_id=paths.run_id,
-                                  provider=sup.provider.name), deferred=True)
+        story = HeadlessLog(sys.stdout, color=use_color(sys.stdout), run_id=paths.run_id, provider=sup.provider.name)
+        sup.subscribe(story, deferred=True)
         notifier = _notifier(sup, paths, notify, notify_on_end, notify_remind)
         interrupts = 0
         signal_name: str | None = None  # the first signal that stopped the run: an interrupt, not an operator stop
@@ -192,6 +192,7 @@ def run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool =
             nonlocal interrupts, signal_name
             if signum == signal.SIGHUP:
                 detach_output(paths)  # the terminal is gone: the run is not
+                story.color = False  # its story goes on in the run's log: plain text, as a runner's
                 return
             interrupts += 1
             if signal_name is None:

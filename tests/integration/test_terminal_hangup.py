@@ -154,6 +154,12 @@ def test_a_hangup_closes_the_console_within_2s_and_the_run_goes_on(tmp_path: Pat
         assert _alive(runner) and RunLock(paths).holder() == runner, "the hangup reached the run"
         types_before = len(_types(paths))
         _wait_for(lambda: len(_types(paths)) > types_before, 30, "the run to go on working after the hangup")
+        # The console that lost its terminal wrote nothing of the terminal's (its screen's and mouse modes'
+        # sequences, which Textual writes as it closes) into the run's log: the runner's story only.
+        log = (paths.state / "runner.log").read_bytes()
+        esc = log.find(b"\x1b")
+        assert esc < 0, f"escape sequences in runner.log: {log[esc:esc + 80]!r}"
+        assert f"run {paths.run_id}".encode() in log  # the runner's own story is there
     finally:
         pty.kill()
         with contextlib.suppress(ProcessLookupError):
@@ -259,4 +265,7 @@ def test_a_headless_run_in_a_terminal_goes_on_after_a_hangup(tmp_path: Path) -> 
     assert paths.outcome.exists()
     log = (paths.state / "runner.log").read_text()
     assert "done: job complete" in log
+    # Coloured on its terminal, plain in the log once the terminal is gone (as a runner's story is).
+    assert b"\x1b[" in bytes(pty.out)
+    assert "\x1b" not in log, "colour codes in runner.log"
     assert not any(isinstance(e, ev.OperatorCommand) for e in ev.read_events(paths.events))
