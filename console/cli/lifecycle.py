@@ -30,7 +30,7 @@ def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, t
     import subprocess
 
     from console.engine.run_lock import RunLock
-    from console.runner import HARD_EXIT_AFTER, log_tail, spawn_runner, wait_started
+    from console.runner import HARD_EXIT_AFTER, log_tail, spawn_runner, started_by, wait_started
 
     holder = RunLock(paths).holder()
     if holder is not None:
@@ -68,7 +68,8 @@ def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, t
         err(f"the run did not start (exit code {code}); its log: {paths.state / 'runner.log'}")
         return code or EXIT_FAILED
     if not console:
-        say(f"running in the background (process {proc.pid}); watch it: agent-console attach {paths.run_id}; "
+        pid = started_by(paths, proc) or proc.pid  # the run's process (its watcher's child)
+        say(f"running in the background (process {pid}); watch it: agent-console attach {paths.run_id}; "
             f"its story: agent-console logs -f {paths.run_id}; stop it: agent-console stop {paths.run_id}")
         return EXIT_OK
     return after_console(paths)
