@@ -151,9 +151,9 @@ def test_a_runner_killed_by_sigkill_is_told_once(server: Loopback) -> None:
     assert len(_died(server)) == 1
 
 
-@pytest.mark.parametrize("how", ["completed", "SIGTERM to the runner", "SIGTERM to its watcher"])
+@pytest.mark.parametrize("how", ["completed", "stop", "SIGTERM to the runner", "SIGTERM to its watcher"])
 def test_an_end_or_a_stop_is_not_died(server: Loopback, how: str) -> None:
-    """A normal end, a SIGTERM stop (`kill`, systemd: the runner records its end, or hard-exits within 2 s), and
+    """A normal end, an operator's `stop`, a SIGTERM stop (`kill`, systemd: the runner records its end, or hard-exits within 2 s), and
     a SIGTERM to the watcher (a console's Ctrl+C before it has the terminal: handed on to the runner) tell their
     own story: no "died" message."""
     paths, runner, watch = _start(server, "0" if how == "completed" else "1")
@@ -161,7 +161,11 @@ def test_an_end_or_a_stop_is_not_died(server: Loopback, how: str) -> None:
         if how != "completed":
             _wait_for(lambda: _started(paths), WITHIN, "the run's first session")
             assert watch > 0
-            os.kill(runner if how == "SIGTERM to the runner" else watch, signal.SIGTERM)
+            if how == "stop":
+                stop = subprocess.run(_cli("stop", paths.run_id), capture_output=True, text=True, timeout=WITHIN)
+                assert stop.returncode == 0, stop.stderr
+            else:
+                os.kill(runner if how == "SIGTERM to the runner" else watch, signal.SIGTERM)
         _wait_for(lambda: not _processes_of(paths.root), WITHIN * 2, "the run's processes to end")
     finally:
         _kill(runner, watch)
@@ -280,3 +284,18 @@ def test_the_watcher_survives_a_hangup_and_hands_a_stop_on(tmp_path: Path, serve
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
     assert proc.returncode == 130 and _died(server) == [] and "died" not in err
+
+
+def test_a_died_message_makes_hostile_text_safe(server: Loopback) -> None:
+    """The job's name and the log's path come from folders anyone may name: no escape sequence or line break of
+    theirs reaches the phone, and nothing of the URL either."""
+    from console.notify import Notifier
+
+    n = Notifier([server.url("json", SECRET)], "k3f9q", "evil\x1b]0;pwned\x07job", remind=(), look=False)
+    n.died("killed by SIGKILL", datetime.now(UTC), "/runs/a\nb\x1b[2J/.console/runner.log", "A kill -9.")
+    assert n.close(WITHIN)
+    (req,) = server.wait_for(1, WITHIN)
+    text = req.body["title"] + req.body["message"]
+    assert "\x1b" not in text and "\x07" not in text and SECRET not in text
+    log_line = next(x for x in req.body["message"].splitlines() if x.startswith("Its log: "))
+    assert "runner.log" in log_line  # one line, whatever the path held
