@@ -117,19 +117,22 @@ def died(code: int, stopped: bool, seen: Seen) -> str | None:
     return f"exited with code {code} without recording its end"
 
 
-def report(root: str, how: str, out: Any = None) -> bool:
+def report(root: str, how: str, out: Any = None, clock: Any = None) -> bool:
     """Tell the run's channels (and its runner.log, through ``out``) that it died; False when another process
-    runs it again by then (a resume: it is not dead) and nothing was told."""
-    from datetime import datetime
+    runs it again by then (a resume: it is not dead) and nothing was told. ``clock``: console.engine.clock's
+    (the system's by default)."""
     from pathlib import Path
 
+    from console.engine.clock import SystemClock
     from console.engine.job import JobPaths
     from console.engine.launch import LaunchError, read_launch
     from console.engine.run_lock import RunLock
     from console.engine.runs import job_name
+    from console.engine.text import safe_text
 
     out = out or sys.stderr
-    when = datetime.now().astimezone()
+    clock = clock or SystemClock()
+    when = clock.now().astimezone()
     paths = JobPaths(Path(root))
     if RunLock(paths).holder() is not None:
         return False
@@ -139,7 +142,8 @@ def report(root: str, how: str, out: Any = None) -> bool:
     try:
         record = read_launch(paths)
     except LaunchError as exc:
-        print(f"agent-console: its channels cannot be told: {exc}", file=out, flush=True)
+        print(f"agent-console: its channels cannot be told: {safe_text(str(exc), one_line=True, join=True)}",
+              file=out, flush=True)
         return True
     urls = record.notify if record is not None else ()
     if not urls:
@@ -149,7 +153,8 @@ def report(root: str, how: str, out: Any = None) -> bool:
     def failed(line: str) -> None:
         print(f"agent-console: {line}", file=out, flush=True)
 
-    notifier = Notifier(list(urls), paths.run_id, job_name(paths.root), on_error=failed, remind=(), look=False)
+    notifier = Notifier(list(urls), paths.run_id, job_name(paths.root), clock=clock, on_error=failed, remind=(),
+                        look=False)
     # The out-of-memory killer sends SIGKILL too: the message names both.
     notifier.died(how, when, log, "A kill -9, or the system out of memory." if how.endswith("SIGKILL") else "")
     if not notifier.close(SEND_PATIENCE):

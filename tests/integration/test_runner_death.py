@@ -153,9 +153,9 @@ def test_a_runner_killed_by_sigkill_is_told_once(server: Loopback) -> None:
 
 @pytest.mark.parametrize("how", ["completed", "stop", "SIGTERM to the runner", "SIGTERM to its watcher"])
 def test_an_end_or_a_stop_is_not_died(server: Loopback, how: str) -> None:
-    """A normal end, an operator's `stop`, a SIGTERM stop (`kill`, systemd: the runner records its end, or hard-exits within 2 s), and
-    a SIGTERM to the watcher (a console's Ctrl+C before it has the terminal: handed on to the runner) tell their
-    own story: no "died" message."""
+    """A normal end, an operator's `stop`, a SIGTERM stop (`kill`, systemd: the runner records its end, or
+    hard-exits within 2 s), and a SIGTERM to the watcher (a console's Ctrl+C before it has the terminal: handed
+    on to the runner) tell their own story: no "died" message."""
     paths, runner, watch = _start(server, "0" if how == "completed" else "1")
     try:
         if how != "completed":
@@ -248,8 +248,18 @@ def test_a_run_another_process_holds_again_is_not_died(tmp_path: Path, server: L
         assert watcher.report(str(paths.root), "killed by SIGKILL") is False
     finally:
         lock.release()
-    assert watcher.report(str(paths.root), "killed by SIGKILL") is True
-    assert len(_died(server)) == 1
+    # The time it says is the clock's (the operator's local time, as the other messages say it).
+    from io import StringIO
+
+    from console.engine.clock import FakeClock
+
+    clock = FakeClock(datetime(2026, 11, 26, 3, 7, tzinfo=UTC))
+    out = StringIO()
+    assert watcher.report(str(paths.root), "killed by SIGKILL", out=out, clock=clock) is True
+    (req,) = _died(server)
+    local = clock.now().astimezone()
+    assert f"died at {local:%H:%M} (killed by SIGKILL)" in req.body["message"]
+    assert f"died at {local:%H:%M:%S}" in out.getvalue() and SECRET not in out.getvalue()
 
 
 def test_what_is_died() -> None:
