@@ -30,7 +30,10 @@ from typing import Any
 # A stop sent on purpose (a console's Ctrl+C before it has the terminal, `kill`, systemd): the run tells its own
 # story, or the one who sent it knows.
 STOPS = (signal.SIGTERM, signal.SIGINT)
-EXIT_INTERRUPTED = 130  # console.outcome's: a runner's SIGTERM stop that hard-exited (its end in the store)
+# The exit codes (console.outcome's) of a runner that told its own story: 0 completed, 3 stopped, 4 gave up, 7
+# failed (each after its run_ended), 2 bad input (before any run), 130 interrupted (a SIGTERM stop, perhaps
+# hard-exited). 1 is also a traceback's: the log decides.
+TOLD = frozenset({0, 2, 3, 4, 7, 130})
 SEND_PATIENCE = 60.0  # seconds the channels have to take the message (the process has nothing else to do)
 TAIL = 64 * 1024
 _MARKERS = (b'"type":"session_started"', b'"type":"run_ended"', b'"type":"needs_operator"')
@@ -110,9 +113,9 @@ def died(code: int, stopped: bool, seen: Seen) -> str | None:
             return None
         name = signal.Signals(-code).name if -code in signal.valid_signals() else f"signal {-code}"
         return f"killed by {name}"
-    if code == EXIT_INTERRUPTED or not seen.started or seen.crash_told:
-        # A SIGTERM stop cut short, a runner that never started its run (its starter says why), or a crash the
-        # run told its channels of itself.
+    if code in TOLD or not seen.started or seen.crash_told:
+        # An end told by the run, a runner that never started its run (its starter says why), or a crash the run
+        # told its channels of itself.
         return None
     return f"exited with code {code} without recording its end"
 
@@ -195,9 +198,9 @@ def main(args: list[str]) -> int:
             os.kill(pid, stop[0])
     _, status = os.waitpid(pid, 0)  # retried across signals (PEP 475)
     code = os.waitstatus_to_exitcode(status)
-    # Exit 0 is a completed run's (it told its channels itself), a stop is the stopper's: nothing to read (a
-    # stopped runner's watcher is gone at once, as its runner is).
-    quiet = code == 0 or bool(stop) or (code < 0 and -code in STOPS)
+    # An end the run told itself, a stop (the stopper's): nothing to read, and the watcher is gone at once, as
+    # its runner is.
+    quiet = code in TOLD or bool(stop) or (code < 0 and -code in STOPS)
     how = None if quiet else died(code, False, seen_since(root, mark))
     if how is not None:
         try:

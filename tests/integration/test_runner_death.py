@@ -209,6 +209,7 @@ APPEND = "import os, sys, signal\nopen(sys.argv[1], 'a').write({lines!r})\n"
     ("os.kill(os.getpid(), signal.SIGTERM)", 128 + signal.SIGTERM, None),  # a stop: whoever sent it knows
     ("os.kill(os.getpid(), signal.SIGINT)", 128 + signal.SIGINT, None),
     ("os._exit(130)", 130, None),  # a SIGTERM stop that hard-exited
+    ("sys.exit(3)", 3, None),  # stopped by its operator: the run's own end message says so
 ])
 def test_the_watcher_tells_what_a_fake_runner_did(tmp_path: Path, server: Loopback, ending: str, code: int,
                                                   told: str | None) -> None:
@@ -268,7 +269,10 @@ def test_what_is_died() -> None:
     assert watcher.died(-signal.SIGKILL, False, seen) == "killed by SIGKILL"
     assert watcher.died(-signal.SIGKILL, True, seen) is None  # a stop was handed on: the stopper knows
     assert watcher.died(-signal.SIGTERM, False, seen) is None
-    assert watcher.died(7, False, seen) == "exited with code 7 without recording its end"
+    assert watcher.died(1, False, seen) == "exited with code 1 without recording its end"  # a traceback's
+    assert watcher.died(120, False, seen) == "exited with code 120 without recording its end"
+    for told in (0, 2, 3, 4, 7, 130):  # the codes of ends the run tells itself (console.outcome's)
+        assert watcher.died(told, False, seen) is None
     seen.ended = True
     assert watcher.died(-signal.SIGKILL, False, seen) is None  # killed after its end was recorded
 
