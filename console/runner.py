@@ -6,7 +6,9 @@ run folder in a session of its own (no controlling terminal, so no hangup reache
 other console (``attach``): a hangup, a closed terminal or "detach" ends the console, never the run; the
 fleet or ``attach ID`` brings a console back with the run's whole state, rebuilt from its events.
 
-``resume ID`` and the fleet start a runner the same way. A runner ends when its run ends.
+``resume ID`` and the fleet start a runner the same way. A runner ends when its run ends. It is started under
+its watcher (console.watcher), a tiny parent that tells the run's channels if the runner dies without recording
+its end (a kill -9, the out-of-memory killer), and ends with it.
 """
 
 from __future__ import annotations
