@@ -292,6 +292,26 @@ class Notifier:
             return Message(f"agent-console: run {self.run_id} ended ({what})", body, kind, now)
         return None
 
+    def died(self, how: str, when: datetime, log: Path | str, why: str = "") -> Message:
+        """Tell the channels the run's process died without recording its end (``how``: "killed by SIGKILL"...;
+        ``why``: what may have done it), at ``when``: a runner's watcher (console.watcher) calls it once, after the
+        process is gone. Nothing else would tell them: a process killed by kill -9 or the out-of-memory killer
+        says nothing."""
+        rid = self.run_id
+        now = self.clock.now()
+        how = _line(how, 200)
+        body = "\n".join([
+            f"{self.job} (run {rid}) died at {_at(when, now)} ({how}); no process runs it."
+            + (f" {_line(why, 300)}" if why else ""),
+            "", "Its last step is kept: what it did is recorded, and a resume does nothing twice.",
+            "", "Go on from a shell:",
+            f"  agent-console resume {rid}   (the job goes on where it was)",
+            f"  agent-console logs {rid}   (what it did)",
+            "", f"Its log: {_line(str(log), 600)}"])
+        message = Message(f"agent-console: run {rid} died ({how})", _cut(body), "failure", self.clock.monotonic())
+        self._send(message)
+        return message
+
     # -- needs, answers, reminders -------------------------------------------------------------
     def _follow(self, e: ev.EventBase, now: float | None = None) -> _Need | None:
         """The state of the run's needs after ``e``; the need ``e`` asks, if it asks one. ``now``: the clock's

@@ -6,7 +6,9 @@ run folder in a session of its own (no controlling terminal, so no hangup reache
 other console (``attach``): a hangup, a closed terminal or "detach" ends the console, never the run; the
 fleet or ``attach ID`` brings a console back with the run's whole state, rebuilt from its events.
 
-``resume ID`` and the fleet start a runner the same way. A runner ends when its run ends.
+``resume ID`` and the fleet start a runner the same way. A runner ends when its run ends. It is started under
+its watcher (console.watcher), a tiny parent that tells the run's channels if the runner dies without recording
+its end (a kill -9, the out-of-memory killer), and ends with it.
 """
 
 from __future__ import annotations
@@ -45,8 +47,15 @@ def runner_argv(paths: JobPaths, flags: Sequence[str] = ()) -> list[str]:
             *flags]
 
 
+def watcher_argv(paths: JobPaths, flags: Sequence[str] = ()) -> list[str]:
+    """The command line of a runner's watcher (console.watcher): it starts the runner and tells the run's
+    channels if the runner dies without recording its end (a kill -9, the out-of-memory killer)."""
+    return [sys.executable, "-m", "console.watcher", str(paths.root), "--", *runner_argv(paths, flags)]
+
+
 def spawn_runner(paths: JobPaths, flags: Sequence[str] = (), env: dict[str, str] | None = None) -> subprocess.Popen:
-    """Start a runner for the run in ``paths``: a new session, stdin from /dev/null, output to its log."""
+    """Start a runner for the run in ``paths`` under its watcher (the process returned; the runner is its child,
+    in a session of its own): a new session, stdin from /dev/null, output to the run's log."""
     paths.state.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(runner_log(paths), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
     try:
@@ -54,7 +63,7 @@ def spawn_runner(paths: JobPaths, flags: Sequence[str] = (), env: dict[str, str]
         environ.pop("TERM_PROGRAM", None)
         environ["NO_COLOR"] = "1"  # the log is a file: no colour codes in it
         environ["AGENT_CONSOLE_RUNNER"] = "1"
-        return subprocess.Popen(runner_argv(paths, flags), stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
+        return subprocess.Popen(watcher_argv(paths, flags), stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
                                 start_new_session=True, close_fds=True, env=environ, cwd="/")
     finally:
         os.close(fd)
@@ -73,16 +82,33 @@ def log_tail(paths: JobPaths, lines: int = 6) -> list[str]:
     return [line for line in text.splitlines() if line.strip()][-lines:]
 
 
+def parent_of(pid: int) -> int | None:
+    """The parent process of ``pid`` (None: gone, or not to be told)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return int(fh.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def started_by(paths: JobPaths, proc: subprocess.Popen) -> int | None:
+    """The pid of the runner ``proc`` started (the process holding the run's lock, a child of ``proc``, its
+    watcher; or ``proc`` itself), None while no such process holds it."""
+    holder = RunLock(paths).holder()
+    if holder is not None and holder > 0 and (holder == proc.pid or parent_of(holder) == proc.pid):
+        return holder
+    return None
+
+
 def wait_started(paths: JobPaths, proc: subprocess.Popen, patience: float = START_PATIENCE,
                  sleep: Callable[[float], None] = time.sleep) -> int | None:
     """Wait until the runner holds the run's lock (None) or has exited (its exit code)."""
-    lock = RunLock(paths)
     deadline = time.monotonic() + patience
     while True:
         code = proc.poll()
         if code is not None:
             return code
-        if lock.holder() == proc.pid:
+        if started_by(paths, proc) is not None:
             return None
         if time.monotonic() > deadline:
             return None  # alive but slow: the console attaches and shows it starting
@@ -168,6 +194,17 @@ def detach_output(paths: JobPaths) -> None:
     with contextlib.suppress(OSError):
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
+        os.close(null)
+
+
+def drop_output() -> None:
+    """A viewer's terminal is gone (a hangup): what it still writes (its screen's restore sequences, a closing
+    line) goes nowhere, and stdin reads nothing. Never to the run's log: a viewer's output is the terminal's (the
+    alternate screen, mouse modes...), not the run's story."""
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
         os.close(null)
 
 

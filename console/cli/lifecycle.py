@@ -30,7 +30,7 @@ def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, t
     import subprocess
 
     from console.engine.run_lock import RunLock
-    from console.runner import HARD_EXIT_AFTER, log_tail, spawn_runner, wait_started
+    from console.runner import HARD_EXIT_AFTER, log_tail, spawn_runner, started_by, wait_started
 
     holder = RunLock(paths).holder()
     if holder is not None:
@@ -68,7 +68,8 @@ def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, t
         err(f"the run did not start (exit code {code}); its log: {paths.state / 'runner.log'}")
         return code or EXIT_FAILED
     if not console:
-        say(f"running in the background (process {proc.pid}); watch it: agent-console attach {paths.run_id}; "
+        pid = started_by(paths, proc) or proc.pid  # the run's process (its watcher's child)
+        say(f"running in the background (process {pid}); watch it: agent-console attach {paths.run_id}; "
             f"its story: agent-console logs -f {paths.run_id}; stop it: agent-console stop {paths.run_id}")
         return EXIT_OK
     return after_console(paths)
@@ -181,8 +182,8 @@ def run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool =
 
         # Deferred: the story is told while the run waits, on a thread of its own (its formatting is not the
         # agent's time, and a terminal that stops reading does not stop the run).
-        sup.subscribe(HeadlessLog(sys.stdout, color=use_color(sys.stdout), run_id=paths.run_id,
-                                  provider=sup.provider.name), deferred=True, text=False)
+        story = HeadlessLog(sys.stdout, color=use_color(sys.stdout), run_id=paths.run_id, provider=sup.provider.name)
+        sup.subscribe(story, deferred=True, text=False)
         notifier = _notifier(sup, paths, notify, notify_on_end, notify_remind)
         interrupts = 0
         signal_name: str | None = None  # the first signal that stopped the run: an interrupt, not an operator stop
@@ -192,6 +193,7 @@ def run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool =
             nonlocal interrupts, signal_name
             if signum == signal.SIGHUP:
                 detach_output(paths)  # the terminal is gone: the run is not
+                story.color = False  # its story goes on in the run's log: plain text, as a runner's
                 return
             interrupts += 1
             if signal_name is None:

@@ -153,16 +153,17 @@ def viewer_signals(app: ConsoleApp) -> Iterator[None]:
     terminal in the console's screen and modes)."""
     import signal
 
-    from console.runner import HardExit, detach_output
+    from console.runner import HardExit, drop_output
     from console.tui.pacing import one_shot
 
     hard = HardExit(after=1.5, code=129)
     interrupted = False
 
     def on_signal(signum: int, _frame: object) -> None:
-        run = app.run_screen
-        if signum == signal.SIGHUP and app.fleet is None and run is not None:
-            detach_output(run.paths)  # no more writes to a dead terminal
+        if signum == signal.SIGHUP:
+            # No more writes to a dead terminal (a write there fails, or blocks), and none to the run's log
+            # either: what Textual writes as it closes is the terminal's (its screen and mouse modes' sequences).
+            drop_output()
         hard.arm()
         with contextlib.suppress(Exception):  # the app may be starting or closing
             app.call_later(app.exit, 0)

@@ -216,6 +216,8 @@ def enumerate_kills(base: Path, script: list[ScriptedTurn] | None, work: Path, s
         if not running:
             break
         pid, status = os.wait()
+        if pid not in running:
+            continue  # a child an earlier test of this worker left (a detached run's watcher): not a kill point
         kn, kt, out = running.pop(pid)
         result = json.loads(out.read_text()) if out.exists() else {"crash": f"exit status {status}"}
         label = f"kill {kn}{' torn' if kt else ''}"

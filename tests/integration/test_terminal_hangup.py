@@ -26,6 +26,7 @@ from console.engine import events as ev
 from console.engine.control import RunLock
 from console.engine.job import JobPaths
 from console.engine.launch import read_launch
+from console.runner import parent_of
 from tests.conftest import SAMPLES
 
 # The promise is 2 s (a hard exit fires 2 s after the signal: console.runner.HardExit). What these tests tell
@@ -152,8 +153,18 @@ def test_a_hangup_closes_the_console_within_2s_and_the_run_goes_on(tmp_path: Pat
         took = time.monotonic() - t0
         assert status is not None and took < GONE_WITHIN, f"console still there {took:.2f}s after the hangup"
         assert _alive(runner) and RunLock(paths).holder() == runner, "the hangup reached the run"
+        # Its watcher (its parent, which tells the channels if it dies) outlives the hangup too.
+        watch = parent_of(runner)
+        assert watch is not None and watch != pty.pid and _alive(watch)
+        assert b"console.watcher" in Path(f"/proc/{watch}/cmdline").read_bytes()
         types_before = len(_types(paths))
         _wait_for(lambda: len(_types(paths)) > types_before, 30, "the run to go on working after the hangup")
+        # The console that lost its terminal wrote nothing of the terminal's (its screen's and mouse modes'
+        # sequences, which Textual writes as it closes) into the run's log: the runner's story only.
+        log = (paths.state / "runner.log").read_bytes()
+        esc = log.find(b"\x1b")
+        assert esc < 0, f"escape sequences in runner.log: {log[esc:esc + 80]!r}"
+        assert f"run {paths.run_id}".encode() in log  # the runner's own story is there
     finally:
         pty.kill()
         with contextlib.suppress(ProcessLookupError):
@@ -259,4 +270,7 @@ def test_a_headless_run_in_a_terminal_goes_on_after_a_hangup(tmp_path: Path) -> 
     assert paths.outcome.exists()
     log = (paths.state / "runner.log").read_text()
     assert "done: job complete" in log
+    # Coloured on its terminal, plain in the log once the terminal is gone (as a runner's story is).
+    assert b"\x1b[" in bytes(pty.out)
+    assert "\x1b" not in log, "colour codes in runner.log"
     assert not any(isinstance(e, ev.OperatorCommand) for e in ev.read_events(paths.events))

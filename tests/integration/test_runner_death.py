@@ -1,0 +1,315 @@
+"""A runner that dies without a word (kill -9, the out-of-memory killer) is told to its operator's channels once,
+by its watcher (console.watcher); a normal end, a SIGTERM stop and a resumed run are not "died".
+
+Real processes, real signals, a loopback webhook (tests/notify_server.py): `run --detach --notify json://...`,
+then the runner is killed as an operator or the kernel would. Deadlines are generous bounds on a failure, never a
+pace a pass needs."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from console import watcher
+from console.engine import events as ev
+from console.engine.control import RunLock
+from console.engine.job import JobPaths
+from console.engine.launch import Launch, write_launch
+from console.runner import parent_of
+from tests.conftest import SAMPLES
+from tests.notify_server import Loopback, Request, loopback
+
+WITHIN = 30.0  # the most a test waits for a process or a message (a loaded machine's bound, not a pace)
+SECRET = "tok3n-s3cr3t-path"
+
+
+@pytest.fixture
+def server() -> Iterator[Loopback]:
+    with loopback() as lb:
+        yield lb
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "console.cli", *args]
+
+
+def _wait_for(pred, timeout: float, what: str):  # type: ignore[no-untyped-def]
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = pred()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/stat") as fh:  # a zombie is not alive
+        return fh.read().rsplit(") ", 1)[1][0] != "Z"
+    return True
+
+
+def _processes_of(root: Path) -> list[int]:
+    """The live processes whose command line names the run folder (its watcher, its runner)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                args = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+                if str(root).encode() in args and _alive(int(entry)):
+                    out.append(int(entry))
+    return out
+
+
+def _died(lb: Loopback) -> list[Request]:
+    return [r for r in list(lb.requests) if " died " in str(r.body.get("title", ""))]
+
+
+def _start(lb: Loopback, speed: str) -> tuple[JobPaths, int, int]:
+    """`run --detach` with the loopback as its channel: the run, its runner's pid and its watcher's."""
+    done = subprocess.run(_cli("run", str(SAMPLES / "quickstart"), "--detach", "--notify",
+                               lb.url("json", SECRET), "--speed", speed),
+                          capture_output=True, text=True, timeout=WITHIN * 2)
+    assert done.returncode == 0, done.stderr
+    paths = JobPaths(Path(done.stdout.split(": ", 1)[1].splitlines()[0]))
+    runner = int(done.stdout.split("(process ", 1)[1].split(")", 1)[0])
+    return paths, runner, parent_of(runner) or 0
+
+
+def _kill(*pids: int) -> None:
+    """Our own processes, by their ids, if they are still there (0: none; never a process group)."""
+    for pid in pids:
+        if pid > 0:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _started(paths: JobPaths) -> bool:
+    return any(isinstance(e, ev.SessionStarted) for e in ev.read_events(paths.events))
+
+
+def _rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def test_a_runner_killed_by_sigkill_is_told_once(server: Loopback) -> None:
+    paths, runner, watch = _start(server, "1")  # the demo's own pace: seconds of work ahead
+    try:
+        assert watch and watch != runner and RunLock(paths).holder() == runner  # the watcher holds no lock
+        # Nothing secret in either command line (ps shows them to every user).
+        for pid in (watch, runner):
+            assert SECRET.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
+        assert b"console.watcher" in Path(f"/proc/{watch}/cmdline").read_bytes()
+        _wait_for(lambda: _started(paths), WITHIN, "the run's first session")
+        # Small while it waits: the out-of-memory killer weighs processes by their memory and must pick the run.
+        watch_kb, runner_kb = _rss_kb(watch), _rss_kb(runner)
+        assert watch_kb < 32 * 1024 and watch_kb * 3 < runner_kb, (watch_kb, runner_kb)
+        assert not any(isinstance(e, ev.RunEnded) for e in ev.read_events(paths.events))  # killed mid-run
+        os.kill(runner, signal.SIGKILL)
+        _wait_for(lambda: not _alive(watch), WITHIN * 2, "the watcher to end once it told the channels")
+    finally:
+        _kill(runner, watch)
+    # The watcher ends after its channels answered: what it sent has arrived, and it sent it once.
+    died = _died(server)
+    assert len(died) == 1, [r.body for r in server.requests]
+    body = died[0].body
+    assert body["title"] == f"agent-console: run {paths.run_id} died (killed by SIGKILL)"
+    assert body["type"] == "failure"
+    message = body["message"]
+    assert f"agent-console resume {paths.run_id}" in message and "kill -9" in message
+    assert f"Its log: {paths.state / 'runner.log'}" in message and "last step is kept" in message
+    log = (paths.state / "runner.log").read_text()
+    assert f"run {paths.run_id} died at " in log and SECRET not in log
+    # Every view says it: no process runs it.
+    jobs = subprocess.run(_cli("jobs", "--json"), capture_output=True, text=True, timeout=WITHIN)
+    row = next(r for r in map(json.loads, jobs.stdout.splitlines()) if r["id"] == paths.run_id)
+    assert row["status"] == "interrupted"
+    # Resumed, the run completes: its end is told as an end, and nothing more is "died".
+    done = subprocess.run(_cli("resume", paths.run_id, "--speed", "0"), capture_output=True, text=True,
+                          timeout=WITHIN * 2)
+    assert done.returncode == 0, done.stderr
+    _wait_for(lambda: not _processes_of(paths.root), WITHIN * 2, "the resumed run's processes to end")
+    assert paths.outcome.exists()
+    assert any("completed" in str(r.body.get("title")) for r in server.requests)
+    assert len(_died(server)) == 1
+
+
+@pytest.mark.parametrize("how", ["completed", "stop", "SIGTERM to the runner", "SIGTERM to its watcher"])
+def test_an_end_or_a_stop_is_not_died(server: Loopback, how: str) -> None:
+    """A normal end, an operator's `stop`, a SIGTERM stop (`kill`, systemd: the runner records its end, or
+    hard-exits within 2 s), and a SIGTERM to the watcher (a console's Ctrl+C before it has the terminal: handed
+    on to the runner) tell their own story: no "died" message."""
+    paths, runner, watch = _start(server, "0" if how == "completed" else "1")
+    try:
+        if how != "completed":
+            _wait_for(lambda: _started(paths), WITHIN, "the run's first session")
+            assert watch > 0
+            if how == "stop":
+                stop = subprocess.run(_cli("stop", paths.run_id), capture_output=True, text=True, timeout=WITHIN)
+                assert stop.returncode == 0, stop.stderr
+            else:
+                os.kill(runner if how == "SIGTERM to the runner" else watch, signal.SIGTERM)
+        _wait_for(lambda: not _processes_of(paths.root), WITHIN * 2, "the run's processes to end")
+    finally:
+        _kill(runner, watch)
+    # The channel works (the run told its own end through it), and no "died" came.
+    _wait_for(lambda: any(" ended " in str(r.body.get("title")) or "completed" in str(r.body.get("title"))
+                          for r in server.requests), WITHIN, "the run's own end message")
+    assert _died(server) == [], [r.body["title"] for r in server.requests]
+    assert RunLock(paths).holder() is None
+    assert paths.outcome.exists() == (how == "completed")
+    assert "died" not in (paths.state / "runner.log").read_text()
+
+
+# -- the watcher on its own: a fake runner, exact ends ---------------------------------------------------------
+
+def _run_folder(tmp_path: Path, lb: Loopback) -> JobPaths:
+    paths = JobPaths(tmp_path / "job-20261126-101500")
+    paths.state.mkdir(parents=True)
+    (paths.root / "instructions.md").write_text("# a job\n")
+    write_launch(paths, Launch(provider="scripted", model="scripted-agent", notify=(lb.url("json", SECRET),)))
+    return paths
+
+
+def _line(cls: type[ev.EventBase], seq: int, **fields: object) -> str:
+    return cls(ts=datetime.now(UTC), seq=seq, session=1, **fields).model_dump_json()
+
+
+def _watch(paths: JobPaths, script: str) -> subprocess.CompletedProcess[str]:
+    """The watcher (as spawn_runner starts it) of a fake runner: ``script`` (Python), given the run's log."""
+    argv = [sys.executable, "-c", script, str(paths.events)]
+    return subprocess.run([sys.executable, "-m", "console.watcher", str(paths.root), "--", *argv],
+                          capture_output=True, text=True, timeout=WITHIN * 2)
+
+
+APPEND = "import os, sys, signal\nopen(sys.argv[1], 'a').write({lines!r})\n"
+
+
+@pytest.mark.parametrize(("ending", "code", "told"), [
+    ("os.kill(os.getpid(), signal.SIGSEGV)", 128 + signal.SIGSEGV, "killed by SIGSEGV"),
+    ("os.kill(os.getpid(), signal.SIGKILL)", 128 + signal.SIGKILL, "killed by SIGKILL"),
+    ("sys.exit(1)", 1, "exited with code 1 without recording its end"),
+    ("os.kill(os.getpid(), signal.SIGTERM)", 128 + signal.SIGTERM, None),  # a stop: whoever sent it knows
+    ("os.kill(os.getpid(), signal.SIGINT)", 128 + signal.SIGINT, None),
+    ("os._exit(130)", 130, None),  # a SIGTERM stop that hard-exited
+    ("sys.exit(3)", 3, None),  # stopped by its operator: the run's own end message says so
+])
+def test_the_watcher_tells_what_a_fake_runner_did(tmp_path: Path, server: Loopback, ending: str, code: int,
+                                                  told: str | None) -> None:
+    paths = _run_folder(tmp_path, server)
+    # An earlier process's whole run (started, ended) comes before the mark: it is not this runner's.
+    paths.events.write_text(_line(ev.SessionStarted, 1) + "\n" + _line(ev.RunEnded, 2, reason="user_shutdown")
+                            + "\n")
+    lines = _line(ev.SessionStarted, 3, reason="resume") + "\n" + _line(ev.TurnStarted, 4, turn=1) + "\n"
+    done = _watch(paths, APPEND.format(lines=lines) + ending)
+    assert done.returncode == code, done.stderr  # the runner's, as its starter would have seen it
+    died = _died(server)
+    if told is None:
+        assert died == [] and "died" not in done.stderr
+        return
+    assert [r.body["title"] for r in died] == [f"agent-console: run {paths.run_id} died ({told})"]
+    assert f"run {paths.run_id} died at " in done.stderr and SECRET not in done.stderr
+
+
+@pytest.mark.parametrize("after", ["its end", "a crash it told itself", "nothing (it never started)"])
+def test_an_exit_with_its_story_told_is_not_died(tmp_path: Path, server: Loopback, after: str) -> None:
+    paths = _run_folder(tmp_path, server)
+    lines = {"its end": [_line(ev.SessionStarted, 1), _line(ev.RunEnded, 2, reason="max_turns")],
+             "a crash it told itself": [_line(ev.SessionStarted, 1),
+                                        _line(ev.NeedsOperator, 2, reason="crashed", message="boom")],
+             "nothing (it never started)": []}[after]
+    done = _watch(paths, APPEND.format(lines="".join(x + "\n" for x in lines)) + "sys.exit(1)")
+    assert done.returncode == 1
+    assert _died(server) == [] and "died" not in done.stderr
+
+
+def test_a_run_another_process_holds_again_is_not_died(tmp_path: Path, server: Loopback) -> None:
+    """Killed, and a resume took the run before the watcher looked: the run is not dead, nothing is told."""
+    paths = _run_folder(tmp_path, server)
+    lock = RunLock(paths)
+    assert lock.acquire()
+    try:
+        assert watcher.report(str(paths.root), "killed by SIGKILL") is False
+    finally:
+        lock.release()
+    # The time it says is the clock's (the operator's local time, as the other messages say it).
+    from io import StringIO
+
+    from console.engine.clock import FakeClock
+
+    clock = FakeClock(datetime(2026, 11, 26, 3, 7, tzinfo=UTC))
+    out = StringIO()
+    assert watcher.report(str(paths.root), "killed by SIGKILL", out=out, clock=clock) is True
+    (req,) = _died(server)
+    local = clock.now().astimezone()
+    assert f"died at {local:%H:%M} (killed by SIGKILL)" in req.body["message"]
+    assert f"died at {local:%H:%M:%S}" in out.getvalue() and SECRET not in out.getvalue()
+
+
+def test_what_is_died() -> None:
+    seen = watcher.Seen()
+    seen.started = True
+    assert watcher.died(-signal.SIGKILL, False, seen) == "killed by SIGKILL"
+    assert watcher.died(-signal.SIGKILL, True, seen) is None  # a stop was handed on: the stopper knows
+    assert watcher.died(-signal.SIGTERM, False, seen) is None
+    assert watcher.died(1, False, seen) == "exited with code 1 without recording its end"  # a traceback's
+    assert watcher.died(120, False, seen) == "exited with code 120 without recording its end"
+    for told in (0, 2, 3, 4, 7, 130):  # the codes of ends the run tells itself (console.outcome's)
+        assert watcher.died(told, False, seen) is None
+    seen.ended = True
+    assert watcher.died(-signal.SIGKILL, False, seen) is None  # killed after its end was recorded
+
+
+def test_the_watcher_survives_a_hangup_and_hands_a_stop_on(tmp_path: Path, server: Loopback) -> None:
+    """SIGHUP (the SSH session that started it dropped) is nothing to the watcher; its runner goes on. A SIGTERM
+    is handed on to the runner (which ends), and nothing is told."""
+    paths = _run_folder(tmp_path, server)
+    ready = tmp_path / "ready"
+    script = (f"import signal, sys, time, pathlib\nsignal.signal(signal.SIGTERM, lambda *a: sys.exit(130))\n"
+              f"pathlib.Path({str(ready)!r}).write_text('x')\ntime.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "console.watcher", str(paths.root), "--", sys.executable, "-c",
+                             script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        _wait_for(ready.exists, WITHIN, "the fake runner")
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(0.3)
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=WITHIN)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+    assert proc.returncode == 130 and _died(server) == [] and "died" not in err
+
+
+def test_a_died_message_makes_hostile_text_safe(server: Loopback) -> None:
+    """The job's name and the log's path come from folders anyone may name: no escape sequence or line break of
+    theirs reaches the phone, and nothing of the URL either."""
+    from console.notify import Notifier
+
+    n = Notifier([server.url("json", SECRET)], "k3f9q", "evil\x1b]0;pwned\x07job", remind=(), look=False)
+    n.died("killed by SIGKILL", datetime.now(UTC), "/runs/a\nb\x1b[2J/.console/runner.log", "A kill -9.")
+    assert n.close(WITHIN)
+    (req,) = server.wait_for(1, WITHIN)
+    text = req.body["title"] + req.body["message"]
+    assert "\x1b" not in text and "\x07" not in text and SECRET not in text
+    log_line = next(x for x in req.body["message"].splitlines() if x.startswith("Its log: "))
+    assert "runner.log" in log_line  # one line, whatever the path held
