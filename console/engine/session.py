@@ -22,6 +22,7 @@ from console.engine.model import (
     Usage,
 )
 from console.engine.model_call import Outage
+from console.engine.needs import answered
 from console.engine.operator import Aborted, Paused
 from console.engine.run_settings import RunSettings
 from console.engine.runtime import Runtime
@@ -42,6 +43,9 @@ from console.engine.turn import (
 
 CARRYOVER_BUDGET = 0.15  # share of the window the carried turns may take
 OBSERVATION_BUDGET = 0.25  # share of the window one tool result may take
+# How a need the run waited on is closed when its deadline passes meanwhile (no one answered it; "stop": the
+# notifier takes it as an end, not as an answer that let the run go on).
+DEADLINE_ENDS_WAIT = "the deadline passed: the run stops as out of time"
 KICKOFF = "Begin. Your ACTIVE TODO LIST is below: do the current task."
 
 
@@ -150,6 +154,21 @@ class Session(AskingTheOperator, AskingTheModel):
         if applied or notices or resumed:
             self.commit(durable=resumed)
 
+    def deadline_while_waiting(self) -> SessionResult | None:
+        """While the run holds for its operator (a need, their pause): the deadline, once passed, ends it now, as a
+        deadline reached while working does (out of time, resumable once the deadline is raised); the need it
+        waited on is closed, by the deadline, not by an answer. None before the deadline."""
+        rt, op = self.rt, self.deps.operator
+        why = rt.guards.deadline_while_waiting()
+        if why is None:
+            return None
+        if rt.guards.pending() is not None:
+            rt.guards.answer(resumed=False, by=DEADLINE_ENDS_WAIT)
+        answered(rt.events, op, DEADLINE_ENDS_WAIT)
+        op.paused = False
+        self.commit(durable=True)
+        return self.end(ShutdownReason.BUDGET_EXHAUSTED, why)
+
     # -- the session -----------------------------------------------------------------------------
     def run(self) -> SessionResult:
         rt, cm, cp, st, op = self.rt, self.cm, self.cp, self.deps.settings, self.deps.operator
@@ -178,6 +197,8 @@ class Session(AskingTheOperator, AskingTheModel):
                 return restart
             self.commands()
             while op.paused and not op.stop_requested:
+                if (late := self.deadline_while_waiting()) is not None:
+                    return late
                 op.channel.wait(0.2)
                 self.commands()
                 if rt.events.holds_lines:

@@ -1,0 +1,159 @@
+"""A run that waits for its operator (a need, their pause, a restart's approval) in whole runs of the scripted model
+on a FakeClock: its deadline still ends it; a restart the resumed settings no longer call for is dropped; a signal
+is nobody's answer; a resume that answers nothing says what would."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from console.cli.common import go_on_hint
+from console.engine import events as ev
+from console.engine.clock import FakeClock
+from console.engine.guardrails import GuardrailsConfig
+from console.engine.job import JobPaths
+from console.engine.loop import ShutdownReason
+from console.engine.session import DEADLINE_ENDS_WAIT
+from console.engine.supervisor import Supervisor
+from console.providers.scripted import ScriptedCall as C
+from console.providers.scripted import ScriptedProvider
+from console.providers.scripted import ScriptedTurn as T
+from tests.conftest import run_settings, time_limit
+
+DEADLINE = GuardrailsConfig(deadline="10m")
+
+
+class Counting(ScriptedProvider):
+    """The scripted replay, counting the model's calls."""
+
+    def __init__(self, clock: FakeClock, script: list[T] | None = None) -> None:
+        super().__init__(clock=clock, script=script)
+        self.calls = 0
+
+    def stream(self, request):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        yield from super().stream(request)
+
+
+def reread() -> T:
+    return T(text="Reading it once more.", calls=[C(name="read_file", arguments={"path": "instructions.md"})])
+
+
+def events(paths: JobPaths) -> list[ev.EventBase]:
+    return list(ev.read_events(paths.events))
+
+
+def on(sup: Supervisor, kind: type[ev.EventBase], act: Callable[[ev.EventBase], None]) -> None:
+    sup.subscribe(lambda e: act(e) if isinstance(e, kind) else None)
+
+
+def run(sup: Supervisor):  # type: ignore[no-untyped-def]
+    with time_limit(60):  # a run left waiting for an operator who never comes fails the test, not the suite
+        return sup.run()
+
+
+# -- 1. the deadline ends a run that waits --------------------------------------------------------------------------
+def test_a_stuck_run_waiting_for_its_operator_ends_at_its_deadline(make_job, clock: FakeClock) -> None:
+    paths = make_job()
+    provider = Counting(clock, [reread() for _ in range(60)])
+    sup = Supervisor(paths, run_settings(guardrails=DEADLINE), provider, clock=clock)
+    asked: list[ev.EventBase] = []
+
+    def nobody_answers(e: ev.EventBase) -> None:
+        asked.append(e)
+        clock.advance(11 * 60)  # the operator is away; the deadline passes while the run waits
+
+    on(sup, ev.NeedsOperator, nobody_answers)
+    result = run(sup)
+    assert [getattr(a, "reason", None) for a in asked] == ["stuck"]
+    # The same end as a deadline reached while working: out of budget, the deadline named.
+    assert result.reason is ShutdownReason.BUDGET_EXHAUSTED and result.detail.startswith("deadline passed: ")
+    assert result.ended == "incomplete" and provider.calls == 12  # no turn after the need (no wrap-up turn)
+    evs = events(paths)
+    tail = [e for e in evs if e.seq > asked[0].seq and e.type in (
+        "budget_exhausted", "needs_operator_cleared", "session_ended", "run_ended", "turn_started")]
+    assert [e.type for e in tail] == ["budget_exhausted", "needs_operator_cleared", "session_ended", "run_ended"]
+    exhausted, cleared, _, ended = tail
+    assert isinstance(exhausted, ev.BudgetExhausted) and exhausted.budget == "deadline"
+    assert isinstance(cleared, ev.NeedsOperatorCleared) and (cleared.reason, cleared.by) == ("stuck",
+                                                                                             DEADLINE_ENDS_WAIT)
+    assert isinstance(ended, ev.RunEnded) and ended.reason == "budget_exhausted"
+    # What the operator is told to do names the run's own job.toml and the deadline.
+    hint = go_on_hint(paths, ended.reason, ended.detail)
+    assert hint.startswith(f"raise deadline under [guardrails] in {paths.root / 'job.toml'}")
+    # The need is closed in the recorded state too: resumed with the deadline still passed, the run ends at once,
+    # asking neither its operator nor the model.
+    again = Supervisor(paths, run_settings(guardrails=DEADLINE), provider, clock=clock)
+    asked.clear()
+    result = run(again)
+    assert result.reason is ShutdownReason.BUDGET_EXHAUSTED and result.detail.startswith("deadline passed: ")
+    assert asked == [] and provider.calls == 12
+
+
+def test_a_later_deadline_lets_the_resumed_run_go_on_without_the_old_need(make_job, clock: FakeClock) -> None:
+    paths = make_job()
+    provider = Counting(clock, [reread() for _ in range(12)])
+    sup = Supervisor(paths, run_settings(guardrails=DEADLINE), provider, clock=clock)
+    on(sup, ev.NeedsOperator, lambda e: clock.advance(11 * 60))
+    assert run(sup).reason is ShutdownReason.BUDGET_EXHAUSTED
+    provider = Counting(clock, [T(text="Resuming.", calls=[C(name="todo_complete")]), T(error="end of script")])
+    later = Supervisor(paths, run_settings(guardrails=GuardrailsConfig(deadline="2h")), provider, clock=clock)
+    asked: list[ev.EventBase] = []
+    on(later, ev.NeedsOperator, asked.append)
+    result = run(later)
+    assert asked == [] and provider.calls == 2  # the stuck need was closed: not asked again, the agent works
+    assert result.reason is ShutdownReason.ERROR and "end of script" in result.detail
+
+
+def test_a_run_the_operator_paused_ends_at_its_deadline(make_job, clock: FakeClock) -> None:
+    paths = make_job("quickstart")
+    provider = Counting(clock)
+    sup = Supervisor(paths, run_settings(guardrails=DEADLINE), provider, clock=clock)
+
+    def pause_then_leave(e: ev.EventBase) -> None:
+        if isinstance(e, ev.TurnStarted) and e.turn == 3:
+            sup.pause()
+        elif isinstance(e, ev.OperatorCommand) and e.command == "pause" and e.status == "applied":
+            clock.advance(11 * 60)
+
+    sup.subscribe(pause_then_leave)
+    result = run(sup)
+    assert result.reason is ShutdownReason.BUDGET_EXHAUSTED and result.detail.startswith("deadline passed: ")
+    evs = events(paths)
+    assert [e.budget for e in evs if isinstance(e, ev.BudgetExhausted)] == ["deadline"]
+    assert not [e for e in evs if isinstance(e, ev.NeedsOperatorCleared)]  # no need was open: none is closed
+    assert provider.calls == 3  # the paused turn was dropped; nothing after it
+
+
+def test_a_restart_waiting_for_approval_ends_at_the_deadline(make_job, clock: FakeClock) -> None:
+    paths = make_job("requirements-extraction")
+    sup = Supervisor(paths, run_settings(context_window=10_000, auto_restart=False, guardrails=GuardrailsConfig(
+        deadline="2h")), ScriptedProvider(clock=clock), clock=clock)
+    on(sup, ev.NeedsOperator, lambda e: clock.advance(3 * 3600))
+    result = run(sup)
+    assert result.reason is ShutdownReason.BUDGET_EXHAUSTED and result.detail.startswith("deadline passed: ")
+    evs = events(paths)
+    order = [e.type for e in evs if e.type in ("restart_pending", "needs_operator", "budget_exhausted",
+                                                "needs_operator_cleared", "restart_denied", "restart_approved",
+                                                "run_ended")]
+    assert order == ["restart_pending", "needs_operator", "budget_exhausted", "needs_operator_cleared", "run_ended"]
+    cleared = next(e for e in evs if isinstance(e, ev.NeedsOperatorCleared))
+    assert (cleared.reason, cleared.by) == ("restart_approval", DEADLINE_ENDS_WAIT)
+
+
+def test_a_deadline_passed_before_a_restart_is_asked_for_ends_the_run_without_asking(make_job, tmp_path: Path,
+                                                                                     clock: FakeClock) -> None:
+    paths = make_job("requirements-extraction")
+    sup = Supervisor(paths, run_settings(context_window=10_000, auto_restart=False, guardrails=GuardrailsConfig(
+        deadline="2h")), ScriptedProvider(clock=clock), clock=clock)
+    # The deadline passes once the reply after the wind-down is in (its budgets were looked at before it): the
+    # session ends for a full context after that turn, before any boundary gives a wrap-up turn.
+    wound: list[ev.EventBase] = []
+    on(sup, ev.WindDown, wound.append)
+    on(sup, ev.AssistantMessage, lambda e: clock.advance(3 * 3600) if wound and e.seq > wound[0].seq else None)
+    result = run(sup)
+    assert result.reason is ShutdownReason.BUDGET_EXHAUSTED and result.detail.startswith("deadline passed: ")
+    types = [e.type for e in events(paths)]
+    assert types.count("wind_down") == 1 and types.count("budget_exhausted") == 1
+    assert "restart_pending" not in types and "needs_operator" not in types and "wrap_up" not in types
+    assert [e.reason for e in events(paths) if isinstance(e, ev.SessionEnded)] == ["context_full"]
