@@ -12,7 +12,7 @@ from console.engine.compaction import compact
 from console.engine.context.carryover import extract_carryover
 from console.engine.context.layers import build_system, read_system_prompt
 from console.engine.context.masking import apply_masking, mask_notice
-from console.engine.context.pressure import ContextAction, ContextManager, wind_down_message
+from console.engine.context.pressure import ContextAction, ContextManager, PressureState, wind_down_message
 from console.engine.context.tokens import CHARS_PER_TOKEN, estimate_message, estimate_request
 from console.engine.enforcement import FEEDBACK_KIND, Ask
 from console.engine.journal import Checkpoint, Conversation, UsageRecord
@@ -154,6 +154,27 @@ class Session(AskingTheOperator, AskingTheModel):
         if applied or notices or resumed:
             self.commit(durable=resumed)
 
+    def restart_dropped(self, recorded: PressureState) -> None:
+        """Resumed under other settings (a larger window, a higher hard threshold), the restart the recorded state
+        called for no longer holds: the session goes on, the need it waited on (its approval) is closed saying why,
+        and the agent, who was told a restart comes, is told it does not."""
+        rt, cm, st = self.rt, self.cm, self.deps.settings
+        cm.go_on()
+        why = (f"the restart is no longer needed: the context is {cm.pct:.0%} of the prompt budget now "
+               f"({cm.used:,} of {cm.budget:,} tokens; was {recorded.used / max(1, recorded.budget):.0%} of "
+               f"{recorded.budget:,}), under the {st.hard_threshold:.0%} that restarts; the session goes on")
+        if not st.auto_restart:
+            # Asked by the process that ended while it waited (or answered by its stop): closed, with why.
+            rt.events.emit(ev.NeedsOperatorCleared, reason="restart_approval", by=why)
+        text = (f"[The restart announced is not needed: the context window is now {st.context_window:,} tokens, "
+                f"{cm.window_pct:.0%} full. Go on with the task marked ← CURRENT in the ACTIVE TODO LIST.]")
+        if self.cp.stage == "tools":
+            rt.inject_notice(text, "restart_dropped")  # after the turn's results (recorded with its next call)
+        else:
+            notice = Message.user(text, kind="restart_dropped")
+            self.conversation.append(notice)  # recorded with the session's start, as the drop is
+            cm.appended([notice])
+
     def deadline_while_waiting(self) -> SessionResult | None:
         """While the run holds for its operator (a need, their pause): the deadline, once passed, ends it now, as a
         deadline reached while working does (out of time, resumable once the deadline is raised); the need it
@@ -179,6 +200,8 @@ class Session(AskingTheOperator, AskingTheModel):
             cm.reset(estimate_request(build_request(self.deps, self.system, self.conversation)))
         else:
             cm.restore(cp.context)
+            if cm.restart_stale(cp.context):
+                self.restart_dropped(cp.context)  # recorded with the session's start, just below
         if self.on_start is not None:
             self.on_start(cm.used, cm.budget)
         if not cp.progress:

@@ -157,3 +157,59 @@ def test_a_deadline_passed_before_a_restart_is_asked_for_ends_the_run_without_as
     assert types.count("wind_down") == 1 and types.count("budget_exhausted") == 1
     assert "restart_pending" not in types and "needs_operator" not in types and "wrap_up" not in types
     assert [e.reason for e in events(paths) if isinstance(e, ev.SessionEnded)] == ["context_full"]
+
+
+# -- 2. a restart the resumed settings no longer call for ----------------------------------------------------------
+def stop_at_second_restart(paths: JobPaths, clock: FakeClock, window: int) -> Supervisor:
+    """Run with --no-auto-restart in ``window``: the first restart approved, the run stopped while the second waits."""
+    sup = Supervisor(paths, run_settings(context_window=window, auto_restart=False), ScriptedProvider(clock=clock),
+                     clock=clock)
+    answers = ["approve_restart", "stop"]
+    on(sup, ev.NeedsOperator, lambda e: sup.command(answers.pop(0)))
+    result = run(sup)
+    assert result.reason is ShutdownReason.USER_SHUTDOWN and answers == []
+    return sup
+
+
+def test_a_larger_window_at_resume_drops_the_restart_that_waited(make_job, clock: FakeClock) -> None:
+    paths = make_job("requirements-extraction")
+    stop_at_second_restart(paths, clock, 9000)
+    seen = len(events(paths))
+    sup = Supervisor(paths, run_settings(context_window=12_000, auto_restart=False), ScriptedProvider(clock=clock),
+                     clock=clock)
+    pending: list[ev.EventBase] = []
+    on(sup, ev.RestartPending, pending.append)
+    on(sup, ev.NeedsOperator, lambda e: sup.command("deny_restart"))
+    run(sup)
+    new = events(paths)[seen:]
+    started = next(e for e in new if isinstance(e, ev.SessionStarted))
+    assert started.reason == "resume" and started.session == 2
+    # The need is closed at once, saying why; the session goes on (turns, before any new restart is asked).
+    cleared = next(e for e in new if isinstance(e, ev.NeedsOperatorCleared))
+    assert cleared.reason == "restart_approval" and cleared.by.startswith("the restart is no longer needed: ")
+    assert "under the 85% that restarts; the session goes on" in cleared.by
+    first_turn = next(e for e in new if isinstance(e, ev.TurnStarted))
+    assert cleared.seq < first_turn.seq and first_turn.session == 2
+    assert not [e for e in new if isinstance(e, ev.SessionEnded) and e.seq < first_turn.seq]
+    # A restart asked later is asked with true figures: the context past the hard threshold of the new budget.
+    for p in pending:
+        assert isinstance(p, ev.RestartPending) and p.context_window == 12_000 and p.usage_pct >= 0.85
+
+
+def test_a_restart_that_still_holds_under_the_resumed_window_is_asked_again_with_its_figures(make_job,
+                                                                                            clock: FakeClock) -> None:
+    paths = make_job("requirements-extraction")
+    stop_at_second_restart(paths, clock, 9000)
+    seen = len(events(paths))
+    sup = Supervisor(paths, run_settings(context_window=9_300, auto_restart=False), ScriptedProvider(clock=clock),
+                     clock=clock)
+    on(sup, ev.NeedsOperator, lambda e: sup.command("deny_restart"))
+    assert run(sup).detail == "restart denied by the operator"
+    new = events(paths)[seen:]
+    assert not [e for e in new if isinstance(e, (ev.TurnStarted, ev.NeedsOperatorCleared))
+                and not (isinstance(e, ev.NeedsOperatorCleared) and e.by == "restart denied")]
+    (ended,) = [e for e in new if isinstance(e, ev.SessionEnded)]
+    (pending,) = [e for e in new if isinstance(e, ev.RestartPending)]
+    # The figures of the window it was resumed with, past its hard threshold: what the session's end says too.
+    assert pending.context_window == 9_300 and pending.usage_pct >= 0.85
+    assert ended.detail == f"context {pending.usage_pct:.0%} full"
