@@ -213,3 +213,50 @@ def test_a_restart_that_still_holds_under_the_resumed_window_is_asked_again_with
     # The figures of the window it was resumed with, past its hard threshold: what the session's end says too.
     assert pending.context_window == 9_300 and pending.usage_pct >= 0.85
     assert ended.detail == f"context {pending.usage_pct:.0%} full"
+
+
+# -- 3. a signal is nobody's answer ----------------------------------------------------------------------------------
+def test_sigterm_while_a_restart_waits_ends_the_run_interrupted_and_the_need_open(make_job, clock: FakeClock) -> None:
+    paths = make_job("requirements-extraction")
+    sup = Supervisor(paths, run_settings(context_window=10_000, auto_restart=False), ScriptedProvider(clock=clock),
+                     clock=clock)
+    # The command-line run's handlers turn SIGTERM into a stop with that source (timeout(1), a shutdown).
+    on(sup, ev.NeedsOperator, lambda e: sup.command("stop", source="SIGTERM"))
+    result = run(sup)
+    assert result.reason is ShutdownReason.INTERRUPTED and "SIGTERM" in result.detail
+    evs = events(paths)
+    # Nothing says an operator answered: no denial, the need not cleared.
+    assert not [e for e in evs if isinstance(e, (ev.RestartDenied, ev.NeedsOperatorCleared))]
+    assert [e.source for e in evs if isinstance(e, ev.OperatorCommand)] == ["SIGTERM", "SIGTERM"]  # received, applied
+    ended = [e for e in evs if isinstance(e, ev.RunEnded)][-1]
+    assert ended.reason == "interrupted" and ended.outcome == "incomplete"
+    # The next process asks again (a resume is not an answer either), and the operator answers then.
+    seen = len(evs)
+    again = Supervisor(paths, run_settings(context_window=10_000, auto_restart=False), ScriptedProvider(clock=clock),
+                       clock=clock)
+    asked: list[ev.EventBase] = []
+    on(again, ev.NeedsOperator, lambda e: (asked.append(e), again.command("deny_restart")))
+    assert run(again).detail == "restart denied by the operator"
+    new = events(paths)[seen:]
+    assert [getattr(a, "reason", "") for a in asked] == ["restart_approval"]
+    assert not [e for e in new if isinstance(e, ev.TurnStarted)]  # asked again at once, nothing redone
+    assert [e.by for e in new if isinstance(e, ev.NeedsOperatorCleared)] == ["restart denied"]
+
+
+def test_sigterm_while_a_stuck_run_waits_keeps_the_need_for_the_next_process(make_job, clock: FakeClock) -> None:
+    paths = make_job()
+    provider = Counting(clock, [reread() for _ in range(30)])
+    sup = Supervisor(paths, run_settings(), provider, clock=clock)
+    on(sup, ev.NeedsOperator, lambda e: sup.command("stop", source="SIGTERM"))
+    result = run(sup)
+    assert result.reason is ShutdownReason.INTERRUPTED and result.detail == "interrupted by SIGTERM"
+    assert not [e for e in events(paths) if isinstance(e, ev.NeedsOperatorCleared)]
+    seen = len(events(paths))
+    again = Supervisor(paths, run_settings(), provider, clock=clock)
+    asked: list[ev.EventBase] = []
+    on(again, ev.NeedsOperator, lambda e: (asked.append(e), again.command("stop")))
+    result = run(again)
+    # Asked again with the same evidence, before any turn; the operator's stop is an answer.
+    assert [getattr(a, "reason", "") for a in asked] == ["stuck"] and provider.calls == 12
+    assert result.reason is ShutdownReason.USER_SHUTDOWN and "looked stuck" in result.detail
+    assert [e.by for e in events(paths)[seen:] if isinstance(e, ev.NeedsOperatorCleared)] == ["operator's stop"]
