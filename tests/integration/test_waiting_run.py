@@ -260,3 +260,26 @@ def test_sigterm_while_a_stuck_run_waits_keeps_the_need_for_the_next_process(mak
     assert [getattr(a, "reason", "") for a in asked] == ["stuck"] and provider.calls == 12
     assert result.reason is ShutdownReason.USER_SHUTDOWN and "looked stuck" in result.detail
     assert [e.by for e in events(paths)[seen:] if isinstance(e, ev.NeedsOperatorCleared)] == ["operator's stop"]
+
+
+# -- 4. a resume that answers nothing says what would ---------------------------------------------------------------
+def test_resume_while_a_restart_waits_says_to_approve_or_deny(make_job, clock: FakeClock) -> None:
+    paths = make_job("requirements-extraction")
+    sup = Supervisor(paths, run_settings(context_window=10_000, auto_restart=False), ScriptedProvider(clock=clock),
+                     clock=clock)
+    answers = ["resume", "deny_restart"]
+    on(sup, ev.NeedsOperator, lambda e: [sup.command(a) for a in answers])
+    assert run(sup).detail == "restart denied by the operator"
+    (rej,) = [e for e in events(paths) if isinstance(e, ev.OperatorCommand) and e.status == "rejected"]
+    rid = paths.run_id
+    assert rej.command == "resume"
+    assert rej.detail == f"not paused: it waits for restart approval: agent-console approve {rid} or deny {rid}"
+
+
+def test_resume_of_a_run_that_needs_nothing_is_just_not_paused(make_job, clock: FakeClock) -> None:
+    paths = make_job("quickstart")
+    sup = Supervisor(paths, run_settings(), ScriptedProvider(clock=clock), clock=clock)
+    on(sup, ev.TurnStarted, lambda e: sup.command("resume") if e.turn == 2 else None)
+    assert run(sup).ok
+    (rej,) = [e for e in events(paths) if isinstance(e, ev.OperatorCommand) and e.status == "rejected"]
+    assert rej.detail == "not paused"
