@@ -18,6 +18,7 @@ from console.engine.supervisor import Supervisor
 from console.providers.scripted import ScriptedCall as C
 from console.providers.scripted import ScriptedProvider
 from console.providers.scripted import ScriptedTurn as T
+from console.view.present import describe
 from tests.conftest import run_settings, time_limit
 
 DEADLINE = GuardrailsConfig(deadline="10m")
@@ -74,7 +75,9 @@ def test_a_stuck_run_waiting_for_its_operator_ends_at_its_deadline(make_job, clo
         "budget_exhausted", "needs_operator_cleared", "session_ended", "run_ended", "turn_started")]
     assert [e.type for e in tail] == ["budget_exhausted", "needs_operator_cleared", "session_ended", "run_ended"]
     exhausted, cleared, _, ended = tail
-    assert isinstance(exhausted, ev.BudgetExhausted) and exhausted.budget == "deadline"
+    assert isinstance(exhausted, ev.BudgetExhausted) and exhausted.budget == "deadline" and not exhausted.wrap_up
+    shown = describe(exhausted)
+    assert shown is not None and "without a wrap-up turn" in shown.detail and "told to wrap up" not in shown.detail
     assert isinstance(cleared, ev.NeedsOperatorCleared) and (cleared.reason, cleared.by) == ("stuck",
                                                                                              DEADLINE_ENDS_WAIT)
     assert isinstance(ended, ev.RunEnded) and ended.reason == "budget_exhausted"

@@ -84,7 +84,7 @@ class _Budgets(_Status):
             st.exhausted = "deadline"
             limit, used = self._limit("deadline")
             self.events.emit(ev.BudgetExhausted, budget="deadline", limit=limit, used=used,
-                             detail=self.why("deadline"))
+                             detail=self.why("deadline"), wrap_up=False)
         if st.wrap_up_turns < 1 or st.wrap_up_until is not None:
             st.wrap_up_turns, st.wrap_up_until = max(1, st.wrap_up_turns), None
         self._changed()
