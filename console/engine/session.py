@@ -160,9 +160,9 @@ class Session(AskingTheOperator, AskingTheModel):
         and the agent, who was told a restart comes, is told it does not."""
         rt, cm, st = self.rt, self.cm, self.deps.settings
         cm.go_on()
-        why = (f"the restart is no longer needed: the context is {cm.pct:.0%} of the prompt budget now "
-               f"({cm.used:,} of {cm.budget:,} tokens; was {recorded.used / max(1, recorded.budget):.0%} of "
-               f"{recorded.budget:,}), under the {st.hard_threshold:.0%} that restarts; the session goes on")
+        # Short enough for the views' line (120 characters): the figures are the next turn's.
+        why = (f"not needed at window {st.context_window:,}: the context is {cm.pct:.0%} of the prompt budget "
+               f"(restarts at {st.hard_threshold:.0%}); the session goes on")
         if not st.auto_restart:
             # Asked by the process that ended while it waited (or answered by its stop): closed, with why.
             rt.events.emit(ev.NeedsOperatorCleared, reason="restart_approval", by=why)
