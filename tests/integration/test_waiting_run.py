@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from console.cli.common import go_on_hint
 from console.engine import events as ev
 from console.engine.clock import FakeClock
@@ -288,3 +290,45 @@ def test_resume_of_a_run_that_needs_nothing_is_just_not_paused(make_job, clock: 
     assert run(sup).ok
     (rej,) = [e for e in events(paths) if isinstance(e, ev.OperatorCommand) and e.status == "rejected"]
     assert rej.detail == "not paused"
+
+
+class Killed(BaseException):
+    """The process dies (as kill -9 would, after the last commit): nothing of the step in flight is kept."""
+
+
+class DiesAtFirstCall(ScriptedProvider):
+    def stream(self, request):  # type: ignore[no-untyped-def]
+        raise Killed
+        yield  # a generator
+
+
+class Requests(ScriptedProvider):
+    def __init__(self, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.requests: list = []
+
+    def stream(self, request):  # type: ignore[no-untyped-def]
+        self.requests.append(request)
+        yield from super().stream(request)
+
+
+def test_a_dropped_restart_killed_after_its_record_is_not_dropped_or_told_twice(make_job, clock: FakeClock) -> None:
+    paths = make_job("requirements-extraction")
+    stop_at_second_restart(paths, clock, 9000)
+    seen = len(events(paths))
+    dying = Supervisor(paths, run_settings(context_window=12_000, auto_restart=False), DiesAtFirstCall(clock=clock),
+                       clock=clock)
+    with pytest.raises(Killed):
+        run(dying)
+    provider = Requests(clock=clock)
+    sup = Supervisor(paths, run_settings(context_window=12_000, auto_restart=False), provider, clock=clock)
+    on(sup, ev.NeedsOperator, lambda e: sup.command("deny_restart"))
+    run(sup)
+    new = events(paths)[seen:]
+    dropped = [e for e in new if isinstance(e, ev.NeedsOperatorCleared) and e.by.startswith("not needed at window")]
+    assert len(dropped) == 1  # recorded with the first process's session start: not judged again
+    first = provider.requests[0]
+    told = [m for m in first.messages if m.meta.get("kind") == "restart_dropped"]
+    assert len(told) == 1 and "The restart announced is not needed" in told[0].content
+    assert not [e for e in new if isinstance(e, ev.RestartPending) and e.seq < next(
+        t.seq for t in new if isinstance(t, ev.TurnStarted) and t.session == 2)]
