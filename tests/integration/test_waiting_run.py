@@ -17,6 +17,7 @@ from console.engine.job import JobPaths
 from console.engine.loop import ShutdownReason
 from console.engine.session import DEADLINE_ENDS_WAIT
 from console.engine.supervisor import Supervisor
+from console.notify import Notifier
 from console.providers.scripted import ScriptedCall as C
 from console.providers.scripted import ScriptedProvider
 from console.providers.scripted import ScriptedTurn as T
@@ -86,6 +87,14 @@ def test_a_stuck_run_waiting_for_its_operator_ends_at_its_deadline(make_job, clo
     # What the operator is told to do names the run's own job.toml and the deadline.
     hint = go_on_hint(paths, ended.reason, ended.detail)
     assert hint.startswith(f"raise deadline under [guardrails] in {paths.root / 'job.toml'}")
+    # The operator's channels: the need, then the end as out of time with what to do; no reminder after the end.
+    notifier = Notifier([], paths.run_id, paths.root.name, clock=clock, look=False, remind=[1])
+    told = [m for e in evs if (m := notifier.message_for(e)) is not None]
+    assert [m.title for m in told] == [f"agent-console: run {paths.run_id} needs you (stuck)",
+                                       f"agent-console: run {paths.run_id} ended (out of time)"]
+    assert "raise the deadline in the run folder's job.toml, then agent-console resume" in told[1].body
+    clock.advance(3600)
+    assert notifier.remind_due() is None
     # The need is closed in the recorded state too: resumed with the deadline still passed, the run ends at once,
     # asking neither its operator nor the model.
     again = Supervisor(paths, run_settings(guardrails=DEADLINE), provider, clock=clock)
@@ -144,6 +153,18 @@ def test_a_restart_waiting_for_approval_ends_at_the_deadline(make_job, clock: Fa
     assert order == ["restart_pending", "needs_operator", "budget_exhausted", "needs_operator_cleared", "run_ended"]
     cleared = next(e for e in evs if isinstance(e, ev.NeedsOperatorCleared))
     assert (cleared.reason, cleared.by) == ("restart_approval", DEADLINE_ENDS_WAIT)
+    # Resumed with the deadline still passed: it ends at once, asking nobody; with a later one the restart (its
+    # session's last step calls for it) is asked again.
+    for deadline, asks in (("2h", []), ("8h", ["restart_approval"])):
+        seen = len(events(paths))
+        again = Supervisor(paths, run_settings(context_window=10_000, auto_restart=False, guardrails=GuardrailsConfig(
+            deadline=deadline)), ScriptedProvider(clock=clock), clock=clock)
+        asked: list[str] = []
+        on(again, ev.NeedsOperator, lambda e, sup=again, seen_asks=asked: (
+            seen_asks.append(getattr(e, "reason", "")), sup.command("deny_restart")))
+        result = run(again)
+        assert asked == asks and not [e for e in events(paths)[seen:] if isinstance(e, ev.TurnStarted)]
+        assert result.reason is (ShutdownReason.USER_SHUTDOWN if asks else ShutdownReason.BUDGET_EXHAUSTED)
 
 
 def test_a_deadline_passed_before_a_restart_is_asked_for_ends_the_run_without_asking(make_job, tmp_path: Path,
