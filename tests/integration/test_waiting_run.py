@@ -269,6 +269,20 @@ def test_sigterm_while_a_restart_waits_ends_the_run_interrupted_and_the_need_ope
     assert [getattr(a, "reason", "") for a in asked] == ["restart_approval"]
     assert not [e for e in new if isinstance(e, ev.TurnStarted)]  # asked again at once, nothing redone
     assert [e.by for e in new if isinstance(e, ev.NeedsOperatorCleared)] == ["restart denied"]
+    # The operator's channels hear it as the same wait (since its first ask), not as a need back after an answer;
+    # a runner's notifier learns the first process's part from the log (prime) as a console's hears it live.
+    first_need = next(e for e in evs if isinstance(e, ev.NeedsOperator))
+    for notifier_of in ("live", "primed"):
+        notifier = Notifier([], paths.run_id, paths.root.name, clock=clock, look=False)
+        if notifier_of == "primed":
+            notifier.prime(evs)
+            told = [m for e in new if (m := notifier.message_for(e)) is not None]
+        else:
+            told = [m for e in evs + new if (m := notifier.message_for(e)) is not None]
+        needs = [m for m in told if "needs you" in m.title]
+        assert needs and all(m.title == f"agent-console: run {paths.run_id} needs you (restart approval)"
+                             for m in needs)
+        assert f"Since {first_need.ts.astimezone():%Y-%m-%d %H:%M:%S %Z}" in needs[-1].body
 
 
 def test_sigterm_while_a_stuck_run_waits_keeps_the_need_for_the_next_process(make_job, clock: FakeClock) -> None:
