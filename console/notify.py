@@ -350,7 +350,9 @@ class Notifier:
             elif isinstance(e, ev.RunEnded):
                 self._carried = None  # the process that could have asked it again ended without
                 if need is not None:
-                    need.ended, need.due = True, None  # no process waits on it any more: nothing to remind
+                    need.due = None  # no process waits on it any more: nothing to remind
+                    # A signal's end (interrupted) answered nothing: the next process asks again, the same wait.
+                    need.ended = e.reason != "interrupted"
             elif isinstance(e, ev.SessionStarted) and e.reason in ("new", "resume") and need is not None:
                 if need.ended:
                     # The run had ended needing its operator, who resumed it: that was the answer.

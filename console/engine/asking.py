@@ -105,6 +105,10 @@ class AskingTheOperator(SessionBase):
         that need ended runs before they were asked: out of budget, incomplete, interrupted (the model)."""
         rt, op = self.rt, self.deps.operator
         pending, need = rt.guards.pending(), op.needs
+        if op.interrupted_by is not None and (pending is not None or need is not None):
+            # A signal (a shutdown, a closed terminal) is nobody's answer: the need stays open (recorded, when the
+            # guardrails asked it), the run ends interrupted, and its next process asks again.
+            return self.stop_end("interrupted while it waited for its operator")
         detail = ""
         if pending is not None:
             if pending.reason == "completion_refused":

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, assert_never
 from console.engine import events as ev
 from console.engine.commands import ApproveRestart, Checkpoint, DenyRestart, Pause, Resume, Rewind, Stop
 from console.engine.control import Command, ControlChannel
-from console.engine.needs import answered
+from console.engine.needs import answered, label
 
 if TYPE_CHECKING:
     from console.engine.runtime import Runtime
@@ -127,7 +127,7 @@ class OperatorState:
                 return "applied", "pausing after the current turn"
             case Resume():
                 if not self.paused:
-                    return "rejected", "not paused"
+                    return "rejected", self._not_paused(rt)
                 self.paused = False
                 answered(rt.events, self, "operator's resume")
                 return "applied", "resumed"
@@ -141,6 +141,16 @@ class OperatorState:
                 return self._transition(rt, body)
             case _:
                 assert_never(body)
+
+    def _not_paused(self, rt: Runtime) -> str:
+        """Why a resume answers nothing, and what would: the run may need its operator for something a resume
+        does not answer (a restart's approval, ...), which `jobs` shows as "needs you"."""
+        rid = rt.paths.run_id
+        need = "restart_approval" if self.awaiting_restart else self.needs
+        if need is None:
+            return "not paused"
+        what = NOT_ANSWERED_BY_RESUME.get(need, "agent-console stop {id} ends it")
+        return f"not paused: it waits for {label(need)}: {what.format(id=rid)}"
 
     @staticmethod
     def _transition(rt: Runtime, body: Checkpoint | Rewind) -> tuple[str, str]:
@@ -159,6 +169,15 @@ class OperatorState:
         rt.phases.rewind(f"(operator) {body.issue.strip()}")
         return "applied", "rewind started: the agent re-plans at its next turn"
 
+
+# What answers a need that a resume does not (the needs that do not pause the run), in the operator's commands.
+NOT_ANSWERED_BY_RESUME = {
+    "restart_approval": "agent-console approve {id} or deny {id}",
+    "store_down": "nothing to answer: the run goes on from its folder and the store catches up when it is back "
+                  "(agent-console stop {id} ends it)",
+    "crashed": "the run is ending on an internal error; once it has ended, agent-console resume {id}",
+    "gave_up": "the run is ending as the agent gave up; once it has ended, agent-console resume {id}",
+}
 
 # Which commands act while the model is being asked (a stream, a stall, a wait before a retry); the others wait
 # for the turn's end. Between sessions a checkpoint or a rewind waits for the next session's first turn boundary,

@@ -12,7 +12,7 @@ from console.engine.compaction import compact
 from console.engine.context.carryover import extract_carryover
 from console.engine.context.layers import build_system, read_system_prompt
 from console.engine.context.masking import apply_masking, mask_notice
-from console.engine.context.pressure import ContextAction, ContextManager, wind_down_message
+from console.engine.context.pressure import ContextAction, ContextManager, PressureState, wind_down_message
 from console.engine.context.tokens import CHARS_PER_TOKEN, estimate_message, estimate_request
 from console.engine.enforcement import FEEDBACK_KIND, Ask
 from console.engine.journal import Checkpoint, Conversation, UsageRecord
@@ -22,6 +22,7 @@ from console.engine.model import (
     Usage,
 )
 from console.engine.model_call import Outage
+from console.engine.needs import answered
 from console.engine.operator import Aborted, Paused
 from console.engine.run_settings import RunSettings
 from console.engine.runtime import Runtime
@@ -42,6 +43,9 @@ from console.engine.turn import (
 
 CARRYOVER_BUDGET = 0.15  # share of the window the carried turns may take
 OBSERVATION_BUDGET = 0.25  # share of the window one tool result may take
+# How a need the run waited on is closed when its deadline passes meanwhile (no one answered it; "stop": the
+# notifier takes it as an end, not as an answer that let the run go on).
+DEADLINE_ENDS_WAIT = "the deadline passed: the run stops as out of time"
 KICKOFF = "Begin. Your ACTIVE TODO LIST is below: do the current task."
 
 
@@ -150,6 +154,42 @@ class Session(AskingTheOperator, AskingTheModel):
         if applied or notices or resumed:
             self.commit(durable=resumed)
 
+    def restart_dropped(self, recorded: PressureState) -> None:
+        """Resumed under other settings (a larger window, a higher hard threshold), the restart the recorded state
+        called for no longer holds: the session goes on, the need it waited on (its approval) is closed saying why,
+        and the agent, who was told a restart comes, is told it does not."""
+        rt, cm, st = self.rt, self.cm, self.deps.settings
+        cm.go_on()
+        # Short enough for the views' line (120 characters): the figures are the next turn's.
+        why = (f"not needed at window {st.context_window:,}: the context is {cm.pct:.0%} of the prompt budget "
+               f"(restarts at {st.hard_threshold:.0%}); the session goes on")
+        if not st.auto_restart:
+            # Asked by the process that ended while it waited (or answered by its stop): closed, with why.
+            rt.events.emit(ev.NeedsOperatorCleared, reason="restart_approval", by=why)
+        text = (f"[The restart announced is not needed: the context window is now {st.context_window:,} tokens, "
+                f"{cm.window_pct:.0%} full. Go on with the task marked ← CURRENT in the ACTIVE TODO LIST.]")
+        if self.cp.stage == "tools":
+            rt.inject_notice(text, "restart_dropped")  # after the turn's results (recorded with its next call)
+        else:
+            notice = Message.user(text, kind="restart_dropped")
+            self.conversation.append(notice)  # recorded with the session's start, as the drop is
+            cm.appended([notice])
+
+    def deadline_while_waiting(self) -> SessionResult | None:
+        """While the run holds for its operator (a need, their pause): the deadline, once passed, ends it now, as a
+        deadline reached while working does (out of time, resumable once the deadline is raised); the need it
+        waited on is closed, by the deadline, not by an answer. None before the deadline."""
+        rt, op = self.rt, self.deps.operator
+        why = rt.guards.deadline_while_waiting()
+        if why is None:
+            return None
+        if rt.guards.pending() is not None:
+            rt.guards.answer(resumed=False, by=DEADLINE_ENDS_WAIT)
+        answered(rt.events, op, DEADLINE_ENDS_WAIT)
+        op.paused = False
+        self.commit(durable=True)
+        return self.end(ShutdownReason.BUDGET_EXHAUSTED, why)
+
     # -- the session -----------------------------------------------------------------------------
     def run(self) -> SessionResult:
         rt, cm, cp, st, op = self.rt, self.cm, self.cp, self.deps.settings, self.deps.operator
@@ -160,6 +200,8 @@ class Session(AskingTheOperator, AskingTheModel):
             cm.reset(estimate_request(build_request(self.deps, self.system, self.conversation)))
         else:
             cm.restore(cp.context)
+            if cm.restart_stale(cp.context):
+                self.restart_dropped(cp.context)  # recorded with the session's start, just below
         if self.on_start is not None:
             self.on_start(cm.used, cm.budget)
         if not cp.progress:
@@ -178,6 +220,8 @@ class Session(AskingTheOperator, AskingTheModel):
                 return restart
             self.commands()
             while op.paused and not op.stop_requested:
+                if (late := self.deadline_while_waiting()) is not None:
+                    return late
                 op.channel.wait(0.2)
                 self.commands()
                 if rt.events.holds_lines:

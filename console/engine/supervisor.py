@@ -53,7 +53,7 @@ from console.engine.run_end import FAILED_REASONS, STATUS_FOR, RunResult, outcom
 from console.engine.run_settings import RunSettings
 from console.engine.runtime import Runtime
 from console.engine.sandbox import Sandbox
-from console.engine.session import first_prompt, window_too_small
+from console.engine.session import DEADLINE_ENDS_WAIT, first_prompt, window_too_small
 from console.engine.state import COMPONENT_NAMES, COMPONENTS, load_projections
 from console.engine.store import NEEDS_YOU, Store
 from console.engine.store.link import LeaseHeld, link_run
@@ -290,8 +290,21 @@ class Supervisor:
             return True
         return op.abort
 
-    def _await_restart_decision(self, result: SessionResult, carry_tokens: int) -> str:
+    def _await_restart_decision(self, result: SessionResult, carry_tokens: int) -> tuple[str, str]:
+        """The operator's answer to a restart the context calls for: (decision, the run's end detail if it ends).
+        "approve", "deny", "stop" (their stop: not a denial, but it ends the run); "interrupted" (a signal: no one
+        answered, the need stays open and the next process asks again); "deadline" (it passed, before or while
+        the restart waited: the run ends out of time, as a deadline reached while working ends it)."""
         op, rt = self.operator, self._rt
+        if op.stop_requested:
+            # Stopped in the session's last turn: not asked (its next process asks, the restart still due).
+            if (by := op.interrupted_by) is not None:
+                return "interrupted", f"interrupted by {by}"
+            return "stop", "stopped by the operator before a context restart was asked for"
+        if (late := rt.guards.deadline_while_waiting()) is not None:
+            # Not asked: a restart approved now would be cut at its first boundary.
+            self.events.observe()
+            return "deadline", late
         self.events.emit(ev.RestartPending, usage_pct=round(result.used_tokens / max(1, result.budget), 4),
                          used_tokens=result.used_tokens, context_window=self.settings.context_window,
                          prompt_budget=result.budget,
@@ -302,13 +315,24 @@ class Supervisor:
         op.awaiting_restart, op.restart_decision = True, None
         ask_operator(self.events, op, "restart_approval", restart_message(result.used_tokens, self.session + 1),
                      [f"carryover: {len(result.carryover)} messages, ~{carry_tokens:,} tokens"], pause=False)
+        late = None
         try:
             while op.restart_decision is None and not op.stop_requested:
+                if (late := rt.guards.deadline_while_waiting()) is not None:
+                    break
                 op.channel.wait(0.2)
                 op.apply(rt, between_sessions=True)
                 self.events.observe()
         finally:
             op.awaiting_restart = False
+        if late is not None:
+            answered(self.events, op, DEADLINE_ENDS_WAIT)
+            self.events.observe()
+            return "deadline", late
+        if op.restart_decision is None and (by := op.interrupted_by) is not None:
+            # A signal (a shutdown, a closed terminal) is nobody's answer: the need stays open, the run ends
+            # interrupted, and its next process asks again (its session's last step calls for the restart).
+            return "interrupted", f"interrupted by {by} while a context restart waited for approval"
         answered(self.events, op, {"approve": "restart approved", "deny": "restart denied"}.get(
             op.restart_decision or "", "operator's stop"))
         # A stop while the restart waits is not a denial, but it ends the run all the same (and says so).
@@ -318,7 +342,8 @@ class Supervisor:
             self._store_started()
         else:
             self.events.emit(ev.RestartDenied, by="operator" if decision == "deny" else "operator's stop")
-        return decision
+        return decision, ("restart denied by the operator" if decision == "deny" else
+                          "stopped by the operator while a context restart waited for approval")
 
     def run(self) -> RunResult:
         if not self.lock.acquire():
@@ -498,13 +523,12 @@ class Supervisor:
                 self.events.emit(ev.ErrorEvent, message=too_small, where="context", recoverable=False)
                 break
             if not self.settings.auto_restart:
-                decision = self._await_restart_decision(result, carry_tokens)
+                decision, detail = self._await_restart_decision(result, carry_tokens)
                 if decision != "approve":
-                    result.reason = ShutdownReason.USER_SHUTDOWN
-                    result.detail = "restart denied by the operator" if decision == "deny" else \
-                        "stopped by the operator while a context restart waited for approval"
-                    if decision != "deny" and (by := self.operator.interrupted_by) is not None:
-                        result.reason, result.detail = ShutdownReason.INTERRUPTED, f"interrupted by {by}"
+                    result.reason = {"deadline": ShutdownReason.BUDGET_EXHAUSTED,
+                                     "interrupted": ShutdownReason.INTERRUPTED}.get(decision,
+                                                                                   ShutdownReason.USER_SHUTDOWN)
+                    result.detail = detail
                     break
             else:
                 self.events.emit(ev.RestartApproved, by="auto")

@@ -91,6 +91,10 @@ class PressureState(BaseModel):
     # The session's turns so far (replies recorded). Absent from checkpoints of older versions: 0, and the
     # count goes on from the resume.
     turns: int = Field(default=0, ge=0, le=10**9)
+    # The prompt budget and hard threshold the state was judged under (0: a checkpoint of an older version): a
+    # resume under other settings (a larger --context-window) judges a restart that was due again.
+    budget: int = Field(default=0, ge=0, le=10**12)
+    hard: float = Field(default=0.0, ge=0, le=1)
 
 
 @dataclass
@@ -295,13 +299,36 @@ class ContextManager:
     def snapshot(self) -> PressureState:
         return PressureState(used=self.used, wind_down_sent=self.wind_down_sent,
                              turns_since_wind_down=self.turns_since_wind_down, masked_total=self.masked_total,
-                             trend=list(self.trend), turns=self.turns)
+                             trend=list(self.trend), turns=self.turns, budget=self.budget, hard=self.hard)
 
     def restore(self, s: PressureState) -> None:
         self.used, self.wind_down_sent = s.used, s.wind_down_sent
         self.turns_since_wind_down, self.masked_total = s.turns_since_wind_down, s.masked_total
         self.trend = list(s.trend)
         self.turns = s.turns
+
+    @property
+    def restart_due(self) -> bool:
+        """The wind-down's turn is over: the next evaluation restarts, whatever the figures (seed 004)."""
+        return self.wind_down_sent and self.turns_since_wind_down >= 1
+
+    def restart_stale(self, recorded: PressureState) -> bool:
+        """Restored from ``recorded``, which called for a restart (the wind-down's turn was over): whether that
+        restart no longer holds under this manager's settings, which differ from those it was judged under (a
+        resume with a larger window or a higher hard threshold): the next prompt fits, under the hard threshold.
+        The same settings (or a checkpoint that did not say them) keep it: a resume decides as the run would
+        have."""
+        if not self.restart_due or not recorded.budget:
+            return False
+        if (recorded.budget, recorded.hard) == (self.budget, self.hard):
+            return False
+        return self.fits and self.pct < self.hard
+
+    def go_on(self) -> None:
+        """The restart that was due is dropped: the session goes on (a wind-down is sent again at the hard
+        threshold)."""
+        self.wind_down_sent = False
+        self.turns_since_wind_down = 0
 
     def mark_wind_down(self) -> None:
         self.wind_down_sent = True

@@ -69,6 +69,27 @@ class _Budgets(_Status):
         self._changed()
         return BudgetTurn(wrap_up=WRAP_UP[kind].format(limit=self._shown_limit(kind)))
 
+    def deadline_while_waiting(self) -> str | None:
+        """While the run waits for its operator (a need, their pause, a restart's approval): why the deadline ends
+        it now, or None before the deadline. Time passes whether the run waits or not, so the run ends as a
+        deadline reached while working ends it (``budget_exhausted``, once), but at once: no wrap-up turn is
+        given, the agent was not working (a stuck agent, a model that cannot be reached, a spent budget or a full
+        context would not use it). Recorded as had, so a resume without a later deadline ends at once, as after
+        any deadline's end. It passes a spend limit the run waited at: the deadline is what ends it."""
+        st = self.g.budget_state
+        deadline = self.g.budgets.deadline(st)
+        if deadline is None or self.clock.now() < deadline.expires_at:
+            return None
+        if st.exhausted != "deadline":
+            st.exhausted = "deadline"
+            limit, used = self._limit("deadline")
+            self.events.emit(ev.BudgetExhausted, budget="deadline", limit=limit, used=used,
+                             detail=self.why("deadline"), wrap_up=False)
+        if st.wrap_up_turns < 1 or st.wrap_up_until is not None:
+            st.wrap_up_turns, st.wrap_up_until = max(1, st.wrap_up_turns), None
+        self._changed()
+        return self.why("deadline")
+
     def _spend_evidence(self, kind: Exhausted) -> tuple[str, ...]:
         st, b = self.g.budget_state, self.g.budgets
         grants = st.token_grants if kind == "tokens" else st.cost_grants

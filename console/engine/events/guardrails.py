@@ -59,6 +59,8 @@ class BudgetExhausted(EventBase):
     limit: float
     used: float
     detail: str = ""
+    # The deadline passed while the run waited for its operator: it ends at once, no wrap-up turn is given.
+    wrap_up: bool = True
 
 
 class BudgetRaised(EventBase):

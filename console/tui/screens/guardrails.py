@@ -66,7 +66,7 @@ def deadline_line(g: GuardrailsState, now: datetime, ended_at: datetime | None =
         ago = f"passed {duration(-left)} ago" if left < 0 else "passed"
         return Content.assemble((ago, "bold reverse $text-error"), " · ", when,
                                 (" · the agent was told to wrap up", "$text-muted") if "deadline" in g.exhausted
-                                else "")
+                                and g.exhausted["deadline"].wrap_up else "")
     style = "bold $text-error" if left < 120 else "bold $text-warning" if left < 600 else "bold $text-success"
     return Content.assemble((f"{duration(left)} left", style), " · ", when)
 

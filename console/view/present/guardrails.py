@@ -52,7 +52,9 @@ def _exhausted(e: ev.BudgetExhausted) -> Presented:
         what = f"money budget spent ({cost(e.used)} of {cost(e.limit)})"
     else:
         what = f"token budget spent ({tokens(e.used)} of {tokens(e.limit)})"
-    told = "the agent was told to wrap up" if e.budget == "deadline" else "the run pauses and asks its operator"
+    told = ("the run pauses and asks its operator" if e.budget != "deadline" else
+            "the agent was told to wrap up" if e.wrap_up else
+            "the run was waiting: it ends now, without a wrap-up turn")
     return Presented("◷", "budget", "warning", what, told, e.budget)
 
 
