@@ -20,7 +20,7 @@ from console.tui.commands import InboxController
 from console.tui.notices import retract
 from console.tui.pacing import one_shot
 from console.tui.resume import resume_in_background
-from console.tui.screens.approval import NOTICE_TITLE
+from console.tui.screens.approval import NOTICE_TITLE, deny_question
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.guardrails import GuardrailsScreen
 from console.tui.screens.help import HelpScreen
@@ -194,6 +194,12 @@ class RunKeys(MainScreen):
         self.send("approve_restart", "approval sent")
 
     def action_deny(self) -> None:
+        """d (the restart's banner), the palette: it ends the run, so it asks first (deny_question says why)."""
+        host = getattr(self.controller, "host", "")
+        self.ask(deny_question(self.run_id or str(self.paths.root), host),
+                 lambda yes: self.deny_restart() if yes else None)
+
+    def deny_restart(self) -> None:
         retract(self.app, NOTICE_TITLE)
         self.send("deny_restart", "denial sent")
 
@@ -337,7 +343,7 @@ class RunKeys(MainScreen):
                                            "stops it. Everything so far is saved; resume with `agent-console run "
                                            f"--in-place {self.paths.root}`. (To watch a run you can leave, start "
                                            "it with --headless and use `agent-console attach`.)", "Stop and quit",
-                                           "Stay"), done)
+                                           "Stay", quits=True), done)
 
     def leave(self) -> None:
         """Back to the screen under this one (the fleet's list): dialogs over it close with it; the run goes on.
