@@ -27,7 +27,7 @@ from console.tui.screens.help import HelpScreen
 from console.tui.screens.main import MainScreen
 from console.tui.screens.quit import QuitScreen
 from console.tui.screens.rewind import RewindScreen
-from console.view.liveness import PROCESS_GONE, phase_refusal, run_liveness
+from console.view.liveness import PROCESS_GONE, phase_refusal, resume_text, run_liveness
 
 if TYPE_CHECKING:
     from console.engine.job import JobPaths
@@ -229,8 +229,6 @@ class RunKeys(MainScreen):
     def _start_again(self) -> None:
         """Resume a run no process runs: asked first, then ``agent-console resume`` in the background (the fleet's
         way); this console follows the run once its new process holds it."""
-        state = run_liveness(self.state, None).state
-        why = f"{PROCESS_GONE} and its end was never logged" if not self.state.ended else f"it has {state}"
         name = self.run_id or str(self.paths.root)
 
         def done(yes: bool | None) -> None:
@@ -239,10 +237,7 @@ class RunKeys(MainScreen):
                 self._runner_changed()
                 self.start_again()
 
-        self.ask(ConfirmScreen(f"Resume {name}?", f"The run is {state}: {why}. It starts again in the background, "
-                               "with the provider, model and settings it was started with, where it stopped; this "
-                               f"console follows it. (The same as: agent-console resume {name})", "Resume",
-                               "Leave it"), done)
+        self.ask(ConfirmScreen(f"Resume {name}?", resume_text(self.state, name), "Resume", "Leave it"), done)
 
     @work(thread=True, exit_on_error=False, group="start-again")
     def start_again(self) -> None:
