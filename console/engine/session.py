@@ -500,7 +500,11 @@ class Session(AskingTheOperator, AskingTheModel):
             self.commit()
         elif evaluation.action is ContextAction.RESTART:
             carry = extract_carryover(conv, st.carryover_turns, int(st.context_window * CARRYOVER_BUDGET))
-            ended = self.end(ShutdownReason.CONTEXT_FULL, f"context {evaluation.pct:.0%} full", carry)
+            # pct is of the prompt budget, which the prompt after a wind-down can pass while it fits the window:
+            # said as the views say it (console.view.present.context_full), never "107% full".
+            pct = evaluation.pct
+            full = f"context {pct:.0%} full" if pct <= 1 else f"context over full ({pct:.0%} of the prompt budget)"
+            ended = self.end(ShutdownReason.CONTEXT_FULL, full, carry)
             return ended
         return None
 

@@ -237,7 +237,7 @@ class HeadlessLog:
             cached = f", {tok(e.cached_input_tokens)} cached" if e.cached_input_tokens else ""
             est = "~" if not e.reported else ""
             budget = e.prompt_budget or e.context_window
-            ctx = f" | ctx {e.context_tokens / budget:.0%}" if budget else ""
+            ctx = f" | ctx {present.fill(e.context_tokens / budget)}" if budget else ""
             cost = f" | {present.cost(e.cost_usd)}" if e.cost_usd is not None else ""
             tokens = f"[{est}{tok(e.input_tokens)} in{cached}, {tok(e.output_tokens)} out{ctx}{cost}]"
             self.write(f"  t{e.turn:<4} {tools}  ", ("2", tokens))

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 
 from console.view.present import tokens
 
-__all__ = ["SPARK", "clip", "clock_time", "duration", "elapsed", "sparkline", "tokens"]
+__all__ = ["SPARK", "clip", "clock_time", "duration", "elapsed", "span", "sparkline", "tokens"]
 
 SPARK = "▁▂▃▄▅▆▇█"
 
@@ -17,6 +17,23 @@ def duration(seconds: float) -> str:
     h, rem = divmod(seconds, 3600)
     m, s = divmod(rem, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def span(seconds: float) -> str:
+    """A length of time in words, for "… left" and "… ago" ("18 min 7 s", "2 h 5 min", "45 s"): ``duration``'s
+    "18:07" is a stopwatch's and, beside a clock time ("at 17:04:58"), reads as one. Rounded down, two units at
+    most (seconds stop mattering past the hour)."""
+    s = max(0, int(seconds))
+    d, rem = divmod(s, 86_400)
+    h, rem = divmod(rem, 3600)
+    m, sec = divmod(rem, 60)
+    if d:
+        return f"{d} d {h} h" if h else f"{d} d"
+    if h:
+        return f"{h} h {m} min" if m else f"{h} h"
+    if m:
+        return f"{m} min {sec} s" if sec else f"{m} min"
+    return f"{sec} s"
 
 
 def clock_time(ts: datetime) -> str:

@@ -5,6 +5,8 @@ function, so the console of a run whose process died says "interrupted" where th
 from __future__ import annotations
 
 from console.engine.runs import RUNNING, Liveness, Seen, liveness
+from console.engine.text import safe_text
+from console.view.format import clock_time
 from console.view.state import ConsoleState
 
 # Said beside the state of a run that no process runs and that did not end (kill -9, a power cut, a crash).
@@ -34,3 +36,23 @@ def phase_refusal(st: ConsoleState) -> str:
     if kind == "completion":
         return "the job is in its final review"
     return ""
+
+
+def resume_text(st: ConsoleState, name: str) -> str:
+    """The resume question of a run no process runs: how it stands (its state, since when and why, where it was) and
+    what resuming does. ``name``: how ``agent-console resume`` names it. (It said "The run is stopped: it has
+    stopped.")"""
+    state = run_liveness(st, None).state
+    if st.ended:
+        since = f" since {clock_time(st.ended_at)}" if st.ended_at is not None else ""
+        detail = safe_text(st.outcome_detail, one_line=True)
+        how = f"The run is {state}{since}" + (f": {detail}" if detail and detail != state else "") + "."
+    else:
+        how = f"The run is {state}: {PROCESS_GONE} and its end was never logged."
+    where = [f"session {st.session}"] if st.session else []
+    if st.phase:
+        where.append(f"phase {st.phase}")
+    was = f" It was in {', '.join(where)}." if where else ""
+    return (f"{how}{was} Resuming starts it again in the background where it stopped (a turn that was in "
+            "flight is asked again), with the provider, model and settings it was started with; this console "
+            f"follows it. (The same as: agent-console resume {name})")

@@ -64,7 +64,8 @@ def test_a_key_pressed_as_the_approval_appears_does_not_answer_it(make_job):
 
 
 def test_a_click_on_the_approval_waits_too_then_denies(make_job):
-    """A click is where the pointer was: aimed at the pane below, it answers nothing in the first moment."""
+    """A click is where the pointer was: aimed at the pane below, it answers nothing in the first moment; then
+    Deny asks first (it ends the run) and y denies."""
     clock = Clock()
     app, rec = recorded_app(make_job, clock)
     e = Seq()
@@ -82,6 +83,10 @@ def test_a_click_on_the_approval_waits_too_then_denies(make_job):
         # Textual's Button takes no click while it shows the last one (0.2 s of its own clock): not ours to test.
         await wait_for(pilot, lambda: not deny.has_class("-active"), timeout=10, what="the press shown")
         await pilot.click("#deny")
+        # Deny ends the run: it asks first (console.tui.screens.approval.deny_question), and the answer is y.
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="deny asks first")
+        assert rec.sent == []
+        await pilot.press("y")
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="the approval answered")
         assert [c for c, _ in rec.sent] == ["deny_restart"]
 

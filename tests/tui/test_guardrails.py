@@ -66,7 +66,7 @@ def test_a_stuck_detection_without_a_feedback_block_is_its_own_notice():
 def test_the_guardrails_text_counts_down_on_the_console_clock():
     st = fold(guarded_run().events)
     text = plain_text(st, FROZEN_NOW)
-    assert "3:00 left · at 14:15:34" in text
+    assert "3 min left · at 14:15:34" in text
     assert "388k left (39%) of 1.00M" in text and "612k used" in text
     assert "incomplete: 3 tasks left: Write digest.md" in text and "1 of 5 refused stops used" in text
     assert "read_before_write" in text and "denied 1" in text and "deploy <- run_tests" in text
@@ -75,9 +75,9 @@ def test_the_guardrails_text_counts_down_on_the_console_clock():
     assert "delivered 1, last 14:07:45 (warning)" in text
     assert "run_tests, lint · sandbox bubblewrap" in text
     later = plain_text(st, FROZEN_NOW + timedelta(minutes=2, seconds=50))
-    assert "0:10 left" in later
+    assert "10 s left" in later
     spent = plain_text(fold(spent_run().events), FROZEN_NOW + timedelta(minutes=4))
-    assert "passed 1:00 ago" in spent and "the agent was told to wrap up" in spent
+    assert "passed 1 min ago" in spent and "the agent was told to wrap up" in spent
     assert "the deadline budget is spent, job_complete accepted unchecked" in spent
 
 
@@ -276,7 +276,7 @@ def test_an_ended_run_shows_no_countdown_and_no_next_firing():
     text = plain_text(st, FROZEN_NOW + timedelta(minutes=10))
     assert text == plain_text(st, FROZEN_NOW + timedelta(hours=3))  # nothing runs on with the clock
     assert "the run ended at" in text and "now " not in text.splitlines()[0]
-    assert "left when the run ended · at 14:15:34" in text and "passed" not in text
+    assert "7 min left when the run ended · at 14:15:34" in text and "passed" not in text
     assert "next at" not in text and "next after" not in text and "fires no more: the run has ended" in text
     assert "fired (once only)" in text  # what did fire is still said
 

@@ -139,7 +139,12 @@ def test_deny_from_the_main_screen_ends_the_run(make_job):
         await pilot.press("escape")  # later: the modal goes, the restart still waits
         assert not isinstance(app.screen, RestartApprovalScreen)
         assert app.run_screen.check_action("deny", ())
-        await pilot.press("d")
+        await pilot.press("d")  # it ends the run: asked first, as the fleet's d (no: nothing sent)
+        assert isinstance(app.screen, ConfirmScreen) and "Deny the restart" in app.screen.title_text
+        await pilot.press("n")
+        await pilot.pause()
+        assert not app.state.requested and app.state.restart_pending is not None
+        await pilot.press("d", "y")
         await wait_for(pilot, lambda: app.run_screen.run_finished, what="the run to end")
         assert app.state.outcome == "stopped" and app.exit_code == 3
 

@@ -12,6 +12,7 @@ from textual.widgets import Button, Static
 
 from console.engine import events as ev
 from console.engine.text import safe_text
+from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.dialog import Dialog
 from console.view.format import tokens
 
@@ -42,10 +43,23 @@ def explain(p: ev.RestartPending, run: str = "ID", host: str = "") -> Content:
     return Content("\n").join(lines)
 
 
+def deny_question(run: str = "ID", host: str = "") -> ConfirmScreen:
+    """Deny ends the run, so it is asked first, wherever it is given (this dialog, the run screen's d, the palette;
+    the fleet asks its own). Its key, d, is the quit question's Detach: a q that went astray and then d meant "leave
+    the console, the run goes on", and must not end the run. One more key for a decision that ends the run is
+    cheap; a key of its own would not do (a key that is free today is another dialog's tomorrow, and the operator's
+    fingers learn d for deny from the run screen and the fleet)."""
+    run = safe_text(run, one_line=True)
+    where = f" on {safe_text(host, one_line=True)}" if host else ""
+    return ConfirmScreen("Deny the restart? The run ends",
+                         "The run ends here instead of starting a fresh session (it can be resumed later"
+                         f"{where} with `agent-console resume {run}`).", "Deny: end the run", "Keep it waiting")
+
+
 class RestartApprovalScreen(Dialog[str | None]):
     """It appears on its own, maybe while the operator types: its answers (keys, Enter, clicks) wait its first
     moment (see Dialog), and the console never opens it over another question (it waits for that one to be
-    answered)."""
+    answered). Deny asks first (deny_question): it ends the run."""
 
     ANSWERS = frozenset({"decide"})
     ON_ITS_OWN = True
@@ -62,6 +76,8 @@ class RestartApprovalScreen(Dialog[str | None]):
         self.pending = pending
         self.run = run
         self.host = host
+        self.withdrawn = False  # the restart was answered elsewhere while a question was over this one
+        self._given = False
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="-restart") as box:
@@ -79,4 +95,31 @@ class RestartApprovalScreen(Dialog[str | None]):
         self.action_decide(event.button.id or "later")
 
     def action_decide(self, decision: str) -> None:
-        self.dismiss(None if decision == "later" else decision)
+        if decision == "deny":
+            self.app.push_screen(deny_question(self.run, self.host), self._deny_answered)
+            return
+        self.close(None if decision == "later" else decision)
+
+    def _deny_answered(self, yes: bool | None) -> None:
+        """No: the question is back, its answers waiting their moment again (its resume)."""
+        if self.withdrawn:
+            self.close(None)
+        elif yes:
+            self.close("deny")
+
+    def withdraw(self) -> None:
+        """The restart no longer waits (answered from elsewhere): closed now, or once the screens over it close
+        (a Screen's dismiss closes the top screen, whichever it is)."""
+        self.withdrawn = True
+        self.close(None)
+
+    def on_screen_resume(self) -> None:
+        """Textual calls Dialog's handler too (its moment starts again)."""
+        if self.withdrawn:
+            self.call_later(self.close, None)
+
+    def close(self, result: str | None) -> None:
+        if self._given or not self.is_active:  # is_current holds under a modal too; dismiss closes the top
+            return
+        self._given = True
+        self.dismiss(result)

@@ -11,6 +11,15 @@
 - A dialog the operator opened with a key (stop?, quit, rewind, the fleet's questions) answers at once: it was
   asked for, and ``s`` ``y`` typed in one go means what it says.
 - No toast covers it: the console holds its notices while a dialog is the top screen (console.tui.notices).
+- The way out is always there: q (the quit key, remapped with it) and Ctrl+C leave the question unanswered and open
+  the quit question over it (detach or stop; in the fleet, back to the list), as they do on the screen below,
+  whose footer stays in sight under the dialog and offers them. A modal screen takes none of the keys of the
+  screens under it, the app's Ctrl+C included, so each dialog binds them itself; they are no answer (the quit
+  question answers nothing of the one under it) and work at once. On the quit question itself they do nothing
+  (``QUITS``): it is on screen already. Before, q did nothing in a dialog and the operator's next key, meant for
+  the quit question (d: detach), answered the dialog instead (d: deny the restart, ending the run).
+- An answer that ends or stops the run is never one key that means something else in another dialog: where a
+  key would (d denies a restart, d detaches), the answer asks first (console.tui.screens.approval).
 
 The delay and the clock are the app's (``dialog_delay``, ``dialog_clock``) unless given: tests move the clock by
 hand, or set no delay.
@@ -22,6 +31,7 @@ import time
 from collections.abc import Callable
 from typing import ClassVar, TypeVar
 
+from textual.binding import Binding
 from textual.content import Content
 from textual.screen import ModalScreen
 from textual.timer import Timer
@@ -43,13 +53,23 @@ class Dialog(ModalScreen[T]):
     """A modal question. ``on_its_own`` (default: the class's ``ON_ITS_OWN``): it opened without the operator
     asking for it, so its answers (its bindings, its buttons, Enter in its field) wait ``delay`` seconds."""
 
+    # Its subclasses' bindings are added to these (Textual merges BINDINGS along the classes). The quit key has the
+    # run screen's id: remapped in [keys], it is remapped here too.
+    BINDINGS = [
+        Binding("q", "quit_console", "Quit", show=False, id="quit"),
+        Binding("ctrl+c", "quit_console", show=False, system=True),
+    ]
+
     ANSWERS: ClassVar[frozenset[str]] = frozenset()  # the actions of its bindings that answer it
     ON_ITS_OWN: ClassVar[bool] = False  # opened by the run, not by one of the operator's keys
     HOLDS_NOTICES: ClassVar[bool] = True  # no toast over it: they wait for it to close (console.tui.notices)
+    QUITS: ClassVar[bool] = False  # it is the quit question: q and Ctrl+C do nothing more on it
 
     def __init__(self, *, on_its_own: bool | None = None, delay: float | None = None,
-                 clock: Callable[[], float] | None = None) -> None:
+                 clock: Callable[[], float] | None = None, quits: bool | None = None) -> None:
+        """``quits``: this question is the quit question (default: the class's ``QUITS``)."""
         super().__init__(classes="modal")
+        self.quits = self.QUITS if quits is None else quits
         self.on_its_own = self.ON_ITS_OWN if on_its_own is None else on_its_own
         self._delay = delay
         self._clock = clock
@@ -100,6 +120,17 @@ class Dialog(ModalScreen[T]):
         if self.armed and self.has_class("-arming"):
             self.remove_class("-arming")
         return self.armed
+
+    def action_quit_console(self) -> None:
+        """q or Ctrl+C: what they do on the screen below (the app's quit, which asks), this question left open
+        under the quit question, unanswered."""
+        if self.quits:
+            return
+        quit_console = getattr(self.app, "action_quit_console", None)
+        if callable(quit_console):
+            quit_console()
+        else:  # an app of its own (a test's): no question to ask
+            self.app.exit()
 
     def note(self, text: str) -> None:
         """A line on the dialog's lower border: news that must not cover the question (see console.tui.notices)."""

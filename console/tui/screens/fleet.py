@@ -210,7 +210,7 @@ class FleetScreen(Screen):
         if key == "phase":
             return Text(cell_text(r.phase), style=base)
         if key == "ctx":
-            return Text(f"{r.ctx:.0%}" if r.ctx is not None else "", style=base, justify="right")
+            return Text(present.fill(r.ctx) if r.ctx is not None else "", style=base, justify="right")
         if key == "cost":
             return Text(present.cost(r.cost), style=base, justify="right")
         if key == "elapsed":

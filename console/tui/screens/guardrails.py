@@ -24,7 +24,7 @@ from textual.widgets import Footer, Static
 
 from console.tui.widgets.lines import hang
 from console.view import present
-from console.view.format import clip, clock_time, duration, tokens
+from console.view.format import clip, clock_time, span, tokens
 from console.view.state import ConsoleState, GuardrailsState
 
 WIDE = 150  # two columns from this width
@@ -58,17 +58,17 @@ def deadline_line(g: GuardrailsState, now: datetime, ended_at: datetime | None =
     when = Content.styled(f"at {clock_time(at)}", "$text-muted")
     if ended_at is not None:
         left = (at - ended_at).total_seconds()
-        stood = f"{duration(left)} left when the run ended" if left > 0 else \
-            f"passed {duration(-left)} before the run ended" if left < 0 else "reached as the run ended"
+        stood = f"{span(left)} left when the run ended" if left > 0 else \
+            f"passed {span(-left)} before the run ended" if left < 0 else "reached as the run ended"
         return Content.assemble((stood, "$text-muted"), " · ", when)
     left = (at - now).total_seconds()
     if left <= 0 or "deadline" in g.exhausted:
-        ago = f"passed {duration(-left)} ago" if left < 0 else "passed"
+        ago = f"passed {span(-left)} ago" if left < 0 else "passed"
         return Content.assemble((ago, "bold reverse $text-error"), " · ", when,
                                 (" · the agent was told to wrap up", "$text-muted") if "deadline" in g.exhausted
                                 and g.exhausted["deadline"].wrap_up else "")
     style = "bold $text-error" if left < 120 else "bold $text-warning" if left < 600 else "bold $text-success"
-    return Content.assemble((f"{duration(left)} left", style), " · ", when)
+    return Content.assemble((f"{span(left)} left", style), " · ", when)
 
 
 def tokens_line(g: GuardrailsState) -> Content:

@@ -28,7 +28,10 @@ PANES = [
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,question_mark", "close", "Close", id="help_close")]
+    # q closes it (it asks nothing; the run screen's q is one key away); Ctrl+C, the way out wherever the operator
+    # is, closes it and asks the quit question (a modal screen takes none of the app's keys, its Ctrl+C included).
+    BINDINGS = [Binding("escape,q,question_mark", "close", "Close", id="help_close"),
+                Binding("ctrl+c", "quit_console", show=False, system=True)]
 
     def __init__(self, keys: list[tuple[str, str]], *, attached: bool = False) -> None:
         super().__init__(classes="modal")
@@ -65,9 +68,16 @@ class HelpScreen(ModalScreen[None]):
         lines.append(Content.styled("Remap keys in the config file's [keys] table, e.g. checkpoint = \"ctrl+k\". "
                                     "ctrl+p opens the command palette.", "$text-muted"))
         lines.append(Content.styled("A dialog takes no key in its first half second, and a letter typed into a field "
-                                    "is text; a restart's approval waits until the question open is answered.",
+                                    "is text; a restart's approval waits until the question open is answered. q or "
+                                    "ctrl+c in a question leaves it open and asks the quit question; deny asks first.",
                                     "$text-muted"))
         return Content("\n").join(lines)
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+    def action_quit_console(self) -> None:
+        self.dismiss(None)
+        quit_console = getattr(self.app, "action_quit_console", None)
+        if callable(quit_console):
+            self.app.call_next(quit_console)

@@ -19,6 +19,7 @@ class QuitScreen(Dialog[str | None]):
     question, it takes no answer in its first moment (console.tui.screens.dialog)."""
 
     ANSWERS = frozenset({"answer"})
+    QUITS = True
     # Textual focuses it once the screen is active (a query in on_mount can run after a quick dismissal).
     AUTO_FOCUS = "#detach"
     BINDINGS = [

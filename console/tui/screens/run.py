@@ -387,8 +387,7 @@ class RunScreen(RunKeys):
                 self._approval_seq = self._approval_waits = -1
             if self.approval is not None:
                 screen, self.approval = self.approval, None
-                if screen.is_current:
-                    screen.dismiss(None)
+                screen.withdraw()
             return
         if pending.seq == self._approval_seq or (self.controller.attached and self.controller.runner_pid() is None):
             return
@@ -433,8 +432,8 @@ class RunScreen(RunKeys):
                         severity="warning", timeout=10)
         if decision == "approve":
             self.action_approve()
-        elif decision == "deny":
-            self.action_deny()
+        elif decision == "deny":  # asked already, in the dialog
+            self.deny_restart()
 
     # -- the run's end, and its runner --------------------------------------------------------------
     def on_run_finished(self, message: RunFinished) -> None:

@@ -20,14 +20,14 @@ from console.tui.commands import InboxController
 from console.tui.notices import retract
 from console.tui.pacing import one_shot
 from console.tui.resume import resume_in_background
-from console.tui.screens.approval import NOTICE_TITLE
+from console.tui.screens.approval import NOTICE_TITLE, deny_question
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.guardrails import GuardrailsScreen
 from console.tui.screens.help import HelpScreen
 from console.tui.screens.main import MainScreen
 from console.tui.screens.quit import QuitScreen
 from console.tui.screens.rewind import RewindScreen
-from console.view.liveness import PROCESS_GONE, phase_refusal, run_liveness
+from console.view.liveness import PROCESS_GONE, phase_refusal, resume_text, run_liveness
 
 if TYPE_CHECKING:
     from console.engine.job import JobPaths
@@ -194,6 +194,12 @@ class RunKeys(MainScreen):
         self.send("approve_restart", "approval sent")
 
     def action_deny(self) -> None:
+        """d (the restart's banner), the palette: it ends the run, so it asks first (deny_question says why)."""
+        host = getattr(self.controller, "host", "")
+        self.ask(deny_question(self.run_id or str(self.paths.root), host),
+                 lambda yes: self.deny_restart() if yes else None)
+
+    def deny_restart(self) -> None:
         retract(self.app, NOTICE_TITLE)
         self.send("deny_restart", "denial sent")
 
@@ -223,8 +229,6 @@ class RunKeys(MainScreen):
     def _start_again(self) -> None:
         """Resume a run no process runs: asked first, then ``agent-console resume`` in the background (the fleet's
         way); this console follows the run once its new process holds it."""
-        state = run_liveness(self.state, None).state
-        why = f"{PROCESS_GONE} and its end was never logged" if not self.state.ended else f"it has {state}"
         name = self.run_id or str(self.paths.root)
 
         def done(yes: bool | None) -> None:
@@ -233,10 +237,7 @@ class RunKeys(MainScreen):
                 self._runner_changed()
                 self.start_again()
 
-        self.ask(ConfirmScreen(f"Resume {name}?", f"The run is {state}: {why}. It starts again in the background, "
-                               "with the provider, model and settings it was started with, where it stopped; this "
-                               f"console follows it. (The same as: agent-console resume {name})", "Resume",
-                               "Leave it"), done)
+        self.ask(ConfirmScreen(f"Resume {name}?", resume_text(self.state, name), "Resume", "Leave it"), done)
 
     @work(thread=True, exit_on_error=False, group="start-again")
     def start_again(self) -> None:
@@ -337,7 +338,7 @@ class RunKeys(MainScreen):
                                            "stops it. Everything so far is saved; resume with `agent-console run "
                                            f"--in-place {self.paths.root}`. (To watch a run you can leave, start "
                                            "it with --headless and use `agent-console attach`.)", "Stop and quit",
-                                           "Stay"), done)
+                                           "Stay", quits=True), done)
 
     def leave(self) -> None:
         """Back to the screen under this one (the fleet's list): dialogs over it close with it; the run goes on.

@@ -53,7 +53,7 @@ def headline(g: GaugeState) -> Content:
         return Content.styled("Context: waiting for the first turn", "$text-muted")
     what = " budget" if g.budget else ""
     return Content.assemble(("Context ", "bold"), (f"{tokens(g.used)} / {tokens(g.limit)}", "bold"), what, "  ",
-                            (f"{g.pct:.0%}", f"bold {zone_style(g)}"))
+                            (present.fill(g.pct), f"bold {zone_style(g)}"))
 
 
 class ContextGauge(Widget):
@@ -107,7 +107,7 @@ class ContextGauge(Widget):
     def _compact(self) -> Content:
         g = self.state.gauge
         w = max(20, self.size.width or 80)
-        head = (Content.assemble(("ctx ", "bold"), (f"{g.pct:.0%} ", f"bold {zone_style(g)}"),
+        head = (Content.assemble(("ctx ", "bold"), (f"{present.fill(g.pct)} ", f"bold {zone_style(g)}"),
                                  (f"{tokens(g.used)}/{tokens(g.limit)} ", "$text-muted"))
                 if g.limit else Content.styled("ctx waiting… ", "$text-muted"))
         spark_w = min(24, max(0, w // 4))

@@ -191,7 +191,7 @@ class StatusLine(Widget):
         g = st.gauge
         if g.limit:
             style = "$text-error" if g.pct >= g.hard else "$text-warning" if g.pct >= g.soft else ""
-            out.append(Part(3, Content.assemble("ctx ", (f"{g.pct:.0%}", style))))
+            out.append(Part(3, Content.assemble("ctx ", (present.fill(g.pct), style))))
         if st.job_cost is not None:
             out.append(Part(4, Content(present.cost(st.job_cost))))
         end = st.ended_at if st.ended else self.now()

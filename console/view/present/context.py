@@ -6,6 +6,7 @@ from console.engine import events as ev
 from console.engine.job import one_line
 from console.view.present.words import (
     Presented,
+    context_full,
     flat,
     pct,
     plural,
@@ -30,12 +31,12 @@ def _compacted(e: ev.ContextCompacted) -> Presented:
 
 
 def _wind_down(e: ev.WindDown) -> Presented:
-    return Presented("⚠", "wind-down", "caution", f"context {e.usage_pct:.0%} full: wind-down sent",
+    return Presented("⚠", "wind-down", "caution", f"{context_full(e.usage_pct)}: wind-down sent",
                      "the agent was asked to save its state; the session restarts after its next turn", "context")
 
 
 def _restart_pending(e: ev.RestartPending) -> Presented:
-    return Presented("⏸", "restart-pending", "warning", f"restart pending: context {e.usage_pct:.0%} full",
+    return Presented("⏸", "restart-pending", "warning", f"restart pending: {context_full(e.usage_pct)}",
                      f"session {e.next_session} would start with {plural(e.carryover_messages, 'carried message')} "
                      f"(~{tokens(e.carryover_tokens)} tokens); awaiting approval", "context")
 

@@ -90,6 +90,20 @@ def pct(part: float, whole: float) -> str:
     return f"{part / whole:.0%}" if whole else "?"
 
 
+# How full the context is, for every view (status line, gauge, event lines, the headless log, jobs). The figure
+# is a share of the prompt budget (the window less the reply's reserve), not of the window: the next prompt can
+# pass the budget (a wind-down turn's saved state and tool results are added before the restart it leads to)
+# while still fitting the window. "107% full" read as impossible; past 100% it is said as over.
+def fill(share: float) -> str:
+    """``96%``, or ``100%+`` past the budget (the tokens beside it say by how much)."""
+    return f"{share:.0%}" if share <= 1 else "100%+"
+
+
+def context_full(share: float) -> str:
+    """``context 96% full``, or ``context over full (107% of the prompt budget)``."""
+    return f"context {share:.0%} full" if share <= 1 else f"context over full ({share:.0%} of the prompt budget)"
+
+
 def cost(usd: float | None) -> str:
     """``$0.42``, or "" when the price is unknown (the views leave cost out then, never "n/a")."""
     return "" if usd is None else format_cost(usd)
