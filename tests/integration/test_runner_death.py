@@ -28,6 +28,9 @@ from console.engine.launch import Launch, write_launch
 from console.runner import parent_of
 from tests.conftest import SAMPLES
 from tests.notify_server import Loopback, Request, loopback
+from tests.processes import alive as _alive
+from tests.processes import cli as _cli
+from tests.processes import wait_for as _wait_for
 
 WITHIN = 30.0  # the most a test waits for a process or a message (a loaded machine's bound, not a pace)
 SECRET = "tok3n-s3cr3t-path"
@@ -39,28 +42,7 @@ def server() -> Iterator[Loopback]:
         yield lb
 
 
-def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "console.cli", *args]
 
-
-def _wait_for(pred, timeout: float, what: str):  # type: ignore[no-untyped-def]
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = pred()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with contextlib.suppress(OSError), open(f"/proc/{pid}/stat") as fh:  # a zombie is not alive
-        return fh.read().rsplit(") ", 1)[1][0] != "Z"
-    return True
 
 
 def _processes_of(root: Path) -> list[int]:

@@ -14,7 +14,6 @@ import os
 import signal
 import struct
 import subprocess
-import sys
 import termios
 import threading
 import time
@@ -28,6 +27,9 @@ from console.engine.job import JobPaths
 from console.engine.launch import read_launch
 from console.runner import parent_of
 from tests.conftest import SAMPLES
+from tests.processes import alive as _alive
+from tests.processes import cli as _cli
+from tests.processes import wait_for as _wait_for
 
 # The promise is 2 s (a hard exit fires 2 s after the signal: console.runner.HardExit). What these tests tell
 # apart is a process that ends on its own from one that waits for its run or hangs (it would never end), so a
@@ -91,18 +93,6 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "console.cli", *args]
-
-
-def _wait_for(pred, timeout: float, what: str):  # type: ignore[no-untyped-def]
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = pred()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _run_folder(data: Path) -> JobPaths:
@@ -110,16 +100,6 @@ def _run_folder(data: Path) -> JobPaths:
     assert len(runs) == 1, runs
     return JobPaths(runs[-1])
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie (exited, not yet reaped by its parent) is not alive.
-    with contextlib.suppress(OSError), open(f"/proc/{pid}/stat") as fh:
-        return fh.read().split(") ", 1)[1][0] != "Z"
-    return True
 
 
 def _types(paths: JobPaths) -> list[str]:
