@@ -143,11 +143,7 @@ class Sandbox(_TempFiles):
         if info is not None and info.kind != "file":
             what = {"dir": "folder", "symlink": "symbolic link"}.get(info.kind, "special file")
             raise SandboxError(f"'{shown}' is refused: a {what} has that name, not a file.")
-        delta = size - (info.size if info is not None else 0)
-        if delta > 0 and self._ensure_total() + delta > self.max_job_bytes:
-            raise SandboxError(f"'{shown}' is refused: the job folder would grow to {self._ensure_total() + delta} "
-                               f"bytes, over its limit of {self.max_job_bytes} (max_job_mb in job.toml). Write "
-                               "less, or ask the operator to raise the limit.")
+        self._check_growth(size - (info.size if info is not None else 0), shown)
 
     def write_bytes(self, rel: str, data: bytes, *, mkdirs: bool = True, durable: bool = False) -> WriteResult:
         r, parts, shown = self._check(rel)

@@ -55,10 +55,18 @@ class _Quota(_Guards):
             assert self._total is not None
             grown = self._total + delta
             if delta > 0 and grown > self.max_job_bytes:
-                raise SandboxError(f"'{shown}' is refused: the job folder would grow to {grown} bytes, over its "
-                                   f"limit of {self.max_job_bytes} (max_job_mb in job.toml). Write less, or ask "
-                                   "the operator to raise the limit.")
+                raise self._folder_full(grown, shown)
             self._total = grown
+
+    def _check_growth(self, delta: int, shown: str) -> None:
+        """SandboxError if the folder cannot grow by ``delta`` bytes now (nothing reserved: see _reserve)."""
+        if delta > 0 and (grown := self._ensure_total() + delta) > self.max_job_bytes:
+            raise self._folder_full(grown, shown)
+
+    def _folder_full(self, grown: int, shown: str) -> SandboxError:
+        return SandboxError(f"'{shown}' is refused: the job folder would grow to {grown} bytes, over its limit of "
+                            f"{self.max_job_bytes} (max_job_mb in job.toml). Write less, or ask the operator to "
+                            "raise the limit.")
 
     def _release(self, delta: int) -> None:
         with self._lock:
