@@ -69,6 +69,66 @@ def spawn_runner(paths: JobPaths, flags: Sequence[str] = (), env: dict[str, str]
         os.close(fd)
 
 
+# What the foreground run's watcher is given of the environment: what it needs to reach the channels (the
+# interpreter's and the locale's, the folders, a proxy and its certificates), never a provider's key.
+WATCHER_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV",
+               "AGENT_CONSOLE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME",
+               "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy",
+               "all_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+
+
+class LastWord:
+    """The write end of the pipe a foreground run's watcher reads (console.watcher.watch_pipe): :meth:`say` tells
+    it the process's exit code as it ends. A process gone without saying it (kill -9) closes the pipe without a
+    word, which is what the watcher reports."""
+
+    def __init__(self, fd: int, proc: subprocess.Popen) -> None:
+        self._fd: int | None = fd
+        self._proc = proc
+        self._lock = threading.Lock()
+
+    def say(self, code: int) -> None:
+        """Once (the hard exit's thread and the main one may both end the process): the code, then the pipe
+        closed."""
+        with self._lock:
+            fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.write(fd, str(int(code)).encode("ascii"))
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        self._proc.poll()  # reaped if it has ended already (it ends as soon as it has read the word)
+
+
+def watch_foreground(paths: JobPaths) -> LastWord | None:
+    """Start the watcher of this process, a run in the foreground with channels to tell (see console.watcher):
+    beside it, in a session of its own, its output to the run's log; None when it cannot be started (the run goes
+    on unwatched: the caller says so)."""
+    from console.watcher import log_mark
+
+    size, seq = log_mark(str(paths.root))  # before the run records its start: what it does comes after
+    read, write = os.pipe()  # both ends close on exec: only the watcher is given the read end
+    env = {k: v for k in WATCHER_ENV if (v := os.environ.get(k)) is not None}
+    env.update({k: v for k, v in os.environ.items() if k.startswith("LC_")})
+    try:
+        paths.state.mkdir(mode=0o700, parents=True, exist_ok=True)
+        log = os.open(runner_log(paths), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        try:
+            proc = subprocess.Popen([sys.executable, "-m", "console.watcher", str(paths.root), "--pipe", str(read),
+                                     str(os.getpid()), str(size), str(seq)],
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(read,),
+                                    start_new_session=True, close_fds=True, env=env, cwd="/")
+        finally:
+            os.close(log)
+    except OSError:
+        os.close(write)
+        return None
+    finally:
+        os.close(read)
+    return LastWord(write, proc)
+
+
 def log_tail(paths: JobPaths, lines: int = 6) -> list[str]:
     """The runner log's last lines (what a runner that could not start said)."""
     try:

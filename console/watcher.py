@@ -16,6 +16,16 @@ Then it exits with the runner's exit code (128 + the signal for a killed one). I
 stops the run (it only hands on a SIGTERM or SIGINT sent to itself), ignores SIGHUP, and stays small while it
 waits: the standard library only; the engine, pydantic and Apprise are imported once the runner is gone (the
 out-of-memory killer weighs a process by its memory, and picks the run, not this).
+
+A run in the foreground (``run --headless`` in a shell, or with no terminal) is no child of a watcher: the run's
+process is the command the operator typed. With channels to tell, it starts one beside it
+(:func:`console.runner.watch_foreground`: ``python -m console.watcher RUN --pipe FD PID SIZE SEQ``), in a
+session of its own (the terminal's Ctrl+C and hangup never reach it), which holds the read end of a pipe whose
+write end only the run's process has. The process says its last word there as it ends (its exit code): an end,
+a stop or a traceback is then judged as a runner's exit code is. A pipe that closes without a word is a process
+gone without running another line of its own (``kill -9``, the out-of-memory killer, a segfault): once the
+process is gone (its pidfd), the run's log decides, as above, and a run that started and recorded no end is told
+as "killed".
 """
 
 from __future__ import annotations
@@ -159,16 +169,92 @@ def report(root: str, how: str, out: Any = None, clock: Any = None) -> bool:
     notifier = Notifier(list(urls), paths.run_id, job_name(paths.root), clock=clock, on_error=failed, remind=(),
                         look=False)
     # The out-of-memory killer sends SIGKILL too: the message names both.
-    notifier.died(how, when, log, "A kill -9, or the system out of memory." if how.endswith("SIGKILL") else "")
+    notifier.died(how, when, log, "A kill -9, or the system out of memory."
+                  if how.endswith("SIGKILL") or how == "killed" else "")
     if not notifier.close(SEND_PATIENCE):
         print(f"agent-console: a channel did not answer within {SEND_PATIENCE:g} s", file=out, flush=True)
     return True
 
 
+WORD_MAX = 16  # bytes of a last word (an exit code): more is not one
+GONE_PATIENCE = 5.0  # seconds a process whose pipe closed has to be gone (its files closed, its lock released)
+
+
+def _gone(pidfd: int | None, pid: int, patience: float = GONE_PATIENCE) -> None:
+    """Wait (at most ``patience``) until process ``pid`` has ended: its pidfd readable, or (no pidfd) its /proc
+    entry gone or a zombie. Once it has, its files are closed: the run's lock is free unless another holds it."""
+    import select
+    import time
+
+    if pidfd is not None:
+        with contextlib.suppress(OSError):
+            select.select([pidfd], [], [], patience)
+        return
+    end = time.monotonic() + patience
+    while time.monotonic() < end:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                if fh.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    return
+        except (OSError, IndexError):
+            return
+        time.sleep(0.05)
+
+
+def last_word(fd: int) -> int | None:
+    """What the process at the pipe's other end said as it ended (its exit code), read until the pipe closes;
+    None when it closed without a word (or with one that is not an exit code)."""
+    word = b""
+    while True:
+        try:
+            chunk = os.read(fd, WORD_MAX)
+        except OSError:
+            break
+        if not chunk:
+            break
+        word += chunk
+        if len(word) > WORD_MAX:
+            return None
+    try:
+        return int(word.decode("ascii")) if word else None
+    except ValueError:
+        return None
+
+
+def watch_pipe(root: str, fd: int, pid: int, mark: tuple[int, int]) -> int:
+    """``RUN --pipe FD PID SIZE SEQ``: watch the run's process ``pid`` (a run in the foreground), which holds the
+    write end of the pipe ``fd``; report as for a runner once it has ended. 0, whatever the run did: no one waits
+    for this process's code."""
+    signal.signal(signal.SIGHUP, lambda _s, _f: None)  # in a session of its own already; a stray one is no stop
+    pidfd: int | None = None
+    with contextlib.suppress(OSError, AttributeError):
+        pidfd = os.pidfd_open(pid)  # now, while the process is alive: its id cannot be another's yet
+    code = last_word(fd)
+    if code is None:
+        _gone(pidfd, pid)
+    seen = seen_since(root, mark)
+    how = (None if seen.ended or not seen.started or seen.crash_told else "killed") if code is None \
+        else died(code, False, seen)
+    if how is not None:
+        try:
+            report(root, how)
+        except Exception as exc:  # said in runner.log, never a traceback: its text may hold a URL
+            print(f"agent-console: the run's death could not be told ({type(exc).__name__})", file=sys.stderr)
+    return 0
+
+
 def main(args: list[str]) -> int:
-    """``RUN -- ARGV``: start ARGV (the runner of the run folder RUN), wait for it, report, exit with its code."""
+    """``RUN -- ARGV``: start ARGV (the runner of the run folder RUN), wait for it, report, exit with its code.
+    ``RUN --pipe FD PID SIZE SEQ``: watch a run in the foreground (:func:`watch_pipe`)."""
+    if len(args) == 6 and args[1] == "--pipe":
+        try:
+            fd, pid, size, seq = (int(a) for a in args[2:])
+        except ValueError:
+            fd = -1
+        if fd >= 0:
+            return watch_pipe(args[0], fd, pid, (size, seq))
     if len(args) < 3 or args[1] != "--":
-        print("usage: python -m console.watcher RUN -- RUNNER ARGV", file=sys.stderr)
+        print("usage: python -m console.watcher RUN -- RUNNER ARGV  |  RUN --pipe FD PID SIZE SEQ", file=sys.stderr)
         return 2
     root, argv = args[0], args[2:]
     mark = log_mark(root)

@@ -167,13 +167,40 @@ def _job_cost(sup: Any) -> str:
 
 
 def run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool = False,
-                  notify: tuple[str, ...] = (), notify_on_end: bool = True,
-                  notify_remind: tuple[float, ...] | None = None) -> int:
+                 notify: tuple[str, ...] = (), notify_on_end: bool = True,
+                 notify_remind: tuple[float, ...] | None = None) -> int:
     """Run in this process, telling its story on stdout (a runner's goes to its log).
 
     Ctrl+C stops after the turn in flight (a second one at once); SIGTERM (kill, systemd, a console's stop
     of its run) stops at once and the process is gone within 2 s either way, the run resumable; SIGHUP (the
-    terminal went away) is no reason to stop: the run goes on, its story into .console/runner.log."""
+    terminal went away) is no reason to stop: the run goes on, its story into .console/runner.log.
+
+    A run in the foreground (not a runner, which its watcher started) with channels to tell starts a watcher
+    beside it (console.runner.watch_foreground): a kill -9 or the out-of-memory killer, which leave this process
+    no line to tell them, are told by it. This process tells it its exit code as it ends."""
+    watch = None
+    if notify and not runner:
+        from console.runner import watch_foreground
+
+        watch = watch_foreground(paths)
+        if watch is None:
+            err("the run's watcher could not be started: a kill -9 of this process would not be told to its "
+                "channels")
+    code = 1  # what leaves by an exception: Python's code for a traceback, which the watcher judges by the log
+    try:
+        code = _run_headless(sup, paths, store, clock, runner=runner, notify=notify, notify_on_end=notify_on_end,
+                             notify_remind=notify_remind, watch=watch)
+        return code
+    except KeyboardInterrupt:  # Ctrl+C as the process leaves: an interrupt, not a traceback
+        code = EXIT_INTERRUPTED
+        raise
+    finally:
+        if watch is not None:
+            watch.say(code)
+
+
+def _run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool, notify: tuple[str, ...],
+                  notify_on_end: bool, notify_remind: tuple[float, ...] | None, watch: Any) -> int:
     notifier = None
     try:
         from console.engine.supervisor import JobBusy
@@ -187,7 +214,12 @@ def run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool =
         notifier = _notifier(sup, paths, notify, notify_on_end, notify_remind)
         interrupts = 0
         signal_name: str | None = None  # the first signal that stopped the run: an interrupt, not an operator stop
-        hard_exit = HardExit(before=lambda: store.ended(paths.root, "interrupted", clock.now(), "stopped by SIGTERM"))
+        def before_hard_exit() -> None:
+            store.ended(paths.root, "interrupted", clock.now(), "stopped by SIGTERM")
+            if watch is not None:
+                watch.say(EXIT_INTERRUPTED)  # a stop, not a death: told before the process is cut
+
+        hard_exit = HardExit(before=before_hard_exit)
 
         def on_signal(signum: int, frame: object) -> None:
             nonlocal interrupts, signal_name

@@ -295,3 +295,148 @@ def test_a_died_message_makes_hostile_text_safe(server: Loopback) -> None:
     assert "\x1b" not in text and "\x07" not in text and SECRET not in text
     log_line = next(x for x in req.body["message"].splitlines() if x.startswith("Its log: "))
     assert "runner.log" in log_line  # one line, whatever the path held
+
+
+# -- a run in the foreground: `run --headless` in a shell, watched beside it ---------------------------------------
+
+def _foreground(lb: Loopback, speed: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], JobPaths]:
+    """`run --headless --notify json://...` as typed in a shell: the process, and its run once it said its folder."""
+    proc = subprocess.Popen(_cli("run", str(SAMPLES / "quickstart"), "--headless", "--notify", lb.url("json", SECRET),
+                                 "--speed", speed), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env=env)
+    assert proc.stdout is not None
+    first = proc.stdout.readline()  # `run ID: FOLDER`, before the run's first step
+    assert first.startswith("run "), first
+    return proc, JobPaths(Path(first.split(": ", 1)[1].strip()))
+
+
+def _fds(pid: int) -> dict[str, str]:
+    """What each open file descriptor of ``pid`` is (``pipe:[123]``, a path...)."""
+    out = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            out[fd] = os.readlink(f"/proc/{pid}/fd/{fd}")
+    return out
+
+
+def _foreground_watcher(paths: JobPaths) -> int:
+    """The pid of the run's foreground watcher (its command line names the run folder and --pipe)."""
+    for pid in _processes_of(paths.root):
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        if b"console.watcher" in args and b"--pipe" in args:
+            return pid
+    return 0
+
+
+def test_a_foreground_run_killed_by_sigkill_is_told_once(server: Loopback) -> None:
+    """Nothing of the run is left to tell its channels after a kill -9: the watcher beside it does, once."""
+    env = {**os.environ, "OPENAI_API_KEY": "sk-" + SECRET}
+    proc, paths = _foreground(server, "1", env)
+    watch = 0
+    try:
+        watch = _wait_for(lambda: _foreground_watcher(paths), WITHIN, "the foreground run's watcher")
+        _wait_for(lambda: _started(paths), WITHIN, "the run's first session")
+        # Its own session (the terminal's Ctrl+C and hangup are the run's), small, and no provider key in it.
+        assert os.getsid(watch) == watch != os.getsid(proc.pid)
+        assert _rss_kb(watch) < 32 * 1024
+        assert SECRET.encode() not in Path(f"/proc/{watch}/environ").read_bytes()
+        assert SECRET.encode() not in Path(f"/proc/{watch}/cmdline").read_bytes()
+        # The pipe's write end is the run's alone: no command the agent runs gets it (it closes on exec), or one
+        # left running would hold the pipe open past the run's death, and the death would go untold.
+        pipes = {t for t in _fds(watch).values() if t.startswith("pipe:")}
+        ends = [fd for fd, target in _fds(proc.pid).items() if target in pipes]
+        assert len(ends) == 1, ends
+        info = Path(f"/proc/{proc.pid}/fdinfo/{ends[0]}").read_text().splitlines()
+        flags = next(int(line.split()[1], 8) for line in info if line.startswith("flags:"))
+        assert flags & 0o2000000, oct(flags)  # O_CLOEXEC
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(WITHIN)
+        _wait_for(lambda: not _alive(watch), WITHIN * 2, "the watcher to end once it told the channels")
+    finally:
+        _kill(proc.pid, watch)
+        proc.wait(WITHIN)
+    died = _died(server)
+    assert [r.body["title"] for r in died] == [f"agent-console: run {paths.run_id} died (killed)"]
+    message = died[0].body["message"]
+    assert f"agent-console resume {paths.run_id}" in message and "kill -9" in message
+    log = (paths.state / "runner.log").read_text()
+    assert f"run {paths.run_id} died at " in log and SECRET not in log
+
+
+@pytest.mark.parametrize("how", ["completed", "Ctrl+C", "SIGTERM"])
+def test_a_foreground_run_that_ends_or_is_stopped_is_not_died(server: Loopback, how: str) -> None:
+    """Its end, a Ctrl+C (SIGINT, as the terminal sends it) and a SIGTERM: the process says its last word, the
+    watcher ends with it, and nothing is "died"."""
+    proc, paths = _foreground(server, "0" if how == "completed" else "1")
+    watch = 0
+    try:
+        watch = _wait_for(lambda: _foreground_watcher(paths), WITHIN, "the foreground run's watcher")
+        if how != "completed":
+            _wait_for(lambda: _started(paths), WITHIN, "the run's first session")
+            os.kill(proc.pid, signal.SIGINT if how == "Ctrl+C" else signal.SIGTERM)
+        proc.communicate(timeout=WITHIN * 2)
+        _wait_for(lambda: not _alive(watch), WITHIN, "the watcher to end with the run")
+    finally:
+        _kill(proc.pid, watch)
+    assert proc.returncode == (0 if how == "completed" else 130)
+    _wait_for(lambda: any(" ended " in str(r.body.get("title")) or "completed" in str(r.body.get("title"))
+                          for r in server.requests), WITHIN, "the run's own end message")
+    assert _died(server) == [], [r.body["title"] for r in server.requests]
+
+
+def test_a_foreground_run_without_channels_starts_no_watcher(tmp_path: Path) -> None:
+    """Nobody to tell, nothing beside the run."""
+    proc = subprocess.Popen(_cli("run", str(SAMPLES / "quickstart"), "--headless", "--speed", "1"),
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        paths = JobPaths(Path(proc.stdout.readline().split(": ", 1)[1].strip()))
+        _wait_for(lambda: _started(paths), WITHIN, "the run's first session")
+        assert _foreground_watcher(paths) == 0
+    finally:
+        proc.kill()
+        proc.communicate(timeout=WITHIN)
+
+
+@pytest.mark.parametrize(("word", "lines", "told"), [
+    (None, "started", "killed"),  # the pipe closed without a word: gone without another line of its own
+    (None, "ended", None),  # killed after its end was recorded
+    (None, "nothing", None),  # never started its run (its starter said why)
+    (1, "started", "exited with code 1 without recording its end"),  # a traceback
+    (130, "started", None),  # an interrupt it told
+    (0, "ended", None),
+])
+def test_the_pipe_watcher_judges_the_last_word_and_the_log(tmp_path: Path, server: Loopback, word: int | None,
+                                                           lines: str, told: str | None) -> None:
+    paths = _run_folder(tmp_path, server)
+    paths.events.write_text(_line(ev.SessionStarted, 1) + "\n" + _line(ev.RunEnded, 2, reason="user_shutdown")
+                            + "\n")  # an earlier process's whole run: before the mark
+    mark = watcher.log_mark(str(paths.root))
+    after = {"started": [_line(ev.SessionStarted, 3, reason="resume")],
+             "ended": [_line(ev.SessionStarted, 3, reason="resume"), _line(ev.RunEnded, 4, reason="max_turns")],
+             "nothing": []}[lines]
+    with paths.events.open("a") as fh:
+        fh.write("".join(x + "\n" for x in after))
+    # The watched process: a sleeper, killed once the word (if any) is said and the pipe closed.
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    read, write = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-m", "console.watcher", str(paths.root), "--pipe", str(read),
+                             str(sleeper.pid), str(mark[0]), str(mark[1])], pass_fds=(read,),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    os.close(read)
+    try:
+        if word is not None:
+            os.write(write, str(word).encode())
+        os.close(write)
+        sleeper.kill()
+        sleeper.wait(WITHIN)
+        _, err = proc.communicate(timeout=WITHIN * 2)
+    finally:
+        _kill(sleeper.pid, proc.pid)
+    assert proc.returncode == 0, err
+    died = _died(server)
+    if told is None:
+        assert died == [] and "died" not in err, err
+        return
+    assert [r.body["title"] for r in died] == [f"agent-console: run {paths.run_id} died ({told})"]
+    assert SECRET not in err
