@@ -121,7 +121,7 @@ def watch_foreground(paths: JobPaths) -> LastWord | None:
                                     start_new_session=True, close_fds=True, env=env, cwd="/")
         finally:
             os.close(log)
-    except OSError:
+    except (OSError, ValueError, subprocess.SubprocessError):
         os.close(write)
         return None
     finally:
