@@ -21,7 +21,7 @@ acting, so its redo ends as the first attempt would have.
 Anything else that does not read as a journal line is damage: the file is moved
 to ``.console/corrupt/`` and reported, never silently truncated.
 
-Why one module of ~520 lines: the line types, the reader (:meth:`Journal.load`) and the writer
+Why one module of ~570 lines: the line types, the reader (:meth:`Journal.load`) and the writer
 (:meth:`Journal.commit`) are one on-disk protocol, and crash consistency rests on them agreeing: what a commit
 writes in one ``write`` is exactly what a load replays up to, and a cut after the last commit is the writer's
 torn tail. Split apart, a change to one side (a new op, where blobs are externalized) could land without the

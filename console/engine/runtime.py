@@ -13,7 +13,7 @@ tool that changes the world itself (the agent's file tools) first records what
 it saw with :meth:`intent`, so that a redo after a kill acts as the first
 attempt did.
 
-Why one module of ~540 lines: a step's commit, the state it records and the files that mirror it (written
+Why one module of ~590 lines: a step's commit, the state it records and the files that mirror it (written
 now, or made on the state-file thread while the model is asked) share the same dirty set, effects and lent
 state; split, each half would reach into the other's.
 """

@@ -1,6 +1,6 @@
 """One session of turns (seed 004's inner loop), as committed steps: see :mod:`console.engine.loop`.
 
-Why one module of ~510 lines: a turn's steps (the reply, each call, the bookkeeping, pressure, the waits for the
+Why one module of ~520 lines: a turn's steps (the reply, each call, the bookkeeping, pressure, the waits for the
 operator) commit one checkpoint in a fixed order that the kill-point sweeps check; asking the model and the
 operator are apart already (:mod:`console.engine.asking`), and what is left is that order.
 """

@@ -21,7 +21,7 @@ from the state files with a fresh conversation built from the summary.
 How a run ended is :mod:`console.engine.run_end`, the repairs before it starts :mod:`console.engine.repair`, and what
 it sets up for its tools :mod:`console.engine.tool_setup`.
 
-Why one module of ~575 lines: the run's life between sessions (start, recovery, the restart and its approval,
+Why one module of ~580 lines: the run's life between sessions (start, recovery, the restart and its approval,
 the deadline while it waits, the end) is one sequence over one lock, one journal and one link to the store; each
 step that could stand alone already does (the modules above), and what is left shares the run's state.
 """

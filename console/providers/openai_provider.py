@@ -3,7 +3,7 @@
 Chat Completions rather than the Responses API because it is the protocol the
 local servers actually implement; everything here sticks to the common subset.
 
-Why one module of ~510 lines: it is one adapter, the one place that knows the OpenAI SDK (the CLI's start-up
+Why one module of ~520 lines: it is one adapter, the one place that knows the OpenAI SDK (the CLI's start-up
 test keeps it from loading unless a run uses it). Its parts are one request's round trip: the request built
 (messages, the token-limit parameter a server accepts), the stream folded back into the engine's events
 (partial tool calls, stop reasons) and the SDK's errors turned into the engine's, which may retry the request
