@@ -103,8 +103,8 @@ class LastWord:
 
 def watch_foreground(paths: JobPaths) -> LastWord | None:
     """Start the watcher of this process, a run in the foreground with channels to tell (see console.watcher):
-    beside it, in a session of its own, its output to the run's log; None when it cannot be started (the run goes
-    on unwatched: the caller says so)."""
+    beside it, in a session of its own; None when it cannot be started (the run goes on unwatched: the caller says
+    so)."""
     from console.watcher import log_mark
 
     size, seq = log_mark(str(paths.root))  # before the run records its start: what it does comes after
@@ -112,15 +112,12 @@ def watch_foreground(paths: JobPaths) -> LastWord | None:
     env = {k: v for k in WATCHER_ENV if (v := os.environ.get(k)) is not None}
     env.update({k: v for k, v in os.environ.items() if k.startswith("LC_")})
     try:
-        paths.state.mkdir(mode=0o700, parents=True, exist_ok=True)
-        log = os.open(runner_log(paths), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
-        try:
-            proc = subprocess.Popen([sys.executable, "-m", "console.watcher", str(paths.root), "--pipe", str(read),
-                                     str(os.getpid()), str(size), str(seq)],
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(read,),
-                                    start_new_session=True, close_fds=True, env=env, cwd="/")
-        finally:
-            os.close(log)
+        # Its output: nothing unless it reports, and then into the run's log, which it opens itself (a run that
+        # ends well is left no empty runner.log).
+        proc = subprocess.Popen([sys.executable, "-m", "console.watcher", str(paths.root), "--pipe", str(read),
+                                 str(os.getpid()), str(size), str(seq)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                pass_fds=(read,), start_new_session=True, close_fds=True, env=env, cwd="/")
     except (OSError, ValueError, subprocess.SubprocessError):
         os.close(write)
         return None

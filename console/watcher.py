@@ -235,11 +235,20 @@ def watch_pipe(root: str, fd: int, pid: int, mark: tuple[int, int]) -> int:
     seen = seen_since(root, mark)
     how = (None if seen.ended or not seen.started or seen.crash_told else "killed") if code is None \
         else died(code, False, seen)
-    if how is not None:
+    if how is None:
+        return 0
+    # What it says goes to the run's log (as a runner's watcher's does), opened only now: the run's end is told.
+    try:
+        os.makedirs(os.path.dirname(_events(root)), mode=0o700, exist_ok=True)
+        log: Any = open(os.path.join(os.path.dirname(_events(root)), "runner.log"), "a",  # noqa: SIM115
+                        encoding="utf-8", opener=lambda p, f: os.open(p, f | os.O_CLOEXEC, 0o600))
+    except OSError:
+        log = sys.stderr
+    with log:
         try:
-            report(root, how)
+            report(root, how, out=log)
         except Exception as exc:  # said in runner.log, never a traceback: its text may hold a URL
-            print(f"agent-console: the run's death could not be told ({type(exc).__name__})", file=sys.stderr)
+            print(f"agent-console: the run's death could not be told ({type(exc).__name__})", file=log, flush=True)
     return 0
 
 

@@ -379,6 +379,7 @@ def test_a_foreground_run_that_ends_or_is_stopped_is_not_died(server: Loopback, 
     finally:
         _kill(proc.pid, watch)
     assert proc.returncode == (0 if how == "completed" else 130)
+    assert not (paths.state / "runner.log").exists()  # the watcher had nothing to say, and made no log
     _wait_for(lambda: any(" ended " in str(r.body.get("title")) or "completed" in str(r.body.get("title"))
                           for r in server.requests), WITHIN, "the run's own end message")
     assert _died(server) == [], [r.body["title"] for r in server.requests]
@@ -433,10 +434,13 @@ def test_the_pipe_watcher_judges_the_last_word_and_the_log(tmp_path: Path, serve
         _, err = proc.communicate(timeout=WITHIN * 2)
     finally:
         _kill(sleeper.pid, proc.pid)
-    assert proc.returncode == 0, err
+    assert proc.returncode == 0 and err == "", err  # what it says goes to the run's log
     died = _died(server)
+    log = paths.state / "runner.log"
     if told is None:
-        assert died == [] and "died" not in err, err
+        assert died == [] and not log.exists()  # nothing to say: no log made for it
         return
     assert [r.body["title"] for r in died] == [f"agent-console: run {paths.run_id} died ({told})"]
-    assert SECRET not in err
+    text = log.read_text()
+    assert f"run {paths.run_id} died at " in text and SECRET not in text
+    assert log.stat().st_mode & 0o777 == 0o600
