@@ -101,13 +101,12 @@ class LastWord:
         self._proc.poll()  # reaped if it has ended already (it ends as soon as it has read the word)
 
 
-def watch_foreground(paths: JobPaths) -> LastWord | None:
+def watch_foreground(paths: JobPaths, mark: tuple[int, int]) -> LastWord | None:
     """Start the watcher of this process, a run in the foreground with channels to tell (see console.watcher):
     beside it, in a session of its own; None when it cannot be started (the run goes on unwatched: the caller says
-    so)."""
-    from console.watcher import log_mark
-
-    size, seq = log_mark(str(paths.root))  # before the run records its start: what it does comes after
+    so). ``mark``: the run's log as it is before the run records its start (console.watcher.log_mark): what the
+    run does comes after it."""
+    size, seq = mark
     read, write = os.pipe()  # both ends close on exec: only the watcher is given the read end
     env = {k: v for k in WATCHER_ENV if (v := os.environ.get(k)) is not None}
     env.update({k: v for k, v in os.environ.items() if k.startswith("LC_")})

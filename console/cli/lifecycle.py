@@ -4,6 +4,7 @@ lines and exit code."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import signal
@@ -18,7 +19,7 @@ from console.cli.common import (
 )
 from console.engine.text import safe_text
 from console.entry import is_interrupt
-from console.outcome import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, exit_code
+from console.outcome import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, exit_code
 
 RUNNER_FLAGS_ENV = "AGENT_CONSOLE_RUNNER_FLAGS"  # a runner's flags: the environment, not argv (ps shows argv)
 RUNNER_BY_ENV = "AGENT_CONSOLE_RUNNER_BY"
@@ -181,8 +182,9 @@ def run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool =
     watch = None
     if notify and not runner:
         from console.runner import watch_foreground
+        from console.watcher import log_mark
 
-        watch = watch_foreground(paths)
+        watch = watch_foreground(paths, log_mark(str(paths.root)))
         if watch is None:
             err("the run's watcher could not be started: a kill -9 of this process would not be told to its "
                 "channels")
@@ -194,9 +196,52 @@ def run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool =
     except KeyboardInterrupt:  # Ctrl+C as the process leaves: an interrupt, not a traceback
         code = EXIT_INTERRUPTED
         raise
+    except Exception as exc:
+        if is_interrupt(exc):  # what a library made of a Ctrl+C
+            code = EXIT_INTERRUPTED
+            raise
+        code = failed_past_the_engine(paths, store, clock, exc)
+        return code
     finally:
         if watch is not None:
             watch.say(code)
+
+
+# A disk that takes no more writes: the run cannot record its steps, and the operator's fix is room, not code.
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO})
+CRASH_LOG = "crash.log"
+
+
+def failed_past_the_engine(paths: Any, store: Any, clock: Any, exc: Exception) -> int:
+    """The run's process failed past the engine's own defences (which told the run's channels, as a crash need):
+    a disk that takes no more writes, or a defect. The operator reads one line with the resume, never a traceback;
+    a defect's traceback goes to ``.console/crash.log`` (0600) when the disk takes it. The jobs table says the run
+    is interrupted (resumable). Exit code 7: the run failed, not the work."""
+    import traceback
+
+    storage = isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS
+    what = (f"{exc.strerror or exc}" + (f": {exc.filename}" if getattr(exc, "filename", None) else "")
+            if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}")
+    what = safe_text(what, one_line=True, join=True, limit=300)
+    saved = ""
+    if not storage:
+        try:
+            fd = os.open(paths.state / CRASH_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as fh:
+                fh.write(f"{clock.now().isoformat()} run {paths.run_id}\n")
+                fh.write("".join(traceback.format_exception(exc)) + "\n")
+            saved = f"; its traceback is in {paths.state / CRASH_LOG}"
+        except OSError:
+            saved = ""
+    with contextlib.suppress(Exception):  # the jobs table may be on the same full disk
+        store.ended(paths.root, "interrupted", clock.now(), f"stopped: {what}"[:2000])
+    if storage:
+        err(f"run {paths.run_id} stopped: its record cannot be written ({what}); what it did up to its last "
+            f"recorded step is kept: make room, then: agent-console resume {paths.run_id}")
+    else:
+        err(f"run {paths.run_id} stopped on an internal error ({what}){saved}; resume it once the cause is fixed: "
+            f"agent-console resume {paths.run_id}")
+    return EXIT_RUN_FAILED
 
 
 def _run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool, notify: tuple[str, ...],

@@ -358,6 +358,7 @@ class Supervisor:
         except LeaseHeld as exc:
             self.lock.release()
             raise JobBusy(str(exc)) from None
+        failed: BaseException | None = None
         try:
             if self.launch is not None:
                 # Only the process that holds the run writes its record (a refused one never does).
@@ -365,6 +366,7 @@ class Supervisor:
             self.result = self._run()
             return self.result
         except BaseException as exc:
+            failed = exc
             # Interrupted mid-step (a third Ctrl+C): what the step would have recorded is dropped with it,
             # and its events must not reach the log (the resume redoes the step and logs them once).
             if self.runtime is not None:
@@ -375,12 +377,20 @@ class Supervisor:
                                  "is fixed", [f"{type(exc).__name__}: {exc}"], pause=False)
             raise
         finally:
-            self.journal.close()
-            self.events.close()
-            if link is not None:
-                link.close()
-            self.sandbox.close()
-            self.lock.release()
+            # Each is closed whatever the others do: a disk that takes no more writes fails the event log's last
+            # lines, and the run's lock must still be let go (its next process, or this one's next run, takes it).
+            # A failure here is raised only when nothing else is (the run's own error says more).
+            closing: BaseException | None = None
+            for close in (self.journal.close, self.events.close, link.close if link is not None else None,
+                          self.sandbox.close, self.lock.release):
+                if close is None:
+                    continue
+                try:
+                    close()
+                except Exception as exc:
+                    closing = closing or exc
+            if closing is not None and failed is None:
+                raise closing
 
     def _recover(self) -> tuple[Runtime, Any]:
         """Read back the run's state, repairing what a kill or a damaged disk left behind."""
@@ -496,7 +506,10 @@ class Supervisor:
                     on_start(0, 0)  # the new session failed before its estimate: its start is said all the same
                 detail = f"internal error: {type(exc).__name__}: {exc}"[:2000]
                 self.events.emit(ev.ErrorEvent, message=detail, where="supervisor", recoverable=False)
-                result = SessionResult(ShutdownReason.ERROR, 0, self.session, detail=detail)
+                # Its turns as its context counted them (a resumed session's earlier ones too): "an error after 0
+                # turns" was said of a session 16 turns in.
+                turns = deps.context.turns if deps.context is not None else 0
+                result = SessionResult(ShutdownReason.ERROR, 0, self.session, detail=detail, session_turns=turns)
                 crashed = detail
             # The session's turns in all: a resumed session's started in an earlier process count too.
             self.events.emit(ev.SessionEnded, reason=result.reason.value, turns=max(result.turns, result.session_turns),

@@ -231,9 +231,11 @@ class EventStream:
     def close(self) -> None:
         """Write what is still held (an orderly end) and close the log; the deferred views get what they have not
         yet (before the command's closing lines)."""
-        self.observe()
-        for view in list(self._views):
-            view.close()
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        try:
+            self.observe()  # may fail (a full disk): the views and the log are closed all the same
+        finally:
+            for view in list(self._views):
+                view.close()
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
