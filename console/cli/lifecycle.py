@@ -147,7 +147,9 @@ def _finish(sup: Any, paths: Any, interrupted_by: str | None = None) -> int:
             why = f"{why}, with work left: the record does not show the plan done"
         said = "" if not detail or detail == why else f": {detail}"
         err(f"run ended incomplete ({why}){said}{cost}")
-    if reason in RESUMABLE:
+    if (gone := getattr(sup.operator.channel, "gone", None)) is not None:
+        err(f"{gone}: there is nothing left there to resume")
+    elif reason in RESUMABLE:
         # Nothing is lost: the exact command that goes on (a budget raised in job.toml first).
         err(go_on_hint(paths, reason, result.detail))
     return exit_code(result, interrupted_by)

@@ -28,6 +28,7 @@ import stat
 import threading
 import time
 import uuid
+import weakref
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,11 @@ __all__ = ["ACQUIRE_PATIENCE", "Command", "ControlChannel", "InboxFull", "RunLoc
 
 # How often the engine looks at the inbox while a model is streaming.
 POLL_INTERVAL = 0.2
+# While the run's inbox is missing (it is made by the first command), how often the run's folder is looked at: a
+# folder deleted or moved away under a running run leaves it writing into files nobody will read, its agent's tools
+# failing, and no inbox any operator command can reach. The run is stopped then, as by a signal (FOLDER_GONE).
+FOLDER_LOOK = 2.0
+FOLDER_GONE = "its folder's removal"
 # Commands read per look at the inbox (a flood waits for the next look instead of stalling a turn).
 MAX_INBOX = 100
 # Inbox entries handled per look, commands and junk alike: ten thousand junk files are moved aside over a few
@@ -190,6 +196,12 @@ class ControlChannel:
         self.stale: list[Command] = []
         # Inbox entries that could be neither moved aside nor removed: reported once, then passed over.
         self._ignored: set[str] = set()
+        # The run folder (the inbox's grandparent), held open from the channel's making (its inode cannot be
+        # another folder's while it is held), and when it was last looked at; ``gone`` says once it is no longer
+        # at its path (see FOLDER_LOOK).
+        self._folder = self._hold_folder()
+        self._folder_at = time.monotonic()
+        self.gone: str | None = None
 
     def submit(self, command: str | AnyCommand, args: dict[str, Any] | None = None, source: str = "console") -> Command:
         """Queue a command in-process; :class:`CommandError` (nothing queued) for one that is no command."""
@@ -226,11 +238,45 @@ class ControlChannel:
             # By descriptor, and never through a link: every name below is looked up in this very folder.
             dfd = os.open(self.inbox, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
-            return []  # no inbox yet (or not a folder: the next run's start moves it aside)
+            # No inbox yet (or not a folder: the next run's start moves it aside), or no folder any more.
+            return self._folder_gone()
         try:
             return self._drain(dfd)
         finally:
             os.close(dfd)
+
+    def _hold_folder(self) -> int | None:
+        """A descriptor of the run folder (O_PATH: it reads nothing), closed with the channel; None when there is no
+        inbox to tell the folder by, or no folder."""
+        if self.inbox is None:
+            return None
+        try:
+            fd = os.open(self.inbox.parent.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        weakref.finalize(self, os.close, fd)
+        return fd
+
+    def _folder_gone(self) -> list[Command]:
+        """A stop (source FOLDER_GONE), once, when the run's folder was deleted, or moved away (whatever is at its
+        path now is another); looked at every FOLDER_LOOK seconds at most (two stats, while there is no inbox)."""
+        now = time.monotonic()
+        if self.gone is not None or self._folder is None or now - self._folder_at < FOLDER_LOOK:
+            return []
+        self._folder_at = now
+        assert self.inbox is not None
+        try:
+            held = os.fstat(self._folder)
+            if held.st_nlink > 0:  # not deleted: is it still the folder at the run's path?
+                st = os.stat(self.inbox.parent.parent)
+                if (st.st_dev, st.st_ino) == (held.st_dev, held.st_ino):
+                    return []
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return []  # cannot be told (a permission, a stale handle): not gone
+        self.gone = f"its folder {self.inbox.parent.parent} was deleted or moved away"
+        return [make_command("stop", source=FOLDER_GONE)]
 
     def _drain(self, dfd: int) -> list[Command]:
         try:

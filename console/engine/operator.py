@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, assert_never
 
 from console.engine import events as ev
 from console.engine.commands import ApproveRestart, Checkpoint, DenyRestart, Pause, Resume, Rewind, Stop
-from console.engine.control import Command, ControlChannel
+from console.engine.control import FOLDER_GONE, Command, ControlChannel
 from console.engine.needs import answered, label
 
 if TYPE_CHECKING:
@@ -32,8 +32,9 @@ class Paused(Exception):
     """The operator paused while the model was being asked: the call is dropped, the run holds."""
 
 
-# The sources of a stop a signal sent (the command-line run's handlers): the run ends interrupted, not stopped.
-SIGNALS = frozenset({"Ctrl+C", "SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"})
+# The sources of a stop a signal sent (the command-line run's handlers), or the run's folder gone from under it
+# (console.engine.control.FOLDER_GONE): the run ends interrupted, not stopped by its operator.
+SIGNALS = frozenset({"Ctrl+C", "SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", FOLDER_GONE})
 
 
 @dataclass
