@@ -110,7 +110,7 @@ def test_the_operator_reads_one_line_and_the_resume(tmp_path: Path) -> None:
     shutil.copytree(SAMPLES / "quickstart", job)
     done = subprocess.run([sys.executable, "-c", CHILD, "120", "run", str(job), "--in-place", "--headless",
                            "--speed", "0"], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 7, done.stderr  # the run failed, not the work (the crash need was told)
+    assert done.returncode == 7, (done.stderr, done.stdout[-2000:])  # the run failed, not the work
     assert "Traceback" not in done.stderr + done.stdout, done.stderr
     run_id = done.stdout.split(": ", 1)[0].removeprefix("run ")
     lines = [x for x in done.stderr.splitlines() if "cannot be written" in x]
