@@ -338,7 +338,7 @@ def _run_tool(config: CommandToolConfig, world: CommandWorld, rt: Runtime) -> To
     if not world.unconfined:
         if root == "/":
             return ToolOutcome(False, f"{name} was not run: the job folder is '/', which cannot be confined.")
-        found = find_bwrap()
+        found = find_bwrap(writable=(root,))
         if isinstance(found, str):
             return _refused(rt, name, found)
         bwrap = found
