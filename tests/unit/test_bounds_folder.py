@@ -125,3 +125,23 @@ def test_deep_and_setid_still_handled(tmp_path: Path) -> None:
         d = d / "d"
     d.mkdir(parents=True)
     assert "deep" in measure_folder(str(tmp_path)).unmeasurable
+
+
+def test_the_file_tools_first_count_holds_no_listing_either(tmp_path: Path) -> None:
+    from console.engine.sandbox import Sandbox
+
+    job = tmp_path / "job"
+    (job / "wide").mkdir(parents=True)
+    n = 20_000
+    for i in range(n):
+        os.close(os.open(job / "wide" / f"f{i:06d}", os.O_CREAT | os.O_WRONLY, 0o644))
+    (job / "notes.md").write_bytes(b"x" * 100)
+    with Sandbox(str(job)) as sb:
+        tracemalloc.start()
+        try:
+            total = sb.job_bytes()
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert total == 100
+    assert peak < 1 << 20, peak  # listed whole: about 15 MB
