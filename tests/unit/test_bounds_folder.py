@@ -145,3 +145,16 @@ def test_the_file_tools_first_count_holds_no_listing_either(tmp_path: Path) -> N
             tracemalloc.stop()
     assert total == 100
     assert peak < 1 << 20, peak  # listed whole: about 15 MB
+
+
+def test_a_command_stopped_for_an_unreadable_folder_is_told_why() -> None:
+    from console.engine.tools.commands import CommandToolConfig, _render
+    from console.engine.tools.limits import CommandWorld
+    from console.engine.tools.process import RunResult
+
+    why = "the folder 'hide' cannot be read (Permission denied); make it readable (chmod u+rwx)"
+    res = RunResult("folder", None, 1.0, b"", b"", 0, folder_bytes=(1 << 30) + 1, unmeasurable=why)
+    text = _render(CommandToolConfig(name="t", description="d", command=["true"]), res, CommandWorld())
+    assert text.splitlines()[0] == (f"stopped: the job folder could not be measured ({why}), so it counts as past "
+                                    "its limit of 1,024 MB (max_job_mb)")
+    assert text.count("could not be measured") == 1
