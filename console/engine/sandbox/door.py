@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import heapq
+import itertools
 import os
 import stat
 import threading
@@ -27,6 +29,14 @@ from console.engine.sandbox.kernel import (
 from console.engine.sandbox.temp import _TempFiles
 
 # Job files only the harness writes (the agent reads them), and what the agent does instead of writing one.
+# A folder with more entries than this is listed in a bounded heap of the first ones a walk can use.
+BIG_FOLDER = 50_000
+
+
+def _walk_order(entry: os.DirEntry[str]) -> tuple[bool, str]:
+    return _is_dir(entry), entry.name
+
+
 HARNESS_KEPT = {"experiences.md": "record an entry with record_experience(section, text)"}
 
 
@@ -331,7 +341,29 @@ class Sandbox(_TempFiles):
             with os.scandir(dirfd) as it:
                 # A folder's own files before its sub-folders (as os.walk lists them): the top of a
                 # listing is what the agent reads first.
-                entries = sorted(it, key=lambda e: (_is_dir(e), e.name))
+                head = list(itertools.islice(it, BIG_FOLDER))
+                if len(head) < BIG_FOLDER:
+                    entries = sorted(head, key=_walk_order)
+                else:
+                    # A folder of millions of entries (a command makes 40,000 a second) is not held whole in
+                    # the harness's memory: only the first entries, in the listing's order, of those the loop
+                    # below can use (what it skips by name or kind is left out first), with room for those it
+                    # can tell only by looking (a link out, a hard-linked file, an empty folder).
+                    def usable(entry: os.DirEntry[str]) -> bool:
+                        name = entry.name
+                        if not _utf8_name(name) or name.endswith(_TMP_SUFFIX):
+                            return False
+                        if _is_dir(entry):
+                            return not (name.startswith(".") or (at_root and name.casefold() == self._state_cf)
+                                        or name in skip_dirs or depth + 1 > WALK_DEPTH)
+                        if name.startswith(".") and not hidden_files:
+                            return False
+                        with contextlib.suppress(OSError):
+                            return entry.is_symlink() or entry.is_file(follow_symlinks=False)
+                        return False
+
+                    room = (limit - len(out)) * 2 + 64
+                    entries = heapq.nsmallest(room, filter(usable, itertools.chain(head, it)), key=_walk_order)
         except OSError:
             return
         for entry in entries:

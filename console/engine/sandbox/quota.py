@@ -77,21 +77,23 @@ class _Quota(_Guards):
         """Every entry of every folder (hidden ones too) except the harness folder, without following links."""
         at_root = self._dir_key(dirfd) == self._root_key
         try:
-            with os.scandir(dirfd) as it:
-                entries = list(it)
+            it = os.scandir(dirfd)
         except OSError:
             return
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    if (at_root and entry.name.casefold() == self._state_cf) or depth >= MAX_DEPTH:
-                        continue
-                    sub = os.open(entry.name, _DIR | os.O_NOFOLLOW, dir_fd=dirfd)
-                    try:
-                        self._scan(sub, depth + 1, visit)
-                    finally:
-                        os.close(sub)
-                else:
-                    visit(dirfd, entry)
-            except OSError:
-                continue
+        # Read as visited, never listed whole: a folder of millions of empty files a command made would otherwise
+        # sit in the harness's memory at once (about 550 bytes an entry).
+        with it:
+            for entry in it:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if (at_root and entry.name.casefold() == self._state_cf) or depth >= MAX_DEPTH:
+                            continue
+                        sub = os.open(entry.name, _DIR | os.O_NOFOLLOW, dir_fd=dirfd)
+                        try:
+                            self._scan(sub, depth + 1, visit)
+                        finally:
+                            os.close(sub)
+                    else:
+                        visit(dirfd, entry)
+                except OSError:
+                    continue

