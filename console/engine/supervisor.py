@@ -21,7 +21,7 @@ from the state files with a fresh conversation built from the summary.
 How a run ended is :mod:`console.engine.run_end`, the repairs before it starts :mod:`console.engine.repair`, and what
 it sets up for its tools :mod:`console.engine.tool_setup`.
 
-Why one module of ~580 lines: the run's life between sessions (start, recovery, the restart and its approval,
+Why one module of ~605 lines: the run's life between sessions (start, recovery, the restart and its approval,
 the deadline while it waits, the end) is one sequence over one lock, one journal and one link to the store; each
 step that could stand alone already does (the modules above), and what is left shares the run's state.
 """
@@ -261,6 +261,19 @@ class Supervisor:
                 "priced": st.prices is not None, "working_memory": st.requires_context,
                 "file_index": st.file_index}
 
+    def _forget_an_earlier_end(self) -> None:
+        """A new run in a folder where an earlier one completed (the folder made again at the same path: its record
+        went with it): the jobs table's row of that run is forgotten, or it would go on saying "completed" (a
+        completed row is final to every later update) of a run that has not."""
+        if self.store is None:
+            return
+        try:
+            row = self.store.get(self.paths.root)
+            if row is not None and row.status == "completed":
+                self.store.forget([self.paths.root])
+        except Exception:  # a store away: said by the updates that follow, as for any other
+            return
+
     def _store_started(self) -> None:
         if not self._looked_back:
             self._looked_back = True
@@ -476,6 +489,8 @@ class Supervisor:
             reason, detail = "new", ""
             cp = Checkpoint(session=1)
         self.events.session = self.session
+        if reason == "new":
+            self._forget_an_earlier_end()
         self._store_started()
         if reason == "resume" and loaded.cp is None:
             conversation = Conversation(self._new_session_conversation([], 0, self.session, "resume"))
