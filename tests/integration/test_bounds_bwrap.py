@@ -23,19 +23,10 @@ from console.engine.job import JobPaths
 from console.engine.tools import confine
 from console.engine.tools.confine import Bwrap, find_bwrap, system_bwrap
 from tests.commands_support import CONFINED, call
+from tests.integration.test_command_attacks import JOB_TOML
 
 pytestmark = pytest.mark.usefixtures("bwrap")
 
-JOB_TOML = """
-[guardrails.completion]
-type = "none"
-
-[[tools]]
-name = "run"
-description = "Run the agent's script"
-command = ["sh", "evil.sh"]
-timeout = 30
-"""
 
 
 def fake_bwrap(marker: Path) -> str:
@@ -62,7 +53,7 @@ def test_a_bwrap_the_agent_wrote_in_the_working_folder_is_never_run(make_job, tm
                                                                    bwrap: Bwrap) -> None:
     marker = tmp_path / "escaped"
     paths = make_job()
-    (paths.root / "job.toml").write_text(JOB_TOML)
+    (paths.root / "job.toml").write_text(JOB_TOML.format(timeout=30, extra=""))
     # The operator runs the job in place from inside it, with an empty entry (the working folder) on PATH.
     monkeypatch.chdir(paths.root)
     monkeypatch.setenv("PATH", os.environ.get("PATH", "/usr/bin:/bin") + ":")

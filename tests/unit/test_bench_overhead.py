@@ -5,9 +5,6 @@ benchmark's to report, not asserted here."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -19,19 +16,12 @@ from console.engine import session as session_module
 from console.engine.enforcement import status as status_module
 from console.engine.events import stream as stream_module
 from console.engine.journal import Journal
-
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "overhead.py"
+from tests.benchmarks import load
 
 
 @pytest.fixture(scope="module")
-def bench() -> Iterator[ModuleType]:
-    spec = importlib.util.spec_from_file_location("bench_overhead", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop(spec.name, None)
+def bench() -> ModuleType:
+    return load("overhead")
 
 
 def _originals() -> list[object]:

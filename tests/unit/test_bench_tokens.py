@@ -4,7 +4,6 @@ are the ones their sources describe. The cost ratios are the benchmark's to repo
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -14,21 +13,16 @@ import pytest
 
 from console.engine.context.carryover import split_pairs
 from console.engine.messages import Message, ToolCall
+from tests.benchmarks import load
 
 ROOT = Path(__file__).resolve().parents[2]
-BENCH = ROOT / "benchmarks" / "tokens.py"
 TRAJECTORY = ROOT / "tests" / "data" / "trajectories" / "github_issue.traj.json"  # mini-swe-agent, MIT
 WINDOW = 9_000  # small enough that the replayed job, three times over, makes the engine mask and compact
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_tokens", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load("tokens")
 
 
 @pytest.fixture(scope="module")
