@@ -473,10 +473,15 @@ class Notifier:
         with _log_lock:
             _last_warning.pop(ident, None)
         try:
-            from apprise import NotifyType
+            from apprise import NotifyFormat, NotifyType
 
+            # The body quotes the agent (a summary, a phase name, a refusal): it is plain text, and Apprise is told
+            # so. Without a format it passes the body as it is to a channel that reads HTML (email, Telegram,
+            # ``?format=html``) or Markdown (Slack, Discord, ``?format=markdown``), where an agent's
+            # ``<a href=...>`` or ``[Approve](https://...)`` would be a link on the operator's phone; with it,
+            # Apprise escapes the text for the channel's format.
             ok = bool(channel.plugin.notify(body=message.body, title=message.title,
-                                            notify_type=NotifyType(message.kind)))
+                                            notify_type=NotifyType(message.kind), body_format=NotifyFormat.TEXT))
         except Exception as exc:
             ok, why = False, f"{type(exc).__name__}: {exc}"
         else:
