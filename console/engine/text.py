@@ -26,7 +26,9 @@ What becomes what:
   row then lands that many cells off, so a reply could pull the pane beside it out of place, push the row's end
   off the screen or leave stale cells. Without them every terminal and the layout agree. Multi-line text
   (prose) drops them (the heart is drawn narrow, the thumb untoned); ``one_line`` text (a name, a path) shows
-  them as escapes, as it does every character that changes how another is drawn.
+  them as escapes, as it does every character that changes how another is drawn. The Hangul fillers U+115F,
+  U+1160, U+3164 and U+FFA0 draw nothing visible (a name of them looks blank) and U+3164 and U+FFA0 are laid out
+  as 0 cells but drawn as 2 and 1: they are shown as escapes (``\\u3164``) in all text.
 * Line breaks: multi-line text (the default: a reply, a tool result) keeps its newlines and tabs, and a CR LF
   pair becomes one newline; a lone CR (which would let a line overwrite itself) is shown as ``\\r``.
   ``one_line=True`` shows newlines and tabs as ``\\n`` and ``\\t`` too, so a path or a name says exactly what it
@@ -75,13 +77,23 @@ class _Table(dict[int, str]):
 
 _MULTI = _Table("\n\t")
 _ONE = _Table("")
-# Printable, but they change the width of the character before them: see the module's docstring.
-_WIDTH_MARKS = re.compile("[\ufe0e\ufe0f\U0001f3fb-\U0001f3ff]")
+# Printable, but drawn wider or narrower than the layout counts them: see the module's docstring.
+_WIDTH_MARKS = "\ufe0e\ufe0f\U0001f3fb-\U0001f3ff"
+_FILLERS = frozenset("\u115f\u1160\u3164\uffa0")
+_MISDRAWN = re.compile(f"[{_WIDTH_MARKS}{''.join(sorted(_FILLERS))}]")
 
 
-def _mark_escape(m: re.Match[str]) -> str:
-    code = ord(m.group())
+def _escape(ch: str) -> str:
+    code = ord(ch)
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def _misdrawn_one(m: re.Match[str]) -> str:
+    return _escape(m.group())
+
+
+def _misdrawn_multi(m: re.Match[str]) -> str:
+    return _escape(m.group()) if m.group() in _FILLERS else ""
 
 
 def safe_text(text: str, *, one_line: bool = False, join: bool = False, limit: int = 0) -> str:
@@ -101,8 +113,8 @@ def safe_text(text: str, *, one_line: bool = False, join: bool = False, limit: i
             text = text.replace("\r\n", "\n")
             if not text.replace("\n", "").replace("\t", "").isprintable():
                 text = text.translate(_MULTI)
-    if not text.isascii() and _WIDTH_MARKS.search(text):
-        text = _WIDTH_MARKS.sub(_mark_escape if one_line else "", text)
+    if not text.isascii() and _MISDRAWN.search(text):
+        text = _MISDRAWN.sub(_misdrawn_one if one_line else _misdrawn_multi, text)
     if limit and len(text) > limit:
         if limit <= len(ELLIPSIS):
             return ELLIPSIS[:limit]

@@ -20,7 +20,9 @@ WARNING = "\u26a0\ufe0f"
 KEYCAP = "1\ufe0f\u20e3"
 THUMB = "\U0001f44d\U0001f3fd"  # a thumbs-up with a skin tone: 2 by grapheme, 4 on tmux 3.3
 TONE = "\U0001f3fd"  # a skin tone alone: 0 by grapheme, 2 on tmux 3.3
-SEQUENCES = [HEART, WARNING, KEYCAP, THUMB, TONE]
+FILLER = "\u3164"  # Hangul filler: draws nothing visible; 0 cells laid out, 2 on tmux 3.3
+HALF_FILLER = "\uffa0"  # its halfwidth form: 0 laid out, 1 drawn
+SEQUENCES = [HEART, WARNING, KEYCAP, THUMB, TONE, FILLER, HALF_FILLER]
 AGREED = ["\u263a\ufe0e", "\U0001f600\ufe0e", "\u2705\ufe0f"]  # as wide either way: still so once made safe
 
 
@@ -59,6 +61,12 @@ def test_prose_drops_the_marks_and_a_name_shows_them() -> None:
     assert safe_text(f"a{THUMB}", one_line=True) == "a\U0001f44d\\U0001f3fd"
     # A path made safe says it is not notes.md: the two do not read the same.
     assert safe_text("notes\ufe0f.md", one_line=True) != safe_text("notes.md", one_line=True)
+
+
+def test_a_blank_looking_filler_is_shown_as_an_escape_everywhere() -> None:
+    for ch in ("\u115f", "\u1160", FILLER, HALF_FILLER):
+        shown = f"\\u{ord(ch):04x}"
+        assert safe_text(f"a{ch}b") == f"a{shown}b" and safe_text(f"a{ch}b", one_line=True) == f"a{shown}b"
 
 
 def test_what_the_views_fold_carries_no_width_mark() -> None:
