@@ -39,7 +39,8 @@ def tool_args(name: str, raw: str, limit: int = 48) -> str:
         key = next(iter(data))
     value = data[key]
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    shown = flat(text, 0) if key == "path" else f"{one_line(str(key), 40)}={flat(text, 0)}"
+    # A path says exactly what it holds ("a\\nb.md" is not "a b.md"); other values read as prose.
+    shown = one_line(text, 0) if key == "path" else f"{one_line(str(key), 40)}={flat(text, 0)}"
     return shown if not limit or len(shown) <= limit else shown[: max(0, limit - 1)] + "…"
 
 
