@@ -73,3 +73,17 @@ def test_a_real_plan_keeps_the_markdown_widget() -> None:
     assert not too_many_blocks(plan)
     assert too_many_blocks(steps(PLAN_MAX_BLOCKS))  # a list item is two blocks (the item, its paragraph)
     assert too_many_blocks("| a |\n|---|\n" + "| x |\n" * PLAN_MAX_BLOCKS)  # a row and its cell
+
+
+def test_a_plan_nested_past_the_parsers_limit_hides_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "main_plan.md"
+    path.write_text(HEAD + "- [ ] step one\n\n" + ">" * 25 + " the hidden step\n\n## Phase 2: After\n",
+                    encoding="utf-8")
+
+    async def body(pilot: Any, plan: PlanPane) -> None:
+        await plan.reload()
+        await pilot.pause()
+        text = " ".join(plan.plain_lines())
+        assert "the hidden step" in text and "Phase 2: After" in text and "step one" in text
+
+    run(path, body)

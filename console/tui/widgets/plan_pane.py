@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from markdown_it.token import Token
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
@@ -91,18 +92,20 @@ def read_plan(path: Path, max_bytes: int = PLAN_MAX_BYTES) -> str:
 
 def too_many_blocks(text: str, most: int = PLAN_MAX_BLOCKS) -> bool:
     """Whether ``text`` makes more than ``most`` blocks (the parser is linear in its input: a 64 KB plan in ms)."""
-    n = 0
-    for token in markdown_lite.parser().parse(text):
-        if token.nesting == 1 or token.type in ("fence", "code_block", "hr", "html_block"):
-            n += 1
-            if n > most:
-                return True
-    return False
+    return _blocks(markdown_lite.parser().parse(text)) > most
+
+
+def _blocks(tokens: list[Token]) -> int:
+    return sum(1 for t in tokens if t.nesting == 1 or t.type in ("fence", "code_block", "hr", "html_block"))
 
 
 def long_plan(text: str) -> Content | None:
-    """``text`` drawn whole as one Content when it makes too many blocks for the Markdown widget, else None."""
-    return mark(markdown_lite.render(text)) if too_many_blocks(text) else None
+    """``text`` drawn whole as one Content when it makes too many blocks for the Markdown widget, or nests so deep
+    that the parser would drop some of it (:func:`markdown_lite.too_deep`: then it is drawn as it is), else None."""
+    tokens = markdown_lite.parser().parse(text)
+    if _blocks(tokens) > PLAN_MAX_BLOCKS or markdown_lite.too_deep(tokens):
+        return mark(markdown_lite.render(text))
+    return None
 
 
 class PlanPane(VerticalScroll):
