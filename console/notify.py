@@ -266,6 +266,11 @@ class Notifier:
             return None
         if isinstance(e, ev.JobCompleted):
             self._ended = True
+            if e.unmet:  # a free stop let it through: the agent's word, not the record's (the views say so too)
+                left = "\n".join(f"- {_line(x, LINE_LIMIT)}" for x in e.unmet[:10])
+                return Message(f"agent-console: run {self.run_id} ended (incomplete: job_complete with work left)",
+                               _cut(f"{self.job}: {_line(e.summary, 300)}\n\nThe record shows work left:\n{left}"),
+                               "warning", now)
             return Message(f"agent-console: run {self.run_id} completed",
                            f"{self.job}: {_line(e.summary, 300)}", "success", now)
         if isinstance(e, ev.RunEnded):

@@ -58,3 +58,16 @@ def test_a_plain_text_channel_gets_the_text_as_it_is(server: Loopback) -> None:
     [req] = server.wait_for(1)
     assert n.close()
     assert f"the agent tried to stop: {HTML} {MARKDOWN}" in req.body["message"]
+
+
+def test_a_stop_the_record_does_not_back_is_not_told_as_completed(server: Loopback) -> None:
+    # [guardrails.completion] type = "none": the agent's job_complete is let through and the run ends incomplete;
+    # its summary ("all done!") must not reach the operator's phone as a success.
+    n = Notifier([server.url("json", "hook")], "k3f9q", "audit", notify_on_end=True)
+    n(ev.JobCompleted(ts=T, seq=1, session=1, summary="all done!", deliverables=[], confidence=1.0,
+                      unmet=["3 todos are not done", "phase 2 not worked through"]))
+    [req] = server.wait_for(1)
+    assert n.close()
+    assert "completed" not in req.body["title"] and "incomplete" in req.body["title"]
+    assert req.body["type"] == "warning"
+    assert "all done!" in req.body["message"] and "- 3 todos are not done" in req.body["message"]
