@@ -266,6 +266,11 @@ class Notifier:
             return None
         if isinstance(e, ev.JobCompleted):
             self._ended = True
+            if e.unmet:  # a free stop let it through: the agent's word, not the record's (the views say so too)
+                left = "\n".join(f"- {_line(x, LINE_LIMIT)}" for x in e.unmet[:10])
+                return Message(f"agent-console: run {self.run_id} ended (incomplete: job_complete with work left)",
+                               _cut(f"{self.job}: {_line(e.summary, 300)}\n\nThe record shows work left:\n{left}"),
+                               "warning", now)
             return Message(f"agent-console: run {self.run_id} completed",
                            f"{self.job}: {_line(e.summary, 300)}", "success", now)
         if isinstance(e, ev.RunEnded):
@@ -473,10 +478,15 @@ class Notifier:
         with _log_lock:
             _last_warning.pop(ident, None)
         try:
-            from apprise import NotifyType
+            from apprise import NotifyFormat, NotifyType
 
+            # The body quotes the agent (a summary, a phase name, a refusal): it is plain text, and Apprise is told
+            # so. Without a format it passes the body as it is to a channel that reads HTML (email, Telegram,
+            # ``?format=html``) or Markdown (Slack, Discord, ``?format=markdown``), where an agent's
+            # ``<a href=...>`` or ``[Approve](https://...)`` would be a link on the operator's phone; with it,
+            # Apprise escapes the text for the channel's format.
             ok = bool(channel.plugin.notify(body=message.body, title=message.title,
-                                            notify_type=NotifyType(message.kind)))
+                                            notify_type=NotifyType(message.kind), body_format=NotifyFormat.TEXT))
         except Exception as exc:
             ok, why = False, f"{type(exc).__name__}: {exc}"
         else:

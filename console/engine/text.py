@@ -9,8 +9,8 @@ lone surrogates that make a write to stdout raise. Every view (the headless log,
 What becomes what:
 
 * Printable characters (letters, marks, digits, punctuation, symbols, the space: Python's ``str.isprintable``) are
-  kept as they are. So is markup such as ``[bold]`` or ``[/]``: it is ordinary text here, and the views draw it
-  as text (Textual ``Content``, Rich ``Text``, ``markup=False``), never parse it.
+  kept as they are (but for the width marks below). So is markup such as ``[bold]`` or ``[/]``: it is ordinary
+  text here, and the views draw it as text (Textual ``Content``, Rich ``Text``, ``markup=False``), never parse it.
 * Other spaces (no-break, thin, ideographic: Unicode Zs) become a plain space.
 * Every other character is shown as its Python escape, in printable ASCII: the C0 controls and DEL (``\\x1b``,
   ``\\x07``, ``\\x7f``), the C1 controls U+0080-U+009F (``\\x9b``, a one-character CSI on some terminals), the
@@ -19,6 +19,16 @@ What becomes what:
   separators U+2028/U+2029, private-use and unassigned code points, and lone surrogates (``\\udc80``). An escape
   sequence thus loses its ESC (or CSI) and the rest of it is plain text after a visible ``\\x1b``: nothing of it
   reaches the terminal as a command.
+* Marks that change the width of the character before them: the variation selectors U+FE0E/U+FE0F
+  (``\\u2764\\ufe0f`` asks for a wide heart) and the skin-tone modifiers U+1F3FB-U+1F3FF
+  (``\\U0001f44d\\U0001f3fd``). The console lays a line out by grapheme (Rich counts the heart as 2 cells, the
+  toned thumb as 2) but many terminals draw a code point at a time (tmux 3.3: 1 cell, and 4): the rest of the
+  row then lands that many cells off, so a reply could pull the pane beside it out of place, push the row's end
+  off the screen or leave stale cells. Without them every terminal and the layout agree. Multi-line text
+  (prose) drops them (the heart is drawn narrow, the thumb untoned); ``one_line`` text (a name, a path) shows
+  them as escapes, as it does every character that changes how another is drawn. The Hangul fillers U+115F,
+  U+1160, U+3164 and U+FFA0 draw nothing visible (a name of them looks blank) and U+3164 and U+FFA0 are laid out
+  as 0 cells but drawn as 2 and 1: they are shown as escapes (``\\u3164``) in all text.
 * Line breaks: multi-line text (the default: a reply, a tool result) keeps its newlines and tabs, and a CR LF
   pair becomes one newline; a lone CR (which would let a line overwrite itself) is shown as ``\\r``.
   ``one_line=True`` shows newlines and tabs as ``\\n`` and ``\\t`` too, so a path or a name says exactly what it
@@ -67,6 +77,23 @@ class _Table(dict[int, str]):
 
 _MULTI = _Table("\n\t")
 _ONE = _Table("")
+# Printable, but drawn wider or narrower than the layout counts them: see the module's docstring.
+_WIDTH_MARKS = "\ufe0e\ufe0f\U0001f3fb-\U0001f3ff"
+_FILLERS = frozenset("\u115f\u1160\u3164\uffa0")
+_MISDRAWN = re.compile(f"[{_WIDTH_MARKS}{''.join(sorted(_FILLERS))}]")
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def _misdrawn_one(m: re.Match[str]) -> str:
+    return _escape(m.group())
+
+
+def _misdrawn_multi(m: re.Match[str]) -> str:
+    return _escape(m.group()) if m.group() in _FILLERS else ""
 
 
 def safe_text(text: str, *, one_line: bool = False, join: bool = False, limit: int = 0) -> str:
@@ -86,6 +113,8 @@ def safe_text(text: str, *, one_line: bool = False, join: bool = False, limit: i
             text = text.replace("\r\n", "\n")
             if not text.replace("\n", "").replace("\t", "").isprintable():
                 text = text.translate(_MULTI)
+    if not text.isascii() and _MISDRAWN.search(text):
+        text = _MISDRAWN.sub(_misdrawn_one if one_line else _misdrawn_multi, text)
     if limit and len(text) > limit:
         if limit <= len(ELLIPSIS):
             return ELLIPSIS[:limit]

@@ -258,7 +258,21 @@ def render(text: str, width: int = 0) -> Content:
             r.gap = True
             r.block(Content(para))
         return Content("\n").join(r.lines)
-    return _Renderer(width).render(parser().parse(text))
+    tokens = parser().parse(text)
+    if too_deep(tokens):  # the parser dropped text: all of it is shown as it is instead
+        r = _Renderer(width)
+        r.block(Content(text.strip("\n")))
+        return Content("\n").join(r.lines)
+    return _Renderer(width).render(tokens)
+
+
+def too_deep(tokens: list[Token]) -> bool:
+    """Whether markdown-it reached its nesting limit (``maxNesting``, 20 blocks deep: lists or quotes in lists or
+    quotes). Past it the parser drops the rest of the container without a word: 30 nested "- " items, or a line of
+    25 ">", and the text after them was not shown at all (and an agent could hide words from the operator there).
+    A 9-deep list just reaches it and loses nothing; that rare text is then shown as it is, unformatted."""
+    deepest = parser().options["maxNesting"] - 1
+    return any(t.level >= deepest for t in tokens)
 
 
 def paragraphs(text: str) -> list[str]:

@@ -13,6 +13,11 @@ read and closed after it. A FIFO, a device, a socket, a link out of the job fold
 opened for reading (never waited on, never read from /dev/zero); a plan over ``PLAN_MAX_BYTES`` is not read at
 all. Each shows a line saying why in the pane instead. What is shown is made safe for the terminal first
 (:func:`console.engine.text.safe_text`: an escape sequence in the plan is shown, not run).
+
+Textual's Markdown widget makes a widget or more of every block (four of a list item), and laying out a thousand
+of them took 12 s and kept taking most of a second per key (a 4 KB plan of 1,000 one-word steps; 15,000 made the
+console hang and grow to 8 GB). A plan of more than ``PLAN_MAX_BLOCKS`` blocks is drawn whole as one widget
+instead, in the conversation's Markdown style (:mod:`console.tui.widgets.markdown_lite`).
 """
 
 from __future__ import annotations
@@ -22,22 +27,27 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from markdown_it.token import Token
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.content import Content
-from textual.widgets import Markdown
+from textual.widgets import Markdown, Static
 from textual.widgets.markdown import MarkdownBlock
 
 from console.engine.sandbox import Sandbox, SandboxError
 from console.engine.text import safe_text
 from console.tui.messages import PlanFileChanged
+from console.tui.widgets import markdown_lite
 from console.tui.widgets.markdown_lite import make_parser
 
 PLACEHOLDER = "*main_plan.md has not been written yet: the agent writes it during bootstrap.*"
 # Far above a real plan (20 phases of 20 steps is ~25 KB), and about what Textual's Markdown widget lays out in a
 # few seconds: a larger file is said to be too large, never read (a 50 MB plan must not fill the console's memory).
 PLAN_MAX_BYTES = 64 * 1024
+# Blocks (list items, paragraphs, headings, table cells...) the Markdown widget is given at most: a real plan (20
+# phases of 10 steps) has ~450; 1,000 took it seconds. More are drawn as one widget (see the module's docstring).
+PLAN_MAX_BLOCKS = 600
 COMPLETE_MARK = "✓ COMPLETE"
 CURRENT_MARK = "← CURRENT"
 MARKS = ((COMPLETE_MARK, "bold $text-success"), (CURRENT_MARK, "bold reverse $text-accent"))
@@ -80,6 +90,24 @@ def read_plan(path: Path, max_bytes: int = PLAN_MAX_BYTES) -> str:
     return safe_text(text)
 
 
+def too_many_blocks(text: str, most: int = PLAN_MAX_BLOCKS) -> bool:
+    """Whether ``text`` makes more than ``most`` blocks (the parser is linear in its input: a 64 KB plan in ms)."""
+    return _blocks(markdown_lite.parser().parse(text)) > most
+
+
+def _blocks(tokens: list[Token]) -> int:
+    return sum(1 for t in tokens if t.nesting == 1 or t.type in ("fence", "code_block", "hr", "html_block"))
+
+
+def long_plan(text: str) -> Content | None:
+    """``text`` drawn whole as one Content when it makes too many blocks for the Markdown widget, or nests so deep
+    that the parser would drop some of it (:func:`markdown_lite.too_deep`: then it is drawn as it is), else None."""
+    tokens = markdown_lite.parser().parse(text)
+    if _blocks(tokens) > PLAN_MAX_BLOCKS or markdown_lite.too_deep(tokens):
+        return mark(markdown_lite.render(text))
+    return None
+
+
 class PlanPane(VerticalScroll):
     """The plan as a scrolling Markdown document; ``text`` is what it shows (after the widget has it)."""
 
@@ -105,9 +133,13 @@ class PlanPane(VerticalScroll):
         self.reloads = 0
         self._stop = asyncio.Event()
         self.document = Markdown(PLACEHOLDER, id="plan-md", open_links=False, parser_factory=make_parser)
+        self.long = Static(id="plan-long")  # a plan of too many blocks for the Markdown widget, drawn whole
+        self.long.display = False
+        self.long_content = Content("")
 
     def compose(self) -> ComposeResult:
         yield self.document
+        yield self.long
 
     def read(self) -> str:
         """What the pane shows now (blocking: call it on a thread, as :meth:`reload` does)."""
@@ -122,6 +154,17 @@ class PlanPane(VerticalScroll):
         """Show ``text`` (Markdown); ``text`` is set once the document holds it."""
         if text == self.text or not self.document.is_attached:
             return  # unchanged, or the app is closing
+        long = await asyncio.to_thread(long_plan, text)  # parsed off the loop: keys go on meanwhile
+        if not self.document.is_attached:
+            return
+        if long is not None:
+            self.long_content = long
+            self.long.update(long)
+            self.long.display, self.document.display = True, False
+            await asyncio.shield(self.document.update(""))  # its blocks of the last plan are not kept
+            self._shown(text)
+            return
+        self.long.display, self.document.display = False, True
         # Shielded: a newer reload (an exclusive worker) cancels this one, and a Markdown.update() cancelled between
         # removing its blocks and mounting the new ones left a block that never handled a message again: the app's
         # exit then waited on it for ever (tests under load). The newer reload waits for this one on the document's
@@ -130,6 +173,9 @@ class PlanPane(VerticalScroll):
         if not self.document.is_attached:
             return
         self._mark_phases()
+        self._shown(text)
+
+    def _shown(self, text: str) -> None:
         self.text = text
         self.reloads += 1
         done = text.count(COMPLETE_MARK)
@@ -144,6 +190,8 @@ class PlanPane(VerticalScroll):
 
     def plain_lines(self) -> list[str]:
         """The document's text, block by block (for tests and debugging)."""
+        if self.long.display:
+            return [line for line in self.long_content.plain.splitlines() if line]
         out: list[str] = []
         for block in self.document.query(MarkdownBlock):
             content = block.content

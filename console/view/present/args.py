@@ -4,11 +4,16 @@ expanded view."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from console.engine.job import one_line
 from console.engine.text import safe_text
 from console.view.present.words import flat, plural
+
+# The start of an escape (console.engine.text.safe_text's) that a cut would leave incomplete: a backslash, "x1" of
+# "x1b" or "u20" of "u202e" after one.
+_CUT_ESCAPE = re.compile(r"\\(?:x[0-9a-f]?|u[0-9a-f]{0,3}|U[0-9a-f]{0,7})?\Z")
 
 # The argument that says what a call is about, first match wins; a path is self-evident and shown bare.
 MAIN_KEYS = ("path", "pattern", "command", "query", "url", "text", "issue", "summary", "note")
@@ -39,8 +44,12 @@ def tool_args(name: str, raw: str, limit: int = 48) -> str:
         key = next(iter(data))
     value = data[key]
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    shown = flat(text, 0) if key == "path" else f"{one_line(str(key), 40)}={flat(text, 0)}"
-    return shown if not limit or len(shown) <= limit else shown[: max(0, limit - 1)] + "…"
+    # A path says exactly what it holds ("a\\nb.md" is not "a b.md"); other values read as prose.
+    shown = one_line(text, 0) if key == "path" else f"{one_line(str(key), 40)}={flat(text, 0)}"
+    if not limit or len(shown) <= limit:
+        return shown
+    # Never cut inside an escape: a cut "u202e" after its backslash would read as another character.
+    return _CUT_ESCAPE.sub("", shown[: max(0, limit - 1)]) + "…"
 
 
 def argument_items(raw: str) -> list[tuple[str, str]]:
