@@ -14,7 +14,7 @@ dead channel delays no other; a working one is told within a second or two of th
 turns into an ``error`` event, where="notify"). Apprise URLs carry tokens and passwords: what is shown of one,
 anywhere, is only ``scheme://host`` (:func:`shown_url`), and Apprise's own log lines are kept from the terminal.
 
-Why one module of ~565 lines: a need's message, its reminders and the channels that send them share one state
+Why one module of ~575 lines: a need's message, its reminders and the channels that send them share one state
 under one lock (what was told, since when, what answered it, what is queued), and the URL helpers are what
 keeps that state's secrets out of every message.
 """
