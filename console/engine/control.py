@@ -251,7 +251,7 @@ class ControlChannel:
         if self.inbox is None:
             return None
         try:
-            fd = os.open(self.inbox.parent.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            fd = os.open(self.inbox.parent.parent, getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError:
             return None
         weakref.finalize(self, os.close, fd)

@@ -220,9 +220,20 @@ def load_projections(paths: JobPaths, now: datetime) -> tuple[StateSnapshot, lis
     return StateSnapshot(**found), problems
 
 
+def folder_gone(state: Path) -> OSError | None:
+    """Why a state file is not written: the run's ``.console`` folder is no longer there (the run's folder was
+    deleted or moved away under it). Writing would make the folder again at its path, holding a few state files of a
+    run that is not there (the run is being stopped: console.engine.control.FOLDER_GONE)."""
+    if state.is_dir():
+        return None
+    return FileNotFoundError(errno.ENOENT, "the run's folder is gone", str(state))
+
+
 def write_projection(paths: JobPaths, component: str, value: BaseModel | None) -> None:
     if value is None:
         return
+    if (gone := folder_gone(paths.state)) is not None:
+        raise gone
     atomic_write_text(paths.state / PROJECTION_FILES[component], value.model_dump_json(indent=1), durable=False,
                       tmp_dir=paths.state / "tmp")
 
@@ -351,6 +362,9 @@ class ProjectionWriter:
         if made is None:
             return
         try:
+            # tmp_dir is the run's .console/tmp: its parent gone, so is the run's folder (experiences.md too).
+            if (gone := folder_gone(tmp_dir.parent)) is not None:
+                raise gone
             atomic_write_bytes(path, made, durable=False, tmp_dir=tmp_dir)
         except Exception as exc:  # reported by the loop (take_errors); the thread must go on for flush()
             with self._cond:

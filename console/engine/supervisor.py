@@ -591,7 +591,8 @@ class Supervisor:
         self.events.emit(ev.RunEnded, reason=result.reason.value, detail=result.detail, sessions=self.session,
                          restarts=cp.restarts, outcome=ended)
         self.events.observe()
-        rt.refresh_projections()
+        if self.operator.channel.gone is None:  # else its folder is gone: nothing is made again at its path
+            rt.refresh_projections()
         self.events.sync()
         self.journal.sync()
         if ended == "completed" and rt.outcome is not None:

@@ -95,3 +95,5 @@ def test_a_headless_run_whose_folder_is_deleted_ends_interrupted(tmp_path: Path)
     assert "interrupted by its folder's removal" in err
     assert f"its folder {job} was deleted or moved away: there is nothing left there to resume" in err
     assert "Traceback" not in err + out and "resume run" not in err
+    # Its state files were not written again (they would have made the folder again at its path).
+    assert not (job / ".console" / "todos.json").exists() and not (job / ".console" / "memory.json").exists()
