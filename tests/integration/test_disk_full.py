@@ -117,5 +117,7 @@ def test_the_operator_reads_one_line_and_the_resume(tmp_path: Path) -> None:
     assert len(lines) == 1, done.stderr
     assert "No space left on device" in lines[0] and f"agent-console resume {run_id}" in lines[0]
     again = subprocess.run(cli("resume", run_id, "--speed", "0"), capture_output=True, text=True, timeout=120)
-    assert again.returncode == 0, again.stderr
+    assert again.returncode == 0, again.stderr  # a runner of its own, in the background
+    ended = subprocess.run(cli("wait", run_id, "--timeout", "120"), capture_output=True, text=True, timeout=180)
+    assert ended.returncode == 0, ended.stdout + ended.stderr  # completed
     assert (job / ".console" / "outcome.json").exists()
