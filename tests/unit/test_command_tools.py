@@ -344,8 +344,9 @@ def test_a_calls_own_setup_failure_is_a_refusal_not_its_output(rt: Runtime, tmp_
     a bwrap again (the failure is never remembered)."""
     state = tmp_path / "calls"
     body = (f'n=$(cat "{state}" 2>/dev/null || echo 0); echo $((n+1)) > "{state}"\n'
-            # the probe (call 1) and the third run work; the call's own run (2) fails as bwrap fails
-            f'if [ "$n" = 1 ]; then echo "bwrap: Can\'t mount tmpfs on /newroot/tmp: No space left" >&2; exit 1; fi\n'
+            # the probe (runs 1 and 2: plain, then with the overlay of an extra path) and the fourth run work; the
+            # call's own run (3) fails as bwrap fails
+            f'if [ "$n" = 2 ]; then echo "bwrap: Can\'t mount tmpfs on /newroot/tmp: No space left" >&2; exit 1; fi\n'
             f'exec "{bwrap.path}" "$@"\n')
     no_bwrap([(fake_bwrap(tmp_path, body), "system")])
     out = call(rt, py("print('ran')"), CONFINED, name="mark")

@@ -342,3 +342,60 @@ def test_a_command_is_stopped_when_the_hosts_open_file_table_is_nearly_full(rt: 
     out = call(rt, ["sleep", "30"], CONFINED)
     assert time.monotonic() - started < 5
     assert out.content.startswith("stopped: the host's table of open files was nearly full (95 of 100)")
+
+
+# -- issue 32: what an extra path the operator allows still hides, and the calls the filter refuses -----------------------
+def test_credentials_inside_an_allowed_home_stay_hidden(make_rt, tmp_path: Path) -> None:
+    """Found: a job asking read_only = ["~"] read ~/.ssh/id_rsa and ~/.pgpass (the store's password). Now, even where
+    the operator allows any path, the credentials of every home folder in an extra path are covered (the operator's
+    and another user's under a folder of homes), and what else is there still reads."""
+    from console.engine.tools.limits import SandboxCaps, SandboxSection, resolve_world
+
+    op, alice = tmp_path / "op", tmp_path / "users" / "alice"
+    secrets = {".ssh/id_rsa": "OP-SSH-KEY", ".pgpass": "db:5432:*:agents:OP-PG-PASSWORD", ".netrc": "OP-NETRC",
+               ".aws/credentials": "OP-AWS", ".config/gh/hosts.yml": "OP-GH-TOKEN", ".kube/config": "OP-KUBE",
+               ".docker/config.json": "OP-DOCKER", ".gnupg/private-keys-v1.d/k.key": "OP-GPG"}
+    for rel, text in secrets.items():
+        (op / rel).parent.mkdir(parents=True, exist_ok=True)
+        (op / rel).write_text(text)
+    (op / "notes.txt").write_text("plain notes\n")
+    (alice / ".ssh").mkdir(parents=True)
+    (alice / ".ssh" / "id_ed25519").write_text("ALICE-SSH-KEY")
+    rt = make_rt()
+    world = resolve_world(SandboxSection(read_only=["~", str(tmp_path / "users")]), SandboxCaps(read_only=True),
+                          max_job_mb=100, home=str(op), homes=(str(op), str(alice)))
+    targets = [*(str(op / rel) for rel in secrets), str(alice / ".ssh" / "id_ed25519")]
+    code = ('for f in "$@"; do cat "$f" 2>/dev/null; done; echo; ls -A "$0/.ssh" "$0/.config" | tr "\\n" " "; echo; '
+            'cat "$0/notes.txt"')
+    out = call(rt, ["sh", "-c", code, str(op), *targets], world)
+    assert out.ok, out.content
+    assert "OP-" not in out.content and "ALICE" not in out.content, out.content
+    assert lines(out)[-1] == "plain notes" and sorted(lines(out)[-2].split()) == [f"{op}/.config:", f"{op}/.ssh:"]
+
+
+def test_a_socket_in_an_allowed_path_cannot_be_reached(rt: Runtime, tmp_path: Path) -> None:
+    """Found: a read-only bind does not stop connect(): a job given a folder with a host program's unix socket in it
+    reached that program. The folder is an overlay: its files read, its sockets (made before or after the run
+    started) are not the ones the host listens on."""
+    shared = tmp_path / "shared"
+    (shared / "run").mkdir(parents=True)
+    (shared / "readme.txt").write_text("shared files\n")
+    path = str(shared / "run" / "daemon.sock")
+    code = ("import socket, sys\n"
+            "print(open(sys.argv[2]).read().strip())\n"
+            "s = socket.socket(socket.AF_UNIX)\n"
+            "try:\n"
+            "    s.connect(sys.argv[1]); print('CONNECTED')\n"
+            "except OSError as e: print('refused', e.strerror)\n")
+    world = replace(CONFINED, read_only=(*CONFINED.read_only, str(shared)))
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(path)
+        server.listen(1)
+        out = call(rt, py(code, path, str(shared / "readme.txt")), world)
+        assert lines(out) == ["shared files", "refused Connection refused"], out.content
+        assert call(rt, py(code, path, str(shared / "readme.txt")), UNCONFINED).content.endswith("CONNECTED")
+    # Files keep their modes and owner through the overlay; the folder stays read-only.
+    check = call(rt, ["sh", "-c", f'stat -c %a:%u "{shared}" "{shared}/readme.txt"; touch "{shared}/x" 2>&1 | wc -l'],
+                 world)
+    st, sf = os.stat(shared), os.stat(shared / "readme.txt")
+    assert lines(check) == [f"{st.st_mode & 0o7777:o}:{st.st_uid}", f"{sf.st_mode & 0o7777:o}:{sf.st_uid}", "1"]
