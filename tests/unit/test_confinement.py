@@ -462,3 +462,19 @@ def test_the_calls_dockers_profile_refuses_are_refused(rt: Runtime, name: str, e
             "except OSError as e: print(e.strerror)\n")
     out = call(rt, py(code), CONFINED)
     assert lines(out) == [said], (name, out.content)
+
+
+def test_a_setuid_file_at_any_depth_loses_its_bit(rt: Runtime) -> None:
+    """Found: a setuid file 300 folders deep survived the sweep after a call (its walk stopped at 256 levels)."""
+    deep = rt.paths.root
+    for _ in range(300):
+        deep = deep / "d"
+    deep.mkdir(parents=True)
+    (deep / "tool").write_bytes(b"#!/bin/sh\n")
+    os.chmod(deep / "tool", 0o4755)  # made by other means than a confined command (which cannot)
+    out = call(rt, ["true"], CONFINED)
+    assert out.ok and re.search(r"the setuid/setgid bit was removed from \.\.\.(/d)+/tool: files", out.content), out.content
+    assert not (deep / "tool").stat().st_mode & 0o6000
+    # An unconfined command's, the same.
+    out = call(rt, ["sh", "-c", 'cd "$1" && echo x > tool2 && chmod 4755 tool2', "sh", str(deep)], UNCONFINED)
+    assert "the setuid/setgid bit was removed from" in out.content and not (deep / "tool2").stat().st_mode & 0o6000
