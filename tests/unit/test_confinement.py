@@ -344,7 +344,7 @@ def test_a_command_is_stopped_when_the_hosts_open_file_table_is_nearly_full(rt: 
     assert out.content.startswith("stopped: the host's table of open files was nearly full (95 of 100)")
 
 
-# -- issue 32: what an extra path the operator allows still hides, and the calls the filter refuses -----------------------
+# -- issue 32: what an extra path the operator allows still hides, and the calls the filter refuses ---------------
 def test_credentials_inside_an_allowed_home_stay_hidden(make_rt, tmp_path: Path) -> None:
     """Found: a job asking read_only = ["~"] read ~/.ssh/id_rsa and ~/.pgpass (the store's password). Now, even where
     the operator allows any path, the credentials of every home folder in an extra path are covered (the operator's
@@ -473,7 +473,8 @@ def test_a_setuid_file_at_any_depth_loses_its_bit(rt: Runtime) -> None:
     (deep / "tool").write_bytes(b"#!/bin/sh\n")
     os.chmod(deep / "tool", 0o4755)  # made by other means than a confined command (which cannot)
     out = call(rt, ["true"], CONFINED)
-    assert out.ok and re.search(r"the setuid/setgid bit was removed from \.\.\.(/d)+/tool: files", out.content), out.content
+    said = re.search(r"the setuid/setgid bit was removed from \.\.\.(/d)+/tool: files", out.content)
+    assert out.ok and said, out.content
     assert not (deep / "tool").stat().st_mode & 0o6000
     # An unconfined command's, the same.
     out = call(rt, ["sh", "-c", 'cd "$1" && echo x > tool2 && chmod 4755 tool2', "sh", str(deep)], UNCONFINED)

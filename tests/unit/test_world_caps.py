@@ -98,3 +98,25 @@ def test_a_socket_is_never_an_extra_path(tmp_path) -> None:
         server.bind(path)
         with pytest.raises(WorldError, match="is neither a folder nor a regular file"):
             _world([path], SandboxCaps(read_only=True), str(tmp_path / "op"))
+
+
+def test_a_folder_with_a_mount_inside_is_refused_as_an_extra_path(tmp_path, monkeypatch) -> None:
+    """Its overlay (the way no socket in it can be reached) cannot be made over another file system mounted inside
+    it (overlayfs refuses it in a user namespace): said at the start, not as a failure of every call."""
+    from console.engine.tools import limits
+
+    table = tmp_path / "mountinfo"
+    table.write_text("22 1 0:21 / / rw - ext4 /dev/vda rw\n"
+                     "30 22 0:25 / /srv/data\\040set rw - tmpfs none rw\n"
+                     "31 22 0:26 / /srv rw - ext4 /dev/vdb rw\n"
+                     "32 31 0:27 / /srvx rw - tmpfs none rw\n")
+    assert limits.mounts_below("/srv", str(table)) == ["/srv/data set"]
+    assert limits.mounts_below("/srv/data set", str(table)) == []
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    monkeypatch.setattr(limits, "mounts_below", lambda folder: [f"{folder}/nfs"])
+    with pytest.raises(WorldError) as info:
+        _world([str(shared)], SandboxCaps(read_only=True), str(tmp_path / "op"))
+    assert str(info.value) == (f"key 'sandbox.read_only.0': '{shared}' has a file system mounted inside it "
+                               f"({shared}/nfs), which its read-only overlay cannot show; name folders without one "
+                               "(a mounted folder itself may be one)")

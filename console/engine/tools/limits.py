@@ -14,6 +14,7 @@ eats the memory, a runaway CPU loop, a file as large as the disk).
 from __future__ import annotations
 
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -233,6 +234,24 @@ def credential_paths(homes: tuple[str, ...], extra: tuple[str, ...]) -> list[str
     return out
 
 
+def mounts_below(folder: str, mountinfo: str = "/proc/self/mountinfo") -> list[str]:
+    """The mount points strictly inside ``folder`` (a real path), as this process's mount table lists them."""
+    try:
+        with open(mountinfo, encoding="utf-8", errors="surrogateescape") as fh:
+            table = fh.read()
+    except OSError:
+        return []
+    out: list[str] = []
+    for line in table.splitlines():
+        fields = line.split(" ")
+        if len(fields) > 4:
+            # The mount point, its space, tab, newline and backslash written as octal escapes (\040).
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+            if point != folder and within(point, folder) and point not in out:
+                out.append(point)
+    return out
+
+
 def _relation(real: str, folder: str) -> str:
     """How ``real`` meets ``folder``: "is inside" it, "holds" it, or ""."""
     if within(real, folder):
@@ -316,6 +335,14 @@ def resolve_world(section: SandboxSection, caps: SandboxCaps, *, max_job_mb: flo
             # A socket bound as a file would be connectable; a device, a pipe: nothing a build reads.
             raise WorldError(f"key 'sandbox.read_only.{i}': '{one_line(raw, 120)}' is neither a folder nor a regular "
                              "file")
+        inner = mounts_below(real) if stat.S_ISDIR(st.st_mode) else []
+        if inner:
+            # A folder is shown as an overlay of itself (no socket in it reachable), which overlayfs refuses, in a user
+            # namespace, over a folder that has another file system mounted inside it.
+            raise WorldError(f"key 'sandbox.read_only.{i}': '{one_line(raw, 120)}' has a file system mounted inside it "
+                             f"({one_line(inner[0], 120)}{f' and {len(inner) - 1} more' if len(inner) > 1 else ''}),"
+                             " which its read-only overlay cannot show; name folders without one (a mounted folder "
+                             "itself may be one)")
         if real not in extra:
             extra.append(real)
     if homes is None:

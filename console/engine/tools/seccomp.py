@@ -94,19 +94,22 @@ class Table:
     foreign: int | None
 
 
-# Docker's refusals (moby's profiles/seccomp/default.json: what a container without capabilities may not call) that
-# the namespaces and the dropped capabilities already refuse are refused here too: a kernel bug behind one of them is
-# then out of reach as well. ptrace and process_vm_readv/writev stay (Docker allows them from Linux 4.8, where
-# seccomp sees a traced call again): a command sees only its own processes (its pid namespace), and debuggers,
-# strace and LeakSanitizer (ASan's leak check at a test's exit) need them. modify_ldt and memfd_secret, which recent
-# Docker allows, are refused: 16-bit segments (a 32-bit program cannot run here anyway) and memory the kernel
-# cannot see are not what a build or a test needs, and both have had exploits or pin memory.
+# What Docker's default profile refuses a container without capabilities (moby's profiles/seccomp/default.json)
+# is refused here too, though the namespaces and the dropped capabilities refuse most of it already: a kernel bug
+# behind one of those calls is then out of reach as well. Docker's list allows, so a call newer than it is refused:
+# file_getattr and file_setattr (Linux 6.17) are here too, and programs fall back to their ioctls. ptrace and
+# process_vm_readv/writev stay (Docker allows them from Linux 4.8, where seccomp sees a traced call again): a
+# command sees only its own processes (its pid namespace), and debuggers, strace and LeakSanitizer (ASan's leak
+# check at a test's exit) need them. modify_ldt and memfd_secret, which recent Docker allows, are refused: 16-bit
+# segments (a 32-bit program cannot run here anyway) and memory the kernel cannot see are not what a build or a
+# test needs, and both have had exploits or pin memory.
 _ENOSYS_X86 = {"add_key": 248, "request_key": 249, "keyctl": 250, "perf_event_open": 298, "bpf": 321,
                "userfaultfd": 323, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
                "inotify_init": 253, "inotify_init1": 294, "fanotify_init": 300, "openat2": 437, "clone3": 435,
                "memfd_secret": 447, "uselib": 134, "ustat": 136, "sysfs": 139, "_sysctl": 156, "create_module": 174,
                "get_kernel_syms": 177, "query_module": 178, "nfsservctl": 180, "getpmsg": 181, "putpmsg": 182,
-               "afs_syscall": 183, "tuxcall": 184, "security": 185, "vserver": 236, "lookup_dcookie": 212}
+               "afs_syscall": 183, "tuxcall": 184, "security": 185, "vserver": 236, "lookup_dcookie": 212,
+               "file_getattr": 468, "file_setattr": 469}
 _EPERM_X86 = {"modify_ldt": 154, "kcmp": 312, "pidfd_getfd": 438, "process_madvise": 440, "move_pages": 279,
               "migrate_pages": 256, "mbind": 237, "set_mempolicy": 238, "get_mempolicy": 239,
               "set_mempolicy_home_node": 450, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161,
@@ -123,7 +126,7 @@ _EPERM_X86 = {"modify_ldt": 154, "kcmp": 312, "pidfd_getfd": 438, "process_madvi
 _ENOSYS_ARM = {"add_key": 217, "request_key": 218, "keyctl": 219, "perf_event_open": 241, "bpf": 280,
                "userfaultfd": 282, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
                "inotify_init1": 26, "fanotify_init": 262, "openat2": 437, "clone3": 435, "memfd_secret": 447,
-               "nfsservctl": 42, "lookup_dcookie": 18}
+               "nfsservctl": 42, "lookup_dcookie": 18, "file_getattr": 468, "file_setattr": 469}
 _EPERM_ARM = {"kcmp": 272, "pidfd_getfd": 438, "process_madvise": 440, "move_pages": 239, "migrate_pages": 238,
               "mbind": 235, "set_mempolicy": 237, "get_mempolicy": 236, "set_mempolicy_home_node": 450, "mount": 40,
               "umount2": 39, "pivot_root": 41, "chroot": 51, "unshare": 97, "setns": 268, "open_tree": 428,
