@@ -9,8 +9,9 @@ A confined command sees (:func:`bwrap_options`):
   without a merged /usr); from ``/etc`` only what programs need to run (:data:`ETC`);
 - an empty HOME of its own inside a private ``/tmp`` (a tmpfs of ``tmp_mb``), a private ``/dev/shm``
   (``shm_mb``), a minimal ``/dev``, its own ``/proc`` (its own pid namespace);
-- the job's extra read-only paths (``[sandbox] read_only``), with the data dir and the operator's config
-  folder hidden inside them;
+- the job's extra read-only paths (``[sandbox] read_only``, within the operator's caps: :mod:`.limits`), each
+  folder an overlay of itself (so no unix socket in it can be connected to: :func:`_extra_path`), with the data
+  dir, the operator's config folder and the credentials of every home folder in them covered;
 - nothing else: the root is an empty tmpfs remounted read-only (so nothing can be written outside the job
   folder and the two private tmpfs, whose sizes bound what a command can put in RAM), no /home, /root,
   /var, /srv, /mnt, /media, /run, no other run, no host unix socket (none is in the tree; abstract ones
@@ -29,7 +30,10 @@ that failed for a moment (``clone()`` refused under a process limit) costs one r
 unconfined ones: the next call probes again.
 
 Why not Landlock: Python's stdlib has no binding for it, it limits the network only from Linux 6.7 and then
-only TCP, and it gives no pid namespace. Stdlib only.
+only TCP, and it gives no pid namespace. Nor for the sockets of an extra path: its scope for unix sockets (ABI 6,
+Linux 6.12) covers the abstract ones only, which the network namespace already does; a right over connecting to a
+socket file by its path (LANDLOCK_ACCESS_FS_RESOLVE_UNIX) came only in 2026, after this machine's 6.18 (ABI 7).
+The overlay works from Linux 5.11. Stdlib only.
 """
 
 from __future__ import annotations

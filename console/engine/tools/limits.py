@@ -1,9 +1,11 @@
 """What a job-declared command may see and use: job.toml's ``[sandbox]``, bounded by the operator's caps.
 
-The job (job.toml, which the agent cannot write) may ask for more than the defaults: extra read-only
-paths, the network (for a package install), more memory or processes. The operator's config file caps what
-any job may ask (``[sandbox_limits]``): a job asking for more is refused at start with one line naming the
-key. The outcome, :class:`CommandWorld`, is what every call of the run uses; the views describe it
+The job (job.toml, which the agent cannot write, but which may come from anyone: a colleague's folder, a
+repository) may ask for more than the defaults: extra read-only paths, the network (for a package install), more
+memory or processes. The operator's config file caps what any job may ask (``[sandbox_limits]``), and its
+defaults grant nothing of the operator's: no network, no extra path under the home or the host's private folders
+(:data:`PRIVATE`). A job asking for more is refused at start with one line naming its key and the config key that
+would allow it. The outcome, :class:`CommandWorld`, is what every call of the run uses; the views describe it
 (:func:`describe_world`), so the operator reads exactly what a command can see and use.
 
 The defaults are chosen so that a normal build or test command never meets them; each one bounds a way a
