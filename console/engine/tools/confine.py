@@ -456,15 +456,22 @@ def _probe(bwrap: str, where: str) -> Bwrap | str:
                 done = _probe_run(bwrap, root, env, CommandWorld(), extra, true)
                 if done.returncode == 0:
                     # The overlay of an extra path (bwrap_options): proved the same way, where the version has it.
-                    overlay = (version >= OVERLAY_VERSION and _probe_run(
-                        bwrap, root, env, CommandWorld(read_only=(shown,)), extra, true).returncode == 0)
-                    return Bwrap(bwrap, f"{label} ({where})", extra, overlay)
+                    return Bwrap(bwrap, f"{label} ({where})", extra,
+                                 version >= OVERLAY_VERSION and _overlays(bwrap, root, shown, env, extra, true))
                 why = _first_line(done.stderr.decode("utf-8", "replace")) or f"exit code {done.returncode}"
     except subprocess.TimeoutExpired:
         return f"no answer within {PROBE_SECONDS:g} s"
     except (OSError, ConfineError) as exc:
         return f"{getattr(exc, 'strerror', None) or exc}"
     return why
+
+
+def _overlays(bwrap: str, root: str, shown: str, env: dict[str, str], extra: Sequence[str], true: str) -> bool:
+    """Whether ``bwrap`` mounts the overlay of an extra path here (a failure only means it does not)."""
+    try:
+        return _probe_run(bwrap, root, env, CommandWorld(read_only=(shown,)), extra, true).returncode == 0
+    except (OSError, ConfineError, subprocess.TimeoutExpired):
+        return False
 
 
 def _probe_run(bwrap: str, root: str, env: dict[str, str], world: CommandWorld, extra: Sequence[str],
