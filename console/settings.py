@@ -258,7 +258,8 @@ class Settings(BaseSettings):
     retry_after_cap: float = Field(default=300.0, ge=0, le=24 * 3600)
     idle_timeout: float = Field(default=120.0, gt=0, le=24 * 3600)
     turn_timeout: float = Field(default=1800.0, gt=0, le=7 * 24 * 3600)
-    # The most any job's [sandbox] may ask for its commands ([sandbox_limits] in the config file).
+    # The most any job's [sandbox] may ask for its commands ([sandbox_limits] in the config file); without it, no
+    # network and no extra path under the operator's home or the host's private folders (a job is not trusted).
     sandbox_limits: SandboxCaps = Field(default_factory=SandboxCaps)
     # Who is told when a run needs its operator ([notify] urls = [...], on_end; see NotifySettings).
     notify: NotifySettings = Field(default_factory=NotifySettings)
@@ -382,7 +383,8 @@ def resolve_run_settings(settings: Settings, job: JobConfig, *, job_toml: str = 
     flags = {k: v for k, v in flags.items() if k not in ("provider", "model", "context_window", "unconfined")}
     max_job_mb = job.limits.max_job_mb or settings.max_job_mb
     try:
-        # The data dir (every run, jobs.db) and the config folder (keys) stay hidden from every command.
+        # The data dir (every run, jobs.db) and the config folder (keys) stay hidden from every command, as do the
+        # credentials of every home folder in an extra path (resolve_world finds them, against the real HOME).
         world = resolve_world(job.sandbox, settings.sandbox_limits, max_job_mb=max_job_mb, unconfined=unconfined,
                               hide=(str(settings.data_dir), str(config_path().parent)))
     except WorldError as exc:

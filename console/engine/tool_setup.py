@@ -64,7 +64,7 @@ def announce_commands(settings: RunSettings, rt: Runtime, events: ev.EventStream
     if world.unconfined:
         mode, tool, text = "unconfined", "", describe_world(world, memory_by=memory_by)
     else:
-        found = find_bwrap(writable=(str(rt.paths.root),))
+        found = find_bwrap(writable=(str(rt.paths.root),), overlay=bool(world.read_only))
         if isinstance(found, Bwrap):
             mode, tool = "confined", found.label
             text = describe_world(world, tool=found.label, memory_by=memory_by,

@@ -50,6 +50,16 @@ def hostile_job(make_job, script: str, *, extra: str = "", timeout: float = 30) 
     return paths
 
 
+def allow(caps: str) -> None:
+    """The operator's config file says ``caps`` under [sandbox_limits] (the tests' own config: conftest)."""
+    Path(os.environ["AGENT_CONSOLE_CONFIG"]).write_text(f"[sandbox_limits]\n{caps}\n")
+
+
+# The tests' Python is not in the sandbox unless an extra path shows it; where it lives (a home, as pyenv's) the
+# operator allows it.
+ALLOW_PY = f'read_only = ["{PY_HOME}"]'
+
+
 def turns(*calls_per_turn: list[tuple[str, dict[str, Any]]], end: str = "done") -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [{"text": "", "calls": [{"name": n, "arguments": a} for n, a in calls]}
                                  for calls in calls_per_turn]
@@ -75,6 +85,7 @@ def events_of(paths: JobPaths, kind: type[ev.EventBase]) -> list[Any]:
 
 
 def test_the_header_says_what_a_command_sees_and_its_bounds(make_job, tmp_path, capsys, bwrap: Bwrap) -> None:
+    allow(f"network = true\n{ALLOW_PY}")
     paths = hostile_job(make_job, "", extra='[sandbox]\nmemory_mb = 512\nnetwork = true\n'
                                            f'read_only = ["{PY_HOME}"]')
     assert play(paths, tmp_path, write_and_run("echo hi")) == INCOMPLETE
@@ -155,6 +166,7 @@ def test_host_unix_sockets_cannot_be_reached(make_job, tmp_path, capsys) -> None
     path = str(sock_dir / "api.sock")
     program = (f"{PY} -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{path}'); "
                "print('CONNECTED')\" 2>&1 | tail -1\n")
+    allow(ALLOW_PY)
     paths = hostile_job(make_job, program, extra=f'[sandbox]\nread_only = ["{PY_HOME}"]\n')
     with socket.socket(socket.AF_UNIX) as server:
         server.bind(path)
@@ -162,6 +174,56 @@ def test_host_unix_sockets_cannot_be_reached(make_job, tmp_path, capsys) -> None
         assert play(paths, tmp_path, write_and_run(program)) == INCOMPLETE
     [result] = results(paths)
     assert "CONNECTED" not in result.content and "No such file or directory" in result.content
+
+
+def test_the_default_limits_grant_no_path_of_the_home_or_etc_and_no_network(make_job, tmp_path, capsys) -> None:
+    """Found: with no [sandbox_limits] in the operator's config, a job asking read_only = ["~", "/etc"] and network =
+    true read ~/.ssh/id_rsa, ~/.pgpass and /etc/shadow, with the network on. Now the job is refused at the start:
+    exit 2, one line naming the job's key and the config key that would allow it."""
+    program = "cat /etc/shadow ~/.ssh/id_rsa; echo ran\n"
+    cases = (('[sandbox]\nread_only = ["~", "/etc"]\nnetwork = true\n',
+                         "key 'sandbox.network': the operator's config does not give jobs the network; to allow it, "
+                         "set network = true under [sandbox_limits] in the config file"),
+                        ('[sandbox]\nread_only = ["~", "/etc"]\n',
+                         "key 'sandbox.read_only.0': '~' is inside your home folder, which jobs may not read by "
+                         "default; to allow it, list it in read_only under [sandbox_limits] in the config file "
+                         '(read_only = ["~"], or true for any path)'),
+                        ('[sandbox]\nread_only = ["/etc"]\n', "key 'sandbox.read_only.0': '/etc' is inside /etc"))
+    paths = make_job()
+    for extra, said in cases:
+        (paths.root / "job.toml").write_text(JOB_TOML.format(timeout=30, extra=extra))
+        assert play(paths, tmp_path, write_and_run(program)) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and said in err, err
+        assert not paths.events.exists()
+
+
+def test_an_allowed_home_shows_no_credential_and_no_socket(make_job, tmp_path, monkeypatch, capsys) -> None:
+    """The same job where the operator allows any path (read_only = true): the credentials of the home stay hidden
+    (~/.ssh, ~/.pgpass: the store's password, where the README puts it), /etc/shadow too, and a unix socket a host
+    program serves in the home cannot be reached. What else is there still reads."""
+    home = tmp_path / "operator"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text("-----BEGIN OPENSSH PRIVATE KEY----- OP-KEY")
+    (home / ".pgpass").write_text("db.example.net:5432:agents:agents:OP-PG-PASSWORD\n")
+    (home / "notes.txt").write_text("plain notes\n")
+    (home / "run").mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    allow("read_only = true")
+    sock = home / "run" / "agent.sock"
+    program = (f'cat "{home}/.ssh/id_rsa" "{home}/.pgpass" /etc/shadow 2>&1; cat "{home}/notes.txt"\n'
+               f"{PY} -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{sock}'); print('CONNECTED')\" "
+               "2>&1 | tail -1\n")
+    paths = hostile_job(make_job, program, extra=f'[sandbox]\nread_only = ["~", "/etc", "{PY_HOME}"]\n')
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(sock))
+        server.listen(1)
+        assert play(paths, tmp_path, write_and_run(program)) == INCOMPLETE
+    [result] = results(paths)
+    assert "OP-" not in result.content and "root:" not in result.content, result.content  # shadow: root:hash:...
+    assert result.content.splitlines()[-2:] == ["plain notes", "ConnectionRefusedError: [Errno 111] Connection refused"]
+    [head] = events_of(paths, ev.CommandSandbox)
+    assert "no unix socket in them can be reached" in head.text and ".pgpass" in head.text
 
 
 def test_without_bubblewrap_every_call_is_refused_and_the_operator_told(make_job, tmp_path, monkeypatch,

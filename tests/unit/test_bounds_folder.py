@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import tempfile
 import tracemalloc
 from pathlib import Path
@@ -115,16 +116,92 @@ def test_a_wide_folder_is_measured_without_holding_its_listing(tmp_path: Path) -
     assert peak < 1 << 20, peak
 
 
-def test_deep_and_setid_still_handled(tmp_path: Path) -> None:
+def _chain(top: str, depth: int) -> int:
+    """``depth`` folders named d, one in the other (made by descriptor: the path is longer than PATH_MAX), with a
+    setuid file and 1 KB at the bottom; the descriptor of the deepest, for the caller to close."""
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(depth):
+        os.mkdir("d", dir_fd=fd)
+        deeper = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = deeper
+    tool = os.open("tool", os.O_CREAT | os.O_WRONLY, 0o755, dir_fd=fd)
+    os.write(tool, b"x" * 1024)
+    os.close(tool)
+    os.chmod("tool", 0o4755, dir_fd=fd)
+    return fd
+
+
+def _unchain(top: str) -> None:
+    """Remove what :func:`_chain` made, a level at a time (shutil.rmtree holds a descriptor a level)."""
+    d, moved = os.path.join(top, "d"), os.path.join(top, "moved")
+    while os.path.isdir(os.path.join(d, "d")):
+        os.rename(os.path.join(d, "d"), moved)
+        os.rmdir(d)
+        os.rename(moved, d)
+    for name in os.listdir(d):
+        os.unlink(os.path.join(d, name))
+    os.rmdir(d)
+
+
+@pytest.mark.parametrize("depth", [300, 5000])
+def test_a_setuid_file_at_any_depth_loses_its_bit_and_the_folder_is_measured(tmp_path: Path, depth: int) -> None:
+    """Found: a setuid file 300 folders deep survived the sweep after a call (the walk stopped at 256 levels, holding
+    a descriptor a level). Now every level is walked with at most WINDOW open, whatever the depth."""
+    from console.engine.tools import folder_size
+
     (tmp_path / "tool").write_bytes(b"#!/bin/sh\n")
     os.chmod(tmp_path / "tool", 0o4755)
+    deepest = _chain(str(tmp_path), depth)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        # Far fewer descriptors than levels (a descriptor a level would run out at once): the walk keeps its window.
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, len(os.listdir("/proc/self/fd")) + 300), hard))
+        try:
+            m = measure_folder(str(tmp_path), strip_setid=True)
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        assert m.unmeasurable == "" and len(m.unset) == 2 and m.unset[0] == "tool", m
+        assert m.unset[1].startswith("...") and m.unset[1].endswith("/d/d/tool") and len(m.unset[1]) <= 80
+        assert not os.stat("tool", dir_fd=deepest).st_mode & 0o6000
+        assert m.bytes >= depth * folder_size.ENTRY_BYTES + 1024
+        assert measure_folder(str(tmp_path), strip_setid=True).unset == []
+    finally:
+        os.close(deepest)
+        _unchain(str(tmp_path))
+
+
+def test_a_deep_walk_comes_back_up_to_each_folder_where_it_left_it(tmp_path: Path, monkeypatch) -> None:
+    """With two levels open at once, a tree of folders in folders is measured as os.walk sees it, every setuid bit
+    found: a level closed on the way down is reopened through ".." and its listing goes on after what was taken."""
+    import random
+    import stat as st
+
+    from console.engine.tools import folder_size
+
+    rng = random.Random(7)
+    folders = [tmp_path]
+    for i in range(300):
+        parent = rng.choice(folders[-4:] if rng.random() < 0.7 else folders)
+        if rng.random() < 0.5:
+            folders.append(parent / f"d{i}")
+            folders[-1].mkdir()
+        else:
+            (parent / f"f{i}").write_bytes(b"x" * rng.randint(0, 5000))
+            if rng.random() < 0.2:
+                os.chmod(parent / f"f{i}", 0o4755)
+    total, setid = 0, []
+    for folder, dirs, files in os.walk(tmp_path):
+        for name in dirs + files:
+            s = os.lstat(os.path.join(folder, name))
+            total += max(s.st_size, s.st_blocks * 512, folder_size.ENTRY_BYTES)
+            if st.S_ISREG(s.st_mode) and s.st_mode & 0o6000:
+                rel = os.path.relpath(os.path.join(folder, name), tmp_path)
+                setid.append(rel if len(rel) <= 80 else "..." + rel[-77:])  # as the result shows a long one
+    monkeypatch.setattr(folder_size, "WINDOW", 2)
     m = measure_folder(str(tmp_path), strip_setid=True)
-    assert m.unset == ["tool"] and not os.stat(tmp_path / "tool").st_mode & 0o4000
-    d = tmp_path
-    for _ in range(300):
-        d = d / "d"
-    d.mkdir(parents=True)
-    assert "deep" in measure_folder(str(tmp_path)).unmeasurable
+    assert (m.bytes, sorted(m.unset), m.unmeasurable) == (total, sorted(setid), "")
+    assert len(setid) > 10
 
 
 def test_the_file_tools_first_count_holds_no_listing_either(tmp_path: Path) -> None:

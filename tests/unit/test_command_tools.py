@@ -344,14 +344,34 @@ def test_a_calls_own_setup_failure_is_a_refusal_not_its_output(rt: Runtime, tmp_
     a bwrap again (the failure is never remembered)."""
     state = tmp_path / "calls"
     body = (f'n=$(cat "{state}" 2>/dev/null || echo 0); echo $((n+1)) > "{state}"\n'
-            # the probe (call 1) and the third run work; the call's own run (2) fails as bwrap fails
-            f'if [ "$n" = 1 ]; then echo "bwrap: Can\'t mount tmpfs on /newroot/tmp: No space left" >&2; exit 1; fi\n'
+            # the probe (runs 1 and 2: plain, then with the overlay of an extra path) and the fourth run work; the
+            # call's own run (3) fails as bwrap fails
+            f'if [ "$n" = 2 ]; then echo "bwrap: Can\'t mount tmpfs on /newroot/tmp: No space left" >&2; exit 1; fi\n'
             f'exec "{bwrap.path}" "$@"\n')
     no_bwrap([(fake_bwrap(tmp_path, body), "system")])
     out = call(rt, py("print('ran')"), CONFINED, name="mark")
     assert not out.ok and "ran" not in out.content.splitlines()[1:]
     assert out.content.startswith("mark was not run: its sandbox could not be set up (bwrap: Can't mount tmpfs")
     assert call(rt, py("print('ran')"), CONFINED, name="mark").content.endswith("\nran")
+
+
+def test_a_bwrap_without_overlays_refuses_only_the_calls_of_a_job_with_extra_paths(rt: Runtime, tmp_path: Path,
+                                                                                 no_bwrap, bwrap: Bwrap) -> None:
+    """An extra folder is shown as an overlay (no socket in it reachable); a bubblewrap older than 0.10 cannot mount
+    one: a job with extra paths is refused, saying why (fail closed, not a bind whose sockets connect); a job
+    without them runs."""
+    old = tmp_path / "old"
+    old.mkdir()
+    fake = old / "bwrap"
+    fake.write_text("#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'bubblewrap 0.9.0'; exit 0; fi\n"
+                    f'exec "{bwrap.path}" "$@"\n')
+    fake.chmod(0o755)
+    no_bwrap([(str(fake), "system")])
+    out = call(rt, py("print('ran')"), CONFINED, name="mark")
+    assert out.content.startswith(f"mark was not run: its sandbox could not be set up (system {fake}: bubblewrap "
+                                  "0.9.0 cannot mount the overlays that the job's extra read-only paths need "
+                                  "(bubblewrap 0.10 or newer, and overlayfs in a user namespace: Linux 5.11))"), out
+    assert call(rt, ["sh", "-c", "echo ran"], CommandWorld(), name="mark").content == "exit code 0\nran"
 
 
 def test_a_command_that_prints_like_bwrap_is_its_own_output(rt: Runtime, bwrap: Bwrap) -> None:

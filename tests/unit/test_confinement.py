@@ -342,3 +342,140 @@ def test_a_command_is_stopped_when_the_hosts_open_file_table_is_nearly_full(rt: 
     out = call(rt, ["sleep", "30"], CONFINED)
     assert time.monotonic() - started < 5
     assert out.content.startswith("stopped: the host's table of open files was nearly full (95 of 100)")
+
+
+# -- issue 32: what an extra path the operator allows still hides, and the calls the filter refuses ---------------
+def test_credentials_inside_an_allowed_home_stay_hidden(make_rt, tmp_path: Path) -> None:
+    """Found: a job asking read_only = ["~"] read ~/.ssh/id_rsa and ~/.pgpass (the store's password). Now, even where
+    the operator allows any path, the credentials of every home folder in an extra path are covered (the operator's
+    and another user's under a folder of homes), and what else is there still reads."""
+    from console.engine.tools.limits import SandboxCaps, SandboxSection, resolve_world
+
+    op, alice = tmp_path / "op", tmp_path / "users" / "alice"
+    secrets = {".ssh/id_rsa": "OP-SSH-KEY", ".pgpass": "db:5432:*:agents:OP-PG-PASSWORD", ".netrc": "OP-NETRC",
+               ".aws/credentials": "OP-AWS", ".config/gh/hosts.yml": "OP-GH-TOKEN", ".kube/config": "OP-KUBE",
+               ".docker/config.json": "OP-DOCKER", ".gnupg/private-keys-v1.d/k.key": "OP-GPG"}
+    for rel, text in secrets.items():
+        (op / rel).parent.mkdir(parents=True, exist_ok=True)
+        (op / rel).write_text(text)
+    (op / "notes.txt").write_text("plain notes\n")
+    (alice / ".ssh").mkdir(parents=True)
+    (alice / ".ssh" / "id_ed25519").write_text("ALICE-SSH-KEY")
+    rt = make_rt()
+    world = resolve_world(SandboxSection(read_only=["~", str(tmp_path / "users")]), SandboxCaps(read_only=True),
+                          max_job_mb=100, home=str(op), homes=(str(op), str(alice)))
+    targets = [*(str(op / rel) for rel in secrets), str(alice / ".ssh" / "id_ed25519")]
+    code = ('for f in "$@"; do cat "$f" 2>/dev/null; done; echo; ls -A "$0/.ssh" "$0/.config" | tr "\\n" " "; echo; '
+            'cat "$0/notes.txt"')
+    out = call(rt, ["sh", "-c", code, str(op), *targets], world)
+    assert out.ok, out.content
+    assert "OP-" not in out.content and "ALICE" not in out.content, out.content
+    assert lines(out)[-1] == "plain notes" and sorted(lines(out)[-2].split()) == [f"{op}/.config:", f"{op}/.ssh:"]
+
+
+def test_a_socket_in_an_allowed_path_cannot_be_reached(rt: Runtime, tmp_path: Path) -> None:
+    """Found: a read-only bind does not stop connect(): a job given a folder with a host program's unix socket in it
+    reached that program. The folder is an overlay: its files read, its sockets (made before or after the run
+    started) are not the ones the host listens on."""
+    shared = tmp_path / "shared"
+    (shared / "run").mkdir(parents=True)
+    (shared / "readme.txt").write_text("shared files\n")
+    path = str(shared / "run" / "daemon.sock")
+    code = ("import socket, sys\n"
+            "print(open(sys.argv[2]).read().strip())\n"
+            "s = socket.socket(socket.AF_UNIX)\n"
+            "try:\n"
+            "    s.connect(sys.argv[1]); print('CONNECTED')\n"
+            "except OSError as e: print('refused', e.strerror)\n")
+    world = replace(CONFINED, read_only=(*CONFINED.read_only, str(shared)))
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(path)
+        server.listen(1)
+        out = call(rt, py(code, path, str(shared / "readme.txt")), world)
+        assert lines(out) == ["shared files", "refused Connection refused"], out.content
+        assert call(rt, py(code, path, str(shared / "readme.txt")), UNCONFINED).content.endswith("CONNECTED")
+    # Files keep their modes and owner through the overlay; the folder stays read-only.
+    check = call(rt, ["sh", "-c", f'stat -c %a:%u "{shared}" "{shared}/readme.txt"; touch "{shared}/x" 2>&1 | wc -l'],
+                 world)
+    st, sf = os.stat(shared), os.stat(shared / "readme.txt")
+    assert lines(check) == [f"{st.st_mode & 0o7777:o}:{st.st_uid}", f"{sf.st_mode & 0o7777:o}:{sf.st_uid}", "1"]
+
+
+OPENAT2 = ("import ctypes, os\n"
+           "class How(ctypes.Structure):\n"
+           "    _fields_ = [('flags', ctypes.c_uint64), ('mode', ctypes.c_uint64), ('resolve', ctypes.c_uint64)]\n"
+           "libc = ctypes.CDLL(None, use_errno=True)\n"
+           "how = How(os.O_CREAT | os.O_WRONLY, 0o4755, 0)\n"
+           "nr = {'x86_64': 437, 'aarch64': 437}[os.uname().machine]\n"
+           "fd = libc.syscall(nr, -100, b'made', ctypes.byref(how), ctypes.sizeof(how))\n"
+           "print('openat2', fd, os.strerror(ctypes.get_errno()) if fd < 0 else '')\n"
+           "print(oct(os.stat('made').st_mode) if os.path.exists('made') else 'no file')\n"
+           "open('plain', 'w').write('x'); print(open('plain').read())\n"
+           "import subprocess; print(subprocess.run(['true']).returncode)\n")
+
+
+@pytest.mark.skipif(__import__("platform").machine() not in ("x86_64", "aarch64"), reason="no filter for this arch")
+def test_openat2_cannot_make_a_setuid_file(rt: Runtime) -> None:
+    """Found: openat2 takes its mode in a struct the filter could not read: a command made a setuid-root file with it.
+    It is refused (ENOSYS: callers fall back to openat, which the filter checks); open() and a child still work."""
+    out = call(rt, py(OPENAT2), CONFINED)
+    assert lines(out) == ["openat2 -1 Function not implemented", "no file", "x", "0"], out.content
+    assert not (rt.paths.root / "made").exists()
+
+
+# The system calls' numbers (the kernel's tables: arch/x86/entry/syscalls/syscall_64.tbl, include/uapi/asm-generic/
+# unistd.h for aarch64).
+SYSCALLS = {
+    "x86_64": {"kcmp": 312, "move_pages": 279, "memfd_secret": 447, "personality": 135, "clone3": 435,
+               "modify_ldt": 154},
+    "aarch64": {"kcmp": 272, "move_pages": 239, "memfd_secret": 447, "personality": 92, "clone3": 435},
+}
+# (name, the call's Python, what it must say): each one Docker's default profile refuses, each one worked here before.
+REFUSED_CALLS = [
+    ("kcmp", "sc('kcmp', os.getpid(), os.getpid(), 0, 0, 0)", "Operation not permitted"),
+    ("move_pages", "sc('move_pages', 0, 0, None, None, None, 0)", "Operation not permitted"),
+    ("memfd_secret", "sc('memfd_secret', 0)", "Function not implemented"),
+    ("personality", "sc('personality', 0x0040000)", "Operation not permitted"),  # ADDR_NO_RANDOMIZE
+    ("vsock", "socket.socket(40, socket.SOCK_STREAM).close() or 0", "Address family not supported by protocol"),
+    ("clone3", "sc('clone3', None, 0)", "Function not implemented"),
+]
+if __import__("platform").machine() == "x86_64":
+    REFUSED_CALLS.append(("modify_ldt", "sc('modify_ldt', 0, ctypes.create_string_buffer(16), 16)",
+                          "Operation not permitted"))
+
+
+@pytest.mark.skipif(__import__("platform").machine() not in ("x86_64", "aarch64"), reason="no filter for this arch")
+@pytest.mark.parametrize("name, expr, said", REFUSED_CALLS, ids=[c[0] for c in REFUSED_CALLS])
+def test_the_calls_dockers_profile_refuses_are_refused(rt: Runtime, name: str, expr: str, said: str) -> None:
+    """Found: commands could call modify_ldt, kcmp, move_pages, memfd_secret (and open a vsock to the hypervisor's
+    host, which no network namespace closes)."""
+    code = ("import ctypes, os, socket, sys\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            f"NR = {SYSCALLS[__import__('platform').machine()]!r}\n"
+            "def sc(name, *args):\n"
+            "    ctypes.set_errno(0)\n"
+            "    r = libc.syscall(NR[name], *[ctypes.c_long(a) if isinstance(a, int) else a for a in args])\n"
+            "    if r < 0: raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))\n"
+            "    return r\n"
+            "try:\n"
+            f"    print('ALLOWED', {expr})\n"
+            "except OSError as e: print(e.strerror)\n")
+    out = call(rt, py(code), CONFINED)
+    assert lines(out) == [said], (name, out.content)
+
+
+def test_a_setuid_file_at_any_depth_loses_its_bit(rt: Runtime) -> None:
+    """Found: a setuid file 300 folders deep survived the sweep after a call (its walk stopped at 256 levels)."""
+    deep = rt.paths.root
+    for _ in range(300):
+        deep = deep / "d"
+    deep.mkdir(parents=True)
+    (deep / "tool").write_bytes(b"#!/bin/sh\n")
+    os.chmod(deep / "tool", 0o4755)  # made by other means than a confined command (which cannot)
+    out = call(rt, ["true"], CONFINED)
+    said = re.search(r"the setuid/setgid bit was removed from \.\.\.(/d)+/tool: files", out.content)
+    assert out.ok and said, out.content
+    assert not (deep / "tool").stat().st_mode & 0o6000
+    # An unconfined command's, the same.
+    out = call(rt, ["sh", "-c", 'cd "$1" && echo x > tool2 && chmod 4755 tool2', "sh", str(deep)], UNCONFINED)
+    assert "the setuid/setgid bit was removed from" in out.content and not (deep / "tool2").stat().st_mode & 0o6000

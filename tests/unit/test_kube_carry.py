@@ -63,7 +63,7 @@ open_files = 555
 file_size_mb = 66
 tmp_mb = 88
 shm_mb = 99
-network = false
+network = true
 read_only = false
 [prices."m-1"]
 input = 1.5

@@ -341,7 +341,7 @@ def _run_tool(config: CommandToolConfig, world: CommandWorld, rt: Runtime) -> To
     if not world.unconfined:
         if root == "/":
             return ToolOutcome(False, f"{name} was not run: the job folder is '/', which cannot be confined.")
-        found = find_bwrap(writable=(root,))
+        found = find_bwrap(writable=(root,), overlay=bool(world.read_only))
         if isinstance(found, str):
             return _refused(rt, name, found)
         bwrap = found
@@ -350,7 +350,12 @@ def _run_tool(config: CommandToolConfig, world: CommandWorld, rt: Runtime) -> To
             binds, created = protected_binds(root, (kept,) if kept else ())
         except ConfineError as exc:
             return ToolOutcome(False, f"{name} was not run: {exc} (the operator must fix the job folder).")
-        launch = Launch(bwrap.path, bwrap_options(root, env, binds, world, bwrap.extra), seccomp.program())
+        try:
+            options = bwrap_options(root, env, binds, world, bwrap.extra)
+        except ConfineError as exc:
+            remove_stand_ins(created)
+            return _refused(rt, name, str(exc))
+        launch = Launch(bwrap.path, options, seccomp.program())
     _, redo = rt.intent(lambda: {"command": name, "started": True})
     if redo:
         remove_stand_ins(created)

