@@ -108,3 +108,16 @@ def test_a_run_shows_its_base_url_without_the_password(where: str, monkeypatch: 
     # The run's own record keeps the URL whole (a resume calls the same server), private to the operator.
     launch = folder / ".console" / "launch.json"
     assert json.loads(launch.read_text())["base_url"] == url and stat.S_IMODE(launch.stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("url", [f"http://user:{SECRET}@proxy/v1", f"http://proxy/v1?api-key={TOKEN}",
+                                 f"https://{TOKEN}@proxy/v1"])
+def test_submit_never_puts_a_secret_url_in_a_manifest(url: str) -> None:
+    from types import SimpleNamespace
+
+    from console.engine.job import JobError
+    from console.kube.carry import run_flags
+
+    with pytest.raises(JobError, match="holds a password or a key") as caught:
+        run_flags(SimpleNamespace(provider="openai", model="m", base_url=url), unconfined=False)
+    assert SECRET not in str(caught.value) and TOKEN not in str(caught.value)
