@@ -11,7 +11,7 @@ pod), and two machines' folders of the same path are two runs. Its short id stay
 Followers wake on NOTIFY (:data:`EVENTS_CHANNEL`, :data:`COMMANDS_CHANNEL`; the payload is the run's key)
 instead of polling. Every error is a :class:`StoreError` of one line that never shows the URL's password.
 
-Why one module of ~520 lines: it is the one place that knows the SQL and psycopg, the store's side of every
+Why one module of ~570 lines: it is the one place that knows the SQL and psycopg, the store's side of every
 update the engine makes, every read the views make and the lease and command queues the links use.
 """
 
