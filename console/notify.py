@@ -14,7 +14,7 @@ dead channel delays no other; a working one is told within a second or two of th
 turns into an ``error`` event, where="notify"). Apprise URLs carry tokens and passwords: what is shown of one,
 anywhere, is only ``scheme://host`` (:func:`shown_url`), and Apprise's own log lines are kept from the terminal.
 
-Why one module of ~575 lines: a need's message, its reminders and the channels that send them share one state
+Why one module of ~610 lines: a need's message, its reminders and the channels that send them share one state
 under one lock (what was told, since when, what answered it, what is queued), and the URL helpers are what
 keeps that state's secrets out of every message.
 """
@@ -91,7 +91,44 @@ def _instantiate(url: str) -> Any:
         # Apprise spaces two sends to one service by 5.5 s by default: a second need right after a first (a
         # restart to approve, then the end) would miss its 5 s. Needs are rare (one per reason): 1 s is polite.
         plugin.request_rate_per_sec = SPACING
+    if plugin is not None:
+        _allow_no_mentions(plugin)
     return plugin
+
+
+# Mentions in what a message quotes (an agent's summary, a need's reason, a job's name, a store's row) must not
+# ping anyone: "@everyone" / "@here" pinged a whole Discord server, "@room" a Matrix room. An "@" that starts a word
+# (not an address's: "bob@example.org") is followed by a zero-width space, as discord.py's escape_mentions does:
+# Discord's @everyone/@here/<@id>, Matrix's @room, Mattermost's and Rocket.Chat's @all/@here/@channel, Zulip's
+# @**all** are then text. A "<" that opens a Slack or Google Chat mention (<!channel>, <!here>, <@U1>, <#C1>,
+# <users/all>) or a Discord user or role mention (<@1>, <@&1>) gets one too (Apprise's Slack plugin escapes "<" in
+# plain text already; this holds for a channel whose URL asks for another format). The harness's own words have no
+# "@" or "<" of this kind: every message is made so whole, at its delivery.
+ZWSP = "\u200b"
+_AT_MENTION = re.compile(r"(?<![\w.+\-/])@(?=[\w*!&#])")
+_ANGLE_MENTION = re.compile(r"<(?=[!@#]|users/)", re.IGNORECASE)
+
+
+def no_mentions(text: str) -> str:
+    """``text`` with every mention made plain text (see above): what any channel shows, and nobody is pinged."""
+    return _ANGLE_MENTION.sub("<" + ZWSP, _AT_MENTION.sub("@" + ZWSP, text))
+
+
+def _allow_no_mentions(plugin: Any) -> None:
+    """Discord's webhook, told in the payload to ping nobody whatever the text holds (``allowed_mentions`` with an
+    empty ``parse``: https://discord.com/developers/docs/resources/message#allowed-mentions-object). Apprise has no
+    option for it: its payload is given the key at the one place it posts from (its ``_send``), checked by
+    tests/unit/test_notify_mentions.py against the payload that reaches a loopback server."""
+    send = getattr(plugin, "_send", None)
+    if type(plugin).__name__ != "NotifyDiscord" or not callable(send):
+        return
+
+    def _send(payload: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(payload, dict):
+            payload["allowed_mentions"] = {"parse": []}
+        return send(payload, *args, **kwargs)
+
+    plugin._send = _send
 
 
 def shown_url(url: str, plugin: Any = None) -> str:
@@ -485,7 +522,7 @@ class Notifier:
             # ``?format=html``) or Markdown (Slack, Discord, ``?format=markdown``), where an agent's
             # ``<a href=...>`` or ``[Approve](https://...)`` would be a link on the operator's phone; with it,
             # Apprise escapes the text for the channel's format.
-            ok = bool(channel.plugin.notify(body=message.body, title=message.title,
+            ok = bool(channel.plugin.notify(body=no_mentions(message.body), title=no_mentions(message.title),
                                             notify_type=NotifyType(message.kind), body_format=NotifyFormat.TEXT))
         except Exception as exc:
             ok, why = False, f"{type(exc).__name__}: {exc}"

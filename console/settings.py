@@ -41,6 +41,7 @@ from console.engine.job import (
     validate_base_url,
 )
 from console.engine.tools.limits import SandboxCaps, WorldError, resolve_world
+from console.engine.url_secrets import shown_url
 from console.providers import registry
 
 if TYPE_CHECKING:  # imported where a run is resolved: `jobs` and the operator's commands start without them
@@ -424,7 +425,7 @@ def resolve_run_settings(settings: Settings, job: JobConfig, *, job_toml: str = 
         try:
             validate_base_url(flags["base_url"])
         except ValueError as exc:
-            raise JobError(f"--base-url {one_line(repr(flags['base_url']), 120)}: {exc}") from None
+            raise JobError(f"--base-url {one_line(repr(shown_url(flags['base_url'])), 120)}: {exc}") from None
     if rs.soft_threshold >= rs.hard_threshold:
         raise JobError(
             f"soft_threshold ({rs.soft_threshold}) must be below hard_threshold ({rs.hard_threshold})"

@@ -27,7 +27,14 @@ def say(line: str, stream: Any = None) -> None:
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, with a usage error as the one line every other bad input gets (exit code 2)."""
+    """argparse, with a usage error as the one line every other bad input gets (exit code 2), and no flag taken
+    from its start: argparse's default prefix matching read `--unconf` as `--unconfined` (the sandbox off) and a
+    typo as whichever flag it began. Subcommands' parsers are of this class too (add_subparsers makes its parsers
+    with the parent's class), so the default here reaches every one of them."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         err(f"{message} (see: {self.prog} --help)")

@@ -24,6 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from console.engine.text import safe_text
+from console.engine.url_secrets import scrub_url
 
 STATE_DIR = ".console"
 # job.toml and the settings file are small: anything larger is a mistake (or an attack), not a config.
@@ -131,8 +132,8 @@ def validate_base_url(value: str) -> str:
         parts = urllib.parse.urlsplit(value)
         host = parts.hostname
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number in 0-65535
-    except ValueError as exc:
-        raise ValueError(f"not a valid URL ({exc})") from None
+    except ValueError as exc:  # the parser's words may quote a part of the URL: never its password
+        raise ValueError(f"not a valid URL ({scrub_url(str(exc), value)})") from None
     if parts.scheme.lower() not in ("http", "https"):
         raise ValueError("the URL must start with http:// or https:// (e.g. http://127.0.0.1:11434/v1)")
     if not host:

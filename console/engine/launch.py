@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from console.engine.atomic import atomic_write_text
 from console.engine.job import MAX_CARRYOVER_TURNS, MAX_COMPACT_AT, MAX_RESTARTS, JobPaths
+from console.engine.url_secrets import shown_url as shown_url_secret
 
 LAUNCH_NAME = "launch.json"
 # 2: max_restarts counts sessions, as seed 004 does (a context full in session N >= max_restarts ends the run);
@@ -143,6 +144,8 @@ def describe(name: str, value: Any) -> str:
         return ", ".join(shown_url(u) for u in value) or "none"
     if value is None:
         return "default"
+    if name == "base_url":
+        return shown_url_secret(str(value))
     return str(value)
 
 
@@ -205,7 +208,10 @@ class LaunchStart:
 
     def event_fields(self) -> dict[str, Any]:
         r = self.record
-        return {"source": self.source, "provider": r.provider, "model": r.model, "base_url": r.base_url,
+        # The base URL as it may be shown (its user-info and secret query values hidden): the record keeps it whole
+        # for the provider's call and a resume; the event reaches the log, the journal and a shared store.
+        return {"source": self.source, "provider": r.provider, "model": r.model,
+                "base_url": shown_url_secret(r.base_url) or None,
                 "context_window": r.context_window or 0, "auto_restart": bool(r.auto_restart),
                 "max_restarts": r.max_restarts or 0, "max_turns": r.max_turns or 0, "unconfined": r.unconfined,
                 "notify": list(self.shown_notify) if self.shown_notify is not None else

@@ -4,7 +4,6 @@ the log in chunks with :class:`LogReader`; ``--json`` passes the lines through, 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import stat
@@ -19,6 +18,7 @@ from typing import BinaryIO, TextIO
 from pydantic import ValidationError
 
 from console.engine import events as ev
+from console.engine.bounded_json import BoundsError, loads
 from console.engine.text import safe_text
 from console.headless.live import HeadlessLog
 from console.view import present
@@ -166,15 +166,12 @@ class _Tail:
         return None
 
 
-def _no_constant(name: str) -> None:
-    raise ValueError(f"{name} is not JSON that jq reads")
-
-
 def _event_shape(raw: bytes) -> dict[str, object] | None:
-    """``raw`` as JSON if it is one event-shaped object (an int seq, a str type), else None (damage)."""
+    """``raw`` as JSON if it is one event-shaped object (an int seq, a str type), else None (damage). Parsed with
+    bounds (a line, or a store's row, of 5,000 nested arrays is damage, not a RecursionError)."""
     try:
-        data = json.loads(raw, parse_constant=_no_constant)
-    except (ValueError, RecursionError):
+        data = loads(raw)
+    except BoundsError:
         return None
     if not isinstance(data, dict) or type(data.get("seq")) is not int or not isinstance(data.get("type"), str):
         return None
@@ -252,9 +249,12 @@ class StoryPrinter:
         if self._damage_told:
             return
         self._damage_told = True
+        # A reader of another source (the store's rows) names the event its own way.
+        where = getattr(self.reader, "where", None)
+        what = where() if callable(where) else f"{self.path}: line {self.reader.line_no}"
         with contextlib.suppress(OSError, ValueError):
-            self.err.write(f"agent-console: {safe_text(str(self.path), one_line=True)}: line {self.reader.line_no} "
-                           "is not an event (damaged); skipped, as is any other damaged line\n")
+            self.err.write(f"agent-console: {safe_text(what, one_line=True)} is not an event (damaged); skipped, as "
+                           "is any other damaged line\n")
             self.err.flush()
 
     # -- input -----------------------------------------------------------------------------------------------

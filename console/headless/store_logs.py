@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 from collections.abc import Iterator
@@ -21,9 +20,10 @@ SAFETY_LOOK = 5.0  # seconds: the store is asked at least this often even withou
 class StoreLines:
     """The :class:`~console.headless.logs.LogReader` interface over the store's events of one run."""
 
-    def __init__(self, store: Any, key: str) -> None:
+    def __init__(self, store: Any, key: str, run: str = "") -> None:
         self.store = store
         self.key = key
+        self.run = run  # its short id, as a note names it
         self.seq = 0
         self.line_no = 0
         self.rewound = False
@@ -36,14 +36,20 @@ class StoreLines:
         return woken
 
     def lines(self) -> Iterator[bytes | None]:
+        """Each event's body as the store holds it (its JSON text: parsed once, by the printer, with bounds); None
+        for one larger than a body may be (a bad row, which the printer says)."""
         while True:
-            page = self.store.events_after(self.key, self.seq, PAGE)
-            for seq, body in page:
+            page = self.store.event_texts_after(self.key, self.seq, PAGE)
+            for seq, text in page:
                 self.seq = seq
                 self.line_no += 1
-                yield json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
+                yield None if text is None else text.encode("utf-8", "replace")
             if len(page) < PAGE:
                 return
+
+    def where(self) -> str:
+        """The event last read, as a note about a bad one names it (the store's order of the run's events)."""
+        return f"the store's event {self.seq} of run {self.run}"
 
     def wait(self, seconds: float) -> None:
         """Sleep until the run's link says it stored events (NOTIFY), or ``seconds``."""
@@ -109,7 +115,7 @@ def remote_logs(args: argparse.Namespace) -> int | None:
     store = settings.open_store()
     assert isinstance(store, PgStore)
     key = row.key
-    lines = StoreLines(store, key)
+    lines = StoreLines(store, key, run_id(row.path))
     color = not args.json and use_color(sys.stdout)
     printer = StoryPrinter(_nowhere(), sys.stdout, sys.stderr, run_id=run_id(row.path),
                            as_json=args.json, since=args.since, lines=args.lines or 0, color=color)

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from console.engine.job import JobError
+from console.engine.url_secrets import url_secrets
 
 STORE_ENV = "AGENT_CONSOLE_STORE"
 NOTIFY_ENV = "AGENT_CONSOLE_NOTIFY_URLS"
@@ -144,9 +145,9 @@ def run_flags(rs: Any, unconfined: bool) -> list[str]:
     """The resolved run settings as the flags of the pod's ``run`` (what its launch record will hold)."""
     flags = ["--provider", rs.provider, "--model", rs.model]
     if rs.base_url:
-        if has_password(rs.base_url):
-            raise JobError("the base URL holds a password: it would be in the Job's manifest; give the server a "
-                           "key through the Secret instead")
+        if has_password(rs.base_url) or url_secrets(rs.base_url):  # a user-info, or a key in the query
+            raise JobError("the base URL holds a password or a key: it would be in the Job's manifest; give the "
+                           "server a key through the Secret instead")
         flags += ["--base-url", rs.base_url]
     if rs.context_window_source in ("--context-window", "settings"):
         flags += ["--context-window", str(rs.context_window)]

@@ -17,7 +17,6 @@ RunScreen's follower hands it the following (``follow_events``), so the screen s
 from __future__ import annotations
 
 import contextlib
-import json
 import queue
 import threading
 import time
@@ -46,6 +45,7 @@ SEND_WAIT = 2.0  # seconds a key waits for the store to take its command before 
 # The words for a connection that broke (the driver's own may quote the server's address; the next try's
 # StoreError, which never shows a password, says more).
 LOST = "the store's connection was lost"
+HOST_SHOWN = 255  # characters of a row's host shown (a host name has at most 253)
 
 
 class StoreController:
@@ -59,14 +59,19 @@ class StoreController:
     def __init__(self, url: str, key: str, host: str, run_id: str, source: str = "console",
                  screenshots: Path | None = None) -> None:
         """``screenshots``: where this console's screenshots of the run go (its folder is on the other machine)."""
+        from console.engine.text import safe_text
+
         self.screenshots = screenshots
         self.url = url
         self.key = key
-        self.host = host  # the machine whose folder (plan, files) it is
+        # The machine whose folder (plan, files) it is, as it is shown: the store's row says it, and any machine
+        # sharing the store writes rows (a host of escape sequences wrote the clipboard, retitled and cleared the
+        # screen from the status line). It is only ever shown: the run is reached by its key.
+        self.host = safe_text(host, one_line=True, limit=HOST_SHOWN)
         self.run_id = run_id
         self.source = source
         self.owner: str | None = None  # the current lease's owner ("host:pid:run"); None: no runner holds it
-        self.problem: str | None = None  # the store cannot be read now (one line, no password)
+        self.problem: str | None = None  # the store cannot be read now (one line, no password; shown made safe)
         self.plan: Any = None  # the run's last plan_changed event (its plan file is on its machine)
         self._store: Any = None
         self._lock = threading.Lock()
@@ -158,14 +163,16 @@ class StoreController:
 
 
 
-def _parse(rows: list[tuple[int, Any]]) -> list[ev.EventBase]:
-    """The store's event bodies as events; a body that is no event (a damaged or hostile row) is passed over."""
+def _parse(rows: list[tuple[int, str | None]]) -> list[ev.EventBase]:
+    """The store's event bodies as events, each read with bounds (:func:`console.engine.events.parse_event`); a
+    body that is no event (a damaged or hostile row: not JSON, too deep, too large) is passed over, alone."""
     out: list[ev.EventBase] = []
-    for _seq, body in rows:
+    for _seq, text in rows:
+        if text is None:  # larger than a body may be: the store did not send it
+            continue
         try:
-            text = body if isinstance(body, str) else json.dumps(body)
             out.append(ev.parse_event(text))
-        except (ValueError, TypeError, RecursionError):
+        except ValueError:
             continue
     return out
 

@@ -9,7 +9,6 @@ poller's thread only.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import time
@@ -206,14 +205,18 @@ class RemoteFold(RunFold):
     def catch_up(self) -> bool:
         return False  # fed by apply_bodies
 
-    def apply_bodies(self, bodies: list[tuple[int, dict[str, object]]]) -> bool:
+    def apply_bodies(self, bodies: list[tuple[int, str | None]]) -> bool:
+        """Fold the store's bodies (their JSON text; None: larger than a body may be). Each is parsed with bounds
+        (:func:`console.engine.events.parse_event`): one that is no event is passed over alone, as in a log."""
         events = []
         for seq, body in bodies:
             self.seq = max(self.seq, seq)
+            if body is None:
+                continue
             try:
-                events.append(ev.parse_event(json.dumps(body)))
-            except (ValueError, RecursionError):
-                continue  # a type a newer version adds, or a line no event: as in a log
+                events.append(ev.parse_event(body))
+            except ValueError:
+                continue  # a type a newer version adds, or a body no event (damaged, hostile): as in a log
         return self._apply(events)
 
 
@@ -370,7 +373,7 @@ class Fleet:
                 if budget is not None and self.clock() - started >= budget:
                     return False
                 got = store.events_of_many(behind, REMOTE_PAGE)
-                by_run: dict[str, list[tuple[int, dict[str, object]]]] = {}
+                by_run: dict[str, list[tuple[int, str | None]]] = {}
                 for key, seq, body in got:
                     by_run.setdefault(key, []).append((seq, body))
                 for key, bodies in by_run.items():

@@ -8,6 +8,7 @@ from typing import Annotated
 
 from pydantic import Field, TypeAdapter
 
+from console.engine.bounded_json import MAX_BYTES, BoundsError
 from console.engine.events.base import EventBase
 from console.engine.events.context import (
     ContextCompacted,
@@ -92,5 +93,11 @@ EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 IN_PROCESS_ONLY = frozenset({"text_delta"})
 
 
-def parse_event(line: str) -> EventBase:
+def parse_event(line: str | bytes) -> EventBase:
+    """One event from its JSON line, read with bounds, whoever wrote it (this run, or another machine's row of a
+    shared store): pydantic's parser refuses nesting deeper than about 200 levels without using the Python stack,
+    and a line over :data:`console.engine.bounded_json.MAX_BYTES` is refused before it is parsed. ValueError
+    (pydantic's ValidationError is one) for a line that is no event; never RecursionError."""
+    if len(line) > MAX_BYTES:
+        raise BoundsError(f"{len(line)} bytes, more than the {MAX_BYTES} an event may have")
     return EVENT_ADAPTER.validate_json(line)

@@ -11,7 +11,7 @@ pod), and two machines' folders of the same path are two runs. Its short id stay
 Followers wake on NOTIFY (:data:`EVENTS_CHANNEL`, :data:`COMMANDS_CHANNEL`; the payload is the run's key)
 instead of polling. Every error is a :class:`StoreError` of one line that never shows the URL's password.
 
-Why one module of ~520 lines: it is the one place that knows the SQL and psycopg, the store's side of every
+Why one module of ~570 lines: it is the one place that knows the SQL and psycopg, the store's side of every
 update the engine makes, every read the views make and the lease and command queues the links use.
 """
 
@@ -32,6 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from console.engine.bounded_json import MAX_BYTES, BoundsError, loads
 from console.engine.store.base import (
     COLUMNS,
     FINISHED,
@@ -145,6 +146,7 @@ class PgStore:
         try:
             self.pool = ConnectionPool(url, min_size=1, max_size=pool_max, timeout=CONNECT_TIMEOUT, open=True,
                                        kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
+                                       configure=_bounded_jsonb,
                                        check=ConnectionPool.check_connection, name="agent-console-store")
         except Exception as exc:  # a URL the library refuses: its message may quote the URL
             raise StoreError(f"store {self.shown}: {self._say(exc)}") from None
@@ -371,23 +373,32 @@ class PgStore:
                 raise BadLines(str(exc)) from None
             raise
 
-    def events_after(self, key: str, seq: int, limit: int = 2000) -> builtins.list[tuple[int, dict[str, Any]]]:
-        """The run's events after ``seq``, in order (at most ``limit``). ``seq`` is the store's order of the
-        run's events (``pos``): the events' own seq for a log never moved aside, then each later generation's."""
+    def events_after(self, key: str, seq: int, limit: int = 2000) -> builtins.list[tuple[int, Any]]:
+        """The run's events after ``seq``, in order (at most ``limit``), each body parsed with bounds (None for a
+        body that is no JSON within them: one bad row). ``seq`` is the store's order of the run's events (``pos``):
+        the events' own seq for a log never moved aside, then each later generation's."""
+        return [(pos, _loads(text)) for pos, text in self.event_texts_after(key, seq, limit)]
+
+    def event_texts_after(self, key: str, seq: int, limit: int = 2000) -> builtins.list[tuple[int, str | None]]:
+        """:meth:`events_after` with each body as its JSON text (None: larger than a body may be); a reader parses
+        it once, with bounds (:func:`console.engine.bounded_json.loads`, or the event models)."""
         with self.connection() as conn:
-            rows = conn.execute("SELECT pos, body FROM events WHERE run_key=%s AND pos > %s ORDER BY pos LIMIT %s",
+            rows = conn.execute(f"SELECT pos, {_bounded('t')} FROM (SELECT pos, body::text AS t FROM events "
+                                "WHERE run_key=%s AND pos > %s ORDER BY pos LIMIT %s) AS page",
                                 (key, seq, limit)).fetchall()
         return [(int(s), b) for s, b in rows]
 
     def events_of_many(self, after: dict[str, int], limit: int = 20000
-                       ) -> builtins.list[tuple[str, int, dict[str, Any]]]:
-        """The events after each run's seq in ``after`` (run key -> seq), in one query: the fleet's catch-up."""
+                       ) -> builtins.list[tuple[str, int, str | None]]:
+        """The events after each run's seq in ``after`` (run key -> seq), in one query: the fleet's catch-up. Each
+        body is its JSON text (None: larger than a body may be), for the reader to parse with bounds."""
         if not after:
             return []
         keys, seqs = zip(*after.items(), strict=True)
         with self.connection() as conn:
-            rows = conn.execute("SELECT e.run_key, e.pos, e.body FROM unnest(%s::text[], %s::bigint[]) AS c(k, s) "
-                                "JOIN events e ON e.run_key = c.k AND e.pos > c.s ORDER BY e.run_key, e.pos LIMIT %s",
+            rows = conn.execute(f"SELECT k, pos, {_bounded('t')} FROM (SELECT e.run_key AS k, e.pos, e.body::text "
+                                "AS t FROM unnest(%s::text[], %s::bigint[]) AS c(k, s) JOIN events e ON e.run_key = "
+                                "c.k AND e.pos > c.s ORDER BY e.run_key, e.pos LIMIT %s) AS page",
                                 (builtins.list(keys), builtins.list(seqs), limit)).fetchall()
         return [(k, int(s), b) for k, s, b in rows]
 
@@ -414,10 +425,16 @@ class PgStore:
         return cid
 
     def undelivered(self, key: str) -> builtins.list[tuple[str, dict[str, Any]]]:
+        """The run's commands not yet delivered, oldest first: (id, body). A body that is no JSON object within the
+        bounds (another machine's writer is not trusted) is ``{}``: no command, which the link says it refuses."""
         with self.connection() as conn:
-            rows = conn.execute("SELECT id, body FROM commands WHERE run_key=%s AND delivered_at IS NULL "
-                                "ORDER BY created_at, id", (key,)).fetchall()
-        return [(str(i), b) for i, b in rows]
+            rows = conn.execute(f"SELECT id, {_bounded('body::text')} FROM commands WHERE run_key=%s AND "
+                                "delivered_at IS NULL ORDER BY created_at, id", (key,)).fetchall()
+        out: builtins.list[tuple[str, dict[str, Any]]] = []
+        for i, text in rows:
+            body = _loads(text)
+            out.append((str(i), body if isinstance(body, dict) else {}))
+        return out
 
     def withdraw(self, command_id: str) -> Literal["withdrawn", "delivered", "held"]:
         """Take back a command that no runner can take now. ``withdrawn``: it was undelivered and no runner holds
@@ -483,27 +500,54 @@ class PgStore:
                              "WHERE key=%s", (key,)).fetchone()
         return (None, -1) if r is None else (r[0], int(r[1]))
 
-    def event_lines_after(self, key: str, seq: int, limit: int = 2000) -> builtins.list[tuple[int, str]]:
-        """:meth:`events_after` with each body as its JSON text (parsed once, by the event models, not twice)."""
+    def event_lines_after(self, key: str, seq: int, limit: int = 2000) -> builtins.list[tuple[int, str | None]]:
+        """The run's events after its own ``seq``, each body as its JSON text (None: larger than a body may be),
+        parsed once by the reader, by the event models (whose parser bounds the depth), not twice."""
         with self.connection() as conn:
-            rows = conn.execute("SELECT seq, body::text FROM events WHERE run_key=%s AND seq > %s ORDER BY seq "
-                                "LIMIT %s", (key, seq, limit)).fetchall()
+            rows = conn.execute(f"SELECT seq, {_bounded('t')} FROM (SELECT seq, body::text AS t FROM events WHERE "
+                                "run_key=%s AND seq > %s ORDER BY seq LIMIT %s) AS page", (key, seq, limit)).fetchall()
         return [(int(s), b) for s, b in rows]
 
-    def last_of_types(self, key: str, before: int, types: Sequence[str]) -> builtins.list[tuple[int, str]]:
+    def last_of_types(self, key: str, before: int, types: Sequence[str]
+                      ) -> builtins.list[tuple[int, str | None]]:
         """The last event of each of ``types`` before seq ``before``, and the run's first ``session_started``, in
         order: what fills a console's panes before the whole history is folded."""
         with self.connection() as conn:
             rows = conn.execute(
-                "(SELECT DISTINCT ON (type) seq, body::text FROM events WHERE run_key=%s AND seq < %s AND "
-                "type = ANY(%s) ORDER BY type, seq DESC) UNION (SELECT seq, body::text FROM events WHERE run_key=%s "
-                "AND seq < %s AND type='session_started' ORDER BY seq LIMIT 1) ORDER BY seq",
+                f"(SELECT DISTINCT ON (type) seq, {_bounded('body::text')} FROM events WHERE run_key=%s AND seq < %s "
+                f"AND type = ANY(%s) ORDER BY type, seq DESC) UNION (SELECT seq, {_bounded('body::text')} FROM "
+                "events WHERE run_key=%s AND seq < %s AND type='session_started' ORDER BY seq LIMIT 1) ORDER BY seq",
                 (key, before, builtins.list(types), key, before)).fetchall()
         return [(int(s), b) for s, b in rows]
 
 
 class BadLines(StoreError):
     """A batch of log lines the server refused as data (a line that is no JSON it takes): none was stored."""
+
+
+def _bounded(text: str) -> str:
+    """SQL for the JSON text ``text``, or NULL when it is larger than a body may be (MAX_BYTES): such a body is one
+    bad row, and never crosses the network."""
+    return f"CASE WHEN octet_length({text}) <= {MAX_BYTES:d} THEN {text} END"
+
+
+def _loads(text: str | bytes | None) -> Any:
+    """A body read from the store, parsed with bounds; None for one that is no JSON within them (one bad row)."""
+    if text is None:
+        return None
+    try:
+        return loads(text)
+    except BoundsError:
+        return None
+
+
+def _bounded_jsonb(conn: Any) -> None:
+    """A pooled connection reads json and jsonb with :func:`_loads`, not ``json.loads`` (psycopg's default, which
+    a body 5,000 levels deep ended in RecursionError): the store's queries read bodies as text and parse them
+    themselves, and this keeps any other read of a body bounded too."""
+    from psycopg.types.json import set_json_loads
+
+    set_json_loads(_loads, conn)
 
 
 def _short_id(path: str | Path) -> str:

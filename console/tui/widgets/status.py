@@ -18,6 +18,7 @@ from typing import Any
 from textual.content import Content
 from textual.widget import Widget
 
+from console.engine.text import safe_text
 from console.view import present
 from console.view.format import clip, elapsed, tokens
 from console.view.liveness import PROCESS_GONE, run_liveness
@@ -128,7 +129,7 @@ class StatusLine(Widget):
             return f" {self._gone_state()} " if self.gone else ""
         if self.attached and not st.ended:
             if self.runner_host and self.runner_pid:  # its pid is the other machine's: the machine says more
-                return f" {status} · on {self.runner_host} "
+                return f" {status} · on {safe_text(self.runner_host, one_line=True)} "  # a store row's: any text
             if self.runner_pid:
                 return f" {status} · pid {self.runner_pid} "
             if self.gone:  # no process: the engine's word for it, as `jobs` and the fleet say, and why
@@ -166,7 +167,8 @@ class StatusLine(Widget):
                         short=Content.styled(short, style) if short else None))
         if self.store_problem:  # what is shown may be behind the run: said at every width
             style = "bold reverse $text-error"
-            out.append(Part(0, Content.styled(f" STORE AWAY: {self.store_problem}; retrying ", style),
+            problem = safe_text(self.store_problem, one_line=True)  # a server's words may quote what it was sent
+            out.append(Part(0, Content.styled(f" STORE AWAY: {problem}; retrying ", style),
                             short=Content.styled(" STORE AWAY ", style)))
         sandbox = st.guards.sandbox
         if sandbox is not None and sandbox.mode != "confined":
