@@ -146,6 +146,7 @@ class Sandbox(_TempFiles):
         that asked for it can say the truth first. Nothing is reserved: the write itself checks again."""
         _, parts, shown = self._check(rel)
         self._guard_kept_folder(parts, shown)
+        self._guard_vcs_path(parts, shown)
         if not parts:
             raise SandboxError(f"'{shown}' is a folder, not a file.")
         self._check_write_size(size, shown)
@@ -158,6 +159,7 @@ class Sandbox(_TempFiles):
     def write_bytes(self, rel: str, data: bytes, *, mkdirs: bool = True, durable: bool = False) -> WriteResult:
         r, parts, shown = self._check(rel)
         self._guard_kept_folder(parts, shown)
+        self._guard_vcs_path(parts, shown)
         if not parts:
             raise SandboxError(f"'{shown}' is a folder, not a file.")
         self._check_write_size(len(data), shown)
@@ -211,6 +213,7 @@ class Sandbox(_TempFiles):
         file, a symlink, a folder, a pipe, a hard link), so a tool can say so before doing its work."""
         _, parts, shown = self._check(rel)
         self._guard_kept_folder(parts, shown)
+        self._guard_vcs_path(parts, shown)
         if not parts:
             raise SandboxError(f"'{shown}' is a folder, not a file.")
         try:
@@ -234,6 +237,7 @@ class Sandbox(_TempFiles):
     def append_bytes(self, rel: str, data: bytes, *, at: int | None = None, mkdirs: bool = True) -> WriteResult:
         r, parts, shown = self._check(rel)
         self._guard_kept_folder(parts, shown)
+        self._guard_vcs_path(parts, shown)
         if not parts:
             raise SandboxError(f"'{shown}' is a folder, not a file.")
         n = len(data)
