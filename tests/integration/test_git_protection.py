@@ -196,7 +196,7 @@ def test_config_mode_keeps_plain_keys_and_undoes_the_rest(make_rt, bwrap) -> Non
 
 def test_the_record_of_an_interrupted_call_is_enough_to_sweep(make_rt) -> None:  # type: ignore[no-untyped-def]
     """A call a crash interrupted is not run again, but what it may have left is looked at against its record."""
-    rt, root = repo_job(make_rt)
+    _rt, root = repo_job(make_rt)
     before = repos.survey(str(root))
     record = json.loads(json.dumps(before.record()))  # as the journal keeps it
     subprocess.run(["sh", "-c", plant(root) + " >/dev/null"], cwd=root, check=True)
@@ -220,10 +220,10 @@ def test_the_attack_as_found_through_the_whole_cli(make_job, tmp_path, capsys, b
     assert operator_git(root, "commit", "-q", "-m", "job").returncode == 0
     m = marker(root)
     fsmonitor = f"[core] fsmonitor = \"sh -c 'touch {m}; false'\"\n"
-    script = [{"text": "", "calls": [{"name": "append_file", "arguments": {"path": ".git/config", "content": fsmonitor}},
-                                     {"name": "write_file", "arguments": {"path": ".git/hooks/pre-commit",
-                                                                          "content": f"#!/bin/sh\ntouch {m}\n"}},
-                                     {"name": "write_file", "arguments": {"path": "tweak.sh", "content": plant(root)}}]},
+    calls = [("append_file", {"path": ".git/config", "content": fsmonitor}),
+             ("write_file", {"path": ".git/hooks/pre-commit", "content": f"#!/bin/sh\ntouch {m}\n"}),
+             ("write_file", {"path": "tweak.sh", "content": plant(root)})]
+    script = [{"text": "", "calls": [{"name": n, "arguments": a} for n, a in calls]},
               {"text": "", "calls": [{"name": "tweak", "arguments": {}}]}, {"text": "done"}]
     file = tmp_path / "script.json"
     file.write_text(json.dumps(script))
@@ -237,3 +237,20 @@ def test_the_attack_as_found_through_the_whole_cli(make_job, tmp_path, capsys, b
     assert "every repository's .git folder read-only" in head.text and "made harmless" in head.text
     assert "fsmonitor" not in (root / ".git" / "config").read_text()
     nothing_runs(root)
+
+
+def test_the_opt_in_is_a_checked_key_and_the_header_says_it(make_job, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from console.engine.tools.limits import SandboxCaps, SandboxSection, describe_world, resolve_world
+
+    for mode, said in (("read-only", "every repository's .git folder read-only"),
+                       ("commit", "writable for commits (job.toml's [sandbox] git = \"commit\"), but for their "
+                                  "config, hooks/ and info/, read-only"),
+                       ("config", "but for their hooks/ and info/, read-only")):
+        world = resolve_world(SandboxSection(git=mode), SandboxCaps(), max_job_mb=1024)
+        assert world.git == mode and said in describe_world(world)
+        assert "what a repository would run on your machine (a config key, a hook) is made harmless" in \
+            describe_world(world)
+    paths = make_job()
+    (Path(paths.root) / "job.toml").write_text('[sandbox]\ngit = "yes"\n')
+    assert main(["run", str(paths.root), "--headless", "--in-place"]) == 2
+    assert "key 'sandbox.git': Input should be 'read-only', 'commit' or 'config'" in capsys.readouterr().err

@@ -179,7 +179,7 @@ def test_the_cli_says_what_the_copy_skipped_and_refuses_a_job_over_its_bound(job
                                                                             capsys: pytest.CaptureFixture[str]) -> None:
     os.mkfifo(job / "pipe")
     assert main(["run", str(job), "--headless", "--speed", "0", "--max-turns", "1"]) in (0, 1)
-    out, err = capsys.readouterr()
+    _out, err = capsys.readouterr()
     assert "skipped 'pipe': it is a named pipe, and a run copies files, folders and links only" in err
     with open(job / "disk.img", "wb") as fh:
         fh.truncate(2048 * MB)
