@@ -254,3 +254,15 @@ def test_the_opt_in_is_a_checked_key_and_the_header_says_it(make_job, tmp_path, 
     (Path(paths.root) / "job.toml").write_text('[sandbox]\ngit = "yes"\n')
     assert main(["run", str(paths.root), "--headless", "--in-place"]) == 2
     assert "key 'sandbox.git': Input should be 'read-only', 'commit' or 'config'" in capsys.readouterr().err
+
+
+def test_a_job_folder_that_is_a_bare_repository_keeps_its_harness_folder_hidden(make_rt, bwrap) -> None:  # type: ignore[no-untyped-def]
+    """A job folder shaped as a git directory is not bound whole again (that would show .console to the command):
+    its config and hooks are bound one by one."""
+    rt = make_rt(files={"HEAD": "ref: refs/heads/main\n", "objects/.keep": "", "refs/.keep": "", "config": "[core]\n"})
+    root = Path(rt.paths.root)
+    (root / ".console" / "secret").parent.mkdir(exist_ok=True)
+    (root / ".console" / "secret").write_text("harness state")
+    out = call(rt, ["sh", "-c", "ls -A .console; echo '[core] pager = x' >> config; echo done"], CONFINED)
+    assert "secret" not in out.content and "Read-only file system" in out.content, out.content
+    assert (root / "config").read_text() == "[core]\n"

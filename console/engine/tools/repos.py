@@ -191,33 +191,34 @@ def survey(root: str, state_dir: str = ".console") -> Repos:
 def repo_binds(root: str, repos: Repos, mode: GitMode) -> list[str]:
     """bwrap options making ``repos``' control files read-only: each git directory whole by default; in ``commit``
     mode its config, ``hooks/`` and ``info/``; in ``config`` mode its ``hooks/`` and ``info/`` (and the same for
-    ``.hg`` and ``.jj``). Only real folders and files (a mount on a link would cover its target)."""
+    ``.hg`` and ``.jj``). Only real folders and files (a mount on a link would cover its target). A job folder that
+    is itself a git directory (a bare repository) is never bound whole: a new mount of it would show its harness
+    folder again; its control files are bound one by one instead."""
     opts: list[str] = []
-    bound: list[str] = []
+    whole: list[str] = []
     base = root.rstrip("/")
     for rel, kind in sorted(repos.folders):
-        if len(bound) >= MAX_BINDS:
+        if len(opts) >= 3 * MAX_BINDS:
             break
-        if any(rel == b or rel.startswith(b + "/") or b == "." for b in bound):
+        if any(rel.startswith(b + "/") for b in whole):
             continue  # inside a folder bound whole already
-        if mode == "read-only":
+        if mode == "read-only" and rel != ".":
             paths = [rel]
+            whole.append(rel)
         elif kind == "git":
             paths = [join(rel, "hooks"), join(rel, "info")]
-            if mode == "commit":
+            if mode != "config":
                 paths += [join(rel, n) for n in vcs.CONFIG_NAMES]
         else:
-            paths = [join(rel, "/".join(vcs.JJ_CONFIG) if kind == "jj" else vcs.HGRC[0])] if mode == "commit" else []
+            paths = [join(rel, "/".join(vcs.JJ_CONFIG) if kind == "jj" else vcs.HGRC[0])] if mode != "config" else []
         for path in paths:
-            full = base if path == "." else f"{base}/{path}"
+            full = f"{base}/{path}"
             try:
                 st = os.lstat(full)
             except OSError:
                 continue
             if stat.S_ISDIR(st.st_mode) or (stat.S_ISREG(st.st_mode) and path != rel):
                 opts += ["--ro-bind", full, full]
-        if mode == "read-only":
-            bound.append(rel)
     return opts
 
 
