@@ -306,6 +306,9 @@ def _swept_note(swept: Swept) -> str:
     if swept.failed:
         out += (f"\n[could not be made harmless: {one_line(', '.join(swept.failed), 300)}; the call failed and the "
                 "operator was told]")
+    if swept.problem:
+        why = one_line(swept.problem, 200)
+        out += f"\n[the job folder's repositories could not all be looked at after the call ({why}): the call failed]"
     return out
 
 
@@ -407,7 +410,7 @@ def _run_tool(config: CommandToolConfig, world: CommandWorld, rt: Runtime) -> To
                                               f"harmless: {one_line(', '.join(swept.failed), 300)}", where="sandbox",
                        recoverable=True)
     return ToolOutcome(res.status == "exited" and res.returncode == 0 and not over and not res.unmeasurable
-                       and not swept.failed, _render(config, res, world) + _swept_note(swept))
+                       and not swept.failed and not swept.problem, _render(config, res, world) + _swept_note(swept))
 
 
 def _handler(config: CommandToolConfig, world: CommandWorld) -> Callable[[Runtime, NoArgs], ToolOutcome]:
