@@ -98,6 +98,46 @@ def exists(dirfd: int, name: str) -> bool:
     return True
 
 
+# The entries of a git directory git reads or runs: when one is a link, what it leads to is theirs too.
+LINKED = (*vcs.CONFIG_NAMES, vcs.HOOKS, "info")
+
+
+def outside_paths(root: str, rel: str, fd: int) -> list[str]:
+    """What the git directory at ``rel`` in the job folder ``root`` (open as ``fd``) has git read or run from
+    elsewhere in the job: where its config, hooks and info lead when they are links, and its ``core.hooksPath``
+    (husky's ``.husky/_``). Real paths relative to ``root``; never the job folder itself (a hooks path of "." makes
+    every file of it a hook: the README says so)."""
+    base = os.path.realpath(root)
+    here = os.path.join(base, rel) if rel not in ("", ".") else base
+    found: list[str] = []
+    for name in LINKED:
+        try:
+            if stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                found.append(os.path.realpath(os.path.join(here, name)))
+        except OSError:
+            continue
+    config = seen(fd, "config", keep=True)
+    data = config.data if config is not None else None
+    if config is not None and stat.S_ISLNK(config.mode):  # git reads what it leads to (never a pipe: non-blocking)
+        with contextlib.suppress(OSError):
+            cfd = os.open(os.path.join(here, "config"), os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+            try:
+                if stat.S_ISREG(os.fstat(cfd).st_mode):
+                    data = os.read(cfd, vcs.MAX_CONTROL_BYTES + 1)
+            finally:
+                os.close(cfd)
+    entries = vcs.parse_git_config(data) if data is not None else None
+    paths = [e.value for e in entries or () if e.section == "core" and e.key == "hookspath" and e.value]
+    if paths and not paths[-1].startswith("~"):  # the last one is git's; ~ is the operator's home
+        worktree = os.path.dirname(here) if os.path.basename(here).casefold() == ".git" else here
+        found.append(os.path.realpath(os.path.join(worktree, paths[-1])))
+    out = []
+    for real in found:
+        if real.startswith(base + "/"):
+            out.append(real[len(base) + 1:])
+    return list(dict.fromkeys(out))
+
+
 def repo_kind(fd: int, name: str) -> Kind | None:
     """What repository folder the folder ``fd`` (named ``name``) is: a ``.git`` (any case) or a folder shaped as a git
     directory, ``.hg``, ``.jj``; None for any other."""

@@ -266,3 +266,23 @@ def test_a_job_folder_that_is_a_bare_repository_keeps_its_harness_folder_hidden(
     out = call(rt, ["sh", "-c", "ls -A .console; echo '[core] pager = x' >> config; echo done"], CONFINED)
     assert "secret" not in out.content and "Read-only file system" in out.content, out.content
     assert (root / "config").read_text() == "[core]\n"
+
+
+def test_hooks_the_repository_keeps_elsewhere_in_the_folder_are_read_only(make_rt, world) -> None:  # type: ignore[no-untyped-def]
+    """.git/hooks a link to githooks/, core.hooksPath = .husky/_: a command cannot change what git runs there."""
+    rt, root = repo_job(make_rt)
+    (root / "githooks").mkdir()
+    (root / "githooks" / "pre-commit").write_text("#!/bin/sh\nexit 0\n")
+    (root / "githooks" / "pre-commit").chmod(0o755)
+    shutil.rmtree(root / ".git" / "hooks")
+    os.symlink("../githooks", root / ".git" / "hooks")
+    (root / ".husky" / "_").mkdir(parents=True)
+    assert operator_git(root, "config", "core.hooksPath", ".husky/_").returncode == 0
+    m = marker(root)
+    out = call(rt, ["sh", "-c", f"printf 'touch {m}\\n' >> githooks/pre-commit; "
+                                f"printf '#!/bin/sh\\ntouch {m}\\n' > .husky/_/post-checkout; echo tried"], world)
+    if world.unconfined:  # no sandbox: only the look after the call, which leaves the operator's files as they are
+        return
+    assert out.content.count("Read-only file system") == 2, out.content
+    assert (root / "githooks" / "pre-commit").read_text() == "#!/bin/sh\nexit 0\n"
+    nothing_runs(root)

@@ -124,3 +124,25 @@ def test_ordinary_names_stay_writable(sb: Sandbox) -> None:
                  "HEAD", "refs/x.md", "git/config", "src/objects/a.py"):
         sb.write_bytes(path, b"ok\n")
         assert (sb.root / path).read_bytes() == b"ok\n"
+
+
+def test_what_the_repository_runs_from_elsewhere_in_the_folder_is_not_written(tmp_path: Path) -> None:
+    """A .git/hooks that links to a folder of the job (a common set-up), a config that is a link, core.hooksPath
+    (husky's .husky/_): the operator's git runs or reads what is there, so the file tools write none of it."""
+    root = tmp_path / "job"
+    (root / ".git").mkdir(parents=True)
+    (root / "githooks").mkdir()
+    (root / "githooks" / "pre-commit").write_text("#!/bin/sh\nexit 0\n")
+    (root / "githooks" / "pre-commit").chmod(0o755)
+    (root / "cfg").write_text("[core]\n\thooksPath = .husky/_\n")
+    os.symlink("../githooks", root / ".git" / "hooks")
+    os.symlink("../cfg", root / ".git" / "config")
+    (root / "instructions.md").write_text("# Job\n")
+    for mode in (True, False):
+        with make(root, mode) as box:
+            for path in ("githooks/pre-commit", "githooks/post-checkout", "cfg", ".husky/_/pre-commit", ".husky/_"):
+                msg = refused(box.write_bytes, path, b"#!/bin/sh\ntouch /tmp/PWNED\n")
+                assert "is where the repository's .git has git read its config or run its hooks" in msg, (path, msg)
+            box.write_bytes(".husky/pre-commit", b"npm test\n")  # the project's own script, as any other file
+    assert (root / "githooks" / "pre-commit").read_text() == "#!/bin/sh\nexit 0\n"
+    assert not (root / ".husky" / "_").exists()

@@ -81,6 +81,10 @@ class Sandbox(_TempFiles):
             # because the target (or its folder) may not exist yet and could otherwise be created.
             self._protected_links = tuple(p for p in protected if self._is_link_at_root(p))
             self._refresh_protected()
+            # Where the job's repository has git read or run files outside its .git (a hooks folder that is a link,
+            # core.hooksPath): the file tools never write there either. Looked at once: a command that changes them
+            # has the change undone after its call (console.engine.tools.repos).
+            self._vcs_elsewhere = self._repo_elsewhere()
         except BaseException:
             os.close(self._root_fd)
             self._root_fd = -1

@@ -9,8 +9,9 @@ import errno
 import os
 import stat
 
+from console.engine.repo_files import outside_paths
 from console.engine.sandbox.answers import _LINK_REFUSED, SandboxError, _describe
-from console.engine.sandbox.kernel import _LOOK, _READ
+from console.engine.sandbox.kernel import _DIR, _LOOK, _READ
 from console.engine.sandbox.resolve import _Resolver
 from console.engine.sandbox.vcs_guard import climb, landing_refusal, path_refusal
 
@@ -52,6 +53,17 @@ class _Guards(_Resolver):
         if (why := path_refusal(parts, shown)) is not None:
             raise SandboxError(why)
 
+    def _repo_elsewhere(self) -> tuple[tuple[str, ...], ...]:
+        """What the job folder's repository has git read or run from outside its .git (see repo_files)."""
+        try:
+            fd = os.open(".git", _DIR | os.O_NOFOLLOW, dir_fd=self._root_fd)
+        except OSError:
+            return ()
+        try:
+            return tuple(tuple(p.split("/")) for p in outside_paths(str(self.root), ".git", fd))
+        finally:
+            os.close(fd)
+
     def _real_parts(self, dirfd: int) -> list[str] | None:
         """The real components of the folder ``dirfd`` beneath the root (None if they cannot be told)."""
         if dirfd == self._root_fd:
@@ -77,7 +89,7 @@ class _Guards(_Resolver):
                                "operator may change.")
         # Where the write lands, whatever links the string went through: never a repository's control files.
         where = self._real_parts(parent)
-        why = (landing_refusal(self._root_fd, where, name, shown) if where is not None
+        why = (landing_refusal(self._root_fd, where, name, shown, self._vcs_elsewhere) if where is not None
                else f"'{shown}' is refused: where it would be written could not be told; try again.")
         if why is not None:
             raise SandboxError(why)

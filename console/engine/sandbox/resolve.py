@@ -208,7 +208,8 @@ class _Resolver(_SandboxBase):
                             raise SandboxError(self._kept_folder_refusal(shown)) from None
                         # Never a folder of a repository's control files, nor one completing a git directory's
                         # shape (the write itself would be refused, but the folder would stay).
-                        if (why := landing_refusal(self._root_fd, where, name, shown)) is not None:
+                        if (why := landing_refusal(self._root_fd, where, name, shown,
+                                                   self._vcs_elsewhere)) is not None:
                             raise SandboxError(why) from None
                         try:
                             os.mkdir(name, 0o777, dir_fd=dirfd)

@@ -35,13 +35,22 @@ def path_refusal(parts: Sequence[str], shown: str) -> str | None:
     return None
 
 
-def landing_refusal(root_fd: int, where: Sequence[str], name: str, shown: str) -> str | None:
+def landing_refusal(root_fd: int, where: Sequence[str], name: str, shown: str,
+                    elsewhere: Sequence[tuple[str, ...]] = ()) -> str | None:
     """Why writing ``name`` (a file, or a folder the walk is about to make) in the folder ``where`` (its real
     components beneath the root, no link among them) is refused, or None: a name of :data:`vcs.VCS_FOLDERS` on
-    the way, or a folder on the way that is, or would then be, shaped like a git directory."""
-    why = path_refusal([*where, name], shown)
+    the way, a folder on the way that is, or would then be, shaped like a git directory, or one of ``elsewhere``
+    (what the job's repository has git read or run from outside its .git: a hooks folder it links to, its
+    core.hooksPath)."""
+    parts = [*where, name]
+    why = path_refusal(parts, shown)
     if why is not None:
         return why
+    for other in elsewhere:
+        if tuple(parts[: len(other)]) == other:
+            return (f"'{shown}' is refused: {'/'.join(other)} is where the repository's .git has git read its "
+                    "config or run its hooks (a link, or core.hooksPath), on the operator's machine; the file tools "
+                    "may read it, never write in it.")
     fd = root_fd
     try:
         for depth in range(len(where) + 1):

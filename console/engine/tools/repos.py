@@ -39,6 +39,7 @@ from console.engine.repo_files import (
     control_files,
     join,
     make_harmless,
+    outside_paths,
     repo_kind,
     seen,
     sub,
@@ -56,6 +57,8 @@ class Repos:
 
     folders: list[tuple[str, Kind]] = field(default_factory=list)  # (path in the job, "." for the job folder; kind)
     files: dict[str, Seen] = field(default_factory=dict)
+    # What their git reads or runs from elsewhere in the job: a hooks folder they link to, core.hooksPath.
+    elsewhere: list[str] = field(default_factory=list)
     problem: str = ""  # why the folder could not be walked whole
 
     def record(self) -> dict[str, list[Any]]:
@@ -183,6 +186,8 @@ def survey(root: str, state_dir: str = ".console") -> Repos:
             now = seen(dirfd, name, keep=True)
             if now is not None:
                 out.files[path] = now
+        if kind == "git":
+            out.elsewhere += [p for p in outside_paths(root, rel, fd) if p not in out.elsewhere]
 
     out.folders, out.problem = _walk(root, state_dir, visit)
     return out
@@ -218,6 +223,12 @@ def repo_binds(root: str, repos: Repos, mode: GitMode) -> list[str]:
             except OSError:
                 continue
             if stat.S_ISDIR(st.st_mode) or (stat.S_ISREG(st.st_mode) and path != rel):
+                opts += ["--ro-bind", full, full]
+    for path in repos.elsewhere[:MAX_BINDS]:  # in every mode: the hooks and config git runs from elsewhere
+        full = f"{base}/{path}"
+        with contextlib.suppress(OSError):
+            st = os.lstat(full)
+            if stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode):
                 opts += ["--ro-bind", full, full]
     return opts
 
