@@ -54,13 +54,16 @@ def landing_refusal(root_fd: int, where: Sequence[str], name: str, shown: str,
     fd = root_fd
     try:
         for depth in range(len(where) + 1):
-            have = {n for n in vcs.SHAPE_NAMES if _exists(fd, n)}
+            last = depth == len(where)
+            # HEAD first: without it (and not writing it) a folder has no git directory's shape, and one look is enough.
+            head = _exists(fd, "HEAD") or (last and name == "HEAD")
+            have = {n for n in vcs.SHAPE_NAMES if head and _exists(fd, n)}
             folder = "/".join(where[:depth]) or "the job folder"
             if vcs.git_dir_shaped(have):
                 return (f"'{shown}' is refused: {_named(folder)} is shaped as a git repository (it holds HEAD, "
                         "objects/ and refs/), whose config and hooks the operator's git would run on their machine; "
                         "the file tools never write in it.")
-            if depth == len(where):
+            if last:
                 if vcs.git_dir_shaped(have | {name}):
                     return (f"'{shown}' is refused: it would make {_named(folder)} hold HEAD, objects/ and refs/, the "
                             "shape of a git repository, whose config and hooks the operator's git would run on "
