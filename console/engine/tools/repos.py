@@ -10,7 +10,8 @@ could write ``.git/config`` or a hook would plant a program the operator runs at
   workspace-write sandbox does with a writable root's ``.git``: a command reads the history (``git status``,
   ``diff``, ``log``) and changes none of it. job.toml's ``[sandbox] git = "commit"`` lets commands commit (the git
   directory is writable but for its config, ``hooks/`` and ``info/``), ``git = "config"`` lets them change the
-  config too;
+  config too; in every mode what the repository has git run from elsewhere in the job (a hooks folder its
+  ``.git/hooks`` links to, its ``core.hooksPath``) is read-only;
 * after it, :func:`sweep` looks again and makes harmless what the call made or changed that runs a program: a
   command can make a new repository anywhere in its folder (``git init sub``, a bare one, a ``.git`` file), and in
   ``config`` mode change the config. A config keeps its plain keys only (a changed one is put back as it was), a
