@@ -209,7 +209,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         store.error = None
     try:
         # Copy only once everything checked out: a failed start leaves no stray run folder.
-        paths = source if args.in_place else prepare_run(job_arg, settings.runs_dir, clock.now())
+        # Bounded by the run's own max_job_mb; what it skips or changes (a device, a repository's hook) is said.
+        paths = source if args.in_place else prepare_run(job_arg, settings.runs_dir, clock.now(),
+                                                         max_job_mb=rs.max_job_mb,
+                                                         say=lambda line: say(line, sys.stderr))
     except JobError as exc:
         err(str(exc))
         return EXIT_USAGE

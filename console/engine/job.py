@@ -11,7 +11,6 @@ import functools
 import ipaddress
 import os
 import re
-import shutil
 import stat
 import tomllib
 import urllib.parse
@@ -23,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from console.engine.run_copy import CopyError, copy_job
 from console.engine.text import safe_text
 from console.engine.url_secrets import scrub_url
 
@@ -377,11 +377,14 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "job"
 
 
-def prepare_run(source: Path, runs_dir: Path, now: datetime) -> JobPaths:
+def prepare_run(source: Path, runs_dir: Path, now: datetime, *, max_job_mb: float = 1024.0,
+                say: Callable[[str], None] | None = None) -> JobPaths:
     """Copy a job into a fresh run folder, so running a sample never writes into the checkout.
 
-    The harness state of the source (if it was run in place before) is not copied:
-    a new run starts clean.
+    The harness state of the source (if it was run in place before) is not copied: a new run starts clean. The
+    copy is bounded by ``max_job_mb`` (the run's own) and carries nothing its repositories would run
+    (:mod:`console.engine.run_copy`); ``say`` gets one line for each entry skipped or changed, and a line before
+    a large copy. A :class:`JobError` when the job is over its bound; OSError when a file cannot be copied.
     """
     src = validate_job_folder(source)
     stamp = now.strftime("%Y%m%d-%H%M%S")
@@ -393,9 +396,14 @@ def prepare_run(source: Path, runs_dir: Path, now: datetime) -> JobPaths:
         dest = base.with_name(f"{base.name}-{n}")
     runs_dir.mkdir(parents=True, exist_ok=True)
     try:
-        shutil.copytree(src.root, dest, ignore=shutil.ignore_patterns(STATE_DIR, "__pycache__"), symlinks=True)
-    except BaseException:
-        # A copy that failed half-way (a named pipe in the job, a full disk) leaves no stray run folder.
-        shutil.rmtree(dest, ignore_errors=True)
-        raise
+        # A copy that fails half-way (a file it cannot read, a full disk) leaves no stray run folder.
+        lines = copy_job(src.root, dest, max_bytes=int(max_job_mb * 2**20), skip=(STATE_DIR, "__pycache__"),
+                         say=say)
+    except CopyError as exc:
+        raise JobError(f"{one_line(str(source), 0)}: cannot be copied to a run folder: {exc}; raise [limits] "
+                       "max_job_mb in its job.toml, or run it where it is: agent-console run --in-place "
+                       f"{one_line(str(source), 0)}") from None
+    for line in lines:
+        if say is not None:
+            say(line)
     return JobPaths(dest)

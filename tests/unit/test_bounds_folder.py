@@ -177,7 +177,7 @@ def test_a_deep_walk_comes_back_up_to_each_folder_where_it_left_it(tmp_path: Pat
     import random
     import stat as st
 
-    from console.engine.tools import folder_size
+    from console.engine.tools import folder_size, folder_walk
 
     rng = random.Random(7)
     folders = [tmp_path]
@@ -198,7 +198,7 @@ def test_a_deep_walk_comes_back_up_to_each_folder_where_it_left_it(tmp_path: Pat
             if st.S_ISREG(s.st_mode) and s.st_mode & 0o6000:
                 rel = os.path.relpath(os.path.join(folder, name), tmp_path)
                 setid.append(rel if len(rel) <= 80 else "..." + rel[-77:])  # as the result shows a long one
-    monkeypatch.setattr(folder_size, "WINDOW", 2)
+    monkeypatch.setattr(folder_walk, "WINDOW", 2)
     m = measure_folder(str(tmp_path), strip_setid=True)
     assert (m.bytes, sorted(m.unset), m.unmeasurable) == (total, sorted(setid), "")
     assert len(setid) > 10

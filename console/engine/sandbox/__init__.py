@@ -21,14 +21,17 @@ So, for the agent's file tools and for the engine's own reads of main_plan.md, S
 * Writes are atomic through a temp file in ``.console/tmp`` (never in the agent's folder), under a
   per-write and a whole-job size limit, and the operator's files (job.toml, instructions.md) are
   refused, including the real file a protected symlink points to, and so is anything in the folder of the
-  tool docs the harness writes (``keep_folder``).
+  tool docs the harness writes (``keep_folder``), and a repository's control files (``.git/config``, hooks,
+  a nested ``.git``, a folder shaped as a bare repository: :mod:`.vcs_guard`), which the operator's own git runs.
 
-Stdlib only and free of console.* imports on purpose: it sits below everything that touches job files.
+Stdlib only and free of console.* imports on purpose (but :mod:`console.engine.vcs`, stdlib only too, which holds
+the version-control rules the commands and the run's copy share): it sits below everything that touches job files.
 
 The door is one class built in layers, each a module named after what it does: :mod:`.kernel` (openat2 and the
 fd-level reads and writes), :mod:`.answers` (file infos, write results, refusals), :mod:`.resolve` (a path to an
 fd beneath the root), :mod:`.guards` (what the agent may not touch), :mod:`.quota` (the size limits),
-:mod:`.temp` (atomic replacement) and :mod:`.door` (:class:`Sandbox`, the public face).
+:mod:`.temp` (atomic replacement) and :mod:`.door` (:class:`Sandbox`, the public face); :mod:`.vcs_guard` is a
+part the guards and the walk call.
 """
 
 from __future__ import annotations

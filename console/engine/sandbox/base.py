@@ -41,6 +41,7 @@ class _SandboxBase:
     _kept: dict[tuple[int, int, str], str]
     _kept_dir: tuple[str, str, tuple[int, int] | None] | None
     _protected_links: tuple[str, ...]
+    _vcs_elsewhere: tuple[tuple[str, ...], ...]
     _checked: dict[str, tuple[str, tuple[str, ...], str]]
 
     def _close(self, fd: int) -> None:

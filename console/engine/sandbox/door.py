@@ -81,6 +81,10 @@ class Sandbox(_TempFiles):
             # because the target (or its folder) may not exist yet and could otherwise be created.
             self._protected_links = tuple(p for p in protected if self._is_link_at_root(p))
             self._refresh_protected()
+            # Where the job's repository has git read or run files outside its .git (a hooks folder that is a link,
+            # core.hooksPath): the file tools never write there either. Looked at once: a command that changes them
+            # has the change undone after its call (console.engine.tools.repos).
+            self._vcs_elsewhere = self._repo_elsewhere()
         except BaseException:
             os.close(self._root_fd)
             self._root_fd = -1
@@ -146,6 +150,7 @@ class Sandbox(_TempFiles):
         that asked for it can say the truth first. Nothing is reserved: the write itself checks again."""
         _, parts, shown = self._check(rel)
         self._guard_kept_folder(parts, shown)
+        self._guard_vcs_path(parts, shown)
         if not parts:
             raise SandboxError(f"'{shown}' is a folder, not a file.")
         self._check_write_size(size, shown)
@@ -158,6 +163,7 @@ class Sandbox(_TempFiles):
     def write_bytes(self, rel: str, data: bytes, *, mkdirs: bool = True, durable: bool = False) -> WriteResult:
         r, parts, shown = self._check(rel)
         self._guard_kept_folder(parts, shown)
+        self._guard_vcs_path(parts, shown)
         if not parts:
             raise SandboxError(f"'{shown}' is a folder, not a file.")
         self._check_write_size(len(data), shown)
@@ -211,6 +217,7 @@ class Sandbox(_TempFiles):
         file, a symlink, a folder, a pipe, a hard link), so a tool can say so before doing its work."""
         _, parts, shown = self._check(rel)
         self._guard_kept_folder(parts, shown)
+        self._guard_vcs_path(parts, shown)
         if not parts:
             raise SandboxError(f"'{shown}' is a folder, not a file.")
         try:
@@ -234,6 +241,7 @@ class Sandbox(_TempFiles):
     def append_bytes(self, rel: str, data: bytes, *, at: int | None = None, mkdirs: bool = True) -> WriteResult:
         r, parts, shown = self._check(rel)
         self._guard_kept_folder(parts, shown)
+        self._guard_vcs_path(parts, shown)
         if not parts:
             raise SandboxError(f"'{shown}' is a folder, not a file.")
         n = len(data)

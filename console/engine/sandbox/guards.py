@@ -1,5 +1,6 @@
 """The guards: the operator's protected files (and what a protected link leads to), the harness folder, the
-tool docs' folder, and the kinds of file that can be read or replaced."""
+tool docs' folder, a repository's control files (:mod:`.vcs_guard`), and the kinds of file that can be read or
+replaced."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import errno
 import os
 import stat
 
+from console.engine.repo_files import outside_paths
 from console.engine.sandbox.answers import _LINK_REFUSED, SandboxError, _describe
-from console.engine.sandbox.kernel import _LOOK, _READ
+from console.engine.sandbox.kernel import _DIR, _LOOK, _READ
 from console.engine.sandbox.resolve import _Resolver
+from console.engine.sandbox.vcs_guard import climb, landing_refusal, path_refusal
 
 
 class _Guards(_Resolver):
@@ -45,6 +48,31 @@ class _Guards(_Resolver):
         if self._kept_dir is not None and parts and parts[0].casefold() == self._kept_dir[1]:
             raise SandboxError(self._kept_folder_refusal(shown))
 
+    def _guard_vcs_path(self, parts: list[str], shown: str) -> None:
+        """A write whose path names a repository's control files (the string; _guard_name looks where it lands)."""
+        if (why := path_refusal(parts, shown)) is not None:
+            raise SandboxError(why)
+
+    def _repo_elsewhere(self) -> tuple[tuple[str, ...], ...]:
+        """What the job folder's repository has git read or run from outside its .git (see repo_files)."""
+        try:
+            fd = os.open(".git", _DIR | os.O_NOFOLLOW, dir_fd=self._root_fd)
+        except OSError:
+            return ()
+        try:
+            return tuple(tuple(p.split("/")) for p in outside_paths(str(self.root), ".git", fd))
+        finally:
+            os.close(fd)
+
+    def _real_parts(self, dirfd: int) -> list[str] | None:
+        """The real components of the folder ``dirfd`` beneath the root (None if they cannot be told)."""
+        if dirfd == self._root_fd:
+            return []
+        rel = self._proc_rel(dirfd)
+        if rel is not None:
+            return [] if rel == "." else rel.split("/")
+        return climb(dirfd, self._root_key)
+
     def _guard_name(self, parent: int, name: str, shown: str) -> None:
         key = self._dir_key(parent)
         folded = name.casefold()
@@ -59,6 +87,12 @@ class _Guards(_Resolver):
         if (*key, folded) in self._protected:
             raise SandboxError(f"'{shown}' is refused: it is part of the job's definition, which only the "
                                "operator may change.")
+        # Where the write lands, whatever links the string went through: never a repository's control files.
+        where = self._real_parts(parent)
+        why = (landing_refusal(self._root_fd, where, name, shown, self._vcs_elsewhere) if where is not None
+               else f"'{shown}' is refused: where it would be written could not be told; try again.")
+        if why is not None:
+            raise SandboxError(why)
 
     def _require_regular(self, st: os.stat_result, shown: str, verb: str) -> None:
         """Checks made on an open fd: only a regular file with a single link may be used."""

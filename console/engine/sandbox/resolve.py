@@ -24,6 +24,7 @@ from console.engine.sandbox.kernel import (
     MAX_PATH_BYTES,
     _openat2,
 )
+from console.engine.sandbox.vcs_guard import landing_refusal
 
 CHECKED_KEPT = 256  # path strings whose check is remembered (see _check)
 
@@ -205,6 +206,11 @@ class _Resolver(_SandboxBase):
                                           "Use list_files to see what is there.") from None
                         if self._in_kept_folder(dirfd, name):  # a folder made in it (or it, made again)
                             raise SandboxError(self._kept_folder_refusal(shown)) from None
+                        # Never a folder of a repository's control files, nor one completing a git directory's
+                        # shape (the write itself would be refused, but the folder would stay).
+                        if (why := landing_refusal(self._root_fd, where, name, shown,
+                                                   self._vcs_elsewhere)) is not None:
+                            raise SandboxError(why) from None
                         try:
                             os.mkdir(name, 0o777, dir_fd=dirfd)
                         except FileExistsError:

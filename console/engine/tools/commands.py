@@ -58,6 +58,7 @@ from console.engine.tools.docs import literal
 from console.engine.tools.limits import MB, CommandWorld, describe_world
 from console.engine.tools.process import Bounds, Launch, RunResult, run_bounded
 from console.engine.tools.registry import Example, Failure, NoArgs, Tool, ToolOutcome
+from console.engine.tools.repos import Repos, Swept, survey, sweep
 
 if TYPE_CHECKING:
     from console.engine.runtime import Runtime
@@ -295,6 +296,22 @@ def _render(config: CommandToolConfig, res: RunResult, world: CommandWorld, cut:
     return f"{first}\n{body}"
 
 
+def _swept_note(swept: Swept) -> str:
+    """What the look after the call made harmless in the job's repositories, as the call's result says it."""
+    out = ""
+    if swept.done:
+        shown = "; ".join(one_line(d, 300) for d in swept.done[:5])
+        more = f"; and {len(swept.done) - 5} more" if len(swept.done) > 5 else ""
+        out += f"\n[made harmless, as git would run it on the operator's machine: {shown}{more}]"
+    if swept.failed:
+        out += (f"\n[could not be made harmless: {one_line(', '.join(swept.failed), 300)}; the call failed and the "
+                "operator was told]")
+    if swept.problem:
+        why = one_line(swept.problem, 200)
+        out += f"\n[the job folder's repositories could not all be looked at after the call ({why}): the call failed]"
+    return out
+
+
 def _interrupted(name: str) -> str:
     return (f"{name} was interrupted by a crash of the harness before its result was recorded; it may have run "
             "partly or fully. Check its effects, and call it again if it is needed.")
@@ -338,6 +355,10 @@ def _run_tool(config: CommandToolConfig, world: CommandWorld, rt: Runtime) -> To
     bwrap: Bwrap | None = None
     created: list[str] = []
     launch = Launch()
+    # The job's repositories as they are before the call: bound read-only (as [sandbox] git says), and compared
+    # after it, so what the call leaves that git would run on the operator's machine is made harmless.
+    state_dir = rt.paths.state.name
+    before = survey(root, state_dir)
     if not world.unconfined:
         if root == "/":
             return ToolOutcome(False, f"{name} was not run: the job folder is '/', which cannot be confined.")
@@ -347,7 +368,7 @@ def _run_tool(config: CommandToolConfig, world: CommandWorld, rt: Runtime) -> To
         bwrap = found
         try:
             kept = rt.sandbox.kept_folder if rt.sandbox is not None else None
-            binds, created = protected_binds(root, (kept,) if kept else ())
+            binds, created = protected_binds(root, (kept,) if kept else (), before, world.git)
         except ConfineError as exc:
             return ToolOutcome(False, f"{name} was not run: {exc} (the operator must fix the job folder).")
         try:
@@ -356,10 +377,14 @@ def _run_tool(config: CommandToolConfig, world: CommandWorld, rt: Runtime) -> To
             remove_stand_ins(created)
             return _refused(rt, name, str(exc))
         launch = Launch(bwrap.path, options, seccomp.program())
-    _, redo = rt.intent(lambda: {"command": name, "started": True})
+    # The repositories' control files go into the call's record (when there are any), for the redo's sweep.
+    facts, redo = rt.intent(lambda: {"command": name, "started": True} | ({"repos": r} if (r := before.record())
+                                                                            else {}))
     if redo:
         remove_stand_ins(created)
-        return ToolOutcome(False, _interrupted(name))
+        # It may have left what git would run: compared with what its record says was there before it.
+        swept = sweep(root, Repos.from_record(facts.get("repos")), state_dir)
+        return ToolOutcome(False, _interrupted(name) + _swept_note(swept))
     bounds = Bounds(timeout=config.timeout, limits=world.limits, cut_after=cut, folder=root,
                     folder_limit=int(world.max_job_mb * MB))
     try:
@@ -371,6 +396,7 @@ def _run_tool(config: CommandToolConfig, world: CommandWorld, rt: Runtime) -> To
         return ToolOutcome(False, f"{name} could not run '{program}': {why}.")
     finally:
         remove_stand_ins(created)
+        swept = sweep(root, before, state_dir)
     if rt.sandbox is not None and res.folder_bytes is not None:
         rt.sandbox.set_job_bytes(res.folder_bytes)  # the file tools' running total, now that a command changed it
     if res.status == "setup_failed":
@@ -384,8 +410,12 @@ def _run_tool(config: CommandToolConfig, world: CommandWorld, rt: Runtime) -> To
     # Fail closed: a command that left the job folder past max_job_mb failed, whatever its exit code (it wrote
     # faster than the watch looks: its result says so, and the folder's writes are refused until it shrinks).
     over = res.folder_bytes is not None and res.folder_bytes > world.max_job_mb * MB
-    return ToolOutcome(res.status == "exited" and res.returncode == 0 and not over and not res.unmeasurable,
-                       _render(config, res, world))
+    if swept.failed:
+        rt.events.emit(ev.ErrorEvent, message=f"{name} left files a repository would run, which could not all be made "
+                                              f"harmless: {one_line(', '.join(swept.failed), 300)}", where="sandbox",
+                       recoverable=True)
+    return ToolOutcome(res.status == "exited" and res.returncode == 0 and not over and not res.unmeasurable
+                       and not swept.failed and not swept.problem, _render(config, res, world) + _swept_note(swept))
 
 
 def _handler(config: CommandToolConfig, world: CommandWorld) -> Callable[[Runtime, NoArgs], ToolOutcome]:

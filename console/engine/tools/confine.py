@@ -2,9 +2,10 @@
 
 A confined command sees (:func:`bwrap_options`):
 
-- the job folder, read-write, at its real path; ``job.toml``, ``instructions.md`` and the harness's folder of
-  tool docs as read-only bind mounts (a mount point can be neither written, deleted, renamed over nor
-  hard-linked from), ``.console/`` hidden behind an empty read-only tmpfs: exactly what the file tools protect;
+- the job folder, read-write, at its real path; ``job.toml``, ``instructions.md``, the harness's folder of
+  tool docs and every repository's git directory (:mod:`.repos`; job.toml's ``[sandbox] git`` may open what a
+  commit needs) as read-only bind mounts (a mount point can be neither written, deleted, renamed over nor
+  hard-linked from), ``.console/`` hidden behind an empty read-only tmpfs: what the file tools protect;
 - a read-only toolchain: ``/usr`` and the ``/bin``, ``/lib*``, ``/sbin`` links (or folders, on a system
   without a merged /usr); from ``/etc`` only what programs need to run (:data:`ETC`);
 - an empty HOME of its own inside a private ``/tmp`` (a tmpfs of ``tmp_mb``), a private ``/dev/shm``
@@ -50,8 +51,9 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from console.engine.tools.limits import MB, CommandWorld
+from console.engine.tools.limits import MB, CommandWorld, GitMode
 from console.engine.tools.limits import within as within  # defined with the extra paths' checks; commands.py's too
+from console.engine.tools.repos import Repos, repo_binds
 
 STATE_DIR = ".console"
 # The operator's files a command must not change (the engine's Sandbox protects the same two).
@@ -105,10 +107,12 @@ def _first_line(text: str) -> str:
 
 
 # -- the world ----------------------------------------------------------------------------------------------
-def protected_binds(root: str, folders: Sequence[str] = ()) -> tuple[list[str], list[str]]:
-    """The options that hide ``.console`` and make the operator's files and the harness's ``folders`` (the tool
-    docs) read-only, and the files bwrap will create as empty mount points (they did not exist: removed again
-    after the call).
+def protected_binds(root: str, folders: Sequence[str] = (), repos: Repos | None = None,
+                    git: GitMode = "read-only") -> tuple[list[str], list[str]]:
+    """The options that hide ``.console`` and make the operator's files, the harness's ``folders`` (the tool
+    docs) and the control files of the job's repositories (``repos``, found just before the call: each git
+    directory whole, or as ``git`` says, see :func:`.repos.repo_binds`) read-only, and the files bwrap will create as
+    empty mount points (they did not exist: removed again after the call).
 
     A protected name that is a symlink, a folder, a pipe or a hard-linked file is a :class:`ConfineError`:
     a mount on a symlink covers its target, not the link, so the command could replace the link with a
@@ -155,6 +159,8 @@ def protected_binds(root: str, folders: Sequence[str] = ()) -> tuple[list[str], 
                                "could replace")
         # Read-only mount: the files in it can be neither written, replaced, removed nor hard-linked from outside.
         opts += ["--ro-bind", path, path]
+    if repos is not None:
+        opts += repo_binds(root, repos, git)
     return opts, created
 
 

@@ -266,6 +266,8 @@ WRITE_ERRORS = (
             "only the operator may change them; do not retry"),
     Failure("the file is kept by the harness: experiences.md, or anything in the tool docs folder {folder}/",
             "read it; add to experiences.md with record_experience; the docs cannot be changed"),
+    Failure("the path is in a repository's .git (or .hg, .jj) folder, or would make one",
+            "read it freely; git runs what is there on the operator's machine, so only the operator changes it"),
     Failure("the content is over {max_write_mb} MB, the most one write may carry",
             "write the first part, then append_file the rest in pieces"),
     Failure("the job folder would grow past its limit of {max_job_mb} MB", "write less, or delete what is not needed"),
@@ -273,7 +275,8 @@ WRITE_ERRORS = (
 )
 PATHS_RULE = "Paths are relative to the job folder ('notes.md', 'data/2019.csv'); nothing outside it can be reached."
 READ_ONLY_RULE = ("Read-only (refused): job.toml and instructions.md (the operator's), experiences.md and the tool "
-                  "docs in {folder}/ (the harness's).")
+                  "docs in {folder}/ (the harness's), a repository's .git, .hg and .jj folders (git runs what they "
+                  "hold on the operator's machine).")
 WRITE_RULES = (PATHS_RULE, READ_ONLY_RULE, "One write carries at most {max_write_mb} MB; the job folder holds at most "
                "{max_job_mb} MB.", "The file is replaced atomically: a crash never leaves half of it.")
 TEXT_ONLY = Failure("the file is binary, or over 32 MB", "only text files up to 32 MB can be read or edited")

@@ -27,6 +27,7 @@ from console.engine.job import _Strict, one_line
 
 MB = 2**20
 MAX_READ_ONLY = 64
+GitMode = Literal["read-only", "commit", "config"]
 
 
 def physical_mb() -> int:
@@ -82,6 +83,10 @@ class SandboxSection(_Strict):
     read_only: list[str] = Field(default_factory=list, max_length=MAX_READ_ONLY)
     # The host's network (for a package install); off by default: no network at all, not even loopback.
     network: bool = False
+    # What commands may change in the job's repositories (console.engine.tools.repos): "read-only" (default: every
+    # git directory is read-only to them), "commit" (commits, branches, tags; not the config, hooks/, info/),
+    # "config" (and the config's plain keys). Never what runs a program on the operator's machine.
+    git: GitMode = "read-only"
     processes: int | None = Field(default=None, gt=0, le=1 << 22)
     memory_mb: int | None = Field(default=None, gt=0, le=1 << 30)
     cpu_seconds: int | None = Field(default=None, gt=0, le=365 * 86400)
@@ -162,6 +167,8 @@ class CommandWorld:
     unconfined: bool = False
     # The most the job folder may hold (max_job_mb), which a command may not grow it past.
     max_job_mb: float = 1024.0
+    # What commands may change in the job's repositories (job.toml's [sandbox] git).
+    git: GitMode = "read-only"
 
 
 class WorldError(ValueError):
@@ -360,7 +367,7 @@ def resolve_world(section: SandboxSection, caps: SandboxCaps, *, max_job_mb: flo
     # Only what an extra path shows needs covering (a call covers those that exist then).
     hidden += [c for c in credentials if c not in hidden and any(within(c, p) for p in extra)]
     return CommandWorld(limits=CommandLimits(**numbers), read_only=tuple(extra), network=section.network,
-                        hide=tuple(hidden), unconfined=unconfined, max_job_mb=max_job_mb)
+                        hide=tuple(hidden), unconfined=unconfined, max_job_mb=max_job_mb, git=section.git)
 
 
 def legacy_mode(value: Any) -> Any:
@@ -384,6 +391,19 @@ def limit_items(world: CommandWorld, memory_by: Literal["cgroup", "rlimit", ""] 
             f"job folder at most {_mb(world.max_job_mb)}"]
 
 
+# What a command may change in the job's repositories, by job.toml's [sandbox] git (the header says it).
+GIT_SEES: dict[GitMode, str] = {
+    "read-only": "every repository's .git folder read-only (git status, diff and log work; commits do not: "
+                 "job.toml's [sandbox] git = \"commit\" allows them)",
+    "commit": "its repositories writable for commits (job.toml's [sandbox] git = \"commit\"), but for their config, "
+              "hooks/ and info/, read-only",
+    "config": "its repositories writable for commits and config (job.toml's [sandbox] git = \"config\"), but for "
+              "their hooks/ and info/, read-only",
+}
+# The look after every call, confined or not (console.engine.tools.repos.sweep).
+GIT_SWEEP = "after each call, what a repository would run on your machine (a config key, a hook) is made harmless"
+
+
 def describe_world(world: CommandWorld, *, tool: str = "", memory_by: Literal["cgroup", "rlimit", ""] = "",
                    filtered: bool = True) -> str:
     """One paragraph: what a command of this run sees and its bounds (the run's header in every view).
@@ -391,8 +411,9 @@ def describe_world(world: CommandWorld, *, tool: str = "", memory_by: Literal["c
     lim = world.limits
     if world.unconfined:
         return ("commands run UNCONFINED (run --unconfined): they see and may change everything this user can, "
-                "and reach the network; bounded only by: " + ", ".join(limit_items(world, memory_by)))
+                f"and reach the network; {GIT_SWEEP}; bounded only by: " + ", ".join(limit_items(world, memory_by)))
     sees = ["the job folder (read-write; job.toml, instructions.md and the tool docs read-only, .console hidden)",
+            GIT_SEES[world.git],
             "/usr and the /bin, /lib links (read-only)",
             # Every kind of what confine.ETC binds, so the header is true (it is shown in every view).
             "from /etc only what programs need to run: the loader's cache, TLS certificates, alternatives, users "
@@ -410,6 +431,6 @@ def describe_world(world: CommandWorld, *, tool: str = "", memory_by: Literal["c
     head = f"commands are confined{f' by {tool}' if tool else ''}"
     calls = ("no keyrings, no setuid files, no openat2, none of the calls Docker's default profile refuses (seccomp)"
              if filtered else "no seccomp filter on this architecture (keyrings and setuid bits are not refused)")
-    return (f"{head}: they see {'; '.join(sees)}; {net}; {calls}; nothing else of the host. Bounds: "
+    return (f"{head}: they see {'; '.join(sees)}; {net}; {calls}; nothing else of the host; {GIT_SWEEP}. Bounds: "
             + ", ".join(limit_items(world, memory_by)))
 
