@@ -75,7 +75,9 @@ def catch_up_run(store: Any, paths: JobPaths, data_dir: Path | None, *, deadline
             _folder_gone(store, key)
             clear_marker(paths, key, data_dir)
         return Outcome(where, True, "its folder is gone: the store says so")
-    first = read_marker(paths)
+    seal = store.seal
+    earlier = seal is not None and seal.earlier(paths.root)  # a run of this operator from before seals
+    first = read_marker(paths, seal, earlier=earlier)
     if first is not None and first.host != store.host:  # looked at before any lock: the other machine's to take
         return Outcome(where, False, f"a run of {first.host}: only that machine catches it up")
     lock = SyncLock(paths)
@@ -86,7 +88,7 @@ def catch_up_run(store: Any, paths: JobPaths, data_dir: Path | None, *, deadline
 
         if RunLock(paths).holder() is not None:
             return Outcome(where, False, "a runner runs it: its link catches the store up")
-        behind = read_marker(paths)
+        behind = read_marker(paths, seal, earlier=earlier)
         if behind is None:
             if key is not None:
                 clear_marker(paths, key, data_dir)  # caught up by its next run, or a marker that does not read
