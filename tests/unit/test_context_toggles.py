@@ -5,7 +5,6 @@ command may name."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,6 @@ from console.cli import launch_flags
 from console.engine.job import JobError
 from console.engine.job_config import JobConfig, load_job_config
 from console.engine.launch import Launch, changes, read_launch, write_launch
-from tests.provenance_support import earlier_run, operator_seal, unsealed
 from console.engine.loop import SessionDeps, build_request
 from console.engine.operator import OperatorState
 from console.engine.runtime import Runtime
@@ -22,6 +20,7 @@ from console.engine.tools import default_registry
 from console.providers.scripted import ScriptedProvider
 from console.settings import load_settings, resolve_run_settings
 from tests.conftest import run_settings
+from tests.provenance_support import earlier_run, operator_seal, unsealed
 
 
 @pytest.fixture

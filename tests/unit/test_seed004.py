@@ -23,9 +23,9 @@ from console.engine.job import JobError, JobPaths
 from console.engine.job_config import JobConfig, load_job_config
 from console.engine.journal import Checkpoint
 from console.engine.launch import LAUNCH_VERSION, Launch, changes, read_launch, write_launch
-from tests.provenance_support import earlier_run, operator_seal, unsealed
 from console.engine.messages import Message, ModelRequest
 from console.settings import load_settings, resolve_run_settings
+from tests.provenance_support import earlier_run, operator_seal, unsealed
 
 SEED_WIND_DOWN = ("[Context window 80% full. Please wrap up your current task and write any important state to "
                   "workspace files. The session will restart shortly.]")
