@@ -113,7 +113,11 @@ def launch_path(paths: JobPaths) -> Path:
 
 
 class ForeignRecord(LaunchError):
-    """The record is not this operator's: no seal of theirs for this folder (console.engine.seal)."""
+    """The record is not this operator's: no seal of theirs for this folder (console.engine.seal). ``why``: which."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"{path}: not a record of this operator's agent-console ({why})")
+        self.why = why
 
 
 Whose = Literal["sealed", "earlier"]
@@ -161,8 +165,8 @@ def open_launch(paths: JobPaths, seal: Seal) -> tuple[Launch, Whose] | None:
     elif FIELD not in doc and seal.earlier(paths.root):
         whose = "earlier"
     else:
-        raise ForeignRecord(f"{path}: not a record of this operator's agent-console ("
-                            f"{'sealed by another operator, or for another folder' if FIELD in doc else 'no seal'})")
+        raise ForeignRecord(path, "its launch record is sealed by another operator, or for another folder"
+                            if FIELD in doc else "its launch record has no seal")
     try:
         return Launch.model_validate(doc), whose
     except (ValueError, RecursionError, ValidationError) as exc:

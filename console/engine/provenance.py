@@ -63,7 +63,7 @@ def judge(paths: JobPaths, seal: Seal) -> Verdict:
     try:
         opened = open_launch(paths, seal)
     except ForeignRecord as exc:
-        return Verdict("foreign", why=str(exc).removeprefix(f"{state / 'launch.json'}: "))
+        return Verdict("foreign", why=exc.why)
     except LaunchError:
         if seal.earlier(paths.root):
             raise  # one of the operator's own runs whose record is damaged: said as it always was
