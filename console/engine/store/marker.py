@@ -11,7 +11,7 @@ import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -89,25 +89,37 @@ def marker_path(paths: JobPaths) -> Path:
     return paths.state / MARKER
 
 
+def _load(paths: JobPaths) -> dict[str, Any] | None:
+    try:
+        with open(marker_path(paths), "rb") as fh:
+            doc = json.loads(fh.read(64 << 20))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _ours(paths: JobPaths, doc: dict[str, Any], seal: Seal, earlier: bool) -> bool:
+    return seal.opens(SEAL_KIND, paths.root, doc) or (earlier and FIELD not in doc)
+
+
 def read_marker(paths: JobPaths, seal: Seal | None, *, earlier: bool = False) -> Behind | None:
     """The folder's marker, or None: none, one that does not read (said by the caller's catch-up as stale), or one
     this operator's harness did not write for this folder (its seal; ``earlier``: one without a seal is believed in
     a folder of a run of this operator from before seals, console.engine.seal). No seal (no data dir): none is."""
-    try:
-        with open(marker_path(paths), "rb") as fh:
-            data = fh.read(64 << 20)
-    except OSError:
-        return None
-    if seal is None:
+    doc = _load(paths)
+    if doc is None or seal is None or not _ours(paths, doc, seal, earlier):
         return None
     try:
-        doc = json.loads(data)
-        if not isinstance(doc, dict) or not (seal.opens(SEAL_KIND, paths.root, doc) or
-                                             (earlier and FIELD not in doc)):
-            return None
         return Behind.model_validate(doc)
     except (ValidationError, ValueError, RecursionError):
         return None
+
+
+def sealed_elsewhere(paths: JobPaths, seal: Seal | None, *, earlier: bool = False) -> bool:
+    """Whether the folder holds a marker that reads, but not as this operator's: another data dir's (a volume two
+    machines mount), or one that came with the folder. Never applied here, and never removed either."""
+    doc = _load(paths)
+    return doc is not None and (seal is None or not _ours(paths, doc, seal, earlier))
 
 
 def write_marker(paths: JobPaths, behind: Behind, data_dir: Path | None, seal: Seal) -> None:
