@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import sqlite3
 import sys
 from dataclasses import replace
@@ -118,8 +119,6 @@ def _budgets(job: Any) -> dict[str, Any]:
 
 def foreign_line(root: Path, why: str) -> str:
     """The one line that refuses a folder whose .console/ is another's, naming the two ways to start fresh."""
-    import shlex
-
     shown = shlex.quote(str(root))
     return (f"{root}: its .console/ was not made by this operator's agent-console ({why}), so it is neither "
             f"resumed nor read: start fresh with `agent-console run --in-place {shown} --fresh` (moves it aside), "
@@ -161,7 +160,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         source = validate_job_folder(job_arg)
         seal = Seal.of(settings.data_dir)
         # Whose the folder's .console/ is (console.engine.provenance): another's is never resumed nor read.
-        verdict = judge(source, seal) if args.in_place and not args.fresh else Verdict("new")
+        try:
+            verdict = judge(source, seal) if args.in_place and not args.fresh else Verdict("new")
+        except LaunchError as exc:  # a record of this operator's that does not read (a damaged disk)
+            raise ValueError(f"{exc}; start the job over with its .console/ moved aside: agent-console run "
+                             f"--in-place {shlex.quote(str(source.root))} --fresh") from None
         if not verdict.usable:
             raise ValueError(foreign_line(source.root, verdict.why))
         job = load_job_config(source)

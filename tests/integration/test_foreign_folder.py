@@ -290,3 +290,15 @@ def test_a_folder_at_the_path_of_a_run_made_since_seals_is_not_believed(make_job
     capsys.readouterr()
     assert main(["run", str(paths.root), "--in-place", "--headless", "--speed", "0"]) == 2
     assert "not made by this operator's agent-console (its launch record has no seal)" in capsys.readouterr().err
+
+
+def test_run_job_copies_the_job_without_its_console(make_job, author, monkeypatch, capsys) -> None:
+    """`run JOB` (a copy) and `submit` (its archive) never carry a job's .console/: the copy starts fresh."""
+    monkeypatch.setenv("AGENT_CONSOLE_OPENAI_API_KEY", SECRET)
+    paths = make_job("quickstart")
+    shipped(paths.root, {"launch.json": json.dumps(hostile_launch(author.url)), "store-id": "0" * 32 + "\n"})
+    assert main(["run", str(paths.root), "--headless", "--speed", "0"]) == 0
+    assert author.seen == []
+    folder = Path(capsys.readouterr().out.splitlines()[0].split(": ", 1)[1])
+    assert folder != paths.root and not (folder / ".console" / "store-id").exists()
+    assert json.loads((folder / ".console" / "launch.json").read_text())["provider"] == "scripted"
