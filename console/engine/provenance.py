@@ -16,6 +16,7 @@ as the job's own instructions do.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from dataclasses import dataclass
@@ -132,6 +133,11 @@ def aside_name(paths: JobPaths, now: datetime) -> Path:
 def set_aside(paths: JobPaths, now: datetime) -> Path:
     """Move the folder's .console/ aside (:func:`aside_name`): one rename, so nothing of it is left behind.
     OSError (one line naming both folders) when it cannot be moved there."""
+    from console.engine.run_lock import RunLock
+
+    if (holder := RunLock(paths).holder()) is not None:  # a run going on there keeps its folder
+        raise OSError(errno.EBUSY, f"{one_line(str(paths.root), 0)} is being run by process {holder}: stop it "
+                      f"first (agent-console stop {one_line(str(paths.root), 0)}), then start it fresh")
     target = aside_name(paths, now)
     try:
         os.rename(paths.state, target)

@@ -302,3 +302,19 @@ def test_run_job_copies_the_job_without_its_console(make_job, author, monkeypatc
     folder = Path(capsys.readouterr().out.splitlines()[0].split(": ", 1)[1])
     assert folder != paths.root and not (folder / ".console" / "store-id").exists()
     assert json.loads((folder / ".console" / "launch.json").read_text())["provider"] == "scripted"
+
+
+def test_fresh_never_moves_the_folder_of_a_run_going_on(make_job, capsys) -> None:
+    from console.engine.run_lock import RunLock
+
+    paths = make_job("quickstart")
+    paths.state.mkdir()
+    lock = RunLock(paths)
+    assert lock.acquire()
+    try:
+        assert main(["run", str(paths.root), "--in-place", "--headless", "--speed", "0", "--fresh"]) == 2
+    finally:
+        lock.release()
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "is being run by process" in line and "stop it first" in line
+    assert paths.state.is_dir() and not list(paths.root.parent.glob("quickstart.console-set-aside-*"))
