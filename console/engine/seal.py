@@ -32,6 +32,7 @@ import json
 import os
 import secrets
 import sqlite3
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,27 @@ def canonical(data: dict[str, Any]) -> bytes:
 def folder_of(folder: str | os.PathLike[str]) -> bytes:
     """The folder a record is for, as the MAC sees it: its real path."""
     return os.path.realpath(os.fspath(folder)).encode("utf-8", "surrogateescape")
+
+
+def read_record(path: Path, limit: int) -> bytes | None:
+    """A record's bytes (at most ``limit``), read without following a link or waiting on a pipe; None when there
+    is no regular file there or it cannot be read (a record that is not one is none)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, left = [], limit
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 class Seal:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from console.engine import failpoints
 from console.engine.atomic import atomic_write_text
 from console.engine.job import JobPaths
-from console.engine.seal import FIELD, Seal
+from console.engine.seal import FIELD, Seal, read_record
 
 MARKER = "store-behind.json"  # in the run's .console/, sealed (console.engine.seal)
 SEAL_KIND = "store-behind"
@@ -90,10 +90,10 @@ def marker_path(paths: JobPaths) -> Path:
 
 
 def _load(paths: JobPaths) -> dict[str, Any] | None:
+    data = read_record(marker_path(paths), 64 << 20)
     try:
-        with open(marker_path(paths), "rb") as fh:
-            doc = json.loads(fh.read(64 << 20))
-    except (OSError, ValueError, RecursionError):
+        doc = json.loads(data) if data is not None else None
+    except (ValueError, RecursionError):
         return None
     return doc if isinstance(doc, dict) else None
 

@@ -32,7 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from console.engine.seal import Seal, SealError
+from console.engine.seal import Seal, SealError, read_record
 from console.engine.store.base import (
     COLUMNS,
     FINISHED,
@@ -93,11 +93,10 @@ def read_store_id(path: str | Path, seal: Seal, *, earlier: bool = False) -> str
     after it); ``earlier``: a key without a seal is believed too (a run of this operator from before seals: see
     console.engine.seal). None: none, or one that is not this operator's (a job folder from elsewhere naming a
     run of the store it does not own)."""
-    try:
-        with open(Path(path) / ".console" / STORE_ID, "rb") as fh:
-            lines = fh.read(200).decode("ascii", "replace").split("\n")
-    except OSError:
+    data = read_record(Path(path) / ".console" / STORE_ID, 200)
+    if data is None:
         return None
+    lines = data.decode("ascii", "replace").split("\n")
     key = lines[0].strip()
     if not _HEX32.fullmatch(key):
         return None
