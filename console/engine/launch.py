@@ -112,6 +112,11 @@ def launch_path(paths: JobPaths) -> Path:
     return paths.state / LAUNCH_NAME
 
 
+class UnreadableRecord(LaunchError):
+    """The file is no launch record at all (not a regular file, too big, not a JSON object): whose it is, nobody
+    can say."""
+
+
 class ForeignRecord(LaunchError):
     """The record is not this operator's: no seal of theirs for this folder (console.engine.seal). ``why``: which."""
 
@@ -131,19 +136,19 @@ def _load(paths: JobPaths) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise LaunchError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+        raise UnreadableRecord(f"{path}: cannot be read ({exc.strerror or exc})") from None
     with os.fdopen(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise LaunchError(f"{path}: not a regular file: not a launch record")
+            raise UnreadableRecord(f"{path}: not a regular file: not a launch record")
         data = fh.read(MAX_LAUNCH_BYTES + 1)
     if len(data) > MAX_LAUNCH_BYTES:
-        raise LaunchError(f"{path}: larger than {MAX_LAUNCH_BYTES} bytes: not a launch record")
+        raise UnreadableRecord(f"{path}: larger than {MAX_LAUNCH_BYTES} bytes: not a launch record")
     try:
         doc = json.loads(data)
     except (ValueError, RecursionError) as exc:
-        raise LaunchError(f"{path}: not a launch record ({_first(exc)})") from None
+        raise UnreadableRecord(f"{path}: not a launch record ({_first(exc)})") from None
     if not isinstance(doc, dict):
-        raise LaunchError(f"{path}: not a launch record (not a JSON object)")
+        raise UnreadableRecord(f"{path}: not a launch record (not a JSON object)")
     return doc
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Literal
 
 from console.engine.job import JobPaths, one_line
-from console.engine.launch import ForeignRecord, Launch, LaunchError, open_launch, write_launch
+from console.engine.launch import ForeignRecord, Launch, UnreadableRecord, open_launch, write_launch
 from console.engine.seal import Seal
 
 Whose = Literal["new", "ours", "earlier", "foreign"]
@@ -49,7 +49,7 @@ class Verdict:
 
 
 def judge(paths: JobPaths, seal: Seal) -> Verdict:
-    """Whose ``paths``' .console/ is (see the module). LaunchError when this operator's own record does not read."""
+    """Whose ``paths``' .console/ is (see the module). LaunchError when a record of this operator's does not read."""
     state = paths.state
     try:
         st = os.lstat(state)
@@ -65,10 +65,11 @@ def judge(paths: JobPaths, seal: Seal) -> Verdict:
         opened = open_launch(paths, seal)
     except ForeignRecord as exc:
         return Verdict("foreign", why=exc.why)
-    except LaunchError:
+    except UnreadableRecord:
         if seal.earlier(paths.root):
-            raise  # one of the operator's own runs whose record is damaged: said as it always was
+            raise  # one of the operator's own runs from before seals, whose record is damaged: said as it is
         return Verdict("foreign", why="its launch record does not read as one")
+    # A record sealed by this operator that this version cannot take (LaunchError) is theirs: it is raised.
     if opened is not None:
         record, how = opened
         return Verdict("ours" if how == "sealed" else "earlier", record)

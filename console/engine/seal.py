@@ -13,11 +13,13 @@ files never makes the operator's own run look foreign. Nobody without the data d
 wiped (a new key) makes every sealed folder foreign, as another operator's are.
 
 The runs made before seals existed are the operator's too, and their records have none. When the key is made, the
-folders the data dir's own jobs table (``jobs.db``: written only by this operator's harness) knew then are listed
-beside it (``DATA/keys/legacy.json``); a record without a seal is believed in those folders only, each is sealed at
-its next resume and dropped from the list. A folder at one of those paths replaced since by a job from elsewhere
-before its resume would be believed once: the operator ran a job in that exact folder before the upgrade, and the
-window closes at its first resume. Runs started since the key exists are never on the list.
+folders the data dir's own jobs table (``jobs.db``: written only by this operator's harness) knew then, and the run
+folders ``run JOB`` made in its ``runs/`` (copies made without any .console/), are listed beside it
+(``DATA/keys/legacy.json``); a record without a seal is believed in those folders only, each is sealed at its next
+resume and dropped from the list (a shared store's rows are not asked: other machines write them). Why that is safe
+enough: a folder at one of those paths replaced since by a job from elsewhere, before its resume, would be believed
+once; the operator ran a job in that very folder before the upgrade, and the window closes at its first resume. Runs
+started since the key exists are never on the list, so a job downloaded again to the folder of one of them is not.
 
 The engine is given the data dir; it never reads settings.
 """
@@ -43,6 +45,7 @@ KEY_NAME = "seal.key"
 LEGACY_NAME = "legacy.json"
 KEY_BYTES = 32
 JOBS_DB = "jobs.db"  # the embedded jobs table, in the data dir (console.engine.store.embedded)
+RUNS = "runs"  # the run folders `run JOB` makes, in the data dir
 FIELD = "seal"  # the MAC's field in a sealed JSON record
 _DOMAIN = b"agent-console seal 1\0"
 _NO_LINKS = (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS)
@@ -191,13 +194,25 @@ def _recorded(db_path: Path) -> list[str]:
         return []
 
 
+def _copies(runs: Path) -> list[str]:
+    """The run folders ``run JOB`` made in the data dir's ``runs/`` (the operator's only; each copy made without a
+    .console/, so whatever .console/ one holds is the harness's): the runs of a shared store's operator, whose
+    jobs table is not on this machine."""
+    try:
+        with os.scandir(runs) as it:
+            return [e.path for e in it if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
 def _make_key(data_dir: Path, folder: Path, path: Path) -> None:
     """The list of earlier runs first, then the key, which appears whole or not at all (a hard link of a complete
     temp file: the first of two processes making it at once wins, the other reads it)."""
     problem = private_dir(folder)
     if problem is not None:
         raise SealError(errno.EACCES, f"the operator's key cannot be kept: {problem}")
-    earlier = sorted({folder_of(p).decode("utf-8", "surrogateescape") for p in _recorded(data_dir / JOBS_DB)})
+    found = [*_recorded(data_dir / JOBS_DB), *_copies(data_dir / RUNS)]
+    earlier = sorted({folder_of(p).decode("utf-8", "surrogateescape") for p in found})
     try:
         atomic_write_text(folder / LEGACY_NAME, json.dumps({"paths": earlier}), tmp_dir=folder)
         tmp = folder / f".{KEY_NAME}.{secrets.token_hex(8)}.tmp"

@@ -85,3 +85,16 @@ def test_the_runs_before_the_key_are_the_jobs_tables_then(tmp_path: Path) -> Non
     assert not seal.earlier(before)
     assert json.loads((data / KEYS / LEGACY_NAME).read_text()) == {"paths": []}
     assert stat.S_IMODE(os.stat(data / KEYS / LEGACY_NAME).st_mode) == 0o600
+
+
+def test_the_copies_run_made_before_the_key_are_earlier_runs_too(tmp_path: Path) -> None:
+    """An operator of a shared store has no jobs table here: the run folders `run JOB` made are theirs all the
+    same (a copy never carries a .console/)."""
+    data = tmp_path / "data"
+    (data / "runs" / "quickstart-20261126-101500").mkdir(parents=True)
+    (data / "runs" / "stray-file").write_text("")
+    seal = Seal.of(data)
+    (data / "runs" / "quickstart-20261127-090000").mkdir()
+    assert seal.earlier(data / "runs" / "quickstart-20261126-101500")
+    assert not seal.earlier(data / "runs" / "quickstart-20261127-090000")
+    assert not seal.earlier(data / "runs" / "stray-file")
