@@ -113,3 +113,34 @@ def test_a_marker_of_ours_changes_its_own_run_only(machines: tuple[Machine, Mach
         store.close()
     assert sql(pg_url, "SELECT status, summary, host, path, id FROM runs WHERE key=%s", key) == [before]
     assert sql(pg_url, "SELECT count(*) FROM runs WHERE key=%s", own) == [(0,)]  # not even its own cost
+
+
+def test_a_run_from_before_seals_keeps_its_store_id_and_its_marker(machines: tuple[Machine, Machine], pg_url: str
+                                                                   ) -> None:
+    """A run of this operator made before seals (a copy in the data dir's runs/, as a shared store's operator has no
+    jobs table): its store id, without a seal, is still its key in the store, its marker is applied, and both are
+    sealed at its resume."""
+    a, _b = machines
+    done = a.cli("run", str(QUICKSTART), "--headless", "--speed", "0", "--max-turns", "2")
+    assert done.returncode == 1, done.stderr
+    folder = Path(done.stdout.splitlines()[0].split(": ", 1)[1])
+    ((key, status),) = sql(pg_url, "SELECT key, status FROM runs")
+    data = Path(a.env["AGENT_CONSOLE_DATA_DIR"])
+    # As the version before seals left it: no seal anywhere, no key in the data dir, a marker of its own.
+    state = folder / ".console"
+    record = json.loads((state / "launch.json").read_text())
+    record.pop("seal")
+    (state / "launch.json").write_text(json.dumps(record))
+    (state / "store-id").write_text(key + "\n")
+    ts = datetime.now(UTC).isoformat(timespec="seconds")
+    (state / MARKER).write_text(json.dumps({"version": 1, "store": shown_store_url(pg_url), "key": key,
+                                            "host": "machine-a", "owner": "machine-a:1:old", "since": ts,
+                                            "updates": [{"op": "cost", "params": [0.42, key]}]}))
+    shutil.rmtree(data / "keys")
+    again = a.cli("run", "--in-place", str(folder), "--headless", "--speed", "0", "--max-turns", "400")
+    assert again.returncode == 0, again.stderr
+    assert sql(pg_url, "SELECT key, status FROM runs") == [(key, "completed")]  # one run, its own row
+    seal = Seal.of(data)
+    assert read_store_id(folder, seal) == key  # sealed now
+    assert not (state / MARKER).exists()  # applied first, then gone
+    assert json.loads((state / "launch.json").read_text())["seal"]
