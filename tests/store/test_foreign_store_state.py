@@ -125,6 +125,7 @@ def test_a_run_from_before_seals_keeps_its_store_id_and_its_marker(machines: tup
     assert done.returncode == 1, done.stderr
     folder = Path(done.stdout.splitlines()[0].split(": ", 1)[1])
     ((key, status),) = sql(pg_url, "SELECT key, status FROM runs")
+    assert status != "completed"
     data = Path(a.env["AGENT_CONSOLE_DATA_DIR"])
     # As the version before seals left it: no seal anywhere, no key in the data dir, a marker of its own.
     state = folder / ".console"
