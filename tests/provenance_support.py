@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from console.engine.job import JobPaths
-from console.engine.launch import SEAL_KIND, Launch, LaunchStart, launch_path
+from console.engine.launch import SEAL_KIND, Launch, LaunchStart, launch_path, write_launch
 from console.engine.seal import KEY_NAME, KEYS, Seal
 
 
@@ -28,6 +28,14 @@ def operator_seal() -> Seal:
 def launch(provider: str = "scripted", model: str = "scripted-agent", **fields: Any) -> LaunchStart:
     """What `run` hands a Supervisor it starts: a record (sealed when the run writes it)."""
     return LaunchStart(Launch(provider=provider, model=model, **fields), operator_seal())
+
+
+def record(paths: JobPaths, provider: str = "scripted", model: str = "scripted-agent", **fields: Any) -> Launch:
+    """The run's record, as a run of this operator writes it at its start (a folder an older version of the
+    harness ran, say, whose state a test makes by hand)."""
+    made = Launch(provider=provider, model=model, **fields)
+    write_launch(paths, made, operator_seal())
+    return made
 
 
 def rewrite_record(paths: JobPaths, data: dict[str, Any]) -> None:
