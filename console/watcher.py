@@ -6,7 +6,8 @@ operator who walked away is never told. So :func:`console.runner.spawn_runner` s
 and waits for it. When the runner is gone it looks at how it ended and at the run's log:
 
 - killed by a signal (SIGKILL, SIGSEGV...) or exited without its end recorded after its start: the run died. The
-  channels of the run's record (``.console/launch.json``: never argv, never the environment) are told once,
+  channels of the run's record (``.console/launch.json``, sealed by this operator's harness for this folder: never
+  argv, never the environment, never a record the folder came with) are told once,
   in the style of the other needs (:meth:`console.notify.Notifier.died`), and ``runner.log`` says so too;
 - a normal end, an operator stop (the run records its end), a SIGTERM or SIGINT stop (sent to the runner, or
   to this watcher, which hands it on), a runner that never started its run (its starter says why), or a run
@@ -137,11 +138,13 @@ def report(root: str, how: str, out: Any = None, clock: Any = None) -> bool:
     from pathlib import Path
 
     from console.engine.clock import SystemClock
-    from console.engine.job import JobPaths
+    from console.engine.job import JobError, JobPaths
     from console.engine.launch import LaunchError, read_launch
     from console.engine.run_lock import RunLock
     from console.engine.runs import job_name
+    from console.engine.seal import Seal
     from console.engine.text import safe_text
+    from console.settings import load_settings
 
     out = out or sys.stderr
     clock = clock or SystemClock()
@@ -153,8 +156,10 @@ def report(root: str, how: str, out: Any = None, clock: Any = None) -> bool:
     print(f"agent-console: run {paths.run_id} died at {when:%H:%M:%S} ({how}); its last step is kept; resume it "
           f"with: agent-console resume {paths.run_id}", file=out, flush=True)
     try:
-        record = read_launch(paths)
-    except LaunchError as exc:
+        # Only a record this operator's harness sealed for this folder chooses where the news goes (a folder's
+        # own .console/ from elsewhere names its author's channels: console.engine.provenance).
+        record = read_launch(paths, Seal.of(load_settings().data_dir))
+    except (LaunchError, JobError, OSError, ValueError) as exc:
         print(f"agent-console: its channels cannot be told: {safe_text(str(exc), one_line=True, join=True)}",
               file=out, flush=True)
         return True

@@ -15,6 +15,7 @@ from console.cli import main
 from console.engine.runs import run_id
 from console.view.jobs import jobs_table, shorten
 from tests.conftest import SAMPLES
+from tests.provenance_support import operator_seal
 
 
 def run_cli(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -116,10 +117,11 @@ def test_no_command_prints_help_and_exits_2(capsys) -> None:
 
 def test_corrupt_state_and_database_are_named_not_tracebacks(make_job, capsys) -> None:
     paths = make_job("quickstart")
-    paths.state.mkdir()
+    assert main(["run", str(paths.root), "--headless", "--in-place", "--speed", "0", "--max-turns", "1"]) == 1
     paths.todos.write_text('{"kind": "nonsense"}')
+    capsys.readouterr()
     # A damaged state file is moved aside and reported, never trusted, never deleted; the run goes on.
-    assert main(["run", str(paths.root), "--headless", "--in-place", "--speed", "0"]) == 0
+    assert main(["run", str(paths.root), "--headless", "--in-place", "--speed", "0", "--max-turns", "100"]) == 0
     out, err = capsys.readouterr()
     assert "‼ recovered .console/todos.json: " in out and "Traceback" not in err
     (kept,) = (paths.state / "corrupt").iterdir()
@@ -592,13 +594,17 @@ def test_jobs_json_keeps_the_whole_record_and_the_id(tmp_path, capsys) -> None:
 
 def test_jobs_says_a_run_is_unconfined_as_every_view_does(tmp_path, capsys, monkeypatch) -> None:
     from console.engine.job import JobPaths
-    from console.engine.launch import Launch, write_launch
+    from console.engine.launch import Launch, launch_path, write_launch
 
+    seal = operator_seal()  # the runs below are this version's: none is from before seals
     runs = _store_rows(tmp_path)
     folder = runs[0][0]  # out of budget
     JobPaths(folder).state.mkdir(parents=True)
-    write_launch(JobPaths(folder), Launch(provider="scripted", model="scripted-agent", unconfined=True))
-    from console.engine.launch import launch_path
+    write_launch(JobPaths(folder), Launch(provider="scripted", model="scripted-agent", unconfined=True), seal)
+    # A record the folder came with says nothing: only this operator's harness's record is the run's.
+    shipped = JobPaths(runs[2][0])
+    shipped.state.mkdir(parents=True)
+    launch_path(shipped).write_text('{"provider": "scripted", "model": "scripted-agent", "unconfined": true}')
 
     damaged = JobPaths(runs[1][0])
     damaged.state.mkdir(parents=True)

@@ -131,8 +131,8 @@ def state_error(paths: Any, exc: Exception) -> str:
     name = STATE_FILES.get(getattr(exc, "title", ""), "")
     where = paths.state / name if name else paths.state
     first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return (f"{where}: harness state cannot be read ({first}); restore it from a backup, or move the job's "
-            ".console/ folder aside to start the job over")
+    return (f"{where}: harness state cannot be read ({first}); restore it from a backup, or start the job over "
+            f"with its .console/ moved aside: agent-console run --in-place {paths.root} --fresh")
 
 
 def resume_hint(paths: Any) -> str:

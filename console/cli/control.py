@@ -216,19 +216,27 @@ def _not_taken(store: Any, command_id: str, command: str, rid: str, host: str, e
 def resume_run(paths: Any, args: argparse.Namespace) -> int:
     """``resume ID`` of a run no process runs: start it again as a runner, with its recorded settings (and the
     flags given now), in the background or under a console; or say in one line why not (non-zero)."""
-    from console.engine.launch import LaunchError, read_launch
+    from console.cli.run import foreign_line
+    from console.engine.job import JobError
+    from console.engine.launch import LaunchError
+    from console.engine.provenance import judge
+    from console.engine.seal import Seal, SealError
     from console.runner import job_done
+    from console.settings import load_settings
 
+    try:  # a folder whose .console/ another operator made is no run of this one's: nothing in it is read
+        verdict = judge(paths, Seal.of(load_settings().data_dir))
+    except (LaunchError, SealError, JobError, ValueError) as exc:
+        err(f"resume: {exc}")
+        return EXIT_USAGE
+    if not verdict.usable:
+        err(f"resume: {foreign_line(paths.root, verdict.why)}")
+        return EXIT_USAGE
     if job_done(paths):
         err(f"resume: run {paths.run_id} ({paths.root}) is complete: there is nothing to resume")
         return EXIT_FAILED
     if not paths.events.exists():
         err(f"resume: {paths.root} has never run: start it with agent-console run {paths.root}")
-        return EXIT_USAGE
-    try:
-        read_launch(paths)
-    except LaunchError as exc:
-        err(f"resume: {exc}; move it aside to resume with the current settings")
         return EXIT_USAGE
     if args.console and not (sys.stdin.isatty() and sys.stdout.isatty()):
         err("resume --console needs a terminal; without --console the run goes on in the background")

@@ -53,9 +53,16 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     rows = [as_now(r) for r in rows]
     rows.sort(key=needs_first)
+    from console.engine.seal import Seal, SealError
+
+    try:  # each run's record is believed only with this operator's seal (a run's UNCONFINED mark)
+        seal: Seal | None = Seal.of(settings.data_dir)
+    except SealError as exc:
+        err(f"warning: {exc}")
+        seal = None
     if args.json:
         for r in rows:
-            record = {**r.__dict__, "unconfined": unconfined(r)}
+            record = {**r.__dict__, "unconfined": unconfined(r, seal)}
             if not r.host:  # the embedded store: no machine, no lease (its records keep their keys)
                 for extra in ("host", "leased", "key"):
                     record.pop(extra, None)
@@ -68,7 +75,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     rows = [replace(r, summary=None) if r.status == "gone" else r for r in rows]
     console = Console()
     width = console.width
-    lines, hidden = jobs_table(rows, width)
+    lines, hidden = jobs_table(rows, width, seal)
     for text in lines:
         console.print(text, soft_wrap=True)  # each row is one line of at most `width`: never folded
     # Sorted by needs_first: the runs that need their operator come before newer ones, and the note says so.

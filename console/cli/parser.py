@@ -28,6 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--theme", metavar="NAME", help="console theme (agent-dark, agent-light, agent-ansi, ...)")
     run.add_argument("--in-place", action="store_true",
                      help="run in JOB itself instead of a fresh copy (resumes it if it has state)")
+    run.add_argument("--fresh", action="store_true",
+                     help="with --in-place: move the folder's .console/ aside (beside the folder) and start the job "
+                          "over; the way to run in place a job folder whose .console/ another operator made")
     run.add_argument("--detach", action="store_true",
                      help="start the run in the background and return (follow it with attach, logs -f or wait)")
     _settings_flags(run)

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import sqlite3
 import sys
 from dataclasses import replace
@@ -116,11 +117,21 @@ def _budgets(job: Any) -> dict[str, Any]:
     return {n: v for n in names if (v := getattr(guard, n, None)) is not None}
 
 
+def foreign_line(root: Path, why: str) -> str:
+    """The one line that refuses a folder whose .console/ is another's, naming the two ways to start fresh."""
+    shown = shlex.quote(str(root))
+    return (f"{root}: its .console/ was not made by this operator's agent-console ({why}), so it is neither "
+            f"resumed nor read: start fresh with `agent-console run --in-place {shown} --fresh` (moves it aside), "
+            f"or run a copy without it: `agent-console run {shown}`")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from console.engine.clock import SystemClock
     from console.engine.job import JobError, one_line, prepare_run, validate_job_folder
     from console.engine.job_config import load_job_config
-    from console.engine.launch import Launch, LaunchStart, changes, read_launch
+    from console.engine.launch import Launch, LaunchError, LaunchStart, changes
+    from console.engine.provenance import Verdict, adopt, judge, set_aside
+    from console.engine.seal import Seal, SealError
     from console.engine.store import StoreError
     from console.engine.supervisor import Supervisor
     from console.engine.tool_setup import check_commands
@@ -142,11 +153,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         settings = load_settings()
         use_console = not args.headless and not args.detach and sys.stdin.isatty() and sys.stdout.isatty()
         check_console_options(args.theme, settings, console=use_console)
+        if args.fresh and not args.in_place:
+            raise ValueError("--fresh goes with --in-place (run JOB always starts from a fresh copy)")
         if args.in_place:  # a run to go on with: its folder, id or name; a copy is made of a job folder only
             job_arg = run_folder(args.job, settings)
         source = validate_job_folder(job_arg)
+        seal = Seal.of(settings.data_dir)
+        # Whose the folder's .console/ is (console.engine.provenance): another's is never resumed nor read.
+        try:
+            verdict = judge(source, seal) if args.in_place and not args.fresh else Verdict("new")
+        except LaunchError as exc:  # a record of this operator's that does not read (a damaged disk)
+            raise ValueError(f"{exc}; start the job over with its .console/ moved aside: agent-console run "
+                             f"--in-place {shlex.quote(str(source.root))} --fresh") from None
+        if not verdict.usable:
+            raise ValueError(foreign_line(source.root, verdict.why))
         job = load_job_config(source)
-        recorded = read_launch(source) if args.in_place else None
+        recorded = verdict.record
         from console.engine.launch import store_change
         from console.engine.store import shown_store_url
 
@@ -184,7 +206,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             what = "base_url (--base-url, job.toml or settings)" if rs.base_url else f"--provider {rs.provider}"
             raise ValueError(f"{what}: the {rs.provider} client cannot be set up ({type(exc).__name__}: "
                              f"{str(exc)[:200]})") from None
-    except (JobError, ValueError, ProviderError) as exc:
+    except (JobError, ValueError, ProviderError, LaunchError, SealError) as exc:
         err(str(exc))
         return EXIT_USAGE
     except RecursionError:
@@ -219,6 +241,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     except OSError as exc:  # the data folder cannot be written, or a file of the job cannot be copied
         err(f"{job_arg}: cannot be copied to a run folder under {settings.runs_dir}: {str(exc)[:300]}")
         return EXIT_USAGE
+    if args.fresh and os.path.lexists(paths.state):
+        try:
+            aside = set_aside(paths, clock.now().astimezone())
+        except OSError as exc:  # its line names both folders and what to do
+            err(str(exc.strerror))
+            return EXIT_USAGE
+        # On stderr: a run's first line on stdout stays `run ID: FOLDER` (scripts read it).
+        say(f"{paths.state} moved aside to {aside}: the run starts fresh, with nothing of it", sys.stderr)
+    elif verdict.whose in ("earlier", "ours"):
+        try:
+            adopt(paths, verdict, seal)  # a run of this operator from before seals: sealed now
+        except OSError as exc:
+            err(f"{paths.state}: its records cannot be sealed ({exc.strerror or exc})")
+            return EXIT_USAGE
     try:
         if use_console or args.detach:
             # The run is a process of its own (a runner); this one only watches it, and may go away.
@@ -241,7 +277,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                         notify_on_end=on_end, notify_remind=remind, budgets=_budgets(job),
                         store=shown_store_url(settings.store_url),
                         started_at=recorded.started_at if recorded is not None else clock.now())
-        launch = LaunchStart(record, source="resume" if recorded is not None else "start",
+        launch = LaunchStart(record, seal, source="resume" if recorded is not None else "start",
                              changes=tuple(changes(recorded, record)) if recorded is not None else (),
                              by=os.environ.pop(RUNNER_BY_ENV, "") if runner else "headless",
                              shown_notify=tuple(shown_url(u) for u in record.notify))

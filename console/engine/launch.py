@@ -14,11 +14,17 @@ the provider or the model of a run needs an explicit ``--switch-model``.
 
 The notification targets are Apprise URLs, which often carry a token: the file is the operator's only
 (0600 in a 0700 folder), and what events and views show of a URL is its scheme and host (:func:`shown_url`).
+
+The record is believed only when it is this operator's: sealed with their key for this folder (console.engine.seal),
+or without a seal in a folder of one of their runs from before seals existed. A record shipped with a job folder is
+another's (:class:`ForeignRecord`): nothing in it is used (console.engine.provenance says what a run does then).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -29,9 +35,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from console.engine.atomic import atomic_write_text
 from console.engine.job import MAX_CARRYOVER_TURNS, MAX_COMPACT_AT, MAX_RESTARTS, JobPaths
+from console.engine.seal import FIELD, Seal
 from console.engine.url_secrets import shown_url as shown_url_secret
 
 LAUNCH_NAME = "launch.json"
+SEAL_KIND = "launch"  # what its MAC says it is (console.engine.seal)
 # 2: max_restarts counts sessions, as seed 004 does (a context full in session N >= max_restarts ends the run);
 # version 1 counted restarts, so a version 1 record's max_restarts is read as one more (the same run).
 LAUNCH_VERSION = 2
@@ -105,27 +113,84 @@ def launch_path(paths: JobPaths) -> Path:
     return paths.state / LAUNCH_NAME
 
 
-def read_launch(paths: JobPaths) -> Launch | None:
-    """The run's record, None if it has none (a run from before records existed, or a fresh job folder)."""
+class UnreadableRecord(LaunchError):
+    """The file is no launch record at all (not a regular file, too big, not a JSON object): whose it is, nobody
+    can say."""
+
+
+class ForeignRecord(LaunchError):
+    """The record is not this operator's: no seal of theirs for this folder (console.engine.seal). ``why``: which."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"{path}: not a record of this operator's agent-console ({why})")
+        self.why = why
+
+
+Whose = Literal["sealed", "earlier"]
+
+
+def _load(paths: JobPaths) -> dict[str, Any] | None:
+    """The record's JSON object as it is on disk; None if there is none; LaunchError if it does not read as one."""
     path = launch_path(paths)
     try:
-        with path.open("rb") as fh:
-            data = fh.read(MAX_LAUNCH_BYTES + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise LaunchError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+        raise UnreadableRecord(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnreadableRecord(f"{path}: not a regular file: not a launch record")
+        data = fh.read(MAX_LAUNCH_BYTES + 1)
     if len(data) > MAX_LAUNCH_BYTES:
-        raise LaunchError(f"{path}: larger than {MAX_LAUNCH_BYTES} bytes: not a launch record")
+        raise UnreadableRecord(f"{path}: larger than {MAX_LAUNCH_BYTES} bytes: not a launch record")
     try:
-        return Launch.model_validate(json.loads(data))
+        doc = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise UnreadableRecord(f"{path}: not a launch record ({_first(exc)})") from None
+    if not isinstance(doc, dict):
+        raise UnreadableRecord(f"{path}: not a launch record (not a JSON object)")
+    return doc
+
+
+def _first(exc: BaseException) -> str:
+    return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+
+
+def open_launch(paths: JobPaths, seal: Seal) -> tuple[Launch, Whose] | None:
+    """The run's record and why it is believed: sealed by this operator for this folder, or a record without a
+    seal in a folder of one of this operator's runs made before seals existed ("earlier": see console.engine.seal).
+    None if the folder has none. :class:`ForeignRecord` if it is not this operator's; LaunchError if it does not
+    read."""
+    doc = _load(paths)
+    if doc is None:
+        return None
+    path = launch_path(paths)
+    if seal.opens(SEAL_KIND, paths.root, doc):
+        whose: Whose = "sealed"
+    elif FIELD not in doc and seal.earlier(paths.root):
+        whose = "earlier"
+    else:
+        raise ForeignRecord(path, "its launch record is sealed by another operator, or for another folder"
+                            if FIELD in doc else "its launch record has no seal")
+    try:
+        return Launch.model_validate(doc), whose
     except (ValueError, RecursionError, ValidationError) as exc:
-        first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-        raise LaunchError(f"{path}: not a launch record ({first})") from None
+        raise LaunchError(f"{path}: not a launch record ({_first(exc)})") from None
 
 
-def write_launch(paths: JobPaths, launch: Launch) -> None:
-    atomic_write_text(launch_path(paths), launch.model_dump_json(indent=1), tmp_dir=paths.state / "tmp")
+def read_launch(paths: JobPaths, seal: Seal) -> Launch | None:
+    """The run's record if it is this operator's (:func:`open_launch`), None if it has none (a run from before
+    records existed, or a fresh job folder). :class:`ForeignRecord` if it is another's; LaunchError if it does not
+    read."""
+    opened = open_launch(paths, seal)
+    return opened[0] if opened is not None else None
+
+
+def write_launch(paths: JobPaths, launch: Launch, seal: Seal) -> None:
+    """The record, sealed (its MAC inside the same atomic write)."""
+    text = seal.sealed_json(SEAL_KIND, paths.root, json.loads(launch.model_dump_json()))
+    atomic_write_text(launch_path(paths), text, tmp_dir=paths.state / "tmp")
 
 
 def shown_url(url: str) -> str:
@@ -196,9 +261,11 @@ def store_change(old: Launch, shown: str) -> str:
 @dataclass(frozen=True)
 class LaunchStart:
     """What a process starting a run hands the supervisor: the record to keep (written once the run's lock is
-    held, never by a process that would be refused) and what the ``launch_settings`` event says."""
+    held, never by a process that would be refused; sealed with ``seal``) and what the ``launch_settings`` event
+    says."""
 
     record: Launch
+    seal: Seal
     source: Literal["start", "resume"] = "start"
     changes: tuple[str, ...] = ()
     by: str = ""

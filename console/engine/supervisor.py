@@ -366,18 +366,28 @@ class Supervisor:
         if not self.lock.acquire():
             raise JobBusy(f"{self.paths.root} is already being run by process {self.lock.holder()}")
         self.operator.channel.run_id = self.lock.run_id
-        try:  # a shared store: its link ships the log, takes commands in and holds the lease (a thread)
-            link = link_run(self.store, self.paths, self.events, self.operator, self.lock.run_id, self.clock.now)
-        except LeaseHeld as exc:
-            self.lock.release()
-            raise JobBusy(str(exc)) from None
+        # Only the process that holds the run writes its record (a refused one never does). A new run's sealed
+        # record is the first thing it writes in .console/ (console.engine.provenance: a .console/ without one is
+        # not a run of this operator, so a kill -9 right after it must not leave the store id before it); a
+        # resume's is written once the store's lease is held too (another machine may run it).
+        first = self.launch is not None and self.launch.source == "start"
+        link = None
         failed: BaseException | None = None
         try:
-            if self.launch is not None:
-                # Only the process that holds the run writes its record (a refused one never does).
-                write_launch(self.paths, self.launch.record)
+            if first and self.launch is not None:
+                write_launch(self.paths, self.launch.record, self.launch.seal)
+            try:  # a shared store: its link ships the log, takes commands in and holds the lease (a thread)
+                link = link_run(self.store, self.paths, self.events, self.operator, self.lock.run_id,
+                                self.clock.now)
+            except LeaseHeld as exc:
+                raise JobBusy(str(exc)) from None
+            if self.launch is not None and not first:
+                write_launch(self.paths, self.launch.record, self.launch.seal)
             self.result = self._run()
             return self.result
+        except JobBusy as exc:  # another machine runs it: nothing of this process's happened
+            failed = exc
+            raise
         except BaseException as exc:
             failed = exc
             # Interrupted mid-step (a third Ctrl+C): what the step would have recorded is dropped with it,

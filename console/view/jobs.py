@@ -44,16 +44,18 @@ def as_now(r: Any, holder: Any = None) -> Any:
     return replace(r, status=live.state)
 
 
-def unconfined(r: Any) -> bool:
+def unconfined(r: Any, seal: Any) -> bool:
     """Whether the run was started with --unconfined (its commands run without a sandbox): its own launch record
-    says, read from its folder (a run of another machine's folder is not here: its console and logs say)."""
+    says, read from its folder (a run of another machine's folder is not here: its console and logs say). Only a
+    record this operator's harness sealed (``seal``: console.engine.seal) says anything: a folder's own record
+    from elsewhere is not the run's; None: none is read."""
     from console.engine.job import JobPaths
     from console.engine.launch import LaunchError, read_launch
 
-    if getattr(r, "remote", False) or r.status == GONE:
+    if seal is None or getattr(r, "remote", False) or r.status == GONE:
         return False
     try:
-        launch = read_launch(JobPaths(Path(r.path)))
+        launch = read_launch(JobPaths(Path(r.path)), seal)
     except LaunchError:
         return False
     return launch is not None and launch.unconfined
@@ -179,9 +181,10 @@ def shorten(text: str, width: int) -> str:
     return text[:cut].rstrip(" ,;:-") + "…"
 
 
-def jobs_table(rows: list[Any], width: int) -> tuple[list[Any], list[str]]:
+def jobs_table(rows: list[Any], width: int, seal: Any = None) -> tuple[list[Any], list[str]]:
     """The jobs table as lines (rich Text, one per row after the header, none wider than ``width`` when the id,
-    state and job columns fit), and the headers of the columns left out to fit."""
+    state and job columns fit), and the headers of the columns left out to fit. ``seal``: the operator's key, to
+    read each run's record (:func:`unconfined`)."""
     from rich.cells import cell_len
     from rich.text import Text
 
@@ -195,7 +198,7 @@ def jobs_table(rows: list[Any], width: int) -> tuple[list[Any], list[str]]:
     for r in rows:  # every text cell through one_line: names and summaries come from the job and the agent
         cells["id"].append(run_id(r.path))
         # Every view says a run's commands run without a sandbox (the fleet, the console, logs): so does this one.
-        cells["state"].append(one_line(r.status) + (UNCONFINED_MARK if unconfined(r) else ""))
+        cells["state"].append(one_line(r.status) + (UNCONFINED_MARK if unconfined(r, seal) else ""))
         name = job_name(r.path)
         cells["job"].append(shorten(one_line(name), JOB_NAME_MAX))
         cells["host"].append(shorten(one_line(getattr(r, "host", "") or ""), HOST_MAX))

@@ -18,6 +18,7 @@ import pytest
 
 from console.engine import events as ev
 from console.engine.control import KEEP_REJECTED, Command
+from tests.provenance_support import record
 
 NOBODY = 65534
 
@@ -32,6 +33,7 @@ def test_a_stop_reaches_a_run_whose_inbox_is_full_of_junk(make_job, tmp_path: Pa
     script = tmp_path / "turns.jsonl"
     turn = {"text": "Reading it once more.", "calls": [{"name": "read_file", "arguments": {"path": "instructions.md"}}]}
     script.write_text("\n".join(json.dumps(turn) for _ in range(3000)) + "\n")  # minutes of turns: only a stop ends it
+    record(paths)  # a folder this operator's harness ran: its .console/ is its own
     inbox = paths.inbox
     inbox.mkdir(parents=True)
     for i in range(120):  # what an older version left: it renamed bad files to .rejected, in the inbox

@@ -32,6 +32,7 @@ from console.providers.scripted import ScriptedProvider
 from console.settings import load_settings
 from tests.conftest import SAMPLES, run_settings
 from tests.notify_server import Loopback, loopback
+from tests.provenance_support import operator_seal
 
 
 @pytest.fixture
@@ -415,7 +416,7 @@ def test_a_detached_run_calls_its_operator_through_the_cli_and_keeps_the_channel
     finally:
         with contextlib.suppress(Exception):
             main(["stop", str(job), "--wait", "0"])
-    record = read_launch(paths)
+    record = read_launch(paths, operator_seal())
     assert record is not None and record.notify == (url,)
     log = paths.events.read_text()
     assert "SECRET-TOKEN" not in log and '"notify":["json://127.0.0.1:' in log

@@ -14,6 +14,7 @@ from console.engine import events as ev
 from console.engine.launch import read_launch
 from console.engine.supervisor import Supervisor
 from tests.conftest import Recording, run_settings
+from tests.provenance_support import operator_seal
 
 
 def run(paths, clock, **settings) -> tuple[Recording, list[ev.EventBase]]:
@@ -92,7 +93,7 @@ def test_a_resumed_run_keeps_requires_context_off(make_job, capsys, edit: bool) 
     out = capsys.readouterr().out
     assert "working memory off (requires_context = false): the prompts carry no task history or blockers" in out
     assert "file index on: the agent has find_files" in out
-    record = read_launch(paths)
+    record = read_launch(paths, operator_seal())
     assert record is not None and (record.requires_context, record.file_index, record.compact_at) == (False, True, 0)
     if edit:  # job.toml edited between the two processes: the run goes on as it began
         paths.job_toml.write_text(toml + "requires_context = true\nfile_index = false\ncompact_at = 5000\n")
@@ -106,7 +107,7 @@ def test_a_resumed_run_keeps_requires_context_off(make_job, capsys, edit: bool) 
     assert all(s.working_memory is False and s.file_index is True for s in starts)
     assert not any("working_memory" in e.layers for e in evs if isinstance(e, ev.TurnStarted))
     assert json.loads((paths.state / "memory.json").read_text())["completed_tasks"]
-    record = read_launch(paths)
+    record = read_launch(paths, operator_seal())
     assert record is not None and record.compact_at == 0
     changed = [c for e in evs if isinstance(e, ev.LaunchSettings) for c in e.changes]
     assert changed == ["max_turns: 6 -> 400"]  # the flag given; nothing from the edited job.toml
@@ -117,5 +118,5 @@ def test_the_default_says_nothing_in_the_log(make_job, capsys) -> None:
     assert main(["run", str(paths.root), "--headless", "--in-place", "--speed", "0"]) == 0
     out = capsys.readouterr().out
     assert "working memory" not in out and "file index" not in out
-    record = read_launch(paths)
+    record = read_launch(paths, operator_seal())
     assert record is not None and (record.requires_context, record.file_index, record.compact_at) == (True, False, 3000)

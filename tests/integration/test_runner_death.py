@@ -31,6 +31,7 @@ from tests.notify_server import Loopback, Request, loopback
 from tests.processes import alive as _alive
 from tests.processes import cli as _cli
 from tests.processes import wait_for as _wait_for
+from tests.provenance_support import operator_seal
 
 WITHIN = 30.0  # the most a test waits for a process or a message (a loaded machine's bound, not a pace)
 SECRET = "tok3n-s3cr3t-path"
@@ -166,7 +167,8 @@ def _run_folder(tmp_path: Path, lb: Loopback) -> JobPaths:
     paths = JobPaths(tmp_path / "job-20261126-101500")
     paths.state.mkdir(parents=True)
     (paths.root / "instructions.md").write_text("# a job\n")
-    write_launch(paths, Launch(provider="scripted", model="scripted-agent", notify=(lb.url("json", SECRET),)))
+    write_launch(paths, Launch(provider="scripted", model="scripted-agent", notify=(lb.url("json", SECRET),)),
+                 operator_seal())
     return paths
 
 

@@ -30,6 +30,7 @@ from tests.conftest import SAMPLES
 from tests.processes import alive as _alive
 from tests.processes import cli as _cli
 from tests.processes import wait_for as _wait_for
+from tests.provenance_support import operator_seal
 
 # The promise is 2 s (a hard exit fires 2 s after the signal: console.runner.HardExit). What these tests tell
 # apart is a process that ends on its own from one that waits for its run or hangs (it would never end), so a
@@ -182,7 +183,7 @@ def test_a_run_keeps_its_settings_through_sigterm_and_resume(tmp_path: Path) -> 
         assert time.monotonic() - t0 < GONE_WITHIN
     finally:
         pty.kill()
-    record = read_launch(paths)
+    record = read_launch(paths, operator_seal())
     assert record is not None
     assert (record.context_window, record.auto_restart, record.max_restarts) == (40000, False, 7)
     # An environment that says otherwise (another provider, another model) does not change the run.
@@ -217,7 +218,8 @@ def test_resume_refuses_another_model_without_switch_model(tmp_path: Path) -> No
     assert refused.returncode == 2
     lines = refused.stderr.strip().splitlines()
     assert len(lines) == 1 and "--switch-model" in lines[0] and "scripted" in lines[0]
-    assert read_launch(paths).provider == "scripted"  # type: ignore[union-attr]  # the record is unchanged
+    record = read_launch(paths, operator_seal())
+    assert record is not None and record.provider == "scripted"  # the record is unchanged
 
 
 def test_resume_of_a_complete_run_is_one_line_and_non_zero(tmp_path: Path) -> None:

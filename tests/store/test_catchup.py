@@ -19,6 +19,7 @@ from console.engine import events as ev
 from console.engine.clock import FakeClock
 from console.engine.job import JobPaths
 from console.engine.operator import OperatorState
+from console.engine.seal import Seal
 from console.engine.store.catchup import catch_up_machine
 from console.engine.store.link import StoreLink
 from console.engine.store.marker import MARKER, POINTERS, read_marker
@@ -60,7 +61,7 @@ def ended_while_away(a: Machine, url: str, server: PgServer, make_job, events: i
     link.close()
     store.close()
     assert any("waiting up to" in s for s in said) and any(MARKER in s for s in said), said
-    behind = read_marker(paths)
+    behind = read_marker(paths, Seal.of(a.base / "data"))
     assert behind is not None and [u.op for u in behind.updates] == ["cost", "completed"]
     assert (a.base / "data" / POINTERS / f"{behind.key}.json").is_file()
     server.start()
@@ -169,7 +170,8 @@ def test_only_the_runs_own_machine_catches_it_up(machines: tuple[Machine, Machin
     assert store_seqs(pg_url, paths.root) == file_seqs(paths.root)
     assert sql(pg_url, "SELECT host, status, cost_usd, lease_owner FROM runs") == [("machine-a", "completed", 0.25,
                                                                                      None)]
-    assert read_marker(paths) is None
+    assert read_marker(paths, Seal.of(a.base / "data")) is None
+    assert not (paths.state / MARKER).exists()
 
 
 CHILD = """
@@ -184,7 +186,7 @@ def hook(name, tear):
     if seen[0] == n:
         os._exit(137)
 failpoints.install(hook)
-store = PgStore(sys.argv[2], host="machine-a")
+store = PgStore(sys.argv[2], host="machine-a", data_dir=Path(sys.argv[3]))
 out = catch_up_machine(store, Path(sys.argv[3]))
 print("points", seen[0], [o.done for o in out])
 """
@@ -215,7 +217,7 @@ def test_a_catch_up_killed_9_at_every_point_then_again(machines: tuple[Machine, 
     expire_leases(pg_url)
     (row,) = b.jobs()
     assert (row["status"], row["cost_usd"], row["summary"]) == ("completed", 0.25, "all done")
-    assert read_marker(paths) is None and not (data / POINTERS / f"{key}.json").exists()
+    assert not (paths.state / MARKER).exists() and not (data / POINTERS / f"{key}.json").exists()
 
 
 def test_the_next_run_of_the_folder_sends_the_markers_updates_first(machines: tuple[Machine, Machine], pg_url: str,
@@ -242,7 +244,7 @@ def test_the_next_run_of_the_folder_sends_the_markers_updates_first(machines: tu
         link.close()
     finally:
         lock.release()
-    assert read_marker(paths) is None and not (store.data_dir / POINTERS / f"{key}.json").exists()
+    assert not (paths.state / MARKER).exists() and not (store.data_dir / POINTERS / f"{key}.json").exists()
     assert sql(pg_url, "SELECT status, summary, cost_usd FROM runs") == [("completed", "all done", 1.5)]
     assert store_seqs(pg_url, paths.root) == file_seqs(paths.root)
     store.close()
@@ -252,10 +254,17 @@ def test_a_markers_updates_are_the_stores_own_and_nothing_else() -> None:
     """A marker names updates the store knows, with as many values as each takes: anything else does not read."""
     from pydantic import ValidationError
 
-    from console.engine.store.marker import ARITY, Behind
+    from console.engine.store.marker import ARITY, KEY_AT, Behind
     from console.engine.store.postgres import UPDATES
 
     assert {op: sql.count("%s") for op, sql in UPDATES.items()} == ARITY
+    # Where each update names its run: the key column's placeholder (KEY_AT), read out of the SQL.
+    for op, text in UPDATES.items():
+        if op == "started":
+            columns = text.split("(", 1)[1].split(")", 1)[0].replace(" ", "").split(",")
+            assert columns.index("key") == KEY_AT[op]
+        else:
+            assert text.split("WHERE key=%s", 1)[0].count("%s") == KEY_AT[op], op
     base = {"store": "postgresql://h/db", "key": "0" * 32, "host": "a", "owner": "a:1:r", "since": "x"}
     for bad in ([{"op": "DROP TABLE runs", "params": []}], [{"op": "cost", "params": [1.0]}],
                 [{"op": "cost", "params": [{"x": 1}, "k"]}]):

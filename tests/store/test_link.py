@@ -17,6 +17,7 @@ from console.engine.operator import OperatorState
 from console.engine.store.link import LeaseHeld, StoreLink
 from console.engine.store.postgres import PgStore
 from tests.pg_server import PgServer
+from tests.provenance_support import data_dir
 from tests.store.machines import sql, wait_until
 
 
@@ -78,11 +79,12 @@ def test_a_command_row_that_is_no_command_is_refused(make_job, pg_url: str, body
 def test_a_second_runner_is_kept_out_by_the_lease(make_job, pg_url: str) -> None:
     paths = make_job()
     paths.state.mkdir(parents=True, exist_ok=True)
-    store = PgStore(pg_url)
+    store = PgStore(pg_url, data_dir=data_dir())
     first, _e, _ = link_for(paths, store, owner=f"{store.host}:1:r1")
     first.start()
     try:
-        other = PgStore(pg_url, host="machine-c")  # the same folder, mounted by another machine
+        # The same folder, mounted by another machine with its data dir (a pod's volume holds both).
+        other = PgStore(pg_url, host="machine-c", data_dir=data_dir())
         second, _e2, _ = link_for(paths, other, owner="machine-c:9:r2")
         assert second.key == first.key  # the folder's store id: one run, wherever it is
         with pytest.raises(LeaseHeld):

@@ -100,14 +100,19 @@ def test_a_runner_killed_9_is_resumed_at_once_on_its_machine(machines: tuple[Mac
 def test_a_run_whose_folder_moves_to_another_machine_stays_one_run(machines: tuple[Machine, Machine],
                                                                    pg_url: str, tmp_path: Path) -> None:
     """A pod evicted, its volume mounted by the next one: the run keeps its row and its events (its folder keeps its
-    store id), and is the new machine's from then on."""
+    store id), and is the new machine's from then on. The volume holds the pod's data dir too (/work/data), whose key
+    sealed the folder's records: the next pod's resume is its own run's."""
     a, b = machines
     runner = a.start(str(QUICKSTART), "--speed", "0.5")
     folder = runner.folder()
     wait_until(lambda: len(store_seqs(pg_url, folder)) >= 20, 60, "20 events in the store")
     runner.kill()
     sql(pg_url, "UPDATE runs SET lease_expires = now() - interval '1 second'")  # the dead pod's lease, expired
+    stranger = Machine("machine-d", tmp_path, pg_url)  # another operator: its own data dir, its own key
+    refused = stranger.cli("run", "--in-place", str(folder), "--headless", "--speed", "0")
+    assert refused.returncode == 2 and "not made by this operator's agent-console" in refused.stderr, refused.stderr
     c = Machine("machine-c", tmp_path, pg_url)
+    c.env["AGENT_CONSOLE_DATA_DIR"] = a.env["AGENT_CONSOLE_DATA_DIR"]  # the same volume's
     again = c.start("--in-place", str(folder), "--speed", "0")
     assert again.wait() == 0, again.out.read_text()[-2000:]
     (row,) = b.jobs()

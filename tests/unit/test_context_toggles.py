@@ -5,7 +5,6 @@ command may name."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from console.engine.tools import default_registry
 from console.providers.scripted import ScriptedProvider
 from console.settings import load_settings, resolve_run_settings
 from tests.conftest import run_settings
+from tests.provenance_support import earlier_run, operator_seal, unsealed
 
 
 @pytest.fixture
@@ -73,11 +73,11 @@ def test_a_resume_keeps_what_the_run_was_started_with(config: Path, make_job) ->
     record = Launch(provider=rs.provider, model=rs.model, requires_context=rs.requires_context,
                     file_index=rs.file_index)
     paths.state.mkdir(exist_ok=True)
-    write_launch(paths, record)
+    write_launch(paths, record, operator_seal())
     # Between the start and the resume, job.toml and the config file say otherwise: the run keeps its prompts.
     paths.job_toml.write_text("[context]\nrequires_context = true\nfile_index = false\n")
     config.write_text("requires_context = true\n")
-    recorded = read_launch(paths)
+    recorded = read_launch(paths, operator_seal())
     assert recorded == record
     flags = {k: v for k, v in launch_flags(recorded, {}, False).items() if k not in ("script", "notify")}
     rs = resolve_run_settings(load_settings(), load_job_config(paths), **flags)
@@ -86,10 +86,9 @@ def test_a_resume_keeps_what_the_run_was_started_with(config: Path, make_job) ->
 
 def test_a_record_from_before_the_toggles_resumes_with_the_settings(config: Path, make_job) -> None:
     paths = make_job(files={"job.toml": "[context]\nrequires_context = false\n"})
-    paths.state.mkdir()
-    (paths.state / "launch.json").write_text(json.dumps({"version": 2, "provider": "scripted",
-                                                         "model": "scripted-agent", "carryover_turns": 3}))
-    recorded = read_launch(paths)
+    earlier_run(paths.root)  # a record from before the toggles is a run's from before seals
+    unsealed(paths, {"version": 2, "provider": "scripted", "model": "scripted-agent", "carryover_turns": 3})
+    recorded = read_launch(paths, operator_seal())
     assert recorded is not None and recorded.requires_context is None and recorded.file_index is None
     flags = {k: v for k, v in launch_flags(recorded, {}, False).items() if k not in ("script", "notify")}
     rs = resolve_run_settings(load_settings(), load_job_config(paths), **flags)

@@ -302,6 +302,9 @@ def test_the_pods_command_runs_and_a_replacement_pod_resumes(tmp_path, capsys) -
     folder = Path(args[2])
     launch = json.loads((folder / ".console" / "launch.json").read_text())
     assert launch["max_turns"] == 3 and launch["provider"] == "scripted" and launch["speed"] == 0
+    # Sealed with the key of the pod's data dir, which is on the volume beside the run folder: the next pod, with
+    # the same volume, resumes its own run (a pod of another volume would find it foreign).
+    assert len(launch["seal"]) == 64 and (work / "data" / "keys" / "seal.key").stat().st_size == 32
     # The replacement pod: the init container leaves the folder as it is, the run goes on from it.
     (folder / "marker.txt").write_text("written by the first pod")
     again = subprocess.run(python, env=base, capture_output=True, text=True, timeout=60)

@@ -13,6 +13,7 @@ from console.cli import main
 from console.engine.job import JobPaths
 from console.engine.launch import launch_path
 from tests.conftest import SAMPLES
+from tests.provenance_support import rewrite_record
 
 
 @pytest.fixture
@@ -57,7 +58,7 @@ def test_a_resume_reminds_as_the_run_began_whatever_the_config_says_now(_isolate
         # A record from before these were recorded: the settings of now, written down at this resume.
         path = launch_path(JobPaths(Path(folder)))
         old = {k: v for k, v in json.loads(path.read_text()).items() if not k.startswith("notify_")}
-        path.write_text(json.dumps(old))
+        rewrite_record(JobPaths(Path(folder)), old)
         run(capsys, "--in-place", folder)
         assert made[-1].remind == () and made[-1].notify_on_end is True
         record = json.loads(path.read_text())

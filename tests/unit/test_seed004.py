@@ -25,6 +25,7 @@ from console.engine.journal import Checkpoint
 from console.engine.launch import LAUNCH_VERSION, Launch, changes, read_launch, write_launch
 from console.engine.messages import Message, ModelRequest
 from console.settings import load_settings, resolve_run_settings
+from tests.provenance_support import earlier_run, operator_seal, unsealed
 
 SEED_WIND_DOWN = ("[Context window 80% full. Please wrap up your current task and write any important state to "
                   "workspace files. The session will restart shortly.]")
@@ -137,10 +138,10 @@ def test_a_resume_keeps_the_recorded_carryover_turns_and_max_restarts(config: Pa
     record = Launch(provider=rs.provider, model=rs.model, max_restarts=rs.max_restarts,
                     carryover_turns=rs.carryover_turns)
     paths.state.mkdir(exist_ok=True)
-    write_launch(paths, record)
+    write_launch(paths, record, operator_seal())
     # job.toml changes between the start and the resume; the run keeps what it was started with.
     (paths.root / "job.toml").write_text("[context]\ncarryover_turns = 7\n[limits]\nmax_restarts = 9\n")
-    recorded = read_launch(paths)
+    recorded = read_launch(paths, operator_seal())
     assert recorded == record
     flags = {k: v for k, v in launch_flags(recorded, {}, False).items() if k not in ("script", "notify")}
     resumed = resolve_run_settings(load_settings(), load_job_config(paths), **flags)
@@ -152,15 +153,15 @@ def test_a_resume_keeps_the_recorded_carryover_turns_and_max_restarts(config: Pa
 def test_a_version_1_launch_record_keeps_its_run_alike(tmp_path: Path) -> None:
     """Version 1 counted restarts: its max_restarts N is N + 1 sessions now, read once (never twice)."""
     paths = JobPaths(tmp_path)
-    paths.state.mkdir()
+    earlier_run(paths.root)  # a version 1 record is a run's from before seals
     old = {"version": 1, "provider": "scripted", "model": "scripted-agent", "max_restarts": 10,
            "auto_restart": True, "context_window": 40_000}
-    (paths.state / "launch.json").write_text(json.dumps(old))
-    read = read_launch(paths)
+    unsealed(paths, old)
+    read = read_launch(paths, operator_seal())
     assert read is not None and read.max_restarts == 11 and read.carryover_turns is None
     assert read.version == LAUNCH_VERSION
-    write_launch(paths, read)
-    assert read_launch(paths) == read  # written back as version 2: no second + 1
+    write_launch(paths, read, operator_seal())
+    assert read_launch(paths, operator_seal()) == read  # written back as version 2: no second + 1
     # One being made now (no version given) and one of this version are taken as they are.
     assert Launch(provider="p", model="m", max_restarts=10).max_restarts == 10
     assert Launch.model_validate({"version": 2, "provider": "p", "model": "m", "max_restarts": 10}).max_restarts == 10

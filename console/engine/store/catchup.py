@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from console.engine import failpoints
 from console.engine.job import JobPaths
 from console.engine.store.base import FINISHED, StoreError, folder_gone
-from console.engine.store.marker import POINTERS, Pointer, SyncLock, clear_marker, read_marker
+from console.engine.store.marker import POINTERS, Pointer, SyncLock, clear_marker, read_marker, sealed_elsewhere
 
 BUDGET = 10.0  # seconds a catch-up spends at most (the runs left wait for the next one)
 
@@ -75,9 +75,14 @@ def catch_up_run(store: Any, paths: JobPaths, data_dir: Path | None, *, deadline
             _folder_gone(store, key)
             clear_marker(paths, key, data_dir)
         return Outcome(where, True, "its folder is gone: the store says so")
-    first = read_marker(paths)
+    seal = store.seal
+    earlier = seal is not None and seal.earlier(paths.root)  # a run of this operator from before seals
+    first = read_marker(paths, seal, earlier=earlier)
     if first is not None and first.host != store.host:  # looked at before any lock: the other machine's to take
         return Outcome(where, False, f"a run of {first.host}: only that machine catches it up")
+    if sealed_elsewhere(paths, seal, earlier=earlier):  # another operator's key sealed it: theirs, never ours to apply
+        return Outcome(where, False, "its marker is not this operator's (another data dir sealed it, or it came "
+                                     "with the folder): only that machine catches it up")
     lock = SyncLock(paths)
     if not lock.take(wait=False):
         return Outcome(where, False, "another process is catching it up")
@@ -86,7 +91,9 @@ def catch_up_run(store: Any, paths: JobPaths, data_dir: Path | None, *, deadline
 
         if RunLock(paths).holder() is not None:
             return Outcome(where, False, "a runner runs it: its link catches the store up")
-        behind = read_marker(paths)
+        behind = read_marker(paths, seal, earlier=earlier)
+        if behind is None and sealed_elsewhere(paths, seal, earlier=earlier):
+            return Outcome(where, False, "its marker is not this operator's: only that machine catches it up")
         if behind is None:
             if key is not None:
                 clear_marker(paths, key, data_dir)  # caught up by its next run, or a marker that does not read

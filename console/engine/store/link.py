@@ -165,7 +165,9 @@ class StoreLink(LogShipper):
         behind = Behind(store=self.store.shown, key=self.key, host=self.store.host, owner=self.owner,
                         since=now_text(), updates=updates)
         try:
-            write_marker(self.paths, behind, self.store.data_dir)
+            if (seal := self.store.seal) is None:
+                raise OSError("no data dir holds the operator's key to seal it")
+            write_marker(self.paths, behind, self.store.data_dir, seal)
             self._marker_seen = True  # the store's catching up removes it (this link's own flush included)
             self._marked = 0  # every update it lists is still in the outbox, and it goes once they are applied
         except OSError as mexc:
@@ -181,7 +183,8 @@ class StoreLink(LogShipper):
 
     def _take_marker(self) -> None:
         """An earlier end's marker (this folder's store was away then): its updates go first, then it goes."""
-        behind = read_marker(self.paths)
+        # Only a marker this operator's harness left for this folder, whose updates are all its own run's.
+        behind = read_marker(self.paths, self.store.seal)
         self._marker_seen = behind is not None
         if behind is None or behind.key != self.key:
             return

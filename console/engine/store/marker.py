@@ -7,18 +7,21 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from console.engine import failpoints
 from console.engine.atomic import atomic_write_text
 from console.engine.job import JobPaths
+from console.engine.seal import FIELD, Seal, read_record
 
-MARKER = "store-behind.json"  # in the run's .console/
+MARKER = "store-behind.json"  # in the run's .console/, sealed (console.engine.seal)
+SEAL_KIND = "store-behind"
 SYNC_LOCK = "store-sync.lock"  # in the run's .console/: who keeps the store in step with the folder now
 POINTERS = "store-behind"  # in the data dir
 
@@ -27,6 +30,11 @@ Op = Literal["started", "completed", "ended", "needs", "answered", "gave_up", "p
 ARITY: dict[str, int] = {"started": 9, "completed": 5, "ended": 4, "needs": 4, "answered": 2, "gave_up": 5,
                          "paused": 2, "unpaused": 2, "cost": 2}
 Value = str | float | int | None
+
+
+# Where the run's key is among each update's values (the row it changes): the first of "started" (its INSERT), the
+# last of the others (their WHERE key=%s). A test reads it out of UPDATES' SQL.
+KEY_AT: dict[str, int] = {op: (0 if op == "started" else ARITY[op] - 1) for op in ARITY}
 
 
 class Update(BaseModel):
@@ -40,6 +48,11 @@ class Update(BaseModel):
             raise ValueError(f"{self.op} takes {ARITY[self.op]} values, not {len(self.params)}")
         return self
 
+    @property
+    def run_key(self) -> Value:
+        """The key of the run this update changes."""
+        return self.params[KEY_AT[self.op]]
+
 
 class Behind(BaseModel):
     """``.console/store-behind.json``: the store is behind this folder."""
@@ -52,6 +65,15 @@ class Behind(BaseModel):
     owner: str = Field(max_length=300)  # the lease the ended runner held
     since: str
     updates: list[Update] = Field(default_factory=list, max_length=100_000)
+
+    @model_validator(mode="after")
+    def _its_own_run(self) -> Behind:
+        """A marker changes its own run's row only: an update naming another run makes the whole marker no marker
+        (a forged or damaged one is not applied in part)."""
+        for n, update in enumerate(self.updates, 1):
+            if update.run_key != self.key:
+                raise ValueError(f"update {n} ({update.op}) names another run than the marker's own")
+        return self
 
 
 class Pointer(BaseModel):
@@ -67,27 +89,57 @@ def marker_path(paths: JobPaths) -> Path:
     return paths.state / MARKER
 
 
-def read_marker(paths: JobPaths) -> Behind | None:
-    """The folder's marker, or None (none, or one that does not read: said by the caller's catch-up as stale)."""
+def _load(paths: JobPaths) -> dict[str, Any] | None:
+    data = read_record(marker_path(paths), 64 << 20)
     try:
-        with open(marker_path(paths), "rb") as fh:
-            data = fh.read(64 << 20)
-    except OSError:
+        doc = json.loads(data) if data is not None else None
+    except (ValueError, RecursionError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _ours(paths: JobPaths, doc: dict[str, Any], seal: Seal, earlier: bool) -> bool:
+    return seal.opens(SEAL_KIND, paths.root, doc) or (earlier and FIELD not in doc)
+
+
+def read_marker(paths: JobPaths, seal: Seal | None, *, earlier: bool = False) -> Behind | None:
+    """The folder's marker, or None: none, one that does not read (said by the caller's catch-up as stale), or one
+    this operator's harness did not write for this folder (its seal; ``earlier``: one without a seal is believed in
+    a folder of a run of this operator from before seals, console.engine.seal). No seal (no data dir): none is."""
+    doc = _load(paths)
+    if doc is None or seal is None or not _ours(paths, doc, seal, earlier):
         return None
     try:
-        return Behind.model_validate_json(data)
-    except (ValidationError, ValueError):
+        return Behind.model_validate(doc)
+    except (ValidationError, ValueError, RecursionError):
         return None
 
 
-def write_marker(paths: JobPaths, behind: Behind, data_dir: Path | None) -> None:
-    """The marker (atomically, its temp in .console/tmp), then this machine's pointer to it."""
-    atomic_write_text(marker_path(paths), behind.model_dump_json(), tmp_dir=paths.state / "tmp")
+def sealed_elsewhere(paths: JobPaths, seal: Seal | None, *, earlier: bool = False) -> bool:
+    """Whether the folder holds a marker that reads, but not as this operator's: another data dir's (a volume two
+    machines mount), or one that came with the folder. Never applied here, and never removed either."""
+    doc = _load(paths)
+    return doc is not None and (seal is None or not _ours(paths, doc, seal, earlier))
+
+
+def write_marker(paths: JobPaths, behind: Behind, data_dir: Path | None, seal: Seal) -> None:
+    """The marker, sealed (atomically, its temp in .console/tmp), then this machine's pointer to it."""
+    text = seal.sealed_json(SEAL_KIND, paths.root, json.loads(behind.model_dump_json()))
+    atomic_write_text(marker_path(paths), text, tmp_dir=paths.state / "tmp")
     if data_dir is not None:
         folder = data_dir / POINTERS
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         pointer = Pointer(path=str(paths.root), key=behind.key, store=behind.store)
         atomic_write_text(folder / f"{behind.key}.json", pointer.model_dump_json(), tmp_dir=folder)
+
+
+def reseal_marker(paths: JobPaths, seal: Seal) -> None:
+    """Seal the marker of a run of this operator from before seals (console.engine.provenance.adopt); one that does
+    not read, or whose updates name another run, is left as it is (never believed: its catch-up drops it)."""
+    behind = read_marker(paths, seal, earlier=True)
+    if behind is not None:
+        text = seal.sealed_json(SEAL_KIND, paths.root, json.loads(behind.model_dump_json()))
+        atomic_write_text(marker_path(paths), text, tmp_dir=paths.state / "tmp")
 
 
 def clear_marker(paths: JobPaths, key: str, data_dir: Path | None) -> None:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from console.engine.bounded_json import MAX_BYTES, BoundsError, loads
+from console.engine.seal import Seal, SealError, read_record
 from console.engine.store.base import (
     COLUMNS,
     FINISHED,
@@ -78,32 +79,68 @@ UPDATES: dict[str, str] = {
 }
 
 
-STORE_ID = "store-id"  # in the run's .console/: its key in a shared store
+STORE_ID = "store-id"  # in the run's .console/: its key in a shared store, sealed (console.engine.seal)
+SEAL_KIND = "store-id"
 
 
 def run_key(host: str, path: str | Path) -> str:
-    """A key from a machine and a folder: a run whose folder cannot hold its store id (not writable)."""
+    """A key from a machine and a folder: a run whose folder cannot hold its store id (not writable), or whose
+    id cannot be sealed (no data dir to hold the operator's key)."""
     return hashlib.sha256(f"{host}\0{path}".encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
-def folder_key(path: str | Path, host: str) -> str:
-    """The run's key in a shared store: the id its folder keeps, made (atomically) the first time it is asked."""
+def read_store_id(path: str | Path, seal: Seal, *, earlier: bool = False) -> str | None:
+    """The key the folder ``path`` keeps, if this operator's harness made it for this folder (its seal on the line
+    after it); ``earlier``: a key without a seal is believed too (a run of this operator from before seals: see
+    console.engine.seal). None: none, or one that is not this operator's (a job folder from elsewhere naming a
+    run of the store it does not own)."""
+    data = read_record(Path(path) / ".console" / STORE_ID, 200)
+    if data is None:
+        return None
+    lines = data.decode("ascii", "replace").split("\n")
+    key = lines[0].strip()
+    if not _HEX32.fullmatch(key):
+        return None
+    mac = lines[1].strip().removeprefix("seal ") if len(lines) > 1 else ""
+    if seal.holds(SEAL_KIND, path, key.encode(), mac) or (earlier and not mac):
+        return key
+    return None
+
+
+def write_store_id(path: str | Path, key: str, seal: Seal) -> None:
+    """The key and its seal, in one atomic write."""
+    from console.engine.atomic import atomic_write_text
+
     state = Path(path) / ".console"
-    try:
-        with open(state / STORE_ID, "rb") as fh:
-            text = fh.read(100).decode("ascii", "replace").strip()
-        if _HEX32.fullmatch(text):
-            return text
-    except OSError:
-        pass
+    atomic_write_text(state / STORE_ID, f"{key}\nseal {seal.mac(SEAL_KIND, path, key.encode())}\n",
+                      tmp_dir=state / "tmp")
+
+
+def folder_key(path: str | Path, host: str, seal: Seal | None) -> str:
+    """The run's key in a shared store: the id its folder keeps (sealed), made (atomically) the first time it is
+    asked. A folder's id that is not this operator's is never used: a new one replaces it."""
+    if seal is None:
+        return run_key(host, path)
+    earlier = seal.earlier(path)  # a run of this operator from before seals: its id is sealed now
+    key = read_store_id(path, seal, earlier=earlier)
+    if key is not None:
+        if earlier:
+            with contextlib.suppress(OSError):
+                write_store_id(path, key, seal)
+        return key
     key = uuid.uuid4().hex
     try:
-        from console.engine.atomic import atomic_write_text
-
-        atomic_write_text(state / STORE_ID, key + "\n", tmp_dir=state / "tmp")
+        write_store_id(path, key, seal)
     except OSError:
         return run_key(host, path)
     return key
+
+
+def reseal_store_id(paths: Any, seal: Seal) -> None:
+    """Seal the store id of a run of this operator from before seals (console.engine.provenance.adopt)."""
+    key = read_store_id(paths.root, seal, earlier=True)
+    if key is not None:
+        write_store_id(paths.root, key, seal)
 
 
 _HEX32 = re.compile(r"[0-9a-f]{32}")
@@ -119,10 +156,11 @@ class PgStore:
 
     shared = True
 
-    def __init__(self, url: str, *, host: str | None = None, pool_max: int = POOL_MAX, lenient: bool = False
-                 ) -> None:
+    def __init__(self, url: str, *, host: str | None = None, pool_max: int = POOL_MAX, lenient: bool = False,
+                 data_dir: Path | None = None) -> None:
         """``lenient``: a server that cannot be reached now is no error (a run starting while its store is away:
-        :attr:`error` says so, and the schema is checked at the first connection that works)."""
+        :attr:`error` says so, and the schema is checked at the first connection that works). ``data_dir``: this
+        machine's (the operator's key, which seals each folder's store id, and the catch-up's pointers)."""
         import psycopg  # lazily: only a shared store pays for it
         from psycopg_pool import ConnectionPool
 
@@ -136,7 +174,8 @@ class PgStore:
         self._keys: dict[str, str] = {}
         # This machine's data dir (set by open_store): where the runs that ended while the store was away are
         # listed (:meth:`heal`). None: nothing is caught up by this store object.
-        self.data_dir: Path | None = None
+        self.data_dir: Path | None = data_dir
+        self._seal: Seal | None = None
         self.healer: Callable[[], object] | None = None
         self._next_heal = 0.0
         self._psycopg = psycopg
@@ -193,11 +232,20 @@ class PgStore:
         except self._psycopg.Error as exc:
             raise StoreError(f"store {self.shown}: {self._say(exc)}") from None
 
+    @property
+    def seal(self) -> Seal | None:
+        """The operator's key (console.engine.seal), from :attr:`data_dir`; None without one, or when it cannot be
+        had: no folder's store id is believed then (each run is keyed by its machine and path)."""
+        if self._seal is None and self.data_dir is not None:
+            with contextlib.suppress(SealError):
+                self._seal = Seal.of(self.data_dir)
+        return self._seal
+
     def key(self, path: str | Path) -> str:
-        """The key of a run of this machine (its folder's store id)."""
+        """The key of a run of this machine (its folder's store id, if this operator's harness made it there)."""
         where = str(path)
         if where not in self._keys:
-            self._keys[where] = folder_key(where, self.host)
+            self._keys[where] = folder_key(where, self.host, self.seal)
         return self._keys[where]
 
     # -- the engine's updates (never raise: :attr:`error` says what failed) -----------------------------------
