@@ -19,6 +19,7 @@ from console.engine.launch import Launch, LaunchStart, changes
 from console.engine.url_secrets import scrub_url, shown_url, url_secrets
 from tests.conftest import SAMPLES
 from tests.notify_server import loopback as notify_loopback
+from tests.provenance_support import operator_seal
 from tests.wire.loopback import Loopback, Reply
 
 SECRET = "hunter2-pw"
@@ -54,7 +55,7 @@ def test_scrub_takes_a_urls_secrets_out_of_a_librarys_words() -> None:
 def test_the_launch_settings_event_and_a_resumes_changes_show_no_password() -> None:
     old = Launch(provider="openai", model="m", base_url="http://127.0.0.1:1/v1")
     new = Launch(provider="openai", model="m", base_url=f"http://user:{SECRET}@127.0.0.1:1/v1?key={TOKEN}")
-    fields = LaunchStart(new, source="resume", changes=tuple(changes(old, new))).event_fields()
+    fields = LaunchStart(new, operator_seal(), source="resume", changes=tuple(changes(old, new))).event_fields()
     said = json.dumps(fields)
     assert SECRET not in said and TOKEN not in said
     assert fields["base_url"] == "http://***@127.0.0.1:1/v1?key=***"
