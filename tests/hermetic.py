@@ -107,14 +107,14 @@ class Watched:
 
     def fingerprint(self) -> dict[str, str]:
         found: dict[str, str] = {}
-        # The home's top level: its names, and its files (not its folders' times: another program on the machine
-        # writes in ~/.cache or ~/.local at any time; what agent-console writes there is watched below).
+        # The home's top level: its names (an entry made or removed), not what changes inside them (another
+        # program writes ~/.cache or a shell's history at any time); what agent-console writes is watched below.
         try:
             entries = list(os.scandir(self.home))
         except OSError:
             entries = []
         for entry in entries:
-            found[entry.path] = "dir" if entry.is_dir(follow_symlinks=False) else _file_print(Path(entry.path))
+            found[entry.path] = "present"
         for folder in self.folders:
             found.update(_tree_print(folder))
         for path in self.files:

@@ -678,12 +678,10 @@ def test_a_reply_longer_than_turn_timeout_is_retried(provider: str, tmp_path: Pa
         # A model in a repetition loop: a token every 0.1 s for a minute, never silent long enough to look idle.
         server.reply(provider, Reply(text=[f"word{i} " for i in range(600)]), first=2, gap=0.1)
         server.reply(provider, reading())
-        started = time.monotonic()
         drive(paths, provider, server.url, turn_timeout=1.0)
-        took = time.monotonic() - started
     retries = logged(paths, "model_retry")
-    # Cut at 1 s, not let run its minute (the bound leaves room for a loaded machine).
-    assert took < 30, f"a 1 s turn_timeout let the reply run {took:.1f} s (retries: {[r['cause'] for r in retries]})"
+    # Cut at 1 s, not let run its minute: the reply was retried for its length (and the minute is past the
+    # time_limit above, which fails the test).
     assert [r["cause"] for r in retries] == ["reply over 1 s"] and retries[0]["discarded_chars"] > 0
     assert next(e["text"] for e in logged(paths, "assistant_message")) == "Reading."
     assert_clean(paths.root, capfd)
@@ -1124,7 +1122,6 @@ def test_agent_console_stop_during_a_retry_wait_ends_the_run_at_once(tmp_path: P
                 assert child.poll() is None, child.communicate()
                 time.sleep(0.1)
             assert logged(paths, "model_retry"), "the child never got to its retry wait"
-            started = time.monotonic()
             stop = subprocess.run(
                 [
                     "timeout",
@@ -1145,15 +1142,14 @@ def test_agent_console_stop_during_a_retry_wait_ends_the_run_at_once(tmp_path: P
                 cwd=tmp_path,
                 timeout=90,
             )
-            out, err = child.communicate(timeout=30)
-            took = time.monotonic() - started
+            # `timeout` kills the child at 90 s: if the stop had not cut the 250 s wait, it would end killed (not 3).
+            out, err = child.communicate(timeout=120)
         finally:
             if child.poll() is None:
                 child.kill()
                 child.communicate(timeout=30)
     assert stop.returncode == 0, (stop.stdout, stop.stderr)
-    assert took < 60, took  # not the 250 s wait (two processes start meanwhile: seconds on a loaded machine)
-    assert child.returncode == 3, (out[-2000:], err[-2000:])
+    assert child.returncode == 3, (out[-2000:], err[-2000:])  # the operator's stop, not the 250 s wait
     assert "run --in-place" in err and "Traceback" not in err + out + stop.stderr
     assert [e["turn"] for e in logged(paths, "assistant_message")] == [1]
     assert not secrets_in(paths.root)
