@@ -73,6 +73,9 @@ PROVIDERS = ("openai", "anthropic")
 MODELS = {"openai": "gpt-test", "anthropic": "claude-test"}
 SECRET = "sk-attack-Zq9secretKEY0123456789"  # the key the runs in this file use (drive, the subprocess)
 KEYLIKE = re.compile(r"sk-[A-Za-z0-9][\w\-]{5,}")  # any unmasked key-shaped text
+# For a script whose replies stall or never end (a stall, keep-alives, a cut stream): its idle limit tells it in
+# half a second. Not for complete replies (garbage, an error, a refusal): beside a CPU hog a reply slower than
+# that was an extra "stalled" retry, which took the next scripted reply (the run then ended "script has ended").
 FAST = {"idle_timeout": 0.5}
 NO_CHECK = '[guardrails.completion]\ntype = "none"\n'
 # What the runner serves after a script: a 400, never retried, so a run ends as soon as its script does.
@@ -351,7 +354,7 @@ def test_any_retry_after_header_gives_a_finite_capped_wait(provider: str, tmp_pa
 def test_a_200_that_is_not_an_event_stream_ends_with_one_clear_line(
     provider: str, body: bytes, ctype: str, tmp_path: Path, capfd
 ) -> None:
-    out = run(SCENARIO, provider, tmp_path / "j", {1: [const(Raw(body, content_type=ctype))]}, **FAST)
+    out = run(SCENARIO, provider, tmp_path / "j", {1: [const(Raw(body, content_type=ctype))]})
     assert out.result.reason.value == "error"
     assert one_line(out.result.detail) and "base_url" in out.result.detail, out.result.detail
     assert not out.of("model_retry") and replies(out) == [1]
@@ -444,7 +447,7 @@ def test_protocol_garbage_inside_the_stream_is_a_malformed_stream_not_an_interna
     # Valid JSON of the wrong shape (a proxy's bug, a half-compatible server): like data that is not JSON at all,
     # it is a malformed stream, retried; it must not crash the run as an "internal error".
     garbage = (OPENAI_GARBAGE if provider == "openai" else ANTHROPIC_GARBAGE)[case]
-    out = run(SCENARIO, provider, tmp_path / "j", {1: [const(Raw(garbage))]}, **FAST)
+    out = run(SCENARIO, provider, tmp_path / "j", {1: [const(Raw(garbage))]})
     errors = [e["message"] for e in out.of("error")]
     assert not [m for m in errors if "internal error" in m], errors
     assert out.result.reason.value == "job_complete", out.result.detail
@@ -469,7 +472,7 @@ def test_protocol_garbage_inside_the_stream_is_a_malformed_stream_not_an_interna
     ids=["not_json", "done_without_finish_reason", "usage_but_no_finish_reason"],
 )
 def test_openai_streams_without_their_end_are_retried_and_never_recorded(body: bytes, tmp_path: Path, capfd) -> None:
-    out = run(SCENARIO, "openai", tmp_path / "j", {1: [const(Raw(body))]}, **FAST)
+    out = run(SCENARIO, "openai", tmp_path / "j", {1: [const(Raw(body))]})
     assert out.result.reason.value == "job_complete", out.result.detail
     (retry,) = out.of("model_retry")
     assert retry["turn"] == 2 and retry["cause"] in ("malformed stream", "stream cut")
@@ -538,7 +541,7 @@ def test_401_in_the_middle_of_a_run_ends_it_at_once_with_the_variable_to_check(
     provider: str, tmp_path: Path, capfd
 ) -> None:
     bad_key = openai_auth_error("sk-proj-Abcdefghijklmnop1234") if provider == "openai" else anthropic_auth_error()
-    out = run(SCENARIO, provider, tmp_path / "j", {1: [const(bad_key)] * 5}, **FAST)
+    out = run(SCENARIO, provider, tmp_path / "j", {1: [const(bad_key)] * 5})
     assert out.result.reason.value == "error" and one_line(out.result.detail)
     assert ("OPENAI_API_KEY" if provider == "openai" else "ANTHROPIC_API_KEY") in out.result.detail
     assert not out.of("model_retry") and replies(out) == [1]
@@ -561,7 +564,7 @@ def test_404_unknown_model_ends_at_once_naming_the_model(provider: str, tmp_path
         if provider == "openai"
         else {"type": "error", "error": {"type": "not_found_error", "message": "model: claude-test"}}
     )
-    out = run(SCENARIO, provider, tmp_path / "j", {0: [const(HttpError(404, body))] * 5}, **FAST)
+    out = run(SCENARIO, provider, tmp_path / "j", {0: [const(HttpError(404, body))] * 5})
     assert out.result.reason.value == "error" and one_line(out.result.detail)
     assert "404" in out.result.detail and "model" in out.result.detail
     assert not out.of("model_retry") and len(out.requests) == 1
@@ -573,7 +576,7 @@ def test_insufficient_quota_is_not_retried_for_ten_minutes(tmp_path: Path, capfd
     # 429 insufficient_quota ("check your plan and billing details"): no wait fixes it. Retrying it as a rate
     # limit ends the run as "interrupted" (model_unavailable, "resume with run --in-place") after the whole
     # retry budget, and every resume does the same; the operator must be told to fix billing, at once.
-    out = run(SCENARIO, "openai", tmp_path / "j", {1: [const(openai_rate_limit(quota=True))] * 60}, **FAST)
+    out = run(SCENARIO, "openai", tmp_path / "j", {1: [const(openai_rate_limit(quota=True))] * 60})
     assert not out.of("model_retry"), [r["message"] for r in out.of("model_retry")][:1]
     assert out.result.reason.value == "error" and "quota" in out.result.detail, out.result.detail
     assert len(out.requests) == 2
@@ -726,6 +729,9 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[ssl.SSLContext, ssl.S
     return server, ssl.create_default_context(cafile=str(cert))
 
 
+CUT_WAIT, CUT_SEEN = 120, 60
+
+
 @pytest.mark.parametrize("provider", PROVIDERS)
 @pytest.mark.parametrize("transport", ["tcp", "tls"])
 def test_a_hang_up_reaches_the_server_though_the_fd_number_is_taken_at_once(
@@ -758,25 +764,28 @@ def test_a_hang_up_reaches_the_server_though_the_fd_number_is_taken_at_once(
             set_current_call(None)
             ended.set()
 
-    with Trickle(server_tls) as server, time_limit(30):
+    # A read timeout of 120 s, the wait the hang-up must cut, and a ceiling of 60 s on seeing it cut: far from both
+    # the prompt FIN (milliseconds) and the timeout (with 20 s and 3 s, a CPU hog's scheduling failed it).
+    with Trickle(server_tls) as server, time_limit(150):
         server.keepalive(0.05)
-        threading.Thread(target=work, args=(adapter(provider, server.url, trust=trust),), daemon=True).start()
+        model = adapter(provider, server.url, timeout=CUT_WAIT, trust=trust)
+        threading.Thread(target=work, args=(model,), daemon=True).start()
         assert registered.wait(10), "the adapter registered no closer"
         time.sleep(0.2)  # keep-alives flowing: the worker waits in poll() (were it not there yet, all the same)
         handle.cancel()
         taken = [socket.socketpair() for _ in range(8)]  # the lowest free numbers: the freed one among them
         try:
-            deadline = time.monotonic() + 3
+            deadline = time.monotonic() + CUT_SEEN
             while not server.closed and time.monotonic() < deadline:
                 time.sleep(0.05)
             closed = list(server.closed)
-            reader_ended = ended.wait(3)
+            reader_ended = ended.wait(max(0.0, deadline - time.monotonic()))  # both within CUT_SEEN of the hang-up
         finally:
             for a, b in taken:
                 a.close()
                 b.close()
-    assert closed, "the server still streamed to the abandoned request 3 s after the hang-up"
-    assert reader_ended, "the abandoned call's thread still waited on its socket 3 s after the hang-up"
+    assert closed, f"the server still streamed to the abandoned request {CUT_SEEN} s after the hang-up"
+    assert reader_ended, f"the abandoned call's thread still waited on its socket {CUT_SEEN} s after the hang-up"
     captured = capfd.readouterr()
     assert "Traceback" not in captured.out + captured.err and "Exception ignored" not in captured.err
 
@@ -1181,7 +1190,9 @@ def test_a_key_echoed_by_the_server_never_reaches_the_log(provider: str, tmp_pat
     )
     with Loopback() as server:
         server.push(HttpError(502, body), in_stream, reading(), HttpError(403, denied))
-        result = drive(paths, provider, server.base_url)
+        # The default idle limit, not FAST's 0.5 s: nothing here stalls, and beside a CPU hog a reply slower than
+        # that was an extra "stalled" retry, which took the next scripted reply (4 retries, not 2).
+        result = drive(paths, provider, server.base_url, idle_timeout=120)
     assert result.reason.value == "error" and SECRET not in result.detail
     retries = logged(paths, "model_retry")
     assert len(retries) == 2 and all("***" in r["message"] or "Bearer" not in r["message"] for r in retries)
