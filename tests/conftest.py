@@ -20,9 +20,9 @@ from console.engine.run_settings import RunSettings
 from console.engine.store import JobStore
 from console.engine.supervisor import Supervisor
 from console.providers.scripted import ScriptedProvider, ScriptedTurn
+from tests import hermetic
 
 # The fixtures of the job-declared commands' tests (bubblewrap, a runtime), shared by unit and integration tests.
-from tests import hermetic
 from tests.commands_support import bwrap, conf, make_rt, rt  # noqa: F401
 from tests.sweeps import FULL_ENV, FULL_OPTION, Sweep, full_requested, seed
 

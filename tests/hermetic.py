@@ -18,8 +18,9 @@ before the per-test fixture) and before pytest-xdist starts its workers, which i
 subprocess a test starts with ``os.environ``.
 
 The check: the controller takes a fingerprint of what the suite could write under the real home before anything
-runs (agent-console's folders under each XDG base, the data dir and config the environment named, and the names
-and files at the home's top level), and the run fails at its end, naming each change, if it differs. Each process
+runs (agent-console's folders under each XDG base, the data dir and config the environment named, the credential
+and settings files the code reads, and the names at the home's top level), and the run fails at its end, naming
+each change, if it differs. Each process
 also records any attempt to reach an address off this machine (an audit hook on connect/getaddrinfo): the run
 fails naming them (tests talk to loopback servers only). tests/test_hermetic.py proves the walls hold by running
 tests in a child pytest under a fake "real home" whose config notifies a loopback canary.
@@ -181,12 +182,15 @@ def _loopback(host: object) -> bool:
         host = host.decode(errors="replace")
     if not isinstance(host, str):
         return True  # not an internet address (a unix socket's path is a str, checked by its family below)
-    if host in ("localhost", "") or host.endswith(".localhost"):
-        return True
+    if host in ("localhost", "", socket.gethostname()) or host.endswith(".localhost"):
+        return True  # (this machine's own name is in /etc/hosts)
     try:
-        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+        address = ipaddress.ip_address(host.split("%")[0])
     except ValueError:
         return False  # a name: resolving it already asks a server off this machine
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback or address.is_unspecified  # 0.0.0.0 and :: reach this machine
 
 
 def watch_network(top: Path) -> None:
