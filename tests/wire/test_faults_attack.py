@@ -73,9 +73,10 @@ PROVIDERS = ("openai", "anthropic")
 MODELS = {"openai": "gpt-test", "anthropic": "claude-test"}
 SECRET = "sk-attack-Zq9secretKEY0123456789"  # the key the runs in this file use (drive, the subprocess)
 KEYLIKE = re.compile(r"sk-[A-Za-z0-9][\w\-]{5,}")  # any unmasked key-shaped text
-# For a script whose replies stall or never end (a stall, keep-alives, a cut stream): its idle limit tells it in
-# half a second. Not for complete replies (garbage, an error, a refusal): beside a CPU hog a reply slower than
-# that was an extra "stalled" retry, which took the next scripted reply (the run then ended "script has ended").
+# For a script whose replies stall or never end (a stall, keep-alives): its idle limit tells it in half a second.
+# Not for replies that end (garbage, an error, a refusal, a stream cut or ended early): beside a CPU hog a reply
+# slower than that was an extra "stalled" retry, which took the next scripted reply (the run then ended "script has
+# ended", or retried turn 1 twice).
 FAST = {"idle_timeout": 0.5}
 NO_CHECK = '[guardrails.completion]\ntype = "none"\n'
 # What the runner serves after a script: a 400, never retried, so a run ends as soon as its script does.
@@ -367,7 +368,7 @@ def test_an_empty_200_event_stream_is_a_cut_not_a_wrong_endpoint(provider: str, 
     # Headers (200, text/event-stream), then the body ends before the first event: what a server or proxy that
     # restarts mid-request sends. The same stream one event later is a transient cut (retried); this one must
     # not end an unattended run as "failed" with advice to check base_url.
-    out = run(SCENARIO, provider, tmp_path / "j", {1: [lambda r: EndEarly(r, after=0)]}, **FAST)
+    out = run(SCENARIO, provider, tmp_path / "j", {1: [lambda r: EndEarly(r, after=0)]})
     assert out.result.reason.value == "job_complete", out.result.detail
     assert [r["turn"] for r in out.of("model_retry")] == [2]
     assert replies(out) == [1, 2, 3]
@@ -591,7 +592,7 @@ def test_a_server_that_resets_every_connection_ends_resumably(provider: str, tmp
     started = time.monotonic()
     with time_limit(60):
         out = run(
-            SCENARIO, provider, tmp_path / "j", {1: [lambda r: Cut(r, after=0)] * 200}, retry_total_wait=300, **FAST
+            SCENARIO, provider, tmp_path / "j", {1: [lambda r: Cut(r, after=0)] * 200}, retry_total_wait=300
         )
     assert time.monotonic() - started < 30
     assert out.result.reason.value == "model_unavailable" and one_line(out.result.detail)
