@@ -29,7 +29,9 @@ WAIT_HELP = ("Exit codes: 0 the job completed; 1 the run ended without completin
              "killed, a signal stopped it, or the model stayed unreachable; resume it); 7 failed (an internal error)")
 WAIT_POLL = 0.25  # seconds between two looks at the log and the run's lock (a poll: no busy loop, no watcher)
 WAIT_GONE_GRACE = 1.0  # no process holds the lock for this long, with nothing new logged: it is not running
-WAIT_START_GRACE = 5.0  # a folder whose log is still empty: how long a run just launched may take to start
+# A folder whose log is still empty: how long a run just launched may take to start (beside a CPU hog a run took
+# over 5 s to log its first event, and `wait` called as it was launched said "never run").
+WAIT_START_GRACE = 30.0
 
 
 class _WaitFold:

@@ -14,11 +14,19 @@ import os
 import shutil
 import stat
 import sys
-import tarfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from console.engine.job import STATE_DIR, one_line
+
+if sys.version_info >= (3, 11, 4) or TYPE_CHECKING:
+    import tarfile
+else:
+    # Extraction filters (PEP 706: the "data" filter that unpack_job relies on) came in 3.11.4; before it (Debian
+    # 12's python3 is 3.11.2) the same tarfile module, backported (the backports.tarfile dependency for those
+    # Pythons). The whole module, not its filter alone: the filter's checks are tied to its own TarInfo and errors.
+    from backports import tarfile
 
 ARCHIVE_NAME = "job.tar.gz"
 # A ConfigMap holds at most 1 MiB (etcd's object limit), and binaryData is base64 (4/3 larger) beside the object's

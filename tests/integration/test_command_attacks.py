@@ -283,10 +283,8 @@ def test_the_deadline_cuts_a_turn_of_slow_commands(make_job, tmp_path, capsys) -
     (paths.root / "job.toml").write_text('[guardrails]\ndeadline = "3s"\n' + toml)
     script = turns([("write_file", {"path": "evil.sh", "content": program})], [("run", {})] * 3,
                    end="wrapping up")
-    started = time.monotonic()
-    code = play(paths, tmp_path, script)
-    took = time.monotonic() - started
-    assert code == 1 and took < 20, (code, took)
+    # Cut, not waited out: the first call says it was cut at the deadline, the others were not run.
+    assert play(paths, tmp_path, script) == 1
     first, *rest = results(paths)
     assert first.content.startswith("cut at the job's deadline after"), first.content
     assert [r.content for r in rest] == ["run was not run: the job's time is up (its deadline passed during this "

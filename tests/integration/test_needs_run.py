@@ -32,6 +32,7 @@ from console.providers.scripted import ScriptedProvider
 from console.settings import load_settings
 from tests.conftest import SAMPLES, run_settings
 from tests.notify_server import Loopback, loopback
+from tests.processes import wait_for
 from tests.provenance_support import operator_seal
 
 
@@ -282,6 +283,14 @@ def start(job: Path, *args: str) -> subprocess.Popen:
                             env=os.environ.copy())
 
 
+def first_event(job: Path) -> None:
+    """Until the run that ``start`` launched has logged its first event. `wait` gives a folder whose log stays
+    empty for 5 s up as never run (console.cli.wait.WAIT_START_GRACE), and beside a CPU hog a run took longer
+    than that to start ("this folder has never run (no events)", exit 2)."""
+    events = JobPaths(job).events
+    wait_for(lambda: events.exists() and events.stat().st_size > 0, 120, "the run's first event")
+
+
 def copy(sample: str, tmp_path: Path) -> Path:
     job = tmp_path / sample
     shutil.copytree(SAMPLES / sample, job)
@@ -301,6 +310,7 @@ def test_wait_on_a_run_that_completes(tmp_path: Path, capsys) -> None:
 def test_wait_on_a_run_that_needs_you_then_is_stopped(tmp_path: Path, capsys) -> None:
     job = copy("requirements-extraction", tmp_path)
     proc = start(job, "--context-window", "10000", "--no-auto-restart")
+    first_event(job)
     try:
         assert main(["wait", str(job), "--timeout", "120"]) == cli.WAIT_NEEDS
         line = capsys.readouterr().out.strip()
@@ -321,6 +331,7 @@ def test_wait_on_a_run_that_needs_you_then_is_stopped(tmp_path: Path, capsys) ->
 def test_wait_on_a_run_whose_process_was_killed(tmp_path: Path, capsys) -> None:
     job = copy("requirements-extraction", tmp_path)
     proc = start(job, "--context-window", "10000", "--no-auto-restart")
+    first_event(job)
     try:
         assert main(["wait", str(job), "--timeout", "120"]) == cli.WAIT_NEEDS
         capsys.readouterr()
@@ -452,6 +463,7 @@ def test_the_config_files_notify_table_is_used_and_on_end_false_keeps_the_end_qu
     config.write_text(f'[notify]\nurls = ["{server.url("json", "from-config")}"]\non_end = false\n')
     job = copy("requirements-extraction", tmp_path)
     proc = start(job, "--context-window", "10000", "--no-auto-restart")
+    first_event(job)
     try:
         assert main(["wait", str(job), "--timeout", "120"]) == cli.WAIT_NEEDS
         [need] = server.wait_for(1)

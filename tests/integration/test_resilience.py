@@ -158,14 +158,12 @@ class Silent:
 def test_a_stall_is_a_transient_failure_after_the_idle_limit(make_job) -> None:
     paths = make_job("quickstart")
     provider = Silent()
-    started = time.monotonic()
     sup = Supervisor(paths, run_settings(idle_timeout=0.5, retry_total_wait=0), provider)
     answer_needs(sup)
     result = sup.run()
-    took = time.monotonic() - started
     provider.release.set()
+    # Given up, not waited out: a server that answered (after 30 s) would have let the run go on, not end it so.
     assert result.reason is ShutdownReason.MODEL_UNAVAILABLE and "no model output for 0.5 s" in result.detail
-    assert took < 15  # given up, not waited out (the server would answer after 30 s); a loaded machine is slow
 
 
 def test_stop_during_a_stall_acts_within_a_second(make_job) -> None:

@@ -34,6 +34,10 @@ from tests.processes import wait_for as _wait_for
 from tests.provenance_support import operator_seal
 
 WITHIN = 30.0  # the most a test waits for a process or a message (a loaded machine's bound, not a pace)
+# The pace of a run that must still be running when the test acts on it (a kill, a `stop`): a quarter of the
+# demo's, about 40 s of work. At the demo's own pace (1: about ten seconds of work) a loaded machine took longer to
+# start the `stop` command than the run took to complete ("run ... is complete: there is nothing to stop").
+SLOW = "0.25"
 SECRET = "tok3n-s3cr3t-path"
 
 
@@ -93,7 +97,7 @@ def _rss_kb(pid: int) -> int:
 
 
 def test_a_runner_killed_by_sigkill_is_told_once(server: Loopback) -> None:
-    paths, runner, watch = _start(server, "1")  # the demo's own pace: seconds of work ahead
+    paths, runner, watch = _start(server, SLOW)
     try:
         assert watch and watch != runner and RunLock(paths).holder() == runner  # the watcher holds no lock
         # Nothing secret in either command line (ps shows them to every user).
@@ -139,7 +143,7 @@ def test_an_end_or_a_stop_is_not_died(server: Loopback, how: str) -> None:
     """A normal end, an operator's `stop`, a SIGTERM stop (`kill`, systemd: the runner records its end, or
     hard-exits within 2 s), and a SIGTERM to the watcher (a console's Ctrl+C before it has the terminal: handed
     on to the runner) tell their own story: no "died" message."""
-    paths, runner, watch = _start(server, "0" if how == "completed" else "1")
+    paths, runner, watch = _start(server, "0" if how == "completed" else SLOW)
     try:
         if how != "completed":
             _wait_for(lambda: _started(paths), WITHIN, "the run's first session")

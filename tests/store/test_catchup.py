@@ -165,7 +165,9 @@ def test_only_the_runs_own_machine_catches_it_up(machines: tuple[Machine, Machin
     procs = [subprocess.Popen([sys.executable, "-m", "console.cli", "store", "sync"], env=m.env, cwd=REPO,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for m in (a, b)]
     outs = [p.communicate(timeout=120) for p in procs]
-    assert "only that machine catches it up" in outs[1][0] or "nothing to catch up" in outs[1][0], outs[1]
+    # B leaves it, whichever it sees first: A's machine named, A holding it (the order on a busy machine), or done.
+    assert any(said in outs[1][0] for said in ("only that machine catches it up", "another process is catching it up",
+                                               "nothing to catch up")), outs[1]
     assert procs[0].returncode == 0, outs[0]
     assert store_seqs(pg_url, paths.root) == file_seqs(paths.root)
     assert sql(pg_url, "SELECT host, status, cost_usd, lease_owner FROM runs") == [("machine-a", "completed", 0.25,

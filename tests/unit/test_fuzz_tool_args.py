@@ -18,7 +18,6 @@ import os
 import shutil
 import stat
 import tempfile
-import time
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -44,8 +43,9 @@ from tests.conftest import run_settings, time_limit
 
 MAX_WRITE = 4096
 MAX_JOB = 65536
-CALL_SECONDS = 8.0  # search_files has a 2 s deadline, nothing else comes near; the rest is a loaded machine's slack
-HANG_SECONDS = 15
+# A call that has not returned by then hangs (search_files has a 2 s deadline, nothing else comes near): a ceiling
+# for a loaded machine, never a pace (a call's time is not asserted: it is the machine's, not the tool's).
+HANG_SECONDS = 60
 SECRET = "OUTSIDE-SECRET-41c9"
 HARD_SECRET = "HARDLINK-SECRET-77b2"
 # On every line of the outside files and in no argument: a result that shows it read them (a result may echo
@@ -157,13 +157,10 @@ def call(job: Job, name: str, arguments: str) -> ToolOutcome:
     outside_before = snapshot(job.outside)
     around_before = sorted(p.name for p in job.top.iterdir())
     before = len(job.seen)
-    started = time.monotonic()
     with time_limit(HANG_SECONDS):
         outcome = dispatch(job.deps, 1, ToolCall(id="c", name=name, arguments=arguments))
-    took = time.monotonic() - started
     shown = f"{name}({arguments[:300]!r})"
     assert isinstance(outcome, ToolOutcome), shown
-    assert took <= CALL_SECONDS, f"{shown} took {took:.1f} s"
     crashes = [e.message for e in job.seen[before:] if isinstance(e, ev.ErrorEvent) and e.where == "tool"]
     assert not crashes, f"{shown}: {crashes}"
     # Nothing outside was created, changed or shown.
