@@ -222,11 +222,15 @@ def test_a_from_the_list_approves_a_headless_run_of_another_process(tmp_path):
         await wait_for(pilot, lambda: app.fleet_view is not None and any(
             r.state == WAITING for r in app.fleet_view.shown), timeout=60, what="the run to wait for approval")
         assert app.fleet_view.selected.path == job
+        # The restart approved is this one: taken before the key, since the run (at speed 0, in a 10,000-token
+        # window) waits for its next restart within milliseconds of this one's approval, and a poll may show that
+        # next wait before the approval is seen in the log (read after it, "first" was that next wait, for ever).
+        first = app.fleet_view.selected.pending_seq
+        assert first
         await pilot.press("a")
         await wait_for(pilot, lambda: any(e.type == "restart_approved" for e in ev.read_events(events)),
                        timeout=30, what="the approval to be applied")
         # The list follows: the run goes on into its next session (until it waits again, a later restart).
-        first = app.fleet_view.rows[0].pending_seq
         await wait_for(pilot, lambda: app.fleet_view.rows[0].state != WAITING
                        or app.fleet_view.rows[0].pending_seq != first, timeout=30, what="the list to follow")
 
