@@ -33,6 +33,13 @@ PRIVATE_FILE = 0o600
 MAX_NAMED = 5
 
 
+def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    """Every byte of ``data`` to ``fd`` (os.write may take fewer than it is given)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True, tmp_dir: Path | None = None) -> None:
     path.parent.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
     where = tmp_dir if tmp_dir is not None else path.parent

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from console.engine import vcs
+from console.engine.atomic import write_all
 
 Kind = Literal["git", "hg", "jj"]
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -274,8 +275,6 @@ def rewrite(dirfd: int, name: str, data: bytes, mode: int) -> None:
     fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                  stat.S_IMODE(mode) & 0o666, dir_fd=dirfd)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        write_all(fd, data)
     finally:
         os.close(fd)

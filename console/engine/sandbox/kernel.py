@@ -9,6 +9,8 @@ import re
 import secrets
 from collections.abc import Callable
 
+from console.engine.atomic import write_all
+
 MAX_NAME_BYTES = 255
 MAX_PATH_BYTES = 4096
 MAX_LINKS = 40  # the kernel's own limit, so both resolution modes agree
@@ -95,10 +97,7 @@ def _utf8_name(name: str) -> bool:
     return True
 
 
-def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+_write_all = write_all  # the sandbox's writes (temp.py)
 
 
 def _pwrite_all(fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Literal
 
 from console.engine import failpoints
+from console.engine.atomic import write_all
 from console.engine.tools.docs import HEADER
 
 CANDIDATES = ("tools", "tool_docs", "harness_tool_docs")
@@ -140,9 +141,7 @@ def choose(root_fd: int) -> tuple[str | None, tuple[str, ...]]:
 def _write_new(dirfd: int, name: str, data: bytes) -> None:
     fd = os.open(name, _NEW, 0o644, dir_fd=dirfd)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        write_all(fd, data)
     finally:
         os.close(fd)
 
