@@ -123,6 +123,24 @@ def run_folder(ref: str, settings: Any = None) -> Path:
         raise
 
 
+def refuse_foreign(paths: Any, data_dir: Path) -> None:
+    """A ValueError with the one line, for a folder whose .console/ another operator's harness made
+    (console.engine.provenance): `attach`, `logs` and `wait` show this operator's runs only, as `run --in-place`
+    resumes only them (its story, its settings and its hints would be another's words, and name commands that
+    refuse it)."""
+    from console.cli.run import foreign_line
+    from console.engine.launch import LaunchError
+    from console.engine.provenance import judge
+    from console.engine.seal import Seal, SealError
+
+    try:
+        verdict = judge(paths, Seal.of(data_dir))
+    except (LaunchError, SealError):
+        return  # this operator's own record, damaged, or the key unreadable: the folder is shown as it is
+    if not verdict.usable:
+        raise ValueError(foreign_line(paths.root, verdict.why, "not shown as one of your runs"))
+
+
 STATE_FILES = {"TodoState": "todos.json", "MemoryState": "memory.json", "WorkspaceRecord": "workspace.json"}
 
 

@@ -117,12 +117,12 @@ def _budgets(job: Any) -> dict[str, Any]:
     return {n: v for n in names if (v := getattr(guard, n, None)) is not None}
 
 
-def foreign_line(root: Path, why: str) -> str:
+def foreign_line(root: Path, why: str, refused: str = "neither resumed nor read") -> str:
     """The one line that refuses a folder whose .console/ is another's, naming the two ways to start fresh."""
     shown = shlex.quote(str(root))
-    return (f"{root}: its .console/ was not made by this operator's agent-console ({why}), so it is neither "
-            f"resumed nor read: start fresh with `agent-console run --in-place {shown} --fresh` (moves it aside), "
-            f"or run a copy without it: `agent-console run {shown}`")
+    return (f"{root}: its .console/ was not made by this operator's agent-console ({why}), so it is {refused}: "
+            f"start fresh with `agent-console run --in-place {shown} --fresh` (moves it aside), or run a copy "
+            f"without it: `agent-console run {shown}`")
 
 
 def cmd_run(args: argparse.Namespace) -> int:

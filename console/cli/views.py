@@ -13,6 +13,7 @@ from console.cli.common import (
     MAX_LIST,
     check_console_options,
     err,
+    refuse_foreign,
     resume_hint,
     run_folder,
 )
@@ -57,6 +58,7 @@ def _attach(args: argparse.Namespace) -> int:
             return attach_remote_console(settings.store_url or "", row, theme=args.theme or settings.theme,
                                          data_dir=settings.data_dir)
         paths = validate_job_folder(run_folder(args.job, settings))
+        refuse_foreign(paths, settings.data_dir)
     except StoreError as exc:
         err(str(exc))
         return EXIT_USAGE
@@ -128,7 +130,11 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
         if (code := remote_logs(args)) is not None:  # a run of another machine sharing the store
             return code
-        paths = validate_job_folder(run_folder(args.job))
+        from console.settings import load_settings
+
+        settings = load_settings()
+        paths = validate_job_folder(run_folder(args.job, settings))
+        refuse_foreign(paths, settings.data_dir)
     except (JobError, ValueError) as exc:
         err(str(exc))
         return EXIT_USAGE

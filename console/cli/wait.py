@@ -13,6 +13,7 @@ from typing import Any
 from console.cli.common import (
     MAX_WAIT_SECONDS,
     err,
+    refuse_foreign,
     resume_hint,
     run_folder,
     say,
@@ -138,7 +139,11 @@ def cmd_wait(args: argparse.Namespace) -> int:
             raise ValueError(f"--timeout {args.timeout:g}: expected a number of seconds from 0 to {MAX_WAIT_SECONDS}")
         if (code := _remote(args)) is not None:  # a run of another machine sharing the store
             return code
-        paths = validate_job_folder(run_folder(args.job))
+        from console.settings import load_settings
+
+        settings = load_settings()
+        paths = validate_job_folder(run_folder(args.job, settings))
+        refuse_foreign(paths, settings.data_dir)
     except (JobError, ValueError) as exc:
         err(str(exc))
         return EXIT_USAGE

@@ -171,8 +171,8 @@ def open_launch(paths: JobPaths, seal: Seal) -> tuple[Launch, Whose] | None:
     elif FIELD not in doc and seal.earlier(paths.root):
         whose = "earlier"
     else:
-        raise ForeignRecord(path, "its launch record is sealed by another operator, or for another folder"
-                            if FIELD in doc else "its launch record has no seal")
+        raise ForeignRecord(path, "its launch record is sealed by another operator, or for another folder: if you "
+                            "moved this run here, move it back" if FIELD in doc else "its launch record has no seal")
     try:
         return Launch.model_validate(doc), whose
     except (ValueError, RecursionError, ValidationError) as exc:

@@ -318,3 +318,19 @@ def test_fresh_never_moves_the_folder_of_a_run_going_on(make_job, capsys) -> Non
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "is being run by process" in line and "stop it first" in line
     assert paths.state.is_dir() and not list(paths.root.parent.glob("quickstart.console-set-aside-*"))
+
+
+@pytest.mark.parametrize("command", [["logs"], ["logs", "--json"], ["wait", "--timeout", "1"], ["attach"]])
+def test_the_viewers_show_no_foreign_folder_as_a_run(make_job, capsys, command: list[str]) -> None:
+    """Found by a new operator: `logs` told a colleague's story as a run of theirs (its `started with:` line could be
+    forged), `wait` gave its verdict, and `attach` offered a resume and, at its end, a `run --in-place` hint, each
+    naming a command that then refused the folder. The viewers refuse it as `run --in-place` does, in one line."""
+    paths = make_job("quickstart")
+    events = ('{"type": "session_started", "ts": "2026-01-01T00:00:00Z", "seq": 1, "session": 1}\n'
+              '{"type": "run_ended", "ts": "2026-01-01T00:00:01Z", "seq": 2, "session": 1, "outcome": "completed"}\n')
+    shipped(paths.root, {"launch.json": json.dumps(hostile_launch("http://127.0.0.1:9/v1")), "events.jsonl": events})
+    assert main([*command[:1], str(paths.root), *command[1:]]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1, (out, err)
+    assert "not made by this operator's agent-console" in err and "not shown as one of your runs" in err
+    assert f"agent-console run --in-place {paths.root} --fresh" in err
