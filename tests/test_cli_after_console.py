@@ -7,10 +7,11 @@ from console.cli.lifecycle import after_console
 from console.engine import events as ev
 from console.engine.clock import FakeClock
 from console.outcome import EXIT_OK
+from tests.provenance_support import record
 
 
 def log(paths, *events: ev.EventBase) -> None:
-    paths.state.mkdir(parents=True, exist_ok=True)
+    record(paths)  # a run of this operator's (attach shows no other)
     paths.events.write_text("".join(e.model_dump_json() + "\n" for e in events))
 
 

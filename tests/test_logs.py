@@ -23,6 +23,7 @@ from console.engine.job import JobPaths
 from console.headless import LogReader, StoryPrinter, use_color
 from console.headless import logs as headless  # the module whose constants a test turns down
 from tests.conftest import SAMPLES, sigint_as_in_a_terminal
+from tests.provenance_support import record
 
 T = datetime(2026, 1, 15, 14, 0, tzinfo=UTC)
 PY = [sys.executable, "-m", "console.cli"]
@@ -45,7 +46,7 @@ class Events:
     def __init__(self, paths: JobPaths) -> None:
         self.paths = paths
         self.seq = 0
-        paths.state.mkdir(parents=True, exist_ok=True)
+        record(paths, provider="openai", model="gpt-4.1")  # the operator's run: attach, logs and wait show no other
 
     def line(self, cls: type[ev.EventBase], **fields: object) -> str:
         self.seq += 1
@@ -153,7 +154,7 @@ def test_a_run_that_never_ran_is_one_line(make_job, capsys) -> None:
 
 def test_a_fifo_for_a_log_is_named_not_waited_on(make_job, capsys) -> None:
     paths = make_job()
-    paths.state.mkdir(parents=True)
+    record(paths)
     os.mkfifo(paths.events)
     code, lines, err = logs(capsys, str(paths.root), "-f")
     assert code == 2 and lines == [] and "not a regular file" in err

@@ -33,7 +33,7 @@ from console.settings import load_settings
 from tests.conftest import SAMPLES, run_settings
 from tests.notify_server import Loopback, loopback
 from tests.processes import wait_for
-from tests.provenance_support import operator_seal
+from tests.provenance_support import operator_seal, record
 
 
 @pytest.fixture
@@ -354,7 +354,7 @@ def test_wait_on_a_run_that_ends_without_completing(tmp_path: Path, capsys) -> N
 
 def test_wait_times_out_on_a_live_run_and_says_a_need_by_hand(make_job, capsys) -> None:
     paths = make_job("quickstart")
-    paths.state.mkdir(parents=True, exist_ok=True)
+    record(paths)  # the operator's run (wait shows no other)
     t = FakeClock().now()
     stream = [ev.SessionStarted(ts=t, seq=1, session=1, reason="new"), ev.TurnStarted(ts=t, seq=2, session=1, turn=1)]
     paths.events.write_text("".join(e.model_dump_json() + "\n" for e in stream))

@@ -23,6 +23,7 @@ from console.engine.tools.limits import CommandWorld
 from console.providers.scripted import ScriptedProvider
 from tests.conftest import answer_needs, run_settings, time_limit
 from tests.unit.test_escalation import enforcer
+from tests.provenance_support import record
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "stuck_check"
 NOT_RUN = "check could not run: 'python4' was not found on the sandbox's PATH (/usr/local/sbin:/usr/bin:/bin)."
@@ -127,6 +128,7 @@ def test_the_trials_run_asks_with_the_commands_error(tmp_path, clock, capsys) ->
     root = tmp_path / "job"
     shutil.copytree(DATA, root)
     paths = JobPaths(root)
+    record(paths)  # the operator's run, as `run` starts it (logs shows no other)
     job = load_job_config(paths)
     sup = Supervisor(paths, run_settings(guardrails=job.guardrails, tools=tuple(job.tools), commands=CommandWorld()),
                      ScriptedProvider(clock=clock), clock=clock)
