@@ -387,7 +387,7 @@ def resolve_run_settings(settings: Settings, job: JobConfig, *, job_toml: str = 
         # The data dir (every run, jobs.db) and the config folder (keys) stay hidden from every command, as do the
         # credentials of every home folder in an extra path (resolve_world finds them, against the real HOME).
         world = resolve_world(job.sandbox, settings.sandbox_limits, max_job_mb=max_job_mb, unconfined=unconfined,
-                              hide=(str(settings.data_dir), str(config_path().parent)))
+                              hide=(str(settings.data_dir), str(config_path().parent)), config=str(config_path()))
     except WorldError as exc:
         raise JobError(f"{job_toml}: {exc}") from None
     rs = RunSettings(

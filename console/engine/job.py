@@ -350,6 +350,29 @@ def parse_config_toml(text: str, path: Path, what: str = "") -> dict[str, Any]:
         raise JobError(f"{shown}: not valid TOML: arrays or tables nested too deeply") from None
 
 
+# In every run's .console/: its version control leaves it alone. A job run in place in a repository would
+# otherwise offer .console/ to `git add -A` (launch.json keeps the endpoint the run calls, credentials in its URL
+# included; events.jsonl the whole conversation). "*" ignores the file itself too, as a venv's does.
+GITIGNORE = ".gitignore"
+GITIGNORE_TEXT = b"# agent-console: a run's own state, never committed\n*\n"
+
+
+def keep_out_of_version_control(paths: JobPaths) -> None:
+    """Write ``.console/.gitignore`` where it is missing or empty (a start killed as it wrote it). Never raises:
+    a folder that cannot take it still runs (make_private reports what it could not do)."""
+    target = paths.state / GITIGNORE
+    try:
+        if target.is_file() and not target.is_symlink() and target.stat().st_size > 0:
+            return
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, GITIGNORE_TEXT)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
 def validate_job_folder(root: Path) -> JobPaths:
     shown = one_line(str(root), 0)
     try:
@@ -400,9 +423,15 @@ def prepare_run(source: Path, runs_dir: Path, now: datetime, *, max_job_mb: floa
         lines = copy_job(src.root, dest, max_bytes=int(max_job_mb * 2**20), skip=(STATE_DIR, "__pycache__"),
                          say=say)
     except CopyError as exc:
-        raise JobError(f"{one_line(str(source), 0)}: cannot be copied to a run folder: {exc}; raise [limits] "
-                       "max_job_mb in its job.toml, or run it where it is: agent-console run --in-place "
-                       f"{one_line(str(source), 0)}") from None
+        # A run in place is held to the same bound (its writes are refused past it): the way on is a larger bound
+        # or a smaller job, never --in-place.
+        toml = src.root / "job.toml"
+        where = (f"in {one_line(str(toml), 0)}" if toml.exists() else
+                 f"in a job.toml beside its instructions.md ({one_line(str(toml), 0)})")
+        fix = (f"; set max_job_mb under [limits] {where} to {exc.needed_mb:,} or more, or make the job smaller"
+               if exc.needed_mb is not None else
+               f"; run it where it is: agent-console run --in-place {one_line(str(source), 0)}" if exc.in_place else "")
+        raise JobError(f"{one_line(str(source), 0)}: cannot be copied to a run folder: {exc}{fix}") from None
     for line in lines:
         if say is not None:
             say(line)

@@ -27,6 +27,7 @@ Stdlib only (and the rules' module).
 from __future__ import annotations
 
 import errno
+import math
 import os
 import shutil
 import stat
@@ -51,7 +52,23 @@ _CHUNK = 1 << 20
 
 
 class CopyError(Exception):
-    """The job cannot be copied as it is; the message (one line) says why."""
+    """The job cannot be copied as it is; the message (one line) says why. ``needed_mb``: the max_job_mb that
+    would hold it, when its size is the reason; ``in_place``: a run in place would take it as it is."""
+
+    def __init__(self, message: str, needed_mb: int | None = None, in_place: bool = False) -> None:
+        super().__init__(message)
+        self.needed_mb = needed_mb
+        self.in_place = in_place
+
+
+def megabytes(n: int, over: int | None = None) -> str:
+    """``n`` bytes in MB as the operator reads a bound: to the nearest tenth, whole where that is whole; a size
+    said to be ``over`` a bound is rounded up where the nearest would not read above it (so a job just over
+    1024 MB never reads "1,024.0 MB, over 1024 MB")."""
+    tenths = round(n * 10 / MB)
+    if over is not None and tenths * MB <= over * 10:
+        tenths = math.ceil(n * 10 / MB)
+    return f"{tenths // 10:,}" if tenths % 10 == 0 else f"{tenths / 10:,.1f}"
 
 
 def _cost(st: os.stat_result) -> int:
@@ -63,13 +80,13 @@ def _entries(fd: int, skip: frozenset[str]) -> list[os.DirEntry[str]]:
         return sorted((e for e in it if e.name not in skip), key=lambda e: e.name)
 
 
-def measure(src: str, skip: frozenset[str] = frozenset()) -> tuple[int, int]:
-    """(bytes as a run counts them, files) of the job folder ``src`` without the ``skip`` names, at any depth.
-    :class:`CopyError` if it nests folders deeper than a run can measure."""
-    total = files = 0
+def measure(src: str, skip: frozenset[str] = frozenset()) -> tuple[int, int, int]:
+    """(bytes as a run counts them, files, sparse files) of the job folder ``src`` without the ``skip`` names, at
+    any depth. :class:`CopyError` if it nests folders deeper than a run can measure."""
+    total = files = sparse = 0
 
     def walk(fd: int, rel: str, depth: int) -> None:
-        nonlocal total, files
+        nonlocal total, files, sparse
         for entry in _entries(fd, skip):
             try:
                 st = entry.stat(follow_symlinks=False)
@@ -77,11 +94,12 @@ def measure(src: str, skip: frozenset[str] = frozenset()) -> tuple[int, int]:
                 continue
             total += _cost(st)
             files += stat.S_ISREG(st.st_mode)
+            sparse += stat.S_ISREG(st.st_mode) and st.st_blocks * 512 < st.st_size
             if stat.S_ISDIR(st.st_mode):
                 path = rel + entry.name
                 if depth + 1 >= MAX_DEPTH:
-                    raise CopyError(f"it nests folders more than {MAX_DEPTH} deep (at '{path[:200]}'), which a run "
-                                    "cannot measure")
+                    raise CopyError(f"it nests folders more than {MAX_DEPTH} deep (at '{path[:200]}'), deeper "
+                                    "than a copy goes", in_place=True)
                 sub = os.open(entry.name, DIR_FLAGS, dir_fd=fd)
                 try:
                     walk(sub, path + "/", depth + 1)
@@ -93,7 +111,7 @@ def measure(src: str, skip: frozenset[str] = frozenset()) -> tuple[int, int]:
         walk(top, "", 0)
     finally:
         os.close(top)
-    return total, files
+    return total, files, sparse
 
 
 @dataclass
@@ -116,8 +134,8 @@ class _Copy:
     def count(self, n: int, rel: str) -> None:
         self.total += n
         if self.total > self.limit:
-            raise CopyError(f"it grew past its max_job_mb of {self.limit / MB:g} MB while it was copied (at "
-                            f"'{rel[:200]}')")
+            raise CopyError(f"it grew past its max_job_mb of {megabytes(self.limit)} MB while it was copied (at "
+                            f"'{rel[:200]}'): something writes in it; let it finish, then run again")
 
 
 def copy_job(src: Path, dest: Path, *, max_bytes: int, skip: tuple[str, ...] = (),
@@ -127,10 +145,12 @@ def copy_job(src: Path, dest: Path, *, max_bytes: int, skip: tuple[str, ...] = (
     :class:`CopyError` (one line) when the job is over its bound or nests too deep, an OSError when a file cannot be
     read or written: then nothing is left at ``dest``."""
     names = frozenset(skip)
-    size, files = measure(str(src), names)
+    size, files, sparse = measure(str(src), names)
     if size > max_bytes:
-        raise CopyError(f"it holds {size / MB:,.1f} MB as a run counts it (a sparse file at its full size), over its "
-                        f"max_job_mb of {max_bytes / MB:g} MB")
+        counted = (f" ({sparse:,} sparse file{'s' * (sparse != 1)} at {'their' if sparse != 1 else 'its'} full size)"
+                   if sparse else "")
+        raise CopyError(f"it holds {megabytes(size, over=max_bytes)} MB as a run counts it{counted}, over its "
+                        f"max_job_mb of {megabytes(max_bytes)} MB", needed_mb=math.ceil(size / MB))
     if say is not None and size >= SAY_ABOVE:
         say(f"copying {size / MB:,.0f} MB ({files:,} files) of {src} into {dest}")
     job = _Copy(str(dest), max_bytes, names)
@@ -171,8 +191,8 @@ def _copy_folder(job: _Copy, src: int, dest: int, rel: str, depth: int) -> None:
         mode = st.st_mode
         if stat.S_ISDIR(mode):
             if depth + 1 >= MAX_DEPTH:
-                raise CopyError(f"it nests folders more than {MAX_DEPTH} deep (at '{path[:200]}'), which a run "
-                                "cannot measure")
+                raise CopyError(f"it nests folders more than {MAX_DEPTH} deep (at '{path[:200]}'), deeper than a copy "
+                                "goes", in_place=True)
             os.mkdir(name, 0o700, dir_fd=dest)  # filled first, given its own mode after
             sfd = os.open(name, DIR_FLAGS, dir_fd=src)
             try:

@@ -44,7 +44,7 @@ from console.engine.context.summary import archived_phases, build_summary, check
 from console.engine.context.tokens import estimate_message
 from console.engine.control import ControlChannel, RunLock
 from console.engine.guardrails import build_guardrails, default_guardrails
-from console.engine.job import JobPaths
+from console.engine.job import JobPaths, keep_out_of_version_control
 from console.engine.journal import JOURNAL_NAME, Checkpoint, Conversation, Journal
 from console.engine.launch import LaunchStart, write_launch
 from console.engine.loop import SessionDeps, SessionResult, ShutdownReason, run_agent_session
@@ -376,6 +376,7 @@ class Supervisor:
         try:
             if first and self.launch is not None:
                 write_launch(self.paths, self.launch.record, self.launch.seal)
+            keep_out_of_version_control(self.paths)
             try:  # a shared store: its link ships the log, takes commands in and holds the lease (a thread)
                 link = link_run(self.store, self.paths, self.events, self.operator, self.lock.run_id,
                                 self.clock.now)

@@ -17,7 +17,7 @@ from console.engine.tools.commands import CommandToolConfig, program_problem
 from console.engine.tools.confine import Bwrap, find_bwrap
 from console.engine.tools.docs import DocContext, render_all
 from console.engine.tools.docs_folder import write_docs
-from console.engine.tools.limits import CommandWorld, describe_world
+from console.engine.tools.limits import CommandWorld, describe_world, summarize_world
 
 
 def check_commands(paths: JobPaths, tools: Sequence[CommandToolConfig], world: CommandWorld) -> None:
@@ -76,5 +76,6 @@ def announce_commands(settings: RunSettings, rt: Runtime, events: ev.EventStream
     rt.guards.command_tools = names
     rt.guards.confinement = {"confined": tool, "unconfined": "UNCONFINED (run --unconfined)",
                              "refused": "refused: no sandbox works here"}[mode]
+    summary = "" if mode == "refused" else summarize_world(world, tool=tool)  # a refusal's text is short
     events.emit(ev.CommandSandbox, mode=mode, tool=tool, bounds_by=bounds_by, network=world.network,
-                     read_only=list(world.read_only), limits=limits, commands=names, text=text)
+                read_only=list(world.read_only), limits=limits, commands=names, text=text, summary=summary)

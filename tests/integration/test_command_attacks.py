@@ -181,14 +181,15 @@ def test_the_default_limits_grant_no_path_of_the_home_or_etc_and_no_network(make
     true read ~/.ssh/id_rsa, ~/.pgpass and /etc/shadow, with the network on. Now the job is refused at the start:
     exit 2, one line naming the job's key and the config key that would allow it."""
     program = "cat /etc/shadow ~/.ssh/id_rsa; echo ran\n"
+    config = os.environ["AGENT_CONSOLE_CONFIG"]
+    # Every problem at once, in one line, naming the operator's config file.
     cases = (('[sandbox]\nread_only = ["~", "/etc"]\nnetwork = true\n',
-                         "key 'sandbox.network': the operator's config does not give jobs the network; to allow it, "
-                         "set network = true under [sandbox_limits] in the config file"),
-                        ('[sandbox]\nread_only = ["~", "/etc"]\n',
-                         "key 'sandbox.read_only.0': '~' is inside your home folder, which jobs may not read by "
-                         "default; to allow it, list it in read_only under [sandbox_limits] in the config file "
-                         '(read_only = ["~"], or true for any path)'),
-                        ('[sandbox]\nread_only = ["/etc"]\n', "key 'sandbox.read_only.0': '/etc' is inside /etc"))
+              "key 'sandbox.network': the operator's config does not give jobs the network; to allow it, set network "
+              f"= true under [sandbox_limits] in the config file ({config}); key 'sandbox.read_only.0': '~' is your "
+              "home folder, which jobs may not read by default; to allow it, list it in read_only under "
+              f"[sandbox_limits] in the config file ({config}) (read_only = [\"~\"], or true for any path); key "
+              "'sandbox.read_only.1': '/etc' is the host's /etc"),
+             ('[sandbox]\nread_only = ["/etc"]\n', "key 'sandbox.read_only.0': '/etc' is the host's /etc"))
     paths = make_job()
     for extra, said in cases:
         (paths.root / "job.toml").write_text(JOB_TOML.format(timeout=30, extra=extra))

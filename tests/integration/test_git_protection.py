@@ -239,6 +239,21 @@ def test_the_attack_as_found_through_the_whole_cli(make_job, tmp_path, capsys, b
     nothing_runs(root)
 
 
+def test_the_runs_own_state_is_never_offered_to_a_commit(make_job, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A job run in place in a repository: `git add -A` stages the agent's work, never .console/ (its launch record
+    keeps the endpoint the run calls, a password in its URL included; its event log, the whole conversation)."""
+    paths = make_job()
+    root = Path(paths.root)
+    assert operator_git(root, "init", "-q", "-b", "main").returncode == 0
+    url = "http://user:s3cret@127.0.0.1:9/v1"
+    assert main(["run", str(root), "--headless", "--in-place", "--max-turns", "2", "--base-url", url]) in (0, 1)
+    assert "s3cret" in (root / ".console" / "launch.json").read_text()  # kept for a resume, 0600
+    assert operator_git(root, "add", "-A").returncode == 0
+    staged = operator_git(root, "diff", "--cached", "--name-only").stdout.split()
+    assert staged and not [f for f in staged if f.startswith(".console")], staged
+    assert operator_git(root, "status", "--porcelain", "--ignored").stdout.count(".console/") == 1  # ignored
+
+
 def test_the_opt_in_is_a_checked_key_and_the_header_says_it(make_job, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     from console.engine.tools.limits import SandboxCaps, SandboxSection, describe_world, resolve_world
 

@@ -404,6 +404,7 @@ def test_wait_refuses_bad_input(make_job, tmp_path: Path, capsys, monkeypatch) -
     assert main(["wait", str(never.root)]) == 2  # a folder that never ran (and nothing starts it)
     err = capsys.readouterr().err
     assert "never run" in err and all(line.startswith("agent-console: ") for line in err.splitlines())
+    assert "no run here yet; waiting up to 0.3 s for one to start" in err  # said at once, not after the grace
 
 
 def test_a_detached_run_calls_its_operator_through_the_cli_and_keeps_the_channel_on_resume(

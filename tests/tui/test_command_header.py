@@ -41,6 +41,39 @@ def test_the_header_is_a_line_of_the_log_a_notice_and_a_paragraph_of_the_guardra
     assert CONFINED in " ".join(plain_text(st, FROZEN_NOW).split())
 
 
+def test_the_header_of_this_version_is_a_short_line_with_the_paragraph_under_it() -> None:
+    """The engine's header was one paragraph of 1,200 to 1,900 characters (read as one line in the log, a notice in
+    the console): now its first line says what an operator checks first in about 200, and the paragraph follows,
+    a clause a line, in the views with room (the headless log and `logs`); the guardrails view keeps it whole."""
+    from console.engine.tools.limits import SandboxCaps, SandboxSection, describe_world, resolve_world, summarize_world
+
+    world = resolve_world(SandboxSection(read_only=["/usr/share"]), SandboxCaps(read_only=True), max_job_mb=1024)
+    text = describe_world(world, tool="bubblewrap 0.11.0", memory_by="cgroup")
+    summary = summarize_world(world, tool="bubblewrap 0.11.0")
+    assert len(summary) <= 240 and len(text) > 1000, (len(summary), len(text))
+    assert summary.startswith("commands are confined by bubblewrap 0.11.0: the job folder (its .git read-only), 1 "
+                              "more path read-only, no network, nothing else of yours; ")
+    log = Log()
+    log.add(ev.CommandSandbox, mode="confined", tool="bubblewrap 0.11.0", bounds_by="cgroup v2", commands=["test"],
+            text=text, summary=summary, read_only=["/usr/share"])
+    status(log)
+    out = io.StringIO()
+    headless = HeadlessLog(out)
+    for e in log.events:
+        headless(e)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == f"  ▣ {summary}" and all(ln.startswith("      ") for ln in lines[1:])
+    said = [ln.strip() for ln in lines[1:]]
+    assert said[0].startswith("they see the job folder (read-write;") and said[-1].startswith("bounds: ")
+    assert any(ln.startswith("read-only as job.toml asks: /usr/share (an overlay") for ln in said)
+    rebuilt = f"commands are confined by bubblewrap 0.11.0: {'; '.join(said[:-1])}. B{said[-1][1:]}"
+    assert rebuilt == text  # every word of the paragraph, in order
+    st = ConsoleState("job")
+    st.apply_all(log.events)
+    assert [(i.icon, i.message) for i in st.feedback] == [("▣", summary)]
+    assert " ".join(text.split()) in " ".join(plain_text(st, FROZEN_NOW).split())
+
+
 def test_unconfined_and_refused_commands_are_said_louder_and_the_text_stays_text() -> None:
     unconfined = present.describe(header_log("unconfined", "commands run UNCONFINED").events[0])
     refused = present.describe(header_log("refused", f"commands (test) are refused {ATTACK}").events[0])

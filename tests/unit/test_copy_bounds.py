@@ -58,14 +58,45 @@ def test_a_sparse_file_is_copied_sparse(job: Path, tmp_path: Path) -> None:
 
 def test_a_job_over_max_job_mb_is_refused_before_anything_is_written(job: Path, tmp_path: Path) -> None:
     """A sparse file counts at its full size, as the run's own measure counts it: the run could not hold it."""
+    (job / "job.toml").write_text("[limits]\nmax_job_mb = 256\n")
     with open(job / "disk.img", "wb") as fh:
         fh.truncate(300 * MB)
     with pytest.raises(JobError) as info:
         prepare_run(job, tmp_path / "runs", NOW, max_job_mb=256)
     msg = str(info.value)
-    assert "cannot be copied to a run folder: it holds 300.0 MB as a run counts it (a sparse file at its full size), " \
-           "over its max_job_mb of 256 MB; raise [limits] max_job_mb in its job.toml, or run it where it is: " \
-           "agent-console run --in-place" in msg and "\n" not in msg
+    # The way on it names is one that works: a larger bound (how large, and in which file) or a smaller job; never
+    # a run in place, which is held to the same bound (its every write refused past it).
+    assert msg.endswith("cannot be copied to a run folder: it holds 300 MB as a run counts it (1 sparse file at "
+                        "its full size), over its max_job_mb of 256 MB; set max_job_mb under [limits] in "
+                        f"{job / 'job.toml'} to 301 or more, or make the job smaller"), msg
+    assert "\n" not in msg and "--in-place" not in msg
+    assert runs(tmp_path) == []
+
+
+def test_a_job_just_over_its_bound_says_by_how_much_without_sparse_files_it_has_not(job: Path, tmp_path: Path) -> None:
+    """Its size reads as the bound does, rounded up where it is just over (never "1.0 MB, over 1 MB"); no sparse
+    file is named where there is none; a job without a job.toml is told where one goes."""
+    (job / "job.toml").unlink(missing_ok=True)
+    with open(job / "data.bin", "wb") as fh:
+        fh.write(b"x" * (MB + MB // 1000))
+    with pytest.raises(JobError) as info:
+        prepare_run(job, tmp_path / "runs", NOW, max_job_mb=1)
+    msg = str(info.value)
+    assert "it holds 1.1 MB as a run counts it, over its max_job_mb of 1 MB; set max_job_mb under [limits] in a " \
+           f"job.toml beside its instructions.md ({job / 'job.toml'}) to 2 or more" in msg, msg
+    assert "sparse" not in msg
+
+
+def test_a_job_nested_deeper_than_a_copy_goes_is_told_to_run_in_place(job: Path, tmp_path: Path) -> None:
+    """A run in place measures any depth (console.engine.tools.folder_walk); the copy's walk stops at MAX_DEPTH
+    and says so, naming the way that works."""
+    from console.engine.run_copy import MAX_DEPTH
+
+    os.makedirs(job.joinpath(*["d"] * (MAX_DEPTH + 1)))
+    with pytest.raises(JobError) as info:
+        prepare_run(job, tmp_path / "runs", NOW)
+    assert f"it nests folders more than {MAX_DEPTH} deep (at 'd/d/" in str(info.value)
+    assert str(info.value).endswith(f"deeper than a copy goes; run it where it is: agent-console run --in-place {job}")
     assert runs(tmp_path) == []
 
 
@@ -74,7 +105,7 @@ def test_growing_past_the_bound_while_copied_stops_the_copy(job: Path, tmp_path:
     """Counted again while copying: a folder that grew after it was measured (another process writing in it) does
     not push the copy past max_job_mb, and the failed copy leaves no run folder."""
     (job / "big.bin").write_bytes(b"b" * 3 * MB)
-    monkeypatch.setattr(run_copy, "measure", lambda src, skip=frozenset(): (1024, 2))  # as measured a moment before
+    monkeypatch.setattr(run_copy, "measure", lambda src, skip=frozenset(): (1024, 2, 0))  # as measured a moment before
     with pytest.raises(JobError) as info:
         prepare_run(job, tmp_path / "runs", NOW, max_job_mb=2)
     assert "it grew past its max_job_mb of 2 MB while it was copied (at 'big.bin')" in str(info.value)
@@ -185,5 +216,5 @@ def test_the_cli_says_what_the_copy_skipped_and_refuses_a_job_over_its_bound(job
         fh.truncate(2048 * MB)
     assert main(["run", str(job), "--headless", "--speed", "0"]) == 2
     _out, err = capsys.readouterr()
-    assert err.startswith(f"agent-console: {job}: cannot be copied to a run folder: it holds 2,048.0 MB as a run "
+    assert err.startswith(f"agent-console: {job}: cannot be copied to a run folder: it holds 2,048 MB as a run "
                           "counts it") and err.count("\n") == 1, err

@@ -68,6 +68,10 @@ CASES: list[tuple[ev.EventBase, str, str, str, str]] = [
      "▸", "tool", "info", "read_file(notes/a.md)"),
     (make(ev.ToolResult, turn=3, call_id="c", tool="read_file", ok=False, content="\n  no such file\nmore",
           duration_ms=1500), "✗", "tool-failed", "caution", "read_file failed: no such file (1.5 s)"),
+    # A result that says its tool failed, in the words the agent reads, is said once: not "x failed: x failed:".
+    (make(ev.ToolResult, turn=3, call_id="c", tool="write_file", ok=False,
+          content="write_file failed: 'a.md' is refused"), "✗", "tool-failed", "caution",
+     "write_file failed: 'a.md' is refused"),
     (make(ev.ToolDenied, turn=3, call_id="c", tool="write_file", policy="rbw", reason="read it first",
           error="boom"), "⊗", "denied", "warning",
      "denied write_file by rbw: read it first (the policy failed: boom)"),

@@ -22,8 +22,8 @@ from console.engine.supervisor import Supervisor
 from console.engine.tools.limits import CommandWorld
 from console.providers.scripted import ScriptedProvider
 from tests.conftest import answer_needs, run_settings, time_limit
-from tests.unit.test_escalation import enforcer
 from tests.provenance_support import record
+from tests.unit.test_escalation import enforcer
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "stuck_check"
 NOT_RUN = "check could not run: 'python4' was not found on the sandbox's PATH (/usr/local/sbin:/usr/bin:/bin)."

@@ -34,10 +34,11 @@ def test_by_default_a_job_gets_no_network_and_no_path_of_the_home_or_etc(tmp_pat
         resolve_world(SandboxSection(network=True), caps, max_job_mb=100, home=home)
     assert str(info.value) == ("key 'sandbox.network': the operator's config does not give jobs the network; to "
                                "allow it, set network = true under [sandbox_limits] in the config file")
-    for asked, said in (("~", "'~' is inside your home folder"), ("~/.cargo", "'~/.cargo' is inside your home folder"),
-                        ("/etc", "'/etc' is inside /etc"), ("/etc/ssl", "'/etc/ssl' is inside /etc"),
-                        ("/home", "'/home' is inside /home"), ("/var/lib", "'/var/lib' is inside /var"),
-                        ("/", "'/' holds /proc, which commands never see"), ("/proc/1", "'/proc/1' is inside /proc")):
+    for asked, said in (("~", "'~' is your home folder"), ("~/.cargo", "'~/.cargo' is inside your home folder"),
+                        ("/etc", "'/etc' is the host's /etc"), ("/etc/ssl", "'/etc/ssl' is inside the host's /etc"),
+                        ("/home", "'/home' is the host's /home"), ("/var/lib", "'/var/lib' is inside the host's /var"),
+                        ("/", "'/' holds the kernel's /proc, which commands never see"),
+                        ("/proc/1", "'/proc/1' is inside the kernel's /proc")):
         if not os.path.exists(asked.replace("~", home)):
             continue
         with pytest.raises(WorldError) as info:
@@ -67,7 +68,7 @@ def test_the_operator_may_allow_any_path_or_the_paths_of_a_list(tmp_path) -> Non
         _world(["~/work"], SandboxCaps(read_only=False), home)
     assert "sandbox_limits.read_only = false" in str(info.value)
     # Not even when allowed: the kernel's interfaces (the host's /proc shows the harness's environment).
-    with pytest.raises(WorldError, match="'/proc' is inside /proc, which commands never see"):
+    with pytest.raises(WorldError, match="'/proc' is the kernel's /proc, which commands never see"):
         _world(["/proc"], SandboxCaps(read_only=True), home)
     assert resolve_world(SandboxSection(network=True), SandboxCaps(network=True), max_job_mb=100).network
 

@@ -76,5 +76,8 @@ class CommandSandbox(EventBase):
     read_only: list[str] = Field(default_factory=list)
     limits: dict[str, float] = Field(default_factory=dict)
     commands: list[str] = Field(default_factory=list)
-    # The paragraph every view shows.
+    # The paragraph every view shows (under the summary, where it has room).
     text: str = ""
+    # Its first line (about 200 characters): confined or not, the network, extra paths, the bounds. Empty in
+    # logs of versions before it (then the paragraph is the line).
+    summary: str = ""

@@ -262,7 +262,9 @@ def mounts_below(folder: str, mountinfo: str = "/proc/self/mountinfo") -> list[s
 
 
 def _relation(real: str, folder: str) -> str:
-    """How ``real`` meets ``folder``: "is inside" it, "holds" it, or ""."""
+    """How ``real`` meets ``folder``: "is" it, "is inside" it, "holds" it, or ""."""
+    if real == folder:
+        return "is"
     if within(real, folder):
         return "is inside"
     return "holds" if within(folder, real) else ""
@@ -274,7 +276,7 @@ def _allowed(i: int, raw: str, real: str, caps: SandboxCaps, home: str) -> None:
     for folder in NEVER:
         how = _relation(real, os.path.realpath(folder))
         if how:
-            raise WorldError(f"{key}: '{shown}' {how} {folder}, which commands never see (the kernel's interfaces)")
+            raise WorldError(f"{key}: '{shown}' {how} the kernel's {folder}, which commands never see")
     if caps.read_only is True:
         return
     if caps.read_only is False:
@@ -288,7 +290,7 @@ def _allowed(i: int, raw: str, real: str, caps: SandboxCaps, home: str) -> None:
                              f"({one_line(', '.join(caps.read_only), 160)}); to allow it, add it to {_CAP_KEY}")
         return
     folders = [(os.path.realpath(home), "your home folder")] if home.startswith("/") else []
-    folders += [(os.path.realpath(p), p) for p in PRIVATE]
+    folders += [(os.path.realpath(p), f"the host's {p}") for p in PRIVATE]
     for folder, name in folders:
         if folder == "/":
             continue  # a HOME of "/" would refuse every path: the host's private folders still are
@@ -300,14 +302,16 @@ def _allowed(i: int, raw: str, real: str, caps: SandboxCaps, home: str) -> None:
 
 def resolve_world(section: SandboxSection, caps: SandboxCaps, *, max_job_mb: float, hide: tuple[str, ...] = (),
                   unconfined: bool = False, home: str | None = None,
-                  homes: tuple[str, ...] | None = None) -> CommandWorld:
+                  homes: tuple[str, ...] | None = None, config: str = "") -> CommandWorld:
     """The world of a run's commands: the job's requests within the operator's caps. A :class:`WorldError`
     naming the key (``sandbox.memory_mb``) and the config key that would allow it, for a request over its cap, a
     path that does not exist or that the caps do not grant, or the network where the operator does not allow it.
 
     ``hide``: folders never shown (the data dir, the config folder); ``home``: the operator's home (``~``);
     ``homes``: every home folder whose credentials are hidden inside an extra path (default: ``home`` and the
-    system's user table's)."""
+    system's user table's); ``config``: the operator's config file, as the refusals name it. Every problem of the
+    job's [sandbox] is said at once (one line, "; " between them): a job is not fixed one refusal at a time."""
+    problems: list[str] = []
     numbers: dict[str, int] = {}
     for key, (default, _cap, smallest, unit) in _NUMBERS.items():
         asked = getattr(section, key)
@@ -315,20 +319,20 @@ def resolve_world(section: SandboxSection, caps: SandboxCaps, *, max_job_mb: flo
         if asked is not None:
             if asked > cap:
                 # The cap may be a default (the memory's is the machine's): said so, where no config file sets it.
-                raise WorldError(f"key 'sandbox.{key}': {asked} is over the operator's limit of {cap} {unit} "
-                                 f"({key} under [sandbox_limits] in the config file sets it; without it, the "
-                                 "default)")
-            if asked < smallest:
-                raise WorldError(f"key 'sandbox.{key}': {asked} is below the least a command can run with "
-                                 f"({smallest} {unit})")
+                problems.append(f"key 'sandbox.{key}': {asked} is over the operator's limit of {cap} {unit} "
+                                f"({key} under [sandbox_limits] in the config file sets it; without it, the "
+                                "default)")
+            elif asked < smallest:
+                problems.append(f"key 'sandbox.{key}': {asked} is below the least a command can run with "
+                                f"({smallest} {unit})")
             numbers[key] = asked
         elif key == "file_size_mb":
             numbers[key] = max(1, min(cap, int(max_job_mb)))
         else:
             numbers[key] = min(default, cap)
     if section.network and not caps.network:
-        raise WorldError("key 'sandbox.network': the operator's config does not give jobs the network; to allow it, "
-                         "set network = true under [sandbox_limits] in the config file")
+        problems.append("key 'sandbox.network': the operator's config does not give jobs the network; to allow it, "
+                        "set network = true under [sandbox_limits] in the config file")
     home = home if home is not None else os.path.expanduser("~")
     hidden = [os.path.realpath(h) for h in hide]
     extra: list[str] = []
@@ -338,20 +342,27 @@ def resolve_world(section: SandboxSection, caps: SandboxCaps, *, max_job_mb: flo
             real = os.path.realpath(path, strict=True)
             st = os.stat(real)
         except (OSError, ValueError):
-            raise WorldError(f"key 'sandbox.read_only.{i}': '{one_line(raw, 120)}' does not exist") from None
-        _allowed(i, raw, real, caps, home)
+            problems.append(f"key 'sandbox.read_only.{i}': '{one_line(raw, 120)}' does not exist")
+            continue
+        try:
+            _allowed(i, raw, real, caps, home)
+        except WorldError as exc:
+            problems.append(str(exc))
+            continue
         if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
             # A socket bound as a file would be connectable; a device, a pipe: nothing a build reads.
-            raise WorldError(f"key 'sandbox.read_only.{i}': '{one_line(raw, 120)}' is neither a folder nor a regular "
-                             "file")
+            problems.append(f"key 'sandbox.read_only.{i}': '{one_line(raw, 120)}' is neither a folder nor a regular "
+                            "file")
+            continue
         inner = mounts_below(real) if stat.S_ISDIR(st.st_mode) else []
         if inner:
             # A folder is shown as an overlay of itself (no socket in it reachable), which overlayfs refuses, in a user
             # namespace, over a folder that has another file system mounted inside it.
-            raise WorldError(f"key 'sandbox.read_only.{i}': '{one_line(raw, 120)}' has a file system mounted inside it "
-                             f"({one_line(inner[0], 120)}{f' and {len(inner) - 1} more' if len(inner) > 1 else ''}),"
-                             " which its read-only overlay cannot show; name folders without one (a mounted folder "
-                             "itself may be one)")
+            problems.append(f"key 'sandbox.read_only.{i}': '{one_line(raw, 120)}' has a file system mounted inside "
+                            f"it ({one_line(inner[0], 120)}{f' and {len(inner) - 1} more' if len(inner) > 1 else ''}),"
+                            " which its read-only overlay cannot show; name folders without one (a mounted folder "
+                            "itself may be one)")
+            continue
         if real not in extra:
             extra.append(real)
     if homes is None:
@@ -359,11 +370,17 @@ def resolve_world(section: SandboxSection, caps: SandboxCaps, *, max_job_mb: flo
     credentials = credential_paths(homes, tuple(extra))
     for i, raw in enumerate(section.read_only):
         real = os.path.realpath(_expand(raw, home))
+        if real not in extra:
+            continue  # refused above
         for h in (*hidden, *credentials):
             if within(real, h):
-                raise WorldError(f"key 'sandbox.read_only.{i}': '{one_line(raw, 120)}' is inside {one_line(h)}, "
-                                 "which commands never see (agent-console's data or config folder, or a folder or "
-                                 "file of credentials)")
+                problems.append(f"key 'sandbox.read_only.{i}': '{one_line(raw, 120)}' is inside {one_line(h)}, "
+                                "which commands never see (agent-console's data or config folder, or a folder or "
+                                "file of credentials)")
+                break
+    if problems:
+        where = f"the config file ({one_line(config, 160)})" if config else "the config file"
+        raise WorldError("; ".join(p.replace("the config file", where) for p in problems))
     # Only what an extra path shows needs covering (a call covers those that exist then).
     hidden += [c for c in credentials if c not in hidden and any(within(c, p) for p in extra)]
     return CommandWorld(limits=CommandLimits(**numbers), read_only=tuple(extra), network=section.network,
@@ -402,6 +419,27 @@ GIT_SEES: dict[GitMode, str] = {
 }
 # The look after every call, confined or not (console.engine.tools.repos.sweep).
 GIT_SWEEP = "after each call, what a repository would run on your machine (a config key, a hook) is made harmless"
+
+
+# The header's first line: what it says of the job's repositories, by [sandbox] git.
+GIT_SHORT: dict[GitMode, str] = {"read-only": "its .git read-only", "commit": "git commits allowed",
+                                 "config": "git commits and config allowed"}
+
+
+def summarize_world(world: CommandWorld, *, tool: str = "") -> str:
+    """The header's first line (about 200 characters): the whole paragraph (:func:`describe_world`) is what a
+    view with room shows under it. What an operator checks first: confined or not, by what, the folder, the
+    network, any extra path, and the bounds."""
+    lim = world.limits
+    bounds = (f"{lim.processes} processes, {_mb(lim.memory_mb)} memory, {lim.cpu_seconds} s CPU, "
+              f"{_mb(lim.file_size_mb)} a file, job folder {_mb(world.max_job_mb)}")
+    if world.unconfined:
+        return f"commands run UNCONFINED (run --unconfined): everything this user can, and the network; {bounds}"
+    n = len(world.read_only)
+    extra = f", {n} more path{'s' * (n != 1)} read-only" if n else ""
+    net = "the network" if world.network else "no network"
+    return (f"commands are confined{f' by {tool}' if tool else ''}: the job folder ({GIT_SHORT[world.git]}){extra}, "
+            f"{net}, nothing else of yours; {bounds}")
 
 
 def describe_world(world: CommandWorld, *, tool: str = "", memory_by: Literal["cgroup", "rlimit", ""] = "",

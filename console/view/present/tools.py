@@ -21,6 +21,7 @@ def _tool_result(e: ev.ToolResult) -> Presented | None:
     if e.ok:
         return None
     first = next((ln.strip() for ln in e.content.splitlines() if ln.strip()), "(no message)")
+    first = first.removeprefix(f"{e.tool} failed: ")  # the result's own words for the agent; the line says it once
     took = f" ({e.duration_ms / 1000:.1f} s)" if e.duration_ms >= 1000 else ""
     return Presented("✗", "tool-failed", "caution", f"{one_line(e.tool, 60)} failed: {flat(first, 160)}{took}",
                      source=f"tool {one_line(e.tool, 60)}")
@@ -41,6 +42,29 @@ SANDBOX_SEVERITY = {"confined": "info", "unconfined": "warning", "refused": "err
 
 
 def _command_sandbox(e: ev.CommandSandbox) -> Presented:
-    """The run's header for its commands: what they see and their bounds (the engine's paragraph, whole)."""
-    return Presented("▣", "sandbox", SANDBOX_SEVERITY.get(e.mode, "warning"),
-                     flat(e.text, 0) or f"commands: {one_line(e.mode, 40)}", source="sandbox")
+    """The run's header for its commands: its summary, and the engine's paragraph under it, a clause a line (a
+    log of a version before the summary: the paragraph as the line)."""
+    severity = SANDBOX_SEVERITY.get(e.mode, "warning")
+    if not e.summary:
+        return Presented("▣", "sandbox", severity, flat(e.text, 0) or f"commands: {one_line(e.mode, 40)}",
+                         source="sandbox")
+    return Presented("▣", "sandbox", severity, flat(e.summary, 0), source="sandbox",
+                     lines=tuple(flat(c, 0) for c in clauses(e.text)))
+
+
+def clauses(text: str) -> list[str]:
+    """The paragraph's clauses: split at "; " and ": they see " outside parentheses, the bounds on their own."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += (ch == "(") - (ch == ")")
+        if depth == 0 and text.startswith("; ", i):
+            out.append(text[start:i])
+            start = i + 2
+    out.append(text[start:])
+    _head, _, rest = out[0].partition(": they see ")
+    if rest:
+        out[0:1] = [f"they see {rest}"]
+    last, sep, bounds = out[-1].partition(". Bounds: ")
+    if sep:
+        out[-1:] = [last, f"bounds: {bounds}"]
+    return [c.strip() for c in out if c.strip()]
