@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import math
 import os
 import sqlite3
@@ -39,6 +40,26 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         err(f"{message} (see: {self.prog} --help)")
         sys.exit(EXIT_USAGE)
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        """argparse's, but an unknown flag is named by the command it was given to, with the flag it may have
+        meant (never taken for it) and that command's help: `run --unconf` said `see: agent-console --help`,
+        whose page lists no flag of `run`."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            where: argparse.ArgumentParser = self
+            while True:  # down to the (sub)command given: `store link` is a command of a command
+                chosen = [sub.choices[name] for sub in where._actions if isinstance(sub, argparse._SubParsersAction)
+                          and (name := getattr(parsed, sub.dest or "", None)) in sub.choices]
+                if not chosen:
+                    break
+                where = chosen[0]
+            meant = [m for x in extras if x.startswith("-")
+                     for m in difflib.get_close_matches(x.split("=", 1)[0], list(where._option_string_actions), 1,
+                                                        0.6)]
+            hint = f"; did you mean {' or '.join(dict.fromkeys(meant))}?" if meant else ""
+            where.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+        return parsed
 
 
 MAX_SCRIPT_BYTES = 64 << 20

@@ -432,6 +432,9 @@ def prepare_run(source: Path, runs_dir: Path, now: datetime, *, max_job_mb: floa
                if exc.needed_mb is not None else
                f"; run it where it is: agent-console run --in-place {one_line(str(source), 0)}" if exc.in_place else "")
         raise JobError(f"{one_line(str(source), 0)}: cannot be copied to a run folder: {exc}{fix}") from None
+    if os.path.lexists(src.state):  # a run of it before, or a .console/ that came with the folder: said, not used
+        lines.insert(0, f"left out {STATE_DIR}/: the job's own harness state (of a run in place, or one it came "
+                        "with); this run starts clean and uses nothing of it")
     for line in lines:
         if say is not None:
             say(line)

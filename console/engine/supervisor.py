@@ -594,8 +594,10 @@ class Supervisor:
         if ended == "gave_up" and rt.outcome is not None:
             # Seed 000's unrecoverable case is the operator's to decide: they are told, with the agent's words.
             go = rt.outcome
+            said = safe_text(go.summary, one_line=True, join=True, limit=300)
+            said = said[:-1] if said.endswith(".") and not said.endswith("..") else said  # "...; resume it"
             ask_operator(self.events, self.operator, "gave_up", "the agent gave up: "
-                         f"{safe_text(go.summary, one_line=True, join=True, limit=300)}; resume it once the cause "
+                         f"{said}; resume it once the cause "
                          "is fixed (the job goes on from where it was), or leave it",
                          [f"notes: {safe_text(go.notes, one_line=True, join=True, limit=280)}",
                           f"confidence {go.confidence:g}", *rt.guards.unmet()], pause=False)

@@ -229,9 +229,10 @@ def test_the_attack_as_found_through_the_whole_cli(make_job, tmp_path, capsys, b
     file.write_text(json.dumps(script))
     assert main(["run", str(root), "--headless", "--in-place", "--script", str(file)]) == 1
     append, hook, written, tweak = [e.content for e in ev.read_events(paths.events) if isinstance(e, ev.ToolResult)]
-    assert append.startswith("append_file failed: '.git/config' is refused: .git/ holds a repository's config and "
-                             "hooks, which the operator's version control (git) runs on their machine"), append
-    assert hook.startswith("write_file failed: '.git/hooks/pre-commit' is refused: .git/ holds"), hook
+    assert append.startswith("append_file failed: '.git/config' is refused: a folder named .git is a repository's "
+                             "control folder, whose config and hooks the operator's version control (git) runs on "
+                             "their machine"), append
+    assert hook.startswith("write_file failed: '.git/hooks/pre-commit' is refused: a folder named .git is"), hook
     assert written.startswith("Created tweak.sh") and "Read-only file system" in tweak, tweak
     [head] = [e for e in ev.read_events(paths.events) if isinstance(e, ev.CommandSandbox)]
     assert "every repository's .git folder read-only" in head.text and "made harmless" in head.text

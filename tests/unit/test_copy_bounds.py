@@ -148,8 +148,12 @@ def test_what_a_copy_keeps(job: Path, tmp_path: Path) -> None:
         (job / name).mkdir(parents=True)
         (job / name / "state.json").write_text("{}")
     (job / "ro").mkdir(mode=0o555)
-    paths = prepare_run(job, tmp_path / "runs", NOW)
+    said: list[str] = []
+    paths = prepare_run(job, tmp_path / "runs", NOW, say=said.append)
     root = paths.root
+    # A .console/ left out is said (one a folder came with is another's: the operator learns it was not used).
+    assert said == ["left out .console/: the job's own harness state (of a run in place, or one it came with); "
+                    "this run starts clean and uses nothing of it"], said
     assert stat.S_IMODE((root / "run.sh").stat().st_mode) == 0o755
     assert (root / "notes.md").stat().st_mtime_ns == 2_000_000_000
     assert os.readlink(root / "link.md") == "notes.md" and os.readlink(root / "out") == "/etc/passwd"

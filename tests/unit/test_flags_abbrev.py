@@ -64,6 +64,8 @@ def test_a_flag_cut_short_is_unknown(path: tuple[str, ...], flag: str, cut: str,
     out = capsys.readouterr()
     lines = out.err.strip().splitlines()
     assert len(lines) == 1 and cut in lines[0] and "unrecognized arguments" in lines[0], out
+    # ...and it names the flag meant (never taken for it) and the help of the command it was given to.
+    assert f"did you mean {flag}" in lines[0] and f"(see: agent-console {' '.join((*path, '--help'))})" in lines[0]
 
 
 @pytest.mark.parametrize("cut", ["--unconf", "--headles", "--no-auto", "--in-pl"])

@@ -61,6 +61,10 @@ CASES: list[tuple[ev.EventBase, str, str, str, str]] = [
           unmet=["2 todos are not done"]),
      "⚐", "gave-up", "warning", "the agent gave up (confidence 0.10): cannot reach the API; notes: the key is "
                                 "revoked"),
+    # The agent's summary ends its sentence: the line going on after it does not read "API.; notes:".
+    (make(ev.JobGaveUp, summary="Run it with --provider openai.", confidence=0.1, notes="no key here..."),
+     "⚐", "gave-up", "warning", "the agent gave up (confidence 0.10): Run it with --provider openai; notes: no key "
+                                "here..."),
     (make(ev.ModelRetry, turn=3, attempt=2, delay_s=8.0, cause="rate limited", message="429", discarded_chars=1200),
      "⧗", "retry", "caution", "model call failed: rate limited; retrying in 8 s, attempt 2: 429; the partial reply "
                               "(1,200 chars) was discarded"),
@@ -68,6 +72,12 @@ CASES: list[tuple[ev.EventBase, str, str, str, str]] = [
      "▸", "tool", "info", "read_file(notes/a.md)"),
     (make(ev.ToolResult, turn=3, call_id="c", tool="read_file", ok=False, content="\n  no such file\nmore",
           duration_ms=1500), "✗", "tool-failed", "caution", "read_file failed: no such file (1.5 s)"),
+    # A command's failure says why, in the last line of its output (not just "exit code 2"); notes are not why.
+    (make(ev.ToolResult, turn=3, call_id="c", tool="setup", ok=False,
+          content="exit code 2\nchecking...\nmake: *** No rule to make target 'all'.\n[made harmless: x]"),
+     "✗", "tool-failed", "caution", "setup failed: exit code 2: make: *** No rule to make target 'all'."),
+    (make(ev.ToolResult, turn=3, call_id="c", tool="setup", ok=False, content="exit code 1\n(no output)"),
+     "✗", "tool-failed", "caution", "setup failed: exit code 1"),
     # A result that says its tool failed, in the words the agent reads, is said once: not "x failed: x failed:".
     (make(ev.ToolResult, turn=3, call_id="c", tool="write_file", ok=False,
           content="write_file failed: 'a.md' is refused"), "✗", "tool-failed", "caution",

@@ -16,7 +16,8 @@ from console.engine.sandbox import Sandbox, SandboxError
 from tests.unit.test_sandbox import make
 
 FSMONITOR = "[core] fsmonitor = \"sh -c 'touch /tmp/PWNED; false'\"\n"
-INSIDE = "holds a repository's config and hooks, which the operator's version control (git) runs on their machine"
+INSIDE = ("is a repository's control folder, whose config and hooks the operator's version control (git) runs on "
+          "their machine")
 
 
 @pytest.fixture(params=["openat2", "walk", "no-proc"])
@@ -46,7 +47,7 @@ def test_the_agent_cannot_append_fsmonitor_to_git_config(sb: Sandbox) -> None:
     """Found: append_file('.git/config', '[core] fsmonitor = ...') ran as the operator at their next git status."""
     before = (sb.root / ".git" / "config").read_bytes()
     msg = refused(sb.append_bytes, ".git/config", FSMONITOR.encode())
-    assert msg.startswith("'.git/config' is refused: .git/ " + INSIDE)
+    assert msg.startswith("'.git/config' is refused: a folder named .git " + INSIDE)
     assert "write_bytes" not in msg and (sb.root / ".git" / "config").read_bytes() == before
     assert "'.git/config' is refused" in refused(sb.write_bytes, ".git/config", FSMONITOR.encode())
     assert "'.git/config' is refused" in refused(sb.check_writable, ".git/config")  # edit_file asks first

@@ -18,9 +18,10 @@ from console.engine.sandbox.kernel import _DIR, MAX_DEPTH
 
 
 def _inside(shown: str, folder: str) -> str:
-    return (f"'{shown}' is refused: {folder}/ holds a repository's config and hooks, which the operator's version "
-            "control (git) runs on their machine, outside the sandbox; the file tools may read it, never write "
-            "in it.")
+    # Said of the name, whether or not the folder exists yet: the agent may be about to make it.
+    return (f"'{shown}' is refused: a folder named {folder.rsplit('/', 1)[-1]} is a repository's control folder, "
+            "whose config and hooks the operator's version control (git) runs on their machine, outside the "
+            "sandbox; the file tools may read in it, never write.")
 
 
 def path_refusal(parts: Sequence[str], shown: str) -> str | None:

@@ -204,8 +204,9 @@ class FleetScreen(Screen):
         if key == "state":
             cell = Text(cell_text(r.state_text), style=styles["badge"] if waiting
                         else styles.get(f"state-{r.kind}", base), no_wrap=True)
-            if r.sandbox == "unconfined":  # its commands run without a sandbox (run --unconfined): said in the row
-                cell.append(" UNCONFINED", style=Style(bold=True, reverse=True))
+            if r.sandbox == "unconfined":  # its commands run without a sandbox (run --unconfined): said in the row,
+                # first, where a narrow column never cuts it (after "needs you (restart approval)" it was cut)
+                cell = Text.assemble(("UNCONFINED", Style(bold=True, reverse=True)), " ", cell, no_wrap=True)
             return cell
         if key == "phase":
             return Text(cell_text(r.phase), style=base)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from console.engine import events as ev
 from console.engine.job import one_line
 from console.view.present.args import tool_args
@@ -22,6 +24,13 @@ def _tool_result(e: ev.ToolResult) -> Presented | None:
         return None
     first = next((ln.strip() for ln in e.content.splitlines() if ln.strip()), "(no message)")
     first = first.removeprefix(f"{e.tool} failed: ")  # the result's own words for the agent; the line says it once
+    if re.fullmatch(r"exit code -?\d+", first):
+        # A command's status line says only its code: the line adds the output's last line, where a program says
+        # why it failed ("✗ setup failed: exit code 2" told the operator nothing).
+        said = [ln.strip() for ln in e.content.splitlines()[1:]
+                if ln.strip() and not ln.startswith("[") and ln.strip() != "(no output)"]
+        if said:
+            first = f"{first}: {said[-1]}"
     took = f" ({e.duration_ms / 1000:.1f} s)" if e.duration_ms >= 1000 else ""
     return Presented("✗", "tool-failed", "caution", f"{one_line(e.tool, 60)} failed: {flat(first, 160)}{took}",
                      source=f"tool {one_line(e.tool, 60)}")

@@ -20,6 +20,11 @@ SEVERITIES = ("info", "caution", "warning", "error", "success")
 QUIET_KINDS = frozenset({"tool", "received"})
 
 
+def clause(text: str) -> str:
+    """``text`` as the first clause of a line that goes on ("; ..."): without its own closing full stop (the
+    agent's summary ends with one: "...openai.; notes:" read as a typo). An ellipsis stays."""
+    return text[:-1] if text.endswith(".") and not text.endswith("..") else text
+
 
 @dataclass(frozen=True, slots=True)
 class Presented:
@@ -46,7 +51,7 @@ class Presented:
     @property
     def line(self) -> str:
         """The text and its detail: ``masked the 3 oldest tool results, ...; the agent now sees placeholders``."""
-        return f"{self.text}; {self.detail}" if self.detail else self.text
+        return f"{clause(self.text)}; {self.detail}" if self.detail else self.text
 
 
 def brief(p: Presented | None, limit: int = 0) -> str:
