@@ -48,7 +48,7 @@ class Parser(argparse.ArgumentParser):
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
             where: argparse.ArgumentParser = self
-            while True:  # down to the (sub)command given: `store link` is a command of a command
+            while True:  # down to the (sub)command given: a command may have commands of its own
                 chosen = [sub.choices[name] for sub in where._actions if isinstance(sub, argparse._SubParsersAction)
                           and (name := getattr(parsed, sub.dest or "", None)) in sub.choices]
                 if not chosen:

@@ -154,7 +154,8 @@ def cmd_wait(args: argparse.Namespace) -> int:
     if not os.path.lexists(paths.state) and lock.holder() is None:
         # Nothing has run here (yet): `run --in-place JOB & wait JOB` may be that moment, so the wait gives a run
         # its start's grace, and says so rather than sit silent for it.
-        err(f"{paths.root}: no run here yet; waiting up to {WAIT_START_GRACE:g} s for one to start (a run of "
+        grace = WAIT_START_GRACE if args.timeout is None else min(WAIT_START_GRACE, args.timeout)
+        err(f"{paths.root}: no run here yet; waiting up to {grace:g} s for one to start (a run of "
             "`agent-console run JOB` is a copy: wait for the id it prints)")
     try:
         while True:

@@ -7,6 +7,7 @@ harness's files never mix.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import ipaddress
 import os
@@ -358,17 +359,29 @@ GITIGNORE_TEXT = b"# agent-console: a run's own state, never committed\n*\n"
 
 
 def keep_out_of_version_control(paths: JobPaths) -> None:
-    """Write ``.console/.gitignore`` where it is missing or empty (a start killed as it wrote it). Never raises:
-    a folder that cannot take it still runs (make_private reports what it could not do)."""
+    """Make ``.console/.gitignore`` hold :data:`GITIGNORE_TEXT`, written after the run's record (so it is never
+    what makes a folder look like a start: console.engine.provenance). Whatever is there otherwise (other text,
+    a FIFO, a link, a hard link to another file) is replaced by one rename of a new file from ``.console/tmp``:
+    never opened for writing, so never waited on or written through. Never raises: a folder that cannot take it
+    still runs."""
     target = paths.state / GITIGNORE
+    with contextlib.suppress(OSError):
+        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode) and os.read(fd, 4096) == GITIGNORE_TEXT:
+                return
+        finally:
+            os.close(fd)
     try:
-        if target.is_file() and not target.is_symlink() and target.stat().st_size > 0:
-            return
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        tmp_dir = paths.state / "tmp"
+        tmp_dir.mkdir(mode=0o700, exist_ok=True)
+        tmp = tmp_dir / f"{GITIGNORE}.{os.getpid()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             os.write(fd, GITIGNORE_TEXT)
         finally:
             os.close(fd)
+        os.replace(tmp, target)
     except OSError:
         pass
 
@@ -428,8 +441,10 @@ def prepare_run(source: Path, runs_dir: Path, now: datetime, *, max_job_mb: floa
         toml = src.root / "job.toml"
         where = (f"in {one_line(str(toml), 0)}" if toml.exists() else
                  f"in a job.toml beside its instructions.md ({one_line(str(toml), 0)})")
-        fix = (f"; set max_job_mb under [limits] {where} to {exc.needed_mb:,} or more, or make the job smaller"
-               if exc.needed_mb is not None else
+        # The number as job.toml takes it (no thousands separator); one over the most a job may set is no way on.
+        fix = (f"; set max_job_mb under [limits] {where} to {exc.needed_mb} or more, or make the job smaller"
+               if exc.needed_mb is not None and exc.needed_mb <= MAX_MEGABYTES else
+               "; make the job smaller" if exc.needed_mb is not None else
                f"; run it where it is: agent-console run --in-place {one_line(str(source), 0)}" if exc.in_place else "")
         raise JobError(f"{one_line(str(source), 0)}: cannot be copied to a run folder: {exc}{fix}") from None
     if os.path.lexists(src.state):  # a run of it before, or a .console/ that came with the folder: said, not used

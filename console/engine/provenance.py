@@ -32,7 +32,7 @@ Whose = Literal["new", "ours", "earlier", "foreign"]
 
 # What a start leaves in .console/ before its sealed record (its first write: console.engine.supervisor): a run
 # killed there is a new run still. Files: regular, any content (never read as the run's: a lock, logs).
-BEFORE_RECORD_FILES = ("run.lock", "runner.log", "crash.log", ".gitignore")
+BEFORE_RECORD_FILES = ("run.lock", "runner.log", "crash.log")
 BEFORE_RECORD_EMPTY = ("events.jsonl", "inbox")  # an empty log, an inbox with no command waiting
 BEFORE_RECORD_ANY = ("tmp",)  # temp files: swept at every start, never read
 

@@ -61,13 +61,22 @@ class CopyError(Exception):
         self.in_place = in_place
 
 
+def _free(folder: Path) -> int | None:
+    """Bytes an unprivileged writer may still use on ``folder``'s file system (None: it cannot be asked)."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
 def megabytes(n: int, over: int | None = None) -> str:
     """``n`` bytes in MB as the operator reads a bound: to the nearest tenth, whole where that is whole; a size
     said to be ``over`` a bound is rounded up where the nearest would not read above it (so a job just over
     1024 MB never reads "1,024.0 MB, over 1024 MB")."""
     tenths = round(n * 10 / MB)
-    if over is not None and tenths * MB <= over * 10:
-        tenths = math.ceil(n * 10 / MB)
+    if over is not None and tenths <= round(over * 10 / MB):  # as the bound reads, not as it is
+        tenths = max(math.ceil(n * 10 / MB), round(over * 10 / MB) + 1)
     return f"{tenths // 10:,}" if tenths % 10 == 0 else f"{tenths / 10:,.1f}"
 
 
@@ -80,13 +89,14 @@ def _entries(fd: int, skip: frozenset[str]) -> list[os.DirEntry[str]]:
         return sorted((e for e in it if e.name not in skip), key=lambda e: e.name)
 
 
-def measure(src: str, skip: frozenset[str] = frozenset()) -> tuple[int, int, int]:
-    """(bytes as a run counts them, files, sparse files) of the job folder ``src`` without the ``skip`` names, at
-    any depth. :class:`CopyError` if it nests folders deeper than a run can measure."""
-    total = files = sparse = 0
+def measure(src: str, skip: frozenset[str] = frozenset()) -> tuple[int, int, int, int]:
+    """(bytes as a run counts them, files, files smaller on disk than their size, bytes the copy will take on disk)
+    of the job folder ``src`` without the ``skip`` names, at any depth (a file with several links, once per link:
+    the copy makes each a file). :class:`CopyError` if it nests folders deeper than a copy goes."""
+    total = files = sparse = on_disk = 0
 
     def walk(fd: int, rel: str, depth: int) -> None:
-        nonlocal total, files, sparse
+        nonlocal total, files, sparse, on_disk
         for entry in _entries(fd, skip):
             try:
                 st = entry.stat(follow_symlinks=False)
@@ -95,6 +105,7 @@ def measure(src: str, skip: frozenset[str] = frozenset()) -> tuple[int, int, int
             total += _cost(st)
             files += stat.S_ISREG(st.st_mode)
             sparse += stat.S_ISREG(st.st_mode) and st.st_blocks * 512 < st.st_size
+            on_disk += st.st_blocks * 512 if stat.S_ISREG(st.st_mode) else ENTRY_BYTES
             if stat.S_ISDIR(st.st_mode):
                 path = rel + entry.name
                 if depth + 1 >= MAX_DEPTH:
@@ -111,7 +122,7 @@ def measure(src: str, skip: frozenset[str] = frozenset()) -> tuple[int, int, int
         walk(top, "", 0)
     finally:
         os.close(top)
-    return total, files, sparse
+    return total, files, sparse, on_disk
 
 
 @dataclass
@@ -145,12 +156,18 @@ def copy_job(src: Path, dest: Path, *, max_bytes: int, skip: tuple[str, ...] = (
     :class:`CopyError` (one line) when the job is over its bound or nests too deep, an OSError when a file cannot be
     read or written: then nothing is left at ``dest``."""
     names = frozenset(skip)
-    size, files, sparse = measure(str(src), names)
+    size, files, sparse, on_disk = measure(str(src), names)
     if size > max_bytes:
-        counted = (f" ({sparse:,} sparse file{'s' * (sparse != 1)} at {'their' if sparse != 1 else 'its'} full size)"
-                   if sparse else "")
+        # "Smaller on disk": sparse, or compressed by the file system; the run counts them at their size.
+        counted = (f" ({sparse:,} file{'s' * (sparse != 1)} smaller on disk than {'their' if sparse != 1 else 'its'} "
+                   "size counted at it)" if sparse else "")
         raise CopyError(f"it holds {megabytes(size, over=max_bytes)} MB as a run counts it{counted}, over its "
                         f"max_job_mb of {megabytes(max_bytes)} MB", needed_mb=math.ceil(size / MB))
+    free = _free(dest.parent)
+    if free is not None and on_disk > free:
+        # Copied, it would fill the disk (other programs' writes failing meanwhile) before failing itself.
+        raise CopyError(f"its copy would take about {megabytes(on_disk)} MB on disk and {dest.parent} has "
+                        f"{megabytes(free)} MB free", in_place=True)
     if say is not None and size >= SAY_ABOVE:
         say(f"copying {size / MB:,.0f} MB ({files:,} files) of {src} into {dest}")
     job = _Copy(str(dest), max_bytes, names)

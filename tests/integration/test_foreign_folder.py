@@ -129,6 +129,9 @@ def test_fresh_needs_in_place(make_job, capsys) -> None:
     ({"launch.json": '{"provider": "scripted", "model": "scripted-agent", "seal": "' + "ab" * 32 + '"}'},
      "sealed by another operator, or for another folder"),
     ({"launch.json": "not json"}, "its launch record does not read as one"),
+    # A repository can ship .console/.gitignore (of any text: "# keep" would let git add -A take the record):
+    # a run writes it only after its record, so alone it is no start of this operator's.
+    ({".gitignore": "# keep\n"}, "it holds a run's state but no launch record of this operator"),
 ])
 def test_every_other_console_folder_is_foreign(make_job, capsys, files: dict[str, str], why: str) -> None:
     paths = make_job("quickstart")
@@ -334,3 +337,32 @@ def test_the_viewers_show_no_foreign_folder_as_a_run(make_job, capsys, command: 
     assert out == "" and err.count("\n") == 1, (out, err)
     assert "not made by this operator's agent-console" in err and "not shown as one of your runs" in err
     assert f"agent-console run --in-place {paths.root} --fresh" in err
+
+
+def test_the_runs_gitignore_is_made_whatever_stands_in_its_place(make_job) -> None:  # type: ignore[no-untyped-def]
+    """.console/.gitignore is the harness's: other text is rewritten, a FIFO is replaced, never opened for writing
+    (a start would wait on it forever, holding the run), a hard link is replaced, never written through."""
+    import os
+
+    from console.engine.job import GITIGNORE_TEXT, keep_out_of_version_control
+    from tests.provenance_support import record
+
+    paths = make_job("quickstart")
+    record(paths)
+    target = paths.state / ".gitignore"
+    keep_out_of_version_control(paths)
+    assert target.read_bytes() == GITIGNORE_TEXT
+    target.write_text("# keep\n")
+    keep_out_of_version_control(paths)
+    assert target.read_bytes() == GITIGNORE_TEXT
+    target.unlink()
+    os.mkfifo(target)
+    keep_out_of_version_control(paths)  # returns: nothing reads the FIFO
+    assert target.is_file() and target.read_bytes() == GITIGNORE_TEXT
+    other = paths.root / "notes.txt"
+    other.write_text("the operator's\n")
+    target.unlink()
+    os.link(other, target)
+    keep_out_of_version_control(paths)
+    assert other.read_text() == "the operator's\n" and target.read_bytes() == GITIGNORE_TEXT
+    assert not any((paths.state / "tmp").iterdir())  # no temp file left

@@ -66,9 +66,9 @@ def test_a_job_over_max_job_mb_is_refused_before_anything_is_written(job: Path, 
     msg = str(info.value)
     # The way on it names is one that works: a larger bound (how large, and in which file) or a smaller job; never
     # a run in place, which is held to the same bound (its every write refused past it).
-    assert msg.endswith("cannot be copied to a run folder: it holds 300 MB as a run counts it (1 sparse file at "
-                        "its full size), over its max_job_mb of 256 MB; set max_job_mb under [limits] in "
-                        f"{job / 'job.toml'} to 301 or more, or make the job smaller"), msg
+    assert msg.endswith("cannot be copied to a run folder: it holds 300 MB as a run counts it (1 file smaller on "
+                        "disk than its size counted at it), over its max_job_mb of 256 MB; set max_job_mb under "
+                        f"[limits] in {job / 'job.toml'} to 301 or more, or make the job smaller"), msg
     assert "\n" not in msg and "--in-place" not in msg
     assert runs(tmp_path) == []
 
@@ -84,7 +84,7 @@ def test_a_job_just_over_its_bound_says_by_how_much_without_sparse_files_it_has_
     msg = str(info.value)
     assert "it holds 1.1 MB as a run counts it, over its max_job_mb of 1 MB; set max_job_mb under [limits] in a " \
            f"job.toml beside its instructions.md ({job / 'job.toml'}) to 2 or more" in msg, msg
-    assert "sparse" not in msg
+    assert "smaller on disk" not in msg
 
 
 def test_a_job_nested_deeper_than_a_copy_goes_is_told_to_run_in_place(job: Path, tmp_path: Path) -> None:
@@ -105,7 +105,8 @@ def test_growing_past_the_bound_while_copied_stops_the_copy(job: Path, tmp_path:
     """Counted again while copying: a folder that grew after it was measured (another process writing in it) does
     not push the copy past max_job_mb, and the failed copy leaves no run folder."""
     (job / "big.bin").write_bytes(b"b" * 3 * MB)
-    monkeypatch.setattr(run_copy, "measure", lambda src, skip=frozenset(): (1024, 2, 0))  # as measured a moment before
+    # as measured a moment before
+    monkeypatch.setattr(run_copy, "measure", lambda src, skip=frozenset(): (1024, 2, 0, 1024))
     with pytest.raises(JobError) as info:
         prepare_run(job, tmp_path / "runs", NOW, max_job_mb=2)
     assert "it grew past its max_job_mb of 2 MB while it was copied (at 'big.bin')" in str(info.value)
@@ -221,4 +222,34 @@ def test_the_cli_says_what_the_copy_skipped_and_refuses_a_job_over_its_bound(job
     assert main(["run", str(job), "--headless", "--speed", "0"]) == 2
     _out, err = capsys.readouterr()
     assert err.startswith(f"agent-console: {job}: cannot be copied to a run folder: it holds 2,048 MB as a run "
-                          "counts it") and err.count("\n") == 1, err
+                          "counts it")
+    assert " to 2049 or more" in err  # as job.toml takes it: "2,049" is no TOML number and err.count("\n") == 1, err
+
+
+def test_a_copy_that_would_fill_the_disk_is_refused_before_it_starts(job: Path, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Within its max_job_mb, a job whose copy needs more than the disk has free (a file with a thousand hard
+    links is a thousand files once copied) is refused before a byte is written: filling the disk would fail
+    other programs' writes before the copy's own. A run in place copies nothing: the line names it."""
+    from console.engine import run_copy
+
+    (job / "data.bin").write_bytes(b"x" * 64 * 1024)
+    for n in range(20):
+        os.link(job / "data.bin", job / f"link{n}.bin")
+    monkeypatch.setattr(run_copy, "_free", lambda folder: 512 * 1024)
+    with pytest.raises(JobError) as info:
+        prepare_run(job, tmp_path / "runs", NOW)
+    msg = str(info.value)
+    assert "its copy would take about 1.3 MB on disk" in msg or "its copy would take about 1.4 MB on disk" in msg
+    assert msg.endswith(f" MB on disk and {tmp_path / 'runs'} has 0.5 MB free; run it where it is: agent-console "
+                        f"run --in-place {job}"), msg
+    assert runs(tmp_path) == []
+
+
+def test_a_size_over_its_bound_never_reads_as_the_bound() -> None:
+    from console.engine.run_copy import megabytes
+
+    assert megabytes(int(1024.07 * MB), over=int(1024.06 * MB)) == "1,024.2"  # the bound reads 1,024.1
+    assert megabytes(int(1024.06 * MB)) == "1,024.1"
+    assert megabytes(MB + 1, over=MB) == "1.1" and megabytes(300 * MB) == "300"
+    assert megabytes(int(0.01 * MB), over=1) == "0.1"

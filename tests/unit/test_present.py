@@ -78,6 +78,13 @@ CASES: list[tuple[ev.EventBase, str, str, str, str]] = [
      "✗", "tool-failed", "caution", "setup failed: exit code 2: make: *** No rule to make target 'all'."),
     (make(ev.ToolResult, turn=3, call_id="c", tool="setup", ok=False, content="exit code 1\n(no output)"),
      "✗", "tool-failed", "caution", "setup failed: exit code 1"),
+    (make(ev.ToolResult, turn=3, call_id="c", tool="build", ok=False,
+          content="exit code 0\nBuild succeeded\n[the job folder now holds 2 GB, past its limit of 1 GB (max_job_mb): "
+                  "the call failed, and writes are refused until it shrinks]"),
+     "✗", "tool-failed", "caution", "build failed: exit code 0: the job folder now holds 2 GB, past its limit of 1 GB "
+                                    "(max_job_mb): the call failed, and writes are refused until it shrinks"),
+    (make(ev.ToolResult, turn=3, call_id="c", tool="lint", ok=False, content="exit code 1\n[ERROR] bad import"),
+     "✗", "tool-failed", "caution", "lint failed: exit code 1: [ERROR] bad import"),
     # A result that says its tool failed, in the words the agent reads, is said once: not "x failed: x failed:".
     (make(ev.ToolResult, turn=3, call_id="c", tool="write_file", ok=False,
           content="write_file failed: 'a.md' is refused"), "✗", "tool-failed", "caution",

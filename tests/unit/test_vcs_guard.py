@@ -16,8 +16,8 @@ from console.engine.sandbox import Sandbox, SandboxError
 from tests.unit.test_sandbox import make
 
 FSMONITOR = "[core] fsmonitor = \"sh -c 'touch /tmp/PWNED; false'\"\n"
-INSIDE = ("is a repository's control folder, whose config and hooks the operator's version control (git) runs on "
-          "their machine")
+# (git), (Mercurial) or (jj): the version control that runs it follows.
+INSIDE = "is a repository's control folder, whose config and hooks the operator's version control ("
 
 
 @pytest.fixture(params=["openat2", "walk", "no-proc"])
@@ -47,7 +47,7 @@ def test_the_agent_cannot_append_fsmonitor_to_git_config(sb: Sandbox) -> None:
     """Found: append_file('.git/config', '[core] fsmonitor = ...') ran as the operator at their next git status."""
     before = (sb.root / ".git" / "config").read_bytes()
     msg = refused(sb.append_bytes, ".git/config", FSMONITOR.encode())
-    assert msg.startswith("'.git/config' is refused: a folder named .git " + INSIDE)
+    assert msg.startswith("'.git/config' is refused: a folder named .git " + INSIDE + "git) runs on their machine")
     assert "write_bytes" not in msg and (sb.root / ".git" / "config").read_bytes() == before
     assert "'.git/config' is refused" in refused(sb.write_bytes, ".git/config", FSMONITOR.encode())
     assert "'.git/config' is refused" in refused(sb.check_writable, ".git/config")  # edit_file asks first
@@ -69,7 +69,8 @@ def test_no_path_into_a_repositorys_control_files(sb: Sandbox, path: str) -> Non
 def test_no_file_or_folder_named_git(sb: Sandbox, name: str) -> None:
     """A `.git` FILE (`gitdir: ...`) would make a repository of the folder, with the config the agent chose."""
     msg = refused(sb.write_bytes, name, b"gitdir: ../evil\n")
-    assert "makes a repository whose config and hooks the operator's version control (git) would run" in msg
+    tool = {".hg": "Mercurial", ".jj": "jj"}.get(name.lower(), "git")
+    assert f"makes a repository whose config and hooks the operator's version control ({tool}) would run" in msg
     assert not (sb.root / name).exists() or name == ".git"
 
 

@@ -16,12 +16,15 @@ from collections.abc import Sequence
 from console.engine import vcs
 from console.engine.sandbox.kernel import _DIR, MAX_DEPTH
 
+_TOOL = {".git": "git", ".hg": "Mercurial", ".jj": "jj"}
+
 
 def _inside(shown: str, folder: str) -> str:
     # Said of the name, whether or not the folder exists yet: the agent may be about to make it.
-    return (f"'{shown}' is refused: a folder named {folder.rsplit('/', 1)[-1]} is a repository's control folder, "
-            "whose config and hooks the operator's version control (git) runs on their machine, outside the "
-            "sandbox; the file tools may read in it, never write.")
+    name = folder.rsplit("/", 1)[-1]
+    return (f"'{shown}' is refused: a folder named {name} is a repository's control folder, whose config and hooks "
+            f"the operator's version control ({_TOOL.get(name.lower(), 'git')}) runs on their machine, outside "
+            "the sandbox; the file tools may read in it, never write.")
 
 
 def path_refusal(parts: Sequence[str], shown: str) -> str | None:
@@ -30,8 +33,8 @@ def path_refusal(parts: Sequence[str], shown: str) -> str | None:
         if vcs.is_vcs_folder(part):
             if i == len(parts) - 1:
                 return (f"'{shown}' is refused: a file or folder named {part} makes a repository whose config and "
-                        "hooks the operator's version control (git) would run on their machine; the file tools "
-                        "never make one.")
+                        f"hooks the operator's version control ({_TOOL.get(part.lower(), 'git')}) would run on their "
+                        "machine; the file tools never make one.")
             return _inside(shown, "/".join(parts[: i + 1]))
     return None
 

@@ -25,10 +25,13 @@ def _tool_result(e: ev.ToolResult) -> Presented | None:
     first = next((ln.strip() for ln in e.content.splitlines() if ln.strip()), "(no message)")
     first = first.removeprefix(f"{e.tool} failed: ")  # the result's own words for the agent; the line says it once
     if re.fullmatch(r"exit code -?\d+", first):
-        # A command's status line says only its code: the line adds the output's last line, where a program says
-        # why it failed ("✗ setup failed: exit code 2" told the operator nothing).
-        said = [ln.strip() for ln in e.content.splitlines()[1:]
-                if ln.strip() and not ln.startswith("[") and ln.strip() != "(no output)"]
+        # A command's status line says only its code: the line adds why it failed ("✗ setup failed: exit code 2"
+        # told the operator nothing): the harness's note that failed it (a command that exited 0 but left the
+        # folder past max_job_mb), else the output's last line, where a program says why.
+        rest = [ln.strip() for ln in e.content.splitlines()[1:] if ln.strip() and ln.strip() != "(no output)"]
+        notes = [ln for ln in rest if ln.startswith("[") and ln.endswith("]")]  # the harness's (commands.py)
+        failing = [ln[1:-1] for ln in notes if "the call failed" in ln or "counts as over max_job_mb" in ln]
+        said = failing or [ln for ln in rest if ln not in notes]
         if said:
             first = f"{first}: {said[-1]}"
     took = f" ({e.duration_ms / 1000:.1f} s)" if e.duration_ms >= 1000 else ""
@@ -65,7 +68,7 @@ def clauses(text: str) -> list[str]:
     """The paragraph's clauses: split at "; " and ": they see " outside parentheses, the bounds on their own."""
     out, depth, start = [], 0, 0
     for i, ch in enumerate(text):
-        depth += (ch == "(") - (ch == ")")
+        depth = max(0, depth + (ch == "(") - (ch == ")"))  # a stray ")" in a path never stops the split
         if depth == 0 and text.startswith("; ", i):
             out.append(text[start:i])
             start = i + 2
