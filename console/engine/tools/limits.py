@@ -336,7 +336,7 @@ def resolve_world(section: SandboxSection, caps: SandboxCaps, *, max_job_mb: flo
     home = home if home is not None else os.path.expanduser("~")
     hidden = [os.path.realpath(h) for h in hide]
     extra: list[str] = []
-    asked: list[tuple[int, str, str]] = []  # (index, as written, where it leads): the paths granted so far
+    granted: list[tuple[int, str, str]] = []  # (index, as written, where it leads): the paths granted so far
     for i, raw in enumerate(section.read_only):
         path = _expand(raw, home)
         try:
@@ -364,13 +364,13 @@ def resolve_world(section: SandboxSection, caps: SandboxCaps, *, max_job_mb: flo
                             " which its read-only overlay cannot show; name folders without one (a mounted folder "
                             "itself may be one)")
             continue
-        asked.append((i, raw, real))
+        granted.append((i, raw, real))
         if real not in extra:
             extra.append(real)
     if homes is None:
         homes = tuple(dict.fromkeys((os.path.realpath(home), *user_homes()))) if home.startswith("/") else user_homes()
     credentials = credential_paths(homes, tuple(extra))
-    for i, raw, real in asked:  # where each led when it was checked (never resolved again)
+    for i, raw, real in granted:  # where each led when it was checked (never resolved again)
         for h in (*hidden, *credentials):
             if within(real, h):
                 problems.append(f"key 'sandbox.read_only.{i}': '{one_line(raw, 120)}' is inside {one_line(h)}, "
