@@ -265,34 +265,28 @@ class Hang(BaseException):
 
 
 @contextlib.contextmanager
-def time_limit(seconds: float) -> Iterator[None]:
-    """Fail with Hang instead of hanging the suite (the main thread only: it uses SIGALRM)."""
+def _timer_limit(signum: int, timer: int, seconds: float, said: str) -> Iterator[None]:
+    """Raise Hang(``said``) in the main thread when ``timer`` (an itimer) has run ``seconds``."""
 
-    def on_alarm(signum: int, frame: object) -> None:
-        raise Hang(f"did not finish within {seconds} s")
+    def on_limit(signum: int, frame: object) -> None:
+        raise Hang(said)
 
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    previous = signal.signal(signum, on_limit)
+    signal.setitimer(timer, seconds)
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        signal.setitimer(timer, 0)
+        signal.signal(signum, previous)
 
 
-@contextlib.contextmanager
-def cpu_limit(seconds: float) -> Iterator[None]:
+def time_limit(seconds: float) -> contextlib.AbstractContextManager[None]:
+    """Fail with Hang instead of hanging the suite (the main thread only: it uses SIGALRM)."""
+    return _timer_limit(signal.SIGALRM, signal.ITIMER_REAL, seconds, f"did not finish within {seconds} s")
+
+
+def cpu_limit(seconds: float) -> contextlib.AbstractContextManager[None]:
     """Fail with Hang if the code inside uses more than ``seconds`` of this process's CPU time (user and system,
     every thread: ITIMER_PROF), for a bound on work (a parser that must stay linear), never on the wall clock:
     other work on the machine's cores does not count against it. The main thread only (SIGPROF)."""
-
-    def on_limit(signum: int, frame: object) -> None:
-        raise Hang(f"used more than {seconds} s of CPU")
-
-    previous = signal.signal(signal.SIGPROF, on_limit)
-    signal.setitimer(signal.ITIMER_PROF, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_PROF, 0)
-        signal.signal(signal.SIGPROF, previous)
+    return _timer_limit(signal.SIGPROF, signal.ITIMER_PROF, seconds, f"used more than {seconds} s of CPU")
