@@ -169,3 +169,54 @@ def test_attach_shows_a_hostile_host_as_text(pg_url: str, monkeypatch: pytest.Mo
         assert not raw_controls(screen_text(app))
 
     drive(app, body, size=(200, 50))
+
+
+def test_numbers_no_event_holds_are_one_bad_row_each(pg_url: str, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the red team: a token count of 401 digits made `logs ID` end in a traceback (a float division
+    overflowed) and the fleet list nothing; a cost of 1e400 (infinity once parsed) read as "$inf". Each is one bad
+    row, named once; the run's other events are told and the fleet lists it."""
+    import json
+
+    from console.view.fleet import Fleet
+
+    folder = fake_remote_run(pg_url, story(3, "one"))
+    huge = "1" + "0" * 400
+    bodies = [(4, "token_usage", f'{{"v":1,"ts":"{T0.isoformat()}","seq":4,"session":1,"type":"token_usage",'
+                                 f'"turn":1,"input_tokens":{huge},"output_tokens":5}}'),
+              (5, "token_usage", f'{{"v":1,"ts":"{T0.isoformat()}","seq":5,"session":1,"type":"token_usage",'
+                                 '"turn":1,"input_tokens":10,"output_tokens":5,"job_cost_usd":1e400}'),
+              *[(e.seq, e.type, e.model_dump_json()) for e in (  # type: ignore[attr-defined]
+                  ev.TurnStarted(ts=T0, seq=6, session=1, turn=2),
+                  ev.AssistantMessage(ts=T0, seq=7, session=1, turn=2, text="after the bad rows"),
+                  ev.TokenUsage(ts=T0, seq=8, session=1, turn=2, input_tokens=10, output_tokens=5))]]
+    add_rows(pg_url, folder, bodies)
+    b = Machine("machine-b", tmp_path, pg_url)
+    rid = run_id(folder)
+    told = b.cli("logs", rid)
+    assert told.returncode == 0 and "Traceback" not in told.stderr, told.stderr
+    assert "before the bad row: one" in told.stdout and "after the bad rows" in told.stdout
+    # Said once, naming the first (as for any damaged line); nothing of the infinite cost is shown.
+    assert "inf" not in told.stdout and told.stderr.count("\n") == 1 and "event 4" in told.stderr, told.stderr
+    as_json = b.cli("logs", rid, "--json")  # the store's rows as they are (JSON with a seq and a type passes)
+    assert [json.loads(line)["seq"] for line in as_json.stdout.splitlines()] == [1, 2, 3, 4, 5, 6, 7, 8]
+    monkeypatch.setenv("AGENT_CONSOLE_HOST", "machine-b")
+    fleet = Fleet(tmp_path / "b-data" / "jobs.db", now=lambda: datetime.now(UTC), url=pg_url)
+    try:
+        row = {r.path: r for r in fleet.poll()}[folder]
+        assert not fleet.error and row.cost is None, (row, fleet.error)
+    finally:
+        fleet.close()
+    # The run's own row, as hostile: numbers that are none read as unknown; `jobs --json` stays JSON.
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE runs SET cost_usd = 'Infinity', confidence = 'NaN' WHERE path = %s", (str(folder),))
+    listed = b.cli("jobs", "--json")
+    assert listed.returncode == 0, listed.stderr
+
+    def no_constant(name: str) -> None:
+        raise AssertionError(f"{name} is no JSON")
+
+    entries = [json.loads(line, parse_constant=no_constant) for line in listed.stdout.splitlines()]
+    entry = {e["path"]: e for e in entries}[str(folder)]
+    assert entry["cost_usd"] is None and entry["confidence"] is None
+    assert "inf" not in b.cli("jobs").stdout

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
+from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, model_validator
 
 SCHEMA_VERSION = 1
+# The largest whole number an event's field may hold (a 64-bit integer, as the stores keep one). A row of a shared
+# store is anyone's text: a 401-digit token count made `logs ID` end in a traceback (a float division overflowed)
+# and the fleet list nothing.
+MAX_INT = 2**63 - 1
 # The most text one field of a logged event carries; beyond it the log keeps a preview, the size and
 # the sha256 (the journal keeps the whole payload while a resume may need it).
 EVENT_TEXT_LIMIT = 16 * 1024
@@ -29,7 +34,20 @@ def cap_text(text: str, limit: int = EVENT_TEXT_LIMIT) -> tuple[str, Cut | None]
 
 
 class EventBase(BaseModel):
+    # Read from JSON that any machine sharing the store may have written: no NaN or infinity (a cost of "$inf"),
+    # no whole number past MAX_INT. Such a line is no event: it is one bad row, said as one.
+    model_config = ConfigDict(allow_inf_nan=False)
+
     v: int = SCHEMA_VERSION
     ts: datetime
     seq: int
     session: int
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded_numbers(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key, value in data.items():
+                if type(value) is int and not -MAX_INT <= value <= MAX_INT:
+                    raise ValueError(f"{key}: a number of {value.bit_length()} bits, beyond any an event holds")
+        return data

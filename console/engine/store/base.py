@@ -9,6 +9,7 @@ proofs); a store is an index of it that views read, on this machine or on anothe
 from __future__ import annotations
 
 import builtins  # the protocol's own `list` method shadows the type in its annotations
+import math
 import os
 import socket
 import stat
@@ -52,6 +53,14 @@ class JobRow:
     leased: bool | None = None
     # A shared store's key of the run (its folder's store id; "" in the embedded store).
     key: str = ""
+
+    def __post_init__(self) -> None:
+        # A shared store's row is anyone's: a number that is none (NaN, infinity, text in SQLite's REAL column)
+        # reads as unknown, never as "$inf" in `jobs` or as NaN, which is no JSON, in `jobs --json`.
+        for name in ("confidence", "cost_usd"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int | float) and math.isfinite(value)):
+                object.__setattr__(self, name, None)
 
     @property
     def remote(self) -> bool:
