@@ -14,6 +14,7 @@ import os
 from collections.abc import Sequence
 
 from console.engine import vcs
+from console.engine.repo_files import exists
 from console.engine.sandbox.kernel import _DIR, MAX_DEPTH
 
 _TOOL = {".git": "git", ".hg": "Mercurial", ".jj": "jj"}
@@ -60,8 +61,8 @@ def landing_refusal(root_fd: int, where: Sequence[str], name: str, shown: str,
         for depth in range(len(where) + 1):
             last = depth == len(where)
             # HEAD first: without it (and not writing it) a folder has no git directory's shape, and one look is enough.
-            head = _exists(fd, "HEAD") or (last and name == "HEAD")
-            have = {n for n in vcs.SHAPE_NAMES if head and _exists(fd, n)}
+            head = exists(fd, "HEAD") or (last and name == "HEAD")
+            have = {n for n in vcs.SHAPE_NAMES if head and exists(fd, n)}
             folder = "/".join(where[:depth]) or "the job folder"
             if vcs.git_dir_shaped(have):
                 return (f"'{shown}' is refused: {_named(folder)} is shaped as a git repository (it holds HEAD, "
@@ -89,14 +90,6 @@ def landing_refusal(root_fd: int, where: Sequence[str], name: str, shown: str,
 
 def _named(folder: str) -> str:
     return folder if folder == "the job folder" else f"'{folder}'"
-
-
-def _exists(dirfd: int, name: str) -> bool:
-    try:
-        os.stat(name, dir_fd=dirfd, follow_symlinks=False)
-    except OSError:
-        return False
-    return True
 
 
 def climb(dirfd: int, root_key: tuple[int, int]) -> list[str] | None:
