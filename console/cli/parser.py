@@ -126,7 +126,8 @@ def _settings_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-turns", type=int, metavar="N", help="stop a session after N turns")
     p.add_argument("--context-window", type=int, metavar="TOKENS", help="override the model's context window")
     p.add_argument("--max-restarts", type=int, metavar="N",
-                   help="the most sessions a run may have: a context full in session N ends it (seed 004)")
+                   help="the most sessions a run may have (seed 004): a full context in session N ends the run "
+                        "(failed) instead of restarting, so N allows N-1 restarts (default 10)")
     auto = p.add_mutually_exclusive_group()
     auto.add_argument("--no-auto-restart", action="store_true",
                       help="when the context is full, wait for `agent-console approve RUN` before restarting")
