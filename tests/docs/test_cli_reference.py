@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from console import outcome
 from console.cli import wait as wait_cli
 from console.cli.parser import build_parser
-from console import outcome
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 CLI = DOCS / "cli.md"
@@ -100,8 +100,8 @@ def test_a_commands_table_names_exactly_its_options(command: str) -> None:
     rows = tables(CLI.read_text()).get(command, [])
     in_docs, in_help = documented(rows), known(commands()[command])
     name = f"agent-console {command}".strip()
-    assert not in_help - in_docs, f"{name}: --help offers {sorted(in_help - in_docs)}, which docs/cli.md's table lacks"
-    assert not in_docs - in_help, f"{name}: docs/cli.md's table names {sorted(in_docs - in_help)}, which it does not take"
+    assert not in_help - in_docs, f"{name}: --help offers {sorted(in_help - in_docs)}, missing in docs/cli.md's table"
+    assert not in_docs - in_help, f"{name}: docs/cli.md's table names {sorted(in_docs - in_help)}, not an option of it"
 
 
 def codes_in(section: str) -> set[int]:
