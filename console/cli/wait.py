@@ -27,7 +27,8 @@ WAIT_HELP = ("Exit codes: 0 the job completed; 1 the run ended without completin
              "folder that never ran); 3 stopped by the operator (or a denied restart); 4 the run needs you (a "
              "restart to approve, stuck, a budget reached, the provider down, a crash, the agent gave up...: the "
              "reason and message are printed); 5 --timeout passed first; 6 interrupted (no process runs it any more: "
-             "killed, a signal stopped it, or the model stayed unreachable; resume it); 7 failed (an internal error)")
+             "killed, a signal stopped it, or a stop answered its provider down; resume it); 7 failed (an internal "
+             "error)")
 WAIT_POLL = 0.25  # seconds between two looks at the log and the run's lock (a poll: no busy loop, no watcher)
 WAIT_GONE_GRACE = 1.0  # no process holds the lock for this long, with nothing new logged: it is not running
 # A folder whose log is still empty: how long a run just launched may take to start (beside a CPU hog a run took
