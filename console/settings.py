@@ -118,6 +118,16 @@ class NotifySettings(BaseModel):
         default_factory=lambda: [15.0, 60.0, 240.0], max_length=20)
 
 
+class KubernetesSettings(BaseModel):
+    """``[kubernetes]``: what ``submit --kubernetes`` makes. ``ttl_after_finished``: seconds a finished Job (and its
+    pods and logs) is kept before the cluster deletes it (its ttlSecondsAfterFinished; 0: at once); the volume claim,
+    with the run's results, is kept."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    ttl_after_finished: int = Field(default=7 * 24 * 3600, ge=0, le=2**31 - 1)  # an int32 in the Job's spec
+
+
 NOTIFY_ENV = {"urls": "AGENT_CONSOLE_NOTIFY_URLS", "on_end": "AGENT_CONSOLE_NOTIFY_ON_END",
               "remind_minutes": "AGENT_CONSOLE_NOTIFY_REMIND_MINUTES"}
 TRUE_WORDS, FALSE_WORDS = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
@@ -264,6 +274,8 @@ class Settings(BaseSettings):
     sandbox_limits: SandboxCaps = Field(default_factory=SandboxCaps)
     # Who is told when a run needs its operator ([notify] urls = [...], on_end; see NotifySettings).
     notify: NotifySettings = Field(default_factory=NotifySettings)
+    # What submit --kubernetes makes ([kubernetes] ttl_after_finished = SECONDS; see KubernetesSettings).
+    kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)
     # The jobs store: unset, the embedded one (jobs.db in the data dir); a postgresql:// URL, a PostgreSQL server
     # that every machine of a team points at (runs, events, commands). A secret: its password is never shown.
     store: SecretStr | None = None

@@ -700,3 +700,34 @@ def test_a_turn_limit_after_a_resume_says_it_counts_from_the_resume(make_job, ca
     ends = [e.detail for e in ev.read_events(job.events) if isinstance(e, ev.SessionEnded)]
     assert ends[0].endswith("reached max_turns (3) in one session"), ends
     assert ends[-1].endswith("reached max_turns (3) since this session was resumed"), ends
+
+
+def test_a_resume_on_another_provider_leaves_a_recorded_script_behind(make_job, capsys, tmp_path, monkeypatch):
+    """A run started with --script and resumed with --switch-model on a real model exited 2 ("--script replays
+    turns with the scripted provider only"), and nothing could drop the recorded script. Now the resume says in
+    one line that the script stays behind and goes on with the model; the record no longer names the script."""
+    from console.engine.job import JobPaths
+    from console.engine.launch import read_launch
+    from tests.wire.loopback import Loopback, Reply
+
+    script = tmp_path / "turns.jsonl"
+    script.write_text("\n".join(json.dumps({"text": "thinking"}) for _ in range(5)))
+    paths = make_job()
+    assert main(["run", str(paths.root), "--headless", "--in-place", "--script", str(script), "--speed", "0",
+                 "--max-turns", "1"]) == 1
+    capsys.readouterr()
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with Loopback() as server:
+        server.push(Reply(text=["still working"]))
+        code = main(["run", str(paths.root), "--headless", "--in-place", "--switch-model", "--provider", "openai",
+                     "--model", "local-model", "--base-url", server.openai_url, "--max-turns", "1"])
+        err = capsys.readouterr().err
+        assert server.accepted, err  # the model was asked
+    assert code == 1, err  # incomplete after its one turn: the resume ran
+    said = [line for line in err.splitlines() if "--script" in line]
+    assert said == [f"the recorded --script {script} is left behind: the run goes on with openai local-model"]
+    record = read_launch(JobPaths(paths.root), operator_seal())
+    assert record is not None and record.provider == "openai" and record.script is None
+    # Without --switch-model, nothing changes: the run is refused as before.
+    assert main(["run", str(paths.root), "--headless", "--in-place", "--provider", "scripted", "--script",
+                 str(script), "--max-turns", "1"]) == 2

@@ -192,7 +192,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         if recorded is not None and given.get("context_window") is None and recorded.context_window_source:
             rs = replace(rs, context_window_source=f"as started ({recorded.context_window_source})")
         if script is not None and rs.provider != "scripted":
-            raise ValueError("--script replays turns with the scripted provider only")
+            if not (args.switch_model and recorded is not None and given.get("script") is None):
+                raise ValueError("--script replays turns with the scripted provider only")
+            # A run started on a script, resumed on a real model: the script stays behind (it cannot be replayed
+            # by another provider), and the record no longer names it.
+            say(f"the recorded --script {one_line(str(script), 0)} is left behind: the run goes on with "
+                f"{rs.provider} {rs.model}", sys.stderr)
+            script = flags["script"] = None
         if script is not None:
             check_script(script)
         secret = getattr(settings, f"{rs.provider}_api_key", None)  # AGENT_CONSOLE_<PROVIDER>_API_KEY

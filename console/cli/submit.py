@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from console import __version__
 from console.cli.common import err, say
 from console.outcome import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
@@ -21,8 +22,11 @@ QUANTITY = r"[0-9]+(\.[0-9]+)?([eE][0-9]+|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?"
 SECRET_NAME = r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?"
 SECRET_KEY = r"[-._a-zA-Z0-9]{1,253}"
 IMAGE = r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}"
-DEFAULT_IMAGE = "agent-console:latest"
+# The image of this very version (the Dockerfile builds it; tag it so): the pod's `run` reads the flags and variables
+# this machine's version writes. A tag like :latest names whatever was pushed last.
+DEFAULT_IMAGE = f"agent-console:{__version__}"
 MAX_BACKOFF = 100
+MAX_TTL = 2**31 - 1  # the Job's ttlSecondsAfterFinished is an int32
 LIMIT_DEFAULTS = {"memory_limit": "2Gi"}
 
 
@@ -51,6 +55,11 @@ def add_parser(sub: Any, settings_flags: Any) -> None:
     s.add_argument("--memory-limit", default=LIMIT_DEFAULTS["memory_limit"], help="memory limit (default 2Gi)")
     s.add_argument("--backoff-limit", type=int, default=3, metavar="N",
                    help="pods that may fail before the Job does (default 3; evictions do not count)")
+    s.add_argument("--ttl-after-finished", type=int, metavar="SECONDS",
+                   help="seconds a finished Job and its pods are kept before the cluster deletes them (default: "
+                        "[kubernetes] ttl_after_finished in the config file, else 604800, a week; the claim stays)")
+    s.add_argument("--tmp-size", default="1Gi", metavar="SIZE",
+                   help="the most the pod's /tmp may hold (default 1Gi; past it the pod is evicted)")
     s.add_argument("--allow-userns", action="store_true",
                    help="let bubblewrap make user namespaces in the pod (job-declared commands confined): the run "
                         "container gets seccomp and AppArmor Unconfined, in a pod with its own user namespace "
@@ -66,12 +75,14 @@ def add_parser(sub: Any, settings_flags: Any) -> None:
 def _check(args: argparse.Namespace) -> None:
     from console.engine.job import JobError
 
-    for flag in ("cpu", "memory", "cpu_limit", "memory_limit", "storage"):
+    for flag in ("cpu", "memory", "cpu_limit", "memory_limit", "storage", "tmp_size"):
         value = getattr(args, flag)
         if value is not None and not re.fullmatch(QUANTITY, value):
             raise JobError(f"--{flag.replace('_', '-')}: not a Kubernetes quantity (e.g. 500m, 2, 512Mi, 10Gi)")
     if not 0 <= args.backoff_limit <= MAX_BACKOFF:
         raise JobError(f"--backoff-limit: a whole number from 0 to {MAX_BACKOFF}")
+    if args.ttl_after_finished is not None and not 0 <= args.ttl_after_finished <= MAX_TTL:
+        raise JobError(f"--ttl-after-finished: a whole number of seconds from 0 to {MAX_TTL}")
     if args.secret is not None and not re.fullmatch(SECRET_NAME, args.secret):
         # Never repeated: what does not look like a Secret's name may well be the key itself.
         raise JobError("--secret names a Secret (lower-case letters, digits, '-' and '.'), not a key: the value "
@@ -104,6 +115,14 @@ def _more(request: str | None, limit: str | None) -> bool:
     return bool(parse_quantity(request) > parse_quantity(limit))
 
 
+def unpinned(image: str) -> bool:
+    """The image names no fixed build: no digest (``@sha256:...``), and no tag or the tag ``latest``."""
+    if "@" in image:
+        return False
+    last = image.rsplit("/", 1)[-1]  # a registry's port (host:5000/x) is not a tag
+    return ":" not in last or last.rsplit(":", 1)[1] == "latest"
+
+
 def _name(args: argparse.Namespace, source: Any, now: Any) -> str:
     from console.engine.job import JobError
     from console.kube.names import DNS_LABEL, MAX_BASE, dns_label
@@ -123,9 +142,9 @@ def plan(args: argparse.Namespace) -> tuple[Any, str | None]:
     that is printed or sent as it is (any object but the Secret)."""
     run, store, secrets = _plan(args)
     from console.engine.job import JobError
-    from console.kube.manifests import manifests
+    from console.kube.manifests import cleanup_command, manifests, secret_command
 
-    shown = json.dumps(manifests(run, redact=True), ensure_ascii=False)
+    shown = json.dumps([manifests(run), secret_command(run), cleanup_command(run)], ensure_ascii=False)
     for what, value in secrets:
         if len(value) >= 8 and value in shown:
             # A setting that is no secret holds one (a model name, a URL set to a key by mistake): never shown.
@@ -142,7 +161,7 @@ def _plan(args: argparse.Namespace) -> tuple[Any, str | None, list[tuple[str, st
     from console.engine.job_config import load_job_config
     from console.engine.runs import run_id
     from console.kube import carry
-    from console.kube.manifests import DATA_DIR, PREFIX, RUNS, KeyRef, KubeRun, settings_annotation
+    from console.kube.manifests import DATA_DIR, PREFIX, RUN_ID_LABEL, RUNS, KeyRef, KubeRun, settings_annotation
     from console.kube.names import label_value
     from console.kube.pack import PackError, pack_job
     from console.notify import check_urls
@@ -184,7 +203,7 @@ def _plan(args: argparse.Namespace) -> tuple[Any, str | None, list[tuple[str, st
                      secret=args.secret or f"agent-console-{rs.provider}", key=args.secret_key)
     recorded = carry.recorded_settings(rs, settings, _budgets(job), store, notify, unconfined)
     labels = {"app.kubernetes.io/name": "agent-console", "app.kubernetes.io/instance": name,
-              "app.kubernetes.io/managed-by": "agent-console", f"{PREFIX}/run-id": rid,
+              "app.kubernetes.io/managed-by": "agent-console", RUN_ID_LABEL: rid,
               f"{PREFIX}/provider": label_value(rs.provider)}
     annotations = {f"{PREFIX}/job": one_line(source.root.name, 253), f"{PREFIX}/run-id": rid,
                    f"{PREFIX}/settings": settings_annotation(recorded)}
@@ -195,7 +214,9 @@ def _plan(args: argparse.Namespace) -> tuple[Any, str | None, list[tuple[str, st
                    env=env, secret_env=secret_env, key=key, pvc=args.pvc, storage=args.storage,
                    storage_class=args.storage_class, requests=requests, limits=limits,
                    backoff_limit=args.backoff_limit, allow_userns=args.allow_userns, labels=labels,
-                   annotations=annotations), store, secrets
+                   annotations=annotations, tmp_size=args.tmp_size,
+                   ttl_after_finished=(settings.kubernetes.ttl_after_finished if args.ttl_after_finished is None
+                                       else args.ttl_after_finished)), store, secrets
 
 
 def dump_yaml(objs: list[dict[str, Any]]) -> str:
@@ -224,23 +245,63 @@ def cmd_submit(args: argparse.Namespace) -> int:
         err(f"{args.job}: a job or settings file is nested too deeply to be read")
         return EXIT_USAGE
     from console.kube import carry
-    from console.kube.manifests import manifests
 
     if store and carry.store_is_local(store):
         err("warning: the store URL names this machine (localhost): in a pod it names the pod itself; give the "
             "database's address as the cluster reaches it")
+    if unpinned(run.image):
+        err(f"warning: the image {run.image} is not pinned (no tag, or :latest, and no @sha256 digest): a pod "
+            "replaced later may run another build; give --image with a version tag or a digest")
     if args.dry_run:
-        try:
-            text = dump_yaml(manifests(run, redact=True))
-        except ImportError:
-            err("--dry-run prints YAML with PyYAML, which is not installed: pip install 'agent-console[kubernetes]'")
-            return EXIT_FAILED
-        with_secret = f"; the Secret {run.secret} is shown without its values" if run.secret_env else ""
-        sys.stdout.write(f"# agent-console submit --dry-run: run {run.run_id} (Job {run.name}){with_secret}\n")
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return EXIT_OK
+        return _dry_run(run)
     return _send(args, run)
+
+
+def dry_run_notes(run: Any) -> list[str]:
+    """What the printed manifests need and how they are deleted: the Secret they leave out, made first, with its
+    values from stdin; and the cleanup by the run's label (no owner references: a manifest cannot know the uid
+    of a Job that does not exist yet)."""
+    from console.kube.manifests import cleanup_command, secret_command, secret_keys
+
+    notes = [f"agent-console submit --dry-run: run {run.run_id} (Job {run.name}); apply with: kubectl apply -f -"]
+    if (make := secret_command(run)) is not None:
+        lines = ", ".join(f"{k}={_WHAT.get(k, '...')}" for k in secret_keys(run))
+        notes += [f"first make the Secret {run.secret} (not printed: it holds secrets of your settings): run this, "
+                  f"type one line per key ({lines}), then Ctrl+D:", f"  {make}"]
+    notes.append(f"delete it all when done (the claim {run.claim}, with the run's results, aside; the Job expires "
+                 f"{_after(run.ttl_after_finished)} after it finishes, the objects applied with it do not): "
+                 f"{cleanup_command(run)}")
+    return notes
+
+
+_WHAT = {"store": "<the store URL>", "notify-urls": "<the notification URLs, separated by spaces>"}
+
+
+def _after(seconds: int) -> str:
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            n = seconds // size
+            return f"{n} {unit}{'s' if n > 1 else ''}"
+    return f"{seconds} s"
+
+
+def _dry_run(run: Any) -> int:
+    from console.kube.manifests import manifests
+
+    try:
+        text = dump_yaml(manifests(run))
+    except ImportError:
+        err("--dry-run prints YAML with PyYAML, which is not installed: pip install 'agent-console[kubernetes]'")
+        return EXIT_FAILED
+    notes = dry_run_notes(run)
+    sys.stdout.write("".join(f"# {line}\n" for line in notes))
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    if not sys.stdout.isatty():
+        # Piped into kubectl, the comments are not read by anyone: the operator reads them here.
+        for line in notes:
+            say(line, sys.stderr)
+    return EXIT_OK
 
 
 def _send(args: argparse.Namespace, run: Any) -> int:

@@ -8,12 +8,15 @@ harness's files never mix.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import functools
 import ipaddress
 import os
 import re
 import stat
 import tomllib
+import types
+import typing
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -269,18 +272,59 @@ def written_key(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The one model an annotation holds (``X``, ``X | None``, ``list[X]``, ``dict[str, X]``), else None (a
+    union of several models: which one is meant is not known here)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _model_of(args[0])
+    if origin in (typing.Union, types.UnionType):
+        models = [m for m in map(_model_of, args) if m is not None]
+        return models[0] if len(models) == 1 else None
+    if origin in (list, tuple, dict) and args:
+        return _model_of(args[-1] if origin is dict else args[0])
+    return None
+
+
+def known_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The keys ``model`` accepts at the place of the key ``loc`` (pydantic's location of an unknown key);
+    [] where that place cannot be followed (a union's member)."""
+    current: type[BaseModel] | None = model
+    for part in loc[:-1]:
+        if current is None:
+            return []
+        if isinstance(part, int) or part not in current.model_fields:
+            continue  # a list's index or a dict's key: the model of its items is already the current one
+        current = _model_of(current.model_fields[part].annotation)
+    if current is None:
+        return []
+    return [f.alias or name for name, f in current.model_fields.items()]
+
+
+def did_you_mean(key: Any, known: list[str], where: str = "") -> str:
+    """``did you mean 'context.window'?`` for the known key closest to ``key`` (a typo; ``where``: the dotted
+    place of both), else nothing."""
+    close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6) if known else []
+    return f"did you mean '{where}{one_line(close[0], 80)}'? " if close else ""
+
+
 def format_validation_error(source: str, exc: ValidationError,
                             keys: str | Callable[[tuple[Any, ...]], str] = "see README for the keys job.toml accepts",
-                            data: Any = None) -> str:
+                            data: Any = None, model: type[BaseModel] | None = None) -> str:
     """One line naming ``source`` and each bad key, e.g. ``job.toml: key 'limits.max_turns': ...``. ``data``:
-    the file's values, to name each key as the file writes it (see :func:`written_key`)."""
+    the file's values, to name each key as the file writes it (see :func:`written_key`); ``model``: the model
+    validated, whose closest key an unknown one is offered (``did you mean 'context'?``)."""
     parts = []
     for err in exc.errors(include_url=False, include_input=False):
         loc = written_key(tuple(err["loc"]), data) if data is not None else err["loc"]
         key = ".".join(one_line(str(p), 80) for p in loc) or "(top level)"
         msg = one_line(err["msg"]).removeprefix("Value error, ")  # pydantic's prefix says nothing to a reader
         if err["type"] == "extra_forbidden":  # the keys accepted there (``keys`` of the key's place, if it says)
-            msg = f"unknown key (check the spelling; {keys(tuple(loc)) if callable(keys) else keys})"
+            guess = did_you_mean(loc[-1], known_keys(model, tuple(err["loc"])), key.rpartition(".")[0] + "." * (
+                len(loc) > 1)) if model and loc else ""
+            msg = f"unknown key ({guess or 'check the spelling; '}{keys(tuple(loc)) if callable(keys) else keys})"
         parts.append(f"key '{key}': {msg}")
     if len(parts) > 5:
         parts[5:] = [f"and {len(parts) - 5} more"]

@@ -87,6 +87,6 @@ def load_job_config(paths: JobPaths) -> JobConfig:
     try:
         return JobConfig.model_validate(data)
     except ValidationError as exc:
-        raise JobError(format_validation_error(str(paths.job_toml), exc, data=data)) from None
+        raise JobError(format_validation_error(str(paths.job_toml), exc, data=data, model=JobConfig)) from None
     except RecursionError:
         raise JobError(f"{one_line(str(paths.job_toml), 0)}: values nested too deeply") from None

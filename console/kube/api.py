@@ -146,7 +146,7 @@ def submit(api_client: Any, run: KubeRun, namespace: str) -> list[str]:
         call(f"ConfigMap {run.config_map}", lambda: core.create_namespaced_config_map(
             namespace, _model(client.V1ConfigMap, cm), **create))
         made.append(f"ConfigMap/{run.config_map}")
-        sec = secret(run, redact=False)
+        sec = secret(run)
         if sec is not None:
             owned = _owned(sec, owner)
             call(f"Secret {run.secret}", lambda: core.create_namespaced_secret(

@@ -67,6 +67,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "notify.urls": (SECRET, "AGENT_CONSOLE_NOTIFY_URLS (the URLs carry tokens)"),
     "notify.on_end": (VARIABLE, "AGENT_CONSOLE_NOTIFY_ON_END"),
     "notify.remind_minutes": (VARIABLE, "AGENT_CONSOLE_NOTIFY_REMIND_MINUTES (JSON; [] keeps reminders off)"),
+    "kubernetes.ttl_after_finished": (LOCAL, "the submitting machine's: the Job's ttlSecondsAfterFinished"),
     "store": (SECRET, "AGENT_CONSOLE_STORE: in the Secret when the URL holds a password, else a plain variable; "
                       "none: the embedded store on the pod's volume"),
 }

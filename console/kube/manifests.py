@@ -4,7 +4,8 @@ the API's schema in the tests, and sent through the official client's models).
 - a ConfigMap ``NAME-job`` with the job folder (console.kube.pack), which the init container unpacks onto the volume
   the first time only;
 - a Secret ``NAME-config`` when the settings hold something secret (a store URL with a password, notification URLs):
-  the pod reads it through secretKeyRef, the manifest never holds it;
+  the pod reads it through secretKeyRef. The submit sends it; a dry-run leaves it out (its values are secret, and a
+  placeholder would be applied as the value) and prints the command that makes it (:func:`secret_command`);
 - a PersistentVolumeClaim ``NAME-work`` (unless --pvc names one): the run folder and the embedded store's data;
 - the batch/v1 Job ``NAME``: restartPolicy Never with a backoffLimit; a pod evicted, preempted or drained (its
   DisruptionTarget condition) is replaced without counting against it, and an end that another pod would not change
@@ -12,6 +13,9 @@ the API's schema in the tests, and sent through the official client's models).
   Every pod runs the resume path, ``run --in-place RUN_FOLDER``: a fresh folder starts, one with state goes on.
 
 The provider key comes from a Secret the operator made (secretKeyRef); no value of a secret is in any manifest.
+Every object carries the label ``agent-console/run-id=ID``: the objects a dry-run's output made by hand (which have
+no owner: a manifest cannot know the uid of a Job not yet made) are deleted together by it (:func:`cleanup_command`).
+A finished Job expires (ttlSecondsAfterFinished); the claim, which holds the run's results, stays.
 """
 
 from __future__ import annotations
@@ -34,7 +38,9 @@ CONTAINER = "run"
 # Exit codes (console.outcome) after which another pod would end the same way: the Job fails at once.
 FINAL_EXIT_CODES = (EXIT_FAILED, EXIT_USAGE, EXIT_STOPPED, EXIT_GAVE_UP)
 PREFIX = "agent-console"  # labels' and annotations' prefix (a DNS subdomain, as keys need)
-REDACTED = "(not shown: made by submit from your settings)"
+RUN_ID_LABEL = f"{PREFIX}/run-id"  # on every object: what the cleanup command selects by
+TTL_AFTER_FINISHED = 7 * 24 * 3600  # a week to read a finished Job's pods and logs; the claim outlives it
+TMP_SIZE = "1Gi"  # the pod's /tmp (an emptyDir on the node's disk): past it, the kubelet evicts the pod
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,8 @@ class KubeRun:
     requests: dict[str, str] = field(default_factory=dict)
     limits: dict[str, str] = field(default_factory=dict)
     backoff_limit: int = 3
+    ttl_after_finished: int = TTL_AFTER_FINISHED
+    tmp_size: str = TMP_SIZE
     allow_userns: bool = False
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
@@ -161,13 +169,14 @@ def job(run: KubeRun, suspend: bool = False) -> dict[str, Any]:
         "volumes": [
             {"name": "work", "persistentVolumeClaim": {"claimName": run.claim}},
             {"name": "seed", "configMap": {"name": run.config_map}},
-            {"name": "tmp", "emptyDir": {}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": run.tmp_size}},
         ],
     }
     if run.allow_userns:
         pod["hostUsers"] = False
     spec: dict[str, Any] = {
         "backoffLimit": run.backoff_limit,
+        "ttlSecondsAfterFinished": run.ttl_after_finished,
         "podFailurePolicy": {"rules": [
             {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
             {"action": "FailJob", "onExitCodes": {"containerName": CONTAINER, "operator": "In",
@@ -186,10 +195,11 @@ def config_map(run: KubeRun) -> dict[str, Any]:
             "binaryData": {ARCHIVE_NAME: base64.b64encode(run.archive).decode("ascii")}}
 
 
-def secret(run: KubeRun, redact: bool = True) -> dict[str, Any] | None:
+def secret(run: KubeRun) -> dict[str, Any] | None:
+    """The Secret ``NAME-config`` with its values (sent by the submit, never printed)."""
     if not run.secret_env:
         return None
-    data = {_secret_key(k): (REDACTED if redact else v) for k, v in sorted(run.secret_env.items())}
+    data = {_secret_key(k): v for k, v in sorted(run.secret_env.items())}
     return {"apiVersion": "v1", "kind": "Secret", "metadata": _meta(run, run.secret), "type": "Opaque",
             "stringData": data}
 
@@ -204,10 +214,10 @@ def claim(run: KubeRun) -> dict[str, Any] | None:
             "spec": spec}
 
 
-def manifests(run: KubeRun, redact: bool = True) -> list[dict[str, Any]]:
-    """Every object, in the order ``kubectl apply -f`` would make them (the Job last). ``redact``: the Secret's
-    values replaced by a note (what --dry-run prints); the submit itself sends them."""
-    objs = [config_map(run), secret(run, redact), claim(run), job(run)]
+def manifests(run: KubeRun) -> list[dict[str, Any]]:
+    """What --dry-run prints, in the order ``kubectl apply -f`` would make them (the Job last): every object but
+    the Secret ``NAME-config``, whose values are secret (:func:`secret_command` makes it)."""
+    objs = [config_map(run), claim(run), job(run)]
     # Copies: no object shares a part with another (a printer would write it as a YAML alias).
     return [copy.deepcopy(o) for o in objs if o is not None]
 
@@ -215,3 +225,27 @@ def manifests(run: KubeRun, redact: bool = True) -> list[dict[str, Any]]:
 def settings_annotation(settings: dict[str, Any]) -> str:
     """The run's settings as one annotation (sorted JSON: what the Job was submitted with)."""
     return json.dumps(settings, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False)
+
+
+def _ns(run: KubeRun) -> str:
+    return f" -n {run.namespace}" if run.namespace else ""
+
+
+def secret_keys(run: KubeRun) -> list[str]:
+    """The keys of the Secret ``NAME-config`` (store, notify-urls), each read by one variable of the pod."""
+    return [_secret_key(k) for k in sorted(run.secret_env)]
+
+
+def secret_command(run: KubeRun) -> str | None:
+    """The shell command that makes the Secret ``NAME-config`` with the run's label, its values read from stdin
+    (``KEY=VALUE`` lines, then Ctrl+D), never from the command line, which every user of the machine sees (ps)."""
+    if not run.secret_env:
+        return None
+    ns = _ns(run)
+    return (f"kubectl{ns} create secret generic {run.secret} --from-env-file=/dev/stdin && "
+            f"kubectl{ns} label secret {run.secret} {RUN_ID_LABEL}={run.run_id}")
+
+
+def cleanup_command(run: KubeRun) -> str:
+    """The shell command that deletes what a dry-run's output made, the claim (the run's results) aside."""
+    return f"kubectl{_ns(run)} delete job,configmap,secret -l {RUN_ID_LABEL}={run.run_id}"

@@ -62,8 +62,10 @@ from console.providers.errors import (
 from console.providers.hang_up import before_headers, hang_up, track_connections
 from console.providers.registry import MaxTokensParam
 
-# Local servers ignore the key, but the SDK refuses to build a client without one.
+# Local servers ignore the key, but the SDK refuses to build a client without one: it is given this, and each
+# request omits the Authorization header it would make of it (_NO_AUTH), so a server without a key gets none.
 _LOCAL_PLACEHOLDER_KEY = "not-needed"
+_NO_AUTH = {"Authorization": openai.Omit()}
 
 # The name of the output limit: OpenAI deprecated max_tokens, and reasoning models (o-series, gpt-5) refuse it, on
 # OpenAI and on Azure OpenAI alike; the servers that speak the protocol (vLLM, llama.cpp, LM Studio, Ollama) know
@@ -104,12 +106,14 @@ class OpenAIProvider:
         # Strict user/assistant alternation (NO_REPLY after tool results): for Mistral-family models from the start,
         # for any other server once it refuses a message order (once). Others never see a made-up assistant turn.
         self.alternate = mistral_family(model)
+        self._extra_headers: dict[str, Any] = {}
         if client is None:
             key = api_key or os.environ.get(key_variable)
             if not key:
                 if base_url is None:
                     raise ProviderError(f"openai: no API key - set {key_variable}")
                 key = _LOCAL_PLACEHOLDER_KEY
+                self._extra_headers = _NO_AUTH
             # No SDK retries: the engine retries the whole turn, interruptibly, and says so (an SDK retry
             # sleeps where a stop cannot reach it, and honours any retry-after, even an hour).
             client = openai.OpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=max_retries)
@@ -148,7 +152,7 @@ class OpenAIProvider:
             params = build_params(self.model, request, limit=self.limit_param, alternate=self.alternate)
             try:
                 with before_headers():  # abandoned before the headers: hung up all the same (see hang_up)
-                    opened = self._client.chat.completions.create(**params)
+                    opened = self._client.chat.completions.create(**params, extra_headers=self._extra_headers or None)
                 yield opened
                 return
             except openai.BadRequestError as err:

@@ -310,3 +310,22 @@ def test_a_long_log_is_shown_newest_first_then_folded_exactly_once(make_job, mon
     assert st.tool_calls == expected.tool_calls and st.session == expected.session
     assert seen == [400 - follow.QUICK_KEEP]  # the older messages are counted as not shown, not lost
     assert app.run_screen.events_seen == expected.last_seq + 1
+
+
+def test_an_attached_finished_run_says_read_only_and_explains_it(make_job):
+    """The status line said "completed · review", and nothing said what "review" meant."""
+    paths = make_job("quickstart")
+    make_supervisor(paths).run()
+
+    async def body(pilot):
+        app = pilot.app
+        await wait_for(pilot, lambda: app.state.ended and app.bridge.pending == 0, what="the replay")
+        await settle(pilot, app)
+        status = app.main.query_one("#status")
+        line = status.last_plain
+        assert "completed · read-only" in line and "review" not in line, line
+        # Where the operator points at it: what it means.
+        assert status.tooltip is not None and "no process runs this job now" in str(status.tooltip)
+        await pilot.press("q")
+
+    assert attach_console(paths, keymap={}, headless=True, auto_pilot=body) == 0

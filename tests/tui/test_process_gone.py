@@ -49,7 +49,7 @@ def test_a_run_whose_process_died_says_interrupted_and_why_and_p_resumes_it_aske
         assert not app.state.ended
         text = status_text(app)
         # 80 columns: the state (why, and p resumes, where there is room: see the 200-column test).
-        assert said == "interrupted" and f" {said} " in text and "not running (review)" not in text, text
+        assert said == "interrupted" and f" {said} " in text and "not running (read-only)" not in text, text
         assert "resume" in footer_keys(app)  # the footer offers the way on: p Resume
         # The palette's entry starts it again (not "No resume … use the CLI"): the same as the key.
         entries = {c.title: c for c in app.get_system_commands(app.screen)}

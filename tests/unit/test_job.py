@@ -276,3 +276,26 @@ def test_job_declared_tools_may_not_shadow_or_repeat(make_job, tools: str, says:
     with pytest.raises(JobError, match="key 'tools'") as info:
         load_job_config(make_job(files={"job.toml": tools}))
     assert says in str(info.value)
+
+
+@pytest.mark.parametrize("toml, suggested", [
+    ("[contex]\nwindow = 32000\n", "key 'contex': unknown key (did you mean 'context'?"),
+    ("[context]\nwindw = 32000\n", "key 'context.windw': unknown key (did you mean 'context.window'?"),
+    ("[limits]\nmax_turn = 3\n", "key 'limits.max_turn': unknown key (did you mean 'limits.max_turns'?"),
+    ('[[tools]]\nname = "t"\ndescription = "d"\ncommand = ["true"]\ntimout = 5\n',
+     "key 'tools.0.timout': unknown key (did you mean 'tools.0.timeout'?"),
+])
+def test_an_unknown_job_toml_key_names_the_closest_known_one(make_job, toml, suggested) -> None:
+    """`[contex]` got "unknown key (check the spelling; ...)" and no word of `[context]`."""
+    paths = make_job(files={"job.toml": toml})
+    with pytest.raises(JobError) as err:
+        load_job_config(paths)
+    msg = str(err.value)
+    assert msg.startswith(str(paths.job_toml)) and suggested in msg and "\n" not in msg
+
+
+def test_a_key_like_no_known_one_suggests_nothing(make_job) -> None:
+    paths = make_job(files={"job.toml": "[zzzzzz]\nq = 1\n"})
+    with pytest.raises(JobError) as err:
+        load_job_config(paths)
+    assert "key 'zzzzzz': unknown key (check the spelling;" in str(err.value) and "did you mean" not in str(err.value)

@@ -62,7 +62,9 @@ def test_every_manifest_is_valid_against_the_api_schema(tmp_path, capsys, monkey
     assert code == 0, err
     objs = docs(out)
     kinds = [o["kind"] for o in objs]
-    assert kinds[-1] == "Job" and "ConfigMap" in kinds and "Secret" in kinds  # the store's password: a Secret
+    # The store's password goes into a Secret, which the dry-run leaves out: its command is printed instead.
+    assert kinds[-1] == "Job" and "ConfigMap" in kinds and "Secret" not in kinds
+    assert "create secret generic" in out
     assert ("PersistentVolumeClaim" in kinds) == ("--pvc" not in extra)
     for obj in objs:
         # strict: a field the API does not have is an error (a typo would be dropped by a real server, silently).
@@ -132,12 +134,12 @@ def test_dry_run_shows_no_secret(tmp_path, capsys, monkeypatch, _isolated_dirs) 
 
     assert not any(s.encode() in gzip.decompress(archive) for s in SECRETS)
     objs = by_kind(docs(out))
-    secret = objs["Secret"]
-    assert set(secret["stringData"]) == {"store", "notify-urls"}
-    assert all(v.startswith("(not shown") for v in secret["stringData"].values())
+    assert "Secret" not in objs  # its values are secret: the command that makes it is printed instead
+    name = f"{objs['Job']['metadata']['name']}-config"
+    assert f"create secret generic {name} --from-env-file=/dev/stdin" in out
     env = {e["name"]: e for e in objs["Job"]["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["AGENT_CONSOLE_STORE"] == {"name": "AGENT_CONSOLE_STORE", "valueFrom": {"secretKeyRef": {
-        "name": secret["metadata"]["name"], "key": "store"}}}
+        "name": name, "key": "store"}}}
     assert "value" not in env["AGENT_CONSOLE_NOTIFY_URLS"]
     # The other [notify] keys are plain variables, and no plain variable holds a secret.
     assert env["AGENT_CONSOLE_NOTIFY_REMIND_MINUTES"]["value"] == "[15.0, 60.0, 240.0]"
@@ -147,13 +149,13 @@ def test_dry_run_shows_no_secret(tmp_path, capsys, monkeypatch, _isolated_dirs) 
 def test_a_store_password_in_the_query_string_is_a_secret_too(tmp_path, capsys, monkeypatch) -> None:
     monkeypatch.setenv("AGENT_CONSOLE_STORE", "postgresql://db.example/agents?user=a&password=QueryPass99")
     code, out, _ = dry_run(capsys, str(job_copy(tmp_path)))
-    assert code == 0 and "QueryPass99" not in out and "kind: Secret" in out
+    assert code == 0 and "QueryPass99" not in out and "create secret generic" in out and "kind: Secret" not in out
 
 
 def test_a_store_without_a_password_is_plain_and_a_local_one_is_warned_about(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("AGENT_CONSOLE_STORE", "postgresql://localhost/agents")
     code, out, err = dry_run(capsys, str(job_copy(tmp_path)))
-    assert code == 0 and "kind: Secret" not in out and "value: postgresql://localhost/agents" in out
+    assert code == 0 and "create secret" not in out and "value: postgresql://localhost/agents" in out
     assert "names this machine" in err
 
 
@@ -342,3 +344,114 @@ def test_a_key_set_as_another_setting_is_caught_before_anything_is_shown(tmp_pat
     (job / "job.toml").write_text("[context]\nwindow = 32000\n")
     code, out, err = dry_run(capsys, str(job))
     assert code == 2 and out == "" and KEY not in err and "the value of $OPENAI_API_KEY" in err
+
+
+MODELS = {"ConfigMap": "V1ConfigMap", "Secret": "V1Secret", "PersistentVolumeClaim": "V1PersistentVolumeClaim",
+          "Job": "V1Job"}
+
+
+def strings(obj: object) -> list[str]:
+    if isinstance(obj, dict):
+        return [s for k, v in obj.items() for s in (k, *strings(v))]
+    if isinstance(obj, list):
+        return [s for v in obj for s in strings(v)]
+    return [obj] if isinstance(obj, str) else []
+
+
+def test_the_dry_run_applies_as_it_is_once_the_printed_secret_command_ran(tmp_path, capsys, monkeypatch,
+                                                                          _isolated_dirs) -> None:
+    """`submit --dry-run | kubectl apply -f -` made a Secret whose value was the sentence "(not shown: made by
+    submit ...)", and the pod failed. Now the Secret is left out, and the command printed makes it from stdin
+    with the keys the Job reads, labelled with the run so that the printed cleanup deletes it with the rest."""
+    from kubernetes import client
+
+    secrets_env(monkeypatch, _isolated_dirs)
+    code, out, err = dry_run(capsys, str(job_copy(tmp_path)), "--provider", "openai", "--namespace", "agents")
+    assert code == 0, err
+    objs = docs(out)
+    assert [o["kind"] for o in objs] == ["ConfigMap", "PersistentVolumeClaim", "Job"]
+    assert not any("not shown" in s or "made by submit" in s for s in strings(objs))
+    for obj in objs:
+        kubernetes_validate.validate(obj, SCHEMA_VERSIONS[-1], strict=True)
+        # The client's own model takes it whole (it is what the submit sends).
+        model = getattr(client, MODELS[obj["kind"]]).from_dict(obj)
+        assert client.ApiClient().sanitize_for_serialization(model) == obj
+    job = by_kind(objs)["Job"]
+    rid, name = job["metadata"]["labels"]["agent-console/run-id"], job["metadata"]["name"]
+    assert all(o["metadata"]["labels"]["agent-console/run-id"] == rid for o in objs)
+    refs = {e["valueFrom"]["secretKeyRef"]["key"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]
+            if "secretKeyRef" in e.get("valueFrom", {}) and e["valueFrom"]["secretKeyRef"]["name"] == f"{name}-config"}
+    assert refs == {"store", "notify-urls"}
+    make = (f"kubectl -n agents create secret generic {name}-config --from-env-file=/dev/stdin && "
+            f"kubectl -n agents label secret {name}-config agent-console/run-id={rid}")
+    cleanup = f"kubectl -n agents delete job,configmap,secret -l agent-console/run-id={rid}"
+    comments = [line for line in out.splitlines() if line.startswith("#")]
+    assert f"#   {make}" in comments and any(line.endswith(cleanup) for line in comments)
+    # Piped (stdout is no terminal here), the operator reads the same notes on stderr.
+    assert make in err and cleanup in err
+    for s in SECRETS:
+        assert s not in out and s not in err
+    if shutil.which("kubectl"):
+        # kubectl's own reading of what the operator types: the keys the Job reads, the values as typed.
+        create = make.split(" && ")[0].replace("-n agents ", "") + " --dry-run=client -o json"
+        made = subprocess.run(create.split(), input=f"store={STORE}\nnotify-urls={NOTIFY}\n", capture_output=True,
+                              text=True, timeout=60, env={**os.environ, "KUBECONFIG": str(tmp_path / "none")})
+        assert made.returncode == 0, made.stderr
+        data = json.loads(made.stdout)["data"]
+        assert set(data) == refs and base64.b64decode(data["store"]).decode() == STORE
+
+
+def test_without_secret_settings_no_secret_command_is_printed(tmp_path, capsys) -> None:
+    code, out, err = dry_run(capsys, str(job_copy(tmp_path)))
+    assert code == 0 and "create secret" not in out + err and "delete job,configmap,secret -l" in out
+
+
+@pytest.mark.parametrize("image, warned", [
+    ("agent-console", True), ("agent-console:latest", True), ("registry.example.com:5000/agent-console", True),
+    ("registry.example.com:5000/team/agent-console:latest", True), ("agent-console:0.1.0", False),
+    ("registry.example.com:5000/agent-console:0.1.0", False),
+    ("agent-console@sha256:" + "a" * 64, False), ("agent-console:latest@sha256:" + "b" * 64, False),
+])
+def test_an_image_that_is_not_pinned_is_warned_about_in_one_line(tmp_path, capsys, image, warned) -> None:
+    code, _, err = dry_run(capsys, str(job_copy(tmp_path)), "--image", image)
+    warnings = [line for line in err.splitlines() if "not pinned" in line]
+    assert code == 0 and len(warnings) == int(warned)
+    if warned:
+        assert image in warnings[0] and "--image" in warnings[0]
+
+
+def test_the_default_image_is_this_version_pinned(tmp_path, capsys) -> None:
+    from console import __version__
+
+    code, out, err = dry_run(capsys, str(job_copy(tmp_path)))
+    job = by_kind(docs(out))["Job"]
+    assert code == 0 and job["spec"]["template"]["spec"]["containers"][0]["image"] == f"agent-console:{__version__}"
+    assert "not pinned" not in err
+
+
+def test_tmp_has_a_size_limit_and_a_finished_job_expires(tmp_path, capsys, _isolated_dirs) -> None:
+    def spec(*args: str) -> dict:
+        code, out, err = dry_run(capsys, str(job_copy(tmp_path / str(len(list(tmp_path.iterdir()))))), *args)
+        assert code == 0, err
+        return by_kind(docs(out))["Job"]["spec"]
+
+    def tmp(s: dict) -> dict:
+        return next(v for v in s["template"]["spec"]["volumes"] if v["name"] == "tmp")
+
+    plain = spec()
+    assert tmp(plain) == {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}
+    assert plain["ttlSecondsAfterFinished"] == 7 * 24 * 3600
+    (_isolated_dirs / "config.toml").write_text("[kubernetes]\nttl_after_finished = 3600\n")
+    assert spec()["ttlSecondsAfterFinished"] == 3600
+    flagged = spec("--ttl-after-finished", "0", "--tmp-size", "256Mi")  # the flag wins over the config file
+    assert flagged["ttlSecondsAfterFinished"] == 0 and tmp(flagged)["emptyDir"] == {"sizeLimit": "256Mi"}
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--ttl-after-finished", "-1"), "--ttl-after-finished: a whole number of seconds"),
+    (("--ttl-after-finished", str(2**31)), "--ttl-after-finished: a whole number of seconds"),
+    (("--tmp-size", "lots"), "--tmp-size: not a Kubernetes quantity"),
+])
+def test_bad_expiry_and_tmp_flags_are_one_line(tmp_path, capsys, args, message) -> None:
+    code, out, err = dry_run(capsys, str(job_copy(tmp_path)), *args)
+    assert code == 2 and out == "" and message in err and err.count("\n") == 1

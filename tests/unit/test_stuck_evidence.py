@@ -146,3 +146,21 @@ def test_the_trials_run_asks_with_the_commands_error(tmp_path, clock, capsys) ->
     assert main(["logs", str(root)]) == 0
     out = capsys.readouterr().out
     assert f"    {line}" in out and "NEEDS YOU (stuck)" in out
+
+
+def test_a_tool_failure_the_registry_worded_is_not_prefixed_twice() -> None:
+    """A stuck evidence line read "read_file(...) failed: read_file failed: No such file": the registry's result
+    already names the tool and "failed"; the line says it once."""
+    said = "read_file failed: [Errno 2] No such file or directory: 'missing.md'. Check the path and try again."
+    enf, _ = enforcer()
+    for turn in range(1, 13):
+        call = ToolCall(id=f"c{turn}", name="read_file", arguments='{"path": "missing.md"}')
+        enf.record_turn(turn, [call], {call.id: Message.tool(call, said, ok=False)})
+        enf.collect_feedback(turn, turns_without_progress=0)
+    ask = enf.stuck_ask(idle_turns=0)
+    assert ask is not None
+    assert not any(x.count("failed") > 1 for x in ask.evidence), ask.evidence
+    line = next(x for x in ask.evidence if x.startswith("read_file("))
+    assert line == ('read_file({"path":"missing.md"}) failed: [Errno 2] No such file or directory: '
+                    "'missing.md'. Check the path and try again.")
+    assert "failed: read_file failed" not in ask.message

@@ -376,3 +376,17 @@ def test_missing_key_for_default_endpoint(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(ProviderError, match="set OPENAI_API_KEY"):
         OpenAIProvider("gpt-test")
+
+
+def test_a_local_server_without_a_key_gets_no_authorization_header(server: Loopback, monkeypatch) -> None:
+    """The README: "any value in OPENAI_API_KEY is accepted, none is sent if unset". The SDK needs a key to build
+    a client, and the placeholder it was given went out as "Authorization: Bearer not-needed"."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server.push(Reply(text=["ok"]))
+    events = run(OpenAIProvider("gpt-test", base_url=server.openai_url, max_retries=0), simple())
+    assert TextDelta("ok") in events
+    assert "authorization" not in server.last.headers and "api-key" not in server.last.headers
+    # With a key, it is sent as before.
+    server.push(Reply(text=["ok"]))
+    run(make(server), simple())
+    assert server.last.headers["authorization"] == f"Bearer {SECRET}"

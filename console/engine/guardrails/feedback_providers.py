@@ -108,11 +108,17 @@ _BARE_STATUS = re.compile(r"exit code -?\d{1,6}")
 _LINE_BREAK = "\\n"  # a line break as one_line shows it
 
 
+def _own_words(call: ToolCallSummary) -> str:
+    """The call's error without the "read_file failed: " the registry's failures begin with
+    (console.engine.tools.registry): a line that names the call and says "failed" says it once."""
+    return call.error.removeprefix(f"{call.name} failed: ")
+
+
 def call_error(call: ToolCallSummary) -> str:
     """One failed call for the operator: ``check({}) failed: <the first line of its error>``, on one line, at
     most CALL_ERROR_CHARS. ``call.error`` is the result's start made one line (a line break shown as ``\\n``);
     a denial's reason is its whole first line. After a bare ``exit code N`` the output's first line follows."""
-    first, _, rest = call.error.partition(_LINE_BREAK)
+    first, _, rest = _own_words(call).partition(_LINE_BREAK)
     if _BARE_STATUS.fullmatch(first) and rest.strip():
         first = f"{first}: {rest.partition(_LINE_BREAK)[0]}"
     return one_line(f"{_call_text(call)} failed: {first or '(no message)'}", CALL_ERROR_CHARS)
@@ -236,7 +242,7 @@ class StuckDetector:
                 if errors >= self.error_threshold and self._fresh(context, errors, self.error_threshold):
                     return Detection(
                         "error", f"error: {last.name} failed {errors} times in a row with the same error: "
-                        f"{last.error[:120]}",
+                        f"{_own_words(last)[:120]}",
                         f"Read the error: calling {last.name} the same way will fail again. "
                         "Change the arguments or try a different approach.", _errors(last))
             alternation = self._alternation_length(calls)

@@ -96,6 +96,13 @@ def fit(parts: list[Part], width: int) -> Content:
     return sep.join([parts[i].shown(given[i]) for i in sorted(chosen)])
 
 
+# An attached run no process runs (ended, or not started again): what the console shows is its record. (It said
+# "review", which nothing explained.)
+READ_ONLY = "read-only"
+READ_ONLY_TIP = ("read-only: no process runs this job now; the console shows its record, and keys that command a run "
+                 "(pause, checkpoint, stop...) have nothing to act on until it is resumed")
+
+
 class StatusLine(Widget):
     DEFAULT_CSS = "StatusLine { height: 1; }"
 
@@ -134,9 +141,9 @@ class StatusLine(Widget):
                 return f" {status} · pid {self.runner_pid} "
             if self.gone:  # no process: the engine's word for it, as `jobs` and the fleet say, and why
                 return f" {self._gone_state()} · {PROCESS_GONE} "
-            return " not running (review) " if self.runner_known else f" {status} "  # (never started)
+            return f" not running ({READ_ONLY}) " if self.runner_known else f" {status} "  # (never started)
         if self.attached:
-            return f" {status} · review "
+            return f" {status} · {READ_ONLY} "
         return f" {status} "
 
     def _gone_state(self) -> str:
@@ -214,4 +221,8 @@ class StatusLine(Widget):
     def render(self) -> Content:
         line = fit(self.parts(), self.size.width or 80)
         self.last_plain = line.plain
+        # The word in the line, explained where the operator points at it (its tooltip).
+        tip = READ_ONLY_TIP if f"{READ_ONLY})" in line.plain or f"· {READ_ONLY}" in line.plain else None
+        if self.tooltip != tip:
+            self.tooltip = tip
         return line
