@@ -243,8 +243,9 @@ class Notifier:
 
     def __init__(self, urls: Iterable[str], run_id: str, job: str, *, clock: Clock | None = None,
                  on_error: Callable[[str], None] | None = None, notify_on_end: bool = True,
-                 remind: Iterable[float] | None = None, look: bool = True) -> None:
+                 remind: Iterable[float] | None = None, look: bool = True, folder: Path | str | None = None) -> None:
         self.run_id = run_id
+        self.folder = folder  # the run's folder: one deleted or moved away has nothing to resume
         self.job = safe_text(job, one_line=True, join=True, limit=120)
         self.clock = clock or SystemClock()
         self.on_error = on_error
@@ -329,7 +330,12 @@ class Notifier:
             kind = "success" if e.reason in ("job_complete", "agent_stopped") else \
                 "info" if e.reason in ("user_shutdown", "interrupted") else "failure"
             body = f"{self.job} (run {self.run_id}){detail}"
-            if e.outcome not in (None, "completed", "failed"):
+            if self._folder_gone(e):
+                # `resume` would find nothing (exit 2): the run's work went with its folder.
+                body += "\n\nNothing to resume: its folder was deleted or moved away."
+            elif e.fix:  # a key to set, credit to add: then the same command goes on where it was
+                body += f"\n\nGo on with: {_line(e.fix, 300)}, then agent-console resume {self.run_id}"
+            elif e.outcome not in (None, "completed", "failed"):
                 # Read on a phone, away from the terminal: what goes on with it, typed on the run's machine.
                 # After a spent budget the same command would end it again at once: the limit is raised first, in
                 # the run folder's own job.toml (the job folder's is not read again).
@@ -339,6 +345,13 @@ class Notifier:
             return Message(f"agent-console: run {self.run_id} ended ({what})", body, kind, now)
         return None
 
+    def _folder_gone(self, e: ev.RunEnded | None = None) -> bool:
+        """The run's folder was deleted or moved away (its end says so, or it is not there now)."""
+        from console.engine.run_end import folder_removed
+        from console.engine.store import folder_gone
+
+        return (e is not None and folder_removed(e)) or (self.folder is not None and folder_gone(self.folder))
+
     def died(self, how: str, when: datetime, log: Path | str, why: str = "") -> Message:
         """Tell the channels the run's process died without recording its end (``how``: "killed by SIGKILL"...;
         ``why``: what may have done it), at ``when``: a runner's watcher (console.watcher) calls it once, after the
@@ -347,6 +360,12 @@ class Notifier:
         rid = self.run_id
         now = self.clock.now()
         how = _line(how, 200)
+        if self._folder_gone():
+            body = (f"{self.job} (run {rid}) died at {_at(when, now)} ({how}); no process runs it, and its folder was "
+                    "deleted or moved away: nothing to resume.")
+            message = Message(f"agent-console: run {rid} died ({how})", _cut(body), "failure", self.clock.monotonic())
+            self._send(message)
+            return message
         body = "\n".join([
             f"{self.job} (run {rid}) died at {_at(when, now)} ({how}); no process runs it."
             + (f" {_line(why, 300)}" if why else ""),

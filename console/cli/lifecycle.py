@@ -84,8 +84,13 @@ RESUMABLE = ("user_shutdown", "interrupted", "model_unavailable", "budget_exhaus
 def after_console(paths: Any) -> int:
     """The lines a console's command leaves once the console is gone (run, attach); the run's exit code, or
     EXIT_OK while it goes on."""
+    from console.engine.store import folder_gone
     from console.runner import ended_code, last_end
 
+    if folder_gone(paths.root):  # deleted or moved away under the console: its log went with it
+        err(f"run {paths.run_id}: its folder {paths.root} was deleted or moved away: there is nothing left there to "
+            "resume")
+        return EXIT_INTERRUPTED
     code = ended_code(paths)
     if code is None:
         say(f"detached: run {paths.run_id} goes on; come back with: agent-console attach {paths.run_id} "
@@ -103,6 +108,8 @@ def after_console(paths: Any) -> int:
             + (f": {detail}" if detail and detail != why else ""))
         if end.outcome == "gave_up":
             err(f"once the cause is fixed, {resume_hint(paths)}")
+        elif end.fix:
+            err(f"{end.fix}, then {resume_hint(paths)}")
         elif end.reason in RESUMABLE:
             err(go_on_hint(paths, end.reason, end.detail))
     return code
@@ -149,6 +156,8 @@ def _finish(sup: Any, paths: Any, interrupted_by: str | None = None) -> int:
         err(f"run ended incomplete ({why}){said}{cost}")
     if (gone := getattr(sup.operator.channel, "gone", None)) is not None:
         err(f"{gone}: there is nothing left there to resume")
+    elif result.fix:  # a key to set, credit to add: then the same resume goes on where it was
+        err(f"{result.fix}, then {resume_hint(paths)}")
     elif reason in RESUMABLE:
         # Nothing is lost: the exact command that goes on (a budget raised in job.toml first).
         err(go_on_hint(paths, reason, result.detail))
@@ -334,7 +343,7 @@ def _notifier(sup: Any, paths: Any, urls: tuple[str, ...], on_end: bool = True,
         err(line)
 
     notifier = Notifier(list(urls), paths.run_id, job_name(paths.root), clock=sup.clock, on_error=failed,
-                        notify_on_end=on_end, remind=remind)
+                        notify_on_end=on_end, remind=remind, folder=paths.root)
     notifier.prime(history(paths.events))
     sup.subscribe(notifier, text=False)
     return notifier
