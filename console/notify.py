@@ -4,9 +4,11 @@ An operator who walks away gives the run Apprise URLs (``--notify URL``, repeata
 config file): ntfy (a phone), Slack, Matrix, email, a JSON webhook... A :class:`Notifier` is an event subscriber:
 on ``needs_operator`` it sends "agent-console: run k3f9q needs you (stuck)" with the message, the evidence and
 the commands that answer; on the run's end one short line (``notify_on_end``). A need nobody answers is told again
-(reminders, further and further apart: :data:`REMIND_MINUTES`), and one that comes back soon after its answer says
-so ("again, 3 times since 14:02") and is sent as more urgent. A run that ends needing its operator (it gave up) is
-one message that says both.
+(reminders, further and further apart: :data:`REMIND_MINUTES`), and one that comes back soon after its answer (the
+answer did not resolve it) says so ("again, 3 times since 14:02") and is sent as more urgent. A need that is a new
+request each time (a restart to approve: console.engine.needs.NEW_EACH_TIME) is never "again": each is its own
+message, a warning the first time, and information once the operator has approved one (they chose to be asked). A
+run that ends needing its operator (it gave up) is one message that says both.
 
 Sending never holds the engine: the subscriber only queues, and each channel sends from its own thread (a slow or
 dead channel delays no other; a working one is told within a second or two of the event). A channel that fails
@@ -36,7 +38,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from console.engine import events as ev
 from console.engine.clock import Clock, SystemClock
-from console.engine.needs import label
+from console.engine.needs import NEW_EACH_TIME, label
 from console.engine.text import safe_text
 
 # The most a body carries (ntfy takes 4 kB in a message before it makes it an attachment).
@@ -212,6 +214,7 @@ class _Need:
     due: float | None = None  # the clock's monotonic time of the next reminder (None: none)
     reminders: int = 0
     ended: bool = False  # the run ended with it (a gave-up run): the operator's resume is its answer
+    approved: int = 0  # a new request each time (a restart): how many of its kind the operator approved before
 
 
 @dataclass
@@ -240,8 +243,9 @@ class Notifier:
 
     def __init__(self, urls: Iterable[str], run_id: str, job: str, *, clock: Clock | None = None,
                  on_error: Callable[[str], None] | None = None, notify_on_end: bool = True,
-                 remind: Iterable[float] | None = None, look: bool = True) -> None:
+                 remind: Iterable[float] | None = None, look: bool = True, folder: Path | str | None = None) -> None:
         self.run_id = run_id
+        self.folder = folder  # the run's folder: one deleted or moved away has nothing to resume
         self.job = safe_text(job, one_line=True, join=True, limit=120)
         self.clock = clock or SystemClock()
         self.on_error = on_error
@@ -258,6 +262,8 @@ class Notifier:
         self._state = threading.Condition()
         self._need: _Need | None = None
         self._answered: dict[str, tuple[datetime, int, datetime]] = {}
+        # Of the needs that are a new request each time (a restart): how many the operator approved, the last when.
+        self._approved: dict[str, tuple[int, datetime]] = {}
         self._carried: _Need | None = None  # a need the run's last process died waiting on (a kill, a reboot)
         self._timer: threading.Thread | None = None
         self._look = look
@@ -324,7 +330,12 @@ class Notifier:
             kind = "success" if e.reason in ("job_complete", "agent_stopped") else \
                 "info" if e.reason in ("user_shutdown", "interrupted") else "failure"
             body = f"{self.job} (run {self.run_id}){detail}"
-            if e.outcome not in (None, "completed", "failed"):
+            if self._folder_gone(e):
+                # `resume` would find nothing (exit 2): the run's work went with its folder.
+                body += "\n\nNothing to resume: its folder was deleted or moved away."
+            elif e.fix:  # a key to set, credit to add: then the same command goes on where it was
+                body += f"\n\nGo on with: {_line(e.fix, 300)}, then agent-console resume {self.run_id}"
+            elif e.outcome not in (None, "completed", "failed"):
                 # Read on a phone, away from the terminal: what goes on with it, typed on the run's machine.
                 # After a spent budget the same command would end it again at once: the limit is raised first, in
                 # the run folder's own job.toml (the job folder's is not read again).
@@ -334,6 +345,13 @@ class Notifier:
             return Message(f"agent-console: run {self.run_id} ended ({what})", body, kind, now)
         return None
 
+    def _folder_gone(self, e: ev.RunEnded | None = None) -> bool:
+        """The run's folder was deleted or moved away (its end says so, or it is not there now)."""
+        from console.engine.run_end import folder_removed
+        from console.engine.store import folder_gone
+
+        return (e is not None and folder_removed(e)) or (self.folder is not None and folder_gone(self.folder))
+
     def died(self, how: str, when: datetime, log: Path | str, why: str = "") -> Message:
         """Tell the channels the run's process died without recording its end (``how``: "killed by SIGKILL"...;
         ``why``: what may have done it), at ``when``: a runner's watcher (console.watcher) calls it once, after the
@@ -342,6 +360,12 @@ class Notifier:
         rid = self.run_id
         now = self.clock.now()
         how = _line(how, 200)
+        if self._folder_gone():
+            body = (f"{self.job} (run {rid}) died at {_at(when, now)} ({how}); no process runs it, and its folder was "
+                    "deleted or moved away: nothing to resume.")
+            message = Message(f"agent-console: run {rid} died ({how})", _cut(body), "failure", self.clock.monotonic())
+            self._send(message)
+            return message
         body = "\n".join([
             f"{self.job} (run {rid}) died at {_at(when, now)} ({how}); no process runs it."
             + (f" {_line(why, 300)}" if why else ""),
@@ -368,11 +392,14 @@ class Notifier:
                     times, first, since = carried.times, carried.first, carried.since
                 elif need is not None and need.reason == e.reason and not need.ended:
                     times, first, since = need.times, need.first, need.since
-                elif last is not None and 0 <= (e.ts - last[0]).total_seconds() <= AGAIN_WITHIN:
+                elif (last is not None and e.reason not in NEW_EACH_TIME
+                      and 0 <= (e.ts - last[0]).total_seconds() <= AGAIN_WITHIN):
                     times, first, since = last[1] + 1, last[2], e.ts
                 else:
                     times, first, since = 1, e.ts, e.ts
-                need = self._need = _Need(e.reason, since, self._need_body(e, since), times, first, e.paused)
+                approved = self._approved.get(e.reason)
+                need = self._need = _Need(e.reason, since, self._need_body(e, since, approved), times, first,
+                                          e.paused, approved=approved[0] if approved is not None else 0)
                 if now is not None and self.remind and e.reason not in ENDING:
                     need.due = now + self.remind[0] * 60
                     self._start_timer()
@@ -382,6 +409,8 @@ class Notifier:
                 if need is not None and need.reason == e.reason:
                     if _lets_it_go_on(e.by):
                         self._answered[e.reason] = (e.ts, need.times, need.first)
+                        if e.reason in NEW_EACH_TIME:
+                            self._approved[e.reason] = (self._approved.get(e.reason, (0, e.ts))[0] + 1, e.ts)
                     else:
                         # A stop or a denial is no attempt at a fix: the need a later resume meets is not "again".
                         self._answered.pop(e.reason, None)
@@ -407,13 +436,17 @@ class Notifier:
     def _need_message(self, e: ev.NeedsOperator, need: _Need, now: float) -> Message:
         # A need back right after its answer (the answer did not fix it) is more urgent, and its title (what a
         # phone shows) says so.
+        # A new request each time (a restart) is never "again"; once the operator approved one, the next is
+        # information: they chose to be asked at each one, and a long run must not page them urgently each time.
         again = need.times > 1
-        kind = "failure" if e.reason == "crashed" or again else "warning"
+        kind = "failure" if e.reason == "crashed" or again else "info" if need.approved else "warning"
         count = f", {need.times} times since {_at(need.first, e.ts)}" if again else ""
         if e.reason == "gave_up":
             title = f"agent-console: run {self.run_id} ended (gave up{' again' if again else ''}) and needs you{count}"
         else:
-            title = f"agent-console: run {self.run_id} needs you{' again' if again else ''} ({label(e.reason)}){count}"
+            before = f"; {need.approved} approved before" if need.approved else ""
+            title = (f"agent-console: run {self.run_id} needs you{' again' if again else ''} ({label(e.reason)}"
+                     f"{before}){count}")
         return Message(title, need.body, kind, now)
 
     def remind_due(self) -> Message | None:
@@ -460,9 +493,13 @@ class Notifier:
                     continue
             self.remind_due()
 
-    def _need_body(self, e: ev.NeedsOperator, since: datetime) -> str:
+    def _need_body(self, e: ev.NeedsOperator, since: datetime,
+                   approved: tuple[int, datetime] | None = None) -> str:
         rid = self.run_id
         lines = [f"{self.job} (run {rid}): {_line(e.message, 600)}"]
+        if approved is not None:  # a new request each time: the earlier ones were answered, this one is new
+            lines += ["", f"A new request: {approved[0]} earlier one{'s' if approved[0] > 1 else ''} of this run "
+                          f"approved, the last at {_at(approved[1], e.ts)}."]
         if e.evidence:
             lines += ["", "Evidence:", *(f"- {_line(x, LINE_LIMIT)}" for x in e.evidence)]
         state = "; the run is paused" if e.paused else "; the run has ended, no process runs it" \

@@ -172,7 +172,7 @@ def report(root: str, how: str, out: Any = None, clock: Any = None) -> bool:
         print(f"agent-console: {line}", file=out, flush=True)
 
     notifier = Notifier(list(urls), paths.run_id, job_name(paths.root), clock=clock, on_error=failed, remind=(),
-                        look=False)
+                        look=False, folder=paths.root)
     # The out-of-memory killer sends SIGKILL too: the message names both.
     notifier.died(how, when, log, "A kill -9, or the system out of memory."
                   if how.endswith("SIGKILL") or how == "killed" else "")

@@ -157,7 +157,7 @@ def test_sigterm_stops_cleanly(make_job, capsys) -> None:
     assert proc.returncode == 130 and "Traceback" not in err  # a signal is an interrupt, not the operator's stop
     *_, reason, resume = err.strip().splitlines()
     assert reason.startswith("agent-console: run ended incomplete (interrupted by SIGTERM)")
-    assert resume == f"agent-console: resume run {paths.run_id} with: agent-console run --in-place {paths.root}"
+    assert resume == f"agent-console: resume run {paths.run_id} with: agent-console resume {paths.run_id}"
     # Every view says the same as the exit code: the signal's stop (its source), the run interrupted, not stopped.
     events = [json.loads(x) for x in paths.events.read_text().splitlines()]
     stops = [e for e in events if e["type"] == "operator_command" and e["command"] == "stop"]
@@ -479,7 +479,7 @@ def test_an_operator_stop_exits_3_and_names_the_run_to_resume(make_job) -> None:
     assert proc.returncode == 3 and "Traceback" not in err
     *_, reason, resume = err.strip().splitlines()
     assert reason.startswith("agent-console: run ended incomplete (stopped): stopped by the operator")
-    assert resume == f"agent-console: resume run {paths.run_id} with: agent-console run --in-place {paths.root}"
+    assert resume == f"agent-console: resume run {paths.run_id} with: agent-console resume {paths.run_id}"
     # Stopped, it is not running any more: another stop is refused with the command that goes on.
     again = run_cli("stop", paths.run_id)
     assert again.returncode == 1

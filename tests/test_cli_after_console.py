@@ -24,7 +24,7 @@ def test_a_stop_from_the_console_says_how_to_go_on(make_job, capsys) -> None:
     assert after_console(paths) == 3
     said = capsys.readouterr().err.splitlines()
     assert said == [f"agent-console: run {paths.run_id} ended incomplete (stopped): stopped by the operator",
-                    f"agent-console: resume run {paths.run_id} with: agent-console run --in-place {paths.root}"]
+                    f"agent-console: resume run {paths.run_id} with: agent-console resume {paths.run_id}"]
 
 
 def test_a_completed_run_says_where_its_results_are_and_a_gave_up_one_says_when_to_resume(make_job, capsys) -> None:
@@ -41,7 +41,7 @@ def test_a_completed_run_says_where_its_results_are_and_a_gave_up_one_says_when_
     assert after_console(paths) == 4
     said = capsys.readouterr().err
     assert f"run {paths.run_id} ended gave up (" in said and "\x1b" not in said
-    assert f"once the cause is fixed, resume run {paths.run_id} with: agent-console run --in-place" in said
+    assert f"once the cause is fixed, resume run {paths.run_id} with: agent-console resume {paths.run_id}" in said
 
 
 def test_a_run_out_of_time_says_which_file_to_raise_the_deadline_in(make_job, capsys) -> None:
@@ -55,7 +55,7 @@ def test_a_run_out_of_time_says_which_file_to_raise_the_deadline_in(make_job, ca
     assert after_console(paths) != EXIT_OK
     said = capsys.readouterr().err.splitlines()
     assert said[-1] == (f"agent-console: raise deadline under [guardrails] in {paths.root / 'job.toml'} (the run's "
-                        f"own copy), then resume run {paths.run_id} with: agent-console run --in-place {paths.root}")
+                        f"own copy), then resume run {paths.run_id} with: agent-console resume {paths.run_id}")
 
 
 def test_attach_says_what_run_says_once_its_console_is_gone(make_job, capsys, monkeypatch) -> None:
@@ -76,7 +76,7 @@ def test_attach_says_what_run_says_once_its_console_is_gone(make_job, capsys, mo
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
     assert cli.main(["attach", str(paths.root)]) == 0
     said = capsys.readouterr().err.splitlines()
-    assert said[-1] == f"agent-console: resume run {paths.run_id} with: agent-console run --in-place {paths.root}"
+    assert said[-1] == f"agent-console: resume run {paths.run_id} with: agent-console resume {paths.run_id}"
 
     def hung_up(*a: object, **k: object) -> None:
         raise OSError(5, "Input/output error")

@@ -33,15 +33,18 @@ import pytest
 from console import cli
 from console.engine.control import RunLock
 from console.engine.job import JobPaths
+from console.engine.runs import run_id
 from console.entry import interrupt_once
 from tests.conftest import REPO, SAMPLES, sigint_as_in_a_terminal
 
 # What the installed `agent-console` script runs (its entry point is checked below). Not `python -m`: runpy
 # ends a process whose command handled a Ctrl+C by the signal all the same (CPython's -m path, seen here).
 COMMAND = [sys.executable, "-c", "import sys; from console.entry import main; sys.exit(main())"]
-BEFORE = re.compile(r"agent-console: interrupted before the run started; resume run (\w{5}) with: "
-                    r"agent-console run --in-place (\S+)$")
-AFTER = re.compile(r"agent-console: interrupted; resume run (\w{5}) with: agent-console run --in-place (\S+)$")
+# A start interrupted before its run was one leaves nothing (the folder it made is removed); after, a run that
+# `jobs` lists and `resume ID` finds.
+BEFORE = re.compile(r"agent-console: interrupted before run (\w{5}) started: nothing was made; start it again with: "
+                    r"agent-console run (\S+)$")
+AFTER = re.compile(r"agent-console: interrupted; resume run (\w{5}) with: agent-console resume (\w{5})$")
 ANSI = re.compile(rb"\x1b\[[0-9;?<>=$]*[a-zA-Z~]|\x1b[()][AB0]|\x1b[=>]|\x1b\][^\x07]*\x07")
 
 
@@ -246,10 +249,16 @@ def test_ctrl_c_at_any_moment_of_a_headless_start(env: dict[str, str]) -> None:
     done = sweep(samples, env)
     for s in done:
         check(s)
+    runs = Path(env["AGENT_CONSOLE_DATA_DIR"]) / "runs"
+    listed = subprocess.run([*COMMAND, "jobs", "--json"], capture_output=True, text=True, env=env, cwd=REPO).stdout
     for s in done:
         text = s.text()
-        if m := BEFORE.search(text) or AFTER.search(text):
-            assert (Path(m.group(2)) / "instructions.md").exists()  # the run folder is whole
+        if m := BEFORE.search(text):  # nothing left of it
+            assert not [f for f in runs.glob("*") if run_id(f) == m.group(1)], text
+        elif m := AFTER.search(text):  # a run `jobs` lists, whole
+            assert m.group(1) in listed, (text, listed)
+            [folder] = [f for f in runs.glob("*") if run_id(f) == m.group(1)]
+            assert (folder / "instructions.md").exists()
 
 
 def test_ctrl_c_at_any_moment_of_a_console_start(env: dict[str, str], tmp_path: Path) -> None:
@@ -279,9 +288,37 @@ def interrupting(at: str, monkeypatch: pytest.MonkeyPatch, module: Any, when: Ca
     monkeypatch.setattr(module, at, raising)
 
 
-@pytest.mark.parametrize("where", ["settings", "provider", "run folder", "supervisor", "notifier"])
+def left_as_it_should(capsys: pytest.CaptureFixture[str], err: str) -> str | None:
+    """What a start interrupted anywhere leaves: nothing (its folder removed, and said so), or a run that `jobs`
+    lists and that its id finds and runs to its end. The id of that run (None: nothing was left)."""
+    runs = Path(os.environ["AGENT_CONSOLE_DATA_DIR"]) / "runs"
+    folders = list(runs.glob("*")) if runs.exists() else []
+    line = err.strip()
+    assert "\n" not in line and "Traceback" not in err, err
+    if (m := BEFORE.match(line)) is not None or not line:
+        assert folders == [], err  # nothing was made, or it was removed
+        if m is not None:  # the command it names starts the job again
+            assert m.group(2) == str(SAMPLES / "quickstart")
+        return None
+    m = AFTER.match(line)
+    assert m is not None, err
+    [folder] = folders
+    rid = m.group(1)
+    assert run_id(folder) == rid == m.group(2)
+    assert cli.main(["jobs", "--json"]) == 0 and f'"id": "{rid}"' in capsys.readouterr().out
+    # Found by its id, and resumable: run by its id (as `resume ID` runs it, here in the foreground) to its end.
+    assert cli.main(["run", "--in-place", rid, "--headless", "--speed", "0"]) == 0
+    assert "done: job complete" in capsys.readouterr().out
+    return rid
+
+
+@pytest.mark.parametrize("where", ["settings", "provider", "run folder", "supervisor", "notifier", "launch record",
+                                   "store link", "store row"])
 def test_a_headless_start_interrupted_anywhere(where: str, monkeypatch: pytest.MonkeyPatch,
                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl+C at each step of a start, in order: reading the settings, making the provider, copying the run folder,
+    setting up the run, its notifier, its launch record, its link to the store, its row in the jobs table.
+    (A Ctrl+C about 4 s into a start left a run folder that `jobs` did not list and `resume ID` did not find.)"""
     import console.cli.lifecycle as lifecycle_module
     import console.engine.job as job_module
     import console.engine.supervisor as supervisor_module
@@ -290,54 +327,86 @@ def test_a_headless_start_interrupted_anywhere(where: str, monkeypatch: pytest.M
 
     target = {"settings": (settings_module, "load_settings"), "provider": (providers_module, "make_provider"),
               "run folder": (job_module, "prepare_run"), "supervisor": (supervisor_module, "Supervisor"),
-              "notifier": (lifecycle_module, "_notifier")}[where]
+              "notifier": (lifecycle_module, "_notifier"), "launch record": (supervisor_module, "write_launch"),
+              "store link": (supervisor_module, "link_run"),
+              "store row": (supervisor_module.Supervisor, "_store_started")}[where]
     interrupting(target[1], monkeypatch, target[0])
     code = cli.main(["run", str(SAMPLES / "quickstart"), "--headless", "--speed", "0"])
-    out, err = capsys.readouterr()
+    _out, err = capsys.readouterr()
     assert code == 130
-    runs = Path(os.environ["AGENT_CONSOLE_DATA_DIR"]) / "runs"
-    folders = list(runs.glob("*")) if runs.exists() else []
-    if where in ("settings", "provider", "run folder"):
-        assert err == "" and folders == []  # nothing was made: nothing to say
-        return
-    line = err.strip()
-    assert "\n" not in line and (m := BEFORE.match(line)), err
-    assert Path(m.group(2)) == folders[0]
-    assert out.startswith(f"run {m.group(1)}: {folders[0]}") == (where == "notifier")  # said once the run is made
     monkeypatch.undo()
-    # Resumable: the same folder runs to its end.
-    assert cli.main(["run", "--in-place", str(folders[0]), "--headless", "--speed", "0"]) == 0
-    assert "done: job complete" in capsys.readouterr().out
+    left = left_as_it_should(capsys, err)
+    if where in ("settings", "provider", "run folder"):
+        assert err == ""  # nothing was made: nothing to say
+    else:
+        assert left is None and BEFORE.match(err.strip()), err  # before its row: nothing is left of it
 
 
-def test_a_console_start_interrupted_stops_its_runner(monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("point", range(1, 27))  # the start up to its first turn's commit
+def test_a_headless_start_interrupted_at_each_durable_write(point: int, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl+C at each of the start's first durable writes (console.engine.failpoints: its launch record, its
+    log's lines, its state files...): nothing is left, or a run that `jobs` lists and its id resumes."""
+    from console.engine import failpoints
+
+    seen: list[str] = []
+
+    def hook(name: str, _tear: object) -> None:
+        seen.append(name)
+        if len(seen) == point:
+            raise KeyboardInterrupt
+
+    failpoints.install(hook)
+    try:
+        code = cli.main(["run", str(SAMPLES / "quickstart"), "--headless", "--speed", "0"])
+    finally:
+        failpoints.install(None)
+    _out, err = capsys.readouterr()
+    assert code == 130, (seen, err)
+    left_as_it_should(capsys, err)
+
+
+@pytest.mark.parametrize("when", ["at once", "once it runs"])
+def test_a_console_start_interrupted_stops_its_runner(when: str, monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """Ctrl+C after the runner is started and before the console has the terminal: the runner this command
-    started is stopped (SIGTERM: at once, resumable) and gone, and the command says how to go on."""
+    started is stopped (SIGTERM: at once, resumable) and gone, and the command says how to go on. At once (the
+    runner still starting: what a Ctrl+C about 4 s into a start met), nothing is left (the run folder was left, and
+    neither `jobs` nor `resume ID` found it); once the runner has its run, a run `jobs` lists and its id resumes."""
     import console.runner as runner_module
 
     started: list[subprocess.Popen[bytes]] = []
     spawn = runner_module.spawn_runner
+    wait_started = runner_module.wait_started
 
     def spawned(*args: Any, **kw: Any) -> subprocess.Popen[bytes]:
         started.append(spawn(*args, **kw))
         return started[-1]
 
-    def never_ready(paths: Any, proc: Any, *a: Any, **k: Any) -> None:
+    def interrupted(paths: Any, proc: Any, *a: Any, **k: Any) -> None:
+        if when == "once it runs":
+            assert wait_started(paths, proc, 60) is None
+            wait_for_session(paths)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(runner_module, "spawn_runner", spawned)
-    monkeypatch.setattr(runner_module, "wait_started", never_ready)
+    monkeypatch.setattr(runner_module, "wait_started", interrupted)
     monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
-    code = cli.main(["run", str(SAMPLES / "quickstart"), "--speed", "0"])
+    code = cli.main(["run", str(SAMPLES / "quickstart"), "--speed", "0.3"])
     err = capsys.readouterr().err
     assert code == 130
     assert len(started) == 1 and started[0].poll() is not None  # gone, not left running
-    m = AFTER.match(err.strip())
-    assert m and "\n" not in err.strip(), err
     monkeypatch.undo()
-    assert cli.main(["run", "--in-place", m.group(2), "--headless", "--speed", "0"]) == 0
+    left = left_as_it_should(capsys, err)
+    assert (left is None) == (when == "at once"), err
+
+
+def wait_for_session(paths: Any) -> None:
+    deadline = time.monotonic() + 60
+    while b'"type":"session_started"' not in (paths.events.read_bytes() if paths.events.exists() else b""):
+        assert time.monotonic() < deadline, "the runner's session never started"
+        time.sleep(0.05)
 
 
 def test_the_first_interrupt_is_the_only_one() -> None:

@@ -175,9 +175,10 @@ def state_error(paths: Any, exc: Exception) -> str:
 
 
 def resume_hint(paths: Any) -> str:
-    """``resume run k3f9q with: agent-console run --in-place FOLDER``: the exact command that goes on
-    (the folder, which works from any directory; the id names the run as `jobs` lists it)."""
-    return f"resume run {paths.run_id} with: agent-console run --in-place {paths.root}"
+    """``resume run k3f9q with: agent-console resume k3f9q``: the exact command that goes on, by the short id `jobs`
+    lists (from any directory; it starts the run again in the background, with its recorded settings). Said only
+    of a run the jobs table has: a start interrupted before the run registered leaves nothing to resume."""
+    return f"resume run {paths.run_id} with: agent-console resume {paths.run_id}"
 
 
 

@@ -25,9 +25,11 @@ RUNNER_FLAGS_ENV = "AGENT_CONSOLE_RUNNER_FLAGS"  # a runner's flags: the environ
 RUNNER_BY_ENV = "AGENT_CONSOLE_RUNNER_BY"
 
 
-def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, theme: str = "") -> int:
+def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, theme: str = "", made: bool = False,
+                 again: str = "", store: Any = None) -> int:
     """Start the run in ``paths`` as a runner process; then open a console on it (``console``) or say how to
-    follow it. Exit code: the run's own once it has ended under the console; 0 when it goes on."""
+    follow it. Exit code: the run's own once it has ended under the console; 0 when it goes on. ``made``,
+    ``again``, ``store``: for a Ctrl+C before the runner took the run over (:func:`interrupted_start`)."""
     import subprocess
 
     from console.engine.run_lock import RunLock
@@ -61,7 +63,10 @@ def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, t
             proc.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=HARD_EXIT_AFTER + 1.0)
-        err(f"interrupted; {resume_hint(paths)}")
+        if proc.poll() is None:  # still stopping: a run, resumable once it is done
+            err(f"interrupted; {resume_hint(paths)}")
+        else:
+            err(interrupted_start(paths, made, again, store))
         return EXIT_INTERRUPTED
     if code is not None:
         for line in log_tail(paths):
@@ -76,6 +81,47 @@ def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, t
     return after_console(paths)
 
 
+def recorded_start(paths: Any, store: Any = None) -> bool:
+    """Whether the run in ``paths`` is a run `jobs` lists and `resume ID` finds: the jobs table has its row, or its
+    log a session_started (which the engine writes once the table was told: console.engine.supervisor)."""
+    if store is not None:
+        with contextlib.suppress(Exception):  # a store away: the log says it
+            if store.get(paths.root) is not None:
+                return True
+    try:
+        with open(paths.events, "rb") as fh:
+            return b'"type":"session_started"' in fh.read(1 << 20)  # among a run's first events
+    except OSError:
+        return False
+
+
+def interrupted_start(paths: Any, made: bool, again: str, store: Any = None) -> str:
+    """The one line for a start a Ctrl+C ended, and what is left of it: a run `jobs` lists and `resume ID` finds
+    (:func:`recorded_start`), or nothing. A run folder this command made (a fresh copy of the job, ``made``) that
+    never became a run is removed: left, no command could find it by its id (`jobs` did not list it, `resume ID`
+    said no such run). ``again``: the command that starts the job again."""
+    import shlex
+    import shutil
+
+    from console.engine.run_lock import RunLock
+
+    if recorded_start(paths, store):
+        return f"interrupted; {resume_hint(paths)}"
+    if not made:  # the operator's own folder (run --in-place): left as it is, started by the same command
+        return (f"interrupted before run {paths.run_id} started; start it with: agent-console run --in-place "
+                f"{shlex.quote(str(paths.root))}")
+    if RunLock(paths).holder() is None:
+        try:
+            shutil.rmtree(paths.root)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            return (f"interrupted before run {paths.run_id} started; its folder {paths.root} could not be removed "
+                    f"({exc.strerror or exc}): remove it, and start again with: {again}")
+        return f"interrupted before run {paths.run_id} started: nothing was made; start it again with: {again}"
+    return f"interrupted; {resume_hint(paths)}"  # a process holds it after all: a run, stopping
+
+
 # Ends after which the run goes on where it was with the same command (a budget raised in job.toml first).
 RESUMABLE = ("user_shutdown", "interrupted", "model_unavailable", "budget_exhausted", "agent_stopped", "max_turns",
              "completion_blocked")
@@ -84,8 +130,13 @@ RESUMABLE = ("user_shutdown", "interrupted", "model_unavailable", "budget_exhaus
 def after_console(paths: Any) -> int:
     """The lines a console's command leaves once the console is gone (run, attach); the run's exit code, or
     EXIT_OK while it goes on."""
+    from console.engine.store import folder_gone
     from console.runner import ended_code, last_end
 
+    if folder_gone(paths.root):  # deleted or moved away under the console: its log went with it
+        err(f"run {paths.run_id}: its folder {paths.root} was deleted or moved away: there is nothing left there to "
+            "resume")
+        return EXIT_INTERRUPTED
     code = ended_code(paths)
     if code is None:
         say(f"detached: run {paths.run_id} goes on; come back with: agent-console attach {paths.run_id} "
@@ -103,6 +154,8 @@ def after_console(paths: Any) -> int:
             + (f": {detail}" if detail and detail != why else ""))
         if end.outcome == "gave_up":
             err(f"once the cause is fixed, {resume_hint(paths)}")
+        elif end.fix:
+            err(f"{end.fix}, then {resume_hint(paths)}")
         elif end.reason in RESUMABLE:
             err(go_on_hint(paths, end.reason, end.detail))
     return code
@@ -149,6 +202,8 @@ def _finish(sup: Any, paths: Any, interrupted_by: str | None = None) -> int:
         err(f"run ended incomplete ({why}){said}{cost}")
     if (gone := getattr(sup.operator.channel, "gone", None)) is not None:
         err(f"{gone}: there is nothing left there to resume")
+    elif result.fix:  # a key to set, credit to add: then the same resume goes on where it was
+        err(f"{result.fix}, then {resume_hint(paths)}")
     elif reason in RESUMABLE:
         # Nothing is lost: the exact command that goes on (a budget raised in job.toml first).
         err(go_on_hint(paths, reason, result.detail))
@@ -171,7 +226,7 @@ def _job_cost(sup: Any) -> str:
 
 def run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool = False,
                  notify: tuple[str, ...] = (), notify_on_end: bool = True,
-                 notify_remind: tuple[float, ...] | None = None) -> int:
+                 notify_remind: tuple[float, ...] | None = None, made: bool = False, again: str = "") -> int:
     """Run in this process, telling its story on stdout (a runner's goes to its log).
 
     Ctrl+C stops after the turn in flight (a second one at once); SIGTERM (kill, systemd, a console's stop
@@ -193,7 +248,7 @@ def run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool =
     code = 1  # what leaves by an exception: Python's code for a traceback, which the watcher judges by the log
     try:
         code = _run_headless(sup, paths, store, clock, runner=runner, notify=notify, notify_on_end=notify_on_end,
-                             notify_remind=notify_remind, watch=watch)
+                             notify_remind=notify_remind, watch=watch, made=made, again=again)
         return code
     except KeyboardInterrupt:  # Ctrl+C as the process leaves: an interrupt, not a traceback
         code = EXIT_INTERRUPTED
@@ -247,7 +302,8 @@ def failed_past_the_engine(paths: Any, store: Any, clock: Any, exc: Exception) -
 
 
 def _run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool, notify: tuple[str, ...],
-                  notify_on_end: bool, notify_remind: tuple[float, ...] | None, watch: Any) -> int:
+                  notify_on_end: bool, notify_remind: tuple[float, ...] | None, watch: Any, made: bool = False,
+                  again: str = "") -> int:
     notifier = None
     try:
         from console.engine.supervisor import JobBusy
@@ -296,7 +352,7 @@ def _run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool,
             raise
         if notifier is not None:
             notifier.close()
-        err(f"interrupted before the run started; {resume_hint(paths)}")
+        err(interrupted_start(paths, made, again, store))
         return EXIT_INTERRUPTED
     try:
         sup.run()
@@ -306,7 +362,7 @@ def _run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool,
         return EXIT_USAGE
     except KeyboardInterrupt:
         store.ended(paths.root, "interrupted", clock.now(), "interrupted by Ctrl+C")
-        err(f"interrupted; {resume_hint(paths)}")
+        err(interrupted_start(paths, made, again, store))  # a run, unless the interrupt came before it was one
         return EXIT_INTERRUPTED
     finally:
         for sig, handler in previous.items():
@@ -334,7 +390,7 @@ def _notifier(sup: Any, paths: Any, urls: tuple[str, ...], on_end: bool = True,
         err(line)
 
     notifier = Notifier(list(urls), paths.run_id, job_name(paths.root), clock=sup.clock, on_error=failed,
-                        notify_on_end=on_end, remind=remind)
+                        notify_on_end=on_end, remind=remind, folder=paths.root)
     notifier.prime(history(paths.events))
     sup.subscribe(notifier, text=False)
     return notifier

@@ -18,12 +18,11 @@ from console.cli.common import (
     check_console_options,
     check_flags,
     err,
-    resume_hint,
     run_folder,
     say,
     state_error,
 )
-from console.cli.lifecycle import RUNNER_BY_ENV, RUNNER_FLAGS_ENV, run_headless, start_runner
+from console.cli.lifecycle import RUNNER_BY_ENV, RUNNER_FLAGS_ENV, interrupted_start, run_headless, start_runner
 from console.entry import is_interrupt
 from console.outcome import EXIT_INTERRUPTED, EXIT_USAGE
 
@@ -270,8 +269,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 given["switch_model"] = True
             # Who asked: the fleet's `r` runs `resume` with this variable set to "fleet" (in launch_settings).
             by = os.environ.pop(RUNNER_BY_ENV, "") or ("console" if use_console else "detach")
-            return start_runner(paths, given, by=by,
-                                console=use_console, theme=args.theme or settings.theme)
+            return start_runner(paths, given, by=by, console=use_console, theme=args.theme or settings.theme,
+                                made=not args.in_place, again=_again(source.root, args.in_place), store=store)
         record = Launch(provider=rs.provider, model=rs.model, base_url=rs.base_url, context_window=rs.context_window,
                         context_window_source=(recorded.context_window_source if recorded is not None and
                                                given.get("context_window") is None else rs.context_window_source),
@@ -304,7 +303,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         # Ctrl+C between the run folder and the run's own handling of it: nothing of the run has happened yet.
         if not is_interrupt(exc):  # what a library made of a Ctrl+C is one too
             raise
-        err(f"interrupted before the run started; {resume_hint(paths)}")
+        err(interrupted_start(paths, not args.in_place, _again(source.root, args.in_place), store))
         return EXIT_INTERRUPTED
     return run_headless(sup, paths, store, clock, runner=runner, notify=record.notify,
-                         notify_on_end=on_end, notify_remind=remind)
+                         notify_on_end=on_end, notify_remind=remind, made=not args.in_place,
+                         again=_again(source.root, args.in_place))
+
+
+def _again(job: Path, in_place: bool) -> str:
+    """The command that starts the job again, after a start interrupted before its run was one."""
+    return f"agent-console run {'--in-place ' if in_place else ''}{shlex.quote(str(job))}"

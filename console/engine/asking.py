@@ -192,7 +192,9 @@ class AskingTheModel(SessionBase):
             return None
         rt.events.emit(ev.ErrorEvent, message=str(exc), where="provider", recoverable=False)
         rt.events.observe()
-        return self.end(ShutdownReason.ERROR, str(exc))
+        ended = self.end(ShutdownReason.ERROR, str(exc))
+        ended.fix = exc.fix  # a key to set, credit to add: the run's end names it, then the resume
+        return ended
 
     def provider_down(self, exc: ProviderError) -> None:
         """Transient failures outlasted the turn's bound (unreachable_wait for a server not reached at all,

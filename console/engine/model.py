@@ -86,15 +86,17 @@ class ProviderError(Exception):
     Messages must never contain secrets: adapters build them from status codes
     and error types, not from request headers. ``cause`` is a short phrase for a
     retry line ("rate limited", "server error 503"); ``retry_after`` is the
-    server's own wait in seconds, when it gave one.
+    server's own wait in seconds, when it gave one. ``fix``: for a fatal one the operator can fix, what to do before
+    a resume asks again ("set OPENAI_API_KEY to a working key"): the run's end names it, then the resume.
     """
 
     def __init__(self, message: str, *, kind: ErrorKind = "fatal", cause: str = "",
-                 retry_after: float | None = None) -> None:
+                 retry_after: float | None = None, fix: str = "") -> None:
         super().__init__(message)
         self.kind: ErrorKind = kind
         self.cause = cause or message
         self.retry_after = retry_after
+        self.fix = fix
 
 
 class IncompleteStream(ProviderError):

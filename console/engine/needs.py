@@ -22,6 +22,12 @@ class OperatorState(Protocol):
     paused: bool
 
 EVIDENCE_LINES = 8
+
+# Needs that are each a new request, answered once and done: a restart the context calls for (with auto-restart off,
+# every restart asks, and the operator's approval of one is no failed fix when the next comes). Any other need that
+# comes back after the operator's answer (stuck, a budget, the provider or the store down, completion refused, a
+# give-up, a crash) is the same need unresolved: the operator's channels hear it as "again", and urgent.
+NEW_EACH_TIME: frozenset[str] = frozenset({"restart_approval"})
 EVIDENCE_CHARS = 300
 
 

@@ -46,10 +46,20 @@ class RunResult:
     ended: ev.Outcome = "incomplete"
     # Nothing ran: an earlier run had completed the job.
     already: bool = False
+    # What the operator fixes before a resume goes on (console.engine.shutdown.SessionResult.fix).
+    fix: str = ""
 
     @property
     def ok(self) -> bool:
         return self.ended == "completed"
+
+
+def folder_removed(e: ev.RunEnded) -> bool:
+    """The run ended because its folder was deleted or moved away (the stop console.engine.control.FOLDER_GONE
+    sends): nothing is left to resume, and no ending may offer a resume."""
+    from console.engine.control import FOLDER_GONE
+
+    return e.reason == ShutdownReason.INTERRUPTED.value and FOLDER_GONE in e.detail
 
 
 def status_for(reason: ShutdownReason, ended: ev.Outcome) -> str:

@@ -44,3 +44,5 @@ class SessionResult:
     budget: int = 0
     # The session's turns in all (across resumes), for the next session's restart marker (seed 004).
     session_turns: int = 0
+    # What the operator fixes before a resume goes on (a provider's refusal: "set OPENAI_API_KEY to a working key").
+    fix: str = ""

@@ -602,7 +602,7 @@ class Supervisor:
                          [f"notes: {safe_text(go.notes, one_line=True, join=True, limit=280)}",
                           f"confidence {go.confidence:g}", *rt.guards.unmet()], pause=False)
         self.events.emit(ev.RunEnded, reason=result.reason.value, detail=result.detail, sessions=self.session,
-                         restarts=cp.restarts, outcome=ended)
+                         restarts=cp.restarts, outcome=ended, **({"fix": result.fix} if result.fix else {}))
         self.events.observe()
         if self.operator.channel.gone is None:  # else its folder is gone: nothing is made again at its path
             rt.refresh_projections()
@@ -618,4 +618,4 @@ class Supervisor:
             if rt.outcome is not None:  # a job_complete the record does not bear out (a free stop's)
                 detail = f"{rt.outcome.summary} (a job_complete with work left)"[:2000]
             self._store("ended", status_for(result.reason, ended), self.clock.now(), detail)
-        return RunResult(result.reason, result.detail, self.session, rt.outcome, cp.restarts, ended)
+        return RunResult(result.reason, result.detail, self.session, rt.outcome, cp.restarts, ended, fix=result.fix)

@@ -368,6 +368,11 @@ def to_provider_error(err: anthropic.AnthropicError, *, secret: str | None, time
                       key_variable: str = "ANTHROPIC_API_KEY") -> ProviderError:
     """One line for the operator, and whether asking again can help."""
     message = describe_error(err, secret=secret, timeout=timeout, key_variable=key_variable)
+    if isinstance(err, anthropic.AuthenticationError | anthropic.PermissionDeniedError):
+        # Asking again gets the same answer until the operator fixes the key: the run's end names it, then resume.
+        what = "a working key" if isinstance(err, anthropic.AuthenticationError) else "a key with access to this model"
+        return ProviderError(message, kind="fatal", cause=f"status {err.status_code}",
+                             fix=f"set {key_variable} to {what}")
     if (unreachable := unreachable_reason(err)) is not None and isinstance(err, anthropic.APIConnectionError):
         # Refused, no such host, no route, or no answer to the connection: nobody is there (a short bound).
         return ProviderUnreachable(message, unreachable)

@@ -469,6 +469,11 @@ def to_provider_error(err: openai.OpenAIError, *, secret: str | None, timeout: f
                       key_variable: str = "OPENAI_API_KEY") -> ProviderError:
     """One line for the operator, and whether asking again can help."""
     message = describe_error(err, secret=secret, timeout=timeout, key_variable=key_variable)
+    if isinstance(err, openai.AuthenticationError | openai.PermissionDeniedError):
+        # Asking again gets the same answer until the operator fixes the key: the run's end names it, then resume.
+        what = "a working key" if isinstance(err, openai.AuthenticationError) else "a key with access to this model"
+        return ProviderError(message, kind="fatal", cause=f"status {err.status_code}",
+                             fix=f"set {key_variable} to {what}")
     if (unreachable := unreachable_reason(err)) is not None and isinstance(err, openai.APIConnectionError):
         # Refused, no such host, no route, or no answer to the connection: nobody is there (a short bound).
         return ProviderUnreachable(message, unreachable)
@@ -482,7 +487,7 @@ def to_provider_error(err: openai.OpenAIError, *, secret: str | None, timeout: f
         if status == 429 and _code(err) == "insufficient_quota":
             # Out of credit, not rate limited: no wait brings credit back.
             return ProviderError(f"{message} - the account has no quota left: add credit, then resume",
-                                 kind="fatal")
+                                 kind="fatal", fix="add credit to the account")
         cause = ("rate limited" if status == 429 else f"server error {status}" if status >= 500
                  else f"status {status}")
         return error(message, kind=kind, cause=cause, headers=response_headers(err))

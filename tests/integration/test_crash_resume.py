@@ -14,6 +14,7 @@ import pytest
 
 from console.engine import events as ev
 from console.engine.plan import parse_plan
+from console.engine.runs import run_id
 from tests.conftest import SAMPLES
 
 
@@ -94,7 +95,7 @@ def test_approve_and_deny_from_another_shell(tmp_path) -> None:
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 3  # the operator's decision, not an interrupt
     *_, reason, resume = err.strip().splitlines()
-    assert "restart denied by the operator" in reason and resume.endswith(f"run --in-place {job}")
+    assert "restart denied by the operator" in reason and resume.endswith(f"agent-console resume {run_id(job)}")
     assert "Traceback" not in err
     # a command nobody is running is queued for the next run
     queued = subprocess.run([sys.executable, "-m", "console.cli", "pause", str(job)], capture_output=True, text=True,

@@ -341,7 +341,7 @@ def test_wait_on_a_run_whose_process_was_killed(tmp_path: Path, capsys) -> None:
     # The log still ends with the need, but no process holds the run: interrupted, resumable.
     assert main(["wait", str(job), "--timeout", "30"]) == cli.WAIT_INTERRUPTED
     out = capsys.readouterr().out
-    assert "interrupted: no process runs it" in out and f"run --in-place {job}" in out
+    assert "interrupted: no process runs it" in out and f"agent-console resume {JobPaths(job).run_id}" in out
 
 
 def test_wait_on_a_run_that_ends_without_completing(tmp_path: Path, capsys) -> None:

@@ -84,6 +84,9 @@ class RunEnded(EventBase):
     restarts: int = 0
     # None in a log from before outcomes were recorded (the reason tells what it can).
     outcome: Outcome | None = None
+    # What the operator fixes before a resume goes on (a provider's refusal: "set OPENAI_API_KEY to a working key");
+    # "" when nothing is known to fix.
+    fix: str = ""
 
 
 class StateRecovered(EventBase):
