@@ -126,32 +126,6 @@ def foreign_line(root: Path, why: str, refused: str = "neither resumed nor read"
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    held = hold_for_runner(args)
-    args.held_lock = held  # handed to the Supervisor, which keeps it for the run
-    try:
-        return _cmd_run(args)
-    finally:
-        if held is not None:
-            held.release()  # a start refused after it was taken (the run's own end has let it go already)
-
-
-def hold_for_runner(args: argparse.Namespace) -> Any:
-    """A runner's first act (`run --in-place FOLDER --runner`): the run's lock, taken before the engine is imported
-    (~1.5 s of CPU). `run --detach` and the console wait for this lock, so they return as soon as the run is
-    this process's, not once Python has loaded the engine. None: not a runner, or the lock is not to be had now
-    (the start then says why, as without it)."""
-    if not (getattr(args, "runner", False) and getattr(args, "in_place", False)):
-        return None
-    from console.engine.run_lock import RunLock
-
-    lock = RunLock.of_folder(Path(args.job))
-    try:
-        return lock if lock.acquire() else None
-    except OSError:
-        return None
-
-
-def _cmd_run(args: argparse.Namespace) -> int:
     from console.engine.clock import SystemClock
     from console.engine.job import JobError, one_line, prepare_run, validate_job_folder
     from console.engine.job_config import load_job_config
@@ -306,13 +280,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
                              changes=tuple(changes(recorded, record)) if recorded is not None else (),
                              by=os.environ.pop(RUNNER_BY_ENV, "") if runner else "headless",
                              shown_notify=tuple(shown_url(u) for u in record.notify))
-        # Imported here: a start that only hands the run to a runner (--detach, the console) never loads the engine
-        # (~1.5 s of CPU: the runner loads it).
+        # Imported here: a start that hands the run to a runner (--detach, the console) does not load the
+        # supervisor and its loop (the runner does).
         from console.engine.supervisor import Supervisor
 
         try:
-            sup = Supervisor(paths, rs, provider, clock=clock, store=store, launch=launch,
-                             lock=getattr(args, "held_lock", None))
+            sup = Supervisor(paths, rs, provider, clock=clock, store=store, launch=launch)
         except sqlite3.Error as exc:
             err(f"{settings.store_path}: the jobs database cannot be used ({exc}); move it aside and a new one "
                 "is made")

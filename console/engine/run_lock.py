@@ -12,13 +12,10 @@ import stat
 import time
 import uuid
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from console.engine.atomic import PRIVATE_FILE, private_dir
-
-if TYPE_CHECKING:  # a runner takes its lock before the engine (pydantic) is imported: see RunLock.of_folder
-    from console.engine.job import JobPaths
+from console.engine.job import JobPaths
 
 ACQUIRE_PATIENCE = 0.5  # seconds a run waits for a probe's shared lock to go (see RunLock.acquire)
 
@@ -48,20 +45,6 @@ class RunLock:
         self.path = paths.state / "run.lock"
         self._fd: int | None = None
         self.run_id: str | None = None  # this process's run, once acquired
-
-    @classmethod
-    def of_folder(cls, root: Path) -> RunLock:
-        """The lock of the run folder ``root``, without importing the engine's job model (a runner takes it as its
-        first act: `run --detach` and the console wait for that, not for the engine's imports)."""
-        lock = cls.__new__(cls)
-        # ".console": JobPaths.state (a test holds them equal)
-        lock.path, lock._fd, lock.run_id = root / ".console" / "run.lock", None, None
-        return lock
-
-    @property
-    def held(self) -> bool:
-        """Whether this object holds the lock (acquired, not yet released)."""
-        return self._fd is not None
 
     def run_id_of_holder(self) -> str | None:
         """The id of the run that holds the lock now (None: no run, or one too old to have an id)."""

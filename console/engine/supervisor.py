@@ -89,7 +89,6 @@ class Supervisor:
         channel: ControlChannel | None = None,
         seed: int | None = None,
         launch: LaunchStart | None = None,
-        lock: RunLock | None = None,
     ) -> None:
         # How the run was started (console.engine.launch): recorded once the lock is held, told in an event.
         self.launch = launch
@@ -109,11 +108,9 @@ class Supervisor:
             self.registry = ToolRegistry([*base, *commands])
         self.operator = OperatorState(channel or ControlChannel(paths.inbox))
         self.not_private = make_private(paths.state)  # 0700/0600; what could not be made so, to report
-        # ``lock``: the run's lock, already held by this process (a runner takes it first: see cmd_run).
-        self.lock = lock if lock is not None and lock.held else RunLock(paths)
-        # Repairs happen only when no process runs the job, or this one does (else run() refuses anyway).
-        self.file_problems = (clear_the_way(paths, self.clock) if self.lock.held or self.lock.holder() is None
-                              else [])
+        self.lock = RunLock(paths)
+        # Repairs happen only when no process runs the job (then run() refuses anyway).
+        self.file_problems = clear_the_way(paths, self.clock) if self.lock.holder() is None else []
         self.events = ev.EventStream(paths.events, self.clock)
         # The need the run waits on (reason, message, since), for the jobs table; the one its last process died
         # waiting on (read from the table once, at the start: see _waited_before).
@@ -366,7 +363,7 @@ class Supervisor:
                           "stopped by the operator while a context restart waited for approval")
 
     def run(self) -> RunResult:
-        if not (self.lock.held or self.lock.acquire()):
+        if not self.lock.acquire():
             raise JobBusy(f"{self.paths.root} is already being run by process {self.lock.holder()}")
         self.operator.channel.run_id = self.lock.run_id
         # Only the process that holds the run writes its record (a refused one never does). A new run's sealed

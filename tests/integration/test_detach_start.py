@@ -1,10 +1,10 @@
-"""`run --detach` returns once the runner holds the run (its lock, its first act), not once it has loaded the
-engine nor after its first turn, and says what it waits for when that takes longer (issue 33, point 8). Before:
-the runner took the lock only after importing the engine (~1.5 s of CPU, seconds on a busy machine) and the
-command printed nothing meanwhile.
+"""`run --detach` returns once the runner holds the run (its lock), not after its first turn, and says what it
+waits for when that takes longer than a second (issue 33, point 8). Before: it printed nothing while it waited
+(3-5 s on an idle machine, up to 29 s under load).
 
-The runner is held by a test hook in its own interpreter: a ``sitecustomize`` on PYTHONPATH that blocks the import
-of one module in the runner (AGENT_CONSOLE_RUNNER=1) until a gate file exists. No duration is asserted."""
+The runner is held by a test hook in its own interpreter: a ``sitecustomize`` on PYTHONPATH, active in the runner
+(AGENT_CONSOLE_RUNNER=1) only, that blocks until a gate file exists, either at the import of a module or at the
+run's first event write (console.engine.failpoints). No duration is asserted."""
 
 from __future__ import annotations
 
@@ -28,15 +28,26 @@ REPO = Path(__file__).resolve().parents[2]
 HOLD = """
 import os, sys, time
 _gate, _module = os.environ.get("TEST_HOLD_GATE"), os.environ.get("TEST_HOLD_MODULE")
+
+
+def _wait():
+    deadline = time.monotonic() + 120  # never for ever, whatever the test does
+    while not os.path.exists(_gate) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 if _gate and _module and os.environ.get("AGENT_CONSOLE_RUNNER") == "1":
-    class _Hold:
-        def find_spec(self, name, path=None, target=None):
-            if name == _module:
-                deadline = time.monotonic() + 120  # never for ever, whatever the test does
-                while not os.path.exists(_gate) and time.monotonic() < deadline:
-                    time.sleep(0.01)
-            return None
-    sys.meta_path.insert(0, _Hold())
+    if _module == "first event":
+        from console.engine import failpoints
+
+        failpoints.install(lambda name, tear: _wait() if name == "events" else None)
+    else:
+        class _Hold:
+            def find_spec(self, name, path=None, target=None):
+                if name == _module:
+                    _wait()
+                return None
+        sys.meta_path.insert(0, _Hold())
 """
 
 
@@ -67,17 +78,17 @@ def started(paths: JobPaths) -> bool:
     return paths.events.exists() and any(isinstance(e, ev.SessionStarted) for e in ev.read_events(paths.events))
 
 
-def test_detach_returns_once_the_runner_holds_the_run_before_its_engine_and_first_turn(tmp_path: Path) -> None:
-    env, gate = held_env(tmp_path, "console.engine.supervisor")  # the runner stops before the engine is loaded
+def test_detach_returns_once_the_runner_holds_the_run_before_its_first_turn(tmp_path: Path) -> None:
+    env, gate = held_env(tmp_path, "first event")  # the runner stops at its first event, before any turn
     try:
         done = subprocess.run(cli("run", str(SAMPLES / "quickstart"), "--detach", "--speed", "0"), env=env,
                               capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
         assert done.returncode == 0, done.stderr
         paths = JobPaths(Path(done.stdout.split(": ", 1)[1].splitlines()[0]))
         runner = int(done.stdout.split("(process ", 1)[1].split(")", 1)[0])
-        # Returned while the runner is held: the run is its (the lock), and nothing of the run has happened yet.
+        # Returned while the runner is held: the run is its (the lock), and no event of the run is written yet.
         assert RunLock(paths).holder() == runner
-        assert not started(paths)
+        assert not paths.events.exists() or not list(ev.read_events(paths.events))
         assert "running in the background" in done.stdout
     finally:
         gate.touch()
@@ -107,8 +118,3 @@ def test_a_start_that_waits_says_what_it_waits_for(tmp_path: Path) -> None:
     assert str(paths.state / "runner.log") in said
     assert sum(1 for s in lines if s.startswith("waiting for the run to start")) == 1  # said once
     wait_for(lambda: ended_code(paths) is not None, "the run's end")
-
-
-def test_a_runners_early_lock_is_the_folders_run_lock(tmp_path: Path) -> None:
-    paths = JobPaths(tmp_path / "job")
-    assert RunLock.of_folder(paths.root).path == RunLock(paths).path == paths.state / "run.lock"
