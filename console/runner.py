@@ -157,18 +157,48 @@ def started_by(paths: JobPaths, proc: subprocess.Popen) -> int | None:
 
 
 def wait_started(paths: JobPaths, proc: subprocess.Popen, patience: float = START_PATIENCE,
-                 sleep: Callable[[float], None] = time.sleep) -> int | None:
-    """Wait until the runner holds the run's lock (None) or has exited (its exit code)."""
-    deadline = time.monotonic() + patience
+                 sleep: Callable[[float], None] = time.sleep, *, tell: Callable[[str], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> int | None:
+    """Wait until the runner holds the run's lock (None) or has exited (its exit code). ``tell``: given one line
+    saying what is awaited once the wait passes :data:`TELL_AFTER` (a busy machine: Python's start alone may take
+    seconds)."""
+    start = clock()
+    told = tell is None
     while True:
         code = proc.poll()
         if code is not None:
             return code
         if started_by(paths, proc) is not None:
             return None
-        if time.monotonic() > deadline:
+        now = clock()
+        if now - start > patience:
             return None  # alive but slow: the console attaches and shows it starting
+        if not told and now - start >= TELL_AFTER:
+            told = True
+            assert tell is not None
+            tell(f"waiting for the run to start: {awaited(paths, proc)}; its log: {runner_log(paths)}")
         sleep(0.02)
+
+
+TELL_AFTER = 1.0  # seconds of waiting for a runner after which the wait says what it waits for
+
+
+def awaited(paths: JobPaths, proc: subprocess.Popen) -> str:
+    """What a start waits for now: the watcher to start the runner, or the runner to take the run's lock."""
+    runner = next((pid for pid in _children(proc.pid)), None)
+    if runner is None:
+        return f"its watcher (process {proc.pid}) to start the run's process"
+    return f"process {runner} to take the run's lock ({paths.state / 'run.lock'})"
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux: /proc/PID/task/*/children; [] where it cannot be read)."""
+    found: list[int] = []
+    with contextlib.suppress(OSError, ValueError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children", "rb") as fh:
+                found += [int(p) for p in fh.read().split()]
+    return found
 
 
 def last_end(paths: JobPaths) -> tuple[ev.RunEnded | None, bool]:

@@ -45,9 +45,19 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         finally:
             store.close()
         rows = live_rows
+        away = None
     except StoreError as exc:
-        err(str(exc))
-        return EXIT_FAILED
+        # The store is an index of the run folders: this machine's are listed from them meanwhile, marked.
+        from console.cli.local_runs import STORE_AWAY, local_rows
+        from console.engine.seal import Seal, SealError
+
+        away = str(exc)
+        try:
+            rows = local_rows(settings.runs_dir, Seal.of(settings.data_dir))
+        except SealError:
+            rows = []
+        err(f"{STORE_AWAY}: {away}; this machine's runs, read from their folders under {settings.runs_dir} (a run's "
+            "story: agent-console logs RUN_FOLDER)")
     except (sqlite3.Error, OSError) as exc:
         err(f"{settings.store_path}: the jobs database cannot be read ({exc}); move it aside and a new one is made")
         return EXIT_USAGE
@@ -63,13 +73,16 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     if args.json:
         for r in rows:
             record = {**r.__dict__, "unconfined": unconfined(r, seal)}
+            if away is not None:  # read from its folder: the store's fields it has not (cost, summary) are null
+                record["store"] = "away"
             if not r.host:  # the embedded store: no machine, no lease (its records keep their keys)
                 for extra in ("host", "leased", "key"):
                     record.pop(extra, None)
             say(json.dumps({"id": run_id(r.path), **record}))
         return EXIT_OK
     if not rows:
-        say("no runs yet: try  agent-console run sample_jobs/quickstart")
+        say("no runs of this machine in its data dir (the store is away)" if away is not None else
+            "no runs yet: try  agent-console run sample_jobs/quickstart")
         return EXIT_OK
     # A gone run's line says it is gone, and how to forget it (its summary is still in --json).
     rows = [replace(r, summary=None) if r.status == "gone" else r for r in rows]
@@ -81,6 +94,8 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     # Sorted by needs_first: the runs that need their operator come before newer ones, and the note says so.
     order = "newest first" if all(needs_first(r) for r in rows) else "those that need you first, then newest first"
     notes = [f"{len(rows)} run(s), {order}", "commands take a run's id, folder or the start of its name"]
+    if away is not None:
+        notes.insert(0, "store away: this machine's runs only, from their folders")
     if hidden:
         notes += [f"hidden to fit: {', '.join(hidden)}", "jobs --json has every field"]
     if gone := sum(1 for r in rows if r.status == "gone"):

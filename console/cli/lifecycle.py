@@ -49,7 +49,7 @@ def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, t
         err(f"the run could not be started: {exc.strerror or exc}")
         return EXIT_FAILED
     try:
-        code = wait_started(paths, proc)
+        code = wait_started(paths, proc, tell=None if console else lambda line: say(line, sys.stderr))
         if code is None and console:
             from console.tui.launch import attach_console
 

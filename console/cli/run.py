@@ -132,7 +132,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from console.engine.provenance import Verdict, adopt, judge, set_aside
     from console.engine.seal import Seal, SealError
     from console.engine.store import StoreError
-    from console.engine.supervisor import Supervisor
     from console.engine.tool_setup import check_commands
     from console.providers import ProviderError, make_provider
     from console.settings import load_settings, resolve_run_settings
@@ -286,6 +285,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                              changes=tuple(changes(recorded, record)) if recorded is not None else (),
                              by=os.environ.pop(RUNNER_BY_ENV, "") if runner else "headless",
                              shown_notify=tuple(shown_url(u) for u in record.notify))
+        # Imported here: a start that hands the run to a runner (--detach, the console) does not load the
+        # supervisor and its loop (the runner does).
+        from console.engine.supervisor import Supervisor
+
         try:
             sup = Supervisor(paths, rs, provider, clock=clock, store=store, launch=launch)
         except sqlite3.Error as exc:

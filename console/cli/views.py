@@ -8,6 +8,8 @@ import gc
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 from console.cli.common import (
     MAX_LIST,
@@ -110,6 +112,26 @@ def _fleet(args: argparse.Namespace) -> int:
 
 
 
+def local_run_folder(ref: str, settings: Any, away: str) -> Path:
+    """The folder ``ref`` names among this machine's runs, read from their folders while the shared store is
+    away (``away``: why); ValueError (one line naming what works) when none or several are."""
+    from console.cli.local_runs import STORE_AWAY, local_rows
+    from console.engine.runs import RunLookupError, looks_like_a_path, resolve_run
+    from console.engine.seal import Seal, SealError
+
+    if looks_like_a_path(ref) or os.path.isdir(ref):
+        return Path(ref)
+    try:
+        rows = local_rows(settings.runs_dir, Seal.of(settings.data_dir))
+    except SealError:
+        rows = []
+    try:
+        return resolve_run(ref, rows)
+    except RunLookupError as exc:
+        raise ValueError(f"{STORE_AWAY} ({away}), and {exc}: this machine's runs are listed by agent-console jobs "
+                         "(from their folders); give logs the run's folder (agent-console logs RUN_FOLDER)") from None
+
+
 def cmd_logs(args: argparse.Namespace) -> int:
     """`logs JOB [-f] [--json] [--since SEQ] [-n N]`: a run's story (or its events), whole or followed.
 
@@ -133,11 +155,17 @@ def cmd_logs(args: argparse.Namespace) -> int:
         from console.settings import load_settings
 
         settings = load_settings()
-        paths = validate_job_folder(run_folder(args.job, settings))
+        away = getattr(args, "store_away", None)
+        paths = validate_job_folder(local_run_folder(args.job, settings, away) if away else
+                                    run_folder(args.job, settings))
         refuse_foreign(paths, settings.data_dir)
     except (JobError, ValueError) as exc:
         err(str(exc))
         return EXIT_USAGE
+    if away:  # the first line: where this story is read from
+        from console.cli.local_runs import STORE_AWAY
+
+        err(f"{STORE_AWAY} ({away}): run {paths.run_id} read from its folder {paths.root}")
     lock = RunLock(paths)
     try:
         mode: int | None = os.stat(paths.events).st_mode

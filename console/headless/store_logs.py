@@ -108,8 +108,8 @@ def remote_logs(args: argparse.Namespace) -> int | None:
         err(str(exc))
         return EXIT_USAGE
     except StoreError as exc:
-        err(str(exc))
-        return EXIT_FAILED
+        args.store_away = str(exc)  # this machine's runs are read from their folders (console.cli.local_runs)
+        return None
     if row is None:
         return None
     store = settings.open_store()

@@ -182,6 +182,12 @@ class PgStore:
         # The pool logs each failed reconnection attempt as a warning on stderr (a runner's log, under the story
         # of the run): a dozen lines a minute while the store is away. The store says it once, in its own words.
         logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
+        # One connection of our own first: the pool retries a refused one (with backoff) until its timeout, so a
+        # server that refused at once was told only after CONNECT_TIMEOUT. A refusal is told now; a server that
+        # never answers still gets its bound (connect_timeout).
+        away = self._reach()
+        if away is not None and not lenient:
+            raise StoreError(away)
         try:
             self.pool = ConnectionPool(url, min_size=1, max_size=pool_max, timeout=CONNECT_TIMEOUT, open=True,
                                        kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
@@ -190,6 +196,9 @@ class PgStore:
         except Exception as exc:  # a URL the library refuses: its message may quote the URL
             raise StoreError(f"store {self.shown}: {self._say(exc)}") from None
         self._migrated = False
+        if away is not None:  # lenient: the run goes on; the pool connects once the server is back
+            self.error = away
+            return
         try:
             with self.connection():
                 pass  # migrated there
@@ -201,6 +210,17 @@ class PgStore:
         except Exception:
             self.pool.close()
             raise
+
+    def _reach(self) -> str | None:
+        """None when the server takes a connection now; else one line saying why not (refused at once, no answer
+        within CONNECT_TIMEOUT, a login refused...)."""
+        try:
+            conn = self._psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+        except self._psycopg.Error as exc:
+            return f"store {self.shown}: cannot be reached ({self._say(exc)})"
+        with contextlib.suppress(Exception):
+            conn.close()
+        return None
 
     def _say(self, exc: BaseException) -> str:
         """One line about ``exc``, with the password cut out wherever the library quoted it."""
