@@ -9,8 +9,8 @@ Exit codes (console/outcome.py): 0 the job completed (the harness's record shows
 the plan done); 1 incomplete (the last line says why); 2 bad input (job folder,
 run id, job.toml, settings, flags); 3 stopped by the operator (a stop from the
 console or another shell, or a denied restart); 4 the agent gave up; 7 failed
-(an internal error); 130 interrupted (Ctrl+C, SIGTERM or SIGHUP, or the model
-stayed unreachable). `wait` adds 5 timeout and 6 interrupted (see WAIT_HELP).
+(an internal error); 130 interrupted (Ctrl+C, SIGTERM or SIGHUP, or a stop while
+the run asked because the model could not be reached). `wait` adds 5 timeout and 6 interrupted (see WAIT_HELP).
 
 One module per command family (run, lifecycle, views, jobs, control, wait; the grammar in parser, what they
 share in common). A command imports what it needs when it runs: `jobs` and the operator's commands start

@@ -35,7 +35,7 @@ def add_parser(sub: Any, settings_flags: Any) -> None:
                        description="Run JOB as a Kubernetes Job: the job folder on a PersistentVolumeClaim, the "
                                    "provider key from a Secret, the store URL from the settings, the run's settings "
                                    "recorded. A pod evicted or killed is replaced and resumes the run from the "
-                                   "volume. See the README's Kubernetes section.")
+                                   "volume. See docs/kubernetes.md.")
     s.add_argument("job", metavar="JOB", help="job folder (with instructions.md)")
     s.add_argument("--kubernetes", action="store_true", help="submit to the Kubernetes cluster of the kubeconfig")
     s.add_argument("--dry-run", action="store_true", help="print the manifests as YAML; send nothing")
@@ -63,7 +63,7 @@ def add_parser(sub: Any, settings_flags: Any) -> None:
     s.add_argument("--allow-userns", action="store_true",
                    help="let bubblewrap make user namespaces in the pod (job-declared commands confined): the run "
                         "container gets seccomp and AppArmor Unconfined, in a pod with its own user namespace "
-                        "(see the README)")
+                        "(see docs/kubernetes.md)")
     s.add_argument("--image-pull-policy", choices=("IfNotPresent", "Always", "Never"), default="IfNotPresent")
     s.add_argument("--context", help="kubeconfig context (default: its current one)")
     s.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")

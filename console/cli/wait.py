@@ -123,7 +123,8 @@ def _wait_verdict(fold: _WaitFold, rid: str, alive: bool) -> tuple[int, str] | N
     if state == runs.INTERRUPTED:
         if end.reason == "interrupted" and end.detail.startswith("interrupted"):
             return WAIT_INTERRUPTED, f"run {rid} {end.detail}: resume it with agent-console resume {rid}"
-        return WAIT_INTERRUPTED, f"run {rid} interrupted: the model stayed unreachable{detail}"
+        return WAIT_INTERRUPTED, (f"run {rid} interrupted: the model could not be reached{detail}; resume it with "
+                                  f"agent-console resume {rid}")
     return WAIT_ENDED, f"run {rid} ended without completing ({end.reason}){detail}"
 
 

@@ -87,7 +87,7 @@ def test_the_shared_wording():
     stop = ev.OperatorCommand(ts=FROZEN_NOW, seq=1, session=1, command="stop", source="cli", status="discarded")
     assert present.discarded_text(stop) == "discarded stop from an earlier run"
     assert present.unpriced_text("my-model\n") == ("no price known for my-model\\n: costs are not shown; add it under "
-                                                   "[prices] in the config (see README)")
+                                                   "[prices] in the config (see docs/operators-guide.md)")
     assert present.window_text(200_000, "registry: claude-sonnet-4-5") == "window 200k (registry: claude-sonnet-4-5)"
     assert present.window_text(1_000_000, "job.toml") == "window 1M (job.toml)"
     assert present.window_text(131_072, "") == "window 131k" and present.window_text(0, "default") == ""

@@ -47,7 +47,7 @@ def _end(reason: str, outcome: str | None) -> ev.RunEnded:
     ("budget_exhausted", "incomplete", WAIT_ENDED, "budget_exhausted"),
     ("error", "failed", WAIT_FAILED, "failed (error)"),
     ("context_full", None, WAIT_FAILED, "failed (context_full)"),
-    ("model_unavailable", "incomplete", WAIT_INTERRUPTED, "model stayed unreachable"),
+    ("model_unavailable", "incomplete", WAIT_INTERRUPTED, "model could not be reached"),
     ("gave_up", "gave_up", WAIT_NEEDS, "the agent gave up"),
     ("a_reason_from_a_newer_version", "completed", WAIT_COMPLETED, "completed"),
     ("a_reason_from_a_newer_version", None, WAIT_ENDED, "ended without completing"),

@@ -118,7 +118,7 @@ def unpriced_text(model: str) -> str:
     """Said once per view when the model's price is unknown (``session_started.priced`` is False)."""
     name = one_line(model, 80) or "this model"
     return (f"no price known for {name}: costs are not shown; add it under [prices] in the config "
-            "(see README)")
+            "(see docs/operators-guide.md)")
 
 
 def _seconds(s: float) -> str:
