@@ -260,7 +260,8 @@ class FleetActions(App[int]):
         fleet = self.fleet
         said = acknowledge_run(JobPaths(row.path), f"{row.id} {row.job}", "fleet",
                                (lambda: open_store(fleet.url, fleet.store_path)) if fleet is not None else None)
-        self.call_from_thread(self.notify, said.message, title=said.title, severity=said.severity)
+        if said.title != "Acknowledged":  # done: the row says so at the next poll (a notice would cover columns)
+            self.call_from_thread(self.notify, said.message, title=said.title, severity=said.severity)
 
     def _resume_if(self, yes: bool | None, row: FleetRow) -> None:
         if yes:

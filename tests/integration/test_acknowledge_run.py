@@ -59,6 +59,9 @@ def test_ack_makes_a_run_that_gave_up_ask_no_more_and_a_resume_asks_again(make_j
     stored = JobStore(store_path()).get(paths.root)
     assert stored is not None and stored.status == "gave up" and stored.needs_since is None
     assert "the agent gave up" in stored.detail or "Cannot read the input" in (stored.detail or "")
+    # `jobs` no longer lists it first as needing you (its word stays: gave up).
+    assert main(["jobs"]) == EXIT_OK
+    assert "those that need you first" not in capsys.readouterr().out
     # Again: said, nothing written twice.
     assert main(["acknowledge", paths.run_id]) == EXIT_OK
     assert "already acknowledged" in capsys.readouterr().out
