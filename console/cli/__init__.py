@@ -42,7 +42,8 @@ _MOVED = {
 # control.cmd_control.
 _COMMANDS = {"run": ("run", "cmd_run"), "jobs": ("jobs", "cmd_jobs"), "attach": ("views", "cmd_attach"),
              "logs": ("views", "cmd_logs"), "wait": ("wait", "cmd_wait"), "fleet": ("views", "cmd_fleet"),
-             "submit": ("submit", "cmd_submit"), "store": ("store", "cmd_store")}
+             "submit": ("submit", "cmd_submit"), "store": ("store", "cmd_store"),
+             "ack": ("acknowledge", "cmd_ack"), "acknowledge": ("acknowledge", "cmd_ack")}
 
 
 def __getattr__(name: str) -> Any:

@@ -134,6 +134,7 @@ class Seen:
     started: bool = True  # a session has started
     outcome: str = ""  # its last process's outcome in words ("" while it runs): completed | gave up | failed | ...
     ended: bool = False  # its last process logged its end
+    acknowledged: bool = False  # the operator acknowledged that end (agent-console ack): it asks no more
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,9 @@ def liveness(stored: str, pid: int | None, *, gone: bool = False, detail: str = 
     if stored == GAVE_UP or (seen is not None and seen.outcome == GAVE_UP):
         # The agent gave up: the operator decides (resume it once the cause is fixed). Told as needing them
         # where the reason is shown beside (the fleet); the store's word where it is not (``jobs``).
+        # Once they acknowledged it (console.engine.acknowledge) it keeps its outcome and asks no more.
+        if seen is not None and seen.acknowledged:
+            return Liveness(GAVE_UP, "stopped")
         return Liveness(NEEDS if seen is not None else GAVE_UP, "needs")
     if stored in STORED_LIVE:
         return Liveness(INTERRUPTED, "interrupted")  # no process holds the lock: it died, or was killed

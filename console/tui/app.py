@@ -121,6 +121,8 @@ class ConsoleApp(FleetActions, HeldNotices):
         self.fleet_view: FleetScreen | None = None
         self.poll_interval = poll_interval
         self._rung: dict[Path, int] = {}  # the needs_operator seq the bell already rang for, per run
+        self._needs_primed = False  # the fleet's list was read whole once (console.tui.fleet_actions)
+        self._needs_told: tuple[str, dict[Path, int]] | None = None
         self._stop_watch = asyncio.Event()
         self.theme_problems: list[str] = []
         self._gc_thresholds: tuple[int, ...] = ()
@@ -380,13 +382,18 @@ class ConsoleApp(FleetActions, HeldNotices):
         """The palette: each action once, in the console's words. Not Textual's own Quit (it would skip the
         question and abort the run), nor its Keys panel (? is the help) or Maximize (m)."""
         if self.fleet_view is not None and screen is self.fleet_view:
-            yield SystemCommand("Attach", "Open the console of the selected run (q comes back)",
-                                screen.action_attach)
-            yield SystemCommand("Approve restart", "Approve the selected run's pending context restart",
-                                screen.action_approve)
-            yield SystemCommand("Deny restart", "Deny the selected run's pending restart (the run ends)",
-                                screen.action_deny)
-            yield SystemCommand("Filter runs", "Show only the runs matching some words", screen.action_filter)
+            view = self.fleet_view  # the selected run's commands, only those that act on it (as its footer)
+            for action, title, help_text, run in (
+                    ("attach", "Attach", "Open the console of the selected run (q comes back)", view.action_attach),
+                    ("approve", "Approve restart", "Approve the selected run's pending context restart",
+                     view.action_approve),
+                    ("deny", "Deny restart", "Deny the selected run's pending restart (the run ends)",
+                     view.action_deny),
+                    ("acknowledge", "Acknowledge run", "The selected run that gave up, crashed or failed asks for "
+                     "you no more (resume still goes on with it)", view.action_acknowledge)):
+                if view.check_action(action, ()):
+                    yield SystemCommand(title, help_text, run)
+            yield SystemCommand("Filter runs", "Show only the runs matching some words", view.action_filter)
         elif self._is_run_screen(screen):
             yield from screen.system_commands()
         yield SystemCommand("Theme", "Change the console's theme", self.action_change_theme)

@@ -1,5 +1,5 @@
-"""The fleet's actions on the runs it lists: attach, approve, deny, stop, pause, resume, forget, and the bell when a run
-needs its operator. The fleet's screen only shows rows and says what the operator asked for
+"""The fleet's actions on the runs it lists: attach, approve, deny, stop, pause, resume, acknowledge, forget, and the
+bell when a run needs its operator. The fleet's screen only shows rows and says what the operator asked for
 (:class:`console.tui.screens.fleet.FleetScreen.Act`); this half of the app asks before anything that ends, starts
 or forgets a run, and acts: through the run's inbox, or ``agent-console resume`` for a run no process runs."""
 
@@ -9,7 +9,7 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from textual import work
 from textual.app import App
@@ -24,11 +24,16 @@ from console.tui.screens.confirm import ConfirmScreen
 from console.view.fleet import GONE, Fleet, FleetRow
 
 if TYPE_CHECKING:
+    from textual.screen import Screen
+
     from console.tui.screens.dialog import Dialog
     from console.tui.screens.fleet import FleetScreen  # imported when the fleet is shown (an attach never is)
     from console.tui.screens.run import Run, RunScreen
 
 NEEDS_TITLES = ("Approval needed", "Needs you")  # the fleet's notices of runs that need their operator
+# Seconds a needs notice stays: long enough to be read, short enough not to sit over the list's columns (the row and
+# the title keep saying it).
+NEEDS_TIMEOUT = 5.0
 
 
 class FleetActions(App[int]):
@@ -37,6 +42,9 @@ class FleetActions(App[int]):
     fleet: Fleet | None
     fleet_view: FleetScreen | None
     _rung: dict[Path, int]
+    _needs_primed: bool  # the list was read whole once: a need seen after that is new (it rings, a notice says it)
+    # The needs notice shown over a run's console: its title, the needs it told of.
+    _needs_told: tuple[str, dict[Path, int]] | None
     _fleet_drawn: threading.Event  # set once rows are on the screen: the poller folds the logs after that
 
     def ask(self, dialog: Dialog, done: Callable[[Any], None]) -> None:
@@ -47,6 +55,7 @@ class FleetActions(App[int]):
 
         def open_run(self, path: Path) -> None: ...  # the app's: it builds the run's screen
         def _run_screen(self, run: Run, *, in_fleet: bool = False) -> RunScreen: ...
+        def _is_run_screen(self, screen: Screen) -> TypeGuard[RunScreen]: ...
 
     def on_fleet_rows(self, message: FleetRows) -> None:
         if self.fleet_view is None or not self.fleet_view.is_attached:
@@ -55,24 +64,58 @@ class FleetActions(App[int]):
         self.fleet_view.update_rows(message.rows, message.error)
         if not self._fleet_drawn.is_set():
             self.call_after_refresh(self._fleet_drawn.set)
+        self._retract_stale_needs(message.rows)
         newly = [r for r in message.rows if r.needs_seq and self._rung.get(r.path) != r.needs_seq]
         for row in newly:
             self._rung[row.path] = row.needs_seq
-        if newly:
-            # One notice at a time (the newest), also over an attached run's console: a run that restarts
-            # often must not stack notices over the screen; the list's title keeps the count. The console's
-            # other notices stay (one held while a question is up is shown after it: console.tui.notices).
-            self.bell()
-            for title in NEEDS_TITLES:
-                retract(self, title)
-            names = ", ".join(f"{r.id} {r.job}" for r in newly[:3]) + (" and more" if len(newly) > 3 else "")
-            approval = all(r.pending_seq for r in newly)
-            what = "context full, the restart waits for approval" if approval else \
-                f"needs you ({', '.join(sorted({r.needs_label for r in newly}))})"
-            where = ("select it in the list: " + ("a approves, d denies" if approval else "enter attaches")) \
-                if self.screen is self.fleet_view else "q returns to the list"
-            self.notify(f"{names}: {what} ({where}).", title=NEEDS_TITLES[0 if approval else 1],
-                        severity="warning", timeout=10)
+        if not self._needs_primed:
+            # What needed the operator before the list was first read whole is no news: the list's title counts
+            # it and its rows come first, highlighted. The bell (and a notice over a run's console) is for a need
+            # that comes while the list is open: a notice on every start covered the columns and said nothing new.
+            self._needs_primed = getattr(message.rows, "folded", True)
+            return
+        screen = self.screen
+        if self._is_run_screen(screen):  # that run's own need: its console says it (and rings) itself
+            newly = [r for r in newly if r.path != screen.paths.root]
+        if not newly:
+            return
+        self.bell()
+        if not self._is_run_screen(screen):
+            # Over the list (or a question over it), the run's row says it, first and highlighted, and the title
+            # counts it: a notice there would only cover the columns it is in (at 80x24, the state, phase, ctx and
+            # cost of the rows under it).
+            return
+        # Over a run's console, a short notice names the other run (one at a time, the newest: a run that restarts
+        # often must not stack notices over the screen). It goes when the list is back or the need is gone.
+        for title in NEEDS_TITLES:
+            retract(self, title)
+        names = ", ".join(f"{r.id} {r.job}" for r in newly[:2]) + (" and more" if len(newly) > 2 else "")
+        approval = all(r.pending_seq for r in newly)
+        what = "a restart to approve" if approval else \
+            f"needs you ({', '.join(sorted({r.needs_label for r in newly}))})"
+        title = NEEDS_TITLES[0 if approval else 1]
+        self._needs_told = (title, {r.path: r.needs_seq for r in newly})
+        self.notify(f"{names}: {what} (q returns to the list).", title=title, severity="warning",
+                    timeout=NEEDS_TIMEOUT)
+
+    def _retract_stale_needs(self, rows: list[FleetRow]) -> None:
+        """Take back the fleet's needs notice once none of the needs it told of is still there (approved, denied,
+        resumed, acknowledged, ended)."""
+        if self._needs_told is None:
+            return
+        title, told = self._needs_told
+        now = {r.path: r.needs_seq for r in rows}
+        if not any(now.get(path) == seq for path, seq in told.items()):
+            self._needs_told = None
+            retract(self, title)
+
+    def on_fleet_screen_shown(self, _message: FleetScreen.Shown) -> None:
+        """The list is back (q from a run's console): a needs notice told over that console is done with (it said
+        "q returns to the list"; the list's row and title say the rest)."""
+        if self._needs_told is not None:
+            title = self._needs_told[0]
+            self._needs_told = None
+            retract(self, title)
 
     def on_fleet_screen_act(self, message: FleetScreen.Act) -> None:
         row = message.row
@@ -90,6 +133,9 @@ class FleetActions(App[int]):
             return
         if message.action == "pause":
             self._fleet_pause(row)
+            return
+        if message.action == "acknowledge":
+            self._fleet_acknowledge(row)
             return
         if not row.pending_seq:
             self.notify(f"{row.id} {row.job} has no restart waiting for approval ({row.state}).",
@@ -193,6 +239,29 @@ class FleetActions(App[int]):
                                "settings it was started with; it comes back where it stopped. Enter attaches to "
                                "it once it runs.", "Resume", "Leave it"),
                  lambda yes: self._resume_if(yes, row))
+
+    def _fleet_acknowledge(self, row: FleetRow) -> None:
+        """``k``: a run that gave up, crashed or failed asks no more (not asked first: it ends nothing, and ``r``
+        still resumes it)."""
+        if not row.ackable:
+            why = ("a process runs it: answer it instead" if row.has_runner else
+                   f"it is {row.host}'s: acknowledge it there (agent-console ack {row.id})" if row.host else
+                   "it was acknowledged" if row.acknowledged else f"it is {row.state_text}")
+            self.notify(f"{row.id} {row.job}: nothing to acknowledge ({why}).", title="Nothing to acknowledge")
+            return
+        self.acknowledge_run(row)
+
+    @work(thread=True, exit_on_error=False, group="acknowledge")
+    def acknowledge_run(self, row: FleetRow) -> None:
+        """Record the acknowledgement (console.engine.acknowledge: the run's log, then the jobs store); the next
+        poll shows the row as it ended, no longer first."""
+        from console.tui.acknowledging import acknowledge_run
+
+        fleet = self.fleet
+        said = acknowledge_run(JobPaths(row.path), f"{row.id} {row.job}", "fleet",
+                               (lambda: open_store(fleet.url, fleet.store_path)) if fleet is not None else None)
+        if said.title != "Acknowledged":  # done: the row says so at the next poll (a notice would cover columns)
+            self.call_from_thread(self.notify, said.message, title=said.title, severity=said.severity)
 
     def _resume_if(self, yes: bool | None, row: FleetRow) -> None:
         if yes:

@@ -50,6 +50,10 @@ def command_keys() -> list[OperatorKey]:
 # Bound on a run's screen (console.tui.screens.run.RunScreen): each action is that screen's.
 OPERATOR_KEYS: list[OperatorKey] = [
     *command_keys(),
+    # Only on a run that ended without completing and asks for its operator (RunScreen.check_action).
+    OperatorKey("acknowledge", "k", "acknowledge", "Ack",
+                "acknowledge a run that gave up, crashed or failed: it asks for you no more (resume still goes on "
+                "with it; as agent-console ack ID)"),
     OperatorKey("guardrails", "g", "guardrails", "Guards",
                 "guardrails: policies, feedback providers, completion checker and verdict, deadline, token budget, "
                 "command tools (g or esc closes)"),

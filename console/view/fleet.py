@@ -95,6 +95,8 @@ class FleetRow:
     key: str = ""
     # A run of another machine whose runner holds its lease now (its pid is that machine's: ``pid`` stays None).
     leased: bool = False
+    # The operator acknowledged how it ended (console.engine.acknowledge): it asks for them no more.
+    acknowledged: bool = False
 
     @property
     def has_runner(self) -> bool:
@@ -125,7 +127,17 @@ class FleetRow:
         if self.pid is not None:
             return "unpause" if self.state in (PAUSED, NEEDS) and not self.pending_seq else ""
         # With no process, a run that needs its operator crashed or its agent gave up: resuming it goes on.
-        return "start" if self.state in (INTERRUPTED, STOPPED, FAILED, NEEDS) or self.state in FAILED_LIKE else ""
+        return "start" if self.state in (INTERRUPTED, STOPPED, FAILED, NEEDS, GAVE_UP) or self.state in FAILED_LIKE \
+            else ""
+
+    @property
+    def ackable(self) -> bool:
+        """What ``k`` acknowledges: a run of this machine no process runs, that asks for its operator (its agent
+        gave up, it crashed) or failed, not acknowledged yet (console.engine.acknowledge). A live run's need is
+        answered instead; another machine's run is acknowledged there, where its folder is."""
+        if self.has_runner or self.host or self.acknowledged or self.state == GONE:
+            return False
+        return self.state == NEEDS or self.kind == "failed" or self.state in FAILED_LIKE
 
     @property
     def pausable(self) -> bool:
@@ -258,6 +270,7 @@ def snapshot(row: JobRow, fold: RunFold, pid: int | None, now: datetime) -> Flee
         host=row.host if row.remote else "",
         key=row.key if row.remote else "",
         leased=leased,
+        acknowledged=st.acknowledged,
     )
 
 

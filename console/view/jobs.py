@@ -113,8 +113,9 @@ def _lock_holder(root: Path) -> int | None:
 
 
 def needs_first(r: Any) -> bool:
-    """The sort key that lists the runs needing their operator first (one whose agent gave up does too)."""
-    return r.status not in (NEEDS, GAVE_UP)
+    """The sort key that lists the runs needing their operator first (one whose agent gave up does too, until the
+    operator acknowledged it: `ack` clears its needs_since, console.engine.acknowledge)."""
+    return not (r.status == NEEDS or (r.status == GAVE_UP and r.needs_since))
 
 
 # The jobs table: its columns in order, and which go first when the terminal is narrow (the id, the state and

@@ -16,7 +16,8 @@ PROCESS_GONE = "its process is gone"
 def seen_of(st: ConsoleState) -> Seen:
     """What a run's log says about it, for :func:`console.engine.runs.liveness`."""
     return Seen(needs=st.needs.reason if st.needs is not None else "", restart_pending=st.restart_pending is not None,
-                paused=st.paused, started=bool(st.session), outcome=st.outcome or "", ended=st.ended)
+                paused=st.paused, started=bool(st.session), outcome=st.outcome or "", ended=st.ended,
+                acknowledged=st.acknowledged)
 
 
 def run_liveness(st: ConsoleState, pid: int | None) -> Liveness:

@@ -87,6 +87,28 @@ def test_a_run_whose_agent_gave_up_keeps_its_confidence_and_since_when(store_url
     store.close()
 
 
+def test_an_acknowledged_run_keeps_its_status_and_asks_no_more(store_url: str, tmp_path: Path) -> None:
+    """Issue 33: `ack ID` (console.engine.acknowledge) on a run that gave up keeps its word and outcome and clears
+    since when it needed its operator; one that crashed needing them is interrupted; a completed one is left."""
+    store = opened(store_url, tmp_path)
+    gave_up, crashed, done = (tmp_path / "runs" / n for n in ("gave-up", "crashed", "done"))
+    for run in (gave_up, crashed, done):
+        store.started(run, run.name, "scripted", "scripted-agent", T0)
+    store.gave_up(gave_up, T0 + timedelta(minutes=2), 0.1, "cannot read the input")
+    store.needs(crashed, "crashed", "internal error", T0 + timedelta(minutes=1))
+    store.completed(done, T0 + timedelta(minutes=3), 0.9, "done")
+    for run in (gave_up, crashed, done):
+        store.acknowledged(run, T0 + timedelta(minutes=5))
+    row = store.get(gave_up)
+    assert row is not None and (row.status, row.confidence, row.detail, row.needs_since) == (
+        "gave up", 0.1, "cannot read the input", None)
+    row = store.get(crashed)
+    assert row is not None and (row.status, row.needs_since) == ("interrupted", None)
+    assert store.get(done).status == "completed"  # type: ignore[union-attr]
+    assert store.error is None
+    store.close()
+
+
 def test_live_runs_are_listed_whatever_their_age(store_url: str, tmp_path: Path) -> None:
     store = opened(store_url, tmp_path)
     old_live = tmp_path / "runs" / "a-live"

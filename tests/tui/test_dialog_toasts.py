@@ -103,16 +103,19 @@ def test_notices_that_stopped_being_true_do_not_come_back(make_job):
     drive(app, body, size=(80, 24))
 
 
-def test_the_fleet_s_approval_toast_never_covers_its_stop_question(tmp_path):
-    """The fleet at 80x24 raises "Approval needed" for a waiting run; the stop question for another run takes it
-    off while it is asked, and it is back once answered. A new need replaces the fleet's notice, not the others."""
+def test_the_fleet_s_notices_never_cover_its_stop_question(tmp_path):
+    """The fleet at 80x24 says something ("Resumed"); the stop question for a run takes it off while it is asked,
+    and it is back once answered. A need that comes meanwhile adds no notice over the list (its row and the title
+    say it: issue 33), and leaves the others alone."""
     fx = make_fleet(tmp_path)
     app = fleet_app(fx, dialog_clock=Clock(), poll_interval=0.05)
     running = fx.runs["running"]
 
     async def body(pilot):
         await wait_for(pilot, lambda: listed(app, 7))
-        await wait_for(pilot, lambda: toasts(app.screen) == ["Approval needed"], what="the fleet's toast")
+        await wait_for(pilot, lambda: app._needs_primed, what="the list read whole")
+        app.notify("95tbj runs again, in the background.", title="Resumed")
+        await wait_for(pilot, lambda: toasts(app.screen) == ["Resumed"], what="the fleet's toast")
         view = app.fleet_view
         view.table.move_cursor(row=next(n for n, r in enumerate(view.shown) if r.path == running))
         await pilot.pause()
@@ -121,17 +124,15 @@ def test_the_fleet_s_approval_toast_never_covers_its_stop_question(tmp_path):
         question = app.screen
         await pilot.pause()
         assert toasts(question) == [] and titles(app) == []
-        assert [n.title for n in app.held_notices] == ["Approval needed"]
+        assert [n.title for n in app.held_notices] == ["Resumed"]
         app.notify("95tbj: exit code 1", title="Not resumed", severity="error")
-        first = app.held_notices[0]
+        rung = dict(app._rung)
         app._rung.clear()  # the waiting run needs its operator anew (a new pending seq): the next poll says so
-        await wait_for(pilot, lambda: app.held_notices[-1:] and app.held_notices[-1] is not first
-                       and app.held_notices[-1].title == "Approval needed", what="the new need")
-        assert [n.title for n in app.held_notices] == ["Not resumed", "Approval needed"]
+        await wait_for(pilot, lambda: app._rung == rung, what="the new need seen")
+        assert [n.title for n in app.held_notices] == ["Resumed", "Not resumed"]
         await pilot.press("n")
         await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen), what="the list")
-        await wait_for(pilot, lambda: toasts(app.screen) == ["Not resumed", "Approval needed"],
-                       what="the toasts back")
+        await wait_for(pilot, lambda: toasts(app.screen) == ["Resumed", "Not resumed"], what="the toasts back")
 
     with ExitStack() as stack:
         lock = RunLock(JobPaths(running))

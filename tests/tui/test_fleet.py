@@ -17,6 +17,7 @@ from console.engine import events as ev
 from console.engine.control import RunLock
 from console.engine.job import JobPaths
 from console.engine.runs import run_id
+from console.tui.fleet_actions import NEEDS_TITLES
 from console.tui.launch import build_fleet_app
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.fleet import FleetScreen
@@ -109,7 +110,10 @@ def test_fleet_view_snapshot(snap_compare, fixed_root, size):
     assert snap_compare(app, terminal_size=size, run_before=before)
 
 
-def test_waiting_run_rings_once_and_raises_a_notification(tmp_path):
+def test_a_need_there_before_the_list_opened_neither_rings_nor_covers_it_a_new_one_rings_once(tmp_path):
+    """Issue 33: the fleet's "Approval needed" / "Needs you" toast opened on every start and, at 80x24, covered the
+    state, phase, ctx and cost columns. A need the list finds when it opens is in its row (first, highlighted) and
+    the title; a need that comes while it is open rings once; over the list no notice covers the columns."""
     fx = make_fleet(tmp_path)
     app = fleet_app(fx, poll_interval=0.05)
     rings: list[int] = []
@@ -117,11 +121,18 @@ def test_waiting_run_rings_once_and_raises_a_notification(tmp_path):
 
     async def body(pilot):
         await wait_for(pilot, lambda: listed(app, 7))
-        await asyncio.sleep(0.3)  # several polls: still one bell for the same pending restart
-        notes = [n for n in app._notifications]
-        assert len(rings) == 1
-        assert any(n.title == "Approval needed" and "security-audit" in n.message for n in notes)
+        await asyncio.sleep(0.3)  # several polls
+        assert rings == [] and not [n for n in app._notifications if n.title in NEEDS_TITLES]
         assert app.fleet_view.selected.state == WAITING  # the cursor starts on the most urgent run
+        assert "1 run needs you" in str(app.fleet_view.query_one("#fleet-title").render())
+        running = fx.runs["running"]
+        with (running / ".console" / "events.jsonl").open("a") as fh:  # a new need, while the list is open
+            fh.write(ev.NeedsOperator(ts=FROZEN_NOW, seq=900, session=1, reason="stuck",
+                                      message="no todo completed in 40 turns").model_dump_json() + "\n")
+        await wait_for(pilot, lambda: bool(rings), what="the bell")
+        await asyncio.sleep(0.3)  # several polls: one bell for one need
+        assert len(rings) == 1 and not [n for n in app._notifications if n.title in NEEDS_TITLES]
+        assert "2 runs need you" in str(app.fleet_view.query_one("#fleet-title").render())
 
     drive(app, body, size=(80, 24))
 
@@ -170,10 +181,10 @@ def test_approve_and_deny_from_the_list_go_to_the_selected_runs_inbox(tmp_path):
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
         await pilot.pause()
-        await pilot.press("down", "a")  # the running run has nothing to approve: said, nothing sent
+        await pilot.press("down", "a")  # the running run has nothing to approve: not offered, nothing sent
         await pilot.pause()
         notes = [n.title for n in app._notifications]
-        assert "Deny sent" in notes and "Nothing to approve" in notes
+        assert "Deny sent" in notes and "Approve sent" not in notes
 
     # The waiting run's process is make-believe: its inbox gets the command only if a process holds the lock.
     lock = RunLock(JobPaths(waiting))

@@ -129,3 +129,30 @@ def test_a_completed_run_offers_no_resume(make_job, monkeypatch):
         await pilot.press("q")
 
     drive(app, body)
+
+
+def test_k_acknowledges_a_run_that_crashed_it_asks_no_more_and_p_still_resumes_it(make_job):
+    """Issue 33: a run that crashed needing its operator asked for ever; the console's k acknowledges it (as the
+    fleet's k and `agent-console ack`), offered only while it applies."""
+    paths = make_job("quickstart")
+    killed_mid_run(paths)
+    last = list(ev.read_events(paths.events))[-1]
+    with paths.events.open("a", encoding="utf-8") as fh:
+        fh.write(ev.NeedsOperator(ts=last.ts, seq=last.seq + 1, session=last.session, reason="crashed",
+                                  message="the run stopped on an internal error", paused=False)
+                 .model_dump_json() + "\n")
+    app = attach_app(paths)
+
+    async def body(pilot):
+        await wait_for(pilot, lambda: app.state.needs is not None, what="the need folded")
+        await wait_for(pilot, lambda: "acknowledge" in footer_keys(app), what="k offered")
+        assert "resume" in footer_keys(app)
+        await pilot.press("k")
+        await wait_for(pilot, lambda: app.state.acknowledged, what="the acknowledgement folded")
+        await wait_for(pilot, lambda: "acknowledge" not in footer_keys(app) and "resume" in footer_keys(app),
+                       what="k no longer offered, p still")
+        assert app.state.needs is None and "NEEDS YOU" not in status_text(app)
+        (acked,) = [e for e in ev.read_events(paths.events) if isinstance(e, ev.RunAcknowledged)]
+        assert (acked.reason, acked.by) == ("crashed", "console")
+
+    drive(app, body, size=(120, 40))

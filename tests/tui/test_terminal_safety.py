@@ -159,21 +159,18 @@ def test_the_fleet_view_shows_a_hostile_run_folder_as_text(tmp_path: Path) -> No
     log = Log()
     log.add(ev.SessionStarted, reason="new", provider="openai", model="gpt-6.2-sol", context_window=32_000)
     log.add(ev.RestartPending, reason=ATTACK, usage_pct=0.98, used_tokens=27_500, context_window=32_000,
-            next_session=2)  # waiting for approval: the row is highlighted and a toast names the run
+            next_session=2)  # waiting for approval: the row is highlighted (and named under the list)
     log.write(JobPaths(folder).events)
     app = build_fleet_app(store_path, holder=lambda fold: 4242, watch=False, animations=False, keymap={},
                           now=lambda: FROZEN_NOW)
 
     async def body(pilot: Any) -> None:
         await wait_for(pilot, lambda: listed(app, 1), what="the row")
-        await wait_for(pilot, lambda: "Approval needed" in screen_text(app) and EVIL_SHOWN in screen_text(app),
-                       what="the approval toast and the selected run drawn")
+        await wait_for(pilot, lambda: EVIL_SHOWN in screen_text(app), what="the selected run drawn")
         assert app.is_running and isinstance(app.screen, FleetScreen)
         shown = screen_text(app)
         assert not raw_controls(shown)
         assert EVIL_SHOWN in shown  # the run's folder under the list
-        assert shown.count('evil[link="x]\\x') >= 3  # and the job column (cut to its width), and the toast
-        toast = next(n for n in app._notifications if n.title == "Approval needed")
-        assert EVIL_SHOWN in toast.message and not toast.markup
+        assert shown.count('evil[link="x]\\x') >= 2  # and the job column (cut to its width)
 
     drive(app, body, size=(120, 30))

@@ -47,6 +47,7 @@ from console.engine.events.run import (
     NeedsOperatorCleared,
     OperatorCommand,
     Outcome,
+    RunAcknowledged,
     RunEnded,
     StateRecovered,
 )
@@ -99,6 +100,7 @@ __all__ = [
     "RestartApproved",
     "RestartDenied",
     "RestartPending",
+    "RunAcknowledged",
     "RunEnded",
     "SessionEnded",
     "SessionStarted",

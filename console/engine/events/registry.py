@@ -38,6 +38,7 @@ from console.engine.events.run import (
     NeedsOperator,
     NeedsOperatorCleared,
     OperatorCommand,
+    RunAcknowledged,
     RunEnded,
     StateRecovered,
 )
@@ -83,6 +84,7 @@ Event = Annotated[
     | LaunchSettings
     | NeedsOperator
     | NeedsOperatorCleared
+    | RunAcknowledged
     | ErrorEvent,
     Field(discriminator="type"),
 ]

@@ -146,6 +146,17 @@ class NeedsOperatorCleared(EventBase):
     by: str = ""
 
 
+class RunAcknowledged(EventBase):
+    """The operator acknowledged a run that ended without completing (the agent gave up, it crashed or failed): it
+    asks for them no more (no view lists it as needing them, no channel is told again), its outcome and folder are
+    kept, and a resume goes on with it (its new process asks anew for whatever still needs them). Written by
+    ``agent-console ack``, the fleet's and the console's key (console.engine.acknowledge), never by a runner."""
+
+    type: Literal["run_acknowledged"] = "run_acknowledged"
+    reason: str = ""  # what was acknowledged: the need ("gave_up", "crashed"), else the run's outcome ("failed")
+    by: str = ""  # where the operator acknowledged it: cli | fleet | console
+
+
 class ErrorEvent(EventBase):
     type: Literal["error"] = "error"
     message: str

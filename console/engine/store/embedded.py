@@ -172,6 +172,15 @@ class JobStore:
                      "WHERE path=? AND status != 'completed'",
                      (ts, detail[:2000], confidence, *((ts,) if since else ()), str(path)))
 
+    def acknowledged(self, path: Path, now: datetime) -> None:
+        """The operator acknowledged the ended run (console.engine.acknowledge): it keeps its status and outcome and
+        no longer needs them (one that crashed needing them is interrupted: a resume goes on with it)."""
+        self._update(
+            f"UPDATE jobs SET status=CASE WHEN status='{NEEDS_YOU}' THEN 'interrupted' ELSE status END, "
+            f"updated_at=?{self._no_need} WHERE path=? AND status != 'completed'",
+            (now.isoformat(timespec="seconds"), str(path)),
+        )
+
     def paused(self, path: Path, now: datetime) -> None:
         """The operator paused the run: "paused" while it held ("needs you" stays: it says more)."""
         self._update("UPDATE jobs SET status='paused', updated_at=? WHERE path=? AND status='running'",

@@ -73,6 +73,8 @@ UPDATES: dict[str, str] = {
                 f"status='{NEEDS_YOU}'",
     "gave_up": f"UPDATE runs SET status='{GAVE_UP}', updated_at=%s, detail=%s, confidence=%s, "
                "needs_since=COALESCE(needs_since, %s) WHERE key=%s AND status <> 'completed'",
+    "acknowledged": f"UPDATE runs SET status=CASE WHEN status='{NEEDS_YOU}' THEN 'interrupted' ELSE status END, "
+                    "updated_at=%s, needs_since=NULL WHERE key=%s AND status <> 'completed'",
     "paused": "UPDATE runs SET status='paused', updated_at=%s WHERE key=%s AND status='running'",
     "unpaused": "UPDATE runs SET status='running', updated_at=%s WHERE key=%s AND status='paused'",
     "cost": "UPDATE runs SET cost_usd=%s WHERE key=%s",
@@ -309,6 +311,9 @@ class PgStore:
     def gave_up(self, path: Path, now: datetime, confidence: float, detail: str) -> None:
         ts = now.isoformat(timespec="seconds")
         self._update("gave_up", (ts, detail[:2000], confidence, ts, self.key(path)))
+
+    def acknowledged(self, path: Path, now: datetime) -> None:
+        self._update("acknowledged", (now.isoformat(timespec="seconds"), self.key(path)))
 
     def paused(self, path: Path, now: datetime) -> None:
         self._update("paused", (now.isoformat(timespec="seconds"), self.key(path)))

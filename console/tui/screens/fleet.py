@@ -6,7 +6,9 @@ nothing but the column. A run that needs its operator ("needs you": a restart to
 reached...) is listed first and highlighted, with why and since when; ``enter`` attaches to the selected run,
 ``a`` / ``d`` approve or deny its restart (when that is what it waits for), ``s`` stops it, ``r`` resumes it (a
 paused run unpauses; a stopped, interrupted or failed one starts again in the background with the settings it was
-started with), ``x`` forgets a run whose folder is gone, ``/`` filters. The screen only shows rows and says
+started with), ``k`` acknowledges a run that gave up, crashed or failed (it asks no more;
+``r`` still resumes it), ``x`` forgets a run whose folder is gone, ``/`` filters; the footer offers each of these
+only while it applies to the selected run. The screen only shows rows and says
 what the operator asked for: the app polls the store, asks before anything that ends, starts or forgets a run,
 and acts (one-way: the screen never reaches back into the app).
 
@@ -41,6 +43,31 @@ COLUMNS = [("id", "id", 5), ("job", "job", 16), ("state", "state", 20), ("phase"
            ("cost", "cost", 7), ("elapsed", "elapsed", 8)]
 
 
+# The keys that act on the selected run: each is offered (footer, key) only while it applies to it (:func:`applies`).
+ROW_ACTIONS = ("attach", "approve", "deny", "stop", "pause", "resume", "acknowledge", "forget")
+
+
+def applies(action: str, row: FleetRow | None) -> bool:
+    """Whether ``action`` acts on ``row`` now (what the app would do rather than say "nothing to ...")."""
+    if row is None:
+        return False
+    if action == "attach":
+        return row.state != GONE
+    if action in ("approve", "deny"):
+        return bool(row.pending_seq)
+    if action == "stop":
+        return row.has_runner
+    if action == "pause":
+        return row.pausable
+    if action == "resume":
+        return bool(row.resume)
+    if action == "acknowledge":
+        return row.ackable
+    if action == "forget":
+        return row.state == GONE
+    return True
+
+
 def cell_text(text: object) -> str:
     """A row's text as a cell or a line shows it: one line, safe for the terminal."""
     return safe_text(str(text), one_line=True)
@@ -55,6 +82,7 @@ class FleetScreen(Screen):
         Binding("s", "stop", "Stop", id="fleet_stop"),
         Binding("p", "pause", "Pause", id="fleet_pause"),  # shown while the selected run is at work
         Binding("r", "resume", "Resume", id="fleet_resume"),  # shown while the selected run can be resumed
+        Binding("k", "acknowledge", "Ack", id="fleet_acknowledge"),  # shown while a run that gave up is selected
         Binding("x", "forget", "Forget", id="fleet_forget"),  # shown while a gone run is selected
         Binding("slash", "filter", "Filter", key_display="/", id="fleet_filter"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
@@ -62,12 +90,16 @@ class FleetScreen(Screen):
     ]
 
     class Act(Message):
-        """The operator asked for ``action`` (attach | approve | deny | stop | resume | forget) on the run ``row``."""
+        """The operator asked for ``action`` (attach | approve | deny | stop | pause | resume | acknowledge | forget)
+        on the run ``row``."""
 
         def __init__(self, action: str, row: FleetRow) -> None:
             super().__init__()
             self.action = action
             self.row = row
+
+    class Shown(Message):
+        """The list is shown again (a run's console, or a dialog over it, closed)."""
 
     def __init__(self, rows: Listed | None = None, error: str = "") -> None:
         """``rows``: what the first frame lists (the store's rows, before any log is read)."""
@@ -79,7 +111,7 @@ class FleetScreen(Screen):
         self.wide: bool | None = None
         self._style_cache: tuple[str, dict[str, Style]] = ("", {})
         self._shown_text: dict[str, Content] = {}
-        self._keys_for: tuple[bool, bool, bool] = (False, False, False)  # (x, r, p) in the footer for the selected run
+        self._keys_for: tuple[bool, ...] = ()  # which of ROW_ACTIONS the footer offers for the selected run
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-title")
@@ -93,6 +125,9 @@ class FleetScreen(Screen):
         self.query_one("#fleet-filter").display = False
         self._set_columns(self.size.width)
         self._refresh_rows(mounting=True)  # the first frame lists the rows the screen was made with
+
+    def on_screen_resume(self) -> None:
+        self.post_message(self.Shown())
 
     def on_resize(self, event: Resize) -> None:
         if self._set_columns(event.size.width):
@@ -249,14 +284,14 @@ class FleetScreen(Screen):
 
     def _show_detail(self) -> None:
         r = self.selected
-        keys_for = (r is not None and r.state == GONE, r is not None and bool(r.resume), r is not None and r.pausable)
-        if keys_for != self._keys_for:  # x (forget), r (resume), p (pause) are in the footer only while they act
+        keys_for = tuple(applies(action, r) for action in ROW_ACTIONS)
+        if keys_for != self._keys_for:  # the footer offers a run's keys only while they act on the selected run
             self._keys_for = keys_for
             self.refresh_bindings()
         if r is None:
             self._update("#fleet-detail", Content.styled(
-                "enter attaches · a / d approve or deny a restart · s stops · p pauses · r resumes · / filters · "
-                "q quits",
+                "enter attaches · a / d approve or deny a restart · s stops · p pauses · r resumes · k acknowledges "
+                "· / filters · q quits",
                 "$text-muted"))
             return
         width = max(20, self.size.width - 2)
@@ -299,16 +334,11 @@ class FleetScreen(Screen):
         self._show_detail()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "forget":
-            row = self.selected
-            return row is not None and row.state == GONE
-        if action == "resume":
-            row = self.selected
-            return row is not None and bool(row.resume)
-        if action == "pause":
-            row = self.selected
-            return row is not None and row.pausable
-        return True
+        """Which keys the footer offers: a run's only while they act on the selected run (as the run's console
+        offers only what applies: approve and deny while its restart waits, resume while it can go on...)."""
+        if action not in ROW_ACTIONS:
+            return True
+        return applies(action, self.selected)
 
     def on_data_table_row_selected(self, message: DataTable.RowSelected) -> None:
         message.stop()
@@ -338,6 +368,9 @@ class FleetScreen(Screen):
 
     def action_pause(self) -> None:
         self._act("pause")
+
+    def action_acknowledge(self) -> None:
+        self._act("acknowledge")
 
     def action_forget(self) -> None:
         self._act("forget")

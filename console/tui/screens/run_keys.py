@@ -16,7 +16,7 @@ from textual.app import SystemCommand
 
 from console.engine.command_specs import SPECS
 from console.outcome import EXIT_OK
-from console.tui.commands import InboxController
+from console.tui.commands import InboxController, SupervisorController
 from console.tui.notices import retract
 from console.tui.pacing import one_shot
 from console.tui.resume import resume_in_background
@@ -42,7 +42,8 @@ class RunKeys(MainScreen):
     """The actions of a run's screen (the state, controller and flags are :class:`RunScreen`'s)."""
 
     # The run's commands: offered only while they can act (see check_action).
-    RUN_ACTIONS: ClassVar[frozenset[str]] = frozenset({*(spec.action for spec in SPECS), "toggle_pause", "stop_now"})
+    RUN_ACTIONS: ClassVar[frozenset[str]] = frozenset({*(spec.action for spec in SPECS), "toggle_pause", "stop_now",
+                                                       "acknowledge"})
 
     if TYPE_CHECKING:  # set by RunScreen
         state: ConsoleState
@@ -86,6 +87,33 @@ class RunKeys(MainScreen):
             return False  # a process holds the run (its end is being logged), or none ever ran it: nothing to start
         return run_liveness(self.state, None).kind in ("interrupted", "stopped", "failed", "needs")
 
+    @property
+    def can_acknowledge(self) -> bool:
+        """A run of this machine no process runs that gave up, crashed or failed and was not acknowledged: ``k``
+        makes it ask no more (console.engine.acknowledge; as the fleet's k and ``agent-console ack``)."""
+        if not isinstance(self.controller, InboxController | SupervisorController) or \
+                self.controller.runner_pid() is not None:
+            return False  # another machine's run is acknowledged there; a live one is answered instead
+        st = self.state
+        if st.acknowledged or not (st.session or st.ended) or "start" in st.requested:
+            return False
+        return run_liveness(st, None).kind in ("needs", "failed")
+
+    def action_acknowledge(self) -> None:
+        if not self.can_acknowledge:
+            self.notify("Only a run that gave up, crashed or failed, and that no process runs, is acknowledged.",
+                        title="Nothing to acknowledge")
+            return
+        self._acknowledge(self.paths, f"{self.run_id} {self.paths.root.name}")
+
+    @work(thread=True, exit_on_error=False, group="acknowledge")
+    def _acknowledge(self, paths: JobPaths, name: str) -> None:
+        from console.settings import load_settings
+        from console.tui.acknowledging import acknowledge_run
+
+        said = acknowledge_run(paths, name, "console", lambda: load_settings().open_store())
+        self.app.call_from_thread(self.notify, said.message, title=said.title, severity=said.severity)
+
     def resume_key(self) -> str:
         """The key that resumes the run (``p``, as the operator's key map has it)."""
         key_for = getattr(self.app, "key_for", None)
@@ -119,6 +147,8 @@ class RunKeys(MainScreen):
     def _applies(self, action: str, active: bool) -> bool:
         """check_action for a run command, ``active`` being run_active (asked once: it may read the run lock)."""
         st = self.state
+        if action == "acknowledge":
+            return not active and self.can_acknowledge
         if action in ("approve", "deny"):
             return st.restart_pending is not None and active
         if not active:

@@ -19,6 +19,7 @@ from console.view.present.context import (
 from console.view.present.guardrails import _blocked, _bypassed, _exhausted, _feedback, _raised, _stuck
 from console.view.present.plan import _phase, _plan, _refused, _todos
 from console.view.present.run import (
+    _acknowledged,
     _completed,
     _error,
     _experience,
@@ -68,6 +69,7 @@ DESCRIBERS: dict[type, Callable[[Any], Presented | None]] = {
     ev.StateRecovered: _recovered,
     ev.NeedsOperator: _needs,
     ev.NeedsOperatorCleared: _needs_cleared,
+    ev.RunAcknowledged: _acknowledged,
     ev.ErrorEvent: _error,
 }
 # Described by no view on their own: the turn line (headless), the status line and the panes show what they carry.

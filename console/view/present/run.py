@@ -96,6 +96,13 @@ def _needs(e: ev.NeedsOperator) -> Presented:
                      lines=tuple(flat(x, 300) for x in e.evidence if x.strip()))
 
 
+def _acknowledged(e: ev.RunAcknowledged) -> Presented:
+    what = need_label(e.reason) if e.reason else "its end"
+    by = f" (from the {flat(e.by, 40)})" if e.by.strip() in ("fleet", "console") else ""
+    return Presented("✓", "acknowledged", "info", f"acknowledged by the operator ({what}){by}: it asks no more; "
+                     "a resume goes on with it", source="operator")
+
+
 def _needs_cleared(e: ev.NeedsOperatorCleared) -> Presented:
     by = f": {flat(e.by, 120)}" if e.by.strip() else ""
     return Presented("✓", "needs-cleared", "info", f"no longer needs you ({need_label(e.reason)}){by}",

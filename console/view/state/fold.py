@@ -65,6 +65,9 @@ class ConsoleState:
         self.restart_pending: ev.RestartPending | None = None
         # The run needs its operator (stuck, a budget, a restart to approve...): None when it does not.
         self.needs: Need | None = None
+        # The operator acknowledged the ended run (agent-console ack, the fleet's or console's key): it asks no
+        # more until a new process runs it.
+        self.acknowledged = False
         self.feedback: deque[FeedbackItem] = deque(maxlen=FEEDBACK_KEEP)  # oldest first
         # experiences.md's entries by id, oldest first (an entry recorded again moves to the end).
         self.experiences: dict[int, ExperienceItem] = {}
@@ -105,6 +108,7 @@ class ConsoleState:
             ev.ContextCompacted: self._context,
             ev.NeedsOperator: self._needs,
             ev.NeedsOperatorCleared: self._needs_cleared,
+            ev.RunAcknowledged: self._acknowledged,
             ev.RestartPending: self._restart_pending,
             ev.RestartApproved: self._restart_answered,
             ev.RestartDenied: self._restart_answered,
@@ -268,6 +272,7 @@ class ConsoleState:
             self.paused = self.stopping = False
             self.restart_pending = None
             self.needs = None  # a new process asks anew for what still needs its operator
+            self.acknowledged = False  # and an acknowledgement of the last one's end is behind it
             self.requested.clear()
         self.provider = e.provider or self.provider
         self.model = e.model or self.model
@@ -386,6 +391,12 @@ class ConsoleState:
         self.needs = Need(e.reason, e.message, tuple(e.evidence), since, e.paused, e.seq)
         if e.paused:
             self.paused = True  # the engine holds the run: resume (p) answers
+        return {STATUS, RESTART} | self._feedback(present.describe(e))
+
+    def _acknowledged(self, e: ev.RunAcknowledged) -> set[str]:
+        """The operator acknowledged the ended run: it asks no more (its outcome stays; a resume asks anew)."""
+        self.needs = None
+        self.acknowledged = True
         return {STATUS, RESTART} | self._feedback(present.describe(e))
 
     def _needs_cleared(self, e: ev.NeedsOperatorCleared) -> set[str]:
