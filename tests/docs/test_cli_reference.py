@@ -84,7 +84,11 @@ def known(parser: argparse.ArgumentParser) -> set[str]:
 def commands() -> dict[str, argparse.ArgumentParser]:
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return {"": parser, **sub.choices}
+    found: dict[str, argparse.ArgumentParser] = {"": parser}
+    for name, command in sub.choices.items():  # an alias (ack's acknowledge) is the same parser: one table
+        if all(command is not known for known in found.values()):
+            found[name] = command
+    return found
 
 
 def test_every_command_has_its_table() -> None:
