@@ -7,8 +7,8 @@ the work is not done and the run can go on); 3 incomplete because the operator s
 stop or quit-and-stop, a denied restart); 4 the agent gave up (job_complete with a low confidence and notes: the
 operator is asked; `wait` gives 4 to every run that needs its operator); 7 failed (an internal error, a restart
 loop); 130 interrupted (a signal: Ctrl+C, SIGTERM, SIGHUP in a headless run; or a stop answering the run's
-`provider down` question, asked once the model stayed unreachable longer than the retries allow). 2 is bad input, before any run; `wait` adds 5 (its timeout) and 6 (no process
-runs the run any more).
+`provider down` question, asked once the model stayed unreachable longer than the retries allow). 2 is bad
+input, before any run; `wait` adds 5 (its timeout) and 6 (no process runs the run any more).
 """
 
 from __future__ import annotations

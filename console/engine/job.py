@@ -311,7 +311,7 @@ def did_you_mean(key: Any, known: list[str], where: str = "") -> str:
 
 
 def format_validation_error(source: str, exc: ValidationError,
-                            keys: str | Callable[[tuple[Any, ...]], str] = "docs/job.md lists the keys job.toml accepts",
+                            keys: str | Callable[[tuple[Any, ...]], str] = "docs/job.md lists job.toml's keys",
                             data: Any = None, model: type[BaseModel] | None = None) -> str:
     """One line naming ``source`` and each bad key, e.g. ``job.toml: key 'limits.max_turns': ...``. ``data``:
     the file's values, to name each key as the file writes it (see :func:`written_key`); ``model``: the model

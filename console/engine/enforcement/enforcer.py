@@ -62,8 +62,8 @@ class Enforcer(_Asks):
         if priced is False and budget_usd is not None:
             self.events.emit(ev.ErrorEvent, where="guardrails", recoverable=True, message=(
                 f"budget_usd = {format_cost(budget_usd)} can never be reached: no price is known for this model, "
-                "so no cost is counted. Add the model under [prices] in the config (see docs/operators-guide.md), or limit the "
-                "job with budget_tokens."))
+                "so no cost is counted. Add the model under [prices] in the config (see docs/operators-guide.md), "
+                "or limit the job with budget_tokens."))
         st = self.g.budget_state
         now = self.clock.now()
         before = (st.model_dump(), self.g.feedback.state.started_at)
