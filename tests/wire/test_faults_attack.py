@@ -1160,7 +1160,7 @@ def test_agent_console_stop_during_a_retry_wait_ends_the_run_at_once(tmp_path: P
                 child.communicate(timeout=30)
     assert stop.returncode == 0, (stop.stdout, stop.stderr)
     assert child.returncode == 3, (out[-2000:], err[-2000:])  # the operator's stop, not the 250 s wait
-    assert "run --in-place" in err and "Traceback" not in err + out + stop.stderr
+    assert "agent-console resume " in err and "Traceback" not in err + out + stop.stderr
     assert [e["turn"] for e in logged(paths, "assistant_message")] == [1]
     assert not secrets_in(paths.root)
 
