@@ -65,7 +65,7 @@ class Dialog(ModalScreen[T]):
     ANSWERS: ClassVar[frozenset[str]] = frozenset()  # the actions of its bindings that answer it
     ON_ITS_OWN: ClassVar[bool] = False  # opened by the run, not by one of the operator's keys
     # A terminal too narrow for the buttons side by side (40 columns) stacks them (app.tcss: -cramped).
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-cramped"), (60, "-roomy")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-cramped"), (60, "-roomy")]
     HOLDS_NOTICES: ClassVar[bool] = True  # no toast over it: they wait for it to close (console.tui.notices)
     QUITS: ClassVar[bool] = False  # it is the quit question: q does nothing more on it, Ctrl+C leaves
     LEAVES: ClassVar[Any] = None  # the quit question's answer that leaves (a second Ctrl+C gives it)
