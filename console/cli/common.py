@@ -99,14 +99,14 @@ def check_console_options(theme: str | None, settings: Any, console: bool = True
         raise ValueError(f"the config file's {problems[0]}")
     if not console and not theme:
         return
-    from console.tui.themes import load_themes, themes_dir
+    from console.tui.themes import theme_names, user_themes_dir
 
     wanted = theme or settings.theme
-    names = [t.name for t in load_themes()]
+    names = theme_names()  # every theme the palette offers
     if wanted not in names:
         where = "--theme" if theme else "theme (config file or AGENT_CONSOLE_THEME)"
-        raise ValueError(f"{where} {wanted!r}: no such theme (themes: {', '.join(names) or 'none'}; "
-                         f"they are the *.toml files in {themes_dir()})")
+        raise ValueError(f"{where} {wanted!r}: no such theme (themes: {', '.join(names)}; yours are the *.toml "
+                         f"files in {user_themes_dir()})")
 
 
 

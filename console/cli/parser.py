@@ -11,6 +11,10 @@ from console.cli.wait import WAIT_HELP
 from console.engine.command_specs import SPECS
 from console.providers.registry import NAMES as PROVIDER_NAMES
 
+# Any theme the console's palette offers (Textual's own and the theme files); without it, the one last picked there.
+THEME_HELP = ("console theme: any the palette's theme picker offers (agent-dark, agent-light, nord, ...; default: the "
+              "one last picked there, else the config's theme)")
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(
@@ -25,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("job", metavar="JOB", help="job folder (with instructions.md); with --in-place, also a run's "
                                                 "id or the start of its folder name")
     run.add_argument("--headless", action="store_true", help="print a compact live log instead of the console")
-    run.add_argument("--theme", metavar="NAME", help="console theme (agent-dark, agent-light, agent-ansi, ...)")
+    run.add_argument("--theme", metavar="NAME", help=THEME_HELP)
     run.add_argument("--in-place", action="store_true",
                      help="run in JOB itself instead of a fresh copy (resumes it if it has state)")
     run.add_argument("--fresh", action="store_true",
@@ -51,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
                 c.add_argument(f"--{arg.name}", type=arg.type, metavar=arg.metavar, help=arg.help)
         if spec.cli == "resume":  # the command line's resume also goes on with a run no process runs
             c.add_argument("--console", action="store_true", help="open the console on the run it starts")
-            c.add_argument("--theme", metavar="NAME", help="console theme (with --console)")
+            c.add_argument("--theme", metavar="NAME", help=f"{THEME_HELP} (with --console)")
             _settings_flags(c)
         c.add_argument("--wait", type=float, default=5.0, metavar="SECONDS",
                        help="how long to wait for the run to confirm (default 5; 0 does not wait)")
@@ -63,13 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
                                        "comes back), a approves its restart, d denies it and s stops the run (both "
                                        "ask first), x forgets a run whose folder is gone (state 'gone'; asks), / "
                                        "filters, q quits. Runs go on when it closes.")
-    fleet.add_argument("--theme", metavar="NAME", help="console theme")
+    fleet.add_argument("--theme", metavar="NAME", help=THEME_HELP)
 
     attach = sub.add_parser("attach", help="open the console on a job another process runs (or a finished one)",
                             description="Follow a job run elsewhere (e.g. run --headless over SSH) in the console. "
                                         "Keys act through the job's control inbox; closing never stops the run.")
     attach.add_argument("job", metavar="JOB", help=RUN_HELP)
-    attach.add_argument("--theme", metavar="NAME", help="console theme")
+    attach.add_argument("--theme", metavar="NAME", help=THEME_HELP)
 
     logs = sub.add_parser("logs", help="print a run's story (the model's text, tool calls and results, phases, "
                                        "guardrails, operator commands, needs-you moments); -f follows a live run",

@@ -267,8 +267,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             if args.switch_model:
                 given["switch_model"] = True
             # Who asked: the fleet's `r` runs `resume` with this variable set to "fleet" (in launch_settings).
+            from console.tui.theme_choice import chosen_theme
+
             by = os.environ.pop(RUNNER_BY_ENV, "") or ("console" if use_console else "detach")
-            return start_runner(paths, given, by=by, console=use_console, theme=args.theme or settings.theme,
+            return start_runner(paths, given, by=by, console=use_console, theme=chosen_theme(args.theme, settings),
                                 made=not args.in_place, again=_again(source.root, args.in_place), store=store)
         record = Launch(provider=rs.provider, model=rs.model, base_url=rs.base_url, context_window=rs.context_window,
                         context_window_source=(recorded.context_window_source if recorded is not None and

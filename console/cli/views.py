@@ -20,6 +20,7 @@ from console.cli.common import (
     run_folder,
 )
 from console.outcome import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from console.tui.theme_choice import chosen_theme
 
 
 @contextlib.contextmanager
@@ -57,7 +58,7 @@ def _attach(args: argparse.Namespace) -> int:
                 return EXIT_USAGE
             from console.tui.launch import attach_remote_console
 
-            return attach_remote_console(settings.store_url or "", row, theme=args.theme or settings.theme,
+            return attach_remote_console(settings.store_url or "", row, theme=chosen_theme(args.theme, settings),
                                          data_dir=settings.data_dir)
         paths = validate_job_folder(run_folder(args.job, settings))
         refuse_foreign(paths, settings.data_dir)
@@ -79,7 +80,7 @@ def _attach(args: argparse.Namespace) -> int:
     from console.cli.lifecycle import after_console
     from console.tui.launch import attach_console
 
-    code = attach_console(paths, theme=args.theme or settings.theme, job_title=paths.root.name)
+    code = attach_console(paths, theme=chosen_theme(args.theme, settings), job_title=paths.root.name)
     # What `run` says once its console is gone: that the run goes on and how to come back, or how it ended and
     # where its results are. Not to a terminal that hung up (the console closed because it is gone).
     with contextlib.suppress(OSError):
@@ -108,7 +109,7 @@ def _fleet(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from console.tui.launch import fleet_console
 
-    return fleet_console(settings.store_path, theme=theme or settings.theme, url=settings.store_url)
+    return fleet_console(settings.store_path, theme=chosen_theme(theme, settings), url=settings.store_url)
 
 
 

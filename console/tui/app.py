@@ -27,6 +27,7 @@ from textual import work
 from textual.app import SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.theme import Theme
 from textual.worker import get_current_worker
 
 from console.engine.job import JobPaths
@@ -39,6 +40,7 @@ from console.tui.keymap import OPERATOR_KEYS, check_keymap
 from console.tui.messages import FleetRows, ThemeFileChanged
 from console.tui.notices import HeldNotices
 from console.tui.screens.dialog import ARM_DELAY
+from console.tui.theme_choice import save_theme
 from console.tui.themes import DEFAULT_THEME, ThemeError, load_theme_file, load_themes, themes_dir, user_themes_dir
 from console.view.fleet import Fleet, Listed
 
@@ -99,15 +101,19 @@ class ConsoleApp(FleetActions, HeldNotices):
         poll_interval: float = FLEET_POLL,
         dialog_delay: float = ARM_DELAY,
         dialog_clock: Callable[[], float] | None = None,
+        data_dir: Path | None = None,
     ) -> None:
         """One run (``controller`` and ``paths``), or the fleet (``fleet``: the list of runs first, a run
         attached from it and left again with q). ``dialog_delay``: how long a dialog ignores keys once shown
         once shown, when it opened on its own (``dialog_clock``: its clock, monotonic seconds; the toasts held
-        while a dialog is up are timed by it too)."""
+        while a dialog is up are timed by it too). ``data_dir``: where the theme picked in the palette is kept
+        (default: the settings' data dir)."""
         super().__init__()
         self.dialog_delay = dialog_delay
         self.dialog_clock = dialog_clock or time.monotonic
         self.requested_theme = theme
+        self.data_dir = data_dir
+        self._theme_kept = ""  # the theme last kept for the next start (or started with)
         self.themes_path = themes or themes_dir()
         self.watch_files = watch  # the theme and plan files are watched (tests turn the watchers off)
         self.now = now or utc_now
@@ -221,6 +227,8 @@ class ConsoleApp(FleetActions, HeldNotices):
     def on_mount(self) -> None:
         self._tune_gc()
         self._setup_themes()
+        self._theme_kept = self.theme
+        self.theme_changed_signal.subscribe(self, self._keep_theme)
         self._setup_keymap()
         if self.watch_files:
             self.watch_themes()
@@ -259,6 +267,22 @@ class ConsoleApp(FleetActions, HeldNotices):
                 self.notify(f"Unknown theme '{self.requested_theme}'; using {fallback}. Themes: {names}",
                             severity="warning", timeout=8)
             self.theme = fallback
+
+    def _keep_theme(self, theme: Theme) -> None:
+        """A theme picked (the palette's picker): kept for the next start (console.tui.theme_choice)."""
+        if theme.name == self._theme_kept:
+            return
+        self._theme_kept = theme.name
+        try:
+            data_dir = self.data_dir
+            if data_dir is None:
+                from console.settings import load_settings
+
+                data_dir = load_settings().data_dir
+            save_theme(data_dir, theme.name)
+        except Exception as exc:  # a full disk, a config gone bad since the start: the theme still applies now
+            self.notify(f"{theme.name} applies until the console closes; it could not be kept: {exc}",
+                        title="Theme not kept", severity="warning", timeout=8)
 
     def _setup_keymap(self) -> None:
         keymap, problems = check_keymap(self.keymap_raw)

@@ -13,8 +13,12 @@ So, with the console's dialogs (console.tui.screens.dialog.Dialog: screens whose
   ("the restart still waits", once it is answered: ``retract_notices``), so a notice held during the approval
   (a refused rewind, say) is still shown after it.
 
-Only Textual's public API: ``notify``, ``clear_notifications`` and the app's ``screen_change_signal``. A toast
-the operator clicked away is not known here: it comes back after a dialog if its time had not run out.
+Only Textual's public API: its ``Notification`` and ``Notify`` message (what ``App.notify`` makes and posts: the
+console keeps the Notification, so that it can take back that one), ``clear_notifications`` and the app's
+``screen_change_signal``. A notice is taken back by expiring its Notification: Textual adds a notice to its list
+when its message is handled, a moment after it was raised, and an expired one is dropped wherever it is (drawn,
+or still on its way: clearing the list then was not enough, the toast came after the clear). A toast the operator
+clicked away is not known here: it comes back after a dialog if its time had not run out.
 """
 
 from __future__ import annotations
@@ -22,11 +26,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from textual.app import App, ScreenStackError
-from textual.notifications import SeverityLevel
+from textual.notifications import Notification, Notify, SeverityLevel
 from textual.screen import Screen
 
 HELD_MAX = 4  # notices shown again after a dialog: the newest (a long wait must not bury the screen in toasts)
@@ -54,7 +58,8 @@ class HeldNotices(App[int]):
 
     def __init__(self) -> None:
         super().__init__()
-        self._shown: list[tuple[Notice, float]] = []  # toasts raised and not run out, with when they were
+        # Toasts raised and not run out: what, when (the dialogs' clock) and Textual's notification of it.
+        self._shown: list[tuple[Notice, float, Notification]] = []
         self._held: list[Notice] = []
         self._notices_thread: int | None = None
 
@@ -95,31 +100,38 @@ class HeldNotices(App[int]):
 
     def _show(self, notice: Notice) -> None:
         now = self._now()
-        self._shown = [(n, at) for n, at in self._shown if now - at < n.timeout]
-        self._shown.append((notice, now))
-        super().notify(notice.message, title=notice.title, severity=notice.severity, timeout=notice.timeout,
-                       markup=notice.markup)
+        self._shown = [s for s in self._shown if now - s[1] < s[0].timeout]
+        # What App.notify does, keeping the notification (retract_notices expires it).
+        note = Notification(notice.message, notice.title, notice.severity, notice.timeout, markup=notice.markup)
+        self._shown.append((notice, now, note))
+        self.post_message(Notify(note))
+
+    @staticmethod
+    def _expire(notes: list[Notification]) -> None:
+        """Textual drops an expired notification wherever it is: drawn (at the toasts' next refresh) or still on
+        its way (its Notify message not handled yet: added, then reaped before it is ever drawn)."""
+        for note in notes:
+            note.timeout = 0
 
     def clear_notifications(self) -> None:
         """Every notice, shown or held: the console clears them when they are no longer true."""
+        self._expire([s[2] for s in self._shown])
         self._shown.clear()
         self._held.clear()
         super().clear_notifications()
 
     def retract_notices(self, title: str) -> None:
-        """Take back the notices titled ``title``, shown or held (they stopped being true); the others stay.
-        Textual takes back every toast or none: the others are shown again for the time they had left."""
+        """Take back the notices titled ``title``, shown, on their way or held (they stopped being true); the
+        others stay as they are."""
         self._held = [n for n in self._held if n.title != title]
-        now = self._now()
-        live = [(n, at) for n, at in self._shown if now - at < n.timeout]
-        kept = [(n, at) for n, at in live if n.title != title]
-        self._shown = live
-        if len(kept) == len(live):
+        gone = [s[2] for s in self._shown if s[0].title == title]
+        if not gone:
             return
-        super().clear_notifications()
-        self._shown = []
-        for notice, at in kept:
-            self._route(replace(notice, timeout=notice.timeout - (now - at)))
+        self._shown = [s for s in self._shown if s[0].title != title]
+        self._expire(gone)
+        # The toasts are drawn again from Textual's list once this message is handled (handled after any notice
+        # still on its way): the expired ones are left out, this one with them.
+        self.post_message(Notify(gone[0]))
 
     def _screen_changed(self, screen: Screen) -> None:
         if holds_notices(screen):
@@ -129,7 +141,8 @@ class HeldNotices(App[int]):
 
     def _hold(self) -> None:
         now = self._now()
-        live = [n for n, at in self._shown if now - at < n.timeout]
+        live = [n for n, at, _note in self._shown if now - at < n.timeout]
+        self._expire([s[2] for s in self._shown])  # shown again once it closes
         self._shown.clear()
         if not live:
             return

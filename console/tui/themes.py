@@ -18,7 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from textual.color import ColorParseError
 from textual.theme import Theme
 
-DEFAULT_THEME = "agent-dark"
+from console.tui.theme_choice import DEFAULT_THEME as DEFAULT_THEME  # where it was always imported from
+
 THEME_SUFFIX = ".toml"
 
 
@@ -119,3 +120,14 @@ def load_themes(directory: Path | None = None, errors: list[str] | None = None) 
             if errors is not None:
                 errors.append(str(exc))
     return out
+
+
+def theme_names(errors: list[str] | None = None) -> list[str]:
+    """Every theme the console's palette offers: Textual's own, the repository's and the operator's theme files.
+    ``--theme`` and the config's ``theme`` take any of them."""
+    from textual.theme import BUILTIN_THEMES
+
+    names = set(BUILTIN_THEMES)
+    for folder in (themes_dir(), user_themes_dir()):
+        names |= {theme.name for theme in load_themes(folder, errors)}
+    return sorted(names)

@@ -71,7 +71,7 @@ def test_the_trial_q_then_d_over_the_approval_detaches_and_denies_nothing(make_j
 
 def test_stay_in_the_quit_question_brings_the_approval_back_unanswered(make_job):
     """Esc in the quit question: the approval is there again, its answers waiting their moment once more; q on the
-    quit question itself does nothing (it is open already)."""
+    quit question itself does nothing (it is open already; a second Ctrl+C leaves: see below)."""
     clock = Clock()
     app, rec = attached_app(make_job, clock)
     e = Seq()
@@ -82,7 +82,7 @@ def test_stay_in_the_quit_question_brings_the_approval_back_unanswered(make_job)
         await pilot.press("q")
         await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), what="the quit question")
         quit_screen = app.screen
-        await pilot.press("q", "ctrl+c")
+        await pilot.press("q")
         await pilot.pause()
         assert app.screen is quit_screen and len(app.screen_stack) == 3
         await pilot.press("escape")
@@ -183,5 +183,47 @@ def test_every_question_lets_the_operator_out(make_job, key):
                 await pilot.press("escape")
             await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="back to the run")
         assert rec.sent == []
+
+    drive(app, body, size=(80, 24))
+
+
+@pytest.mark.parametrize("over_approval", [False, True])
+def test_a_second_ctrl_c_in_the_quit_question_detaches(make_job, over_approval):
+    """Ctrl+C asks (detach or stop); a second Ctrl+C leaves as detach: the console closes, nothing is sent to the
+    run (it goes on), a restart waiting for approval stays unanswered. It used to do nothing."""
+    clock = Clock()
+    app, rec = attached_app(make_job, clock)
+    e = Seq()
+
+    async def body(pilot):
+        if over_approval:
+            await approval_open(pilot, app, e, clock)
+        else:
+            await started(pilot, app, e)
+        await pilot.press("ctrl+c")
+        await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), what="the quit question")
+        await pilot.press("ctrl+c")
+        await wait_for(pilot, lambda: app.return_code is not None, what="the console to close")
+
+    drive(app, body, size=(80, 24))
+    assert app.return_code == EXIT_OK and rec.sent == []
+
+
+def test_a_second_ctrl_c_quits_a_run_of_this_process_by_stopping_it(make_job):
+    """A run in this process cannot go on without its console: the quit question is "Quit and stop the run?", and
+    a second Ctrl+C is its yes (the run is stopped, everything saved; resumable)."""
+    clock = Clock()
+    rec = RecordingController()
+    app = ConsoleApp(controller=rec, paths=make_job("quickstart"), job_title="quickstart", watch=False,
+                     animations=False, keymap={}, now=lambda: FROZEN_NOW, dialog_clock=clock)
+    e = Seq()
+
+    async def body(pilot):
+        await started(pilot, app, e)
+        await pilot.press("ctrl+c")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the quit question")
+        await pilot.press("ctrl+c")
+        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="the question answered")
+        assert [c for c, _ in rec.sent] == ["stop", "stop"] and app.run_screen.quit_requested
 
     drive(app, body, size=(80, 24))

@@ -86,3 +86,53 @@ def test_editing_the_current_theme_applies_live_and_a_broken_edit_keeps_it(tmp_p
         assert any("not valid TOML" in n.message for n in app._notifications)
 
     drive(app, body)
+
+
+def test_every_theme_the_palette_offers_is_accepted_by_the_flag_and_the_config(tmp_path, make_job):
+    """The palette offered about 20 themes, --theme and the config's theme took 3 (issue 33, point 9)."""
+    from types import SimpleNamespace
+
+    from console.cli.common import check_console_options
+    from console.tui.themes import theme_names
+
+    app, _ = _app(tmp_path, make_job)
+    offered: list[str] = []
+
+    async def body(pilot):
+        offered.extend(app.available_themes)  # what the palette's theme picker lists
+
+    drive(app, body)
+    assert len(offered) > 3 and set(offered) <= set(theme_names())
+    for name in offered:
+        check_console_options(name, SimpleNamespace(keys={}, theme=DEFAULT_THEME))  # the flag
+        check_console_options(None, SimpleNamespace(keys={}, theme=name))  # the config file's key
+    with pytest.raises(ValueError, match="no such theme"):
+        check_console_options("nope", SimpleNamespace(keys={}, theme=DEFAULT_THEME))
+
+
+def test_the_theme_picked_in_the_palette_is_kept_for_the_next_start(tmp_path, make_job):
+    from types import SimpleNamespace
+
+    from console.tui.app import ConsoleApp
+    from console.tui.theme_choice import CHOICE_FILE, chosen_theme, saved_theme
+
+    data = tmp_path / "data"
+    settings = SimpleNamespace(data_dir=data, theme="agent-light")  # the config's theme
+    assert chosen_theme(None, settings) == "agent-light"  # nothing picked yet: the config's
+    app = ConsoleApp(controller=RecordingController(), paths=make_job("quickstart"), theme="agent-light",
+                     watch=False, animations=False, keymap={}, data_dir=data)
+
+    async def body(pilot):
+        await pilot.pause()
+        assert not (data / CHOICE_FILE).exists()  # starting with a theme picks none
+        app.theme = "nord"  # what the palette's theme picker does
+        await pilot.pause()
+        await pilot.pause()
+
+    drive(app, body)
+    assert saved_theme(data) == "nord"
+    assert chosen_theme(None, settings) == "nord"  # the next start, without --theme
+    assert chosen_theme("agent-ansi", settings) == "agent-ansi"  # the flag still wins
+    (data / CHOICE_FILE).write_text('{"theme": 5}', encoding="utf-8")  # not ours: as none
+    assert chosen_theme(None, settings) == "agent-light"
+    assert not [p for p in data.iterdir() if p.name != CHOICE_FILE]  # no temp file left

@@ -15,6 +15,7 @@ from console.tui.screens.dialog import Dialog
 
 
 class ConfirmScreen(Dialog[bool]):
+    LEAVES = True  # asked as the quit question ("Quit and stop the run?"), a second Ctrl+C says yes
     ANSWERS = frozenset({"answer"})
     # Textual focuses it once the screen is active (a query in on_mount can run after a quick dismissal).
     AUTO_FOCUS = "#no"

@@ -15,8 +15,10 @@
   the quit question over it (detach or stop; in the fleet, back to the list), as they do on the screen below,
   whose footer stays in sight under the dialog and offers them. A modal screen takes none of the keys of the
   screens under it, the app's Ctrl+C included, so each dialog binds them itself; they are no answer (the quit
-  question answers nothing of the one under it) and work at once. On the quit question itself they do nothing
-  (``QUITS``): it is on screen already. Before, q did nothing in a dialog and the operator's next key, meant for
+  question answers nothing of the one under it) and work at once. On the quit question itself q does nothing
+  (``QUITS``): it is on screen already; a second Ctrl+C there leaves as a terminal's second Ctrl+C does, by the
+  answer that leaves (``LEAVES``: detach, the run goes on; for a run in this process, which cannot go on without
+  it, stop and quit). Before, q did nothing in a dialog and the operator's next key, meant for
   the quit question (d: detach), answered the dialog instead (d: deny the restart, ending the run).
 - An answer that ends or stops the run is never one key that means something else in another dialog: where a
   key would (d denies a restart, d detaches), the answer asks first (console.tui.screens.approval).
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from textual.binding import Binding
 from textual.content import Content
@@ -57,13 +59,16 @@ class Dialog(ModalScreen[T]):
     # run screen's id: remapped in [keys], it is remapped here too.
     BINDINGS = [
         Binding("q", "quit_console", "Quit", show=False, id="quit"),
-        Binding("ctrl+c", "quit_console", show=False, system=True),
+        Binding("ctrl+c", "interrupt", show=False, system=True),
     ]
 
     ANSWERS: ClassVar[frozenset[str]] = frozenset()  # the actions of its bindings that answer it
     ON_ITS_OWN: ClassVar[bool] = False  # opened by the run, not by one of the operator's keys
+    # A terminal too narrow for the buttons side by side (40 columns) stacks them (app.tcss: -cramped).
+    HORIZONTAL_BREAKPOINTS = [(0, "-cramped"), (60, "-roomy")]
     HOLDS_NOTICES: ClassVar[bool] = True  # no toast over it: they wait for it to close (console.tui.notices)
-    QUITS: ClassVar[bool] = False  # it is the quit question: q and Ctrl+C do nothing more on it
+    QUITS: ClassVar[bool] = False  # it is the quit question: q does nothing more on it, Ctrl+C leaves
+    LEAVES: ClassVar[Any] = None  # the quit question's answer that leaves (a second Ctrl+C gives it)
 
     def __init__(self, *, on_its_own: bool | None = None, delay: float | None = None,
                  clock: Callable[[], float] | None = None, quits: bool | None = None) -> None:
@@ -131,6 +136,13 @@ class Dialog(ModalScreen[T]):
             quit_console()
         else:  # an app of its own (a test's): no question to ask
             self.app.exit()
+
+    def action_interrupt(self) -> None:
+        """Ctrl+C: as q, except on the quit question, where it is the second one: the console leaves."""
+        if self.quits:
+            self.dismiss(self.LEAVES)
+            return
+        self.action_quit_console()
 
     def note(self, text: str) -> None:
         """A line on the dialog's lower border: news that must not cover the question (see console.tui.notices)."""

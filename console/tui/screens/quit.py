@@ -20,6 +20,7 @@ class QuitScreen(Dialog[str | None]):
 
     ANSWERS = frozenset({"answer"})
     QUITS = True
+    LEAVES = "detach"  # a second Ctrl+C: the console closes, the run goes on
     # Textual focuses it once the screen is active (a query in on_mount can run after a quick dismissal).
     AUTO_FOCUS = "#detach"
     BINDINGS = [

@@ -61,6 +61,11 @@ DRAIN_CHUNK = 400
 KEY_FIRST = 0.05  # seconds after a key acts during which the events waiting and the conversation's repaints wait
 
 
+def refused_title(command: str) -> str:
+    """The title of the notice of a command the engine refused (taken back once the same command is applied)."""
+    return f"{command.replace('_', ' ').capitalize()} refused"
+
+
 @dataclass
 class Run:
     """Which run a screen shows, and how: a run in this process (``supervisor``), or one followed from its log
@@ -318,15 +323,18 @@ class RunScreen(RunKeys):
         """A command this console sent and still waits for, refused by the engine (a rewind whose phase has
         ended, a pause of a paused run): said at once, also where the Feedback pane is not in sight."""
         for e in events:
-            if isinstance(e, ev.OperatorCommand) and e.command == "rewind" and e.status == "applied":
-                self.rewind_text = ""
-            if isinstance(e, ev.OperatorCommand) and e.status == "rejected" and e.command in self.state.requested:
-                what = e.command.replace("_", " ")
+            if not isinstance(e, ev.OperatorCommand):
+                continue
+            if e.status == "applied":
+                if e.command == "rewind":
+                    self.rewind_text = ""
+                retract(self.app, refused_title(e.command))  # tried again and applied: the refusal is past
+            if e.status == "rejected" and e.command in self.state.requested:
                 kept = ""
                 if e.command == "rewind" and self.rewind_text:  # the operator's words, said back (r offers them)
                     kept = f"\nYour text, kept (r offers it again): {self.rewind_text}"
-                self.notify(f"{what} not applied: {e.detail}{kept}", title=f"{what.capitalize()} refused",
-                            severity="warning", timeout=10)
+                self.notify(f"{e.command.replace('_', ' ')} not applied: {e.detail}{kept}",
+                            title=refused_title(e.command), severity="warning", timeout=10)
 
     def refresh_panes(self, changed: Iterable[str]) -> None:
         if not self.ui_alive:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer
@@ -26,8 +27,21 @@ from textual.widgets._footer import FooterKey
 Shown = tuple[str, str, str, str, bool, str, str]  # key, key display, description, action, disabled, tooltip, classes
 
 
+def action_class(action: str) -> str:
+    """The class a footer key is given for its action (app.tcss hides some where the footer is crowded)."""
+    return f"-do-{action}" if action.isidentifier() else ""
+
+
 class KeyFooter(Footer):
-    """A Footer that updates its keys in place when only their labels, actions or states changed."""
+    """A Footer that updates its keys in place when only their labels, actions or states changed. Each key has
+    a class named after its action (``action_class``): where two more keys must fit (a restart to approve at 80
+    columns), the stylesheet leaves out the least needed ones, whose keys still work, rather than the spaces."""
+
+    def compose(self) -> ComposeResult:
+        for widget in super().compose():
+            if isinstance(widget, FooterKey) and (name := action_class(widget.action)):
+                widget.add_class(name)
+            yield widget
 
     def bindings_changed(self, screen: Screen) -> None:
         if (self._bindings_ready and screen.app.app_focus and self.is_attached and screen is self.screen
@@ -73,6 +87,11 @@ class KeyFooter(Footer):
             if not changed:
                 continue
             footer_key.key, footer_key.key_display, footer_key.description = key, display, description
+            if footer_key.action != action:
+                if old := action_class(footer_key.action):
+                    footer_key.remove_class(old)
+                if new := action_class(action):
+                    footer_key.add_class(new)
             footer_key.action = action
             footer_key._disabled = disabled
             footer_key.set_class(disabled, "-disabled")

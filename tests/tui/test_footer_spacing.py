@@ -1,0 +1,56 @@
+"""The footer keeps its spaces at 80 columns (issue 33, point 9): while a restart waits, approve and deny join the
+keys; the footer read "⇥Pane cCheckpoint rRewind aApprove dDeny ..." (each key run into its word). Now the least
+needed keys (Guards, Max) leave the footer meanwhile, and still work."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+from textual.widgets._footer import FooterKey
+
+from console.tui.screens.guardrails import GuardrailsScreen
+from console.tui.screens.main import MainScreen
+from tests.tui.conftest import drive, wait_for
+from tests.tui.test_dialog_keys import Clock, Seq, pending, recorded_app, started
+
+
+def footer_keys(screen) -> list[FooterKey]:
+    return [k for k in screen.query(FooterKey) if k.display and k.region.width]
+
+
+def test_the_footer_keeps_its_spaces_at_80_columns_while_a_restart_waits(make_job):
+    clock = Clock()
+    app, _rec = recorded_app(make_job, clock)
+    e = Seq()
+
+    async def body(pilot):
+        await started(pilot, app, e)
+        await pilot.pause()
+        before = {k.description for k in footer_keys(app.screen)}
+        assert {"Guards", "Max"} <= before
+        app.bridge.push(pending(e))
+        await wait_for(pilot, lambda: app.state.restart_pending is not None, what="the restart pending")
+        await wait_for(pilot, lambda: app.screen.shown_at is not None if hasattr(app.screen, "shown_at") else False,
+                       what="the approval")
+        clock.now += 1
+        await pilot.press("escape")  # later: the run's screen, its footer with approve and deny
+        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="the run's screen")
+        await wait_for(pilot, lambda: "Approve" in {k.description for k in footer_keys(app.screen)},
+                       what="approve in the footer")
+        await pilot.pause()
+        keys = footer_keys(app.screen)
+        screen = app.screen.region
+        for key in keys:
+            text = key.render().plain
+            assert text == f"{key.key_display} {key.description}", text  # a space between key and word
+            assert screen.contains_region(key.region), (text, key.region)
+        ordered = sorted(keys, key=lambda k: k.region.x)
+        for left, right in pairwise(ordered):
+            assert right.region.x > left.region.right, (left.description, right.description)  # a gap between
+        shown = {k.description for k in keys}
+        assert {"Approve", "Deny", "Checkpoint", "Rewind", "Pause", "Stop", "Help", "Quit", "Pane"} <= shown
+        assert not {"Guards", "Max"} & shown
+        await pilot.press("g")  # left out of the footer, not out of reach
+        await wait_for(pilot, lambda: isinstance(app.screen, GuardrailsScreen), what="the guardrails")
+
+    drive(app, body, size=(80, 24))
