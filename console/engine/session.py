@@ -417,7 +417,8 @@ class Session(AskingTheOperator, AskingTheModel):
                        output_tokens=usage.output_tokens, cached_input_tokens=usage.cached_input_tokens,
                        cache_write_tokens=usage.cache_write_tokens, cost_usd=cost, job_cost_usd=job_cost,
                        reported=usage.reported, context_window=st.context_window, context_tokens=cm.used,
-                       prompt_budget=cm.budget, soft_threshold=st.soft_threshold, hard_threshold=st.hard_threshold)
+                       prompt_budget=cm.budget, soft_threshold=st.soft_threshold, hard_threshold=st.hard_threshold,
+                       context_used_pct=round(cm.window_pct, 4))
         guards.status()
         finished = cp.finished
         # Nudging did not help: the agent kept trying to stop an unfinished job, or it looks stuck. The run asks
