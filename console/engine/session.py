@@ -211,6 +211,7 @@ class Session(AskingTheOperator, AskingTheModel):
             self.on_start(cm.used, cm.budget)
         if not cp.progress:
             cp.progress = progress_mark(rt)
+        rt.guards.session_started(self.number)
         self.commit()  # the session's start (a new job's bootstrap todos with it) is recorded first
         freeze_heap()
         if fresh and (detail := window_too_small(cm, st, self.number, rt.paths.run_id)) is not None:
