@@ -11,8 +11,8 @@ from console.engine.guardrails.feedback import (
     FeedbackContext,
     FeedbackProviderConfig,
     FeedbackRunner,
-    FeedbackTrigger,
     FeedbackState,
+    FeedbackTrigger,
     FileCreatedTrigger,
 )
 from console.engine.guardrails.feedback_providers import StaticFeedbackProvider
