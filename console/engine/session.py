@@ -124,6 +124,7 @@ class Session(AskingTheOperator, AskingTheModel):
         self.turns_here = 0
         self.outage: Outage | None = None  # the failures of the turn being asked
         self.down = ""  # why the model could not be reached, while the run asks its operator about it
+        self.ready_checked = False  # the model's server was checked before the session's first chat request
         self.overflows = 0  # "prompt too long" answers in a row
         self.request: ModelRequest | None = None  # the turn in flight's request (None: not asked here)
         self.rng = random.Random(deps.seed) if deps.seed is not None else None
@@ -247,6 +248,11 @@ class Session(AskingTheOperator, AskingTheModel):
                 return spent
             if op.paused:
                 continue  # a spend limit asked the operator: the run holds at the top until they answer
+            if not self.ready_checked:
+                if (ended := self.model_ready()) is not None:
+                    return ended
+                if op.paused or op.stop_requested or not self.ready_checked:
+                    continue  # provider down (asked), or paused or stopped meanwhile: the top of the loop decides
             cp.turn += 1
             self.turns_here += 1
             request = self.request = build_request(self.deps, self.system, self.conversation)
