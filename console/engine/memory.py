@@ -179,8 +179,10 @@ class WorkingMemory:
         """The block a prompt carries while ``task`` is the current todo: the recent tasks and the active blockers
         always; the job's goal (``goal()``: instructions.md's text, asked only then) when the task mentions the
         goal, and the previous task when it refers back (seed 003's conditional goal and queue)."""
-        wants_goal = bool(task) and mentions_goal(task or "")
-        wants_queue = bool(task) and refers_back(task or "") and bool(self.state.completed_tasks)
+        if not task:
+            return self.render()
+        wants_goal = mentions_goal(task)
+        wants_queue = refers_back(task) and bool(self.state.completed_tasks)
         if not (wants_goal or wants_queue):
             return self.render()
         text = goal() if wants_goal else None
@@ -198,7 +200,7 @@ class WorkingMemory:
             return base
         _, _, rest = base.partition("\n")
         block = "\n".join(["WORKING MEMORY", *lines, *([rest] if rest else [])])
-        self._block = (task or "", text, block)
+        self._block = (task, text, block)
         return block
 
     def _render(self) -> str:
