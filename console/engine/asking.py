@@ -15,14 +15,13 @@ from console.engine.context.pressure import ContextManager
 from console.engine.enforcement import Ask
 from console.engine.journal import Checkpoint, Conversation
 from console.engine.messages import Message, ModelRequest
-from console.engine.model import (
-    ProviderError,
-)
-from console.engine.model_call import TICK, Outage, retrying
+from console.engine.model import ProviderError, ready_check
+from console.engine.model_call import TICK, Outage, call_abandonably, retrying
 from console.engine.needs import answered, ask_operator
+from console.engine.operator import Aborted, Paused
 from console.engine.runtime import Runtime
 from console.engine.shutdown import SessionResult, ShutdownReason
-from console.engine.turn import SessionDeps, TurnOutput, call_limits, operator_tick, stream_turn
+from console.engine.turn import DeadlineCut, SessionDeps, TurnOutput, call_limits, operator_tick, stream_turn
 
 # "Prompt too long" answers in a row (each followed by masking or a restart) before the run gives up.
 MAX_OVERFLOWS = 3
@@ -40,6 +39,7 @@ class SessionBase:
     turns_here: int
     outage: Outage | None
     down: str
+    ready_checked: bool
     overflows: int
     rng: random.Random | None
 
@@ -170,6 +170,51 @@ class AskingTheModel(SessionBase):
 
         return retrying(limits, self.wait, announce, self.rng, outage)(again)
 
+    def model_ready(self) -> SessionResult | None:
+        """Seed 004's ``check_ollama_ready`` ("called once per session"): before the session's first chat request,
+        the provider's cheap readiness check (an OpenAI-compatible server's GET /models), made and retried as a
+        turn is (each wait a model_retry; a server not reached at all asks after unreachable_wait, 30 s). When it
+        stays down the run asks its operator (``provider_down``) and holds, before any chat request: their resume
+        goes on to the turn (which retries and asks again if the server is still down), their stop ends the run.
+        The session's end when a stop came during the check; None to go on (``ready_checked`` says whether the
+        check is done: a pause meanwhile leaves it to be made once the run goes on)."""
+        rt, deps = self.rt, self.deps
+        check = ready_check(deps.provider)
+        if check is None:
+            self.ready_checked = True
+            return None
+        limits = call_limits(deps.settings)
+        outage = self.outage = Outage(limits, now=rt.clock.monotonic)
+        turn = self.cp.turn + 1  # the turn the check comes before (nothing of it streamed: nothing to discard)
+
+        def attempt() -> None:
+            call_abandonably(deps.provider, check, limits, lambda: operator_tick(deps))
+
+        def announce(state: Any) -> None:
+            exc = state.outcome.exception()
+            rt.events.emit(ev.ModelRetry, turn=turn, attempt=state.attempt_number + 1,
+                           delay_s=state.upcoming_sleep, cause=getattr(exc, "cause", "") or type(exc).__name__,
+                           message=str(exc), waited_s=round(outage.elapsed() + state.upcoming_sleep, 3),
+                           max_wait_s=outage.limit())
+            rt.events.observe()
+
+        try:
+            retrying(limits, self.wait, announce, self.rng, outage)(attempt)
+        except Aborted:
+            return self.stop_end("stopped by the operator while the model's server was checked")
+        except Paused:
+            return None  # checked once the operator resumes
+        except DeadlineCut:
+            self.ready_checked = True  # the budgets' check at the top of the loop ends the run (or grants its wrap-up)
+            return None
+        except ProviderError as exc:
+            self.ready_checked = True
+            if exc.kind == "transient":
+                self.provider_down(exc, turn_asked=False)
+            return None  # another answer is the chat request's to report
+        self.ready_checked = True
+        return None
+
     def wait(self, seconds: float) -> None:
         """A retry's wait, in ticks that let a stop or a pause act at once."""
         clock = self.rt.clock
@@ -196,11 +241,11 @@ class AskingTheModel(SessionBase):
         ended.fix = exc.fix  # a key to set, credit to add: the run's end names it, then the resume
         return ended
 
-    def provider_down(self, exc: ProviderError) -> None:
+    def provider_down(self, exc: ProviderError, *, turn_asked: bool = True) -> None:
         """Transient failures outlasted the turn's bound (unreachable_wait for a server not reached at all,
         retry_total_wait else): the run asks its operator and holds; their resume asks the model again (the same
         turn, a fresh bound), their stop ends the run, resumable. A provider back in the morning finds it
-        waiting."""
+        waiting. ``turn_asked`` False: it was the session's readiness check, before any turn was asked."""
         rt, st = self.rt, self.deps.settings
         outage = self.outage or Outage(call_limits(st), now=rt.clock.monotonic)
         tries, elapsed, limit = max(1, outage.tries), outage.elapsed(), outage.limit()
@@ -210,7 +255,8 @@ class AskingTheModel(SessionBase):
         tried = f"{tries} {'try' if tries == 1 else 'tries'} over {elapsed:.0f} s"
         detail = f"the model could not be reached: {tried} (limit {limit:g} s, {bound}{asked}); last: {exc}"
         rt.events.emit(ev.ErrorEvent, message=detail, where="provider", recoverable=True)
-        self.unask()  # asked again, under the same number, once the operator resumes
+        if turn_asked:
+            self.unask()  # asked again, under the same number, once the operator resumes
         self.down = detail
         ask_operator(rt.events, self.deps.operator, "provider_down",
                      f"the model could not be reached ({getattr(exc, 'cause', '') or 'failed'}): resume tries again, "

@@ -8,6 +8,11 @@ memory is a component of the run's harness state, recorded by the journal
 commit of the step that changed it (so a todo completion and its memory record
 are one atomic record).
 
+Seed 003's goal and queue stay conditional, as its buildMinimalState keeps them ("Include goal if relevant",
+"Include queue if temporal references"): the job's goal (instructions.md, the start of it) only when the current
+task speaks of the goal, and the previous task only when the current one refers back (previous, last task,
+earlier). Each blocker says when it was blocked (seed 003's ``blocked_at``).
+
 Seed 003's ``requires_context`` toggle (job.toml ``[context]``, on by default here,
 off in the seed) only decides whether the prompts carry the block (the protected
 layer and the compaction summary). Records are captured either way, unlike the
@@ -20,6 +25,7 @@ workspace_summary.md, and a run resumed with the toggle on finds its history.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -35,6 +41,20 @@ INTENT_CHARS = 200  # of an intent, in the prompt's block
 REASON_CHARS = 300  # of a blocker's reason (a rewind's issue may be 4,000)
 RECENT_IN_PROMPT = 5
 SUMMARY_CHARS = 60
+GOAL_CHARS = 600  # of instructions.md, in the goal line: the start says what the job is; the file has the rest
+# Seed 003's buildMinimalState: the goal "if relevant" (the task mentions it), the queue "if temporal references".
+GOAL_WORDS = ("goal",)
+QUEUE_WORDS = ("previous", "last task", "earlier")
+
+
+def mentions_goal(task: str) -> bool:
+    low = task.lower()
+    return any(w in low for w in GOAL_WORDS)
+
+
+def refers_back(task: str) -> bool:
+    low = task.lower()
+    return any(w in low for w in QUEUE_WORDS)
 
 
 class CompletedTask(BaseModel):
@@ -50,7 +70,8 @@ class Blocker(BaseModel):
     task_id: str
     task: str
     reason: str
-    blocked_at: datetime
+    # When it was blocked (seed 003's active_blockers carry it); None in a record written without it.
+    blocked_at: datetime | None = None
     resolved_at: datetime | None = None
 
 
@@ -77,6 +98,7 @@ class WorkingMemory:
         self.events = events
         self.sink: StateSink = sink or NullSink()
         self._rendered: str | None = None
+        self._block: tuple[str, str | None, str] | None = None  # (task, goal, block): prompt_block's last
         self.state = state or MemoryState()
         self._backfill()
 
@@ -98,6 +120,7 @@ class WorkingMemory:
 
     def save(self) -> None:
         self._rendered = None
+        self._block = None
         self.sink.changed("memory")
 
     def _new_id(self) -> str:
@@ -152,14 +175,42 @@ class WorkingMemory:
             self._rendered = self._render()
         return self._rendered
 
+    def prompt_block(self, task: str | None, goal: Callable[[], str | None]) -> str:
+        """The block a prompt carries while ``task`` is the current todo: the recent tasks and the active blockers
+        always; the job's goal (``goal()``: instructions.md's text, asked only then) when the task mentions the
+        goal, and the previous task when it refers back (seed 003's conditional goal and queue)."""
+        if not task:
+            return self.render()
+        wants_goal = mentions_goal(task)
+        wants_queue = refers_back(task) and bool(self.state.completed_tasks)
+        if not (wants_goal or wants_queue):
+            return self.render()
+        text = goal() if wants_goal else None
+        if self._block is not None and self._block[:2] == (task, text):
+            return self._block[2]
+        lines = []
+        if text is not None and (said := " ".join(text.split())):
+            lines.append(f"Goal (instructions.md): {_cut(said, GOAL_CHARS)}"
+                         + (" [the rest is in instructions.md]" if len(said) > GOAL_CHARS else ""))
+        if wants_queue:
+            last = self.state.completed_tasks[-1]
+            lines.append(f"Previous task: {last.task_id} \"{_cut(last.intent or '')}\" - {_cut(last.summary or '')}")
+        base = self.render()
+        if not lines:
+            return base
+        _, _, rest = base.partition("\n")
+        block = "\n".join(["WORKING MEMORY", *lines, *([rest] if rest else [])])
+        self._block = (task, text, block)
+        return block
+
     def _render(self) -> str:
         recent = self.recent()
         blockers = self.active_blockers
         if not recent and not blockers:
             return ""
-        # Seed 003's content (task, intent, when, success; blockers and why) in as few tokens as it can be said:
-        # the block is in every prompt (seed 003's gate: the prompt grows under 5%). An intent or a reason longer
-        # than a line is cut here; the state and the log keep it whole.
+        # Seed 003's content (task, intent, when, success; blockers, when and why) in as few tokens as it can be
+        # said: the block is in every prompt (seed 003's gate: the prompt grows under 5%). An intent or a reason
+        # longer than a line is cut here; the state and the log keep it whole.
         out = ["WORKING MEMORY"]
         if recent:
             out.append("Recent Task History (newest last):")
@@ -168,8 +219,13 @@ class WorkingMemory:
                 out.append(f"{i}. {t.task_id} {t.completed_at.strftime('%H:%M')} {mark} \"{_cut(t.intent or '')}\"")
         if blockers:
             out.append("Active Blockers:")
-            out += [f"- {b.task_id}: \"{_cut(b.task)}\" - Reason: {_cut(b.reason, REASON_CHARS)}" for b in blockers]
+            out += [f"- {b.task_id}{_blocked_at(b)}: \"{_cut(b.task)}\" - Reason: {_cut(b.reason, REASON_CHARS)}"
+                    for b in blockers]
         return "\n".join(out)
+
+
+def _blocked_at(b: Blocker) -> str:
+    return "" if b.blocked_at is None else f" blocked {b.blocked_at.strftime('%H:%M')}"
 
 
 def _cut(text: str, limit: int = INTENT_CHARS) -> str:

@@ -159,3 +159,18 @@ class Provider(Protocol):
     model: str
 
     def stream(self, request: ModelRequest) -> Iterator[StreamEvent]: ...
+
+    def check_ready(self) -> None:
+        """Whether the model's server is there to answer, asked once at each session start before its first chat
+        request (seed 004's ``check_ollama_ready``), as cheaply as the protocol allows (no tokens). Returns when it
+        is ready; raises a transient :class:`ProviderError` when it is not (not reached, still loading), which the
+        engine retries as a turn and then asks its operator about (``provider_down``). An answer that says
+        something else is wrong (a key, a model name) is the chat request's to say: ready. A model with nothing to
+        check (in-process, a hosted API) returns at once."""
+        ...
+
+
+def ready_check(provider: Provider) -> Callable[[], None] | None:
+    """The provider's readiness check, or None for one that has none (a test's stand-in that only streams)."""
+    check = getattr(provider, "check_ready", None)
+    return check if callable(check) else None

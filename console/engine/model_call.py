@@ -212,6 +212,47 @@ def stream_abandonably(provider: Provider, request: ModelRequest, limits: CallLi
             handle.cancel()  # abandoned: hang up now, so the server stops generating for nobody
 
 
+def call_abandonably(provider: Provider, fn: Callable[[], None], limits: CallLimits, tick: Callable[[], None],
+                     now: Callable[[], float] = time.monotonic) -> None:
+    """``fn``, one short request of the provider's (its readiness check), made as a model call is: on a worker
+    thread, ``tick`` at least every :data:`TICK` seconds (it may raise to abandon the call, which is hung up through
+    its :class:`CallHandle`), a transient :class:`ProviderError` past ``idle_timeout`` without an answer."""
+    if getattr(provider, "runs_inline", False):
+        fn()
+        return
+    done: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    handle = CallHandle()
+
+    def work() -> None:
+        set_current_call(handle)
+        try:
+            fn()
+            done.put(_DONE)
+        except BaseException as exc:  # handed to the loop's thread, which decides
+            done.put(_Failed(exc))
+        finally:
+            set_current_call(None)
+
+    started = now()
+    _WORKERS.submit(work)
+    finished = False
+    try:
+        while True:
+            try:
+                item = done.get(timeout=TICK)
+            except queue.Empty:
+                tick()
+                _check(provider.name, limits, now(), started, started)
+                continue
+            finished = True
+            if isinstance(item, _Failed):
+                raise item.exc
+            return
+    finally:
+        if not finished:
+            handle.cancel()  # abandoned: hang up now
+
+
 def _check(name: str, limits: CallLimits, at: float, started: float, last: float) -> None:
     if at - last >= limits.idle_timeout:
         raise ProviderError(

@@ -124,6 +124,7 @@ class Session(AskingTheOperator, AskingTheModel):
         self.turns_here = 0
         self.outage: Outage | None = None  # the failures of the turn being asked
         self.down = ""  # why the model could not be reached, while the run asks its operator about it
+        self.ready_checked = False  # the model's server was checked before the session's first chat request
         self.overflows = 0  # "prompt too long" answers in a row
         self.request: ModelRequest | None = None  # the turn in flight's request (None: not asked here)
         self.rng = random.Random(deps.seed) if deps.seed is not None else None
@@ -211,6 +212,7 @@ class Session(AskingTheOperator, AskingTheModel):
             self.on_start(cm.used, cm.budget)
         if not cp.progress:
             cp.progress = progress_mark(rt)
+        rt.guards.session_started(self.number)
         self.commit()  # the session's start (a new job's bootstrap todos with it) is recorded first
         freeze_heap()
         if fresh and (detail := window_too_small(cm, st, self.number, rt.paths.run_id)) is not None:
@@ -246,6 +248,11 @@ class Session(AskingTheOperator, AskingTheModel):
                 return spent
             if op.paused:
                 continue  # a spend limit asked the operator: the run holds at the top until they answer
+            if not self.ready_checked:
+                if (ended := self.model_ready()) is not None:
+                    return ended
+                if op.paused or op.stop_requested or not self.ready_checked:
+                    continue  # provider down (asked), or paused or stopped meanwhile: the top of the loop decides
             cp.turn += 1
             self.turns_here += 1
             request = self.request = build_request(self.deps, self.system, self.conversation)
@@ -417,7 +424,8 @@ class Session(AskingTheOperator, AskingTheModel):
                        output_tokens=usage.output_tokens, cached_input_tokens=usage.cached_input_tokens,
                        cache_write_tokens=usage.cache_write_tokens, cost_usd=cost, job_cost_usd=job_cost,
                        reported=usage.reported, context_window=st.context_window, context_tokens=cm.used,
-                       prompt_budget=cm.budget, soft_threshold=st.soft_threshold, hard_threshold=st.hard_threshold)
+                       prompt_budget=cm.budget, soft_threshold=st.soft_threshold, hard_threshold=st.hard_threshold,
+                       context_used_pct=round(cm.window_pct, 4))
         guards.status()
         finished = cp.finished
         # Nudging did not help: the agent kept trying to stop an unfinished job, or it looks stuck. The run asks

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from console.engine import events as ev
-from console.engine.context.layers import assemble, build_protected
+from console.engine.context.layers import assemble, build_protected, goal_text
 from console.engine.context.pressure import ContextManager
 from console.engine.context.tokens import estimate_request, estimate_text
 from console.engine.messages import Message, ModelRequest, ToolCall
@@ -96,7 +96,11 @@ def output_reserve(window: int) -> int:
 def build_request(deps: SessionDeps, system: str, conversation: list[Message]) -> ModelRequest:
     rt = deps.runtime
     # requires_context off: seed 003's legacy prompts, without the working-memory block.
-    protected = build_protected(rt.todos, rt, [rt.memory.render()] if deps.settings.requires_context else [])
+    # The goal and the previous task only when the current task asks for them (seed 003): see console.engine.memory.
+    memory = ([rt.memory.prompt_block(current.text if (current := rt.todos.current) else None,
+                                      functools.partial(goal_text, rt))]
+              if deps.settings.requires_context else [])
+    protected = build_protected(rt.todos, rt, memory)
     return assemble(system, deps.registry, conversation, protected, output_reserve(deps.settings.context_window))
 
 

@@ -79,6 +79,10 @@ class AnthropicProvider:
         track_connections(client)  # a call abandoned before its headers can be hung up (see hang_up)
         self._client = client
 
+    def check_ready(self) -> None:
+        """Ready without a request: Anthropic's API is a hosted service, not a local server that may not be running
+        yet (seed 004's check is for those); the first turn's own failures take the retry and ask path."""
+
     def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
         params = build_params(self.model, request)
         secret = self._client.api_key or self._client.auth_token

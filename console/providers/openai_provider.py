@@ -73,6 +73,9 @@ _NO_AUTH = {"Authorization": openai.Omit()}
 TokenLimit = Literal["max_tokens", "max_completion_tokens"]
 MAX_TOKENS_PARAMS: tuple[str, ...] = get_args(MaxTokensParam)
 # OpenAI's hosts, and Azure OpenAI's (Azure AI Foundry's): where max_completion_tokens is the name to start with.
+# A server's answers to GET /models that say it is there but cannot serve yet: a model still loading (llama.cpp's
+# server, vLLM), a proxy in front of a backend that is down or slow.
+NOT_READY = frozenset({502, 503, 504})
 _COMPLETION_TOKENS_HOSTS = ("openai.com", "openai.azure.com", "cognitiveservices.azure.com", "services.ai.azure.com")
 
 
@@ -141,6 +144,25 @@ class OpenAIProvider:
             # protocol mid-stream; asking again is the only thing to do, and the operator reads why.
             raise ProviderError(f"openai: the server sent a malformed stream chunk ({type(exc).__name__})",
                                 kind="transient", cause="malformed stream") from None
+
+    def check_ready(self) -> None:
+        """Seed 004's ``check_ollama_ready`` for any server that speaks the protocol, once per session start:
+        ``GET /models`` (the SDK's ``models.list()``), the cheapest request there is (no tokens, no model loaded
+        for it). Not reached (refused, no such host, timed out) or not ready yet (502/503/504: a model still
+        loading, a proxy whose backend is down) is a transient ProviderError the engine retries and then asks
+        its operator about; any other answer says the server is there (a 401, or a 404 from a server without the
+        list, is the chat request's to report)."""
+        secret = self._client.api_key
+        try:
+            with before_headers():  # a stop during the check hangs it up (see hang_up)
+                self._client.models.with_raw_response.list()  # the answer's status is all: its body is not parsed
+        except openai.APIStatusError as err:
+            if err.status_code in NOT_READY:
+                raise to_provider_error(err, secret=secret, timeout=self._timeout,
+                                        key_variable=self._key_variable) from None
+        except openai.APIConnectionError as err:  # a timeout is one too
+            raise to_provider_error(err, secret=secret, timeout=self._timeout,
+                                    key_variable=self._key_variable) from None
 
     def _open(self, request: ModelRequest) -> Iterator[Notice | Any]:
         """The response stream (last), after a notice for each way the server refused the request's shape and it

@@ -106,6 +106,9 @@ class ScriptedProvider:
         self._prev: tuple[str, list[Message]] | None = None
 
     # -- the protocol ----------------------------------------------------------------
+    def check_ready(self) -> None:
+        """In-process: always there."""
+
     def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
         self.turns += 1
         if self.script is not None:

@@ -145,10 +145,12 @@ def test_a_refused_connection_asks_within_30_s_resume_tries_again_stop_ends_resu
     assert [a.reason for a in asked] == ["provider_down", "provider_down"]
     assert "connection refused" in asked[0].message and "connection refused" in asked[0].evidence[0]
     assert "unreachable_wait" in asked[0].evidence[-1]
-    # Within ~30 s of the run's clock from the first refusal, each time (the waits are the fake clock's).
+    # Within ~30 s of the run's clock from the first refusal, each time (the waits are the fake clock's): first the
+    # session's readiness check (seed 004's check_ollama_ready), before any turn; then turn 1, after the resume.
     turn1 = next(e for e in evs if isinstance(e, ev.TurnStarted))
+    assert asked[0].seq < turn1.seq < asked[1].seq
     for need in asked:
-        before = [e for e in evs if isinstance(e, ev.TurnStarted) and e.seq < need.seq][-1]
+        before = [e for e in evs if isinstance(e, ev.TurnStarted | ev.SessionStarted) and e.seq < need.seq][-1]
         assert 0 < (need.ts - before.ts).total_seconds() <= 31
     retries = [e for e in evs if isinstance(e, ev.ModelRetry)]
     assert retries and {r.max_wait_s for r in retries} == {30} and {r.cause for r in retries} == {"connection refused"}

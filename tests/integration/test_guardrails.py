@@ -364,7 +364,7 @@ def test_feedback_triggers_fire_as_specified_and_reach_the_next_request(make_job
     def before(n: int) -> None:
         clock.advance(20)  # each turn takes 20 s of (injected) time
         if n == 4:
-            (paths.root / "CHANGELOG.md").unlink()  # deleted and created again: it fired once per job
+            (paths.root / "CHANGELOG.md").unlink()  # deleted and created again: it fired once per session
 
     script = [T(calls=[read("instructions.md")]), T(calls=[write("CHANGELOG.md", "# Changes\n")]),
               T(calls=[read("instructions.md")]), T(calls=[write("CHANGELOG.md", "# Changes\n")]),

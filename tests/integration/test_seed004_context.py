@@ -168,3 +168,26 @@ def test_an_older_runs_journal_without_the_turn_count_resumes_and_restarts(make_
     (marker,) = markers(provider)
     ran = int(re.search(r"Session #1 ran (\d+) turns?\.", marker)[1])
     assert ran == total - before  # the replies recorded since the resume
+
+
+def test_each_token_usage_event_carries_context_used_pct_as_seed_004(make_job, clock) -> None:
+    """Seed 004: ``logger.log_event(&LogEntry::TokenUsage { ... context_used_pct: context_manager.usage_percentage(),
+    })``: every token_usage says how full the window is (the next prompt's share of the whole window, a fraction
+    like wind_down's usage_pct), and a log written before the field was recorded still reads."""
+    paths = make_job("requirements-extraction")
+    result = Supervisor(paths, run_settings(context_window=WINDOW, max_restarts=2), ScriptedProvider(clock=clock),
+                        clock=clock).run()
+    assert result.sessions == 2, result.detail
+    usage = [e for e in ev.read_events(paths.events) if isinstance(e, ev.TokenUsage)]
+    assert len(usage) > 5
+    for e in usage:
+        assert e.context_window == WINDOW
+        assert e.context_used_pct == round(e.context_tokens / WINDOW, 4), e
+    # It rises as the window fills, past the share of the soft threshold before the restart.
+    assert max(e.context_used_pct or 0 for e in usage) > min(e.context_used_pct or 1 for e in usage)
+    # An older run's line, without the field: it reads, and says nothing it does not know.
+    line = usage[0].model_dump_json(exclude={"context_used_pct"})
+    assert "context_used_pct" not in line
+    old = ev.parse_event(line)
+    assert isinstance(old, ev.TokenUsage) and old.context_used_pct is None
+    assert old.context_tokens == usage[0].context_tokens

@@ -304,7 +304,7 @@ def test_the_status_after_some_work() -> None:
     _exercise(guardrails, FakeWorld("CHANGELOG.md"))
     status = guardrails.describe(T0 + timedelta(seconds=50))
     assert status["feedback"] == [
-        ("Static", "static", "once when CHANGELOG.md appears", "fired (once per job)"),
+        ("Static", "static", "once when CHANGELOG.md appears", "fired (once per session)"),
         ("Deadline", "deadline", "every 30s", "at 12:01:10"),
         ("Stuck", "stuck", "after every call", "at the next check"),
     ]

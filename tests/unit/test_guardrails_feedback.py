@@ -326,7 +326,7 @@ def test_describe_says_when_each_provider_runs_next() -> None:
         ("Calls", "static", "every 3 calls", "at call 3"),
         ("Deadline", "deadline", "every 30s", "at 12:00:30"),
         ("File", "static", "once when CHANGELOG.md appears", "when CHANGELOG.md appears"),
-        ("Fired", "static", "once when x.md appears", "fired (once per job)"),
+        ("Fired", "static", "once when x.md appears", "fired (once per session)"),
     ]
     assert runner.describe(at(31))[1][3] == "at the next check"
 

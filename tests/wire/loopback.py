@@ -60,6 +60,13 @@ stream (checked against recorded production streams):
 small pieces. Local-server quirks are ``Reply`` options (``usage=None``,
 ``tool_ids``, ``tool_index``, ``whole_calls``, ``thinking``).
 
+MODELS. ``GET /v1/models`` answers as OpenAI's OpenAPI schema has it (``listModels``: no parameters, a
+``ListModelsResponse``: ``object: "list"``, ``data`` of ``Model``, each with ``id``, ``object: "model"``,
+``created`` and ``owned_by``), listing ``models``; any other GET is OpenAI's 404 (``Invalid URL (GET ...)``).
+These requests are recorded apart, in ``Loopback.listed`` (``requests`` stays the chat's), and never consume a
+canned response: ``Loopback.models_answer(*faults)`` queues ``HttpError``/``Stall`` answers for the next lists
+(a model server still loading answers 503 until it is ready; ``models_loaded()`` drops those still queued).
+
 FAULTS. Besides ``Reply``, the queue takes the fault modes a fault-injection
 suite needs, each documented on its class: ``HttpError`` (with headers, and
 helpers for the providers' real error bodies: ``openai_rate_limit``,
@@ -475,7 +482,7 @@ class _Server(ThreadingHTTPServer):
 
 class Loopback:
     def __init__(self, *, strict: bool = True, openai_dialect: OpenAIDialect = OPENAI,
-                 takes_limit: TokenLimit | None = None) -> None:
+                 takes_limit: TokenLimit | None = None, models: tuple[str, ...] = ("gpt-4.1", "gpt-4.1-mini")) -> None:
         if openai_dialect not in OPENAI_DIALECTS:
             raise ValueError(f"openai_dialect must be one of {OPENAI_DIALECTS}, not {openai_dialect!r}")
         self.strict = strict
@@ -484,6 +491,9 @@ class Loopback:
         # even when not strict: "max_completion_tokens" answers max_tokens as Azure's reasoning deployments do.
         self.takes_limit: TokenLimit | None = takes_limit
         self.requests: list[Recorded] = []
+        self.models = models
+        self.listed: list[Recorded] = []  # the GET requests (the model list), apart from the chat's
+        self._models_faults: deque[HttpError | Stall] = deque()
         self._queue: deque[Canned] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -519,6 +529,16 @@ class Loopback:
     def push(self, *responses: Canned) -> None:
         with self._lock:
             self._queue.extend(responses)
+
+    def models_answer(self, *faults: HttpError | Stall) -> None:
+        """The next GET /models requests get these, one each, before the list again."""
+        with self._lock:
+            self._models_faults.extend(faults)
+
+    def models_loaded(self) -> None:
+        """The faults still queued for GET /models are dropped: the list from now on."""
+        with self._lock:
+            self._models_faults.clear()
 
     @property
     def pending(self) -> int:
@@ -566,6 +586,27 @@ def _make_handler(owner: Loopback) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, format: str, *args: Any) -> None:
             pass  # keep pytest output clean
+
+        def do_GET(self) -> None:
+            """OpenAI's ``listModels`` (GET /v1/models, no parameters), or its 404 for a URL it does not serve."""
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            with owner._lock:
+                owner.listed.append(Recorded("GET", self.path, headers, {}))
+                fault = owner._models_faults.popleft() if self.path == "/v1/models" and owner._models_faults \
+                    else None
+            if self.path != "/v1/models":
+                self._send(404, "application/json", json.dumps({"error": {
+                    "message": f"Invalid URL (GET {self.path})", "type": "invalid_request_error", "param": None,
+                    "code": None}}).encode())
+            elif isinstance(fault, HttpError):
+                self._send(fault.status, "application/json", json.dumps(fault.body).encode(), headers=fault.headers)
+            elif isinstance(fault, Stall):
+                owner._wait(fault.seconds)
+                self.close_connection = True
+            else:
+                data = [{"id": m, "object": "model", "created": 1686935002, "owned_by": "system"}
+                        for m in owner.models]
+                self._send(200, "application/json", json.dumps({"object": "list", "data": data}).encode())
 
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)

@@ -1113,3 +1113,23 @@ def test_our_openai_adapter_passes_the_chat_template_server() -> None:
             pytest.fail(f"a chat-template server refuses what our adapter sends: {exc}\n"
                         f"request: {json.dumps(server.last.body)[:2000]}")
     assert not server.rejected
+
+
+def test_the_model_list_is_openais_list_models_answer() -> None:
+    """GET /v1/models as OpenAI's OpenAPI schema has it (listModels -> ListModelsResponse: object "list", data of
+    Model {id, object "model", created, owned_by}, all required): the SDK's own types take it field by field; a GET
+    of a URL the API does not serve is its 404, which the SDK raises as NotFoundError; neither is a chat request."""
+    with Loopback(models=("qwen3:8b", "llama3.1:8b")) as server:
+        client = openai.OpenAI(api_key="sk-list", base_url=server.openai_url, max_retries=0)
+        raw = client.models.with_raw_response.list()
+        body = json.loads(raw.http_response.text)
+        assert raw.http_response.status_code == 200 and set(body) == {"object", "data"} and body["object"] == "list"
+        for item in body["data"]:
+            assert set(item) == {"id", "object", "created", "owned_by"} and item["object"] == "model"
+            openai.types.Model.model_validate(item, strict=True)
+        assert [m.id for m in client.models.list()] == ["qwen3:8b", "llama3.1:8b"]
+        with pytest.raises(openai.NotFoundError) as err:
+            client.get("/nothing/here", cast_to=object)
+        assert "Invalid URL (GET /v1/nothing/here)" in str(err.value)
+        assert [r.path for r in server.listed] == ["/v1/models", "/v1/models", "/v1/nothing/here"]
+        assert server.requests == [] and server.pending == 0

@@ -110,6 +110,33 @@ def plan_block(rt: Runtime) -> str:
     return block
 
 
+_goal_cache: dict[str, tuple[tuple[float, int], str]] = {}
+
+
+def goal_text(rt: Runtime) -> str | None:
+    """instructions.md's text, the job's goal (seed 003's goal description), as it is on disk now; read again only
+    when it changed, and only its start (the goal line shows a few hundred characters). None if it cannot be read."""
+    from console.engine.memory import GOAL_CHARS
+    from console.engine.sandbox import SandboxError
+
+    assert rt.sandbox is not None
+    try:
+        info = rt.sandbox.info("instructions.md")
+        if info is None:
+            return None
+        key = (info.mtime, info.size)
+        cached = _goal_cache.get(str(rt.paths.root))
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        # Enough bytes for GOAL_CHARS characters once whitespace is collapsed, and to know there is more.
+        raw = rt.sandbox.read_head("instructions.md", 16 * GOAL_CHARS)
+    except SandboxError:
+        return None
+    text = raw.decode("utf-8", "replace").rstrip("\ufffd")  # a character cut at the head's end is not shown
+    _goal_cache[str(rt.paths.root)] = (key, text)
+    return text
+
+
 def build_protected(todos: TodoManager, rt: Runtime, extra: list[str] | None = None) -> str:
     blocks = [todos.render(), plan_block(rt)]
     blocks += [b for b in extra or [] if b]

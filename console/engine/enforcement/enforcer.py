@@ -86,6 +86,12 @@ class Enforcer(_Asks):
         if (st.model_dump(), self.g.feedback.state.started_at) != before:
             self._changed()
 
+    def session_started(self, number: int) -> None:
+        """Session ``number`` starts, new or resumed: the file triggers fire once per session (seed 002), recorded
+        with the session's start."""
+        if self.g.feedback.session_started(number):
+            self._changed()
+
     # -- the tool gate ---------------------------------------------------------------------------
     def gate(self, turn: int, call_id: str, tool: str, params: Mapping[str, Any]) -> str | None:
         """None if every policy allows the call, else the error result the agent gets (and the event)."""

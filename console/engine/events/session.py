@@ -95,3 +95,6 @@ class TokenUsage(EventBase):
     prompt_budget: int = 0
     soft_threshold: float = 0.0
     hard_threshold: float = 0.0
+    # The share of the whole context window the next prompt takes (context_tokens / context_window, a fraction like
+    # wind_down's usage_pct): seed 004's context_used_pct. None in logs written before it was recorded.
+    context_used_pct: float | None = None

@@ -206,7 +206,7 @@ class FeedbackRecord(BaseModel):
 
 class FeedbackState(BaseModel):
     """The runner's recorded state: call count, recent calls, each provider's last feedback (its cadence),
-    fired file triggers (by provider name: once per job) and a short history. Every part is bounded."""
+    fired file triggers (by provider name: once per session) and a short history. Every part is bounded."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -215,6 +215,10 @@ class FeedbackState(BaseModel):
     recent_calls: list[ToolCallSummary] = Field(default_factory=list, max_length=RECENT_CALLS)
     provider_last: dict[str, FeedbackRecord] = Field(default_factory=dict, max_length=MAX_PROVIDERS)
     fired_file_triggers: set[str] = Field(default_factory=set, max_length=MAX_PROVIDERS)
+    # The session those triggers fired in (seed 002: "Fires exactly once per session"); a new session clears them
+    # (session_started). None in a record written before they were per session: they belong to the session the
+    # record was taken in, the one it resumes.
+    fired_session: int | None = Field(default=None, ge=0)
     history: list[FeedbackRecord] = Field(default_factory=list, max_length=FEEDBACK_HISTORY)
 
     @field_serializer("fired_file_triggers")
@@ -430,6 +434,18 @@ class FeedbackRunner:
     def reset(self) -> None:
         self.state = FeedbackState()
 
+    def session_started(self, session: int) -> bool:
+        """A session starts: a new one (a context restart) may see each file trigger fire again, once (seed 002:
+        "Fires exactly once per session"); a resumed one keeps what fired in it, so a kill never fires one twice.
+        True when the state changed (it is to be recorded)."""
+        st = self.state
+        if st.fired_session == session:
+            return False
+        if st.fired_session is not None:
+            st.fired_file_triggers.clear()
+        st.fired_session = session
+        return True
+
     def describe(self, now: datetime) -> list[tuple[str, str, str, str]]:
         """(name, kind, trigger, next) per provider, e.g. ("Deadline", "deadline", "every 30s", "at 12:31:05")."""
         st = self.state
@@ -456,7 +472,7 @@ class FeedbackRunner:
                 if name not in st.fired_file_triggers:
                     upcoming.append(f"when {one_line(trigger.on_file_created.filename, 80)} appears")
                 elif not upcoming:
-                    upcoming.append("fired (once per job)")
+                    upcoming.append("fired (once per session)")
             kind = str(getattr(provider, "kind", type(provider).__name__))
             rows.append((name, kind, trigger.describe(), " or ".join(upcoming)))
         return rows

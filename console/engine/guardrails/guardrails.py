@@ -12,7 +12,7 @@ What a rewind (todo_rewind / an operator's rewind) resets:
 
 - tool policies: nothing. The files read and the tools that succeeded are facts of the world that a new
   plan does not undo; forgetting them would only force pointless re-reads and re-runs.
-- feedback: nothing. Cadences continue and a file trigger that fired stays fired (once per job); the stuck
+- feedback: nothing. Cadences continue and a file trigger that fired stays fired (once per session); the stuck
   detector's recent calls are kept, and re-planning is progress it sees through the loop's
   ``turns_without_progress``.
 - budgets: nothing. The deadline and the token budget cover the whole job.
