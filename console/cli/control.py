@@ -72,7 +72,7 @@ def cmd_control(args: argparse.Namespace) -> int:
         return EXIT_OK
     if pid is None:
         say(f"{args.command}: queued; no process is running this job now, so it applies when the job runs again "
-            f"(agent-console run --in-place {paths.root})")
+            f"(agent-console resume {paths.run_id})")
         return EXIT_OK
     import time
 

@@ -260,7 +260,7 @@ class AskingTheModel(SessionBase):
         self.down = detail
         ask_operator(rt.events, self.deps.operator, "provider_down",
                      f"the model could not be reached ({getattr(exc, 'cause', '') or 'failed'}): resume tries again, "
-                     "stop ends the run (resumable with run --in-place)",
+                     "stop ends the run (agent-console resume goes on with it later)",
                      [str(exc), f"failing for {elapsed:.0f} s: {tried}", f"limit {limit:g} s ({bound}{asked})"])
         rt.events.observe()
 

@@ -66,8 +66,8 @@ class InboxController:
 
     def send(self, command: str, **args: Any) -> str | None:
         if self.runner_pid() is None:
-            return ("no process is running this job (review only); resume it with "
-                    f"`agent-console run --in-place {self.paths.root}` or queue commands from the CLI")
+            return ("no process is running this job (read-only); resume it with "
+                    f"`agent-console resume {self.paths.run_id}` or queue commands from the CLI")
         try:
             write_inbox(self.paths, parse_command(command, {k: v for k, v in args.items() if v is not None}),
                         source=self.source)

@@ -40,7 +40,7 @@ def as_now(r: Any, holder: Any = None) -> Any:
     if live.state == INTERRUPTED:
         detail = f"it needed you ({r.detail}) when its process ended" if r.status == NEEDS else r.detail
         return replace(r, status=INTERRUPTED, needs_since=None, detail=detail or "no process runs it; resume "
-                       f"with: agent-console run --in-place {run_id(r.path)}")
+                       f"with: agent-console resume {run_id(r.path)}")
     return replace(r, status=live.state)
 
 

@@ -125,7 +125,7 @@ CASES: list[tuple[ev.EventBase, str, str, str, str]] = [
                                         "messages (~3.2k tokens); awaiting approval"),
     (make(ev.RestartApproved, by="auto"), "✓", "restart-approved", "info", "restart approved (auto)"),
     (make(ev.RestartDenied, by="operator"), "✗", "restart-denied", "warning",
-     "restart denied (operator); the run ends; it can be resumed later (run --in-place)"),
+     "restart denied (operator); the run ends; it can be resumed later (agent-console resume)"),
     (make(ev.CompletionBlocked, reason="r", feedback="2 tasks left", checker="plan", stop_reason="end_turn",
           blocks=1, max_blocks=5), "↩", "blocked", "caution",
      "stop refused by plan (1 of 5): 2 tasks left; the agent was told to continue"),

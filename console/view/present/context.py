@@ -48,4 +48,4 @@ def _restart_approved(e: ev.RestartApproved) -> Presented:
 def _restart_denied(e: ev.RestartDenied) -> Presented:
     return Presented("✗", "restart-denied", "warning", f"restart denied ({one_line(e.by, 40)})",
                      # The event does not name the run: the command (with its folder) is on the CLI's last line.
-                     "the run ends; it can be resumed later (run --in-place)", "context")
+                     "the run ends; it can be resumed later (agent-console resume)", "context")
