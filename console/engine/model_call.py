@@ -163,22 +163,47 @@ def stream_abandonably(provider: Provider, request: ModelRequest, limits: CallLi
             tick()
             yield item
         return
+
+    def produce(put: Callable[[Any], None], handle: CallHandle) -> None:
+        stream = provider.stream(request)
+        try:
+            for item in stream:
+                if handle.cancelled:
+                    break
+                put(item)
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()  # ends the HTTP response (the SDK's context manager exits)
+
+    yield from _watched(provider.name, produce, limits, tick, now)
+
+
+def call_abandonably(provider: Provider, fn: Callable[[], None], limits: CallLimits, tick: Callable[[], None],
+                     now: Callable[[], float] = time.monotonic) -> None:
+    """``fn``, one short request of the provider's (its readiness check), made as a model call is: on a worker
+    thread, ``tick`` at least every :data:`TICK` seconds (it may raise to abandon the call, which is hung up through
+    its :class:`CallHandle`), a transient :class:`ProviderError` past ``idle_timeout`` without an answer."""
+    if getattr(provider, "runs_inline", False):
+        fn()
+        return
+    for _ in _watched(provider.name, lambda put, handle: fn(), limits, tick, now):
+        pass  # the call yields nothing: it ends, fails or is abandoned
+
+
+def _watched(name: str, produce: Callable[[Callable[[Any], None], CallHandle], None], limits: CallLimits,
+             tick: Callable[[], None], now: Callable[[], float]) -> Iterator[Any]:
+    """What ``produce`` puts, made on a worker thread under the watchdog: the one way a provider's call is made,
+    a stream (:func:`stream_abandonably`) or a single request (:func:`call_abandonably`). ``tick`` at least every
+    :data:`TICK` seconds and the limits checked on every item and every tick; a call left (abandoned, or failed
+    here) is hung up through its :class:`CallHandle`, so the server stops working for nobody."""
     items: queue.SimpleQueue[Any] = queue.SimpleQueue()
     handle = CallHandle()
 
     def work() -> None:
         set_current_call(handle)  # the adapter registers how to hang up what it opens
         try:
-            stream = provider.stream(request)
-            try:
-                for item in stream:
-                    if handle.cancelled:
-                        break
-                    items.put(item)
-            finally:
-                close = getattr(stream, "close", None)
-                if close is not None:
-                    close()  # ends the HTTP response (the SDK's context manager exits)
+            produce(items.put, handle)
             items.put(_DONE)
         except BaseException as exc:  # handed to the loop's thread, which decides
             items.put(_Failed(exc))
@@ -194,7 +219,7 @@ def stream_abandonably(provider: Provider, request: ModelRequest, limits: CallLi
                 item = items.get(timeout=TICK)
             except queue.Empty:
                 tick()
-                _check(provider.name, limits, now(), started, last)
+                _check(name, limits, now(), started, last)
                 continue
             if item is _DONE:
                 finished = True
@@ -205,49 +230,8 @@ def stream_abandonably(provider: Provider, request: ModelRequest, limits: CallLi
             last = now()
             tick()
             # Checked on every item too: a model stuck repeating itself streams for ever without a pause.
-            _check(provider.name, limits, last, started, last)
+            _check(name, limits, last, started, last)
             yield item
-    finally:
-        if not finished:
-            handle.cancel()  # abandoned: hang up now, so the server stops generating for nobody
-
-
-def call_abandonably(provider: Provider, fn: Callable[[], None], limits: CallLimits, tick: Callable[[], None],
-                     now: Callable[[], float] = time.monotonic) -> None:
-    """``fn``, one short request of the provider's (its readiness check), made as a model call is: on a worker
-    thread, ``tick`` at least every :data:`TICK` seconds (it may raise to abandon the call, which is hung up through
-    its :class:`CallHandle`), a transient :class:`ProviderError` past ``idle_timeout`` without an answer."""
-    if getattr(provider, "runs_inline", False):
-        fn()
-        return
-    done: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    handle = CallHandle()
-
-    def work() -> None:
-        set_current_call(handle)
-        try:
-            fn()
-            done.put(_DONE)
-        except BaseException as exc:  # handed to the loop's thread, which decides
-            done.put(_Failed(exc))
-        finally:
-            set_current_call(None)
-
-    started = now()
-    _WORKERS.submit(work)
-    finished = False
-    try:
-        while True:
-            try:
-                item = done.get(timeout=TICK)
-            except queue.Empty:
-                tick()
-                _check(provider.name, limits, now(), started, started)
-                continue
-            finished = True
-            if isinstance(item, _Failed):
-                raise item.exc
-            return
     finally:
         if not finished:
             handle.cancel()  # abandoned: hang up now
