@@ -201,9 +201,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             check_script(script)
         secret = getattr(settings, f"{rs.provider}_api_key", None)  # AGENT_CONSOLE_<PROVIDER>_API_KEY
         api_key = secret.get_secret_value() if secret is not None else None
+        keyed = {"key_variable": _key_source(rs.provider)} if api_key else {}
         try:
             provider = make_provider(rs.provider, rs.model, base_url=rs.base_url, api_key=api_key, speed=rs.speed,
-                                     clock=clock, script=script, max_tokens_param=settings.max_tokens_param)
+                                     clock=clock, script=script, max_tokens_param=settings.max_tokens_param, **keyed)
         except (ProviderError, RecursionError):
             raise
         except Exception as exc:  # an SDK refusing its settings (e.g. a URL form only it rejects)
@@ -318,3 +319,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _again(job: Path, in_place: bool) -> str:
     """The command that starts the job again, after a start interrupted before its run was one."""
     return f"agent-console run {'--in-place ' if in_place else ''}{shlex.quote(str(job))}"
+
+
+def _key_source(provider: str) -> str:
+    """Where the operator set the key agent-console's settings gave the provider, for the fix an authentication
+    failure names (it named the provider's own OPENAI_API_KEY, which a key set here does not read): the
+    environment's AGENT_CONSOLE_<PROVIDER>_API_KEY, else the config file's key."""
+    variable = f"AGENT_CONSOLE_{provider.upper()}_API_KEY"
+    if os.environ.get(variable):
+        return variable
+    from console.settings import config_path
+
+    return f"{provider}_api_key in {config_path()}"

@@ -69,17 +69,19 @@ def _scripted(model: str, *, speed: float = 0.0, clock: Clock | None = None, scr
 
 
 def _openai(model: str, *, api_key: str | None = None, base_url: str | None = None,
-            max_tokens_param: MaxTokensParam = "auto", **_: Any) -> Provider:
+            max_tokens_param: MaxTokensParam = "auto", key_variable: str = "OPENAI_API_KEY", **_: Any) -> Provider:
     # The SDKs are imported only when used: the offline demo starts faster without them.
     from console.providers.openai_provider import OpenAIProvider
 
-    return OpenAIProvider(model, api_key=api_key, base_url=base_url, max_tokens_param=max_tokens_param)
+    return OpenAIProvider(model, api_key=api_key, base_url=base_url, max_tokens_param=max_tokens_param,
+                          key_variable=key_variable)
 
 
-def _anthropic(model: str, *, api_key: str | None = None, base_url: str | None = None, **_: Any) -> Provider:
+def _anthropic(model: str, *, api_key: str | None = None, base_url: str | None = None,
+               key_variable: str = "ANTHROPIC_API_KEY", **_: Any) -> Provider:
     from console.providers.anthropic_provider import AnthropicProvider
 
-    return AnthropicProvider(model, api_key=api_key, base_url=base_url)
+    return AnthropicProvider(model, api_key=api_key, base_url=base_url, key_variable=key_variable)
 
 
 @functools.cache

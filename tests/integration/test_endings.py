@@ -100,6 +100,36 @@ def test_an_auth_failure_names_the_key_then_the_resume_which_works_once_it_is_se
             _stop_runner(paths)
 
 
+@pytest.mark.parametrize("where", ["environment", "config file"])
+def test_an_auth_failure_names_where_the_operator_set_the_key(
+        where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # A key given through agent-console's own settings is not read from OPENAI_API_KEY: a fix naming that variable
+    # sends the operator to set a key the run then ignores (the settings' key wins).
+    job = tmp_path / "job"
+    shutil.copytree(SAMPLES / "quickstart", job)
+    paths = JobPaths(job)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("AGENT_CONSOLE_OPENAI_API_KEY", raising=False)
+    if where == "environment":
+        monkeypatch.setenv("AGENT_CONSOLE_OPENAI_API_KEY", "sk-wrong-0000")
+        named = "AGENT_CONSOLE_OPENAI_API_KEY"
+    else:
+        config = Path(os.environ["AGENT_CONSOLE_CONFIG"])
+        config.write_text('openai_api_key = "sk-wrong-0000"\n')
+        named = f"openai_api_key in {config}"
+    with Loopback() as model:
+        model.push(openai_auth_error("sk-wrong-0000"))
+        code = cli_module.main(["run", "--in-place", str(job), "--headless", "--provider", "openai", "--model",
+                                "gpt-4.1", "--base-url", model.openai_url])
+        _out, err = capsys.readouterr()
+    assert code == 7, err
+    lines = err.strip().splitlines()
+    assert f"authentication failed (401) - check {named}" in lines[-2]
+    assert lines[-1] == (f"agent-console: set {named} to a working key, then resume run {paths.run_id} "
+                         f"with: agent-console resume {paths.run_id}")
+    assert "sk-wrong" not in err
+
+
 def test_a_run_whose_folder_was_deleted_offers_no_resume_in_its_notification(tmp_path: Path) -> None:
     job = tmp_path / "job"
     shutil.copytree(SAMPLES / "quickstart", job)
