@@ -140,7 +140,10 @@ def test_a_run_whose_folder_was_deleted_offers_no_resume_in_its_notification(tmp
                                 text=True)
         try:
             wait_for(lambda: events.exists() and b"turn_started" in events.read_bytes(), 60, "the run's first turn")
-            shutil.rmtree(job)
+            # Deleted at once: renamed away first (an rmtree in place races the run's writes into .console/:
+            # "Directory not empty" on a busy machine), then the moved copy deleted.
+            job.rename(tmp_path / "deleted")
+            shutil.rmtree(tmp_path / "deleted", ignore_errors=True)
             _out, err = proc.communicate(timeout=60)
         finally:
             if proc.poll() is None:

@@ -82,7 +82,10 @@ def test_a_headless_run_whose_folder_is_deleted_ends_interrupted(tmp_path: Path)
     try:
         wait_for(lambda: (job / ".console" / "events.jsonl").exists()
                  and b"turn_started" in (job / ".console" / "events.jsonl").read_bytes(), 60, "the run's first turn")
-        shutil.rmtree(job)
+        # Deleted at once: renamed away first (an rmtree in place races the run's writes into .console/), then
+        # the moved copy deleted.
+        job.rename(tmp_path / "deleted")
+        shutil.rmtree(tmp_path / "deleted", ignore_errors=True)
         gone = time.monotonic()
         out, err = proc.communicate(timeout=60)
     finally:
