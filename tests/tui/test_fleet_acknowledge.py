@@ -79,10 +79,17 @@ def test_the_footer_offers_only_what_applies_to_the_selected_run(tmp_path):
     async def body(pilot):
         await wait_for(pilot, lambda: listed(app, 8))
         view = app.fleet_view
-        for n, row in enumerate(view.shown):
-            view.table.move_cursor(row=n)
-            name = by_path[row.path]
-            await wait_for(pilot, lambda name=name: footer(app) == OFFERED[name] | ALWAYS,
+
+        def select(path: Path) -> bool:
+            # By path, again at each look: a poll may re-sort the list between the move and the look (on a busy
+            # machine), and then the cursor's row is another run's, whose footer differs.
+            n = next(i for i, r in enumerate(view.shown) if r.path == path)
+            if view.table.cursor_row != n:
+                view.table.move_cursor(row=n)
+            return view.selected is not None and view.selected.path == path
+
+        for path, name in by_path.items():
+            await wait_for(pilot, lambda path=path, name=name: select(path) and footer(app) == OFFERED[name] | ALWAYS,
                            what=f"the footer of the {name} run: {OFFERED[name]}")
         # A key the footer does not offer does nothing (as in the run's console): no "Nothing to approve".
         view.table.move_cursor(row=next(n for n, r in enumerate(view.shown) if by_path[r.path] == "gave_up"))
