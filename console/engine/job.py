@@ -161,13 +161,13 @@ def validate_base_url(value: str) -> str:
     return value
 
 
-class _Strict(BaseModel):
+class StrictSection(BaseModel):
     # strict: a TOML value of the wrong type is an error, never coerced ("yes" is not a bool, "10" not an
     # int, true not a float; an int is still accepted for a float). inf and nan are refused too.
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
-class ModelPrice(_Strict):
+class ModelPrice(StrictSection):
     """``[prices."MODEL"]`` (job.toml or the config file): US dollars per million tokens, and the window."""
 
     input: float | None = Field(default=None, ge=0, lt=1e6)
@@ -183,7 +183,7 @@ class ModelPrice(_Strict):
         return self
 
 
-class ModelSection(_Strict):
+class ModelSection(StrictSection):
     # A provider registry name (scripted, openai, anthropic, ...): checked against the registry when the run's
     # settings are resolved (the engine does not know the providers).
     provider: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_-]{0,31}$")
@@ -197,7 +197,7 @@ class ModelSection(_Strict):
         return None if value is None else validate_base_url(value)
 
 
-class ContextSection(_Strict):
+class ContextSection(StrictSection):
     window: int | None = Field(default=None, gt=0, le=MAX_CONTEXT_WINDOW)
     soft_threshold: float | None = Field(default=None, gt=0, lt=1)
     hard_threshold: float | None = Field(default=None, gt=0, lt=1)
@@ -220,7 +220,7 @@ class ContextSection(_Strict):
         return self
 
 
-class LimitsSection(_Strict):
+class LimitsSection(StrictSection):
     max_turns: int | None = Field(default=None, gt=0, le=MAX_TURNS)
     max_restarts: int | None = Field(default=None, ge=0, le=MAX_RESTARTS)
     auto_restart: bool | None = None

@@ -19,7 +19,7 @@ from console.engine.job import (
     LimitsSection,
     ModelPrice,
     ModelSection,
-    _Strict,
+    StrictSection,
     format_validation_error,
     one_line,
     parse_config_toml,
@@ -31,7 +31,7 @@ from console.engine.tools.find_files import INDEX_TOOLS
 from console.engine.tools.limits import SandboxSection, legacy_mode
 
 
-class JobConfig(_Strict):
+class JobConfig(StrictSection):
     """``job.toml``. Unknown keys are errors: a typo must not be silently ignored."""
 
     name: str | None = None

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import AfterValidator, Field, field_validator
 
 from console.engine import events as ev
-from console.engine.job import _Strict, one_line
+from console.engine.job import StrictSection, one_line
 from console.engine.tools import seccomp
 from console.engine.tools.cgroups import find_cgroups
 from console.engine.tools.confine import (
@@ -82,7 +82,7 @@ _NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 
 
-class CommandToolConfig(_Strict):
+class CommandToolConfig(StrictSection):
     """One ``[[tools]]`` table of job.toml."""
 
     name: str

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from console.engine.job import _Strict, one_line
+from console.engine.job import StrictSection, one_line
 
 MB = 2**20
 MAX_READ_ONLY = 64
@@ -76,7 +76,7 @@ _NUMBERS: dict[str, tuple[int, int, int, str]] = {
 NUMBER_KEYS = tuple(_NUMBERS)
 
 
-class SandboxSection(_Strict):
+class SandboxSection(StrictSection):
     """job.toml ``[sandbox]``: what the job's commands need beyond the defaults (every key optional)."""
 
     # Extra paths a command may read (absolute, or ~/ for the operator's home); they must exist at start.
@@ -110,7 +110,7 @@ def _check_paths(paths: list[str]) -> list[str]:
     return paths
 
 
-class SandboxCaps(_Strict):
+class SandboxCaps(StrictSection):
     """The config file's ``[sandbox_limits]``: the most any job's ``[sandbox]`` may ask for."""
 
     processes: int = Field(default=_NUMBERS["processes"][1], gt=0, le=1 << 22)

@@ -13,6 +13,7 @@ the few messages on screen, not 5,000.
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +32,7 @@ from console.tui.pacing import one_shot
 
 
 @dataclass(eq=False)
-class Item:
+class Item(ABC):
     lines: list[Strip] | None = field(default=None, repr=False)
 
     gutter: str = field(default="", init=False, repr=False)
@@ -42,9 +43,9 @@ class Item:
     est: int = field(default=0, init=False, repr=False)
     est_width: int = field(default=0, init=False, repr=False)
 
+    @abstractmethod
     def body(self) -> object:
-        """A Content or a Rich renderable."""
-        raise NotImplementedError
+        """A Content or a Rich renderable (each kind of item draws its own)."""
 
     def estimate(self, width: int) -> int:
         """Lines this item will take at ``width`` (content only), before it is rendered."""
