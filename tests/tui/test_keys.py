@@ -114,11 +114,11 @@ def test_approve_key_starts_a_new_session(make_job):
         # The dialog says it all: no notice beside it (one would cover its buttons at 80x24).
         assert not list(app._notifications)
         await pilot.press("escape")  # later: the restart still waits, and a notice says how to answer
-        await pilot.pause()
-        assert [n.title for n in app._notifications] == ["Restart pending"]
+        # Waited for, not looked at after one pause: beside busy helpers the modal was still closing.
+        await wait_for(pilot, lambda: [n.title for n in app._notifications] == ["Restart pending"],
+                       what="the Restart pending notice")
         await pilot.press("a")  # answered: the notice goes
-        await pilot.pause()
-        assert not list(app._notifications)
+        await wait_for(pilot, lambda: not list(app._notifications), what="the notice to go")
         await wait_for(pilot, lambda: app.state.session == 2, what="session 2")
         await settle(pilot, app)
         texts = [getattr(i, "text", "") for i in app.run_screen.conversation.items]
