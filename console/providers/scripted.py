@@ -26,6 +26,7 @@ import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -46,7 +47,7 @@ TURN_DELAY = 0.08
 
 class ScriptedCall(BaseModel):
     name: str
-    arguments: dict | str = Field(default_factory=dict)
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
 
 
 class ScriptedTurn(BaseModel):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from console.engine.messages import Message, ModelRequest
 
@@ -44,7 +45,7 @@ MAX_TASK_DIGITS = 6
 @dataclass
 class Call:
     name: str
-    args: dict = field(default_factory=dict)
+    args: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -58,12 +59,12 @@ class Done:
     """A tool call made for the current task, with its result."""
 
     name: str
-    args: dict
+    args: dict[str, Any]
     result: str
     ok: bool
 
 
-def args_of(raw: str) -> dict:
+def args_of(raw: str) -> dict[str, Any]:
     try:
         data = json.loads(raw or "{}")
         return data if isinstance(data, dict) else {}

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual import _time
 from textual.screen import UPDATE_PERIOD, Screen
@@ -91,7 +91,7 @@ class FrameTimer(Timer):
             ring.cancel()
 
 
-def frame_timer(screen: Screen) -> FrameTimer:
+def frame_timer(screen: Screen[Any]) -> FrameTimer:
     """A started, paused FrameTimer calling ``screen``'s update, owned by the screen (stopped with it)."""
     timer = FrameTimer(screen, UPDATE_PERIOD, name="screen_update", callback=screen._on_timer_update, pause=True)
     timer._start()

@@ -17,6 +17,7 @@ is what the recompose draws (the snapshot tests are the judge).
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -43,7 +44,7 @@ class KeyFooter(Footer):
                 widget.add_class(name)
             yield widget
 
-    def bindings_changed(self, screen: Screen) -> None:
+    def bindings_changed(self, screen: Screen[Any]) -> None:
         if (self._bindings_ready and screen.app.app_focus and self.is_attached and screen is self.screen
                 and self._update_in_place()):
             return

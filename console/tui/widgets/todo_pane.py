@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from textual.content import Content
 from textual.events import Resize
+from textual.strip import Strip
 
 from console.engine import events as ev
 from console.engine.text import safe_text
@@ -93,7 +94,7 @@ class TodoPane(ItemView):
         self.border_title = "Todo list · Layer 2"
         self.todos: ev.TodosChanged | None = None
 
-    def render_item(self, item: Item, width: int) -> list:
+    def render_item(self, item: Item, width: int) -> list[Strip]:
         if isinstance(item, TodoItem):
             item.width = width
         return super().render_item(item, width)
