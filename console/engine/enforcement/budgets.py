@@ -73,10 +73,11 @@ class BudgetWatch:
     def cut_at(self) -> datetime | None:
         """When work in flight (a model call, a command) must be cut: the deadline, or once a spent budget has
         granted the wrap-up turn, the end of that turn's time. None: nothing bounds a turn."""
-        st = self.ctx.guardrails.budget_state
+        g = self.ctx.guardrails
+        st = g.budget_state
         if st.wrap_up_until is not None:
             return st.wrap_up_until
-        deadline = self.ctx.guardrails.budgets.deadline(st)
+        deadline = g.budgets.deadline(st)
         return deadline.expires_at if deadline is not None else None
 
     def seconds_to_cut(self) -> float | None:
@@ -87,21 +88,23 @@ class BudgetWatch:
     # -- budgets ---------------------------------------------------------------------------------
     def count_tokens(self, n: int, cost_usd: float | None = None) -> float | None:
         """Count a turn's tokens and cost; returns the job's cost so far (None while no price is known)."""
+        g = self.ctx.guardrails
         if n > 0:
-            self.ctx.guardrails.add_tokens(n)
+            g.add_tokens(n)
             self.ctx.changed()
         if cost_usd is not None:
-            self.ctx.guardrails.add_cost(cost_usd)
+            g.add_cost(cost_usd)
             self.ctx.changed()
-            return self.ctx.guardrails.budget_state.cost_usd
-        return self.ctx.guardrails.budget_state.cost_usd or None
+            return g.budget_state.cost_usd
+        return g.budget_state.cost_usd or None
 
     def budget_turn(self) -> BudgetTurn:
         """At a turn boundary: what the budgets call for. The deadline: a wrap-up turn, then the run's end. A
         spend limit (tokens, money): the operator is asked, every boundary until they answer (the loop holds)."""
-        st = self.ctx.guardrails.budget_state
+        g = self.ctx.guardrails
+        st = g.budget_state
         was = st.exhausted
-        kind = self.ctx.guardrails.exhausted(self.ctx.clock.now())
+        kind = g.exhausted(self.ctx.clock.now())
         if kind is None:
             return BudgetTurn()
         top, used = self._limit(kind)
@@ -124,8 +127,9 @@ class BudgetWatch:
         given, the agent was not working (a stuck agent, a model that cannot be reached, a spent budget or a full
         context would not use it). Recorded as had, so a resume without a later deadline ends at once, as after
         any deadline's end. It passes a spend limit the run waited at: the deadline is what ends it."""
-        st = self.ctx.guardrails.budget_state
-        deadline = self.ctx.guardrails.budgets.deadline(st)
+        g = self.ctx.guardrails
+        st = g.budget_state
+        deadline = g.budgets.deadline(st)
         if deadline is None or self.ctx.clock.now() < deadline.expires_at:
             return None
         if st.exhausted != "deadline":
@@ -139,7 +143,8 @@ class BudgetWatch:
         return self.why("deadline")
 
     def _spend_evidence(self, kind: Exhausted) -> tuple[str, ...]:
-        st, b = self.ctx.guardrails.budget_state, self.ctx.guardrails.budgets
+        g = self.ctx.guardrails
+        st, b = g.budget_state, g.budgets
         grants = st.token_grants if kind == "tokens" else st.cost_grants
         if kind == "tokens":
             slice_, after = f"{b.budget_tokens or 0:,} tokens", f"{(b.budget_tokens or 0) * (grants + 2):,} tokens"
