@@ -346,7 +346,7 @@ def records_knocked_out() -> Iterator[None]:
         (Journal, "_write", append),
         (stream_module.EventStream, "_write", lambda self, lines: None),
         (runtime_module, "PROJECTION_INTERVAL", 10.0**9),
-        (status_module._Status, "status", lambda self, force=False: None),
+        (status_module.StatusReport, "emit", lambda self, force=False: None),
         (session_module.Session, "feedback", lambda self, call, result, *, collect: None),
     ]
     saved = [(owner, name, getattr(owner, name)) for owner, name, _ in knocked]

@@ -320,7 +320,7 @@ class Notifier:
             self._ended = True
             if self._crashed:
                 return None  # the crash was just told, with what to do
-            from console.engine.enforcement.base import spent_key  # the engine's words for a spent limit
+            from console.engine.enforcement.limits import spent_key  # the engine's words for a spent limit
 
             late = spent_key(e.detail) == "deadline"
             what = {"job_complete": "completed", "user_shutdown": "stopped",

@@ -186,7 +186,7 @@ def go_on_hint(paths: Any, reason: str, detail: str = "") -> str:
     """The exact command that goes on after an end of ``reason``. After a spent budget the same command would end
     the run again at once: the limit is raised first, in the run's own job.toml (a run works on a copy of its
     job: the job folder's job.toml is not read again)."""
-    from console.engine.enforcement.base import spent_key
+    from console.engine.enforcement.limits import spent_key
 
     if reason != "budget_exhausted":
         return resume_hint(paths)

@@ -146,8 +146,7 @@ class Runtime:
         self.guards = Enforcer(self.guardrails, events=self.events, clock=self.clock,
                                world=SandboxWorld(self.sandbox), changed=lambda: self.changed("guardrails"),
                                record_intent=self._record_intent, redo=lambda key: self.redo.pop(key, None),
-                               todos=lambda: self.todos.state, load_plan=self._plan_to_read)
-        self.guards.on_stuck = self.on_stuck
+                               todos=lambda: self.todos.state, load_plan=self._plan_to_read, on_stuck=self.on_stuck)
         self._ready = True
         if self.journal is None:
             for comp in self._dirty:

@@ -73,9 +73,9 @@ def announce_commands(settings: RunSettings, rt: Runtime, events: ev.EventStream
             mode, tool = "refused", found
             text = (f"commands ({', '.join(names)}) are refused: no sandbox works here ({found}); each call "
                     "tries again. Install bubblewrap, or run --unconfined to run them without one.")
-    rt.guards.command_tools = names
-    rt.guards.confinement = {"confined": tool, "unconfined": "UNCONFINED (run --unconfined)",
-                             "refused": "refused: no sandbox works here"}[mode]
+    rt.guards.report.command_tools = names
+    rt.guards.report.confinement = {"confined": tool, "unconfined": "UNCONFINED (run --unconfined)",
+                                    "refused": "refused: no sandbox works here"}[mode]
     summary = "" if mode == "refused" else summarize_world(world, tool=tool)  # a refusal's text is short
     events.emit(ev.CommandSandbox, mode=mode, tool=tool, bounds_by=bounds_by, network=world.network,
                 read_only=list(world.read_only), limits=limits, commands=names, text=text, summary=summary)

@@ -26,7 +26,7 @@ def bench() -> ModuleType:
 
 def _originals() -> list[object]:
     return [Journal._write, stream_module.EventStream._write, runtime_module.PROJECTION_INTERVAL,
-            status_module._Status.status, session_module.Session.feedback]
+            status_module.StatusReport.emit, session_module.Session.feedback]
 
 
 def test_the_floor_records_nothing_and_puts_everything_back(bench: ModuleType, tmp_path: Path,

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from console.engine import events as ev
 from console.engine.clock import FakeClock
-from console.engine.enforcement import WRAP_UP, BudgetTurn, Enforcer
+from console.engine.enforcement import WRAP_UP, BudgetTurn, Enforcer, limits
 from console.engine.guardrails import Budgets, BudgetState, GuardrailsConfig, GuardrailState, build_guardrails
 from console.engine.guardrails.budgets import MAX_COST_USED
 from console.engine.job import format_validation_error
@@ -203,10 +203,11 @@ def test_limits_and_reasons_of_each_budget() -> None:
     enf.start(priced=True)
     enf.count_tokens(400, 1.25)
     clock.advance(90)
-    assert enf._limit("cost") == (2.5, 1.25)
-    assert enf._limit("tokens") == (1000.0, 400.0)
-    assert enf._limit("deadline") == (600.0, 90.0)
-    assert [enf._shown_limit(k) for k in ("cost", "tokens", "deadline")] == ["$2.50", "1,000 tokens", "10 minutes"]
+    assert limits.limit(enf.g, clock, "cost") == (2.5, 1.25)
+    assert limits.limit(enf.g, clock, "tokens") == (1000.0, 400.0)
+    assert limits.limit(enf.g, clock, "deadline") == (600.0, 90.0)
+    assert [limits.shown_limit(enf.g, k) for k in ("cost", "tokens", "deadline")] == ["$2.50", "1,000 tokens",
+                                                                                       "10 minutes"]
     assert enf.why("cost") == "money budget spent: $1.25 of $2.50 used"
     assert enf.why("tokens") == "token budget spent: 400 of 1,000 tokens used"
     assert set(WRAP_UP) == {"deadline"}  # the spend limits ask the operator: no wrap-up turn

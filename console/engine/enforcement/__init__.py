@@ -18,13 +18,16 @@ decides, so that every decision is an event and its state a recorded component o
 What the run asks its operator is decided here and recorded in the guardrails' state (a kill while the run
 waits loses nothing); the loop does the asking (:func:`console.engine.needs.ask_operator`) and the waiting.
 
-One class, :class:`Enforcer`, built in layers named after the guardrails they apply: :mod:`.stops`, :mod:`.status`
-(feedback and the status event), :mod:`.budgets`, :mod:`.asks`, and :mod:`.enforcer` (the tool gate and the state);
+One class, :class:`Enforcer` (:mod:`.enforcer`), owns a part for each guardrail it applies: :mod:`.gate` (the tool
+gate), :mod:`.stops`, :mod:`.feedback`, :mod:`.budgets`, :mod:`.status` (the status event) and :mod:`.asks`, each
+built over one :class:`EnforcementContext` (:mod:`.context`: the guardrails, the events, the clock, the world, the
+todo list and the change signal) and never over the Enforcer; :mod:`.limits` says the budgets' limits, and
 :mod:`.world` holds what the guardrails see of the run and the answers the loop gets.
 """
 
 from __future__ import annotations
 
+from console.engine.enforcement.context import EnforcementContext
 from console.engine.enforcement.enforcer import Enforcer
 from console.engine.enforcement.world import (
     FEEDBACK_KIND,
@@ -37,5 +40,5 @@ from console.engine.enforcement.world import (
     flat,
 )
 
-__all__ = ["FEEDBACK_KIND", "STATUS_REFRESH", "WRAP_UP", "Ask", "BudgetTurn", "Enforcer", "SandboxWorld", "StopVerdict",
-           "flat"]
+__all__ = ["FEEDBACK_KIND", "STATUS_REFRESH", "WRAP_UP", "Ask", "BudgetTurn", "EnforcementContext", "Enforcer",
+           "SandboxWorld", "StopVerdict", "flat"]

@@ -7,17 +7,65 @@ from datetime import datetime, timedelta
 
 from console.engine import events as ev
 from console.engine.cost import format_cost
-from console.engine.enforcement.status import _Status
+from console.engine.enforcement.context import EnforcementContext
+from console.engine.enforcement.limits import limit, shown_limit, why
+from console.engine.enforcement.status import StatusReport
 from console.engine.enforcement.world import WRAP_UP, BudgetTurn
 from console.engine.guardrails.budgets import SPEND_LIMITS, WRAP_UP_SECONDS, Exhausted
 
 
-class _Budgets(_Status):
-    """The deadline and the spend limits."""
+class BudgetWatch:
+    """The deadline and the spend limits. ``status``: the guardrails' status, said again when the operator grants
+    a slice."""
+
+    def __init__(self, ctx: EnforcementContext, status: StatusReport) -> None:
+        self.ctx = ctx
+        self._status = status
+
+    def start(self, priced: bool | None = None) -> None:
+        """The run starts (or resumes): the budgets' clock starts once per job, and an operator who raised a
+        spent budget in job.toml gets the run going again.
+
+        ``priced``: whether the model's prices are known. False with a ``budget_usd`` set: no cost is ever
+        counted, so that budget can never be reached; the operator is told so once, at the start."""
+        g, clock = self.ctx.guardrails, self.ctx.clock
+        budget_usd = g.budgets.budget_usd
+        if priced is False and budget_usd is not None:
+            self.ctx.events.emit(ev.ErrorEvent, where="guardrails", recoverable=True, message=(
+                f"budget_usd = {format_cost(budget_usd)} can never be reached: no price is known for this model, "
+                "so no cost is counted. Add the model under [prices] in the config (see docs/operators-guide.md), "
+                "or limit the job with budget_tokens."))
+        st = g.budget_state
+        now = clock.now()
+        before = (st.model_dump(), g.feedback.state.started_at)
+        g.start(now)
+        if st.exhausted is not None:
+            st.exhausted, wrap = None, st.wrap_up_turns
+            if (kind := g.exhausted(now)) is None or kind in SPEND_LIMITS:
+                # Raised in job.toml (the run goes on), or still at a spend limit: the run asks again at its
+                # first turn boundary; no wrap-up turn is involved either way.
+                st.wrap_up_turns, st.wrap_up_until = 0, None
+            else:
+                st.wrap_up_turns = wrap
+                if st.wrap_up_until is not None:
+                    # Resumed in (or after) the wrap-up turn: the operator's resume gives it its time again.
+                    st.wrap_up_until = now + timedelta(seconds=WRAP_UP_SECONDS)
+        if (st.model_dump(), g.feedback.state.started_at) != before:
+            self.ctx.changed()
+
+    def why(self, kind: str) -> str:
+        """Why the budget ``kind`` stops the run (console.engine.enforcement.limits.why)."""
+        return why(self.ctx.guardrails, self.ctx.clock, kind)
+
+    def _limit(self, kind: str) -> tuple[float, float]:
+        return limit(self.ctx.guardrails, self.ctx.clock, kind)
+
+    def _shown(self, kind: str) -> str:
+        return shown_limit(self.ctx.guardrails, kind)
 
     def spent(self) -> str | None:
         """Why the run ends now because the deadline passed and its wrap-up turn was given, or None."""
-        st = self.g.budget_state
+        st = self.ctx.guardrails.budget_state
         if st.exhausted is None or st.exhausted in SPEND_LIMITS or st.wrap_up_turns < 1:
             return None
         return self.why(st.exhausted)
@@ -25,49 +73,52 @@ class _Budgets(_Status):
     def cut_at(self) -> datetime | None:
         """When work in flight (a model call, a command) must be cut: the deadline, or once a spent budget has
         granted the wrap-up turn, the end of that turn's time. None: nothing bounds a turn."""
-        st = self.g.budget_state
+        g = self.ctx.guardrails
+        st = g.budget_state
         if st.wrap_up_until is not None:
             return st.wrap_up_until
-        deadline = self.g.budgets.deadline(st)
+        deadline = g.budgets.deadline(st)
         return deadline.expires_at if deadline is not None else None
 
     def seconds_to_cut(self) -> float | None:
         """Seconds until :meth:`cut_at` (negative once past), None without one."""
         at = self.cut_at()
-        return None if at is None else (at - self.clock.now()).total_seconds()
+        return None if at is None else (at - self.ctx.clock.now()).total_seconds()
 
     # -- budgets ---------------------------------------------------------------------------------
     def count_tokens(self, n: int, cost_usd: float | None = None) -> float | None:
         """Count a turn's tokens and cost; returns the job's cost so far (None while no price is known)."""
+        g = self.ctx.guardrails
         if n > 0:
-            self.g.add_tokens(n)
-            self._changed()
+            g.add_tokens(n)
+            self.ctx.changed()
         if cost_usd is not None:
-            self.g.add_cost(cost_usd)
-            self._changed()
-            return self.g.budget_state.cost_usd
-        return self.g.budget_state.cost_usd or None
+            g.add_cost(cost_usd)
+            self.ctx.changed()
+            return g.budget_state.cost_usd
+        return g.budget_state.cost_usd or None
 
     def budget_turn(self) -> BudgetTurn:
         """At a turn boundary: what the budgets call for. The deadline: a wrap-up turn, then the run's end. A
         spend limit (tokens, money): the operator is asked, every boundary until they answer (the loop holds)."""
-        st = self.g.budget_state
+        g = self.ctx.guardrails
+        st = g.budget_state
         was = st.exhausted
-        kind = self.g.exhausted(self.clock.now())
+        kind = g.exhausted(self.ctx.clock.now())
         if kind is None:
             return BudgetTurn()
-        limit, used = self._limit(kind)
+        top, used = self._limit(kind)
         if was is None:
-            self.events.emit(ev.BudgetExhausted, budget=kind, limit=limit, used=used, detail=self.why(kind))
-            self._changed()
+            self.ctx.events.emit(ev.BudgetExhausted, budget=kind, limit=top, used=used, detail=self.why(kind))
+            self.ctx.changed()
         if kind in SPEND_LIMITS:
             return BudgetTurn(ask=self.why(kind), evidence=self._spend_evidence(kind))
         if st.wrap_up_turns >= 1:
             return BudgetTurn(ends=self.why(kind))
         st.wrap_up_turns += 1
-        st.wrap_up_until = self.clock.now() + timedelta(seconds=WRAP_UP_SECONDS)
-        self._changed()
-        return BudgetTurn(wrap_up=WRAP_UP[kind].format(limit=self._shown_limit(kind)))
+        st.wrap_up_until = self.ctx.clock.now() + timedelta(seconds=WRAP_UP_SECONDS)
+        self.ctx.changed()
+        return BudgetTurn(wrap_up=WRAP_UP[kind].format(limit=self._shown(kind)))
 
     def deadline_while_waiting(self) -> str | None:
         """While the run waits for its operator (a need, their pause, a restart's approval): why the deadline ends
@@ -76,22 +127,24 @@ class _Budgets(_Status):
         given, the agent was not working (a stuck agent, a model that cannot be reached, a spent budget or a full
         context would not use it). Recorded as had, so a resume without a later deadline ends at once, as after
         any deadline's end. It passes a spend limit the run waited at: the deadline is what ends it."""
-        st = self.g.budget_state
-        deadline = self.g.budgets.deadline(st)
-        if deadline is None or self.clock.now() < deadline.expires_at:
+        g = self.ctx.guardrails
+        st = g.budget_state
+        deadline = g.budgets.deadline(st)
+        if deadline is None or self.ctx.clock.now() < deadline.expires_at:
             return None
         if st.exhausted != "deadline":
             st.exhausted = "deadline"
-            limit, used = self._limit("deadline")
-            self.events.emit(ev.BudgetExhausted, budget="deadline", limit=limit, used=used,
-                             detail=self.why("deadline"), wrap_up=False)
+            top, used = self._limit("deadline")
+            self.ctx.events.emit(ev.BudgetExhausted, budget="deadline", limit=top, used=used,
+                                 detail=self.why("deadline"), wrap_up=False)
         if st.wrap_up_turns < 1 or st.wrap_up_until is not None:
             st.wrap_up_turns, st.wrap_up_until = max(1, st.wrap_up_turns), None
-        self._changed()
+        self.ctx.changed()
         return self.why("deadline")
 
     def _spend_evidence(self, kind: Exhausted) -> tuple[str, ...]:
-        st, b = self.g.budget_state, self.g.budgets
+        g = self.ctx.guardrails
+        st, b = g.budget_state, g.budgets
         grants = st.token_grants if kind == "tokens" else st.cost_grants
         if kind == "tokens":
             slice_, after = f"{b.budget_tokens or 0:,} tokens", f"{(b.budget_tokens or 0) * (grants + 2):,} tokens"
@@ -106,13 +159,13 @@ class _Budgets(_Status):
 
     def spend_limit(self) -> str | None:
         """Why a spend limit (tokens, money) holds the run, or None."""
-        kind = self.g.budget_state.exhausted
+        kind = self.ctx.guardrails.budget_state.exhausted
         return self.why(kind) if kind is not None and kind in SPEND_LIMITS else None
 
     def grant(self, by: str) -> bool:
         """The operator's resume at a spend limit: one more slice of that budget (recorded, with an event).
         False if no spend limit is reached (nothing to grant)."""
-        st = self.g.budget_state
+        st = self.ctx.guardrails.budget_state
         kind = st.exhausted
         if kind not in SPEND_LIMITS:
             return False
@@ -125,11 +178,11 @@ class _Budgets(_Status):
             grants = st.cost_grants
         st.exhausted = None
         st.wrap_up_turns, st.wrap_up_until = 0, None
-        limit, _ = self._limit(kind)
-        shown = self._shown_limit(kind)
-        self.events.emit(ev.BudgetRaised, budget=kind, limit=limit, added=round(limit - before, 6), used=used,
-                         grants=grants, by=by, detail=f"{by}: the {'token' if kind == 'tokens' else 'money'} "
-                                                     f"budget is now {shown} (one more slice granted)")
-        self._changed()
-        self.status(force=True)
+        top, _ = self._limit(kind)
+        shown = self._shown(kind)
+        self.ctx.events.emit(ev.BudgetRaised, budget=kind, limit=top, added=round(top - before, 6), used=used,
+                             grants=grants, by=by, detail=f"{by}: the {'token' if kind == 'tokens' else 'money'} "
+                                                         f"budget is now {shown} (one more slice granted)")
+        self.ctx.changed()
+        self._status.emit(force=True)
         return True
