@@ -26,6 +26,7 @@ import signal
 import sys
 from typing import Any
 
+from console.interrupts import interrupt_once, is_interrupt, take_interrupts
 from console.outcome import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 # Names this package offered when it was one module, and where they live now (imported when first asked for).
@@ -54,8 +55,6 @@ def __getattr__(name: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from console.entry import interrupt_once, is_interrupt, take_interrupts
-
     # Already in place when the command came through console.entry; `python -m console.cli` comes here first.
     previous = signal.getsignal(signal.SIGINT)
     take_interrupts()

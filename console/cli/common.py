@@ -7,6 +7,7 @@ import contextlib
 import difflib
 import math
 import os
+import shlex
 import sqlite3
 import sys
 from pathlib import Path
@@ -144,12 +145,19 @@ def run_folder(ref: str, settings: Any = None) -> Path:
         raise
 
 
+def foreign_line(root: Path, why: str, refused: str = "neither resumed nor read") -> str:
+    """The one line that refuses a folder whose .console/ is another's, naming the two ways to start fresh."""
+    shown = shlex.quote(str(root))
+    return (f"{root}: its .console/ was not made by this operator's agent-console ({why}), so it is {refused}: "
+            f"start fresh with `agent-console run --in-place {shown} --fresh` (moves it aside), or run a copy "
+            f"without it: `agent-console run {shown}`")
+
+
 def refuse_foreign(paths: Any, data_dir: Path) -> None:
     """A ValueError with the one line, for a folder whose .console/ another operator's harness made
     (console.engine.provenance): `attach`, `logs` and `wait` show this operator's runs only, as `run --in-place`
     resumes only them (its story, its settings and its hints would be another's words, and name commands that
     refuse it)."""
-    from console.cli.run import foreign_line
     from console.engine.launch import LaunchError
     from console.engine.provenance import judge
     from console.engine.seal import Seal, SealError

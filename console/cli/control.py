@@ -11,6 +11,7 @@ from typing import Any
 from console.cli.common import (
     check_flags,
     err,
+    foreign_line,
     resume_hint,
     run_folder,
     say,
@@ -216,7 +217,6 @@ def _not_taken(store: Any, command_id: str, command: str, rid: str, host: str, e
 def resume_run(paths: Any, args: argparse.Namespace) -> int:
     """``resume ID`` of a run no process runs: start it again as a runner, with its recorded settings (and the
     flags given now), in the background or under a console; or say in one line why not (non-zero)."""
-    from console.cli.run import foreign_line
     from console.engine.job import JobError
     from console.engine.launch import LaunchError
     from console.engine.provenance import judge

@@ -18,7 +18,7 @@ from console.cli.common import (
     say,
 )
 from console.engine.text import safe_text
-from console.entry import is_interrupt
+from console.interrupts import is_interrupt
 from console.outcome import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, exit_code
 
 RUNNER_FLAGS_ENV = "AGENT_CONSOLE_RUNNER_FLAGS"  # a runner's flags: the environment, not argv (ps shows argv)

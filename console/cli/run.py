@@ -18,12 +18,13 @@ from console.cli.common import (
     check_console_options,
     check_flags,
     err,
+    foreign_line,
     run_folder,
     say,
     state_error,
 )
 from console.cli.lifecycle import RUNNER_BY_ENV, RUNNER_FLAGS_ENV, interrupted_start, run_headless, start_runner
-from console.entry import is_interrupt
+from console.interrupts import is_interrupt
 from console.outcome import EXIT_INTERRUPTED, EXIT_USAGE
 
 
@@ -114,14 +115,6 @@ def _budgets(job: Any) -> dict[str, Any]:
     guard = getattr(job, "guardrails", None)
     names = ("deadline_seconds", "budget_tokens", "budget_usd")
     return {n: v for n in names if (v := getattr(guard, n, None)) is not None}
-
-
-def foreign_line(root: Path, why: str, refused: str = "neither resumed nor read") -> str:
-    """The one line that refuses a folder whose .console/ is another's, naming the two ways to start fresh."""
-    shown = shlex.quote(str(root))
-    return (f"{root}: its .console/ was not made by this operator's agent-console ({why}), so it is {refused}: "
-            f"start fresh with `agent-console run --in-place {shown} --fresh` (moves it aside), or run a copy "
-            f"without it: `agent-console run {shown}`")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
