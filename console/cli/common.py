@@ -13,8 +13,13 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from console.outcome import EXIT_USAGE
 from console.view.jobs import one_line  # the one definition, shared with the jobs table
+
+
+class UsageError(Exception):
+    """Bad input: a flag, a run reference, a job folder, job.toml, the settings, or a run that cannot be used as
+    asked. Raised by any command with its one line; console.cli's main says it (:func:`err`, on stderr) and ends
+    the command with exit code 2 (EXIT_USAGE): the one place a usage error becomes its line and its code."""
 
 
 def err(msg: str) -> None:
@@ -39,8 +44,7 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        err(f"{message} (see: {self.prog} --help)")
-        sys.exit(EXIT_USAGE)
+        raise UsageError(f"{message} (see: {self.prog} --help)")
 
     def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
         """argparse's, but an unknown flag is named by the command it was given to, with the flag it may have
