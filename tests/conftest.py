@@ -256,7 +256,7 @@ def sigint_as_in_a_terminal() -> None:
     """For a child that is sent Ctrl+C (Popen's preexec_fn, or a forked child before it execs): SIGINT at its
     default, as a shell's foreground job has it. A suite started with SIGINT ignored (a script's background job,
     nohup, some CI runners) passes that on to every child, and such a child rightly goes on when interrupted
-    (console.entry.take_interrupts leaves an ignored SIGINT ignored): the test would hang, then fail."""
+    (console.interrupts.take_interrupts leaves an ignored SIGINT ignored): the test would hang, then fail."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 

@@ -34,7 +34,7 @@ from console import cli
 from console.engine.control import RunLock
 from console.engine.job import JobPaths
 from console.engine.runs import run_id
-from console.entry import interrupt_once
+from console.interrupts import interrupt_once
 from tests.conftest import REPO, SAMPLES, sigint_as_in_a_terminal
 
 # What the installed `agent-console` script runs (its entry point is checked below). Not `python -m`: runpy
@@ -171,8 +171,8 @@ def before_our_code(sample: Sample) -> bool:
     if "init_import_site" in text:
         return True
     frames = re.findall(r'File "([^"]+)", line \d+, in (\S+)', text)
-    ours = [f for f in frames if "/console/" in f[0] and not (f[0].endswith(("/entry.py", "/outcome.py",
-                                                                              "/__init__.py")) and f[1] == "<module>")]
+    starting = ("/entry.py", "/interrupts.py", "/outcome.py", "/__init__.py")  # their imports, before the handler
+    ours = [f for f in frames if "/console/" in f[0] and not (f[0].endswith(starting) and f[1] == "<module>")]
     return "Traceback" in text and not ours
 
 
@@ -436,20 +436,20 @@ def test_a_ctrl_c_python_swallowed_in_a_callback_prints_nothing_and_still_ends_t
     the command still ends as interrupted; any other unraisable exception is reported as Python would."""
     import types
 
-    from console import entry
+    from console import entry, interrupts
 
     seen: list[object] = []
-    hook = entry._quiet_unraisable(seen.append)
+    hook = interrupts._quiet_unraisable(seen.append)
     ki = types.SimpleNamespace(exc_value=KeyboardInterrupt())
     other = types.SimpleNamespace(exc_value=ValueError("x"))
-    monkeypatch.setattr(entry, "_interrupted", False)
+    monkeypatch.setattr(interrupts, "_interrupted", False)
     hook(ki)  # not ours: reported
-    monkeypatch.setattr(entry, "_interrupted", True)
+    monkeypatch.setattr(interrupts, "_interrupted", True)
     hook(ki)  # ours: silent
     hook(other)
     assert seen == [ki, other]
     def went_on() -> int:  # a Ctrl+C swallowed while the command ran, which went on and ended well
-        monkeypatch.setattr(entry, "_interrupted", True)
+        monkeypatch.setattr(interrupts, "_interrupted", True)
         return 0
 
     monkeypatch.setattr("console.cli.main", went_on)
@@ -470,14 +470,14 @@ def test_a_ctrl_c_a_library_made_its_own_error_still_ends_as_an_interrupt(
     error is still an error."""
     import console.engine.supervisor as supervisor_module
     import console.settings as settings_module
-    from console import entry
+    from console import entry, interrupts
 
     module, name = {"settings": (settings_module, "load_settings"),
                     "supervisor": (supervisor_module, "Supervisor")}[where]
     ctrl_c = [True]
 
     def wrapped(*args: Any, **kw: Any) -> Any:
-        monkeypatch.setattr(entry, "_interrupted", ctrl_c[0])  # as interrupt_once sets it
+        monkeypatch.setattr(interrupts, "_interrupted", ctrl_c[0])  # as interrupt_once sets it
         try:
             raise KeyboardInterrupt
         except KeyboardInterrupt as exc:

@@ -26,6 +26,7 @@ import signal
 import sys
 from typing import Any
 
+from console.interrupts import interrupt_once, is_interrupt, take_interrupts
 from console.outcome import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 # Names this package offered when it was one module, and where they live now (imported when first asked for).
@@ -54,8 +55,6 @@ def __getattr__(name: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from console.entry import interrupt_once, is_interrupt, take_interrupts
-
     # Already in place when the command came through console.entry; `python -m console.cli` comes here first.
     previous = signal.getsignal(signal.SIGINT)
     take_interrupts()
@@ -78,12 +77,22 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None = None) -> int:
+    from console.cli.common import UsageError, err
+
+    try:
+        return _command(argv)
+    except UsageError as exc:  # bad input, from the grammar or any command: its one line, exit code 2
+        err(str(exc))
+        return EXIT_USAGE
+
+
+def _command(argv: list[str] | None) -> int:
     from console.cli.parser import build_parser
 
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-    except SystemExit as exc:  # --help, --version, or a usage error already reported on one line
+    except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     command = args.command
     if command is None and sys.stdin.isatty() and sys.stdout.isatty():

@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from console.cli.common import RUN_HELP, err, refuse_foreign, run_folder, say
-from console.outcome import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from console.cli.common import RUN_HELP, UsageError, err, refuse_foreign, run_folder, say
+from console.outcome import EXIT_FAILED, EXIT_OK
 
 NAMES = ("ack", "acknowledge")
 HELP = "acknowledge a run that gave up, crashed or failed: it stops asking for you (resume still goes on with it)"
@@ -35,8 +35,7 @@ def cmd_ack(args: argparse.Namespace) -> int:
         paths = validate_job_folder(run_folder(args.job, settings))
         refuse_foreign(paths, settings.data_dir)
     except (JobError, ValueError) as exc:
-        err(str(exc))
-        return EXIT_USAGE
+        raise UsageError(str(exc)) from None
     rid = paths.run_id
     store = _store(settings)
     try:
@@ -49,13 +48,11 @@ def cmd_ack(args: argparse.Namespace) -> int:
         if store is not None:
             store.close()
     if done.status == "never":
-        err(f"ack: {paths.root} has never run, so nothing asks for you there; list the runs with: agent-console "
-            "jobs")
-        return EXIT_USAGE
+        raise UsageError(f"ack: {paths.root} has never run, so nothing asks for you there; list the runs with: "
+                         "agent-console jobs")
     if done.status == "live":
-        err(f"ack: run {rid} is running (process {done.pid}), so it is answered, not acknowledged: open it with "
-            f"agent-console attach {rid} (or agent-console stop {rid})")
-        return EXIT_USAGE
+        raise UsageError(f"ack: run {rid} is running (process {done.pid}), so it is answered, not acknowledged: open "
+                         f"it with agent-console attach {rid} (or agent-console stop {rid})")
     if done.status == "completed":
         say(f"ack: run {rid} completed: nothing asks for you there")
         return EXIT_OK

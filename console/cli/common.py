@@ -7,13 +7,19 @@ import contextlib
 import difflib
 import math
 import os
+import shlex
 import sqlite3
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from console.outcome import EXIT_USAGE
 from console.view.jobs import one_line  # the one definition, shared with the jobs table
+
+
+class UsageError(Exception):
+    """Bad input: a flag, a run reference, a job folder, job.toml, the settings, or a run that cannot be used as
+    asked. Raised by any command with its one line; console.cli's main says it (:func:`err`, on stderr) and ends
+    the command with exit code 2 (EXIT_USAGE): the one place a usage error becomes its line and its code."""
 
 
 def err(msg: str) -> None:
@@ -38,8 +44,7 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        err(f"{message} (see: {self.prog} --help)")
-        sys.exit(EXIT_USAGE)
+        raise UsageError(f"{message} (see: {self.prog} --help)")
 
     def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
         """argparse's, but an unknown flag is named by the command it was given to, with the flag it may have
@@ -144,12 +149,19 @@ def run_folder(ref: str, settings: Any = None) -> Path:
         raise
 
 
+def foreign_line(root: Path, why: str, refused: str = "neither resumed nor read") -> str:
+    """The one line that refuses a folder whose .console/ is another's, naming the two ways to start fresh."""
+    shown = shlex.quote(str(root))
+    return (f"{root}: its .console/ was not made by this operator's agent-console ({why}), so it is {refused}: "
+            f"start fresh with `agent-console run --in-place {shown} --fresh` (moves it aside), or run a copy "
+            f"without it: `agent-console run {shown}`")
+
+
 def refuse_foreign(paths: Any, data_dir: Path) -> None:
     """A ValueError with the one line, for a folder whose .console/ another operator's harness made
     (console.engine.provenance): `attach`, `logs` and `wait` show this operator's runs only, as `run --in-place`
     resumes only them (its story, its settings and its hints would be another's words, and name commands that
     refuse it)."""
-    from console.cli.run import foreign_line
     from console.engine.launch import LaunchError
     from console.engine.provenance import judge
     from console.engine.seal import Seal, SealError

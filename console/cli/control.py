@@ -9,13 +9,15 @@ import sys
 from typing import Any
 
 from console.cli.common import (
+    UsageError,
     check_flags,
     err,
+    foreign_line,
     resume_hint,
     run_folder,
     say,
 )
-from console.outcome import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from console.outcome import EXIT_FAILED, EXIT_OK
 
 
 def cmd_control(args: argparse.Namespace) -> int:
@@ -36,19 +38,16 @@ def cmd_control(args: argparse.Namespace) -> int:
                 return code
         paths: JobPaths = validate_job_folder(run_folder(args.job, settings))
     except (JobError, ValueError) as exc:
-        err(str(exc))
-        return EXIT_USAGE
+        raise UsageError(str(exc)) from None
     if not paths.state.is_dir():
-        err(f"{paths.root}: this job has never run (no .console/ folder), so there is nothing to {args.command}; "
-            f"a run of it is another folder: give {args.command} the id `agent-console run` prints (or run this "
-            f"folder itself with: agent-console run --in-place {paths.root})")
-        return EXIT_USAGE
+        raise UsageError(f"{paths.root}: this job has never run (no .console/ folder), so there is nothing to "
+                         f"{args.command}; a run of it is another folder: give {args.command} the id `agent-console "
+                         f"run` prints (or run this folder itself with: agent-console run --in-place {paths.root})")
     spec = BY_CLI[args.command]
     try:  # checked against the engine's typed commands before anything is queued
         body = parse_command(spec.name, {a.name: v for a in spec.args if (v := getattr(args, a.name)) is not None})
     except CommandError as exc:
-        err(str(exc))
-        return EXIT_USAGE
+        raise UsageError(str(exc)) from None
     pid = RunLock(paths).holder()
     if pid is None and spec.cli == "resume":
         return resume_run(paths, args)
@@ -133,8 +132,7 @@ def remote_control(args: argparse.Namespace, settings: Any) -> int | None:
         body = parse_command(spec.name, {a.name: v for a in spec.args if (v := getattr(args, a.name)) is not None})
         cmd = make_command(body, source=f"cli@{this_host()}"[:64], id=uuid.uuid4().hex)
     except CommandError as exc:
-        err(str(exc))
-        return EXIT_USAGE
+        raise UsageError(str(exc)) from None
     store = settings.open_store()
     assert isinstance(store, PgStore)
     key = row.key
@@ -216,7 +214,6 @@ def _not_taken(store: Any, command_id: str, command: str, rid: str, host: str, e
 def resume_run(paths: Any, args: argparse.Namespace) -> int:
     """``resume ID`` of a run no process runs: start it again as a runner, with its recorded settings (and the
     flags given now), in the background or under a console; or say in one line why not (non-zero)."""
-    from console.cli.run import foreign_line
     from console.engine.job import JobError
     from console.engine.launch import LaunchError
     from console.engine.provenance import judge
@@ -227,20 +224,16 @@ def resume_run(paths: Any, args: argparse.Namespace) -> int:
     try:  # a folder whose .console/ another operator made is no run of this one's: nothing in it is read
         verdict = judge(paths, Seal.of(load_settings().data_dir))
     except (LaunchError, SealError, JobError, ValueError) as exc:
-        err(f"resume: {exc}")
-        return EXIT_USAGE
+        raise UsageError(f"resume: {exc}") from None
     if not verdict.usable:
-        err(f"resume: {foreign_line(paths.root, verdict.why)}")
-        return EXIT_USAGE
+        raise UsageError(f"resume: {foreign_line(paths.root, verdict.why)}")
     if job_done(paths):
         err(f"resume: run {paths.run_id} ({paths.root}) is complete: there is nothing to resume")
         return EXIT_FAILED
     if not paths.events.exists():
-        err(f"resume: {paths.root} has never run: start it with agent-console run {paths.root}")
-        return EXIT_USAGE
+        raise UsageError(f"resume: {paths.root} has never run: start it with agent-console run {paths.root}")
     if args.console and not (sys.stdin.isatty() and sys.stdout.isatty()):
-        err("resume --console needs a terminal; without --console the run goes on in the background")
-        return EXIT_USAGE
+        raise UsageError("resume --console needs a terminal; without --console the run goes on in the background")
     from console.cli.parser import build_parser
     from console.cli.run import cmd_run
 

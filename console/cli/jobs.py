@@ -10,12 +10,13 @@ from typing import Any
 
 from console.cli.common import (
     MAX_LIST,
+    UsageError,
     check_flags,
     err,
     fit_parts,
     say,
 )
-from console.outcome import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from console.outcome import EXIT_FAILED, EXIT_OK
 from console.view.jobs import one_line
 
 
@@ -32,8 +33,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         check_flags(args)
         settings = load_settings()
     except (JobError, ValueError) as exc:
-        err(str(exc))
-        return EXIT_USAGE
+        raise UsageError(str(exc)) from None
     if args.prune:
         return prune_jobs(settings)
     try:
@@ -59,8 +59,8 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         err(f"{STORE_AWAY}: {away}; this machine's runs, read from their folders under {settings.runs_dir} (a run's "
             "story: agent-console logs RUN_FOLDER)")
     except (sqlite3.Error, OSError) as exc:
-        err(f"{settings.store_path}: the jobs database cannot be read ({exc}); move it aside and a new one is made")
-        return EXIT_USAGE
+        raise UsageError(f"{settings.store_path}: the jobs database cannot be read ({exc}); move it aside and a new "
+                         "one is made") from None
     rows = [as_now(r) for r in rows]
     rows.sort(key=needs_first)
     from console.engine.seal import Seal, SealError

@@ -12,13 +12,14 @@ import sys
 from typing import Any
 
 from console.cli.common import (
+    UsageError,
     err,
     go_on_hint,
     resume_hint,
     say,
 )
 from console.engine.text import safe_text
-from console.entry import is_interrupt
+from console.interrupts import is_interrupt
 from console.outcome import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, exit_code
 
 RUNNER_FLAGS_ENV = "AGENT_CONSOLE_RUNNER_FLAGS"  # a runner's flags: the environment, not argv (ps shows argv)
@@ -37,9 +38,8 @@ def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, t
 
     holder = RunLock(paths).holder()
     if holder is not None:
-        err(f"{paths.root} is already being run by process {holder} (run {paths.run_id}); watch it with: "
-            f"agent-console attach {paths.run_id}")
-        return EXIT_USAGE
+        raise UsageError(f"{paths.root} is already being run by process {holder} (run {paths.run_id}); watch it with: "
+                         f"agent-console attach {paths.run_id}")
     env = dict(os.environ)
     env[RUNNER_FLAGS_ENV] = json.dumps(given)
     env[RUNNER_BY_ENV] = by
@@ -253,6 +253,9 @@ def run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool =
     except KeyboardInterrupt:  # Ctrl+C as the process leaves: an interrupt, not a traceback
         code = EXIT_INTERRUPTED
         raise
+    except UsageError:  # the run cannot be run as asked (another process holds it): said by the command's main
+        code = EXIT_USAGE
+        raise
     except Exception as exc:
         if is_interrupt(exc):  # what a library made of a Ctrl+C
             code = EXIT_INTERRUPTED
@@ -357,9 +360,8 @@ def _run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool,
     try:
         sup.run()
     except JobBusy as exc:
-        err(f"{exc} (run {paths.run_id}); send it commands (agent-console pause|stop|... {paths.root}) or watch "
-            f"it with: agent-console attach {paths.root}")
-        return EXIT_USAGE
+        raise UsageError(f"{exc} (run {paths.run_id}); send it commands (agent-console pause|stop|... {paths.root}) or "
+                         f"watch it with: agent-console attach {paths.root}") from None
     except KeyboardInterrupt:
         store.ended(paths.root, "interrupted", clock.now(), "interrupted by Ctrl+C")
         err(interrupted_start(paths, made, again, store))  # a run, unless the interrupt came before it was one

@@ -15,16 +15,18 @@ from typing import Any
 
 from console.cli.common import (
     MAX_SCRIPT_BYTES,
+    UsageError,
     check_console_options,
     check_flags,
     err,
+    foreign_line,
     run_folder,
     say,
     state_error,
 )
 from console.cli.lifecycle import RUNNER_BY_ENV, RUNNER_FLAGS_ENV, interrupted_start, run_headless, start_runner
-from console.entry import is_interrupt
-from console.outcome import EXIT_INTERRUPTED, EXIT_USAGE
+from console.interrupts import is_interrupt
+from console.outcome import EXIT_INTERRUPTED
 
 
 def _script_items(text: str) -> list[Any]:
@@ -116,14 +118,6 @@ def _budgets(job: Any) -> dict[str, Any]:
     return {n: v for n in names if (v := getattr(guard, n, None)) is not None}
 
 
-def foreign_line(root: Path, why: str, refused: str = "neither resumed nor read") -> str:
-    """The one line that refuses a folder whose .console/ is another's, naming the two ways to start fresh."""
-    shown = shlex.quote(str(root))
-    return (f"{root}: its .console/ was not made by this operator's agent-console ({why}), so it is {refused}: "
-            f"start fresh with `agent-console run --in-place {shown} --fresh` (moves it aside), or run a copy "
-            f"without it: `agent-console run {shown}`")
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from console.engine.clock import SystemClock
     from console.engine.job import JobError, one_line, prepare_run, validate_job_folder
@@ -212,19 +206,16 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise ValueError(f"{what}: the {rs.provider} client cannot be set up ({type(exc).__name__}: "
                              f"{str(exc)[:200]})") from None
     except (JobError, ValueError, ProviderError, LaunchError, SealError) as exc:
-        err(str(exc))
-        return EXIT_USAGE
+        raise UsageError(str(exc)) from None
     except RecursionError:
-        err(f"{job_arg}: a job or settings file is nested too deeply to be read")
-        return EXIT_USAGE
+        raise UsageError(f"{job_arg}: a job or settings file is nested too deeply to be read") from None
     try:
         store = settings.open_store(lenient=True)  # a shared store away now: the run goes on, the store catches up
     except StoreError as exc:
-        err(str(exc))
-        return EXIT_USAGE
+        raise UsageError(str(exc)) from None
     except (sqlite3.Error, OSError) as exc:
-        err(f"{settings.store_path}: the jobs database cannot be used ({exc}); move it aside and a new one is made")
-        return EXIT_USAGE
+        raise UsageError(f"{settings.store_path}: the jobs database cannot be used ({exc}); move it aside and a new "
+                         "one is made") from None
     from console.engine.atomic import private_dir
 
     # The data folder (made by the store) and runs/ hold every run: the operator's only (0700), or said once why not.
@@ -241,25 +232,22 @@ def cmd_run(args: argparse.Namespace) -> int:
                                                          max_job_mb=rs.max_job_mb,
                                                          say=lambda line: say(line, sys.stderr))
     except JobError as exc:
-        err(str(exc))
-        return EXIT_USAGE
+        raise UsageError(str(exc)) from None
     except OSError as exc:  # the data folder cannot be written, or a file of the job cannot be copied
-        err(f"{job_arg}: cannot be copied to a run folder under {settings.runs_dir}: {str(exc)[:300]}")
-        return EXIT_USAGE
+        raise UsageError(f"{job_arg}: cannot be copied to a run folder under {settings.runs_dir}: "
+                         f"{str(exc)[:300]}") from None
     if args.fresh and os.path.lexists(paths.state):
         try:
             aside = set_aside(paths, clock.now().astimezone())
         except OSError as exc:  # its line names both folders and what to do
-            err(str(exc.strerror))
-            return EXIT_USAGE
+            raise UsageError(str(exc.strerror)) from None
         # On stderr: a run's first line on stdout stays `run ID: FOLDER` (scripts read it).
         say(f"{paths.state} moved aside to {aside}: the run starts fresh, with nothing of it", sys.stderr)
     elif verdict.whose in ("earlier", "ours"):
         try:
             adopt(paths, verdict, seal)  # a run of this operator from before seals: sealed now
         except OSError as exc:
-            err(f"{paths.state}: its records cannot be sealed ({exc.strerror or exc})")
-            return EXIT_USAGE
+            raise UsageError(f"{paths.state}: its records cannot be sealed ({exc.strerror or exc})") from None
     try:
         if use_console or args.detach:
             # The run is a process of its own (a runner); this one only watches it, and may go away.
@@ -295,12 +283,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             sup = Supervisor(paths, rs, provider, clock=clock, store=store, launch=launch)
         except sqlite3.Error as exc:
-            err(f"{settings.store_path}: the jobs database cannot be used ({exc}); move it aside and a new one "
-                "is made")
-            return EXIT_USAGE
+            raise UsageError(f"{settings.store_path}: the jobs database cannot be used ({exc}); move it aside and a "
+                             "new one is made") from None
         except (ValueError, OSError) as exc:
-            err(state_error(paths, exc))
-            return EXIT_USAGE
+            raise UsageError(state_error(paths, exc)) from None
         # The run's id, then its folder: `run ID: FOLDER` (a script takes the folder after the first ": ").
         say(f"run {paths.run_id}: {paths.root}")
         if not args.headless and not runner and not use_console:

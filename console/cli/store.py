@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from console.cli.common import err, say
-from console.outcome import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from console.cli.common import UsageError, err, say
+from console.outcome import EXIT_FAILED, EXIT_OK
 
 
 def add_parser(sub: Any) -> None:
@@ -34,8 +34,7 @@ def cmd_store(args: argparse.Namespace) -> int:
     try:
         settings = load_settings()
     except (JobError, ValueError) as exc:
-        err(str(exc))
-        return EXIT_USAGE
+        raise UsageError(str(exc)) from None
     if not is_shared_url(settings.store_url):
         say("the store is the embedded one (on this machine): it is never behind")
         return EXIT_OK

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from console import __version__
-from console.cli.common import err, say
-from console.outcome import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from console.cli.common import UsageError, err, say
+from console.outcome import EXIT_FAILED, EXIT_OK
 
 # Patterns, compiled when a submit checks its flags (not when the parser is built for every other command).
 QUANTITY = r"[0-9]+(\.[0-9]+)?([eE][0-9]+|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?"
@@ -234,16 +234,13 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from console.engine.job import JobError
 
     if not args.kubernetes:
-        err("submit: say where: --kubernetes (the only target so far)")
-        return EXIT_USAGE
+        raise UsageError("submit: say where: --kubernetes (the only target so far)")
     try:
         run, store = plan(args)
     except (JobError, ValueError) as exc:
-        err(str(exc))
-        return EXIT_USAGE
+        raise UsageError(str(exc)) from None
     except RecursionError:
-        err(f"{args.job}: a job or settings file is nested too deeply to be read")
-        return EXIT_USAGE
+        raise UsageError(f"{args.job}: a job or settings file is nested too deeply to be read") from None
     from console.kube import carry
 
     if store and carry.store_is_local(store):

@@ -13,13 +13,14 @@ from typing import Any
 
 from console.cli.common import (
     MAX_LIST,
+    UsageError,
     check_console_options,
     err,
     refuse_foreign,
     resume_hint,
     run_folder,
 )
-from console.outcome import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from console.outcome import EXIT_INTERRUPTED, EXIT_OK
 from console.tui.theme_choice import chosen_theme
 
 
@@ -53,9 +54,8 @@ def _attach(args: argparse.Namespace) -> int:
         check_console_options(args.theme, settings)
         if (row := remote_run(args.job, settings)) is not None:  # a run of another machine sharing the store
             if not (sys.stdin.isatty() and sys.stdout.isatty()):
-                err(f"attach opens the console and needs a terminal; for the story use: agent-console logs -f "
-                    f"{run_id(row.path)}")
-                return EXIT_USAGE
+                raise UsageError(f"attach opens the console and needs a terminal; for the story use: agent-console "
+                                 f"logs -f {run_id(row.path)}")
             from console.tui.launch import attach_remote_console
 
             return attach_remote_console(settings.store_url or "", row, theme=chosen_theme(args.theme, settings),
@@ -63,20 +63,16 @@ def _attach(args: argparse.Namespace) -> int:
         paths = validate_job_folder(run_folder(args.job, settings))
         refuse_foreign(paths, settings.data_dir)
     except StoreError as exc:
-        err(str(exc))
-        return EXIT_USAGE
+        raise UsageError(str(exc)) from None
     except (JobError, ValueError) as exc:
-        err(str(exc))
-        return EXIT_USAGE
+        raise UsageError(str(exc)) from None
     if not paths.events.exists():
-        err(f"{paths.root}: this job has no events yet (never run); a run of it is another folder: attach to the "
-            f"id `agent-console run` prints (or run this folder itself with: agent-console run --headless --in-place "
-            f"{paths.root})")
-        return EXIT_USAGE
+        raise UsageError(f"{paths.root}: this job has no events yet (never run); a run of it is another folder: attach "
+                         f"to the id `agent-console run` prints (or run this folder itself with: agent-console run "
+                         f"--headless --in-place {paths.root})")
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        err(f"attach opens the console and needs a terminal; for the story use: agent-console logs -f "
-            f"{paths.run_id}")
-        return EXIT_USAGE
+        raise UsageError(f"attach opens the console and needs a terminal; for the story use: agent-console logs -f "
+                         f"{paths.run_id}")
     from console.cli.lifecycle import after_console
     from console.tui.launch import attach_console
 
@@ -102,11 +98,9 @@ def _fleet(args: argparse.Namespace) -> int:
         settings = load_settings()
         check_console_options(theme, settings)
     except (JobError, ValueError) as exc:
-        err(str(exc))
-        return EXIT_USAGE
+        raise UsageError(str(exc)) from None
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        err("the fleet view needs a terminal; for a list use: agent-console jobs")
-        return EXIT_USAGE
+        raise UsageError("the fleet view needs a terminal; for a list use: agent-console jobs")
     from console.tui.launch import fleet_console
 
     return fleet_console(settings.store_path, theme=chosen_theme(theme, settings), url=settings.store_url)
@@ -161,8 +155,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
                                     run_folder(args.job, settings))
         refuse_foreign(paths, settings.data_dir)
     except (JobError, ValueError) as exc:
-        err(str(exc))
-        return EXIT_USAGE
+        raise UsageError(str(exc)) from None
     if away:  # the first line: where this story is read from
         from console.cli.local_runs import STORE_AWAY
 
@@ -173,12 +166,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
     except OSError:
         mode = None
     if mode is not None and not stat.S_ISREG(mode):
-        err(f"{paths.events}: not a regular file, so not a log of events")
-        return EXIT_USAGE
+        raise UsageError(f"{paths.events}: not a regular file, so not a log of events")
     if mode is None and not (args.follow and lock.holder() is not None):  # a run just starting has no log yet
-        err(f"{paths.root}: no events: this job never ran (a run of it is another folder: give logs the id "
-            "`agent-console run` or `agent-console jobs` prints)")
-        return EXIT_USAGE
+        raise UsageError(f"{paths.root}: no events: this job never ran (a run of it is another folder: give logs the "
+                         "id `agent-console run` or `agent-console jobs` prints)")
     color = not args.json and use_color(sys.stdout)
     printer = StoryPrinter(paths.events, sys.stdout, sys.stderr, run_id=paths.run_id, as_json=args.json,
                            since=args.since, lines=args.lines or 0, color=color)

@@ -12,13 +12,14 @@ from typing import Any
 
 from console.cli.common import (
     MAX_WAIT_SECONDS,
+    UsageError,
     err,
     refuse_foreign,
     resume_hint,
     run_folder,
     say,
 )
-from console.outcome import EXIT_INTERRUPTED, EXIT_USAGE
+from console.outcome import EXIT_INTERRUPTED
 
 # `agent-console wait`: how its exit code says what became of the run (for scripts and cron).
 WAIT_COMPLETED, WAIT_ENDED, WAIT_STOPPED, WAIT_NEEDS, WAIT_TIMEOUT, WAIT_INTERRUPTED = 0, 1, 3, 4, 5, 6
@@ -147,8 +148,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
         paths = validate_job_folder(run_folder(args.job, settings))
         refuse_foreign(paths, settings.data_dir)
     except (JobError, ValueError) as exc:
-        err(str(exc))
-        return EXIT_USAGE
+        raise UsageError(str(exc)) from None
     rid, lock, fold = paths.run_id, RunLock(paths), _WaitFold()
     started = time.monotonic()
     deadline = None if args.timeout is None else started + args.timeout
@@ -182,9 +182,8 @@ def cmd_wait(args: argparse.Namespace) -> int:
                 gone_since = now
             elif now - gone_since >= (WAIT_GONE_GRACE if fold.events else WAIT_START_GRACE):
                 if not fold.events:
-                    err(f"{paths.root}: this folder has never run (no events); a run of it is another folder: wait "
-                        "for the id `agent-console run` prints")
-                    return EXIT_USAGE
+                    raise UsageError(f"{paths.root}: this folder has never run (no events); a run of it is another "
+                                     "folder: wait for the id `agent-console run` prints")
                 say(f"run {rid} interrupted: no process runs it ({resume_hint(paths)})")
                 return WAIT_INTERRUPTED
             if deadline is not None and now >= deadline:

@@ -19,7 +19,7 @@ import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any
 from urllib.parse import urlsplit
 
 import openai
@@ -60,18 +60,13 @@ from console.providers.errors import (
     with_detail,
 )
 from console.providers.hang_up import before_headers, hang_up, track_connections
-from console.providers.registry import MaxTokensParam
+from console.providers.token_limit import MAX_TOKENS_PARAMS, TokenLimit
 
 # Local servers ignore the key, but the SDK refuses to build a client without one: it is given this, and each
 # request omits the Authorization header it would make of it (_NO_AUTH), so a server without a key gets none.
 _LOCAL_PLACEHOLDER_KEY = "not-needed"
 _NO_AUTH = {"Authorization": openai.Omit()}
 
-# The name of the output limit: OpenAI deprecated max_tokens, and reasoning models (o-series, gpt-5) refuse it, on
-# OpenAI and on Azure OpenAI alike; the servers that speak the protocol (vLLM, llama.cpp, LM Studio, Ollama) know
-# max_tokens, as do Azure deployments behind an older API version. "auto": by the host, then by the server's answer.
-TokenLimit = Literal["max_tokens", "max_completion_tokens"]
-MAX_TOKENS_PARAMS: tuple[str, ...] = get_args(MaxTokensParam)
 # OpenAI's hosts, and Azure OpenAI's (Azure AI Foundry's): where max_completion_tokens is the name to start with.
 # A server's answers to GET /models that say it is there but cannot serve yet: a model still loading (llama.cpp's
 # server, vLLM), a proxy in front of a backend that is down or slow.

@@ -17,7 +17,9 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
+
+from console.providers.token_limit import MaxTokensParam
 
 if TYPE_CHECKING:  # the command line reads the names at every start: the engine's types are loaded when used
     from console.engine.clock import Clock
@@ -25,9 +27,6 @@ if TYPE_CHECKING:  # the command line reads the names at every start: the engine
     from console.engine.model import Provider
 
 MODELS_FILE = Path(__file__).with_name("models.toml")
-# The openai provider's name for the output limit (settings key max_tokens_param): "auto" starts with the host's
-# (max_completion_tokens for OpenAI and Azure OpenAI, max_tokens elsewhere) and follows the server's refusal once.
-MaxTokensParam = Literal["auto", "max_tokens", "max_completion_tokens"]
 FALLBACK_WINDOW = 128_000  # a model nobody told us about: a common window, said to be a default
 
 
