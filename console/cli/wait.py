@@ -131,6 +131,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
     """Block until the run ends or needs its operator; the exit code says which (:data:`WAIT_HELP`)."""
     import time
 
+    from console.cli.lifecycle import launched
     from console.engine import events as ev
     from console.engine.job import JobError, validate_job_folder
     from console.engine.run_lock import RunLock
@@ -186,8 +187,10 @@ def cmd_wait(args: argparse.Namespace) -> int:
                 gone_since = None
             elif gone_since is None:
                 gone_since = now
-            elif now - gone_since >= (WAIT_GONE_GRACE if fold.events else WAIT_START_GRACE):
-                if not fold.events and not (paths.state / "launch.json").exists():  # a record: a start, found
+            # A launch record with no event: a detached start whose runner ended before it began (its starter
+            # marked it starting until then: `alive`), a run resume finds.
+            elif now - gone_since >= (WAIT_GONE_GRACE if fold.events or launched(paths) else WAIT_START_GRACE):
+                if not fold.events and not launched(paths):
                     err(f"{paths.root}: this folder has never run (no events); a run of it is another folder: wait "
                         "for the id `agent-console run` prints")
                     return EXIT_USAGE
