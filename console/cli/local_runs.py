@@ -26,18 +26,28 @@ def remember_in_place(runs_dir: Path, root: Path) -> None:
     and a command finds it by its id. One file per folder (named by a hash of its path, so a start again rewrites
     it), written atomically; never the folder's content (its sealed launch record says whose run it is)."""
     import hashlib
+    import secrets
 
-    from console.engine.atomic import atomic_write_text, private_dir
+    from console.engine.atomic import private_dir
 
     root = root.absolute()
     if runs_dir.absolute() in root.parents:
         return  # listed from runs/ already
     index = runs_dir.parent / IN_PLACE
-    with contextlib.suppress(OSError):  # an index that cannot be written: the store still lists the run
+    name = hashlib.sha256(os.fsencode(str(root))).hexdigest()[:32]
+    tmp = index / f".{name}.{secrets.token_hex(4)}.tmp"
+    # Written and renamed here, not by console.engine.atomic: an index entry is no step of a run (the engine's writes
+    # are its kill points, console.engine.failpoints); one that is torn or missing only leaves the run to the store.
+    try:
         index.mkdir(mode=0o700, parents=True, exist_ok=True)
         private_dir(index)
-        name = hashlib.sha256(os.fsencode(str(root))).hexdigest()[:32]
-        atomic_write_text(index / name, str(root), durable=False)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(str(root))
+        os.replace(tmp, index / name)
+    except OSError:  # an index that cannot be written: the store still lists the run
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def _in_place(runs_dir: Path) -> list[Path]:
@@ -46,6 +56,8 @@ def _in_place(runs_dir: Path) -> list[Path]:
     out = []
     with contextlib.suppress(OSError):
         for name in sorted(os.listdir(index)):
+            if name.startswith("."):
+                continue  # an entry being written
             with contextlib.suppress(OSError, UnicodeDecodeError):
                 folder = Path((index / name).read_text(encoding="utf-8").strip())
                 if folder.is_absolute() and folder.is_dir():
