@@ -23,20 +23,31 @@ from console.outcome import EXIT_FAILED, EXIT_OK
 def cmd_control(args: argparse.Namespace) -> int:
     from console.engine.command_specs import BY_CLI
     from console.engine.commands import CommandError, parse_command
-    from console.engine.control import RunLock, write_inbox
+    from console.engine.control import write_inbox
     from console.engine.job import JobError, JobPaths, validate_job_folder
     from console.engine.runs import looks_like_a_path
+    from console.runner import await_start
 
     try:
         check_flags(args)
         settings = None
+        away: str | None = None
         if not (looks_like_a_path(args.job) or os.path.isdir(args.job)):  # an id or a name: the store says whose
             from console.settings import load_settings
 
             settings = load_settings()
             if (code := remote_control(args, settings)) is not None:  # a run of another machine sharing the store
                 return code
-        paths: JobPaths = validate_job_folder(run_folder(args.job, settings))
+            away = getattr(args, "store_away", None)
+        if settings is None:
+            paths: JobPaths = validate_job_folder(run_folder(args.job, settings))
+        else:  # with the store away, this machine's own runs are found from their folders
+            from console.cli.local_runs import find_run, say_away
+
+            found, away = find_run(args.job, settings, away)
+            paths = validate_job_folder(found)
+            if away is not None:
+                say_away(away, paths)
     except (JobError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     if not paths.state.is_dir():
@@ -48,7 +59,8 @@ def cmd_control(args: argparse.Namespace) -> int:
         body = parse_command(spec.name, {a.name: v for a in spec.args if (v := getattr(args, a.name)) is not None})
     except CommandError as exc:
         raise UsageError(str(exc)) from None
-    pid = RunLock(paths).holder()
+    # A run just handed to a runner (run --detach returns before its engine has loaded): waited for, and said.
+    pid = await_start(paths, tell=lambda line: say(line, sys.stderr))
     if pid is None and spec.cli == "resume":
         return resume_run(paths, args)
     if pid is None and spec.live:
@@ -113,9 +125,9 @@ def remote_control(args: argparse.Namespace, settings: Any) -> int | None:
 
     try:
         row = remote_run(args.job, settings)
-    except StoreError as exc:
-        err(str(exc))
-        return EXIT_FAILED
+    except StoreError as exc:  # this machine's own runs are found from their folders (console.cli.local_runs)
+        args.store_away = str(exc)
+        return None
     if row is None:
         return None
     spec = BY_CLI[args.command]
@@ -230,7 +242,7 @@ def resume_run(paths: Any, args: argparse.Namespace) -> int:
     if job_done(paths):
         err(f"resume: run {paths.run_id} ({paths.root}) is complete: there is nothing to resume")
         return EXIT_FAILED
-    if not paths.events.exists():
+    if not paths.events.exists() and verdict.record is None:  # a record alone: a start whose runner never began
         raise UsageError(f"resume: {paths.root} has never run: start it with agent-console run {paths.root}")
     if args.console and not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError("resume --console needs a terminal; without --console the run goes on in the background")

@@ -34,7 +34,7 @@ def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, t
     import subprocess
 
     from console.engine.run_lock import RunLock
-    from console.runner import HARD_EXIT_AFTER, log_tail, spawn_runner, started_by, wait_started
+    from console.runner import HARD_EXIT_AFTER, log_tail, spawn_runner, wait_started
 
     holder = RunLock(paths).holder()
     if holder is not None:
@@ -46,10 +46,14 @@ def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, t
     try:
         proc = spawn_runner(paths, env=env)
     except OSError as exc:
-        err(f"the run could not be started: {exc.strerror or exc}")
+        found = recorded_start(paths, store) or launched(paths)
+        err(f"the run could not be started: {exc.strerror or exc}"
+            + (f"; once that is fixed, {resume_hint(paths)}" if found else ""))
         return EXIT_FAILED
+    if not console:
+        return handed_over(paths, proc)
     try:
-        code = wait_started(paths, proc, tell=None if console else lambda line: say(line, sys.stderr))
+        code = wait_started(paths, proc)
         if code is None and console:
             from console.tui.launch import attach_console
 
@@ -73,12 +77,36 @@ def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, t
             err(line.removeprefix("agent-console: "))
         err(f"the run did not start (exit code {code}); its log: {paths.state / 'runner.log'}")
         return code or EXIT_FAILED
-    if not console:
-        pid = started_by(paths, proc) or proc.pid  # the run's process (its watcher's child)
-        say(f"running in the background (process {pid}); watch it: agent-console attach {paths.run_id}; "
-            f"its story: agent-console logs -f {paths.run_id}; stop it: agent-console stop {paths.run_id}")
-        return EXIT_OK
     return after_console(paths)
+
+
+def handed_over(paths: Any, proc: Any) -> int:
+    """A detached start's end: the run is handed to its runner's watcher ``proc`` and this command returns at once,
+    without waiting for the runner's engine to load (seconds). The run's start is on disk already (its sealed
+    record and its jobs row: console.cli.run.write_start; a resume's run is one already), so whatever becomes of the
+    runner, `jobs` lists the run and `resume ID` finds it; a command for it waits while the runner starts
+    (console.runner.await_start), and the runner's log says why it did not, if it did not."""
+    from console.engine.starting import mark_starting
+
+    try:
+        mark_starting(paths, proc.pid)
+        say(f"running in the background (process {proc.pid} starts it); watch it: agent-console attach "
+            f"{paths.run_id}; its story: agent-console logs -f {paths.run_id}; stop it: agent-console stop "
+            f"{paths.run_id}")
+    except BaseException as exc:
+        # A Ctrl+C now: the run this command started is stopped (its watcher hands the SIGTERM on), and stays a run.
+        if not is_interrupt(exc):
+            raise
+        with contextlib.suppress(OSError):
+            proc.terminate()
+        err(f"interrupted; {resume_hint(paths)}")
+        return EXIT_INTERRUPTED
+    return EXIT_OK
+
+
+def launched(paths: Any) -> bool:
+    """Whether the folder holds a launch record (a detached start writes it before its runner: a run found)."""
+    return bool((paths.state / "launch.json").exists())
 
 
 def recorded_start(paths: Any, store: Any = None) -> bool:

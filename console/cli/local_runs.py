@@ -2,8 +2,9 @@
 
 The store is an index of the run folders, which stay the source of truth: with the server down, the runs this
 machine made (its data dir's ``runs/``) are still listed and followed from each folder's sealed launch record and
-``events.jsonl``. Runs of other machines, and ``--in-place`` runs of folders outside the data dir, are the store's
-to list: they are named by their folder meanwhile.
+``events.jsonl``; this machine's ``--in-place`` runs of folders outside the data dir are found by the index their
+starts leave under the data dir (``in_place/``: one small file per folder, naming it). Runs of other machines are
+the store's to list. A command given a run by its id finds it the same way (:func:`find_run`), and says so.
 """
 
 from __future__ import annotations
@@ -17,25 +18,70 @@ from typing import Any
 from console.engine.store import JobRow
 
 STORE_AWAY = "store away"  # how `jobs` and `logs` mark what they read from the folders instead
+IN_PLACE = "in_place"  # under the data dir: the index of this machine's runs in folders outside runs/
+
+
+def remember_in_place(runs_dir: Path, root: Path) -> None:
+    """Index ``root``, a run in place outside ``runs_dir``, under the data dir: with the store away, `jobs` lists it
+    and a command finds it by its id. One file per folder (named by a hash of its path, so a start again rewrites
+    it), written atomically; never the folder's content (its sealed launch record says whose run it is)."""
+    import hashlib
+    import secrets
+
+    from console.engine.atomic import private_dir
+
+    root = root.absolute()
+    if runs_dir.absolute() in root.parents:
+        return  # listed from runs/ already
+    index = runs_dir.parent / IN_PLACE
+    name = hashlib.sha256(os.fsencode(str(root))).hexdigest()[:32]
+    tmp = index / f".{name}.{secrets.token_hex(4)}.tmp"
+    # Written and renamed here, not by console.engine.atomic: an index entry is no step of a run (the engine's writes
+    # are its kill points, console.engine.failpoints); one that is torn or missing only leaves the run to the store.
+    try:
+        index.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dir(index)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(str(root))
+        os.replace(tmp, index / name)
+    except OSError:  # an index that cannot be written: the store still lists the run
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def _in_place(runs_dir: Path) -> list[Path]:
+    """The folders the in-place index names (those that still exist)."""
+    index = runs_dir.parent / IN_PLACE
+    out = []
+    with contextlib.suppress(OSError):
+        for name in sorted(os.listdir(index)):
+            if name.startswith("."):
+                continue  # an entry being written
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                folder = Path((index / name).read_text(encoding="utf-8").strip())
+                if folder.is_absolute() and folder.is_dir():
+                    out.append(folder)
+    return out
 
 
 def local_rows(runs_dir: Path, seal: Any) -> list[JobRow]:
-    """A row for each run folder under ``runs_dir`` that this operator's harness ran (its sealed launch record),
-    newest first. Its status from its log's tail: the end recorded after its last start, else running (the
-    views' liveness makes that interrupted when no process holds the run's lock)."""
+    """A row for each run folder under ``runs_dir`` (and in the in-place index beside it) that this operator's
+    harness ran (its sealed launch record), newest first. Its status from its log's tail: the end recorded after its
+    last start, else running (the views' liveness makes that interrupted when no process holds the run's lock)."""
     from console.engine.job import JobPaths
     from console.engine.launch import LaunchError, read_launch
     from console.engine.run_end import ended_status
     from console.runner import last_end
 
     try:
-        names = sorted(os.listdir(runs_dir))
+        folders = [runs_dir / name for name in sorted(os.listdir(runs_dir))]
     except OSError:
-        return []
+        folders = []
     rows = []
-    for name in names:
-        paths = JobPaths(runs_dir / name)
-        if seal is None or not paths.events.is_file():
+    for folder in [*folders, *_in_place(runs_dir)]:
+        paths = JobPaths(folder)
+        if seal is None:
             continue
         try:
             launch = read_launch(paths, seal)
@@ -59,3 +105,49 @@ def _mtime(path: Path) -> str:
     with contextlib.suppress(OSError):
         return datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat(timespec="seconds")
     return ""
+
+
+def find_run(ref: str, settings: Any, away: str | None = None) -> tuple[Path, str | None]:
+    """The folder a command's JOB argument names (console.cli.common.run_folder), and, when the shared store is
+    away, why (``None`` when it answered): this machine's own runs are then found from their folders
+    (:func:`local_rows`). ``away``: the store was found away already (not asked again). ValueError (one line naming
+    what works) when the reference names no run or several."""
+    from console.cli.common import MAX_LIST, run_folder
+    from console.engine.runs import RunLookupError, looks_like_a_path, resolve_run
+    from console.engine.seal import Seal, SealError
+    from console.engine.store import StoreError
+
+    if not settings.store_url or looks_like_a_path(ref) or os.path.isdir(ref):
+        return run_folder(ref, settings), None  # a folder, or the embedded store: never away
+    try:
+        if away is not None:
+            raise StoreError(away)
+        store = settings.open_store()
+        try:
+            rows = store.list(MAX_LIST)
+        finally:
+            store.close()
+    except StoreError as exc:
+        away = str(exc)
+        try:
+            rows = local_rows(settings.runs_dir, Seal.of(settings.data_dir))
+        except SealError:
+            rows = []
+        try:
+            return resolve_run(ref, rows), away
+        except RunLookupError as missing:
+            raise ValueError(f"{STORE_AWAY} ({away}), and {missing}: this machine's runs are listed by agent-console "
+                             "jobs (from their folders); give the run's folder instead of its id") from None
+    try:
+        return resolve_run(ref, rows), None
+    except RunLookupError as exc:
+        if os.path.lexists(ref) and not exc.candidates:
+            return Path(ref), None  # a file, a dangling link: the folder check says what is wrong with it
+        raise
+
+
+def say_away(away: str, paths: Any) -> None:
+    """The first line of a command that found the run from its folder, the store being away."""
+    from console.cli.common import err
+
+    err(f"{STORE_AWAY} ({away}): run {paths.run_id} found from its folder {paths.root}")

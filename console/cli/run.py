@@ -26,7 +26,7 @@ from console.cli.common import (
 )
 from console.cli.lifecycle import RUNNER_BY_ENV, RUNNER_FLAGS_ENV, interrupted_start, run_headless, start_runner
 from console.interrupts import is_interrupt
-from console.outcome import EXIT_INTERRUPTED
+from console.outcome import EXIT_FAILED, EXIT_INTERRUPTED
 
 
 def _script_items(text: str) -> list[Any]:
@@ -120,13 +120,13 @@ def _budgets(job: Any) -> dict[str, Any]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from console.engine.clock import SystemClock
+    from console.engine.command_check import check_commands
     from console.engine.job import JobError, one_line, prepare_run, validate_job_folder
     from console.engine.job_config import load_job_config
-    from console.engine.launch import Launch, LaunchError, LaunchStart, changes
+    from console.engine.launch import Launch, LaunchError, LaunchStart, begun, changes
     from console.engine.provenance import Verdict, adopt, judge, set_aside
     from console.engine.seal import Seal, SealError
     from console.engine.store import StoreError
-    from console.engine.tool_setup import check_commands
     from console.providers import ProviderError, make_provider
     from console.settings import load_settings, resolve_run_settings
 
@@ -196,9 +196,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         secret = getattr(settings, f"{rs.provider}_api_key", None)  # AGENT_CONSOLE_<PROVIDER>_API_KEY
         api_key = secret.get_secret_value() if secret is not None else None
         keyed = {"key_variable": _key_source(rs.provider)} if api_key else {}
+        provider: Any = None
         try:
-            provider = make_provider(rs.provider, rs.model, base_url=rs.base_url, api_key=api_key, speed=rs.speed,
-                                     clock=clock, script=script, max_tokens_param=settings.max_tokens_param, **keyed)
+            # Built here to check its settings (an SDK refusing a URL form); a run handed to its own process (a
+            # runner) builds its own, and the scripted model has nothing to check (its --script is, above).
+            if not ((use_console or args.detach) and rs.provider == "scripted"):
+                provider = make_provider(rs.provider, rs.model, base_url=rs.base_url, api_key=api_key,
+                                         speed=rs.speed, clock=clock, script=script,
+                                         max_tokens_param=settings.max_tokens_param, **keyed)
         except (ProviderError, RecursionError):
             raise
         except Exception as exc:  # an SDK refusing its settings (e.g. a URL form only it rejects)
@@ -248,19 +253,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             adopt(paths, verdict, seal)  # a run of this operator from before seals: sealed now
         except OSError as exc:
             raise UsageError(f"{paths.state}: its records cannot be sealed ({exc.strerror or exc})") from None
-    try:
-        if use_console or args.detach:
-            # The run is a process of its own (a runner); this one only watches it, and may go away.
-            say(f"run {paths.run_id}: {paths.root}")
-            given = {k: v for k, v in given.items() if v is not None}
-            if args.switch_model:
-                given["switch_model"] = True
-            # Who asked: the fleet's `r` runs `resume` with this variable set to "fleet" (in launch_settings).
-            from console.tui.theme_choice import chosen_theme
+    if args.in_place and not runner:  # found from the data dir with the store away (console.cli.local_runs)
+        from console.cli.local_runs import remember_in_place
 
-            by = os.environ.pop(RUNNER_BY_ENV, "") or ("console" if use_console else "detach")
-            return start_runner(paths, given, by=by, console=use_console, theme=chosen_theme(args.theme, settings),
-                                made=not args.in_place, again=_again(source.root, args.in_place), store=store)
+        remember_in_place(settings.runs_dir, paths.root)
+    try:
         record = Launch(provider=rs.provider, model=rs.model, base_url=rs.base_url, context_window=rs.context_window,
                         context_window_source=(recorded.context_window_source if recorded is not None and
                                                given.get("context_window") is None else rs.context_window_source),
@@ -272,8 +269,39 @@ def cmd_run(args: argparse.Namespace) -> int:
                         notify_on_end=on_end, notify_remind=remind, budgets=_budgets(job),
                         store=shown_store_url(settings.store_url),
                         started_at=recorded.started_at if recorded is not None else clock.now())
-        launch = LaunchStart(record, seal, source="resume" if recorded is not None else "start",
-                             changes=tuple(changes(recorded, record)) if recorded is not None else (),
+        # A record in a folder whose run has not begun (no event yet) is the start its starter wrote (`run --detach`,
+        # below): the run this process starts is that start, not a resume of it.
+        starting = recorded is not None and not begun(paths)
+        if use_console or args.detach:
+            # The run is a process of its own (a runner); this one only watches it, and may go away.
+            say(f"run {paths.run_id}: {paths.root}")
+            if recorded is None and args.detach:
+                try:
+                    write_start(paths, record, seal, store, clock.now())
+                except OSError as exc:  # a full or read-only disk: no run was made (a copy made for it goes)
+                    if not args.in_place:
+                        import shutil
+
+                        shutil.rmtree(paths.root, ignore_errors=True)
+                    err(f"the run could not be started: its launch record cannot be written in {paths.state} "
+                        f"({exc.strerror or exc}); once it can, start it with: "
+                        f"{_again(source.root, args.in_place)}")
+                    return EXIT_FAILED
+            given = {k: v for k, v in given.items() if v is not None}
+            if args.switch_model:
+                given["switch_model"] = True
+            # Who asked: the fleet's `r` runs `resume` with this variable set to "fleet" (in launch_settings).
+            by = os.environ.pop(RUNNER_BY_ENV, "") or ("console" if use_console else "detach")
+            theme = ""
+            if use_console:
+                from console.tui.theme_choice import chosen_theme
+
+                theme = chosen_theme(args.theme, settings)
+            return start_runner(paths, given, by=by, console=use_console, theme=theme,
+                                made=not args.in_place, again=_again(source.root, args.in_place), store=store)
+        launch = LaunchStart(record, seal, source="resume" if recorded is not None and not starting else "start",
+                             changes=tuple(changes(recorded, record)) if recorded is not None and not starting
+                             else (),
                              by=os.environ.pop(RUNNER_BY_ENV, "") if runner else "headless",
                              shown_notify=tuple(shown_url(u) for u in record.notify))
         # Imported here: a start that hands the run to a runner (--detach, the console) does not load the
@@ -300,6 +328,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run_headless(sup, paths, store, clock, runner=runner, notify=record.notify,
                          notify_on_end=on_end, notify_remind=remind, made=not args.in_place,
                          again=_again(source.root, args.in_place))
+
+
+def write_start(paths: Any, record: Any, seal: Any, store: Any, now: Any) -> None:
+    """A detached start's record of itself, before its runner exists: the sealed launch record (atomic, durable: the
+    folder is this operator's run from here on, which `resume ID` starts whatever became of its runner), then the
+    jobs table's row (`jobs` lists it; the runner's liveness says whether it runs). Written before the runner is
+    spawned, so that the command returns at once (the runner's engine takes seconds to load) and a stop, a kill or
+    a crash of the runner at any moment leaves a run that is found."""
+    from console.engine.launch import write_launch
+
+    write_launch(paths, record, seal)
+    with contextlib.suppress(Exception):  # a store away: the run's folder is its record, the runner tells the store
+        store.started(paths.root, paths.root.name, record.provider, record.model, now)
 
 
 def _again(job: Path, in_place: bool) -> str:

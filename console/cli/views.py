@@ -49,10 +49,15 @@ def _attach(args: argparse.Namespace) -> int:
     from console.settings import load_settings
     from console.view.jobs import remote_run
 
+    away: str | None = None
     try:
         settings = load_settings()
         check_console_options(args.theme, settings)
-        if (row := remote_run(args.job, settings)) is not None:  # a run of another machine sharing the store
+        try:
+            row = remote_run(args.job, settings)
+        except StoreError as exc:  # this machine's own runs are found from their folders (console.cli.local_runs)
+            row, away = None, str(exc)
+        if row is not None:  # a run of another machine sharing the store
             if not (sys.stdin.isatty() and sys.stdout.isatty()):
                 raise UsageError(f"attach opens the console and needs a terminal; for the story use: agent-console "
                                  f"logs -f {run_id(row.path)}")
@@ -60,12 +65,20 @@ def _attach(args: argparse.Namespace) -> int:
 
             return attach_remote_console(settings.store_url or "", row, theme=chosen_theme(args.theme, settings),
                                          data_dir=settings.data_dir)
-        paths = validate_job_folder(run_folder(args.job, settings))
+        from console.cli.local_runs import find_run, say_away
+
+        found, away = find_run(args.job, settings, away)
+        paths = validate_job_folder(found)
         refuse_foreign(paths, settings.data_dir)
+        if away is not None:
+            say_away(away, paths)
     except StoreError as exc:
         raise UsageError(str(exc)) from None
     except (JobError, ValueError) as exc:
         raise UsageError(str(exc)) from None
+    from console.runner import await_start
+
+    await_start(paths, tell=lambda line: err(line))  # a run just handed to its runner (run --detach): its start
     if not paths.events.exists():
         raise UsageError(f"{paths.root}: this job has no events yet (never run); a run of it is another folder: attach "
                          f"to the id `agent-console run` prints (or run this folder itself with: agent-console run "
@@ -161,6 +174,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
         err(f"{STORE_AWAY} ({away}): run {paths.run_id} read from its folder {paths.root}")
     lock = RunLock(paths)
+    if args.follow:  # a run just handed to its runner (run --detach): followed once it has started
+        from console.runner import await_start
+
+        await_start(paths, tell=lambda line: err(line))
     try:
         mode: int | None = os.stat(paths.events).st_mode
     except OSError:

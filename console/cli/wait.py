@@ -16,7 +16,6 @@ from console.cli.common import (
     err,
     refuse_foreign,
     resume_hint,
-    run_folder,
     say,
 )
 from console.outcome import EXIT_INTERRUPTED
@@ -133,9 +132,11 @@ def cmd_wait(args: argparse.Namespace) -> int:
     """Block until the run ends or needs its operator; the exit code says which (:data:`WAIT_HELP`)."""
     import time
 
+    from console.cli.lifecycle import launched
     from console.engine import events as ev
     from console.engine.job import JobError, validate_job_folder
     from console.engine.run_lock import RunLock
+    from console.runner import starting
 
     try:
         if args.timeout is not None and not (math.isfinite(args.timeout) and 0 <= args.timeout <= MAX_WAIT_SECONDS):
@@ -145,8 +146,13 @@ def cmd_wait(args: argparse.Namespace) -> int:
         from console.settings import load_settings
 
         settings = load_settings()
-        paths = validate_job_folder(run_folder(args.job, settings))
+        from console.cli.local_runs import find_run, say_away
+
+        found, away = find_run(args.job, settings, getattr(args, "store_away", None))
+        paths = validate_job_folder(found)
         refuse_foreign(paths, settings.data_dir)
+        if away is not None:
+            say_away(away, paths)
     except (JobError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     rid, lock, fold = paths.run_id, RunLock(paths), _WaitFold()
@@ -170,7 +176,8 @@ def cmd_wait(args: argparse.Namespace) -> int:
             with contextlib.suppress(OSError):
                 if offset < os.stat(paths.events).st_size and batch:
                     continue  # a long log: caught up chunk by chunk, then followed
-            alive = lock.holder() is not None
+            # A runner being started (run --detach returned before its engine loaded) is a run that goes on.
+            alive = lock.holder() is not None or starting(paths) is not None
             verdict = _wait_verdict(fold, rid, alive)
             if verdict is not None:
                 say(verdict[1])
@@ -180,8 +187,10 @@ def cmd_wait(args: argparse.Namespace) -> int:
                 gone_since = None
             elif gone_since is None:
                 gone_since = now
-            elif now - gone_since >= (WAIT_GONE_GRACE if fold.events else WAIT_START_GRACE):
-                if not fold.events:
+            # A launch record with no event: a detached start whose runner ended before it began (its starter
+            # marked it starting until then: `alive`), a run resume finds.
+            elif now - gone_since >= (WAIT_GONE_GRACE if fold.events or launched(paths) else WAIT_START_GRACE):
+                if not fold.events and not launched(paths):
                     raise UsageError(f"{paths.root}: this folder has never run (no events); a run of it is another "
                                      "folder: wait for the id `agent-console run` prints")
                 say(f"run {rid} interrupted: no process runs it ({resume_hint(paths)})")
@@ -209,7 +218,10 @@ def _remote(args: argparse.Namespace) -> int | None:
     settings = load_settings()
     try:
         row = remote_run(args.job, settings)
-    except (StoreError, RunLookupError):
+    except StoreError as exc:  # this machine's own runs are found from their folders (console.cli.local_runs)
+        args.store_away = str(exc)
+        return None
+    except RunLookupError:
         return None
     if row is None:
         return None

@@ -187,6 +187,17 @@ def read_launch(paths: JobPaths, seal: Seal) -> Launch | None:
     return opened[0] if opened is not None else None
 
 
+def begun(paths: JobPaths) -> bool:
+    """Whether the run in ``paths`` has begun: its event log has a line. A sealed record in a folder whose run has
+    not begun is a start its starter wrote (``run --detach`` writes it before it hands the run to a runner, so that
+    `jobs` lists the run and `resume ID` finds it whatever happens to the runner): the process that takes the run
+    starts it as a new run, not as a resume."""
+    try:
+        return paths.events.stat().st_size > 0
+    except OSError:
+        return False
+
+
 def write_launch(paths: JobPaths, launch: Launch, seal: Seal) -> None:
     """The record, sealed (its MAC inside the same atomic write)."""
     text = seal.sealed_json(SEAL_KIND, paths.root, json.loads(launch.model_dump_json()))

@@ -3,33 +3,19 @@ declared commands (the sandbox they run in and their bounds)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Literal
 
 from console.engine import events as ev
-from console.engine.job import JobError, JobPaths, one_line
+from console.engine.job import JobPaths
 from console.engine.run_settings import RunSettings
 from console.engine.runtime import Runtime
 from console.engine.sandbox import Sandbox
 from console.engine.tools import ToolRegistry, seccomp
 from console.engine.tools.cgroups import find_cgroups, sweep_stale
-from console.engine.tools.commands import CommandToolConfig, program_problem
 from console.engine.tools.confine import Bwrap, find_bwrap
 from console.engine.tools.docs import DocContext, render_all
 from console.engine.tools.docs_folder import write_docs
-from console.engine.tools.limits import CommandWorld, describe_world, summarize_world
-
-
-def check_commands(paths: JobPaths, tools: Sequence[CommandToolConfig], world: CommandWorld) -> None:
-    """Every ``[[tools]]`` command's program can be started, before the run starts: resolved as a call will
-    resolve it (the sandbox's PATH and what it shows, or the operator's PATH with ``--unconfined``), so a
-    ``python4`` is a :class:`JobError` naming its key now, not a failed call and a stuck agent an hour later.
-    ``paths``: the job folder the run is made from (a copy keeps what a command finds in it)."""
-    for i, tool in enumerate(tools):
-        problem = program_problem(tool, str(paths.root), world, at_start=True)
-        if problem:
-            raise JobError(f"{one_line(str(paths.job_toml), 0)}: key 'tools.{i}.command': tool '{tool.name}' "
-                           f"cannot run: {problem}")
+from console.engine.tools.limits import describe_world, summarize_world
 
 
 def write_tool_docs(paths: JobPaths, settings: RunSettings, registry: ToolRegistry, sandbox: Sandbox, rt: Runtime,

@@ -108,8 +108,11 @@ def send_remote(url: str, embedded: Path, key: str, command: str, source: str) -
 def _lock_holder(root: Path) -> int | None:
     from console.engine.job import JobPaths
     from console.engine.run_lock import RunLock  # not control: the lock alone, so `jobs` starts fast
+    from console.engine.starting import starting
 
-    return RunLock(JobPaths(root)).holder()
+    paths = JobPaths(root)
+    # A run handed to a runner that is still loading (run --detach returned): running, its watcher's pid.
+    return RunLock(paths).holder() or starting(paths)
 
 
 def needs_first(r: Any) -> bool:

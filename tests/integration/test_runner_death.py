@@ -73,8 +73,11 @@ def _start(lb: Loopback, speed: str) -> tuple[JobPaths, int, int]:
                           capture_output=True, text=True, timeout=WITHIN * 2)
     assert done.returncode == 0, done.stderr
     paths = JobPaths(Path(done.stdout.split(": ", 1)[1].splitlines()[0]))
-    runner = int(done.stdout.split("(process ", 1)[1].split(")", 1)[0])
-    return paths, runner, parent_of(runner) or 0
+    # The start returns once the run is handed over (the process it names starts the runner, and watches it).
+    watcher = int(done.stdout.split("(process ", 1)[1].split(" ", 1)[0])
+    runner = _wait_for(lambda: RunLock(paths).holder(), WITHIN, "the runner to take the run")
+    assert parent_of(runner) == watcher
+    return paths, runner, watcher
 
 
 def _kill(*pids: int) -> None:

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from console.cli import main
+from console.engine.command_check import check_commands
 from console.engine.job import JobError, JobPaths
 from console.engine.job_config import load_job_config
-from console.engine.tool_setup import check_commands
 from console.engine.tools.commands import CommandToolConfig
 from console.engine.tools.confine import SANDBOX_PATH
 from console.engine.tools.limits import CommandWorld
