@@ -83,6 +83,7 @@ from console.engine.run_settings import RunSettings
 from console.engine.runtime import Runtime
 from console.engine.tools import default_registry
 from console.engine.tools.registry import Tool, ToolArgs
+from console.engine.turn_steps import TurnSteps
 from console.headless import HeadlessLog
 
 PLAN = "# Execution Plan\n\n## Overview\nBenchmark.\n\n" + "".join(
@@ -347,7 +348,7 @@ def records_knocked_out() -> Iterator[None]:
         (stream_module.EventStream, "_write", lambda self, lines: None),
         (runtime_module, "PROJECTION_INTERVAL", 10.0**9),
         (status_module.StatusReport, "emit", lambda self, force=False: None),
-        (session_module.Session, "feedback", lambda self, call, result, *, collect: None),
+        (TurnSteps, "feedback", lambda self, call, result, *, collect: None),
     ]
     saved = [(owner, name, getattr(owner, name)) for owner, name, _ in knocked]
     for owner, name, value in knocked:

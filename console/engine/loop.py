@@ -25,15 +25,16 @@ it (out of budget, incomplete, interrupted). A need is recorded with the step th
 while it waits asks again when resumed.
 
 The loop is in modules named after what they do: :mod:`console.engine.turn` (a turn: the request, the streamed
-reply, the dispatch of a tool call), :mod:`console.engine.session` (the session's steps), :mod:`console.engine.asking`
-(asking the operator and the model), :mod:`console.engine.compaction` and :mod:`console.engine.shutdown` (how a
+reply, the dispatch of a tool call), :mod:`console.engine.session` (the session's loop over its parts:
+:mod:`console.engine.model_asking`, :mod:`console.engine.operator_asking`, :mod:`console.engine.turn_steps`,
+:mod:`console.engine.between_turns`), :mod:`console.engine.compaction` and :mod:`console.engine.shutdown` (how a
 session ends). This module keeps the names importable from where they always were.
 """
 
 from __future__ import annotations
 
-from console.engine.asking import MAX_OVERFLOWS
 from console.engine.compaction import compact, llm_summary
+from console.engine.model_asking import MAX_OVERFLOWS
 from console.engine.session import (
     CARRYOVER_BUDGET,
     KICKOFF,

@@ -12,10 +12,10 @@ import pytest
 
 from console.engine import events as ev
 from console.engine import runtime as runtime_module
-from console.engine import session as session_module
 from console.engine.enforcement import status as status_module
 from console.engine.events import stream as stream_module
 from console.engine.journal import Journal
+from console.engine.turn_steps import TurnSteps
 from tests.benchmarks import load
 
 
@@ -26,7 +26,7 @@ def bench() -> ModuleType:
 
 def _originals() -> list[object]:
     return [Journal._write, stream_module.EventStream._write, runtime_module.PROJECTION_INTERVAL,
-            status_module.StatusReport.emit, session_module.Session.feedback]
+            status_module.StatusReport.emit, TurnSteps.feedback]
 
 
 def test_the_floor_records_nothing_and_puts_everything_back(bench: ModuleType, tmp_path: Path,

@@ -1,0 +1,120 @@
+"""Between a session's turns (:class:`BetweenTurns`): what the context pressure calls for (a masking, a compaction
+in place, a wind-down, the session's end for a restart), a restart a resume under other settings no longer needs,
+and the budgets before a turn (a passed deadline's wrap-up turn, a spend limit asked of the operator).
+
+A part of :class:`console.engine.session.Session`, over the session's shared state
+(:class:`console.engine.session_state.SessionState`); a spend limit asks the operator through what it is given
+(:class:`console.engine.session_state.AskOperator`).
+"""
+
+from __future__ import annotations
+
+from console.engine import events as ev
+from console.engine.compaction import compact
+from console.engine.context.carryover import extract_carryover
+from console.engine.context.masking import apply_masking, mask_notice
+from console.engine.context.pressure import ContextAction, PressureState, wind_down_message
+from console.engine.context.tokens import estimate_request
+from console.engine.enforcement import Ask
+from console.engine.messages import Message
+from console.engine.session_state import AskOperator, SessionState
+from console.engine.shutdown import SessionResult, ShutdownReason
+from console.engine.turn import build_request
+
+CARRYOVER_BUDGET = 0.15  # share of the window the carried turns may take
+
+
+class BetweenTurns:
+    """The steps a session takes between turns, each recorded when it changes anything."""
+
+    def __init__(self, state: SessionState, need: AskOperator) -> None:
+        self.state = state
+        self.need = need  # asks the operator about a spend limit (recorded at once)
+
+    def budgets(self) -> SessionResult | None:
+        """Before a turn: a passed deadline gives the agent one wrap-up turn (a recorded step), then ends the run;
+        a spend limit asks the operator (the caller holds while the run is paused)."""
+        s = self.state
+        verdict = s.rt.guards.budget_turn()
+        if verdict.ends is not None:
+            return s.end(ShutdownReason.BUDGET_EXHAUSTED, verdict.ends)
+        if verdict.ask is not None:
+            self.need(Ask("budget", f"{verdict.ask}: resume grants one more slice of the budget, stop ends the run "
+                                    "as out of budget", verdict.evidence))
+            return None
+        if (message := verdict.wrap_up) is not None:
+            msg = Message.user(message, kind="wrap_up")
+            s.conversation.append(msg)
+            s.cm.appended([msg])
+            s.commit(durable=True)
+        return None
+
+    def restart_dropped(self, recorded: PressureState) -> None:
+        """Resumed under other settings (a larger window, a higher hard threshold), the restart the recorded state
+        called for no longer holds: the session goes on, the need it waited on (its approval) is closed saying why,
+        and the agent, who was told a restart comes, is told it does not."""
+        s = self.state
+        rt, cm, st = s.rt, s.cm, s.deps.settings
+        cm.go_on()
+        # Short enough for the views' line (120 characters): the figures are the next turn's.
+        why = (f"not needed at window {st.context_window:,}: the context is {cm.pct:.0%} of the prompt budget "
+               f"(restarts at {st.hard_threshold:.0%}); the session goes on")
+        if not st.auto_restart:
+            # Asked by the process that ended while it waited (or answered by its stop): closed, with why.
+            rt.events.emit(ev.NeedsOperatorCleared, reason="restart_approval", by=why)
+        text = (f"[The restart announced is not needed: the context window is now {st.context_window:,} tokens, "
+                f"{cm.window_pct:.0%} full. Go on with the task marked ← CURRENT in the ACTIVE TODO LIST.]")
+        if s.cp.stage == "tools":
+            rt.inject_notice(text, "restart_dropped")  # after the turn's results (recorded with its next call)
+        else:
+            notice = Message.user(text, kind="restart_dropped")
+            s.conversation.append(notice)  # recorded with the session's start, as the drop is
+            cm.appended([notice])
+
+    def pressure(self) -> SessionResult | None:
+        """Between turns: what the context pressure calls for (a masking and a wind-down are recorded steps)."""
+        s = self.state
+        rt, cm, st, conv = s.rt, s.cm, s.deps.settings, s.conversation
+        evaluation = cm.evaluate(conv)
+        if evaluation.action is ContextAction.MASK and evaluation.plan is not None:
+            freed = apply_masking(conv, evaluation.plan)
+            before = cm.used
+            cm.freed(freed)
+            notice = Message.user(mask_notice(len(evaluation.plan.indices), freed, cm.window_pct),
+                                  kind="mask_notice")
+            conv.append(notice)
+            cm.appended([notice])
+            cm.masked_total += len(evaluation.plan.indices)
+            s.cp.evaluated = True
+            rt.events.emit(ev.ContextMasked, masked=len(evaluation.plan.indices), tokens_freed=freed,
+                           used_before=before, used_after=cm.used, context_window=st.context_window,
+                           prompt_budget=cm.budget,
+                           call_ids=[conv[i].tool_call_id or "" for i in evaluation.plan.indices],
+                           detail=f"masked the {len(evaluation.plan.indices)} oldest tool results")
+            s.commit()
+        elif evaluation.action is ContextAction.COMPACT:
+            # In place, within the session: the summary and the last whole turns (pairs intact), which are in
+            # the prompt already, so they fit as they are (a restart's carryover budget is for a new session).
+            carry = extract_carryover(conv, cm.compact_turns, cm.budget)
+            compact(s.deps, conv, "context: older turns compacted into the summary", carry)
+            cm.reset(estimate_request(build_request(s.deps, s.system, conv)))
+            s.cp.evaluated = True
+            s.commit()
+        elif evaluation.action is ContextAction.WIND_DOWN:
+            text = wind_down_message(evaluation.window_pct)
+            msg = Message.user(text, kind="wind_down")
+            conv.append(msg)
+            cm.appended([msg])
+            cm.mark_wind_down()
+            s.cp.evaluated = True
+            rt.events.emit(ev.WindDown, usage_pct=round(evaluation.pct, 4), used_tokens=evaluation.used,
+                           context_window=st.context_window, prompt_budget=cm.budget, message=text)
+            s.commit()
+        elif evaluation.action is ContextAction.RESTART:
+            carry = extract_carryover(conv, st.carryover_turns, int(st.context_window * CARRYOVER_BUDGET))
+            # pct is of the prompt budget, which the prompt after a wind-down can pass while it fits the window:
+            # said as the views say it (console.view.present.context_full), never "107% full".
+            pct = evaluation.pct
+            full = f"context {pct:.0%} full" if pct <= 1 else f"context over full ({pct:.0%} of the prompt budget)"
+            return s.end(ShutdownReason.CONTEXT_FULL, full, carry)
+        return None
