@@ -240,9 +240,9 @@ def test_a_command_stopped_for_an_unreadable_folder_is_told_why() -> None:
 def test_listing_a_huge_folder_holds_only_what_it_returns(tmp_path: Path, monkeypatch) -> None:
     """list_files, find_files and search_files walk the job: a folder of 20,000 entries was sorted whole in the
     harness's memory (about 15 MB; 89 MB measured for 400,000, 450 MB for the 2 million max_job_mb allows)."""
-    from console.engine.sandbox import Sandbox, door
+    from console.engine.sandbox import Sandbox, listing
 
-    monkeypatch.setattr(door, "BIG_FOLDER", 1000)  # 50,000 in use: the test makes fewer files
+    monkeypatch.setattr(listing, "BIG_FOLDER", 1000)  # 50,000 in use: the test makes fewer files
     job = tmp_path / "job"
     (job / "wide").mkdir(parents=True)
     n = 20_000

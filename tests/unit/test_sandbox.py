@@ -753,23 +753,23 @@ def test_openat2_choice(job: Path) -> None:
     with Sandbox(job, openat2=False) as sb:
         assert sb.uses_openat2 is False
     with Sandbox(job) as sb:
-        assert sb.uses_openat2 is kernel._probe_openat2(sb._root_fd)
+        assert sb.uses_openat2 is kernel._probe_openat2(sb.folder.fd)
 
 
 def test_a_remembered_check_answers_as_a_fresh_one_and_a_refusal_is_never_remembered(job: Path, mode: bool) -> None:
     s = make(job, mode)
     (job / "notes").mkdir()
     (job / "notes" / "a.md").write_text("a")
-    first = s._check("./notes//a.md")
-    again = s._check("./notes//a.md")
+    first = s.resolver.check("./notes//a.md")
+    again = s.resolver.check("./notes//a.md")
     assert first == again == ("notes/a.md", ["notes", "a.md"], "./notes//a.md")
     again[1].append("mutated")  # each caller has its own parts
-    assert s._check("./notes//a.md")[1] == ["notes", "a.md"] and s.info("./notes//a.md") is not None
+    assert s.resolver.check("./notes//a.md")[1] == ["notes", "a.md"] and s.info("./notes//a.md") is not None
     for bad in ("../outside", ".console/todos.json", "/etc/passwd", "a\x00b"):
         for _ in range(2):
             with pytest.raises(SandboxError):
-                s._check(bad)
-        assert bad not in s._checked
+                s.resolver.check(bad)
+        assert bad not in s.resolver._checked
     s.close()
     with pytest.raises(SandboxError, match="closed"):
-        s._check("./notes//a.md")  # remembered, but the folder is closed: refused
+        s.resolver.check("./notes//a.md")  # remembered, but the folder is closed: refused

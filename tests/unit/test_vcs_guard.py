@@ -32,7 +32,7 @@ def sb(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.Monke
     (root / "sub").mkdir()
     box = make(root, request.param == "openat2")
     if request.param == "no-proc":
-        monkeypatch.setattr(box, "_proc_rel", lambda _fd: None)
+        monkeypatch.setattr(box.resolver, "proc_rel", lambda _fd: None)
     yield box
     box.close()
 

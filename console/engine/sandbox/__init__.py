@@ -27,16 +27,19 @@ So, for the agent's file tools and for the engine's own reads of main_plan.md, S
 Stdlib only and free of console.* imports on purpose (but :mod:`console.engine.vcs`, stdlib only too, which holds
 the version-control rules the commands and the run's copy share): it sits below everything that touches job files.
 
-The door is one class built in layers, each a module named after what it does: :mod:`.kernel` (openat2 and the
-fd-level reads and writes), :mod:`.answers` (file infos, write results, refusals), :mod:`.resolve` (a path to an
-fd beneath the root), :mod:`.guards` (what the agent may not touch), :mod:`.quota` (the size limits),
-:mod:`.temp` (atomic replacement) and :mod:`.door` (:class:`Sandbox`, the public face); :mod:`.vcs_guard` is a
-part the guards and the walk call.
+The door is one class, :class:`Sandbox` (:mod:`.door`, the public face, and the reads), over named parts, each a
+module named after what it does and each built on one shared :class:`.root.Root` (the job folder's fd and key, its
+lock, the tool docs' folder, where the repository has git run files outside its .git): :mod:`.resolve` (a path to
+an fd beneath the root), :mod:`.guards` (what the agent may not touch), :mod:`.quota` (the size limits),
+:mod:`.temp` (atomic replacement), :mod:`.writes` (a whole file, an append) and :mod:`.listing` (walk). Below
+them, :mod:`.kernel` (openat2 and the fd-level reads and writes) and :mod:`.answers` (file infos, write results,
+refusals); :mod:`.vcs_guard` is what the guards and the walk ask about a repository's control files.
 """
 
 from __future__ import annotations
 
 from console.engine.sandbox.answers import FileInfo, SandboxError, WriteResult
-from console.engine.sandbox.door import HARNESS_KEPT, Sandbox
+from console.engine.sandbox.door import Sandbox
+from console.engine.sandbox.guards import HARNESS_KEPT
 
 __all__ = ["HARNESS_KEPT", "FileInfo", "Sandbox", "SandboxError", "WriteResult"]

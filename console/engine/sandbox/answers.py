@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import os
 import stat
 from dataclasses import dataclass
 from typing import Literal
+
+from console.engine.sandbox.kernel import MAX_LINKS
 
 _REASONS = {
     errno.EACCES: "permission denied",
@@ -26,11 +30,11 @@ class SandboxError(Exception):
     """A refusal: str(exc) is one actionable sentence for the agent (what is wrong, what to do instead)."""
 
 
-class _Absent(SandboxError):
+class Absent(SandboxError):
     """The path (or a folder on it) does not exist."""
 
 
-class _NotFolder(SandboxError):
+class NotFolder(SandboxError):
     """A folder on the path is a file."""
 
 
@@ -79,6 +83,57 @@ def _kind(mode: int) -> Literal["file", "dir", "symlink", "other"]:
     return "symlink" if stat.S_ISLNK(mode) else "other"
 
 
+def file_info(rel: str, st: os.stat_result) -> FileInfo:
+    return FileInfo(rel, _kind(st.st_mode), st.st_size, st.st_mtime, st.st_nlink)
+
+
 # Said without pointing at the link's target: it may be a protected file or one outside the job.
 _LINK_REFUSED = ("'{shown}' is refused: it is a symbolic link, and the file tools write only regular files. "
                  "Use another name.")
+
+
+# -- the sentences the parts refuse with ------------------------------------------------------------------
+def outside(shown: str) -> str:
+    return f"'{shown}' is refused: it is a symlink that leads outside the job folder."
+
+
+def loop(shown: str) -> str:
+    return (f"'{shown}' is refused: it is a symlink loop (more than {MAX_LINKS} links to follow). "
+            "Fix or remove the link.")
+
+
+def unstable(shown: str) -> str:
+    return f"'{shown}' is refused: it kept changing while it was being opened; try again."
+
+
+def too_big(shown: str, size: int, limit: int, *, grew: bool = False) -> str:
+    what = "grew past" if grew else f"is {size} bytes, over"
+    return (f"'{shown}' {what} the limit of {limit} bytes for one read. "
+            "Use search_files to find the part you need.")
+
+
+def not_folder(shown: str, dirfd: int, name: str, where: list[str]) -> SandboxError:
+    try:
+        what = _describe(os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_mode)
+    except OSError:
+        what = "a file"
+    prefix = _show("/".join([*where, name]))
+    return NotFolder(f"'{shown}' is refused: '{prefix}' is {what}, not a folder. Check the path.")
+
+
+def os_error(shown: str, exc: OSError, verb: str) -> SandboxError:
+    reason = _REASONS.get(exc.errno or 0) or (exc.strerror or type(exc).__name__).lower()
+    return SandboxError(f"'{shown}' could not be {verb}: {reason}.")
+
+
+def write_error(shown: str, exc: OSError, parent: int, name: str) -> SandboxError:
+    if exc.errno == errno.ELOOP:
+        return SandboxError(_LINK_REFUSED.format(shown=shown))
+    if exc.errno == errno.EISDIR:
+        return SandboxError(f"'{shown}' is a folder, not a file.")
+    if exc.errno in (errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):
+        # Opening a FIFO without a reader, or a socket, for writing: say what it is.
+        with contextlib.suppress(OSError):
+            mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
+            return SandboxError(f"'{shown}' is {_describe(mode)}; only regular files can be written.")
+    return os_error(shown, exc, "written")

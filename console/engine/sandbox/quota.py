@@ -4,32 +4,21 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
 
 from console.engine.sandbox.answers import SandboxError
-from console.engine.sandbox.guards import _Guards
-from console.engine.sandbox.kernel import _DIR, MAX_DEPTH
+from console.engine.sandbox.root import Root
 
 
-class _Quota(_Guards):
-    """The per-write and whole-job size limits."""
+class Quota:
+    """The per-write and whole-job size limits, and the job folder's size account (under the root's lock)."""
+
+    def __init__(self, root: Root, *, max_write_bytes: int, max_job_bytes: int) -> None:
+        self._root = root
+        self.max_write_bytes = max_write_bytes
+        self.max_job_bytes = max_job_bytes
+        self._total: int | None = None  # None until the first scan (or set_job_bytes)
 
     def job_bytes(self) -> int:
-        return self._ensure_total()
-
-    def set_job_bytes(self, total: int) -> None:
-        """The folder's size as measured by someone else (a command changed files behind the file tools)."""
-        with self._lock:
-            self._total = max(0, total)
-
-    def _check_write_size(self, n: int, shown: str) -> None:
-        if n > self.max_write_bytes:
-            raise SandboxError(f"'{shown}' is refused: {n} bytes is over the limit of {self.max_write_bytes} "
-                               "bytes for one write (max_write_mb in job.toml). Write the first part, then "
-                               "append the rest in pieces.")
-
-    # -- the job's size ---------------------------------------------------------------------------------
-    def _ensure_total(self) -> int:
         total = self._total
         if total is None:
             counted = 0
@@ -40,27 +29,40 @@ class _Quota(_Guards):
                     with contextlib.suppress(OSError):
                         counted += entry.stat(follow_symlinks=False).st_size
 
-            self._scan(self._root_fd, 0, visit)
-            with self._lock:
+            self._root.scan(visit)
+            with self._root.lock:
                 if self._total is None:
                     self._total = counted
                 total = self._total
         return total
 
-    def _reserve(self, delta: int, shown: str) -> None:
+    def set_job_bytes(self, total: int) -> None:
+        """The folder's size as measured by someone else (a command changed files behind the file tools)."""
+        with self._root.lock:
+            self._total = max(0, total)
+
+    def check_write_size(self, n: int, shown: str) -> None:
+        if n > self.max_write_bytes:
+            raise SandboxError(f"'{shown}' is refused: {n} bytes is over the limit of {self.max_write_bytes} "
+                               "bytes for one write (max_write_mb in job.toml). Write the first part, then "
+                               "append the rest in pieces.")
+
+    # -- the job's size ---------------------------------------------------------------------------------
+    def reserve(self, delta: int, shown: str) -> None:
+        """Count ``delta`` more bytes in the folder, or SandboxError if it would grow past its limit."""
         if delta <= 0 and self._total is None:
             return  # a shrink needs no check; the first scan will see it
-        self._ensure_total()
-        with self._lock:
+        self.job_bytes()
+        with self._root.lock:
             assert self._total is not None
             grown = self._total + delta
             if delta > 0 and grown > self.max_job_bytes:
                 raise self._folder_full(grown, shown)
             self._total = grown
 
-    def _check_growth(self, delta: int, shown: str) -> None:
-        """SandboxError if the folder cannot grow by ``delta`` bytes now (nothing reserved: see _reserve)."""
-        if delta > 0 and (grown := self._ensure_total() + delta) > self.max_job_bytes:
+    def check_growth(self, delta: int, shown: str) -> None:
+        """SandboxError if the folder cannot grow by ``delta`` bytes now (nothing reserved: see reserve)."""
+        if delta > 0 and (grown := self.job_bytes() + delta) > self.max_job_bytes:
             raise self._folder_full(grown, shown)
 
     def _folder_full(self, grown: int, shown: str) -> SandboxError:
@@ -68,32 +70,8 @@ class _Quota(_Guards):
                             f"{self.max_job_bytes} (max_job_mb in job.toml). Write less, or ask the operator to "
                             "raise the limit.")
 
-    def _release(self, delta: int) -> None:
-        with self._lock:
+    def release(self, delta: int) -> None:
+        """Take back a reservation whose write did not happen."""
+        with self._root.lock:
             if self._total is not None:
                 self._total -= delta
-
-    def _scan(self, dirfd: int, depth: int, visit: Callable[[int, os.DirEntry[str]], None]) -> None:
-        """Every entry of every folder (hidden ones too) except the harness folder, without following links."""
-        at_root = self._dir_key(dirfd) == self._root_key
-        try:
-            it = os.scandir(dirfd)
-        except OSError:
-            return
-        # Read as visited, never listed whole: a folder of millions of empty files a command made would otherwise
-        # sit in the harness's memory at once (about 550 bytes an entry).
-        with it:
-            for entry in it:
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        if (at_root and entry.name.casefold() == self._state_cf) or depth >= MAX_DEPTH:
-                            continue
-                        sub = os.open(entry.name, _DIR | os.O_NOFOLLOW, dir_fd=dirfd)
-                        try:
-                            self._scan(sub, depth + 1, visit)
-                        finally:
-                            os.close(sub)
-                    else:
-                        visit(dirfd, entry)
-                except OSError:
-                    continue

@@ -8,8 +8,7 @@ import os
 import stat
 from typing import Literal
 
-from console.engine.sandbox.answers import SandboxError, _Absent, _show
-from console.engine.sandbox.base import _SandboxBase
+from console.engine.sandbox.answers import Absent, SandboxError, _show, loop, not_folder, outside, unstable
 from console.engine.sandbox.kernel import (
     _DIR,
     _DRIVE,
@@ -24,17 +23,23 @@ from console.engine.sandbox.kernel import (
     MAX_PATH_BYTES,
     _openat2,
 )
+from console.engine.sandbox.root import Root
 from console.engine.sandbox.vcs_guard import landing_refusal
 
-CHECKED_KEPT = 256  # path strings whose check is remembered (see _check)
+CHECKED_KEPT = 256  # path strings whose check is remembered (see check)
 
 
-class _Resolver(_SandboxBase):
+class Resolver:
     """Opens what a checked path names, never leaving the job root nor landing in the harness folder."""
 
+    def __init__(self, root: Root) -> None:
+        self._root = root
+        self._checked: dict[str, tuple[str, tuple[str, ...], str]] = {}
+
     # -- the string --------------------------------------------------------------------------------
-    def _check(self, user_path: str) -> tuple[str, list[str], str]:
-        if self._root_fd < 0:
+    def check(self, user_path: str) -> tuple[str, list[str], str]:
+        """(the normalised relative path, its components, the path as a message may show it), or SandboxError."""
+        if self._root.fd < 0:
             raise SandboxError("the job folder is closed; nothing can be read or written")
         # What the string says depends on the string alone: the harness's own paths (main_plan.md, looked at twice a
         # turn) are checked once. A refused string is checked again each time. Each caller gets its own parts.
@@ -72,34 +77,38 @@ class _Resolver(_SandboxBase):
                 raise SandboxError(f"'{raw[:80]}...' is refused: a file name may be at most 255 bytes long.")
         if len(parts) > MAX_DEPTH:
             raise SandboxError(f"'{shown[:80]}...' is refused: it is nested more than {MAX_DEPTH} folders deep.")
-        if parts and parts[0].casefold() == self._state_cf:
-            raise SandboxError(self._harness(shown))
+        if parts and parts[0].casefold() == self._root.state_cf:
+            raise SandboxError(self._root.harness_refusal(shown))
         return "/".join(parts) or ".", parts, shown
 
     # -- resolution -------------------------------------------------------------------------------------
-    def _open_target(self, parts: list[str], shown: str, flags: int) -> int:
+    def open_target(self, parts: list[str], shown: str, flags: int) -> int:
         """An fd on what ``parts`` names, symlinks beneath the root followed, opened with ``flags``."""
         if not parts:
-            return os.open(".", flags, dir_fd=self._root_fd)
+            return os.open(".", flags, dir_fd=self._root.fd)
         # One name at the root is one openat(O_NOFOLLOW) either way, and cheaper without ctypes.
-        if self.uses_openat2 and len(parts) > 1:
+        if self._root.uses_openat2 and len(parts) > 1:
             fd = self._o2_open("/".join(parts), flags, shown)
             if fd >= 0:
                 return fd
         return self._manual(parts, shown, "open", flags)[0]
 
-    def _open_parent(self, parts: list[str], shown: str, *, create: bool) -> tuple[int, str]:
+    def open_parent(self, parts: list[str], shown: str, *, create: bool) -> tuple[int, str]:
         """(fd of the folder holding the final name, final name); the final name is not looked at.
 
-        The fd may be the root fd: release it with ``_close``.
+        The fd may be the root fd: release it with ``Root.release``.
         """
         if len(parts) == 1:
-            return self._root_fd, parts[0]
-        if self.uses_openat2:
+            return self._root.fd, parts[0]
+        if self._root.uses_openat2:
             fd = self._o2_open("/".join(parts[:-1]), _DIR, shown)
             if fd >= 0:
                 return fd, parts[-1]
         return self._manual(parts, shown, "parent", create=create)
+
+    def locate(self, parts: list[str], shown: str) -> tuple[int, str]:
+        """As :meth:`open_parent`, but a final symlink is followed first: where a write through it lands."""
+        return self._manual(parts, shown, "locate")
 
     def _o2_open(self, rel: str, flags: int, shown: str) -> int:
         """An fd via openat2, or -1 to let the manual walk decide (it words every other refusal)."""
@@ -107,17 +116,17 @@ class _Resolver(_SandboxBase):
         # First without symlinks: then the fd is where the checked string says, and /proc need not be asked.
         resolve = _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS
         for _ in range(_RETRIES):
-            fd = _openat2(self._root_fd, path, flags, resolve)
+            fd = _openat2(self._root.fd, path, flags, resolve)
             if fd >= 0:
                 if resolve & _RESOLVE_NO_SYMLINKS:
                     return fd
-                where = self._proc_rel(fd)
+                where = self.proc_rel(fd)
                 if where is None:  # the root moved or the file went away: the manual walk copes with both
                     os.close(fd)
                     return -1
-                if where.split("/", 1)[0].casefold() == self._state_cf:
+                if where.split("/", 1)[0].casefold() == self._root.state_cf:
                     os.close(fd)
-                    raise SandboxError(self._harness(shown))
+                    raise SandboxError(self._root.harness_refusal(shown))
                 return fd
             err = -fd
             if err in (errno.EAGAIN, errno.EINTR):
@@ -126,20 +135,22 @@ class _Resolver(_SandboxBase):
                 resolve = _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS
                 continue
             if err == errno.EXDEV:
-                raise SandboxError(self._outside(shown))
+                raise SandboxError(outside(shown))
             if err == errno.ELOOP:
-                raise SandboxError(self._loop(shown))
+                raise SandboxError(loop(shown))
             return -1
         return -1
 
-    def _proc_rel(self, fd: int) -> str | None:
+    def proc_rel(self, fd: int) -> str | None:
+        """Where ``fd`` is beneath the root as the kernel tells it ("." for the root), or None."""
         try:
             real = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:
             return None
-        if real == self._root_prefix[:-1] or real == self._root_prefix:
+        prefix = self._root.prefix
+        if real == prefix[:-1] or real == prefix:
             return "."
-        return real[len(self._root_prefix):] if real.startswith(self._root_prefix) else None
+        return real[len(prefix):] if real.startswith(prefix) else None
 
     def _manual(self, parts: list[str], shown: str, mode: Literal["open", "parent", "locate"],
                 flags: int = 0, create: bool = False) -> tuple[int, str]:
@@ -151,7 +162,7 @@ class _Resolver(_SandboxBase):
         Each folder is opened with O_NOFOLLOW from the fd of the one before, and ``..`` pops back to the fd
         we came from, so a path can never be re-read as a string, and never climb above the root.
         """
-        root = self._root_fd
+        root = self._root.fd
         stack = [root]
         where: list[str] = []
         todo = parts[::-1]
@@ -163,12 +174,12 @@ class _Resolver(_SandboxBase):
                     continue
                 if name == "..":
                     if len(stack) == 1:
-                        raise SandboxError(self._outside(shown))
+                        raise SandboxError(outside(shown))
                     os.close(stack.pop())
                     where.pop()
                     continue
-                if len(stack) == 1 and name.casefold() == self._state_cf:
-                    raise SandboxError(self._harness(shown))
+                if len(stack) == 1 and name.casefold() == self._root.state_cf:
+                    raise SandboxError(self._root.harness_refusal(shown))
                 dirfd = stack[-1]
                 last = not todo
                 not_dir = False
@@ -185,7 +196,7 @@ class _Resolver(_SandboxBase):
                     try:
                         fd = os.open(name, flags | os.O_NOFOLLOW, dir_fd=dirfd)
                     except FileNotFoundError:
-                        raise _Absent(f"'{shown}' does not exist. Use list_files to see what is there.") from None
+                        raise Absent(f"'{shown}' does not exist. Use list_files to see what is there.") from None
                     except OSError as exc:
                         # ELOOP: a symlink. ENOTDIR (O_DIRECTORY asked): a symlink or not a folder.
                         if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
@@ -202,14 +213,14 @@ class _Resolver(_SandboxBase):
                     except FileNotFoundError:
                         if not create:
                             missing = "/".join([*where, name])
-                            raise _Absent(f"'{shown}' does not exist: there is no folder '{_show(missing)}'. "
+                            raise Absent(f"'{shown}' does not exist: there is no folder '{_show(missing)}'. "
                                           "Use list_files to see what is there.") from None
-                        if self._in_kept_folder(dirfd, name):  # a folder made in it (or it, made again)
-                            raise SandboxError(self._kept_folder_refusal(shown)) from None
+                        if self._root.in_kept_folder(dirfd, name):  # a folder made in it (or it, made again)
+                            raise SandboxError(self._root.kept_folder_refusal(shown)) from None
                         # Never a folder of a repository's control files, nor one completing a git directory's
                         # shape (the write itself would be refused, but the folder would stay).
-                        if (why := landing_refusal(self._root_fd, where, name, shown,
-                                                   self._vcs_elsewhere)) is not None:
+                        if (why := landing_refusal(root, where, name, shown,
+                                                   self._root.vcs_elsewhere)) is not None:
                             raise SandboxError(why) from None
                         try:
                             os.mkdir(name, 0o777, dir_fd=dirfd)
@@ -232,7 +243,7 @@ class _Resolver(_SandboxBase):
                     target = os.readlink(name, dir_fd=dirfd)
                 except OSError as exc:
                     if exc.errno == errno.EINVAL and (not last or not_dir):
-                        raise self._not_folder(shown, dirfd, name, where) from None
+                        raise not_folder(shown, dirfd, name, where) from None
                     if exc.errno not in (errno.EINVAL, errno.ENOENT):
                         raise
                     retries = self._bump(retries, shown)  # swapped under us: look again
@@ -240,12 +251,12 @@ class _Resolver(_SandboxBase):
                     continue
                 links += 1
                 if links > MAX_LINKS:
-                    raise SandboxError(self._loop(shown))
+                    raise SandboxError(loop(shown))
                 if target.startswith("/"):
-                    raise SandboxError(self._outside(shown))
+                    raise SandboxError(outside(shown))
                 todo.extend(reversed(target.split("/")))
             if mode != "open":
-                raise _Absent(f"'{shown}' does not exist. Use list_files to see what is there.")
+                raise Absent(f"'{shown}' does not exist. Use list_files to see what is there.")
             # A symlink that ends in '.' or '..': the target is the folder we hold.
             return os.open(".", flags & ~os.O_NOFOLLOW, dir_fd=stack[-1]), ""
         finally:
@@ -255,5 +266,5 @@ class _Resolver(_SandboxBase):
 
     def _bump(self, retries: int, shown: str) -> int:
         if retries >= _RETRIES:
-            raise SandboxError(self._unstable(shown))
+            raise SandboxError(unstable(shown))
         return retries + 1

@@ -9,11 +9,21 @@ import os
 import stat
 
 from console.engine.sandbox.kernel import _BESIDE_TMP, _CREATE, _DIR, _RETRIES, _temp_name, _write_all
-from console.engine.sandbox.quota import _Quota
+from console.engine.sandbox.root import Root
 
 
-class _TempFiles(_Quota):
+class TempFiles:
     """Temp files and the atomic replace of a file by one."""
+
+    def __init__(self, root: Root) -> None:
+        self._root = root
+        self._tmp_fd = -1  # the harness's temp folder, opened at the first write
+
+    def close(self) -> None:
+        with self._root.lock:
+            if self._tmp_fd >= 0:
+                fd, self._tmp_fd = self._tmp_fd, -1
+                os.close(fd)
 
     def clean_tmp(self) -> int:
         """Delete temp files a killed write left behind (call at start, before any write); return how many."""
@@ -35,7 +45,7 @@ class _TempFiles(_Quota):
                     os.unlink(entry.name, dir_fd=dirfd)
                     removed += 1
 
-        self._scan(self._root_fd, 0, visit)
+        self._root.scan(visit)
         return removed
 
     # -- writing ----------------------------------------------------------------------------------------
@@ -43,7 +53,7 @@ class _TempFiles(_Quota):
         """The harness's temp folder (state_dir/tmp), opened once and kept; -1 if it is not there / usable."""
         if self._tmp_fd >= 0:
             return self._tmp_fd
-        with self._lock:
+        with self._root.lock:
             if self._tmp_fd < 0:
                 try:
                     self._tmp_fd = self._open_tmp_dir(create)
@@ -52,20 +62,20 @@ class _TempFiles(_Quota):
             return self._tmp_fd
 
     def _open_tmp_dir(self, create: bool) -> int:
-        fd = self._root_fd
-        for name, mode in ((self._state_dir, 0o700), ("tmp", 0o700)):
+        fd = self._root.fd
+        for name, mode in ((self._root.state_dir, 0o700), ("tmp", 0o700)):
             if create:
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(name, mode, dir_fd=fd)
             try:
                 sub = os.open(name, _DIR | os.O_NOFOLLOW, dir_fd=fd)
             finally:
-                self._close(fd)
+                self._root.release(fd)
             fd = sub
         return fd
 
     def _drop_tmp(self) -> None:
-        with self._lock:
+        with self._root.lock:
             if self._tmp_fd >= 0:
                 os.close(self._tmp_fd)
                 self._tmp_fd = -1
@@ -96,7 +106,8 @@ class _TempFiles(_Quota):
             raise
         return tname
 
-    def _replace(self, parent: int, name: str, data: bytes, old: os.stat_result | None, durable: bool) -> None:
+    def replace(self, parent: int, name: str, data: bytes, old: os.stat_result | None, durable: bool) -> None:
+        """Replace ``name`` in the folder ``parent`` by a file of ``data`` (with ``old``'s permissions), at once."""
         mode = stat.S_IMODE(old.st_mode) & 0o777 if old is not None else None
         for attempt in range(2):
             tmp = self._open_tmp(create=True)

@@ -12,9 +12,10 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from console.engine import vcs
-from console.engine.repo_files import exists
+from console.engine.repo_files import exists, outside_paths
 from console.engine.sandbox.kernel import _DIR, MAX_DEPTH
 
 _TOOL = {".git": "git", ".hg": "Mercurial", ".jj": "jj"}
@@ -86,6 +87,19 @@ def landing_refusal(root_fd: int, where: Sequence[str], name: str, shown: str,
         if fd != root_fd:
             os.close(fd)
     return f"'{shown}' is refused: the folders on its way kept changing while they were looked at; try again."
+
+
+def repo_elsewhere(root_fd: int, root: Path) -> tuple[tuple[str, ...], ...]:
+    """What the job folder's repository has git read or run from outside its .git (see repo_files), as the
+    components of each path beneath the root: where :func:`landing_refusal` refuses too."""
+    try:
+        fd = os.open(".git", _DIR | os.O_NOFOLLOW, dir_fd=root_fd)
+    except OSError:
+        return ()
+    try:
+        return tuple(tuple(p.split("/")) for p in outside_paths(str(root), ".git", fd))
+    finally:
+        os.close(fd)
 
 
 def _named(folder: str) -> str:
