@@ -4,8 +4,8 @@ refuse; a rewind refused anyway keeps the operator's words."""
 from __future__ import annotations
 
 from console.engine import events as ev
-from console.tui.screens.main import MainScreen
 from console.tui.screens.rewind import RewindScreen
+from console.tui.screens.run import RunScreen
 from tests.tui.conftest import drive, pause, record_notices, wait_for
 from tests.tui.test_dialog_keys import Clock, Seq, phase, recorded_app
 
@@ -34,11 +34,11 @@ def test_checkpoint_and_rewind_are_not_offered_while_the_job_bootstraps(make_job
         assert "checkpoint" not in shown and "rewind" not in shown and {"pause", "stop"} <= shown, shown
         await pilot.press("c", "r")  # not offered: nothing is sent, no dialog opens
         await pause(pilot)
-        assert isinstance(app.screen, MainScreen) and rec.sent == []
+        assert isinstance(app.screen, RunScreen) and rec.sent == []
         palette = {c.title: c for c in app.get_system_commands(app.screen)}
         palette["Rewind phase"].callback()  # the palette's entry says why rather than ask for text to lose
         await pause(pilot)
-        assert isinstance(app.screen, MainScreen) and rec.sent == []
+        assert isinstance(app.screen, RunScreen) and rec.sent == []
         assert any("bootstrapping" in m for _t, m in notices), notices
         # The transition out of the bootstrap (its list phase 0) is refused by the engine too: not offered.
         app.bridge.push(e(ev.TodosChanged, phase_name="Bootstrap", phase_number=0, total_phases=0,
@@ -70,7 +70,7 @@ def test_a_refused_rewind_keeps_the_text_and_r_offers_it_again(make_job):
         await pilot.press("r", *"the digest misses the risks")
         clock.now += 1
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen))
         detail = "the job is still bootstrapping: there is no plan to re-orient to yet"  # a race: it restarted
         app.bridge.push(e(ev.OperatorCommand, command="rewind", status="rejected", source="console", detail=detail))
         await wait_for(pilot, lambda: "rewind" not in app.state.requested, what="the refusal")
@@ -82,13 +82,13 @@ def test_a_refused_rewind_keeps_the_text_and_r_offers_it_again(make_job):
         assert app.screen.query_one("#issue").value == "the digest misses the risks"
         await pilot.press("escape")
         # Applied, the text is not offered again.
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen))
         await pilot.press("r")
         await wait_for(pilot, lambda: isinstance(app.screen, RewindScreen), what="the rewind box")
         await pilot.press(*" (again)")
         clock.now += 1
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen))
         assert rec.sent[-1] == ("rewind", {"issue": "the digest misses the risks (again)", "phase": 1})
         app.bridge.push(e(ev.OperatorCommand, command="rewind", status="applied", source="console"))
         await wait_for(pilot, lambda: "rewind" not in app.state.requested, what="the rewind applied")

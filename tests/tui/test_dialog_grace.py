@@ -14,8 +14,8 @@ from console.tui.screens.approval import RestartApprovalScreen
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.dialog import ARM_DELAY
 from console.tui.screens.fleet import FleetScreen
-from console.tui.screens.main import MainScreen
 from console.tui.screens.rewind import RewindScreen
+from console.tui.screens.run import RunScreen
 from tests.tui.conftest import drive, wait_for
 from tests.tui.fleet_runs import listed, make_fleet
 from tests.tui.test_dialog_keys import Clock, Seq, pending, recorded_app, started
@@ -57,7 +57,7 @@ def test_a_key_pressed_as_the_approval_appears_does_not_answer_it(make_job):
         await wait_for(pilot, lambda: not approval.has_class("-arming"), timeout=10, what="the buttons lit")
         assert all(b.styles.text_opacity == 1 for b in approval.query(Button))
         await pilot.press("a")
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="the approval answered")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the approval answered")
         assert [c for c, _ in rec.sent] == ["approve_restart"]
 
     drive(app, body, size=(80, 24))
@@ -87,7 +87,7 @@ def test_a_click_on_the_approval_waits_too_then_denies(make_job):
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="deny asks first")
         assert rec.sent == []
         await pilot.press("y")
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="the approval answered")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the approval answered")
         assert [c for c, _ in rec.sent] == ["deny_restart"]
 
     drive(app, body, size=(80, 24))
@@ -102,12 +102,12 @@ def test_questions_the_operator_asked_for_answer_at_once(make_job):
     async def body(pilot):
         await started(pilot, app, e)
         await pilot.press("r", *"wrong order", "enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="the rewind sent")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the rewind sent")
         await pilot.press("s")
         stop = app.screen
         assert isinstance(stop, ConfirmScreen) and stop.armed and not stop.has_class("-arming")
         await pilot.press("y")
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="the stop sent")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the stop sent")
         assert [c for c, _ in rec.sent] == ["rewind", "stop"]
         assert clock.now == 100.0  # not a moment passed on the dialogs' clock
         # A question pushed by the console on its own (not by a key) can say so: it waits like the approval.
@@ -134,7 +134,7 @@ def test_the_rewind_box_opened_with_r_takes_enter_at_once(make_job):
         await pilot.press("r")
         assert isinstance(app.screen, RewindScreen) and app.screen.armed
         await pilot.press(*"the digest misses the risks", "enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="the rewind sent")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the rewind sent")
         assert rec.sent == [("rewind", {"issue": "the digest misses the risks", "phase": 2})]
 
     drive(app, body, size=(80, 24))
@@ -160,7 +160,7 @@ def test_the_fleet_enter_that_attaches_does_not_approve(tmp_path):
         assert app.screen is approval and sent(waiting) == []
         clock.now += ARM_DELAY
         await pilot.press("escape")  # later: the run's console, the restart still waiting
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="the run's console")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the run's console")
         await pilot.press("q")
         await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen), what="the list")
         await pilot.press("d", "y")  # asked for: answered at once, the clock unmoved

@@ -14,8 +14,8 @@ from console.tui.app import ConsoleApp
 from console.tui.commands import RecordingController
 from console.tui.screens.approval import RestartApprovalScreen
 from console.tui.screens.confirm import ConfirmScreen
-from console.tui.screens.main import MainScreen
 from console.tui.screens.rewind import RewindScreen
+from console.tui.screens.run import RunScreen
 from tests.tui.conftest import FROZEN_NOW, drive, events_of, make_supervisor, run_app, settle, wait_for
 
 # Every letter a key is bound to anywhere in the console (run keys, dialogs' answers, the fleet's keys, the
@@ -106,7 +106,7 @@ def test_letters_typed_into_the_rewind_box_are_text_even_when_a_restart_arrives(
         assert isinstance(app.screen, RestartApprovalScreen) and len(rec.sent) == 1
         clock.now += 0.6
         await pilot.press("a")
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="the approval answered")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the approval answered")
         assert [c for c, _ in rec.sent] == ["rewind", "approve_restart"]
 
     drive(app, body)
@@ -147,13 +147,13 @@ def test_a_dialog_ignores_keys_for_its_first_moment_each_time_it_is_shown(make_j
         assert app.screen is approval and rec.sent == []
         clock.now += 0.5
         await pilot.press("escape")  # later: it closes, the restart still waits
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen))
         assert rec.sent == []
         # The stop question was asked for (s): it answers at once.
         await pilot.press("s")
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen))
         assert [c for c, _ in rec.sent] == ["stop"]
 
     drive(app, body)
@@ -195,7 +195,7 @@ def test_a_refused_rewind_is_said_in_the_console(make_job):
         await pilot.press("r", *"wrong order")
         clock.now += 1
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen))
         assert rec.sent == [("rewind", {"issue": "wrong order", "phase": 2})]
         detail = "phase 2 has already ended (the run is in phase 3 now); rewind not applied"
         app.bridge.push_many([e(ev.OperatorCommand, command="rewind", status="received", source="console"),
@@ -267,7 +267,7 @@ def test_stop_now_is_the_same_key_and_asks_to_abandon_the_turn(make_job):
         await pilot.press("s")
         clock.now += 1
         await pilot.press("y")
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen))
         await footer_shows(pilot, app, {"Stop now"}, {"Stop", "Pause", "Resume", "Checkpoint", "Rewind"})
         # The engine says the stop applies after the turn: still Stop now.
         app.bridge.push(e(ev.OperatorCommand, command="stop", status="applied", source="console",
@@ -278,7 +278,7 @@ def test_stop_now_is_the_same_key_and_asks_to_abandon_the_turn(make_job):
         assert isinstance(app.screen, ConfirmScreen) and "Stop now" in str(app.screen.title_text)
         clock.now += 1
         await pilot.press("y")
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen))
         assert [c for c, _ in rec.sent] == ["stop", "stop"]
 
     drive(app, body)

@@ -19,9 +19,9 @@ from console.tui.screens.approval import RestartApprovalScreen
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.dialog import ARM_DELAY
 from console.tui.screens.help import HelpScreen
-from console.tui.screens.main import MainScreen
 from console.tui.screens.quit import QuitScreen
 from console.tui.screens.rewind import RewindScreen
+from console.tui.screens.run import RunScreen
 from tests.tui.conftest import FROZEN_NOW, drive, wait_for
 from tests.tui.test_dialog_keys import Clock, Seq, pending, started
 
@@ -93,7 +93,7 @@ def test_stay_in_the_quit_question_brings_the_approval_back_unanswered(make_job)
         assert app.screen is approval and rec.sent == []
         clock.now += ARM_DELAY
         await pilot.press("a")
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="the approval answered")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the approval answered")
         assert [c for c, _ in rec.sent] == ["approve_restart"]
 
     drive(app, body, size=(80, 24))
@@ -121,7 +121,7 @@ def test_deny_asks_first_and_no_leaves_the_restart_waiting(make_job):
         assert rec.sent == []
         clock.now += ARM_DELAY
         await pilot.press("d", "y")
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="the restart denied")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the restart denied")
         assert [c for c, _ in rec.sent] == ["deny_restart"]
 
     drive(app, body, size=(80, 24))
@@ -144,7 +144,7 @@ def test_an_approval_answered_elsewhere_under_the_deny_question_closes_and_sends
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)  # the question is the operator's to close
         await pilot.press("y")
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="both closed")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="both closed")
         assert rec.sent == []
 
     drive(app, body, size=(80, 24))
@@ -166,7 +166,7 @@ def test_every_question_lets_the_operator_out(make_job, key):
             await wait_for(pilot, lambda kind=kind: isinstance(app.screen, kind), what=f"{kind.__name__}")
             if kind is HelpScreen and key == "q":  # a view, not a question: q closes it, as the guardrails view
                 await pilot.press("q")
-                await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="the help closed")
+                await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the help closed")
                 continue
             if kind is RewindScreen and key == "q":
                 await pilot.press("q")
@@ -181,7 +181,7 @@ def test_every_question_lets_the_operator_out(make_job, key):
             if kind is not HelpScreen:  # the question is still open, unanswered; the help was closed
                 assert isinstance(app.screen, kind)
                 await pilot.press("escape")
-            await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="back to the run")
+            await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="back to the run")
         assert rec.sent == []
 
     drive(app, body, size=(80, 24))
@@ -223,7 +223,7 @@ def test_a_second_ctrl_c_quits_a_run_of_this_process_by_stopping_it(make_job):
         await pilot.press("ctrl+c")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the quit question")
         await pilot.press("ctrl+c")
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="the question answered")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the question answered")
         assert [c for c, _ in rec.sent] == ["stop", "stop"] and app.run_screen.quit_requested
 
     drive(app, body, size=(80, 24))

@@ -17,8 +17,8 @@ from console.tui.screens.approval import RestartApprovalScreen
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.dialog import ARM_DELAY
 from console.tui.screens.fleet import FleetScreen
-from console.tui.screens.main import MainScreen
 from console.tui.screens.rewind import RewindScreen
+from console.tui.screens.run import RunScreen
 from tests.tui.conftest import drive, wait_for
 from tests.tui.fleet_runs import listed, make_fleet
 from tests.tui.test_dialog_keys import Clock, Seq, pending, recorded_app, started
@@ -59,7 +59,7 @@ def test_toasts_wait_for_the_approval_and_come_back_after_it(make_job):
         assert not approval.query(Toast)
         clock.now += ARM_DELAY
         await pilot.press("escape")  # later
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="the console")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the console")
         # Each is shown again for its whole time, the newest HELD_MAX, then the console's own "still waits".
         shown = ["One", "Two", "Three", "Four", "Restart pending"]
         await wait_for(pilot, lambda: toasts(app.screen) == shown, what="the toasts back")
@@ -84,7 +84,7 @@ def test_notices_that_stopped_being_true_do_not_come_back(make_job):
         await pilot.pause()
         assert [n.title for n in app.held_notices] == ["Restart pending"]
         app.bridge.push(e(ev.RestartApproved, by="cli"))
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="the dialog closed")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the dialog closed")
         await pilot.pause()
         assert app.held_notices == [] and titles(app) == [] and toasts(app.screen) == []
         # The rewind box is open when the next restart waits: said on its border, not in a toast over it.

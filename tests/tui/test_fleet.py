@@ -21,7 +21,7 @@ from console.tui.fleet_actions import NEEDS_TITLES
 from console.tui.launch import build_fleet_app
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.fleet import FleetScreen
-from console.tui.screens.main import MainScreen
+from console.tui.screens.run import RunScreen
 from console.view.fleet import COMPLETED, GONE, INTERRUPTED, PAUSED, RUNNING, STOPPED, WAITING, Fleet
 from tests.conftest import REPO, SAMPLES
 from tests.tui.conftest import FROZEN_NOW, drive, wait_for
@@ -148,7 +148,7 @@ def test_enter_attaches_and_q_returns_to_the_list(tmp_path):
         chosen = app.fleet_view.selected
         assert chosen.state == RUNNING
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="the run's console")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the run's console")
         await wait_for(pilot, lambda: app.state.turn == 6, what="the run's events folded")
         assert app.run_screen.paths.root == chosen.path and app.run_screen.controller.attached
         assert app.main.query_one("#status").last_plain.startswith(chosen.id)
@@ -157,7 +157,7 @@ def test_enter_attaches_and_q_returns_to_the_list(tmp_path):
         assert app.is_running and app.fleet_view.selected.path == chosen.path
         # Another run, then back again: each attach is a fresh fold of that run only.
         await pilot.press("up", "up", "enter")  # the run waiting for approval
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen) and app.state.restart_pending is not None)
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.state.restart_pending is not None)
         assert app.state.turn == 6 and app.run_screen.paths.root == fx.runs["waiting"]
         await pilot.press("escape")  # the approval dialog opens for an attached waiting run; leave it open
         await pilot.press("q")

@@ -17,7 +17,7 @@ from console.engine.store import JobStore
 from console.tui.fleet_actions import NEEDS_TITLES
 from console.tui.launch import build_fleet_app
 from console.tui.screens.fleet import FleetScreen
-from console.tui.screens.main import MainScreen
+from console.tui.screens.run import RunScreen
 from console.view.fleet import GAVE_UP, NEEDS
 from tests.tui.conftest import FROZEN_NOW, drive, wait_for
 from tests.tui.fleet_runs import FleetFixture, _run, listed, make_fleet
@@ -155,7 +155,7 @@ def test_a_needs_notice_over_a_runs_console_goes_when_the_list_is_back_or_the_ne
         view.table.move_cursor(row=next(n for n, r in enumerate(view.shown) if r.path == fx.runs["running"]))
         await pilot.pause()
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="the run's console")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the run's console")
         need(900, message="no todo completed in 40 turns")  # another run needs you while you watch this one
         await wait_for(pilot, lambda: told() == ["Needs you"], what="the notice over the console")
         notice = next(n for n in app._notifications if n.title == "Needs you")

@@ -9,7 +9,7 @@ from itertools import pairwise
 from textual.widgets._footer import FooterKey
 
 from console.tui.screens.guardrails import GuardrailsScreen
-from console.tui.screens.main import MainScreen
+from console.tui.screens.run import RunScreen
 from tests.tui.conftest import drive, wait_for
 from tests.tui.test_dialog_keys import Clock, Seq, pending, recorded_app, started
 
@@ -34,7 +34,7 @@ def test_the_footer_keeps_its_spaces_at_80_columns_while_a_restart_waits(make_jo
                        what="the approval")
         clock.now += 1
         await pilot.press("escape")  # later: the run's screen, its footer with approve and deny
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="the run's screen")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the run's screen")
         await wait_for(pilot, lambda: "Approve" in {k.description for k in footer_keys(app.screen)},
                        what="approve in the footer")
         await pilot.pause()

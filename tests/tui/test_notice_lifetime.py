@@ -11,8 +11,8 @@ from textual.widgets._toast import Toast
 from console.engine import events as ev
 from console.tui.screens.approval import NOTICE_TITLE, RestartApprovalScreen
 from console.tui.screens.confirm import ConfirmScreen
-from console.tui.screens.main import MainScreen
 from console.tui.screens.rewind import RewindScreen
+from console.tui.screens.run import RunScreen
 from tests.tui.conftest import drive, pause, wait_for
 from tests.tui.test_dialog_keys import Clock, Seq, pending, recorded_app, started
 
@@ -27,7 +27,7 @@ async def refused_rewind(pilot, app, rec, e: Seq, clock: Clock, text: str) -> No
     await pilot.press("r", *text)
     clock.now += 1
     await pilot.press("enter")
-    await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="the rewind sent")
+    await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the rewind sent")
     app.bridge.push(e(ev.OperatorCommand, command="rewind", status="rejected", source="console",
                       detail="the phase has ended"))
     await wait_for(pilot, lambda: "rewind" not in app.state.requested, what="the refusal")
@@ -48,7 +48,7 @@ def test_rewind_refused_goes_once_the_rewind_tried_again_is_applied(make_job):
         await wait_for(pilot, lambda: isinstance(app.screen, RewindScreen), what="the rewind box")
         clock.now += 1
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="the rewind sent again")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the rewind sent again")
         assert rec.sent[-1][0] == "rewind"
         app.bridge.push(e(ev.OperatorCommand, command="rewind", status="applied", source="console"))
         await wait_for(pilot, lambda: "rewind" not in app.state.requested, what="the rewind applied")
@@ -71,7 +71,7 @@ def test_a_refusal_and_the_apply_after_it_in_one_batch_leave_no_toast(make_job):
         await pilot.press("r", *"first words")
         clock.now += 1
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="the rewind sent")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the rewind sent")
         app.bridge.push_many([
             e(ev.OperatorCommand, command="rewind", status="rejected", source="console", detail="a race"),
             e(ev.OperatorCommand, command="rewind", status="applied", source="console"),
@@ -91,7 +91,7 @@ def later(pilot, app, e: Seq, clock: Clock):
         await wait_for(pilot, lambda: app.screen.shown_at is not None, what="the approval shown")
         clock.now += 1
         await pilot.press("escape")  # later: the restart still waits, and a toast says how to answer it
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="the approval left for later")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the approval left for later")
         await wait_for(pilot, lambda: NOTICE_TITLE in shown(app), what="the 'still waits' toast")
     return go()
 
@@ -107,7 +107,7 @@ def test_restart_pending_goes_when_the_restart_is_denied_here(make_job):
         await pilot.press("d")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="deny?")
         await pilot.press("y")
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), what="deny answered")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="deny answered")
         await pause(pilot)
         await pause(pilot)
         assert rec.sent[-1][0] == "deny_restart"

@@ -1,4 +1,5 @@
-"""The main screen: the panes, the layout for the terminal's size, and pane navigation.
+"""A run's panes: the layout for the terminal's size, and which pane is active (:class:`RunPanes`, the widget
+:class:`console.tui.screens.run.RunScreen` composes).
 
 Three layouts, picked from the terminal size:
 
@@ -18,15 +19,13 @@ from datetime import datetime
 from pathlib import Path
 
 from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Grid
+from textual.containers import Grid, Vertical
 from textual.dom import DOMNode
-from textual.events import DescendantFocus, Resize
-from textual.screen import Screen
+from textual.events import DescendantFocus
+from textual.geometry import Size
 from textual.widget import Widget
 from textual.widgets import Footer
 
-from console.tui.keymap import OPERATOR_KEYS
 from console.tui.widgets.conversation import ConversationPane
 from console.tui.widgets.experiences_pane import ExperiencesPane
 from console.tui.widgets.feedback import FeedbackPane
@@ -49,22 +48,20 @@ def layout_for(width: int, height: int) -> str:
     return "medium" if width < WIDE_WIDTH else "wide"
 
 
-class MainScreen(Screen):
-    AUTO_FOCUS = "#conversation"
-    BINDINGS = [Binding(k.key, k.action, k.label, show=k.show, id=k.id, tooltip=k.help, key_display=k.key_display)
-                for k in OPERATOR_KEYS]
+class RunPanes(Vertical):
+    """The status line, the panes and the footer of one run, laid out for the screen's size (the screen says it:
+    :meth:`fit`); the layout and the active pane are classes of this widget (see app.tcss)."""
 
     def __init__(self, state: ConsoleState, now: Callable[[], datetime], *, plan_path: Path, attached: bool = False,
-                 max_items: int, on_ready: Callable[[], None] | None = None, run_id: str = "") -> None:
-        """Everything the panes need is handed in: the screen never reaches back into the app (one-way imports)."""
-        super().__init__(id="main")
+                 max_items: int, run_id: str = "") -> None:
+        """Everything the panes need is handed in: they never reach back into the screen or the app."""
+        super().__init__(id="panes")
         self.state = state
         self.now = now
         self.plan_path = plan_path
         self.attached = attached
         self.run_id = run_id
         self.max_items = max_items
-        self.on_ready = on_ready
         self.layout_mode = ""
         self.active = "conversation"
 
@@ -82,18 +79,14 @@ class MainScreen(Screen):
             yield ExperiencesPane(id="experiences", classes="pane")  # in the plan's place while active (app.tcss)
         yield KeyFooter(compact=True)  # Textual's Footer, its keys changed in place (see the module)
 
-    def on_mount(self) -> None:
+    def ready(self, size: Size) -> None:
+        """The screen is mounted (its size known): title the conversation, lay the panes out."""
         self.query_one("#conversation").border_title = "Conversation"
-        self._apply_layout(self.size.width, self.size.height)
-        self.pane("conversation").focus()
-        if self.on_ready is not None:
-            self.on_ready()
+        self.fit(size)
 
-    def on_resize(self, event: Resize) -> None:
-        self._apply_layout(event.size.width, event.size.height)
-
-    def _apply_layout(self, width: int, height: int) -> None:
-        mode = layout_for(width, height)
+    def fit(self, size: Size) -> None:
+        """Lay the panes out for the screen's size (called on its mount and on every resize)."""
+        mode = layout_for(size.width, size.height)
         if mode == self.layout_mode:
             return
         self.layout_mode = mode
@@ -102,6 +95,10 @@ class MainScreen(Screen):
         # 80 columns hold every operator key, not also the palette's (ctrl+p still opens it; help lists it).
         self.query_one(Footer).show_command_palette = mode != "narrow"
         self._show_active()
+
+    def crowd(self, crowded: bool) -> None:
+        """Two more keys in the footer (approve, deny): at 80 columns two others make room (app.tcss)."""
+        self.set_class(crowded, "-crowded")
 
     # -- panes -------------------------------------------------------------------------------
     def pane(self, name: str) -> Widget:
@@ -121,30 +118,18 @@ class MainScreen(Screen):
         self.query_one(PaneTabs).set_active(self.active)
         self.set_class(self.active == "experiences", "-experiences")
 
-    def show_pane(self, name: str) -> None:
+    def show(self, name: str) -> Widget:
+        """Make ``name`` the active pane; the pane (the screen focuses it, once it has restored a maximized one)."""
         self.active = name
         self._show_active()
-        if self.maximized is not None:
-            self.minimize()
-        self.pane(name).focus()
+        return self.pane(name)
 
-    def action_next_pane(self) -> None:
-        self.show_pane(PANES[(PANES.index(self.active) + 1) % len(PANES)])
-
-    def action_previous_pane(self) -> None:
-        self.show_pane(PANES[(PANES.index(self.active) - 1) % len(PANES)])
-
-    def action_toggle_maximize(self) -> None:
-        if self.maximized is not None:
-            self.minimize()
-        else:
-            self.maximize(self.pane(self.active), container=False)
+    def step(self, by: int) -> str:
+        """The pane ``by`` places after the active one (tab: 1, shift+tab: -1)."""
+        return PANES[(PANES.index(self.active) + by) % len(PANES)]
 
     def on_descendant_focus(self, event: DescendantFocus) -> None:
         name = self.pane_of(event.widget)
         if name is not None and name != self.active:
             self.active = name
             self._show_active()
-
-    def on_pane_tabs_selected(self, message: PaneTabs.Selected) -> None:
-        self.show_pane(message.pane)

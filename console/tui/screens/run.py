@@ -1,11 +1,15 @@
-"""One run's screen: the panes of :class:`MainScreen` and everything that belongs to the run shown.
+"""One run's screen: its panes and everything that belongs to the run shown.
 
 A :class:`RunScreen` owns its run: the controller its keys act through, the bridge its events arrive on, the fold
 of those events (:class:`console.view.state.ConsoleState`), the workers that feed it (the engine for a run in this
-process, the log follower for an attached one), the approval dialog and the operator's keys (their actions are in
-:mod:`console.tui.screens.run_keys`). The fleet attaches to a run by pushing a fresh RunScreen and leaves it by
-popping it: Textual cancels the workers of a screen taken down, and a message posted to it is dropped, so nothing
-of one run reaches the next one shown.
+process, the log follower for an attached one), and its parts, each handed the run (:class:`RunContext`) and the few
+functions it needs, never the screen: the panes (:class:`console.tui.screens.main.RunPanes`), the restart's question
+(:class:`console.tui.screens.restart_prompt.RestartPrompt`), the run's commands
+(:class:`console.tui.screens.run_keys.RunCommands`) and leaving (:class:`console.tui.screens.run_leave.Leaving`).
+What each key offers now is decided without Textual (:mod:`console.view.run_offers`).
+
+The fleet attaches to a run by pushing a fresh RunScreen and leaves it by popping it: Textual cancels the workers
+of a screen taken down, and a message posted to it is dropped, so nothing of one run reaches the next one shown.
 
 Data flow: the engine thread (or the log follower) pushes events into an :class:`EventBridge`; the screen drains
 it in batches (at most ~30 times a second), folds the batch into its state, hands it to the conversation pane and
@@ -22,24 +26,35 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from textual import work
+from textual.app import ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.events import Resize
 from textual.message import Message
+from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Input, TextArea
+from textual.widget import Widget
 from textual.worker import get_current_worker
 
 from console.engine import events as ev
+from console.engine.command_specs import SPECS
 from console.engine.job import JobPaths
 from console.outcome import EXIT_FAILED, EXIT_OK, EXIT_USAGE, exit_code
 from console.tui.bridge import EventBridge
 from console.tui.commands import Controller, RecordingController, SupervisorController
 from console.tui.follow import follow_log, split_history
+from console.tui.keymap import OPERATOR_KEYS
 from console.tui.messages import EventsReady, HistoryFolded, HistoryReady, RunFinished, RunnerState
 from console.tui.notices import retract
 from console.tui.pacing import FrameTimer, frame_timer, one_shot
-from console.tui.screens.approval import NOTICE_TITLE, RestartApprovalScreen
+from console.tui.screens.approval import RestartApprovalScreen
 from console.tui.screens.dialog import Dialog
 from console.tui.screens.guardrails import GuardrailsScreen
-from console.tui.screens.run_keys import RunKeys
+from console.tui.screens.help import HelpScreen
+from console.tui.screens.main import RunPanes
+from console.tui.screens.restart_prompt import RestartPrompt
+from console.tui.screens.run_context import RunContext
+from console.tui.screens.run_keys import RunCommands
+from console.tui.screens.run_leave import Leaving
 from console.tui.widgets.conversation import MAX_ITEMS, ConversationPane
 from console.tui.widgets.experiences_pane import ExperiencesPane
 from console.tui.widgets.feedback import FeedbackPane
@@ -49,6 +64,7 @@ from console.tui.widgets.status import StatusLine
 from console.tui.widgets.tabs import PaneTabs
 from console.tui.widgets.todo_pane import TodoPane
 from console.view.liveness import PROCESS_GONE, run_liveness
+from console.view.run_offers import RUN_ACTIONS, offered, offers
 from console.view.state import EXPERIENCES, FEEDBACK, GAUGE, GUARDS, PLAN, RESTART, STATUS, TODOS, ConsoleState
 
 if TYPE_CHECKING:
@@ -84,8 +100,13 @@ class Run:
     run_id: str = ""
 
 
-class RunScreen(RunKeys):
+class RunScreen(Screen[Any]):
     """One run, its panes and its keys (see the module's docstring)."""
+
+    AUTO_FOCUS = "#conversation"
+    BINDINGS = [Binding(k.key, k.action, k.label, show=k.show, id=k.id, tooltip=k.help, key_display=k.key_display)
+                for k in OPERATOR_KEYS]
+    RUN_ACTIONS = RUN_ACTIONS  # the run's commands: offered only while they can act (see check_action)
 
     def __init__(self, run: Run, now: Callable[[], datetime], *, max_items: int = MAX_ITEMS, watch_files: bool = True,
                  animations: bool = True, in_fleet: bool = False, rung: dict[Path, int] | None = None,
@@ -93,30 +114,35 @@ class RunScreen(RunKeys):
         """``in_fleet``: attached from the fleet's list (q goes back to it); ``rung``: the needs_operator seq the
         bell already rang for, per run (shared with the fleet, so a need rings once); ``key_help``: the keys as
         the operator's key map has them (the help screen's rows)."""
+        super().__init__(id="main")
         self.spec = run
-        self.controller = run.controller
-        self.paths = run.paths
         self.supervisor = run.supervisor
         self.follow = run.follow
-        self.run_id = run.run_id
-        self.state = ConsoleState(run.job_title or run.paths.root.name, provider=run.provider, model=run.model,
-                                  window=run.window, soft=run.soft, hard=run.hard)
-        super().__init__(self.state, now, plan_path=run.paths.main_plan, attached=run.controller.attached,
-                         max_items=max_items, on_ready=self._ready, run_id=self.run_id)
+        self.now = now
+        self.max_items = max_items
+        state = ConsoleState(run.job_title or run.paths.root.name, provider=run.provider, model=run.model,
+                             window=run.window, soft=run.soft, hard=run.hard)
+        self.run = RunContext(state, run.controller, run.paths, run.run_id)
+        self.panes = RunPanes(state, now, plan_path=run.paths.main_plan, attached=run.controller.attached,
+                              max_items=max_items, run_id=run.run_id)
         self.watch_files = watch_files  # follow main_plan.md on disk (tests turn the watchers off)
         self.animations = animations
         self.in_fleet = in_fleet
-        self.rung = rung if rung is not None else {}
         self.key_help = key_help or (lambda: [])
+        self.prompt = RestartPrompt(self.run, stage=lambda: self.app, notify=self.notify, retract=self._retract,
+                                    approve=self.action_approve, deny=self.deny_restart,
+                                    alive=lambda: self.ui_alive, rung=rung)
+        self.commands = RunCommands(self.run, notify=self.notify, ask=self.prompt.ask, sent=self._sent,
+                                    runner_changed=self._runner_changed, retract=self._retract,
+                                    resume_key=self.resume_key, in_background=self._in_background,
+                                    ui_alive=lambda: self.ui_alive, animations=animations)
+        self.leaving = Leaving(self.run, in_fleet=in_fleet, exit=self._exit, back=self.leave, ask=self.prompt.ask,
+                               push=self._push, notify=self.notify,
+                               send=self.commands.send, status_refresh=self._status_refresh,
+                               later=lambda delay, then: one_shot(self, delay, then))
         self.bridge = EventBridge()
-        self.exit_code: int | None = None
         self.run_result: RunResult | None = None
-        self.run_finished = False
-        self.quit_requested = False
-        self.approval: RestartApprovalScreen | None = None
         self.guardrails_view: GuardrailsScreen | None = None
-        self._approval_seq = -1
-        self._approval_waits = -1  # the restart_pending seq whose dialog waits for another question to be answered
         self._drain_timer: Timer | None = None
         self._last_drain = 0.0
         self._key_first_until = 0.0
@@ -130,6 +156,94 @@ class RunScreen(RunKeys):
         if self.supervisor is not None:
             # Subscribe before the run starts (its worker starts once the panes exist), so not one event is missed.
             self._unsubscribe = self.supervisor.subscribe(self.bridge.push)
+
+    # -- the run (its shared object is the parts'; these are the screen's public face) -------------------
+    @property
+    def state(self) -> ConsoleState:
+        return self.run.state
+
+    @property
+    def controller(self) -> Controller:
+        return self.run.controller
+
+    @property
+    def paths(self) -> JobPaths:
+        return self.run.paths
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def run_finished(self) -> bool:
+        return self.run.finished
+
+    @property
+    def quit_requested(self) -> bool:
+        return self.run.quit_requested
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.run.exit_code
+
+    @property
+    def approval(self) -> RestartApprovalScreen | None:
+        return self.prompt.approval
+
+    @property
+    def run_active(self) -> bool:
+        return self.run.active
+
+    @property
+    def can_start_again(self) -> bool:
+        return self.run.facts().can_start_again
+
+    # -- the layout ----------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield self.panes
+
+    def on_mount(self) -> None:
+        self.panes.ready(self.size)
+        self.pane("conversation").focus()
+        self._ready()
+
+    def on_resize(self, event: Resize) -> None:
+        self.panes.fit(event.size)
+
+    @property
+    def layout_mode(self) -> str:
+        return self.panes.layout_mode
+
+    @property
+    def active(self) -> str:
+        return self.panes.active
+
+    def pane(self, name: str) -> Widget:
+        return self.panes.pane(name)
+
+    def pane_of(self, widget: Widget | None) -> str | None:
+        return self.panes.pane_of(widget)
+
+    def show_pane(self, name: str) -> None:
+        pane = self.panes.show(name)
+        if self.maximized is not None:
+            self.minimize()
+        pane.focus()
+
+    def action_next_pane(self) -> None:
+        self.show_pane(self.panes.step(1))
+
+    def action_previous_pane(self) -> None:
+        self.show_pane(self.panes.step(-1))
+
+    def action_toggle_maximize(self) -> None:
+        if self.maximized is not None:
+            self.minimize()
+        else:
+            self.maximize(self.pane(self.active), container=False)
+
+    def on_pane_tabs_selected(self, message: PaneTabs.Selected) -> None:
+        self.show_pane(message.pane)
 
     # -- the panes ---------------------------------------------------------------------------
     @property
@@ -185,8 +299,8 @@ class RunScreen(RunKeys):
     def _tick(self) -> None:
         if self.ui_alive and not self.state.ended:
             self._status_refresh()
-        if self.ui_alive and self._approval_waits >= 0:
-            self._sync_approval()
+        if self.ui_alive and self.prompt.waits >= 0:
+            self.prompt.sync()
 
     def on_unmount(self) -> None:
         self.close()
@@ -327,12 +441,12 @@ class RunScreen(RunKeys):
                 continue
             if e.status == "applied":
                 if e.command == "rewind":
-                    self.rewind_text = ""
+                    self.run.rewind_text = ""
                 retract(self.app, refused_title(e.command))  # tried again and applied: the refusal is past
             if e.status == "rejected" and e.command in self.state.requested:
                 kept = ""
-                if e.command == "rewind" and self.rewind_text:  # the operator's words, said back (r offers them)
-                    kept = f"\nYour text, kept (r offers it again): {self.rewind_text}"
+                if e.command == "rewind" and self.run.rewind_text:  # the operator's words, said back (r offers them)
+                    kept = f"\nYour text, kept (r offers it again): {self.run.rewind_text}"
                 self.notify(f"{e.command.replace('_', ' ')} not applied: {e.detail}{kept}",
                             title=refused_title(e.command), severity="warning", timeout=10)
 
@@ -362,92 +476,155 @@ class RunScreen(RunKeys):
         if PLAN in changed:
             self.run_worker(self.query_one(PlanPane).reload(), group="plan-reload", exclusive=True)
         if RESTART in changed or STATUS in changed:
-            self._sync_approval()
+            self.prompt.sync()
 
     def _refresh_keys(self) -> None:
         """Re-check which keys apply (the footer rebuilds itself, so only when an answer changed): called on
         every change of the run's state and of what this console asked for (pause, resume, stop...)."""
         if not self.ui_alive:
             return
-        st = self.state
-        active = self.run_active
-        key = (st.restart_pending is not None, *(self._applies(a, active) for a in sorted(self.RUN_ACTIONS)))
+        key = offers(self.run.facts())
         if key != self._keys_state:
             self._keys_state = key
-            self.set_class(st.restart_pending is not None, "-crowded")  # two more keys in the footer
+            self.panes.crowd(self.state.restart_pending is not None)  # two more keys in the footer
             # This screen's, not the top one's: its footer must be right when a dialog over it closes.
             self.refresh_bindings()
 
-    # -- the run needs its operator ----------------------------------------------------------------
-    def _sync_approval(self) -> None:
-        need = self.state.needs  # a new need rings once (a restart to approve rings with its dialog, below)
-        if need is not None and self.rung.get(self.paths.root) != need.seq and self.run_active:
-            self.rung[self.paths.root] = need.seq
-            if need.reason != "restart_approval":
-                self.app.bell()
-        pending = self.state.restart_pending
-        if pending is None:
-            if self._approval_seq >= 0 or self._approval_waits >= 0:
-                retract(self.app, NOTICE_TITLE)  # "the restart still waits" is no longer true
-                for screen in self.app.screen_stack:  # nor is the line a question got about it
-                    if isinstance(screen, Dialog):
-                        screen.note("")
-                self._approval_seq = self._approval_waits = -1
-            if self.approval is not None:
-                screen, self.approval = self.approval, None
-                screen.withdraw()
+    # -- the keys (the run's commands are RunCommands'; what a key offers now is console.view.run_offers') ----
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Which keys the footer offers: only what applies to the run now (Resume while paused, Stop now once
+        a stop was asked; on a run that has ended, or an attached one nobody runs, none of the run's commands).
+
+        While a dialog is open these keys never reach the run's screen (Textual stops keys at a modal screen),
+        and a letter typed into a field is text (a key a focused Input takes is left out of every binding)."""
+        if action not in RUN_ACTIONS:
+            return True
+        return offered(action, self.run.facts())
+
+    def resume_key(self) -> str:
+        """The key that resumes the run (``p``, as the operator's key map has it)."""
+        key_for = getattr(self.app, "key_for", None)
+        return str(key_for("pause", "p")) if key_for is not None else "p"
+
+    def resume_key_hint(self) -> str:
+        """The status line's hint for a run this console can start again (``p resumes``)."""
+        return f"{self.resume_key()} resumes"
+
+    def ask(self, dialog: Dialog[Any], done: Callable[[Any], None]) -> None:
+        """Show a question (the restart's approval waits for it: RestartPrompt.ask)."""
+        self.prompt.ask(dialog, done)
+
+    def send(self, command: str, pending: str, **args: object) -> bool:
+        return self.commands.send(command, pending, **args)
+
+    def _sent(self) -> None:
+        """A command went out: draw it at once (the status line, then the footer: Resume after pause...)."""
+        self.hurry_frames()  # drawn as soon as it is ready, not at the next capped frame
+        self._status_refresh()
+        self._refresh_keys()
+
+    def _push(self, dialog: Dialog[Any], done: Callable[[Any], None]) -> None:
+        self.app.push_screen(dialog, done)
+
+    def _retract(self, title: str) -> None:
+        retract(self.app, title)
+
+    def _in_background(self, job: Callable[[], Any], done: Callable[[Any], None], group: str) -> None:
+        """``job`` on a worker thread of this screen (cancelled with it), then ``done`` with its result here."""
+        def run() -> None:
+            result = job()
+            self.app.call_from_thread(done, result)
+
+        self.run_worker(run, thread=True, exit_on_error=False, group=group)
+
+    def action_acknowledge(self) -> None:
+        self.commands.acknowledge()
+
+    def action_checkpoint(self) -> None:
+        self.commands.checkpoint()
+
+    def action_rewind(self) -> None:
+        self.commands.rewind()
+
+    def action_approve(self) -> None:
+        self.commands.approve()
+
+    def action_deny(self) -> None:
+        self.commands.deny()
+
+    def deny_restart(self) -> None:
+        self.commands.deny_restart()
+
+    def action_toggle_pause(self) -> None:
+        self.commands.toggle_pause()
+
+    def action_pause(self) -> None:
+        self.commands.pause()
+
+    def action_resume(self) -> None:
+        self.commands.resume_run()
+
+    def action_stop(self) -> None:
+        self.commands.stop()
+
+    def action_stop_now(self) -> None:
+        """The stop key once a stop was asked (the footer reads Stop now): asks, then abandons the turn."""
+        self.commands.stop()
+
+    def action_guardrails(self) -> None:
+        if self.guardrails_view is not None:
+            if self.guardrails_view.is_current:
+                self.guardrails_view.dismiss(None)
             return
-        if pending.seq == self._approval_seq or (self.controller.attached and self.controller.runner_pid() is None):
+
+        def closed(_: None) -> None:
+            self.guardrails_view = None
+
+        self.guardrails_view = GuardrailsScreen(self.state, self.now)
+        self.app.push_screen(self.guardrails_view, closed)
+
+    def action_help(self) -> None:
+        self.app.push_screen(HelpScreen(self.key_help(), attached=self.controller.attached))
+
+    # -- leaving (Leaving's) ---------------------------------------------------------------------------
+    def _exit(self, code: int | None = None) -> None:
+        code = code if code is not None else (self.exit_code if self.exit_code is not None else EXIT_OK)
+        self.app.exit(code, return_code=code)
+
+    def stop_and_quit(self) -> None:
+        self.leaving.stop_and_quit()
+
+    def action_quit_console(self) -> None:
+        self.leaving.quit()
+
+    def leave(self) -> None:
+        """Back to the screen under this one (the fleet's list): dialogs over it close with it; the run goes on.
+        Its workers stop with the screen."""
+        stack = self.app.screen_stack
+        if self not in stack:
             return
-        if isinstance(self.app.screen, Dialog) or isinstance(self.app.focused, (Input, TextArea)):
-            # Another question is open (the rewind box being typed into, stop?): the approval must not take its
-            # keys or its focus. It waits for that one to be answered (see ask), and says so once: on the open
-            # question's border (a toast would wait for it to close, console.tui.notices), else in a toast.
-            if self._approval_waits != pending.seq:
-                self._approval_waits = pending.seq
-                self.app.bell()
-                if isinstance(self.app.screen, Dialog):
-                    self.app.screen.note("A restart awaits your approval: it opens after this")
-                else:
-                    self.notify("A context restart waits for your approval: its dialog opens when this one is "
-                                "closed.", title=NOTICE_TITLE, severity="warning", timeout=10)
-            return
-        self._approval_seq = pending.seq
-        self._approval_waits = -1
-        self.app.bell()  # the dialog says the rest (and the other notices wait for it: console.tui.notices)
-        retract(self.app, NOTICE_TITLE)
-        # Named by its id (`resume ID` finds it wherever it is typed; a folder wraps in the dialog), on its machine
-        # when it is another's.
-        host = getattr(self.controller, "host", "")
-        self.approval = RestartApprovalScreen(pending, self.run_id or str(self.paths.root), host)
-        self.ask(self.approval, self._approval_decided)
+        for _ in range(len(stack) - stack.index(self)):
+            self.app.pop_screen()
 
-    def ask(self, dialog: Dialog, done: Callable[[Any], None]) -> None:
-        """Show a question; once it is answered, an approval that waited for it opens (see _sync_approval; a
-        dialog pushed otherwise lets it open at the next tick)."""
-
-        def answered(result: Any) -> None:
-            done(result)
-            if self.ui_alive:
-                self._sync_approval()
-
-        self.app.push_screen(dialog, answered)
-
-    def _approval_decided(self, decision: str | None) -> None:
-        self.approval = None
-        if decision in (None, "later") and self.state.restart_pending is not None:
-            self.notify("The restart still waits: a approves, d denies.", title=NOTICE_TITLE,
-                        severity="warning", timeout=10)
-        if decision == "approve":
-            self.action_approve()
-        elif decision == "deny":  # asked already, in the dialog
-            self.deny_restart()
+    # -- the palette -----------------------------------------------------------------------------------
+    def system_commands(self) -> Iterable[SystemCommand]:
+        """This run's entries of the command palette, in the console's words (the app adds its own)."""
+        for spec in SPECS:  # the run's commands, from the engine's command specs
+            help_text = spec.palette_help
+            if spec.action == "resume" and self.can_start_again:
+                help_text = "Start this run again in the background (asks first; as the fleet's r)"
+            yield SystemCommand(spec.title, help_text, getattr(self, f"action_{spec.action}"))
+        yield SystemCommand("Guardrails", "Policies, feedback providers, completion checker, deadline, token "
+                            "and money budgets", self.action_guardrails)
+        yield SystemCommand("Next pane", "Focus the next pane", self.action_next_pane)
+        yield SystemCommand("Maximize pane", "Maximize or restore the focused pane", self.action_toggle_maximize)
+        yield SystemCommand("Help", "Keys and panes", self.action_help)
 
     # -- the run's end, and its runner --------------------------------------------------------------
     def on_run_finished(self, message: RunFinished) -> None:
         message.stop()
         self.drain_events(everything=True)  # the run's last events before its verdict
-        self.run_finished = True
+        self.run.finished = True
         if isinstance(self.controller, SupervisorController):
             self.controller.finished = True
         self.state.mark_finished(message.outcome, message.detail, None)
@@ -457,10 +634,10 @@ class RunScreen(RunKeys):
         elif message.outcome == "failed":
             self.notify(message.detail, title="The run ended without completing", severity="error", timeout=15)
         # A completed run says so in the status line and the conversation: a toast would cover its last lines.
-        self.exit_code = message.exit_code
+        self.run.exit_code = message.exit_code
         self.refresh_panes({STATUS, RESTART})
         if self.quit_requested:
-            self.app.exit(self.exit_code, return_code=self.exit_code)
+            self._exit(message.exit_code)
 
     def on_runner_state(self, message: RunnerState) -> None:
         message.stop()
