@@ -1,10 +1,13 @@
 """The operator console: a thin Textual shell around one run's screen, or the fleet of runs.
 
 The app holds what is the console's, not a run's: the themes (and their hot reload), the operator's key map,
-the signals' way in (``stop_and_quit``), the palette's common entries, screenshots and the fleet's poller. A run
+the signals' way in (``stop_and_quit``), the palette's common entries, screenshots, the console's notices (a part:
+:class:`console.tui.notices.HeldNotices`, which holds them while a question is up) and the fleet's poller. A run
 is a :class:`console.tui.screens.run.RunScreen`, which owns it (controller, bridge, fold, workers, keys): the
 app's default screen for one run, or pushed fresh by the fleet for each run attached and popped by q. The fleet's
-own actions (approve, deny, stop, resume, forget from the list) are in :mod:`console.tui.fleet_actions`.
+list is a :class:`console.tui.screens.fleet.FleetScreen`, whose parts act on its runs (approve, deny, stop,
+resume, forget: :mod:`console.tui.fleet_actions`) and ring for a run that needs its operator
+(:mod:`console.tui.fleet_bell`).
 
 It renders only from engine events (and main_plan.md) and acts only through the engine's control API: the
 supervisor's methods for a run in this process, the job's control inbox for a run in another one. No agent logic
@@ -24,7 +27,7 @@ from typing import TYPE_CHECKING, TypeGuard
 
 from rich.console import RenderableType
 from textual import work
-from textual.app import SystemCommand
+from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.theme import Theme
@@ -34,11 +37,10 @@ from console.engine.job import JobPaths
 from console.engine.text import safe_text
 from console.outcome import EXIT_OK
 from console.tui.commands import Controller, InboxController, RecordingController, SupervisorController
-from console.tui.fleet_actions import FleetActions
 from console.tui.follow import worker_sleep
 from console.tui.keymap import OPERATOR_KEYS, check_keymap
 from console.tui.messages import FleetRows, ThemeFileChanged
-from console.tui.notices import HeldNotices
+from console.tui.notices import HeldNotices, Notice
 from console.tui.screens.dialog import ARM_DELAY
 from console.tui.theme_choice import save_theme
 from console.tui.themes import DEFAULT_THEME, ThemeError, load_theme_file, load_themes, themes_dir, user_themes_dir
@@ -67,7 +69,7 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class ConsoleApp(FleetActions, HeldNotices):
+class ConsoleApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "agent-console"
     ALLOW_IN_MAXIMIZED_VIEW = "Footer, #status"
@@ -127,8 +129,10 @@ class ConsoleApp(FleetActions, HeldNotices):
         self.fleet_view: FleetScreen | None = None
         self.poll_interval = poll_interval
         self._rung: dict[Path, int] = {}  # the needs_operator seq the bell already rang for, per run
-        self._needs_primed = False  # the fleet's list was read whole once (console.tui.fleet_actions)
-        self._needs_told: tuple[str, dict[Path, int]] | None = None
+        # Every notice of the console: held while a question is up (console.tui.notices).
+        self.toasts = HeldNotices(post=self.post_message, later=self.call_later,
+                                  clear_toasts=super().clear_notifications, top_screen=lambda: self.screen,
+                                  clock=self.dialog_clock, default_timeout=self.NOTIFICATION_TIMEOUT)
         self._stop_watch = asyncio.Event()
         self.theme_problems: list[str] = []
         self._gc_thresholds: tuple[int, ...] = ()
@@ -151,8 +155,21 @@ class ConsoleApp(FleetActions, HeldNotices):
         a job's name or the engine's reason, so they are made safe for the terminal and never parsed as markup
         (``[/]`` in a folder name is text, not a closing tag that raises). ``markup`` is ignored for that reason.
         While a dialog is up it waits for it to close (console.tui.notices)."""
-        super().notify(safe_text(str(message)), title=safe_text(str(title), one_line=True),
-                       severity=severity, timeout=timeout, markup=False)  # type: ignore[arg-type]
+        self.toasts.notify(safe_text(str(message)), title=safe_text(str(title), one_line=True),
+                           severity=severity, timeout=timeout, markup=False)  # type: ignore[arg-type]
+
+    def clear_notifications(self) -> None:
+        """Every notice, shown or held: the console clears them when they are no longer true."""
+        self.toasts.clear()
+
+    def retract_notices(self, title: str) -> None:
+        """Take back the notices titled ``title`` (console.tui.notices.retract)."""
+        self.toasts.retract(title)
+
+    @property
+    def held_notices(self) -> list[Notice]:
+        """The notices waiting for a question to close."""
+        return self.toasts.held
 
     # -- construction helpers ---------------------------------------------------------------
     @classmethod
@@ -177,7 +194,11 @@ class ConsoleApp(FleetActions, HeldNotices):
                 first = self.fleet.poll(fold=False)
             except Exception:  # the poller's first slice says what is wrong
                 first = Listed(folded=False)
-            self.fleet_view = FleetScreen(first, self.fleet.error)
+            from console.tui.fleet_actions import FleetStore
+
+            self.fleet_view = FleetScreen(first, self.fleet.error, store=FleetStore(self.fleet.store_path,
+                                                                                    self.fleet.url),
+                                          show_run=self.show_run, run_on_top=self._run_on_top, rung=self._rung)
             return self.fleet_view
         assert self._run is not None
         return self._run
@@ -193,6 +214,11 @@ class ConsoleApp(FleetActions, HeldNotices):
     def _is_run_screen(self, screen: Screen) -> TypeGuard[RunScreen]:
         # No run's screen was built yet: none is in the stack (and its module need not be imported to say so).
         return self._run_screen_type is not None and isinstance(screen, self._run_screen_type)
+
+    def _run_on_top(self) -> Path | None:
+        """The folder of the run whose console is the top screen (None: the fleet's list, a question...)."""
+        screen = self.screen
+        return screen.paths.root if self._is_run_screen(screen) else None
 
     @property
     def run_screen(self) -> RunScreen | None:
@@ -235,6 +261,8 @@ class ConsoleApp(FleetActions, HeldNotices):
         if self.fleet is not None:
             self.call_after_refresh(self._fleet_drawn.set)  # the store's rows are in the first frame
             self.poll_fleet()
+        self.toasts.started()
+        self.screen_change_signal.subscribe(self, self.toasts.screen_changed, immediate=True)
 
     def _tune_gc(self) -> None:
         """Keep the garbage collector from pausing the UI.
@@ -364,13 +392,19 @@ class ConsoleApp(FleetActions, HeldNotices):
                     view.invalidate()
             self.notify(f"Theme {theme.name} reloaded from {path.name}.", timeout=3)
 
-    def open_run(self, path: Path) -> None:
-        """The fleet: show one run's console (attached: keys go through its inbox); q comes back."""
-        from console.tui.screens.run import Run
+    def on_fleet_rows(self, message: FleetRows) -> None:
+        view = self.fleet_view
+        if view is None or not view.is_attached:
+            self._fleet_drawn.set()  # nothing to draw them on: the poller need not wait
+            return
+        view.update_rows(message.rows, message.error)
+        if not self._fleet_drawn.is_set():
+            self.call_after_refresh(self._fleet_drawn.set)
+        view.needs.seen(message.rows)
 
-        paths = JobPaths(path)
-        self.push_screen(self._run_screen(Run(controller=InboxController(paths), paths=paths, job_title=path.name,
-                                              follow=True, run_id=paths.run_id), in_fleet=True))
+    def show_run(self, run: Run) -> None:
+        """The fleet: show one run's console (attached from the list); q comes back."""
+        self.push_screen(self._run_screen(run, in_fleet=True))
 
     # -- leaving -------------------------------------------------------------------------------------
     def action_quit_console(self) -> None:
@@ -406,18 +440,7 @@ class ConsoleApp(FleetActions, HeldNotices):
         """The palette: each action once, in the console's words. Not Textual's own Quit (it would skip the
         question and abort the run), nor its Keys panel (? is the help) or Maximize (m)."""
         if self.fleet_view is not None and screen is self.fleet_view:
-            view = self.fleet_view  # the selected run's commands, only those that act on it (as its footer)
-            for action, title, help_text, run in (
-                    ("attach", "Attach", "Open the console of the selected run (q comes back)", view.action_attach),
-                    ("approve", "Approve restart", "Approve the selected run's pending context restart",
-                     view.action_approve),
-                    ("deny", "Deny restart", "Deny the selected run's pending restart (the run ends)",
-                     view.action_deny),
-                    ("acknowledge", "Acknowledge run", "The selected run that gave up, crashed or failed asks for "
-                     "you no more (resume still goes on with it)", view.action_acknowledge)):
-                if view.check_action(action, ()):
-                    yield SystemCommand(title, help_text, run)
-            yield SystemCommand("Filter runs", "Show only the runs matching some words", view.action_filter)
+            yield from self.fleet_view.system_commands()
         elif self._is_run_screen(screen):
             yield from screen.system_commands()
         yield SystemCommand("Theme", "Change the console's theme", self.action_change_theme)
