@@ -127,7 +127,8 @@ def test_the_fleet_s_notices_never_cover_its_stop_question(tmp_path):
         assert [n.title for n in app.held_notices] == ["Resumed"]
         app.notify("95tbj: exit code 1", title="Not resumed", severity="error")
         rung = dict(app.fleet_view.needs.rung)
-        app.fleet_view.needs.rung.clear()  # the waiting run needs its operator anew (a new pending seq): the next poll says so
+        # The waiting run needs its operator anew (a new pending seq): the next poll says so.
+        app.fleet_view.needs.rung.clear()
         await wait_for(pilot, lambda: app.fleet_view.needs.rung == rung, what="the new need seen")
         assert [n.title for n in app.held_notices] == ["Resumed", "Not resumed"]
         await pilot.press("n")
