@@ -6,8 +6,8 @@ the signals' way in (``stop_and_quit``), the palette's common entries, screensho
 is a :class:`console.tui.screens.run.RunScreen`, which owns it (controller, bridge, fold, workers, keys): the
 app's default screen for one run, or pushed fresh by the fleet for each run attached and popped by q. The fleet's
 list is a :class:`console.tui.screens.fleet.FleetScreen`, whose parts act on its runs (approve, deny, stop,
-resume, forget: :mod:`console.tui.fleet_actions`) and ring for a run that needs its operator
-(:mod:`console.tui.fleet_bell`).
+resume, forget: :mod:`console.tui.screens.fleet_actions`) and ring for a run that needs its operator
+(:mod:`console.tui.screens.fleet_bell`).
 
 It renders only from engine events (and main_plan.md) and acts only through the engine's control API: the
 supervisor's methods for a run in this process, the job's control inbox for a run in another one. No agent logic
@@ -194,7 +194,7 @@ class ConsoleApp(App[int]):
                 first = self.fleet.poll(fold=False)
             except Exception:  # the poller's first slice says what is wrong
                 first = Listed(folded=False)
-            from console.tui.fleet_actions import FleetStore
+            from console.tui.screens.fleet_actions import FleetStore
 
             self.fleet_view = FleetScreen(first, self.fleet.error, store=FleetStore(self.fleet.store_path,
                                                                                     self.fleet.url),

@@ -5,7 +5,7 @@ the key itself, the palette) only while it applies to the selected run (:func:`a
 palette's filter, a row that changed under the cursor) says why it does nothing (:func:`refusal`). Both read only
 the row's facts: its state, what it needs, its pending restart, whether a process (or another machine's runner)
 runs it, whose machine it is, whether it was acknowledged (:class:`console.view.fleet.FleetRow`, a frozen snapshot).
-The fleet's screen (console.tui.screens.fleet) asks these; its actions (console.tui.fleet_actions) act.
+The fleet's screen (console.tui.screens.fleet) asks these; its actions (console.tui.screens.fleet_actions) act.
 """
 
 from __future__ import annotations

@@ -9,10 +9,10 @@ from typing import Any
 
 from textual.notifications import Notify
 
-from console.tui.fleet_actions import FleetActions, FleetStore, Hands
-from console.tui.fleet_bell import NEEDS_TITLES, NeedsBell
 from console.tui.notices import HELD_MAX, HeldNotices
 from console.tui.screens.confirm import ConfirmScreen
+from console.tui.screens.fleet_actions import FleetActions, FleetStore, Hands
+from console.tui.screens.fleet_bell import NEEDS_TITLES, NeedsBell
 from console.view.fleet import NEEDS, RUNNING, STOPPED, FleetRow, Listed
 
 ROW = FleetRow(path=Path("/runs/job-20260101-000000"), id="95tbj", name="job-20260101-000000", job="job",

@@ -10,9 +10,9 @@ started with), ``k`` acknowledges a run that gave up, crashed or failed (it asks
 ``r`` still resumes it), ``x`` forgets a run whose folder is gone, ``/`` filters; the footer offers each of these
 only while it applies to the selected run (:mod:`console.view.fleet_offers` decides it from the row's facts). The
 app polls the store and hands the screen its rows; the screen's parts act on them: its actions
-(:mod:`console.tui.fleet_actions`: ask before anything that ends, starts or forgets a run, then act) and its bell
-(:mod:`console.tui.fleet_bell`: a run that needs its operator anew rings). Each is given only what it needs (the
-store, a function to show a run's console...), never the app.
+(:mod:`console.tui.screens.fleet_actions`: ask before anything that ends, starts or forgets a run, then act) and
+its bell (:mod:`console.tui.screens.fleet_bell`: a run that needs its operator anew rings). Each is given only what it
+needs (the store, a function to show a run's console...), never the app.
 
 A run's folder name, its job's name, its state and its last event may hold anything (a name with ``[/]`` or an
 escape sequence in it): each cell and line shows them through :func:`console.engine.text.safe_text`, as Rich
@@ -36,9 +36,9 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from console.engine.text import safe_text
-from console.tui.fleet_actions import FleetActions, FleetStore, Hands
-from console.tui.fleet_bell import NeedsBell
 from console.tui.notices import retract
+from console.tui.screens.fleet_actions import FleetActions, FleetStore, Hands
+from console.tui.screens.fleet_bell import NeedsBell
 from console.view import present
 from console.view.fleet import GONE, LIVE, FleetRow, Listed, matches
 from console.view.fleet_offers import PALETTE, ROW_ACTIONS, applies, offered
