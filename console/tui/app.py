@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
@@ -31,20 +30,19 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.theme import Theme
-from textual.worker import get_current_worker
 
 from console.engine.job import JobPaths
 from console.engine.text import safe_text
 from console.outcome import EXIT_OK
 from console.tui.commands import Controller, InboxController, RecordingController, SupervisorController
-from console.tui.follow import worker_sleep
+from console.tui.fleet_poll import FLEET_POLL, FleetPoller
 from console.tui.keymap import OPERATOR_KEYS, check_keymap
 from console.tui.messages import FleetRows, ThemeFileChanged
 from console.tui.notices import HeldNotices, Notice
 from console.tui.screens.dialog import ARM_DELAY
 from console.tui.theme_choice import save_theme
 from console.tui.themes import DEFAULT_THEME, ThemeError, load_theme_file, load_themes, themes_dir, user_themes_dir
-from console.view.fleet import Fleet, Listed
+from console.view.fleet import Fleet
 
 # What is imported here is what every console's first frame needs. A run's screen (its panes, Markdown, the
 # sandbox's words) is imported when the first one is built, the fleet's list when the fleet is shown: the fleet
@@ -55,14 +53,6 @@ if TYPE_CHECKING:
     from console.tui.screens.fleet import FleetScreen
     from console.tui.screens.run import Run, RunScreen
     from console.view.state import ConsoleState
-
-FLEET_POLL = 1.0  # the fleet: how often the jobs store and the runs' logs are polled (its times are in seconds)
-# The fleet's first fold of every log is done in slices of this many seconds, each slice's rows shown: the most
-# urgent runs are shown folded first, and the rows are never older than this while a few hundred logs are read.
-FOLD_SLICE = 0.15
-# The longest the poller waits for the store's rows to be drawn before it folds the logs (it would take the
-# GIL from the first frame): the frame is drawn well before; this is only a bound for a screen that never shows.
-FIRST_PAINT_WAIT = 2.0
 
 
 def utc_now() -> datetime:
@@ -127,7 +117,8 @@ class ConsoleApp(App[int]):
             self.animation_level = "none"
         self.fleet = fleet
         self.fleet_view: FleetScreen | None = None
-        self.poll_interval = poll_interval
+        # The fleet's poller (a part: it runs in a worker once the app is up).
+        self.poller = FleetPoller(fleet, self.post_message, poll_interval) if fleet is not None else None
         self._rung: dict[Path, int] = {}  # the needs_operator seq the bell already rang for, per run
         # Every notice of the console: held while a question is up (console.tui.notices).
         self.toasts = HeldNotices(post=self.post_message, later=self.call_later,
@@ -136,7 +127,6 @@ class ConsoleApp(App[int]):
         self._stop_watch = asyncio.Event()
         self.theme_problems: list[str] = []
         self._gc_thresholds: tuple[int, ...] = ()
-        self._fleet_drawn = threading.Event()  # set once the store's rows are on the screen (the poller waits)
         self._run_screen_type: type[RunScreen] | None = None  # set when the first run's screen is built
         # The run shown when there is no fleet (the fleet pushes a fresh screen for each run it attaches to).
         self._run: RunScreen | None = None
@@ -187,18 +177,12 @@ class ConsoleApp(App[int]):
     def get_default_screen(self) -> Screen:
         if self.fleet is not None:
             from console.tui.screens.fleet import FleetScreen
-
-            # The first frame lists the store's rows (no log read: ~20 ms for a few hundred runs, before anything
-            # is drawn; a frame without them would be drawn for nothing). The poller starts once this is mounted.
-            try:
-                first = self.fleet.poll(fold=False)
-            except Exception:  # the poller's first slice says what is wrong
-                first = Listed(folded=False)
             from console.tui.screens.fleet_actions import FleetStore
 
-            self.fleet_view = FleetScreen(first, self.fleet.error, store=FleetStore(self.fleet.store_path,
-                                                                                    self.fleet.url),
-                                          show_run=self.show_run, run_on_top=self._run_on_top, rung=self._rung)
+            assert self.poller is not None  # the first frame lists the store's rows; the poller starts once it shows
+            first, store = self.poller.first_rows(), FleetStore(self.fleet.store_path, self.fleet.url)
+            self.fleet_view = FleetScreen(first, self.fleet.error, store=store, show_run=self.show_run,
+                                          run_on_top=self._run_on_top, rung=self._rung)
             return self.fleet_view
         assert self._run is not None
         return self._run
@@ -258,9 +242,9 @@ class ConsoleApp(App[int]):
         self._setup_keymap()
         if self.watch_files:
             self.watch_themes()
-        if self.fleet is not None:
-            self.call_after_refresh(self._fleet_drawn.set)  # the store's rows are in the first frame
-            self.poll_fleet()
+        if self.poller is not None:
+            self.call_after_refresh(self.poller.drawn.set)  # the store's rows are in the first frame
+            self.run_worker(self.poller.run, thread=True, exit_on_error=False, group="fleet", name="fleet")
         self.toasts.started()
         self.screen_change_signal.subscribe(self, self.toasts.screen_changed, immediate=True)
 
@@ -320,30 +304,6 @@ class ConsoleApp(App[int]):
             self.set_keymap(keymap)
 
     # -- workers -------------------------------------------------------------------------------
-    @work(thread=True, exit_on_error=False, group="fleet", name="fleet")
-    def poll_fleet(self) -> None:
-        """The fleet: poll the jobs store and every run's log; the view gets immutable rows."""
-        fleet = self.fleet
-        assert fleet is not None
-        worker = get_current_worker()
-        first = True
-        while not worker.is_cancelled:
-            started = time.monotonic()
-            try:
-                if first:  # the store's rows are drawn before any log is read (folding takes the GIL)
-                    first = False
-                    self._fleet_drawn.wait(FIRST_PAINT_WAIT)
-                # Every log folded, a slice at a time: each slice's rows are shown, the most urgent runs first.
-                rows = fleet.poll(budget=FOLD_SLICE)
-                while not rows.folded and not worker.is_cancelled:
-                    self.post_message(FleetRows(rows, fleet.error))
-                    rows = fleet.poll(budget=FOLD_SLICE)
-            except Exception as exc:  # the list must stay up whatever one run's files hold
-                rows, fleet.error = fleet.rows, f"the fleet could not be read: {type(exc).__name__}: {exc}"
-            self.post_message(FleetRows(rows, fleet.error))
-            worker_sleep(worker, max(0.05, self.poll_interval - (time.monotonic() - started)))
-        fleet.close()  # a shared store's connections (opened again by the next poll, if any)
-
     @work(group="theme-watch", exclusive=True)
     async def watch_themes(self) -> None:
         from watchfiles import awatch
@@ -393,13 +353,15 @@ class ConsoleApp(App[int]):
             self.notify(f"Theme {theme.name} reloaded from {path.name}.", timeout=3)
 
     def on_fleet_rows(self, message: FleetRows) -> None:
-        view = self.fleet_view
-        if view is None or not view.is_attached:
-            self._fleet_drawn.set()  # nothing to draw them on: the poller need not wait
+        """The poller's rows: drawn on the list, then its bell hears of them (console.tui.screens.fleet_bell)."""
+        view, drawn = self.fleet_view, self.poller.drawn if self.poller is not None else None
+        if view is None or not view.is_attached or drawn is None:
+            if drawn is not None:
+                drawn.set()  # nothing to draw them on: the poller need not wait
             return
         view.update_rows(message.rows, message.error)
-        if not self._fleet_drawn.is_set():
-            self.call_after_refresh(self._fleet_drawn.set)
+        if not drawn.is_set():
+            self.call_after_refresh(drawn.set)
         view.needs.seen(message.rows)
 
     def show_run(self, run: Run) -> None:

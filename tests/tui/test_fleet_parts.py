@@ -123,3 +123,26 @@ def test_the_fleet_bell_rings_for_a_new_need_once_and_names_it_over_a_run():
     assert rings == [1] and said == ["x2 job: a restart to approve (q returns to the list)."]
     bell.list_back()
     assert taken == [*NEEDS_TITLES, NEEDS_TITLES[0]] and bell.told is None
+
+
+def test_the_fleet_poller_lists_the_store_first_then_every_run_folded(tmp_path: Path):
+    from console.tui.fleet_poll import FleetPoller
+    from console.tui.messages import FleetRows
+    from console.view.fleet import Fleet
+    from tests.tui.conftest import FROZEN_NOW
+    from tests.tui.fleet_runs import make_fleet
+
+    fx = make_fleet(tmp_path)
+    posted: list[FleetRows] = []
+
+    class Worker:  # cancelled once every run was folded
+        @property
+        def is_cancelled(self) -> bool:
+            return bool(posted) and posted[-1].rows.folded
+
+    poller = FleetPoller(Fleet(fx.store_path, now=lambda: FROZEN_NOW, holder=fx.holder), posted.append, 0.05)
+    first = poller.first_rows()
+    assert len(first) == len(fx.runs) and not first.folded  # the store's rows alone, no log read
+    poller.drawn.set()  # the first frame is drawn: the logs are folded
+    poller.run(Worker())
+    assert posted[-1].rows.folded and {r.path for r in posted[-1].rows} == set(fx.runs.values())
