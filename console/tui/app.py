@@ -1,10 +1,13 @@
 """The operator console: a thin Textual shell around one run's screen, or the fleet of runs.
 
 The app holds what is the console's, not a run's: the themes (and their hot reload), the operator's key map,
-the signals' way in (``stop_and_quit``), the palette's common entries, screenshots and the fleet's poller. A run
+the signals' way in (``stop_and_quit``), the palette's common entries, screenshots, the console's notices (a part:
+:class:`console.tui.notices.HeldNotices`, which holds them while a question is up) and the fleet's poller. A run
 is a :class:`console.tui.screens.run.RunScreen`, which owns it (controller, bridge, fold, workers, keys): the
 app's default screen for one run, or pushed fresh by the fleet for each run attached and popped by q. The fleet's
-own actions (approve, deny, stop, resume, forget from the list) are in :mod:`console.tui.fleet_actions`.
+list is a :class:`console.tui.screens.fleet.FleetScreen`, whose parts act on its runs (approve, deny, stop,
+resume, forget: :mod:`console.tui.screens.fleet_actions`) and ring for a run that needs its operator
+(:mod:`console.tui.screens.fleet_bell`).
 
 It renders only from engine events (and main_plan.md) and acts only through the engine's control API: the
 supervisor's methods for a run in this process, the job's control inbox for a run in another one. No agent logic
@@ -15,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
@@ -24,25 +26,23 @@ from typing import TYPE_CHECKING, TypeGuard
 
 from rich.console import RenderableType
 from textual import work
-from textual.app import SystemCommand
+from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.theme import Theme
-from textual.worker import get_current_worker
 
 from console.engine.job import JobPaths
 from console.engine.text import safe_text
 from console.outcome import EXIT_OK
 from console.tui.commands import Controller, InboxController, RecordingController, SupervisorController
-from console.tui.fleet_actions import FleetActions
-from console.tui.follow import worker_sleep
+from console.tui.fleet_poll import FLEET_POLL, FleetPoller
 from console.tui.keymap import OPERATOR_KEYS, check_keymap
 from console.tui.messages import FleetRows, ThemeFileChanged
-from console.tui.notices import HeldNotices
+from console.tui.notices import HeldNotices, Notice
 from console.tui.screens.dialog import ARM_DELAY
 from console.tui.theme_choice import save_theme
 from console.tui.themes import DEFAULT_THEME, ThemeError, load_theme_file, load_themes, themes_dir, user_themes_dir
-from console.view.fleet import Fleet, Listed
+from console.view.fleet import Fleet
 
 # What is imported here is what every console's first frame needs. A run's screen (its panes, Markdown, the
 # sandbox's words) is imported when the first one is built, the fleet's list when the fleet is shown: the fleet
@@ -54,20 +54,12 @@ if TYPE_CHECKING:
     from console.tui.screens.run import Run, RunScreen
     from console.view.state import ConsoleState
 
-FLEET_POLL = 1.0  # the fleet: how often the jobs store and the runs' logs are polled (its times are in seconds)
-# The fleet's first fold of every log is done in slices of this many seconds, each slice's rows shown: the most
-# urgent runs are shown folded first, and the rows are never older than this while a few hundred logs are read.
-FOLD_SLICE = 0.15
-# The longest the poller waits for the store's rows to be drawn before it folds the logs (it would take the
-# GIL from the first frame): the frame is drawn well before; this is only a bound for a screen that never shows.
-FIRST_PAINT_WAIT = 2.0
-
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class ConsoleApp(FleetActions, HeldNotices):
+class ConsoleApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "agent-console"
     ALLOW_IN_MAXIMIZED_VIEW = "Footer, #status"
@@ -125,14 +117,16 @@ class ConsoleApp(FleetActions, HeldNotices):
             self.animation_level = "none"
         self.fleet = fleet
         self.fleet_view: FleetScreen | None = None
-        self.poll_interval = poll_interval
+        # The fleet's poller (a part: it runs in a worker once the app is up).
+        self.poller = FleetPoller(fleet, self.post_message, poll_interval) if fleet is not None else None
         self._rung: dict[Path, int] = {}  # the needs_operator seq the bell already rang for, per run
-        self._needs_primed = False  # the fleet's list was read whole once (console.tui.fleet_actions)
-        self._needs_told: tuple[str, dict[Path, int]] | None = None
+        # Every notice of the console: held while a question is up (console.tui.notices).
+        self.toasts = HeldNotices(post=self.post_message, later=self.call_later,
+                                  clear_toasts=super().clear_notifications, top_screen=lambda: self.screen,
+                                  clock=self.dialog_clock, default_timeout=self.NOTIFICATION_TIMEOUT)
         self._stop_watch = asyncio.Event()
         self.theme_problems: list[str] = []
         self._gc_thresholds: tuple[int, ...] = ()
-        self._fleet_drawn = threading.Event()  # set once the store's rows are on the screen (the poller waits)
         self._run_screen_type: type[RunScreen] | None = None  # set when the first run's screen is built
         # The run shown when there is no fleet (the fleet pushes a fresh screen for each run it attaches to).
         self._run: RunScreen | None = None
@@ -151,8 +145,21 @@ class ConsoleApp(FleetActions, HeldNotices):
         a job's name or the engine's reason, so they are made safe for the terminal and never parsed as markup
         (``[/]`` in a folder name is text, not a closing tag that raises). ``markup`` is ignored for that reason.
         While a dialog is up it waits for it to close (console.tui.notices)."""
-        super().notify(safe_text(str(message)), title=safe_text(str(title), one_line=True),
-                       severity=severity, timeout=timeout, markup=False)  # type: ignore[arg-type]
+        self.toasts.notify(safe_text(str(message)), title=safe_text(str(title), one_line=True),
+                           severity=severity, timeout=timeout, markup=False)  # type: ignore[arg-type]
+
+    def clear_notifications(self) -> None:
+        """Every notice, shown or held: the console clears them when they are no longer true."""
+        self.toasts.clear()
+
+    def retract_notices(self, title: str) -> None:
+        """Take back the notices titled ``title`` (console.tui.notices.retract)."""
+        self.toasts.retract(title)
+
+    @property
+    def held_notices(self) -> list[Notice]:
+        """The notices waiting for a question to close."""
+        return self.toasts.held
 
     # -- construction helpers ---------------------------------------------------------------
     @classmethod
@@ -170,14 +177,12 @@ class ConsoleApp(FleetActions, HeldNotices):
     def get_default_screen(self) -> Screen:
         if self.fleet is not None:
             from console.tui.screens.fleet import FleetScreen
+            from console.tui.screens.fleet_actions import FleetStore
 
-            # The first frame lists the store's rows (no log read: ~20 ms for a few hundred runs, before anything
-            # is drawn; a frame without them would be drawn for nothing). The poller starts once this is mounted.
-            try:
-                first = self.fleet.poll(fold=False)
-            except Exception:  # the poller's first slice says what is wrong
-                first = Listed(folded=False)
-            self.fleet_view = FleetScreen(first, self.fleet.error)
+            assert self.poller is not None  # the first frame lists the store's rows; the poller starts once it shows
+            first, store = self.poller.first_rows(), FleetStore(self.fleet.store_path, self.fleet.url)
+            self.fleet_view = FleetScreen(first, self.fleet.error, store=store, show_run=self.show_run,
+                                          run_on_top=self._run_on_top, rung=self._rung)
             return self.fleet_view
         assert self._run is not None
         return self._run
@@ -193,6 +198,11 @@ class ConsoleApp(FleetActions, HeldNotices):
     def _is_run_screen(self, screen: Screen) -> TypeGuard[RunScreen]:
         # No run's screen was built yet: none is in the stack (and its module need not be imported to say so).
         return self._run_screen_type is not None and isinstance(screen, self._run_screen_type)
+
+    def _run_on_top(self) -> Path | None:
+        """The folder of the run whose console is the top screen (None: the fleet's list, a question...)."""
+        screen = self.screen
+        return screen.paths.root if self._is_run_screen(screen) else None
 
     @property
     def run_screen(self) -> RunScreen | None:
@@ -232,9 +242,11 @@ class ConsoleApp(FleetActions, HeldNotices):
         self._setup_keymap()
         if self.watch_files:
             self.watch_themes()
-        if self.fleet is not None:
-            self.call_after_refresh(self._fleet_drawn.set)  # the store's rows are in the first frame
-            self.poll_fleet()
+        if self.poller is not None:
+            self.call_after_refresh(self.poller.drawn.set)  # the store's rows are in the first frame
+            self.run_worker(self.poller.run, thread=True, exit_on_error=False, group="fleet", name="fleet")
+        self.toasts.started()
+        self.screen_change_signal.subscribe(self, self.toasts.screen_changed, immediate=True)
 
     def _tune_gc(self) -> None:
         """Keep the garbage collector from pausing the UI.
@@ -292,30 +304,6 @@ class ConsoleApp(FleetActions, HeldNotices):
             self.set_keymap(keymap)
 
     # -- workers -------------------------------------------------------------------------------
-    @work(thread=True, exit_on_error=False, group="fleet", name="fleet")
-    def poll_fleet(self) -> None:
-        """The fleet: poll the jobs store and every run's log; the view gets immutable rows."""
-        fleet = self.fleet
-        assert fleet is not None
-        worker = get_current_worker()
-        first = True
-        while not worker.is_cancelled:
-            started = time.monotonic()
-            try:
-                if first:  # the store's rows are drawn before any log is read (folding takes the GIL)
-                    first = False
-                    self._fleet_drawn.wait(FIRST_PAINT_WAIT)
-                # Every log folded, a slice at a time: each slice's rows are shown, the most urgent runs first.
-                rows = fleet.poll(budget=FOLD_SLICE)
-                while not rows.folded and not worker.is_cancelled:
-                    self.post_message(FleetRows(rows, fleet.error))
-                    rows = fleet.poll(budget=FOLD_SLICE)
-            except Exception as exc:  # the list must stay up whatever one run's files hold
-                rows, fleet.error = fleet.rows, f"the fleet could not be read: {type(exc).__name__}: {exc}"
-            self.post_message(FleetRows(rows, fleet.error))
-            worker_sleep(worker, max(0.05, self.poll_interval - (time.monotonic() - started)))
-        fleet.close()  # a shared store's connections (opened again by the next poll, if any)
-
     @work(group="theme-watch", exclusive=True)
     async def watch_themes(self) -> None:
         from watchfiles import awatch
@@ -364,13 +352,21 @@ class ConsoleApp(FleetActions, HeldNotices):
                     view.invalidate()
             self.notify(f"Theme {theme.name} reloaded from {path.name}.", timeout=3)
 
-    def open_run(self, path: Path) -> None:
-        """The fleet: show one run's console (attached: keys go through its inbox); q comes back."""
-        from console.tui.screens.run import Run
+    def on_fleet_rows(self, message: FleetRows) -> None:
+        """The poller's rows: drawn on the list, then its bell hears of them (console.tui.screens.fleet_bell)."""
+        view, drawn = self.fleet_view, self.poller.drawn if self.poller is not None else None
+        if view is None or not view.is_attached or drawn is None:
+            if drawn is not None:
+                drawn.set()  # nothing to draw them on: the poller need not wait
+            return
+        view.update_rows(message.rows, message.error)
+        if not drawn.is_set():
+            self.call_after_refresh(drawn.set)
+        view.needs.seen(message.rows)
 
-        paths = JobPaths(path)
-        self.push_screen(self._run_screen(Run(controller=InboxController(paths), paths=paths, job_title=path.name,
-                                              follow=True, run_id=paths.run_id), in_fleet=True))
+    def show_run(self, run: Run) -> None:
+        """The fleet: show one run's console (attached from the list); q comes back."""
+        self.push_screen(self._run_screen(run, in_fleet=True))
 
     # -- leaving -------------------------------------------------------------------------------------
     def action_quit_console(self) -> None:
@@ -406,18 +402,7 @@ class ConsoleApp(FleetActions, HeldNotices):
         """The palette: each action once, in the console's words. Not Textual's own Quit (it would skip the
         question and abort the run), nor its Keys panel (? is the help) or Maximize (m)."""
         if self.fleet_view is not None and screen is self.fleet_view:
-            view = self.fleet_view  # the selected run's commands, only those that act on it (as its footer)
-            for action, title, help_text, run in (
-                    ("attach", "Attach", "Open the console of the selected run (q comes back)", view.action_attach),
-                    ("approve", "Approve restart", "Approve the selected run's pending context restart",
-                     view.action_approve),
-                    ("deny", "Deny restart", "Deny the selected run's pending restart (the run ends)",
-                     view.action_deny),
-                    ("acknowledge", "Acknowledge run", "The selected run that gave up, crashed or failed asks for "
-                     "you no more (resume still goes on with it)", view.action_acknowledge)):
-                if view.check_action(action, ()):
-                    yield SystemCommand(title, help_text, run)
-            yield SystemCommand("Filter runs", "Show only the runs matching some words", view.action_filter)
+            yield from self.fleet_view.system_commands()
         elif self._is_run_screen(screen):
             yield from screen.system_commands()
         yield SystemCommand("Theme", "Change the console's theme", self.action_change_theme)

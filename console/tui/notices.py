@@ -27,9 +27,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from textual.app import App, ScreenStackError
+from textual.message import Message
 from textual.notifications import Notification, Notify, SeverityLevel
 from textual.screen import Screen
 
@@ -51,45 +52,51 @@ class Notice:
     markup: bool
 
 
-class HeldNotices(App[int]):
-    """The console app's toasts (a mixin of :class:`console.tui.app.ConsoleApp`)."""
+class HeldNotices:
+    """The console's toasts: a part of :class:`console.tui.app.ConsoleApp`, which sends every ``notify`` here.
 
-    dialog_clock: Callable[[], float]  # the app's clock for the operator's moments (tests move it by hand)
+    It is given the narrow things it needs of the app: ``post`` a toast's Notify message (to the app's queue),
+    ``later`` call something on the app's thread, ``clear_toasts`` (Textual's own clearing of the toasts: the app's
+    ``clear_notifications`` clears the held ones too, through :meth:`clear`), ``top_screen`` (raises
+    ScreenStackError before the app starts), the dialogs' ``clock`` and the ``default_timeout`` of a toast."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, *, post: Callable[[Message], object], later: Callable[..., object],
+                 clear_toasts: Callable[[], None], top_screen: Callable[[], Screen],
+                 clock: Callable[[], float] = time.monotonic, default_timeout: float = 5.0) -> None:
+        self._post = post
+        self._later = later
+        self._default_timeout = default_timeout
+        self._clear_toasts = clear_toasts
+        self._top_screen = top_screen
+        self._clock = clock
         # Toasts raised and not run out: what, when (the dialogs' clock) and Textual's notification of it.
         self._shown: list[tuple[Notice, float, Notification]] = []
         self._held: list[Notice] = []
         self._notices_thread: int | None = None
 
-    def on_mount(self) -> None:
+    def started(self) -> None:
+        """The app runs: notices from other threads are decided on this one."""
         self._notices_thread = threading.get_ident()
-        self.screen_change_signal.subscribe(self, self._screen_changed, immediate=True)
-
-    def _now(self) -> float:
-        return float(getattr(self, "dialog_clock", time.monotonic)())
 
     def _dialog_up(self) -> bool:
         try:
-            return holds_notices(self.screen)
+            return holds_notices(self._top_screen())
         except ScreenStackError:  # not started yet
             return False
 
     @property
-    def held_notices(self) -> list[Notice]:
+    def held(self) -> list[Notice]:
         return list(self._held)
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = True) -> None:
         if self._notices_thread is not None and threading.get_ident() != self._notices_thread:
-            # Another thread's (Textual's notify is thread-safe): decided on the app's thread, by this method (a
-            # subclass's, which may rewrite the text, has run already).
-            self.call_later(HeldNotices.notify, self, message, title=title, severity=severity, timeout=timeout,
-                            markup=markup)
+            # Another thread's (Textual's notify is thread-safe): decided on the app's thread, by this method (the
+            # app's, which rewrites the text, has run already).
+            self._later(self.notify, message, title=title, severity=severity, timeout=timeout, markup=markup)
             return
-        self._route(Notice(message, title, severity, self.NOTIFICATION_TIMEOUT if timeout is None else timeout,
-                           markup))
+        timeout = self._default_timeout if timeout is None else timeout
+        self._route(Notice(message, title, severity, timeout, markup))
 
     def _route(self, notice: Notice) -> None:
         if self._dialog_up():
@@ -99,12 +106,12 @@ class HeldNotices(App[int]):
         self._show(notice)
 
     def _show(self, notice: Notice) -> None:
-        now = self._now()
+        now = self._clock()
         self._shown = [s for s in self._shown if now - s[1] < s[0].timeout]
-        # What App.notify does, keeping the notification (retract_notices expires it).
+        # What App.notify does, keeping the notification (retract expires it).
         note = Notification(notice.message, notice.title, notice.severity, notice.timeout, markup=notice.markup)
         self._shown.append((notice, now, note))
-        self.post_message(Notify(note))
+        self._post(Notify(note))
 
     @staticmethod
     def _expire(notes: list[Notification]) -> None:
@@ -113,14 +120,14 @@ class HeldNotices(App[int]):
         for note in notes:
             note.timeout = 0
 
-    def clear_notifications(self) -> None:
+    def clear(self) -> None:
         """Every notice, shown or held: the console clears them when they are no longer true."""
         self._expire([s[2] for s in self._shown])
         self._shown.clear()
         self._held.clear()
-        super().clear_notifications()
+        self._clear_toasts()
 
-    def retract_notices(self, title: str) -> None:
+    def retract(self, title: str) -> None:
         """Take back the notices titled ``title``, shown, on their way or held (they stopped being true); the
         others stay as they are."""
         self._held = [n for n in self._held if n.title != title]
@@ -131,30 +138,31 @@ class HeldNotices(App[int]):
         self._expire(gone)
         # The toasts are drawn again from Textual's list once this message is handled (handled after any notice
         # still on its way): the expired ones are left out, this one with them.
-        self.post_message(Notify(gone[0]))
+        self._post(Notify(gone[0]))
 
-    def _screen_changed(self, screen: Screen) -> None:
+    def screen_changed(self, screen: Screen) -> None:
+        """The top screen changed (the app's ``screen_change_signal``)."""
         if holds_notices(screen):
             self._hold()
         else:
             self._release()
 
     def _hold(self) -> None:
-        now = self._now()
+        now = self._clock()
         live = [n for n, at, _note in self._shown if now - at < n.timeout]
         self._expire([s[2] for s in self._shown])  # shown again once it closes
         self._shown.clear()
         if not live:
             return
         self._held[:0] = live  # older than any raised while the dialog is up
-        super().clear_notifications()
+        self._clear_toasts()
         # A toast raised just before the dialog may still be on its way to the screen (Textual posts it): taken off
         # once it has arrived, if a dialog is still up.
-        self.call_later(self._clear_under_dialog)
+        self._later(self._clear_under_dialog)
 
     def _clear_under_dialog(self) -> None:
         if self._dialog_up():
-            super().clear_notifications()
+            self._clear_toasts()
 
     def _release(self) -> None:
         if not self._held:
@@ -169,9 +177,16 @@ class HeldNotices(App[int]):
             self._show(notice)
 
 
+@runtime_checkable
+class RetractsNotices(Protocol):
+    """An app whose notices can be taken back one title at a time (the console's)."""
+
+    def retract_notices(self, title: str) -> None: ...
+
+
 def retract(app: App[Any], title: str) -> None:
     """Take back ``app``'s notices titled ``title`` (all of them in an app without held notices)."""
-    if isinstance(app, HeldNotices):
+    if isinstance(app, RetractsNotices):
         app.retract_notices(title)
     else:
         app.clear_notifications()

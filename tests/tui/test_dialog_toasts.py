@@ -113,7 +113,7 @@ def test_the_fleet_s_notices_never_cover_its_stop_question(tmp_path):
 
     async def body(pilot):
         await wait_for(pilot, lambda: listed(app, 7))
-        await wait_for(pilot, lambda: app._needs_primed, what="the list read whole")
+        await wait_for(pilot, lambda: app.fleet_view.needs.primed, what="the list read whole")
         app.notify("95tbj runs again, in the background.", title="Resumed")
         await wait_for(pilot, lambda: toasts(app.screen) == ["Resumed"], what="the fleet's toast")
         view = app.fleet_view
@@ -126,9 +126,10 @@ def test_the_fleet_s_notices_never_cover_its_stop_question(tmp_path):
         assert toasts(question) == [] and titles(app) == []
         assert [n.title for n in app.held_notices] == ["Resumed"]
         app.notify("95tbj: exit code 1", title="Not resumed", severity="error")
-        rung = dict(app._rung)
-        app._rung.clear()  # the waiting run needs its operator anew (a new pending seq): the next poll says so
-        await wait_for(pilot, lambda: app._rung == rung, what="the new need seen")
+        rung = dict(app.fleet_view.needs.rung)
+        # The waiting run needs its operator anew (a new pending seq): the next poll says so.
+        app.fleet_view.needs.rung.clear()
+        await wait_for(pilot, lambda: app.fleet_view.needs.rung == rung, what="the new need seen")
         assert [n.title for n in app.held_notices] == ["Resumed", "Not resumed"]
         await pilot.press("n")
         await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen), what="the list")

@@ -17,10 +17,10 @@ from console.engine import events as ev
 from console.engine.control import RunLock
 from console.engine.job import JobPaths
 from console.engine.runs import run_id
-from console.tui.fleet_actions import NEEDS_TITLES
 from console.tui.launch import build_fleet_app
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.fleet import FleetScreen
+from console.tui.screens.fleet_bell import NEEDS_TITLES
 from console.tui.screens.run import RunScreen
 from console.view.fleet import COMPLETED, GONE, INTERRUPTED, PAUSED, RUNNING, STOPPED, WAITING, Fleet
 from tests.conftest import REPO, SAMPLES

@@ -14,9 +14,9 @@ from textual.widgets._footer import FooterKey
 from console.engine import events as ev
 from console.engine.job import JobPaths
 from console.engine.store import JobStore
-from console.tui.fleet_actions import NEEDS_TITLES
 from console.tui.launch import build_fleet_app
 from console.tui.screens.fleet import FleetScreen
+from console.tui.screens.fleet_bell import NEEDS_TITLES
 from console.tui.screens.run import RunScreen
 from console.view.fleet import GAVE_UP, NEEDS
 from tests.tui.conftest import FROZEN_NOW, drive, wait_for

@@ -61,7 +61,7 @@ def test_the_store_rows_are_drawn_before_any_log_is_read(tmp_path, monkeypatch):
     poll = Fleet.poll
 
     def recorded(self: Fleet, fold: bool = True, budget: float | None = None):  # type: ignore[no-untyped-def]
-        calls.append((fold, app._fleet_drawn.is_set()))
+        calls.append((fold, app.poller.drawn.is_set()))
         return poll(self, fold, budget)
 
     monkeypatch.setattr(Fleet, "poll", recorded)

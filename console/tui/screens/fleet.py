@@ -8,9 +8,11 @@ reached...) is listed first and highlighted, with why and since when; ``enter`` 
 paused run unpauses; a stopped, interrupted or failed one starts again in the background with the settings it was
 started with), ``k`` acknowledges a run that gave up, crashed or failed (it asks no more;
 ``r`` still resumes it), ``x`` forgets a run whose folder is gone, ``/`` filters; the footer offers each of these
-only while it applies to the selected run. The screen only shows rows and says
-what the operator asked for: the app polls the store, asks before anything that ends, starts or forgets a run,
-and acts (one-way: the screen never reaches back into the app).
+only while it applies to the selected run (:mod:`console.view.fleet_offers` decides it from the row's facts). The
+app polls the store and hands the screen its rows; the screen's parts act on them: its actions
+(:mod:`console.tui.screens.fleet_actions`: ask before anything that ends, starts or forgets a run, then act) and
+its bell (:mod:`console.tui.screens.fleet_bell`: a run that needs its operator anew rings). Each is given only what it
+needs (the store, a function to show a run's console...), never the app.
 
 A run's folder name, its job's name, its state and its last event may hold anything (a name with ``[/]`` or an
 escape sequence in it): each cell and line shows them through :func:`console.engine.text.safe_text`, as Rich
@@ -19,9 +21,13 @@ escape sequence in it): each cell and line shows them through :func:`console.eng
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
 from rich.style import Style
 from rich.text import Text
-from textual.app import ComposeResult
+from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.content import Content
 from textual.events import Resize
@@ -30,8 +36,16 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from console.engine.text import safe_text
+from console.tui.notices import retract
+from console.tui.screens.fleet_actions import FleetActions, FleetStore, Hands
+from console.tui.screens.fleet_bell import NeedsBell
 from console.view import present
 from console.view.fleet import GONE, LIVE, FleetRow, Listed, matches
+from console.view.fleet_offers import PALETTE, ROW_ACTIONS, applies, offered
+
+if TYPE_CHECKING:
+    from console.tui.screens.dialog import Dialog
+    from console.tui.screens.run import Run  # imported when a run is attached (the fleet's first frame never is)
 
 # The row fields each column shows (a cell is redrawn only when one of them changed).
 CELL_FIELDS = {"id": ("id",), "job": ("job",), "state": ("state", "kind", "sandbox", "needs"), "phase": ("phase",),
@@ -41,31 +55,6 @@ PATCH_ROWS = 30  # more changed rows than this: the list is rebuilt (cheaper tha
 NARROW = 100  # under this many columns the last event is shown under the list only
 COLUMNS = [("id", "id", 5), ("job", "job", 16), ("state", "state", 20), ("phase", "phase", 5), ("ctx", "ctx", 4),
            ("cost", "cost", 7), ("elapsed", "elapsed", 8)]
-
-
-# The keys that act on the selected run: each is offered (footer, key) only while it applies to it (:func:`applies`).
-ROW_ACTIONS = ("attach", "approve", "deny", "stop", "pause", "resume", "acknowledge", "forget")
-
-
-def applies(action: str, row: FleetRow | None) -> bool:
-    """Whether ``action`` acts on ``row`` now (what the app would do rather than say "nothing to ...")."""
-    if row is None:
-        return False
-    if action == "attach":
-        return row.state != GONE
-    if action in ("approve", "deny"):
-        return bool(row.pending_seq)
-    if action == "stop":
-        return row.has_runner
-    if action == "pause":
-        return row.pausable
-    if action == "resume":
-        return bool(row.resume)
-    if action == "acknowledge":
-        return row.ackable
-    if action == "forget":
-        return row.state == GONE
-    return True
 
 
 def cell_text(text: object) -> str:
@@ -101,9 +90,17 @@ class FleetScreen(Screen):
     class Shown(Message):
         """The list is shown again (a run's console, or a dialog over it, closed)."""
 
-    def __init__(self, rows: Listed | None = None, error: str = "") -> None:
-        """``rows``: what the first frame lists (the store's rows, before any log is read)."""
+    def __init__(self, rows: Listed | None, error: str, *, store: FleetStore, show_run: Callable[[Run], None],
+                 run_on_top: Callable[[], Path | None], rung: dict[Path, int]) -> None:
+        """``rows``: what the first frame lists (the store's rows, before any log is read). The parts' needs:
+        ``store``: the jobs store listed; ``show_run``: push a run's console (q comes back); ``run_on_top``: the
+        folder of the run whose console is on top (None: none is); ``rung``: the needs the bell rang for, per run
+        (shared with the runs' consoles)."""
         super().__init__(id="fleet")
+        self.actions = FleetActions(store, Hands(ask=self._ask, notify=self._notify, show_run=show_run,
+                                                 in_thread=self._in_thread, from_thread=self._from_thread))
+        self.needs = NeedsBell(rung, bell=self._bell, notify=self._notify, retract=self._retract,
+                               run_on_top=run_on_top)
         self.rows: list[FleetRow] = rows if rows is not None else Listed(folded=False)
         self.shown: list[FleetRow] = []
         self.filter_text = ""
@@ -128,6 +125,33 @@ class FleetScreen(Screen):
 
     def on_screen_resume(self) -> None:
         self.post_message(self.Shown())
+
+    # -- the parts' hands (late-bound: the screen meets its app when it is pushed) ----------------------------
+    def _ask(self, dialog: Dialog, done: Callable[[Any], None]) -> None:
+        self.app.push_screen(dialog, done)
+
+    def _notify(self, message: str, **kw: Any) -> None:
+        self.app.notify(message, **kw)
+
+    def _in_thread(self, work: Callable[[], None], group: str) -> None:
+        self.app.run_worker(work, thread=True, exit_on_error=False, group=group)
+
+    def _from_thread(self, callback: Callable[..., Any], *args: Any, **kw: Any) -> None:
+        self.app.call_from_thread(callback, *args, **kw)
+
+    def _bell(self) -> None:
+        self.app.bell()
+
+    def _retract(self, title: str) -> None:
+        retract(self.app, title)
+
+    def on_fleet_screen_shown(self, message: FleetScreen.Shown) -> None:
+        message.stop()
+        self.needs.list_back()
+
+    def on_fleet_screen_act(self, message: FleetScreen.Act) -> None:
+        message.stop()
+        self.actions.act(message.action, message.row)
 
     def on_resize(self, event: Resize) -> None:
         if self._set_columns(event.size.width):
@@ -284,7 +308,7 @@ class FleetScreen(Screen):
 
     def _show_detail(self) -> None:
         r = self.selected
-        keys_for = tuple(applies(action, r) for action in ROW_ACTIONS)
+        keys_for = offered(r)
         if keys_for != self._keys_for:  # the footer offers a run's keys only while they act on the selected run
             self._keys_for = keys_for
             self.refresh_bindings()
@@ -339,6 +363,16 @@ class FleetScreen(Screen):
         if action not in ROW_ACTIONS:
             return True
         return applies(action, self.selected)
+
+    def system_commands(self) -> Iterator[SystemCommand]:
+        """The palette's entries of the list: the selected run's commands, only those that act on it (as its
+        footer), and the filter."""
+        run = {"attach": self.action_attach, "approve": self.action_approve, "deny": self.action_deny,
+               "acknowledge": self.action_acknowledge}
+        for action, title, help_text in PALETTE:
+            if self.check_action(action, ()):
+                yield SystemCommand(title, help_text, run[action])
+        yield SystemCommand("Filter runs", "Show only the runs matching some words", self.action_filter)
 
     def on_data_table_row_selected(self, message: DataTable.RowSelected) -> None:
         message.stop()
