@@ -22,12 +22,15 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from console.engine import events as ev
-from console.engine.control import RunLock
 from console.engine.job import JobPaths
+from console.engine.run_lock import RunLock
 from console.engine.starting import starting
 from console.outcome import EXIT_INTERRUPTED, exit_code_for
+
+if TYPE_CHECKING:
+    from console.engine import events as ev
 
 RUNNER_LOG = "runner.log"
 START_PATIENCE = 20.0  # seconds a runner has to take the run's lock (a slow disk, a big journal to read back)
@@ -231,6 +234,9 @@ def _children(pid: int) -> list[int]:
 def last_end(paths: JobPaths) -> tuple[ev.RunEnded | None, bool]:
     """The run's own end after its last start (its last run_ended; None while none is recorded after the last
     start), and whether a job_completed came with it. Reads the log's tail only."""
+    # Imported here: the command that starts a runner (``run --detach``) does not load the events to start one.
+    from console.engine import events as ev
+
     try:
         with paths.events.open("rb") as fh:
             fh.seek(0, os.SEEK_END)

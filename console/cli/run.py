@@ -171,12 +171,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not flags.get("notify"):
             flags["notify"] = tuple(settings.notify.urls)
         from console.engine.launch import notify_timing
-        from console.notify import check_urls, shown_url
 
         on_end, remind = notify_timing(recorded, settings.notify.on_end, tuple(settings.notify.remind_minutes))
+        if flags["notify"]:  # console.notify (the notifier, the run's events) is loaded only for URLs to check
+            from console.notify import check_urls
 
-        if problems := check_urls(flags["notify"]):
-            raise ValueError(f"--notify / [notify] urls: {problems[0]}")
+            if problems := check_urls(flags["notify"]):
+                raise ValueError(f"--notify / [notify] urls: {problems[0]}")
         script = Path(flags["script"]) if flags.get("script") else None
         rs = resolve_run_settings(settings, job, job_toml=one_line(str(source.job_toml), 0),
                                   **{k: v for k, v in flags.items() if k not in ("script", "notify")})
@@ -299,6 +300,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 theme = chosen_theme(args.theme, settings)
             return start_runner(paths, given, by=by, console=use_console, theme=theme,
                                 made=not args.in_place, again=_again(source.root, args.in_place), store=store)
+        from console.notify import shown_url
+
         launch = LaunchStart(record, seal, source="resume" if recorded is not None and not starting else "start",
                              changes=tuple(changes(recorded, record)) if recorded is not None and not starting
                              else (),

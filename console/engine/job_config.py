@@ -11,7 +11,7 @@ from typing import Annotated
 from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from console.engine.guardrails import GuardrailsConfig, KnownTool
+from console.engine.guardrails.config import GuardrailsConfig, KnownTool
 from console.engine.job import (
     ContextSection,
     JobError,
@@ -25,10 +25,9 @@ from console.engine.job import (
     parse_config_toml,
     read_config_text,
 )
-from console.engine.tools import BUILTIN_TOOL_NAMES, default_registry
-from console.engine.tools.commands import CommandToolConfig, CommandTools
-from console.engine.tools.find_files import INDEX_TOOLS
+from console.engine.tools.command_config import CommandToolConfig, CommandTools
 from console.engine.tools.limits import SandboxSection, legacy_mode
+from console.engine.tools.tool_names import BUILTIN_TOOL_NAMES, BUILTIN_TOOLS, INDEX_TOOLS
 
 
 class JobConfig(StrictSection):
@@ -67,8 +66,9 @@ class JobConfig(StrictSection):
         known = {t.name: KnownTool() for t in self.tools}  # commands take no arguments
         # find_files is a tool of this job only with [context] file_index = true (None: the settings decide, so
         # a guardrail may name it; with the index off it then gates a tool the agent does not have).
-        index = INDEX_TOOLS if self.context.file_index is not False else []
-        known.update({t.name: KnownTool(t.params, t.modifies) for t in [*default_registry().tools(), *index]})
+        index = INDEX_TOOLS if self.context.file_index is not False else ()
+        # The registry's tools as plain data (tools.tool_names): checking a job does not load the tools.
+        known.update({name: KnownTool(params, modifies) for name, params, modifies in (*BUILTIN_TOOLS, *index)})
         problems = self.guardrails.tool_problems(known)
         if problems:
             raise ValidationError.from_exception_data(type(self).__name__, [

@@ -14,7 +14,7 @@ from console.engine.context.carryover import DEFAULT_CARRYOVER_TURNS
 from console.engine.cost import Prices
 from console.engine.guardrails import GuardrailsConfig
 from console.engine.job import DEFAULT_COMPACT_AT
-from console.engine.tools.commands import CommandToolConfig
+from console.engine.tools.command_config import CommandToolConfig
 from console.engine.tools.limits import CommandWorld
 
 

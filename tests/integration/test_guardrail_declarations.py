@@ -21,7 +21,7 @@ from console.engine.guardrails import FILE_CHANGING_TOOLS, PolicyGate
 from console.engine.job import JobPaths
 from console.engine.job_config import JobConfig
 from console.engine.tools import default_registry
-from console.engine.tools.registry import Tool, ToolArgs, ToolRegistry
+from console.engine.tools.registry import Tool, ToolArgs
 from tests.unit.test_guardrails_world import FakeWorld
 
 COMMANDS = """
@@ -151,8 +151,12 @@ def test_a_new_tool_that_changes_a_file_is_governed_without_naming_it(monkeypatc
     """A tool added to the registry with ``modifies`` is under read_before_write with no change to the policy,
     keyed by the argument its entry names (here ``target``, not ``path``)."""
     stamp = Tool("stamp_file", "Stamp a file", _TargetArgs, lambda rt, a: "stamped", modifies="target")
-    monkeypatch.setattr("console.engine.job_config.default_registry",
-                        lambda: ToolRegistry([*default_registry().tools(), stamp]))
+    # job.toml's check knows the registry's tools as plain data (tools.tool_names, kept equal to the registry by
+    # tests/unit/test_tool_names.py): the new tool is added there as it would be to the registry.
+    from console.engine.tools.tool_names import BUILTIN_TOOLS
+
+    monkeypatch.setattr("console.engine.job_config.BUILTIN_TOOLS",
+                        (*BUILTIN_TOOLS, (stamp.name, stamp.params, stamp.modifies)))
     config = JobConfig.model_validate({"guardrails": {"policies": [{"type": "read_before_write"}]}})
     gate = PolicyGate([e.build() for e in config.guardrails.policies])
     world = FakeWorld("notes.md")

@@ -14,53 +14,28 @@ agent its wrap-up turn and ends the run.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from console.engine.job import one_line
+# The bounds and the durations job.toml is checked with are defined with the table's checks (offered here too).
+from console.engine.guardrails.bounds import MAX_BUDGET_TOKENS as MAX_BUDGET_TOKENS
+from console.engine.guardrails.bounds import MAX_BUDGET_USD as MAX_BUDGET_USD
+from console.engine.guardrails.bounds import MAX_DEADLINE_SECONDS as MAX_DEADLINE_SECONDS
+from console.engine.guardrails.bounds import parse_duration as parse_duration
 
 Exhausted = Literal["deadline", "tokens", "cost"]
 # The budgets that pause the run and ask its operator instead of ending it.
 SPEND_LIMITS: frozenset[str] = frozenset({"tokens", "cost"})
 MAX_GRANTS = 10**6
 
-MAX_DEADLINE_SECONDS = 30 * 24 * 3600  # 30 days: a longer deadline is a typo
-MAX_BUDGET_TOKENS = 10**12
-MAX_BUDGET_USD = 1_000_000.0  # US dollars: a larger budget is a typo
 # Tokens recorded so far are bounded too, so a corrupted state file cannot hold an absurd number.
 MAX_TOKENS_USED = 10**15
 MAX_COST_USED = 1e12
 # The wrap-up turn a spent budget grants has this long for its model call and its commands.
 WRAP_UP_SECONDS = 120.0
-
-# "1d2h30m15s" in this order, each part optional, or plain seconds. Anchored with no nested repetition:
-# matching is linear in the length, which is itself capped before matching.
-# ASCII digits only: \d and str.isdigit() also accept other scripts' digits ("١٢").
-_DURATION = re.compile(r"(?:([0-9]{1,6})d)?(?:([0-9]{1,7})h)?(?:([0-9]{1,9})m)?(?:([0-9]{1,10})s)?")
-_UNIT_SECONDS = (86400, 3600, 60, 1)
-
-
-def parse_duration(value: str | int, what: str = "deadline") -> float:
-    """Seconds in ``"90s"``, ``"45m"``, ``"1h30m"``, ``"2h"``, ``"1d"`` or plain integer seconds (``"2700"``,
-    ``2700``). A ValueError naming ``what`` otherwise. Bounds (more than 0, at most 30 days) are the caller's."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        if value < 0:
-            raise ValueError(f"{what}: {value} is negative; a duration is like 45m, 1h30m, 90s")
-        return float(value)
-    text = value.strip().lower() if isinstance(value, str) else ""
-    if isinstance(value, str) and 0 < len(text) <= 40 and text.isascii():
-        if text.isdigit():
-            return float(int(text))
-        match = _DURATION.fullmatch(text)
-        if match and any(match.groups()):
-            return float(sum(int(g) * unit for g, unit in zip(match.groups(), _UNIT_SECONDS, strict=True) if g))
-    shown = one_line(str(value), 60)
-    raise ValueError(f"{what}: '{shown}' is not a duration like 45m, 1h30m, 90s")
-
 
 def _plural(n: int, unit: str) -> str:
     return f"{n} {unit}{'' if n == 1 else 's'}"

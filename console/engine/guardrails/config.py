@@ -49,41 +49,26 @@ from pydantic import (
     model_validator,
 )
 
-from console.engine.guardrails.budgets import (
+# Checking the table needs its bounds alone (a start's check of job.toml loads no more); building the guardrails it
+# declares imports their machinery where it is built (build_guardrails, each entry's build).
+from console.engine.guardrails.bounds import (
+    FILE_CHANGING_TOOLS,
     MAX_BUDGET_TOKENS,
     MAX_BUDGET_USD,
     MAX_DEADLINE_SECONDS,
-    Budgets,
-    parse_duration,
-)
-from console.engine.guardrails.completion import (
-    CompositeChecker,
-    FileExistsChecker,
-    PlanBasedChecker,
-    TaskCompletionChecker,
-)
-from console.engine.guardrails.escalation import MAX_ESCALATE_AFTER
-from console.engine.guardrails.feedback import (
+    MAX_ESCALATE_AFTER,
     RECENT_CALLS,
-    FeedbackProviderConfig,
-    FeedbackRunner,
-    FeedbackTrigger,
-    FileCreatedTrigger,
     Severity,
-)
-from console.engine.guardrails.feedback_providers import DeadlineFeedback, StaticFeedbackProvider, StuckDetector
-from console.engine.guardrails.policies import (
-    FILE_CHANGING_TOOLS,
-    PolicyGate,
-    ReadBeforeWritePolicy,
-    SequentialDependencyPolicy,
-    ToolPolicy,
     find_cycle,
+    parse_duration,
 )
 from console.engine.job import STATE_DIR, one_line
 
 if TYPE_CHECKING:
+    from console.engine.guardrails.completion import TaskCompletionChecker
+    from console.engine.guardrails.feedback import FeedbackProviderConfig, FeedbackTrigger
     from console.engine.guardrails.guardrails import Guardrails
+    from console.engine.guardrails.policies import ToolPolicy
 
 MAX_ENTRIES = 32
 MAX_FEEDBACK_TEXT = 10_000
@@ -205,6 +190,8 @@ class ReadBeforeWriteEntry(_Strict):
         return entry
 
     def build(self) -> ToolPolicy:
+        from console.engine.guardrails.policies import ReadBeforeWritePolicy
+
         return ReadBeforeWritePolicy(self.effective_name, tuple(self.read_tools),
                                      tuple(self.write_tools or FILE_CHANGING_TOOLS), self.path_param,
                                      self._tool_params)
@@ -238,6 +225,8 @@ class SequentialEntry(_Strict):
         return [(("dependencies",), _not_a_tool(t, known)) for t in dict.fromkeys(named) if t not in known]
 
     def build(self) -> ToolPolicy:
+        from console.engine.guardrails.policies import SequentialDependencyPolicy
+
         return SequentialDependencyPolicy(self.dependencies, name=self.effective_name)
 
 
@@ -264,6 +253,8 @@ class _FeedbackEntry(_Strict):
         return self.every_n_calls is not None or self.every_n_seconds is not None or self.on_file_created is not None
 
     def trigger(self, default: FeedbackTrigger | None = None) -> FeedbackTrigger:
+        from console.engine.guardrails.feedback import FeedbackTrigger, FileCreatedTrigger
+
         if not self._has_trigger() and default is not None:
             return default
         file = FileCreatedTrigger(self.on_file_created) if self.on_file_created is not None else None
@@ -283,6 +274,9 @@ class StaticEntry(_FeedbackEntry):
         return self
 
     def build(self) -> FeedbackProviderConfig:
+        from console.engine.guardrails.feedback import FeedbackProviderConfig
+        from console.engine.guardrails.feedback_providers import StaticFeedbackProvider
+
         return FeedbackProviderConfig(StaticFeedbackProvider(self.feedback, self.effective_name, self.severity),
                                       self.trigger())
 
@@ -293,6 +287,9 @@ class DeadlineEntry(_FeedbackEntry):
     warning_threshold_seconds: float = Field(default=120, ge=0, le=MAX_DEADLINE_SECONDS)
 
     def build(self) -> FeedbackProviderConfig:
+        from console.engine.guardrails.feedback import FeedbackProviderConfig, FeedbackTrigger
+        from console.engine.guardrails.feedback_providers import DeadlineFeedback
+
         return FeedbackProviderConfig(DeadlineFeedback(self.warning_threshold_seconds, self.effective_name),
                                       self.trigger(FeedbackTrigger(every_n_seconds=60)))
 
@@ -307,6 +304,9 @@ class StuckEntry(_FeedbackEntry):
     idle_turns: int = Field(default=30, ge=0, le=100_000)  # 0: no idle detection
 
     def build(self) -> FeedbackProviderConfig:
+        from console.engine.guardrails.feedback import FeedbackProviderConfig, FeedbackTrigger
+        from console.engine.guardrails.feedback_providers import StuckDetector
+
         detector = StuckDetector(self.effective_name, self.repeat_threshold, self.error_threshold,
                                  self.alternation_window, self.idle_turns)
         return FeedbackProviderConfig(detector, self.trigger(FeedbackTrigger(every_n_calls=1)))
@@ -355,6 +355,8 @@ CompositeCheck.model_rebuild()
 
 def build_checker(entry: PlanCheck | FilesCheck | CompositeCheck | NoneCheck) -> TaskCompletionChecker | None:
     """The checker of a ``[guardrails.completion]`` entry; None for type = "none" (free stop)."""
+    from console.engine.guardrails.completion import CompositeChecker, FileExistsChecker, PlanBasedChecker
+
     if isinstance(entry, PlanCheck):
         return PlanBasedChecker(entry.name or "plan")
     if isinstance(entry, FilesCheck):
@@ -448,7 +450,10 @@ class GuardrailsConfig(_Strict):
 
 
 def build_guardrails(config: GuardrailsConfig) -> Guardrails:
+    from console.engine.guardrails.budgets import Budgets
+    from console.engine.guardrails.feedback import FeedbackRunner
     from console.engine.guardrails.guardrails import Guardrails  # the facade imports this module
+    from console.engine.guardrails.policies import PolicyGate
 
     return Guardrails(
         gate=PolicyGate([e.build() for e in config.policies]),

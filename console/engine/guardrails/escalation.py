@@ -20,13 +20,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# Defined with job.toml's checks (stuck_escalate_after's bound), offered here too.
+from console.engine.guardrails.bounds import MAX_ESCALATE_AFTER as MAX_ESCALATE_AFTER
+
 # The reasons recorded in the state (the engine's NeedReason has more: those need no memory across a kill).
 Pending = Literal["stuck", "budget", "completion_refused"]
 
 EVIDENCE_KEPT = 3  # nudges / refusals remembered for the evidence
 EVIDENCE_LINES = 8
 EVIDENCE_CHARS = 300
-MAX_ESCALATE_AFTER = 1000
 
 
 def _add(lines: list[str], line: str) -> list[str]:

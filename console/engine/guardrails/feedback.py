@@ -16,10 +16,13 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
+# Defined with job.toml's checks (the feedback entries' bounds and severities), offered here too.
+from console.engine.guardrails.bounds import RECENT_CALLS as RECENT_CALLS
+from console.engine.guardrails.bounds import Severity as Severity
 from console.engine.guardrails.budgets import Deadline
 from console.engine.guardrails.policies import World
 from console.engine.job import one_line
@@ -27,9 +30,7 @@ from console.engine.job import one_line
 if TYPE_CHECKING:
     from console.engine.messages import ModelRequest
 
-Severity = Literal["info", "caution", "warning"]
 
-RECENT_CALLS = 12  # the ring of recent tool calls kept for providers (the stuck detector looks at <= 12)
 # Recent feedback kept for the last_feedback* queries (the full texts are in the event log): the state is
 # recorded with every turn, so its size is paid on every turn (benchmarks/overhead.py).
 FEEDBACK_HISTORY = 4

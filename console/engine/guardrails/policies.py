@@ -15,6 +15,10 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
+# Defined with job.toml's checks (which use them without loading the policies), offered here too.
+from console.engine.guardrails.bounds import FILE_CHANGING_TOOLS as FILE_CHANGING_TOOLS
+from console.engine.guardrails.bounds import find_cycle as find_cycle
+from console.engine.guardrails.bounds import ordered
 from console.engine.job import one_line
 
 # A hostile or looping agent can read a million distinct paths: the recorded keys are capped. Past the cap
@@ -24,11 +28,6 @@ MAX_POLICY_KEYS = 10_000
 # Tool names come from the registry and job.toml, so this is never reached in practice; it bounds a state
 # file read back from disk.
 MAX_POLICY_TOOLS = 1_000
-# The built-in tools that change a file, for a ReadBeforeWritePolicy made without naming its write tools. A
-# job's policies name them from the tool registry instead (each tool declares the argument naming the file it
-# changes: Tool.modifies; see GuardrailsConfig.bind_tools), and a test checks that the two agree. This package
-# cannot import the tools: they import the runtime, which imports the guardrails.
-FILE_CHANGING_TOOLS = ("write_file", "append_file", "edit_file")
 
 
 @dataclass(frozen=True)
@@ -118,35 +117,6 @@ def _and_list(items: Sequence[str]) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def _ordered(tools: Iterable[str]) -> tuple[str, ...]:
-    # A set's order depends on string hashing, which changes between processes: sort it so a denial reads
-    # the same on every run. Any other iterable (a TOML list) keeps the operator's order.
-    items = sorted(tools) if isinstance(tools, (set, frozenset)) else list(tools)
-    return tuple(dict.fromkeys(items))
-
-
-def find_cycle(dependencies: Mapping[str, Iterable[str]]) -> list[str] | None:
-    """A dependency cycle as a path (``["a", "b", "a"]``), or None. Iterative: no recursion limit to hit."""
-    graph = {tool: _ordered(reqs) for tool, reqs in dependencies.items()}
-    done: set[str] = set()
-    for root in graph:
-        if root in done:
-            continue
-        path = [root]
-        stack = [iter(graph[root])]
-        while stack:
-            nxt = next(stack[-1], None)
-            if nxt is None:
-                stack.pop()
-                done.add(path.pop())
-            elif nxt in path:  # paths are short (a handful of tools): a list scan is fine
-                return [*path[path.index(nxt):], nxt]
-            elif nxt not in done:
-                path.append(nxt)
-                stack.append(iter(graph.get(nxt, ())))
-    return None
-
-
 class SequentialDependencyPolicy:
     """Tool B requires each of its tools A to have succeeded before (seed: ``deploy <- test, build``)."""
 
@@ -154,7 +124,7 @@ class SequentialDependencyPolicy:
 
     def __init__(self, dependencies: Mapping[str, Iterable[str]], name: str = "sequential") -> None:
         self.name = name
-        self.dependencies: dict[str, tuple[str, ...]] = {t: _ordered(reqs) for t, reqs in dependencies.items()}
+        self.dependencies: dict[str, tuple[str, ...]] = {t: ordered(reqs) for t, reqs in dependencies.items()}
         for tool, reqs in self.dependencies.items():
             if tool in reqs:
                 raise ValueError(f"{name}: a tool cannot depend on itself ({tool!r})")

@@ -51,18 +51,16 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from console.engine.tools.limits import MB, CommandWorld, GitMode
+# The sandbox's PATH, HOME and toolchain are defined with its bounds (a start's check of the commands uses them).
+from console.engine.tools.limits import HOME as HOME
+from console.engine.tools.limits import MB, TOOLCHAIN, CommandWorld, GitMode
+from console.engine.tools.limits import SANDBOX_PATH as SANDBOX_PATH
 from console.engine.tools.limits import within as within  # defined with the extra paths' checks; commands.py's too
 from console.engine.tools.repos import Repos, repo_binds
 
 STATE_DIR = ".console"
 # The operator's files a command must not change (the engine's Sandbox protects the same two).
 PROTECTED = ("job.toml", "instructions.md")
-# The PATH inside the sandbox (the job's env may set another): the toolchain's folders, which it sees.
-SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-HOME = "/tmp/home"
-# The top-level names of the toolchain: bound read-only, or recreated as the links they are.
-TOOLCHAIN = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
 # What programs need from /etc to run: the dynamic loader's cache, TLS certificates, the alternatives
 # links, user and group names, name-service order, time zone, host names (localhost), services and
 # protocols (getservbyname), the Python the system ships. Not resolv.conf (no network), not the operator's

@@ -204,6 +204,12 @@ def _expand(path: str, home: str) -> str:
     return home + path[1:] if path == "~" or path.startswith("~/") else path
 
 
+# The PATH inside the sandbox (the job's env may set another): the toolchain's folders, which it sees.
+SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+HOME = "/tmp/home"
+# The top-level names of the toolchain: bound read-only, or recreated as the links they are.
+TOOLCHAIN = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
+
 def within(path: str, folder: str) -> bool:
     """``path`` is ``folder`` or below it (both real paths)."""
     return path == folder or path.startswith(folder.rstrip("/") + "/")
