@@ -26,14 +26,12 @@ from typing import TYPE_CHECKING
 
 from console.engine.job import JobPaths
 from console.engine.run_lock import RunLock
-from console.engine.starting import starting
+from console.engine.starting import RUNNER_LOG, START_PATIENCE, TELL_AFTER, awaited_by
 from console.outcome import EXIT_INTERRUPTED, exit_code_for
 
 if TYPE_CHECKING:
     from console.engine import events as ev
 
-RUNNER_LOG = "runner.log"
-START_PATIENCE = 20.0  # seconds a runner has to take the run's lock (a slow disk, a big journal to read back)
 TAIL_BYTES = 64 * 1024
 # SIGTERM ends a process within 2 s: the run is stopped at once (its state is committed step by step, so
 # it stays resumable); if the stop has not finished by then the process exits anyway, as a kill -9 would
@@ -184,51 +182,9 @@ def wait_started(paths: JobPaths, proc: subprocess.Popen, patience: float = STAR
         sleep(0.02)
 
 
-TELL_AFTER = 1.0  # seconds of waiting for a runner after which the wait says what it waits for
-def await_start(paths: JobPaths, *, tell: Callable[[str], None] | None = None, patience: float = START_PATIENCE,
-                sleep: Callable[[float], None] = time.sleep,
-                clock: Callable[[], float] = time.monotonic) -> int | None:
-    """The pid of the process running the run, once a runner being started (:func:`starting`) holds its lock; None
-    when no process runs it (none was being started, or its runner ended before it took the run: its log says
-    why). ``tell``: given one line saying what is awaited once the wait passes :data:`TELL_AFTER`."""
-    start = clock()
-    told = tell is None
-    while True:
-        holder = RunLock(paths).holder()
-        if holder is not None:
-            return holder
-        watcher = starting(paths)
-        if watcher is None or clock() - start > patience:
-            return RunLock(paths).holder()  # taken just now, or none
-        if not told and clock() - start >= TELL_AFTER:
-            told = True
-            assert tell is not None
-            tell(f"waiting for run {paths.run_id} to start: {awaited_by(paths, watcher)}; its log: "
-                 f"{runner_log(paths)}")
-        sleep(0.05)
-
-
-def awaited_by(paths: JobPaths, watcher: int) -> str:
-    """What a start waits for now: the watcher ``watcher`` to start the runner, or the runner to take the lock."""
-    runner = next((pid for pid in _children(watcher)), None)
-    if runner is None:
-        return f"its watcher (process {watcher}) to start the run's process"
-    return f"process {runner} to take the run's lock ({paths.state / 'run.lock'})"
-
-
 def awaited(paths: JobPaths, proc: subprocess.Popen) -> str:
     """What a start waits for now: the watcher to start the runner, or the runner to take the run's lock."""
     return awaited_by(paths, proc.pid)
-
-
-def _children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid`` (Linux: /proc/PID/task/*/children; [] where it cannot be read)."""
-    found: list[int] = []
-    with contextlib.suppress(OSError, ValueError):
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children", "rb") as fh:
-                found += [int(p) for p in fh.read().split()]
-    return found
 
 
 def last_end(paths: JobPaths) -> tuple[ev.RunEnded | None, bool]:

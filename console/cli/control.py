@@ -26,7 +26,7 @@ def cmd_control(args: argparse.Namespace) -> int:
     from console.engine.control import write_inbox
     from console.engine.job import JobError, JobPaths, validate_job_folder
     from console.engine.runs import looks_like_a_path
-    from console.runner import await_start
+    from console.engine.starting import await_start
 
     try:
         check_flags(args)

@@ -85,7 +85,7 @@ def handed_over(paths: Any, proc: Any) -> int:
     without waiting for the runner's engine to load (seconds). The run's start is on disk already (its sealed
     record and its jobs row: console.cli.run.write_start; a resume's run is one already), so whatever becomes of the
     runner, `jobs` lists the run and `resume ID` finds it; a command for it waits while the runner starts
-    (console.runner.await_start), and the runner's log says why it did not, if it did not."""
+    (console.engine.starting.await_start), and the runner's log says why it did not, if it did not."""
     from console.engine.starting import mark_starting
 
     try:

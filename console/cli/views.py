@@ -76,7 +76,7 @@ def _attach(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     except (JobError, ValueError) as exc:
         raise UsageError(str(exc)) from None
-    from console.runner import await_start
+    from console.engine.starting import await_start
 
     await_start(paths, tell=lambda line: err(line))  # a run just handed to its runner (run --detach): its start
     if not paths.events.exists():
@@ -175,7 +175,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
         err(f"{STORE_AWAY} ({away}): run {paths.run_id} read from its folder {paths.root}")
     lock = RunLock(paths)
     if args.follow:  # a run just handed to its runner (run --detach): followed once it has started
-        from console.runner import await_start
+        from console.engine.starting import await_start
 
         await_start(paths, tell=lambda line: err(line))
     try:

@@ -136,7 +136,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
     from console.engine import events as ev
     from console.engine.job import JobError, validate_job_folder
     from console.engine.run_lock import RunLock
-    from console.runner import starting
+    from console.engine.starting import starting
 
     try:
         if args.timeout is not None and not (math.isfinite(args.timeout) and 0 <= args.timeout <= MAX_WAIT_SECONDS):

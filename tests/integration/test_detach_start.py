@@ -107,7 +107,7 @@ def listed(paths: JobPaths) -> dict[str, Any] | None:
 
 def runner_of(paths: JobPaths) -> int | None:
     """The runner the start's watcher started (the watcher's child), while it is starting."""
-    from console.runner import _children
+    from console.engine.starting import children as _children
 
     watcher = starting(paths)
     return next(iter(_children(watcher)), None) if watcher is not None else None

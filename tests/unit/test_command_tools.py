@@ -20,7 +20,7 @@ import pytest
 from pydantic import BeforeValidator, Field, ValidationError
 
 from console.engine import events as ev
-from console.engine.job import _Strict, format_validation_error
+from console.engine.job import StrictSection, format_validation_error
 from console.engine.messages import ToolCall
 from console.engine.runtime import Runtime
 from console.engine.tools import confine, default_registry
@@ -33,7 +33,7 @@ from console.engine.tools.registry import ToolOutcome, ToolRegistry
 from tests.commands_support import CONFINED, UNCONFINED, alive, call, my_children, py
 
 
-class _Job(_Strict):
+class _Job(StrictSection):
     """The part of JobConfig this feature adds, to test how its errors are named."""
 
     tools: CommandTools = Field(default_factory=list)
