@@ -75,7 +75,9 @@ def _start(lb: Loopback, speed: str) -> tuple[JobPaths, int, int]:
     paths = JobPaths(Path(done.stdout.split(": ", 1)[1].splitlines()[0]))
     # The start returns once the run is handed over (the process it names starts the runner, and watches it).
     watcher = int(done.stdout.split("(process ", 1)[1].split(" ", 1)[0])
-    runner = _wait_for(lambda: RunLock(paths).holder(), WITHIN, "the runner to take the run")
+    # Twice the patience: the start returned before the runner loaded (run --detach hands the run over), so this
+    # wait now holds the whole of a runner's start, which the suite's full run beside it once took past WITHIN.
+    runner = _wait_for(lambda: RunLock(paths).holder(), WITHIN * 2, "the runner to take the run")
     assert parent_of(runner) == watcher
     return paths, runner, watcher
 
