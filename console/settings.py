@@ -43,6 +43,7 @@ from console.engine.job import (
 from console.engine.tools.limits import SandboxCaps, WorldError, resolve_world
 from console.engine.url_secrets import shown_url
 from console.providers import registry
+from console.providers.token_limit import MaxTokensParam
 
 if TYPE_CHECKING:  # imported where a run is resolved: `jobs` and the operator's commands start without them
     from console.engine.job_config import JobConfig
@@ -229,8 +230,8 @@ class Settings(BaseSettings):
     openai_api_key: SecretStr | None = None
     anthropic_api_key: SecretStr | None = None
     # The openai provider's name for the output limit: "auto" (by the host, then by the server's answer), or one
-    # forced for a server that answers neither way (registry.MaxTokensParam).
-    max_tokens_param: registry.MaxTokensParam = "auto"
+    # forced for a server that answers neither way (MaxTokensParam).
+    max_tokens_param: MaxTokensParam = "auto"
     # Scripted model pacing: 1.0 looks alive in a demo, 0 is instant (tests, benchmarks).
     speed: float = Field(default=1.0, ge=0, le=MAX_SPEED)
     # None: the model's window from the registry (or 128k for a model it does not know).

@@ -60,7 +60,7 @@ from console.providers.errors import (
     with_detail,
 )
 from console.providers.hang_up import before_headers, hang_up, track_connections
-from console.providers.token_limit import MAX_TOKENS_PARAMS, TokenLimit
+from console.providers.token_limit import MAX_TOKENS_PARAMS, TokenLimit, token_limit
 
 # Local servers ignore the key, but the SDK refuses to build a client without one: it is given this, and each
 # request omits the Authorization header it would make of it (_NO_AUTH), so a server without a key gets none.
@@ -289,12 +289,10 @@ def refused_limit(err: openai.BadRequestError) -> TokenLimit | None:
         return None
     body = err.body if isinstance(err.body, dict) else {}
     inner = body.get("error", body)
-    param = inner.get("param") if isinstance(inner, dict) else None
-    if param in ("max_tokens", "max_completion_tokens"):
+    if (param := token_limit(inner.get("param") if isinstance(inner, dict) else None)) is not None:
         return param
     named = _LIMIT_NAME.search(message)
-    # _LIMIT_NAME matches only the two names a TokenLimit is; mypy cannot see a str narrowed by a pattern.
-    return named.group(1) if named else None  # type: ignore[return-value]
+    return token_limit(named.group(1)) if named else None
 
 
 # -- request translation --------------------------------------------------------------

@@ -16,3 +16,11 @@ from typing import Literal, get_args
 TokenLimit = Literal["max_tokens", "max_completion_tokens"]
 MaxTokensParam = Literal["auto", TokenLimit]
 MAX_TOKENS_PARAMS: tuple[str, ...] = get_args(MaxTokensParam)
+# TokenLimit's names as values of its type (get_args gives them untyped), for token_limit to hand back.
+TOKEN_LIMITS: tuple[TokenLimit, ...] = ("max_tokens", "max_completion_tokens")
+
+
+def token_limit(name: object) -> TokenLimit | None:
+    """``name`` as the output limit it names, or None when it names neither (a server's answer, read as JSON or
+    matched in its message: a str or anything else, which mypy cannot narrow to the Literal)."""
+    return next((limit for limit in TOKEN_LIMITS if name == limit), None)
