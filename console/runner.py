@@ -55,7 +55,8 @@ def watcher_argv(paths: JobPaths, flags: Sequence[str] = ()) -> list[str]:
     return [sys.executable, "-m", "console.watcher", str(paths.root), "--", *runner_argv(paths, flags)]
 
 
-def spawn_runner(paths: JobPaths, flags: Sequence[str] = (), env: dict[str, str] | None = None) -> subprocess.Popen:
+def spawn_runner(paths: JobPaths, flags: Sequence[str] = (),
+                 env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Start a runner for the run in ``paths`` under its watcher (the process returned; the runner is its child,
     in a session of its own): a new session, stdin from /dev/null, output to the run's log."""
     paths.state.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -84,7 +85,7 @@ class LastWord:
     it the process's exit code as it ends. A process gone without saying it (kill -9) closes the pipe without a
     word, which is what the watcher reports."""
 
-    def __init__(self, fd: int, proc: subprocess.Popen) -> None:
+    def __init__(self, fd: int, proc: subprocess.Popen[bytes]) -> None:
         self._fd: int | None = fd
         self._proc = proc
         self._lock = threading.Lock()
@@ -149,7 +150,7 @@ def parent_of(pid: int) -> int | None:
         return None
 
 
-def started_by(paths: JobPaths, proc: subprocess.Popen) -> int | None:
+def started_by(paths: JobPaths, proc: subprocess.Popen[bytes]) -> int | None:
     """The pid of the runner ``proc`` started (the process holding the run's lock, a child of ``proc``, its
     watcher; or ``proc`` itself), None while no such process holds it."""
     holder = RunLock(paths).holder()
@@ -158,7 +159,7 @@ def started_by(paths: JobPaths, proc: subprocess.Popen) -> int | None:
     return None
 
 
-def wait_started(paths: JobPaths, proc: subprocess.Popen, patience: float = START_PATIENCE,
+def wait_started(paths: JobPaths, proc: subprocess.Popen[bytes], patience: float = START_PATIENCE,
                  sleep: Callable[[float], None] = time.sleep, *, tell: Callable[[str], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> int | None:
     """Wait until the runner holds the run's lock (None) or has exited (its exit code). ``tell``: given one line
@@ -182,7 +183,7 @@ def wait_started(paths: JobPaths, proc: subprocess.Popen, patience: float = STAR
         sleep(0.02)
 
 
-def awaited(paths: JobPaths, proc: subprocess.Popen) -> str:
+def awaited(paths: JobPaths, proc: subprocess.Popen[bytes]) -> str:
     """What a start waits for now: the watcher to start the runner, or the runner to take the run's lock."""
     return awaited_by(paths, proc.pid)
 

@@ -46,7 +46,7 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see: {self.prog} --help)")
 
-    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
         """argparse's, but an unknown flag is named by the command it was given to, with the flag it may have
         meant (never taken for it) and that command's help: `run --unconf` said `see: agent-console --help`,
         whose page lists no flag of `run`."""

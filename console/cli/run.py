@@ -11,7 +11,7 @@ import sqlite3
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.cli.common import (
     MAX_SCRIPT_BYTES,
@@ -27,6 +27,9 @@ from console.cli.common import (
 from console.cli.lifecycle import RUNNER_BY_ENV, RUNNER_FLAGS_ENV, interrupted_start, run_headless, start_runner
 from console.interrupts import is_interrupt
 from console.outcome import EXIT_FAILED, EXIT_INTERRUPTED
+
+if TYPE_CHECKING:  # imported where a run is launched: the command line starts without it
+    from console.engine.launch import Launch
 
 
 def _script_items(text: str) -> list[Any]:
@@ -92,7 +95,7 @@ def explicit_flags(args: argparse.Namespace) -> dict[str, Any]:
             "notify": tuple(args.notify) if getattr(args, "notify", None) else None}
 
 
-def launch_flags(recorded: Any, given: dict[str, Any], switch: bool) -> dict[str, Any]:
+def launch_flags(recorded: Launch | None, given: dict[str, Any], switch: bool) -> dict[str, Any]:
     """The flags a run starts with: its record (a resume) overridden by what was given now.
 
     ValueError (one line) when the flags would change the run's provider or model without --switch-model."""
