@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from rich.console import RenderableType
 from textual import work
@@ -139,7 +139,7 @@ class ConsoleApp(App[int]):
                 follow=follow, provider=provider, model=model, window=window, soft=soft, hard=hard,
                 run_id=paths.run_id if paths is not None else ""))
 
-    def notify(self, message: str, *, title: str = "", severity: str = "information",  # type: ignore[override]
+    def notify(self, message: str, *, title: str = "", severity: str = "information",
                timeout: float | None = None, markup: bool = True) -> None:
         """Every toast of the console (a widget's ``notify`` comes here too): its words often carry a run's folder,
         a job's name or the engine's reason, so they are made safe for the terminal and never parsed as markup
@@ -174,7 +174,7 @@ class ConsoleApp(App[int]):
         return cls(controller=InboxController(paths), paths=paths, job_title=job_title, follow=True,
                    **kw)  # type: ignore[arg-type]
 
-    def get_default_screen(self) -> Screen:
+    def get_default_screen(self) -> FleetScreen | RunScreen:
         if self.fleet is not None:
             from console.tui.screens.fleet import FleetScreen
             from console.tui.screens.fleet_actions import FleetStore
@@ -195,7 +195,9 @@ class ConsoleApp(App[int]):
         return RunScreen(run, self.now, watch_files=self.watch_files, animations=self.animations,
                          in_fleet=in_fleet, rung=self._rung, key_help=self.key_help, **bound)
 
-    def _is_run_screen(self, screen: Screen) -> TypeGuard[RunScreen]:
+    # Screen[Any] (here and in get_system_commands): any screen of the stack, whatever it dismisses with. Screen's
+    # result type is invariant, so Screen[object] would refuse a Screen[bool] (a dialog).
+    def _is_run_screen(self, screen: Screen[Any]) -> TypeGuard[RunScreen]:
         # No run's screen was built yet: none is in the stack (and its module need not be imported to say so).
         return self._run_screen_type is not None and isinstance(screen, self._run_screen_type)
 
@@ -398,7 +400,7 @@ class ConsoleApp(App[int]):
         rows.append(("ctrl+p", "command palette (every action above, and the theme picker)"))
         return rows
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         """The palette: each action once, in the console's words. Not Textual's own Quit (it would skip the
         question and abort the run), nor its Keys panel (? is the help) or Maximize (m)."""
         if self.fleet_view is not None and screen is self.fleet_view:

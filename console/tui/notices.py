@@ -38,7 +38,9 @@ HELD_MAX = 4  # notices shown again after a dialog: the newest (a long wait must
 HELD_KEEP = 64  # notices kept while a dialog is up (an approval left open for hours must not grow without end)
 
 
-def holds_notices(screen: Screen) -> bool:
+# Screen[Any]: any screen of the stack, whatever it dismisses with (a Dialog[bool], the fleet's Screen[None]):
+# Screen's result type is invariant, so Screen[object] would refuse them.
+def holds_notices(screen: Screen[Any]) -> bool:
     """A question is up (a Dialog: the screens' package depends on this one, not the other way round)."""
     return bool(getattr(screen, "HOLDS_NOTICES", False))
 
@@ -61,7 +63,7 @@ class HeldNotices:
     ScreenStackError before the app starts), the dialogs' ``clock`` and the ``default_timeout`` of a toast."""
 
     def __init__(self, *, post: Callable[[Message], object], later: Callable[..., object],
-                 clear_toasts: Callable[[], None], top_screen: Callable[[], Screen],
+                 clear_toasts: Callable[[], None], top_screen: Callable[[], Screen[object]],
                  clock: Callable[[], float] = time.monotonic, default_timeout: float = 5.0) -> None:
         self._post = post
         self._later = later
@@ -140,7 +142,7 @@ class HeldNotices:
         # still on its way): the expired ones are left out, this one with them.
         self._post(Notify(gone[0]))
 
-    def screen_changed(self, screen: Screen) -> None:
+    def screen_changed(self, screen: Screen[Any]) -> None:
         """The top screen changed (the app's ``screen_change_signal``)."""
         if holds_notices(screen):
             self._hold()

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rich.style import Style
 from rich.text import Text
@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     from console.tui.screens.dialog import Dialog
     from console.tui.screens.run import Run  # imported when a run is attached (the fleet's first frame never is)
 
+T = TypeVar("T")  # a question's answer (_ask)
+
 # The row fields each column shows (a cell is redrawn only when one of them changed).
 CELL_FIELDS = {"id": ("id",), "job": ("job",), "state": ("state", "kind", "sandbox", "needs"), "phase": ("phase",),
                "ctx": ("ctx",), "cost": ("cost",), "elapsed": ("elapsed",),
@@ -62,7 +64,7 @@ def cell_text(text: object) -> str:
     return safe_text(str(text), one_line=True)
 
 
-class FleetScreen(Screen):
+class FleetScreen(Screen[None]):
     AUTO_FOCUS = "#runs"
     BINDINGS = [
         Binding("enter", "attach", "Attach", id="fleet_attach"),
@@ -127,7 +129,7 @@ class FleetScreen(Screen):
         self.post_message(self.Shown())
 
     # -- the parts' hands (late-bound: the screen meets its app when it is pushed) ----------------------------
-    def _ask(self, dialog: Dialog, done: Callable[[Any], None]) -> None:
+    def _ask(self, dialog: Dialog[T], done: Callable[[T | None], None]) -> None:
         self.app.push_screen(dialog, done)
 
     def _notify(self, message: str, **kw: Any) -> None:
@@ -160,7 +162,7 @@ class FleetScreen(Screen):
 
     # -- what is shown --------------------------------------------------------------------------
     @property
-    def table(self) -> DataTable:
+    def table(self) -> DataTable[Text]:
         return self.query_one("#runs", DataTable)
 
     @property

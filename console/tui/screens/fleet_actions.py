@@ -13,7 +13,7 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from console.engine.command_specs import BY_CLI
 from console.engine.job import JobPaths
@@ -30,6 +30,15 @@ if TYPE_CHECKING:
 
 class Notify(Protocol):
     def __call__(self, message: str, *, title: str = ..., severity: str = ...) -> None: ...
+
+
+T = TypeVar("T")
+
+
+class Ask(Protocol):
+    """Put a question up: ``done`` is given its answer, of the dialog's type (None: closed without one)."""
+
+    def __call__(self, dialog: Dialog[T], done: Callable[[T | None], None], /) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -83,7 +92,7 @@ class Hands:
     ``notify`` the operator (the app's thread), ``show_run`` (push a run's console), ``in_thread`` (run work in a
     worker thread of a group), ``from_thread`` (call something on the app's thread from that work)."""
 
-    ask: Callable[[Dialog, Callable[[Any], None]], object]
+    ask: Ask
     notify: Notify
     show_run: Callable[[Run], None]
     in_thread: Callable[[Callable[[], None], str], object]
