@@ -10,7 +10,7 @@ proxy, so the request never leaves 127.0.0.1.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, get_args
 
 import httpx2
 import openai
@@ -24,6 +24,7 @@ from console.engine.model import Notice, Progress, ProviderError, StreamEvent, T
 from console.engine.supervisor import Supervisor
 from console.providers.openai_provider import OpenAIProvider, limit_param_for
 from console.providers.registry import make_provider
+from console.providers.token_limit import TOKEN_LIMITS, TokenLimit, token_limit
 from console.settings import load_settings
 from tests.conftest import answer_needs, run_settings
 
@@ -229,3 +230,12 @@ def test_the_engine_records_the_switch_once_and_counts_no_fault(make_job: Any, c
     assert len(errors) == 1 and errors[0].where == "provider" and errors[0].recoverable
     assert "refused max_tokens for prod-reasoner" in errors[0].message
     assert [e.turn for e in evs if isinstance(e, ev.AssistantMessage)] == [1, 2, 3]
+
+
+def test_a_named_limit_is_read_as_one_of_the_two_names_and_nothing_else() -> None:
+    """A server's "param" (any JSON) or the name matched in its message, as the TokenLimit it names: the typed
+    tuple token_limit picks from is the Literal's own names, so neither can drift from the other."""
+    assert sorted(TOKEN_LIMITS) == sorted(get_args(TokenLimit))
+    assert [token_limit(name) for name in TOKEN_LIMITS] == list(TOKEN_LIMITS)
+    assert [token_limit(v) for v in ("auto", "temperature", "", None, 1, ["max_tokens"], {"max_tokens": 1})] == \
+        [None] * 7
