@@ -48,14 +48,10 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         away = None
     except StoreError as exc:
         # The store is an index of the run folders: this machine's are listed from them meanwhile, marked.
-        from console.cli.local_runs import STORE_AWAY, local_rows
-        from console.engine.seal import Seal, SealError
+        from console.cli.local_runs import STORE_AWAY, own_rows
 
         away = str(exc)
-        try:
-            rows = local_rows(settings.runs_dir, Seal.of(settings.data_dir))
-        except SealError:
-            rows = []
+        rows = own_rows(settings)
         err(f"{STORE_AWAY}: {away}; this machine's runs, read from their folders under {settings.runs_dir} (a run's "
             "story: agent-console logs RUN_FOLDER)")
     except (sqlite3.Error, OSError) as exc:

@@ -107,6 +107,17 @@ def _mtime(path: Path) -> str:
     return ""
 
 
+def own_rows(settings: Any) -> list[Any]:
+    """This machine's runs read from their folders, for when the store is away (none when the operator's seal
+    cannot be read: a run's record is believed only with it)."""
+    from console.engine.seal import Seal, SealError
+
+    try:
+        return local_rows(settings.runs_dir, Seal.of(settings.data_dir))
+    except SealError:
+        return []
+
+
 def find_run(ref: str, settings: Any, away: str | None = None) -> tuple[Path, str | None]:
     """The folder a command's JOB argument names (console.cli.common.run_folder), and, when the shared store is
     away, why (``None`` when it answered): this machine's own runs are then found from their folders
@@ -114,7 +125,6 @@ def find_run(ref: str, settings: Any, away: str | None = None) -> tuple[Path, st
     what works) when the reference names no run or several."""
     from console.cli.common import MAX_LIST, run_folder
     from console.engine.runs import RunLookupError, looks_like_a_path, resolve_run
-    from console.engine.seal import Seal, SealError
     from console.engine.store import StoreError
 
     if not settings.store_url or looks_like_a_path(ref) or os.path.isdir(ref):
@@ -130,11 +140,7 @@ def find_run(ref: str, settings: Any, away: str | None = None) -> tuple[Path, st
     except StoreError as exc:
         away = str(exc)
         try:
-            rows = local_rows(settings.runs_dir, Seal.of(settings.data_dir))
-        except SealError:
-            rows = []
-        try:
-            return resolve_run(ref, rows), away
+            return resolve_run(ref, own_rows(settings)), away
         except RunLookupError as missing:
             raise ValueError(f"{STORE_AWAY} ({away}), and {missing}: this machine's runs are listed by agent-console "
                              "jobs (from their folders); give the run's folder instead of its id") from None

@@ -123,18 +123,13 @@ def _fleet(args: argparse.Namespace) -> int:
 def local_run_folder(ref: str, settings: Any, away: str) -> Path:
     """The folder ``ref`` names among this machine's runs, read from their folders while the shared store is
     away (``away``: why); ValueError (one line naming what works) when none or several are."""
-    from console.cli.local_runs import STORE_AWAY, local_rows
+    from console.cli.local_runs import STORE_AWAY, own_rows
     from console.engine.runs import RunLookupError, looks_like_a_path, resolve_run
-    from console.engine.seal import Seal, SealError
 
     if looks_like_a_path(ref) or os.path.isdir(ref):
         return Path(ref)
     try:
-        rows = local_rows(settings.runs_dir, Seal.of(settings.data_dir))
-    except SealError:
-        rows = []
-    try:
-        return resolve_run(ref, rows)
+        return resolve_run(ref, own_rows(settings))
     except RunLookupError as exc:
         raise ValueError(f"{STORE_AWAY} ({away}), and {exc}: this machine's runs are listed by agent-console jobs "
                          "(from their folders); give logs the run's folder (agent-console logs RUN_FOLDER)") from None
