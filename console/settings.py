@@ -23,15 +23,6 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from console.engine.job import (
-    DEFAULT_CARRYOVER_TURNS,
-    DEFAULT_COMPACT_AT,
-    MAX_CARRYOVER_TURNS,
-    MAX_COMPACT_AT,
-    MAX_CONTEXT_WINDOW,
-    MAX_MEGABYTES,
-    MAX_RESTARTS,
-    MAX_SPEED,
-    MAX_TURNS,
     JobError,
     ModelPrice,
     format_validation_error,
@@ -40,6 +31,8 @@ from console.engine.job import (
     read_config_text,
     validate_base_url,
 )
+from console.engine.run_setting_check import check_fields, setting_field
+from console.engine.run_setting_specs import SPECS
 from console.engine.tools.limits import SandboxCaps, WorldError, resolve_world
 from console.engine.url_secrets import shown_url
 from console.providers import registry
@@ -224,39 +217,39 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="AGENT_CONSOLE_", extra="forbid", allow_inf_nan=False)
 
     data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir(APP_NAME)))
-    provider: str = "scripted"  # a provider registry name
-    model: str | None = None
-    base_url: str | None = None
+    provider: str = setting_field("provider")  # a provider registry name
+    model: str | None = setting_field("model")
+    base_url: str | None = setting_field("base_url")
     openai_api_key: SecretStr | None = None
     anthropic_api_key: SecretStr | None = None
     # The openai provider's name for the output limit: "auto" (by the host, then by the server's answer), or one
     # forced for a server that answers neither way (MaxTokensParam).
     max_tokens_param: MaxTokensParam = "auto"
     # Scripted model pacing: 1.0 looks alive in a demo, 0 is instant (tests, benchmarks).
-    speed: float = Field(default=1.0, ge=0, le=MAX_SPEED)
+    speed: float = setting_field("speed")
     # None: the model's window from the registry (or 128k for a model it does not know).
-    context_window: int | None = Field(default=None, gt=0, le=MAX_CONTEXT_WINDOW)
-    soft_threshold: float = Field(default=0.70, gt=0, lt=1)
-    hard_threshold: float = Field(default=0.85, gt=0, lt=1)
-    max_turns: int = Field(default=500, gt=0, le=MAX_TURNS)
+    context_window: int | None = setting_field("context_window")
+    soft_threshold: float = setting_field("soft_threshold")
+    hard_threshold: float = setting_field("hard_threshold")
+    max_turns: int = setting_field("max_turns")
     # The most sessions a run may have, as seed 004 counts: a context full in session N >= max_restarts ends the
     # run (0 and 1: one session, no restart; 10: nine restarts at most).
-    max_restarts: int = Field(default=10, ge=0, le=MAX_RESTARTS)
-    auto_restart: bool = True
+    max_restarts: int = setting_field("max_restarts")
+    auto_restart: bool = setting_field("auto_restart")
     # Whole turns (a reply with all its tool results) a context restart carries into the next session (seed 004).
-    carryover_turns: int = Field(default=DEFAULT_CARRYOVER_TURNS, ge=0, le=MAX_CARRYOVER_TURNS)
+    carryover_turns: int = setting_field("carryover_turns")
     # Seed 003: working memory in every prompt (on here; the seed's default is off), and the file catalogue with
     # its find_files tool (off: its spec costs tokens in every request). job.toml [context] overrides both.
-    requires_context: bool = True
-    file_index: bool = False
+    requires_context: bool = setting_field("requires_context")
+    file_index: bool = setting_field("file_index")
     # In-place compaction (Context management in the README): once the conversation holds this many tokens that
     # masking cannot free beyond its last turns, it becomes a summary plus those turns. 0: never in place.
-    compact_at: int = Field(default=DEFAULT_COMPACT_AT, ge=0, le=MAX_COMPACT_AT)
+    compact_at: int = setting_field("compact_at")
     # The most one tool call may write, and the most the job folder may hold (MB); job.toml [limits] overrides.
-    max_write_mb: float = Field(default=4.0, gt=0, le=MAX_MEGABYTES)
-    max_job_mb: float = Field(default=1024.0, gt=0, le=MAX_MEGABYTES)
+    max_write_mb: float = setting_field("max_write_mb")
+    max_job_mb: float = setting_field("max_job_mb")
     # How layers 4-5 are compacted at phase boundaries: facts only, or a summary written by the model.
-    summary: Literal["deterministic", "llm"] = "deterministic"
+    summary: Literal["deterministic", "llm"] = setting_field("summary")
     theme: str = "agent-dark"
     # Console key remapping: binding id -> keys, e.g. {"checkpoint": "ctrl+k"} (see the console's help screen).
     keys: dict[str, str] = Field(default_factory=dict)
@@ -265,11 +258,11 @@ class Settings(BaseSettings):
     # Resilient turns: retry transient failures for up to this many seconds since the turn's first failure
     # (unreachable_wait while the server cannot be reached at all), then ask the operator; a stream with no
     # model output for idle_timeout seconds is a failure; a server's retry-after is honoured up to the cap.
-    retry_total_wait: float = Field(default=600.0, ge=0, le=7 * 24 * 3600)
-    unreachable_wait: float = Field(default=30.0, ge=0, le=24 * 3600)
-    retry_after_cap: float = Field(default=300.0, ge=0, le=24 * 3600)
-    idle_timeout: float = Field(default=120.0, gt=0, le=24 * 3600)
-    turn_timeout: float = Field(default=1800.0, gt=0, le=7 * 24 * 3600)
+    retry_total_wait: float = setting_field("retry_total_wait")
+    unreachable_wait: float = setting_field("unreachable_wait")
+    retry_after_cap: float = setting_field("retry_after_cap")
+    idle_timeout: float = setting_field("idle_timeout")
+    turn_timeout: float = setting_field("turn_timeout")
     # The most any job's [sandbox] may ask for its commands ([sandbox_limits] in the config file); without it, no
     # network and no extra path under the operator's home or the host's private folders (a job is not trusted).
     sandbox_limits: SandboxCaps = Field(default_factory=SandboxCaps)
@@ -337,6 +330,11 @@ class Settings(BaseSettings):
         return self.data_dir / "jobs.db"
 
 
+# Every run setting of the config file (a top-level key; [notify]'s are NotifySettings') is a field of Settings with
+# the table's type, bounds and default: a setting added to one and not the other fails here, at import.
+check_fields(Settings, [s.name for s in SPECS if s.config_key == s.name])
+
+
 def load_settings(**overrides: Any) -> Settings:
     """Load settings; a bad config file or env var becomes a :class:`JobError` naming the key."""
     try:
@@ -383,6 +381,22 @@ def _window(settings: Settings, job: JobConfig, flags: dict[str, Any], info: reg
     return registry.FALLBACK_WINDOW, "default (a model the registry does not know; set context_window)"
 
 
+# Resolved above by rules of their own (the provider's default model, its endpoint, the window's sources).
+CHOSEN_APART = ("provider", "model", "base_url", "context_window")
+
+
+def layered_settings(settings: Settings, job: JobConfig) -> dict[str, Any]:
+    """Every other run setting of the config file, job.toml's value winning where it sets one (the table's job
+    key), by name: the run's settings before its flags."""
+    out: dict[str, Any] = {}
+    for spec in SPECS:
+        if spec.config_key != spec.name or spec.name in CHOSEN_APART:
+            continue
+        value = getattr(getattr(job, spec.job[0]), spec.job[1]) if spec.job is not None else None
+        out[spec.name] = value if value is not None else getattr(settings, spec.name)
+    return out
+
+
 def resolve_run_settings(settings: Settings, job: JobConfig, *, job_toml: str = "job.toml",
                          **flags: Any) -> RunSettings:
     """The run's settings from its layers; ``job_toml``: the job file's path, as its errors name it."""
@@ -395,7 +409,8 @@ def resolve_run_settings(settings: Settings, job: JobConfig, *, job_toml: str = 
     window, window_source = _window(settings, job, flags, info, provider)
     unconfined = bool(flags.get("unconfined"))
     flags = {k: v for k, v in flags.items() if k not in ("provider", "model", "context_window", "unconfined")}
-    max_job_mb = job.limits.max_job_mb or settings.max_job_mb
+    layered = layered_settings(settings, job)
+    max_job_mb = layered["max_job_mb"]
     try:
         # The data dir (every run, jobs.db) and the config folder (keys) stay hidden from every command, as do the
         # credentials of every home folder in an extra path (resolve_world finds them, against the real HOME).
@@ -407,32 +422,13 @@ def resolve_run_settings(settings: Settings, job: JobConfig, *, job_toml: str = 
         provider=provider,
         model=model,
         base_url=job.model.base_url or settings.base_url or registry.env_base_url(provider),
-        speed=job.model.speed if job.model.speed is not None else settings.speed,
         context_window=window,
         context_window_source=window_source,
         prices=info.prices if info is not None else None,
-        soft_threshold=job.context.soft_threshold or settings.soft_threshold,
-        hard_threshold=job.context.hard_threshold or settings.hard_threshold,
-        max_turns=job.limits.max_turns or settings.max_turns,
-        max_restarts=job.limits.max_restarts if job.limits.max_restarts is not None else settings.max_restarts,
-        auto_restart=job.limits.auto_restart if job.limits.auto_restart is not None else settings.auto_restart,
-        summary=job.context.summary or settings.summary,
-        carryover_turns=(job.context.carryover_turns if job.context.carryover_turns is not None
-                         else settings.carryover_turns),
-        requires_context=(job.context.requires_context if job.context.requires_context is not None
-                          else settings.requires_context),
-        file_index=job.context.file_index if job.context.file_index is not None else settings.file_index,
-        compact_at=job.context.compact_at if job.context.compact_at is not None else settings.compact_at,
-        max_write_mb=job.limits.max_write_mb or settings.max_write_mb,
-        max_job_mb=max_job_mb,
         guardrails=job.guardrails,
         tools=tuple(job.tools),
         commands=world,
-        retry_total_wait=settings.retry_total_wait,
-        unreachable_wait=settings.unreachable_wait,
-        retry_after_cap=settings.retry_after_cap,
-        idle_timeout=settings.idle_timeout,
-        turn_timeout=settings.turn_timeout,
+        **layered,
     ).with_overrides(**flags)
     if flags.get("base_url") is not None:
         try:

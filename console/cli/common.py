@@ -10,6 +10,7 @@ import os
 import shlex
 import sqlite3
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -75,22 +76,26 @@ RUN_HELP = "the run: its folder, its id or the start of its folder name (as `run
 
 def check_flags(args: argparse.Namespace) -> None:
     """ValueError naming the first numeric flag out of its bounds or not a finite number. The bounds are
-    those of job.toml and the settings: beyond them a value is a typo (or would fail deep in a run)."""
-    from console.engine.job import MAX_CONTEXT_WINDOW, MAX_RESTARTS, MAX_SPEED, MAX_TURNS
+    those of job.toml and the settings (the run settings' table): beyond them a value is a typo (or would fail deep
+    in a run); then those of the commands' own numbers."""
+    from console.engine.run_setting_specs import FLAGGED
 
-    bounds: dict[str, tuple[float, float, str]] = {
-        "speed": (0, MAX_SPEED, f"a number from 0 to {MAX_SPEED:g}"),
-        "max_turns": (1, MAX_TURNS, f"a whole number from 1 to {MAX_TURNS}"),
-        "context_window": (1, MAX_CONTEXT_WINDOW, f"a number of tokens from 1 to {MAX_CONTEXT_WINDOW}"),
-        "max_restarts": (0, MAX_RESTARTS, f"a whole number from 0 to {MAX_RESTARTS}"),
-        "wait": (0, MAX_WAIT_SECONDS, f"a number of seconds from 0 to {MAX_WAIT_SECONDS}"),
-        "limit": (1, MAX_LIST, f"a whole number from 1 to {MAX_LIST}"),
-        "phase": (1, MAX_LIST, f"a phase number from 1 to {MAX_LIST}"),
-    }
-    for name, (low, high, what) in bounds.items():
+    checks: list[tuple[str, Callable[[float], bool], str]] = [
+        (spec.dest, spec.bounds.holds, spec.expected()) for spec in FLAGGED if spec.bounds.low is not None]
+    for name, low, high, what in (
+        ("wait", 0, MAX_WAIT_SECONDS, f"a number of seconds from 0 to {MAX_WAIT_SECONDS}"),
+        ("limit", 1, MAX_LIST, f"a whole number from 1 to {MAX_LIST}"),
+        ("phase", 1, MAX_LIST, f"a phase number from 1 to {MAX_LIST}"),
+    ):
+        checks.append((name, _within(low, high), what))
+    for name, holds, what in checks:
         value = getattr(args, name, None)
-        if value is not None and not (math.isfinite(value) and low <= value <= high):
+        if value is not None and not (math.isfinite(value) and holds(value)):
             raise ValueError(f"--{name.replace('_', '-')} {value:g}: expected {what}")
+
+
+def _within(low: float, high: float) -> Callable[[float], bool]:
+    return lambda value: low <= value <= high
 
 
 def check_console_options(theme: str | None, settings: Any, console: bool = True) -> None:

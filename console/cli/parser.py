@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from console import __version__
 from console.cli.common import RUN_HELP, Parser
 from console.cli.wait import WAIT_HELP
 from console.engine.command_specs import SPECS
+from console.engine.run_setting_specs import FLAGGED, RunSettingSpec
 from console.providers.registry import NAMES as PROVIDER_NAMES
 
 # Any theme the console's palette offers (Textual's own and the theme files); without it, the one last picked there.
@@ -38,11 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--detach", action="store_true",
                      help="start the run in the background and return (follow it with attach, logs -f or wait)")
     _settings_flags(run)
-    run.add_argument("--script", type=Path, metavar="FILE",
-                     help="replay exact turns from FILE (JSON list or JSON Lines) with the scripted provider")
-    run.add_argument("--unconfined", action="store_true",
-                     help="run the job's [[tools]] commands WITHOUT a sandbox for this run (they see everything you "
-                          "can and reach the network; still bounded in time, processes, memory and folder size)")
+    _run_flags(run)
     run.add_argument("--runner", action="store_true", help=argparse.SUPPRESS)  # a run started by a console
 
     for spec in SPECS:  # the operator's commands: one subcommand each, from the engine's command specs
@@ -124,24 +122,37 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _settings_flags(p: argparse.ArgumentParser) -> None:
     """The flags that set how a run works; recorded with the run, so a resume keeps them (flags given to a
-    resume override the record and are told in its launch_settings event)."""
-    p.add_argument("--provider", choices=list(PROVIDER_NAMES), help="model provider (its default model follows)")
-    p.add_argument("--model", help="model name (default depends on the provider)")
-    p.add_argument("--base-url", help="API base URL (an OpenAI-compatible server such as llama.cpp, vLLM, Ollama)")
-    p.add_argument("--switch-model", action="store_true",
-                   help="let a resume change the run's provider or model (refused without it)")
-    p.add_argument("--max-turns", type=int, metavar="N", help="stop a session after N turns")
-    p.add_argument("--context-window", type=int, metavar="TOKENS", help="override the model's context window")
-    p.add_argument("--max-restarts", type=int, metavar="N",
-                   help="the most sessions a run may have (seed 004): a full context in session N ends the run "
-                        "(failed) instead of restarting, so N allows N-1 restarts (default 10)")
-    auto = p.add_mutually_exclusive_group()
-    auto.add_argument("--no-auto-restart", action="store_true",
-                      help="when the context is full, wait for `agent-console approve RUN` before restarting")
-    auto.add_argument("--auto-restart", action="store_true", help="restart on a full context without asking")
-    p.add_argument("--speed", type=float, metavar="X",
-                   help="scripted demo model pacing, higher is faster: 1 looks alive (default), 2 twice as fast, "
-                        "0 instant")
-    p.add_argument("--notify", action="append", metavar="URL",
-                   help="tell this Apprise URL when the run needs you (ntfy://, slack://, json://, mailto://...; "
-                        "repeatable; default: the config's [notify] urls)")
+    resume override the record and are told in its launch_settings event). From the run settings' table
+    (console.engine.run_setting_specs), in its order; `run` alone takes the run-only ones (:func:`_run_flags`)."""
+    for spec in FLAGGED:
+        if spec.flag is not None and not spec.flag.run_only:
+            _add_flag(p, spec)
+
+
+def _run_flags(p: argparse.ArgumentParser) -> None:
+    """The settings flags only `run` takes (--script, --unconfined)."""
+    for spec in FLAGGED:
+        if spec.flag is not None and spec.flag.run_only:
+            _add_flag(p, spec)
+
+
+def _add_flag(p: argparse.ArgumentParser, spec: RunSettingSpec) -> None:
+    flag = spec.flag
+    assert flag is not None
+    if spec.type is bool:
+        where: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup = p
+        if flag.off:  # on and off: one setting, two exclusive flags, the one that turns it off first
+            where = p.add_mutually_exclusive_group()
+            where.add_argument(flag.off, action="store_true", help=flag.off_help)
+        where.add_argument(flag.option, action="store_true", help=flag.help)
+        return
+    kwargs: dict[str, Any] = {"metavar": flag.metavar, "help": flag.help}
+    if flag.repeat:
+        kwargs["action"] = "append"
+    elif flag.path:
+        kwargs["type"] = Path
+    elif spec.type is not str:
+        kwargs["type"] = spec.type
+    if spec.name == "provider":  # the registry's names: the engine's table does not know the providers
+        kwargs["choices"] = list(PROVIDER_NAMES)
+    p.add_argument(flag.option, **{k: v for k, v in kwargs.items() if v is not None})

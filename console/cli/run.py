@@ -85,14 +85,28 @@ def check_script(path: Path) -> None:
 
 
 def explicit_flags(args: argparse.Namespace) -> dict[str, Any]:
-    """The run settings the operator gave as flags (None: not given)."""
-    auto = True if getattr(args, "auto_restart", False) else False if getattr(args, "no_auto_restart", False) else None
-    script = getattr(args, "script", None)
-    return {"provider": args.provider, "model": args.model, "base_url": args.base_url, "speed": args.speed,
-            "max_turns": args.max_turns, "context_window": args.context_window, "max_restarts": args.max_restarts,
-            "auto_restart": auto, "unconfined": True if getattr(args, "unconfined", False) else None,
-            "script": str(Path(script).absolute()) if script is not None else None,
-            "notify": tuple(args.notify) if getattr(args, "notify", None) else None}
+    """The run settings the operator gave as flags (None: not given), by the run settings' table: every setting a
+    flag sets and a resume keeps (not --switch-model, which only allows a change)."""
+    from console.engine.run_setting_specs import FLAGGED
+
+    out: dict[str, Any] = {}
+    for spec in FLAGGED:
+        flag = spec.flag
+        if flag is None or spec.resume == "no":
+            continue
+        value = getattr(args, spec.dest, None)
+        if spec.type is bool:  # on, off (its other flag), or not given
+            value = True if value else False if flag.off and getattr(args, _dest(flag.off), False) else None
+        elif flag.repeat:
+            value = tuple(value) if value else None
+        elif flag.path and value is not None:
+            value = str(Path(value).absolute())
+        out[spec.name] = value
+    return out
+
+
+def _dest(option: str) -> str:
+    return option.removeprefix("--").replace("-", "_")
 
 
 def launch_flags(recorded: Launch | None, given: dict[str, Any], switch: bool) -> dict[str, Any]:
@@ -128,6 +142,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from console.engine.job_config import load_job_config
     from console.engine.launch import Launch, LaunchError, LaunchStart, begun, changes
     from console.engine.provenance import Verdict, adopt, judge, set_aside
+    from console.engine.run_setting_specs import BY_NAME
     from console.engine.seal import Seal, SealError
     from console.engine.store import StoreError
     from console.providers import ProviderError, make_provider
@@ -139,8 +154,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if runner:  # the flags the starting process was given (never argv: ps shows it to every user)
         with contextlib.suppress(ValueError, TypeError):
             for key, value in json.loads(os.environ.pop(RUNNER_FLAGS_ENV, "{}") or "{}").items():
-                if key == "auto_restart":  # one setting, two flags
-                    args.auto_restart, args.no_auto_restart = bool(value), not value
+                flag = BY_NAME[key].flag if key in BY_NAME else None
+                if flag is not None and flag.off:  # one setting, two flags
+                    setattr(args, _dest(flag.option), bool(value))
+                    setattr(args, _dest(flag.off), not value)
                 elif hasattr(args, key) and value is not None:
                     setattr(args, key, value)
     try:

@@ -27,26 +27,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from console.engine.run_copy import CopyError, copy_job
+from console.engine.run_setting_check import check_fields, setting_field
+
+# The bounds of the numbers an operator may set are the run settings' table's.
+from console.engine.run_setting_specs import JOB_KEYS, MAX_CONTEXT_WINDOW, MAX_MEGABYTES
 from console.engine.text import safe_text
 from console.engine.url_secrets import scrub_url
 
 STATE_DIR = ".console"
 # job.toml and the settings file are small: anything larger is a mistake (or an attack), not a config.
 MAX_CONFIG_BYTES = 1 << 20
-# Bounds of the numbers an operator may set (job.toml, the config file, env vars, flags): beyond them a
-# value is a typo, and some (a sleep of 1e300 s, a window of 10**30 tokens) would fail deep in a run.
-MAX_CONTEXT_WINDOW = 10**8
-MAX_TURNS = 10**7
-MAX_RESTARTS = 10**6
-MAX_CARRYOVER_TURNS = 1000
-# In-place compaction (console.engine.context.pressure): the default threshold and the most one may set, in tokens.
-DEFAULT_COMPACT_AT = 3_000
-MAX_COMPACT_AT = 10_000_000  # beyond any window
-# How many whole turns a restart carries into the next session by default (seed 004's carryover_turns; the
-# run's setting: job.toml [context] carryover_turns, or the config file's carryover_turns).
-DEFAULT_CARRYOVER_TURNS = 3
-MAX_SPEED = 100.0
-MAX_MEGABYTES = float(1 << 20)  # 1 TiB, for max_write_mb and max_job_mb
 MAX_URL_CHARS = 2048
 
 
@@ -189,7 +179,7 @@ class ModelSection(StrictSection):
     provider: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_-]{0,31}$")
     name: str | None = None
     base_url: str | None = None
-    speed: float | None = Field(default=None, ge=0, le=MAX_SPEED)
+    speed: float | None = setting_field("speed", optional=True)
 
     @field_validator("base_url")
     @classmethod
@@ -198,12 +188,12 @@ class ModelSection(StrictSection):
 
 
 class ContextSection(StrictSection):
-    window: int | None = Field(default=None, gt=0, le=MAX_CONTEXT_WINDOW)
-    soft_threshold: float | None = Field(default=None, gt=0, lt=1)
-    hard_threshold: float | None = Field(default=None, gt=0, lt=1)
+    window: int | None = setting_field("context_window", optional=True)
+    soft_threshold: float | None = setting_field("soft_threshold", optional=True)
+    hard_threshold: float | None = setting_field("hard_threshold", optional=True)
     summary: Literal["deterministic", "llm"] | None = None
     # Whole turns a restart carries into the next session (seed 004; None: the settings' value, 3 by default).
-    carryover_turns: int | None = Field(default=None, ge=0, le=MAX_CARRYOVER_TURNS)
+    carryover_turns: int | None = setting_field("carryover_turns", optional=True)
     # Working memory in the prompts (seed 003's toggle; None: the settings' value, on by default): the last tasks
     # by intent and the active blockers. Off: the prompts carry none of it (seed 003's "legacy prompts").
     requires_context: bool | None = None
@@ -211,7 +201,7 @@ class ContextSection(StrictSection):
     file_index: bool | None = None
     # In-place compaction's threshold, in tokens (None: the settings' value; 0: only at phase boundaries and
     # restarts). See console.engine.context.pressure.
-    compact_at: int | None = Field(default=None, ge=0, le=MAX_COMPACT_AT)
+    compact_at: int | None = setting_field("compact_at", optional=True)
 
     @model_validator(mode="after")
     def _ordered(self) -> ContextSection:
@@ -221,12 +211,19 @@ class ContextSection(StrictSection):
 
 
 class LimitsSection(StrictSection):
-    max_turns: int | None = Field(default=None, gt=0, le=MAX_TURNS)
-    max_restarts: int | None = Field(default=None, ge=0, le=MAX_RESTARTS)
+    max_turns: int | None = setting_field("max_turns", optional=True)
+    max_restarts: int | None = setting_field("max_restarts", optional=True)
     auto_restart: bool | None = None
     # The most one tool call may write, and the most the job folder may hold, in MB (None: the settings' value).
-    max_write_mb: float | None = Field(default=None, gt=0, le=MAX_MEGABYTES)
-    max_job_mb: float | None = Field(default=None, gt=0, le=MAX_MEGABYTES)
+    max_write_mb: float | None = setting_field("max_write_mb", optional=True)
+    max_job_mb: float | None = setting_field("max_job_mb", optional=True)
+
+
+# Each section holds the settings the table gives it ([model], [context], [limits]: console.engine.run_setting_specs),
+# with their types and bounds: a setting added to one and not the other fails here, at import.
+for _section in (ModelSection, ContextSection, LimitsSection):
+    check_fields(_section, JOB_KEYS[_section.__name__.removesuffix("Section").lower()], optional=True)
+del _section
 
 
 def within(root_real: Path, path: Path) -> bool:

@@ -34,7 +34,17 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from console.engine.atomic import atomic_write_text
-from console.engine.job import MAX_CARRYOVER_TURNS, MAX_COMPACT_AT, MAX_RESTARTS, JobPaths
+from console.engine.job import JobPaths
+from console.engine.run_setting_check import setting_field
+
+# What a resume keeps, from the run settings' table: RESUMED (what a resume takes from the record when no flag says
+# otherwise; the record's field = the setting's name), IDENTITY (changing these makes it another model's run: only
+# with --switch-model) and ADDED_LATER (what a record from an older version may lack: None, the run then took the
+# settings' value, which is written down at the resume, not changed by it).
+from console.engine.run_setting_specs import ADDED_LATER as ADDED_LATER
+from console.engine.run_setting_specs import IDENTITY as IDENTITY
+from console.engine.run_setting_specs import MAX_RESTARTS
+from console.engine.run_setting_specs import RESUMED as RESUMED
 from console.engine.seal import FIELD, Seal
 from console.engine.url_secrets import shown_url as shown_url_secret
 
@@ -45,11 +55,6 @@ SEAL_KIND = "launch"  # what its MAC says it is (console.engine.seal)
 LAUNCH_VERSION = 2
 MAX_LAUNCH_BYTES = 1 << 20
 
-# What a resume takes from the record when no flag says otherwise (the record's field = the flag's name).
-RESUMED = ("provider", "model", "base_url", "context_window", "max_turns", "max_restarts", "auto_restart", "speed",
-           "unconfined", "script", "notify", "carryover_turns", "requires_context", "file_index", "compact_at")
-# Changing these makes it another model's run: only with --switch-model.
-IDENTITY = ("provider", "model")
 
 
 class LaunchError(ValueError):
@@ -65,15 +70,15 @@ class Launch(BaseModel):
     base_url: str | None = None
     context_window: int | None = None
     max_turns: int | None = None
-    max_restarts: int | None = Field(default=None, ge=0, le=MAX_RESTARTS)
+    max_restarts: int | None = setting_field("max_restarts", optional=True)
     auto_restart: bool | None = None
     # None: a record from before it was recorded (the run's settings decide, as they did then).
-    carryover_turns: int | None = Field(default=None, ge=0, le=MAX_CARRYOVER_TURNS)
+    carryover_turns: int | None = setting_field("carryover_turns", optional=True)
     # What the prompts carry (seed 003): working memory, the find_files tool. Kept so that a resume shapes its
     # prompts as the run began, whatever the config file says by then (None: a record from before they were).
     requires_context: bool | None = None
     file_index: bool | None = None
-    compact_at: int | None = Field(default=None, ge=0, le=MAX_COMPACT_AT)
+    compact_at: int | None = setting_field("compact_at", optional=True)
     speed: float | None = None
     unconfined: bool = False
     script: str | None = None
@@ -107,6 +112,13 @@ class Launch(BaseModel):
     def flags(self) -> dict[str, Any]:
         """The record as the flags of a resume."""
         return {name: getattr(self, name) for name in RESUMED}
+
+
+# Every setting a resume keeps is a field of the record: a setting the table says is kept, and the record lacks,
+# fails here, at import.
+if missing := [name for name in RESUMED if name not in Launch.model_fields]:
+    raise RuntimeError(f"the launch record lacks {missing}, which console/engine/run_setting_specs.py says a resume "
+                       "keeps")
 
 
 def launch_path(paths: JobPaths) -> Path:
@@ -223,11 +235,6 @@ def describe(name: str, value: Any) -> str:
     if name == "base_url":
         return shown_url_secret(str(value))
     return str(value)
-
-
-# Settings a record from an older version may lack (None): the run then took the settings' value, which is
-# written down at the resume, not changed by it.
-ADDED_LATER = ("carryover_turns", "requires_context", "file_index", "compact_at")
 
 
 # Resumed from the record, never changed by a resume (no flag sets them): recorded at a resume of an older record.

@@ -13,7 +13,8 @@ from typing import Any, Literal
 from console.engine.context.carryover import DEFAULT_CARRYOVER_TURNS
 from console.engine.cost import Prices
 from console.engine.guardrails import GuardrailsConfig
-from console.engine.job import DEFAULT_COMPACT_AT
+from console.engine.run_setting_check import check_record
+from console.engine.run_setting_specs import DEFAULT_COMPACT_AT, SPECS
 from console.engine.tools.command_config import CommandToolConfig
 from console.engine.tools.limits import CommandWorld
 
@@ -68,3 +69,8 @@ class RunSettings:
 
     def with_overrides(self, **kw: Any) -> RunSettings:
         return replace(self, **{k: v for k, v in kw.items() if v is not None})
+
+
+# Every run setting of the config file is one of the run's, with the table's default where it has one: checked here,
+# at import (console.engine.run_setting_specs).
+check_record(RunSettings, [s.name for s in SPECS if s.config_key == s.name])

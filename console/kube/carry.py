@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from console.engine.job import JobError
+from console.engine.run_setting_specs import SPECS
 from console.engine.url_secrets import url_secrets
 
 STORE_ENV = "AGENT_CONSOLE_STORE"
@@ -27,44 +28,25 @@ NOTIFY_ENV = "AGENT_CONSOLE_NOTIFY_URLS"
 # flag of the pod's `run` (kept by its launch.json for every resume); VARIABLE: an AGENT_CONSOLE_* variable of the
 # pod (settings_env); SECRET: a variable read from the Secret NAME-config; CLUSTER: from the cluster's own Secret;
 # LOCAL: this machine's only, and why. Every FLAG, VARIABLE and SECRET one is checked to resolve in the pod as here.
+# The run settings' decisions are their table's (console.engine.run_setting_specs: its pod column); the others'
+# (where this machine keeps its data, its keys, the console's looks, the tables) are made here.
 FLAG, VARIABLE, SECRET, CLUSTER, LOCAL = "flag", "variable", "secret", "cluster", "local"
+RUN_SETTINGS: dict[str, tuple[str, str]] = {spec.config_key: (spec.pod, spec.pod_how) for spec in SPECS
+                                            if spec.pod is not None and spec.config_key is not None}
 SETTINGS: dict[str, tuple[str, str]] = {
     "data_dir": (LOCAL, "the pod's is /work/data, on its volume (AGENT_CONSOLE_DATA_DIR)"),
-    "provider": (FLAG, "--provider"),
-    "model": (FLAG, "--model"),
-    "base_url": (FLAG, "--base-url (also when it came from $OPENAI_BASE_URL...; never with a password)"),
     "openai_api_key": (CLUSTER, "the Secret --secret names: a key never leaves this machine"),
     "anthropic_api_key": (CLUSTER, "the Secret --secret names: a key never leaves this machine"),
     "max_tokens_param": (VARIABLE, "AGENT_CONSOLE_MAX_TOKENS_PARAM"),
-    "speed": (FLAG, "--speed"),
-    "context_window": (FLAG, "--context-window when the settings chose it (the registry's and [prices]' are the "
-                             "pod's own, from the same tables)"),
-    "soft_threshold": (VARIABLE, "AGENT_CONSOLE_SOFT_THRESHOLD"),
-    "hard_threshold": (VARIABLE, "AGENT_CONSOLE_HARD_THRESHOLD"),
-    "max_turns": (FLAG, "--max-turns"),
-    "max_restarts": (FLAG, "--max-restarts"),
-    "auto_restart": (FLAG, "--auto-restart / --no-auto-restart"),
-    "carryover_turns": (VARIABLE, "AGENT_CONSOLE_CARRYOVER_TURNS"),
-    "requires_context": (VARIABLE, "AGENT_CONSOLE_REQUIRES_CONTEXT"),
-    "file_index": (VARIABLE, "AGENT_CONSOLE_FILE_INDEX"),
-    "compact_at": (VARIABLE, "AGENT_CONSOLE_COMPACT_AT"),
-    "max_write_mb": (VARIABLE, "AGENT_CONSOLE_MAX_WRITE_MB"),
-    "max_job_mb": (VARIABLE, "AGENT_CONSOLE_MAX_JOB_MB"),
-    "summary": (VARIABLE, "AGENT_CONSOLE_SUMMARY"),
+    **RUN_SETTINGS,
     "theme": (LOCAL, "the console's colours: a pod runs headless"),
     "keys": (LOCAL, "the console's key bindings: a pod runs headless"),
     "prices": (VARIABLE, "AGENT_CONSOLE_PRICES (JSON), when any"),
-    "retry_total_wait": (VARIABLE, "AGENT_CONSOLE_RETRY_TOTAL_WAIT"),
-    "unreachable_wait": (VARIABLE, "AGENT_CONSOLE_UNREACHABLE_WAIT"),
-    "retry_after_cap": (VARIABLE, "AGENT_CONSOLE_RETRY_AFTER_CAP"),
-    "idle_timeout": (VARIABLE, "AGENT_CONSOLE_IDLE_TIMEOUT"),
-    "turn_timeout": (VARIABLE, "AGENT_CONSOLE_TURN_TIMEOUT"),
     # The caps the operator set, in AGENT_CONSOLE_SANDBOX_LIMITS (JSON); a cap left to its default is the pod's
     # own default (memory_mb, tmp_mb and shm_mb follow the memory of the machine that runs the commands).
     **{f"sandbox_limits.{key}": (VARIABLE, "AGENT_CONSOLE_SANDBOX_LIMITS, when set") for key in (
         "processes", "memory_mb", "cpu_seconds", "open_files", "file_size_mb", "tmp_mb", "shm_mb", "network",
         "read_only")},
-    "notify.urls": (SECRET, "AGENT_CONSOLE_NOTIFY_URLS (the URLs carry tokens)"),
     "notify.on_end": (VARIABLE, "AGENT_CONSOLE_NOTIFY_ON_END"),
     "notify.remind_minutes": (VARIABLE, "AGENT_CONSOLE_NOTIFY_REMIND_MINUTES (JSON; [] keeps reminders off)"),
     "kubernetes.ttl_after_finished": (LOCAL, "the submitting machine's: the Job's ttlSecondsAfterFinished"),

@@ -12,8 +12,8 @@ import itertools
 
 from console.engine.context.masking import call_for, masked_copy
 from console.engine.context.tokens import estimate_message
-from console.engine.job import DEFAULT_CARRYOVER_TURNS as DEFAULT_CARRYOVER
 from console.engine.messages import Message
+from console.engine.run_setting_specs import DEFAULT_CARRYOVER_TURNS as DEFAULT_CARRYOVER
 
 # How many whole turns a restart carries into the next session by default: defined with the setting's bounds in
 # console.engine.job (the settings read it without loading this module).

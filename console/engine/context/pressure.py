@@ -46,8 +46,8 @@ from pydantic import BaseModel, Field
 
 from console.engine.context.masking import MaskPlan, plan_of, unprotected, worth_masking
 from console.engine.context.tokens import estimate_message
-from console.engine.job import DEFAULT_COMPACT_AT
 from console.engine.messages import Message
+from console.engine.run_setting_specs import DEFAULT_COMPACT_AT
 
 DEFAULT_SOFT = 0.70
 DEFAULT_HARD = 0.85
