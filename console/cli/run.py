@@ -140,7 +140,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from console.engine.command_check import check_commands
     from console.engine.job import JobError, one_line, prepare_run, validate_job_folder
     from console.engine.job_config import load_job_config
-    from console.engine.launch import Launch, LaunchError, LaunchStart, begun, changes
+    from console.engine.launch import Launch, LaunchError, LaunchStart, begun, changes, kept_settings
     from console.engine.provenance import Verdict, adopt, judge, set_aside
     from console.engine.run_setting_specs import BY_NAME
     from console.engine.seal import Seal, SealError
@@ -279,12 +279,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         remember_in_place(settings.runs_dir, paths.root)
     try:
-        record = Launch(provider=rs.provider, model=rs.model, base_url=rs.base_url, context_window=rs.context_window,
+        record = Launch(**kept_settings(rs),
                         context_window_source=(recorded.context_window_source if recorded is not None and
                                                given.get("context_window") is None else rs.context_window_source),
-                        max_turns=rs.max_turns, max_restarts=rs.max_restarts, auto_restart=rs.auto_restart,
-                        carryover_turns=rs.carryover_turns, requires_context=rs.requires_context,
-                        file_index=rs.file_index, compact_at=rs.compact_at, speed=rs.speed,
                         unconfined=bool(flags.get("unconfined")),
                         script=str(script) if script is not None else None, notify=tuple(flags.get("notify") or ()),
                         notify_on_end=on_end, notify_remind=remind, budgets=_budgets(job),

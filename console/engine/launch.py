@@ -43,7 +43,7 @@ from console.engine.run_setting_check import setting_field
 # settings' value, which is written down at the resume, not changed by it).
 from console.engine.run_setting_specs import ADDED_LATER as ADDED_LATER
 from console.engine.run_setting_specs import IDENTITY as IDENTITY
-from console.engine.run_setting_specs import MAX_RESTARTS
+from console.engine.run_setting_specs import MAX_RESTARTS, SPECS
 from console.engine.run_setting_specs import RESUMED as RESUMED
 from console.engine.seal import FIELD, Seal
 from console.engine.url_secrets import shown_url as shown_url_secret
@@ -119,6 +119,12 @@ class Launch(BaseModel):
 if missing := [name for name in RESUMED if name not in Launch.model_fields]:
     raise RuntimeError(f"the launch record lacks {missing}, which console/engine/run_setting_specs.py says a resume "
                        "keeps")
+
+
+def kept_settings(rs: object) -> dict[str, Any]:
+    """The run's resolved settings (RunSettings) a resume keeps, by the table, as the record holds them: all but the
+    flags of one run (--script, --unconfined) and the notification targets, which the caller has."""
+    return {s.name: getattr(rs, s.name) for s in SPECS if s.resume != "no" and s.config_key == s.name}
 
 
 def launch_path(paths: JobPaths) -> Path:

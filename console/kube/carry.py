@@ -165,13 +165,10 @@ def settings_env(settings: Any) -> dict[str, str]:
 def recorded_settings(rs: Any, settings: Any, budgets: dict[str, Any], store: str | None,
                       notify: tuple[str, ...], unconfined: bool) -> dict[str, Any]:
     """What the Job's annotation says it was submitted with (no secret: the store and channels by kind only)."""
-    from console.engine.launch import shown_url
+    from console.engine.launch import kept_settings, shown_url
 
-    return {"provider": rs.provider, "model": rs.model, "base_url": rs.base_url,
-            "context_window": rs.context_window, "context_window_source": rs.context_window_source,
-            "max_turns": rs.max_turns, "max_restarts": rs.max_restarts, "auto_restart": rs.auto_restart,
-            "carryover_turns": rs.carryover_turns, "requires_context": rs.requires_context,
-            "file_index": rs.file_index, "compact_at": rs.compact_at, "speed": rs.speed, "unconfined": unconfined,
+    # What the pod's launch record will keep (the table's), and where the window came from.
+    return {**kept_settings(rs), "context_window_source": rs.context_window_source, "unconfined": unconfined,
             "budgets": budgets, "notify": [shown_url(u) for u in notify],
             "notify_on_end": settings.notify.on_end,
             "notify_remind_minutes": list(settings.notify.remind_minutes),

@@ -298,3 +298,19 @@ def test_the_pods_run_flags_carry_every_flag_the_table_gives_a_pod() -> None:
     # The Job's annotation records what a resume keeps (a pod never replays a --script: submit takes none).
     recorded = recorded_settings(rs, load_settings(), {}, None, (), False)
     assert set(table.RESUMED) - {"script"} <= set(recorded)
+
+
+def test_the_record_keeps_the_runs_settings_as_it_did() -> None:
+    """`run` and submit's annotation take the kept settings from the run's resolved settings by the table: the same
+    fields the record was given one by one before."""
+    from console.engine.launch import kept_settings
+    from console.engine.run_settings import RunSettings
+
+    rs = RunSettings(provider="openai", model="m", base_url="http://h/v1", speed=0.5, context_window=9,
+                     soft_threshold=0.5, hard_threshold=0.6, max_turns=3, max_restarts=2, auto_restart=False,
+                     carryover_turns=5, requires_context=False, file_index=True, compact_at=7)
+    before = {"provider": rs.provider, "model": rs.model, "base_url": rs.base_url, "context_window": rs.context_window,
+              "max_turns": rs.max_turns, "max_restarts": rs.max_restarts, "auto_restart": rs.auto_restart,
+              "carryover_turns": rs.carryover_turns, "requires_context": rs.requires_context,
+              "file_index": rs.file_index, "compact_at": rs.compact_at, "speed": rs.speed}
+    assert kept_settings(rs) == before
