@@ -3,7 +3,9 @@
 A pydantic model that holds a run setting (the config file's Settings, job.toml's sections, the launch record)
 declares it as a typed field, whose default and bounds come from its spec (:func:`setting_field`); at import,
 :func:`check_fields` holds the model to the table: every setting the table gives it is a field of the type the
-table says, with the table's bounds and default, and every field of it that looks like one is in the table.
+table says, with the table's bounds and default (:func:`check_record`: RunSettings, a dataclass, has each setting
+with the table's default). That a record holds no setting the table lacks is tests/unit/test_run_setting_specs.py's:
+a record's other fields are not settings, and only a test knows which.
 """
 
 from __future__ import annotations
