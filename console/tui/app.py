@@ -34,7 +34,7 @@ from textual.theme import Theme
 from console.engine.job import JobPaths
 from console.engine.text import safe_text
 from console.outcome import EXIT_OK
-from console.tui.commands import Controller, InboxController, RecordingController, SupervisorController
+from console.tui.commands import Controller, InboxController, RecordingController
 from console.tui.fleet_poll import FLEET_POLL, FleetPoller
 from console.tui.keymap import OPERATOR_KEYS, check_keymap
 from console.tui.messages import FleetRows, ThemeFileChanged
@@ -48,10 +48,10 @@ from console.view.fleet import Fleet
 # sandbox's words) is imported when the first one is built, the fleet's list when the fleet is shown: the fleet
 # would wait ~70 ms for the one, an attached run ~10 ms for the other, before anything is drawn.
 if TYPE_CHECKING:
-    from console.engine.supervisor import Supervisor
     from console.tui.bridge import EventBridge
     from console.tui.screens.fleet import FleetScreen
     from console.tui.screens.run import Run, RunScreen
+    from console.tui.screens.run_intake import EventSource
     from console.view.state import ConsoleState
 
 
@@ -74,7 +74,7 @@ class ConsoleApp(App[int]):
         controller: Controller | None = None,
         paths: JobPaths | None = None,
         job_title: str = "",
-        supervisor: Supervisor | None = None,
+        source: EventSource | None = None,
         follow: bool = False,
         theme: str | None = None,
         themes: Path | None = None,
@@ -135,7 +135,7 @@ class ConsoleApp(App[int]):
 
             self._run = self._run_screen(Run(
                 controller=controller or RecordingController(), paths=paths or JobPaths(Path.cwd()),
-                job_title=job_title or (paths.root.name if paths is not None else ""), supervisor=supervisor,
+                job_title=job_title or (paths.root.name if paths is not None else ""), source=source,
                 follow=follow, provider=provider, model=model, window=window, soft=soft, hard=hard,
                 run_id=paths.run_id if paths is not None else ""))
 
@@ -162,13 +162,6 @@ class ConsoleApp(App[int]):
         return self.toasts.held
 
     # -- construction helpers ---------------------------------------------------------------
-    @classmethod
-    def for_run(cls, supervisor: Supervisor, *, job_title: str = "", **kw: object) -> ConsoleApp:
-        s = supervisor.settings
-        return cls(controller=SupervisorController(supervisor), paths=supervisor.paths, job_title=job_title,
-                   supervisor=supervisor, provider=supervisor.provider.name, model=supervisor.provider.model,
-                   window=s.context_window, soft=s.soft_threshold, hard=s.hard_threshold, **kw)  # type: ignore[arg-type]
-
     @classmethod
     def for_attach(cls, paths: JobPaths, *, job_title: str = "", **kw: object) -> ConsoleApp:
         return cls(controller=InboxController(paths), paths=paths, job_title=job_title, follow=True,
