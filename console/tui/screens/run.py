@@ -32,6 +32,7 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import Widget
+from textual.worker import get_current_worker
 
 from console.engine import events as ev
 from console.engine.command_specs import SPECS
@@ -39,11 +40,11 @@ from console.engine.job import JobPaths
 from console.outcome import EXIT_OK, EXIT_USAGE
 from console.tui.bridge import EventBridge
 from console.tui.commands import Controller, RecordingController
+from console.tui.follow import Cancellable
 from console.tui.keymap import OPERATOR_KEYS
 from console.tui.messages import EventsReady, HistoryFolded, HistoryReady, RunFinished, RunnerState
 from console.tui.notices import retract
 from console.tui.pacing import FrameTimer, frame_timer, one_shot
-from console.tui.screens.approval import RestartApprovalScreen
 from console.tui.screens.dialog import Dialog
 from console.tui.screens.guardrails import GuardrailsScreen
 from console.tui.screens.help import HelpScreen
@@ -106,7 +107,6 @@ class RunScreen(Screen[Any]):
         bell already rang for, per run (shared with the fleet, so a need rings once); ``key_help``: the keys as
         the operator's key map has them (the help screen's rows)."""
         super().__init__(id="main")
-        self.spec = run
         self.now = now
         self.max_items = max_items
         state = ConsoleState(run.job_title or run.paths.root.name, provider=run.provider, model=run.model,
@@ -119,7 +119,8 @@ class RunScreen(Screen[Any]):
         self.in_fleet = in_fleet
         self.key_help = key_help or (lambda: [])
         self.prompt = RestartPrompt(self.run, stage=lambda: self.app, notify=self.notify, retract=self._retract,
-                                    approve=self.action_approve, deny=self.deny_restart,
+                                    approve=lambda: self.commands.approve(),
+                                    deny=lambda: self.commands.deny_restart(),
                                     alive=lambda: self.ui_alive, rung=rung)
         self.commands = RunCommands(self.run, notify=self.notify, ask=self.prompt.ask, sent=self._sent,
                                     runner_changed=self._runner_changed, retract=self._retract,
@@ -166,18 +167,6 @@ class RunScreen(Screen[Any]):
     @property
     def exit_code(self) -> int | None:
         return self.run.exit_code
-
-    @property
-    def approval(self) -> RestartApprovalScreen | None:
-        return self.prompt.approval
-
-    @property
-    def run_active(self) -> bool:
-        return self.run.active
-
-    @property
-    def can_start_again(self) -> bool:
-        return self.run.facts().can_start_again
 
     # -- the layout ----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -292,9 +281,9 @@ class RunScreen(Screen[Any]):
         """Call ``then`` once, after ``delay`` seconds (console.tui.pacing.one_shot: late rather than never)."""
         return one_shot(self, delay, then)
 
-    def _worker(self, job: Callable[[], None], name: str) -> None:
-        """``job`` on a worker thread of this screen (cancelled when the screen is taken down)."""
-        self.run_worker(job, thread=True, exit_on_error=False, group=name, name=name)
+    def _worker(self, job: Callable[[Cancellable], None], name: str) -> None:
+        """``job`` on a worker thread of this screen (cancelled when the screen is taken down), given its worker."""
+        self.run_worker(lambda: job(get_current_worker()), thread=True, exit_on_error=False, group=name, name=name)
 
     # -- events in (the intake's) ---------------------------------------------------------------------
     @property
@@ -401,13 +390,6 @@ class RunScreen(Screen[Any]):
         """The status line's hint for a run this console can start again (``p resumes``)."""
         return f"{self.resume_key()} resumes"
 
-    def ask(self, dialog: Dialog[Any], done: Callable[[Any], None]) -> None:
-        """Show a question (the restart's approval waits for it: RestartPrompt.ask)."""
-        self.prompt.ask(dialog, done)
-
-    def send(self, command: str, pending: str, **args: object) -> bool:
-        return self.commands.send(command, pending, **args)
-
     def _sent(self) -> None:
         """A command went out: draw it at once (the status line, then the footer: Resume after pause...)."""
         self.hurry_frames()  # drawn as soon as it is ready, not at the next capped frame
@@ -442,9 +424,6 @@ class RunScreen(Screen[Any]):
 
     def action_deny(self) -> None:
         self.commands.deny()
-
-    def deny_restart(self) -> None:
-        self.commands.deny_restart()
 
     def action_toggle_pause(self) -> None:
         self.commands.toggle_pause()
@@ -502,7 +481,7 @@ class RunScreen(Screen[Any]):
         """This run's entries of the command palette, in the console's words (the app adds its own)."""
         for spec in SPECS:  # the run's commands, from the engine's command specs
             help_text = spec.palette_help
-            if spec.action == "resume" and self.can_start_again:
+            if spec.action == "resume" and self.run.facts().can_start_again:
                 help_text = "Start this run again in the background (asks first; as the fleet's r)"
             yield SystemCommand(spec.title, help_text, getattr(self, f"action_{spec.action}"))
         yield SystemCommand("Guardrails", "Policies, feedback providers, completion checker, deadline, token "
@@ -535,7 +514,7 @@ class RunScreen(Screen[Any]):
             return
         was = self._runner_pid
         self._runner_pid = message.pid
-        if was is not None and message.pid is None and not self.state.ended and self.can_start_again:
+        if was is not None and message.pid is None and not self.state.ended and self.run.facts().can_start_again:
             # Its process died under this console (kill -9, a crash): said once, at any width (the status line may
             # have room only for the state).
             state = run_liveness(self.state, None).state
@@ -555,7 +534,7 @@ class RunScreen(Screen[Any]):
     def _runner_changed(self) -> None:
         """Whether a process runs the run changed (or what this console asked of it): the status line's state and
         resume hint, and the footer's keys."""
-        hint = self.resume_key_hint() if self.can_start_again else ""
+        hint = self.resume_key_hint() if self.run.facts().can_start_again else ""
         for status in self.query(StatusLine):
             status.resume_hint = hint
             status.refresh()

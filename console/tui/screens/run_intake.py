@@ -18,7 +18,6 @@ from typing import Any, Protocol
 
 from textual.message import Message
 from textual.message_pump import MessagePump
-from textual.worker import get_current_worker
 
 from console.engine import events as ev
 from console.outcome import EXIT_OK
@@ -117,8 +116,9 @@ class Conversation(Protocol):
     def add_not_shown(self, count: int) -> None: ...
 
 
-# Run a function on a worker thread of the screen (cancelled with it), named as given.
-StartWorker = Callable[[Callable[[], None], str], object]
+# Run a function on a worker thread of the screen (cancelled with it), named as given; the function is given its
+# worker (to stop when it is cancelled).
+StartWorker = Callable[[Callable[[Cancellable], None], str], object]
 # Call a function once, after some seconds (console.tui.pacing.one_shot on the screen); returns its timer.
 Later = Callable[[float, Callable[[], None]], object]
 
@@ -160,8 +160,8 @@ class EventIntake:
         if source is None:
             return
 
-        def run() -> None:
-            source.feed(Feed(self.bridge, screen.post_message, get_current_worker(), self.keep, self.blank_state))
+        def run(worker: Cancellable) -> None:
+            source.feed(Feed(self.bridge, screen.post_message, worker, self.keep, self.blank_state))
 
         worker(run, source.name)
 
