@@ -122,8 +122,10 @@ class ConsoleApp(App[int]):
                                watch_files=self.watch_files, animations=animations, max_items=max_items, rung=rung,
                                key_help=self.key_help)
         # The fleet's list and its poller (which runs in a worker once the app is up).
-        self.home = FleetHome(fleet, self.post_message, poll_interval, show_run=self.show_run,
-                              run_on_top=self.runs.on_top, rung=rung) if fleet is not None else None
+        self.home: FleetHome | None = None
+        if fleet is not None:
+            self.home = FleetHome(fleet, self.post_message, poll_interval, show_run=self.show_run,
+                                  run_on_top=self.runs.on_top, rung=rung)
         # Every notice of the console: held while a question is up (console.tui.notices).
         self.toasts = HeldNotices(post=self.post_message, later=self.call_later,
                                   clear_toasts=super().clear_notifications, top_screen=lambda: self.screen,
