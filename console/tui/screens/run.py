@@ -1,21 +1,20 @@
 """One run's screen: its panes and everything that belongs to the run shown.
 
-A :class:`RunScreen` owns its run: the controller its keys act through, the bridge its events arrive on, the fold
-of those events (:class:`console.view.state.ConsoleState`), the worker that feeds it (the log follower of an attached
-run), and its parts, each handed the run (:class:`RunContext`) and the few
-functions it needs, never the screen: the panes (:class:`console.tui.screens.main.RunPanes`), the restart's question
-(:class:`console.tui.screens.restart_prompt.RestartPrompt`), the run's commands
-(:class:`console.tui.screens.run_keys.RunCommands`), leaving (:class:`console.tui.screens.run_leave.Leaving`) and
-how its events reach the panes (:class:`console.tui.screens.run_intake.EventIntake`).
+A :class:`RunScreen` owns its run: the controller its keys act through, the fold of its events
+(:class:`console.view.state.ConsoleState`) and its parts, each handed the run (:class:`RunContext`) and the few
+functions it needs, never the screen: how its events reach the panes (:class:`console.tui.screens.run_intake.
+EventIntake`: the bridge, the source that feeds it, the batches), the panes (:class:`console.tui.screens.main.
+RunPanes`), the restart's question (:class:`console.tui.screens.restart_prompt.RestartPrompt`), the run's commands
+(:class:`console.tui.screens.run_keys.RunCommands`) and leaving (:class:`console.tui.screens.run_leave.Leaving`).
 What each key offers now is decided without Textual (:mod:`console.view.run_offers`).
 
 The fleet attaches to a run by pushing a fresh RunScreen and leaves it by popping it: Textual cancels the workers
 of a screen taken down, and a message posted to it is dropped, so nothing of one run reaches the next one shown.
 
-Data flow: the run's source (the log follower, or a source given: :class:`console.tui.screens.run_intake.
-EventSource`) pushes events into an :class:`EventBridge`; the screen's intake
-(:class:`console.tui.screens.run_intake.EventIntake`) drains it in batches (at most ~30 times a second), folds the
-batch into its state and hands it to the conversation pane; the screen refreshes only the panes whose aspect changed.
+Data flow: the run's source (the log follower of an attached run, or an
+:class:`console.tui.screens.run_intake.EventSource` given) pushes events into an :class:`EventBridge` from the
+screen's worker; the intake drains it in batches (at most ~30 times a second), folds each batch into the state and
+hands it to the conversation pane; the screen refreshes only the panes whose aspect changed.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Protocol
 
 from textual.message import Message
 from textual.message_pump import MessagePump
@@ -78,7 +79,7 @@ class LogFollower:
 
     name = "follow"
 
-    def __init__(self, events: Any, controller: Controller) -> None:
+    def __init__(self, events: Path, controller: Controller) -> None:
         """``events``: the run's events.jsonl."""
         self.events = events
         self.controller = controller
