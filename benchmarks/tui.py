@@ -154,7 +154,8 @@ def stuck(app: ConsoleApp, producer: Producer, thread: threading.Thread | None) 
     now = time.monotonic()
     say(f"STUCK: producer alive {thread is not None and thread.is_alive()}, events produced {producer.events:,}, "
         f"seen {run.events_seen:,}, pending in the bridge {run.bridge.pending:,} (wake posted "
-        f"{run.bridge._wake_posted}), drain timer {run._drain_timer!r}, key hold {run._key_first_until - now:+.3f} s, "
+        f"{run.bridge._wake_posted}), drain timer {run.intake.timer!r}, "
+        f"key hold {run.intake.key_first_until - now:+.3f} s, "
         f"ui alive {run.ui_alive}, screen {app.screen!r}")
     for task in asyncio.all_tasks():
         say(f"task {task.get_name()}: {task.get_coro()!r}")

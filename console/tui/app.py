@@ -1,17 +1,17 @@
 """The operator console: a thin Textual shell around one run's screen, or the fleet of runs.
 
 The app holds what is the console's, not a run's: the themes (and their hot reload), the operator's key map,
-the signals' way in (``stop_and_quit``), the palette's common entries, screenshots, the console's notices (a part:
-:class:`console.tui.notices.HeldNotices`, which holds them while a question is up) and the fleet's poller. A run
-is a :class:`console.tui.screens.run.RunScreen`, which owns it (controller, bridge, fold, workers, keys): the
-app's default screen for one run, or pushed fresh by the fleet for each run attached and popped by q. The fleet's
-list is a :class:`console.tui.screens.fleet.FleetScreen`, whose parts act on its runs (approve, deny, stop,
-resume, forget: :mod:`console.tui.screens.fleet_actions`) and ring for a run that needs its operator
-(:mod:`console.tui.screens.fleet_bell`).
+the signals' way in (``stop_and_quit``), the palette's common entries and screenshots. Its parts: the console's
+notices (:class:`console.tui.notices.HeldNotices`, which holds them while a question is up), the run screens
+(:class:`console.tui.run_screens.RunScreens`: built, and the one shown found) and, for the fleet, its list and
+poller (:class:`console.tui.fleet_home.FleetHome`). A run is a :class:`console.tui.screens.run.RunScreen`, which
+owns it (controller, bridge, fold, workers, keys): the app's default screen for one run, or pushed fresh by the
+fleet for each run attached and popped by q. The fleet's list is a :class:`console.tui.screens.fleet.FleetScreen`,
+whose parts act on its runs (approve, deny, stop, resume, forget: :mod:`console.tui.screens.fleet_actions`) and
+ring for a run that needs its operator (:mod:`console.tui.screens.fleet_bell`).
 
-It renders only from engine events (and main_plan.md) and acts only through the engine's control API: the
-supervisor's methods for a run in this process, the job's control inbox for a run in another one. No agent logic
-lives here.
+It renders only from engine events (and main_plan.md) and acts only through the engine's control API (a run's
+control inbox, or the shared store's command queue). No agent logic lives here.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any
 
 from rich.console import RenderableType
 from textual import work
@@ -34,11 +34,13 @@ from textual.theme import Theme
 from console.engine.job import JobPaths
 from console.engine.text import safe_text
 from console.outcome import EXIT_OK
-from console.tui.commands import Controller, InboxController, RecordingController, SupervisorController
+from console.tui.commands import Controller, InboxController, RecordingController
+from console.tui.fleet_home import FleetHome
 from console.tui.fleet_poll import FLEET_POLL, FleetPoller
 from console.tui.keymap import OPERATOR_KEYS, check_keymap
 from console.tui.messages import FleetRows, ThemeFileChanged
 from console.tui.notices import HeldNotices, Notice
+from console.tui.run_screens import RunScreens
 from console.tui.screens.dialog import ARM_DELAY
 from console.tui.theme_choice import save_theme
 from console.tui.themes import DEFAULT_THEME, ThemeError, load_theme_file, load_themes, themes_dir, user_themes_dir
@@ -48,10 +50,10 @@ from console.view.fleet import Fleet
 # sandbox's words) is imported when the first one is built, the fleet's list when the fleet is shown: the fleet
 # would wait ~70 ms for the one, an attached run ~10 ms for the other, before anything is drawn.
 if TYPE_CHECKING:
-    from console.engine.supervisor import Supervisor
     from console.tui.bridge import EventBridge
     from console.tui.screens.fleet import FleetScreen
     from console.tui.screens.run import Run, RunScreen
+    from console.tui.screens.run_intake import EventSource
     from console.view.state import ConsoleState
 
 
@@ -74,7 +76,7 @@ class ConsoleApp(App[int]):
         controller: Controller | None = None,
         paths: JobPaths | None = None,
         job_title: str = "",
-        supervisor: Supervisor | None = None,
+        source: EventSource | None = None,
         follow: bool = False,
         theme: str | None = None,
         themes: Path | None = None,
@@ -111,15 +113,19 @@ class ConsoleApp(App[int]):
         self.now = now or utc_now
         self.keymap_raw = dict(keymap or {})
         self.notices = list(notices or [])
-        self.max_items = max_items  # the conversation's bound (None: the run screen's default)
-        self.animations = animations
         if not animations:
             self.animation_level = "none"
         self.fleet = fleet
-        self.fleet_view: FleetScreen | None = None
-        # The fleet's poller (a part: it runs in a worker once the app is up).
-        self.poller = FleetPoller(fleet, self.post_message, poll_interval) if fleet is not None else None
-        self._rung: dict[Path, int] = {}  # the needs_operator seq the bell already rang for, per run
+        rung: dict[Path, int] = {}  # the needs_operator seq the bell already rang for, per run
+        # The runs' screens (the fleet pushes a fresh one for each run it attaches to).
+        self.runs = RunScreens(self.now, stack=lambda: self.screen_stack, top=lambda: self.screen,
+                               watch_files=self.watch_files, animations=animations, max_items=max_items, rung=rung,
+                               key_help=self.key_help)
+        # The fleet's list and its poller (which runs in a worker once the app is up).
+        self.home: FleetHome | None = None
+        if fleet is not None:
+            self.home = FleetHome(fleet, self.post_message, poll_interval, show_run=self.show_run,
+                                  run_on_top=self.runs.on_top, rung=rung)
         # Every notice of the console: held while a question is up (console.tui.notices).
         self.toasts = HeldNotices(post=self.post_message, later=self.call_later,
                                   clear_toasts=super().clear_notifications, top_screen=lambda: self.screen,
@@ -127,15 +133,12 @@ class ConsoleApp(App[int]):
         self._stop_watch = asyncio.Event()
         self.theme_problems: list[str] = []
         self._gc_thresholds: tuple[int, ...] = ()
-        self._run_screen_type: type[RunScreen] | None = None  # set when the first run's screen is built
-        # The run shown when there is no fleet (the fleet pushes a fresh screen for each run it attaches to).
-        self._run: RunScreen | None = None
         if fleet is None:
             from console.tui.screens.run import Run
 
-            self._run = self._run_screen(Run(
+            self.runs.keep(Run(
                 controller=controller or RecordingController(), paths=paths or JobPaths(Path.cwd()),
-                job_title=job_title or (paths.root.name if paths is not None else ""), supervisor=supervisor,
+                job_title=job_title or (paths.root.name if paths is not None else ""), source=source,
                 follow=follow, provider=provider, model=model, window=window, soft=soft, hard=hard,
                 run_id=paths.run_id if paths is not None else ""))
 
@@ -163,56 +166,29 @@ class ConsoleApp(App[int]):
 
     # -- construction helpers ---------------------------------------------------------------
     @classmethod
-    def for_run(cls, supervisor: Supervisor, *, job_title: str = "", **kw: object) -> ConsoleApp:
-        s = supervisor.settings
-        return cls(controller=SupervisorController(supervisor), paths=supervisor.paths, job_title=job_title,
-                   supervisor=supervisor, provider=supervisor.provider.name, model=supervisor.provider.model,
-                   window=s.context_window, soft=s.soft_threshold, hard=s.hard_threshold, **kw)  # type: ignore[arg-type]
-
-    @classmethod
     def for_attach(cls, paths: JobPaths, *, job_title: str = "", **kw: object) -> ConsoleApp:
         return cls(controller=InboxController(paths), paths=paths, job_title=job_title, follow=True,
                    **kw)  # type: ignore[arg-type]
 
     def get_default_screen(self) -> FleetScreen | RunScreen:
-        if self.fleet is not None:
-            from console.tui.screens.fleet import FleetScreen
-            from console.tui.screens.fleet_actions import FleetStore
+        if self.home is not None:
+            return self.home.screen()
+        assert self.runs.own is not None
+        return self.runs.own
 
-            assert self.poller is not None  # the first frame lists the store's rows; the poller starts once it shows
-            first, store = self.poller.first_rows(), FleetStore(self.fleet.store_path, self.fleet.url)
-            self.fleet_view = FleetScreen(first, self.fleet.error, store=store, show_run=self.show_run,
-                                          run_on_top=self._run_on_top, rung=self._rung)
-            return self.fleet_view
-        assert self._run is not None
-        return self._run
+    @property
+    def fleet_view(self) -> FleetScreen | None:
+        """The fleet's list (None: no fleet, or not shown yet)."""
+        return self.home.view if self.home is not None else None
 
-    def _run_screen(self, run: Run, *, in_fleet: bool = False) -> RunScreen:
-        from console.tui.screens.run import RunScreen
-
-        self._run_screen_type = RunScreen
-        bound = {} if self.max_items is None else {"max_items": self.max_items}
-        return RunScreen(run, self.now, watch_files=self.watch_files, animations=self.animations,
-                         in_fleet=in_fleet, rung=self._rung, key_help=self.key_help, **bound)
-
-    # Screen[Any] (here and in get_system_commands): any screen of the stack, whatever it dismisses with. Screen's
-    # result type is invariant, so Screen[object] would refuse a Screen[bool] (a dialog).
-    def _is_run_screen(self, screen: Screen[Any]) -> TypeGuard[RunScreen]:
-        # No run's screen was built yet: none is in the stack (and its module need not be imported to say so).
-        return self._run_screen_type is not None and isinstance(screen, self._run_screen_type)
-
-    def _run_on_top(self) -> Path | None:
-        """The folder of the run whose console is the top screen (None: the fleet's list, a question...)."""
-        screen = self.screen
-        return screen.paths.root if self._is_run_screen(screen) else None
+    @property
+    def poller(self) -> FleetPoller | None:
+        return self.home.poller if self.home is not None else None
 
     @property
     def run_screen(self) -> RunScreen | None:
         """The run shown: the top-most run's screen in the stack (None: the fleet's list, no run attached)."""
-        for screen in reversed(self.screen_stack):
-            if self._is_run_screen(screen):
-                return screen
-        return self._run if self.fleet is None else None
+        return self.runs.shown()
 
     # The run shown, as the snapshot tests and the benchmarks read it (the run's screen owns all three).
     @property
@@ -232,7 +208,7 @@ class ConsoleApp(App[int]):
     @property
     def exit_code(self) -> int | None:
         """The exit code the run's verdict asks for (None: no verdict yet, or no run of this process)."""
-        run = self._run
+        run = self.runs.own
         return run.exit_code if run is not None else None
 
     # -- start-up ------------------------------------------------------------------------------
@@ -244,9 +220,8 @@ class ConsoleApp(App[int]):
         self._setup_keymap()
         if self.watch_files:
             self.watch_themes()
-        if self.poller is not None:
-            self.call_after_refresh(self.poller.drawn.set)  # the store's rows are in the first frame
-            self.run_worker(self.poller.run, thread=True, exit_on_error=False, group="fleet", name="fleet")
+        if self.home is not None:
+            self.home.start(self.call_after_refresh, self._fleet_worker)
         self.toasts.started()
         self.screen_change_signal.subscribe(self, self.toasts.screen_changed, immediate=True)
 
@@ -354,21 +329,16 @@ class ConsoleApp(App[int]):
                     view.invalidate()
             self.notify(f"Theme {theme.name} reloaded from {path.name}.", timeout=3)
 
+    def _fleet_worker(self, poll: Callable[[], None]) -> None:
+        self.run_worker(poll, thread=True, exit_on_error=False, group="fleet", name="fleet")
+
     def on_fleet_rows(self, message: FleetRows) -> None:
-        """The poller's rows: drawn on the list, then its bell hears of them (console.tui.screens.fleet_bell)."""
-        view, drawn = self.fleet_view, self.poller.drawn if self.poller is not None else None
-        if view is None or not view.is_attached or drawn is None:
-            if drawn is not None:
-                drawn.set()  # nothing to draw them on: the poller need not wait
-            return
-        view.update_rows(message.rows, message.error)
-        if not drawn.is_set():
-            self.call_after_refresh(drawn.set)
-        view.needs.seen(message.rows)
+        if self.home is not None:
+            self.home.rows(message, self.call_after_refresh)
 
     def show_run(self, run: Run) -> None:
         """The fleet: show one run's console (attached from the list); q comes back."""
-        self.push_screen(self._run_screen(run, in_fleet=True))
+        self.push_screen(self.runs.build(run, in_fleet=True))
 
     # -- leaving -------------------------------------------------------------------------------------
     def action_quit_console(self) -> None:
@@ -382,8 +352,8 @@ class ConsoleApp(App[int]):
 
     def stop_and_quit(self) -> None:
         """A signal (SIGTERM, SIGHUP): the run in this process is stopped now and the console closes once it has."""
-        if self._run is not None:
-            self._run.stop_and_quit()
+        if self.runs.own is not None:
+            self.runs.own.stop_and_quit()
         else:
             self.exit(EXIT_OK, return_code=EXIT_OK)
 
@@ -405,12 +375,12 @@ class ConsoleApp(App[int]):
         question and abort the run), nor its Keys panel (? is the help) or Maximize (m)."""
         if self.fleet_view is not None and screen is self.fleet_view:
             yield from self.fleet_view.system_commands()
-        elif self._is_run_screen(screen):
+        elif self.runs.is_run(screen):
             yield from screen.system_commands()
         yield SystemCommand("Theme", "Change the console's theme", self.action_change_theme)
         yield SystemCommand("Screenshot", "Save an SVG picture of the screen (the path is shown)",
                             self.action_save_screenshot)
-        if self._is_run_screen(screen) and screen.in_fleet:
+        if self.runs.is_run(screen) and screen.in_fleet:
             yield SystemCommand("Back to the fleet", "Leave this run's console (the run goes on)",
                                 self.action_quit_console)
         else:
@@ -443,8 +413,8 @@ class ConsoleApp(App[int]):
         on this thread. Unmount handlers alone were not enough: under load the app's shutdown could end without
         them (a screen's pump closed with its Unmount unprocessed), and asyncio's close then waited forever on the
         engine's worker thread, held at a gated model or a restart awaiting approval."""
-        if self._run is not None:
-            self._run.close()
+        if self.runs.own is not None:
+            self.runs.own.close()
         super().exit(result, return_code, message)
 
     def on_unmount(self) -> None:
@@ -452,5 +422,5 @@ class ConsoleApp(App[int]):
         if self._gc_thresholds:
             gc.set_threshold(*self._gc_thresholds)
             gc.unfreeze()
-        if self._run is not None:
-            self._run.close()  # the engine thread must never outlive the console (the process could not exit)
+        if self.runs.own is not None:
+            self.runs.own.close()  # the engine thread must never outlive the console (the process could not exit)

@@ -1,24 +1,23 @@
-"""How the console's keys reach the engine: the supervisor in this process, or the job's inbox.
+"""How the console's keys reach the engine: the job's inbox (a run of this machine), or the shared store's command
+queue (another machine's: console.tui.store_follow.StoreController).
 
-Both take a command's name and arguments (console.engine.commands); each checks them against the engine's typed
+Each takes a command's name and arguments (console.engine.commands); each checks them against the engine's typed
 commands before anything is sent (a command that is none is said, never sent), and the engine decides what a
 command means (and answers with ``operator_command`` events).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from console.engine.commands import CommandError, parse_command
 from console.engine.control import RunLock, write_inbox
 from console.engine.job import JobPaths
 
-if TYPE_CHECKING:
-    from console.engine.supervisor import Supervisor
-
 
 class Controller(Protocol):
-    attached: bool
+    attached: bool  # another process runs the run (else this one does, or nothing: a view tested alone)
+    local: bool  # the run's folder is this machine's (its end can be acknowledged here)
 
     def send(self, command: str, **args: Any) -> str | None:
         """Deliver a command; return why it could not be sent, or None."""
@@ -27,34 +26,11 @@ class Controller(Protocol):
     def runner_pid(self) -> int | None: ...
 
 
-class SupervisorController:
-    """A run in this process: the supervisor's thread-safe control methods."""
-
-    attached = False
-
-    def __init__(self, supervisor: Supervisor) -> None:
-        self.supervisor = supervisor
-        self.finished = False
-
-    def send(self, command: str, **args: Any) -> str | None:
-        if self.finished:
-            return "the run has ended"
-        try:
-            self.supervisor.command(command, **{k: v for k, v in args.items() if v is not None})
-        except CommandError as exc:
-            return str(exc)
-        return None
-
-    def runner_pid(self) -> int | None:
-        import os
-
-        return None if self.finished else os.getpid()
-
-
 class InboxController:
     """A run in another process: commands go through the job's control inbox on disk."""
 
     attached = True
+    local = True
 
     def __init__(self, paths: JobPaths, source: str = "console") -> None:
         self.paths = paths
@@ -82,6 +58,7 @@ class RecordingController:
     """Keeps the commands it gets; for benchmarks and tests of the view alone."""
 
     attached = False
+    local = False
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, dict[str, Any]]] = []

@@ -1,38 +1,33 @@
-"""Entry points for the command line: open the console on a run here, or attach to one elsewhere.
+"""Entry points for the command line: the console of a run, of a run of another machine, or of the fleet.
 
-``run_console``: the supervisor runs in a Textual thread worker of this process;
-the console subscribes to its events before the run starts. Exit code: 0 the job
-completed, 1 the run ended otherwise, 130 the operator stopped it or quit.
-
-``attach_console``: the console of a job another process runs (``run --headless``):
+``attach_console``: the console of a job another process runs (its runner, or ``run --headless``):
 rebuilt from ``events.jsonl`` from the first line, then following it; keys go
 through the job's control inbox. Closing it never stops the run; a finished job
 can be attached for review. Exit code 0.
+
+The console never runs a run in its own process (tests do, through tests/tui/inprocess.py).
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable, Coroutine, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from console.engine.control import RunLock
 from console.engine.job import JobPaths
 
 if TYPE_CHECKING:
     from textual.pilot import Pilot
 
-    from console.engine.supervisor import Supervisor
     from console.tui.app import ConsoleApp
 
 # What App.run takes: a coroutine function (an async def), given the app's pilot.
 AutoPilot = Callable[["Pilot[object]"], Coroutine[Any, Any, None]]
 
 
-def _keymap(keymap: Mapping[str, str] | None) -> dict[str, Any]:
+def with_keymap(keymap: Mapping[str, str] | None) -> dict[str, Any]:
     """The keymap given, or the config file's ``[keys]`` table. Problems are shown in the console
     (a notification), so a typo in the config file never blocks a run."""
     if keymap is not None:
@@ -43,65 +38,11 @@ def _keymap(keymap: Mapping[str, str] | None) -> dict[str, Any]:
     return {"keymap": loaded, "notices": problems}
 
 
-def build_run_app(supervisor: Supervisor, *, theme: str | None = None, job_title: str = "",
-                  keymap: Mapping[str, str] | None = None, **kw: Any) -> ConsoleApp:
-    from console.tui.app import ConsoleApp
-
-    return ConsoleApp.for_run(supervisor, job_title=job_title, theme=theme, **_keymap(keymap), **kw)
-
-
 def build_attach_app(paths: JobPaths, *, theme: str | None = None, job_title: str = "",
                      keymap: Mapping[str, str] | None = None, **kw: Any) -> ConsoleApp:
     from console.tui.app import ConsoleApp
 
-    return ConsoleApp.for_attach(paths, job_title=job_title, theme=theme, **_keymap(keymap), **kw)
-
-
-def run_console(supervisor: Supervisor, *, theme: str | None = None, job_title: str = "",
-                keymap: Mapping[str, str] | None = None, headless: bool = False,
-                auto_pilot: AutoPilot | None = None, signals: list[str] | None = None) -> int:
-    """Open the console on a run in this process; returns the exit code (0, 1, 3 or 130).
-
-    ``signals``: when given, SIGTERM and SIGHUP (a `kill`, the SSH session closed) stop the run at once and
-    close the console once it has stopped, as in a headless run; the signal's name is appended to the list.
-
-    Raises ``console.engine.supervisor.JobBusy`` before opening anything if another
-    process holds the job's run lock.
-    """
-    from console.engine.supervisor import JobBusy
-    from console.outcome import EXIT_FAILED, EXIT_INTERRUPTED
-
-    holder = RunLock(supervisor.paths).holder()
-    if holder is not None and holder != os.getpid():
-        raise JobBusy(f"{supervisor.paths.root} is already being run by process {holder}")
-    app = build_run_app(supervisor, theme=theme, job_title=job_title, keymap=keymap)
-    previous: dict[int, Any] = {}
-    if signals is not None:
-        import signal
-
-        def on_signal(signum: int, _frame: object) -> None:
-            name = signal.Signals(signum).name
-            signals.append(name)
-            # Sent as the signal's stop: the run ends interrupted (130 in every view), not stopped by its operator.
-            supervisor.command("stop", source=name)
-            supervisor.command("stop", source=name)  # the second stop abandons the turn in flight: nobody watches
-            with contextlib.suppress(Exception):  # the app may not run yet, or be closing
-                app.call_later(app.stop_and_quit)
-
-        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        app.run(headless=headless, auto_pilot=auto_pilot)
-    finally:
-        if previous:
-            import signal
-
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-    if app.exit_code is not None:
-        return app.exit_code
-    if app.return_code not in (None, 0):
-        return EXIT_FAILED  # the console itself failed (Textual printed why)
-    return EXIT_INTERRUPTED  # closed while the run was still going: it was stopped
+    return ConsoleApp.for_attach(paths, job_title=job_title, theme=theme, **with_keymap(keymap), **kw)
 
 
 def attach_console(paths: JobPaths, *, theme: str | None = None, job_title: str = "",
@@ -128,7 +69,7 @@ def build_remote_app(url: str, row: Any, *, theme: str | None = None, keymap: Ma
     controller = StoreController(url, row.key, row.host, rid,
                                  screenshots=data_dir / "screenshots" if data_dir is not None else None)
     return ConsoleApp(controller=controller, paths=JobPaths(Path(row.path)), job_title=Path(row.path).name,
-                      follow=True, theme=theme, **_keymap(keymap), **kw)
+                      follow=True, theme=theme, **with_keymap(keymap), **kw)
 
 
 def attach_remote_console(url: str, row: Any, *, theme: str | None = None, keymap: Mapping[str, str] | None = None,
@@ -203,7 +144,7 @@ def build_fleet_app(store_path: Path, *, theme: str | None = None, keymap: Mappi
 
     holder = kw.pop("holder", None)
     fleet = Fleet(store_path, now=kw.get("now") or _utc_now, holder=holder, url=kw.pop("url", None))
-    return ConsoleApp(fleet=fleet, theme=theme, **_keymap(keymap), **kw)
+    return ConsoleApp(fleet=fleet, theme=theme, **with_keymap(keymap), **kw)
 
 
 def fleet_console(store_path: Path, *, theme: str | None = None, keymap: Mapping[str, str] | None = None,

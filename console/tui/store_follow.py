@@ -55,6 +55,7 @@ class StoreController:
     view never waits on the store to ask them."""
 
     attached = True
+    local = False  # its folder is on the other machine (it is acknowledged there)
 
     def __init__(self, url: str, key: str, host: str, run_id: str, source: str = "console",
                  screenshots: Path | None = None) -> None:

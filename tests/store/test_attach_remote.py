@@ -245,7 +245,7 @@ def test_a_long_remote_history_is_shown_newest_first_then_folded_whole(pg_url: s
         await wait_for(pilot, lambda: app.state.turn == 399 and app.main.events_seen == len(events),
                        what="the whole history counted")
         await settle(pilot, app)
-        assert app.main._folded_upto > 0  # the newest-first path was taken
+        assert app.main.intake.folded_upto > 0  # the newest-first path was taken
         assert "message 399" in "\n".join(app.main.conversation.plain_lines())
         # The plan's only plan_changed is older than the tail read first: the seed brings it.
         plan = app.main.query_one(PlanPane)

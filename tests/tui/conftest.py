@@ -113,12 +113,15 @@ def make_supervisor(paths: JobPaths, *, gate_at: int | None = None, **settings: 
 
 
 def run_app(supervisor: Supervisor, **kw: Any) -> ConsoleApp:
+    """The console over a run in this process (the harness: tests/tui/inprocess.py)."""
+    from tests.tui.inprocess import in_process_app
+
     kw.setdefault("watch", False)
     kw.setdefault("now", lambda: FROZEN_NOW)
     kw.setdefault("animations", False)
     kw.setdefault("keymap", {})
     kw.setdefault("dialog_delay", 0)  # dialogs take keys at once (their first moment is tested apart)
-    return ConsoleApp.for_run(supervisor, job_title=supervisor.paths.root.name, **kw)
+    return in_process_app(supervisor, job_title=supervisor.paths.root.name, **kw)
 
 
 def attach_app(paths: JobPaths, **kw: Any) -> ConsoleApp:

@@ -9,12 +9,13 @@ from datetime import UTC, datetime, timedelta
 from console.engine import events as ev
 from console.engine.control import RunLock
 from console.tui.follow import QUICK_KEEP
-from console.tui.launch import attach_console, run_console
+from console.tui.launch import attach_console
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.quit import QuitScreen
 from console.tui.widgets.conversation import MAX_ITEMS, TRIM_SLACK
 from console.tui.widgets.todo_pane import TodoPane
 from tests.tui.conftest import attach_app, drive, make_supervisor, run_app, settle, wait_for
+from tests.tui.inprocess import run_console
 
 
 def test_quickstart_completes_in_the_console_like_headless(make_job):
@@ -296,7 +297,7 @@ def test_a_long_log_is_shown_newest_first_then_folded_exactly_once(make_job, mon
     seen: list[int] = []
 
     async def body(pilot):
-        await wait_for(pilot, lambda: app.run_screen._folded_upto > 0, what="the exact fold")
+        await wait_for(pilot, lambda: app.run_screen.intake.folded_upto > 0, what="the exact fold")
         seen.append(app.run_screen.conversation.trimmed)
         with paths.events.open("a", encoding="utf-8") as fh:  # the run goes on: one more turn
             fh.write(ev.TokenUsage(ts=datetime(2026, 1, 15, 16, 0, tzinfo=UTC), seq=10**6, session=1, turn=401,

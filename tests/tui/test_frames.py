@@ -22,7 +22,7 @@ from console.tui import pacing
 from console.tui.app import ConsoleApp
 from console.tui.commands import RecordingController
 from console.tui.pacing import FrameTimer
-from console.tui.screens import run as run_screen
+from console.tui.screens import run_intake
 from console.tui.widgets.footer import KeyFooter
 from console.tui.widgets.status import StatusLine
 
@@ -220,7 +220,7 @@ def turn_events(seq: int, turn: int) -> list[ev.EventBase]:
 
 
 def test_events_wait_while_a_key_is_drawn_then_are_folded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(run_screen, "KEY_FIRST", 3600.0)  # held for good: nothing here depends on timing
+    monkeypatch.setattr(run_intake, "KEY_FIRST", 3600.0)  # held for good: nothing here depends on timing
     app, _ = console(tmp_path)
 
     async def body(pilot: Any) -> None:

@@ -325,7 +325,7 @@ def test_sigterm_stops_the_run_and_closes_the_console(make_job):
     import signal
 
     from console.engine.loop import ShutdownReason
-    from console.tui.launch import run_console
+    from tests.tui.inprocess import run_console
 
     sup = make_supervisor(make_job("quickstart"), gate_at=8)
     got: list[str] = []

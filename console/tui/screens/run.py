@@ -1,35 +1,33 @@
 """One run's screen: its panes and everything that belongs to the run shown.
 
-A :class:`RunScreen` owns its run: the controller its keys act through, the bridge its events arrive on, the fold
-of those events (:class:`console.view.state.ConsoleState`), the workers that feed it (the engine for a run in this
-process, the log follower for an attached one), and its parts, each handed the run (:class:`RunContext`) and the few
-functions it needs, never the screen: the panes (:class:`console.tui.screens.main.RunPanes`), the restart's question
-(:class:`console.tui.screens.restart_prompt.RestartPrompt`), the run's commands
+A :class:`RunScreen` owns its run: the controller its keys act through, the fold of its events
+(:class:`console.view.state.ConsoleState`) and its parts, each handed the run (:class:`RunContext`) and the few
+functions it needs, never the screen: how its events reach the panes (:class:`console.tui.screens.run_intake.
+EventIntake`: the bridge, the source that feeds it, the batches), the panes (:class:`console.tui.screens.main.
+RunPanes`), the restart's question (:class:`console.tui.screens.restart_prompt.RestartPrompt`), the run's commands
 (:class:`console.tui.screens.run_keys.RunCommands`) and leaving (:class:`console.tui.screens.run_leave.Leaving`).
 What each key offers now is decided without Textual (:mod:`console.view.run_offers`).
 
 The fleet attaches to a run by pushing a fresh RunScreen and leaves it by popping it: Textual cancels the workers
 of a screen taken down, and a message posted to it is dropped, so nothing of one run reaches the next one shown.
 
-Data flow: the engine thread (or the log follower) pushes events into an :class:`EventBridge`; the screen drains
-it in batches (at most ~30 times a second), folds the batch into its state, hands it to the conversation pane and
-refreshes only the panes whose aspect changed.
+Data flow: the run's source (the log follower of an attached run, or an
+:class:`console.tui.screens.run_intake.EventSource` given) pushes events into an :class:`EventBridge` from the
+screen's worker; the intake drains it in batches (at most ~30 times a second), folds each batch into the state and
+hands it to the conversation pane; the screen refreshes only the panes whose aspect changed.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from textual import work
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.events import Resize
-from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import Widget
@@ -38,21 +36,21 @@ from textual.worker import get_current_worker
 from console.engine import events as ev
 from console.engine.command_specs import SPECS
 from console.engine.job import JobPaths
-from console.outcome import EXIT_FAILED, EXIT_OK, EXIT_USAGE, exit_code
+from console.outcome import EXIT_OK, EXIT_USAGE
 from console.tui.bridge import EventBridge
-from console.tui.commands import Controller, RecordingController, SupervisorController
-from console.tui.follow import follow_log, split_history
+from console.tui.commands import Controller, RecordingController
+from console.tui.follow import Cancellable
 from console.tui.keymap import OPERATOR_KEYS
 from console.tui.messages import EventsReady, HistoryFolded, HistoryReady, RunFinished, RunnerState
 from console.tui.notices import retract
 from console.tui.pacing import FrameTimer, frame_timer, one_shot
-from console.tui.screens.approval import RestartApprovalScreen
 from console.tui.screens.dialog import Dialog
 from console.tui.screens.guardrails import GuardrailsScreen
 from console.tui.screens.help import HelpScreen
 from console.tui.screens.main import RunPanes
 from console.tui.screens.restart_prompt import RestartPrompt
 from console.tui.screens.run_context import RunContext
+from console.tui.screens.run_intake import EventIntake, EventSource, LogFollower
 from console.tui.screens.run_keys import RunCommands
 from console.tui.screens.run_leave import Leaving
 from console.tui.widgets.conversation import MAX_ITEMS, ConversationPane
@@ -67,14 +65,7 @@ from console.view.liveness import PROCESS_GONE, run_liveness
 from console.view.run_offers import RUN_ACTIONS, offered, offers
 from console.view.state import EXPERIENCES, FEEDBACK, GAUGE, GUARDS, PLAN, RESTART, STATUS, TODOS, ConsoleState
 
-if TYPE_CHECKING:
-    from console.engine.supervisor import RunResult, Supervisor
-
 GONE_TITLE = "Run interrupted"  # the notice of a run whose process died under this console
-DRAIN_INTERVAL = 1 / 30  # the UI absorbs events in batches at most this often
-DRAIN_BUDGET = 0.008  # seconds of folding per batch; a backlog is absorbed in slices, keys act in between
-DRAIN_CHUNK = 400
-KEY_FIRST = 0.05  # seconds after a key acts during which the events waiting and the conversation's repaints wait
 
 
 def refused_title(command: str) -> str:
@@ -84,13 +75,13 @@ def refused_title(command: str) -> str:
 
 @dataclass
 class Run:
-    """Which run a screen shows, and how: a run in this process (``supervisor``), or one followed from its log
-    (``follow``, keys through its inbox)."""
+    """Which run a screen shows, and how: one followed from its log (``follow``, keys through its controller), or
+    fed by a ``source`` of its events (tests; nothing feeds a screen given neither: its bridge is pushed to)."""
 
     controller: Controller = field(default_factory=RecordingController)
     paths: JobPaths = field(default_factory=lambda: JobPaths(Path.cwd()))
     job_title: str = ""
-    supervisor: Supervisor | None = None
+    source: EventSource | None = None
     follow: bool = False
     provider: str = ""
     model: str = ""
@@ -115,9 +106,6 @@ class RunScreen(Screen[Any]):
         bell already rang for, per run (shared with the fleet, so a need rings once); ``key_help``: the keys as
         the operator's key map has them (the help screen's rows)."""
         super().__init__(id="main")
-        self.spec = run
-        self.supervisor = run.supervisor
-        self.follow = run.follow
         self.now = now
         self.max_items = max_items
         state = ConsoleState(run.job_title or run.paths.root.name, provider=run.provider, model=run.model,
@@ -130,7 +118,8 @@ class RunScreen(Screen[Any]):
         self.in_fleet = in_fleet
         self.key_help = key_help or (lambda: [])
         self.prompt = RestartPrompt(self.run, stage=lambda: self.app, notify=self.notify, retract=self._retract,
-                                    approve=self.action_approve, deny=self.deny_restart,
+                                    approve=lambda: self.commands.approve(),
+                                    deny=lambda: self.commands.deny_restart(),
                                     alive=lambda: self.ui_alive, rung=rung)
         self.commands = RunCommands(self.run, notify=self.notify, ask=self.prompt.ask, sent=self._sent,
                                     runner_changed=self._runner_changed, retract=self._retract,
@@ -139,23 +128,15 @@ class RunScreen(Screen[Any]):
         self.leaving = Leaving(self.run, in_fleet=in_fleet, exit=self._exit, back=self.leave, ask=self.prompt.ask,
                                push=self._push, notify=self.notify,
                                send=self.commands.send, status_refresh=self._status_refresh,
-                               later=lambda delay, then: one_shot(self, delay, then))
-        self.bridge = EventBridge()
-        self.run_result: RunResult | None = None
+                               later=self._later)
+        source = run.source or (LogFollower(run.paths.events, run.controller) if run.follow else None)
+        self.intake = EventIntake(self.run, source, keep=max_items, later=self._later, alive=lambda: self.ui_alive,
+                                  conversation=lambda: self.conversation, changed=self.refresh_panes,
+                                  said=self._say_refused, close=self._exit)
         self.guardrails_view: GuardrailsScreen | None = None
-        self._drain_timer: Timer | None = None
-        self._last_drain = 0.0
-        self._key_first_until = 0.0
-        self._unsubscribe: Callable[[], None] | None = None
-        self.drains = 0
-        self.events_seen = 0
         self._keys_state: tuple[bool, ...] = ()
         self._panes_ready = False
-        self._folded_upto = 0  # a long log's exact fold covers the events up to this seq
         self._runner_pid: int | None = None  # the process running the run, as last seen (attached)
-        if self.supervisor is not None:
-            # Subscribe before the run starts (its worker starts once the panes exist), so not one event is missed.
-            self._unsubscribe = self.supervisor.subscribe(self.bridge.push)
 
     # -- the run (its shared object is the parts'; these are the screen's public face) -------------------
     @property
@@ -185,18 +166,6 @@ class RunScreen(Screen[Any]):
     @property
     def exit_code(self) -> int | None:
         return self.run.exit_code
-
-    @property
-    def approval(self) -> RestartApprovalScreen | None:
-        return self.prompt.approval
-
-    @property
-    def run_active(self) -> bool:
-        return self.run.active
-
-    @property
-    def can_start_again(self) -> bool:
-        return self.run.facts().can_start_again
 
     # -- the layout ----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -261,9 +230,9 @@ class RunScreen(Screen[Any]):
         ``KEY_FIRST`` (a flood would otherwise put a fold and a repaint of the conversation between the key and
         each of its frames: the status line's, then the footer's layout)."""
         self._update_timer.hurry()
-        self._key_first_until = time.monotonic() + KEY_FIRST
+        held = self.intake.key_first()
         if self.ui_alive:
-            self.conversation.hold(KEY_FIRST)
+            self.conversation.hold(held)
 
     @property
     def conversation(self) -> ConversationPane:
@@ -283,11 +252,7 @@ class RunScreen(Screen[Any]):
     def _ready(self) -> None:
         """Called once the panes exist: start the event sources and the watchers."""
         self._panes_ready = True
-        self.bridge.attach(self)
-        if self.supervisor is not None:
-            self.run_engine()
-        elif self.follow:
-            self.follow_log()
+        self.intake.start(self, self._worker)
         plan_text = getattr(self.controller, "plan_text", None)
         if plan_text is not None:  # a run of another machine: its plan file is there, not here
             self.query_one(PlanPane).source = plan_text
@@ -306,134 +271,48 @@ class RunScreen(Screen[Any]):
         self.close()
 
     def close(self) -> None:
-        """Let go of the run: never leave the engine thread running (the process could not exit); stop listening."""
+        """Let go of the run: its source stops (a source that runs the run must never outlive the console: the
+        process could not exit), and the bridge takes no more."""
         self._panes_ready = False
-        if self.supervisor is not None and not self.run_finished:
-            self.supervisor.stop()
-            self.supervisor.stop()
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
-        self.bridge.close()
+        self.intake.close()
 
-    # -- workers (the screen's: cancelled when it is taken down) ---------------------------------
-    @work(thread=True, exit_on_error=False, group="engine", name="engine")
-    def run_engine(self) -> None:
-        """Run the supervisor on this worker thread (it blocks until the run ends)."""
-        from console.engine.loop import ShutdownReason
-        from console.engine.supervisor import JobBusy
+    def _later(self, delay: float, then: Callable[[], None]) -> Timer:
+        """Call ``then`` once, after ``delay`` seconds (console.tui.pacing.one_shot: late rather than never)."""
+        return one_shot(self, delay, then)
 
-        sup = self.supervisor
-        assert sup is not None
-        # A job resumed in place has history: show it first (the new run's events follow, numbered after it).
-        history, _ = ev.read_new(sup.paths.events, 0)
-        older, history = split_history(history, self.max_items)
-        if older:
-            self.post_message(HistoryReady(older))
-        self.bridge.push_many(history)
-        try:
-            result = sup.run()
-        except JobBusy as exc:
-            self.post_message(RunFinished("failed", str(exc), EXIT_USAGE))
-            return
-        except Exception as exc:  # the engine has its own last line of defence; this is the view's
-            self.post_message(RunFinished("failed", f"the engine crashed: {type(exc).__name__}: {exc}", EXIT_FAILED))
-            return
-        self.run_result = result
-        outcome = {ShutdownReason.USER_SHUTDOWN: "stopped", ShutdownReason.INTERRUPTED: "interrupted"}.get(
-            result.reason, result.ended)
-        detail = result.detail if result.ok or outcome in ("stopped", "interrupted") else \
-            f"{result.reason.value}: {result.detail}"
-        # In the console every stop is the operator's (the stop key, quit-and-stop, a denied restart): exit 3.
-        self.post_message(RunFinished(outcome, detail, exit_code(result)))
+    def _worker(self, job: Callable[[Cancellable], None], name: str) -> None:
+        """``job`` on a worker thread of this screen (cancelled when the screen is taken down), given its worker."""
+        self.run_worker(lambda: job(get_current_worker()), thread=True, exit_on_error=False, group=name, name=name)
 
-    @work(thread=True, exit_on_error=False, group="follow", name="follow")
-    def follow_log(self) -> None:
-        """Attached: replay events.jsonl from the start, then poll it for new lines."""
-        def post(message: Message) -> None:
-            self.post_message(message)  # dropped once the screen is taken down (the fleet went back to its list)
+    # -- events in (the intake's) ---------------------------------------------------------------------
+    @property
+    def bridge(self) -> EventBridge:
+        return self.intake.bridge
 
-        follow_log(self.paths.events, self.bridge, self.controller, get_current_worker(),
-                   lambda pid: post(RunnerState(pid)), lambda older: post(HistoryReady(older)), keep=self.max_items,
-                   make_state=self._blank_state, on_folded=lambda folded: post(HistoryFolded(folded)))
+    @property
+    def events_seen(self) -> int:
+        return self.intake.events_seen
 
-    def _blank_state(self) -> ConsoleState:
-        st = self.state
-        return ConsoleState(st.job_title, provider=st.provider, model=st.model, window=st.gauge.window,
-                            soft=st.gauge.soft, hard=st.gauge.hard)
-
-    # -- events in -------------------------------------------------------------------------------
-    def on_events_ready(self, message: EventsReady) -> None:
-        message.stop()
-        now = time.monotonic()
-        wait = max(DRAIN_INTERVAL - (now - self._last_drain), self._key_first_until - now)
-        if wait > 0:
-            if self._drain_timer is None:
-                self._drain_timer = one_shot(self, wait, self.drain_events)
-            return
-        self.drain_events()
-
-    def on_history_ready(self, message: HistoryReady) -> None:
-        """The older part of a long history: the state folds it (it needs all of it); the conversation only
-        counts its messages as not shown (it keeps the newest ones, which come next through the bridge)."""
-        message.stop()
-        self.events_seen += len(message.events)
-        changed = self.state.apply_all(message.events)
-        if self.ui_alive:
-            self.conversation.trimmed += sum(1 for e in message.events if isinstance(e, ev.AssistantMessage))
-            self.refresh_panes(changed)
-
-    def on_history_folded(self, message: HistoryFolded) -> None:
-        """A long log's exact fold replaces the state the newest events filled the panes with; events up to
-        the seq it covers are not folded again (the conversation has them already)."""
-        message.stop()
-        folded = message.folded
-        for name, value in vars(folded.state).items():
-            if name != "_handlers":  # its handlers are bound to the other object: keep this one's
-                setattr(self.state, name, value)
-        self._folded_upto = folded.upto_seq
-        self.events_seen += folded.older_events - folded.seed
-        if self.ui_alive:
-            self.conversation.add_not_shown(folded.older_messages)
-            self.refresh_panes({TODOS, GAUGE, STATUS, RESTART, FEEDBACK, GUARDS, PLAN, EXPERIENCES})
+    @property
+    def drains(self) -> int:
+        return self.intake.drains
 
     def drain_events(self, *, everything: bool = False) -> None:
-        """Fold what the bridge holds into the view, for at most ``DRAIN_BUDGET`` seconds.
+        self.intake.drain(everything=everything)
 
-        A backlog (a long log replayed, a burst of deltas) is absorbed in slices: the rest is
-        scheduled behind whatever else is queued, so a key pressed meanwhile still acts at once.
-        """
-        self._drain_timer = None
-        if not self.ui_alive:
-            return
-        held = self._key_first_until - time.monotonic()
-        if held > 0 and not everything:
-            self._drain_timer = one_shot(self, held, self.drain_events)
-            return
-        started = time.perf_counter()
-        self._last_drain = time.monotonic()
-        changed: set[str] = set()
-        while True:
-            events = self.bridge.drain(DRAIN_CHUNK)
-            if not events:
-                break
-            self.drains += 1
-            self.events_seen += len(events)
-            self._say_refused(events)
-            fold = events if not self._folded_upto else [e for e in events if e.seq > self._folded_upto]
-            changed |= self.state.apply_all(fold)
-            self.conversation.ingest(events)
-            if not everything and time.perf_counter() - started > DRAIN_BUDGET:
-                break
-        if changed:
-            self.refresh_panes(changed)
-        if self.quit_requested and self.controller.attached and self.state.ended:
-            self.app.exit(EXIT_OK, return_code=EXIT_OK)  # the stop asked for on leaving has landed
-            return
-        if self.bridge.pending and self._drain_timer is None:
-            self._drain_timer = one_shot(self, 0.001, self.drain_events)
+    def on_events_ready(self, message: EventsReady) -> None:
+        message.stop()
+        self.intake.ready()
 
-    def _say_refused(self, events: Iterable[ev.EventBase]) -> None:
+    def on_history_ready(self, message: HistoryReady) -> None:
+        message.stop()
+        self.intake.history(message.events)
+
+    def on_history_folded(self, message: HistoryFolded) -> None:
+        message.stop()
+        self.intake.folded(message.folded)
+
+    def _say_refused(self, events: list[ev.EventBase]) -> None:
         """A command this console sent and still waits for, refused by the engine (a rewind whose phase has
         ended, a pause of a paused run): said at once, also where the Feedback pane is not in sight."""
         for e in events:
@@ -510,13 +389,6 @@ class RunScreen(Screen[Any]):
         """The status line's hint for a run this console can start again (``p resumes``)."""
         return f"{self.resume_key()} resumes"
 
-    def ask(self, dialog: Dialog[Any], done: Callable[[Any], None]) -> None:
-        """Show a question (the restart's approval waits for it: RestartPrompt.ask)."""
-        self.prompt.ask(dialog, done)
-
-    def send(self, command: str, pending: str, **args: object) -> bool:
-        return self.commands.send(command, pending, **args)
-
     def _sent(self) -> None:
         """A command went out: draw it at once (the status line, then the footer: Resume after pause...)."""
         self.hurry_frames()  # drawn as soon as it is ready, not at the next capped frame
@@ -551,9 +423,6 @@ class RunScreen(Screen[Any]):
 
     def action_deny(self) -> None:
         self.commands.deny()
-
-    def deny_restart(self) -> None:
-        self.commands.deny_restart()
 
     def action_toggle_pause(self) -> None:
         self.commands.toggle_pause()
@@ -611,7 +480,7 @@ class RunScreen(Screen[Any]):
         """This run's entries of the command palette, in the console's words (the app adds its own)."""
         for spec in SPECS:  # the run's commands, from the engine's command specs
             help_text = spec.palette_help
-            if spec.action == "resume" and self.can_start_again:
+            if spec.action == "resume" and self.run.facts().can_start_again:
                 help_text = "Start this run again in the background (asks first; as the fleet's r)"
             yield SystemCommand(spec.title, help_text, getattr(self, f"action_{spec.action}"))
         yield SystemCommand("Guardrails", "Policies, feedback providers, completion checker, deadline, token "
@@ -623,10 +492,9 @@ class RunScreen(Screen[Any]):
     # -- the run's end, and its runner --------------------------------------------------------------
     def on_run_finished(self, message: RunFinished) -> None:
         message.stop()
-        self.drain_events(everything=True)  # the run's last events before its verdict
+        self.intake.drain(everything=True)  # the run's last events before its verdict
         self.run.finished = True
-        if isinstance(self.controller, SupervisorController):
-            self.controller.finished = True
+        self.intake.ended()
         self.state.mark_finished(message.outcome, message.detail, None)
         self.state.requested.clear()
         if message.exit_code == EXIT_USAGE:
@@ -645,7 +513,7 @@ class RunScreen(Screen[Any]):
             return
         was = self._runner_pid
         self._runner_pid = message.pid
-        if was is not None and message.pid is None and not self.state.ended and self.can_start_again:
+        if was is not None and message.pid is None and not self.state.ended and self.run.facts().can_start_again:
             # Its process died under this console (kill -9, a crash): said once, at any width (the status line may
             # have room only for the state).
             state = run_liveness(self.state, None).state
@@ -665,7 +533,7 @@ class RunScreen(Screen[Any]):
     def _runner_changed(self) -> None:
         """Whether a process runs the run changed (or what this console asked of it): the status line's state and
         resume hint, and the footer's keys."""
-        hint = self.resume_key_hint() if self.can_start_again else ""
+        hint = self.resume_key_hint() if self.run.facts().can_start_again else ""
         for status in self.query(StatusLine):
             status.resume_hint = hint
             status.refresh()

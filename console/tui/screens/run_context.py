@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from console.engine.job import JobPaths
-from console.tui.commands import Controller, InboxController, SupervisorController
+from console.tui.commands import Controller, InboxController
 from console.view.run_offers import RunFacts
 from console.view.state import ConsoleState
 
@@ -58,7 +58,7 @@ class RunContext:
         controller = self.controller
         return RunFacts(self.state, controller.attached, controller.runner_pid(), self.finished,
                         startable=isinstance(controller, InboxController),
-                        local=isinstance(controller, InboxController | SupervisorController))
+                        local=controller.local)
 
     @property
     def active(self) -> bool:
