@@ -1,15 +1,15 @@
 """How the console's keys reach the engine: the supervisor in this process, or the job's inbox.
 
-Both take a command's name and arguments (console.engine.commands); each checks them against the engine's typed
-commands before anything is sent (a command that is none is said, never sent), and the engine decides what a
-command means (and answers with ``operator_command`` events).
+Both take the engine's typed command (console.engine.commands: ``Pause()``, ``Rewind(issue=...)``), built where the
+key is pressed, so a command that is none is never sent; the engine decides what a command means (and answers with
+``operator_command`` events).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from console.engine.commands import CommandError, parse_command
+from console.engine.commands import AnyCommand, CommandError
 from console.engine.control import RunLock, write_inbox
 from console.engine.job import JobPaths
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 class Controller(Protocol):
     attached: bool
 
-    def send(self, command: str, **args: Any) -> str | None:
+    def send(self, command: AnyCommand) -> str | None:
         """Deliver a command; return why it could not be sent, or None."""
         ...
 
@@ -36,13 +36,10 @@ class SupervisorController:
         self.supervisor = supervisor
         self.finished = False
 
-    def send(self, command: str, **args: Any) -> str | None:
+    def send(self, command: AnyCommand) -> str | None:
         if self.finished:
             return "the run has ended"
-        try:
-            self.supervisor.command(command, **{k: v for k, v in args.items() if v is not None})
-        except CommandError as exc:
-            return str(exc)
+        self.supervisor.submit(command)
         return None
 
     def runner_pid(self) -> int | None:
@@ -64,17 +61,16 @@ class InboxController:
     def runner_pid(self) -> int | None:
         return self.lock.holder()
 
-    def send(self, command: str, **args: Any) -> str | None:
+    def send(self, command: AnyCommand) -> str | None:
         if self.runner_pid() is None:
             return ("no process is running this job (read-only); resume it with "
                     f"`agent-console resume {self.paths.run_id}` or queue commands from the CLI")
         try:
-            write_inbox(self.paths, parse_command(command, {k: v for k, v in args.items() if v is not None}),
-                        source=self.source)
-        except CommandError as exc:
+            write_inbox(self.paths, command, source=self.source)
+        except CommandError as exc:  # the envelope (its source) is refused: said, not a traceback
             return str(exc)
         except OSError as exc:  # the inbox is full or cannot be written: said, not a traceback
-            return f"{command} could not be sent: {exc.strerror or exc}"
+            return f"{command.kind} could not be sent: {exc.strerror or exc}"
         return None
 
 
@@ -84,14 +80,15 @@ class RecordingController:
     attached = False
 
     def __init__(self) -> None:
-        self.sent: list[tuple[str, dict[str, Any]]] = []
+        self.commands: list[AnyCommand] = []
 
-    def send(self, command: str, **args: Any) -> str | None:
-        try:  # what a real controller would refuse is refused here too
-            parse_command(command, {k: v for k, v in args.items() if v is not None})
-        except CommandError as exc:
-            return str(exc)
-        self.sent.append((command, args))
+    @property
+    def sent(self) -> list[tuple[str, dict[str, Any]]]:
+        """Each command as its kind and arguments (as the inbox carries them)."""
+        return [(c.kind, c.args()) for c in self.commands]
+
+    def send(self, command: AnyCommand) -> str | None:
+        self.commands.append(command)
         return None
 
     def runner_pid(self) -> int | None:

@@ -8,10 +8,13 @@ import contextlib
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.engine.runs import GAVE_UP, GONE, INTERRUPTED, NEEDS, STORED_LIVE, liveness, run_id
 from console.engine.text import safe_text
+
+if TYPE_CHECKING:  # pydantic's models: imported by who sends one, never by `jobs`
+    from console.engine.commands import AnyCommand
 
 
 def one_line(text: str) -> str:
@@ -81,7 +84,7 @@ def remote_run(ref: str, settings: Any) -> Any:
     return row if row is not None and row.remote else None
 
 
-def send_remote(url: str, embedded: Path, key: str, command: str, source: str) -> str | None:
+def send_remote(url: str, embedded: Path, key: str, command: AnyCommand, source: str) -> str | None:
     """Queue ``command`` for a run of another machine through the shared store (a row and a NOTIFY: that run's
     link writes it into its inbox); what went wrong in one line, or None."""
     import uuid
@@ -101,7 +104,7 @@ def send_remote(url: str, embedded: Path, key: str, command: str, source: str) -
         finally:
             store.close()
     except (CommandError, StoreError) as exc:
-        return f"{command} could not be sent: {exc}"
+        return f"{command.kind} could not be sent: {exc}"
     return None
 
 

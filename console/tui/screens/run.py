@@ -37,6 +37,7 @@ from textual.worker import get_current_worker
 
 from console.engine import events as ev
 from console.engine.command_specs import SPECS
+from console.engine.commands import AnyCommand
 from console.engine.job import JobPaths
 from console.outcome import EXIT_FAILED, EXIT_OK, EXIT_USAGE, exit_code
 from console.tui.bridge import EventBridge
@@ -514,8 +515,8 @@ class RunScreen(Screen[Any]):
         """Show a question (the restart's approval waits for it: RestartPrompt.ask)."""
         self.prompt.ask(dialog, done)
 
-    def send(self, command: str, pending: str, **args: object) -> bool:
-        return self.commands.send(command, pending, **args)
+    def send(self, command: AnyCommand, pending: str) -> bool:
+        return self.commands.send(command, pending)
 
     def _sent(self) -> None:
         """A command went out: draw it at once (the status line, then the footer: Resume after pause...)."""
