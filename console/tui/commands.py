@@ -7,6 +7,8 @@ key is pressed, so a command that is none is never sent; the engine decides what
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from console.engine.commands import AnyCommand, CommandError
@@ -18,6 +20,10 @@ if TYPE_CHECKING:
 
 
 class Controller(Protocol):
+    """How the console reaches one run, and what the views may ask of it: each capability is declared here (a
+    controller that lacks one says so with its default), never probed for."""
+
+    # Another process runs the run (its inbox, or the shared store, takes the commands); False: this process does.
     attached: bool
 
     def send(self, command: AnyCommand) -> str | None:
@@ -26,11 +32,59 @@ class Controller(Protocol):
 
     def runner_pid(self) -> int | None: ...
 
+    @property
+    def host(self) -> str:
+        """The machine that runs the run, as it is shown ("": this one)."""
+        ...
+
+    @property
+    def resume_hint(self) -> str:
+        """How the run is resumed, when not ``agent-console resume ID`` here ("": that)."""
+        ...
+
+    @property
+    def local(self) -> bool:
+        """The run's folder (its lock, its files) is on this machine."""
+        ...
+
+    @property
+    def startable(self) -> bool:
+        """The console can start the run again when no process runs it (``agent-console resume`` here)."""
+        ...
+
+    @property
+    def problem(self) -> str | None:
+        """Why the run cannot be reached now (one line; a shared store away), or None."""
+        ...
+
+    @property
+    def screenshots(self) -> Path | None:
+        """Where this console's screenshots of the run go when not its folder's harness state (None: there)."""
+        ...
+
+    @property
+    def follower(self) -> Callable[..., None] | None:
+        """What follows the run's events when the controller does it itself (another machine's run, from the shared
+        store), with :func:`console.tui.follow.follow_log`'s arguments after the log's path; None: its log is
+        followed from its folder."""
+        ...
+
+    @property
+    def plan_source(self) -> Callable[[], str] | None:
+        """What the plan pane shows when the run's plan file is not here (None: its folder's main_plan.md)."""
+        ...
+
 
 class SupervisorController:
     """A run in this process: the supervisor's thread-safe control methods."""
 
     attached = False
+    host = resume_hint = ""
+    local, startable = True, False
+    problem: str | None = None
+    screenshots: Path | None = None
+    follower: Callable[..., None] | None = None
+    plan_source: Callable[[], str] | None = None
 
     def __init__(self, supervisor: Supervisor) -> None:
         self.supervisor = supervisor
@@ -52,6 +106,12 @@ class InboxController:
     """A run in another process: commands go through the job's control inbox on disk."""
 
     attached = True
+    host = resume_hint = ""
+    local = startable = True  # its folder is here: started again in the background (agent-console resume)
+    problem: str | None = None
+    screenshots: Path | None = None
+    follower: Callable[..., None] | None = None
+    plan_source: Callable[[], str] | None = None
 
     def __init__(self, paths: JobPaths, source: str = "console") -> None:
         self.paths = paths
@@ -78,6 +138,12 @@ class RecordingController:
     """Keeps the commands it gets; for benchmarks and tests of the view alone."""
 
     attached = False
+    host = resume_hint = ""
+    local = startable = False
+    problem: str | None = None
+    screenshots: Path | None = None
+    follower: Callable[..., None] | None = None
+    plan_source: Callable[[], str] | None = None
 
     def __init__(self) -> None:
         self.commands: list[AnyCommand] = []

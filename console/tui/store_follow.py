@@ -55,6 +55,7 @@ class StoreController:
     view never waits on the store to ask them."""
 
     attached = True
+    local = startable = False  # its folder is on its machine: resumed there
 
     def __init__(self, url: str, key: str, host: str, run_id: str, source: str = "console",
                  screenshots: Path | None = None) -> None:
@@ -76,6 +77,8 @@ class StoreController:
         self._store: Any = None
         self._lock = threading.Lock()
         self.calls = _Caller()  # every call to the store (the follower's, the keys'): see _Caller
+        self.follower: Callable[..., None] | None = self.follow_events  # followed from the store, not a log
+        self.plan_source: Callable[[], str] | None = self.plan_text  # the plan file is on its machine
 
     @property
     def resume_hint(self) -> str:

@@ -79,3 +79,28 @@ def test_a_recording_controller_keeps_the_typed_commands():
     assert rec.send(Rewind(issue="wrong order", phase=2)) is None and rec.send(Pause()) is None
     assert rec.commands == [Rewind(issue="wrong order", phase=2), Pause()]
     assert rec.sent == [("rewind", {"issue": "wrong order", "phase": 2}), ("pause", {})]
+
+
+def test_each_controller_declares_what_the_views_ask_of_it(tmp_path: Path):
+    """The capabilities the views use are the Controller protocol's, answered by every controller (no probe)."""
+    from console.tui.screens.run_context import RunContext
+    from console.tui.store_follow import StoreController
+    from console.view.state import ConsoleState
+
+    paths = JobPaths(tmp_path)
+    here = InboxController(paths)
+    there = StoreController("postgresql://nobody@127.0.0.1:1/none", "k" * 32, "machine-a\x1b[2J", "k3f9q",
+                            screenshots=tmp_path / "shots")
+    recorder = RecordingController()
+    assert (here.local, here.startable, here.host, here.resume_hint) == (True, True, "", "")
+    assert (here.follower, here.plan_source, here.screenshots, here.problem) == (None, None, None, None)
+    assert (recorder.local, recorder.startable, recorder.follower) == (False, False, None)
+    assert (there.local, there.startable) == (False, False) and there.screenshots == tmp_path / "shots"
+    assert there.follower == there.follow_events and there.plan_source == there.plan_text
+    assert "\x1b" not in there.host and there.resume_hint.endswith(f"on {there.host} (where its folder is)")
+    for controller, startable, local in ((here, True, True), (there, False, False), (recorder, False, False)):
+        ctx = RunContext(ConsoleState("job"), controller, paths, "k3f9q")
+        facts = ctx.facts()
+        assert (facts.startable, facts.local) == (startable, local)
+        assert (ctx.host, ctx.resume_hint) == (controller.host, controller.resume_hint)
+    there.close()
