@@ -251,7 +251,7 @@ async def measure_keys(app: ConsoleApp, controller: RecordingController, produce
         await asyncio.sleep(rng.uniform(0.05, 0.1))
         pausing = "pause" not in app.state.requested
         want, footer = ("pausing after this turn", "resume") if pausing else ("resuming", "pause")
-        sent = len(controller.sent)
+        sent = len(controller.commands)
         watch.arm(want, footer)
         t0 = time.perf_counter()
         app.post_message(events.Key("p", "p"))  # what the terminal driver does with a key press
@@ -259,7 +259,7 @@ async def measure_keys(app: ConsoleApp, controller: RecordingController, produce
         frames: tuple[float | None, float | None] = (None, None)
         while time.perf_counter() < deadline:
             await asyncio.sleep(0.0005)
-            if len(controller.sent) > sent and watch.status_at is not None and watch.footer_at is not None:
+            if len(controller.commands) > sent and watch.status_at is not None and watch.footer_at is not None:
                 frames = (first_frame_after(driver.flushed, watch.status_at),
                           first_frame_after(driver.flushed, max(watch.status_at, watch.footer_at)))
                 if frames[1] is not None:

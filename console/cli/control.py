@@ -119,8 +119,7 @@ def remote_control(args: argparse.Namespace, settings: Any) -> int | None:
     from console.engine.commands import CommandError, parse_command
     from console.engine.control import make_command
     from console.engine.runs import run_id
-    from console.engine.store import StoreError, this_host
-    from console.engine.store.postgres import PgStore
+    from console.engine.store import StoreError, is_shared, this_host
     from console.view.jobs import remote_run
 
     try:
@@ -146,7 +145,7 @@ def remote_control(args: argparse.Namespace, settings: Any) -> int | None:
     except CommandError as exc:
         raise UsageError(str(exc)) from None
     store = settings.open_store()
-    assert isinstance(store, PgStore)
+    assert is_shared(store)  # a run of another machine is found in a shared store only
     key = row.key
     try:
         # Read before the command goes: its answer comes after this, however soon the run takes it.

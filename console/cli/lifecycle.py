@@ -228,7 +228,7 @@ def _finish(sup: Any, paths: Any, interrupted_by: str | None = None) -> int:
             why = f"{why}, with work left: the record does not show the plan done"
         said = "" if not detail or detail == why else f": {detail}"
         err(f"run ended incomplete ({why}){said}{cost}")
-    if (gone := getattr(sup.operator.channel, "gone", None)) is not None:
+    if (gone := sup.operator.channel.gone) is not None:
         err(f"{gone}: there is nothing left there to resume")
     elif result.fix:  # a key to set, credit to add: then the same resume goes on where it was
         err(f"{result.fix}, then {resume_hint(paths)}")

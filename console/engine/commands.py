@@ -11,7 +11,7 @@ tests/unit/test_commands.py say where one is missing), and a key if it has one.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, Self, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
@@ -34,6 +34,18 @@ class CommandModel(BaseModel):
     def args(self) -> dict[str, Any]:
         """The arguments as the inbox file and the ``operator_command`` event carry them (unset ones left out)."""
         return self.model_dump(exclude={"kind"}, exclude_none=True)
+
+    @classmethod
+    def build(cls, **args: Any) -> Self:
+        """The command with ``args`` (None ones left unset), built where the operator gave them (a rewind's text in
+        the console): :class:`CommandError` with the line :func:`parse_command` says for the same arguments."""
+        kind = cls.model_fields["kind"].default
+        try:
+            return cls(**{k: v for k, v in args.items() if v is not None})
+        except ValidationError as exc:
+            raise CommandError(f"{kind}: {describe(exc)}") from None
+        except RecursionError:
+            raise CommandError(f"{kind}: arguments nested too deeply") from None
 
 
 class Checkpoint(CommandModel):

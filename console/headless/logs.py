@@ -53,6 +53,10 @@ class LogReader:
         self.line_no = 0  # complete lines read so far (the number of the last one)
         self.rewound = False
 
+    def where(self) -> str:
+        """The line last read, as a note about a damaged one names it."""
+        return f"{self.path}: line {self.line_no}"
+
     def close(self) -> None:
         if self._fh is not None:
             with contextlib.suppress(OSError):
@@ -249,9 +253,7 @@ class StoryPrinter:
         if self._damage_told:
             return
         self._damage_told = True
-        # A reader of another source (the store's rows) names the event its own way.
-        where = getattr(self.reader, "where", None)
-        what = where() if callable(where) else f"{self.path}: line {self.reader.line_no}"
+        what = self.reader.where()  # a reader of another source (the store's rows) names the event its own way
         with contextlib.suppress(OSError, ValueError):
             self.err.write(f"agent-console: {safe_text(what, one_line=True)} is not an event (damaged); skipped, as "
                            "is any other damaged line\n")

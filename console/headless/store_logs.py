@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from console.engine.store.base import SharedStore
 from console.headless.logs import LogEnd, StoryPrinter
 
 PAGE = 2000  # events fetched at a time
@@ -20,7 +21,7 @@ SAFETY_LOOK = 5.0  # seconds: the store is asked at least this often even withou
 class StoreLines:
     """The :class:`~console.headless.logs.LogReader` interface over the store's events of one run."""
 
-    def __init__(self, store: Any, key: str, run: str = "") -> None:
+    def __init__(self, store: SharedStore, key: str, run: str = "") -> None:
         self.store = store
         self.key = key
         self.run = run  # its short id, as a note names it
@@ -86,8 +87,7 @@ def remote_logs(args: argparse.Namespace) -> int | None:
     """``logs`` of a run of another machine (None: not one; the local ``logs`` goes on)."""
     from console.engine.job import JobError
     from console.engine.runs import RunLookupError, run_id
-    from console.engine.store import StoreError
-    from console.engine.store.postgres import PgStore
+    from console.engine.store import StoreError, is_shared
     from console.headless import use_color
     from console.outcome import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
     from console.settings import load_settings
@@ -113,7 +113,7 @@ def remote_logs(args: argparse.Namespace) -> int | None:
     if row is None:
         return None
     store = settings.open_store()
-    assert isinstance(store, PgStore)
+    assert is_shared(store)  # a run of another machine is found in a shared store only
     key = row.key
     lines = StoreLines(store, key, run_id(row.path))
     color = not args.json and use_color(sys.stdout)

@@ -392,7 +392,7 @@ class ConsoleApp(App[int]):
         run = self.run_screen
         if run is None and self.fleet is not None:
             return self.fleet.store_path.parent / "screenshots"
-        if run is not None and (elsewhere := getattr(run.controller, "screenshots", None)) is not None:
+        if run is not None and (elsewhere := run.controller.screenshots) is not None:
             return Path(elsewhere)  # a run of another machine: its folder is there, not here
         return (run.paths if run is not None else JobPaths(Path.cwd())).state / "screenshots"
 

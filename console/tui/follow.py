@@ -186,8 +186,7 @@ def follow_log(path: Path, bridge: EventBridge, controller: Controller, worker: 
 
     A controller that follows its run itself (``follow_events``: a run of another machine, followed from the shared
     store by :class:`console.tui.store_follow.StoreController`) does, with the same arguments."""
-    own: Callable[..., None] | None = getattr(controller, "follow_events", None)
-    if own is not None:
+    if (own := controller.follower) is not None:
         own(bridge, worker, on_runner, on_history, keep, make_state, on_folded)
         return
     offset = 0

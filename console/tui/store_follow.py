@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from console.engine import events as ev
-from console.engine.commands import CommandError
+from console.engine.commands import AnyCommand, CommandError
 from console.tui.bridge import EventBridge
 from console.tui.follow import DRAW_FIRST, QUICK_KEEP, SEED_TYPES, Cancellable, Folded, split_history, worker_sleep
 
@@ -55,7 +55,7 @@ class StoreController:
     view never waits on the store to ask them."""
 
     attached = True
-    local = False  # its folder is on the other machine (it is acknowledged there)
+    local = startable = False  # its folder is on its machine: resumed there
 
     def __init__(self, url: str, key: str, host: str, run_id: str, source: str = "console",
                  screenshots: Path | None = None) -> None:
@@ -77,6 +77,8 @@ class StoreController:
         self._store: Any = None
         self._lock = threading.Lock()
         self.calls = _Caller()  # every call to the store (the follower's, the keys'): see _Caller
+        self.follower: Callable[..., None] | None = self.follow_events  # followed from the store, not a log
+        self.plan_source: Callable[[], str] | None = self.plan_text  # the plan file is on its machine
 
     @property
     def resume_hint(self) -> str:
@@ -99,33 +101,33 @@ class StoreController:
         parts = self.owner.split(":")
         return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() and int(parts[1]) > 0 else 1
 
-    def send(self, command: str, **args: Any) -> str | None:
+    def send(self, command: AnyCommand) -> str | None:
         import uuid
 
         from console.engine.control import make_command
         from console.engine.store import StoreError
 
+        name = command.kind
         if self.problem is not None:
-            return f"{command} could not be sent: {self.problem}"
+            return f"{name} could not be sent: {self.problem}"
         store = self._store
         if store is None:  # the follower is still reaching the store: never waited on from the view
-            return f"{command} could not be sent: the store is not reached yet; try again in a moment"
+            return f"{name} could not be sent: the store is not reached yet; try again in a moment"
         if self.owner is None:
             return (f"no runner holds {self.run_id} on {self.host} now (review only); resume it there "
                     f"(agent-console resume {self.run_id}) or queue commands from the CLI")
         try:
-            cmd = make_command(command, {k: v for k, v in args.items() if v is not None}, source=self.source,
-                               id=uuid.uuid4().hex)
+            cmd = make_command(command, source=self.source, id=uuid.uuid4().hex)
         except CommandError as exc:
             return str(exc)
         body = cmd.model_dump(mode="json", include={"id", "command", "args", "source"})
         try:
             self.calls.submit(lambda: store.send_command(self.key, body)).result(timeout=SEND_WAIT)
         except FutureTimeout:
-            return (f"{command} not confirmed: the store has not answered within {SEND_WAIT:g} s; it goes once it "
+            return (f"{name} not confirmed: the store has not answered within {SEND_WAIT:g} s; it goes once it "
                     "does (the run's answer then shows in the Feedback pane)")
         except StoreError as exc:
-            return f"{command} could not be sent: {exc}"
+            return f"{name} could not be sent: {exc}"
         return None
 
     def plan_text(self) -> str:

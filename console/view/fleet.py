@@ -373,10 +373,10 @@ class Fleet:
         """The runs of other machines: their new events from the store, in two queries whatever their number
         (which runs' last seq moved, then the events after each fold's seq, a page at a time). False when
         ``budget`` ran out first (the next poll goes on from where each fold stopped)."""
-        from console.engine.store.postgres import PgStore
+        from console.engine.store import is_shared
 
         store = self._store
-        if not rows or not isinstance(store, PgStore):
+        if not rows or store is None or not is_shared(store):
             return True
         folds = {f.key: f for r in rows if isinstance(f := self.folds.get(_fold_key(r)), RemoteFold)}
         try:

@@ -8,10 +8,14 @@ import contextlib
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.engine.runs import GAVE_UP, GONE, INTERRUPTED, NEEDS, STORED_LIVE, liveness, run_id
+from console.engine.store.base import JobRow
 from console.engine.text import safe_text
+
+if TYPE_CHECKING:  # pydantic's models: imported by who sends one, never by `jobs`
+    from console.engine.commands import AnyCommand
 
 
 def one_line(text: str) -> str:
@@ -20,13 +24,13 @@ def one_line(text: str) -> str:
     return safe_text(str(text), one_line=True, join=True)
 
 
-def as_now(r: Any, holder: Any = None) -> Any:
+def as_now(r: JobRow, holder: Any = None) -> JobRow:
     """The store's row ``r`` with the state it has now: a run whose folder is gone says so (``jobs --prune``
     forgets it); one the store records as live that no process runs died (kill -9, power cut) without writing its
     end: interrupted. ``holder``: the pid holding a run's lock, from its folder (default: its run lock's answer)."""
     from console.engine.store import folder_gone
 
-    if getattr(r, "remote", False):  # a run of another machine (a shared store): its runner's lease says
+    if r.remote:  # a run of another machine (a shared store): its runner's lease says
         gone, pid, leased = False, None, bool(r.leased)
     else:
         gone, leased = folder_gone(r.path), False
@@ -44,7 +48,7 @@ def as_now(r: Any, holder: Any = None) -> Any:
     return replace(r, status=live.state)
 
 
-def unconfined(r: Any, seal: Any) -> bool:
+def unconfined(r: JobRow, seal: Any) -> bool:
     """Whether the run was started with --unconfined (its commands run without a sandbox): its own launch record
     says, read from its folder (a run of another machine's folder is not here: its console and logs say). Only a
     record this operator's harness sealed (``seal``: console.engine.seal) says anything: a folder's own record
@@ -52,7 +56,7 @@ def unconfined(r: Any, seal: Any) -> bool:
     from console.engine.job import JobPaths
     from console.engine.launch import LaunchError, read_launch
 
-    if seal is None or getattr(r, "remote", False) or r.status == GONE:
+    if seal is None or r.remote or r.status == GONE:
         return False
     try:
         launch = read_launch(JobPaths(Path(r.path)), seal)
@@ -81,27 +85,26 @@ def remote_run(ref: str, settings: Any) -> Any:
     return row if row is not None and row.remote else None
 
 
-def send_remote(url: str, embedded: Path, key: str, command: str, source: str) -> str | None:
+def send_remote(url: str, embedded: Path, key: str, command: AnyCommand, source: str) -> str | None:
     """Queue ``command`` for a run of another machine through the shared store (a row and a NOTIFY: that run's
     link writes it into its inbox); what went wrong in one line, or None."""
     import uuid
 
     from console.engine.commands import CommandError
     from console.engine.control import make_command
-    from console.engine.store import StoreError, open_store
-    from console.engine.store.postgres import PgStore
+    from console.engine.store import StoreError, is_shared, open_store
 
     try:
         cmd = make_command(command, source=source, id=uuid.uuid4().hex)
         store = open_store(url, embedded)
         try:
-            if not isinstance(store, PgStore):
+            if not is_shared(store):
                 return "not a shared store"
             store.send_command(key, cmd.model_dump(mode="json", include={"id", "command", "args", "source"}))
         finally:
             store.close()
     except (CommandError, StoreError) as exc:
-        return f"{command} could not be sent: {exc}"
+        return f"{command.kind} could not be sent: {exc}"
     return None
 
 
@@ -185,7 +188,7 @@ def shorten(text: str, width: int) -> str:
     return text[:cut].rstrip(" ,;:-") + "…"
 
 
-def jobs_table(rows: list[Any], width: int, seal: Any = None) -> tuple[list[Any], list[str]]:
+def jobs_table(rows: list[JobRow], width: int, seal: Any = None) -> tuple[list[Any], list[str]]:
     """The jobs table as lines (rich Text, one per row after the header, none wider than ``width`` when the id,
     state and job columns fit), and the headers of the columns left out to fit. ``seal``: the operator's key, to
     read each run's record (:func:`unconfined`)."""
@@ -205,7 +208,7 @@ def jobs_table(rows: list[Any], width: int, seal: Any = None) -> tuple[list[Any]
         cells["state"].append(one_line(r.status) + (UNCONFINED_MARK if unconfined(r, seal) else ""))
         name = job_name(r.path)
         cells["job"].append(shorten(one_line(name), JOB_NAME_MAX))
-        cells["host"].append(shorten(one_line(getattr(r, "host", "") or ""), HOST_MAX))
+        cells["host"].append(shorten(one_line(r.host or ""), HOST_MAX))  # a NULL column reads None
         cells["started"].append(one_line(short(r.started_at)))
         cells["cost"].append("" if r.cost_usd is None else format_cost(r.cost_usd))
         cells["conf"].append("" if r.confidence is None else f"{r.confidence:.2f}")

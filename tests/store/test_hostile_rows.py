@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 from console.engine import events as ev
+from console.engine.commands import Pause
 from console.engine.runs import run_id
 from console.engine.store.postgres import PgStore
 from console.tui.screens.confirm import ConfirmScreen
@@ -163,7 +164,7 @@ def test_attach_shows_a_hostile_host_as_text(pg_url: str, monkeypatch: pytest.Mo
             conn.execute("UPDATE runs SET lease_expires = now() - interval '1 second' WHERE path = %s",
                          (str(folder),))
         await wait_for(pilot, lambda: app.main.controller.owner is None, what="the lease gone")
-        said = app.main.controller.send("pause") or ""
+        said = app.main.controller.send(Pause()) or ""
         assert "no runner holds" in said and not raw_controls(said) and HOST_SHOWN in said, said
         assert not raw_controls(app.main.controller.resume_hint) and HOST_SHOWN in app.main.controller.resume_hint
         assert not raw_controls(screen_text(app))

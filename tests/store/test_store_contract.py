@@ -190,3 +190,24 @@ def test_a_password_never_reaches_an_error(pg_server: object, tmp_path: Path) ->
     with pytest.raises(StoreError) as caught:
         opened(url, tmp_path)
     assert "s3cret" not in str(caught.value) and "127.0.0.1" in str(caught.value)
+
+
+def test_a_store_says_whether_it_is_shared_and_a_shared_one_offers_what_its_protocol_declares(
+        store_url: str, tmp_path: Path) -> None:
+    """The views ask the store (is_shared: its declared ``shared``), never which class it is; what SharedStore
+    declares, the PostgreSQL store has."""
+    import inspect
+
+    from console.engine.store import SharedStore, is_shared
+
+    store = opened(store_url, tmp_path)
+    try:
+        assert is_shared(store) == bool(store_url) == store.shared
+        if is_shared(store):
+            methods = {n for n, v in vars(SharedStore).items() if inspect.isfunction(v) and not n.startswith("_")}
+            assert methods and methods <= set(dir(store)) and isinstance(store.host, str)
+            for name in methods:
+                assert inspect.signature(getattr(store, name)).parameters.keys() == \
+                    inspect.signature(getattr(SharedStore, name)).parameters.keys() - {"self"}, name
+    finally:
+        store.close()

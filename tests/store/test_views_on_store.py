@@ -69,6 +69,7 @@ def test_the_fleet_folds_another_machines_runs_from_the_store(pg_url: str, tmp_p
 def test_the_fleets_keys_reach_another_machines_run(pg_url: str, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The fleet's stop (and approve, deny) of another machine's run: a row of the store, taken by its link."""
+    from console.engine.commands import Pause, Resume, Stop
     from console.view.jobs import send_remote
 
     a = Machine("machine-a", tmp_path, pg_url)
@@ -82,15 +83,15 @@ def test_the_fleets_keys_reach_another_machines_run(pg_url: str, tmp_path: Path,
         assert row.host == "machine-a" and row.state in ("running", "starting")
         assert row.has_runner and row.pid is None  # its runner is machine-a's: a lease, no pid of this machine
         # r unpauses a paused run of another machine too (through the store, as its stop)
-        assert row.key and send_remote(pg_url, fleet.store_path, row.key, "pause", "fleet") is None
+        assert row.key and send_remote(pg_url, fleet.store_path, row.key, Pause(), "fleet") is None
         wait_until(lambda: fleet.poll()[0].state == "paused", 60, "the run shown paused")
         assert fleet.poll()[0].resume == "unpause"
-        assert send_remote(pg_url, fleet.store_path, row.key, "resume", "fleet") is None
+        assert send_remote(pg_url, fleet.store_path, row.key, Resume(), "fleet") is None
         wait_until(lambda: fleet.poll()[0].state == "running", 60, "the run shown running again")
         assert fleet.poll()[0].resume == ""
-        assert send_remote(pg_url, fleet.store_path, row.key, "stop", "fleet") is None
+        assert send_remote(pg_url, fleet.store_path, row.key, Stop(), "fleet") is None
         runner.wait(120)  # the runner's process ends: its stop applied
         wait_until(lambda: fleet.poll()[0].state == "stopped", 30, "the run shown stopped")
     finally:
         fleet.close()
-    assert send_remote(pg_url, tmp_path / "b" / "jobs.db", "0" * 32, "stop", "fleet") is not None  # no such run
+    assert send_remote(pg_url, tmp_path / "b" / "jobs.db", "0" * 32, Stop(), "fleet") is not None  # no such run

@@ -13,10 +13,11 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from console.engine import events as ev
-from console.engine.commands import CommandError
+from console.engine.commands import AnyCommand
 from console.engine.control import RunLock
 from console.engine.supervisor import RunResult, Supervisor
 from console.outcome import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, exit_code
@@ -32,19 +33,21 @@ class SupervisorController:
     """A run in this process: the supervisor's thread-safe control methods."""
 
     attached = False
-    local = True  # the run's folder is this machine's
+    host = resume_hint = ""
+    local, startable = True, False  # the run's folder is this machine's; this process runs it
+    problem: str | None = None
+    screenshots: Path | None = None
+    follower: Callable[..., None] | None = None
+    plan_source: Callable[[], str] | None = None
 
     def __init__(self, supervisor: Supervisor) -> None:
         self.supervisor = supervisor
         self.finished = False
 
-    def send(self, command: str, **args: Any) -> str | None:
+    def send(self, command: AnyCommand) -> str | None:
         if self.finished:
             return "the run has ended"
-        try:
-            self.supervisor.command(command, **{k: v for k, v in args.items() if v is not None})
-        except CommandError as exc:
-            return str(exc)
+        self.supervisor.submit(command)
         return None
 
     def runner_pid(self) -> int | None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from textual.notifications import Notify
 
+from console.engine.commands import AnyCommand
 from console.tui.notices import HELD_MAX, HeldNotices
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.fleet_actions import FleetActions, FleetStore, Hands
@@ -72,8 +73,8 @@ class Controllers:
     def attach(self, row: FleetRow) -> str:
         return "the run's controller"
 
-    def send(self, row: FleetRow, command: str) -> str | None:
-        self.sent.append((row.path, command))
+    def send(self, row: FleetRow, command: AnyCommand) -> str | None:
+        self.sent.append((row.path, command.kind))
         return None
 
 

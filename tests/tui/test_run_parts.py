@@ -9,10 +9,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.app import App, ComposeResult
 from textual.geometry import Size
 
 from console.engine import events as ev
+from console.engine.commands import (
+    MAX_TEXT,
+    AnyCommand,
+    ApproveRestart,
+    CommandError,
+    Pause,
+    Resume,
+    Rewind,
+    Stop,
+    parse_command,
+)
 from console.engine.job import JobPaths
 from console.tui.commands import RecordingController
 from console.tui.screens import run_keys
@@ -54,10 +66,10 @@ def context(tmp_path: Path, **kw: Any) -> RunContext:
     return RunContext(st, RecordingController(), JobPaths(tmp_path), "k3f9q", **kw)
 
 
-def sent(ctx: RunContext) -> list[tuple[str, dict[str, Any]]]:
-    """What the run's RecordingController was sent."""
+def sent(ctx: RunContext) -> list[AnyCommand]:
+    """The typed commands the run's RecordingController was sent."""
     assert isinstance(ctx.controller, RecordingController)
-    return ctx.controller.sent
+    return ctx.controller.commands
 
 
 def commands(ctx: RunContext, said: Said) -> RunCommands:
@@ -80,22 +92,38 @@ def test_run_commands_send_through_the_controller_and_say_a_refusal(tmp_path: Pa
     ctx, said = context(tmp_path), Said()
     keys = commands(ctx, said)
     keys.toggle_pause()
-    assert sent(ctx) == [("pause", {})] and ctx.state.requested == {"pause": "pausing after this turn"}
+    assert sent(ctx) == [Pause()] and ctx.state.requested == {"pause": "pausing after this turn"}
     assert said.calls == ["sent"]  # drawn at once
     keys.toggle_pause()  # pausing: p resumes
-    assert sent(ctx)[-1] == ("resume", {}) and "pause" not in ctx.state.requested
+    assert sent(ctx)[-1] == Resume() and "pause" not in ctx.state.requested
     keys.rewind()
     dialog, done = said.asked[-1]
     assert isinstance(dialog, RewindScreen)
     done("the tests are the spec")
-    assert sent(ctx)[-1] == ("rewind", {"issue": "the tests are the spec", "phase": None})
+    assert sent(ctx)[-1] == Rewind(issue="the tests are the spec")
     assert ctx.rewind_text == "the tests are the spec"  # kept until the engine applies it
     keys.approve()
-    assert said.calls[-2:] == [NOTICE_TITLE, "sent"] and sent(ctx)[-1] == ("approve_restart", {})
+    assert said.calls[-2:] == [NOTICE_TITLE, "sent"] and sent(ctx)[-1] == ApproveRestart()
     ctx.finished = True
     keys.pause()
     assert said.notices[-1][0] == "No pause"
-    assert sent(ctx)[-1] == ("approve_restart", {})  # nothing sent
+    assert sent(ctx)[-1] == ApproveRestart()  # nothing sent
+
+
+def test_a_rewind_text_the_command_refuses_is_said_as_before_and_not_sent(tmp_path: Path) -> None:
+    """The rewind's text is the operator's: a text the typed command refuses (longer than it may be) is said with
+    the line parse_command says for it, under "rewind not sent", and kept for the next try."""
+    ctx, said = context(tmp_path), Said()
+    keys = commands(ctx, said)
+    keys.rewind()
+    _dialog, done = said.asked[-1]
+    long = "x" * (MAX_TEXT + 1)
+    done(long)
+    with pytest.raises(CommandError) as refused:
+        parse_command("rewind", {"issue": long})
+    assert said.notices[-1] == ("rewind not sent", str(refused.value)) and sent(ctx) == []
+    assert str(refused.value) == "rewind: String should have at most 4000 characters (issue)"
+    assert "sent" not in said.calls and "rewind" not in ctx.state.requested
 
 
 def test_run_commands_start_a_run_again_in_the_background(tmp_path: Path, monkeypatch: Any) -> None:
@@ -126,7 +154,7 @@ def test_leaving_a_run_of_this_process_asks_then_stops_it(tmp_path: Path) -> Non
     dialog, done = said.asked[-1]
     assert isinstance(dialog, ConfirmScreen) and exits == []
     done(True)
-    assert ctx.quit_requested and sent(ctx) == [("stop", {}), ("stop", {})]
+    assert ctx.quit_requested and sent(ctx) == [Stop(), Stop()]
     assert ctx.state.requested["stop"] == "stopping, then quitting"
     leaving.quit()
     assert said.notices[-1][1] == "Waiting for the run to stop…"

@@ -18,14 +18,16 @@ from console.engine.store.base import (
     GAVE_UP,
     NEEDS_YOU,
     JobRow,
+    SharedStore,
     Store,
     StoreError,
     folder_gone,
+    is_shared,
     this_host,
 )
 from console.engine.store.embedded import ADDED_COLUMNS, DB_SUFFIXES, SCHEMA, JobStore
 from console.engine.store.url import is_shared_url, open_store, shown_store_url
 
 __all__ = ["ADDED_COLUMNS", "COLUMNS", "DB_SUFFIXES", "FINISHED", "GAVE_UP", "NEEDS_YOU", "SCHEMA", "JobRow",
-           "JobStore", "Store", "StoreError", "folder_gone", "is_shared_url", "open_store", "shown_store_url",
-           "this_host"]
+           "JobStore", "SharedStore", "Store", "StoreError", "folder_gone", "is_shared", "is_shared_url",
+           "open_store", "shown_store_url", "this_host"]

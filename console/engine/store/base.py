@@ -13,10 +13,11 @@ import math
 import os
 import socket
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeGuard, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
 COLUMNS = ("path", "name", "status", "provider", "model", "started_at", "updated_at", "completed_at", "confidence",
@@ -100,6 +101,36 @@ class Store(Protocol):
     def get(self, path: Path) -> JobRow | None: ...
     def forget(self, paths: builtins.list[str | Path]) -> int: ...
     def close(self) -> None: ...
+
+
+class SharedStore(Store, Protocol):
+    """What a store shared across machines offers the views besides a :class:`Store`'s rows (the PostgreSQL store:
+    :class:`console.engine.store.postgres.PgStore`): the runs' events it carries, the commands it queues for their
+    runners, and its leases. :func:`is_shared` says whether a store is one."""
+
+    # This machine's name in the store (console.engine.store.base.this_host, when it was opened).
+    host: str
+
+    def by_key(self, key: str) -> JobRow | None: ...
+    def last_seqs(self, keys: builtins.list[str]) -> dict[str, int]: ...
+    def event_texts_after(self, key: str, seq: int, limit: int = 2000
+                          ) -> builtins.list[tuple[int, str | None]]: ...
+    def event_lines_after(self, key: str, seq: int, limit: int = 2000
+                          ) -> builtins.list[tuple[int, str | None]]: ...
+    def events_of_many(self, after: dict[str, int], limit: int = 20000
+                       ) -> builtins.list[tuple[str, int, str | None]]: ...
+    def last_of_types(self, key: str, before: int, types: Sequence[str]
+                      ) -> builtins.list[tuple[int, str | None]]: ...
+    def runner_of(self, key: str) -> tuple[str | None, int]: ...
+    def send_command(self, key: str, body: dict[str, Any]) -> str: ...
+    def withdraw(self, command_id: str) -> Literal["withdrawn", "delivered", "held"]: ...
+    def listener(self, *channels: str) -> Any: ...
+
+
+def is_shared(store: Store) -> TypeGuard[SharedStore]:
+    """Whether ``store`` is shared across machines (its declared :attr:`Store.shared`): then it is a
+    :class:`SharedStore`."""
+    return store.shared
 
 
 class StoreError(Exception):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from console.engine.command_specs import BY_CLI
+from console.engine.commands import AnyCommand, ApproveRestart, DenyRestart, Pause, Resume, Stop
 from console.engine.job import JobPaths
 from console.engine.store import Store, StoreError, folder_gone, open_store
 from console.tui.commands import Controller, InboxController
@@ -76,7 +76,7 @@ class FleetControllers:
                                    screenshots=self.store.screenshots)
         return InboxController(JobPaths(row.path))
 
-    def send(self, row: FleetRow, command: str) -> str | None:
+    def send(self, row: FleetRow, command: AnyCommand) -> str | None:
         """Send a live run one of the operator's commands. What went wrong, or None."""
         if self.remote(row):
             from console.view.jobs import send_remote
@@ -129,9 +129,9 @@ class FleetActions:
                                          f"The run {row.name} ends here instead of starting a fresh session (it can "
                                          f"be resumed later: agent-console resume {row.id}).", "Deny",
                                          "Keep it waiting"),
-                           lambda yes: self._send(row, "deny") if yes else None)
-        else:
-            self._send(row, action)
+                           lambda yes: self._send(row, "deny", DenyRestart()) if yes else None)
+        elif action == "approve":
+            self._send(row, "approve", ApproveRestart())
 
     def attach(self, row: FleetRow) -> None:
         """Show the run's console (attached: keys through its inbox, or the store for another machine's); q comes
@@ -146,8 +146,9 @@ class FleetActions:
             run = Run(controller=controller, paths=paths, job_title=row.path.name, follow=True, run_id=paths.run_id)
         self.hands.show_run(run)
 
-    def _send(self, row: FleetRow, action: str) -> None:
-        problem = self.controllers.send(row, BY_CLI[action].name)
+    def _send(self, row: FleetRow, action: str, command: AnyCommand) -> None:
+        """Send ``command`` (the fleet's ``action``: approve, deny, stop) and say it went, or why not."""
+        problem = self.controllers.send(row, command)
         if problem:
             self.hands.notify(problem, title=f"{action} not sent", severity="warning")
         elif action == "stop":
@@ -165,7 +166,7 @@ class FleetActions:
                                      f"The run {row.name} stops after its current turn (at once while it waits for "
                                      "the model, for approval or is paused); a second stop stops it at once. Resume "
                                      f"it later with: {later}", "Stop", "Keep running"),
-                       lambda yes: self._send(row, "stop") if yes else None)
+                       lambda yes: self._send(row, "stop", Stop()) if yes else None)
 
     def _forget(self, row: FleetRow) -> None:
         """A run whose folder is gone: asked first, naming the run."""
@@ -181,7 +182,7 @@ class FleetActions:
 
     def _pause(self, row: FleetRow) -> None:
         """``p``: a run at work pauses after its current turn (not asked first: ``r`` unpauses it)."""
-        if problem := self.controllers.send(row, "pause"):
+        if problem := self.controllers.send(row, Pause()):
             self.hands.notify(problem, title="pause not sent", severity="warning")
         else:
             self.hands.notify(f"{row.id} {row.job}: pause sent (after its current turn; r resumes it).",
@@ -191,7 +192,7 @@ class FleetActions:
         """``r``: a paused run unpauses (its inbox); a run no process runs starts again in the background, asked
         first, with the settings it was started with (``agent-console resume``: the one path every resume takes)."""
         if row.resume == "unpause":
-            if problem := self.controllers.send(row, "resume"):
+            if problem := self.controllers.send(row, Resume()):
                 self.hands.notify(problem, title="resume not sent", severity="warning")
             else:
                 self.hands.notify(f"{row.id} {row.job}: resume sent.", title="Resume sent")

@@ -253,7 +253,7 @@ class RunScreen(Screen[Any]):
         """Called once the panes exist: start the event sources and the watchers."""
         self._panes_ready = True
         self.intake.start(self, self._worker)
-        plan_text = getattr(self.controller, "plan_text", None)
+        plan_text = self.controller.plan_source
         if plan_text is not None:  # a run of another machine: its plan file is there, not here
             self.query_one(PlanPane).source = plan_text
         elif self.watch_files:
@@ -523,8 +523,8 @@ class RunScreen(Screen[Any]):
             retract(self.app, GONE_TITLE)  # it runs again
         for status in self.query(StatusLine):
             status.runner_pid = message.pid
-            status.runner_host = getattr(self.controller, "host", "")  # a run of another machine (the store's)
-            status.store_problem = getattr(self.controller, "problem", None)
+            status.runner_host = self.controller.host  # a run of another machine (the store's)
+            status.store_problem = self.controller.problem
             status.runner_known = True
         if message.pid is not None:
             self.state.requested.pop("start", None)  # a resume started here runs: the follower shows it

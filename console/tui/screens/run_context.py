@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from console.engine.job import JobPaths
-from console.tui.commands import Controller, InboxController
+from console.tui.commands import Controller
 from console.view.run_offers import RunFacts
 from console.view.state import ConsoleState
 
@@ -46,19 +46,18 @@ class RunContext:
     @property
     def host(self) -> str:
         """The machine that runs it, when it is not this one ("": this one)."""
-        return str(getattr(self.controller, "host", ""))
+        return self.controller.host
 
     @property
     def resume_hint(self) -> str:
         """How its controller says the run is resumed ("": ``agent-console resume ID`` here)."""
-        return str(getattr(self.controller, "resume_hint", ""))
+        return self.controller.resume_hint
 
     def facts(self) -> RunFacts:
         """What the keys' offers depend on, read now (whether a process holds the run may read its lock)."""
         controller = self.controller
         return RunFacts(self.state, controller.attached, controller.runner_pid(), self.finished,
-                        startable=isinstance(controller, InboxController),
-                        local=controller.local)
+                        startable=controller.startable, local=controller.local)
 
     @property
     def active(self) -> bool:

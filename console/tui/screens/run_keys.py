@@ -11,6 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from console.engine.commands import (
+    AnyCommand,
+    ApproveRestart,
+    Checkpoint,
+    CommandError,
+    DenyRestart,
+    Pause,
+    Resume,
+    Rewind,
+    Stop,
+)
 from console.tui.resume import resume_in_background
 from console.tui.screens.approval import NOTICE_TITLE, deny_question
 from console.tui.screens.confirm import ConfirmScreen
@@ -56,14 +67,19 @@ class RunCommands:
         self.ui_alive = ui_alive
         self.animations = animations
 
-    def send(self, command: str, pending: str, **args: object) -> bool:
-        problem = self.ctx.controller.send(command, **args)
+    def send(self, command: AnyCommand, pending: str) -> bool:
+        """Send ``command`` (built by the key's handler); ``pending``: what the status line says until the engine
+        answers. False (and said) when it could not be sent."""
+        problem = self.ctx.controller.send(command)
         if problem:
-            self.notify(problem, title=f"{command.replace('_', ' ')} not sent", severity="warning")
+            self.not_sent(command.kind, problem)
             return False
-        self.ctx.state.requested[command] = pending
+        self.ctx.state.requested[command.kind] = pending
         self.sent()
         return True
+
+    def not_sent(self, kind: str, problem: str) -> None:
+        self.notify(problem, title=f"{kind.replace('_', ' ')} not sent", severity="warning")
 
     def ended_notice(self, command: str) -> bool:
         """Say why a run command does nothing now (palette, or a key the footer no longer shows); True if so."""
@@ -96,7 +112,7 @@ class RunCommands:
     def checkpoint(self) -> None:
         if self.ended_notice("checkpoint") or self.phase_notice("checkpoint"):
             return
-        self.send("checkpoint", "checkpoint requested")
+        self.send(Checkpoint(), "checkpoint requested")
 
     def rewind(self) -> None:
         if self.ended_notice("rewind") or self.phase_notice("rewind"):
@@ -108,14 +124,21 @@ class RunCommands:
             todos.phase_number > 0 else None
 
         def done(issue: str | None) -> None:
-            if issue and self.send("rewind", "rewind requested", issue=issue, phase=number):
+            if not issue:
+                return
+            try:  # the operator's text: what the command refuses (too long) is said, as a refusal to send
+                command = Rewind.build(issue=issue, phase=number)
+            except CommandError as exc:
+                self.not_sent("rewind", str(exc))
+                return
+            if self.send(command, "rewind requested"):
                 ctx.rewind_text = issue  # kept until the engine applies it: a refused rewind's words are not lost
 
         self.ask(RewindScreen(ctx.state.phase, number=number, blink=self.animations, text=ctx.rewind_text), done)
 
     def approve(self) -> None:
         self.retract(NOTICE_TITLE)  # "restart pending" is answered (the other notices stay)
-        self.send("approve_restart", "approval sent")
+        self.send(ApproveRestart(), "approval sent")
 
     def deny(self) -> None:
         """d (the restart's banner), the palette: it ends the run, so it asks first (deny_question says why)."""
@@ -123,7 +146,7 @@ class RunCommands:
 
     def deny_restart(self) -> None:
         self.retract(NOTICE_TITLE)
-        self.send("deny_restart", "denial sent")
+        self.send(DenyRestart(), "denial sent")
 
     def toggle_pause(self) -> None:
         """One key (the footer never has to change): resume when paused or pausing, pause otherwise."""
@@ -136,7 +159,7 @@ class RunCommands:
         if self.ended_notice("pause"):
             return
         self.ctx.state.requested.pop("resume", None)
-        self.send("pause", "pausing after this turn")
+        self.send(Pause(), "pausing after this turn")
 
     def resume_run(self) -> None:
         if self.ctx.facts().can_start_again:
@@ -145,7 +168,7 @@ class RunCommands:
         if self.ended_notice("resume"):
             return
         self.ctx.state.requested.pop("pause", None)
-        self.send("resume", "resuming")
+        self.send(Resume(), "resuming")
 
     def _start_again(self) -> None:
         """Resume a run no process runs: asked first, then ``agent-console resume`` in the background (the fleet's
@@ -182,7 +205,7 @@ class RunCommands:
 
         def done(yes: bool | None) -> None:
             if yes:
-                self.send("stop", "stopping now" if again else "stopping after this turn")
+                self.send(Stop(), "stopping now" if again else "stopping after this turn")
 
         resume = ctx.resume_hint or f"agent-console resume {ctx.run_id}"
         if again:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from console.engine.commands import AnyCommand, Stop
 from console.outcome import EXIT_OK
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.quit import QuitScreen
@@ -19,7 +20,7 @@ class Leaving:
     fleet's list (the run goes on)."""
 
     def __init__(self, ctx: RunContext, *, in_fleet: bool, exit: Callable[[int], None], back: Callable[[], None],
-                 ask: Ask, push: Ask, notify: Notify, send: Callable[..., bool],
+                 ask: Ask, push: Ask, notify: Notify, send: Callable[[AnyCommand, str], bool],
                  status_refresh: Callable[[], None], later: Callable[[float, Callable[[], None]], Any]) -> None:
         """``ask``: a question the restart's approval waits for; ``push``: a screen shown as it is (the quit
         question of a run in this process); ``send``: a command, said if it cannot be sent (console.tui.screens.
@@ -75,8 +76,8 @@ class Leaving:
                 return
             if yes:
                 ctx.quit_requested = True
-                ctx.controller.send("stop")
-                ctx.controller.send("stop")  # the second stop abandons the current turn
+                ctx.controller.send(Stop())
+                ctx.controller.send(Stop())  # the second stop abandons the current turn
                 ctx.state.requested["stop"] = "stopping, then quitting"
                 self.status_refresh()
 
@@ -98,8 +99,8 @@ class Leaving:
         def done(answer: str | None) -> None:
             if answer == "detach" or (answer == "stop" and not ctx.active):
                 self.close(EXIT_OK)
-            elif answer == "stop" and self.send("stop", "stopping, then quitting"):
-                ctx.controller.send("stop")  # the second stop drops the turn in flight
+            elif answer == "stop" and self.send(Stop(), "stopping, then quitting"):
+                ctx.controller.send(Stop())  # the second stop drops the turn in flight
                 ctx.quit_requested = True
                 self.later(STOP_PATIENCE, lambda: self.close(EXIT_OK))
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from console.engine import events as ev
+from console.engine.command_specs import CommandName
 from console.engine.needs import restart_message
 from console.engine.text import safe_text
 from console.view import present
@@ -32,6 +33,10 @@ from console.view.state.parts import (
     ProviderTally,
 )
 from console.view.story import Told
+
+# What the status line says this console asked for and waits on: a command's kind, or "start" (a resume it started
+# in the background, until the run's new process holds it).
+Requested = CommandName | Literal["start"]
 
 
 class ConsoleState:
@@ -80,8 +85,9 @@ class ConsoleState:
         self.tool_calls = 0
         self.masked_total = 0
         self.completed_summary = ""
-        # Commands this console sent that the engine has not answered yet: name -> what to show.
-        self.requested: dict[str, str] = {}
+        # Commands this console sent that the engine has not answered yet (and "start": a resume it started):
+        # their kind -> what to show.
+        self.requested: dict[Requested, str] = {}
         # Cost: the whole job's so far (None while unknown), and whether the model's price is known (None: not
         # said, e.g. an older log); "no price known" is said once.
         self.job_cost: float | None = None
@@ -464,7 +470,8 @@ class ConsoleState:
         p = present.describe(e)
         if e.status == "discarded":  # meant for an earlier run: this console's own requests still wait
             return self._feedback(p)
-        self.requested.pop(e.command, None)
+        # The event's command is any text a run wrote: the request of that kind is answered.
+        self.requested = {kind: said for kind, said in self.requested.items() if kind != e.command}
         if e.status == "applied":
             if e.command == "pause":
                 self.paused = True
