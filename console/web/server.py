@@ -1,0 +1,171 @@
+"""serve's web application (aiohttp, the server textual-serve is built on, so the browser console and the pages are
+one server): the routes, the login, the security headers, and the fleet's list kept live for every page.
+
+Every response carries headers that make a page inert outside this server: no inline script or style from
+anywhere (Content-Security-Policy), never framed, never sniffed, never cached, never a Referer (a link's token must
+not leak to another site). Every route but the login, the static files and the action links needs a session
+(console.web.auth); a client that has failed too often gets 429 before anything it sends is looked at.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from importlib import resources
+
+from aiohttp import web
+
+from console.view.fleet import FleetRow
+from console.web import pages
+from console.web.auth import COOKIE, Auth, Session
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+POLL_SECONDS = 1.0  # how often the fleet is read for the live pages (the console's fleet reads as often)
+OPEN = ("/login", "/static/")  # what needs no session
+HEADERS = {
+    "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+                                "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+    "Cross-Origin-Opener-Policy": "same-origin",
+}
+SESSION_KEY = web.RequestKey("session", Session)
+
+
+@dataclass
+class FleetFeed:
+    """The fleet's rows, read in a worker thread every :data:`POLL_SECONDS` and handed to every live page: one read
+    of the store however many pages are open."""
+
+    read: Callable[[], tuple[list[FleetRow], str]]
+    rows: list[FleetRow] = field(default_factory=list)
+    error: str = ""
+    version: int = 0
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def refresh(self) -> None:
+        rows, error = await asyncio.to_thread(self.read)
+        if rows != self.rows or error != self.error or not self.version:
+            self.rows, self.error = rows, error
+            self.version += 1
+            self.changed.set()
+            self.changed = asyncio.Event()
+
+    async def run(self, every: float = POLL_SECONDS) -> None:
+        while True:
+            with contextlib.suppress(Exception):  # a read that fails says so in `error` next time; never stops
+                await self.refresh()
+            await asyncio.sleep(every)
+
+
+def client_of(request: web.Request) -> str:
+    """The peer's address (a reverse proxy's own: serve believes no X-Forwarded-For it cannot check)."""
+    return request.remote or "unknown"
+
+
+class WebApp:
+    """The application: routes over an :class:`Auth` and a :class:`FleetFeed`."""
+
+    def __init__(self, auth: Auth, feed: FleetFeed, *, secure: bool = False, poll: float = POLL_SECONDS) -> None:
+        self.auth = auth
+        self.feed = feed
+        self.secure = secure  # served over TLS: the cookie is Secure
+        self.poll = poll
+
+    def build(self) -> web.Application:
+        app = web.Application(middlewares=[self.headers, self.gate], client_max_size=64 * 1024)
+        app.add_routes([
+            web.get("/login", self.login),
+            web.get("/", self.fleet),
+            web.get("/live/fleet", self.live_fleet),
+            web.get("/static/{name}", self.static),
+        ])
+        app.cleanup_ctx.append(self._polling)
+        return app
+
+    async def _polling(self, app: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(self.feed.run(self.poll))
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    # -- middleware -----------------------------------------------------------------------------------------
+    @web.middleware
+    async def headers(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            response = await handler(request)
+        except web.HTTPException as exc:  # a redirect, a 404: raised, with the same headers
+            for name, value in HEADERS.items():
+                exc.headers.setdefault(name, value)
+            raise
+        for name, value in HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response
+
+    @web.middleware
+    async def gate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        client = client_of(request)
+        if self.auth.limited(client):
+            return web.Response(status=429, text="too many failed attempts; try again later\n",
+                                headers={"Retry-After": str(self.auth.retry_after(client))})
+        if request.path == "/login" or request.path.startswith("/static/"):
+            return await handler(request)
+        session = self.auth.session(request.cookies.get(COOKIE))
+        if session is None:
+            if request.cookies.get(COOKIE):
+                self.auth.failed(client)
+            return self.page("Log in first", "Open the login link `agent-console serve` printed (each link works "
+                             "once; restart serve for a new one).", 401)
+        request[SESSION_KEY] = session
+        return await handler(request)
+
+    # -- pages ----------------------------------------------------------------------------------------------
+    def page(self, title: str, line: str, status: int = 200) -> web.Response:
+        return web.Response(status=status, text=pages.message_page(title, line, status), content_type="text/html")
+
+    async def login(self, request: web.Request) -> web.StreamResponse:
+        session = self.auth.log_in(request.query.get("token", ""), client_of(request))
+        if session is None:
+            return self.page("This login link does not work", "It was used already, or serve was restarted since "
+                             "it was printed: use the newest link `agent-console serve` printed.", 401)
+        response = web.HTTPSeeOther("/")  # the token leaves the address bar at once
+        response.set_cookie(COOKIE, session.id, httponly=True, samesite="Strict", secure=self.secure, path="/")
+        raise response
+
+    async def fleet(self, request: web.Request) -> web.StreamResponse:
+        session = request[SESSION_KEY]
+        return web.Response(text=pages.fleet_page(self.feed.rows, session.csrf, self.feed.error),
+                            content_type="text/html")
+
+    async def live_fleet(self, request: web.Request) -> web.StreamResponse:
+        """Server-sent events: the fleet's list each time it changes (and once at the start)."""
+        session = request[SESSION_KEY]
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "X-Accel-Buffering": "no"})
+        for name, value in HEADERS.items():
+            response.headers[name] = value
+        await response.prepare(request)
+        seen = -1
+        while self.auth.session(session.id) is session:  # logged out or expired: the stream ends
+            if self.feed.version != seen:
+                seen = self.feed.version
+                html = pages.fleet_list(self.feed.rows, session.csrf, self.feed.error)
+                data = "".join(f"data: {line}\n" for line in html.splitlines() or [""])
+                await response.write(f"event: list\n{data}\n".encode())
+            else:
+                await response.write(b": keep-alive\n\n")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.feed.changed.wait(), timeout=15)
+        return response
+
+    async def static(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        types = {"live.js": "text/javascript", "style.css": "text/css"}
+        if name not in types:
+            raise web.HTTPNotFound()
+        body = resources.files("console.web").joinpath("static", name).read_bytes()
+        return web.Response(body=body, content_type=types[name])
