@@ -34,6 +34,32 @@ HEADERS = {
     "Cross-Origin-Opener-Policy": "same-origin",
 }
 SESSION_KEY = web.RequestKey("session", Session)
+CONSOLE = "/console/"
+# textual-serve's page draws the terminal with inline script and styles of its own: its pages alone may run them
+# (still only from this server, never framed, never a referrer).
+CONSOLE_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+               "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; "
+               "base-uri 'none'; form-action 'none'")
+
+
+def browser_console(command: str, public_url: str) -> web.Application:
+    """textual-serve's routes (its page, its websocket, its static files and downloads) as an application to mount
+    under :data:`CONSOLE`, built from its public handlers rather than its ``serve()`` (which runs its own server
+    and prints a banner): the parent's middleware (the session, the headers) then covers every one of them."""
+    import aiohttp_jinja2
+    import jinja2
+    from textual_serve.server import Server
+
+    server = Server(command, public_url=public_url.rstrip("/") + CONSOLE.rstrip("/"))
+    sub = web.Application()
+    aiohttp_jinja2.setup(sub, loader=jinja2.FileSystemLoader(server.templates_path), autoescape=True)
+    sub.add_routes([
+        web.get("/", server.handle_index, name="index"),
+        web.get("/ws", server.handle_websocket, name="websocket"),
+        web.get("/download/{key}", server.handle_download, name="download"),
+        web.static("/static", server.statics_path, name="static"),
+    ])
+    return sub
 
 
 @dataclass
@@ -76,7 +102,10 @@ class WebApp:
         self.secure = secure  # served over TLS: the cookie is Secure
         self.poll = poll
 
-    def build(self) -> web.Application:
+    def build(self, console: str | None = None, public_url: str = "") -> web.Application:
+        """The application; with ``console`` (the command of the Textual console to serve), the browser console
+        under /console/ (textual-serve: the console runs as a process per browser tab, its screen streamed over a
+        websocket), behind the same session."""
         app = web.Application(middlewares=[self.headers, self.gate], client_max_size=64 * 1024)
         app.add_routes([
             web.get("/login", self.login),
@@ -84,6 +113,8 @@ class WebApp:
             web.get("/live/fleet", self.live_fleet),
             web.get("/static/{name}", self.static),
         ])
+        if console is not None:
+            app.add_subapp(CONSOLE, browser_console(console, public_url))
         app.cleanup_ctx.append(self._polling)
         return app
 
@@ -103,6 +134,8 @@ class WebApp:
             for name, value in HEADERS.items():
                 exc.headers.setdefault(name, value)
             raise
+        if request.path.startswith(CONSOLE):
+            response.headers.setdefault("Content-Security-Policy", CONSOLE_CSP)
         for name, value in HEADERS.items():
             response.headers.setdefault(name, value)
         return response

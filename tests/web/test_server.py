@@ -10,6 +10,8 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+import pytest
+from aiohttp import WSServerHandshakeError
 from aiohttp.test_utils import TestClient, TestServer
 
 from console.view.fleet import FleetRow
@@ -136,3 +138,28 @@ def test_a_guesser_is_turned_away_before_anything_it_offers_is_looked_at() -> No
         assert auth.login_token() == token  # the real token was not even tried
 
     serve(test)
+
+
+def test_the_browser_console_is_behind_the_same_login() -> None:
+    async def main() -> None:
+        auth = au.Auth()
+        web_app = WebApp(auth, FleetFeed(Rows()), poll=0.05)
+        server = TestServer(web_app.build(console="agent-console fleet", public_url="http://127.0.0.1"),
+                            host="127.0.0.1")
+        async with TestClient(server) as client:
+            for path in ("/console/", "/console/ws", "/console/static/js/textual.js"):
+                resp = await client.get(path)
+                assert resp.status == 401, path
+            with pytest.raises(WSServerHandshakeError) as refused:
+                await client.ws_connect("/console/ws")
+            assert refused.value.status == 401
+            await logged_in(client, auth)
+            page = await client.get("/console/")
+            body = await page.text()
+            assert page.status == 200 and "/console/ws" in body
+            assert "'unsafe-inline'" in page.headers["Content-Security-Policy"]
+            assert page.headers["X-Frame-Options"] == "DENY"
+            assert (await client.get("/")).headers["Content-Security-Policy"] == HEADERS["Content-Security-Policy"]
+            assert (await client.get("/console/static/js/textual.js")).status == 200
+
+    asyncio.run(main())
