@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -73,8 +74,11 @@ class FleetFeed:
     version: int = 0
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
+    # One thread reads the fleet, always the same (a Fleet is read from one thread: its store's connection).
+    reader: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "fleet-feed"))
+
     async def refresh(self) -> None:
-        rows, error = await asyncio.to_thread(self.read)
+        rows, error = await asyncio.get_running_loop().run_in_executor(self.reader, self.read)
         if rows != self.rows or error != self.error or not self.version:
             self.rows, self.error = rows, error
             self.version += 1
@@ -124,6 +128,7 @@ class WebApp:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        self.feed.reader.shutdown(wait=True, cancel_futures=True)
 
     # -- middleware -----------------------------------------------------------------------------------------
     @web.middleware
