@@ -59,7 +59,7 @@ def public_url_of(args: argparse.Namespace, host: str, port: int) -> str:
         if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
             raise UsageError(f"serve: --public-url {args.public_url!r}: give the address browsers use, such as "
                              "https://console.example.org")
-        return args.public_url.rstrip("/")
+        return str(args.public_url).rstrip("/")
     scheme = "https" if args.certfile else "http"
     shown = f"[{host}]" if ":" in host else host
     return f"{scheme}://{shown}:{port}"
