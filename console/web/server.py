@@ -51,7 +51,8 @@ def browser_console(command: str, public_url: str) -> web.Application:
     import jinja2
     from textual_serve.server import Server
 
-    server = Server(command, public_url=public_url.rstrip("/") + CONSOLE.rstrip("/"))
+    # Its URLs are the public URL and the route's path, which in a mounted application carries /console/ already.
+    server = Server(command, title="agent-console", public_url=public_url.rstrip("/"))
     sub = web.Application()
     aiohttp_jinja2.setup(sub, loader=jinja2.FileSystemLoader(server.templates_path), autoescape=True)
     sub.add_routes([
@@ -188,16 +189,19 @@ class WebApp:
             response.headers[name] = value
         await response.prepare(request)
         seen = -1
-        while self.auth.session(session.id) is session:  # logged out or expired: the stream ends
-            if self.feed.version != seen:
-                seen = self.feed.version
-                html = pages.fleet_list(self.feed.rows, session.csrf, self.feed.error)
-                data = "".join(f"data: {line}\n" for line in html.splitlines() or [""])
-                await response.write(f"event: list\n{data}\n".encode())
-            else:
-                await response.write(b": keep-alive\n\n")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.feed.changed.wait(), timeout=15)
+        try:
+            while self.auth.session(session.id) is session:  # logged out or expired: the stream ends
+                if self.feed.version != seen:
+                    seen = self.feed.version
+                    html = pages.fleet_list(self.feed.rows, session.csrf, self.feed.error)
+                    data = "".join(f"data: {line}\n" for line in html.splitlines() or [""])
+                    await response.write(f"event: list\n{data}\n".encode())
+                else:
+                    await response.write(b": keep-alive\n\n")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.feed.changed.wait(), timeout=15)
+        except ConnectionResetError:  # the page was closed (aiohttp's ClientConnectionResetError is one)
+            pass
         return response
 
     async def static(self, request: web.Request) -> web.StreamResponse:

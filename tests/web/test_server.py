@@ -156,7 +156,7 @@ def test_the_browser_console_is_behind_the_same_login() -> None:
             await logged_in(client, auth)
             page = await client.get("/console/")
             body = await page.text()
-            assert page.status == 200 and "/console/ws" in body
+            assert page.status == 200 and 'data-session-websocket-url="ws://127.0.0.1/console/ws"' in body
             assert "'unsafe-inline'" in page.headers["Content-Security-Policy"]
             assert page.headers["X-Frame-Options"] == "DENY"
             assert (await client.get("/")).headers["Content-Security-Policy"] == HEADERS["Content-Security-Policy"]
