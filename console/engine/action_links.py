@@ -144,6 +144,7 @@ class Spent:
     nonce: str
     command_id: str
     exp: int
+    fresh: bool = False  # spent by this call (False: it was spent before)
 
 
 class UsedLinks:
@@ -171,7 +172,7 @@ class UsedLinks:
         try:
             os.link(tmp, path)
             fsync_dir(self.folder)
-            return Spent(claim.nonce, command_id, claim.exp)
+            return Spent(claim.nonce, command_id, claim.exp, fresh=True)
         except FileExistsError:
             earlier = self.spent(claim.nonce)
             if earlier is None:

@@ -21,10 +21,10 @@ from aiohttp import web
 from console.view.fleet import FleetRow
 from console.web import pages
 from console.web.auth import COOKIE, Auth, Session
+from console.web.link_door import LinkDoor
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 POLL_SECONDS = 1.0  # how often the fleet is read for the live pages (the console's fleet reads as often)
-OPEN = ("/login", "/static/")  # what needs no session
 HEADERS = {
     "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
                                 "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
@@ -101,9 +101,11 @@ def client_of(request: web.Request) -> str:
 class WebApp:
     """The application: routes over an :class:`Auth` and a :class:`FleetFeed`."""
 
-    def __init__(self, auth: Auth, feed: FleetFeed, *, secure: bool = False, poll: float = POLL_SECONDS) -> None:
+    def __init__(self, auth: Auth, feed: FleetFeed, *, secure: bool = False, poll: float = POLL_SECONDS,
+                 links: LinkDoor | None = None) -> None:
         self.auth = auth
         self.feed = feed
+        self.links = links  # the action links' door (None: links are not answered here)
         self.secure = secure  # served over TLS: the cookie is Secure
         self.poll = poll
 
@@ -118,6 +120,8 @@ class WebApp:
             web.get("/live/fleet", self.live_fleet),
             web.get("/static/{name}", self.static),
         ])
+        if self.links is not None:
+            app.add_routes(self.links.routes())
         if console is not None:
             app.add_subapp(CONSOLE, browser_console(console, public_url))
         app.cleanup_ctx.append(self._polling)
@@ -152,7 +156,7 @@ class WebApp:
         if self.auth.limited(client):
             return web.Response(status=429, text="too many failed attempts; try again later\n",
                                 headers={"Retry-After": str(self.auth.retry_after(client))})
-        if request.path == "/login" or request.path.startswith("/static/"):
+        if request.path == "/login" or request.path.startswith(("/static/", "/a/")):  # a link is its own credential
             return await handler(request)
         session = self.auth.session(request.cookies.get(COOKIE))
         if session is None:
