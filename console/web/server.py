@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -106,6 +107,7 @@ class WebApp:
         self.auth = auth
         self.feed = feed
         self.links = links  # the action links' door (None: links are not answered here)
+        self.public_url = ""
         self.secure = secure  # served over TLS: the cookie is Secure
         self.poll = poll
 
@@ -122,6 +124,7 @@ class WebApp:
         ])
         if self.links is not None:
             app.add_routes(self.links.routes())
+        self.public_url = public_url
         if console is not None:
             app.add_subapp(CONSOLE, browser_console(console, public_url))
         app.cleanup_ctx.append(self._polling)
@@ -156,6 +159,8 @@ class WebApp:
         if self.auth.limited(client):
             return web.Response(status=429, text="too many failed attempts; try again later\n",
                                 headers={"Retry-After": str(self.auth.retry_after(client))})
+        if not self.same_origin(request):
+            return self.page("Refused", "This request came from another site's page.", 403)
         if request.path == "/login" or request.path.startswith(("/static/", "/a/")):  # a link is its own credential
             return await handler(request)
         session = self.auth.session(request.cookies.get(COOKIE))
@@ -166,6 +171,20 @@ class WebApp:
                              "once; restart serve for a new one).", 401)
         request[SESSION_KEY] = session
         return await handler(request)
+
+    def same_origin(self, request: web.Request) -> bool:
+        """Whether a request that acts (a POST, a websocket) came from this server's own pages: its Origin, when the
+        browser sends one, is this server's (the public URL's, or the address it was reached at). Defence in depth
+        beside the SameSite=Strict cookie and the CSRF token."""
+        acting = request.method not in ("GET", "HEAD") or request.headers.get("Upgrade", "").lower() == "websocket"
+        origin = request.headers.get("Origin")
+        if not acting or origin is None:
+            return True
+        mine = {f"{request.scheme}://{request.host}"}
+        if self.public_url:
+            parts = urlsplit(self.public_url)
+            mine.add(f"{parts.scheme}://{parts.netloc}")
+        return origin in mine
 
     # -- pages ----------------------------------------------------------------------------------------------
     def page(self, title: str, line: str, status: int = 200) -> web.Response:

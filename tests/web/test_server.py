@@ -163,3 +163,20 @@ def test_the_browser_console_is_behind_the_same_login() -> None:
             assert (await client.get("/console/static/js/textual.js")).status == 200
 
     asyncio.run(main())
+
+
+def test_a_websocket_or_post_from_another_sites_page_is_refused() -> None:
+    async def main() -> None:
+        auth = au.Auth()
+        app = WebApp(auth, FleetFeed(Rows()), poll=0.05).build(console="true", public_url="https://console.example")
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            await logged_in(client, auth)
+            with pytest.raises(WSServerHandshakeError) as refused:
+                await client.ws_connect("/console/ws", origin="https://evil.example")
+            assert refused.value.status == 403
+            resp = await client.post("/a/x.y", headers={"Origin": "https://evil.example"})
+            assert resp.status == 403
+            ok = await client.get("/", headers={"Origin": "https://evil.example"})  # a GET acts on nothing
+            assert ok.status == 200
+
+    asyncio.run(main())
