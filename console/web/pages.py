@@ -22,6 +22,8 @@ from console.view.fleet_offers import applies
 # while it applies to the run (console.view.fleet_offers, as the console's keys).
 WEB_ACTIONS = (("approve", "Approve restart"), ("deny", "Deny restart"), ("resume", "Resume"),
                ("pause", "Pause"), ("stop", "Stop"), ("acknowledge", "Acknowledge"))
+# The actions that end or start a run: asked first, as the console asks (saying what happens and how to undo it).
+ASK_FIRST = ("deny", "stop", "resume")
 TEXT_LIMIT = 300  # characters of one run's text on a page (the run's page has the whole of each)
 
 ENV = jinja2.Environment(loader=jinja2.PackageLoader("console.web", "templates"),
@@ -79,3 +81,25 @@ def fleet_page(rows: list[FleetRow], csrf: str, error: str = "") -> str:
 def message_page(title: str, line: str, status: int = 200) -> str:
     """A page that says one thing (a refused link, a login that did not work)."""
     return render("message.html", title=title, line=line, status=status)
+
+
+def confirm_page(row: FleetRow, action: str, csrf: str) -> str:
+    """The question before an action that ends or starts a run."""
+    rid, job = shown(row.id, 64), shown(row.job, 80)
+    what = {"deny": f"Run {rid} ends here instead of starting a fresh session; it can be resumed later.",
+            "stop": f"Run {rid} stops after its current turn (at once while it waits); resume it later.",
+            "resume": (f"Run {rid} goes on." if row.resume == "unpause" else
+                       f"Run {rid} starts again in the background, with the provider, model and settings it was "
+                       "started with; it comes back where it stopped.")}[action]
+    return render("confirm.html", action=action, label=action.capitalize(), run=rid, job=job, what=what, csrf=csrf)
+
+
+def sent_line(row: FleetRow, action: str) -> str:
+    """What an action sent does, said when it is sent (the fleet shows it done)."""
+    rid = shown(row.id, 64)
+    return {"approve": f"Run {rid}: restart approved; a fresh session starts with the carryover.",
+            "deny": f"Run {rid}: restart denied; the run ends (it can be resumed).",
+            "stop": f"Run {rid}: stop sent; it stops after its current turn (at once if it waits or is paused).",
+            "pause": f"Run {rid}: pause sent; it pauses after its current turn.",
+            "resume": f"Run {rid}: resume sent.",
+            "acknowledge": f"Run {rid}: acknowledged; it asks for you no more."}.get(action, f"Run {rid}: sent.")

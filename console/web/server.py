@@ -20,11 +20,14 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from console.view.fleet import FleetRow
+from console.view.fleet_offers import applies, refusal
 from console.web import pages
 from console.web.auth import COOKIE, Auth, Session
 from console.web.link_door import LinkDoor
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# How an action reaches a run: (its row, the action, who sent it) -> why it was not sent, or None.
+Act = Callable[[FleetRow, str, str], "str | None"]
 POLL_SECONDS = 1.0  # how often the fleet is read for the live pages (the console's fleet reads as often)
 HEADERS = {
     "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -103,11 +106,12 @@ class WebApp:
     """The application: routes over an :class:`Auth` and a :class:`FleetFeed`."""
 
     def __init__(self, auth: Auth, feed: FleetFeed, *, secure: bool = False, poll: float = POLL_SECONDS,
-                 links: LinkDoor | None = None) -> None:
+                 links: LinkDoor | None = None, act: Act | None = None) -> None:
         self.auth = auth
         self.feed = feed
         self.links = links  # the action links' door (None: links are not answered here)
         self.public_url = ""
+        self.acting = act  # how an action reaches a run (None: the pages offer none)
         self.secure = secure  # served over TLS: the cookie is Secure
         self.poll = poll
 
@@ -119,6 +123,7 @@ class WebApp:
         app.add_routes([
             web.get("/login", self.login),
             web.get("/", self.fleet),
+            web.post("/run/{id}/act", self.act),
             web.get("/live/fleet", self.live_fleet),
             web.get("/static/{name}", self.static),
         ])
@@ -203,6 +208,33 @@ class WebApp:
         session = request[SESSION_KEY]
         return web.Response(text=pages.fleet_page(self.feed.rows, session.csrf, self.feed.error),
                             content_type="text/html")
+
+    async def act(self, request: web.Request) -> web.StreamResponse:
+        """A run's action from its form: the session's CSRF token, an action that applies to the run now (as the
+        console's keys decide), and for one that ends or starts a run, a confirmation first."""
+        session = request[SESSION_KEY]
+        form = await request.post()
+        token = form.get("csrf")
+        if not self.auth.csrf_ok(session, token if isinstance(token, str) else None):
+            return self.page("Refused", "This form is not one of this session's pages: reload the page and try "
+                             "again.", 403)
+        action = form.get("action")
+        rid = request.match_info["id"]
+        row = next((r for r in self.feed.rows if r.id == rid), None)
+        if self.acting is None or not isinstance(action, str) or action not in dict(pages.WEB_ACTIONS):
+            return self.page("No such action", "Nothing was done.", 400)
+        if row is None:
+            return self.page("No such run", f"No run {pages.shown(rid, 64)} in the fleet now: nothing was done.", 404)
+        if (no := refusal(action, row)) is not None or not applies(action, row):
+            line = no.message if no is not None else f"{action} does not apply to run {row.id} now"
+            return self.page(no.title if no is not None else "Nothing to do", line, 409)
+        if action in pages.ASK_FIRST and form.get("confirm") != "yes":
+            return web.Response(text=pages.confirm_page(row, action, session.csrf), content_type="text/html")
+        source = f"web {client_of(request)} session {session.label}"[:64]
+        problem = await asyncio.get_running_loop().run_in_executor(None, self.acting, row, action, source)
+        if problem:
+            return self.page(f"{action.capitalize()} not sent", problem, 409)
+        return self.page(f"{action.capitalize()} sent", pages.sent_line(row, action), 200)
 
     async def live_fleet(self, request: web.Request) -> web.StreamResponse:
         """Server-sent events: the fleet's list each time it changes (and once at the start)."""

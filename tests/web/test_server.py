@@ -180,3 +180,74 @@ def test_a_websocket_or_post_from_another_sites_page_is_refused() -> None:
             assert ok.status == 200
 
     asyncio.run(main())
+
+
+class Acts:
+    def __init__(self, problem: str | None = None) -> None:
+        self.sent: list[tuple[str, str, str]] = []
+        self.problem = problem
+
+    def __call__(self, r: FleetRow, action: str, source: str) -> str | None:
+        self.sent.append((r.id, action, source))
+        return self.problem
+
+
+def acting(test: Callable[[TestClient[Any, Any], au.Auth, Rows, Acts], Coroutine[Any, Any, None]],
+           problem: str | None = None) -> None:
+    async def main() -> None:
+        rows, acts = Rows(), Acts(problem)
+        rows.rows = [row(), row("r2", state="needs you", kind="needs", needs="restart_approval", pending_seq=7)]
+        auth = au.Auth()
+        app = WebApp(auth, FleetFeed(rows), poll=0.05, act=acts).build()
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            await asyncio.sleep(0.2)
+            await logged_in(client, auth)
+            await test(client, auth, rows, acts)
+
+    asyncio.run(main())
+
+
+async def csrf_of(client: TestClient[Any, Any]) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', await (await client.get("/")).text())
+    assert found is not None
+    return found.group(1)
+
+
+def test_an_action_needs_the_sessions_csrf_token_and_applies_only_where_it_applies() -> None:
+    async def test(client: TestClient[Any, Any], auth: au.Auth, rows: Rows, acts: Acts) -> None:
+        csrf = await csrf_of(client)
+        for data in ({"action": "approve"}, {"action": "approve", "csrf": "nope"}):
+            assert (await client.post("/run/r2/act", data=data)).status == 403
+        resp = await client.post("/run/r1/act", data={"action": "approve", "csrf": csrf})  # r1 waits for nothing
+        assert resp.status == 409
+        assert (await client.post("/run/r9/act", data={"action": "pause", "csrf": csrf})).status == 404
+        assert (await client.post("/run/r1/act", data={"action": "rm -rf", "csrf": csrf})).status == 400
+        assert acts.sent == []
+        resp = await client.post("/run/r2/act", data={"action": "approve", "csrf": csrf})
+        assert resp.status == 200 and "restart approved" in await resp.text()
+        assert acts.sent[0][:2] == ("r2", "approve") and acts.sent[0][2].startswith("web 127.0.0.1 session ")
+        session_id = next(iter(auth.sessions))
+        assert session_id not in acts.sent[0][2]  # the session's credential never names it
+
+    acting(test)
+
+
+def test_an_action_that_ends_a_run_is_asked_first() -> None:
+    async def test(client: TestClient[Any, Any], auth: au.Auth, rows: Rows, acts: Acts) -> None:
+        csrf = await csrf_of(client)
+        ask = await client.post("/run/r2/act", data={"action": "deny", "csrf": csrf})
+        body = await ask.text()
+        assert ask.status == 200 and "Deny run r2" in body and 'name="confirm" value="yes"' in body
+        assert acts.sent == []
+        done = await client.post("/run/r2/act", data={"action": "deny", "csrf": csrf, "confirm": "yes"})
+        assert done.status == 200 and acts.sent[0][:2] == ("r2", "deny")
+
+    acting(test)
+
+
+def test_an_action_not_sent_says_why() -> None:
+    async def test(client: TestClient[Any, Any], auth: au.Auth, rows: Rows, acts: Acts) -> None:
+        resp = await client.post("/run/r1/act", data={"action": "pause", "csrf": await csrf_of(client)})
+        assert resp.status == 409 and "no process is running this job" in await resp.text()
+
+    acting(test, problem="no process is running this job (read-only)")
