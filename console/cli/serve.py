@@ -95,7 +95,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     fleet = Fleet(settings.store_path, now=lambda: datetime.now(UTC), url=settings.store_url)
     auth = Auth()
-    app = WebApp(auth, FleetFeed(lambda: (list(fleet.poll(budget=0.5)), fleet.error)),
+    from console.view.run_snapshot import look
+
+    feed = FleetFeed(lambda: (list(fleet.poll(budget=0.5)), fleet.error),
+                     look=lambda rid: look(list(fleet.rows), list(fleet.folds.values()), rid))
+    app = WebApp(auth, feed,
                  secure=context is not None or public.startswith("https://"))
     console = None if args.no_console else f"{shlex.quote(sys.executable)} -m console.cli fleet"
     if not loopback(host) and context is None:

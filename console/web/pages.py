@@ -17,6 +17,7 @@ import jinja2
 from console.engine.text import safe_text
 from console.view.fleet import FleetRow
 from console.view.fleet_offers import applies
+from console.view.run_snapshot import RunSnapshot
 
 # The actions a page offers for a run (each a POST with the session's CSRF token), in the fleet's words, only
 # while it applies to the run (console.view.fleet_offers, as the console's keys).
@@ -103,3 +104,16 @@ def sent_line(row: FleetRow, action: str) -> str:
             "pause": f"Run {rid}: pause sent; it pauses after its current turn.",
             "resume": f"Run {rid}: resume sent.",
             "acknowledge": f"Run {rid}: acknowledged; it asks for you no more."}.get(action, f"Run {rid}: sent.")
+
+
+def run_body(snap: RunSnapshot, row: FleetRow | None, csrf: str) -> str:
+    """A run's page without its frame (what the live stream replaces)."""
+    return render("run_body.html", s=snap, v=row_view(row) if row is not None else None, csrf=csrf)
+
+
+def run_page(snap: RunSnapshot, row: FleetRow | None, csrf: str) -> str:
+    return render("run.html", rid=snap.id, body=run_body(snap, row, csrf))
+
+
+def gone_body(rid: str) -> str:
+    return render("gone.html", rid=shown(rid, 64))

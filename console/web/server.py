@@ -21,6 +21,7 @@ from aiohttp import web
 
 from console.view.fleet import FleetRow
 from console.view.fleet_offers import applies, refusal
+from console.view.run_snapshot import RunSnapshot
 from console.web import pages
 from console.web.auth import COOKIE, Auth, Session
 from console.web.link_door import LinkDoor
@@ -74,6 +75,8 @@ class FleetFeed:
     of the store however many pages are open."""
 
     read: Callable[[], tuple[list[FleetRow], str]]
+    # One run's snapshot by its id (None: no such run), read on the same thread as the fleet.
+    look: Callable[[str], RunSnapshot | None] = lambda rid: None
     rows: list[FleetRow] = field(default_factory=list)
     error: str = ""
     version: int = 0
@@ -89,6 +92,9 @@ class FleetFeed:
             self.version += 1
             self.changed.set()
             self.changed = asyncio.Event()
+
+    async def snapshot(self, rid: str) -> RunSnapshot | None:
+        return await asyncio.get_running_loop().run_in_executor(self.reader, self.look, rid)
 
     async def run(self, every: float = POLL_SECONDS) -> None:
         while True:
@@ -125,6 +131,8 @@ class WebApp:
             web.get("/", self.fleet),
             web.post("/run/{id}/act", self.act),
             web.get("/live/fleet", self.live_fleet),
+            web.get("/run/{id}", self.run_page),
+            web.get("/live/run/{id}", self.live_run),
             web.get("/static/{name}", self.static),
         ])
         if self.links is not None:
@@ -236,9 +244,40 @@ class WebApp:
             return self.page(f"{action.capitalize()} not sent", problem, 409)
         return self.page(f"{action.capitalize()} sent", pages.sent_line(row, action), 200)
 
+    async def run_page(self, request: web.Request) -> web.StreamResponse:
+        session = request[SESSION_KEY]
+        rid = request.match_info["id"]
+        snap = await self.feed.snapshot(rid)
+        if snap is None:
+            return self.page("No such run", f"No run {pages.shown(rid, 64)} in the fleet now.", 404)
+        row = next((r for r in self.feed.rows if r.id == rid), None)
+        return web.Response(text=pages.run_page(snap, row, session.csrf), content_type="text/html")
+
     async def live_fleet(self, request: web.Request) -> web.StreamResponse:
         """Server-sent events: the fleet's list each time it changes (and once at the start)."""
         session = request[SESSION_KEY]
+
+        async def draw() -> str:
+            return pages.fleet_list(self.feed.rows, session.csrf, self.feed.error)
+
+        return await self.stream(request, session, draw)
+
+    async def live_run(self, request: web.Request) -> web.StreamResponse:
+        """Server-sent events: a run's page body each time the fleet's reading changes."""
+        session = request[SESSION_KEY]
+        rid = request.match_info["id"]
+
+        async def draw() -> str:
+            snap = await self.feed.snapshot(rid)
+            row = next((r for r in self.feed.rows if r.id == rid), None)
+            return pages.run_body(snap, row, session.csrf) if snap is not None else pages.gone_body(rid)
+
+        return await self.stream(request, session, draw)
+
+    async def stream(self, request: web.Request, session: Session,
+                     draw: Callable[[], Awaitable[str]]) -> web.StreamResponse:
+        """Server-sent events of ``draw()``'s HTML each time the feed changes (and once at the start), until the
+        page is closed or the session ends."""
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "X-Accel-Buffering": "no"})
         for name, value in HEADERS.items():
             response.headers[name] = value
@@ -248,7 +287,7 @@ class WebApp:
             while self.auth.session(session.id) is session:  # logged out or expired: the stream ends
                 if self.feed.version != seen:
                     seen = self.feed.version
-                    html = pages.fleet_list(self.feed.rows, session.csrf, self.feed.error)
+                    html = await draw()
                     data = "".join(f"data: {line}\n" for line in html.splitlines() or [""])
                     await response.write(f"event: list\n{data}\n".encode())
                 else:
