@@ -99,8 +99,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     feed = FleetFeed(lambda: (list(fleet.poll(budget=0.5)), fleet.error),
                      look=lambda rid: look(list(fleet.rows), list(fleet.folds.values()), rid))
-    app = WebApp(auth, feed,
-                 secure=context is not None or public.startswith("https://"))
+    from console.engine import action_links
+    from console.engine.seal import Seal
+    from console.web.acting import Acting
+    from console.web.link_door import LinkDoor
+
+    secure = context is not None or public.startswith("https://")
+    acting = Acting(settings.store_path, settings.store_url)
+    door = LinkDoor(auth, lambda: Seal.of(settings.data_dir), action_links.UsedLinks(settings.data_dir),
+                    lambda: list(feed.rows), acting.answer, lambda: datetime.now(UTC), secure=secure)
+    app = WebApp(auth, feed, secure=secure, links=door, act=acting)
     console = None if args.no_console else f"{shlex.quote(sys.executable)} -m console.cli fleet"
     if not loopback(host) and context is None:
         say(f"serve: listening on {host}, not only this machine, without TLS: the login link and the session "

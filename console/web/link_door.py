@@ -38,7 +38,7 @@ class Answer(Protocol):
     """Send ``action`` to the run of ``row`` as the command ``command_id`` (the same id again after a crash: never
     applied twice); None when it went, else one line saying why not."""
 
-    def __call__(self, row: FleetRow, action: str, command_id: str, source: str) -> str | None: ...
+    def __call__(self, row: FleetRow, action: str, command_id: str | None, source: str) -> str | None: ...
 
 
 @dataclass(frozen=True)
