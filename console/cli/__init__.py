@@ -44,7 +44,8 @@ _MOVED = {
 _COMMANDS = {"run": ("run", "cmd_run"), "jobs": ("jobs", "cmd_jobs"), "attach": ("views", "cmd_attach"),
              "logs": ("views", "cmd_logs"), "wait": ("wait", "cmd_wait"), "fleet": ("views", "cmd_fleet"),
              "submit": ("submit", "cmd_submit"), "store": ("store", "cmd_store"),
-             "ack": ("acknowledge", "cmd_ack"), "acknowledge": ("acknowledge", "cmd_ack")}
+             "ack": ("acknowledge", "cmd_ack"), "acknowledge": ("acknowledge", "cmd_ack"),
+             "serve": ("serve", "cmd_serve")}
 
 
 def __getattr__(name: str) -> Any:

@@ -110,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     from console.cli.acknowledge import add_parser as add_ack
 
     add_ack(sub)
+    from console.cli.serve import add_parser as add_serve
+
+    add_serve(sub)
 
     wait = sub.add_parser("wait", help="wait until a run ends or needs you; the exit code says which",
                           description="Block until the run ends or needs its operator, print one line saying "

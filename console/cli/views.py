@@ -112,7 +112,8 @@ def _fleet(args: argparse.Namespace) -> int:
         check_console_options(theme, settings)
     except (JobError, ValueError) as exc:
         raise UsageError(str(exc)) from None
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+    # textual-serve's web driver (serve's /console/) talks to the browser over pipes: that is its terminal.
+    if not (sys.stdin.isatty() and sys.stdout.isatty()) and "web_driver" not in os.environ.get("TEXTUAL_DRIVER", ""):
         raise UsageError("the fleet view needs a terminal; for a list use: agent-console jobs")
     from console.tui.launch import fleet_console
 

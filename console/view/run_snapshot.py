@@ -1,0 +1,89 @@
+"""One run as a page shows it, in plain strings: its state and phase, the context's pressure, what it needs, its todo
+list, the feedback it was given and the tail of its story. Built from the fleet's fold of the run (the same
+ConsoleState every view folds) and the tail of its log, each event in the one presentation every view uses
+(console.view.present); every string through safe_text. Read on the thread that folds the run."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from console.engine import events as ev
+from console.engine.text import safe_text
+from console.view import present
+from console.view.fleet import FleetRow, RunFold
+from console.view.story import Told
+
+TAIL_BYTES = 256 * 1024  # of the log read for the story's tail (a long tool result is cut in the log already)
+TAIL_LINES = 40
+FEEDBACK_LINES = 8
+LINE = 400  # characters of one line
+
+
+def _s(text: object, limit: int = LINE) -> str:
+    return safe_text(str(text or ""), one_line=True, limit=limit)
+
+
+@dataclass(frozen=True)
+class RunSnapshot:
+    id: str
+    job: str
+    state: str
+    phase: str
+    pressure: str  # "62% of 150k tokens (soft 70%, hard 85%)"
+    cost: str
+    need: str
+    todos: tuple[tuple[bool, str], ...]
+    todo_title: str
+    feedback: tuple[tuple[str, str], ...]  # (severity, line)
+    tail: tuple[tuple[str, str], ...]  # (severity, line)
+
+
+def snapshot(row: FleetRow, fold: RunFold | None) -> RunSnapshot:
+    st = fold.state if fold is not None else None
+    todos: tuple[tuple[bool, str], ...] = ()
+    title = ""
+    pressure = ""
+    feedback: tuple[tuple[str, str], ...] = ()
+    if st is not None:
+        if st.todos is not None:
+            todos = tuple((item.done, _s(item.text)) for item in st.todos.items)
+            title = _s(present.todo_list_text(st.todos))
+        g = st.gauge
+        if g.budget or g.window:
+            budget = g.budget or g.window
+            pressure = (f"{present.fill(g.used / budget)} of {present.tokens(budget)} tokens (wind down at "
+                        f"{g.soft:.0%}, restart at {g.hard:.0%})")
+        feedback = tuple((f.severity, _s(f.message)) for f in list(st.feedback)[-FEEDBACK_LINES:])
+    return RunSnapshot(id=_s(row.id, 64), job=_s(row.job, 80), state=_s(row.state_text, 40),
+                       phase=_s(row.phase_long or row.phase, 120), pressure=pressure,
+                       cost=present.cost(row.cost) if row.cost is not None else "", need=_s(row.need_line),
+                       todos=todos, todo_title=title, feedback=feedback,
+                       tail=story_tail(fold) if fold is not None else ())
+
+
+def story_tail(fold: RunFold) -> tuple[tuple[str, str], ...]:
+    """The last :data:`TAIL_LINES` lines of the run's story (the events an operator sees, each once)."""
+    try:
+        size = os.stat(fold.paths.events).st_size
+    except OSError:
+        return ()
+    events, _ = ev.read_new(fold.paths.events, max(0, size - TAIL_BYTES))
+    told = Told()
+    lines: list[tuple[str, str]] = []
+    for e in events:
+        if told.said_elsewhere(e) or not present.in_story(e):
+            continue
+        p = present.describe(e)
+        if p is not None:
+            lines.append((p.severity, _s(present.brief(p))))
+    return tuple(lines[-TAIL_LINES:])
+
+
+def look(rows: list[FleetRow], folds: list[RunFold], rid: str) -> RunSnapshot | None:
+    """The snapshot of the run ``rid`` among the fleet's ``rows`` (None: no such run now)."""
+    row = next((r for r in rows if r.id == rid), None)
+    if row is None:
+        return None
+    fold = next((f for f in folds if f.paths.root == row.path), None)
+    return snapshot(row, fold)

@@ -1,0 +1,307 @@
+"""serve's web application (aiohttp, the server textual-serve is built on, so the browser console and the pages are
+one server): the routes, the login, the security headers, and the fleet's list kept live for every page.
+
+Every response carries headers that make a page inert outside this server: no inline script or style from
+anywhere (Content-Security-Policy), never framed, never sniffed, never cached, never a Referer (a link's token must
+not leak to another site). Every route but the login, the static files and the action links needs a session
+(console.web.auth); a client that has failed too often gets 429 before anything it sends is looked at.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from importlib import resources
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+from console.view.fleet import FleetRow
+from console.view.fleet_offers import applies, refusal
+from console.view.run_snapshot import RunSnapshot
+from console.web import pages
+from console.web.auth import COOKIE, Auth, Session
+from console.web.link_door import LinkDoor
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# How an action reaches a run: (its row, the action, who sent it) -> why it was not sent, or None.
+Act = Callable[[FleetRow, str, str], "str | None"]
+POLL_SECONDS = 1.0  # how often the fleet is read for the live pages (the console's fleet reads as often)
+HEADERS = {
+    "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+                                "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+    "Cross-Origin-Opener-Policy": "same-origin",
+}
+SESSION_KEY = web.RequestKey("session", Session)
+CONSOLE = "/console/"
+# textual-serve's page draws the terminal with inline script and styles of its own: its pages alone may run them
+# (still only from this server, never framed, never a referrer).
+CONSOLE_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+               "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; "
+               "base-uri 'none'; form-action 'none'")
+
+
+def browser_console(command: str, public_url: str) -> web.Application:
+    """textual-serve's routes (its page, its websocket, its static files and downloads) as an application to mount
+    under :data:`CONSOLE`, built from its public handlers rather than its ``serve()`` (which runs its own server
+    and prints a banner): the parent's middleware (the session, the headers) then covers every one of them."""
+    import aiohttp_jinja2
+    import jinja2
+    from textual_serve.server import Server
+
+    # Its URLs are the public URL and the route's path, which in a mounted application carries /console/ already.
+    server = Server(command, title="agent-console", public_url=public_url.rstrip("/"))
+    sub = web.Application()
+    aiohttp_jinja2.setup(sub, loader=jinja2.FileSystemLoader(server.templates_path), autoescape=True)
+    sub.add_routes([
+        web.get("/", server.handle_index, name="index"),
+        web.get("/ws", server.handle_websocket, name="websocket"),
+        web.get("/download/{key}", server.handle_download, name="download"),
+        web.static("/static", server.statics_path, name="static"),
+    ])
+    return sub
+
+
+@dataclass
+class FleetFeed:
+    """The fleet's rows, read in a worker thread every :data:`POLL_SECONDS` and handed to every live page: one read
+    of the store however many pages are open."""
+
+    read: Callable[[], tuple[list[FleetRow], str]]
+    # One run's snapshot by its id (None: no such run), read on the same thread as the fleet.
+    look: Callable[[str], RunSnapshot | None] = lambda rid: None
+    rows: list[FleetRow] = field(default_factory=list)
+    error: str = ""
+    version: int = 0
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    # One thread reads the fleet, always the same (a Fleet is read from one thread: its store's connection).
+    reader: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "fleet-feed"))
+
+    async def refresh(self) -> None:
+        rows, error = await asyncio.get_running_loop().run_in_executor(self.reader, self.read)
+        if rows != self.rows or error != self.error or not self.version:
+            self.rows, self.error = rows, error
+            self.version += 1
+            self.changed.set()
+            self.changed = asyncio.Event()
+
+    async def snapshot(self, rid: str) -> RunSnapshot | None:
+        return await asyncio.get_running_loop().run_in_executor(self.reader, self.look, rid)
+
+    async def run(self, every: float = POLL_SECONDS) -> None:
+        while True:
+            with contextlib.suppress(Exception):  # a read that fails says so in `error` next time; never stops
+                await self.refresh()
+            await asyncio.sleep(every)
+
+
+def client_of(request: web.Request) -> str:
+    """The peer's address (a reverse proxy's own: serve believes no X-Forwarded-For it cannot check)."""
+    return request.remote or "unknown"
+
+
+class WebApp:
+    """The application: routes over an :class:`Auth` and a :class:`FleetFeed`."""
+
+    def __init__(self, auth: Auth, feed: FleetFeed, *, secure: bool = False, poll: float = POLL_SECONDS,
+                 links: LinkDoor | None = None, act: Act | None = None) -> None:
+        self.auth = auth
+        self.feed = feed
+        self.links = links  # the action links' door (None: links are not answered here)
+        self.public_url = ""
+        self.acting = act  # how an action reaches a run (None: the pages offer none)
+        self.secure = secure  # served over TLS: the cookie is Secure
+        self.poll = poll
+
+    def build(self, console: str | None = None, public_url: str = "") -> web.Application:
+        """The application; with ``console`` (the command of the Textual console to serve), the browser console
+        under /console/ (textual-serve: the console runs as a process per browser tab, its screen streamed over a
+        websocket), behind the same session."""
+        app = web.Application(middlewares=[self.headers, self.gate], client_max_size=64 * 1024)
+        app.add_routes([
+            web.get("/login", self.login),
+            web.get("/", self.fleet),
+            web.post("/run/{id}/act", self.act),
+            web.get("/live/fleet", self.live_fleet),
+            web.get("/run/{id}", self.run_page),
+            web.get("/live/run/{id}", self.live_run),
+            web.get("/static/{name}", self.static),
+        ])
+        if self.links is not None:
+            app.add_routes(self.links.routes())
+        self.public_url = public_url
+        if console is not None:
+            app.add_subapp(CONSOLE, browser_console(console, public_url))
+        app.cleanup_ctx.append(self._polling)
+        return app
+
+    async def _polling(self, app: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(self.feed.run(self.poll))
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        self.feed.reader.shutdown(wait=True, cancel_futures=True)
+
+    # -- middleware -----------------------------------------------------------------------------------------
+    @web.middleware
+    async def headers(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            response = await handler(request)
+        except web.HTTPException as exc:  # a redirect, a 404: raised, with the same headers
+            for name, value in HEADERS.items():
+                exc.headers.setdefault(name, value)
+            raise
+        if request.path.startswith(CONSOLE):
+            response.headers.setdefault("Content-Security-Policy", CONSOLE_CSP)
+        for name, value in HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response
+
+    @web.middleware
+    async def gate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        client = client_of(request)
+        if self.auth.limited(client):
+            return web.Response(status=429, text="too many failed attempts; try again later\n",
+                                headers={"Retry-After": str(self.auth.retry_after(client))})
+        if not self.same_origin(request):
+            return self.page("Refused", "This request came from another site's page.", 403)
+        if request.path == "/login" or request.path.startswith(("/static/", "/a/")):  # a link is its own credential
+            return await handler(request)
+        session = self.auth.session(request.cookies.get(COOKIE))
+        if session is None:
+            if request.cookies.get(COOKIE):
+                self.auth.failed(client)
+            return self.page("Log in first", "Open the login link `agent-console serve` printed (each link works "
+                             "once; restart serve for a new one).", 401)
+        request[SESSION_KEY] = session
+        return await handler(request)
+
+    def same_origin(self, request: web.Request) -> bool:
+        """Whether a request that acts (a POST, a websocket) came from this server's own pages: its Origin, when the
+        browser sends one, is this server's (the public URL's, or the address it was reached at). Defence in depth
+        beside the SameSite=Strict cookie and the CSRF token."""
+        acting = request.method not in ("GET", "HEAD") or request.headers.get("Upgrade", "").lower() == "websocket"
+        origin = request.headers.get("Origin")
+        if not acting or origin is None:
+            return True
+        mine = {f"{request.scheme}://{request.host}"}
+        if self.public_url:
+            parts = urlsplit(self.public_url)
+            mine.add(f"{parts.scheme}://{parts.netloc}")
+        return origin in mine
+
+    # -- pages ----------------------------------------------------------------------------------------------
+    def page(self, title: str, line: str, status: int = 200) -> web.Response:
+        return web.Response(status=status, text=pages.message_page(title, line, status), content_type="text/html")
+
+    async def login(self, request: web.Request) -> web.StreamResponse:
+        session = self.auth.log_in(request.query.get("token", ""), client_of(request))
+        if session is None:
+            return self.page("This login link does not work", "It was used already, or serve was restarted since "
+                             "it was printed: use the newest link `agent-console serve` printed.", 401)
+        response = web.HTTPSeeOther("/")  # the token leaves the address bar at once
+        response.set_cookie(COOKIE, session.id, httponly=True, samesite="Strict", secure=self.secure, path="/")
+        raise response
+
+    async def fleet(self, request: web.Request) -> web.StreamResponse:
+        session = request[SESSION_KEY]
+        return web.Response(text=pages.fleet_page(self.feed.rows, session.csrf, self.feed.error),
+                            content_type="text/html")
+
+    async def act(self, request: web.Request) -> web.StreamResponse:
+        """A run's action from its form: the session's CSRF token, an action that applies to the run now (as the
+        console's keys decide), and for one that ends or starts a run, a confirmation first."""
+        session = request[SESSION_KEY]
+        form = await request.post()
+        token = form.get("csrf")
+        if not self.auth.csrf_ok(session, token if isinstance(token, str) else None):
+            return self.page("Refused", "This form is not one of this session's pages: reload the page and try "
+                             "again.", 403)
+        action = form.get("action")
+        rid = request.match_info["id"]
+        row = next((r for r in self.feed.rows if r.id == rid), None)
+        if self.acting is None or not isinstance(action, str) or action not in dict(pages.WEB_ACTIONS):
+            return self.page("No such action", "Nothing was done.", 400)
+        if row is None:
+            return self.page("No such run", f"No run {pages.shown(rid, 64)} in the fleet now: nothing was done.", 404)
+        if (no := refusal(action, row)) is not None or not applies(action, row):
+            line = no.message if no is not None else f"{action} does not apply to run {row.id} now"
+            return self.page(no.title if no is not None else "Nothing to do", line, 409)
+        if action in pages.ASK_FIRST and form.get("confirm") != "yes":
+            return web.Response(text=pages.confirm_page(row, action, session.csrf), content_type="text/html")
+        source = f"web {client_of(request)} session {session.label}"[:64]
+        problem = await asyncio.get_running_loop().run_in_executor(None, self.acting, row, action, source)
+        if problem:
+            return self.page(f"{action.capitalize()} not sent", problem, 409)
+        return self.page(f"{action.capitalize()} sent", pages.sent_line(row, action), 200)
+
+    async def run_page(self, request: web.Request) -> web.StreamResponse:
+        session = request[SESSION_KEY]
+        rid = request.match_info["id"]
+        snap = await self.feed.snapshot(rid)
+        if snap is None:
+            return self.page("No such run", f"No run {pages.shown(rid, 64)} in the fleet now.", 404)
+        row = next((r for r in self.feed.rows if r.id == rid), None)
+        return web.Response(text=pages.run_page(snap, row, session.csrf), content_type="text/html")
+
+    async def live_fleet(self, request: web.Request) -> web.StreamResponse:
+        """Server-sent events: the fleet's list each time it changes (and once at the start)."""
+        session = request[SESSION_KEY]
+
+        async def draw() -> str:
+            return pages.fleet_list(self.feed.rows, session.csrf, self.feed.error)
+
+        return await self.stream(request, session, draw)
+
+    async def live_run(self, request: web.Request) -> web.StreamResponse:
+        """Server-sent events: a run's page body each time the fleet's reading changes."""
+        session = request[SESSION_KEY]
+        rid = request.match_info["id"]
+
+        async def draw() -> str:
+            snap = await self.feed.snapshot(rid)
+            row = next((r for r in self.feed.rows if r.id == rid), None)
+            return pages.run_body(snap, row, session.csrf) if snap is not None else pages.gone_body(rid)
+
+        return await self.stream(request, session, draw)
+
+    async def stream(self, request: web.Request, session: Session,
+                     draw: Callable[[], Awaitable[str]]) -> web.StreamResponse:
+        """Server-sent events of ``draw()``'s HTML each time the feed changes (and once at the start), until the
+        page is closed or the session ends."""
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "X-Accel-Buffering": "no"})
+        for name, value in HEADERS.items():
+            response.headers[name] = value
+        await response.prepare(request)
+        seen = -1
+        try:
+            while self.auth.session(session.id) is session:  # logged out or expired: the stream ends
+                if self.feed.version != seen:
+                    seen = self.feed.version
+                    html = await draw()
+                    data = "".join(f"data: {line}\n" for line in html.splitlines() or [""])
+                    await response.write(f"event: list\n{data}\n".encode())
+                else:
+                    await response.write(b": keep-alive\n\n")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.feed.changed.wait(), timeout=15)
+        except ConnectionResetError:  # the page was closed (aiohttp's ClientConnectionResetError is one)
+            pass
+        return response
+
+    async def static(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        types = {"live.js": "text/javascript", "style.css": "text/css"}
+        if name not in types:
+            raise web.HTTPNotFound()
+        body = resources.files("console.web").joinpath("static", name).read_bytes()
+        return web.Response(body=body, content_type=types[name])

@@ -1,0 +1,155 @@
+"""Action links at serve's door (console.web.link_door) against a real aiohttp server on 127.0.0.1: opening a link
+never acts; only its page's button does, once; a forged, expired, foreign, stale or replayed link does nothing and
+says why."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import re
+from collections.abc import Callable, Coroutine
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from aiohttp.test_utils import TestClient, TestServer
+
+from console.engine import action_links as al
+from console.engine.seal import Seal
+from console.view.fleet import FleetRow
+from console.web import auth as au
+from console.web.link_door import FORM_COOKIE, LinkDoor, command_id_of
+from console.web.server import FleetFeed, WebApp
+from tests.web.test_server import row
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+class World:
+    def __init__(self, tmp: Path) -> None:
+        self.data = tmp / "data"
+        self.folder = tmp / "runs" / "r1"
+        self.folder.mkdir(parents=True)
+        self.seal = Seal.of(self.data)
+        self.rows = [row("r1", path=self.folder, state="needs you", kind="needs", needs="restart_approval",
+                         pending_seq=41, needs_seq=40)]
+        self.sent: list[tuple[str, str, str, str]] = []
+        self.now = NOW
+        self.auth = au.Auth()
+
+    def answer(self, r: FleetRow, action: str, command_id: str, source: str) -> str | None:
+        self.sent.append((r.id, action, command_id, source))
+        return None
+
+    def link(self, action: al.Action = "approve", request: str = "restart:41", **kw: Any) -> str:
+        return al.mint(self.seal, self.folder, "r1", action, request=request, now=kw.pop("now", NOW), **kw)
+
+
+def serve(tmp: Path, test: Callable[[TestClient[Any, Any], World], Coroutine[Any, Any, None]]) -> World:
+    world = World(tmp)
+
+    async def main() -> None:
+        door = LinkDoor(world.auth, lambda: world.seal, al.UsedLinks(world.data), lambda: world.rows, world.answer,
+                        lambda: world.now)
+        app = WebApp(world.auth, FleetFeed(lambda: ([], "")), poll=0.05, links=door).build()
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            await test(client, world)
+
+    asyncio.run(main())
+    return world
+
+
+async def press(client: TestClient[Any, Any], token: str) -> tuple[int, str]:
+    page = await client.get(f"/a/{token}")
+    form = re.search(r'name="form" value="([^"]+)"', await page.text())
+    assert page.status == 200 and form is not None, await page.text()
+    resp = await client.post(f"/a/{token}", data={"form": form.group(1), "action": "x"})
+    return resp.status, await resp.text()
+
+
+def test_opening_a_link_never_acts_its_button_does_once(tmp_path: Path) -> None:
+    async def test(client: TestClient[Any, Any], world: World) -> None:
+        token = world.link()
+        page = await client.get(f"/a/{token}")
+        body = await page.text()
+        assert page.status == 200 and "Approve the context restart of run r1" in body and "<button" in body
+        assert "SameSite=Strict" in page.headers["Set-Cookie"] and "HttpOnly" in page.headers["Set-Cookie"]
+        assert world.sent == []  # a preview fetched by a chat app did nothing
+        status, body = await press(client, token)
+        assert status == 200 and "Approve sent to run r1" in body
+        assert world.sent == [("r1", "approve", command_id_of(al.peek(token)), world.sent[0][3])]
+        assert world.sent[0][3].startswith("web link ")
+        again = await client.get(f"/a/{token}")
+        assert again.status == 409 and "was used" in await again.text()
+
+    serve(tmp_path, test)
+
+
+def test_a_post_without_the_links_page_does_nothing(tmp_path: Path) -> None:
+    async def test(client: TestClient[Any, Any], world: World) -> None:
+        token = world.link()
+        resp = await client.post(f"/a/{token}", data={"form": "guess"})
+        assert resp.status == 403 and "Open the link again" in await resp.text()
+        client.session.cookie_jar.update_cookies({FORM_COOKIE: "guess"})
+        resp = await client.post(f"/a/{token}", data={"form": "other"})
+        assert resp.status == 403
+        assert world.sent == []
+
+    serve(tmp_path, test)
+
+
+def test_a_link_for_a_request_answered_since_does_nothing(tmp_path: Path) -> None:
+    async def test(client: TestClient[Any, Any], world: World) -> None:
+        token = world.link()
+        page = await client.get(f"/a/{token}")
+        form = re.search(r'name="form" value="([^"]+)"', await page.text())
+        assert form is not None
+        world.rows = [replace(world.rows[0], pending_seq=57)]  # answered from the shell; a new restart waits
+        resp = await client.post(f"/a/{token}", data={"form": form.group(1)})
+        assert resp.status == 409 and "no longer waits" in await resp.text()
+        world.rows = [replace(world.rows[0], pending_seq=0, state="running", kind="running")]
+        assert (await client.get(f"/a/{token}")).status == 409
+        assert world.sent == []
+
+    serve(tmp_path, test)
+
+
+def test_forged_expired_foreign_and_garbage_links_do_nothing(tmp_path: Path) -> None:
+    async def test(client: TestClient[Any, Any], world: World) -> None:
+        other = Seal.of(tmp_path / "someone-else")
+        forged = al.mint(other, world.folder, "r1", "approve", request="restart:41", now=NOW)
+        assert (await client.get(f"/a/{forged}")).status == 403
+        body, mac = world.link().split(".")
+        claim = al.peek(f"{body}.{mac}").model_copy(update={"action": "deny"})
+        changed = base64.urlsafe_b64encode(claim.payload()).rstrip(b"=").decode() + "." + mac
+        assert (await client.get(f"/a/{changed}")).status == 403
+        expired = world.link(ttl=timedelta(minutes=5))
+        world.now = NOW + timedelta(minutes=6)
+        resp = await client.get(f"/a/{expired}")
+        assert resp.status == 410 and "agent-console approve r1" in await resp.text()
+        world.now = NOW
+        world.rows = [replace(world.rows[0], host="machine-b")]  # another machine's run: its own serve answers
+        assert (await client.get(f"/a/{world.link()}")).status == 404
+        for junk in ("x", "a.b", "%3Cscript%3E.x", "A" * 700):
+            resp = await client.get(f"/a/{junk}")
+            assert resp.status == 400 and "<script>" not in await resp.text()
+        assert world.sent == []
+        assert len(world.auth.failures["127.0.0.1"].times) >= 4  # forgeries and garbage count as failures
+
+    serve(tmp_path, test)
+
+
+def test_a_kill_between_the_spend_and_the_command_sends_the_same_command_once_more(tmp_path: Path) -> None:
+    async def test(client: TestClient[Any, Any], world: World) -> None:
+        token = world.link("resume", "need:40")
+        world.rows = [replace(world.rows[0], needs="stuck", pending_seq=0)]
+        al.UsedLinks(world.data).spend(al.peek(token), command_id_of(al.peek(token)))  # then the kill
+        page = await client.get(f"/a/{token}")
+        assert page.status == 409  # the page says it was used...
+        client.session.cookie_jar.update_cookies({FORM_COOKIE: "f"})
+        resp = await client.post(f"/a/{token}", data={"form": "f"})
+        assert resp.status == 409 and "is sent, once" in await resp.text()
+        assert [s[:3] for s in world.sent] == [("r1", "resume", command_id_of(al.peek(token)))]
+
+    serve(tmp_path, test)

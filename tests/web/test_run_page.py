@@ -1,0 +1,99 @@
+"""A run's page (console.view.run_snapshot + console.web): the todo list, pressure, feedback and the story's tail of
+a run as the fleet folds it, live, escaped; a run that is gone says so."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from aiohttp.test_utils import TestClient, TestServer
+
+from console.engine import events as ev
+from console.engine.job import JobPaths
+from console.view.fleet import Fleet
+from console.view.run_snapshot import look
+from console.web import auth as au
+from console.web.server import FleetFeed, WebApp
+from tests.tui.conftest import FROZEN_NOW
+from tests.tui.fleet_runs import make_fleet
+from tests.web.test_server import HOSTILE, logged_in
+
+
+def fleet_of(tmp_path: Path) -> tuple[Fleet, Any]:
+    fx = make_fleet(tmp_path)
+    fleet = Fleet(fx.store_path, now=lambda: FROZEN_NOW, holder=fx.holder)
+    fleet.poll()
+    return fleet, fx
+
+
+def rid_of(fleet: Fleet, folder: Path) -> str:
+    return next(r.id for r in fleet.rows if r.path == folder)
+
+
+def test_a_runs_snapshot_is_its_fold_and_its_storys_tail(tmp_path: Path) -> None:
+    fleet, fx = fleet_of(tmp_path)
+    rid = rid_of(fleet, fx.runs["waiting"])
+    snap = look(list(fleet.rows), list(fleet.folds.values()), rid)
+    assert snap is not None
+    assert snap.todos == ((True, "Read the notes"), (False, "Write the summary"))
+    assert "Check the findings" in snap.todo_title
+    assert snap.pressure.startswith("98%") and "28k tokens" in snap.pressure
+    assert "restart approval" in snap.need
+    assert snap.tail[-1] == ("warning", "⏸ restart pending: context 98% full")
+    assert look(list(fleet.rows), list(fleet.folds.values()), "nope") is None
+
+
+def test_hostile_text_in_a_runs_log_reaches_the_page_as_text(tmp_path: Path) -> None:
+    fleet, fx = fleet_of(tmp_path)
+    folder = fx.runs["running"]
+    events = JobPaths(folder).events
+    seq = len(events.read_text().splitlines()) + 1
+    with events.open("a") as fh:
+        fh.write(ev.TodosChanged(ts=FROZEN_NOW, seq=seq, session=1, kind="phase", phase_name=HOSTILE, phase_number=2,
+                                 total_phases=4, items=[ev.TodoItemRecord(text=HOSTILE, done=False)]
+                                 ).model_dump_json() + "\n")
+        fh.write(ev.AssistantMessage(ts=FROZEN_NOW, seq=seq + 1, session=1, turn=9, text=HOSTILE,
+                                     tool_calls=[]).model_dump_json() + "\n")
+    fleet.poll()
+    rid = rid_of(fleet, folder)
+    auth = au.Auth()
+    feed = FleetFeed(lambda: (list(fleet.poll()), fleet.error),
+                     look=lambda r: look(list(fleet.rows), list(fleet.folds.values()), r))
+
+    async def main() -> None:
+        async with TestClient(TestServer(WebApp(auth, feed, poll=0.05).build(), host="127.0.0.1")) as client:
+            await asyncio.sleep(0.3)
+            await logged_in(client, auth)
+            page = await client.get(f"/run/{rid}")
+            body = await page.text()
+            assert page.status == 200 and "&lt;script&gt;alert(1)&lt;/script&gt;" in body
+            assert "<script>alert" not in body and "<img" not in body and "\x1b" not in body
+            live = await client.get(f"/live/run/{rid}")
+            first = (await asyncio.wait_for(live.content.readuntil(b"\n\n"), 30)).decode()
+            assert first.startswith("event: list\n") and "&lt;script&gt;alert(1)" in first
+            live.close()
+            assert (await client.get("/run/nope")).status == 404
+
+    asyncio.run(main())
+    fleet.close()
+
+
+def test_the_tail_of_a_huge_log_is_read_from_its_end(tmp_path: Path) -> None:
+    """A log of many megabytes: the page reads its last part only, and starts mid-line without harm."""
+    fleet, fx = fleet_of(tmp_path)
+    folder = fx.runs["running"]
+    events = JobPaths(folder).events
+    filler = json.dumps({"v": 1, "ts": FROZEN_NOW.isoformat(), "seq": 10**6, "session": 1, "type": "turn_started",
+                         "turn": 1, "prompt_tokens_est": 1})
+    with events.open("a") as fh:
+        for _ in range(40_000):
+            fh.write(filler + "\n")
+        fh.write(ev.AssistantMessage(ts=FROZEN_NOW, seq=10**6 + 1, session=1, turn=2, text="the newest reply",
+                                     tool_calls=[]).model_dump_json() + "\n")
+    assert events.stat().st_size > 4 * 1024 * 1024
+    fleet.poll()
+    snap = look(list(fleet.rows), list(fleet.folds.values()), rid_of(fleet, folder))
+    assert snap is not None and any("the newest reply" in line for _, line in snap.tail)
+    fleet.close()

@@ -1,0 +1,253 @@
+"""serve's web application against a real aiohttp server on 127.0.0.1: the login link works once, nothing else
+answers without a session (401 and nothing more), every page is inert outside the server (its headers), agent text
+arrives escaped, the fleet's list is live, and a guesser is turned away."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import WSServerHandshakeError
+from aiohttp.test_utils import TestClient, TestServer
+
+from console.view.fleet import FleetRow
+from console.web import auth as au
+from console.web.server import HEADERS, FleetFeed, WebApp
+
+HOSTILE = '<script>alert(1)</script><img src=x onerror=alert(2)> \x1b[31mred\x1b[0m [link](http://evil)'
+
+
+def row(rid: str = "r1", **kw: Any) -> FleetRow:
+    facts: dict[str, Any] = dict(path=Path(f"/runs/{rid}"), id=rid, name=rid, job="demo", state="running",
+                                 kind="running", phase="1/3", phase_long="", ctx=0.25, cost=0.5, elapsed="1m",
+                                 last="tool call read_file", detail="", pending_seq=0, started_at="2026-11-29T10:00",
+                                 pid=123)
+    facts.update(kw)
+    return FleetRow(**facts)
+
+
+class Rows:
+    def __init__(self) -> None:
+        self.rows = [row()]
+
+    def __call__(self) -> tuple[list[FleetRow], str]:
+        return list(self.rows), ""
+
+
+def serve(test: Callable[[TestClient[Any, Any], au.Auth, Rows], Coroutine[Any, Any, None]]) -> None:
+    async def main() -> None:
+        rows = Rows()
+        auth = au.Auth()
+        app = WebApp(auth, FleetFeed(rows), poll=0.05).build()
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            await test(client, auth, rows)
+
+    asyncio.run(main())
+
+
+async def logged_in(client: TestClient[Any, Any], auth: au.Auth) -> None:
+    resp = await client.get(f"/login?token={auth.login_token()}", allow_redirects=False)
+    assert resp.status == 303 and resp.headers["Location"] == "/"
+    cookie = resp.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
+
+
+def test_nothing_answers_without_a_session_and_the_login_link_works_once() -> None:
+    async def test(client: TestClient[Any, Any], auth: au.Auth, rows: Rows) -> None:
+        for path in ("/", "/live/fleet", "/run/r1", "/nothing"):
+            resp = await client.get(path)
+            assert resp.status == 401, path
+            assert "demo" not in await resp.text()
+        token = auth.login_token()
+        await logged_in(client, auth)
+        resp = await client.get("/")
+        assert resp.status == 200 and "r1" in await resp.text()
+        client.session.cookie_jar.clear()
+        again = await client.get(f"/login?token={token}", allow_redirects=False)
+        assert again.status == 401 and "Set-Cookie" not in again.headers
+
+    serve(test)
+
+
+def test_every_response_is_inert_outside_the_server() -> None:
+    async def test(client: TestClient[Any, Any], auth: au.Auth, rows: Rows) -> None:
+        for resp in (await client.get("/"), await client.get("/login?token=nope"),
+                     await client.get("/static/live.js")):
+            for name, value in HEADERS.items():
+                assert resp.headers.get(name) == value, (resp.url, name)
+        await logged_in(client, auth)
+        resp = await client.get("/")
+        assert resp.status == 200 and "<script>" not in (await resp.text()).replace(
+            '<script src="/static/live.js" defer></script>', "")
+
+    serve(test)
+
+
+def test_agent_text_arrives_escaped() -> None:
+    async def test(client: TestClient[Any, Any], auth: au.Auth, rows: Rows) -> None:
+        rows.rows = [row(job=HOSTILE, last=HOSTILE, state="needs you", kind="needs", needs="stuck",
+                         needs_message=HOSTILE, host=HOSTILE)]
+        await asyncio.sleep(0.2)
+        await logged_in(client, auth)
+        page = await client.get("/")
+        body = await page.text()
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body and "&lt;img src=x" in body
+        assert "<img" not in body and "\x1b" not in body and "<script>alert" not in body
+        assert 'href="http://evil"' not in body
+
+    serve(test)
+
+
+def test_the_fleet_list_is_live() -> None:
+    async def test(client: TestClient[Any, Any], auth: au.Auth, rows: Rows) -> None:
+        await logged_in(client, auth)
+        resp = await client.get("/live/fleet")
+        assert resp.headers["Content-Type"].startswith("text/event-stream")
+
+        async def next_list() -> str:
+            lines: list[str] = []
+            while True:
+                raw = (await resp.content.readline()).decode()
+                if raw == "\n" and lines:
+                    return "\n".join(lines)
+                if raw.startswith("data: "):
+                    lines.append(raw[6:].rstrip("\n"))
+
+        first = await asyncio.wait_for(next_list(), 30)
+        assert "r1" in first and "r2" not in first
+        rows.rows = [row(), row("r2", state="needs you", kind="needs", needs="restart_approval", pending_seq=7)]
+        second = await asyncio.wait_for(next_list(), 30)
+        assert re.search(r"Needs you \(1\).*r2", second, re.S)
+        assert 'value="approve"' in second and 'name="csrf"' in second
+        resp.close()
+
+    serve(test)
+
+
+def test_a_guesser_is_turned_away_before_anything_it_offers_is_looked_at() -> None:
+    async def test(client: TestClient[Any, Any], auth: au.Auth, rows: Rows) -> None:
+        for i in range(au.FAIL_LIMIT):
+            assert (await client.get(f"/login?token=guess{i}")).status == 401
+        token = auth.login_token()
+        resp = await client.get(f"/login?token={token}", allow_redirects=False)
+        assert resp.status == 429 and int(resp.headers["Retry-After"]) >= 1
+        assert auth.login_token() == token  # the real token was not even tried
+
+    serve(test)
+
+
+def test_the_browser_console_is_behind_the_same_login() -> None:
+    async def main() -> None:
+        auth = au.Auth()
+        web_app = WebApp(auth, FleetFeed(Rows()), poll=0.05)
+        server = TestServer(web_app.build(console="agent-console fleet", public_url="http://127.0.0.1"),
+                            host="127.0.0.1")
+        async with TestClient(server) as client:
+            for path in ("/console/", "/console/ws", "/console/static/js/textual.js"):
+                resp = await client.get(path)
+                assert resp.status == 401, path
+            with pytest.raises(WSServerHandshakeError) as refused:
+                await client.ws_connect("/console/ws")
+            assert refused.value.status == 401
+            await logged_in(client, auth)
+            page = await client.get("/console/")
+            body = await page.text()
+            assert page.status == 200 and 'data-session-websocket-url="ws://127.0.0.1/console/ws"' in body
+            assert "'unsafe-inline'" in page.headers["Content-Security-Policy"]
+            assert page.headers["X-Frame-Options"] == "DENY"
+            assert (await client.get("/")).headers["Content-Security-Policy"] == HEADERS["Content-Security-Policy"]
+            assert (await client.get("/console/static/js/textual.js")).status == 200
+
+    asyncio.run(main())
+
+
+def test_a_websocket_or_post_from_another_sites_page_is_refused() -> None:
+    async def main() -> None:
+        auth = au.Auth()
+        app = WebApp(auth, FleetFeed(Rows()), poll=0.05).build(console="true", public_url="https://console.example")
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            await logged_in(client, auth)
+            with pytest.raises(WSServerHandshakeError) as refused:
+                await client.ws_connect("/console/ws", origin="https://evil.example")
+            assert refused.value.status == 403
+            resp = await client.post("/a/x.y", headers={"Origin": "https://evil.example"})
+            assert resp.status == 403
+            ok = await client.get("/", headers={"Origin": "https://evil.example"})  # a GET acts on nothing
+            assert ok.status == 200
+
+    asyncio.run(main())
+
+
+class Acts:
+    def __init__(self, problem: str | None = None) -> None:
+        self.sent: list[tuple[str, str, str]] = []
+        self.problem = problem
+
+    def __call__(self, r: FleetRow, action: str, source: str) -> str | None:
+        self.sent.append((r.id, action, source))
+        return self.problem
+
+
+def acting(test: Callable[[TestClient[Any, Any], au.Auth, Rows, Acts], Coroutine[Any, Any, None]],
+           problem: str | None = None) -> None:
+    async def main() -> None:
+        rows, acts = Rows(), Acts(problem)
+        rows.rows = [row(), row("r2", state="needs you", kind="needs", needs="restart_approval", pending_seq=7)]
+        auth = au.Auth()
+        app = WebApp(auth, FleetFeed(rows), poll=0.05, act=acts).build()
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            await asyncio.sleep(0.2)
+            await logged_in(client, auth)
+            await test(client, auth, rows, acts)
+
+    asyncio.run(main())
+
+
+async def csrf_of(client: TestClient[Any, Any]) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', await (await client.get("/")).text())
+    assert found is not None
+    return found.group(1)
+
+
+def test_an_action_needs_the_sessions_csrf_token_and_applies_only_where_it_applies() -> None:
+    async def test(client: TestClient[Any, Any], auth: au.Auth, rows: Rows, acts: Acts) -> None:
+        csrf = await csrf_of(client)
+        for data in ({"action": "approve"}, {"action": "approve", "csrf": "nope"}):
+            assert (await client.post("/run/r2/act", data=data)).status == 403
+        resp = await client.post("/run/r1/act", data={"action": "approve", "csrf": csrf})  # r1 waits for nothing
+        assert resp.status == 409
+        assert (await client.post("/run/r9/act", data={"action": "pause", "csrf": csrf})).status == 404
+        assert (await client.post("/run/r1/act", data={"action": "rm -rf", "csrf": csrf})).status == 400
+        assert acts.sent == []
+        resp = await client.post("/run/r2/act", data={"action": "approve", "csrf": csrf})
+        assert resp.status == 200 and "restart approved" in await resp.text()
+        assert acts.sent[0][:2] == ("r2", "approve") and acts.sent[0][2].startswith("web 127.0.0.1 session ")
+        session_id = next(iter(auth.sessions))
+        assert session_id not in acts.sent[0][2]  # the session's credential never names it
+
+    acting(test)
+
+
+def test_an_action_that_ends_a_run_is_asked_first() -> None:
+    async def test(client: TestClient[Any, Any], auth: au.Auth, rows: Rows, acts: Acts) -> None:
+        csrf = await csrf_of(client)
+        ask = await client.post("/run/r2/act", data={"action": "deny", "csrf": csrf})
+        body = await ask.text()
+        assert ask.status == 200 and "Deny run r2" in body and 'name="confirm" value="yes"' in body
+        assert acts.sent == []
+        done = await client.post("/run/r2/act", data={"action": "deny", "csrf": csrf, "confirm": "yes"})
+        assert done.status == 200 and acts.sent[0][:2] == ("r2", "deny")
+
+    acting(test)
+
+
+def test_an_action_not_sent_says_why() -> None:
+    async def test(client: TestClient[Any, Any], auth: au.Auth, rows: Rows, acts: Acts) -> None:
+        resp = await client.post("/run/r1/act", data={"action": "pause", "csrf": await csrf_of(client)})
+        assert resp.status == 409 and "no process is running this job" in await resp.text()
+
+    acting(test, problem="no process is running this job (read-only)")
