@@ -50,5 +50,5 @@ class Acting:
         if row.host and self.url:
             from console.view.jobs import send_remote
 
-            return send_remote(self.url, self.path, row.key, command.kind, source)
+            return send_remote(self.url, self.path, row.key, command, source)
         return send_local(JobPaths(row.path), command, source, command_id)
