@@ -12,9 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from console.engine.commands import AnyCommand, CommandError
-from console.engine.control import RunLock, write_inbox
+from console.engine.commands import AnyCommand
+from console.engine.control import RunLock
 from console.engine.job import JobPaths
+from console.view.answering import send_local
 
 
 class Controller(Protocol):
@@ -93,16 +94,7 @@ class InboxController:
         return self.lock.holder()
 
     def send(self, command: AnyCommand) -> str | None:
-        if self.runner_pid() is None:
-            return ("no process is running this job (read-only); resume it with "
-                    f"`agent-console resume {self.paths.run_id}` or queue commands from the CLI")
-        try:
-            write_inbox(self.paths, command, source=self.source)
-        except CommandError as exc:  # the envelope (its source) is refused: said, not a traceback
-            return str(exc)
-        except OSError as exc:  # the inbox is full or cannot be written: said, not a traceback
-            return f"{command.kind} could not be sent: {exc.strerror or exc}"
-        return None
+        return send_local(self.paths, command, self.source, holder=self.runner_pid)
 
 
 class RecordingController:

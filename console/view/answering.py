@@ -54,18 +54,19 @@ def delivered(paths: JobPaths, command_id: str) -> bool:
         return False
 
 
-def send_local(paths: JobPaths, command: AnyCommand, source: str, command_id: str | None = None) -> str | None:
+def send_local(paths: JobPaths, command: AnyCommand, source: str, command_id: str | None = None,
+               holder: Callable[[], int | None] | None = None) -> str | None:
     """``command`` into the inbox of the run at ``paths``, for the process running it; why not, or None. With
     ``command_id`` it is sent once: a command of that id that reached the run already is not sent again (a link
     spent, then a kill before its command was written: the same command, written once)."""
     if command_id is not None and delivered(paths, command_id):
         return None
-    if RunLock(paths).holder() is None:
+    if (holder or RunLock(paths).holder)() is None:
         return ("no process is running this job (read-only); resume it with "
                 f"`agent-console resume {paths.run_id}` or queue commands from the CLI")
     try:
         write_inbox(paths, command, source=source, command_id=command_id)
-    except CommandError as exc:
+    except CommandError as exc:  # the envelope (its source) is refused: said, not a traceback
         return str(exc)
     except OSError as exc:  # the inbox is full or cannot be written: said, not a traceback
         return f"{command.kind} could not be sent: {exc.strerror or exc}"

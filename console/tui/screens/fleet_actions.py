@@ -213,18 +213,18 @@ class FleetActions:
         """``k``: record the acknowledgement (console.engine.acknowledge: the run's log, then the jobs store); the
         next poll shows the row as it ended, no longer first. Not asked first: it ends nothing, ``r`` still
         resumes it."""
-        from console.tui.acknowledging import acknowledge_run
+        from console.view.answering import acknowledge_run
 
         said = acknowledge_run(JobPaths(row.path), f"{row.id} {row.job}", "fleet", self.store.open)
         if said.title != "Acknowledged":  # done: the row says so at the next poll (a notice would cover columns)
             self.hands.from_thread(self.hands.notify, said.message, title=said.title, severity=said.severity)
 
     def resume_run(self, row: FleetRow) -> None:
-        """Start a runner for ``row`` through the CLI (console.tui.resume): it returns once the run holds its lock,
+        """Start a runner for ``row`` through the CLI (console.view.answering): it returns once the run holds its lock,
         or says in one line why it did not start."""
-        from console.tui import resume
+        from console.view.answering import resume_in_background
 
-        problem = resume.resume_in_background(row.path, "fleet")
+        problem = resume_in_background(row.path, "fleet")
         if problem is None:
             self.hands.from_thread(self.hands.notify, f"{row.id} {row.job} runs again, in the background.",
                                    title="Resumed")

@@ -22,11 +22,11 @@ from console.engine.commands import (
     Rewind,
     Stop,
 )
-from console.tui.resume import resume_in_background
 from console.tui.screens.approval import NOTICE_TITLE, deny_question
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.rewind import RewindScreen
 from console.tui.screens.run_context import Ask, Notify, RunContext
+from console.view.answering import resume_in_background
 from console.view.liveness import resume_text
 from console.view.run_offers import ended_refusal, pausing, phase_refused, resume_way
 
@@ -35,12 +35,12 @@ InBackground = Callable[[Callable[[], Any], Callable[[Any], None], str], None]
 
 
 def acknowledge_here(ctx: RunContext) -> Callable[[], Any]:
-    """What ``k`` does on a worker thread: acknowledge the run (console.tui.acknowledging), with the jobs store."""
+    """What ``k`` does on a worker thread: acknowledge the run (console.view.answering), with the jobs store."""
     paths, name = ctx.paths, f"{ctx.run_id} {ctx.paths.root.name}"
 
     def work() -> Any:
         from console.settings import load_settings
-        from console.tui.acknowledging import acknowledge_run
+        from console.view.answering import acknowledge_run
 
         return acknowledge_run(paths, name, "console", lambda: load_settings().open_store())
 
