@@ -12,6 +12,10 @@ The draw is seeded by the seed and the test's id, so the same seed picks the sam
 in every run (a failure is reproducible: its message names the seed). ``--full-sweeps`` or
 ``AGENT_CONSOLE_FULL_SWEEPS=1`` runs every point (.ci/run does); ``AGENT_CONSOLE_SWEEP_SEED=N`` draws
 another sample. Each sweep says how many of how many points it ran, in the summary at the end of the run.
+
+Other grids too large for the README command's 5 minutes are sweeps as well (``@pytest.mark.sweep`` and
+:meth:`Sweep.subset`): the adversarial inputs of every pattern (tests/unit/test_regex_safety.py) run a fixed-seed
+sample, and all of them with ``--full-sweeps``.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import os
 import random
 import re
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import pytest
 
@@ -28,6 +33,8 @@ FULL_ENV = "AGENT_CONSOLE_FULL_SWEEPS"
 SEED_ENV = "AGENT_CONSOLE_SWEEP_SEED"
 DEFAULT_SEED = 20
 SAMPLE_SIZE = 60
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, order=True)
@@ -87,6 +94,15 @@ class Sweep:
         self.reports.append(line)
         print(line)
         return chosen
+
+    def subset(self, items: list[T], size: int, what: str) -> list[T]:
+        """Every one of ``items`` (in their order) with ``--full-sweeps``, else ``size`` of them drawn with the seed
+        and ``what`` (the same ones on every machine and run): a grid other than crash points, such as a pattern's
+        adversarial inputs (tests/unit/test_regex_safety.py)."""
+        if self.full or len(items) <= size:
+            return list(items)
+        rng = random.Random(f"{self.seed}:{self.test}:{what}")
+        return [items[i] for i in sorted(rng.sample(range(len(items)), size))]
 
     def describe(self) -> str:
         return "every point" if self.full else f"sample seed {self.seed} ({SEED_ENV}={self.seed} to repeat it)"
