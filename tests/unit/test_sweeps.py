@@ -31,3 +31,16 @@ def test_the_sample_keeps_the_ends_and_every_kind_clean_and_torn() -> None:
 def test_a_sample_larger_than_the_sweep_is_the_sweep() -> None:
     cases = points(NAMES[:5])
     assert sample(cases, 100, "20") == sorted(cases)
+
+
+def test_a_subset_is_the_same_draw_every_time_in_order_and_whole_with_full_sweeps() -> None:
+    from tests.sweeps import Sweep
+
+    items = [f"input {i}" for i in range(1000)]
+    sampled = Sweep(full=False, seed=20, test="t", reports=[])
+    chosen = sampled.subset(items, 30, "p")
+    assert len(chosen) == 30 and chosen == sampled.subset(list(items), 30, "p")
+    assert chosen == sorted(chosen, key=items.index)  # the family's order kept
+    assert chosen != sampled.subset(items, 30, "another pattern")
+    assert Sweep(full=True, seed=20, test="t", reports=[]).subset(items, 30, "p") == items
+    assert sampled.subset(items[:10], 30, "p") == items[:10]
