@@ -20,11 +20,11 @@ from console.engine.run_settings import RunSettings
 from console.engine.store import JobStore
 from console.engine.supervisor import Supervisor
 from console.providers.scripted import ScriptedProvider, ScriptedTurn
-from tests import hermetic
+from tests import hermetic, sweeps
 
 # The fixtures of the job-declared commands' tests (bubblewrap, a runtime), shared by unit and integration tests.
 from tests.commands_support import bwrap, conf, make_rt, rt  # noqa: F401
-from tests.sweeps import FULL_ENV, FULL_OPTION, Sweep, full_requested, seed
+from tests.sweeps import FULL_ENV, FULL_OPTION, SEED_ENV, Sweep, full_requested, seed
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_jobs"
@@ -46,6 +46,7 @@ class Hermetic:
 def pytest_configure(config: pytest.Config) -> None:
     # Once per process, before collection, any fixture (a module-scoped one runs before the per-test one below) and
     # the xdist workers (they inherit it): the whole session is pointed away from the operator's home.
+    sweeps.configure(config, os.environ)  # before the walls remove its variables
     inside = os.environ.get(hermetic.MARK)
     if inside and Path(inside).is_dir():  # a worker of this session (or a pytest that a test started)
         top = Path(inside)
@@ -54,6 +55,12 @@ def pytest_configure(config: pytest.Config) -> None:
         top = hermetic.enter(os.environ)
         config.stash[HERMETIC] = Hermetic(top, watched)
     hermetic.watch_network(top)
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook (a run with -p no:xdist has none)
+def pytest_configure_node(node: Any) -> None:
+    # A worker reads the sweeps' options from here: the variables that may have set them are gone (tests/sweeps.py).
+    node.workerinput[sweeps.WORKER_KEY] = (node.config.option.full_sweeps, node.config.option.sweep_seed)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -77,6 +84,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(FULL_OPTION, action="store_true", dest="full_sweeps",
                      help=f"run every crash point of the kill-point sweeps, not a fixed-seed sample (or {FULL_ENV}=1)")
+    parser.addoption("--sweep-seed", type=int, default=None, dest="sweep_seed",
+                     help=f"the seed of the sweeps' samples (or {SEED_ENV}=N; tests/sweeps.py)")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -105,7 +114,7 @@ SWEEP_LINES: list[str] = []
 def sweep(request: pytest.FixtureRequest) -> Iterator[Sweep]:
     """Every crash point of a sweep with --full-sweeps, else a fixed-seed sample (tests/sweeps.py)."""
     lines: list[str] = []
-    yield Sweep(full=full_requested(request.config), seed=seed(), test=request.node.nodeid, reports=lines)
+    yield Sweep(full=full_requested(request.config), seed=seed(request.config), test=request.node.nodeid, reports=lines)
     request.node.user_properties.extend(("sweep", line) for line in lines)
 
 

@@ -45,6 +45,7 @@ from console.engine.state import MODELS, JobOutcome, StateFileError, parse_model
 from console.engine.supervisor import RunResult, Supervisor
 from console.providers.scripted import ScriptedProvider
 from tests.conftest import SAMPLES, run_settings, time_limit
+from tests.sweeps import examples
 
 HANG_SECONDS = 20
 BLOB_REF = re.compile(rb'"\$blob"\s*:\s*"([0-9a-f]{64})"')
@@ -572,7 +573,8 @@ FAST_PHASES = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.
 
 
 # -- the property ------------------------------------------------------------------------------------
-@settings(max_examples=40, deadline=None, derandomize=True, phases=FAST_PHASES,
+@pytest.mark.sweep
+@settings(max_examples=examples(40), deadline=None, derandomize=True, phases=FAST_PHASES,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                  HealthCheck.data_too_large])
 @given(data=st.data())

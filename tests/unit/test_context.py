@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +29,7 @@ from console.engine.context.pressure import (
 )
 from console.engine.context.tokens import estimate_message
 from console.engine.messages import Message, ToolCall
+from tests.sweeps import examples
 
 
 def turn(i: int, calls: int = 1, size: int = 800, notice: bool = False) -> list[Message]:
@@ -156,7 +158,8 @@ def test_placeholder_says_what_and_how_to_get_it_back() -> None:
     assert conv[1].content == '[masked: write_file(path="out.md"), ~504 tokens; the files it changed hold its effect]'
 
 
-@settings(max_examples=200, deadline=None)
+@pytest.mark.sweep
+@settings(max_examples=examples(200), deadline=None)
 @given(turn_specs, st.integers(0, 20_000), st.integers(0, 5))
 def test_masking_only_touches_old_tool_results(spec, need, keep) -> None:
     conv = conversation(spec)
@@ -178,7 +181,8 @@ def test_masking_only_touches_old_tool_results(spec, need, keep) -> None:
         assert all(i in masked or estimate_message(before[i]) < 60 for i in tool_idx if i < max(masked))
 
 
-@settings(max_examples=200, deadline=None)
+@pytest.mark.sweep
+@settings(max_examples=examples(200), deadline=None)
 @given(turn_specs)
 def test_masking_is_idempotent_on_already_masked(spec) -> None:
     conv = conversation(spec)
@@ -188,7 +192,8 @@ def test_masking_is_idempotent_on_already_masked(spec) -> None:
 
 
 # -- carryover -------------------------------------------------------------------------------------
-@settings(max_examples=300, deadline=None)
+@pytest.mark.sweep
+@settings(max_examples=examples(300), deadline=None)
 @given(turn_specs, st.integers(0, 6), st.integers(0, 20_000))
 def test_carryover_never_splits_a_tool_pair(spec, n, budget) -> None:
     conv = conversation(spec)
@@ -237,7 +242,8 @@ def test_a_window_too_small_for_the_newest_results_masks_one_of_them_before_a_re
 
 
 # -- the estimates the ContextManager remembers ------------------------------------------------------
-@settings(max_examples=60, deadline=None)
+@pytest.mark.sweep
+@settings(max_examples=examples(60), deadline=None)
 @given(turn_specs, turn_specs, st.integers(0, 10**6), st.booleans())
 def test_remembered_sizes_are_the_estimates_as_the_conversation_grows_is_masked_and_is_replaced(
         first: list[tuple[int, int, bool]], more: list[tuple[int, int, bool]], used: int, mask: bool) -> None:
@@ -277,7 +283,8 @@ def _plan_by_definition(conv: list[Message], need: int, keep: int) -> tuple[list
     return chosen, max(0, freed)
 
 
-@settings(max_examples=60, deadline=None)
+@pytest.mark.sweep
+@settings(max_examples=examples(60), deadline=None)
 @given(turn_specs, turn_specs, st.integers(0, 5), st.integers(0, 20_000), st.booleans())
 def test_what_the_manager_remembers_of_a_growing_conversation_gives_the_plans_and_carryover_of_a_fresh_look(
         first: list[tuple[int, int, bool]], more: list[tuple[int, int, bool]], keep: int, need: int,

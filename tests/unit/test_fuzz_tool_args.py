@@ -40,6 +40,7 @@ from console.engine.tools import default_registry
 from console.engine.tools.registry import ToolOutcome
 from console.providers.scripted import ScriptedProvider
 from tests.conftest import run_settings, time_limit
+from tests.sweeps import examples
 
 MAX_WRITE = 4096
 MAX_JOB = 65536
@@ -320,7 +321,8 @@ FAST_PHASES = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.
 ALL_NAMES = TOOL_NAMES + UNKNOWN_NAMES
 
 
-@settings(max_examples=150, deadline=None, derandomize=True, phases=FAST_PHASES,
+@pytest.mark.sweep
+@settings(max_examples=examples(150), deadline=None, derandomize=True, phases=FAST_PHASES,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                  HealthCheck.data_too_large, HealthCheck.large_base_example])
 @given(data=st.data())

@@ -19,6 +19,7 @@ from console.engine.guardrails import (
     find_cycle,
 )
 from console.engine.guardrails.policies import MAX_POLICY_KEYS
+from tests.sweeps import examples
 from tests.unit.test_guardrails_world import FakeWorld
 
 
@@ -247,7 +248,8 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@pytest.mark.sweep
+@settings(max_examples=examples(300), deadline=None)
 @given(tool=st.sampled_from(["read_file", "write_file", "edit_file", "publish", "test", "other", ""]),
        params=json_values | st.dictionaries(st.sampled_from(["path", "content", "x"]), json_values, max_size=3),
        ok=st.booleans())

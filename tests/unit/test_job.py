@@ -17,6 +17,7 @@ from console.engine.job import (
 )
 from console.engine.job_config import JobConfig, load_job_config
 from console.settings import Settings, load_settings, resolve_run_settings
+from tests.sweeps import examples
 
 
 def test_job_toml_errors_name_the_key(make_job) -> None:
@@ -250,7 +251,8 @@ _TOML_PIECES = ["[model]", "[limits]", "[context]", "[[x]]", "[a.b]", "name", "s
                 "#", " ", "\t", "\x00", "é", "http://[::1"]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.sweep
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.one_of(
     st.lists(st.sampled_from(_TOML_PIECES), max_size=30).map(lambda xs: "".join(xs).encode("utf-8")),
     st.binary(max_size=200),

@@ -7,6 +7,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +16,7 @@ from console.engine.job import JobPaths
 from console.engine.journal import Checkpoint, Conversation, Journal, _dumps, _encode
 from console.engine.messages import Message, ToolCall
 from console.engine.state import StateSnapshot
+from tests.sweeps import examples
 
 NOW = datetime(2026, 1, 15, 14, 0, tzinfo=UTC)
 # Any text, lone surrogates and control characters included (what a tool's output may hold).
@@ -28,7 +30,8 @@ def general(j: Journal, m: Message) -> bytes:
 
 
 # The job folder is only where the journal would be: nothing is written to it here.
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.sweep
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(content=texts, meta=metas, arguments=texts, role=st.sampled_from(["user", "assistant", "tool"]))
 def test_a_message_without_blobs_is_the_same_json_as_by_the_general_path(tmp_path: Path, content: str,
                                                                           meta: dict[str, object], arguments: str,

@@ -17,6 +17,7 @@ from console.engine.plan import (
     validate_plan,
 )
 from tests.conftest import cpu_limit
+from tests.sweeps import examples
 
 SEED_PLAN = """\
 # Execution Plan
@@ -295,7 +296,8 @@ _line = st.builds(
 )
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.sweep
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_line, min_size=1, max_size=8))
 def test_agrees_with_the_regex_parser_on_structured_lines(lines: list[str]) -> None:
     text = "\n".join(lines)
@@ -304,7 +306,8 @@ def test_agrees_with_the_regex_parser_on_structured_lines(lines: list[str]) -> N
         assert _strip_markers(line) == _old_strip_markers(line)
 
 
-@settings(max_examples=400, deadline=None)
+@pytest.mark.sweep
+@settings(max_examples=examples(400), deadline=None)
 @given(st.text(alphabet=" \t#-*+[](){}.:)–—0123456789xXaPhsecompltdnurgiCOMPLETDNURGI✓✔✅←⬅<\n", max_size=60))
 def test_agrees_with_the_regex_parser_on_random_text(text: str) -> None:
     assert _new_parse(text) == _old_parse(text)

@@ -27,7 +27,7 @@ import pkgutil
 import re
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from re import _constants as sre_constants  # type: ignore[attr-defined]  # Python 3.11+
 from re import _parser as sre_parse  # type: ignore[attr-defined]
 from typing import Any
@@ -36,10 +36,14 @@ import pytest
 import regex
 
 import console
+from tests.sweeps import Sweep
 
 SUSPECT_SECONDS = 0.02
 HANG_SECONDS = 2.0
 N = 5000
+# Inputs of the family each pattern runs in the README's test command (a fixed-seed draw, tests/sweeps.py); every
+# one with --full-sweeps. The known-bad patterns below are each caught within this many.
+SAMPLE_INPUTS = 300
 
 METHODS = ("search", "match", "fullmatch", "finditer")
 # Exceptions, as "module:NAME": (the methods still checked, why the others cannot be reached). Prefer fixing.
@@ -258,13 +262,13 @@ def timed(pattern: Any, method: str, text: str, hang: float = HANG_SECONDS) -> f
     return time.thread_time() - start
 
 
-def superlinear(pattern: Any, methods: tuple[str, ...] = METHODS,
-                hang: float = HANG_SECONDS) -> tuple[str, str, float, float] | None:
-    """The first call of the adversarial family on which the pattern is superlinear, as (method, input, seconds
-    on the input, seconds on its half), or None: a call over SUSPECT_SECONDS is timed again on the input and on
-    its half, and counts if it hangs, or if it is still over the line and the half takes under a third of the
-    time."""
-    for text in adversarial_inputs(pattern):
+def superlinear(pattern: Any, methods: tuple[str, ...] = METHODS, hang: float = HANG_SECONDS,
+                texts: Iterable[str] | None = None) -> tuple[str, str, float, float] | None:
+    """The first call of the adversarial family (or of ``texts``, a part of it) on which the pattern is
+    superlinear, as (method, input, seconds on the input, seconds on its half), or None: a call over
+    SUSPECT_SECONDS is timed again on the input and on its half, and counts if it hangs, or if it is still over the
+    line and the half takes under a third of the time."""
+    for text in adversarial_inputs(pattern) if texts is None else texts:
         for method in methods:
             took = timed(pattern, method, text, hang)
             if took <= SUSPECT_SECONDS:
@@ -289,12 +293,15 @@ def superlinear(pattern: Any, methods: tuple[str, ...] = METHODS,
         (r"^\s*([-*_]\s*){3,}$", re.M),  # a thematic break whose \s spans lines: quadratic on blank lines
     ],
 )
-def test_the_inputs_catch_known_bad_patterns(source: str, flags: int) -> None:
+def test_the_inputs_catch_known_bad_patterns(source: str, flags: int, sweep: Sweep) -> None:
     """The family finds each known-bad pattern, with the check every pattern of console/ gets: some input on
     which it hangs, or twice the input takes at least three times as long (linear would be two). The scan stops
     at that input: each of these patterns is caught within its first few hundred inputs, where scanning the
     whole family (as a linear pattern is) took up to 45 s of CPU for the five."""
-    found = superlinear(re.compile(source, flags), hang=1.0)  # the exponential one: a second is enough
+    # The inputs the linear test gives a pattern (the seeded sample, or all with --full-sweeps) catch each one.
+    pattern = re.compile(source, flags)
+    texts = sweep.subset(list(adversarial_inputs(pattern)), SAMPLE_INPUTS, source)
+    found = superlinear(pattern, hang=1.0, texts=texts)  # the exponential one: a second is enough
     assert found is not None, "the adversarial family did not catch a known-bad pattern"
 
 
@@ -303,15 +310,21 @@ def test_a_runaway_call_is_interrupted_not_hung() -> None:
     assert timed(re.compile(r"(a|aa)+$"), "match", "a" * 200 + "!", hang=0.2) == 0.2
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("name", sorted(PATTERNS))
-def test_pattern_is_linear_on_adversarial_input(name: str) -> None:
+def test_pattern_is_linear_on_adversarial_input(name: str, sweep: Sweep) -> None:
+    """The whole family with --full-sweeps (.ci/run); else SAMPLE_INPUTS of it drawn with the sweep's seed (the
+    family is ~90,000 calls of 5,000 characters for the 67 patterns: about a tenth of the suite's CPU)."""
     methods = ALLOWLIST.get(name, (METHODS, ""))[0]
     pattern = PATTERNS[name]
-    found = superlinear(pattern, methods)
+    family = list(adversarial_inputs(pattern))
+    texts = sweep.subset(family, SAMPLE_INPUTS, name)
+    found = superlinear(pattern, methods, texts=texts)
     if found is None:
         return
     method, text, full_t, half_t = found
     pytest.fail(
+        f"[{sweep.describe()}, {len(texts)} of {len(family)} inputs] "
         f"{name} = {pattern.pattern!r}: {method}() took {full_t:.3f} s on {text[:40]!r}... ({len(text)} chars) "
         f"against {half_t:.3f} s on half of it; rewrite it with string methods or without adjacent ambiguous "
         "quantifiers"
