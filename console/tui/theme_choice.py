@@ -8,6 +8,7 @@ command line reads it before deciding whether a console opens at all.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -52,11 +53,19 @@ def save_theme(data_dir: Path, name: str) -> None:
     atomic_write_json(choices_path(data_dir), ConsoleChoices(theme=name).model_dump(), durable=False)
 
 
-def chosen_theme(flag: str | None, settings: object) -> str:
+class ThemeSettings(Protocol):
+    """What the theme's choice reads of the operator's settings (console.settings.Settings has both)."""
+
+    @property
+    def data_dir(self) -> Path: ...
+
+    @property
+    def theme(self) -> str: ...
+
+
+def chosen_theme(flag: str | None, settings: ThemeSettings) -> str:
     """The theme a console starts with: ``--theme``, else the one last picked in the palette, else the config's
     ``theme`` (or ``AGENT_CONSOLE_THEME``)."""
     if flag:
         return flag
-    data_dir = getattr(settings, "data_dir", None)
-    saved = saved_theme(Path(data_dir)) if data_dir is not None else None
-    return saved or str(getattr(settings, "theme", DEFAULT_THEME))
+    return saved_theme(Path(settings.data_dir)) or settings.theme or DEFAULT_THEME

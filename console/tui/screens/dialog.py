@@ -38,6 +38,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.timer import Timer
 
+from console.tui.host import ConsoleHost
 from console.tui.pacing import one_shot
 
 # Seconds a dialog that appeared on its own ignores its answers. A key already on its way when the dialog is
@@ -86,11 +87,12 @@ class Dialog(ModalScreen[T]):
         """How long its answers wait: none for a dialog the operator asked for."""
         if not self.on_its_own:
             return 0.0
-        delay = self._delay if self._delay is not None else getattr(self.app, "dialog_delay", ARM_DELAY)
+        host = self.app if isinstance(self.app, ConsoleHost) else None
+        delay = self._delay if self._delay is not None else host.dialog_delay if host is not None else ARM_DELAY
         return max(0.0, float(delay))
 
     def clock(self) -> float:
-        clock = self._clock or getattr(self.app, "dialog_clock", None) or time.monotonic
+        clock = self._clock or (self.app.dialog_clock if isinstance(self.app, ConsoleHost) else time.monotonic)
         return float(clock())
 
     def on_screen_resume(self) -> None:
@@ -131,9 +133,8 @@ class Dialog(ModalScreen[T]):
         under the quit question, unanswered."""
         if self.quits:
             return
-        quit_console = getattr(self.app, "action_quit_console", None)
-        if callable(quit_console):
-            quit_console()
+        if isinstance(self.app, ConsoleHost):
+            self.app.action_quit_console()
         else:  # an app of its own (a test's): no question to ask
             self.app.exit()
 

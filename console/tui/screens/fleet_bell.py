@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from console.view.fleet import FleetRow
+from console.view.fleet import FleetRow, Listed
 
 NEEDS_TITLES = ("Approval needed", "Needs you")  # the fleet's notices of runs that need their operator
 # Seconds a needs notice stays: long enough to be read, short enough not to sit over the list's columns (the row and
@@ -49,7 +49,7 @@ class NeedsBell:
             # What needed the operator before the list was first read whole is no news: the list's title counts
             # it and its rows come first, highlighted. The bell (and a notice over a run's console) is for a need
             # that comes while the list is open: a notice on every start covered the columns and said nothing new.
-            self.primed = getattr(rows, "folded", True)
+            self.primed = rows.folded if isinstance(rows, Listed) else True
             return
         on_top = self._run_on_top()
         if on_top is not None:  # that run's own need: its console says it (and rings) itself

@@ -89,8 +89,8 @@ def tokens_line(g: GuardrailsState) -> Content:
 def cost_line(g: GuardrailsState, job_cost: float | None, priced: bool | None) -> Content:
     """Money: what the job cost so far, of its ``budget_usd`` when one is set."""
     st = g.status
-    budget = getattr(st, "budget_usd", None) if st is not None else None
-    used = job_cost if job_cost is not None else getattr(st, "cost_usd", None) if st is not None else None
+    budget = st.budget_usd if st is not None else None
+    used = job_cost if job_cost is not None else st.cost_usd if st is not None else None
     if priced is False and not used:
         unknown = Content.styled("not counted: no price is known for the model", "$text-muted")
         if budget:

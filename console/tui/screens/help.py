@@ -10,6 +10,8 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from console.tui.host import ConsoleHost
+
 PANES = [
     ("Todo list", "the Layer 2 list exactly as the agent sees it; the current task is highlighted"),
     ("main_plan.md", "the agent's plan, reloaded whenever the file changes on disk"),
@@ -78,6 +80,5 @@ class HelpScreen(ModalScreen[None]):
 
     def action_quit_console(self) -> None:
         self.dismiss(None)
-        quit_console = getattr(self.app, "action_quit_console", None)
-        if callable(quit_console):
-            self.app.call_next(quit_console)
+        if isinstance(self.app, ConsoleHost):
+            self.app.call_next(self.app.action_quit_console)

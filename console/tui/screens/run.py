@@ -40,6 +40,7 @@ from console.outcome import EXIT_OK, EXIT_USAGE
 from console.tui.bridge import EventBridge
 from console.tui.commands import Controller, RecordingController
 from console.tui.follow import Cancellable
+from console.tui.host import ConsoleHost
 from console.tui.keymap import OPERATOR_KEYS
 from console.tui.messages import EventsReady, HistoryFolded, HistoryReady, RunFinished, RunnerState
 from console.tui.notices import retract
@@ -382,8 +383,7 @@ class RunScreen(Screen[Any]):
 
     def resume_key(self) -> str:
         """The key that resumes the run (``p``, as the operator's key map has it)."""
-        key_for = getattr(self.app, "key_for", None)
-        return str(key_for("pause", "p")) if key_for is not None else "p"
+        return self.app.key_for("pause", "p") if isinstance(self.app, ConsoleHost) else "p"
 
     def resume_key_hint(self) -> str:
         """The status line's hint for a run this console can start again (``p resumes``)."""
