@@ -36,6 +36,8 @@ sys.path.insert(0, str(REPO))
 from console.engine import events as ev  # noqa: E402
 from console.engine.control import RunLock  # noqa: E402
 from console.engine.job import JobPaths  # noqa: E402
+from console.engine.launch import Launch, write_launch  # noqa: E402
+from console.engine.seal import Seal  # noqa: E402
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 MARKER = "Zanzibar-final-message"
@@ -139,6 +141,9 @@ def bench_attach(work: Path, events: int, tries: int, size: tuple[int, int]) -> 
     paths = JobPaths(job)
     t = time.perf_counter()
     n = write_log(paths.events, events)
+    # The run is this operator's, as `run` makes it (its launch record sealed with the operator's key): a folder
+    # without one is another's, and attach refuses it (console.engine.provenance).
+    write_launch(paths, Launch(provider="scripted", model="scripted-agent"), Seal.of(work / "data"))
     mb = paths.events.stat().st_size / 2**20
     print(f"attach: a live run's log of {n:,} events ({mb:.0f} MB), written in {time.perf_counter() - t:.1f} s")
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(job)], stdout=subprocess.PIPE, text=True,
@@ -155,7 +160,8 @@ def bench_attach(work: Path, events: int, tries: int, size: tuple[int, int]) -> 
                         break
                     time.sleep(0.002)
                 else:
-                    raise SystemExit("attach: the panes were never filled")
+                    said = bytes(pty.out[-600:]).decode("utf-8", "replace")
+                    raise SystemExit(f"attach: the panes were never filled; the terminal's last output: {said!r}")
                 times.append(time.perf_counter() - t)
             finally:
                 pty.kill()
