@@ -140,6 +140,8 @@ class WebApp:
         self.public_url = public_url
         if console is not None:
             app.add_subapp(CONSOLE, browser_console(console, public_url))
+        else:
+            app.add_routes([web.get(CONSOLE, self.no_console)])
         app.cleanup_ctx.append(self._polling)
         return app
 
@@ -202,6 +204,10 @@ class WebApp:
     # -- pages ----------------------------------------------------------------------------------------------
     def page(self, title: str, line: str, status: int = 200) -> web.Response:
         return web.Response(status=status, text=pages.message_page(title, line, status), content_type="text/html")
+
+    async def no_console(self, request: web.Request) -> web.StreamResponse:
+        return self.page("No console here", "This serve was started with --no-console: the pages are all it serves "
+                         "(restart it without --no-console for the full console).", 404)
 
     async def login(self, request: web.Request) -> web.StreamResponse:
         session = self.auth.log_in(request.query.get("token", ""), client_of(request))

@@ -251,3 +251,13 @@ def test_an_action_not_sent_says_why() -> None:
         assert resp.status == 409 and "no process is running this job" in await resp.text()
 
     acting(test, problem="no process is running this job (read-only)")
+
+
+def test_without_the_console_its_link_says_why() -> None:
+    async def test(client: TestClient[Any, Any], auth: au.Auth, rows: Rows) -> None:
+        await logged_in(client, auth)
+        assert 'href="/console/"' in await (await client.get("/")).text()
+        resp = await client.get("/console/")
+        assert resp.status == 404 and "--no-console" in await resp.text()
+
+    serve(test)
