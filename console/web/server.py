@@ -2,8 +2,8 @@
 one server): the routes, the login, the security headers, and the fleet's list kept live for every page.
 
 Every response carries headers that make a page inert outside this server: no inline script or style from
-anywhere (Content-Security-Policy), never framed, never sniffed, never cached, never a Referer (a link's token must
-not leak to another site). Every route but the login, the static files and the action links needs a session
+anywhere (Content-Security-Policy), never framed, never sniffed, never cached, no Referer to another site (a link's
+token must not leak). Every route but the login, the static files and the action links needs a session
 (console.web.auth); a client that has failed too often gets 429 before anything it sends is looked at.
 """
 
@@ -35,14 +35,17 @@ HEADERS = {
                                 "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
+    # same-origin, not no-referrer: a link's token never reaches another site, and the browser still names this
+    # server as the Origin of its own forms' POSTs (under no-referrer Chromium sends "Origin: null", which the
+    # origin check refuses: every action from a page was refused).
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
     "Cross-Origin-Opener-Policy": "same-origin",
 }
 SESSION_KEY = web.RequestKey("session", Session)
 CONSOLE = "/console/"
 # textual-serve's page draws the terminal with inline script and styles of its own: its pages alone may run them
-# (still only from this server, never framed, never a referrer).
+# (still only from this server, never framed, no referrer to another site).
 CONSOLE_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
                "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; "
                "base-uri 'none'; form-action 'none'")

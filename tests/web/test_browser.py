@@ -12,7 +12,7 @@ from typing import Any
 from console.web import auth as au
 from console.web.server import FleetFeed, WebApp
 from tests.web.browser import browser, running, shot
-from tests.web.test_server import HOSTILE, Rows, row
+from tests.web.test_server import HOSTILE, Acts, Rows, row
 
 PHONE = {"width": 390, "height": 844}
 
@@ -20,7 +20,9 @@ PHONE = {"width": 390, "height": 844}
 def test_a_phone_logs_in_once_and_sees_the_fleet_live() -> None:
     rows = Rows()
     auth = au.Auth()
-    with running(lambda url: WebApp(auth, FleetFeed(rows), poll=0.05).build()) as url, browser() as chromium:
+    acts = Acts()
+    with running(lambda url: WebApp(auth, FleetFeed(rows), poll=0.05, act=acts).build()) as url, \
+            browser() as chromium:
         page = chromium.new_page(viewport=PHONE)
         dialogs: list[str] = []
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
@@ -42,6 +44,19 @@ def test_a_phone_logs_in_once_and_sees_the_fleet_live() -> None:
         assert page.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"]  # nothing sideways
         shot(page, "phone-fleet")
         assert dialogs == []
+        # A tap on the run's button acts (the browser's own POST, with its Origin and the session's CSRF token).
+        page.click("#run-r2 button[value=approve]")
+        page.wait_for_selector("text=restart approved")
+        assert [(rid, action) for rid, action, _ in acts.sent] == [("r2", "approve")]
+        # Deny is asked first: the question's button does it.
+        page.goto(f"{url}/")
+        page.wait_for_selector("#run-r2 button[value=deny]")
+        page.click("#run-r2 button[value=deny]")
+        page.wait_for_selector("text=Deny run r2")
+        assert len(acts.sent) == 1
+        page.click("button[name=confirm]")
+        page.wait_for_selector("text=restart denied")
+        assert [action for _, action, _ in acts.sent] == ["approve", "deny"]
         # Another browser (no cookie): 401; the login link used already: 401 too.
         other = chromium.new_context().new_page()
         assert other.goto(f"{url}/").status == 401
