@@ -15,6 +15,7 @@ from typing import Any
 import jinja2
 
 from console.engine.text import safe_text
+from console.view import present
 from console.view.fleet import FleetRow
 from console.view.fleet_offers import applies
 from console.view.run_snapshot import RunSnapshot
@@ -57,8 +58,8 @@ class RowView:
 
 def row_view(row: FleetRow) -> RowView:
     return RowView(id=shown(row.id, 64), job=shown(row.job, 80), state=shown(row.state_text, 40), kind=row.kind,
-                   phase=shown(row.phase, 20), ctx="" if row.ctx is None else f"{row.ctx:.0%}",
-                   cost="" if row.cost is None else f"${row.cost:.2f}", last=shown(row.last),
+                   phase=shown(row.phase, 20), ctx="" if row.ctx is None else present.fill(row.ctx),
+                   cost="" if row.cost is None else present.cost(row.cost), last=shown(row.last),
                    need=shown(row.need_line), host=shown(row.host, 80),
                    actions=tuple((a, label) for a, label in WEB_ACTIONS if applies(a, row)))
 
