@@ -101,8 +101,15 @@ class FleetFeed:
 
     async def run(self, every: float = POLL_SECONDS) -> None:
         while True:
-            with contextlib.suppress(Exception):  # a read that fails says so in `error` next time; never stops
+            try:
                 await self.refresh()
+            except Exception as exc:  # said on every page (the rows kept as they were), and read again next time
+                error = f"the fleet cannot be read now: {type(exc).__name__}: {exc}"
+                if error != self.error:
+                    self.error = error
+                    self.version += 1
+                    self.changed.set()
+                    self.changed = asyncio.Event()
             await asyncio.sleep(every)
 
 

@@ -261,3 +261,24 @@ def test_without_the_console_its_link_says_why() -> None:
         assert resp.status == 404 and "--no-console" in await resp.text()
 
     serve(test)
+
+
+def test_a_fleet_that_cannot_be_read_is_said_on_the_page() -> None:
+    calls = {"n": 0}
+
+    def read() -> tuple[list[FleetRow], str]:
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise OSError("the jobs database is gone")
+        return [row()], ""
+
+    async def main() -> None:
+        auth = au.Auth()
+        async with TestClient(TestServer(WebApp(auth, FleetFeed(read), poll=0.05).build(), host="127.0.0.1")) as c:
+            await asyncio.sleep(0.4)
+            await logged_in(c, auth)
+            body = await (await c.get("/")).text()
+            assert "the fleet cannot be read now: OSError: the jobs database is gone" in body
+            assert "r1" in body  # what was read last is kept
+
+    asyncio.run(main())
