@@ -30,9 +30,9 @@ class Acting:
     def open(self) -> Store:
         return open_store(self.url, self.path)
 
-    def __call__(self, row: FleetRow, action: str, source: str) -> str | None:
+    def __call__(self, row: FleetRow, action: str, command_id: str | None, source: str) -> str | None:
         """A page's action (see console.web.server.Act)."""
-        return self.answer(row, action, None, source)
+        return self.answer(row, action, command_id, source)
 
     def answer(self, row: FleetRow, action: str, command_id: str | None, source: str) -> str | None:
         """``action`` on ``row``, as the command ``command_id`` where one is given (a link's: the same id again

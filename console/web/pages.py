@@ -9,6 +9,8 @@ escaped for HTML by the template engine. The pages carry no inline script (the C
 
 from __future__ import annotations
 
+import re
+import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +28,13 @@ WEB_ACTIONS = (("approve", "Approve restart"), ("deny", "Deny restart"), ("resum
                ("pause", "Pause"), ("stop", "Stop"), ("acknowledge", "Acknowledge"))
 # The actions that end or start a run: asked first, as the console asks (saying what happens and how to undo it).
 ASK_FIRST = ("deny", "stop", "resume")
-TEXT_LIMIT = 300  # characters of one run's text on a page (the run's page has the whole of each)
+TEXT_LIMIT = 300
+# A form's own token (each drawing of a page's forms gets one): the command it sends is the same if it is sent twice.
+ONCE = re.compile(r"[A-Za-z0-9_-]{8,43}")
+
+
+def new_once() -> str:
+    return secrets.token_urlsafe(12)  # characters of one run's text on a page (the run's page has the whole of each)
 
 ENV = jinja2.Environment(loader=jinja2.PackageLoader("console.web", "templates"),
                          autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
@@ -73,7 +81,7 @@ def fleet_list(rows: list[FleetRow], csrf: str, error: str = "") -> str:
     the actions that apply to it now (forms carrying the session's CSRF token: they work without script)."""
     views = [row_view(r) for r in rows]
     return render("fleet_list.html", needs=[v for v in views if v.kind == "needs"],
-                  others=[v for v in views if v.kind != "needs"], error=shown(error), csrf=csrf)
+                  others=[v for v in views if v.kind != "needs"], error=shown(error), csrf=csrf, once=new_once())
 
 
 def fleet_page(rows: list[FleetRow], csrf: str, error: str = "") -> str:
@@ -85,7 +93,7 @@ def message_page(title: str, line: str, status: int = 200) -> str:
     return render("message.html", title=title, line=line, status=status)
 
 
-def confirm_page(row: FleetRow, action: str, csrf: str) -> str:
+def confirm_page(row: FleetRow, action: str, csrf: str, once: str) -> str:
     """The question before an action that ends or starts a run."""
     rid, job = shown(row.id, 64), shown(row.job, 80)
     what = {"deny": f"Run {rid} ends here instead of starting a fresh session; it can be resumed later.",
@@ -93,7 +101,8 @@ def confirm_page(row: FleetRow, action: str, csrf: str) -> str:
             "resume": (f"Run {rid} goes on." if row.resume == "unpause" else
                        f"Run {rid} starts again in the background, with the provider, model and settings it was "
                        "started with; it comes back where it stopped.")}[action]
-    return render("confirm.html", action=action, label=action.capitalize(), run=rid, job=job, what=what, csrf=csrf)
+    return render("confirm.html", action=action, label=action.capitalize(), run=rid, job=job, what=what, csrf=csrf,
+                  once=once)
 
 
 def sent_line(row: FleetRow, action: str) -> str:
@@ -109,7 +118,8 @@ def sent_line(row: FleetRow, action: str) -> str:
 
 def run_body(snap: RunSnapshot, row: FleetRow | None, csrf: str) -> str:
     """A run's page without its frame (what the live stream replaces)."""
-    return render("run_body.html", s=snap, v=row_view(row) if row is not None else None, csrf=csrf)
+    return render("run_body.html", s=snap, v=row_view(row) if row is not None else None, csrf=csrf,
+                  once=new_once())
 
 
 def run_page(snap: RunSnapshot, row: FleetRow | None, csrf: str) -> str:

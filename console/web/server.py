@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -27,8 +28,9 @@ from console.web.auth import COOKIE, Auth, Session
 from console.web.link_door import LinkDoor
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-# How an action reaches a run: (its row, the action, who sent it) -> why it was not sent, or None.
-Act = Callable[[FleetRow, str, str], "str | None"]
+# How an action reaches a run: (its row, the action, its command's id (None: a new one), who sent it) -> why it was
+# not sent, or None.
+Act = Callable[[FleetRow, str, "str | None", str], "str | None"]
 POLL_SECONDS = 1.0  # how often the fleet is read for the live pages (the console's fleet reads as often)
 HEADERS = {
     "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -252,10 +254,18 @@ class WebApp:
         if (no := refusal(action, row)) is not None or not applies(action, row):
             line = no.message if no is not None else f"{action} does not apply to run {row.id} now"
             return self.page(no.title if no is not None else "Nothing to do", line, 409)
+        once = form.get("once")
+        once = once if isinstance(once, str) and pages.ONCE.fullmatch(once) else None
         if action in pages.ASK_FIRST and form.get("confirm") != "yes":
-            return web.Response(text=pages.confirm_page(row, action, session.csrf), content_type="text/html")
+            return web.Response(text=pages.confirm_page(row, action, session.csrf, once or pages.new_once()),
+                                content_type="text/html")
         source = f"web {client_of(request)} session {session.label}"[:64]
-        problem = await asyncio.get_running_loop().run_in_executor(None, self.acting, row, action, source)
+        # The form's own command: sent again (a tap retried after a lost answer, a reload that posts again), it is
+        # the same command, which reaches the run once (console.view.answering.send_local).
+        command_id = None if once is None else "web" + hashlib.sha256(
+            f"{session.id}:{once}:{row.id}:{action}".encode()).hexdigest()[:28]
+        problem = await asyncio.get_running_loop().run_in_executor(None, self.acting, row, action, command_id,
+                                                                   source)
         if problem:
             return self.page(f"{action.capitalize()} not sent", problem, 409)
         return self.page(f"{action.capitalize()} sent", pages.sent_line(row, action), 200)

@@ -185,10 +185,12 @@ def test_a_websocket_or_post_from_another_sites_page_is_refused() -> None:
 class Acts:
     def __init__(self, problem: str | None = None) -> None:
         self.sent: list[tuple[str, str, str]] = []
+        self.ids: list[str | None] = []
         self.problem = problem
 
-    def __call__(self, r: FleetRow, action: str, source: str) -> str | None:
+    def __call__(self, r: FleetRow, action: str, command_id: str | None, source: str) -> str | None:
         self.sent.append((r.id, action, source))
+        self.ids.append(command_id)
         return self.problem
 
 
@@ -282,3 +284,26 @@ def test_a_fleet_that_cannot_be_read_is_said_on_the_page() -> None:
             assert "r1" in body  # what was read last is kept
 
     asyncio.run(main())
+
+
+
+def test_a_form_sent_twice_is_one_command() -> None:
+    """A tap retried after a lost answer (or a reload that posts again) sends the form's own command again: the same
+    id, which reaches the run once (console.view.answering.send_local); the next drawing of the page is a new one."""
+    async def test(client: TestClient[Any, Any], auth: au.Auth, rows: Rows, acts: Acts) -> None:
+        page = await (await client.get("/")).text()
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page)
+        once = re.search(r'name="once" value="([^"]+)"', page)
+        assert csrf is not None and once is not None
+        form = {"action": "approve", "csrf": csrf.group(1), "once": once.group(1)}
+        for _ in range(2):
+            assert (await client.post("/run/r2/act", data=form)).status == 200
+        again = re.search(r'name="once" value="([^"]+)"', await (await client.get("/")).text())
+        assert again is not None and again.group(1) != once.group(1)
+        assert (await client.post("/run/r2/act", data={**form, "once": again.group(1)})).status == 200
+        assert acts.ids[0] is not None and acts.ids[0] == acts.ids[1] != acts.ids[2]
+        # A deny asked first keeps the form's token through its question.
+        ask = await (await client.post("/run/r2/act", data={**form, "action": "deny"})).text()
+        assert f'name="once" value="{once.group(1)}"' in ask
+
+    acting(test)
