@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -35,3 +36,14 @@ def alive(pid: int) -> bool:
     with contextlib.suppress(OSError), open(f"/proc/{pid}/stat") as fh:
         return fh.read().rsplit(") ", 1)[1][0] != "Z"
     return True
+
+
+def end(proc: subprocess.Popen[str], patience: float = 30) -> None:
+    """Stop a process a test started: SIGTERM (its graceful stop), then SIGKILL if it is still there after
+    ``patience`` seconds; its pipes read to the end."""
+    proc.terminate()
+    try:
+        proc.communicate(timeout=patience)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()

@@ -24,6 +24,7 @@ from console.tui.screens.fleet_bell import NEEDS_TITLES
 from console.tui.screens.run import RunScreen
 from console.view.fleet import COMPLETED, GONE, INTERRUPTED, PAUSED, RUNNING, STOPPED, WAITING, Fleet
 from tests.conftest import REPO, SAMPLES
+from tests.processes import end
 from tests.tui.conftest import FROZEN_NOW, drive, wait_for
 from tests.tui.fleet_runs import listed, make_fleet
 
@@ -250,12 +251,7 @@ def test_a_from_the_list_approves_a_headless_run_of_another_process(tmp_path):
         applied = [e for e in ev.read_events(events) if e.type == "operator_command" and e.source == "fleet"]
         assert [e.status for e in applied] == ["received", "applied"]
     finally:
-        proc.terminate()
-        try:
-            proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
+        end(proc)
 
 
 def test_garbage_missing_folders_and_a_broken_store_never_take_the_list_down(tmp_path):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import re
 import shutil
-import subprocess
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,6 +24,7 @@ from console.web.acting import Acting
 from console.web.link_door import LinkDoor
 from console.web.server import FleetFeed, WebApp
 from tests.conftest import SAMPLES
+from tests.processes import end
 from tests.tui.test_fleet import _start_headless
 from tests.web.test_server import logged_in
 
@@ -97,9 +97,4 @@ def test_a_page_and_a_link_each_approve_a_real_run_once(tmp_path: Path) -> None:
         asyncio.run(main())
     finally:
         fleet.close()
-        proc.terminate()
-        try:
-            proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
+        end(proc)
