@@ -107,7 +107,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     secure = context is not None or public.startswith("https://")
     acting = Acting(settings.store_path, settings.store_url)
     door = LinkDoor(auth, lambda: Seal.of(settings.data_dir), action_links.UsedLinks(settings.data_dir),
-                    lambda: list(feed.rows), acting.answer, lambda: datetime.now(UTC), secure=secure)
+                    lambda: list(feed.rows), acting.answer, lambda: datetime.now(UTC), secure=secure,
+                    delivered=acting.delivered)
     app = WebApp(auth, feed, secure=secure, links=door, act=acting)
     console = None if args.no_console else f"{shlex.quote(sys.executable)} -m console.cli fleet"
     if not loopback(host) and context is None:

@@ -34,6 +34,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from console.engine import failpoints
 from console.engine.atomic import PRIVATE_FILE, fsync_dir, private_dir, write_all
 from console.engine.seal import Seal, read_record
 
@@ -165,11 +166,13 @@ class UsedLinks:
         tmp = self.folder / f".{claim.nonce}.{secrets.token_hex(6)}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE)
         try:
+            failpoints.hit("write used-link", tear=lambda: os.write(fd, record[: len(record) // 2]))
             write_all(fd, record)
             os.fsync(fd)
         finally:
             os.close(fd)
         try:
+            failpoints.hit("link used-link")
             os.link(tmp, path)
             fsync_dir(self.folder)
             return Spent(claim.nonce, command_id, claim.exp, fresh=True)

@@ -85,17 +85,25 @@ def remote_run(ref: str, settings: Any) -> Any:
     return row if row is not None and row.remote else None
 
 
-def send_remote(url: str, embedded: Path, key: str, command: AnyCommand, source: str) -> str | None:
+def send_remote(url: str, embedded: Path, key: str, command: AnyCommand, source: str,
+                command_id: str | None = None) -> str | None:
     """Queue ``command`` for a run of another machine through the shared store (a row and a NOTIFY: that run's
-    link writes it into its inbox); what went wrong in one line, or None."""
+    link writes it into its inbox); what went wrong in one line, or None. With ``command_id`` (a web form's, an
+    action link's) it is sent once: sent again with the same id, the store keeps the first, and the run's link
+    writes it into the inbox once (console.engine.store.link), as :func:`console.view.answering.send_local` does
+    for a run of this machine."""
+    import hashlib
     import uuid
 
     from console.engine.commands import CommandError
     from console.engine.control import make_command
     from console.engine.store import StoreError, is_shared, open_store
 
+    # The store's ids are UUIDs: the caller's id becomes one, the same each time (16 bytes of its hash).
+    cid = uuid.uuid4().hex if command_id is None else uuid.UUID(
+        bytes=hashlib.sha256(command_id.encode()).digest()[:16]).hex
     try:
-        cmd = make_command(command, source=source, id=uuid.uuid4().hex)
+        cmd = make_command(command, source=source, id=cid)
         store = open_store(url, embedded)
         try:
             if not is_shared(store):

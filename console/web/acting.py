@@ -8,7 +8,7 @@ from pathlib import Path
 from console.engine.commands import AnyCommand, ApproveRestart, DenyRestart, Pause, Resume, Stop
 from console.engine.job import JobPaths
 from console.engine.store import Store, open_store
-from console.view.answering import acknowledge_run, resume_in_background, send_local
+from console.view.answering import acknowledge_run, delivered, resume_in_background, send_local
 from console.view.fleet import FleetRow
 
 COMMANDS: dict[str, AnyCommand] = {"approve": ApproveRestart(), "deny": DenyRestart(), "pause": Pause(),
@@ -34,6 +34,11 @@ class Acting:
         """A page's action (see console.web.server.Act)."""
         return self.answer(row, action, command_id, source)
 
+    def delivered(self, row: FleetRow, command_id: str) -> bool:
+        """Whether the command ``command_id`` reached the run of ``row`` (a run of this machine: its inbox or its
+        log; an acknowledgement or a resume is no command, and its link's request says whether it was answered)."""
+        return not row.host and delivered(JobPaths(row.path), command_id)
+
     def answer(self, row: FleetRow, action: str, command_id: str | None, source: str) -> str | None:
         """``action`` on ``row``, as the command ``command_id`` where one is given (a link's: the same id again
         after a crash); why it was not done, or None."""
@@ -50,5 +55,5 @@ class Acting:
         if row.host and self.url:
             from console.view.jobs import send_remote
 
-            return send_remote(self.url, self.path, row.key, command, source)
+            return send_remote(self.url, self.path, row.key, command, source, command_id)
         return send_local(JobPaths(row.path), command, source, command_id)

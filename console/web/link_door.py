@@ -57,8 +57,12 @@ class LinkDoor:
     """The two routes of an action link (see the module), a part of serve's application."""
 
     def __init__(self, auth: Auth, seal: Callable[[], Seal], used: al.UsedLinks, rows: Callable[[], list[FleetRow]],
-                 answer: Answer, now: Callable[[], datetime], secure: bool = False) -> None:
+                 answer: Answer, now: Callable[[], datetime], secure: bool = False,
+                 delivered: Callable[[FleetRow, str], bool] = lambda row, command_id: False) -> None:
         self.auth = auth
+        # Whether a link's command reached its run (console.web.acting.Acting.delivered): a link spent by a serve
+        # killed before it wrote the command is offered again, to send that same command, never a second one.
+        self.delivered = delivered
         self.seal = seal
         self.used = used
         self.rows = rows
@@ -101,13 +105,17 @@ class LinkDoor:
         if isinstance(checked, web.Response):
             return checked
         claim, row = checked.claim, checked.row
-        if self.used.spent(claim.nonce) is not None:
+        spent = self.used.spent(claim.nonce)
+        if spent is not None and self.delivered(row, spent.command_id or command_id_of(claim)):
             return self._page("This link was used", "It answered already; each link answers once.", 409)
+        # Spent, its answer not delivered, and what it answers still waits: the serve that took it stopped (a kill,
+        # a full disk) before the answer was sent. Its button sends that answer, once (the same command id).
+        note = "" if spent is None else "It was pressed before, but its answer was not sent (serve stopped first)."
         form = secrets.token_urlsafe(24)
         response = web.Response(text=pages.render(
             "link.html", verb=VERBS[claim.action], run=pages.shown(row.id, 64), job=pages.shown(row.job, 80),
             state=pages.shown(row.state_text, 40), need=pages.shown(row.need_line), action=claim.action,
-            label=claim.action.capitalize(), form=form), content_type="text/html")
+            label=claim.action.capitalize(), form=form, note=note), content_type="text/html")
         response.set_cookie(FORM_COOKIE, form, httponly=True, samesite="Strict", secure=self.secure,
                             path="/a/", max_age=900)
         return response
@@ -124,7 +132,10 @@ class LinkDoor:
         claim, row = checked.claim, checked.row
         spent = self.used.spend(claim, command_id_of(claim))
         source = f"web link {claim.nonce[:8]} from {request.remote or 'unknown'}"[:64]
-        why = self.answer(row, claim.action, spent.command_id or command_id_of(claim), source)
+        command_id = spent.command_id or command_id_of(claim)
+        if not spent.fresh and self.delivered(row, command_id):
+            return self._page("This link was used", "It answered already; each link answers once.", 409)
+        why = self.answer(row, claim.action, command_id, source)
         if why is not None:
             return self._page("Not sent", f"{why}. {al.answer_elsewhere(claim)}.", 409)
         if not spent.fresh:  # sent again (the same command: a crash may have come between) and said as used

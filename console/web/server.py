@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from console.view.answers import current_request
 from console.view.fleet import FleetRow
 from console.view.fleet_offers import applies, refusal
 from console.view.run_snapshot import RunSnapshot
@@ -261,9 +262,13 @@ class WebApp:
                                 content_type="text/html")
         source = f"web {client_of(request)} session {session.label}"[:64]
         # The form's own command: sent again (a tap retried after a lost answer, a reload that posts again), it is
-        # the same command, which reaches the run once (console.view.answering.send_local).
-        command_id = None if once is None else "web" + hashlib.sha256(
-            f"{session.id}:{once}:{row.id}:{action}".encode()).hexdigest()[:28]
+        # the same command, which reaches the run once (console.view.answering.send_local, the store). An answer to
+        # one request (a restart's approval) is the same command from every page, session and serve: pressed
+        # again after serve was killed and started again, it is not sent twice.
+        answers = current_request(row, action)
+        command_id = "web" + hashlib.sha256(f"{row.id}:{answers}:{action}".encode()).hexdigest()[:28] \
+            if answers is not None else None if once is None else "web" + hashlib.sha256(
+                f"{session.id}:{once}:{row.id}:{action}".encode()).hexdigest()[:28]
         problem = await asyncio.get_running_loop().run_in_executor(None, self.acting, row, action, command_id,
                                                                    source)
         if problem:

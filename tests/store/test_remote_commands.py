@@ -208,3 +208,35 @@ def test_a_command_sent_without_waiting_to_a_run_that_ends_is_discarded_by_its_r
     resumed._deliver()
     channel.stale.clear()
     assert [c.command for c in channel.poll()] == ["pause"]
+
+
+def test_a_web_answer_to_another_machines_run_sent_again_reaches_it_once(run_on_a: RunOnA) -> None:
+    """serve's answer to another machine's run (a page's approval, retried after a lost reply or a kill of serve)
+    is the same command each time: the store keeps the first, and the run's link writes it into the inbox once;
+    an answer of another id is another command."""
+    from console.engine import events as ev
+    from console.engine.control import ControlChannel
+    from console.engine.job import JobPaths
+    from console.engine.operator import OperatorState
+    from console.engine.store.link import StoreLink
+    from console.web.acting import Acting
+    from tests.web.test_server import row
+
+    remote = row(run_id(run_on_a.folder), path=run_on_a.folder, host="machine-a", key=run_on_a.key)
+    acting = Acting(run_on_a.folder.parent / "machine-b.db", run_on_a.url)
+    for _ in range(2):
+        assert acting.answer(remote, "pause", "web" + "1" * 28, "web 10.0.0.7 session s1") is None
+    assert len(run_on_a.store.undelivered(run_on_a.key)) == 1
+    paths = JobPaths(run_on_a.folder)
+    link = StoreLink(run_on_a.store, paths, ev.EventStream(None), OperatorState(), owner=OWNER,
+                     now=lambda: datetime.now(UTC))
+    link._deliver()
+    assert acting.answer(remote, "pause", "web" + "1" * 28, "web 10.0.0.7 session s1") is None  # once more, late
+    link._deliver()
+    channel = ControlChannel(paths.inbox)
+    taken = channel.poll()
+    assert [(c.command, c.source) for c in taken] == [("pause", "web 10.0.0.7 session s1")]
+    assert acting.answer(remote, "pause", "web" + "2" * 28, "web 10.0.0.7 session s1") is None  # another answer
+    assert acting.answer(remote, "pause", None, "web 10.0.0.7 session s1") is None  # no id: a command each time
+    link._deliver()
+    assert len(channel.poll()) == 2

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
+from yarl import URL
 
 from console.engine import action_links as al
 from console.engine.seal import Seal
@@ -42,6 +43,9 @@ class World:
         self.sent.append((r.id, action, command_id, source))
         return None
 
+    def delivered(self, r: FleetRow, command_id: str) -> bool:
+        return any(s[0] == r.id and s[2] == command_id for s in self.sent)
+
     def link(self, action: al.Action = "approve", request: str = "restart:41", **kw: Any) -> str:
         return al.mint(self.seal, self.folder, "r1", action, request=request, now=kw.pop("now", NOW), **kw)
 
@@ -51,7 +55,7 @@ def serve(tmp: Path, test: Callable[[TestClient[Any, Any], World], Coroutine[Any
 
     async def main() -> None:
         door = LinkDoor(world.auth, lambda: world.seal, al.UsedLinks(world.data), lambda: world.rows, world.answer,
-                        lambda: world.now)
+                        lambda: world.now, delivered=world.delivered)
         app = WebApp(world.auth, FleetFeed(lambda: ([], "")), poll=0.05, links=door).build()
         async with TestClient(TestServer(app, host="127.0.0.1")) as client:
             await test(client, world)
@@ -146,10 +150,18 @@ def test_a_kill_between_the_spend_and_the_command_sends_the_same_command_once_mo
         world.rows = [replace(world.rows[0], needs="stuck", pending_seq=0)]
         al.UsedLinks(world.data).spend(al.peek(token), command_id_of(al.peek(token)))  # then the kill
         page = await client.get(f"/a/{token}")
-        assert page.status == 409  # the page says it was used...
-        client.session.cookie_jar.update_cookies({FORM_COOKIE: "f"})
-        resp = await client.post(f"/a/{token}", data={"form": "f"})
-        assert resp.status == 409 and "is sent, once" in await resp.text()
+        text = await page.text()
+        assert page.status == 200 and "its answer was not sent" in text  # ... so its button is offered again
+        status, body = await press(client, token)
+        assert status == 409 and "is sent, once" in body
         assert [s[:3] for s in world.sent] == [("r1", "resume", command_id_of(al.peek(token)))]
+        # The button of a page opened before, pressed afterwards (its form still good): nothing more is sent.
+        form = re.search(r'name="form" value="([^"]+)"', text)
+        assert form is not None
+        client.session.cookie_jar.update_cookies({FORM_COOKIE: form.group(1)}, URL(str(client.make_url("/a/"))))
+        resp = await client.post(f"/a/{token}", data={"form": form.group(1)})
+        assert resp.status == 409 and "was used" in await resp.text() and len(world.sent) == 1
+        again = await client.get(f"/a/{token}")
+        assert again.status == 409 and "was used" in await again.text()
 
     serve(tmp_path, test)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -289,21 +290,40 @@ def test_a_fleet_that_cannot_be_read_is_said_on_the_page() -> None:
 
 def test_a_form_sent_twice_is_one_command() -> None:
     """A tap retried after a lost answer (or a reload that posts again) sends the form's own command again: the same
-    id, which reaches the run once (console.view.answering.send_local); the next drawing of the page is a new one."""
+    id, which reaches the run once (console.view.answering.send_local); the next drawing of the page is a new one.
+    An answer to one request (a restart's approval) is one command whatever page, session or serve sends it."""
     async def test(client: TestClient[Any, Any], auth: au.Auth, rows: Rows, acts: Acts) -> None:
         page = await (await client.get("/")).text()
         csrf = re.search(r'name="csrf" value="([^"]+)"', page)
         once = re.search(r'name="once" value="([^"]+)"', page)
         assert csrf is not None and once is not None
-        form = {"action": "approve", "csrf": csrf.group(1), "once": once.group(1)}
+        form = {"action": "pause", "csrf": csrf.group(1), "once": once.group(1)}
         for _ in range(2):
-            assert (await client.post("/run/r2/act", data=form)).status == 200
+            assert (await client.post("/run/r1/act", data=form)).status == 200
         again = re.search(r'name="once" value="([^"]+)"', await (await client.get("/")).text())
         assert again is not None and again.group(1) != once.group(1)
-        assert (await client.post("/run/r2/act", data={**form, "once": again.group(1)})).status == 200
+        assert (await client.post("/run/r1/act", data={**form, "once": again.group(1)})).status == 200
         assert acts.ids[0] is not None and acts.ids[0] == acts.ids[1] != acts.ids[2]
+        # The approval of restart 7 of r2: one command from this page, a later one, and another session's.
+        approve = {**form, "action": "approve"}
+        assert (await client.post("/run/r2/act", data=approve)).status == 200
+        assert (await client.post("/run/r2/act", data={**approve, "once": again.group(1)})).status == 200
+        client.session.cookie_jar.clear()
+        auth.new_login()  # another device's login
+        await logged_in(client, auth)
+        other = await csrf_of(client)
+        assert other != csrf.group(1)
+        assert (await client.post("/run/r2/act", data={**approve, "csrf": other})).status == 200
+        assert acts.ids[3] is not None and acts.ids[3] == acts.ids[4] == acts.ids[5] != acts.ids[0]
+        rows.rows[1] = replace(rows.rows[1], pending_seq=9, last="restart 9 asked")  # the next: a new answer
+        for _ in range(600):  # until the fleet's list has it (the feed polls every 0.05 s)
+            if "restart 9 asked" in await (await client.get("/")).text():
+                break
+            await asyncio.sleep(0.05)
+        assert (await client.post("/run/r2/act", data={**approve, "csrf": other})).status == 200
+        assert acts.ids[6] not in acts.ids[:6]
         # A deny asked first keeps the form's token through its question.
-        ask = await (await client.post("/run/r2/act", data={**form, "action": "deny"})).text()
+        ask = await (await client.post("/run/r2/act", data={**form, "csrf": other, "action": "deny"})).text()
         assert f'name="once" value="{once.group(1)}"' in ask
 
     acting(test)

@@ -482,7 +482,9 @@ class PgStore:
 
     # -- commands -------------------------------------------------------------------------------------------
     def send_command(self, key: str, body: dict[str, Any]) -> str:
-        """Queue a command (the inbox file's JSON) for the run ``key``; its id. The run's link is woken."""
+        """Queue a command (the inbox file's JSON) for the run ``key``; its id. The run's link is woken. A command
+        of an id queued before is not queued again (a web page's form sent twice, an answer retried after a lost
+        reply or a kill of its sender): it reaches the run once."""
         cid = str(uuid.UUID(hex=body["id"])) if _is_uuid(body.get("id")) else str(uuid.uuid4())
         with self.connection() as conn, conn.transaction():
             row = conn.execute("SELECT CASE WHEN lease_expires >= now() THEN lease_owner END FROM runs WHERE key=%s "
@@ -493,7 +495,8 @@ class PgStore:
             # discards it, as a local inbox's command addressed to an ended run is (console.engine.control).
             # None: no runner holds it, the next one takes the command.
             sent = {**body, "for": row[0]} if row[0] else body
-            conn.execute("INSERT INTO commands (id, run_key, body) VALUES (%s, %s, %s)", (cid, key, json.dumps(sent)))
+            conn.execute("INSERT INTO commands (id, run_key, body) VALUES (%s, %s, %s) ON CONFLICT (id) DO NOTHING",
+                         (cid, key, json.dumps(sent)))
             conn.execute("SELECT pg_notify(%s, %s)", (COMMANDS_CHANNEL, key))
         return cid
 
