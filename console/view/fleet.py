@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -42,6 +43,7 @@ from console.view import present
 from console.view.format import clip, elapsed
 from console.view.liveness import seen_of
 from console.view.state import ConsoleState, need_label
+from console.view.story import Told
 
 __all__ = ["COMPLETED", "FAILED", "FAILED_LIKE", "FLEET_LIMIT", "GAVE_UP", "GONE", "INTERRUPTED", "LIVE", "NEEDS",
            "ORDER", "PAUSED", "RUNNING", "STARTING", "STOPPED", "WAITING", "Fleet", "FleetRow", "Listed", "RunFold",
@@ -49,6 +51,7 @@ __all__ = ["COMPLETED", "FAILED", "FAILED_LIKE", "FLEET_LIMIT", "GAVE_UP", "GONE
 
 # The newest finished runs listed; every run that lives or waits for its operator is listed whatever its age.
 FLEET_LIMIT = 500
+STORY_TAIL = 40  # lines of a run's story a page shows (console.view.run_snapshot)
 READ_CHUNK = 8 << 20  # the most of one log folded per poll: a huge log is caught up over several polls
 REMOTE_PAGE = 20000  # events of other machines' runs fetched from a shared store at a time
 
@@ -213,6 +216,10 @@ class RemoteFold(RunFold):
         super().__init__(row)
         self.key = key
         self.seq = 0
+        # The end of its story, as its log's tail would tell it (its log is on its own machine): what a page of
+        # the run shows (console.view.run_snapshot), each event in the one presentation, kept as they come.
+        self.story: deque[present.Presented] = deque(maxlen=STORY_TAIL)
+        self._told = Told()
 
     def catch_up(self) -> bool:
         return False  # fed by apply_bodies
@@ -229,6 +236,9 @@ class RemoteFold(RunFold):
                 events.append(ev.parse_event(body))
             except ValueError:
                 continue  # a type a newer version adds, or a body no event (damaged, hostile): as in a log
+        for e in events:
+            if present.in_story(e) and not self._told.said_elsewhere(e) and (p := present.describe(e)) is not None:
+                self.story.append(p)
         return self._apply(events)
 
 

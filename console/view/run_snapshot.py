@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from console.engine import events as ev
 from console.engine.text import safe_text
 from console.view import present
-from console.view.fleet import FleetRow, RunFold
+from console.view.fleet import STORY_TAIL, FleetRow, RemoteFold, RunFold
 from console.view.story import Told
 
 TAIL_BYTES = 256 * 1024  # of the log read for the story's tail (a long tool result is cut in the log already)
-TAIL_LINES = 40
+TAIL_LINES = STORY_TAIL
 FEEDBACK_LINES = 8
 LINE = 400  # characters of one line
 
@@ -63,7 +63,10 @@ def snapshot(row: FleetRow, fold: RunFold | None) -> RunSnapshot:
 
 
 def story_tail(fold: RunFold) -> tuple[tuple[str, str], ...]:
-    """The last :data:`TAIL_LINES` lines of the run's story (the events an operator sees, each once)."""
+    """The last :data:`TAIL_LINES` lines of the run's story (the events an operator sees, each once): from the
+    end of its log, or for another machine's run, from what its fold kept of the store's events."""
+    if isinstance(fold, RemoteFold):
+        return tuple((p.severity, _s(present.brief(p))) for p in fold.story)
     try:
         size = os.stat(fold.paths.events).st_size
     except OSError:
