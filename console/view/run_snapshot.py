@@ -12,6 +12,7 @@ from console.engine import events as ev
 from console.engine.text import safe_text
 from console.view import present
 from console.view.fleet import STORY_TAIL, FleetRow, RemoteFold, RunFold
+from console.view.run_offers import phase_refused
 from console.view.story import Told
 
 TAIL_BYTES = 256 * 1024  # of the log read for the story's tail (a long tool result is cut in the log already)
@@ -37,6 +38,10 @@ class RunSnapshot:
     todo_title: str
     feedback: tuple[tuple[str, str], ...]  # (severity, line)
     tail: tuple[tuple[str, str], ...]  # (severity, line)
+    # A rewind (the operator's text: the agent re-plans the phase around it): why not now ("": it applies), and the
+    # phase it names (the engine refuses it if the run is in another phase by the time it lands).
+    rewind_refused: str = "its state is not read yet"
+    rewind_phase: int | None = None
 
 
 def snapshot(row: FleetRow, fold: RunFold | None) -> RunSnapshot:
@@ -45,6 +50,12 @@ def snapshot(row: FleetRow, fold: RunFold | None) -> RunSnapshot:
     title = ""
     pressure = ""
     feedback: tuple[tuple[str, str], ...] = ()
+    refused, phase = "no process runs it", None
+    if st is not None and row.has_runner:
+        no = phase_refused("rewind", st)
+        refused = no.message if no is not None else ""
+        t = st.todos
+        phase = t.phase_number if t is not None and t.kind in ("phase", "transition") and t.phase_number > 0 else None
     if st is not None:
         if st.todos is not None:
             todos = tuple((item.done, _s(item.text)) for item in st.todos.items)
@@ -59,7 +70,8 @@ def snapshot(row: FleetRow, fold: RunFold | None) -> RunSnapshot:
                        phase=_s(row.phase_long or row.phase, 120), pressure=pressure,
                        cost=present.cost(row.cost) if row.cost is not None else "", need=_s(row.need_line),
                        todos=todos, todo_title=title, feedback=feedback,
-                       tail=story_tail(fold) if fold is not None else ())
+                       tail=story_tail(fold) if fold is not None else (), rewind_refused=refused,
+                       rewind_phase=phase)
 
 
 def story_tail(fold: RunFold) -> tuple[tuple[str, str], ...]:

@@ -30,18 +30,21 @@ class Acting:
     def open(self) -> Store:
         return open_store(self.url, self.path)
 
-    def __call__(self, row: FleetRow, action: str, command_id: str | None, source: str) -> str | None:
+    def __call__(self, row: FleetRow, action: str, command_id: str | None, source: str,
+                 command: AnyCommand | None = None) -> str | None:
         """A page's action (see console.web.server.Act)."""
-        return self.answer(row, action, command_id, source)
+        return self.answer(row, action, command_id, source, command)
 
     def delivered(self, row: FleetRow, command_id: str) -> bool:
         """Whether the command ``command_id`` reached the run of ``row`` (a run of this machine: its inbox or its
         log; an acknowledgement or a resume is no command, and its link's request says whether it was answered)."""
         return not row.host and delivered(JobPaths(row.path), command_id)
 
-    def answer(self, row: FleetRow, action: str, command_id: str | None, source: str) -> str | None:
-        """``action`` on ``row``, as the command ``command_id`` where one is given (a link's: the same id again
-        after a crash); why it was not done, or None."""
+    def answer(self, row: FleetRow, action: str, command_id: str | None, source: str,
+               command: AnyCommand | None = None) -> str | None:
+        """``action`` on ``row`` (``command``: the one built from the operator's text, a rewind's), as the command
+        ``command_id`` where one is given (a link's: the same id again after a crash); why it was not done, or
+        None."""
         if action == "acknowledge":
             if row.host:
                 return f"run {row.id} is {row.host}'s: acknowledge it there (agent-console ack {row.id})"
@@ -51,7 +54,7 @@ class Acting:
             if row.host:
                 return f"run {row.id} is {row.host}'s: resume it there (agent-console resume {row.id})"
             return resume_in_background(row.path, source)
-        command = command_of(action)
+        command = command if command is not None else command_of(action)
         if row.host and self.url:
             from console.view.jobs import send_remote
 

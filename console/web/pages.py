@@ -16,6 +16,7 @@ from typing import Any
 
 import jinja2
 
+from console.engine.commands import MAX_TEXT
 from console.engine.text import safe_text
 from console.view import present
 from console.view.fleet import FleetRow
@@ -113,7 +114,9 @@ def sent_line(row: FleetRow, action: str) -> str:
             "stop": f"Run {rid}: stop sent; it stops after its current turn (at once if it waits or is paused).",
             "pause": f"Run {rid}: pause sent; it pauses after its current turn.",
             "resume": f"Run {rid}: resume sent.",
-            "acknowledge": f"Run {rid}: acknowledged; it asks for you no more."}.get(action, f"Run {rid}: sent.")
+            "acknowledge": f"Run {rid}: acknowledged; it asks for you no more.",
+            "rewind": f"Run {rid}: rewind sent; at its next step the agent re-plans the phase around what you "
+                      "wrote (every view shows it)."}.get(action, f"Run {rid}: sent.")
 
 
 def run_body(snap: RunSnapshot, row: FleetRow | None, csrf: str) -> str:
@@ -123,7 +126,11 @@ def run_body(snap: RunSnapshot, row: FleetRow | None, csrf: str) -> str:
 
 
 def run_page(snap: RunSnapshot, row: FleetRow | None, csrf: str) -> str:
-    return render("run.html", rid=snap.id, body=run_body(snap, row, csrf))
+    """A run's page: its body (replaced live) and, outside it (what the operator types is never redrawn away),
+    the rewind's form while one applies."""
+    return render("run.html", rid=snap.id, body=run_body(snap, row, csrf), rewind=not snap.rewind_refused,
+                  phase="" if snap.rewind_phase is None else str(snap.rewind_phase), csrf=csrf, once=new_once(),
+                  limit=MAX_TEXT)
 
 
 def gone_body(rid: str) -> str:

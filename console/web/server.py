@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from console.engine.commands import AnyCommand, CommandError, Rewind
 from console.view.answers import current_request
 from console.view.fleet import FleetRow
 from console.view.fleet_offers import applies, refusal
@@ -29,9 +32,17 @@ from console.web.auth import COOKIE, Auth, Session
 from console.web.link_door import LinkDoor
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-# How an action reaches a run: (its row, the action, its command's id (None: a new one), who sent it) -> why it was
-# not sent, or None.
-Act = Callable[[FleetRow, str, "str | None", str], "str | None"]
+
+
+class Act(Protocol):
+    """How an action reaches a run (console.web.acting.Acting): ``action`` on ``row`` as the command ``command_id``
+    (None: a new one), named by ``source``; ``command`` the one built from the operator's text (a rewind's). Why it
+    was not done, or None."""
+
+    def __call__(self, row: FleetRow, action: str, command_id: str | None, source: str,
+                 command: AnyCommand | None = None) -> str | None: ...
+
+
 POLL_SECONDS = 1.0  # how often the fleet is read for the live pages (the console's fleet reads as often)
 HEADERS = {
     "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -248,6 +259,8 @@ class WebApp:
         action = form.get("action")
         rid = request.match_info["id"]
         row = next((r for r in self.feed.rows if r.id == rid), None)
+        if action == "rewind" and self.acting is not None:
+            return await self.rewind(request, session, form, rid, row)
         if self.acting is None or not isinstance(action, str) or action not in dict(pages.WEB_ACTIONS):
             return self.page("No such action", "Nothing was done.", 400)
         if row is None:
@@ -274,6 +287,33 @@ class WebApp:
         if problem:
             return self.page(f"{action.capitalize()} not sent", problem, 409)
         return self.page(f"{action.capitalize()} sent", pages.sent_line(row, action), 200)
+
+    async def rewind(self, request: web.Request, session: Session, form: Any, rid: str,
+                     row: FleetRow | None) -> web.StreamResponse:
+        """A rewind from a run's page: the operator's text, for the phase the page showed; refused (and said) when
+        the run cannot take one now, as the console's key is; the engine refuses it too if the phase has moved on."""
+        assert self.acting is not None
+        if row is None:
+            return self.page("No such run", f"No run {pages.shown(rid, 64)} in the fleet now: nothing was done.", 404)
+        snap = await self.feed.snapshot(rid)
+        why = "its state is not read yet" if snap is None else snap.rewind_refused
+        if why:
+            return self.page("Nothing to rewind", f"Run {row.id}: no rewind now ({why}); nothing was done.", 409)
+        issue, phase = form.get("issue"), form.get("phase")
+        try:
+            command = Rewind.build(issue=issue if isinstance(issue, str) else "",
+                                   phase=int(phase) if isinstance(phase, str) and phase.isdecimal() else None)
+        except CommandError as exc:
+            return self.page("Rewind not sent", f"{exc}; nothing was done: go back, and write what is wrong.", 400)
+        once = form.get("once")
+        command_id = "web" + hashlib.sha256(f"{session.id}:{once}:{row.id}:rewind".encode()).hexdigest()[:28] \
+            if isinstance(once, str) and pages.ONCE.fullmatch(once) else None
+        source = f"web {client_of(request)} session {session.label}"[:64]
+        problem = await asyncio.get_running_loop().run_in_executor(
+            None, functools.partial(self.acting, row, "rewind", command_id, source, command))
+        if problem:
+            return self.page("Rewind not sent", problem, 409)
+        return self.page("Rewind sent", pages.sent_line(row, "rewind"), 200)
 
     async def run_page(self, request: web.Request) -> web.StreamResponse:
         session = request[SESSION_KEY]

@@ -209,3 +209,19 @@ def test_an_approval_pressed_again_in_a_new_serve_after_a_kill_is_sent_once(tmp_
     finally:
         run.close()
         shutil.rmtree(run.folder, ignore_errors=True)
+
+
+def test_a_rewinds_text_reaches_the_runs_inbox_as_its_command(tmp_path: Path) -> None:
+    from console.engine.commands import Rewind
+
+    run = Run(tmp_path, "rewound")
+    try:
+        settings = load_settings()
+        acting = Acting(settings.store_path, settings.store_url)
+        command = Rewind(issue="Section 4's tables were skipped", phase=2)
+        assert acting(run.row, "rewind", "web" + "3" * 28, "web 127.0.0.1 session s1", command) is None
+        (sent,) = run.commands()
+        assert (sent["command"], sent["args"], sent["source"]) == (
+            "rewind", {"issue": "Section 4's tables were skipped", "phase": 2}, "web 127.0.0.1 session s1")
+    finally:
+        run.close()

@@ -97,3 +97,56 @@ def test_the_tail_of_a_huge_log_is_read_from_its_end(tmp_path: Path) -> None:
     snap = look(list(fleet.rows), list(fleet.folds.values()), rid_of(fleet, folder))
     assert snap is not None and any("the newest reply" in line for _, line in snap.tail)
     fleet.close()
+
+
+def test_a_rewind_is_written_on_the_runs_page_and_sent_as_the_operators_text(tmp_path: Path) -> None:
+    """The run's page offers a rewind while one applies (a process runs it, in a phase), outside what the live
+    stream redraws; the text is the engine's Rewind command for the phase the page showed; an empty or too long
+    text, a run nobody runs, a form of another session: nothing is sent, and the page says why."""
+    import re
+
+    from console.engine.commands import Rewind
+    from tests.web.test_server import Acts
+
+    fleet, fx = fleet_of(tmp_path)
+    running, stopped = rid_of(fleet, fx.runs["running"]), rid_of(fleet, fx.runs["stopped"])
+    snap = look(list(fleet.rows), list(fleet.folds.values()), running)
+    assert snap is not None and snap.rewind_refused == "" and snap.rewind_phase == 2
+    gone = look(list(fleet.rows), list(fleet.folds.values()), stopped)
+    assert gone is not None and gone.rewind_refused == "no process runs it"
+    auth, acts = au.Auth(), Acts()
+    feed = FleetFeed(lambda: (list(fleet.poll()), fleet.error),
+                     look=lambda r: look(list(fleet.rows), list(fleet.folds.values()), r))
+
+    async def main() -> None:
+        app = WebApp(auth, feed, poll=0.05, act=acts).build()
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            await asyncio.sleep(0.3)
+            await logged_in(client, auth)
+            page = await (await client.get(f"/run/{running}")).text()
+            form = page[page.index('<form class="rewind"'):]
+            assert page.index('<form class="rewind"') > page.index('id="run"') and 'name="issue"' in form
+            assert (await (await client.get(f"/run/{stopped}")).text()).count('class="rewind"') == 0
+            fields = dict(re.findall(r'name="(csrf|once|phase)" value="([^"]*)"', form))
+            assert fields["phase"] == "2"
+
+            async def send(rid: str, **extra: str) -> tuple[int, str]:
+                resp = await client.post(f"/run/{rid}/act", data={**fields, "action": "rewind", **extra})
+                return resp.status, await resp.text()
+
+            status, said = await send(running, issue="The tables in section 4 were skipped <b>entirely</b>")
+            assert status == 200 and "Rewind sent" in said
+            assert acts.commands == [Rewind(issue="The tables in section 4 were skipped <b>entirely</b>", phase=2)]
+            assert acts.sent[0][2].startswith("web 127.0.0.1 session ")
+            status, said = await send(running, issue="   ")
+            assert status == 400 and "the issue text is empty" in said
+            status, said = await send(running, issue="x" * 5000)
+            assert status == 400 and "Rewind not sent" in said
+            status, said = await send(stopped, issue="redo it")
+            assert status == 409 and "no process runs it" in said
+            status, said = await send(running, issue="redo it", csrf="forged")
+            assert status == 403
+            assert len(acts.commands) == 1
+
+    asyncio.run(main())
+    fleet.close()

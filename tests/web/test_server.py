@@ -15,6 +15,7 @@ import pytest
 from aiohttp import WSServerHandshakeError
 from aiohttp.test_utils import TestClient, TestServer
 
+from console.engine.commands import AnyCommand
 from console.view.fleet import FleetRow
 from console.web import auth as au
 from console.web.server import HEADERS, FleetFeed, WebApp
@@ -187,11 +188,14 @@ class Acts:
     def __init__(self, problem: str | None = None) -> None:
         self.sent: list[tuple[str, str, str]] = []
         self.ids: list[str | None] = []
+        self.commands: list[AnyCommand | None] = []
         self.problem = problem
 
-    def __call__(self, r: FleetRow, action: str, command_id: str | None, source: str) -> str | None:
+    def __call__(self, r: FleetRow, action: str, command_id: str | None, source: str,
+                 command: AnyCommand | None = None) -> str | None:
         self.sent.append((r.id, action, source))
         self.ids.append(command_id)
+        self.commands.append(command)
         return self.problem
 
 
