@@ -74,11 +74,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import ssl
 
     host, port = parse_bind(args.bind)
+    from console.engine.job import JobError
     from console.settings import load_settings
 
     try:
         settings = load_settings()
-    except ValueError as exc:
+    except (JobError, ValueError) as exc:  # a config that cannot be used: its one line, exit 2
         raise UsageError(str(exc)) from None
     public = public_url_of(args, host, port, settings.serve.public_url)
     if bool(args.certfile) != bool(args.keyfile):

@@ -1,0 +1,182 @@
+"""A notification's action link, end to end: a real headless run (its own process) waits for a restart approval;
+its notifier, with [serve] public_url in the operator's config, posts to ntfy and a JSON webhook (Apprise's real
+plugins, a loopback server); the link it sent, opened in serve's application (the real fleet row of the run's
+folder), shows its page, and the page's button approves: the run's inbox gets the command and the run goes on. The
+other link of that message (deny) answers nothing any more; a job.toml cannot choose where links point."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from console.engine import action_links as al
+from console.engine import events as ev
+from console.engine.seal import Seal
+from console.settings import load_settings
+from console.view.answers import current_request
+from console.view.fleet import WAITING, Fleet, FleetRow
+from console.web import auth as au
+from console.web.acting import Acting
+from console.web.link_door import LinkDoor
+from console.web.server import FleetFeed, WebApp
+from tests.conftest import REPO, SAMPLES
+from tests.notify_server import Loopback, Request, loopback
+from tests.processes import end
+from tests.tui.test_fleet import _start_headless
+
+PUBLIC = "https://phone.example.org"
+LINK = re.compile(re.escape(PUBLIC) + r"(/a/[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)")
+
+
+@pytest.fixture
+def server() -> Iterator[Loopback]:
+    with loopback() as lb:
+        yield lb
+
+
+def configure(text: str) -> None:
+    Path(os.environ["AGENT_CONSOLE_CONFIG"]).write_text(text)
+
+
+def restart_messages(server: Loopback) -> list[Request]:
+    return [r for r in list(server.requests) if "restart approval" in str(r.body.get("title", ""))]
+
+
+def test_a_notifications_link_approves_a_real_run_through_serve(server: Loopback, tmp_path: Path) -> None:
+    configure(f'[serve]\npublic_url = "{PUBLIC}"\n')
+    job = tmp_path / "job"
+    shutil.copytree(SAMPLES / "requirements-extraction", job)
+    proc = _start_headless(job, "--speed", "0", "--context-window", "10000", "--no-auto-restart",
+                           "--notify", server.url("ntfy", "topic"), "--notify", server.url("json", "hook"))
+    settings = load_settings()
+    fleet = Fleet(settings.store_path, now=lambda: datetime.now(UTC))
+    events = job / ".console" / "events.jsonl"
+    auth = au.Auth()
+    feed = FleetFeed(lambda: (list(fleet.poll()), fleet.error))
+    acting = Acting(settings.store_path, settings.store_url)
+    door = LinkDoor(auth, lambda: Seal.of(settings.data_dir), al.UsedLinks(settings.data_dir), lambda: list(feed.rows),
+                    acting.answer, lambda: datetime.now(UTC))
+
+    async def waiting() -> FleetRow:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            row = next((r for r in feed.rows if r.path == job), None)
+            if row is not None and row.state == WAITING and row.pending_seq:
+                return row
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"the run did not wait for approval: {feed.rows}")
+
+    async def main() -> None:
+        app = WebApp(auth, feed, poll=0.1, act=acting, links=door).build()
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:  # a phone that never logged in
+            row = await waiting()
+            deadline = time.monotonic() + 30
+            while len(restart_messages(server)) < 2 and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            ntfy, hook = sorted(restart_messages(server)[:2], key=lambda r: "topic" not in r.body)
+            # The first restart's message, on both channels: the same links, as ntfy view buttons and in the text.
+            approve, deny = LINK.findall(hook.body["message"])
+            assert LINK.findall(ntfy.body["message"]) == [approve, deny]
+            assert ntfy.headers["x-actions"] == f"view, Approve, {PUBLIC}{approve}; view, Deny, {PUBLIC}{deny}"
+            # Minted by the notifier for the request the fleet's row names: what serve's door checks.
+            claim = al.verify(Seal.of(settings.data_dir), row.path, approve[3:], now=datetime.now(UTC))
+            assert (claim.run, claim.action) == (row.id, "approve")
+            assert claim.request == current_request(row, "approve") == f"restart:{row.pending_seq}"
+            page = await client.get(approve)
+            text = await page.text()
+            form = re.search(r'name="form" value="([^"]+)"', text)
+            assert page.status == 200 and form is not None and f"run {row.id}" in text, text
+            assert not [e for e in ev.read_events(events) if e.type == "operator_command"]  # opening did nothing
+            resp = await client.post(approve, data={"form": form.group(1)})
+            assert resp.status == 200 and "Approve sent" in await resp.text()
+            deadline = time.monotonic() + 60
+            applied: list[Any] = []
+            while not applied and time.monotonic() < deadline:
+                applied = [e for e in ev.read_events(events) if e.type == "restart_approved"]
+                await asyncio.sleep(0.1)
+            commands = [e for e in ev.read_events(events) if e.type == "operator_command"
+                        and e.command == "approve_restart"]
+            assert applied and [c.status for c in commands][:2] == ["received", "applied"]
+            assert commands[0].source.startswith("web link ")
+            # The same message's deny answers nothing now: its restart was approved.
+            page = await client.get(deny)
+            assert page.status == 409 and "nothing was done" in await page.text()
+
+    try:
+        asyncio.run(main())
+    finally:
+        fleet.close()
+        end(proc)
+
+
+def test_a_job_toml_cannot_choose_where_links_point(server: Loopback, tmp_path: Path) -> None:
+    configure("")  # the operator names no public URL
+    job = tmp_path / "job"
+    shutil.copytree(SAMPLES / "requirements-extraction", job)
+    with (job / "job.toml").open("a") as fh:
+        fh.write('\n[serve]\npublic_url = "https://attacker.example.org"\nlink_ttl_hours = 720\n')
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, "-m", "console.cli", "run", str(job), "--in-place", "--headless",
+                           "--speed", "0", "--notify", server.url("json", "hook")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2 and "key 'serve': unknown key" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and server.requests == []
+    # Nor at the top level, nor as a run setting: the operator's settings alone have [serve].
+    (job / "job.toml").write_text((job / "job.toml").read_text().split("\n[serve]")[0]
+                                  + '\npublic_url = "https://attacker.example.org"\n')
+    done = subprocess.run([sys.executable, "-m", "console.cli", "run", str(job), "--in-place", "--headless",
+                           "--speed", "0"], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2 and "public_url" in done.stderr, done.stderr
+    assert load_settings().serve.public_url is None
+
+
+def test_serve_takes_its_public_url_from_the_operators_config() -> None:
+    from tests.web.test_serve_cli import free_port, start, stop, wait_listening
+
+    configure('[serve]\npublic_url = "https://phone.example.org/console-of-bob/"\n')
+    port = free_port()
+    proc, first = start("--bind", f"127.0.0.1:{port}", "--no-console")
+    wait_listening(port)
+    code, err = stop(proc)
+    assert first.startswith("serve: open this login link once (it works once): "
+                            "https://phone.example.org/console-of-bob/login?token="), first
+    assert code == 0 and "Traceback" not in err, err
+    # --public-url still wins.
+    proc, first = start("--bind", f"127.0.0.1:{port}", "--no-console", "--public-url", "http://127.0.0.1:9")
+    wait_listening(port)
+    stop(proc)
+    assert ": http://127.0.0.1:9/login?token=" in first, first
+
+
+@pytest.mark.parametrize("where, value, said", [
+    ("config", "ftp://files.example.org", "not an http:// or https:// URL"),
+    ("config", "https://bob:secret@phone.example.org", "holds a user or password"),
+    ("config", "https://phone.example.org/?next=1", "holds a query or a fragment"),
+    ("env", "https://phone.example.org/#x", "holds a query or a fragment"),
+    ("flag", "https://bob:secret@phone.example.org", "--public-url: holds a user or password"),
+    ("flag", "https://phone.example.org/a,b", "--public-url: holds characters a link cannot carry"),
+])
+def test_a_bad_public_url_is_one_line_and_exit_2(where: str, value: str, said: str) -> None:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    args = ["--public-url", value] if where == "flag" else []
+    if where == "config":
+        configure(f'[serve]\npublic_url = "{value}"\n')
+    elif where == "env":
+        env["AGENT_CONSOLE_SERVE_PUBLIC_URL"] = value
+    done = subprocess.run([sys.executable, "-m", "console.cli", "serve", *args], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.returncode == 2 and said in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    assert "secret" not in done.stderr  # the value is not repeated: a URL may carry a password
