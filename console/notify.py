@@ -425,17 +425,31 @@ class Notifier:
             message = Message(f"agent-console: run {rid} died ({how})", _cut(body), "failure", self.clock.monotonic())
             self._send(message)
             return message
+        links = self._mint(self._died_offers())
         body = "\n".join([
             f"{self.job} (run {rid}) died at {_at(when, now)} ({how}); no process runs it."
             + (f" {_line(why, 300)}" if why else ""),
             "", "Its last step is kept: what it did is recorded, and a resume does nothing twice.",
-            "", "Go on from a shell:",
+            "", *self._phone(links), "Go on from a shell:",
             f"  agent-console resume {rid}   (the job goes on where it was)",
             f"  agent-console logs {rid}   (what it did)",
             "", f"Its log: {_line(str(log), 600)}"])
-        message = Message(f"agent-console: run {rid} died ({how})", _cut(body), "failure", self.clock.monotonic())
+        message = Message(f"agent-console: run {rid} died ({how})", _cut(body), "failure", self.clock.monotonic(),
+                          tuple((LINK_WORDS[a][0], url) for a, url in links))
         self._send(message)
         return message
+
+    def _died_offers(self) -> tuple[tuple[str, str, str], ...]:
+        """A died run's resume link: it answers the run as its log was left (console.view.answers: ``died:SEQ``,
+        the log's last seq now, what serve's door reads there when the link is opened)."""
+        if self.links is None or self.folder is None:
+            return ()
+        from console.engine.events.log import last_seq
+        from console.engine.job import JobPaths
+        from console.view.answers import request_for
+
+        request = request_for("resume", died_seq=last_seq(JobPaths(Path(self.folder)).events))
+        return (("resume", request, _nonce()),) if request is not None else ()
 
     # -- needs, answers, reminders -------------------------------------------------------------
     def _follow(self, e: ev.EventBase, now: float | None = None) -> _Need | None:
@@ -616,13 +630,7 @@ class Notifier:
         minted now: the same nonce as every message of this need, an expiry from now) above the shell's commands;
         and the links as buttons. The message is cut, never the links or the commands."""
         links = self._mint(need.offers)
-        lines = []
-        if links:
-            ttl = self.links.ttl if self.links is not None else al.DEFAULT_TTL
-            wall = self.clock.now()
-            until = _at(wall + min(ttl, al.MAX_TTL), wall)
-            lines += [f"Answer from your phone (each link works once, until {until}):",
-                      *(f"  {LINK_WORDS[a][1].capitalize()}: {url}" for a, url in links), ""]
+        lines = self._phone(links)
         tail = "\n".join([*lines, need.answers]) if need.answers else "\n".join(lines)
         text = f"{head}\n\n{need.body}" if head else need.body
         room = BODY_LIMIT - len(tail) - 2
@@ -630,6 +638,16 @@ class Notifier:
             text = text[: max(0, room - 1)] + "…"
         body = f"{text}\n\n{tail}" if tail else text
         return body, tuple((LINK_WORDS[a][0], url) for a, url in links)
+
+    def _phone(self, links: list[tuple[str, str]]) -> list[str]:
+        """The lines of the action links (above the shell's commands, a blank line after them); none for none."""
+        if not links:
+            return []
+        ttl = self.links.ttl if self.links is not None else al.DEFAULT_TTL
+        wall = self.clock.now()
+        until = _at(wall + min(ttl, al.MAX_TTL), wall)
+        return [f"Answer from your phone (each link works once, until {until}):",
+                *(f"  {LINK_WORDS[a][1].capitalize()}: {url}" for a, url in links), ""]
 
     def _mint(self, offers: Iterable[tuple[str, str, str]]) -> list[tuple[str, str]]:
         """(action, URL) of each offer, signed now under the operator's seal for this run's folder; none when the

@@ -180,3 +180,67 @@ def test_a_bad_public_url_is_one_line_and_exit_2(where: str, value: str, said: s
     assert done.returncode == 2 and said in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     assert "secret" not in done.stderr  # the value is not repeated: a URL may carry a password
+
+
+def test_a_died_runners_resume_link_resumes_it_once_through_serve(server: Loopback) -> None:
+    # A runner killed by SIGKILL: its watcher tells the channels, with a resume link bound to the run as its log was
+    # left (died:SEQ); serve's door checks it against the fleet's row (interrupted) and the log's tail.
+    from tests.integration.test_runner_death import SLOW, WITHIN, _died, _kill, _processes_of, _started
+    from tests.processes import alive, cli, wait_for
+
+    configure(f'[serve]\npublic_url = "{PUBLIC}"\n')
+    done = subprocess.run(cli("run", str(SAMPLES / "quickstart"), "--detach", "--notify", server.url("json", "hook"),
+                              "--notify", server.url("ntfy", "topic"), "--speed", SLOW),
+                          capture_output=True, text=True, timeout=WITHIN * 2)
+    assert done.returncode == 0, done.stderr
+    from console.engine.control import RunLock
+    from console.engine.job import JobPaths
+
+    paths = JobPaths(Path(done.stdout.split(": ", 1)[1].splitlines()[0]))
+    watcher = int(done.stdout.split("(process ", 1)[1].split(" ", 1)[0])
+    runner = wait_for(lambda: RunLock(paths).holder(), WITHIN * 2, "the runner to take the run")
+    settings = load_settings()
+    fleet = Fleet(settings.store_path, now=lambda: datetime.now(UTC))
+    try:
+        wait_for(lambda: _started(paths), WITHIN, "the run's first session")
+        os.kill(runner, 9)
+        wait_for(lambda: not alive(watcher), WITHIN * 2, "the watcher to end once it told the channels")
+        ntfy, hook = sorted(_died(server), key=lambda r: "topic" not in r.body)
+        [resume] = LINK.findall(hook.body["message"])
+        assert hook.body["message"].index("Answer from your phone") < hook.body["message"].index("Go on from a shell")
+        assert ntfy.headers["x-actions"] == f"view, Resume, {PUBLIC}{resume}"
+        last = list(ev.read_events(paths.events))[-1].seq
+        claim = al.verify(Seal.of(settings.data_dir), paths.root, resume[3:], now=datetime.now(UTC))
+        assert (claim.run, claim.action, claim.request) == (paths.run_id, "resume", f"died:{last}")
+        auth = au.Auth()
+        feed = FleetFeed(lambda: (list(fleet.poll()), fleet.error))
+        acting = Acting(settings.store_path, settings.store_url)
+        door = LinkDoor(auth, lambda: Seal.of(settings.data_dir), al.UsedLinks(settings.data_dir),
+                        lambda: list(feed.rows), acting.answer, lambda: datetime.now(UTC))
+
+        async def main() -> None:
+            app = WebApp(auth, feed, poll=0.1, act=acting, links=door).build()
+            async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+                deadline = time.monotonic() + WITHIN
+                while not any(r.path == paths.root and r.state == "interrupted" for r in feed.rows):
+                    assert time.monotonic() < deadline, feed.rows
+                    await asyncio.sleep(0.1)
+                page = await client.get(resume)
+                text = await page.text()
+                form = re.search(r'name="form" value="([^"]+)"', text)
+                assert page.status == 200 and form is not None and "Resume" in text, text
+                resp = await client.post(resume, data={"form": form.group(1)})
+                assert resp.status == 200 and "Resume sent" in await resp.text()
+                wait_for(lambda: any(isinstance(e, ev.SessionStarted) and e.reason == "resume"
+                                     for e in ev.read_events(paths.events)), WITHIN * 2, "the run to resume")
+                # Resumed: the link answers nothing more (a second tap, a replay).
+                again = await client.get(resume)
+                assert again.status == 409, await again.text()
+
+        asyncio.run(main())
+        stopped = subprocess.run(cli("stop", paths.run_id), capture_output=True, text=True, timeout=WITHIN * 2)
+        assert stopped.returncode in (0, 2), stopped.stderr  # 2: it completed first (nothing to stop)
+        wait_for(lambda: not _processes_of(paths.root), WITHIN * 2, "the resumed run's processes to end")
+    finally:
+        fleet.close()
+        _kill(runner, watcher, *_processes_of(paths.root))
