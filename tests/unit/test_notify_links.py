@@ -201,3 +201,30 @@ def test_unlinked_cuts_every_token() -> None:
     text = f"POST failed: {{'message': 'Approve: {PUBLIC}/a/{token}'}} and {token} alone"
     out = unlinked(text)
     assert token not in out and token.split(".")[1] not in out and "/a/…" in out
+
+
+def _config(text: str) -> None:
+    import os
+
+    Path(os.environ["AGENT_CONSOLE_CONFIG"]).write_text(text)
+
+
+def test_the_links_settings_are_the_operators_config_or_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from console.engine.job import JobError
+
+    _config('[serve]\npublic_url = "https://phone.example.org/x/"\nlink_ttl_hours = 2\n')
+    links = link_settings(load_settings())
+    assert links is not None and links.public_url == "https://phone.example.org/x"
+    assert links.ttl == timedelta(hours=2) and links.data_dir == load_settings().data_dir
+    monkeypatch.setenv("AGENT_CONSOLE_SERVE_LINK_TTL_HOURS", "0.5")
+    monkeypatch.setenv("AGENT_CONSOLE_SERVE_PUBLIC_URL", "http://10.0.0.2:8765")
+    links = link_settings(load_settings())
+    assert links is not None and (links.public_url, links.ttl) == ("http://10.0.0.2:8765", timedelta(minutes=30))
+    for value, said in (("soon", "AGENT_CONSOLE_SERVE_LINK_TTL_HOURS: expected hours"),
+                        ("0", "greater than 0"), ("721", "less than or equal to 720")):
+        monkeypatch.setenv("AGENT_CONSOLE_SERVE_LINK_TTL_HOURS", value)
+        with pytest.raises(JobError, match=said):
+            load_settings()
+    monkeypatch.delenv("AGENT_CONSOLE_SERVE_LINK_TTL_HOURS")
+    monkeypatch.setenv("AGENT_CONSOLE_SERVE_PUBLIC_URL", "")  # empty: no links
+    assert link_settings(load_settings()) is None
