@@ -244,3 +244,52 @@ def test_a_died_runners_resume_link_resumes_it_once_through_serve(server: Loopba
     finally:
         fleet.close()
         _kill(runner, watcher, *_processes_of(paths.root))
+
+
+def test_a_gave_up_runs_links_acknowledge_it_and_then_resume_answers_nothing(make_job: Any, tmp_path: Path,
+                                                                             server: Loopback) -> None:
+    # The run's own notifier (the command line's: the operator's config read there) links a gave-up run's
+    # acknowledge and resume to its need; serve's door accepts them against the fleet's row of the ended run.
+    import json
+    import uuid
+
+    from console.cli import main
+    from console.outcome import EXIT_GAVE_UP
+    from tests.integration.test_acknowledge_run import GIVE_UP
+
+    configure(f'[serve]\npublic_url = "{PUBLIC}"\n')
+    paths = make_job()
+    script = tmp_path / f"script-{uuid.uuid4().hex[:6]}.json"
+    script.write_text(json.dumps([GIVE_UP]))
+    assert main(["run", str(paths.root), "--headless", "--in-place", "--script", str(script),
+                 "--notify", server.url("json", "hook")]) == EXIT_GAVE_UP
+    [told] = [r for r in server.wait_for(1) if "gave up" in r.body["title"]]
+    resume, acknowledge = LINK.findall(told.body["message"])
+    settings = load_settings()
+    fleet = Fleet(settings.store_path, now=lambda: datetime.now(UTC))
+    rows = [r for r in fleet.poll() if r.id == paths.run_id]
+    fleet.close()
+    auth = au.Auth()
+    acting = Acting(settings.store_path, settings.store_url)
+    door = LinkDoor(auth, lambda: Seal.of(settings.data_dir), al.UsedLinks(settings.data_dir), lambda: rows,
+                    acting.answer, lambda: datetime.now(UTC))
+
+    async def main_() -> None:
+        app = WebApp(auth, FleetFeed(lambda: (rows, "")), poll=0.1, act=acting, links=door).build()
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            assert (await client.get(resume)).status == 200  # it would resume: its page, nothing done
+            page = await client.get(acknowledge)
+            form = re.search(r'name="form" value="([^"]+)"', await page.text())
+            assert page.status == 200 and form is not None
+            resp = await client.post(acknowledge, data={"form": form.group(1)})
+            assert resp.status == 200, await resp.text()
+            acked = [e for e in ev.read_events(paths.events) if isinstance(e, ev.RunAcknowledged)]
+            assert len(acked) == 1 and acked[0].by.startswith("web link ")
+            # Acknowledged, the run asks no more: the same message's resume answers nothing now.
+            fresh = Fleet(settings.store_path, now=lambda: datetime.now(UTC))
+            rows[:] = [r for r in fresh.poll() if r.id == paths.run_id]
+            fresh.close()
+            page = await client.get(resume)
+            assert page.status == 409 and "nothing was done" in await page.text()
+
+    asyncio.run(main_())
