@@ -16,8 +16,13 @@ dead channel delays no other; a working one is told within a second or two of th
 turns into an ``error`` event, where="notify"). Apprise URLs carry tokens and passwords: what is shown of one,
 anywhere, is only ``scheme://host`` (:func:`shown_url`), and Apprise's own log lines are kept from the terminal.
 
-Why one module of ~610 lines: a need's message, its reminders and the channels that send them share one state
-under one lock (what was told, since when, what answered it, what is queued), and the URL helpers are what
+With serve's public URL in the operator's config (``[serve] public_url``: :class:`LinkSettings`), a need's message
+carries action links that answer it from a phone (console.engine.action_links: signed under the operator's seal,
+bound to the run, the action and the request, as console.view.answers spells it, used once, expiring), above the
+shell's commands; ntfy shows them as buttons that open each link's page. A link's token never reaches an error line.
+
+Why one module of ~830 lines: a need's message, its reminders, its links and the channels that send them share one
+state under one lock (what was told, since when, what answered it, what is queued), and the URL helpers are what
 keeps that state's secrets out of every message.
 """
 
