@@ -16,8 +16,13 @@ dead channel delays no other; a working one is told within a second or two of th
 turns into an ``error`` event, where="notify"). Apprise URLs carry tokens and passwords: what is shown of one,
 anywhere, is only ``scheme://host`` (:func:`shown_url`), and Apprise's own log lines are kept from the terminal.
 
-Why one module of ~610 lines: a need's message, its reminders and the channels that send them share one state
-under one lock (what was told, since when, what answered it, what is queued), and the URL helpers are what
+With serve's public URL in the operator's config (``[serve] public_url``: :class:`LinkSettings`), a need's message
+carries action links that answer it from a phone (console.engine.action_links: signed under the operator's seal,
+bound to the run, the action and the request, as console.view.answers spells it, used once, expiring), above the
+shell's commands; ntfy shows them as buttons that open each link's page. A link's token never reaches an error line.
+
+Why one module of ~830 lines: a need's message, its reminders, its links and the channels that send them share one
+state under one lock (what was told, since when, what answered it, what is queued), and the URL helpers are what
 keeps that state's secrets out of every message.
 """
 
@@ -31,15 +36,19 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from console.engine import action_links as al
 from console.engine import events as ev
 from console.engine.clock import Clock, SystemClock
 from console.engine.needs import NEW_EACH_TIME, label
 from console.engine.text import safe_text
+
+if TYPE_CHECKING:
+    from console.settings import Settings
 
 # The most a body carries (ntfy takes 4 kB in a message before it makes it an attachment).
 BODY_LIMIT = 3500
@@ -199,6 +208,52 @@ class Message:
     body: str
     kind: str  # apprise NotifyType value: info | success | warning | failure
     ts: float  # the clock's monotonic time of the event (for the send's latency)
+    # The action links the body carries, as (button label, URL): a channel with buttons (ntfy) shows them as such.
+    actions: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class LinkSettings:
+    """Where the notifications' action links point (``[serve] public_url``: serve's address as a phone reaches it,
+    checked by console.settings.check_public_url) and how long each holds; the key that signs them is the operator's
+    seal, in ``data_dir``."""
+
+    public_url: str
+    data_dir: Path
+    ttl: timedelta = al.DEFAULT_TTL
+
+
+def link_settings(settings: Settings) -> LinkSettings | None:
+    """The operator's settings' links (None: no public URL configured, so no links). Read from the operator's own
+    config and environment only: a job.toml has no [serve] (a job folder does not choose where links go)."""
+    serve = settings.serve
+    if not serve.public_url:
+        return None
+    return LinkSettings(serve.public_url, Path(settings.data_dir), timedelta(hours=serve.link_ttl_hours))
+
+
+# What each action link offers, in the body and as a button (ntfy shows at most three).
+LINK_WORDS: dict[str, tuple[str, str]] = {
+    "approve": ("Approve", "approve the restart"),
+    "deny": ("Deny", "deny it (the run ends; resumable)"),
+    "resume": ("Resume", "resume the run"),
+    "acknowledge": ("Acknowledge", "acknowledge its end (it asks no more)"),
+}
+# A link's token in a URL (console.engine.action_links: two base64url parts): what an error line never shows.
+_TOKEN_IN_TEXT = re.compile(r"/a/[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}|[A-Za-z0-9_-]{40,}\.[A-Za-z0-9_-]{40,}")
+
+
+def unlinked(text: str) -> str:
+    """``text`` with every action link's token cut out (a channel's failure may quote the message it was sent)."""
+    return _TOKEN_IN_TEXT.sub(lambda m: "/a/…" if m.group(0).startswith("/a/") else "…", text)
+
+
+def ntfy_actions(actions: Iterable[tuple[str, str]]) -> str:
+    """ntfy's ``X-Actions`` header for the links (https://docs.ntfy.sh/publish/#action-buttons): each a ``view``
+    action, which opens the link's page in the browser; never an ``http`` action, which would POST from the phone
+    with no page shown (a link acts only by its page's button). Labels and URLs hold no "," or ";" (the public URL
+    is checked for that)."""
+    return "; ".join(f"view, {label}, {url}" for label, url in list(actions)[:3])
 
 
 @dataclass
@@ -215,6 +270,10 @@ class _Need:
     reminders: int = 0
     ended: bool = False  # the run ended with it (a gave-up run): the operator's resume is its answer
     approved: int = 0  # a new request each time (a restart): how many of its kind the operator approved before
+    answers: str = ""  # "Answer from a shell:" and its commands (the links go above them)
+    # The action links it offers: (action, the request it answers, the links' nonce). Each message of the need
+    # (its reminders) carries links with the same nonces and a later expiry: one answer in all, whichever is used.
+    offers: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass
@@ -243,8 +302,13 @@ class Notifier:
 
     def __init__(self, urls: Iterable[str], run_id: str, job: str, *, clock: Clock | None = None,
                  on_error: Callable[[str], None] | None = None, notify_on_end: bool = True,
-                 remind: Iterable[float] | None = None, look: bool = True, folder: Path | str | None = None) -> None:
+                 remind: Iterable[float] | None = None, look: bool = True, folder: Path | str | None = None,
+                 links: LinkSettings | None = None) -> None:
         self.run_id = run_id
+        # Action links in the needs' messages (None: no public URL, no links); their key is read at the first one.
+        self.links = links
+        self._seal: Any = None
+        self._pending_seq = 0  # the restart_pending event waiting (its seq), as the fleet's row says it
         self.folder = folder  # the run's folder: one deleted or moved away has nothing to resume
         self.job = safe_text(job, one_line=True, join=True, limit=120)
         self.clock = clock or SystemClock()
@@ -366,17 +430,31 @@ class Notifier:
             message = Message(f"agent-console: run {rid} died ({how})", _cut(body), "failure", self.clock.monotonic())
             self._send(message)
             return message
+        links = self._mint(self._died_offers())
         body = "\n".join([
             f"{self.job} (run {rid}) died at {_at(when, now)} ({how}); no process runs it."
             + (f" {_line(why, 300)}" if why else ""),
             "", "Its last step is kept: what it did is recorded, and a resume does nothing twice.",
-            "", "Go on from a shell:",
+            "", *self._phone(links), "Go on from a shell:",
             f"  agent-console resume {rid}   (the job goes on where it was)",
             f"  agent-console logs {rid}   (what it did)",
             "", f"Its log: {_line(str(log), 600)}"])
-        message = Message(f"agent-console: run {rid} died ({how})", _cut(body), "failure", self.clock.monotonic())
+        message = Message(f"agent-console: run {rid} died ({how})", _cut(body), "failure", self.clock.monotonic(),
+                          tuple((LINK_WORDS[a][0], url) for a, url in links))
         self._send(message)
         return message
+
+    def _died_offers(self) -> tuple[tuple[str, str, str], ...]:
+        """A died run's resume link: it answers the run as its log was left (console.view.answers: ``died:SEQ``,
+        the log's last seq now, what serve's door reads there when the link is opened)."""
+        if self.links is None or self.folder is None:
+            return ()
+        from console.engine.events.log import last_seq
+        from console.engine.job import JobPaths
+        from console.view.answers import request_for
+
+        request = request_for("resume", died_seq=last_seq(JobPaths(Path(self.folder)).events))
+        return (("resume", request, _nonce()),) if request is not None else ()
 
     # -- needs, answers, reminders -------------------------------------------------------------
     def _follow(self, e: ev.EventBase, now: float | None = None) -> _Need | None:
@@ -398,13 +476,19 @@ class Notifier:
                 else:
                     times, first, since = 1, e.ts, e.ts
                 approved = self._approved.get(e.reason)
-                need = self._need = _Need(e.reason, since, self._need_body(e, since, approved), times, first,
-                                          e.paused, approved=approved[0] if approved is not None else 0)
+                body, answers = self._need_body(e, since, approved)
+                need = self._need = _Need(e.reason, since, body, times, first, e.paused,
+                                          approved=approved[0] if approved is not None else 0, answers=answers,
+                                          offers=self._offers(e) if now is not None else ())
                 if now is not None and self.remind and e.reason not in ENDING:
                     need.due = now + self.remind[0] * 60
                     self._start_timer()
                 self._state.notify_all()
                 return need
+            if isinstance(e, ev.RestartPending):
+                self._pending_seq = e.seq
+            elif isinstance(e, ev.RestartApproved | ev.RestartDenied):
+                self._pending_seq = 0
             if isinstance(e, ev.NeedsOperatorCleared):
                 if need is not None and need.reason == e.reason:
                     if _lets_it_go_on(e.by):
@@ -424,7 +508,9 @@ class Notifier:
                     need.due = None  # no process waits on it any more: nothing to remind
                     # A signal's end (interrupted) answered nothing: the next process asks again, the same wait.
                     need.ended = e.reason != "interrupted"
-            elif isinstance(e, ev.SessionStarted) and e.reason in ("new", "resume") and need is not None:
+            elif isinstance(e, ev.SessionStarted) and e.reason in ("new", "resume"):
+                self._pending_seq = 0  # as the fleet's fold: a new process asks anew
+            if isinstance(e, ev.SessionStarted) and e.reason in ("new", "resume") and need is not None:
                 if need.ended:
                     # The run had ended needing its operator, who resumed it: that was the answer.
                     self._answered[need.reason] = (e.ts, need.times, need.first)
@@ -447,7 +533,8 @@ class Notifier:
             before = f"; {need.approved} approved before" if need.approved else ""
             title = (f"agent-console: run {self.run_id} needs you{' again' if again else ''} ({label(e.reason)}"
                      f"{before}){count}")
-        return Message(title, need.body, kind, now)
+        body, actions = self._compose(need)
+        return Message(title, body, kind, now, actions)
 
     def remind_due(self) -> Message | None:
         """A reminder of the need nobody answered, sent now if one is due (at most one, whatever time passed: a
@@ -468,9 +555,10 @@ class Notifier:
                     f"{_at(need.since, wall)} ({waited}); nothing answered it yet.")
             if need.times > 1:
                 head += f" Asked {need.times} times since {_at(need.first, wall)}."
-            body = _cut(f"{head}\n\n{need.body}")
+            body, actions = self._compose(need, head)
             # Urgent from the second reminder on (or for a need that came back): an hour and more of waiting.
-            message = Message(title, body, "failure" if need.reminders > 1 or need.times > 1 else "warning", now)
+            message = Message(title, body, "failure" if need.reminders > 1 or need.times > 1 else "warning", now,
+                              actions)
             self._send(message)  # under _state: an answer that clears the need comes before or after, not between
         return message
 
@@ -494,7 +582,8 @@ class Notifier:
             self.remind_due()
 
     def _need_body(self, e: ev.NeedsOperator, since: datetime,
-                   approved: tuple[int, datetime] | None = None) -> str:
+                   approved: tuple[int, datetime] | None = None) -> tuple[str, str]:
+        """The need's message (what it is, its evidence, since when) and the commands that answer it."""
         rid = self.run_id
         lines = [f"{self.job} (run {rid}): {_line(e.message, 600)}"]
         if approved is not None:  # a new request each time: the earlier ones were answered, this one is new
@@ -515,8 +604,79 @@ class Notifier:
                        f"agent-console logs {rid}   (what it did and why)"]
         else:
             answers = [f"agent-console resume {rid}", f"agent-console stop {rid}", f"agent-console attach {rid}"]
-        lines += ["", "Answer from a shell:", *(f"  {a}" for a in answers)]
-        return _cut("\n".join(lines))
+        return "\n".join(lines), "\n".join(["Answer from a shell:", *(f"  {a}" for a in answers)])
+
+    def _offers(self, e: ev.NeedsOperator) -> tuple[tuple[str, str, str], ...]:
+        """The action links ``e`` gets (none without a public URL): approve and deny for a restart (the request:
+        the restart_pending event that waits, as the fleet's row names it), resume for a paused run (a stop, an
+        outage: the needs_operator event), acknowledge and resume for a run whose agent gave up. A crash asks
+        with no link: its end clears the need it names, so no request would be left for a link to answer."""
+        from console.view.answers import request_for
+
+        if self.links is None:
+            return ()
+        if e.reason == "restart_approval":
+            actions: tuple[str, ...] = ("approve", "deny")
+        elif e.reason == "gave_up":
+            actions = ("resume", "acknowledge")
+        elif e.reason not in ENDING and e.paused:
+            actions = ("resume",)
+        else:
+            return ()
+        out = []
+        for action in actions:
+            request = request_for(action, pending_seq=self._pending_seq, needs_seq=e.seq)
+            if request is not None:
+                out.append((action, request, _nonce()))
+        return tuple(out)
+
+    def _compose(self, need: _Need, head: str = "") -> tuple[str, tuple[tuple[str, str], ...]]:
+        """The need's body as sent now: ``head`` (a reminder's first line), its message, its action links (each
+        minted now: the same nonce as every message of this need, an expiry from now) above the shell's commands;
+        and the links as buttons. The message is cut, never the links or the commands."""
+        links = self._mint(need.offers)
+        lines = self._phone(links)
+        tail = "\n".join([*lines, need.answers]) if need.answers else "\n".join(lines)
+        text = f"{head}\n\n{need.body}" if head else need.body
+        room = BODY_LIMIT - len(tail) - 2
+        if len(text) > room:
+            text = text[: max(0, room - 1)] + "…"
+        body = f"{text}\n\n{tail}" if tail else text
+        return body, tuple((LINK_WORDS[a][0], url) for a, url in links)
+
+    def _phone(self, links: list[tuple[str, str]]) -> list[str]:
+        """The lines of the action links (above the shell's commands, a blank line after them); none for none."""
+        if not links:
+            return []
+        ttl = self.links.ttl if self.links is not None else al.DEFAULT_TTL
+        wall = self.clock.now()
+        until = _at(wall + min(ttl, al.MAX_TTL), wall)
+        return [f"Answer from your phone (each link works once, until {until}):",
+                *(f"  {LINK_WORDS[a][1].capitalize()}: {url}" for a, url in links), ""]
+
+    def _mint(self, offers: Iterable[tuple[str, str, str]]) -> list[tuple[str, str]]:
+        """(action, URL) of each offer, signed now under the operator's seal for this run's folder; none when the
+        key cannot be read (said once: the messages go on, with the shell's commands)."""
+        settings = self.links
+        offers = list(offers)
+        if settings is None or not offers or self.folder is None:
+            return []
+        try:
+            if self._seal is None:
+                from console.engine.seal import Seal
+
+                self._seal = Seal.of(settings.data_dir)
+            now = self.clock.now()
+            return [(action, f"{settings.public_url}/a/" + al.mint(
+                self._seal, self.folder, self.run_id, cast(al.Action, action), request=request, now=now,
+                ttl=settings.ttl, nonce=nonce)) for action, request, nonce in offers]
+        except (OSError, ValueError) as exc:
+            self.links = None
+            if self.on_error is not None:
+                with contextlib.suppress(Exception):
+                    self.on_error(f"the notifications carry no action links: {_line(str(exc), 200)}; answer from "
+                                  "a shell (each message names the commands)")
+            return []
 
     # -- sending -------------------------------------------------------------------------------
     def _send(self, message: Message) -> None:
@@ -559,8 +719,9 @@ class Notifier:
             # ``?format=html``) or Markdown (Slack, Discord, ``?format=markdown``), where an agent's
             # ``<a href=...>`` or ``[Approve](https://...)`` would be a link on the operator's phone; with it,
             # Apprise escapes the text for the channel's format.
-            ok = bool(channel.plugin.notify(body=no_mentions(message.body), title=no_mentions(message.title),
-                                            notify_type=NotifyType(message.kind), body_format=NotifyFormat.TEXT))
+            plugin = _with_buttons(channel, message.actions)
+            ok = bool(plugin.notify(body=no_mentions(message.body), title=no_mentions(message.title),
+                                    notify_type=NotifyType(message.kind), body_format=NotifyFormat.TEXT))
         except Exception as exc:
             ok, why = False, f"{type(exc).__name__}: {exc}"
         else:
@@ -569,7 +730,10 @@ class Notifier:
             said = _last_warning.pop(ident, "")
         if ok:
             return True, ""
-        return False, redact(why or said or "the channel did not accept the message", channel.url, channel.shown)
+        # A failure's words may quote the message (Apprise's ntfy plugin quotes its payload on an I/O error): the
+        # links' tokens, each a credential for one answer, are cut out before anything else looks at the line.
+        return False, redact(unlinked(why or said or "the channel did not accept the message"), channel.url,
+                             channel.shown)
 
     def _failed(self, channel: _Channel, why: str) -> None:
         if channel.failed:
@@ -598,6 +762,29 @@ class Notifier:
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         return not any(t.is_alive() for t in threads)
+
+
+def _nonce() -> str:
+    import secrets
+
+    return secrets.token_urlsafe(16)
+
+
+def _with_buttons(channel: _Channel, actions: tuple[tuple[str, str], ...]) -> Any:
+    """The plugin that sends a message with ``actions``: for ntfy, an instance of its plugin made from the
+    channel's URL with the message's buttons (Apprise's ntfy plugin takes them as its ``actions`` argument, sent as
+    the ``X-Actions`` header); for every other channel, its own plugin (the links are in the text)."""
+    plugin = channel.plugin
+    if not actions or type(plugin).__name__ != "NotifyNtfy":
+        return plugin
+    kind = type(plugin)
+    args = kind.parse_url(channel.url)
+    if not args:
+        return plugin
+    args["actions"] = ntfy_actions(actions)
+    with_buttons = kind(**args)
+    with_buttons.request_rate_per_sec = plugin.request_rate_per_sec
+    return with_buttons
 
 
 def _line(text: str, limit: int) -> str:

@@ -122,6 +122,55 @@ class KubernetesSettings(BaseModel):
     ttl_after_finished: int = Field(default=7 * 24 * 3600, ge=0, le=2**31 - 1)  # an int32 in the Job's spec
 
 
+# What a public URL may hold in its path: it is written into the notifications' links and into ntfy's action
+# header (whose fields are separated by "," and ";"), so nothing that needs quoting anywhere.
+_URL_PATH = re.compile(r"^[A-Za-z0-9._~/-]*$")
+MAX_LINK_TTL_HOURS = 30 * 24  # console.engine.action_links.MAX_TTL
+
+
+def check_public_url(text: str, where: str = "") -> str:
+    """``text`` as serve's public URL (the address browsers, and the notifications' links, use): http or https, a
+    host, no user or password, no query or fragment, a plain path; without its trailing "/". A ValueError of one
+    line naming ``where`` otherwise (the value is not repeated: a URL pasted into the wrong key may hold a token)."""
+    from urllib.parse import urlsplit
+
+    usage = "give the address browsers use to reach serve, such as https://console.example.org"
+    where = f"{where}: " if where else ""
+    try:
+        parts = urlsplit(text.strip())
+        if parts.port == 0:
+            raise ValueError("port 0")
+    except ValueError:
+        raise ValueError(f"{where}not a URL; {usage}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{where}not an http:// or https:// URL with a host; {usage}")
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise ValueError(f"{where}holds a user or password, which every link would carry; {usage}")
+    if parts.query or parts.fragment or "?" in text or "#" in text:
+        raise ValueError(f"{where}holds a query or a fragment; {usage}")
+    if not _URL_PATH.match(parts.path) or not re.fullmatch(r"[A-Za-z0-9.:\[\]-]+", parts.netloc):
+        raise ValueError(f"{where}holds characters a link cannot carry unquoted; {usage}")
+    return f"{parts.scheme}://{parts.netloc}{parts.path}".rstrip("/")
+
+
+class ServeSettings(BaseModel):
+    """``[serve]``: the operator's web server (console.web) as the notifications' links name it: ``public_url``, the
+    address a phone reaches it at (unset: notifications carry no links); ``link_ttl_hours``, how long a link holds.
+    The operator's config only: a job.toml has no [serve] (a job folder is not trusted to choose where links go)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    public_url: str | None = None
+    link_ttl_hours: float = Field(default=24.0, gt=0, le=MAX_LINK_TTL_HOURS)
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        return check_public_url(value)
+
+
 NOTIFY_ENV = {"urls": "AGENT_CONSOLE_NOTIFY_URLS", "on_end": "AGENT_CONSOLE_NOTIFY_ON_END",
               "remind_minutes": "AGENT_CONSOLE_NOTIFY_REMIND_MINUTES"}
 TRUE_WORDS, FALSE_WORDS = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
@@ -153,7 +202,8 @@ def remind_minutes_env(raw: str) -> list[float]:
 class NotifyEnvSource(PydanticBaseSettingsSource):
     """``AGENT_CONSOLE_NOTIFY_URLS`` (URLs separated by commas or spaces), ``AGENT_CONSOLE_NOTIFY_ON_END``
     (true/false) and ``AGENT_CONSOLE_NOTIFY_REMIND_MINUTES`` (:func:`remind_minutes_env`): each overrides its key
-    of the config file's ``[notify]`` table (what a pod on Kubernetes is given: console.kube.carry)."""
+    of the config file's ``[notify]`` table (what a pod on Kubernetes is given: console.kube.carry). Likewise
+    ``AGENT_CONSOLE_SERVE_PUBLIC_URL`` and ``AGENT_CONSOLE_SERVE_LINK_TTL_HOURS`` for ``[serve]``'s keys."""
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
         return None, field_name, False  # unused: __call__ reads the variables at once
@@ -171,7 +221,21 @@ class NotifyEnvSource(PydanticBaseSettingsSource):
             out["on_end"] = word in TRUE_WORDS
         if (raw := env.get(NOTIFY_ENV["remind_minutes"])) is not None:
             out["remind_minutes"] = remind_minutes_env(raw)
-        return {"notify": out} if out else {}
+        serve: dict[str, Any] = {}
+        for key, name in SERVE_ENV.items():
+            if (raw := os.environ.get(name)) is not None:
+                serve[key] = raw.strip() if key == "public_url" else _hours_env(name, raw)
+        return {**({"notify": out} if out else {}), **({"serve": serve} if serve else {})}
+
+
+SERVE_ENV = {"public_url": "AGENT_CONSOLE_SERVE_PUBLIC_URL", "link_ttl_hours": "AGENT_CONSOLE_SERVE_LINK_TTL_HOURS"}
+
+
+def _hours_env(name: str, raw: str) -> float:
+    try:
+        return float(raw.strip())
+    except ValueError:
+        raise JobError(f"{name}: expected hours, such as 24 (0 < hours <= {MAX_LINK_TTL_HOURS})") from None
 
 
 _FILE_MODELS: dict[type, type[BaseModel]] = {}
@@ -270,6 +334,8 @@ class Settings(BaseSettings):
     notify: NotifySettings = Field(default_factory=NotifySettings)
     # What submit --kubernetes makes ([kubernetes] ttl_after_finished = SECONDS; see KubernetesSettings).
     kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)
+    # Where serve is reached, for the notifications' action links ([serve] public_url, link_ttl_hours).
+    serve: ServeSettings = Field(default_factory=ServeSettings)
     # The jobs store: unset, the embedded one (jobs.db in the data dir); a postgresql:// URL, a PostgreSQL server
     # that every machine of a team points at (runs, events, commands). A secret: its password is never shown.
     store: SecretStr | None = None

@@ -158,7 +158,8 @@ def report(root: str, how: str, out: Any = None, clock: Any = None) -> bool:
     try:
         # Only a record this operator's harness sealed for this folder chooses where the news goes (a folder's
         # own .console/ from elsewhere names its author's channels: console.engine.provenance).
-        record = read_launch(paths, Seal.of(load_settings().data_dir))
+        settings = load_settings()
+        record = read_launch(paths, Seal.of(settings.data_dir))
     except (LaunchError, JobError, OSError, ValueError) as exc:
         print(f"agent-console: its channels cannot be told: {safe_text(str(exc), one_line=True, join=True)}",
               file=out, flush=True)
@@ -166,13 +167,13 @@ def report(root: str, how: str, out: Any = None, clock: Any = None) -> bool:
     urls = record.notify if record is not None else ()
     if not urls:
         return True
-    from console.notify import Notifier
+    from console.notify import Notifier, link_settings
 
     def failed(line: str) -> None:
         print(f"agent-console: {line}", file=out, flush=True)
 
     notifier = Notifier(list(urls), paths.run_id, job_name(paths.root), clock=clock, on_error=failed, remind=(),
-                        look=False, folder=paths.root)
+                        look=False, folder=paths.root, links=link_settings(settings))
     # The out-of-memory killer sends SIGKILL too: the message names both.
     notifier.died(how, when, log, "A kill -9, or the system out of memory."
                   if how.endswith("SIGKILL") or how == "killed" else "")

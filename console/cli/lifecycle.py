@@ -407,20 +407,28 @@ def _notifier(sup: Any, paths: Any, urls: tuple[str, ...], on_end: bool = True,
     """The operator's channels (Apprise URLs) told when the run needs them, and reminded while nobody answers
     (``remind``: the gaps in minutes; None: the defaults); None when there are none. A channel that fails is
     reported once, as an error event naming its scheme and host only; the run goes on. It learns the run's earlier
-    needs from its log first (a resumed run: since when it waits, a need back right after its answer)."""
+    needs from its log first (a resumed run: since when it waits, a need back right after its answer). With a
+    public URL in the operator's config (``[serve] public_url``), the needs' messages carry action links."""
     if not urls:
         return None
     from console.engine import events as ev
     from console.engine.runs import job_name
-    from console.notify import Notifier, history
+    from console.notify import Notifier, history, link_settings
+    from console.settings import load_settings
 
     def failed(line: str) -> None:
         with contextlib.suppress(Exception):  # the run may be closing its log: the line is in runner.log anyway
             sup.events.emit(ev.ErrorEvent, message=line, where="notify")
         err(line)
 
+    try:
+        # The operator's config and environment (read when the run started, so sound): never the job's.
+        links = link_settings(load_settings())
+    except ValueError as exc:
+        links = None
+        err(f"the notifications carry no action links: {exc}")
     notifier = Notifier(list(urls), paths.run_id, job_name(paths.root), clock=sup.clock, on_error=failed,
-                        notify_on_end=on_end, remind=remind, folder=paths.root)
+                        notify_on_end=on_end, remind=remind, folder=paths.root, links=links)
     notifier.prime(history(paths.events))
     sup.subscribe(notifier, text=False)
     return notifier

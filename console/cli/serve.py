@@ -12,7 +12,6 @@ import ipaddress
 import shlex
 import sys
 from typing import Any
-from urllib.parse import urlsplit
 
 from console.cli.common import UsageError, say
 from console.outcome import EXIT_OK
@@ -30,7 +29,8 @@ def add_parser(sub: Any) -> None:
                    help=f"the address to listen on (default {DEFAULT_BIND}; another machine reaches it through a "
                         "tunnel or a reverse proxy: see docs/serve.md)")
     s.add_argument("--public-url", metavar="URL",
-                   help="the address browsers use (a reverse proxy's or tunnel's); default: the bound address")
+                   help="the address browsers use (a reverse proxy's or tunnel's); default: the config's [serve] "
+                        "public_url, else the bound address")
     s.add_argument("--certfile", metavar="PEM", help="serve over TLS with this certificate (and --keyfile)")
     s.add_argument("--keyfile", metavar="PEM", help="the certificate's private key")
     s.add_argument("--no-console", action="store_true", help="do not serve the browser console at /console/")
@@ -53,13 +53,18 @@ def loopback(host: str) -> bool:
         return False
 
 
-def public_url_of(args: argparse.Namespace, host: str, port: int) -> str:
+def public_url_of(args: argparse.Namespace, host: str, port: int, configured: str | None = None) -> str:
+    """--public-url, else the config's ``[serve] public_url`` (the address the notifications' links name, checked
+    when the settings were read), else the bound address."""
     if args.public_url:
-        parts = urlsplit(args.public_url)
-        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
-            raise UsageError(f"serve: --public-url {args.public_url!r}: give the address browsers use, such as "
-                             "https://console.example.org")
-        return str(args.public_url).rstrip("/")
+        from console.settings import check_public_url
+
+        try:
+            return check_public_url(args.public_url, "serve: --public-url")
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    if configured:
+        return configured
     scheme = "https" if args.certfile else "http"
     shown = f"[{host}]" if ":" in host else host
     return f"{scheme}://{shown}:{port}"
@@ -69,7 +74,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import ssl
 
     host, port = parse_bind(args.bind)
-    public = public_url_of(args, host, port)
+    from console.engine.job import JobError
+    from console.settings import load_settings
+
+    try:
+        settings = load_settings()
+    except (JobError, ValueError) as exc:  # a config that cannot be used: its one line, exit 2
+        raise UsageError(str(exc)) from None
+    public = public_url_of(args, host, port, settings.serve.public_url)
     if bool(args.certfile) != bool(args.keyfile):
         raise UsageError("serve: TLS needs both --certfile and --keyfile")
     context = None
@@ -79,12 +91,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
             context.load_cert_chain(args.certfile, args.keyfile)
         except (OSError, ssl.SSLError) as exc:
             raise UsageError(f"serve: the certificate cannot be used: {exc}") from None
-    from console.settings import load_settings
-
-    try:
-        settings = load_settings()
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
     from datetime import UTC, datetime
 
     from aiohttp import web

@@ -49,6 +49,10 @@ SETTINGS: dict[str, tuple[str, str]] = {
         "read_only")},
     "notify.on_end": (VARIABLE, "AGENT_CONSOLE_NOTIFY_ON_END"),
     "notify.remind_minutes": (VARIABLE, "AGENT_CONSOLE_NOTIFY_REMIND_MINUTES (JSON; [] keeps reminders off)"),
+    # A link is checked by the serve of the machine whose folder the run is in: a pod's folder is on its volume,
+    # so a link from a pod would answer nothing here (its notifications carry the shell's commands only).
+    "serve.public_url": (LOCAL, "this machine's serve, for its own runs' action links"),
+    "serve.link_ttl_hours": (LOCAL, "this machine's serve, for its own runs' action links"),
     "kubernetes.ttl_after_finished": (LOCAL, "the submitting machine's: the Job's ttlSecondsAfterFinished"),
     "store": (SECRET, "AGENT_CONSOLE_STORE: in the Secret when the URL holds a password, else a plain variable; "
                       "none: the embedded store on the pod's volume"),
