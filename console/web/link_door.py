@@ -12,6 +12,7 @@ counts as a failed attempt (console.web.auth's limit).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import secrets
@@ -135,7 +136,10 @@ class LinkDoor:
         command_id = spent.command_id or command_id_of(claim)
         if not spent.fresh and self.delivered(row, command_id):
             return self._page("This link was used", "It answered already; each link answers once.", 409)
-        why = self.answer(row, claim.action, command_id, source)
+        # In a worker thread: a resume starts the run's process and waits for it to hold the run (seconds), and
+        # the pages of every other client go on meanwhile.
+        why = await asyncio.get_running_loop().run_in_executor(None, self.answer, row, claim.action, command_id,
+                                                               source)
         if why is not None:
             return self._page("Not sent", f"{why}. {al.answer_elsewhere(claim)}.", 409)
         if not spent.fresh:  # sent again (the same command: a crash may have come between) and said as used

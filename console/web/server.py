@@ -102,6 +102,12 @@ class FleetFeed:
     # One thread reads the fleet, always the same (a Fleet is read from one thread: its store's connection).
     reader: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "fleet-feed"))
 
+    async def ready(self) -> None:
+        """Read the fleet now if it was never read (a page asked before the first reading: "no run" would be
+        untrue)."""
+        if not self.version:
+            await self.refresh()
+
     async def refresh(self) -> None:
         rows, error = await asyncio.get_running_loop().run_in_executor(self.reader, self.read)
         if rows != self.rows or error != self.error or not self.version:
@@ -244,6 +250,7 @@ class WebApp:
 
     async def fleet(self, request: web.Request) -> web.StreamResponse:
         session = request[SESSION_KEY]
+        await self.feed.ready()
         return web.Response(text=pages.fleet_page(self.feed.rows, session.csrf, self.feed.error),
                             content_type="text/html")
 
@@ -353,6 +360,7 @@ class WebApp:
         for name, value in HEADERS.items():
             response.headers[name] = value
         await response.prepare(request)
+        await self.feed.ready()
         seen = -1
         try:
             while self.auth.session(session.id) is session:  # logged out or expired: the stream ends

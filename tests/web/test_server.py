@@ -331,3 +331,28 @@ def test_a_form_sent_twice_is_one_command() -> None:
         assert f'name="once" value="{once.group(1)}"' in ask
 
     acting(test)
+
+
+def test_a_page_asked_before_the_fleets_first_reading_waits_for_it() -> None:
+    """A page (or its live stream) asked while the fleet is still being read for the first time shows the runs
+    once read, never "no run" meanwhile."""
+    import threading
+
+    released = threading.Event()
+
+    def slow() -> tuple[list[FleetRow], str]:
+        assert released.wait(60)
+        return [row()], ""
+
+    async def main() -> None:
+        auth = au.Auth()
+        app = WebApp(auth, FleetFeed(slow), poll=0.05).build()
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            await logged_in(client, auth)
+            page = asyncio.ensure_future(client.get("/"))
+            await asyncio.sleep(0.3)
+            assert not page.done()  # waiting for the first reading, not drawing an empty fleet
+            released.set()
+            assert 'id="run-r1"' in await (await page).text()
+
+    asyncio.run(main())
