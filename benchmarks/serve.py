@@ -51,7 +51,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -124,9 +124,9 @@ class Home:
 def turn_lines(seq: int, turn: int, ts: str) -> list[str]:
     """One turn's five events as a run logs them, from ``seq`` on; the assistant's message says ``bench event
     SEQ`` (the page's story shows it: what a reader of the page looks for)."""
-    base = {"v": 1, "ts": ts, "session": 1, "turn": turn}
+    base: dict[str, Any] = {"v": 1, "ts": ts, "session": 1, "turn": turn}
     call = f"c{turn}"
-    return [json.dumps({**base, **fields, "seq": seq + i}) for i, fields in enumerate((
+    kinds: tuple[dict[str, Any], ...] = (
         {"type": "turn_started", "prompt_tokens_est": 12_000},
         {"type": "assistant_message", "text": f"Reading part {turn}: bench event {seq + 1}",
          "tool_calls": [{"id": call, "name": "read_file", "arguments": "{}"}]},
@@ -135,7 +135,8 @@ def turn_lines(seq: int, turn: int, ts: str) -> list[str]:
         {"type": "tool_result", "call_id": call, "tool": "read_file", "ok": True, "content": "x" * 200},
         {"type": "token_usage", "input_tokens": 12_000, "output_tokens": 300, "context_tokens": 12_300,
          "context_window": 128_000, "prompt_budget": 110_000, "job_cost_usd": round(0.01 * turn, 4)},
-    ))]
+    )
+    return [json.dumps({**base, **fields, "seq": seq + i}) for i, fields in enumerate(kinds)]
 
 
 def write_run(paths: JobPaths, turns: int, started: datetime) -> int:
@@ -273,7 +274,7 @@ class Client:
         async with self.http.post(f"/run/{rid}/act", data=form) as resp:
             return resp.status, await resp.text()
 
-    async def frames(self, path: str) -> AsyncIterator[tuple[float, str]]:
+    async def frames(self, path: str) -> AsyncGenerator[tuple[float, str], None]:
         """The server-sent events of ``path``: (when each frame was whole, its HTML)."""
         async with self.http.get(path, timeout=aiohttp.ClientTimeout(total=None, sock_read=60)) as resp:
             lines: list[str] = []
@@ -386,9 +387,11 @@ async def bench_action(client: Client, paths: JobPaths, samples: int) -> dict[st
             "action_p50_s": pct(arrived, 50), "action_max_s": max(arrived, default=float("nan"))}
 
 
-def operator_commands(path: Path, offset: int) -> tuple[list[ev.EventBase], int]:
+def answers(path: Path, offset: int) -> tuple[int, list[ev.OperatorCommand], int]:
+    """What the run's log says after ``offset``: restarts pending, operator commands; the new offset."""
     got, offset = ev.read_new(path, offset)
-    return [e for e in got if e.type in ("operator_command", "restart_pending", "session_ended")], offset
+    return (sum(isinstance(e, ev.RestartPending) for e in got), [e for e in got if isinstance(e, ev.OperatorCommand)],
+            offset)
 
 
 async def bench_headless(home: Home, client: Client, approvals: int) -> dict[str, Any]:
@@ -408,11 +411,9 @@ async def bench_headless(home: Home, client: Client, approvals: int) -> dict[str
         for _ in range(approvals):
             deadline = time.monotonic() + 90
             while True:  # a restart pending that no approval answered yet, and the page offering approve
-                got, offset = operator_commands(paths.events, offset)
-                pending += sum(e.type == "restart_pending" for e in got)
-                if any(e.type == "session_ended" for e in got) or proc.poll() is not None:
-                    break
-                if pending > done:
+                more, _, offset = answers(paths.events, offset)
+                pending += more
+                if pending > done or proc.poll() is not None:  # (the run ends: no more to approve)
                     break
                 if time.monotonic() > deadline:
                     raise SystemExit("the headless run never waited for approval")
@@ -427,11 +428,11 @@ async def bench_headless(home: Home, client: Client, approvals: int) -> dict[str
             seen: dict[str, float] = {}
             deadline = time.monotonic() + 30
             while "applied" not in seen and time.monotonic() < deadline:
-                got, offset = operator_commands(paths.events, offset)
+                more, commands, offset = answers(paths.events, offset)
                 now = time.perf_counter()
-                pending += sum(e.type == "restart_pending" for e in got)
-                for e in got:
-                    if e.type == "operator_command" and e.command == "approve_restart" and e.source.startswith("web"):
+                pending += more
+                for e in commands:
+                    if e.command == "approve_restart" and e.source.startswith("web"):
                         seen.setdefault(e.status, now)
                 await asyncio.sleep(0.005)
             if "received" in seen:
@@ -579,7 +580,8 @@ async def bench_live(serve: Serve, client: Client, paths: JobPaths, first_seq: i
     written = writer.seq - first_seq
     # Each message written, until the first frame that showed it (or a newer one): what a reader of the page waits.
     waits = [next((f - at for f, top in seen if top >= mark and f >= at), float("inf")) for at, mark in writer.marks]
-    return {"live_wait_p50_s": pct(waits, 50), "live_wait_max_s": max(waits, default=float("nan")),"live_written": written, "live_shown_last": shown == writer.last, "live_frames": len(lags),
+    return {"live_wait_p50_s": pct(waits, 50), "live_wait_max_s": max(waits, default=float("nan")),
+            "live_written": written, "live_shown_last": shown == writer.last, "live_frames": len(lags),
             "live_caught_up_s": caught, "live_behind_max": 5 * max(behind, default=0),
             "live_lag_p50_s": pct(lags, 50), "live_lag_max_s": max(lags, default=float("nan")),
             "live_cpu_share": cpu, "live_written_rate": written / max(1e-9, writer.marks[-1][0] - t0)}
