@@ -32,6 +32,10 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # not sent, or None.
 Act = Callable[[FleetRow, str, "str | None", str], "str | None"]
 POLL_SECONDS = 1.0  # how often the fleet is read for the live pages (the console's fleet reads as often)
+# How soon the fleet is read again while its logs are not all folded yet (a poll folds a slice of them: serve just
+# started on a fleet of a few hundred runs, say): at once, not a poll a second (benchmarks/serve.py: every run of
+# 200 with its last event 5.9 s after serve's exec, at one read a second).
+CATCH_UP_SECONDS = 0.05
 HEADERS = {
     "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
                                 "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
@@ -85,6 +89,7 @@ class FleetFeed:
     rows: list[FleetRow] = field(default_factory=list)
     error: str = ""
     version: int = 0
+    folded: bool = True  # whether the last read folded every run's log (a Listed says; a plain list: yes)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     # One thread reads the fleet, always the same (a Fleet is read from one thread: its store's connection).
@@ -92,6 +97,7 @@ class FleetFeed:
 
     async def refresh(self) -> None:
         rows, error = await asyncio.get_running_loop().run_in_executor(self.reader, self.read)
+        self.folded = getattr(rows, "folded", True) or bool(error)  # (a store that fails is read a poll later)
         if rows != self.rows or error != self.error or not self.version:
             self.rows, self.error = rows, error
             self.version += 1
@@ -112,7 +118,8 @@ class FleetFeed:
                     self.version += 1
                     self.changed.set()
                     self.changed = asyncio.Event()
-            await asyncio.sleep(every)
+                self.folded = True
+            await asyncio.sleep(every if self.folded else min(every, CATCH_UP_SECONDS))
 
 
 def client_of(request: web.Request) -> str:
