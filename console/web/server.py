@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ POLL_SECONDS = 1.0  # how often the fleet is read for the live pages (the consol
 # started on a fleet of a few hundred runs, say): at once, not a poll a second (benchmarks/serve.py: every run of
 # 200 with its last event 5.9 s after serve's exec, at one read a second).
 CATCH_UP_SECONDS = 0.05
+KEEP_ALIVE_SECONDS = 15.0  # the longest a live page's stream is silent
 HEADERS = {
     "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
                                 "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
@@ -49,6 +51,8 @@ HEADERS = {
     "Cross-Origin-Opener-Policy": "same-origin",
 }
 SESSION_KEY = web.RequestKey("session", Session)
+# A form's own id in a drawing (pages.new_once: new each drawing): what two drawings of the same page differ by.
+ONCE_FIELD = re.compile(r'name="once" value="[^"]*"')
 CONSOLE = "/console/"
 # textual-serve's page draws the terminal with inline script and styles of its own: its pages alone may run them
 # (still only from this server, never framed, no referrer to another site).
@@ -315,18 +319,27 @@ class WebApp:
         for name, value in HEADERS.items():
             response.headers[name] = value
         await response.prepare(request)
-        seen = -1
+        seen, sent, wrote = -1, None, 0.0
+        clock = asyncio.get_running_loop().time
         try:
             while self.auth.session(session.id) is session:  # logged out or expired: the stream ends
                 if self.feed.version != seen:
                     seen = self.feed.version
                     html = await draw()
-                    data = "".join(f"data: {line}\n" for line in html.splitlines() or [""])
-                    await response.write(f"event: list\n{data}\n".encode())
-                else:
+                    # A drawing that shows what the last one sent showed (a running run's elapsed time moved, which
+                    # no page shows, once a second) is not sent: the page in the browser stays as it is (a tap is
+                    # not lost to a redraw; its forms' ids stay valid) and nothing crosses the network.
+                    if (shown := ONCE_FIELD.sub("", html)) != sent:
+                        sent = shown
+                        data = "".join(f"data: {line}\n" for line in html.splitlines() or [""])
+                        await response.write(f"event: list\n{data}\n".encode())
+                        wrote = clock()
+                if clock() - wrote >= KEEP_ALIVE_SECONDS:  # a proxy keeps a stream that says something
                     await response.write(b": keep-alive\n\n")
+                    wrote = clock()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.feed.changed.wait(), timeout=15)
+                    await asyncio.wait_for(self.feed.changed.wait(),
+                                           timeout=max(0.1, KEEP_ALIVE_SECONDS - (clock() - wrote)))
         except ConnectionResetError:  # the page was closed (aiohttp's ClientConnectionResetError is one)
             pass
         return response
