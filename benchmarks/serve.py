@@ -588,26 +588,47 @@ async def bench_live(serve: Serve, client: Client, paths: JobPaths, first_seq: i
 
 
 # -- 4. idle ------------------------------------------------------------------------------------------------------
-async def bench_idle(base: Path, runs: int, seconds: float) -> dict[str, Any]:
-    home = Home(base / f"idle-{runs}")
-    if runs:
-        make_runs(home, runs)
+async def bench_idle(base: Path, runs: int, seconds: float, pages: bool = False) -> dict[str, Any]:
+    """serve with ``runs`` finished runs and nothing happening; ``pages``: one of them live (its lock held, its log
+    still), the fleet page and that run's page open (the frames each page got while nothing on it changed)."""
+    home = Home(base / f"idle-{runs}{'-pages' if pages else ''}")
+    made = make_runs(home, runs - pages, live=int(pages)) if runs else []
+    lock = RunLock(made[-1]) if pages else None
+    assert lock is None or lock.acquire(), "the live run's lock"
     serve = Serve(home)
     client = Client(serve)
+    counts = [0, 0]
+    readers: list[asyncio.Task[None]] = []
+
+    async def count(i: int, path: str) -> None:
+        async for _ in client.frames(path):
+            counts[i] += 1
+
     try:
         await client.log_in()
         while len(rows_of(await client.page())) < runs:
             await asyncio.sleep(0.05)
-        await client.close()  # no page open: serve alone
+        if pages:
+            readers = [asyncio.create_task(count(0, "/live/fleet")),
+                       asyncio.create_task(count(1, f"/live/run/{run_id(made[-1].root)}"))]
         await asyncio.sleep(2.0)  # its first polls folded every log
-        c0, t0 = serve.cpu(), time.perf_counter()
+        c0, t0, before = serve.cpu(), time.perf_counter(), list(counts)
         await asyncio.sleep(seconds)
         cpu = serve.cpu() - c0
         wall = time.perf_counter() - t0
-        return {"idle_cpu_s": cpu, "idle_wall_s": wall, "idle_cpu_share": cpu / wall, "rss_mb": serve.rss_mb()}
+        out = {"idle_cpu_s": cpu, "idle_wall_s": wall, "idle_cpu_share": cpu / wall, "rss_mb": serve.rss_mb()}
+        if pages:
+            out |= {"idle_fleet_frames": counts[0] - before[0], "idle_run_frames": counts[1] - before[1]}
+        return out
     finally:
+        for task in readers:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await client.close()
         serve.stop()
+        if lock is not None:
+            lock.release()
 
 
 # -- the whole ----------------------------------------------------------------------------------------------------
@@ -646,11 +667,15 @@ async def measure(args: argparse.Namespace, base: Path) -> dict[str, Any]:
         finally:
             if server is not None:
                 server.remove()
-    for n in (0, args.idle_runs):
-        fig = await bench_idle(base, n, args.idle_seconds)
-        print(f"serve idle, {n} runs: {fig['idle_cpu_s']:.3f} CPU s in {fig['idle_wall_s']:.1f} s "
+    for n, pages in ((0, False), (args.idle_runs, False), (args.idle_runs, True)):
+        fig = await bench_idle(base, n, args.idle_seconds, pages)
+        what = f"{n} runs" + (", 1 of them live, its page and the fleet page open" if pages else "")
+        print(f"serve idle, {what}: {fig['idle_cpu_s']:.3f} CPU s in {fig['idle_wall_s']:.1f} s "
               f"({fig['idle_cpu_share']:.2%} of a core); RSS {fig['rss_mb']:.0f} MB", flush=True)
-        out |= {f"{k}_{n}runs": v for k, v in fig.items()}
+        if pages:
+            print(f"  frames sent while nothing shown changed: fleet page {fig['idle_fleet_frames']}, run page "
+                  f"{fig['idle_run_frames']}", flush=True)
+        out |= {f"{k}_{n}runs{'_pages' if pages else ''}": v for k, v in fig.items()}
     return out
 
 
