@@ -25,6 +25,8 @@ def test_the_benchmark_does_what_it_times(tmp_path: Path, monkeypatch: pytest.Mo
     assert out["remote_arrived"] == 2  # through the store, to another machine's run's inbox
     assert out["live_written"] >= 100 and out["live_shown_last"]  # the page showed the last event written
     assert out["live_frames"] >= 1
-    for n in (0, 2):
-        assert out[f"rss_mb_{n}runs"] > 0 and out[f"idle_cpu_s_{n}runs"] >= 0
+    for n in ("0runs", "2runs", "2runs_pages"):
+        assert out[f"rss_mb_{n}"] > 0 and out[f"idle_cpu_s_{n}"] >= 0
+    # A live run whose log is still, its page and the fleet page open: nothing new shown, no frame sent.
+    assert out["idle_fleet_frames_2runs_pages"] == out["idle_run_frames_2runs_pages"] == 0
     assert not any(name.startswith("agent-console-bench-serve-") for name in os.listdir(tmp_path))  # cleaned up
