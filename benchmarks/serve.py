@@ -28,7 +28,7 @@ time is the figure to read beside the wall times (another session's work lengthe
 Each figure is printed with its goal and PASS or MISS; the last line is one JSON object. Not a timed test
 (tests/web/test_bench_serve.py runs this machinery at tiny sizes and checks what it did, never how fast).
 
-    python benchmarks/serve.py [--runs 200] [--rate 2000] [--seconds 10] [--idle-seconds 15] [--idle-runs 50]
+    python benchmarks/serve.py [--runs 200] [--rate 2000] [--seconds 10] [--idle-seconds 10] [--idle-runs 50]
                                [--samples 10] [--approvals 3] [--url URL | --no-remote]
 """
 
@@ -735,7 +735,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--approvals", type=int, default=3, help="approvals of a real headless run (0: none)")
     ap.add_argument("--rate", type=float, default=2000.0, help="events a second appended to the live run's log")
     ap.add_argument("--seconds", type=float, default=10.0, help="how long the live run page is followed")
-    ap.add_argument("--idle-seconds", type=float, default=15.0)
+    ap.add_argument("--idle-seconds", type=float, default=10.0)
     ap.add_argument("--idle-runs", type=int, default=50)
     ap.add_argument("--url", default=os.environ.get("AGENT_CONSOLE_STORE") or None,
                     help="a PostgreSQL store for the figure across machines (default: a server of its own)")
