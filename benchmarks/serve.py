@@ -18,12 +18,14 @@ time is the figure to read beside the wall times (another session's work lengthe
    through the store (goal 2 s).
 3. A live run page: events appended to the live run's log at ``--rate`` a second for ``--seconds`` (a turn's five
    events, the assistant's message numbered) while ``GET /live/run/ID`` (the run page's server-sent events) is
-   read as a browser does: at each frame, how many events were written and not yet on the page, and how old the
-   newest one shown is; then how soon the page shows the last event once the writing stops; `serve`'s CPU share
-   meanwhile. The page is drawn again each time the fleet's poll (once a second) sees the run changed, so "not
-   falling behind" is: the newest event on the page is never more than a poll or two old, and the lag does not
-   grow (goal: at most 2 s old at every frame).
-4. `serve` idle: CPU seconds over ``--idle-seconds`` and resident memory, with no run and with ``--idle-runs``.
+   read as a browser does: each message written, until the first frame that shows it (or a newer one); at each
+   frame, how many events were written and not yet shown; how soon the page shows the last event once the writing
+   stops; `serve`'s CPU share meanwhile. The page is drawn again each time the fleet's poll (once a second) sees
+   the run changed, so "not falling behind" is: every event is on the page within a poll or two of its writing,
+   however long the stream (goal 2 s), and the last one is shown.
+4. `serve` idle: CPU seconds over ``--idle-seconds`` and resident memory, with no run, with ``--idle-runs``, and
+   with as many, one of them live (its log still), its page and the fleet page open (the frames each page was
+   sent while nothing it shows changed).
 
 Each figure is printed with its goal and PASS or MISS; the last line is one JSON object. Not a timed test
 (tests/web/test_bench_serve.py runs this machinery at tiny sizes and checks what it did, never how fast).
