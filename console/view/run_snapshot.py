@@ -6,6 +6,7 @@ ConsoleState every view folds) and the tail of its log, each event in the one pr
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -69,13 +70,20 @@ def story_tail(fold: RunFold) -> tuple[tuple[str, str], ...]:
     """The last :data:`TAIL_LINES` lines of the run's story (the events an operator sees, each once), from the last
     :data:`TAIL_BYTES` of its log: its lines parsed from the newest back, only until they hold enough of the story
     (a live page draws this each time its run moves: a busy run's 256 KB were ~1,000 events parsed for 40 lines)."""
-    try:
-        with open(fold.paths.events, "rb") as fh:
-            start = max(0, os.fstat(fh.fileno()).st_size - TAIL_BYTES)
-            fh.seek(start)
-            data = fh.read(TAIL_BYTES)
+    try:  # as every reader of a log opens it: never blocking, and only a file (a named pipe there is no log)
+        fd = os.open(fold.paths.events, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return ()
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return ()
+        start = max(0, st.st_size - TAIL_BYTES)
+        data = os.pread(fd, TAIL_BYTES, start)
+    except OSError:
+        return ()
+    finally:
+        os.close(fd)
     raws = data.split(b"\n")[1 if start else 0:-1]  # whole lines only: not one the cut began, nor one being written
     newest: list[tuple[ev.EventBase, present.Presented | None]] = []  # each with its line (None: none of its own)
     lines_found = 0

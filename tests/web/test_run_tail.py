@@ -5,6 +5,8 @@ parsed its log's last 256 KB, ~1,000 events, for each drawing), and as far back 
 from __future__ import annotations
 
 import json
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -87,3 +89,14 @@ def test_the_tail_is_the_last_lines_of_the_whole_story(tmp_path: Path, turns: in
     fold, _ = a_run_with_turns(tmp_path, turns, result)
     tail = run_snapshot.story_tail(fold)
     assert tail == whole_story(fold) and len(tail) == min(run_snapshot.TAIL_LINES, len(whole_story(fold)))
+
+
+def test_a_named_pipe_for_a_log_is_no_story_and_blocks_nothing(tmp_path: Path) -> None:
+    fold, _ = a_run_with_turns(tmp_path, 3, result=10)
+    fold.paths.events.unlink()
+    os.mkfifo(fold.paths.events)
+    told: list[tuple[tuple[str, str], ...]] = []
+    reader = threading.Thread(target=lambda: told.append(run_snapshot.story_tail(fold)), daemon=True)
+    reader.start()
+    reader.join(30)  # (a guard against a hang, not a figure: an open of a pipe without a writer waits for ever)
+    assert told == [()]
