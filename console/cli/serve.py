@@ -103,7 +103,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     auth = Auth()
     from console.view.run_snapshot import look
 
-    feed = FleetFeed(lambda: (list(fleet.poll(budget=0.5)), fleet.error),
+    feed = FleetFeed(lambda: (fleet.poll(budget=0.5), fleet.error),  # (its `folded` says when to read again)
                      look=lambda rid: look(list(fleet.rows), list(fleet.folds.values()), rid))
     from console.engine import action_links
     from console.engine.seal import Seal

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import functools
 import hashlib
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from aiohttp import web
 
 from console.engine.commands import AnyCommand, CommandError, Rewind
 from console.view.answers import current_request
-from console.view.fleet import FleetRow
+from console.view.fleet import FleetRow, Listed
 from console.view.fleet_offers import applies, refusal
 from console.view.run_snapshot import RunSnapshot
 from console.web import pages
@@ -44,6 +45,11 @@ class Act(Protocol):
 
 
 POLL_SECONDS = 1.0  # how often the fleet is read for the live pages (the console's fleet reads as often)
+# How soon the fleet is read again while its logs are not all folded yet (a poll folds a slice of them: serve just
+# started on a fleet of a few hundred runs, say): at once, not a poll a second (benchmarks/serve.py: every run of
+# 200 with its last event 5.9 s after serve's exec, at one read a second).
+CATCH_UP_SECONDS = 0.05
+KEEP_ALIVE_SECONDS = 15.0  # the longest a live page's stream is silent
 HEADERS = {
     "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
                                 "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
@@ -57,6 +63,8 @@ HEADERS = {
     "Cross-Origin-Opener-Policy": "same-origin",
 }
 SESSION_KEY = web.RequestKey("session", Session)
+# A form's own id in a drawing (pages.new_once: new each drawing): what two drawings of the same page differ by.
+ONCE_FIELD = re.compile(r'name="once" value="[^"]*"')
 CONSOLE = "/console/"
 # textual-serve's page draws the terminal with inline script and styles of its own: its pages alone may run them
 # (still only from this server, never framed, no referrer to another site).
@@ -97,6 +105,7 @@ class FleetFeed:
     rows: list[FleetRow] = field(default_factory=list)
     error: str = ""
     version: int = 0
+    folded: bool = True  # whether the last read folded every run's log (a Listed says; a plain list: yes)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     # One thread reads the fleet, always the same (a Fleet is read from one thread: its store's connection).
@@ -110,6 +119,9 @@ class FleetFeed:
 
     async def refresh(self) -> None:
         rows, error = await asyncio.get_running_loop().run_in_executor(self.reader, self.read)
+        # A Listed says whether every run's log was folded (a plain list: a test's rows, all there is); a store
+        # that fails is read again a poll later.
+        self.folded = (rows.folded if isinstance(rows, Listed) else True) or bool(error)
         if rows != self.rows or error != self.error or not self.version:
             self.rows, self.error = rows, error
             self.version += 1
@@ -130,7 +142,8 @@ class FleetFeed:
                     self.version += 1
                     self.changed.set()
                     self.changed = asyncio.Event()
-            await asyncio.sleep(every)
+                self.folded = True
+            await asyncio.sleep(every if self.folded else min(every, CATCH_UP_SECONDS))
 
 
 def client_of(request: web.Request) -> str:
@@ -361,18 +374,27 @@ class WebApp:
             response.headers[name] = value
         await response.prepare(request)
         await self.feed.ready()
-        seen = -1
+        seen, sent, wrote = -1, None, 0.0
+        clock = asyncio.get_running_loop().time
         try:
             while self.auth.session(session.id) is session:  # logged out or expired: the stream ends
                 if self.feed.version != seen:
                     seen = self.feed.version
                     html = await draw()
-                    data = "".join(f"data: {line}\n" for line in html.splitlines() or [""])
-                    await response.write(f"event: list\n{data}\n".encode())
-                else:
+                    # A drawing that shows what the last one sent showed (a running run's elapsed time moved, which
+                    # no page shows, once a second) is not sent: the page in the browser stays as it is (a tap is
+                    # not lost to a redraw; its forms' ids stay valid) and nothing crosses the network.
+                    if (shown := ONCE_FIELD.sub("", html)) != sent:
+                        sent = shown
+                        data = "".join(f"data: {line}\n" for line in html.splitlines() or [""])
+                        await response.write(f"event: list\n{data}\n".encode())
+                        wrote = clock()
+                if clock() - wrote >= KEEP_ALIVE_SECONDS:  # a proxy keeps a stream that says something
                     await response.write(b": keep-alive\n\n")
+                    wrote = clock()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.feed.changed.wait(), timeout=15)
+                    await asyncio.wait_for(self.feed.changed.wait(),
+                                           timeout=max(0.1, KEEP_ALIVE_SECONDS - (clock() - wrote)))
         except ConnectionResetError:  # the page was closed (aiohttp's ClientConnectionResetError is one)
             pass
         return response
