@@ -205,8 +205,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if job.mcp:  # what the operator's [mcp] allows jobs to declare: exit 2 now
             from console.engine.tools.mcp_config import caps_problem
 
-            if why := caps_problem(job.mcp, settings.mcp):
-                raise ValueError(f"{one_line(str(source.job_toml), 0)}: {why}")
+            if refused := caps_problem(job.mcp, settings.mcp):
+                raise ValueError(f"{one_line(str(source.job_toml), 0)}: {refused}")
         if recorded is not None and given.get("context_window") is None and recorded.context_window_source:
             rs = replace(rs, context_window_source=f"as started ({recorded.context_window_source})")
         if script is not None and rs.provider != "scripted":

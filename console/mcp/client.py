@@ -178,7 +178,8 @@ class StdioServer:
 
     def call(self, tool: str, arguments: dict[str, Any], timeout: float) -> McpCallResult:
         try:
-            return self._portal.call(self._call, tool, arguments, timeout)
+            answer: McpCallResult = self._portal.call(self._call, tool, arguments, timeout)
+            return answer
         except McpUnavailable:
             raise
         except TimeoutError:
