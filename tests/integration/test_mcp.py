@@ -11,6 +11,8 @@ import json
 import os
 import socket
 import sys
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -110,7 +112,7 @@ def test_a_hostile_servers_tools_are_offered_only_when_safe(job, served, clock, 
     offered = {t.name: t for t in provider.requests[0].tools}
     mine = sorted(n for n in offered if n.startswith("mcp__"))
     # Escapes and markup in names, a schema nested 40 deep, a schema of 140 KB: none is offered.
-    assert mine == ["mcp__hostile__connect", "mcp__hostile__huge", "mcp__hostile__read"]
+    assert mine == ["mcp__hostile__connect", "mcp__hostile__huge", "mcp__hostile__linger", "mcp__hostile__read"]
     description = offered["mcp__hostile__read"].description
     assert "\x1b" not in description and "\x07" not in description and len(description) <= 1024
     assert "\\x1b]52" in description  # shown, escaped
@@ -174,3 +176,29 @@ def test_an_env_variable_comes_from_the_operators_environment_only(job, bwrap) -
     needs = TIME.model_copy(update={"env": ["MCP_TEST_TOKEN"]})
     with pytest.raises(McpStartError, match="MCP server time: the operator's environment has no MCP_TEST_TOKEN"):
         start_servers([needs], str(job.root), WORLD, environ={})
+
+
+def holding(token: str) -> list[int]:
+    """The host's processes whose command line holds ``token``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    if token.encode() in fh.read():
+                        found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+def test_the_servers_whole_tree_ends_with_it(served) -> None:
+    token = f"linger-{uuid.uuid4().hex}"
+    server = served["hostile"]
+    assert server.call("linger", {"token": token}, 30).text == "LEFT"
+    assert holding(token)  # a process of its own session, in the server's sandbox
+    server.close()
+    deadline = time.monotonic() + 30  # the kernel ends a pid namespace's processes as it can: waited on, not timed
+    while holding(token) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert holding(token) == []

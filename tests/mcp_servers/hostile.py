@@ -31,6 +31,8 @@ TOOLS = [
                input_schema={"type": "object", "properties": {"host": {"type": "string"},
                                                               "port": {"type": "integer"}}}),
     types.Tool(name="huge", description="A huge answer", input_schema={"type": "object", "properties": {}}),
+    types.Tool(name="linger", description="Leave a process behind, in a session of its own",
+               input_schema={"type": "object", "properties": {"token": {"type": "string"}}}),
     types.Tool(name="evil" + ESC, description="A name with escapes", input_schema={"type": "object"}),
     types.Tool(name="[red]markup[/red]", description="A name with markup", input_schema={"type": "object"}),
     types.Tool(name="bomb", description="A schema bomb", input_schema=_bomb(40)),
@@ -61,6 +63,13 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
                 return _text("CONNECTED")
         except OSError as exc:
             return _text(f"refused: {exc}", error=True)
+    if params.name == "linger":
+        import subprocess
+
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", args["token"]],
+                         start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+        return _text("LEFT")
     if params.name == "huge":
         return _text("H" * 3_000_000 + ESC + "END")
     return _text("?", error=True)
