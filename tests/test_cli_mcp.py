@@ -52,6 +52,8 @@ def test_a_required_server_that_does_not_start_is_exit_2_in_one_line(tmp_path, c
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1
     assert "MCP server gone did not start" in err[0] and f"agent-console run {job}" in err[0]
+    runs = Path(os.environ["AGENT_CONSOLE_DATA_DIR"]) / "runs"
+    assert not runs.exists() or list(runs.iterdir()) == []  # no run was made: its copy is gone
 
 
 def test_a_job_declaring_an_http_server_is_exit_2_in_one_line(tmp_path, capsys) -> None:

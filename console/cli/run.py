@@ -335,7 +335,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         # The job's MCP servers, started confined by the process that runs the run (never by a start that hands it
         # over), ended with it; a required one that does not start refuses the run (exit 2).
-        servers = _start_mcp(job, paths, rs, _again(source.root, args.in_place))
+        servers = _start_mcp(job, paths, rs, _again(source.root, args.in_place), made=not args.in_place)
         try:
             try:
                 sup = Supervisor(paths, rs, provider, clock=clock, store=store, launch=launch, mcp=servers)
@@ -370,9 +370,10 @@ def _close_mcp(servers: list[Any]) -> None:
         server.close()
 
 
-def _start_mcp(job: Any, paths: Any, rs: Any, again: str) -> list[Any]:
+def _start_mcp(job: Any, paths: Any, rs: Any, again: str, *, made: bool) -> list[Any]:
     """The job's ``[[mcp]]`` servers, started confined (console.mcp); an optional one that does not start is said
-    on stderr (its tools are not offered); a required one is a UsageError naming it (the others are ended)."""
+    on stderr (its tools are not offered); a required one is a UsageError naming it (the others are ended, and the
+    run folder this start ``made``, a copy nothing ran in yet, is removed: no run was made)."""
     if not job.mcp:
         return []
     from console.mcp.client import start_servers
@@ -381,6 +382,10 @@ def _start_mcp(job: Any, paths: Any, rs: Any, again: str) -> list[Any]:
     try:
         servers, problems = start_servers(job.mcp, str(paths.root), rs.commands)
     except McpStartError as exc:
+        if made:
+            import shutil
+
+            shutil.rmtree(paths.root, ignore_errors=True)
         raise UsageError(f"{exc}; fix [[mcp]] in job.toml, then start it again: {again}") from None
     for line in problems:
         say(line, sys.stderr)
