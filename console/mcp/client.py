@@ -46,6 +46,8 @@ MAX_LINE = 8 * 1024 * 1024
 # The most pages of tools/list read, and how long a server has to start and list its tools.
 MAX_PAGES = 8
 START_SECONDS = 30.0
+STDERR_KEEP = 4096
+STDERR_WAIT = 1.0
 
 
 def _render(result: types.CallToolResult) -> McpCallResult:
@@ -129,11 +131,14 @@ class StdioServer:
         self._portal: BlockingPortal = self._cm.__enter__()
         self._stop: anyio.Event = self._portal.call(anyio.Event)
         self.confined_by = how.confined_by
+        self.stderr_tail = b""
         try:
             self._done, self._tools = self._portal.start_task(self._serve, start_seconds)
         except BaseException as exc:
             self._end()
-            raise McpStartError(f"MCP server {config.name} did not start: {_why(exc)}") from None
+            said = _last_line(self.stderr_tail)
+            raise McpStartError(f"MCP server {config.name} did not start: {_why(exc)}"
+                                + (f" (its last words: {said})" if said else "")) from None
 
     @property
     def config(self) -> McpServerConfig:
@@ -147,7 +152,7 @@ class StdioServer:
         how = self._how
         try:
             process = await anyio.open_process(how.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                               stderr=subprocess.DEVNULL, cwd=how.cwd, env=how.env,
+                                               stderr=subprocess.PIPE, cwd=how.cwd, env=how.env,
                                                pass_fds=how.pass_fds, start_new_session=True)
         finally:
             for fd in how.pass_fds:
@@ -155,26 +160,49 @@ class StdioServer:
                     os.close(fd)
         self._process = process
         try:
-            async with _transport(process) as (read, write), ClientSession(read, write) as session:
-                with anyio.fail_after(start_seconds):
-                    await session.initialize()
-                    tools: list[McpToolInfo] = []
-                    cursor: str | None = None
-                    for _ in range(MAX_PAGES):
-                        page = await session.list_tools(
-                            params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
-                        tools += [McpToolInfo(t.name, t.description or "", t.input_schema) for t in page.tools]
-                        cursor = page.next_cursor
-                        if not cursor:
-                            break
-                self._session = session
-                task_status.started(tools)
-                await self._stop.wait()
+            async with anyio.create_task_group() as tg:
+                read_all = anyio.Event()
+                tg.start_soon(self._keep_stderr, process, read_all)
+                try:
+                    await self._session_until_stopped(process, start_seconds, task_status)
+                finally:
+                    _kill(process)
+                    # Its last words, once it is gone (what a lingering child still holds open is not waited for).
+                    with anyio.move_on_after(STDERR_WAIT, shield=True):
+                        await read_all.wait()
+                    tg.cancel_scope.cancel()
         finally:
             self._session = None
             _kill(process)
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await process.aclose()
+
+    async def _keep_stderr(self, process: Process, read_all: anyio.Event) -> None:
+        """The tail of what the server writes on stderr (at most :data:`STDERR_KEEP` bytes), for the line that says
+        why it did not start; the rest is read and dropped, so a chatty server never blocks on a full pipe."""
+        assert process.stderr is not None
+        with contextlib.suppress(Exception):
+            async for chunk in process.stderr:
+                self.stderr_tail = (self.stderr_tail + chunk)[-STDERR_KEEP:]
+        read_all.set()
+
+    async def _session_until_stopped(self, process: Process, start_seconds: float,
+                                     task_status: TaskStatus[list[McpToolInfo]]) -> None:
+        async with _transport(process) as (read, write), ClientSession(read, write) as session:
+            with anyio.fail_after(start_seconds):
+                await session.initialize()
+                tools: list[McpToolInfo] = []
+                cursor: str | None = None
+                for _ in range(MAX_PAGES):
+                    page = await session.list_tools(
+                        params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+                    tools += [McpToolInfo(t.name, t.description or "", t.input_schema) for t in page.tools]
+                    cursor = page.next_cursor
+                    if not cursor:
+                        break
+            self._session = session
+            task_status.started(tools)
+            await self._stop.wait()
 
     def call(self, tool: str, arguments: dict[str, Any], timeout: float) -> McpCallResult:
         try:
@@ -208,6 +236,11 @@ class StdioServer:
         self._how.created = []
 
 
+def _last_line(data: bytes) -> str:
+    lines = [ln.strip() for ln in data.decode("utf-8", "replace").splitlines() if ln.strip()]
+    return safe_text(lines[-1], one_line=True, limit=200) if lines else ""
+
+
 def _why(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):
         first = exc.exceptions[0] if exc.exceptions else exc
@@ -215,6 +248,8 @@ def _why(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
         return "it did not answer in time"
     text = str(exc) or type(exc).__name__
+    if text == "Connection closed":  # the SDK's words for a server whose output ended
+        return "it exited, or closed its output, before answering"
     return safe_text(one_line(text, 200), one_line=True)
 
 

@@ -160,11 +160,13 @@ def test_the_server_cannot_read_the_operators_home_nor_reach_the_network(job, se
 
 
 def test_a_required_server_that_does_not_start_refuses_the_run_in_one_line(job, bwrap) -> None:  # noqa: F811
-    gone = McpServerConfig(name="gone", command=["/usr/bin/false"], required=True)
+    gone = McpServerConfig(name="gone", command=["/usr/bin/python3", "-c", "import sys; sys.exit('no token\\x1b[2J')"],
+                           required=True)
     with pytest.raises(McpStartError) as caught:
         start_servers([HOSTILE, gone], str(job.root), WORLD, start_seconds=20)
     line = str(caught.value)
-    assert "\n" not in line and line.startswith("MCP server gone did not start")
+    assert "\n" not in line and line.startswith("MCP server gone did not start: it exited")
+    assert "(its last words: no token\\x1b[2J)" in line and "\x1b" not in line  # escaped
     assert "required" in line
     # An optional one is reported, and the run goes on without it.
     optional = gone.model_copy(update={"required": False})
