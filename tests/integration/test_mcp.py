@@ -112,7 +112,8 @@ def test_a_hostile_servers_tools_are_offered_only_when_safe(job, served, clock, 
     offered = {t.name: t for t in provider.requests[0].tools}
     mine = sorted(n for n in offered if n.startswith("mcp__"))
     # Escapes and markup in names, a schema nested 40 deep, a schema of 140 KB: none is offered.
-    assert mine == ["mcp__hostile__connect", "mcp__hostile__huge", "mcp__hostile__linger", "mcp__hostile__read"]
+    assert mine == ["mcp__hostile__connect", "mcp__hostile__die", "mcp__hostile__hang", "mcp__hostile__huge",
+                    "mcp__hostile__linger", "mcp__hostile__read"]
     description = offered["mcp__hostile__read"].description
     assert "\x1b" not in description and "\x07" not in description and len(description) <= 1024
     assert "\\x1b]52" in description  # shown, escaped
@@ -204,3 +205,23 @@ def test_the_servers_whole_tree_ends_with_it(served) -> None:
     while holding(token) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert holding(token) == []
+
+
+def test_a_server_that_hangs_then_dies_mid_call_is_a_result_each_time_not_a_crash(job, bwrap, clock,  # noqa: F811
+                                                                                    tmp_path) -> None:
+    quick = HOSTILE.model_copy(update={"timeout": 2.0})
+    servers, _ = start_servers([quick], str(job.root), WORLD)
+    try:
+        script = [T(calls=[C(name="mcp__hostile__hang")]), T(calls=[C(name="mcp__hostile__read",
+                                                                       arguments={"path": "instructions.md"})]),
+                  T(calls=[C(name="mcp__hostile__die")]), T(calls=[C(name="mcp__hostile__huge")]),
+                  T(error="end of script")]
+        run(job, servers, script, clock, tmp_path)
+    finally:
+        for s in servers:
+            s.close()
+    got = results(job)
+    assert [(r.tool.removeprefix("mcp__hostile__"), r.ok) for r in got] == [
+        ("hang", False), ("read", True), ("die", False), ("huge", False)]
+    assert "unavailable: no answer within 2 s" in got[0].content  # the server lives on after a call that hung
+    assert all("is unavailable" in r.content and "Traceback" not in r.content for r in got[2:])

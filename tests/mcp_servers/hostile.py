@@ -31,6 +31,8 @@ TOOLS = [
                input_schema={"type": "object", "properties": {"host": {"type": "string"},
                                                               "port": {"type": "integer"}}}),
     types.Tool(name="huge", description="A huge answer", input_schema={"type": "object", "properties": {}}),
+    types.Tool(name="hang", description="Never answers", input_schema={"type": "object", "properties": {}}),
+    types.Tool(name="die", description="Dies mid-call", input_schema={"type": "object", "properties": {}}),
     types.Tool(name="linger", description="Leave a process behind, in a session of its own",
                input_schema={"type": "object", "properties": {"token": {"type": "string"}}}),
     types.Tool(name="evil" + ESC, description="A name with escapes", input_schema={"type": "object"}),
@@ -63,6 +65,12 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
                 return _text("CONNECTED")
         except OSError as exc:
             return _text(f"refused: {exc}", error=True)
+    if params.name == "hang":
+        await anyio.sleep(3600)
+    if params.name == "die":
+        import os
+
+        os._exit(3)
     if params.name == "linger":
         import subprocess
 
