@@ -70,3 +70,12 @@ def test_the_operator_may_forbid_mcp_servers(tmp_path, capsys) -> None:
     code = main(["run", str(job), "--headless", "--speed", "0"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "does not allow MCP servers" in err[0]
+
+
+def test_a_command_named_like_an_mcp_tool_is_exit_2_in_one_line(tmp_path, capsys, bwrap: Bwrap) -> None:  # noqa: F811
+    job = make_job(tmp_path, f'[[mcp]]\nname = "time"\ncommand = ["{VENV}/bin/mcp-server-time"]\n\n'
+                             '[[tools]]\nname = "mcp__time__get_current_time"\ndescription = "x"\ncommand = ["true"]\n')
+    code = main(["run", str(job), "--headless", "--speed", "0"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert "two tools would be named mcp__time__get_current_time" in err[0]

@@ -393,7 +393,8 @@ def _start_mcp(job: Any, paths: Any, rs: Any, again: str, *, made: bool) -> list
         from console.engine.tools import BUILTIN_TOOL_NAMES
         from console.engine.tools.mcp_tools import build_mcp_tools
 
-        build_mcp_tools(servers, reserved=BUILTIN_TOOL_NAMES)  # a clash of names: refused now, in one line
+        # A clash of names (with a harness tool, a [[tools]] command or another MCP tool): refused now, in one line.
+        build_mcp_tools(servers, reserved={*BUILTIN_TOOL_NAMES, *(t.name for t in job.tools)})
     except ValueError as exc:
         _close_mcp(servers)
         raise UsageError(f"{exc}; fix [[mcp]] in job.toml, then start it again: {again}") from None

@@ -76,7 +76,9 @@ def spawn(config: McpServerConfig, root: str, world: CommandWorld, environ: Mapp
         options = bwrap_options(root, env, binds, world, found.extra)
     except ConfineError as exc:
         raise McpStartError(f"MCP server {config.name} was not started: {exc}") from None
-    fd = os.memfd_create("bwrap-args", 0)  # inherited by bwrap only (pass_fds)
+    # Close-on-exec: inherited by this server's bwrap only (pass_fds), never by another child the harness starts
+    # meanwhile (the options hold the values of the server's env).
+    fd = os.memfd_create("bwrap-args", os.MFD_CLOEXEC)
     data = memoryview(("\0".join(options) + "\0").encode("utf-8", "surrogateescape"))
     while data:
         data = data[os.write(fd, data):]
