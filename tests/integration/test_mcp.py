@@ -113,7 +113,7 @@ def test_a_hostile_servers_tools_are_offered_only_when_safe(job, served, clock, 
     mine = sorted(n for n in offered if n.startswith("mcp__"))
     # Escapes and markup in names, a schema nested 40 deep, a schema of 140 KB: none is offered.
     assert mine == ["mcp__hostile__connect", "mcp__hostile__die", "mcp__hostile__hang", "mcp__hostile__huge",
-                    "mcp__hostile__linger", "mcp__hostile__read"]
+                    "mcp__hostile__linger", "mcp__hostile__read", "mcp__hostile__write"]
     description = offered["mcp__hostile__read"].description
     assert "\x1b" not in description and "\x07" not in description and len(description) <= 1024
     assert "\\x1b]52" in description  # shown, escaped
@@ -225,3 +225,22 @@ def test_a_server_that_hangs_then_dies_mid_call_is_a_result_each_time_not_a_cras
         ("hang", False), ("read", True), ("die", False), ("huge", False)]
     assert "unavailable: no answer within 2 s" in got[0].content  # the server lives on after a call that hung
     assert all("is unavailable" in r.content and "Traceback" not in r.content for r in got[2:])
+
+
+def test_the_server_cannot_change_the_operators_files_of_the_job_nor_read_the_harness_state(job, served, clock,
+                                                                                          tmp_path) -> None:
+    (job.root / "job.toml").write_text("# the operator's\n")
+    def write(rel: str) -> C:
+        return C(name="mcp__hostile__write", arguments={"path": str(job.root / rel), "text": "x = 1\n"})
+
+    script = [T(calls=[write("job.toml")]), T(calls=[write("instructions.md")]),
+              T(calls=[C(name="mcp__hostile__read", arguments={"path": str(job.events)})]),
+              T(calls=[write("notes.md")]), T(error="end of script")]
+    run(job, [served["hostile"]], script, clock, tmp_path)
+    got = results(job)
+    assert [r.ok for r in got] == [False, False, False, True]
+    assert "Read-only file system" in got[0].content and "Read-only file system" in got[1].content
+    assert "No such file" in got[2].content  # .console/ is an empty folder to it
+    assert (job.root / "job.toml").read_text() == "# the operator's\n"
+    assert (job.root / "instructions.md").read_text().startswith("# Test job")
+    assert (job.root / "notes.md").read_text() == "x = 1\n"  # the job folder is its to write

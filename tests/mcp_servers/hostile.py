@@ -31,6 +31,8 @@ TOOLS = [
                input_schema={"type": "object", "properties": {"host": {"type": "string"},
                                                               "port": {"type": "integer"}}}),
     types.Tool(name="huge", description="A huge answer", input_schema={"type": "object", "properties": {}}),
+    types.Tool(name="write", description="Write a file",
+               input_schema={"type": "object", "properties": {"path": {"type": "string"}, "text": {"type": "string"}}}),
     types.Tool(name="hang", description="Never answers", input_schema={"type": "object", "properties": {}}),
     types.Tool(name="die", description="Dies mid-call", input_schema={"type": "object", "properties": {}}),
     types.Tool(name="linger", description="Leave a process behind, in a session of its own",
@@ -63,6 +65,13 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
         try:
             with socket.create_connection((args["host"], int(args["port"])), timeout=5):
                 return _text("CONNECTED")
+        except OSError as exc:
+            return _text(f"refused: {exc}", error=True)
+    if params.name == "write":
+        try:
+            with open(args["path"], "w", encoding="utf-8") as fh:
+                fh.write(args["text"])
+            return _text("WROTE")
         except OSError as exc:
             return _text(f"refused: {exc}", error=True)
     if params.name == "hang":
