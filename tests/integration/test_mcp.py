@@ -113,7 +113,7 @@ def test_a_hostile_servers_tools_are_offered_only_when_safe(job, served, clock, 
     mine = sorted(n for n in offered if n.startswith("mcp__"))
     # Escapes and markup in names, a schema nested 40 deep, a schema of 140 KB: none is offered.
     assert mine == ["mcp__hostile__connect", "mcp__hostile__die", "mcp__hostile__hang", "mcp__hostile__huge",
-                    "mcp__hostile__linger", "mcp__hostile__read", "mcp__hostile__write"]
+                    "mcp__hostile__linger", "mcp__hostile__read", "mcp__hostile__sample", "mcp__hostile__write"]
     description = offered["mcp__hostile__read"].description
     assert "\x1b" not in description and "\x07" not in description and len(description) <= 1024
     assert "\\x1b]52" in description  # shown, escaped
@@ -244,3 +244,9 @@ def test_the_server_cannot_change_the_operators_files_of_the_job_nor_read_the_ha
     assert (job.root / "job.toml").read_text() == "# the operator's\n"
     assert (job.root / "instructions.md").read_text().startswith("# Test job")
     assert (job.root / "notes.md").read_text() == "x = 1\n"  # the job folder is its to write
+
+
+def test_sampling_and_elicitation_requests_of_a_server_are_refused(served) -> None:
+    answer = served["hostile"].call("sample", {}, 30)
+    assert "SAMPLED" not in answer.text and "ELICITED" not in answer.text
+    assert "sampling refused" in answer.text and "elicitation refused" in answer.text
