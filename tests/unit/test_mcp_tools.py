@@ -29,10 +29,12 @@ class Fake:
         self.config = McpServerConfig(name=name, command=["srv"], **config)
         self.tools = list(listed)
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.timeouts: list[float] = []
         self.answer = answer or McpCallResult(True, "fine")
 
     def call(self, tool: str, arguments: dict[str, Any], timeout: float) -> McpCallResult:
         self.calls.append((tool, arguments))
+        self.timeouts.append(timeout)
         if isinstance(self.answer, Exception):
             raise self.answer
         return self.answer
@@ -173,3 +175,12 @@ def test_the_intent_is_recorded_before_the_server_is_asked(rt: Runtime, monkeypa
     rt.current_call = "c1"
     assert call(rt, server, '{"q": "x"}').ok
     assert seen == [({"mcp": "s", "tool": "t", "started": True}, 0)] and len(server.calls) == 1
+
+
+def test_the_jobs_deadline_bounds_a_call(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = Fake("s", [McpToolInfo("t", "", OBJECT)], timeout=60.0)
+    monkeypatch.setattr(rt.guards, "seconds_to_cut", lambda: 5.0)
+    assert call(rt, server, '{"q": "x"}').ok and server.timeouts == [5.0]  # at most the time left
+    monkeypatch.setattr(rt.guards, "seconds_to_cut", lambda: 0.0)
+    out = call(rt, server, '{"q": "x"}')
+    assert not out.ok and "the job's time is up" in out.content and len(server.calls) == 1  # never sent

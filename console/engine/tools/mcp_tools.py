@@ -167,12 +167,20 @@ def _handler(server: McpServer, tool: str, name: str, schema: dict[str, Any],
                                       f"{one_line(exc.message, 300)}. Call {name} again with corrected arguments.")
         except (jsonschema.SchemaError, RecursionError):
             return ToolOutcome(False, f"{name} could not check its arguments against the server's schema.")
+        # The job's deadline bounds a call as it bounds a command: none is sent once it passed, and one in flight
+        # gets at most the time left.
+        guards = getattr(rt, "guards", None)
+        left = guards.seconds_to_cut() if guards is not None else None
+        if left is not None and left <= 0:
+            return ToolOutcome(False, f"{name} was not run: the job's time is up (its deadline passed); the run is "
+                                      "winding down.")
+        timeout = config.timeout if left is None else min(config.timeout, left)
         # Recorded before the server is asked: a kill -9 from here on is a call of unknown outcome, never resent.
         _facts, redo = rt.intent(lambda: {"mcp": config.name, "tool": tool, "started": True})
         if redo:
             return ToolOutcome(False, _interrupted(name))
         try:
-            answer = server.call(tool, arguments, config.timeout)
+            answer = server.call(tool, arguments, timeout)
         except McpUnavailable as exc:
             return ToolOutcome(False, f"{name} is unavailable: {one_line(str(exc), 300)}. Nothing is known of its "
                                       "effects; do other work, or call it again later.")
