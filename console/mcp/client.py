@@ -16,11 +16,12 @@ one its pid namespace (bwrap's ``--die-with-parent``), are killed at :meth:`clos
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -47,6 +48,8 @@ MAX_LINE = 8 * 1024 * 1024
 MAX_PAGES = 8
 START_SECONDS = 30.0
 STDERR_KEEP = 4096
+# How often a call in flight looks at the operator's stop.
+POLL_SECONDS = 0.05
 STDERR_WAIT = 1.0
 
 
@@ -204,9 +207,17 @@ class StdioServer:
             task_status.started(tools)
             await self._stop.wait()
 
-    def call(self, tool: str, arguments: dict[str, Any], timeout: float) -> McpCallResult:
+    def call(self, tool: str, arguments: dict[str, Any], timeout: float,
+             should_stop: Callable[[], bool] = lambda: False) -> McpCallResult:
         try:
-            answer: McpCallResult = self._portal.call(self._call, tool, arguments, timeout)
+            future = self._portal.start_task_soon(self._call, tool, arguments, timeout)
+            # Waited for in steps, so that the operator's stop is heard: it cancels the call (the SDK tells the
+            # server: notifications/cancelled), and the server serves on.
+            while not concurrent.futures.wait([future], timeout=POLL_SECONDS).done:
+                if should_stop():
+                    future.cancel()
+                    raise McpUnavailable("stopped by the operator (the call was cancelled)")
+            answer: McpCallResult = future.result()
             return answer
         except McpUnavailable:
             raise

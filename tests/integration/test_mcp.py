@@ -28,6 +28,7 @@ from console.engine.supervisor import Supervisor
 from console.engine.tools.confine import Bwrap
 from console.engine.tools.limits import CommandWorld
 from console.engine.tools.mcp_config import McpServerConfig
+from console.engine.tools.mcp_tools import McpUnavailable
 from console.mcp.client import StdioServer, start_servers
 from console.mcp.world import McpStartError
 from console.providers.scripted import ScriptedCall as C
@@ -250,3 +251,16 @@ def test_sampling_and_elicitation_requests_of_a_server_are_refused(served) -> No
     answer = served["hostile"].call("sample", {}, 30)
     assert "SAMPLED" not in answer.text and "ELICITED" not in answer.text
     assert "sampling refused" in answer.text and "elicitation refused" in answer.text
+
+
+def test_the_operators_stop_cancels_a_call_in_flight_and_the_server_serves_on(served) -> None:
+    server = served["hostile"]
+    asked = []
+
+    def stop() -> bool:  # the operator stops once the call has been waited on a while
+        asked.append(1)
+        return len(asked) > 20
+
+    with pytest.raises(McpUnavailable, match="stopped by the operator"):
+        server.call("hang", {}, 3600, stop)
+    assert server.call("read", {"path": "instructions.md"}, 30).text.startswith("READ:# Test job")

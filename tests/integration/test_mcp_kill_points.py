@@ -41,7 +41,7 @@ class Counting:
         self.tools = [McpToolInfo("now", "The time.", {"type": "object", "properties": {}})]
         self.log = log
 
-    def call(self, tool: str, arguments: dict[str, Any], timeout: float) -> McpCallResult:
+    def call(self, tool: str, arguments: dict[str, Any], timeout: float, should_stop: Any = None) -> McpCallResult:
         with open(self.log, "a") as fh:
             fh.write(tool + "\n")
             fh.flush()

@@ -32,7 +32,7 @@ class Fake:
         self.timeouts: list[float] = []
         self.answer = answer or McpCallResult(True, "fine")
 
-    def call(self, tool: str, arguments: dict[str, Any], timeout: float) -> McpCallResult:
+    def call(self, tool: str, arguments: dict[str, Any], timeout: float, should_stop: Any = None) -> McpCallResult:
         self.calls.append((tool, arguments))
         self.timeouts.append(timeout)
         if isinstance(self.answer, Exception):

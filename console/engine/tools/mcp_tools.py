@@ -69,8 +69,10 @@ class McpServer(Protocol):
     @property
     def tools(self) -> Sequence[McpToolInfo]: ...
 
-    def call(self, tool: str, arguments: dict[str, Any], timeout: float) -> McpCallResult:
-        """The server's answer; raises :class:`McpUnavailable` if it could not be had (timeout, gone, garbage)."""
+    def call(self, tool: str, arguments: dict[str, Any], timeout: float,
+             should_stop: Callable[[], bool] = lambda: False) -> McpCallResult:
+        """The server's answer; raises :class:`McpUnavailable` if it could not be had (timeout, gone, garbage, or
+        ``should_stop`` said the operator stops the run now: the call is then cancelled)."""
         ...
 
     def close(self) -> None: ...
@@ -180,7 +182,7 @@ def _handler(server: McpServer, tool: str, name: str, schema: dict[str, Any],
         if redo:
             return ToolOutcome(False, _interrupted(name))
         try:
-            answer = server.call(tool, arguments, timeout)
+            answer = server.call(tool, arguments, timeout, rt.should_stop)
         except McpUnavailable as exc:
             return ToolOutcome(False, f"{name} is unavailable: {one_line(str(exc), 300)}. Nothing is known of its "
                                       "effects; do other work, or call it again later.")
