@@ -184,3 +184,13 @@ def test_the_jobs_deadline_bounds_a_call(rt: Runtime, monkeypatch: pytest.Monkey
     monkeypatch.setattr(rt.guards, "seconds_to_cut", lambda: 0.0)
     out = call(rt, server, '{"q": "x"}')
     assert not out.ok and "the job's time is up" in out.content and len(server.calls) == 1  # never sent
+
+
+def test_an_mcp_tools_doc_lists_the_servers_arguments() -> None:
+    from console.engine.tools.docs import DocContext, doc_problems, documented_arguments, render_doc
+
+    (tool,) = build_mcp_tools([Fake("s", [McpToolInfo("t", "Find things.", OBJECT)])]).tools
+    doc = render_doc(tool, DocContext())
+    assert documented_arguments(doc) == ["q"] and "call it with `{}`" not in doc and "## Examples" not in doc
+    assert "It is given any argument" not in doc and tool.params == {"q"}
+    assert doc_problems(tool) == ["no example"]  # none of ours: the server's schema is the reference

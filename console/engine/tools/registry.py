@@ -171,11 +171,16 @@ class Tool(Generic[A]):
     @property
     def params(self) -> frozenset[str]:
         """The names of its arguments."""
+        if self.schema is not None:
+            return frozenset(self.schema.get("properties", {}))
         return frozenset(self.args.model_fields)
 
+    def parameters(self) -> dict[str, Any]:
+        """The JSON schema of its arguments, as the providers are sent it (and its doc lists it)."""
+        return self.schema if self.schema is not None else clean_schema(self.args)
+
     def spec(self) -> ToolSpec:
-        return ToolSpec(name=self.name, description=self.description,
-                        parameters=self.schema if self.schema is not None else clean_schema(self.args))
+        return ToolSpec(name=self.name, description=self.description, parameters=self.parameters())
 
 
 @functools.lru_cache(maxsize=256)
