@@ -34,6 +34,7 @@ from console.engine.job import (
 from console.engine.run_setting_check import check_fields, setting_field
 from console.engine.run_setting_specs import SPECS
 from console.engine.tools.limits import SandboxCaps, WorldError, resolve_world
+from console.engine.tools.mcp_config import McpCaps
 from console.engine.url_secrets import shown_url
 from console.providers import registry
 from console.providers.token_limit import MaxTokensParam
@@ -330,6 +331,9 @@ class Settings(BaseSettings):
     # The most any job's [sandbox] may ask for its commands ([sandbox_limits] in the config file); without it, no
     # network and no extra path under the operator's home or the host's private folders (a job is not trusted).
     sandbox_limits: SandboxCaps = Field(default_factory=SandboxCaps)
+    # What any job's [[mcp]] servers may be ([mcp] allow = false, commands = ["mcp-server-time", ...]); unset, any
+    # server, run confined as the job's commands are.
+    mcp: McpCaps = Field(default_factory=McpCaps)
     # Who is told when a run needs its operator ([notify] urls = [...], on_end; see NotifySettings).
     notify: NotifySettings = Field(default_factory=NotifySettings)
     # What submit --kubernetes makes ([kubernetes] ttl_after_finished = SECONDS; see KubernetesSettings).

@@ -202,6 +202,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         rs = resolve_run_settings(settings, job, job_toml=one_line(str(source.job_toml), 0),
                                   **{k: v for k, v in flags.items() if k not in ("script", "notify")})
         check_commands(source, rs.tools, rs.commands)  # a program that cannot be found: exit 2 now, not stuck later
+        if job.mcp:  # what the operator's [mcp] allows jobs to declare: exit 2 now
+            from console.engine.tools.mcp_config import caps_problem
+
+            if refused := caps_problem(job.mcp, settings.mcp):
+                raise ValueError(f"{one_line(str(source.job_toml), 0)}: {refused}")
         if recorded is not None and given.get("context_window") is None and recorded.context_window_source:
             rs = replace(rs, context_window_source=f"as started ({recorded.context_window_source})")
         if script is not None and rs.provider != "scripted":
@@ -328,26 +333,72 @@ def cmd_run(args: argparse.Namespace) -> int:
         # supervisor and its loop (the runner does).
         from console.engine.supervisor import Supervisor
 
+        # The job's MCP servers, started confined by the process that runs the run (never by a start that hands it
+        # over), ended with it; a required one that does not start refuses the run (exit 2).
+        servers = _start_mcp(job, paths, rs, _again(source.root, args.in_place), made=not args.in_place)
         try:
-            sup = Supervisor(paths, rs, provider, clock=clock, store=store, launch=launch)
-        except sqlite3.Error as exc:
-            raise UsageError(f"{settings.store_path}: the jobs database cannot be used ({exc}); move it aside and a "
-                             "new one is made") from None
-        except (ValueError, OSError) as exc:
-            raise UsageError(state_error(paths, exc)) from None
-        # The run's id, then its folder: `run ID: FOLDER` (a script takes the folder after the first ": ").
-        say(f"run {paths.run_id}: {paths.root}")
-        if not args.headless and not runner and not use_console:
-            say("not a terminal: running headless (the console needs one)", sys.stderr)
+            try:
+                sup = Supervisor(paths, rs, provider, clock=clock, store=store, launch=launch, mcp=servers)
+            except sqlite3.Error as exc:
+                raise UsageError(f"{settings.store_path}: the jobs database cannot be used ({exc}); move it aside "
+                                 "and a new one is made") from None
+            except (ValueError, OSError) as exc:
+                raise UsageError(state_error(paths, exc)) from None
+            # The run's id, then its folder: `run ID: FOLDER` (a script takes the folder after the first ": ").
+            say(f"run {paths.run_id}: {paths.root}")
+            if not args.headless and not runner and not use_console:
+                say("not a terminal: running headless (the console needs one)", sys.stderr)
+        except BaseException:
+            _close_mcp(servers)  # the servers' loops would hold the process open
+            raise
     except BaseException as exc:
         # Ctrl+C between the run folder and the run's own handling of it: nothing of the run has happened yet.
         if not is_interrupt(exc):  # what a library made of a Ctrl+C is one too
             raise
         err(interrupted_start(paths, not args.in_place, _again(source.root, args.in_place), store))
         return EXIT_INTERRUPTED
-    return run_headless(sup, paths, store, clock, runner=runner, notify=record.notify,
-                         notify_on_end=on_end, notify_remind=remind, made=not args.in_place,
-                         again=_again(source.root, args.in_place))
+    try:
+        return run_headless(sup, paths, store, clock, runner=runner, notify=record.notify,
+                            notify_on_end=on_end, notify_remind=remind, made=not args.in_place,
+                            again=_again(source.root, args.in_place))
+    finally:
+        _close_mcp(servers)
+
+
+def _close_mcp(servers: list[Any]) -> None:
+    for server in servers:
+        server.close()
+
+
+def _start_mcp(job: Any, paths: Any, rs: Any, again: str, *, made: bool) -> list[Any]:
+    """The job's ``[[mcp]]`` servers, started confined (console.mcp); an optional one that does not start is said
+    on stderr (its tools are not offered); a required one is a UsageError naming it (the others are ended, and the
+    run folder this start ``made``, a copy nothing ran in yet, is removed: no run was made)."""
+    if not job.mcp:
+        return []
+    from console.mcp.client import start_servers
+    from console.mcp.world import McpStartError
+
+    try:
+        servers, problems = start_servers(job.mcp, str(paths.root), rs.commands)
+    except McpStartError as exc:
+        if made:
+            import shutil
+
+            shutil.rmtree(paths.root, ignore_errors=True)
+        raise UsageError(f"{exc}; fix [[mcp]] in job.toml, then start it again: {again}") from None
+    for line in problems:
+        say(line, sys.stderr)
+    try:
+        from console.engine.tools import BUILTIN_TOOL_NAMES
+        from console.engine.tools.mcp_tools import build_mcp_tools
+
+        # A clash of names (with a harness tool, a [[tools]] command or another MCP tool): refused now, in one line.
+        build_mcp_tools(servers, reserved={*BUILTIN_TOOL_NAMES, *(t.name for t in job.tools)})
+    except ValueError as exc:
+        _close_mcp(servers)
+        raise UsageError(f"{exc}; fix [[mcp]] in job.toml, then start it again: {again}") from None
+    return servers
 
 
 def write_start(paths: Any, record: Any, seal: Any, store: Any, now: Any) -> None:

@@ -27,6 +27,7 @@ from console.engine.job import (
 )
 from console.engine.tools.command_config import CommandToolConfig, CommandTools
 from console.engine.tools.limits import SandboxSection, legacy_mode
+from console.engine.tools.mcp_config import McpServers
 from console.engine.tools.tool_names import BUILTIN_TOOL_NAMES, BUILTIN_TOOLS, INDEX_TOOLS
 
 
@@ -47,6 +48,9 @@ class JobConfig(StrictSection):
     sandbox: Annotated[SandboxSection, BeforeValidator(legacy_mode)] = Field(default_factory=SandboxSection)
     # Prices and windows of models the registry does not know (or knows wrongly): [prices."MODEL"].
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    # Model Context Protocol servers whose tools the agent gets ([[mcp]]: console.engine.tools.mcp_config), run
+    # confined as the commands are, within what the operator's [mcp] allows.
+    mcp: McpServers = Field(default_factory=list)
 
     @field_validator("tools")
     @classmethod

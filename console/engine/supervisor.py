@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.engine import commands as cmds
 from console.engine import events as ev
@@ -66,6 +66,9 @@ from console.engine.tool_setup import announce_commands, write_tool_docs
 from console.engine.tools import BUILTIN_TOOL_NAMES, ToolRegistry, default_registry
 from console.engine.tools.commands import build_command_tools
 
+if TYPE_CHECKING:  # the MCP tools (and jsonschema) load only for a run that has servers
+    from console.engine.tools.mcp_tools import McpServer
+
 MAX_IDLE_RESTARTS = 3
 
 # Re-exported: the supervisor's callers and tests import them from here.
@@ -89,6 +92,7 @@ class Supervisor:
         channel: ControlChannel | None = None,
         seed: int | None = None,
         launch: LaunchStart | None = None,
+        mcp: Sequence[McpServer] = (),
     ) -> None:
         # How the run was started (console.engine.launch): recorded once the lock is held, told in an event.
         self.launch = launch
@@ -106,6 +110,16 @@ class Supervisor:
             commands = build_command_tools(settings.tools, settings.commands, reserved=BUILTIN_TOOL_NAMES)
             base = [t for n in self.registry.names if (t := self.registry.get(n)) is not None]
             self.registry = ToolRegistry([*base, *commands])
+        # The tools of the job's MCP servers (started, confined, by whoever runs the run: the command line), through
+        # the same registry and gate; what was not offered (a hostile name, a schema bomb) is said at the start.
+        self.mcp_notes: list[str] = []
+        if mcp:
+            from console.engine.tools.mcp_tools import build_mcp_tools
+
+            offered = build_mcp_tools(mcp, reserved=self.registry.names)
+            base = [t for n in self.registry.names if (t := self.registry.get(n)) is not None]
+            self.registry = ToolRegistry([*base, *offered.tools])
+            self.mcp_notes = offered.skipped
         self.operator = OperatorState(channel or ControlChannel(paths.inbox))
         self.not_private = make_private(paths.state)  # 0700/0600; what could not be made so, to report
         self.lock = RunLock(paths)
@@ -289,6 +303,8 @@ class Supervisor:
         rt.should_stop = self._tool_should_stop
         if self.settings.tools:
             announce_commands(self.settings, rt, self.events)
+        for note in self.mcp_notes:
+            self.events.emit(ev.ErrorEvent, message=note, where="mcp", recoverable=True)
         rt.guards.start(priced=self.settings.prices is not None)
         rt.guards.status(force=True)
 

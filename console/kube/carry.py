@@ -47,6 +47,9 @@ SETTINGS: dict[str, tuple[str, str]] = {
     **{f"sandbox_limits.{key}": (VARIABLE, "AGENT_CONSOLE_SANDBOX_LIMITS, when set") for key in (
         "processes", "memory_mb", "cpu_seconds", "open_files", "file_size_mb", "tmp_mb", "shm_mb", "network",
         "read_only")},
+    # What jobs may declare as MCP servers ([mcp]), in AGENT_CONSOLE_MCP (JSON), when the operator set it: a pod
+    # must not allow what this machine forbids.
+    **{f"mcp.{key}": (VARIABLE, "AGENT_CONSOLE_MCP, when set") for key in ("allow", "commands")},
     "notify.on_end": (VARIABLE, "AGENT_CONSOLE_NOTIFY_ON_END"),
     "notify.remind_minutes": (VARIABLE, "AGENT_CONSOLE_NOTIFY_REMIND_MINUTES (JSON; [] keeps reminders off)"),
     # A link is checked by the serve of the machine whose folder the run is in: a pod's folder is on its volume,
@@ -155,6 +158,8 @@ def settings_env(settings: Any) -> dict[str, str]:
     caps = settings.sandbox_limits.model_dump(exclude_unset=True)
     if caps:
         env["AGENT_CONSOLE_SANDBOX_LIMITS"] = json.dumps(caps, sort_keys=True)
+    if mcp := settings.mcp.model_dump(exclude_unset=True):
+        env["AGENT_CONSOLE_MCP"] = json.dumps(mcp, sort_keys=True)
     if settings.prices:
         env["AGENT_CONSOLE_PRICES"] = json.dumps({k: v.model_dump(exclude_none=True)
                                                   for k, v in settings.prices.items()}, sort_keys=True)

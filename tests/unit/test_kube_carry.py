@@ -65,6 +65,9 @@ tmp_mb = 88
 shm_mb = 99
 network = true
 read_only = false
+[mcp]
+allow = false
+commands = ["mcp-server-time"]
 [prices."m-1"]
 input = 1.5
 output = 3.0
@@ -305,7 +308,8 @@ def pod_variables() -> list[str]:
     """Every plain variable a pod may be given (with the caps and prices set, so that theirs are there too)."""
     from console.settings import Settings
 
-    settings = Settings(sandbox_limits={"processes": 9}, prices={"m": {"input": 1.0, "output": 2.0}})
+    settings = Settings(sandbox_limits={"processes": 9}, prices={"m": {"input": 1.0, "output": 2.0}},
+                        mcp={"allow": False})
     return sorted(carry.settings_env(settings))
 
 

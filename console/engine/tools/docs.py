@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from console.engine.tools.registry import Failure, Tool, clean_schema
+from console.engine.tools.registry import Failure, Tool
 
 # The first line of every file the harness writes there: it marks the file as the harness's (docs_folder only
 # ever replaces or removes a file that starts with it), and tells a reader not to edit it.
@@ -132,7 +132,7 @@ def _properties(schema: dict[str, Any], indent: str = "") -> list[str]:
 
 def arguments(tool: Tool[Any]) -> list[str]:
     """The Arguments section's lines, from the schema the providers are sent."""
-    schema = clean_schema(tool.args)
+    schema = tool.parameters()
     if not schema.get("properties"):
         return ["None: call it with `{}`."]
     return _properties(schema)
@@ -158,7 +158,8 @@ def render_doc(tool: Tool[Any], ctx: DocContext) -> str:
     if tool.details:
         out += ["", ctx.fill(tool.details).strip()]
     out += ["", "## Arguments", "", *arguments(tool)]
-    out += ["", "## Examples"]
+    if tool.examples:  # an MCP server's tool has none of ours
+        out += ["", "## Examples"]
     for ex in tool.examples:
         text = json.dumps(ex.args, ensure_ascii=False)
         fence = _fence(text)
@@ -202,7 +203,7 @@ def doc_problems(tool: Tool[Any], ctx: DocContext | None = None) -> list[str]:
     if not tool.errors:
         problems.append("no error of its own (what can go wrong, and what to do)")
     listed = documented_arguments(render_doc(tool, ctx or DocContext()))
-    schema = list(clean_schema(tool.args).get("properties", {}))
+    schema = list(tool.parameters().get("properties", {}))
     if listed != schema:
         problems.append(f"its doc lists the arguments {listed}, the schema has {schema}")
     return problems

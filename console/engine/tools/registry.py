@@ -148,6 +148,10 @@ class Tool(Generic[A]):
     errors: tuple[Failure, ...] = ()
     rules: tuple[str, ...] = ()
     details: str = ""
+    # The JSON schema offered to the model when it is not the argument model's own: a tool whose arguments are
+    # described by someone else (an MCP server's, checked and bounded by .mcp_tools); its ``args`` then accepts any
+    # object, and its handler checks it against this schema.
+    schema: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.modifies is not None and self.modifies not in self.args.model_fields:
@@ -167,10 +171,16 @@ class Tool(Generic[A]):
     @property
     def params(self) -> frozenset[str]:
         """The names of its arguments."""
+        if self.schema is not None:
+            return frozenset(self.schema.get("properties", {}))
         return frozenset(self.args.model_fields)
 
+    def parameters(self) -> dict[str, Any]:
+        """The JSON schema of its arguments, as the providers are sent it (and its doc lists it)."""
+        return self.schema if self.schema is not None else clean_schema(self.args)
+
     def spec(self) -> ToolSpec:
-        return ToolSpec(name=self.name, description=self.description, parameters=clean_schema(self.args))
+        return ToolSpec(name=self.name, description=self.description, parameters=self.parameters())
 
 
 @functools.lru_cache(maxsize=256)

@@ -1,0 +1,261 @@
+"""Tools from Model Context Protocol servers, offered to the agent like every other tool and passing the one gate.
+
+The engine owns the port (:class:`McpServer`, as it owns the provider protocol); ``console.mcp`` implements it
+with the official SDK, the server confined as job commands are. Here, a live server's list of tools becomes
+:class:`~.registry.Tool` entries:
+
+- each named ``mcp__SERVER__TOOL``, valid for both providers (``^[a-zA-Z0-9_-]{1,64}$``); a tool whose own name
+  cannot make such a name (escape sequences, markup, too long) is not offered, and said once (escaped); two tools
+  of the same name, or one named like a tool of the harness, refuse the run at its start;
+- its JSON schema checked and bounded (an object schema of at most :data:`MAX_SCHEMA_CHARS` and
+  :data:`MAX_SCHEMA_DEPTH` levels): a schema bomb is not offered; its description made safe
+  (:func:`console.engine.text.safe_text`) and cut;
+- each call: the arguments checked against the schema, the intent recorded in the journal before the server is
+  asked (a call a kill -9 interrupted is never sent again: the agent is told its outcome is unknown), the answer
+  bounded in time (the server's ``timeout``) and size (``max_output_kb``: first and last halves kept).
+
+Policies, budgets, the deadline, feedback and the stuck detector see these calls as they see every call: they go
+through the registry's parse and run, in the loop's one dispatch path.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import jsonschema
+from pydantic import ConfigDict
+
+from console.engine.job import one_line
+from console.engine.text import safe_text
+from console.engine.tools.mcp_config import TOOL_NAME, McpServerConfig
+from console.engine.tools.registry import Failure, Tool, ToolArgs, ToolOutcome
+
+if TYPE_CHECKING:
+    from console.engine.runtime import Runtime
+
+PREFIX = "mcp"
+MAX_SCHEMA_CHARS = 16_384
+MAX_SCHEMA_DEPTH = 12
+MAX_DESCRIPTION = 1024
+MAX_TOOLS_PER_SERVER = 128
+
+
+@dataclass(frozen=True)
+class McpToolInfo:
+    """One tool as a server listed it: raw, untrusted (checked by :func:`build_mcp_tools`)."""
+
+    name: str
+    description: str
+    input_schema: Any
+
+
+@dataclass(frozen=True)
+class McpCallResult:
+    """What a server answered: whether the tool succeeded, and its content as text (non-text parts described)."""
+
+    ok: bool
+    text: str
+
+
+class McpServer(Protocol):
+    """A live server of the run (console.mcp's client implements it)."""
+
+    @property
+    def config(self) -> McpServerConfig: ...
+
+    @property
+    def tools(self) -> Sequence[McpToolInfo]: ...
+
+    def call(self, tool: str, arguments: dict[str, Any], timeout: float,
+             should_stop: Callable[[], bool] = lambda: False) -> McpCallResult:
+        """The server's answer; raises :class:`McpUnavailable` if it could not be had (timeout, gone, garbage, or
+        ``should_stop`` said the operator stops the run now: the call is then cancelled)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class McpUnavailable(Exception):
+    """A call got no answer (the message says why, one line)."""
+
+
+class McpArgs(ToolArgs):
+    """Any object: the server's schema, not a model of ours, says what its tool takes (checked by the handler)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+@dataclass
+class McpTools:
+    """The tools a run's servers offer, and what was not offered (one escaped line each, for the operator)."""
+
+    tools: list[Tool[Any]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def full_name(server: str, tool: str) -> str:
+    return f"{PREFIX}__{server}__{tool}"
+
+
+def _depth(node: Any, limit: int) -> int:
+    """How deeply ``node`` nests (stops counting past ``limit``: never recurses without end)."""
+    stack = [(node, 1)]
+    most = 0
+    while stack:
+        value, d = stack.pop()
+        most = max(most, d)
+        if d > limit:
+            return d
+        if isinstance(value, dict):
+            stack.extend((v, d + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, d + 1) for v in value)
+    return most
+
+
+def check_schema(schema: Any) -> tuple[dict[str, Any] | None, str]:
+    """(the schema to offer, "") or (None, why it is refused)."""
+    if not isinstance(schema, dict):
+        return None, "its input schema is not a JSON object"
+    try:
+        text = json.dumps(schema)
+    except (TypeError, ValueError, RecursionError):
+        return None, "its input schema is not plain JSON"
+    if len(text) > MAX_SCHEMA_CHARS:
+        return None, f"its input schema is {len(text):,} characters, more than the {MAX_SCHEMA_CHARS:,} allowed"
+    if _depth(schema, MAX_SCHEMA_DEPTH) > MAX_SCHEMA_DEPTH:
+        return None, f"its input schema nests deeper than {MAX_SCHEMA_DEPTH} levels"
+    if schema.get("type") != "object":
+        return None, "its input schema is not of type object"
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return None, f"its input schema is not a valid JSON schema ({one_line(exc.message, 120)})"
+    except (RecursionError, ValueError, TypeError):
+        return None, "its input schema cannot be read"
+    out: dict[str, Any] = json.loads(text)
+    out.setdefault("properties", {})
+    return out, ""
+
+
+def _keep(text: str, keep: int) -> str:
+    """At most ``keep`` characters: the first and last halves, and a note of what was cut."""
+    if len(text) <= keep:
+        return text
+    half = keep // 2
+    return (text[:half] + f"\n[... {len(text) - 2 * half:,} characters omitted ...]\n" + text[-half:]
+            + f"\n[result truncated: showed {2 * half:,} of {len(text):,} characters]")
+
+
+def _interrupted(name: str) -> str:
+    return (f"{name} was interrupted by a crash of the harness before its result was recorded: whether the server "
+            "did it is unknown. Check its effects, and call it again if it is needed.")
+
+
+def _handler(server: McpServer, tool: str, name: str, schema: dict[str, Any],
+             keep: Callable[[Runtime], int]) -> Callable[[Runtime, McpArgs], ToolOutcome]:
+    config = server.config
+
+    def handler(rt: Runtime, args: McpArgs) -> ToolOutcome:
+        arguments = args.model_dump()
+        try:
+            jsonschema.validate(arguments, schema)
+        except jsonschema.ValidationError as exc:
+            where = "/".join(str(p) for p in exc.absolute_path) or "arguments"
+            return ToolOutcome(False, f"Invalid arguments for {name}: '{one_line(where, 100)}': "
+                                      f"{one_line(exc.message, 300)}. Call {name} again with corrected arguments.")
+        except (jsonschema.SchemaError, RecursionError):
+            return ToolOutcome(False, f"{name} could not check its arguments against the server's schema.")
+        # The job's deadline bounds a call as it bounds a command: none is sent once it passed, and one in flight
+        # gets at most the time left.
+        guards = getattr(rt, "guards", None)
+        left = guards.seconds_to_cut() if guards is not None else None
+        if left is not None and left <= 0:
+            return ToolOutcome(False, f"{name} was not run: the job's time is up (its deadline passed); the run is "
+                                      "winding down.")
+        timeout = config.timeout if left is None else min(config.timeout, left)
+        # Recorded before the server is asked: a kill -9 from here on is a call of unknown outcome, never resent.
+        _facts, redo = rt.intent(lambda: {"mcp": config.name, "tool": tool, "started": True})
+        if redo:
+            return ToolOutcome(False, _interrupted(name))
+        try:
+            answer = server.call(tool, arguments, timeout, rt.should_stop)
+        except McpUnavailable as exc:
+            return ToolOutcome(False, f"{name} is unavailable: {one_line(str(exc), 300)}. Nothing is known of its "
+                                      "effects; do other work, or call it again later.")
+        return ToolOutcome(answer.ok, _keep(answer.text, keep(rt)) or "(no output)")
+
+    return handler
+
+
+def _observation_budget(config: McpServerConfig) -> Callable[[Runtime], int]:
+    def keep(rt: Runtime) -> int:
+        # Within the context budget of one observation too (the loop cuts longer results at their start).
+        budget = max(1024, int(getattr(rt, "observation_chars", 60_000)) - 400)
+        return max(256, min(config.max_output_kb * 1024, budget))
+
+    return keep
+
+
+_ERRORS = (
+    Failure("its arguments do not match the server's schema", "the result says which; call it again corrected"),
+    Failure("the server is unavailable or did not answer in time", "nothing is known of its effects; do other work "
+            "and call it again later"),
+    Failure("a crash of the harness interrupted it", "its outcome is unknown: check its effects, call it again if "
+            "needed"),
+)
+
+
+def build_mcp_tools(servers: Sequence[McpServer], *, reserved: Collection[str] = ()) -> McpTools:
+    """The tools of ``servers`` (each one's ``tools`` allow-list applied). ValueError (one line) for a name two
+    tools would share, or a harness tool's name: the run is refused at its start, never half-offered."""
+    out = McpTools()
+    taken = set(reserved)
+    for server in servers:
+        config = server.config
+        offered = set(config.tools) if config.tools is not None else None
+        listed = list(server.tools)
+        shown_server = safe_text(config.name, one_line=True, limit=40)
+        if len(listed) > MAX_TOOLS_PER_SERVER:
+            out.skipped.append(f"MCP server {shown_server}: {len(listed)} tools listed, only the first "
+                               f"{MAX_TOOLS_PER_SERVER} considered")
+            listed = listed[:MAX_TOOLS_PER_SERVER]
+        seen_here: set[str] = set()
+        for info in listed:
+            raw = info.name if isinstance(info.name, str) else repr(info.name)
+            shown = safe_text(raw, one_line=True, limit=80)
+            if offered is not None and raw not in offered:
+                continue
+            name = full_name(config.name, raw)
+            if not TOOL_NAME.fullmatch(raw) or not TOOL_NAME.fullmatch(name):
+                out.skipped.append(f"MCP server {shown_server}: tool '{shown}' not offered: its name cannot make a "
+                                   "tool name both providers accept (letters, digits, '_', '-'; 64 in all)")
+                continue
+            schema, why = check_schema(info.input_schema)
+            if schema is None:
+                out.skipped.append(f"MCP server {shown_server}: tool '{shown}' not offered: {why}")
+                continue
+            if name in taken or raw in seen_here:
+                raise ValueError(f"MCP server {shown_server}: two tools would be named {name}; the run cannot offer "
+                                 "both (the server's tool list is not usable as it is)")
+            taken.add(name)
+            seen_here.add(raw)
+            text = info.description if isinstance(info.description, str) else ""
+            description = safe_text(text, limit=MAX_DESCRIPTION) or f"Tool {raw} of the MCP server {config.name}."
+            summary = f"{safe_text(text, one_line=True, join=True, limit=100) or raw} (MCP server {config.name})"
+            out.tools.append(Tool(name, description, McpArgs,
+                                  _handler(server, raw, name, schema, _observation_budget(config)),
+                                  summary, errors=_ERRORS, schema=schema,
+                                  details=(f"A tool of the MCP server '{config.name}' declared in job.toml, run "
+                                           "confined as the job's commands are. Its arguments are the server's "
+                                           "schema (in the tool's definition).")))
+        if offered is not None:
+            missing = sorted(offered - seen_here - {i.name for i in listed if isinstance(i.name, str)})
+            if missing:
+                out.skipped.append(f"MCP server {shown_server}: does not list "
+                                   f"{safe_text(', '.join(missing), one_line=True, limit=200)} (tools = [...] in "
+                                   "job.toml)")
+    return out

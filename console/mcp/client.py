@@ -1,0 +1,285 @@
+"""One stdio MCP server of a run, through the official SDK's ``ClientSession``, behind the engine's synchronous port.
+
+The SDK is async; the engine's tool calls are not. Each server gets an event loop in a thread of its own (anyio's
+blocking portal) in which one task holds the server's process and session open until :meth:`StdioServer.close`;
+a call is a coroutine run in that loop and waited for, bounded by the server's ``timeout``.
+
+The transport is the SDK's stdio transport's shape (a reader and a writer task between the process's pipes and the
+session's streams), written here because the process is ours to start (confined: :mod:`.world`, whose options pass
+through an inherited descriptor, which the SDK's ``stdio_client`` cannot give) and because a line from the server is
+bounded (:data:`MAX_LINE`): a server that writes a line without end is garbage, not a reason to fill the memory.
+
+Sampling and elicitation requests are refused (the SDK's defaults answer them with an error, and the client does not
+advertise them); roots are not offered. The process tree ends with the server: its process group, and for a confined
+one its pid namespace (bwrap's ``--die-with-parent``), are killed at :meth:`close` and when the harness dies.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import mcp_types as types
+from anyio.abc import Process, TaskStatus
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.client.session import ClientSession
+from mcp.shared.message import SessionMessage
+
+from console.engine.job import one_line
+from console.engine.text import safe_text
+from console.engine.tools.confine import remove_stand_ins
+from console.engine.tools.limits import CommandWorld
+from console.engine.tools.mcp_config import McpServerConfig
+from console.engine.tools.mcp_tools import McpCallResult, McpToolInfo, McpUnavailable
+from console.mcp.world import McpStartError, Spawn, spawn
+
+# The longest message line a server may send (bytes): past it, the server is answering garbage.
+MAX_LINE = 8 * 1024 * 1024
+# The most pages of tools/list read, and how long a server has to start and list its tools.
+MAX_PAGES = 8
+START_SECONDS = 30.0
+STDERR_KEEP = 4096
+# How often a call in flight looks at the operator's stop.
+POLL_SECONDS = 0.05
+STDERR_WAIT = 1.0
+
+
+def _render(result: types.CallToolResult) -> McpCallResult:
+    """The content as text; other kinds of content are named, not shown (saved into the job folder: a later step)."""
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, types.TextContent):
+            parts.append(block.text)
+        else:
+            kind = getattr(block, "type", type(block).__name__)
+            mime = getattr(block, "mime_type", None)
+            parts.append(f"[{safe_text(str(kind), one_line=True, limit=40)} content"
+                         f"{' (' + safe_text(str(mime), one_line=True, limit=80) + ')' if mime else ''} not shown]")
+    return McpCallResult(not bool(result.is_error), "\n".join(parts))
+
+
+@asynccontextmanager
+async def _transport(process: Process) -> AsyncIterator[tuple[MemoryObjectReceiveStream[SessionMessage | Exception],
+                                                                MemoryObjectSendStream[SessionMessage]]]:
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+    assert process.stdout is not None and process.stdin is not None
+    stdout, stdin = BufferedByteReceiveStream(process.stdout), process.stdin
+
+    async def reader() -> None:
+        async with read_writer:
+            while True:
+                try:
+                    line = await stdout.receive_until(b"\n", MAX_LINE)
+                except anyio.DelimiterNotFound:
+                    await read_writer.send(ValueError(f"the server sent a line longer than {MAX_LINE} bytes"))
+                    return
+                except (anyio.EndOfStream, anyio.IncompleteRead, anyio.ClosedResourceError, OSError):
+                    return
+                if not line.strip():
+                    continue
+                try:
+                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                except ValueError as exc:
+                    await read_writer.send(exc)
+                    continue
+                await read_writer.send(SessionMessage(message))
+
+    async def writer() -> None:
+        async with write_reader:
+            async for item in write_reader:
+                data = item.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+                try:
+                    await stdin.send(data.encode("utf-8"))
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                    await read_writer.aclose()
+                    return
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reader)
+        tg.start_soon(writer)
+        try:
+            yield read_stream, write_stream
+        finally:
+            tg.cancel_scope.cancel()
+
+
+def _kill(process: Process) -> None:
+    """The server's whole tree: its process group (it was started in a session of its own), then itself."""
+    with contextlib.suppress(OSError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(OSError, ProcessLookupError):
+        process.kill()
+
+
+class StdioServer:
+    """A started server: its config, the tools it listed, calls, and its end."""
+
+    def __init__(self, config: McpServerConfig, how: Spawn, *, start_seconds: float = START_SECONDS) -> None:
+        self._config = config
+        self._how = how
+        self._tools: list[McpToolInfo] = []
+        self._session: ClientSession | None = None
+        self._process: Process | None = None
+        self._cm = start_blocking_portal()
+        self._portal: BlockingPortal = self._cm.__enter__()
+        self._stop: anyio.Event = self._portal.call(anyio.Event)
+        self.confined_by = how.confined_by
+        self.stderr_tail = b""
+        try:
+            self._done, self._tools = self._portal.start_task(self._serve, start_seconds)
+        except BaseException as exc:
+            self._end()
+            said = _last_line(self.stderr_tail)
+            raise McpStartError(f"MCP server {config.name} did not start: {_why(exc)}"
+                                + (f" (its last words: {said})" if said else "")) from None
+
+    @property
+    def config(self) -> McpServerConfig:
+        return self._config
+
+    @property
+    def tools(self) -> Sequence[McpToolInfo]:
+        return self._tools
+
+    async def _serve(self, start_seconds: float, *, task_status: TaskStatus[list[McpToolInfo]]) -> None:
+        how = self._how
+        try:
+            process = await anyio.open_process(how.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                               stderr=subprocess.PIPE, cwd=how.cwd, env=how.env,
+                                               pass_fds=how.pass_fds, start_new_session=True)
+        finally:
+            for fd in how.pass_fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._process = process
+        try:
+            async with anyio.create_task_group() as tg:
+                read_all = anyio.Event()
+                tg.start_soon(self._keep_stderr, process, read_all)
+                try:
+                    await self._session_until_stopped(process, start_seconds, task_status)
+                finally:
+                    _kill(process)
+                    # Its last words, once it is gone (what a lingering child still holds open is not waited for).
+                    with anyio.move_on_after(STDERR_WAIT, shield=True):
+                        await read_all.wait()
+                    tg.cancel_scope.cancel()
+        finally:
+            self._session = None
+            _kill(process)
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await process.aclose()
+
+    async def _keep_stderr(self, process: Process, read_all: anyio.Event) -> None:
+        """The tail of what the server writes on stderr (at most :data:`STDERR_KEEP` bytes), for the line that says
+        why it did not start; the rest is read and dropped, so a chatty server never blocks on a full pipe."""
+        assert process.stderr is not None
+        with contextlib.suppress(Exception):
+            async for chunk in process.stderr:
+                self.stderr_tail = (self.stderr_tail + chunk)[-STDERR_KEEP:]
+        read_all.set()
+
+    async def _session_until_stopped(self, process: Process, start_seconds: float,
+                                     task_status: TaskStatus[list[McpToolInfo]]) -> None:
+        async with _transport(process) as (read, write), ClientSession(read, write) as session:
+            with anyio.fail_after(start_seconds):
+                await session.initialize()
+                tools: list[McpToolInfo] = []
+                cursor: str | None = None
+                for _ in range(MAX_PAGES):
+                    page = await session.list_tools(
+                        params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+                    tools += [McpToolInfo(t.name, t.description or "", t.input_schema) for t in page.tools]
+                    cursor = page.next_cursor
+                    if not cursor:
+                        break
+            self._session = session
+            task_status.started(tools)
+            await self._stop.wait()
+
+    def call(self, tool: str, arguments: dict[str, Any], timeout: float,
+             should_stop: Callable[[], bool] = lambda: False) -> McpCallResult:
+        try:
+            future = self._portal.start_task_soon(self._call, tool, arguments, timeout)
+            # Waited for in steps, so that the operator's stop is heard: it cancels the call (the SDK tells the
+            # server: notifications/cancelled), and the server serves on.
+            while not concurrent.futures.wait([future], timeout=POLL_SECONDS).done:
+                if should_stop():
+                    future.cancel()
+                    raise McpUnavailable("stopped by the operator (the call was cancelled)")
+            answer: McpCallResult = future.result()
+            return answer
+        except McpUnavailable:
+            raise
+        except TimeoutError:
+            raise McpUnavailable(f"no answer within {timeout:g} s") from None
+        except Exception as exc:  # the server's error, a closed pipe, garbage: never a traceback
+            raise McpUnavailable(_why(exc)) from None
+
+    async def _call(self, tool: str, arguments: dict[str, Any], timeout: float) -> McpCallResult:
+        session = self._session
+        if session is None:
+            raise McpUnavailable("the server is not running")
+        with anyio.fail_after(timeout):
+            result = await session.call_tool(tool, arguments)
+        return _render(result)
+
+    def close(self) -> None:
+        """End the server (its whole tree) and the loop; idempotent."""
+        with contextlib.suppress(Exception):
+            self._portal.call(self._stop.set)
+        self._end()
+
+    def _end(self) -> None:
+        with contextlib.suppress(Exception):
+            self._cm.__exit__(None, None, None)
+        remove_stand_ins(self._how.created)
+        self._how.created = []
+
+
+def _last_line(data: bytes) -> str:
+    lines = [ln.strip() for ln in data.decode("utf-8", "replace").splitlines() if ln.strip()]
+    return safe_text(lines[-1], one_line=True, limit=200) if lines else ""
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        first = exc.exceptions[0] if exc.exceptions else exc
+        return _why(first)
+    if isinstance(exc, TimeoutError):
+        return "it did not answer in time"
+    text = str(exc) or type(exc).__name__
+    if text == "Connection closed":  # the SDK's words for a server whose output ended
+        return "it exited, or closed its output, before answering"
+    return safe_text(one_line(text, 200), one_line=True)
+
+
+def start_servers(configs: Sequence[McpServerConfig], root: str, world: CommandWorld,
+                  environ: Mapping[str, str] | None = None, *,
+                  start_seconds: float = START_SECONDS) -> tuple[list[StdioServer], list[str]]:
+    """The servers that started, and one line for each optional one that did not. A required one that does not
+    start ends them all and raises :class:`McpStartError` naming it."""
+    env = os.environ if environ is None else environ
+    root = os.path.realpath(root)
+    started: list[StdioServer] = []
+    problems: list[str] = []
+    for config in configs:
+        try:
+            started.append(StdioServer(config, spawn(config, root, world, env), start_seconds=start_seconds))
+        except McpStartError as exc:
+            if config.required:
+                for server in started:
+                    server.close()
+                raise McpStartError(f"{exc} (a required server: the run was not started)") from None
+            problems.append(f"{exc} (optional: its tools are not offered)")
+    return started, problems
