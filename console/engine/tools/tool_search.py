@@ -51,6 +51,9 @@ SHORT = 120  # characters of a description a search result shows
 # The phase record's key for a loaded tool (console.engine.evidence's record: other keys are "call:..."/"read:...").
 LOADED_KEY = "mcp_loaded:"
 _WORD = re.compile(r"[a-z0-9]+")
+# Terminal escape sequences (CSI, OSC) and other control characters: separators, never part of a word ("\x1b[31m"
+# before "issues" must not make "31missues"). Linear: bounded repetitions, no nesting.
+_CONTROL = re.compile(r"\x1b\[[0-9;?]{0,32}[ -/]{0,4}[@-~]?|\x1b\][^\x07\x1b]{0,512}(?:\x07|\x1b\\)?|[\x00-\x1f\x7f-\x9f]")
 
 
 def schema_tokens(tools: Sequence[Tool[Any]]) -> int:
@@ -65,7 +68,7 @@ def should_defer(tools: Sequence[Tool[Any]], window: int, share: float) -> bool:
 
 def _words(text: str) -> list[str]:
     """Plain lowercase words: escape sequences, markup and punctuation only separate them. Linear."""
-    return _WORD.findall(text[: 4 * MAX_QUERY].lower())
+    return _WORD.findall(_CONTROL.sub(" ", text[: 4 * MAX_QUERY]).lower())
 
 
 class SearchArgs(ToolArgs):
