@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -20,7 +20,6 @@ from console.engine.sandbox import SandboxError
 
 if TYPE_CHECKING:
     from console.engine.runtime import Runtime
-    from console.engine.tools.tool_search import ToolSearch
 
 
 class ToolArgs(BaseModel):
@@ -184,6 +183,25 @@ class Tool(Generic[A]):
         return ToolSpec(name=self.name, description=self.description, parameters=self.parameters())
 
 
+class ToolOffer(Protocol):
+    """A part that offers some tools only once they are loaded (console.engine.tools.tool_search's ToolSearch)."""
+
+    @property
+    def catalog(self) -> Mapping[str, Tool[Any]]:
+        """The tools it defers (offered only once loaded)."""
+        ...
+
+    def bind(self, record: Callable[[], Collection[str]]) -> None:
+        """Read what is loaded from the run's record (bound once the run's state is read)."""
+        ...
+
+    def offered(self, name: str) -> bool: ...
+
+    def specs(self, base: Sequence[Tool[Any]]) -> list[ToolSpec]: ...
+
+    def refusal(self, name: str) -> ToolOutcome: ...
+
+
 @functools.lru_cache(maxsize=256)
 def _schema(model: type[BaseModel]) -> str:
     return json.dumps(_clean_schema(model))
@@ -251,7 +269,7 @@ class ToolRegistry:
         self.docs_folder: str | None = None
         # Many MCP tools: the part that offers them through a search-and-load step (.tool_search); None offers
         # every tool, every turn.
-        self.search: ToolSearch | None = None
+        self.search: ToolOffer | None = None
 
     def register(self, tool: Tool[Any]) -> None:
         self._tools[tool.name] = tool

@@ -53,7 +53,8 @@ LOADED_KEY = "mcp_loaded:"
 _WORD = re.compile(r"[a-z0-9]+")
 # Terminal escape sequences (CSI, OSC) and other control characters: separators, never part of a word ("\x1b[31m"
 # before "issues" must not make "31missues"). Linear: bounded repetitions, no nesting.
-_CONTROL = re.compile(r"\x1b\[[0-9;?]{0,32}[ -/]{0,4}[@-~]?|\x1b\][^\x07\x1b]{0,512}(?:\x07|\x1b\\)?|[\x00-\x1f\x7f-\x9f]")
+_CONTROL = re.compile(r"\x1b\[[0-9;?]{0,32}[ -/]{0,4}[@-~]?"
+                      r"|\x1b\][^\x07\x1b]{0,512}(?:\x07|\x1b\\)?|[\x00-\x1f\x7f-\x9f]")
 
 
 def schema_tokens(tools: Sequence[Tool[Any]]) -> int:
