@@ -338,7 +338,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         servers = _start_mcp(job, paths, rs, _again(source.root, args.in_place), made=not args.in_place)
         try:
             try:
-                sup = Supervisor(paths, rs, provider, clock=clock, store=store, launch=launch, mcp=servers)
+                sup = Supervisor(paths, rs, provider, clock=clock, store=store, launch=launch, mcp=servers,
+                                 tool_search_share=settings.mcp.tool_search_share)
             except sqlite3.Error as exc:
                 raise UsageError(f"{settings.store_path}: the jobs database cannot be used ({exc}); move it aside "
                                  "and a new one is made") from None

@@ -93,6 +93,7 @@ class Supervisor:
         seed: int | None = None,
         launch: LaunchStart | None = None,
         mcp: Sequence[McpServer] = (),
+        tool_search_share: float | None = None,
     ) -> None:
         # How the run was started (console.engine.launch): recorded once the lock is held, told in an event.
         self.launch = launch
@@ -115,10 +116,12 @@ class Supervisor:
         self.mcp_notes: list[str] = []
         if mcp:
             from console.engine.tools.mcp_tools import build_mcp_tools
+            from console.engine.tools.tool_search import offer_mcp_tools
 
             offered = build_mcp_tools(mcp, reserved=self.registry.names)
             base = [t for n in self.registry.names if (t := self.registry.get(n)) is not None]
-            self.registry = ToolRegistry([*base, *offered.tools])
+            # Too many to offer at once (more than tool_search_share of the window): found and loaded instead.
+            self.registry = offer_mcp_tools(base, offered.tools, settings.context_window, tool_search_share)
             self.mcp_notes = offered.skipped
         self.operator = OperatorState(channel or ControlChannel(paths.inbox))
         self.not_private = make_private(paths.state)  # 0700/0600; what could not be made so, to report
@@ -472,6 +475,8 @@ class Supervisor:
             rt.todos.state.closed = record.from_archives(archived_phases(self.paths))
             rt.todos.save()
         rt.tool_names = frozenset(self.registry.names)
+        if (search := self.registry.search) is not None:  # what is loaded is the phase's record, journaled
+            search.bind(lambda: rt.todos.state.evidence)
         # Tasks marked done without the evidence they name (a run from before the rule: its archived lists too)
         # are owed: the job is not complete until the record holds it (console.engine.evidence).
         archived_done = ([str(i.get("text", "")) for a in archived_phases(self.paths) for i in a.get("items") or []

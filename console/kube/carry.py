@@ -49,7 +49,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
         "read_only")},
     # What jobs may declare as MCP servers ([mcp]), in AGENT_CONSOLE_MCP (JSON), when the operator set it: a pod
     # must not allow what this machine forbids.
-    **{f"mcp.{key}": (VARIABLE, "AGENT_CONSOLE_MCP, when set") for key in ("allow", "commands")},
+    **{f"mcp.{key}": (VARIABLE, "AGENT_CONSOLE_MCP, when set") for key in ("allow", "commands", "tool_search_share")},
     "notify.on_end": (VARIABLE, "AGENT_CONSOLE_NOTIFY_ON_END"),
     "notify.remind_minutes": (VARIABLE, "AGENT_CONSOLE_NOTIFY_REMIND_MINUTES (JSON; [] keeps reminders off)"),
     # A link is checked by the serve of the machine whose folder the run is in: a pod's folder is on its volume,

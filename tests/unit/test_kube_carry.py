@@ -68,6 +68,7 @@ read_only = false
 [mcp]
 allow = false
 commands = ["mcp-server-time"]
+tool_search_share = 0.25
 [prices."m-1"]
 input = 1.5
 output = 3.0

@@ -115,6 +115,9 @@ class McpCaps(StrictSection):
 
     allow: bool = True
     commands: list[str] | None = Field(default=None, max_length=256)
+    # The share of the context window the MCP tools' schemas may take; past it they are found and loaded through
+    # the mcp_tool_search tool instead of all offered at once (console.engine.tools.tool_search).
+    tool_search_share: float = Field(default=0.10, gt=0, le=1)
 
 
 def caps_problem(servers: list[McpServerConfig], caps: McpCaps) -> str | None:

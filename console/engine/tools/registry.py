@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -183,6 +183,25 @@ class Tool(Generic[A]):
         return ToolSpec(name=self.name, description=self.description, parameters=self.parameters())
 
 
+class ToolOffer(Protocol):
+    """A part that offers some tools only once they are loaded (console.engine.tools.tool_search's ToolSearch)."""
+
+    @property
+    def catalog(self) -> Mapping[str, Tool[Any]]:
+        """The tools it defers (offered only once loaded)."""
+        ...
+
+    def bind(self, record: Callable[[], Collection[str]]) -> None:
+        """Read what is loaded from the run's record (bound once the run's state is read)."""
+        ...
+
+    def offered(self, name: str) -> bool: ...
+
+    def specs(self, base: Sequence[Tool[Any]]) -> list[ToolSpec]: ...
+
+    def refusal(self, name: str) -> ToolOutcome: ...
+
+
 @functools.lru_cache(maxsize=256)
 def _schema(model: type[BaseModel]) -> str:
     return json.dumps(_clean_schema(model))
@@ -248,6 +267,9 @@ class ToolRegistry:
         # The job folder's folder of the tools' full docs (tools/<name>.md), once the harness wrote them for this
         # session (console.engine.tools.docs_folder); None: no docs, and the guide points to none.
         self.docs_folder: str | None = None
+        # Many MCP tools: the part that offers them through a search-and-load step (.tool_search); None offers
+        # every tool, every turn.
+        self.search: ToolOffer | None = None
 
     def register(self, tool: Tool[Any]) -> None:
         self._tools[tool.name] = tool
@@ -267,6 +289,8 @@ class ToolRegistry:
         return list(self._tools.values())
 
     def specs(self) -> list[ToolSpec]:
+        if self.search is not None:
+            return self.search.specs(self.tools())
         # Built once: identical tool definitions every turn keep the prompt prefix cacheable.
         if self._specs is None:
             self._specs = [t.spec() for t in self._tools.values()]
@@ -275,15 +299,20 @@ class ToolRegistry:
     def guide(self) -> str:
         """Layer 3 in the system prompt: one short line per tool, ending with the path of its full doc."""
         docs = self.docs_folder
+        deferred = self.search.catalog if self.search is not None else {}
         return "\n".join(f"- {t.name}: {t.summary or t.description.split('.')[0]}"
-                         + (f" (doc: {docs}/{t.doc_name})" if docs else "") for t in self._tools.values())
+                         + (f" (doc: {docs}/{t.doc_name})" if docs else "") for t in self._tools.values()
+                         if t.name not in deferred)
 
     def parse(self, call: ToolCall) -> tuple[Tool[Any], ToolArgs] | ToolOutcome:
         tool = self._tools.get(call.name)
         if tool is None:
+            offered = [n for n in self._tools if self.search is None or n not in self.search.catalog]
             return ToolOutcome(
-                False, f"Unknown tool '{call.name}'. Available tools: {', '.join(self._tools)}."
+                False, f"Unknown tool '{call.name}'. Available tools: {', '.join(offered)}."
             )
+        if self.search is not None and not self.search.offered(tool.name):
+            return self.search.refusal(tool.name)
         text = (call.arguments or "").strip() or "{}"
         if len(text) > MAX_ARGUMENT_CHARS:
             return ToolOutcome(False, f"Invalid arguments for {tool.name}: {len(text)} characters, more than the "
