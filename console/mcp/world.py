@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from console.engine.tools.confine import Bwrap, ConfineError, bwrap_options, find_bwrap, protected_binds
 from console.engine.tools.limits import HOME, MB, SANDBOX_PATH, CommandWorld
@@ -60,7 +60,9 @@ def _prlimit(world: CommandWorld) -> list[str]:
 
 def spawn(config: McpServerConfig, root: str, world: CommandWorld, environ: Mapping[str, str]) -> Spawn:
     """How to start ``config``'s server confined in ``root`` (a real path); :class:`McpStartError` if it cannot be."""
-    assert config.command is not None  # the config's check: url servers are refused before this
+    assert config.command is not None  # an HTTP server (url) is not spawned: console.mcp.http reaches it
+    if config.network:  # the operator's [[mcp.servers]] network = true (job.toml cannot set it)
+        world = replace(world, network=True)
     env = server_env(config, world, root, environ)
     argv = [*_prlimit(world), *config.command]
     if world.unconfined:
