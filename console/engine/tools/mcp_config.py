@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from typing import Annotated
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
@@ -159,6 +159,8 @@ def url_problem(url: str) -> str | None:
                 "bearer_token_env_var, env_http_headers in the operator's [[mcp.servers]])")
     if parts.fragment:
         return f"'{one_line(url, 120)}' has a fragment (#...), which an HTTP request does not carry"
+    if any(seg in (".", "..") for seg in unquote(parts.path).split("/")):
+        return f"'{one_line(url, 120)}' has a '.' or '..' in its path (write the path it means)"
     return None
 
 
