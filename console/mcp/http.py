@@ -47,7 +47,13 @@ REDACTED = "[credential]"
 
 
 class BorderError(Exception):
-    """A request the operator's allow-list refuses, or an answer past its bound (the message is one line)."""
+    """A request the operator's allow-list refuses (the message is one line). Raised in the SDK's transport, it ends
+    the session: a server that sends us elsewhere is not asked again."""
+
+
+class TooLong(httpx2.StreamError):
+    """An answer past its bound. A StreamError: the SDK's transport turns it into the error of that one request (the
+    session serves on), as it does a body it cannot read."""
 
 
 class _BoundedStream(httpx2.AsyncByteStream):
@@ -60,7 +66,7 @@ class _BoundedStream(httpx2.AsyncByteStream):
         async for chunk in self._inner:
             seen += len(chunk)
             if seen > self._limit:
-                raise BorderError(f"the server's answer is longer than {self._limit:,} bytes")
+                raise TooLong(f"the server's answer is longer than {self._limit:,} bytes")
             yield chunk
 
     async def aclose(self) -> None:
@@ -119,6 +125,8 @@ def _why(exc: BaseException) -> str:
         return "it could not be reached"
     if isinstance(exc, httpx2.TimeoutException):
         return "it did not answer in time"
+    if str(exc) == "Connection closed":  # the SDK's words once its transport ended (a refused redirect, a reset)
+        return "the connection to it ended"
     from console.mcp.client import _why as why
 
     return why(exc)
