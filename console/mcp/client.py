@@ -40,6 +40,7 @@ from console.engine.tools.confine import remove_stand_ins
 from console.engine.tools.limits import CommandWorld
 from console.engine.tools.mcp_config import McpServerConfig
 from console.engine.tools.mcp_tools import McpCallResult, McpToolInfo, McpUnavailable
+from console.engine.tools.repos import sweep
 from console.mcp.world import McpStartError, Spawn, spawn
 
 # The longest message line a server may send (bytes): past it, the server is answering garbage.
@@ -225,6 +226,15 @@ class StdioServer:
             raise McpUnavailable(f"no answer within {timeout:g} s") from None
         except Exception as exc:  # the server's error, a closed pipe, garbage: never a traceback
             raise McpUnavailable(_why(exc)) from None
+        finally:
+            self._sweep()
+
+    def _sweep(self) -> None:
+        """What the call left in the job's repositories that git would run (a repository it made, a hook), made
+        harmless, as after a command (console.engine.tools.repos)."""
+        if self._how.repos is not None:
+            with contextlib.suppress(OSError):
+                sweep(self._how.cwd, self._how.repos)
 
     async def _call(self, tool: str, arguments: dict[str, Any], timeout: float) -> McpCallResult:
         session = self._session
@@ -245,6 +255,7 @@ class StdioServer:
             self._cm.__exit__(None, None, None)
         remove_stand_ins(self._how.created)
         self._how.created = []
+        self._sweep()
 
 
 def _last_line(data: bytes) -> str:
