@@ -379,13 +379,17 @@ def _start_mcp(job: Any, paths: Any, rs: Any, again: str, *, made: bool, caps: A
         return []
     from console.engine.tools.mcp_config import allowed_urls, resolve
     from console.mcp.client import start_servers
+    from console.mcp.http import HttpServer
     from console.mcp.world import McpStartError
 
+    def reach(config: Any, start_seconds: float) -> HttpServer:
+        # Its requests go only where [mcp] urls (or the operator's own [[mcp.servers]] entry) allows; its
+        # credentials are the operator's environment's.
+        return HttpServer(config, allowed_urls(config, caps), os.environ, start_seconds=start_seconds)
+
     try:
-        # A name alone is the operator's [[mcp.servers]] entry; an HTTP server's requests go only where [mcp] urls
-        # (or the operator's own entry) allows.
-        servers, problems = start_servers(resolve(job.mcp, caps), str(paths.root), rs.commands,
-                                          urls=lambda config: allowed_urls(config, caps))
+        # A name alone is the operator's [[mcp.servers]] entry.
+        servers, problems = start_servers(resolve(job.mcp, caps), str(paths.root), rs.commands, reach=reach)
     except McpStartError as exc:
         if made:
             import shutil

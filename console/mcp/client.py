@@ -278,10 +278,10 @@ def _why(exc: BaseException) -> str:
 def start_servers(configs: Sequence[McpServerConfig], root: str, world: CommandWorld,
                   environ: Mapping[str, str] | None = None, *,
                   start_seconds: float = START_SECONDS,
-                  urls: Callable[[McpServerConfig], Sequence[str]] = lambda _: ()) -> tuple[list[Any], list[str]]:
+                  reach: Callable[[McpServerConfig, float], Any] | None = None) -> tuple[list[Any], list[str]]:
     """The servers that started, and one line for each optional one that did not. A required one that does not
-    start ends them all and raises :class:`McpStartError` naming it. ``urls``: where each HTTP server's requests
-    may go (the operator's allow-list, console.engine.tools.mcp_config.allowed_urls)."""
+    start ends them all and raises :class:`McpStartError` naming it. ``reach``: how an HTTP server (a ``url``) is
+    reached (console.mcp.http.HttpServer, with the operator's allowed URLs); without it, it is not."""
     env = os.environ if environ is None else environ
     root = os.path.realpath(root)
     started: list[Any] = []
@@ -289,9 +289,9 @@ def start_servers(configs: Sequence[McpServerConfig], root: str, world: CommandW
     for config in configs:
         try:
             if config.url is not None:  # reached over streamable HTTP by this process: console.mcp.http
-                from console.mcp.http import HttpServer
-
-                started.append(HttpServer(config, urls(config), env, start_seconds=start_seconds))
+                if reach is None:
+                    raise McpStartError(f"MCP server {config.name}: an HTTP server cannot be reached from here")
+                started.append(reach(config, start_seconds))
                 continue
             started.append(StdioServer(config, spawn(config, root, world, env), start_seconds=start_seconds))
         except McpStartError as exc:

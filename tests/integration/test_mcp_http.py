@@ -17,6 +17,7 @@ from console.engine.clock import FakeClock
 from console.engine.job import JobPaths
 from console.engine.store import JobStore
 from console.engine.supervisor import Supervisor
+from console.engine.tools.limits import CommandWorld
 from console.engine.tools.mcp_config import McpServerConfig
 from console.engine.tools.mcp_tools import McpUnavailable
 from console.mcp import http as mcp_http
@@ -115,8 +116,10 @@ def test_an_answer_past_the_bound_is_unavailable_not_held(monkeypatch) -> None:
 
 def test_the_operators_environment_must_hold_the_credential() -> None:
     with pytest.raises(McpStartError, match="the operator's environment has no LOOPBACK_MCP_TOKEN"):
-        start_servers([web("http://127.0.0.1:1/mcp")], "/tmp", None, environ={},  # type: ignore[arg-type]
-                      urls=lambda _: ["http://127.0.0.1:1/"])
+        HttpServer(web("http://127.0.0.1:1/mcp"), ["http://127.0.0.1:1/"], {})
+    # Without a way to reach one (the CLI gives it), an HTTP server is not started.
+    with pytest.raises(McpStartError, match="an HTTP server cannot be reached from here"):
+        start_servers([web("http://127.0.0.1:1/mcp")], "/tmp", CommandWorld())
 
 
 # -- the CLI ---------------------------------------------------------------------------------------------------

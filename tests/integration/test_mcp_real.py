@@ -136,7 +136,7 @@ def test_server_everything_over_stdio_confined(make_job, everything: Path, bwrap
     job = make_job()
     assert NODE is not None
     config = McpServerConfig(name="every", command=[NODE, str(everything.resolve()), "stdio"], required=True)
-    (server,), problems = start_servers([config], str(job.root), node_world(everything))
+    (server,), _ = start_servers([config], str(job.root), node_world(everything))
     try:
         names = {t.name for t in server.tools}
         assert {"echo", "get-sum"} <= names
