@@ -68,6 +68,11 @@ read_only = false
 [mcp]
 allow = false
 commands = ["mcp-server-time"]
+urls = ["https://mcp.example.org/"]
+[[mcp.servers]]
+name = "web"
+url = "https://mcp.example.org/mcp"
+bearer_token_env_var = "WEB_MCP_TOKEN"
 [prices."m-1"]
 input = 1.5
 output = 3.0
