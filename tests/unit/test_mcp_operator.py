@@ -109,3 +109,14 @@ def test_the_operators_server_entries_are_checked(entry: str, says: str) -> None
     with pytest.raises(ValidationError) as caught:
         McpCaps.model_validate({"servers": [tomllib.loads(entry)]})
     assert says in str(caught.value)
+
+
+def test_an_http_servers_tool_doc_does_not_say_it_runs_confined() -> None:
+    from console.engine.tools.mcp_tools import McpToolInfo, build_mcp_tools
+
+    class Remote:
+        config = McpServerConfig(name="web", url="https://mcp.example.org/mcp")
+        tools = [McpToolInfo("search", "Search.", {"type": "object", "properties": {}})]
+
+    (tool,) = build_mcp_tools([Remote()]).tools  # type: ignore[list-item]
+    assert "reached over HTTP (it runs elsewhere" in tool.details and "confined" not in tool.details
