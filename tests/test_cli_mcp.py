@@ -56,11 +56,11 @@ def test_a_required_server_that_does_not_start_is_exit_2_in_one_line(tmp_path, c
     assert not runs.exists() or list(runs.iterdir()) == []  # no run was made: its copy is gone
 
 
-def test_a_job_declaring_an_http_server_is_exit_2_in_one_line(tmp_path, capsys) -> None:
+def test_a_job_declaring_an_http_server_the_operator_did_not_allow_is_exit_2_in_one_line(tmp_path, capsys) -> None:
     job = make_job(tmp_path, '[[mcp]]\nname = "web"\nurl = "https://example.com/mcp"\n')
     code = main(["run", str(job), "--headless", "--speed", "0"])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "not supported yet" in err[0]
+    assert code == 2 and len(err) == 1 and "is not at a URL the operator's config allows" in err[0]
 
 
 def test_the_operator_may_forbid_mcp_servers(tmp_path, capsys) -> None:

@@ -335,7 +335,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         # The job's MCP servers, started confined by the process that runs the run (never by a start that hands it
         # over), ended with it; a required one that does not start refuses the run (exit 2).
-        servers = _start_mcp(job, paths, rs, _again(source.root, args.in_place), made=not args.in_place)
+        servers = _start_mcp(job, paths, rs, _again(source.root, args.in_place), made=not args.in_place,
+                             caps=settings.mcp)
         try:
             try:
                 sup = Supervisor(paths, rs, provider, clock=clock, store=store, launch=launch, mcp=servers,
@@ -371,17 +372,25 @@ def _close_mcp(servers: list[Any]) -> None:
         server.close()
 
 
-def _start_mcp(job: Any, paths: Any, rs: Any, again: str, *, made: bool) -> list[Any]:
+def _start_mcp(job: Any, paths: Any, rs: Any, again: str, *, made: bool, caps: Any) -> list[Any]:
     """The job's ``[[mcp]]`` servers, started confined (console.mcp); an optional one that does not start is said
     on stderr (its tools are not offered); a required one is a UsageError naming it (the others are ended, and the
     run folder this start ``made``, a copy nothing ran in yet, is removed: no run was made)."""
     if not job.mcp:
         return []
+    from console.engine.tools.mcp_config import allowed_urls, resolve
     from console.mcp.client import start_servers
+    from console.mcp.http import HttpServer
     from console.mcp.world import McpStartError
 
+    def reach(config: Any, start_seconds: float) -> HttpServer:
+        # Its requests go only where [mcp] urls (or the operator's own [[mcp.servers]] entry) allows; its
+        # credentials are the operator's environment's.
+        return HttpServer(config, allowed_urls(config, caps), os.environ, start_seconds=start_seconds)
+
     try:
-        servers, problems = start_servers(job.mcp, str(paths.root), rs.commands)
+        # A name alone is the operator's [[mcp.servers]] entry.
+        servers, problems = start_servers(resolve(job.mcp, caps), str(paths.root), rs.commands, reach=reach)
     except McpStartError as exc:
         if made:
             import shutil

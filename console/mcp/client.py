@@ -40,6 +40,7 @@ from console.engine.tools.confine import remove_stand_ins
 from console.engine.tools.limits import CommandWorld
 from console.engine.tools.mcp_config import McpServerConfig
 from console.engine.tools.mcp_tools import McpCallResult, McpToolInfo, McpUnavailable
+from console.engine.tools.repos import sweep
 from console.mcp.world import McpStartError, Spawn, spawn
 
 # The longest message line a server may send (bytes): past it, the server is answering garbage.
@@ -225,6 +226,15 @@ class StdioServer:
             raise McpUnavailable(f"no answer within {timeout:g} s") from None
         except Exception as exc:  # the server's error, a closed pipe, garbage: never a traceback
             raise McpUnavailable(_why(exc)) from None
+        finally:
+            self._sweep()
+
+    def _sweep(self) -> None:
+        """What the call left in the job's repositories that git would run (a repository it made, a hook), made
+        harmless, as after a command (console.engine.tools.repos)."""
+        if self._how.repos is not None:
+            with contextlib.suppress(OSError):
+                sweep(self._how.cwd, self._how.repos)
 
     async def _call(self, tool: str, arguments: dict[str, Any], timeout: float) -> McpCallResult:
         session = self._session
@@ -245,6 +255,7 @@ class StdioServer:
             self._cm.__exit__(None, None, None)
         remove_stand_ins(self._how.created)
         self._how.created = []
+        self._sweep()
 
 
 def _last_line(data: bytes) -> str:
@@ -266,15 +277,22 @@ def _why(exc: BaseException) -> str:
 
 def start_servers(configs: Sequence[McpServerConfig], root: str, world: CommandWorld,
                   environ: Mapping[str, str] | None = None, *,
-                  start_seconds: float = START_SECONDS) -> tuple[list[StdioServer], list[str]]:
+                  start_seconds: float = START_SECONDS,
+                  reach: Callable[[McpServerConfig, float], Any] | None = None) -> tuple[list[Any], list[str]]:
     """The servers that started, and one line for each optional one that did not. A required one that does not
-    start ends them all and raises :class:`McpStartError` naming it."""
+    start ends them all and raises :class:`McpStartError` naming it. ``reach``: how an HTTP server (a ``url``) is
+    reached (console.mcp.http.HttpServer, with the operator's allowed URLs); without it, it is not."""
     env = os.environ if environ is None else environ
     root = os.path.realpath(root)
-    started: list[StdioServer] = []
+    started: list[Any] = []
     problems: list[str] = []
     for config in configs:
         try:
+            if config.url is not None:  # reached over streamable HTTP by this process: console.mcp.http
+                if reach is None:
+                    raise McpStartError(f"MCP server {config.name}: an HTTP server cannot be reached from here")
+                started.append(reach(config, start_seconds))
+                continue
             started.append(StdioServer(config, spawn(config, root, world, env), start_seconds=start_seconds))
         except McpStartError as exc:
             if config.required:

@@ -12,11 +12,12 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from console.engine.tools.confine import Bwrap, ConfineError, bwrap_options, find_bwrap, protected_binds
 from console.engine.tools.limits import HOME, MB, SANDBOX_PATH, CommandWorld
 from console.engine.tools.mcp_config import McpServerConfig
+from console.engine.tools.repos import Repos, survey
 
 
 class McpStartError(Exception):
@@ -34,6 +35,9 @@ class Spawn:
     pass_fds: tuple[int, ...] = ()
     created: list[str] = field(default_factory=list)
     confined_by: str = ""
+    # The job's repositories when the server started: their git directories are bound as [sandbox] git says
+    # (read-only by default), and what the server leaves that git would run is swept after each call (the client).
+    repos: Repos | None = None
 
 
 def server_env(config: McpServerConfig, world: CommandWorld, root: str, environ: Mapping[str, str]) -> dict[str, str]:
@@ -60,7 +64,9 @@ def _prlimit(world: CommandWorld) -> list[str]:
 
 def spawn(config: McpServerConfig, root: str, world: CommandWorld, environ: Mapping[str, str]) -> Spawn:
     """How to start ``config``'s server confined in ``root`` (a real path); :class:`McpStartError` if it cannot be."""
-    assert config.command is not None  # the config's check: url servers are refused before this
+    assert config.command is not None  # an HTTP server (url) is not spawned: console.mcp.http reaches it
+    if config.network:  # the operator's [[mcp.servers]] network = true (job.toml cannot set it)
+        world = replace(world, network=True)
     env = server_env(config, world, root, environ)
     argv = [*_prlimit(world), *config.command]
     if world.unconfined:
@@ -72,7 +78,10 @@ def spawn(config: McpServerConfig, root: str, world: CommandWorld, environ: Mapp
         raise McpStartError(f"MCP server {config.name} was not started: no sandbox works here ({found}); install "
                             "bubblewrap, or run --unconfined")
     try:
-        binds, created = protected_binds(root)
+        # As a command's: the repositories' control files read-only (a server cannot plant a hook or a config
+        # that the operator's git would run).
+        repos = survey(root)
+        binds, created = protected_binds(root, (), repos, world.git)
         options = bwrap_options(root, env, binds, world, found.extra)
     except ConfineError as exc:
         raise McpStartError(f"MCP server {config.name} was not started: {exc}") from None
@@ -85,4 +94,4 @@ def spawn(config: McpServerConfig, root: str, world: CommandWorld, environ: Mapp
     os.lseek(fd, 0, os.SEEK_SET)
     # bwrap reads its options from the descriptor; the environment is set inside (--clearenv, --setenv).
     return Spawn([found.path, "--args", str(fd), "--", *argv], {"PATH": SANDBOX_PATH}, root, (fd,), created,
-                 found.label)
+                 found.label, repos)

@@ -69,6 +69,11 @@ read_only = false
 allow = false
 commands = ["mcp-server-time"]
 tool_search_share = 0.25
+urls = ["https://mcp.example.org/"]
+[[mcp.servers]]
+name = "web"
+url = "https://mcp.example.org/mcp"
+bearer_token_env_var = "WEB_MCP_TOKEN"
 [prices."m-1"]
 input = 1.5
 output = 3.0

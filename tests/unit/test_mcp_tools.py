@@ -59,12 +59,11 @@ def test_a_stdio_server_is_declared_with_names_of_variables_only(tmp_path: Path)
 
 
 @pytest.mark.parametrize(("toml", "says"), [
-    ('[[mcp]]\nname = "web"\nurl = "https://example.com/mcp"\n',
-     "a streamable-HTTP server (url) is not supported yet"),
+    ('[[mcp]]\nname = "web"\nurl = "https://me:secret@example.com/mcp"\n', "holds no user or password"),
     ('[[mcp]]\nname = "t"\ncommand = ["x"]\nenv = {TOKEN = "secret"}\n', "mcp.0.env"),
     ('[[mcp]]\nname = "t"\ncommand = ["x"]\nenv = ["token"]\n', "not a variable name"),
     ('[[mcp]]\nname = "a_b"\ncommand = ["x"]\n', "1 to 20 letters, digits or '-'"),
-    ('[[mcp]]\nname = "t"\n', "a server needs a command"),
+    ('[[mcp]]\nname = "t"\ntimeout = 5\n', "timeout without a command or a url"),
     ('[[mcp]]\nname = "t"\ncommand = ["x"]\n[[mcp]]\nname = "T"\ncommand = ["y"]\n', "two servers are named"),
     ('[[mcp]]\nname = "t"\ncommand = ["x"]\nshell = true\n', "mcp.0.shell"),
 ])

@@ -249,9 +249,11 @@ def build_mcp_tools(servers: Sequence[McpServer], *, reserved: Collection[str] =
             out.tools.append(Tool(name, description, McpArgs,
                                   _handler(server, raw, name, schema, _observation_budget(config)),
                                   summary, errors=_ERRORS, schema=schema,
-                                  details=(f"A tool of the MCP server '{config.name}' declared in job.toml, run "
-                                           "confined as the job's commands are. Its arguments are the server's "
-                                           "schema (in the tool's definition).")))
+                                  details=(f"A tool of the MCP server '{config.name}' declared in job.toml, "
+                                           + ("reached over HTTP (it runs elsewhere, not in the job folder). "
+                                              if config.url is not None else
+                                              "run confined as the job's commands are. ")
+                                           + "Its arguments are the server's schema (in the tool's definition).")))
         if offered is not None:
             missing = sorted(offered - seen_here - {i.name for i in listed if isinstance(i.name, str)})
             if missing:
