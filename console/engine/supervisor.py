@@ -67,7 +67,7 @@ from console.engine.tools import BUILTIN_TOOL_NAMES, ToolRegistry, default_regis
 from console.engine.tools.commands import build_command_tools
 
 if TYPE_CHECKING:  # the MCP tools (and jsonschema) load only for a run that has servers
-    from console.engine.tools.mcp_tools import McpServer
+    from console.engine.tools.mcp_tools import McpServer, McpWatch
 
 MAX_IDLE_RESTARTS = 3
 
@@ -113,6 +113,7 @@ class Supervisor:
         # The tools of the job's MCP servers (started, confined, by whoever runs the run: the command line), through
         # the same registry and gate; what was not offered (a hostile name, a schema bomb) is said at the start.
         self.mcp_notes: list[str] = []
+        self.mcp_watch: McpWatch | None = None
         if mcp:
             from console.engine.tools.mcp_tools import build_mcp_tools
 
@@ -120,6 +121,7 @@ class Supervisor:
             base = [t for n in self.registry.names if (t := self.registry.get(n)) is not None]
             self.registry = ToolRegistry([*base, *offered.tools])
             self.mcp_notes = offered.skipped
+            self.mcp_watch = offered.watch
         self.operator = OperatorState(channel or ControlChannel(paths.inbox))
         self.not_private = make_private(paths.state)  # 0700/0600; what could not be made so, to report
         self.lock = RunLock(paths)
@@ -305,6 +307,8 @@ class Supervisor:
             announce_commands(self.settings, rt, self.events)
         for note in self.mcp_notes:
             self.events.emit(ev.ErrorEvent, message=note, where="mcp", recoverable=True)
+        if self.mcp_watch is not None:  # each server's state (mcp_server events): the views list them
+            self.mcp_watch.report(self.events)
         rt.guards.start(priced=self.settings.prices is not None)
         rt.guards.status(force=True)
 
