@@ -76,8 +76,9 @@ def _render(result: types.CallToolResult) -> McpCallResult:
 
 
 @asynccontextmanager
-async def _transport(process: Process, on_request: Callable[[str], None] = lambda method: None) -> AsyncIterator[tuple[MemoryObjectReceiveStream[SessionMessage | Exception],
-                                                                MemoryObjectSendStream[SessionMessage]]]:
+async def _transport(process: Process, on_request: Callable[[str], None] = lambda method: None
+                     ) -> AsyncIterator[tuple[MemoryObjectReceiveStream[SessionMessage | Exception],
+                                              MemoryObjectSendStream[SessionMessage]]]:
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
     assert process.stdout is not None and process.stdin is not None

@@ -183,7 +183,8 @@ def test_an_optional_server_that_does_not_start_is_said_once_and_its_tools_answe
     unnamed = McpServerConfig(name="vague", command=dies)
     servers, problems = start_servers([named, unnamed], str(job.root), WORLD, start_seconds=20)
     try:
-        assert [p.split(":")[0] for p in problems] == ["MCP server gone did not start", "MCP server vague did not start"]
+        assert [p.split(":")[0] for p in problems] == ["MCP server gone did not start",
+                                                       "MCP server vague did not start"]
         assert "its tools answer that it is unavailable" in problems[0] and "none is offered" in problems[1]
         script = [T(calls=[C(name="mcp__gone__lookup", arguments={"q": "x"})]),
                   T(calls=[C(name="mcp__gone__lookup", arguments={})]), T(error="end of script")]
