@@ -42,7 +42,10 @@ from console.view.present.safe import (
     safe_event,
 )
 from console.view.present.tools import (
+    MCP_SEVERITY,
     SANDBOX_SEVERITY,
+    mcp_confinement,
+    mcp_tools_text,
 )
 from console.view.present.words import (
     BUDGET_SPENT,
@@ -101,6 +104,9 @@ __all__ = [
     "REPLY",
     "RESULT",
     "SANDBOX_SEVERITY",
+    "MCP_SEVERITY",
+    "mcp_confinement",
+    "mcp_tools_text",
     "SEVERITIES",
     "SILENT",
     "STORY_TYPES",

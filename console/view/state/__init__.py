@@ -33,6 +33,7 @@ from console.view.state.parts import (
     GaugeState,
     GuardrailsState,
     Need,
+    McpServerTally,
     ProviderTally,
     need_label,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "GaugeState",
     "GuardrailsState",
     "Need",
+    "McpServerTally",
     "ProviderTally",
     "need_label",
     "phase_label",
