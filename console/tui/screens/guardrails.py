@@ -219,8 +219,8 @@ def tools_lines(g: GuardrailsState, width: int) -> Lines:
     return out
 
 
-MCP_STYLE = {"ready": "bold $text-success", "restarted": "bold $text-warning", "unavailable": "bold reverse $text-error",
-             "starting": "$text-muted"}
+MCP_STYLE = {"ready": "bold $text-success", "restarted": "bold $text-warning",
+             "unavailable": "bold reverse $text-error", "starting": "$text-muted"}
 
 
 def mcp_lines(g: GuardrailsState, width: int) -> Lines:
