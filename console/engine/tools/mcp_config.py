@@ -129,3 +129,14 @@ def caps_problem(servers: list[McpServerConfig], caps: McpCaps) -> str | None:
                 return (f"key 'mcp.{i}.command': '{one_line(program, 120)}' is not one of the MCP server programs the "
                         "operator's config allows (commands under [mcp] in the config file)")
     return None
+
+
+def mcp_tool_declared(name: str, servers: list[McpServerConfig]) -> bool:
+    """Whether ``name`` is ``mcp__SERVER__TOOL`` of one of ``servers`` (and one its ``tools`` offers, when it names
+    them): a tool a guardrail may name before the server has started (checked again once it has)."""
+    prefix, _, rest = name.partition("__")
+    server, _, tool = rest.partition("__")
+    if prefix != "mcp" or not tool:
+        return False
+    found = next((s for s in servers if s.name == server), None)
+    return found is not None and (found.tools is None or tool in found.tools)

@@ -35,6 +35,7 @@ from console.engine.tools.mcp_config import TOOL_NAME, McpServerConfig
 from console.engine.tools.registry import Failure, Tool, ToolArgs, ToolOutcome
 
 if TYPE_CHECKING:
+    from console.engine.guardrails.config import GuardrailsConfig
     from console.engine.runtime import Runtime
 
 PREFIX = "mcp"
@@ -341,3 +342,36 @@ def build_mcp_tools(servers: Sequence[McpServer], *, reserved: Collection[str] =
                                    f"{safe_text(', '.join(missing), one_line=True, limit=200)} (tools = [...] in "
                                    "job.toml)")
     return out
+
+
+def guardrail_problem(guardrails: GuardrailsConfig, tools: Sequence[Tool[Any]],
+                      servers: Sequence[McpServer]) -> str | None:
+    """One line when a tool policy of the job names an MCP tool (``mcp__SERVER__TOOL``) that the started servers do
+    not offer, or offer without the argument the policy needs (read_before_write's ``path_param``); else None.
+
+    job.toml's check accepted these names for a declared server; here they meet what the server lists. The tools of
+    an optional server that did not start are not known: its names pass (they gate a tool that answers
+    "unavailable", or none)."""
+    from console.engine.guardrails.config import GuardrailsConfig, KnownTool
+
+    down = {s.config.name for s in servers if getattr(s, "state", "ready") == "unavailable"}
+    offered = {t.name: t for t in tools if t.name.startswith(f"{PREFIX}__")}
+    known: dict[str, KnownTool] = {}
+    for i, entry in enumerate(guardrails.policies):
+        for name in GuardrailsConfig(policies=[entry]).tool_names():
+            server = name.removeprefix(f"{PREFIX}__").partition("__")[0]
+            if not name.startswith(f"{PREFIX}__") or server in down:
+                known[name] = KnownTool(pending=True)  # a harness tool or a command: job.toml's check saw to it
+            elif name in offered:
+                known[name] = KnownTool(frozenset((offered[name].schema or {}).get("properties", {})))
+            else:
+                has = sorted(n.removeprefix(f"{PREFIX}__{server}__") for n in offered
+                             if n.startswith(f"{PREFIX}__{server}__"))
+                return (f"key 'guardrails.policies.{i}': '{safe_text(name, one_line=True, limit=80)}' is not a tool "
+                        f"the MCP server {safe_text(server, one_line=True, limit=40)} offers (it offers: "
+                        f"{safe_text(', '.join(has), one_line=True, limit=300) or 'none'})")
+    problems = guardrails.tool_problems(known)
+    if problems:
+        loc, why = problems[0]
+        return f"key 'guardrails.{'.'.join(str(p) for p in loc)}': {why}"
+    return None
