@@ -23,7 +23,7 @@ import signal
 import subprocess
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -40,10 +40,8 @@ from console.engine.tools.confine import remove_stand_ins
 from console.engine.tools.limits import CommandWorld
 from console.engine.tools.mcp_config import McpServerConfig
 from console.engine.tools.mcp_tools import McpCallResult, McpToolInfo, McpUnavailable
+from console.mcp.managed import ManagedServer
 from console.mcp.world import McpStartError, Spawn, spawn
-
-if TYPE_CHECKING:
-    from console.mcp.managed import ManagedServer
 
 # The longest message line a server may send (bytes): past it, the server is answering garbage.
 MAX_LINE = 8 * 1024 * 1024
@@ -306,8 +304,6 @@ def start_servers(configs: Sequence[McpServerConfig], root: str, world: CommandW
     """The run's servers (console.mcp.managed: each restarted once if it dies), and one line for each optional one
     that did not start (it is among them, unavailable: its tools answer so). A required one that does not start
     ends them all and raises :class:`McpStartError` naming it."""
-    from console.mcp.managed import ManagedServer  # it imports this module
-
     env = os.environ if environ is None else environ
     root = os.path.realpath(root)
     started: list[ManagedServer] = []

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
+from console.engine.text import safe_text
 from console.engine.tools.mcp_config import McpServerConfig
 from console.engine.tools.mcp_tools import McpCallResult, McpNews, McpToolInfo, McpUnavailable
-from console.mcp.client import StdioServer, _last_line
 from console.mcp.world import McpStartError
 
 MAX_RESTARTS = 1
@@ -32,6 +32,29 @@ MAX_RESTARTS = 1
 EXIT_WAIT = 1.0
 # A tool of a server that did not start: its arguments are not known, so none is checked (none is sent).
 _ANY = {"type": "object", "properties": {}}
+
+
+class Live(Protocol):
+    """A started server (console.mcp.client.StdioServer), as this module uses it."""
+
+    confined_by: str
+    stderr_tail: bytes
+    refused: list[str]
+
+    @property
+    def tools(self) -> Sequence[McpToolInfo]: ...
+
+    def call(self, tool: str, arguments: dict[str, Any], timeout: float,
+             should_stop: Callable[[], bool] = lambda: False) -> McpCallResult: ...
+
+    def exited(self, wait: float = 0.0) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+def _last_line(data: bytes) -> str:
+    lines = [ln.strip() for ln in data.decode("utf-8", "replace").splitlines() if ln.strip()]
+    return safe_text(lines[-1], one_line=True, limit=200) if lines else ""
 
 
 def _schema_key(info: McpToolInfo) -> str:
@@ -44,7 +67,7 @@ def _schema_key(info: McpToolInfo) -> str:
 class ManagedServer:
     """The port the engine calls (config, tools, call, close, news, confined_by) for one server of the run."""
 
-    def __init__(self, config: McpServerConfig, start: Callable[[], StdioServer], live: StdioServer | None,
+    def __init__(self, config: McpServerConfig, start: Callable[[], Live], live: Live | None,
                  why: str = "") -> None:
         self._config = config
         self._start = start
@@ -65,12 +88,12 @@ class ManagedServer:
         self._why = why
 
     @classmethod
-    def start(cls, config: McpServerConfig, start: Callable[[], StdioServer]) -> ManagedServer:
+    def start(cls, config: McpServerConfig, start: Callable[[], Live]) -> ManagedServer:
         """Started now: :class:`McpStartError` if it does not start."""
         return cls(config, start, start())
 
     @classmethod
-    def unstarted(cls, config: McpServerConfig, start: Callable[[], StdioServer], why: str) -> ManagedServer:
+    def unstarted(cls, config: McpServerConfig, start: Callable[[], Live], why: str) -> ManagedServer:
         """An optional server that did not start (``why``): unavailable for the whole run."""
         return cls(config, start, None, why)
 
