@@ -75,7 +75,6 @@ class ManagedServer:
         self._news: list[McpNews] = []
         self._told: set[str] = set()  # the kinds of refused request already said (once per server)
         self.restarts = 0
-        self.confined_by = live.confined_by if live is not None else ""
         self._lost: set[str] = set()
         if live is not None:
             self._tools: list[McpToolInfo] = list(live.tools)
@@ -104,6 +103,11 @@ class ManagedServer:
     @property
     def tools(self) -> Sequence[McpToolInfo]:
         return self._tools
+
+    @property
+    def confined_by(self) -> str:
+        """How the running server is confined (as at its start); "" when none runs."""
+        return self._live.confined_by if self._live is not None else ""
 
     @property
     def state(self) -> str:
@@ -160,13 +164,15 @@ class ManagedServer:
             self._why = f"{how}{last}, and its restart failed: {exc}"
             self._news.append(McpNews("unavailable", self._why))
             return
-        before = {t.name: _schema_key(t) for t in self._tools if isinstance(t.name, str)}
+        offered = self._config.tools
+        before = {t.name: _schema_key(t) for t in self._tools
+                  if isinstance(t.name, str) and (offered is None or t.name in offered)}
         after = {t.name: _schema_key(t) for t in new.tools if isinstance(t.name, str)}
         lost = sorted(n for n, key in before.items() if after.get(n) != key and n not in self._lost)
-        added = sorted(set(after) - set(before))
+        added = sorted(n for n in set(after) - set(before) if offered is None or n in offered)
         self._lost.update(lost)
         self._live = new
-        notes = [f"{how}{last}; restarted (once: another exit makes it unavailable)"]
+        notes = [f"{how}{last}"]
         if lost:
             notes.append(f"{', '.join(lost)} no longer listed as before: unavailable")
         if added:

@@ -292,6 +292,7 @@ def test_a_server_that_dies_is_restarted_once_confined_as_at_start_then_unavaila
     assert "mcp__hostile__connect" not in restarted.tools and "mcp__hostile__read" in restarted.tools
     assert (restarted.calls, restarted.errors) == (1, 1)
     assert "not restarted again" in states[2].why and (states[2].calls, states[2].errors) == (4, 3)
+    assert states[2].confined == ""  # nothing of it runs any more
 
 
 def test_the_server_cannot_change_the_operators_files_of_the_job_nor_read_the_harness_state(job, served, clock,
