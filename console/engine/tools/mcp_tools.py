@@ -63,7 +63,9 @@ class McpCallResult:
 
 
 class McpServer(Protocol):
-    """A live server of the run (console.mcp's client implements it)."""
+    """A live server of the run (console.mcp's client implements it). Optional members, read when present (a port
+    without them is a server that is ready while it answers): ``news()`` (:class:`McpNews`, drained), ``state``
+    ("ready", "restarted", "unavailable") and ``confined_by`` (how it runs: told in its ``mcp_server`` events)."""
 
     @property
     def config(self) -> McpServerConfig: ...
