@@ -336,3 +336,13 @@ def test_an_mcp_server_reads_as_its_state_tools_and_confinement_escaped() -> Non
            "(2 failed)" in p.text
     assert all("\x1b" not in s and "\x07" not in s for s in (p.text, p.detail, *p.lines))
     assert p.lines == ("did not start (its last words: \\x1b]52;c;aGk=\\x07)",)
+
+
+def test_an_unavailable_mcp_call_says_its_tool_once() -> None:
+    r = ev.ToolResult(ts=datetime(2026, 1, 1, tzinfo=UTC), seq=1, session=1, turn=1, call_id="c",
+                      tool="mcp__hostile__die", ok=False,
+                      content="mcp__hostile__die is unavailable: the server exited during the call (it was restarted). "
+                              "Nothing is known of its effects.")
+    p = present.describe(r)
+    assert p is not None and p.text.startswith(
+        "mcp__hostile__die failed: unavailable: the server exited during the call (it was restarted)")

@@ -24,6 +24,9 @@ def _tool_result(e: ev.ToolResult) -> Presented | None:
         return None
     first = next((ln.strip() for ln in e.content.splitlines() if ln.strip()), "(no message)")
     first = first.removeprefix(f"{e.tool} failed: ")  # the result's own words for the agent; the line says it once
+    # An MCP tool's: "mcp__s__t is unavailable: why" (console.engine.tools.mcp_tools): its name said once too.
+    unavailable = f"{e.tool} is unavailable: "
+    first = f"unavailable: {first.removeprefix(unavailable)}" if first.startswith(unavailable) else first
     if re.fullmatch(r"exit code -?\d+", first):
         # A command's status line says only its code: the line adds why it failed ("✗ setup failed: exit code 2"
         # told the operator nothing): the harness's note that failed it (a command that exited 0 but left the
