@@ -79,3 +79,51 @@ def test_a_command_named_like_an_mcp_tool_is_exit_2_in_one_line(tmp_path, capsys
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1
     assert "two tools would be named mcp__time__get_current_time" in err[0]
+
+
+TIME_SERVER = f'[[mcp]]\nname = "time"\ncommand = ["{VENV}/bin/mcp-server-time"]\n'
+
+
+def test_a_policy_may_name_a_tool_of_a_declared_server(tmp_path, capsys, bwrap: Bwrap) -> None:  # noqa: F811
+    job = make_job(tmp_path, TIME_SERVER + '\n[[guardrails.policies]]\ntype = "sequential"\n'
+                                           'dependencies = { mcp__time__get_current_time = ["list_files"] }\n')
+    script = tmp_path / "script.json"
+    now = {"name": "mcp__time__get_current_time", "arguments": {"timezone": "UTC"}}
+    script.write_text(json.dumps([{"calls": [now]}, {"calls": [{"name": "list_files"}]}, {"calls": [now]},
+                                  {"error": "end of script"}]))
+    code = main(["run", str(job), "--headless", "--speed", "0", "--script", str(script)])
+    out = capsys.readouterr().out
+    _, folder = first_line(out)
+    evs = list(ev.read_events(folder / ".console" / "events.jsonl"))
+    assert [(e.tool, e.policy) for e in evs if isinstance(e, ev.ToolDenied)] == [
+        ("mcp__time__get_current_time", "sequential")]
+    assert [(r.tool, r.ok) for r in evs if isinstance(r, ev.ToolResult)] == [
+        ("mcp__time__get_current_time", False), ("list_files", True), ("mcp__time__get_current_time", True)]
+    # The headless header lists the server: its state, its tools, its confinement.
+    (head,) = [ln for ln in out.splitlines() if "MCP server time" in ln]
+    assert "MCP server time ready: 2 tools: get_current_time, convert_time · confined by bubblewrap" in head
+    assert code != 2
+
+
+def test_a_policy_naming_a_tool_the_server_does_not_offer_is_exit_2_in_one_line(tmp_path, capsys,
+                                                                                 bwrap: Bwrap) -> None:  # noqa: F811
+    job = make_job(tmp_path, TIME_SERVER + '\n[[guardrails.policies]]\ntype = "sequential"\n'
+                                           'dependencies = { mcp__time__get_time = ["list_files"] }\n')
+    code = main(["run", str(job), "--headless", "--speed", "0"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert ("key 'guardrails.policies.0': 'mcp__time__get_time' is not a tool the MCP server time offers (it "
+            "offers: convert_time, get_current_time)") in err[0]
+    assert f"fix [guardrails] in job.toml, then start it again: agent-console run {job}" in err[0]
+    runs = Path(os.environ["AGENT_CONSOLE_DATA_DIR"]) / "runs"
+    assert not runs.exists() or list(runs.iterdir()) == []  # no run was made
+
+
+def test_a_policy_naming_a_tool_of_no_declared_server_is_refused_at_the_check(tmp_path, capsys) -> None:
+    job = make_job(tmp_path, TIME_SERVER + 'tools = ["get_current_time"]\n\n[[guardrails.policies]]\n'
+                                           'type = "sequential"\ndependencies = { mcp__time__convert_time = '
+                                           '["list_files"], mcp__clock__now = ["list_files"] }\n')
+    code = main(["run", str(job), "--headless", "--speed", "0"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err
+    assert "'mcp__time__convert_time' is not a tool of this job" in err

@@ -401,13 +401,21 @@ def _start_mcp(job: Any, paths: Any, rs: Any, again: str, *, made: bool, caps: A
         say(line, sys.stderr)
     try:
         from console.engine.tools import BUILTIN_TOOL_NAMES
-        from console.engine.tools.mcp_tools import build_mcp_tools
+        from console.engine.tools.mcp_tools import build_mcp_tools, guardrail_problem
 
         # A clash of names (with a harness tool, a [[tools]] command or another MCP tool): refused now, in one line.
-        build_mcp_tools(servers, reserved={*BUILTIN_TOOL_NAMES, *(t.name for t in job.tools)})
+        offered = build_mcp_tools(servers, reserved={*BUILTIN_TOOL_NAMES, *(t.name for t in job.tools)})
     except ValueError as exc:
         _close_mcp(servers)
         raise UsageError(f"{exc}; fix [[mcp]] in job.toml, then start it again: {again}") from None
+    # A tool policy naming an MCP tool the server does not offer would gate nothing: refused now, in one line.
+    if refused := guardrail_problem(job.guardrails, offered.tools, servers):
+        _close_mcp(servers)
+        if made:
+            import shutil
+
+            shutil.rmtree(paths.root, ignore_errors=True)
+        raise UsageError(f"job.toml: {refused}; fix [guardrails] in job.toml, then start it again: {again}")
     return servers
 
 

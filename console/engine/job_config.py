@@ -27,7 +27,7 @@ from console.engine.job import (
 )
 from console.engine.tools.command_config import CommandToolConfig, CommandTools
 from console.engine.tools.limits import SandboxSection, legacy_mode
-from console.engine.tools.mcp_config import McpServers
+from console.engine.tools.mcp_config import McpServers, mcp_tool_declared
 from console.engine.tools.tool_names import BUILTIN_TOOL_NAMES, BUILTIN_TOOLS, INDEX_TOOLS
 
 
@@ -73,6 +73,10 @@ class JobConfig(StrictSection):
         index = INDEX_TOOLS if self.context.file_index is not False else ()
         # The registry's tools as plain data (tools.tool_names): checking a job does not load the tools.
         known.update({name: KnownTool(params, modifies) for name, params, modifies in (*BUILTIN_TOOLS, *index)})
+        # A tool of a declared MCP server (mcp__SERVER__TOOL; one its `tools` offers, when it names them): known
+        # when the server has started, so accepted here and checked against what it offers at the run's start.
+        known.update({name: KnownTool(pending=True) for name in self.guardrails.tool_names()
+                      if mcp_tool_declared(name, self.mcp)})
         problems = self.guardrails.tool_problems(known)
         if problems:
             raise ValidationError.from_exception_data(type(self).__name__, [

@@ -67,7 +67,7 @@ from console.engine.tools import BUILTIN_TOOL_NAMES, ToolRegistry, default_regis
 from console.engine.tools.commands import build_command_tools
 
 if TYPE_CHECKING:  # the MCP tools (and jsonschema) load only for a run that has servers
-    from console.engine.tools.mcp_tools import McpServer
+    from console.engine.tools.mcp_tools import McpServer, McpWatch
 
 MAX_IDLE_RESTARTS = 3
 
@@ -114,6 +114,7 @@ class Supervisor:
         # The tools of the job's MCP servers (started, confined, by whoever runs the run: the command line), through
         # the same registry and gate; what was not offered (a hostile name, a schema bomb) is said at the start.
         self.mcp_notes: list[str] = []
+        self.mcp_watch: McpWatch | None = None
         if mcp:
             from console.engine.tools.mcp_tools import build_mcp_tools
             from console.engine.tools.tool_search import offer_mcp_tools
@@ -123,6 +124,7 @@ class Supervisor:
             # Too many to offer at once (more than tool_search_share of the window): found and loaded instead.
             self.registry = offer_mcp_tools(base, offered.tools, settings.context_window, tool_search_share)
             self.mcp_notes = offered.skipped
+            self.mcp_watch = offered.watch
         self.operator = OperatorState(channel or ControlChannel(paths.inbox))
         self.not_private = make_private(paths.state)  # 0700/0600; what could not be made so, to report
         self.lock = RunLock(paths)
@@ -308,6 +310,8 @@ class Supervisor:
             announce_commands(self.settings, rt, self.events)
         for note in self.mcp_notes:
             self.events.emit(ev.ErrorEvent, message=note, where="mcp", recoverable=True)
+        if self.mcp_watch is not None:  # each server's state (mcp_server events): the views list them
+            self.mcp_watch.report(self.events)
         rt.guards.start(priced=self.settings.prices is not None)
         rt.guards.status(force=True)
 

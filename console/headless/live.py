@@ -175,7 +175,7 @@ class HeadlessLog:
             self._turn_line((self._color(p), f"== {p.line} =="))
         elif isinstance(e, ev.JobCompleted):
             self._turn_line((self._color(p), f"{p.icon} {p.line}"))
-        elif isinstance(e, ev.CommandSandbox):  # the header: its line, then what it means, a clause a line
+        elif isinstance(e, ev.CommandSandbox | ev.McpServerEvent):  # the header: its line, then a clause a line
             self._turn_line((self._color(p), f"  {p.icon} {p.line}"))
             for line in p.lines:
                 self._turn_line(("2", f"      {line}"))

@@ -41,6 +41,7 @@ from console.engine.tools.limits import CommandWorld
 from console.engine.tools.mcp_config import McpServerConfig
 from console.engine.tools.mcp_tools import McpCallResult, McpToolInfo, McpUnavailable
 from console.engine.tools.repos import sweep
+from console.mcp.managed import ManagedServer
 from console.mcp.world import McpStartError, Spawn, spawn
 
 # The longest message line a server may send (bytes): past it, the server is answering garbage.
@@ -52,6 +53,11 @@ STDERR_KEEP = 4096
 # How often a call in flight looks at the operator's stop.
 POLL_SECONDS = 0.05
 STDERR_WAIT = 1.0
+# Requests a server may send that this client refuses (the SDK's defaults answer them with an error); each is noted
+# once per server, so that the operator is told (console.mcp.managed).
+REFUSED = {"sampling/createMessage": "sampling (a completion from the client's model)",
+           "elicitation/create": "elicitation (a question to the client's user)",
+           "roots/list": "roots (the client's folders)"}
 
 
 def _render(result: types.CallToolResult) -> McpCallResult:
@@ -69,8 +75,9 @@ def _render(result: types.CallToolResult) -> McpCallResult:
 
 
 @asynccontextmanager
-async def _transport(process: Process) -> AsyncIterator[tuple[MemoryObjectReceiveStream[SessionMessage | Exception],
-                                                                MemoryObjectSendStream[SessionMessage]]]:
+async def _transport(process: Process, on_request: Callable[[str], None] = lambda method: None
+                     ) -> AsyncIterator[tuple[MemoryObjectReceiveStream[SessionMessage | Exception],
+                                              MemoryObjectSendStream[SessionMessage]]]:
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
     assert process.stdout is not None and process.stdin is not None
@@ -93,6 +100,8 @@ async def _transport(process: Process) -> AsyncIterator[tuple[MemoryObjectReceiv
                 except ValueError as exc:
                     await read_writer.send(exc)
                     continue
+                if isinstance(message, types.JSONRPCRequest) and message.method in REFUSED:
+                    on_request(message.method)
                 await read_writer.send(SessionMessage(message))
 
     async def writer() -> None:
@@ -136,6 +145,8 @@ class StdioServer:
         self._stop: anyio.Event = self._portal.call(anyio.Event)
         self.confined_by = how.confined_by
         self.stderr_tail = b""
+        # The kinds of request it made that were refused (REFUSED's words), in order, each once.
+        self.refused: list[str] = []
         try:
             self._done, self._tools = self._portal.start_task(self._serve, start_seconds)
         except BaseException as exc:
@@ -192,7 +203,7 @@ class StdioServer:
 
     async def _session_until_stopped(self, process: Process, start_seconds: float,
                                      task_status: TaskStatus[list[McpToolInfo]]) -> None:
-        async with _transport(process) as (read, write), ClientSession(read, write) as session:
+        async with _transport(process, self._refused) as (read, write), ClientSession(read, write) as session:
             with anyio.fail_after(start_seconds):
                 await session.initialize()
                 tools: list[McpToolInfo] = []
@@ -207,6 +218,29 @@ class StdioServer:
             self._session = session
             task_status.started(tools)
             await self._stop.wait()
+
+    def _refused(self, method: str) -> None:
+        if REFUSED[method] not in self.refused:
+            self.refused.append(REFUSED[method])
+
+    def exited(self, wait: float = 0.0) -> bool:
+        """Whether the server's process has ended (waiting up to ``wait`` seconds for it to): a call that failed
+        because it died, rather than one that timed out while it lives on."""
+        process = self._process
+        if process is None or process.returncode is not None:
+            return True
+        if wait <= 0:
+            return False
+
+        async def waited() -> bool:
+            with anyio.move_on_after(wait):
+                await process.wait()
+            return process.returncode is not None
+
+        try:
+            return bool(self._portal.call(waited))
+        except Exception:  # its loop is gone: so is it
+            return True
 
     def call(self, tool: str, arguments: dict[str, Any], timeout: float,
              should_stop: Callable[[], bool] = lambda: False) -> McpCallResult:
@@ -278,26 +312,33 @@ def _why(exc: BaseException) -> str:
 def start_servers(configs: Sequence[McpServerConfig], root: str, world: CommandWorld,
                   environ: Mapping[str, str] | None = None, *,
                   start_seconds: float = START_SECONDS,
-                  reach: Callable[[McpServerConfig, float], Any] | None = None) -> tuple[list[Any], list[str]]:
-    """The servers that started, and one line for each optional one that did not. A required one that does not
-    start ends them all and raises :class:`McpStartError` naming it. ``reach``: how an HTTP server (a ``url``) is
+                  reach: Callable[[McpServerConfig, float], Any] | None = None
+                  ) -> tuple[list[ManagedServer], list[str]]:
+    """The run's servers (console.mcp.managed: each restarted once if it dies), and one line for each optional one
+    that did not start (it is among them, unavailable: its tools answer so). A required one that does not start
+    ends them all and raises :class:`McpStartError` naming it. ``reach``: how an HTTP server (a ``url``) is
     reached (console.mcp.http.HttpServer, with the operator's allowed URLs); without it, it is not."""
     env = os.environ if environ is None else environ
     root = os.path.realpath(root)
-    started: list[Any] = []
+    started: list[ManagedServer] = []
     problems: list[str] = []
     for config in configs:
-        try:
+        # How it starts, and starts again after a crash: the same confinement, config, folder and world.
+        def start(config: McpServerConfig = config) -> Any:
             if config.url is not None:  # reached over streamable HTTP by this process: console.mcp.http
                 if reach is None:
                     raise McpStartError(f"MCP server {config.name}: an HTTP server cannot be reached from here")
-                started.append(reach(config, start_seconds))
-                continue
-            started.append(StdioServer(config, spawn(config, root, world, env), start_seconds=start_seconds))
+                return reach(config, start_seconds)
+            return StdioServer(config, spawn(config, root, world, env), start_seconds=start_seconds)
+
+        try:
+            started.append(ManagedServer.start(config, start))
         except McpStartError as exc:
             if config.required:
                 for server in started:
                     server.close()
                 raise McpStartError(f"{exc} (a required server: the run was not started)") from None
-            problems.append(f"{exc} (optional: its tools are not offered)")
+            problems.append(f"{exc} (optional: " + ("its tools answer that it is unavailable)" if config.tools else
+                                                    "its tools are not known: none is offered)"))
+            started.append(ManagedServer.unstarted(config, start, str(exc)))
     return started, problems

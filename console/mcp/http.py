@@ -152,6 +152,10 @@ class HttpServer:
         self._tools: list[McpToolInfo] = []
         self._session: ClientSession | None = None
         self.confined_by = f"elsewhere: HTTP at {shown_url(config.url)} (the operator's allowed URLs)"
+        # As a started stdio server says (console.mcp.managed.Live): an HTTP server has no stderr of ours, asks
+        # nothing we refuse here, and never "exits": a call that fails says why (it is not restarted).
+        self.stderr_tail = b""
+        self.refused: list[str] = []
         self.stderr_tail = b""
         self._cm = start_blocking_portal()
         self._portal: BlockingPortal = self._cm.__enter__()
@@ -226,6 +230,9 @@ class HttpServer:
         with anyio.fail_after(timeout):
             result = await session.call_tool(tool, arguments)
         return _render(result)
+
+    def exited(self, wait: float = 0.0) -> bool:
+        return False
 
     def close(self) -> None:
         """End the session (the SDK's DELETE tells the server) and the loop; idempotent."""

@@ -170,10 +170,40 @@ def test_a_required_server_that_does_not_start_refuses_the_run_in_one_line(job, 
     assert "\n" not in line and line.startswith("MCP server gone did not start: it exited")
     assert "(its last words: no token\\x1b[2J)" in line and "\x1b" not in line  # escaped
     assert "required" in line
-    # An optional one is reported, and the run goes on without it.
-    optional = gone.model_copy(update={"required": False})
-    servers, problems = start_servers([optional], str(job.root), WORLD, start_seconds=20)
-    assert servers == [] and len(problems) == 1 and problems[0].startswith("MCP server gone did not start")
+
+
+def mcp_states(job: JobPaths) -> list[tuple[str, str]]:
+    return [(e.server, e.state) for e in events(job) if isinstance(e, ev.McpServerEvent)]
+
+
+def test_an_optional_server_that_does_not_start_is_said_once_and_its_tools_answer_unavailable(
+        job, bwrap, clock, tmp_path) -> None:  # noqa: F811
+    dies = ["/usr/bin/python3", "-c", "import sys; sys.exit('no token\\x1b[2J')"]
+    named = McpServerConfig(name="gone", command=dies, tools=["lookup"])
+    unnamed = McpServerConfig(name="vague", command=dies)
+    servers, problems = start_servers([named, unnamed], str(job.root), WORLD, start_seconds=20)
+    try:
+        assert [p.split(":")[0] for p in problems] == ["MCP server gone did not start",
+                                                       "MCP server vague did not start"]
+        assert "its tools answer that it is unavailable" in problems[0] and "none is offered" in problems[1]
+        script = [T(calls=[C(name="mcp__gone__lookup", arguments={"q": "x"})]),
+                  T(calls=[C(name="mcp__gone__lookup", arguments={})]), T(error="end of script")]
+        provider = run(job, servers, script, clock, tmp_path)
+    finally:
+        for s in servers:
+            s.close()
+    offered = {t.name: t for t in provider.requests[0].tools}
+    assert "mcp__gone__lookup" in offered and "did not start" in offered["mcp__gone__lookup"].description
+    assert not any(n.startswith("mcp__vague__") for n in offered)
+    # Said once each (not at every call), escaped; the calls answer "unavailable", never sent.
+    said = [e for e in events(job) if isinstance(e, ev.McpServerEvent)]
+    assert [(e.server, e.state, e.tools, e.known) for e in said] == [
+        ("gone", "unavailable", ["mcp__gone__lookup"], True), ("vague", "unavailable", [], False)]
+    assert all("no token\\x1b[2J" in e.why and "\x1b" not in e.why for e in said)
+    got = results(job)
+    assert [r.ok for r in got] == [False, False]
+    assert all("mcp__gone__lookup is unavailable: MCP server gone did not start" in r.content
+               and "It was not run" in r.content for r in got)
 
 
 def test_an_env_variable_comes_from_the_operators_environment_only(job, bwrap) -> None:  # noqa: F811
@@ -226,6 +256,43 @@ def test_a_server_that_hangs_then_dies_mid_call_is_a_result_each_time_not_a_cras
         ("hang", False), ("read", True), ("die", False), ("huge", False)]
     assert "unavailable: no answer within 2 s" in got[0].content  # the server lives on after a call that hung
     assert all("is unavailable" in r.content and "Traceback" not in r.content for r in got[2:])
+    # Restarted once after it died; its list changed then (huge is no longer listed): huge answers "unavailable".
+    assert "the server exited during the call (it was restarted)" in got[2].content
+    assert "no longer offers this tool" in got[3].content and "It was not run" in got[3].content
+    assert mcp_states(job) == [("hostile", "ready"), ("hostile", "restarted")]
+
+
+def test_a_server_that_dies_is_restarted_once_confined_as_at_start_then_unavailable(job, bwrap, clock,  # noqa: F811
+                                                                                      tmp_path) -> None:
+    servers, _ = start_servers([HOSTILE], str(job.root), WORLD)
+    first_confinement = servers[0].confined_by
+    read = C(name="mcp__hostile__read", arguments={"path": "instructions.md"})
+    connect = C(name="mcp__hostile__connect", arguments={"host": "127.0.0.1", "port": 9})
+    try:
+        script = [T(calls=[C(name="mcp__hostile__die")]), T(calls=[read]), T(calls=[connect]),
+                  T(calls=[C(name="mcp__hostile__die")]), T(calls=[read]), T(error="end of script")]
+        provider = run(job, servers, script, clock, tmp_path)
+    finally:
+        for s in servers:
+            s.close()
+    assert not any(t.name == "mcp__hostile__fresh" for r in provider.requests for t in r.tools)  # not offered mid-run
+    got = results(job)
+    assert [(r.tool.removeprefix("mcp__hostile__"), r.ok) for r in got] == [
+        ("die", False), ("read", True), ("connect", False), ("die", False), ("read", False)]
+    assert got[1].content.startswith("READ:# Test job")  # served by the restarted server
+    assert "no longer offers this tool" in got[2].content  # its schema changed: not sent with the old arguments
+    assert "it is unavailable for the rest of the run" in got[3].content
+    assert "is unavailable" in got[4].content and "It was not run" in got[4].content
+    states = [e for e in events(job) if isinstance(e, ev.McpServerEvent)]
+    assert [e.state for e in states] == ["ready", "restarted", "unavailable"]
+    restarted = states[1]
+    assert restarted.confined == first_confinement and "bubblewrap" in restarted.confined.lower()
+    assert "it exited during a call of die" in restarted.why and "dying \\x1b[31mnow" in restarted.why
+    assert "connect, huge no longer listed as before" in restarted.why and "not offered mid-run" in restarted.why
+    assert "mcp__hostile__connect" not in restarted.tools and "mcp__hostile__read" in restarted.tools
+    assert (restarted.calls, restarted.errors) == (1, 1)
+    assert "not restarted again" in states[2].why and (states[2].calls, states[2].errors) == (4, 3)
+    assert states[2].confined == ""  # nothing of it runs any more
 
 
 def test_the_server_cannot_change_the_operators_files_of_the_job_nor_read_the_harness_state(job, served, clock,
@@ -251,6 +318,17 @@ def test_sampling_and_elicitation_requests_of_a_server_are_refused(served) -> No
     answer = served["hostile"].call("sample", {}, 30)
     assert "SAMPLED" not in answer.text and "ELICITED" not in answer.text
     assert "sampling refused" in answer.text and "elicitation refused" in answer.text
+
+
+def test_a_refused_request_is_said_once_per_server(job, served, clock, tmp_path) -> None:
+    sample = C(name="mcp__hostile__sample")
+    run(job, [served["hostile"]], [T(calls=[sample]), T(calls=[sample]), T(error="end of script")], clock, tmp_path)
+    said = [e.message for e in events(job) if isinstance(e, ev.ErrorEvent) and e.where == "mcp"
+            and "refuses" in e.message]
+    assert said == ["MCP server hostile: it asked for sampling (a completion from the client's model), which this "
+                    "client refuses (answered with an error; said once)",
+                    "MCP server hostile: it asked for elicitation (a question to the client's user), which this "
+                    "client refuses (answered with an error; said once)"]
 
 
 def test_the_operators_stop_cancels_a_call_in_flight_and_the_server_serves_on(served) -> None:

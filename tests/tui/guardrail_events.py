@@ -102,3 +102,27 @@ def spent_run() -> Log:
     log.add(ev.CompletionBypassed, budget="deadline", stop_reason="job_complete",
             detail="deadline passed: 8 minutes since the job started, deadline 8 minutes")
     return log
+
+
+def mcp_run() -> Log:
+    """The guarded run with two MCP servers: ``time`` ready (confined, three calls, one failed, one denied) and
+    ``tracker`` unavailable (an optional server that did not start; escape sequences in its last words)."""
+    log = Log()
+    log.add(ev.SessionStarted, reason="new", provider="scripted", model="scripted-agent", context_window=128_000,
+            context_window_source="job.toml", priced=True)
+    log.add(ev.McpServerEvent, server="time", state="ready", required=True,
+            tools=["mcp__time__get_current_time", "mcp__time__convert_time"],
+            confined="bubblewrap 0.11.0 (bundled with agent-console)")
+    log.add(ev.McpServerEvent, server="tracker", state="unavailable", tools=["mcp__tracker__search_issues"],
+            why="MCP server tracker did not start: it exited before answering (its last words: no token "
+                "\\x1b[2J)")
+    status(log)
+    now = "mcp__time__get_current_time"
+    for n, (ok, content) in enumerate([(True, '{"timezone": "UTC"}'), (False, "Invalid arguments"),
+                                       (True, '{"timezone": "Asia/Tokyo"}')]):
+        log.add(ev.ToolCalled, turn=n + 1, call_id=f"m{n}", tool=now, arguments='{"timezone": "UTC"}')
+        log.add(ev.ToolResult, turn=n + 1, call_id=f"m{n}", tool=now, ok=ok, content=content)
+    log.add(ev.ToolCalled, turn=4, call_id="m9", tool=now, arguments="{}")
+    log.add(ev.ToolDenied, turn=4, call_id="m9", tool=now, policy="tests_first", reason="run_tests first")
+    log.add(ev.ToolResult, turn=4, call_id="m9", tool=now, ok=False, content="Denied by tests_first")
+    return log

@@ -133,3 +133,18 @@ def test_guardrails_view(snap_compare, make_job, size):
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=size, run_before=before)
+
+
+def test_guardrails_view_with_two_mcp_servers(snap_compare, make_job):
+    """200x50: the MCP servers section, one server ready (its calls and failures) and one unavailable (why)."""
+    from tests.tui.guardrail_events import mcp_run
+
+    log = mcp_run()
+    app = guarded_app(make_job, log)
+
+    async def before(pilot):
+        await replayed(pilot, len(log.events))
+        await pilot.press("g")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(200, 50), run_before=before)

@@ -193,3 +193,35 @@ def test_an_mcp_tools_doc_lists_the_servers_arguments() -> None:
     assert documented_arguments(doc) == ["q"] and "call it with `{}`" not in doc and "## Examples" not in doc
     assert "It is given any argument" not in doc and tool.params == {"q"}
     assert doc_problems(tool) == ["no example"]  # none of ours: the server's schema is the reference
+
+
+# -- guardrails that name an MCP tool -------------------------------------------------------------------------
+def test_a_read_before_write_read_tool_of_a_server_needs_its_path_argument_at_the_start() -> None:
+    from console.engine.guardrails.config import GuardrailsConfig
+    from console.engine.tools.mcp_tools import guardrail_problem
+
+    fs = Fake("fs", [McpToolInfo("read_text", "", {"type": "object", "properties": {"path": {"type": "string"}}}),
+                     McpToolInfo("stat", "", OBJECT)])
+    tools = build_mcp_tools([fs]).tools
+
+    def rbw(read: str) -> GuardrailsConfig:
+        return GuardrailsConfig.model_validate({"policies": [{"type": "read_before_write", "read_tools": [read]}]})
+
+    assert guardrail_problem(rbw("mcp__fs__read_text"), tools, [fs]) is None
+    assert guardrail_problem(rbw("mcp__fs__stat"), tools, [fs]) == (
+        "key 'guardrails.policies.0.read_tools': 'mcp__fs__stat' has no 'path' argument: read_before_write could not "
+        "tell which file it reads")
+    # A server that did not start: what it offers is not known, its names pass (its tools answer "unavailable").
+    fs.state = "unavailable"
+    assert guardrail_problem(rbw("mcp__fs__gone"), [], [fs]) is None
+
+
+def test_job_toml_accepts_a_policy_on_a_declared_servers_tool_only(tmp_path: Path) -> None:
+    server = '[[mcp]]\nname = "fs"\ncommand = ["srv"]\ntools = ["read_text"]\n\n'
+    ok = job_toml(tmp_path, server + '[[guardrails.policies]]\ntype = "read_before_write"\n'
+                                     'read_tools = ["read_file", "mcp__fs__read_text"]\n')
+    assert load_job_config(ok).guardrails.policies[0].read_tools == ["read_file", "mcp__fs__read_text"]
+    bad = job_toml(tmp_path, server + '[[guardrails.policies]]\ntype = "sequential"\n'
+                                      'dependencies = { mcp__fs__write = ["read_file"] }\n')
+    with pytest.raises(JobError, match="'mcp__fs__write' is not a tool of this job"):
+        load_job_config(bad)

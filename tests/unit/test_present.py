@@ -316,3 +316,33 @@ def test_in_story_is_the_one_answer_of_which_events_are_told():
         assert not present.in_story(name), name
     assert present.in_story(make(ev.NeedsOperator, reason="stuck", message="m"))
     assert not present.in_story(make(ev.TurnStarted, turn=1))
+
+
+def test_an_mcp_server_reads_as_its_state_tools_and_confinement_escaped() -> None:
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    ready = ev.McpServerEvent(ts=at, seq=1, session=1, server="time", state="ready",
+                              tools=["mcp__time__get_current_time", "mcp__time__convert_time"],
+                              confined="bubblewrap 0.11.0")
+    p = present.describe(ready)
+    assert p is not None and p.severity == "info" and p.kind == "mcp"
+    assert p.text == "MCP server time ready: 2 tools: get_current_time, convert_time · confined by bubblewrap 0.11.0"
+    loose = ready.model_copy(update={"confined": "UNCONFINED (run --unconfined)"})
+    assert present.describe(loose).severity == "warning"  # type: ignore[union-attr]
+    down = ev.McpServerEvent(ts=at, seq=2, session=1, server="gh\x1b[2J", state="unavailable", known=False,
+                             why="did not start (its last words: \x1b]52;c;aGk=\x07)", calls=3, errors=2)
+    p = present.describe(down)
+    assert p is not None and p.severity == "warning"
+    assert "its tools are not known (job.toml names none in tools): none offered · not running · after 3 calls " \
+           "(2 failed)" in p.text
+    assert all("\x1b" not in s and "\x07" not in s for s in (p.text, p.detail, *p.lines))
+    assert p.lines == ("did not start (its last words: \\x1b]52;c;aGk=\\x07)",)
+
+
+def test_an_unavailable_mcp_call_says_its_tool_once() -> None:
+    r = ev.ToolResult(ts=datetime(2026, 1, 1, tzinfo=UTC), seq=1, session=1, turn=1, call_id="c",
+                      tool="mcp__hostile__die", ok=False,
+                      content="mcp__hostile__die is unavailable: the server exited during the call (it was restarted). "
+                              "Nothing is known of its effects.")
+    p = present.describe(r)
+    assert p is not None and p.text.startswith(
+        "mcp__hostile__die failed: unavailable: the server exited during the call (it was restarted)")

@@ -56,6 +56,7 @@ from console.engine.events.stream import EventStream, Subscriber
 from console.engine.events.tools import (
     AssistantMessage,
     CommandSandbox,
+    McpServerEvent,
     ToolCalled,
     ToolCallRecord,
     ToolDenied,
@@ -87,6 +88,7 @@ __all__ = [
     "JobCompleted",
     "JobGaveUp",
     "LaunchSettings",
+    "McpServerEvent",
     "MemoryUpdated",
     "ModelRetry",
     "NeedReason",

@@ -43,7 +43,14 @@ from console.engine.events.run import (
     StateRecovered,
 )
 from console.engine.events.session import ModelRetry, SessionEnded, SessionStarted, TextDelta, TokenUsage, TurnStarted
-from console.engine.events.tools import AssistantMessage, CommandSandbox, ToolCalled, ToolDenied, ToolResult
+from console.engine.events.tools import (
+    AssistantMessage,
+    CommandSandbox,
+    McpServerEvent,
+    ToolCalled,
+    ToolDenied,
+    ToolResult,
+)
 
 Event = Annotated[
     SessionStarted
@@ -74,6 +81,7 @@ Event = Annotated[
     | StuckDetected
     | GuardrailsStatus
     | CommandSandbox
+    | McpServerEvent
     | OperatorCommand
     | JobCompleted
     | JobGaveUp

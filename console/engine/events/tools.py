@@ -81,3 +81,25 @@ class CommandSandbox(EventBase):
     # Its first line (about 200 characters): confined or not, the network, extra paths, the bounds. Empty in
     # logs of versions before it (then the paragraph is the line).
     summary: str = ""
+
+
+class McpServerEvent(EventBase):
+    """An MCP server of the run and its state: at the start (``ready``, or ``unavailable`` for an optional one that
+    did not start), and at each change (``restarted`` once after a crash, ``unavailable`` for the rest of the run
+    after a second one). The views rebuild each server's line from these (and its calls from ``tool_result``)."""
+
+    type: Literal["mcp_server"] = "mcp_server"
+    server: str
+    state: Literal["starting", "ready", "restarted", "unavailable"]
+    # The tools the agent is offered of it (their full names, mcp__SERVER__TOOL) that work now; ``known``: whether
+    # that list is known (an optional server that did not start and whose job.toml names no ``tools``: not known).
+    tools: list[str] = Field(default_factory=list)
+    known: bool = True
+    # The bubblewrap that confines it, or "UNCONFINED (run --unconfined)"; "" when it is not running.
+    confined: str = ""
+    required: bool = False
+    # Why the state changed (its last words on stderr, escaped), one line; "" for a plain start.
+    why: str = ""
+    # Its calls and the calls that failed, so far in this process (the views count tool_result events instead).
+    calls: int = 0
+    errors: int = 0

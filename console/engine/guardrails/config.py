@@ -127,6 +127,9 @@ class KnownTool:
 
     params: frozenset[str] = frozenset()
     modifies: str | None = None  # the argument naming the file it changes; None: it changes no file
+    # Its arguments are known only once its server has started (an MCP tool named at job.toml's check): they are
+    # checked then (console.engine.tools.mcp_tools.guardrail_problem).
+    pending: bool = False
 
 
 # A key below [guardrails] (("policies", 1, "dependencies")) and what is wrong there.
@@ -166,7 +169,7 @@ class ReadBeforeWriteEntry(_Strict):
         for tool in dict.fromkeys(self.read_tools):
             if tool not in known:
                 problems.append((("read_tools",), _not_a_tool(tool, known)))
-            elif self.path_param not in known[tool].params:
+            elif not known[tool].pending and self.path_param not in known[tool].params:
                 problems.append((("read_tools",), f"'{tool}' has no '{self.path_param}' argument: "
                                                   "read_before_write could not tell which file it reads"))
         writers = [t for t, k in known.items() if k.modifies is not None]
@@ -430,6 +433,16 @@ class GuardrailsConfig(_Strict):
         ``[[tools]]``), or that cannot do what the declaration needs; each with its key below [guardrails]."""
         return [(("policies", i, *loc), why) for i, entry in enumerate(self.policies)
                 for loc, why in entry.tool_problems(known)]
+
+    def tool_names(self) -> list[str]:
+        """Every tool name the policies name, once each, in order."""
+        names: list[str] = []
+        for entry in self.policies:
+            if isinstance(entry, SequentialEntry):
+                names += [t for tool, reqs in entry.dependencies.items() for t in (tool, *reqs)]
+            else:
+                names += [*entry.read_tools, *(entry.write_tools or ())]
+        return list(dict.fromkeys(names))
 
     def bind_tools(self, known: Mapping[str, KnownTool]) -> GuardrailsConfig:
         """These guardrails with every read_before_write entry bound to the job's tools (see

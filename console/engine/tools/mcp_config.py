@@ -305,3 +305,14 @@ def allowed_urls(config: McpServerConfig, caps: McpCaps) -> tuple[str, ...]:
     own = caps.server(config.name)
     mine = (own.url,) if own is not None and own.url is not None and own.url == config.url else ()
     return (*caps.urls, *mine)
+
+
+def mcp_tool_declared(name: str, servers: list[McpServerConfig]) -> bool:
+    """Whether ``name`` is ``mcp__SERVER__TOOL`` of one of ``servers`` (and one its ``tools`` offers, when it names
+    them): a tool a guardrail may name before the server has started (checked again once it has)."""
+    prefix, _, rest = name.partition("__")
+    server, _, tool = rest.partition("__")
+    if prefix != "mcp" or not tool:
+        return False
+    found = next((s for s in servers if s.name == server), None)
+    return found is not None and (found.tools is None or tool in found.tools)

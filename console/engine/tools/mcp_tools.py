@@ -28,12 +28,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 import jsonschema
 from pydantic import ConfigDict
 
+from console.engine import events as ev
 from console.engine.job import one_line
 from console.engine.text import safe_text
 from console.engine.tools.mcp_config import TOOL_NAME, McpServerConfig
 from console.engine.tools.registry import Failure, Tool, ToolArgs, ToolOutcome
 
 if TYPE_CHECKING:
+    from console.engine.guardrails.config import GuardrailsConfig
     from console.engine.runtime import Runtime
 
 PREFIX = "mcp"
@@ -61,7 +63,9 @@ class McpCallResult:
 
 
 class McpServer(Protocol):
-    """A live server of the run (console.mcp's client implements it)."""
+    """A live server of the run (console.mcp's client implements it). Optional members, read when present (a port
+    without them is a server that is ready while it answers): ``news()`` (:class:`McpNews`, drained), ``state``
+    ("ready", "restarted", "unavailable") and ``confined_by`` (how it runs: told in its ``mcp_server`` events)."""
 
     @property
     def config(self) -> McpServerConfig: ...
@@ -79,7 +83,79 @@ class McpServer(Protocol):
 
 
 class McpUnavailable(Exception):
-    """A call got no answer (the message says why, one line)."""
+    """A call got no answer (the message says why, one line). ``sent``: whether the server may have got it (False:
+    it was never sent, e.g. the server did not start: nothing was done)."""
+
+    def __init__(self, message: str = "", *, sent: bool = True) -> None:
+        super().__init__(message)
+        self.sent = sent
+
+
+@dataclass(frozen=True)
+class McpNews:
+    """What happened to a server since the engine last asked (the port's optional ``news()``, drained): a new
+    ``state`` ("ready", "restarted", "unavailable") with why, and the raw names of the tools that no longer work
+    (``lost``: a restart whose list changed them); or, without a state, a note for the operator (a request of the
+    server that was refused)."""
+
+    state: str | None
+    why: str = ""
+    lost: tuple[str, ...] = ()
+
+
+def news_of(server: McpServer) -> list[McpNews]:
+    """The server's news (none from a server whose port has no ``news``: it is ready while it answers)."""
+    news = getattr(server, "news", None)
+    return list(news()) if callable(news) else []
+
+
+@dataclass
+class _Watched:
+    server: McpServer
+    tools: list[str]  # the full names of its tools the agent is offered
+    state: str = ""
+    calls: int = 0
+    errors: int = 0
+
+
+class McpWatch:
+    """Each server's state, told as ``mcp_server`` events (the views rebuild their list of servers from them): at
+    the start, and after each of its calls when something changed (a restart, unavailable, a refused request)."""
+
+    def __init__(self) -> None:
+        self.servers: dict[str, _Watched] = {}
+
+    def add(self, server: McpServer, tools: list[str]) -> None:
+        self.servers[server.config.name] = _Watched(server, tools)
+
+    def report(self, events: ev.EventStream, only: str | None = None) -> None:
+        for name, w in self.servers.items():
+            if only is not None and name != only:
+                continue
+            news = news_of(w.server)
+            if not w.state and not any(n.state for n in news):
+                news.insert(0, McpNews("ready"))
+            for n in news:
+                if n.state is None:
+                    events.emit(ev.ErrorEvent, where="mcp", recoverable=True,
+                                message=f"MCP server {name}: {safe_text(n.why, one_line=True, limit=300)}")
+                    continue
+                w.state = n.state
+                gone = {full_name(name, t) for t in n.lost}
+                w.tools = [t for t in w.tools if t not in gone]
+                config = w.server.config
+                events.emit(ev.McpServerEvent, server=name, state=n.state, tools=list(w.tools),
+                            known=bool(w.tools) or config.tools is not None or n.state != "unavailable",
+                            confined=str(getattr(w.server, "confined_by", "") or ""), required=config.required,
+                            why=safe_text(n.why, one_line=True, limit=400), calls=w.calls, errors=w.errors)
+
+    def called(self, events: ev.EventStream, server: str, ok: bool) -> None:
+        w = self.servers.get(server)
+        if w is None:
+            return
+        w.calls += 1
+        w.errors += not ok
+        self.report(events, only=server)
 
 
 class McpArgs(ToolArgs):
@@ -94,6 +170,8 @@ class McpTools:
 
     tools: list[Tool[Any]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    # Each server's state, told as events (the supervisor reports it at the start; each call, after it).
+    watch: McpWatch = field(default_factory=McpWatch)
 
 
 def full_name(server: str, tool: str) -> str:
@@ -156,7 +234,7 @@ def _interrupted(name: str) -> str:
 
 
 def _handler(server: McpServer, tool: str, name: str, schema: dict[str, Any],
-             keep: Callable[[Runtime], int]) -> Callable[[Runtime, McpArgs], ToolOutcome]:
+             keep: Callable[[Runtime], int], watch: McpWatch) -> Callable[[Runtime, McpArgs], ToolOutcome]:
     config = server.config
 
     def handler(rt: Runtime, args: McpArgs) -> ToolOutcome:
@@ -184,8 +262,13 @@ def _handler(server: McpServer, tool: str, name: str, schema: dict[str, Any],
         try:
             answer = server.call(tool, arguments, timeout, rt.should_stop)
         except McpUnavailable as exc:
+            watch.called(rt.events, config.name, False)
+            if not exc.sent:
+                return ToolOutcome(False, f"{name} is unavailable: {one_line(str(exc), 300)}. It was not run; do "
+                                          "other work without it.")
             return ToolOutcome(False, f"{name} is unavailable: {one_line(str(exc), 300)}. Nothing is known of its "
                                       "effects; do other work, or call it again later.")
+        watch.called(rt.events, config.name, answer.ok)
         return ToolOutcome(answer.ok, _keep(answer.text, keep(rt)) or "(no output)")
 
     return handler
@@ -224,6 +307,7 @@ def build_mcp_tools(servers: Sequence[McpServer], *, reserved: Collection[str] =
                                f"{MAX_TOOLS_PER_SERVER} considered")
             listed = listed[:MAX_TOOLS_PER_SERVER]
         seen_here: set[str] = set()
+        first = len(out.tools)
         for info in listed:
             raw = info.name if isinstance(info.name, str) else repr(info.name)
             shown = safe_text(raw, one_line=True, limit=80)
@@ -247,13 +331,14 @@ def build_mcp_tools(servers: Sequence[McpServer], *, reserved: Collection[str] =
             description = safe_text(text, limit=MAX_DESCRIPTION) or f"Tool {raw} of the MCP server {config.name}."
             summary = f"{safe_text(text, one_line=True, join=True, limit=100) or raw} (MCP server {config.name})"
             out.tools.append(Tool(name, description, McpArgs,
-                                  _handler(server, raw, name, schema, _observation_budget(config)),
+                                  _handler(server, raw, name, schema, _observation_budget(config), out.watch),
                                   summary, errors=_ERRORS, schema=schema,
                                   details=(f"A tool of the MCP server '{config.name}' declared in job.toml, "
                                            + ("reached over HTTP (it runs elsewhere, not in the job folder). "
                                               if config.url is not None else
                                               "run confined as the job's commands are. ")
                                            + "Its arguments are the server's schema (in the tool's definition).")))
+        out.watch.add(server, [t.name for t in out.tools[first:]])
         if offered is not None:
             missing = sorted(offered - seen_here - {i.name for i in listed if isinstance(i.name, str)})
             if missing:
@@ -261,3 +346,36 @@ def build_mcp_tools(servers: Sequence[McpServer], *, reserved: Collection[str] =
                                    f"{safe_text(', '.join(missing), one_line=True, limit=200)} (tools = [...] in "
                                    "job.toml)")
     return out
+
+
+def guardrail_problem(guardrails: GuardrailsConfig, tools: Sequence[Tool[Any]],
+                      servers: Sequence[McpServer]) -> str | None:
+    """One line when a tool policy of the job names an MCP tool (``mcp__SERVER__TOOL``) that the started servers do
+    not offer, or offer without the argument the policy needs (read_before_write's ``path_param``); else None.
+
+    job.toml's check accepted these names for a declared server; here they meet what the server lists. The tools of
+    an optional server that did not start are not known: its names pass (they gate a tool that answers
+    "unavailable", or none)."""
+    from console.engine.guardrails.config import GuardrailsConfig, KnownTool
+
+    down = {s.config.name for s in servers if getattr(s, "state", "ready") == "unavailable"}
+    offered = {t.name: t for t in tools if t.name.startswith(f"{PREFIX}__")}
+    known: dict[str, KnownTool] = {}
+    for i, entry in enumerate(guardrails.policies):
+        for name in GuardrailsConfig(policies=[entry]).tool_names():
+            server = name.removeprefix(f"{PREFIX}__").partition("__")[0]
+            if not name.startswith(f"{PREFIX}__") or server in down:
+                known[name] = KnownTool(pending=True)  # a harness tool or a command: job.toml's check saw to it
+            elif name in offered:
+                known[name] = KnownTool(frozenset((offered[name].schema or {}).get("properties", {})))
+            else:
+                has = sorted(n.removeprefix(f"{PREFIX}__{server}__") for n in offered
+                             if n.startswith(f"{PREFIX}__{server}__"))
+                return (f"key 'guardrails.policies.{i}': '{safe_text(name, one_line=True, limit=80)}' is not a tool "
+                        f"the MCP server {safe_text(server, one_line=True, limit=40)} offers (it offers: "
+                        f"{safe_text(', '.join(has), one_line=True, limit=300) or 'none'})")
+    problems = guardrails.tool_problems(known)
+    if problems:
+        loc, why = problems[0]
+        return f"key 'guardrails.{'.'.join(str(p) for p in loc)}': {why}"
+    return None

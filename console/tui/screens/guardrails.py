@@ -219,6 +219,36 @@ def tools_lines(g: GuardrailsState, width: int) -> Lines:
     return out
 
 
+MCP_STYLE = {"ready": "bold $text-success", "restarted": "bold $text-warning",
+             "unavailable": "bold reverse $text-error", "starting": "$text-muted"}
+
+
+def mcp_lines(g: GuardrailsState, width: int) -> Lines:
+    """Each MCP server of the run (from its mcp_server events): its state, tools, calls and errors, confinement,
+    and why its state last changed."""
+    if not g.mcp:
+        return [_none("no MCP servers")]
+    name_w = min(NAME_WIDTH, max(len(n) for n in g.mcp))
+    out: Lines = []
+    for name, tally in g.mcp.items():
+        e = tally.last
+        unconfined = e.confined.startswith("UNCONFINED")
+        calls = Content.assemble((f"{tally.calls} call{'s' if tally.calls != 1 else ''}", ""),
+                                 (f", {tally.errors} failed", "bold $text-warning") if tally.errors else "")
+        parts = [Content.styled(e.state, MCP_STYLE.get(e.state, "bold")),
+                 Content.styled("required", "$text-secondary") if e.required else None, calls,
+                 Content.styled(present.mcp_confinement(e),
+                                "bold reverse $text-warning" if unconfined else
+                                "bold $text-success" if e.confined else "$text-muted")]
+        out += hang(_name(name, name_w), _dot().join(p for p in parts if p is not None), width)
+        indent = Content(" " * (name_w + 2))
+        # Styled: a line of plain text would lose its indent in the box.
+        out += hang(indent, Content.styled(present.mcp_tools_text(e), "$text"), width)
+        if e.why:
+            out += hang(indent, Content.styled(present.flat(e.why, 0), "$text-muted"), width)
+    return out
+
+
 def title_line(state: ConsoleState, now: datetime) -> Content:
     g = state.guards
     parts: list[Content] = [Content.styled(state.job_title or "job", "bold $text-primary"),
@@ -241,6 +271,7 @@ SECTIONS: list[tuple[str, str]] = [
     ("g-budgets", "Budgets"),
     ("g-completion", "Task completion"),
     ("g-tools", "Command tools"),
+    ("g-mcp", "MCP servers"),
     ("g-policies", "Tool policies"),
     ("g-feedback", "Feedback providers"),
 ]
@@ -261,6 +292,7 @@ def section_lines(state: ConsoleState, now: datetime, widths: dict[str, int] | N
         "g-budgets": budgets_lines(g, now, w("g-budgets", 200), state.job_cost, state.priced, ended),
         "g-completion": completion_lines(g, w("g-completion", 200)),
         "g-tools": tools_lines(g, w("g-tools", 200)),
+        "g-mcp": mcp_lines(g, w("g-mcp", 200)),
         "g-policies": policies_lines(g, w("g-policies", 200)),
         "g-feedback": feedback_lines(g, w("g-feedback", 200), ended=state.ended),
     }
@@ -269,6 +301,7 @@ def section_lines(state: ConsoleState, now: datetime, widths: dict[str, int] | N
 def section_titles(state: ConsoleState) -> dict[str, str]:
     st = state.guards.status
     counts = {"g-policies": len(st.policies), "g-feedback": len(st.feedback), "g-tools": len(st.tools)} if st else {}
+    counts["g-mcp"] = len(state.guards.mcp)
     return {sid: f"{title} · {counts[sid]}" if counts.get(sid) else title for sid, title in SECTIONS}
 
 
@@ -278,6 +311,8 @@ def plain_text(state: ConsoleState, now: datetime, width: int = 200) -> str:
     titles = section_titles(state)
     out = [line.plain.rstrip() for line in title_line(state, now).wrap(width)]
     for sid, _title in SECTIONS:
+        if sid == "g-mcp" and not state.guards.mcp:
+            continue
         out.append(f"[{titles[sid]}]")
         out.extend(c.plain.rstrip() for c in lines[sid])
     return "\n".join(out)
@@ -315,10 +350,10 @@ class GuardrailsScreen(Screen[None]):
         yield Static(id="g-title")
         with VerticalScroll(id="g-body"):
             with Vertical(id="g-left", classes="g-col"):
-                for sid, title in SECTIONS[:3]:
+                for sid, title in SECTIONS[:4]:
                     yield self._section(sid, title)
             with Vertical(id="g-right", classes="g-col"):
-                for sid, title in SECTIONS[3:]:
+                for sid, title in SECTIONS[4:]:
                     yield self._section(sid, title)
         yield Footer(compact=True)
 
@@ -355,6 +390,7 @@ class GuardrailsScreen(Screen[None]):
         for sid, box in boxes.items():
             box.update(Content("\n").join(lines[sid]))
             box.border_title = titles[sid]
+        boxes["g-mcp"].display = bool(self.state.guards.mcp)  # shown for a run that has MCP servers
 
     @property
     def text(self) -> str:

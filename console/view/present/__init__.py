@@ -42,7 +42,10 @@ from console.view.present.safe import (
     safe_event,
 )
 from console.view.present.tools import (
+    MCP_SEVERITY,
     SANDBOX_SEVERITY,
+    mcp_confinement,
+    mcp_tools_text,
 )
 from console.view.present.words import (
     BUDGET_SPENT,
@@ -93,6 +96,7 @@ __all__ = [
     "END_SEVERITY",
     "EXPERIENCE_SECTIONS",
     "MAIN_KEYS",
+    "MCP_SEVERITY",
     "NEED_LABELS",
     "OUTCOME_SEVERITY",
     "OUTCOME_WORDS",
@@ -116,6 +120,8 @@ __all__ = [
     "flat",
     "in_story",
     "is_demo",
+    "mcp_confinement",
+    "mcp_tools_text",
     "need_label",
     "needs_answer",
     "outcome_text",

@@ -32,7 +32,14 @@ from console.view.present.run import (
     _run_ended,
 )
 from console.view.present.session import _retry, _session_ended, _session_started
-from console.view.present.tools import _command_sandbox, _reply, _tool_called, _tool_denied, _tool_result
+from console.view.present.tools import (
+    _command_sandbox,
+    _mcp_server,
+    _reply,
+    _tool_called,
+    _tool_denied,
+    _tool_result,
+)
 from console.view.present.words import Presented
 
 DESCRIBERS: dict[type, Callable[[Any], Presented | None]] = {
@@ -62,6 +69,7 @@ DESCRIBERS: dict[type, Callable[[Any], Presented | None]] = {
     ev.StuckDetected: _stuck,
     ev.ExperienceRecorded: _experience,
     ev.CommandSandbox: _command_sandbox,
+    ev.McpServerEvent: _mcp_server,
     ev.LaunchSettings: _launch,
     ev.OperatorCommand: _operator,
     ev.JobCompleted: _completed,

@@ -24,6 +24,9 @@ def _tool_result(e: ev.ToolResult) -> Presented | None:
         return None
     first = next((ln.strip() for ln in e.content.splitlines() if ln.strip()), "(no message)")
     first = first.removeprefix(f"{e.tool} failed: ")  # the result's own words for the agent; the line says it once
+    # An MCP tool's: "mcp__s__t is unavailable: why" (console.engine.tools.mcp_tools): its name said once too.
+    unavailable = f"{e.tool} is unavailable: "
+    first = f"unavailable: {first.removeprefix(unavailable)}" if first.startswith(unavailable) else first
     if re.fullmatch(r"exit code -?\d+", first):
         # A command's status line says only its code: the line adds why it failed ("✗ setup failed: exit code 2"
         # told the operator nothing): the harness's note that failed it (a command that exited 0 but left the
@@ -80,3 +83,37 @@ def clauses(text: str) -> list[str]:
     if sep:
         out[-1:] = [last, f"bounds: {bounds}"]
     return [c.strip() for c in out if c.strip()]
+
+
+MCP_SEVERITY = {"starting": "info", "ready": "info", "restarted": "caution", "unavailable": "warning"}
+
+
+def mcp_tools_text(e: ev.McpServerEvent) -> str:
+    """Its tools as a view lists them: their own names (the mcp__SERVER__ prefix said once, by the server's name)."""
+    if not e.known:
+        return "its tools are not known (job.toml names none in tools): none offered"
+    if not e.tools:
+        return "no tools offered"
+    prefix = f"mcp__{e.server}__"
+    return f"{len(e.tools)} tool{'s' if len(e.tools) != 1 else ''}: " + ", ".join(
+        one_line(t.removeprefix(prefix), 40) for t in e.tools)
+
+
+def mcp_confinement(e: ev.McpServerEvent) -> str:
+    if not e.confined:
+        return "not running"
+    return e.confined if e.confined.startswith("UNCONFINED") else f"confined by {e.confined}"
+
+
+def _mcp_server(e: ev.McpServerEvent) -> Presented:
+    """A server of the run and its state: the run's header at the start, a line at each change."""
+    severity = MCP_SEVERITY.get(e.state, "warning")
+    if e.state == "ready" and e.confined.startswith("UNCONFINED"):
+        severity = "warning"
+    name = one_line(e.server, 40)
+    told = {"unavailable": "its tools answer that it is unavailable" if e.tools else "",
+            "restarted": "restarted once: another exit makes it unavailable"}.get(e.state, "")
+    calls = f" · after {e.calls} call{'s' if e.calls != 1 else ''} ({e.errors} failed)" if e.calls else ""
+    return Presented("◈", "mcp", severity, f"MCP server {name} {e.state}: {mcp_tools_text(e)} · "
+                                           f"{mcp_confinement(e)}{calls}", told, f"mcp {name}",
+                     lines=(flat(e.why, 0),) if e.why else ())

@@ -29,6 +29,7 @@ from console.view.state.parts import (
     FeedbackItem,
     GaugeState,
     GuardrailsState,
+    McpServerTally,
     Need,
     ProviderTally,
 )
@@ -126,6 +127,7 @@ class ConsoleState:
             ev.Feedback: self._guardrail,
             ev.GuardrailsStatus: self._guardrail,
             ev.CommandSandbox: self._guardrail,
+            ev.McpServerEvent: self._guardrail,
             ev.StateRecovered: self._recovered,
             ev.ErrorEvent: self._error,
             ev.OperatorCommand: self._operator,
@@ -231,9 +233,20 @@ class ConsoleState:
 
     def _tool_result(self, e: ev.ToolResult) -> set[str]:
         # A denial and a refused job_complete are reported as what they are, not as failed calls.
-        if self.told.said_elsewhere(e) or e.ok:
+        said = self.told.said_elsewhere(e)
+        changed = self._mcp_call(e) if not said and e.tool.startswith("mcp__") else set()
+        if said or e.ok:
+            return changed
+        return changed | self._feedback(present.describe(e))
+
+    def _mcp_call(self, e: ev.ToolResult) -> set[str]:
+        """A call of an MCP server's tool (mcp__SERVER__TOOL; a denied one never reached it): its server's tally."""
+        tally = self.guards.mcp.get(e.tool.removeprefix("mcp__").partition("__")[0])
+        if tally is None:
             return set()
-        return self._feedback(present.describe(e))
+        tally.calls += 1
+        tally.errors += not e.ok
+        return {GUARDS}
 
     def _usage(self, e: ev.TokenUsage) -> set[str]:
         g = self.gauge
@@ -422,6 +435,9 @@ class ConsoleState:
             return {GUARDS}
         if isinstance(e, ev.CommandSandbox):
             g.sandbox = e  # and a notice in the feedback pane, below
+        if isinstance(e, ev.McpServerEvent):  # the server's line in the guardrails view; its calls carry on
+            known = g.mcp.get(e.server)
+            g.mcp[e.server] = McpServerTally(e, known.calls if known else 0, known.errors if known else 0)
         p = present.describe(e)
         assert p is not None
         said = self.told.said_elsewhere(e)

@@ -105,6 +105,18 @@ class GuardrailsState:
     exhausted: dict[str, ev.BudgetExhausted] = field(default_factory=dict)  # "deadline" | "tokens" | "cost"
     stuck: int = 0
     sandbox: ev.CommandSandbox | None = None  # what the job's commands see and their bounds (the run's header)
+    # The run's MCP servers by name: the latest mcp_server event of each, and its calls and failed calls (counted
+    # from the tool_result events of its tools, mcp__SERVER__TOOL).
+    mcp: dict[str, McpServerTally] = field(default_factory=dict)
+
+
+@dataclass
+class McpServerTally:
+    """One MCP server of the run as the guardrails view lists it."""
+
+    last: ev.McpServerEvent
+    calls: int = 0
+    errors: int = 0
 
 
 @dataclass
