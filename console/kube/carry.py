@@ -51,7 +51,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     # must not allow what this machine forbids. The operator's servers go with it, their credentials not: only the
     # names of the variables that hold them (the pod's environment must have them, or such a server does not start).
     **{f"mcp.{key}": (VARIABLE, "AGENT_CONSOLE_MCP, when set")
-       for key in ("allow", "commands", "tool_search_share", "urls", "servers")},
+       for key in ("allow", "commands", "tool_search_share", "urls", "env", "servers")},
     "notify.on_end": (VARIABLE, "AGENT_CONSOLE_NOTIFY_ON_END"),
     "notify.remind_minutes": (VARIABLE, "AGENT_CONSOLE_NOTIFY_REMIND_MINUTES (JSON; [] keeps reminders off)"),
     # A link is checked by the serve of the machine whose folder the run is in: a pod's folder is on its volume,

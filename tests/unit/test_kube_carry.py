@@ -70,6 +70,7 @@ allow = false
 commands = ["mcp-server-time"]
 tool_search_share = 0.25
 urls = ["https://mcp.example.org/"]
+env = ["TZ"]
 [[mcp.servers]]
 name = "web"
 url = "https://mcp.example.org/mcp"

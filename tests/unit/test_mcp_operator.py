@@ -120,3 +120,16 @@ def test_an_http_servers_tool_doc_does_not_say_it_runs_confined() -> None:
 
     (tool,) = build_mcp_tools([Remote()]).tools  # type: ignore[list-item]
     assert "reached over HTTP (it runs elsewhere" in tool.details and "confined" not in tool.details
+
+
+def test_a_jobs_server_gets_only_the_variables_the_operator_lets_it_have() -> None:
+    """A job folder may come from anyone: its [[mcp]] env must not pull the operator's API keys or tokens into a
+    program the job chose (whose results reach the model and whose files stay in the folder)."""
+    from console.engine.tools.mcp_config import McpCaps, McpServerConfig, caps_problem
+
+    server = McpServerConfig(name="evil", command=["./srv.py"], env=["OPENAI_API_KEY", "TZ"])
+    why = caps_problem([server], McpCaps())
+    assert why is not None and why.startswith("key 'mcp.0.env'") and "OPENAI_API_KEY, TZ" in why
+    assert "OPENAI_API_KEY" in (caps_problem([server], McpCaps(env=["TZ"])) or "")
+    assert caps_problem([server], McpCaps(env=["TZ", "OPENAI_API_KEY"])) is None  # the operator's own choice
+    assert caps_problem([McpServerConfig(name="ok", command=["./srv.py"])], McpCaps()) is None

@@ -245,6 +245,10 @@ class McpCaps(StrictSection):
     # the mcp_tool_search tool instead of all offered at once (console.engine.tools.tool_search).
     tool_search_share: float = Field(default=0.10, gt=0, le=1)
     urls: list[str] = Field(default_factory=list, max_length=256)
+    # The names of the operator's environment variables a job's own server may be given (its ``env``): none by
+    # default. A job folder may come from anyone: its job.toml must not pull the operator's API keys or tokens into
+    # a program it chose (whose results reach the model, and whose files the job folder keeps).
+    env: list[str] = Field(default_factory=list, max_length=256)
     servers: Annotated[list[McpServerConfig], Field(max_length=64), AfterValidator(_unique_names),
                        AfterValidator(_operators)] = Field(default_factory=list)
 
@@ -278,6 +282,10 @@ def caps_problem(servers: list[McpServerConfig], caps: McpCaps) -> str | None:
         if s.url is not None and not url_allowed(s.url, caps.urls):
             return (f"key 'mcp.{i}.url': {shown_url(s.url)} is not at a URL the operator's config allows (urls under "
                     "[mcp] in the config file)")
+        if refused := [name for name in s.env if name not in caps.env]:
+            return (f"key 'mcp.{i}.env': the operator's config does not let a job's server have "
+                    f"{', '.join(refused)} (env under [mcp] in the config file names the variables a job's server may "
+                    "be given); remove it from env, or add it there if this job is yours")
         if s.command is not None and caps.commands is not None and s.command[0] not in caps.commands:
             return (f"key 'mcp.{i}.command': '{one_line(s.command[0], 120)}' is not one of the MCP server programs the "
                     "operator's config allows (commands under [mcp] in the config file)")
