@@ -15,6 +15,7 @@ from console.engine import events as ev
 from console.engine.text import safe_text
 from console.view import present
 from console.view.fleet import STORY_TAIL, FleetRow, RemoteFold, RunFold
+from console.view.plan_file import read_plan
 from console.view.run_offers import phase_refused
 from console.view.story import Told
 
@@ -46,6 +47,9 @@ class RunSnapshot:
     # phase it names (the engine refuses it if the run is in another phase by the time it lands).
     rewind_refused: str = "its state is not read yet"
     rewind_phase: int | None = None
+    # main_plan.md as the plan pane shows it (console.view.plan_file: the agent's text, read safely, bounded), or
+    # why it is not shown (another machine's run: its folder is there).
+    plan: str = ""
 
 
 def snapshot(row: FleetRow, fold: RunFold | None) -> RunSnapshot:
@@ -75,7 +79,15 @@ def snapshot(row: FleetRow, fold: RunFold | None) -> RunSnapshot:
                        cost=present.cost(row.cost) if row.cost is not None else "", need=_s(row.need_line),
                        todos=todos, todo_title=title, feedback=feedback,
                        tail=story_tail(fold) if fold is not None else (), rewind_refused=refused,
-                       rewind_phase=phase)
+                       rewind_phase=phase, plan=plan_of(row, fold))
+
+
+def plan_of(row: FleetRow, fold: RunFold | None) -> str:
+    """The run's plan for its page: main_plan.md of its folder, or why it is not shown here."""
+    if isinstance(fold, RemoteFold):
+        return (f"main_plan.md is not shown: this run's folder is on {_s(row.host, 80)}, and the shared store "
+                "carries its events, not its files.")
+    return read_plan(row.path / "main_plan.md")
 
 
 def story_tail(fold: RunFold) -> tuple[tuple[str, str], ...]:

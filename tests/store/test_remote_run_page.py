@@ -36,5 +36,6 @@ def test_another_machines_run_page_tells_its_story_from_the_store(pg_url: str, t
         assert any("notes-49.md" in line for line in lines) and not any("notes-5.md" in line for line in lines)
         last = lines[-1]
         assert "evil" in last and "\x1b" not in last and "\n" not in last  # made safe (and the page escapes it)
+        assert "folder is on machine-a" in snap.plan  # its plan file is there, not in the store
     finally:
         run.store.close()

@@ -80,6 +80,12 @@ def test_a_phone_approves_a_real_run_waiting_for_its_restart(tmp_path: Path) -> 
             assert "approve" in page.inner_text("section.tail")  # the phone's approval, in its story
             assert page.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"]
             shot(page, "serve-phone-run")
+            # The plan, opened, stays open while the page follows the run (its body is redrawn as the run moves:
+            # below, when the link's approval lets it go on).
+            page.click("details.plan summary")
+            assert "Phase" in page.inner_text("details.plan pre")
+            page.evaluate("() => { document.querySelector('#run').dataset.before = "
+                          "document.querySelector('section.tail').innerText; }")
 
             # A notification's link for the restart it waits for next, on a phone that never logged in.
             settings = load_settings()
@@ -107,6 +113,9 @@ def test_a_phone_approves_a_real_run_waiting_for_its_restart(tmp_path: Path) -> 
             wait("the link's approval applied", lambda: [e for e in ev.read_events(events)
                                                          if e.type == "operator_command" and e.status == "applied"
                                                          and e.source.startswith("web link ")])
+            page.wait_for_function("() => document.querySelector('section.tail').innerText !== "
+                                   "document.querySelector('#run').dataset.before", timeout=90_000)
+            assert page.evaluate("() => document.querySelector('details.plan').open")  # redrawn, still open
             again = stranger.goto(f"http://127.0.0.1:{port}/a/{token}")
             assert again is not None and again.status == 409  # once
             shot(stranger, "serve-phone-link-used")

@@ -150,3 +150,34 @@ def test_a_rewind_is_written_on_the_runs_page_and_sent_as_the_operators_text(tmp
 
     asyncio.run(main())
     fleet.close()
+
+
+def test_the_runs_plan_is_on_its_page_read_as_the_plan_pane_reads_it(tmp_path: Path) -> None:
+    """main_plan.md (the agent's file) on the run's page: escaped; a link out of the folder (to the operator's
+    secrets) is never followed; none yet says so."""
+    fleet, fx = fleet_of(tmp_path)
+    running, waiting = fx.runs["running"], fx.runs["waiting"]
+    (running / "main_plan.md").write_text(f"# Plan\n\n## Phase 1: Read\n- {HOSTILE}\n", encoding="utf-8")
+    secret = tmp_path / "id_rsa"
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n", encoding="utf-8")
+    (waiting / "main_plan.md").symlink_to(secret)
+    fleet.poll()
+    snap = look(list(fleet.rows), list(fleet.folds.values()), rid_of(fleet, running))
+    assert snap is not None and "## Phase 1: Read" in snap.plan and "\x1b" not in snap.plan
+    linked = look(list(fleet.rows), list(fleet.folds.values()), rid_of(fleet, waiting))
+    assert linked is not None and "PRIVATE KEY" not in linked.plan and "not shown" in linked.plan
+    none = look(list(fleet.rows), list(fleet.folds.values()), rid_of(fleet, fx.runs["stopped"]))
+    assert none is not None and "has not been written yet" in none.plan
+    auth = au.Auth()
+    feed = FleetFeed(lambda: (list(fleet.poll()), fleet.error),
+                     look=lambda r: look(list(fleet.rows), list(fleet.folds.values()), r))
+
+    async def main() -> None:
+        async with TestClient(TestServer(WebApp(auth, feed, poll=0.05).build(), host="127.0.0.1")) as client:
+            await logged_in(client, auth)
+            body = await (await client.get(f"/run/{rid_of(fleet, running)}")).text()
+            assert '<details class="plan" id="plan">' in body and "## Phase 1: Read" in body
+            assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body and "<script>alert" not in body
+
+    asyncio.run(main())
+    fleet.close()

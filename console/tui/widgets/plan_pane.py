@@ -35,16 +35,13 @@ from textual.content import Content
 from textual.widgets import Markdown, Static
 from textual.widgets.markdown import MarkdownBlock
 
-from console.engine.sandbox import Sandbox, SandboxError
-from console.engine.text import safe_text
 from console.tui.messages import PlanFileChanged
 from console.tui.widgets import markdown_lite
 from console.tui.widgets.markdown_lite import make_parser
+from console.view.plan_file import PLACEHOLDER, PLAN_MAX_BYTES, read_plan
 
-PLACEHOLDER = "*main_plan.md has not been written yet: the agent writes it during bootstrap.*"
-# Far above a real plan (20 phases of 20 steps is ~25 KB), and about what Textual's Markdown widget lays out in a
-# few seconds: a larger file is said to be too large, never read (a 50 MB plan must not fill the console's memory).
-PLAN_MAX_BYTES = 64 * 1024
+__all__ = ["PLACEHOLDER", "PLAN_MAX_BYTES", "PlanPane", "mark", "read_plan", "too_many_blocks"]
+
 # Blocks (list items, paragraphs, headings, table cells...) the Markdown widget is given at most: a real plan (20
 # phases of 10 steps) has ~450; 1,000 took it seconds. More are drawn as one widget (see the module's docstring).
 PLAN_MAX_BLOCKS = 600
@@ -62,32 +59,6 @@ def mark(content: Content) -> Content:
             content = content.stylize(style, start, start + len(text))
             start = plain.find(text, start + len(text))
     return content
-
-
-def _kb(n: int) -> str:
-    return f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{max(1, round(n / 1024))} KB"
-
-
-def read_plan(path: Path, max_bytes: int = PLAN_MAX_BYTES) -> str:
-    """The Markdown the plan pane shows for ``path`` (main_plan.md in its job folder): the plan's text made safe
-    for the terminal, the placeholder while there is none, or one line saying why it is not shown. Never raises;
-    never blocks (the sandbox opens with O_NONBLOCK and reads only regular files); holds no fd once it returns."""
-    name = path.name
-    try:
-        with Sandbox(path.parent) as box:
-            info = box.info(name)
-            if info is None:
-                return PLACEHOLDER
-            if info.kind == "file" and info.size > max_bytes:
-                return (f"*{name} is not shown: it is {_kb(info.size)}, over the {_kb(max_bytes)} this pane shows. "
-                        f"Open it in an editor.*")
-            text = box.read_text(name, max_bytes=max_bytes)
-    except SandboxError as exc:  # a pipe, a device, a link out of the folder, a file that grew past the limit
-        return f"*{name} is not shown: {safe_text(str(exc), one_line=True)}*"
-    except OSError as exc:  # the job folder itself is gone or cannot be opened
-        why = safe_text(exc.strerror or type(exc).__name__, one_line=True)
-        return f"*{name} cannot be read: {why}.*"
-    return safe_text(text)
 
 
 def too_many_blocks(text: str, most: int = PLAN_MAX_BLOCKS) -> bool:
