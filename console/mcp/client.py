@@ -34,7 +34,6 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.client.session import ClientSession
 from mcp.shared.message import SessionMessage
 
-from console.engine.job import one_line
 from console.engine.text import safe_text
 from console.engine.tools.confine import remove_stand_ins
 from console.engine.tools.limits import CommandWorld
@@ -42,12 +41,12 @@ from console.engine.tools.mcp_config import McpServerConfig
 from console.engine.tools.mcp_tools import McpCallResult, McpToolInfo, McpUnavailable
 from console.engine.tools.repos import sweep
 from console.mcp.managed import ManagedServer
+from console.mcp.session import render, tool_list, why
 from console.mcp.world import McpStartError, Spawn, spawn
 
 # The longest message line a server may send (bytes): past it, the server is answering garbage.
 MAX_LINE = 8 * 1024 * 1024
 # The most pages of tools/list read, and how long a server has to start and list its tools.
-MAX_PAGES = 8
 START_SECONDS = 30.0
 STDERR_KEEP = 4096
 # How often a call in flight looks at the operator's stop.
@@ -58,20 +57,6 @@ STDERR_WAIT = 1.0
 REFUSED = {"sampling/createMessage": "sampling (a completion from the client's model)",
            "elicitation/create": "elicitation (a question to the client's user)",
            "roots/list": "roots (the client's folders)"}
-
-
-def _render(result: types.CallToolResult) -> McpCallResult:
-    """The content as text; other kinds of content are named, not shown (saved into the job folder: a later step)."""
-    parts: list[str] = []
-    for block in result.content:
-        if isinstance(block, types.TextContent):
-            parts.append(block.text)
-        else:
-            kind = getattr(block, "type", type(block).__name__)
-            mime = getattr(block, "mime_type", None)
-            parts.append(f"[{safe_text(str(kind), one_line=True, limit=40)} content"
-                         f"{' (' + safe_text(str(mime), one_line=True, limit=80) + ')' if mime else ''} not shown]")
-    return McpCallResult(not bool(result.is_error), "\n".join(parts))
 
 
 @asynccontextmanager
@@ -152,7 +137,7 @@ class StdioServer:
         except BaseException as exc:
             self._end()
             said = _last_line(self.stderr_tail)
-            raise McpStartError(f"MCP server {config.name} did not start: {_why(exc)}"
+            raise McpStartError(f"MCP server {config.name} did not start: {why(exc)}"
                                 + (f" (its last words: {said})" if said else "")) from None
 
     @property
@@ -206,15 +191,7 @@ class StdioServer:
         async with _transport(process, self._refused) as (read, write), ClientSession(read, write) as session:
             with anyio.fail_after(start_seconds):
                 await session.initialize()
-                tools: list[McpToolInfo] = []
-                cursor: str | None = None
-                for _ in range(MAX_PAGES):
-                    page = await session.list_tools(
-                        params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
-                    tools += [McpToolInfo(t.name, t.description or "", t.input_schema) for t in page.tools]
-                    cursor = page.next_cursor
-                    if not cursor:
-                        break
+                tools = await tool_list(session)
             self._session = session
             task_status.started(tools)
             await self._stop.wait()
@@ -259,7 +236,7 @@ class StdioServer:
         except TimeoutError:
             raise McpUnavailable(f"no answer within {timeout:g} s") from None
         except Exception as exc:  # the server's error, a closed pipe, garbage: never a traceback
-            raise McpUnavailable(_why(exc)) from None
+            raise McpUnavailable(why(exc)) from None
         finally:
             self._sweep()
 
@@ -276,7 +253,7 @@ class StdioServer:
             raise McpUnavailable("the server is not running")
         with anyio.fail_after(timeout):
             result = await session.call_tool(tool, arguments)
-        return _render(result)
+        return render(result)
 
     def close(self) -> None:
         """End the server (its whole tree) and the loop; idempotent."""
@@ -295,18 +272,6 @@ class StdioServer:
 def _last_line(data: bytes) -> str:
     lines = [ln.strip() for ln in data.decode("utf-8", "replace").splitlines() if ln.strip()]
     return safe_text(lines[-1], one_line=True, limit=200) if lines else ""
-
-
-def _why(exc: BaseException) -> str:
-    if isinstance(exc, BaseExceptionGroup):
-        first = exc.exceptions[0] if exc.exceptions else exc
-        return _why(first)
-    if isinstance(exc, TimeoutError):
-        return "it did not answer in time"
-    text = str(exc) or type(exc).__name__
-    if text == "Connection closed":  # the SDK's words for a server whose output ended
-        return "it exited, or closed its output, before answering"
-    return safe_text(one_line(text, 200), one_line=True)
 
 
 def start_servers(configs: Sequence[McpServerConfig], root: str, world: CommandWorld,

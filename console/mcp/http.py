@@ -24,7 +24,6 @@ from typing import Any
 
 import anyio
 import httpx2
-import mcp_types as types
 from anyio.abc import TaskStatus
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp.client.session import ClientSession
@@ -32,11 +31,11 @@ from mcp.client.streamable_http import streamable_http_client
 
 from console.engine.tools.mcp_config import McpServerConfig, shown_url, url_allowed
 from console.engine.tools.mcp_tools import McpCallResult, McpToolInfo, McpUnavailable
+from console.mcp.session import render, tool_list, why
 from console.mcp.world import McpStartError
 
 # The most bytes one HTTP answer (a JSON message) or one event of a stream may hold: as a stdio server's line.
 MAX_BODY = 8 * 1024 * 1024
-MAX_PAGES = 8
 START_SECONDS = 30.0
 POLL_SECONDS = 0.05
 # How long connecting, sending and waiting for a pooled connection may take; reading waits for the call's timeout
@@ -112,12 +111,6 @@ def credentials(config: McpServerConfig, environ: Mapping[str, str]) -> dict[str
     return headers
 
 
-def _render(result: types.CallToolResult) -> McpCallResult:
-    from console.mcp.client import _render as render
-
-    return render(result)
-
-
 def _why(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):
         return _why(exc.exceptions[0]) if exc.exceptions else "it failed"
@@ -127,8 +120,6 @@ def _why(exc: BaseException) -> str:
         return "it did not answer in time"
     if str(exc) == "Connection closed":  # the SDK's words once its transport ended (a refused redirect, a reset)
         return "the connection to it ended"
-    from console.mcp.client import _why as why
-
     return why(exc)
 
 
@@ -190,15 +181,7 @@ class HttpServer:
                     ClientSession(read, write) as session):
             with anyio.fail_after(start_seconds):
                 await session.initialize()
-                tools: list[McpToolInfo] = []
-                cursor: str | None = None
-                for _ in range(MAX_PAGES):
-                    page = await session.list_tools(
-                        params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
-                    tools += [McpToolInfo(t.name, t.description or "", t.input_schema) for t in page.tools]
-                    cursor = page.next_cursor
-                    if not cursor:
-                        break
+                tools = await tool_list(session)
             self._session = session
             try:
                 task_status.started(tools)
@@ -229,7 +212,7 @@ class HttpServer:
             raise McpUnavailable("the server is not reachable any more")
         with anyio.fail_after(timeout):
             result = await session.call_tool(tool, arguments)
-        return _render(result)
+        return render(result)
 
     def exited(self, wait: float = 0.0) -> bool:
         return False

@@ -1,0 +1,54 @@
+"""What a server's session gives whatever way it is reached (stdio: console.mcp.client, streamable HTTP:
+console.mcp.http): its tool list read page by page (bounded), a call's result as the text the agent reads, and a
+failure in one line."""
+
+from __future__ import annotations
+
+import mcp_types as types
+from mcp import ClientSession
+
+from console.engine.job import one_line
+from console.engine.text import safe_text
+from console.engine.tools.mcp_tools import McpCallResult, McpToolInfo
+
+MAX_PAGES = 8  # pages of tools/list read at most (a server that pages for ever is not waited on)
+
+
+async def tool_list(session: ClientSession) -> list[McpToolInfo]:
+    """The server's tools, at most :data:`MAX_PAGES` pages of them."""
+    tools: list[McpToolInfo] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        page = await session.list_tools(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+        tools += [McpToolInfo(t.name, t.description or "", t.input_schema) for t in page.tools]
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tools
+
+
+def render(result: types.CallToolResult) -> McpCallResult:
+    """The content as text; other kinds of content are named, not shown (saved into the job folder: a later step)."""
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, types.TextContent):
+            parts.append(block.text)
+        else:
+            kind = getattr(block, "type", type(block).__name__)
+            mime = getattr(block, "mime_type", None)
+            parts.append(f"[{safe_text(str(kind), one_line=True, limit=40)} content"
+                         f"{' (' + safe_text(str(mime), one_line=True, limit=80) + ')' if mime else ''} not shown]")
+    return McpCallResult(not bool(result.is_error), "\n".join(parts))
+
+
+def why(exc: BaseException) -> str:
+    """A failure of the session in one line (the first of a group)."""
+    if isinstance(exc, BaseExceptionGroup):
+        first = exc.exceptions[0] if exc.exceptions else exc
+        return why(first)
+    if isinstance(exc, TimeoutError):
+        return "it did not answer in time"
+    text = str(exc) or type(exc).__name__
+    if text == "Connection closed":  # the SDK's words for a server whose output ended
+        return "it exited, or closed its output, before answering"
+    return safe_text(one_line(text, 200), one_line=True)
