@@ -16,7 +16,6 @@ one its pid namespace (bwrap's ``--die-with-parent``), are killed at :meth:`clos
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import os
 import signal
@@ -41,7 +40,7 @@ from console.engine.tools.mcp_config import McpServerConfig
 from console.engine.tools.mcp_tools import McpCallResult, McpToolInfo, McpUnavailable
 from console.engine.tools.repos import sweep
 from console.mcp.managed import ManagedServer
-from console.mcp.session import render, tool_list, why
+from console.mcp.session import answered, render, tool_list, why
 from console.mcp.world import McpStartError, Spawn, spawn
 
 # The longest message line a server may send (bytes): past it, the server is answering garbage.
@@ -50,7 +49,6 @@ MAX_LINE = 8 * 1024 * 1024
 START_SECONDS = 30.0
 STDERR_KEEP = 4096
 # How often a call in flight looks at the operator's stop.
-POLL_SECONDS = 0.05
 STDERR_WAIT = 1.0
 # Requests a server may send that this client refuses (the SDK's defaults answer them with an error); each is noted
 # once per server, so that the operator is told (console.mcp.managed).
@@ -222,15 +220,7 @@ class StdioServer:
     def call(self, tool: str, arguments: dict[str, Any], timeout: float,
              should_stop: Callable[[], bool] = lambda: False) -> McpCallResult:
         try:
-            future = self._portal.start_task_soon(self._call, tool, arguments, timeout)
-            # Waited for in steps, so that the operator's stop is heard: it cancels the call (the SDK tells the
-            # server: notifications/cancelled), and the server serves on.
-            while not concurrent.futures.wait([future], timeout=POLL_SECONDS).done:
-                if should_stop():
-                    future.cancel()
-                    raise McpUnavailable("stopped by the operator (the call was cancelled)")
-            answer: McpCallResult = future.result()
-            return answer
+            return answered(self._portal.start_task_soon(self._call, tool, arguments, timeout), should_stop)
         except McpUnavailable:
             raise
         except TimeoutError:

@@ -17,7 +17,6 @@ to bound is the engine's process, which makes the HTTP requests, and the operato
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
@@ -31,13 +30,12 @@ from mcp.client.streamable_http import streamable_http_client
 
 from console.engine.tools.mcp_config import McpServerConfig, shown_url, url_allowed
 from console.engine.tools.mcp_tools import McpCallResult, McpToolInfo, McpUnavailable
-from console.mcp.session import render, tool_list, why
+from console.mcp.session import answered, render, tool_list, why
 from console.mcp.world import McpStartError
 
 # The most bytes one HTTP answer (a JSON message) or one event of a stream may hold: as a stdio server's line.
 MAX_BODY = 8 * 1024 * 1024
 START_SECONDS = 30.0
-POLL_SECONDS = 0.05
 # How long connecting, sending and waiting for a pooled connection may take; reading waits for the call's timeout
 # (and, on the server's event stream, the SDK's five minutes before it reconnects).
 CONNECT_SECONDS = 15.0
@@ -192,12 +190,7 @@ class HttpServer:
     def call(self, tool: str, arguments: dict[str, Any], timeout: float,
              should_stop: Callable[[], bool] = lambda: False) -> McpCallResult:
         try:
-            future = self._portal.start_task_soon(self._call, tool, arguments, timeout)
-            while not concurrent.futures.wait([future], timeout=POLL_SECONDS).done:
-                if should_stop():
-                    future.cancel()
-                    raise McpUnavailable("stopped by the operator (the call was cancelled)")
-            answer: McpCallResult = future.result()
+            answer = answered(self._portal.start_task_soon(self._call, tool, arguments, timeout), should_stop)
             return McpCallResult(answer.ok, self._hide(answer.text))
         except McpUnavailable as exc:
             raise McpUnavailable(self._hide(str(exc))) from None

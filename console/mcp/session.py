@@ -4,14 +4,18 @@ failure in one line."""
 
 from __future__ import annotations
 
+import concurrent.futures
+from collections.abc import Callable
+
 import mcp_types as types
 from mcp import ClientSession
 
 from console.engine.job import one_line
 from console.engine.text import safe_text
-from console.engine.tools.mcp_tools import McpCallResult, McpToolInfo
+from console.engine.tools.mcp_tools import McpCallResult, McpToolInfo, McpUnavailable
 
 MAX_PAGES = 8  # pages of tools/list read at most (a server that pages for ever is not waited on)
+POLL_SECONDS = 0.05  # how often a call in flight looks whether the operator stopped the run
 
 
 async def tool_list(session: ClientSession) -> list[McpToolInfo]:
@@ -52,3 +56,13 @@ def why(exc: BaseException) -> str:
     if text == "Connection closed":  # the SDK's words for a server whose output ended
         return "it exited, or closed its output, before answering"
     return safe_text(one_line(text, 200), one_line=True)
+
+
+def answered(future: concurrent.futures.Future[McpCallResult], should_stop: Callable[[], bool]) -> McpCallResult:
+    """The answer of a call running on the server's loop, waited for in steps so that the operator's stop is heard:
+    it cancels the call (the SDK tells the server: notifications/cancelled), and the server serves on."""
+    while not concurrent.futures.wait([future], timeout=POLL_SECONDS).done:
+        if should_stop():
+            future.cancel()
+            raise McpUnavailable("stopped by the operator (the call was cancelled)")
+    return future.result()
