@@ -241,7 +241,10 @@ def start(paths: JobPaths, script: Path) -> subprocess.Popen:
 def logged(paths: JobPaths) -> list[dict]:
     if not paths.events.exists():
         return []
-    return [json.loads(line) for line in paths.events.read_text().splitlines() if line.strip()]
+    # The run is appending as this reads: a last line without its newline is still being written (read next time).
+    text = paths.events.read_text()
+    whole = text[:text.rfind("\n") + 1]
+    return [json.loads(line) for line in whole.splitlines() if line.strip()]
 
 
 def wait_for(paths: JobPaths, proc: subprocess.Popen, what: str, count: int) -> list[dict]:

@@ -120,9 +120,13 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
     if params.name == "linger":
         import subprocess
 
-        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", args["token"]],
-                         start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL)
+        # It answers once the child says it is up (its command line then holds the token), or says how it ended.
+        child = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(300)",
+                                  args["token"]], start_new_session=True, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert child.stdout is not None and child.stderr is not None
+        if child.stdout.readline() != b"up\n":
+            return _text(f"the child ended ({child.wait()}): {child.stderr.read()[-300:]!r}", error=True)
         return _text("LEFT")
     if params.name == "huge":
         return _text("H" * 3_000_000 + ESC + "END")
