@@ -217,6 +217,24 @@ class StdioServer:
         except Exception:  # its loop is gone: so is it
             return True
 
+    def responsive(self, wait: float) -> bool:
+        """Whether the server answers a ping within ``wait`` seconds: after a call it was told to abandon (its
+        timeout, the deadline), one that does not has not stopped working on it (a handler that blocks its loop)."""
+        session = self._session
+        if session is None:
+            return False
+
+        async def pinged() -> bool:
+            with anyio.move_on_after(wait):
+                await session.send_ping()
+                return True
+            return False
+
+        try:
+            return bool(self._portal.call(pinged))
+        except Exception:  # an error answer, a closed pipe, its loop gone: not a server that serves on
+            return False
+
     def call(self, tool: str, arguments: dict[str, Any], timeout: float,
              should_stop: Callable[[], bool] = lambda: False) -> McpCallResult:
         try:

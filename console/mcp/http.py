@@ -210,6 +210,11 @@ class HttpServer:
     def exited(self, wait: float = 0.0) -> bool:
         return False
 
+    def responsive(self, wait: float) -> bool:
+        """A server elsewhere is not this run's to kill: a call it does not abandon is its own business (the run's
+        end closes the session)."""
+        return True
+
     def close(self) -> None:
         """End the session (the SDK's DELETE tells the server) and the loop; idempotent."""
         with contextlib.suppress(Exception):

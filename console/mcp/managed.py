@@ -30,6 +30,10 @@ from console.mcp.world import McpStartError
 MAX_RESTARTS = 1
 # How long a failed call waits to see whether the server died (rather than timed out while it lives on).
 EXIT_WAIT = 1.0
+# After a call that timed out (its own timeout, or the deadline's), the SDK told the server to abandon it
+# (notifications/cancelled); a server that then does not answer a ping within this long has not stopped (a handler
+# blocking its loop): it is killed, and restarted as after a crash. A hang guard, generous for a busy machine.
+CANCEL_GRACE = 10.0
 # A tool of a server that did not start: its arguments are not known, so none is checked (none is sent).
 _ANY = {"type": "object", "properties": {}}
 
@@ -48,6 +52,8 @@ class Live(Protocol):
              should_stop: Callable[[], bool] = lambda: False) -> McpCallResult: ...
 
     def exited(self, wait: float = 0.0) -> bool: ...
+
+    def responsive(self, wait: float) -> bool: ...
 
     def close(self) -> None: ...
 
@@ -137,9 +143,16 @@ class ManagedServer:
         try:
             return live.call(tool, arguments, timeout, should_stop)
         except McpUnavailable as exc:
-            if not str(exc).startswith("stopped by the operator") and live.exited(EXIT_WAIT):
+            if str(exc).startswith("stopped by the operator"):
+                raise  # the run is ending: its end kills every server that has not stopped
+            if live.exited(EXIT_WAIT):
                 self._died(f"it exited during a call of {tool}")
                 raise McpUnavailable(f"the server exited during the call ({self._after()})") from None
+            if exc.sent and not live.responsive(CANCEL_GRACE):
+                self._died(f"it did not stop after a call of {tool} was abandoned (no answer to a ping within "
+                           f"{CANCEL_GRACE:g} s): killed")
+                raise McpUnavailable(f"{exc}; the server did not stop working on it, so it was killed "
+                                     f"({self._after()})") from None
             raise
 
     def _after(self) -> str:
