@@ -47,6 +47,11 @@ original content. A check failing for ours ends the script with exit status 1 (a
 
 Before the last line, one line per window gives ours / best peer under both rules; the last line is a JSON
 summary holding the same ratios.
+
+It also reports what MCP's search-and-load step saves (issue 36, point 4): the first request's prompt tokens (tool
+definitions and system prompt) with 5, 50 and 200 MCP tools offered all at once and behind ``mcp_tool_search``
+(and with 3 loaded), the same computation as benchmarks/mcp_cost.py's (``prompt_tokens``), in the JSON summary as
+``mcp_tool_search``.
 """
 
 from __future__ import annotations
@@ -78,6 +83,7 @@ from console.engine.todos import TodoManager
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tokens_peers as peers
 import tokens_replay as replay
+from mcp_cost import prompt_tokens as mcp_prompt_tokens
 
 FILES = 60
 READS_PER_TODO = 16
@@ -551,10 +557,15 @@ def main() -> None:
     print("ours / best peer, worst over the windows: " + ", ".join(
         f"{rule} {v:.3f}" if v is not None else f"{rule} n/a" for rule, v in worst.items())
           + f" (goal <= {GOAL})")
+    mcp = [mcp_prompt_tokens(n) for n in (5, 50, 200)]
+    print("MCP tools, the first request's prompt tokens (tool definitions + system prompt): " + "; ".join(
+        f"{row['tools']} tools: {row['all_offered']:,} all offered, {row['search']:,} behind mcp_tool_search "
+        f"({row['all_offered'] - row['search']:,} saved; {row['search_3_loaded']:,} with 3 loaded)" for row in mcp))
     if failed:
         print(f"INFORMATION CHECK FAILED for ours at window(s) {failed}", file=sys.stderr)
     print(json.dumps({"workload": work.name, "goal": GOAL, "ours_to_best_peer_worst": worst,
-                      "information_checks_pass": not failed, "windows": results}))
+                      "information_checks_pass": not failed, "windows": results,
+                      "mcp_tool_search": [{**row, "saved": row["all_offered"] - row["search"]} for row in mcp]}))
     if failed:
         raise SystemExit(1)
 

@@ -148,6 +148,12 @@ def test_the_script_prints_the_table_and_the_ratios_last_and_fails_on_a_lost_res
     assert set(w["ours_to_best_peer"]) == {"breakpoints", "prefix"}
     assert w["policies"]["ours"]["last_3_results_intact_pct"] == 100.0
     assert any(line.startswith(f"ours / best peer at {WINDOW:,}: ") for line in lines)
+    # MCP's search-and-load step (issue 36, point 4): what it saves grows with the tools; a few are cheap loaded.
+    mcp = {row["tools"]: row for row in summary["mcp_tool_search"]}
+    assert sorted(mcp) == [5, 50, 200]
+    assert 0 < mcp[5]["saved"] < mcp[50]["saved"] < mcp[200]["saved"]
+    assert all(r["saved"] == r["all_offered"] - r["search"] and r["search"] < r["search_3_loaded"]
+               < r["all_offered"] for r in mcp.values() if r["tools"] > 5)
     # Asking for more than the engine keeps: the check fails for ours, loudly.
     monkeypatch.setattr(bench, "INTACT_N", 5)
     with pytest.raises(SystemExit) as exc:
