@@ -3,7 +3,10 @@
 1. Attach: a live run (a process holds its lock) whose events.jsonl holds ``--events`` events; from starting
    ``agent-console attach`` (the whole process: imports included) until its screen shows the panes filled: the
    run's newest message in the conversation and its todo list (goal: 100,000 events within 1 s).
-2. Hangup: ``agent-console run JOB`` on a pty (a runner and a console on it); the pty's master is closed as an
+2. Command: ``agent-console pause RUN --wait 10`` on that live run (the process holding it answers each command in
+   the inbox as the run would: an applied ``operator_command`` appended to the log): from starting the command (the
+   whole process) to its exit with "applied"; wall and CPU time (goal: 0.3 s at any log size).
+3. Hangup: ``agent-console run JOB`` on a pty (a runner and a console on it); the pty's master is closed as an
    SSH drop closes it; from the hangup until the console process is gone (goal: 2 s), and whether the run goes
    on (its runner still holds it and its log still grows).
 
@@ -17,6 +20,7 @@ import contextlib
 import fcntl
 import json
 import os
+import resource
 import shutil
 import signal
 import statistics
@@ -174,6 +178,65 @@ def bench_attach(work: Path, events: int, tries: int, size: tuple[int, int]) -> 
     return {"attach_events": n, "attach_filled_p50_s": round(p50, 3), "attach_filled_max_s": round(max(times), 3)}
 
 
+ANSWERER = """
+import json, sys, time
+from datetime import UTC, datetime
+from pathlib import Path
+from console.engine import events as ev
+from console.engine.control import RunLock
+from console.engine.job import JobPaths
+paths = JobPaths(Path(sys.argv[1]))
+lock = RunLock(paths)
+assert lock.acquire()
+print("held", flush=True)
+seq = ev.last_seq(paths.events)
+while True:
+    for f in sorted(paths.inbox.glob("*.json")) if paths.inbox.is_dir() else []:
+        cmd = json.loads(f.read_text())
+        f.unlink()
+        seq += 1
+        with paths.events.open("a") as fh:
+            said = ev.OperatorCommand(ts=datetime.now(UTC), seq=seq, session=1, command=cmd["command"], source="cli",
+                                      status="applied", detail="paused", command_id=cmd["id"])
+            fh.write(said.model_dump_json() + "\\n")
+    time.sleep(0.01)
+"""
+
+
+def bench_command(work: Path, events: int, tries: int) -> dict:
+    job = work / "big"
+    paths = JobPaths(job)
+    if not paths.events.exists():
+        shutil.copytree(REPO / "sample_jobs" / "quickstart", job)
+        write_log(paths.events, events)
+        write_launch(paths, Launch(provider="scripted", model="scripted-agent"), Seal.of(work / "data"))
+    holder = subprocess.Popen([sys.executable, "-c", ANSWERER, str(job)], stdout=subprocess.PIPE, text=True,
+                              env=env_for(work / "data"))
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    walls: list[float] = []
+    cpus: list[float] = []
+    try:
+        for _ in range(tries):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t = time.perf_counter()
+            done = subprocess.run([sys.executable, "-m", "console.cli", "pause", str(job), "--wait", "10"],
+                                  env=env_for(work / "data"), capture_output=True, text=True)
+            walls.append(time.perf_counter() - t)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+            if done.returncode != 0 or not done.stdout.startswith("pause: applied"):
+                raise SystemExit(f"pause: exit {done.returncode}: {done.stdout!r} {done.stderr[-400:]!r}")
+    finally:
+        holder.kill()
+        holder.wait()
+    n = ev.last_seq(paths.events)
+    print(f"command: pause --wait on a live run of {n:,} events, confirmed (whole process) in p50 "
+          f"{statistics.median(walls):.2f} s wall, {statistics.median(cpus):.2f} s CPU, max "
+          f"{max(walls):.2f} s wall over {tries} tries (goal <= 0.3 s at any log size)")
+    return {"command_events": n, "command_confirmed_p50_s": round(statistics.median(walls), 3),
+            "command_cpu_p50_s": round(statistics.median(cpus), 3)}
+
+
 def bench_hangup(work: Path, tries: int, size: tuple[int, int]) -> dict:
     gone: list[float] = []
     went_on = 0
@@ -219,15 +282,17 @@ def main() -> None:
     p.add_argument("--events", type=int, default=100_000)
     p.add_argument("--tries", type=int, default=5)
     p.add_argument("--size", default="200x50")
-    p.add_argument("--only", choices=["attach", "hangup"])
+    p.add_argument("--only", choices=["attach", "command", "hangup"])
     args = p.parse_args()
     w, h = (int(v) for v in args.size.split("x"))
     work = Path(tempfile.mkdtemp(prefix="agent-console-operator-"))
     result: dict = {}
     try:
-        if args.only != "hangup":
+        if args.only in (None, "attach"):
             result.update(bench_attach(work, args.events, args.tries, (w, h)))
-        if args.only != "attach":
+        if args.only in (None, "command"):
+            result.update(bench_command(work, args.events, args.tries))
+        if args.only in (None, "hangup"):
             result.update(bench_hangup(work, args.tries, (w, h)))
     finally:
         shutil.rmtree(work, ignore_errors=True)

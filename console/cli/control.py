@@ -73,6 +73,12 @@ def cmd_control(args: argparse.Namespace) -> int:
             err(f"{args.command}: no process is running {paths.root} now, so there is nothing to {args.command}; "
                 f"{resume_hint(paths)}")
         return EXIT_FAILED
+    offset = 0
+    if args.wait > 0 and pid is not None:
+        from console.engine import events as ev  # only to read the run's answer
+
+        # Its answer can only follow the command: read from the log's end now, never the whole log (any size).
+        offset = ev.line_end(paths.events)
     try:
         cmd = write_inbox(paths, body, source="cli")
     except OSError as exc:  # the inbox is full (no run reads it) or cannot be written
@@ -87,10 +93,7 @@ def cmd_control(args: argparse.Namespace) -> int:
         return EXIT_OK
     import time
 
-    from console.engine import events as ev  # only to read the run's answer
-
     deadline = time.monotonic() + args.wait
-    offset = 0
     while time.monotonic() < deadline:
         new, offset = ev.read_new(paths.events, offset)
         for e in new:

@@ -75,6 +75,25 @@ def read_new(path: Path, offset: int, limit: int = -1) -> tuple[list[EventBase],
     return out, offset + end + 1
 
 
+def line_end(path: Path) -> int:
+    """The offset just past the log's last whole line (0 without a log): where :func:`read_new` starts to read only
+    what is appended from now on (a command's answer), without reading the log before it (issue 37: a command was
+    confirmed in 1.8 s past 100k events, reading them all)."""
+    fh = _open_log(path)
+    if fh is None:
+        return 0
+    with fh:
+        end = fh.seek(0, os.SEEK_END)
+        while end > 0:  # back over the line being written now, if any (a line can be longer than one step)
+            start = max(0, end - 65536)
+            fh.seek(start)
+            found = fh.read(end - start).rfind(b"\n")
+            if found >= 0:
+                return start + found + 1
+            end = start
+    return 0
+
+
 def last_seq(path: Path) -> int:
     try:
         if not path.is_file() or path.stat().st_size == 0:
