@@ -304,3 +304,16 @@ def test_the_header_wraps_at_80_columns(make_job):
         assert "'Produce Deliverables END'" in flat(str(verdict.render()).splitlines())
 
     drive(app, body, size=(80, 24))
+
+
+def test_an_ended_runs_mcp_servers_are_said_to_have_ended_with_it():
+    """Found trying a job of my own: a finished run's guardrails view said its servers were "ready"."""
+    from tests.tui.guardrail_events import mcp_run
+
+    log = mcp_run()
+    live = plain_text(fold(log.events), FROZEN_NOW)
+    assert "time ready · required · 3 calls" in flat(live.splitlines()) and "ended with the run" not in live
+    log.add(ev.RunEnded, reason="user_shutdown", outcome="incomplete")
+    text = flat(plain_text(fold(log.events), FROZEN_NOW).splitlines())
+    assert "time ended with the run (ready) · required · 3 calls" in text
+    assert "tracker ended with the run (unavailable) · 0 calls" in text and " ready ·" not in text

@@ -223,9 +223,10 @@ MCP_STYLE = {"ready": "bold $text-success", "restarted": "bold $text-warning",
              "unavailable": "bold reverse $text-error", "starting": "$text-muted"}
 
 
-def mcp_lines(g: GuardrailsState, width: int) -> Lines:
+def mcp_lines(g: GuardrailsState, width: int, ended: bool = False) -> Lines:
     """Each MCP server of the run (from its mcp_server events): its state, tools, calls and errors, confinement,
-    and why its state last changed."""
+    and why its state last changed; ``ended``: the run has ended, and its servers with it (a "ready" would be
+    untrue: the state they ended in is said as such)."""
     if not g.mcp:
         return [_none("no MCP servers")]
     name_w = min(NAME_WIDTH, max(len(n) for n in g.mcp))
@@ -235,7 +236,10 @@ def mcp_lines(g: GuardrailsState, width: int) -> Lines:
         unconfined = e.confined.startswith("UNCONFINED")
         calls = Content.assemble((f"{tally.calls} call{'s' if tally.calls != 1 else ''}", ""),
                                  (f", {tally.errors} failed", "bold $text-warning") if tally.errors else "")
-        parts = [Content.styled(e.state, MCP_STYLE.get(e.state, "bold")),
+        state = Content.styled(e.state, MCP_STYLE.get(e.state, "bold"))
+        if ended:
+            state = Content.assemble(("ended with the run", "$text-muted"), " (", state, ")")
+        parts = [state,
                  Content.styled("required", "$text-secondary") if e.required else None, calls,
                  Content.styled(present.mcp_confinement(e),
                                 "bold reverse $text-warning" if unconfined else
@@ -292,7 +296,7 @@ def section_lines(state: ConsoleState, now: datetime, widths: dict[str, int] | N
         "g-budgets": budgets_lines(g, now, w("g-budgets", 200), state.job_cost, state.priced, ended),
         "g-completion": completion_lines(g, w("g-completion", 200)),
         "g-tools": tools_lines(g, w("g-tools", 200)),
-        "g-mcp": mcp_lines(g, w("g-mcp", 200)),
+        "g-mcp": mcp_lines(g, w("g-mcp", 200), ended=state.ended),
         "g-policies": policies_lines(g, w("g-policies", 200)),
         "g-feedback": feedback_lines(g, w("g-feedback", 200), ended=state.ended),
     }
