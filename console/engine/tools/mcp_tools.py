@@ -12,7 +12,8 @@ with the official SDK, the server confined as job commands are. Here, a live ser
   (:func:`console.engine.text.safe_text`) and cut;
 - each call: the arguments checked against the schema, the intent recorded in the journal before the server is
   asked (a call a kill -9 interrupted is never sent again: the agent is told its outcome is unknown), the answer
-  bounded in time (the server's ``timeout``) and size (``max_output_kb``: first and last halves kept).
+  bounded in time (the server's ``timeout``) and size (``max_output_kb``: first and last halves kept); its images,
+  audio and embedded resources saved into the job folder, and named after its text (:mod:`.mcp_content`).
 
 Policies, budgets, the deadline, feedback and the stuck detector see these calls as they see every call: they go
 through the registry's parse and run, in the loop's one dispatch path.
