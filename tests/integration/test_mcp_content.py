@@ -158,8 +158,19 @@ def test_an_output_folder_made_a_link_is_not_followed(make_job) -> None:
     # The agent (or the server: it writes in the job folder) makes the server's folder a link to the job's own.
     job = make_job()
     (job.root / "mcp-output").mkdir()
-    (job.root / "mcp-output" / "pics").symlink_to(job.root)
+    (job.root / "mcp-output" / "pics").symlink_to("..")  # in the job folder: the sandbox alone would follow it
     before = files(job.root)
     (got,) = shoot(job, Answering(McpBlock("image", "image/png", b"one", 3)))
-    assert got.ok and "image (image/png, 3 bytes): not saved:" in got.content and not SAVED.findall(got.content)
+    assert got.ok and not SAVED.findall(got.content)
+    assert ("image (image/png, 3 bytes): not saved: mcp-output/pics is not a folder (a symbolic link), and is not "
+            "followed") in got.content
     assert not [p for p in files(job.root) if p not in before and not p.startswith("tools/")]
+
+
+def test_an_output_folder_made_a_link_to_the_jobs_repository_is_not_followed(make_job) -> None:
+    job = make_job()
+    (job.root / ".git").mkdir()
+    (job.root / "mcp-output").symlink_to(".git")
+    (got,) = shoot(job, Answering(McpBlock("image", "image/png", b"one", 3)))
+    assert "not saved: mcp-output is not a folder (a symbolic link)" in got.content
+    assert list((job.root / ".git").iterdir()) == []

@@ -9,7 +9,8 @@ resources. The agent reads text only; so the harness writes each inline block in
   ``EXT`` from :data:`EXTENSIONS` by its mime type (``.bin`` for any other). Nothing of the name comes from the server
   (not its uri, its resource name nor its mime type as written): it cannot name ``../../job.toml`` or ``.git/config``;
 - through the job's sandbox (:mod:`console.engine.sandbox`): written atomically (its temp file in the harness's own
-  folder), never through a symlink, never over job.toml, instructions.md, ``.git`` or ``.console``, within the job
+  folder), never through a symlink (not even one to a folder of the job: ``mcp-output`` and its server folders must be
+  folders), never over job.toml, instructions.md, ``.git`` or ``.console``, within the job
   folder's quota; never over a file that is already there;
 - bounded: a block of more than :data:`MAX_BLOCK_BYTES` decoded, or past :data:`MAX_CALL_BYTES` for the call, or
   past the :data:`MAX_BLOCKS` th, is not saved, and the agent is told so; base64 is decoded strictly (data that is not
@@ -159,6 +160,14 @@ def _write(rt: Runtime, rel: str, data: bytes) -> str:
     assert rt.sandbox is not None
     sb = rt.sandbox
     try:
+        # The sandbox would follow a link that stays in the job folder; these folders are the harness's to name,
+        # so a link there (the agent's or the server's) is not followed at all.
+        top, server = rel.split("/")[:2]
+        for where in (top, f"{top}/{server}"):
+            info = sb.info(where)
+            if info is not None and info.kind != "dir":
+                return f"{where} is not a folder (a {'symbolic link' if info.kind == 'symlink' else info.kind}), " \
+                       "and is not followed"
         if sb.info(rel) is not None:
             return "a file of its name is already in the job folder (it is not replaced)"
         failpoints.hit(f"mcp save {rel}", tear=lambda: _stray_temp(rt, data))
