@@ -33,7 +33,7 @@ from console.engine import events as ev
 from console.engine.job import one_line
 from console.engine.text import safe_text
 from console.engine.tools.mcp_config import TOOL_NAME, McpServerConfig
-from console.engine.tools.mcp_content import McpBlock, new_stem, save, saved_before
+from console.engine.tools.mcp_content import McpBlock, folder, new_stem, save, saved_before
 from console.engine.tools.registry import Failure, Tool, ToolArgs, ToolOutcome
 
 if TYPE_CHECKING:
@@ -247,7 +247,7 @@ def _with_blocks(rt: Runtime, server: str, stem: str, answer: McpCallResult, kee
     if not answer.blocks:
         return _keep(answer.text, keep)
     lines = save(rt, server, stem, answer.blocks)
-    notes = "\n".join(["[the answer's other content (images, audio, resources), saved into the job folder:]", *lines])
+    notes = "\n".join(["[the answer's images, audio and resources: saved into the job folder, or why not:]", *lines])
     text = _keep(answer.text, max(256, keep - len(notes) - 1)) if answer.text else ""
     return f"{text}\n{notes}" if text else notes
 
@@ -358,7 +358,9 @@ def build_mcp_tools(servers: Sequence[McpServer], *, reserved: Collection[str] =
                                            + ("reached over HTTP (it runs elsewhere, not in the job folder). "
                                               if config.url is not None else
                                               "run confined as the job's commands are. ")
-                                           + "Its arguments are the server's schema (in the tool's definition).")))
+                                           + "Its arguments are the server's schema (in the tool's definition). "
+                                           + "Images, audio and resources it answers are saved under "
+                                           + f"{folder(config.name)}/ (its result names each file).")))
         out.watch.add(server, [t.name for t in out.tools[first:]])
         if offered is not None:
             missing = sorted(offered - seen_here - {i.name for i in listed if isinstance(i.name, str)})
