@@ -125,10 +125,11 @@ class Answering:
         pass
 
 
-def shoot(job: JobPaths, server: Answering, times: int = 1) -> list[ev.ToolResult]:
+def shoot(job: JobPaths, server: Answering, times: int = 1, **settings: Any) -> list[ev.ToolResult]:
     clock = FakeClock(step=0.001)
     script = [T(calls=[C(name="mcp__pics__shot", arguments={})]) for _ in range(times)] + [T(error="end of script")]
-    Supervisor(job, run_settings(), ScriptedProvider(clock=clock, script=script), clock=clock, mcp=[server]).run()
+    Supervisor(job, run_settings(**settings), ScriptedProvider(clock=clock, script=script), clock=clock,
+               mcp=[server]).run()
     return [e for e in ev.read_events(job.events) if isinstance(e, ev.ToolResult) and e.tool == "mcp__pics__shot"]
 
 
@@ -174,3 +175,12 @@ def test_an_output_folder_made_a_link_to_the_jobs_repository_is_not_followed(mak
     (got,) = shoot(job, Answering(McpBlock("image", "image/png", b"one", 3)))
     assert "not saved: mcp-output is not a folder (a symbolic link)" in got.content
     assert list((job.root / ".git").iterdir()) == []
+
+
+def test_a_block_past_the_runs_own_write_bound_is_not_saved_and_said(make_job) -> None:
+    # The sandbox's bounds hold too: the run's max_write_mb (here 1 MB) is below the block's own bound.
+    job = make_job()
+    (got,) = shoot(job, Answering(McpBlock("image", "image/png", b"z" * 1_500_000, 1_500_000)), max_write_mb=1)
+    assert got.ok and ("image (image/png, 1,500,000 bytes): not saved: it is more than the 1,048,576 bytes the run "
+                       "writes at once (max_write_mb in job.toml)") in got.content
+    assert not SAVED.findall(got.content) and not list((job.root / "mcp-output").rglob("*.png"))

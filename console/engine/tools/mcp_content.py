@@ -170,6 +170,9 @@ def _write(rt: Runtime, rel: str, data: bytes) -> str:
                        "and is not followed"
         if sb.info(rel) is not None:
             return "a file of its name is already in the job folder (it is not replaced)"
+        if len(data) > sb.quota.max_write_bytes:  # the sandbox's own words would tell the agent to append pieces
+            return (f"it is more than the {sb.quota.max_write_bytes:,} bytes the run writes at once (max_write_mb in "
+                    "job.toml)")
         failpoints.hit(f"mcp save {rel}", tear=lambda: _stray_temp(rt, data))
         sb.write_bytes(rel, data)
     except SandboxError as exc:
