@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -29,6 +30,7 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from console.engine.tools.mcp_config import McpServerConfig, shown_url, url_allowed
+from console.engine.tools.mcp_content import McpBlock
 from console.engine.tools.mcp_tools import McpCallResult, McpToolInfo, McpUnavailable
 from console.mcp.session import answered, render, tool_list, why
 from console.mcp.world import McpStartError
@@ -169,6 +171,14 @@ class HttpServer:
             text = text.replace(secret, REDACTED)
         return text
 
+    def _hide_block(self, block: McpBlock) -> McpBlock:
+        """A block with the credentials cut out of its words; one whose data holds one is not saved."""
+        data, why = block.data, block.why
+        if data is not None and any(secret.encode() in data for secret in self._secrets):
+            data, why = None, "it holds a credential of the server's"
+        return replace(block, mime=self._hide(block.mime), uri=self._hide(block.uri), name=self._hide(block.name),
+                       data=data, why=self._hide(why))
+
     async def _serve(self, start_seconds: float, *, task_status: TaskStatus[list[McpToolInfo]]) -> None:
         border = _Border(httpx2.AsyncHTTPTransport(), self._allowed)
         timeout = httpx2.Timeout(CONNECT_SECONDS, read=READ_SECONDS)
@@ -191,7 +201,7 @@ class HttpServer:
              should_stop: Callable[[], bool] = lambda: False) -> McpCallResult:
         try:
             answer = answered(self._portal.start_task_soon(self._call, tool, arguments, timeout), should_stop)
-            return McpCallResult(answer.ok, self._hide(answer.text))
+            return McpCallResult(answer.ok, self._hide(answer.text), tuple(self._hide_block(b) for b in answer.blocks))
         except McpUnavailable as exc:
             raise McpUnavailable(self._hide(str(exc))) from None
         except TimeoutError:

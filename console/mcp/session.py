@@ -12,6 +12,7 @@ from mcp import ClientSession
 
 from console.engine.job import one_line
 from console.engine.text import safe_text
+from console.engine.tools.mcp_content import McpBlock, decode_base64, from_bytes
 from console.engine.tools.mcp_tools import McpCallResult, McpToolInfo, McpUnavailable
 
 MAX_PAGES = 8  # pages of tools/list read at most (a server that pages for ever is not waited on)
@@ -32,17 +33,28 @@ async def tool_list(session: ClientSession) -> list[McpToolInfo]:
 
 
 def render(result: types.CallToolResult) -> McpCallResult:
-    """The content as text; other kinds of content are named, not shown (saved into the job folder: a later step)."""
+    """The text content as text; images, audio and embedded resources decoded (strictly, bounded) for the engine to
+    save into the job folder (console.engine.tools.mcp_content), resource links named (never fetched)."""
     parts: list[str] = []
+    blocks: list[McpBlock] = []
     for block in result.content:
         if isinstance(block, types.TextContent):
             parts.append(block.text)
-        else:
+        elif isinstance(block, types.ImageContent | types.AudioContent):
+            blocks.append(decode_base64(block.type, block.data, mime=block.mime_type))
+        elif isinstance(block, types.EmbeddedResource):
+            res = block.resource
+            if isinstance(res, types.BlobResourceContents):
+                blocks.append(decode_base64("resource", res.blob, mime=res.mime_type or "", uri=res.uri))
+            else:
+                blocks.append(from_bytes("resource", res.text.encode("utf-8", "replace"),
+                                         mime=res.mime_type or "text/plain", uri=res.uri))
+        elif isinstance(block, types.ResourceLink):
+            blocks.append(McpBlock("resource_link", block.mime_type or "", uri=block.uri, name=block.name))
+        else:  # a kind of content this client does not know: named, never shown
             kind = getattr(block, "type", type(block).__name__)
-            mime = getattr(block, "mime_type", None)
-            parts.append(f"[{safe_text(str(kind), one_line=True, limit=40)} content"
-                         f"{' (' + safe_text(str(mime), one_line=True, limit=80) + ')' if mime else ''} not shown]")
-    return McpCallResult(not bool(result.is_error), "\n".join(parts))
+            parts.append(f"[{safe_text(str(kind), one_line=True, limit=40)} content not shown]")
+    return McpCallResult(not bool(result.is_error), "\n".join(parts), tuple(blocks))
 
 
 def why(exc: BaseException) -> str:

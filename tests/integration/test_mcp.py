@@ -113,8 +113,9 @@ def test_a_hostile_servers_tools_are_offered_only_when_safe(job, served, clock, 
     offered = {t.name: t for t in provider.requests[0].tools}
     mine = sorted(n for n in offered if n.startswith("mcp__"))
     # Escapes and markup in names, a schema nested 40 deep, a schema of 140 KB: none is offered.
-    assert mine == ["mcp__hostile__connect", "mcp__hostile__die", "mcp__hostile__hang", "mcp__hostile__huge",
-                    "mcp__hostile__linger", "mcp__hostile__read", "mcp__hostile__sample", "mcp__hostile__write"]
+    assert mine == ["mcp__hostile__connect", "mcp__hostile__content", "mcp__hostile__die", "mcp__hostile__hang",
+                    "mcp__hostile__huge", "mcp__hostile__linger", "mcp__hostile__read", "mcp__hostile__sample",
+                    "mcp__hostile__write"]
     description = offered["mcp__hostile__read"].description
     assert "\x1b" not in description and "\x07" not in description and len(description) <= 1024
     assert "\\x1b]52" in description  # shown, escaped

@@ -12,7 +12,8 @@ with the official SDK, the server confined as job commands are. Here, a live ser
   (:func:`console.engine.text.safe_text`) and cut;
 - each call: the arguments checked against the schema, the intent recorded in the journal before the server is
   asked (a call a kill -9 interrupted is never sent again: the agent is told its outcome is unknown), the answer
-  bounded in time (the server's ``timeout``) and size (``max_output_kb``: first and last halves kept).
+  bounded in time (the server's ``timeout``) and size (``max_output_kb``: first and last halves kept); its images,
+  audio and embedded resources saved into the job folder, and named after its text (:mod:`.mcp_content`).
 
 Policies, budgets, the deadline, feedback and the stuck detector see these calls as they see every call: they go
 through the registry's parse and run, in the loop's one dispatch path.
@@ -32,6 +33,7 @@ from console.engine import events as ev
 from console.engine.job import one_line
 from console.engine.text import safe_text
 from console.engine.tools.mcp_config import TOOL_NAME, McpServerConfig
+from console.engine.tools.mcp_content import McpBlock, folder, new_stem, save, saved_before
 from console.engine.tools.registry import Failure, Tool, ToolArgs, ToolOutcome
 
 if TYPE_CHECKING:
@@ -56,10 +58,12 @@ class McpToolInfo:
 
 @dataclass(frozen=True)
 class McpCallResult:
-    """What a server answered: whether the tool succeeded, and its content as text (non-text parts described)."""
+    """What a server answered: whether the tool succeeded, its text content, and its other blocks (images, audio,
+    resources: saved into the job folder by the call, :mod:`.mcp_content`)."""
 
     ok: bool
     text: str
+    blocks: tuple[McpBlock, ...] = ()
 
 
 class McpServer(Protocol):
@@ -228,9 +232,24 @@ def _keep(text: str, keep: int) -> str:
             + f"\n[result truncated: showed {2 * half:,} of {len(text):,} characters]")
 
 
-def _interrupted(name: str) -> str:
-    return (f"{name} was interrupted by a crash of the harness before its result was recorded: whether the server "
+def _interrupted(name: str, saved: Sequence[str] = ()) -> str:
+    text = (f"{name} was interrupted by a crash of the harness before its result was recorded: whether the server "
             "did it is unknown. Check its effects, and call it again if it is needed.")
+    if saved:  # its answer had come: these files of it were saved (each whole), the rest of it is lost
+        text += (" Files of its answer saved before the crash (the rest of the answer is lost): "
+                 + ", ".join(saved[:32]) + (f" and {len(saved) - 32} more" if len(saved) > 32 else "") + ".")
+    return text
+
+
+def _with_blocks(rt: Runtime, server: str, stem: str, answer: McpCallResult, keep: int) -> str:
+    """The answer's text (bounded to ``keep``), then a line for each of its other blocks: where it was saved, or
+    why not. The lines come last, so that cutting a long text never hides them."""
+    if not answer.blocks:
+        return _keep(answer.text, keep)
+    lines = save(rt, server, stem, answer.blocks)
+    notes = "\n".join(["[the answer's images, audio and resources: saved into the job folder, or why not:]", *lines])
+    text = _keep(answer.text, max(256, keep - len(notes) - 1)) if answer.text else ""
+    return f"{text}\n{notes}" if text else notes
 
 
 def _handler(server: McpServer, tool: str, name: str, schema: dict[str, Any],
@@ -256,9 +275,11 @@ def _handler(server: McpServer, tool: str, name: str, schema: dict[str, Any],
                                       "winding down.")
         timeout = config.timeout if left is None else min(config.timeout, left)
         # Recorded before the server is asked: a kill -9 from here on is a call of unknown outcome, never resent.
-        _facts, redo = rt.intent(lambda: {"mcp": config.name, "tool": tool, "started": True})
+        # "files": the stem of the names its non-text content is saved under (mcp_content), known after a kill.
+        facts, redo = rt.intent(lambda: {"mcp": config.name, "tool": tool, "started": True, "files": new_stem()})
+        stem = str(facts.get("files", ""))
         if redo:
-            return ToolOutcome(False, _interrupted(name))
+            return ToolOutcome(False, _interrupted(name, saved_before(rt, config.name, stem)))
         try:
             answer = server.call(tool, arguments, timeout, rt.should_stop)
         except McpUnavailable as exc:
@@ -269,7 +290,7 @@ def _handler(server: McpServer, tool: str, name: str, schema: dict[str, Any],
             return ToolOutcome(False, f"{name} is unavailable: {one_line(str(exc), 300)}. Nothing is known of its "
                                       "effects; do other work, or call it again later.")
         watch.called(rt.events, config.name, answer.ok)
-        return ToolOutcome(answer.ok, _keep(answer.text, keep(rt)) or "(no output)")
+        return ToolOutcome(answer.ok, _with_blocks(rt, config.name, stem, answer, keep(rt)) or "(no output)")
 
     return handler
 
@@ -337,7 +358,9 @@ def build_mcp_tools(servers: Sequence[McpServer], *, reserved: Collection[str] =
                                            + ("reached over HTTP (it runs elsewhere, not in the job folder). "
                                               if config.url is not None else
                                               "run confined as the job's commands are. ")
-                                           + "Its arguments are the server's schema (in the tool's definition).")))
+                                           + "Its arguments are the server's schema (in the tool's definition). "
+                                           + "Images, audio and resources it answers are saved under "
+                                           + f"{folder(config.name)}/ (its result names each file).")))
         out.watch.add(server, [t.name for t in out.tools[first:]])
         if offered is not None:
             missing = sorted(offered - seen_here - {i.name for i in listed if isinstance(i.name, str)})
