@@ -116,7 +116,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     lambda: list(feed.rows), acting.answer, lambda: datetime.now(UTC), secure=secure,
                     delivered=acting.delivered)
     app = WebApp(auth, feed, secure=secure, links=door, act=acting)
-    console = None if args.no_console else f"{shlex.quote(sys.executable)} -m console.cli fleet"
+    # -I: textual-serve starts it in this process's working folder, which may be a job folder someone handed the
+    # operator: `-m` would import a console/ package planted there first.
+    console = None if args.no_console else f"{shlex.quote(sys.executable)} -I -m console.cli fleet"
     if not loopback(host) and context is None:
         say(f"serve: listening on {host}, not only this machine, without TLS: the login link and the session "
             "travel in clear; prefer --certfile/--keyfile, a reverse proxy with TLS, or an SSH tunnel", sys.stderr)

@@ -48,8 +48,11 @@ MAX_LINE = 8 * 1024 * 1024
 # The most pages of tools/list read, and how long a server has to start and list its tools.
 START_SECONDS = 30.0
 STDERR_KEEP = 4096
-# How often a call in flight looks at the operator's stop.
+# How long a server's last words on stderr are waited for once it is gone.
 STDERR_WAIT = 1.0
+# How long an unconfined server's reaper is given to end the server's tree before its group is killed (a hang
+# guard: it kills at once; a chain of orphans is killed a level at a time).
+REAPER_WAIT = 15.0
 # Requests a server may send that this client refuses (the SDK's defaults answer them with an error); each is noted
 # once per server, so that the operator is told (console.mcp.managed).
 REFUSED = {"sampling/createMessage": "sampling (a completion from the client's model)",
@@ -104,6 +107,15 @@ async def _transport(process: Process, on_request: Callable[[str], None] = lambd
             yield read_stream, write_stream
         finally:
             tg.cancel_scope.cancel()
+
+
+async def _end_reaped(process: Process) -> None:
+    """An unconfined server's reaper (console.mcp.reaper) told to end: it kills the server and every process left
+    under it, then exits; waited for (bounded) before its group is killed."""
+    with contextlib.suppress(OSError):
+        process.send_signal(signal.SIGTERM)
+    with anyio.move_on_after(REAPER_WAIT, shield=True):
+        await process.wait()
 
 
 def _kill(process: Process) -> None:
@@ -164,6 +176,8 @@ class StdioServer:
                 try:
                     await self._session_until_stopped(process, start_seconds, task_status)
                 finally:
+                    if how.reaped:
+                        await _end_reaped(process)
                     _kill(process)
                     # Its last words, once it is gone (what a lingering child still holds open is not waited for).
                     with anyio.move_on_after(STDERR_WAIT, shield=True):

@@ -51,7 +51,11 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(f"cannot start {argv[1]}: {exc.strerror or exc}\n")
         return 127
     # Waited for in a thread, so that a SIGTERM (handled between bytecodes of this one) is heard at once.
-    waiter = threading.Thread(target=lambda: (server.wait(), ending.set()), daemon=True)
+    def wait() -> None:
+        server.wait()
+        ending.set()
+
+    waiter = threading.Thread(target=wait, daemon=True)
     waiter.start()
     while not ending.wait(0.5):  # in steps: a signal's handler runs between them at the latest
         pass

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -38,6 +39,8 @@ class Spawn:
     # The job's repositories when the server started: their git directories are bound as [sandbox] git says
     # (read-only by default), and what the server leaves that git would run is swept after each call (the client).
     repos: Repos | None = None
+    # Started under console.mcp.reaper (unconfined): ended by SIGTERM to it first, so it ends the server's tree.
+    reaped: bool = False
 
 
 def server_env(config: McpServerConfig, world: CommandWorld, root: str, environ: Mapping[str, str]) -> dict[str, str]:
@@ -70,7 +73,11 @@ def spawn(config: McpServerConfig, root: str, world: CommandWorld, environ: Mapp
     env = server_env(config, world, root, environ)
     argv = [*_prlimit(world), *config.command]
     if world.unconfined:
-        return Spawn(argv, env, root, confined_by="UNCONFINED (run --unconfined)")
+        # No pid namespace ends its tree: console.mcp.reaper stands between it and us, its subreaper, so what it
+        # moves to a session of its own ends with it. -I: the job folder (its working folder) is not on the reaper's
+        # sys.path, nor PYTHON* variables read (a job could plant a console/ package there).
+        reaper = [sys.executable, "-I", "-m", "console.mcp.reaper", "--"]
+        return Spawn([*reaper, *argv], env, root, confined_by="UNCONFINED (run --unconfined)", reaped=True)
     if root == "/":
         raise McpStartError(f"MCP server {config.name}: the job folder is '/', which cannot be confined")
     found = find_bwrap(writable=(root,), overlay=bool(world.read_only))

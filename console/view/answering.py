@@ -76,11 +76,13 @@ def send_local(paths: JobPaths, command: AnyCommand, source: str, command_id: st
 def resume_in_background(folder: Path, by: str) -> str | None:
     """Start the run in ``folder`` again in the background (blocks until it runs: call it from a worker thread).
     ``by``: who resumed it (its launch_settings say so). Why it did not start, in at most three lines, or None."""
-    command = [sys.executable, "-m", "console.cli", "resume", str(folder)]
+    # -I and cwd "/": the operator's working folder may be a job folder someone handed them, and `-m` would import
+    # a console/ package planted there first (the runner starts the same way).
+    command = [sys.executable, "-I", "-m", "console.cli", "resume", str(folder)]
     env = {**os.environ, "AGENT_CONSOLE_RUNNER_BY": by}
     try:
         done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env,
-                              timeout=RESUME_TIMEOUT, check=False)
+                              timeout=RESUME_TIMEOUT, check=False, cwd="/")
     except (OSError, subprocess.TimeoutExpired) as exc:
         return safe_text(str(exc))
     if done.returncode == 0:

@@ -87,3 +87,41 @@ def test_a_program_that_cannot_start_is_said() -> None:
     assert proc.returncode == 127 and proc.stderr == "cannot start /nonexistent/server: No such file or directory\n"
     usage = subprocess.run([sys.executable, "-m", "console.mcp.reaper"], capture_output=True, text=True, timeout=60)
     assert usage.returncode == 2 and usage.stderr.startswith("usage:")
+
+
+def test_an_unconfined_servers_whole_tree_ends_with_it(make_job) -> None:
+    """As test_mcp's confined test_the_servers_whole_tree_ends_with_it, run --unconfined: it outlived the run."""
+    from console.engine.tools.limits import CommandWorld
+    from console.mcp.client import start_servers
+    from tests.integration.test_mcp import HOSTILE
+
+    job = make_job()
+    (server,), problems = start_servers([HOSTILE], str(job.root), CommandWorld(unconfined=True))
+    assert problems == [] and server.confined_by == "UNCONFINED (run --unconfined)"
+    token = f"linger-{uuid.uuid4().hex}"
+    try:
+        assert server.call("linger", {"token": token}, 30).text == "LEFT"
+        assert holding(token)  # a process in a session of its own
+    finally:
+        server.close()
+    assert gone(token)
+
+
+def test_a_console_package_planted_in_the_job_folder_is_not_what_runs(make_job) -> None:
+    """The reaper starts in the job folder, unconfined: a job's own console/mcp/reaper.py must not be imported."""
+    from console.engine.tools.limits import CommandWorld
+    from console.mcp.client import start_servers
+    from tests.integration.test_mcp import HOSTILE
+
+    job = make_job()
+    planted = job.root / "console" / "mcp"
+    planted.mkdir(parents=True)
+    (job.root / "console" / "__init__.py").write_text("")
+    (planted / "__init__.py").write_text("")
+    (planted / "reaper.py").write_text("open('PWNED', 'w').close()\n")
+    (server,), problems = start_servers([HOSTILE], str(job.root), CommandWorld(unconfined=True))
+    try:
+        assert problems == [] and server.call("huge", {}, 30).text
+    finally:
+        server.close()
+    assert not (job.root / "PWNED").exists()
