@@ -21,6 +21,7 @@ from console.engine.text import safe_text
 from console.view import present
 from console.view.fleet import FleetRow
 from console.view.fleet_offers import applies
+from console.view.ledger import today_line
 from console.view.run_snapshot import RunSnapshot
 
 # The actions a page offers for a run (each a POST with the session's CSRF token), in the fleet's words, only
@@ -82,7 +83,8 @@ def fleet_list(rows: list[FleetRow], csrf: str, error: str = "") -> str:
     the actions that apply to it now (forms carrying the session's CSRF token: they work without script)."""
     views = [row_view(r) for r in rows]
     return render("fleet_list.html", needs=[v for v in views if v.kind == "needs"],
-                  others=[v for v in views if v.kind != "needs"], error=shown(error), csrf=csrf, once=new_once())
+                  others=[v for v in views if v.kind != "needs"], error=shown(error), csrf=csrf, once=new_once(),
+                  today=today_line([r.today for r in rows]))
 
 
 def fleet_page(rows: list[FleetRow], csrf: str, error: str = "") -> str:
