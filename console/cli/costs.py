@@ -19,12 +19,11 @@ COSTS_HELP = ("What runs spent, from each run's own events: every run this machi
               "is counted in tokens and said, never as $0. A run whose log cannot be read is named. Exit 0: the "
               "ledger is whole; 1: printed, but some run's log could not be read whole or the shared store was "
               "away (this machine's runs only); 2: a bad flag.")
+BY = ("job", "model", "machine", "day")  # here, not in console.view.ledger: every command builds the parser
 PAGE = 20000  # events of other machines' runs fetched from a shared store at a time
 
 
 def add_parser(sub: Any) -> None:
-    from console.view.ledger import BY
-
     c = sub.add_parser("costs", help="the cost ledger: what runs spent, by job, model, machine or day, with totals",
                        description=COSTS_HELP)
     c.add_argument("--since", metavar="WHEN",
