@@ -186,24 +186,29 @@ def test_the_fleet_shows_todays_spend(make_job, local_tz) -> None:
     assert row.today == pytest.approx(today) and row.cost == evs[-1].job_cost_usd
     from console.engine.cost import format_cost
 
-    assert f"today {format_cost(today)} over 1 run" in fleet_list(rows, csrf="x")
+    page = fleet_list(rows, csrf="x")
+    assert f"today {format_cost(today)} over 1 run" in page
+    # The run began yesterday: its row says what it spent today beside its whole cost.
+    assert f"{format_cost(row.cost)} today {format_cost(today)}" in page
 
 
-def test_the_fleet_views_title_says_todays_spend(make_job, local_tz) -> None:
+def test_the_fleet_views_title_and_detail_say_todays_spend(make_job, local_tz) -> None:
     from console.engine.cost import format_cost
     from console.tui.launch import build_fleet_app
     from tests.tui.conftest import drive, wait_for
 
-    paths = a_run(make_job, start=datetime(2026, 1, 16, 6, 0, tzinfo=UTC))
-    spent = usages(paths)[-1].job_cost_usd
-    assert spent is not None
+    paths = a_run(make_job, start=datetime(2026, 1, 15, 20, 59, 40, tzinfo=UTC), step=0.5)  # over midnight
+    evs = usages(paths)
+    today = sum(e.cost_usd for e in evs if e.ts.astimezone().date().isoformat() == "2026-01-16")
     app = build_fleet_app(load_settings().store_path, holder=lambda fold: None, watch=False, animations=False,
                           keymap={}, now=lambda: datetime(2026, 1, 16, 9, 0, tzinfo=UTC), dialog_delay=0)
 
     async def body(pilot):
         title = lambda: str(app.fleet_view.query_one("#fleet-title").render())  # noqa: E731
         await wait_for(pilot, lambda: "today" in title(), what="today's spend in the title")
-        assert f"today {format_cost(spent)} over 1 run" in title()
+        assert f"today {format_cost(today)} over 1 run" in title()
+        await pilot.pause()
+        assert f"today {format_cost(today)}" in str(app.fleet_view.query_one("#fleet-detail").render())
 
     drive(app, body, size=(120, 40))
 

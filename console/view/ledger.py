@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 from console.engine import events as ev
 
 __all__ = ["Charge", "Ledger", "LedgerError", "LedgerJson", "RunSpend", "Spend", "fold_lines", "fold_log",
-           "parse_since", "read_run", "today_line"]
+           "parse_since", "read_run", "run_today", "today_line"]
 
 # The event types the ledger reads; every other line of a log is passed over without being parsed (found by one
 # search of the whole log, in C: a log is mostly other events, and parsing each was most of the time).
@@ -302,6 +302,15 @@ class _Tally:
         return Line(key=key, cost_usd=self.cost if self.priced else None, runs=len(self.runs), turns=self.turns,
                     input_tokens=self.input_tokens, output_tokens=self.output_tokens,
                     cached_input_tokens=self.cached_input_tokens, unpriced_tokens=self.unpriced_tokens)
+
+
+def run_today(usd: float | None, total: float | None) -> str:
+    """A run's spend today beside its whole cost, when they differ (a run older than today): ``today $0.12``."""
+    if usd is None or usd == total:
+        return ""
+    from console.engine.cost import format_cost
+
+    return f"today {format_cost(usd)}"
 
 
 def today_line(today: Sequence[float | None]) -> str:
