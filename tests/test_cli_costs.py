@@ -220,3 +220,28 @@ def test_json_schema_is_documented(capsys) -> None:
         assert f"`{name}`" in doc, name
     code, got = costs(capsys)
     assert code == 0 and json.loads(got.model_dump_json())["schema_version"] == 1
+
+
+def test_with_the_store_away_this_machines_runs_are_counted_from_their_folders_and_it_says_so() -> None:
+    """A run made by `run --headless` (its folder under the data dir, its launch record sealed), then the shared
+    store away: the ledger is this machine's, read from the folders; one line says so; exit 1 (not whole)."""
+    import os
+    import subprocess
+    import sys
+
+    from console.engine.job import JobPaths as Paths
+
+    config = Path(os.environ["AGENT_CONSOLE_CONFIG"])
+    config.write_text('[prices."scripted-agent"]\ninput = 3.0\noutput = 15.0\n')
+    done = subprocess.run([sys.executable, "-m", "console.cli", "run", str(SAMPLES / "quickstart"), "--headless",
+                           "--speed", "0"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    (folder,) = (load_settings().runs_dir).iterdir()
+    spent = usages(Paths(folder))[-1].job_cost_usd
+    env = {**os.environ, "AGENT_CONSOLE_STORE": "postgresql://agents@127.0.0.1:1/agents"}  # nothing listens there
+    got = subprocess.run([sys.executable, "-m", "console.cli", "costs", "--json"], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert got.returncode == 1
+    assert got.stderr.count("\n") == 1 and "the store is away" in got.stderr and "agent-console costs" in got.stderr
+    ledger = LedgerJson.model_validate_json(got.stdout)
+    assert [(r.key, r.cost_usd) for r in ledger.rows] == [("quickstart", spent)]

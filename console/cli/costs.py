@@ -71,7 +71,7 @@ def _runs(settings: Any) -> tuple[list[Any], bool]:
     except StoreError as exc:
         store = None
         away = True
-        err(f"the store is away ({exc}); this machine's runs only, from their folders under {settings.runs_dir}")
+        err(_away(exc, settings))
     except (sqlite3.Error, OSError) as exc:
         raise UsageError(f"{settings.store_path}: the jobs database cannot be read ({exc}); move it aside and a new "
                          "one is made") from None
@@ -81,8 +81,7 @@ def _runs(settings: Any) -> tuple[list[Any], bool]:
                 rows = store.list(MAX_LIST)
             except StoreError as exc:
                 away = True
-                err(f"the store is away ({exc}); this machine's runs only, from their folders under "
-                    f"{settings.runs_dir}")
+                err(_away(exc, settings))
                 rows = None
         else:
             rows = None
@@ -105,6 +104,11 @@ def _runs(settings: Any) -> tuple[list[Any], bool]:
     finally:
         if store is not None:
             store.close()
+
+
+def _away(exc: Exception, settings: Any) -> str:
+    return (f"the store is away ({exc}): this machine's runs only, from their folders under {settings.runs_dir} "
+            "(exit 1); every machine's once it answers: agent-console costs")
 
 
 def _read_remote(store: Any, runs: dict[str, Any]) -> None:
