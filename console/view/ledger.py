@@ -52,19 +52,23 @@ class Spend:
     def __init__(self) -> None:
         self.model = ""
         self.charges: list[Charge] = []
+        # Each local day's priced cost, summed as the charges come: the fleet asks for today's at every poll.
+        self._days: dict[date, float] = {}
 
     def add(self, events: Iterable[ev.EventBase]) -> None:
         for e in events:
             if isinstance(e, ev.TokenUsage):
                 self.charges.append(Charge(e.ts, self.model, e.cost_usd, e.input_tokens, e.output_tokens,
                                            e.cached_input_tokens))
+                if e.cost_usd is not None:
+                    day = e.ts.astimezone().date()
+                    self._days[day] = self._days.get(day, 0.0) + e.cost_usd
             elif isinstance(e, ev.SessionStarted | ev.LaunchSettings) and e.model:
                 self.model = e.model
 
     def on(self, day: date) -> float | None:
         """What the run's priced turns cost on ``day`` (the operator's local day); None when none was priced."""
-        costs = [c.usd for c in self.charges if c.usd is not None and c.ts.astimezone().date() == day]
-        return sum(costs) if costs else None
+        return self._days.get(day)
 
     @property
     def total(self) -> float | None:
