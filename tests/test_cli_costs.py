@@ -245,3 +245,21 @@ def test_with_the_store_away_this_machines_runs_are_counted_from_their_folders_a
     assert got.stderr.count("\n") == 1 and "the store is away" in got.stderr and "agent-console costs" in got.stderr
     ledger = LedgerJson.model_validate_json(got.stdout)
     assert [(r.key, r.cost_usd) for r in ledger.rows] == [("quickstart", spent)]
+
+
+def test_on_a_terminal_a_table_with_the_total_and_the_notes(make_job, capsys, monkeypatch) -> None:
+    import sys
+
+    priced = a_run(make_job)
+    free = a_run(make_job, name="local", model="my-local-model", prices=None)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    monkeypatch.setenv("COLUMNS", "160")
+    assert main(["costs", "--by", "model"]) == 0
+    out = capsys.readouterr().out
+    from console.engine.cost import format_cost
+
+    (row,) = [line for line in out.splitlines() if "scripted-agent" in line]
+    assert format_cost(usages(priced)[-1].job_cost_usd) in row and "│" in row
+    (total,) = [line for line in out.splitlines() if "total" in line and "│" in line]
+    assert format_cost(usages(priced)[-1].job_cost_usd) in total
+    assert "1 run had unpriced usage" in out and run_id(free.root) in out

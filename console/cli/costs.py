@@ -83,6 +83,9 @@ def _runs(settings: Any) -> tuple[list[Any], bool]:
                 away = True
                 err(_away(exc, settings))
                 rows = None
+            except (sqlite3.Error, OSError) as exc:
+                raise UsageError(f"{settings.store_path}: the jobs database cannot be read ({exc}); move it aside "
+                                 "and a new one is made") from None
         else:
             rows = None
         if rows is None:
