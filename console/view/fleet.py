@@ -41,6 +41,7 @@ from console.engine.runs import (
 from console.engine.store import FINISHED, JobRow, JobStore, Store, StoreError, folder_gone, open_store
 from console.view import present
 from console.view.format import clip, elapsed
+from console.view.ledger import Spend
 from console.view.liveness import seen_of
 from console.view.state import ConsoleState, need_label
 from console.view.story import Told
@@ -100,6 +101,8 @@ class FleetRow:
     leased: bool = False
     # The operator acknowledged how it ended (console.engine.acknowledge): it asks for them no more.
     acknowledged: bool = False
+    # What its priced turns cost today, the operator's local day (console.view.ledger; None: nothing priced today).
+    today: float | None = None
 
     @property
     def has_runner(self) -> bool:
@@ -178,6 +181,7 @@ class RunFold:
         self.last = ""
         self._tool: present.Presented | None = None
         self.lock = RunLock(self.paths)
+        self.spend = Spend()  # the cost ledger's fold of the same events (today's spend)
 
     def catch_up(self) -> bool:
         """Fold what was appended since the last call; True if anything was."""
@@ -189,6 +193,7 @@ class RunFold:
             return False
         if size < self.offset:  # the log was replaced (moved aside as corrupt): start over
             self.state = ConsoleState(self.paths.root.name)
+            self.spend = Spend()
             self.offset = 0
         events, self.offset = ev.read_new(self.paths.events, self.offset, limit=READ_CHUNK)
         self.size = size if self.offset >= size else -1  # not at the end yet: read on at the next poll
@@ -197,6 +202,7 @@ class RunFold:
     def _apply(self, events: list[ev.EventBase]) -> bool:
         """Fold ``events`` into the state and say what the run does now; whether there were any."""
         self.state.apply_all(events)
+        self.spend.add(events)
         # The newest of: what the state fold found worth saying, and the last tool call (the state leaves tool
         # calls out of its notices; in a list of runs, "read_file notes.md" is what a run is doing).
         tool = next((e for e in reversed(events) if isinstance(e, ev.ToolCalled)), None)
@@ -281,6 +287,7 @@ def snapshot(row: JobRow, fold: RunFold, pid: int | None, now: datetime) -> Flee
         key=row.key if row.remote else "",
         leased=leased,
         acknowledged=st.acknowledged,
+        today=fold.spend.on(now.astimezone().date()),
     )
 
 

@@ -21,6 +21,7 @@ from console.engine.text import safe_text
 from console.view import present
 from console.view.fleet import FleetRow
 from console.view.fleet_offers import applies
+from console.view.ledger import run_today, today_line
 from console.view.run_snapshot import RunSnapshot
 
 # The actions a page offers for a run (each a POST with the session's CSRF token), in the fleet's words, only
@@ -68,7 +69,8 @@ class RowView:
 def row_view(row: FleetRow) -> RowView:
     return RowView(id=shown(row.id, 64), job=shown(row.job, 80), state=shown(row.state_text, 40), kind=row.kind,
                    phase=shown(row.phase, 20), ctx="" if row.ctx is None else present.fill(row.ctx),
-                   cost="" if row.cost is None else present.cost(row.cost), last=shown(row.last),
+                   cost=" ".join(filter(None, ("" if row.cost is None else present.cost(row.cost),
+                                               run_today(row.today, row.cost)))), last=shown(row.last),
                    need=shown(row.need_line), host=shown(row.host, 80),
                    actions=tuple((a, label) for a, label in WEB_ACTIONS if applies(a, row)))
 
@@ -82,7 +84,8 @@ def fleet_list(rows: list[FleetRow], csrf: str, error: str = "") -> str:
     the actions that apply to it now (forms carrying the session's CSRF token: they work without script)."""
     views = [row_view(r) for r in rows]
     return render("fleet_list.html", needs=[v for v in views if v.kind == "needs"],
-                  others=[v for v in views if v.kind != "needs"], error=shown(error), csrf=csrf, once=new_once())
+                  others=[v for v in views if v.kind != "needs"], error=shown(error), csrf=csrf, once=new_once(),
+                  today=today_line([r.today for r in rows]))
 
 
 def fleet_page(rows: list[FleetRow], csrf: str, error: str = "") -> str:

@@ -42,6 +42,7 @@ from console.tui.screens.fleet_bell import NeedsBell
 from console.view import present
 from console.view.fleet import GONE, LIVE, FleetRow, Listed, matches
 from console.view.fleet_offers import PALETTE, ROW_ACTIONS, applies, offered
+from console.view.ledger import run_today, today_line
 
 if TYPE_CHECKING:
     from console.tui.screens.dialog import Dialog
@@ -210,6 +211,8 @@ class FleetScreen(Screen[None]):
         count = f"{len(self.rows)} of {total:,}" if total > len(self.rows) else f"{len(self.rows)}"
         title = Content.assemble(("agent-console fleet", "bold $text-primary"),
                                  f"  ·  {count} run{'s' if total != 1 else ''}, {live} live")
+        if spent := today_line([r.today for r in self.rows]):  # what the fleet spent today (console.view.ledger)
+            title = Content.assemble(title, f"  ·  {spent}")
         if waiting:
             title = Content.assemble(title, "  ·  ",
                                      (f" {waiting} {'run needs' if waiting == 1 else 'runs need'} you ",
@@ -333,6 +336,8 @@ class FleetScreen(Screen[None]):
                  if r.needs else r.state) + runner
         if r.phase_long:
             state += f" · {r.phase_long}"
+        if spent := run_today(r.today, r.cost):  # a run older than today: what it spent today, beside its cost
+            state += f" · {spent}"
         if r.detail and r.state not in LIVE:
             state += f" · {r.detail}"
         if r.sandbox == "unconfined":
