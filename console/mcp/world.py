@@ -3,17 +3,26 @@
 A stdio server is a long-lived command: bubblewrap with the options a command gets (the job folder, the read-only
 toolchain, an empty HOME of its own in a private /tmp, its own pid namespace, no network unless the operator's
 limits gave the job's commands one, nothing of the operator's), passed through a file descriptor (the environment
-is not shown in ``ps``), and inside it ``prlimit`` sets the commands' rlimits (CPU time, open files, file size,
-processes, memory) before the server's program starts: nothing of the server runs unbounded. When no sandbox can be
-built the server is not started (fail closed), unless the operator ran the job ``--unconfined``."""
+is not shown in ``ps``), with the commands' seccomp filter (:mod:`console.engine.tools.seccomp`: the kernel
+keyrings, setuid bits, file watches, ``fallocate`` past a file's end...), and inside it ``prlimit`` sets the commands'
+rlimits (CPU time, open files, file size, processes, memory) before the server's program starts. Where the machine
+lets the harness make a cgroup (:mod:`console.engine.tools.cgroups`), the server joins one of its own before bwrap
+runs, bounded as a command's (the memory of its whole tree, its number of tasks: RLIMIT_NPROC does not bind the
+operator's uid 0, so without it a server of a root operator forks without bound); the cgroup kills what is left and
+goes when the server's start is dropped. Nothing of the server runs unbounded. When no sandbox can be built the
+server is not started (fail closed), unless the operator ran the job ``--unconfined``."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from console.engine.tools import seccomp
+from console.engine.tools.cgroups import Slot, find_cgroups
 from console.engine.tools.confine import Bwrap, ConfineError, bwrap_options, find_bwrap, protected_binds
 from console.engine.tools.limits import HOME, MB, SANDBOX_PATH, CommandWorld
 from console.engine.tools.mcp_config import McpServerConfig
@@ -38,6 +47,9 @@ class Spawn:
     # The job's repositories when the server started: their git directories are bound as [sandbox] git says
     # (read-only by default), and what the server leaves that git would run is swept after each call (the client).
     repos: Repos | None = None
+    # The server's cgroup (None where the machine gives none): closed (what is left killed, the folder removed) when
+    # this start is dropped, or at the harness's exit.
+    slot: Slot | None = None
 
 
 def server_env(config: McpServerConfig, world: CommandWorld, root: str, environ: Mapping[str, str]) -> dict[str, str]:
@@ -62,6 +74,43 @@ def _prlimit(world: CommandWorld) -> list[str]:
             "--core=0", f"--nproc={lim.processes}", f"--data={lim.memory_mb * MB}", "--"]
 
 
+def _memfd(name: str, data: bytes) -> int:
+    """``data`` in an anonymous in-memory file, read from its start; close-on-exec: inherited by this server's bwrap
+    only (pass_fds), never by another child the harness starts meanwhile (the options hold the server's env)."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+# Run on the host before bwrap: the process joins the cgroup ($2.. up to --) and becomes bwrap, so every process of
+# the server is born inside it (a server cannot fork before it is bounded). A join that fails starts nothing.
+JOIN = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"'
+
+
+def _joined(argv: list[str], world: CommandWorld, how: Spawn) -> None:
+    """Put ``argv`` (the whole start) in a cgroup of the server's own, bounded as a command's, where there is one."""
+    cgroups = find_cgroups()
+    sh = shutil.which("sh", path=SANDBOX_PATH)
+    if cgroups is None or sh is None:
+        return
+    try:
+        slot = Slot(cgroups, memory_bytes=world.limits.memory_mb * MB, pids=world.limits.processes)
+    except OSError:
+        return  # as for a command: bounded by its rlimits and its pid namespace
+    procs = [str(folder / "cgroup.procs") for folder in slot.folders]
+    how.argv = [sh, "-c", JOIN, "sh", str(len(procs)), *procs, *argv]
+    how.slot = slot
+    weakref.finalize(how, _close_slot, slot)
+
+
+def _close_slot(slot: Slot) -> None:
+    with contextlib.suppress(OSError):
+        slot.close()
+
+
 def spawn(config: McpServerConfig, root: str, world: CommandWorld, environ: Mapping[str, str]) -> Spawn:
     """How to start ``config``'s server confined in ``root`` (a real path); :class:`McpStartError` if it cannot be."""
     assert config.command is not None  # an HTTP server (url) is not spawned: console.mcp.http reaches it
@@ -70,7 +119,9 @@ def spawn(config: McpServerConfig, root: str, world: CommandWorld, environ: Mapp
     env = server_env(config, world, root, environ)
     argv = [*_prlimit(world), *config.command]
     if world.unconfined:
-        return Spawn(argv, env, root, confined_by="UNCONFINED (run --unconfined)")
+        how = Spawn(argv, env, root, confined_by="UNCONFINED (run --unconfined)")
+        _joined(how.argv, world, how)
+        return how
     if root == "/":
         raise McpStartError(f"MCP server {config.name}: the job folder is '/', which cannot be confined")
     found = find_bwrap(writable=(root,), overlay=bool(world.read_only))
@@ -85,13 +136,15 @@ def spawn(config: McpServerConfig, root: str, world: CommandWorld, environ: Mapp
         options = bwrap_options(root, env, binds, world, found.extra)
     except ConfineError as exc:
         raise McpStartError(f"MCP server {config.name} was not started: {exc}") from None
-    # Close-on-exec: inherited by this server's bwrap only (pass_fds), never by another child the harness starts
-    # meanwhile (the options hold the values of the server's env).
-    fd = os.memfd_create("bwrap-args", os.MFD_CLOEXEC)
-    data = memoryview(("\0".join(options) + "\0").encode("utf-8", "surrogateescape"))
-    while data:
-        data = data[os.write(fd, data):]
-    os.lseek(fd, 0, os.SEEK_SET)
+    # The commands' seccomp filter (none on an architecture it does not know, as for a command).
+    fds: tuple[int, ...] = ()
+    program = seccomp.program()
+    if program is not None:
+        fds = (_memfd("seccomp", program),)
+        options += ["--seccomp", str(fds[0])]
     # bwrap reads its options from the descriptor; the environment is set inside (--clearenv, --setenv).
-    return Spawn([found.path, "--args", str(fd), "--", *argv], {"PATH": SANDBOX_PATH}, root, (fd,), created,
-                 found.label, repos)
+    fd = _memfd("bwrap-args", ("\0".join(options) + "\0").encode("utf-8", "surrogateescape"))
+    how = Spawn([found.path, "--args", str(fd), "--", *argv], {"PATH": SANDBOX_PATH}, root, (fd, *fds), created,
+                found.label, repos)
+    _joined(how.argv, world, how)
+    return how
