@@ -9,21 +9,26 @@ rlimits (CPU time, open files, file size, processes, memory) before the server's
 lets the harness make a cgroup (:mod:`console.engine.tools.cgroups`), the server joins one of its own before bwrap
 runs, bounded as a command's (the memory of its whole tree, its number of tasks: RLIMIT_NPROC does not bind the
 operator's uid 0, so without it a server of a root operator forks without bound); the cgroup kills what is left and
-goes when the server's start is dropped. Nothing of the server runs unbounded. When no sandbox can be built the
-server is not started (fail closed), unless the operator ran the job ``--unconfined``."""
+goes when the server's start is dropped. The job folder is watched while the server lives (as while a command runs,
+at most a fifth of a core): past ``max_job_mb`` the server's cgroup is killed (the client then restarts it once,
+and a folder still over its limit ends the restart too). Nothing of the server runs unbounded. When no sandbox can
+be built the server is not started (fail closed), unless the operator ran the job ``--unconfined``."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import shutil
+import threading
+import time
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from console.engine.tools import seccomp
 from console.engine.tools.cgroups import Slot, find_cgroups
-from console.engine.tools.confine import Bwrap, ConfineError, bwrap_options, find_bwrap, protected_binds
+from console.engine.tools.confine import STATE_DIR, Bwrap, ConfineError, bwrap_options, find_bwrap, protected_binds
+from console.engine.tools.folder_size import folder_bytes
 from console.engine.tools.limits import HOME, MB, SANDBOX_PATH, CommandWorld
 from console.engine.tools.mcp_config import McpServerConfig
 from console.engine.tools.repos import Repos, survey
@@ -103,10 +108,24 @@ def _joined(argv: list[str], world: CommandWorld, how: Spawn) -> None:
     procs = [str(folder / "cgroup.procs") for folder in slot.folders]
     how.argv = [sh, "-c", JOIN, "sh", str(len(procs)), *procs, *argv]
     how.slot = slot
-    weakref.finalize(how, _close_slot, slot)
+    stop = threading.Event()
+    threading.Thread(target=_watch, args=(how.cwd, int(world.max_job_mb * MB), slot, stop),
+                     name="mcp-folder-watch", daemon=True).start()
+    weakref.finalize(how, _close_slot, slot, stop)
 
 
-def _close_slot(slot: Slot) -> None:
+def _watch(root: str, limit: int, slot: Slot, stop: threading.Event) -> None:
+    """Kill the server's cgroup whenever the job folder is over ``limit`` (a scan, then a rest four times as long:
+    at most a fifth of a core, as a command's watch)."""
+    while not stop.is_set():
+        began = time.monotonic()
+        if folder_bytes(root, STATE_DIR, stop_above=limit) > limit:
+            slot.signal_all()
+        stop.wait(max(0.25, 4 * (time.monotonic() - began)))
+
+
+def _close_slot(slot: Slot, stop: threading.Event) -> None:
+    stop.set()
     with contextlib.suppress(OSError):
         slot.close()
 

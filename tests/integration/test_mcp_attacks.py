@@ -182,19 +182,24 @@ except OSError:
     assert not marker(root).exists()
 
 
-def test_a_fork_bomb_tmp_and_shm_are_bounded(make_job, tmp_path, capsys) -> None:
+def test_a_fork_bomb_tmp_shm_and_the_folder_are_bounded(make_job, tmp_path, capsys) -> None:
     """Found: a server of a root operator forked without bound (RLIMIT_NPROC does not bind uid 0; a command's pids
-    cgroup did, the server had none)."""
+    cgroup did, the server had none), and grew the job folder past max_job_mb (a command's folder is watched while it
+    runs; a server's was not)."""
     program = ("sh -c 'i=0; while [ $i -lt 300 ]; do sleep 0.5 >/dev/null 2>&1 & i=$((i+1)); done; echo forked all' "
                "2>&1 | tail -1; sleep 1\n"
                "dd if=/dev/zero of=/tmp/fill bs=1M count=64 2>&1 | grep -o 'No space left on device'\n"
                "dd if=/dev/zero of=/dev/shm/fill bs=1M count=64 2>&1 | grep -o 'No space left on device'\n")
-    paths = attack_job(make_job, server(), "processes = 64\ntmp_mb = 8\nshm_mb = 8\n")
-    assert play(paths, tmp_path, [sh(program)]) == INCOMPLETE
-    [result] = results(paths)
-    text = result.content
-    assert "Cannot fork" in text and "forked all" not in text, text
-    assert text.count("No space left on device") == 2, text
+    grow = ("i=0; while [ $i -lt 100 ]; do dd if=/dev/zero of=blob$i bs=1M count=1 2>/dev/null; i=$((i+1)); "
+            "sleep 0.02; done; echo grew\n")
+    paths = attack_job(make_job, server(), "processes = 64\ntmp_mb = 8\nshm_mb = 8\n", "[limits]\nmax_job_mb = 20\n")
+    assert play(paths, tmp_path, [sh(program)], [sh(grow)]) == INCOMPLETE
+    bounded, grown = (r.content for r in results(paths))
+    assert "Cannot fork" in bounded and "forked all" not in bounded, bounded
+    assert bounded.count("No space left on device") == 2, bounded
+    # Killed as it went past the limit: its call did not finish, and the folder kept far fewer than its 100 MB.
+    assert "the server exited during the call" in grown and "grew" not in grown, grown
+    assert len(list(Path(paths.root).glob("blob*"))) < 60
 
 
 def test_nothing_of_a_server_outlives_the_run_and_garbage_or_a_neighbour_do_no_harm(make_job, tmp_path,

@@ -19,7 +19,6 @@ import contextlib
 import io
 import os
 import subprocess
-import sys
 import threading
 import time
 
@@ -96,8 +95,8 @@ def _py(code: str) -> str:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         try:
-            exec(code, {"__name__": "attack"})  # noqa: S102 (the attack the test gives)
-        except BaseException as exc:  # noqa: BLE001 (its failure is its answer)
+            exec(code, {"__name__": "attack"})  # the attack the test gives
+        except BaseException as exc:  # its failure is its answer
             print(f"RAISED {type(exc).__name__}: {exc}")
     return out.getvalue()
 
