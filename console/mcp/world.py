@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from console.engine.tools import seccomp
 from console.engine.tools.cgroups import Slot, find_cgroups
 from console.engine.tools.confine import STATE_DIR, Bwrap, ConfineError, bwrap_options, find_bwrap, protected_binds
+from console.engine.tools.docs_folder import choose
 from console.engine.tools.folder_size import folder_bytes
 from console.engine.tools.limits import HOME, MB, SANDBOX_PATH, CommandWorld
 from console.engine.tools.mcp_config import McpServerConfig
@@ -77,6 +78,21 @@ def _prlimit(world: CommandWorld) -> list[str]:
         raise McpStartError("prlimit (util-linux) is not installed, which bounds an MCP server")
     return [prlimit, f"--cpu={lim.cpu_seconds}", f"--nofile={lim.open_files}", f"--fsize={lim.file_size_mb * MB}",
             "--core=0", f"--nproc={lim.processes}", f"--data={lim.memory_mb * MB}", "--"]
+
+
+def _docs(root: str) -> tuple[str, ...]:
+    """The harness's folder of tool docs when it is there as the server starts (a run resumed or run again in place,
+    a restart), which is read-only to it as to a command. (At a run's first start the harness writes it later, at the
+    session's start: then it is not bound.)"""
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return ()
+    try:
+        folder, _theirs = choose(fd)
+    finally:
+        os.close(fd)
+    return (folder,) if folder is not None else ()
 
 
 def _memfd(name: str, data: bytes) -> int:
@@ -151,7 +167,7 @@ def spawn(config: McpServerConfig, root: str, world: CommandWorld, environ: Mapp
         # As a command's: the repositories' control files read-only (a server cannot plant a hook or a config
         # that the operator's git would run).
         repos = survey(root)
-        binds, created = protected_binds(root, (), repos, world.git)
+        binds, created = protected_binds(root, _docs(root), repos, world.git)
         options = bwrap_options(root, env, binds, world, found.extra)
     except ConfineError as exc:
         raise McpStartError(f"MCP server {config.name} was not started: {exc}") from None

@@ -27,6 +27,8 @@ import pytest
 from console.cli import main
 from console.engine import events as ev
 from console.engine.job import JobPaths
+from console.engine.tools.docs import HEADER
+from console.engine.tools.docs_folder import write_docs
 from tests.commands_support import PY_HOME, alive, bwrap  # noqa: F401  (the fixture)
 from tests.integration.test_git_protection import marker, nothing_runs, operator_git, plant
 
@@ -235,7 +237,10 @@ def test_a_symlink_or_a_race_of_the_servers_leaks_nothing_through_the_file_tools
     beside = tmp_path / "beside.txt"
     beside.write_text("NOT YOURS needle\n")
     paths = attack_job(make_job, server())
-    race = (f"ln -s {beside} leak.txt; ln -s /etc/shadow shadow.txt; mkdir -p d; ln -s {tmp_path} d/up\n"
+    # The harness's tool docs, as a run before this one left them: read-only to the server as to a command.
+    assert write_docs(Path(paths.root), lambda folder: {"read_file.md": f"{HEADER}\nRead a file.\n"}).folder == "tools"
+    race = ("for f in tools/*; do echo EVIL >> $f && echo WROTE $f; done; touch tools/new.md && echo WROTE new; "
+            f"ln -s {beside} leak.txt; ln -s /etc/shadow shadow.txt; mkdir -p d; ln -s {tmp_path} d/up\n"
             f"(while :; do echo 'mine needle' > r.tmp; mv r.tmp race.txt; ln -sf {beside} race.txt; done) "
             ">/dev/null 2>&1 &\necho planted\n")
     calls = [("read_file", {"path": "leak.txt"}), ("read_file", {"path": "shadow.txt"}),
@@ -246,7 +251,8 @@ def test_a_symlink_or_a_race_of_the_servers_leaks_nothing_through_the_file_tools
         calls += [("read_file", {"path": "race.txt"}), other]
     assert play(paths, tmp_path, [sh(race)], *([c] for c in calls)) == INCOMPLETE
     got = results(paths)
-    assert got[0].content == "rc=0\nplanted\n"
+    assert got[0].content.endswith("\nplanted\n") and "Read-only file system" in got[0].content, got[0].content
+    assert "WROTE" not in got[0].content and "EVIL" not in (Path(paths.root) / "tools" / "read_file.md").read_text()
     for result in got[1:]:
         assert "NOT YOURS" not in result.content and "root:" not in result.content, result.content
     assert beside.read_text() == "NOT YOURS needle\n"
