@@ -132,9 +132,16 @@ def _joined(argv: list[str], world: CommandWorld, how: Spawn) -> None:
 
 def _watch(root: str, limit: int, slot: Slot, stop: threading.Event) -> None:
     """Kill the server's cgroup whenever the job folder is over ``limit`` (a scan, then a rest four times as long:
-    at most a fifth of a core, as a command's watch)."""
+    at most a fifth of a core, as a command's watch). Once the server has been in it and none of it is left, the
+    cgroup is removed and the watch ends (the server is over: a restart is a start of its own)."""
+    seen = False
     while not stop.is_set():
         began = time.monotonic()
+        if slot.pids():
+            seen = True
+        elif seen:
+            _close_slot(slot, stop)
+            return
         if folder_bytes(root, STATE_DIR, stop_above=limit) > limit:
             slot.signal_all()
         stop.wait(max(0.25, 4 * (time.monotonic() - began)))
