@@ -142,7 +142,8 @@ try:
 except OSError:
     pass
 print("ptrace", libc.ptrace(16, {harness}, 0, 0))  # PTRACE_ATTACH
-print("keyctl", libc.syscall(250, 0, -4, 0, 0, 0))  # KEYCTL_GET_KEYRING_ID of the user's keyring (x86-64)
+keyctl = {{"x86_64": 250, "aarch64": 219}}[os.uname().machine]
+print("keyctl", libc.syscall(keyctl, 0, -4, 0, 0, 0))  # KEYCTL_GET_KEYRING_ID of the user's keyring
 print("inotify", libc.inotify_init())
 open("s", "w").close()
 try:
