@@ -6,24 +6,23 @@ limits gave the job's commands one, nothing of the operator's), passed through a
 is not shown in ``ps``), with the commands' seccomp filter (:mod:`console.engine.tools.seccomp`: the kernel
 keyrings, setuid bits, file watches, ``fallocate`` past a file's end...), and inside it ``prlimit`` sets the commands'
 rlimits (CPU time, open files, file size, processes, memory) before the server's program starts. Where the machine
-lets the harness make a cgroup (:mod:`console.engine.tools.cgroups`), the server joins one of its own before bwrap
-runs, bounded as a command's (the memory of its whole tree, its number of tasks: RLIMIT_NPROC does not bind the
-operator's uid 0, so without it a server of a root operator forks without bound); the cgroup kills what is left and
-goes when the server's start is dropped. The job folder is watched while the server lives (as while a command runs,
+lets the harness make a cgroup (:mod:`console.engine.tools.cgroups`), a confined server joins one of its own before
+bwrap runs, bounded as a command's (the memory of its whole tree, its number of tasks: RLIMIT_NPROC does not bind the
+operator's uid 0, so without it a server of a root operator forks without bound); the cgroup goes once nothing of
+the server is left in it. The job folder is watched while the server lives (as while a command runs,
 at most a fifth of a core): past ``max_job_mb`` the server's cgroup is killed (the client then restarts it once,
 and a folder still over its limit ends the restart too). Nothing of the server runs unbounded. When no sandbox can
 be built the server is not started (fail closed), unless the operator ran the job ``--unconfined``."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import threading
-import time
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from threading import Event, Thread
+from time import monotonic
+from weakref import finalize
 
 from console.engine.tools import seccomp
 from console.engine.tools.cgroups import Slot, find_cgroups
@@ -50,12 +49,12 @@ class Spawn:
     pass_fds: tuple[int, ...] = ()
     created: list[str] = field(default_factory=list)
     confined_by: str = ""
+    # The server's cgroup (None where the machine gives none): closed (what is left killed, the folder removed) once
+    # nothing of the server is left in it, when this start is dropped, or at the harness's exit.
+    slot: Slot | None = None
     # The job's repositories when the server started: their git directories are bound as [sandbox] git says
     # (read-only by default), and what the server leaves that git would run is swept after each call (the client).
     repos: Repos | None = None
-    # The server's cgroup (None where the machine gives none): closed (what is left killed, the folder removed) when
-    # this start is dropped, or at the harness's exit.
-    slot: Slot | None = None
 
 
 def server_env(config: McpServerConfig, world: CommandWorld, root: str, environ: Mapping[str, str]) -> dict[str, str]:
@@ -124,19 +123,19 @@ def _joined(argv: list[str], world: CommandWorld, how: Spawn) -> None:
     procs = [str(folder / "cgroup.procs") for folder in slot.folders]
     how.argv = [sh, "-c", JOIN, "sh", str(len(procs)), *procs, *argv]
     how.slot = slot
-    stop = threading.Event()
-    threading.Thread(target=_watch, args=(how.cwd, int(world.max_job_mb * MB), slot, stop),
+    stop = Event()
+    Thread(target=_watch, args=(how.cwd, int(world.max_job_mb * MB), slot, stop),
                      name="mcp-folder-watch", daemon=True).start()
-    weakref.finalize(how, _close_slot, slot, stop)
+    finalize(how, _close_slot, slot, stop)
 
 
-def _watch(root: str, limit: int, slot: Slot, stop: threading.Event) -> None:
+def _watch(root: str, limit: int, slot: Slot, stop: Event) -> None:
     """Kill the server's cgroup whenever the job folder is over ``limit`` (a scan, then a rest four times as long:
     at most a fifth of a core, as a command's watch). Once the server has been in it and none of it is left, the
     cgroup is removed and the watch ends (the server is over: a restart is a start of its own)."""
     seen = False
     while not stop.is_set():
-        began = time.monotonic()
+        began = monotonic()
         if slot.pids():
             seen = True
         elif seen:
@@ -144,13 +143,12 @@ def _watch(root: str, limit: int, slot: Slot, stop: threading.Event) -> None:
             return
         if folder_bytes(root, STATE_DIR, stop_above=limit) > limit:
             slot.signal_all()
-        stop.wait(max(0.25, 4 * (time.monotonic() - began)))
+        stop.wait(max(0.25, 4 * (monotonic() - began)))
 
 
-def _close_slot(slot: Slot, stop: threading.Event) -> None:
+def _close_slot(slot: Slot, stop: Event) -> None:
     stop.set()
-    with contextlib.suppress(OSError):
-        slot.close()
+    slot.close()  # (it suppresses what a cgroup gone or busy a moment longer raises)
 
 
 def spawn(config: McpServerConfig, root: str, world: CommandWorld, environ: Mapping[str, str]) -> Spawn:
@@ -161,9 +159,7 @@ def spawn(config: McpServerConfig, root: str, world: CommandWorld, environ: Mapp
     env = server_env(config, world, root, environ)
     argv = [*_prlimit(world), *config.command]
     if world.unconfined:
-        how = Spawn(argv, env, root, confined_by="UNCONFINED (run --unconfined)")
-        _joined(how.argv, world, how)
-        return how
+        return Spawn(argv, env, root, confined_by="UNCONFINED (run --unconfined)")
     if root == "/":
         raise McpStartError(f"MCP server {config.name}: the job folder is '/', which cannot be confined")
     found = find_bwrap(writable=(root,), overlay=bool(world.read_only))
