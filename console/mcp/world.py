@@ -183,6 +183,6 @@ def spawn(config: McpServerConfig, root: str, world: CommandWorld, environ: Mapp
     # bwrap reads its options from the descriptor; the environment is set inside (--clearenv, --setenv).
     fd = _memfd("bwrap-args", ("\0".join(options) + "\0").encode("utf-8", "surrogateescape"))
     how = Spawn([found.path, "--args", str(fd), "--", *argv], {"PATH": SANDBOX_PATH}, root, (fd, *fds), created,
-                found.label, repos)
+                found.label, repos=repos)
     _joined(how.argv, world, how)
     return how
