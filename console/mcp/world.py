@@ -21,6 +21,7 @@ import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from threading import Event, Thread
 from time import monotonic
 from weakref import finalize
@@ -28,7 +29,7 @@ from weakref import finalize
 from console.engine.tools import seccomp
 from console.engine.tools.cgroups import Slot, find_cgroups
 from console.engine.tools.confine import STATE_DIR, Bwrap, ConfineError, bwrap_options, find_bwrap, protected_binds
-from console.engine.tools.docs_folder import choose
+from console.engine.tools.docs_folder import choose, ownership, write_docs
 from console.engine.tools.folder_size import folder_bytes
 from console.engine.tools.limits import HOME, MB, SANDBOX_PATH, CommandWorld
 from console.engine.tools.mcp_config import McpServerConfig
@@ -83,17 +84,20 @@ def _prlimit(world: CommandWorld) -> list[str]:
 
 
 def _docs(root: str) -> tuple[str, ...]:
-    """The harness's folder of tool docs when it is there as the server starts (a run resumed or run again in place,
-    a restart), which is read-only to it as to a command. (At a run's first start the harness writes it later, at the
-    session's start: then it is not bound.)"""
+    """The harness's folder of tool docs, read-only to the server as to a command. At a run's very first start the
+    harness writes its docs after the servers start (their tools are in them): the folder is made now, its marker
+    alone (the harness's, console.engine.tools.docs_folder), so it is bound from the server's start."""
     try:
         fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return ()
     try:
         folder, _theirs = choose(fd)
+        absent = folder is not None and ownership(fd, folder) == "absent"
     finally:
         os.close(fd)
+    if absent and write_docs(Path(root), lambda _folder: {}).folder != folder:  # (never over docs already there)
+        return ()
     return (folder,) if folder is not None else ()
 
 
