@@ -155,6 +155,11 @@ class StdioServer:
         return self._config
 
     @property
+    def killed_why(self) -> str:
+        """Why the harness killed it ("" unless it did): console.mcp.world's folder watch."""
+        return "; ".join(self._how.killed)
+
+    @property
     def tools(self) -> Sequence[McpToolInfo]:
         return self._tools
 

@@ -220,6 +220,8 @@ class HttpServer:
     def exited(self, wait: float = 0.0) -> bool:
         return False
 
+    killed_why = ""  # a server elsewhere is never killed by this run
+
     def responsive(self, wait: float) -> bool:
         """A server elsewhere is not this run's to kill: a call it does not abandon is its own business (the run's
         end closes the session)."""

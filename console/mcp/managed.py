@@ -44,6 +44,7 @@ class Live(Protocol):
     confined_by: str
     stderr_tail: bytes
     refused: list[str]
+    killed_why: str
 
     @property
     def tools(self) -> Sequence[McpToolInfo]: ...
@@ -133,7 +134,7 @@ class ManagedServer:
              should_stop: Callable[[], bool] = lambda: False) -> McpCallResult:
         live = self._live
         if live is not None and live.exited():  # it died since its last call: restarted first (nothing was sent)
-            self._died("it exited between two calls")
+            self._died(f"{live.killed_why or 'it exited'} between two calls")
             live = self._live
         if live is None:
             raise McpUnavailable(self._why, sent=False)
@@ -146,8 +147,9 @@ class ManagedServer:
             if str(exc).startswith("stopped by the operator"):
                 raise  # the run is ending: its end kills every server that has not stopped
             if live.exited(EXIT_WAIT):
-                self._died(f"it exited during a call of {tool}")
-                raise McpUnavailable(f"the server exited during the call ({self._after()})") from None
+                killed = live.killed_why
+                self._died(f"{killed} during a call of {tool}" if killed else f"it exited during a call of {tool}")
+                raise McpUnavailable(f"{killed or 'the server exited'} during the call ({self._after()})") from None
             if exc.sent and not live.responsive(CANCEL_GRACE):
                 self._died(f"it did not stop after a call of {tool} was abandoned (no answer to a ping within "
                            f"{CANCEL_GRACE:g} s): killed")

@@ -54,6 +54,8 @@ class Spawn:
     # The server's cgroup (None where the machine gives none): closed (what is left killed, the folder removed) once
     # nothing of the server is left in it, when this start is dropped, or at the harness's exit.
     slot: Slot | None = None
+    # Why the harness killed it, when it did (its folder watch): said where its exit is said, never "it exited".
+    killed: list[str] = field(default_factory=list)
     # The job's repositories when the server started: their git directories are bound as [sandbox] git says
     # (read-only by default), and what the server leaves that git would run is swept after each call (the client).
     repos: Repos | None = None
@@ -131,12 +133,12 @@ def _joined(argv: list[str], world: CommandWorld, how: Spawn) -> None:
     how.argv = [sh, "-c", JOIN, "sh", str(len(procs)), *procs, *argv]
     how.slot = slot
     stop = Event()
-    Thread(target=_watch, args=(how.cwd, int(world.max_job_mb * MB), slot, stop),
+    Thread(target=_watch, args=(how.cwd, int(world.max_job_mb * MB), slot, stop, how.killed),
                      name="mcp-folder-watch", daemon=True).start()
     finalize(how, _close_slot, slot, stop)
 
 
-def _watch(root: str, limit: int, slot: Slot, stop: Event) -> None:
+def _watch(root: str, limit: int, slot: Slot, stop: Event, killed: list[str]) -> None:
     """Kill the server's cgroup whenever the job folder is over ``limit`` (a scan, then a rest four times as long:
     at most a fifth of a core, as a command's watch). Once the server has been in it and none of it is left, the
     cgroup is removed and the watch ends (the server is over: a restart is a start of its own)."""
@@ -149,6 +151,8 @@ def _watch(root: str, limit: int, slot: Slot, stop: Event) -> None:
             _close_slot(slot, stop)
             return
         if folder_bytes(root, STATE_DIR, stop_above=limit) > limit:
+            if slot.pids():
+                killed[:] = [f"the job folder grew past max_job_mb ({limit // MB} MB): the harness killed it"]
             slot.signal_all()
         stop.wait(max(0.25, 4 * (monotonic() - began)))
 
@@ -170,7 +174,9 @@ def spawn(config: McpServerConfig, root: str, world: CommandWorld, environ: Mapp
         # moves to a session of its own ends with it. -I: the job folder (its working folder) is not on the reaper's
         # sys.path, nor PYTHON* variables read (a job could plant a console/ package there).
         reaper = [sys.executable, "-I", "-m", "console.mcp.reaper", "--"]
-        return Spawn([*reaper, *argv], env, root, confined_by="UNCONFINED (run --unconfined)", reaped=True)
+        unconfined = Spawn([*reaper, *argv], env, root, confined_by="UNCONFINED (run --unconfined)", reaped=True)
+        _joined(unconfined.argv, world, unconfined)  # bounded and its folder watched as an unconfined command is
+        return unconfined
     if root == "/":
         raise McpStartError(f"MCP server {config.name}: the job folder is '/', which cannot be confined")
     found = find_bwrap(writable=(root,), overlay=bool(world.read_only))

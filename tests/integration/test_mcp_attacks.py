@@ -201,7 +201,11 @@ def test_a_fork_bomb_tmp_shm_and_the_folder_are_bounded(make_job, tmp_path, caps
     assert "Cannot fork" in bounded and "forked all" not in bounded, bounded
     assert bounded.count("No space left on device") == 2, bounded
     # Killed as it went past the limit: its call did not finish, and the folder kept far fewer than its 100 MB.
-    assert "the server exited during the call" in grown and "grew" not in grown, grown
+    # The agent is told why (it said only that the server exited), as is the operator (its mcp_server event).
+    assert "the job folder grew past max_job_mb (20 MB): the harness killed it during the call" in grown, grown
+    assert "grew\n" not in grown
+    said = [e for e in ev.read_events(paths.events) if isinstance(e, ev.McpServerEvent) and e.state != "ready"]
+    assert said and "the job folder grew past max_job_mb (20 MB)" in said[0].why, said
     assert len(list(Path(paths.root).glob("blob*"))) < 60
 
 
