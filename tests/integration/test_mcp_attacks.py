@@ -277,3 +277,16 @@ def test_the_tool_docs_are_read_only_to_a_server_from_a_runs_very_first_start(ma
     docs = sorted((Path(paths.root) / "tools").glob("*.md"))
     assert docs and all("EVIL" not in d.read_text() for d in docs)
     assert not (Path(paths.root) / "wrote.txt").exists()
+
+
+def test_what_a_server_wrote_counts_against_max_job_mb_for_the_file_tools(make_job, tmp_path, capsys) -> None:
+    """The file tools keep an account of the folder's size (scanned once): a command's call corrects it, a server's
+    did not, so the agent could write past max_job_mb after a server grew the folder (found by mcpattack)."""
+    paths = attack_job(make_job, server(), "", "[limits]\nmax_job_mb = 20\n")
+    grow = "dd if=/dev/zero of=blob bs=1M count=18 2>/dev/null; echo grew\n"
+    assert play(paths, tmp_path, [("write_file", {"path": "a.txt", "content": "a"})], [sh(grow)],
+                [("write_file", {"path": "b.txt", "content": "b" * (3 * 1024 * 1024)})]) == INCOMPLETE
+    got = [r for r in results(paths) if r.tool in ("write_file", "mcp__attacker__sh")]
+    assert [r.ok for r in got] == [True, True, False], [(r.tool, r.content[:200]) for r in got]
+    assert got[1].content.endswith("grew\n") and "max_job_mb" in got[2].content, got[2].content
+    assert not (Path(paths.root) / "b.txt").exists()

@@ -174,6 +174,10 @@ class Sandbox:
         """The folder's size as measured by someone else (a command changed files behind the file tools)."""
         self.quota.set_job_bytes(total)
 
+    def forget_job_bytes(self) -> None:
+        """The folder's size changed unmeasured (an MCP server's call): counted again at the next write."""
+        self.quota.forget()
+
     def clean_tmp(self) -> int:
         """Delete temp files a killed write left behind (call at start, before any write); return how many."""
         return self.temp.clean_tmp()

@@ -41,6 +41,12 @@ class Quota:
         with self._root.lock:
             self._total = max(0, total)
 
+    def forget(self) -> None:
+        """The account is stale (an MCP server may have changed files behind the file tools): scanned again when next
+        needed, not on every call."""
+        with self._root.lock:
+            self._total = None
+
     def check_write_size(self, n: int, shown: str) -> None:
         if n > self.max_write_bytes:
             raise SandboxError(f"'{shown}' is refused: {n} bytes is over the limit of {self.max_write_bytes} "

@@ -284,15 +284,26 @@ def _handler(server: McpServer, tool: str, name: str, schema: dict[str, Any],
             answer = server.call(tool, arguments, timeout, rt.should_stop)
         except McpUnavailable as exc:
             watch.called(rt.events, config.name, False)
+            if exc.sent:
+                _forget_size(rt)
             if not exc.sent:
                 return ToolOutcome(False, f"{name} is unavailable: {one_line(str(exc), 300)}. It was not run; do "
                                           "other work without it.")
             return ToolOutcome(False, f"{name} is unavailable: {one_line(str(exc), 300)}. Nothing is known of its "
                                       "effects; do other work, or call it again later.")
         watch.called(rt.events, config.name, answer.ok)
+        _forget_size(rt)
         return ToolOutcome(answer.ok, _with_blocks(rt, config.name, stem, answer, keep(rt)) or "(no output)")
 
     return handler
+
+
+def _forget_size(rt: Runtime) -> None:
+    """A server writes the job folder behind the file tools (as a command does): their account of its size is counted
+    again at their next write, so max_job_mb holds for what they write after it."""
+    sandbox = getattr(rt, "sandbox", None)
+    if sandbox is not None:
+        sandbox.forget_job_bytes()
 
 
 def _observation_budget(config: McpServerConfig) -> Callable[[Runtime], int]:
