@@ -5,7 +5,10 @@
    turn pays: the file append, the same with either store) and, with PostgreSQL, the p99 from an emit until its
    row is committed in the store (the link's shipping; goal 1 s).
 2. Operator command: from another "machine" (its own store connection), a command sent to one of the busy runs,
-   until its file is in that run's inbox (goal 2 s; embedded: the inbox write of `agent-console pause`).
+   until the run has applied it (goal 2 s): each runner reads its inbox at its turn boundaries, as a run does
+   (every event it emits here is a turn), and records the command ``applied`` in its log; with PostgreSQL the
+   figure ends when that record is back in the store, where the sender sees it (embedded: ``write_inbox`` on this
+   machine, until the run's log says applied).
 3. Fleet refresh: ``--fleet`` runs in the store (each with ``--fleet-events`` events), the fleet's poll once every
    log is folded (what the fleet view pays every second; goal 200 ms). With PostgreSQL the runs are another
    machine's: folded from the store's events, not from folders.
@@ -70,13 +73,15 @@ class Runner(threading.Thread):
         self.emitted_at: dict[int, float] = {}
         self.link: Any = None
         self.store: Any = None
+        self.channel = ControlChannel(paths.inbox)
+        self.applied: dict[str, float] = {}  # a command's id -> when the run recorded it applied
         if url:
             from console.engine.store.link import StoreLink
             from console.engine.store.postgres import PgStore
 
             self.store = PgStore(url, host="bench-a", pool_max=2)
             self.store.started(paths.root, paths.root.name, "scripted", "bench", datetime.now(UTC))
-            self.link = StoreLink(self.store, paths, self.events, OperatorState(ControlChannel(paths.inbox)),
+            self.link = StoreLink(self.store, paths, self.events, OperatorState(self.channel),
                                   owner=f"bench:{paths.root.name}", now=lambda: datetime.now(UTC))
             self.link.start()
 
@@ -90,6 +95,11 @@ class Runner(threading.Thread):
             t = time.perf_counter()
             self.events.emit(ev.ErrorEvent, message="x" * rng.randint(50, 400), where="bench", recoverable=True)
             self.emits.append(time.perf_counter() - t)
+            for cmd in self.channel.poll(force=False):  # the turn boundary: commands applied, as a run does
+                self.emitted_at[self.events.seq + 1] = time.time()
+                self.events.emit(ev.OperatorCommand, command=cmd.command, source=cmd.source, status="applied",
+                                 detail="bench", command_id=cmd.id)
+                self.applied[cmd.id] = time.time()
             time.sleep(gap)
 
     def close(self) -> None:
@@ -149,28 +159,51 @@ def bench_command(url: str, runners: list[Runner], seconds: float) -> dict[str, 
     rng = random.Random(7)
     end = time.monotonic() + seconds - 1
     time.sleep(1)
+    missed = 0
     while time.monotonic() < end:
         r = rng.choice(runners)
-        before = set(os.listdir(r.paths.inbox)) if r.paths.inbox.is_dir() else set()
+        cid = uuid.uuid4().hex
+        since = _seen(viewer, r.link.key, 0, "")[1]
         t = time.perf_counter()
-        viewer.send_command(r.link.key, {"id": uuid.uuid4().hex, "command": "checkpoint", "args": {}, "source": "b"})
-        while (set(os.listdir(r.paths.inbox)) if r.paths.inbox.is_dir() else set()) == before:
-            if time.perf_counter() - t > 10:
+        viewer.send_command(r.link.key, {"id": cid, "command": "checkpoint", "args": {}, "source": "b"})
+        while True:  # until the run's record of it applied is in the store: what the sender's machine sees
+            found, since = _seen(viewer, r.link.key, since, cid)
+            if found or time.perf_counter() - t > 10:
+                missed += not found
                 break
-            time.sleep(0.002)
+            time.sleep(0.01)
         times.append(time.perf_counter() - t)
         time.sleep(0.2)
     viewer.close()
-    return {"commands": len(times), "command_p50_ms": pct(times, 50) * 1e3, "command_p99_ms": pct(times, 99) * 1e3}
+    return {"commands": len(times), "command_p50_ms": pct(times, 50) * 1e3, "command_p99_ms": pct(times, 99) * 1e3,
+            "commands_not_applied_in_10s": missed}
+
+
+def _seen(viewer: Any, key: str, since: int, command_id: str) -> tuple[bool, int]:
+    """Whether the run's events after ``since`` in the store say ``command_id`` applied, and the last one's place."""
+    found = False
+    while batch := viewer.event_texts_after(key, since):
+        since = batch[-1][0]
+        found = found or any(text is not None and command_id and command_id in text and '"applied"' in text
+                             for _, text in batch)
+    return found, since
 
 
 def bench_command_embedded(runners: list[Runner]) -> dict[str, Any]:
     times = []
+    missed = 0
+    time.sleep(1)
     for r in runners[:20]:
         t = time.perf_counter()
-        write_inbox(r.paths, "checkpoint")
+        cmd = write_inbox(r.paths, "checkpoint")
+        while cmd.id not in r.applied:  # the run's turn boundary read it and recorded it applied
+            if time.perf_counter() - t > 10:
+                missed += 1
+                break
+            time.sleep(0.002)
         times.append(time.perf_counter() - t)
-    return {"commands": len(times), "command_p50_ms": pct(times, 50) * 1e3, "command_p99_ms": pct(times, 99) * 1e3}
+    return {"commands": len(times), "command_p50_ms": pct(times, 50) * 1e3, "command_p99_ms": pct(times, 99) * 1e3,
+            "commands_not_applied_in_10s": missed}
 
 
 def bench_fleet(url: str | None, base: Path, runs: int, per_run: int) -> dict[str, Any]:
