@@ -80,6 +80,8 @@ class Failures:
                 text = record.getMessage()
             except Exception:  # a record whose arguments do not format: its template says enough
                 text = str(record.msg)
+            if self.reason and "due to timeout, max retries or shutdown" in text:
+                return  # the SDK's last word on a batch: the cause it said before is the one worth saying
             self.reason = safe_text(scrub_url(text, self._url), one_line=True, join=True, limit=200)
 
     def failed(self, what: str) -> None:
