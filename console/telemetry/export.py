@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import secrets
 import socket
 import threading
@@ -82,7 +83,7 @@ class Failures:
                 text = str(record.msg)
             if self.reason and "due to timeout, max retries or shutdown" in text:
                 return  # the SDK's last word on a batch: the cause it said before is the one worth saying
-            self.reason = safe_text(scrub_url(text, self._url), one_line=True, join=True, limit=200)
+            self.reason = _cause(text) or safe_text(scrub_url(text, self._url), one_line=True, join=True, limit=160)
 
     def failed(self, what: str) -> None:
         with self._lock:
@@ -92,6 +93,22 @@ class Failures:
             self._say(f"telemetry: the collector at {self.shown} did not take {what}{why}; the run goes on, what "
                       f"does not get through is counted (turn telemetry off with [telemetry] enabled = false in the "
                       f"config file, or unset OTEL_EXPORTER_OTLP_ENDPOINT)")
+
+
+_CODE = re.compile(r"\bcode: (\d{3})\b")
+
+
+def _cause(text: str) -> str:
+    """The SDK's log line as the operator's few words: what the collector did (not the transport's repr)."""
+    if "Connection refused" in text or "Failed to establish" in text or "NewConnectionError" in text:
+        return "connection refused"
+    if "timed out" in text.lower() or "Timeout" in text:
+        return "no answer in time"
+    if "Name or service not known" in text or "NameResolutionError" in text:
+        return "its host name does not resolve"
+    if (code := _CODE.search(text)) is not None:
+        return f"HTTP {code.group(1)}"
+    return ""
 
 
 class _Reasons(logging.Handler):

