@@ -100,6 +100,7 @@ class TraceFold:
         self.model = ""
         self.job_cost: float | None = None
         self.run_attrs = {P + "run.id": run_id, P + "job": job, "gen_ai.agent.name": job}
+        self.finished = False
         self.counts = {"turns": 0, "tool_calls": 0, "denials": 0, "tool_errors": 0, "needs_you": 0, "restarts": 0}
 
     # -- helpers -------------------------------------------------------------------------------------------------
@@ -131,6 +132,8 @@ class TraceFold:
 
     # -- the fold ------------------------------------------------------------------------------------------------
     def __call__(self, e: ev.EventBase) -> None:
+        if self.finished:
+            return  # after run_ended (a channel's failure said as the process closes): no second run span
         if self.run is None:
             self._start_run(e.ts)
         if self.turn is not None and not isinstance(e, ev.TurnStarted | ev.SessionStarted | ev.SessionEnded
@@ -333,6 +336,7 @@ class TraceFold:
     def end_run(self, ts: datetime | None, e: ev.RunEnded | None = None) -> None:
         """The run span's end: at ``run_ended``, or when the process closes without one (its time then: now)."""
         run, self.run = self.run, None
+        self.finished = True
         if run is None:
             return
         if ts is None:

@@ -187,3 +187,27 @@ def test_a_failing_collector_is_said_once_with_its_cause_and_no_secret_of_its_ur
     for _ in range(5):
         failures.failed("12 spans")
     assert len(said) == 1 and "(connection refused)" in said[0] and "pa55word" not in said[0]
+
+
+def test_an_event_after_the_run_ended_makes_no_second_run_span() -> None:
+    from datetime import UTC, datetime
+
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from console.engine import events as ev
+    from console.telemetry.fold import Instruments, TraceFold
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    fold = TraceFold(provider.get_tracer("t"), Instruments(MeterProvider().get_meter("t")), Scrubber({}),
+                     content=False, run_id="abcde", job="j")
+    ts = datetime(2026, 11, 30, tzinfo=UTC)
+    fold(ev.SessionStarted(ts=ts, seq=1, session=1, provider="p", model="m"))
+    fold(ev.RunEnded(ts=ts, seq=2, session=1, reason="completed", outcome="completed"))
+    fold(ev.ErrorEvent(ts=ts, seq=3, session=1, message="a channel failed", where="notify"))
+    fold.end_run(None)
+    assert [s.name for s in spans.get_finished_spans()] == ["session 1", "invoke_agent j"]
