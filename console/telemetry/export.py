@@ -322,10 +322,13 @@ class Telemetry:
         f = self.failures
         ended = self.ended.count
         lost = max(0, ended - f.spans_sent)
-        if lost or f.metric_failed:
+        metrics_stuck = threads[1].is_alive()  # its last export had no answer within the bound
+        if lost or f.metric_failed or metrics_stuck:
             parts = [f"{lost} of {ended} spans"] if lost else []
             if f.metric_failed:
                 parts.append(f"{f.metric_failed} of {f.metric_exports} metric exports")
+            if metrics_stuck:
+                parts.append("the last metrics (no answer in time)")
             self.say(f"telemetry: {' and '.join(parts)} did not reach the collector at {f.shown}")
 
     @staticmethod
