@@ -61,10 +61,13 @@ def config(text: str) -> None:
 
 def test_span_and_metric_totals_are_the_events_and_no_text_or_secret_leaves(tmp_path) -> None:
     job = job_with_note(tmp_path)
+    # Priced, so that the cost is a figure to compare (the demo model's is nothing).
+    config('[prices."scripted-agent"]\ninput = 3.0\noutput = 15.0\ncached_input = 0.3\n')
     with Receiver() as receiver:
         run(job, telemetry_env(receiver.endpoint))
     events = events_of(job)
     usage = [e for e in events if isinstance(e, ev.TokenUsage)]
+    assert sum(e.cost_usd or 0 for e in usage) > 0
     calls = [e for e in events if isinstance(e, ev.ToolCalled)]
     turns = [e for e in events if isinstance(e, ev.TurnStarted)]
     assert usage and calls and turns and not receiver.refused
@@ -101,7 +104,7 @@ def test_span_and_metric_totals_are_the_events_and_no_text_or_secret_leaves(tmp_
         e.output_tokens for e in usage)
     assert receiver.last_sum("gen_ai.client.token.usage", {"gen_ai.token.type": "input"}) == sum(
         e.input_tokens for e in usage)
-    assert receiver.last_sum("agent_console.cost") == pytest.approx(sum(e.cost_usd or 0 for e in usage))
+    assert receiver.last_sum("agent_console.cost") == pytest.approx(sum(e.cost_usd or 0 for e in usage), rel=1e-9)
     assert receiver.last_sum("agent_console.turns") == len(turns)
     assert receiver.last_sum("agent_console.tool.calls") == len(calls)
     # The agent read the note (its text is in the log), yet neither it nor the secret is in anything exported.

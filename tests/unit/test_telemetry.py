@@ -211,3 +211,25 @@ def test_an_event_after_the_run_ended_makes_no_second_run_span() -> None:
     fold(ev.ErrorEvent(ts=ts, seq=3, session=1, message="a channel failed", where="notify"))
     fold.end_run(None)
     assert [s.name for s in spans.get_finished_spans()] == ["session 1", "invoke_agent j"]
+
+
+def test_the_test_receiver_is_strict() -> None:
+    import urllib.error
+    import urllib.request
+
+    from tests.otlp_receiver import Receiver
+
+    def post(url: str, body: bytes, ctype: str) -> int:
+        request = urllib.request.Request(url, data=body, headers={"Content-Type": ctype}, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                return int(answer.status)
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    with Receiver() as receiver:
+        assert post(receiver.endpoint + "/v1/traces", b"\xff\xff\xff", "application/x-protobuf") == 400
+        assert post(receiver.endpoint + "/v1/traces", b"", "application/json") == 415
+        assert post(receiver.endpoint + "/v1/logs", b"", "application/x-protobuf") == 404
+        assert post(receiver.endpoint + "/v1/traces", b"", "application/x-protobuf") == 200  # an empty request
+    assert len(receiver.refused) == 3 and len(receiver.traces) == 1
