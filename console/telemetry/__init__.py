@@ -44,11 +44,15 @@ def attach(sup: Any, paths: JobPaths, say: Callable[[str], None]) -> Telemetry |
         return None
     from console.engine.runs import job_name
     from console.engine.seal import Seal
+    from console.engine.url_secrets import url_secrets
     from console.telemetry.export import Telemetry
 
+    # The config file's secrets too (a key or a store password given there, not in the environment).
+    secrets = [k.get_secret_value() for k in (settings.openai_api_key, settings.anthropic_api_key) if k is not None]
+    secrets += url_secrets(settings.store_url)
     try:
         telemetry = Telemetry(chosen, paths, Seal.of(settings.data_dir), run_id=paths.run_id,
-                              job=job_name(paths.root), say=say, clock=sup.clock)
+                              job=job_name(paths.root), say=say, clock=sup.clock, hidden=secrets)
     except (ValueError, OSError) as exc:
         say(f"telemetry: not started: {exc}; the run goes on without it")
         return None

@@ -238,7 +238,7 @@ class Telemetry:
 
     def __init__(self, plan: Plan, paths: JobPaths, seal: Seal, *, run_id: str, job: str,
                  say: Callable[[str], None], environ: Mapping[str, str] | None = None,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, hidden: Sequence[str] = ()) -> None:
         environ = os.environ if environ is None else environ
         self.plan = plan
         self.say = say
@@ -275,7 +275,7 @@ class Telemetry:
                                                     export_interval_millis=interval,
                                                     export_timeout_millis=plan.export_timeout * 1000)
         self.meter_provider = MeterProvider(resource=resource, metric_readers=[self.reader], shutdown_on_exit=False)
-        scrub = Scrubber(environ, plan.secrets)
+        scrub = Scrubber(environ, [*plan.secrets, *hidden])
         self.fold = TraceFold(self.tracer_provider.get_tracer("agent_console"),
                               Instruments(self.meter_provider.get_meter("agent_console")), scrub,
                               content=plan.content, run_id=run_id, job=job, parent=parent)

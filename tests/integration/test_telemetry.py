@@ -22,13 +22,14 @@ from tests.otlp_receiver import Receiver, all_strings, attrs, closed_port
 
 SECRET = "s3cr3t-Staging-Token-9f8e7d6c5b4a"
 MARKER = "KICKOFF-NOTE-MARKER-4471"  # text of a tool result (the agent reads the note)
+CONFIG_SECRET = "cfg-held-ProviderKey-51a2b3"  # a provider key given in the config file, not the environment
 
 
 def job_with_note(tmp_path: Path) -> Path:
     job = tmp_path / "job"
     shutil.copytree(SAMPLES / "quickstart", job)
     note = job / "notes" / "2026-03-02-kickoff.md"
-    note.write_text(note.read_text() + f"\n{MARKER}: the staging token is {SECRET}\n")
+    note.write_text(note.read_text() + f"\n{MARKER}: the staging token is {SECRET}, the key {CONFIG_SECRET}\n")
     return job
 
 
@@ -117,11 +118,12 @@ def test_span_and_metric_totals_are_the_events_and_no_text_or_secret_leaves(tmp_
 def test_content_is_exported_only_when_the_operator_opts_in_and_never_a_secret(tmp_path) -> None:
     job = job_with_note(tmp_path)
     with Receiver() as receiver:
-        config(f'[telemetry]\nendpoint = "{receiver.endpoint}"\ncontent = true\n')
+        config(f'openai_api_key = "{CONFIG_SECRET}"\n[telemetry]\nendpoint = "{receiver.endpoint}"\ncontent = true\n')
         run(job, telemetry_env(None))
     strings = list(all_strings(receiver))
     assert [s for s in strings if MARKER in s]  # the result's text is there: the operator asked for it
-    assert not [s for s in strings if SECRET in s]  # never the secret (the environment's, scrubbed)
+    # Never a secret: the environment's, nor a key the config file holds.
+    assert not [s for s in strings if SECRET in s or CONFIG_SECRET in s]
     assert receiver.spans() and not receiver.refused
 
 
