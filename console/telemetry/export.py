@@ -310,7 +310,9 @@ class Telemetry:
         one line if anything did not get through."""
         with self._lock, contextlib.suppress(Exception):  # a fold that broke: its spans are what they are
             self.fold.end_run(None)
-        deadline = time.monotonic() + self.plan.export_timeout
+        # A collector that already failed this run is not waited on for long: its last export would fail as well.
+        wait = min(1.0, self.plan.export_timeout) if self.failures.said else self.plan.export_timeout
+        deadline = time.monotonic() + wait
         threads = [threading.Thread(target=self._shutdown, args=(fn,), daemon=True, name=f"otel-{name}")
                    for name, fn in (("traces", self.tracer_provider.shutdown),
                                     ("metrics", lambda: self.meter_provider.shutdown(

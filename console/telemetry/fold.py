@@ -99,7 +99,8 @@ class TraceFold:
         self.provider = ""
         self.model = ""
         self.job_cost: float | None = None
-        self.run_attrs = {P + "run.id": run_id, P + "job": job, "gen_ai.agent.name": job}
+        self.run_attrs = {P + "run.id": run_id, P + "job": job, "gen_ai.agent.name": job,
+                          "gen_ai.conversation.id": run_id}
         self.finished = False
         self.counts = {"turns": 0, "tool_calls": 0, "denials": 0, "tool_errors": 0, "needs_you": 0, "restarts": 0}
 
