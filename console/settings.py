@@ -172,6 +172,44 @@ class ServeSettings(BaseModel):
         return check_public_url(value)
 
 
+class TelemetrySettings(BaseModel):
+    """``[telemetry]``: the run's traces and metrics over OTLP (console.telemetry). The operator's config only: a
+    job.toml has no [telemetry] (a job folder must never turn it on, point it elsewhere or opt into its content).
+    The standard ``OTEL_*`` variables (``OTEL_EXPORTER_OTLP_ENDPOINT``, ``_HEADERS``, ``_PROTOCOL``, ``_TIMEOUT``,
+    ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_SDK_DISABLED``) win over these keys, as the SDK
+    reads them. ``enabled``: None, on when an endpoint is set (here or in the environment); false, off whatever the
+    environment says. ``content``: prompt and result text in the spans (scrubbed of secrets); off by default."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    enabled: bool | None = None
+    endpoint: str | None = None
+    # Sent with every export (an API key for a hosted backend): never shown, never in an event.
+    headers: dict[str, str] = Field(default_factory=dict)
+    protocol: Literal["http/protobuf", "grpc"] = "http/protobuf"
+    service_name: str = Field(default="agent-console", min_length=1, max_length=200)
+    content: bool = False
+    # Seconds one export may take (a slow collector): the run never waits on it; the process's end waits at most
+    # this long for what is still queued.
+    export_timeout: float = Field(default=5.0, gt=0, le=60)
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(value.strip())
+        except ValueError:
+            parts = None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+            # The value is not repeated: an endpoint may carry a token.
+            raise ValueError("not an http:// or https:// URL with a host, such as http://localhost:4318")
+        return value.strip()
+
+
 NOTIFY_ENV = {"urls": "AGENT_CONSOLE_NOTIFY_URLS", "on_end": "AGENT_CONSOLE_NOTIFY_ON_END",
               "remind_minutes": "AGENT_CONSOLE_NOTIFY_REMIND_MINUTES"}
 TRUE_WORDS, FALSE_WORDS = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
@@ -340,6 +378,8 @@ class Settings(BaseSettings):
     kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)
     # Where serve is reached, for the notifications' action links ([serve] public_url, link_ttl_hours).
     serve: ServeSettings = Field(default_factory=ServeSettings)
+    # The run's traces and metrics over OTLP ([telemetry] endpoint, content...; see TelemetrySettings).
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     # The jobs store: unset, the embedded one (jobs.db in the data dir); a postgresql:// URL, a PostgreSQL server
     # that every machine of a team points at (runs, events, commands). A secret: its password is never shown.
     store: SecretStr | None = None

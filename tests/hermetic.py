@@ -45,7 +45,7 @@ APP_NAME = "agent-console"
 # Set in the environment of every process of an isolated session: its temporary folder (a worker, or a pytest a
 # test starts, finds it and stays inside). Not an AGENT_CONSOLE_ name: those are all removed.
 MARK = "HERMETIC_TESTS_TOP"
-REMOVED_PREFIXES = ("AGENT_CONSOLE_", "OPENAI_", "ANTHROPIC_", "APPRISE_", "PG", "XDG_")
+REMOVED_PREFIXES = ("AGENT_CONSOLE_", "OPENAI_", "ANTHROPIC_", "APPRISE_", "PG", "XDG_", "OTEL_")
 # The operator's other ways out: a kube config, git's global config, agents holding their keys, a session bus.
 REMOVED = ("KUBECONFIG", "GIT_CONFIG_GLOBAL", "GIT_DIR", "GIT_WORK_TREE", "SSH_AUTH_SOCK", "GPG_AGENT_INFO",
            "DBUS_SESSION_BUS_ADDRESS")

@@ -335,7 +335,7 @@ def failed_past_the_engine(paths: Any, store: Any, clock: Any, exc: Exception) -
 def _run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool, notify: tuple[str, ...],
                   notify_on_end: bool, notify_remind: tuple[float, ...] | None, watch: Any, made: bool = False,
                   again: str = "") -> int:
-    notifier = None
+    notifier = telemetry = None
     try:
         from console.engine.supervisor import JobBusy
         from console.headless import HeadlessLog, use_color
@@ -346,6 +346,10 @@ def _run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool,
         story = HeadlessLog(sys.stdout, color=use_color(sys.stdout), run_id=paths.run_id, provider=sup.provider.name)
         sup.subscribe(story, deferred=True, text=False)
         notifier = _notifier(sup, paths, notify, notify_on_end, notify_remind)
+        # OTLP traces and metrics when the operator turned them on (console.telemetry): said on stderr, never an event.
+        from console.telemetry import attach
+
+        telemetry = attach(sup, paths, err)
         interrupts = 0
         signal_name: str | None = None  # the first signal that stopped the run: an interrupt, not an operator stop
         def before_hard_exit() -> None:
@@ -383,6 +387,8 @@ def _run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool,
             raise
         if notifier is not None:
             notifier.close()
+        if telemetry is not None:
+            telemetry.close()
         err(interrupted_start(paths, made, again, store))
         return EXIT_INTERRUPTED
     try:
@@ -399,6 +405,8 @@ def _run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool,
             signal.signal(sig, handler)
         if notifier is not None:
             notifier.close()
+        if telemetry is not None:
+            telemetry.close()  # bounded: a dead collector does not hold the process
     return _finish(sup, paths, signal_name)
 
 

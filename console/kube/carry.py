@@ -58,6 +58,9 @@ SETTINGS: dict[str, tuple[str, str]] = {
     # so a link from a pod would answer nothing here (its notifications carry the shell's commands only).
     "serve.public_url": (LOCAL, "this machine's serve, for its own runs' action links"),
     "serve.link_ttl_hours": (LOCAL, "this machine's serve, for its own runs' action links"),
+    # Not carried yet: a pod exports no telemetry (its collector would be the cluster's, and its headers a Secret's).
+    **{f"telemetry.{key}": (LOCAL, "this machine's runs' telemetry: a pod exports none yet") for key in (
+        "enabled", "endpoint", "headers", "protocol", "service_name", "content", "export_timeout")},
     "kubernetes.ttl_after_finished": (LOCAL, "the submitting machine's: the Job's ttlSecondsAfterFinished"),
     "store": (SECRET, "AGENT_CONSOLE_STORE: in the Secret when the URL holds a password, else a plain variable; "
                       "none: the embedded store on the pod's volume"),
