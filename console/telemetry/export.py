@@ -74,6 +74,7 @@ class Failures:
         self.metric_failed = 0
         self.said = False
         self.reason = ""
+        self.closing = False  # the run has ended: its last exports are being sent (a failure then is its end's)
 
     def reason_from(self, record: logging.LogRecord) -> None:
         if record.levelno >= logging.WARNING:
@@ -90,9 +91,14 @@ class Failures:
             first, self.said = not self.said, True
         if first:
             why = f" ({self.reason})" if self.reason else ""
-            self._say(f"telemetry: the collector at {self.shown} did not take {what}{why}; the run goes on, what "
-                      f"does not get through is counted (turn telemetry off with [telemetry] enabled = false in the "
-                      f"config file, or unset OTEL_EXPORTER_OTLP_ENDPOINT)")
+            off = ("turn telemetry off with [telemetry] enabled = false in the config file, or unset "
+                   "OTEL_EXPORTER_OTLP_ENDPOINT")
+            if self.closing:  # the run has ended: nothing goes on to count
+                self._say(f"telemetry: as the run ended, the collector at {self.shown} did not take {what}{why} "
+                          f"({off})")
+            else:
+                self._say(f"telemetry: the collector at {self.shown} did not take {what}{why}; the run goes on, "
+                          f"what does not get through is counted ({off})")
 
 
 _CODE = re.compile(r"\bcode: (\d{3})\b")
@@ -310,6 +316,7 @@ class Telemetry:
         one line if anything did not get through."""
         with self._lock, contextlib.suppress(Exception):  # a fold that broke: its spans are what they are
             self.fold.end_run(None)
+        self.failures.closing = True
         # A collector that already failed this run is not waited on for long: its last export would fail as well.
         wait = min(1.0, self.plan.export_timeout) if self.failures.said else self.plan.export_timeout
         deadline = time.monotonic() + wait

@@ -187,6 +187,21 @@ def test_a_failing_collector_is_said_once_with_its_cause_and_no_secret_of_its_ur
     for _ in range(5):
         failures.failed("12 spans")
     assert len(said) == 1 and "(connection refused)" in said[0] and "pa55word" not in said[0]
+    assert "; the run goes on, what does not get through is counted" in said[0]
+
+
+def test_a_first_failure_at_the_runs_end_does_not_say_the_run_goes_on() -> None:
+    """Found by hand: a short run's first export fails as it ends; the line said "the run goes on" under its end."""
+    from console.telemetry.export import Failures
+
+    said: list[str] = []
+    failures = Failures(said.append, "http://127.0.0.1:9", None)
+    failures.closing = True
+    failures.failed("153 spans")
+    assert said == ["telemetry: as the run ended, the collector at http://127.0.0.1:9 did not take 153 spans (turn "
+                    "telemetry off with [telemetry] enabled = false in the config file, or unset "
+                    "OTEL_EXPORTER_OTLP_ENDPOINT)"]
+    assert "goes on" not in said[0]
 
 
 def test_an_event_after_the_run_ended_makes_no_second_run_span() -> None:
