@@ -11,24 +11,25 @@ from pathlib import Path
 
 from console.cli import main
 from console.engine import events as ev
+from console.engine import log_file
 from console.engine.events import log
 
 
 def test_line_end_is_past_the_last_whole_line(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
-    assert log.line_end(path) == 0  # no log
+    assert log_file.line_end(path) == 0  # no log
     path.write_bytes(b"")
-    assert log.line_end(path) == 0
+    assert log_file.line_end(path) == 0
     path.write_bytes(b'{"a":1}\n{"b":2}\n')
-    assert log.line_end(path) == 16
+    assert log_file.line_end(path) == 16
     path.write_bytes(b'{"a":1}\n{"b":2}\n{"c":')  # a line being written: not past it
-    assert log.line_end(path) == 16
+    assert log_file.line_end(path) == 16
     path.write_bytes(b"x" * 200_000)  # no newline at all, longer than a step back
-    assert log.line_end(path) == 0
+    assert log_file.line_end(path) == 0
     path.write_bytes(b"a\n" + b"y" * 150_000)  # the last newline more than two steps back
-    assert log.line_end(path) == 2
+    assert log_file.line_end(path) == 2
     os.mkfifo(tmp_path / "pipe")
-    assert log.line_end(tmp_path / "pipe") == 0  # never blocks on a pipe
+    assert log_file.line_end(tmp_path / "pipe") == 0  # never blocks on a pipe
 
 
 def test_a_command_on_a_live_run_reads_only_what_follows_it(make_job, capsys, monkeypatch) -> None:

@@ -75,10 +75,10 @@ def cmd_control(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     offset = 0
     if args.wait > 0 and pid is not None:
-        from console.engine import events as ev  # only to read the run's answer
+        from console.engine.log_file import line_end  # (not the events: their import would delay the command)
 
         # Its answer can only follow the command: read from the log's end now, never the whole log (any size).
-        offset = ev.line_end(paths.events)
+        offset = line_end(paths.events)
     try:
         cmd = write_inbox(paths, body, source="cli")
     except OSError as exc:  # the inbox is full (no run reads it) or cannot be written
@@ -92,6 +92,8 @@ def cmd_control(args: argparse.Namespace) -> int:
             f"(agent-console resume {paths.run_id})")
         return EXIT_OK
     import time
+
+    from console.engine import events as ev  # only to read the run's answer
 
     deadline = time.monotonic() + args.wait
     while time.monotonic() < deadline:

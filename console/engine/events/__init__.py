@@ -32,7 +32,7 @@ from console.engine.events.guardrails import (
     PolicyInfo,
     StuckDetected,
 )
-from console.engine.events.log import copy_events, damaged_lines, last_seq, line_end, read_events, read_new, seq_of
+from console.engine.events.log import copy_events, damaged_lines, last_seq, read_events, read_new, seq_of
 from console.engine.events.plan import PhaseTransition, PlanChanged, TodoItemRecord, TodoRefused, TodosChanged
 from console.engine.events.registry import EVENT_ADAPTER, IN_PROCESS_ONLY, Event, parse_event
 from console.engine.events.run import (
@@ -124,7 +124,6 @@ __all__ = [
     "copy_events",
     "damaged_lines",
     "last_seq",
-    "line_end",
     "parse_event",
     "read_events",
     "read_new",

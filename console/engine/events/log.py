@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
 
 from pydantic import ValidationError
 
 from console.engine.events.base import EventBase
 from console.engine.events.registry import parse_event
+from console.engine.log_file import open_log as _open_log
 
 
 def read_events(path: Path) -> Iterator[EventBase]:
@@ -33,18 +32,6 @@ def read_events(path: Path) -> Iterator[EventBase]:
                 yield parse_event(raw.decode("utf-8", "replace"))
             except (ValidationError, ValueError, RecursionError):
                 continue
-
-
-def _open_log(path: Path) -> BinaryIO | None:
-    """The log opened for reading, or None; never blocks (a named pipe there is not a log)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        return None
-    return os.fdopen(fd, "rb")
 
 
 def read_new(path: Path, offset: int, limit: int = -1) -> tuple[list[EventBase], int]:
@@ -73,25 +60,6 @@ def read_new(path: Path, offset: int, limit: int = -1) -> tuple[list[EventBase],
             except (ValidationError, ValueError, RecursionError):
                 continue
     return out, offset + end + 1
-
-
-def line_end(path: Path) -> int:
-    """The offset just past the log's last whole line (0 without a log): where :func:`read_new` starts to read only
-    what is appended from now on (a command's answer), without reading the log before it (issue 37: a command was
-    confirmed in 1.8 s past 100k events, reading them all)."""
-    fh = _open_log(path)
-    if fh is None:
-        return 0
-    with fh:
-        end = fh.seek(0, os.SEEK_END)
-        while end > 0:  # back over the line being written now, if any (a line can be longer than one step)
-            start = max(0, end - 65536)
-            fh.seek(start)
-            found = fh.read(end - start).rfind(b"\n")
-            if found >= 0:
-                return start + found + 1
-            end = start
-    return 0
 
 
 def last_seq(path: Path) -> int:
