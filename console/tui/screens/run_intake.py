@@ -21,6 +21,7 @@ from textual.message import Message
 from textual.message_pump import MessagePump
 
 from console.engine import events as ev
+from console.engine.job import JobPaths
 from console.outcome import EXIT_OK
 from console.tui.bridge import EventBridge
 from console.tui.commands import Controller
@@ -28,6 +29,7 @@ from console.tui.follow import Cancellable, Folded, follow_log
 from console.tui.messages import HistoryFolded, HistoryReady, RunnerState
 from console.tui.screens.run_context import RunContext
 from console.view.state import EXPERIENCES, FEEDBACK, GAUGE, GUARDS, PLAN, RESTART, STATUS, TODOS, ConsoleState
+from console.view.state.kept import Kept
 
 DRAIN_INTERVAL = 1 / 30  # the UI absorbs events in batches at most this often
 DRAIN_BUDGET = 0.008  # seconds of folding per batch; a backlog is absorbed in slices, keys act in between
@@ -97,8 +99,10 @@ class LogFollower:
         def on_folded(folded: Folded) -> None:
             feed.post(HistoryFolded(folded))
 
+        # The run's fold kept on disk (console.view.state.kept): a long log's attach folds only its tail.
+        kept = Kept.of_operator(JobPaths(self.events.parent.parent)) if self.controller.follower is None else None
         follow_log(self.events, feed.bridge, self.controller, feed.worker, on_runner, on_history, keep=feed.keep,
-                   make_state=feed.blank_state, on_folded=on_folded)
+                   make_state=feed.blank_state, on_folded=on_folded, kept=kept)
 
     def ended(self) -> None:
         pass
