@@ -189,6 +189,7 @@ def bench_attach(work: Path, events: int, tries: int, size: tuple[int, int], kep
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     times = []
     cpus: list[float] = []
+    cpus_after: list[float] = []  # by 2 s later: what the first read still did after the panes were filled
     rss: list[float] = []
     try:
         for _ in range(tries):
@@ -206,6 +207,7 @@ def bench_attach(work: Path, events: int, tries: int, size: tuple[int, int], kep
                 cpus.append(pty.cpu_seconds())
                 time.sleep(2)  # settled: what it holds afterwards, idle
                 rss.append(pty.rss_mb())
+                cpus_after.append(pty.cpu_seconds())
             finally:
                 pty.kill()
     finally:
@@ -214,10 +216,12 @@ def bench_attach(work: Path, events: int, tries: int, size: tuple[int, int], kep
     p50 = statistics.median(times)
     print(f"attach: panes filled (newest message and todo list on screen) in p50 {p50:.2f} s, "
           f"max {max(times):.2f} s over {tries} tries (goal <= 1 s for 100,000 events; process start included)")
-    print(f"attach: CPU to filled panes p50 {statistics.median(cpus):.2f} s (goal <= 0.5 s), RSS 2 s later p50 "
-          f"{statistics.median(rss):.0f} MB (goal <= 150 MB)")
+    print(f"attach: CPU to filled panes p50 {statistics.median(cpus):.2f} s (goal <= 0.5 s), by 2 s later "
+          f"{statistics.median(cpus_after):.2f} s; RSS 2 s later p50 {statistics.median(rss):.0f} MB (goal <= 150 MB)")
     return {"attach_events": n, "attach_filled_p50_s": round(p50, 3), "attach_filled_max_s": round(max(times), 3),
-            "attach_cpu_p50_s": round(statistics.median(cpus), 3), "attach_rss_p50_mb": round(statistics.median(rss))}
+            "attach_cpu_p50_s": round(statistics.median(cpus), 3),
+            "attach_cpu_2s_later_p50_s": round(statistics.median(cpus_after), 3),
+            "attach_rss_p50_mb": round(statistics.median(rss))}
 
 
 ANSWERER = """

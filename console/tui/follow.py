@@ -9,12 +9,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from console.engine import events as ev
 from console.tui.bridge import EventBridge
 from console.tui.commands import Controller
-from console.view.state.kept import Kept, Resumed, blank_of, fold_lines
+
+if TYPE_CHECKING:  # imported when a long log is first read: the fleet's process never needs it
+    from console.view.state.kept import Kept, Resumed
 
 FOLLOW_INTERVAL = 0.15  # how often the log is polled
 # A log larger than this is shown newest first: its newest messages and the latest state-bearing events at
@@ -138,6 +140,8 @@ def quick_first_read(path: Path, bridge: EventBridge, keep: int, on_history: Cal
         return None
     if size < QUICK_BYTES:
         return None
+    from console.view.state.kept import blank_of, fold_lines
+
     blank = make_state()
     resumed = kept.load(blank) if kept is not None else None
     keep = min(keep, QUICK_KEEP)
@@ -207,6 +211,8 @@ def _resumed(resumed: Resumed, data: bytes, base: int, end: int, newer: list[ev.
              on_folded: Callable[[Folded], None]) -> int:
     """The first read from a kept fold: the log's tail after it folded onto it, handed over (the view adopts it),
     then the newest messages to the bridge (the conversation draws them; the state has them already)."""
+    from console.view.state.kept import fold_lines
+
     state = resumed.state
     events, messages = fold_lines(state, data[resumed.offset - base:end + 1])
     shown = sum(1 for e in newer if isinstance(e, ev.AssistantMessage))

@@ -29,7 +29,6 @@ from console.tui.follow import Cancellable, Folded, follow_log
 from console.tui.messages import HistoryFolded, HistoryReady, RunnerState
 from console.tui.screens.run_context import RunContext
 from console.view.state import EXPERIENCES, FEEDBACK, GAUGE, GUARDS, PLAN, RESTART, STATUS, TODOS, ConsoleState
-from console.view.state.kept import Kept
 
 DRAIN_INTERVAL = 1 / 30  # the UI absorbs events in batches at most this often
 DRAIN_BUDGET = 0.008  # seconds of folding per batch; a backlog is absorbed in slices, keys act in between
@@ -98,6 +97,8 @@ class LogFollower:
 
         def on_folded(folded: Folded) -> None:
             feed.post(HistoryFolded(folded))
+
+        from console.view.state.kept import Kept
 
         # The run's fold kept on disk (console.view.state.kept): a long log's attach folds only its tail.
         kept = Kept.of_operator(JobPaths(self.events.parent.parent)) if self.controller.follower is None else None
