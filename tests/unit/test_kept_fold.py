@@ -310,3 +310,22 @@ def test_an_attach_from_a_kept_fold_parses_only_the_tail_and_the_newest_messages
     follow.quick_first_read(paths.events, bridge, 3, lambda s: pytest.fail("no seed"),  # type: ignore[arg-type]
                             lambda: ConsoleState("job"), lambda f: None, worker, Kept(paths, operator_seal()))
     assert len(parsed) <= tail + len(pushed) < lines // 2
+
+
+def test_the_keeper_folds_a_long_log_a_slice_at_a_time(make_job, clock, monkeypatch) -> None:
+    """A resumed run's keeper with no kept fold folds its log in slices (never the whole log at once), lines longer
+    than a slice too: what it keeps is the whole fold."""
+    paths = make_job("quickstart")
+    assert Supervisor(paths, run_settings(context_window=6_000), ScriptedProvider(clock=clock), clock=clock,
+                      launch=launch()).run().ok
+    data = paths.events.read_bytes()
+    monkeypatch.setattr(kept_mod, "READ_CHUNK", 700)
+    assert max(len(line) for line in data.split(b"\n")) > 700
+    keeper = FoldKeeper(paths, operator_seal())
+    assert keeper.catch_up(force=True) and keeper.offset == len(data)
+    resumed = load(paths, operator_seal(), ConsoleState("job"))
+    assert resumed is not None and resumed.offset == len(data)
+    assert comparable(resumed.state) == comparable(whole(paths))
+    with paths.events.open("ab") as fh:
+        fh.write(data.split(b"\n")[3][:50])  # a line being written: not folded, nor kept, until it is whole
+    assert not keeper.catch_up(force=True) and keeper.offset == len(data)

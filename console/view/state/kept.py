@@ -61,6 +61,7 @@ TAIL_CHECK = 4096  # bytes of the log before ``offset`` the record hashes
 MAX_BYTES = 32 << 20  # a record larger than this is none (it holds a few hundred short items)
 KEEP_EVERY = 512 * 1024  # bytes of log the runner lets grow before it keeps its fold again
 KEEP_CHECK = 2.0  # seconds between its looks at the log's size
+READ_CHUNK = 4 << 20  # bytes of log it folds at a time
 
 
 class GaugeRecord(BaseModel):
@@ -308,8 +309,11 @@ def keep(paths: JobPaths, seal: Seal, state: ConsoleState, blank: Blank, offset:
     digest = tail_digest(paths.events, offset)
     if digest is None:
         return False
-    body = KeptFold(version=VERSION, offset=offset, tail_sha256=digest, events=events, messages=messages,
-                    blank=blank, state=record_of(state)).model_dump_json().encode()
+    try:
+        body = KeptFold(version=VERSION, offset=offset, tail_sha256=digest, events=events, messages=messages,
+                        blank=blank, state=record_of(state)).model_dump_json().encode()
+    except ValueError:  # a state the record cannot hold (none is known): nothing is kept, readers fold the log
+        return False
     mac = seal.mac(SEAL_KIND, paths.root, body)
     try:
         atomic_write_bytes(path_of(paths), mac.encode() + b"\n" + body, durable=False, tmp_dir=paths.state / "tmp")
@@ -381,16 +385,28 @@ class FoldKeeper:
             self.state, self.offset, self.kept, self.events, self.messages = ConsoleState(), 0, 0, 0, 0
         if size - self.kept < (1 if force else KEEP_EVERY):
             return False
-        with open(self.paths.events, "rb") as fh:
-            fh.seek(self.offset)
-            data = fh.read(size - self.offset)
-        end = data.rfind(b"\n")
-        if end < 0:
+        try:
+            with open(self.paths.events, "rb") as fh:
+                fh.seek(self.offset)
+                while self.offset < size:  # a slice at a time: a resumed run's long log is never held whole
+                    data = fh.read(min(READ_CHUNK, size - self.offset))
+                    end = data.rfind(b"\n")
+                    if end < 0:
+                        if len(data) < READ_CHUNK:
+                            break  # the line being written: next time
+                        data += fh.readline()  # a line longer than a slice
+                        end = data.rfind(b"\n")
+                        if end < 0:
+                            break
+                    events, messages = fold_lines(self.state, data[:end + 1])
+                    self.offset += end + 1
+                    self.events += events
+                    self.messages += messages
+                    fh.seek(self.offset)
+        except OSError:
+            return False  # looked at again at the next look (the run never waits on its view's fold)
+        if self.offset == self.kept:
             return False
-        events, messages = fold_lines(self.state, data[:end + 1])
-        self.offset += end + 1
-        self.events += events
-        self.messages += messages
         if keep(self.paths, self.seal, self.state, self.blank, self.offset, self.events, self.messages):
             self.kept = self.offset
             return True
