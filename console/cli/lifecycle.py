@@ -345,6 +345,10 @@ def _run_headless(sup: Any, paths: Any, store: Any, clock: Any, *, runner: bool,
         # agent's time, and a terminal that stops reading does not stop the run).
         story = HeadlessLog(sys.stdout, color=use_color(sys.stdout), run_id=paths.run_id, provider=sup.provider.name)
         sup.subscribe(story, deferred=True, text=False)
+        if sup.launch is not None:  # the view's fold kept every so often: an attach folds only the log's tail
+            from console.view.state.kept import FoldKeeper
+
+            sup.subscribe(FoldKeeper(paths, sup.launch.seal), deferred=True, text=False)
         notifier = _notifier(sup, paths, notify, notify_on_end, notify_remind)
         # OTLP traces and metrics when the operator turned them on (console.telemetry): said on stderr, never an event.
         from console.telemetry import attach

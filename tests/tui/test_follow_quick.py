@@ -36,6 +36,9 @@ class State:
     def apply_all(self, events: list[ev.EventBase]) -> None:
         self.events += events
 
+    def apply(self, event: ev.EventBase) -> None:
+        self.events.append(event)
+
 
 def reference(lines: list[bytes], keep: int) -> tuple[list[int], int]:
     """The line-by-line reading: the indices of the seed lines and where the newest ``keep`` messages start."""

@@ -21,6 +21,7 @@ from textual.message import Message
 from textual.message_pump import MessagePump
 
 from console.engine import events as ev
+from console.engine.job import JobPaths
 from console.outcome import EXIT_OK
 from console.tui.bridge import EventBridge
 from console.tui.commands import Controller
@@ -97,8 +98,12 @@ class LogFollower:
         def on_folded(folded: Folded) -> None:
             feed.post(HistoryFolded(folded))
 
+        from console.view.state.kept import Kept
+
+        # The run's fold kept on disk (console.view.state.kept): a long log's attach folds only its tail.
+        kept = Kept.of_operator(JobPaths(self.events.parent.parent)) if self.controller.follower is None else None
         follow_log(self.events, feed.bridge, self.controller, feed.worker, on_runner, on_history, keep=feed.keep,
-                   make_state=feed.blank_state, on_folded=on_folded)
+                   make_state=feed.blank_state, on_folded=on_folded, kept=kept)
 
     def ended(self) -> None:
         pass
