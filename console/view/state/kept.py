@@ -204,11 +204,35 @@ def record_of(state: ConsoleState) -> FoldRecord:
 def restore(record: FoldRecord, into: ConsoleState) -> ConsoleState:
     """``into`` (a blank state) as the fold ``record`` keeps; its bounded collections bounded as the fold's are."""
     r = record
-    for name in ("provider", "model", "session", "turn", "last_seq", "run_started", "first_started", "last_ts",
-                 "ended_at", "outcome", "outcome_detail", "paused", "stopping", "todos", "restart_pending", "needs",
-                 "acknowledged", "input_tokens", "output_tokens", "cached_tokens", "turns_total", "tool_calls",
-                 "masked_total", "completed_summary", "job_cost", "priced", "price_told", "retry", "last_event"):
-        setattr(into, name, getattr(r, name))
+    into.provider = r.provider
+    into.model = r.model
+    into.session = r.session
+    into.turn = r.turn
+    into.last_seq = r.last_seq
+    into.run_started = r.run_started
+    into.first_started = r.first_started
+    into.last_ts = r.last_ts
+    into.ended_at = r.ended_at
+    into.outcome = r.outcome
+    into.outcome_detail = r.outcome_detail
+    into.paused = r.paused
+    into.stopping = r.stopping
+    into.todos = r.todos
+    into.restart_pending = r.restart_pending
+    into.needs = r.needs
+    into.acknowledged = r.acknowledged
+    into.input_tokens = r.input_tokens
+    into.output_tokens = r.output_tokens
+    into.cached_tokens = r.cached_tokens
+    into.turns_total = r.turns_total
+    into.tool_calls = r.tool_calls
+    into.masked_total = r.masked_total
+    into.completed_summary = r.completed_summary
+    into.job_cost = r.job_cost
+    into.priced = r.priced
+    into.price_told = r.price_told
+    into.retry = r.retry
+    into.last_event = r.last_event
     rg = r.gauge
     into.gauge = GaugeState(used=rg.used, window=rg.window, window_source=rg.window_source, budget=rg.budget,
                             soft=rg.soft, hard=rg.hard, trend=deque(rg.trend, maxlen=TREND_KEEP),
