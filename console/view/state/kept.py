@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from console.engine import events as ev
 from console.engine.atomic import atomic_write_bytes
 from console.engine.job import JobError, JobPaths
-from console.engine.seal import Seal
+from console.engine.seal import Seal, read_record
 from console.view.present.words import Presented
 from console.view.state.fold import ConsoleState
 from console.view.state.parts import (
@@ -267,24 +267,10 @@ def path_of(paths: JobPaths) -> Path:
 
 
 def _read(path: Path, limit: int) -> bytes | None:
-    """A file's bytes (at most ``limit``) without following a link or waiting on a pipe; None: no regular file."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks, left = [], limit + 1
-        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
-        return data if len(data) <= limit else None
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    """A file's bytes (at most ``limit``) without following a link or waiting on a pipe; None: no regular file, or
+    a longer one (the seal's own reader, one byte more to tell)."""
+    data = read_record(path, limit + 1)
+    return data if data is not None and len(data) <= limit else None
 
 
 def tail_digest(log: Path, offset: int) -> str | None:
