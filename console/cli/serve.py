@@ -114,7 +114,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     acting = Acting(settings.store_path, settings.store_url)
     door = LinkDoor(auth, lambda: Seal.of(settings.data_dir), action_links.UsedLinks(settings.data_dir),
                     lambda: list(feed.rows), acting.answer, lambda: datetime.now(UTC), secure=secure,
-                    delivered=acting.delivered)
+                    delivered=acting.delivered, refresh=feed.refresh)
     app = WebApp(auth, feed, secure=secure, links=door, act=acting)
     # -I: textual-serve starts it in this process's working folder, which may be a job folder someone handed the
     # operator: `-m` would import a console/ package planted there first.

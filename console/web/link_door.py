@@ -16,7 +16,7 @@ import asyncio
 import hashlib
 import hmac
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -59,8 +59,12 @@ class LinkDoor:
 
     def __init__(self, auth: Auth, seal: Callable[[], Seal], used: al.UsedLinks, rows: Callable[[], list[FleetRow]],
                  answer: Answer, now: Callable[[], datetime], secure: bool = False,
-                 delivered: Callable[[FleetRow, str], bool] = lambda row, command_id: False) -> None:
+                 delivered: Callable[[FleetRow, str], bool] = lambda row, command_id: False,
+                 refresh: Callable[[], Awaitable[None]] | None = None) -> None:
         self.auth = auth
+        # The fleet read again now (console.web.server.FleetFeed.refresh): the rows are a poll old, and a link
+        # tapped within that poll of its need (or of its run's start) must not be refused for a row not yet read.
+        self.refresh = refresh
         # Whether a link's command reached its run (console.web.acting.Acting.delivered): a link spent by a serve
         # killed before it wrote the command is offered again, to send that same command, never a second one.
         self.delivered = delivered
@@ -101,8 +105,17 @@ class LinkDoor:
                               f"answers (it is {row.state_text} now): nothing was done.", 409)
         return Checked(claim, row)
 
-    async def preview(self, request: web.Request) -> web.StreamResponse:
+    async def _fresh_check(self, request: web.Request) -> Checked | web.Response:
+        """:meth:`_check`; a refusal that a newer reading of the fleet could change (no such run, no longer
+        waiting) is checked again once on a fresh reading before it is said."""
         checked = self._check(request)
+        if isinstance(checked, web.Response) and checked.status in (404, 409) and self.refresh is not None:
+            await self.refresh()
+            checked = self._check(request)
+        return checked
+
+    async def preview(self, request: web.Request) -> web.StreamResponse:
+        checked = await self._fresh_check(request)
         if isinstance(checked, web.Response):
             return checked
         claim, row = checked.claim, checked.row
@@ -127,7 +140,7 @@ class LinkDoor:
         if not (isinstance(offered, str) and kept and hmac.compare_digest(offered.encode(), kept.encode())):
             return self._page("Open the link again", "This answer did not come from the link's own page (or the "
                               "page is more than 15 minutes old): open the link again and press its button.", 403)
-        checked = self._check(request)
+        checked = await self._fresh_check(request)
         if isinstance(checked, web.Response):
             return checked
         claim, row = checked.claim, checked.row

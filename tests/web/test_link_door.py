@@ -165,3 +165,33 @@ def test_a_kill_between_the_spend_and_the_command_sends_the_same_command_once_mo
         assert again.status == 409 and "was used" in await again.text()
 
     serve(tmp_path, test)
+
+
+def test_a_link_tapped_before_the_fleet_was_read_again_is_checked_on_a_fresh_reading(tmp_path: Path) -> None:
+    """Found in CI: the restart's link opened within a poll of the run asking for it got "Already answered" (the
+    fleet's rows were a poll old). A refusal a newer reading could change is checked again on one."""
+    world = World(tmp_path)
+    waiting = world.rows
+    world.rows = [replace(waiting[0], state="running", kind="running", needs=None, pending_seq=0, needs_seq=0)]
+    reads: list[int] = []
+
+    async def refresh() -> None:  # serve's FleetFeed.refresh: the fleet read again now
+        reads.append(1)
+        world.rows = waiting
+
+    async def main() -> None:
+        door = LinkDoor(world.auth, lambda: world.seal, al.UsedLinks(world.data), lambda: world.rows, world.answer,
+                        lambda: world.now, delivered=world.delivered, refresh=refresh)
+        app = WebApp(world.auth, FleetFeed(lambda: ([], "")), poll=0.05, links=door).build()
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            status, body = await press(client, world.link())
+            assert status == 200 and "Approve sent to run r1" in body, body
+            # A link for what truly no longer waits is still refused, after one more reading.
+            world.rows = [replace(waiting[0], pending_seq=0, needs_seq=0, state="running", kind="running",
+                                  needs=None)]
+            waiting[:] = world.rows
+            page = await client.get(f"/a/{world.link(request='restart:77')}")
+            assert page.status == 409 and "Already answered" in await page.text()
+
+    asyncio.run(main())
+    assert len(reads) == 2 and [s[1] for s in world.sent] == ["approve"]

@@ -712,7 +712,10 @@ def test_an_abandoned_keep_alive_stream_is_hung_up(provider: str, tmp_path: Path
             time.sleep(0.05)
         closed = list(server.closed)
     assert result.reason.value == "error"  # the trickle server's 400 after the script
-    assert [r["cause"] for r in logged(paths, "model_retry")] == ["stalled 0.5 s"]
+    # Stalled at least once (the keep-alives); on a machine busy enough to hold the reply's events apart for 0.5 s,
+    # the retry may stall too (CI, beside busy processes): each retry is a stall, never anything else.
+    causes = [r["cause"] for r in logged(paths, "model_retry")]
+    assert causes and set(causes) == {"stalled 0.5 s"}, causes
     assert closed, "the abandoned request was still open 3 s after the run had moved on (and ended)"
     assert_clean(paths.root, capfd)
 
