@@ -106,10 +106,11 @@ class LinkDoor:
         return Checked(claim, row)
 
     async def _fresh_check(self, request: web.Request) -> Checked | web.Response:
-        """:meth:`_check`; a refusal that a newer reading of the fleet could change (no such run, no longer
-        waiting) is checked again once on a fresh reading before it is said."""
+        """:meth:`_check`; a refusal that a newer reading of the fleet could change (no longer waiting, for a link
+        whose seal held: a stranger's made-up links never make the fleet be read) is checked again once on a fresh
+        reading before it is said."""
         checked = self._check(request)
-        if isinstance(checked, web.Response) and checked.status in (404, 409) and self.refresh is not None:
+        if isinstance(checked, web.Response) and checked.status == 409 and self.refresh is not None:
             await self.refresh()
             checked = self._check(request)
         return checked

@@ -192,6 +192,10 @@ def test_a_link_tapped_before_the_fleet_was_read_again_is_checked_on_a_fresh_rea
             waiting[:] = world.rows
             page = await client.get(f"/a/{world.link(request='restart:77')}")
             assert page.status == 409 and "Already answered" in await page.text()
+            # A link for no run here (made up by anyone: its seal is not checked before the run is found) never
+            # makes the fleet be read again.
+            other = al.mint(world.seal, world.folder, "zz9", "approve", request="restart:41", now=world.now)
+            assert (await client.get(f"/a/{other}")).status == 404
 
     asyncio.run(main())
     assert len(reads) == 2 and [s[1] for s in world.sent] == ["approve"]
