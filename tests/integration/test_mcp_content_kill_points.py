@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from console.engine import events as ev
-from console.engine import failpoints
 from console.engine.clock import FakeClock
 from console.engine.job import JobPaths
 from console.engine.supervisor import Supervisor
@@ -27,6 +25,7 @@ from console.providers.scripted import ScriptedProvider
 from console.providers.scripted import ScriptedTurn as T
 from tests.conftest import run_settings
 from tests.integration.test_kill_points import KILLED, replay_from
+from tests.integration.test_mcp_kill_points import kill_at, points
 
 SHOT = "mcp__pics__shot"
 SCRIPT = [T(calls=[C(name="add_note", arguments={"text": "before"})]), T(calls=[C(name=SHOT, arguments={})]),
@@ -59,38 +58,6 @@ def run(root: Path, script: list[T], log: Path) -> None:
                mcp=[Pictures(log)]).run()
 
 
-def points(root: Path, log: Path) -> list[tuple[str, bool]]:
-    seen: list[tuple[str, bool]] = []
-    failpoints.install(lambda name, tear: seen.append((name, tear is not None)))
-    try:
-        run(root, SCRIPT, log)
-    finally:
-        failpoints.install(None)
-    return seen
-
-
-def kill_at(root: Path, n: int, tear: bool, log: Path) -> int:
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        seen = 0
-
-        def hook(name: str, tear_fn: Callable[[], object] | None) -> None:
-            nonlocal seen
-            seen += 1
-            if seen == n:
-                if tear and tear_fn is not None:
-                    tear_fn()
-                os._exit(KILLED)
-
-        failpoints.install(hook)
-        try:
-            run(root, SCRIPT, log)
-        finally:
-            os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
-
-
 def saved(root: Path) -> dict[str, bytes]:
     out = root / "mcp-output"
     return {str(p.relative_to(root)): p.read_bytes() for p in out.rglob("*") if p.is_file()} if out.exists() else {}
@@ -100,7 +67,7 @@ def test_a_kill_at_any_write_leaves_no_saved_file_the_agent_is_not_told_of(make_
     base = make_job()
     probe = tmp_path / "probe"
     shutil.copytree(base.root, probe)
-    found = points(probe, tmp_path / "probe.log")
+    found = points(lambda: run(probe, SCRIPT, tmp_path / "probe.log"))
     assert sorted(saved(probe).values()) == sorted(IMAGES)  # the uninterrupted run saves both
     saves = [n for n, (name, _) in enumerate(found, 1) if name.startswith("mcp save ")]
     assert len(saves) == 2  # each image is a point of its own
@@ -109,7 +76,7 @@ def test_a_kill_at_any_write_leaves_no_saved_file_the_agent_is_not_told_of(make_
     for n, tear in cases:
         root, log = tmp_path / f"k{n}{'t' if tear else ''}", tmp_path / f"k{n}{'t' if tear else ''}.log"
         shutil.copytree(base.root, root)
-        assert kill_at(root, n, tear, log) == KILLED
+        assert kill_at(lambda root=root, log=log: run(root, SCRIPT, log), n, tear) == KILLED
         run(root, replay_from(root, SCRIPT), log)
         at = f"kill at {n} ({found[n - 1][0]}{', torn' if tear else ''})"
         sent = log.read_text().splitlines() if log.exists() else []

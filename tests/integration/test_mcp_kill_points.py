@@ -58,17 +58,20 @@ def run(root: Path, script: list[T], log: Path) -> None:
                mcp=[Counting(log)]).run()
 
 
-def points(root: Path, log: Path) -> list[tuple[str, bool]]:
+def points(go: Callable[[], None]) -> list[tuple[str, bool]]:
+    """Every failpoint ``go`` (a whole run) passes, in order, and whether it can tear its write."""
     seen: list[tuple[str, bool]] = []
     failpoints.install(lambda name, tear: seen.append((name, tear is not None)))
     try:
-        run(root, SCRIPT, log)
+        go()
     finally:
         failpoints.install(None)
     return seen
 
 
-def kill_at(root: Path, n: int, tear: bool, log: Path) -> int:
+def kill_at(go: Callable[[], None], n: int, tear: bool) -> int:
+    """``go`` in a forked child killed (os._exit) at its ``n``th failpoint, its write torn first if ``tear``; the
+    child's exit code."""
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
         seen = 0
@@ -83,7 +86,7 @@ def kill_at(root: Path, n: int, tear: bool, log: Path) -> int:
 
         failpoints.install(hook)
         try:
-            run(root, SCRIPT, log)
+            go()
         finally:
             os._exit(0)
     _, status = os.waitpid(pid, 0)
@@ -94,14 +97,14 @@ def test_a_kill_at_any_write_never_sends_an_mcp_call_twice(make_job, tmp_path: P
     base = make_job()
     probe = tmp_path / "probe"
     shutil.copytree(base.root, probe)
-    found = points(probe, tmp_path / "probe.log")
+    found = points(lambda: run(probe, SCRIPT, tmp_path / "probe.log"))
     assert (tmp_path / "probe.log").read_text() == "now\n"  # the uninterrupted run asks once
     cases = [(n, False) for n in range(1, len(found) + 1)] + [(n, True) for n, (_, t) in enumerate(found, 1) if t]
     unknown = answered = 0
     for n, tear in cases:
         root, log = tmp_path / f"k{n}{'t' if tear else ''}", tmp_path / f"k{n}{'t' if tear else ''}.log"
         shutil.copytree(base.root, root)
-        assert kill_at(root, n, tear, log) == KILLED
+        assert kill_at(lambda root=root, log=log: run(root, SCRIPT, log), n, tear) == KILLED
         run(root, replay_from(root, SCRIPT), log)
         sent = log.read_text().splitlines() if log.exists() else []
         mine = [e for e in ev.read_events(root / ".console" / "events.jsonl")
