@@ -100,7 +100,13 @@ class LinkDoor:
             if exc.why != "expired":
                 self.auth.failed(client)
             return self._page("This link does not work", str(exc), 410 if exc.why == "expired" else 403)
-        if current_request(row, claim.action) != claim.request:
+        now_asked = current_request(row, claim.action)
+        if now_asked != claim.request:
+            if now_asked is not None:  # the same kind of request again, a newer one (a restart into the next session)
+                return self._page("Already answered", f"Run {row.id} ({row.job}) was answered and has asked again "
+                                  f"since this link was sent (it is {row.state_text} now): this link answers the "
+                                  "earlier request, and nothing was done. The fleet's page or the newer "
+                                  "notification answers the new one.", 409)
             return self._page("Already answered", f"Run {row.id} ({row.job}) no longer waits for what this link "
                               f"answers (it is {row.state_text} now): nothing was done.", 409)
         return Checked(claim, row)

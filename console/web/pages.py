@@ -70,9 +70,16 @@ def row_view(row: FleetRow) -> RowView:
     return RowView(id=shown(row.id, 64), job=shown(row.job, 80), state=shown(row.state_text, 40), kind=row.kind,
                    phase=shown(row.phase, 20), ctx="" if row.ctx is None else present.fill(row.ctx),
                    cost=" ".join(filter(None, ("" if row.cost is None else present.cost(row.cost),
-                                               run_today(row.today, row.cost)))), last=shown(row.last),
+                                               run_today(row.today, row.cost)))), last=_last(row),
                    need=shown(row.need_line), host=shown(row.host, 80),
                    actions=tuple((a, label) for a, label in WEB_ACTIONS if applies(a, row)))
+
+
+def _last(row: FleetRow) -> str:
+    """The row's last event, unless it is the need the row already says (on a phone, the same sentence twice)."""
+    if row.needs and row.needs_message and row.needs_message in row.last:
+        return ""
+    return shown(row.last)
 
 
 def render(name: str, **context: Any) -> str:

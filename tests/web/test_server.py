@@ -356,3 +356,18 @@ def test_a_page_asked_before_the_fleets_first_reading_waits_for_it() -> None:
             assert 'id="run-r1"' in await (await page).text()
 
     asyncio.run(main())
+
+
+def test_a_need_is_said_once_on_its_runs_card() -> None:
+    """Found trying it on a phone: a run waiting for its approval said the need, then the same sentence again as its
+    last event. The last event is shown unless it is the need the card already says."""
+    from console.web.pages import row_view
+
+    message = "the context is full (9,043 tokens): approve the restart into session 3, or deny it to end the run"
+    waiting = row(state="needs you: approval", kind="needs", needs="restart_approval", needs_message=message,
+                  needs_since="08:46", last=f"⚑ NEEDS YOU (restart approval): {message}")
+    view = row_view(waiting)
+    assert message in view.need and view.last == ""
+    # Another last event is still shown beside the need; a run that needs nothing shows its last event.
+    assert row_view(replace(waiting, last="tool call read_file")).last == "tool call read_file"
+    assert row_view(row()).last == "tool call read_file"
