@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -197,6 +198,9 @@ def _plan(args: argparse.Namespace) -> tuple[Any, str | None, list[tuple[str, st
         (secret_env if carry.has_password(store) else env)[carry.STORE_ENV] = store
     if notify:
         secret_env[carry.NOTIFY_ENV] = " ".join(notify)
+    telemetry_plain, telemetry_secret = carry.telemetry_env(settings, os.environ)
+    env.update(telemetry_plain)
+    secret_env.update(telemetry_secret)
     key = None
     if registry.PROVIDERS[rs.provider].needs_key:
         key = KeyRef(env=f"AGENT_CONSOLE_{rs.provider.upper()}_API_KEY",
@@ -217,6 +221,16 @@ def _plan(args: argparse.Namespace) -> tuple[Any, str | None, list[tuple[str, st
                    annotations=annotations, tmp_size=args.tmp_size,
                    ttl_after_finished=(settings.kubernetes.ttl_after_finished if args.ttl_after_finished is None
                                        else args.ttl_after_finished)), store, secrets
+
+
+def _telemetry_endpoint(settings: Any) -> str | None:
+    """Where the pod's telemetry goes (as carried: the variable's, else the config's), None when it exports none."""
+    from console.telemetry.plan import DEFAULT_ENDPOINT, ENDPOINT_VARS, plan
+
+    if plan(settings.telemetry, os.environ) is None:
+        return None
+    return next((os.environ[v].strip() for v in ENDPOINT_VARS if os.environ.get(v, "").strip()),
+                settings.telemetry.endpoint or DEFAULT_ENDPOINT)
 
 
 def dump_yaml(objs: list[dict[str, Any]]) -> str:
@@ -242,10 +256,15 @@ def cmd_submit(args: argparse.Namespace) -> int:
     except RecursionError:
         raise UsageError(f"{args.job}: a job or settings file is nested too deeply to be read") from None
     from console.kube import carry
+    from console.settings import load_settings
 
     if store and carry.store_is_local(store):
         err("warning: the store URL names this machine (localhost): in a pod it names the pod itself; give the "
             "database's address as the cluster reaches it")
+    if (endpoint := _telemetry_endpoint(load_settings())) and carry.store_is_local(endpoint):
+        err("warning: the telemetry endpoint names this machine (localhost): in a pod it names the pod itself, and "
+            "the run's spans and metrics go nowhere; give the collector's address as the cluster reaches it "
+            "([telemetry] endpoint or OTEL_EXPORTER_OTLP_ENDPOINT)")
     if unpinned(run.image):
         err(f"warning: the image {run.image} is not pinned (no tag, or :latest, and no @sha256 digest): a pod "
             "replaced later may run another build; give --image with a version tag or a digest")
@@ -271,7 +290,8 @@ def dry_run_notes(run: Any) -> list[str]:
     return notes
 
 
-_WHAT = {"store": "<the store URL>", "notify-urls": "<the notification URLs, separated by spaces>"}
+_WHAT = {"store": "<the store URL>", "notify-urls": "<the notification URLs, separated by spaces>",
+         "telemetry": "<the [telemetry] table as JSON>", "otel-exporter-otlp-headers": "<the OTLP headers>"}
 
 
 def _after(seconds: int) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -22,6 +23,12 @@ from console.engine.url_secrets import url_secrets
 
 STORE_ENV = "AGENT_CONSOLE_STORE"
 NOTIFY_ENV = "AGENT_CONSOLE_NOTIFY_URLS"
+TELEMETRY_ENV = "AGENT_CONSOLE_TELEMETRY"
+# The OpenTelemetry SDK's own variables that shape a run's export (console.telemetry.plan reads them too).
+OTEL_VARIABLES = ("OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                  "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TIMEOUT",
+                  "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+                  "OTEL_EXPORTER_OTLP_METRICS_HEADERS", "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES")
 
 # How each setting (console.settings.Settings, its tables' keys as "table.key") reaches a pod, decided one by one:
 # a test fails for a field that has no decision here, so a new setting cannot be left behind silently. FLAG: a
@@ -58,9 +65,12 @@ SETTINGS: dict[str, tuple[str, str]] = {
     # so a link from a pod would answer nothing here (its notifications carry the shell's commands only).
     "serve.public_url": (LOCAL, "this machine's serve, for its own runs' action links"),
     "serve.link_ttl_hours": (LOCAL, "this machine's serve, for its own runs' action links"),
-    # Not carried yet: a pod exports no telemetry (its collector would be the cluster's, and its headers a Secret's).
-    **{f"telemetry.{key}": (LOCAL, "this machine's runs' telemetry: a pod exports none yet") for key in (
-        "enabled", "endpoint", "headers", "protocol", "service_name", "content", "export_timeout")},
+    # The run exports its telemetry from the pod as it would here (telemetry_env: the standard OTEL_* variables of
+    # the submitting shell go too); the headers (a backend's API key) make the whole table a Secret's.
+    **{f"telemetry.{key}": (VARIABLE, "AGENT_CONSOLE_TELEMETRY (JSON), when set and without headers") for key in (
+        "enabled", "endpoint", "protocol", "service_name", "content", "export_timeout")},
+    "telemetry.headers": (SECRET, "AGENT_CONSOLE_TELEMETRY (JSON, the whole table) in the Secret when it has "
+                                  "headers"),
     "kubernetes.ttl_after_finished": (LOCAL, "the submitting machine's: the Job's ttlSecondsAfterFinished"),
     "store": (SECRET, "AGENT_CONSOLE_STORE: in the Secret when the URL holds a password, else a plain variable; "
                       "none: the embedded store on the pod's volume"),
@@ -122,6 +132,9 @@ def secret_values(settings: Any, store: str | None, notify: tuple[str, ...]) -> 
         if password:
             out.append(("the store URL's password", password))
     out += [("a notification URL", url) for url in notify]
+    out += [("a [telemetry] header", v) for v in settings.telemetry.headers.values() if v.strip()]
+    out += [(f"${name}", os.environ[name]) for name in OTEL_VARIABLES
+            if name.endswith("_HEADERS") and os.environ.get(name, "").strip()]
     return out
 
 
@@ -165,6 +178,8 @@ def settings_env(settings: Any) -> dict[str, str]:
         env["AGENT_CONSOLE_SANDBOX_LIMITS"] = json.dumps(caps, sort_keys=True)
     if mcp := settings.mcp.model_dump(exclude_unset=True):
         env["AGENT_CONSOLE_MCP"] = json.dumps(mcp, sort_keys=True)
+    if (telemetry := settings.telemetry.model_dump(exclude_unset=True)) and not settings.telemetry.headers:
+        env[TELEMETRY_ENV] = json.dumps(telemetry, sort_keys=True)
     if settings.prices:
         env["AGENT_CONSOLE_PRICES"] = json.dumps({k: v.model_dump(exclude_none=True)
                                                   for k, v in settings.prices.items()}, sort_keys=True)
@@ -174,6 +189,20 @@ def settings_env(settings: Any) -> dict[str, str]:
     env[NOTIFY_VARIABLES["on_end"]] = json.dumps(settings.notify.on_end)
     env[NOTIFY_VARIABLES["remind_minutes"]] = json.dumps(list(settings.notify.remind_minutes))
     return env
+
+
+def telemetry_env(settings: Any, environ: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """The pod's telemetry as it is here: (plain variables, the Secret's). ``[telemetry]`` with headers goes whole
+    into the Secret (settings_env carries it plain without them); the submitting shell's standard ``OTEL_*``
+    variables, which win over the config here, win there too: plain, but for the headers (a backend's key)."""
+    env: dict[str, str] = {}
+    secret: dict[str, str] = {}
+    if settings.telemetry.headers:
+        secret[TELEMETRY_ENV] = json.dumps(settings.telemetry.model_dump(exclude_unset=True), sort_keys=True)
+    for name in OTEL_VARIABLES:
+        if (text := environ.get(name, "")).strip():
+            (secret if name.endswith("_HEADERS") else env)[name] = text
+    return env, secret
 
 
 def recorded_settings(rs: Any, settings: Any, budgets: dict[str, Any], store: str | None,

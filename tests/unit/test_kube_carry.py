@@ -27,6 +27,7 @@ STORE = f"postgresql://agents:{STORE_PASSWORD}@db.example.internal:5432/agents"
 NOTIFY_TOKEN = "tok_9f8e7d6c5b4a"
 NOTIFY = f"ntfy://{NOTIFY_TOKEN}@ntfy.example.com/ops"
 REMIND = "AGENT_CONSOLE_NOTIFY_REMIND_MINUTES"
+OTLP_KEY = "hcaik_0tlpK3y5ecret"
 # Every setting a pod is given, away from its default (the round trip below proves nothing for a default).
 EVERYTHING = f'''provider = "openai"
 model = "gpt-5-mini"
@@ -79,6 +80,14 @@ bearer_token_env_var = "WEB_MCP_TOKEN"
 input = 1.5
 output = 3.0
 context_window = 64000
+[telemetry]
+enabled = true
+endpoint = "http://otel-collector.observability:4318"
+headers = {{ "x-honeycomb-team" = "{OTLP_KEY}" }}
+protocol = "grpc"
+service_name = "agents-overnight"
+content = true
+export_timeout = 7.5
 [notify]
 urls = ["{NOTIFY}"]
 on_end = false
@@ -300,6 +309,42 @@ def test_the_reminders_are_a_plain_variable_and_the_urls_stay_secret(tmp_path, c
     assert settings["notify"] == ["ntfy://…"] and settings["notify_remind_minutes"] == []
 
 
+def test_telemetry_goes_to_the_pod_and_its_keys_stay_secret(tmp_path, capsys, monkeypatch, _isolated_dirs) -> None:
+    """A run on Kubernetes exports as one here: [telemetry] plain without headers (whole in the Secret with them),
+    the shell's standard OTEL_* variables too (their headers in the Secret); no header value in what is printed."""
+    (_isolated_dirs / "config.toml").write_text('[telemetry]\nendpoint = "http://collector.obs:4318"\n'
+                                                 'content = true\n')
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "night-shift")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", f"authorization=Bearer%20{OTLP_KEY}")
+    code, out, err = dry_run(capsys, str(job_copy(tmp_path)))
+    assert code == 0, err
+    assert OTLP_KEY not in out + err and "localhost" not in err
+    env = {e["name"]: e for e in by_kind(docs(out))["Job"]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert json.loads(env["AGENT_CONSOLE_TELEMETRY"]["value"]) == {"endpoint": "http://collector.obs:4318",
+                                                                   "content": True}
+    assert env["OTEL_SERVICE_NAME"]["value"] == "night-shift"
+    assert "value" not in env["OTEL_EXPORTER_OTLP_HEADERS"]  # from the Secret
+    assert "otel-exporter-otlp-headers=" in err  # the dry run names the Secret's key to type
+    # With headers in the config, the whole table is the Secret's.
+    (_isolated_dirs / "config.toml").write_text(f'[telemetry]\nendpoint = "http://localhost:4318"\n'
+                                                 f'headers = {{ "x-key" = "{OTLP_KEY}" }}\n')
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_HEADERS")
+    code, out, err = dry_run(capsys, str(job_copy(tmp_path / "again")))
+    assert code == 0, err
+    assert OTLP_KEY not in out + err
+    env = {e["name"]: e for e in by_kind(docs(out))["Job"]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert "value" not in env["AGENT_CONSOLE_TELEMETRY"]
+    # A collector on this machine is none of the pod's: said at submit.
+    assert "the telemetry endpoint names this machine" in err
+
+
+def test_a_telemetry_key_is_never_given_on_the_command_line(tmp_path, capsys, _isolated_dirs) -> None:
+    (_isolated_dirs / "config.toml").write_text(f'[telemetry]\nendpoint = "http://collector.obs:4318"\n'
+                                                 f'headers = {{ "x-key" = "{OTLP_KEY}" }}\n')
+    code, out, err = dry_run(capsys, str(job_copy(tmp_path)), "--name", f"job-{OTLP_KEY}")
+    assert code == 2 and OTLP_KEY not in out + err and "a [telemetry] header" in err, err
+
+
 def test_the_variable_wins_over_the_config_file_as_the_others_do(monkeypatch, _isolated_dirs) -> None:
     from console.settings import load_settings
 
@@ -316,7 +361,7 @@ def pod_variables() -> list[str]:
     from console.settings import Settings
 
     settings = Settings(sandbox_limits={"processes": 9}, prices={"m": {"input": 1.0, "output": 2.0}},
-                        mcp={"allow": False})
+                        mcp={"allow": False}, telemetry={"content": True})
     return sorted(carry.settings_env(settings))
 
 
