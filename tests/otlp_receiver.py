@@ -1,4 +1,5 @@
-"""An OTLP/HTTP receiver on 127.0.0.1 for the telemetry tests, built on the official ``opentelemetry-proto`` messages.
+"""An OTLP receiver on 127.0.0.1 for the telemetry tests (OTLP/HTTP, or OTLP/gRPC with ``protocol="grpc"``), built on
+the official ``opentelemetry-proto`` messages and services.
 
 The OpenTelemetry Collector cannot be installed here (it ships as a Go binary; no package index this machine reaches
 has one), so this stands in for it, strictly: only ``POST /v1/traces`` and ``POST /v1/metrics``, only
@@ -35,8 +36,12 @@ SIGNALS: dict[str, tuple[Any, Any]] = {
 
 
 class Receiver:
-    def __init__(self, mode: str = "ok") -> None:
+    def __init__(self, mode: str = "ok", protocol: str = "http/protobuf") -> None:
         self.mode = mode
+        self.protocol = protocol
+        # gRPC: the metadata (headers) each export came with, to check what a backend's key reached.
+        self.metadata: list[dict[str, str]] = []
+        self.grpc: Any = None
         self.traces: list[ExportTraceServiceRequest] = []
         self.metrics: list[ExportMetricsServiceRequest] = []
         self.refused: list[str] = []
@@ -87,17 +92,60 @@ class Receiver:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        if protocol == "grpc":
+            self.server.server_close()  # the HTTP one is not used: the port is the gRPC server's
+            self.grpc, self._grpc_port = self._grpc_server()
+
+    def _grpc_server(self) -> tuple[Any, int]:
+        """OTLP/gRPC as the Collector's receiver serves it: the official services of ``opentelemetry-proto``
+        (grpcio parses each request as its Export*ServiceRequest and refuses one that does not)."""
+        from concurrent import futures
+
+        import grpc
+        from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc as metrics_grpc
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc as trace_grpc
+
+        receiver = self
+
+        def took(kept: list[Any], request: Any, context: Any, answer: Any) -> Any:
+            receiver.requests += 1
+            receiver.metadata.append({k: v for k, v in context.invocation_metadata() if isinstance(v, str)})
+            if receiver.mode == "hang":
+                receiver._release.wait(120)
+            kept.append(request)
+            return answer()
+
+        class Traces(trace_grpc.TraceServiceServicer):
+            def Export(self, request: Any, context: Any) -> Any:
+                return took(receiver.traces, request, context, ExportTraceServiceResponse)
+
+        class Metrics(metrics_grpc.MetricsServiceServicer):
+            def Export(self, request: Any, context: Any) -> Any:
+                return took(receiver.metrics, request, context, ExportMetricsServiceResponse)
+
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        trace_grpc.add_TraceServiceServicer_to_server(Traces(), server)
+        metrics_grpc.add_MetricsServiceServicer_to_server(Metrics(), server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        return server, port
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        port = self._grpc_port if self.grpc is not None else self.server.server_address[1]
+        return f"http://127.0.0.1:{port}"
 
     def __enter__(self) -> Receiver:
-        self.thread.start()
+        if self.grpc is not None:
+            self.grpc.start()
+        else:
+            self.thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._release.set()
+        if self.grpc is not None:
+            self.grpc.stop(grace=None)
+            return
         self.server.shutdown()
         self.server.server_close()
 

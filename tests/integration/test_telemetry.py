@@ -127,6 +127,26 @@ def test_content_is_exported_only_when_the_operator_opts_in_and_never_a_secret(t
     assert receiver.spans() and not receiver.refused
 
 
+def test_otlp_over_grpc_carries_the_same_totals_and_the_operators_headers(tmp_path) -> None:
+    """The gRPC exporter (the `telemetry` extra) against an OTLP/gRPC receiver of the official services: the same
+    totals as the events, the operator's header on every export, and no secret in any attribute."""
+    job = job_with_note(tmp_path)
+    config('[prices."scripted-agent"]\ninput = 3.0\noutput = 15.0\n[telemetry]\nprotocol = "grpc"\n'
+           f'headers = {{ "x-backend-key" = "{CONFIG_SECRET}" }}\n')
+    with Receiver(protocol="grpc") as receiver:
+        run(job, telemetry_env(receiver.endpoint))
+    events = events_of(job)
+    usage = [e for e in events if isinstance(e, ev.TokenUsage)]
+    assert usage and receiver.spans() and receiver.metadata
+    assert all(m.get("x-backend-key") == CONFIG_SECRET for m in receiver.metadata)
+    assert receiver.last_sum("agent_console.tokens", {"agent_console.token.type": "input"}) == sum(
+        e.input_tokens for e in usage)
+    assert receiver.last_sum("agent_console.cost") == pytest.approx(sum(e.cost_usd or 0 for e in usage), rel=1e-9)
+    assert receiver.last_sum("agent_console.turns") == len([e for e in events if isinstance(e, ev.TurnStarted)])
+    strings = list(all_strings(receiver))
+    assert not any(SECRET in s or CONFIG_SECRET in s or MARKER in s for s in strings)
+
+
 def test_a_job_folder_cannot_turn_telemetry_on(tmp_path) -> None:
     job = job_with_note(tmp_path)
     with Receiver() as receiver:
