@@ -182,3 +182,44 @@ def test_an_image_in_a_request_refuses_it(job, on, clock, tmp_path) -> None:
     assert not any(r.system.startswith(HARNESS_SYSTEM) for r in provider.requests)
     (said,) = sampled(job)
     assert said.refused == "its messages hold image content: only text is answered"
+
+
+class Stopping(Answering):
+    """The operator stops the run (twice: the stop that ends a call in flight) while the model is asked to sample."""
+
+    def stream(self, request: Any) -> Any:
+        if request.system.startswith(HARNESS_SYSTEM):
+            self.sup.command("stop")
+            self.sup.command("stop")
+        return super().stream(request)
+
+
+def test_the_operators_stop_ends_a_sampling_and_its_call(job, on, clock, tmp_path) -> None:
+    provider = Stopping(clock=clock, script=[T(calls=[C(name="mcp__sampler__ask")]), T(error="end of script")])
+    provider.sup = Supervisor(job, run_settings(), provider, clock=clock, store=JobStore(tmp_path / "jobs.db"),
+                              mcp=[on])
+    provider.sup.run()
+    got = result(job, "mcp__sampler__ask")
+    assert not got.ok and "stopped by the operator (the call was cancelled)" in got.content
+    (said,) = sampled(job)
+    assert said.refused == "the run is stopping: no sampling"
+    assert sampling_usage(job) == []
+    # The server serves on: between calls, a request of its is refused (no call to charge it to).
+    assert "sampling is answered only during a tool call" in on.call("ask", {}, 30).text
+
+
+@pytest.mark.parametrize("enabled", [False, True])
+def test_an_http_servers_sampling_is_answered_only_when_enabled(job, clock, tmp_path, enabled: bool) -> None:
+    from console.mcp.http import HttpServer
+    from tests.mcp_servers.http_server import serve
+
+    with serve(stateful=True) as srv:
+        config = McpServerConfig(name="web", url=srv.mcp, sampling=enabled)
+        server = HttpServer(config, [f"{srv.base}/"], {})
+        try:
+            run(job, server, [T(calls=[C(name="mcp__web__muse")]), T(error="end of script")], clock, tmp_path)
+        finally:
+            server.close()
+    got = result(job, "mcp__web__muse").content
+    assert got == (f"SAMPLED: {ANSWER}" if enabled else got) and got.startswith("SAMPLED" if enabled else "REFUSED")
+    assert len(sampling_usage(job)) == enabled
