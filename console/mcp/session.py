@@ -4,12 +4,13 @@ failure in one line, and the desk where its sampling requests wait for the engin
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
+import contextlib
 import queue
 from collections.abc import Callable
 from typing import Any
 
-import anyio
 import mcp_types as types
 from mcp import ClientSession
 
@@ -82,7 +83,12 @@ def answered(future: concurrent.futures.Future[McpCallResult], should_stop: Call
     """The answer of a call running on the server's loop, waited for in steps so that the operator's stop is heard:
     it cancels the call (the SDK tells the server: notifications/cancelled), and the server serves on. Between the
     steps, the server's requests waiting at ``desk`` are answered here, on the engine's thread."""
-    while not concurrent.futures.wait([future], timeout=POLL_SECONDS).done:
+    while True:
+        # A request of the server's rings the desk's bell: it is answered at once, not at the next look.
+        waiting: list[concurrent.futures.Future[Any]] = [future] if desk is None else [future, desk.bell]
+        concurrent.futures.wait(waiting, timeout=POLL_SECONDS, return_when=concurrent.futures.FIRST_COMPLETED)
+        if future.done():
+            break
         if desk is not None:
             desk.serve()
         if should_stop():
@@ -119,6 +125,8 @@ class AskDesk:
 
     def __init__(self) -> None:
         self._lent: Ask | None = None
+        # Set when a request comes (the engine's thread waits on it with the call), made anew when it is served.
+        self.bell: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._waiting: queue.Queue[tuple[SamplingAsk, concurrent.futures.Future[SamplingAnswer]]] = queue.Queue(
             maxsize=MAX_WAITING)
 
@@ -130,6 +138,8 @@ class AskDesk:
 
     def serve(self) -> None:
         """Answer what waits (on the engine's thread)."""
+        if self.bell.done():
+            self.bell = concurrent.futures.Future()  # before the queue is read: a request put after it rings again
         while True:
             try:
                 ask, reply = self._waiting.get_nowait()
@@ -157,15 +167,14 @@ class AskDesk:
             self._waiting.put_nowait((sampling_ask(params), reply))
         except queue.Full:
             return _refusal(f"more than {MAX_WAITING} sampling requests at once")
+        with contextlib.suppress(concurrent.futures.InvalidStateError):
+            self.bell.set_result(None)
+        if self._lent is None and reply.cancel():  # the call ended before the engine took it
+            return _refusal("sampling is answered only during a tool call of this server")
         try:
-            while not reply.done():
-                if self._lent is None and reply.cancel():  # the call ended before the engine took it
-                    return _refusal("sampling is answered only during a tool call of this server")
-                await anyio.sleep(POLL_SECONDS)
-        finally:
-            reply.cancel()  # the server gave up on it (cancelled): the engine does not start it
-        try:
-            answer = reply.result()
+            # The server's loop runs on asyncio (anyio's blocking portal): the engine's answer is awaited there,
+            # and a cancelled request cancels it (the engine does not start it, or its answer is dropped).
+            answer = await asyncio.wrap_future(reply)
         except AskRefused as exc:
             return _refusal(str(exc))
         except concurrent.futures.CancelledError:
