@@ -223,3 +223,35 @@ def test_an_http_servers_sampling_is_answered_only_when_enabled(job, clock, tmp_
     got = result(job, "mcp__web__muse").content
     assert got == (f"SAMPLED: {ANSWER}" if enabled else got) and got.startswith("SAMPLED" if enabled else "REFUSED")
     assert len(sampling_usage(job)) == enabled
+
+
+class Endless(Answering):
+    """A model that never ends its answer to a sampling (it streams a word every 50 ms, for ever)."""
+
+    def stream(self, request: Any) -> Any:
+        if not request.system.startswith(HARNESS_SYSTEM):
+            return super().stream(request)
+
+        def words() -> Iterator[Any]:
+            import time
+
+            while True:
+                time.sleep(0.05)
+                yield TextDelta("word ")
+
+        return words()
+
+
+def test_a_sampling_that_never_ends_is_hung_up_on_at_the_calls_timeout(job, bwrap, clock, tmp_path) -> None:  # noqa: F811
+    servers, _ = start_servers([ON.model_copy(update={"timeout": 2.0})], str(job.root), WORLD)
+    try:
+        provider = Endless(clock=clock, script=[T(calls=[C(name="mcp__sampler__ask")]), T(error="end of script")])
+        provider.sup = Supervisor(job, run_settings(), provider, clock=clock, store=JobStore(tmp_path / "jobs.db"),
+                                  mcp=servers)
+        provider.sup.run()
+    finally:
+        servers[0].close()
+    got = result(job, "mcp__sampler__ask")
+    assert not got.ok and "no answer within 2 s" in got.content
+    (said,) = sampled(job)
+    assert said.refused.startswith("the tool call's time is up (timeout 2 s")

@@ -17,6 +17,7 @@ tool call (a flood is refused past it); a spent budget or a passed deadline refu
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -81,10 +82,13 @@ class Sampler:
     limits: CallLimits
 
     def for_call(self, rt: Runtime, config: McpServerConfig, tool: str, call_id: str,
-                 journal: Callable[[list[Any]], None]) -> Ask:
-        """The ask for one call of ``tool``; ``journal`` records the call's sampling usage so far (a list of
+                 journal: Callable[[list[Any]], None], timeout: float) -> Ask:
+        """The ask for one call of ``tool``, which may take ``timeout`` seconds in all (its samplings in it: the
+        model is hung up on when they are up); ``journal`` records the call's sampling usage so far (a list of
         [input, output, cached, cost]) with the call's intent."""
         asked = [0]
+        # Real time, as the call's own timeout is (the server's loop measures it so): not the run's clock.
+        ends = time.monotonic() + timeout
         had: list[list[Any]] = []
 
         def ask(request: SamplingAsk) -> SamplingAnswer:
@@ -93,7 +97,7 @@ class Sampler:
                 if asked[0] > config.sampling_per_call:
                     raise AskRefused(f"at most {config.sampling_per_call} sampling requests are answered during one "
                                      "tool call (sampling_per_call in the operator's config)")
-                answer, usage, note = self._answer(rt, config, request)
+                answer, usage, note = self._answer(rt, config, request, ends)
             except AskRefused as exc:
                 rt.events.emit(ev.McpSampled, server=config.name, tool=tool, call_id=call_id,
                                refused=safe_text(str(exc), one_line=True, limit=300),
@@ -111,7 +115,7 @@ class Sampler:
 
         return ask
 
-    def _answer(self, rt: Runtime, config: McpServerConfig, request: SamplingAsk
+    def _answer(self, rt: Runtime, config: McpServerConfig, request: SamplingAsk, ends: float
                 ) -> tuple[SamplingAnswer, Usage, str]:
         if request.refused:
             raise AskRefused(request.refused)
@@ -143,7 +147,10 @@ class Sampler:
         def tick() -> None:
             if rt.should_stop():
                 raise AskRefused("the run is stopping: no sampling")
+            if time.monotonic() >= ends:
+                raise AskRefused(f"the tool call's time is up (timeout {config.timeout:g} s, or the run's deadline)")
 
+        tick()
         parts: list[str] = []
         usage: Usage | None = None
         stop: Stop | None = None

@@ -298,7 +298,7 @@ def _handler(server: McpServer, tool: str, name: str, schema: dict[str, Any],
                 if rt.journal is not None and rt.current_call is not None:
                     rt.journal.intent(rt.current_call, {**facts, JOURNAL_KEY: had})
 
-            extra["ask"] = sampler.for_call(rt, config, tool, call_id, journal)
+            extra["ask"] = sampler.for_call(rt, config, tool, call_id, journal, timeout)
         try:
             answer = server.call(tool, arguments, timeout, rt.should_stop, **extra)
         except McpUnavailable as exc:
