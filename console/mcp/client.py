@@ -146,7 +146,7 @@ class StdioServer:
         self.stderr_tail = b""
         # The kinds of request it made that were refused (REFUSED's words), in order, each once.
         self.refused: list[str] = []
-        self._desk = AskDesk()
+        self._desk = AskDesk(self.refused)
         try:
             self._done, self._tools = self._portal.start_task(self._serve, start_seconds)
         except BaseException as exc:

@@ -148,7 +148,8 @@ class HttpServer:
         # nothing we refuse here, and never "exits": a call that fails says why (it is not restarted).
         self.stderr_tail = b""
         self.refused: list[str] = []
-        self._desk = AskDesk()  # its sampling requests, when the operator enabled them (console.mcp.session)
+        # Its sampling requests, when the operator enabled them (console.mcp.session).
+        self._desk = AskDesk(self.refused)
         self._cm = start_blocking_portal()
         self._portal: BlockingPortal = self._cm.__enter__()
         self._stop: anyio.Event = self._portal.call(anyio.Event)

@@ -25,6 +25,8 @@ POLL_SECONDS = 0.05  # how often a call in flight looks whether the operator sto
 # The most sampling requests of a server waiting for the engine at once (its flood beyond is refused at once; the
 # engine's own cap, sampling_per_call, bounds how many are answered).
 MAX_WAITING = 8
+# How a sampling request between two tool calls is named to the operator (console.mcp.managed says it once).
+BETWEEN = "sampling between two of its tool calls (there is no call to charge it to)"
 
 
 async def tool_list(session: ClientSession) -> list[McpToolInfo]:
@@ -123,7 +125,9 @@ class AskDesk:
     length of one call (:meth:`lend`); a request that comes while none is lent (between calls) is refused: there is
     no call to charge it to."""
 
-    def __init__(self) -> None:
+    def __init__(self, refused: list[str] | None = None) -> None:
+        # Where a request refused for coming between two calls is noted (the server's ``refused``: said once).
+        self._refused = refused
         self._lent: Ask | None = None
         # Set when a request comes (the engine's thread waits on it with the call), made anew when it is served.
         self.bell: concurrent.futures.Future[None] = concurrent.futures.Future()
@@ -161,6 +165,8 @@ class AskDesk:
                        ) -> types.CreateMessageResult | types.ErrorData:
         """The SDK's sampling callback (on the server's loop): the request waits for the engine's answer."""
         if self._lent is None:
+            if self._refused is not None and BETWEEN not in self._refused:
+                self._refused.append(BETWEEN)
             return _refusal("sampling is answered only during a tool call of this server")
         reply: concurrent.futures.Future[SamplingAnswer] = concurrent.futures.Future()
         try:

@@ -206,6 +206,9 @@ def test_the_operators_stop_ends_a_sampling_and_its_call(job, on, clock, tmp_pat
     assert sampling_usage(job) == []
     # The server serves on: between calls, a request of its is refused (no call to charge it to).
     assert "sampling is answered only during a tool call" in on.call("ask", {}, 30).text
+    assert [n.why for n in on.news() if n.state is None] == [
+        "it asked for sampling between two of its tool calls (there is no call to charge it to), which this client "
+        "refuses (answered with an error; said once)"]
 
 
 @pytest.mark.parametrize("enabled", [False, True])
