@@ -144,8 +144,9 @@ class HttpServer:
         self._tools: list[McpToolInfo] = []
         self._session: ClientSession | None = None
         self.confined_by = f"elsewhere: HTTP at {shown_url(config.url)} (the operator's allowed URLs)"
-        # As a started stdio server says (console.mcp.managed.Live): an HTTP server has no stderr of ours, asks
-        # nothing we refuse here, and never "exits": a call that fails says why (it is not restarted).
+        # As a started stdio server says (console.mcp.managed.Live): an HTTP server has no stderr of ours, its
+        # refused requests noted are only a sampling between two calls (the SDK's defaults answer the others
+        # unseen), and it never "exits": a call that fails says why (it is not restarted).
         self.stderr_tail = b""
         self.refused: list[str] = []
         # Its sampling requests, when the operator enabled them (console.mcp.session).
