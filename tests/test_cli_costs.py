@@ -88,6 +88,20 @@ def test_the_ledger_equals_each_runs_own_events_by_job_and_in_total(make_job, ca
     assert got.total.runs == 2
 
 
+def test_an_mcp_servers_sampling_is_spend_but_no_turn(make_job, capsys) -> None:
+    paths = a_run(make_job)
+    turns = usages(paths)
+    # What the engine writes when a server's sampling is answered (console.engine.tools.mcp_sampling).
+    ev.EventStream(paths.events, FakeClock()).emit(
+        ev.TokenUsage, turn=0, input_tokens=40, output_tokens=5, cost_usd=0.25, source="mcp_sampling",
+        mcp_server="muse", call_id="c1")
+    code, got = costs(capsys)
+    (row,) = got.rows
+    assert code == 0 and row.turns == len(turns)
+    assert row.input_tokens == sum(e.input_tokens for e in turns) + 40
+    assert row.cost_usd == pytest.approx(sum(e.cost_usd or 0 for e in turns) + 0.25)
+
+
 def test_by_model_and_machine_and_unpriced_usage_is_said_never_zero(make_job, capsys) -> None:
     priced = a_run(make_job)
     free = a_run(make_job, name="local", model="my-local-model", prices=None)

@@ -116,10 +116,14 @@ class Supervisor:
         self.mcp_notes: list[str] = []
         self.mcp_watch: McpWatch | None = None
         if mcp:
+            from console.engine.tools.mcp_sampling import Sampler
             from console.engine.tools.mcp_tools import build_mcp_tools
             from console.engine.tools.tool_search import offer_mcp_tools
+            from console.engine.turn import call_limits
 
-            offered = build_mcp_tools(mcp, reserved=self.registry.names)
+            # The run's model answers the sampling of a server the operator enabled it for (counted as spend).
+            sampler = Sampler(provider, settings.prices, call_limits(settings))
+            offered = build_mcp_tools(mcp, reserved=self.registry.names, sampler=sampler)
             base = [t for n in self.registry.names if (t := self.registry.get(n)) is not None]
             # Too many to offer at once (more than tool_search_share of the window): found and loaded instead.
             self.registry = offer_mcp_tools(base, offered.tools, settings.context_window, tool_search_share)

@@ -141,7 +141,7 @@ class HeadlessLog:
             return
         if isinstance(e, ev.TokenUsage):
             self._job_cost = e.job_cost_usd if e.job_cost_usd is not None else self._job_cost
-            if self._last_msg is not None:
+            if self._last_msg is not None and not e.source:  # a sampling's (mcp_sampled says it): no turn's line
                 self._write_turn(e)
             return
         if isinstance(e, ev.SessionStarted | ev.SessionEnded | ev.RunEnded) and self._last_msg is not None:

@@ -9,9 +9,12 @@ session's streams), written here because the process is ours to start (confined:
 through an inherited descriptor, which the SDK's ``stdio_client`` cannot give) and because a line from the server is
 bounded (:data:`MAX_LINE`): a server that writes a line without end is garbage, not a reason to fill the memory.
 
-Sampling and elicitation requests are refused (the SDK's defaults answer them with an error, and the client does not
-advertise them); roots are not offered. The process tree ends with the server: its process group, and for a confined
-one its pid namespace (bwrap's ``--die-with-parent``), are killed at :meth:`close` and when the harness dies.
+Sampling requests are refused (the SDK's default answers them with an error, and the client does not advertise
+the capability) unless the operator enabled sampling for the server: then they wait at the server's
+:class:`~console.mcp.session.AskDesk` for the engine's answer during a call (console.engine.tools.mcp_sampling).
+Elicitation requests are refused; roots are not offered. The process tree ends with the server: its process group,
+and for a confined one its pid namespace (bwrap's ``--die-with-parent``), are killed at :meth:`close` and when the
+harness dies.
 """
 
 from __future__ import annotations
@@ -37,10 +40,11 @@ from console.engine.text import safe_text
 from console.engine.tools.confine import remove_stand_ins
 from console.engine.tools.limits import CommandWorld
 from console.engine.tools.mcp_config import McpServerConfig
+from console.engine.tools.mcp_sampling import Ask
 from console.engine.tools.mcp_tools import McpCallResult, McpToolInfo, McpUnavailable
 from console.engine.tools.repos import sweep
 from console.mcp.managed import ManagedServer
-from console.mcp.session import answered, render, tool_list, why
+from console.mcp.session import AskDesk, answered, render, tool_list, why
 from console.mcp.world import McpStartError, Spawn, spawn
 
 # The longest message line a server may send (bytes): past it, the server is answering garbage.
@@ -142,6 +146,7 @@ class StdioServer:
         self.stderr_tail = b""
         # The kinds of request it made that were refused (REFUSED's words), in order, each once.
         self.refused: list[str] = []
+        self._desk = AskDesk(self.refused)
         try:
             self._done, self._tools = self._portal.start_task(self._serve, start_seconds)
         except BaseException as exc:
@@ -205,7 +210,10 @@ class StdioServer:
 
     async def _session_until_stopped(self, process: Process, start_seconds: float,
                                      task_status: TaskStatus[list[McpToolInfo]]) -> None:
-        async with _transport(process, self._refused) as (read, write), ClientSession(read, write) as session:
+        # The sampling capability is advertised only when the operator enabled it for this server.
+        sampling = self._desk.sampling if self._config.sampling else None
+        async with (_transport(process, self._refused) as (read, write),
+                    ClientSession(read, write, sampling_callback=sampling) as session):
             with anyio.fail_after(start_seconds):
                 await session.initialize()
                 tools = await tool_list(session)
@@ -214,6 +222,8 @@ class StdioServer:
             await self._stop.wait()
 
     def _refused(self, method: str) -> None:
+        if method == "sampling/createMessage" and self._config.sampling:
+            return  # answered (or refused with its reason, in an mcp_sampled event): console.mcp.session.AskDesk
         if REFUSED[method] not in self.refused:
             self.refused.append(REFUSED[method])
 
@@ -255,9 +265,11 @@ class StdioServer:
             return False
 
     def call(self, tool: str, arguments: dict[str, Any], timeout: float,
-             should_stop: Callable[[], bool] = lambda: False) -> McpCallResult:
+             should_stop: Callable[[], bool] = lambda: False, *, ask: Ask | None = None) -> McpCallResult:
+        self._desk.lend(ask)
         try:
-            return answered(self._portal.start_task_soon(self._call, tool, arguments, timeout), should_stop)
+            return answered(self._portal.start_task_soon(self._call, tool, arguments, timeout), should_stop,
+                            self._desk)
         except McpUnavailable:
             raise
         except TimeoutError:
@@ -265,6 +277,7 @@ class StdioServer:
         except Exception as exc:  # the server's error, a closed pipe, garbage: never a traceback
             raise McpUnavailable(why(exc)) from None
         finally:
+            self._desk.lend(None)
             self._sweep()
 
     def _sweep(self) -> None:

@@ -31,8 +31,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from console.engine.tools.mcp_config import McpServerConfig, shown_url, url_allowed
 from console.engine.tools.mcp_content import McpBlock
+from console.engine.tools.mcp_sampling import Ask
 from console.engine.tools.mcp_tools import McpCallResult, McpToolInfo, McpUnavailable
-from console.mcp.session import answered, render, tool_list, why
+from console.mcp.session import AskDesk, answered, render, tool_list, why
 from console.mcp.world import McpStartError
 
 # The most bytes one HTTP answer (a JSON message) or one event of a stream may hold: as a stdio server's line.
@@ -143,11 +144,13 @@ class HttpServer:
         self._tools: list[McpToolInfo] = []
         self._session: ClientSession | None = None
         self.confined_by = f"elsewhere: HTTP at {shown_url(config.url)} (the operator's allowed URLs)"
-        # As a started stdio server says (console.mcp.managed.Live): an HTTP server has no stderr of ours, asks
-        # nothing we refuse here, and never "exits": a call that fails says why (it is not restarted).
+        # As a started stdio server says (console.mcp.managed.Live): an HTTP server has no stderr of ours, its
+        # refused requests noted are only a sampling between two calls (the SDK's defaults answer the others
+        # unseen), and it never "exits": a call that fails says why (it is not restarted).
         self.stderr_tail = b""
         self.refused: list[str] = []
-        self.stderr_tail = b""
+        # Its sampling requests, when the operator enabled them (console.mcp.session).
+        self._desk = AskDesk(self.refused)
         self._cm = start_blocking_portal()
         self._portal: BlockingPortal = self._cm.__enter__()
         self._stop: anyio.Event = self._portal.call(anyio.Event)
@@ -186,7 +189,8 @@ class HttpServer:
                                        follow_redirects=False) as client,
                     streamable_http_client(self._url, http_client=client, max_sse_event_size=MAX_BODY)
                     as (read, write),
-                    ClientSession(read, write) as session):
+                    ClientSession(read, write, sampling_callback=self._desk.sampling if self._config.sampling
+                                  else None) as session):
             with anyio.fail_after(start_seconds):
                 await session.initialize()
                 tools = await tool_list(session)
@@ -198,9 +202,11 @@ class HttpServer:
                 self._session = None
 
     def call(self, tool: str, arguments: dict[str, Any], timeout: float,
-             should_stop: Callable[[], bool] = lambda: False) -> McpCallResult:
+             should_stop: Callable[[], bool] = lambda: False, *, ask: Ask | None = None) -> McpCallResult:
+        self._desk.lend(ask)
         try:
-            answer = answered(self._portal.start_task_soon(self._call, tool, arguments, timeout), should_stop)
+            answer = answered(self._portal.start_task_soon(self._call, tool, arguments, timeout), should_stop,
+                              self._desk)
             return McpCallResult(answer.ok, self._hide(answer.text), tuple(self._hide_block(b) for b in answer.blocks))
         except McpUnavailable as exc:
             raise McpUnavailable(self._hide(str(exc))) from None
@@ -208,6 +214,8 @@ class HttpServer:
             raise McpUnavailable(f"no answer within {timeout:g} s") from None
         except Exception as exc:  # the server's error, a refused redirect, garbage: never a traceback
             raise McpUnavailable(self._hide(_why(exc))) from None
+        finally:
+            self._desk.lend(None)
 
     async def _call(self, tool: str, arguments: dict[str, Any], timeout: float) -> McpCallResult:
         session = self._session

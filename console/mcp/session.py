@@ -1,11 +1,15 @@
 """What a server's session gives whatever way it is reached (stdio: console.mcp.client, streamable HTTP:
-console.mcp.http): its tool list read page by page (bounded), a call's result as the text the agent reads, and a
-failure in one line."""
+console.mcp.http): its tool list read page by page (bounded), a call's result as the text the agent reads, a
+failure in one line, and the desk where its sampling requests wait for the engine (:class:`AskDesk`)."""
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
+import contextlib
+import queue
 from collections.abc import Callable
+from typing import Any
 
 import mcp_types as types
 from mcp import ClientSession
@@ -13,10 +17,16 @@ from mcp import ClientSession
 from console.engine.job import one_line
 from console.engine.text import safe_text
 from console.engine.tools.mcp_content import McpBlock, decode_base64, from_bytes
+from console.engine.tools.mcp_sampling import Ask, AskRefused, SamplingAnswer, SamplingAsk
 from console.engine.tools.mcp_tools import McpCallResult, McpToolInfo, McpUnavailable
 
 MAX_PAGES = 8  # pages of tools/list read at most (a server that pages for ever is not waited on)
 POLL_SECONDS = 0.05  # how often a call in flight looks whether the operator stopped the run
+# The most sampling requests of a server waiting for the engine at once (its flood beyond is refused at once; the
+# engine's own cap, sampling_per_call, bounds how many are answered).
+MAX_WAITING = 8
+# How a sampling request between two tool calls is named to the operator (console.mcp.managed says it once).
+BETWEEN = "sampling between two of its tool calls (there is no call to charge it to)"
 
 
 async def tool_list(session: ClientSession) -> list[McpToolInfo]:
@@ -70,11 +80,114 @@ def why(exc: BaseException) -> str:
     return safe_text(one_line(text, 200), one_line=True)
 
 
-def answered(future: concurrent.futures.Future[McpCallResult], should_stop: Callable[[], bool]) -> McpCallResult:
+def answered(future: concurrent.futures.Future[McpCallResult], should_stop: Callable[[], bool],
+             desk: AskDesk | None = None) -> McpCallResult:
     """The answer of a call running on the server's loop, waited for in steps so that the operator's stop is heard:
-    it cancels the call (the SDK tells the server: notifications/cancelled), and the server serves on."""
-    while not concurrent.futures.wait([future], timeout=POLL_SECONDS).done:
+    it cancels the call (the SDK tells the server: notifications/cancelled), and the server serves on. Between the
+    steps, the server's requests waiting at ``desk`` are answered here, on the engine's thread."""
+    while True:
+        # A request of the server's rings the desk's bell: it is answered at once, not at the next look.
+        waiting: list[concurrent.futures.Future[Any]] = [future] if desk is None else [future, desk.bell]
+        concurrent.futures.wait(waiting, timeout=POLL_SECONDS, return_when=concurrent.futures.FIRST_COMPLETED)
+        if future.done():
+            break
+        if desk is not None:
+            desk.serve()
         if should_stop():
             future.cancel()
             raise McpUnavailable("stopped by the operator (the call was cancelled)")
     return future.result()
+
+
+def sampling_ask(params: types.CreateMessageRequestParams) -> SamplingAsk:
+    """The SDK's request as the engine takes it: text only (why not, in ``refused``), the rest of it named."""
+    messages: list[tuple[str, str]] = []
+    refused = ""
+    for m in params.messages[:256]:
+        texts = []
+        for block in m.content_as_list:
+            if isinstance(block, types.TextContent):
+                texts.append(block.text)
+            elif not refused:
+                kind = safe_text(str(getattr(block, "type", type(block).__name__)), one_line=True, limit=40)
+                refused = f"its messages hold {kind} content: only text is answered"
+        messages.append((str(m.role), "\n".join(texts)))
+    if len(params.messages) > 256:
+        refused = refused or f"it holds {len(params.messages)} messages"
+    if params.tools:
+        refused = refused or "it offers tools: a sampling here never calls a tool"
+    return SamplingAsk(tuple(messages), params.max_tokens, params.system_prompt or "",
+                       str(params.include_context or ""), refused)
+
+
+class AskDesk:
+    """Where a server's sampling requests wait for the engine's thread. The engine lends its :data:`Ask` for the
+    length of one call (:meth:`lend`); a request that comes while none is lent (between calls) is refused: there is
+    no call to charge it to."""
+
+    def __init__(self, refused: list[str] | None = None) -> None:
+        # Where a request refused for coming between two calls is noted (the server's ``refused``: said once).
+        self._refused = refused
+        self._lent: Ask | None = None
+        # Set when a request comes (the engine's thread waits on it with the call), made anew when it is served.
+        self.bell: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._waiting: queue.Queue[tuple[SamplingAsk, concurrent.futures.Future[SamplingAnswer]]] = queue.Queue(
+            maxsize=MAX_WAITING)
+
+    def lend(self, ask: Ask | None) -> None:
+        """The call's ask (None: the call is over: what still waits is refused)."""
+        self._lent = ask
+        if ask is None:
+            self.serve()
+
+    def serve(self) -> None:
+        """Answer what waits (on the engine's thread)."""
+        if self.bell.done():
+            self.bell = concurrent.futures.Future()  # before the queue is read: a request put after it rings again
+        while True:
+            try:
+                ask, reply = self._waiting.get_nowait()
+            except queue.Empty:
+                return
+            if not reply.set_running_or_notify_cancel():
+                continue
+            lent = self._lent
+            try:
+                if lent is None:
+                    raise AskRefused("sampling is answered only during a tool call of this server")
+                reply.set_result(lent(ask))
+            except AskRefused as exc:
+                reply.set_exception(exc)
+            except Exception as exc:  # the engine's fault, never the server's to see in detail
+                reply.set_exception(AskRefused(f"the harness could not answer it ({type(exc).__name__})"))
+
+    async def sampling(self, context: Any, params: types.CreateMessageRequestParams
+                       ) -> types.CreateMessageResult | types.ErrorData:
+        """The SDK's sampling callback (on the server's loop): the request waits for the engine's answer."""
+        if self._lent is None:
+            if self._refused is not None and BETWEEN not in self._refused:
+                self._refused.append(BETWEEN)
+            return _refusal("sampling is answered only during a tool call of this server")
+        reply: concurrent.futures.Future[SamplingAnswer] = concurrent.futures.Future()
+        try:
+            self._waiting.put_nowait((sampling_ask(params), reply))
+        except queue.Full:
+            return _refusal(f"more than {MAX_WAITING} sampling requests at once")
+        with contextlib.suppress(concurrent.futures.InvalidStateError):
+            self.bell.set_result(None)
+        if self._lent is None and reply.cancel():  # the call ended before the engine took it
+            return _refusal("sampling is answered only during a tool call of this server")
+        try:
+            # The server's loop runs on asyncio (anyio's blocking portal): the engine's answer is awaited there,
+            # and a cancelled request cancels it (the engine does not start it, or its answer is dropped).
+            answer = await asyncio.wrap_future(reply)
+        except AskRefused as exc:
+            return _refusal(str(exc))
+        except concurrent.futures.CancelledError:
+            return _refusal("sampling is answered only during a tool call of this server")
+        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text=answer.text),
+                                         model=answer.model, stop_reason=answer.stop_reason)
+
+
+def _refusal(why: str) -> types.ErrorData:
+    return types.ErrorData(code=types.INVALID_REQUEST, message=f"sampling refused: {one_line(why, 300)}")

@@ -242,12 +242,14 @@ class TraceFold:
                  "gen_ai.usage.cache_creation.input_tokens": e.cache_write_tokens,
                  P + "usage.reported": e.reported, P + "cost_usd": e.cost_usd,
                  P + "context_tokens": e.context_tokens}
-        if self.turn is not None:
+        if self.turn is not None and not e.source:  # an MCP server's sampling is no chat of the turn's
             self.turn.span.set_attributes(self._attrs(attrs))
             if self.turn.chat is not None:
                 self.turn.chat.span.set_attributes(self._attrs(attrs))
                 self._end_chat(self.turn, e)
         chat = {"gen_ai.operation.name": "chat"}
+        if e.source:
+            chat[P + "source"] = e.source
         self.m.token_usage.record(e.input_tokens, self._metric_attrs(**chat, **{"gen_ai.token.type": "input"}))
         self.m.token_usage.record(e.output_tokens, self._metric_attrs(**chat, **{"gen_ai.token.type": "output"}))
         for kind, n in (("input", e.input_tokens), ("output", e.output_tokens), ("cached_input", e.cached_input_tokens),

@@ -36,7 +36,8 @@ MAX_LOG = 4 << 30  # a log larger than this is not read whole by the ledger (sai
 
 @dataclass(frozen=True, slots=True)
 class Charge:
-    """One turn's usage: when it ended, its model, its cost (None: the model has no price) and its tokens."""
+    """One turn's usage: when it ended, its model, its cost (None: the model has no price) and its tokens.
+    ``turn``: False for an MCP server's sampling (spend like a turn's, but no turn of the agent's)."""
 
     ts: datetime
     model: str
@@ -44,6 +45,7 @@ class Charge:
     input_tokens: int
     output_tokens: int
     cached_input_tokens: int
+    turn: bool = True
 
 
 class Spend:
@@ -59,7 +61,7 @@ class Spend:
         for e in events:
             if isinstance(e, ev.TokenUsage):
                 self.charges.append(Charge(e.ts, self.model, e.cost_usd, e.input_tokens, e.output_tokens,
-                                           e.cached_input_tokens))
+                                           e.cached_input_tokens, not e.source))
                 if e.cost_usd is not None:
                     day = e.ts.astimezone().date()
                     self._days[day] = self._days.get(day, 0.0) + e.cost_usd
@@ -292,7 +294,7 @@ class _Tally:
 
     def count(self, run: str, c: Charge) -> None:
         self.runs.add(run)
-        self.turns += 1
+        self.turns += c.turn
         self.input_tokens += c.input_tokens
         self.output_tokens += c.output_tokens
         self.cached_input_tokens += c.cached_input_tokens

@@ -15,8 +15,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import mcp_types as types
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -32,8 +33,18 @@ class Served:
         return f"{self.base}/mcp"
 
 
-def _app(token: str | None, seen: list[str], other_origin: str, huge_bytes: int) -> ASGIApp:
+def _app(token: str | None, seen: list[str], other_origin: str, huge_bytes: int, stateful: bool) -> ASGIApp:
     server = MCPServer("loopback")
+
+    @server.tool(description="Asks the client's model (sampling).")
+    async def muse(ctx: Context) -> str:  # type: ignore[type-arg]
+        try:
+            got = await ctx.session.create_message(
+                [types.SamplingMessage(role="user", content=types.TextContent(type="text", text="an idea?"))],
+                max_tokens=100)
+        except Exception as exc:
+            return f"REFUSED: {exc}"
+        return f"SAMPLED: {getattr(got.content, 'text', got.content)}"
 
     @server.tool(description="Add two numbers.")
     def add(a: int, b: int) -> str:
@@ -47,7 +58,8 @@ def _app(token: str | None, seen: list[str], other_origin: str, huge_bytes: int)
     def whoami() -> str:
         return f"you sent {seen[-1] if seen else 'nothing'}"
 
-    inner = server.streamable_http_app(stateless_http=True, json_response=True)
+    # Stateful (an SSE stream per call): a server's request to the client (sampling) needs one.
+    inner = server.streamable_http_app(stateless_http=not stateful, json_response=not stateful)
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -79,14 +91,14 @@ def _app(token: str | None, seen: list[str], other_origin: str, huge_bytes: int)
 
 
 @contextmanager
-def serve(token: str | None = None, *, other_origin: str = "http://127.0.0.1:9", huge_bytes: int = 64) -> Iterator[
-        Served]:
+def serve(token: str | None = None, *, other_origin: str = "http://127.0.0.1:9", huge_bytes: int = 64,
+          stateful: bool = False) -> Iterator[Served]:
     """The server, listening until the block ends."""
     seen: list[str] = []
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(_app(token, seen, other_origin, huge_bytes), log_level="warning", lifespan="on")
+    config = uvicorn.Config(_app(token, seen, other_origin, huge_bytes, stateful), log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

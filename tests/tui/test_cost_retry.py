@@ -373,3 +373,22 @@ def test_snapshot_waiting_for_a_retry(snap_compare, fixed_make_job, size):
         await settle(pilot, app)
 
     assert snap_compare(app, terminal_size=size, run_before=before)
+
+
+def test_the_headless_turn_line_has_the_turns_tokens_not_a_samplings() -> None:
+    log = Log()
+    log.add(ev.SessionStarted, reason="new", provider="anthropic", model="claude-sonnet-4-5",
+            context_window=200_000, priced=True)
+    log.add(ev.AssistantMessage, turn=1, text="Asking the server.",
+            tool_calls=[ev.ToolCallRecord(id="c1", name="mcp__muse__idea", arguments="{}")])
+    # The server sampled the run's model during the call: its usage comes before the turn's.
+    log.add(ev.TokenUsage, turn=0, input_tokens=40, output_tokens=5, cost_usd=0.01, job_cost_usd=0.01,
+            source="mcp_sampling", mcp_server="muse", call_id="c1")
+    log.add(ev.McpSampled, server="muse", tool="idea", call_id="c1", max_tokens=64, input_tokens=40, output_tokens=5,
+            cost_usd=0.01)
+    log.add(ev.TokenUsage, turn=1, input_tokens=3000, output_tokens=30, cost_usd=0.02, job_cost_usd=0.03,
+            context_tokens=3030, context_window=200_000, prompt_budget=180_000)
+    lines = lines_of(log.events)
+    (turn,) = [x for x in lines if x.lstrip().startswith("t1")]
+    assert "3.0k in, 30 out" in turn
+    assert any("MCP server muse sampled the run's model during idea: 40 in, 5 out (at most 64)" in x for x in lines)

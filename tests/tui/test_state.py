@@ -71,6 +71,20 @@ def test_a_stop_while_a_restart_waits_is_not_told_as_a_denial():
         assert (st.outcome, st.outcome_detail) == ("stopped", said)
 
 
+def test_an_mcp_servers_sampling_is_spend_not_a_turn():
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    st = ConsoleState("job")
+    st.apply(ev.SessionStarted(ts=t, seq=1, session=1))
+    st.apply(ev.TokenUsage(ts=t, seq=2, session=1, turn=3, input_tokens=1000, output_tokens=50, context_tokens=1050,
+                           context_window=8000, job_cost_usd=0.5))
+    before = (st.turn, st.turns_total, st.gauge.used, list(st.gauge.trend))
+    st.apply(ev.TokenUsage(ts=t, seq=3, session=1, turn=0, input_tokens=40, output_tokens=5, job_cost_usd=0.6,
+                           source="mcp_sampling", mcp_server="muse", call_id="c1"))
+    # Its tokens and cost are the run's; the turn, the context gauge and its trend are the agent's alone.
+    assert (st.turn, st.turns_total, st.gauge.used, list(st.gauge.trend)) == before
+    assert (st.input_tokens, st.output_tokens, st.job_cost) == (1040, 55, 0.6)
+
+
 def test_formatting_helpers():
     assert tokens(950) == "950" and tokens(1234) == "1.2k" and tokens(56_000) == "56k" and tokens(2_500_000) == "2.50M"
     assert tokens is present.tokens  # one formatter for every view

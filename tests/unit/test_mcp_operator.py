@@ -58,6 +58,13 @@ def test_a_jobs_http_server_is_refused_unless_the_operator_allows_its_url() -> N
     ('[[mcp]]\nname = "w"\nurl = "https://h/mcp"\nenv_http_headers = {X-Key = "K"}\n',
      "env_http_headers is set only by the operator's config"),
     ('[[mcp]]\nname = "w"\nurl = "https://h/mcp"\nheaders = {Authorization = "Bearer abc"}\n', "mcp.0.headers"),
+    # A job folder may come from anyone: it never spends the operator's model through its server.
+    ('[[mcp]]\nname = "t"\ncommand = ["x"]\nsampling = true\n', "sampling is set only by the operator's config"),
+    ('[[mcp]]\nname = "t"\ncommand = ["x"]\nsampling_max_tokens = 9\n',
+     "sampling_max_tokens is set only by the operator's config"),
+    ('[[mcp]]\nname = "t"\ncommand = ["x"]\nsampling_per_call = 9\n',
+     "sampling_per_call is set only by the operator's config"),
+    ('[[mcp]]\nname = "github"\nsampling = true\n', "sampling is set only by the operator's config"),
     ('[[mcp]]\nname = "w"\nurl = "https://h/mcp"\nenv = ["TOKEN"]\n', "an HTTP server runs elsewhere"),
     ('[[mcp]]\nname = "w"\nurl = "file:///etc/passwd"\n', "not an http:// or https:// URL"),
     ('[[mcp]]\nname = "w"\nurl = "https://h/mcp"\ncommand = ["x"]\n', "a command (stdio) or a url"),
@@ -76,7 +83,8 @@ def test_the_operators_servers_are_named_by_a_job_and_never_redefined(tmp_path: 
     config.write_text('[mcp]\nurls = ["http://127.0.0.1:8931/"]\n'
                       '[[mcp.servers]]\nname = "github"\nurl = "https://api.example.com/mcp/"\n'
                       'bearer_token_env_var = "GITHUB_MCP_TOKEN"\ntools = ["issues", "pulls"]\n'
-                      '[[mcp.servers]]\nname = "fetch"\ncommand = ["/opt/mcp/bin/mcp-server-fetch"]\nnetwork = true\n')
+                      '[[mcp.servers]]\nname = "fetch"\ncommand = ["/opt/mcp/bin/mcp-server-fetch"]\nnetwork = true\n'
+                      'sampling = true\nsampling_max_tokens = 256\n')
     caps = load_settings().mcp
     github = caps.server("github")
     assert github is not None and github.bearer_token_env_var == "GITHUB_MCP_TOKEN"
@@ -88,6 +96,8 @@ def test_the_operators_servers_are_named_by_a_job_and_never_redefined(tmp_path: 
     # The operator's URL and credentials; the job narrowed the tools (never widened them) and made it required.
     assert (gh.url, gh.bearer_token_env_var, gh.tools, gh.required) == (
         "https://api.example.com/mcp/", "GITHUB_MCP_TOKEN", ["issues"], True)
+    # Sampling: off unless the operator's entry says so, and then with the operator's caps (a job names it alone).
+    assert not gh.sampling and (fetch.sampling, fetch.sampling_max_tokens, fetch.sampling_per_call) == (True, 256, 4)
     assert fetch.command == ["/opt/mcp/bin/mcp-server-fetch"] and fetch.network is True
     # Its requests may go to the operator's own URL (the job's own servers only to [mcp] urls).
     assert allowed_urls(gh, caps) == ("http://127.0.0.1:8931/", "https://api.example.com/mcp/")
@@ -104,6 +114,8 @@ def test_the_operators_servers_are_named_by_a_job_and_never_redefined(tmp_path: 
     ('name = "x"\n', "needs a command (stdio) or a url"),
     ('name = "x"\nurl = "https://h/"\nbearer_token_env_var = "ghp_abcdef1234"\n', "never the token itself"),
     ('name = "x"\nurl = "https://h/"\nenv_http_headers = {"X-Key" = "sk-live-1"}\n', "never the credential itself"),
+    ('name = "x"\ncommand = ["x"]\nsampling = true\nsampling_max_tokens = 100000\n', "less than or equal to 16384"),
+    ('name = "x"\ncommand = ["x"]\nsampling = true\nsampling_per_call = 0\n', "greater than or equal to 1"),
 ])
 def test_the_operators_server_entries_are_checked(entry: str, says: str) -> None:
     with pytest.raises(ValidationError) as caught:

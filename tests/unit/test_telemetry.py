@@ -248,3 +248,44 @@ def test_the_test_receiver_is_strict() -> None:
         assert post(receiver.endpoint + "/v1/logs", b"", "application/x-protobuf") == 404
         assert post(receiver.endpoint + "/v1/traces", b"", "application/x-protobuf") == 200  # an empty request
     assert len(receiver.refused) == 3 and len(receiver.traces) == 1
+
+
+def test_an_mcp_servers_sampling_is_counted_as_spend_and_is_no_chat_of_the_turns() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from console.engine import events as ev
+    from console.telemetry.fold import Instruments, TraceFold
+
+    spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    meters = MeterProvider(metric_readers=[reader])
+    fold = TraceFold(tracer_provider.get_tracer("t"), Instruments(meters.get_meter("t")), Scrubber({}),
+                     content=False, run_id="abcde", job="quickstart")
+    t0 = datetime(2026, 11, 30, 5, 0, tzinfo=UTC)
+    seq = iter(range(1, 100))
+
+    def at(cls, s: float, **kw):
+        fold(cls(ts=t0 + timedelta(seconds=s), seq=next(seq), session=1, **kw))
+
+    at(ev.SessionStarted, 0, provider="openai", model="gpt-x", reason="new")
+    at(ev.TurnStarted, 1, turn=1)
+    at(ev.AssistantMessage, 3, turn=1, text="", stop_reason="tool_use")
+    at(ev.ToolCalled, 3, turn=1, call_id="c1", tool="mcp__muse__idea", arguments="{}")
+    at(ev.TokenUsage, 4, turn=0, input_tokens=40, output_tokens=5, cost_usd=0.25, job_cost_usd=0.25,
+       source="mcp_sampling", mcp_server="muse", call_id="c1")
+    at(ev.ToolResult, 5, turn=1, call_id="c1", tool="mcp__muse__idea", ok=True, content="idea")
+    at(ev.TokenUsage, 6, turn=1, input_tokens=100, output_tokens=10, cost_usd=0.5, job_cost_usd=0.75)
+    at(ev.RunEnded, 10, reason="stopped", outcome="incomplete", sessions=1, restarts=0)
+    chat = {s.name: s for s in spans.get_finished_spans()}["chat gpt-x"]
+    assert chat.attributes["gen_ai.usage.input_tokens"] == 100  # the turn's own, not the server's sampling
+    data = reader.get_metrics_data()
+    totals = {m.name: sum(p.value for p in m.data.data_points) for rm in data.resource_metrics
+              for sm in rm.scope_metrics for m in sm.metrics if hasattr(m.data.data_points[0], "value")}
+    assert totals["agent_console.cost"] == 0.75

@@ -56,6 +56,7 @@ from console.engine.events.stream import EventStream, Subscriber
 from console.engine.events.tools import (
     AssistantMessage,
     CommandSandbox,
+    McpSampled,
     McpServerEvent,
     ToolCalled,
     ToolCallRecord,
@@ -88,6 +89,7 @@ __all__ = [
     "JobCompleted",
     "JobGaveUp",
     "LaunchSettings",
+    "McpSampled",
     "McpServerEvent",
     "MemoryUpdated",
     "ModelRetry",

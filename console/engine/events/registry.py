@@ -46,6 +46,7 @@ from console.engine.events.session import ModelRetry, SessionEnded, SessionStart
 from console.engine.events.tools import (
     AssistantMessage,
     CommandSandbox,
+    McpSampled,
     McpServerEvent,
     ToolCalled,
     ToolDenied,
@@ -82,6 +83,7 @@ Event = Annotated[
     | GuardrailsStatus
     | CommandSandbox
     | McpServerEvent
+    | McpSampled
     | OperatorCommand
     | JobCompleted
     | JobGaveUp

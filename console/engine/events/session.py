@@ -98,3 +98,9 @@ class TokenUsage(EventBase):
     # The share of the whole context window the next prompt takes (context_tokens / context_window, a fraction like
     # wind_down's usage_pct): seed 004's context_used_pct. None in logs written before it was recorded.
     context_used_pct: float | None = None
+    # "mcp_sampling": the tokens of an MCP server's sampling request (console.engine.tools.mcp_sampling), answered
+    # by the run's model during the tool call ``call_id`` of server ``mcp_server``: counted in the spend and budget
+    # like a turn's, but not a turn (no context gauge, no turn line). "": a turn of the agent.
+    source: Literal["", "mcp_sampling"] = ""
+    mcp_server: str = ""
+    call_id: str = ""

@@ -103,3 +103,22 @@ class McpServerEvent(EventBase):
     # Its calls and the calls that failed, so far in this process (the views count tool_result events instead).
     calls: int = 0
     errors: int = 0
+
+
+class McpSampled(EventBase):
+    """An MCP server asked the run's model for a completion (sampling), during one of its tool calls: answered (its
+    tokens and cost, also in a ``token_usage`` event of ``source`` "mcp_sampling", counted in the run's spend and
+    budget) or refused (``refused`` says why: not enabled by the operator, a cap, a spent budget, content that is
+    not text). The server's own words are not kept here: they are the server's, untrusted."""
+
+    type: Literal["mcp_sampled"] = "mcp_sampled"
+    server: str
+    tool: str = ""
+    call_id: str = ""
+    refused: str = ""
+    max_tokens: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    # What of the request was not honoured (includeContext other than "none"), one line; "" when all was.
+    note: str = ""

@@ -42,7 +42,12 @@ _HEADER_NAME = re.compile(r"[A-Za-z0-9-]{1,64}")
 # What a reference to an operator's server (a name alone) may still say in job.toml.
 _REFERENCE_KEYS = {"name", "tools", "required"}
 # What only the operator's config may set (a job's [[mcp]] that sets one is refused).
-OPERATOR_KEYS = ("network", "bearer_token_env_var", "env_http_headers")
+OPERATOR_KEYS = ("network", "bearer_token_env_var", "env_http_headers", "sampling", "sampling_max_tokens",
+                 "sampling_per_call")
+# The most a server's one sampling request may be given (output tokens), and the most requests one tool call may
+# make, whatever the operator writes: a cap the operator can lower, never a door left open.
+MAX_SAMPLING_TOKENS = 16_384
+MAX_SAMPLING_PER_CALL = 32
 
 
 class McpServerConfig(StrictSection):
@@ -67,6 +72,13 @@ class McpServerConfig(StrictSection):
     network: bool = False
     bearer_token_env_var: str | None = None
     env_http_headers: dict[str, str] = Field(default_factory=dict, max_length=MAX_ENV)
+    # The operator's config only: whether the server's sampling requests (sampling/createMessage) are answered by
+    # the run's own model (text only, none of the run's context, each within ``sampling_max_tokens`` output tokens
+    # and counted in the run's spend and budget; at most ``sampling_per_call`` of them during one tool call). Off:
+    # refused (the client does not advertise it).
+    sampling: bool = False
+    sampling_max_tokens: int = Field(default=1024, ge=1, le=MAX_SAMPLING_TOKENS)
+    sampling_per_call: int = Field(default=4, ge=1, le=MAX_SAMPLING_PER_CALL)
 
     @field_validator("name")
     @classmethod

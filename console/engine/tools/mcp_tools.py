@@ -39,6 +39,7 @@ from console.engine.tools.registry import Failure, Tool, ToolArgs, ToolOutcome
 if TYPE_CHECKING:
     from console.engine.guardrails.config import GuardrailsConfig
     from console.engine.runtime import Runtime
+    from console.engine.tools.mcp_sampling import Sampler
 
 PREFIX = "mcp"
 MAX_SCHEMA_CHARS = 16_384
@@ -80,7 +81,9 @@ class McpServer(Protocol):
     def call(self, tool: str, arguments: dict[str, Any], timeout: float,
              should_stop: Callable[[], bool] = lambda: False) -> McpCallResult:
         """The server's answer; raises :class:`McpUnavailable` if it could not be had (timeout, gone, garbage, or
-        ``should_stop`` said the operator stops the run now: the call is then cancelled)."""
+        ``should_stop`` said the operator stops the run now: the call is then cancelled). A server whose config
+        enables ``sampling`` is called with one more keyword, ``ask`` (console.engine.tools.mcp_sampling.Ask): the
+        engine's answer to its sampling requests during this call, run on the caller's thread."""
         ...
 
     def close(self) -> None: ...
@@ -253,7 +256,8 @@ def _with_blocks(rt: Runtime, server: str, stem: str, answer: McpCallResult, kee
 
 
 def _handler(server: McpServer, tool: str, name: str, schema: dict[str, Any],
-             keep: Callable[[Runtime], int], watch: McpWatch) -> Callable[[Runtime, McpArgs], ToolOutcome]:
+             keep: Callable[[Runtime], int], watch: McpWatch,
+             sampler: Sampler | None = None) -> Callable[[Runtime, McpArgs], ToolOutcome]:
     config = server.config
 
     def handler(rt: Runtime, args: McpArgs) -> ToolOutcome:
@@ -278,10 +282,25 @@ def _handler(server: McpServer, tool: str, name: str, schema: dict[str, Any],
         # "files": the stem of the names its non-text content is saved under (mcp_content), known after a kill.
         facts, redo = rt.intent(lambda: {"mcp": config.name, "tool": tool, "started": True, "files": new_stem()})
         stem = str(facts.get("files", ""))
+        call_id = rt.current_call or ""
         if redo:
+            if config.sampling:  # what its server's sampling cost before the kill: counted now, once
+                from console.engine.tools.mcp_sampling import JOURNAL_KEY, count_journaled
+
+                count_journaled(rt, config.name, call_id, facts.get(JOURNAL_KEY))
             return ToolOutcome(False, _interrupted(name, saved_before(rt, config.name, stem)))
+        extra: dict[str, Any] = {}
+        if config.sampling and sampler is not None:
+            from console.engine.tools.mcp_sampling import JOURNAL_KEY
+
+            def journal(had: list[Any]) -> None:
+                # The call's intent again, with the sampling's usage so far (the last intent of a call wins).
+                if rt.journal is not None and rt.current_call is not None:
+                    rt.journal.intent(rt.current_call, {**facts, JOURNAL_KEY: had})
+
+            extra["ask"] = sampler.for_call(rt, config, tool, call_id, journal, timeout)
         try:
-            answer = server.call(tool, arguments, timeout, rt.should_stop)
+            answer = server.call(tool, arguments, timeout, rt.should_stop, **extra)
         except McpUnavailable as exc:
             watch.called(rt.events, config.name, False)
             if exc.sent:
@@ -324,9 +343,12 @@ _ERRORS = (
 )
 
 
-def build_mcp_tools(servers: Sequence[McpServer], *, reserved: Collection[str] = ()) -> McpTools:
+def build_mcp_tools(servers: Sequence[McpServer], *, reserved: Collection[str] = (),
+                    sampler: Sampler | None = None) -> McpTools:
     """The tools of ``servers`` (each one's ``tools`` allow-list applied). ValueError (one line) for a name two
-    tools would share, or a harness tool's name: the run is refused at its start, never half-offered."""
+    tools would share, or a harness tool's name: the run is refused at its start, never half-offered.
+    ``sampler``: the run's model, lent to the calls of a server whose operator's config enables ``sampling``
+    (without it, or for any other server, its sampling requests are refused)."""
     out = McpTools()
     taken = set(reserved)
     for server in servers:
@@ -363,7 +385,8 @@ def build_mcp_tools(servers: Sequence[McpServer], *, reserved: Collection[str] =
             description = safe_text(text, limit=MAX_DESCRIPTION) or f"Tool {raw} of the MCP server {config.name}."
             summary = f"{safe_text(text, one_line=True, join=True, limit=100) or raw} (MCP server {config.name})"
             out.tools.append(Tool(name, description, McpArgs,
-                                  _handler(server, raw, name, schema, _observation_budget(config), out.watch),
+                                  _handler(server, raw, name, schema, _observation_budget(config), out.watch,
+                                           sampler),
                                   summary, errors=_ERRORS, schema=schema,
                                   details=(f"A tool of the MCP server '{config.name}' declared in job.toml, "
                                            + ("reached over HTTP (it runs elsewhere, not in the job folder). "

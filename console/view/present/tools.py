@@ -9,8 +9,10 @@ from console.engine.job import one_line
 from console.view.present.args import tool_args
 from console.view.present.words import (
     Presented,
+    cost,
     flat,
     reply_text,
+    tokens,
 )
 
 
@@ -117,3 +119,16 @@ def _mcp_server(e: ev.McpServerEvent) -> Presented:
     return Presented("◈", "mcp", severity, f"MCP server {name} {e.state}: {mcp_tools_text(e)} · "
                                            f"{mcp_confinement(e)}{calls}", told, f"mcp {name}",
                      lines=(flat(e.why, 0),) if e.why else ())
+
+
+def _mcp_sampled(e: ev.McpSampled) -> Presented:
+    """A server's sampling request: answered by the run's model (its tokens and cost), or refused (why)."""
+    name = one_line(e.server, 40)
+    tool = f" during {one_line(e.tool, 60)}" if e.tool else ""
+    if e.refused:
+        return Presented("◈", "mcp", "caution", f"MCP server {name} asked the run's model (sampling){tool}: refused",
+                         one_line(e.refused, 300), f"mcp {name}")
+    price = f", {cost(e.cost_usd)}" if e.cost_usd is not None else ""
+    return Presented("◈", "mcp", "info", f"MCP server {name} sampled the run's model{tool}: {tokens(e.input_tokens)} "
+                                         f"in, {tokens(e.output_tokens)} out (at most {e.max_tokens:,}){price}",
+                     one_line(e.note, 300), f"mcp {name}")

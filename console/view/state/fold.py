@@ -252,6 +252,11 @@ class ConsoleState:
         g = self.gauge
         if e.job_cost_usd is not None:
             self.job_cost = e.job_cost_usd
+        if e.source:  # an MCP server's sampling: spend, not a turn (the context gauge is the agent's)
+            self.input_tokens += e.input_tokens
+            self.output_tokens += e.output_tokens
+            self.cached_tokens += e.cached_input_tokens
+            return {STATUS}
         self.turn = e.turn
         self.turns_total += 1
         self.input_tokens += e.input_tokens
