@@ -221,10 +221,10 @@ def _exporters(plan: Plan) -> tuple[SpanExporter, MetricExporter]:
                 OTLPMetricExporter(endpoint=plan.metrics_url, headers=plan.headers, timeout=plan.timeout))
     if plan.protocol == "grpc":
         try:
-            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (  # type: ignore[import-not-found]
+            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
                 OTLPMetricExporter as GrpcMetrics,
             )
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # type: ignore[import-not-found]
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
                 OTLPSpanExporter as GrpcSpans,
             )
         except ImportError:
