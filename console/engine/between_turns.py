@@ -96,7 +96,7 @@ class BetweenTurns:
                 rt.fleet.told(again, now)
             return False
         rt.fleet_hold = None
-        why = "the fleet budget was raised" if again is None or again.day == hold.day else "a new day began"
+        why = rt.fleet.lifted(hold, now)
         op.paused = False
         answered(rt.events, op, why)
         s.commit(durable=True)

@@ -84,7 +84,7 @@ def test_two_runs_pause_at_the_fleet_budget_the_operator_hears_once_and_a_raise_
         r.thread.join(WAIT)
         assert not r.thread.is_alive() and r.result == [ShutdownReason.JOB_COMPLETE]
         cleared = [e for e in r.events() if isinstance(e, ev.NeedsOperatorCleared)]
-        assert [(c.reason, c.by) for c in cleared] == [("fleet_budget", "the fleet budget was raised")]
+        assert [(c.reason, c.by) for c in cleared] == [("fleet_budget", "the fleet budget was raised (test)")]
         assert r.notifier.close() and r.errors == []
     # Told once in all: nothing more reached the channel (the clearing is no message, the ends were not asked for).
     assert len(server.requests) == 1

@@ -82,5 +82,8 @@ class FleetBudget(Protocol):
     def check(self, now: datetime) -> FleetHold | None:
         """The open hold this run is in now (the fleet's before its job's), None if none."""
 
+    def lifted(self, hold: FleetHold, now: datetime) -> str:
+        """Why ``hold`` no longer holds (its last check found it lifted): who raised what, or a new day."""
+
     def told(self, hold: FleetHold, now: datetime) -> None:
         """The telling run recorded its need: the hold's notification is done (nobody takes it over)."""

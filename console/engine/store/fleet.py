@@ -28,6 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
+from console.engine.cost import format_cost
 from console.engine.guardrails.fleet import FLEET, RECHECK_SECONDS, FleetHold, local_day
 from console.engine.store.base import FINISHED
 
@@ -174,7 +175,8 @@ class SqliteFleet:
                      ON CONFLICT(path) DO UPDATE SET
                      usd = CASE WHEN fleet_spend.day = excluded.day THEN fleet_spend.usd + excluded.usd
                                 ELSE excluded.usd END,
-                     day = excluded.day, job = excluded.job""", (str(path), day, job[:SCOPE_CHARS], usd))
+                     day = excluded.day, job = excluded.job
+                     WHERE excluded.day >= fleet_spend.day""", (str(path), day, job[:SCOPE_CHARS], usd))
 
     def figures(self, day: str, job: str) -> Figures | None:
         cur = self._run(f"""SELECT
@@ -271,6 +273,22 @@ class StoreFleetBudget:
         self.claim_seconds = claim_seconds
         self.recheck_seconds = recheck_seconds
         self.checks = 0  # how many checks asked the store (the benchmark's figure)
+        # Each scope's limit in the config and who last raised it today, as the last check saw them (a hold's
+        # lifting says which lifted it).
+        self._base: dict[str, float] = {}
+        self._by: dict[str, str] = {}
+
+    def lifted(self, hold: FleetHold, now: datetime) -> str:
+        if local_day(now) != hold.day:
+            return "a new day began"
+        limits = self.limits()
+        base = limits.daily_usd if hold.scope == FLEET else limits.jobs.get(hold.scope.removeprefix("job:"))
+        by = self._by.get(hold.scope, "")
+        if base is None:
+            return "the fleet budget was removed from the config"
+        if base != self._base.get(hold.scope, base):
+            return f"the config's [budgets] now says {format_cost(base)} a day"
+        return f"the fleet budget was raised ({by})" if by else "the fleet budget was raised"
 
     def spent(self, now: datetime, usd: float) -> None:
         self.ledger.add_spend(self.path, local_day(now), self.job, usd)
@@ -285,6 +303,7 @@ class StoreFleetBudget:
         if f is None:
             return None  # the store cannot answer now: nobody is held on a figure nobody knows
         job_limit = limits.jobs.get(self.job)
+        self._by = {FLEET: f.fleet_raised_by, job_scope(self.job): f.job_raised_by}
         for scope, base, spent, extra in ((FLEET, limits.daily_usd, f.fleet_usd, f.fleet_raise),
                                           (job_scope(self.job), job_limit, f.job_usd, f.job_raise)):
             if base is None:
@@ -292,6 +311,7 @@ class StoreFleetBudget:
             limit = round(base + extra, 6)
             if spent < limit:
                 continue
+            self._base[scope] = base
             tell = (self.ledger.open_hold(day, scope, limit, spent, self.owner, now)
                     or self.ledger.claim_telling(day, scope, limit, self.owner, self.claim_seconds))
             running = 0
