@@ -180,3 +180,24 @@ def test_the_configs_limits_are_read_again_when_the_file_changes_and_kept_when_i
     assert limits().daily_usd == 5.0
     config.write_text("[budgets\n")
     assert limits().daily_usd == 5.0 and len(seen) == 3  # a broken edit lifts no limit
+
+
+def test_the_fleets_line_says_the_runs_the_budget_holds() -> None:
+    from console.view.ledger import today_line
+
+    assert today_line([1.0, None, 0.5], ["fleet_budget", "", "fleet_budget"]) == \
+        "today $1.50 over 2 runs · fleet budget reached: 2 runs held (agent-console budget)"
+    assert today_line([None], ["stuck"]) == ""
+    assert today_line([None], ["fleet_budget"]) == "fleet budget reached: 1 run held (agent-console budget)"
+
+
+def test_a_need_another_run_tells_is_not_sent_by_this_runs_notifier() -> None:
+    from console.engine import events as ev
+    from console.notify import Notifier
+
+    n = Notifier([], "r1", "quickstart", remind=())
+    common = dict(seq=1, ts=NOW, session=1, reason="fleet_budget", message="the fleet spent $1.00 today")
+    assert n.message_for(ev.NeedsOperator(**common, notify=False)) is None  # type: ignore[arg-type]
+    told = n.message_for(ev.NeedsOperator(**common))  # type: ignore[arg-type]
+    assert told is not None and told.title == "agent-console: run r1 needs you (fleet budget reached)"
+    assert "agent-console budget --raise USD" in told.body and "agent-console resume r1" in told.body
