@@ -10,6 +10,7 @@ A part of :class:`console.engine.session.Session`, over the session's shared sta
 from __future__ import annotations
 
 from console.engine import events as ev
+from console.engine import failpoints
 from console.engine.compaction import compact
 from console.engine.context.carryover import extract_carryover
 from console.engine.context.masking import apply_masking, mask_notice
@@ -67,6 +68,8 @@ class BetweenTurns:
         if hold is None or hold.key in rt.fleet_waived:
             return
         rt.fleet_hold = hold
+        if hold.tell:
+            failpoints.hit("fleet hold")  # claimed the telling, not yet told: a kill here must not leave it untold
         ask_operator(rt.events, op, "fleet_budget", hold.message(), hold.evidence(), notify=hold.tell)
         s.commit(durable=True)
         if hold.tell:
@@ -86,7 +89,10 @@ class BetweenTurns:
             return False
         self._fleet_next = tick + rt.fleet.recheck_seconds
         now = rt.clock.now()
-        if (again := rt.fleet.check(now)) is not None and again.key == hold.key:
+        again = rt.fleet.check(now)
+        if again is None and not rt.fleet.known:
+            return False  # the store cannot say now: still held (the operator's resume or stop still answers)
+        if again is not None and again.key == hold.key:
             if again.tell:
                 # The run that claimed the telling died before its need was recorded: this one tells it (its need
                 # asked again, told this time), so the operator hears of the hold once, not never.

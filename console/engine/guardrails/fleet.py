@@ -75,6 +75,9 @@ class FleetBudget(Protocol):
 
     # Seconds between two looks of a held run (:data:`RECHECK_SECONDS`; a test's fake clock: 0).
     recheck_seconds: float
+    # Whether the last check had the store's answer: a held run stays held while the store cannot say the hold
+    # was lifted (a run not held is not held on a figure nobody knows).
+    known: bool
 
     def spent(self, now: datetime, usd: float) -> None:
         """Count ``usd`` (a turn's priced cost) in this run's spend of ``now``'s day."""

@@ -273,6 +273,7 @@ class StoreFleetBudget:
         self.claim_seconds = claim_seconds
         self.recheck_seconds = recheck_seconds
         self.checks = 0  # how many checks asked the store (the benchmark's figure)
+        self.known = True  # whether the last check had the store's answer
         # Each scope's limit in the config and who last raised it today, as the last check saw them (a hold's
         # lifting says which lifted it).
         self._base: dict[str, float] = {}
@@ -295,11 +296,13 @@ class StoreFleetBudget:
 
     def check(self, now: datetime) -> FleetHold | None:
         limits = self.limits()
+        self.known = True
         if not limits.any:
             return None
         day = local_day(now)
         self.checks += 1
         f = self.ledger.figures(day, self.job)
+        self.known = f is not None
         if f is None:
             return None  # the store cannot answer now: nobody is held on a figure nobody knows
         job_limit = limits.jobs.get(self.job)

@@ -37,7 +37,8 @@ class PgFleet:
             return None
         try:
             with self.store.connection() as conn:
-                return list(conn.execute(sql, params).fetchall())
+                cur = conn.execute(sql, params)
+                return list(cur.fetchall()) if cur.description is not None else []
         except StoreError as exc:
             self.error = str(exc)
             self._away_until = time.monotonic() + AWAY_SECONDS
