@@ -108,3 +108,38 @@ def test_a_run_resumed_alone_goes_on_past_the_hold_while_the_other_stays_held(
     for r in (a, b):
         assert r.notifier.close()
     assert len(server.requests) == 1
+
+
+def test_a_held_run_goes_on_by_itself_when_the_config_raises_the_limit(
+        make_job, tmp_path: Path, server: Loopback) -> None:
+    a = Run(make_job("quickstart"), tmp_path / "jobs.db", FleetLimits(daily_usd=0.01), server.url("json", "a"))
+    a.thread.start()
+    wait_for(a.held, WAIT, "the run held by the fleet budget")
+    a.limits = FleetLimits(daily_usd=100.0)  # as the runner's ConfigLimits reads an edited config
+    a.thread.join(WAIT)
+    assert a.result == [ShutdownReason.JOB_COMPLETE]
+    [cleared] = [e for e in a.events() if isinstance(e, ev.NeedsOperatorCleared)]
+    assert cleared.by == "the config's [budgets] now says $100 a day"
+    assert a.notifier.close()
+
+
+def test_a_new_day_lifts_the_hold_and_the_new_days_spend_is_held_anew_and_told_again(
+        make_job, tmp_path: Path, server: Loopback) -> None:
+    from datetime import timedelta
+
+    a = Run(make_job("quickstart"), tmp_path / "jobs.db", FleetLimits(daily_usd=0.01), server.url("json", "a"))
+    a.thread.start()
+    wait_for(a.held, WAIT, "the run held by the fleet budget")
+    a.clock.advance(timedelta(days=1).total_seconds())
+
+    def cleared() -> list[ev.NeedsOperatorCleared]:
+        return [e for e in a.events() if isinstance(e, ev.NeedsOperatorCleared)]
+
+    wait_for(lambda: cleared() and a.held(), WAIT, "the hold lifted at midnight, and the new day's reached")
+    assert [c.by for c in cleared()] == ["a new day began"]
+    days = {h.day for h in a.ledger.holds(local_day(a.clock.now()))}
+    assert days == {local_day(a.clock.now())}
+    a.sup.stop()
+    a.thread.join(WAIT)
+    assert a.notifier.close()
+    assert len(server.requests) == 2  # each day's hold told once
