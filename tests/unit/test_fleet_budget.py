@@ -201,3 +201,26 @@ def test_a_need_another_run_tells_is_not_sent_by_this_runs_notifier() -> None:
     told = n.message_for(ev.NeedsOperator(**common))  # type: ignore[arg-type]
     assert told is not None and told.title == "agent-console: run r1 needs you (fleet budget reached)"
     assert "agent-console budget --raise USD" in told.body and "agent-console resume r1" in told.body
+
+
+def test_the_configs_budgets_are_typed_bounded_and_the_variable_overrides_daily_usd(monkeypatch) -> None:
+    import os
+
+    from console.engine.job import JobError
+    from console.settings import load_settings
+
+    config = Path(os.environ["AGENT_CONSOLE_CONFIG"])
+    config.write_text("[budgets]\ndaily_usd = 50\n\n[budgets.jobs]\ntriage = 2.5\n")
+    b = load_settings().budgets
+    assert (b.daily_usd, b.jobs) == (50.0, {"triage": 2.5})
+    monkeypatch.setenv("AGENT_CONSOLE_BUDGETS_DAILY_USD", "75")
+    b = load_settings().budgets
+    assert (b.daily_usd, b.jobs) == (75.0, {"triage": 2.5})  # the file's jobs kept
+    monkeypatch.setenv("AGENT_CONSOLE_BUDGETS_DAILY_USD", "lots")
+    with pytest.raises(JobError, match="AGENT_CONSOLE_BUDGETS_DAILY_USD"):
+        load_settings()
+    monkeypatch.delenv("AGENT_CONSOLE_BUDGETS_DAILY_USD")
+    for bad in ("daily_usd = -1", "daily_usd = \"50\"", "daily_usd = nan", "surprise = 1"):
+        config.write_text(f"[budgets]\n{bad}\n")
+        with pytest.raises(JobError, match="budgets"):
+            load_settings()
