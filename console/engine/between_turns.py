@@ -60,12 +60,13 @@ class BetweenTurns:
         rt, op = s.rt, s.deps.operator
         if rt.fleet_hold is not None and op.needs != "fleet_budget":
             # The operator's resume of this run answered its hold: it goes on past that limit, today.
-            rt.fleet_waived.add(rt.fleet_hold.key)
+            if rt.fleet is not None:
+                rt.fleet.waive(rt.fleet_hold)  # in the store: a resumed process, or another machine's, keeps it
             rt.fleet_hold = None
         if rt.fleet is None or op.needs is not None:
             return
         hold = rt.fleet.check(rt.clock.now())
-        if hold is None or hold.key in rt.fleet_waived:
+        if hold is None:
             return
         rt.fleet_hold = hold
         if hold.tell:

@@ -127,12 +127,9 @@ class Runtime:
     # The run's tool registry's names (set by the supervisor): a todo that names one as a call needs that call's
     # evidence (console.engine.evidence). Empty: only the file-read rule applies.
     tool_names: frozenset[str] = frozenset()
-    # The fleet's daily budget (console.engine.guardrails.fleet; None: none is set), the hold this run waits on,
-    # and the holds the operator let this run go on past (their resume of it, held): this process's, kept across
-    # its sessions (a new process asks again, which its operator's resume answers again).
+    # The fleet's daily budget (console.engine.guardrails.fleet; None: none is set), and the hold this run waits on.
     fleet: FleetBudget | None = None
     fleet_hold: FleetHold | None = None
-    fleet_waived: set[tuple[str, str, float]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.paths.state.mkdir(mode=0o700, parents=True, exist_ok=True)

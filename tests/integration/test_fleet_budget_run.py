@@ -102,6 +102,10 @@ def test_a_run_resumed_alone_goes_on_past_the_hold_while_the_other_stays_held(
     a.thread.join(WAIT)
     assert a.result == [ShutdownReason.JOB_COMPLETE]
     assert b.held() and b.thread.is_alive()
+    # Recorded in the store: the run's next process (or machine) is not held by this limit again today.
+    [hold] = a.ledger.holds(local_day(a.clock.now()))
+    assert a.ledger.waived(hold.day, hold.scope, hold.limit_usd, a.paths.root)
+    assert not a.ledger.waived(hold.day, hold.scope, hold.limit_usd, b.paths.root)
     b.sup.stop()
     b.thread.join(WAIT)
     assert b.result == [ShutdownReason.USER_SHUTDOWN]

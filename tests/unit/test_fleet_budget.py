@@ -224,3 +224,20 @@ def test_the_configs_budgets_are_typed_bounded_and_the_variable_overrides_daily_
         config.write_text(f"[budgets]\n{bad}\n")
         with pytest.raises(JobError, match="budgets"):
             load_settings()
+
+
+def test_a_run_the_operator_let_go_on_stays_past_that_limit_in_its_next_process_and_only_that_one(
+        tmp_path: Path) -> None:
+    db = tmp_path / "jobs.db"
+    JobStore(db)
+    a, b = budget(db, "a"), budget(db, "b")
+    a.spent(NOW, 2.0)
+    hold = a.check(NOW)
+    assert hold is not None
+    a.waive(hold)
+    assert a.check(NOW) is None and b.check(NOW) is not None
+    again = budget(db, "a")  # the run's next process (a kill -9, then resume)
+    assert again.check(NOW) is None
+    assert again.ledger.raise_limit(DAY, FLEET, 1.0, "test") == 1.0
+    again.spent(NOW, 1.0)
+    assert again.check(NOW) is not None  # a new limit reached: held again

@@ -88,5 +88,8 @@ class FleetBudget(Protocol):
     def lifted(self, hold: FleetHold, now: datetime) -> str:
         """Why ``hold`` no longer holds (its last check found it lifted): who raised what, or a new day."""
 
+    def waive(self, hold: FleetHold) -> None:
+        """The operator's resume of this run answered ``hold``: this run goes on past it (that day, that limit)."""
+
     def told(self, hold: FleetHold, now: datetime) -> None:
         """The telling run recorded its need: the hold's notification is done (nobody takes it over)."""

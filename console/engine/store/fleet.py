@@ -66,6 +66,13 @@ CREATE TABLE IF NOT EXISTS fleet_holds (
     told_at TEXT,
     PRIMARY KEY (day, scope, limit_usd)
 );
+CREATE TABLE IF NOT EXISTS fleet_waivers (
+    day TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    limit_usd REAL NOT NULL,
+    path TEXT NOT NULL,
+    PRIMARY KEY (day, scope, limit_usd, path)
+);
 """
 # A figure counts only if it is an amount (SQLite keeps whatever a foreign writer put in a REAL column).
 _AMOUNT = f"typeof(usd) IN ('real', 'integer') AND usd >= 0 AND usd < {MAX_USD:g}"
@@ -130,6 +137,8 @@ class FleetLedger(Protocol):
     def claim_telling(self, day: str, scope: str, limit: float, owner: str, stale: float) -> bool: ...
     def hold_told(self, day: str, scope: str, limit: float, now: datetime) -> None: ...
     def raise_limit(self, day: str, scope: str, usd: float, by: str) -> float: ...
+    def waive(self, day: str, scope: str, limit: float, path: Path) -> None: ...
+    def waived(self, day: str, scope: str, limit: float, path: Path) -> bool: ...
     def holds(self, day: str) -> list[HoldRow]: ...
     def spend(self, day: str) -> dict[str, float]: ...
     def raises(self, day: str) -> dict[str, tuple[float, str]]: ...
@@ -222,6 +231,15 @@ class SqliteFleet:
         self._run("UPDATE fleet_holds SET told_at = ? WHERE day = ? AND scope = ? AND limit_usd = ?",
                   (now.isoformat(timespec="seconds"), day, scope, limit))
 
+    def waive(self, day: str, scope: str, limit: float, path: Path) -> None:
+        self._run("INSERT INTO fleet_waivers (day, scope, limit_usd, path) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                  (day, scope, limit, str(path)))
+
+    def waived(self, day: str, scope: str, limit: float, path: Path) -> bool:
+        cur = self._run("SELECT 1 FROM fleet_waivers WHERE day = ? AND scope = ? AND limit_usd = ? AND path = ?",
+                        (day, scope, limit, str(path)))
+        return cur is not None and cur.fetchone() is not None
+
     def _strict(self, sql: str, params: tuple[object, ...]) -> list[tuple[object, ...]]:
         with self._lock:
             return self._conn().execute(sql, params).fetchall()
@@ -278,6 +296,7 @@ class StoreFleetBudget:
         # lifting says which lifted it).
         self._base: dict[str, float] = {}
         self._by: dict[str, str] = {}
+        self._waived: set[tuple[str, str, float]] = set()  # holds the operator let this run go on past
 
     def lifted(self, hold: FleetHold, now: datetime) -> str:
         if local_day(now) != hold.day:
@@ -315,6 +334,9 @@ class StoreFleetBudget:
             if spent < limit:
                 continue
             self._base[scope] = base
+            if (day, scope, limit) in self._waived or self.ledger.waived(day, scope, limit, self.path):
+                self._waived.add((day, scope, limit))
+                continue  # the operator let this run go on past this limit today
             tell = (self.ledger.open_hold(day, scope, limit, spent, self.owner, now)
                     or self.ledger.claim_telling(day, scope, limit, self.owner, self.claim_seconds))
             running = 0
@@ -329,6 +351,10 @@ class StoreFleetBudget:
             return self.ledger.holds(day)
         except Exception:  # the telling goes on without the count
             return []
+
+    def waive(self, hold: FleetHold) -> None:
+        self._waived.add(hold.key)
+        self.ledger.waive(hold.day, hold.scope, hold.limit_usd, self.path)
 
     def told(self, hold: FleetHold, now: datetime) -> None:
         self.ledger.hold_told(hold.day, hold.scope, hold.limit_usd, now)

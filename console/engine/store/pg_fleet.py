@@ -103,6 +103,14 @@ class PgFleet:
         self._rows("UPDATE fleet_holds SET told_at = %s WHERE day = %s AND scope = %s AND limit_usd = %s",
                    (now.isoformat(timespec="seconds"), day, scope, limit))
 
+    def waive(self, day: str, scope: str, limit: float, path: Path) -> None:
+        self._rows("INSERT INTO fleet_waivers (day, scope, limit_usd, key) VALUES (%s, %s, %s, %s) "
+                   "ON CONFLICT DO NOTHING", (day, scope, limit, self.store.key(path)))
+
+    def waived(self, day: str, scope: str, limit: float, path: Path) -> bool:
+        return bool(self._rows("SELECT 1 FROM fleet_waivers WHERE day = %s AND scope = %s AND limit_usd = %s "
+                               "AND key = %s", (day, scope, limit, self.store.key(path))))
+
     def raise_limit(self, day: str, scope: str, usd: float, by: str) -> float:
         rows = self._strict("""INSERT INTO fleet_raises (day, scope, usd, by) VALUES (%s, %s, %s, %s)
                                ON CONFLICT (day, scope) DO UPDATE SET usd = fleet_raises.usd + EXCLUDED.usd,

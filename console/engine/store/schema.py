@@ -100,6 +100,13 @@ CREATE TABLE fleet_holds (
     told_at TEXT,
     PRIMARY KEY (day, scope, limit_usd)
 );
+CREATE TABLE fleet_waivers (
+    day TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    limit_usd DOUBLE PRECISION NOT NULL,
+    key TEXT NOT NULL,
+    PRIMARY KEY (day, scope, limit_usd, key)
+);
 """),
 )
 EPOCH_SHIFT = 40  # pos = epoch << 40 + seq: a log's seqs stay below 2**40
