@@ -186,9 +186,9 @@ def test_the_fleets_line_says_the_runs_the_budget_holds() -> None:
     from console.view.ledger import today_line
 
     assert today_line([1.0, None, 0.5], ["fleet_budget", "", "fleet_budget"]) == \
-        "today $1.50 over 2 runs · fleet budget reached: 2 runs held (agent-console budget)"
+        "today $1.50 over 2 runs · fleet budget reached: 2 held"
     assert today_line([None], ["stuck"]) == ""
-    assert today_line([None], ["fleet_budget"]) == "fleet budget reached: 1 run held (agent-console budget)"
+    assert today_line([None], ["fleet_budget"]) == "fleet budget reached: 1 held"
 
 
 def test_a_need_another_run_tells_is_not_sent_by_this_runs_notifier() -> None:
