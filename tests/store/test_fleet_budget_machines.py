@@ -119,3 +119,37 @@ def test_a_kill_9_between_the_hold_and_its_telling_is_told_once_by_another_machi
     assert turns == sorted(set(turns))
     assert missing(pg_url, fa) == [] and missing(pg_url, fb) == []
     assert len(fleet_messages(server)) == 1, fleet_messages(server)
+
+
+@pytest.mark.parametrize("bad", ["'NaN'", "'Infinity'", "-5", "1e300"])
+def test_a_foreign_row_in_the_shared_store_counts_nothing_and_a_figure_is_never_lowered(pg_url: str, bad: str) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from console.engine.guardrails.fleet import local_day
+    from console.engine.store.fleet import FleetLimits, StoreFleetBudget
+    from console.engine.store.pg_fleet import PgFleet
+    from console.engine.store.postgres import PgStore
+
+    now = datetime(2026, 1, 15, 14, 0, tzinfo=UTC)
+    day, yesterday = local_day(now), local_day(now - timedelta(days=1))
+    store = PgStore(pg_url, host="machine-a")
+    try:
+        path = Path("/runs/quickstart-20260115-140000")
+        store.ensure_run(path, path.name, now)
+        budget = StoreFleetBudget(PgFleet(store), path, "quickstart", lambda: FleetLimits(daily_usd=1.0), "a:1:r")
+        budget.spent(now, 0.5)
+        sql(pg_url, f"INSERT INTO fleet_spend (key, day, job, usd) VALUES ('foreign', %s, 'quickstart', {bad})",
+            day)
+        sql(pg_url, f"INSERT INTO fleet_raises (day, scope, usd, by) VALUES (%s, 'fleet', {bad}, 'x')", day)
+        assert budget.check(now) is None and budget.known
+        # The 'spent' update is a figure: applied again, or an older one late, it never lowers the day's.
+        key = store.key(path)
+        store.apply("spent", (day, "quickstart", 0.2, key))
+        assert sql(pg_url, "SELECT usd FROM fleet_spend WHERE key = %s", key) == [(0.5,)]
+        store.apply("spent", (yesterday, "quickstart", 9.0, key))  # yesterday's, late
+        assert sql(pg_url, "SELECT day, usd FROM fleet_spend WHERE key = %s", key) == [(day, 0.5)]
+        budget.spent(now, 0.5)
+        hold = budget.check(now)
+        assert hold is not None and hold.limit_usd == 1.0 and hold.spent_usd == 1.0
+    finally:
+        store.close()
