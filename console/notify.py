@@ -369,6 +369,8 @@ class Notifier:
                 self._carried, self._need = self._need, None
 
     def message_for(self, e: ev.EventBase) -> Message | None:
+        if isinstance(e, ev.NeedsOperator) and not e.notify:
+            return None  # told by another run (the fleet budget's hold is told once, for every run it pauses)
         now = self.clock.monotonic()
         need = self._follow(e, now)
         if isinstance(e, ev.NeedsOperator) and need is not None:
@@ -607,6 +609,11 @@ class Notifier:
         if e.reason == "restart_approval":
             answers = [f"agent-console approve {rid}", f"agent-console deny {rid}   (the run ends; resumable)",
                        f"agent-console attach {rid}"]
+        elif e.reason == "fleet_budget":
+            # Told once for every run the hold pauses: the answers are the fleet's, then this run's alone.
+            answers = ["agent-console budget   (today's spend, the limits, the runs held)",
+                       "agent-console budget --raise USD   (every paused run goes on)",
+                       f"agent-console resume {rid}   (this run alone, today)"]
         elif e.reason in ENDING:
             # No process runs it any more: `stop` and `attach`'s keys have nothing to act on. It goes on with a
             # resume (a new process), and its story is read with `logs`.

@@ -113,6 +113,23 @@ class NotifySettings(BaseModel):
         default_factory=lambda: [15.0, 60.0, 240.0], max_length=20)
 
 
+MAX_DAILY_USD = 1e9
+
+
+class BudgetsSettings(BaseModel):
+    """``[budgets]``: the fleet's daily spend limits (console.engine.guardrails.fleet): ``daily_usd`` for every run
+    of the fleet together (this machine's, or every machine's with a shared store), ``[budgets.jobs]`` one per job
+    name. Reached, every run in its scope pauses at its next turn boundary and the operator is asked once. The
+    operator's config only: a job.toml has no [budgets] (a job folder is not trusted to lift the fleet's limits).
+    ``AGENT_CONSOLE_BUDGETS_DAILY_USD`` overrides ``daily_usd``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    daily_usd: float | None = Field(default=None, gt=0, le=MAX_DAILY_USD)
+    jobs: dict[Annotated[str, Field(min_length=1, max_length=200)],
+               Annotated[float, Field(gt=0, le=MAX_DAILY_USD)]] = Field(default_factory=dict, max_length=1000)
+
+
 class KubernetesSettings(BaseModel):
     """``[kubernetes]``: what ``submit --kubernetes`` makes. ``ttl_after_finished``: seconds a finished Job (and its
     pods and logs) is kept before the cluster deletes it (its ttlSecondsAfterFinished; 0: at once); the volume claim,
@@ -264,9 +281,17 @@ class NotifyEnvSource(PydanticBaseSettingsSource):
         for key, name in SERVE_ENV.items():
             if (raw := os.environ.get(name)) is not None:
                 serve[key] = raw.strip() if key == "public_url" else _hours_env(name, raw)
-        return {**({"notify": out} if out else {}), **({"serve": serve} if serve else {})}
+        budgets: dict[str, Any] = {}
+        if (raw := os.environ.get(BUDGETS_DAILY_ENV)) is not None:
+            try:
+                budgets["daily_usd"] = float(raw.strip())
+            except ValueError:
+                raise JobError(f"{BUDGETS_DAILY_ENV}: expected US dollars, such as 50") from None
+        return {**({"notify": out} if out else {}), **({"serve": serve} if serve else {}),
+                **({"budgets": budgets} if budgets else {})}
 
 
+BUDGETS_DAILY_ENV = "AGENT_CONSOLE_BUDGETS_DAILY_USD"
 SERVE_ENV = {"public_url": "AGENT_CONSOLE_SERVE_PUBLIC_URL", "link_ttl_hours": "AGENT_CONSOLE_SERVE_LINK_TTL_HOURS"}
 
 
@@ -378,6 +403,8 @@ class Settings(BaseSettings):
     kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)
     # Where serve is reached, for the notifications' action links ([serve] public_url, link_ttl_hours).
     serve: ServeSettings = Field(default_factory=ServeSettings)
+    # The fleet's daily spend limits ([budgets] daily_usd, [budgets.jobs] NAME = usd; see BudgetsSettings).
+    budgets: BudgetsSettings = Field(default_factory=BudgetsSettings)
     # The run's traces and metrics over OTLP ([telemetry] endpoint, content...; see TelemetrySettings).
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     # The jobs store: unset, the embedded one (jobs.db in the data dir); a postgresql:// URL, a PostgreSQL server

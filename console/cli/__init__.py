@@ -45,7 +45,8 @@ _COMMANDS = {"run": ("run", "cmd_run"), "jobs": ("jobs", "cmd_jobs"), "attach": 
              "logs": ("views", "cmd_logs"), "wait": ("wait", "cmd_wait"), "fleet": ("views", "cmd_fleet"),
              "submit": ("submit", "cmd_submit"), "store": ("store", "cmd_store"),
              "ack": ("acknowledge", "cmd_ack"), "acknowledge": ("acknowledge", "cmd_ack"),
-             "serve": ("serve", "cmd_serve"), "costs": ("costs", "cmd_costs")}
+             "serve": ("serve", "cmd_serve"), "costs": ("costs", "cmd_costs"),
+             "budget": ("budget", "cmd_budget")}
 
 
 def __getattr__(name: str) -> Any:

@@ -116,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     from console.cli.costs import add_parser as add_costs
 
     add_costs(sub)
+    from console.cli.budget import add_parser as add_budget
+
+    add_budget(sub)
 
     wait = sub.add_parser("wait", help="wait until a run ends or needs you; the exit code says which",
                           description="Block until the run ends or needs its operator, print one line saying "

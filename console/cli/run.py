@@ -339,8 +339,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                              caps=settings.mcp)
         try:
             try:
+                from console.cli.budget import run_fleet_budget
+
                 sup = Supervisor(paths, rs, provider, clock=clock, store=store, launch=launch, mcp=servers,
-                                 tool_search_share=settings.mcp.tool_search_share)
+                                 tool_search_share=settings.mcp.tool_search_share,
+                                 fleet=run_fleet_budget(settings, store, paths.root, paths.run_id))
             except sqlite3.Error as exc:
                 raise UsageError(f"{settings.store_path}: the jobs database cannot be used ({exc}); move it aside "
                                  "and a new one is made") from None

@@ -10,6 +10,7 @@ A part of :class:`console.engine.session.Session`, over the session's shared sta
 from __future__ import annotations
 
 from console.engine import events as ev
+from console.engine import failpoints
 from console.engine.compaction import compact
 from console.engine.context.carryover import extract_carryover
 from console.engine.context.masking import apply_masking, mask_notice
@@ -17,6 +18,7 @@ from console.engine.context.pressure import ContextAction, PressureState, wind_d
 from console.engine.context.tokens import estimate_request
 from console.engine.enforcement import Ask
 from console.engine.messages import Message
+from console.engine.needs import answered, ask_operator
 from console.engine.session_state import AskOperator, SessionState
 from console.engine.shutdown import SessionResult, ShutdownReason
 from console.engine.turn import build_request
@@ -30,6 +32,7 @@ class BetweenTurns:
     def __init__(self, state: SessionState, need: AskOperator) -> None:
         self.state = state
         self.need = need  # asks the operator about a spend limit (recorded at once)
+        self._fleet_next = 0.0  # when a run held by the fleet budget looks again (the clock's monotonic time)
 
     def budgets(self) -> SessionResult | None:
         """Before a turn: a passed deadline gives the agent one wrap-up turn (a recorded step), then ends the run;
@@ -48,6 +51,63 @@ class BetweenTurns:
             s.cm.appended([msg])
             s.commit(durable=True)
         return None
+
+    def fleet(self) -> None:
+        """Before a turn: the fleet's daily budget (console.engine.guardrails.fleet). A hold this run is in pauses it,
+        asking its operator (told to the channels by one run only: the hold's ``tell``); a hold the operator let
+        this run go on past (their resume of it) holds it no more today."""
+        s = self.state
+        rt, op = s.rt, s.deps.operator
+        if rt.fleet_hold is not None and op.needs != "fleet_budget":
+            # The operator's resume of this run answered its hold: it goes on past that limit, today.
+            if rt.fleet is not None:
+                rt.fleet.waive(rt.fleet_hold)  # in the store: a resumed process, or another machine's, keeps it
+            rt.fleet_hold = None
+        if rt.fleet is None or op.needs is not None:
+            return
+        hold = rt.fleet.check(rt.clock.now())
+        if hold is None:
+            return
+        rt.fleet_hold = hold
+        if hold.tell:
+            failpoints.hit("fleet hold")  # claimed the telling, not yet told: a kill here must not leave it untold
+        ask_operator(rt.events, op, "fleet_budget", hold.message(), hold.evidence(), notify=hold.tell)
+        s.commit(durable=True)
+        if hold.tell:
+            # Recorded (and so sent by this run's notifier): nobody takes the telling over.
+            rt.fleet.told(hold, rt.clock.now())
+
+    def fleet_lifted(self) -> bool:
+        """While the run holds on the fleet budget, every ``recheck_seconds``: whether the hold was lifted (a
+        raise, a new day), the run's need then closed by it (recorded) and the run going on by itself."""
+        s = self.state
+        rt, op = s.rt, s.deps.operator
+        hold = rt.fleet_hold
+        if hold is None or rt.fleet is None or op.needs != "fleet_budget":
+            return False
+        tick = rt.clock.monotonic()
+        if tick < self._fleet_next:
+            return False
+        self._fleet_next = tick + rt.fleet.recheck_seconds
+        now = rt.clock.now()
+        again = rt.fleet.check(now)
+        if again is None and not rt.fleet.known:
+            return False  # the store cannot say now: still held (the operator's resume or stop still answers)
+        if again is not None and again.key == hold.key:
+            if again.tell:
+                # The run that claimed the telling died before its need was recorded: this one tells it (its need
+                # asked again, told this time), so the operator hears of the hold once, not never.
+                rt.events.emit(ev.NeedsOperator, reason="fleet_budget", message=again.message(),
+                               evidence=again.evidence(), paused=True)
+                s.commit(durable=True)
+                rt.fleet.told(again, now)
+            return False
+        rt.fleet_hold = None
+        why = rt.fleet.lifted(hold, now)
+        op.paused = False
+        answered(rt.events, op, why)
+        s.commit(durable=True)
+        return True
 
     def restart_dropped(self, recorded: PressureState) -> None:
         """Resumed under other settings (a larger window, a higher hard threshold), the restart the recorded state

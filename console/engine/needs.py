@@ -32,7 +32,7 @@ EVIDENCE_CHARS = 300
 
 
 def ask_operator(events: ev.EventStream, op: OperatorState, reason: ev.NeedReason, message: str,
-                 evidence: Sequence[str] = (), *, pause: bool = True) -> None:
+                 evidence: Sequence[str] = (), *, pause: bool = True, notify: bool = True) -> None:
     """Say the run needs its operator, and (``pause``) hold it after the current turn until they answer.
 
     Asking again for the same reason while unanswered records nothing new (one event per need: the runner's
@@ -45,7 +45,7 @@ def ask_operator(events: ev.EventStream, op: OperatorState, reason: ev.NeedReaso
     if pause:
         op.paused = True
     lines = [str(x)[:EVIDENCE_CHARS] for x in list(evidence)[:EVIDENCE_LINES]]
-    events.emit(ev.NeedsOperator, reason=reason, message=message, evidence=lines, paused=pause)
+    events.emit(ev.NeedsOperator, reason=reason, message=message, evidence=lines, paused=pause, notify=notify)
 
 
 def answered(events: ev.EventStream, op: OperatorState, by: str) -> None:
@@ -66,7 +66,8 @@ def restart_message(used_tokens: int, next_session: int) -> str:
 # Each reason in the operator's words (the views and the notifications say these).
 LABELS: dict[str, str] = {"restart_approval": "restart approval", "stuck": "stuck", "budget": "budget reached",
                           "completion_refused": "completion refused", "provider_down": "provider down",
-                          "crashed": "crashed", "gave_up": "gave up", "store_down": "store down"}
+                          "crashed": "crashed", "gave_up": "gave up", "store_down": "store down",
+                          "fleet_budget": "fleet budget reached"}
 
 
 def label(reason: str) -> str:

@@ -8,6 +8,8 @@ A part of :class:`console.engine.session.Session`, over the session's shared sta
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from console.engine.enforcement import Ask
 from console.engine.needs import answered, ask_operator
 from console.engine.session_state import SessionState
@@ -23,6 +25,9 @@ class OperatorAsking:
 
     def __init__(self, state: SessionState) -> None:
         self.state = state
+        # While the run holds: whether what it waits on went away by itself (the fleet budget's hold lifted), set
+        # by the session (console.engine.between_turns.BetweenTurns.fleet_lifted).
+        self.lifted: Callable[[], bool] = lambda: False
 
     def commands(self) -> None:
         """Apply operator commands at a turn boundary, as a recorded step if they did anything."""
@@ -48,6 +53,8 @@ class OperatorAsking:
                 return late
             op.channel.wait(0.2)
             self.commands()
+            if op.paused and self.lifted():
+                break
             if rt.events.holds_lines:
                 # No step is open while the run waits (commands() committed what it applied): what is held
                 # only reports, e.g. a notification channel's failure from its thread, which must reach the

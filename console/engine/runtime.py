@@ -35,6 +35,7 @@ from console.engine.enforcement import Enforcer, SandboxWorld
 from console.engine.experiences import FILE_NAME as EXPERIENCES_FILE
 from console.engine.experiences import ExperienceLog, Section
 from console.engine.guardrails import Guardrails, default_guardrails
+from console.engine.guardrails.fleet import FleetBudget, FleetHold
 from console.engine.job import STATE_DIR, JobPaths
 from console.engine.journal import Checkpoint, Conversation, Effect, Journal
 from console.engine.memory import WorkingMemory
@@ -126,6 +127,9 @@ class Runtime:
     # The run's tool registry's names (set by the supervisor): a todo that names one as a call needs that call's
     # evidence (console.engine.evidence). Empty: only the file-read rule applies.
     tool_names: frozenset[str] = frozenset()
+    # The fleet's daily budget (console.engine.guardrails.fleet; None: none is set), and the hold this run waits on.
+    fleet: FleetBudget | None = None
+    fleet_hold: FleetHold | None = None
 
     def __post_init__(self) -> None:
         self.paths.state.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -101,6 +101,7 @@ class Session:
         self.operator = OperatorAsking(self.state)
         self.turns = TurnSteps(self.state, self.operator.need)
         self.between = BetweenTurns(self.state, self.operator.need)
+        self.operator.lifted = self.between.fleet_lifted
 
     def run(self) -> SessionResult:
         s, model, operator, turns, between = self.state, self.model, self.operator, self.turns, self.between
@@ -142,6 +143,8 @@ class Session:
                 return s.end(ShutdownReason.MAX_TURNS, f"reached max_turns ({st.max_turns}){where}")
             if (spent := between.budgets()) is not None:
                 return spent
+            if not op.paused:
+                between.fleet()
             if op.paused:
                 continue  # a spend limit asked the operator: the run holds at the top until they answer
             if not model.ready_checked:

@@ -44,6 +44,7 @@ from console.engine.context.summary import archived_phases, build_summary, check
 from console.engine.context.tokens import estimate_message
 from console.engine.control import ControlChannel, RunLock
 from console.engine.guardrails import build_guardrails, default_guardrails
+from console.engine.guardrails.fleet import FleetBudget
 from console.engine.job import JobPaths, keep_out_of_version_control
 from console.engine.journal import JOURNAL_NAME, Checkpoint, Conversation, Journal
 from console.engine.launch import LaunchStart, write_launch
@@ -94,6 +95,7 @@ class Supervisor:
         launch: LaunchStart | None = None,
         mcp: Sequence[McpServer] = (),
         tool_search_share: float | None = None,
+        fleet: FleetBudget | None = None,
     ) -> None:
         # How the run was started (console.engine.launch): recorded once the lock is held, told in an event.
         self.launch = launch
@@ -103,6 +105,7 @@ class Supervisor:
         self.provider = provider
         self.clock = clock or SystemClock()
         self.store = store
+        self.fleet = fleet  # the fleet's daily budget (console.engine.guardrails.fleet), asked at each turn boundary
         self.registry = registry or default_registry(file_index=settings.file_index)
         # The job definition's guardrails and declared commands (job.toml; the agent cannot change them).
         self.guardrails = (build_guardrails(settings.guardrails) if settings.guardrails is not None
@@ -455,7 +458,7 @@ class Supervisor:
         projections, problems = load_projections(self.paths, now)
         state = projections.overlay(loaded.state)
         rt = self.runtime = Runtime(self.paths, self.clock, self.events, self.store, self.sandbox, self.journal,
-                                    state, guardrails=self.guardrails)
+                                    state, guardrails=self.guardrails, fleet=self.fleet)
         for line in self.not_private:  # said once a run: another user of this machine may read or hold these
             self.events.emit(ev.ErrorEvent, message=f"not private: {line}", where="permissions", recoverable=True)
         for p in self.file_problems:

@@ -73,6 +73,10 @@ SETTINGS: dict[str, tuple[str, str]] = {
         "enabled", "endpoint", "protocol", "service_name", "content", "export_timeout")},
     "telemetry.headers": (SECRET, "AGENT_CONSOLE_TELEMETRY (JSON, the whole table) in the Secret when it has "
                                   "headers"),
+    # Not carried yet: a pod's runs are held by the fleet budget only where their machine's config sets one (a pod
+    # on the shared store counts in the fleet's spend all the same: its turns are the store's).
+    "budgets.daily_usd": (LOCAL, "this machine's runs' fleet budget: a pod is not held by it yet"),
+    "budgets.jobs": (LOCAL, "this machine's runs' fleet budget: a pod is not held by it yet"),
     "kubernetes.ttl_after_finished": (LOCAL, "the submitting machine's: the Job's ttlSecondsAfterFinished"),
     "store": (SECRET, "AGENT_CONSOLE_STORE: in the Secret when the URL holds a password, else a plain variable; "
                       "none: the embedded store on the pod's volume"),

@@ -63,7 +63,7 @@ ORDER = {NEEDS: 0, PAUSED: 1, RUNNING: 2, STARTING: 3, INTERRUPTED: 4, FAILED: 5
 # The reason in the state column (20 cells: "needs you: approval"); the detail line says it in full.
 NEED_SHORT = {"restart_approval": "approval", "stuck": "stuck", "budget": "budget", "completion_refused": "refused",
               "provider_down": "provider", "crashed": "crashed", "gave_up": "gave up",
-              "store_down": "store"}
+              "store_down": "store", "fleet_budget": "fleet $"}
 @dataclass(frozen=True)
 class FleetRow:
     """One run as the fleet view shows it."""

@@ -319,12 +319,16 @@ def run_today(usd: float | None, total: float | None) -> str:
     return f"today {format_cost(usd)}"
 
 
-def today_line(today: Sequence[float | None]) -> str:
+def today_line(today: Sequence[float | None], needs: Sequence[str] = ()) -> str:
     """The fleet's line for today's spend, from each run's (:meth:`Spend.on`): ``today $1.27 over 3 runs``
-    ("" when no run spent anything priced today)."""
-    spent = [usd for usd in today if usd is not None]
-    if not spent:
-        return ""
+    ("" when no run spent anything priced today); with each run's need (``needs``), the runs the fleet's daily
+    budget holds: ``today $50.02 over 3 runs · fleet budget reached: 2 held``."""
     from console.engine.cost import format_cost
 
-    return f"today {format_cost(sum(spent))} over {len(spent)} run{'s' if len(spent) != 1 else ''}"
+    spent = [usd for usd in today if usd is not None]
+    held = sum(1 for n in needs if n == "fleet_budget")
+    line = f"today {format_cost(sum(spent))} over {len(spent)} run{'s' if len(spent) != 1 else ''}" if spent else ""
+    if held:
+        # Short: the title line also says how many runs need you (`agent-console budget` has the figures).
+        line += (" · " if line else "") + f"fleet budget reached: {held} held"
+    return line

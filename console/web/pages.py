@@ -92,7 +92,7 @@ def fleet_list(rows: list[FleetRow], csrf: str, error: str = "") -> str:
     views = [row_view(r) for r in rows]
     return render("fleet_list.html", needs=[v for v in views if v.kind == "needs"],
                   others=[v for v in views if v.kind != "needs"], error=shown(error), csrf=csrf, once=new_once(),
-                  today=today_line([r.today for r in rows]))
+                  today=today_line([r.today for r in rows], [r.needs for r in rows]))
 
 
 def fleet_page(rows: list[FleetRow], csrf: str, error: str = "") -> str:

@@ -123,7 +123,7 @@ class LaunchSettings(EventBase):
 
 # Why a run needs its operator (seed 004's approval, and what the harness escalates instead of looping).
 NeedReason = Literal["restart_approval", "stuck", "budget", "completion_refused", "provider_down", "crashed",
-                     "gave_up", "store_down"]
+                     "gave_up", "store_down", "fleet_budget"]
 
 
 class NeedsOperator(EventBase):
@@ -136,6 +136,9 @@ class NeedsOperator(EventBase):
     message: str
     evidence: list[str] = Field(default_factory=list)
     paused: bool = True
+    # False: another run tells the operator's channels of this need (the fleet budget's hold is told once, by the
+    # run that created it), so this run's notifier sends nothing.
+    notify: bool = True
 
 
 class NeedsOperatorCleared(EventBase):

@@ -26,10 +26,10 @@ SYNC_LOCK = "store-sync.lock"  # in the run's .console/: who keeps the store in 
 POINTERS = "store-behind"  # in the data dir
 
 Op = Literal["started", "completed", "ended", "needs", "answered", "gave_up", "paused", "unpaused", "cost",
-             "acknowledged"]
+             "acknowledged", "spent"]
 # How many values each of the engine's updates takes (console.engine.store.postgres.UPDATES: a test holds them equal).
 ARITY: dict[str, int] = {"started": 9, "completed": 5, "ended": 4, "needs": 4, "answered": 2, "gave_up": 5,
-                         "paused": 2, "unpaused": 2, "cost": 2, "acknowledged": 2}
+                         "paused": 2, "unpaused": 2, "cost": 2, "acknowledged": 2, "spent": 4}
 Value = str | float | int | None
 
 

@@ -78,6 +78,13 @@ UPDATES: dict[str, str] = {
     "paused": "UPDATE runs SET status='paused', updated_at=%s WHERE key=%s AND status='running'",
     "unpaused": "UPDATE runs SET status='running', updated_at=%s WHERE key=%s AND status='paused'",
     "cost": "UPDATE runs SET cost_usd=%s WHERE key=%s",
+    # The run's spend of its day so far (console.engine.store.pg_fleet): a figure, not an increment, so applying it
+    # again (a marker's catch-up) ends the same; never lowered within a day, never back to an earlier day.
+    "spent": """INSERT INTO fleet_spend (day, job, usd, key) SELECT %s, %s, %s, key FROM runs WHERE key=%s
+               ON CONFLICT (key) DO UPDATE SET
+               usd=CASE WHEN fleet_spend.day=EXCLUDED.day THEN GREATEST(fleet_spend.usd, EXCLUDED.usd)
+                   ELSE EXCLUDED.usd END, day=EXCLUDED.day, job=EXCLUDED.job
+               WHERE EXCLUDED.day >= fleet_spend.day""",
 }
 
 

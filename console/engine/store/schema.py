@@ -70,6 +70,44 @@ ALTER TABLE events ADD PRIMARY KEY (run_key, epoch, seq);
 CREATE UNIQUE INDEX events_pos ON events (run_key, pos);
 ALTER TABLE runs ADD COLUMN log_epoch INTEGER NOT NULL DEFAULT 0;
 """),
+    # The fleet's daily budget (console.engine.store.fleet): each run's spend of its day (kept when a run's row is
+    # forgotten: what was spent today was spent), the operator's raises of a day's limits, and the holds.
+    (3, """
+CREATE TABLE fleet_spend (
+    key TEXT PRIMARY KEY,
+    day TEXT NOT NULL,
+    job TEXT NOT NULL,
+    usd DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX fleet_spend_day ON fleet_spend (day, job);
+CREATE TABLE fleet_raises (
+    day TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    usd DOUBLE PRECISION NOT NULL,
+    by TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (day, scope)
+);
+CREATE TABLE fleet_holds (
+    day TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    limit_usd DOUBLE PRECISION NOT NULL,
+    spent_usd DOUBLE PRECISION NOT NULL,
+    running INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL,
+    created_by TEXT NOT NULL,
+    claimed_by TEXT,
+    claimed_at TIMESTAMPTZ,
+    told_at TEXT,
+    PRIMARY KEY (day, scope, limit_usd)
+);
+CREATE TABLE fleet_waivers (
+    day TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    limit_usd DOUBLE PRECISION NOT NULL,
+    key TEXT NOT NULL,
+    PRIMARY KEY (day, scope, limit_usd, key)
+);
+"""),
 )
 EPOCH_SHIFT = 40  # pos = epoch << 40 + seq: a log's seqs stay below 2**40
 LATEST = MIGRATIONS[-1][0]

@@ -211,7 +211,8 @@ class FleetScreen(Screen[None]):
         count = f"{len(self.rows)} of {total:,}" if total > len(self.rows) else f"{len(self.rows)}"
         title = Content.assemble(("agent-console fleet", "bold $text-primary"),
                                  f"  ·  {count} run{'s' if total != 1 else ''}, {live} live")
-        if spent := today_line([r.today for r in self.rows]):  # what the fleet spent today (console.view.ledger)
+        # What the fleet spent today, and the runs its daily budget holds (console.view.ledger).
+        if spent := today_line([r.today for r in self.rows], [r.needs for r in self.rows]):
             title = Content.assemble(title, f"  ·  {spent}")
         if waiting:
             title = Content.assemble(title, "  ·  ",

@@ -270,7 +270,8 @@ def result_text(e: ev.ToolResult, limit: int = RESULT) -> str:
 
 NEED_LABELS = {"restart_approval": "restart approval", "stuck": "stuck", "budget": "budget",
                "completion_refused": "completion refused", "provider_down": "provider down", "crashed": "crashed",
-               "gave_up": "gave up", "store_down": "store down"}
+               "gave_up": "gave up", "store_down": "store down",
+               "fleet_budget": "fleet budget reached"}
 
 
 def need_label(reason: str) -> str:

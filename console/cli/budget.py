@@ -1,0 +1,181 @@
+"""`budget`: the fleet's daily budget (``[budgets]`` of the operator's config: console.engine.guardrails.fleet) as it
+stands today, and the operator's answers to a hold: ``--raise USD`` (today's limit, by USD) and ``--resume`` (one
+more day's budget for today), recorded in the store so every run of every machine sharing it sees them and every
+paused run goes on at its next look. Also what a run's process is given to check it (:func:`run_fleet_budget`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from console.cli.common import UsageError, err, say
+from console.outcome import EXIT_FAILED, EXIT_OK
+
+BUDGET_HELP = (
+    "The fleet's daily budget ([budgets] daily_usd, and [budgets.jobs] NAME = usd, in the operator's config): "
+    "today's spend of each scope (the operator's local day), its limit, and the holds. When a scope's spend reaches "
+    "its limit, every run in it pauses at its next turn boundary and the operator is told once; --raise or --resume "
+    "lets every paused run go on (they look again every few seconds), and `agent-console resume RUN` one run alone. "
+    "Exit 0: shown or recorded; 1: the store could not be used; 2: a bad flag, or no budget is set.")
+MAX_RAISE = 1e9
+
+
+def add_parser(sub: Any) -> None:
+    b = sub.add_parser("budget", help="the fleet's daily budget: today's spend, the limits, the holds; raise or resume",
+                       description=BUDGET_HELP)
+    b.add_argument("--job", metavar="NAME", help="the limit of this job ([budgets.jobs] NAME), not the fleet's")
+    act = b.add_mutually_exclusive_group()
+    act.add_argument("--raise", dest="raise_usd", type=float, metavar="USD",
+                     help="raise today's limit by USD (every paused run of its scope goes on)")
+    act.add_argument("--resume", action="store_true",
+                     help="grant one more slice of the limit for today (the configured daily amount), as a run's "
+                          "budget resume does")
+    b.add_argument("--json", action="store_true", help="print one JSON object (schema_version 1; see docs/cli.md)")
+
+
+class ConfigLimits:
+    """The config's ``[budgets]``, read again when the file changes (its mtime and size): a run picks up a raised
+    ``daily_usd`` at its next look, without a restart. A config that no longer reads keeps the last good limits
+    (the run's start said what was wrong with it; an edit in progress is no reason to lift a limit)."""
+
+    def __init__(self, load: Callable[[], Any], path: Path) -> None:
+        from console.engine.store.fleet import FleetLimits
+
+        self.load = load
+        self.path = path
+        self._seen: tuple[int, int] | None = None
+        self._limits = FleetLimits()
+        self.reads = 0
+
+    def __call__(self) -> Any:
+        from console.engine.store.fleet import FleetLimits
+
+        try:
+            st = os.stat(self.path)
+            seen = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            seen = (0, 0)
+        if seen != self._seen:
+            self._seen = seen
+            self.reads += 1
+            try:
+                b = self.load().budgets
+                self._limits = FleetLimits(b.daily_usd, dict(b.jobs))
+            except Exception:  # kept: see the class's doc
+                pass
+        return self._limits
+
+
+def _ledger(store: Any, settings: Any) -> Any:
+    """The fleet ledger of ``store``: the shared store's tables, or the embedded file's."""
+    from console.engine.store import is_shared
+    from console.engine.store.fleet import SqliteFleet
+
+    if is_shared(store):
+        from console.engine.store.pg_fleet import PgFleet
+        from console.engine.store.postgres import PgStore
+
+        assert isinstance(store, PgStore)  # the one shared store there is
+        return PgFleet(store)
+    return SqliteFleet(settings.store_path)
+
+
+def run_fleet_budget(settings: Any, store: Any, root: Path, run_id: str) -> Any:
+    """The fleet budget a run's process checks at each turn boundary (console.engine.store.fleet), over its store;
+    None without a store. Made even when the config sets no limit now: one added later is read at the next look."""
+    from console.engine.runs import job_name
+    from console.engine.store import this_host
+    from console.engine.store.fleet import StoreFleetBudget
+    from console.settings import config_path, load_settings
+
+    if store is None:
+        return None
+    limits = ConfigLimits(load_settings, config_path())
+    limits()
+    return StoreFleetBudget(_ledger(store, settings), root, job_name(root), limits,
+                            f"{this_host()}:{os.getpid()}:{run_id}")
+
+
+def cmd_budget(args: argparse.Namespace) -> int:
+    from console.engine.cost import format_cost
+    from console.engine.guardrails.fleet import FLEET, local_day, scope_words
+    from console.engine.job import JobError
+    from console.engine.store import StoreError, this_host
+    from console.engine.store.fleet import job_scope
+    from console.settings import load_settings
+
+    try:
+        settings = load_settings()
+    except JobError as exc:
+        raise UsageError(str(exc)) from None
+    b = settings.budgets
+    scope = FLEET if args.job is None else job_scope(args.job)
+    base = b.daily_usd if args.job is None else b.jobs.get(args.job)
+    if (args.raise_usd is not None or args.resume) and base is None:
+        where = "[budgets] daily_usd" if args.job is None else f"[budgets.jobs] {args.job}"
+        raise UsageError(f"no daily budget is set for {scope_words(scope)}: set {where} in the operator's config")
+    if args.raise_usd is not None and not 0 < args.raise_usd <= MAX_RAISE:
+        raise UsageError(f"--raise takes US dollars in (0, {MAX_RAISE:g}]")
+    now = datetime.now().astimezone()
+    day = local_day(now)
+    try:
+        store = settings.open_store()
+    except StoreError as exc:
+        err(f"the store could not be used: {exc}")
+        return EXIT_FAILED
+    except (sqlite3.Error, OSError) as exc:
+        raise UsageError(f"{settings.store_path}: the jobs database cannot be read ({exc})") from None
+    try:
+        ledger = _ledger(store, settings)
+        try:
+            if args.raise_usd is not None or args.resume:
+                usd = float(args.raise_usd) if args.raise_usd is not None else float(base or 0)
+                by = f"agent-console budget {'--raise ' + format_cost(usd) if args.raise_usd else '--resume'} " \
+                     f"on {this_host()}"
+                extra = ledger.raise_limit(day, scope, usd, by)
+                say(f"{scope_words(scope)}: today's budget is now {format_cost((base or 0) + extra)} "
+                    f"({format_cost(base)} a day, raised by {format_cost(extra)} today); every run it held goes on "
+                    "within a few seconds")
+                return EXIT_OK
+            spend, raises, holds = ledger.spend(day), ledger.raises(day), ledger.holds(day)
+        finally:
+            ledger.close()
+    except (StoreError, sqlite3.Error, OSError) as exc:
+        err(f"the store could not be used: {exc}")
+        return EXIT_FAILED
+    finally:
+        store.close()
+    fleet_spent = sum(spend.values())
+    scopes = [(FLEET, b.daily_usd, fleet_spent)] + [(job_scope(j), usd, spend.get(j, 0.0))
+                                                       for j, usd in sorted(b.jobs.items())]
+    rows = []
+    for sc, limit_base, spent in scopes:
+        extra = raises.get(sc, (0.0, ""))[0]
+        limit = None if limit_base is None else round(limit_base + extra, 6)
+        open_hold = next((h for h in holds if h.scope == sc and limit is not None and h.limit_usd == limit
+                          and spent >= limit), None)
+        rows.append({"scope": sc, "spent_usd": round(spent, 6), "daily_usd": limit_base, "raised_usd": extra,
+                     "limit_usd": limit, "held": open_hold is not None,
+                     "held_since": open_hold.created_at if open_hold else None})
+    if args.json:
+        say(json.dumps({"schema_version": 1, "day": day, "scopes": rows,
+                        "jobs": {j: round(u, 6) for j, u in spend.items()}}))
+        return EXIT_OK
+    say(f"today ({day}, {now:%Z}):")
+    for r in rows:
+        limit = "no daily budget" if r["limit_usd"] is None else f"of {format_cost(r['limit_usd'])}"
+        raised = f" (raised by {format_cost(r['raised_usd'])} today)" if r["raised_usd"] else ""
+        held = f"  HELD since {r['held_since']}: its runs wait for `agent-console budget" \
+               f"{'' if r['scope'] == FLEET else ' --job ' + r['scope'].removeprefix('job:')} --raise USD`" \
+            if r["held"] else ""
+        say(f"  {scope_words(r['scope'])}: {format_cost(r['spent_usd'])} {limit}{raised}{held}")
+    if b.daily_usd is None and not b.jobs:
+        say("no [budgets] is set in the operator's config: nothing holds the fleet")
+    return EXIT_OK

@@ -1,0 +1,95 @@
+"""The fleet budget: a daily spend limit across every run of the operator (``[budgets] daily_usd`` in their config,
+and optional per-job ones, ``[budgets.jobs] NAME = usd``), over this machine's runs or a shared store's.
+
+The engine owns the port (:class:`FleetBudget`) and asks it at each turn boundary, next to the run's own budgets;
+whoever runs the run (the command line, over the jobs store: console.engine.store.fleet) implements it. When the day's
+spend of a scope reaches its limit, a hold (:class:`FleetHold`) is open for that (day, scope, limit): every run in the
+scope pauses at its next turn boundary, asking its operator (a ``needs_operator`` event, reason ``fleet_budget``),
+and exactly one of them (:attr:`FleetHold.tell`) tells the operator's channels. The hold lifts when the limit is
+raised (the config, or ``agent-console budget --raise`` / ``--resume``, recorded in the store) or the day ends: the
+paused runs look again every :data:`RECHECK_SECONDS` and go on by themselves. ``agent-console resume RUN`` lets one
+run go on past that limit, today.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from console.engine.cost import format_cost
+
+# How often a run held by the fleet budget looks whether the hold was lifted (a raise, a new day).
+RECHECK_SECONDS = 3.0
+# The scope of the whole fleet's limit; a job's is "job:NAME".
+FLEET = "fleet"
+
+
+def local_day(now: datetime) -> str:
+    """The operator's local day of ``now`` (as the cost ledger's days: console.view.ledger), ISO."""
+    return now.astimezone().date().isoformat()
+
+
+def scope_words(scope: str) -> str:
+    """``the fleet`` or ``job quickstart``: a scope in the operator's words."""
+    return "the fleet" if scope == FLEET else f"job {scope.removeprefix('job:')}"
+
+
+@dataclass(frozen=True)
+class FleetHold:
+    """An open hold: ``scope``'s spend on ``day`` (``spent_usd``) reached ``limit_usd``. ``tell``: this run is the
+    one that tells the operator's channels (it created the hold, or took over a telling that its claimer never
+    finished); every other run records its need without telling anyone again. ``running``: the runs of the scope
+    that were live when the hold was created (they pause at their next turn boundary)."""
+
+    day: str
+    scope: str
+    limit_usd: float
+    spent_usd: float
+    tell: bool = False
+    running: int = 0
+
+    @property
+    def key(self) -> tuple[str, str, float]:
+        return (self.day, self.scope, self.limit_usd)
+
+    def message(self) -> str:
+        """What the need says (and so the channels): the figures and the commands that answer it."""
+        who = scope_words(self.scope)
+        runs = (f"; {self.running} live run{'' if self.running == 1 else 's'} pause at their next turn"
+                if self.running else "")
+        job = "" if self.scope == FLEET else f" --job {self.scope.removeprefix('job:')}"
+        return (f"{who} spent {format_cost(self.spent_usd)} today ({self.day}), reaching its daily budget of "
+                f"{format_cost(self.limit_usd)}{runs}. `agent-console budget{job} --raise USD` raises today's "
+                f"budget by USD, `agent-console budget{job} --resume` grants one more day's budget, both for every "
+                "paused run; `agent-console resume RUN` lets one run go on today")
+
+    def evidence(self) -> list[str]:
+        return [f"spent today: {format_cost(self.spent_usd)}", f"daily budget: {format_cost(self.limit_usd)}",
+                f"scope: {scope_words(self.scope)}"]
+
+
+class FleetBudget(Protocol):
+    """The fleet's daily budget as a run sees it. Every method is quick (one indexed query of the store) and never
+    raises: a store that cannot answer holds nobody (the run's own budgets still apply)."""
+
+    # Seconds between two looks of a held run (:data:`RECHECK_SECONDS`; a test's fake clock: 0).
+    recheck_seconds: float
+    # Whether the last check had the store's answer: a held run stays held while the store cannot say the hold
+    # was lifted (a run not held is not held on a figure nobody knows).
+    known: bool
+
+    def spent(self, now: datetime, usd: float) -> None:
+        """Count ``usd`` (a turn's priced cost) in this run's spend of ``now``'s day."""
+
+    def check(self, now: datetime) -> FleetHold | None:
+        """The open hold this run is in now (the fleet's before its job's), None if none."""
+
+    def lifted(self, hold: FleetHold, now: datetime) -> str:
+        """Why ``hold`` no longer holds (its last check found it lifted): who raised what, or a new day."""
+
+    def waive(self, hold: FleetHold) -> None:
+        """The operator's resume of this run answered ``hold``: this run goes on past it (that day, that limit)."""
+
+    def told(self, hold: FleetHold, now: datetime) -> None:
+        """The telling run recorded its need: the hold's notification is done (nobody takes it over)."""

@@ -1,0 +1,149 @@
+"""The fleet's daily budget through whole runs of the scripted model (console.engine.guardrails.fleet): two runs
+share one data dir's store; once their spend together reaches ``[budgets] daily_usd`` both pause at a turn boundary,
+the operator's channel (a loopback webhook) hears it once, and a raise recorded in the store lets both go on by
+themselves. A run the operator resumes alone goes on past that limit; the others stay held."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from console.engine import events as ev
+from console.engine.clock import FakeClock
+from console.engine.cost import Prices
+from console.engine.guardrails.fleet import FLEET, local_day
+from console.engine.job import JobPaths
+from console.engine.loop import ShutdownReason
+from console.engine.store import JobStore
+from console.engine.store.fleet import FleetLimits, SqliteFleet, StoreFleetBudget
+from console.engine.supervisor import Supervisor
+from console.notify import Notifier
+from console.providers.scripted import ScriptedProvider
+from tests.conftest import run_settings
+from tests.notify_server import Loopback, loopback
+from tests.processes import wait_for
+
+PRICES = Prices(input=3.0, output=15.0)
+WAIT = 60.0
+
+
+@pytest.fixture
+def server() -> Iterator[Loopback]:
+    with loopback() as lb:
+        yield lb
+
+
+class Run:
+    def __init__(self, paths: JobPaths, db: Path, limits: FleetLimits, url: str) -> None:
+        self.clock = FakeClock(step=0.001)
+        self.paths = paths
+        self.ledger = SqliteFleet(db)
+        self.limits = limits
+        self.fleet = StoreFleetBudget(self.ledger, paths.root, paths.root.name, lambda: self.limits,
+                                      f"test:{paths.run_id}", recheck_seconds=0.0)
+        self.sup = Supervisor(paths, run_settings(prices=PRICES), ScriptedProvider(clock=self.clock),
+                              clock=self.clock, store=JobStore(db), fleet=self.fleet)
+        self.errors: list[str] = []
+        self.notifier = Notifier([url], paths.run_id, paths.root.name, clock=self.clock, notify_on_end=False,
+                                 on_error=self.errors.append, remind=())
+        self.sup.subscribe(self.notifier)
+        self.result: list[ShutdownReason] = []
+        self.thread = threading.Thread(target=lambda: self.result.append(self.sup.run().reason), daemon=True)
+
+    def events(self) -> list[ev.EventBase]:
+        return list(ev.read_events(self.paths.events))
+
+    def held(self) -> bool:
+        return self.sup.operator.needs == "fleet_budget"
+
+
+def test_two_runs_pause_at_the_fleet_budget_the_operator_hears_once_and_a_raise_lets_both_go_on(
+        make_job, tmp_path: Path, server: Loopback) -> None:
+    db = tmp_path / "jobs.db"
+    a = Run(make_job("quickstart"), db, FleetLimits(daily_usd=0.02), server.url("json", "a"))
+    b = Run(make_job("requirements-extraction"), db, FleetLimits(daily_usd=0.02), server.url("json", "b"))
+    a.thread.start()
+    b.thread.start()
+    wait_for(lambda: a.held() and b.held(), WAIT, "both runs held by the fleet budget")
+    (told,) = server.wait_for(1)
+    assert "needs you (fleet budget reached)" in told.body["title"]
+    assert "agent-console budget --raise USD" in told.body["message"] and "daily budget of $0.02" in \
+        told.body["message"]
+    # Both recorded the need; one of them told it.
+    needs = [e for r in (a, b) for e in r.events() if isinstance(e, ev.NeedsOperator)]
+    assert [n.reason for n in needs] == ["fleet_budget", "fleet_budget"]
+    assert sorted(n.notify for n in needs) == [False, True]
+    day = local_day(a.clock.now())
+    assert [h.scope for h in a.ledger.holds(day)] == [FLEET]
+    # The operator raises today's budget (as `agent-console budget --raise` records it): both go on by themselves.
+    a.ledger.raise_limit(day, FLEET, 100.0, "test")
+    for r in (a, b):
+        r.thread.join(WAIT)
+        assert not r.thread.is_alive() and r.result == [ShutdownReason.JOB_COMPLETE]
+        cleared = [e for e in r.events() if isinstance(e, ev.NeedsOperatorCleared)]
+        assert [(c.reason, c.by) for c in cleared] == [("fleet_budget", "the fleet budget was raised (test)")]
+        assert r.notifier.close() and r.errors == []
+    # Told once in all: nothing more reached the channel (the clearing is no message, the ends were not asked for).
+    assert len(server.requests) == 1
+
+
+def test_a_run_resumed_alone_goes_on_past_the_hold_while_the_other_stays_held(
+        make_job, tmp_path: Path, server: Loopback) -> None:
+    db = tmp_path / "jobs.db"
+    a = Run(make_job("quickstart"), db, FleetLimits(daily_usd=0.02), server.url("json", "a"))
+    b = Run(make_job("requirements-extraction"), db, FleetLimits(daily_usd=0.02), server.url("json", "b"))
+    a.thread.start()
+    b.thread.start()
+    wait_for(lambda: a.held() and b.held(), WAIT, "both runs held by the fleet budget")
+    a.sup.resume()
+    a.thread.join(WAIT)
+    assert a.result == [ShutdownReason.JOB_COMPLETE]
+    assert b.held() and b.thread.is_alive()
+    # Recorded in the store: the run's next process (or machine) is not held by this limit again today.
+    [hold] = a.ledger.holds(local_day(a.clock.now()))
+    assert a.ledger.waived(hold.day, hold.scope, hold.limit_usd, a.paths.root)
+    assert not a.ledger.waived(hold.day, hold.scope, hold.limit_usd, b.paths.root)
+    b.sup.stop()
+    b.thread.join(WAIT)
+    assert b.result == [ShutdownReason.USER_SHUTDOWN]
+    for r in (a, b):
+        assert r.notifier.close()
+    assert len(server.requests) == 1
+
+
+def test_a_held_run_goes_on_by_itself_when_the_config_raises_the_limit(
+        make_job, tmp_path: Path, server: Loopback) -> None:
+    a = Run(make_job("quickstart"), tmp_path / "jobs.db", FleetLimits(daily_usd=0.01), server.url("json", "a"))
+    a.thread.start()
+    wait_for(a.held, WAIT, "the run held by the fleet budget")
+    a.limits = FleetLimits(daily_usd=100.0)  # as the runner's ConfigLimits reads an edited config
+    a.thread.join(WAIT)
+    assert a.result == [ShutdownReason.JOB_COMPLETE]
+    [cleared] = [e for e in a.events() if isinstance(e, ev.NeedsOperatorCleared)]
+    assert cleared.by == "the config's [budgets] now says $100 a day"
+    assert a.notifier.close()
+
+
+def test_a_new_day_lifts_the_hold_and_the_new_days_spend_is_held_anew_and_told_again(
+        make_job, tmp_path: Path, server: Loopback) -> None:
+    from datetime import timedelta
+
+    a = Run(make_job("quickstart"), tmp_path / "jobs.db", FleetLimits(daily_usd=0.01), server.url("json", "a"))
+    a.thread.start()
+    wait_for(a.held, WAIT, "the run held by the fleet budget")
+    a.clock.advance(timedelta(days=1).total_seconds())
+
+    def cleared() -> list[ev.NeedsOperatorCleared]:
+        return [e for e in a.events() if isinstance(e, ev.NeedsOperatorCleared)]
+
+    wait_for(lambda: cleared() and a.held(), WAIT, "the hold lifted at midnight, and the new day's reached")
+    assert [c.by for c in cleared()] == ["a new day began"]
+    days = {h.day for h in a.ledger.holds(local_day(a.clock.now()))}
+    assert days == {local_day(a.clock.now())}
+    a.sup.stop()
+    a.thread.join(WAIT)
+    assert a.notifier.close()
+    assert len(server.requests) == 2  # each day's hold told once

@@ -1,0 +1,89 @@
+"""`agent-console budget`: today's spend of the fleet and of each job with a limit, the holds, and the operator's
+answers (--raise, --resume) recorded in the store; refused where no budget is set or for a bad amount."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from console.cli import main
+from console.engine.guardrails.fleet import FLEET, local_day
+from console.engine.store.fleet import FleetLimits, SqliteFleet, StoreFleetBudget
+from console.settings import load_settings
+
+
+def config(text: str) -> None:
+    Path(os.environ["AGENT_CONSOLE_CONFIG"]).write_text(text)
+
+
+def spend(usd: float, job: str = "quickstart", run: str = "r1") -> StoreFleetBudget:
+    settings = load_settings()
+    settings.open_store().close()  # the jobs table, as a run's start makes it
+    b = settings.budgets
+    limits = FleetLimits(b.daily_usd, dict(b.jobs))
+    budget = StoreFleetBudget(SqliteFleet(settings.store_path), settings.runs_dir / run, job, lambda: limits, run)
+    budget.spent(datetime.now().astimezone(), usd)
+    return budget
+
+
+def test_budget_shows_todays_spend_the_limits_and_the_hold_then_a_raise_lifts_it(capsys) -> None:
+    config("[budgets]\ndaily_usd = 1.0\n\n[budgets.jobs]\ntriage = 0.5\n")
+    budget = spend(1.25)
+    spend(0.1, "triage", "r2")
+    assert budget.check(datetime.now().astimezone()) is not None  # the hold, as a run's check makes it
+    assert main(["budget", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    fleet, triage = out["scopes"]
+    assert fleet == {"scope": FLEET, "spent_usd": 1.35, "daily_usd": 1.0, "raised_usd": 0.0, "limit_usd": 1.0,
+                     "held": True, "held_since": fleet["held_since"]} and fleet["held_since"]
+    assert (triage["scope"], triage["spent_usd"], triage["held"]) == ("job:triage", 0.1, False)
+    assert out["jobs"] == {"quickstart": 1.25, "triage": 0.1}
+    assert main(["budget"]) == 0
+    text = capsys.readouterr().out
+    assert "the fleet: $1.35 of $1.00  HELD since" in text and "job triage: $0.10 of $0.50" in text
+    assert main(["budget", "--raise", "2"]) == 0
+    assert "today's budget is now $3.00 ($1.00 a day, raised by $2.00 today)" in capsys.readouterr().out
+    assert budget.check(datetime.now().astimezone()) is None
+    assert main(["budget", "--resume"]) == 0  # one more day's amount
+    assert "now $4.00" in capsys.readouterr().out
+    assert main(["budget", "--job", "triage", "--resume"]) == 0
+    assert "job triage: today's budget is now $1.00" in capsys.readouterr().out
+    raised = SqliteFleet(load_settings().store_path).raises(local_day(datetime.now().astimezone()))
+    assert raised[FLEET] == (3.0, f"agent-console budget --resume on {raised[FLEET][1].rsplit(' ', 1)[-1]}")
+
+
+@pytest.mark.parametrize("args", [["--raise", "5"], ["--resume"], ["--job", "nope", "--raise", "1"]])
+def test_an_answer_where_no_budget_is_set_is_refused(capsys, args: list[str]) -> None:
+    config("")
+    assert main(["budget", *args]) == 2
+    assert "no daily budget is set for" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("amount", ["0", "-1", "nan", "inf", "1e12"])
+def test_a_raise_that_is_no_amount_is_refused(capsys, amount: str) -> None:
+    config("[budgets]\ndaily_usd = 1.0\n")
+    assert main(["budget", "--raise", amount]) == 2
+    assert "--raise" in capsys.readouterr().err
+
+
+def test_no_budget_set_says_so(capsys) -> None:
+    config("")
+    assert main(["budget"]) == 0
+    assert "no [budgets] is set in the operator's config" in capsys.readouterr().out
+
+
+def test_a_job_toml_cannot_set_the_fleets_budget(tmp_path: Path) -> None:
+    """[budgets] is the operator's config only: a job folder is not trusted to lift the fleet's limits."""
+    from console.engine.job import JobError, JobPaths
+    from console.engine.job_config import load_job_config
+
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "instructions.md").write_text("x")
+    (job / "job.toml").write_text("[budgets]\ndaily_usd = 1000000.0\n")
+    with pytest.raises(JobError):
+        load_job_config(JobPaths(job))
