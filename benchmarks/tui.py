@@ -9,10 +9,12 @@
 2. Keys: ``p`` is pressed ``--presses`` times the way the terminal driver delivers keys (a Key event posted to the
    app), first on the idle console (this run's baseline), then while the producer keeps streaming (``--load-rate``
    events/s, default 2,000: ten times what a fast real model streams; then ``--high-rate``, 12,000; then half the
-   measured capacity). Latency = key press to the first frame flushed that shows all of its effect: the command
-   reached the controller, the status line says it is on its way and the footer offers the opposite command. Every
-   frame is built as for a terminal (escape sequences, true colour), not skipped as Textual's test driver does
-   (see FrameDriver); the status line alone is given too.
+   measured capacity). Latency = key press to the frame, written to a terminal, that completes its effect: every
+   frame is built as for a terminal (escape sequences, true colour; Textual's test driver skips that) and written
+   to a pseudo-terminal whose master a thread reads (see FrameDriver); the clock stops when the write of the frame
+   whose bytes show the status line saying the command is on its way and the footer offering the opposite command
+   has returned (found in the frames' text, not in the app's state), and the command reached the controller. The
+   status line alone is given too.
 3. Long run: ``--long`` more messages, then the process's resident memory. The view keeps the
    newest messages only (the log never trims); the numbers say how many.
 4. First paint: from starting the console (one run, and the fleet view with ``--fleet-runs`` runs) until its
@@ -66,14 +68,12 @@ os.environ.update(TERM="xterm-256color", COLORTERM="truecolor")
 
 from textual import events  # noqa: E402
 from textual.drivers.headless_driver import HeadlessDriver  # noqa: E402
-from textual.widgets._footer import FooterKey  # noqa: E402
 
 from console.engine import events as ev  # noqa: E402
 from console.engine.job import JobPaths  # noqa: E402
 from console.engine.store import JobStore  # noqa: E402
 from console.tui.app import ConsoleApp  # noqa: E402
 from console.tui.commands import RecordingController  # noqa: E402
-from console.tui.widgets.status import StatusLine  # noqa: E402
 
 T0 = datetime(2026, 1, 15, 14, 0, tzinfo=UTC)
 TEXT = ("Reading the **specification** chunk by chunk and extracting every *shall*, *must* and *should* "
@@ -165,58 +165,54 @@ def stuck(app: ConsoleApp, producer: Producer, thread: threading.Thread | None) 
 
 class FrameDriver(HeadlessDriver):
     """The test driver, except that every frame is built as a terminal's driver builds it (Textual skips turning
-    a frame into escape sequences when headless): it is written nowhere, and when each one was flushed is noted."""
+    a frame into escape sequences when headless) and written to a terminal: the slave of a pseudo-terminal whose
+    master a thread reads and throws away, as a terminal emulator reads it. A frame's bytes are written when Textual
+    flushes it (its whole update, as the Linux driver's writer thread writes it); the time each write returned and
+    the frame's text (escape sequences removed) are noted, so a key's effect is timed to the frame that shows it
+    having reached the terminal, not to its widget being rendered."""
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
-        self.flushed: list[float] = []
+        self.frames: list[tuple[float, bytes]] = []  # (when its write returned, its text)
         self.written = 0
+        self._pending: list[str] = []
+        self._master, self._slave = os.openpty()
+        cols, rows = kw.get("size") or (200, 50)
+        fcntl.ioctl(self._slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                if not os.read(self._master, 1 << 16):
+                    return
+            except OSError:
+                return
 
     @property
     def is_headless(self) -> bool:
         return False
 
     def write(self, data: str) -> None:
-        self.written += len(data)
+        self._pending.append(data)
 
     def flush(self) -> None:
-        self.flushed.append(time.perf_counter())
+        if not self._pending:
+            return
+        frame = "".join(self._pending).encode("utf-8")
+        self._pending.clear()
+        view = memoryview(frame)
+        while view:  # a pty takes what its buffer holds: the rest when the reader has read
+            view = view[os.write(self._slave, view):]
+        self.frames.append((time.perf_counter(), ANSI.sub(b"", frame)))
+        self.written += len(frame)
 
-
-class EffectWatch:
-    """When the effect of a press of p was drawn: the status line saying the command is on its way (``want``),
-    and the footer offering the opposite command (Resume after a pause, Pause after a resume)."""
-
-    def __init__(self, status: StatusLine) -> None:
-        self.want = ""
-        self.footer_action = ""
-        self.since = 0.0
-        self.status_at: float | None = None
-        self.footer_at: float | None = None
-        render = status.render
-
-        def status_render() -> Any:
-            out = render()
-            if self.status_at is None and self.want and self.want in status.last_plain:
-                self.status_at = time.perf_counter()
-            return out
-
-        status.render = status_render  # type: ignore[method-assign]
-        watch = self
-        footer_render = FooterKey.render
-
-        def key_render(key: FooterKey) -> Any:
-            out = footer_render(key)
-            if watch.footer_at is None and watch.footer_action and key.action == watch.footer_action:
-                watch.footer_at = time.perf_counter()
-            return out
-
-        FooterKey.render = key_render  # type: ignore[method-assign]
-
-    def arm(self, want: str, footer_action: str) -> None:
-        self.want, self.footer_action = want, footer_action
-        self.since = time.perf_counter()
-        self.status_at = self.footer_at = None
+    def stop_application_mode(self) -> None:
+        super().stop_application_mode()
+        with contextlib.suppress(OSError):
+            os.close(self._slave)
+        with contextlib.suppress(OSError):
+            os.close(self._master)
 
 
 def say(*args: object) -> None:
@@ -224,17 +220,20 @@ def say(*args: object) -> None:
     print(*args, file=sys.__stdout__, flush=True)
 
 
-def first_frame_after(flushed: list[float], t: float) -> float | None:
-    return next((f for f in flushed if f >= t), None)
+def first_frame_showing(frames: list[tuple[float, bytes]], since: float, text: bytes) -> float | None:
+    """When the first frame written at or after ``since`` whose text holds ``text`` was written (None: none yet)."""
+    return next((t for t, shown in frames if t >= since and text in shown), None)
 
 
 async def measure_keys(app: ConsoleApp, controller: RecordingController, producer: Producer, rate: float,
-                       presses: int, watch: EffectWatch) -> dict[str, float]:
+                       presses: int) -> dict[str, float]:
     """``presses`` presses of p while the producer streams ``rate`` events/s (0: none, the console idle).
 
-    A press is timed from the Key event posted (what the terminal driver does with a key press) to the first frame
-    flushed after its effect was rendered: ``status``, the status line saying the command is on its way; ``whole``,
-    that and the footer offering the opposite command (the frame that shows all of the key's effect)."""
+    A press is timed from the Key event posted (what the terminal driver does with a key press) to the frame written
+    to the terminal (FrameDriver) that shows its effect, found in the frames' own bytes: ``status``, the first frame
+    whose text says the command is on its way (the status line's "pausing after this turn" / "resuming"); ``whole``,
+    the frame by which that and the footer offering the opposite command ("Resume" / "Pause") have both been written
+    (the frame that completes the key's effect on the screen). The command must also have reached the controller."""
     stop = threading.Event()
     before = producer.events
     thread = None
@@ -250,25 +249,23 @@ async def measure_keys(app: ConsoleApp, controller: RecordingController, produce
     for _ in range(presses):
         await asyncio.sleep(rng.uniform(0.05, 0.1))
         pausing = "pause" not in app.state.requested
-        want, footer = ("pausing after this turn", "resume") if pausing else ("resuming", "pause")
+        want, footer = (b"pausing after this turn", b"Resume") if pausing else (b"resuming", b"Pause")
         sent = len(controller.commands)
-        watch.arm(want, footer)
+        del driver.frames[:]
         t0 = time.perf_counter()
         app.post_message(events.Key("p", "p"))  # what the terminal driver does with a key press
         deadline = t0 + 5
-        frames: tuple[float | None, float | None] = (None, None)
+        status_at = footer_at = None
         while time.perf_counter() < deadline:
             await asyncio.sleep(0.0005)
-            if len(controller.commands) > sent and watch.status_at is not None and watch.footer_at is not None:
-                frames = (first_frame_after(driver.flushed, watch.status_at),
-                          first_frame_after(driver.flushed, max(watch.status_at, watch.footer_at)))
-                if frames[1] is not None:
-                    break
-        if frames[0] is None or frames[1] is None:
-            raise RuntimeError(f"the effect of p ({want!r}, footer {footer}) was not drawn within 5 s")
-        status_ms.append((frames[0] - t0) * 1000)
-        whole_ms.append((frames[1] - t0) * 1000)
-        del driver.flushed[:-50]
+            status_at = status_at or first_frame_showing(driver.frames, t0, want)
+            footer_at = footer_at or first_frame_showing(driver.frames, t0, footer)
+            if len(controller.commands) > sent and status_at is not None and footer_at is not None:
+                break
+        if status_at is None or footer_at is None or len(controller.commands) <= sent:
+            raise RuntimeError(f"the effect of p ({want!r}, footer {footer!r}) was not written within 5 s")
+        status_ms.append((status_at - t0) * 1000)
+        whole_ms.append((max(status_at, footer_at) - t0) * 1000)
     stop.set()
     if thread is not None:
         thread.join()
@@ -296,7 +293,6 @@ async def bench(args: argparse.Namespace) -> dict:
     result: dict = {}
     async with app.run_test(size=(width, height), headless=False) as pilot:
         await pilot.pause()
-        watch = EffectWatch(app.main.query_one(StatusLine))
         rss_start = rss_mb()
         # 1. prefill
         turns = args.messages // 2
@@ -318,10 +314,10 @@ async def bench(args: argparse.Namespace) -> dict:
         #    at half the measured capacity
         for label, rate in (("_idle", 0.0), (f"_{args.load_rate:.0f}", args.load_rate),
                             (f"_{args.high_rate:.0f}", args.high_rate), ("_half_capacity", events_per_s / 2)):
-            m = await measure_keys(app, controller, producer, rate, args.presses, watch)
+            m = await measure_keys(app, controller, producer, rate, args.presses)
             load = (f"while streaming {m['achieved']:,.0f} events/s (asked {rate:,.0f})" if rate
                     else "on the idle console")
-            say(f"keys: {args.presses} presses of p {load}: whole effect drawn p50 {m['p50']:.1f} ms, p95 "
+            say(f"keys: {args.presses} presses of p {load}: whole effect written to the terminal p50 {m['p50']:.1f} ms, p95 "
                   f"{m['p95']:.1f} ms, max {m['max']:.1f} ms (the status line alone: p50 {m['status_p50']:.1f} ms, "
                   f"p95 {m['status_p95']:.1f} ms)")
             result.update({f"key_latency_p50_ms{label}": round(m["p50"], 1), f"key_latency_p95_ms{label}":
