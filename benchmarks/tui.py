@@ -317,9 +317,9 @@ async def bench(args: argparse.Namespace) -> dict:
             m = await measure_keys(app, controller, producer, rate, args.presses)
             load = (f"while streaming {m['achieved']:,.0f} events/s (asked {rate:,.0f})" if rate
                     else "on the idle console")
-            say(f"keys: {args.presses} presses of p {load}: whole effect written to the terminal p50 {m['p50']:.1f} ms, p95 "
-                  f"{m['p95']:.1f} ms, max {m['max']:.1f} ms (the status line alone: p50 {m['status_p50']:.1f} ms, "
-                  f"p95 {m['status_p95']:.1f} ms)")
+            say(f"keys: {args.presses} presses of p {load}: whole effect written to the terminal p50 "
+                  f"{m['p50']:.1f} ms, p95 {m['p95']:.1f} ms, max {m['max']:.1f} ms (the status line alone: p50 "
+                  f"{m['status_p50']:.1f} ms, p95 {m['status_p95']:.1f} ms)")
             result.update({f"key_latency_p50_ms{label}": round(m["p50"], 1), f"key_latency_p95_ms{label}":
                            round(m["p95"], 1), f"key_status_p95_ms{label}": round(m["status_p95"], 1)})
             if rate:
@@ -483,11 +483,24 @@ ANSI = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|P[
                   rb"|[()][0-9A-Za-z]|[=>78NOM])")
 
 
+def process_cpu(pid: int) -> float | None:
+    """A live process's CPU time so far, user + system (the kernel's accounting: holds on a busy machine)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_in_pty(argv: list[str], env: dict[str, str], marker: bytes, size: tuple[int, int],
-               timeout: float = 30.0) -> tuple[float | None, float | None]:
+               timeout: float = 30.0, settle: float = 0.0) -> tuple[float | None, float | None, float | None,
+                                                                     float | None]:
     """Start ``argv`` on a terminal of its own (a pty of ``size`` columns x rows) and read what it draws:
     seconds from the exec to its first output, and to the first frame showing ``marker`` (None: not within
-    ``timeout``). The process is then ended (SIGTERM, then SIGKILL)."""
+    ``timeout``); the process's CPU seconds then (the whole process: interpreter, imports, its start and the frames
+    up to that one), and ``settle`` seconds later (what it went on doing meanwhile, e.g. the fleet folding every
+    run's log after its first frame; None when ``settle`` is 0). The process is then ended (SIGTERM, then
+    SIGKILL)."""
     master, slave = os.openpty()
     cols, rows = size
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
@@ -497,6 +510,8 @@ def run_in_pty(argv: list[str], env: dict[str, str], marker: bytes, size: tuple[
     os.close(slave)
     first: float | None = None
     found: float | None = None
+    cpu_found: float | None = None
+    cpu_settled: float | None = None
     raw = b""
     try:
         while time.perf_counter() - t0 < timeout:
@@ -516,6 +531,14 @@ def run_in_pty(argv: list[str], env: dict[str, str], marker: bytes, size: tuple[
             raw += chunk
             if marker in ANSI.sub(b"", raw[-(1 << 20):]):
                 found = now
+                cpu_found = process_cpu(proc.pid)
+                if settle:
+                    end = time.perf_counter() + settle
+                    while time.perf_counter() < end:  # its output read meanwhile, as a terminal reads it
+                        if select.select([master], [], [], 0.05)[0]:
+                            with contextlib.suppress(OSError):
+                                os.read(master, 1 << 16)
+                    cpu_settled = process_cpu(proc.pid)
                 break
     finally:
         with contextlib.suppress(ProcessLookupError):
@@ -529,7 +552,7 @@ def run_in_pty(argv: list[str], env: dict[str, str], marker: bytes, size: tuple[
     if found is None:
         tail = ANSI.sub(b"", raw)[-400:].decode("utf-8", "replace")
         print(f"  ({' '.join(argv[-2:])}: {marker.decode()} not seen within {timeout:.0f} s; last text: {tail!r})")
-    return first, found
+    return first, found, cpu_found, cpu_settled
 
 
 def cli_env(data: Path) -> dict[str, str]:
@@ -571,9 +594,10 @@ def bench_processes(args: argparse.Namespace) -> dict:
     n = write_log(JobPaths(big).events, events=args.attach_events, final=True)
     store.started(big, "big", "scripted", "scripted-agent", t0 - timedelta(hours=1))
     env = cli_env(data)
-    attach_first, attach = run_in_pty([exe, "attach", JobPaths(big).run_id], env, FINAL_MARKER.encode(),
-                                      (width, height))
-    result.update(attach_process_events=n, attach_process_first_output_s=attach_first, attach_process_s=attach)
+    attach_first, attach, attach_cpu, attach_cpu_later = run_in_pty(
+        [exe, "attach", JobPaths(big).run_id], env, FINAL_MARKER.encode(), (width, height), settle=2.0)
+    result.update(attach_process_events=n, attach_process_first_output_s=attach_first, attach_process_s=attach,
+                  attach_process_cpu_s=attach_cpu, attach_process_cpu_2s_later_s=attach_cpu_later)
 
     # Where an attach's time goes, each part timed alone in this process (a fresh interpreter for the import).
     imports = timed_import("console.tui.app")
@@ -590,7 +614,9 @@ def bench_processes(args: argparse.Namespace) -> dict:
     result.update(import_console_cli_s=round(cli_import, 3), import_tui_app_s=round(imports, 3),
                   read_log_s=round(read_s, 3), parse_all_s=round(parse_s, 3), fold_all_s=round(fold_s, 3))
     print(f"attach (a process on a terminal): {n:,} events; first output after {attach_first or 0:.2f} s, the panes "
-          f"filled (the last message drawn) after {attach if attach is not None else float('nan'):.2f} s")
+          f"filled (the last message drawn) after {attach if attach is not None else float('nan'):.2f} s; CPU "
+          f"{_s(attach_cpu)} then, {_s(attach_cpu_later)} 2 s later (whole process; no kept fold here: the whole "
+          "log is folded after the panes are drawn)")
     print(f"  where it goes: import console.cli {cli_import:.2f} s, console.tui.app {imports:.2f} s (a fresh "
           f"interpreter, over one importing nothing); the log read {read_s:.2f} s, every event parsed "
           f"{parse_s:.2f} s, folded {fold_s:.2f} s (the attach parses and folds the newest first: see "
@@ -602,10 +628,14 @@ def bench_processes(args: argparse.Namespace) -> dict:
         write_log(JobPaths(folder).events, 30)
         store.started(folder, f"job{i % 17}", "scripted", "scripted-agent", t0 + timedelta(seconds=i))
     runs = args.fleet_runs + 1
-    fleet_first, fleet = run_in_pty([exe], env, f"{runs} runs".encode(), (width, height))
-    result.update(fleet_process_runs=runs, fleet_process_first_output_s=fleet_first, fleet_process_s=fleet)
+    fleet_first, fleet, fleet_cpu, fleet_cpu_later = run_in_pty([exe], env, f"{runs} runs".encode(), (width, height),
+                                                                settle=3.0)
+    result.update(fleet_process_runs=runs, fleet_process_first_output_s=fleet_first, fleet_process_s=fleet,
+                  fleet_process_cpu_s=fleet_cpu, fleet_process_cpu_3s_later_s=fleet_cpu_later)
     print(f"fleet (a process on a terminal): {runs} runs; first output after {fleet_first or 0:.2f} s, the runs "
-          f"listed after {fleet if fleet is not None else float('nan'):.2f} s")
+          f"listed after {fleet if fleet is not None else float('nan'):.2f} s; CPU {_s(fleet_cpu)} then (the whole "
+          f"process: interpreter, imports, the app's start, the first frame of the store's rows), "
+          f"{_s(fleet_cpu_later)} 3 s later (every run's log folded meanwhile)")
     shutil.rmtree(work, ignore_errors=True)
     return result
 
@@ -630,6 +660,10 @@ def print_goals(result: dict) -> None:
         against = f"  {value / base:.2f}x idle ({base:.1f} {unit})" if base else ""
         print(f"{name:<44} {value:>8.1f} {unit} {goal:>6.0f} {unit} {ratio:>6.2f}  {'ok' if ratio <= 1 else 'MISS':<7}"
               f"{against}")
+
+
+def _s(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.2f} s"
 
 
 def _ms(seconds: float | None) -> float | None:
