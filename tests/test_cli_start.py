@@ -71,7 +71,7 @@ def test_an_operator_command_imports_the_typed_commands_and_nothing_of_a_run(tmp
 
 def test_jobs_runs_with_the_collector_off_and_leaves_it_on(monkeypatch, capsys) -> None:
     # A short command's objects live until it exits a moment later: the collector's passes over them free nothing
-    # (console.cli.common.collector_off). Called in-process (as here), it must hand the collector back on, also
+    # (console.cli._COLLECTOR_OFF). Called in-process (as here), it must hand the collector back on, also
     # after a usage error.
     import gc
 

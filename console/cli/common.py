@@ -5,32 +5,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
-import gc
 import math
 import os
 import shlex
 import sqlite3
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
 from console.view.jobs import one_line  # the one definition, shared with the jobs table
-
-
-@contextlib.contextmanager
-def collector_off() -> Iterator[None]:
-    """The garbage collector off for a short command's whole run (its imports, the settings, one read, its print):
-    what it makes lives until the process ends a moment later, and a full collection over the tens of thousands
-    of objects the imports made frees nothing (~20 ms of a `jobs`). On again at its end (a test calls it
-    in-process)."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
 
 
 class UsageError(Exception):

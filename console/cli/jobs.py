@@ -12,7 +12,6 @@ from console.cli.common import (
     MAX_LIST,
     UsageError,
     check_flags,
-    collector_off,
     err,
     fit_parts,
     say,
@@ -22,11 +21,6 @@ from console.view.jobs import one_line
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    with collector_off():
-        return _jobs(args)
-
-
-def _jobs(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from console.engine.job import JobError
