@@ -201,6 +201,7 @@ class RunFold:
         self._seal = seal  # None once the kept fold was looked for (or when there is no key)
         self._before = 0  # bytes of log the kept fold stood for: their spend and last tool call read apart
         self._read_before = 0  # of them, read so far
+        self._digest: str | None = None  # of the log's bytes before _before, when the kept fold was believed
 
     def catch_up(self) -> bool:
         """Fold what was appended since the last call; True if anything was."""
@@ -224,16 +225,20 @@ class RunFold:
 
     def _resume(self, seal: Seal) -> None:
         """Start from the run's kept view fold when it holds for its log (else from the log's start, as without)."""
-        from console.view.state.kept import load
+        from console.view.state.kept import load, tail_digest
 
         self._seal = None
         resumed = load(self.paths, seal, ConsoleState(self.paths.root.name))
         if resumed is not None:
             self.state, self.offset, self._before, self._read_before = resumed.state, resumed.offset, resumed.offset, 0
+            self._digest = tail_digest(self.paths.events, resumed.offset)
 
     def _read_kept_part(self) -> bool:
         """One slice of the log the kept fold stands for: its spend (the ledger's events only) and its last tool
         call; True (the row may have changed)."""
+        from console.view.state.kept import tail_digest
+
+        data = b""
         try:
             with open(self.paths.events, "rb") as fh:
                 fh.seek(self._read_before)
@@ -244,13 +249,16 @@ class RunFold:
                     end = data.rfind(b"\n")
         except OSError:
             end = -1
-        if end < 0:  # the log is not what the kept fold was checked against a moment ago: fold it whole
+        data = data[:end + 1]
+        self._read_before += max(end, 0) + 1
+        if end < 0 or (self._read_before >= self._before  # read to the end: still the log the kept fold was of?
+                       and tail_digest(self.paths.events, self._before) != self._digest):
+            # The log was moved aside and begun again meanwhile: what was read is another log's; fold it whole.
             self.state, self.spend, self._tool = ConsoleState(self.paths.root.name), Spend(), None
             self.offset = self._before = self._read_before = 0
             self.size = -1
+            self.last = ""
             return True
-        data = data[:end + 1]
-        self._read_before += end + 1
         fold_log(data, self.spend)
         at = data.rfind(TOOL_CALLED)
         if at >= 0:

@@ -34,7 +34,7 @@ from console.view.state.kept import (
     load,
     path_of,
 )
-from tests.conftest import run_settings
+from tests.conftest import job_factory, run_settings
 from tests.provenance_support import launch, operator_seal
 
 
@@ -411,3 +411,44 @@ def test_the_fleet_never_believes_a_kept_fold_of_another_key(make_job, clock, tm
     whole_rows, _ = fleet_of(paths, tmp_path, None)
     rows, read = fleet_of(paths, tmp_path, operator_seal())
     assert read[0] == 0 and rows == whole_rows
+
+
+def test_the_fleet_folds_a_log_begun_again_while_it_read_the_part_its_kept_fold_stands_for(make_job, clock, tmp_path,
+                                                                                        monkeypatch) -> None:
+    """The log is moved aside and begun again (longer than the kept fold's offset) while the fleet reads the log
+    before the kept fold a slice at a time: what it had from the old log is dropped, and the row is the new log's."""
+    import console.view.fleet as fleet_mod
+    from console.engine.store import JobStore
+    from console.view.fleet import Fleet
+
+    paths = restarting_run(make_job, clock)
+    priced(paths)
+    old = paths.events.read_bytes()
+    offset = old.rfind(b"\n", 0, len(old) // 2) + 1
+    st = ConsoleState("job")
+    blank = blank_of(st)
+    fold_lines(st, old[:offset])
+    assert keep(paths, operator_seal(), st, blank, offset, 0, 0)
+    other = rewound_run(job_factory(tmp_path / "other"), clock)  # another log: the one begun again in its place
+    new = other.events.read_bytes()
+    assert len(new) > offset and new[:offset] != old[:offset]
+    monkeypatch.setattr(fleet_mod, "READ_CHUNK", 4096)  # the part before the kept fold read over several polls
+    store_path = tmp_path / "jobs.db"
+    JobStore(store_path).started(paths.root, "quickstart", "scripted", "scripted-agent",
+                                 next(ev.read_events(paths.events)).ts)
+    now = list(ev.read_events(other.events))[-1].ts
+    fleet = Fleet(store_path, now=lambda: now, holder=lambda fold: None, seal=operator_seal())
+    fleet.poll()
+    fold = fleet.folds[str(paths.root)]
+    assert 0 < fold._read_before < offset  # (the kept fold was believed, its part is being read)
+    paths.events.write_bytes(new)
+    for _ in range(2 + len(new) // 4096 + offset // 4096):
+        rows = fleet.poll()
+    fleet.close()
+    monkeypatch.setattr(fleet_mod, "READ_CHUNK", 8 << 20)
+    # What the fleet shows of the whole new log, read by a fleet without a kept fold.
+    fresh = Fleet(store_path, now=lambda: now, holder=lambda fold: None)
+    for _ in range(3):
+        expected = fresh.poll()
+    fresh.close()
+    assert list(rows) == list(expected)
