@@ -9,10 +9,12 @@
 2. Keys: ``p`` is pressed ``--presses`` times the way the terminal driver delivers keys (a Key event posted to the
    app), first on the idle console (this run's baseline), then while the producer keeps streaming (``--load-rate``
    events/s, default 2,000: ten times what a fast real model streams; then ``--high-rate``, 12,000; then half the
-   measured capacity). Latency = key press to the first frame flushed that shows all of its effect: the command
-   reached the controller, the status line says it is on its way and the footer offers the opposite command. Every
-   frame is built as for a terminal (escape sequences, true colour), not skipped as Textual's test driver does
-   (see FrameDriver); the status line alone is given too.
+   measured capacity). Latency = key press to the frame, written to a terminal, that completes its effect: every
+   frame is built as for a terminal (escape sequences, true colour; Textual's test driver skips that) and written
+   to a pseudo-terminal whose master a thread reads (see FrameDriver); the clock stops when the write of the frame
+   whose bytes show the status line saying the command is on its way and the footer offering the opposite command
+   has returned (found in the frames' text, not in the app's state), and the command reached the controller. The
+   status line alone is given too.
 3. Long run: ``--long`` more messages, then the process's resident memory. The view keeps the
    newest messages only (the log never trims); the numbers say how many.
 4. First paint: from starting the console (one run, and the fleet view with ``--fleet-runs`` runs) until its
@@ -25,8 +27,11 @@
 7. Processes, as the operator starts them (``--only processes``): ``agent-console attach ID`` on a run of
    ``--attach-events`` events and ``agent-console`` (the fleet) with ``--fleet-runs`` runs, each a process on a
    pseudo-terminal of ``--size``, timed from the exec to its first output and to the first frame that shows the
-   last message of the log (the panes filled) / the count of runs; then where an attach's time goes: the imports
-   (a fresh interpreter), the log's read, every event parsed, folded.
+   last message of the log (the panes filled) / the count of runs, with the process's CPU time (user + system,
+   the whole process: interpreter, imports, the app's start, its frames) then and after it settled (the fleet: 3 s
+   later, every run's log folded meanwhile; the long run is one of the fleet's); then where an attach's time goes:
+   the imports (a fresh interpreter), the log's read, every event parsed, folded. The long run's view fold is kept
+   as its runner keeps it, at its worst (``--without-kept-fold``: none, its whole log folded by both).
 
 Before the JSON, a table gives each of issue 20's figures with its goal, their ratio and ok or MISS. The last line
 is one JSON object; the lines before it explain. Not a timed test.
@@ -66,14 +71,13 @@ os.environ.update(TERM="xterm-256color", COLORTERM="truecolor")
 
 from textual import events  # noqa: E402
 from textual.drivers.headless_driver import HeadlessDriver  # noqa: E402
-from textual.widgets._footer import FooterKey  # noqa: E402
 
 from console.engine import events as ev  # noqa: E402
 from console.engine.job import JobPaths  # noqa: E402
+from console.engine.seal import Seal  # noqa: E402
 from console.engine.store import JobStore  # noqa: E402
 from console.tui.app import ConsoleApp  # noqa: E402
 from console.tui.commands import RecordingController  # noqa: E402
-from console.tui.widgets.status import StatusLine  # noqa: E402
 
 T0 = datetime(2026, 1, 15, 14, 0, tzinfo=UTC)
 TEXT = ("Reading the **specification** chunk by chunk and extracting every *shall*, *must* and *should* "
@@ -165,58 +169,54 @@ def stuck(app: ConsoleApp, producer: Producer, thread: threading.Thread | None) 
 
 class FrameDriver(HeadlessDriver):
     """The test driver, except that every frame is built as a terminal's driver builds it (Textual skips turning
-    a frame into escape sequences when headless): it is written nowhere, and when each one was flushed is noted."""
+    a frame into escape sequences when headless) and written to a terminal: the slave of a pseudo-terminal whose
+    master a thread reads and throws away, as a terminal emulator reads it. A frame's bytes are written when Textual
+    flushes it (its whole update, as the Linux driver's writer thread writes it); the time each write returned and
+    the frame's text (escape sequences removed) are noted, so a key's effect is timed to the frame that shows it
+    having reached the terminal, not to its widget being rendered."""
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
-        self.flushed: list[float] = []
+        self.frames: list[tuple[float, bytes]] = []  # (when its write returned, its text)
         self.written = 0
+        self._pending: list[str] = []
+        self._master, self._slave = os.openpty()
+        cols, rows = kw.get("size") or (200, 50)
+        fcntl.ioctl(self._slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                if not os.read(self._master, 1 << 16):
+                    return
+            except OSError:
+                return
 
     @property
     def is_headless(self) -> bool:
         return False
 
     def write(self, data: str) -> None:
-        self.written += len(data)
+        self._pending.append(data)
 
     def flush(self) -> None:
-        self.flushed.append(time.perf_counter())
+        if not self._pending:
+            return
+        frame = "".join(self._pending).encode("utf-8")
+        self._pending.clear()
+        view = memoryview(frame)
+        while view:  # a pty takes what its buffer holds: the rest when the reader has read
+            view = view[os.write(self._slave, view):]
+        self.frames.append((time.perf_counter(), ANSI.sub(b"", frame)))
+        self.written += len(frame)
 
-
-class EffectWatch:
-    """When the effect of a press of p was drawn: the status line saying the command is on its way (``want``),
-    and the footer offering the opposite command (Resume after a pause, Pause after a resume)."""
-
-    def __init__(self, status: StatusLine) -> None:
-        self.want = ""
-        self.footer_action = ""
-        self.since = 0.0
-        self.status_at: float | None = None
-        self.footer_at: float | None = None
-        render = status.render
-
-        def status_render() -> Any:
-            out = render()
-            if self.status_at is None and self.want and self.want in status.last_plain:
-                self.status_at = time.perf_counter()
-            return out
-
-        status.render = status_render  # type: ignore[method-assign]
-        watch = self
-        footer_render = FooterKey.render
-
-        def key_render(key: FooterKey) -> Any:
-            out = footer_render(key)
-            if watch.footer_at is None and watch.footer_action and key.action == watch.footer_action:
-                watch.footer_at = time.perf_counter()
-            return out
-
-        FooterKey.render = key_render  # type: ignore[method-assign]
-
-    def arm(self, want: str, footer_action: str) -> None:
-        self.want, self.footer_action = want, footer_action
-        self.since = time.perf_counter()
-        self.status_at = self.footer_at = None
+    def stop_application_mode(self) -> None:
+        super().stop_application_mode()
+        with contextlib.suppress(OSError):
+            os.close(self._slave)
+        with contextlib.suppress(OSError):
+            os.close(self._master)
 
 
 def say(*args: object) -> None:
@@ -224,17 +224,20 @@ def say(*args: object) -> None:
     print(*args, file=sys.__stdout__, flush=True)
 
 
-def first_frame_after(flushed: list[float], t: float) -> float | None:
-    return next((f for f in flushed if f >= t), None)
+def first_frame_showing(frames: list[tuple[float, bytes]], since: float, text: bytes) -> float | None:
+    """When the first frame written at or after ``since`` whose text holds ``text`` was written (None: none yet)."""
+    return next((t for t, shown in frames if t >= since and text in shown), None)
 
 
 async def measure_keys(app: ConsoleApp, controller: RecordingController, producer: Producer, rate: float,
-                       presses: int, watch: EffectWatch) -> dict[str, float]:
+                       presses: int) -> dict[str, float]:
     """``presses`` presses of p while the producer streams ``rate`` events/s (0: none, the console idle).
 
-    A press is timed from the Key event posted (what the terminal driver does with a key press) to the first frame
-    flushed after its effect was rendered: ``status``, the status line saying the command is on its way; ``whole``,
-    that and the footer offering the opposite command (the frame that shows all of the key's effect)."""
+    A press is timed from the Key event posted (what the terminal driver does with a key press) to the frame written
+    to the terminal (FrameDriver) that shows its effect, found in the frames' own bytes: ``status``, the first frame
+    whose text says the command is on its way (the status line's "pausing after this turn" / "resuming"); ``whole``,
+    the frame by which that and the footer offering the opposite command ("Resume" / "Pause") have both been written
+    (the frame that completes the key's effect on the screen). The command must also have reached the controller."""
     stop = threading.Event()
     before = producer.events
     thread = None
@@ -250,25 +253,23 @@ async def measure_keys(app: ConsoleApp, controller: RecordingController, produce
     for _ in range(presses):
         await asyncio.sleep(rng.uniform(0.05, 0.1))
         pausing = "pause" not in app.state.requested
-        want, footer = ("pausing after this turn", "resume") if pausing else ("resuming", "pause")
+        want, footer = (b"pausing after this turn", b"Resume") if pausing else (b"resuming", b"Pause")
         sent = len(controller.commands)
-        watch.arm(want, footer)
+        del driver.frames[:]
         t0 = time.perf_counter()
         app.post_message(events.Key("p", "p"))  # what the terminal driver does with a key press
         deadline = t0 + 5
-        frames: tuple[float | None, float | None] = (None, None)
+        status_at = footer_at = None
         while time.perf_counter() < deadline:
             await asyncio.sleep(0.0005)
-            if len(controller.commands) > sent and watch.status_at is not None and watch.footer_at is not None:
-                frames = (first_frame_after(driver.flushed, watch.status_at),
-                          first_frame_after(driver.flushed, max(watch.status_at, watch.footer_at)))
-                if frames[1] is not None:
-                    break
-        if frames[0] is None or frames[1] is None:
-            raise RuntimeError(f"the effect of p ({want!r}, footer {footer}) was not drawn within 5 s")
-        status_ms.append((frames[0] - t0) * 1000)
-        whole_ms.append((frames[1] - t0) * 1000)
-        del driver.flushed[:-50]
+            status_at = status_at or first_frame_showing(driver.frames, t0, want)
+            footer_at = footer_at or first_frame_showing(driver.frames, t0, footer)
+            if len(controller.commands) > sent and status_at is not None and footer_at is not None:
+                break
+        if status_at is None or footer_at is None or len(controller.commands) <= sent:
+            raise RuntimeError(f"the effect of p ({want!r}, footer {footer!r}) was not written within 5 s")
+        status_ms.append((status_at - t0) * 1000)
+        whole_ms.append((max(status_at, footer_at) - t0) * 1000)
     stop.set()
     if thread is not None:
         thread.join()
@@ -296,7 +297,6 @@ async def bench(args: argparse.Namespace) -> dict:
     result: dict = {}
     async with app.run_test(size=(width, height), headless=False) as pilot:
         await pilot.pause()
-        watch = EffectWatch(app.main.query_one(StatusLine))
         rss_start = rss_mb()
         # 1. prefill
         turns = args.messages // 2
@@ -318,12 +318,12 @@ async def bench(args: argparse.Namespace) -> dict:
         #    at half the measured capacity
         for label, rate in (("_idle", 0.0), (f"_{args.load_rate:.0f}", args.load_rate),
                             (f"_{args.high_rate:.0f}", args.high_rate), ("_half_capacity", events_per_s / 2)):
-            m = await measure_keys(app, controller, producer, rate, args.presses, watch)
+            m = await measure_keys(app, controller, producer, rate, args.presses)
             load = (f"while streaming {m['achieved']:,.0f} events/s (asked {rate:,.0f})" if rate
                     else "on the idle console")
-            say(f"keys: {args.presses} presses of p {load}: whole effect drawn p50 {m['p50']:.1f} ms, p95 "
-                  f"{m['p95']:.1f} ms, max {m['max']:.1f} ms (the status line alone: p50 {m['status_p50']:.1f} ms, "
-                  f"p95 {m['status_p95']:.1f} ms)")
+            say(f"keys: {args.presses} presses of p {load}: whole effect written to the terminal p50 "
+                  f"{m['p50']:.1f} ms, p95 {m['p95']:.1f} ms, max {m['max']:.1f} ms (the status line alone: p50 "
+                  f"{m['status_p50']:.1f} ms, p95 {m['status_p95']:.1f} ms)")
             result.update({f"key_latency_p50_ms{label}": round(m["p50"], 1), f"key_latency_p95_ms{label}":
                            round(m["p95"], 1), f"key_status_p95_ms{label}": round(m["status_p95"], 1)})
             if rate:
@@ -487,11 +487,39 @@ ANSI = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|P[
                   rb"|[()][0-9A-Za-z]|[=>78NOM])")
 
 
+def keep_as_runner(paths: JobPaths, seal: Seal) -> int:
+    """The view's fold kept as the run's runner keeps it (console.view.state.kept.FoldKeeper), at its worst: just
+    before the log grew by the bytes after which it keeps it again. How many bytes of log are after it."""
+    from console.view.state import ConsoleState
+    from console.view.state.kept import KEEP_EVERY, blank_of, fold_lines, keep
+
+    data = paths.events.read_bytes()
+    offset = data.rfind(b"\n", 0, max(0, len(data) - KEEP_EVERY + 4096)) + 1
+    state = ConsoleState()
+    blank = blank_of(state)  # the state it was folded from (the fold sets the window)
+    events, messages = fold_lines(state, data[:offset])
+    assert keep(paths, seal, state, blank, offset, events, messages)
+    return len(data) - offset
+
+
+def process_cpu(pid: int) -> float | None:
+    """A live process's CPU time so far, user + system (the kernel's accounting: holds on a busy machine)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_in_pty(argv: list[str], env: dict[str, str], marker: bytes, size: tuple[int, int],
-               timeout: float = 30.0) -> tuple[float | None, float | None]:
+               timeout: float = 30.0, settle: float = 0.0) -> tuple[float | None, float | None, float | None,
+                                                                     float | None]:
     """Start ``argv`` on a terminal of its own (a pty of ``size`` columns x rows) and read what it draws:
     seconds from the exec to its first output, and to the first frame showing ``marker`` (None: not within
-    ``timeout``). The process is then ended (SIGTERM, then SIGKILL)."""
+    ``timeout``); the process's CPU seconds then (the whole process: interpreter, imports, its start and the frames
+    up to that one), and ``settle`` seconds later (what it went on doing meanwhile, e.g. the fleet folding every
+    run's log after its first frame; None when ``settle`` is 0). The process is then ended (SIGTERM, then
+    SIGKILL)."""
     master, slave = os.openpty()
     cols, rows = size
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
@@ -501,6 +529,8 @@ def run_in_pty(argv: list[str], env: dict[str, str], marker: bytes, size: tuple[
     os.close(slave)
     first: float | None = None
     found: float | None = None
+    cpu_found: float | None = None
+    cpu_settled: float | None = None
     raw = b""
     try:
         while time.perf_counter() - t0 < timeout:
@@ -520,6 +550,14 @@ def run_in_pty(argv: list[str], env: dict[str, str], marker: bytes, size: tuple[
             raw += chunk
             if marker in ANSI.sub(b"", raw[-(1 << 20):]):
                 found = now
+                cpu_found = process_cpu(proc.pid)
+                if settle:
+                    end = time.perf_counter() + settle
+                    while time.perf_counter() < end:  # its output read meanwhile, as a terminal reads it
+                        if select.select([master], [], [], 0.05)[0]:
+                            with contextlib.suppress(OSError):
+                                os.read(master, 1 << 16)
+                    cpu_settled = process_cpu(proc.pid)
                 break
     finally:
         with contextlib.suppress(ProcessLookupError):
@@ -533,7 +571,7 @@ def run_in_pty(argv: list[str], env: dict[str, str], marker: bytes, size: tuple[
     if found is None:
         tail = ANSI.sub(b"", raw)[-400:].decode("utf-8", "replace")
         print(f"  ({' '.join(argv[-2:])}: {marker.decode()} not seen within {timeout:.0f} s; last text: {tail!r})")
-    return first, found
+    return first, found, cpu_found, cpu_settled
 
 
 def cli_env(data: Path) -> dict[str, str]:
@@ -574,10 +612,15 @@ def bench_processes(args: argparse.Namespace) -> dict:
     shutil.copytree(REPO / "sample_jobs" / "quickstart", big)
     n = write_log(JobPaths(big).events, events=args.attach_events, final=True)
     store.started(big, "big", "scripted", "scripted-agent", t0 - timedelta(hours=1))
+    kept_note = "no kept fold: the whole log is folded after the panes are drawn"
+    if not args.without_kept_fold:
+        behind = keep_as_runner(JobPaths(big), Seal.of(data))
+        kept_note = f"its runner's kept fold {behind / 2**20:.2f} MB behind, at its worst"
     env = cli_env(data)
-    attach_first, attach = run_in_pty([exe, "attach", JobPaths(big).run_id], env, FINAL_MARKER.encode(),
-                                      (width, height))
-    result.update(attach_process_events=n, attach_process_first_output_s=attach_first, attach_process_s=attach)
+    attach_first, attach, attach_cpu, attach_cpu_later = run_in_pty(
+        [exe, "attach", JobPaths(big).run_id], env, FINAL_MARKER.encode(), (width, height), settle=2.0)
+    result.update(attach_process_events=n, attach_process_first_output_s=attach_first, attach_process_s=attach,
+                  attach_process_cpu_s=attach_cpu, attach_process_cpu_2s_later_s=attach_cpu_later)
 
     # Where an attach's time goes, each part timed alone in this process (a fresh interpreter for the import).
     imports = timed_import("console.tui.app")
@@ -594,7 +637,8 @@ def bench_processes(args: argparse.Namespace) -> dict:
     result.update(import_console_cli_s=round(cli_import, 3), import_tui_app_s=round(imports, 3),
                   read_log_s=round(read_s, 3), parse_all_s=round(parse_s, 3), fold_all_s=round(fold_s, 3))
     print(f"attach (a process on a terminal): {n:,} events; first output after {attach_first or 0:.2f} s, the panes "
-          f"filled (the last message drawn) after {attach if attach is not None else float('nan'):.2f} s")
+          f"filled (the last message drawn) after {attach if attach is not None else float('nan'):.2f} s; CPU "
+          f"{_s(attach_cpu)} then, {_s(attach_cpu_later)} 2 s later (whole process; {kept_note})")
     print(f"  where it goes: import console.cli {cli_import:.2f} s, console.tui.app {imports:.2f} s (a fresh "
           f"interpreter, over one importing nothing); the log read {read_s:.2f} s, every event parsed "
           f"{parse_s:.2f} s, folded {fold_s:.2f} s (the attach parses and folds the newest first: see "
@@ -606,10 +650,14 @@ def bench_processes(args: argparse.Namespace) -> dict:
         write_log(JobPaths(folder).events, 30)
         store.started(folder, f"job{i % 17}", "scripted", "scripted-agent", t0 + timedelta(seconds=i))
     runs = args.fleet_runs + 1
-    fleet_first, fleet = run_in_pty([exe], env, f"{runs} runs".encode(), (width, height))
-    result.update(fleet_process_runs=runs, fleet_process_first_output_s=fleet_first, fleet_process_s=fleet)
+    fleet_first, fleet, fleet_cpu, fleet_cpu_later = run_in_pty([exe], env, f"{runs} runs".encode(), (width, height),
+                                                                settle=3.0)
+    result.update(fleet_process_runs=runs, fleet_process_first_output_s=fleet_first, fleet_process_s=fleet,
+                  fleet_process_cpu_s=fleet_cpu, fleet_process_cpu_3s_later_s=fleet_cpu_later)
     print(f"fleet (a process on a terminal): {runs} runs; first output after {fleet_first or 0:.2f} s, the runs "
-          f"listed after {fleet if fleet is not None else float('nan'):.2f} s")
+          f"listed after {fleet if fleet is not None else float('nan'):.2f} s; CPU {_s(fleet_cpu)} then (the whole "
+          f"process: interpreter, imports, the app's start, the first frame of the store's rows), "
+          f"{_s(fleet_cpu_later)} 3 s later (every run's log folded meanwhile)")
     shutil.rmtree(work, ignore_errors=True)
     return result
 
@@ -636,6 +684,10 @@ def print_goals(result: dict) -> None:
               f"{against}")
 
 
+def _s(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.2f} s"
+
+
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1000
 
@@ -651,6 +703,9 @@ def main() -> None:
     p.add_argument("--attach-events", type=int, default=100_000, help="events in the log of the run attached to")
     p.add_argument("--fleet-runs", type=int, default=200, help="runs in the jobs store of the fleet view")
     p.add_argument("--only", choices=["console", "fleet", "processes"], help="run one part only")
+    p.add_argument("--without-kept-fold", action="store_true",
+                   help="processes: the long run has no view fold kept by a runner (attach and fleet fold its whole "
+                        "log)")
     args = p.parse_args()
     result: dict = {}
     if args.only in (None, "console"):

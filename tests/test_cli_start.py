@@ -67,3 +67,30 @@ def test_an_operator_command_imports_the_typed_commands_and_nothing_of_a_run(tmp
     assert list((run / ".console" / "inbox").glob("*.json"))  # (the pause was queued)
     assert "console.engine.commands" in mods
     assert loaded(mods, NEVER) == [] and loaded(mods, (*RUN_MACHINERY, "pydantic_settings", "rich")) == []
+
+
+def test_jobs_runs_with_the_collector_off_and_leaves_it_on(monkeypatch, capsys) -> None:
+    # A short command's objects live until it exits a moment later: the collector's passes over them free nothing
+    # (console.cli._COLLECTOR_OFF). Called in-process (as here), it must hand the collector back on, also
+    # after a usage error.
+    import gc
+
+    import console.settings
+    from console.cli import main
+
+    seen: list[bool] = []
+    real = console.settings.load_settings
+
+    def load_settings(**kw):
+        seen.append(gc.isenabled())
+        return real(**kw)
+
+    monkeypatch.setattr(console.settings, "load_settings", load_settings)
+    assert gc.isenabled()
+    assert main(["jobs"]) == 0
+    assert "no runs yet" in capsys.readouterr().out
+    assert seen == [False] and gc.isenabled()
+    assert main(["jobs", "--limit", "0"]) == 2  # refused by the command itself (its flags' bounds)
+    assert gc.isenabled()
+    assert main(["jobs", "--no-such-flag"]) == 2  # refused by the grammar
+    assert gc.isenabled()

@@ -95,18 +95,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from aiohttp import web
 
+    from console.engine.seal import Seal, SealError
     from console.view.fleet import Fleet
     from console.web.auth import Auth
     from console.web.server import FleetFeed, WebApp
 
-    fleet = Fleet(settings.store_path, now=lambda: datetime.now(UTC), url=settings.store_url)
+    try:  # with the operator's key, each run's first fold starts from the view's fold its runner kept
+        seal: Seal | None = Seal.of(settings.data_dir)
+    except (SealError, OSError):
+        seal = None  # every log folded from its start, as without a kept fold
+    fleet = Fleet(settings.store_path, now=lambda: datetime.now(UTC), url=settings.store_url, seal=seal)
     auth = Auth()
     from console.view.run_snapshot import look
 
     feed = FleetFeed(lambda: (fleet.poll(budget=0.5), fleet.error),  # (its `folded` says when to read again)
                      look=lambda rid: look(list(fleet.rows), list(fleet.folds.values()), rid))
     from console.engine import action_links
-    from console.engine.seal import Seal
     from console.web.acting import Acting
     from console.web.link_door import LinkDoor
 

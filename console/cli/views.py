@@ -115,9 +115,15 @@ def _fleet(args: argparse.Namespace) -> int:
     # textual-serve's web driver (serve's /console/) talks to the browser over pipes: that is its terminal.
     if not (sys.stdin.isatty() and sys.stdout.isatty()) and "web_driver" not in os.environ.get("TEXTUAL_DRIVER", ""):
         raise UsageError("the fleet view needs a terminal; for a list use: agent-console jobs")
+    from console.engine.seal import Seal, SealError
     from console.tui.launch import fleet_console
 
-    return fleet_console(settings.store_path, theme=chosen_theme(theme, settings), url=settings.store_url)
+    try:  # with the operator's key, each run's first fold starts from the view's fold its runner kept
+        seal: Seal | None = Seal.of(Path(settings.data_dir))
+    except (SealError, OSError):
+        seal = None  # every log folded from its start, as without a kept fold
+    return fleet_console(settings.store_path, theme=chosen_theme(theme, settings), url=settings.store_url,
+                         seal=seal)
 
 
 

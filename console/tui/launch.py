@@ -21,6 +21,7 @@ from console.engine.job import JobPaths
 if TYPE_CHECKING:
     from textual.pilot import Pilot
 
+    from console.engine.seal import Seal
     from console.tui.app import ConsoleApp
 
 # What App.run takes: a coroutine function (an async def), given the app's pilot.
@@ -143,15 +144,17 @@ def build_fleet_app(store_path: Path, *, theme: str | None = None, keymap: Mappi
     from console.view.fleet import Fleet
 
     holder = kw.pop("holder", None)
-    fleet = Fleet(store_path, now=kw.get("now") or _utc_now, holder=holder, url=kw.pop("url", None))
+    fleet = Fleet(store_path, now=kw.get("now") or _utc_now, holder=holder, url=kw.pop("url", None),
+                  seal=kw.pop("seal", None))
     return ConsoleApp(fleet=fleet, theme=theme, **with_keymap(keymap), **kw)
 
 
 def fleet_console(store_path: Path, *, theme: str | None = None, keymap: Mapping[str, str] | None = None,
-                  headless: bool = False, auto_pilot: AutoPilot | None = None, url: str | None = None) -> int:
+                  headless: bool = False, auto_pilot: AutoPilot | None = None, url: str | None = None,
+                  seal: Seal | None = None) -> int:
     """The fleet view: every run of the jobs store (``url``: a shared one's), live; enter attaches to one, q comes
-    back. Exit code 0."""
-    app = build_fleet_app(store_path, theme=theme, keymap=keymap, url=url)
+    back. Exit code 0. ``seal``: the operator's key (each run's first fold starts from its kept view fold)."""
+    app = build_fleet_app(store_path, theme=theme, keymap=keymap, url=url, seal=seal)
     with viewer_signals(app):
         app.run(headless=headless, auto_pilot=auto_pilot)
     return 0 if app.return_code in (None, 0) else 1

@@ -9,6 +9,7 @@ poller's thread only.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import time
@@ -17,6 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
 
 from console.engine import events as ev
 from console.engine.control import RunLock
@@ -41,10 +45,13 @@ from console.engine.runs import (
 from console.engine.store import FINISHED, JobRow, JobStore, Store, StoreError, folder_gone, open_store
 from console.view import present
 from console.view.format import clip, elapsed
-from console.view.ledger import Spend
+from console.view.ledger import Spend, fold_log
 from console.view.liveness import seen_of
 from console.view.state import ConsoleState, need_label
 from console.view.story import Told
+
+if TYPE_CHECKING:
+    from console.engine.seal import Seal
 
 __all__ = ["COMPLETED", "FAILED", "FAILED_LIKE", "FLEET_LIMIT", "GAVE_UP", "GONE", "INTERRUPTED", "LIVE", "NEEDS",
            "ORDER", "PAUSED", "RUNNING", "STARTING", "STOPPED", "WAITING", "Fleet", "FleetRow", "Listed", "RunFold",
@@ -54,6 +61,9 @@ __all__ = ["COMPLETED", "FAILED", "FAILED_LIKE", "FLEET_LIMIT", "GAVE_UP", "GONE
 FLEET_LIMIT = 500
 STORY_TAIL = 40  # lines of a run's story a page shows (console.view.run_snapshot)
 READ_CHUNK = 8 << 20  # the most of one log folded per poll: a huge log is caught up over several polls
+# A tool call's line, as the engine writes it (pydantic's compact JSON): the last one before a kept fold's offset is
+# found by searching the bytes, not by parsing every line.
+TOOL_CALLED = b'"type":"tool_called"'
 REMOTE_PAGE = 20000  # events of other machines' runs fetched from a shared store at a time
 
 # States as the fleet shows them, most urgent first (the sort order of the list): the engine's words
@@ -171,9 +181,15 @@ class Listed(list[FleetRow]):
 
 
 class RunFold:
-    """One run's log folded so far (poller thread only)."""
+    """One run's log folded so far (poller thread only).
 
-    def __init__(self, row: JobRow) -> None:
+    ``seal``: the operator's key. With it, the first fold starts from the run's kept view fold
+    (console.view.state.kept: ``.console/view-fold.json``, kept by its runner, believed only under this key and
+    for this log's bytes), as an attach does, and folds only the log after it; what the kept fold does not hold
+    (the cost ledger's spend, the run's last tool call) is read from the log before it by a search of its bytes
+    that parses only those events' lines (console.view.ledger.fold_log), a slice per poll."""
+
+    def __init__(self, row: JobRow, seal: Seal | None = None) -> None:
         self.paths = JobPaths(Path(row.path))
         self.state = ConsoleState(Path(row.path).name)
         self.offset = 0
@@ -182,9 +198,17 @@ class RunFold:
         self._tool: present.Presented | None = None
         self.lock = RunLock(self.paths)
         self.spend = Spend()  # the cost ledger's fold of the same events (today's spend)
+        self._seal = seal  # None once the kept fold was looked for (or when there is no key)
+        self._before = 0  # bytes of log the kept fold stood for: their spend and last tool call read apart
+        self._read_before = 0  # of them, read so far
+        self._digest: str | None = None  # of the log's bytes before _before, when the kept fold was believed
 
     def catch_up(self) -> bool:
         """Fold what was appended since the last call; True if anything was."""
+        if self._seal is not None:
+            self._resume(self._seal)
+        if self._read_before < self._before:
+            return self._read_kept_part()
         try:
             size = os.stat(self.paths.events).st_size
         except OSError:
@@ -194,10 +218,56 @@ class RunFold:
         if size < self.offset:  # the log was replaced (moved aside as corrupt): start over
             self.state = ConsoleState(self.paths.root.name)
             self.spend = Spend()
-            self.offset = 0
+            self.offset = self._before = self._read_before = 0
         events, self.offset = ev.read_new(self.paths.events, self.offset, limit=READ_CHUNK)
         self.size = size if self.offset >= size else -1  # not at the end yet: read on at the next poll
         return self._apply(events)
+
+    def _resume(self, seal: Seal) -> None:
+        """Start from the run's kept view fold when it holds for its log (else from the log's start, as without)."""
+        from console.view.state.kept import load, tail_digest
+
+        self._seal = None
+        resumed = load(self.paths, seal, ConsoleState(self.paths.root.name))
+        if resumed is not None:
+            self.state, self.offset, self._before, self._read_before = resumed.state, resumed.offset, resumed.offset, 0
+            self._digest = tail_digest(self.paths.events, resumed.offset)
+
+    def _read_kept_part(self) -> bool:
+        """One slice of the log the kept fold stands for: its spend (the ledger's events only) and its last tool
+        call; True (the row may have changed)."""
+        from console.view.state.kept import tail_digest
+
+        data = b""
+        try:
+            with open(self.paths.events, "rb") as fh:
+                fh.seek(self._read_before)
+                data = fh.read(min(READ_CHUNK, self._before - self._read_before))
+                end = data.rfind(b"\n")
+                if end < 0 and data:
+                    data += fh.readline()  # a line longer than a slice
+                    end = data.rfind(b"\n")
+        except OSError:
+            end = -1
+        data = data[:end + 1]
+        self._read_before += max(end, 0) + 1
+        if end < 0 or (self._read_before >= self._before  # read to the end: still the log the kept fold was of?
+                       and tail_digest(self.paths.events, self._before) != self._digest):
+            # The log was moved aside and begun again meanwhile: what was read is another log's; fold it whole.
+            self.state, self.spend, self._tool = ConsoleState(self.paths.root.name), Spend(), None
+            self.offset = self._before = self._read_before = 0
+            self.size = -1
+            self.last = ""
+            return True
+        fold_log(data, self.spend)
+        at = data.rfind(TOOL_CALLED)
+        if at >= 0:
+            line = data[data.rfind(b"\n", 0, at) + 1:data.find(b"\n", at)]
+            with contextlib.suppress(ValidationError, ValueError, RecursionError):
+                if isinstance(e := ev.parse_event(line), ev.ToolCalled):
+                    self._tool = present.describe(e)
+        self._say()
+        return True
 
     def _apply(self, events: list[ev.EventBase]) -> bool:
         """Fold ``events`` into the state and say what the run does now; whether there were any."""
@@ -208,10 +278,13 @@ class RunFold:
         tool = next((e for e in reversed(events) if isinstance(e, ev.ToolCalled)), None)
         if tool is not None:
             self._tool = present.describe(tool)
+        self._say()
+        return bool(events)
+
+    def _say(self) -> None:
         said = [p for p in (self._tool, self.state.last_event) if p is not None]
         if said:
             self.last = present.brief(max(said, key=lambda p: p.seq), 160)
-        return bool(events)
 
 
 class RemoteFold(RunFold):
@@ -307,10 +380,13 @@ class Fleet:
 
     def __init__(self, store_path: Path, now: Callable[[], datetime], limit: int = FLEET_LIMIT,
                  holder: Callable[[RunFold], int | None] | None = None,
-                 clock: Callable[[], float] = time.monotonic, url: str | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, url: str | None = None,
+                 seal: Seal | None = None) -> None:
         """``holder``: the pid of the process running a run, or None (default: its run lock's answer).
         ``clock``: seconds, what a poll's folding ``budget`` is counted in. ``url``: a shared store's (None: the
-        embedded one at ``store_path``)."""
+        embedded one at ``store_path``). ``seal``: the operator's key, with which a run's first fold starts from
+        its kept view fold (:class:`RunFold`; None: every log is folded from its start)."""
+        self.seal = seal
         self.store_path = store_path
         self.url = url
         self.now = now
@@ -353,7 +429,7 @@ class Fleet:
         for row in listed:
             if _fold_key(row) not in self.folds:
                 self.folds[_fold_key(row)] = (RemoteFold(row, row.key) if row.remote
-                                              else RunFold(row))
+                                              else RunFold(row, self.seal))
         caught_up = fold and self._fold(listed, budget)
         now = self.now()
         rows = [snapshot(row, run, None if row.remote else self.holder(run), now)

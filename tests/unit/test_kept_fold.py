@@ -34,7 +34,7 @@ from console.view.state.kept import (
     load,
     path_of,
 )
-from tests.conftest import run_settings
+from tests.conftest import job_factory, run_settings
 from tests.provenance_support import launch, operator_seal
 
 
@@ -329,3 +329,126 @@ def test_the_keeper_folds_a_long_log_a_slice_at_a_time(make_job, clock, monkeypa
     with paths.events.open("ab") as fh:
         fh.write(data.split(b"\n")[3][:50])  # a line being written: not folded, nor kept, until it is whole
     assert not keeper.catch_up(force=True) and keeper.offset == len(data)
+
+
+def priced(paths: JobPaths) -> None:
+    """The run's log with every turn priced (the scripted model has no prices): the fleet's today's spend is
+    then a sum worth comparing."""
+    lines = []
+    for e in ev.read_events(paths.events):
+        if isinstance(e, ev.TokenUsage):
+            e = e.model_copy(update={"cost_usd": e.seq / 1000})
+        lines.append(e.model_dump_json())
+    paths.events.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def fleet_of(paths: JobPaths, tmp_path: Path, seal: Seal | None) -> tuple[list[object], list[int]]:
+    """The fleet's rows of the one run once every log is caught up, and the offsets its full parse read from."""
+    from console.engine.store import JobStore
+    from console.view.fleet import Fleet
+
+    store_path = tmp_path / "fleet-jobs.db"
+    if not store_path.exists():
+        JobStore(store_path).started(paths.root, "quickstart", "scripted", "scripted-agent",
+                                     next(ev.read_events(paths.events)).ts)
+    now = list(ev.read_events(paths.events))[-1].ts
+    read_from: list[int] = []
+    real = ev.read_new
+
+    def read_new(path: Path, offset: int, limit: int = -1) -> tuple[list[ev.EventBase], int]:
+        read_from.append(offset)
+        return real(path, offset, limit)
+
+    fleet = Fleet(store_path, now=lambda: now, holder=lambda fold: None, seal=seal)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ev, "read_new", read_new)
+        rows = [fleet.poll() for _ in range(4)][-1]  # the kept part's slice, then the tail, then nothing new
+    fleet.close()
+    return list(rows), read_from
+
+
+@pytest.mark.parametrize("where", ["three quarters in", "at the end", "a live run's, just after a tool call"])
+def test_the_fleet_starts_a_run_from_its_kept_fold_and_lists_it_as_from_the_whole_log(make_job, clock, tmp_path,
+                                                                                    where: str) -> None:
+    """The fleet's first fold of a long run read every line of its log (most of the fleet's CPU at 100,000
+    events); from the runner's kept fold it parses only the tail, and its row is the same: state, last event
+    (a tool call before the kept fold's offset included), today's spend."""
+    paths = restarting_run(make_job, clock)
+    priced(paths)
+    data = paths.events.read_bytes()
+    if where.startswith("a live run"):  # its runner kept the fold as the call began: the tail has no call
+        data = data[:data.find(b"\n", data.rfind(b'"type":"tool_called"', 0, len(data) // 2)) + 1]
+        paths.events.write_bytes(data)
+    offset = data.rfind(b"\n", 0, len(data) * 3 // 4) + 1 if where == "three quarters in" else len(data)
+    st = ConsoleState("job")
+    blank = blank_of(st)
+    fold_lines(st, data[:offset])
+    assert keep(paths, operator_seal(), st, blank, offset, 0, 0)
+    whole_rows, whole_read = fleet_of(paths, tmp_path, None)
+    kept_rows, kept_read = fleet_of(paths, tmp_path, operator_seal())
+    assert whole_read[0] == 0 and min(kept_read) >= offset  # nothing before the kept fold parsed whole
+    assert kept_rows == whole_rows
+    row = kept_rows[0]
+    assert row.today == pytest.approx(sum(e.cost_usd or 0 for e in ev.read_events(paths.events)  # type: ignore
+                                          if isinstance(e, ev.TokenUsage)))
+    assert row.last  # (something to compare: the run's last event said)
+    if where.startswith("a live run"):
+        assert row.last.startswith("▸ read_file("), row.last  # the call, not an older notice
+
+
+def test_the_fleet_never_believes_a_kept_fold_of_another_key(make_job, clock, tmp_path) -> None:
+    """A kept fold sealed with another key (planted in a job folder from elsewhere) is not the fleet's starting
+    point: it folds the whole log, and its row is the log's, not the planted state's."""
+    paths = restarting_run(make_job, clock)
+    data = paths.events.read_bytes()
+    offset = data.rfind(b"\n", 0, len(data) // 2) + 1
+    planted = ConsoleState("job")
+    blank = blank_of(planted)
+    fold_lines(planted, data[:offset])
+    planted.outcome, planted.turns_total = "completed", 10_000  # what the planter would have the operator see
+    other = Seal.of(tmp_path / "someone-else")
+    assert keep(paths, other, planted, blank, offset, 0, 0)
+    whole_rows, _ = fleet_of(paths, tmp_path, None)
+    rows, read = fleet_of(paths, tmp_path, operator_seal())
+    assert read[0] == 0 and rows == whole_rows
+
+
+def test_the_fleet_folds_a_log_begun_again_while_it_read_the_part_its_kept_fold_stands_for(make_job, clock, tmp_path,
+                                                                                        monkeypatch) -> None:
+    """The log is moved aside and begun again (longer than the kept fold's offset) while the fleet reads the log
+    before the kept fold a slice at a time: what it had from the old log is dropped, and the row is the new log's."""
+    import console.view.fleet as fleet_mod
+    from console.engine.store import JobStore
+    from console.view.fleet import Fleet
+
+    paths = restarting_run(make_job, clock)
+    priced(paths)
+    old = paths.events.read_bytes()
+    offset = old.rfind(b"\n", 0, len(old) // 2) + 1
+    st = ConsoleState("job")
+    blank = blank_of(st)
+    fold_lines(st, old[:offset])
+    assert keep(paths, operator_seal(), st, blank, offset, 0, 0)
+    other = rewound_run(job_factory(tmp_path / "other"), clock)  # another log: the one begun again in its place
+    new = other.events.read_bytes()
+    assert len(new) > offset and new[:offset] != old[:offset]
+    monkeypatch.setattr(fleet_mod, "READ_CHUNK", 4096)  # the part before the kept fold read over several polls
+    store_path = tmp_path / "jobs.db"
+    JobStore(store_path).started(paths.root, "quickstart", "scripted", "scripted-agent",
+                                 next(ev.read_events(paths.events)).ts)
+    now = list(ev.read_events(other.events))[-1].ts
+    fleet = Fleet(store_path, now=lambda: now, holder=lambda fold: None, seal=operator_seal())
+    fleet.poll()
+    fold = fleet.folds[str(paths.root)]
+    assert 0 < fold._read_before < offset  # (the kept fold was believed, its part is being read)
+    paths.events.write_bytes(new)
+    for _ in range(2 + len(new) // 4096 + offset // 4096):
+        rows = fleet.poll()
+    fleet.close()
+    monkeypatch.setattr(fleet_mod, "READ_CHUNK", 8 << 20)
+    # What the fleet shows of the whole new log, read by a fleet without a kept fold.
+    fresh = Fleet(store_path, now=lambda: now, holder=lambda fold: None)
+    for _ in range(3):
+        expected = fresh.poll()
+    fresh.close()
+    assert list(rows) == list(expected)
