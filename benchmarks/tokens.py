@@ -40,7 +40,11 @@ output 15.00. The best peer under a rule is the cheapest peer whose peak fits th
 Information kept, checked on every prompt of every policy: no tool call split from its result; the protected
 layers (system prompt, tools, todo list, plan) present; the agent's last N (INTACT_N) tool results intact,
 i.e. each of the last N results the unmanaged run's prompt holds at that turn is in the prompt with its
-original content. A check failing for ours ends the script with exit status 1 (after the report).
+original content. A check failing for ours ends the script with exit status 1 (after the report). Counted
+too, for every policy, though no check fails on it: the agent's own earlier replies kept, i.e. of the assistant
+messages the unmanaged run's prompt holds at each turn (all the agent said so far), the share the policy's prompt
+holds with the same text and calls (a policy that compacts or restarts keeps fewer; the peers drop tool results
+only).
 
     python benchmarks/tokens.py [--context-window 128000 ...] [--reads 320] [--trajectory FILE ...]
                                 [--prices 3,0.3,3.75,15]
@@ -326,6 +330,8 @@ class Measure:
     protected: int = 0  # prompts with every protected layer
     splits: int = 0  # tool calls without their result, or results without their call, summed over prompts
     intact: int = 0  # prompts holding the agent's last INTACT_N results whole
+    replies: int = 0  # the agent's earlier replies the unmanaged run's prompts hold, summed over prompts
+    replies_kept: int = 0  # of those, the ones this policy's prompt holds as the agent wrote them
     cached: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RULES, 0))
     written: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RULES, 0))
     cost: dict[str, float] = field(default_factory=lambda: dict.fromkeys(RULES, 0.0))
@@ -338,16 +344,27 @@ class Measure:
     def fits(self, window: int) -> bool:
         return self.peak <= window
 
+    @property
+    def replies_kept_pct(self) -> float:
+        return round(100 * self.replies_kept / self.replies, 1) if self.replies else 100.0
+
 
 def _recent_results(r: ModelRequest, n: int) -> list[str]:
     return [m.tool_call_id or "" for m in r.messages if m.role == "tool"][-n:] if n else []
 
 
+def _replies(r: ModelRequest) -> list[tuple]:
+    """The agent's own replies a prompt holds, each as what went on the wire (its text and its calls): the same
+    reply in two runs' prompts has the same key (the scripted model names its k-th call t<k> in every run)."""
+    return [_key(m) for m in r.messages if m.role == "assistant"]
+
+
 def measure(run: Run, prices: Prices, transform: Transform | None = None, label: str = "",
-            expected: list[list[str]] | None = None) -> Measure:
+            expected: list[list[str]] | None = None, replies: list[list[tuple]] | None = None) -> Measure:
     """Price ``run``'s requests (after ``transform``) under both cache rules and check what they keep.
 
-    ``expected[k]``: the call ids whose results request k must hold whole (the agent's last INTACT_N)."""
+    ``expected[k]``: the call ids whose results request k must hold whole (the agent's last INTACT_N);
+    ``replies[k]``: the agent's replies request k would hold if nothing were dropped (the unmanaged run's)."""
     out = Measure(label=label)
     bp_entries: set[int] = set()  # prefix hashes an earlier request wrote at a breakpoint
     seen: set[int] = set()  # every block-prefix hash any earlier request sent
@@ -409,6 +426,10 @@ def measure(run: Run, prices: Prices, transform: Transform | None = None, label:
             original.setdefault(cid, content)
         want = expected[k] if expected is not None else _recent_results(r, INTACT_N)
         out.intact += all(cid in results and results[cid] == original[cid] for cid in want)
+        said = replies[k] if replies is not None else _replies(r)
+        held = set(_replies(r))
+        out.replies += len(said)
+        out.replies_kept += sum(1 for key in said if key in held)
     return out
 
 
@@ -450,11 +471,14 @@ def compare(window: int, work: Workload, prices: Prices) -> Comparison:
     base = run_engine(UNBOUNDED, work)
     # The agent's last N results, as the unmanaged run's prompt holds them at each turn.
     expected = [_recent_results(r, INTACT_N) for r in base.requests]
-    measures = {"ours": measure(ours_run, prices, label="ours", expected=expected),
-                "unmanaged": measure(base, prices, label="unmanaged", expected=expected),
-                "swe-agent": measure(base, prices, _swe_agent(), "swe-agent (n=5)", expected),
-                "openhands": measure(base, prices, _openhands(), "openhands (attention_window=100)", expected)}
-    sweep = {str(s): measure(base, prices, s.transform(), f"anthropic {s}", expected)
+    # Every reply the agent made so far, as the unmanaged run's prompt holds them at each turn.
+    said = [_replies(r) for r in base.requests]
+    measures = {"ours": measure(ours_run, prices, label="ours", expected=expected, replies=said),
+                "unmanaged": measure(base, prices, label="unmanaged", expected=expected, replies=said),
+                "swe-agent": measure(base, prices, _swe_agent(), "swe-agent (n=5)", expected, said),
+                "openhands": measure(base, prices, _openhands(), "openhands (attention_window=100)", expected,
+                                     said)}
+    sweep = {str(s): measure(base, prices, s.transform(), f"anthropic {s}", expected, said)
              for s in anthropic_settings(window)}
     best: dict[str, str] = {}
     for rule in RULES:
@@ -469,7 +493,7 @@ def _row(name: str, x: Measure, window: int) -> str:
     checks = "ok" if x.checks_pass else (f"FAIL: splits {x.splits}, protected {x.protected}/{x.requests}, "
                                          f"last {INTACT_N} intact {x.intact}/{x.requests}")
     return (f"{name:<14} {x.input_tokens:>12,} {x.cached['breakpoints']:>12,} ${x.cost['breakpoints']:>8.2f} "
-            f"{x.cached['prefix']:>12,} ${x.cost['prefix']:>8.2f} {peak:>10} {checks}")
+            f"{x.cached['prefix']:>12,} ${x.cost['prefix']:>8.2f} {peak:>10} {x.replies_kept_pct:>7.1f}% {checks}")
 
 
 def report(c: Comparison, work: Workload) -> dict:
@@ -477,7 +501,7 @@ def report(c: Comparison, work: Workload) -> dict:
     print(f"\n== {work.name}: {len(c.runs['ours'].calls)} tool calls, window {c.window:,}, "
           f"ours restarted {c.runs['ours'].restarts} time(s)")
     head = (f"{'policy':<14} {'input tok':>12} {'cached (bp)':>12} {'cost (bp)':>9} {'cached (pfx)':>12} "
-            f"{'cost (pfx)':>9} {'peak':>10} information kept")
+            f"{'cost (pfx)':>9} {'peak':>10} {'replies':>8} information kept")
     print(head)
     print("-" * len(head))
     rows = [("ours", m["ours"]), ("unmanaged", m["unmanaged"]), ("swe-agent", m["swe-agent"]),
@@ -485,6 +509,8 @@ def report(c: Comparison, work: Workload) -> dict:
             ("anthropic/pfx", c.anthropic[c.best_anthropic["prefix"]]), ("openhands", m["openhands"])]
     for name, x in rows:
         print(_row(name, x, c.window))
+    print("(replies: the agent's own earlier replies the prompts keep as it wrote them, of every one the unmanaged "
+          "run's prompts hold; counted, not checked)")
     print(f"anthropic swept {len(c.anthropic)} settings; cheapest with the breakpoints rule: "
           f"{c.best_anthropic['breakpoints']}; with the prefix rule: {c.best_anthropic['prefix']}")
     for name in PEERS:
@@ -527,6 +553,8 @@ def report(c: Comparison, work: Workload) -> dict:
             "protected_layers_present_pct": round(100 * x.protected / x.requests, 1),
             "split_tool_pairs": x.splits,
             f"last_{INTACT_N}_results_intact_pct": round(100 * x.intact / x.requests, 1),
+            # Of the agent's earlier replies (every one the unmanaged prompt holds), the share this prompt holds.
+            "own_replies_kept_pct": x.replies_kept_pct,
         } for name, x in rows},
         "best_peer": best,
         "ours_to_best_peer": {k: round(v, 4) if v is not None else None for k, v in ratios.items()},

@@ -1,34 +1,40 @@
 """The harness's cost per turn in figures a busy machine does not move (issue 37, point 6): Python function calls
-per turn (the quick figure), and machine instructions per turn under valgrind's callgrind (deterministic).
+per turn (the quick figure, for CI), and machine instructions per turn under valgrind's callgrind (deterministic).
 
 The session is overhead.py's (benchmarks/overhead.py: the real session loop on a job of large state, 2,000 messages
 at its start, 100 completed tasks in memory, 20 todos; the model answers at once with one call of a no-op tool;
-no real time in the model call, so nothing of the turn waits). Each figure is a difference: a session of
-``--turns`` turns minus one of ``--base`` turns, divided by the turns between, so what a session costs once (its
-start, the first compaction, the interpreter's own start under valgrind) cancels out.
+no real time in the model call, so nothing of the turn waits). A turn is counted from one model call to the next
+(the model's own few lines included, the same every turn); the first ``SKIPPED`` turns (the first compaction of the
+2,000 messages, caches filling) are left out, and the p50, p90 and mean over the others are printed.
 
-- calls: every Python function call in every thread of the process (``sys.setprofile`` and
-  ``threading.setprofile``), the harness's background threads (the state files, the views) included;
-- instructions (``--callgrind``): the whole process run under ``valgrind --tool=callgrind`` twice, its
-  "Collected" instruction count read from each; slow (the interpreter runs some 50 times slower there: a few
-  minutes), and needs valgrind (Debian's ``valgrind``).
+- calls (the default; a few seconds): every Python function call in every thread of the process
+  (``sys.setprofile`` and ``threading.setprofile``), the harness's background threads (the state files, the
+  views) included;
+- instructions (``--callgrind``): the session run under ``valgrind --tool=callgrind`` in a process of its own,
+  which dumps its counts at each model call (``--dump-before=getppid``: the benchmark's model calls
+  ``os.getppid()`` first, nothing else in the process does), so each turn's instruction count is read from its
+  own dump, every thread included; slow (the interpreter runs some 50 times slower there: a few minutes), and
+  needs valgrind (Debian's ``valgrind``). ``--keep DIR`` keeps the dumps for ``callgrind_annotate``.
 
 Goal (issue 37): instructions per turn p50 at most 1.5 M. Prints figures, then one JSON line. Not a timed test.
 
-    python benchmarks/turn_cost.py [--turns 120] [--base 40] [--callgrind]
+    python benchmarks/turn_cost.py [--turns 60] [--callgrind [--keep DIR]]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +42,35 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import overhead  # (a sibling script: its session, its state)
 
 GOAL_INSTRUCTIONS = 1_500_000
+SKIPPED = 5  # the first turns: the 2,000 messages compacted, the caches and the journal filling
 
 
-def session_calls(turns: int, messages: int) -> tuple[int, int]:
-    """(Python function calls in every thread, turns run) of one overhead.py session of ``turns`` turns."""
+def on_each_turn(hook: Callable[[], None]) -> Callable[[], None]:
+    """``hook`` called at the start of each model call of overhead.py's sessions; returns the undo."""
+    stream = overhead.InstantModel.stream
+
+    def hooked(self: overhead.InstantModel, request: Any) -> Iterator[Any]:
+        hook()
+        return stream(self, request)
+
+    overhead.InstantModel.stream = hooked  # type: ignore[method-assign]
+
+    def undo() -> None:
+        overhead.InstantModel.stream = stream  # type: ignore[method-assign]
+
+    return undo
+
+
+def figures(per_turn: list[int]) -> dict[str, Any]:
+    kept = sorted(per_turn[SKIPPED:]) or [0]
+    return {"p50": round(statistics.median(kept)), "p90": kept[int(0.9 * (len(kept) - 1))],
+            "mean": round(statistics.fmean(kept)), "turns": len(kept)}
+
+
+def calls_per_turn(turns: int, messages: int) -> dict[str, Any]:
+    """Python function calls in every thread, per turn of one overhead.py session of ``turns`` turns."""
     count = 0
+    marks: list[int] = []
     lock = threading.Lock()
 
     def profile(_frame: Any, event: str, _arg: Any) -> None:
@@ -49,63 +79,78 @@ def session_calls(turns: int, messages: int) -> tuple[int, int]:
             with lock:
                 count += 1
 
+    undo = on_each_turn(lambda: marks.append(count))
     threading.setprofile(profile)
     sys.setprofile(profile)
     try:
-        _turns, info = overhead.measure(turns, messages, None, 3.0, 0.0)
+        overhead.measure(turns, messages, None, 3.0, 0.0)
     finally:
         sys.setprofile(None)
         threading.setprofile(None)  # type: ignore[arg-type]
-    return count, int(info["session_turns"])
+        undo()
+    return figures([b - a for a, b in itertools.pairwise(marks)])
 
 
-def calls_per_turn(turns: int, base: int, messages: int) -> dict[str, Any]:
-    small, small_turns = session_calls(base, messages)
-    big, big_turns = session_calls(turns, messages)
-    per = (big - small) / max(1, big_turns - small_turns)
-    return {"calls_per_turn": round(per), "turns": [small_turns, big_turns]}
+SUMMARY = re.compile(r"^summary:\s*(\d+)", re.MULTILINE)
+PART = re.compile(r"\.(\d+)$")
 
 
-COLLECTED = re.compile(rb"Collected\s*:\s*(\d+)")
-
-
-def instructions(turns: int, messages: int, work: Path) -> int:
-    """The instructions callgrind counts for a whole process that runs one session of ``turns`` turns."""
-    out = work / f"callgrind.{turns}"
-    done = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
-                           str(Path(__file__).resolve()), "--one-session", str(turns), "--messages", str(messages)],
-                          capture_output=True, timeout=3600, check=False)
-    found = COLLECTED.search(done.stderr)
-    if done.returncode != 0 or found is None:
+def instructions(turns: int, messages: int, work: Path) -> list[int]:
+    """Each turn's instructions, as callgrind counts them (every thread) in a process that runs one session of
+    ``turns`` turns and dumps its counts at each model call."""
+    out = work / "callgrind.out"
+    env = os.environ | {"PYTHONMALLOC": "malloc"}  # valgrind's view of memory, not pymalloc's arenas
+    done = subprocess.run(["valgrind", "--tool=callgrind", "--dump-before=getppid", "--compress-strings=no",
+                           f"--callgrind-out-file={out}",
+                           sys.executable, str(Path(__file__).resolve()), "--one-session", str(turns),
+                           "--messages", str(messages)],
+                          capture_output=True, timeout=3600, check=False, env=env)
+    if done.returncode != 0:
         raise SystemExit(f"callgrind: exit {done.returncode}: {done.stderr[-600:].decode('utf-8', 'replace')}")
-    return int(found.group(1))
+    # out.1 is the process's start up to the first model call; out.N+1 is turn N (from its model call to the
+    # next); ``out`` itself, the last turn's end and the process's exit, is not a whole turn.
+    parts = sorted((int(m.group(1)), f) for f in work.glob("callgrind.out.*") if (m := PART.search(f.name)))
+    counts = []
+    for _, f in parts[1:]:
+        found = SUMMARY.search(f.read_text(encoding="utf-8", errors="replace"))
+        if found is None:
+            raise SystemExit(f"callgrind: no summary in {f}")
+        counts.append(int(found.group(1)))
+    if len(counts) < turns - 1:
+        raise SystemExit(f"callgrind: {len(counts)} turns dumped of {turns}")
+    return counts
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--turns", type=int, default=120)
-    ap.add_argument("--base", type=int, default=40)
+    ap.add_argument("--turns", type=int, default=60)
     ap.add_argument("--messages", type=int, default=2000)
     ap.add_argument("--callgrind", action="store_true", help="instructions per turn too (valgrind, minutes)")
+    ap.add_argument("--keep", type=Path, metavar="DIR", help="with --callgrind: keep each turn's dump in DIR")
     ap.add_argument("--one-session", type=int, metavar="TURNS", help=argparse.SUPPRESS)  # callgrind's child
     args = ap.parse_args()
     if args.one_session is not None:
-        overhead.measure(args.one_session, args.messages, None, 3.0, 0.0)
+        undo = on_each_turn(os.getppid)  # callgrind dumps before each getppid: one dump a turn
+        try:
+            overhead.measure(args.one_session, args.messages, None, 3.0, 0.0)
+        finally:
+            undo()
         return 0
-    out: dict[str, Any] = calls_per_turn(args.turns, args.base, args.messages)
-    print(f"Python function calls per turn: {out['calls_per_turn']:,} (sessions of {out['turns'][0]} and "
-          f"{out['turns'][1]} turns, every thread)")
+    calls = calls_per_turn(args.turns, args.messages)
+    out: dict[str, Any] = {"calls_per_turn": calls["p50"], "calls": calls}
+    print(f"Python function calls per turn: p50 {calls['p50']:,}, p90 {calls['p90']:,}, mean {calls['mean']:,} "
+          f"({calls['turns']} turns of a session of {args.turns}, every thread)")
     if args.callgrind:
         if shutil.which("valgrind") is None:
             raise SystemExit("--callgrind needs valgrind (Debian: apt install valgrind)")
         with tempfile.TemporaryDirectory() as tmp:
-            os.environ.setdefault("PYTHONMALLOC", "malloc")  # valgrind's view of memory, not pymalloc's arenas
-            small = instructions(args.base, args.messages, Path(tmp))
-            big = instructions(args.turns, args.messages, Path(tmp))
-        per = (big - small) / max(1, args.turns - args.base)
-        out |= {"instructions_per_turn": round(per), "goal": GOAL_INSTRUCTIONS}
-        print(f"instructions per turn (callgrind): {per / 1e6:.2f} M (goal <= {GOAL_INSTRUCTIONS / 1e6:.1f} M; "
-              f"ratio {per / GOAL_INSTRUCTIONS:.2f})")
+            work = args.keep or Path(tmp)
+            work.mkdir(parents=True, exist_ok=True)
+            per = figures(instructions(args.turns, args.messages, work))
+        out |= {"instructions_per_turn": per["p50"], "instructions": per, "goal": GOAL_INSTRUCTIONS}
+        print(f"instructions per turn (callgrind): p50 {per['p50'] / 1e6:.2f} M, p90 {per['p90'] / 1e6:.2f} M, "
+              f"mean {per['mean'] / 1e6:.2f} M ({per['turns']} turns; goal p50 <= {GOAL_INSTRUCTIONS / 1e6:.1f} M, "
+              f"ratio {per['p50'] / GOAL_INSTRUCTIONS:.2f})")
     print(json.dumps(out))
     return 0
 

@@ -41,13 +41,18 @@ def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True, tmp_dir: Path | None = None) -> None:
-    path.parent.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
     where = tmp_dir if tmp_dir is not None else path.parent
-    where.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
     tmp = where / f".{path.name}.{secrets.token_hex(4)}{TMP_SUFFIX}"
     failpoints.hit(f"write {path.name}")
     # 0600: the rename keeps the temp file's mode, and a harness file is nobody else's to read.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_FILE)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    try:
+        fd = os.open(tmp, flags, PRIVATE_FILE)
+    except FileNotFoundError:
+        # The folders are made when missing only: mkdir(exist_ok=True) on a folder that is there raises and
+        # catches an error inside pathlib, twice a write (a run writes a state file every turn).
+        _make_folders(path, where)
+        fd = os.open(tmp, flags, PRIVATE_FILE)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -55,13 +60,25 @@ def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True, tmp_dir
                 fh.flush()
                 os.fsync(fh.fileno())
         failpoints.hit(f"rename {path.name}")
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except FileNotFoundError:
+            if path.parent.is_dir():
+                raise
+            _make_folders(path, where)  # the temp folder was there, the file's was not
+            os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
     if durable:
         fsync_dir(path.parent)
+
+
+def _make_folders(path: Path, where: Path) -> None:
+    """The file's folder, then the temp files' (0700 each, as the harness's folders are)."""
+    path.parent.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+    where.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
 
 
 def atomic_write_text(path: Path, text: str, *, durable: bool = True, tmp_dir: Path | None = None) -> None:

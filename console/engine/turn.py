@@ -153,8 +153,11 @@ def stream_turn(deps: SessionDeps, turn: int, request: ModelRequest, streamed: l
                 rt.events.emit(ev.TextDelta, turn=turn, text=piece, reasoning=True)
         elif isinstance(item, ToolCallEvent):
             c = item.call
-            calls.append(c.model_copy(update={"name": clean(c.name), "arguments": clean(c.arguments),
-                                              "id": clean(c.id)}))
+            name, arguments, call_id = clean(c.name), clean(c.arguments), clean(c.id)
+            # A copy only when something was cleaned (a copy is a few microseconds a call, every turn; no ToolCall
+            # is ever changed in place, so sharing the provider's is safe).
+            calls.append(c if (name, arguments, call_id) == (c.name, c.arguments, c.id)
+                         else c.model_copy(update={"name": name, "arguments": arguments, "id": call_id}))
         elif isinstance(item, Usage):
             usage = item
         elif isinstance(item, Stop):

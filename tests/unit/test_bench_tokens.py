@@ -92,6 +92,39 @@ def test_every_peer_is_priced_on_the_same_requests_and_keeps_the_information(ben
                if m.fits(WINDOW) and m.checks_pass)
 
 
+def test_the_agents_own_earlier_replies_kept_are_counted_for_every_policy(bench, comparison) -> None:
+    """Issue 37 point 6: of every reply the agent made so far (as the unmanaged prompts hold them), the share each
+    policy's prompts hold as written. The peers drop tool results only; ours compacts, so it keeps fewer."""
+    base = comparison.runs["unmanaged"]
+    said = sum(len(bench._replies(r)) for r in base.requests)
+    assert said > len(base.requests)  # every prompt after the first holds earlier replies
+    for name in bench.PEERS:
+        for rule in bench.RULES:
+            x = comparison.peer(name, rule)
+            assert (x.replies, x.replies_kept, x.replies_kept_pct) == (said, said, 100.0), name
+    ours = comparison.measures["ours"]
+    assert ours.replies == said
+    # The compaction replaced the older replies with its summary: counted as lost, not as kept.
+    assert 0 < ours.replies_kept < said and ours.replies_kept_pct < 100.0
+    compacted = [k for k, r in enumerate(comparison.runs["ours"].requests)
+                 if r.messages and r.messages[0].meta.get("kind") == "summary"]
+    assert sum(len(bench._replies(comparison.runs["ours"].requests[k])) for k in compacted) < sum(
+        len(bench._replies(base.requests[k])) for k in compacted)
+
+
+def test_a_reply_changed_in_the_prompt_is_not_counted_as_kept(bench: ModuleType) -> None:
+    conv = conversation(4)
+    run = bench.Run([bench.ModelRequest(system="s", messages=conv, tools=[], protected="")], [10], ["read_file"], 0)
+    said = [bench._replies(r) for r in run.requests]
+    changed = bench.measure(run, bench.SONNET, lambda r: r.model_copy(update={"messages": [
+        m.model_copy(update={"content": "elided"}) if m.content == "step 2" else m for m in r.messages]}),
+        replies=said)
+    assert (changed.replies, changed.replies_kept) == (4, 3)
+    dropped = bench.measure(run, bench.SONNET, lambda r: r.model_copy(update={"messages": r.messages[:1]}),
+                            replies=said)
+    assert (dropped.replies, dropped.replies_kept, dropped.replies_kept_pct) == (4, 0, 0.0)
+
+
 def test_swe_agent_keeps_the_template_and_the_last_five_observations(bench: ModuleType) -> None:
     conv = conversation(8)
     seen = bench.peers.swe_agent_last_n(conv)
@@ -147,6 +180,8 @@ def test_the_script_prints_the_table_and_the_ratios_last_and_fails_on_a_lost_res
     (w,) = summary["windows"]
     assert set(w["ours_to_best_peer"]) == {"breakpoints", "prefix"}
     assert w["policies"]["ours"]["last_3_results_intact_pct"] == 100.0
+    assert all(p["own_replies_kept_pct"] == 100.0 for name, p in w["policies"].items() if name != "ours")
+    assert 0 < w["policies"]["ours"]["own_replies_kept_pct"] <= 100.0  # (two copies: no compaction at this window)
     assert any(line.startswith(f"ours / best peer at {WINDOW:,}: ") for line in lines)
     # MCP's search-and-load step (issue 36, point 4): what it saves grows with the tools; a few are cheap loaded.
     mcp = {row["tools"]: row for row in summary["mcp_tool_search"]}
