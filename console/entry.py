@@ -8,7 +8,6 @@ the interpreter's own start, which no program can take over). The top of the pac
 
 from __future__ import annotations
 
-import gc
 import signal
 
 from console.interrupts import interrupted, is_interrupt, take_interrupts  # the standard library only
@@ -33,7 +32,3 @@ def main() -> int:
         # The command is done: a Ctrl+C while Python tears down would end the process by the signal (its
         # handlers are gone by then) instead of with the exit code the command chose.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        # And the interpreter's last garbage collection, over every object the command made, frees nothing the
-        # system does not take back at once (~9 ms of a `jobs`): what exists is set aside from it. Whatever a
-        # command must leave on disk it has written, synced and closed already (a run survives a kill -9).
-        gc.freeze()
