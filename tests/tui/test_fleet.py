@@ -310,3 +310,21 @@ def test_each_attach_is_a_fresh_run_screen_whose_workers_end_when_q_pops_it(tmp_
 
     drive(app, body, size=(80, 24))
     assert app.return_code == 0
+
+
+def test_the_needs_you_badge_comes_before_todays_spend_in_the_title(tmp_path):
+    """Found trying the fleet budget at 80x24: the title said the fleet's spend and held runs first, and the line
+    was cut before its "runs need you" badge. What needs the operator comes first; the spend follows it."""
+    fx = make_fleet(tmp_path)
+    running = fx.runs["running"]
+    with (running / ".console" / "events.jsonl").open("a") as fh:  # a priced turn today: the title says the spend
+        fh.write(ev.TokenUsage(ts=FROZEN_NOW, seq=901, session=1, turn=1, input_tokens=1000, output_tokens=100,
+                               cost_usd=0.25).model_dump_json() + "\n")
+    app = fleet_app(fx, poll_interval=0.05)
+
+    async def body(pilot):
+        title = lambda: str(app.fleet_view.query_one("#fleet-title").render())  # noqa: E731
+        await wait_for(pilot, lambda: "today" in title() and "needs you" in title(), what="the spend and the badge")
+        assert title().index("1 run needs you") < title().index("today $0.25")
+
+    drive(app, body, size=(80, 24))

@@ -211,13 +211,14 @@ class FleetScreen(Screen[None]):
         count = f"{len(self.rows)} of {total:,}" if total > len(self.rows) else f"{len(self.rows)}"
         title = Content.assemble(("agent-console fleet", "bold $text-primary"),
                                  f"  ·  {count} run{'s' if total != 1 else ''}, {live} live")
-        # What the fleet spent today, and the runs its daily budget holds (console.view.ledger).
-        if spent := today_line([r.today for r in self.rows], [r.needs for r in self.rows]):
-            title = Content.assemble(title, f"  ·  {spent}")
+        # The runs that need the operator first (on a narrow terminal the line is cut at its end), then what the
+        # fleet spent today and the runs its daily budget holds (console.view.ledger).
         if waiting:
             title = Content.assemble(title, "  ·  ",
                                      (f" {waiting} {'run needs' if waiting == 1 else 'runs need'} you ",
                                       "bold reverse $text-warning"))
+        if spent := today_line([r.today for r in self.rows], [r.needs for r in self.rows]):
+            title = Content.assemble(title, f"  ·  {spent}")
         if self.filter_text:
             title = Content.assemble(title, (f" · filter: {cell_text(self.filter_text)} ({len(self.shown)} shown)",
                                              "$text-muted"))
