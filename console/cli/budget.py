@@ -172,10 +172,20 @@ def cmd_budget(args: argparse.Namespace) -> int:
     for r in rows:
         limit = "no daily budget" if r["limit_usd"] is None else f"of {format_cost(r['limit_usd'])}"
         raised = f" (raised by {format_cost(r['raised_usd'])} today)" if r["raised_usd"] else ""
-        held = f"  HELD since {r['held_since']}: its runs wait for `agent-console budget" \
-               f"{'' if r['scope'] == FLEET else ' --job ' + r['scope'].removeprefix('job:')} --raise USD`" \
-            if r["held"] else ""
+        job = "" if r["scope"] == FLEET else " --job " + r["scope"].removeprefix("job:")
+        held = f"  HELD since {_local_time(r['held_since'])}: its runs wait for `agent-console budget{job} " \
+               f"--raise USD` or `agent-console budget{job} --resume`" if r["held"] else ""
         say(f"  {scope_words(r['scope'])}: {format_cost(r['spent_usd'])} {limit}{raised}{held}")
     if b.daily_usd is None and not b.jobs:
         say("no [budgets] is set in the operator's config: nothing holds the fleet")
     return EXIT_OK
+
+
+def _local_time(text: str | None) -> str:
+    """A hold's ISO time as the operator reads it: ``09:34`` (local), the text as it is if it does not parse."""
+    from datetime import datetime
+
+    try:
+        return f"{datetime.fromisoformat(str(text)).astimezone():%H:%M}"
+    except ValueError:
+        return str(text)
