@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,14 +61,20 @@ class Run:
         return self.sup.operator.needs == "fleet_budget"
 
 
-def test_two_runs_pause_at_the_fleet_budget_the_operator_hears_once_and_a_raise_lets_both_go_on(
-        make_job, tmp_path: Path, server: Loopback) -> None:
+def two_held(make_job: Any, tmp_path: Path, server: Loopback) -> tuple[Run, Run]:
+    """Two runs of one data dir, both started and held by a fleet budget of $0.02 a day."""
     db = tmp_path / "jobs.db"
     a = Run(make_job("quickstart"), db, FleetLimits(daily_usd=0.02), server.url("json", "a"))
     b = Run(make_job("requirements-extraction"), db, FleetLimits(daily_usd=0.02), server.url("json", "b"))
     a.thread.start()
     b.thread.start()
     wait_for(lambda: a.held() and b.held(), WAIT, "both runs held by the fleet budget")
+    return a, b
+
+
+def test_two_runs_pause_at_the_fleet_budget_the_operator_hears_once_and_a_raise_lets_both_go_on(
+        make_job, tmp_path: Path, server: Loopback) -> None:
+    a, b = two_held(make_job, tmp_path, server)
     (told,) = server.wait_for(1)
     assert "needs you (fleet budget reached)" in told.body["title"]
     assert "agent-console budget --raise USD" in told.body["message"] and "daily budget of $0.02" in \
@@ -92,12 +99,7 @@ def test_two_runs_pause_at_the_fleet_budget_the_operator_hears_once_and_a_raise_
 
 def test_a_run_resumed_alone_goes_on_past_the_hold_while_the_other_stays_held(
         make_job, tmp_path: Path, server: Loopback) -> None:
-    db = tmp_path / "jobs.db"
-    a = Run(make_job("quickstart"), db, FleetLimits(daily_usd=0.02), server.url("json", "a"))
-    b = Run(make_job("requirements-extraction"), db, FleetLimits(daily_usd=0.02), server.url("json", "b"))
-    a.thread.start()
-    b.thread.start()
-    wait_for(lambda: a.held() and b.held(), WAIT, "both runs held by the fleet budget")
+    a, b = two_held(make_job, tmp_path, server)
     a.sup.resume()
     a.thread.join(WAIT)
     assert a.result == [ShutdownReason.JOB_COMPLETE]

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -118,16 +119,14 @@ def test_scrubbing_takes_out_the_environments_secrets_and_key_shaped_text() -> N
     assert len(s.text("x" * 10_000)) < 4200
 
 
-def test_the_fold_counts_needs_restarts_denials_and_tool_errors_from_the_events() -> None:
-    from datetime import UTC, datetime, timedelta
-
+def in_memory_fold() -> tuple[Any, Any, Any]:
+    """A run's TraceFold over in-memory exporters: (the fold, its finished spans, its metric reader)."""
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from console.engine import events as ev
     from console.telemetry.fold import Instruments, TraceFold
 
     spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
@@ -136,6 +135,15 @@ def test_the_fold_counts_needs_restarts_denials_and_tool_errors_from_the_events(
     meters = MeterProvider(metric_readers=[reader])
     fold = TraceFold(tracer_provider.get_tracer("t"), Instruments(meters.get_meter("t")), Scrubber({}),
                      content=False, run_id="abcde", job="quickstart")
+    return fold, spans, reader
+
+
+def test_the_fold_counts_needs_restarts_denials_and_tool_errors_from_the_events() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from console.engine import events as ev
+
+    fold, spans, reader = in_memory_fold()
     t0 = datetime(2026, 11, 30, 5, 0, tzinfo=UTC)
     seq = iter(range(1, 100))
 
@@ -253,21 +261,9 @@ def test_the_test_receiver_is_strict() -> None:
 def test_an_mcp_servers_sampling_is_counted_as_spend_and_is_no_chat_of_the_turns() -> None:
     from datetime import UTC, datetime, timedelta
 
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
     from console.engine import events as ev
-    from console.telemetry.fold import Instruments, TraceFold
 
-    spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
-    meters = MeterProvider(metric_readers=[reader])
-    fold = TraceFold(tracer_provider.get_tracer("t"), Instruments(meters.get_meter("t")), Scrubber({}),
-                     content=False, run_id="abcde", job="quickstart")
+    fold, spans, reader = in_memory_fold()
     t0 = datetime(2026, 11, 30, 5, 0, tzinfo=UTC)
     seq = iter(range(1, 100))
 
