@@ -91,3 +91,20 @@ def test_a_job_toml_cannot_set_the_fleets_budget(tmp_path: Path) -> None:
     (job / "job.toml").write_text("[budgets]\ndaily_usd = 1000000.0\n")
     with pytest.raises(JobError):
         load_job_config(JobPaths(job))
+
+
+def test_the_largest_raise_allowed_counts_and_raises_past_the_top_are_kept_at_it(capsys) -> None:
+    # --raise takes up to 1e9: that raise counted nothing (a raise of 1e9 or more read back as no amount), and two
+    # raises summing past the top dropped the scope's raise back to nothing, re-holding every run it had let go.
+    config("[budgets]\ndaily_usd = 1.0\n")
+    budget = spend(1.5)
+    assert budget.check(datetime.now().astimezone()) is not None
+    assert main(["budget", "--raise", "1e9"]) == 0
+    assert "raised by $0.00" not in capsys.readouterr().out
+    assert budget.check(datetime.now().astimezone()) is None
+    assert main(["budget", "--raise", "1e9"]) == 0
+    capsys.readouterr()
+    assert budget.check(datetime.now().astimezone()) is None
+    raised = SqliteFleet(load_settings().store_path).raises(local_day(datetime.now().astimezone()))
+    assert raised[FLEET][0] == 1e9
+

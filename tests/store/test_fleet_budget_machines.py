@@ -153,3 +153,19 @@ def test_a_foreign_row_in_the_shared_store_counts_nothing_and_a_figure_is_never_
         assert hold is not None and hold.limit_usd == 1.0 and hold.spent_usd == 1.0
     finally:
         store.close()
+
+
+def test_raises_in_the_shared_store_add_up_to_the_top_and_stop_there(pg_url: str) -> None:
+    # A raise of the largest amount --raise takes, twice: it counted nothing, then the sum read back as no amount.
+    from console.engine.store.fleet import MAX_LIMIT_USD
+    from console.engine.store.pg_fleet import PgFleet
+    from console.engine.store.postgres import PgStore
+
+    store = PgStore(pg_url, host="machine-a")
+    try:
+        ledger = PgFleet(store)
+        assert ledger.raise_limit("2026-01-15", "fleet", MAX_LIMIT_USD, "a") == MAX_LIMIT_USD
+        assert ledger.raise_limit("2026-01-15", "fleet", MAX_LIMIT_USD, "b") == MAX_LIMIT_USD
+        assert ledger.raises("2026-01-15") == {"fleet": (MAX_LIMIT_USD, "b")}
+    finally:
+        store.close()

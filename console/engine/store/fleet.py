@@ -35,6 +35,8 @@ from console.engine.store.base import FINISHED
 # Seconds a run's claim on telling a hold holds before another run takes it over (its runner died in between).
 CLAIM_SECONDS = 30.0
 MAX_USD = 1e12  # a figure above this is no amount (a corrupt or foreign row): it counts nothing
+# A day's limit, and a day's raise of it, at most: raises add up to this and stop there (a sum past it would read
+# back as no amount, and lift nothing).
 MAX_LIMIT_USD = 1e9
 SCOPE_CHARS = 200
 
@@ -119,7 +121,7 @@ def amount(value: object, top: float = MAX_USD) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     v = float(value)
-    return v if math.isfinite(v) and 0 <= v < top else None
+    return v if math.isfinite(v) and 0 <= v <= top else None
 
 
 def job_scope(job: str) -> str:
@@ -247,8 +249,9 @@ class SqliteFleet:
     def raise_limit(self, day: str, scope: str, usd: float, by: str) -> float:
         """Add ``usd`` to ``scope``'s limit for ``day`` (the operator's command); today's raise of it, after."""
         self._strict("""INSERT INTO fleet_raises (day, scope, usd, by) VALUES (?, ?, ?, ?)
-                        ON CONFLICT(day, scope) DO UPDATE SET usd = fleet_raises.usd + excluded.usd,
-                        by = excluded.by""", (day, scope[:SCOPE_CHARS], usd, by[:200]))
+                        ON CONFLICT(day, scope) DO UPDATE SET usd = MIN(fleet_raises.usd + excluded.usd, ?),
+                        by = excluded.by""", (day, scope[:SCOPE_CHARS], min(usd, MAX_LIMIT_USD), by[:200],
+                                              MAX_LIMIT_USD))
         row = self._strict("SELECT usd FROM fleet_raises WHERE day = ? AND scope = ?", (day, scope[:SCOPE_CHARS]))
         return amount(row[0][0], MAX_LIMIT_USD) or 0.0 if row else 0.0
 

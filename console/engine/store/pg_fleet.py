@@ -113,8 +113,9 @@ class PgFleet:
 
     def raise_limit(self, day: str, scope: str, usd: float, by: str) -> float:
         rows = self._strict("""INSERT INTO fleet_raises (day, scope, usd, by) VALUES (%s, %s, %s, %s)
-                               ON CONFLICT (day, scope) DO UPDATE SET usd = fleet_raises.usd + EXCLUDED.usd,
-                               by = EXCLUDED.by RETURNING usd""", (day, scope[:SCOPE_CHARS], usd, by[:200]))
+                               ON CONFLICT (day, scope) DO UPDATE SET usd = LEAST(fleet_raises.usd + EXCLUDED.usd, %s),
+                               by = EXCLUDED.by RETURNING usd""",
+                            (day, scope[:SCOPE_CHARS], min(usd, MAX_LIMIT_USD), by[:200], MAX_LIMIT_USD))
         return (amount(rows[0][0], MAX_LIMIT_USD) or 0.0) if rows else 0.0
 
     def raises(self, day: str) -> dict[str, tuple[float, str]]:
