@@ -108,3 +108,14 @@ def test_the_largest_raise_allowed_counts_and_raises_past_the_top_are_kept_at_it
     raised = SqliteFleet(load_settings().store_path).raises(local_day(datetime.now().astimezone()))
     assert raised[FLEET][0] == 1e9
 
+
+def test_a_raise_too_small_to_lift_the_hold_says_so(capsys) -> None:
+    config("[budgets]\ndaily_usd = 1.0\n")
+    budget = spend(3.0)
+    assert budget.check(datetime.now().astimezone()) is not None
+    assert main(["budget", "--raise", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "goes on" not in out and "still held" in out and "$3.00" in out, out
+    assert budget.check(datetime.now().astimezone()) is not None
+    assert main(["budget", "--raise", "5"]) == 0
+    assert "goes on" in capsys.readouterr().out

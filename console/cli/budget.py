@@ -140,9 +140,16 @@ def cmd_budget(args: argparse.Namespace) -> int:
                 by = f"agent-console budget {'--raise ' + format_cost(usd) if args.raise_usd else '--resume'} " \
                      f"on {this_host()}"
                 extra = ledger.raise_limit(day, scope, usd, by)
-                say(f"{scope_words(scope)}: today's budget is now {format_cost((base or 0) + extra)} "
-                    f"({format_cost(base)} a day, raised by {format_cost(extra)} today); every run it held goes on "
-                    "within a few seconds")
+                limit = round((base or 0) + extra, 6)
+                # A raise that leaves the limit at or below today's spend lifts nothing (a run's check holds it
+                # again, at the new limit): said so, with what would lift it.
+                jobs = ledger.spend(day)
+                spent = sum(jobs.values()) if args.job is None else jobs.get(args.job, 0.0)
+                go = ("every run it held goes on within a few seconds" if spent < limit else
+                      f"its runs are still held: today's spend is {format_cost(spent)}; raise by more than "
+                      f"{format_cost(spent - limit)} to let them go on")
+                say(f"{scope_words(scope)}: today's budget is now {format_cost(limit)} "
+                    f"({format_cost(base)} a day, raised by {format_cost(extra)} today); {go}")
                 return EXIT_OK
             spend, raises, holds = ledger.spend(day), ledger.raises(day), ledger.holds(day)
         finally:
