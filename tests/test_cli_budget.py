@@ -46,6 +46,7 @@ def test_budget_shows_todays_spend_the_limits_and_the_hold_then_a_raise_lifts_it
     assert main(["budget"]) == 0
     text = capsys.readouterr().out
     assert "the fleet: $1.35 of $1.00  HELD since" in text and "job triage: $0.10 of $0.50" in text
+    assert "priced turns only: a run whose model has no [prices] is not counted" in text
     # The hold's time as the operator reads it (local HH:MM), and both answers named.
     assert re.search(r"HELD since \d\d:\d\d: its runs wait for `agent-console budget --raise USD` or "
                      r"`agent-console budget --resume`", text), text

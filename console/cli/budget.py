@@ -185,6 +185,10 @@ def cmd_budget(args: argparse.Namespace) -> int:
         say(f"  {scope_words(r['scope'])}: {format_cost(r['spent_usd'])} {limit}{raised}{held}")
     if b.daily_usd is None and not b.jobs:
         say("no [budgets] is set in the operator's config: nothing holds the fleet")
+    else:
+        # A turn without a price has no cost: said here too, not only at such a run's start.
+        say("priced turns only: a run whose model has no [prices] is not counted (`agent-console costs` shows "
+            "unpriced usage)")
     return EXIT_OK
 
 

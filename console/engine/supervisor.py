@@ -320,6 +320,13 @@ class Supervisor:
         if self.mcp_watch is not None:  # each server's state (mcp_server events): the views list them
             self.mcp_watch.report(self.events)
         rt.guards.start(priced=self.settings.prices is not None)
+        if self.settings.prices is None and self.fleet is not None and self.fleet.limited():
+            # A turn without a price has no cost: the fleet's spend never counts this run (as a budget_usd, said
+            # once at the start, not a silent $0 in `agent-console budget`).
+            self.events.emit(ev.ErrorEvent, where="guardrails", recoverable=True, message=(
+                "the fleet's daily budget ([budgets] in your config) does not count this run: no price is known for "
+                "this model, so no cost is counted and the budget never holds it. Add the model under [prices] in "
+                "the config (see docs/operators-guide.md)."))
         rt.guards.status(force=True)
 
     def _tool_should_stop(self) -> bool:

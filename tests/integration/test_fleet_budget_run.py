@@ -147,3 +147,24 @@ def test_a_new_day_lifts_the_hold_and_the_new_days_spend_is_held_anew_and_told_a
     a.thread.join(WAIT)
     assert a.notifier.close()
     assert len(server.requests) == 2  # each day's hold told once
+
+
+@pytest.mark.parametrize("limits", [FleetLimits(daily_usd=0.02), FleetLimits(jobs={"quickstart": 0.02}),
+                                    FleetLimits()])
+def test_a_run_without_prices_says_at_its_start_that_the_fleet_budget_does_not_count_it(
+        make_job, tmp_path: Path, limits: FleetLimits) -> None:
+    # Its turns have no cost: the fleet's spend never counts them (a silent $0), so the budget never holds it.
+    paths = make_job("quickstart")
+    clock = FakeClock(step=0.001)
+    db = tmp_path / "jobs.db"
+    fleet = StoreFleetBudget(SqliteFleet(db), paths.root, "quickstart", lambda: limits, "test:r",
+                             recheck_seconds=0.0)
+    sup = Supervisor(paths, run_settings(prices=None), ScriptedProvider(clock=clock), clock=clock,
+                     store=JobStore(db), fleet=fleet)
+    assert sup.run().reason == ShutdownReason.JOB_COMPLETE
+    said = [e.message for e in ev.read_events(paths.events) if isinstance(e, ev.ErrorEvent)
+            and "fleet" in e.message]
+    if limits.any:
+        assert len(said) == 1 and "no price is known for this model" in said[0] and "[prices]" in said[0], said
+    else:
+        assert said == []

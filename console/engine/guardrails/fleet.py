@@ -79,6 +79,9 @@ class FleetBudget(Protocol):
     # was lifted (a run not held is not held on a figure nobody knows).
     known: bool
 
+    def limited(self) -> bool:
+        """Whether the operator's config sets a daily limit now (the fleet's or any job's)."""
+
     def spent(self, now: datetime, usd: float) -> None:
         """Count ``usd`` (a turn's priced cost) in this run's spend of ``now``'s day."""
 

@@ -313,6 +313,9 @@ class StoreFleetBudget:
             return f"the config's [budgets] now says {format_cost(base)} a day"
         return f"the fleet budget was raised ({by})" if by else "the fleet budget was raised"
 
+    def limited(self) -> bool:
+        return self.limits().any
+
     def spent(self, now: datetime, usd: float) -> None:
         self.ledger.add_spend(self.path, local_day(now), self.job, usd)
 
