@@ -120,3 +120,17 @@ def test_a_raise_too_small_to_lift_the_hold_says_so(capsys) -> None:
     assert budget.check(datetime.now().astimezone()) is not None
     assert main(["budget", "--raise", "5"]) == 0
     assert "goes on" in capsys.readouterr().out
+
+
+def test_job_shows_that_jobs_scope_alone_even_without_a_limit(capsys) -> None:
+    # --job was taken and passed over when showing: every scope was shown, and a job without a limit not at all.
+    config("[budgets]\ndaily_usd = 5.0\n\n[budgets.jobs]\ntriage = 0.5\n")
+    spend(0.25, "nightly", "r1")
+    assert main(["budget", "--job", "nightly"]) == 0
+    text = capsys.readouterr().out
+    assert "job nightly: $0.25, no daily budget" in text and "the fleet" not in text and "triage" not in text, text
+    assert main(["budget", "--job", "nightly", "--json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)["scopes"]
+    assert (row["scope"], row["spent_usd"], row["limit_usd"], row["held"]) == ("job:nightly", 0.25, None, False)
+    assert main(["budget", "--job", "triage"]) == 0
+    assert "job triage: $0.00 of $0.50" in capsys.readouterr().out

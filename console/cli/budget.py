@@ -160,8 +160,12 @@ def cmd_budget(args: argparse.Namespace) -> int:
     finally:
         store.close()
     fleet_spent = sum(spend.values())
-    scopes = [(FLEET, b.daily_usd, fleet_spent)] + [(job_scope(j), usd, spend.get(j, 0.0))
-                                                       for j, usd in sorted(b.jobs.items())]
+    if args.job is not None:
+        # That job's scope alone, with its spend today even where no limit is set for it.
+        scopes = [(scope, base, spend.get(args.job, 0.0))]
+    else:
+        scopes = [(FLEET, b.daily_usd, fleet_spent)] + [(job_scope(j), usd, spend.get(j, 0.0))
+                                                        for j, usd in sorted(b.jobs.items())]
     rows = []
     for sc, limit_base, spent in scopes:
         extra = raises.get(sc, (0.0, ""))[0]
@@ -177,12 +181,12 @@ def cmd_budget(args: argparse.Namespace) -> int:
         return EXIT_OK
     say(f"today ({day}, {now:%Z}):")
     for r in rows:
-        limit = "no daily budget" if r["limit_usd"] is None else f"of {format_cost(r['limit_usd'])}"
+        limit = ", no daily budget" if r["limit_usd"] is None else f" of {format_cost(r['limit_usd'])}"
         raised = f" (raised by {format_cost(r['raised_usd'])} today)" if r["raised_usd"] else ""
         job = "" if r["scope"] == FLEET else " --job " + r["scope"].removeprefix("job:")
         held = f"  HELD since {_local_time(r['held_since'])}: its runs wait for `agent-console budget{job} " \
                f"--raise USD` or `agent-console budget{job} --resume`" if r["held"] else ""
-        say(f"  {scope_words(r['scope'])}: {format_cost(r['spent_usd'])} {limit}{raised}{held}")
+        say(f"  {scope_words(r['scope'])}: {format_cost(r['spent_usd'])}{limit}{raised}{held}")
     if b.daily_usd is None and not b.jobs:
         say("no [budgets] is set in the operator's config: nothing holds the fleet")
     else:
