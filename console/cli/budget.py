@@ -105,7 +105,7 @@ def run_fleet_budget(settings: Any, store: Any, root: Path, run_id: str) -> Any:
 
 def cmd_budget(args: argparse.Namespace) -> int:
     from console.engine.cost import format_cost
-    from console.engine.guardrails.fleet import FLEET, local_day, scope_words
+    from console.engine.guardrails.fleet import FLEET, job_flag, local_day, scope_words
     from console.engine.job import JobError
     from console.engine.store import StoreError, this_host
     from console.engine.store.fleet import job_scope
@@ -183,7 +183,7 @@ def cmd_budget(args: argparse.Namespace) -> int:
     for r in rows:
         limit = ", no daily budget" if r["limit_usd"] is None else f" of {format_cost(r['limit_usd'])}"
         raised = f" (raised by {format_cost(r['raised_usd'])} today)" if r["raised_usd"] else ""
-        job = "" if r["scope"] == FLEET else " --job " + r["scope"].removeprefix("job:")
+        job = job_flag(r["scope"])
         held = f"  HELD since {_local_time(r['held_since'])}: its runs wait for `agent-console budget{job} " \
                f"--raise USD` or `agent-console budget{job} --resume`" if r["held"] else ""
         say(f"  {scope_words(r['scope'])}: {format_cost(r['spent_usd'])}{limit}{raised}{held}")

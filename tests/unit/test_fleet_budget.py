@@ -241,3 +241,30 @@ def test_a_run_the_operator_let_go_on_stays_past_that_limit_in_its_next_process_
     assert again.ledger.raise_limit(DAY, FLEET, 1.0, "test") == 1.0
     again.spent(NOW, 1.0)
     assert again.check(NOW) is not None  # a new limit reached: held again
+
+
+def test_a_jobs_hold_is_answered_with_that_jobs_commands_on_the_channels() -> None:
+    # The channels' answers were the fleet's (`budget --raise USD`) for a job's hold too: that raise lifts nothing.
+    from console.engine import events as ev
+    from console.engine.guardrails.fleet import FleetHold
+    from console.notify import Notifier
+
+    n = Notifier([], "r1", "nightly-triage", remind=())
+    hold = FleetHold(DAY, job_scope("nightly-triage"), 0.5, 0.6, tell=True)
+    told = n.message_for(ev.NeedsOperator(seq=1, ts=NOW, session=1, reason="fleet_budget",  # type: ignore[arg-type]
+                                          message=hold.message(), evidence=hold.evidence()))
+    assert told is not None
+    assert "agent-console budget --job nightly-triage --raise USD" in told.body, told.body
+    assert "agent-console budget --raise USD" not in told.body
+    fleet = FleetHold(DAY, FLEET, 1.0, 1.2, tell=True)
+    told = n.message_for(ev.NeedsOperator(seq=2, ts=NOW, session=1, reason="fleet_budget",  # type: ignore[arg-type]
+                                          message=fleet.message(), evidence=fleet.evidence()))
+    assert told is not None and "agent-console budget --raise USD" in told.body and "--job" not in told.body
+
+
+def test_a_jobs_name_in_the_answers_is_quoted_for_a_shell() -> None:
+    from console.engine.guardrails.fleet import FleetHold, scope_of
+
+    hold = FleetHold(DAY, job_scope("my job; rm -rf ~"), 0.5, 0.6)
+    assert "`agent-console budget --job 'my job; rm -rf ~' --raise USD`" in hold.message()
+    assert scope_of(hold.evidence()) == hold.scope and scope_of(FleetHold(DAY, FLEET, 1, 1).evidence()) == FLEET
