@@ -13,10 +13,13 @@ import sqlite3
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from console.cli.common import UsageError, err, say
 from console.outcome import EXIT_FAILED, EXIT_OK
+
+if TYPE_CHECKING:
+    from console.engine.store.postgres import PgStore
 
 BUDGET_HELP = (
     "The fleet's daily budget ([budgets] daily_usd, and [budgets.jobs] NAME = usd, in the operator's config): "
@@ -80,10 +83,8 @@ def _ledger(store: Any, settings: Any) -> Any:
 
     if is_shared(store):
         from console.engine.store.pg_fleet import PgFleet
-        from console.engine.store.postgres import PgStore
 
-        assert isinstance(store, PgStore)  # the one shared store there is
-        return PgFleet(store)
+        return PgFleet(cast("PgStore", store))  # the one shared store there is (a view probes no store's class)
     return SqliteFleet(settings.store_path)
 
 
