@@ -223,10 +223,14 @@ class SqliteFleet:
         return cur is not None and cur.rowcount == 1
 
     def claim_telling(self, day: str, scope: str, limit: float, owner: str, stale: float) -> bool:
+        now = time.time()
+        # A claim no run could have made (no time, or one ahead of ours by more than a stale claim's age: a planted
+        # or corrupt row) is no claim: left as it is, nobody would ever tell the hold.
         cur = self._run("""UPDATE fleet_holds SET claimed_by = ?, claimed_at = ?
                            WHERE day = ? AND scope = ? AND limit_usd = ? AND told_at IS NULL
-                           AND (claimed_at IS NULL OR claimed_at < ?)""",
-                        (owner[:200], time.time(), day, scope, limit, time.time() - stale))
+                           AND (claimed_at IS NULL OR typeof(claimed_at) NOT IN ('real', 'integer')
+                                OR claimed_at < ? OR claimed_at > ?)""",
+                        (owner[:200], now, day, scope, limit, now - stale, now + max(stale, CLAIM_SECONDS)))
         return cur is not None and cur.rowcount == 1
 
     def hold_told(self, day: str, scope: str, limit: float, now: datetime) -> None:
