@@ -37,13 +37,13 @@ def server() -> Iterator[Loopback]:
 
 
 class Run:
-    def __init__(self, paths: JobPaths, db: Path, limits: FleetLimits, url: str) -> None:
+    def __init__(self, paths: JobPaths, db: Path, limits: FleetLimits, url: str, claim_seconds: float = 30.0) -> None:
         self.clock = FakeClock(step=0.001)
         self.paths = paths
         self.ledger = SqliteFleet(db)
         self.limits = limits
         self.fleet = StoreFleetBudget(self.ledger, paths.root, paths.root.name, lambda: self.limits,
-                                      f"test:{paths.run_id}", recheck_seconds=0.0)
+                                      f"test:{paths.run_id}", recheck_seconds=0.0, claim_seconds=claim_seconds)
         self.sup = Supervisor(paths, run_settings(prices=PRICES), ScriptedProvider(clock=self.clock),
                               clock=self.clock, store=JobStore(db), fleet=self.fleet)
         self.errors: list[str] = []
@@ -168,3 +168,30 @@ def test_a_run_without_prices_says_at_its_start_that_the_fleet_budget_does_not_c
         assert len(said) == 1 and "no price is known for this model" in said[0] and "[prices]" in said[0], said
     else:
         assert said == []
+
+
+def test_a_raise_too_small_holds_the_runs_at_the_new_limit_told_at_once_by_one_of_them(
+        make_job, tmp_path: Path, server: Loopback) -> None:
+    # The new hold was made by the look that found the old one lifted, and dropped there: its maker's claim on the
+    # telling was left, so the operator heard of the new hold only once that claim went stale (never, here).
+    db = tmp_path / "jobs.db"
+    a = Run(make_job("quickstart"), db, FleetLimits(daily_usd=0.02), server.url("json", "a"), claim_seconds=3600)
+    b = Run(make_job("requirements-extraction"), db, FleetLimits(daily_usd=0.02), server.url("json", "b"),
+            claim_seconds=3600)
+    a.thread.start()
+    b.thread.start()
+    wait_for(lambda: a.held() and b.held(), WAIT, "both runs held by the fleet budget")
+    server.wait_for(1)
+    day = local_day(a.clock.now())
+    a.ledger.raise_limit(day, FLEET, 0.000001, "test")  # today's spend stays above the new limit
+
+    def held_anew() -> list[ev.NeedsOperator]:  # each run's needs after its first
+        return [e for r in (a, b) for e in [n for n in r.events() if isinstance(n, ev.NeedsOperator)][1:]]
+
+    wait_for(lambda: len(held_anew()) == 2 and a.held() and b.held(), 20, "both runs held at the new limit")
+    assert sorted(e.notify for e in held_anew()) == [False, True]
+    assert len(server.wait_for(2)) == 2  # told: the first hold, then the new one
+    assert [h.told for h in a.ledger.holds(day)] == [True, True]
+    for r in (a, b):
+        r.sup.stop()
+        r.thread.join(WAIT)
