@@ -195,3 +195,19 @@ def test_a_raise_too_small_holds_the_runs_at_the_new_limit_told_at_once_by_one_o
     for r in (a, b):
         r.sup.stop()
         r.thread.join(WAIT)
+
+
+def test_a_job_that_prices_its_model_at_nothing_still_costs_the_fleet_the_operators_price(
+        make_job, tmp_path: Path) -> None:
+    paths = make_job("quickstart")
+    clock = FakeClock(step=0.001)
+    db = tmp_path / "jobs.db"
+    ledger = SqliteFleet(db)
+    fleet = StoreFleetBudget(ledger, paths.root, "quickstart", lambda: FleetLimits(daily_usd=1000.0), "test:r")
+    sup = Supervisor(paths, run_settings(prices=Prices(input=0.0, output=0.0), fleet_prices=PRICES),
+                     ScriptedProvider(clock=clock), clock=clock, store=JobStore(db), fleet=fleet)
+    assert sup.run().reason == ShutdownReason.JOB_COMPLETE
+    usage = [e for e in ev.read_events(paths.events) if isinstance(e, ev.TokenUsage)]
+    assert usage and all(not e.cost_usd for e in usage)  # the run's own figure is job.toml's
+    fleet_usd = ledger.spend(local_day(clock.now()))["quickstart"]
+    assert fleet_usd == pytest.approx(sum((e.input_tokens * 3.0 + e.output_tokens * 15.0) / 1e6 for e in usage))
