@@ -45,6 +45,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from console.engine import action_links as al
 from console.engine import events as ev
 from console.engine.clock import Clock, SystemClock
+from console.engine.guardrails.fleet import job_flag, scope_of
 from console.engine.needs import NEW_EACH_TIME, label
 from console.engine.text import safe_text
 
@@ -611,8 +612,10 @@ class Notifier:
                        f"agent-console attach {rid}"]
         elif e.reason == "fleet_budget":
             # Told once for every run the hold pauses: the answers are the fleet's, then this run's alone.
-            answers = ["agent-console budget   (today's spend, the limits, the runs held)",
-                       "agent-console budget --raise USD   (every paused run goes on)",
+            # A job's hold is answered by that job's limit (`--job NAME`): the fleet's raise lifts nothing of it.
+            job = job_flag(scope_of(e.evidence))
+            answers = [f"agent-console budget{job}   (today's spend, the limits, the runs held)",
+                       f"agent-console budget{job} --raise USD   (every paused run goes on)",
                        f"agent-console resume {rid}   (this run alone, today)"]
         elif e.reason in ENDING:
             # No process runs it any more: `stop` and `attach`'s keys have nothing to act on. It goes on with a

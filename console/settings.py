@@ -541,8 +541,13 @@ def resolve_run_settings(settings: Settings, job: JobConfig, *, job_toml: str = 
 
     provider, model = _model_for(settings, job, flags, job_toml)
     overrides = {name: entry.model_dump(exclude_none=True) for name, entry in settings.prices.items()}
+    operators = registry.model_info(provider, model, overrides) if job.prices else None
     overrides.update({name: entry.model_dump(exclude_none=True) for name, entry in job.prices.items()})
     info = registry.model_info(provider, model, overrides)
+    prices = info.prices if info is not None else None
+    # The operator's price, where job.toml's says otherwise: the fleet's daily budget counts the higher cost (a
+    # job folder, not trusted with [budgets], cannot make its runs cheaper to the fleet with a [prices] of 0).
+    fleet_prices = operators.prices if operators is not None and operators.prices != prices else None
     window, window_source = _window(settings, job, flags, info, provider)
     unconfined = bool(flags.get("unconfined"))
     flags = {k: v for k, v in flags.items() if k not in ("provider", "model", "context_window", "unconfined")}
@@ -561,7 +566,8 @@ def resolve_run_settings(settings: Settings, job: JobConfig, *, job_toml: str = 
         base_url=job.model.base_url or settings.base_url or registry.env_base_url(provider),
         context_window=window,
         context_window_source=window_source,
-        prices=info.prices if info is not None else None,
+        prices=prices,
+        fleet_prices=fleet_prices,
         guardrails=job.guardrails,
         tools=tuple(job.tools),
         commands=world,

@@ -46,6 +46,7 @@ def test_budget_shows_todays_spend_the_limits_and_the_hold_then_a_raise_lifts_it
     assert main(["budget"]) == 0
     text = capsys.readouterr().out
     assert "the fleet: $1.35 of $1.00  HELD since" in text and "job triage: $0.10 of $0.50" in text
+    assert "priced turns only: a run whose model has no [prices] is not counted" in text
     # The hold's time as the operator reads it (local HH:MM), and both answers named.
     assert re.search(r"HELD since \d\d:\d\d: its runs wait for `agent-console budget --raise USD` or "
                      r"`agent-console budget --resume`", text), text
@@ -91,3 +92,45 @@ def test_a_job_toml_cannot_set_the_fleets_budget(tmp_path: Path) -> None:
     (job / "job.toml").write_text("[budgets]\ndaily_usd = 1000000.0\n")
     with pytest.raises(JobError):
         load_job_config(JobPaths(job))
+
+
+def test_the_largest_raise_allowed_counts_and_raises_past_the_top_are_kept_at_it(capsys) -> None:
+    # --raise takes up to 1e9: that raise counted nothing (a raise of 1e9 or more read back as no amount), and two
+    # raises summing past the top dropped the scope's raise back to nothing, re-holding every run it had let go.
+    config("[budgets]\ndaily_usd = 1.0\n")
+    budget = spend(1.5)
+    assert budget.check(datetime.now().astimezone()) is not None
+    assert main(["budget", "--raise", "1e9"]) == 0
+    assert "raised by $0.00" not in capsys.readouterr().out
+    assert budget.check(datetime.now().astimezone()) is None
+    assert main(["budget", "--raise", "1e9"]) == 0
+    capsys.readouterr()
+    assert budget.check(datetime.now().astimezone()) is None
+    raised = SqliteFleet(load_settings().store_path).raises(local_day(datetime.now().astimezone()))
+    assert raised[FLEET][0] == 1e9
+
+
+def test_a_raise_too_small_to_lift_the_hold_says_so(capsys) -> None:
+    config("[budgets]\ndaily_usd = 1.0\n")
+    budget = spend(3.0)
+    assert budget.check(datetime.now().astimezone()) is not None
+    assert main(["budget", "--raise", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "goes on" not in out and "still held" in out and "$3.00" in out, out
+    assert budget.check(datetime.now().astimezone()) is not None
+    assert main(["budget", "--raise", "5"]) == 0
+    assert "goes on" in capsys.readouterr().out
+
+
+def test_job_shows_that_jobs_scope_alone_even_without_a_limit(capsys) -> None:
+    # --job was taken and passed over when showing: every scope was shown, and a job without a limit not at all.
+    config("[budgets]\ndaily_usd = 5.0\n\n[budgets.jobs]\ntriage = 0.5\n")
+    spend(0.25, "nightly", "r1")
+    assert main(["budget", "--job", "nightly"]) == 0
+    text = capsys.readouterr().out
+    assert "job nightly: $0.25, no daily budget" in text and "the fleet" not in text and "triage" not in text, text
+    assert main(["budget", "--job", "nightly", "--json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)["scopes"]
+    assert (row["scope"], row["spent_usd"], row["limit_usd"], row["held"]) == ("job:nightly", 0.25, None, False)
+    assert main(["budget", "--job", "triage"]) == 0
+    assert "job triage: $0.00 of $0.50" in capsys.readouterr().out

@@ -13,10 +13,13 @@ import sqlite3
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from console.cli.common import UsageError, err, say
 from console.outcome import EXIT_FAILED, EXIT_OK
+
+if TYPE_CHECKING:
+    from console.engine.store.postgres import PgStore
 
 BUDGET_HELP = (
     "The fleet's daily budget ([budgets] daily_usd, and [budgets.jobs] NAME = usd, in the operator's config): "
@@ -80,10 +83,8 @@ def _ledger(store: Any, settings: Any) -> Any:
 
     if is_shared(store):
         from console.engine.store.pg_fleet import PgFleet
-        from console.engine.store.postgres import PgStore
 
-        assert isinstance(store, PgStore)  # the one shared store there is
-        return PgFleet(store)
+        return PgFleet(cast("PgStore", store))  # the one shared store there is (a view probes no store's class)
     return SqliteFleet(settings.store_path)
 
 
@@ -105,7 +106,7 @@ def run_fleet_budget(settings: Any, store: Any, root: Path, run_id: str) -> Any:
 
 def cmd_budget(args: argparse.Namespace) -> int:
     from console.engine.cost import format_cost
-    from console.engine.guardrails.fleet import FLEET, local_day, scope_words
+    from console.engine.guardrails.fleet import FLEET, job_flag, local_day, scope_words
     from console.engine.job import JobError
     from console.engine.store import StoreError, this_host
     from console.engine.store.fleet import job_scope
@@ -140,9 +141,16 @@ def cmd_budget(args: argparse.Namespace) -> int:
                 by = f"agent-console budget {'--raise ' + format_cost(usd) if args.raise_usd else '--resume'} " \
                      f"on {this_host()}"
                 extra = ledger.raise_limit(day, scope, usd, by)
-                say(f"{scope_words(scope)}: today's budget is now {format_cost((base or 0) + extra)} "
-                    f"({format_cost(base)} a day, raised by {format_cost(extra)} today); every run it held goes on "
-                    "within a few seconds")
+                limit = round((base or 0) + extra, 6)
+                # A raise that leaves the limit at or below today's spend lifts nothing (a run's check holds it
+                # again, at the new limit): said so, with what would lift it.
+                jobs = ledger.spend(day)
+                spent = sum(jobs.values()) if args.job is None else jobs.get(args.job, 0.0)
+                go = ("every run it held goes on within a few seconds" if spent < limit else
+                      f"its runs are still held: today's spend is {format_cost(spent)}; raise by more than "
+                      f"{format_cost(spent - limit)} to let them go on")
+                say(f"{scope_words(scope)}: today's budget is now {format_cost(limit)} "
+                    f"({format_cost(base)} a day, raised by {format_cost(extra)} today); {go}")
                 return EXIT_OK
             spend, raises, holds = ledger.spend(day), ledger.raises(day), ledger.holds(day)
         finally:
@@ -153,8 +161,12 @@ def cmd_budget(args: argparse.Namespace) -> int:
     finally:
         store.close()
     fleet_spent = sum(spend.values())
-    scopes = [(FLEET, b.daily_usd, fleet_spent)] + [(job_scope(j), usd, spend.get(j, 0.0))
-                                                       for j, usd in sorted(b.jobs.items())]
+    if args.job is not None:
+        # That job's scope alone, with its spend today even where no limit is set for it.
+        scopes = [(scope, base, spend.get(args.job, 0.0))]
+    else:
+        scopes = [(FLEET, b.daily_usd, fleet_spent)] + [(job_scope(j), usd, spend.get(j, 0.0))
+                                                        for j, usd in sorted(b.jobs.items())]
     rows = []
     for sc, limit_base, spent in scopes:
         extra = raises.get(sc, (0.0, ""))[0]
@@ -170,14 +182,18 @@ def cmd_budget(args: argparse.Namespace) -> int:
         return EXIT_OK
     say(f"today ({day}, {now:%Z}):")
     for r in rows:
-        limit = "no daily budget" if r["limit_usd"] is None else f"of {format_cost(r['limit_usd'])}"
+        limit = ", no daily budget" if r["limit_usd"] is None else f" of {format_cost(r['limit_usd'])}"
         raised = f" (raised by {format_cost(r['raised_usd'])} today)" if r["raised_usd"] else ""
-        job = "" if r["scope"] == FLEET else " --job " + r["scope"].removeprefix("job:")
+        job = job_flag(r["scope"])
         held = f"  HELD since {_local_time(r['held_since'])}: its runs wait for `agent-console budget{job} " \
                f"--raise USD` or `agent-console budget{job} --resume`" if r["held"] else ""
-        say(f"  {scope_words(r['scope'])}: {format_cost(r['spent_usd'])} {limit}{raised}{held}")
+        say(f"  {scope_words(r['scope'])}: {format_cost(r['spent_usd'])}{limit}{raised}{held}")
     if b.daily_usd is None and not b.jobs:
         say("no [budgets] is set in the operator's config: nothing holds the fleet")
+    else:
+        # A turn without a price has no cost: said here too, not only at such a run's start.
+        say("priced turns only: a run whose model has no [prices] is not counted (`agent-console costs` shows "
+            "unpriced usage)")
     return EXIT_OK
 
 

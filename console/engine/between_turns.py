@@ -17,6 +17,7 @@ from console.engine.context.masking import apply_masking, mask_notice
 from console.engine.context.pressure import ContextAction, PressureState, wind_down_message
 from console.engine.context.tokens import estimate_request
 from console.engine.enforcement import Ask
+from console.engine.guardrails.fleet import FleetBudget, FleetHold
 from console.engine.messages import Message
 from console.engine.needs import answered, ask_operator
 from console.engine.session_state import AskOperator, SessionState
@@ -66,8 +67,13 @@ class BetweenTurns:
         if rt.fleet is None or op.needs is not None:
             return
         hold = rt.fleet.check(rt.clock.now())
-        if hold is None:
-            return
+        if hold is not None:
+            self._held(rt.fleet, hold)
+
+    def _held(self, fleet: FleetBudget, hold: FleetHold) -> None:
+        """The run is in ``hold``: paused, its need recorded, and told to the channels if this run tells it."""
+        s = self.state
+        rt, op = s.rt, s.deps.operator
         rt.fleet_hold = hold
         if hold.tell:
             failpoints.hit("fleet hold")  # claimed the telling, not yet told: a kill here must not leave it untold
@@ -75,7 +81,7 @@ class BetweenTurns:
         s.commit(durable=True)
         if hold.tell:
             # Recorded (and so sent by this run's notifier): nobody takes the telling over.
-            rt.fleet.told(hold, rt.clock.now())
+            fleet.told(hold, rt.clock.now())
 
     def fleet_lifted(self) -> bool:
         """While the run holds on the fleet budget, every ``recheck_seconds``: whether the hold was lifted (a
@@ -93,6 +99,14 @@ class BetweenTurns:
         again = rt.fleet.check(now)
         if again is None and not rt.fleet.known:
             return False  # the store cannot say now: still held (the operator's resume or stop still answers)
+        if again is not None and again.key != hold.key:
+            # Still held, at another limit (a raise too small, a lower limit in the config): the need of the old
+            # hold is closed, the new one's asked at once, and told by this run if its look made the new hold
+            # (dropped here, that telling would wait for a stale claim's takeover).
+            rt.fleet_hold = None
+            answered(rt.events, op, rt.fleet.lifted(hold, now))
+            self._held(rt.fleet, again)
+            return False
         if again is not None and again.key == hold.key:
             if again.tell:
                 # The run that claimed the telling died before its need was recorded: this one tells it (its need

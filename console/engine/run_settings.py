@@ -55,6 +55,9 @@ class RunSettings:
     # The model's prices (None: unknown, so costs are not shown) and where the window figure came from
     # ("job.toml", "--context-window", "registry: gpt-4.1", ...), for the console.
     prices: Prices | None = None
+    # The operator's prices of the model (their config's [prices] or the table) where job.toml's differ: the fleet's
+    # daily budget counts a turn at the higher of the two costs (None: ``prices`` is the operator's too).
+    fleet_prices: Prices | None = None
     context_window_source: str = "default"
     # Resilient turns: a transient failure is retried for the whole turn, with backoff and jitter, for at most
     # retry_total_wait seconds since the turn's first failure (elapsed time: the attempts count too), or

@@ -31,6 +31,7 @@ from console.engine import events as ev
 from console.engine import evidence, failpoints, record
 from console.engine.atomic import atomic_write_text
 from console.engine.clock import Clock
+from console.engine.cost import Prices
 from console.engine.enforcement import Enforcer, SandboxWorld
 from console.engine.experiences import FILE_NAME as EXPERIENCES_FILE
 from console.engine.experiences import ExperienceLog, Section
@@ -40,6 +41,7 @@ from console.engine.job import STATE_DIR, JobPaths
 from console.engine.journal import Checkpoint, Conversation, Effect, Journal
 from console.engine.memory import WorkingMemory
 from console.engine.messages import Message
+from console.engine.model import Usage
 from console.engine.phases import PhaseTransitionManager
 from console.engine.plan import Plan, PlanError, parse_plan, validate_plan
 from console.engine.sandbox import Sandbox, SandboxError
@@ -130,6 +132,17 @@ class Runtime:
     # The fleet's daily budget (console.engine.guardrails.fleet; None: none is set), and the hold this run waits on.
     fleet: FleetBudget | None = None
     fleet_hold: FleetHold | None = None
+    # The operator's prices where job.toml's differ (RunSettings.fleet_prices): the fleet counts the higher cost.
+    fleet_prices: Prices | None = None
+
+    def fleet_spent(self, usage: Usage, cost: float | None) -> None:
+        """A turn's (or a sampling's) ``cost`` in the fleet's spend of the day: at the operator's prices if they
+        make it dearer than the job's (a job.toml cannot make its runs cheaper to the fleet)."""
+        if self.fleet is None:
+            return
+        usd = max(cost or 0.0, 0.0 if self.fleet_prices is None else self.fleet_prices.cost(usage))
+        if usd:
+            self.fleet.spent(self.clock.now(), usd)
 
     def __post_init__(self) -> None:
         self.paths.state.mkdir(mode=0o700, parents=True, exist_ok=True)

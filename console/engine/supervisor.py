@@ -320,6 +320,14 @@ class Supervisor:
         if self.mcp_watch is not None:  # each server's state (mcp_server events): the views list them
             self.mcp_watch.report(self.events)
         rt.guards.start(priced=self.settings.prices is not None)
+        if (self.settings.prices is None and self.settings.fleet_prices is None and self.fleet is not None
+                and self.fleet.limited()):
+            # A turn without a price has no cost: the fleet's spend never counts this run (as a budget_usd, said
+            # once at the start, not a silent $0 in `agent-console budget`).
+            self.events.emit(ev.ErrorEvent, where="guardrails", recoverable=True, message=(
+                "the fleet's daily budget ([budgets] in your config) does not count this run: no price is known for "
+                "this model, so no cost is counted and the budget never holds it. Add the model under [prices] in "
+                "the config (see docs/operators-guide.md)."))
         rt.guards.status(force=True)
 
     def _tool_should_stop(self) -> bool:
@@ -458,7 +466,8 @@ class Supervisor:
         projections, problems = load_projections(self.paths, now)
         state = projections.overlay(loaded.state)
         rt = self.runtime = Runtime(self.paths, self.clock, self.events, self.store, self.sandbox, self.journal,
-                                    state, guardrails=self.guardrails, fleet=self.fleet)
+                                    state, guardrails=self.guardrails, fleet=self.fleet,
+                                    fleet_prices=self.settings.fleet_prices)
         for line in self.not_private:  # said once a run: another user of this machine may read or hold these
             self.events.emit(ev.ErrorEvent, message=f"not private: {line}", where="permissions", recoverable=True)
         for p in self.file_problems:

@@ -166,16 +166,15 @@ class TurnSteps:
             conv.extend(notices)
             cm.appended(notices)
         usage = cp.usage or UsageRecord()
-        cost = None if st.prices is None else st.prices.cost(Usage(
-            usage.input_tokens, usage.output_tokens, usage.cached_input_tokens, usage.reported,
-            usage.cache_write_tokens))
+        used = Usage(usage.input_tokens, usage.output_tokens, usage.cached_input_tokens, usage.reported,
+                     usage.cache_write_tokens)
+        cost = None if st.prices is None else st.prices.cost(used)
         # Counted here, from the reply's recorded usage: the turn's end is one step, so a resume counts it once.
         job_cost = guards.count_tokens(usage.input_tokens + usage.output_tokens, cost)
-        if cost and rt.fleet is not None:
-            # The fleet's day counts the turn here, at once (the store is not the run's journal: a kill before this
-            # step is recorded counts it again when the resumed run finishes the turn; the fleet's figure errs
-            # high, never low).
-            rt.fleet.spent(rt.clock.now(), cost)
+        # The fleet's day counts the turn here, at once (the store is not the run's journal: a kill before this
+        # step is recorded counts it again when the resumed run finishes the turn; the fleet's figure errs high,
+        # never low).
+        rt.fleet_spent(used, cost)
         rt.events.emit(ev.TokenUsage, turn=cp.turn, input_tokens=usage.input_tokens,
                        output_tokens=usage.output_tokens, cached_input_tokens=usage.cached_input_tokens,
                        cache_write_tokens=usage.cache_write_tokens, cost_usd=cost, job_cost_usd=job_cost,

@@ -38,13 +38,13 @@ def server() -> Iterator[Loopback]:
 
 
 class Run:
-    def __init__(self, paths: JobPaths, db: Path, limits: FleetLimits, url: str) -> None:
+    def __init__(self, paths: JobPaths, db: Path, limits: FleetLimits, url: str, claim_seconds: float = 30.0) -> None:
         self.clock = FakeClock(step=0.001)
         self.paths = paths
         self.ledger = SqliteFleet(db)
         self.limits = limits
         self.fleet = StoreFleetBudget(self.ledger, paths.root, paths.root.name, lambda: self.limits,
-                                      f"test:{paths.run_id}", recheck_seconds=0.0)
+                                      f"test:{paths.run_id}", recheck_seconds=0.0, claim_seconds=claim_seconds)
         self.sup = Supervisor(paths, run_settings(prices=PRICES), ScriptedProvider(clock=self.clock),
                               clock=self.clock, store=JobStore(db), fleet=self.fleet)
         self.errors: list[str] = []
@@ -149,3 +149,67 @@ def test_a_new_day_lifts_the_hold_and_the_new_days_spend_is_held_anew_and_told_a
     a.thread.join(WAIT)
     assert a.notifier.close()
     assert len(server.requests) == 2  # each day's hold told once
+
+
+@pytest.mark.parametrize("limits", [FleetLimits(daily_usd=0.02), FleetLimits(jobs={"quickstart": 0.02}),
+                                    FleetLimits()])
+def test_a_run_without_prices_says_at_its_start_that_the_fleet_budget_does_not_count_it(
+        make_job, tmp_path: Path, limits: FleetLimits) -> None:
+    # Its turns have no cost: the fleet's spend never counts them (a silent $0), so the budget never holds it.
+    paths = make_job("quickstart")
+    clock = FakeClock(step=0.001)
+    db = tmp_path / "jobs.db"
+    fleet = StoreFleetBudget(SqliteFleet(db), paths.root, "quickstart", lambda: limits, "test:r",
+                             recheck_seconds=0.0)
+    sup = Supervisor(paths, run_settings(prices=None), ScriptedProvider(clock=clock), clock=clock,
+                     store=JobStore(db), fleet=fleet)
+    assert sup.run().reason == ShutdownReason.JOB_COMPLETE
+    said = [e.message for e in ev.read_events(paths.events) if isinstance(e, ev.ErrorEvent)
+            and "fleet" in e.message]
+    if limits.any:
+        assert len(said) == 1 and "no price is known for this model" in said[0] and "[prices]" in said[0], said
+    else:
+        assert said == []
+
+
+def test_a_raise_too_small_holds_the_runs_at_the_new_limit_told_at_once_by_one_of_them(
+        make_job, tmp_path: Path, server: Loopback) -> None:
+    # The new hold was made by the look that found the old one lifted, and dropped there: its maker's claim on the
+    # telling was left, so the operator heard of the new hold only once that claim went stale (never, here).
+    db = tmp_path / "jobs.db"
+    a = Run(make_job("quickstart"), db, FleetLimits(daily_usd=0.02), server.url("json", "a"), claim_seconds=3600)
+    b = Run(make_job("requirements-extraction"), db, FleetLimits(daily_usd=0.02), server.url("json", "b"),
+            claim_seconds=3600)
+    a.thread.start()
+    b.thread.start()
+    wait_for(lambda: a.held() and b.held(), WAIT, "both runs held by the fleet budget")
+    server.wait_for(1)
+    day = local_day(a.clock.now())
+    a.ledger.raise_limit(day, FLEET, 0.000001, "test")  # today's spend stays above the new limit
+
+    def held_anew() -> list[ev.NeedsOperator]:  # each run's needs after its first
+        return [e for r in (a, b) for e in [n for n in r.events() if isinstance(n, ev.NeedsOperator)][1:]]
+
+    wait_for(lambda: len(held_anew()) == 2 and a.held() and b.held(), 20, "both runs held at the new limit")
+    assert sorted(e.notify for e in held_anew()) == [False, True]
+    assert len(server.wait_for(2)) == 2  # told: the first hold, then the new one
+    assert [h.told for h in a.ledger.holds(day)] == [True, True]
+    for r in (a, b):
+        r.sup.stop()
+        r.thread.join(WAIT)
+
+
+def test_a_job_that_prices_its_model_at_nothing_still_costs_the_fleet_the_operators_price(
+        make_job, tmp_path: Path) -> None:
+    paths = make_job("quickstart")
+    clock = FakeClock(step=0.001)
+    db = tmp_path / "jobs.db"
+    ledger = SqliteFleet(db)
+    fleet = StoreFleetBudget(ledger, paths.root, "quickstart", lambda: FleetLimits(daily_usd=1000.0), "test:r")
+    sup = Supervisor(paths, run_settings(prices=Prices(input=0.0, output=0.0), fleet_prices=PRICES),
+                     ScriptedProvider(clock=clock), clock=clock, store=JobStore(db), fleet=fleet)
+    assert sup.run().reason == ShutdownReason.JOB_COMPLETE
+    usage = [e for e in ev.read_events(paths.events) if isinstance(e, ev.TokenUsage)]
+    assert usage and all(not e.cost_usd for e in usage)  # the run's own figure is job.toml's
+    fleet_usd = ledger.spend(local_day(clock.now()))["quickstart"]
+    assert fleet_usd == pytest.approx(sum((e.input_tokens * 3.0 + e.output_tokens * 15.0) / 1e6 for e in usage))

@@ -258,3 +258,22 @@ def test_a_sampling_that_never_ends_is_hung_up_on_at_the_calls_timeout(job, bwra
     assert not got.ok and "no answer within 2 s" in got.content
     (said,) = sampled(job)
     assert said.refused.startswith("the tool call's time is up (timeout 2 s")
+
+
+def test_a_samplings_cost_counts_in_the_fleets_spend_of_the_day(job, on, clock, tmp_path) -> None:
+    # Counted in the run's own budget and in `costs`, a sampling's cost was never in the fleet's daily spend.
+    from console.engine.cost import Prices
+    from console.engine.guardrails.fleet import local_day
+    from console.engine.store.fleet import FleetLimits, SqliteFleet, StoreFleetBudget
+
+    db = tmp_path / "jobs.db"
+    fleet = StoreFleetBudget(SqliteFleet(db), job.root, "quickstart", lambda: FleetLimits(daily_usd=1000.0), "t:r")
+    script = [T(calls=[C(name="mcp__sampler__flood", arguments={"n": 2})]), T(error="end of script")]
+    provider = Answering(clock=clock, script=script)
+    provider.sup = Supervisor(job, run_settings(prices=Prices(input=3.0, output=15.0)), provider, clock=clock,
+                              store=JobStore(db), mcp=[on], fleet=fleet)
+    answer_needs(provider.sup)
+    provider.sup.run()
+    costs = [e.cost_usd for e in events(job) if isinstance(e, ev.TokenUsage) and e.cost_usd]
+    assert len(sampling_usage(job)) == 2 and all(u.cost_usd for u in sampling_usage(job))
+    assert SqliteFleet(db).spend(local_day(clock.now())) == {"quickstart": pytest.approx(sum(costs))}

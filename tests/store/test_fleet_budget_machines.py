@@ -153,3 +153,44 @@ def test_a_foreign_row_in_the_shared_store_counts_nothing_and_a_figure_is_never_
         assert hold is not None and hold.limit_usd == 1.0 and hold.spent_usd == 1.0
     finally:
         store.close()
+
+
+def test_raises_in_the_shared_store_add_up_to_the_top_and_stop_there(pg_url: str) -> None:
+    # A raise of the largest amount --raise takes, twice: it counted nothing, then the sum read back as no amount.
+    from console.engine.store.fleet import MAX_LIMIT_USD
+    from console.engine.store.pg_fleet import PgFleet
+    from console.engine.store.postgres import PgStore
+
+    store = PgStore(pg_url, host="machine-a")
+    try:
+        ledger = PgFleet(store)
+        assert ledger.raise_limit("2026-01-15", "fleet", MAX_LIMIT_USD, "a") == MAX_LIMIT_USD
+        assert ledger.raise_limit("2026-01-15", "fleet", MAX_LIMIT_USD, "b") == MAX_LIMIT_USD
+        assert ledger.raises("2026-01-15") == {"fleet": (MAX_LIMIT_USD, "b")}
+    finally:
+        store.close()
+
+
+def test_a_claim_ahead_of_the_servers_time_is_no_claim(pg_url: str) -> None:
+    # A planted hold claimed far ahead was never stale: nobody would ever tell it.
+    from datetime import UTC, datetime
+
+    from console.engine.guardrails.fleet import local_day
+    from console.engine.store.fleet import FleetLimits, StoreFleetBudget
+    from console.engine.store.pg_fleet import PgFleet
+    from console.engine.store.postgres import PgStore
+
+    now = datetime(2026, 1, 15, 14, 0, tzinfo=UTC)
+    store = PgStore(pg_url, host="machine-a")
+    try:
+        path = Path("/runs/quickstart-20260115-140000")
+        store.ensure_run(path, path.name, now)
+        budget = StoreFleetBudget(PgFleet(store), path, "quickstart", lambda: FleetLimits(daily_usd=1.0), "a:1:r")
+        budget.spent(now, 2.0)
+        sql(pg_url, """INSERT INTO fleet_holds (day, scope, limit_usd, spent_usd, running, created_at, created_by,
+                       claimed_by, claimed_at) VALUES (%s, 'fleet', 1.0, 2.0, 0, 'x', 'planted', 'planted',
+                       now() + interval '10 years')""", local_day(now))
+        hold = budget.check(now)
+        assert hold is not None and hold.tell
+    finally:
+        store.close()

@@ -14,7 +14,7 @@ import pytest
 from console.cli.budget import ConfigLimits
 from console.engine.guardrails.fleet import FLEET, local_day
 from console.engine.store import JobStore
-from console.engine.store.fleet import FleetLimits, SqliteFleet, StoreFleetBudget, job_scope
+from console.engine.store.fleet import FLEET_SCHEMA, FleetLimits, SqliteFleet, StoreFleetBudget, job_scope
 
 NOW = datetime(2026, 1, 15, 14, 0, tzinfo=UTC)
 DAY = local_day(NOW)
@@ -241,3 +241,47 @@ def test_a_run_the_operator_let_go_on_stays_past_that_limit_in_its_next_process_
     assert again.ledger.raise_limit(DAY, FLEET, 1.0, "test") == 1.0
     again.spent(NOW, 1.0)
     assert again.check(NOW) is not None  # a new limit reached: held again
+
+
+def test_a_jobs_hold_is_answered_with_that_jobs_commands_on_the_channels() -> None:
+    # The channels' answers were the fleet's (`budget --raise USD`) for a job's hold too: that raise lifts nothing.
+    from console.engine import events as ev
+    from console.engine.guardrails.fleet import FleetHold
+    from console.notify import Notifier
+
+    n = Notifier([], "r1", "nightly-triage", remind=())
+    hold = FleetHold(DAY, job_scope("nightly-triage"), 0.5, 0.6, tell=True)
+    told = n.message_for(ev.NeedsOperator(seq=1, ts=NOW, session=1, reason="fleet_budget",  # type: ignore[arg-type]
+                                          message=hold.message(), evidence=hold.evidence()))
+    assert told is not None
+    assert "agent-console budget --job nightly-triage --raise USD" in told.body, told.body
+    assert "agent-console budget --raise USD" not in told.body
+    fleet = FleetHold(DAY, FLEET, 1.0, 1.2, tell=True)
+    told = n.message_for(ev.NeedsOperator(seq=2, ts=NOW, session=1, reason="fleet_budget",  # type: ignore[arg-type]
+                                          message=fleet.message(), evidence=fleet.evidence()))
+    assert told is not None and "agent-console budget --raise USD" in told.body and "--job" not in told.body
+
+
+def test_a_jobs_name_in_the_answers_is_quoted_for_a_shell() -> None:
+    from console.engine.guardrails.fleet import FleetHold, scope_of
+
+    hold = FleetHold(DAY, job_scope("my job; rm -rf ~"), 0.5, 0.6)
+    assert "`agent-console budget --job 'my job; rm -rf ~' --raise USD`" in hold.message()
+    assert scope_of(hold.evidence()) == hold.scope and scope_of(FleetHold(DAY, FLEET, 1, 1).evidence()) == FLEET
+
+
+@pytest.mark.parametrize("claimed_at", ["'soon'", "1e18", "x'00'"])
+def test_a_claim_no_run_could_have_made_is_taken_over_once(tmp_path: Path, claimed_at: str) -> None:
+    # A planted hold row claimed for text, a blob or a time far ahead was never stale: nobody told the hold, ever.
+    db = tmp_path / "jobs.db"
+    JobStore(db)
+    run = budget(db, "r1", claim_seconds=30.0)
+    run.spent(NOW, 2.0)
+    with sqlite3.connect(db) as c:
+        c.executescript(FLEET_SCHEMA)
+        c.execute(f"""INSERT INTO fleet_holds (day, scope, limit_usd, spent_usd, created_at, created_by, claimed_by,
+                      claimed_at) VALUES (?, 'fleet', 1.0, 2.0, 'x', 'planted', 'planted', {claimed_at})""", (DAY,))
+    hold = run.check(NOW)
+    assert hold is not None and hold.tell
+    run.told(hold, NOW)
+    assert not budget(db, "r2", claim_seconds=0.0).check(NOW).tell  # type: ignore[union-attr]

@@ -142,3 +142,17 @@ def test_malformed_arguments_are_replaced_by_a_valid_note(arguments: str, why: s
 def test_fine_and_empty_arguments() -> None:
     assert refused_arguments('{"path": "a.md"}') is None
     assert refused_arguments("  ") == "{}"
+
+
+def test_a_job_tomls_prices_are_the_runs_and_the_operators_stay_the_fleets() -> None:
+    # A job.toml pricing a known model at 0 made its runs cost nothing to the fleet's daily budget.
+    model = "claude-sonnet-4-5-20250929"
+    free = resolve_run_settings(load_settings(), job(prices={model: {"input": 0.0, "output": 0.0}}),
+                                provider="anthropic", model=model)
+    assert free.prices == Prices(input=0.0, output=0.0)
+    assert free.fleet_prices == Prices(input=3.0, output=15.0, cached_input=0.3, cache_write=3.75)
+    same = resolve_run_settings(load_settings(), job(), provider="anthropic", model=model)
+    assert same.fleet_prices is None  # the run's prices are the operator's
+    added = resolve_run_settings(load_settings(), job(prices={"my-local-llama": {"input": 0.1, "output": 0.2}}),
+                                 provider="openai", model="my-local-llama")
+    assert added.prices == Prices(input=0.1, output=0.2) and added.fleet_prices is None  # none the operator knows

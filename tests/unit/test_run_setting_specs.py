@@ -134,7 +134,8 @@ def test_run_settings_has_every_setting_with_the_tables_default() -> None:
 
     fields = {f.name: f.default for f in dataclasses.fields(RunSettings)}
     # What the run has besides the table's settings: job.toml's definition and what is found, not set.
-    assert set(fields) - set(BY_NAME) == {"guardrails", "tools", "commands", "prices", "context_window_source"}
+    assert set(fields) - set(BY_NAME) == {"guardrails", "tools", "commands", "prices", "fleet_prices",
+                                             "context_window_source"}
     for spec in SPECS:
         if spec.config_key == spec.name:
             assert spec.name in fields

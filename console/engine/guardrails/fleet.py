@@ -13,6 +13,8 @@ run go on past that limit, today.
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -23,6 +25,7 @@ from console.engine.cost import format_cost
 RECHECK_SECONDS = 3.0
 # The scope of the whole fleet's limit; a job's is "job:NAME".
 FLEET = "fleet"
+SCOPE_LINE = "scope: "  # the evidence's line that names the hold's scope (read back by the channels: scope_of)
 
 
 def local_day(now: datetime) -> str:
@@ -33,6 +36,19 @@ def local_day(now: datetime) -> str:
 def scope_words(scope: str) -> str:
     """``the fleet`` or ``job quickstart``: a scope in the operator's words."""
     return "the fleet" if scope == FLEET else f"job {scope.removeprefix('job:')}"
+
+
+def job_flag(scope: str) -> str:
+    """`` --job NAME`` (quoted for a shell) for a job's scope, "" for the fleet's: the flag the answers need."""
+    return "" if scope == FLEET else f" --job {shlex.quote(scope.removeprefix('job:'))}"
+
+
+def scope_of(evidence: Sequence[str]) -> str:
+    """The scope a fleet budget need's evidence (:meth:`FleetHold.evidence`) names; the fleet's if none does."""
+    for line in evidence:
+        if line.startswith(f"{SCOPE_LINE}job "):
+            return f"job:{line.removeprefix(f'{SCOPE_LINE}job ')}"
+    return FLEET
 
 
 @dataclass(frozen=True)
@@ -58,7 +74,7 @@ class FleetHold:
         who = scope_words(self.scope)
         runs = (f"; {self.running} live run{'' if self.running == 1 else 's'} pause at their next turn"
                 if self.running else "")
-        job = "" if self.scope == FLEET else f" --job {self.scope.removeprefix('job:')}"
+        job = job_flag(self.scope)
         return (f"{who} spent {format_cost(self.spent_usd)} today ({self.day}), reaching its daily budget of "
                 f"{format_cost(self.limit_usd)}{runs}. `agent-console budget{job} --raise USD` raises today's "
                 f"budget by USD, `agent-console budget{job} --resume` grants one more day's budget, both for every "
@@ -66,7 +82,7 @@ class FleetHold:
 
     def evidence(self) -> list[str]:
         return [f"spent today: {format_cost(self.spent_usd)}", f"daily budget: {format_cost(self.limit_usd)}",
-                f"scope: {scope_words(self.scope)}"]
+                f"{SCOPE_LINE}{scope_words(self.scope)}"]
 
 
 class FleetBudget(Protocol):
@@ -78,6 +94,9 @@ class FleetBudget(Protocol):
     # Whether the last check had the store's answer: a held run stays held while the store cannot say the hold
     # was lifted (a run not held is not held on a figure nobody knows).
     known: bool
+
+    def limited(self) -> bool:
+        """Whether the operator's config sets a daily limit now (the fleet's or any job's)."""
 
     def spent(self, now: datetime, usd: float) -> None:
         """Count ``usd`` (a turn's priced cost) in this run's spend of ``now``'s day."""

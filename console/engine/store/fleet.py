@@ -35,6 +35,8 @@ from console.engine.store.base import FINISHED
 # Seconds a run's claim on telling a hold holds before another run takes it over (its runner died in between).
 CLAIM_SECONDS = 30.0
 MAX_USD = 1e12  # a figure above this is no amount (a corrupt or foreign row): it counts nothing
+# A day's limit, and a day's raise of it, at most: raises add up to this and stop there (a sum past it would read
+# back as no amount, and lift nothing).
 MAX_LIMIT_USD = 1e9
 SCOPE_CHARS = 200
 
@@ -119,7 +121,7 @@ def amount(value: object, top: float = MAX_USD) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     v = float(value)
-    return v if math.isfinite(v) and 0 <= v < top else None
+    return v if math.isfinite(v) and 0 <= v <= top else None
 
 
 def job_scope(job: str) -> str:
@@ -221,10 +223,14 @@ class SqliteFleet:
         return cur is not None and cur.rowcount == 1
 
     def claim_telling(self, day: str, scope: str, limit: float, owner: str, stale: float) -> bool:
+        now = time.time()
+        # A claim no run could have made (no time, or one ahead of ours by more than a stale claim's age: a planted
+        # or corrupt row) is no claim: left as it is, nobody would ever tell the hold.
         cur = self._run("""UPDATE fleet_holds SET claimed_by = ?, claimed_at = ?
                            WHERE day = ? AND scope = ? AND limit_usd = ? AND told_at IS NULL
-                           AND (claimed_at IS NULL OR claimed_at < ?)""",
-                        (owner[:200], time.time(), day, scope, limit, time.time() - stale))
+                           AND (claimed_at IS NULL OR typeof(claimed_at) NOT IN ('real', 'integer')
+                                OR claimed_at < ? OR claimed_at > ?)""",
+                        (owner[:200], now, day, scope, limit, now - stale, now + max(stale, CLAIM_SECONDS)))
         return cur is not None and cur.rowcount == 1
 
     def hold_told(self, day: str, scope: str, limit: float, now: datetime) -> None:
@@ -247,8 +253,9 @@ class SqliteFleet:
     def raise_limit(self, day: str, scope: str, usd: float, by: str) -> float:
         """Add ``usd`` to ``scope``'s limit for ``day`` (the operator's command); today's raise of it, after."""
         self._strict("""INSERT INTO fleet_raises (day, scope, usd, by) VALUES (?, ?, ?, ?)
-                        ON CONFLICT(day, scope) DO UPDATE SET usd = fleet_raises.usd + excluded.usd,
-                        by = excluded.by""", (day, scope[:SCOPE_CHARS], usd, by[:200]))
+                        ON CONFLICT(day, scope) DO UPDATE SET usd = MIN(fleet_raises.usd + excluded.usd, ?),
+                        by = excluded.by""", (day, scope[:SCOPE_CHARS], min(usd, MAX_LIMIT_USD), by[:200],
+                                              MAX_LIMIT_USD))
         row = self._strict("SELECT usd FROM fleet_raises WHERE day = ? AND scope = ?", (day, scope[:SCOPE_CHARS]))
         return amount(row[0][0], MAX_LIMIT_USD) or 0.0 if row else 0.0
 
@@ -309,6 +316,9 @@ class StoreFleetBudget:
         if base != self._base.get(hold.scope, base):
             return f"the config's [budgets] now says {format_cost(base)} a day"
         return f"the fleet budget was raised ({by})" if by else "the fleet budget was raised"
+
+    def limited(self) -> bool:
+        return self.limits().any
 
     def spent(self, now: datetime, usd: float) -> None:
         self.ledger.add_spend(self.path, local_day(now), self.job, usd)

@@ -16,7 +16,16 @@ from typing import Any
 
 from console.engine.guardrails.fleet import FLEET
 from console.engine.store.base import FINISHED, StoreError
-from console.engine.store.fleet import MAX_LIMIT_USD, MAX_USD, SCOPE_CHARS, Figures, HoldRow, amount, job_scope
+from console.engine.store.fleet import (
+    CLAIM_SECONDS,
+    MAX_LIMIT_USD,
+    MAX_USD,
+    SCOPE_CHARS,
+    Figures,
+    HoldRow,
+    amount,
+    job_scope,
+)
 from console.engine.store.postgres import PgStore
 
 AWAY_SECONDS = 30.0
@@ -95,8 +104,9 @@ class PgFleet:
     def claim_telling(self, day: str, scope: str, limit: float, owner: str, stale: float) -> bool:
         rows = self._rows("""UPDATE fleet_holds SET claimed_by = %s, claimed_at = now()
                              WHERE day = %s AND scope = %s AND limit_usd = %s AND told_at IS NULL
-                             AND (claimed_at IS NULL OR claimed_at < now() - make_interval(secs => %s))
-                             RETURNING 1""", (owner[:200], day, scope, limit, stale))
+                             AND (claimed_at IS NULL OR claimed_at < now() - make_interval(secs => %s)
+                                  OR claimed_at > now() + make_interval(secs => %s))
+                             RETURNING 1""", (owner[:200], day, scope, limit, stale, max(stale, CLAIM_SECONDS)))
         return bool(rows)
 
     def hold_told(self, day: str, scope: str, limit: float, now: datetime) -> None:
@@ -113,8 +123,9 @@ class PgFleet:
 
     def raise_limit(self, day: str, scope: str, usd: float, by: str) -> float:
         rows = self._strict("""INSERT INTO fleet_raises (day, scope, usd, by) VALUES (%s, %s, %s, %s)
-                               ON CONFLICT (day, scope) DO UPDATE SET usd = fleet_raises.usd + EXCLUDED.usd,
-                               by = EXCLUDED.by RETURNING usd""", (day, scope[:SCOPE_CHARS], usd, by[:200]))
+                               ON CONFLICT (day, scope) DO UPDATE SET usd = LEAST(fleet_raises.usd + EXCLUDED.usd, %s),
+                               by = EXCLUDED.by RETURNING usd""",
+                            (day, scope[:SCOPE_CHARS], min(usd, MAX_LIMIT_USD), by[:200], MAX_LIMIT_USD))
         return (amount(rows[0][0], MAX_LIMIT_USD) or 0.0) if rows else 0.0
 
     def raises(self, day: str) -> dict[str, tuple[float, str]]:

@@ -175,8 +175,9 @@ class Sampler:
 
 def count(rt: Runtime, server: str, call_id: str, usage: Usage, cost: float | None) -> None:
     """A sampling's tokens and cost in the run's budget and spend: a ``token_usage`` event of source
-    "mcp_sampling" (the ledger, ``costs`` and telemetry count it) and the budget's count."""
+    "mcp_sampling" (the ledger, ``costs`` and telemetry count it), the budget's count and the fleet's day."""
     job_cost = rt.guards.count_tokens(usage.input_tokens + usage.output_tokens, cost)
+    rt.fleet_spent(usage, cost)  # the fleet's day counts it too, as a turn's: it is the run's spend
     rt.events.emit(ev.TokenUsage, turn=0, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
                    cached_input_tokens=usage.cached_input_tokens, cost_usd=cost, job_cost_usd=job_cost,
                    reported=usage.reported, source="mcp_sampling", mcp_server=server, call_id=call_id)
