@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -43,17 +44,25 @@ def add_parser(sub: Any) -> None:
     b.add_argument("--json", action="store_true", help="print one JSON object (schema_version 1; see docs/cli.md)")
 
 
+# How long the config must stay empty or gone before that counts as the operator's (the limits it held lifted).
+BLANK_GRACE = 2.0
+
+
 class ConfigLimits:
     """The config's ``[budgets]``, read again when the file changes (its mtime and size): a run picks up a raised
     ``daily_usd`` at its next look, without a restart. A config that no longer reads keeps the last good limits
-    (the run's start said what was wrong with it; an edit in progress is no reason to lift a limit)."""
+    (the run's start said what was wrong with it; an edit in progress is no reason to lift a limit). So does a file
+    that is empty or gone, until it has stayed so for :data:`BLANK_GRACE` seconds: an editor that writes the file
+    in place empties it for a moment, while an operator who removes it means it."""
 
-    def __init__(self, load: Callable[[], Any], path: Path) -> None:
+    def __init__(self, load: Callable[[], Any], path: Path, monotonic: Callable[[], float] = time.monotonic) -> None:
         from console.engine.store.fleet import FleetLimits
 
         self.load = load
         self.path = path
+        self.monotonic = monotonic
         self._seen: tuple[int, int] | None = None
+        self._blank_since: float | None = None
         self._limits = FleetLimits()
         self.reads = 0
 
@@ -65,6 +74,14 @@ class ConfigLimits:
             seen = (st.st_mtime_ns, st.st_size)
         except OSError:
             seen = (0, 0)
+        if seen[1] == 0 and self._seen is not None:  # empty or gone: only once it stays so
+            now = self.monotonic()
+            if self._blank_since is None:
+                self._blank_since = now
+            if now - self._blank_since < BLANK_GRACE:
+                return self._limits
+        else:
+            self._blank_since = None
         if seen != self._seen:
             self._seen = seen
             self.reads += 1

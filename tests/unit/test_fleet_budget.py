@@ -182,6 +182,36 @@ def test_the_configs_limits_are_read_again_when_the_file_changes_and_kept_when_i
     assert limits().daily_usd == 5.0 and len(seen) == 3  # a broken edit lifts no limit
 
 
+def test_a_config_emptied_or_gone_for_a_moment_lifts_no_limit_one_that_stays_so_does(tmp_path: Path) -> None:
+    """Found attacking it: an editor writing the config in place (empty for a moment) lifted the hold. Empty or gone
+    counts only once it stays so for BLANK_GRACE seconds."""
+    from console.cli.budget import BLANK_GRACE
+
+    config = tmp_path / "config.toml"
+    config.write_text("[budgets]\ndaily_usd = 5.0\n")
+
+    class Loaded:
+        def __init__(self, usd: float | None) -> None:
+            self.budgets = type("B", (), {"daily_usd": usd, "jobs": {}})()
+
+    def load() -> object:
+        text = config.read_text() if config.exists() else ""
+        return Loaded(5.0 if "daily_usd" in text else None)
+
+    clock = [100.0]
+    limits = ConfigLimits(load, config, monotonic=lambda: clock[0])
+    assert limits().daily_usd == 5.0
+    config.write_text("")  # the editor's truncate, before its write
+    assert limits().daily_usd == 5.0
+    clock[0] += BLANK_GRACE / 2
+    config.write_text("[budgets]\ndaily_usd = 5.0\n# saved\n")
+    assert limits().daily_usd == 5.0
+    config.unlink()  # the operator removes it: a moment later, still the limit; once it stays gone, none
+    assert limits().daily_usd == 5.0
+    clock[0] += BLANK_GRACE
+    assert limits().daily_usd is None
+
+
 def test_the_fleets_line_says_the_runs_the_budget_holds() -> None:
     from console.view.ledger import today_line
 
