@@ -241,6 +241,8 @@ LINK_WORDS: dict[str, tuple[str, str]] = {
     "resume": ("Resume", "resume the run"),
     "acknowledge": ("Acknowledge", "acknowledge its end (it asks no more)"),
 }
+# A fleet budget's hold is told once for every run it pauses: a resume link answers the run that told it, alone.
+FLEET_RESUME_WORDS = ("Resume this run", "let this run alone go on past today's budget (the others stay paused)")
 # A link's token in a URL (console.engine.action_links: two base64url parts joined by a dot): what an error line
 # never shows. Found as runs of base64url characters and dots (one character class, so the search is linear on any
 # text: two quantified classes side by side were quadratic on a long run of "-"), then judged in Python.
@@ -448,7 +450,7 @@ class Notifier:
             f"{self.job} (run {rid}) died at {_at(when, now)} ({how}); no process runs it."
             + (f" {_line(why, 300)}" if why else ""),
             "", "Its last step is kept: what it did is recorded, and a resume does nothing twice.",
-            "", *self._phone(links), "Go on from a shell:",
+            "", *self._phone(links, LINK_WORDS), "Go on from a shell:",
             f"  agent-console resume {rid}   (the job goes on where it was)",
             f"  agent-console logs {rid}   (what it did)",
             "", f"Its log: {_line(str(log), 600)}"])
@@ -655,16 +657,17 @@ class Notifier:
         minted now: the same nonce as every message of this need, an expiry from now) above the shell's commands;
         and the links as buttons. The message is cut, never the links or the commands."""
         links = self._mint(need.offers)
-        lines = self._phone(links)
+        words = {**LINK_WORDS, "resume": FLEET_RESUME_WORDS} if need.reason == "fleet_budget" else LINK_WORDS
+        lines = self._phone(links, words)
         tail = "\n".join([*lines, need.answers]) if need.answers else "\n".join(lines)
         text = f"{head}\n\n{need.body}" if head else need.body
         room = BODY_LIMIT - len(tail) - 2
         if len(text) > room:
             text = text[: max(0, room - 1)] + "…"
         body = f"{text}\n\n{tail}" if tail else text
-        return body, tuple((LINK_WORDS[a][0], url) for a, url in links)
+        return body, tuple((words[a][0], url) for a, url in links)
 
-    def _phone(self, links: list[tuple[str, str]]) -> list[str]:
+    def _phone(self, links: list[tuple[str, str]], words: dict[str, tuple[str, str]]) -> list[str]:
         """The lines of the action links (above the shell's commands, a blank line after them); none for none."""
         if not links:
             return []
@@ -672,7 +675,7 @@ class Notifier:
         wall = self.clock.now()
         until = _at(wall + min(ttl, al.MAX_TTL), wall)
         return [f"Answer from your phone (each link works once, until {until}):",
-                *(f"  {LINK_WORDS[a][1].capitalize()}: {url}" for a, url in links), ""]
+                *(f"  {words[a][1][0].upper()}{words[a][1][1:]}: {url}" for a, url in links), ""]
 
     def _mint(self, offers: Iterable[tuple[str, str, str]]) -> list[tuple[str, str]]:
         """(action, URL) of each offer, signed now under the operator's seal for this run's folder; none when the

@@ -119,6 +119,22 @@ def test_each_need_gets_the_links_that_answer_it(server: Loopback, tmp_path: Pat
         "x-actions"]
 
 
+def test_a_fleet_budgets_resume_link_says_it_lets_this_run_alone_go_on(server: Loopback, tmp_path: Path) -> None:
+    """Found attacking the fleet budget: its hold is told once for every run it pauses, and the link's "resume
+    the run" read as if it resumed them all. It answers the run that told it, alone, and says so."""
+    clock = FakeClock()
+    n = notifier(server, tmp_path, clock)
+    n(ev.NeedsOperator(ts=clock.now(), seq=9, session=1, reason="fleet_budget", paused=True,
+                       message="the fleet spent $5.00 today (2026-01-15), reaching its daily budget of $5.00",
+                       evidence=["scope: the fleet"]))
+    ntfy, hook = by_kind(server.wait_for(2))
+    n.close()
+    body = hook.body["message"]
+    assert "Let this run alone go on past today's budget (the others stay paused): " + PUBLIC in body
+    assert "resume the run" not in body.lower()
+    assert ntfy.headers["x-actions"].startswith("view, Resume this run, ")
+
+
 def test_a_crash_and_a_need_that_does_not_pause_get_no_link(server: Loopback, tmp_path: Path) -> None:
     # A crash's end clears the need it names: a link would have no request left to answer (it says the commands).
     clock = FakeClock()
