@@ -328,3 +328,19 @@ def test_the_needs_you_badge_comes_before_todays_spend_in_the_title(tmp_path):
         assert title().index("1 run needs you") < title().index("today $0.25")
 
     drive(app, body, size=(80, 24))
+
+
+def test_rows_that_come_while_the_screen_is_taken_down_are_passed_over(tmp_path):
+    """Found in CI: a poll's rows reached the fleet while its screen was being taken down at the app's exit
+    (#fleet-empty already removed): the query raised out of the app. A redraw needs all of its widgets there."""
+    fx = make_fleet(tmp_path)
+    app = fleet_app(fx)
+
+    async def body(pilot):
+        await wait_for(pilot, lambda: listed(app, 7), what="rows")
+        view = app.fleet_view
+        rows = list(view.rows)
+        await view.query_one("#fleet-empty").remove()
+        view.update_rows(rows, "")  # as the poll's message would, now: nothing raised, nothing redrawn
+
+    drive(app, body, size=(80, 24))

@@ -65,6 +65,10 @@ def cell_text(text: object) -> str:
     return safe_text(str(text), one_line=True)
 
 
+# The widgets a redraw of the rows updates: all of them there, or no redraw.
+PARTS = ("#runs", "#fleet-title", "#fleet-empty", "#fleet-detail")
+
+
 class FleetScreen(Screen[None]):
     AUTO_FOCUS = "#runs"
     BINDINGS = [
@@ -199,7 +203,9 @@ class FleetScreen(Screen[None]):
         return True
 
     def _refresh_rows(self, keep_selection: bool = True, mounting: bool = False) -> None:
-        if not (self.is_mounted or mounting) or not self.query("#runs"):  # rows may come before the list is composed
+        if not (self.is_mounted or mounting) or not all(self.query(w) for w in PARTS):
+            # Rows may come before the list is composed, or while the screen is taken down (CI: a poll's rows
+            # arrived after #fleet-empty was removed, and its query raised out of the app at its exit).
             return
         keep, previous = self.selected if keep_selection else None, self.shown
         self.shown = [r for r in self.rows if matches(r, self.filter_text)] if self.filter_text else list(self.rows)
