@@ -46,7 +46,7 @@ from console.engine import action_links as al
 from console.engine import events as ev
 from console.engine.clock import Clock, SystemClock
 from console.engine.guardrails.fleet import job_flag, scope_of
-from console.engine.needs import NEW_EACH_TIME, label
+from console.engine.needs import ANSWERED_AS, NEW_EACH_TIME, label
 from console.engine.text import safe_text
 
 if TYPE_CHECKING:
@@ -508,7 +508,8 @@ class Notifier:
                 if need is not None and need.reason == e.reason:
                     if _lets_it_go_on(e.by):
                         self._answered[e.reason] = (e.ts, need.times, need.first)
-                        if e.reason in NEW_EACH_TIME:
+                        # (a question counts as answered when the operator did, not when its time ran out)
+                        if e.reason in NEW_EACH_TIME and (e.reason != "mcp_question" or e.by.startswith("operator")):
                             self._approved[e.reason] = (self._approved.get(e.reason, (0, e.ts))[0] + 1, e.ts)
                     else:
                         # A stop or a denial is no attempt at a fix: the need a later resume meets is not "again".
@@ -545,7 +546,7 @@ class Notifier:
         if e.reason == "gave_up":
             title = f"agent-console: run {self.run_id} ended (gave up{' again' if again else ''}) and needs you{count}"
         else:
-            before = f"; {need.approved} approved before" if need.approved else ""
+            before = f"; {need.approved} {ANSWERED_AS.get(e.reason, 'answered')} before" if need.approved else ""
             title = (f"agent-console: run {self.run_id} needs you{' again' if again else ''} ({label(e.reason)}"
                      f"{before}){count}")
         body, actions = self._compose(need)
@@ -603,7 +604,7 @@ class Notifier:
         lines = [f"{self.job} (run {rid}): {_line(e.message, 600)}"]
         if approved is not None:  # a new request each time: the earlier ones were answered, this one is new
             lines += ["", f"A new request: {approved[0]} earlier one{'s' if approved[0] > 1 else ''} of this run "
-                          f"approved, the last at {_at(approved[1], e.ts)}."]
+                          f"{ANSWERED_AS.get(e.reason, 'answered')}, the last at {_at(approved[1], e.ts)}."]
         if e.evidence:
             lines += ["", "Evidence:", *(f"- {_line(x, LINE_LIMIT)}" for x in e.evidence)]
         state = "; the run is paused" if e.paused else "; the run has ended, no process runs it" \
@@ -619,6 +620,11 @@ class Notifier:
             answers = [f"agent-console budget{job}   (today's spend, the limits, the runs held)",
                        f"agent-console budget{job} --raise USD   (every paused run goes on)",
                        f"agent-console resume {rid}   (this run alone, today)"]
+        elif e.reason == "mcp_question":
+            # The call waits for the answer (its question's time, then it is cancelled); the fields are the evidence.
+            answers = [f"agent-console answer {rid} --set NAME=VALUE   (one --set for each field)",
+                       f"agent-console answer {rid} --decline   (or --cancel)",
+                       f"agent-console attach {rid}"]
         elif e.reason in ENDING:
             # No process runs it any more: `stop` and `attach`'s keys have nothing to act on. It goes on with a
             # resume (a new process), and its story is read with `logs`.

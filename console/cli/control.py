@@ -103,9 +103,15 @@ def cmd_control(args: argparse.Namespace) -> int:
                 say(f"{args.command}: {e.status}: {e.detail}")
                 return EXIT_OK if e.status == "applied" else EXIT_FAILED
         time.sleep(0.1)
-    say(f"{args.command}: sent to process {pid}; not confirmed within {args.wait:g}s (it applies at the next "
-        f"turn boundary{again(args, paths.run_id)})")
+    say(f"{args.command}: sent to process {pid}; not confirmed within {args.wait:g}s ({when(args, paths.run_id)})")
     return EXIT_OK
+
+
+def when(args: argparse.Namespace, rid: str) -> str:
+    """When a command not confirmed yet applies (and for a stop, how to stop now)."""
+    if args.command == "answer":  # applied at once while its question waits, refused when none does
+        return f"an answer is taken while its question waits; whether it was: agent-console logs {rid}"
+    return f"it applies at the next turn boundary{again(args, rid)}"
 
 
 def again(args: argparse.Namespace, rid: str) -> str:
@@ -202,8 +208,7 @@ def _wait_remote(store: Any, key: str, command_id: str, since: int, args: argpar
             lines.wait(min(0.5, max(0.01, left)))
     finally:
         lines.close()
-    say(f"{args.command}: sent to run {rid} on {host}; not confirmed within {args.wait:g}s (it applies at the next "
-        f"turn boundary{again(args, rid)})")
+    say(f"{args.command}: sent to run {rid} on {host}; not confirmed within {args.wait:g}s ({when(args, rid)})")
     return EXIT_OK
 
 

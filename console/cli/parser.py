@@ -49,6 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
         for arg in spec.args:
             if arg.positional:
                 c.add_argument(arg.name, help=arg.help)
+            elif arg.flag:
+                c.add_argument(f"--{arg.name}", action="store_true", help=arg.help)
+            elif arg.many:
+                c.add_argument(f"--{arg.name}", action="append", type=arg.type, metavar=arg.metavar, help=arg.help)
             else:
                 c.add_argument(f"--{arg.name}", type=arg.type, metavar=arg.metavar, help=arg.help)
         if spec.cli == "resume":  # the command line's resume also goes on with a run no process runs

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-CommandName = Literal["checkpoint", "rewind", "approve_restart", "deny_restart", "pause", "resume", "stop"]
+CommandName = Literal["checkpoint", "rewind", "approve_restart", "deny_restart", "pause", "resume", "stop", "answer"]
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,11 @@ class Arg:
     positional: bool = False
     type: type = str
     metavar: str | None = None
+    # Given any number of times (a list: --set A=1 --set B=2), or a flag (--decline: true when given).
+    many: bool = False
+    flag: bool = False
+    # A valid value, for the tests' round trips ("" : any text is).
+    example: str = ""
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,16 @@ SPECS: tuple[CommandSpec, ...] = (
                 "exits with 3)",
                 "Stop run", "Stop after the current turn (asks first)", live=True,
                 key=Key("stop", "s", "Stop", "stop after the current turn (asks first; again: stop now)")),
+    CommandSpec("answer", "answer",
+                "answer the question an MCP server asks during a tool call (its need names it and its fields): "
+                "--set NAME=VALUE for each field, or --decline, or --cancel",
+                "Answer question", "Answer an MCP server's question (its fields, or decline)", live=True,
+                args=(Arg("question", "the id of the question answered (its need says it): refused if another "
+                                      "waits by then; none: the one waiting", metavar="ID", example="q1a2b3c"),
+                      Arg("set", "a field's value (again for each field)", metavar="NAME=VALUE", many=True,
+                          example="name=value"),
+                      Arg("decline", "decline to answer (the server is told; the call goes on)", flag=True),
+                      Arg("cancel", "cancel the question (the server is told; the call goes on)", flag=True))),
 )
 BY_NAME: dict[str, CommandSpec] = {s.name: s for s in SPECS}
 BY_CLI: dict[str, CommandSpec] = {s.cli: s for s in SPECS}

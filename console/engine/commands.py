@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Self, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from console.engine.command_specs import BY_NAME, COMMANDS, CommandName
 
@@ -23,6 +23,7 @@ __all__ = ["MODELS", "AnyCommand", "CommandError", "CommandModel", "CommandName"
 # todo_rewind takes as much (console.engine.tools.todo), and it goes into the agent's prompt.
 MAX_TEXT = 4000
 MAX_PHASE = 10**6
+MAX_ANSWER_FIELDS = 16  # as many values as a question may have fields (console.engine.questions.MAX_FIELDS)
 
 
 class CommandModel(BaseModel):
@@ -34,6 +35,11 @@ class CommandModel(BaseModel):
     def args(self) -> dict[str, Any]:
         """The arguments as the inbox file and the ``operator_command`` event carry them (unset ones left out)."""
         return self.model_dump(exclude={"kind"}, exclude_none=True)
+
+    def logged(self) -> dict[str, Any]:
+        """The arguments as the run's log records them (``operator_command`` events): :meth:`args`, but for what
+        is the operator's to give and not the log's to keep (an answer's values)."""
+        return self.args()
 
     @classmethod
     def build(cls, **args: Any) -> Self:
@@ -94,7 +100,44 @@ class Stop(CommandModel):
     kind: Literal["stop"] = "stop"
 
 
-AnyCommand = Annotated[Checkpoint | Rewind | ApproveRestart | DenyRestart | Pause | Resume | Stop,
+class Answer(CommandModel):
+    """The operator's answer to the question an MCP server asks during a call (console.engine.questions): its
+    values (``NAME=VALUE`` each: checked against the question's form when applied), or a decline or a cancel.
+    ``question``: the id of the question it answers (refused if another one waits by then); none: the one waiting."""
+
+    kind: Literal["answer"] = "answer"
+    question: str | None = Field(default=None, min_length=1, max_length=64)
+    set: tuple[str, ...] | None = Field(default=None, min_length=1, max_length=MAX_ANSWER_FIELDS)
+    decline: bool | None = None
+    cancel: bool | None = None
+
+    @field_validator("decline", "cancel", mode="before")
+    @classmethod
+    def _flag(cls, value: object) -> object:
+        return None if value is False else value  # the command line's unset flag: no argument
+
+    @model_validator(mode="after")
+    def _one(self) -> Answer:
+        if sum(x is not None for x in (self.set, self.decline, self.cancel)) > 1:
+            raise ValueError("give values (--set), --decline or --cancel: one of them")
+        for pair in self.set or ():
+            if "=" not in pair or not pair.partition("=")[0].strip():
+                raise ValueError(f"'{pair[:60]}' is not NAME=VALUE")
+        return self
+
+    def logged(self) -> dict[str, Any]:
+        # The values are for the server that asked: the log keeps the names of the fields answered only.
+        out = self.args()
+        if self.set is not None:
+            out["set"] = [pair.partition("=")[0] + "=..." for pair in self.set]
+        return out
+
+    @property
+    def action(self) -> Literal["accept", "decline", "cancel"]:
+        return "decline" if self.decline else "cancel" if self.cancel else "accept"
+
+
+AnyCommand = Annotated[Checkpoint | Rewind | ApproveRestart | DenyRestart | Pause | Resume | Stop | Answer,
                        Field(discriminator="kind")]
 _ADAPTER: TypeAdapter[AnyCommand] = TypeAdapter(AnyCommand)
 # By kind: the spec table's names and the union's kinds are the same set, or nothing imports (a command with a spec

@@ -24,10 +24,13 @@ class OperatorState(Protocol):
 EVIDENCE_LINES = 8
 
 # Needs that are each a new request, answered once and done: a restart the context calls for (with auto-restart off,
-# every restart asks, and the operator's approval of one is no failed fix when the next comes). Any other need that
+# every restart asks, and the operator's approval of one is no failed fix when the next comes), a question an MCP
+# server asks during a call. Any other need that
 # comes back after the operator's answer (stuck, a budget, the provider or the store down, completion refused, a
 # give-up, a crash) is the same need unresolved: the operator's channels hear it as "again", and urgent.
-NEW_EACH_TIME: frozenset[str] = frozenset({"restart_approval"})
+NEW_EACH_TIME: frozenset[str] = frozenset({"restart_approval", "mcp_question"})
+# What the operator did to the earlier ones of such a need (the notifications' words: "2 approved before").
+ANSWERED_AS: dict[str, str] = {"restart_approval": "approved", "mcp_question": "answered"}
 EVIDENCE_CHARS = 300
 
 
@@ -67,7 +70,7 @@ def restart_message(used_tokens: int, next_session: int) -> str:
 LABELS: dict[str, str] = {"restart_approval": "restart approval", "stuck": "stuck", "budget": "budget reached",
                           "completion_refused": "completion refused", "provider_down": "provider down",
                           "crashed": "crashed", "gave_up": "gave up", "store_down": "store down",
-                          "fleet_budget": "fleet budget reached"}
+                          "fleet_budget": "fleet budget reached", "mcp_question": "question from an MCP server"}
 
 
 def label(reason: str) -> str:

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, assert_never
 
 from console.engine import events as ev
-from console.engine.commands import ApproveRestart, Checkpoint, DenyRestart, Pause, Resume, Rewind, Stop
+from console.engine.commands import Answer, ApproveRestart, Checkpoint, DenyRestart, Pause, Resume, Rewind, Stop
 from console.engine.control import FOLDER_GONE, Command, ControlChannel
 from console.engine.needs import answered, label
+from console.engine.questions import Question, parse_values
 
 if TYPE_CHECKING:
     from console.engine.runtime import Runtime
@@ -51,6 +52,9 @@ class OperatorState:
     deferred: list[Command] = field(default_factory=list)
     # The signal whose stop came first ("SIGTERM", "Ctrl+C"), if a signal stopped the run: it ends interrupted.
     interrupted_by: str | None = None
+    # The question an MCP server asks during the call in flight (console.engine.tools.mcp_elicitation), while it
+    # waits for the operator's answer command; None when none waits (an answer is then refused).
+    question: Question | None = None
 
     def apply(self, rt: Runtime, *, streaming: bool = False, between_sessions: bool = False,
               asking: bool = False) -> list[Command]:
@@ -75,12 +79,12 @@ class OperatorState:
             rt.events.emit(ev.OperatorCommand, command="invalid", source="inbox", status="rejected", detail=bad)
         self.channel.invalid.clear()
         for old in self.channel.stale:
-            rt.events.emit(ev.OperatorCommand, command=old.command, args=old.args, source=old.source,
+            rt.events.emit(ev.OperatorCommand, command=old.command, args=old.body.logged(), source=old.source,
                            status="discarded", command_id=old.id,
                            detail=f"sent at {old.issued_at:%H:%M:%S} to an earlier run of this job; not applied")
         self.channel.stale.clear()
         for cmd in cmds:
-            rt.events.emit(ev.OperatorCommand, command=cmd.command, args=cmd.args, source=cmd.source,
+            rt.events.emit(ev.OperatorCommand, command=cmd.command, args=cmd.body.logged(), source=cmd.source,
                            status="received", command_id=cmd.id)
             if isinstance(cmd.body, Stop) and not self.stop_requested and cmd.source in SIGNALS:
                 self.interrupted_by = cmd.source  # the first stop decides how the run ends
@@ -91,7 +95,7 @@ class OperatorState:
                 status, detail = self._apply_one(rt, cmd, streaming)
             if asking and isinstance(cmd.body, Pause) and status == "applied":
                 detail = "paused: the reply in progress is dropped and asked again on resume"
-            rt.events.emit(ev.OperatorCommand, command=cmd.command, args=cmd.args, source=cmd.source,
+            rt.events.emit(ev.OperatorCommand, command=cmd.command, args=cmd.body.logged(), source=cmd.source,
                            status=status, detail=detail, command_id=cmd.id)
         if streaming and self.abort:
             raise Aborted
@@ -140,8 +144,23 @@ class OperatorState:
                 return "applied", "restart approved" if approve else "restart denied"
             case Checkpoint() | Rewind():
                 return self._transition(rt, body)
+            case Answer():
+                return self._answer(body, cmd.source)
             case _:
                 assert_never(body)
+
+    def _answer(self, body: Answer, source: str) -> tuple[str, str]:
+        """An answer to the question waiting now: checked against its form, kept for the call that asks it."""
+        q = self.question
+        if q is None or q.action is not None:
+            return "rejected", "no question of an MCP server waits for an answer now"
+        if body.question is not None and body.question != q.id:
+            return "rejected", (f"question {body.question[:64]} is not the one waiting (question {q.id} of MCP "
+                                f"server {q.server} waits now): nothing answered")
+        try:
+            return "applied", q.answer(body.action, parse_values(body.set or ()), by=f"operator ({source})")
+        except ValueError as exc:
+            return "rejected", f"not answered: {exc}; question {q.id} still waits"
 
     def _not_paused(self, rt: Runtime) -> str:
         """Why a resume answers nothing, and what would: the run may need its operator for something a resume
@@ -178,13 +197,15 @@ NOT_ANSWERED_BY_RESUME = {
                   "(agent-console stop {id} ends it)",
     "crashed": "the run is ending on an internal error; once it has ended, agent-console resume {id}",
     "gave_up": "the run is ending as the agent gave up; once it has ended, agent-console resume {id}",
+    "mcp_question": "agent-console answer {id} --set NAME=VALUE (one for each field), --decline or --cancel",
 }
 
 # Which commands act while the model is being asked (a stream, a stall, a wait before a retry); the others wait
 # for the turn's end. Between sessions a checkpoint or a rewind waits for the next session's first turn boundary,
 # where it is recorded with the conversation it belongs to.
-AT_ONCE_WHILE_STREAMING = (Stop,)
-AT_ONCE_WHILE_ASKING = (Stop, Pause)
+# An answer acts at once wherever it comes: a question waits only during a call (else it is refused, never held).
+AT_ONCE_WHILE_STREAMING = (Stop, Answer)
+AT_ONCE_WHILE_ASKING = (Stop, Pause, Answer)
 WITH_A_CONVERSATION = (Checkpoint, Rewind)
 
 

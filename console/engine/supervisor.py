@@ -118,7 +118,9 @@ class Supervisor:
         # the same registry and gate; what was not offered (a hostile name, a schema bomb) is said at the start.
         self.mcp_notes: list[str] = []
         self.mcp_watch: McpWatch | None = None
+        self.operator = OperatorState(channel or ControlChannel(paths.inbox))
         if mcp:
+            from console.engine.tools.mcp_elicitation import Questioner
             from console.engine.tools.mcp_sampling import Sampler
             from console.engine.tools.mcp_tools import build_mcp_tools
             from console.engine.tools.tool_search import offer_mcp_tools
@@ -126,13 +128,14 @@ class Supervisor:
 
             # The run's model answers the sampling of a server the operator enabled it for (counted as spend).
             sampler = Sampler(provider, settings.prices, call_limits(settings))
-            offered = build_mcp_tools(mcp, reserved=self.registry.names, sampler=sampler)
+            # The operator answers the questions of a server they enabled elicitation for (agent-console answer).
+            offered = build_mcp_tools(mcp, reserved=self.registry.names, sampler=sampler,
+                                      questioner=Questioner(self.operator))
             base = [t for n in self.registry.names if (t := self.registry.get(n)) is not None]
             # Too many to offer at once (more than tool_search_share of the window): found and loaded instead.
             self.registry = offer_mcp_tools(base, offered.tools, settings.context_window, tool_search_share)
             self.mcp_notes = offered.skipped
             self.mcp_watch = offered.watch
-        self.operator = OperatorState(channel or ControlChannel(paths.inbox))
         self.not_private = make_private(paths.state)  # 0700/0600; what could not be made so, to report
         self.lock = RunLock(paths)
         # Repairs happen only when no process runs the job (then run() refuses anyway).

@@ -58,7 +58,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
     # must not allow what this machine forbids. The operator's servers go with it, their credentials not: only the
     # names of the variables that hold them (the pod's environment must have them, or such a server does not start).
     # A server's sampling keys (sampling, sampling_max_tokens, sampling_per_call) go with its entry: the pod's run
-    # answers with its own model, counted in its own budget.
+    # answers with its own model, counted in its own budget. Its elicitation keys (elicitation, elicitation_timeout,
+    # elicitation_per_call) too: the pod's run asks its operator, who answers through the store (agent-console answer).
     **{f"mcp.{key}": (VARIABLE, "AGENT_CONSOLE_MCP, when set")
        for key in ("allow", "commands", "tool_search_share", "urls", "env", "servers")},
     "notify.on_end": (VARIABLE, "AGENT_CONSOLE_NOTIFY_ON_END"),

@@ -12,9 +12,10 @@ bounded (:data:`MAX_LINE`): a server that writes a line without end is garbage, 
 Sampling requests are refused (the SDK's default answers them with an error, and the client does not advertise
 the capability) unless the operator enabled sampling for the server: then they wait at the server's
 :class:`~console.mcp.session.AskDesk` for the engine's answer during a call (console.engine.tools.mcp_sampling).
-Elicitation requests are refused; roots are not offered. The process tree ends with the server: its process group,
-and for a confined one its pid namespace (bwrap's ``--die-with-parent``), are killed at :meth:`close` and when the
-harness dies.
+Elicitation requests (a question to the operator) are refused likewise unless the operator enabled elicitation for
+the server (console.engine.tools.mcp_elicitation); roots are not offered. The process tree ends with the server: its
+process group, and for a confined one its pid namespace (bwrap's ``--die-with-parent``), are killed at
+:meth:`close` and when the harness dies.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from console.engine.text import safe_text
 from console.engine.tools.confine import remove_stand_ins
 from console.engine.tools.limits import CommandWorld
 from console.engine.tools.mcp_config import McpServerConfig
+from console.engine.tools.mcp_elicitation import Elicit
 from console.engine.tools.mcp_sampling import Ask
 from console.engine.tools.mcp_tools import McpCallResult, McpToolInfo, McpUnavailable
 from console.engine.tools.repos import sweep
@@ -212,8 +214,10 @@ class StdioServer:
                                      task_status: TaskStatus[list[McpToolInfo]]) -> None:
         # The sampling capability is advertised only when the operator enabled it for this server.
         sampling = self._desk.sampling if self._config.sampling else None
+        elicitation = self._desk.elicitation if self._config.elicitation else None  # likewise
         async with (_transport(process, self._refused) as (read, write),
-                    ClientSession(read, write, sampling_callback=sampling) as session):
+                    ClientSession(read, write, sampling_callback=sampling, elicitation_callback=elicitation)
+                    as session):
             with anyio.fail_after(start_seconds):
                 await session.initialize()
                 tools = await tool_list(session)
@@ -222,8 +226,9 @@ class StdioServer:
             await self._stop.wait()
 
     def _refused(self, method: str) -> None:
-        if method == "sampling/createMessage" and self._config.sampling:
-            return  # answered (or refused with its reason, in an mcp_sampled event): console.mcp.session.AskDesk
+        if ((method == "sampling/createMessage" and self._config.sampling)
+                or (method == "elicitation/create" and self._config.elicitation)):
+            return  # answered (or refused with its reason, in an mcp_sampled/mcp_elicited event): AskDesk
         if REFUSED[method] not in self.refused:
             self.refused.append(REFUSED[method])
 
@@ -265,8 +270,9 @@ class StdioServer:
             return False
 
     def call(self, tool: str, arguments: dict[str, Any], timeout: float,
-             should_stop: Callable[[], bool] = lambda: False, *, ask: Ask | None = None) -> McpCallResult:
-        self._desk.lend(ask)
+             should_stop: Callable[[], bool] = lambda: False, *, ask: Ask | None = None,
+             elicit: Elicit | None = None) -> McpCallResult:
+        self._desk.lend(ask, elicit)
         try:
             return answered(self._portal.start_task_soon(self._call, tool, arguments, timeout), should_stop,
                             self._desk)
@@ -277,7 +283,7 @@ class StdioServer:
         except Exception as exc:  # the server's error, a closed pipe, garbage: never a traceback
             raise McpUnavailable(why(exc)) from None
         finally:
-            self._desk.lend(None)
+            self._desk.lend(None, None)
             self._sweep()
 
     def _sweep(self) -> None:
@@ -291,7 +297,8 @@ class StdioServer:
         session = self._session
         if session is None:
             raise McpUnavailable("the server is not running")
-        with anyio.fail_after(timeout):
+        with anyio.fail_after(timeout) as scope:
+            self._desk.scope = scope  # lengthened while a question of the call waits for the operator
             result = await session.call_tool(tool, arguments)
         return render(result)
 

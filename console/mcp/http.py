@@ -31,6 +31,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from console.engine.tools.mcp_config import McpServerConfig, shown_url, url_allowed
 from console.engine.tools.mcp_content import McpBlock
+from console.engine.tools.mcp_elicitation import Elicit
 from console.engine.tools.mcp_sampling import Ask
 from console.engine.tools.mcp_tools import McpCallResult, McpToolInfo, McpUnavailable
 from console.mcp.session import AskDesk, answered, render, tool_list, why
@@ -149,7 +150,7 @@ class HttpServer:
         # unseen), and it never "exits": a call that fails says why (it is not restarted).
         self.stderr_tail = b""
         self.refused: list[str] = []
-        # Its sampling requests, when the operator enabled them (console.mcp.session).
+        # Its sampling requests and questions, when the operator enabled them (console.mcp.session).
         self._desk = AskDesk(self.refused)
         self._cm = start_blocking_portal()
         self._portal: BlockingPortal = self._cm.__enter__()
@@ -190,6 +191,8 @@ class HttpServer:
                     streamable_http_client(self._url, http_client=client, max_sse_event_size=MAX_BODY)
                     as (read, write),
                     ClientSession(read, write, sampling_callback=self._desk.sampling if self._config.sampling
+                                  else None,
+                                  elicitation_callback=self._desk.elicitation if self._config.elicitation
                                   else None) as session):
             with anyio.fail_after(start_seconds):
                 await session.initialize()
@@ -202,8 +205,9 @@ class HttpServer:
                 self._session = None
 
     def call(self, tool: str, arguments: dict[str, Any], timeout: float,
-             should_stop: Callable[[], bool] = lambda: False, *, ask: Ask | None = None) -> McpCallResult:
-        self._desk.lend(ask)
+             should_stop: Callable[[], bool] = lambda: False, *, ask: Ask | None = None,
+             elicit: Elicit | None = None) -> McpCallResult:
+        self._desk.lend(ask, elicit)
         try:
             answer = answered(self._portal.start_task_soon(self._call, tool, arguments, timeout), should_stop,
                               self._desk)
@@ -215,13 +219,14 @@ class HttpServer:
         except Exception as exc:  # the server's error, a refused redirect, garbage: never a traceback
             raise McpUnavailable(self._hide(_why(exc))) from None
         finally:
-            self._desk.lend(None)
+            self._desk.lend(None, None)
 
     async def _call(self, tool: str, arguments: dict[str, Any], timeout: float) -> McpCallResult:
         session = self._session
         if session is None:
             raise McpUnavailable("the server is not reachable any more")
-        with anyio.fail_after(timeout):
+        with anyio.fail_after(timeout) as scope:
+            self._desk.scope = scope  # lengthened while a question of the call waits for the operator
             result = await session.call_tool(tool, arguments)
         return render(result)
 

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from console.engine.text import safe_text
 from console.engine.tools.mcp_config import McpServerConfig
+from console.engine.tools.mcp_elicitation import Elicit
 from console.engine.tools.mcp_sampling import Ask
 from console.engine.tools.mcp_tools import McpCallResult, McpNews, McpToolInfo, McpUnavailable
 from console.mcp.world import McpStartError
@@ -51,7 +52,8 @@ class Live(Protocol):
     def tools(self) -> Sequence[McpToolInfo]: ...
 
     def call(self, tool: str, arguments: dict[str, Any], timeout: float,
-             should_stop: Callable[[], bool] = lambda: False, *, ask: Ask | None = None) -> McpCallResult: ...
+             should_stop: Callable[[], bool] = lambda: False, *, ask: Ask | None = None,
+             elicit: Elicit | None = None) -> McpCallResult: ...
 
     def exited(self, wait: float = 0.0) -> bool: ...
 
@@ -132,7 +134,8 @@ class ManagedServer:
         return out
 
     def call(self, tool: str, arguments: dict[str, Any], timeout: float,
-             should_stop: Callable[[], bool] = lambda: False, *, ask: Ask | None = None) -> McpCallResult:
+             should_stop: Callable[[], bool] = lambda: False, *, ask: Ask | None = None,
+             elicit: Elicit | None = None) -> McpCallResult:
         live = self._live
         if live is not None and live.exited():  # it died since its last call: restarted first (nothing was sent)
             self._died(f"{live.killed_why or 'it exited'} between two calls")
@@ -143,7 +146,8 @@ class ManagedServer:
             raise McpUnavailable("since its restart the server no longer offers this tool as it was first listed",
                                  sent=False)
         try:
-            return live.call(tool, arguments, timeout, should_stop, ask=ask)
+            more = {"elicit": elicit} if elicit is not None else {}  # a Live of before questions takes none
+            return live.call(tool, arguments, timeout, should_stop, ask=ask, **more)
         except McpUnavailable as exc:
             if str(exc).startswith("stopped by the operator"):
                 raise  # the run is ending: its end kills every server that has not stopped

@@ -1,6 +1,7 @@
 """What a server's session gives whatever way it is reached (stdio: console.mcp.client, streamable HTTP:
 console.mcp.http): its tool list read page by page (bounded), a call's result as the text the agent reads, a
-failure in one line, and the desk where its sampling requests wait for the engine (:class:`AskDesk`)."""
+failure in one line, and the desk where its sampling requests and its questions to the operator (elicitation) wait
+for the engine (:class:`AskDesk`)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ import queue
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp import ClientSession
 
 from console.engine.job import one_line
 from console.engine.text import safe_text
 from console.engine.tools.mcp_content import McpBlock, decode_base64, from_bytes
+from console.engine.tools.mcp_elicitation import Elicit, ElicitAnswer, ElicitAsk
 from console.engine.tools.mcp_sampling import Ask, AskRefused, SamplingAnswer, SamplingAsk
 from console.engine.tools.mcp_tools import McpCallResult, McpToolInfo, McpUnavailable
 
@@ -27,6 +30,7 @@ POLL_SECONDS = 0.05  # how often a call in flight looks whether the operator sto
 MAX_WAITING = 8
 # How a sampling request between two tool calls is named to the operator (console.mcp.managed says it once).
 BETWEEN = "sampling between two of its tool calls (there is no call to charge it to)"
+BETWEEN_QUESTIONS = "elicitation between two of its tool calls (a question is asked only during a call)"
 
 
 async def tool_list(session: ClientSession) -> list[McpToolInfo]:
@@ -92,6 +96,7 @@ def answered(future: concurrent.futures.Future[McpCallResult], should_stop: Call
         if future.done():
             break
         if desk is not None:
+            desk.call = future  # a question waits no longer than its call
             desk.serve()
         if should_stop():
             future.cancel()
@@ -121,23 +126,31 @@ def sampling_ask(params: types.CreateMessageRequestParams) -> SamplingAsk:
 
 
 class AskDesk:
-    """Where a server's sampling requests wait for the engine's thread. The engine lends its :data:`Ask` for the
-    length of one call (:meth:`lend`); a request that comes while none is lent (between calls) is refused: there is
-    no call to charge it to."""
+    """Where a server's sampling requests and questions (elicitation) wait for the engine's thread. The engine lends
+    its :data:`Ask` and :data:`Elicit` for the length of one call (:meth:`lend`); a request that comes while none is
+    lent (between calls) is refused: there is no call to charge it to."""
 
     def __init__(self, refused: list[str] | None = None) -> None:
         # Where a request refused for coming between two calls is noted (the server's ``refused``: said once).
         self._refused = refused
         self._lent: Ask | None = None
+        self._elicit: Elicit | None = None
+        self._wait = 0.0  # how long a question may wait for the operator (the call's timeout grows by it meanwhile)
+        # The call in flight (a question is cancelled when it ends), and its timeout's scope on the server's loop
+        # (set by the client's call: lengthened while a question waits for the operator).
+        self.call: concurrent.futures.Future[Any] | None = None
+        self.scope: Any = None
         # Set when a request comes (the engine's thread waits on it with the call), made anew when it is served.
         self.bell: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._waiting: queue.Queue[tuple[SamplingAsk, concurrent.futures.Future[SamplingAnswer]]] = queue.Queue(
+        self._waiting: queue.Queue[tuple[SamplingAsk | ElicitAsk, concurrent.futures.Future[Any]]] = queue.Queue(
             maxsize=MAX_WAITING)
 
-    def lend(self, ask: Ask | None) -> None:
-        """The call's ask (None: the call is over: what still waits is refused)."""
-        self._lent = ask
-        if ask is None:
+    def lend(self, ask: Ask | None, elicit: Elicit | None = None) -> None:
+        """The call's ask and elicit (None, None: the call is over: what still waits is refused)."""
+        self._lent, self._elicit = ask, elicit
+        self._wait = elicit.wait if elicit is not None else 0.0
+        if ask is None and elicit is None:
+            self.call = self.scope = None
             self.serve()
 
     def serve(self) -> None:
@@ -146,20 +159,45 @@ class AskDesk:
             self.bell = concurrent.futures.Future()  # before the queue is read: a request put after it rings again
         while True:
             try:
-                ask, reply = self._waiting.get_nowait()
+                request, reply = self._waiting.get_nowait()
             except queue.Empty:
                 return
             if not reply.set_running_or_notify_cancel():
                 continue
-            lent = self._lent
             try:
+                if isinstance(request, ElicitAsk):
+                    elicit, call = self._elicit, self.call
+                    if elicit is None:
+                        raise AskRefused("a question is asked only during a tool call of this server")
+                    reply.set_result(elicit(request, _ended(call)))
+                    continue
+                lent = self._lent
                 if lent is None:
                     raise AskRefused("sampling is answered only during a tool call of this server")
-                reply.set_result(lent(ask))
+                reply.set_result(lent(request))
             except AskRefused as exc:
                 reply.set_exception(exc)
             except Exception as exc:  # the engine's fault, never the server's to see in detail
                 reply.set_exception(AskRefused(f"the harness could not answer it ({type(exc).__name__})"))
+
+    async def _waited(self, request: SamplingAsk | ElicitAsk, kind: str) -> Any:
+        """The engine's answer to ``request`` (on the server's loop), or :class:`AskRefused`."""
+        reply: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        try:
+            self._waiting.put_nowait((request, reply))
+        except queue.Full:
+            raise AskRefused(f"more than {MAX_WAITING} requests at once") from None
+        with contextlib.suppress(concurrent.futures.InvalidStateError):
+            self.bell.set_result(None)
+        between = f"{kind} is answered only during a tool call of this server"
+        if self._lent is None and self._elicit is None and reply.cancel():  # the call ended before the engine took it
+            raise AskRefused(between)
+        try:
+            # The server's loop runs on asyncio (anyio's blocking portal): the engine's answer is awaited there,
+            # and a cancelled request cancels it (the engine does not start it, or its answer is dropped).
+            return await asyncio.wrap_future(reply)
+        except concurrent.futures.CancelledError:
+            raise AskRefused(between) from None
 
     async def sampling(self, context: Any, params: types.CreateMessageRequestParams
                        ) -> types.CreateMessageResult | types.ErrorData:
@@ -168,26 +206,45 @@ class AskDesk:
             if self._refused is not None and BETWEEN not in self._refused:
                 self._refused.append(BETWEEN)
             return _refusal("sampling is answered only during a tool call of this server")
-        reply: concurrent.futures.Future[SamplingAnswer] = concurrent.futures.Future()
         try:
-            self._waiting.put_nowait((sampling_ask(params), reply))
-        except queue.Full:
-            return _refusal(f"more than {MAX_WAITING} sampling requests at once")
-        with contextlib.suppress(concurrent.futures.InvalidStateError):
-            self.bell.set_result(None)
-        if self._lent is None and reply.cancel():  # the call ended before the engine took it
-            return _refusal("sampling is answered only during a tool call of this server")
-        try:
-            # The server's loop runs on asyncio (anyio's blocking portal): the engine's answer is awaited there,
-            # and a cancelled request cancels it (the engine does not start it, or its answer is dropped).
-            answer = await asyncio.wrap_future(reply)
+            answer: SamplingAnswer = await self._waited(sampling_ask(params), "sampling")
         except AskRefused as exc:
             return _refusal(str(exc))
-        except concurrent.futures.CancelledError:
-            return _refusal("sampling is answered only during a tool call of this server")
         return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text=answer.text),
                                          model=answer.model, stop_reason=answer.stop_reason)
 
+    async def elicitation(self, context: Any, params: types.ElicitRequestParams
+                          ) -> types.ElicitResult | types.ErrorData:
+        """The SDK's elicitation callback (on the server's loop): the question waits for the operator's answer, and
+        the call's timeout grows by the time it may wait (given back, what it did not take, once answered)."""
+        if self._elicit is None:
+            if self._refused is not None and BETWEEN_QUESTIONS not in self._refused:
+                self._refused.append(BETWEEN_QUESTIONS)
+            return _refusal("a question is asked only during a tool call of this server", "elicitation")
+        if isinstance(params, types.ElicitRequestFormParams):
+            request = ElicitAsk(params.message, params.requested_schema)
+        else:  # a URL to open (an OAuth flow, a payment): never handed to the operator from a server
+            request = ElicitAsk(str(getattr(params, "message", "")), None,
+                                refused="it asks the operator to open a URL (URL mode): only a form is asked here")
+        scope, wait = self.scope, self._wait
+        began = anyio.current_time()
+        if scope is not None:
+            scope.deadline += wait
+        try:
+            answer: ElicitAnswer = await self._waited(request, "a question")
+        except AskRefused as exc:
+            return _refusal(str(exc), "elicitation")
+        finally:
+            if scope is not None:
+                scope.deadline -= max(0.0, wait - (anyio.current_time() - began))
+        content: dict[str, str | int | float | bool | list[str] | None] = dict(answer.content)
+        return types.ElicitResult(action=answer.action, content=content if answer.action == "accept" else None)
 
-def _refusal(why: str) -> types.ErrorData:
-    return types.ErrorData(code=types.INVALID_REQUEST, message=f"sampling refused: {one_line(why, 300)}")
+
+def _ended(call: concurrent.futures.Future[Any] | None) -> Callable[[], bool]:
+    """Whether ``call`` is over (a question of it is then cancelled)."""
+    return lambda: call is not None and call.done()
+
+
+def _refusal(why: str, kind: str = "sampling") -> types.ErrorData:
+    return types.ErrorData(code=types.INVALID_REQUEST, message=f"{kind} refused: {one_line(why, 300)}")

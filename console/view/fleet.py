@@ -73,7 +73,7 @@ ORDER = {NEEDS: 0, PAUSED: 1, RUNNING: 2, STARTING: 3, INTERRUPTED: 4, FAILED: 5
 # The reason in the state column (20 cells: "needs you: approval"); the detail line says it in full.
 NEED_SHORT = {"restart_approval": "approval", "stuck": "stuck", "budget": "budget", "completion_refused": "refused",
               "provider_down": "provider", "crashed": "crashed", "gave_up": "gave up",
-              "store_down": "store", "fleet_budget": "fleet $"}
+              "store_down": "store", "fleet_budget": "fleet $", "mcp_question": "question"}
 @dataclass(frozen=True)
 class FleetRow:
     """One run as the fleet view shows it."""
@@ -136,12 +136,14 @@ class FleetRow:
         """What ``r`` does for this run: "unpause" (a live run that is paused, or asks for its operator with
         anything but a restart, which ``a`` / ``d`` answer), "start" (a run no process runs that has not completed
         and whose folder is there), or "" (nothing)."""
+        # A live run's question of an MCP server is answered (agent-console answer), never resumed: not offered.
+        asks = bool(self.pending_seq) or self.needs == "mcp_question"
         if self.host:
             # Its folder is on its own machine: started there (agent-console resume ID); a live one unpauses from
             # here through the store.
-            return "unpause" if self.leased and self.state in (PAUSED, NEEDS) and not self.pending_seq else ""
+            return "unpause" if self.leased and self.state in (PAUSED, NEEDS) and not asks else ""
         if self.pid is not None:
-            return "unpause" if self.state in (PAUSED, NEEDS) and not self.pending_seq else ""
+            return "unpause" if self.state in (PAUSED, NEEDS) and not asks else ""
         # With no process, a run that needs its operator crashed or its agent gave up: resuming it goes on.
         return "start" if self.state in (INTERRUPTED, STOPPED, FAILED, NEEDS, GAVE_UP) or self.state in FAILED_LIKE \
             else ""

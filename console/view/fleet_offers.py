@@ -76,6 +76,8 @@ def refusal(action: str, row: FleetRow) -> Refusal | None:
         return Refusal("Nothing to pause", f"{name}: nothing to pause ({why}).")
     if action == "resume" and row.resume not in ("unpause", "start"):
         why = "it has completed" if row.state == "completed" else f"it is {row.state}"
+        if row.needs == "mcp_question" and row.has_runner:
+            why = f"an MCP server asks a question: agent-console answer {row.id} --set NAME=VALUE, or --decline"
         return Refusal("Nothing to resume", f"{name}: nothing to resume ({why}).")
     if action == "acknowledge" and not row.ackable:
         why = ("a process runs it: answer it instead" if row.has_runner else

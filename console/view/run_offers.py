@@ -85,6 +85,8 @@ def offered(action: str, facts: RunFacts) -> bool:
         return not active and facts.can_acknowledge
     if action in ("approve", "deny"):
         return st.restart_pending is not None and active
+    if action == "answer":  # a question of an MCP server waits during a call (the palette's "Answer question")
+        return active and st.needs is not None and st.needs.reason == "mcp_question"
     if not active:
         return action == "resume" and facts.can_start_again  # the run starts again (asked first)
     if action in ("checkpoint", "rewind") and phase_refusal(st):

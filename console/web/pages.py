@@ -71,8 +71,15 @@ def row_view(row: FleetRow) -> RowView:
                    phase=shown(row.phase, 20), ctx="" if row.ctx is None else present.fill(row.ctx),
                    cost=" ".join(filter(None, ("" if row.cost is None else present.cost(row.cost),
                                                run_today(row.today, row.cost)))), last=_last(row),
-                   need=shown(row.need_line), host=shown(row.host, 80),
+                   need=shown(row.need_line + _answered_elsewhere(row)), host=shown(row.host, 80),
                    actions=tuple((a, label) for a, label in WEB_ACTIONS if applies(a, row)))
+
+
+def _answered_elsewhere(row: FleetRow) -> str:
+    """For a need no button here answers (an MCP server's question: its fields are typed in a shell), the command."""
+    if row.needs == "mcp_question" and row.has_runner:
+        return f" · answer it from a shell: agent-console answer {row.id} --set NAME=VALUE (or --decline)"
+    return ""
 
 
 def _last(row: FleetRow) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from console.engine import events as ev
-from console.engine.command_specs import BY_CLI, BY_NAME, COMMANDS, LIVE_ONLY, SPECS, CommandName, CommandSpec
+from console.engine.command_specs import BY_CLI, BY_NAME, COMMANDS, LIVE_ONLY, SPECS, Arg, CommandName, CommandSpec
 from console.engine.commands import MAX_TEXT, MODELS, AnyCommand, CommandError, parse_command
 from console.engine.control import REJECTED, Command, ControlChannel, make_command, write_inbox
 from console.engine.job import JobPaths
@@ -23,15 +23,23 @@ from console.engine.runtime import Runtime
 
 
 def sample_args(spec: CommandSpec) -> dict[str, Any]:
-    """A valid value for each of the command's arguments, as the command line would give them."""
-    return {a.name: (1 if a.type is int else f"{a.name} of the operator") for a in spec.args}
+    """A valid value for each of the command's arguments, as the command line would give them (a flag unset: a
+    command's flags may exclude each other)."""
+    def value(a: Arg) -> Any:
+        one = a.example or (1 if a.type is int else f"{a.name} of the operator")
+        return [one] if a.many else one
+
+    return {a.name: value(a) for a in spec.args if not a.flag}
 
 
 def cli_argv(spec: CommandSpec, job: str = "JOB") -> list[str]:
     argv = [spec.cli, job]
     for a in spec.args:
-        value = str(sample_args(spec)[a.name])
-        argv += [value] if a.positional else [f"--{a.name}", value]
+        if a.flag:
+            continue
+        given = sample_args(spec)[a.name]
+        for value in given if a.many else [given]:
+            argv += [str(value)] if a.positional else [f"--{a.name}", str(value)]
     return argv
 
 
@@ -52,7 +60,7 @@ def test_the_spec_table_and_the_union_name_the_same_commands() -> None:
     assert set(COMMANDS) == set(typing.get_args(CommandName)) == set(BY_NAME)
     assert len(BY_CLI) == len(SPECS)  # no two commands share a command-line name
     assert len({s.title for s in SPECS}) == len(SPECS)  # nor a palette entry
-    assert {"approve_restart", "deny_restart", "stop"} == LIVE_ONLY
+    assert {"approve_restart", "deny_restart", "stop", "answer"} == LIVE_ONLY
     for spec in SPECS:
         assert spec.help and spec.title and spec.palette_help
         for arg in spec.args:  # every argument the command line offers is a field of the model
@@ -193,4 +201,4 @@ def test_every_command_has_a_meaning_in_the_engine(make_job, clock, spec) -> Non
     [received, answer] = [e for e in ev.read_events(paths.events) if isinstance(e, ev.OperatorCommand)]
     assert received.status == "received" and answer.command == spec.name == received.command
     assert answer.status in ("applied", "rejected") and "unknown" not in answer.detail
-    assert answer.args == parse_command(spec.name, sample_args(spec)).args()
+    assert answer.args == parse_command(spec.name, sample_args(spec)).logged()

@@ -36,6 +36,13 @@ def test_a_restart_waiting_offers_approve_and_deny_not_resume():
     assert refusal("resume", waiting) is not None
 
 
+def test_a_question_of_an_mcp_server_is_answered_not_resumed():
+    asking = replace(ROW, state=NEEDS, kind="needs", needs="mcp_question", needs_seq=12)
+    assert offers(asking) == {"attach", "stop"} and asking.resume == ""
+    said = refusal("resume", asking)
+    assert said is not None and f"agent-console answer {ROW.id} --set NAME=VALUE" in said.message
+
+
 def test_a_paused_run_resumes_by_unpausing():
     paused = replace(ROW, state=PAUSED, kind="paused")
     assert offers(paused) == {"attach", "stop", "resume"}

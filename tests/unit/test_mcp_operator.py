@@ -65,6 +65,12 @@ def test_a_jobs_http_server_is_refused_unless_the_operator_allows_its_url() -> N
     ('[[mcp]]\nname = "t"\ncommand = ["x"]\nsampling_per_call = 9\n',
      "sampling_per_call is set only by the operator's config"),
     ('[[mcp]]\nname = "github"\nsampling = true\n', "sampling is set only by the operator's config"),
+    # Nor does it ask the operator questions of its own server's making.
+    ('[[mcp]]\nname = "t"\ncommand = ["x"]\nelicitation = true\n', "elicitation is set only by the operator's config"),
+    ('[[mcp]]\nname = "t"\ncommand = ["x"]\nelicitation_timeout = 5\n',
+     "elicitation_timeout is set only by the operator's config"),
+    ('[[mcp]]\nname = "github"\nelicitation_per_call = 3\n',
+     "elicitation_per_call is set only by the operator's config"),
     ('[[mcp]]\nname = "w"\nurl = "https://h/mcp"\nenv = ["TOKEN"]\n', "an HTTP server runs elsewhere"),
     ('[[mcp]]\nname = "w"\nurl = "file:///etc/passwd"\n', "not an http:// or https:// URL"),
     ('[[mcp]]\nname = "w"\nurl = "https://h/mcp"\ncommand = ["x"]\n', "a command (stdio) or a url"),
@@ -84,7 +90,7 @@ def test_the_operators_servers_are_named_by_a_job_and_never_redefined(tmp_path: 
                       '[[mcp.servers]]\nname = "github"\nurl = "https://api.example.com/mcp/"\n'
                       'bearer_token_env_var = "GITHUB_MCP_TOKEN"\ntools = ["issues", "pulls"]\n'
                       '[[mcp.servers]]\nname = "fetch"\ncommand = ["/opt/mcp/bin/mcp-server-fetch"]\nnetwork = true\n'
-                      'sampling = true\nsampling_max_tokens = 256\n')
+                      'sampling = true\nsampling_max_tokens = 256\nelicitation = true\nelicitation_timeout = 120\n')
     caps = load_settings().mcp
     github = caps.server("github")
     assert github is not None and github.bearer_token_env_var == "GITHUB_MCP_TOKEN"
@@ -98,6 +104,7 @@ def test_the_operators_servers_are_named_by_a_job_and_never_redefined(tmp_path: 
         "https://api.example.com/mcp/", "GITHUB_MCP_TOKEN", ["issues"], True)
     # Sampling: off unless the operator's entry says so, and then with the operator's caps (a job names it alone).
     assert not gh.sampling and (fetch.sampling, fetch.sampling_max_tokens, fetch.sampling_per_call) == (True, 256, 4)
+    assert not gh.elicitation and (fetch.elicitation, fetch.elicitation_timeout) == (True, 120)
     assert fetch.command == ["/opt/mcp/bin/mcp-server-fetch"] and fetch.network is True
     # Its requests may go to the operator's own URL (the job's own servers only to [mcp] urls).
     assert allowed_urls(gh, caps) == ("http://127.0.0.1:8931/", "https://api.example.com/mcp/")
@@ -116,6 +123,8 @@ def test_the_operators_servers_are_named_by_a_job_and_never_redefined(tmp_path: 
     ('name = "x"\nurl = "https://h/"\nenv_http_headers = {"X-Key" = "sk-live-1"}\n', "never the credential itself"),
     ('name = "x"\ncommand = ["x"]\nsampling = true\nsampling_max_tokens = 100000\n', "less than or equal to 16384"),
     ('name = "x"\ncommand = ["x"]\nsampling = true\nsampling_per_call = 0\n', "greater than or equal to 1"),
+    ('name = "x"\ncommand = ["x"]\nelicitation = true\nelicitation_timeout = 0.5\n', "greater than or equal to 1"),
+    ('name = "x"\ncommand = ["x"]\nelicitation = true\nelicitation_per_call = 9\n', "less than or equal to 8"),
 ])
 def test_the_operators_server_entries_are_checked(entry: str, says: str) -> None:
     with pytest.raises(ValidationError) as caught:

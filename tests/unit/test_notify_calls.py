@@ -52,7 +52,7 @@ def answer(clock: FakeClock, reason: str, seq: int, by: str) -> ev.NeedsOperator
 
 def test_every_need_kind_is_either_a_new_request_or_one_that_comes_back() -> None:
     kinds = set(get_args(ev.NeedReason))
-    assert {"restart_approval"} == NEW_EACH_TIME
+    assert {"restart_approval", "mcp_question"} == NEW_EACH_TIME
     assert kinds == {*NEW_EACH_TIME, *UNRESOLVED, "gave_up", "crashed"}
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from console.engine.commands import Resume
 from console.engine.control import ControlChannel
+from console.engine.needs import label
 from console.engine.operator import NOT_ANSWERED_BY_RESUME, OperatorState
 
 
@@ -33,7 +34,7 @@ def test_every_need_that_does_not_pause_says_what_answers_it(need: str) -> None:
     op = OperatorState(ControlChannel())
     op.needs = need  # type: ignore[assignment]
     detail = rejected(op)
-    assert detail.startswith(f"not paused: it waits for {need.replace('_', ' ')}: ") and "k3f9q" in detail
+    assert detail.startswith(f"not paused: it waits for {label(need)}: ") and "k3f9q" in detail
 
 
 def test_a_restart_awaiting_approval_names_approve_and_deny() -> None:

@@ -56,6 +56,7 @@ from console.engine.events.stream import EventStream, Subscriber
 from console.engine.events.tools import (
     AssistantMessage,
     CommandSandbox,
+    McpElicited,
     McpSampled,
     McpServerEvent,
     ToolCalled,
@@ -89,6 +90,7 @@ __all__ = [
     "JobCompleted",
     "JobGaveUp",
     "LaunchSettings",
+    "McpElicited",
     "McpSampled",
     "McpServerEvent",
     "MemoryUpdated",

@@ -46,6 +46,7 @@ from console.engine.events.session import ModelRetry, SessionEnded, SessionStart
 from console.engine.events.tools import (
     AssistantMessage,
     CommandSandbox,
+    McpElicited,
     McpSampled,
     McpServerEvent,
     ToolCalled,
@@ -83,6 +84,7 @@ Event = Annotated[
     | GuardrailsStatus
     | CommandSandbox
     | McpServerEvent
+    | McpElicited
     | McpSampled
     | OperatorCommand
     | JobCompleted

@@ -123,7 +123,7 @@ class LaunchSettings(EventBase):
 
 # Why a run needs its operator (seed 004's approval, and what the harness escalates instead of looping).
 NeedReason = Literal["restart_approval", "stuck", "budget", "completion_refused", "provider_down", "crashed",
-                     "gave_up", "store_down", "fleet_budget"]
+                     "gave_up", "store_down", "fleet_budget", "mcp_question"]
 
 
 class NeedsOperator(EventBase):

@@ -105,6 +105,24 @@ class McpServerEvent(EventBase):
     errors: int = 0
 
 
+class McpElicited(EventBase):
+    """An MCP server asked the operator a question (elicitation) during one of its tool calls: ``refused`` (not
+    enabled by the operator, a form that is not flat, a URL to open, a cap), or how it ended: ``action`` "accept"
+    (the names of the fields answered, never their values: the operator's words for the server alone), "decline",
+    "cancel" (``by``: the operator, their stop, no answer within the question's time, the call's end)."""
+
+    type: Literal["mcp_elicited"] = "mcp_elicited"
+    server: str
+    tool: str = ""
+    call_id: str = ""
+    question: str = ""
+    refused: str = ""
+    action: str = ""
+    fields: list[str] = Field(default_factory=list)
+    by: str = ""
+    waited_s: float = 0.0
+
+
 class McpSampled(EventBase):
     """An MCP server asked the run's model for a completion (sampling), during one of its tool calls: answered (its
     tokens and cost, also in a ``token_usage`` event of ``source`` "mcp_sampling", counted in the run's spend and

@@ -43,11 +43,14 @@ _HEADER_NAME = re.compile(r"[A-Za-z0-9-]{1,64}")
 _REFERENCE_KEYS = {"name", "tools", "required"}
 # What only the operator's config may set (a job's [[mcp]] that sets one is refused).
 OPERATOR_KEYS = ("network", "bearer_token_env_var", "env_http_headers", "sampling", "sampling_max_tokens",
-                 "sampling_per_call")
+                 "sampling_per_call", "elicitation", "elicitation_timeout", "elicitation_per_call")
 # The most a server's one sampling request may be given (output tokens), and the most requests one tool call may
 # make, whatever the operator writes: a cap the operator can lower, never a door left open.
 MAX_SAMPLING_TOKENS = 16_384
 MAX_SAMPLING_PER_CALL = 32
+# The longest a server's question may wait for the operator (seconds: a day), and the most questions of one call.
+MAX_ELICITATION_TIMEOUT = 86_400.0
+MAX_ELICITATION_PER_CALL = 8
 
 
 class McpServerConfig(StrictSection):
@@ -79,6 +82,13 @@ class McpServerConfig(StrictSection):
     sampling: bool = False
     sampling_max_tokens: int = Field(default=1024, ge=1, le=MAX_SAMPLING_TOKENS)
     sampling_per_call: int = Field(default=4, ge=1, le=MAX_SAMPLING_PER_CALL)
+    # The operator's config only: whether the server may ask the operator a question during a call (elicitation,
+    # form mode: a flat form; the run's need until answered with `agent-console answer`), how long each question
+    # waits for the answer (seconds; the call waits that much longer; then it is cancelled), and how many one call
+    # may ask. Off: refused (the client does not advertise it).
+    elicitation: bool = False
+    elicitation_timeout: float = Field(default=900.0, ge=1, le=MAX_ELICITATION_TIMEOUT)
+    elicitation_per_call: int = Field(default=2, ge=1, le=MAX_ELICITATION_PER_CALL)
 
     @field_validator("name")
     @classmethod

@@ -173,19 +173,24 @@ class Sampler:
         return SamplingAnswer(text, self.provider.model, reason), usage, note
 
 
-def count(rt: Runtime, server: str, call_id: str, usage: Usage, cost: float | None) -> None:
+def count(rt: Runtime, server: str, call_id: str, usage: Usage, cost: float | None, *, log: bool = True) -> None:
     """A sampling's tokens and cost in the run's budget and spend: a ``token_usage`` event of source
-    "mcp_sampling" (the ledger, ``costs`` and telemetry count it), the budget's count and the fleet's day."""
+    "mcp_sampling" (the ledger, ``costs`` and telemetry count it), the budget's count and the fleet's day.
+    ``log`` False: its event is in the log already (a resume's count of what a question of the call logged)."""
     job_cost = rt.guards.count_tokens(usage.input_tokens + usage.output_tokens, cost)
     rt.fleet_spent(usage, cost)  # the fleet's day counts it too, as a turn's: it is the run's spend
+    if not log:
+        return
     rt.events.emit(ev.TokenUsage, turn=0, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
                    cached_input_tokens=usage.cached_input_tokens, cost_usd=cost, job_cost_usd=job_cost,
                    reported=usage.reported, source="mcp_sampling", mcp_server=server, call_id=call_id)
 
 
-def count_journaled(rt: Runtime, server: str, call_id: str, had: Any) -> int:
+def count_journaled(rt: Runtime, server: str, call_id: str, had: Any, *, logged: int = 0) -> int:
     """On the resume of a call a kill interrupted: the sampling usage its intent recorded, counted now (the step
-    that had it never committed, so nothing of it was counted). How many samplings it counted."""
+    that had it never committed, so nothing of it was counted). The first ``logged`` are in the log already (a
+    question of the call wrote them: console.engine.tools.mcp_elicitation): counted, not logged again. How many
+    samplings it counted."""
     if not isinstance(had, list):
         return 0
     n = 0
@@ -193,6 +198,7 @@ def count_journaled(rt: Runtime, server: str, call_id: str, had: Any) -> int:
         if not (isinstance(row, list) and len(row) == 4 and all(isinstance(x, int) and x >= 0 for x in row[:3])):
             continue
         cost = row[3] if isinstance(row[3], int | float) and row[3] >= 0 else None
-        count(rt, server, call_id, Usage(row[0], row[1], row[2]), None if cost is None else float(cost))
+        count(rt, server, call_id, Usage(row[0], row[1], row[2]), None if cost is None else float(cost),
+              log=n >= logged)
         n += 1
     return n

@@ -21,7 +21,9 @@ through the registry's parse and run, in the loop's one dispatch path.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -39,6 +41,7 @@ from console.engine.tools.registry import Failure, Tool, ToolArgs, ToolOutcome
 if TYPE_CHECKING:
     from console.engine.guardrails.config import GuardrailsConfig
     from console.engine.runtime import Runtime
+    from console.engine.tools.mcp_elicitation import Questioner
     from console.engine.tools.mcp_sampling import Sampler
 
 PREFIX = "mcp"
@@ -83,7 +86,9 @@ class McpServer(Protocol):
         """The server's answer; raises :class:`McpUnavailable` if it could not be had (timeout, gone, garbage, or
         ``should_stop`` said the operator stops the run now: the call is then cancelled). A server whose config
         enables ``sampling`` is called with one more keyword, ``ask`` (console.engine.tools.mcp_sampling.Ask): the
-        engine's answer to its sampling requests during this call, run on the caller's thread."""
+        engine's answer to its sampling requests during this call, run on the caller's thread; one whose config
+        enables ``elicitation``, with ``elicit`` (console.engine.tools.mcp_elicitation.Elicit), the same for its
+        questions to the operator (the call's own timeout is then lengthened by the time a question waits)."""
         ...
 
     def close(self) -> None: ...
@@ -257,7 +262,8 @@ def _with_blocks(rt: Runtime, server: str, stem: str, answer: McpCallResult, kee
 
 def _handler(server: McpServer, tool: str, name: str, schema: dict[str, Any],
              keep: Callable[[Runtime], int], watch: McpWatch,
-             sampler: Sampler | None = None) -> Callable[[Runtime, McpArgs], ToolOutcome]:
+             sampler: Sampler | None = None, questioner: Questioner | None = None
+             ) -> Callable[[Runtime, McpArgs], ToolOutcome]:
     config = server.config
 
     def handler(rt: Runtime, args: McpArgs) -> ToolOutcome:
@@ -287,18 +293,18 @@ def _handler(server: McpServer, tool: str, name: str, schema: dict[str, Any],
             if config.sampling:  # what its server's sampling cost before the kill: counted now, once
                 from console.engine.tools.mcp_sampling import JOURNAL_KEY, count_journaled
 
-                count_journaled(rt, config.name, call_id, facts.get(JOURNAL_KEY))
+                # What a question of the call wrote to the log before the kill is in it already: counted, not logged.
+                logged = _sampling_logged(rt, call_id) if facts.get(ASKED_KEY) else 0
+                count_journaled(rt, config.name, call_id, facts.get(JOURNAL_KEY), logged=logged)
             return ToolOutcome(False, _interrupted(name, saved_before(rt, config.name, stem)))
         extra: dict[str, Any] = {}
+        record = _CallRecord(rt, facts)
         if config.sampling and sampler is not None:
-            from console.engine.tools.mcp_sampling import JOURNAL_KEY
-
-            def journal(had: list[Any]) -> None:
-                # The call's intent again, with the sampling's usage so far (the last intent of a call wins).
-                if rt.journal is not None and rt.current_call is not None:
-                    rt.journal.intent(rt.current_call, {**facts, JOURNAL_KEY: had})
-
-            extra["ask"] = sampler.for_call(rt, config, tool, call_id, journal, timeout)
+            extra["ask"] = sampler.for_call(rt, config, tool, call_id, record.sampled, timeout)
+        if config.elicitation and questioner is not None:
+            # A question waits for the operator: the call may take that much longer (within the job's deadline).
+            wait = config.elicitation_timeout if left is None else max(0.0, min(config.elicitation_timeout, left))
+            extra["elicit"] = questioner.for_call(rt, config, tool, call_id, record.asked, wait)
         try:
             answer = server.call(tool, arguments, timeout, rt.should_stop, **extra)
         except McpUnavailable as exc:
@@ -315,6 +321,67 @@ def _handler(server: McpServer, tool: str, name: str, schema: dict[str, Any],
         return ToolOutcome(answer.ok, _with_blocks(rt, config.name, stem, answer, keep(rt)) or "(no output)")
 
     return handler
+
+
+# The intent's key under which the questions a call asked are journaled (console.engine.tools.mcp_elicitation: each
+# wrote the step's events so far to the log).
+ASKED_KEY = "asked"
+# How much of the log's end is read for what a question of an interrupted call logged (its events are the last
+# ones the killed process wrote, before the resumed one's few).
+LOGGED_TAIL = 1 << 20
+
+
+def _sampling_logged(rt: Runtime, call_id: str) -> int:
+    """How many of the sampling usages of the interrupted call ``call_id`` are in the log already (a question of
+    the call wrote them before the kill: whole lines only, as the log's repair left them)."""
+    path = getattr(rt.events, "log_path", None)
+    if path is None or not call_id:
+        return 0
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - LOGGED_TAIL))
+            tail = fh.read()
+    except OSError:
+        return 0
+    needle = json.dumps(call_id)
+    n = 0
+    for line in tail.splitlines()[1 if size > LOGGED_TAIL else 0:]:
+        if b'"mcp_sampling"' not in line or needle.encode() not in line:
+            continue
+        with contextlib.suppress(ValueError):
+            e = json.loads(line)
+            n += e.get("type") == "token_usage" and e.get("source") == "mcp_sampling" and e.get("call_id") == call_id
+    return n
+
+
+class _CallRecord:
+    """The intent of one call in flight, journaled again as the call learns more: its sampling's usage so far
+    (console.engine.tools.mcp_sampling: the last intent of a call wins), the questions it asked."""
+
+    def __init__(self, rt: Runtime, facts: dict[str, Any]) -> None:
+        self.rt, self.facts = rt, dict(facts)
+        self.had: list[Any] = []
+
+    def _journal(self) -> None:
+        rt = self.rt
+        if rt.journal is not None and rt.current_call is not None:
+            rt.journal.intent(rt.current_call, self.facts)
+
+    def sampled(self, had: list[Any]) -> None:
+        from console.engine.tools.mcp_sampling import JOURNAL_KEY
+
+        self.had = had
+        self.facts[JOURNAL_KEY] = had
+        self._journal()
+
+    def asked(self, questions: list[str]) -> None:
+        """A question waits for the operator (or was answered): the step's events so far are written to the log now
+        (a human must see the need while the call waits), the intent first saying that the call wrote some early
+        (a resume then counts its sampling the log already holds without logging it again)."""
+        self.facts[ASKED_KEY] = questions
+        self._journal()
+        self.rt.events.observe()
 
 
 def _forget_size(rt: Runtime) -> None:
@@ -344,11 +411,12 @@ _ERRORS = (
 
 
 def build_mcp_tools(servers: Sequence[McpServer], *, reserved: Collection[str] = (),
-                    sampler: Sampler | None = None) -> McpTools:
+                    sampler: Sampler | None = None, questioner: Questioner | None = None) -> McpTools:
     """The tools of ``servers`` (each one's ``tools`` allow-list applied). ValueError (one line) for a name two
     tools would share, or a harness tool's name: the run is refused at its start, never half-offered.
     ``sampler``: the run's model, lent to the calls of a server whose operator's config enables ``sampling``
-    (without it, or for any other server, its sampling requests are refused)."""
+    (without it, or for any other server, its sampling requests are refused); ``questioner``: the run's operator, lent
+    likewise to the calls of a server whose operator's config enables ``elicitation``."""
     out = McpTools()
     taken = set(reserved)
     for server in servers:
@@ -386,7 +454,7 @@ def build_mcp_tools(servers: Sequence[McpServer], *, reserved: Collection[str] =
             summary = f"{safe_text(text, one_line=True, join=True, limit=100) or raw} (MCP server {config.name})"
             out.tools.append(Tool(name, description, McpArgs,
                                   _handler(server, raw, name, schema, _observation_budget(config), out.watch,
-                                           sampler),
+                                           sampler, questioner),
                                   summary, errors=_ERRORS, schema=schema,
                                   details=(f"A tool of the MCP server '{config.name}' declared in job.toml, "
                                            + ("reached over HTTP (it runs elsewhere, not in the job folder). "

@@ -418,6 +418,9 @@ class RunScreen(Screen[Any]):
     def action_rewind(self) -> None:
         self.commands.rewind()
 
+    def action_answer(self) -> None:
+        self.commands.answer()
+
     def action_approve(self) -> None:
         self.commands.approve()
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from console.engine.commands import (
+    Answer,
     AnyCommand,
     ApproveRestart,
     Checkpoint,
@@ -22,6 +23,8 @@ from console.engine.commands import (
     Rewind,
     Stop,
 )
+from console.engine.questions import question_id
+from console.tui.screens.answer import Answered, AnswerScreen
 from console.tui.screens.approval import NOTICE_TITLE, deny_question
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.rewind import RewindScreen
@@ -135,6 +138,28 @@ class RunCommands:
                 ctx.rewind_text = issue  # kept until the engine applies it: a refused rewind's words are not lost
 
         self.ask(RewindScreen(ctx.state.phase, number=number, blink=self.animations, text=ctx.rewind_text), done)
+
+    def answer(self) -> None:
+        """The palette's "Answer question": the question an MCP server asks now, in a dialog; none: said, not sent."""
+        need = self.ctx.state.needs
+        qid = question_id(need.message) if need is not None and need.reason == "mcp_question" else None
+        if need is None or qid is None:
+            self.not_sent("answer", "no question of an MCP server waits for an answer now")
+            return
+
+        def done(answered: Answered) -> None:
+            if answered is None:
+                return
+            action, values = answered
+            try:
+                command = Answer.build(question=qid, set=tuple(f"{k}={v}" for k, v in values.items()) or None,
+                                       decline=action == "decline" or None, cancel=action == "cancel" or None)
+            except CommandError as exc:
+                self.not_sent("answer", str(exc))
+                return
+            self.send(command, "answer sent" if action == "accept" else f"{action} sent")
+
+        self.ask(AnswerScreen(need.message, need.evidence), done)
 
     def approve(self) -> None:
         self.retract(NOTICE_TITLE)  # "restart pending" is answered (the other notices stay)

@@ -34,6 +34,7 @@ from console.view.present.run import (
 from console.view.present.session import _retry, _session_ended, _session_started
 from console.view.present.tools import (
     _command_sandbox,
+    _mcp_elicited,
     _mcp_sampled,
     _mcp_server,
     _reply,
@@ -71,6 +72,7 @@ DESCRIBERS: dict[type, Callable[[Any], Presented | None]] = {
     ev.ExperienceRecorded: _experience,
     ev.CommandSandbox: _command_sandbox,
     ev.McpServerEvent: _mcp_server,
+    ev.McpElicited: _mcp_elicited,
     ev.McpSampled: _mcp_sampled,
     ev.LaunchSettings: _launch,
     ev.OperatorCommand: _operator,

@@ -91,8 +91,11 @@ def _error(e: ev.ErrorEvent) -> Presented:
 
 
 def _needs(e: ev.NeedsOperator) -> Presented:
+    waits = ("the run is paused until you answer" if e.paused else
+             "its call waits for your answer: agent-console answer (its --set for each field, --decline or --cancel), "
+             "or the command palette's Answer question" if e.reason == "mcp_question" else "")
     return Presented("⚑", "needs-you", "warning", f"NEEDS YOU ({need_label(e.reason)}): {flat(e.message, 0)}",
-                     "the run is paused until you answer" if e.paused else "", "needs",
+                     waits, "needs",
                      lines=tuple(flat(x, 300) for x in e.evidence if x.strip()))
 
 

@@ -121,6 +121,20 @@ def _mcp_server(e: ev.McpServerEvent) -> Presented:
                      lines=(flat(e.why, 0),) if e.why else ())
 
 
+def _mcp_elicited(e: ev.McpElicited) -> Presented:
+    """A server's question to the operator: refused (why), or how it ended (the fields answered, never their values)."""
+    name = one_line(e.server, 40)
+    tool = f" during {one_line(e.tool, 60)}" if e.tool else ""
+    if e.refused:
+        return Presented("◈", "mcp", "caution", f"MCP server {name} asked the operator a question{tool}: refused",
+                         one_line(e.refused, 300), f"mcp {name}")
+    what = {"accept": "answered" + (f" ({', '.join(one_line(f, 64) for f in e.fields[:16])})" if e.fields else ""),
+            "decline": "declined", "cancel": "cancelled"}.get(e.action, one_line(e.action, 20))
+    severity = "info" if e.action == "accept" else "caution"
+    return Presented("◈", "mcp", severity, f"MCP server {name}'s question {one_line(e.question, 20)}{tool}: {what}",
+                     f"by {one_line(e.by, 200)} after {e.waited_s:.0f} s" if e.by else "", f"mcp {name}")
+
+
 def _mcp_sampled(e: ev.McpSampled) -> Presented:
     """A server's sampling request: answered by the run's model (its tokens and cost), or refused (why)."""
     name = one_line(e.server, 40)

@@ -271,7 +271,7 @@ def result_text(e: ev.ToolResult, limit: int = RESULT) -> str:
 NEED_LABELS = {"restart_approval": "restart approval", "stuck": "stuck", "budget": "budget",
                "completion_refused": "completion refused", "provider_down": "provider down", "crashed": "crashed",
                "gave_up": "gave up", "store_down": "store down",
-               "fleet_budget": "fleet budget reached"}
+               "fleet_budget": "fleet budget reached", "mcp_question": "question from an MCP server"}
 
 
 def need_label(reason: str) -> str:

@@ -1,0 +1,86 @@
+"""An MCP server that asks its client's user questions (elicitation), for tests/integration/test_mcp_elicitation.py
+(the SDK's own server side, over stdio). Nothing here trusts or bounds anything: that is the harness's job.
+
+Tools: ``ask`` (one form question: ``message`` and ``schema`` as given, else a form of four fields), ``twice`` (``n``
+questions, one after another), ``url`` (a URL-mode question), ``caps`` (whether the client advertised the
+elicitation capability), ``slow`` (answers after ``seconds``, asking nothing: a call's own timeout), ``sample_ask``
+(a sampling request, then a question)."""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel.server import Server
+from mcp.server.stdio import stdio_server
+
+FORM = {"type": "object", "required": ["name"], "properties": {
+    "name": {"type": "string", "title": "Your name", "maxLength": 40},
+    "count": {"type": "integer", "minimum": 1, "maximum": 10},
+    "urgent": {"type": "boolean"},
+    "color": {"type": "string", "enum": ["red", "green"]}}}
+ANY = {"type": "object", "properties": {}}
+
+TOOLS = [
+    types.Tool(name="ask", description="One question", input_schema={"type": "object", "properties": {
+        "message": {"type": "string"}, "schema": {"type": "object"}}}),
+    types.Tool(name="twice", description="n questions", input_schema={"type": "object", "properties": {
+        "n": {"type": "integer"}}}),
+    types.Tool(name="url", description="A URL-mode question", input_schema=ANY),
+    types.Tool(name="caps", description="Whether the client advertised elicitation", input_schema=ANY),
+    types.Tool(name="sample_ask", description="A sampling, then a question", input_schema=ANY),
+]
+
+
+async def list_tools(ctx, params) -> types.ListToolsResult:  # type: ignore[no-untyped-def]
+    return types.ListToolsResult(tools=TOOLS)
+
+
+def _text(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+
+
+async def _ask(ctx, message: str, schema: dict) -> str:  # type: ignore[no-untyped-def,type-arg]
+    try:
+        got = await ctx.session.elicit_form(message, schema)
+    except Exception as exc:
+        return f"REFUSED: {exc}"
+    return f"ELICITED: {got.action} {json.dumps(got.content, sort_keys=True)}"
+
+
+async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:  # type: ignore[no-untyped-def]
+    args = params.arguments or {}
+    if params.name == "ask":
+        return _text(await _ask(ctx, str(args.get("message", "Who are you?")), args.get("schema") or FORM))
+    if params.name == "twice":
+        said = [await _ask(ctx, f"question {i}", FORM) for i in range(int(args.get("n", 2)))]
+        return _text("\n".join(said))
+    if params.name == "url":
+        try:
+            got = await ctx.session.elicit_url("Log in here", "https://evil.example/login", "e1")
+            return _text(f"ELICITED: {got.action}")
+        except Exception as exc:
+            return _text(f"REFUSED: {exc}")
+    if params.name == "caps":
+        caps = ctx.session.client_params.capabilities if ctx.session.client_params else None
+        return _text(f"ELICITATION={caps is not None and caps.elicitation is not None}")
+    if params.name == "sample_ask":
+        message = types.SamplingMessage(role="user", content=types.TextContent(type="text", text="hi"))
+        try:
+            got = await ctx.session.create_message([message], max_tokens=20)
+            sampled = f"SAMPLED: {getattr(got.content, 'text', got.content)}"
+        except Exception as exc:
+            sampled = f"SAMPLING REFUSED: {exc}"
+        return _text(f"{sampled}\n{await _ask(ctx, 'And now?', FORM)}")
+    return _text("?")
+
+
+async def main() -> None:
+    server = Server("asker", on_list_tools=list_tools, on_call_tool=call_tool)
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+if __name__ == "__main__":
+    anyio.run(main)

@@ -1,0 +1,85 @@
+"""An MCP server's form (console.engine.questions): taken only flat and bounded, and the operator's answer checked
+against it, field by field, before it goes to the server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from console.engine.questions import FormRefused, Question, check_answer, parse_form, parse_values, question_fields
+
+FORM = {"type": "object", "required": ["email"], "properties": {
+    "email": {"type": "string", "format": "email"},
+    "site": {"type": "string", "format": "uri"},
+    "day": {"type": "string", "format": "date"},
+    "n": {"type": "integer", "minimum": 0},
+    "ratio": {"type": "number", "maximum": 1},
+    "ok": {"type": "boolean"},
+    "size": {"type": "string", "oneOf": [{"const": "s", "title": "Small"}, {"const": "l", "title": "Large"}]}}}
+
+
+@pytest.mark.parametrize("values, want", [
+    ({"email": "a@b.io"}, {"email": "a@b.io"}),
+    ({"email": "a@b.io", "n": " 7 ", "ratio": "0.5", "ok": "NO", "size": "l", "site": "https://x/y",
+      "day": "2026-11-30"}, {"email": "a@b.io", "n": 7, "ratio": 0.5, "ok": False, "size": "l", "site": "https://x/y",
+                             "day": "2026-11-30"}),
+])
+def test_values_become_the_forms_types(values: dict[str, str], want: dict[str, Any]) -> None:
+    assert check_answer(parse_form(FORM), values) == want
+
+
+@pytest.mark.parametrize("values, why", [
+    ({"email": "a@b"}, "email: an email address expected"),
+    ({"email": "a @b.io"}, "email: an email address expected"),
+    ({"email": "a@b.io", "site": "no scheme"}, "site: a URI expected"),
+    ({"email": "a@b.io", "day": "30/11/2026"}, "day: a date \\(YYYY-MM-DD\\) expected"),
+    ({"email": "a@b.io", "n": "3.0"}, "n: an integer expected"),
+    ({"email": "a@b.io", "n": "-1"}, "n: -1 is out of its bounds"),
+    ({"email": "a@b.io", "ratio": "nan"}, "ratio: a finite number expected"),
+    ({"email": "a@b.io", "ratio": "2"}, "ratio: 2 is out of its bounds"),
+    ({"email": "a@b.io", "size": "Small"}, "size: one of s, l expected"),
+    ({"email": "a@b.io", "ok": "maybe"}, "ok: true or false expected"),
+    ({"email": "a@" + "b" * 3000}, "email: an email address expected"),
+])
+def test_a_value_that_does_not_fit_its_field_is_refused_with_why(values: dict[str, str], why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        check_answer(parse_form(FORM), values)
+
+
+@pytest.mark.parametrize("schema, why", [
+    ({"type": "array"}, "not an object schema"),
+    ({"type": "object", "properties": {"a": {"type": "integer", "minimum": True}}}, "minimum is not a number"),
+    ({"type": "object", "properties": {"a": {"type": "number", "maximum": float("inf")}}}, "maximum is not a number"),
+    ({"type": "object", "properties": {"a": {"type": "string", "maxLength": 10**9}}}, "maxLength is not a length"),
+    ({"type": "object", "properties": {"a": {"type": "string", "format": "regex"}}}, "format regex is not one"),
+    ({"type": "object", "properties": {"a": {"type": "string", "enum": []}}}, "an enum of 1 to 32 choices"),
+    ({"type": "object", "properties": {"a": {"type": "string", "enum": ["x", "x"]}}}, "two choices are the same"),
+    ({"type": "object", "properties": {"a": {"type": ["string", "null"]}}}, "only flat fields"),
+    ({"type": "object", "properties": []}, "properties are not an object"),
+    ({"type": "object", "properties": {}, "required": "a"}, "required list is not a list"),
+])
+def test_a_form_that_is_not_flat_and_bounded_is_refused(schema: Any, why: str) -> None:
+    with pytest.raises(FormRefused, match=why):
+        parse_form(schema)
+
+
+def test_the_forms_lines_name_its_fields_and_a_question_is_answered_once() -> None:
+    fields = parse_form(FORM)
+    lines = [f.line() for f in fields]
+    assert lines[0] == "email (string, email, required)" and lines[-1] == "size (one of s, l)"
+    assert [name for name, _ in question_fields(lines)] == [f.name for f in fields]
+    q = Question("q123abc", "srv", fields)
+    assert q.answer("accept", parse_values(("email=a@b.io", "n=1")), by="operator (cli)") == \
+        "answered question q123abc of MCP server srv (email, n)"
+    assert (q.action, q.content) == ("accept", {"email": "a@b.io", "n": 1})
+    with pytest.raises(ValueError, match="answered already"):
+        q.answer("decline", {}, by="operator (cli)")
+
+
+def test_values_are_name_equals_value_each_given_once() -> None:
+    assert parse_values(("a=1", "b= x=y ")) == {"a": "1", "b": " x=y "}
+    with pytest.raises(ValueError, match="given twice"):
+        parse_values(("a=1", "a=2"))
+    with pytest.raises(ValueError, match="is not NAME=VALUE"):
+        parse_values(("a",))
