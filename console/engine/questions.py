@@ -2,10 +2,10 @@
 the operator enabled it for that server: the form it asks for, checked; the operator's answer, checked against it.
 
 The server is untrusted: its form is taken only when it is flat (each property a string, a number, an integer, a
-boolean or a string enum, as the MCP specification restricts a form), bounded (:data:`MAX_FIELDS` fields, names of
-the letters, digits and ``_.-``, short titles and descriptions, made safe to print), or the request is refused
-whole. The operator's answer (``agent-console answer RUN --set NAME=VALUE``, ``--decline`` or ``--cancel``) is
-checked against the form before it is applied (a missing required field, an unknown name, a value of the wrong
+boolean, one choice of a string enum or several of one, as the MCP specification restricts a form), bounded
+(:data:`MAX_FIELDS` fields, names of the letters, digits and ``_.-``, short titles and descriptions, made safe to
+print), or the request is refused whole. The operator's answer (``agent-console answer RUN --set NAME=VALUE``,
+``--decline`` or ``--cancel``) is checked against the form before it is applied (a missing required field, an unknown name, a value of the wrong
 type or out of its bounds is refused with why, and the question goes on waiting). Stdlib only: the operator's
 state (console.engine.operator) holds the question waiting now, the MCP tools (console.engine.tools.mcp_elicitation)
 ask it.
@@ -37,6 +37,7 @@ TRUE = ("true", "yes", "y", "1", "on")
 FALSE = ("false", "no", "n", "0", "off")
 
 Action = Literal["accept", "decline", "cancel"]
+Value = str | int | float | bool | list[str]
 
 
 class FormRefused(ValueError):
@@ -48,7 +49,9 @@ class FormField:
     """One field of the form, as the operator is asked it (every text made safe to print)."""
 
     name: str
-    kind: str  # "string", "number", "integer", "boolean", or "enum" (a string among ``choices``)
+    # "string", "number", "integer", "boolean", "enum" (a string among ``choices``) or "choices" (several of them:
+    # ``min_length``..``max_length`` of them)
+    kind: str
     title: str = ""
     description: str = ""
     required: bool = False
@@ -58,10 +61,12 @@ class FormField:
     min_length: int | None = None
     max_length: int | None = None
     format: str = ""
+    default: str = ""  # the server's default, as text (shown: the server uses it when the field is left out)
 
     def line(self) -> str:
         """The field in one line, as the operator reads it: ``name (integer, 1-10, required): title``."""
-        what = self.kind if self.kind != "enum" else "one of " + ", ".join(self.choices)
+        what = ("one of " + ", ".join(self.choices) if self.kind == "enum" else
+                "some of " + ", ".join(self.choices) + ", comma-separated" if self.kind == "choices" else self.kind)
         if self.format:
             what += f", {self.format}"
         if self.minimum is not None or self.maximum is not None:
@@ -69,7 +74,10 @@ class FormField:
             high = "" if self.maximum is None else f"{self.maximum:g}"
             what += f", {low}..{high}"
         if self.min_length is not None or self.max_length is not None:
-            what += f", {self.min_length or 0}..{'' if self.max_length is None else self.max_length} characters"
+            unit = "of them" if self.kind == "choices" else "characters"
+            what += f", {self.min_length or 0}..{'' if self.max_length is None else self.max_length} {unit}"
+        if self.default:
+            what += f", default {self.default}"
         said = " - ".join(t for t in (self.title, self.description) if t)
         return f"{self.name} ({what}{', required' if self.required else ''})" + (f": {said}" if said else "")
 
@@ -95,10 +103,12 @@ def _length(value: Any, where: str) -> int | None:
 
 
 def _choices(prop: dict[str, Any], where: str) -> tuple[str, ...]:
-    """A string enum's choices: ``enum`` (the 2025-06-18 form) or ``oneOf`` of ``const`` (2025-11-25's titled one)."""
+    """A string enum's choices: ``enum`` (the 2025-06-18 form) or ``oneOf``/``anyOf`` of ``const`` (2025-11-25's
+    titled one)."""
     raw = prop.get("enum")
-    if raw is None and isinstance(prop.get("oneOf"), list):
-        raw = [o.get("const") if isinstance(o, dict) else None for o in prop["oneOf"]]
+    titled = prop.get("oneOf", prop.get("anyOf"))
+    if raw is None and isinstance(titled, list):
+        raw = [o.get("const") if isinstance(o, dict) else None for o in titled]
     if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_CHOICES:
         raise FormRefused(f"{where}: an enum of 1 to {MAX_CHOICES} choices is expected")
     if not all(isinstance(c, str) and 0 < len(c) <= MAX_TITLE and c == safe_text(c, one_line=True) for c in raw):
@@ -130,9 +140,18 @@ def parse_form(schema: Any) -> tuple[FormField, ...]:
         if not isinstance(prop, dict):
             raise FormRefused(f"{where} is not a schema")
         kind = prop.get("type")
+        items = prop.get("items")
+        if kind == "array" and isinstance(items, dict) and items.get("type", "string") == "string" and (
+                "enum" in items or "anyOf" in items or "oneOf" in items):
+            fields.append(FormField(
+                name=name, kind="choices", title=_text(prop.get("title"), MAX_TITLE),
+                description=_text(prop.get("description"), 300), required=name in required,
+                choices=_choices(items, where), min_length=_length(prop.get("minItems"), f"{where}'s minItems"),
+                max_length=_length(prop.get("maxItems"), f"{where}'s maxItems"), default=_default(prop)))
+            continue
         if kind == "array" or isinstance(kind, list):
-            raise FormRefused(f"{where}: only flat fields are asked (a string, a number, an integer, a boolean or "
-                              "one choice of an enum)")
+            raise FormRefused(f"{where}: only flat fields are asked (a string, a number, an integer, a boolean, or "
+                              "one or several choices of an enum)")
         if kind not in KINDS:
             raise FormRefused(f"{where}: type {_text(str(kind), 20)} is not one a form may ask")
         choices: tuple[str, ...] = ()
@@ -147,8 +166,18 @@ def parse_form(schema: Any) -> tuple[FormField, ...]:
             minimum=_number(prop.get("minimum"), f"{where}'s minimum"),
             maximum=_number(prop.get("maximum"), f"{where}'s maximum"),
             min_length=_length(prop.get("minLength"), f"{where}'s minLength"),
-            max_length=_length(prop.get("maxLength"), f"{where}'s maxLength"), format=fmt))
+            max_length=_length(prop.get("maxLength"), f"{where}'s maxLength"), format=fmt, default=_default(prop)))
     return tuple(fields)
+
+
+def _default(prop: dict[str, Any]) -> str:
+    """The server's default for a field, as the operator reads it ("" for none, or one that is no plain value)."""
+    value = prop.get("default")
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        value = ",".join(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return _text(str(value), 60) if isinstance(value, str | int | float) else ""
 
 
 def parse_values(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -165,7 +194,7 @@ def parse_values(pairs: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def check_answer(fields: tuple[FormField, ...], values: dict[str, str]) -> dict[str, str | int | float | bool]:
+def check_answer(fields: tuple[FormField, ...], values: dict[str, str]) -> dict[str, Value]:
     """The operator's values as the form's types (the content of an accepting answer); ValueError (one line) for
     an unknown field, a missing required one, or a value that is not of its field's type or bounds."""
     by_name = {f.name: f for f in fields}
@@ -179,10 +208,20 @@ def check_answer(fields: tuple[FormField, ...], values: dict[str, str]) -> dict[
     return {name: _typed(by_name[name], raw) for name, raw in values.items()}
 
 
-def _typed(f: FormField, raw: str) -> str | int | float | bool:
+def _typed(f: FormField, raw: str) -> Value:
     if len(raw) > MAX_VALUE:
         raise ValueError(f"{f.name}: at most {MAX_VALUE} characters")
-    value: str | int | float | bool
+    if f.kind == "choices":
+        picked = [c.strip() for c in raw.split(",") if c.strip()]
+        if bad := [c for c in picked if c not in f.choices]:
+            raise ValueError(f"{f.name}: '{safe_text(bad[0], one_line=True, limit=40)}' is not one of "
+                             f"{', '.join(f.choices)}")
+        if len(set(picked)) != len(picked):
+            raise ValueError(f"{f.name}: a choice is given twice")
+        if (f.min_length is not None and len(picked) < f.min_length) or (
+                f.max_length is not None and len(picked) > f.max_length):
+            raise ValueError(f"{f.name}: {f.min_length or 0} to {f.max_length or len(f.choices)} choices expected")
+        return picked
     if f.kind == "boolean":
         low = raw.strip().lower()
         if low not in TRUE + FALSE:
@@ -255,7 +294,7 @@ class Question:
     server: str
     fields: tuple[FormField, ...]
     action: Action | None = None
-    content: dict[str, str | int | float | bool] = field(default_factory=dict)
+    content: dict[str, Value] = field(default_factory=dict)
     by: str = ""
 
     def answer(self, action: Action, values: dict[str, str], by: str) -> str:

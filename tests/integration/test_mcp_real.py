@@ -147,6 +147,41 @@ def test_server_everything_over_stdio_confined(make_job, everything: Path, bwrap
         server.close()
 
 
+def test_server_everythings_question_is_taken_as_a_form_and_answered(make_job, everything: Path,
+                                                                    bwrap: Bwrap) -> None:  # noqa: F811
+    """Its trigger-elicitation-request tool (offered only to a client that advertises elicitation) asks a form of
+    thirteen fields (strings with formats, numbers in bounds, enums titled and not, multi-select ones): taken whole as
+    a flat form, and an answer checked against it is accepted by the server's own validation."""
+    from console.engine.questions import check_answer, parse_form
+    from console.engine.tools.mcp_elicitation import Elicit, ElicitAnswer, ElicitAsk
+
+    job = make_job()
+    assert NODE is not None
+    config = McpServerConfig(name="every", command=[NODE, str(everything.resolve()), "stdio"], elicitation=True)
+    (server,), _ = start_servers([config], str(job.root), node_world(everything))
+    asked: list[list[str]] = []
+
+    def answer(request: ElicitAsk, over: object) -> ElicitAnswer:
+        fields = parse_form(request.schema)
+        asked.append([f.line() for f in fields])
+        values = {"name": "Ada Lovelace", "check": "yes", "email": "ada@example.org", "integer": "7",
+                  "untitledMultipleSelectEnum": "Piano,Violin", "titledSingleSelectEnum": "hero-3"}
+        return ElicitAnswer("accept", check_answer(fields, values))
+
+    try:
+        assert "trigger-elicitation-request" in {t.name for t in server.tools}
+        got = server.call("trigger-elicitation-request", {}, 30, elicit=Elicit(answer, 30))
+    finally:
+        server.close()
+    (lines,) = asked
+    assert len(lines) == 13 and lines[0] == "name (string, required): String - Your full, legal name"
+    assert "untitledMultipleSelectEnum (some of Guitar, Piano, Violin, Drums, Bass, comma-separated, 1..3 of them, " \
+           "default Guitar)" in lines[9]
+    assert got.ok and "User provided the requested information" in got.text, got.text
+    assert "- Name: Ada Lovelace" in got.text and "- Favorite Integer: 7" in got.text
+    assert '"Piano"' in got.text and '"hero-3"' in got.text
+
+
 def _port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from console.engine import events as ev
 from console.engine.needs import answered, ask_operator
-from console.engine.questions import MAX_MESSAGE, Action, FormRefused, Question, parse_form
+from console.engine.questions import MAX_MESSAGE, Action, FormRefused, Question, Value, parse_form
 from console.engine.text import safe_text
 from console.engine.tools.mcp_config import McpServerConfig
 from console.engine.tools.mcp_sampling import AskRefused
@@ -56,7 +56,7 @@ class ElicitAsk:
 @dataclass(frozen=True)
 class ElicitAnswer:
     action: Action
-    content: dict[str, str | int | float | bool]
+    content: dict[str, Value]
 
 
 @dataclass(frozen=True)
@@ -152,5 +152,5 @@ class Questioner:
         return _answer(action, q.content)
 
 
-def _answer(action: Action, content: dict[str, str | int | float | bool]) -> ElicitAnswer:
+def _answer(action: Action, content: dict[str, Value]) -> ElicitAnswer:
     return ElicitAnswer(action, dict(content) if action == "accept" else {})
