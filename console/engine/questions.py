@@ -5,10 +5,10 @@ The server is untrusted: its form is taken only when it is flat (each property a
 boolean, one choice of a string enum or several of one, as the MCP specification restricts a form), bounded
 (:data:`MAX_FIELDS` fields, names of the letters, digits and ``_.-``, short titles and descriptions, made safe to
 print), or the request is refused whole. The operator's answer (``agent-console answer RUN --set NAME=VALUE``,
-``--decline`` or ``--cancel``) is checked against the form before it is applied (a missing required field, an unknown name, a value of the wrong
-type or out of its bounds is refused with why, and the question goes on waiting). Stdlib only: the operator's
-state (console.engine.operator) holds the question waiting now, the MCP tools (console.engine.tools.mcp_elicitation)
-ask it.
+``--decline`` or ``--cancel``) is checked against the form before it is applied (a missing required field, an
+unknown name, a value of the wrong type or out of its bounds is refused with why, and the question goes on waiting).
+Stdlib only: the operator's state (console.engine.operator) holds the question waiting now, the MCP tools
+(console.engine.tools.mcp_elicitation) ask it.
 """
 
 from __future__ import annotations
