@@ -185,7 +185,10 @@ class HttpServer:
 
     async def _serve(self, start_seconds: float, *, task_status: TaskStatus[list[McpToolInfo]]) -> None:
         border = _Border(httpx2.AsyncHTTPTransport(), self._allowed)
-        timeout = httpx2.Timeout(CONNECT_SECONDS, read=READ_SECONDS)
+        # A question to the operator keeps the call's stream quiet while it waits: its time is the read's too.
+        quiet = max(READ_SECONDS, self._config.elicitation_timeout + READ_SECONDS) if self._config.elicitation \
+            else READ_SECONDS
+        timeout = httpx2.Timeout(CONNECT_SECONDS, read=quiet)
         async with (httpx2.AsyncClient(headers=self._headers, timeout=timeout, transport=border,
                                        follow_redirects=False) as client,
                     streamable_http_client(self._url, http_client=client, max_sse_event_size=MAX_BODY)

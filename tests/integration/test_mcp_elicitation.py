@@ -278,6 +278,23 @@ def test_the_per_call_cap_refuses_a_flood_of_questions(job, bwrap, clock, tmp_pa
     assert [bool(e.refused) for e in elicited(job)] == [False, False, True, True]
 
 
+@pytest.mark.parametrize("enabled", [False, True])
+def test_an_http_servers_question_is_asked_only_when_enabled(job, clock, tmp_path, enabled: bool) -> None:
+    from console.mcp.http import HttpServer
+    from tests.mcp_servers.http_server import serve
+
+    with serve(stateful=True) as srv:
+        server = HttpServer(McpServerConfig(name="web", url=srv.mcp, elicitation=enabled), [f"{srv.base}/"], {})
+        try:
+            run(job, server, [T(calls=[C(name="mcp__web__quiz")]), T(error="end of script")], clock, tmp_path,
+                answering(set=("city=Lyon",)))
+        finally:
+            server.close()
+    got = result(job, "mcp__web__quiz").content
+    assert got == "ELICITED: accept {'city': 'Lyon'}" if enabled else got.startswith("REFUSED")
+    assert len(elicited(job)) == enabled
+
+
 def test_answered_from_another_shell_as_an_operator_would(tmp_path, bwrap) -> None:  # noqa: F811
     """The whole way: the operator's config enables the server's questions, a job names the server and runs
     headless; `jobs` says the run needs its operator, a wrong `agent-console answer` is refused at once with why

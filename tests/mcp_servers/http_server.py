@@ -46,6 +46,15 @@ def _app(token: str | None, seen: list[str], other_origin: str, huge_bytes: int,
             return f"REFUSED: {exc}"
         return f"SAMPLED: {getattr(got.content, 'text', got.content)}"
 
+    @server.tool(description="Asks the client's user (elicitation).")
+    async def quiz(ctx: Context) -> str:  # type: ignore[type-arg]
+        try:
+            got = await ctx.session.elicit_form("Your city?", {"type": "object", "required": ["city"],
+                                                              "properties": {"city": {"type": "string"}}})
+        except Exception as exc:
+            return f"REFUSED: {exc}"
+        return f"ELICITED: {got.action} {got.content}"
+
     @server.tool(description="Add two numbers.")
     def add(a: int, b: int) -> str:
         return str(a + b)
