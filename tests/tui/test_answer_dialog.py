@@ -73,3 +73,28 @@ def test_decline_is_a_button_and_with_no_question_nothing_is_sent(make_job) -> N
         assert rec.sent == [("answer", {"question": "q1a2b3c", "decline": True})]
 
     drive(app, body)
+
+
+def test_a_refused_answer_is_said_and_its_values_are_offered_again(make_job) -> None:
+    clock = Clock()
+    app, rec = recorded_app(make_job, clock)
+    e = Seq()
+
+    async def body(pilot):  # type: ignore[no-untyped-def]
+        await started(pilot, app, e)
+        app.bridge.push(question(e))
+        await wait_for(pilot, lambda: app.state.needs is not None, what="the question")
+        await palette(pilot, app, "answer question")
+        await wait_for(pilot, lambda: isinstance(app.screen, AnswerScreen), what="the answer box")
+        await pilot.press(*"Ada", "tab", "3", "0", "enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the box closed")
+        app.bridge.push(e(ev.OperatorCommand, command="answer", status="rejected", source="console",
+                          detail="not answered: count: 30 is out of its bounds (1.0..10.0); question q1a2b3c still "
+                                 "waits"))
+        await wait_for(pilot, lambda: any("out of its bounds" in str(n.message) for n in app._notifications),
+                       what="the refusal said")
+        await palette(pilot, app, "answer question")
+        await wait_for(pilot, lambda: isinstance(app.screen, AnswerScreen), what="the answer box again")
+        assert [f.value for f in app.screen.query(Input)] == ["Ada", "30"]
+
+    drive(app, body)

@@ -28,8 +28,11 @@ class AnswerScreen(Dialog[Answered]):
     ANSWERS = frozenset({"close"})
     BINDINGS = [Binding("escape", "close", "Close", id="answer_close")]
 
-    def __init__(self, message: str, evidence: list[str] | tuple[str, ...], **kw: Any) -> None:
+    def __init__(self, message: str, evidence: list[str] | tuple[str, ...], *,
+                 values: dict[str, str] | None = None, **kw: Any) -> None:
+        """``values``: what the fields start with (a refused answer's, offered again)."""
         super().__init__(**kw)
+        self.values = dict(values or {})
         self.message = message
         self.fields = question_fields(evidence)
         self.evidence = list(evidence)
@@ -41,14 +44,15 @@ class AnswerScreen(Dialog[Answered]):
             with Vertical(id="fields"):  # the dialog scrolls when they are many (app.tcss)
                 for i, (name, line) in enumerate(self.fields):
                     yield Static(safe_text(line, one_line=True), classes="field-line", markup=False)
-                    yield Input(placeholder=name, id=f"field-{i}", select_on_focus=False)
-            yield Static("" if self.fields else "It asks for no field: answer, decline or cancel.", id="hint",
-                         markup=False)
+                    # Compact (one row each): a form of several fields fits an 80x24 terminal.
+                    yield Input(safe_text(self.values.get(name, ""), one_line=True), placeholder=name,
+                                id=f"field-{i}", select_on_focus=False, compact=True)
+            yield Static("esc closes this without answering (the question waits on)" if self.fields else
+                         "It asks for no field: answer, decline or cancel (esc closes this).", id="hint", markup=False)
             with Horizontal(classes="buttons"):
                 yield Button("Answer (enter)", id="ok", variant="primary", compact=True)
                 yield Button("Decline", id="decline", compact=True)
                 yield Button("Cancel question", id="cancel", compact=True)
-                yield Button("Close (esc)", id="close", compact=True)
 
     def on_mount(self) -> None:
         inputs = self.query(Input)

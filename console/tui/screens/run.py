@@ -322,11 +322,15 @@ class RunScreen(Screen[Any]):
             if e.status == "applied":
                 if e.command == "rewind":
                     self.run.rewind_text = ""
+                if e.command == "answer":
+                    self.run.answer_values = {}
                 retract(self.app, refused_title(e.command))  # tried again and applied: the refusal is past
             if e.status == "rejected" and e.command in self.state.requested:
                 kept = ""
                 if e.command == "rewind" and self.run.rewind_text:  # the operator's words, said back (r offers them)
                     kept = f"\nYour text, kept (r offers it again): {self.run.rewind_text}"
+                if e.command == "answer" and self.run.answer_values:
+                    kept = "\nYour values are kept: the command palette's Answer question offers them again."
                 self.notify(f"{e.command.replace('_', ' ')} not applied: {e.detail}{kept}",
                             title=refused_title(e.command), severity="warning", timeout=10)
 

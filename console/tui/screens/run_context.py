@@ -5,7 +5,7 @@ no part reaches up to the screen, each gets this and the few functions it needs.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from console.engine.job import JobPaths
@@ -37,6 +37,8 @@ class RunContext:
     quit_requested: bool = False  # the console closes once the run has stopped
     exit_code: int | None = None  # the run's, once it has ended
     rewind_text: str = ""  # the text of the last rewind sent (kept while it may be refused: r offers it again)
+    # The values of the last answer sent to a question (kept while it may be refused: the answer box offers them).
+    answer_values: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:

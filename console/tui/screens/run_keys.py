@@ -157,9 +157,10 @@ class RunCommands:
             except CommandError as exc:
                 self.not_sent("answer", str(exc))
                 return
-            self.send(command, "answer sent" if action == "accept" else f"{action} sent")
+            if self.send(command, "answer sent" if action == "accept" else f"{action} sent"):
+                self.ctx.answer_values = dict(values)  # a refused answer's values are offered again
 
-        self.ask(AnswerScreen(need.message, need.evidence), done)
+        self.ask(AnswerScreen(need.message, need.evidence, values=self.ctx.answer_values), done)
 
     def approve(self) -> None:
         self.retract(NOTICE_TITLE)  # "restart pending" is answered (the other notices stay)
