@@ -136,6 +136,9 @@ def test_enabled_the_question_is_the_runs_need_in_the_log_while_it_waits_and_the
     script = [T(calls=[C(name="mcp__asker__caps")]), T(calls=[C(name="mcp__asker__ask")]), T(error="end of script")]
     run(job, on, script, clock, tmp_path, operator)
     assert result(job, "mcp__asker__caps").content == "ELICITATION=True"
+    # The run's header says what the server may ask (the operator's config let it).
+    (server,) = [e for e in events(job) if isinstance(e, ev.McpServerEvent) and e.state == "ready"][:1]
+    assert server.may == ["elicitation"] and "may ask you questions" in present.describe(server).text
     got = result(job, "mcp__asker__ask")
     assert got.ok and got.content == 'ELICITED: accept {"color": "green", "count": 3, "name": "Ada", "urgent": true}'
     (logged,) = seen

@@ -88,6 +88,7 @@ def test_a_refused_answer_is_said_and_its_values_are_offered_again(make_job) -> 
         await wait_for(pilot, lambda: isinstance(app.screen, AnswerScreen), what="the answer box")
         await pilot.press(*"Ada", "tab", "3", "0", "enter")
         await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the box closed")
+        assert rec.sent == [("answer", {"question": "q1a2b3c", "set": ("name=Ada", "count=30")})]
         app.bridge.push(e(ev.OperatorCommand, command="answer", status="rejected", source="console",
                           detail="not answered: count: 30 is out of its bounds (1.0..10.0); question q1a2b3c still "
                                  "waits"))

@@ -103,6 +103,8 @@ class McpServerEvent(EventBase):
     # Its calls and the calls that failed, so far in this process (the views count tool_result events instead).
     calls: int = 0
     errors: int = 0
+    # What the operator's config lets it ask of the run: "sampling" (the run's model), "elicitation" (the operator).
+    may: list[str] = Field(default_factory=list)
 
 
 class McpElicited(EventBase):

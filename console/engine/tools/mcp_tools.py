@@ -159,7 +159,8 @@ class McpWatch:
                 events.emit(ev.McpServerEvent, server=name, state=n.state, tools=list(w.tools),
                             known=bool(w.tools) or config.tools is not None or n.state != "unavailable",
                             confined=str(getattr(w.server, "confined_by", "") or ""), required=config.required,
-                            why=safe_text(n.why, one_line=True, limit=400), calls=w.calls, errors=w.errors)
+                            why=safe_text(n.why, one_line=True, limit=400), calls=w.calls, errors=w.errors,
+                            may=[k for k in ("sampling", "elicitation") if getattr(config, k, False)])
 
     def called(self, events: ev.EventStream, server: str, ok: bool) -> None:
         w = self.servers.get(server)

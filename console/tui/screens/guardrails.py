@@ -243,7 +243,8 @@ def mcp_lines(g: GuardrailsState, width: int, ended: bool = False) -> Lines:
                  Content.styled("required", "$text-secondary") if e.required else None, calls,
                  Content.styled(present.mcp_confinement(e),
                                 "bold reverse $text-warning" if unconfined else
-                                "bold $text-success" if e.confined else "$text-muted")]
+                                "bold $text-success" if e.confined else "$text-muted"),
+                 Content.styled(present.mcp_may(e), "$text-accent") if e.may else None]
         out += hang(_name(name, name_w), _dot().join(p for p in parts if p is not None), width)
         indent = Content(" " * (name_w + 2))
         # Styled: a line of plain text would lose its indent in the box.

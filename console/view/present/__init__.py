@@ -45,6 +45,7 @@ from console.view.present.tools import (
     MCP_SEVERITY,
     SANDBOX_SEVERITY,
     mcp_confinement,
+    mcp_may,
     mcp_tools_text,
 )
 from console.view.present.words import (
@@ -121,6 +122,7 @@ __all__ = [
     "in_story",
     "is_demo",
     "mcp_confinement",
+    "mcp_may",
     "mcp_tools_text",
     "need_label",
     "needs_answer",

@@ -101,6 +101,14 @@ def mcp_tools_text(e: ev.McpServerEvent) -> str:
         one_line(t.removeprefix(prefix), 40) for t in e.tools)
 
 
+MAY_WORDS = {"sampling": "may sample the run's model", "elicitation": "may ask you questions"}
+
+
+def mcp_may(e: ev.McpServerEvent) -> str:
+    """What the operator's config lets the server ask of the run, in words ("" for nothing)."""
+    return ", ".join(MAY_WORDS.get(k, one_line(k, 20)) for k in e.may)
+
+
 def mcp_confinement(e: ev.McpServerEvent) -> str:
     if not e.confined:
         return "not running"
@@ -116,8 +124,9 @@ def _mcp_server(e: ev.McpServerEvent) -> Presented:
     told = {"unavailable": "its tools answer that it is unavailable" if e.tools else "",
             "restarted": "restarted once: another exit makes it unavailable"}.get(e.state, "")
     calls = f" · after {e.calls} call{'s' if e.calls != 1 else ''} ({e.errors} failed)" if e.calls else ""
+    may = f" · {mcp_may(e)}" if e.may else ""
     return Presented("◈", "mcp", severity, f"MCP server {name} {e.state}: {mcp_tools_text(e)} · "
-                                           f"{mcp_confinement(e)}{calls}", told, f"mcp {name}",
+                                           f"{mcp_confinement(e)}{may}{calls}", told, f"mcp {name}",
                      lines=(flat(e.why, 0),) if e.why else ())
 
 
