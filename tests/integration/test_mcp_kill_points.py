@@ -58,9 +58,10 @@ def run(root: Path, script: list[T], log: Path) -> None:
                mcp=[Counting(log)]).run()
 
 
-def points(go: Callable[[], None]) -> list[tuple[str, bool]]:
-    """Every failpoint ``go`` (a whole run) passes, in order, and whether it can tear its write."""
-    seen: list[tuple[str, bool]] = []
+def points(go: Callable[[], None], into: list[tuple[str, bool]] | None = None) -> list[tuple[str, bool]]:
+    """Every failpoint ``go`` (a whole run) passes, in order, and whether it can tear its write (``into``: the list
+    they are added to as they come, for a run that wants to know how many came before something)."""
+    seen: list[tuple[str, bool]] = [] if into is None else into
     failpoints.install(lambda name, tear: seen.append((name, tear is not None)))
     try:
         go()
