@@ -24,12 +24,13 @@ from console.engine.store import JobStore
 from console.engine.supervisor import Supervisor
 from console.engine.tools.limits import CommandWorld
 from console.engine.tools.mcp_config import McpServerConfig
-from console.mcp.client import StdioServer, start_servers
+from console.mcp.client import StdioServer
 from console.providers.scripted import ScriptedCall as C
 from console.providers.scripted import ScriptedTurn as T
 from console.view import present
 from tests.commands_support import PY_HOME, bwrap  # noqa: F401  (the fixture)
 from tests.conftest import Recording, run_settings
+from tests.integration.test_mcp_sampling import started as sampling_started
 
 VENV = os.path.realpath(sys.prefix)
 SERVERS = os.path.realpath(Path(__file__).parent.parent / "mcp_servers")
@@ -46,12 +47,7 @@ def job(make_job) -> JobPaths:  # type: ignore[no-untyped-def]
 
 
 def started(job: JobPaths, config: McpServerConfig) -> Iterator[StdioServer]:
-    servers, problems = start_servers([config], str(job.root), WORLD)
-    assert problems == []
-    try:
-        yield servers[0]
-    finally:
-        servers[0].close()
+    yield from sampling_started(job, config, WORLD)
 
 
 @pytest.fixture

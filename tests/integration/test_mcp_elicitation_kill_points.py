@@ -11,7 +11,6 @@ folder; the operator answers each question as it is asked."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -23,19 +22,18 @@ from console.engine import commands as cmds
 from console.engine import events as ev
 from console.engine.clock import FakeClock
 from console.engine.job import JobPaths
-from console.engine.model import Stop, TextDelta, Usage
 from console.engine.supervisor import Supervisor
 from console.engine.tools.mcp_config import McpServerConfig
 from console.engine.tools.mcp_elicitation import ElicitAsk
-from console.engine.tools.mcp_sampling import HARNESS_SYSTEM, SamplingAsk
+from console.engine.tools.mcp_sampling import SamplingAsk
 from console.engine.tools.mcp_tools import McpCallResult, McpToolInfo
 from console.providers.scripted import ScriptedCall as C
-from console.providers.scripted import ScriptedProvider
 from console.providers.scripted import ScriptedTurn as T
 from console.view.state.fold import ConsoleState
 from tests.conftest import run_settings
 from tests.integration.test_kill_points import KILLED, replay_from
 from tests.integration.test_mcp_kill_points import kill_at, points
+from tests.integration.test_mcp_sampling_kill_points import Answering, _write
 from tests.sweeps import Sweep
 from tests.sweeps import points as sweep_points
 
@@ -43,13 +41,6 @@ TOOL = "mcp__quiz__go"
 SCRIPT = [T(calls=[C(name="add_note", arguments={"text": "before"})]), T(calls=[C(name=TOOL, arguments={})]),
           T(calls=[C(name="add_note", arguments={"text": "after"})]), T(error="end of script")]
 FORM = {"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}}
-
-
-def _write(log: Path, line: str) -> None:
-    with open(log, "a") as fh:
-        fh.write(line + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
 
 
 class Quiz:
@@ -71,15 +62,6 @@ class Quiz:
 
     def close(self) -> None:
         pass
-
-
-class Answering(ScriptedProvider):
-    """A sampling request is answered with 40 tokens in and 5 out, outside the script."""
-
-    def stream(self, request: Any) -> Any:
-        if request.system.startswith(HARNESS_SYSTEM):
-            return iter([TextDelta("a kite"), Usage(40, 5), Stop("end_turn")])
-        return super().stream(request)
 
 
 def run(root: Path, script: list[T], log: Path, asked: Callable[[], None] = lambda: None) -> Supervisor:

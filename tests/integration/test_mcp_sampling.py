@@ -62,8 +62,9 @@ def job(make_job) -> JobPaths:  # type: ignore[no-untyped-def]
     return make_job()
 
 
-def started(job: JobPaths, config: McpServerConfig) -> Iterator[StdioServer]:
-    servers, problems = start_servers([config], str(job.root), WORLD)
+def started(job: JobPaths, config: McpServerConfig, world: CommandWorld = WORLD) -> Iterator[StdioServer]:
+    """``config``'s server started confined in ``job``'s folder (closed after), started without a problem."""
+    servers, problems = start_servers([config], str(job.root), world)
     assert problems == []
     try:
         yield servers[0]

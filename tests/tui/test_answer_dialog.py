@@ -29,6 +29,16 @@ async def palette(pilot, app, words: str) -> None:  # type: ignore[no-untyped-de
     await pilot.press("enter")
 
 
+async def asked_and_opened(pilot, app, e: Seq) -> AnswerScreen:  # type: ignore[no-untyped-def]
+    """The run asks its question; the palette's Answer question opens the box over it."""
+    app.bridge.push(question(e))
+    await wait_for(pilot, lambda: app.state.needs is not None, what="the question")
+    await palette(pilot, app, "answer question")
+    await wait_for(pilot, lambda: isinstance(app.screen, AnswerScreen), what="the answer box")
+    box: AnswerScreen = app.screen
+    return box
+
+
 def test_the_palette_answers_the_question_waiting_with_its_id(make_job) -> None:
     clock = Clock()
     app, rec = recorded_app(make_job, clock)
@@ -36,11 +46,7 @@ def test_the_palette_answers_the_question_waiting_with_its_id(make_job) -> None:
 
     async def body(pilot):  # type: ignore[no-untyped-def]
         await started(pilot, app, e)
-        app.bridge.push(question(e))
-        await wait_for(pilot, lambda: app.state.needs is not None, what="the question")
-        await palette(pilot, app, "answer question")
-        await wait_for(pilot, lambda: isinstance(app.screen, AnswerScreen), what="the answer box")
-        box = app.screen
+        box = await asked_and_opened(pilot, app, e)
         shown = str(box.query_one("#message").render())
         assert "Who are you?" in shown and "\x1b" not in shown
         fields = list(box.query(Input))
@@ -64,10 +70,7 @@ def test_decline_is_a_button_and_with_no_question_nothing_is_sent(make_job) -> N
         await pilot.pause()
         assert isinstance(app.screen, RunScreen) and rec.sent == []
         assert any("no question of an MCP server waits" in str(n.message) for n in app._notifications)
-        app.bridge.push(question(e))
-        await wait_for(pilot, lambda: app.state.needs is not None, what="the question")
-        await palette(pilot, app, "answer question")
-        await wait_for(pilot, lambda: isinstance(app.screen, AnswerScreen), what="the answer box")
+        await asked_and_opened(pilot, app, e)
         await pilot.click("#decline")
         await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the box closed")
         assert rec.sent == [("answer", {"question": "q1a2b3c", "decline": True})]
@@ -82,10 +85,7 @@ def test_a_refused_answer_is_said_and_its_values_are_offered_again(make_job) -> 
 
     async def body(pilot):  # type: ignore[no-untyped-def]
         await started(pilot, app, e)
-        app.bridge.push(question(e))
-        await wait_for(pilot, lambda: app.state.needs is not None, what="the question")
-        await palette(pilot, app, "answer question")
-        await wait_for(pilot, lambda: isinstance(app.screen, AnswerScreen), what="the answer box")
+        await asked_and_opened(pilot, app, e)
         await pilot.press(*"Ada", "tab", "3", "0", "enter")
         await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the box closed")
         assert rec.sent == [("answer", {"question": "q1a2b3c", "set": ("name=Ada", "count=30")})]
