@@ -339,3 +339,27 @@ def test_answered_from_another_shell_as_an_operator_would(tmp_path, bwrap) -> No
     assert got.content == 'ELICITED: accept {"count": 3, "name": "Ada"}'
     late = cli("answer", str(job), "--set", "name=Bob")
     assert late.returncode == 1 and "nothing to answer" in late.stderr + late.stdout
+
+
+def test_a_log_that_cannot_be_written_while_the_question_waits_refuses_it_and_leaves_no_need(job, on, clock,
+                                                                                          tmp_path, monkeypatch
+                                                                                          ) -> None:
+    """Found reading the wait again: the question's need was recorded, then the log's write failed (a full disk),
+    and the need was never cleared: every view would have said the run needs its operator for good."""
+    from console.engine.tools.mcp_tools import _CallRecord
+
+    real = _CallRecord.asked
+    failed: list[int] = []
+
+    def full_disk(self: _CallRecord, questions: list[str]) -> None:
+        if not failed:  # the question's first write to the log
+            failed.append(1)
+            raise OSError(28, "No space left on device")
+        real(self, questions)
+
+    monkeypatch.setattr(_CallRecord, "asked", full_disk)
+    run(job, on, [T(calls=[C(name="mcp__asker__ask")]), T(error="end of script")], clock, tmp_path,
+        answering(set=("name=x",)))
+    assert failed and result(job, "mcp__asker__ask").content.startswith("REFUSED")
+    cleared = [e for e in events(job) if isinstance(e, ev.NeedsOperatorCleared)]
+    assert [(c.reason, c.by) for c in cleared] == [("mcp_question", "the harness could not wait for the answer")]

@@ -123,6 +123,7 @@ class Questioner:
         began = time.monotonic()
         ends = began + timeout
         by = ""
+        done = False
         try:
             ask_operator(rt.events, op, "mcp_question",
                          f"MCP server {name} asks (question {q.id}, during {safe_text(tool, one_line=True, limit=60)}"
@@ -141,8 +142,11 @@ class Questioner:
                 if rt.events.holds_lines:  # a wrong answer's refusal: said to `agent-console answer` now
                     log_now()
                 time.sleep(LOOK)
+            done = True
         finally:
             op.question = None
+            if not done:  # the wait itself failed (the log could not be written): no view is left waiting on it
+                answered(rt.events, op, "the harness could not wait for the answer")
         action: Action = q.action or "cancel"
         answered(rt.events, op, q.by or by)
         waited = round(time.monotonic() - began, 3)
