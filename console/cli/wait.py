@@ -64,7 +64,9 @@ class _WaitFold:
             # The answer is applied before its needs_operator_cleared reaches the log: `approve; wait` must not
             # see the need it just answered.
             restart = self.need.reason == "restart_approval"
-            if e.command == "stop" or e.command in (("approve_restart", "deny_restart") if restart else ("resume",)):
+            answers = (("approve_restart", "deny_restart") if restart else
+                       ("answer",) if self.need.reason == "mcp_question" else ("resume",))
+            if e.command == "stop" or e.command in answers:
                 self.need = None
         elif isinstance(e, ev.RestartPending) and self.need is None:  # a log from before needs_operator
             from console.engine.needs import restart_message

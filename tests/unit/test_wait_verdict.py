@@ -100,3 +100,17 @@ def test_a_restart_pending_before_its_need_says_what_the_need_will_say() -> None
     fold = _fold(ev.RestartPending(ts=T, seq=1, session=1, used_tokens=7424, next_session=2))
     assert fold.need is not None and fold.need.message == restart_message(7424, 2)
     assert "7,424 tokens" in fold.need.message and "session 2" in fold.need.message
+
+
+def test_an_answered_question_is_not_told_by_a_wait_that_follows_the_answer() -> None:
+    """`answer RUN ...; wait RUN`: the answer's "applied" may come before the need's clearing; a resume is no
+    answer to a question (it is refused), so only the answer (or a stop) takes it off."""
+    asked = ev.NeedsOperator(ts=T, seq=3, session=1, reason="mcp_question", paused=False,
+                             message="MCP server asker asks (question q1a2b3c, during ask): Who are you?")
+
+    def applied(command: str) -> ev.OperatorCommand:
+        return ev.OperatorCommand(ts=T, seq=4, session=1, command=command, status="applied", source="cli")
+
+    verdict = _wait_verdict(_fold(asked, applied("resume")), "k3f9q", alive=True)
+    assert verdict is not None and verdict[0] == WAIT_NEEDS and "Who are you?" in verdict[1]
+    assert _wait_verdict(_fold(asked, applied("answer")), "k3f9q", alive=True) is None
