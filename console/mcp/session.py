@@ -9,6 +9,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import queue
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -142,8 +143,10 @@ class AskDesk:
         self.scope: Any = None
         # Set when a request comes (the engine's thread waits on it with the call), made anew when it is served.
         self.bell: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._waiting: queue.Queue[tuple[SamplingAsk | ElicitAsk, concurrent.futures.Future[Any]]] = queue.Queue(
-            maxsize=MAX_WAITING)
+        # Each request with its reply and whether the server withdrew it (notifications/cancelled: a question is
+        # then over, not left waiting for an answer nobody reads).
+        self._waiting: queue.Queue[tuple[SamplingAsk | ElicitAsk, concurrent.futures.Future[Any],
+                                         threading.Event]] = queue.Queue(maxsize=MAX_WAITING)
 
     def lend(self, ask: Ask | None, elicit: Elicit | None = None) -> None:
         """The call's ask and elicit (None, None: the call is over: what still waits is refused)."""
@@ -159,7 +162,7 @@ class AskDesk:
             self.bell = concurrent.futures.Future()  # before the queue is read: a request put after it rings again
         while True:
             try:
-                request, reply = self._waiting.get_nowait()
+                request, reply, withdrawn = self._waiting.get_nowait()
             except queue.Empty:
                 return
             if not reply.set_running_or_notify_cancel():
@@ -169,7 +172,7 @@ class AskDesk:
                     elicit, call = self._elicit, self.call
                     if elicit is None:
                         raise AskRefused("a question is asked only during a tool call of this server")
-                    reply.set_result(elicit(request, _ended(call)))
+                    reply.set_result(elicit(request, _ended(call, withdrawn)))
                     continue
                 lent = self._lent
                 if lent is None:
@@ -183,8 +186,9 @@ class AskDesk:
     async def _waited(self, request: SamplingAsk | ElicitAsk, kind: str) -> Any:
         """The engine's answer to ``request`` (on the server's loop), or :class:`AskRefused`."""
         reply: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        withdrawn = threading.Event()
         try:
-            self._waiting.put_nowait((request, reply))
+            self._waiting.put_nowait((request, reply, withdrawn))
         except queue.Full:
             raise AskRefused(f"more than {MAX_WAITING} requests at once") from None
         with contextlib.suppress(concurrent.futures.InvalidStateError):
@@ -198,6 +202,11 @@ class AskDesk:
             return await asyncio.wrap_future(reply)
         except concurrent.futures.CancelledError:
             raise AskRefused(between) from None
+        except asyncio.CancelledError:
+            # The server withdrew it (notifications/cancelled cancels this callback) or the session is ending: a
+            # question the engine asks already ends now (its answer could reach no one).
+            withdrawn.set()
+            raise
 
     async def sampling(self, context: Any, params: types.CreateMessageRequestParams
                        ) -> types.CreateMessageResult | types.ErrorData:
@@ -241,9 +250,15 @@ class AskDesk:
         return types.ElicitResult(action=answer.action, content=content if answer.action == "accept" else None)
 
 
-def _ended(call: concurrent.futures.Future[Any] | None) -> Callable[[], bool]:
-    """Whether ``call`` is over (a question of it is then cancelled)."""
-    return lambda: call is not None and call.done()
+def _ended(call: concurrent.futures.Future[Any] | None, withdrawn: threading.Event) -> Callable[[], str]:
+    """Why a question of ``call`` is over ("" while the server waits for its answer): the call ended, or the
+    server withdrew the question."""
+    def over() -> str:
+        if call is not None and call.done():
+            return "the call's end (the server no longer waits)"
+        return "the server withdrew its question" if withdrawn.is_set() else ""
+
+    return over
 
 
 def _refusal(why: str, kind: str = "sampling") -> types.ErrorData:

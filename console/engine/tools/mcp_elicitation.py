@@ -22,6 +22,7 @@ and the question, unanswered (the resumed process's ``session_started`` clears i
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import time
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from console.engine import events as ev
 from console.engine.needs import answered, ask_operator
+from console.engine.operator import Aborted
 from console.engine.questions import MAX_MESSAGE, Action, FormRefused, Question, Value, parse_form
 from console.engine.text import safe_text
 from console.engine.tools.mcp_config import McpServerConfig
@@ -65,10 +67,10 @@ class Elicit:
     AskRefused (its second argument says whether the call is over: the server gave up on it, and the question is
     cancelled); ``wait``: how long one question may wait (the call's own timeout grows by it meanwhile)."""
 
-    answer: Callable[[ElicitAsk, Callable[[], bool]], ElicitAnswer]
+    answer: Callable[[ElicitAsk, Callable[[], str]], ElicitAnswer]
     wait: float
 
-    def __call__(self, request: ElicitAsk, over: Callable[[], bool]) -> ElicitAnswer:
+    def __call__(self, request: ElicitAsk, over: Callable[[], str]) -> ElicitAnswer:
         return self.answer(request, over)
 
 
@@ -86,7 +88,7 @@ class Questioner:
         with the call's intent, then writes what the step holds to the log."""
         asked: list[str] = []
 
-        def elicit(request: ElicitAsk, over: Callable[[], bool]) -> ElicitAnswer:
+        def elicit(request: ElicitAsk, over: Callable[[], str]) -> ElicitAnswer:
             def refuse(why: str) -> AskRefused:
                 rt.events.emit(ev.McpElicited, server=config.name, tool=tool, call_id=call_id,
                                refused=safe_text(why, one_line=True, limit=300))
@@ -102,6 +104,11 @@ class Questioner:
             except FormRefused as exc:
                 raise refuse(f"its form is not one the operator is asked: {exc}") from None
             op = self.operator
+            # What was sent before this question is asked answers none: the commands waiting now (the inbox is
+            # read while a tool runs only every POLL_INTERVAL) are applied first, an answer among them refused as
+            # one with no question waiting, never taken by this question once it waits.
+            with contextlib.suppress(Aborted):
+                op.apply(rt, streaming=True, look=True)
             if op.needs is not None or op.question is not None:
                 raise refuse("the run waits for its operator about something else now")
             if op.stop_requested:
@@ -114,7 +121,7 @@ class Questioner:
         return Elicit(elicit, timeout)
 
     def _ask(self, rt: Runtime, config: McpServerConfig, tool: str, call_id: str, q: Question, request: ElicitAsk,
-             over: Callable[[], bool], log_now: Callable[[], None], timeout: float) -> ElicitAnswer:
+             over: Callable[[], str], log_now: Callable[[], None], timeout: float) -> ElicitAnswer:
         op = self.operator
         message = safe_text(request.message, join=True, one_line=True, limit=MAX_MESSAGE) or "(no message)"
         name = safe_text(config.name, one_line=True, limit=40)
@@ -132,8 +139,8 @@ class Questioner:
                 # The operator's commands are read here (an answer is applied at once: console.engine.operator).
                 if rt.should_stop() or op.stop_requested:
                     by = "the operator's stop"
-                elif over():
-                    by = "the call's end (the server no longer waits)"
+                elif ended := over():  # the call's end, or the server withdrew its question
+                    by = ended
                 elif time.monotonic() >= ends:
                     by = f"no answer within {timeout:g} s"
                 if by:

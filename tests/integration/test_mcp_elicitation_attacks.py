@@ -1,0 +1,141 @@
+"""Held-out attacks on MCP elicitation (console.engine.tools.mcp_elicitation, console.mcp.session's AskDesk): a
+server that asks two questions at once, withdraws its own question (notifications/cancelled), dies while its
+question waits, or keeps working after the answer (the call's own timeout); an answer sent just before a question
+is asked; the operator's values (escapes, a secret) kept out of the log and the run's state."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from console.engine import commands as cmds
+from console.engine import control
+from console.engine import events as ev
+from console.engine.control import write_inbox
+from console.engine.job import JobPaths
+from console.engine.store import JobStore
+from console.engine.supervisor import Supervisor
+from console.mcp.client import StdioServer
+from console.providers.scripted import ScriptedCall as C
+from console.providers.scripted import ScriptedTurn as T
+from tests.commands_support import bwrap  # noqa: F401  (the fixture)
+from tests.conftest import Recording, run_settings
+from tests.integration.test_mcp_elicitation import ON, elicited, events, question_id, result, run, started
+
+
+@pytest.fixture
+def job(make_job) -> JobPaths:  # type: ignore[no-untyped-def]
+    return make_job()
+
+
+def server(job: JobPaths, **update: Any) -> Iterator[StdioServer]:
+    yield from started(job, ON.model_copy(update=update))
+
+
+def needs(job: JobPaths) -> list[ev.NeedsOperator]:
+    return [e for e in events(job) if isinstance(e, ev.NeedsOperator) and e.reason == "mcp_question"]
+
+
+def cleared(job: JobPaths) -> list[ev.NeedsOperatorCleared]:
+    return [e for e in events(job) if isinstance(e, ev.NeedsOperatorCleared) and e.reason == "mcp_question"]
+
+
+def test_two_questions_at_once_are_asked_one_after_the_other_each_answered(job, bwrap, clock,  # noqa: F811
+                                                                           tmp_path) -> None:
+    def operator(sup: Supervisor, need: ev.NeedsOperator, logged: list[str]) -> None:
+        who = need.message.rsplit("pair ", 1)[1]
+        sup.submit(cmds.Answer(question=question_id(need), set=(f"name=n{who}",)), source="cli")
+
+    for s in server(job):
+        run(job, s, [T(calls=[C(name="mcp__asker__pair")]), T(error="end of script")], clock, tmp_path, operator)
+    got = result(job, "mcp__asker__pair")
+    assert sorted(got.content.splitlines()) == ['ELICITED: accept {"name": "n0"}', 'ELICITED: accept {"name": "n1"}']
+    assert [e.action for e in elicited(job)] == ["accept", "accept"]
+    assert len(needs(job)) == 2 and len(cleared(job)) == 2
+
+
+def test_a_question_the_server_withdraws_is_no_longer_the_operators_need(job, bwrap, clock,  # noqa: F811
+                                                                         tmp_path) -> None:
+    # The server cancels its own question (notifications/cancelled) after half a second and works on for 3 s: the
+    # question is over then (not waiting its 20 s for an answer nobody reads), and its need is cleared at once.
+    for s in server(job, elicitation_timeout=20.0):
+        run(job, s, [T(calls=[C(name="mcp__asker__withdraw", arguments={"seconds": 0.5, "after": 3})]),
+                     T(error="end of script")], clock, tmp_path)
+    assert result(job, "mcp__asker__withdraw").content == "WITHDRAWN"
+    (done,) = elicited(job)
+    assert (done.action, done.by) == ("cancel", "the server withdrew its question")
+    assert done.waited_s < 3
+    assert len(cleared(job)) == 1
+
+
+def test_the_server_dying_while_its_question_waits_ends_the_question_and_reports_the_call(
+        job, bwrap, clock, tmp_path) -> None:  # noqa: F811
+    for s in server(job, elicitation_timeout=30.0, timeout=60.0):
+        run(job, s, [T(calls=[C(name="mcp__asker__die")]), T(error="end of script")], clock, tmp_path)
+    got = result(job, "mcp__asker__die")
+    assert not got.ok
+    (done,) = elicited(job)
+    assert done.action == "cancel" and done.waited_s < 20
+    assert len(needs(job)) == 1 and len(cleared(job)) == 1
+
+
+def test_the_calls_own_timeout_waits_for_the_operator_and_its_remaining_time_is_kept(job, bwrap, clock,  # noqa: F811
+                                                                                     tmp_path) -> None:
+    # The call may take 3 s of its own; the operator thinks for 4 s, then the server works 1.5 s more: it is
+    # within its time (the question's wait is not the call's), and answered.
+    def operator(sup: Supervisor, need: ev.NeedsOperator, logged: list[str]) -> None:
+        threading.Timer(4.0, lambda: sup.submit(cmds.Answer(set=("name=Ada",)), source="cli")).start()
+
+    for s in server(job, elicitation_timeout=30.0, timeout=3.0):
+        run(job, s, [T(calls=[C(name="mcp__asker__ask_then_sleep", arguments={"seconds": 1.5})]),
+                     T(error="end of script")], clock, tmp_path, operator)
+    got = result(job, "mcp__asker__ask_then_sleep")
+    assert got.ok and got.content == 'ELICITED: accept {"name": "Ada"}'
+
+
+def test_an_answer_sent_before_the_question_is_asked_is_not_applied_to_it(job, bwrap, clock, tmp_path,  # noqa: F811
+                                                                          monkeypatch) -> None:
+    # The answer reaches the inbox as the call starts, before its question is asked (another shell's
+    # `agent-console answer` a moment too soon; the inbox is read only every POLL_INTERVAL while a tool runs). It
+    # answers no question: it is refused, and the question waits for an answer sent while it waits.
+    monkeypatch.setattr(control, "POLL_INTERVAL", 3.0)
+    for s in server(job, elicitation_timeout=6.0):
+        provider = Recording(clock=clock, script=[T(calls=[C(name="mcp__asker__ask")]), T(error="end of script")])
+        sup = Supervisor(job, run_settings(), provider, clock=clock, store=JobStore(tmp_path / "jobs.db"), mcp=[s])
+
+        def on_event(e: object) -> None:
+            if isinstance(e, ev.ToolCalled) and e.tool == "mcp__asker__ask":
+                write_inbox(job, cmds.Answer(set=("name=STALE",)), source="cli")
+
+        sup.subscribe(on_event)
+        sup.run()
+    assert result(job, "mcp__asker__ask").content == "ELICITED: cancel null"
+    said = [(e.status, e.detail) for e in events(job) if isinstance(e, ev.OperatorCommand) and e.status != "received"]
+    assert said == [("rejected", "no question of an MCP server waits for an answer now")]
+
+
+def test_the_operators_values_reach_the_server_as_typed_and_never_the_runs_files(job, bwrap, clock,  # noqa: F811
+                                                                                  tmp_path) -> None:
+    secret = "sk-ant-api03-" + "Zq9" * 20
+    typed = "a\x1b[2Jb\nc\\n\x07" + secret
+    schema = {"type": "object", "properties": {"token": {"type": "string"}}}
+
+    def operator(sup: Supervisor, need: ev.NeedsOperator, logged: list[str]) -> None:
+        sup.submit(cmds.Answer(set=(f"token={typed}",)), source="cli")
+
+    for s in server(job):
+        run(job, s, [T(calls=[C(name="mcp__asker__ask", arguments={"schema": schema, "digest": True})]),
+                     T(error="end of script")], clock, tmp_path, operator)
+    # The server's digest of what it received: the value as typed (escapes, newline, BEL and all).
+    sent = hashlib.sha256(json.dumps({"token": typed}, sort_keys=True).encode()).hexdigest()
+    assert result(job, "mcp__asker__ask").content == f"ELICITED: accept sha256:{sent}"
+    # Nothing the run wrote holds it: the log, the state, the checkpoints, the inbox once read.
+    for path in Path(job.root).rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
