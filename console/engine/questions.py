@@ -25,6 +25,9 @@ MAX_MESSAGE = 2000  # characters of the server's message shown (a longer one is 
 MAX_TITLE = 120
 MAX_CHOICES = 32
 MAX_VALUE = 4000  # characters of one answered value
+# Characters of one field as the operator is shown it (:meth:`FormField.line`: the need's evidence, one line a
+# field, all of them): a field longer (32 long choices) cannot be shown whole, and its form is refused.
+MAX_LINE = 1000
 NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}\Z")
 KINDS = ("string", "number", "integer", "boolean")
 FORMAT_WORDS = {"email": "an email address", "uri": "a URI", "date": "a date (YYYY-MM-DD)",
@@ -167,6 +170,10 @@ def parse_form(schema: Any) -> tuple[FormField, ...]:
             maximum=_number(prop.get("maximum"), f"{where}'s maximum"),
             min_length=_length(prop.get("minLength"), f"{where}'s minLength"),
             max_length=_length(prop.get("maxLength"), f"{where}'s maxLength"), format=fmt, default=_default(prop)))
+    for f in fields:
+        if len(f.line()) > MAX_LINE:
+            raise FormRefused(f"field {f.name} cannot be shown whole in {MAX_LINE} characters (fewer or shorter "
+                              "choices, a shorter description)")
     return tuple(fields)
 
 

@@ -26,7 +26,7 @@ from console.providers.scripted import ScriptedCall as C
 from console.providers.scripted import ScriptedTurn as T
 from tests.commands_support import bwrap  # noqa: F401  (the fixture)
 from tests.conftest import Recording, run_settings
-from tests.integration.test_mcp_elicitation import ON, elicited, events, question_id, result, run, started
+from tests.integration.test_mcp_elicitation import ON, answering, elicited, events, question_id, result, run, started
 
 
 @pytest.fixture
@@ -139,3 +139,35 @@ def test_the_operators_values_reach_the_server_as_typed_and_never_the_runs_files
     for path in Path(job.root).rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
+
+
+def test_every_field_of_a_form_of_sixteen_is_in_the_need_and_the_answer_dialogs_fields(job, bwrap, clock,  # noqa: F811
+                                                                                       tmp_path) -> None:
+    # The need's evidence is what `jobs`, attach, the notifications and the palette's dialog show: a field left out
+    # of it (a need keeps 8 lines of evidence) is one the operator is never asked, and a required one left out
+    # makes the dialog's answer refused whatever they type.
+    schema = {"type": "object", "required": ["f15"],
+              "properties": {f"f{i}": {"type": "string", "description": "d" * 200} for i in range(16)}}
+    from console.engine.questions import question_fields
+
+    for s in server(job):
+        run(job, s, [T(calls=[C(name="mcp__asker__ask", arguments={"schema": schema})]), T(error="end of script")],
+            clock, tmp_path, answering(set=("f15=x",)))
+    (need,) = needs(job)
+    assert [name for name, _line in question_fields(need.evidence)] == [f"f{i}" for i in range(16)]
+    assert result(job, "mcp__asker__ask").content == 'ELICITED: accept {"f15": "x"}'
+
+
+def test_a_field_too_long_to_show_whole_is_refused_never_shown_cut(job, bwrap, clock, tmp_path) -> None:  # noqa: F811
+    # 16 fields of 32 choices of 120 characters: the operator cannot be shown them (a need's evidence, a
+    # notification stay bounded), so the form is refused whole, as a form not flat and bounded is.
+    choices = [f"c{j:02d}" + "x" * 117 for j in range(32)]
+    schema = {"type": "object", "properties": {f"f{i}": {"type": "string", "enum": choices} for i in range(16)}}
+    for s in server(job):
+        run(job, s, [T(calls=[C(name="mcp__asker__ask", arguments={"schema": schema})]), T(error="end of script")],
+            clock, tmp_path, answering(cancel=True))
+    assert needs(job) == []
+    assert result(job, "mcp__asker__ask").content.startswith("REFUSED")
+    (refused,) = elicited(job)
+    assert "cannot be shown whole" in refused.refused
+    assert sum(len(e.model_dump_json()) for e in events(job) if isinstance(e, ev.McpElicited)) < 2000

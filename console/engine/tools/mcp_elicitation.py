@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from console.engine import events as ev
 from console.engine.needs import answered, ask_operator
 from console.engine.operator import Aborted
-from console.engine.questions import MAX_MESSAGE, Action, FormRefused, Question, Value, parse_form
+from console.engine.questions import MAX_FIELDS, MAX_LINE, MAX_MESSAGE, Action, FormRefused, Question, Value, parse_form
 from console.engine.text import safe_text
 from console.engine.tools.mcp_config import McpServerConfig
 from console.engine.tools.mcp_sampling import AskRefused
@@ -133,7 +133,7 @@ class Questioner:
         try:
             ask_operator(rt.events, op, "mcp_question",
                          f"MCP server {name} asks (question {q.id}, during {safe_text(tool, one_line=True, limit=60)}"
-                         f"): {message}", evidence, pause=False)
+                         f"): {message}", evidence, pause=False, lines=MAX_FIELDS, chars=MAX_LINE)
             log_now()
             while q.action is None:
                 # The operator's commands are read here (an answer is applied at once: console.engine.operator).
