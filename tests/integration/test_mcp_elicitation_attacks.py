@@ -171,3 +171,66 @@ def test_a_field_too_long_to_show_whole_is_refused_never_shown_cut(job, bwrap, c
     (refused,) = elicited(job)
     assert "cannot be shown whole" in refused.refused
     assert sum(len(e.model_dump_json()) for e in events(job) if isinstance(e, ev.McpElicited)) < 2000
+
+
+def test_kill_9_of_the_runner_while_a_question_waits(tmp_path, bwrap) -> None:  # noqa: F811
+    """A real run killed -9 while its question waits: `jobs` does not say the dead run needs its operator, an
+    answer to it is refused cleanly (no process runs it), and the resumed run reports the call interrupted (never
+    asked again unseen) and waits on no dead question."""
+    import json as _json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.commands_support import PY_HOME
+    from tests.integration.test_crash_resume import start, wait_for
+    from tests.integration.test_mcp_elicitation import ARGV, SERVERS, VENV
+
+    paths = f'["{VENV}", "{SERVERS}", "{PY_HOME}"]'
+    Path(os.environ["AGENT_CONSOLE_CONFIG"]).write_text(
+        f'[sandbox_limits]\nread_only = {paths}\n\n[[mcp.servers]]\nname = "asker"\n'
+        f'command = {_json.dumps(ARGV)}\nelicitation = true\nelicitation_timeout = 5\n')
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "instructions.md").write_text(
+        "# Ask the operator\n\n## Phase 1: Ask\n- [ ] Run `mcp__asker__ask`\n- [ ] List the files of the job folder\n"
+        "- [ ] Record what the server answered as a note\n- [ ] Record the end as a note\n"
+        "- [ ] Record the last word as a note\n")
+    (job / "job.toml").write_text(f'name = "asker"\n[model]\nprovider = "scripted"\nspeed = 0\n'
+                                  f'[sandbox]\nread_only = {paths}\n[[mcp]]\nname = "asker"\nrequired = true\n')
+    log = job / ".console" / "events.jsonl"
+
+    def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "console.cli", *argv], capture_output=True, text=True,
+                              timeout=60)
+
+    proc = start(job)
+    try:
+        wait_for(log, lambda e: isinstance(e, ev.NeedsOperator) and e.reason == "mcp_question")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    row = _json.loads(cli("jobs", "--json").stdout.splitlines()[0])
+    assert row["status"] != "needs you", row
+    dead = cli("answer", str(job), "--set", "name=Ada")
+    assert dead.returncode == 1 and "Traceback" not in dead.stderr, dead
+    assert "no process is running" in dead.stderr, dead
+    # The resumed run: the question of the dead process is no need of it; the call is reported interrupted.
+    again = start(job)
+    try:
+        _out, err = again.communicate(timeout=120)
+    finally:
+        again.kill()
+    assert "Traceback" not in err
+    after = list(ev.read_events(log))
+    first = next(e for e in after if isinstance(e, ev.ToolResult) and e.tool == "mcp__asker__ask")
+    assert "interrupted by a crash of the harness" in first.content and "unknown" in first.content
+    # The resumed run asked its own question (the agent called the tool again), which ended on its time.
+    asked = [e for e in after if isinstance(e, ev.NeedsOperator) and e.reason == "mcp_question"]
+    assert len(asked) == 2 and asked[0].message != asked[1].message
+    assert [e.by for e in after if isinstance(e, ev.McpElicited)] == ["no answer within 5 s"]
+    assert any(isinstance(e, ev.RunEnded) for e in after)
+    row = _json.loads(cli("jobs", "--json").stdout.splitlines()[0])
+    assert row["status"] != "needs you", row
