@@ -141,6 +141,11 @@ class AskDesk:
         # (set by the client's call: lengthened while a question waits for the operator).
         self.call: concurrent.futures.Future[Any] | None = None
         self.scope: Any = None
+        # The call's questions waiting now (on the server's loop), and once the first of them began: the call's
+        # deadline then and the time (the call's own time is lengthened by the time some question waited, once
+        # however many waited together).
+        self._asking = 0
+        self._own = self._since = 0.0
         # Set when a request comes (the engine's thread waits on it with the call), made anew when it is served.
         self.bell: concurrent.futures.Future[None] = concurrent.futures.Future()
         # Each request with its reply and whether the server withdrew it (notifications/cancelled: a question is
@@ -225,7 +230,8 @@ class AskDesk:
     async def elicitation(self, context: Any, params: types.ElicitRequestParams
                           ) -> types.ElicitResult | types.ErrorData:
         """The SDK's elicitation callback (on the server's loop): the question waits for the operator's answer, and
-        the call's timeout grows by the time it may wait (given back, what it did not take, once answered)."""
+        the call's timeout grows by the time it may wait (once the call's last question waiting is answered, it is
+        the call's own time lengthened by the time questions waited, counted once when several waited together)."""
         if self._elicit is None:
             if self._refused is not None and BETWEEN_QUESTIONS not in self._refused:
                 self._refused.append(BETWEEN_QUESTIONS)
@@ -236,16 +242,19 @@ class AskDesk:
             request = ElicitAsk(str(getattr(params, "message", "")), None,
                                 refused="it asks the operator to open a URL (URL mode): only a form is asked here")
         scope, wait = self.scope, self._wait
-        began = anyio.current_time()
         if scope is not None:
-            scope.deadline += wait
+            if not self._asking:
+                self._own, self._since = scope.deadline, anyio.current_time()
+            scope.deadline += wait  # each may wait its whole time after those before it (they are asked in turn)
+        self._asking += 1
         try:
             answer: ElicitAnswer = await self._waited(request, "a question")
         except AskRefused as exc:
             return _refusal(str(exc), "elicitation")
         finally:
-            if scope is not None:
-                scope.deadline -= max(0.0, wait - (anyio.current_time() - began))
+            self._asking -= 1
+            if scope is not None and not self._asking:  # the last one ended: the time they waited, given once
+                scope.deadline = self._own + (anyio.current_time() - self._since)
         content: dict[str, str | int | float | bool | list[str] | None] = dict(answer.content)
         return types.ElicitResult(action=answer.action, content=content if answer.action == "accept" else None)
 

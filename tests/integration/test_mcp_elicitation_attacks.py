@@ -234,3 +234,25 @@ def test_kill_9_of_the_runner_while_a_question_waits(tmp_path, bwrap) -> None:  
     assert any(isinstance(e, ev.RunEnded) for e in after)
     row = _json.loads(cli("jobs", "--json").stdout.splitlines()[0])
     assert row["status"] != "needs you", row
+
+
+def test_two_questions_at_once_lengthen_the_calls_time_by_the_time_they_waited_not_more(job, bwrap, clock,  # noqa: F811
+                                                                                        tmp_path) -> None:
+    # The call may take 2 s of its own. Its two questions wait together 3 s (the first answered after 3 s, the
+    # second at once): the call's time grows by those 3 s, not by each question's wait added up (6 s). Its 2.5 s
+    # of work after them is past its own 2 s: it times out.
+    asked: list[str] = []
+
+    def operator(sup: Supervisor, need: ev.NeedsOperator, logged: list[str]) -> None:
+        answer = cmds.Answer(question=question_id(need), set=("name=x",))
+        asked.append(question_id(need))
+        if len(asked) == 1:
+            threading.Timer(3.0, lambda: sup.submit(answer, source="cli")).start()
+        else:
+            sup.submit(answer, source="cli")
+
+    for s in server(job, elicitation_timeout=30.0, timeout=2.0):
+        run(job, s, [T(calls=[C(name="mcp__asker__pair", arguments={"seconds": 2.5})]), T(error="end of script")],
+            clock, tmp_path, operator)
+    got = result(job, "mcp__asker__pair")
+    assert not got.ok and "no answer within 2 s" in got.content, got.content

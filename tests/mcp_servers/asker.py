@@ -5,7 +5,7 @@ Tools: ``ask`` (one form question: ``message`` and ``schema`` as given, else a f
 answer's values as their sha256 only), ``twice`` (``n``
 questions, one after another), ``url`` (a URL-mode question), ``caps`` (whether the client advertised the
 elicitation capability), ``slow`` (answers after ``seconds``, asking nothing: a call's own timeout), ``sample_ask``
-(a sampling request, then a question), ``pair`` (two questions at once), ``withdraw`` (a question it cancels itself
+(a sampling request, then a question), ``pair`` (two questions at once, then ``seconds`` of work), ``withdraw`` (a question it cancels itself
 after ``seconds``: notifications/cancelled, then it works on ``after`` seconds more), ``die`` (a question, and the
 server exits while it waits), ``ask_then_sleep`` (a question, then ``seconds`` of work: the call's own timeout)."""
 
@@ -35,7 +35,8 @@ TOOLS = [
     types.Tool(name="url", description="A URL-mode question", input_schema=ANY),
     types.Tool(name="caps", description="Whether the client advertised elicitation", input_schema=ANY),
     types.Tool(name="sample_ask", description="A sampling, then a question", input_schema=ANY),
-    types.Tool(name="pair", description="Two questions at once", input_schema=ANY),
+    types.Tool(name="pair", description="Two questions at once, then work", input_schema={
+        "type": "object", "properties": {"seconds": {"type": "number"}}}),
     types.Tool(name="withdraw", description="A question withdrawn", input_schema={"type": "object", "properties": {
         "seconds": {"type": "number"}, "after": {"type": "number"}}}),
     types.Tool(name="die", description="A question, then the server exits", input_schema=ANY),
@@ -97,6 +98,7 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
         async with anyio.create_task_group() as tg:
             tg.start_soon(one, 0)
             tg.start_soon(one, 1)
+        await anyio.sleep(float(args.get("seconds", 0)))
         return _text("\n".join(said))
     if params.name == "withdraw":
         with anyio.move_on_after(float(args.get("seconds", 0.5))):
