@@ -2,12 +2,12 @@
 (the SDK's own server side, over stdio). Nothing here trusts or bounds anything: that is the harness's job.
 
 Tools: ``ask`` (one form question: ``message`` and ``schema`` as given, else a form of four fields; ``digest``: the
-answer's values as their sha256 only), ``twice`` (``n``
-questions, one after another), ``url`` (a URL-mode question), ``caps`` (whether the client advertised the
-elicitation capability), ``slow`` (answers after ``seconds``, asking nothing: a call's own timeout), ``sample_ask``
-(a sampling request, then a question), ``pair`` (two questions at once, then ``seconds`` of work), ``withdraw`` (a question it cancels itself
-after ``seconds``: notifications/cancelled, then it works on ``after`` seconds more), ``die`` (a question, and the
-server exits while it waits), ``ask_then_sleep`` (a question, then ``seconds`` of work: the call's own timeout)."""
+answer's values as their sha256 only), ``twice`` (``n`` questions, one after another), ``url`` (a URL-mode
+question), ``caps`` (whether the client advertised the elicitation capability), ``slow`` (answers after ``seconds``,
+asking nothing: a call's own timeout), ``sample_ask`` (a sampling request, then a question), ``pair`` (two questions
+at once, then ``seconds`` of work), ``withdraw`` (a question it cancels itself after ``seconds``:
+notifications/cancelled, then it works on ``after`` seconds more), ``die`` (a question, and the server exits while
+it waits), ``ask_then_sleep`` (a question, then ``seconds`` of work: the call's own timeout)."""
 
 from __future__ import annotations
 
