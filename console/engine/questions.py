@@ -105,9 +105,10 @@ def _length(value: Any, where: str) -> int | None:
     return value
 
 
-def _choices(prop: dict[str, Any], where: str) -> tuple[str, ...]:
+def _choices(prop: dict[str, Any], where: str, several: bool = False) -> tuple[str, ...]:
     """A string enum's choices: ``enum`` (the 2025-06-18 form) or ``oneOf``/``anyOf`` of ``const`` (2025-11-25's
-    titled one)."""
+    titled one). ``several``: a multi-select's, answered comma-separated (each stripped): a choice that could not
+    be typed so (a comma in it, spaces at its ends) refuses the form."""
     raw = prop.get("enum")
     titled = prop.get("oneOf", prop.get("anyOf"))
     if raw is None and isinstance(titled, list):
@@ -118,6 +119,9 @@ def _choices(prop: dict[str, Any], where: str) -> tuple[str, ...]:
         raise FormRefused(f"{where}: each choice must be a short printable text")
     if len(set(raw)) != len(raw):
         raise FormRefused(f"{where}: two choices are the same")
+    if several and any("," in c or c != c.strip() for c in raw):
+        raise FormRefused(f"{where}: a choice holds a comma or spaces at its ends (several are answered "
+                          "comma-separated)")
     return tuple(raw)
 
 
@@ -149,7 +153,7 @@ def parse_form(schema: Any) -> tuple[FormField, ...]:
             fields.append(FormField(
                 name=name, kind="choices", title=_text(prop.get("title"), MAX_TITLE),
                 description=_text(prop.get("description"), 300), required=name in required,
-                choices=_choices(items, where), min_length=_length(prop.get("minItems"), f"{where}'s minItems"),
+                choices=_choices(items, where, several=True), min_length=_length(prop.get("minItems"), f"{where}'s minItems"),
                 max_length=_length(prop.get("maxItems"), f"{where}'s maxItems"), default=_default(prop)))
             continue
         if kind == "array" or isinstance(kind, list):
@@ -158,7 +162,10 @@ def parse_form(schema: Any) -> tuple[FormField, ...]:
         if kind not in KINDS:
             raise FormRefused(f"{where}: type {_text(str(kind), 20)} is not one a form may ask")
         choices: tuple[str, ...] = ()
-        if kind == "string" and ("enum" in prop or "oneOf" in prop):
+        if kind != "string" and any(k in prop for k in ("enum", "oneOf", "anyOf", "const")):
+            # Choices are a string's only (the specification's form): others would go to the server unchecked.
+            raise FormRefused(f"{where}: choices of a {kind} are not asked (only of a string)")
+        if kind == "string" and any(k in prop for k in ("enum", "oneOf", "anyOf")):
             choices, kind = _choices(prop, where), "enum"
         fmt = prop.get("format", "")
         if fmt and (kind != "string" or fmt not in FORMATS):

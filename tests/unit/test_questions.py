@@ -83,3 +83,38 @@ def test_values_are_name_equals_value_each_given_once() -> None:
         parse_values(("a=1", "a=2"))
     with pytest.raises(ValueError, match="is not NAME=VALUE"):
         parse_values(("a",))
+
+
+def _multi(*choices: str) -> dict[str, Any]:
+    return {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string",
+                                                                                 "enum": list(choices)}}}}
+
+
+@pytest.mark.parametrize("choices", [("a,b", "c"), (" a", "b"), ("a ", "b")])
+def test_a_multi_select_whose_choice_cannot_be_typed_comma_separated_is_refused(choices: tuple[str, ...]) -> None:
+    # Its answer is the choices comma-separated, each stripped: a choice holding a comma, or spaces at its ends,
+    # could never be picked (and "a,b" would read as two choices): the form is refused, never asked unanswerable.
+    with pytest.raises(FormRefused, match="comma"):
+        parse_form(_multi(*choices))
+
+
+def test_an_enum_on_a_number_is_checked_against_its_choices() -> None:
+    # {"type": "integer", "enum": [1, 2]}: a value outside the server's choices is refused here, as a string
+    # enum's is, or the form is refused; never an unchecked number sent as if the form allowed it.
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "enum": [1, 2]}}}
+    try:
+        fields = parse_form(schema)
+    except FormRefused:
+        return
+    with pytest.raises(ValueError):
+        check_answer(fields, {"n": "5"})
+
+
+def test_a_strings_titled_choices_in_any_of_are_its_choices() -> None:
+    # 2025-11-25's titled enum is oneOf or anyOf of const: the anyOf one was read as a free string, any value sent.
+    schema = {"type": "object", "properties": {"size": {"type": "string", "anyOf": [
+        {"const": "s", "title": "Small"}, {"const": "l", "title": "Large"}]}}}
+    (f,) = parse_form(schema)
+    assert (f.kind, f.choices) == ("enum", ("s", "l"))
+    with pytest.raises(ValueError, match="one of s, l"):
+        check_answer((f,), {"size": "xl"})
