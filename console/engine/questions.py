@@ -154,7 +154,8 @@ def parse_form(schema: Any) -> tuple[FormField, ...]:
                 name=name, kind="choices", title=_text(prop.get("title"), MAX_TITLE),
                 description=_text(prop.get("description"), 300), required=name in required,
                 choices=_choices(items, where, several=True),
-                min_length=_length(prop.get("minItems"), f"{where}'s minItems"), max_length=_length(prop.get("maxItems"), f"{where}'s maxItems"), default=_default(prop)))
+                min_length=_length(prop.get("minItems"), f"{where}'s minItems"),
+                max_length=_length(prop.get("maxItems"), f"{where}'s maxItems"), default=_default(prop)))
             continue
         if kind == "array" or isinstance(kind, list):
             raise FormRefused(f"{where}: only flat fields are asked (a string, a number, an integer, a boolean, or "
