@@ -256,3 +256,18 @@ def test_two_questions_at_once_lengthen_the_calls_time_by_the_time_they_waited_n
             clock, tmp_path, operator)
     got = result(job, "mcp__asker__pair")
     assert not got.ok and "no answer within 2 s" in got.content, got.content
+
+
+def test_a_flood_of_questions_at_once_is_refused_past_the_cap_and_the_call_ends(job, bwrap, clock,  # noqa: F811
+                                                                                tmp_path) -> None:
+    # Twelve at once: the desk holds 8 (the others refused at once), the engine asks 2 (elicitation_per_call), the
+    # rest are refused; the operator is asked twice, and the call ends with every answer said.
+    for s in server(job, elicitation_timeout=30.0, timeout=20.0):
+        run(job, s, [T(calls=[C(name="mcp__asker__pair", arguments={"n": 12})]), T(error="end of script")],
+            clock, tmp_path, answering(cancel=True))
+    lines = result(job, "mcp__asker__pair").content.splitlines()
+    assert len(lines) == 12
+    said = sorted(lines)
+    assert said[:2] == ["ELICITED: cancel null"] * 2 and all(ln.startswith("REFUSED") for ln in said[2:])
+    assert len(needs(job)) == 2 and len(cleared(job)) == 2
+    assert len([e for e in elicited(job) if e.refused]) <= 8

@@ -5,7 +5,7 @@ Tools: ``ask`` (one form question: ``message`` and ``schema`` as given, else a f
 answer's values as their sha256 only), ``twice`` (``n`` questions, one after another), ``url`` (a URL-mode
 question), ``caps`` (whether the client advertised the elicitation capability), ``slow`` (answers after ``seconds``,
 asking nothing: a call's own timeout), ``sample_ask`` (a sampling request, then a question), ``pair`` (two questions
-at once, then ``seconds`` of work), ``withdraw`` (a question it cancels itself after ``seconds``:
+at once, or ``n``, then ``seconds`` of work), ``withdraw`` (a question it cancels itself after ``seconds``:
 notifications/cancelled, then it works on ``after`` seconds more), ``die`` (a question, and the server exits while
 it waits), ``ask_then_sleep`` (a question, then ``seconds`` of work: the call's own timeout)."""
 
@@ -36,7 +36,7 @@ TOOLS = [
     types.Tool(name="caps", description="Whether the client advertised elicitation", input_schema=ANY),
     types.Tool(name="sample_ask", description="A sampling, then a question", input_schema=ANY),
     types.Tool(name="pair", description="Two questions at once, then work", input_schema={
-        "type": "object", "properties": {"seconds": {"type": "number"}}}),
+        "type": "object", "properties": {"seconds": {"type": "number"}, "n": {"type": "integer"}}}),
     types.Tool(name="withdraw", description="A question withdrawn", input_schema={"type": "object", "properties": {
         "seconds": {"type": "number"}, "after": {"type": "number"}}}),
     types.Tool(name="die", description="A question, then the server exits", input_schema=ANY),
@@ -90,14 +90,14 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
             sampled = f"SAMPLING REFUSED: {exc}"
         return _text(f"{sampled}\n{await _ask(ctx, 'And now?', FORM)}")
     if params.name == "pair":
-        said: list[str] = ["", ""]
+        said: list[str] = [""] * int(args.get("n", 2))
 
         async def one(i: int) -> None:
             said[i] = await _ask(ctx, f"pair {i}", FORM)
 
         async with anyio.create_task_group() as tg:
-            tg.start_soon(one, 0)
-            tg.start_soon(one, 1)
+            for i in range(len(said)):
+                tg.start_soon(one, i)
         await anyio.sleep(float(args.get("seconds", 0)))
         return _text("\n".join(said))
     if params.name == "withdraw":
