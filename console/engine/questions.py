@@ -229,8 +229,9 @@ def _typed(f: FormField, raw: str) -> Value:
     if f.kind == "choices":
         picked = [c.strip() for c in raw.split(",") if c.strip()]
         if bad := [c for c in picked if c not in f.choices]:
-            raise ValueError(f"{f.name}: '{safe_text(bad[0], one_line=True, limit=40)}' is not one of "
-                             f"{', '.join(f.choices)}")
+            # Which one, by its place (the refusal is logged: what was typed is never echoed there).
+            nth = picked.index(bad[0]) + 1
+            raise ValueError(f"{f.name}: the choice number {nth} given is not one of {', '.join(f.choices)}")
         if len(set(picked)) != len(picked):
             raise ValueError(f"{f.name}: a choice is given twice")
         if (f.min_length is not None and len(picked) < f.min_length) or (

@@ -118,3 +118,13 @@ def test_a_strings_titled_choices_in_any_of_are_its_choices() -> None:
     assert (f.kind, f.choices) == ("enum", ("s", "l"))
     with pytest.raises(ValueError, match="one of s, l"):
         check_answer((f,), {"size": "xl"})
+
+
+def test_a_wrong_choice_is_refused_without_saying_what_was_typed() -> None:
+    # The refusal is logged (the answer command's detail, in events.jsonl): what the operator typed is the
+    # server's only (a token typed into the wrong field), never echoed there.
+    secret = "sk-live-" + "9" * 30
+    fields = parse_form(_multi("a", "b"))
+    with pytest.raises(ValueError) as refused:
+        check_answer(fields, {"tags": f"a,{secret}"})
+    assert "sk-live" not in str(refused.value) and "one of a, b" in str(refused.value)
