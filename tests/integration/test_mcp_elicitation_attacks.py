@@ -271,3 +271,24 @@ def test_a_flood_of_questions_at_once_is_refused_past_the_cap_and_the_call_ends(
     assert said[:2] == ["ELICITED: cancel null"] * 2 and all(ln.startswith("REFUSED") for ln in said[2:])
     assert len(needs(job)) == 2 and len(cleared(job)) == 2
     assert len([e for e in elicited(job) if e.refused]) <= 8
+
+
+def test_the_jobs_deadline_passing_while_a_question_waits_ends_it(job, bwrap, clock, tmp_path) -> None:  # noqa: F811
+    # The question's time was bounded by the time left when its call began; the deadline passing while it waits
+    # (here: the run's clock moved on two hours as it was asked) ends it at once, not at its own time's end.
+    from console.engine.guardrails.config import GuardrailsConfig
+
+    for s in server(job, elicitation_timeout=8.0):
+        provider = Recording(clock=clock, script=[T(calls=[C(name="mcp__asker__ask")]), T(error="end of script")])
+        sup = Supervisor(job, run_settings(guardrails=GuardrailsConfig(deadline="1h")), provider, clock=clock,
+                         store=JobStore(tmp_path / "jobs.db"), mcp=[s])
+
+        def on_event(e: object) -> None:
+            if isinstance(e, ev.NeedsOperator) and e.reason == "mcp_question":
+                clock.advance(2 * 3600)
+
+        sup.subscribe(on_event)
+        sup.run()
+    (done,) = elicited(job)
+    assert (done.action, done.by) == ("cancel", "the job's deadline passed")
+    assert done.waited_s < 8

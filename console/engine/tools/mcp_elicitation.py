@@ -130,6 +130,7 @@ class Questioner:
         began = time.monotonic()
         ends = began + timeout
         by = ""
+        guards = getattr(rt, "guards", None)  # the job's deadline (its time left was the call's bound at its start)
         try:
             ask_operator(rt.events, op, "mcp_question",
                          f"MCP server {name} asks (question {q.id}, during {safe_text(tool, one_line=True, limit=60)}"
@@ -143,6 +144,8 @@ class Questioner:
                     by = ended
                 elif time.monotonic() >= ends:
                     by = f"no answer within {timeout:g} s"
+                elif guards is not None and (cut := guards.seconds_to_cut()) is not None and cut <= 0:
+                    by = "the job's deadline passed"
                 if by:
                     break
                 if rt.events.holds_lines:  # a wrong answer's refusal: said to `agent-console answer` now
