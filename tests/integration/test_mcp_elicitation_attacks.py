@@ -81,7 +81,8 @@ def test_the_server_dying_while_its_question_waits_ends_the_question_and_reports
     got = result(job, "mcp__asker__die")
     assert not got.ok
     (done,) = elicited(job)
-    assert done.action == "cancel" and done.waited_s < 20
+    assert (done.action, done.by) == ("cancel", "the call's end (the server no longer waits)")
+    assert done.waited_s < 20 and "the server exited during the call" in got.content
     assert len(needs(job)) == 1 and len(cleared(job)) == 1
 
 
