@@ -293,3 +293,16 @@ def test_the_jobs_deadline_passing_while_a_question_waits_ends_it(job, bwrap, cl
     (done,) = elicited(job)
     assert (done.action, done.by) == ("cancel", "the job's deadline passed")
     assert done.waited_s < 8
+
+
+def test_a_failure_while_a_question_waits_clears_its_need(job, bwrap, clock, tmp_path, monkeypatch) -> None:  # noqa: F811
+    # The wait fails (the log cannot be written, a fault of the harness): the server is refused, and the need is
+    # cleared with the question; else the run said "needs you" for a question no one asks any more, and refused
+    # every later question as "the run waits for its operator about something else".
+    from console.engine.tools import mcp_elicitation
+
+    monkeypatch.setattr(mcp_elicitation, "LOOK", -1.0)  # time.sleep(-1) raises: the wait's first look fails
+    for s in server(job):
+        run(job, s, [T(calls=[C(name="mcp__asker__ask")]), T(error="end of script")], clock, tmp_path)
+    assert result(job, "mcp__asker__ask").content.startswith("REFUSED")
+    assert len(needs(job)) == 1 and len(cleared(job)) == 1

@@ -151,6 +151,11 @@ class Questioner:
                 if rt.events.holds_lines:  # a wrong answer's refusal: said to `agent-console answer` now
                     log_now()
                 time.sleep(LOOK)
+        except BaseException:
+            # The wait failed (a fault of the harness: the server is refused, said by console.mcp): the question is
+            # over, and so is the need it was, or the views say "needs you" for it and later questions are refused.
+            answered(rt.events, op, "the harness could not wait for the answer")
+            raise
         finally:
             op.question = None
         action: Action = q.action or "cancel"
