@@ -153,6 +153,9 @@ class OperatorState:
     def _answer(self, body: Answer, source: str) -> tuple[str, str]:
         """An answer to the question waiting now: checked against its form, kept for the call that asks it."""
         q = self.question
+        if q is not None and q.action is not None and body.question in (None, q.id):
+            # Two answers at once (two shells, the palette and a shell): the first is the one applied.
+            return "rejected", f"question {q.id} was answered already (by {q.by}): nothing answered"
         if q is None or q.action is not None:
             return "rejected", "no question of an MCP server waits for an answer now"
         if body.question is not None and body.question != q.id:

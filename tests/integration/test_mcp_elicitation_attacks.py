@@ -306,3 +306,20 @@ def test_a_failure_while_a_question_waits_clears_its_need(job, bwrap, clock, tmp
         run(job, s, [T(calls=[C(name="mcp__asker__ask")]), T(error="end of script")], clock, tmp_path)
     assert result(job, "mcp__asker__ask").content.startswith("REFUSED")
     assert len(needs(job)) == 1 and len(cleared(job)) == 1
+
+
+def test_two_answers_at_once_one_is_applied_the_other_refused_as_late(job, bwrap, clock, tmp_path) -> None:  # noqa: F811
+    def operator(sup: Supervisor, need: ev.NeedsOperator, logged: list[str]) -> None:
+        qid = question_id(need)
+        sup.submit(cmds.Answer(question=qid, set=("name=first",)), source="cli")
+        sup.submit(cmds.Answer(question=qid, set=("name=second",)), source="tui")
+
+    for s in server(job):
+        run(job, s, [T(calls=[C(name="mcp__asker__ask")]), T(error="end of script")], clock, tmp_path, operator)
+    assert result(job, "mcp__asker__ask").content == 'ELICITED: accept {"name": "first"}'
+    qid = elicited(job)[0].question
+    said = [(e.status, e.source, e.detail) for e in events(job) if isinstance(e, ev.OperatorCommand)
+            and e.status != "received"]
+    assert said == [("applied", "cli", f"answered question {qid} of MCP server asker (name)"),
+                    ("rejected", "tui", f"question {qid} was answered already (by operator (cli)): nothing "
+                                        "answered")]
