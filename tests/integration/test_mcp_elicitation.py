@@ -181,7 +181,7 @@ def test_a_wrong_answer_is_refused_with_why_and_the_question_waits_on(job, on, c
         ("rejected", f"question q000000 is not the one waiting (question {qid} of MCP server asker waits now): "
                      "nothing answered"),
         ("rejected", f"not answered: required field missing: name; question {qid} still waits"),
-        ("rejected", f"not answered: count: 11 is out of its bounds (1.0..10.0); question {qid} still waits"),
+        ("rejected", f"not answered: count: out of its bounds (1..10); question {qid} still waits"),
         ("rejected", f"not answered: the question has no field 'colour' (its fields: name, count, urgent, color); "
                      f"question {qid} still waits"),
         ("rejected", f"not answered: urgent: true or false expected; question {qid} still waits"),
