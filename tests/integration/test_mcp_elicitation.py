@@ -278,7 +278,8 @@ def test_the_per_call_cap_refuses_a_flood_of_questions(job, bwrap, clock, tmp_pa
             clock, tmp_path, answering(cancel=True))
     lines = result(job, "mcp__asker__twice").content.splitlines()
     assert lines[:2] == ["ELICITED: cancel null"] * 2 and all(ln.startswith("REFUSED") for ln in lines[2:])
-    assert [bool(e.refused) for e in elicited(job)] == [False, False, True, True]
+    # The refusals past the cap are said once (a flood of them writes one event, not one each).
+    assert [bool(e.refused) for e in elicited(job)] == [False, False, True]
 
 
 @pytest.mark.parametrize("enabled", [False, True])

@@ -323,3 +323,15 @@ def test_two_answers_at_once_one_is_applied_the_other_refused_as_late(job, bwrap
     assert said == [("applied", "cli", f"answered question {qid} of MCP server asker (name)"),
                     ("rejected", "tui", f"question {qid} was answered already (by operator (cli)): nothing "
                                         "answered")]
+
+
+def test_a_flood_of_refused_forms_in_one_call_does_not_flood_the_log(job, bwrap, clock, tmp_path) -> None:  # noqa: F811
+    # 300 forms no client asks, one after another in one call: each is refused, but the log says so a bounded
+    # number of times (the cap of questions a call counts them all), never once each.
+    for s in server(job, timeout=60.0):
+        run(job, s, [T(calls=[C(name="mcp__asker__bad_flood", arguments={"n": 300})]), T(error="end of script")],
+            clock, tmp_path)
+    assert result(job, "mcp__asker__bad_flood").content == "300 REFUSED"
+    refused = [e for e in elicited(job) if e.refused]
+    assert 1 <= len(refused) <= 3, len(refused)
+    assert needs(job) == []

@@ -87,16 +87,23 @@ class Questioner:
         question's time, within the job's deadline: the caller says); ``log_now`` journals the ids asked so far
         with the call's intent, then writes what the step holds to the log."""
         asked: list[str] = []
+        # Every request of the call counts against its cap, the refused ones too (a server sending forms no client
+        # asks, one after another, would otherwise write an event each into the log); past the cap, the refusal
+        # is logged once.
+        tried = [0]
 
         def elicit(request: ElicitAsk, over: Callable[[], str]) -> ElicitAnswer:
-            def refuse(why: str) -> AskRefused:
-                rt.events.emit(ev.McpElicited, server=config.name, tool=tool, call_id=call_id,
-                               refused=safe_text(why, one_line=True, limit=300))
+            def refuse(why: str, logged: bool = True) -> AskRefused:
+                if logged:
+                    rt.events.emit(ev.McpElicited, server=config.name, tool=tool, call_id=call_id,
+                                   refused=safe_text(why, one_line=True, limit=300))
                 return AskRefused(why)
 
-            if len(asked) >= config.elicitation_per_call:
+            tried[0] += 1
+            if tried[0] > config.elicitation_per_call:
                 raise refuse(f"at most {config.elicitation_per_call} questions are asked during one tool call "
-                             "(elicitation_per_call in the operator's config)")
+                             "(elicitation_per_call in the operator's config)",
+                             logged=tried[0] == config.elicitation_per_call + 1)
             if request.refused:
                 raise refuse(request.refused)
             try:
