@@ -335,3 +335,17 @@ def test_a_flood_of_refused_forms_in_one_call_does_not_flood_the_log(job, bwrap,
     refused = [e for e in elicited(job) if e.refused]
     assert 1 <= len(refused) <= 3, len(refused)
     assert needs(job) == []
+
+
+def test_a_flood_of_sampling_requests_past_the_cap_does_not_flood_the_log(job, bwrap, clock, tmp_path) -> None:  # noqa: F811
+    # The same flood through sampling (the sibling of questions): past sampling_per_call each request is refused,
+    # and the log says so once.
+    from tests.integration.test_mcp_sampling import run as run_sampling
+
+    for s in server(job, sampling=True, sampling_per_call=2, timeout=60.0):
+        run_sampling(job, s, [T(calls=[C(name="mcp__asker__sample_flood", arguments={"n": 300})]),
+                              T(error="end of script")], clock, tmp_path)
+    assert result(job, "mcp__asker__sample_flood").content == "298 REFUSED"
+    sampled = [e for e in events(job) if isinstance(e, ev.McpSampled)]
+    assert len([e for e in sampled if not e.refused]) == 2
+    assert len([e for e in sampled if e.refused]) == 1, len(sampled)

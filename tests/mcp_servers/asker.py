@@ -8,7 +8,7 @@ asking nothing: a call's own timeout), ``sample_ask`` (a sampling request, then 
 at once, or ``n``, then ``seconds`` of work), ``withdraw`` (a question it cancels itself after ``seconds``:
 notifications/cancelled, then it works on ``after`` seconds more), ``die`` (a question, and the server exits while
 it waits), ``ask_then_sleep`` (a question, then ``seconds`` of work: the call's own timeout), ``bad_flood``
-(``n`` forms no client asks, one after another)."""
+(``n`` forms no client asks, one after another), ``sample_flood`` (``n`` sampling requests, one after another)."""
 
 from __future__ import annotations
 
@@ -41,6 +41,8 @@ TOOLS = [
     types.Tool(name="withdraw", description="A question withdrawn", input_schema={"type": "object", "properties": {
         "seconds": {"type": "number"}, "after": {"type": "number"}}}),
     types.Tool(name="die", description="A question, then the server exits", input_schema=ANY),
+    types.Tool(name="sample_flood", description="n sampling requests", input_schema={
+        "type": "object", "properties": {"n": {"type": "integer"}}}),
     types.Tool(name="bad_flood", description="n refused forms", input_schema={
         "type": "object", "properties": {"n": {"type": "integer"}}}),
     types.Tool(name="ask_then_sleep", description="A question, then work", input_schema={
@@ -116,6 +118,15 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
         async with anyio.create_task_group() as tg:
             tg.start_soon(exit_soon)
             return _text(await _ask(ctx, "dying", FORM))
+    if params.name == "sample_flood":  # n sampling requests, one after another
+        message = types.SamplingMessage(role="user", content=types.TextContent(type="text", text="hi"))
+        refused = 0
+        for _ in range(int(args.get("n", 100))):
+            try:
+                await ctx.session.create_message([message], max_tokens=20)
+            except Exception:
+                refused += 1
+        return _text(f"{refused} REFUSED")
     if params.name == "bad_flood":  # n forms no client may ask, one after another
         bad = {"type": "object", "properties": {"a": {"type": "object"}}}
         said = [await _ask(ctx, f"bad {i}", bad) for i in range(int(args.get("n", 100)))]
