@@ -299,18 +299,13 @@ def test_an_http_servers_question_is_asked_only_when_enabled(job, clock, tmp_pat
     assert len(elicited(job)) == enabled
 
 
-def test_answered_from_another_shell_as_an_operator_would(tmp_path, bwrap) -> None:  # noqa: F811
-    """The whole way: the operator's config enables the server's questions, a job names the server and runs
-    headless; `jobs` says the run needs its operator, a wrong `agent-console answer` is refused at once with why
-    (exit 1), the right one is applied (exit 0) and the server has the values."""
-    import subprocess
-
-    from tests.integration.test_crash_resume import start, wait_for
-
+def headless_job(tmp_path: Path, config: str = "") -> Path:
+    """A job folder whose scripted agent calls the asker's ``ask`` first, the operator's config enabling its
+    questions (``config``: more keys of its ``[[mcp.servers]]`` entry)."""
     paths = f'["{VENV}", "{SERVERS}", "{PY_HOME}"]'
     Path(os.environ["AGENT_CONSOLE_CONFIG"]).write_text(
         f'[sandbox_limits]\nread_only = {paths}\n\n[[mcp.servers]]\nname = "asker"\n'
-        f'command = {json.dumps(ARGV)}\nelicitation = true\n')
+        f'command = {json.dumps(ARGV)}\nelicitation = true\n{config}')
     job = tmp_path / "job"
     job.mkdir()
     (job / "instructions.md").write_text(
@@ -319,6 +314,18 @@ def test_answered_from_another_shell_as_an_operator_would(tmp_path, bwrap) -> No
         "- [ ] Record the last word as a note\n")
     (job / "job.toml").write_text(f'name = "asker"\n[model]\nprovider = "scripted"\nspeed = 0\n'
                                   f'[sandbox]\nread_only = {paths}\n[[mcp]]\nname = "asker"\nrequired = true\n')
+    return job
+
+
+def test_answered_from_another_shell_as_an_operator_would(tmp_path, bwrap) -> None:  # noqa: F811
+    """The whole way: the operator's config enables the server's questions, a job names the server and runs
+    headless; `jobs` says the run needs its operator, a wrong `agent-console answer` is refused at once with why
+    (exit 1), the right one is applied (exit 0) and the server has the values."""
+    import subprocess
+
+    from tests.integration.test_crash_resume import start, wait_for
+
+    job = headless_job(tmp_path)
     log = job / ".console" / "events.jsonl"
     proc = start(job)
 

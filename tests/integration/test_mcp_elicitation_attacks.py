@@ -70,7 +70,6 @@ def test_a_question_the_server_withdraws_is_no_longer_the_operators_need(job, bw
     assert result(job, "mcp__asker__withdraw").content == "WITHDRAWN"
     (done,) = elicited(job)
     assert (done.action, done.by) == ("cancel", "the server withdrew its question")
-    assert done.waited_s < 3
     assert len(cleared(job)) == 1
 
 
@@ -82,7 +81,7 @@ def test_the_server_dying_while_its_question_waits_ends_the_question_and_reports
     assert not got.ok
     (done,) = elicited(job)
     assert (done.action, done.by) == ("cancel", "the call's end (the server no longer waits)")
-    assert done.waited_s < 20 and "the server exited during the call" in got.content
+    assert "the server exited during the call" in got.content
     assert len(needs(job)) == 1 and len(cleared(job)) == 1
 
 
@@ -184,22 +183,10 @@ def test_kill_9_of_the_runner_while_a_question_waits(tmp_path, bwrap) -> None:  
     import subprocess
     import sys
 
-    from tests.commands_support import PY_HOME
     from tests.integration.test_crash_resume import start, wait_for
-    from tests.integration.test_mcp_elicitation import ARGV, SERVERS, VENV
+    from tests.integration.test_mcp_elicitation import headless_job
 
-    paths = f'["{VENV}", "{SERVERS}", "{PY_HOME}"]'
-    Path(os.environ["AGENT_CONSOLE_CONFIG"]).write_text(
-        f'[sandbox_limits]\nread_only = {paths}\n\n[[mcp.servers]]\nname = "asker"\n'
-        f'command = {_json.dumps(ARGV)}\nelicitation = true\nelicitation_timeout = 5\n')
-    job = tmp_path / "job"
-    job.mkdir()
-    (job / "instructions.md").write_text(
-        "# Ask the operator\n\n## Phase 1: Ask\n- [ ] Run `mcp__asker__ask`\n- [ ] List the files of the job folder\n"
-        "- [ ] Record what the server answered as a note\n- [ ] Record the end as a note\n"
-        "- [ ] Record the last word as a note\n")
-    (job / "job.toml").write_text(f'name = "asker"\n[model]\nprovider = "scripted"\nspeed = 0\n'
-                                  f'[sandbox]\nread_only = {paths}\n[[mcp]]\nname = "asker"\nrequired = true\n')
+    job = headless_job(tmp_path, "elicitation_timeout = 5\n")
     log = job / ".console" / "events.jsonl"
 
     def cli(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -292,7 +279,6 @@ def test_the_jobs_deadline_passing_while_a_question_waits_ends_it(job, bwrap, cl
         sup.run()
     (done,) = elicited(job)
     assert (done.action, done.by) == ("cancel", "the job's deadline passed")
-    assert done.waited_s < 8
 
 
 def test_a_failure_while_a_question_waits_clears_its_need(job, bwrap, clock, tmp_path, monkeypatch) -> None:  # noqa: F811
