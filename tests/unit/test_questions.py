@@ -137,3 +137,22 @@ def test_a_number_out_of_its_bounds_is_refused_without_saying_it() -> None:
     with pytest.raises(ValueError) as refused:
         check_answer(fields, {"code": "4711420"})
     assert "4711420" not in str(refused.value) and "0..999999" in str(refused.value)
+
+
+def test_hostile_pieces_of_a_form_are_bounded_escaped_or_refused() -> None:
+    esc = "\x1b]52;c;aGFjaw==\x07\x1b[2J"
+    (f,) = parse_form({"type": "object", "required": ["a"] * 10_000, "properties": {"a": {
+        "type": "string", "title": "T" * 100_000 + esc, "description": esc + "D" * 100_000, "default": esc * 50}}})
+    line = f.line()
+    assert "\x1b" not in line and "\x07" not in line and len(line) < 1000 and f.required
+    for bad in ({"type": "integer", "minimum": True}, {"type": "boolean", "enum": [0, 1]},
+                {"type": "string", "enum": [1, 2]}, {"type": "string", "enum": ["a", "a"]},
+                {"type": "string", "enum": ["x" + esc]}, {"type": ["string", "null"]},
+                {"type": "object", "properties": {"b": {"type": "object"}}}, {"type": "string", "format": "regex"}):
+        with pytest.raises(FormRefused):
+            parse_form({"type": "object", "properties": {"a": bad}})
+    deep: dict[str, Any] = {"type": "string"}
+    for _ in range(5000):
+        deep = {"type": "object", "properties": {"a": deep}}
+    with pytest.raises(FormRefused):
+        parse_form(deep)
