@@ -335,3 +335,23 @@ def test_a_flood_of_sampling_requests_past_the_cap_does_not_flood_the_log(job, b
     sampled = [e for e in events(job) if isinstance(e, ev.McpSampled)]
     assert len([e for e in sampled if not e.refused]) == 2
     assert len([e for e in sampled if e.refused]) == 1, len(sampled)
+
+
+def test_a_sampling_and_a_question_at_once_are_both_answered(job, bwrap, clock, tmp_path) -> None:  # noqa: F811
+    from tests.integration.test_mcp_sampling import ANSWER, Answering
+
+    for s in server(job, sampling=True):
+        provider = Answering(clock=clock, script=[T(calls=[C(name="mcp__asker__sample_with_ask")]),
+                                                  T(error="end of script")])
+        sup = provider.sup = Supervisor(job, run_settings(), provider, clock=clock,
+                                        store=JobStore(tmp_path / "jobs.db"), mcp=[s])
+
+        def on_event(e: object, sup: Supervisor = sup) -> None:
+            if isinstance(e, ev.NeedsOperator) and e.reason == "mcp_question":
+                sup.submit(cmds.Answer(question=question_id(e), set=("name=Ada",)), source="cli")
+
+        sup.subscribe(on_event)
+        sup.run()
+    got = result(job, "mcp__asker__sample_with_ask").content
+    assert got == f'SAMPLED: {ANSWER}\nELICITED: accept {{"name": "Ada"}}'
+    assert len(needs(job)) == 1 and len(cleared(job)) == 1

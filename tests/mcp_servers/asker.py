@@ -8,7 +8,8 @@ asking nothing: a call's own timeout), ``sample_ask`` (a sampling request, then 
 at once, or ``n``, then ``seconds`` of work), ``withdraw`` (a question it cancels itself after ``seconds``:
 notifications/cancelled, then it works on ``after`` seconds more), ``die`` (a question, and the server exits while
 it waits), ``ask_then_sleep`` (a question, then ``seconds`` of work: the call's own timeout), ``bad_flood``
-(``n`` forms no client asks, one after another), ``sample_flood`` (``n`` sampling requests, one after another)."""
+(``n`` forms no client asks, one after another), ``sample_flood`` (``n`` sampling requests, one after another),
+``sample_with_ask`` (a sampling and a question at once)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ TOOLS = [
     types.Tool(name="die", description="A question, then the server exits", input_schema=ANY),
     types.Tool(name="sample_flood", description="n sampling requests", input_schema={
         "type": "object", "properties": {"n": {"type": "integer"}}}),
+    types.Tool(name="sample_with_ask", description="A sampling and a question at once", input_schema=ANY),
     types.Tool(name="bad_flood", description="n refused forms", input_schema={
         "type": "object", "properties": {"n": {"type": "integer"}}}),
     types.Tool(name="ask_then_sleep", description="A question, then work", input_schema={
@@ -127,6 +129,24 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
             except Exception:
                 refused += 1
         return _text(f"{refused} REFUSED")
+    if params.name == "sample_with_ask":  # a sampling and a question at once
+        out = ["", ""]
+
+        async def sample() -> None:
+            message = types.SamplingMessage(role="user", content=types.TextContent(type="text", text="hi"))
+            try:
+                got = await ctx.session.create_message([message], max_tokens=20)
+                out[0] = f"SAMPLED: {getattr(got.content, 'text', got.content)}"
+            except Exception as exc:
+                out[0] = f"SAMPLING REFUSED: {exc}"
+
+        async def ask() -> None:
+            out[1] = await _ask(ctx, "meanwhile?", FORM)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask)
+            tg.start_soon(sample)
+        return _text("\n".join(out))
     if params.name == "bad_flood":  # n forms no client may ask, one after another
         bad = {"type": "object", "properties": {"a": {"type": "object"}}}
         said = [await _ask(ctx, f"bad {i}", bad) for i in range(int(args.get("n", 100)))]
