@@ -355,3 +355,23 @@ def test_a_sampling_and_a_question_at_once_are_both_answered(job, bwrap, clock, 
     got = result(job, "mcp__asker__sample_with_ask").content
     assert got == f'SAMPLED: {ANSWER}\nELICITED: accept {{"name": "Ada"}}'
     assert len(needs(job)) == 1 and len(cleared(job)) == 1
+
+
+def test_an_answer_naming_the_question_before_is_refused_while_the_next_waits(job, bwrap, clock,  # noqa: F811
+                                                                              tmp_path) -> None:
+    asked: list[str] = []
+
+    def operator(sup: Supervisor, need: ev.NeedsOperator, logged: list[str]) -> None:
+        asked.append(question_id(need))
+        if len(asked) == 2:  # the second waits: an answer to the first (sent again, late) is refused
+            sup.submit(cmds.Answer(question=asked[0], set=("name=late",)), source="cli")
+        sup.submit(cmds.Answer(question=asked[-1], set=(f"name=n{len(asked)}",)), source="cli")
+
+    for s in server(job):
+        run(job, s, [T(calls=[C(name="mcp__asker__twice", arguments={"n": 2})]), T(error="end of script")],
+            clock, tmp_path, operator)
+    assert result(job, "mcp__asker__twice").content == ('ELICITED: accept {"name": "n1"}\n'
+                                                         'ELICITED: accept {"name": "n2"}')
+    said = [(e.status, e.detail) for e in events(job) if isinstance(e, ev.OperatorCommand) and e.status != "received"]
+    assert said[1] == ("rejected", f"question {asked[0]} is not the one waiting (question {asked[1]} of MCP server "
+                                   "asker waits now): nothing answered")
