@@ -375,3 +375,34 @@ def test_an_answer_naming_the_question_before_is_refused_while_the_next_waits(jo
     said = [(e.status, e.detail) for e in events(job) if isinstance(e, ev.OperatorCommand) and e.status != "received"]
     assert said[1] == ("rejected", f"question {asked[0]} is not the one waiting (question {asked[1]} of MCP server "
                                    "asker waits now): nothing answered")
+
+
+def test_a_secret_value_is_answered_from_stdin_never_the_command_line(tmp_path, bwrap) -> None:  # noqa: F811
+    """`agent-console answer RUN --secret NAME`: the value is read from standard input (argv is every local
+    user's to read, with ps), reaches the server as typed, and no file of the run keeps it."""
+    import subprocess
+    import sys
+
+    from tests.integration.test_crash_resume import start, wait_for
+    from tests.integration.test_mcp_elicitation import headless_job
+
+    job = headless_job(tmp_path)
+    log = job / ".console" / "events.jsonl"
+    secret = "Ada-" + "7f" * 16
+    proc = start(job)
+    try:
+        wait_for(log, lambda e: isinstance(e, ev.NeedsOperator) and e.reason == "mcp_question")
+        argv = [sys.executable, "-m", "console.cli", "answer", str(job), "--set", "count=3", "--secret", "name"]
+        got = subprocess.run(argv, input=secret + "\n", capture_output=True, text=True, timeout=60)
+        assert got.returncode == 0 and "answer: applied: answered question q" in got.stdout, got
+        _out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert "Traceback" not in err and secret not in err
+    (res,) = [e for e in ev.read_events(log) if isinstance(e, ev.ToolResult) and e.tool == "mcp__asker__ask"]
+    assert res.content == f'ELICITED: accept {{"count": 3, "name": "{secret}"}}'
+    # The server echoed it into the conversation (its own words); nothing else of the run holds it.
+    for e in ev.read_events(log):
+        if not isinstance(e, ev.ToolResult):
+            assert secret not in e.model_dump_json(), type(e).__name__
+    assert not list((job / ".console" / "inbox").glob("*"))
