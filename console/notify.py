@@ -54,6 +54,9 @@ if TYPE_CHECKING:
 
 # The most a body carries (ntfy takes 4 kB in a message before it makes it an attachment).
 BODY_LIMIT = 3500
+# Characters of the body a need's evidence of more than eight lines shares (with a message of 600 and the answers,
+# within BODY_LIMIT).
+EVIDENCE_ROOM = 2200
 LINE_LIMIT = 300
 QUEUE_LIMIT = 50  # messages waiting for one channel; more are dropped (and that is said once)
 CLOSE_TIMEOUT = 5.0
@@ -606,7 +609,10 @@ class Notifier:
             lines += ["", f"A new request: {approved[0]} earlier one{'s' if approved[0] > 1 else ''} of this run "
                           f"{ANSWERED_AS.get(e.reason, 'answered')}, the last at {_at(approved[1], e.ts)}."]
         if e.evidence:
-            lines += ["", "Evidence:", *(f"- {_line(x, LINE_LIMIT)}" for x in e.evidence)]
+            # A question's fields are its evidence, up to 16: each is cut shorter then, so that every one is named
+            # within the body's bound (cut at its end, the fields past the eighth were left out).
+            limit = LINE_LIMIT if len(e.evidence) <= 8 else max(60, EVIDENCE_ROOM // len(e.evidence))
+            lines += ["", "Evidence:", *(f"- {_line(x, limit)}" for x in e.evidence)]
         state = "; the run is paused" if e.paused else "; the run has ended, no process runs it" \
             if e.reason in ENDING else ""
         lines += ["", f"Since {since.astimezone():%Y-%m-%d %H:%M:%S %Z}" + state]

@@ -30,6 +30,7 @@ def cmd_control(args: argparse.Namespace) -> int:
 
     try:
         check_flags(args)
+        read_secrets(args)
         settings = None
         away: str | None = None
         if not (looks_like_a_path(args.job) or os.path.isdir(args.job)):  # an id or a name: the store says whose
@@ -105,6 +106,29 @@ def cmd_control(args: argparse.Namespace) -> int:
         time.sleep(0.1)
     say(f"{args.command}: sent to process {pid}; not confirmed within {args.wait:g}s ({when(args, paths.run_id)})")
     return EXIT_OK
+
+
+def read_secrets(args: argparse.Namespace) -> None:
+    """``answer --secret NAME``: each such field's value read from standard input (unseen at a terminal), added to
+    the answer's ``--set`` values; never on the command line, where any user of the machine reads it (ps)."""
+    names = getattr(args, "secret", None) or []
+    if not names:
+        return
+    import getpass
+
+    pairs = list(getattr(args, "set", None) or [])
+    for name in names:
+        if not name.strip() or "=" in name:
+            raise ValueError(f"--secret {name[:64]!r}: a field's name is expected (its value is read from stdin)")
+        if sys.stdin.isatty():
+            value = getpass.getpass(f"{name}: ")
+        else:
+            line = sys.stdin.readline()
+            if not line:
+                raise ValueError(f"--secret {name}: no line for it on standard input")
+            value = line.removesuffix("\n").removesuffix("\r")
+        pairs.append(f"{name.strip()}={value}")
+    args.set = pairs
 
 
 def when(args: argparse.Namespace, rid: str) -> str:

@@ -55,6 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
                 c.add_argument(f"--{arg.name}", action="append", type=arg.type, metavar=arg.metavar, help=arg.help)
             else:
                 c.add_argument(f"--{arg.name}", type=arg.type, metavar=arg.metavar, help=arg.help)
+        if spec.cli == "answer":  # a value never on the command line (other users of the machine read argv)
+            c.add_argument("--secret", action="append", metavar="NAME",
+                           help="a field whose value is read from standard input (one line each, in the order "
+                                "given; typed unseen at a terminal), never on the command line")
         if spec.cli == "resume":  # the command line's resume also goes on with a run no process runs
             c.add_argument("--console", action="store_true", help="open the console on the run it starts")
             c.add_argument("--theme", metavar="NAME", help=f"{THEME_HELP} (with --console)")

@@ -35,11 +35,13 @@ EVIDENCE_CHARS = 300
 
 
 def ask_operator(events: ev.EventStream, op: OperatorState, reason: ev.NeedReason, message: str,
-                 evidence: Sequence[str] = (), *, pause: bool = True, notify: bool = True) -> None:
+                 evidence: Sequence[str] = (), *, pause: bool = True, notify: bool = True,
+                 lines: int = EVIDENCE_LINES, chars: int = EVIDENCE_CHARS) -> None:
     """Say the run needs its operator, and (``pause``) hold it after the current turn until they answer.
 
     Asking again for the same reason while unanswered records nothing new (one event per need: the runner's
-    notifier, not the engine, reminds the operator while it stays unanswered)."""
+    notifier, not the engine, reminds the operator while it stays unanswered). ``lines`` and ``chars``: the
+    evidence kept, for a need whose evidence is what the operator answers (a question's fields: all, each whole)."""
     if op.needs == reason:
         if pause:
             op.paused = True
@@ -47,8 +49,8 @@ def ask_operator(events: ev.EventStream, op: OperatorState, reason: ev.NeedReaso
     op.needs = reason
     if pause:
         op.paused = True
-    lines = [str(x)[:EVIDENCE_CHARS] for x in list(evidence)[:EVIDENCE_LINES]]
-    events.emit(ev.NeedsOperator, reason=reason, message=message, evidence=lines, paused=pause, notify=notify)
+    kept = [str(x)[:chars] for x in list(evidence)[:lines]]
+    events.emit(ev.NeedsOperator, reason=reason, message=message, evidence=kept, paused=pause, notify=notify)
 
 
 def answered(events: ev.EventStream, op: OperatorState, by: str) -> None:

@@ -57,15 +57,16 @@ class OperatorState:
     question: Question | None = None
 
     def apply(self, rt: Runtime, *, streaming: bool = False, between_sessions: bool = False,
-              asking: bool = False) -> list[Command]:
+              asking: bool = False, look: bool = False) -> list[Command]:
         """Drain and apply pending commands.
 
         While streaming only stop is acted on at once (``asking``: the model is being asked, so stop and
         pause act at once, raising :class:`Aborted` or :class:`Paused`); between sessions (waiting for a
         restart's approval) a checkpoint or rewind waits for the next session's first
-        turn boundary, where it is recorded with the conversation it belongs to.
+        turn boundary, where it is recorded with the conversation it belongs to. ``look``: the inbox is read now
+        even while streaming (its looks are otherwise spaced by POLL_INTERVAL then).
         """
-        cmds = self.channel.poll(force=not streaming)
+        cmds = self.channel.poll(force=not streaming or look)
         if streaming:
             now = AT_ONCE_WHILE_ASKING if asking else AT_ONCE_WHILE_STREAMING
             self.deferred += [c for c in cmds if not isinstance(c.body, now)]
@@ -152,6 +153,9 @@ class OperatorState:
     def _answer(self, body: Answer, source: str) -> tuple[str, str]:
         """An answer to the question waiting now: checked against its form, kept for the call that asks it."""
         q = self.question
+        if q is not None and q.action is not None and body.question in (None, q.id):
+            # Two answers at once (two shells, the palette and a shell): the first is the one applied.
+            return "rejected", f"question {q.id} was answered already (by {q.by}): nothing answered"
         if q is None or q.action is not None:
             return "rejected", "no question of an MCP server waits for an answer now"
         if body.question is not None and body.question != q.id:

@@ -25,6 +25,9 @@ MAX_MESSAGE = 2000  # characters of the server's message shown (a longer one is 
 MAX_TITLE = 120
 MAX_CHOICES = 32
 MAX_VALUE = 4000  # characters of one answered value
+# Characters of one field as the operator is shown it (:meth:`FormField.line`: the need's evidence, one line a
+# field, all of them): a field longer (32 long choices) cannot be shown whole, and its form is refused.
+MAX_LINE = 1000
 NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}\Z")
 KINDS = ("string", "number", "integer", "boolean")
 FORMAT_WORDS = {"email": "an email address", "uri": "a URI", "date": "a date (YYYY-MM-DD)",
@@ -102,9 +105,10 @@ def _length(value: Any, where: str) -> int | None:
     return value
 
 
-def _choices(prop: dict[str, Any], where: str) -> tuple[str, ...]:
+def _choices(prop: dict[str, Any], where: str, several: bool = False) -> tuple[str, ...]:
     """A string enum's choices: ``enum`` (the 2025-06-18 form) or ``oneOf``/``anyOf`` of ``const`` (2025-11-25's
-    titled one)."""
+    titled one). ``several``: a multi-select's, answered comma-separated (each stripped): a choice that could not
+    be typed so (a comma in it, spaces at its ends) refuses the form."""
     raw = prop.get("enum")
     titled = prop.get("oneOf", prop.get("anyOf"))
     if raw is None and isinstance(titled, list):
@@ -115,6 +119,9 @@ def _choices(prop: dict[str, Any], where: str) -> tuple[str, ...]:
         raise FormRefused(f"{where}: each choice must be a short printable text")
     if len(set(raw)) != len(raw):
         raise FormRefused(f"{where}: two choices are the same")
+    if several and any("," in c or c != c.strip() for c in raw):
+        raise FormRefused(f"{where}: a choice holds a comma or spaces at its ends (several are answered "
+                          "comma-separated)")
     return tuple(raw)
 
 
@@ -146,7 +153,8 @@ def parse_form(schema: Any) -> tuple[FormField, ...]:
             fields.append(FormField(
                 name=name, kind="choices", title=_text(prop.get("title"), MAX_TITLE),
                 description=_text(prop.get("description"), 300), required=name in required,
-                choices=_choices(items, where), min_length=_length(prop.get("minItems"), f"{where}'s minItems"),
+                choices=_choices(items, where, several=True),
+                min_length=_length(prop.get("minItems"), f"{where}'s minItems"),
                 max_length=_length(prop.get("maxItems"), f"{where}'s maxItems"), default=_default(prop)))
             continue
         if kind == "array" or isinstance(kind, list):
@@ -155,7 +163,10 @@ def parse_form(schema: Any) -> tuple[FormField, ...]:
         if kind not in KINDS:
             raise FormRefused(f"{where}: type {_text(str(kind), 20)} is not one a form may ask")
         choices: tuple[str, ...] = ()
-        if kind == "string" and ("enum" in prop or "oneOf" in prop):
+        if kind != "string" and any(k in prop for k in ("enum", "oneOf", "anyOf", "const")):
+            # Choices are a string's only (the specification's form): others would go to the server unchecked.
+            raise FormRefused(f"{where}: choices of a {kind} are not asked (only of a string)")
+        if kind == "string" and any(k in prop for k in ("enum", "oneOf", "anyOf")):
             choices, kind = _choices(prop, where), "enum"
         fmt = prop.get("format", "")
         if fmt and (kind != "string" or fmt not in FORMATS):
@@ -167,6 +178,10 @@ def parse_form(schema: Any) -> tuple[FormField, ...]:
             maximum=_number(prop.get("maximum"), f"{where}'s maximum"),
             min_length=_length(prop.get("minLength"), f"{where}'s minLength"),
             max_length=_length(prop.get("maxLength"), f"{where}'s maxLength"), format=fmt, default=_default(prop)))
+    for f in fields:
+        if len(f.line()) > MAX_LINE:
+            raise FormRefused(f"field {f.name} cannot be shown whole in {MAX_LINE} characters (fewer or shorter "
+                              "choices, a shorter description)")
     return tuple(fields)
 
 
@@ -214,8 +229,9 @@ def _typed(f: FormField, raw: str) -> Value:
     if f.kind == "choices":
         picked = [c.strip() for c in raw.split(",") if c.strip()]
         if bad := [c for c in picked if c not in f.choices]:
-            raise ValueError(f"{f.name}: '{safe_text(bad[0], one_line=True, limit=40)}' is not one of "
-                             f"{', '.join(f.choices)}")
+            # Which one, by its place (the refusal is logged: what was typed is never echoed there).
+            nth = picked.index(bad[0]) + 1
+            raise ValueError(f"{f.name}: the choice number {nth} given is not one of {', '.join(f.choices)}")
         if len(set(picked)) != len(picked):
             raise ValueError(f"{f.name}: a choice is given twice")
         if (f.min_length is not None and len(picked) < f.min_length) or (
@@ -239,7 +255,10 @@ def _typed(f: FormField, raw: str) -> Value:
         if not math.isfinite(number):
             raise ValueError(f"{f.name}: a finite number expected")
         if (f.minimum is not None and number < f.minimum) or (f.maximum is not None and number > f.maximum):
-            raise ValueError(f"{f.name}: {raw.strip()} is out of its bounds ({f.minimum}..{f.maximum})")
+            # The bounds, never the number typed (the refusal is logged: a code one digit too long is still one).
+            low = "" if f.minimum is None else f"{f.minimum:g}"
+            high = "" if f.maximum is None else f"{f.maximum:g}"
+            raise ValueError(f"{f.name}: out of its bounds ({low}..{high})")
         return number
     value = raw
     if f.min_length is not None and len(value) < f.min_length:

@@ -9,6 +9,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import queue
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -140,10 +141,17 @@ class AskDesk:
         # (set by the client's call: lengthened while a question waits for the operator).
         self.call: concurrent.futures.Future[Any] | None = None
         self.scope: Any = None
+        # The call's questions waiting now (on the server's loop), and once the first of them began: the call's
+        # deadline then and the time (the call's own time is lengthened by the time some question waited, once
+        # however many waited together).
+        self._asking = 0
+        self._own = self._since = 0.0
         # Set when a request comes (the engine's thread waits on it with the call), made anew when it is served.
         self.bell: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._waiting: queue.Queue[tuple[SamplingAsk | ElicitAsk, concurrent.futures.Future[Any]]] = queue.Queue(
-            maxsize=MAX_WAITING)
+        # Each request with its reply and whether the server withdrew it (notifications/cancelled: a question is
+        # then over, not left waiting for an answer nobody reads).
+        self._waiting: queue.Queue[tuple[SamplingAsk | ElicitAsk, concurrent.futures.Future[Any],
+                                         threading.Event]] = queue.Queue(maxsize=MAX_WAITING)
 
     def lend(self, ask: Ask | None, elicit: Elicit | None = None) -> None:
         """The call's ask and elicit (None, None: the call is over: what still waits is refused)."""
@@ -159,7 +167,7 @@ class AskDesk:
             self.bell = concurrent.futures.Future()  # before the queue is read: a request put after it rings again
         while True:
             try:
-                request, reply = self._waiting.get_nowait()
+                request, reply, withdrawn = self._waiting.get_nowait()
             except queue.Empty:
                 return
             if not reply.set_running_or_notify_cancel():
@@ -169,7 +177,7 @@ class AskDesk:
                     elicit, call = self._elicit, self.call
                     if elicit is None:
                         raise AskRefused("a question is asked only during a tool call of this server")
-                    reply.set_result(elicit(request, _ended(call)))
+                    reply.set_result(elicit(request, _ended(call, withdrawn)))
                     continue
                 lent = self._lent
                 if lent is None:
@@ -183,8 +191,9 @@ class AskDesk:
     async def _waited(self, request: SamplingAsk | ElicitAsk, kind: str) -> Any:
         """The engine's answer to ``request`` (on the server's loop), or :class:`AskRefused`."""
         reply: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        withdrawn = threading.Event()
         try:
-            self._waiting.put_nowait((request, reply))
+            self._waiting.put_nowait((request, reply, withdrawn))
         except queue.Full:
             raise AskRefused(f"more than {MAX_WAITING} requests at once") from None
         with contextlib.suppress(concurrent.futures.InvalidStateError):
@@ -198,6 +207,11 @@ class AskDesk:
             return await asyncio.wrap_future(reply)
         except concurrent.futures.CancelledError:
             raise AskRefused(between) from None
+        except asyncio.CancelledError:
+            # The server withdrew it (notifications/cancelled cancels this callback) or the session is ending: a
+            # question the engine asks already ends now (its answer could reach no one).
+            withdrawn.set()
+            raise
 
     async def sampling(self, context: Any, params: types.CreateMessageRequestParams
                        ) -> types.CreateMessageResult | types.ErrorData:
@@ -216,7 +230,8 @@ class AskDesk:
     async def elicitation(self, context: Any, params: types.ElicitRequestParams
                           ) -> types.ElicitResult | types.ErrorData:
         """The SDK's elicitation callback (on the server's loop): the question waits for the operator's answer, and
-        the call's timeout grows by the time it may wait (given back, what it did not take, once answered)."""
+        the call's timeout grows by the time it may wait (once the call's last question waiting is answered, it is
+        the call's own time lengthened by the time questions waited, counted once when several waited together)."""
         if self._elicit is None:
             if self._refused is not None and BETWEEN_QUESTIONS not in self._refused:
                 self._refused.append(BETWEEN_QUESTIONS)
@@ -227,23 +242,32 @@ class AskDesk:
             request = ElicitAsk(str(getattr(params, "message", "")), None,
                                 refused="it asks the operator to open a URL (URL mode): only a form is asked here")
         scope, wait = self.scope, self._wait
-        began = anyio.current_time()
         if scope is not None:
-            scope.deadline += wait
+            if not self._asking:
+                self._own, self._since = scope.deadline, anyio.current_time()
+            scope.deadline += wait  # each may wait its whole time after those before it (they are asked in turn)
+        self._asking += 1
         try:
             answer: ElicitAnswer = await self._waited(request, "a question")
         except AskRefused as exc:
             return _refusal(str(exc), "elicitation")
         finally:
-            if scope is not None:
-                scope.deadline -= max(0.0, wait - (anyio.current_time() - began))
+            self._asking -= 1
+            if scope is not None and not self._asking:  # the last one ended: the time they waited, given once
+                scope.deadline = self._own + (anyio.current_time() - self._since)
         content: dict[str, str | int | float | bool | list[str] | None] = dict(answer.content)
         return types.ElicitResult(action=answer.action, content=content if answer.action == "accept" else None)
 
 
-def _ended(call: concurrent.futures.Future[Any] | None) -> Callable[[], bool]:
-    """Whether ``call`` is over (a question of it is then cancelled)."""
-    return lambda: call is not None and call.done()
+def _ended(call: concurrent.futures.Future[Any] | None, withdrawn: threading.Event) -> Callable[[], str]:
+    """Why a question of ``call`` is over ("" while the server waits for its answer): the call ended, or the
+    server withdrew the question."""
+    def over() -> str:
+        if call is not None and call.done():
+            return "the call's end (the server no longer waits)"
+        return "the server withdrew its question" if withdrawn.is_set() else ""
+
+    return over
 
 
 def _refusal(why: str, kind: str = "sampling") -> types.ErrorData:

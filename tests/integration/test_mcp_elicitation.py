@@ -177,7 +177,7 @@ def test_a_wrong_answer_is_refused_with_why_and_the_question_waits_on(job, on, c
         ("rejected", f"question q000000 is not the one waiting (question {qid} of MCP server asker waits now): "
                      "nothing answered"),
         ("rejected", f"not answered: required field missing: name; question {qid} still waits"),
-        ("rejected", f"not answered: count: 11 is out of its bounds (1.0..10.0); question {qid} still waits"),
+        ("rejected", f"not answered: count: out of its bounds (1..10); question {qid} still waits"),
         ("rejected", f"not answered: the question has no field 'colour' (its fields: name, count, urgent, color); "
                      f"question {qid} still waits"),
         ("rejected", f"not answered: urgent: true or false expected; question {qid} still waits"),
@@ -274,7 +274,8 @@ def test_the_per_call_cap_refuses_a_flood_of_questions(job, bwrap, clock, tmp_pa
             clock, tmp_path, answering(cancel=True))
     lines = result(job, "mcp__asker__twice").content.splitlines()
     assert lines[:2] == ["ELICITED: cancel null"] * 2 and all(ln.startswith("REFUSED") for ln in lines[2:])
-    assert [bool(e.refused) for e in elicited(job)] == [False, False, True, True]
+    # The refusals past the cap are said once (a flood of them writes one event, not one each).
+    assert [bool(e.refused) for e in elicited(job)] == [False, False, True]
 
 
 @pytest.mark.parametrize("enabled", [False, True])
@@ -294,18 +295,13 @@ def test_an_http_servers_question_is_asked_only_when_enabled(job, clock, tmp_pat
     assert len(elicited(job)) == enabled
 
 
-def test_answered_from_another_shell_as_an_operator_would(tmp_path, bwrap) -> None:  # noqa: F811
-    """The whole way: the operator's config enables the server's questions, a job names the server and runs
-    headless; `jobs` says the run needs its operator, a wrong `agent-console answer` is refused at once with why
-    (exit 1), the right one is applied (exit 0) and the server has the values."""
-    import subprocess
-
-    from tests.integration.test_crash_resume import start, wait_for
-
+def headless_job(tmp_path: Path, config: str = "") -> Path:
+    """A job folder whose scripted agent calls the asker's ``ask`` first, the operator's config enabling its
+    questions (``config``: more keys of its ``[[mcp.servers]]`` entry)."""
     paths = f'["{VENV}", "{SERVERS}", "{PY_HOME}"]'
     Path(os.environ["AGENT_CONSOLE_CONFIG"]).write_text(
         f'[sandbox_limits]\nread_only = {paths}\n\n[[mcp.servers]]\nname = "asker"\n'
-        f'command = {json.dumps(ARGV)}\nelicitation = true\n')
+        f'command = {json.dumps(ARGV)}\nelicitation = true\n{config}')
     job = tmp_path / "job"
     job.mkdir()
     (job / "instructions.md").write_text(
@@ -314,6 +310,18 @@ def test_answered_from_another_shell_as_an_operator_would(tmp_path, bwrap) -> No
         "- [ ] Record the last word as a note\n")
     (job / "job.toml").write_text(f'name = "asker"\n[model]\nprovider = "scripted"\nspeed = 0\n'
                                   f'[sandbox]\nread_only = {paths}\n[[mcp]]\nname = "asker"\nrequired = true\n')
+    return job
+
+
+def test_answered_from_another_shell_as_an_operator_would(tmp_path, bwrap) -> None:  # noqa: F811
+    """The whole way: the operator's config enables the server's questions, a job names the server and runs
+    headless; `jobs` says the run needs its operator, a wrong `agent-console answer` is refused at once with why
+    (exit 1), the right one is applied (exit 0) and the server has the values."""
+    import subprocess
+
+    from tests.integration.test_crash_resume import start, wait_for
+
+    job = headless_job(tmp_path)
     log = job / ".console" / "events.jsonl"
     proc = start(job)
 

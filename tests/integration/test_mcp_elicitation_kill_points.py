@@ -56,7 +56,7 @@ class Quiz:
         _write(self.log, "call")
         idea = ask(SamplingAsk((("user", "an idea?"),), 100))
         _write(self.log, "sampled")
-        answer = elicit(ElicitAsk("Which city?", FORM), lambda: False)
+        answer = elicit(ElicitAsk("Which city?", FORM), lambda: "")
         _write(self.log, f"answered {answer.action}")
         return McpCallResult(True, f"idea: {idea.text}; city: {answer.content.get('city')}")
 

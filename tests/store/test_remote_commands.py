@@ -240,3 +240,31 @@ def test_a_web_answer_to_another_machines_run_sent_again_reaches_it_once(run_on_
     assert acting.answer(remote, "pause", None, "web 10.0.0.7 session s1") is None  # no id: a command each time
     link._deliver()
     assert len(channel.poll()) == 2
+
+
+def test_an_answers_values_leave_the_shared_store_once_delivered(run_on_a: RunOnA) -> None:
+    """`agent-console answer` to another machine's run: the values the operator typed for the MCP server (a token
+    it asked for) pass through the shared store's commands; once the run's link has written the command into the
+    run's inbox the store keeps no value (the row stays: a command of that id sent again is still not repeated)."""
+    from console.engine import commands as cmds
+    from console.engine import events as ev
+    from console.engine.control import ControlChannel, make_command
+    from console.engine.job import JobPaths
+    from console.engine.operator import OperatorState
+    from console.engine.store.link import StoreLink
+
+    secret = "ghp_" + "Q7" * 18
+    cmd = make_command(cmds.Answer(set=(f"token={secret}",)), source="cli@machine-b", id=uuid.uuid4().hex)
+    body = cmd.model_dump(mode="json", include={"id", "command", "args", "source"})
+    run_on_a.store.send_command(run_on_a.key, body)
+    paths = JobPaths(run_on_a.folder)
+    link = StoreLink(run_on_a.store, paths, ev.EventStream(None), OperatorState(), owner=OWNER,
+                     now=lambda: datetime.now(UTC))
+    link._deliver()
+    (taken,) = ControlChannel(paths.inbox).poll()
+    assert taken.body == cmds.Answer(set=(f"token={secret}",))  # the run has it as typed
+    rows = sql(run_on_a.url, "SELECT body::text, delivered_at FROM commands")
+    assert len(rows) == 1 and rows[0][1] is not None
+    assert secret not in rows[0][0]
+    run_on_a.store.send_command(run_on_a.key, body)  # the same command again (a retry): not queued again
+    assert run_on_a.store.undelivered(run_on_a.key) == []

@@ -538,7 +538,11 @@ class PgStore:
             return "withdrawn"
 
     def delivered(self, command_id: str) -> None:
-        self.execute("UPDATE commands SET delivered_at=now() WHERE id=%s AND delivered_at IS NULL", (command_id,))
+        # An answer's values (what the operator typed for an MCP server's question: a token it asked for) are the
+        # run's now, in its inbox: the shared store keeps the row (a retry of its id is still not queued again),
+        # never the values.
+        self.execute("UPDATE commands SET delivered_at=now(), body = CASE WHEN body->>'command' = 'answer' "
+                     "THEN body - 'args' ELSE body END WHERE id=%s AND delivered_at IS NULL", (command_id,))
 
     # -- leases ---------------------------------------------------------------------------------------------
     def take_lease(self, key: str, owner: str, seconds: float, path: str | Path) -> int | None:

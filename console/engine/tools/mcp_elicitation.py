@@ -22,6 +22,7 @@ and the question, unanswered (the resumed process's ``session_started`` clears i
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import time
 from collections.abc import Callable
@@ -30,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from console.engine import events as ev
 from console.engine.needs import answered, ask_operator
-from console.engine.questions import MAX_MESSAGE, Action, FormRefused, Question, Value, parse_form
+from console.engine.operator import Aborted
+from console.engine.questions import MAX_FIELDS, MAX_LINE, MAX_MESSAGE, Action, FormRefused, Question, Value, parse_form
 from console.engine.text import safe_text
 from console.engine.tools.mcp_config import McpServerConfig
 from console.engine.tools.mcp_sampling import AskRefused
@@ -65,10 +67,10 @@ class Elicit:
     AskRefused (its second argument says whether the call is over: the server gave up on it, and the question is
     cancelled); ``wait``: how long one question may wait (the call's own timeout grows by it meanwhile)."""
 
-    answer: Callable[[ElicitAsk, Callable[[], bool]], ElicitAnswer]
+    answer: Callable[[ElicitAsk, Callable[[], str]], ElicitAnswer]
     wait: float
 
-    def __call__(self, request: ElicitAsk, over: Callable[[], bool]) -> ElicitAnswer:
+    def __call__(self, request: ElicitAsk, over: Callable[[], str]) -> ElicitAnswer:
         return self.answer(request, over)
 
 
@@ -85,16 +87,23 @@ class Questioner:
         question's time, within the job's deadline: the caller says); ``log_now`` journals the ids asked so far
         with the call's intent, then writes what the step holds to the log."""
         asked: list[str] = []
+        # Every request of the call counts against its cap, the refused ones too (a server sending forms no client
+        # asks, one after another, would otherwise write an event each into the log); past the cap, the refusal
+        # is logged once.
+        tried = [0]
 
-        def elicit(request: ElicitAsk, over: Callable[[], bool]) -> ElicitAnswer:
-            def refuse(why: str) -> AskRefused:
-                rt.events.emit(ev.McpElicited, server=config.name, tool=tool, call_id=call_id,
-                               refused=safe_text(why, one_line=True, limit=300))
+        def elicit(request: ElicitAsk, over: Callable[[], str]) -> ElicitAnswer:
+            def refuse(why: str, logged: bool = True) -> AskRefused:
+                if logged:
+                    rt.events.emit(ev.McpElicited, server=config.name, tool=tool, call_id=call_id,
+                                   refused=safe_text(why, one_line=True, limit=300))
                 return AskRefused(why)
 
-            if len(asked) >= config.elicitation_per_call:
+            tried[0] += 1
+            if tried[0] > config.elicitation_per_call:
                 raise refuse(f"at most {config.elicitation_per_call} questions are asked during one tool call "
-                             "(elicitation_per_call in the operator's config)")
+                             "(elicitation_per_call in the operator's config)",
+                             logged=tried[0] == config.elicitation_per_call + 1)
             if request.refused:
                 raise refuse(request.refused)
             try:
@@ -102,6 +111,11 @@ class Questioner:
             except FormRefused as exc:
                 raise refuse(f"its form is not one the operator is asked: {exc}") from None
             op = self.operator
+            # What was sent before this question is asked answers none: the commands waiting now (the inbox is
+            # read while a tool runs only every POLL_INTERVAL) are applied first, an answer among them refused as
+            # one with no question waiting, never taken by this question once it waits.
+            with contextlib.suppress(Aborted):
+                op.apply(rt, streaming=True, look=True)
             if op.needs is not None or op.question is not None:
                 raise refuse("the run waits for its operator about something else now")
             if op.stop_requested:
@@ -114,7 +128,7 @@ class Questioner:
         return Elicit(elicit, timeout)
 
     def _ask(self, rt: Runtime, config: McpServerConfig, tool: str, call_id: str, q: Question, request: ElicitAsk,
-             over: Callable[[], bool], log_now: Callable[[], None], timeout: float) -> ElicitAnswer:
+             over: Callable[[], str], log_now: Callable[[], None], timeout: float) -> ElicitAnswer:
         op = self.operator
         message = safe_text(request.message, join=True, one_line=True, limit=MAX_MESSAGE) or "(no message)"
         name = safe_text(config.name, one_line=True, limit=40)
@@ -123,30 +137,34 @@ class Questioner:
         began = time.monotonic()
         ends = began + timeout
         by = ""
-        done = False
+        guards = getattr(rt, "guards", None)  # the job's deadline (its time left was the call's bound at its start)
         try:
             ask_operator(rt.events, op, "mcp_question",
                          f"MCP server {name} asks (question {q.id}, during {safe_text(tool, one_line=True, limit=60)}"
-                         f"): {message}", evidence, pause=False)
+                         f"): {message}", evidence, pause=False, lines=MAX_FIELDS, chars=MAX_LINE)
             log_now()
             while q.action is None:
                 # The operator's commands are read here (an answer is applied at once: console.engine.operator).
                 if rt.should_stop() or op.stop_requested:
                     by = "the operator's stop"
-                elif over():
-                    by = "the call's end (the server no longer waits)"
+                elif ended := over():  # the call's end, or the server withdrew its question
+                    by = ended
                 elif time.monotonic() >= ends:
                     by = f"no answer within {timeout:g} s"
+                elif guards is not None and (cut := guards.seconds_to_cut()) is not None and cut <= 0:
+                    by = "the job's deadline passed"
                 if by:
                     break
                 if rt.events.holds_lines:  # a wrong answer's refusal: said to `agent-console answer` now
                     log_now()
                 time.sleep(LOOK)
-            done = True
+        except BaseException:
+            # The wait failed (a fault of the harness: the server is refused, said by console.mcp): the question is
+            # over, and so is the need it was, or the views say "needs you" for it and later questions are refused.
+            answered(rt.events, op, "the harness could not wait for the answer")
+            raise
         finally:
             op.question = None
-            if not done:  # the wait itself failed (the log could not be written): no view is left waiting on it
-                answered(rt.events, op, "the harness could not wait for the answer")
         action: Action = q.action or "cancel"
         answered(rt.events, op, q.by or by)
         waited = round(time.monotonic() - began, 3)

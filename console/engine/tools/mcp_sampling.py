@@ -99,9 +99,11 @@ class Sampler:
                                      "tool call (sampling_per_call in the operator's config)")
                 answer, usage, note = self._answer(rt, config, request, ends)
             except AskRefused as exc:
-                rt.events.emit(ev.McpSampled, server=config.name, tool=tool, call_id=call_id,
-                               refused=safe_text(str(exc), one_line=True, limit=300),
-                               max_tokens=min(max(request.max_tokens, 0), config.sampling_max_tokens))
+                # Past the cap, the refusal is logged once (a server asking in a loop wrote an event each).
+                if asked[0] <= config.sampling_per_call + 1:
+                    rt.events.emit(ev.McpSampled, server=config.name, tool=tool, call_id=call_id,
+                                   refused=safe_text(str(exc), one_line=True, limit=300),
+                                   max_tokens=min(max(request.max_tokens, 0), config.sampling_max_tokens))
                 raise
             cost = None if self.prices is None else self.prices.cost(usage)
             had.append([usage.input_tokens, usage.output_tokens, usage.cached_input_tokens, cost])
