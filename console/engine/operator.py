@@ -69,6 +69,8 @@ class OperatorState:
         cmds = self.channel.poll(force=not streaming or look)
         if streaming:
             now = AT_ONCE_WHILE_ASKING if asking else AT_ONCE_WHILE_STREAMING
+            if self.question is not None:  # a resume answers no question: said at once, naming what does
+                now = (*now, Resume)
             self.deferred += [c for c in cmds if not isinstance(c.body, now)]
             cmds = [c for c in cmds if isinstance(c.body, now)]
         elif between_sessions:

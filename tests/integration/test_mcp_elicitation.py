@@ -371,3 +371,21 @@ def test_a_log_that_cannot_be_written_while_the_question_waits_refuses_it_and_le
     assert failed and result(job, "mcp__asker__ask").content.startswith("REFUSED")
     cleared = [e for e in events(job) if isinstance(e, ev.NeedsOperatorCleared)]
     assert [(c.reason, c.by) for c in cleared] == [("mcp_question", "the harness could not wait for the answer")]
+
+
+def test_a_resume_while_a_question_waits_is_refused_at_once_naming_the_answer(job, on, clock, tmp_path) -> None:
+    """Tried as an operator: `resume RUN` while a question waited said "not confirmed ... it applies at the next
+    turn boundary" (held with the call), then was refused there. A resume answers no question: refused at once."""
+    def operator(sup: Supervisor, need: ev.NeedsOperator, logged: list[str]) -> None:
+        sup.submit(cmds.Resume(), source="cli")
+        sup.submit(cmds.Answer(cancel=True), source="cli")
+
+    run(job, on, [T(calls=[C(name="mcp__asker__ask")]), T(error="end of script")], clock, tmp_path, operator)
+    said = [(e.command, e.status, e.detail) for e in events(job)
+            if isinstance(e, ev.OperatorCommand) and e.status != "received"]
+    assert said[0][:2] == ("resume", "rejected")
+    assert said[0][2].startswith("not paused: it waits for question from an MCP server: agent-console answer ")
+    assert said[1][:2] == ("answer", "applied")
+    seqs = {e.command: e.seq for e in events(job) if isinstance(e, ev.OperatorCommand) and e.status != "received"}
+    (cleared,) = [e for e in events(job) if isinstance(e, ev.NeedsOperatorCleared)]
+    assert seqs["resume"] < cleared.seq  # refused while the question waited, not at the turn's end
