@@ -389,3 +389,22 @@ def test_a_resume_while_a_question_waits_is_refused_at_once_naming_the_answer(jo
     seqs = {e.command: e.seq for e in events(job) if isinstance(e, ev.OperatorCommand) and e.status != "received"}
     (cleared,) = [e for e in events(job) if isinstance(e, ev.NeedsOperatorCleared)]
     assert seqs["resume"] < cleared.seq  # refused while the question waited, not at the turn's end
+
+
+def test_a_question_between_two_calls_is_refused_and_said_once(job, on) -> None:
+    """A server that asks in the background, once its call has ended: no call to hold, no operator to ask for it
+    then: refused (the server is told), and said once among the server's news."""
+    import time as clock_time
+
+    from console.mcp.session import BETWEEN_QUESTIONS
+
+    assert on.call("later", {"seconds": 0.2}, 30).text == "scheduled"
+    got = ""
+    for _ in range(200):  # the server's own time: its answer, whenever the machine lets it come
+        got = on.call("later_result", {}, 30).text
+        if got != "NOTHING YET":
+            break
+        clock_time.sleep(0.05)
+    assert got.startswith("REFUSED") and "a question is asked only during a tool call" in got
+    news = [n.why for n in on.news() if n.state is None]
+    assert news == [f"it asked for {BETWEEN_QUESTIONS}, which this client refuses (answered with an error; said once)"]

@@ -49,7 +49,13 @@ TOOLS = [
         "type": "object", "properties": {"n": {"type": "integer"}}}),
     types.Tool(name="ask_then_sleep", description="A question, then work", input_schema={
         "type": "object", "properties": {"seconds": {"type": "number"}}}),
+    types.Tool(name="later", description="Asks a question once the call has ended (in the background)",
+               input_schema={"type": "object", "properties": {"seconds": {"type": "number"}}}),
+    types.Tool(name="later_result", description="What the background question got", input_schema=ANY),
 ]
+# What the question ``later`` asked in the background got (the test reads it with ``later_result``).
+LATER: list[str] = []
+BACKGROUND: set[object] = set()  # the background tasks, kept (a task nobody holds may be collected)
 
 
 async def list_tools(ctx, params) -> types.ListToolsResult:  # type: ignore[no-untyped-def]
@@ -151,6 +157,23 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
         bad = {"type": "object", "properties": {"a": {"type": "object"}}}
         said = [await _ask(ctx, f"bad {i}", bad) for i in range(int(args.get("n", 100)))]
         return _text(f"{sum(s.startswith('REFUSED') for s in said)} REFUSED")
+    if params.name == "later":
+        import asyncio
+
+        async def ask_later(session, seconds: float) -> None:  # type: ignore[no-untyped-def]
+            await anyio.sleep(seconds)
+            try:
+                got = await session.elicit_form("Between calls?", FORM)
+                LATER.append(f"ELICITED: {got.action}")
+            except Exception as exc:
+                LATER.append(f"REFUSED: {exc}")
+
+        task = asyncio.get_running_loop().create_task(ask_later(ctx.session, float(args.get("seconds", 0.2))))
+        BACKGROUND.add(task)
+        task.add_done_callback(BACKGROUND.discard)
+        return _text("scheduled")
+    if params.name == "later_result":
+        return _text("\n".join(LATER) or "NOTHING YET")
     if params.name == "ask_then_sleep":
         got = await _ask(ctx, "then sleep", FORM)
         await anyio.sleep(float(args.get("seconds", 0)))
