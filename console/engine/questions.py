@@ -327,4 +327,4 @@ class Question:
         if action == "accept":
             return f"answered question {self.id} of MCP server {self.server}" + (
                 f" ({', '.join(content)})" if content else " (no values)")
-        return f"question {self.id} of MCP server {self.server}: {action}d"
+        return f"question {self.id} of MCP server {self.server}: {'declined' if action == 'decline' else 'cancelled'}"

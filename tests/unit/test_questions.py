@@ -156,3 +156,10 @@ def test_hostile_pieces_of_a_form_are_bounded_escaped_or_refused() -> None:
         deep = {"type": "object", "properties": {"a": deep}}
     with pytest.raises(FormRefused):
         parse_form(deep)
+
+
+@pytest.mark.parametrize("action, said", [("decline", "declined"), ("cancel", "cancelled")])
+def test_a_decline_or_a_cancel_is_said_in_words(action: str, said: str) -> None:
+    # Tried as an operator: `answer RUN --cancel` said "question q... of MCP server asker: canceld".
+    q = Question("q123abc", "srv", parse_form(FORM))
+    assert q.answer(action, {}, by="operator (cli)") == f"question q123abc of MCP server srv: {said}"  # type: ignore[arg-type]
