@@ -17,7 +17,6 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, Strict, ValidationError, create_model, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -36,6 +35,11 @@ from console.engine.run_setting_specs import SPECS
 from console.engine.tools.limits import SandboxCaps, WorldError, resolve_world
 from console.engine.tools.mcp_config import McpCaps
 from console.engine.url_secrets import shown_url
+
+# Where the settings file and the data dir are, defined once (console.locations reads them without pydantic).
+from console.locations import APP_NAME as APP_NAME
+from console.locations import config_path as config_path
+from console.locations import default_data_dir
 from console.providers import registry
 from console.providers.token_limit import MaxTokensParam
 
@@ -43,15 +47,6 @@ if TYPE_CHECKING:  # imported where a run is resolved: `jobs` and the operator's
     from console.engine.job_config import JobConfig
     from console.engine.run_settings import RunSettings
     from console.engine.store import Store
-
-APP_NAME = "agent-console"
-
-
-def config_path() -> Path:
-    env = os.environ.get("AGENT_CONSOLE_CONFIG")
-    if env:
-        return Path(env).expanduser()
-    return Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
 
 
 class ConfigFileSource(PydanticBaseSettingsSource):
@@ -344,7 +339,7 @@ def settings_keys(loc: tuple[Any, ...] = ()) -> str:
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="AGENT_CONSOLE_", extra="forbid", allow_inf_nan=False)
 
-    data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir(APP_NAME)))
+    data_dir: Path = Field(default_factory=default_data_dir)
     provider: str = setting_field("provider")  # a provider registry name
     model: str | None = setting_field("model")
     base_url: str | None = setting_field("base_url")

@@ -50,7 +50,7 @@ def test_importing_the_command_line_imports_neither_the_console_nor_an_sdk(tmp_p
 
 @pytest.mark.parametrize("argv,allowed", [
     (("--help",), ()),  # the grammar alone: plain data, not even pydantic
-    (("jobs",), ("pydantic", "pydantic_settings", "rich")),
+    (("jobs",), ("rich",)),  # where the runs are, read without the settings' models (console.locations)
 ])
 def test_help_and_jobs_import_only_what_they_use(tmp_path, argv, allowed) -> None:
     mods = modules_after("", tmp_path, *argv)
@@ -59,11 +59,56 @@ def test_help_and_jobs_import_only_what_they_use(tmp_path, argv, allowed) -> Non
     assert "console.cli.parser" in mods  # (the command did run)
 
 
-def test_an_operator_command_imports_the_typed_commands_and_nothing_of_a_run(tmp_path) -> None:
-    run = tmp_path / "run"
+def test_jobs_lists_real_runs_without_pydantic_and_still_marks_an_unconfined_one(tmp_path) -> None:
+    # Rows of every kind `jobs` looks into: a run whose sealed launch record says --unconfined (read from its
+    # folder), one the store says is running that no process holds (its lock asked), one whose folder is gone.
+    from datetime import UTC, datetime
+
+    from console.engine.job_files import JobPaths
+    from console.engine.launch import Launch, write_launch
+    from console.engine.seal import Seal
+    from console.engine.store import JobStore
+
+    data = tmp_path / "data"
+    store = JobStore(data / "jobs.db")
+    now = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+    folders = {name: data / "runs" / name for name in ("loose", "crashed", "gone")}
+    for name, folder in folders.items():
+        (folder / ".console").mkdir(parents=True)
+        store.started(folder, name, "scripted", "scripted-demo", now)
+    store.completed(folders["loose"], now, 0.9, "done")
+    write_launch(JobPaths(folders["loose"]), Launch(provider="scripted", model="scripted-demo", unconfined=True),
+                 Seal.of(data))
+    for f in folders["gone"].rglob("*"):
+        f.rmdir()
+    folders["gone"].rmdir()
+    store.close()
+    mods = modules_after("", tmp_path, "jobs", "--json")
+    assert loaded(mods, ("pydantic", "pydantic_settings", *RUN_MACHINERY)) == []
+    proc = subprocess.run([sys.executable, "-m", "console.cli", "jobs", "--json"], capture_output=True, text=True,
+                          env={**{k: v for k, v in os.environ.items() if not k.startswith("AGENT_CONSOLE_")},
+                               "AGENT_CONSOLE_DATA_DIR": str(data),
+                               "AGENT_CONSOLE_CONFIG": str(tmp_path / "config.toml"), "PYTHONPATH": str(REPO)},
+                          timeout=60, stdin=subprocess.DEVNULL)
+    rows = {r["name"]: r for r in map(json.loads, proc.stdout.splitlines())}
+    assert {n: (r["status"], r["unconfined"]) for n, r in rows.items()} == {
+        "loose": ("completed", True), "crashed": ("interrupted", False), "gone": ("gone", False)}
+
+
+@pytest.mark.parametrize("by", ["folder", "id"])
+def test_an_operator_command_imports_the_typed_commands_and_nothing_of_a_run(tmp_path, by) -> None:
+    from datetime import UTC, datetime
+
+    from console.engine.runs import run_id
+    from console.engine.store import JobStore
+
+    run = tmp_path / "data" / "runs" / "run"
     (run / ".console").mkdir(parents=True)
     (run / "instructions.md").write_text("a job\n")
-    mods = modules_after("", tmp_path, "pause", str(run), "--wait", "0")
+    store = JobStore(tmp_path / "data" / "jobs.db")  # an id is looked up in the store (where the settings say)
+    store.started(run, "run", "scripted", "scripted-demo", datetime(2026, 11, 30, tzinfo=UTC))
+    store.close()
+    mods = modules_after("", tmp_path, "pause", str(run) if by == "folder" else run_id(run), "--wait", "0")
     assert list((run / ".console" / "inbox").glob("*.json"))  # (the pause was queued)
     assert "console.engine.commands" in mods
     assert loaded(mods, NEVER) == [] and loaded(mods, (*RUN_MACHINERY, "pydantic_settings", "rich")) == []
@@ -75,17 +120,17 @@ def test_jobs_runs_with_the_collector_off_and_leaves_it_on(monkeypatch, capsys) 
     # after a usage error.
     import gc
 
-    import console.settings
+    import console.locations
     from console.cli import main
 
     seen: list[bool] = []
-    real = console.settings.load_settings
+    real = console.locations.read_locations
 
-    def load_settings(**kw):
+    def read_locations():
         seen.append(gc.isenabled())
-        return real(**kw)
+        return real()
 
-    monkeypatch.setattr(console.settings, "load_settings", load_settings)
+    monkeypatch.setattr(console.locations, "read_locations", read_locations)
     assert gc.isenabled()
     assert main(["jobs"]) == 0
     assert "no runs yet" in capsys.readouterr().out

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from console.cli.common import RUN_HELP, UsageError, err, refuse_foreign, run_folder, say
+from console.cli.common import RUN_HELP, UsageError, err, refuse_foreign, run_folder, say, where_runs_are
 from console.outcome import EXIT_FAILED, EXIT_OK
 
 NAMES = ("ack", "acknowledge")
@@ -28,10 +28,9 @@ def add_parser(sub: Any) -> None:
 def cmd_ack(args: argparse.Namespace) -> int:
     from console.engine.acknowledge import acknowledge
     from console.engine.job import JobError, validate_job_folder
-    from console.settings import load_settings
 
     try:
-        settings = load_settings()
+        settings = where_runs_are()
         paths = validate_job_folder(run_folder(args.job, settings))
         refuse_foreign(paths, settings.data_dir)
     except (JobError, ValueError) as exc:

@@ -120,6 +120,19 @@ def check_console_options(theme: str | None, settings: Any, console: bool = True
 
 
 
+def where_runs_are() -> Any:
+    """Where the runs are (the data dir, the store), as the settings say them: read without building the settings'
+    models when that is sure (console.locations: a command that only finds runs starts in half the CPU), else the
+    whole settings (a JobError naming what is wrong with them)."""
+    from console.locations import read_locations
+
+    if (found := read_locations()) is not None:
+        return found
+    from console.settings import load_settings
+
+    return load_settings()
+
+
 def run_folder(ref: str, settings: Any = None) -> Path:
     """The folder a command's JOB argument names: an existing folder (or anything shaped like a path) as it is,
     else the run the jobs table knows by that id or folder-name prefix. ValueError (one line) if it names no
@@ -131,9 +144,7 @@ def run_folder(ref: str, settings: Any = None) -> Path:
     if looks_like_a_path(ref) or os.path.isdir(ref):
         return Path(ref)
     if settings is None:
-        from console.settings import load_settings
-
-        settings = load_settings()
+        settings = where_runs_are()
     try:
         store = settings.open_store()
         try:

@@ -16,6 +16,7 @@ from console.cli.common import (
     resume_hint,
     run_folder,
     say,
+    where_runs_are,
 )
 from console.outcome import EXIT_FAILED, EXIT_OK
 
@@ -34,9 +35,7 @@ def cmd_control(args: argparse.Namespace) -> int:
         settings = None
         away: str | None = None
         if not (looks_like_a_path(args.job) or os.path.isdir(args.job)):  # an id or a name: the store says whose
-            from console.settings import load_settings
-
-            settings = load_settings()
+            settings = where_runs_are()
             if (code := remote_control(args, settings)) is not None:  # a run of another machine sharing the store
                 return code
             away = getattr(args, "store_away", None)

@@ -15,6 +15,7 @@ from console.cli.common import (
     err,
     fit_parts,
     say,
+    where_runs_are,
 )
 from console.outcome import EXIT_FAILED, EXIT_OK
 from console.view.jobs import one_line
@@ -23,15 +24,14 @@ from console.view.jobs import one_line
 def cmd_jobs(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from console.engine.job import JobError
+    from console.engine.job_files import JobError
     from console.engine.runs import run_id
     from console.engine.store import StoreError
-    from console.settings import load_settings
     from console.view.jobs import as_now, jobs_table, needs_first, unconfined
 
     try:
         check_flags(args)
-        settings = load_settings()
+        settings = where_runs_are()
     except (JobError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     if args.prune:

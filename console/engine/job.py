@@ -9,108 +9,40 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import functools
 import ipaddress
 import os
 import re
 import stat
-import tomllib
 import types
 import typing
 import urllib.parse
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+# The folder's paths and the reading of the operator's small files live apart (console.engine.job_files: no
+# pydantic there, so `jobs` starts fast); every name is still importable from here.
+from console.engine.job_files import MAX_CONFIG_BYTES as MAX_CONFIG_BYTES
+from console.engine.job_files import STATE_DIR as STATE_DIR
+from console.engine.job_files import JobError as JobError
+from console.engine.job_files import JobPaths as JobPaths
+from console.engine.job_files import _why as _why
+from console.engine.job_files import one_line as one_line
+from console.engine.job_files import parse_config_toml as parse_config_toml
+from console.engine.job_files import read_config_text as read_config_text
+from console.engine.job_files import read_operator_file as read_operator_file
+from console.engine.job_files import within as within
 from console.engine.run_copy import CopyError, copy_job
 from console.engine.run_setting_check import check_fields, setting_field
 
 # The bounds of the numbers an operator may set are the run settings' table's.
 from console.engine.run_setting_specs import JOB_KEYS, MAX_CONTEXT_WINDOW, MAX_MEGABYTES
-from console.engine.text import safe_text
 from console.engine.url_secrets import scrub_url
 
-STATE_DIR = ".console"
-# job.toml and the settings file are small: anything larger is a mistake (or an attack), not a config.
-MAX_CONFIG_BYTES = 1 << 20
 MAX_URL_CHARS = 2048
-
-
-class JobError(Exception):
-    """A job folder or job.toml an operator must fix; the message says what and where."""
-
-
-@dataclass(frozen=True)
-class JobPaths:
-    root: Path
-
-    @property
-    def run_id(self) -> str:
-        """The run's short id (see :mod:`console.engine.runs`)."""
-        from console.engine.runs import run_id
-
-        return run_id(self.root)
-
-    @property
-    def instructions(self) -> Path:
-        return self.root / "instructions.md"
-
-    @property
-    def job_toml(self) -> Path:
-        return self.root / "job.toml"
-
-    @property
-    def system_prompt(self) -> Path:
-        return self.root / "SYSTEM_PROMPT.md"
-
-    @property
-    def main_plan(self) -> Path:
-        return self.root / "main_plan.md"
-
-    @property
-    def workspace_summary(self) -> Path:
-        return self.root / "workspace_summary.md"
-
-    @functools.cached_property
-    def state(self) -> Path:
-        # Remembered: joined a dozen times a turn (the journal, the state files, their temp folder).
-        return self.root / STATE_DIR
-
-    @property
-    def todos(self) -> Path:
-        return self.state / "todos.json"
-
-    @property
-    def archive(self) -> Path:
-        return self.state / "archive"
-
-    @property
-    def events(self) -> Path:
-        return self.state / "events.jsonl"
-
-    @property
-    def checkpoint(self) -> Path:
-        return self.state / "checkpoint.jsonl"
-
-    @property
-    def workspace(self) -> Path:
-        return self.state / "workspace.json"
-
-    @property
-    def outcome(self) -> Path:
-        return self.state / "outcome.json"
-
-    @property
-    def memory(self) -> Path:
-        return self.state / "memory.json"
-
-    @property
-    def inbox(self) -> Path:
-        return self.state / "inbox"
 
 
 def validate_base_url(value: str) -> str:
@@ -226,28 +158,6 @@ for _section in (ModelSection, ContextSection, LimitsSection):
 del _section
 
 
-def within(root_real: Path, path: Path) -> bool:
-    """True if ``path`` (after symlinks) is inside the job folder and outside the harness state."""
-    try:
-        rel = path.resolve().relative_to(root_real)
-    except (ValueError, OSError):
-        return False
-    # Compared case-blind: on a case-insensitive disk ".Console" is the harness folder too.
-    return not (rel.parts and rel.parts[0].lower() == STATE_DIR)
-
-
-def one_line(text: str, limit: int = 200) -> str:
-    """``text`` safe to print on one line: control characters (newlines, escape sequences) escaped, at most
-    ``limit`` characters (0: no limit). Keys, values and paths in messages come from files anyone may write.
-    (:func:`console.engine.text.safe_text` decides what becomes what, for every view.)"""
-    return safe_text(text, one_line=True, limit=limit)
-
-
-def _why(exc: Exception) -> str:
-    """The reason of an OSError without its repeated path ("Permission denied"), on one line."""
-    return one_line(getattr(exc, "strerror", None) or str(exc) or type(exc).__name__)
-
-
 def written_key(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
     """The key as the file writes it: pydantic's location of an error, without what it adds of its own (the
     tag of a union's member: ``guardrails.feedback.0.static.on_file_created``), found by following ``data``, the
@@ -326,70 +236,6 @@ def format_validation_error(source: str, exc: ValidationError,
     if len(parts) > 5:
         parts[5:] = [f"and {len(parts) - 5} more"]
     return f"{one_line(source, 0)}: " + "; ".join(parts)
-
-
-def read_config_text(path: Path, what: str = "") -> str | None:
-    """The text of a small config file (job.toml, the settings file), None if there is none.
-
-    Anything else an operator must fix is a :class:`JobError` with one line naming the file: a directory,
-    a FIFO or device (checked before opening, and opened non-blocking, so it cannot hang), a file over
-    MAX_CONFIG_BYTES, one that is not UTF-8."""
-    shown = one_line(str(path), 0) + (f" ({what})" if what else "")
-    return read_operator_file(path, shown, MAX_CONFIG_BYTES, "a TOML file")
-
-
-def read_operator_file(path: Path, shown: str, max_bytes: int, expected: str) -> str | None:
-    """The UTF-8 text of a file the operator names (a config, a replay script), None if it does not exist.
-
-    ``shown`` names the file in the one-line :class:`JobError`; ``expected`` says what it should be."""
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
-        raise JobError(f"{shown}: cannot be read ({_why(exc)})") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise JobError(f"{shown}: is a directory; it must be {expected}")
-    if not stat.S_ISREG(info.st_mode):
-        raise JobError(f"{shown}: is not a regular file (a FIFO, socket or device); it must be {expected}")
-    if info.st_size > max_bytes:
-        raise JobError(f"{shown}: too large ({info.st_size:,} bytes; at most {max_bytes:,})")
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced between the stat and the open
-                raise JobError(f"{shown}: is not a regular file; it must be {expected}")
-            chunks, size = [], 0
-            while size <= max_bytes:
-                chunk = os.read(fd, 1 << 16)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        raise JobError(f"{shown}: cannot be read ({_why(exc)})") from None
-    if size > max_bytes:
-        raise JobError(f"{shown}: too large (over {max_bytes:,} bytes)")
-    try:
-        return b"".join(chunks).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise JobError(f"{shown}: not UTF-8 text (byte {exc.start})") from None
-
-
-def parse_config_toml(text: str, path: Path, what: str = "") -> dict[str, Any]:
-    """TOML ``text`` of ``path`` as a dict; a JobError with one line naming the file if it does not parse."""
-    shown = one_line(str(path), 0) + (f" ({what})" if what else "")
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise JobError(f"{shown}: not valid TOML: {one_line(str(exc))}") from None
-    except ValueError as exc:  # an integer of over 4,300 digits
-        raise JobError(f"{shown}: not usable TOML: {one_line(str(exc), 80)}") from None
-    except RecursionError:
-        raise JobError(f"{shown}: not valid TOML: arrays or tables nested too deeply") from None
 
 
 # In every run's .console/: its version control leaves it alone. A job run in place in a repository would

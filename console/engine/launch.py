@@ -23,11 +23,8 @@ another's (:class:`ForeignRecord`): nothing in it is used (console.engine.proven
 from __future__ import annotations
 
 import json
-import os
-import stat
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -35,6 +32,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from console.engine.atomic import atomic_write_text
 from console.engine.job import JobPaths
+
+# The record on disk and whether it is believed live apart (no pydantic there); every name is importable from here.
+from console.engine.launch_record import LAUNCH_NAME as LAUNCH_NAME
+from console.engine.launch_record import MAX_LAUNCH_BYTES as MAX_LAUNCH_BYTES
+from console.engine.launch_record import SEAL_KIND as SEAL_KIND
+from console.engine.launch_record import ForeignRecord as ForeignRecord
+from console.engine.launch_record import LaunchError as LaunchError
+from console.engine.launch_record import UnreadableRecord as UnreadableRecord
+from console.engine.launch_record import Whose as Whose
+from console.engine.launch_record import _first as _first
+from console.engine.launch_record import _load as _load
+from console.engine.launch_record import launch_path as launch_path
+from console.engine.launch_record import open_record as open_record
 from console.engine.run_setting_check import setting_field
 
 # What a resume keeps, from the run settings' table: RESUMED (what a resume takes from the record when no flag says
@@ -45,20 +55,12 @@ from console.engine.run_setting_specs import ADDED_LATER as ADDED_LATER
 from console.engine.run_setting_specs import IDENTITY as IDENTITY
 from console.engine.run_setting_specs import MAX_RESTARTS, SPECS
 from console.engine.run_setting_specs import RESUMED as RESUMED
-from console.engine.seal import FIELD, Seal
+from console.engine.seal import Seal
 from console.engine.url_secrets import shown_url as shown_url_secret
 
-LAUNCH_NAME = "launch.json"
-SEAL_KIND = "launch"  # what its MAC says it is (console.engine.seal)
 # 2: max_restarts counts sessions, as seed 004 does (a context full in session N >= max_restarts ends the run);
 # version 1 counted restarts, so a version 1 record's max_restarts is read as one more (the same run).
 LAUNCH_VERSION = 2
-MAX_LAUNCH_BYTES = 1 << 20
-
-
-
-class LaunchError(ValueError):
-    """The record cannot be used (unreadable, not JSON, not a launch record): one line."""
 
 
 class Launch(BaseModel):
@@ -127,74 +129,18 @@ def kept_settings(rs: object) -> dict[str, Any]:
     return {s.name: getattr(rs, s.name) for s in SPECS if s.resume != "no" and s.config_key == s.name}
 
 
-def launch_path(paths: JobPaths) -> Path:
-    return paths.state / LAUNCH_NAME
-
-
-class UnreadableRecord(LaunchError):
-    """The file is no launch record at all (not a regular file, too big, not a JSON object): whose it is, nobody
-    can say."""
-
-
-class ForeignRecord(LaunchError):
-    """The record is not this operator's: no seal of theirs for this folder (console.engine.seal). ``why``: which."""
-
-    def __init__(self, path: Path, why: str) -> None:
-        super().__init__(f"{path}: not a record of this operator's agent-console ({why})")
-        self.why = why
-
-
-Whose = Literal["sealed", "earlier"]
-
-
-def _load(paths: JobPaths) -> dict[str, Any] | None:
-    """The record's JSON object as it is on disk; None if there is none; LaunchError if it does not read as one."""
-    path = launch_path(paths)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise UnreadableRecord(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UnreadableRecord(f"{path}: not a regular file: not a launch record")
-        data = fh.read(MAX_LAUNCH_BYTES + 1)
-    if len(data) > MAX_LAUNCH_BYTES:
-        raise UnreadableRecord(f"{path}: larger than {MAX_LAUNCH_BYTES} bytes: not a launch record")
-    try:
-        doc = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise UnreadableRecord(f"{path}: not a launch record ({_first(exc)})") from None
-    if not isinstance(doc, dict):
-        raise UnreadableRecord(f"{path}: not a launch record (not a JSON object)")
-    return doc
-
-
-def _first(exc: BaseException) -> str:
-    return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-
-
 def open_launch(paths: JobPaths, seal: Seal) -> tuple[Launch, Whose] | None:
-    """The run's record and why it is believed: sealed by this operator for this folder, or a record without a
-    seal in a folder of one of this operator's runs made before seals existed ("earlier": see console.engine.seal).
-    None if the folder has none. :class:`ForeignRecord` if it is not this operator's; LaunchError if it does not
-    read."""
-    doc = _load(paths)
-    if doc is None:
+    """The run's record and why it is believed (:func:`console.engine.launch_record.open_record`), checked as a
+    Launch. None if the folder has none. :class:`ForeignRecord` if it is not this operator's; LaunchError if it
+    does not read."""
+    opened = open_record(paths, seal)
+    if opened is None:
         return None
-    path = launch_path(paths)
-    if seal.opens(SEAL_KIND, paths.root, doc):
-        whose: Whose = "sealed"
-    elif FIELD not in doc and seal.earlier(paths.root):
-        whose = "earlier"
-    else:
-        raise ForeignRecord(path, "its launch record is sealed by another operator, or for another folder: if you "
-                            "moved this run here, move it back" if FIELD in doc else "its launch record has no seal")
+    doc, whose = opened
     try:
         return Launch.model_validate(doc), whose
     except (ValueError, RecursionError, ValidationError) as exc:
-        raise LaunchError(f"{path}: not a launch record ({_first(exc)})") from None
+        raise LaunchError(f"{launch_path(paths)}: not a launch record ({_first(exc)})") from None
 
 
 def read_launch(paths: JobPaths, seal: Seal) -> Launch | None:

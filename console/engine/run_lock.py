@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from console.engine.atomic import PRIVATE_FILE, private_dir
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 
 ACQUIRE_PATIENCE = 0.5  # seconds a run waits for a probe's shared lock to go (see RunLock.acquire)
 

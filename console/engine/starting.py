@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 from console.engine.run_lock import RunLock
 
 RUNNER_LOG = "runner.log"  # in .console/: what a runner (and its watcher) said, for a start that failed

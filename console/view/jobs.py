@@ -53,16 +53,12 @@ def unconfined(r: JobRow, seal: Any) -> bool:
     says, read from its folder (a run of another machine's folder is not here: its console and logs say). Only a
     record this operator's harness sealed (``seal``: console.engine.seal) says anything: a folder's own record
     from elsewhere is not the run's; None: none is read."""
-    from console.engine.job import JobPaths
-    from console.engine.launch import LaunchError, read_launch
+    from console.engine.job_files import JobPaths
+    from console.engine.launch_record import ran_unconfined  # the record's one field, no model built
 
     if seal is None or r.remote or r.status == GONE:
         return False
-    try:
-        launch = read_launch(JobPaths(Path(r.path)), seal)
-    except LaunchError:
-        return False
-    return launch is not None and launch.unconfined
+    return ran_unconfined(JobPaths(Path(r.path)), seal)
 
 
 def remote_run(ref: str, settings: Any) -> Any:
@@ -117,7 +113,7 @@ def send_remote(url: str, embedded: Path, key: str, command: AnyCommand, source:
 
 
 def _lock_holder(root: Path) -> int | None:
-    from console.engine.job import JobPaths
+    from console.engine.job_files import JobPaths
     from console.engine.run_lock import RunLock  # not control: the lock alone, so `jobs` starts fast
     from console.engine.starting import starting
 

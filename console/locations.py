@@ -1,0 +1,146 @@
+"""Where the operator's things are: the settings file, the data dir (the runs' folders, the jobs store, the keys)
+and the jobs store's URL, as the settings say them (console.settings: defaults < config file < env vars).
+
+:func:`read_locations` reads just those, without pydantic: ``agent-console jobs`` lists the runs in a tenth of the
+CPU that building the settings' models takes (benchmarks/cli_start.py). It answers only when it is sure it reads
+them as :class:`console.settings.Settings` would; otherwise (a key the settings do not know, anywhere in the file;
+a data dir or store of the wrong kind; a file that is not there, not readable or not TOML) it answers None and the
+caller loads the whole settings, whose error names what is wrong. The other keys' values are not checked here: the
+commands that use them (run, resume, serve...) check them and name any that is wrong.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import platformdirs
+
+if TYPE_CHECKING:
+    from console.engine.store import Store
+
+APP_NAME = "agent-console"
+ENV_PREFIX = "AGENT_CONSOLE_"
+
+# The settings file's keys, by table ("": the top level; "prices.*": each table under [prices]; "mcp.servers[]":
+# each [[mcp.servers]]): Settings' fields and those of its tables' models (tests/unit/test_locations.py derives
+# them from the models and holds this equal). A key outside them (a typo: `data-dir`, `[notify] url`) leaves the
+# answer to the whole settings, whose error names it: `jobs` stays as strict about a misspelt key as `run`.
+SETTINGS_TABLES: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
+    "": "anthropic_api_key auto_restart base_url budgets carryover_turns compact_at context_window data_dir "
+        "file_index hard_threshold idle_timeout keys kubernetes max_job_mb max_restarts max_tokens_param max_turns "
+        "max_write_mb mcp model notify openai_api_key prices provider requires_context retry_after_cap "
+        "retry_total_wait sandbox_limits serve soft_threshold speed store summary telemetry theme turn_timeout "
+        "unreachable_wait",
+    "prices.*": "cache_write cached_input context_window input output",
+    "sandbox_limits": "cpu_seconds file_size_mb memory_mb network open_files processes read_only shm_mb tmp_mb",
+    "mcp": "allow commands env servers tool_search_share urls",
+    "mcp.servers[]": "bearer_token_env_var command elicitation elicitation_per_call elicitation_timeout env "
+                     "env_http_headers max_output_kb name network required sampling sampling_max_tokens "
+                     "sampling_per_call timeout tools url",
+    "notify": "on_end remind_minutes urls",
+    "kubernetes": "ttl_after_finished",
+    "serve": "link_ttl_hours public_url",
+    "budgets": "daily_usd jobs",
+    "telemetry": "content enabled endpoint export_timeout headers protocol service_name",
+}.items()}
+
+
+def _known_keys(table: dict[str, object], path: str = "") -> bool:
+    """Whether every key of ``table`` (the table at ``path``), and of the tables inside it that have fixed keys,
+    is one the settings know. Values of the wrong kind are the whole settings' to name."""
+    if not set(table) <= SETTINGS_TABLES[path]:
+        return False
+    for key, value in table.items():
+        inner = f"{path}.{key}" if path else key
+        if isinstance(value, dict):
+            if inner in SETTINGS_TABLES and not _known_keys(value, inner):
+                return False
+            each = [v for v in value.values() if isinstance(v, dict)] if f"{inner}.*" in SETTINGS_TABLES else []
+            if not all(_known_keys(v, f"{inner}.*") for v in each):
+                return False
+        if isinstance(value, list) and f"{inner}[]" in SETTINGS_TABLES and not all(
+                _known_keys(v, f"{inner}[]") for v in value if isinstance(v, dict)):
+            return False
+    return True
+
+
+def config_path() -> Path:
+    """The operator's settings file: ``$AGENT_CONSOLE_CONFIG``, else the platform's user config folder's
+    (``~/.config/agent-console/config.toml`` on Linux)."""
+    env = os.environ.get("AGENT_CONSOLE_CONFIG")
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
+
+
+def default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir(APP_NAME))
+
+
+@dataclass(frozen=True)
+class Locations:
+    """The data dir and the store's URL (None: the embedded store), with what Settings derives from them."""
+
+    data_dir: Path
+    store_url: str | None
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.data_dir / "runs"
+
+    @property
+    def store_path(self) -> Path:
+        return self.data_dir / "jobs.db"
+
+    def open_store(self, lenient: bool = False) -> Store:
+        """As :meth:`console.settings.Settings.open_store`."""
+        from console.engine.store import open_store
+
+        return open_store(self.store_url, self.store_path, lenient=lenient)
+
+
+def _env(name: str) -> str | None:
+    """The variable ``AGENT_CONSOLE_<NAME>``, its name's case ignored as pydantic-settings ignores it."""
+    wanted = f"{ENV_PREFIX}{name}".upper()
+    found = [v for k, v in os.environ.items() if k.upper() == wanted]
+    return found[-1] if found else None
+
+
+def read_locations() -> Locations | None:
+    """The data dir and store URL the settings name, or None when only the whole settings can say (see the
+    module)."""
+    from console.engine.job_files import JobError, parse_config_toml, read_config_text
+
+    path = config_path()
+    try:
+        text = read_config_text(path, "the settings file")
+        data = parse_config_toml(text, path, "the settings file") if text is not None else None
+    except JobError:
+        return None
+    if data is None and os.environ.get("AGENT_CONSOLE_CONFIG"):
+        return None  # named but not there: the settings say so
+    data = data or {}
+    if not _known_keys(data):
+        return None
+    data_dir: object = _env("DATA_DIR")
+    if data_dir is None:
+        data_dir = data.get("data_dir")
+    store: object = _env("STORE")
+    if store is None:
+        store = data.get("store")
+    if data_dir is not None and (not isinstance(data_dir, str) or not data_dir or "\0" in data_dir):
+        return None
+    if store is not None and not isinstance(store, str):
+        return None
+    url = store.strip() if isinstance(store, str) else ""
+    if url:
+        from console.engine.store.url import check_store_url
+
+        try:
+            check_store_url(url)
+        except ValueError:
+            return None
+    return Locations(Path(data_dir) if data_dir is not None else default_data_dir(), url or None)
