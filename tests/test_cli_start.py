@@ -139,3 +139,29 @@ def test_jobs_runs_with_the_collector_off_and_leaves_it_on(monkeypatch, capsys) 
     assert gc.isenabled()
     assert main(["jobs", "--no-such-flag"]) == 2  # refused by the grammar
     assert gc.isenabled()
+
+
+def test_the_openai_provider_loads_the_sdk_without_its_unused_aiohttp_client(tmp_path) -> None:
+    # ~9 MB and ~80 ms a runner (console.providers.lean_import); aiohttp itself still imports afterwards.
+    mods = modules_after("import console.providers.openai_provider", tmp_path)
+    assert "openai" in mods and loaded(mods, ("aiohttp",)) == []
+    mods = modules_after("import console.providers.openai_provider, aiohttp", tmp_path)
+    assert "aiohttp" in mods
+
+
+def test_a_module_hidden_for_one_import_imports_after_it_and_one_already_loaded_is_never_hidden(
+        tmp_path, monkeypatch) -> None:
+    import importlib
+    import json  # loaded before the block
+
+    from console.providers.lean_import import without
+
+    (tmp_path / "lean_probe.py").write_text("LOADED = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "lean_probe", raising=False)
+    with without("json", "lean_probe"):
+        assert sys.modules["json"] is json
+        with pytest.raises(ImportError):
+            importlib.import_module("lean_probe")
+    assert importlib.import_module("lean_probe").LOADED
+    monkeypatch.delitem(sys.modules, "lean_probe")

@@ -22,7 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-import openai
+from console.providers.lean_import import without
+
+with without("aiohttp"):  # the SDK's optional aiohttp client, never used here (console.providers.lean_import)
+    import openai
 
 try:  # the SDK moved from httpx to httpx2; catch transport errors from whichever it uses
     import httpx2
