@@ -312,16 +312,21 @@ def prepare_run(source: Path, runs_dir: Path, now: datetime, *, max_job_mb: floa
     src = validate_job_folder(source)
     stamp = now.strftime("%Y%m%d-%H%M%S")
     base = runs_dir / f"{_slug(src.root.name)}-{stamp}"
-    dest = base
-    n = 1
-    while dest.exists():
-        n += 1
-        dest = base.with_name(f"{base.name}-{n}")
     runs_dir.mkdir(parents=True, exist_ok=True)
+    dest, n = base, 1
+    while True:
+        # Claimed by making it (never looked at, then made): runs of one job started in the same second by
+        # processes of their own (a script's `run --detach`, the fleet, serve) each take a folder of their own.
+        try:
+            os.mkdir(dest, 0o700)
+            break
+        except FileExistsError:
+            n += 1
+            dest = base.with_name(f"{base.name}-{n}")
     try:
         # A copy that fails half-way (a file it cannot read, a full disk) leaves no stray run folder.
         lines = copy_job(src.root, dest, max_bytes=int(max_job_mb * 2**20), skip=(STATE_DIR, "__pycache__"),
-                         say=say)
+                         say=say, claimed=True)
     except CopyError as exc:
         # A run in place is held to the same bound (its writes are refused past it): the way on is a larger bound
         # or a smaller job, never --in-place.

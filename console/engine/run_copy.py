@@ -150,11 +150,22 @@ class _Copy:
 
 
 def copy_job(src: Path, dest: Path, *, max_bytes: int, skip: tuple[str, ...] = (),
-             say: Callable[[str], None] | None = None) -> list[str]:
-    """Copy the job folder ``src`` into ``dest`` (which must not exist) within ``max_bytes``, as a run counts them;
-    returns one line for each entry skipped or changed. ``say`` is told first when the copy is large. A
-    :class:`CopyError` (one line) when the job is over its bound or nests too deep, an OSError when a file cannot be
-    read or written: then nothing is left at ``dest``."""
+             say: Callable[[str], None] | None = None, claimed: bool = False) -> list[str]:
+    """Copy the job folder ``src`` into ``dest`` (which must not exist; ``claimed``: an empty folder the caller
+    just made for it) within ``max_bytes``, as a run counts them; returns one line for each entry skipped or
+    changed. ``say`` is told first when the copy is large. A :class:`CopyError` (one line) when the job is over its
+    bound or nests too deep, an OSError when a file cannot be read or written: then nothing is left at ``dest``
+    (a claimed folder included)."""
+    try:
+        return _copy_job(src, dest, max_bytes, skip, say, claimed)
+    except BaseException:
+        if claimed:  # (a folder copy_job made itself is removed by it)
+            shutil.rmtree(dest, ignore_errors=True)
+        raise
+
+
+def _copy_job(src: Path, dest: Path, max_bytes: int, skip: tuple[str, ...], say: Callable[[str], None] | None,
+              claimed: bool) -> list[str]:
     names = frozenset(skip)
     size, files, sparse, on_disk = measure(str(src), names)
     if size > max_bytes:
@@ -171,7 +182,8 @@ def copy_job(src: Path, dest: Path, *, max_bytes: int, skip: tuple[str, ...] = (
     if say is not None and size >= SAY_ABOVE:
         say(f"copying {size / MB:,.0f} MB ({files:,} files) of {src} into {dest}")
     job = _Copy(str(dest), max_bytes, names)
-    os.mkdir(dest, 0o700)
+    if not claimed:
+        os.mkdir(dest, 0o700)
     try:
         top = os.open(src, DIR_FLAGS)
         try:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from datetime import UTC, datetime
@@ -74,6 +75,53 @@ def test_prepare_run_copies_into_a_fresh_folder_without_state(make_job, tmp_path
     assert a.root != b.root and a.root.name == "job-20260115-140000"
     assert (a.root / "data/x.md").read_text() == "x"
     assert not (a.root / ".console").exists()
+
+
+def test_runs_of_one_job_started_at_once_in_the_same_second_each_take_a_folder_of_their_own(
+        make_job, tmp_path, monkeypatch) -> None:
+    # Processes of their own (a script's `run --detach`, six at a time): each looked for a free name before any
+    # made its folder, and all but one failed with "File exists" (benchmarks/fleet_scale.py hit it). Held here at
+    # the worst moment: every caller has chosen its name before any makes its folder.
+    import threading
+
+    import console.engine.job as job_module
+
+    src = make_job(files={"data/x.md": "x"})
+    now = datetime(2026, 1, 15, 14, 0, tzinfo=UTC)
+    callers = 6
+    gate = threading.Barrier(callers)
+    real_mkdir = os.mkdir
+
+    first: set[int] = set()
+
+    def mkdir(path, *args, **kwargs):
+        if os.path.basename(path).startswith("job-") and threading.get_ident() not in first:
+            first.add(threading.get_ident())  # each caller's first try waits for every other's
+            with contextlib.suppress(threading.BrokenBarrierError):
+                gate.wait(timeout=10)
+        return real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(job_module.os, "mkdir", mkdir)
+    made: list[object] = []
+    threads = [threading.Thread(target=lambda: made.append(prepare_run(src.root, tmp_path / "runs", now)))
+               for _ in range(callers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    monkeypatch.undo()
+    roots = sorted(p.root.name for p in made)  # type: ignore[attr-defined]
+    assert roots == sorted(["job-20260115-140000", *(f"job-20260115-140000-{n}" for n in range(2, callers + 1))])
+    assert all((tmp_path / "runs" / name / "data/x.md").read_text() == "x" for name in roots)
+
+
+def test_a_job_over_its_bound_leaves_no_folder_it_claimed(make_job, tmp_path) -> None:
+    from console.engine.job import JobError
+
+    src = make_job(files={"data/big.bin": "x" * 3_000_000})
+    with pytest.raises(JobError, match="max_job_mb"):
+        prepare_run(src.root, tmp_path / "runs", datetime(2026, 1, 15, 14, 0, tzinfo=UTC), max_job_mb=1.0)
+    assert list((tmp_path / "runs").iterdir()) == []
 
 
 def test_settings_precedence(monkeypatch, tmp_path, make_job) -> None:
