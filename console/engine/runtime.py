@@ -33,6 +33,7 @@ from console.engine.atomic import atomic_write_text
 from console.engine.clock import Clock
 from console.engine.cost import Prices
 from console.engine.enforcement import Enforcer, SandboxWorld
+from console.engine.events.stream import LOGGED_EARLY
 from console.engine.experiences import FILE_NAME as EXPERIENCES_FILE
 from console.engine.experiences import ExperienceLog, Section
 from console.engine.guardrails import Guardrails, default_guardrails
@@ -371,6 +372,14 @@ class Runtime:
         if self.journal is not None and call is not None:
             self.journal.intent(call, facts)
         return facts, redo
+
+    def logged_early(self, call_id: str) -> list[dict[str, Any]]:
+        """The events the interrupted call ``call_id`` wrote to the log before the kill (its intent says it wrote
+        some: LOGGED_EARLY); [] for any other call."""
+        facts = self.redo.get(call_id)
+        if not (isinstance(facts, dict) and facts.get(LOGGED_EARLY)):
+            return []
+        return self.events.logged_of_call(call_id)
 
     def _record_intent(self, key: str, facts: dict[str, Any]) -> None:
         if self.journal is not None:

@@ -183,8 +183,10 @@ def stream_turn(deps: SessionDeps, turn: int, request: ModelRequest, streamed: l
 def dispatch(deps: SessionDeps, turn: int, call: ToolCall) -> ToolOutcome:
     rt = deps.runtime
     args, args_cut = ev.cap_text(call.arguments)
-    rt.events.emit(ev.ToolCalled, turn=turn, call_id=call.id, tool=call.name, arguments=args,
-                   arguments_cut=args_cut)
+    if not any(e.get("type") == "tool_called" for e in rt.logged_early(call.id)):
+        # (A call whose step wrote its events early, a kill then interrupting it, has its tool_called logged.)
+        rt.events.emit(ev.ToolCalled, turn=turn, call_id=call.id, tool=call.name, arguments=args,
+                       arguments_cut=args_cut)
     rt.settle()  # experiences.md and the state files, written in the background, are there for the tool
     started = time.perf_counter()
     parsed = deps.registry.parse(call)

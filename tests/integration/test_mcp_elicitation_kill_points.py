@@ -1,7 +1,8 @@
 """A kill -9 at every durable write of a run whose MCP call samples the run's model and then asks its operator a
 question (elicitation), then a resume: the call is never sent twice, the sampling's tokens are counted once at most
-(never twice, though the question wrote them to the log before the call's step committed), the question is in the
-log once at most and no view is left waiting on it, and every event of the log is there once, in seq order.
+(never twice, though the question wrote them to the log before the call's step committed), the call's tool_called is
+in the log once (the resume does not log it again when the question wrote it), the question once at most and no view
+is left waiting on it, and every event of the log is there once, in seq order.
 
 The question's need must reach the log while the call waits (console.engine.tools.mcp_elicitation), so the call's
 intent is journaled again, saying how much of its sampling the log holds, before the step's events are written
@@ -113,6 +114,8 @@ def test_a_kill_at_any_write_asks_once_counts_once_and_leaves_no_question_waitin
         assert sup.guardrails.budget_state.tokens_used == ledger, where
         questions = [e for e in evs if isinstance(e, ev.NeedsOperator)]
         assert len(questions) <= 1, f"{where}: the question is in the log {len(questions)} times"
+        called = [e for e in evs if isinstance(e, ev.ToolCalled) and e.tool == TOOL]
+        assert len(called) == 1, f"{where}: the call is in the log {len(called)} times"
         seqs = [e.seq for e in evs]
         assert seqs == sorted(set(seqs)), f"{where}: an event twice, or out of order"
         state = ConsoleState()

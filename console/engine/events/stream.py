@@ -19,6 +19,13 @@ from console.engine.events.feed import DeferredView
 from console.engine.events.log import last_seq, seq_of
 from console.engine.events.registry import IN_PROCESS_ONLY
 
+# How much of the log's end is read for the events a step wrote before its commit (logged_of_call).
+LOGGED_TAIL = 1 << 20
+# The key of a call's intent that says its step wrote events to the log before its commit (an MCP server's question
+# while the call waits: console.engine.tools.mcp_tools). The resume of that call, after a kill, finds them there
+# (logged_of_call) and writes none of them again (console.engine.runtime.Runtime.logged_early).
+LOGGED_EARLY = "asked"
+
 Subscriber = Callable[[EventBase], None]
 
 
@@ -212,6 +219,31 @@ class EventStream:
                 if isinstance(e.get("seq"), int):
                     self.seq = max(self.seq, e["seq"])
         return len(lines)
+
+    def logged_of_call(self, call_id: str) -> list[dict[str, Any]]:
+        """The events at the log's end that name the tool call ``call_id``: what a call's step wrote before its
+        commit (an MCP server's question, written while the call waits), found again by the resume after a kill
+        (whole lines only, as the log's repair left them). Read from the last LOGGED_TAIL bytes: the interrupted
+        step's events are the last the killed process wrote, before the resumed one's few."""
+        if self.log_path is None or not call_id:
+            return []
+        try:
+            with open(self.log_path, "rb") as fh:
+                size = fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, size - LOGGED_TAIL))
+                tail = fh.read()
+        except OSError:
+            return []
+        needle = json.dumps(call_id).encode()
+        found: list[dict[str, Any]] = []
+        for line in tail.splitlines()[1 if size > LOGGED_TAIL else 0:]:
+            if needle not in line:
+                continue
+            with contextlib.suppress(ValueError, RecursionError):
+                event = json.loads(line)
+                if isinstance(event, dict) and event.get("call_id") == call_id:
+                    found.append(event)
+        return found
 
     def _write(self, lines: list[str]) -> None:
         if self._fd is None or not lines:

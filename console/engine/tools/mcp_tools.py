@@ -21,9 +21,7 @@ through the registry's parse and run, in the loop's one dispatch path.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -32,6 +30,7 @@ import jsonschema
 from pydantic import ConfigDict
 
 from console.engine import events as ev
+from console.engine.events.stream import LOGGED_EARLY
 from console.engine.job import one_line
 from console.engine.text import safe_text
 from console.engine.tools.mcp_config import TOOL_NAME, McpServerConfig
@@ -325,35 +324,17 @@ def _handler(server: McpServer, tool: str, name: str, schema: dict[str, Any],
 
 
 # The intent's key under which the questions a call asked are journaled (console.engine.tools.mcp_elicitation: each
-# wrote the step's events so far to the log).
-ASKED_KEY = "asked"
-# How much of the log's end is read for what a question of an interrupted call logged (its events are the last
-# ones the killed process wrote, before the resumed one's few).
-LOGGED_TAIL = 1 << 20
+# wrote the step's events so far to the log, which the resume of the call knows by it: console.engine.runtime).
+ASKED_KEY = LOGGED_EARLY
 
 
 def _sampling_logged(rt: Runtime, call_id: str) -> int:
     """How many of the sampling usages of the interrupted call ``call_id`` are in the log already (a question of
-    the call wrote them before the kill: whole lines only, as the log's repair left them)."""
-    path = getattr(rt.events, "log_path", None)
-    if path is None or not call_id:
+    the call wrote them before the kill)."""
+    logged = getattr(rt.events, "logged_of_call", None)
+    if logged is None:
         return 0
-    try:
-        with open(path, "rb") as fh:
-            size = fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, size - LOGGED_TAIL))
-            tail = fh.read()
-    except OSError:
-        return 0
-    needle = json.dumps(call_id)
-    n = 0
-    for line in tail.splitlines()[1 if size > LOGGED_TAIL else 0:]:
-        if b'"mcp_sampling"' not in line or needle.encode() not in line:
-            continue
-        with contextlib.suppress(ValueError):
-            e = json.loads(line)
-            n += e.get("type") == "token_usage" and e.get("source") == "mcp_sampling" and e.get("call_id") == call_id
-    return n
+    return sum(1 for e in logged(call_id) if e.get("type") == "token_usage" and e.get("source") == "mcp_sampling")
 
 
 class _CallRecord:
