@@ -268,3 +268,64 @@ def test_an_answers_values_leave_the_shared_store_once_delivered(run_on_a: RunOn
     assert secret not in rows[0][0]
     run_on_a.store.send_command(run_on_a.key, body)  # the same command again (a retry): not queued again
     assert run_on_a.store.undelivered(run_on_a.key) == []
+
+
+def _answer(run: RunOnA, secret: str) -> dict[str, Any]:
+    from console.engine import commands as cmds
+    from console.engine.control import make_command
+
+    cmd = make_command(cmds.Answer(set=(f"token={secret}",)), source="cli@machine-b", id=uuid.uuid4().hex)
+    return cmd.model_dump(mode="json", include={"id", "command", "args", "source"})
+
+
+@pytest.mark.parametrize("end", ["ended", "completed", "gave_up"])
+def test_an_answer_no_run_took_leaves_the_shared_store_at_its_runs_end(run_on_a: RunOnA, end: str) -> None:
+    # Sent with --wait 0 (nobody withdraws it), and the run ended before its link delivered it: the question ended
+    # with its call, so no run ever takes it; the values the operator typed (a token) were kept in the row for ever.
+    secret = "ghp_" + "R8" * 18
+    run_on_a.store.send_command(run_on_a.key, _answer(run_on_a, secret))
+    stop = {"id": uuid.uuid4().hex, "command": "stop", "args": {}, "source": "cli@machine-b"}
+    run_on_a.store.send_command(run_on_a.key, stop)  # not an answer: left as it was (a later run discards it)
+    now = datetime.now(UTC)
+    match end:
+        case "ended":
+            run_on_a.store.ended(run_on_a.folder, "stopped", now, "stopped by the operator")
+        case "completed":
+            run_on_a.store.completed(run_on_a.folder, now, 0.9, "done")
+        case _:
+            run_on_a.store.gave_up(run_on_a.folder, now, 0.2, "it gave up")
+    rows = sql(run_on_a.url, "SELECT body::text FROM commands")
+    assert len(rows) == 1 and secret not in rows[0][0] and '"stop"' in rows[0][0]
+
+
+def test_an_answer_to_a_run_killed_and_never_resumed_leaves_the_store_once_no_question_can_wait_for_it(
+        run_on_a: RunOnA) -> None:
+    from console.engine.store import open_store
+    from console.engine.store.postgres import QUESTION_WAIT_BOUND
+    from console.engine.tools.mcp_config import MAX_ELICITATION_TIMEOUT
+
+    assert QUESTION_WAIT_BOUND > MAX_ELICITATION_TIMEOUT
+    old, fresh = "ghp_" + "S9" * 18, "ghp_" + "T1" * 18
+    run_on_a.store.send_command(run_on_a.key, _answer(run_on_a, old))
+    run_on_a.store.send_command(run_on_a.key, _answer(run_on_a, fresh))
+    sql(run_on_a.url, "UPDATE commands SET created_at = now() - make_interval(secs => %s) WHERE body::text LIKE %s",
+        QUESTION_WAIT_BOUND + 60, f"%{old}%")
+    store = open_store(run_on_a.url, run_on_a.folder.parent / "jobs.db")  # any machine's command opens it
+    store.close()
+    bodies = [b for (b,) in sql(run_on_a.url, "SELECT body::text FROM commands")]
+    assert len(bodies) == 1 and fresh in bodies[0]  # one a question may still wait for is kept
+
+
+def test_a_waiting_answer_whose_run_ended_and_dropped_it_says_withdrawn_nothing_was_done(
+        run_on_a: RunOnA, capsys) -> None:
+    run = run_on_a
+
+    def ends(command_id: str) -> None:
+        run.ship(("session_ended", {}), ("run_ended", {"status": "stopped"}))
+        run.store.ended(run.folder, "stopped", datetime.now(UTC), "stopped")  # drops the answer
+        run.store.drop_lease(run.key, OWNER)
+
+    args = build_parser().parse_args(["answer", run_id(run.folder), "--set", "token=x", "--wait", "30"])
+    code = remote_control(args, Settings(run.url, ends))
+    err = capsys.readouterr().err
+    assert code == EXIT_FAILED and "before it took the command: withdrawn, nothing was done" in err

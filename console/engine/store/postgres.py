@@ -54,6 +54,16 @@ _ROW = ", ".join(COLUMNS) + ", host, key, (lease_expires IS NOT NULL AND lease_e
 
 
 HEAL_EVERY = 30.0  # seconds between two looks for runs to catch up (the fleet's poll lists often)
+# An answer to an MCP server's question (`agent-console answer` to another machine's run) carries what the operator
+# typed, a token the server asked for maybe: the store drops its values once the run took it (delivered), and drops
+# an answer no run took when its run ends (its question ended with its call) or once it is older than the longest a
+# question waits (QUESTION_WAIT_BOUND, elicitation_timeout's bound with an hour to spare), for a run that was killed
+# and never resumed.
+QUESTION_WAIT_BOUND = 86_400.0 + 3600  # tests/store/test_remote_commands.py holds it above MAX_ELICITATION_TIMEOUT
+_UNTAKEN_ANSWERS = "DELETE FROM commands WHERE delivered_at IS NULL AND body->>'command' = 'answer' AND "
+DROP_ANSWERS_OF_RUN = _UNTAKEN_ANSWERS + "run_key = %s"
+DROP_STALE_ANSWERS = _UNTAKEN_ANSWERS + "created_at < now() - make_interval(secs => %s)"
+ENDS = frozenset({"completed", "ended", "gave_up"})  # the UPDATES that end a run (its key their last value)
 
 # The engine's updates of the runs table, by name: queued by a runner's link, and kept by name in the marker of a
 # run whose store was away at its end (console.engine.store.catchup), never as SQL read back from a file.
@@ -291,6 +301,12 @@ class PgStore:
         """Apply one of the engine's updates (:data:`UPDATES`, by name: a marker of a run whose store was away
         keeps the names and values, never SQL). Each sets values, so applying a sequence again ends the same."""
         self.execute(UPDATES[op], tuple(params))
+        if op in ENDS:
+            self.execute(DROP_ANSWERS_OF_RUN, (params[-1],))
+
+    def drop_stale_answers(self) -> None:
+        """Drop the answers no run took within the longest a question waits (see DROP_STALE_ANSWERS)."""
+        self.execute(DROP_STALE_ANSWERS, (QUESTION_WAIT_BOUND,))
 
     def execute(self, sql: str, params: tuple[Any, ...]) -> None:
         with self.connection() as conn:
@@ -531,7 +547,10 @@ class PgStore:
                              "JOIN runs r ON r.key = c.run_key WHERE c.id=%s AND c.delivered_at IS NULL "
                              "FOR UPDATE OF r", (cid,)).fetchone()
             if r is None:
-                return "delivered"
+                # Delivered (its row is kept, values dropped), or gone: an answer its run's end dropped, which no run
+                # ever took.
+                gone = conn.execute("SELECT 1 FROM commands WHERE id=%s", (cid,)).fetchone() is None
+                return "withdrawn" if gone else "delivered"
             if r[0]:
                 return "held"
             conn.execute("DELETE FROM commands WHERE id=%s", (cid,))

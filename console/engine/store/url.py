@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -43,6 +44,8 @@ def open_store(url: str | None, embedded_path: Path, *, lenient: bool = False) -
         store.healer = healer(store, store.data_dir)
         if store.error is None:
             store.heal()
+            with contextlib.suppress(StoreError):  # a look of its own: an open that cannot make it is not refused
+                store.drop_stale_answers()
         return store
     if url:
         raise StoreError(f"store {shown_store_url(url)!r}: not a postgresql:// URL")
