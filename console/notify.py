@@ -631,6 +631,9 @@ class Notifier:
             answers = [f"agent-console answer {rid} --set NAME=VALUE   (one --set for each field)",
                        f"agent-console answer {rid} --decline   (or --cancel)",
                        f"agent-console attach {rid}"]
+            if self.links is not None:  # serve's run page has the question's form (a session of serve's, no link)
+                lines += ["", f"Or answer on its page: {self.links.public_url}/run/{rid}#answer (in a browser "
+                              "logged in to agent-console serve)"]
         elif e.reason in ENDING:
             # No process runs it any more: `stop` and `attach`'s keys have nothing to act on. It goes on with a
             # resume (a new process), and its story is read with `logs`.

@@ -31,6 +31,16 @@ def _s(text: object, limit: int = LINE) -> str:
 
 
 @dataclass(frozen=True)
+class WaitingQuestion:
+    """The question an MCP server asks the operator now (a ``mcp_question`` need): its id (what the answer names),
+    the server's words, and its form's fields as the run told them (name, line), each through safe_text."""
+
+    id: str | None
+    message: str
+    fields: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
 class RunSnapshot:
     id: str
     job: str
@@ -50,6 +60,8 @@ class RunSnapshot:
     # main_plan.md as the plan pane shows it (console.view.plan_file: the agent's text, read safely, bounded), or
     # why it is not shown (another machine's run: its folder is there).
     plan: str = ""
+    # An MCP server's question waiting for the operator while a runner holds the run (the page's form answers it).
+    question: WaitingQuestion | None = None
 
 
 def snapshot(row: FleetRow, fold: RunFold | None) -> RunSnapshot:
@@ -79,7 +91,18 @@ def snapshot(row: FleetRow, fold: RunFold | None) -> RunSnapshot:
                        cost=present.cost(row.cost) if row.cost is not None else "", need=_s(row.need_line),
                        todos=todos, todo_title=title, feedback=feedback,
                        tail=story_tail(fold) if fold is not None else (), rewind_refused=refused,
-                       rewind_phase=phase, plan=plan_of(row, fold))
+                       rewind_phase=phase, plan=plan_of(row, fold), question=waiting_question(row, fold))
+
+
+def waiting_question(row: FleetRow, fold: RunFold | None) -> WaitingQuestion | None:
+    """The question the run's need asks, while a runner holds the run (it is answered by that runner only)."""
+    from console.engine.questions import question_fields, question_id
+
+    need = fold.state.needs if fold is not None else None
+    if need is None or need.reason != "mcp_question" or not row.has_runner:
+        return None
+    return WaitingQuestion(id=question_id(need.message), message=safe_text(need.message, limit=2000),
+                           fields=tuple((name, _s(line)) for name, line in question_fields(need.evidence)))
 
 
 def plan_of(row: FleetRow, fold: RunFold | None) -> str:

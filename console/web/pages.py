@@ -17,6 +17,7 @@ from typing import Any
 import jinja2
 
 from console.engine.commands import MAX_TEXT
+from console.engine.questions import MAX_VALUE
 from console.engine.text import safe_text
 from console.view import present
 from console.view.fleet import FleetRow
@@ -76,9 +77,10 @@ def row_view(row: FleetRow) -> RowView:
 
 
 def _answered_elsewhere(row: FleetRow) -> str:
-    """For a need no button here answers (an MCP server's question: its fields are typed in a shell), the command."""
+    """For a need no button of the list answers (an MCP server's question: its fields are typed), where it is."""
     if row.needs == "mcp_question" and row.has_runner:
-        return f" · answer it from a shell: agent-console answer {row.id} --set NAME=VALUE (or --decline)"
+        return (f" · answer it on its page (open {row.id}), or from a shell: agent-console answer {row.id} --set "
+                "NAME=VALUE (or --decline)")
     return ""
 
 
@@ -133,7 +135,9 @@ def sent_line(row: FleetRow, action: str) -> str:
             "resume": f"Run {rid}: resume sent.",
             "acknowledge": f"Run {rid}: acknowledged; it asks for you no more.",
             "rewind": f"Run {rid}: rewind sent; at its next step the agent re-plans the phase around what you "
-                      "wrote (every view shows it)."}.get(action, f"Run {rid}: sent.")
+                      "wrote (every view shows it).",
+            "answer": f"Run {rid}: answer sent; the run checks it against the question's form and its page says "
+                      "whether it took it (if not, why: the question then waits on)."}.get(action, f"Run {rid}: sent.")
 
 
 def run_body(snap: RunSnapshot, row: FleetRow | None, csrf: str) -> str:
@@ -144,10 +148,10 @@ def run_body(snap: RunSnapshot, row: FleetRow | None, csrf: str) -> str:
 
 def run_page(snap: RunSnapshot, row: FleetRow | None, csrf: str) -> str:
     """A run's page: its body (replaced live) and, outside it (what the operator types is never redrawn away),
-    the rewind's form while one applies."""
+    the form of an MCP server's question waiting now, and the rewind's form while one applies."""
     return render("run.html", rid=snap.id, body=run_body(snap, row, csrf), rewind=not snap.rewind_refused,
                   phase="" if snap.rewind_phase is None else str(snap.rewind_phase), csrf=csrf, once=new_once(),
-                  limit=MAX_TEXT)
+                  limit=MAX_TEXT, question=snap.question, value_limit=MAX_VALUE)
 
 
 def gone_body(rid: str) -> str:

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from console.engine.commands import AnyCommand, CommandError, Rewind
+from console.engine.commands import Answer, AnyCommand, CommandError, Rewind
 from console.view.answers import current_request
 from console.view.fleet import FleetRow, Listed
 from console.view.fleet_offers import applies, refusal
@@ -281,6 +281,8 @@ class WebApp:
         row = next((r for r in self.feed.rows if r.id == rid), None)
         if action == "rewind" and self.acting is not None:
             return await self.rewind(request, session, form, rid, row)
+        if action == "answer" and self.acting is not None:
+            return await self.answer(request, session, form, rid, row)
         if self.acting is None or not isinstance(action, str) or action not in dict(pages.WEB_ACTIONS):
             return self.page("No such action", "Nothing was done.", 400)
         if row is None:
@@ -334,6 +336,49 @@ class WebApp:
         if problem:
             return self.page("Rewind not sent", problem, 409)
         return self.page("Rewind sent", pages.sent_line(row, "rewind"), 200)
+
+    async def answer(self, request: web.Request, session: Session, form: Any, rid: str,
+                     row: FleetRow | None) -> web.StreamResponse:
+        """An answer to the MCP server's question the run's page showed: its fields' values (the empty ones left
+        out), or a decline or a cancel, as `agent-console answer` sends it; the run checks it against the form and
+        refuses it (said in its story) when it does not fit, or when another question waits by then. Nothing the
+        operator typed is repeated on a page."""
+        assert self.acting is not None
+        if row is None:
+            return self.page("No such run", f"No run {pages.shown(rid, 64)} in the fleet now: nothing was done.", 404)
+        snap = await self.feed.snapshot(rid)
+        question = snap.question if snap is not None else None
+        if question is None:
+            return self.page("No question", f"Run {row.id}: no question of an MCP server waits now (answered, or its "
+                             "call ended); nothing was sent.", 409)
+        asked = form.get("question")
+        if question.id is not None and asked != question.id:
+            return self.page("Another question", f"Run {row.id}: the question on that page waits no more (another "
+                             "one does): reload its page; nothing was sent.", 409)
+        reply = form.get("reply")
+        values: list[str] = []
+        for name, _line in question.fields:
+            value = form.get(f"field.{name}")
+            if isinstance(value, str) and value != "":
+                values.append(f"{name}={value}")
+        try:
+            command = Answer(question=question.id, set=tuple(values) or None) if reply == "accept" else \
+                Answer(question=question.id, decline=True) if reply == "decline" else \
+                Answer(question=question.id, cancel=True) if reply == "cancel" else None
+        except ValueError:  # (pydantic's ValidationError is one) the values are not echoed: they may be secrets
+            command = None
+        if command is None:
+            return self.page("Answer not sent", f"Run {row.id}: that answer is not one (a value too long, or no "
+                             "button pressed); nothing was sent: go back and answer again.", 400)
+        once = form.get("once")
+        command_id = "web" + hashlib.sha256(f"{session.id}:{once}:{row.id}:answer".encode()).hexdigest()[:28] \
+            if isinstance(once, str) and pages.ONCE.fullmatch(once) else None
+        source = f"web {client_of(request)} session {session.label}"[:64]
+        problem = await asyncio.get_running_loop().run_in_executor(
+            None, functools.partial(self.acting, row, "answer", command_id, source, command))
+        if problem:
+            return self.page("Answer not sent", pages.shown(problem), 409)
+        return self.page("Answer sent", pages.sent_line(row, "answer"), 200)
 
     async def run_page(self, request: web.Request) -> web.StreamResponse:
         session = request[SESSION_KEY]

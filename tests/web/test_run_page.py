@@ -181,3 +181,89 @@ def test_the_runs_plan_is_on_its_page_read_as_the_plan_pane_reads_it(tmp_path: P
 
     asyncio.run(main())
     fleet.close()
+
+
+def _ask(folder: Path, server: str, qid: str, message: str, schema: dict[str, Any]) -> None:
+    """The run's need for an MCP server's question, as console.engine.tools.mcp_elicitation records it."""
+    from console.engine.questions import parse_form
+
+    path = JobPaths(folder).events
+    last = json.loads(path.read_text(encoding="utf-8").splitlines()[-1])
+    need = ev.NeedsOperator(ts=FROZEN_NOW, seq=last["seq"] + 1, session=1, reason="mcp_question",
+                            message=f"MCP server {server} asks (question {qid}, during mcp__{server}__go): {message}",
+                            evidence=[f.line() for f in parse_form(schema)], paused=False)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(need.model_dump_json() + "\n")
+
+
+def test_a_question_of_an_mcp_server_is_answered_on_the_runs_page_as_answer_sends_it(tmp_path: Path) -> None:
+    """While a question waits (a runner holds the run), the run's page has its form, outside what the live stream
+    redraws: a field each, and answer, decline, cancel. An answer is the engine's Answer command for that question
+    (the fields left empty not sent), named by its web session; nothing typed is repeated on a page. A question of
+    a run no runner holds has no form; a form of another question, of another session, or with no question waiting
+    sends nothing."""
+    import re
+
+    from console.engine.commands import Answer
+    from tests.web.test_server import Acts
+
+    fleet, fx = fleet_of(tmp_path)
+    schema = {"type": "object", "required": ["city"], "properties": {
+        "city": {"type": "string", "title": "City <script>alert(1)</script>"},
+        "count": {"type": "integer", "minimum": 1},
+        "token": {"type": "string", "description": "the deploy token"}}}
+    _ask(fx.runs["running"], "asker", "q1a2b3c", "Where to? <img src=x onerror=alert(1)>", schema)
+    _ask(fx.runs["stopped"], "asker", "q0d0d0d", "Nobody answers this one", schema)
+    fleet.poll()
+    running, stopped, paused = (rid_of(fleet, fx.runs[s]) for s in ("running", "stopped", "paused"))
+    auth, acts = au.Auth(), Acts()
+    feed = FleetFeed(lambda: (list(fleet.poll()), fleet.error),
+                     look=lambda r: look(list(fleet.rows), list(fleet.folds.values()), r))
+    secret = "ghp_" + "W3" * 18
+
+    async def main() -> None:
+        app = WebApp(auth, feed, poll=0.05, act=acts).build()
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            await asyncio.sleep(0.3)
+            await logged_in(client, auth)
+            page = await (await client.get(f"/run/{running}")).text()
+            assert page.index('<form class="answer"') > page.index('id="run"')
+            form = page[page.index('<form class="answer"'):page.index("</form>", page.index('<form class="answer"'))]
+            assert re.findall(r'name="(field\.[^"]+)"', form) == ["field.city", "field.count", "field.token"]
+            assert "<script>" not in page and "<img" not in page and "&lt;script&gt;" in form
+            assert f'href="/run/{running}?question=q1a2b3c#answer"' in page  # in the live part: where the form is
+            assert (await (await client.get(f"/run/{stopped}")).text()).count('class="answer"') == 0
+            fields = dict(re.findall(r'name="(csrf|once|question|action)" value="([^"]*)"', form))
+            assert fields == {"csrf": fields["csrf"], "once": fields["once"], "question": "q1a2b3c",
+                              "action": "answer"}
+
+            async def send(rid: str, **extra: str) -> tuple[int, str]:
+                resp = await client.post(f"/run/{rid}/act", data={**fields, **extra})
+                return resp.status, await resp.text()
+
+            status, said = await send(running, reply="accept", **{"field.city": "Lyon", "field.count": "",
+                                                                  "field.token": secret})
+            assert status == 200 and "Answer sent" in said and secret not in said
+            assert acts.commands == [Answer(question="q1a2b3c", set=("city=Lyon", f"token={secret}"))]
+            assert acts.sent[-1][1] == "answer" and acts.sent[-1][2].startswith("web 127.0.0.1 session ")
+            status, said = await send(running, reply="decline")
+            assert status == 200 and acts.commands[-1] == Answer(question="q1a2b3c", decline=True)
+            status, said = await send(running, reply="cancel")
+            assert status == 200 and acts.commands[-1] == Answer(question="q1a2b3c", cancel=True)
+            sent = len(acts.commands)
+            status, said = await send(running, reply="accept", question="q9f9f9f", **{"field.city": secret})
+            assert status == 409 and "reload its page" in said and secret not in said
+            status, said = await send(running, reply="accept", **{"field.city": secret * 200})
+            assert status == 400 and "nothing was sent" in said and secret not in said
+            status, said = await send(running, reply="maybe")
+            assert status == 400
+            status, said = await send(stopped, reply="decline", question="q0d0d0d")
+            assert status == 409 and "no question" in said
+            status, said = await send(paused, reply="decline")
+            assert status == 409 and "no question" in said
+            status, said = await send(running, reply="decline", csrf="forged")
+            assert status == 403
+            assert len(acts.commands) == sent
+
+    asyncio.run(main())
+    fleet.close()

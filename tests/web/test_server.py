@@ -373,14 +373,15 @@ def test_a_need_is_said_once_on_its_runs_card() -> None:
     assert row_view(row()).last == "tool call read_file"
 
 
-def test_a_question_of_an_mcp_server_names_the_command_that_answers_it_and_offers_no_button() -> None:
-    """No button here takes a form's fields: the card says the shell's command, and offers no resume (which would be
-    refused: the run is not paused, its call waits for the answer)."""
+def test_a_question_of_an_mcp_server_names_where_it_is_answered_and_offers_no_button() -> None:
+    """No button of the list takes a form's fields: the card says the run's page has its form, and the shell's
+    command, and offers no resume (which would be refused: the run is not paused, its call waits for the answer)."""
     from console.web.pages import row_view
 
     asking = row(state="needs you", kind="needs", needs="mcp_question", needs_seq=9,
                  needs_message="MCP server asker asks (question q1a2b3c, during ask): Who are you?")
     view = row_view(asking)
     assert "Who are you?" in view.need
-    assert view.need.endswith("answer it from a shell: agent-console answer r1 --set NAME=VALUE (or --decline)")
+    assert view.need.endswith("answer it on its page (open r1), or from a shell: agent-console answer r1 --set "
+                              "NAME=VALUE (or --decline)")
     assert [a for a, _ in view.actions] == ["stop"]
