@@ -18,6 +18,7 @@ from console.engine import events as ev
 from console.engine.runs import run_id
 from console.engine.seal import Seal
 from console.settings import load_settings
+from tests.commands_support import bwrap  # noqa: F401  (the fixture)
 from tests.conftest import SAMPLES
 from tests.processes import end
 from tests.tui.test_fleet import _start_headless
@@ -119,6 +120,57 @@ def test_a_phone_approves_a_real_run_waiting_for_its_restart(tmp_path: Path) -> 
             again = stranger.goto(f"http://127.0.0.1:{port}/a/{token}")
             assert again is not None and again.status == 409  # once
             shot(stranger, "serve-phone-link-used")
+    finally:
+        code, err = stop(serve)
+        end(runner)
+    assert code == 0 and "Traceback" not in err, err
+
+
+def test_a_phone_answers_an_mcp_servers_question_of_a_real_run(tmp_path: Path, bwrap) -> None:  # noqa: F811
+    """A real headless run whose MCP server (confined, the operator's config letting it ask) asks its operator a
+    question during its call: the run's page has the form; an answer that does not fit is refused by the run, said
+    in its story, and the form stays; the right one is applied and the server gets the values."""
+    from tests.integration.test_crash_resume import start as start_run
+    from tests.integration.test_mcp_elicitation import headless_job
+
+    job = headless_job(tmp_path)
+    events = job / ".console" / "events.jsonl"
+    runner = start_run(job)
+    rid = run_id(job)
+    port = free_port()
+    serve, first = start("--bind", f"127.0.0.1:{port}", "--no-console")
+    try:
+        login = first.rsplit(" ", 1)[-1].strip()
+        wait_listening(port)
+        wait("the server's question", lambda: [e for e in ev.read_events(events) if e.type == "needs_operator"
+                                               and e.reason == "mcp_question"])
+        with browser() as chromium:
+            phone = chromium.new_context(viewport=PHONE, device_scale_factor=2, is_mobile=True, has_touch=True)
+            page = phone.new_page()
+            page.goto(login)
+            page.goto(f"http://127.0.0.1:{port}/run/{rid}")
+            page.wait_for_selector("form.answer input[name='field.name']", timeout=60_000)
+            assert page.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"]
+            page.click("text=Answer the question")  # the live part's link: to the form, below it
+            page.wait_for_function("() => document.querySelector('form.answer').getBoundingClientRect().top < 400")
+            shot(page, "serve-phone-question")
+            page.fill("input[name='field.count']", "3")  # the required name left out
+            page.tap("button[value=accept]")
+            page.wait_for_selector("text=Answer sent", timeout=60_000)
+            wait("the run's refusal", lambda: [e for e in ev.read_events(events) if e.type == "operator_command"
+                                               and e.status == "rejected" and "name" in e.detail])
+            page.goto(f"http://127.0.0.1:{port}/run/{rid}")
+            assert "required field missing: name" in page.inner_text("section.tail")
+            page.fill("input[name='field.name']", "Ada")
+            page.fill("input[name='field.count']", "3")
+            page.tap("button[value=accept]")
+            page.wait_for_selector("text=Answer sent", timeout=60_000)
+            (got,) = wait("the call's result", lambda: [e for e in ev.read_events(events) if e.type == "tool_result"
+                                                         and e.tool == "mcp__asker__ask"])  # type: ignore[misc]
+            assert got.content == 'ELICITED: accept {"count": 3, "name": "Ada"}'
+            (applied,) = [e for e in ev.read_events(events) if e.type == "operator_command"
+                          and e.command == "answer" and e.status == "applied"]
+            assert applied.source.startswith("web 127.0.0.1 session ") and "Ada" not in applied.model_dump_json()
     finally:
         code, err = stop(serve)
         end(runner)
