@@ -96,7 +96,9 @@ class Locations:
         return self.data_dir / "jobs.db"
 
     def open_store(self, lenient: bool = False) -> Store:
-        """As :meth:`console.settings.Settings.open_store`."""
+        """The jobs store they name; StoreError (one line, no password) if a shared one cannot be used (``lenient``:
+        a run's start, which goes on while its store is away), sqlite3.Error or OSError if the embedded one
+        cannot."""
         from console.engine.store import open_store
 
         return open_store(self.store_url, self.store_path, lenient=lenient)

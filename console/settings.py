@@ -38,8 +38,8 @@ from console.engine.url_secrets import shown_url
 
 # Where the settings file and the data dir are, defined once (console.locations reads them without pydantic).
 from console.locations import APP_NAME as APP_NAME
+from console.locations import Locations, default_data_dir
 from console.locations import config_path as config_path
-from console.locations import default_data_dir
 from console.providers import registry
 from console.providers.token_limit import MaxTokensParam
 
@@ -445,21 +445,24 @@ class Settings(BaseSettings):
         """The store's URL (None: the embedded store). Handed to the store only: never printed (shown_store_url)."""
         return self.store.get_secret_value() if self.store is not None else None
 
+    @property
+    def locations(self) -> Locations:
+        """The data dir and the store's URL, with what is derived from them (console.locations: one definition)."""
+        return Locations(self.data_dir, self.store_url)
+
     def open_store(self, lenient: bool = False) -> Store:
         """The jobs store these settings name; StoreError (one line, no password) if a shared one cannot be used
         (``lenient``: a run's start, which goes on while its store is away), sqlite3.Error or OSError if the
         embedded one cannot."""
-        from console.engine.store import open_store
-
-        return open_store(self.store_url, self.store_path, lenient=lenient)
+        return self.locations.open_store(lenient=lenient)
 
     @property
     def runs_dir(self) -> Path:
-        return self.data_dir / "runs"
+        return self.locations.runs_dir
 
     @property
     def store_path(self) -> Path:
-        return self.data_dir / "jobs.db"
+        return self.locations.store_path
 
 
 # Every run setting of the config file (a top-level key; [notify]'s are NotifySettings') is a field of Settings with

@@ -327,15 +327,22 @@ class WebApp:
                                    phase=int(phase) if isinstance(phase, str) and phase.isdecimal() else None)
         except CommandError as exc:
             return self.page("Rewind not sent", f"{exc}; nothing was done: go back, and write what is wrong.", 400)
+        return await self.send_typed(request, session, form, row, "rewind", command)
+
+    async def send_typed(self, request: web.Request, session: Session, form: Any, row: FleetRow, action: str,
+                         command: AnyCommand) -> web.StreamResponse:
+        """Send ``command``, built from what the operator typed on a run's page (a rewind's text, a question's
+        answer), as that form's own command (sent again, it reaches the run once), named by the web session."""
+        assert self.acting is not None
         once = form.get("once")
-        command_id = "web" + hashlib.sha256(f"{session.id}:{once}:{row.id}:rewind".encode()).hexdigest()[:28] \
+        command_id = "web" + hashlib.sha256(f"{session.id}:{once}:{row.id}:{action}".encode()).hexdigest()[:28] \
             if isinstance(once, str) and pages.ONCE.fullmatch(once) else None
         source = f"web {client_of(request)} session {session.label}"[:64]
         problem = await asyncio.get_running_loop().run_in_executor(
-            None, functools.partial(self.acting, row, "rewind", command_id, source, command))
+            None, functools.partial(self.acting, row, action, command_id, source, command))
         if problem:
-            return self.page("Rewind not sent", problem, 409)
-        return self.page("Rewind sent", pages.sent_line(row, "rewind"), 200)
+            return self.page(f"{action.capitalize()} not sent", pages.shown(problem), 409)
+        return self.page(f"{action.capitalize()} sent", pages.sent_line(row, action), 200)
 
     async def answer(self, request: web.Request, session: Session, form: Any, rid: str,
                      row: FleetRow | None) -> web.StreamResponse:
@@ -370,15 +377,7 @@ class WebApp:
         if command is None:
             return self.page("Answer not sent", f"Run {row.id}: that answer is not one (a value too long, or no "
                              "button pressed); nothing was sent: go back and answer again.", 400)
-        once = form.get("once")
-        command_id = "web" + hashlib.sha256(f"{session.id}:{once}:{row.id}:answer".encode()).hexdigest()[:28] \
-            if isinstance(once, str) and pages.ONCE.fullmatch(once) else None
-        source = f"web {client_of(request)} session {session.label}"[:64]
-        problem = await asyncio.get_running_loop().run_in_executor(
-            None, functools.partial(self.acting, row, "answer", command_id, source, command))
-        if problem:
-            return self.page("Answer not sent", pages.shown(problem), 409)
-        return self.page("Answer sent", pages.sent_line(row, "answer"), 200)
+        return await self.send_typed(request, session, form, row, "answer", command)
 
     async def run_page(self, request: web.Request) -> web.StreamResponse:
         session = request[SESSION_KEY]
