@@ -105,9 +105,10 @@ class Locations:
 
 
 def _env(name: str) -> str | None:
-    """The variable ``AGENT_CONSOLE_<NAME>``, its name's case ignored as pydantic-settings ignores it."""
-    wanted = f"{ENV_PREFIX}{name}".upper()
-    found = [v for k, v in os.environ.items() if k.upper() == wanted]
+    """The variable ``AGENT_CONSOLE_<NAME>``, its name's case ignored as pydantic-settings ignores it: compared in
+    lower case (in upper case, a name with a long s or a dotless i would match too, which the settings never read)."""
+    wanted = f"{ENV_PREFIX}{name}".lower()
+    found = [v for k, v in os.environ.items() if k.lower() == wanted]
     return found[-1] if found else None
 
 
@@ -126,6 +127,9 @@ def read_locations() -> Locations | None:
         return None  # named but not there: the settings say so
     data = data or {}
     if not _known_keys(data):
+        return None
+    # The file's own values are checked even where a variable overrides them: the settings refuse the file then.
+    if any(data.get(key) is not None and not isinstance(data[key], str) for key in ("data_dir", "store")):
         return None
     data_dir: object = _env("DATA_DIR")
     if data_dir is None:

@@ -66,6 +66,22 @@ def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (f'store = "  {URL}  "\n', {}),  # spaces around it are not the URL's
     (f'store = "{URL}"\n', {"AGENT_CONSOLE_STORE": ""}),  # an empty variable: the embedded store
     ("", {"AGENT_CONSOLE_STORE": URL}),
+    # A variable's value is taken as it is, as pydantic-settings takes it (no quotes, JSON, ~ or spaces undone).
+    ("", {"AGENT_CONSOLE_DATA_DIR": '"/tmp/quoted"'}),
+    ("", {"AGENT_CONSOLE_DATA_DIR": '["/tmp/json"]'}),
+    ("", {"AGENT_CONSOLE_DATA_DIR": "~/tilde"}),
+    ("", {"AGENT_CONSOLE_DATA_DIR": " /tmp/spaced \n"}),
+    ('data_dir = "~/tilde"\n', {}),
+    ('data_dir = "relative/runs"\n', {}),
+    ('data_dir = "//tmp//caf\\u00e9/"\n', {}),
+    ('"data_dir" = "/tmp/quoted-key"\n', {}),
+    ("", {"AGENT_CONSOLE_DATA_DIR": "/tmp/upper", "agent_console_data_dir": "/tmp/lower"}),  # the last one set
+    ('store = "mysql://h/db"\n', {"AGENT_CONSOLE_STORE": URL}),  # the file's store, a string, overridden
+    (f'store = "{URL}"\n', {"AGENT_CONSOLE_STORE": "\u3000 "}),  # only (unicode) spaces: the embedded store
+    # Names that only Unicode's upper case makes the variable's (long s, dotless i): pydantic-settings compares
+    # names in lower case, and reads neither.
+    ("", {"AGENT_CONSOLE_\u017fTORE": URL}),
+    ("", {"AGENT_CONSOLE_DATA_D\u0131R": "/tmp/dotless"}),
     # Other keys, of every kind: read past, not checked here.
     ('provider = "openai"\nspeed = 0.5\n[notify]\nurls = ["json://127.0.0.1:9/x"]\n[budgets]\ndaily_usd = 5.0\n'
      '[budgets.jobs]\nnightly = 2.0\n[prices."m"]\ninput = 1.0\noutput = 2.0\n[telemetry.headers]\nx-key = "k"\n'
@@ -92,6 +108,11 @@ def test_where_it_answers_it_says_what_the_whole_settings_say(config: Path, monk
     ("store = [1]\n", {}, "store"),
     ("data_dir = \n", {}, "not valid TOML"),
     ("", {"AGENT_CONSOLE_STORE": "sqlite:///x.db"}, "postgresql://"),
+    ("", {"AGENT_CONSOLE_STORE": "null"}, "store"),
+    ("", {"AGENT_CONSOLE_STORE": f'"{URL}"'}, "store"),
+    # The file's value of the wrong kind is refused even where a variable overrides it.
+    ("data_dir = 5\n", {"AGENT_CONSOLE_DATA_DIR": "/tmp/elsewhere"}, "data_dir"),
+    ("store = [1]\n", {"AGENT_CONSOLE_STORE": URL}, "store"),
 ])
 def test_where_it_is_not_sure_it_answers_nothing_and_the_whole_settings_name_the_fault(
         config: Path, monkeypatch: pytest.MonkeyPatch, text: str, env: dict[str, str], named: str) -> None:
