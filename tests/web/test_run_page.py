@@ -250,6 +250,14 @@ def test_a_question_of_an_mcp_server_is_answered_on_the_runs_page_as_answer_send
             assert status == 200 and acts.commands[-1] == Answer(question="q1a2b3c", decline=True)
             status, said = await send(running, reply="cancel")
             assert status == 200 and acts.commands[-1] == Answer(question="q1a2b3c", cancel=True)
+            # The same page's form sent again with another answer (back, after the run refused the first) is another
+            # command, not the first one again (which the run's inbox would take for sent: nothing would reach it);
+            # the same answer sent twice (a double tap) is one command; no id holds what was typed.
+            status, said = await send(running, reply="accept", **{"field.city": "Paris", "field.token": secret})
+            assert status == 200 and len(set(acts.ids)) == len(acts.ids) == 4
+            status, said = await send(running, reply="decline")
+            assert status == 200 and acts.ids[-1] == acts.ids[1]
+            assert all(i is not None and secret not in i for i in acts.ids)
             sent = len(acts.commands)
             status, said = await send(running, reply="accept", question="q9f9f9f", **{"field.city": secret})
             assert status == 409 and "reload its page" in said and secret not in said
