@@ -82,6 +82,9 @@ def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # names in lower case, and reads neither.
     ("", {"AGENT_CONSOLE_\u017fTORE": URL}),
     ("", {"AGENT_CONSOLE_DATA_D\u0131R": "/tmp/dotless"}),
+    # A table's variable whose keys are known (its values are the commands' that use them to check).
+    ("", {"AGENT_CONSOLE_NOTIFY": '{"urls": ["json://127.0.0.1:9/x"]}', "AGENT_CONSOLE_MCP": '{"servers": []}'}),
+    ("", {"AGENT_CONSOLE_NOTIFY_URLS": "json://127.0.0.1:9/x", "AGENT_CONSOLE_KEYS": '{"checkpoint": "ctrl+k"}'}),
     # Other keys, of every kind: read past, not checked here.
     ('provider = "openai"\nspeed = 0.5\n[notify]\nurls = ["json://127.0.0.1:9/x"]\n[budgets]\ndaily_usd = 5.0\n'
      '[budgets.jobs]\nnightly = 2.0\n[prices."m"]\ninput = 1.0\noutput = 2.0\n[telemetry.headers]\nx-key = "k"\n'
@@ -110,6 +113,12 @@ def test_where_it_answers_it_says_what_the_whole_settings_say(config: Path, monk
     ("", {"AGENT_CONSOLE_STORE": "sqlite:///x.db"}, "postgresql://"),
     ("", {"AGENT_CONSOLE_STORE": "null"}, "store"),
     ("", {"AGENT_CONSOLE_STORE": f'"{URL}"'}, "store"),
+    # A table's variable is JSON to pydantic-settings, its keys checked as the file's: a typo there too.
+    ("", {"AGENT_CONSOLE_MCP": '{"comands": []}'}, "mcp.comands"),
+    ("", {"agent_console_notify": '{"url": "json://127.0.0.1:9/x"}'}, "notify.url"),
+    ("", {"AGENT_CONSOLE_PRICES": '{"m": {"outptu": 1}}'}, "outptu"),
+    ("", {"AGENT_CONSOLE_MCP": '{"servers": [{"name": "t", "comand": ["x"]}]}'}, "comand"),
+    ("", {"AGENT_CONSOLE_SANDBOX_LIMITS": '{"netwrok": true'}, "sandbox_limits"),  # not JSON
     # The file's value of the wrong kind is refused even where a variable overrides it.
     ("data_dir = 5\n", {"AGENT_CONSOLE_DATA_DIR": "/tmp/elsewhere"}, "data_dir"),
     ("store = [1]\n", {"AGENT_CONSOLE_STORE": URL}, "store"),
