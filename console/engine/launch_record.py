@@ -93,10 +93,10 @@ def open_record(paths: JobPaths, seal: Seal) -> tuple[dict[str, Any], Whose] | N
 
 def ran_unconfined(paths: JobPaths, seal: Seal) -> bool | None:
     """Whether the run's own record (this operator's: :func:`open_record`) says it was started with --unconfined.
-    False when it has none, or one not believed or unreadable. Only that field is read, from a sealed record whose
-    field is a JSON boolean (or absent): this operator's harness wrote it from its checked model. None for any other
-    record (an earlier one, written before seals; a field of another kind): only the model (console.engine.launch,
-    as a resume reads it: ``"true"`` or ``1`` is true, a record it refuses is none) can say, and a run `jobs` shows
+    False when it has none, or one not believed or unreadable. Only that field is read where it is a JSON boolean
+    (or absent), as this operator's harness writes it from its checked model (a record the model would refuse says
+    it all the same: its run never resumes, unconfined or not). None for a field of another kind: only the model
+    (console.engine.launch, as a resume reads it: ``"true"`` or ``1`` is true) can say, and a run `jobs` shows
     confined must never resume unconfined."""
     try:
         opened = open_record(paths, seal)
@@ -104,6 +104,5 @@ def ran_unconfined(paths: JobPaths, seal: Seal) -> bool | None:
         return False
     if opened is None:
         return False
-    doc, whose = opened
-    value = doc.get("unconfined", False)
-    return value if whose == "sealed" and isinstance(value, bool) else None
+    value = opened[0].get("unconfined", False)
+    return value if isinstance(value, bool) else None

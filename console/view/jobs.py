@@ -61,8 +61,8 @@ def unconfined(r: JobRow, seal: Any) -> bool:
 
 
 def launched_unconfined(paths: Any, seal: Any) -> bool:
-    """Whether the run's record says --unconfined as a resume reads it: the sealed record's one field without
-    building its model (console.engine.launch_record), the model for any other record."""
+    """Whether the run's record says --unconfined as a resume reads it: its one field without building its model
+    where it is a boolean (console.engine.launch_record), the model where it is not (``"true"``, ``1``)."""
     from console.engine.launch_record import ran_unconfined
 
     said = ran_unconfined(paths, seal)

@@ -49,8 +49,7 @@ def folders(tmp_path: Path) -> tuple[Seal, Path, Path]:
 
 
 @pytest.mark.parametrize("value", VALUES, ids=repr)
-# (No sealed record the model refuses: only this operator's harness seals one, from the model.)
-@pytest.mark.parametrize("whose", ["sealed", "earlier", "unsealed", "earlier, incomplete"])
+@pytest.mark.parametrize("whose", ["sealed", "earlier", "unsealed", "sealed, incomplete", "earlier, incomplete"])
 def test_jobs_says_unconfined_where_a_resume_would_run_unconfined(folders: tuple[Seal, Path, Path], whose: str,
                                                                    value: Any) -> None:
     seal, before, after = folders
@@ -63,7 +62,13 @@ def test_jobs_says_unconfined_where_a_resume_would_run_unconfined(folders: tuple
     paths = JobPaths(root)
     text = seal.sealed_json(SEAL_KIND, root, doc) if whose.startswith("sealed") else json.dumps(doc)
     launch_path(paths).write_text(text)
-    assert launched_unconfined(paths, seal) == _resumed_unconfined(paths, seal)
+    said = launched_unconfined(paths, seal)
+    if "incomplete" in whose and value is True:
+        # Its one field read (no model built: `jobs`'s CPU) where the model refuses the record: shown unconfined, as
+        # it says, and never resumed (a resume refuses the record).
+        assert said is True and _resumed_unconfined(paths, seal) is False
+    else:
+        assert said == _resumed_unconfined(paths, seal)
 
 
 @pytest.mark.parametrize("text", ["{not json", "[]", '"x"', "", "{}"])
