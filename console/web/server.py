@@ -340,9 +340,10 @@ class WebApp:
         answer), as that form's own command (sent again, it reaches the run once), named by the web session."""
         assert self.acting is not None
         once = form.get("once")
-        # Sent twice (a double tap, a retry), the same form's same command is one; another one from the same page
-        # (back, then another answer once the run refused the first) is another, which the inbox must not take for
-        # the first one sent again (it would reach the run never, the page saying sent).
+        # Sent twice (a double tap, a retry), the same form's same command is one; another one from the same page's
+        # form (a page the browser kept as it was, its once the same: another answer once the run refused the first)
+        # is another, which the inbox must not take for the first one sent again (it would reach the run never, the
+        # page saying sent). Headless Chromium fetches a no-store page again on back; not every browser does.
         typed = f"{session.id}:{once}:{row.id}:{action}:".encode() + command.model_dump_json().encode()
         command_id = "web" + hmac.new(self._command_key, typed, hashlib.sha256).hexdigest()[:28] \
             if isinstance(once, str) and pages.ONCE.fullmatch(once) else None

@@ -250,8 +250,9 @@ def test_a_question_of_an_mcp_server_is_answered_on_the_runs_page_as_answer_send
             assert status == 200 and acts.commands[-1] == Answer(question="q1a2b3c", decline=True)
             status, said = await send(running, reply="cancel")
             assert status == 200 and acts.commands[-1] == Answer(question="q1a2b3c", cancel=True)
-            # The same page's form sent again with another answer (back, after the run refused the first) is another
-            # command, not the first one again (which the run's inbox would take for sent: nothing would reach it);
+            # The same page's form sent again with another answer (a page the browser kept, after the run refused the
+            # first) is another command, not the first one again (which the inbox would take for sent: nothing would
+            # reach the run);
             # the same answer sent twice (a double tap) is one command; no id holds what was typed.
             status, said = await send(running, reply="accept", **{"field.city": "Paris", "field.token": secret})
             assert status == 200 and len(set(acts.ids)) == len(acts.ids) == 4
