@@ -272,7 +272,19 @@ def test_a_question_of_an_mcp_server_is_answered_on_the_runs_page_as_answer_send
             assert status == 409 and "no question" in said
             status, said = await send(running, reply="decline", csrf="forged")
             assert status == 403
+            status, said = await send(running, reply="accept", **{"field.city": secret * 2000})  # over 64 KiB
+            assert status == 413 and secret not in said
             assert len(acts.commands) == sent
+            # Ten thousand fields (within the body's bound): refused whole by aiohttp, nothing sent.
+            many = [("f", "1")] * 10_000 + [*fields.items(), ("reply", "accept"), ("field.city", "Nice")]
+            resp = await client.post(f"/run/{running}/act", data=many)
+            assert resp.status == 413 and len(acts.commands) == sent
+            # Fields the form has not, and a value of control characters: read past, the form's own field sent as
+            # typed (the run checks it; the log keeps its name only), nothing typed on the page.
+            typed = "Nice\r\n\x00\x1b[2J"
+            status, said = await send(running, reply="accept", **{"field.city": typed, "field.admin": "1", "x": "y"})
+            assert status == 200 and typed not in said
+            assert acts.commands[-1] == Answer(question="q1a2b3c", set=(f"city={typed}",))
 
     asyncio.run(main())
     fleet.close()
