@@ -3,6 +3,7 @@ settings say, or nothing (None: the caller loads the whole settings, whose error
 
 from __future__ import annotations
 
+import os
 import types
 import typing
 from pathlib import Path
@@ -154,4 +155,21 @@ def test_jobs_lists_the_runs_whatever_another_key_says_and_run_names_that_key(
     assert main(["jobs"]) == 0
     assert "no runs yet" in capsys.readouterr().out
     with pytest.raises(JobError, match="speed"):
+        load_settings()
+
+
+@pytest.mark.parametrize("make,named", [
+    (lambda p: os.mkfifo(p), "FIFO"),  # never opened blocking: neither reader hangs
+    (lambda p: p.write_text('data_dir = "/srv/a"\n' + "#" * (1 << 20)), "too large"),
+    (lambda p: p.write_text('data_dir = "/srv/a"\ndata_dir = "/srv/b"\n'), "not valid TOML"),  # a key twice
+    (lambda p: p.write_text('\ufeffdata_dir = "/srv/a"\n'), "not valid TOML"),  # a byte-order mark
+    (lambda p: p.write_bytes(b'data_dir = "/srv/\xe9"\n'), "not UTF-8"),
+    (lambda p: p.symlink_to(p), "cannot be read"),  # a link to itself
+])
+def test_a_settings_file_that_cannot_be_read_as_toml_leaves_the_answer_to_the_settings(
+        config: Path, make: Any, named: str) -> None:
+    config.unlink()
+    make(config)
+    assert read_locations() is None
+    with pytest.raises(JobError, match=named):
         load_settings()
