@@ -104,11 +104,31 @@ class Locations:
         return open_store(self.store_url, self.store_path, lenient=lenient)
 
 
-def _env(name: str) -> str | None:
-    """The variable ``AGENT_CONSOLE_<NAME>``, its name's case ignored as pydantic-settings ignores it."""
-    wanted = f"{ENV_PREFIX}{name}".upper()
-    found = [v for k, v in os.environ.items() if k.upper() == wanted]
-    return found[-1] if found else None
+# The settings' fields that are tables: pydantic-settings reads their variables (AGENT_CONSOLE_MCP) as JSON, whose
+# keys the whole settings check as the file's.
+TABLE_FIELDS = frozenset(path.split(".")[0].removesuffix("[]") for path in SETTINGS_TABLES if path)
+
+
+def _variables() -> dict[str, str]:
+    """The variables ``AGENT_CONSOLE_*`` by their field's name, their names' case ignored as pydantic-settings
+    ignores it: in lower case (in upper case, a name with a long s or a dotless i would match too, which the
+    settings never read), the last one set of names that differ only in case."""
+    prefix = ENV_PREFIX.lower()
+    return {k.lower().removeprefix(prefix): v for k, v in os.environ.items() if k.lower().startswith(prefix)}
+
+
+def _known_tables(env: dict[str, str]) -> bool:
+    """Whether every table's variable is a JSON object whose keys the settings know (else they name the fault)."""
+    import json
+
+    for name in TABLE_FIELDS & env.keys():
+        try:
+            value = json.loads(env[name])
+        except (ValueError, RecursionError):
+            return False
+        if not isinstance(value, dict) or not _known_keys({name: value}):
+            return False
+    return True
 
 
 def read_locations() -> Locations | None:
@@ -127,10 +147,16 @@ def read_locations() -> Locations | None:
     data = data or {}
     if not _known_keys(data):
         return None
-    data_dir: object = _env("DATA_DIR")
+    # The file's own values are checked even where a variable overrides them: the settings refuse the file then.
+    if any(data.get(key) is not None and not isinstance(data[key], str) for key in ("data_dir", "store")):
+        return None
+    env = _variables()
+    if not _known_tables(env):
+        return None
+    data_dir: object = env.get("data_dir")
     if data_dir is None:
         data_dir = data.get("data_dir")
-    store: object = _env("STORE")
+    store: object = env.get("store")
     if store is None:
         store = data.get("store")
     if data_dir is not None and (not isinstance(data_dir, str) or not data_dir or "\0" in data_dir):

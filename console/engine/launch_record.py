@@ -91,12 +91,18 @@ def open_record(paths: JobPaths, seal: Seal) -> tuple[dict[str, Any], Whose] | N
                         "its launch record has no seal")
 
 
-def ran_unconfined(paths: JobPaths, seal: Seal) -> bool:
+def ran_unconfined(paths: JobPaths, seal: Seal) -> bool | None:
     """Whether the run's own record (this operator's: :func:`open_record`) says it was started with --unconfined.
-    False when it has none, or one not believed or unreadable. Only that field is read: a sealed record was written
-    by this operator's harness from its checked model, and anything but ``true`` there is not --unconfined."""
+    False when it has none, or one not believed or unreadable. Only that field is read where it is a JSON boolean
+    (or absent), as this operator's harness writes it from its checked model (a record the model would refuse says
+    it all the same: its run never resumes, unconfined or not). None for a field of another kind: only the model
+    (console.engine.launch, as a resume reads it: ``"true"`` or ``1`` is true) can say, and a run `jobs` shows
+    confined must never resume unconfined."""
     try:
         opened = open_record(paths, seal)
     except LaunchError:
         return False
-    return opened is not None and opened[0].get("unconfined") is True
+    if opened is None:
+        return False
+    value = opened[0].get("unconfined", False)
+    return value if isinstance(value, bool) else None

@@ -54,11 +54,27 @@ def unconfined(r: JobRow, seal: Any) -> bool:
     record this operator's harness sealed (``seal``: console.engine.seal) says anything: a folder's own record
     from elsewhere is not the run's; None: none is read."""
     from console.engine.job_files import JobPaths
-    from console.engine.launch_record import ran_unconfined  # the record's one field, no model built
 
     if seal is None or r.remote or r.status == GONE:
         return False
-    return ran_unconfined(JobPaths(Path(r.path)), seal)
+    return launched_unconfined(JobPaths(Path(r.path)), seal)
+
+
+def launched_unconfined(paths: Any, seal: Any) -> bool:
+    """Whether the run's record says --unconfined as a resume reads it: its one field without building its model
+    where it is a boolean (console.engine.launch_record), the model where it is not (``"true"``, ``1``)."""
+    from console.engine.launch_record import ran_unconfined
+
+    said = ran_unconfined(paths, seal)
+    if said is not None:
+        return said
+    from console.engine.launch import LaunchError, read_launch  # pydantic: for those records only
+
+    try:
+        record = read_launch(paths, seal)
+    except LaunchError:
+        return False
+    return record is not None and record.unconfined
 
 
 def remote_run(ref: str, settings: Any) -> Any:

@@ -13,7 +13,9 @@ import asyncio
 import contextlib
 import functools
 import hashlib
+import hmac
 import re
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -163,6 +165,9 @@ class WebApp:
         self.acting = act  # how an action reaches a run (None: the pages offer none)
         self.secure = secure  # served over TLS: the cookie is Secure
         self.poll = poll
+        # Keys the ids of the commands a run's page sends (send_typed): an id that depends on what was typed, yet
+        # tells nothing of it to whoever reads the run's log (the sessions it serves end with this process too).
+        self._command_key = secrets.token_bytes(32)
 
     def build(self, console: str | None = None, public_url: str = "") -> web.Application:
         """The application; with ``console`` (the command of the Textual console to serve), the browser console
@@ -335,7 +340,12 @@ class WebApp:
         answer), as that form's own command (sent again, it reaches the run once), named by the web session."""
         assert self.acting is not None
         once = form.get("once")
-        command_id = "web" + hashlib.sha256(f"{session.id}:{once}:{row.id}:{action}".encode()).hexdigest()[:28] \
+        # Sent twice (a double tap, a retry), the same form's same command is one; another one from the same page's
+        # form (a page the browser kept as it was, its once the same: another answer once the run refused the first)
+        # is another, which the inbox must not take for the first one sent again (it would reach the run never, the
+        # page saying sent). Headless Chromium fetches a no-store page again on back; not every browser does.
+        typed = f"{session.id}:{once}:{row.id}:{action}:".encode() + command.model_dump_json().encode()
+        command_id = "web" + hmac.new(self._command_key, typed, hashlib.sha256).hexdigest()[:28] \
             if isinstance(once, str) and pages.ONCE.fullmatch(once) else None
         source = f"web {client_of(request)} session {session.label}"[:64]
         problem = await asyncio.get_running_loop().run_in_executor(

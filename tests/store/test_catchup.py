@@ -293,3 +293,28 @@ def test_a_link_ships_even_where_its_sync_lock_cannot_be_made(make_job, pg_url: 
         stream.close()
         link.close()
     store.close()
+
+
+def test_an_answer_sent_to_a_run_that_ended_while_its_store_was_away_leaves_the_store_at_the_catch_up(
+        machines: tuple[Machine, Machine], pg_url: str, pg_server: PgServer, make_job) -> None:
+    """The run's end reaches the store by its marker (console.engine.store.catchup): the answers no run took are
+    dropped then, as at an end the link sends (their question ended with the run's call); nothing else is."""
+    import uuid
+
+    from console.engine import commands as cmds
+    from console.engine.control import make_command
+
+    a, _b = machines
+    paths, key = ended_while_away(a, pg_url, pg_server, make_job)
+    assert (paths.state / MARKER).is_file()
+    secret = "ghp_" + "U2" * 18
+    answer = make_command(cmds.Answer(set=(f"token={secret}",)), source="cli@machine-b", id=uuid.uuid4().hex)
+    stop = {"id": uuid.uuid4().hex, "command": "stop", "args": {}, "source": "cli@machine-b"}
+    sender = PgStore(pg_url, host="machine-b")
+    sender.send_command(key, answer.model_dump(mode="json", include={"id", "command", "args", "source"}))
+    sender.send_command(key, stop)
+    sender.close()
+    a.jobs()  # the run's machine opens the store: it is caught up
+    assert sql(pg_url, "SELECT status FROM runs") == [("completed",)] and not (paths.state / MARKER).exists()
+    bodies = [b for (b,) in sql(pg_url, "SELECT body::text FROM commands")]
+    assert len(bodies) == 1 and '"stop"' in bodies[0] and secret not in bodies[0]

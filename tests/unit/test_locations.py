@@ -3,6 +3,7 @@ settings say, or nothing (None: the caller loads the whole settings, whose error
 
 from __future__ import annotations
 
+import os
 import types
 import typing
 from pathlib import Path
@@ -66,6 +67,25 @@ def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (f'store = "  {URL}  "\n', {}),  # spaces around it are not the URL's
     (f'store = "{URL}"\n', {"AGENT_CONSOLE_STORE": ""}),  # an empty variable: the embedded store
     ("", {"AGENT_CONSOLE_STORE": URL}),
+    # A variable's value is taken as it is, as pydantic-settings takes it (no quotes, JSON, ~ or spaces undone).
+    ("", {"AGENT_CONSOLE_DATA_DIR": '"/tmp/quoted"'}),
+    ("", {"AGENT_CONSOLE_DATA_DIR": '["/tmp/json"]'}),
+    ("", {"AGENT_CONSOLE_DATA_DIR": "~/tilde"}),
+    ("", {"AGENT_CONSOLE_DATA_DIR": " /tmp/spaced \n"}),
+    ('data_dir = "~/tilde"\n', {}),
+    ('data_dir = "relative/runs"\n', {}),
+    ('data_dir = "//tmp//caf\\u00e9/"\n', {}),
+    ('"data_dir" = "/tmp/quoted-key"\n', {}),
+    ("", {"AGENT_CONSOLE_DATA_DIR": "/tmp/upper", "agent_console_data_dir": "/tmp/lower"}),  # the last one set
+    ('store = "mysql://h/db"\n', {"AGENT_CONSOLE_STORE": URL}),  # the file's store, a string, overridden
+    (f'store = "{URL}"\n', {"AGENT_CONSOLE_STORE": "\u3000 "}),  # only (unicode) spaces: the embedded store
+    # Names that only Unicode's upper case makes the variable's (long s, dotless i): pydantic-settings compares
+    # names in lower case, and reads neither.
+    ("", {"AGENT_CONSOLE_\u017fTORE": URL}),
+    ("", {"AGENT_CONSOLE_DATA_D\u0131R": "/tmp/dotless"}),
+    # A table's variable whose keys are known (its values are the commands' that use them to check).
+    ("", {"AGENT_CONSOLE_NOTIFY": '{"urls": ["json://127.0.0.1:9/x"]}', "AGENT_CONSOLE_MCP": '{"servers": []}'}),
+    ("", {"AGENT_CONSOLE_NOTIFY_URLS": "json://127.0.0.1:9/x", "AGENT_CONSOLE_KEYS": '{"checkpoint": "ctrl+k"}'}),
     # Other keys, of every kind: read past, not checked here.
     ('provider = "openai"\nspeed = 0.5\n[notify]\nurls = ["json://127.0.0.1:9/x"]\n[budgets]\ndaily_usd = 5.0\n'
      '[budgets.jobs]\nnightly = 2.0\n[prices."m"]\ninput = 1.0\noutput = 2.0\n[telemetry.headers]\nx-key = "k"\n'
@@ -92,6 +112,17 @@ def test_where_it_answers_it_says_what_the_whole_settings_say(config: Path, monk
     ("store = [1]\n", {}, "store"),
     ("data_dir = \n", {}, "not valid TOML"),
     ("", {"AGENT_CONSOLE_STORE": "sqlite:///x.db"}, "postgresql://"),
+    ("", {"AGENT_CONSOLE_STORE": "null"}, "store"),
+    ("", {"AGENT_CONSOLE_STORE": f'"{URL}"'}, "store"),
+    # A table's variable is JSON to pydantic-settings, its keys checked as the file's: a typo there too.
+    ("", {"AGENT_CONSOLE_MCP": '{"comands": []}'}, "mcp.comands"),
+    ("", {"agent_console_notify": '{"url": "json://127.0.0.1:9/x"}'}, "notify.url"),
+    ("", {"AGENT_CONSOLE_PRICES": '{"m": {"outptu": 1}}'}, "outptu"),
+    ("", {"AGENT_CONSOLE_MCP": '{"servers": [{"name": "t", "comand": ["x"]}]}'}, "comand"),
+    ("", {"AGENT_CONSOLE_SANDBOX_LIMITS": '{"netwrok": true'}, "sandbox_limits"),  # not JSON
+    # The file's value of the wrong kind is refused even where a variable overrides it.
+    ("data_dir = 5\n", {"AGENT_CONSOLE_DATA_DIR": "/tmp/elsewhere"}, "data_dir"),
+    ("store = [1]\n", {"AGENT_CONSOLE_STORE": URL}, "store"),
 ])
 def test_where_it_is_not_sure_it_answers_nothing_and_the_whole_settings_name_the_fault(
         config: Path, monkeypatch: pytest.MonkeyPatch, text: str, env: dict[str, str], named: str) -> None:
@@ -124,4 +155,21 @@ def test_jobs_lists_the_runs_whatever_another_key_says_and_run_names_that_key(
     assert main(["jobs"]) == 0
     assert "no runs yet" in capsys.readouterr().out
     with pytest.raises(JobError, match="speed"):
+        load_settings()
+
+
+@pytest.mark.parametrize("make,named", [
+    (lambda p: os.mkfifo(p), "FIFO"),  # never opened blocking: neither reader hangs
+    (lambda p: p.write_text('data_dir = "/srv/a"\n' + "#" * (1 << 20)), "too large"),
+    (lambda p: p.write_text('data_dir = "/srv/a"\ndata_dir = "/srv/b"\n'), "not valid TOML"),  # a key twice
+    (lambda p: p.write_text('\ufeffdata_dir = "/srv/a"\n'), "not valid TOML"),  # a byte-order mark
+    (lambda p: p.write_bytes(b'data_dir = "/srv/\xe9"\n'), "not UTF-8"),
+    (lambda p: p.symlink_to(p), "cannot be read"),  # a link to itself
+])
+def test_a_settings_file_that_cannot_be_read_as_toml_leaves_the_answer_to_the_settings(
+        config: Path, make: Any, named: str) -> None:
+    config.unlink()
+    make(config)
+    assert read_locations() is None
+    with pytest.raises(JobError, match=named):
         load_settings()

@@ -250,6 +250,15 @@ def test_a_question_of_an_mcp_server_is_answered_on_the_runs_page_as_answer_send
             assert status == 200 and acts.commands[-1] == Answer(question="q1a2b3c", decline=True)
             status, said = await send(running, reply="cancel")
             assert status == 200 and acts.commands[-1] == Answer(question="q1a2b3c", cancel=True)
+            # The same page's form sent again with another answer (a page the browser kept, after the run refused the
+            # first) is another command, not the first one again (which the inbox would take for sent: nothing would
+            # reach the run);
+            # the same answer sent twice (a double tap) is one command; no id holds what was typed.
+            status, said = await send(running, reply="accept", **{"field.city": "Paris", "field.token": secret})
+            assert status == 200 and len(set(acts.ids)) == len(acts.ids) == 4
+            status, said = await send(running, reply="decline")
+            assert status == 200 and acts.ids[-1] == acts.ids[1]
+            assert all(i is not None and secret not in i for i in acts.ids)
             sent = len(acts.commands)
             status, said = await send(running, reply="accept", question="q9f9f9f", **{"field.city": secret})
             assert status == 409 and "reload its page" in said and secret not in said
@@ -263,7 +272,19 @@ def test_a_question_of_an_mcp_server_is_answered_on_the_runs_page_as_answer_send
             assert status == 409 and "no question" in said
             status, said = await send(running, reply="decline", csrf="forged")
             assert status == 403
+            status, said = await send(running, reply="accept", **{"field.city": secret * 2000})  # over 64 KiB
+            assert status == 413 and secret not in said
             assert len(acts.commands) == sent
+            # Ten thousand fields (within the body's bound): refused whole by aiohttp, nothing sent.
+            many = [("f", "1")] * 10_000 + [*fields.items(), ("reply", "accept"), ("field.city", "Nice")]
+            resp = await client.post(f"/run/{running}/act", data=many)
+            assert resp.status == 413 and len(acts.commands) == sent
+            # Fields the form has not, and a value of control characters: read past, the form's own field sent as
+            # typed (the run checks it; the log keeps its name only), nothing typed on the page.
+            typed = "Nice\r\n\x00\x1b[2J"
+            status, said = await send(running, reply="accept", **{"field.city": typed, "field.admin": "1", "x": "y"})
+            assert status == 200 and typed not in said
+            assert acts.commands[-1] == Answer(question="q1a2b3c", set=(f"city={typed}",))
 
     asyncio.run(main())
     fleet.close()
