@@ -50,19 +50,20 @@ SETTINGS_TABLES: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v i
 
 def _known_keys(table: dict[str, object], path: str = "") -> bool:
     """Whether every key of ``table`` (the table at ``path``), and of the tables inside it that have fixed keys,
-    is one the settings know. Values of the wrong kind are the whole settings' to name."""
+    is one the settings know, and each of those tables is written in its shape (a table, a table of tables, a list
+    of tables: `[mcp.servers]` for `[[mcp.servers]]` is not). Other values of the wrong kind are the whole
+    settings' to name."""
     if not set(table) <= SETTINGS_TABLES[path]:
         return False
     for key, value in table.items():
         inner = f"{path}.{key}" if path else key
-        if isinstance(value, dict):
-            if inner in SETTINGS_TABLES and not _known_keys(value, inner):
-                return False
-            each = [v for v in value.values() if isinstance(v, dict)] if f"{inner}.*" in SETTINGS_TABLES else []
-            if not all(_known_keys(v, f"{inner}.*") for v in each):
-                return False
-        if isinstance(value, list) and f"{inner}[]" in SETTINGS_TABLES and not all(
-                _known_keys(v, f"{inner}[]") for v in value if isinstance(v, dict)):
+        if inner in SETTINGS_TABLES and not (isinstance(value, dict) and _known_keys(value, inner)):
+            return False
+        if f"{inner}.*" in SETTINGS_TABLES and not (isinstance(value, dict) and all(
+                isinstance(v, dict) and _known_keys(v, f"{inner}.*") for v in value.values())):
+            return False
+        if f"{inner}[]" in SETTINGS_TABLES and not (isinstance(value, list) and all(
+                isinstance(v, dict) and _known_keys(v, f"{inner}[]") for v in value)):
             return False
     return True
 

@@ -107,6 +107,10 @@ def test_where_it_answers_it_says_what_the_whole_settings_say(config: Path, monk
     ('[notify]\nurl = "json://127.0.0.1:9/x"\n', {}, "notify.url"),  # a typo in a table
     ('[prices."m"]\ninput = 1.0\noutptu = 2.0\n', {}, "outptu"),  # in a table of each model
     ('[[mcp.servers]]\nname = "t"\ncomand = ["x"]\n', {}, "comand"),  # in one of a list of tables
+    # A table written in another shape: `[mcp.servers]` for `[[mcp.servers]]`, a value for a table.
+    ('[mcp.servers]\nname = "t"\ncomand = ["x"]\n', {}, "mcp.servers"),
+    ("notify = 5\n", {}, "notify"),
+    ('prices = {m = [1]}\n', {}, "prices.m"),
     ("data_dir = 5\n", {}, "data_dir"),
     ('store = "mysql://h/db"\n', {}, "postgresql://"),
     ("store = [1]\n", {}, "store"),
