@@ -33,16 +33,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from console.engine.atomic import atomic_write_text
 from console.engine.job import JobPaths
 
-# The record on disk and whether it is believed live apart (no pydantic there); every name is importable from here.
-from console.engine.launch_record import LAUNCH_NAME as LAUNCH_NAME
-from console.engine.launch_record import MAX_LAUNCH_BYTES as MAX_LAUNCH_BYTES
+# The record on disk and whether it is believed live apart (no pydantic there); the names callers use, from here too.
 from console.engine.launch_record import SEAL_KIND as SEAL_KIND
 from console.engine.launch_record import ForeignRecord as ForeignRecord
 from console.engine.launch_record import LaunchError as LaunchError
 from console.engine.launch_record import UnreadableRecord as UnreadableRecord
 from console.engine.launch_record import Whose as Whose
 from console.engine.launch_record import _first as _first
-from console.engine.launch_record import _load as _load
 from console.engine.launch_record import launch_path as launch_path
 from console.engine.launch_record import open_record as open_record
 from console.engine.run_setting_check import setting_field
