@@ -103,6 +103,8 @@ def test_a_kill_9_between_the_hold_and_its_telling_is_told_once_by_another_machi
     # Time passes (as a stale claim's would): machine-b's held run, looking again, takes the telling over.
     sql(pg_url, "UPDATE fleet_holds SET claimed_at = now() - interval '1 hour'")
     wait_until(lambda: fleet_messages(server), WAIT, "the hold told by machine-b")
+    # The telling is marked after the channel took it (told at least once, never zero times): wait for the mark.
+    wait_until(lambda: sql(pg_url, "SELECT 1 FROM fleet_holds WHERE told_at IS NOT NULL"), WAIT, "the telling marked")
     [(claimed_by, told_at)] = sql(pg_url, "SELECT claimed_by, told_at FROM fleet_holds")
     assert claimed_by.startswith("machine-b:") and told_at is not None
     raised = b.cli("budget", "--raise", "100")
