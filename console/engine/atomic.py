@@ -51,7 +51,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True, tmp_dir
     except FileNotFoundError:
         # The folders are made when missing only: mkdir(exist_ok=True) on a folder that is there raises and
         # catches an error inside pathlib, twice a write (a run writes a state file every turn).
-        _make_folders(path, where)
+        _make_folders(path, where, anchored=tmp_dir is not None)
         fd = os.open(tmp, flags, PRIVATE_FILE)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -65,7 +65,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True, tmp_dir
         except FileNotFoundError:
             if path.parent.is_dir():
                 raise
-            _make_folders(path, where)  # the temp folder was there, the file's was not
+            _make_folders(path, where, anchored=tmp_dir is not None)  # the temp folder was there, the file's not
             os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -75,10 +75,25 @@ def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True, tmp_dir
         fsync_dir(path.parent)
 
 
-def _make_folders(path: Path, where: Path) -> None:
-    """The file's folder, then the temp files' (0700 each, as the harness's folders are)."""
-    path.parent.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
-    where.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+def _make_folders(path: Path, where: Path, anchored: bool) -> None:
+    """The file's folder, then the temp files' (0700 each, as the harness's folders are).
+
+    ``anchored`` (a temp folder given: a run's ``.console/tmp``): the folders are made one level at a time from
+    the folder that holds the one holding both (the run's folder, holding its ``.console``), which must be there.
+    A run's folder deleted or moved away while it writes is then never made again at its path by a write that had
+    looked a moment before (FileNotFoundError instead: console.engine.state.folder_gone): ``mkdir`` of one level
+    fails when its parent is gone, whatever happens between two looks."""
+    if not anchored:
+        path.parent.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+        where.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+        return
+    anchor = Path(os.path.commonpath([path.parent, where])).parent
+    for folder in (path.parent, where):
+        made = anchor
+        for part in folder.relative_to(anchor).parts:
+            made = made / part
+            with contextlib.suppress(FileExistsError):
+                made.mkdir(mode=PRIVATE_DIR)
 
 
 def atomic_write_text(path: Path, text: str, *, durable: bool = True, tmp_dir: Path | None = None) -> None:
