@@ -1,18 +1,20 @@
 """Where the operator's things are: the settings file, the data dir (the runs' folders, the jobs store, the keys)
-and the jobs store's URL, as the settings say them (console.settings: defaults < config file < env vars).
+and the jobs store's URL, as the settings say them (console.settings: defaults < config file < env vars), with the
+two options a console reads (its theme and its [keys]).
 
 :func:`read_locations` reads just those, without pydantic: ``agent-console jobs`` lists the runs in a tenth of the
-CPU that building the settings' models takes (benchmarks/cli_start.py). It answers only when it is sure it reads
-them as :class:`console.settings.Settings` would; otherwise (a key the settings do not know, anywhere in the file;
-a data dir or store of the wrong kind; a file that is not there, not readable or not TOML) it answers None and the
-caller loads the whole settings, whose error names what is wrong. The other keys' values are not checked here: the
+CPU that building the settings' models takes (benchmarks/cli_start.py), and ``attach`` and the fleet view start
+without them (benchmarks/tui.py). It answers only when it is sure it reads them as
+:class:`console.settings.Settings` would; otherwise (a key the settings do not know, anywhere in the file; one of
+its values of the wrong kind; a file that is not there, not readable or not TOML) it answers None and the caller
+loads the whole settings, whose error names what is wrong. The other keys' values are not checked here: the
 commands that use them (run, resume, serve...) check them and name any that is wrong.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
 
 APP_NAME = "agent-console"
 ENV_PREFIX = "AGENT_CONSOLE_"
+DEFAULT_THEME = "agent-dark"
 
 # The settings file's keys, by table ("": the top level; "prices.*": each table under [prices]; "mcp.servers[]":
 # each [[mcp.servers]]): Settings' fields and those of its tables' models (tests/unit/test_locations.py derives
@@ -83,10 +86,13 @@ def default_data_dir() -> Path:
 
 @dataclass(frozen=True)
 class Locations:
-    """The data dir and the store's URL (None: the embedded store), with what Settings derives from them."""
+    """The data dir and the store's URL (None: the embedded store), with what Settings derives from them; and the
+    console's theme and key bindings (``[keys]``: binding id -> keys), as Settings has them."""
 
     data_dir: Path
     store_url: str | None
+    theme: str = DEFAULT_THEME
+    keys: dict[str, str] = field(default_factory=dict)
 
     @property
     def runs_dir(self) -> Path:
@@ -149,11 +155,16 @@ def read_locations() -> Locations | None:
     if not _known_keys(data):
         return None
     # The file's own values are checked even where a variable overrides them: the settings refuse the file then.
-    if any(data.get(key) is not None and not isinstance(data[key], str) for key in ("data_dir", "store")):
+    if any(data.get(key) is not None and not isinstance(data[key], str) for key in ("data_dir", "store", "theme")):
+        return None
+    keys = data.get("keys", {})
+    if not (isinstance(keys, dict) and all(isinstance(v, str) for v in keys.values())):
         return None
     env = _variables()
-    if not _known_tables(env):
+    # A variable for [keys] is JSON merged into the file's table by pydantic-settings: the settings read that.
+    if not _known_tables(env) or "keys" in env:
         return None
+    theme = env.get("theme", data.get("theme", DEFAULT_THEME))
     data_dir: object = env.get("data_dir")
     if data_dir is None:
         data_dir = data.get("data_dir")
@@ -172,4 +183,4 @@ def read_locations() -> Locations | None:
             check_store_url(url)
         except ValueError:
             return None
-    return Locations(Path(data_dir) if data_dir is not None else default_data_dir(), url or None)
+    return Locations(Path(data_dir) if data_dir is not None else default_data_dir(), url or None, theme, dict(keys))

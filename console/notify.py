@@ -468,7 +468,7 @@ class Notifier:
         if self.links is None or self.folder is None:
             return ()
         from console.engine.events.log import last_seq
-        from console.engine.job import JobPaths
+        from console.engine.job_files import JobPaths
         from console.view.answers import request_for
 
         request = request_for("resume", died_seq=last_seq(JobPaths(Path(self.folder)).events))

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 from console.engine.run_lock import RunLock
 from console.engine.starting import RUNNER_LOG, START_PATIENCE, TELL_AFTER, awaited_by
 from console.outcome import EXIT_INTERRUPTED, exit_code_for

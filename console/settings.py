@@ -38,7 +38,7 @@ from console.engine.url_secrets import shown_url
 
 # Where the settings file and the data dir are, defined once (console.locations reads them without pydantic).
 from console.locations import APP_NAME as APP_NAME
-from console.locations import Locations, default_data_dir
+from console.locations import DEFAULT_THEME, Locations, default_data_dir
 from console.locations import config_path as config_path
 from console.providers import registry
 from console.providers.token_limit import MaxTokensParam
@@ -373,7 +373,7 @@ class Settings(BaseSettings):
     max_job_mb: float = setting_field("max_job_mb")
     # How layers 4-5 are compacted at phase boundaries: facts only, or a summary written by the model.
     summary: Literal["deterministic", "llm"] = setting_field("summary")
-    theme: str = "agent-dark"
+    theme: str = DEFAULT_THEME
     # Console key remapping: binding id -> keys, e.g. {"checkpoint": "ctrl+k"} (see the console's help screen).
     keys: dict[str, str] = Field(default_factory=dict)
     # Prices and windows of models the registry does not know (or knows wrongly): [prices."MODEL"].
@@ -448,7 +448,7 @@ class Settings(BaseSettings):
     @property
     def locations(self) -> Locations:
         """The data dir and the store's URL, with what is derived from them (console.locations: one definition)."""
-        return Locations(self.data_dir, self.store_url)
+        return Locations(self.data_dir, self.store_url, self.theme, dict(self.keys))
 
     def open_store(self, lenient: bool = False) -> Store:
         """The jobs store these settings name; StoreError (one line, no password) if a shared one cannot be used

@@ -138,7 +138,7 @@ def report(root: str, how: str, out: Any = None, clock: Any = None) -> bool:
     from pathlib import Path
 
     from console.engine.clock import SystemClock
-    from console.engine.job import JobError, JobPaths
+    from console.engine.job_files import JobError, JobPaths
     from console.engine.launch import LaunchError, read_launch
     from console.engine.run_lock import RunLock
     from console.engine.runs import job_name

@@ -293,7 +293,13 @@ BAD_INPUTS = {
     "config-yes": (lambda job, tmp: Path(os.environ["AGENT_CONSOLE_CONFIG"]).write_text('auto_restart = "yes"') and
                    ["run", job], "key 'auto_restart'"),
     "config-base-url": (lambda job, tmp: Path(os.environ["AGENT_CONSOLE_CONFIG"]).write_text('base_url = "ftp://x"')
-                        and ["attach", job], "key 'base_url'"),
+                        and ["run", job], "key 'base_url'"),
+    # A console reads where the runs are, its theme and its [keys] (console.locations): a misspelt key anywhere is
+    # named by it all the same; another key's bad value, by the commands that use it (as above).
+    "config-typo-attach": (lambda job, tmp: Path(os.environ["AGENT_CONSOLE_CONFIG"]).write_text('base-url = "x"')
+                           and ["attach", job], "base-url"),
+    "config-theme-attach": (lambda job, tmp: Path(os.environ["AGENT_CONSOLE_CONFIG"]).write_text("theme = 5")
+                            and ["attach", job], "key 'theme'"),
 }
 
 

@@ -4,10 +4,16 @@ the providers' SDKs and the run's machinery stay out of the commands that do not
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import re
+import select
+import signal
+import struct
 import subprocess
 import sys
+import termios
 from pathlib import Path
 
 import pytest
@@ -165,3 +171,62 @@ def test_a_module_hidden_for_one_import_imports_after_it_and_one_already_loaded_
             importlib.import_module("lean_probe")
     assert importlib.import_module("lean_probe").LOADED
     monkeypatch.delitem(sys.modules, "lean_probe")
+
+
+ANSI = re.compile(rb"\x1b\[[0-9;?<>=$]*[a-zA-Z~]|\x1b[()][AB0]|\x1b[=>]|\x1b\][^\x07]*\x07")
+
+
+def modules_in_a_terminal(tmp_path: Path, marker: bytes, *argv: str) -> set[str]:
+    """The modules a console command (attach, the fleet) imported by the time it drew ``marker`` on a terminal of
+    its own (a pseudo-terminal, 120x30), then quit with q as an operator does."""
+    out = tmp_path / "modules.json"
+    script = ("import atexit, json, sys\n"
+              f"atexit.register(lambda: open({str(out)!r}, 'w').write(json.dumps(sorted(sys.modules))))\n"
+              "from console.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_CONSOLE_")}
+    env.update(AGENT_CONSOLE_DATA_DIR=str(tmp_path / "data"), AGENT_CONSOLE_CONFIG=str(tmp_path / "config.toml"),
+               PYTHONPATH=str(REPO), TERM="xterm-256color")
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 120, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-c", script, *argv], stdin=slave, stdout=slave, stderr=slave, env=env,
+                            cwd=tmp_path, start_new_session=True, close_fds=True)
+    os.close(slave)
+    seen, quit_sent = b"", False
+    try:
+        while proc.poll() is None:
+            if select.select([master], [], [], 0.1)[0]:
+                try:
+                    seen += os.read(master, 1 << 16)
+                except OSError:
+                    break
+            if not quit_sent and marker in ANSI.sub(b"", seen):
+                os.write(master, b"q")
+                quit_sent = True
+        assert proc.wait(60) == 0, ANSI.sub(b"", seen)[-2000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        os.close(master)
+    assert quit_sent, ANSI.sub(b"", seen)[-2000:]
+    return set(json.loads(out.read_text()))
+
+
+def test_attach_and_the_fleet_open_without_the_settings_models(tmp_path) -> None:
+    # Where the runs are, the theme and the [keys] are all a console reads of the settings (console.locations):
+    # building pydantic-settings' models cost ~0.08 s of CPU of issue 37's 0.5 s for an attach, 0.3 s for the fleet.
+    from console.engine.runs import run_id
+
+    (tmp_path / "config.toml").write_text('speed = 0.0\ntheme = "agent-dark"\n[keys]\ncheckpoint = "ctrl+k"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_CONSOLE_")}
+    env.update(AGENT_CONSOLE_DATA_DIR=str(tmp_path / "data"), AGENT_CONSOLE_CONFIG=str(tmp_path / "config.toml"),
+               PYTHONPATH=str(REPO))
+    ran = subprocess.run([sys.executable, "-m", "console.cli", "run", str(REPO / "sample_jobs" / "quickstart"),
+                          "--headless"], capture_output=True, text=True, env=env, timeout=300,
+                         stdin=subprocess.DEVNULL, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr
+    [folder] = (tmp_path / "data" / "runs").iterdir()
+    rid = run_id(folder)
+    for argv in (("attach", rid), ()):
+        mods = modules_in_a_terminal(tmp_path, rid.encode() if not argv else b"quickstart", *argv)
+        assert "textual.app" in mods  # (the console did open)
+        assert loaded(mods, ("console.settings", "pydantic_settings")) == [], argv

@@ -27,7 +27,7 @@ def add_parser(sub: Any) -> None:
 
 def cmd_ack(args: argparse.Namespace) -> int:
     from console.engine.acknowledge import acknowledge
-    from console.engine.job import JobError, validate_job_folder
+    from console.engine.job_files import JobError, validate_job_folder
 
     try:
         settings = where_runs_are()

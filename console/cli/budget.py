@@ -124,7 +124,7 @@ def run_fleet_budget(settings: Any, store: Any, root: Path, run_id: str) -> Any:
 def cmd_budget(args: argparse.Namespace) -> int:
     from console.engine.cost import format_cost
     from console.engine.guardrails.fleet import FLEET, job_flag, local_day, scope_words
-    from console.engine.job import JobError
+    from console.engine.job_files import JobError
     from console.engine.store import StoreError, this_host
     from console.engine.store.fleet import job_scope
     from console.settings import load_settings

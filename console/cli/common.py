@@ -121,9 +121,10 @@ def check_console_options(theme: str | None, settings: Any, console: bool = True
 
 
 def where_runs_are() -> Any:
-    """Where the runs are (the data dir, the store), as the settings say them: read without building the settings'
-    models when that is sure (console.locations: a command that only finds runs starts in half the CPU), else the
-    whole settings (a JobError naming what is wrong with them)."""
+    """Where the runs are (the data dir, the store), and the console's theme and [keys], as the settings say them:
+    read without building the settings' models when that is sure (console.locations: a command that only finds
+    runs, or opens a console, starts in far less CPU), else the whole settings (a JobError naming what is wrong
+    with them)."""
     from console.locations import read_locations
 
     if (found := read_locations()) is not None:

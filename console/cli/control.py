@@ -25,7 +25,7 @@ def cmd_control(args: argparse.Namespace) -> int:
     from console.engine.command_specs import BY_CLI
     from console.engine.commands import CommandError, parse_command
     from console.engine.control import write_inbox
-    from console.engine.job import JobError, JobPaths, validate_job_folder
+    from console.engine.job_files import JobError, JobPaths, validate_job_folder
     from console.engine.runs import looks_like_a_path
     from console.engine.starting import await_start
 
@@ -258,7 +258,7 @@ def _not_taken(store: Any, command_id: str, command: str, rid: str, host: str, e
 def resume_run(paths: Any, args: argparse.Namespace) -> int:
     """``resume ID`` of a run no process runs: start it again as a runner, with its recorded settings (and the
     flags given now), in the background or under a console; or say in one line why not (non-zero)."""
-    from console.engine.job import JobError
+    from console.engine.job_files import JobError
     from console.engine.launch import LaunchError
     from console.engine.provenance import judge
     from console.engine.seal import Seal, SealError

@@ -36,7 +36,7 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_costs(args: argparse.Namespace) -> int:
-    from console.engine.job import JobError
+    from console.engine.job_files import JobError
     from console.settings import load_settings
     from console.view.ledger import Ledger, LedgerError, parse_since
 
@@ -59,7 +59,7 @@ def cmd_costs(args: argparse.Namespace) -> int:
 def _runs(settings: Any) -> tuple[list[Any], bool]:
     """Every run the store knows, each read once (this machine's from its folder, another machine's from the
     shared store's events); when the store is away, this machine's runs from their folders (True: away)."""
-    from console.engine.job import JobPaths
+    from console.engine.job_files import JobPaths
     from console.engine.runs import job_name, run_id
     from console.engine.store import StoreError, is_shared, this_host
     from console.view.ledger import RunSpend, read_run

@@ -69,7 +69,7 @@ def local_rows(runs_dir: Path, seal: Any) -> list[JobRow]:
     """A row for each run folder under ``runs_dir`` (and in the in-place index beside it) that this operator's
     harness ran (its sealed launch record), newest first. Its status from its log's tail: the end recorded after its
     last start, else running (the views' liveness makes that interrupted when no process holds the run's lock)."""
-    from console.engine.job import JobPaths
+    from console.engine.job_files import JobPaths
     from console.engine.launch import LaunchError, read_launch
     from console.engine.run_end import ended_status
     from console.runner import last_end

@@ -74,7 +74,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import ssl
 
     host, port = parse_bind(args.bind)
-    from console.engine.job import JobError
+    from console.engine.job_files import JobError
     from console.settings import load_settings
 
     try:

@@ -25,7 +25,7 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_store(args: argparse.Namespace) -> int:
-    from console.engine.job import JobError, JobPaths
+    from console.engine.job_files import JobError, JobPaths
     from console.engine.store import StoreError, is_shared_url
     from console.engine.store.catchup import catch_up_machine, catch_up_run
     from console.engine.store.marker import MARKER

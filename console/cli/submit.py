@@ -74,7 +74,7 @@ def add_parser(sub: Any, settings_flags: Any) -> None:
 
 
 def _check(args: argparse.Namespace) -> None:
-    from console.engine.job import JobError
+    from console.engine.job_files import JobError
 
     for flag in ("cpu", "memory", "cpu_limit", "memory_limit", "storage", "tmp_size"):
         value = getattr(args, flag)
@@ -125,7 +125,7 @@ def unpinned(image: str) -> bool:
 
 
 def _name(args: argparse.Namespace, source: Any, now: Any) -> str:
-    from console.engine.job import JobError
+    from console.engine.job_files import JobError
     from console.kube.names import DNS_LABEL, MAX_BASE, dns_label
 
     if args.name is not None:
@@ -142,7 +142,7 @@ def plan(args: argparse.Namespace) -> tuple[Any, str | None]:
     JobError or ValueError (one line) if it cannot be, or if a secret this machine knows would be in a manifest
     that is printed or sent as it is (any object but the Secret)."""
     run, store, secrets = _plan(args)
-    from console.engine.job import JobError
+    from console.engine.job_files import JobError
     from console.kube.manifests import cleanup_command, manifests, secret_command
 
     shown = json.dumps([manifests(run), secret_command(run), cleanup_command(run)], ensure_ascii=False)
@@ -158,8 +158,8 @@ def _plan(args: argparse.Namespace) -> tuple[Any, str | None, list[tuple[str, st
     from console.cli.common import check_flags
     from console.cli.run import _budgets, explicit_flags
     from console.engine.clock import SystemClock
-    from console.engine.job import JobError, one_line, validate_job_folder
     from console.engine.job_config import load_job_config
+    from console.engine.job_files import JobError, one_line, validate_job_folder
     from console.engine.runs import run_id
     from console.kube import carry
     from console.kube.manifests import DATA_DIR, PREFIX, RUN_ID_LABEL, RUNS, KeyRef, KubeRun, settings_annotation
@@ -245,7 +245,7 @@ def dump_yaml(objs: list[dict[str, Any]]) -> str:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from console.engine.job import JobError
+    from console.engine.job_files import JobError
 
     if not args.kubernetes:
         raise UsageError("submit: say where: --kubernetes (the only target so far)")

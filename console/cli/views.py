@@ -43,15 +43,15 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 
 def _attach(args: argparse.Namespace) -> int:
-    from console.engine.job import JobError, validate_job_folder
+    from console.cli.common import where_runs_are
+    from console.engine.job_files import JobError, validate_job_folder
     from console.engine.runs import run_id
     from console.engine.store import StoreError
-    from console.settings import load_settings
     from console.view.jobs import remote_run
 
     away: str | None = None
     try:
-        settings = load_settings()
+        settings = where_runs_are()  # where the runs are, the theme and the [keys]: all an attach reads of them
         check_console_options(args.theme, settings)
         try:
             row = remote_run(args.job, settings)
@@ -103,12 +103,12 @@ def cmd_fleet(args: argparse.Namespace) -> int:
 
 
 def _fleet(args: argparse.Namespace) -> int:
-    from console.engine.job import JobError
-    from console.settings import load_settings
+    from console.cli.common import where_runs_are
+    from console.engine.job_files import JobError
 
     theme = getattr(args, "theme", None)
     try:
-        settings = load_settings()
+        settings = where_runs_are()  # where the runs are, the theme and the [keys]: all the fleet reads of them
         check_console_options(theme, settings)
     except (JobError, ValueError) as exc:
         raise UsageError(str(exc)) from None
@@ -149,7 +149,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
     of the output went away (`| head`); 2 for a run that never ran or a bad flag; 130 on Ctrl+C."""
     import stat
 
-    from console.engine.job import JobError, validate_job_folder
+    from console.engine.job_files import JobError, validate_job_folder
     from console.engine.run_lock import RunLock
     from console.headless import LogEnd, StoryPrinter, use_color
 

@@ -136,7 +136,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
 
     from console.cli.lifecycle import launched
     from console.engine import events as ev
-    from console.engine.job import JobError, validate_job_folder
+    from console.engine.job_files import JobError, validate_job_folder
     from console.engine.run_lock import RunLock
     from console.engine.starting import starting
 

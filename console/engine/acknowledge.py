@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 from console.engine import events as ev
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 from console.engine.run_lock import RunLock
 from console.engine.store.base import Store
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from console.engine.job import JobError, JobPaths, one_line
+from console.engine.job_files import JobError, JobPaths, one_line
 from console.engine.tools.command_config import CommandToolConfig, program_problem
 from console.engine.tools.limits import CommandWorld
 

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from console.engine.atomic import TMP_SUFFIX, atomic_write_text, private_dir
 from console.engine.commands import AnyCommand, CommandError, CommandModel, CommandName, describe, parse_command
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 from console.engine.run_lock import ACQUIRE_PATIENCE, RunLock
 from console.engine.text import safe_text
 

@@ -43,7 +43,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from console.engine.job import one_line
+from console.engine.job_files import one_line
 
 MAX_SCAN = 2000  # characters of a todo's text the rule reads
 MAX_RECORD = 512  # evidence keys kept per phase (the oldest go first)

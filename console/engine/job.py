@@ -34,6 +34,7 @@ from console.engine.job_files import one_line as one_line
 from console.engine.job_files import parse_config_toml as parse_config_toml
 from console.engine.job_files import read_config_text as read_config_text
 from console.engine.job_files import read_operator_file as read_operator_file
+from console.engine.job_files import validate_job_folder as validate_job_folder
 from console.engine.job_files import within as within
 from console.engine.run_copy import CopyError, copy_job
 from console.engine.run_setting_check import check_fields, setting_field
@@ -271,29 +272,6 @@ def keep_out_of_version_control(paths: JobPaths) -> None:
         os.replace(tmp, target)
     except OSError:
         pass
-
-
-def validate_job_folder(root: Path) -> JobPaths:
-    shown = one_line(str(root), 0)
-    try:
-        info = os.stat(root)
-    except FileNotFoundError:
-        raise JobError(f"{shown}: no such job folder") from None
-    except (OSError, ValueError) as exc:
-        raise JobError(f"{shown}: the job folder cannot be read ({_why(exc)})") from None
-    if not stat.S_ISDIR(info.st_mode):
-        raise JobError(f"{shown}: a job is a folder with instructions.md, not a file")
-    paths = JobPaths(root.resolve())
-    try:
-        mode = os.stat(paths.instructions).st_mode
-    except FileNotFoundError:
-        raise JobError(f"{shown}: missing instructions.md (every job needs one: it is the task)") from None
-    except OSError as exc:
-        raise JobError(f"{shown}: instructions.md cannot be read ({_why(exc)})") from None
-    if not stat.S_ISREG(mode):
-        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file (a FIFO, socket or device)"
-        raise JobError(f"{shown}: instructions.md is {kind}; it must be a Markdown file with the task")
-    return paths
 
 
 def _slug(text: str) -> str:

@@ -180,3 +180,26 @@ def parse_config_toml(text: str, path: Path, what: str = "") -> dict[str, Any]:
         raise JobError(f"{shown}: not usable TOML: {one_line(str(exc), 80)}") from None
     except RecursionError:
         raise JobError(f"{shown}: not valid TOML: arrays or tables nested too deeply") from None
+
+
+def validate_job_folder(root: Path) -> JobPaths:
+    shown = one_line(str(root), 0)
+    try:
+        info = os.stat(root)
+    except FileNotFoundError:
+        raise JobError(f"{shown}: no such job folder") from None
+    except (OSError, ValueError) as exc:
+        raise JobError(f"{shown}: the job folder cannot be read ({_why(exc)})") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise JobError(f"{shown}: a job is a folder with instructions.md, not a file")
+    paths = JobPaths(root.resolve())
+    try:
+        mode = os.stat(paths.instructions).st_mode
+    except FileNotFoundError:
+        raise JobError(f"{shown}: missing instructions.md (every job needs one: it is the task)") from None
+    except OSError as exc:
+        raise JobError(f"{shown}: instructions.md cannot be read ({_why(exc)})") from None
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file (a FIFO, socket or device)"
+        raise JobError(f"{shown}: instructions.md is {kind}; it must be a Markdown file with the task")
+    return paths

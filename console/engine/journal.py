@@ -45,7 +45,7 @@ from console.engine import failpoints
 from console.engine.atomic import PRIVATE_DIR, PRIVATE_FILE, atomic_write_bytes, fsync_dir
 from console.engine.blobs import INLINE_LIMIT, BlobStore, is_ref
 from console.engine.context.pressure import PressureState
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 from console.engine.messages import Message
 from console.engine.state import StateFileError, StateSnapshot, quarantine
 

@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from console.engine.atomic import atomic_write_text
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 
 # The record on disk and whether it is believed live apart (no pydantic there); the names callers use, from here too.
 from console.engine.launch_record import SEAL_KIND as SEAL_KIND

@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from console.engine.job import JobPaths, one_line
+from console.engine.job_files import JobPaths, one_line
 from console.engine.launch import ForeignRecord, Launch, UnreadableRecord, open_launch, write_launch
 from console.engine.seal import Seal
 

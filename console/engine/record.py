@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from console.engine.job import one_line
+from console.engine.job_files import one_line
 from console.engine.plan import Plan, PlanPhase
 from console.engine.todos import ClosedPhase, TodoState
 

@@ -9,7 +9,7 @@ import stat
 
 from console.engine import events as ev
 from console.engine.clock import Clock
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 from console.engine.journal import JOURNAL_NAME
 from console.engine.state import PROJECTION_FILES, FileProblem, quarantine
 

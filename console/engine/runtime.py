@@ -38,7 +38,7 @@ from console.engine.experiences import FILE_NAME as EXPERIENCES_FILE
 from console.engine.experiences import ExperienceLog, Section
 from console.engine.guardrails import Guardrails, default_guardrails
 from console.engine.guardrails.fleet import FleetBudget, FleetHold
-from console.engine.job import STATE_DIR, JobPaths
+from console.engine.job_files import STATE_DIR, JobPaths
 from console.engine.journal import Checkpoint, Conversation, Effect, Journal
 from console.engine.memory import WorkingMemory
 from console.engine.messages import Message

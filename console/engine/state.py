@@ -32,7 +32,7 @@ from console.engine import failpoints
 from console.engine.atomic import PRIVATE_DIR, atomic_write_bytes, atomic_write_text
 from console.engine.experiences import ExperienceState
 from console.engine.guardrails import BudgetState, EscalationState, FeedbackState, GuardrailState, PolicyState
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 from console.engine.memory import MemoryState
 from console.engine.todos import TodoState
 from console.engine.workspace import WorkspaceRecord

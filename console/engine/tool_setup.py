@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Literal
 
 from console.engine import events as ev
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 from console.engine.run_settings import RunSettings
 from console.engine.runtime import Runtime
 from console.engine.sandbox import Sandbox

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 from console.engine.todos import NullSink, StateSink, TodoState, phase_label
 
 if TYPE_CHECKING:

@@ -85,7 +85,7 @@ class StoreLines:
 
 def remote_logs(args: argparse.Namespace) -> int | None:
     """``logs`` of a run of another machine (None: not one; the local ``logs`` goes on)."""
-    from console.engine.job import JobError
+    from console.engine.job_files import JobError
     from console.engine.runs import RunLookupError, run_id
     from console.engine.store import StoreError, is_shared
     from console.headless import use_color

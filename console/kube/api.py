@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from console.engine.job import one_line
+from console.engine.job_files import one_line
 from console.kube.manifests import KubeRun, claim, config_map, job, secret
 
 FIELD_MANAGER = "agent-console"

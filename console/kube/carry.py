@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from console.engine.job import JobError
+from console.engine.job_files import JobError
 from console.engine.run_setting_specs import SPECS
 from console.engine.url_secrets import url_secrets
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from console.engine.job import STATE_DIR, one_line
+from console.engine.job_files import STATE_DIR, one_line
 
 if sys.version_info >= (3, 11, 4) or TYPE_CHECKING:
     import tarfile

@@ -17,7 +17,7 @@ import anyio
 import mcp_types as types
 from mcp import ClientSession
 
-from console.engine.job import one_line
+from console.engine.job_files import one_line
 from console.engine.text import safe_text
 from console.engine.tools.mcp_content import McpBlock, decode_base64, from_bytes
 from console.engine.tools.mcp_elicitation import Elicit, ElicitAnswer, ElicitAsk

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from console.telemetry.plan import Plan, plan
 
 if TYPE_CHECKING:
-    from console.engine.job import JobPaths
+    from console.engine.job_files import JobPaths
     from console.telemetry.export import Telemetry
 
 __all__ = ["Plan", "attach", "plan"]
@@ -31,7 +31,7 @@ def attach(sup: Any, paths: JobPaths, say: Callable[[str], None]) -> Telemetry |
     when it is off. What keeps it from starting is said in one line and the run goes on without it."""
     import os
 
-    from console.engine.job import JobError
+    from console.engine.job_files import JobError
     from console.settings import load_settings
 
     try:

@@ -42,7 +42,7 @@ from opentelemetry.trace import SpanContext, TraceFlags
 
 from console.engine.clock import Clock, SystemClock
 from console.engine.events import EventBase
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 from console.engine.seal import Seal
 from console.engine.text import safe_text
 from console.engine.url_secrets import scrub_url

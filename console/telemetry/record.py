@@ -16,7 +16,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from console.engine.atomic import atomic_write_text
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 from console.engine.seal import Seal, read_record
 
 RECORD_NAME = "telemetry.json"

@@ -31,7 +31,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.theme import Theme
 
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 from console.engine.text import safe_text
 from console.outcome import EXIT_OK
 from console.tui.commands import Controller, InboxController, RecordingController

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from console.engine.commands import AnyCommand
 from console.engine.control import RunLock
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 from console.view.answering import send_local
 
 

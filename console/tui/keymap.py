@@ -85,7 +85,7 @@ def check_keymap(raw: Mapping[str, object]) -> tuple[dict[str, str], list[str]]:
 def load_keymap(path: Path | None = None) -> tuple[dict[str, str], list[str]]:
     """The ``[keys]`` table of the config file (``$AGENT_CONSOLE_CONFIG`` by default); never raises."""
     if path is None:
-        from console.settings import config_path
+        from console.locations import config_path
 
         path = config_path()
     try:

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 
 if TYPE_CHECKING:
     from textual.pilot import Pilot

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-DEFAULT_THEME = "agent-dark"
+from console.locations import DEFAULT_THEME as DEFAULT_THEME
 
 CHOICE_FILE = "console.json"
 CHOICE_MAX_BYTES = 4096

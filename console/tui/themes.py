@@ -63,7 +63,7 @@ def themes_dir() -> Path:
 
 def user_themes_dir() -> Path:
     """Operator themes next to the config file (``~/.config/agent-console/themes``); they win on a name clash."""
-    from console.settings import config_path
+    from console.locations import config_path
 
     return config_path().parent / "themes"
 
@@ -79,7 +79,7 @@ def _describe(exc: ValidationError) -> str:
 
 def load_theme_file(path: Path) -> Theme:
     """Parse and check one theme file. Raises :class:`ThemeError` with a readable reason."""
-    from console.engine.job import JobError, parse_config_toml, read_config_text
+    from console.engine.job_files import JobError, parse_config_toml, read_config_text
 
     # The same careful read as job.toml: a named pipe, a huge or deeply nested file is an error, not a hang.
     try:

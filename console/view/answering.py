@@ -26,7 +26,7 @@ from typing import Literal
 from console.engine.acknowledge import acknowledge
 from console.engine.commands import AnyCommand, CommandError
 from console.engine.control import write_inbox
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 from console.engine.run_lock import RunLock
 from console.engine.store import Store, StoreError
 from console.engine.text import safe_text

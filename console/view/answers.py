@@ -12,7 +12,7 @@ run answers nothing once that request is gone, however the operator answered it.
 from __future__ import annotations
 
 from console.engine.events.log import last_seq
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 from console.view.fleet import INTERRUPTED, FleetRow
 
 RESTART_ACTIONS = ("approve", "deny")

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from console.engine import events as ev
 from console.engine.control import RunLock
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 from console.engine.runs import (
     COMPLETED,
     FAILED,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from console.engine.commands import AnyCommand, ApproveRestart, DenyRestart, Pause, Resume, Stop
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 from console.engine.store import Store, open_store
 from console.view.answering import acknowledge_run, delivered, resume_in_background, send_local
 from console.view.fleet import FleetRow

@@ -85,7 +85,11 @@ def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     ("", {"AGENT_CONSOLE_DATA_D\u0131R": "/tmp/dotless"}),
     # A table's variable whose keys are known (its values are the commands' that use them to check).
     ("", {"AGENT_CONSOLE_NOTIFY": '{"urls": ["json://127.0.0.1:9/x"]}', "AGENT_CONSOLE_MCP": '{"servers": []}'}),
-    ("", {"AGENT_CONSOLE_NOTIFY_URLS": "json://127.0.0.1:9/x", "AGENT_CONSOLE_KEYS": '{"checkpoint": "ctrl+k"}'}),
+    ("", {"AGENT_CONSOLE_NOTIFY_URLS": "json://127.0.0.1:9/x"}),
+    # The console's two: its theme (a variable wins) and its [keys].
+    ('theme = "nord"\n[keys]\ncheckpoint = "ctrl+k"\nrewind = "ctrl+r,f5"\n', {}),
+    ('theme = "nord"\n', {"AGENT_CONSOLE_THEME": "gruvbox"}),
+    ("", {"agent_console_theme": ""}),  # empty: the console says no such theme, whichever read it
     # Other keys, of every kind: read past, not checked here.
     ('provider = "openai"\nspeed = 0.5\n[notify]\nurls = ["json://127.0.0.1:9/x"]\n[budgets]\ndaily_usd = 5.0\n'
      '[budgets.jobs]\nnightly = 2.0\n[prices."m"]\ninput = 1.0\noutput = 2.0\n[telemetry.headers]\nx-key = "k"\n'
@@ -100,6 +104,8 @@ def test_where_it_answers_it_says_what_the_whole_settings_say(config: Path, monk
     assert light is not None
     assert (light.data_dir, light.store_url) == (whole.data_dir, whole.store_url)
     assert (light.runs_dir, light.store_path) == (whole.runs_dir, whole.store_path)
+    assert (light.theme, light.keys) == (whole.theme, whole.keys)
+    assert whole.locations == light
 
 
 @pytest.mark.parametrize("text,env,named", [
@@ -124,7 +130,11 @@ def test_where_it_answers_it_says_what_the_whole_settings_say(config: Path, monk
     ("", {"AGENT_CONSOLE_PRICES": '{"m": {"outptu": 1}}'}, "outptu"),
     ("", {"AGENT_CONSOLE_MCP": '{"servers": [{"name": "t", "comand": ["x"]}]}'}, "comand"),
     ("", {"AGENT_CONSOLE_SANDBOX_LIMITS": '{"netwrok": true'}, "sandbox_limits"),  # not JSON
+    ("theme = 5\n", {}, "theme"),
+    ("keys = 5\n", {}, "keys"),
+    ("[keys]\ncheckpoint = 5\n", {}, "keys.checkpoint"),
     # The file's value of the wrong kind is refused even where a variable overrides it.
+    ("theme = 5\n", {"AGENT_CONSOLE_THEME": "nord"}, "theme"),
     ("data_dir = 5\n", {"AGENT_CONSOLE_DATA_DIR": "/tmp/elsewhere"}, "data_dir"),
     ("store = [1]\n", {"AGENT_CONSOLE_STORE": URL}, "store"),
 ])
@@ -177,3 +187,12 @@ def test_a_settings_file_that_cannot_be_read_as_toml_leaves_the_answer_to_the_se
     assert read_locations() is None
     with pytest.raises(JobError, match=named):
         load_settings()
+
+
+def test_a_variable_for_the_keys_is_merged_with_the_files_table_by_the_settings_which_read_it(
+        config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # pydantic-settings merges AGENT_CONSOLE_KEYS (JSON) into the file's [keys]: the light reader leaves that to it.
+    config.write_text('[keys]\ncheckpoint = "ctrl+k"\n')
+    monkeypatch.setenv("AGENT_CONSOLE_KEYS", '{"rewind": "f5"}')
+    assert read_locations() is None
+    assert load_settings().keys == {"checkpoint": "ctrl+k", "rewind": "f5"}

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 from console.engine.memory import WorkingMemory
 from console.engine.messages import Message, ModelRequest
 from console.engine.state import FileProblem, StateFileError, parse_model, quarantine, read_state_file

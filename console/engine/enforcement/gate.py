@@ -10,7 +10,7 @@ from typing import Any
 from console.engine import events as ev
 from console.engine.enforcement.context import EnforcementContext
 from console.engine.guardrails import GateVerdict
-from console.engine.job import one_line
+from console.engine.job_files import one_line
 
 
 class ToolGate:

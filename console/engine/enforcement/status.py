@@ -10,7 +10,7 @@ from console.engine.enforcement.context import EnforcementContext
 from console.engine.enforcement.stops import Stops
 from console.engine.enforcement.world import STATUS_REFRESH
 from console.engine.guardrails.completion import reads_only_the_record
-from console.engine.job import one_line
+from console.engine.job_files import one_line
 from console.engine.sandbox import SandboxError
 
 

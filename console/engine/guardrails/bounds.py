@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
-from console.engine.job import one_line
+from console.engine.job_files import one_line
 
 MAX_DEADLINE_SECONDS = 30 * 24 * 3600  # 30 days: a longer deadline is a typo
 MAX_BUDGET_TOKENS = 10**12

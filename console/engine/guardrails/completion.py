@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from console.engine.guardrails.policies import World
-from console.engine.job import one_line
+from console.engine.job_files import one_line
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,7 @@ from console.engine.guardrails.bounds import (
     find_cycle,
     parse_duration,
 )
-from console.engine.job import STATE_DIR, one_line
+from console.engine.job_files import STATE_DIR, one_line
 
 if TYPE_CHECKING:
     from console.engine.guardrails.completion import TaskCompletionChecker

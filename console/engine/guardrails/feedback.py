@@ -25,7 +25,7 @@ from console.engine.guardrails.bounds import RECENT_CALLS as RECENT_CALLS
 from console.engine.guardrails.bounds import Severity as Severity
 from console.engine.guardrails.budgets import Deadline
 from console.engine.guardrails.policies import World
-from console.engine.job import one_line
+from console.engine.job_files import one_line
 
 if TYPE_CHECKING:
     from console.engine.messages import ModelRequest

@@ -20,7 +20,7 @@ from console.engine.guardrails.feedback import (
     Severity,
     ToolCallSummary,
 )
-from console.engine.job import one_line
+from console.engine.job_files import one_line
 
 
 class StaticFeedbackProvider:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer
 from console.engine.guardrails.bounds import FILE_CHANGING_TOOLS as FILE_CHANGING_TOOLS
 from console.engine.guardrails.bounds import find_cycle as find_cycle
 from console.engine.guardrails.bounds import ordered
-from console.engine.job import one_line
+from console.engine.job_files import one_line
 
 # A hostile or looping agent can read a million distinct paths: the recorded keys are capped. Past the cap
 # further keys are simply not recorded. That can only cause more denials (a write of a file read after the

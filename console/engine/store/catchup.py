@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from console.engine import failpoints
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 from console.engine.store.base import FINISHED, StoreError, folder_gone
 from console.engine.store.marker import POINTERS, Pointer, SyncLock, clear_marker, read_marker, sealed_elsewhere
 

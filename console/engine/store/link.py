@@ -33,7 +33,7 @@ from typing import Any
 
 from console.engine import events as ev
 from console.engine.control import write_inbox
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 from console.engine.needs import OperatorState, answered, ask_operator
 from console.engine.store.base import StoreError
 from console.engine.store.marker import (

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from console.engine import failpoints
 from console.engine.atomic import atomic_write_text
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 from console.engine.seal import FIELD, Seal, read_record
 
 MARKER = "store-behind.json"  # in the run's .console/, sealed (console.engine.seal)

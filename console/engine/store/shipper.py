@@ -17,7 +17,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 from console.engine.store.postgres import BadLines, PgStore
 from console.engine.store.schema import EPOCH_SHIFT
 

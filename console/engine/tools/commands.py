@@ -35,7 +35,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from console.engine import events as ev
-from console.engine.job import one_line
+from console.engine.job_files import one_line
 from console.engine.tools import seccomp
 from console.engine.tools.cgroups import find_cgroups
 

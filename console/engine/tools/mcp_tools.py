@@ -31,7 +31,7 @@ from pydantic import ConfigDict
 
 from console.engine import events as ev
 from console.engine.events.stream import LOGGED_EARLY
-from console.engine.job import one_line
+from console.engine.job_files import one_line
 from console.engine.text import safe_text
 from console.engine.tools.mcp_config import TOOL_NAME, McpServerConfig
 from console.engine.tools.mcp_content import McpBlock, folder, new_stem, save, saved_before

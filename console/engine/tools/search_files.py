@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import re2
 from pydantic import Field
 
-from console.engine.job import one_line
+from console.engine.job_files import one_line
 from console.engine.sandbox import SandboxError
 from console.engine.tools.file_access import MAX_DOCS, MAX_FILE_BYTES, checked, docs_prefix, sandbox
 from console.engine.tools.registry import ToolArgs, ToolFailure

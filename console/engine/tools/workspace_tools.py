@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from console.engine.experiences import MAX_ENTRY_CHARS
-from console.engine.job import one_line
+from console.engine.job_files import one_line
 from console.engine.sandbox import SandboxError
 from console.engine.tools.file_access import sandbox
 from console.engine.tools.registry import Example, Failure, NoArgs, Tool, ToolArgs, ToolOutcome

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from console.engine.commands import AnyCommand, ApproveRestart, DenyRestart, Pause, Resume, Stop
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 from console.engine.store import Store, StoreError, folder_gone, open_store
 from console.tui.commands import Controller, InboxController
 from console.tui.screens.confirm import ConfirmScreen

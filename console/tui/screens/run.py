@@ -35,7 +35,7 @@ from textual.worker import get_current_worker
 
 from console.engine import events as ev
 from console.engine.command_specs import SPECS
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 from console.outcome import EXIT_OK, EXIT_USAGE
 from console.tui.bridge import EventBridge
 from console.tui.commands import Controller, RecordingController

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 from console.tui.commands import Controller
 from console.view.run_offers import RunFacts
 from console.view.state import ConsoleState

@@ -21,7 +21,7 @@ from textual.message import Message
 from textual.message_pump import MessagePump
 
 from console.engine import events as ev
-from console.engine.job import JobPaths
+from console.engine.job_files import JobPaths
 from console.outcome import EXIT_OK
 from console.tui.bridge import EventBridge
 from console.tui.commands import Controller

@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any
 
-from console.engine.job import one_line
+from console.engine.job_files import one_line
 from console.engine.text import safe_text
 from console.view.present.words import flat, plural
 

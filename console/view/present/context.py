@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from console.engine import events as ev
-from console.engine.job import one_line
+from console.engine.job_files import one_line
 from console.view.present.words import (
     Presented,
     context_full,

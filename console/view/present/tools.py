@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from console.engine import events as ev
-from console.engine.job import one_line
+from console.engine.job_files import one_line
 from console.view.present.args import tool_args
 from console.view.present.words import (
     Presented,

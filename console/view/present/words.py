@@ -8,7 +8,7 @@ from datetime import datetime
 
 from console.engine import events as ev
 from console.engine.cost import format_cost
-from console.engine.job import one_line
+from console.engine.job_files import one_line
 from console.engine.text import safe_text
 
 DEMO = "scripted demo model: deterministic, no AI"

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from console.engine import events as ev
 from console.engine.atomic import atomic_write_bytes
-from console.engine.job import JobError, JobPaths
+from console.engine.job_files import JobError, JobPaths
 from console.engine.seal import Seal, read_record
 from console.view.present.words import Presented
 from console.view.state.fold import ConsoleState
@@ -435,10 +435,15 @@ class Kept:
         """The run's kept fold under this operator's seal (their config's data dir); None when their key cannot be
         read (nothing is kept nor believed then: the whole log is folded)."""
         from console.engine.seal import SealError
-        from console.settings import load_settings
+        from console.locations import read_locations
 
         try:
-            return cls(paths, Seal.of(Path(load_settings().data_dir)))
+            found = read_locations()  # without building the settings' models when that is sure
+            if found is None:
+                from console.settings import load_settings
+
+                found = load_settings().locations
+            return cls(paths, Seal.of(found.data_dir))
         except (SealError, JobError, ValueError, OSError):  # a bad config: said by the command that loaded it first
             return None
 
