@@ -400,6 +400,26 @@ OPENAI_GARBAGE = {
     "tool_calls_is_a_string": _sse(
         _chunk([{"index": 0, "delta": {"tool_calls": "x"}, "finish_reason": None}]), b"[DONE]"
     ),
+    # The chunks are read as the server's JSON (console.providers.openai_provider._RawStream), not the SDK's models:
+    # each field of the wrong kind, where a reply would otherwise end well.
+    "function_is_a_string": _sse(
+        _chunk([{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c", "function": "x"}]},
+                 "finish_reason": "tool_calls"}]), b"[DONE]"
+    ),
+    "arguments_are_a_number": _sse(
+        _chunk([{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c", "function": {"name": "todo_complete",
+                                                                                           "arguments": 5}}]},
+                 "finish_reason": "tool_calls"}]), b"[DONE]"
+    ),
+    "usage_is_a_number": _sse(
+        _chunk([{"index": 0, "delta": {"content": "Done."}, "finish_reason": "stop"}]), {**_CHUNK, "choices": [],
+                                                                                         "usage": 5}, b"[DONE]"
+    ),
+    "usage_details_are_a_list": _sse(
+        _chunk([{"index": 0, "delta": {"content": "Done."}, "finish_reason": "stop"}]),
+        {**_CHUNK, "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1, "prompt_tokens_details": [1]}},
+        b"[DONE]"
+    ),
 }
 
 
