@@ -55,6 +55,15 @@ _EPHEMERAL = {"type": "ephemeral"}
 _LOCAL_PLACEHOLDER_KEY = "not-needed"
 
 
+# The stream's events as the server's JSON objects, not the SDK's models: the SDK builds a model of every event (a
+# walk of its fields in Python), many times the cost of decoding it, and a reply is streamed a few tokens an event
+# (console.providers.openai_provider._RawStream: the same for OpenAI, measured). The SDK's own Stream still reads the
+# events (its SSE decoder, `ping` skipped, an `error` event raised as the SDK's status error) and the request goes
+# through the client's post() (the SDK's documented way to send a request it has no method for: base_url, auth,
+# version header, retries, errors as the SDK's).
+_RawStream = anthropic.Stream[object]
+
+
 class AnthropicProvider:
     name = "anthropic"
 
@@ -113,39 +122,41 @@ class AnthropicProvider:
         stop_reason: str | None = None
         started = finished = False
 
+        opened: Any  # the SDK's Stream of the events' JSON objects (dicts, or whatever a broken server sent)
         with before_headers():  # abandoned before the headers: hung up all the same (see hang_up)
-            opened = self._client.messages.create(**params)
+            opened = self._client.post("/v1/messages", body=params, cast_to=object, stream=True,
+                                       stream_cls=_RawStream)
         with opened as events:
             if (handle := current_call()) is not None:
                 handle.on_cancel(hang_up(events))  # the engine hangs up from its own thread (see hang_up)
             not_a_stream("anthropic", events, "an Anthropic endpoint")
-            for event in events:
-                kind = event.type
+            for event in events:  # each event the server's JSON object, as it sent it (see _RawStream)
+                kind = event["type"]
                 if kind == "message_start":
                     started = True
-                    usage.start(event.message.usage)
+                    usage.start(event["message"]["usage"])
                 elif kind == "content_block_start":
-                    block = event.content_block
-                    if block.type == "tool_use":
-                        calls[event.index] = _PartialCall(block.id, block.name, initial=block.input)
-                    elif block.type == "text" and block.text:
-                        yield TextDelta(block.text)
-                    elif block.type == "thinking" and getattr(block, "thinking", ""):
-                        yield ReasoningDelta(block.thinking)
+                    block = event["content_block"]
+                    if block["type"] == "tool_use":
+                        calls[event["index"]] = _PartialCall(block["id"], block["name"], initial=block.get("input"))
+                    elif block["type"] == "text" and block.get("text"):
+                        yield TextDelta(block["text"])
+                    elif block["type"] == "thinking" and block.get("thinking"):
+                        yield ReasoningDelta(block["thinking"])
                 elif kind == "content_block_delta":
-                    delta = event.delta
-                    if delta.type == "text_delta":
-                        if delta.text:
-                            yield TextDelta(delta.text)
-                    elif delta.type == "thinking_delta":
-                        if delta.thinking:
-                            yield ReasoningDelta(delta.thinking)
-                    elif delta.type == "input_json_delta" and event.index in calls:
-                        calls[event.index].parts.append(delta.partial_json)
-                        yield Progress(len(delta.partial_json))  # a slow big call is not a stall
+                    delta = event["delta"]
+                    if delta["type"] == "text_delta":
+                        if delta.get("text"):
+                            yield TextDelta(delta["text"])
+                    elif delta["type"] == "thinking_delta":
+                        if delta.get("thinking"):
+                            yield ReasoningDelta(delta["thinking"])
+                    elif delta["type"] == "input_json_delta" and event["index"] in calls:
+                        calls[event["index"]].parts.append(delta["partial_json"])
+                        yield Progress(len(delta["partial_json"]))  # a slow big call is not a stall
                 elif kind == "message_delta":
-                    usage.delta(event.usage)
-                    stop_reason = event.delta.stop_reason or stop_reason
+                    usage.delta(event["usage"])
+                    stop_reason = event["delta"].get("stop_reason") or stop_reason
                 elif kind == "message_stop":
                     finished = True
                 if kind in ("content_block_start", "content_block_stop", "message_delta"):
@@ -332,22 +343,22 @@ class _UsageTally:
     cache_creation: int = 0
     reported: bool = False
 
-    def start(self, u: Any) -> None:
+    def start(self, u: dict[str, Any]) -> None:
         self.reported = True
-        self.input_tokens = u.input_tokens or 0
-        self.output_tokens = u.output_tokens or 0
-        self.cache_read = u.cache_read_input_tokens or 0
-        self.cache_creation = u.cache_creation_input_tokens or 0
+        self.input_tokens = u.get("input_tokens") or 0
+        self.output_tokens = u.get("output_tokens") or 0
+        self.cache_read = u.get("cache_read_input_tokens") or 0
+        self.cache_creation = u.get("cache_creation_input_tokens") or 0
 
-    def delta(self, u: Any) -> None:
+    def delta(self, u: dict[str, Any]) -> None:
         # message_delta counts are cumulative; input fields are optional and override when present.
-        self.output_tokens = u.output_tokens or self.output_tokens
-        if u.input_tokens is not None:
-            self.input_tokens = u.input_tokens
-        if u.cache_read_input_tokens is not None:
-            self.cache_read = u.cache_read_input_tokens
-        if u.cache_creation_input_tokens is not None:
-            self.cache_creation = u.cache_creation_input_tokens
+        self.output_tokens = u.get("output_tokens") or self.output_tokens
+        if u.get("input_tokens") is not None:
+            self.input_tokens = u["input_tokens"]
+        if u.get("cache_read_input_tokens") is not None:
+            self.cache_read = u["cache_read_input_tokens"]
+        if u.get("cache_creation_input_tokens") is not None:
+            self.cache_creation = u["cache_creation_input_tokens"]
 
     def report(self) -> Usage:
         # Anthropic's input_tokens excludes cached tokens; the engine budgets on total prompt size.
