@@ -74,10 +74,11 @@ SETTINGS: dict[str, tuple[str, str]] = {
         "enabled", "endpoint", "protocol", "service_name", "content", "export_timeout")},
     "telemetry.headers": (SECRET, "AGENT_CONSOLE_TELEMETRY (JSON, the whole table) in the Secret when it has "
                                   "headers"),
-    # Not carried yet: a pod's runs are held by the fleet budget only where their machine's config sets one (a pod
-    # on the shared store counts in the fleet's spend all the same: its turns are the store's).
-    "budgets.daily_usd": (LOCAL, "this machine's runs' fleet budget: a pod is not held by it yet"),
-    "budgets.jobs": (LOCAL, "this machine's runs' fleet budget: a pod is not held by it yet"),
+    # The fleet's daily budget holds a pod's run as it holds this machine's when the pod shares this machine's store:
+    # its spend and the day's holds are the store's, and `agent-console budget --raise` here reaches it. A pod on
+    # an embedded store (its volume's) is not given it: a hold there could be raised by nobody (settings_env).
+    **{f"budgets.{key}": (VARIABLE, "AGENT_CONSOLE_BUDGETS (JSON), when set and the pod shares this machine's store")
+       for key in ("daily_usd", "jobs")},
     "kubernetes.ttl_after_finished": (LOCAL, "the submitting machine's: the Job's ttlSecondsAfterFinished"),
     "store": (SECRET, "AGENT_CONSOLE_STORE: in the Secret when the URL holds a password, else a plain variable; "
                       "none: the embedded store on the pod's volume"),
@@ -187,6 +188,8 @@ def settings_env(settings: Any) -> dict[str, str]:
         env["AGENT_CONSOLE_MCP"] = json.dumps(mcp, sort_keys=True)
     if (telemetry := settings.telemetry.model_dump(exclude_unset=True)) and not settings.telemetry.headers:
         env[TELEMETRY_ENV] = json.dumps(telemetry, sort_keys=True)
+    if store_url(settings) and (budgets := settings.budgets.model_dump(exclude_unset=True)):
+        env["AGENT_CONSOLE_BUDGETS"] = json.dumps(budgets, sort_keys=True)  # see SETTINGS: "budgets.daily_usd"
     if settings.prices:
         env["AGENT_CONSOLE_PRICES"] = json.dumps({k: v.model_dump(exclude_none=True)
                                                   for k, v in settings.prices.items()}, sort_keys=True)

@@ -196,3 +196,27 @@ def test_a_claim_ahead_of_the_servers_time_is_no_claim(pg_url: str) -> None:
         assert hold is not None and hold.tell
     finally:
         store.close()
+
+
+def test_a_pod_given_the_budget_as_kubernetes_is_held_with_the_operators_runs_and_a_raise_here_lets_it_go_on(
+        pg_url: str, tmp_path: Path, server: Loopback, monkeypatch: pytest.MonkeyPatch) -> None:
+    # "machine-b" is a pod: no config file of its own, only the variables `submit --kubernetes` gives it
+    # (console.kube.carry.settings_env of the operator's settings: [budgets] and [prices] among them) and the store.
+    from console.kube import carry
+    from console.settings import load_settings
+
+    a, pod = machines(tmp_path, pg_url, server.url("json", "hook"), 0.02)
+    (pod.base / "cfg" / "config.toml").write_text("")
+    monkeypatch.setenv("AGENT_CONSOLE_CONFIG", a.env["AGENT_CONSOLE_CONFIG"])
+    monkeypatch.setenv("AGENT_CONSOLE_STORE", pg_url)
+    given = carry.settings_env(load_settings())
+    assert "AGENT_CONSOLE_BUDGETS" in given and "AGENT_CONSOLE_PRICES" in given
+    pod.env.update(given)
+    ra, rp = a.start(str(REPO / "sample_jobs" / "quickstart")), pod.start(str(REPO / "sample_jobs" / "quickstart"))
+    fa, fp = ra.folder(), rp.folder()
+    wait_until(lambda: held(fa) and held(fp), WAIT, "the operator's run and the pod's held by the fleet budget")
+    raised = a.cli("budget", "--raise", "100")
+    assert raised.returncode == 0, raised.stdout + raised.stderr
+    assert ra.wait(WAIT) == 0 and rp.wait(WAIT) == 0  # both completed, by themselves
+    [cleared] = [e for e in events(fp) if e["type"] == "needs_operator_cleared"]
+    assert cleared["by"] == "the fleet budget was raised (agent-console budget --raise $100 on machine-a)"

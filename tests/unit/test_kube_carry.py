@@ -88,6 +88,10 @@ protocol = "grpc"
 service_name = "agents-overnight"
 content = true
 export_timeout = 7.5
+[budgets]
+daily_usd = 25.0
+[budgets.jobs]
+nightly = 5.0
 [notify]
 urls = ["{NOTIFY}"]
 on_end = false
@@ -361,7 +365,8 @@ def pod_variables() -> list[str]:
     from console.settings import Settings
 
     settings = Settings(sandbox_limits={"processes": 9}, prices={"m": {"input": 1.0, "output": 2.0}},
-                        mcp={"allow": False}, telemetry={"content": True})
+                        mcp={"allow": False}, telemetry={"content": True}, store=STORE,
+                        budgets={"daily_usd": 5.0, "jobs": {"nightly": 1.0}})
     return sorted(carry.settings_env(settings))
 
 
@@ -395,3 +400,22 @@ def test_any_reminder_text_is_gaps_in_bounds_or_one_line(before: str, after: str
             assert said.startswith(f"{REMIND}: ") and "\n" not in said and NOTIFY_TOKEN not in said
         else:
             assert len(gaps) <= 20 and all(0.5 <= g <= 7 * 24 * 60 for g in gaps)
+
+
+@pytest.mark.parametrize("store", [STORE, None])
+def test_the_fleet_budget_goes_to_a_pod_only_on_the_store_it_shares(monkeypatch, store) -> None:
+    # On the shared store a pod's run is held with this machine's runs and `budget --raise` here reaches it; on its
+    # own embedded store (its volume's) a hold could be raised by nobody: not given.
+    from console.settings import Settings
+
+    monkeypatch.delenv("AGENT_CONSOLE_STORE", raising=False)
+    settings = Settings(budgets={"daily_usd": 40.0, "jobs": {"nightly": 5.0}}, store=store)
+    env = carry.settings_env(settings)
+    if store is None:
+        assert "AGENT_CONSOLE_BUDGETS" not in env
+        return
+    assert json.loads(env["AGENT_CONSOLE_BUDGETS"]) == {"daily_usd": 40.0, "jobs": {"nightly": 5.0}}
+    assert carry.settings_env(Settings(store=store)).get("AGENT_CONSOLE_BUDGETS") is None  # none set: none given
+    monkeypatch.setenv("AGENT_CONSOLE_BUDGETS", env["AGENT_CONSOLE_BUDGETS"])  # the pod's
+    there = Settings()
+    assert (there.budgets.daily_usd, there.budgets.jobs) == (40.0, {"nightly": 5.0})
