@@ -281,9 +281,50 @@ def resume_run(paths: Any, args: argparse.Namespace) -> int:
     from console.cli.parser import build_parser
     from console.cli.run import cmd_run
 
+    waive_fleet_hold(paths, load_settings())
     run_args = build_parser().parse_args(["run", "--in-place", str(paths.root)])
     for key, value in vars(args).items():
         if key in vars(run_args) and key not in ("command", "job"):
             setattr(run_args, key, value)
     run_args.detach = not args.console
     return cmd_run(run_args)
+
+
+def waive_fleet_hold(paths: Any, settings: Any) -> None:
+    """The operator's resume of a run whose process died held by the fleet's daily budget (its log ends waiting on
+    that need) answers that hold, as their resume of a live held run does: that run alone goes on past today's
+    holds of its scopes (the fleet's, its job's), recorded in the store for its next process. Without it the run
+    started again would be held again at its first turn. The log says it, not the store's row: a runner killed
+    may not have shipped its need to a shared store yet. A store that cannot be used waives nothing: the run is
+    held again and asks, as before."""
+    from datetime import UTC, datetime
+
+    from console.cli.budget import _ledger
+    from console.engine.guardrails.fleet import FLEET, local_day
+    from console.engine.needs import open_need
+    from console.engine.runs import job_name
+    from console.engine.store.fleet import job_scope
+
+    if open_need(paths.events) != "fleet_budget":
+        return
+    try:
+        store = settings.open_store()
+    except Exception:  # the store away: said by the run's start, which goes on without it
+        return
+    try:
+        ledger = _ledger(store, settings)
+        try:
+            day = local_day(datetime.now(UTC))
+            scopes = (FLEET, job_scope(job_name(paths.root)))
+            for hold in ledger.holds(day):
+                if hold.scope in scopes:
+                    ledger.waive(day, hold.scope, hold.limit_usd, paths.root)
+        finally:
+            ledger.close()
+    except Exception as exc:  # the run is held again and asks: said, never a traceback
+        from console.engine.job_files import one_line
+
+        err(f"resume: the fleet budget's hold could not be answered in the store ({one_line(str(exc))}): the run "
+            "will be held again at its first turn; resume it again then")
+    finally:
+        store.close()

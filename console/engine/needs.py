@@ -9,7 +9,9 @@ hold, pauses it. The operator's answer (``resume``, ``approve``, ``stop``...) cl
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Protocol
 
 from console.engine import events as ev
@@ -51,6 +53,40 @@ def ask_operator(events: ev.EventStream, op: OperatorState, reason: ev.NeedReaso
         op.paused = True
     kept = [str(x)[:chars] for x in list(evidence)[:lines]]
     events.emit(ev.NeedsOperator, reason=reason, message=message, evidence=kept, paused=pause, notify=notify)
+
+
+# The lines that say whether a run's log ends waiting on its operator: a need, its answer, a process's start.
+_NEED_LINES = (b'"type":"needs_operator', b'"type":"session_started"')
+_BACK_STEP = 65536
+
+
+def open_need(path: Path) -> ev.NeedReason | None:
+    """The need a run's log ends waiting on (its last process died holding it), read from the log's end back to the
+    last need, answer or process start: the line found parsed as the event it is, never the whole log (a resume of
+    a long run must not read it all). None when the log ends with none open (or there is no log)."""
+    from console.engine.log_file import open_log
+
+    fh = open_log(path)
+    if fh is None:
+        return None
+    with fh:
+        end = fh.seek(0, os.SEEK_END)
+        tail = b""
+        while end > 0:
+            start = max(0, end - _BACK_STEP)
+            fh.seek(start)
+            block = fh.read(end - start) + tail
+            lines = block.split(b"\n")
+            tail = lines.pop(0) if start > 0 else b""  # a line cut by the step: read whole with the next one
+            for line in reversed(lines):
+                if any(mark in line for mark in _NEED_LINES):
+                    try:
+                        e = ev.parse_event(line)
+                    except ValueError:
+                        continue  # a damaged line says nothing
+                    return e.reason if isinstance(e, ev.NeedsOperator) else None
+            end = start
+    return None
 
 
 def answered(events: ev.EventStream, op: OperatorState, by: str) -> None:

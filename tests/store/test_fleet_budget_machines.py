@@ -220,3 +220,24 @@ def test_a_pod_given_the_budget_as_kubernetes_is_held_with_the_operators_runs_an
     assert ra.wait(WAIT) == 0 and rp.wait(WAIT) == 0  # both completed, by themselves
     [cleared] = [e for e in events(fp) if e["type"] == "needs_operator_cleared"]
     assert cleared["by"] == "the fleet budget was raised (agent-console budget --raise $100 on machine-a)"
+
+
+def test_a_held_run_whose_process_died_goes_on_after_one_resume_and_the_others_stay_held(
+        pg_url: str, tmp_path: Path, server: Loopback) -> None:
+    # The operator's resume of a held run answers its hold whether a process runs it or not: a run killed while
+    # held, started again by `resume`, is not held again at its first turn (it was, and needed a second resume).
+    a, b = machines(tmp_path, pg_url, server.url("json", "hook"), 0.02)
+    job = REPO / "sample_jobs" / "quickstart"
+    ra, other = a.start(str(job)), b.start(str(job))
+    fa, fo = ra.folder(), other.folder()
+    wait_until(lambda: held(fa) and held(fo), WAIT, "both runs held by the fleet budget")
+    ra.kill()
+    assert ra.wait(WAIT) == -9
+    resumed = a.cli("resume", str(fa))
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr
+    ended = a.cli("wait", str(fa), "--timeout", str(WAIT), timeout=WAIT + 30)
+    assert ended.returncode == 0, ended.stdout + ended.stderr  # completed, after the one resume
+    needs = [e["reason"] for e in events(fa) if e["type"] == "needs_operator"]
+    assert needs == ["fleet_budget"], needs  # held once: not again by the process the resume started
+    assert held(fo)  # the other run stays held: the resume was this run's alone
+    other.kill()
