@@ -259,7 +259,10 @@ def test_wait_gives_a_remote_runs_verdict(pg_url: str, tmp_path: Path) -> None:
     b = Machine("machine-b", tmp_path, pg_url)
     done = a.start(str(QUICKSTART), "--speed", "0")
     folder = done.folder()
-    rid = next(r["id"] for r in b.jobs() if r["path"] == str(folder))
+    # The runner prints its folder before its link to the store makes the run's row (console/cli/run.py, then
+    # StoreLink.start's ensure_run): wait for the row.
+    rid = wait_until(lambda: next((r["id"] for r in b.jobs() if r["path"] == str(folder)), None), 60,
+                     "the run's row in the store")
     finished = b.cli("wait", rid)
     assert (finished.returncode, finished.stdout.split(":")[0]) == (0, f"run {rid} completed"), finished.stderr
     assert done.wait() == 0
