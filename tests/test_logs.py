@@ -23,6 +23,7 @@ from console.engine.job import JobPaths
 from console.headless import LogReader, StoryPrinter, use_color
 from console.headless import logs as headless  # the module whose constants a test turns down
 from tests.conftest import SAMPLES, sigint_as_in_a_terminal
+from tests.processes import wait_for
 from tests.provenance_support import record
 
 T = datetime(2026, 1, 15, 14, 0, tzinfo=UTC)
@@ -450,6 +451,10 @@ def test_logs_follows_a_real_headless_run_to_its_end(tmp_path) -> None:
         assert run.stdout is not None
         head = run.stdout.readline()  # `run ID: FOLDER`, printed before the run starts
         rid = head.split(":", 1)[0].removeprefix("run ")
+        # Followed once the run has started: its session_started is logged once the jobs table knows its id and
+        # its process holds the run (before, `logs ID` finds no run by that id, and `-f` no process running it).
+        events = JobPaths(Path(head.split(": ", 1)[1].strip())).events
+        wait_for(lambda: events.exists() and b'"session_started"' in events.read_bytes(), 120, "the run's start")
         follow = subprocess.run([*PY, "logs", rid, "-f"], capture_output=True, text=True, timeout=120, env=env())
         assert run.wait(timeout=120) == 0
     finally:

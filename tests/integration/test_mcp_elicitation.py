@@ -119,9 +119,13 @@ def test_enabled_the_question_is_the_runs_need_in_the_log_while_it_waits_and_the
     def operator(sup: Supervisor, need: ev.NeedsOperator, logged: list[str]) -> None:
         # As another process reads it (attach, jobs, `agent-console answer`): the need reaches the log while the
         # call waits (the operator answers only once it has: never before, whatever the machine's load).
+        def whole_lines() -> list[str]:
+            # The run appends as this reads: a last line without its newline is still being written.
+            text = job.events.read_text()
+            return text[:text.rfind("\n") + 1].splitlines()
+
         def read_then_answer() -> None:
-            while not (types := [json.loads(ln)["type"] for ln in job.events.read_text().splitlines()]) \
-                    or types[-1] != "needs_operator":
+            while not (types := [json.loads(ln)["type"] for ln in whole_lines()]) or types[-1] != "needs_operator":
                 time.sleep(0.02)
             seen.append(types)
             sup.submit(cmds.Answer(question=question_id(need), set=("name=Ada", "count=3", "urgent=yes",

@@ -104,9 +104,15 @@ def wait_until(what: Callable[[], Any], timeout: float, name: str) -> Any:
     raise AssertionError(f"not within {timeout}s: {name}")
 
 
+def file_events(folder: Path) -> list[dict[str, Any]]:
+    """The run's log as its whole lines: a live run appends as this reads, and a last line without its newline is
+    still being written (a write the reader meets halfway: read next time)."""
+    text = (folder / ".console" / "events.jsonl").read_text(errors="replace")
+    return [json.loads(line) for line in text[:text.rfind("\n") + 1].splitlines() if line.strip()]
+
+
 def file_seqs(folder: Path) -> list[int]:
-    return [json.loads(line)["seq"] for line in (folder / ".console" / "events.jsonl").read_text().splitlines()
-            if line.strip()]
+    return [e["seq"] for e in file_events(folder)]
 
 
 def store_seqs(url: str, folder: Path) -> list[int]:

@@ -27,7 +27,7 @@ from console.tui.widgets.plan_pane import PlanPane
 from console.tui.widgets.status import StatusLine
 from tests.hostile import ATTACK, SHOWN, raw_controls
 from tests.pg_server import PgServer
-from tests.store.machines import QUICKSTART, Machine, Runner, endless, sql, store_seqs, wait_until
+from tests.store.machines import QUICKSTART, Machine, Runner, endless, file_events, sql, store_seqs, wait_until
 from tests.tui.conftest import FROZEN_NOW, drive, record_notices, settle, wait_for
 from tests.tui.test_terminal_safety import hostile_log, screen_text, words
 
@@ -56,11 +56,6 @@ def remote_app(url: str, row: Any, **kw: Any) -> Any:
 
 def status_text(app: Any) -> str:
     return " ".join(line.last_plain for line in app.main.query(StatusLine))
-
-
-def file_events(folder: Path) -> list[dict[str, Any]]:
-    text = (folder / ".console" / "events.jsonl").read_text(errors="replace")
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def slow_run(tmp_path: Path, url: str) -> tuple[Machine, Runner, Path]:
@@ -259,7 +254,10 @@ def test_wait_gives_a_remote_runs_verdict(pg_url: str, tmp_path: Path) -> None:
     b = Machine("machine-b", tmp_path, pg_url)
     done = a.start(str(QUICKSTART), "--speed", "0")
     folder = done.folder()
-    rid = next(r["id"] for r in b.jobs() if r["path"] == str(folder))
+    # The runner prints its folder before its link to the store makes the run's row (console/cli/run.py, then
+    # StoreLink.start's ensure_run): wait for the row.
+    rid = wait_until(lambda: next((r["id"] for r in b.jobs() if r["path"] == str(folder)), None), 60,
+                     "the run's row in the store")
     finished = b.cli("wait", rid)
     assert (finished.returncode, finished.stdout.split(":")[0]) == (0, f"run {rid} completed"), finished.stderr
     assert done.wait() == 0

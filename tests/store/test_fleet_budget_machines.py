@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.notify_server import Loopback, loopback
-from tests.store.machines import REPO, Machine, Runner, missing, sql, wait_until
+from tests.store.machines import REPO, Machine, Runner, file_events, missing, sql, wait_until
 
 PRICES = '[prices."scripted-agent"]\ninput = 3.0\noutput = 15.0\n'
 WAIT = 120.0
@@ -49,7 +49,7 @@ def machines(tmp_path: Path, url: str, hook: str, daily: float) -> tuple[Machine
 
 
 def events(folder: Path) -> list[dict[str, object]]:
-    return [json.loads(x) for x in (folder / ".console" / "events.jsonl").read_text().splitlines() if x.strip()]
+    return file_events(folder)  # whole lines: the runs append as the waits below read
 
 
 def held(folder: Path) -> bool:

@@ -127,7 +127,12 @@ def test_k_acknowledges_a_run_that_gave_up_it_asks_no_more_and_r_still_resumes_i
                        and footer(app) == {"Resume"} | ALWAYS, what="Ack gone, Resume kept")
         (acked,) = [e for e in ev.read_events(JobPaths(gave_up).events) if isinstance(e, ev.RunAcknowledged)]
         assert (acked.reason, acked.by) == ("gave_up", "fleet")
-        stored = JobStore(fx.store_path).get(gave_up)
+        # The jobs store is told after the log's line (console/engine/acknowledge.py), on the fleet's worker
+        # thread, and the row's state comes from the log: wait for the store's word.
+        store = JobStore(fx.store_path)
+        await wait_for(pilot, lambda: getattr(store.get(gave_up), "needs_since", "") is None,
+                       what="the jobs store told of the acknowledgement")
+        stored = store.get(gave_up)
         assert stored is not None and stored.status == "gave up" and stored.needs_since is None
         assert rings == []
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from pathlib import Path
@@ -51,6 +52,16 @@ def serve(test: Callable[[TestClient[Any, Any], au.Auth, Rows], Coroutine[Any, A
     asyncio.run(main())
 
 
+async def page_showing(client: TestClient[Any, Any], path: str, sign: str, patience: float = 30.0) -> str:
+    """The page at ``path`` once it shows ``sign``: the feed reads the rows on its own thread every poll, a read
+    that a busy machine can delay past any fixed pause (a ceiling, not a pace)."""
+    deadline = time.monotonic() + patience
+    while sign not in (body := await (await client.get(path)).text()):
+        assert time.monotonic() < deadline, f"{path} never showed {sign!r}"
+        await asyncio.sleep(0.02)
+    return body
+
+
 async def logged_in(client: TestClient[Any, Any], auth: au.Auth) -> None:
     resp = await client.get(f"/login?token={auth.login_token()}", allow_redirects=False)
     assert resp.status == 303 and resp.headers["Location"] == "/"
@@ -93,10 +104,8 @@ def test_agent_text_arrives_escaped() -> None:
     async def test(client: TestClient[Any, Any], auth: au.Auth, rows: Rows) -> None:
         rows.rows = [row(job=HOSTILE, last=HOSTILE, state="needs you", kind="needs", needs="stuck",
                          needs_message=HOSTILE, host=HOSTILE)]
-        await asyncio.sleep(0.2)
         await logged_in(client, auth)
-        page = await client.get("/")
-        body = await page.text()
+        body = await page_showing(client, "/", "Needs you (1)")  # the feed's next read has the hostile row
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body and "&lt;img src=x" in body
         assert "<img" not in body and "\x1b" not in body and "<script>alert" not in body
         assert 'href="http://evil"' not in body
@@ -282,7 +291,12 @@ def test_a_fleet_that_cannot_be_read_is_said_on_the_page() -> None:
     async def main() -> None:
         auth = au.Auth()
         async with TestClient(TestServer(WebApp(auth, FleetFeed(read), poll=0.05).build(), host="127.0.0.1")) as c:
-            await asyncio.sleep(0.4)
+            # A third read has begun once the failed second one was handled (the feed reads them one after another):
+            # a fixed pause for it was passed on a busy machine.
+            deadline = time.monotonic() + 30
+            while calls["n"] < 3:
+                assert time.monotonic() < deadline, "the feed did not read the fleet again"
+                await asyncio.sleep(0.02)
             await logged_in(c, auth)
             body = await (await c.get("/")).text()
             assert "the fleet cannot be read now: OSError: the jobs database is gone" in body
