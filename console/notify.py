@@ -29,6 +29,7 @@ keeps that state's secrets out of every message.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import logging
 import queue
@@ -215,6 +216,27 @@ class Message:
     ts: float  # the clock's monotonic time of the event (for the send's latency)
     # The action links the body carries, as (button label, URL): a channel with buttons (ntfy) shows them as such.
     actions: tuple[tuple[str, str], ...] = ()
+    # Told each channel's outcome (True: it took the message), from the channel's thread: see Notifier's on_told.
+    settle: Callable[[bool], None] | None = field(default=None, compare=False)
+
+
+class _Settled:
+    """Calls ``done`` once: when one channel took the message, or when every channel it went to is done with it."""
+
+    def __init__(self, done: Callable[[], None], channels: int) -> None:
+        self._done = done
+        self._left = channels
+        self._lock = threading.Lock()
+        self._called = False
+
+    def __call__(self, ok: bool) -> None:
+        with self._lock:
+            self._left -= 1
+            if self._called or not (ok or self._left <= 0):
+                return
+            self._called = True
+        with contextlib.suppress(Exception):  # the run's side of it: never the channel thread's end
+            self._done()
 
 
 @dataclass(frozen=True)
@@ -319,8 +341,13 @@ class Notifier:
     def __init__(self, urls: Iterable[str], run_id: str, job: str, *, clock: Clock | None = None,
                  on_error: Callable[[str], None] | None = None, notify_on_end: bool = True,
                  remind: Iterable[float] | None = None, look: bool = True, folder: Path | str | None = None,
-                 links: LinkSettings | None = None) -> None:
+                 links: LinkSettings | None = None,
+                 on_told: Callable[[ev.NeedsOperator], None] | None = None) -> None:
         self.run_id = run_id
+        # Called (from a channel's thread) once a need's first message is done: a channel took it, or every one
+        # refused it (said by on_error). The fleet budget's hold is marked told then (console.engine.guardrails.
+        # fleet.Telling): a kill before leaves its telling to another run.
+        self.on_told = on_told
         # Action links in the needs' messages (None: no public URL, no links); their key is read at the first one.
         self.links = links
         self._seal: Any = None
@@ -359,8 +386,20 @@ class Notifier:
     def __call__(self, event: ev.EventBase) -> None:
         """Queue what ``event`` tells the operator's channels; returns at once (the engine's thread)."""
         message = self.message_for(event)
-        if message is not None:
-            self._send(message)
+        if message is None:
+            return
+        if isinstance(event, ev.NeedsOperator) and self.on_told is not None:
+            told = self.on_told
+            message = dataclasses.replace(message, settle=_Settled(lambda: told(event), self._channels_up()))
+        self._send(message)
+
+    @property
+    def tells(self) -> bool:
+        """Whether any channel can be sent to (else a need's message is done at once: nobody to tell)."""
+        return self._channels_up() > 0
+
+    def _channels_up(self) -> int:
+        return sum(1 for c in self.channels if c.plugin is not None)
 
     def prime(self, history: Iterable[ev.EventBase]) -> None:
         """Learn the run's earlier needs from its log (a resumed run, in a new process), sending nothing: a need
@@ -718,9 +757,12 @@ class Notifier:
 
     # -- sending -------------------------------------------------------------------------------
     def _send(self, message: Message) -> None:
+        settle = message.settle
         with self._lock:
             if self._closed:
                 return
+            if settle is not None and not self._channels_up():
+                settle(False)  # nobody to tell: done at once
             for channel in self.channels:
                 if channel.plugin is None:
                     continue
@@ -728,6 +770,8 @@ class Notifier:
                     channel.queue.put_nowait(message)
                 except queue.Full:
                     channel.dropped += 1
+                    if settle is not None:
+                        settle(False)
                     continue
                 if channel.thread is None:
                     channel.thread = threading.Thread(target=self._work, args=(channel,), daemon=True,
@@ -744,6 +788,8 @@ class Notifier:
                 self.sent.append((channel.shown, self.clock.monotonic() - message.ts))
             else:
                 self._failed(channel, why)
+            if message.settle is not None:
+                message.settle(ok)
 
     def _deliver(self, channel: _Channel, message: Message) -> tuple[bool, str]:
         ident = threading.get_ident()

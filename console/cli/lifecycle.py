@@ -439,8 +439,15 @@ def _notifier(sup: Any, paths: Any, urls: tuple[str, ...], on_end: bool = True,
     except ValueError as exc:
         links = None
         err(f"the notifications carry no action links: {exc}")
+    def told(need: ev.NeedsOperator) -> None:  # a channel's thread: the engine marks the hold at its next look
+        if need.reason == "fleet_budget":
+            sup.telling.heard(need.seq)
+
     notifier = Notifier(list(urls), paths.run_id, job_name(paths.root), clock=sup.clock, on_error=failed,
-                        notify_on_end=on_end, remind=remind, folder=paths.root, links=links)
+                        notify_on_end=on_end, remind=remind, folder=paths.root, links=links, on_told=told)
+    # The fleet budget's hold this run tells is marked told once a channel took it (a kill before: another run
+    # tells it); with no channel to send to, at once.
+    sup.telling.confirms = notifier.tells
     notifier.prime(history(paths.events))
     sup.subscribe(notifier, text=False)
     return notifier

@@ -59,6 +59,7 @@ class BetweenTurns:
         this run go on past (their resume of it) holds it no more today."""
         s = self.state
         rt, op = s.rt, s.deps.operator
+        self._told_when_heard()
         if rt.fleet_hold is not None and op.needs != "fleet_budget":
             # The operator's resume of this run answered its hold: it goes on past that limit, today.
             if rt.fleet is not None:
@@ -80,8 +81,20 @@ class BetweenTurns:
         ask_operator(rt.events, op, "fleet_budget", hold.message(), hold.evidence(), notify=hold.tell)
         s.commit(durable=True)
         if hold.tell:
-            # Recorded (and so sent by this run's notifier): nobody takes the telling over.
+            self._tell(fleet, hold)
+
+    def _tell(self, fleet: FleetBudget, hold: FleetHold) -> None:
+        """The need of ``hold`` recorded, and so sent by this run's notifier: marked told in the store once its
+        channels took it (console.engine.guardrails.fleet.Telling), at this run's next look; a kill before that
+        leaves the telling to another held run."""
+        rt = self.state.rt
+        if rt.fleet_telling.start(hold, rt.events.seq):
             fleet.told(hold, rt.clock.now())
+
+    def _told_when_heard(self) -> None:
+        rt = self.state.rt
+        if rt.fleet is not None and (heard := rt.fleet_telling.due()) is not None:
+            rt.fleet.told(heard, rt.clock.now())
 
     def fleet_lifted(self) -> bool:
         """While the run holds on the fleet budget, every ``recheck_seconds``: whether the hold was lifted (a
@@ -91,6 +104,7 @@ class BetweenTurns:
         hold = rt.fleet_hold
         if hold is None or rt.fleet is None or op.needs != "fleet_budget":
             return False
+        self._told_when_heard()
         tick = rt.clock.monotonic()
         if tick < self._fleet_next:
             return False
@@ -114,7 +128,7 @@ class BetweenTurns:
                 rt.events.emit(ev.NeedsOperator, reason="fleet_budget", message=again.message(),
                                evidence=again.evidence(), paused=True)
                 s.commit(durable=True)
-                rt.fleet.told(again, now)
+                self._tell(rt.fleet, again)
             return False
         rt.fleet_hold = None
         why = rt.fleet.lifted(hold, now)

@@ -37,7 +37,7 @@ from console.engine.events.stream import LOGGED_EARLY
 from console.engine.experiences import FILE_NAME as EXPERIENCES_FILE
 from console.engine.experiences import ExperienceLog, Section
 from console.engine.guardrails import Guardrails, default_guardrails
-from console.engine.guardrails.fleet import FleetBudget, FleetHold
+from console.engine.guardrails.fleet import FleetBudget, FleetHold, Telling
 from console.engine.job_files import STATE_DIR, JobPaths
 from console.engine.journal import Checkpoint, Conversation, Effect, Journal
 from console.engine.memory import WorkingMemory
@@ -133,6 +133,9 @@ class Runtime:
     # The fleet's daily budget (console.engine.guardrails.fleet; None: none is set), and the hold this run waits on.
     fleet: FleetBudget | None = None
     fleet_hold: FleetHold | None = None
+    # The hold this run tells, marked told once the operator's channels took it (the supervisor's, which the
+    # runner's notifier reaches from its thread).
+    fleet_telling: Telling = field(default_factory=Telling)
     # The operator's prices where job.toml's differ (RunSettings.fleet_prices): the fleet counts the higher cost.
     fleet_prices: Prices | None = None
 

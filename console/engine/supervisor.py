@@ -44,7 +44,7 @@ from console.engine.context.summary import archived_phases, build_summary, check
 from console.engine.context.tokens import estimate_message
 from console.engine.control import ControlChannel, RunLock
 from console.engine.guardrails import build_guardrails, default_guardrails
-from console.engine.guardrails.fleet import FleetBudget
+from console.engine.guardrails.fleet import FleetBudget, Telling
 from console.engine.job import JobPaths, keep_out_of_version_control
 from console.engine.journal import JOURNAL_NAME, Checkpoint, Conversation, Journal
 from console.engine.launch import LaunchStart, write_launch
@@ -106,6 +106,9 @@ class Supervisor:
         self.clock = clock or SystemClock()
         self.store = store
         self.fleet = fleet  # the fleet's daily budget (console.engine.guardrails.fleet), asked at each turn boundary
+        # The hold this run tells and whether the operator's channels took it: the runner's notifier says so
+        # (telling.confirms, telling.heard), or it is marked told as soon as it is recorded.
+        self.telling = Telling()
         self.registry = registry or default_registry(file_index=settings.file_index)
         # The job definition's guardrails and declared commands (job.toml; the agent cannot change them).
         self.guardrails = (build_guardrails(settings.guardrails) if settings.guardrails is not None
@@ -470,7 +473,7 @@ class Supervisor:
         state = projections.overlay(loaded.state)
         rt = self.runtime = Runtime(self.paths, self.clock, self.events, self.store, self.sandbox, self.journal,
                                     state, guardrails=self.guardrails, fleet=self.fleet,
-                                    fleet_prices=self.settings.fleet_prices)
+                                    fleet_prices=self.settings.fleet_prices, fleet_telling=self.telling)
         for line in self.not_private:  # said once a run: another user of this machine may read or hold these
             self.events.emit(ev.ErrorEvent, message=f"not private: {line}", where="permissions", recoverable=True)
         for p in self.file_problems:

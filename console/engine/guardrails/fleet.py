@@ -14,6 +14,7 @@ run go on past that limit, today.
 from __future__ import annotations
 
 import shlex
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -111,4 +112,42 @@ class FleetBudget(Protocol):
         """The operator's resume of this run answered ``hold``: this run goes on past it (that day, that limit)."""
 
     def told(self, hold: FleetHold, now: datetime) -> None:
-        """The telling run recorded its need: the hold's notification is done (nobody takes it over)."""
+        """The hold's notification is done: the operator's channels took it (:class:`Telling`); nobody takes it
+        over."""
+
+
+class Telling:
+    """The hold this run tells, marked told in the store only once the operator's channels took its need: the run's
+    notifier says so from its thread (:meth:`heard`, with the need's seq), and the engine marks it at its next look
+    (:meth:`due`). A kill -9 between the need's record and its sending leaves the hold unmarked, and another held run
+    takes the telling over once the claim is stale: told at least once, never zero times. A run without a notifier
+    that says so (no channel: nobody to tell) marks it at once (``confirms`` False)."""
+
+    def __init__(self) -> None:
+        self.confirms = False  # set by whoever runs the run when its notifier has a channel and reports sendings
+        self._lock = threading.Lock()
+        self._pending: tuple[FleetHold, int] | None = None  # the hold told, and its need's seq
+        self._heard: set[int] = set()  # the needs' seqs the channels took (a late word may come before `start`)
+
+    def start(self, hold: FleetHold, seq: int) -> bool:
+        """The need of ``hold`` was recorded (``seq``) to be told: True when it is to be marked told now."""
+        if not self.confirms:
+            return True
+        with self._lock:
+            self._pending = (hold, seq)
+        return False
+
+    def heard(self, seq: int) -> None:
+        """The operator's channels took (or every one of them refused) the need ``seq``: the notifier's thread."""
+        with self._lock:
+            self._heard.add(seq)
+
+    def due(self) -> FleetHold | None:
+        """The hold to mark told now (its need heard), once."""
+        with self._lock:
+            if self._pending is None or self._pending[1] not in self._heard:
+                return None
+            hold, _ = self._pending
+            self._pending = None
+            self._heard.clear()
+            return hold
