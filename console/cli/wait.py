@@ -85,6 +85,23 @@ class _WaitFold:
             self.end, self.need = e, None
 
 
+def _left_behind(fold: _WaitFold, lock: Any, paths: Any) -> bool:
+    """Whether the need the log ends with was left by a process that no longer runs the run: a runner is being
+    started for it (run --detach, resume), or the process holding it took it after the need was logged (its lock
+    says up to which seq the log was there). `resume ID; wait ID` said "needs you" at once, of the need the dead
+    process had left, while the new one was starting."""
+    from console.engine.starting import starting
+
+    logged = fold.need.seq if fold.need is not None else fold.end.seq if fold.end is not None else None
+    if logged is None:
+        return False
+    info = lock.holder_info()
+    if info is None:  # nobody holds it: a runner handed the run that has not taken it yet (its mark stays after)
+        return starting(paths) is not None
+    taken_at = info.get("seq")  # the log's last seq when the holder took the run (console.engine.run_lock)
+    return type(taken_at) is int and logged <= taken_at
+
+
 def _wait_verdict(fold: _WaitFold, rid: str, alive: bool) -> tuple[int, str] | None:
     """(exit code, line) once the log and the lock say how the run stands; None: it runs on, or nothing is logged
     yet that decides (the caller's grace periods then tell an interrupted run from one starting).
@@ -181,6 +198,8 @@ def cmd_wait(args: argparse.Namespace) -> int:
             # A runner being started (run --detach returned before its engine loaded) is a run that goes on.
             alive = lock.holder() is not None or starting(paths) is not None
             verdict = _wait_verdict(fold, rid, alive)
+            if verdict is not None and verdict[0] == WAIT_NEEDS and _left_behind(fold, lock, paths):
+                verdict = None  # an earlier process's: the run started again asks it anew, or goes on
             if verdict is not None:
                 say(verdict[1])
                 return verdict[0]

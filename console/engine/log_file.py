@@ -6,6 +6,7 @@ finds where its answer will start before it writes its inbox file, and must not 
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -41,3 +42,35 @@ def line_end(path: Path) -> int:
                 return start + found + 1
             end = start
     return 0
+
+
+def last_seq(path: Path) -> int:
+    try:
+        if not path.is_file() or path.stat().st_size == 0:
+            return 0
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - 65536))
+            tail = fh.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return 0
+    for raw in reversed(tail):
+        seq = seq_of(raw)
+        if seq is not None:
+            return seq
+    return 0
+
+
+def seq_of(raw: str | bytes) -> int | None:
+    """The seq of a log line, or None if the line is not an event we could have written."""
+    try:
+        data = json.loads(raw, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        return None
+    seq = data.get("seq") if isinstance(data, dict) else None
+    return seq if type(seq) is int and 0 <= seq < 2**63 else None
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON that jq reads")

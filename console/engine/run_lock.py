@@ -16,6 +16,7 @@ from typing import Any
 
 from console.engine.atomic import PRIVATE_FILE, private_dir
 from console.engine.job_files import JobPaths
+from console.engine.log_file import last_seq
 
 ACQUIRE_PATIENCE = 0.5  # seconds a run waits for a probe's shared lock to go (see RunLock.acquire)
 
@@ -43,6 +44,7 @@ class RunLock:
 
     def __init__(self, paths: JobPaths) -> None:
         self.path = paths.state / "run.lock"
+        self._events = paths.events
         self._fd: int | None = None
         self.run_id: str | None = None  # this process's run, once acquired
 
@@ -168,8 +170,10 @@ class RunLock:
                 time.sleep(0.005)
         os.ftruncate(fd, 0)
         self.run_id = uuid.uuid4().hex[:12]
+        # "seq": the run's log's last event when this process took it: what is logged up to there was an earlier
+        # process's (a need it left is not this one's: `wait` right after `resume`, console.cli.wait).
         os.pwrite(fd, json.dumps({"pid": os.getpid(), "since": datetime.now(UTC).isoformat(),
-                                  "run": self.run_id}).encode(), 0)
+                                  "run": self.run_id, "seq": last_seq(self._events)}).encode(), 0)
         self._fd = fd
         return True
 

@@ -477,3 +477,27 @@ def test_the_config_files_notify_table_is_used_and_on_end_false_keeps_the_end_qu
             proc.wait()
     # The process flushed its sends before it exited: on_end = false, so the end was not told.
     assert [r.path for r in server.requests] == ["/from-config"]
+
+
+def test_wait_right_after_a_resume_does_not_answer_with_the_need_the_dead_process_left(make_job, capsys) -> None:
+    # The dead process's need ends the log; the process the resume started holds the run but has not logged yet:
+    # its lock says the log's last seq when it took the run, and the need before it is not the run's now.
+    paths = make_job("quickstart")
+    record(paths)
+    t = FakeClock().now()
+    stream = [ev.SessionStarted(ts=t, seq=1, session=1, reason="new"),
+              ev.NeedsOperator(ts=t, seq=2, session=1, reason="fleet_budget", message="the fleet's budget")]
+    paths.events.write_text("".join(e.model_dump_json() + "\n" for e in stream))
+    lock = RunLock(paths)
+    assert lock.acquire()  # the new process (the resume's)
+    try:
+        assert main(["wait", str(paths.root), "--timeout", "0.3"]) == cli.WAIT_TIMEOUT
+        assert "still running after 0.3s (timeout)" in capsys.readouterr().out
+        with paths.events.open("a") as fh:  # held again by the new process: its own need, said
+            for e in (ev.SessionStarted(ts=t, seq=3, session=1, reason="resume"),
+                      ev.NeedsOperator(ts=t, seq=4, session=1, reason="fleet_budget", message="the fleet's budget")):
+                fh.write(e.model_dump_json() + "\n")
+        assert main(["wait", str(paths.root), "--timeout", "5"]) == cli.WAIT_NEEDS
+        assert "needs you (fleet budget reached)" in capsys.readouterr().out
+    finally:
+        lock.release()

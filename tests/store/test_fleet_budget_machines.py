@@ -235,6 +235,7 @@ def test_a_held_run_whose_process_died_goes_on_after_one_resume_and_the_others_s
     assert ra.wait(WAIT) == -9
     resumed = a.cli("resume", str(fa))
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr
+    # At once, as an operator types it: the need the dead process left is not the run's now (it said "needs you").
     ended = a.cli("wait", str(fa), "--timeout", str(WAIT), timeout=WAIT + 30)
     assert ended.returncode == 0, ended.stdout + ended.stderr  # completed, after the one resume
     needs = [e["reason"] for e in events(fa) if e["type"] == "needs_operator"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +10,9 @@ from pydantic import ValidationError
 
 from console.engine.events.base import EventBase
 from console.engine.events.registry import parse_event
+from console.engine.log_file import last_seq as last_seq
 from console.engine.log_file import open_log as _open_log
+from console.engine.log_file import seq_of as seq_of
 
 
 def read_events(path: Path) -> Iterator[EventBase]:
@@ -60,38 +61,6 @@ def read_new(path: Path, offset: int, limit: int = -1) -> tuple[list[EventBase],
             except (ValidationError, ValueError, RecursionError):
                 continue
     return out, offset + end + 1
-
-
-def last_seq(path: Path) -> int:
-    try:
-        if not path.is_file() or path.stat().st_size == 0:
-            return 0
-        with path.open("rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - 65536))
-            tail = fh.read().decode("utf-8", errors="replace").splitlines()
-    except OSError:
-        return 0
-    for raw in reversed(tail):
-        seq = seq_of(raw)
-        if seq is not None:
-            return seq
-    return 0
-
-
-def seq_of(raw: str | bytes) -> int | None:
-    """The seq of a log line, or None if the line is not an event we could have written."""
-    try:
-        data = json.loads(raw, parse_constant=_no_constant)
-    except (ValueError, RecursionError):
-        return None
-    seq = data.get("seq") if isinstance(data, dict) else None
-    return seq if type(seq) is int and 0 <= seq < 2**63 else None
-
-
-def _no_constant(name: str) -> None:
-    raise ValueError(f"{name} is not JSON that jq reads")
 
 
 def damaged_lines(path: Path) -> int:
