@@ -257,7 +257,10 @@ def test_a_sampling_that_never_ends_is_hung_up_on_at_the_calls_timeout(job, bwra
     finally:
         servers[0].close()
     got = result(job, "mcp__sampler__ask")
-    assert not got.ok and "no answer within 2 s" in got.content
+    # The sampling is cut at the call's time; what ends the call is a race at that instant (CI, beside a CPU hog,
+    # saw the second): the client hanging up, or the server answering with the refusal it was just given.
+    assert ((not got.ok and "no answer within 2 s" in got.content)
+            or "sampling refused: the tool call's time is up (timeout 2 s" in got.content), got.content
     (said,) = sampled(job)
     assert said.refused.startswith("the tool call's time is up (timeout 2 s")
 
