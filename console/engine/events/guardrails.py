@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from console.engine.events.base import EventBase
+from console.engine.events.base import BoundedInt, EventBase
 
 
 class Feedback(EventBase):
@@ -24,8 +24,8 @@ class Feedback(EventBase):
     message: str
     observations: list[str] = Field(default_factory=list)
     suggestions: list[str] = Field(default_factory=list)
-    call_index: int = 0
-    turn: int = 0
+    call_index: BoundedInt = 0
+    turn: BoundedInt = 0
     block: str = ""
 
 
@@ -38,8 +38,8 @@ class CompletionBlocked(EventBase):
     feedback: str = ""
     # "job_complete" or "end_turn"
     stop_reason: str = ""
-    blocks: int = 0
-    max_blocks: int = 0
+    blocks: BoundedInt = 0
+    max_blocks: BoundedInt = 0
 
 
 class CompletionBypassed(EventBase):
@@ -71,7 +71,7 @@ class BudgetRaised(EventBase):
     limit: float
     added: float
     used: float
-    grants: int = 1  # slices granted so far
+    grants: BoundedInt = 1  # slices granted so far
     by: str = ""
     detail: str = ""
 
@@ -105,11 +105,11 @@ class GuardrailsStatus(EventBase):
     checker: str = ""
     # "complete", "incomplete: <what is left>", "off"
     verdict: str = ""
-    completion_blocks: int = 0
-    max_completion_blocks: int = 0
+    completion_blocks: BoundedInt = 0
+    max_completion_blocks: BoundedInt = 0
     deadline_at: datetime | None = None
-    budget_tokens: int | None = None
-    tokens_used: int = 0
+    budget_tokens: BoundedInt | None = None
+    tokens_used: BoundedInt = 0
     # The money budget (US dollars) and what the job has cost so far.
     budget_usd: float | None = None
     cost_usd: float = 0.0

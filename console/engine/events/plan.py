@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from console.engine.events.base import EventBase
+from console.engine.events.base import BoundedInt, EventBase
 
 
 class TodoItemRecord(BaseModel):
@@ -17,13 +17,13 @@ class TodoItemRecord(BaseModel):
 class TodosChanged(EventBase):
     type: Literal["todos_changed"] = "todos_changed"
     phase_name: str
-    phase_number: int
-    total_phases: int
+    phase_number: BoundedInt
+    total_phases: BoundedInt
     kind: str
     items: list[TodoItemRecord]
     reason: str = ""
     display: str = ""
-    generation: int = 0
+    generation: BoundedInt = 0
 
 
 class TodoRefused(EventBase):
@@ -31,7 +31,7 @@ class TodoRefused(EventBase):
     of this phase's calls does not hold (console.engine.evidence). The agent got ``reason`` as the call's result."""
 
     type: Literal["todo_refused"] = "todo_refused"
-    index: int  # 1-based, as the Layer 2 list numbers it
+    index: BoundedInt  # 1-based, as the Layer 2 list numbers it
     task: str
     missing: list[str]
     reason: str = ""
@@ -39,8 +39,8 @@ class TodoRefused(EventBase):
 
 class PlanChanged(EventBase):
     type: Literal["plan_changed"] = "plan_changed"
-    phases: int = 0
-    complete: int = 0
+    phases: BoundedInt = 0
+    complete: BoundedInt = 0
     current: str | None = None
     error: str | None = None
 
@@ -49,8 +49,8 @@ class PhaseTransition(EventBase):
     type: Literal["phase_transition"] = "phase_transition"
     kind: str
     stage: Literal["started", "completed"]
-    from_phase: int | None = None
-    to_phase: int | None = None
+    from_phase: BoundedInt | None = None
+    to_phase: BoundedInt | None = None
     to_name: str | None = None
     archive: str | None = None
     issue: str | None = None

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from console.engine.events.base import EventBase
+from console.engine.events.base import BoundedInt, EventBase
 
 
 class OperatorCommand(EventBase):
@@ -60,12 +60,12 @@ class ExperienceRecorded(EventBase):
     agent's record_experience; ``times`` > 1: the same entry again, moved to the newest."""
 
     type: Literal["experience_recorded"] = "experience_recorded"
-    entry_id: int
+    entry_id: BoundedInt
     section: Literal["failed", "lesson", "pattern"]
     text: str
     source: str = ""
     where: str = ""
-    times: int = 1
+    times: BoundedInt = 1
 
 
 # How a run ended, in the operator's terms: completed (the harness's record shows the plan done), gave_up (the
@@ -80,8 +80,8 @@ class RunEnded(EventBase):
     type: Literal["run_ended"] = "run_ended"
     reason: str
     detail: str = ""
-    sessions: int = 0
-    restarts: int = 0
+    sessions: BoundedInt = 0
+    restarts: BoundedInt = 0
     # None in a log from before outcomes were recorded (the reason tells what it can).
     outcome: Outcome | None = None
     # What the operator fixes before a resume goes on (a provider's refusal: "set OPENAI_API_KEY to a working key");
@@ -108,10 +108,10 @@ class LaunchSettings(EventBase):
     provider: str = ""
     model: str = ""
     base_url: str | None = None
-    context_window: int = 0
+    context_window: BoundedInt = 0
     auto_restart: bool = True
-    max_restarts: int = 0
-    max_turns: int = 0
+    max_restarts: BoundedInt = 0
+    max_turns: BoundedInt = 0
     unconfined: bool = False
     notify: list[str] = Field(default_factory=list)
     budgets: dict[str, Any] = Field(default_factory=dict)

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from console.engine.events.base import Cut, EventBase
+from console.engine.events.base import BoundedInt, Cut, EventBase
 
 
 class ToolCallRecord(BaseModel):
@@ -19,7 +19,7 @@ class ToolCallRecord(BaseModel):
 
 class AssistantMessage(EventBase):
     type: Literal["assistant_message"] = "assistant_message"
-    turn: int
+    turn: BoundedInt
     text: str
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     stop_reason: str = ""
@@ -30,7 +30,7 @@ class AssistantMessage(EventBase):
 
 class ToolCalled(EventBase):
     type: Literal["tool_called"] = "tool_called"
-    turn: int
+    turn: BoundedInt
     call_id: str
     tool: str
     arguments: str
@@ -41,7 +41,7 @@ class ToolDenied(EventBase):
     """A tool policy refused a call (seed 002): the agent got ``reason`` as the call's error result."""
 
     type: Literal["tool_denied"] = "tool_denied"
-    turn: int
+    turn: BoundedInt
     call_id: str
     tool: str
     policy: str
@@ -52,7 +52,7 @@ class ToolDenied(EventBase):
 
 class ToolResult(EventBase):
     type: Literal["tool_result"] = "tool_result"
-    turn: int
+    turn: BoundedInt
     call_id: str
     tool: str
     ok: bool
@@ -101,8 +101,8 @@ class McpServerEvent(EventBase):
     # Why the state changed (its last words on stderr, escaped), one line; "" for a plain start.
     why: str = ""
     # Its calls and the calls that failed, so far in this process (the views count tool_result events instead).
-    calls: int = 0
-    errors: int = 0
+    calls: BoundedInt = 0
+    errors: BoundedInt = 0
     # What the operator's config lets it ask of the run: "sampling" (the run's model), "elicitation" (the operator).
     may: list[str] = Field(default_factory=list)
 
@@ -136,9 +136,9 @@ class McpSampled(EventBase):
     tool: str = ""
     call_id: str = ""
     refused: str = ""
-    max_tokens: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
+    max_tokens: BoundedInt = 0
+    input_tokens: BoundedInt = 0
+    output_tokens: BoundedInt = 0
     cost_usd: float | None = None
     # What of the request was not honoured (includeContext other than "none"), one line; "" when all was.
     note: str = ""
