@@ -478,3 +478,25 @@ def test_ctrl_c_ends_following_quietly_with_130(make_job) -> None:
     finally:
         lock.release()
     assert proc.returncode == 130 and err == "", err
+
+
+def test_a_run_just_started_is_found_by_its_id_before_the_jobs_table_knows_it(capsys) -> None:
+    # A run prints its id a moment before its store has its row: `logs ID` (or `pause ID`, `wait ID`) typed at once
+    # in another shell read the table only, and said no run matches. The run folders (their sealed launch records)
+    # answer for this machine's runs the table has not yet.
+    from console.engine.runs import run_id
+    from console.settings import load_settings
+
+    folder = load_settings().runs_dir / "quickstart-20261130-120000"
+    (folder / ".console").mkdir(parents=True)
+    (folder / "instructions.md").write_text("a job\n")
+    paths = JobPaths(folder)
+    record(paths)
+    t = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    paths.events.write_text(ev.SessionStarted(ts=t, seq=1, session=1, reason="new").model_dump_json() + "\n"
+                            + ev.AssistantMessage(ts=t, seq=2, session=1, turn=1, text="just begun").model_dump_json()
+                            + "\n")
+    assert main(["logs", run_id(folder), "--json"]) == 0
+    assert [json.loads(x)["seq"] for x in capsys.readouterr().out.splitlines()] == [1, 2]
+    assert main(["logs", "zzzzz"]) == 2  # an id no folder has either: said as before
+    assert "zzzzz" in capsys.readouterr().err

@@ -163,7 +163,25 @@ def run_folder(ref: str, settings: Any = None) -> Path:
     except RunLookupError as exc:
         if os.path.lexists(ref) and not exc.candidates:
             return Path(ref)  # a file, a dangling link: the folder check says what is wrong with it
+        if (started := just_started(ref, settings, exc)) is not None:
+            return started
         raise
+
+
+def just_started(ref: str, settings: Any, missing: Exception) -> Path | None:
+    """The run of this machine ``ref`` names whose row the jobs table has not yet, read from the run folders (their
+    sealed launch records): a run prints its id a moment before its store knows it, and `run --headless` then at
+    once `logs ID -f` in another shell found no run. None when the table's lookup (``missing``) had candidates, or
+    the folders name none or several."""
+    from console.cli.local_runs import own_rows
+    from console.engine.runs import RunLookupError, resolve_run
+
+    if getattr(missing, "candidates", None):
+        return None
+    try:
+        return resolve_run(ref, own_rows(settings))
+    except RunLookupError:
+        return None
 
 
 def foreign_line(root: Path, why: str, refused: str = "neither resumed nor read") -> str:
@@ -233,3 +251,46 @@ def fit_parts(parts: list[str], width: int) -> list[str]:
         else:
             out.append(part)
     return out
+
+
+def find_run(ref: str, settings: Any, away: str | None = None) -> tuple[Path, str | None]:
+    """The folder a command's JOB argument names (console.cli.common.run_folder), and, when the shared store is
+    away, why (``None`` when it answered): this machine's own runs are then found from their folders
+    (:func:`local_rows`). ``away``: the store was found away already (not asked again). ValueError (one line naming
+    what works) when the reference names no run or several."""
+    from console.cli.local_runs import STORE_AWAY, own_rows
+    from console.engine.runs import RunLookupError, looks_like_a_path, resolve_run
+    from console.engine.store import StoreError
+
+    if not settings.store_url or looks_like_a_path(ref) or os.path.isdir(ref):
+        return run_folder(ref, settings), None  # a folder, or the embedded store: never away
+    try:
+        if away is not None:
+            raise StoreError(away)
+        store = settings.open_store()
+        try:
+            rows = store.list(MAX_LIST)
+        finally:
+            store.close()
+    except StoreError as exc:
+        away = str(exc)
+        try:
+            return resolve_run(ref, own_rows(settings)), away
+        except RunLookupError as missing:
+            raise ValueError(f"{STORE_AWAY} ({away}), and {missing}: this machine's runs are listed by agent-console "
+                             "jobs (from their folders); give the run's folder instead of its id") from None
+    try:
+        return resolve_run(ref, rows), None
+    except RunLookupError as exc:
+        if os.path.lexists(ref) and not exc.candidates:
+            return Path(ref), None  # a file, a dangling link: the folder check says what is wrong with it
+        if (started := just_started(ref, settings, exc)) is not None:
+            return started, None
+        raise
+
+
+def say_away(away: str, paths: Any) -> None:
+    """The first line of a command that found the run from its folder, the store being away."""
+    from console.cli.local_runs import STORE_AWAY
+
+    err(f"{STORE_AWAY} ({away}): run {paths.run_id} found from its folder {paths.root}")

@@ -42,7 +42,7 @@ def cmd_control(args: argparse.Namespace) -> int:
         if settings is None:
             paths: JobPaths = validate_job_folder(run_folder(args.job, settings))
         else:  # with the store away, this machine's own runs are found from their folders
-            from console.cli.local_runs import find_run, say_away
+            from console.cli.common import find_run, say_away
 
             found, away = find_run(args.job, settings, away)
             paths = validate_job_folder(found)

@@ -65,7 +65,7 @@ def _attach(args: argparse.Namespace) -> int:
 
             return attach_remote_console(settings.store_url or "", row, theme=chosen_theme(args.theme, settings),
                                          data_dir=settings.data_dir)
-        from console.cli.local_runs import find_run, say_away
+        from console.cli.common import find_run, say_away
 
         found, away = find_run(args.job, settings, away)
         paths = validate_job_folder(found)

@@ -165,7 +165,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
         from console.settings import load_settings
 
         settings = load_settings()
-        from console.cli.local_runs import find_run, say_away
+        from console.cli.common import find_run, say_away
 
         found, away = find_run(args.job, settings, getattr(args, "store_away", None))
         paths = validate_job_folder(found)
