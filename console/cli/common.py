@@ -161,11 +161,18 @@ def run_folder(ref: str, settings: Any = None) -> Path:
     try:
         return resolve_run(ref, rows)
     except RunLookupError as exc:
-        if os.path.lexists(ref) and not exc.candidates:
-            return Path(ref)  # a file, a dangling link: the folder check says what is wrong with it
-        if (started := just_started(ref, settings, exc)) is not None:
-            return started
+        if (found := not_in_the_table(ref, settings, exc)) is not None:
+            return found
         raise
+
+
+def not_in_the_table(ref: str, settings: Any, missing: Any) -> Path | None:
+    """What ``ref`` names that the jobs table does not (``missing``: its lookup's RunLookupError): a file or a
+    dangling link there, as it is (the folder check says what is wrong with it), or a run of this machine just
+    started (:func:`just_started`); None: nothing."""
+    if os.path.lexists(ref) and not missing.candidates:
+        return Path(ref)
+    return just_started(ref, settings, missing)
 
 
 def just_started(ref: str, settings: Any, missing: Exception) -> Path | None:
@@ -282,10 +289,8 @@ def find_run(ref: str, settings: Any, away: str | None = None) -> tuple[Path, st
     try:
         return resolve_run(ref, rows), None
     except RunLookupError as exc:
-        if os.path.lexists(ref) and not exc.candidates:
-            return Path(ref), None  # a file, a dangling link: the folder check says what is wrong with it
-        if (started := just_started(ref, settings, exc)) is not None:
-            return started, None
+        if (found := not_in_the_table(ref, settings, exc)) is not None:
+            return found, None
         raise
 
 
