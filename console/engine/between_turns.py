@@ -79,16 +79,17 @@ class BetweenTurns:
         if hold.tell:
             failpoints.hit("fleet hold")  # claimed the telling, not yet told: a kill here must not leave it untold
         ask_operator(rt.events, op, "fleet_budget", hold.message(), hold.evidence(), notify=hold.tell)
+        need = rt.events.seq  # the need's own (the commit may log more after it)
         s.commit(durable=True)
         if hold.tell:
-            self._tell(fleet, hold)
+            self._tell(fleet, hold, need)
 
-    def _tell(self, fleet: FleetBudget, hold: FleetHold) -> None:
-        """The need of ``hold`` recorded, and so sent by this run's notifier: marked told in the store once its
-        channels took it (console.engine.guardrails.fleet.Telling), at this run's next look; a kill before that
-        leaves the telling to another held run."""
+    def _tell(self, fleet: FleetBudget, hold: FleetHold, need: int) -> None:
+        """The need of ``hold`` (its seq: ``need``) recorded, and so sent by this run's notifier: marked told in the
+        store once its channels took it (console.engine.guardrails.fleet.Telling), at this run's next look; a kill
+        before that leaves the telling to another held run."""
         rt = self.state.rt
-        if rt.fleet_telling.start(hold, rt.events.seq):
+        if rt.fleet_telling.start(hold, need):
             fleet.told(hold, rt.clock.now())
 
     def _told_when_heard(self) -> None:
@@ -127,8 +128,9 @@ class BetweenTurns:
                 # asked again, told this time), so the operator hears of the hold once, not never.
                 rt.events.emit(ev.NeedsOperator, reason="fleet_budget", message=again.message(),
                                evidence=again.evidence(), paused=True)
+                need = rt.events.seq
                 s.commit(durable=True)
-                self._tell(rt.fleet, again)
+                self._tell(rt.fleet, again, need)
             return False
         rt.fleet_hold = None
         why = rt.fleet.lifted(hold, now)

@@ -68,6 +68,10 @@ def test_two_machines_runs_hold_at_the_fleet_budget_are_told_once_and_a_raise_le
     fa, fb = ra.folder(), rb.folder()
     wait_until(lambda: held(fa) and held(fb), WAIT, "both machines' runs held by the fleet budget")
     server.wait_for(1)
+    # Marked told by the run that told it, once its channel took it (a takeover would have moved the claim).
+    wait_until(lambda: sql(pg_url, "SELECT 1 FROM fleet_holds WHERE told_at IS NOT NULL"), WAIT, "the telling marked")
+    [(claimed_by, created_by)] = sql(pg_url, "SELECT claimed_by, created_by FROM fleet_holds")
+    assert claimed_by == created_by
     done = b.cli("budget", "--json")
     assert done.returncode == 0, done.stderr
     [fleet] = json.loads(done.stdout)["scopes"]
