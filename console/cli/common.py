@@ -12,9 +12,12 @@ import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from console.view.jobs import one_line  # the one definition, shared with the jobs table
+
+if TYPE_CHECKING:
+    from console.engine.runs import RunLookupError
 
 
 class UsageError(Exception):
@@ -166,7 +169,7 @@ def run_folder(ref: str, settings: Any = None) -> Path:
         raise
 
 
-def not_in_the_table(ref: str, settings: Any, missing: Any) -> Path | None:
+def not_in_the_table(ref: str, settings: Any, missing: RunLookupError) -> Path | None:
     """What ``ref`` names that the jobs table does not (``missing``: its lookup's RunLookupError): a file or a
     dangling link there, as it is (the folder check says what is wrong with it), or a run of this machine just
     started (:func:`just_started`); None: nothing."""
@@ -175,7 +178,7 @@ def not_in_the_table(ref: str, settings: Any, missing: Any) -> Path | None:
     return just_started(ref, settings, missing)
 
 
-def just_started(ref: str, settings: Any, missing: Exception) -> Path | None:
+def just_started(ref: str, settings: Any, missing: RunLookupError) -> Path | None:
     """The run of this machine ``ref`` names whose row the jobs table has not yet, read from the run folders (their
     sealed launch records): a run prints its id a moment before its store knows it, and `run --headless` then at
     once `logs ID -f` in another shell found no run. None when the table's lookup (``missing``) had candidates, or
@@ -183,7 +186,7 @@ def just_started(ref: str, settings: Any, missing: Exception) -> Path | None:
     from console.cli.local_runs import own_rows
     from console.engine.runs import RunLookupError, resolve_run
 
-    if getattr(missing, "candidates", None):
+    if missing.candidates:
         return None
     try:
         return resolve_run(ref, own_rows(settings))
