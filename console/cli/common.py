@@ -150,11 +150,7 @@ def run_folder(ref: str, settings: Any = None) -> Path:
     if settings is None:
         settings = where_runs_are()
     try:
-        store = settings.open_store()
-        try:
-            rows = store.list(MAX_LIST)
-        finally:
-            store.close()
+        rows = listed_runs(settings)
     except StoreError as exc:
         raise ValueError(f"{ref!r} is not a folder, and the jobs store cannot be read to look it up as a run id or "
                          f"name ({exc}); give the run folder") from None
@@ -167,6 +163,16 @@ def run_folder(ref: str, settings: Any = None) -> Path:
         if (found := not_in_the_table(ref, settings, exc)) is not None:
             return found
         raise
+
+
+def listed_runs(settings: Any) -> list[Any]:
+    """The jobs table's rows a run reference is looked up in (the newest :data:`MAX_LIST`); the store's errors are
+    the caller's to say."""
+    store = settings.open_store()
+    try:
+        return list(store.list(MAX_LIST))
+    finally:
+        store.close()
 
 
 def not_in_the_table(ref: str, settings: Any, missing: RunLookupError) -> Path | None:
@@ -277,11 +283,7 @@ def find_run(ref: str, settings: Any, away: str | None = None) -> tuple[Path, st
     try:
         if away is not None:
             raise StoreError(away)
-        store = settings.open_store()
-        try:
-            rows = store.list(MAX_LIST)
-        finally:
-            store.close()
+        rows = listed_runs(settings)
     except StoreError as exc:
         away = str(exc)
         try:
