@@ -54,7 +54,22 @@ def pytest_configure(config: pytest.Config) -> None:
         watched = hermetic.watch_real_home(os.environ)  # read before the environment is pointed away
         top = hermetic.enter(os.environ)
         config.stash[HERMETIC] = Hermetic(top, watched)
+        compile_once()
     hermetic.watch_network(top)
+
+
+def compile_once() -> None:
+    """The package's and the tests' bytecode, written once by the controller before any worker starts.
+
+    Where PYTHONDONTWRITEBYTECODE is set (as on this project's CI machines), no import writes it: every one of the
+    suite's hundreds of child processes (a runner, `agent-console jobs`, a test server) compiled each module of
+    console/ it imports from its source again: a runner's imports took 0.58 s of CPU against 0.40 s with the
+    bytecode there (a fresh checkout has none; an edited module's is stale). compileall writes it whatever the
+    variable says, only where it is missing or stale (a few seconds once, nothing when it is all there)."""
+    import compileall
+
+    for folder in ("console", "tests"):
+        compileall.compile_dir(REPO / folder, quiet=2)
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook (a run with -p no:xdist has none)

@@ -112,7 +112,10 @@ def test_provider_error_exits_1_without_traceback(make_job, tmp_path) -> None:
 
 def test_no_command_prints_help_and_exits_2(capsys) -> None:
     assert main([]) == 2
-    assert "run" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "run" in out
+    # Without a terminal (pytest's captured streams): why no fleet opened, and commands that work without one.
+    assert "the fleet console opens only on a terminal" in err and "agent-console jobs" in err
 
 
 def test_corrupt_state_and_database_are_named_not_tracebacks(make_job, capsys) -> None:

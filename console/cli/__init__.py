@@ -132,6 +132,9 @@ def _command(argv: list[str] | None) -> int:
         if run is not None:
             return int(run(args))
         parser.print_help()
+        # Where a terminal would have opened the fleet: why it did not, and the commands that work from here.
+        print("agent-console: no command given; the fleet console opens only on a terminal (stdin and stdout); "
+              "from here: agent-console jobs (the runs), agent-console run JOB_FOLDER --headless", file=sys.stderr)
         return EXIT_USAGE
     finally:
         if keep_off:  # what it made is set aside (as the console does at its start): no pass goes over it all now
