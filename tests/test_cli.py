@@ -740,3 +740,7 @@ def test_a_resume_on_another_provider_leaves_a_recorded_script_behind(make_job, 
     # Without --switch-model, nothing changes: the run is refused as before.
     assert main(["run", str(paths.root), "--headless", "--in-place", "--provider", "scripted", "--script",
                  str(script), "--max-turns", "1"]) == 2
+    # One line: each flag that changes the model, with what the run was started with, and the way to do it anyway.
+    assert capsys.readouterr().err.strip() == (
+        "agent-console: resuming this run with --provider scripted (the run was started with openai) makes it "
+        "another model's run: add --switch-model to do so")

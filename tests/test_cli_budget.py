@@ -78,7 +78,10 @@ def test_a_raise_that_is_no_amount_is_refused(capsys, amount: str) -> None:
 def test_no_budget_set_says_so(capsys) -> None:
     config("")
     assert main(["budget"]) == 0
-    assert "no [budgets] is set in the operator's config" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "no [budgets] is set in the operator's config" in out
+    # Where to set one: the config file this command read.
+    assert f"daily_usd = USD under [budgets] in {os.environ['AGENT_CONSOLE_CONFIG']}" in out
 
 
 def test_a_job_toml_cannot_set_the_fleets_budget(tmp_path: Path) -> None:

@@ -206,7 +206,11 @@ def cmd_budget(args: argparse.Namespace) -> int:
                f"--raise USD` or `agent-console budget{job} --resume`" if r["held"] else ""
         say(f"  {scope_words(r['scope'])}: {format_cost(r['spent_usd'])}{limit}{raised}{held}")
     if b.daily_usd is None and not b.jobs:
-        say("no [budgets] is set in the operator's config: nothing holds the fleet")
+        from console.settings import config_path
+
+        # Where it would go: the file this command read (AGENT_CONSOLE_CONFIG, or the default place).
+        say("no [budgets] is set in the operator's config: nothing holds the fleet; to set one: daily_usd = USD "
+            f"under [budgets] in {config_path()}")
     else:
         # A turn without a price has no cost: said here too, not only at such a run's start.
         say("priced turns only: a run whose model has no [prices] is not counted (`agent-console costs` shows "

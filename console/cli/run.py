@@ -118,8 +118,9 @@ def launch_flags(recorded: Launch | None, given: dict[str, Any], switch: bool) -
     if recorded is None:
         return dict(given)
     if (changed := identity_change(recorded, given)) and not switch:
-        raise ValueError(f"this run was started on {recorded.provider} {recorded.model}; resuming it with "
-                         f"{'; '.join(changed)} makes it another model's run: add --switch-model to do so")
+        # Each change names what the run was started with (console.engine.launch.identity_change).
+        raise ValueError(f"resuming this run with {'; '.join(changed)} makes it another model's run: add "
+                         "--switch-model to do so")
     flags = recorded.flags()
     if given.get("provider") not in (None, recorded.provider):
         # Another provider: its own default model and endpoint, unless given too.
