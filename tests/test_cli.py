@@ -265,6 +265,14 @@ BAD_INPUTS = {
                               (job / "instructions.md").mkdir() or ["run", job], "instructions.md is a directory"),
     "instructions-is-a-fifo": (lambda job, tmp: (job / "instructions.md").unlink() or
                                _fifo(job / "instructions.md") or ["run", job], "instructions.md is not a regular"),
+    # A folder handed over with its task linked elsewhere (a secret): the agent could never read it (the sandbox
+    # refuses a link out), so it is refused before any turn, and nothing of the target is read.
+    "instructions-links-out": (lambda job, tmp: (tmp / "secret").write_text("k") and (
+        (job / "instructions.md").unlink() or (job / "instructions.md").symlink_to(tmp / "secret")) or ["run", job],
+                               "instructions.md is a symbolic link to"),
+    "instructions-links-out-in-place": (lambda job, tmp: (tmp / "secret").write_text("k") and (
+        (job / "instructions.md").unlink() or (job / "instructions.md").symlink_to(tmp / "secret")) or
+                                        ["run", "--in-place", job], "outside the job folder"),
     "attach-a-file": (lambda job, tmp: ["attach", job / "instructions.md"], "not a file"),
     "pause-missing": (lambda job, tmp: ["pause", tmp / "missing"], "no such job folder"),
     # job.toml
@@ -322,6 +330,14 @@ def test_every_bad_input_exits_2_with_one_line(make_job, tmp_path, capsys, case:
     assert "Traceback" not in err + out
     runs = Path(os.environ["AGENT_CONSOLE_DATA_DIR"]) / "runs"
     assert not runs.exists() or not any(runs.iterdir())  # a failed start leaves no run folder behind
+
+
+def test_instructions_linked_to_a_file_in_the_folder_run(make_job, capsys) -> None:
+    paths = make_job("quickstart")
+    (paths.root / "task.md").write_text((paths.root / "instructions.md").read_text())
+    (paths.root / "instructions.md").unlink()
+    (paths.root / "instructions.md").symlink_to("task.md")
+    assert main(["run", str(paths.root), "--headless", "--speed", "0"]) == 0, capsys.readouterr()
 
 
 def test_a_fifo_in_the_job_folder_is_named_not_hung(make_job, capsys) -> None:

@@ -202,4 +202,12 @@ def validate_job_folder(root: Path) -> JobPaths:
     if not stat.S_ISREG(mode):
         kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file (a FIFO, socket or device)"
         raise JobError(f"{shown}: instructions.md is {kind}; it must be a Markdown file with the task")
+    if os.path.islink(paths.instructions):
+        # The agent reads the job's files through the sandbox, which refuses a link leading out of the folder: a
+        # folder handed over with instructions.md linked elsewhere (~/.ssh/...) ran every turn without its task.
+        target = os.path.realpath(paths.instructions)
+        if os.path.commonpath([target, str(paths.root)]) != str(paths.root):
+            raise JobError(f"{shown}: instructions.md is a symbolic link to {one_line(target, 0)}, outside the job "
+                           "folder, which the agent may not read; put the task's text in the folder's own "
+                           "instructions.md")
     return paths
