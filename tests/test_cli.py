@@ -219,6 +219,14 @@ def _fifo(path: Path) -> None:
     os.mkfifo(path)
 
 
+def _link_out(job: Path, tmp: Path) -> None:
+    """A folder handed over with its task linked elsewhere (a secret): the agent could never read it (the sandbox
+    refuses a link out), so the run is refused before any turn."""
+    (tmp / "secret").write_text("k")
+    (job / "instructions.md").unlink()
+    (job / "instructions.md").symlink_to(tmp / "secret")
+
+
 BAD_INPUTS = {
     # flags
     "base-url-ipv6": (lambda job, tmp: ["run", job, "--base-url", "http://[::1"], "--base-url 'http://[::1'"),
@@ -265,14 +273,10 @@ BAD_INPUTS = {
                               (job / "instructions.md").mkdir() or ["run", job], "instructions.md is a directory"),
     "instructions-is-a-fifo": (lambda job, tmp: (job / "instructions.md").unlink() or
                                _fifo(job / "instructions.md") or ["run", job], "instructions.md is not a regular"),
-    # A folder handed over with its task linked elsewhere (a secret): the agent could never read it (the sandbox
-    # refuses a link out), so it is refused before any turn, and nothing of the target is read.
-    "instructions-links-out": (lambda job, tmp: (tmp / "secret").write_text("k") and (
-        (job / "instructions.md").unlink() or (job / "instructions.md").symlink_to(tmp / "secret")) or ["run", job],
+    "instructions-links-out": (lambda job, tmp: _link_out(job, tmp) or ["run", job],
                                "instructions.md is a symbolic link to"),
-    "instructions-links-out-in-place": (lambda job, tmp: (tmp / "secret").write_text("k") and (
-        (job / "instructions.md").unlink() or (job / "instructions.md").symlink_to(tmp / "secret")) or
-                                        ["run", "--in-place", job], "outside the job folder"),
+    "instructions-links-out-in-place": (lambda job, tmp: _link_out(job, tmp) or ["run", "--in-place", job],
+                                        "outside the job folder"),
     "attach-a-file": (lambda job, tmp: ["attach", job / "instructions.md"], "not a file"),
     "pause-missing": (lambda job, tmp: ["pause", tmp / "missing"], "no such job folder"),
     # job.toml
