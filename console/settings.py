@@ -33,7 +33,7 @@ from console.engine.job import (
 from console.engine.run_setting_check import check_fields, setting_field
 from console.engine.run_setting_specs import SPECS
 from console.engine.tools.limits import SandboxCaps, WorldError, resolve_world
-from console.engine.tools.mcp_config import McpCaps
+from console.engine.tools.mcp_config import McpCaps, url_allowed, url_problem
 from console.engine.url_secrets import shown_url
 
 # Where the settings file and the data dir are, defined once (console.locations reads them without pydantic).
@@ -402,6 +402,10 @@ class Settings(BaseSettings):
     budgets: BudgetsSettings = Field(default_factory=BudgetsSettings)
     # The run's traces and metrics over OTLP ([telemetry] endpoint, content...; see TelemetrySettings).
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    # Where a job.toml's [model] base_url may point (prefixes, compared parsed: https://llm.example.org/v1); none by
+    # default. A job folder may come from anyone: its base_url would receive the operator's API key. The operator's
+    # own (base_url here, OPENAI_BASE_URL..., --base-url) needs no entry.
+    job_base_urls: list[str] = Field(default_factory=list, max_length=256)
     # The jobs store: unset, the embedded one (jobs.db in the data dir); a postgresql:// URL, a PostgreSQL server
     # that every machine of a team points at (runs, events, commands). A secret: its password is never shown.
     store: SecretStr | None = None
@@ -429,6 +433,14 @@ class Settings(BaseSettings):
     @classmethod
     def _url(cls, value: str | None) -> str | None:
         return None if value is None else validate_base_url(value)
+
+    @field_validator("job_base_urls")
+    @classmethod
+    def _job_urls(cls, value: list[str]) -> list[str]:
+        for i, url in enumerate(value):
+            if why := url_problem(url):
+                raise ValueError(f"entry {i}: {why}")
+        return value
 
     @field_validator("store")
     @classmethod
@@ -532,6 +544,23 @@ def layered_settings(settings: Settings, job: JobConfig) -> dict[str, Any]:
     return out
 
 
+def _check_job_base_url(settings: Settings, job: JobConfig, flags: dict[str, Any], provider: str,
+                        job_toml: str) -> None:
+    """JobError when job.toml's [model] base_url would receive the operator's API key without the operator's word:
+    not their own base URL (the config's, the provider's variable), not under one of ``job_base_urls``, and no
+    --base-url given (which is theirs, and wins). A provider that sends no key (the scripted one) sends nothing."""
+    url = job.model.base_url
+    if url is None or flags.get("base_url") is not None or not registry.PROVIDERS[provider].key_variables:
+        return
+    own = [u for u in (settings.base_url, registry.env_base_url(provider)) if u]
+    if url in own or url_allowed(url, [*own, *settings.job_base_urls]):
+        return
+    shown = shown_url(url)
+    raise JobError(f"{job_toml}: [model] base_url {shown} is not a server the operator's config allows: the run "
+                   f"would send it your {provider} API key. If you trust it, run with --base-url {shown}, or add it "
+                   f"to job_base_urls in {config_path()}")
+
+
 def resolve_run_settings(settings: Settings, job: JobConfig, *, job_toml: str = "job.toml",
                          **flags: Any) -> RunSettings:
     """The run's settings from its layers; ``job_toml``: the job file's path, as its errors name it."""
@@ -558,6 +587,7 @@ def resolve_run_settings(settings: Settings, job: JobConfig, *, job_toml: str = 
                               hide=(str(settings.data_dir), str(config_path().parent)), config=str(config_path()))
     except WorldError as exc:
         raise JobError(f"{job_toml}: {exc}") from None
+    _check_job_base_url(settings, job, flags, provider, job_toml)
     rs = RunSettings(
         provider=provider,
         model=model,

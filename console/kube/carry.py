@@ -80,6 +80,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
     **{f"budgets.{key}": (VARIABLE, "AGENT_CONSOLE_BUDGETS (JSON), when set and the pod shares this machine's store")
        for key in ("daily_usd", "jobs")},
     "kubernetes.ttl_after_finished": (LOCAL, "the submitting machine's: the Job's ttlSecondsAfterFinished"),
+    # Checked where the job is submitted (resolve_run_settings): the URL it allowed reaches the pod as --base-url.
+    "job_base_urls": (LOCAL, "checked by the submitting machine; the pod is given the URL as --base-url"),
     "store": (SECRET, "AGENT_CONSOLE_STORE: in the Secret when the URL holds a password, else a plain variable; "
                       "none: the embedded store on the pod's volume"),
 }
