@@ -70,7 +70,8 @@ class ConfigFileSource(PydanticBaseSettingsSource):
         if text is None:
             if os.environ.get("AGENT_CONSOLE_CONFIG"):
                 # Named on purpose: a typo in the variable must not silently run with no settings at all.
-                raise JobError(f"AGENT_CONSOLE_CONFIG names {one_line(str(self.path), 0)}, which does not exist")
+                raise JobError(f"AGENT_CONSOLE_CONFIG names {one_line(str(self.path), 0)}, which does not exist: "
+                               "create it (an empty file is the defaults) or unset the variable")
             return {}
         data = parse_config_toml(text, self.path, "the settings file")
         shown = f"{one_line(str(self.path), 0)} (the settings file)"

@@ -139,7 +139,9 @@ def test_a_missing_config_file_is_fine_unless_named(config: Path, monkeypatch: p
     assert load_settings().provider == "scripted"
     # Named on purpose and missing: a typo that must not run silently with no settings.
     monkeypatch.setenv("AGENT_CONSOLE_CONFIG", str(tmp_path / "typo.toml"))
-    with pytest.raises(JobError, match=r"AGENT_CONSOLE_CONFIG names .*typo\.toml, which does not exist"):
+    missing = (r"AGENT_CONSOLE_CONFIG names .*typo\.toml, which does not exist: create it \(an empty file is the "
+               r"defaults\) or unset the variable$")
+    with pytest.raises(JobError, match=missing):
         load_settings()
 
 
