@@ -33,7 +33,8 @@ DEFAULT_THEME = "agent-dark"
 # answer to the whole settings, whose error names it: `jobs` stays as strict about a misspelt key as `run`.
 SETTINGS_TABLES: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
     "": "anthropic_api_key auto_restart base_url budgets carryover_turns compact_at context_window data_dir "
-        "file_index hard_threshold idle_timeout keys kubernetes max_job_mb max_restarts max_tokens_param max_turns "
+        "file_index hard_threshold idle_timeout job_base_urls keys kubernetes max_job_mb max_restarts "
+        "max_tokens_param max_turns "
         "max_write_mb mcp model notify openai_api_key prices provider requires_context retry_after_cap "
         "retry_total_wait sandbox_limits serve soft_threshold speed store summary telemetry theme turn_timeout "
         "unreachable_wait",
@@ -161,8 +162,9 @@ def read_locations() -> Locations | None:
     if not (isinstance(keys, dict) and all(isinstance(v, str) for v in keys.values())):
         return None
     env = _variables()
-    # A variable for [keys] is JSON merged into the file's table by pydantic-settings: the settings read that.
-    if not _known_tables(env) or "keys" in env:
+    # A variable for [keys] is JSON merged into the file's table by pydantic-settings, and one for a list
+    # (job_base_urls) JSON the settings check: the settings read those.
+    if not _known_tables(env) or "keys" in env or "job_base_urls" in env:
         return None
     theme = env.get("theme", data.get("theme", DEFAULT_THEME))
     data_dir: object = env.get("data_dir")

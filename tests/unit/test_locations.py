@@ -130,6 +130,9 @@ def test_where_it_answers_it_says_what_the_whole_settings_say(config: Path, monk
     ("", {"AGENT_CONSOLE_PRICES": '{"m": {"outptu": 1}}'}, "outptu"),
     ("", {"AGENT_CONSOLE_MCP": '{"servers": [{"name": "t", "comand": ["x"]}]}'}, "comand"),
     ("", {"AGENT_CONSOLE_SANDBOX_LIMITS": '{"netwrok": true'}, "sandbox_limits"),  # not JSON
+    # A list's variable is JSON to pydantic-settings too (`jobs` listed past one that `run` refused).
+    ("", {"AGENT_CONSOLE_JOB_BASE_URLS": "http://127.0.0.1:8080/v1"}, "job_base_urls"),
+    ("", {"AGENT_CONSOLE_JOB_BASE_URLS": '["ftp://x"]'}, "job_base_urls"),
     ("theme = 5\n", {}, "theme"),
     ("keys = 5\n", {}, "keys"),
     ("[keys]\ncheckpoint = 5\n", {}, "keys.checkpoint"),
