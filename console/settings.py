@@ -557,9 +557,14 @@ def _check_job_base_url(settings: Settings, job: JobConfig, flags: dict[str, Any
     if url in own or url_allowed(url, [*own, *settings.job_base_urls]):
         return
     shown = shown_url(url)
+    # What it would get: the key where one is set (the SDK reads its variable too); else still every request, made
+    # from this machine to an address a job chose (one of its network's own services).
+    keyed = (getattr(settings, f"{provider}_api_key", None) is not None
+             or any(os.environ.get(v) for v in registry.PROVIDERS[provider].key_variables))
+    what = f"your {provider} API key with every request" if keyed else "every request, from this machine"
     raise JobError(f"{job_toml}: [model] base_url {shown} is not a server the operator's config allows: the run "
-                   f"would send it your {provider} API key. If you trust it, run with --base-url {shown}, or add it "
-                   f"to job_base_urls in {config_path()}")
+                   f"would send it {what}. If you trust it, run with --base-url {shown}, or add it to "
+                   f"job_base_urls in {config_path()}")
 
 
 def resolve_run_settings(settings: Settings, job: JobConfig, *, job_toml: str = "job.toml",

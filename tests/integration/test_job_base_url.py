@@ -46,7 +46,7 @@ def test_a_handed_jobs_server_is_refused_and_never_reached(make_job, server, cap
     assert start(job) == 2
     err = capsys.readouterr().err
     [line] = err.splitlines()
-    assert "[model] base_url" in line and "your openai API key" in line and KEY not in line
+    assert "[model] base_url" in line and "your openai API key with every request" in line and KEY not in line
     # The two ways on it names, each of which works (below).
     assert f"--base-url {server.openai_url}" in line and "job_base_urls" in line
     assert os.environ["AGENT_CONSOLE_CONFIG"] in line
@@ -88,6 +88,14 @@ def test_a_server_beside_the_allowed_one_is_refused(make_job, server, capsys, jo
     assert server.requests == []
 
 
+def test_without_a_key_it_is_refused_all_the_same(make_job, server, capsys, monkeypatch) -> None:
+    # Nothing of the operator's to leak, but the requests still leave from this machine to where a job chose.
+    monkeypatch.delenv("OPENAI_API_KEY")
+    assert start(handed_job(make_job, server.openai_url)) == 2
+    assert "would send it every request, from this machine" in capsys.readouterr().err
+    assert server.requests == []
+
+
 def test_a_provider_that_sends_no_key_is_not_asked(make_job, capsys) -> None:
     # The scripted demo model ignores a base URL: nothing is sent anywhere.
     paths = make_job("quickstart")
@@ -96,7 +104,7 @@ def test_a_provider_that_sends_no_key_is_not_asked(make_job, capsys) -> None:
     assert main(["run", str(paths.root), "--headless", "--speed", "0"]) == 0, capsys.readouterr().err
 
 
-def test_an_allowed_url_that_is_no_url_is_refused_by_name(capsys) -> None:
+def test_an_allowed_url_that_is_no_url_is_refused_by_name(make_job, capsys) -> None:
     config('job_base_urls = ["ftp://x"]\n')
-    assert main(["jobs"]) == 2
-    assert "job_base_urls" in capsys.readouterr().err
+    assert main(["run", str(make_job("quickstart").root), "--headless", "--speed", "0"]) == 2
+    assert "key 'job_base_urls'" in capsys.readouterr().err
