@@ -201,3 +201,33 @@ def test_streamed_text_is_made_only_for_a_subscriber_that_takes_it(make_job) -> 
         out = stream_turn(deps, 1, request)
         assert out.text == "Hello"
         assert len([e for e in seen if isinstance(e, ev.TextDelta)]) == made
+
+
+def test_a_feed_with_nothing_to_hand_over_sleeps_until_an_event_comes(monkeypatch) -> None:
+    """Its timer woke it MAX_LAG apart whether or not anything had come: every view of every idle run of a fleet,
+    4 times a second. Now it sleeps while it has nothing; the first event of a batch wakes it, and every event is
+    handed over, in order, within the timer (or at once when the run waits)."""
+    monkeypatch.setattr(feed_module, "MAX_LAG", 0.02)
+    looks: list[int] = []
+    original = DeferredView._hand_over
+
+    def counted(self: DeferredView, timeout: float = -1) -> None:
+        looks.append(len(self._items))
+        original(self, timeout)
+
+    monkeypatch.setattr(DeferredView, "_hand_over", counted)
+    rec = Recorder()
+    view = DeferredView(rec, lambda v, exc: None)
+    try:
+        time.sleep(0.3)  # fifteen of its timers: none of them woke it
+        assert looks == []
+        view(event(1))
+        view(event(2))
+        until(lambda: rec.seen == [1, 2])
+        time.sleep(0.3)
+        assert all(n > 0 for n in looks[:1]) and len(looks) <= 3, looks  # the batch, then asleep again
+        view(event(3))
+        view.wake()  # the run waits: at once
+        until(lambda: rec.seen == [1, 2, 3])
+    finally:
+        view.close()
