@@ -547,9 +547,9 @@ def layered_settings(settings: Settings, job: JobConfig) -> dict[str, Any]:
 
 def _check_job_base_url(settings: Settings, job: JobConfig, flags: dict[str, Any], provider: str,
                         job_toml: str) -> None:
-    """JobError when job.toml's [model] base_url would receive the operator's API key without the operator's word:
-    not their own base URL (the config's, the provider's variable), not under one of ``job_base_urls``, and no
-    --base-url given (which is theirs, and wins). A provider that sends no key (the scripted one) sends nothing."""
+    """JobError when the run would call job.toml's [model] base_url (with the operator's API key, where one is set)
+    without the operator's word: not their own base URL (the config's, the provider's variable), not under one of
+    ``job_base_urls``, and no --base-url given (which is theirs, and wins). The scripted model calls nothing."""
     url = job.model.base_url
     if url is None or flags.get("base_url") is not None or not registry.PROVIDERS[provider].key_variables:
         return
