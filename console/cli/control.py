@@ -266,7 +266,8 @@ def resume_run(paths: Any, args: argparse.Namespace) -> int:
     from console.settings import load_settings
 
     try:  # a folder whose .console/ another operator made is no run of this one's: nothing in it is read
-        verdict = judge(paths, Seal.of(load_settings().data_dir))
+        settings = load_settings()
+        verdict = judge(paths, Seal.of(settings.data_dir))
     except (LaunchError, SealError, JobError, ValueError) as exc:
         raise UsageError(f"resume: {exc}") from None
     if not verdict.usable:
@@ -281,7 +282,7 @@ def resume_run(paths: Any, args: argparse.Namespace) -> int:
     from console.cli.parser import build_parser
     from console.cli.run import cmd_run
 
-    waive_fleet_hold(paths, load_settings())
+    waive_fleet_hold(paths, settings)
     run_args = build_parser().parse_args(["run", "--in-place", str(paths.root)])
     for key, value in vars(args).items():
         if key in vars(run_args) and key not in ("command", "job"):
