@@ -438,7 +438,13 @@ class Settings(BaseSettings):
     @field_validator("job_base_urls")
     @classmethod
     def _job_urls(cls, value: list[str]) -> list[str]:
+        from urllib.parse import urlsplit
+
         for i, url in enumerate(value):
+            # Checked first: url_problem's own line for it speaks of an MCP server's credentials.
+            if "@" in urlsplit(url).netloc:
+                raise ValueError(f"entry {i}: a prefix holds no user or password (a job's base URL is compared with "
+                                 "it by scheme, host, port and path)")
             if why := url_problem(url):
                 raise ValueError(f"entry {i}: {why}")
         return value

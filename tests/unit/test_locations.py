@@ -133,6 +133,7 @@ def test_where_it_answers_it_says_what_the_whole_settings_say(config: Path, monk
     # A list's variable is JSON to pydantic-settings too (`jobs` listed past one that `run` refused).
     ("", {"AGENT_CONSOLE_JOB_BASE_URLS": "http://127.0.0.1:8080/v1"}, "job_base_urls"),
     ("", {"AGENT_CONSOLE_JOB_BASE_URLS": '["ftp://x"]'}, "job_base_urls"),
+    ("", {"AGENT_CONSOLE_JOB_BASE_URLS": '["http://u:p@127.0.0.1/v1"]'}, "a prefix holds no user or password"),
     ("theme = 5\n", {}, "theme"),
     ("keys = 5\n", {}, "keys"),
     ("[keys]\ncheckpoint = 5\n", {}, "keys.checkpoint"),
