@@ -14,8 +14,11 @@ from console.interrupts import interrupted, is_interrupt, take_interrupts  # the
 
 
 def main() -> int:
-    take_interrupts()
     try:
+        # Inside the try: a Ctrl+C that lands while the handler is being put in place is still Python's own
+        # KeyboardInterrupt, raised there (seen beside two busy loops: `run` printed a traceback ending in
+        # take_interrupts), and is this command's interrupt like any later one.
+        take_interrupts()
         from console.cli import main as cli_main
 
         code = cli_main()

@@ -428,6 +428,35 @@ def test_the_first_interrupt_is_the_only_one() -> None:
         signal.signal(signal.SIGINT, previous)
 
 
+@pytest.mark.parametrize("way", ["entry", "cli"])
+def test_a_ctrl_c_while_the_handler_is_put_in_place_ends_the_command_as_interrupted(
+        way: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A Ctrl+C that lands in take_interrupts itself, before interrupt_once is in place, is Python's own
+    KeyboardInterrupt, raised there. Seen in the headless sweep beside two busy loops: `run` printed a traceback
+    ending in take_interrupts (main called it before its try). Both ways in end it as interrupted, silently."""
+    from console import entry, interrupts
+
+    original = signal.signal
+
+    def landing(signum: int, handler: Any) -> Any:
+        if handler is interrupts.interrupt_once:
+            raise KeyboardInterrupt  # Python's default handler, still in place
+        return original(signum, handler)
+
+    before = original(signal.SIGINT, signal.default_int_handler), sys.unraisablehook
+    monkeypatch.setattr(signal, "signal", landing)
+    try:
+        code = entry.main() if way == "entry" else cli.main(["jobs"])
+    except KeyboardInterrupt:
+        pytest.fail("the Ctrl+C left the command: Python printed its traceback")
+    finally:
+        monkeypatch.undo()
+        signal.signal(signal.SIGINT, before[0])
+        sys.unraisablehook = before[1]
+    assert code == 130
+    assert capsys.readouterr() == ("", "")
+
+
 def test_main_in_process_gives_the_callers_handler_back() -> None:
     before = signal.getsignal(signal.SIGINT)
     assert cli.main(["jobs"]) == 0

@@ -64,8 +64,8 @@ def __getattr__(name: str) -> Any:
 def main(argv: list[str] | None = None) -> int:
     # Already in place when the command came through console.entry; `python -m console.cli` comes here first.
     previous = signal.getsignal(signal.SIGINT)
-    take_interrupts()
     try:
+        take_interrupts()  # inside the try: a Ctrl+C while it is put in place is Python's own, raised there
         return _main(argv)
     except BrokenPipeError:
         # The reader went away (`agent-console jobs | head`): nothing more to say, and nothing to say it to.
