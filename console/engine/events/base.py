@@ -39,7 +39,9 @@ def cap_text(text: str, limit: int = EVENT_TEXT_LIMIT) -> tuple[str, Cut | None]
 class EventBase(BaseModel):
     # Read from JSON that any machine sharing the store may have written: no NaN or infinity (a cost of "$inf"),
     # no whole number past MAX_INT. Such a line is no event: it is one bad row, said as one.
-    model_config = ConfigDict(allow_inf_nan=False)
+    # Each event type's validator and serializer are built when the type is first used, not at the import (~60
+    # types; a process uses a few of them, and reads a log through EVENT_ADAPTER, which is built apart).
+    model_config = ConfigDict(allow_inf_nan=False, defer_build=True)
 
     v: BoundedInt = SCHEMA_VERSION
     ts: datetime
