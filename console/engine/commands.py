@@ -29,7 +29,8 @@ MAX_ANSWER_FIELDS = 16  # as many values as a question may have fields (console.
 class CommandModel(BaseModel):
     # Nothing a command does not declare, and no number where a text is expected (the inbox is written by hand
     # sometimes, and by other programs: what it holds is checked, never guessed at).
-    model_config = ConfigDict(extra="forbid", frozen=True, str_max_length=MAX_TEXT)
+    # Validators built at first use (as the events': console.engine.events.base), not at every process's import.
+    model_config = ConfigDict(extra="forbid", frozen=True, str_max_length=MAX_TEXT, defer_build=True)
     kind: str  # each command's own Literal: the union's discriminator
 
     def args(self) -> dict[str, Any]:
@@ -139,7 +140,7 @@ class Answer(CommandModel):
 
 AnyCommand = Annotated[Checkpoint | Rewind | ApproveRestart | DenyRestart | Pause | Resume | Stop | Answer,
                        Field(discriminator="kind")]
-_ADAPTER: TypeAdapter[AnyCommand] = TypeAdapter(AnyCommand)
+_ADAPTER: TypeAdapter[AnyCommand] = TypeAdapter(AnyCommand, config=ConfigDict(defer_build=True))
 # By kind: the spec table's names and the union's kinds are the same set, or nothing imports (a command with a spec
 # and no model, or a model no surface offers, is a bug to see at once).
 MODELS: dict[str, type[CommandModel]] = {m.model_fields["kind"].default: m for m in get_args(get_args(AnyCommand)[0])}

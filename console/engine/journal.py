@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any, Literal, SupportsIndex
 
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from console.engine import failpoints
 from console.engine.atomic import PRIVATE_DIR, PRIVATE_FILE, atomic_write_bytes, fsync_dir
@@ -168,7 +168,8 @@ class CommitOp(BaseModel):
 
 
 JournalOp = Annotated[SessionOp | ResetOp | AppendOp | ReplaceOp | IntentOp | CommitOp, Field(discriminator="op")]
-OP_ADAPTER: TypeAdapter[Any] = TypeAdapter(JournalOp)
+# Built when a journal is first read (a resume, a recovery), not by every process that imports the journal.
+OP_ADAPTER: TypeAdapter[Any] = TypeAdapter(JournalOp, config=ConfigDict(defer_build=True))
 
 
 class Conversation(list[Message]):
