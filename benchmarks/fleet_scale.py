@@ -475,7 +475,7 @@ class StoreWatch(threading.Thread):
             conn.close()
 
 
-def fleet_polls(home: Home, url: str, window: tuple[float, float],
+def fleet_polls(home: Home, url: str, window: list[float],
                 seen: dict[tuple[str, int], float]) -> dict[str, Any]:
     """The fleet model polled once a second until ``window``'s end (monotonic), as the TUI fleet and `serve` poll
     it: the CPU (this thread's) and wall of each poll in the window; when each need was first shown (``seen``:
@@ -564,7 +564,8 @@ def bench_size(n: int, args: argparse.Namespace, url: str) -> dict[str, Any]:
         out["runners_found"] = sum(r.runner is not None for r in runs)
         # The fleet is watched from now on (every need raised from its first poll on is counted); the figures of
         # CPU, memory, events and the fleet's refresh are the window's, after the warm-up.
-        window = (time.monotonic() + args.warmup, time.monotonic() + args.warmup + args.duration)
+        # A list, not a tuple: --warmup-until-need moves it earlier while the poller reads it.
+        window = [time.monotonic() + args.warmup, time.monotonic() + args.warmup + args.duration]
         watch = StoreWatch(home, runs, url)
         read_logs(runs)
         watch.start()
@@ -573,6 +574,12 @@ def bench_size(n: int, args: argparse.Namespace, url: str) -> dict[str, Any]:
         poller.start()
         while time.monotonic() < window[0]:
             read_logs(runs)
+            if args.warmup_until_need and any(r.needs for r in runs):
+                # The window starts now: the need is counted (raised after the fleet's first poll, well before
+                # the window's end) and each view has the window and the grace to show it.
+                window[1] = time.monotonic() + args.duration
+                window[0] = time.monotonic()
+                break
             time.sleep(0.25)
         load_before = os.getloadavg()
         cpu0, model0, t0 = snapshot_cpu(runs), model.cpu_s(), time.monotonic()
@@ -780,6 +787,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--sizes", default="25,50,100", help="numbers of concurrent runs, one fleet each")
     ap.add_argument("--duration", type=float, default=60.0, help="seconds of the steady window")
     ap.add_argument("--warmup", type=float, default=20.0, help="seconds after every run started, before it")
+    ap.add_argument("--warmup-until-need", action="store_true",
+                    help="end the warm-up as soon as a run has asked for its operator (at most --warmup seconds): "
+                         "a tiny fleet's check that a need reaches every view, not a measure")
     ap.add_argument("--grace", type=float, default=5.0, help="seconds a need has to reach every view after it")
     ap.add_argument("--delay", default="2,5", help="the model's answer takes LOW,HIGH seconds")
     ap.add_argument("--tokens-per-chunk", type=int, default=8, help="words of the model's text per streamed chunk")

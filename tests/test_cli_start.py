@@ -220,8 +220,9 @@ def test_attach_and_the_fleet_open_without_the_settings_models(tmp_path) -> None
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_CONSOLE_")}
     env.update(AGENT_CONSOLE_DATA_DIR=str(tmp_path / "data"), AGENT_CONSOLE_CONFIG=str(tmp_path / "config.toml"),
                PYTHONPATH=str(REPO))
+    # --speed 0: the job's own `speed = 1.0` wins over the config's (a paced run of ~5 s for nothing).
     ran = subprocess.run([sys.executable, "-m", "console.cli", "run", str(REPO / "sample_jobs" / "quickstart"),
-                          "--headless"], capture_output=True, text=True, env=env, timeout=300,
+                          "--headless", "--speed", "0"], capture_output=True, text=True, env=env, timeout=300,
                          stdin=subprocess.DEVNULL, cwd=tmp_path)
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr
     [folder] = (tmp_path / "data" / "runs").iterdir()

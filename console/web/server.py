@@ -168,6 +168,7 @@ class WebApp:
         # Keys the ids of the commands a run's page sends (send_typed): an id that depends on what was typed, yet
         # tells nothing of it to whoever reads the run's log (the sessions it serves end with this process too).
         self._command_key = secrets.token_bytes(32)
+        self.closing = False  # serve is stopping: every live page's stream ends
 
     def build(self, console: str | None = None, public_url: str = "") -> web.Application:
         """The application; with ``console`` (the command of the Textual console to serve), the browser console
@@ -191,7 +192,15 @@ class WebApp:
         else:
             app.add_routes([web.get(CONSOLE, self.no_console)])
         app.cleanup_ctx.append(self._polling)
+        app.on_shutdown.append(self._closing)
         return app
+
+    async def _closing(self, app: web.Application) -> None:
+        # Ctrl+C or SIGTERM: aiohttp waits for every request's handler before it stops, and a live page's stream
+        # never ends by itself (serve stayed up as long as a phone kept its page open: 120 s for a page held 120 s).
+        # Each stream is woken, and ends.
+        self.closing = True
+        self.feed.changed.set()
 
     async def _polling(self, app: web.Application) -> AsyncIterator[None]:
         task = asyncio.create_task(self.feed.run(self.poll))
@@ -431,7 +440,8 @@ class WebApp:
         seen, sent, wrote = -1, None, 0.0
         clock = asyncio.get_running_loop().time
         try:
-            while self.auth.session(session.id) is session:  # logged out or expired: the stream ends
+            # Logged out or expired, or serve stopping: the stream ends.
+            while self.auth.session(session.id) is session and not self.closing:
                 if self.feed.version != seen:
                     seen = self.feed.version
                     html = await draw()
@@ -446,6 +456,8 @@ class WebApp:
                 if clock() - wrote >= KEEP_ALIVE_SECONDS:  # a proxy keeps a stream that says something
                     await response.write(b": keep-alive\n\n")
                     wrote = clock()
+                if self.closing:  # looked at with no await before the wait: _closing sets the event waited on
+                    break
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.feed.changed.wait(),
                                            timeout=max(0.1, KEEP_ALIVE_SECONDS - (clock() - wrote)))

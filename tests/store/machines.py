@@ -127,5 +127,15 @@ def sql(url: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
         return cur.fetchall() if cur.description else []
 
 
+def in_store(url: str, query: str, *params: Any) -> bool:
+    """Whether ``query`` finds a row in the store now (one not up, or not made yet, finds none): what a test waits on
+    before it asks `agent-console jobs` once. Polled, each `jobs` is a process of its own (~0.5 s of CPU), back to
+    back: a core taken from the run the test waits for, and from the suite's other tests."""
+    try:
+        return bool(sql(url, query, *params))
+    except psycopg.Error:
+        return False
+
+
 def missing(url: str, folder: Path) -> list[int]:
     return sorted(set(file_seqs(folder)) - set(store_seqs(url, folder)))

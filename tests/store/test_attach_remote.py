@@ -27,7 +27,17 @@ from console.tui.widgets.plan_pane import PlanPane
 from console.tui.widgets.status import StatusLine
 from tests.hostile import ATTACK, SHOWN, raw_controls
 from tests.pg_server import PgServer
-from tests.store.machines import QUICKSTART, Machine, Runner, endless, file_events, sql, store_seqs, wait_until
+from tests.store.machines import (
+    QUICKSTART,
+    Machine,
+    Runner,
+    endless,
+    file_events,
+    in_store,
+    sql,
+    store_seqs,
+    wait_until,
+)
 from tests.tui.conftest import FROZEN_NOW, drive, record_notices, settle, wait_for
 from tests.tui.test_terminal_safety import hostile_log, screen_text, words
 
@@ -256,6 +266,7 @@ def test_wait_gives_a_remote_runs_verdict(pg_url: str, tmp_path: Path) -> None:
     folder = done.folder()
     # The runner prints its folder before its link to the store makes the run's row (console/cli/run.py, then
     # StoreLink.start's ensure_run): wait for the row.
+    wait_until(lambda: in_store(pg_url, "SELECT 1 FROM runs WHERE path = %s", str(folder)), 60, "the run's row")
     rid = wait_until(lambda: next((r["id"] for r in b.jobs() if r["path"] == str(folder)), None), 60,
                      "the run's row in the store")
     finished = b.cli("wait", rid)

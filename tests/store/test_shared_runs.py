@@ -11,7 +11,17 @@ from pathlib import Path
 import pytest
 
 from tests.pg_server import PgServer
-from tests.store.machines import QUICKSTART, Machine, endless, file_seqs, missing, sql, store_seqs, wait_until
+from tests.store.machines import (
+    QUICKSTART,
+    Machine,
+    endless,
+    file_seqs,
+    in_store,
+    missing,
+    sql,
+    store_seqs,
+    wait_until,
+)
 
 
 @pytest.fixture
@@ -50,7 +60,9 @@ def test_commands_from_another_machine_are_applied_once(machines: tuple[Machine,
     # (it did, in CI: the stop came after its end and had no answer).
     runner = a.start(*endless(tmp_path), "--speed", "0.3")
     folder = runner.folder()
-    rid = wait_until(lambda: [r["id"] for r in b.jobs() if r.get("leased")], 60, "the run leased in the store")[0]
+    wait_until(lambda: in_store(pg_url, "SELECT 1 FROM runs WHERE lease_expires > now()"), 60,
+               "the run leased in the store")
+    rid = wait_until(lambda: [r["id"] for r in b.jobs() if r.get("leased")], 60, "the run leased in `jobs`")[0]
     for command in ("pause", "resume", "checkpoint", "stop"):
         done = b.cli(command, rid, "--wait", "60")
         # Each reaches the run and is answered (a checkpoint while the job bootstraps is refused, and says so).
@@ -171,6 +183,7 @@ def test_a_run_started_while_the_store_is_away_catches_up(machines: tuple[Machin
     wait_until(lambda: len(file_seqs(folder)) > 20, 60, "the run going on without its store")
     assert "the store catches up" in runner.out.read_text()
     pg_server.start()
+    wait_until(lambda: in_store(pg_url, "SELECT 1 FROM runs"), 60, "the run in the store once it is back")
     wait_until(lambda: len(b.jobs()) == 1, 60, "the run listed once the store is back")
     assert runner.wait() == 0
     wait_until(lambda: store_seqs(pg_url, folder) == file_seqs(folder), 30,

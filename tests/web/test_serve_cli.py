@@ -67,8 +67,18 @@ def test_serve_prints_its_login_link_and_stops_cleanly(sig: int) -> None:
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(f"http://127.0.0.1:{port}/")
     assert refused.value.code == 401
-    code, err = stop(proc, sig)
-    assert code == 0 and "Traceback" not in err, err
+    # A phone's live page held open as serve is stopped: its stream ends and serve stops (it stayed up as long as
+    # the page did: aiohttp waits for every handler, and a live page's never ended by itself).
+    browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+    assert browser.open(link.group(1), timeout=60).status == 200  # logged in, sent on to the fleet page
+    live = browser.open(f"http://127.0.0.1:{port}/live/fleet", timeout=120)
+    try:
+        assert live.readline() == b"event: list\n"  # its stream is in its loop
+        code, err = stop(proc, sig)
+        assert code == 0 and "Traceback" not in err, err
+        assert live.read().endswith(b"\n\n")  # the stream ended whole (the last event's blank line), not cut
+    finally:
+        live.close()
 
 
 @pytest.mark.parametrize("flags, said", [
