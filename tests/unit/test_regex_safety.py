@@ -200,6 +200,19 @@ def analyse(pattern: Any) -> tuple[list[str], list[str]]:
     return sorted(chars), _prefixes(parsed)
 
 
+class Probe(str):
+    """An adversarial input that knows its half: the same shape with every long run halved. Cutting the text itself
+    in two (the default, for the shapes of one long run) would drop a two-run input's second run whole and keep its
+    first run whole: a pattern quadratic in the first run then took as long on the "half" and was judged linear."""
+
+    half: str
+
+    def __new__(cls, text: str, half: str) -> Probe:
+        probe = super().__new__(cls, text)
+        probe.half = half
+        return probe
+
+
 def adversarial_inputs(pattern: Any) -> Iterator[str]:
     chars, prefixes = analyse(pattern)
     pool = list(dict.fromkeys(BASE_CHARS + chars))
@@ -209,7 +222,7 @@ def adversarial_inputs(pattern: Any) -> Iterator[str]:
             yield b + c * N + b
     for c, d in itertools.combinations(pool, 2):
         yield (c + d) * (N // 2) + "!"
-        yield c * (N // 2) + d * (N // 2) + "!"
+        yield Probe(c * (N // 2) + d * (N // 2) + "!", c * (N // 4) + d * (N // 4) + "!")
     runs = list(dict.fromkeys([" ", "\t", "a", "0", "#", "-", "\n", *chars]))
     for p in prefixes:
         yield p * max(1, N // len(p))
@@ -334,6 +347,18 @@ def test_pattern_is_linear_on_adversarial_input(name: str, sweep: Sweep) -> None
 def scaling(pattern: Any, method: str, text: str, hang: float = HANG_SECONDS) -> tuple[float, float]:
     """The best of three timings on ``text`` and on it with its long run halved (the end that breaks the match
     kept): a linear pattern takes about half the time on the half, a quadratic one a quarter."""
-    half = text[: len(text) // 2] + text[-1:]
+    half = text.half if isinstance(text, Probe) else text[: len(text) // 2] + text[-1:]
     return (min(timed(pattern, method, text, hang) for _ in range(3)),
             min(timed(pattern, method, half, hang) for _ in range(3)))
+
+
+def test_a_two_run_input_is_timed_against_both_runs_halved() -> None:
+    """The half a suspect is timed on has the input's shape: each run halved, the breaker kept (the text cut in two
+    kept the first run whole and dropped the second: a pattern quadratic in the first run looked linear)."""
+    probes = [t for t in adversarial_inputs(re.compile(r"#+-+")) if isinstance(t, Probe)]
+    assert probes
+    for probe in probes:
+        runs = [(c, len(list(g))) for c, g in itertools.groupby(probe)]
+        halves = [(c, len(list(g))) for c, g in itertools.groupby(probe.half)]
+        assert [c for c, _ in halves] == [c for c, _ in runs]  # the same runs, in the same order
+        assert [n for _, n in halves] == [n // 2 if n > 1 else n for _, n in runs]
