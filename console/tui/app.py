@@ -17,6 +17,7 @@ control inbox, or the shared store's command queue). No agent logic lives here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -34,6 +35,7 @@ from textual.theme import Theme
 from console.engine.job_files import JobPaths
 from console.engine.text import safe_text
 from console.outcome import EXIT_OK
+from console.tui import messages
 from console.tui.commands import Controller, InboxController, RecordingController
 from console.tui.fleet_home import FleetHome
 from console.tui.fleet_poll import FLEET_POLL, FleetPoller
@@ -131,6 +133,7 @@ class ConsoleApp(App[int]):
                                   clear_toasts=super().clear_notifications, top_screen=lambda: self.screen,
                                   clock=self.dialog_clock, default_timeout=self.NOTIFICATION_TIMEOUT)
         self._stop_watch = asyncio.Event()
+        self._themes_read_at = 0.0
         self.theme_problems: list[str] = []
         self._gc_thresholds: tuple[int, ...] = ()
         if fleet is None:
@@ -219,7 +222,7 @@ class ConsoleApp(App[int]):
         self.theme_changed_signal.subscribe(self, self._keep_theme)
         self._setup_keymap()
         if self.watch_files:
-            self.watch_themes()
+            self.set_timer(messages.WATCH_AFTER, self.watch_themes, name="theme-watch")
         if self.home is not None:
             self.home.start(self.call_after_refresh, self._fleet_worker)
         self.toasts.started()
@@ -239,6 +242,7 @@ class ConsoleApp(App[int]):
         gc.enable()  # `attach` and the fleet start with it off (console.cli.views.console_start)
 
     def _setup_themes(self) -> None:
+        self._themes_read_at = time.time()  # a theme file changed after this is read again (watch_themes)
         problems: list[str] = []
         for folder in (self.themes_path, user_themes_dir()):
             for theme in load_themes(folder, problems):
@@ -292,12 +296,33 @@ class ConsoleApp(App[int]):
         def only_themes(_change: object, path: str) -> bool:
             return path.endswith(".toml")
 
+        caught_up = False
         try:
+            # yield_on_timeout: an empty set comes after the first quiet spell, when the watcher is certainly up.
             async for changes in awatch(*folders, watch_filter=only_themes, recursive=False, debounce=150,
-                                        step=50, stop_event=self._stop_watch):
-                self.post_message(ThemeFileChanged(sorted({Path(p) for _c, p in changes})))
+                                        step=50, stop_event=self._stop_watch, yield_on_timeout=True,
+                                        rust_timeout=messages.WATCH_QUIET_MS):
+                if not changes and not caught_up:
+                    # The files changed between their first read (on_mount) and the watcher's start.
+                    caught_up = True
+                    changed = await asyncio.to_thread(self._themes_changed_since_read, folders)
+                    if changed:
+                        self.post_message(ThemeFileChanged(changed))
+                if changes:
+                    self.post_message(ThemeFileChanged(sorted({Path(p) for _c, p in changes})))
         except (OSError, RuntimeError) as exc:
             self.notify(f"Not watching theme files: {exc}", severity="warning")
+
+    def _themes_changed_since_read(self, folders: list[Path]) -> list[Path]:
+        out: list[Path] = []
+        for folder in folders:
+            for path in sorted(folder.glob("*.toml")):
+                with contextlib.suppress(OSError):
+                    # A second's margin: a file's time is the kernel's coarse clock, which may lag time.time() a
+                    # little; a file read again for nothing is harmless, one changed and missed is not.
+                    if path.stat().st_mtime >= self._themes_read_at - 1.0:
+                        out.append(path)
+        return out
 
     def on_theme_file_changed(self, message: ThemeFileChanged) -> None:
         for path in message.paths:
