@@ -135,6 +135,7 @@ class ConsoleApp(App[int]):
         self._stop_watch = asyncio.Event()
         self._themes_read_at = 0.0
         self.theme_problems: list[str] = []
+        self._theme_notices = self._setup_themes()
         self._gc_thresholds: tuple[int, ...] = ()
         if fleet is None:
             from console.tui.screens.run import Run
@@ -217,7 +218,8 @@ class ConsoleApp(App[int]):
     # -- start-up ------------------------------------------------------------------------------
     def on_mount(self) -> None:
         self._tune_gc()
-        self._setup_themes()
+        for title, message in self._theme_notices:
+            self.notify(message, title=title, severity="warning", timeout=8)
         self._theme_kept = self.theme
         self.theme_changed_signal.subscribe(self, self._keep_theme)
         self._setup_keymap()
@@ -241,25 +243,27 @@ class ConsoleApp(App[int]):
         gc.freeze()
         gc.enable()  # `attach` and the fleet start with it off (console.cli.views.console_start)
 
-    def _setup_themes(self) -> None:
+    def _setup_themes(self) -> list[tuple[str, str]]:
+        """The theme files registered and the theme chosen; what to tell the operator about them (title, message:
+        said once the app runs). Called from __init__, before the stylesheet is first parsed: a theme set in
+        on_mount (as it was) had Textual parse the whole stylesheet a third time before the first frame (~5 ms of
+        CPU; benchmarks/tui.py --only processes)."""
         self._themes_read_at = time.time()  # a theme file changed after this is read again (watch_themes)
         problems: list[str] = []
         for folder in (self.themes_path, user_themes_dir()):
             for theme in load_themes(folder, problems):
                 self.register_theme(theme)
         self.theme_problems = problems
-        for problem in problems:
-            self.notify(problem, title="Theme file skipped", severity="warning", timeout=8)
+        said = [("Theme file skipped", problem) for problem in problems]
         wanted = self.requested_theme or DEFAULT_THEME
-        if wanted in self.available_themes:
-            self.theme = wanted
-        else:
+        if wanted not in self.available_themes:
             fallback = DEFAULT_THEME if DEFAULT_THEME in self.available_themes else "textual-dark"
             if self.requested_theme:
                 names = ", ".join(sorted(n for n in self.available_themes if not n.startswith("textual")))
-                self.notify(f"Unknown theme '{self.requested_theme}'; using {fallback}. Themes: {names}",
-                            severity="warning", timeout=8)
-            self.theme = fallback
+                said.append(("", f"Unknown theme '{self.requested_theme}'; using {fallback}. Themes: {names}"))
+            wanted = fallback
+        self.theme = wanted
+        return said
 
     def _keep_theme(self, theme: Theme) -> None:
         """A theme picked (the palette's picker): kept for the next start (console.tui.theme_choice)."""
