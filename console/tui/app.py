@@ -37,8 +37,6 @@ from console.engine.text import safe_text
 from console.outcome import EXIT_OK
 from console.tui import messages
 from console.tui.commands import Controller, InboxController, RecordingController
-from console.tui.fleet_home import FleetHome
-from console.tui.fleet_poll import FLEET_POLL, FleetPoller
 from console.tui.keymap import OPERATOR_KEYS, check_keymap
 from console.tui.messages import FleetRows, ThemeFileChanged
 from console.tui.notices import HeldNotices, Notice
@@ -46,16 +44,19 @@ from console.tui.run_screens import RunScreens
 from console.tui.screens.dialog import ARM_DELAY
 from console.tui.theme_choice import save_theme
 from console.tui.themes import DEFAULT_THEME, ThemeError, load_theme_file, load_themes, themes_dir, user_themes_dir
-from console.view.fleet import Fleet
 
 # What is imported here is what every console's first frame needs. A run's screen (its panes, Markdown, the
-# sandbox's words) is imported when the first one is built, the fleet's list when the fleet is shown: the fleet
-# would wait ~70 ms for the one, an attached run ~10 ms for the other, before anything is drawn.
+# sandbox's words) is imported when the first one is built, the fleet's list when the fleet is shown, and its model
+# and poller when the app is built for the fleet: the fleet would wait ~70 ms for the one, an attached run ~15 ms
+# for the others, before anything is drawn.
 if TYPE_CHECKING:
     from console.tui.bridge import EventBridge
+    from console.tui.fleet_home import FleetHome
+    from console.tui.fleet_poll import FleetPoller
     from console.tui.screens.fleet import FleetScreen
     from console.tui.screens.run import Run, RunScreen
     from console.tui.screens.run_intake import EventSource
+    from console.view.fleet import Fleet
     from console.view.state import ConsoleState
 
 
@@ -94,7 +95,7 @@ class ConsoleApp(App[int]):
         soft: float = 0.70,
         hard: float = 0.85,
         fleet: Fleet | None = None,
-        poll_interval: float = FLEET_POLL,
+        poll_interval: float | None = None,
         dialog_delay: float = ARM_DELAY,
         dialog_clock: Callable[[], float] | None = None,
         data_dir: Path | None = None,
@@ -126,8 +127,11 @@ class ConsoleApp(App[int]):
         # The fleet's list and its poller (which runs in a worker once the app is up).
         self.home: FleetHome | None = None
         if fleet is not None:
-            self.home = FleetHome(fleet, self.post_message, poll_interval, show_run=self.show_run,
-                                  run_on_top=self.runs.on_top, rung=rung)
+            from console.tui.fleet_home import FleetHome
+            from console.tui.fleet_poll import FLEET_POLL
+
+            self.home = FleetHome(fleet, self.post_message, FLEET_POLL if poll_interval is None else poll_interval,
+                                  show_run=self.show_run, run_on_top=self.runs.on_top, rung=rung)
         # Every notice of the console: held while a question is up (console.tui.notices).
         self.toasts = HeldNotices(post=self.post_message, later=self.call_later,
                                   clear_toasts=super().clear_notifications, top_screen=lambda: self.screen,

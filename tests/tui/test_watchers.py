@@ -22,8 +22,8 @@ def _watching(app: Any) -> set[str]:
     return {w.group for w in app.workers if w.group in WATCHERS and not w.is_finished}
 
 
-def test_the_watchers_start_after_the_first_frames_and_show_what_changed_before(tmp_path: Path, make_job: Any,
-                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_watchers_start_after_the_first_frames_and_show_what_changed_before(
+        tmp_path: Path, make_job: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(messages, "WATCH_AFTER", 2.0)
     monkeypatch.setattr(messages, "WATCH_QUIET_MS", 300)  # the catch-up read comes after this quiet spell
     themes = tmp_path / "themes"
