@@ -108,11 +108,13 @@ def _command(argv: list[str] | None) -> int:
     gc.disable()
     keep_off = False
     try:
-        from console.cli.parser import build_parser
+        from console.cli.parser import build_parser, console_only
 
-        parser = build_parser()
+        words = sys.argv[1:] if argv is None else list(argv)
+        # attach's and the fleet's grammar alone when one of them is asked for (their start is the console's).
+        parser = build_parser(console_only(words, sys.stdin.isatty() and sys.stdout.isatty()))
         try:
-            args = parser.parse_args(argv)
+            args = parser.parse_args(words)
         except SystemExit as exc:  # --help, --version
             return exc.code if isinstance(exc.code, int) else EXIT_USAGE
         command = args.command

@@ -4,27 +4,49 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console import __version__
 from console.cli.common import RUN_HELP, Parser
-from console.cli.wait import WAIT_HELP
-from console.engine.command_specs import SPECS
-from console.engine.run_setting_specs import FLAGGED, RunSettingSpec
-from console.providers.registry import NAMES as PROVIDER_NAMES
+
+if TYPE_CHECKING:
+    from console.engine.run_setting_specs import RunSettingSpec
+
+# The commands that open the console, whose grammar alone is built when the command line asks for one of them
+# (see console_only): the others' grammar and what it imports (the run settings' and providers' tables, the
+# subcommands' modules) cost ~12 ms of CPU before an attach's or the fleet's first frame.
+CONSOLE_COMMANDS = ("fleet", "attach")
 
 # Any theme the console's palette offers (Textual's own and the theme files); without it, the one last picked there.
 THEME_HELP = ("console theme: any the palette's theme picker offers (agent-dark, agent-light, nord, ...; default: the "
               "one last picked there, else the config's theme)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def console_only(argv: list[str], terminal: bool) -> str | None:
+    """The console command ``argv`` asks for when its grammar alone parses it as the whole grammar would: "attach"
+    or "fleet" (their words, none asking for help), or "" for no command at all on a terminal (the fleet). None:
+    anything else (another command, help, --version, no command where the help is printed)."""
+    if not argv:
+        return "" if terminal else None
+    if argv[0] in CONSOLE_COMMANDS and not any(a in ("-h", "--help") for a in argv):
+        return argv[0]
+    return None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's grammar; ``only`` (from :func:`console_only`): that console command's alone ("": no
+    command's)."""
     p = Parser(
         prog="agent-console",
         description="Run long LLM agent jobs under guardrails, and supervise them.",
     )
     p.add_argument("--version", action="version", version=f"agent-console {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    if only is not None:
+        _console_parsers(sub, only)
+        return p
+    from console.cli.wait import WAIT_HELP
+    from console.engine.command_specs import SPECS
 
     run = sub.add_parser("run", help="run a job (a folder with instructions.md)",
                          description="Copy JOB into a fresh run folder and run it (or run it in place).")
@@ -66,20 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         c.add_argument("--wait", type=float, default=5.0, metavar="SECONDS",
                        help="how long to wait for the run to confirm (default 5; 0 does not wait)")
 
-    fleet = sub.add_parser("fleet", help="the fleet view: every run, live (also: agent-console with no command)",
-                           description="List every run of the jobs store, live: id, job, state, phase, context, "
-                                       "cost, elapsed, last event. A run that needs you is listed first, "
-                                       "highlighted, and rings the bell. enter attaches to the selected run (q "
-                                       "comes back), a approves its restart, d denies it and s stops the run (both "
-                                       "ask first), x forgets a run whose folder is gone (state 'gone'; asks), / "
-                                       "filters, q quits. Runs go on when it closes.")
-    fleet.add_argument("--theme", metavar="NAME", help=THEME_HELP)
-
-    attach = sub.add_parser("attach", help="open the console on a job another process runs (or a finished one)",
-                            description="Follow a job run elsewhere (e.g. run --headless over SSH) in the console. "
-                                        "Keys act through the job's control inbox; closing never stops the run.")
-    attach.add_argument("job", metavar="JOB", help=RUN_HELP)
-    attach.add_argument("--theme", metavar="NAME", help=THEME_HELP)
+    _console_parsers(sub, None)
 
     logs = sub.add_parser("logs", help="print a run's story (the model's text, tool calls and results, phases, "
                                        "guardrails, operator commands, needs-you moments); -f follows a live run",
@@ -137,10 +146,33 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _console_parsers(sub: Any, only: str | None) -> None:
+    """fleet's and attach's grammar (``only``: that one's alone, "" neither)."""
+    if only in (None, "fleet"):
+        fleet = sub.add_parser("fleet", help="the fleet view: every run, live (also: agent-console with no command)",
+                               description="List every run of the jobs store, live: id, job, state, phase, "
+                                           "context, cost, elapsed, last event. A run that needs you is listed "
+                                           "first, highlighted, and rings the bell. enter attaches to the selected "
+                                           "run (q comes back), a approves its restart, d denies it and s stops the "
+                                           "run (both ask first), x forgets a run whose folder is gone (state "
+                                           "'gone'; asks), / filters, q quits. Runs go on when it closes.")
+        fleet.add_argument("--theme", metavar="NAME", help=THEME_HELP)
+
+    if only in (None, "attach"):
+        attach = sub.add_parser("attach", help="open the console on a job another process runs (or a finished one)",
+                                description="Follow a job run elsewhere (e.g. run --headless over SSH) in the "
+                                            "console. Keys act through the job's control inbox; closing never stops "
+                                            "the run.")
+        attach.add_argument("job", metavar="JOB", help=RUN_HELP)
+        attach.add_argument("--theme", metavar="NAME", help=THEME_HELP)
+
+
 def _settings_flags(p: argparse.ArgumentParser) -> None:
     """The flags that set how a run works; recorded with the run, so a resume keeps them (flags given to a
     resume override the record and are told in its launch_settings event). From the run settings' table
     (console.engine.run_setting_specs), in its order; `run` alone takes the run-only ones (:func:`_run_flags`)."""
+    from console.engine.run_setting_specs import FLAGGED
+
     for spec in FLAGGED:
         if spec.flag is not None and not spec.flag.run_only:
             _add_flag(p, spec)
@@ -148,6 +180,8 @@ def _settings_flags(p: argparse.ArgumentParser) -> None:
 
 def _run_flags(p: argparse.ArgumentParser) -> None:
     """The settings flags only `run` takes (--script, --unconfined)."""
+    from console.engine.run_setting_specs import FLAGGED
+
     for spec in FLAGGED:
         if spec.flag is not None and spec.flag.run_only:
             _add_flag(p, spec)
@@ -171,5 +205,7 @@ def _add_flag(p: argparse.ArgumentParser, spec: RunSettingSpec) -> None:
     elif spec.type is not str:
         kwargs["type"] = spec.type
     if spec.name == "provider":  # the registry's names: the engine's table does not know the providers
+        from console.providers.registry import NAMES as PROVIDER_NAMES
+
         kwargs["choices"] = list(PROVIDER_NAMES)
     p.add_argument(flag.option, **{k: v for k, v in kwargs.items() if v is not None})

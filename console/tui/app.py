@@ -17,6 +17,7 @@ control inbox, or the shared store's command queue). No agent logic lives here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -34,9 +35,8 @@ from textual.theme import Theme
 from console.engine.job_files import JobPaths
 from console.engine.text import safe_text
 from console.outcome import EXIT_OK
+from console.tui import messages
 from console.tui.commands import Controller, InboxController, RecordingController
-from console.tui.fleet_home import FleetHome
-from console.tui.fleet_poll import FLEET_POLL, FleetPoller
 from console.tui.keymap import OPERATOR_KEYS, check_keymap
 from console.tui.messages import FleetRows, ThemeFileChanged
 from console.tui.notices import HeldNotices, Notice
@@ -44,16 +44,19 @@ from console.tui.run_screens import RunScreens
 from console.tui.screens.dialog import ARM_DELAY
 from console.tui.theme_choice import save_theme
 from console.tui.themes import DEFAULT_THEME, ThemeError, load_theme_file, load_themes, themes_dir, user_themes_dir
-from console.view.fleet import Fleet
 
 # What is imported here is what every console's first frame needs. A run's screen (its panes, Markdown, the
-# sandbox's words) is imported when the first one is built, the fleet's list when the fleet is shown: the fleet
-# would wait ~70 ms for the one, an attached run ~10 ms for the other, before anything is drawn.
+# sandbox's words) is imported when the first one is built, the fleet's list when the fleet is shown, and its model
+# and poller when the app is built for the fleet: the fleet would wait ~70 ms for the one, an attached run ~15 ms
+# for the others, before anything is drawn.
 if TYPE_CHECKING:
     from console.tui.bridge import EventBridge
+    from console.tui.fleet_home import FleetHome
+    from console.tui.fleet_poll import FleetPoller
     from console.tui.screens.fleet import FleetScreen
     from console.tui.screens.run import Run, RunScreen
     from console.tui.screens.run_intake import EventSource
+    from console.view.fleet import Fleet
     from console.view.state import ConsoleState
 
 
@@ -92,7 +95,7 @@ class ConsoleApp(App[int]):
         soft: float = 0.70,
         hard: float = 0.85,
         fleet: Fleet | None = None,
-        poll_interval: float = FLEET_POLL,
+        poll_interval: float | None = None,
         dialog_delay: float = ARM_DELAY,
         dialog_clock: Callable[[], float] | None = None,
         data_dir: Path | None = None,
@@ -124,14 +127,19 @@ class ConsoleApp(App[int]):
         # The fleet's list and its poller (which runs in a worker once the app is up).
         self.home: FleetHome | None = None
         if fleet is not None:
-            self.home = FleetHome(fleet, self.post_message, poll_interval, show_run=self.show_run,
-                                  run_on_top=self.runs.on_top, rung=rung)
+            from console.tui.fleet_home import FleetHome
+            from console.tui.fleet_poll import FLEET_POLL
+
+            self.home = FleetHome(fleet, self.post_message, FLEET_POLL if poll_interval is None else poll_interval,
+                                  show_run=self.show_run, run_on_top=self.runs.on_top, rung=rung)
         # Every notice of the console: held while a question is up (console.tui.notices).
         self.toasts = HeldNotices(post=self.post_message, later=self.call_later,
                                   clear_toasts=super().clear_notifications, top_screen=lambda: self.screen,
                                   clock=self.dialog_clock, default_timeout=self.NOTIFICATION_TIMEOUT)
         self._stop_watch = asyncio.Event()
+        self._themes_read_at = 0.0
         self.theme_problems: list[str] = []
+        self._theme_notices = self._setup_themes()
         self._gc_thresholds: tuple[int, ...] = ()
         if fleet is None:
             from console.tui.screens.run import Run
@@ -214,12 +222,13 @@ class ConsoleApp(App[int]):
     # -- start-up ------------------------------------------------------------------------------
     def on_mount(self) -> None:
         self._tune_gc()
-        self._setup_themes()
+        for title, message in self._theme_notices:
+            self.notify(message, title=title, severity="warning", timeout=8)
         self._theme_kept = self.theme
         self.theme_changed_signal.subscribe(self, self._keep_theme)
         self._setup_keymap()
         if self.watch_files:
-            self.watch_themes()
+            self.set_timer(messages.WATCH_AFTER, self.watch_themes, name="theme-watch")
         if self.home is not None:
             self.home.start(self.call_after_refresh, self._fleet_worker)
         self.toasts.started()
@@ -238,24 +247,27 @@ class ConsoleApp(App[int]):
         gc.freeze()
         gc.enable()  # `attach` and the fleet start with it off (console.cli.views.console_start)
 
-    def _setup_themes(self) -> None:
+    def _setup_themes(self) -> list[tuple[str, str]]:
+        """The theme files registered and the theme chosen; what to tell the operator about them (title, message:
+        said once the app runs). Called from __init__, before the stylesheet is first parsed: a theme set in
+        on_mount (as it was) had Textual parse the whole stylesheet a third time before the first frame (~5 ms of
+        CPU; benchmarks/tui.py --only processes)."""
+        self._themes_read_at = time.time()  # a theme file changed after this is read again (watch_themes)
         problems: list[str] = []
         for folder in (self.themes_path, user_themes_dir()):
             for theme in load_themes(folder, problems):
                 self.register_theme(theme)
         self.theme_problems = problems
-        for problem in problems:
-            self.notify(problem, title="Theme file skipped", severity="warning", timeout=8)
+        said = [("Theme file skipped", problem) for problem in problems]
         wanted = self.requested_theme or DEFAULT_THEME
-        if wanted in self.available_themes:
-            self.theme = wanted
-        else:
+        if wanted not in self.available_themes:
             fallback = DEFAULT_THEME if DEFAULT_THEME in self.available_themes else "textual-dark"
             if self.requested_theme:
                 names = ", ".join(sorted(n for n in self.available_themes if not n.startswith("textual")))
-                self.notify(f"Unknown theme '{self.requested_theme}'; using {fallback}. Themes: {names}",
-                            severity="warning", timeout=8)
-            self.theme = fallback
+                said.append(("", f"Unknown theme '{self.requested_theme}'; using {fallback}. Themes: {names}"))
+            wanted = fallback
+        self.theme = wanted
+        return said
 
     def _keep_theme(self, theme: Theme) -> None:
         """A theme picked (the palette's picker): kept for the next start (console.tui.theme_choice)."""
@@ -292,12 +304,33 @@ class ConsoleApp(App[int]):
         def only_themes(_change: object, path: str) -> bool:
             return path.endswith(".toml")
 
+        caught_up = False
         try:
+            # yield_on_timeout: an empty set comes after the first quiet spell, when the watcher is certainly up.
             async for changes in awatch(*folders, watch_filter=only_themes, recursive=False, debounce=150,
-                                        step=50, stop_event=self._stop_watch):
-                self.post_message(ThemeFileChanged(sorted({Path(p) for _c, p in changes})))
+                                        step=50, stop_event=self._stop_watch, yield_on_timeout=True,
+                                        rust_timeout=messages.WATCH_QUIET_MS):
+                if not changes and not caught_up:
+                    # The files changed between their first read (on_mount) and the watcher's start.
+                    caught_up = True
+                    changed = await asyncio.to_thread(self._themes_changed_since_read, folders)
+                    if changed:
+                        self.post_message(ThemeFileChanged(changed))
+                if changes:
+                    self.post_message(ThemeFileChanged(sorted({Path(p) for _c, p in changes})))
         except (OSError, RuntimeError) as exc:
             self.notify(f"Not watching theme files: {exc}", severity="warning")
+
+    def _themes_changed_since_read(self, folders: list[Path]) -> list[Path]:
+        out: list[Path] = []
+        for folder in folders:
+            for path in sorted(folder.glob("*.toml")):
+                with contextlib.suppress(OSError):
+                    # A second's margin: a file's time is the kernel's coarse clock, which may lag time.time() a
+                    # little; a file read again for nothing is harmless, one changed and missed is not.
+                    if path.stat().st_mtime >= self._themes_read_at - 1.0:
+                        out.append(path)
+        return out
 
     def on_theme_file_changed(self, message: ThemeFileChanged) -> None:
         for path in message.paths:

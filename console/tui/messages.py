@@ -13,8 +13,18 @@ class EventsReady(Message):
     """Engine events are queued in the bridge (posted from the engine thread)."""
 
 
+# The theme and plan files are watched from this many seconds after the console's start (the app's mount, a run's
+# panes), not from its first moment: watchfiles imports anyio, whose start (it reads its own source) and asyncio
+# backend cost ~30 ms of CPU that an attach or the fleet would otherwise spend before its first frame
+# (benchmarks/tui.py --only processes). Each watcher reads its files once more when it is up: a change made in
+# between is shown too, once the watcher's first quiet WATCH_QUIET_MS have passed (the watcher is certainly up then).
+# Read at the time of use (tests shorten them).
+WATCH_AFTER = 2.0
+WATCH_QUIET_MS = 5_000  # watchfiles' own default for awatch
+
+
 class PlanFileChanged(Message):
-    """main_plan.md changed on disk (the watcher saw it)."""
+    """main_plan.md changed on disk (the watcher saw it, or it is up and the file is to be read once more)."""
 
 
 class ThemeFileChanged(Message):

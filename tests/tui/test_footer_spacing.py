@@ -54,3 +54,33 @@ def test_the_footer_keeps_its_spaces_at_80_columns_while_a_restart_waits(make_jo
         await wait_for(pilot, lambda: isinstance(app.screen, GuardrailsScreen), what="the guardrails")
 
     drive(app, body, size=(80, 24))
+
+
+def test_the_footer_keys_are_styled_once_mounted_not_one_by_one_before(make_job, monkeypatch):
+    """Each key's classes (its action's, "-compact") are given before it is mounted, without restyling it: a
+    restyle per class and per key cost an attach ~15 ms of CPU before its first frame (issue 37). What they
+    show is the same (the snapshot tests): every key has its classes once mounted."""
+    from textual.dom import DOMNode
+
+    from console.tui.widgets.footer import action_class
+
+    restyled_unmounted: list[str] = []
+    real = DOMNode.update_node_styles
+
+    def counting(self, animate=True):  # type: ignore[no-untyped-def]
+        if isinstance(self, FooterKey) and not self.is_mounted:
+            restyled_unmounted.append(self.action)
+        return real(self, animate)
+
+    monkeypatch.setattr(DOMNode, "update_node_styles", counting)
+    app, _rec = recorded_app(make_job, Clock())
+
+    async def body(pilot):
+        await started(pilot, app, Seq())
+        await pilot.pause()
+        keys = list(app.screen.query(FooterKey))
+        assert keys and all(k.has_class("-compact") for k in keys)
+        assert all(k.has_class(action_class(k.action)) for k in keys if action_class(k.action))
+
+    drive(app, body)
+    assert restyled_unmounted == []

@@ -136,3 +136,28 @@ def test_the_theme_picked_in_the_palette_is_kept_for_the_next_start(tmp_path, ma
     (data / CHOICE_FILE).write_text('{"theme": 5}', encoding="utf-8")  # not ours: as none
     assert chosen_theme(None, settings) == "agent-light"
     assert not [p for p in data.iterdir() if p.name != CHOICE_FILE]  # no temp file left
+
+
+def test_the_console_stylesheet_is_parsed_twice_not_three_times_before_the_first_frame(tmp_path, make_job,
+                                                                                       monkeypatch):
+    """The theme is chosen when the app is built: chosen on mount, its change had Textual parse the whole
+    stylesheet (app.tcss, ~5 ms of CPU) a third time before the first frame (issue 37: the console's own cost)."""
+    from textual.css import stylesheet
+
+    parsed: list[str] = []
+    real = stylesheet.parse
+
+    def counting(scope, css, read_from, *args, **kwargs):
+        if str(read_from[0]).endswith("app.tcss"):
+            parsed.append(str(read_from[0]))
+        return real(scope, css, read_from, *args, **kwargs)
+
+    monkeypatch.setattr(stylesheet, "parse", counting)  # what a Stylesheet calls when its cache misses
+    app, _ = _app(tmp_path, make_job, theme="agent-light")
+
+    async def body(pilot):
+        await pilot.pause()
+        assert app.theme == "agent-light" and "-light-mode" in app.classes and "-theme-agent-light" in app.classes
+
+    drive(app, body)
+    assert 1 <= len(parsed) <= 2, parsed

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Input, TextArea
+from textual.widgets import Input
 
 from console.tui.screens.approval import NOTICE_TITLE, RestartApprovalScreen
 from console.tui.screens.dialog import Dialog
@@ -83,6 +83,9 @@ class RestartPrompt:
             return
         if pending.seq == self.seq or (ctx.controller.attached and ctx.controller.runner_pid() is None):
             return
+        # Imported here, when a restart waits: Textual's TextArea costs ~6 ms of CPU before an attach's first frame.
+        from textual.widgets import TextArea
+
         if isinstance(app.screen, Dialog) or isinstance(app.focused, (Input, TextArea)):
             # Another question is open (the rewind box being typed into, stop?): the approval must not take its
             # keys or its focus. It waits for that one to be answered (see ask), and says so once: on the open

@@ -37,6 +37,7 @@ from console.engine import events as ev
 from console.engine.command_specs import SPECS
 from console.engine.job_files import JobPaths
 from console.outcome import EXIT_OK, EXIT_USAGE
+from console.tui import messages
 from console.tui.bridge import EventBridge
 from console.tui.commands import Controller, RecordingController
 from console.tui.follow import Cancellable
@@ -258,7 +259,9 @@ class RunScreen(Screen[Any]):
         if plan_text is not None:  # a run of another machine: its plan file is there, not here
             self.query_one(PlanPane).source = plan_text
         elif self.watch_files:
-            self.query_one(PlanPane).follow_plan()
+            # After the first frames (console.tui.messages.WATCH_AFTER); the pane reads the file again once it
+            # watches it (PlanPane.follow_plan).
+            self.set_timer(messages.WATCH_AFTER, self.query_one(PlanPane).follow_plan, name="plan-watch")
         self.run_worker(self.query_one(PlanPane).reload(), group="plan-reload")
         self.set_interval(1.0, self._tick)
 

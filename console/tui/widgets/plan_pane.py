@@ -35,6 +35,7 @@ from textual.content import Content
 from textual.widgets import Markdown, Static
 from textual.widgets.markdown import MarkdownBlock
 
+from console.tui import messages
 from console.tui.messages import PlanFileChanged
 from console.tui.widgets import markdown_lite
 from console.tui.widgets.markdown_lite import make_parser
@@ -184,10 +185,17 @@ class PlanPane(VerticalScroll):
         def only_plan(_change: object, path: str) -> bool:
             return Path(path).name == name
 
+        caught_up = False
         try:
-            async for _changes in awatch(folder, watch_filter=only_plan, recursive=False, debounce=150, step=50,
-                                         stop_event=self._stop):
-                self.post_message(PlanFileChanged())
+            # yield_on_timeout: an empty set comes after the first quiet spell, when the watcher is certainly up; the
+            # file is read once more then, for a change made between the pane's first read and the watcher's start
+            # (the run's screen starts it after its first frames: console.tui.messages.WATCH_AFTER).
+            async for changes in awatch(folder, watch_filter=only_plan, recursive=False, debounce=150, step=50,
+                                        stop_event=self._stop, yield_on_timeout=True,
+                                        rust_timeout=messages.WATCH_QUIET_MS):
+                if changes or not caught_up:
+                    caught_up = True
+                    self.post_message(PlanFileChanged())
         except (OSError, RuntimeError) as exc:
             self.notify(f"Not watching main_plan.md: {exc}", severity="warning")
 
