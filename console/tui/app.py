@@ -40,6 +40,7 @@ from console.tui.commands import Controller, InboxController, RecordingControlle
 from console.tui.keymap import OPERATOR_KEYS, check_keymap
 from console.tui.messages import FleetRows, ThemeFileChanged
 from console.tui.notices import HeldNotices, Notice
+from console.tui.pacing import one_shot
 from console.tui.run_screens import RunScreens
 from console.tui.screens.dialog import ARM_DELAY
 from console.tui.theme_choice import save_theme
@@ -228,7 +229,7 @@ class ConsoleApp(App[int]):
         self.theme_changed_signal.subscribe(self, self._keep_theme)
         self._setup_keymap()
         if self.watch_files:
-            self.set_timer(messages.WATCH_AFTER, self.watch_themes, name="theme-watch")
+            one_shot(self, messages.WATCH_AFTER, self.watch_themes, name="theme-watch")  # late rather than never
         if self.home is not None:
             self.home.start(self.call_after_refresh, self._fleet_worker)
         self.toasts.started()

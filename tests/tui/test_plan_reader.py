@@ -71,7 +71,7 @@ class PlanApp(App[None]):
         yield PlanPane(self.plan, id="plan")
 
     def on_mount(self) -> None:
-        self.run_worker(self.query_one(PlanPane).reload(), group="plan-reload")  # as the console does at start
+        self.query_one(PlanPane).reload_soon()  # as the console does at start
 
 
 @contextlib.contextmanager

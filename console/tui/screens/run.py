@@ -261,8 +261,8 @@ class RunScreen(Screen[Any]):
         elif self.watch_files:
             # After the first frames (console.tui.messages.WATCH_AFTER); the pane reads the file again once it
             # watches it (PlanPane.follow_plan).
-            self.set_timer(messages.WATCH_AFTER, self.query_one(PlanPane).follow_plan, name="plan-watch")
-        self.run_worker(self.query_one(PlanPane).reload(), group="plan-reload")
+            one_shot(self, messages.WATCH_AFTER, self.query_one(PlanPane).follow_plan, name="plan-watch")
+        self.query_one(PlanPane).reload_soon()
         self.set_interval(1.0, self._tick)
 
     def _tick(self) -> None:
@@ -361,7 +361,7 @@ class RunScreen(Screen[Any]):
         if changed & {GUARDS, FEEDBACK} and self.guardrails_view is not None:
             self.guardrails_view.update_view()
         if PLAN in changed:
-            self.run_worker(self.query_one(PlanPane).reload(), group="plan-reload", exclusive=True)
+            self.query_one(PlanPane).reload_soon()
         if RESTART in changed or STATUS in changed:
             self.prompt.sync()
 

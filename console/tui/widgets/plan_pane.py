@@ -117,6 +117,13 @@ class PlanPane(VerticalScroll):
         """What the pane shows now (blocking: call it on a thread, as :meth:`reload` does)."""
         return self.source() if self.source is not None else read_plan(self.path)
 
+    @work(group="plan-reload", exclusive=True)
+    async def reload_soon(self) -> None:
+        """:meth:`reload` on a worker; a newer one cancels it. The worker is handed the method, not a coroutine
+        made before it starts: a reload cancelled before it started left its coroutine never awaited (a
+        RuntimeWarning at the app's end)."""
+        await self.reload()
+
     async def reload(self) -> None:
         # On a thread: a read never waits on the file (the sandbox sees to that), but a slow disk must not stall keys.
         text = await asyncio.to_thread(self.read)
@@ -173,7 +180,7 @@ class PlanPane(VerticalScroll):
 
     def on_plan_file_changed(self, message: PlanFileChanged) -> None:
         message.stop()
-        self.run_worker(self.reload(), group="plan-reload", exclusive=True)
+        self.reload_soon()
 
     @work(group="plan-watch", exclusive=True)
     async def follow_plan(self) -> None:
