@@ -307,9 +307,21 @@ def write(v: View, task: str) -> Decision:
     if instructions is None:
         return Decision("Re-reading the instructions to see what this file needs.",
                         [Call("read_file", {"path": "instructions.md", "max_lines": 400})])
-    path = write_target(task, inputs_from(instructions))
+    inputs = inputs_from(instructions)
+    path = write_target(task, inputs)
     if path is None:
-        return skip(task, "it names no file to write that is not one of the job's inputs")
+        # Said as the script saw it: a file the task names on a line of the instructions that also says "read"
+        # (or "given", "listed"...) is taken for an input, which a fixed script never overwrites.
+        named = paths_in(task)
+        taken = [p for p in named if p in inputs]
+        if taken:
+            why = (f"a fixed script takes {', '.join(taken[:3])} for one of the job's inputs (the instructions name "
+                   "it on a line that says read, given or listed) and writes no input")
+        elif named:
+            why = f"it names only files a fixed script never writes as a deliverable ({', '.join(named[:3])})"
+        else:
+            why = "it names no file to write"
+        return skip(task, why)
     if any(d.name in ("write_file", "edit_file") and d.args.get("path") == path and d.ok for d in v.done):
         # A file that existed, updated in an earlier turn of this task (a new file completes at once).
         return complete(f"{path} is written.", Call("add_accomplishment", {"text": f"Wrote {path}"}))

@@ -230,3 +230,25 @@ def test_checklist_notes_give_their_action_items(make_job, run_job) -> None:
     assert "- [ ] Chen: send the draft to legal\n- [ ] Dana to book the review room\n" in text
     assert "Eve" not in text and "no action" not in text
     assert result.ended == "completed" and result.outcome is not None and result.outcome.confidence == 0.85
+
+
+FRUIT = """# Inventory the fruit
+
+Read the list below and write `fruit.md` with one line per fruit, sorted.
+
+- pear
+- apple
+- fig
+"""
+
+
+def test_a_file_it_takes_for_an_input_is_named_as_such_not_said_to_be_missing(make_job, run_job) -> None:
+    """"write `fruit.md`" on a line that says "Read": the script takes fruit.md for an input and writes no input.
+    Its note said "it names no file to write that is not one of the job's inputs", as if the task named none."""
+    paths = make_job(instructions=FRUIT)
+    _, result = run_job(paths)
+    assert result.outcome.gave_up
+    said = f"{result.outcome.summary} {result.outcome.notes}"
+    assert "a fixed script takes fruit.md for one of the job's inputs" in said
+    assert "names no file to write" not in said
+    assert not (paths.root / "fruit.md").exists()  # nothing pretends to be the inventory
