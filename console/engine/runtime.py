@@ -292,20 +292,8 @@ class Runtime:
         self._projected_at = self.clock.monotonic()
 
     def _projection(self, comp: str) -> bytes | None:
-        if comp == "guardrails" and (recorded := self._guardrails_recorded()) is not None:
-            return recorded
         value = self.component(comp)
         return None if value is None else projection_bytes(comp, value)
-
-    def _guardrails_recorded(self) -> bytes | None:
-        """guardrails.json as the journal last recorded the guardrails' parts (their JSON, kept to see which part
-        a step changed: _step_state), None until every part was recorded. The feedback's record of the recent calls
-        changes at every call: serialised again with an indent, a few KB at every turn, it cost ~40 us of a turn's
-        ~1 ms (benchmarks/turn_cost.py). The file is compact JSON then, read back as the journal's state is."""
-        recorded = self._guards_recorded
-        if len(recorded) != len(GUARDRAIL_PARTS):
-            return None
-        return b"{" + b",".join([b'"' + name.encode() + b'":' + recorded[name] for name in GUARDRAIL_PARTS]) + b"}"
 
     def settle(self) -> None:
         """Wait until experiences.md, if written in the background, is written (before a tool may read it; the

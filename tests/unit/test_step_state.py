@@ -78,35 +78,3 @@ def test_the_guardrails_parts_are_the_states_fields_in_order(tmp_path: Path) -> 
     assert tuple(GuardrailState.model_fields) == GUARDRAIL_PARTS == tuple(GuardrailParts.model_fields)
     whole = rt.guardrails.snapshot()
     assert rt.guardrails.parts() == tuple(getattr(whole, name) for name in GUARDRAIL_PARTS)
-
-
-def test_guardrails_json_is_the_journals_parts_and_reads_back_as_the_state(tmp_path: Path) -> None:
-    """guardrails.json is made from the parts' JSON the journal recorded (not serialised again at every turn): it
-    must read back, as the state files are read at a resume, as the guardrails' state itself, step after step."""
-    from console.engine.state import load_projections
-
-    rt = runtime(tmp_path, HEAVY)
-    g = rt.guardrails
-
-    def live() -> GuardrailState:
-        return GuardrailState.model_validate_json(g.snapshot().model_dump_json())
-
-    assert rt._guardrails_recorded() is None  # nothing recorded yet: the state's own dump
-    made = rt._projection("guardrails")
-    assert made is not None and GuardrailState.model_validate_json(made) == live()
-    for turn in range(1, 30):
-        g.feedback.record_call(ToolCallSummary.of("noop", json.dumps({"n": turn}), turn % 4 != 0,
-                                                  "é \"q\" \\ \u2028" if turn % 3 else "", turn))
-        g.add_tokens(777 * turn)
-        if turn % 5 == 0:
-            g.completion_blocks += 1
-            g.escalation.nudged(f"idle {turn}")
-        if turn % 7 == 0:
-            g.gate.on_result("read_file", {"path": f"notes/{turn}.md"}, True, rt.guards.world)
-        check(rt, {"guardrails"})  # the step recorded, as a commit does
-        made = rt._projection("guardrails")
-        assert made is not None and made == rt._guardrails_recorded()
-        assert GuardrailState.model_validate_json(made) == live()
-    (rt.paths.state / "guardrails.json").write_bytes(made)
-    found, problems = load_projections(rt.paths, rt.clock.now())
-    assert problems == [] and found.guardrails == live()
