@@ -58,16 +58,30 @@ BATCH = 512
 SCHEDULE_MS = 1000
 METRIC_INTERVAL_MS = 15_000  # unless OTEL_METRIC_EXPORT_INTERVAL says otherwise
 SDK_LOGGER = "opentelemetry"
+# The process's end waits for the last exports at most plan.export_timeout, less once the collector has shown what it
+# is: FAILED_WAIT after a failure or a slow export (an export in flight for SLOW seconds: a collector that accepts and
+# never answers), REFUSED_WAIT once it refuses connections (the SDK would only wait out its back-off and fail again).
+FAILED_WAIT = 1.0
+SLOW = 1.0
+REFUSED_WAIT = 0.1
+REFUSED = "connection refused"
+END_STEP = 0.02  # how often the end's wait looks again at what the collector has shown
 
 
 class Failures:
     """What did not get through, counted; the first failure said once (``say``), its reason from the SDK's log."""
 
-    def __init__(self, say: Callable[[str], None], shown: str, url_secret: str | None) -> None:
+    def __init__(self, say: Callable[[str], None], shown: str, url_secret: str | None,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self._say = say
         self.shown = shown
         self._url = url_secret
+        self._monotonic = monotonic
         self._lock = threading.Lock()
+        self._in_flight: dict[int, float] = {}  # the exports being sent: when each began
+        self._next = 0
+        self._refused_at: float | None = None  # the SDK's latest word of a refused connection, unless one went since
+        self._ok_at: float | None = None
         self.spans_sent = 0
         self.spans_failed = 0
         self.metric_exports = 0
@@ -75,6 +89,31 @@ class Failures:
         self.said = False
         self.reason = ""
         self.closing = False  # the run has ended: its last exports are being sent (a failure then is its end's)
+
+    def sending(self) -> int:
+        """An export begins (on the SDK's thread): a token for :meth:`sent`."""
+        with self._lock:
+            self._next += 1
+            self._in_flight[self._next] = self._monotonic()
+            return self._next
+
+    def sent(self, token: int, ok: bool) -> None:
+        with self._lock:
+            self._in_flight.pop(token, None)
+            if ok:
+                self._ok_at = self._monotonic()
+
+    def end_wait(self, most: float) -> float:
+        """How long the process's end waits for its last exports (at most ``most``, the export timeout), from what
+        the collector has shown so far: see FAILED_WAIT."""
+        with self._lock:
+            oldest = min(self._in_flight.values(), default=None)
+            refused = self._refused_at is not None and (self._ok_at is None or self._ok_at < self._refused_at)
+        if refused:  # and no export has got through since
+            return min(REFUSED_WAIT, most)
+        if self.said or self.reason or (oldest is not None and self._monotonic() - oldest >= SLOW):
+            return min(FAILED_WAIT, most)
+        return most
 
     def reason_from(self, record: logging.LogRecord) -> None:
         if record.levelno >= logging.WARNING:
@@ -85,6 +124,9 @@ class Failures:
             if self.reason and "due to timeout, max retries or shutdown" in text:
                 return  # the SDK's last word on a batch: the cause it said before is the one worth saying
             self.reason = _cause(text) or safe_text(scrub_url(text, self._url), one_line=True, join=True, limit=160)
+            if self.reason == REFUSED:
+                with self._lock:
+                    self._refused_at = self._monotonic()
 
     def failed(self, what: str) -> None:
         with self._lock:
@@ -134,10 +176,14 @@ class CountedSpans(SpanExporter):
         self.failures = failures
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        token = self.failures.sending()
+        result = SpanExportResult.FAILURE
         try:
             result = self.inner.export(spans)
         except Exception:  # an exporter's defect is a failed export, never the run's
             result = SpanExportResult.FAILURE
+        finally:
+            self.failures.sent(token, result is SpanExportResult.SUCCESS)
         if result is SpanExportResult.SUCCESS:
             self.failures.spans_sent += len(spans)
         else:
@@ -162,10 +208,14 @@ class CountedMetrics(MetricExporter):
         self.failures = failures
 
     def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
+        token = self.failures.sending()
+        result = MetricExportResult.FAILURE
         try:
             result = self.inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
         except Exception:
             result = MetricExportResult.FAILURE
+        finally:
+            self.failures.sent(token, result is MetricExportResult.SUCCESS)
         self.failures.metric_exports += 1
         if result is not MetricExportResult.SUCCESS:
             self.failures.metric_failed += 1
@@ -317,17 +367,20 @@ class Telemetry:
         with self._lock, contextlib.suppress(Exception):  # a fold that broke: its spans are what they are
             self.fold.end_run(None)
         self.failures.closing = True
-        # A collector that already failed this run is not waited on for long: its last export would fail as well.
-        wait = min(1.0, self.plan.export_timeout) if self.failures.said else self.plan.export_timeout
-        deadline = time.monotonic() + wait
         threads = [threading.Thread(target=self._shutdown, args=(fn,), daemon=True, name=f"otel-{name}")
                    for name, fn in (("traces", self.tracer_provider.shutdown),
                                     ("metrics", lambda: self.meter_provider.shutdown(
                                         timeout_millis=self.plan.export_timeout * 1000)))]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join(max(0.0, deadline - time.monotonic()))
+        # Waited in steps: what the collector shows meanwhile (a refused connection, an export stuck) shortens it.
+        # Real time, not the run's clock: what is waited on are the SDK's threads and the collector.
+        began = time.monotonic()
+        while any(t.is_alive() for t in threads):
+            left = began + self.failures.end_wait(self.plan.export_timeout) - time.monotonic()
+            if left <= 0:
+                break
+            next(t for t in threads if t.is_alive()).join(min(END_STEP, left))
         f = self.failures
         ended = self.ended.count
         lost = max(0, ended - f.spans_sent)
@@ -337,7 +390,7 @@ class Telemetry:
             if f.metric_failed:
                 parts.append(f"{f.metric_failed} of {f.metric_exports} metric exports")
             if metrics_stuck:
-                parts.append("the last metrics (no answer in time)")
+                parts.append(f"the last metrics ({f.reason or 'no answer in time'})")
             self.say(f"telemetry: {' and '.join(parts)} did not reach the collector at {f.shown}")
 
     @staticmethod

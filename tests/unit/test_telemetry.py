@@ -285,3 +285,45 @@ def test_an_mcp_servers_sampling_is_counted_as_spend_and_is_no_chat_of_the_turns
     totals = {m.name: sum(p.value for p in m.data.data_points) for rm in data.resource_metrics
               for sm in rm.scope_metrics for m in sm.metrics if hasattr(m.data.data_points[0], "value")}
     assert totals["agent_console.cost"] == 0.75
+
+
+def test_the_runs_end_waits_less_once_the_collector_has_shown_it_is_dead_or_stuck() -> None:
+    """Found by a new operator's trial: with the collector's port closed, a 2 s run ended 3 s later (the end waited
+    the whole export timeout while the SDK backed off between refused connections); with a collector that accepts
+    and never answers, 5 s later. What the collector has shown by then shortens the wait."""
+    import logging
+
+    from console.telemetry.export import FAILED_WAIT, REFUSED_WAIT, SLOW, Failures
+
+    now = [100.0]
+    said: list[str] = []
+
+    def fresh() -> Failures:
+        return Failures(said.append, "http://127.0.0.1:4318", None, monotonic=lambda: now[0])
+
+    healthy = fresh()
+    token = healthy.sending()
+    assert healthy.end_wait(5.0) == 5.0  # an export under way, nothing known against the collector: the whole bound
+    healthy.sent(token, ok=True)
+    assert healthy.end_wait(5.0) == 5.0
+
+    stuck = fresh()
+    stuck.sending()
+    now[0] += SLOW - 0.01
+    assert stuck.end_wait(5.0) == 5.0
+    now[0] += 0.02  # an export in flight for SLOW seconds: a collector that accepts and never answers
+    assert stuck.end_wait(5.0) == FAILED_WAIT
+    assert stuck.end_wait(0.5) == 0.5  # never more than the operator's export_timeout
+
+    failed = fresh()
+    failed.failed("3 spans")
+    assert failed.end_wait(5.0) == FAILED_WAIT
+
+    refused = fresh()
+    refused.reason_from(logging.LogRecord("opentelemetry", logging.WARNING, "", 0, "Transient error %s", (
+        "HTTPConnectionPool(host='127.0.0.1', port=4318): Max retries exceeded (Caused by NewConnectionError("
+        "'Failed to establish a new connection: [Errno 111] Connection refused'))",), None))
+    assert refused.end_wait(5.0) == REFUSED_WAIT  # the SDK would only wait out its back-off and fail again
+    now[0] += 1
+    refused.sent(refused.sending(), ok=True)  # it came back: its last exports are waited for, as for a collector that failed once
+    assert refused.end_wait(5.0) == FAILED_WAIT
