@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from console.telemetry.plan import Plan, plan
+from console.telemetry.plan import Plan, bad_endpoint, plan
 
 if TYPE_CHECKING:
     from console.engine.job_files import JobPaths
@@ -41,6 +41,9 @@ def attach(sup: Any, paths: JobPaths, say: Callable[[str], None]) -> Telemetry |
         return None
     chosen = plan(settings.telemetry, os.environ)
     if chosen is None:
+        return None
+    if (bad := bad_endpoint(os.environ, chosen.protocol)) is not None:
+        say(f"telemetry: not started: {bad}; the run goes on without it")
         return None
     from console.engine.runs import job_name
     from console.engine.seal import Seal

@@ -39,6 +39,29 @@ class Plan:
     secrets: tuple[str, ...] = field(default_factory=tuple)
 
 
+def bad_endpoint(environ: Mapping[str, str], protocol: str) -> str | None:
+    """The first endpoint variable that is not an http(s) URL with a host, as one line that does not repeat its value
+    (an endpoint may carry a token); None when every one set is. The SDK would only fail at its first export, and a
+    short run's first export is at its end: said at the start instead. The same rule as ``[telemetry] endpoint``,
+    for OTLP over HTTP (over gRPC the SDK also takes a bare host:port)."""
+    from urllib.parse import urlsplit
+
+    if protocol != "http/protobuf":
+        return None
+    for name in ENDPOINT_VARS:
+        value = environ.get(name, "").strip()
+        if not value:
+            continue
+        try:
+            parts = urlsplit(value)
+            ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        except ValueError:
+            ok = False
+        if not ok:
+            return f"{name} is not an http:// or https:// URL with a host, such as http://localhost:4318"
+    return None
+
+
 def _signal_url(base: str, signal: str) -> str:
     return f"{base.rstrip('/')}/v1/{signal}"
 

@@ -325,5 +325,21 @@ def test_the_runs_end_waits_less_once_the_collector_has_shown_it_is_dead_or_stuc
         "'Failed to establish a new connection: [Errno 111] Connection refused'))",), None))
     assert refused.end_wait(5.0) == REFUSED_WAIT  # the SDK would only wait out its back-off and fail again
     now[0] += 1
-    refused.sent(refused.sending(), ok=True)  # it came back: its last exports are waited for, as for a collector that failed once
+    # It came back: its last exports are waited for, as for a collector that failed once.
+    refused.sent(refused.sending(), ok=True)
     assert refused.end_wait(5.0) == FAILED_WAIT
+
+
+def test_an_endpoint_variable_that_is_no_url_is_said_at_the_start_without_its_value() -> None:
+    """Found by a new operator's trial: OTEL_EXPORTER_OTLP_ENDPOINT="not a url" was only said as the run ended ("the
+    collector at not a url did not take the metrics")."""
+    from console.telemetry.plan import bad_endpoint
+
+    assert bad_endpoint({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://localhost:4318"}, "http/protobuf") is None
+    assert bad_endpoint({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://api.honeycomb.io/v1/traces"},
+                        "http/protobuf") is None
+    for value in ("not a url", "collector:4318", "http:///v1", "ftp://collector:4318", "http://[::1"):
+        said = bad_endpoint({"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": value}, "http/protobuf")
+        assert said is not None and said.startswith("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT is not an http:// or https://")
+        assert value not in said  # an endpoint may carry a token
+    assert bad_endpoint({"OTEL_EXPORTER_OTLP_ENDPOINT": "localhost:4317"}, "grpc") is None  # gRPC takes host:port
