@@ -314,11 +314,18 @@ class Telemetry:
             record = record.model_copy(update={"processes": record.processes + 1})
             parent = SpanContext(int(record.trace_id, 16), int(record.root_span_id, 16), is_remote=True,
                                  trace_flags=TraceFlags(TraceFlags.SAMPLED))
+        if record.processes == 1:
+            record = record.model_copy(update={"root_ended": False})
         write_trace(paths, seal, record)  # before any span leaves: a resume after a kill finds the trace
         self.record = record
+        self._paths, self._seal = paths, seal
+        # The first process was killed before its run span ended (that span never left): this one sends a stand-in
+        # with its ids, so the trace has the parent every later run span names.
+        stand_in = parent is not None and record.root_ended is False
         resource = Resource.create({"service.name": plan.service_name, "host.name": socket.gethostname(),
                                     "agent_console.run.id": run_id})
-        ids = _FirstIds(int(record.trace_id, 16), int(record.root_span_id, 16)) if parent is None else None
+        ids = _FirstIds(int(record.trace_id, 16), int(record.root_span_id, 16)) if parent is None or stand_in \
+            else None
         self.tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False,
                                               id_generator=ids if ids is not None else RandomIdGenerator())
         self.processor = BatchSpanProcessor(CountedSpans(span_exporter, self.failures), max_queue_size=MAX_QUEUE,
@@ -335,6 +342,16 @@ class Telemetry:
         self.fold = TraceFold(self.tracer_provider.get_tracer("agent_console"),
                               Instruments(self.meter_provider.get_meter("agent_console")), scrub,
                               content=plan.content, run_id=run_id, job=job, parent=parent)
+        if stand_in:
+            self.fold.stand_in(record.started, self.clock.now())
+            self._root_ended()
+
+    def _root_ended(self) -> None:
+        """The record says the span root_span_id names has ended (no later process sends it again)."""
+        if self.record.root_ended is False:
+            self.record = self.record.model_copy(update={"root_ended": True})
+            with contextlib.suppress(OSError):  # the folder gone: nobody resumes it
+                write_trace(self._paths, self._seal, self.record)
 
     def _quiet_sdk(self) -> None:
         """The SDK's log lines (a warning per failed batch, a traceback for an exporter's error) reach no stream:
@@ -366,6 +383,8 @@ class Telemetry:
         one line if anything did not get through."""
         with self._lock, contextlib.suppress(Exception):  # a fold that broke: its spans are what they are
             self.fold.end_run(None)
+            if self.fold.root_ended:  # the first process's run span (the root), ended here or at run_ended
+                self._root_ended()
         self.failures.closing = True
         threads = [threading.Thread(target=self._shutdown, args=(fn,), daemon=True, name=f"otel-{name}")
                    for name, fn in (("traces", self.tracer_provider.shutdown),

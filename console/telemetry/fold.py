@@ -102,6 +102,7 @@ class TraceFold:
         self.run_attrs = {P + "run.id": run_id, P + "job": job, "gen_ai.agent.name": job,
                           "gen_ai.conversation.id": run_id}
         self.finished = False
+        self.root_ended = False  # this process ended the run's root span (it is the run's first: parent None)
         self.counts = {"turns": 0, "tool_calls": 0, "denials": 0, "tool_errors": 0, "needs_you": 0, "restarts": 0}
 
     # -- helpers -------------------------------------------------------------------------------------------------
@@ -153,6 +154,18 @@ class TraceFold:
         self.run = self._start(f"invoke_agent {self.run_attrs[P + 'job']}", parent, ts,
                                {"gen_ai.operation.name": "invoke_agent", **self.run_attrs,
                                 P + "resumed": self.parent is not None}, links=links)
+
+    def stand_in(self, started: datetime, now: datetime) -> None:
+        """The run span of the run's first process, which was killed before it ended it (so it never left): sent by
+        the process that resumes the run, with the ids the run's record gave it (the tracer's id generator gives them
+        to the first root span), from the run's start until now. Every later run span names it as its parent."""
+        span = self.tracer.start_span(self.scrub.text(f"invoke_agent {self.run_attrs[P + 'job']}", 200),
+                                      context=trace.set_span_in_context(trace.INVALID_SPAN),
+                                      attributes=self._attrs({"gen_ai.operation.name": "invoke_agent",
+                                                              **self.run_attrs, P + "resumed": False,
+                                                              P + "stand_in": True}),
+                                      start_time=ns(started))
+        span.end(end_time=max(ns(now), ns(started)))
 
     def _session_started(self, e: ev.SessionStarted) -> None:
         self._end_session(e.ts)
@@ -354,6 +367,7 @@ class TraceFold:
         run.set_attributes(self._attrs(attrs))
         run.end(end_time=ns(ts) if ts is not None else None)
         self.run = None
+        self.root_ended = self.parent is None
 
     def _end_session_now(self) -> None:
         if self.turn is not None:

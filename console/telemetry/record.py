@@ -33,6 +33,10 @@ class TraceRecord(BaseModel):
     started: datetime
     # How many processes have run the run with this trace (1: the first).
     processes: int = Field(default=1, ge=1)
+    # Whether the span root_span_id names was ended (by the first process, or by a later one's stand-in for it after
+    # a kill -9): False, a process that resumes the run sends a stand-in, so its run span's parent is in the trace.
+    # None: a record from before this field (unknown: never a second span with that id).
+    root_ended: bool | None = None
 
 
 def record_path(paths: JobPaths) -> Path:

@@ -178,13 +178,24 @@ def test_a_resume_after_kill_9_continues_the_trace(tmp_path) -> None:
     spans = receiver.spans()
     assert len(spans) > first
     assert {s.trace_id.hex() for s in spans} == {record["trace_id"]}
-    resumed = [s for s in spans if s.name.startswith("invoke_agent")]
+    resumed = [s for s in spans if s.name.startswith("invoke_agent") and s.span_id.hex() != record["root_span_id"]]
     assert [attrs(s.attributes)["agent_console.resumed"] for s in resumed] == [True]  # the killed one never ended
     assert resumed[0].parent_span_id.hex() == record["root_span_id"]
     assert [link.span_id.hex() for link in resumed[0].links] == [record["root_span_id"]]
+    # The killed process's run span never left: the resumed one sent a stand-in with its ids, so every span's parent
+    # is in the trace (found by a new operator's trial: a backend showed the resumed run under a missing parent).
+    [stand_in] = [s for s in spans if s.span_id.hex() == record["root_span_id"]]
+    assert stand_in.name.startswith("invoke_agent") and not stand_in.parent_span_id
+    assert attrs(stand_in.attributes)["agent_console.stand_in"] is True
+    ids = {s.span_id for s in spans}
+    # The resumed process's spans all have their parents (the killed one's turn and session in progress never left:
+    # what was sent under them is as the kill left it).
+    later = [s for s in spans if s.start_time_unix_nano >= resumed[0].start_time_unix_nano]
+    assert len(later) > 3 and all(s.parent_span_id in ids for s in later)
+    assert record["root_ended"] is False  # as the first process left it
     again = json.loads((job / ".console" / "telemetry.json").read_text())
-    assert (again["trace_id"], again["root_span_id"], again["processes"]) == (
-        record["trace_id"], record["root_span_id"], 2)
+    assert (again["trace_id"], again["root_span_id"], again["processes"], again["root_ended"]) == (
+        record["trace_id"], record["root_span_id"], 2, True)
 
 
 def comparable(events: list[Any]) -> list[tuple[Any, ...]]:
@@ -214,3 +225,21 @@ def test_a_dead_collector_changes_nothing_for_the_run(tmp_path, collector) -> No
     # Nothing of the SDK's own log reaches the operator but through the one line.
     assert not [line for line in err.splitlines() if "export" in line.lower() and "telemetry:" not in line], err
     assert not any(e.type == "error" for e in events_of(job))
+
+
+def test_a_resume_after_a_clean_end_sends_no_second_root_span(tmp_path) -> None:
+    """The stand-in is only for a first process that was killed: one that ended its run span (here: its turn limit)
+    has sent it, and a second span with the same id would confuse every backend."""
+    job = job_with_note(tmp_path)
+    with Receiver() as receiver:
+        proc = start(job, telemetry_env(receiver.endpoint), "--speed", "0", "--max-turns", "4")
+        _, err = proc.communicate(timeout=180)
+        record = json.loads((job / ".console" / "telemetry.json").read_text())
+        assert record["root_ended"] is True, err
+        again = start(job, telemetry_env(receiver.endpoint), "--speed", "0")  # its limit again: 4 more turns
+        _, err = again.communicate(timeout=180)
+        assert "Traceback" not in err and json.loads((job / ".console" / "telemetry.json").read_text())[
+            "processes"] == 2
+    spans = receiver.spans()
+    assert len([s for s in spans if s.span_id.hex() == record["root_span_id"]]) == 1
+    assert not [s for s in spans if attrs(s.attributes).get("agent_console.stand_in")]
