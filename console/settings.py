@@ -78,7 +78,8 @@ class ConfigFileSource(PydanticBaseSettingsSource):
         try:
             checked = _file_model(self.settings_cls).model_validate(data)
         except ValidationError as exc:
-            raise JobError(format_validation_error(shown, exc, settings_keys)) from None
+            raise JobError(format_validation_error(shown, exc, settings_keys, data=data, model=self.settings_cls)) \
+                from None
         except RecursionError:
             raise JobError(f"{shown}: values nested too deeply") from None
         # A table as the keys it sets (not a model): a variable for one of its keys (AGENT_CONSOLE_NOTIFY_URLS)
