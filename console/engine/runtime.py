@@ -55,6 +55,7 @@ from console.engine.state import (
     JobOutcome,
     ProjectionWriter,
     StateSnapshot,
+    constructed,
     guardrails_file,
     projection_bytes,
     write_projection,
@@ -210,7 +211,7 @@ class Runtime:
         values: dict[str, Any] = dict.fromkeys(_SNAPSHOT_FIELDS)
         for c in components:
             values[c] = self.component(c)
-        return StateSnapshot.model_construct(set(components), **values)
+        return constructed(StateSnapshot, set(components), values)
 
     # -- committing a step -----------------------------------------------------------------------
     def commit(self, cp: Checkpoint, conversation: Conversation, *, system: str | None = None,
@@ -259,7 +260,7 @@ class Runtime:
         text = snap.model_dump_json(exclude_none=True)
         if changed:
             # Every field given (None: unchanged), as in snapshot(): no default is built.
-            snap.guardrails_parts = GuardrailParts.model_construct(set(changed), **{**_NO_PARTS, **changed})
+            snap.guardrails_parts = constructed(GuardrailParts, set(changed), {**_NO_PARTS, **changed})
             # guardrails_parts is the snapshot's last field, and GUARDRAIL_PARTS its fields' order: the JSON of
             # snap.model_dump_json(exclude_none=True) but for the parts' null fields (tests/unit/test_step_state.py).
             parts = ",".join([f'"{name}":' + self._guards_recording[name].decode() for name in changed])

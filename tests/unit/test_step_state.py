@@ -15,7 +15,7 @@ from console.engine.job import JobPaths
 from console.engine.journal import Checkpoint, Conversation, Journal
 from console.engine.messages import Message
 from console.engine.runtime import PROJECTION_INTERVAL, Runtime
-from console.engine.state import GUARDRAIL_PARTS, GuardrailParts, StateSnapshot, load_projections
+from console.engine.state import GUARDRAIL_PARTS, GuardrailParts, StateSnapshot, constructed, load_projections
 
 HEAVY = GuardrailsConfig.model_validate({
     "deadline": "30d", "budget_tokens": 10**9, "max_completion_blocks": 5,
@@ -126,3 +126,23 @@ def test_guardrails_json_is_the_whole_state_made_of_the_parts_the_journal_record
     assert path.read_bytes() == made
     loaded, problems = load_projections(rt.paths, rt.clock.now())
     assert problems == [] and loaded.guardrails == g.snapshot()
+
+
+def test_a_step_builds_its_snapshot_and_parts_as_model_construct_would(tmp_path: Path) -> None:
+    rt = runtime(tmp_path, HEAVY)
+    rt.guardrails.add_tokens(7)
+    for cls, fields_set, values in (
+            (StateSnapshot, {"todos", "memory"}, {**dict.fromkeys(StateSnapshot.model_fields), "todos": rt.todos.state,
+                                                  "memory": rt.memory.state}),
+            (GuardrailParts, {"budget"}, {**dict.fromkeys(GUARDRAIL_PARTS), "budget": rt.guardrails.budget_state})):
+        # What constructed() leaves out of model_construct: aliases, private attributes, a post-init.
+        assert not any(f.alias or f.validation_alias for f in cls.model_fields.values())
+        assert not cls.__private_attributes__ and not cls.__pydantic_post_init__
+        fast, slow = constructed(cls, set(fields_set), dict(values)), cls.model_construct(set(fields_set), **values)
+        assert fast.__dict__ == slow.__dict__ and list(fast.__dict__) == list(slow.__dict__)
+        assert fast.model_fields_set == slow.model_fields_set == fields_set
+        assert fast.__pydantic_extra__ is slow.__pydantic_extra__ is None
+        assert fast.__pydantic_private__ is slow.__pydantic_private__ is None
+        assert fast == slow and fast.model_dump_json(exclude_none=True) == slow.model_dump_json(exclude_none=True)
+    snap = rt.snapshot({"todos"})
+    assert snap.model_fields_set == {"todos"} and snap.todos is rt.todos.state and snap.memory is None
