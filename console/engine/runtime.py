@@ -43,6 +43,7 @@ from console.engine.journal import Checkpoint, Conversation, Effect, Journal
 from console.engine.memory import WorkingMemory
 from console.engine.messages import Message
 from console.engine.model import Usage
+from console.engine.model_json import model_json
 from console.engine.phases import PhaseTransitionManager
 from console.engine.plan import Plan, PlanError, parse_plan, validate_plan
 from console.engine.sandbox import Sandbox, SandboxError
@@ -253,11 +254,11 @@ class Runtime:
                 # of the journal takes a null as the field's default, None, as an older record's missing field):
                 # the dump of a changed part is the journal's bytes and guardrails.json's too, so the feedback's
                 # record of the recent calls, a few KB, is serialised once a turn, not twice.
-                dumped = PART_JSON[name].dump_json(value)
+                dumped = PART_JSON[name].serializer.to_json(value)  # dump_json, without its keywords
                 if self._guards_recorded.get(name) != dumped:
                     changed[name] = value
                     self._guards_recording[name] = dumped
-        text = snap.model_dump_json(exclude_none=True)
+        text = model_json(snap, exclude_none=True).decode()
         if changed:
             # Every field given (None: unchanged), as in snapshot(): no default is built.
             snap.guardrails_parts = constructed(GuardrailParts, set(changed), {**_NO_PARTS, **changed})

@@ -266,7 +266,8 @@ def guardrails_file(parts: dict[str, bytes]) -> bytes:
 
 def projection_bytes(component: str, value: BaseModel) -> bytes:
     if component == "guardrails" and isinstance(value, GuardrailState):
-        return guardrails_file({name: PART_JSON[name].dump_json(getattr(value, name)) for name in GUARDRAIL_PARTS})
+        return guardrails_file({name: PART_JSON[name].serializer.to_json(getattr(value, name))
+                                for name in GUARDRAIL_PARTS})
     return value.model_dump_json(indent=1).encode("utf-8", "replace")
 
 
