@@ -12,7 +12,7 @@ from console.engine import events as ev
 from console.engine.guardrails import GuardrailState
 from console.engine.journal import Checkpoint
 from console.engine.messages import Message, ToolCall
-from console.engine.model_json import model_json
+from console.engine.model_json import model_data, model_json
 from console.engine.state import GuardrailParts, StateSnapshot
 from console.engine.todos import TodoState
 
@@ -47,3 +47,8 @@ def test_text_it_cannot_encode_fails_as_model_dump_json_does() -> None:
         m.model_dump_json()
     with pytest.raises(ValueError):
         model_json(m)
+
+
+def test_model_data_is_model_dump() -> None:
+    for model in samples():
+        assert model_data(model) == model.model_dump(), type(model).__name__
