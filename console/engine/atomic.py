@@ -42,8 +42,10 @@ def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
 
 def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True, tmp_dir: Path | None = None) -> None:
     where = tmp_dir if tmp_dir is not None else path.parent
-    tmp = where / f".{path.name}.{secrets.token_hex(4)}{TMP_SUFFIX}"
-    failpoints.hit(f"write {path.name}")
+    name = path.name
+    # A str, not where / name: pathlib's join is ~200 bytecodes, at every write (a run writes a state file a turn).
+    tmp = os.path.join(where, f".{name}.{secrets.token_hex(4)}{TMP_SUFFIX}")
+    failpoints.hit(f"write {name}")
     # 0600: the rename keeps the temp file's mode, and a harness file is nobody else's to read.
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
     try:
@@ -54,12 +56,13 @@ def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True, tmp_dir
         _make_folders(path, where, anchored=tmp_dir is not None)
         fd = os.open(tmp, flags, PRIVATE_FILE)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+        try:  # the descriptor itself, not a buffered file object made and torn down around one write
+            write_all(fd, data)
             if durable:
-                fh.flush()
-                os.fsync(fh.fileno())
-        failpoints.hit(f"rename {path.name}")
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        failpoints.hit(f"rename {name}")
         try:
             os.replace(tmp, path)
         except FileNotFoundError:

@@ -47,6 +47,7 @@ from console.engine.blobs import INLINE_LIMIT, BlobStore, is_ref
 from console.engine.context.pressure import PressureState
 from console.engine.job_files import JobPaths
 from console.engine.messages import Message
+from console.engine.model_json import model_json
 from console.engine.state import StateFileError, StateSnapshot, quarantine
 
 JOURNAL_NAME = "checkpoint.jsonl"
@@ -391,7 +392,7 @@ class Journal:
             # Nothing to put in a blob: the model's own serializer, in one call (the same JSON as below, ~3x
             # faster, for the two or three messages of every turn).
             try:
-                return m.model_dump_json(exclude_defaults=True).encode(), ()
+                return model_json(m, exclude_defaults=True), ()
             except ValueError:
                 pass  # a lone surrogate (half an emoji): below, it becomes '?' as everywhere the harness writes
         refs: set[str] = set()
@@ -431,7 +432,7 @@ class Journal:
     def _commit_line(self, cp: Checkpoint, state: StateSnapshot | None, events: list[str], effects: list[Effect],
                      refs: set[str] | None = None, state_json: str | None = None) -> str:
         # Kept as '{"op": "commit", ...' (with the space): scripts that look for commits by that text still work.
-        parts = ['{"op": "commit", "cp": ' + cp.model_dump_json(exclude_defaults=True)]
+        parts = ['{"op": "commit", "cp": ' + model_json(cp, exclude_defaults=True).decode()]
         if state_json is not None:
             parts.append('"state": ' + state_json)
         elif state is not None:

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel
 
 from console.engine import events as ev
 from console.engine import evidence, failpoints, record
@@ -43,17 +43,21 @@ from console.engine.journal import Checkpoint, Conversation, Effect, Journal
 from console.engine.memory import WorkingMemory
 from console.engine.messages import Message
 from console.engine.model import Usage
+from console.engine.model_json import model_json
 from console.engine.phases import PhaseTransitionManager
 from console.engine.plan import Plan, PlanError, parse_plan, validate_plan
 from console.engine.sandbox import Sandbox, SandboxError
 from console.engine.state import (
     COMPONENTS,
     GUARDRAIL_PARTS,
+    PART_JSON,
     PROJECTION_FILES,
     GuardrailParts,
     JobOutcome,
     ProjectionWriter,
     StateSnapshot,
+    constructed,
+    guardrails_file,
     projection_bytes,
     write_projection,
 )
@@ -71,14 +75,6 @@ JOB_TEXT_LIMIT = 1 * 2**20
 PROJECTION_INTERVAL = 2.0
 
 
-def _part_serializer(name: str) -> TypeAdapter[Any]:
-    annotation = GuardrailParts.model_fields[name].annotation
-    assert annotation is not None
-    return TypeAdapter(annotation)
-
-
-# Each part of the guardrails' state by its own serializer (Runtime._step_state compares them).
-_PART_JSON = {name: _part_serializer(name) for name in GUARDRAIL_PARTS}
 _SNAPSHOT_FIELDS = tuple(StateSnapshot.model_fields)
 _NO_PARTS: dict[str, Any] = dict.fromkeys(GuardrailParts.model_fields)
 
@@ -216,7 +212,7 @@ class Runtime:
         values: dict[str, Any] = dict.fromkeys(_SNAPSHOT_FIELDS)
         for c in components:
             values[c] = self.component(c)
-        return StateSnapshot.model_construct(set(components), **values)
+        return constructed(StateSnapshot, set(components), values)
 
     # -- committing a step -----------------------------------------------------------------------
     def commit(self, cp: Checkpoint, conversation: Conversation, *, system: str | None = None,
@@ -254,19 +250,20 @@ class Runtime:
         if "guardrails" in dirty:
             for name, value in zip(GUARDRAIL_PARTS, self.guardrails.parts(), strict=True):
                 # Compared with the last recorded dump: each part's own serializer, not a GuardrailParts built and
-                # dumped per part (~6x the time, at every commit of a turn). In the journal's form (exclude_none),
-                # so the dump of a changed part is the journal's bytes too: the feedback's record of the recent
-                # calls, a few KB, is serialised once a turn, not twice.
-                dumped = _PART_JSON[name].dump_json(value, exclude_none=True)
+                # dumped per part (~6x the time, at every commit of a turn). Whole, its null fields kept (a reader
+                # of the journal takes a null as the field's default, None, as an older record's missing field):
+                # the dump of a changed part is the journal's bytes and guardrails.json's too, so the feedback's
+                # record of the recent calls, a few KB, is serialised once a turn, not twice.
+                dumped = PART_JSON[name].serializer.to_json(value)  # dump_json, without its keywords
                 if self._guards_recorded.get(name) != dumped:
                     changed[name] = value
                     self._guards_recording[name] = dumped
-        text = snap.model_dump_json(exclude_none=True)
+        text = model_json(snap, exclude_none=True).decode()
         if changed:
             # Every field given (None: unchanged), as in snapshot(): no default is built.
-            snap.guardrails_parts = GuardrailParts.model_construct(set(changed), **{**_NO_PARTS, **changed})
+            snap.guardrails_parts = constructed(GuardrailParts, set(changed), {**_NO_PARTS, **changed})
             # guardrails_parts is the snapshot's last field, and GUARDRAIL_PARTS its fields' order: the JSON of
-            # snap.model_dump_json(exclude_none=True) (tests/unit/test_step_state.py).
+            # snap.model_dump_json(exclude_none=True) but for the parts' null fields (tests/unit/test_step_state.py).
             parts = ",".join([f'"{name}":' + self._guards_recording[name].decode() for name in changed])
             text = text[:-1] + ("," if len(text) > 2 else "") + '"guardrails_parts":{' + parts + "}}"
         return snap, text
@@ -286,10 +283,20 @@ class Runtime:
                 self.write_experiences(background=True)
             # Held until the run asks its model (Session.run releases them): made from the state and written
             # during the call, while the run does not change it (it takes it back: ProjectionWriter.serialized).
-            self.projections.submit(self._projection_paths[comp], functools.partial(self._projection, comp),
-                                    self._tmp_dir, hold=True)
+            # guardrails.json, changed at every call, from the parts' JSON the journal's steps recorded.
+            content = (self._recorded_guardrails() if comp == "guardrails" else None) or functools.partial(
+                self._projection, comp)
+            self.projections.submit(self._projection_paths[comp], content, self._tmp_dir, hold=True)
         self._stale.clear()
         self._projected_at = self.clock.monotonic()
+
+    def _recorded_guardrails(self) -> bytes | None:
+        """guardrails.json made of the parts' dumps the journal holds (_step_state), when it holds them all and no
+        change to the guardrails waits for a commit (then they are the state); None: made from the state."""
+        recorded = self._guards_recorded
+        if "guardrails" in self._dirty or len(recorded) != len(GUARDRAIL_PARTS):
+            return None
+        return guardrails_file(recorded)
 
     def _projection(self, comp: str) -> bytes | None:
         value = self.component(comp)

@@ -24,12 +24,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from console.engine import failpoints
-from console.engine.atomic import PRIVATE_DIR, atomic_write_bytes, atomic_write_text
+from console.engine.atomic import PRIVATE_DIR, atomic_write_bytes
 from console.engine.experiences import ExperienceState
 from console.engine.guardrails import BudgetState, EscalationState, FeedbackState, GuardrailState, PolicyState
 from console.engine.job_files import JobPaths
@@ -111,6 +111,22 @@ COMPONENT_NAMES = {"todos": "the todo list", "memory": "the working memory",
 DEFINING_KEYS = {"todos": {"kind", "items"}, "memory": {"completed_tasks"},
                  "workspace": {"accomplishments", "notes"}, "outcome": {"summary", "confidence"},
                  "guardrails": {"policies", "feedback", "budget"}, "experiences": {"entries"}}
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def constructed(cls: type[_M], fields_set: set[str], values: dict[str, Any]) -> _M:
+    """``cls.model_construct(fields_set, **values)`` for ``values`` that give every field of ``cls``, in its fields'
+    order (a model without aliases, private attributes or model_post_init: StateSnapshot, GuardrailParts): the same
+    instance (its __dict__ is ``values``), without pydantic's Python loop over each field's aliases and default
+    (~290 bytecodes a call; a turn's step builds two: tests/unit/test_step_state.py holds them equal)."""
+    m = cls.__new__(cls)
+    object.__setattr__(m, "__dict__", values)
+    object.__setattr__(m, "__pydantic_fields_set__", fields_set)
+    object.__setattr__(m, "__pydantic_extra__", None)
+    object.__setattr__(m, "__pydantic_private__", None)
+    return m
 
 
 class StateFileError(Exception):
@@ -229,17 +245,39 @@ def folder_gone(state: Path) -> OSError | None:
     return FileNotFoundError(errno.ENOENT, "the run's folder is gone", str(state))
 
 
+def _part_serializer(name: str) -> TypeAdapter[Any]:
+    annotation = GuardrailParts.model_fields[name].annotation
+    assert annotation is not None
+    return TypeAdapter(annotation)
+
+
+# Each part of the guardrails' state by its own serializer: a step compares and records the parts it changed
+# (console.engine.runtime.Runtime._step_state), and guardrails.json is made of the same dumps.
+PART_JSON = {name: _part_serializer(name) for name in GUARDRAIL_PARTS}
+
+
+def guardrails_file(parts: dict[str, bytes]) -> bytes:
+    """guardrails.json from its parts' JSON (each part's whole dump, its null fields kept: the file is the whole
+    state, as GuardrailState dumps it; a script reads ``escalation.pending`` whether or not one is pending). One
+    part a line, each compact: a turn writes it from the dumps its journal step made, not from a second dump of the
+    state with an indent (a fifth of a turn's instructions, benchmarks/turn_cost.py)."""
+    return b'{\n' + b",\n".join([b' "' + name.encode() + b'": ' + parts[name] for name in GUARDRAIL_PARTS]) + b"\n}\n"
+
+
+def projection_bytes(component: str, value: BaseModel) -> bytes:
+    if component == "guardrails" and isinstance(value, GuardrailState):
+        return guardrails_file({name: PART_JSON[name].serializer.to_json(getattr(value, name))
+                                for name in GUARDRAIL_PARTS})
+    return value.model_dump_json(indent=1).encode("utf-8", "replace")
+
+
 def write_projection(paths: JobPaths, component: str, value: BaseModel | None) -> None:
     if value is None:
         return
     if (gone := folder_gone(paths.state)) is not None:
         raise gone
-    atomic_write_text(paths.state / PROJECTION_FILES[component], value.model_dump_json(indent=1), durable=False,
-                      tmp_dir=paths.state / "tmp")
-
-
-def projection_bytes(component: str, value: BaseModel) -> bytes:
-    return value.model_dump_json(indent=1).encode("utf-8", "replace")
+    atomic_write_bytes(paths.state / PROJECTION_FILES[component], projection_bytes(component, value), durable=False,
+                       tmp_dir=paths.state / "tmp")
 
 
 # A state file's content, or a function that makes it from the run's state (None: nothing to write).

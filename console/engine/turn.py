@@ -28,6 +28,7 @@ from console.engine.model import (
     Usage,
 )
 from console.engine.model_call import CallLimits, stream_abandonably
+from console.engine.model_json import model_data
 from console.engine.operator import OperatorState
 from console.engine.run_settings import RunSettings
 from console.engine.runtime import Runtime
@@ -200,7 +201,7 @@ def dispatch(deps: SessionDeps, turn: int, call: ToolCall) -> ToolOutcome:
     elif isinstance(parsed, ToolOutcome):
         outcome = parsed
     elif (refusal := rt.guards.gate(turn, call.id, (tool := parsed[0]).name,
-                                    params := parsed[1].model_dump())) is not None:
+                                    params := model_data(parsed[1]))) is not None:
         outcome = ToolOutcome(False, refusal)  # the one gate: a denied call never runs, and still has its result
     else:
         targs = parsed[1]

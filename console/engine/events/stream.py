@@ -18,6 +18,7 @@ from console.engine.events.base import EventBase
 from console.engine.events.feed import DeferredView
 from console.engine.events.log import last_seq, seq_of
 from console.engine.events.registry import IN_PROCESS_ONLY
+from console.engine.model_json import model_json
 
 # How much of the log's end is read for the events a step wrote before its commit (logged_of_call).
 LOGGED_TAIL = 1 << 20
@@ -148,7 +149,7 @@ class EventStream:
             type_name = fields.get("type") or _type_of(cls)
             if type_name not in IN_PROCESS_ONLY:
                 try:
-                    line = event.model_dump_json()
+                    line = model_json(event).decode()
                 except ValueError:
                     # Unencodable text (a lone surrogate) must not take the engine down: escape it.
                     line = json.dumps(event.model_dump(mode="json"), ensure_ascii=True)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from console.engine.messages import ToolCall, ToolSpec
+from console.engine.model_json import model_data
 from console.engine.sandbox import SandboxError
 
 if TYPE_CHECKING:
@@ -361,5 +362,5 @@ class ToolRegistry:
         if outcome.ok:
             # The harness's record of the run's calls: the evidence a todo may name (console.engine.evidence),
             # part of the todo state, so committed with this call's own step.
-            runtime.note_call(tool.name, args.model_dump())
+            runtime.note_call(tool.name, model_data(args))
         return outcome
