@@ -99,6 +99,11 @@ def report(rows: list[dict[str, Any]], top: int) -> list[str]:
     return lines
 
 
+def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
+    out = {f"{key}_s": round(sum(r[key] for r in rows), 1) for key in ("idle", "wall", "own", "children")}
+    return {"tests": len(rows), **out}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--out", type=Path, default=_out(), help=f"the folder recorded into (${OUT_ENV})")
@@ -109,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nothing recorded in {args.out}: run pytest with -p benchmarks.suite_waits first", file=sys.stderr)
         return 1
     print("\n".join(report(rows, args.top)))
+    print(json.dumps({"suite_waits": summary(rows)}))  # the one-line summary, last (as every script here)
     return 0
 
 

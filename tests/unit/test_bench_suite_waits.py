@@ -42,6 +42,7 @@ def test_the_hook_records_each_test_and_the_report_ranks_them(tmp_path: Path, mo
     assert lines[0].startswith("2 tests")
     assert sum(line.endswith(("::test_quiet", "::test_a_child")) for line in lines) == 2
     assert any(line.endswith("2 tests  tests/unit/test_tiny.py") for line in lines)  # the module's line
+    assert bench.summary(loaded)["tests"] == 2
 
 
 def test_nothing_recorded_is_said_and_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
