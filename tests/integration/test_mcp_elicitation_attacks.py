@@ -62,10 +62,11 @@ def test_two_questions_at_once_are_asked_one_after_the_other_each_answered(job, 
 
 def test_a_question_the_server_withdraws_is_no_longer_the_operators_need(job, bwrap, clock,  # noqa: F811
                                                                          tmp_path) -> None:
-    # The server cancels its own question (notifications/cancelled) after half a second and works on for 3 s: the
-    # question is over then (not waiting its 20 s for an answer nobody reads), and its need is cleared at once.
+    # The server cancels its own question (notifications/cancelled) after half a second and works on for 1 s (ten
+    # of the wait's looks; a question the withdrawal did not end would end by the call's end): the question is over
+    # then (not waiting its 20 s for an answer nobody reads), and its need is cleared at once.
     for s in server(job, elicitation_timeout=20.0):
-        run(job, s, [T(calls=[C(name="mcp__asker__withdraw", arguments={"seconds": 0.5, "after": 3})]),
+        run(job, s, [T(calls=[C(name="mcp__asker__withdraw", arguments={"seconds": 0.5, "after": 1})]),
                      T(error="end of script")], clock, tmp_path)
     assert result(job, "mcp__asker__withdraw").content == "WITHDRAWN"
     (done,) = elicited(job)
@@ -103,21 +104,26 @@ def test_an_answer_sent_before_the_question_is_asked_is_not_applied_to_it(job, b
                                                                           monkeypatch) -> None:
     # The answer reaches the inbox as the call starts, before its question is asked (another shell's
     # `agent-console answer` a moment too soon; the inbox is read only every POLL_INTERVAL while a tool runs). It
-    # answers no question: it is refused, and the question waits for an answer sent while it waits.
+    # answers no question: it is refused, and the question waits for an answer sent while it waits, which it takes
+    # (the stale one taken instead would say STALE; the question's own time, 60 s, is never waited out).
     monkeypatch.setattr(control, "POLL_INTERVAL", 3.0)
-    for s in server(job, elicitation_timeout=6.0):
+    for s in server(job):
         provider = Recording(clock=clock, script=[T(calls=[C(name="mcp__asker__ask")]), T(error="end of script")])
         sup = Supervisor(job, run_settings(), provider, clock=clock, store=JobStore(tmp_path / "jobs.db"), mcp=[s])
 
-        def on_event(e: object) -> None:
+        def on_event(e: object, sup: Supervisor = sup) -> None:
             if isinstance(e, ev.ToolCalled) and e.tool == "mcp__asker__ask":
                 write_inbox(job, cmds.Answer(set=("name=STALE",)), source="cli")
+            if isinstance(e, ev.NeedsOperator) and e.reason == "mcp_question":
+                sup.submit(cmds.Answer(question=question_id(e), set=("name=Ada",)), source="cli")
 
         sup.subscribe(on_event)
         sup.run()
-    assert result(job, "mcp__asker__ask").content == "ELICITED: cancel null"
+    assert result(job, "mcp__asker__ask").content == 'ELICITED: accept {"name": "Ada"}'
     said = [(e.status, e.detail) for e in events(job) if isinstance(e, ev.OperatorCommand) and e.status != "received"]
-    assert said == [("rejected", "no question of an MCP server waits for an answer now")]
+    qid = elicited(job)[0].question
+    assert said == [("rejected", "no question of an MCP server waits for an answer now"),
+                    ("applied", f"answered question {qid} of MCP server asker (name)")]
 
 
 def test_the_operators_values_reach_the_server_as_typed_and_never_the_runs_files(job, bwrap, clock,  # noqa: F811
@@ -186,7 +192,7 @@ def test_kill_9_of_the_runner_while_a_question_waits(tmp_path, bwrap) -> None:  
     from tests.integration.test_crash_resume import start, wait_for
     from tests.integration.test_mcp_elicitation import headless_job
 
-    job = headless_job(tmp_path, "elicitation_timeout = 5\n")
+    job = headless_job(tmp_path, "elicitation_timeout = 30\n")  # still waiting when the kill comes, however slow
     log = job / ".console" / "events.jsonl"
 
     def cli(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -205,7 +211,10 @@ def test_kill_9_of_the_runner_while_a_question_waits(tmp_path, bwrap) -> None:  
     dead = cli("answer", str(job), "--set", "name=Ada")
     assert dead.returncode == 1 and "Traceback" not in dead.stderr, dead
     assert "no process is running" in dead.stderr, dead
-    # The resumed run: the question of the dead process is no need of it; the call is reported interrupted.
+    # The resumed run: the question of the dead process is no need of it; the call is reported interrupted. Its
+    # own question is given the least time (1 s) the operator's config may give, which it waits out.
+    config = Path(os.environ["AGENT_CONSOLE_CONFIG"])
+    config.write_text(config.read_text().replace("elicitation_timeout = 30\n", "elicitation_timeout = 1\n"))
     again = start(job)
     try:
         _out, err = again.communicate(timeout=120)
@@ -218,7 +227,7 @@ def test_kill_9_of_the_runner_while_a_question_waits(tmp_path, bwrap) -> None:  
     # The resumed run asked its own question (the agent called the tool again), which ended on its time.
     asked = [e for e in after if isinstance(e, ev.NeedsOperator) and e.reason == "mcp_question"]
     assert len(asked) == 2 and asked[0].message != asked[1].message
-    assert [e.by for e in after if isinstance(e, ev.McpElicited)] == ["no answer within 5 s"]
+    assert [e.by for e in after if isinstance(e, ev.McpElicited)] == ["no answer within 1 s"]
     assert any(isinstance(e, ev.RunEnded) for e in after)
     row = _json.loads(cli("jobs", "--json").stdout.splitlines()[0])
     assert row["status"] != "needs you", row

@@ -68,12 +68,18 @@ def ended_while_away(a: Machine, url: str, server: PgServer, make_job, events: i
     return paths, behind.key
 
 
+# A run's own default pace: after its 20th event in the store some 5 s of turns are left, which the server's stop
+# (a fast shutdown: well under a second) comes well before. Half of it (0.5) only made each test wait out ~5-10 s
+# more of a run that had nothing left to show.
+PACE = "1"
+
+
 def test_a_run_ending_while_its_store_is_away_is_healed_by_jobs_on_its_machine(
         machines: tuple[Machine, Machine], pg_url: str, pg_server: PgServer) -> None:
     """Real runner processes: the server stopped before the run's end and started after its exit."""
     a, b = machines
     a.env["AGENT_CONSOLE_STORE_EXIT_WAIT"] = "1"
-    runner = a.start(str(QUICKSTART), "--speed", "0.5")
+    runner = a.start(str(QUICKSTART), "--speed", PACE)
     folder = runner.folder()
     wait_until(lambda: len(store_seqs(pg_url, folder)) >= 20, 60, "20 events in the store")
     pg_server.stop()
@@ -114,7 +120,7 @@ def test_the_server_killed_during_the_exit_wait(machines: tuple[Machine, Machine
     runner could not send is in its marker, and the next look on its machine sends it; nothing twice."""
     a, b = machines
     a.env["AGENT_CONSOLE_STORE_EXIT_WAIT"] = "8"
-    runner = a.start(str(QUICKSTART), "--speed", "0.5")
+    runner = a.start(str(QUICKSTART), "--speed", PACE)
     folder = runner.folder()
     wait_until(lambda: len(store_seqs(pg_url, folder)) >= 20, 60, "20 events in the store")
     pg_server.stop()
@@ -131,7 +137,7 @@ def test_a_runner_killed_9_while_it_waits_for_its_store(machines: tuple[Machine,
     """The marker is written when the wait begins: a kill -9 during the wait loses nothing the store is owed."""
     a, b = machines
     a.env["AGENT_CONSOLE_STORE_EXIT_WAIT"] = "600"
-    runner = a.start(str(QUICKSTART), "--speed", "0.5")
+    runner = a.start(str(QUICKSTART), "--speed", PACE)
     folder = runner.folder()
     wait_until(lambda: len(store_seqs(pg_url, folder)) >= 20, 60, "20 events in the store")
     pg_server.stop()

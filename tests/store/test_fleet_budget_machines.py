@@ -100,7 +100,9 @@ def test_a_kill_9_between_the_hold_and_its_telling_is_told_once_by_another_machi
     [(claimed_by, told_at)] = sql(pg_url, "SELECT claimed_by, told_at FROM fleet_holds")
     assert claimed_by.startswith("machine-a:") and told_at is None
     assert not held(fa)  # it died before its need was recorded: nobody was told
-    rb = b.start(str(job))
+    # Unpaced (--speed 0): it is held at its first look at the fleet's spend, which machine-a's hold has passed,
+    # and what it and the resumed run do after the raise is theirs to do, not seconds of pacing to wait out.
+    rb = b.start(str(job), "--speed", "0")
     fb = rb.folder()
     wait_until(lambda: held(fb), WAIT, "machine-b's run held by the hold machine-a made")
     assert fleet_messages(server) == []  # the claim is fresh: machine-b does not tell it (yet)
@@ -115,7 +117,7 @@ def test_a_kill_9_between_the_hold_and_its_telling_is_told_once_by_another_machi
     assert raised.returncode == 0, raised.stderr
     assert rb.wait(WAIT) == 0
     # The killed run, resumed on its machine: it goes on to its end, nothing lost and nothing twice.
-    resumed = a.cli("resume", fa.name)
+    resumed = a.cli("resume", fa.name, "--speed", "0")
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr
     ended = a.cli("wait", fa.name, "--timeout", str(WAIT), timeout=WAIT + 30)
     assert ended.returncode == 0, ended.stdout + ended.stderr  # completed
@@ -237,7 +239,7 @@ def test_a_held_run_whose_process_died_goes_on_after_one_resume_and_the_others_s
     wait_until(lambda: held(fa) and held(fo), WAIT, "both runs held by the fleet budget")
     ra.kill()
     assert ra.wait(WAIT) == -9
-    resumed = a.cli("resume", str(fa))
+    resumed = a.cli("resume", str(fa), "--speed", "0")  # unpaced: the rest of its run is not what is looked at
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr
     # At once, as an operator types it: the need the dead process left is not the run's now (it said "needs you").
     ended = a.cli("wait", str(fa), "--timeout", str(WAIT), timeout=WAIT + 30)
