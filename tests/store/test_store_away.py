@@ -78,6 +78,22 @@ def test_a_run_starting_beside_a_refused_server_is_told_at_once_and_goes_on(atte
         store.close()
 
 
+def test_while_the_server_refuses_each_call_is_told_at_once_not_after_the_pools_timeout(attempts: list[str]) -> None:
+    """Found measuring the suite's waits: a run starting beside a store that refused made three store calls before its
+    first turn, each waiting the pool's whole timeout for a connection that could not come (its first turn 15 s
+    late). While the server is away, a call looks with one connection of its own, refused at once."""
+    store = pg.PgStore(f"postgresql://u@127.0.0.1:{closed_port()}/db", lenient=True)
+    try:
+        for _ in range(3):
+            before = attempts.count("connect")
+            with pytest.raises(StoreError) as raised, store.connection():
+                pass
+            assert "refused" in str(raised.value) and "no connection within" not in str(raised.value)
+            assert attempts.count("connect") >= before + 1
+    finally:
+        store.close()
+
+
 def test_a_server_that_never_answers_is_given_its_bound(attempts: list[str], silent_port: int,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pg, "CONNECT_TIMEOUT", 2)  # libpq's least connect_timeout

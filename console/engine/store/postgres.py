@@ -215,6 +215,11 @@ class PgStore:
         except Exception as exc:  # a URL the library refuses: its message may quote the URL
             raise StoreError(f"store {self.shown}: {self._say(exc)}") from None
         self._migrated = False
+        # The server could not be reached at the last look: the next call looks again with one connection of its
+        # own (told at once when refused) before it waits on the pool, whose wait for a connection is its whole
+        # timeout while the server refuses (a run starting beside a store that is down made three calls before its
+        # first turn: 15 s late).
+        self._away = away is not None
         if away is not None:  # lenient: the run goes on; the pool connects once the server is back
             self.error = away
             return
@@ -257,6 +262,10 @@ class PgStore:
         """A pooled connection (autocommit); :class:`StoreError` when the server cannot be reached or fails."""
         from psycopg_pool import PoolTimeout
 
+        if self._away:
+            if (away := self._reach()) is not None:
+                raise StoreError(away)
+            self._away = False
         try:
             with self.pool.connection() as conn:
                 if not self._migrated:  # the first connection that works brings the schema up to date
@@ -266,6 +275,7 @@ class PgStore:
         except SchemaTooNew as exc:
             raise StoreError(f"store {self.shown}: {exc}") from None
         except PoolTimeout:
+            self._away = True
             raise StoreError(f"store {self.shown}: cannot be reached (no connection within {CONNECT_TIMEOUT}s)"
                              ) from None
         except self._psycopg.Error as exc:
