@@ -315,7 +315,8 @@ class ConsoleState:
                 self.price_told = True
                 assert p.ts is not None
                 self.feedback.append(FeedbackItem(e.seq, p.ts, "cost", "info",
-                                                  present.unpriced_text(e.model or self.model), icon="$"))
+                                                  present.unpriced_text(e.model or self.model, e.fleet_uncounted),
+                                                  icon="$"))
                 out.add(FEEDBACK)
         if e.reason == "restart":
             self._action(p)
