@@ -354,3 +354,14 @@ def test_the_hold_counts_only_the_runs_a_process_runs_now_in_words_that_fit_the_
             second.release()
     finally:
         live.release()
+
+
+def test_a_runs_store_detail_says_which_scopes_hold_it_waits_on() -> None:
+    from console.engine.guardrails.fleet import FleetHold, held_in
+
+    job = FleetHold(DAY, job_scope("quick start"), 1.0, 1.2).message()
+    fleet = FleetHold(DAY, FLEET, 1.0, 1.2).message()
+    assert held_in(f"fleet_budget: {job}", job_scope("quick start"))
+    assert held_in(f"fleet_budget: [not told: the webhook refused] {job}", job_scope("quick start"))
+    assert not held_in(f"fleet_budget: {job}", FLEET) and not held_in(f"fleet_budget: {job}", job_scope("quick"))
+    assert held_in(f"fleet_budget: {fleet}", FLEET) and not held_in(f"stuck: {fleet}", FLEET)
