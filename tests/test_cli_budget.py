@@ -40,7 +40,7 @@ def test_budget_shows_todays_spend_the_limits_and_the_hold_then_a_raise_lifts_it
     out = json.loads(capsys.readouterr().out)
     fleet, triage = out["scopes"]
     assert fleet == {"scope": FLEET, "spent_usd": 1.35, "daily_usd": 1.0, "raised_usd": 0.0, "limit_usd": 1.0,
-                     "held": True, "held_since": fleet["held_since"]} and fleet["held_since"]
+                     "held": True, "held_since": fleet["held_since"], "held_runs": []} and fleet["held_since"]
     assert (triage["scope"], triage["spent_usd"], triage["held"]) == ("job:triage", 0.1, False)
     assert out["jobs"] == {"quickstart": 1.25, "triage": 0.1}
     assert main(["budget"]) == 0
@@ -59,6 +59,47 @@ def test_budget_shows_todays_spend_the_limits_and_the_hold_then_a_raise_lifts_it
     assert "job triage: today's budget is now $1.00" in capsys.readouterr().out
     raised = SqliteFleet(load_settings().store_path).raises(local_day(datetime.now().astimezone()))
     assert raised[FLEET] == (3.0, f"agent-console budget --resume on {raised[FLEET][1].rsplit(' ', 1)[-1]}")
+
+
+def test_budget_lists_the_runs_a_hold_pauses_by_their_ids(capsys) -> None:
+    # The notification says "agent-console budget --job quickstart (today's spend, the limits, the runs held)":
+    # the runs held are listed (as `jobs` names them), not only "its runs wait".
+    from console.engine.control import RunLock
+    from console.engine.job_files import JobPaths
+    from console.engine.runs import run_id
+
+    config("[budgets.jobs]\nquickstart = 1.0\n")
+    settings = load_settings()
+    teller = spend(1.25, run="held")
+    spend(0.01, run="killed")
+    now = datetime.now().astimezone()
+    hold = teller.check(now)
+    assert hold is not None
+    store = settings.open_store()
+    folders = {}
+    for run in ("held", "killed", "working"):  # killed: its process died held; working: not held
+        folder = folders[run] = settings.runs_dir / run
+        (folder / ".console").mkdir(parents=True)
+        store.started(folder, "quickstart", "scripted", "scripted-agent", now)
+    for run in ("held", "killed"):
+        store.needs(folders[run], "fleet_budget", f"[not told: a channel refused] {hold.message()}"
+                    if run == "killed" else hold.message(), now)
+    store.close()
+    spend(0.01, run="working")
+    locks = [RunLock(JobPaths(folders[run])) for run in ("held", "working")]
+    assert all(lock.acquire() for lock in locks)
+    try:
+        assert main(["budget", "--job", "quickstart", "--json"]) == 0
+        [scope] = json.loads(capsys.readouterr().out)["scopes"]
+        assert scope["held"] and scope["held_runs"] == [run_id(folders["held"])]
+        assert main(["budget", "--job", "quickstart"]) == 0
+        text = capsys.readouterr().out
+        assert f"\n    runs held: {run_id(folders['held'])}\n" in text, text
+    finally:
+        for lock in locks:
+            lock.release()
+    assert main(["budget", "--job", "quickstart"]) == 0  # nobody runs them now
+    assert "    runs held: none now" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("args", [["--raise", "5"], ["--resume"], ["--job", "nope", "--raise", "1"]])

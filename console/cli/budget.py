@@ -123,8 +123,9 @@ def run_fleet_budget(settings: Any, store: Any, root: Path, run_id: str) -> Any:
 
 def cmd_budget(args: argparse.Namespace) -> int:
     from console.engine.cost import format_cost
-    from console.engine.guardrails.fleet import FLEET, job_flag, local_day, scope_words
+    from console.engine.guardrails.fleet import FLEET, held_in, job_flag, local_day, scope_words
     from console.engine.job_files import JobError
+    from console.engine.runs import run_id
     from console.engine.store import StoreError, this_host
     from console.engine.store.fleet import job_scope
     from console.settings import load_settings
@@ -170,6 +171,10 @@ def cmd_budget(args: argparse.Namespace) -> int:
                     f"({format_cost(base)} a day, raised by {format_cost(extra)} today); {go}")
                 return EXIT_OK
             spend, raises, holds = ledger.spend(day), ledger.raises(day), ledger.holds(day)
+            # The runs each scope with a hold today pauses now (live, their need the fleet budget's in that scope):
+            # the operator answers for them, and `jobs`, `logs`, `resume` take these ids.
+            waiting = {h.scope: sorted(run_id(r.path) for r in ledger.live_runs(day, h.scope)
+                                       if held_in(r.detail, h.scope)) for h in holds}
         finally:
             ledger.close()
     except (StoreError, sqlite3.Error, OSError) as exc:
@@ -192,7 +197,8 @@ def cmd_budget(args: argparse.Namespace) -> int:
                           and spent >= limit), None)
         rows.append({"scope": sc, "spent_usd": round(spent, 6), "daily_usd": limit_base, "raised_usd": extra,
                      "limit_usd": limit, "held": open_hold is not None,
-                     "held_since": open_hold.created_at if open_hold else None})
+                     "held_since": open_hold.created_at if open_hold else None,
+                     "held_runs": waiting.get(sc, []) if open_hold else []})
     if args.json:
         say(json.dumps({"schema_version": 1, "day": day, "scopes": rows,
                         "jobs": {j: round(u, 6) for j, u in spend.items()}}))
@@ -205,6 +211,10 @@ def cmd_budget(args: argparse.Namespace) -> int:
         held = f"  HELD since {_local_time(r['held_since'])}: its runs wait for `agent-console budget{job} " \
                f"--raise USD` or `agent-console budget{job} --resume`" if r["held"] else ""
         say(f"  {scope_words(r['scope'])}: {format_cost(r['spent_usd'])}{limit}{raised}{held}")
+        if r["held"]:
+            ids = r["held_runs"]
+            say(f"    runs held: {', '.join(ids)}" if ids else
+                "    runs held: none now (a run reaching the limit is held at its next turn)")
     if b.daily_usd is None and not b.jobs:
         from console.settings import config_path
 

@@ -291,7 +291,13 @@ class Supervisor:
         st = self.settings
         return {"context_window": st.context_window, "context_window_source": st.context_window_source,
                 "priced": st.prices is not None, "working_memory": st.requires_context,
-                "file_index": st.file_index}
+                "file_index": st.file_index,
+                "fleet_uncounted": not self._fleet_counts() and self.fleet is not None and self.fleet.limited()}
+
+    def _fleet_counts(self) -> bool:
+        """Whether the fleet's daily budget counts this run: a turn without a price has no cost, so a run of an
+        unpriced model is neither counted nor held by it (docs/guardrails.md): its runtime is given no fleet."""
+        return self.settings.prices is not None or self.settings.fleet_prices is not None
 
     def _forget_an_earlier_end(self) -> None:
         """A new run in a folder where an earlier one completed (the folder made again at the same path: its record
@@ -326,14 +332,6 @@ class Supervisor:
         if self.mcp_watch is not None:  # each server's state (mcp_server events): the views list them
             self.mcp_watch.report(self.events)
         rt.guards.start(priced=self.settings.prices is not None)
-        if (self.settings.prices is None and self.settings.fleet_prices is None and self.fleet is not None
-                and self.fleet.limited()):
-            # A turn without a price has no cost: the fleet's spend never counts this run (as a budget_usd, said
-            # once at the start, not a silent $0 in `agent-console budget`).
-            self.events.emit(ev.ErrorEvent, where="guardrails", recoverable=True, message=(
-                "the fleet's daily budget ([budgets] in your config) does not count this run: no price is known for "
-                "this model, so no cost is counted and the budget never holds it. Add the model under [prices] in "
-                "the config (see docs/operators-guide.md)."))
         rt.guards.status(force=True)
 
     def _tool_should_stop(self) -> bool:
@@ -472,7 +470,8 @@ class Supervisor:
         projections, problems = load_projections(self.paths, now)
         state = projections.overlay(loaded.state)
         rt = self.runtime = Runtime(self.paths, self.clock, self.events, self.store, self.sandbox, self.journal,
-                                    state, guardrails=self.guardrails, fleet=self.fleet,
+                                    state, guardrails=self.guardrails,
+                                    fleet=self.fleet if self._fleet_counts() else None,
                                     fleet_prices=self.settings.fleet_prices, fleet_telling=self.telling)
         for line in self.not_private:  # said once a run: another user of this machine may read or hold these
             self.events.emit(ev.ErrorEvent, message=f"not private: {line}", where="permissions", recoverable=True)

@@ -196,7 +196,7 @@ class HeadlessLog:
         # Said once per log, and only when the engine said so (an older log has no "priced" at all).
         if "priced" in e.model_fields_set and not e.priced and not self._price_told:
             self._price_told = True
-            self.write(("2", f"  {present.unpriced_text(e.model)}"))
+            self.write(("2", f"  {present.unpriced_text(e.model, e.fleet_uncounted)}"))
 
     def _run_ended(self, e: ev.RunEnded, p: Presented) -> None:
         # Live, the cli's own last line says how the run ended; this one adds the job's cost, when it is known.

@@ -8,6 +8,7 @@ nothing lost and nothing twice."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -72,10 +73,19 @@ def test_two_machines_runs_hold_at_the_fleet_budget_are_told_once_and_a_raise_le
     wait_until(lambda: sql(pg_url, "SELECT 1 FROM fleet_holds WHERE told_at IS NOT NULL"), WAIT, "the telling marked")
     [(claimed_by, created_by)] = sql(pg_url, "SELECT claimed_by, created_by FROM fleet_holds")
     assert claimed_by == created_by
+    # The runs it pauses, counted by their runners' current leases when it was told, in words that fit the number
+    # (both runs may not have been started on the store yet at that moment).
+    [told] = [r.body["message"] for r in server.requests if "fleet budget reached" in r.body.get("title", "")]
+    assert re.search(r"; (1 live run pauses at its|2 live runs pause at their) next turn\.", told), told
+    from console.engine.runs import run_id
+
+    wait_until(lambda: sql(pg_url, "SELECT COUNT(*) FROM runs WHERE status = 'needs you'") == [(2,)], WAIT,
+               "both runs held in the store's rows")
     done = b.cli("budget", "--json")
     assert done.returncode == 0, done.stderr
     [fleet] = json.loads(done.stdout)["scopes"]
     assert fleet["held"] and fleet["spent_usd"] >= 0.02 and set(json.loads(done.stdout)["jobs"]) == {"quickstart"}
+    assert fleet["held_runs"] == sorted([run_id(fa), run_id(fb)])  # every machine's, by the ids `jobs` prints
     raised = a.cli("budget", "--raise", "100")
     assert raised.returncode == 0 and "today's budget is now $100" in raised.stdout, raised.stdout + raised.stderr
     assert ra.wait(WAIT) == 0 and rb.wait(WAIT) == 0  # both completed, by themselves

@@ -97,6 +97,25 @@ def test_agent_text_in_a_need_is_made_safe() -> None:
     assert "\x1b" not in st.feedback[-1].message
 
 
+def test_a_hold_lifted_by_itself_unpauses_the_run_but_an_operators_own_pause_stays() -> None:
+    """A fleet budget's hold lifted (a raise from another shell) closes the need with no resume command: the run
+    goes on, so the view must not say "paused" (p would be refused: "not paused")."""
+    log = Log()
+    log.add(ev.SessionStarted, reason="new")
+    log.add(ev.NeedsOperator, reason="fleet_budget", message="job quickstart spent $2.11 today", paused=True)
+    st = ConsoleState("job")
+    st.apply_all(log.events)
+    assert st.paused and st.status == "needs you"
+    st.apply(log.add(ev.NeedsOperatorCleared, reason="fleet_budget", by="the fleet budget was raised (cli)"))
+    assert st.needs is None and not st.paused and st.status == "running"
+    # A need that does not pause the run (the store down), answered while the operator's own pause holds it:
+    # still paused (the engine keeps their pause: console.engine.operator).
+    st.apply(log.add(ev.OperatorCommand, command="pause", source="cli", status="applied"))
+    st.apply(log.add(ev.NeedsOperator, reason="store_down", message="the store is away", paused=False))
+    st.apply(log.add(ev.NeedsOperatorCleared, reason="store_down", by="the store is back"))
+    assert st.needs is None and st.paused and st.status == "paused"
+
+
 # -- the status line ---------------------------------------------------------------------------------
 def test_the_status_line_says_needs_you_at_every_width() -> None:
     log = Log()

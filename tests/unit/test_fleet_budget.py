@@ -315,3 +315,53 @@ def test_a_claim_no_run_could_have_made_is_taken_over_once(tmp_path: Path, claim
     assert hold is not None and hold.tell
     run.told(hold, NOW)
     assert not budget(db, "r2", claim_seconds=0.0).check(NOW).tell  # type: ignore[union-attr]
+
+
+def test_the_hold_counts_only_the_runs_a_process_runs_now_in_words_that_fit_the_number(tmp_path: Path) -> None:
+    # A trial: "3 live runs pause at their next turn" with one runner (the others killed while held, stopped,
+    # completed), and with one: "1 live run pause at their next turn".
+    from console.engine.control import RunLock
+    from console.engine.job_files import JobPaths
+
+    db = tmp_path / "jobs.db"
+    store = JobStore(db)
+    limits = FleetLimits(jobs={"triage": 1.0})
+    folders = {}
+    for name in ("live", "killed", "stopped", "done", "second"):
+        folder = tmp_path / name
+        (folder / ".console").mkdir(parents=True)
+        store.started(folder, "triage", "scripted", "scripted-agent", NOW)
+        folders[name] = folder
+        budget(db, name, "triage", limits).spent(NOW, 0.3)
+    store.needs(folders["killed"], "fleet_budget", "job triage spent $1.20 today", NOW)  # its process died held
+    store.ended(folders["stopped"], "stopped", NOW)
+    store.completed(folders["done"], NOW, 0.9, "done")
+    live = RunLock(JobPaths(folders["live"]))
+    assert live.acquire()
+    try:
+        hold = budget(db, "live", "triage", limits).check(NOW)
+        assert hold is not None and hold.tell and hold.running == 1
+        assert "; 1 live run pauses at its next turn." in hold.message()
+        second = RunLock(JobPaths(folders["second"]))
+        assert second.acquire()
+        try:
+            assert [r.path for r in SqliteFleet(db).live_runs(DAY, job_scope("triage"))] == [
+                str(folders["live"]), str(folders["second"])]
+            again = StoreFleetBudget(SqliteFleet(db), folders["second"], "triage", lambda: limits, "test:second",
+                                     claim_seconds=0.0).check(NOW)  # the telling taken over: counted anew
+            assert again is not None and again.tell and "; 2 live runs pause at their next turn." in again.message()
+        finally:
+            second.release()
+    finally:
+        live.release()
+
+
+def test_a_runs_store_detail_says_which_scopes_hold_it_waits_on() -> None:
+    from console.engine.guardrails.fleet import FleetHold, held_in
+
+    job = FleetHold(DAY, job_scope("quick start"), 1.0, 1.2).message()
+    fleet = FleetHold(DAY, FLEET, 1.0, 1.2).message()
+    assert held_in(f"fleet_budget: {job}", job_scope("quick start"))
+    assert held_in(f"fleet_budget: [not told: the webhook refused] {job}", job_scope("quick start"))
+    assert not held_in(f"fleet_budget: {job}", FLEET) and not held_in(f"fleet_budget: {job}", job_scope("quick"))
+    assert held_in(f"fleet_budget: {fleet}", FLEET) and not held_in(f"stuck: {fleet}", FLEET)

@@ -23,6 +23,9 @@ class SessionStarted(EventBase):
     context_window_source: str = ""
     # The model's prices are known (costs are shown) or not (said once, here).
     priced: bool = False
+    # Not priced while the operator's config sets a fleet daily budget ([budgets]): that budget neither counts this
+    # run nor holds it (said with the price, once: a notice, not an error).
+    fleet_uncounted: bool = False
     # What the prompts carry beyond the todo list and the plan (seed 003; job.toml [context]): working memory
     # (requires_context), the file catalogue's find_files tool (file_index).
     working_memory: bool = True

@@ -52,6 +52,18 @@ def scope_of(evidence: Sequence[str]) -> str:
     return FLEET
 
 
+def held_in(detail: str, scope: str) -> bool:
+    """Whether a run whose store detail is ``detail`` (``reason: message``: console.engine.store's ``needs``; the
+    message maybe after a ``[not told: ...]`` note) waits on a hold of ``scope``: its need is the fleet budget's and
+    its message (:meth:`FleetHold.message`) names that scope first."""
+    if not detail.startswith("fleet_budget: "):
+        return False
+    message = detail.removeprefix("fleet_budget: ")
+    if message.startswith("[not told: ") and "] " in message:
+        message = message.split("] ", 1)[1]
+    return message.startswith(f"{scope_words(scope)} spent ")
+
+
 @dataclass(frozen=True)
 class FleetHold:
     """An open hold: ``scope``'s spend on ``day`` (``spent_usd``) reached ``limit_usd``. ``tell``: this run is the
@@ -73,8 +85,9 @@ class FleetHold:
     def message(self) -> str:
         """What the need says (and so the channels): the figures and the commands that answer it."""
         who = scope_words(self.scope)
-        runs = (f"; {self.running} live run{'' if self.running == 1 else 's'} pause at their next turn"
-                if self.running else "")
+        n = self.running
+        runs = ("" if not n else "; 1 live run pauses at its next turn" if n == 1 else
+                f"; {n} live runs pause at their next turn")
         job = job_flag(self.scope)
         return (f"{who} spent {format_cost(self.spent_usd)} today ({self.day}), reaching its daily budget of "
                 f"{format_cost(self.limit_usd)}{runs}. `agent-console budget{job} --raise USD` raises today's "

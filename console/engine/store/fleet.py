@@ -116,6 +116,27 @@ class HoldRow:
     told: bool
 
 
+@dataclass(frozen=True)
+class LiveRun:
+    """A run of a scope that is live now, as ``jobs`` says it: a process holds its lock on this machine (or is
+    starting it), or, on a shared store, its runner's lease is current. ``path``: its folder (its id: runs.run_id);
+    ``status`` and ``detail``: the store's (a held run: "needs you", "fleet_budget: ...")."""
+
+    path: str
+    status: str
+    detail: str
+
+
+def runs_here(path: str) -> bool:
+    """Whether a process of this machine runs the run in folder ``path`` now (its run lock, or its start)."""
+    from console.engine.job_files import JobPaths
+    from console.engine.run_lock import RunLock
+    from console.engine.starting import starting
+
+    paths = JobPaths(Path(path))
+    return RunLock(paths).holder() is not None or starting(paths) is not None
+
+
 def amount(value: object, top: float = MAX_USD) -> float | None:
     """``value`` as an amount of dollars, None if it is none (text, NaN, negative, above ``top``)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -142,6 +163,7 @@ class FleetLedger(Protocol):
     def waive(self, day: str, scope: str, limit: float, path: Path) -> None: ...
     def waived(self, day: str, scope: str, limit: float, path: Path) -> bool: ...
     def holds(self, day: str) -> list[HoldRow]: ...
+    def live_runs(self, day: str, scope: str) -> list[LiveRun]: ...
     def spend(self, day: str) -> dict[str, float]: ...
     def raises(self, day: str) -> dict[str, tuple[float, str]]: ...
     def close(self) -> None: ...
@@ -275,6 +297,21 @@ class SqliteFleet:
                                str(at), str(by), bool(told)))
         return out
 
+    def live_runs(self, day: str, scope: str) -> list[LiveRun]:
+        """The runs of ``scope`` live now (a job's: those that spent ``day``): the store's unfinished rows whose
+        lock a process holds. The store's word alone counted runs killed (-9) or interrupted while held, whose rows
+        still say "needs you": "3 live runs" with one runner."""
+        marks = ", ".join("?" for _ in FINISHED)
+        if scope == FLEET:
+            rows = self._strict(f"SELECT path, status, COALESCE(detail, '') FROM jobs WHERE status NOT IN ({marks})",
+                                FINISHED)
+        else:
+            rows = self._strict(f"""SELECT j.path, j.status, COALESCE(j.detail, '') FROM fleet_spend s
+                                    JOIN jobs j ON j.path = s.path
+                                    WHERE s.day = ? AND s.job = ? AND j.status NOT IN ({marks})""",
+                                (day, scope.removeprefix("job:"), *FINISHED))
+        return [LiveRun(str(p), str(s), str(d)) for p, s, d in rows if runs_here(str(p))]
+
     def spend(self, day: str) -> dict[str, float]:
         """``day``'s spend of each job (the fleet's is their sum)."""
         return {str(job): amount(usd) or 0.0 for job, usd in self._strict(
@@ -349,18 +386,17 @@ class StoreFleetBudget:
                 continue  # the operator let this run go on past this limit today
             tell = (self.ledger.open_hold(day, scope, limit, spent, self.owner, now)
                     or self.ledger.claim_telling(day, scope, limit, self.owner, self.claim_seconds))
-            running = 0
-            if tell:
-                running = next((h.running for h in self._holds(day) if h.scope == scope and h.limit_usd == limit),
-                               0)
+            # The runs it pauses, counted when it is told (the figure the hold recorded at its creation is stale
+            # once a takeover tells it later, and counted runs no process ran).
+            running = self._live(day, scope) if tell else 0
             return FleetHold(day, scope, limit, spent, tell, running)
         return None
 
-    def _holds(self, day: str) -> list[HoldRow]:
+    def _live(self, day: str, scope: str) -> int:
         try:
-            return self.ledger.holds(day)
+            return len(self.ledger.live_runs(day, scope))
         except Exception:  # the telling goes on without the count
-            return []
+            return 0
 
     def waive(self, hold: FleetHold) -> None:
         self._waived.add(hold.key)

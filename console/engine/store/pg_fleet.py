@@ -23,6 +23,7 @@ from console.engine.store.fleet import (
     SCOPE_CHARS,
     Figures,
     HoldRow,
+    LiveRun,
     amount,
     job_scope,
 )
@@ -127,6 +128,17 @@ class PgFleet:
                                by = EXCLUDED.by RETURNING usd""",
                             (day, scope[:SCOPE_CHARS], min(usd, MAX_LIMIT_USD), by[:200], MAX_LIMIT_USD))
         return (amount(rows[0][0], MAX_LIMIT_USD) or 0.0) if rows else 0.0
+
+    def live_runs(self, day: str, scope: str) -> list[LiveRun]:
+        """The runs of ``scope`` live now (a job's: those that spent ``day``): unfinished, their runner's lease
+        current (as ``open_hold`` counts them)."""
+        marks = ", ".join("%s" for _ in FINISHED)
+        live = f"r.status NOT IN ({marks}) AND r.lease_expires > now()"
+        sql = (f"SELECT r.path, r.status, COALESCE(r.detail, '') FROM runs r WHERE {live}" if scope == FLEET else
+               f"""SELECT r.path, r.status, COALESCE(r.detail, '') FROM fleet_spend s JOIN runs r ON r.key = s.key
+                   WHERE {live} AND s.day = %s AND s.job = %s""")
+        params: tuple[Any, ...] = FINISHED if scope == FLEET else (*FINISHED, day, scope.removeprefix("job:"))
+        return [LiveRun(str(p), str(s), str(d)) for p, s, d in self._strict(sql, params)]
 
     def raises(self, day: str) -> dict[str, tuple[float, str]]:
         return {str(scope): (a, str(by or "")) for scope, usd, by in

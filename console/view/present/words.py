@@ -114,10 +114,12 @@ def cost(usd: float | None) -> str:
     return "" if usd is None else format_cost(usd)
 
 
-def unpriced_text(model: str) -> str:
-    """Said once per view when the model's price is unknown (``session_started.priced`` is False)."""
+def unpriced_text(model: str, fleet_uncounted: bool = False) -> str:
+    """Said once per view when the model's price is unknown (``session_started.priced`` is False); with
+    ``fleet_uncounted`` (a fleet daily budget is set), that this budget neither counts nor holds the run."""
     name = one_line(model, 80) or "this model"
-    return (f"no price known for {name}: costs are not shown; add it under [prices] in the config "
+    fleet = ", and the fleet's daily budget ([budgets]) neither counts nor holds this run" if fleet_uncounted else ""
+    return (f"no price known for {name}: costs are not shown{fleet}; add it under [prices] in the config "
             "(see docs/operators-guide.md)")
 
 

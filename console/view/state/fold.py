@@ -315,7 +315,8 @@ class ConsoleState:
                 self.price_told = True
                 assert p.ts is not None
                 self.feedback.append(FeedbackItem(e.seq, p.ts, "cost", "info",
-                                                  present.unpriced_text(e.model or self.model), icon="$"))
+                                                  present.unpriced_text(e.model or self.model, e.fleet_uncounted),
+                                                  icon="$"))
                 out.add(FEEDBACK)
         if e.reason == "restart":
             self._action(p)
@@ -424,6 +425,13 @@ class ConsoleState:
         return {STATUS, RESTART} | self._feedback(present.describe(e))
 
     def _needs_cleared(self, e: ev.NeedsOperatorCleared) -> set[str]:
+        if self.needs is not None and self.needs.paused:
+            # The need paused the run (its event said so), and its end is the end of that pause: the engine holds
+            # a run for one need at a time and never keeps it paused once the need is closed (the operator's
+            # resume, or a cause gone by itself: a fleet budget's hold lifted, with no resume command to say so).
+            # An operator's own pause on top is refused while a need holds ("already paused"); one asked for while
+            # a need that does not pause waits is kept (that need's `paused` is False).
+            self.paused = False
         self.needs = None
         return {STATUS, RESTART} | self._feedback(present.describe(e))
 
