@@ -604,6 +604,51 @@ def test_jobs_fits_the_terminal_without_cutting_a_word(tmp_path, capsys, monkeyp
         assert not any("hidden" in line for line in footer)
 
 
+def _many_runs(tmp_path: Path, live: int, finished: int) -> None:
+    """``live`` runs waiting for approval and ``finished`` completed ones in the jobs table, a minute apart."""
+    from datetime import UTC, datetime, timedelta
+
+    from console.engine.store import JobStore
+    from console.settings import load_settings
+
+    store = JobStore(load_settings().store_path)
+    start = datetime(2026, 11, 22, 13, 0, tzinfo=UTC)
+    for n in range(live + finished):
+        name = f"job{n}-20261122-13{n:02d}00"
+        folder = tmp_path / name
+        folder.mkdir()
+        when = start + timedelta(minutes=n)
+        store.started(folder, name, "scripted", "scripted-agent", when)
+        if n < finished:  # the oldest ones are the finished ones: --limit leaves the oldest of them out
+            store.completed(folder, when, 0.9, "done")
+        else:
+            store.ended(folder, "awaiting approval", when, "restart pending")
+
+
+def test_jobs_says_how_many_runs_it_leaves_out_and_the_limit_that_lists_them(tmp_path, capsys,
+                                                                             monkeypatch) -> None:
+    # 45 runs: 6 waiting (always listed) and 39 finished, of which the default --limit (30) lists the newest 30.
+    _many_runs(tmp_path, live=6, finished=39)
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["jobs"]) == 0
+    out = capsys.readouterr().out
+    assert "36 of 45 runs, newest first" in out
+    assert "9 older finished not shown: jobs --limit 39 shows them all" in out
+    # The command it names works: every run, and no note of a cut.
+    assert main(["jobs", "--limit", "39"]) == 0
+    out = capsys.readouterr().out
+    assert "45 run(s), newest first" in out and "not shown" not in out
+    # --json: stdout is JSON lines, one a run, as before; the cut is said on stderr, with the flag that lifts it.
+    assert main(["jobs", "--json"]) == 0
+    got = capsys.readouterr()
+    assert len([json.loads(line) for line in got.out.splitlines()]) == 36
+    assert "36 of 45 runs listed" in got.err
+    assert "9 older finished not listed: jobs --json --limit 39 lists them all" in got.err
+    assert main(["jobs", "--json", "--limit", "39"]) == 0
+    got = capsys.readouterr()
+    assert len([json.loads(line) for line in got.out.splitlines()]) == 45 and got.err == ""
+
+
 def test_jobs_json_keeps_the_whole_record_and_the_id(tmp_path, capsys) -> None:
     runs = _store_rows(tmp_path)
     assert main(["jobs", "--json"]) == 0
