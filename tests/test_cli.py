@@ -277,8 +277,8 @@ BAD_INPUTS = {
                                "instructions.md is a symbolic link to"),
     "instructions-links-out-in-place": (lambda job, tmp: _link_out(job, tmp) or ["run", "--in-place", job],
                                         "outside the job folder"),
-    "instructions-binary": (lambda job, tmp: (job / "instructions.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
-                            and ["run", job, "--speed", "0"], "instructions.md is a binary file (a NUL byte at byte 8)"),
+    "instructions-binary": (lambda job, tmp: (job / "instructions.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00") and
+                            ["run", job, "--speed", "0"], "instructions.md is a binary file (a NUL byte at byte 8)"),
     "instructions-binary-in-place": (lambda job, tmp: (job / "instructions.md").write_bytes(b"\x00" * 5000) and
                                      ["run", "--in-place", job], "instructions.md is a binary file"),
     "instructions-not-utf8": (lambda job, tmp: (job / "instructions.md").write_bytes(b"# T\xe2che\n") and
