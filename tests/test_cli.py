@@ -283,6 +283,10 @@ BAD_INPUTS = {
                                      ["run", "--in-place", job], "instructions.md is a binary file"),
     "instructions-not-utf8": (lambda job, tmp: (job / "instructions.md").write_bytes(b"# T\xe2che\n") and
                               ["run", job], "instructions.md is not UTF-8 text (byte 3 is not)"),
+    # a command's flag before any command: argparse took its value for the command ("invalid choice: 'nope'")
+    "theme-before-command": (lambda job, tmp: ["--theme", "nope"], "--theme is an option of `agent-console run`, "
+                             "`resume`, `fleet` and `attach`: give it after the command (agent-console attach --theme"),
+    "run-flag-before-command": (lambda job, tmp: ["--headless", job], "--headless is an option of `agent-console run`"),
     "attach-a-file": (lambda job, tmp: ["attach", job / "instructions.md"], "not a file"),
     "pause-missing": (lambda job, tmp: ["pause", tmp / "missing"], "no such job folder"),
     # job.toml
