@@ -98,8 +98,8 @@ SPECS: tuple[CommandSpec, ...] = (
                 "with the settings it was started with; --console to watch it)",
                 "Resume run", "Resume a paused run", live=False,
                 key=Key("pause", "p", "Resume", "")),
-    CommandSpec("stop", "stop", "stop a running job after its current turn (a second stop stops at once; the run "
-                "exits with 3)",
+    CommandSpec("stop", "stop", "stop a running job after its current turn, at once while the model is asked, the "
+                "run is paused or a restart waits for approval (a second stop stops at once; the run exits with 3)",
                 "Stop run", "Stop after the current turn (asks first)", live=True,
                 key=Key("stop", "s", "Stop", "stop after the current turn (asks first; again: stop now)")),
     CommandSpec("answer", "answer",

@@ -40,3 +40,11 @@ def test_deny_help_names_the_command_that_goes_on(capsys) -> None:
     # It said "resume later with run --in-place"; everything else (and the line after a denied run) says resume.
     said = _help(capsys, "deny")
     assert "exit code 3; resume ID goes on with it later" in said and "--in-place" not in said
+
+
+def test_stop_help_says_when_a_stop_is_at_once(capsys) -> None:
+    # It said "stop a running job after its current turn": the engine stops at once while the model is asked
+    # (the reply in progress is dropped), while paused and while a restart waits (console.engine.operator).
+    said = _help(capsys, "stop")
+    assert "after its current turn, at once while the model is asked, the run is paused or a restart waits for " \
+           "approval" in said
