@@ -277,6 +277,16 @@ BAD_INPUTS = {
                                "instructions.md is a symbolic link to"),
     "instructions-links-out-in-place": (lambda job, tmp: _link_out(job, tmp) or ["run", "--in-place", job],
                                         "outside the job folder"),
+    "instructions-binary": (lambda job, tmp: (job / "instructions.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00") and
+                            ["run", job, "--speed", "0"], "instructions.md is a binary file (a NUL byte at byte 8)"),
+    "instructions-binary-in-place": (lambda job, tmp: (job / "instructions.md").write_bytes(b"\x00" * 5000) and
+                                     ["run", "--in-place", job], "instructions.md is a binary file"),
+    "instructions-not-utf8": (lambda job, tmp: (job / "instructions.md").write_bytes(b"# T\xe2che\n") and
+                              ["run", job], "instructions.md is not UTF-8 text (byte 3 is not)"),
+    # a command's flag before any command: argparse took its value for the command ("invalid choice: 'nope'")
+    "theme-before-command": (lambda job, tmp: ["--theme", "nope"], "--theme is an option of `agent-console run`, "
+                             "`resume`, `fleet` and `attach`: give it after the command (agent-console attach --theme"),
+    "run-flag-before-command": (lambda job, tmp: ["--headless", job], "--headless is an option of `agent-console run`"),
     "attach-a-file": (lambda job, tmp: ["attach", job / "instructions.md"], "not a file"),
     "pause-missing": (lambda job, tmp: ["pause", tmp / "missing"], "no such job folder"),
     # job.toml
@@ -607,6 +617,51 @@ def test_jobs_fits_the_terminal_without_cutting_a_word(tmp_path, capsys, monkeyp
         assert any("hidden to fit: conf." in line for line in footer)
     else:
         assert not any("hidden" in line for line in footer)
+
+
+def _many_runs(tmp_path: Path, live: int, finished: int) -> None:
+    """``live`` runs waiting for approval and ``finished`` completed ones in the jobs table, a minute apart."""
+    from datetime import UTC, datetime, timedelta
+
+    from console.engine.store import JobStore
+    from console.settings import load_settings
+
+    store = JobStore(load_settings().store_path)
+    start = datetime(2026, 11, 22, 13, 0, tzinfo=UTC)
+    for n in range(live + finished):
+        name = f"job{n}-20261122-13{n:02d}00"
+        folder = tmp_path / name
+        folder.mkdir()
+        when = start + timedelta(minutes=n)
+        store.started(folder, name, "scripted", "scripted-agent", when)
+        if n < finished:  # the oldest ones are the finished ones: --limit leaves the oldest of them out
+            store.completed(folder, when, 0.9, "done")
+        else:
+            store.ended(folder, "awaiting approval", when, "restart pending")
+
+
+def test_jobs_says_how_many_runs_it_leaves_out_and_the_limit_that_lists_them(tmp_path, capsys,
+                                                                             monkeypatch) -> None:
+    # 45 runs: 6 waiting (always listed) and 39 finished, of which the default --limit (30) lists the newest 30.
+    _many_runs(tmp_path, live=6, finished=39)
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["jobs"]) == 0
+    out = capsys.readouterr().out
+    assert "36 of 45 runs, newest first" in out
+    assert "9 older finished not shown: jobs --limit 39 shows them all" in out
+    # The command it names works: every run, and no note of a cut.
+    assert main(["jobs", "--limit", "39"]) == 0
+    out = capsys.readouterr().out
+    assert "45 run(s), newest first" in out and "not shown" not in out
+    # --json: stdout is JSON lines, one a run, as before; the cut is said on stderr, with the flag that lifts it.
+    assert main(["jobs", "--json"]) == 0
+    got = capsys.readouterr()
+    assert len([json.loads(line) for line in got.out.splitlines()]) == 36
+    assert "36 of 45 runs listed" in got.err
+    assert "9 older finished not listed: jobs --json --limit 39 lists them all" in got.err
+    assert main(["jobs", "--json", "--limit", "39"]) == 0
+    got = capsys.readouterr()
+    assert len([json.loads(line) for line in got.out.splitlines()]) == 45 and got.err == ""
 
 
 def test_jobs_json_keeps_the_whole_record_and_the_id(tmp_path, capsys) -> None:

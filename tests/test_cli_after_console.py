@@ -40,7 +40,8 @@ def test_a_completed_run_says_where_its_results_are_and_a_gave_up_one_says_when_
         ev.RunEnded(ts=t, seq=2, session=1, reason="gave_up", detail="the agent gave up \x1b[2J", outcome="gave_up"))
     assert after_console(paths) == 4
     said = capsys.readouterr().err
-    assert f"run {paths.run_id} ended gave up (" in said and "\x1b" not in said
+    assert f"run {paths.run_id} ended: the agent gave up: \\x1b[2J\n" in said and "\x1b" not in said
+    assert "gave up (the agent gave up)" not in said
     assert f"once the cause is fixed, resume run {paths.run_id} with: agent-console resume {paths.run_id}" in said
 
 
@@ -83,3 +84,27 @@ def test_attach_says_what_run_says_once_its_console_is_gone(make_job, capsys, mo
 
     monkeypatch.setattr("console.cli.lifecycle.err", hung_up)
     assert cli.main(["attach", str(paths.root)]) == 0
+
+
+def test_how_a_run_ended_is_said_once() -> None:
+    from console.cli.lifecycle import ended_line
+
+    # It said "run ek5qc ended gave up (the agent gave up): the agent gave up (job_complete with confidence 0)".
+    assert ended_line("ek5qc", "gave_up", "the agent gave up", "the agent gave up (job_complete with confidence 0)") \
+        == "run ek5qc ended: the agent gave up (job_complete with confidence 0)"
+    assert ended_line("ek5qc", "gave_up", "the agent gave up", "") == "run ek5qc ended: the agent gave up"
+    assert ended_line("ek5qc", "incomplete", "stopped", "stopped by the operator") == \
+        "run ek5qc ended incomplete (stopped): stopped by the operator"
+    assert ended_line("ek5qc", None, "turn limit reached", "turn limit reached") == \
+        "run ek5qc ended incomplete (turn limit reached)"
+    assert ended_line("ek5qc", "failed", "an error", "disk full") == "run ek5qc ended failed (an error): disk full"
+
+
+def test_a_cost_follows_a_sentence_without_its_full_stop() -> None:
+    from console.cli.lifecycle import with_cost
+
+    # It said "the agent gave up (confidence 0): Run it with --provider openai.; cost $0.29".
+    assert with_cost("the agent gave up (confidence 0): Run it with --provider openai.", "; cost $0.29") == \
+        "the agent gave up (confidence 0): Run it with --provider openai; cost $0.29"
+    assert with_cost("run failed: wait...", "; cost $0.29") == "run failed: wait...; cost $0.29"
+    assert with_cost("a sentence.", "") == "a sentence."

@@ -54,6 +54,8 @@ class Parser(argparse.ArgumentParser):
         """argparse's, but an unknown flag is named by the command it was given to, with the flag it may have
         meant (never taken for it) and that command's help: `run --unconf` said `see: agent-console --help`,
         whose page lists no flag of `run`."""
+        if misplaced := self._misplaced(sys.argv[1:] if args is None else list(args)):
+            self.error(misplaced)
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
             where: argparse.ArgumentParser = self
@@ -69,6 +71,28 @@ class Parser(argparse.ArgumentParser):
             hint = f"; did you mean {' or '.join(dict.fromkeys(meant))}?" if meant else ""
             where.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
         return parsed
+
+
+    def _misplaced(self, args: list[str]) -> str | None:
+        """What to say of a command's flag given before any command (`agent-console --theme nope`): argparse took
+        its value for the command ("argument COMMAND: invalid choice: 'nope'"). None: nothing misplaced."""
+        subs = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            return None
+        for arg in args:
+            if not arg.startswith("-") or arg == "--":
+                return None  # the command (or a value): whatever follows is its own
+            flag = arg.split("=", 1)[0]
+            if flag in self._option_string_actions:
+                continue
+            owners = list(dict.fromkeys(  # by parser: an alias (ack, acknowledge) is named once
+                {id(p): name for name, p in subs[0].choices.items() if flag in p._option_string_actions}.values()))
+            if not owners:
+                return None  # no command's either: argparse names it as unrecognized
+            names = [f"`{self.prog} {owners[0]}`", *(f"`{n}`" for n in owners[1:])]
+            which = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+            return f"{flag} is an option of {which}: give it after the command ({self.prog} {owners[-1]} {flag} ...)"
+        return None
 
 
 MAX_SCRIPT_BYTES = 64 << 20

@@ -26,7 +26,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
     from console.engine.job_files import JobError
     from console.engine.runs import run_id
-    from console.engine.store import StoreError
+    from console.engine.store import FINISHED, StoreError
     from console.view.jobs import as_now, jobs_table, needs_first, unconfined
 
     try:
@@ -36,16 +36,18 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     if args.prune:
         return prune_jobs(settings)
+    older = finished = 0  # finished runs past --limit, left out (said: a list cut in silence reads as the whole fleet)
     try:
         # Every run that is not finished, whatever its age (one waiting for approval is never hidden), then the
         # newest finished ones up to --limit.
         store = settings.open_store()
         try:
-            live_rows, _older = store.list_live_and_recent(args.limit)
+            live_rows, older = store.list_live_and_recent(args.limit)
         finally:
             store.close()
         rows = live_rows
         away = None
+        finished = sum(1 for r in rows if r.status in FINISHED)  # by the store's word, before as_now
     except StoreError as exc:
         # The store is an index of the run folders: this machine's are listed from them meanwhile, marked.
         from console.cli.local_runs import STORE_AWAY, own_rows
@@ -75,6 +77,9 @@ def cmd_jobs(args: argparse.Namespace) -> int:
                 for extra in ("host", "leased", "key"):
                     record.pop(extra, None)
             say(json.dumps({"id": run_id(r.path), **record}))
+        if older:  # stdout stays JSON lines, every one a run: the cut is said on stderr
+            err(f"{len(rows)} of {len(rows) + older} runs listed (every run not finished, and the {finished} newest "
+                f"finished); {older} older finished not listed: jobs --json --limit {finished + older} lists them all")
         return EXIT_OK
     if not rows:
         say("no runs of this machine in its data dir (the store is away)" if away is not None else
@@ -89,7 +94,11 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         console.print(text, soft_wrap=True)  # each row is one line of at most `width`: never folded
     # Sorted by needs_first: the runs that need their operator come before newer ones, and the note says so.
     order = "newest first" if all(needs_first(r) for r in rows) else "those that need you first, then newest first"
-    notes = [f"{len(rows)} run(s), {order}", "commands take a run's id, folder or the start of its name"]
+    notes = [f"{len(rows)} run(s), {order}"]
+    if older:
+        notes = [f"{len(rows)} of {len(rows) + older} runs, {order}",
+                 f"{older} older finished not shown: jobs --limit {finished + older} shows them all"]
+    notes.append("commands take a run's id, folder or the start of its name")
     if away is not None:
         notes.insert(0, "store away: this machine's runs only, from their folders")
     if hidden:

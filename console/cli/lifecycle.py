@@ -177,9 +177,7 @@ def after_console(paths: Any) -> int:
     if code != EXIT_OK and end is not None:
         # The run ended under the console, which is gone now: what a headless run's closing lines say.
         detail = safe_text(end.detail, one_line=True, join=True, limit=300)
-        why = present_reason(end.reason)
-        err(f"run {paths.run_id} ended {(end.outcome or 'incomplete').replace('_', ' ')} ({why})"
-            + (f": {detail}" if detail and detail != why else ""))
+        err(ended_line(paths.run_id, end.outcome, present_reason(end.reason), detail))
         if end.outcome == "gave_up":
             err(f"once the cause is fixed, {resume_hint(paths)}")
         elif end.fix:
@@ -188,6 +186,32 @@ def after_console(paths: Any) -> int:
             err(go_on_hint(paths, end.reason, end.detail))
     return code
 
+
+
+GAVE_UP_WORDS = "the agent gave up"
+
+
+def ended_line(rid: str, outcome: str | None, why: str, detail: str) -> str:
+    """How a run ended, each thing said once: its outcome, why (unless the outcome says it) and the detail (less
+    what was said already). It said "run ek5qc ended gave up (the agent gave up): the agent gave up (job_complete
+    with confidence 0)"; now "run ek5qc ended: the agent gave up (job_complete with confidence 0)"."""
+    if outcome != "gave_up":
+        head = f"run {rid} ended {(outcome or 'incomplete').replace('_', ' ')} ({why})"
+        return f"{head}: {detail}" if detail and detail != why else head
+    head = f"run {rid} ended: {GAVE_UP_WORDS}" + ("" if why == GAVE_UP_WORDS else f" ({why})")
+    if detail.startswith(GAVE_UP_WORDS):  # the engine's detail begins with the same words
+        detail = detail[len(GAVE_UP_WORDS):].lstrip(" :;,")
+        if detail.startswith("("):  # "(job_complete with confidence 0)": about the words just said
+            return f"{head} {detail}"
+    return f"{head}: {detail}" if detail and detail != why else head
+
+
+def with_cost(text: str, cost: str) -> str:
+    """``text`` (an agent's summary, a detail: often a sentence) followed by ``cost`` ("; cost $0.29"), without
+    the sentence's full stop before it (it said "... --provider openai.; cost $0.29")."""
+    if cost and text.endswith(".") and not text.endswith(".."):
+        text = text[:-1]
+    return f"{text}{cost}"
 
 
 def _finish(sup: Any, paths: Any, interrupted_by: str | None = None) -> int:
@@ -214,20 +238,20 @@ def _finish(sup: Any, paths: Any, interrupted_by: str | None = None) -> int:
     reason = result.reason.value
     if result.ended == "gave_up" and result.outcome is not None:
         said = safe_text(result.outcome.summary, one_line=True, join=True, limit=300)
-        err(f"the agent gave up (confidence {result.outcome.confidence:g}): {said}{cost}")
+        err(with_cost(f"the agent gave up (confidence {result.outcome.confidence:g}): {said}", cost))
         err(f"its notes: {safe_text(result.outcome.notes, one_line=True, join=True, limit=600)}")
         err(f"once the cause is fixed, {resume_hint(paths)}")
         return exit_code(result, interrupted_by)
     stopped = reason in ("user_shutdown", "interrupted")
     detail = f"interrupted by {interrupted_by}" if stopped and interrupted_by else result.detail
     if result.ended == "failed":
-        err(f"run failed: {detail}{cost}")
+        err(with_cost(f"run failed: {detail}", cost))
     else:
         why = f"interrupted by {interrupted_by}" if stopped and interrupted_by else present_reason(reason)
         if reason in ("job_complete", "agent_stopped"):  # a free stop ([guardrails.completion] type = "none")
             why = f"{why}, with work left: the record does not show the plan done"
         said = "" if not detail or detail == why else f": {detail}"
-        err(f"run ended incomplete ({why}){said}{cost}")
+        err(with_cost(f"run ended incomplete ({why}){said}", cost))
     if (gone := sup.operator.channel.gone) is not None:
         err(f"{gone}: there is nothing left there to resume")
     elif result.fix:  # a key to set, credit to add: then the same resume goes on where it was

@@ -112,8 +112,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                           description="List runs, newest first. The table fits the terminal: on a narrow one the "
                                       "confidence, cost and started columns are left out (in that order) and a "
                                       "summary ends at a word with '…'; --json prints every field.")
-    jobs.add_argument("--limit", type=int, default=30, help="how many runs to show (newest first)")
-    jobs.add_argument("--json", action="store_true", help="print JSON lines (every field, and the id) instead")
+    jobs.add_argument("--limit", type=int, default=30,
+                      help="how many finished runs to show, the newest (default 30); every run not finished is "
+                           "shown besides, and the last line says how many older ones are left out")
+    jobs.add_argument("--json", action="store_true",
+                      help="print JSON lines (every field, and the id) instead; the runs --limit leaves out are "
+                           "counted on stderr")
     jobs.add_argument("--prune", action="store_true",
                       help="forget the runs whose folder is gone (state 'gone'): their rows are removed from the "
                            "list; each one is named")

@@ -141,6 +141,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from console.engine.command_check import check_commands
     from console.engine.job import JobError, one_line, prepare_run, validate_job_folder
     from console.engine.job_config import load_job_config
+    from console.engine.job_files import check_instructions
     from console.engine.launch import Launch, LaunchError, LaunchStart, begun, changes, kept_settings
     from console.engine.provenance import Verdict, adopt, judge, set_aside
     from console.engine.run_setting_specs import BY_NAME
@@ -171,6 +172,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.in_place:  # a run to go on with: its folder, id or name; a copy is made of a job folder only
             job_arg = run_folder(args.job, settings)
         source = validate_job_folder(job_arg)
+        check_instructions(source)  # a binary task: exit 2 now, not a run that reads it in vain until stuck
         seal = Seal.of(settings.data_dir)
         # Whose the folder's .console/ is (console.engine.provenance): another's is never resumed nor read.
         try:

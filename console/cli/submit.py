@@ -159,7 +159,7 @@ def _plan(args: argparse.Namespace) -> tuple[Any, str | None, list[tuple[str, st
     from console.cli.run import _budgets, explicit_flags
     from console.engine.clock import SystemClock
     from console.engine.job_config import load_job_config
-    from console.engine.job_files import JobError, one_line, validate_job_folder
+    from console.engine.job_files import JobError, check_instructions, one_line, validate_job_folder
     from console.engine.runs import run_id
     from console.kube import carry
     from console.kube.manifests import DATA_DIR, PREFIX, RUN_ID_LABEL, RUNS, KeyRef, KubeRun, settings_annotation
@@ -180,6 +180,7 @@ def _plan(args: argparse.Namespace) -> tuple[Any, str | None, list[tuple[str, st
     if problems := check_urls(notify):
         raise ValueError(f"--notify / [notify] urls: {problems[0]}")
     source = validate_job_folder(Path(args.job))
+    check_instructions(source)  # a pod that reads its task in vain until stuck costs more than a local run
     job = load_job_config(source)
     given.pop("script", None)
     unconfined = bool(given.pop("unconfined", None))

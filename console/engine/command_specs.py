@@ -63,6 +63,11 @@ class CommandSpec:
         return self.cli
 
 
+# When a pause takes hold (console.engine.operator: Pause is acted on at once while the model is asked, deferred
+# to the turn's end while its tools run): every text that says when (the CLI's help, the keys, the fleet, the web
+# page, the docs) says this.
+PAUSE_WHEN = "at once while the model is asked (its reply is asked again on resume), else after the current turn"
+
 SPECS: tuple[CommandSpec, ...] = (
     CommandSpec("checkpoint", "checkpoint",
                 "force a checkpoint: the agent re-reads plan and instructions, unfinished todos carried over",
@@ -80,11 +85,11 @@ SPECS: tuple[CommandSpec, ...] = (
                 "Approve restart", "Approve a pending context restart", live=True,
                 key=Key("approve", "a", "Approve", "approve a pending context restart")),
     CommandSpec("deny_restart", "deny",
-                "deny a pending context restart (the run ends cleanly, exit code 3; resume later with run "
-                "--in-place)",
+                "deny a pending context restart (the run ends cleanly, exit code 3; resume ID goes on with it "
+                "later)",
                 "Deny restart", "Deny a pending context restart (the run ends)", live=True,
                 key=Key("deny", "d", "Deny", "deny a pending context restart (the run ends cleanly)")),
-    CommandSpec("pause", "pause", "pause a running job after its current turn",
+    CommandSpec("pause", "pause", f"pause a running job: {PAUSE_WHEN}; resume ID unpauses it",
                 "Pause run", "Pause (at once while the model is asked, else after the turn)", live=False,
                 key=Key("pause", "p", "Pause",
                         "pause (at once while the model is asked, else after the turn); while paused: resume")),
@@ -93,8 +98,8 @@ SPECS: tuple[CommandSpec, ...] = (
                 "with the settings it was started with; --console to watch it)",
                 "Resume run", "Resume a paused run", live=False,
                 key=Key("pause", "p", "Resume", "")),
-    CommandSpec("stop", "stop", "stop a running job after its current turn (a second stop stops at once; the run "
-                "exits with 3)",
+    CommandSpec("stop", "stop", "stop a running job after its current turn, at once while the model is asked, the "
+                "run is paused or a restart waits for approval (a second stop stops at once; the run exits with 3)",
                 "Stop run", "Stop after the current turn (asks first)", live=True,
                 key=Key("stop", "s", "Stop", "stop after the current turn (asks first; again: stop now)")),
     CommandSpec("answer", "answer",

@@ -8,6 +8,7 @@ building a model: pydantic's import and first model cost more CPU than the whole
 
 from __future__ import annotations
 
+import codecs
 import functools
 import os
 import stat
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from console.engine.text import safe_text
+from console.engine.text import BINARY_SAMPLE, looks_binary, safe_text
 
 STATE_DIR = ".console"
 # job.toml and the settings file are small: anything larger is a mistake (or an attack), not a config.
@@ -211,3 +212,42 @@ def validate_job_folder(root: Path) -> JobPaths:
                            "folder, which the agent may not read; put the task's text in the folder's own "
                            "instructions.md")
     return paths
+
+
+def check_instructions(paths: JobPaths) -> None:
+    """A :class:`JobError` of one line when the job's instructions.md is not text the agent can read: binary by
+    read_file's own test (:func:`console.engine.text.looks_binary`), or not UTF-8.
+
+    Checked before a run starts (``run``, ``submit``): such a file was accepted, and the run went round read_file
+    ("is a binary file") and todo_complete ("no read of instructions.md") until it was stuck, at the model's cost.
+    Read in chunks, so a large file is never held whole."""
+    shown = one_line(str(paths.root), 0)
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    read = 0
+    try:
+        fd = os.open(paths.instructions, flags)
+        try:
+            while chunk := os.read(fd, 1 << 16):
+                if read < BINARY_SAMPLE and looks_binary(chunk[:BINARY_SAMPLE - read]):
+                    at = read + chunk.index(b"\x00")
+                    raise JobError(f"{shown}: instructions.md is a binary file (a NUL byte at byte {at:,}), which "
+                                   "the agent cannot read; it must be a Markdown file with the task")
+                pending = len(decoder.getstate()[0])  # an incomplete character's bytes, kept from the last chunk
+                try:
+                    decoder.decode(chunk)
+                except UnicodeDecodeError as exc:
+                    raise JobError(f"{shown}: instructions.md is not UTF-8 text (byte {read - pending + exc.start:,} "
+                                   "is not); it must be a Markdown file with the task, saved as UTF-8") from None
+                read += len(chunk)
+            pending = len(decoder.getstate()[0])
+            try:
+                decoder.decode(b"", final=True)
+            except UnicodeDecodeError as exc:
+                raise JobError(f"{shown}: instructions.md is not UTF-8 text (it ends within a character, at byte "
+                               f"{read - pending + exc.start:,}); it must be a Markdown file with "
+                               "the task, saved as UTF-8") from None
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise JobError(f"{shown}: instructions.md cannot be read ({_why(exc)})") from None

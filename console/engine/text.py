@@ -47,7 +47,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["safe_text"]
+__all__ = ["BINARY_SAMPLE", "looks_binary", "safe_text"]
 
 ELLIPSIS = "..."
 _CACHE_MAX = 65_536  # characters remembered per table: a hostile text of every code point cannot grow it more
@@ -124,3 +124,14 @@ def safe_text(text: str, *, one_line: bool = False, join: bool = False, limit: i
             head = head[: len(head) - (len(head[-9:]) - cut.start())]
         text = head + ELLIPSIS
     return text
+
+
+# How much of a file's start is looked at for a NUL byte. One test of "binary" for every reader: read_file and
+# search_files pass such a file over, and a job whose instructions.md is one is refused before it starts
+# (console.engine.job_files.check_instructions): the two must agree, or a run starts on a task it cannot read.
+BINARY_SAMPLE = 8192
+
+
+def looks_binary(data: bytes) -> bool:
+    """Whether a file whose first bytes are ``data`` is binary, not text: a NUL in its first BINARY_SAMPLE bytes."""
+    return b"\x00" in data[:BINARY_SAMPLE]

@@ -13,6 +13,20 @@ from console.view.state import ConsoleState
 PROCESS_GONE = "its process is gone"
 
 
+# A state word (console.engine.runs) said as what the run does or is: "needs you" and "gave up" are not
+# adjectives ("The run is needs you since 02:17:45" was said).
+_CLAUSES = {"needs you": "needs you", "gave up": "gave up", "completed": "completed", "failed": "failed",
+            "stopped": "stopped", "agent stopped": "was stopped by its agent", "incomplete": "ended incomplete",
+            "interrupted": "was interrupted", "starting": "is starting", "running": "is running",
+            "paused": "is paused", "out of budget": "is out of budget", "awaiting approval": "is awaiting approval",
+            "gone": "is gone (its folder was deleted or moved)"}
+
+
+def run_clause(state: str) -> str:
+    """What follows "The run " to say it is in ``state``: "needs you", "was interrupted", "is paused"."""
+    return _CLAUSES.get(state, f"is in the state {state!r}")
+
+
 def seen_of(st: ConsoleState) -> Seen:
     """What a run's log says about it, for :func:`console.engine.runs.liveness`."""
     return Seen(needs=st.needs.reason if st.needs is not None else "", restart_pending=st.restart_pending is not None,
@@ -45,11 +59,11 @@ def resume_text(st: ConsoleState, name: str) -> str:
     stopped.")"""
     state = run_liveness(st, None).state
     if st.ended:
-        since = f" since {clock_time(st.ended_at)}" if st.ended_at is not None else ""
+        since = f" (it ended at {clock_time(st.ended_at)})" if st.ended_at is not None else ""
         detail = safe_text(st.outcome_detail, one_line=True)
-        how = f"The run is {state}{since}" + (f": {detail}" if detail and detail != state else "") + "."
+        how = f"The run {run_clause(state)}{since}" + (f": {detail}" if detail and detail != state else "") + "."
     else:
-        how = f"The run is {state}: {PROCESS_GONE} and its end was never logged."
+        how = f"The run {run_clause(state)}: {PROCESS_GONE} and its end was never logged."
     where = [f"session {st.session}"] if st.session else []
     if st.phase:
         where.append(f"phase {st.phase}")

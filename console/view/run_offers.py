@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from console.engine.command_specs import SPECS
-from console.view.liveness import PROCESS_GONE, phase_refusal, run_liveness
+from console.view.liveness import PROCESS_GONE, phase_refusal, run_clause, run_liveness
 from console.view.state import ConsoleState
 
 # The run's commands: offered only while they can act (see offered); a screen's other keys are always offered.
@@ -132,8 +132,8 @@ def ended_refusal(command: str, facts: RunFacts, resume: str) -> Refusal | None:
     if "start" in st.requested:
         return Refusal(f"No {command} yet", f"The run is starting again: {command} once it runs.")
     state = run_liveness(st, None).state
-    return Refusal(f"No {command}", f"The run is {state}: {PROCESS_GONE}, nothing to {command}. Resume it with "
-                                    f"{resume}")
+    return Refusal(f"No {command}", f"The run {run_clause(state)}: {PROCESS_GONE}, nothing to {command}. Resume "
+                                    f"it with {resume}")
 
 
 def phase_refused(command: str, st: ConsoleState) -> Refusal | None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import jinja2
 
+from console.engine.command_specs import PAUSE_WHEN
 from console.engine.commands import MAX_TEXT
 from console.engine.questions import MAX_VALUE
 from console.engine.text import safe_text
@@ -131,7 +132,7 @@ def sent_line(row: FleetRow, action: str) -> str:
     return {"approve": f"Run {rid}: restart approved; a fresh session starts with the carryover.",
             "deny": f"Run {rid}: restart denied; the run ends (it can be resumed).",
             "stop": f"Run {rid}: stop sent; it stops after its current turn (at once if it waits or is paused).",
-            "pause": f"Run {rid}: pause sent; it pauses after its current turn.",
+            "pause": f"Run {rid}: pause sent; it pauses {PAUSE_WHEN}.",
             "resume": f"Run {rid}: resume sent.",
             "acknowledge": f"Run {rid}: acknowledged; it asks for you no more.",
             "rewind": f"Run {rid}: rewind sent; at its next step the agent re-plans the phase around what you "

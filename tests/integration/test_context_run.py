@@ -111,6 +111,24 @@ def test_restart_waits_for_approval_and_deny_ends_cleanly(make_job, clock) -> No
     assert ("approve_restart", "console", "applied") in cmds and ("deny_restart", "cli", "applied") in cmds
 
 
+def test_a_denied_restart_goes_on_where_it_was_when_resumed(make_job, clock) -> None:
+    """`deny --help` says `resume ID` goes on with the run later (it said `run --in-place`): resume starts the
+    run's folder again with its settings, and its engine picks the run up where the denial left it."""
+    paths = make_job("requirements-extraction")
+    sup = Supervisor(paths, run_settings(context_window=WINDOW, auto_restart=False), ScriptedProvider(clock=clock),
+                     clock=clock)
+    pending = _waiter(sup, "restart_pending")
+    t, box = _run_in_thread(sup)
+    assert pending.wait(30)
+    write_inbox(paths, "deny_restart")
+    t.join(30)
+    assert box["result"].reason is ShutdownReason.USER_SHUTDOWN
+    again = Supervisor(paths, run_settings(context_window=WINDOW), ScriptedProvider(clock=clock), clock=clock)
+    assert again.run().ok
+    reasons = [e.reason for e in ev.read_events(paths.events) if isinstance(e, ev.SessionStarted)]
+    assert reasons[0] == "new" and "resume" in reasons[1:], reasons
+
+
 def _on(sup: Supervisor, predicate, action) -> None:
     fired = []
 

@@ -204,6 +204,15 @@ def test_bad_flags_are_one_line(tmp_path, capsys, args, message) -> None:
     assert code == 2 and out == "" and message in err and err.count("\n") == 1
 
 
+def test_a_task_that_is_not_text_is_refused_before_a_manifest_is_made(tmp_path, capsys) -> None:
+    # A pod would go round read_file ("is a binary file") and todo_complete until stuck, as a local run did.
+    job = job_copy(tmp_path)
+    (job / "instructions.md").write_bytes(b"# Task\n\x00\x01\x02")
+    code, out, err = dry_run(capsys, str(job))
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert f"{job}: instructions.md is a binary file (a NUL byte at byte 7)" in err
+
+
 def test_submit_without_a_target_says_so(tmp_path, capsys) -> None:
     assert main(["submit", str(job_copy(tmp_path))]) == 2
     assert "--kubernetes" in capsys.readouterr().err

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from console.engine import events as ev
 from console.view.format import clock_time
 from console.view.liveness import resume_text
@@ -33,8 +35,8 @@ def test_a_run_stopped_by_a_denied_restart_says_so_where_and_what_resuming_does(
                 at(3, ev.RunEnded, reason="user_shutdown", outcome="incomplete",
                    detail="restart denied (operator); the run ends"))
     text = resume_text(st, "7nw6q")
-    assert text.startswith(f"The run is stopped since {clock_time(T0 + timedelta(seconds=3))}: restart denied "
-                           "(operator)"), text
+    assert text.startswith(f"The run stopped (it ended at {clock_time(T0 + timedelta(seconds=3))}): restart "
+                           "denied (operator)"), text
     assert "It was in session 1, phase Extraction (2 of 4)." in text
     assert "Resuming starts it again in the background where it stopped" in text
     assert "agent-console resume 7nw6q" in text
@@ -43,7 +45,7 @@ def test_a_run_stopped_by_a_denied_restart_says_so_where_and_what_resuming_does(
 
 def test_a_run_whose_process_died_says_its_end_was_never_logged():
     text = resume_text(folded(at(1, ev.SessionStarted), todos(2)), "k3f9q")
-    assert text.startswith("The run is interrupted: its process is gone and its end was never logged."), text
+    assert text.startswith("The run was interrupted: its process is gone and its end was never logged."), text
     assert "session 1" in text
 
 
@@ -51,4 +53,25 @@ def test_hostile_detail_is_one_safe_line():
     st = folded(at(1, ev.SessionStarted),
                 at(2, ev.RunEnded, reason="x", outcome="failed", detail="boom\x1b[2J\nsecond line"))
     text = resume_text(st, "k3f9q")
-    assert "\x1b" not in text and "\n" not in text and "The run is failed" in text
+    assert "\x1b" not in text and "\n" not in text and "The run failed" in text
+
+
+def test_a_run_whose_agent_gave_up_needs_you_in_words_not_a_state_word_as_an_adjective():
+    # It said "The run is needs you since 17:00:03".
+    st = folded(at(1, ev.SessionStarted), todos(2),
+                at(3, ev.RunEnded, reason="gave_up", outcome="gave_up", detail="job_complete with confidence 0"))
+    text = resume_text(st, "ek5qc")
+    assert text.startswith(f"The run needs you (it ended at {clock_time(T0 + timedelta(seconds=3))}): "
+                           "job_complete with confidence 0."), text
+    assert "is needs you" not in text
+
+
+@pytest.mark.parametrize("state", ["needs you", "gave up", "agent stopped", "interrupted", "out of budget",
+                                   "awaiting approval", "incomplete", "running", "paused", "starting", "gone",
+                                   "completed", "failed", "stopped"])
+def test_every_state_word_is_said_as_a_clause(state: str):
+    from console.view.liveness import run_clause
+
+    clause = run_clause(state)
+    assert not clause.startswith(("is needs", "is gave", "is agent", "is failed", "is stopped", "is completed",
+                                  "is incomplete", "is interrupted", "is in the state"))

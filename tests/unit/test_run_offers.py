@@ -90,6 +90,10 @@ def test_a_refusal_names_the_way_on() -> None:
     starting.requested["start"] = "starting again"
     said = ended_refusal("stop", RunFacts(starting, True, None), "")
     assert said is not None and said.title == "No stop yet"
+    # A run whose process died unlogged: its state said as a clause ("The run is interrupted" / "is needs you").
+    said = ended_refusal("pause", RunFacts(running(), True, None), "agent-console resume k3f9q")
+    assert said is not None and said.message == ("The run was interrupted: its process is gone, nothing to pause. "
+                                                 "Resume it with agent-console resume k3f9q")
 
 
 def test_the_module_needs_no_textual() -> None:

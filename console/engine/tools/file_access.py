@@ -7,6 +7,7 @@ import hashlib
 from typing import TYPE_CHECKING
 
 from console.engine.sandbox import Sandbox, SandboxError
+from console.engine.text import looks_binary
 from console.engine.tools.registry import ToolFailure
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ def read_text(rt: Runtime, rel: str) -> str:
     if info.kind == "dir":
         raise ToolFailure(f"'{rel}' is a folder; use list_files to see its content.")
     data = sb.read_bytes(rel, max_bytes=MAX_FILE_BYTES)
-    if b"\x00" in data[:8192]:
+    if looks_binary(data):
         raise ToolFailure(f"'{rel}' is a binary file; only text files can be read.")
     return data.decode("utf-8", errors="replace")
 

@@ -13,6 +13,7 @@ from pydantic import Field
 
 from console.engine.job_files import one_line
 from console.engine.sandbox import SandboxError
+from console.engine.text import looks_binary
 from console.engine.tools.file_access import MAX_DOCS, MAX_FILE_BYTES, checked, docs_prefix, sandbox
 from console.engine.tools.registry import ToolArgs, ToolFailure
 
@@ -218,7 +219,7 @@ def search_files(rt: Runtime, a: SearchFilesArgs) -> str:
             data = sb.read_bytes(f.rel, max_bytes=MAX_FILE_BYTES)
         except SandboxError:
             continue  # changed or replaced since the listing: not a file we may read now
-        if b"\x00" in data[:8192]:
+        if looks_binary(data):
             continue
         search.file(f.rel, line_text(data))
         del data

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from console.engine.command_specs import PAUSE_WHEN
 from console.engine.commands import AnyCommand, ApproveRestart, DenyRestart, Pause, Resume, Stop
 from console.engine.job_files import JobPaths
 from console.engine.store import Store, StoreError, folder_gone, open_store
@@ -181,11 +182,12 @@ class FleetActions:
                        forget)
 
     def _pause(self, row: FleetRow) -> None:
-        """``p``: a run at work pauses after its current turn (not asked first: ``r`` unpauses it)."""
+        """``p``: a run at work pauses (:data:`console.engine.command_specs.PAUSE_WHEN`; not asked first: ``r``
+        unpauses it)."""
         if problem := self.controllers.send(row, Pause()):
             self.hands.notify(problem, title="pause not sent", severity="warning")
         else:
-            self.hands.notify(f"{row.id} {row.job}: pause sent (after its current turn; r resumes it).",
+            self.hands.notify(f"{row.id} {row.job}: pause sent (it pauses {PAUSE_WHEN}; r resumes it).",
                               title="Pause sent")
 
     def _resume(self, row: FleetRow) -> None:
