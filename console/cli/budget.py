@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from console.cli.common import UsageError, err, say
+from console.engine.job_files import one_line
 from console.outcome import EXIT_FAILED, EXIT_OK
 
 if TYPE_CHECKING:
@@ -55,12 +56,16 @@ class ConfigLimits:
     that is empty or gone, until it has stayed so for :data:`BLANK_GRACE` seconds: an editor that writes the file
     in place empties it for a moment, while an operator who removes it means it."""
 
-    def __init__(self, load: Callable[[], Any], path: Path, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, load: Callable[[], Any], path: Path, monotonic: Callable[[], float] = time.monotonic,
+                 say: Callable[[str], None] | None = None) -> None:
+        """``say``: told once, in one line, when a changed file does not read (the run's stderr: its runner.log)."""
         from console.engine.store.fleet import FleetLimits
 
         self.load = load
         self.path = path
         self.monotonic = monotonic
+        self.say = say
+        self._said = ""
         self._seen: tuple[int, int] | None = None
         self._blank_since: float | None = None
         self._limits = FleetLimits()
@@ -88,8 +93,14 @@ class ConfigLimits:
             try:
                 b = self.load().budgets
                 self._limits = FleetLimits(b.daily_usd, dict(b.jobs))
-            except Exception:  # kept: see the class's doc
-                pass
+                self._said = ""
+            except Exception as exc:  # kept: see the class's doc; said once (found by a new operator's trial: a
+                # config broken mid-run was passed over without a word, the run going on under the old limit)
+                why = one_line(str(exc), 300) or type(exc).__name__
+                if self.say is not None and why != self._said:
+                    self._said = why
+                    self.say(f"the config file changed and does not read now ({why}): the fleet budget keeps the "
+                             "limits it read before, until the file reads again")
         return self._limits
 
 
@@ -115,7 +126,7 @@ def run_fleet_budget(settings: Any, store: Any, root: Path, run_id: str) -> Any:
 
     if store is None:
         return None
-    limits = ConfigLimits(load_settings, config_path())
+    limits = ConfigLimits(load_settings, config_path(), say=err)
     limits()
     return StoreFleetBudget(_ledger(store, settings), root, job_name(root), limits,
                             f"{this_host()}:{os.getpid()}:{run_id}")

@@ -173,13 +173,20 @@ def test_the_configs_limits_are_read_again_when_the_file_changes_and_kept_when_i
             raise answer
         return answer
 
-    limits = ConfigLimits(load, config)
+    said: list[str] = []
+    limits = ConfigLimits(load, config, say=said.append)
     assert limits().daily_usd is None
     assert limits().daily_usd is None and len(seen) == 1  # unchanged: not read again
     config.write_text("[budgets]\ndaily_usd = 5.0\n")
     assert limits().daily_usd == 5.0
     config.write_text("[budgets\n")
     assert limits().daily_usd == 5.0 and len(seen) == 3  # a broken edit lifts no limit
+    # ... and is said, once (found by a new operator's trial: a config broken mid-run was passed over in silence).
+    assert said == ["the config file changed and does not read now (bad toml): the fleet budget keeps the limits it "
+                    "read before, until the file reads again"]
+    answers.append(ValueError("bad toml"))
+    config.write_text("[budgets\n\n")
+    assert limits().daily_usd == 5.0 and len(said) == 1  # the same fault again: not said twice
 
 
 def test_a_config_emptied_or_gone_for_a_moment_lifts_no_limit_one_that_stays_so_does(tmp_path: Path) -> None:
