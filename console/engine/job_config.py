@@ -86,12 +86,25 @@ class JobConfig(StrictSection):
         return self
 
 
+# The operator's own settings (their config file's, console.settings), never a job's: a job folder, maybe handed over
+# from elsewhere, does not choose where traces go, what a day may cost, who is told, which store, data dir, keys or
+# endpoints. Named as such when a job.toml sets one, not as a typo ("unknown key, check the spelling" was said).
+# tests/test_job_config_keys.py checks each is a key of the config file and none a job.toml's.
+OPERATOR_ONLY = frozenset({"telemetry", "budgets", "notify", "store", "data_dir", "serve", "keys", "kubernetes",
+                           "openai_api_key", "anthropic_api_key", "job_base_urls", "theme"})
+
+
 def load_job_config(paths: JobPaths) -> JobConfig:
     """``job.toml`` (defaults if there is none); a :class:`JobError` of one line naming the file otherwise."""
     text = read_config_text(paths.job_toml)
     if text is None:
         return JobConfig()
     data = parse_config_toml(text, paths.job_toml)
+    if mine := sorted(OPERATOR_ONLY & set(data)):
+        names = ", ".join(f"'{k}'" for k in mine)
+        raise JobError(f"{one_line(str(paths.job_toml), 0)}: {names} {'is' if len(mine) == 1 else 'are'} the "
+                       "operator's setting, in their config file (docs/operators-guide.md), never a job's: a job "
+                       "folder does not choose it; remove it from job.toml")
     try:
         return JobConfig.model_validate(data)
     except ValidationError as exc:

@@ -66,7 +66,7 @@ def test_a_job_toml_has_no_telemetry(tmp_path) -> None:
 
     (tmp_path / "instructions.md").write_text("# x\n")
     (tmp_path / "job.toml").write_text('[telemetry]\nendpoint = "http://evil:4318"\ncontent = true\n')
-    with pytest.raises(JobError, match="key 'telemetry': unknown key"):
+    with pytest.raises(JobError, match="'telemetry' is the operator's setting, in their config file"):
         load_job_config(JobPaths(tmp_path))
 
 

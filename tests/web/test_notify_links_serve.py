@@ -131,7 +131,7 @@ def test_a_job_toml_cannot_choose_where_links_point(server: Loopback, tmp_path: 
     done = subprocess.run([sys.executable, "-m", "console.cli", "run", str(job), "--in-place", "--headless",
                            "--speed", "0", "--notify", server.url("json", "hook")],
                           capture_output=True, text=True, env=env, timeout=120)
-    assert done.returncode == 2 and "key 'serve': unknown key" in done.stderr, done.stderr
+    assert done.returncode == 2 and "'serve' is the operator's setting" in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and server.requests == []
     # Nor at the top level, nor as a run setting: the operator's settings alone have [serve].
     (job / "job.toml").write_text((job / "job.toml").read_text().split("\n[serve]")[0]
