@@ -435,11 +435,13 @@ class WebApp:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "X-Accel-Buffering": "no"})
         for name, value in HEADERS.items():
             response.headers[name] = value
-        await response.prepare(request)
-        await self.feed.ready()
         seen, sent, wrote = -1, None, 0.0
         clock = asyncio.get_running_loop().time
         try:
+            # In the try: a page closed while its headers are sent (a phone moving to the next page) is no error
+            # either (CI saw aiohttp's "Error handling request" traceback on serve's stderr from here).
+            await response.prepare(request)
+            await self.feed.ready()
             # Logged out or expired, or serve stopping: the stream ends.
             while self.auth.session(session.id) is session and not self.closing:
                 if self.feed.version != seen:

@@ -90,3 +90,33 @@ def test_a_drawing_that_shows_nothing_new_is_not_sent_to_the_page() -> None:
             live.close()
 
     asyncio.run(main())
+
+
+def test_a_page_closed_while_its_stream_starts_is_no_error(monkeypatch, caplog) -> None:
+    """Found by CI: a phone test moved on while serve sent the headers of /live/fleet; aiohttp's "Cannot write to
+    closing transport" came out of the stream's start, outside what it caught, and serve printed a traceback."""
+    import logging
+
+    from aiohttp import web
+    from aiohttp.client_exceptions import ClientConnectionResetError
+
+    real = web.StreamResponse.prepare
+
+    async def closing(self, request):  # type: ignore[no-untyped-def]
+        if self.headers.get("Content-Type") == "text/event-stream":
+            raise ClientConnectionResetError("Cannot write to closing transport")
+        return await real(self, request)
+
+    monkeypatch.setattr(web.StreamResponse, "prepare", closing)
+
+    async def main() -> None:
+        rows, auth = Rows(), au.Auth()
+        async with TestClient(TestServer(WebApp(auth, FleetFeed(rows), poll=0.05).build(), host="127.0.0.1")) as client:
+            await logged_in(client, auth)
+            with contextlib.suppress(Exception):  # the response the client gets is whatever a closed page gets
+                (await client.get("/live/fleet")).close()
+            await asyncio.sleep(0.2)
+
+    with caplog.at_level(logging.ERROR, logger="aiohttp"):
+        asyncio.run(main())
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], [r.getMessage() for r in caplog.records]
