@@ -86,7 +86,8 @@ def attach_remote_console(url: str, row: Any, *, theme: str | None = None, keyma
 
 @contextlib.contextmanager
 def viewer_signals(app: ConsoleApp) -> Iterator[None]:
-    """SIGHUP and SIGTERM close a viewer at once; if its screen cannot be taken down (a terminal that is gone
+    """SIGHUP and SIGTERM close a viewer at once (and a terminal that went away without sending SIGHUP: see
+    console.tui.terminal_watch); if its screen cannot be taken down (a terminal that is gone
     may block a write), the process leaves anyway after a moment: a viewer holds nothing worth waiting for.
 
     SIGINT (a Ctrl+C before the console has the terminal: there it is a key) closes it too, then raises
@@ -127,10 +128,13 @@ def viewer_signals(app: ConsoleApp) -> Iterator[None]:
             else:
                 app.call_later(leave)
 
+    from console.tui.terminal_watch import hangup_when_terminal_gone
+
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
     previous[signal.SIGINT] = signal.signal(signal.SIGINT, on_interrupt)
     try:
-        yield
+        with hangup_when_terminal_gone():  # a terminal gone without its SIGHUP is handled as one
+            yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

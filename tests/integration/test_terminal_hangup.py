@@ -253,3 +253,44 @@ def test_a_headless_run_in_a_terminal_goes_on_after_a_hangup(tmp_path: Path) -> 
     assert b"\x1b[" in bytes(pty.out)
     assert "\x1b" not in log, "colour codes in runner.log"
     assert not any(isinstance(e, ev.OperatorCommand) for e in ev.read_events(paths.events))
+
+
+def test_a_terminal_gone_without_a_hangup_closes_the_console(tmp_path: Path) -> None:
+    """A console started outside its terminal's session (setsid, a supervisor's pty) gets no SIGHUP when the
+    terminal goes: it read nothing in a loop for ever, a core spinning unseen. It closes as after a hangup, and
+    the run goes on."""
+    data = Path(os.environ["AGENT_CONSOLE_DATA_DIR"])
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    # A session of its own and the pty passed as descriptors: the pty is nobody's controlling terminal, so
+    # closing its master sends no signal to anyone.
+    console = subprocess.Popen(_cli("run", str(SAMPLES / "quickstart"), "--speed", "0.3"), stdin=slave,
+                               stdout=slave, stderr=slave, env=_env(tmp_path), cwd=tmp_path, start_new_session=True)
+    os.close(slave)
+    out = bytearray()
+
+    def drain() -> None:
+        with contextlib.suppress(OSError):
+            while chunk := os.read(master, 65536):
+                out.extend(chunk)
+
+    threading.Thread(target=drain, daemon=True).start()
+    runner = None
+    try:
+        _wait_for(lambda: (data / "runs").is_dir() and any((data / "runs").iterdir()), 30, "the run folder")
+        paths = _run_folder(data)
+        runner = _wait_for(lambda: RunLock(paths).holder(), 30, "a runner holding the run")
+        _wait_for(lambda: paths.run_id.encode() in out and b"Todo" in out, 30, "the console's screen")
+        os.close(master)  # the terminal goes, and says nothing
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            console.wait(GONE_WITHIN)
+        assert console.returncode is not None, f"console still there {GONE_WITHIN:.0f} s after its terminal went"
+        assert _alive(runner) and RunLock(paths).holder() == runner, "the run went with its console"
+        log = (paths.state / "runner.log").read_bytes()
+        assert b"\x1b" not in log  # nothing of the dead terminal's written into the run's log
+    finally:
+        console.kill()
+        console.wait()
+        if runner is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(runner, signal.SIGTERM)
