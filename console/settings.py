@@ -125,6 +125,16 @@ class BudgetsSettings(BaseModel):
     daily_usd: float | None = Field(default=None, gt=0, le=MAX_DAILY_USD)
     jobs: dict[Annotated[str, Field(min_length=1, max_length=200)],
                Annotated[float, Field(gt=0, le=MAX_DAILY_USD)]] = Field(default_factory=dict, max_length=1000)
+    # The zone of the fleet's days (an IANA name: "UTC", "Europe/Paris"); None: this machine's. Machines that share a
+    # store must count the same day, or a raise on one lifts nothing on another: see use_timezone.
+    timezone: str | None = Field(default=None, min_length=1, max_length=100)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, name: str | None) -> str | None:
+        if name is not None and zone_problem(name) is not None:
+            raise ValueError(zone_problem(name))
+        return name
 
 
 class KubernetesSettings(BaseModel):
@@ -490,10 +500,37 @@ class Settings(BaseSettings):
 check_fields(Settings, [s.name for s in SPECS if s.config_key == s.name])
 
 
-def load_settings(**overrides: Any) -> Settings:
-    """Load settings; a bad config file or env var becomes a :class:`JobError` naming the key."""
+def zone_problem(name: str) -> str | None:
+    """Why ``name`` is no timezone this machine knows (None: it is one)."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
     try:
-        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        return f"unknown timezone {name!r}: give an IANA name such as UTC or Europe/Paris (unset: this machine's)"
+    return None
+
+
+def use_timezone(name: str | None) -> None:
+    """``[budgets] timezone`` becomes this process's local zone (``TZ``), and so its children's: the fleet budget's
+    day, ``costs``' days and today, and every time a view shows are that zone's, one clock for every machine of a
+    shared store. Through ``TZ`` rather than passed to each place a local time is made (``astimezone()``): a place
+    missed would count another day. Unset: the process keeps the zone it was started with."""
+    if name is None or os.environ.get("TZ") == name:
+        return
+    import time
+
+    os.environ["TZ"] = name
+    time.tzset()
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Load settings; a bad config file or env var becomes a :class:`JobError` naming the key. The operator's
+    ``[budgets] timezone`` becomes the process's (:func:`use_timezone`)."""
+    try:
+        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+        use_timezone(settings.budgets.timezone)
+        return settings
     except JobError:
         raise  # the config file itself: already one line naming it
     except ValidationError as exc:

@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -147,7 +148,14 @@ def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             mp.delenv(name)
         for name, value in hermetic.pointed(top).items():
             mp.setenv(name, value)
+        zone = os.environ.get("TZ")
         yield top
+    if os.environ.get("TZ") != zone:  # a config's [budgets] timezone became the process's (console.settings)
+        if zone is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = zone
+        time.tzset()
 
 
 @pytest.fixture

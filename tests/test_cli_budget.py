@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 import os
 import re
-from datetime import datetime
+import subprocess
+import time
+from datetime import datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -15,6 +18,7 @@ from console.cli import main
 from console.engine.guardrails.fleet import FLEET, local_day
 from console.engine.store.fleet import FleetLimits, SqliteFleet, StoreFleetBudget
 from console.settings import load_settings
+from tests.processes import cli
 
 
 def config(text: str) -> None:
@@ -178,3 +182,35 @@ def test_job_shows_that_jobs_scope_alone_even_without_a_limit(capsys) -> None:
     assert (row["scope"], row["spent_usd"], row["limit_usd"], row["held"]) == ("job:nightly", 0.25, None, False)
     assert main(["budget", "--job", "triage"]) == 0
     assert "job triage: $0.00 of $0.50" in capsys.readouterr().out
+
+
+def _day_in(zone: str) -> set[str]:
+    now = datetime.now(ZoneInfo(zone))
+    return {now.date().isoformat(), (now + timedelta(minutes=5)).date().isoformat()}  # a test across midnight
+
+
+def test_machines_in_two_zones_count_one_day_when_the_config_names_it(capsys) -> None:
+    """A shared store's machines in other zones counted their own local days: one held the fleet on its day, the
+    other's `budget --raise` raised another day's limit, and the held runs stayed held. With `[budgets] timezone`
+    both count that zone's day: the raise made in Los Angeles lifts the hold made in Kiritimati (22 hours apart)."""
+    os.environ["TZ"] = "Asia/Tokyo"  # this machine's own zone, which the config overrides
+    time.tzset()
+    config('[budgets]\ndaily_usd = 1.0\ntimezone = "Pacific/Kiritimati"\n')
+    budget = spend(1.25)
+    hold = budget.check(datetime.now().astimezone())
+    assert hold is not None and hold.day in _day_in("Pacific/Kiritimati")
+    assert main(["budget", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["day"] == hold.day
+    other = {**os.environ, "TZ": "America/Los_Angeles"}  # another machine of the store, its own zone
+    done = subprocess.run(cli("budget", "--raise", "2"), env=other, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "today's budget is now $3.00" in done.stdout
+    assert budget.check(datetime.now().astimezone()) is None  # lifted: the raise was for the hold's day
+
+
+def test_a_timezone_this_machine_does_not_know_is_refused_by_name(capsys) -> None:
+    config('[budgets]\ndaily_usd = 1.0\ntimezone = "Mars/Olympus_Mons"\n')
+    assert main(["budget"]) == 2
+    err = capsys.readouterr().err
+    assert "budgets.timezone" in err and "unknown timezone 'Mars/Olympus_Mons'" in err, err
+    assert os.environ.get("TZ") != "Mars/Olympus_Mons"

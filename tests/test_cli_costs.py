@@ -16,7 +16,7 @@ import pytest
 from console.cli import main
 from console.engine import events as ev
 from console.engine.clock import FakeClock
-from console.engine.cost import Prices
+from console.engine.cost import Prices, format_cost
 from console.engine.job import JobPaths
 from console.engine.runs import run_id
 from console.engine.store import JobStore, this_host
@@ -178,6 +178,31 @@ def test_a_corrupt_and_an_unreadable_log_are_named_once_and_the_rest_counted(mak
     assert main(["costs"]) == 1
     out = capsys.readouterr().out
     assert "Traceback" not in out and out.count(run_id(gone.root)) == 1 and "2 runs could not be read whole" in out
+
+
+def test_a_run_whose_folder_is_gone_is_named_with_its_last_cost_not_silently_left_out(make_job, capsys) -> None:
+    """The total was every run's but one, and nothing said so: a run deleted (or moved) is known to the store, its
+    log gone with its folder. It is named, with the cost its record last said, and how to forget it."""
+    kept = a_run(make_job)
+    deleted = a_run(make_job, name="deleted")
+    cost = usages(deleted)[-1].job_cost_usd
+    assert cost
+    shutil.rmtree(deleted.root)
+    code, got = costs(capsys)
+    assert code == 1  # printed, but not every known run is in it
+    assert [(u.id, u.problem) for u in got.unreadable] == [
+        (run_id(deleted.root), f"its folder is gone (deleted or moved): not counted (its last record said "
+                               f"{format_cost(cost)})")]
+    assert [r.key for r in got.rows] == ["quickstart"] and got.total.cost_usd == usages(kept)[-1].job_cost_usd
+    assert main(["costs"]) == 1
+    out = capsys.readouterr().out
+    assert (f"1 run is not counted, its folder gone (deleted or moved): {run_id(deleted.root)} on {this_host()} "
+            f"(its last record said {format_cost(cost)}); `agent-console jobs --prune` forgets it") in out, out
+    assert "could not be read whole" not in out
+    assert main(["jobs", "--prune"]) == 0
+    capsys.readouterr()
+    code, got = costs(capsys)
+    assert code == 0 and not got.unreadable  # forgotten: the ledger is whole again
 
 
 def test_an_empty_machine_has_spent_nothing(capsys) -> None:

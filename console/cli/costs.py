@@ -16,10 +16,11 @@ from console.outcome import EXIT_FAILED, EXIT_OK
 COSTS_HELP = ("What runs spent, from each run's own events: every run this machine knows, or every machine's with a "
               "shared store. Grouped by job, model, machine or day (the operator's local days, the timezone named; a "
               "run that spans midnight splits by its turns' times), with the total. Usage of a model without prices "
-              "is counted in tokens and said, never as $0. A run whose log cannot be read is named. Exit 0: the "
-              "ledger is whole; 1: printed, but some run's log could not be read whole or the shared store was "
-              "away (this machine's runs only); 2: a bad flag.")
+              "is counted in tokens and said, never as $0. A run whose log cannot be read, or whose folder is gone, "
+              "is named. Exit 0: the ledger is whole; 1: printed, but some run's log could not be read whole (or its "
+              "folder is gone) or the shared store was away (this machine's runs only); 2: a bad flag.")
 BY = ("job", "model", "machine", "day")  # here, not in console.view.ledger: every command builds the parser
+GONE = "its folder is gone (deleted or moved): not counted"  # a problem of the ledger's JSON, and its note
 PAGE = 20000  # events of other machines' runs fetched from a shared store at a time
 
 
@@ -98,6 +99,10 @@ def _runs(settings: Any) -> tuple[list[Any], bool]:
             run = RunSpend(id=run_id(row.path), job=job_name(row.path), machine=row.host or here)
             if row.remote:
                 remote[row.key] = run
+            elif not Path(row.path).is_dir():
+                # Its log went with its folder: not counted, and said (the total is not every run's).
+                last = "" if row.cost_usd is None else f" (its last record said {_cost(row.cost_usd)})"
+                run.problem = f"{GONE}{last}"
             else:
                 read_run(JobPaths(Path(row.path)).events, run)
             out.append(run)
@@ -157,9 +162,17 @@ def _notes(ledger: Any) -> list[str]:
         notes.append(f"{n} run{'s' if n != 1 else ''} had unpriced usage ({ledger.total.unpriced_tokens:,} tokens, "
                      f"not in the cost): {', '.join(ledger.runs_unpriced[:10])}{' ...' if n > 10 else ''}; add the "
                      "model under [prices] in the config (docs/operators-guide.md)")
-    if ledger.unreadable:
-        n = len(ledger.unreadable)
-        named = "; ".join(f"{u.id} on {u.machine}: {u.problem}" for u in ledger.unreadable[:10])
+    gone = [u for u in ledger.unreadable if u.problem.startswith(GONE)]
+    if gone:
+        n = len(gone)
+        named = ", ".join(f"{u.id} on {u.machine}{u.problem.removeprefix(GONE)}" for u in gone[:10])
+        whose = "their folders" if n != 1 else "its folder"
+        notes.append(f"{n} run{'s are' if n != 1 else ' is'} not counted, {whose} "
+                     f"gone (deleted or moved): {named}{' ...' if n > 10 else ''}; `agent-console jobs --prune` "
+                     f"forgets {'them' if n != 1 else 'it'}")
+    if unread := [u for u in ledger.unreadable if not u.problem.startswith(GONE)]:
+        n = len(unread)
+        named = "; ".join(f"{u.id} on {u.machine}: {u.problem}" for u in unread[:10])
         notes.append(f"{n} run{'s' if n != 1 else ''} could not be read whole (counted as far as read): {named}"
                      f"{' ...' if n > 10 else ''}")
     return notes

@@ -78,7 +78,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     # its spend and the day's holds are the store's, and `agent-console budget --raise` here reaches it. A pod on
     # an embedded store (its volume's) is not given it: a hold there could be raised by nobody (settings_env).
     **{f"budgets.{key}": (VARIABLE, "AGENT_CONSOLE_BUDGETS (JSON), when set and the pod shares this machine's store")
-       for key in ("daily_usd", "jobs")},
+       for key in ("daily_usd", "jobs", "timezone")},
     "kubernetes.ttl_after_finished": (LOCAL, "the submitting machine's: the Job's ttlSecondsAfterFinished"),
     # Checked where the job is submitted (resolve_run_settings): the URL it allowed reaches the pod as --base-url.
     "job_base_urls": (LOCAL, "checked by the submitting machine; the pod is given the URL as --base-url"),

@@ -90,6 +90,7 @@ content = true
 export_timeout = 7.5
 [budgets]
 daily_usd = 25.0
+timezone = "UTC"
 [budgets.jobs]
 nightly = 5.0
 [notify]
