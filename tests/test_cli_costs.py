@@ -152,10 +152,12 @@ def test_since_reads_iso_times_spans_and_days_in_local_time(local_tz) -> None:
     assert parse_since("2026-01-15T08:00Z", now) == datetime(2026, 1, 15, 8, 0, tzinfo=UTC)
 
 
-def test_a_bad_since_is_one_line_and_exit_2(capsys) -> None:
-    assert main(["costs", "--since", "last tuesday"]) == 2
+@pytest.mark.parametrize("since", ["last tuesday", "", "  "])
+def test_a_bad_since_is_one_line_and_exit_2(capsys, since: str) -> None:
+    """An empty one too (a script's unset variable, `--since "$FROM"`): it was all time, said as such."""
+    assert main(["costs", "--since", since]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--since 'last tuesday' is no time" in err and "24h" in err
+    assert err.count("\n") == 1 and f"--since {since!r} is no time" in err and "24h" in err
 
 
 def test_a_corrupt_and_an_unreadable_log_are_named_once_and_the_rest_counted(make_job, capsys) -> None:

@@ -43,7 +43,7 @@ def cmd_costs(args: argparse.Namespace) -> int:
 
     try:
         settings = load_settings()
-        since = parse_since(args.since, datetime.now().astimezone()) if args.since else None
+        since = parse_since(args.since, datetime.now().astimezone()) if args.since is not None else None
     except (JobError, ValueError, LedgerError) as exc:
         raise UsageError(str(exc)) from None
     runs, away = _runs(settings)
