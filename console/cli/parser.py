@@ -109,9 +109,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                       help="only the last N lines (with --json: events) of what the log holds so far")
 
     jobs = sub.add_parser("jobs", help="list runs: id, state, job, started, cost, confidence, summary",
-                          description="List runs, newest first. The table fits the terminal: on a narrow one the "
-                                      "confidence, cost and started columns are left out (in that order) and a "
-                                      "summary ends at a word with '…'; --json prints every field.")
+                          description="List runs: those that need you first, then newest first. The table fits "
+                                      "the terminal: on a narrow one the confidence, cost and started columns are "
+                                      "left out (in that order) and a summary ends at a word with '…'; --json prints "
+                                      "every field.")
     jobs.add_argument("--limit", type=int, default=30,
                       help="how many finished runs to show, the newest (default 30); every run not finished is "
                            "shown besides, and the last line says how many older ones are left out")
