@@ -240,7 +240,13 @@ def _finish(sup: Any, paths: Any, interrupted_by: str | None = None) -> int:
         said = safe_text(result.outcome.summary, one_line=True, join=True, limit=300)
         err(with_cost(f"the agent gave up (confidence {result.outcome.confidence:g}): {said}", cost))
         err(f"its notes: {safe_text(result.outcome.notes, one_line=True, join=True, limit=600)}")
-        err(f"once the cause is fixed, {resume_hint(paths)}")
+        if getattr(sup.provider, "name", "") == "scripted":
+            # The cause is the demo model itself: a plain resume would give up again; the resume that goes on with
+            # a real model has to say so (it is refused without --switch-model).
+            err(f"a real model can go on from where it stopped: agent-console resume {paths.run_id} --provider "
+                "anthropic --switch-model (or --provider openai), with the provider's API key set")
+        else:
+            err(f"once the cause is fixed, {resume_hint(paths)}")
         return exit_code(result, interrupted_by)
     stopped = reason in ("user_shutdown", "interrupted")
     detail = f"interrupted by {interrupted_by}" if stopped and interrupted_by else result.detail
