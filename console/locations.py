@@ -47,7 +47,7 @@ SETTINGS_TABLES: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v i
     "notify": "on_end remind_minutes urls",
     "kubernetes": "ttl_after_finished",
     "serve": "link_ttl_hours public_url",
-    "budgets": "daily_usd jobs",
+    "budgets": "daily_usd jobs timezone",
     "telemetry": "content enabled endpoint export_timeout headers protocol service_name",
 }.items()}
 
@@ -143,6 +143,7 @@ def read_locations() -> Locations | None:
     """The data dir and store URL the settings name, or None when only the whole settings can say (see the
     module)."""
     from console.engine.job_files import JobError, parse_config_toml, read_config_text
+    from console.zone import use_timezone, zone_problem
 
     path = config_path()
     try:
@@ -166,6 +167,13 @@ def read_locations() -> Locations | None:
     # (job_base_urls) JSON the settings check: the settings read those.
     if not _known_tables(env) or "keys" in env or "job_base_urls" in env:
         return None
+    # The operator's zone, as the settings would apply it (console.zone): `jobs` shows its times in it too. A
+    # variable for [budgets], or a zone that is none, is the settings' to read and name.
+    budgets = data.get("budgets", {})
+    zone = budgets.get("timezone") if isinstance(budgets, dict) else None
+    if "budgets" in env or (zone is not None and not (isinstance(zone, str) and zone_problem(zone) is None)):
+        return None
+    use_timezone(zone)
     theme = env.get("theme", data.get("theme", DEFAULT_THEME))
     data_dir: object = env.get("data_dir")
     if data_dir is None:

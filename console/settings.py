@@ -42,6 +42,7 @@ from console.locations import DEFAULT_THEME, Locations, default_data_dir
 from console.locations import config_path as config_path
 from console.providers import registry
 from console.providers.token_limit import MaxTokensParam
+from console.zone import use_timezone, zone_problem
 
 if TYPE_CHECKING:  # imported where a run is resolved: `jobs` and the operator's commands start without them
     from console.engine.job_config import JobConfig
@@ -498,30 +499,6 @@ class Settings(BaseSettings):
 # Every run setting of the config file (a top-level key; [notify]'s are NotifySettings') is a field of Settings with
 # the table's type, bounds and default: a setting added to one and not the other fails here, at import.
 check_fields(Settings, [s.name for s in SPECS if s.config_key == s.name])
-
-
-def zone_problem(name: str) -> str | None:
-    """Why ``name`` is no timezone this machine knows (None: it is one)."""
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, OSError):
-        return f"unknown timezone {name!r}: give an IANA name such as UTC or Europe/Paris (unset: this machine's)"
-    return None
-
-
-def use_timezone(name: str | None) -> None:
-    """``[budgets] timezone`` becomes this process's local zone (``TZ``), and so its children's: the fleet budget's
-    day, ``costs``' days and today, and every time a view shows are that zone's, one clock for every machine of a
-    shared store. Through ``TZ`` rather than passed to each place a local time is made (``astimezone()``): a place
-    missed would count another day. Unset: the process keeps the zone it was started with."""
-    if name is None or os.environ.get("TZ") == name:
-        return
-    import time
-
-    os.environ["TZ"] = name
-    time.tzset()
 
 
 def load_settings(**overrides: Any) -> Settings:

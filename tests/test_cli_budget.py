@@ -18,6 +18,7 @@ from console.cli import main
 from console.engine.guardrails.fleet import FLEET, local_day
 from console.engine.store.fleet import FleetLimits, SqliteFleet, StoreFleetBudget
 from console.settings import load_settings
+from tests.conftest import SAMPLES
 from tests.processes import cli
 
 
@@ -214,3 +215,20 @@ def test_a_timezone_this_machine_does_not_know_is_refused_by_name(capsys) -> Non
     err = capsys.readouterr().err
     assert "budgets.timezone" in err and "unknown timezone 'Mars/Olympus_Mons'" in err, err
     assert os.environ.get("TZ") != "Mars/Olympus_Mons"
+
+
+def test_jobs_shows_its_times_in_the_configs_zone_too(tmp_path: Path) -> None:
+    """`jobs` reads no settings (console.locations, for its speed): it applies the operator's zone as they do, so a
+    run's start reads the same there as in `budget`, `costs` and the console."""
+    config('[budgets]\ntimezone = "Pacific/Kiritimati"\n')
+    env = {**os.environ, "TZ": "UTC"}
+    made = subprocess.run(cli("run", "--headless", str(SAMPLES / "quickstart"), "--speed", "0", "--max-turns", "1"),
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert "run " in made.stdout + made.stderr
+    listed = subprocess.run(cli("jobs", "--json"), env=env, capture_output=True, text=True, timeout=60)
+    started = datetime.fromisoformat(json.loads(listed.stdout.splitlines()[0])["started_at"])
+    table = subprocess.run(cli("jobs"), env=env | {"COLUMNS": "200"}, capture_output=True, text=True, timeout=60)
+    assert table.returncode == 0, table.stderr
+    there = started.astimezone(ZoneInfo("Pacific/Kiritimati"))
+    assert f"{there:%m-%d %H:%M}" in table.stdout, table.stdout
+    assert f"{started.astimezone(ZoneInfo('UTC')):%m-%d %H:%M}" not in table.stdout  # not this machine's zone

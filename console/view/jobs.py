@@ -219,7 +219,11 @@ def jobs_table(rows: list[JobRow], width: int, seal: Any = None) -> tuple[list[A
     from console.engine.runs import job_name
 
     def short(ts: str | None) -> str:
-        return (ts or "").replace("T", " ")[5:16]
+        # The operator's local time, as every other view shows it (the store keeps UTC: it showed UTC, unsaid).
+        try:
+            return f"{datetime.fromisoformat(ts or '').astimezone():%m-%d %H:%M}"
+        except ValueError:  # a shared store's row is anyone's: its text as it is
+            return (ts or "").replace("T", " ")[5:16]
 
     cells: dict[str, list[str]] = {key: [] for key in JOBS_HEADERS}
     for r in rows:  # every text cell through one_line: names and summaries come from the job and the agent
