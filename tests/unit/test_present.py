@@ -215,6 +215,18 @@ def test_tool_args_is_the_one_formatter_of_a_calls_arguments():
     assert tool_args("x", '{"count": [1, 2]}') == "count=[1, 2]"
     assert tool_args("x", "{bad") == "<invalid JSON>" and tool_args("x", "") == "" and tool_args("x", "[1]") == ""
     assert tool_args("x", "[" * 100_000) == "<invalid JSON>"  # deep nesting is no crash
+    # Arguments the log cut (a write_file of 20 KB) read as far as they go: the call's path, not "<invalid JSON>";
+    # the expanded view says the rest is not in the log. A model's own malformed JSON is still said as such.
+    logged, was_cut = ev.cap_text(json.dumps({"path": "report.md", "content": "a line of the report\n" * 1000}))
+    assert was_cut is not None and tool_args("write_file", logged) == "report.md"
+    assert describe(make(ev.ToolCalled, turn=1, call_id="c", tool="write_file", arguments=logged,
+                         arguments_cut=was_cut)).text == "write_file(report.md)"
+    items = present.argument_items(logged)
+    assert items[0] == ("path", "report.md") and items[1][0] == "content"
+    assert items[-1][0] == "" and items[-1][1].startswith("[... ") and "more chars not logged" in items[-1][1]
+    assert tool_args("x", '{"path": "a.md", "content": "abc') == "<invalid JSON>"
+    assert tool_args("x", "[" * 100_000 + "\n[... 5 more chars not logged; sha256 0123456789abcdef]") == \
+        "<invalid JSON>"
     assert tool_args("add_note", json.dumps({"text": "line one\nline two"})) == "text=line one line two"
     cut = tool_args("add_note", json.dumps({"text": "word " * 40}), 20)
     assert len(cut) == 20 and cut.endswith("…") and len(tool_args("add_note", json.dumps({"text": "w" * 99}), 0)) > 99

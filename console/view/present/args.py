@@ -19,9 +19,24 @@ _CUT_ESCAPE = re.compile(r"\\(?:x[0-9a-f]?|u[0-9a-f]{0,3}|U[0-9a-f]{0,7})?\Z")
 MAIN_KEYS = ("path", "pattern", "command", "query", "url", "text", "issue", "summary", "note")
 
 
+# What console.engine.events.cap_text puts after arguments it cut for the log (a write_file of 20 KB): the rest is
+# not there, so they are no JSON, but what came before the cut is the call's.
+_CUT_MARK = re.compile(r"\n\[\.\.\. \d+ more chars not logged; sha256 [0-9a-f]{16}\]\Z")
+
+
 def _parse_args(raw: str) -> Any:
+    """The arguments' JSON; those the log cut, read as far as they go (the path of a large write_file is its
+    first key: it showed as "<invalid JSON>"); ValueError when they are no JSON."""
     try:
         return json.loads(raw or "{}")
+    except (ValueError, RecursionError):
+        cut = _CUT_MARK.search(raw or "")
+        if cut is None:
+            return ValueError  # the model's own malformed JSON: said so
+    from pydantic_core import from_json  # pydantic's JSON parser, which reads a cut document as far as it goes
+
+    try:
+        return from_json(raw[: cut.start()], allow_partial="trailing-strings")
     except (ValueError, RecursionError):
         return ValueError
 
@@ -63,4 +78,6 @@ def argument_items(raw: str) -> list[tuple[str, str]]:
         # Decoded JSON: a "\u001b" in the arguments is a real ESC here, made visible again.
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
         out.append((safe_text(str(key), one_line=True), safe_text(text)))
+    if (cut := _CUT_MARK.search(raw or "")) is not None:
+        out.append(("", safe_text(raw[cut.start():].strip())))  # the log has the call's start only: said
     return out
