@@ -283,6 +283,7 @@ def _wait_remote(row: Any, settings: Any, args: argparse.Namespace) -> int:
         return alive
 
     pending: Future[bool] | None = None
+    asked = started  # when the look in flight was made
     try:
         while True:
             try:
@@ -290,6 +291,7 @@ def _wait_remote(row: Any, settings: Any, args: argparse.Namespace) -> int:
                 # on a daemon thread, so --timeout and Ctrl+C still act, and a store that does not answer is said.
                 if pending is None:
                     pending = _in_thread(look)
+                    asked = time.monotonic()
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 alive = pending.result(timeout=min(STALL, left) if left is not None else STALL)
                 pending = None
@@ -303,7 +305,9 @@ def _wait_remote(row: Any, settings: Any, args: argparse.Namespace) -> int:
                     return WAIT_INTERRUPTED
                 away = False
             except FutureTimeout:
-                if not away and time.monotonic() - started >= STALL:
+                # Away once a look has gone unanswered that long: not the whole wait's time (a look made as the
+                # --timeout came, cut short by it, made the store "away" while it answered).
+                if not away and time.monotonic() - asked >= STALL:
                     err(f"the store {store.shown} has not answered for {STALL:g} s; waiting for it")
                     away = True
             except StoreError as exc:

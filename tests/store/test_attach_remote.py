@@ -282,8 +282,11 @@ def test_wait_gives_a_remote_runs_verdict(pg_url: str, tmp_path: Path) -> None:
 
     _a, killed, folder = slow_run(tmp_path, pg_url)
     rid = next(r["id"] for r in b.jobs() if r["path"] == str(folder))
-    timed = b.cli("wait", rid, "--timeout", "1")
-    assert timed.returncode == 5 and "still running" in timed.stdout
+    # Past the 3 s after which an unanswered look says the store is away: the look made as the timeout came is
+    # not one (it said "the store cannot be reached" while it answered every look).
+    timed = b.cli("wait", rid, "--timeout", "4")
+    assert timed.returncode == 5 and "still running after 4s" in timed.stdout, (timed.stdout, timed.stderr)
+    assert "has not answered" not in timed.stderr
     killed.kill()  # kill -9: its lease stays until it expires (25 s); expired here, as the server's clock would
     sql(pg_url, "UPDATE runs SET lease_expires = now() - interval '1 second' WHERE path = %s", str(folder))
     got = b.cli("wait", rid)
