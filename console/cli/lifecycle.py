@@ -240,8 +240,8 @@ def _finish(sup: Any, paths: Any, interrupted_by: str | None = None) -> int:
         said = safe_text(result.outcome.summary, one_line=True, join=True, limit=300)
         err(with_cost(f"the agent gave up (confidence {result.outcome.confidence:g}): {said}", cost))
         err(f"its notes: {safe_text(result.outcome.notes, one_line=True, join=True, limit=600)}")
-        if getattr(sup.provider, "name", "") == "scripted":
-            # The cause is the demo model itself: a plain resume would give up again; the resume that goes on with
+        if getattr(sup.provider, "name", "") == "scripted" and getattr(sup.provider, "script", []) is None:
+            # The demo model's own give-up (not a replayed --script): the cause is the demo model itself: a plain resume would give up again; the resume that goes on with
             # a real model has to say so (it is refused without --switch-model).
             err(f"a real model can go on from where it stopped: agent-console resume {paths.run_id} --provider "
                 "anthropic --switch-model (or --provider openai), with the provider's API key set")

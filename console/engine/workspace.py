@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field
 
 from console.engine.job_files import JobPaths
+from console.engine.text import safe_text
 from console.engine.todos import NullSink, StateSink, TodoState, phase_label
 
 if TYPE_CHECKING:
@@ -105,24 +106,26 @@ class Workspace:
                     out.append(f"| {docs} | {DOCS_PURPOSE} | {mtime} |")
                     docs_listed = True
                 continue
-            out.append(f"| {f.rel.replace('|', '/')} | {self.purpose(f).replace('|', '/')} | {mtime} |")
+            # A name or heading is the job's or the agent's text: its control characters shown, never sent raw to
+            # whoever cats the file in a terminal (a file named with an ESC sequence).
+            out.append(f"| {_cell(f.rel)} | {_cell(self.purpose(f))} | {mtime} |")
         out += ["", "## Accomplishments"]
-        out += [f"- {a}" for a in latest_distinct(self.record.accomplishments)] or ["- (none recorded yet)"]
+        out += [f"- {_line(a)}" for a in latest_distinct(self.record.accomplishments)] or ["- (none recorded yet)"]
         out += ["", "## Current State"]
         if todos.pending is not None:
             p = todos.pending
-            out.append(f"- Phase transition in progress after phase {p.from_phase} '{p.from_name}' ({p.kind})")
+            out.append(f"- Phase transition in progress after phase {p.from_phase} '{_line(p.from_name)}' ({p.kind})")
             if p.issue:
-                out.append(f"- Issue to address: {p.issue}")
+                out.append(f"- Issue to address: {_line(p.issue)}")
         else:
-            out.append(f"- Working on Phase: {phase_label(todos)}")
+            out.append(f"- Working on Phase: {_line(phase_label(todos))}")
             out.append(f"- {todos.done_count} of {len(todos.items)} tasks complete in current phase")
         if blockers:
-            out += [f"- Blocked: {b}" for b in blockers]
+            out += [f"- Blocked: {_line(b)}" for b in blockers]
         else:
             out.append("- No blocking issues")
         out += ["", "## Notes"]
-        out += [f"- {n}" for n in latest_distinct(self.record.notes)] or ["- (none)"]
+        out += [f"- {_line(n)}" for n in latest_distinct(self.record.notes)] or ["- (none)"]
         return "\n".join(out) + "\n"
 
     def generate_summary(self, now: datetime, todos: TodoState, blockers: list[str] | None = None) -> str:
@@ -130,3 +133,13 @@ class Workspace:
         text = self.render_summary(now, todos, blockers)
         self.sink.effect(SUMMARY_FILE, text)
         return text
+
+
+def _line(text: str) -> str:
+    """Text of the agent's or the job's on one line of the summary, its control characters shown (safe_text)."""
+    return safe_text(text, one_line=True, join=True)
+
+
+def _cell(text: str) -> str:
+    """The same in a cell of the files' table, whose separator it may not hold."""
+    return _line(text).replace("|", "/")

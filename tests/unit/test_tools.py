@@ -278,6 +278,20 @@ def test_workspace_summary_format(rt) -> None:
     assert ".console" not in text
 
 
+def test_the_workspace_summary_shows_control_characters_never_sends_them(rt) -> None:
+    """A file named with an ESC sequence (the job's, or the agent's own), a note or a heading with one: the summary
+    is a file the operator cats in a terminal, so each is shown as text (a raw ESC was written into it)."""
+    (rt.paths.root / "evil\x1b[31mname.md").write_text("# Head\x1b]0;TITLE\x07ing\n")
+    call(rt, "add_note", text="note \x1b[2J with\na second line")
+    call(rt, "add_accomplishment", text="done \x1b[5m")
+    assert call(rt, "generate_workspace_summary").ok
+    raw = rt.paths.workspace_summary.read_bytes()
+    assert b"\x1b" not in raw and b"\x07" not in raw
+    text = raw.decode()
+    assert "| evil\\x1b[31mname.md | Head\\x1b]0;TITLE\\x07ing |" in text
+    assert "- note \\x1b[2J with a second line" in text and "- done \\x1b[5m" in text
+
+
 def test_a_workspace_summary_the_job_folder_has_no_room_for_fails_the_call(rt) -> None:
     """The file is written after the step's commit: the call says now that it would be refused, not "Wrote"."""
     assert rt.sandbox is not None
