@@ -241,8 +241,9 @@ def _finish(sup: Any, paths: Any, interrupted_by: str | None = None) -> int:
         err(with_cost(f"the agent gave up (confidence {result.outcome.confidence:g}): {said}", cost))
         err(f"its notes: {safe_text(result.outcome.notes, one_line=True, join=True, limit=600)}")
         if getattr(sup.provider, "name", "") == "scripted" and getattr(sup.provider, "script", []) is None:
-            # The demo model's own give-up (not a replayed --script): the cause is the demo model itself: a plain resume would give up again; the resume that goes on with
-            # a real model has to say so (it is refused without --switch-model).
+            # The demo model's own give-up (not a replayed --script): the cause is the demo model itself, so a
+            # plain resume would give up again; the resume that goes on with a real model has to say so (it is
+            # refused without --switch-model).
             err(f"a real model can go on from where it stopped: agent-console resume {paths.run_id} --provider "
                 "anthropic --switch-model (or --provider openai), with the provider's API key set")
         else:
