@@ -37,3 +37,31 @@ def test_several_are_named_together_and_a_real_typo_is_still_a_typo(tmp_path) ->
     paths.job_toml.write_text("[limit]\nmax_turns = 5\n")
     with pytest.raises(JobError, match="did you mean 'limits'"):
         load_job_config(paths)
+
+
+@pytest.mark.parametrize("key", ["sandbox_limits", "retry_total_wait", "idle_timeout", "turn_timeout"])
+def test_the_operators_bounds_on_every_run_are_theirs_too(tmp_path, key) -> None:
+    """A trial's job.toml: `retry_total_wait = 1` was "unknown key (check the spelling)", `[sandbox_limits]` "did
+    you mean 'sandbox'?": the operator's bounds, said as such."""
+    paths = JobPaths(tmp_path)
+    paths.job_toml.write_text(f"[{key}]\ncpu_seconds = 1\n" if key == "sandbox_limits" else f"{key} = 1\n")
+    with pytest.raises(JobError, match=f"'{key}' is the operator's setting"):
+        load_job_config(paths)
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("max_turns = 5\n", "'max_turns' goes under [limits] in a job.toml: [limits] max_turns = ..."),
+    ('provider = "openai"\n', "'provider' goes under [model] in a job.toml: [model] provider = ..."),
+    ("context_window = 1000\n", "'context_window' goes under [context] in a job.toml: [context] window = ..."),
+    ('[mcp]\nallow = ["x"]\n', "'mcp' in a job.toml is its list of servers, one [[mcp]] each"),
+])
+def test_a_config_files_key_at_a_job_tomls_top_is_told_where_it_goes(tmp_path, text, said) -> None:
+    paths = JobPaths(tmp_path)
+    paths.job_toml.write_text(text)
+    with pytest.raises(JobError) as raised:
+        load_job_config(paths)
+    assert said in str(raised.value) and "check the spelling" not in str(raised.value)
+    if "goes under" in said:  # what it names is what a job.toml takes
+        table, key = said.split(": [", 1)[1].split(" = ")[0].split("] ")
+        paths.job_toml.write_text(f"[{table}]\n{key} = {text.split(' = ', 1)[1]}")
+        assert load_job_config(paths) is not None

@@ -91,7 +91,25 @@ class JobConfig(StrictSection):
 # endpoints. Named as such when a job.toml sets one, not as a typo ("unknown key, check the spelling" was said).
 # tests/test_job_config_keys.py checks each is a key of the config file and none a job.toml's.
 OPERATOR_ONLY = frozenset({"telemetry", "budgets", "notify", "store", "data_dir", "serve", "keys", "kubernetes",
-                           "openai_api_key", "anthropic_api_key", "job_base_urls", "theme"})
+                           "openai_api_key", "anthropic_api_key", "job_base_urls", "theme",
+                           # The bounds the operator sets on every run: the sandbox's, and how long a model call may
+                           # take or be retried (a job's own limits are its [limits]).
+                           "sandbox_limits", "idle_timeout", "turn_timeout", "retry_total_wait", "retry_after_cap",
+                           "unreachable_wait", "max_tokens_param"})
+# The config file's run settings a job.toml sets too, under one of its tables: `max_turns = 5` at its top is told
+# where it goes, not "unknown key".
+IN_TABLE = {"context_window": ("context", "window")}
+
+
+def _in_table(key: str) -> tuple[str, str] | None:
+    """(table, key) of job.toml where a config-file key misplaced at its top belongs, if it has one."""
+    if key in IN_TABLE:
+        return IN_TABLE[key]
+    for table, field in JobConfig.model_fields.items():
+        fields = getattr(field.annotation, "model_fields", None)
+        if fields is not None and key in fields:
+            return table, key
+    return None
 
 
 def load_job_config(paths: JobPaths) -> JobConfig:
@@ -105,6 +123,15 @@ def load_job_config(paths: JobPaths) -> JobConfig:
         raise JobError(f"{one_line(str(paths.job_toml), 0)}: {names} {'is' if len(mine) == 1 else 'are'} the "
                        "operator's setting, in their config file (docs/operators-guide.md), never a job's: a job "
                        "folder does not choose it; remove it from job.toml")
+    shown = one_line(str(paths.job_toml), 0)
+    for key in sorted(set(data) - set(JobConfig.model_fields)):
+        if (home := _in_table(key)) is not None:
+            raise JobError(f"{shown}: '{key}' goes under [{home[0]}] in a job.toml: [{home[0]}] {home[1]} = ... "
+                           "(docs/job.md)")
+    if isinstance(data.get("mcp"), dict):
+        raise JobError(f"{shown}: 'mcp' in a job.toml is its list of servers, one [[mcp]] each (name, command or "
+                       "url, tools: docs/mcp.md); the [mcp] table (allow, commands, urls...) is the operator's, in "
+                       "their config file")
     try:
         return JobConfig.model_validate(data)
     except ValidationError as exc:
