@@ -724,6 +724,30 @@ def test_jobs_table_narrower_still_keeps_id_state_and_whole_words(tmp_path) -> N
     assert any("  requirements-extraction-for…  " in line.plain for line in wide)  # at most 28 cells
 
 
+def test_jobs_shows_local_start_times_and_none_for_a_row_whose_time_is_no_time(tmp_path, monkeypatch) -> None:
+    """The store keeps UTC; `jobs` printed that text as it was (unsaid), and a shared store's row whose start was
+    "not a date" as "date"."""
+    import dataclasses
+    import time as clock
+
+    from console.engine.store import JobStore
+    from console.settings import load_settings
+
+    _store_rows(tmp_path)
+    row = JobStore(load_settings().store_path).list()[0]
+    monkeypatch.setenv("TZ", "XST-3")  # three hours east of UTC
+    clock.tzset()
+    try:
+        good = dataclasses.replace(row, started_at="2026-01-15T22:30:00+00:00")
+        bad = dataclasses.replace(row, started_at="not a date")
+        lines, _ = jobs_table([good, bad], 120)
+    finally:
+        monkeypatch.undo()
+        clock.tzset()
+    assert "01-16 01:30" in lines[1].plain and "22:30" not in lines[1].plain
+    assert lines[2].plain.startswith(f"{run_id(row.path)}  out of budget  quickstart               token budget")
+
+
 @pytest.mark.parametrize(("text", "width", "expected"), [
     ("short", 10, "short"),
     ("the quick brown fox", 12, "the quick…"),

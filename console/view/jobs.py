@@ -222,8 +222,8 @@ def jobs_table(rows: list[JobRow], width: int, seal: Any = None) -> tuple[list[A
         # The operator's local time, as every other view shows it (the store keeps UTC: it showed UTC, unsaid).
         try:
             return f"{datetime.fromisoformat(ts or '').astimezone():%m-%d %H:%M}"
-        except ValueError:  # a shared store's row is anyone's: its text as it is
-            return (ts or "").replace("T", " ")[5:16]
+        except ValueError:  # a shared store's row is anyone's: no time is shown for one that is none
+            return ""
 
     cells: dict[str, list[str]] = {key: [] for key in JOBS_HEADERS}
     for r in rows:  # every text cell through one_line: names and summaries come from the job and the agent
