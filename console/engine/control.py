@@ -50,6 +50,9 @@ POLL_INTERVAL = 0.2
 # failing, and no inbox any operator command can reach. The run is stopped then, as by a signal (FOLDER_GONE).
 FOLDER_LOOK = 2.0
 FOLDER_GONE = "its folder's removal"
+# The sources of a stop a signal sent (the command-line run's handlers), or the run's folder gone from under it: the
+# run ends interrupted, not stopped by its operator (console.engine.operator).
+SIGNALS = frozenset({"Ctrl+C", "SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", FOLDER_GONE})
 # Commands read per look at the inbox (a flood waits for the next look instead of stalling a turn).
 MAX_INBOX = 100
 # Inbox entries handled per look, commands and junk alike: ten thousand junk files are moved aside over a few

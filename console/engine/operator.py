@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, assert_never
 
 from console.engine import events as ev
 from console.engine.commands import Answer, ApproveRestart, Checkpoint, DenyRestart, Pause, Resume, Rewind, Stop
-from console.engine.control import FOLDER_GONE, Command, ControlChannel
+from console.engine.control import SIGNALS, Command, ControlChannel
 from console.engine.needs import answered, label
 from console.engine.questions import Question, parse_values
 
@@ -33,9 +33,6 @@ class Paused(Exception):
     """The operator paused while the model was being asked: the call is dropped, the run holds."""
 
 
-# The sources of a stop a signal sent (the command-line run's handlers), or the run's folder gone from under it
-# (console.engine.control.FOLDER_GONE): the run ends interrupted, not stopped by its operator.
-SIGNALS = frozenset({"Ctrl+C", "SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", FOLDER_GONE})
 
 
 @dataclass

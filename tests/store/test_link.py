@@ -158,3 +158,29 @@ def test_events_are_shipped_off_the_turn_path(make_job, pg_url: str) -> None:
     row = store.get(paths.root)
     assert row is not None and row.provider == "scripted"
     store.close()
+
+
+def test_a_store_commands_sender_is_its_claim_never_a_signal_and_a_command_it_names_not_none(make_job,
+                                                                                              pg_url: str) -> None:
+    """Any machine writing the store writes a command's source: escape sequences in it are kept as text, a claim to
+    be a signal (the run would end "interrupted", not stopped by its operator) is said as a claim, and a body
+    without a command is no command, said so (it read "unknown command 'None'")."""
+    paths = make_job()
+    paths.state.mkdir(parents=True, exist_ok=True)
+    store = PgStore(pg_url)
+    link, events, _op = link_for(paths, store)
+    store.ensure_run(paths.root, paths.root.name, FakeClock().now())
+    sent = {uuid.uuid4().hex: "SIGTERM", uuid.uuid4().hex: "evil\x1b]0;T\x07"}
+    for cid, source in sent.items():
+        store.send_command(link.key, {"id": cid, "command": "pause", "args": {}, "source": source})
+    nameless = uuid.uuid4().hex
+    store.send_command(link.key, {"id": nameless, "args": {}, "source": "cli@b"})
+    link._deliver()
+    written = {json.loads(p.read_text())["id"]: json.loads(p.read_text()) for p in paths.inbox.glob("*.json")}
+    sources = sorted(w["source"] for w in written.values())
+    assert sources == ["evil\\x1b]0;T\\x07", "store, claiming SIGTERM"]
+    assert nameless not in written
+    events.close()
+    errors = [e.message for e in ev.read_events(paths.events) if isinstance(e, ev.ErrorEvent)]
+    assert errors == ["a command from the store is not one: it names no command"], errors
+    store.close()

@@ -325,7 +325,9 @@ class StoreLink(LogShipper):
         self.written.add(hexid)
         try:
             args = body.get("args") if isinstance(body.get("args"), dict) else {}
-            source = str(body.get("source") or "store")[:64]
+            source = claimed_source(body.get("source"))
+            if not isinstance(body.get("command"), str):
+                raise CommandError("it names no command")
             # Sent to the runner that held the run then (its lease's owner): addressed to that run, so that a
             # runner taking the run later discards it (a stop meant for a run that ended meanwhile).
             owner, run = body.get("for"), None  # None: for this runner (the one that holds the run now)
@@ -338,6 +340,17 @@ class StoreLink(LogShipper):
         except OSError as exc:
             self.written.discard(hexid)
             raise StoreError(f"the inbox cannot be written: {exc.strerror or exc}") from None
+
+
+def claimed_source(claim: object) -> str:
+    """Who a store command says sent it: any machine writing the store writes that, so it is their claim, kept as
+    text of one line. Never one of the sources a signal or a folder gone gives a stop (console.engine.operator's
+    SIGNALS: the run would end "interrupted", not stopped by its operator): that claim is said as one."""
+    from console.engine.control import SIGNALS
+    from console.engine.text import safe_text
+
+    text = safe_text(str(claim or "store"), one_line=True, join=True)[:64] or "store"
+    return f"store, claiming {text}"[:64] if text in SIGNALS else text
 
 
 def _say(text: str) -> None:
