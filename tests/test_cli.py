@@ -363,6 +363,25 @@ def test_a_fifo_in_the_job_folder_is_named_not_hung(make_job, capsys) -> None:
     assert err.splitlines()[0] == "skipped 'pipe': it is a named pipe, and a run copies files, folders and links only"
 
 
+def test_a_link_out_of_the_job_folder_is_named_at_the_copy(make_job, tmp_path, capsys) -> None:
+    """A job handed over with `notes -> ../shared/notes`: the agent's tools never follow it, so the notes were
+    silently absent from every listing. Each link that leaves the folder is named (one inside it is not)."""
+    paths = make_job()
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (paths.root / "notes").symlink_to("../shared")
+    (paths.root / "hosts").symlink_to("/etc/hosts")
+    (paths.root / "sub").mkdir()
+    (paths.root / "sub" / "here").symlink_to("../instructions.md")  # stays inside: fine
+    assert main(["run", str(paths.root), "--headless", "--speed", "0", "--max-turns", "1"]) != 2
+    said = [line for line in capsys.readouterr().err.splitlines() if "is a link out of the job folder" in line]
+    assert said == [
+        "'hosts' is a link out of the job folder (to /etc/hosts): the agent cannot read what it names; copy that "
+        "into the job folder to give it to the agent",
+        "'notes' is a link out of the job folder (to ../shared): the agent cannot read what it names; copy that "
+        "into the job folder to give it to the agent"]
+
+
 def test_jobs_prints_every_status_and_bracketed_text_as_it_is(tmp_path, capsys, monkeypatch) -> None:
     # A status without a colour ("out of budget") once became the markup "[]out of budget[/]" and a
     # traceback; a summary the agent wrote may hold brackets too: both must print verbatim.

@@ -238,13 +238,27 @@ def _copy_folder(job: _Copy, src: int, dest: int, rel: str, depth: int) -> None:
             finally:
                 os.close(sfd)
         elif stat.S_ISLNK(mode):
-            os.symlink(os.readlink(name, dir_fd=src), name, dir_fd=dest)
+            target = os.readlink(name, dir_fd=src)
+            os.symlink(target, name, dir_fd=dest)
+            if _leaves(rel, target):
+                # The agent's tools never follow a link out of the run's folder: what it names is not there for
+                # the agent (a job's `notes -> ../shared/notes`, silently absent from every listing).
+                job.line(f"'{path[:200]}' is a link out of the job folder (to {target[:200]}): the agent cannot read "
+                         "what it names; copy that into the job folder to give it to the agent")
         elif stat.S_ISREG(mode):
             _copy_file(job, src, dest, name, path)
             if name.casefold() == ".git":
                 _gitfile(job, dest, name, path)
         else:
             job.line(f"skipped '{path[:200]}': it is {_what(mode)}, and a run copies files, folders and links only")
+
+
+def _leaves(rel: str, target: str) -> bool:
+    """Whether a link at ``rel`` (its folder in the job, "" or ending in "/") to ``target`` names a place outside
+    the job folder, by its text (the copy's link resolves where the run folder is, not where the job was)."""
+    if os.path.isabs(target):
+        return True
+    return os.path.normpath(os.path.join(rel, target)).split(os.sep)[0] == ".."
 
 
 def _what(mode: int) -> str:
