@@ -50,10 +50,10 @@ def test_the_operators_bounds_on_every_run_are_theirs_too(tmp_path, key) -> None
 
 
 @pytest.mark.parametrize(("text", "said"), [
-    ("max_turns = 5\n", "'max_turns' goes under [limits] in a job.toml: [limits] max_turns = ..."),
-    ('provider = "openai"\n', "'provider' goes under [model] in a job.toml: [model] provider = ..."),
-    ("context_window = 1000\n", "'context_window' goes under [context] in a job.toml: [context] window = ..."),
-    ('[mcp]\nallow = ["x"]\n', "'mcp' in a job.toml is its list of servers, one [[mcp]] each"),
+    ("max_turns = 5\n", "key 'max_turns': goes under [limits] in a job.toml ([limits] max_turns = ...)"),
+    ('provider = "openai"\n', "key 'provider': goes under [model] in a job.toml ([model] provider = ...)"),
+    ("context_window = 1000\n", "key 'context_window': goes under [context] in a job.toml ([context] window = ...)"),
+    ('[mcp]\nallow = ["x"]\n', "key 'mcp': a job.toml's is its list of servers, one [[mcp]] each"),
 ])
 def test_a_config_files_key_at_a_job_tomls_top_is_told_where_it_goes(tmp_path, text, said) -> None:
     paths = JobPaths(tmp_path)
@@ -62,6 +62,16 @@ def test_a_config_files_key_at_a_job_tomls_top_is_told_where_it_goes(tmp_path, t
         load_job_config(paths)
     assert said in str(raised.value) and "check the spelling" not in str(raised.value)
     if "goes under" in said:  # what it names is what a job.toml takes
-        table, key = said.split(": [", 1)[1].split(" = ")[0].split("] ")
+        table, key = said.split(" ([", 1)[1].split(" = ")[0].split("] ")
         paths.job_toml.write_text(f"[{table}]\n{key} = {text.split(' = ', 1)[1]}")
         assert load_job_config(paths) is not None
+
+
+def test_a_misplaced_key_is_said_with_the_files_other_faults(tmp_path) -> None:
+    paths = JobPaths(tmp_path)
+    paths.job_toml.write_text("speed = 1\n[limits]\nmax_turns = 0\n")
+    with pytest.raises(JobError) as raised:
+        load_job_config(paths)
+    said = str(raised.value)
+    assert "key 'limits.max_turns'" in said and "key 'speed': goes under [model] in a job.toml" in said
+    assert said.count("\n") == 0

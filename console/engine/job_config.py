@@ -123,18 +123,22 @@ def load_job_config(paths: JobPaths) -> JobConfig:
         raise JobError(f"{one_line(str(paths.job_toml), 0)}: {names} {'is' if len(mine) == 1 else 'are'} the "
                        "operator's setting, in their config file (docs/operators-guide.md), never a job's: a job "
                        "folder does not choose it; remove it from job.toml")
-    shown = one_line(str(paths.job_toml), 0)
-    for key in sorted(set(data) - set(JobConfig.model_fields)):
-        if (home := _in_table(key)) is not None:
-            raise JobError(f"{shown}: '{key}' goes under [{home[0]}] in a job.toml: [{home[0]}] {home[1]} = ... "
-                           "(docs/job.md)")
+    # The config file's keys a job.toml takes in one of its tables, written at its top: said where they go, with
+    # whatever else is wrong in the file (not "unknown key, check the spelling").
+    hints = [f"key '{key}': goes under [{home[0]}] in a job.toml ([{home[0]}] {home[1]} = ...)"
+             for key in sorted(set(data) - set(JobConfig.model_fields)) if (home := _in_table(key)) is not None]
     if isinstance(data.get("mcp"), dict):
-        raise JobError(f"{shown}: 'mcp' in a job.toml is its list of servers, one [[mcp]] each (name, command or "
-                       "url, tools: docs/mcp.md); the [mcp] table (allow, commands, urls...) is the operator's, in "
-                       "their config file")
+        hints.append("key 'mcp': a job.toml's is its list of servers, one [[mcp]] each (name, command or url, tools: "
+                     "docs/mcp.md); the [mcp] table (allow, commands, urls...) is the operator's, in their config file")
+    rest = {k: v for k, v in data.items() if not (k == "mcp" and isinstance(v, dict)) and
+            (k in JobConfig.model_fields or _in_table(k) is None)}
     try:
-        return JobConfig.model_validate(data)
+        config = JobConfig.model_validate(rest)
     except ValidationError as exc:
-        raise JobError(format_validation_error(str(paths.job_toml), exc, data=data, model=JobConfig)) from None
+        said = format_validation_error(str(paths.job_toml), exc, data=rest, model=JobConfig)
+        raise JobError("; ".join([said, *hints])) from None
     except RecursionError:
         raise JobError(f"{one_line(str(paths.job_toml), 0)}: values nested too deeply") from None
+    if hints:
+        raise JobError(f"{one_line(str(paths.job_toml), 0)}: " + "; ".join(hints))
+    return config
