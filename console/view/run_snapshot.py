@@ -83,8 +83,10 @@ def snapshot(row: FleetRow, fold: RunFold | None) -> RunSnapshot:
         g = st.gauge
         if g.budget or g.window:
             budget = g.budget or g.window
-            pressure = (f"{present.fill(g.used / budget)} of {present.tokens(budget)} tokens (wind down at "
-                        f"{g.soft:.0%}, restart at {g.hard:.0%})")
+            # The thresholds in the console's words (its gauge: "soft 70%  hard 85%"): soft is where masking
+            # starts, hard where the wind-down comes (it said "wind down at" the soft one, "restart at" the hard).
+            pressure = (f"{present.fill(g.used / budget)} of {present.tokens(budget)} tokens (soft {g.soft:.0%}, "
+                        f"hard {g.hard:.0%})")
         feedback = tuple((f.severity, _s(f.message)) for f in list(st.feedback)[-FEEDBACK_LINES:])
     return RunSnapshot(id=_s(row.id, 64), job=_s(row.job, 80), state=_s(row.state_text, 40),
                        phase=_s(row.phase_long or row.phase, 120), pressure=pressure,

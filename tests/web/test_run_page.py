@@ -40,6 +40,9 @@ def test_a_runs_snapshot_is_its_fold_and_its_storys_tail(tmp_path: Path) -> None
     assert snap.todos == ((True, "Read the notes"), (False, "Write the summary"))
     assert "Check the findings" in snap.todo_title
     assert snap.pressure.startswith("98%") and "28k tokens" in snap.pressure
+    # The thresholds in the console's words (its gauge's "soft 70%  hard 85%"): the page said "wind down at 70%,
+    # restart at 85%", where 70% is where masking starts and 85% where the wind-down comes.
+    assert snap.pressure.endswith("tokens (soft 70%, hard 85%)"), snap.pressure
     assert "restart approval" in snap.need
     assert snap.tail[-1] == ("warning", "⏸ restart pending: context 98% full")
     assert look(list(fleet.rows), list(fleet.folds.values()), "nope") is None
