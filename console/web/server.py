@@ -253,7 +253,10 @@ class WebApp:
     def same_origin(self, request: web.Request) -> bool:
         """Whether a request that acts (a POST, a websocket) came from this server's own pages: its Origin, when the
         browser sends one, is this server's (the public URL's, or the address it was reached at). Defence in depth
-        beside the SameSite=Strict cookie and the CSRF token."""
+        beside the SameSite=Strict cookie and the CSRF token, which is the check: a request with no Origin is let
+        through to it (browsers name one on every POST and websocket; a script such as curl names none, and an
+        older browser's same-origin form post did not, so requiring it would refuse the operator, not a page of
+        another site) - docs/security.md says so."""
         acting = request.method not in ("GET", "HEAD") or request.headers.get("Upgrade", "").lower() == "websocket"
         origin = request.headers.get("Origin")
         if not acting or origin is None:

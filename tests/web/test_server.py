@@ -305,6 +305,26 @@ def test_an_action_needs_the_sessions_csrf_token_and_applies_only_where_it_appli
     acting(test)
 
 
+def test_an_action_from_this_servers_origin_or_none_is_taken_and_from_another_is_refused() -> None:
+    """docs/security.md: every action carries the session's CSRF token, and an Origin that is this server's when the
+    request has one. A browser sends it on every POST; a script (curl) sends none, and with the session's cookie
+    and CSRF token it acts: the token is the check, the Origin defence in depth beside it and SameSite=Strict."""
+    async def test(client: TestClient[Any, Any], auth: au.Auth, rows: Rows, acts: Acts) -> None:
+        csrf = await csrf_of(client)
+        form = {"action": "pause", "csrf": csrf}
+        own = f"http://{client.host}:{client.port}"
+        assert (await client.post("/run/r1/act", data=form, headers={"Origin": "https://evil.example"})).status \
+            == 403
+        assert (await client.post("/run/r1/act", data=form, headers={"Origin": "null"})).status == 403
+        assert acts.sent == []
+        assert (await client.post("/run/r1/act", data=form, headers={"Origin": own})).status == 200
+        assert (await client.post("/run/r1/act", data=form)).status == 200  # no Origin: the token decides
+        assert (await client.post("/run/r1/act", data={"action": "pause"})).status == 403
+        assert [a for _, a, _ in acts.sent] == ["pause", "pause"]
+
+    acting(test)
+
+
 def test_an_action_that_ends_a_run_is_asked_first() -> None:
     async def test(client: TestClient[Any, Any], auth: au.Auth, rows: Rows, acts: Acts) -> None:
         csrf = await csrf_of(client)
