@@ -8,6 +8,7 @@ included, as :class:`~console.engine.model.Usage` defines it), so the uncached s
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -15,6 +16,9 @@ if TYPE_CHECKING:  # `jobs` formats costs without loading the provider protocol
     from console.engine.model import Usage
 
 PER = 1_000_000
+# A job's cost above this is no figure of dollars (a corrupt or foreign store row): it reads as unknown, as the fleet
+# budget's store counts such an amount as nothing (console.engine.store.fleet.MAX_USD).
+MAX_COST_USD = 1e9
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +47,10 @@ class Prices:
 
 
 def format_cost(usd: float | None) -> str:
-    """``$0.0042``, ``$1.27``, ``$312``: enough digits to see a cheap turn, no more for a dear job."""
-    if usd is None:
+    """``$0.0042``, ``$1.27``, ``$312``: enough digits to see a cheap turn, no more for a dear job. A figure that is
+    no amount (negative, not finite, above :data:`MAX_COST_USD`) is "cost unknown", as None is: -1e308 was printed
+    as 309 digits, wider than any page or column."""
+    if usd is None or not (math.isfinite(usd) and 0 <= usd <= MAX_COST_USD):
         return "cost unknown"
     if usd == 0:
         return "$0.00"

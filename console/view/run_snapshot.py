@@ -75,6 +75,10 @@ def snapshot(row: FleetRow, fold: RunFold | None) -> RunSnapshot:
         no = phase_refused("rewind", st)
         refused = no.message if no is not None else ""
         t = st.todos
+        if not refused and (t is None or t.kind == "empty"):
+            # A run starting (its first todo list not written yet: a run of another machine whose events have not
+            # come yet) has no phase to re-plan: the page offered the form, and its rewind named no phase.
+            refused = "Rewind not available: the run has no todo list yet (no phase to re-plan)."
         phase = t.phase_number if t is not None and t.kind in ("phase", "transition") and t.phase_number > 0 else None
     if st is not None:
         if st.todos is not None:
@@ -83,8 +87,10 @@ def snapshot(row: FleetRow, fold: RunFold | None) -> RunSnapshot:
         g = st.gauge
         if g.budget or g.window:
             budget = g.budget or g.window
-            pressure = (f"{present.fill(g.used / budget)} of {present.tokens(budget)} tokens (wind down at "
-                        f"{g.soft:.0%}, restart at {g.hard:.0%})")
+            # The thresholds in the console's words (its gauge: "soft 70%  hard 85%"): soft is where masking
+            # starts, hard where the wind-down comes (it said "wind down at" the soft one, "restart at" the hard).
+            pressure = (f"{present.fill(g.used / budget)} of {present.tokens(budget)} tokens (soft {g.soft:.0%}, "
+                        f"hard {g.hard:.0%})")
         feedback = tuple((f.severity, _s(f.message)) for f in list(st.feedback)[-FEEDBACK_LINES:])
     return RunSnapshot(id=_s(row.id, 64), job=_s(row.job, 80), state=_s(row.state_text, 40),
                        phase=_s(row.phase_long or row.phase, 120), pressure=pressure,

@@ -5,8 +5,11 @@ Designed as Jupyter's token login and the OWASP session and CSRF cheat sheets de
 random (256 bits), used once and only to set the session; the session id is another random value that never appears
 in a URL, kept in an HttpOnly, SameSite=Strict cookie (Secure when served over TLS); every action is a POST that
 carries the session's CSRF token, compared in constant time. Failures are counted per client address in a sliding
-window, and past the limit the client gets 429 without its credentials being looked at, so a guesser learns nothing
-more. Sessions live in the server's memory: a restarted `serve` prints a new login link.
+window, and past the limit the client gets 429 without the tokens it offers (a login link's, an action link's) being
+looked at, so a guesser learns nothing more. A live session's cookie is still honoured then (the web server looks
+at it first): behind a reverse proxy or a tunnel every client has the proxy's address, and a stranger's bad tokens
+must not lock the logged-in operator out; a session id never travels in a URL, and its 256 random bits are beyond
+guessing at any rate. Sessions live in the server's memory: a restarted `serve` prints a new login link.
 
 Plain Python (the clock and the randomness injected): the web server asks it and does what it says.
 """
@@ -117,7 +120,8 @@ class Auth:
 
     # -- failures -------------------------------------------------------------------------------------------
     def limited(self, client: str) -> bool:
-        """Whether ``client`` has failed too often lately: it is answered 429 and nothing it offers is checked."""
+        """Whether ``client`` has failed too often lately: it is answered 429 and no token it offers is checked (a
+        live session's cookie still is: console.web.server's gate)."""
         entry = self.failures.get(client)
         if entry is None:
             return False

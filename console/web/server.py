@@ -4,7 +4,8 @@ one server): the routes, the login, the security headers, and the fleet's list k
 Every response carries headers that make a page inert outside this server: no inline script or style from
 anywhere (Content-Security-Policy), never framed, never sniffed, never cached, no Referer to another site (a link's
 token must not leak). Every route but the login, the static files and the action links needs a session
-(console.web.auth); a client that has failed too often gets 429 before anything it sends is looked at.
+(console.web.auth); a client that has failed too often gets 429 before any token it sends is looked at (a browser
+with a live session is never refused by that limit: behind a proxy every client has the proxy's address).
 """
 
 from __future__ import annotations
@@ -228,14 +229,19 @@ class WebApp:
     @web.middleware
     async def gate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         client = client_of(request)
-        if self.auth.limited(client):
+        # A live session's cookie is looked at first: the limit counts failures per address, and behind the proxy,
+        # tunnel or `tailscale serve` docs/serve.md recommends every browser has the same one (the proxy's), so ten
+        # bad tokens a minute from anyone kept the logged-in operator out. The limit is there against guessing the
+        # tokens of the URLs (the login link's, an action link's), and those stay unchecked while it holds; a
+        # session id is never in a URL, and its 256 random bits are no guess at any rate serve answers.
+        session = self.auth.session(request.cookies.get(COOKIE))
+        if session is None and self.auth.limited(client):
             return web.Response(status=429, text="too many failed attempts; try again later\n",
                                 headers={"Retry-After": str(self.auth.retry_after(client))})
         if not self.same_origin(request):
             return self.page("Refused", "This request came from another site's page.", 403)
         if request.path == "/login" or request.path.startswith(("/static/", "/a/")):  # a link is its own credential
             return await handler(request)
-        session = self.auth.session(request.cookies.get(COOKIE))
         if session is None:
             if request.cookies.get(COOKIE):
                 self.auth.failed(client)
@@ -247,7 +253,10 @@ class WebApp:
     def same_origin(self, request: web.Request) -> bool:
         """Whether a request that acts (a POST, a websocket) came from this server's own pages: its Origin, when the
         browser sends one, is this server's (the public URL's, or the address it was reached at). Defence in depth
-        beside the SameSite=Strict cookie and the CSRF token."""
+        beside the SameSite=Strict cookie and the CSRF token, which is the check: a request with no Origin is let
+        through to it (browsers name one on every POST and websocket; a script such as curl names none, and an
+        older browser's same-origin form post did not, so requiring it would refuse the operator, not a page of
+        another site) - docs/security.md says so."""
         acting = request.method not in ("GET", "HEAD") or request.headers.get("Upgrade", "").lower() == "websocket"
         origin = request.headers.get("Origin")
         if not acting or origin is None:

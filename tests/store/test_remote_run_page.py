@@ -39,3 +39,24 @@ def test_another_machines_run_page_tells_its_story_from_the_store(pg_url: str, t
         assert "folder is on machine-a" in snap.plan  # its plan file is there, not in the store
     finally:
         run.store.close()
+
+
+def test_another_machines_run_starting_is_offered_no_rewind(pg_url: str, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a new operator's trial: a run of another machine, its runner's lease current and no todo list yet
+    (starting), was offered the rewind's form, which names no phase and which its engine refuses."""
+    from console.engine import events as ev
+    from console.web import pages
+    from tests.store.test_attach_remote import T0, fake_remote_run
+
+    folder = fake_remote_run(pg_url, [ev.SessionStarted(ts=T0, seq=1, session=1, reason="new", provider="openai",
+                                                        model="gpt-x", context_window=32_000)])
+    monkeypatch.setenv("AGENT_CONSOLE_HOST", "machine-b")
+    fleet = Fleet(tmp_path / "machine-b" / "jobs.db", now=lambda: datetime.now(UTC), url=pg_url)
+    try:
+        (row,) = [r for r in fleet.poll() if r.path == folder]
+        snap = look(list(fleet.rows), list(fleet.folds.values()), row.id)
+    finally:
+        fleet.close()
+    assert row.has_runner and snap is not None
+    assert "no todo list yet" in snap.rewind_refused and 'class="rewind"' not in pages.run_page(snap, row, "c")

@@ -40,6 +40,9 @@ def test_a_runs_snapshot_is_its_fold_and_its_storys_tail(tmp_path: Path) -> None
     assert snap.todos == ((True, "Read the notes"), (False, "Write the summary"))
     assert "Check the findings" in snap.todo_title
     assert snap.pressure.startswith("98%") and "28k tokens" in snap.pressure
+    # The thresholds in the console's words (its gauge's "soft 70%  hard 85%"): the page said "wind down at 70%,
+    # restart at 85%", where 70% is where masking starts and 85% where the wind-down comes.
+    assert snap.pressure.endswith("tokens (soft 70%, hard 85%)"), snap.pressure
     assert "restart approval" in snap.need
     assert snap.tail[-1] == ("warning", "⏸ restart pending: context 98% full")
     assert look(list(fleet.rows), list(fleet.folds.values()), "nope") is None
@@ -287,4 +290,39 @@ def test_a_question_of_an_mcp_server_is_answered_on_the_runs_page_as_answer_send
             assert acts.commands[-1] == Answer(question="q1a2b3c", set=(f"city={typed}",))
 
     asyncio.run(main())
+    fleet.close()
+
+
+def test_a_run_starting_offers_no_rewind_and_its_facts_have_no_stray_dot(tmp_path: Path) -> None:
+    """Found by a new operator's trial: a run a process holds, its first todo list not written yet (starting), was
+    offered the rewind's form (no phase to re-plan: the engine refuses it once its bootstrap list comes), and its
+    page said "· $0.00" with no phase before the dot."""
+    from console.engine.store import JobStore
+    from console.web import pages
+
+    fx = make_fleet(tmp_path)
+    folder = tmp_path / "runs" / "starting-20261201-050000"
+    JobPaths(folder).state.mkdir(parents=True)
+    JobPaths(folder).events.write_text(ev.SessionStarted(
+        ts=FROZEN_NOW, seq=1, session=1, reason="new", provider="openai", model="gpt-6.2-sol",
+        context_window=32_000).model_dump_json() + "\n")
+    store = JobStore(fx.store_path)
+    store.started(folder, folder.name, "openai", "gpt-6.2-sol", FROZEN_NOW)
+    store.cost(folder, 0.0)
+    store.close()
+    fleet = Fleet(fx.store_path, now=lambda: FROZEN_NOW,
+                  holder=lambda fold: 4250 if fold.paths.root == folder else fx.holder(fold))
+    fleet.poll()
+    rid = rid_of(fleet, folder)
+    snap = look(list(fleet.rows), list(fleet.folds.values()), rid)
+    assert snap is not None and "no todo list yet" in snap.rewind_refused and snap.rewind_phase is None
+    row = next(r for r in fleet.rows if r.id == rid)
+    assert row.has_runner
+    page = pages.run_page(snap, row, "csrf")
+    assert 'class="rewind"' not in page
+    assert '<p class="facts">$0.00</p>' in page and "· $0.00" not in page, page
+    # A run in a phase still has both, with the dot between them; the running run's rewind is still offered.
+    running = look(list(fleet.rows), list(fleet.folds.values()), rid_of(fleet, fx.runs["running"]))
+    assert running is not None and running.rewind_refused == ""
+    assert f'<p class="facts">{running.phase} · {running.cost}</p>' in pages.run_body(running, None, "csrf")
     fleet.close()

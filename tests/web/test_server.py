@@ -151,6 +151,63 @@ def test_a_guesser_is_turned_away_before_anything_it_offers_is_looked_at() -> No
     serve(test)
 
 
+async def flood(client: TestClient[Any, Any]) -> None:
+    """What anyone who reaches serve can send (behind a proxy, from the proxy's address, as every browser): bad login
+    tokens, a forged action link and a made-up session cookie, without the cookies of ``client``'s browser."""
+    import aiohttp
+
+    async with aiohttp.ClientSession() as stranger:
+        for i in range(au.FAIL_LIMIT + 1):
+            await stranger.get(client.make_url(f"/login?token=bad{i}"))
+        await stranger.get(client.make_url("/a/forged.link"))
+        await stranger.get(client.make_url("/"), headers={"Cookie": f"{au.COOKIE}=made-up"})
+
+
+def test_a_logged_in_browser_is_never_refused_by_the_limit_of_failed_attempts() -> None:
+    """Found by a new operator's trial: behind the reverse proxy, tunnel or `tailscale serve` docs/serve.md
+    recommends, every client has the proxy's address, and 10 bad login links a minute from anyone answered the
+    logged-in operator's every page 429. A request with a live session is not refused by the limit; a stranger's,
+    from the same address, still is."""
+    async def test(client: TestClient[Any, Any], auth: au.Auth, rows: Rows, acts: Acts) -> None:
+        csrf = await csrf_of(client)
+        await flood(client)
+        assert auth.limited("127.0.0.1")
+        for path in ("/", "/static/style.css"):
+            resp = await client.get(path)
+            assert resp.status == 200, (path, resp.status)
+        live = await client.get("/live/fleet")
+        assert live.status == 200 and (await live.content.readuntil(b"\n\n")).startswith(b"event: list")
+        live.close()
+        resp = await client.post("/run/r1/act", data={"action": "pause", "csrf": csrf})
+        assert resp.status == 200 and acts.sent[-1][:2] == ("r1", "pause")
+        await flood(client)  # still flooded, still in
+        assert (await client.get("/")).status == 200
+        # Logged out (the cookie gone), the same browser is a stranger again: 429, its tokens not looked at.
+        client.session.cookie_jar.clear()
+        token = auth.new_login()
+        assert (await client.get("/")).status == 429
+        assert (await client.get(f"/login?token={token}", allow_redirects=False)).status == 429
+        assert auth.login_token() == token
+
+    acting(test)
+
+
+def test_while_a_guesser_is_limited_no_token_and_no_made_up_cookie_gets_in() -> None:
+    """The limit still stops guessing: past it, a login token, an action link and a session cookie that is none
+    are each answered 429 (and counted: the address stays limited while it keeps guessing)."""
+    async def test(client: TestClient[Any, Any], auth: au.Auth, rows: Rows) -> None:
+        await flood(client)
+        token = auth.login_token()
+        for path, cookie in ((f"/login?token={token}", ""), ("/a/x.y", ""), ("/", f"{au.COOKIE}=made-up"),
+                             ("/run/r1", f"{au.COOKIE}={'x' * 43}")):
+            resp = await client.get(path, headers={"Cookie": cookie} if cookie else None, allow_redirects=False)
+            assert resp.status == 429 and int(resp.headers["Retry-After"]) >= 1, path
+        assert auth.login_token() == token  # the real token was not even tried
+        assert not auth.sessions
+
+    serve(test)
+
+
 def test_the_browser_console_is_behind_the_same_login() -> None:
     async def main() -> None:
         auth = au.Auth()
@@ -244,6 +301,26 @@ def test_an_action_needs_the_sessions_csrf_token_and_applies_only_where_it_appli
         assert acts.sent[0][:2] == ("r2", "approve") and acts.sent[0][2].startswith("web 127.0.0.1 session ")
         session_id = next(iter(auth.sessions))
         assert session_id not in acts.sent[0][2]  # the session's credential never names it
+
+    acting(test)
+
+
+def test_an_action_from_this_servers_origin_or_none_is_taken_and_from_another_is_refused() -> None:
+    """docs/security.md: every action carries the session's CSRF token, and an Origin that is this server's when the
+    request has one. A browser sends it on every POST; a script (curl) sends none, and with the session's cookie
+    and CSRF token it acts: the token is the check, the Origin defence in depth beside it and SameSite=Strict."""
+    async def test(client: TestClient[Any, Any], auth: au.Auth, rows: Rows, acts: Acts) -> None:
+        csrf = await csrf_of(client)
+        form = {"action": "pause", "csrf": csrf}
+        own = f"http://{client.host}:{client.port}"
+        assert (await client.post("/run/r1/act", data=form, headers={"Origin": "https://evil.example"})).status \
+            == 403
+        assert (await client.post("/run/r1/act", data=form, headers={"Origin": "null"})).status == 403
+        assert acts.sent == []
+        assert (await client.post("/run/r1/act", data=form, headers={"Origin": own})).status == 200
+        assert (await client.post("/run/r1/act", data=form)).status == 200  # no Origin: the token decides
+        assert (await client.post("/run/r1/act", data={"action": "pause"})).status == 403
+        assert [a for _, a, _ in acts.sent] == ["pause", "pause"]
 
     acting(test)
 

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, TypeGuard, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
+from console.engine.cost import MAX_COST_USD
+
 COLUMNS = ("path", "name", "status", "provider", "model", "started_at", "updated_at", "completed_at", "confidence",
            "summary", "detail", "cost_usd", "needs_since")
 # The status of a run that waits for its operator (console.engine.needs): every view lists it first.
@@ -57,10 +59,13 @@ class JobRow:
 
     def __post_init__(self) -> None:
         # A shared store's row is anyone's: a number that is none (NaN, infinity, text in SQLite's REAL column)
-        # reads as unknown, never as "$inf" in `jobs` or as NaN, which is no JSON, in `jobs --json`.
-        for name in ("confidence", "cost_usd"):
+        # reads as unknown, never as "$inf" in `jobs` or as NaN, which is no JSON, in `jobs --json`; and so does
+        # one out of its range: a cost below zero or above MAX_COST_USD, a confidence outside 0..1 (-1e308 was
+        # printed as 309 digits by serve's page, and cut to "$-10000" by the fleet's column).
+        for name, top in (("confidence", 1.0), ("cost_usd", MAX_COST_USD)):
             value = getattr(self, name)
-            if value is not None and not (isinstance(value, int | float) and math.isfinite(value)):
+            if value is not None and not (isinstance(value, int | float) and not isinstance(value, bool)
+                                          and math.isfinite(value) and 0 <= value <= top):
                 object.__setattr__(self, name, None)
 
     @property
