@@ -185,6 +185,13 @@ def test_the_openai_provider_imports_the_sdks_types_as_they_are_asked_for(tmp_pa
     assert "openai.types.eval_create_params" in mods
 
 
+def test_the_anthropic_provider_imports_fewer_of_the_sdks_types_than_the_sdk_alone(tmp_path) -> None:
+    # ~4 MB a runner of its ~53 MB (its resources import most of its types directly).
+    lean = loaded(modules_after("import console.providers.anthropic_provider", tmp_path), ("anthropic.types",))
+    whole = loaded(modules_after("import anthropic", tmp_path), ("anthropic.types",))
+    assert set(lean) < set(whole) and len(whole) - len(lean) > 100
+
+
 def test_a_package_imported_lazily_gives_each_name_from_its_submodule_when_asked(tmp_path, monkeypatch) -> None:
     import importlib
 
