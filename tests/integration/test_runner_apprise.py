@@ -92,3 +92,17 @@ def test_a_bad_url_is_still_refused_before_any_run(tmp_path: Path) -> None:
                              text=True, timeout=120)
     assert started.returncode == 2 and "not a notification URL Apprise can send to" in started.stderr, started
     assert "hunter2" not in started.stderr + started.stdout
+
+
+def test_what_a_runner_is_handed_of_its_urls_is_read_with_care() -> None:
+    """Anything but the starter's map (a garbled variable) is nothing checked: every URL is checked again (exit 2 on
+    a bad one), and shown as console.notify shows it, never with its secrets."""
+    from console.cli.lifecycle import notify_key
+    from console.cli.run import _notify_checked, _shown_notify
+
+    assert _notify_checked("") == _notify_checked("{not json") == _notify_checked("[1, 2]") == {}
+    assert _notify_checked('{"a": 1, "b": "json://x"}') == {"b": "json://x"}
+    url = "json://alice:pa55@127.0.0.1:9/hook-s3cret"
+    assert _shown_notify((url,), {}) == [(notify_key(url), "json://127.0.0.1:9")]
+    assert _shown_notify((url, url), {notify_key(url): "json://given"}) == [(notify_key(url), "json://given")] * 2
+    assert "pa55" not in notify_key(url) and "s3cret" not in notify_key(url)
