@@ -74,6 +74,9 @@ REMIND_LOOK = 30.0  # the reminder thread's longest sleep (real seconds) between
 ENDING = ("gave_up", "crashed")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]{0,31}$")
 
+# A channel's plugin not read yet (Notifier's ``checked``): Apprise is loaded by its first message.
+_LATER: Any = object()
+
 _log_lock = threading.Lock()
 _last_warning: dict[int, str] = {}  # thread id -> Apprise's last warning in that thread (why a send failed)
 
@@ -152,8 +155,7 @@ def shown_url(url: str, plugin: Any = None) -> str:
     """``ntfy://ntfy.example.org``: what may be shown of a notification URL. Only the scheme and the host; a host
     that is itself a secret (Telegram's bot token, Slack's tokens: Apprise masks those) or missing (ntfy.sh's
     topic-only form) is shown as ``…``. Never the user, password, path (a topic, a webhook's key) or query."""
-    head = url.split("://", 1)[0].strip() if "://" in url else ""
-    scheme = head.lower() if _SCHEME.match(head) else "?"
+    scheme = _scheme(url)
     if plugin is None:
         plugin = _instantiate(url) if scheme != "?" else None
     if plugin is None:
@@ -168,6 +170,12 @@ def shown_url(url: str, plugin: Any = None) -> str:
         return f"{scheme}://…"
     port = getattr(plugin, "port", None)
     return f"{scheme}://{host}" + (f":{port}" if isinstance(port, int) else "")
+
+
+def _scheme(url: str) -> str:
+    """A URL's scheme, lower case ("?" for none): all that is shown of it before Apprise has read it."""
+    head = url.split("://", 1)[0].strip() if "://" in url else ""
+    return head.lower() if _SCHEME.match(head) else "?"
 
 
 def check_urls(urls: Iterable[str]) -> list[str]:
@@ -317,7 +325,7 @@ class _Need:
 @dataclass
 class _Channel:
     url: str
-    plugin: Any
+    plugin: Any  # Apprise's plugin; None: not a URL it sends to; _LATER: read by the first message's send
     shown: str
     queue: queue.Queue[Message | None] = field(default_factory=lambda: queue.Queue(QUEUE_LIMIT))
     thread: threading.Thread | None = None
@@ -336,13 +344,19 @@ class Notifier:
     ``remind``: the gaps (minutes) of the reminders of a need nobody answers (:data:`REMIND_MINUTES`; empty: none).
     A thread of the notifier looks at the run's clock (at most every :data:`REMIND_LOOK` s, and at once when a need
     comes or goes); :meth:`remind_due` is that look. ``look`` False: no thread looks, the caller does (a test that
-    moves a fake clock: a thread's look would race its own)."""
+    moves a fake clock: a thread's look would race its own).
+
+    ``checked``: the URLs were checked already (:func:`check_urls`, before the run started). Apprise is then
+    loaded by a channel's thread as it sends its first message, not now: loading it reads every plugin it has
+    (with cryptography, requests, oauthlib), ~20 MB of a runner's memory and ~0.4 s of CPU, and most runs never
+    need their operator (benchmarks/fleet_scale.py counts memory per run). A URL Apprise refuses after all (the
+    config changed in between) is reported then, once, as a failing channel is."""
 
     def __init__(self, urls: Iterable[str], run_id: str, job: str, *, clock: Clock | None = None,
                  on_error: Callable[[str], None] | None = None, notify_on_end: bool = True,
                  remind: Iterable[float] | None = None, look: bool = True, folder: Path | str | None = None,
                  links: LinkSettings | None = None,
-                 on_told: Callable[[ev.NeedsOperator], None] | None = None) -> None:
+                 on_told: Callable[[ev.NeedsOperator], None] | None = None, checked: bool = False) -> None:
         self.run_id = run_id
         # Called (from a channel's thread) once a need's first message is done: a channel took it, or every one
         # refused it (said by on_error). The fleet budget's hold is marked told then (console.engine.guardrails.
@@ -376,6 +390,9 @@ class Notifier:
         self._look = look
         for url in urls:
             url = url.strip()
+            if checked and url:
+                self.channels.append(_Channel(url, _LATER, f"{_scheme(url)}://…"))
+                continue
             plugin = _instantiate(url) if url else None
             channel = _Channel(url, plugin, shown_url(url, plugin) if plugin is not None else shown_url(url, None))
             self.channels.append(channel)
@@ -783,13 +800,27 @@ class Notifier:
             message = channel.queue.get()
             if message is None:
                 return
-            ok, why = self._deliver(channel, message)
-            if ok:
-                self.sent.append((channel.shown, self.clock.monotonic() - message.ts))
-            else:
-                self._failed(channel, why)
+            if channel.plugin is _LATER:
+                self._load(channel)
+            ok = False
+            if channel.plugin is not None:  # else refused by Apprise: said once by _load, and nothing is sent
+                ok, why = self._deliver(channel, message)
+                if ok:
+                    self.sent.append((channel.shown, self.clock.monotonic() - message.ts))
+                else:
+                    self._failed(channel, why)
             if message.settle is not None:
                 message.settle(ok)
+
+    def _load(self, channel: _Channel) -> None:
+        """Apprise's plugin for a channel whose URL was checked before (``checked``), read as it first sends."""
+        plugin = _instantiate(channel.url)
+        if plugin is None:
+            channel.plugin = None  # what follows for it is not queued (_send)
+            self._failed(channel, "not a notification URL Apprise can send to")
+            return
+        channel.shown = shown_url(channel.url, plugin)  # before the plugin: whoever sees it sees the name too
+        channel.plugin = plugin
 
     def _deliver(self, channel: _Channel, message: Message) -> tuple[bool, str]:
         ident = threading.get_ident()

@@ -173,6 +173,65 @@ def test_a_module_hidden_for_one_import_imports_after_it_and_one_already_loaded_
     monkeypatch.delitem(sys.modules, "lean_probe")
 
 
+def test_the_openai_provider_imports_the_sdks_types_as_they_are_asked_for(tmp_path) -> None:
+    # ~10 MB and ~0.25 s a runner: the SDK's ~470 type modules, of which a run of chat completions uses some 55.
+    mods = modules_after("import console.providers.openai_provider", tmp_path)
+    assert "openai.types" in mods and "openai.types.eval_create_params" not in mods
+    assert len(loaded(mods, ("openai.types",))) < 100
+    # A name the SDK's types offer, asked for later, is the one its submodule defines.
+    mods = modules_after("import console.providers.openai_provider, openai\n"
+                         "from openai.types.eval_create_params import EvalCreateParams as E\n"
+                         "assert openai.types.EvalCreateParams is E", tmp_path)
+    assert "openai.types.eval_create_params" in mods
+
+
+def test_the_anthropic_provider_imports_fewer_of_the_sdks_types_than_the_sdk_alone(tmp_path) -> None:
+    # ~4 MB a runner of its ~53 MB (its resources import most of its types directly).
+    lean = loaded(modules_after("import console.providers.anthropic_provider", tmp_path), ("anthropic.types",))
+    whole = loaded(modules_after("import anthropic", tmp_path), ("anthropic.types",))
+    assert set(lean) < set(whole) and len(whole) - len(lean) > 100
+
+
+def test_a_package_imported_lazily_gives_each_name_from_its_submodule_when_asked(tmp_path, monkeypatch) -> None:
+    import importlib
+
+    from console.providers.lean_import import lazy_inits
+
+    for name, init in (("lazy_probe", '"""Doc."""\nfrom __future__ import annotations\n\nfrom .a import A as A\n'
+                                      "from .b import B as Bee, C\n"),
+                       ("eager_probe", "from .a import A as A\nX = 1\n"),  # a statement of another kind
+                       ("after_probe", "from .a import A as A\n")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(init)
+        (tmp_path / name / "a.py").write_text("A = object()\n")
+        (tmp_path / name / "b.py").write_text("B = object()\nC = object()\n")
+        (tmp_path / name / "c.py").write_text("D = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for m in [m for m in sys.modules if m.split(".")[0] in ("lazy_probe", "eager_probe", "after_probe")]:
+        monkeypatch.delitem(sys.modules, m)
+    try:
+        with lazy_inits("lazy_probe", "eager_probe"):
+            lazy = importlib.import_module("lazy_probe")
+            eager = importlib.import_module("eager_probe")
+            assert "lazy_probe.a" not in sys.modules and "lazy_probe.b" not in sys.modules
+            assert "eager_probe.a" in sys.modules and eager.X == 1  # imported as ever
+        from lazy_probe import A  # type: ignore[import-not-found]
+
+        assert A is sys.modules["lazy_probe.a"].A and "lazy_probe.b" not in sys.modules
+        assert lazy.Bee is importlib.import_module("lazy_probe.b").B and lazy.C is sys.modules["lazy_probe.b"].C
+        assert importlib.import_module("lazy_probe.c").D == 1  # a submodule __init__ does not name
+        with pytest.raises(AttributeError):
+            _ = lazy.Nope
+        with pytest.raises(ImportError):
+            from lazy_probe import Nope  # type: ignore[import-not-found]  # noqa: F401
+        assert {"A", "Bee", "C"} <= set(dir(lazy))
+        importlib.import_module("after_probe")  # after the block: as ever
+        assert "after_probe.a" in sys.modules
+    finally:
+        for m in [m for m in sys.modules if m.split(".")[0] in ("lazy_probe", "eager_probe", "after_probe")]:
+            del sys.modules[m]
+
+
 ANSI = re.compile(rb"\x1b\[[0-9;?<>=$]*[a-zA-Z~]|\x1b[()][AB0]|\x1b[=>]|\x1b\][^\x07]*\x07")
 
 

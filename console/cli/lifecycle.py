@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import signal
@@ -24,13 +25,22 @@ from console.outcome import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAI
 
 RUNNER_FLAGS_ENV = "AGENT_CONSOLE_RUNNER_FLAGS"  # a runner's flags: the environment, not argv (ps shows argv)
 RUNNER_BY_ENV = "AGENT_CONSOLE_RUNNER_BY"
+# The notification URLs the starter checked, as {notify_key(url): what may be shown of it}: the runner needs neither
+# check them again nor ask Apprise what to show (loading Apprise is ~20 MB of a runner's memory: console.notify).
+RUNNER_NOTIFY_ENV = "AGENT_CONSOLE_RUNNER_NOTIFY"
+
+
+def notify_key(url: str) -> str:
+    """How :data:`RUNNER_NOTIFY_ENV` names a notification URL: its digest, never the URL (its tokens)."""
+    return hashlib.sha256(url.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, theme: str = "", made: bool = False,
-                 again: str = "", store: Any = None) -> int:
+                 again: str = "", store: Any = None, notify_checked: dict[str, str] | None = None) -> int:
     """Start the run in ``paths`` as a runner process; then open a console on it (``console``) or say how to
     follow it. Exit code: the run's own once it has ended under the console; 0 when it goes on. ``made``,
-    ``again``, ``store``: for a Ctrl+C before the runner took the run over (:func:`interrupted_start`)."""
+    ``again``, ``store``: for a Ctrl+C before the runner took the run over (:func:`interrupted_start`).
+    ``notify_checked``: the notification URLs this process checked (:data:`RUNNER_NOTIFY_ENV`)."""
     import subprocess
 
     from console.engine.run_lock import RunLock
@@ -43,6 +53,7 @@ def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, t
     env = dict(os.environ)
     env[RUNNER_FLAGS_ENV] = json.dumps(given)
     env[RUNNER_BY_ENV] = by
+    env[RUNNER_NOTIFY_ENV] = json.dumps(notify_checked or {})
     try:
         proc = spawn_runner(paths, env=env)
     except OSError as exc:
@@ -474,8 +485,11 @@ def _notifier(sup: Any, paths: Any, urls: tuple[str, ...], on_end: bool = True,
         if need.reason == "fleet_budget":
             sup.telling.heard(need.seq)
 
+    # checked: the URLs were checked before the run started (console.cli.run.cmd_run, in this process or in the
+    # runner's starter), so Apprise is loaded at the first message, not here: most runs never need their operator.
     notifier = Notifier(list(urls), paths.run_id, job_name(paths.root), clock=sup.clock, on_error=failed,
-                        notify_on_end=on_end, remind=remind, folder=paths.root, links=links, on_told=told)
+                        notify_on_end=on_end, remind=remind, folder=paths.root, links=links, on_told=told,
+                        checked=True)
     # The fleet budget's hold this run tells is marked told once a channel took it (a kill before: another run
     # tells it); with no channel to send to, at once.
     sup.telling.confirms = notifier.tells

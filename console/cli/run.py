@@ -24,7 +24,15 @@ from console.cli.common import (
     say,
     state_error,
 )
-from console.cli.lifecycle import RUNNER_BY_ENV, RUNNER_FLAGS_ENV, interrupted_start, run_headless, start_runner
+from console.cli.lifecycle import (
+    RUNNER_BY_ENV,
+    RUNNER_FLAGS_ENV,
+    RUNNER_NOTIFY_ENV,
+    interrupted_start,
+    notify_key,
+    run_headless,
+    start_runner,
+)
 from console.interrupts import is_interrupt
 from console.outcome import EXIT_FAILED, EXIT_INTERRUPTED
 
@@ -136,6 +144,31 @@ def _budgets(job: Any) -> dict[str, Any]:
     return {n: v for n in names if (v := getattr(guard, n, None)) is not None}
 
 
+def _notify_checked(raw: str) -> dict[str, str]:
+    """:data:`RUNNER_NOTIFY_ENV` as the starter wrote it (anything else: nothing checked, all checked again)."""
+    try:
+        value = json.loads(raw or "{}")
+    except ValueError:
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _shown_notify(urls: tuple[str, ...], checked: dict[str, str]) -> list[tuple[str, str]]:
+    """(notify_key(url), what may be shown of it) of each of ``urls``, in order: from ``checked`` (the starter's),
+    else as console.notify shows it (which loads Apprise: only for a URL its starter did not show)."""
+    shown = []
+    for url in urls:
+        key = notify_key(url)
+        if key not in checked:
+            from console.notify import shown_url
+
+            checked = {**checked, key: shown_url(url)}
+        shown.append((key, checked[key]))
+    return shown
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from console.engine.clock import SystemClock
     from console.engine.command_check import check_commands
@@ -153,6 +186,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     clock = SystemClock()
     job_arg = Path(args.job)
     runner = bool(args.runner)
+    # A runner's notification URLs its starter checked (and what may be shown of each): not checked again here.
+    checked = _notify_checked(os.environ.pop(RUNNER_NOTIFY_ENV, "")) if runner else {}
     if runner:  # the flags the starting process was given (never argv: ps shows it to every user)
         with contextlib.suppress(ValueError, TypeError):
             for key, value in json.loads(os.environ.pop(RUNNER_FLAGS_ENV, "{}") or "{}").items():
@@ -196,7 +231,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         from console.engine.launch import notify_timing
 
         on_end, remind = notify_timing(recorded, settings.notify.on_end, tuple(settings.notify.remind_minutes))
-        if flags["notify"]:  # console.notify (the notifier, the run's events) is loaded only for URLs to check
+        # console.notify (the notifier, the run's events) is loaded only for URLs to check, and Apprise with it; a
+        # runner's were checked by its starter (this command, a moment before), unless they have changed since.
+        if flags["notify"] and not all(notify_key(u) in checked for u in flags["notify"]):
             from console.notify import check_urls
 
             if problems := check_urls(flags["notify"]):
@@ -324,14 +361,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
                 theme = chosen_theme(args.theme, settings)
             return start_runner(paths, given, by=by, console=use_console, theme=theme,
-                                made=not args.in_place, again=_again(source.root, args.in_place), store=store)
-        from console.notify import shown_url
-
+                                made=not args.in_place, again=_again(source.root, args.in_place), store=store,
+                                notify_checked=dict(_shown_notify(record.notify, {})))
         launch = LaunchStart(record, seal, source="resume" if recorded is not None and not starting else "start",
                              changes=tuple(changes(recorded, record)) if recorded is not None and not starting
                              else (),
                              by=os.environ.pop(RUNNER_BY_ENV, "") if runner else "headless",
-                             shown_notify=tuple(shown_url(u) for u in record.notify))
+                             shown_notify=tuple(shown for _, shown in _shown_notify(record.notify, checked)))
         # Imported here: a start that hands the run to a runner (--detach, the console) does not load the
         # supervisor and its loop (the runner does).
         from console.engine.supervisor import Supervisor

@@ -5,13 +5,25 @@ The ``openai`` SDK imports ``aiohttp`` at its own import whenever aiohttp is ins
 client need it), so every runner paid for it: ~9 MB of resident memory and ~80 ms of CPU at its start
 (benchmarks/fleet_scale.py counts memory per run). The SDK takes a missing aiohttp as its documented case (that
 client then says to install the extra), so it is hidden from that one import, and only if nothing loaded it before.
+
+The same SDK's ``openai.types`` package imports all of its ~470 modules (a pydantic model for every shape of every
+endpoint: files, evals, graders, videos...) at its own import, to offer each name at the package's top; a runner
+reads chat completions and uses some 55 of them: the rest cost ~10 MB of its memory and ~0.25 s of CPU at its start.
+:func:`lazy_inits` imports such a package so that each name is imported when it is first asked for (PEP 562's module
+``__getattr__``), from the very submodule its ``__init__`` would have taken it from: the same objects, later.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import importlib
+import importlib.abc
+import importlib.machinery
 import sys
-from collections.abc import Iterator
+import types
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 
 @contextlib.contextmanager
@@ -28,3 +40,90 @@ def without(*names: str) -> Iterator[None]:
         for name in hidden:
             if sys.modules.get(name, 0) is None:
                 del sys.modules[name]
+
+
+def exports(source: str) -> dict[str, tuple[str, str]] | None:
+    """``{name: (submodule, its name there)}`` of a package ``__init__`` made only of ``from .sub import Name [as
+    Alias]`` lines (a docstring and ``from __future__`` aside); None for any other (its import is left as it is: a
+    statement of any other kind may do something a lazy import would not)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    out: dict[str, tuple[str, str]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "__future__":
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            continue
+        if not (isinstance(node, ast.ImportFrom) and node.level == 1 and node.module):
+            return None
+        for alias in node.names:
+            if alias.name == "*":
+                return None
+            out[alias.asname or alias.name] = (node.module, alias.name)
+    return out
+
+
+class _LazyInit(importlib.abc.Loader):
+    """Executes a package's ``__init__`` as :func:`exports` read it: each name imported at its first use."""
+
+    def __init__(self, names: dict[str, tuple[str, str]]) -> None:
+        self.names = names
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        return None  # the default module, with the spec's __path__, __file__ and __spec__
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        names, package = self.names, module.__name__
+
+        def __getattr__(name: str) -> Any:
+            where = names.get(name)
+            if where is None:  # a submodule not named in __init__: the import system imports it after this
+                raise AttributeError(f"module {package!r} has no attribute {name!r}")
+            value = getattr(importlib.import_module(f"{package}.{where[0]}"), where[1])
+            setattr(module, name, value)  # asked once
+            return value
+
+        def __dir__() -> list[str]:
+            return sorted(set(module.__dict__) | set(names))
+
+        module.__getattr__ = __getattr__  # type: ignore[method-assign]
+        module.__dir__ = __dir__  # type: ignore[method-assign]
+
+
+class _LazyFinder(importlib.abc.MetaPathFinder):
+    def __init__(self, prefixes: Sequence[str]) -> None:
+        self.prefixes = tuple(prefixes)
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None,
+                  target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        if not any(fullname == p or fullname.startswith(p + ".") for p in self.prefixes):
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or not spec.submodule_search_locations or not spec.origin or \
+                not spec.origin.endswith("__init__.py"):
+            return spec  # a module, or a package found another way: as ever
+        try:
+            with open(spec.origin, encoding="utf-8") as fh:
+                names = exports(fh.read())
+        except (OSError, UnicodeDecodeError):
+            names = None
+        if names is None:
+            return spec
+        spec.loader = _LazyInit(names)
+        return spec
+
+
+@contextlib.contextmanager
+def lazy_inits(*prefixes: str) -> Iterator[None]:
+    """Within the block, each package named ``prefixes`` (or beneath one) that is imported for the first time and
+    whose ``__init__`` only gathers names from its submodules (:func:`exports`) is imported lazily: each name is
+    imported from its submodule when first asked for (``from pkg import Name``, ``pkg.Name``). Other packages and
+    modules import as ever, and so does everything after the block. Meant for a module's own import."""
+    finder = _LazyFinder(prefixes)
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)

@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from console.providers.lean_import import without
+from console.providers.lean_import import lazy_inits, without
 
-with without("aiohttp"):  # the SDK's optional aiohttp client, never used here (console.providers.lean_import)
+# The SDK's optional aiohttp client, never used here, and its ~470 type modules, of which some 55 are (imported as
+# they are asked for): console.providers.lean_import.
+with without("aiohttp"), lazy_inits("openai.types"):
     import openai
 
 try:  # the SDK moved from httpx to httpx2; catch transport errors from whichever it uses

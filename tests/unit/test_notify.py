@@ -211,3 +211,52 @@ def test_a_second_need_is_not_held_back_by_apprises_spacing(server: Loopback) ->
     n(need(1))
     n(need(2, "budget"))
     assert len(server.wait_for(2)) == 2 and n.close()
+
+
+def test_checked_urls_load_apprise_at_the_first_message_not_before(server: Loopback) -> None:
+    """A runner's URLs were checked by its starter: its notifier loads Apprise (every plugin: ~20 MB) as the first
+    message is sent, not when it is made. In a fresh interpreter (this one has Apprise loaded already)."""
+    import json
+    import subprocess
+    import sys
+
+    code = """
+import json, sys
+from datetime import UTC, datetime
+from console.engine import events as ev
+from console.notify import Notifier
+told = []
+n = Notifier([sys.argv[1]], "k3f9q", "job", checked=True, on_told=told.append)
+made = "apprise" in sys.modules
+up = n.tells
+n(ev.NeedsOperator(ts=datetime.now(UTC), seq=1, session=1, reason="stuck", message="m", paused=True))
+done = n.close(15)
+print(json.dumps({"made": made, "up": up, "sent": "apprise" in sys.modules, "done": done,
+                  "shown": [s for s, _ in n.sent], "told": len(told)}))
+"""
+    out = subprocess.run([sys.executable, "-c", code, server.url("json", "hook")], capture_output=True, text=True,
+                         timeout=60)
+    assert json.loads(out.stdout) == {"made": False, "up": True, "sent": True, "done": True,
+                                      "shown": [f"json://127.0.0.1:{server.port}"], "told": 1}, out.stderr
+    [req] = server.wait_for(1)
+    assert req.body["title"] == "agent-console: run k3f9q needs you (stuck)"
+
+
+def test_a_checked_url_apprise_refuses_after_all_is_reported_once_as_it_would_send(server: Loopback) -> None:
+    """The config changed between the check and the run: the URL is refused when Apprise reads it, said once, its
+    messages settled (a fleet budget's hold is not left waiting for a channel that will never take it)."""
+    errors: list[str] = []
+    told: list[ev.NeedsOperator] = []
+    n = Notifier(["bogus://user:hunter2@example.org/x", server.url("json", "ok")], "k3f9q", "job",
+                 on_error=errors.append, checked=True, on_told=told.append)
+    assert errors == []  # nothing read yet
+    n(need(1))
+    n(need(2, "budget"))
+    assert n.close(10) and len(server.requests) == 2 and [e.seq for e in told] == [1, 2]
+    assert errors == ["notification to bogus://… failed: not a notification URL Apprise can send to; the run goes "
+                      "on (this channel's later failures are not reported)"]
+    alone = Notifier(["bogus://user:hunter2@example.org/x"], "k3f9q", "job", on_error=errors.append, checked=True,
+                     on_told=told.append)
+    alone(need(3))
+    assert alone.close(10) and [e.seq for e in told] == [1, 2, 3] and len(errors) == 2
+    assert "hunter2" not in "\n".join(errors)
