@@ -75,17 +75,19 @@ def compile_once() -> None:
 
 def rewrite_once(config: pytest.Config) -> None:
     """The test modules as pytest's assertion rewriting makes them, written once by the controller before any
-    worker starts, in pytest's own cache of them (``__pycache__/*.cpython-311-pytest-8.4.2.pyc``).
+    worker starts (a run on xdist's workers), in pytest's own cache of them (``__pycache__/*-pytest-*.pyc``).
 
     pytest writes that cache only where bytecode may be written: with PYTHONDONTWRITEBYTECODE (CI's machines) each
-    xdist worker rewrote every test module again while it collected, 16 s of the 24 s of CPU a worker's collection
-    took (8.5 s with the cache there): 48 s of the README command's CPU on three workers, nearly half a minute
-    before its first test on two cores. It reads the cache whatever the variable says, and checks each entry
+    xdist worker rewrote every test module again while it collected: the README command's three workers took 57 s
+    of CPU to collect the suite before their first test, 30 s with this (its ~7 s here included; 28 s when the
+    cache is there already). pytest reads the cache whatever the variable says, and checks each entry
     against its source's size and mtime, as it does its own. Written here with pytest's own functions (a private
     module: where they are not as expected, nothing is written and each worker rewrites as before), only where an
     entry is missing or stale, atomically (a worker never reads half of one)."""
     import fnmatch
 
+    if not getattr(config.option, "numprocesses", None):  # one process (-n 0): it rewrites what it imports, no more
+        return
     try:
         from _pytest.assertion import rewrite
 
