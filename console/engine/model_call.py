@@ -49,10 +49,14 @@ from console.engine.model import (
 )
 
 TICK = 0.2  # seconds between looks at the operator's commands while a call is silent
-# While a reply streams, the loop's thread is woken at most this often (seconds) to take what came: a server sends
-# a token a chunk, a chunk every few milliseconds, and waking the loop's thread for each cost more CPU than the rest
-# of the harness's turn (issue 37: 0.05 ms a wake-up, ~500 chunks a reply). The end of a call is handed over at once.
+# While a reply streams, the loop's thread is woken at most this often (seconds) to take what came, and the worker
+# reads the socket again this long after it had to wait on it: a server sends a token a chunk, a chunk every few
+# milliseconds, and waking a thread for each cost more CPU than the rest of the harness's turn (issue 37: ~0.05 ms
+# a wake-up of the loop's thread, ~0.1 ms of the worker's read, ~500 chunks a reply). The end of a call is handed
+# over at once; text reaches a view in steps of about this much.
 PACE = 0.05
+# A streamed item that took this long (seconds) to come was waited for on the socket, not read from what had come.
+READ_WAITED = 0.001
 BACKOFF_START = 2.0  # the first retry waits up to this (jittered), doubling per attempt
 BACKOFF_MAX = 120.0  # one backoff wait (not one retry-after) is at most this
 
@@ -182,10 +186,18 @@ def stream_abandonably(provider: Provider, request: ModelRequest, limits: CallLi
     def produce(put: Callable[[Any], None], handle: CallHandle) -> None:
         stream = provider.stream(request)
         try:
+            asked = time.monotonic()
             for item in stream:
                 if handle.cancelled:
                     break
                 put(item)
+                if (came := time.monotonic()) - asked >= READ_WAITED:
+                    # The socket had nothing when asked (the item was waited for): the server sends a token a
+                    # chunk, so let its next chunks gather before reading again, and read them at once (one
+                    # wake-up of this thread and one pass of the SDK's reader for all of them, not one each).
+                    time.sleep(PACE)
+                    came = time.monotonic()
+                asked = came
         finally:
             close = getattr(stream, "close", None)
             if close is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import queue
 import random
 import threading
 import time
@@ -193,28 +194,45 @@ def test_the_tick_abandons_a_call_at_once() -> None:
 
 
 class Streaming:
-    """A stand-in provider streaming ``n`` text pieces ``gap`` seconds apart (0: at once), then ``tail`` (the end
-    of a reply, or an exception raised after the text). ``closed`` is set when its stream was closed (the worker
-    ended it: finished, or abandoned and noticed)."""
+    """A stand-in provider reading a socket: a server thread sends ``n`` text pieces ``gap`` seconds apart (0: at
+    once) whether or not they are read (the kernel keeps them), then ``tail`` (the end of a reply, or an exception
+    raised after the text). ``waits`` counts the reads that found nothing and had to wait; ``closed`` is set when
+    the stream was closed (the worker ended it: finished, or abandoned and noticed); ``read`` counts the pieces read."""
 
     name, model = "streaming", "m"
 
     def __init__(self, n: int, gap: float = 0.0, tail: list[StreamEvent] | BaseException | None = None) -> None:
         self.n, self.gap = n, gap
         self.tail = [Usage(10, 5), Stop("end_turn")] if tail is None else tail
-        self.sent = 0
+        self.buffer: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self.read = self.waits = 0
         self.closed = threading.Event()
 
+    def send(self) -> None:
+        for i in range(self.n):
+            if self.gap:
+                time.sleep(self.gap)
+            if self.closed.is_set():
+                return
+            self.buffer.put(TextDelta(f"{i} "))
+        self.buffer.put(self.tail)
+
     def stream(self, request):
+        threading.Thread(target=self.send, daemon=True).start()
         try:
-            for i in range(self.n):
-                if self.gap:
-                    time.sleep(self.gap)
-                self.sent += 1
-                yield TextDelta(f"{i} ")
-            if isinstance(self.tail, BaseException):
-                raise self.tail
-            yield from self.tail
+            while True:
+                try:
+                    item = self.buffer.get_nowait()
+                except queue.Empty:
+                    self.waits += 1
+                    item = self.buffer.get()
+                if isinstance(item, BaseException):
+                    raise item
+                if isinstance(item, list):
+                    yield from item
+                    return
+                self.read += 1
+                yield item
         finally:
             self.closed.set()
 
@@ -235,9 +253,9 @@ def test_a_fast_stream_is_handed_over_whole_in_order_in_fewer_pieces() -> None:
 
 
 def test_a_steady_stream_wakes_the_loop_per_batch_not_per_chunk_and_still_ticks() -> None:
-    # 300 chunks a millisecond apart (a server's token a chunk): the loop's thread takes them every PACE (50 ms),
-    # looking at the operator's commands each time, not 300 times.
-    provider = Streaming(300, gap=0.001)
+    # 300 chunks 2 ms apart (a server's token a chunk): the loop's thread takes them every PACE (50 ms), looking at
+    # the operator's commands each time, not 300 times.
+    provider = Streaming(300, gap=0.002)
     ticks = []
     items = list(stream_abandonably(provider, None, CallLimits(), lambda: ticks.append(1)))
     assert text_of(items) == "".join(f"{i} " for i in range(300))
@@ -264,12 +282,12 @@ def test_a_stop_during_a_fast_stream_acts_and_the_stream_is_closed() -> None:
         for item in stream_abandonably(provider, None, CallLimits(), tick):
             got.append(item)
     assert provider.closed.wait(10)  # the worker saw the cancel at its next chunk and closed the stream
-    assert provider.sent < 30_000
+    assert provider.read < 30_000
     assert text_of(got) == "".join(f"{i} " for i in range(len(text_of(got).split())))  # what came, in order
 
 
 def test_an_error_after_text_surfaces_after_all_the_text_before_it() -> None:
-    for gap in (0.0, 0.001):
+    for gap in (0.0, 0.002):
         provider = Streaming(200, gap=gap, tail=ProviderError("cut mid-way", kind="transient", cause="cut"))
         got: list[StreamEvent] = []
         with pytest.raises(ProviderError) as err:
@@ -277,6 +295,16 @@ def test_an_error_after_text_surfaces_after_all_the_text_before_it() -> None:
                 got.append(item)
         assert err.value.cause == "cut"
         assert text_of(got) == "".join(f"{i} " for i in range(200))
+
+
+
+def test_a_steady_stream_is_read_in_gathered_batches_not_a_wake_up_a_chunk() -> None:
+    # A server sending a token a chunk, a chunk every 2 ms: once a read had to wait, the worker lets the next
+    # chunks gather (PACE) and reads them together, so its thread wakes per batch, not per chunk.
+    provider = Streaming(300, gap=0.002)
+    items = list(stream_abandonably(provider, None, CallLimits(), lambda: None))
+    assert text_of(items) == "".join(f"{i} " for i in range(300)) and items[-1] == Stop("end_turn")
+    assert provider.waits < 100
 
 
 def test_the_merge_keeps_the_order_and_joins_only_neighbours_of_a_kind() -> None:
