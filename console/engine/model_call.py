@@ -53,8 +53,9 @@ TICK = 0.2  # seconds between looks at the operator's commands while a call is s
 # reads the socket again this long after it had to wait on it: a server sends a token a chunk, a chunk every few
 # milliseconds, and waking a thread for each cost more CPU than the rest of the harness's turn (issue 37: ~0.05 ms
 # a wake-up of the loop's thread, ~0.1 ms of the worker's read, ~500 chunks a reply). The end of a call is handed
-# over at once; text reaches a view in steps of about this much.
-PACE = 0.05
+# over at once; text reaches a view in steps of about this much, and a reply ends up to this much later than its
+# server ended it (0.05 s cost 20% more CPU a turn at a token a chunk, docs/benchmarks.md).
+PACE = 0.1
 # A streamed item that took this long (seconds) to come was waited for on the socket, not read from what had come.
 READ_WAITED = 0.001
 BACKOFF_START = 2.0  # the first retry waits up to this (jittered), doubling per attempt

@@ -253,7 +253,7 @@ def test_a_fast_stream_is_handed_over_whole_in_order_in_fewer_pieces() -> None:
 
 
 def test_a_steady_stream_wakes_the_loop_per_batch_not_per_chunk_and_still_ticks() -> None:
-    # 300 chunks 2 ms apart (a server's token a chunk): the loop's thread takes them every PACE (50 ms), looking at
+    # 300 chunks 2 ms apart (a server's token a chunk): the loop's thread takes them every PACE (0.1 s), looking at
     # the operator's commands each time, not 300 times.
     provider = Streaming(300, gap=0.002)
     ticks = []
