@@ -22,11 +22,13 @@ during a wait also acts at once.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import random
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -35,9 +37,27 @@ from tenacity import RetryCallState, Retrying, retry_if_exception
 from tenacity.wait import wait_base
 
 from console.engine.messages import ModelRequest
-from console.engine.model import CallHandle, Provider, ProviderError, StreamEvent, set_current_call
+from console.engine.model import (
+    CallHandle,
+    Progress,
+    Provider,
+    ProviderError,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    set_current_call,
+)
 
 TICK = 0.2  # seconds between looks at the operator's commands while a call is silent
+# While a reply streams, the loop's thread is woken at most this often (seconds) to take what came, and the worker
+# reads the socket again this long after it had to wait on it: a server sends a token a chunk, a chunk every few
+# milliseconds, and waking a thread for each cost more CPU than the rest of the harness's turn (issue 37: ~0.05 ms
+# a wake-up of the loop's thread, ~0.1 ms of the worker's read, ~500 chunks a reply). The end of a call is handed
+# over at once; text reaches a view in steps of about this much, and a reply ends up to this much later than its
+# server ended it (0.05 s cost 20% more CPU a turn at a token a chunk, docs/benchmarks.md).
+PACE = 0.1
+# A streamed item that took this long (seconds) to come was waited for on the socket, not read from what had come.
+READ_WAITED = 0.001
 BACKOFF_START = 2.0  # the first retry waits up to this (jittered), doubling per attempt
 BACKOFF_MAX = 120.0  # one backoff wait (not one retry-after) is at most this
 
@@ -167,10 +187,18 @@ def stream_abandonably(provider: Provider, request: ModelRequest, limits: CallLi
     def produce(put: Callable[[Any], None], handle: CallHandle) -> None:
         stream = provider.stream(request)
         try:
+            asked = time.monotonic()
             for item in stream:
                 if handle.cancelled:
                     break
                 put(item)
+                if (came := time.monotonic()) - asked >= READ_WAITED:
+                    # The socket had nothing when asked (the item was waited for): the server sends a token a
+                    # chunk, so let its next chunks gather before reading again, and read them at once (one
+                    # wake-up of this thread and one pass of the SDK's reader for all of them, not one each).
+                    time.sleep(PACE)
+                    came = time.monotonic()
+                asked = came
         finally:
             close = getattr(stream, "close", None)
             if close is not None:
@@ -195,18 +223,39 @@ def _watched(name: str, produce: Callable[[Callable[[Any], None], CallHandle], N
              tick: Callable[[], None], now: Callable[[], float]) -> Iterator[Any]:
     """What ``produce`` puts, made on a worker thread under the watchdog: the one way a provider's call is made,
     a stream (:func:`stream_abandonably`) or a single request (:func:`call_abandonably`). ``tick`` at least every
-    :data:`TICK` seconds and the limits checked on every item and every tick; a call left (abandoned, or failed
-    here) is hung up through its :class:`CallHandle`, so the server stops working for nobody."""
-    items: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    :data:`TICK` seconds and the limits checked on every hand-over and every tick; a call left (abandoned, or
+    failed here) is hung up through its :class:`CallHandle`, so the server stops working for nobody.
+
+    Items are handed over in batches (see :data:`PACE`): the worker appends each as it comes, and wakes the loop's
+    thread only when it waits and has taken nothing for PACE seconds, or at the end (done or failed); the loop
+    takes everything queued at each wake-up, in order, with consecutive text merged (:func:`_merged`)."""
+    items: deque[Any] = deque()  # appended by the worker, taken by the loop's thread (deque's ends are thread-safe)
+    bell: queue.SimpleQueue[None] = queue.SimpleQueue()
+    # Shared by the two threads without a lock: each read or write is one step under the GIL, and a race costs at
+    # most one early wake-up (a ring left in the bell) or one late one (an item taken at the next tick).
+    parked = [False]  # the loop's thread waits on the bell
+    # When the loop's thread last took items (real time: it paces wake-ups); the first item wakes it at once. An
+    # item that came within PACE of it is taken at the next wake-up: a later item's, the end's, or the tick's.
+    handed = [-PACE]
     handle = CallHandle()
+
+    def put(item: Any) -> None:
+        items.append(item)
+        if parked[0] and time.monotonic() - handed[0] >= PACE:
+            parked[0] = False
+            bell.put(None)
+
+    def end(item: Any) -> None:
+        items.append(item)
+        bell.put(None)  # the end is handed over at once: the turn goes on without waiting for a tick
 
     def work() -> None:
         set_current_call(handle)  # the adapter registers how to hang up what it opens
         try:
-            produce(items.put, handle)
-            items.put(_DONE)
+            produce(put, handle)
+            end(_DONE)
         except BaseException as exc:  # handed to the loop's thread, which decides
-            items.put(_Failed(exc))
+            end(_Failed(exc))
         finally:
             set_current_call(None)
 
@@ -215,26 +264,49 @@ def _watched(name: str, produce: Callable[[Callable[[Any], None], CallHandle], N
     finished = False
     try:
         while True:
-            try:
-                item = items.get(timeout=TICK)
-            except queue.Empty:
+            if not items:
+                parked[0] = True
+                if not items:  # looked at again once parked: the worker reads the flag after it appends
+                    with contextlib.suppress(queue.Empty):
+                        bell.get(timeout=TICK)
+                parked[0] = False
+            batch = [items.popleft() for _ in range(len(items))]
+            if not batch:  # a silent tick (the wait ran out, or a ring was left over)
                 tick()
                 _check(name, limits, now(), started, last)
                 continue
-            if item is _DONE:
+            handed[0] = time.monotonic()
+            end_item = batch.pop() if batch[-1] is _DONE or isinstance(batch[-1], _Failed) else None
+            if batch:
+                last = now()
+                tick()
+                # Checked on every hand-over too: a model stuck repeating itself streams for ever without a pause.
+                _check(name, limits, last, started, last)
+                yield from _merged(batch)
+            if end_item is _DONE:
                 finished = True
                 return
-            if isinstance(item, _Failed):
+            if isinstance(end_item, _Failed):
                 finished = True
-                raise item.exc
-            last = now()
-            tick()
-            # Checked on every item too: a model stuck repeating itself streams for ever without a pause.
-            _check(name, limits, last, started, last)
-            yield item
+                raise end_item.exc
     finally:
         if not finished:
             handle.cancel()  # abandoned: hang up now
+
+
+def _merged(batch: list[Any]) -> list[Any]:
+    """The batch with each run of consecutive text (or reasoning) pieces as one piece, and of progress as one:
+    the order kept, a reply's text the same, and one event for a view where the stream had tens."""
+    out: list[Any] = []
+    for item in batch:
+        prev = out[-1] if out else None
+        if type(item) is type(prev) and isinstance(item, TextDelta | ReasoningDelta):
+            out[-1] = type(item)(prev.text + item.text)  # type: ignore[union-attr]
+        elif type(item) is type(prev) and isinstance(item, Progress):
+            out[-1] = Progress(prev.chars + item.chars)  # type: ignore[union-attr]
+        else:
+            out.append(item)
+    return out
 
 
 def _check(name: str, limits: CallLimits, at: float, started: float, last: float) -> None:

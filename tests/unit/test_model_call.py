@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import queue
 import random
 import threading
 import time
@@ -9,12 +10,24 @@ import time
 import pytest
 
 from console.engine.clock import FakeClock
-from console.engine.model import ProviderError, Stop, TextDelta
+from console.engine.messages import ToolCall
+from console.engine.model import (
+    Notice,
+    Progress,
+    ProviderError,
+    ReasoningDelta,
+    Stop,
+    StreamEvent,
+    TextDelta,
+    ToolCallEvent,
+    Usage,
+)
 from console.engine.model_call import (
     TICK,
     CallLimits,
     Outage,
     ProviderUnreachable,
+    _merged,
     is_unreachable,
     retrying,
     stream_abandonably,
@@ -175,3 +188,129 @@ def test_the_tick_abandons_a_call_at_once() -> None:
         list(stream_abandonably(provider, None, CallLimits(), tick))
     provider.release.set()
     assert time.monotonic() - started < 10
+
+
+# -- the hand-over in batches (issue 37: the loop's thread is woken per batch, not per streamed chunk) ---------------
+
+
+class Streaming:
+    """A stand-in provider reading a socket: a server thread sends ``n`` text pieces ``gap`` seconds apart (0: at
+    once) whether or not they are read (the kernel keeps them), then ``tail`` (the end of a reply, or an exception
+    raised after the text). ``waits`` counts the reads that found nothing and had to wait; ``closed`` is set when
+    the stream was closed (the worker ended it: finished, or abandoned and noticed); ``read`` counts the pieces read."""
+
+    name, model = "streaming", "m"
+
+    def __init__(self, n: int, gap: float = 0.0, tail: list[StreamEvent] | BaseException | None = None) -> None:
+        self.n, self.gap = n, gap
+        self.tail = [Usage(10, 5), Stop("end_turn")] if tail is None else tail
+        self.buffer: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self.read = self.waits = 0
+        self.closed = threading.Event()
+
+    def send(self) -> None:
+        for i in range(self.n):
+            if self.gap:
+                time.sleep(self.gap)
+            if self.closed.is_set():
+                return
+            self.buffer.put(TextDelta(f"{i} "))
+        self.buffer.put(self.tail)
+
+    def stream(self, request):
+        threading.Thread(target=self.send, daemon=True).start()
+        try:
+            while True:
+                try:
+                    item = self.buffer.get_nowait()
+                except queue.Empty:
+                    self.waits += 1
+                    item = self.buffer.get()
+                if isinstance(item, BaseException):
+                    raise item
+                if isinstance(item, list):
+                    yield from item
+                    return
+                self.read += 1
+                yield item
+        finally:
+            self.closed.set()
+
+
+def text_of(items: list[StreamEvent]) -> str:
+    return "".join(i.text for i in items if isinstance(i, TextDelta))
+
+
+def test_a_fast_stream_is_handed_over_whole_in_order_in_fewer_pieces() -> None:
+    provider = Streaming(300)
+    items = list(stream_abandonably(provider, None, CallLimits(), lambda: None))
+    assert text_of(items) == "".join(f"{i} " for i in range(300))
+    assert items[-2:] == [Usage(10, 5), Stop("end_turn")]
+    # Everything queued at a wake-up is taken at once, its text as one piece (the stream came faster than the
+    # loop's thread took it): one text_delta event for a view, not 300.
+    assert len(items) < 300
+    assert provider.closed.wait(10)
+
+
+def test_a_steady_stream_wakes_the_loop_per_batch_not_per_chunk_and_still_ticks() -> None:
+    # 300 chunks 2 ms apart (a server's token a chunk): the loop's thread takes them every PACE (0.1 s), looking at
+    # the operator's commands each time, not 300 times.
+    provider = Streaming(300, gap=0.002)
+    ticks = []
+    items = list(stream_abandonably(provider, None, CallLimits(), lambda: ticks.append(1)))
+    assert text_of(items) == "".join(f"{i} " for i in range(300))
+    assert 1 <= len(ticks) < 150
+    assert len([i for i in items if isinstance(i, TextDelta)]) == len(ticks)  # one look per hand-over
+
+
+def test_a_stop_during_a_fast_stream_acts_and_the_stream_is_closed() -> None:
+    # The stream never falls silent (a chunk every millisecond for up to 30 s): the stop must act between its
+    # chunks, not wait for a silence, and the worker must end the stream it reads.
+    provider = Streaming(30_000, gap=0.001)
+    stop = threading.Event()
+
+    class Stopped(Exception):
+        pass
+
+    def tick() -> None:
+        if stop.is_set():
+            raise Stopped
+
+    got: list[StreamEvent] = []
+    threading.Timer(0.3, stop.set).start()
+    with pytest.raises(Stopped):
+        for item in stream_abandonably(provider, None, CallLimits(), tick):
+            got.append(item)
+    assert provider.closed.wait(10)  # the worker saw the cancel at its next chunk and closed the stream
+    assert provider.read < 30_000
+    assert text_of(got) == "".join(f"{i} " for i in range(len(text_of(got).split())))  # what came, in order
+
+
+def test_an_error_after_text_surfaces_after_all_the_text_before_it() -> None:
+    for gap in (0.0, 0.002):
+        provider = Streaming(200, gap=gap, tail=ProviderError("cut mid-way", kind="transient", cause="cut"))
+        got: list[StreamEvent] = []
+        with pytest.raises(ProviderError) as err:
+            for item in stream_abandonably(provider, None, CallLimits(), lambda: None):
+                got.append(item)
+        assert err.value.cause == "cut"
+        assert text_of(got) == "".join(f"{i} " for i in range(200))
+
+
+
+def test_a_steady_stream_is_read_in_gathered_batches_not_a_wake_up_a_chunk() -> None:
+    # A server sending a token a chunk, a chunk every 2 ms: once a read had to wait, the worker lets the next
+    # chunks gather (PACE) and reads them together, so its thread wakes per batch, not per chunk.
+    provider = Streaming(300, gap=0.002)
+    items = list(stream_abandonably(provider, None, CallLimits(), lambda: None))
+    assert text_of(items) == "".join(f"{i} " for i in range(300)) and items[-1] == Stop("end_turn")
+    assert provider.waits < 100
+
+
+def test_the_merge_keeps_the_order_and_joins_only_neighbours_of_a_kind() -> None:
+    call = ToolCallEvent(ToolCall(id="c1", name="read", arguments="{}"))
+    batch = [TextDelta("a"), TextDelta("b"), ReasoningDelta("r1"), ReasoningDelta("r2"), TextDelta("c"),
+             Progress(3), Progress(4), Notice("n"), Notice("m"), call, TextDelta("d"), Usage(1, 2), Stop("end_turn")]
+    assert _merged(batch) == [TextDelta("ab"), ReasoningDelta("r1r2"), TextDelta("c"), Progress(7), Notice("n"),
+                              Notice("m"), call, TextDelta("d"), Usage(1, 2), Stop("end_turn")]
+    assert _merged([]) == []
