@@ -213,7 +213,12 @@ class StdioServer:
             if interrupted:
                 raise
             said = _last_line(self.stderr_tail)
-            raise McpStartError(f"MCP server {config.name} did not start: {why(exc)}"
+            # Its bound named: the operator reads how long it was given (docs/mcp.md), not only "in time".
+            first: BaseException = exc
+            while isinstance(first, BaseExceptionGroup) and first.exceptions:  # (the transport's task group's)
+                first = first.exceptions[0]
+            reason = f"it did not answer within {start_seconds:g} s" if isinstance(first, TimeoutError) else why(exc)
+            raise McpStartError(f"MCP server {config.name} did not start: {reason}"
                                 + (f" (its last words: {said})" if said else "")) from None
 
     @property

@@ -64,7 +64,7 @@ def test_the_servers_start_together(tmp_path: Path) -> None:
         starting.join(CEILING)
     assert not starting.is_alive()
     problems = got["problems"]
-    assert len(problems) == 3 and all("did not start: it did not answer in time" in p for p in problems), problems
+    assert len(problems) == 3 and all("did not start: it did not answer within 20 s" in p for p in problems), problems
     for server in got["servers"]:
         server.close()
     wait_for(lambda: not any(alive(pid) for pid in pids), 30, "the servers to be ended")
