@@ -324,7 +324,18 @@ def cmd_run(args: argparse.Namespace) -> int:
                 from console.tui.theme_choice import chosen_theme
 
                 theme = chosen_theme(args.theme, settings)
-            return start_runner(paths, given, by=by, console=use_console, theme=theme,
+            mcp_wait = 0.0
+            if use_console and job.mcp:
+                # The run's process starts the job's MCP servers before it takes the run (console.mcp.client): the
+                # console waits for them (drawn before, it would show the run as "not running (read-only)"), and
+                # the terminal says what it waits for.
+                from console.mcp.client import START_SECONDS
+
+                names = [m.name for m in job.mcp]
+                mcp_wait = START_SECONDS
+                say(f"the run's process starts MCP server{'s' if len(names) > 1 else ''} {', '.join(names)} first "
+                    f"(together, each up to {START_SECONDS:g} s)...", sys.stderr)
+            return start_runner(paths, given, by=by, console=use_console, theme=theme, extra_patience=mcp_wait,
                                 made=not args.in_place, again=_again(source.root, args.in_place), store=store)
         from console.notify import shown_url
 
