@@ -36,14 +36,18 @@ def notify_key(url: str) -> str:
 
 
 def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, theme: str = "", made: bool = False,
-                 again: str = "", store: Any = None, notify_checked: dict[str, str] | None = None) -> int:
+                 again: str = "", store: Any = None, notify_checked: dict[str, str] | None = None,
+                 extra_patience: float = 0.0) -> int:
     """Start the run in ``paths`` as a runner process; then open a console on it (``console``) or say how to
     follow it. Exit code: the run's own once it has ended under the console; 0 when it goes on. ``made``,
     ``again``, ``store``: for a Ctrl+C before the runner took the run over (:func:`interrupted_start`).
-    ``notify_checked``: the notification URLs this process checked (:data:`RUNNER_NOTIFY_ENV`)."""
+    ``notify_checked``: the notification URLs this process checked (:data:`RUNNER_NOTIFY_ENV`).
+    ``extra_patience``: seconds the runner may take beyond the usual before it holds the run (the job's MCP servers
+    start first)."""
     import subprocess
 
     from console.engine.run_lock import RunLock
+    from console.engine.starting import START_PATIENCE
     from console.runner import HARD_EXIT_AFTER, log_tail, spawn_runner, wait_started
 
     holder = RunLock(paths).holder()
@@ -64,7 +68,7 @@ def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, t
     if not console:
         return handed_over(paths, proc)
     try:
-        code = wait_started(paths, proc)
+        code = wait_started(paths, proc, START_PATIENCE + extra_patience)
         if code is None and console:
             from console.tui.launch import attach_console
 

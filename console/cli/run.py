@@ -9,6 +9,7 @@ import os
 import shlex
 import sqlite3
 import sys
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -360,7 +361,18 @@ def cmd_run(args: argparse.Namespace) -> int:
                 from console.tui.theme_choice import chosen_theme
 
                 theme = chosen_theme(args.theme, settings)
-            return start_runner(paths, given, by=by, console=use_console, theme=theme,
+            mcp_wait = 0.0
+            if use_console and job.mcp:
+                # The run's process starts the job's MCP servers before it takes the run (console.mcp.client): the
+                # console waits for them (drawn before, it would show the run as "not running (read-only)"), and
+                # the terminal says what it waits for.
+                from console.mcp.client import START_SECONDS
+
+                names = [m.name for m in job.mcp]
+                mcp_wait = START_SECONDS
+                say(f"the run's process starts MCP server{'s' if len(names) > 1 else ''} {', '.join(names)} first "
+                    f"(together, each up to {START_SECONDS:g} s)...", sys.stderr)
+            return start_runner(paths, given, by=by, console=use_console, theme=theme, extra_patience=mcp_wait,
                                 made=not args.in_place, again=_again(source.root, args.in_place), store=store,
                                 notify_checked=dict(_shown_notify(record.notify, {})))
         launch = LaunchStart(record, seal, source="resume" if recorded is not None and not starting else "start",
@@ -421,7 +433,7 @@ def _start_mcp(job: Any, paths: Any, rs: Any, again: str, *, made: bool, caps: A
     if not job.mcp:
         return []
     from console.engine.tools.mcp_config import allowed_urls, resolve
-    from console.mcp.client import start_servers
+    from console.mcp.client import START_SECONDS, start_servers
     from console.mcp.http import HttpServer
     from console.mcp.world import McpStartError
 
@@ -430,9 +442,17 @@ def _start_mcp(job: Any, paths: Any, rs: Any, again: str, *, made: bool, caps: A
         # credentials are the operator's environment's.
         return HttpServer(config, allowed_urls(config, caps), os.environ, start_seconds=start_seconds)
 
+    configs = resolve(job.mcp, caps)  # a name alone is the operator's [[mcp.servers]] entry
+
+    def slow(names: list[str]) -> None:
+        # On stderr (stdout's first line is the run's `run ID: FOLDER`), once the start is slow: why nothing else
+        # shows meanwhile, and for how long at most (a quick start says nothing: a refusal stays one line).
+        say(f"starting MCP server{'s' if len(names) > 1 else ''} {', '.join(names)} (together, each up to "
+            f"{START_SECONDS:g} s)...", sys.stderr)
+
     try:
-        # A name alone is the operator's [[mcp.servers]] entry.
-        servers, problems = start_servers(resolve(job.mcp, caps), str(paths.root), rs.commands, reach=reach)
+        with _terminated_is_interrupted():
+            servers, problems = start_servers(configs, str(paths.root), rs.commands, reach=reach, slow=slow)
     except McpStartError as exc:
         if made:
             import shutil
@@ -459,6 +479,34 @@ def _start_mcp(job: Any, paths: Any, rs: Any, again: str, *, made: bool, caps: A
             shutil.rmtree(paths.root, ignore_errors=True)
         raise UsageError(f"job.toml: {refused}; fix [guardrails] in job.toml, then start it again: {again}")
     return servers
+
+
+@contextlib.contextmanager
+def _terminated_is_interrupted() -> Iterator[None]:
+    """SIGTERM while the MCP servers start is a Ctrl+C: the starts are abandoned, the servers ended, and the command
+    ends as an interrupted start (exit 130, nothing made), at once. Without it, the process died by the signal
+    (143, silent) and left the run folder it had made, which no command lists. A second signal meanwhile is not
+    another interrupt (it would cut the first one's unwinding)."""
+    import signal
+
+    taken = False
+
+    def on_term(signum: int, frame: object) -> None:
+        nonlocal taken
+        if not taken:
+            taken = True
+            raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not the main thread (a test calling the command from one): its signals are not ours
+        yield
+        return
+    try:
+        yield
+    finally:
+        # Once taken, the unwinding (the servers ended, the folder removed) is not cut by the next one either.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN if taken else previous)
 
 
 def write_start(paths: Any, record: Any, seal: Any, store: Any, now: Any) -> None:

@@ -21,15 +21,19 @@ process group, and for a confined one its pid namespace (bwrap's ``--die-with-pa
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
+import threading
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 import mcp_types as types
+import pydantic
 from anyio.abc import Process, TaskStatus
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from anyio.streams.buffered import BufferedByteReceiveStream
@@ -46,13 +50,19 @@ from console.engine.tools.mcp_sampling import Ask
 from console.engine.tools.mcp_tools import McpCallResult, McpToolInfo, McpUnavailable
 from console.engine.tools.repos import sweep
 from console.mcp.managed import ManagedServer
-from console.mcp.session import AskDesk, answered, render, tool_list, why
+from console.mcp.session import AskDesk, StartAbandoned, answered, malformed, render, started_within, tool_list, why
 from console.mcp.world import McpStartError, Spawn, spawn
 
 # The longest message line a server may send (bytes): past it, the server is answering garbage.
 MAX_LINE = 8 * 1024 * 1024
-# The most pages of tools/list read, and how long a server has to start and list its tools.
+# How long a server has to start and list its tools (docs/mcp.md): not its ``timeout``, which bounds a call (a
+# server that starts slowly, npx fetching a package, may serve quick calls; a long call's timeout is no reason to
+# wait as long on a start that hangs). The servers start together: the whole start takes at most this long.
 START_SECONDS = 30.0
+# After how long a start still under way is said (start_servers' ``slow``); a quick one says nothing.
+TELL_AFTER = 5.0
+# How long the servers' starts are given to end once the command was interrupted (each is told at once).
+ABANDON_WAIT = 1.5
 STDERR_KEEP = 4096
 # How long a server's last words on stderr are waited for once it is gone.
 STDERR_WAIT = 1.0
@@ -61,13 +71,44 @@ STDERR_WAIT = 1.0
 REAPER_WAIT = 15.0
 # Requests a server may send that this client refuses (the SDK's defaults answer them with an error); each is noted
 # once per server, so that the operator is told (console.mcp.managed).
+# What a call answered by a line that is not a valid message says (its request's error; console.mcp.session.why).
+MALFORMED = "it answered with a malformed result"
 REFUSED = {"sampling/createMessage": "sampling (a completion from the client's model)",
            "elicitation/create": "elicitation (a question to the client's user)",
            "roots/list": "roots (the client's folders)"}
 
 
+def _answer_to(line: bytes) -> types.RequestId | None:
+    """The id of the request a line that is not a valid message answers (a JSON object with an ``id`` and a
+    ``result`` or an ``error``, no ``method``), or None: that request fails at once with what was wrong, rather
+    than waiting out its timeout for an answer that came."""
+    with contextlib.suppress(ValueError, RecursionError):
+        data = json.loads(line)
+        if isinstance(data, dict) and "method" not in data and ("result" in data or "error" in data):
+            ident = data.get("id")
+            if isinstance(ident, str | int) and not isinstance(ident, bool):
+                return ident
+    return None
+
+
+def _what_is_wrong(line: bytes, exc: ValueError) -> str:
+    """The SDK's own validation of ``line`` in one short line: as the answer it claims to be, or as any message."""
+    if isinstance(exc, pydantic.ValidationError) and _answer_to(line) is not None:
+        with contextlib.suppress(RecursionError):
+            try:
+                types.JSONRPCResponse.model_validate_json(line, by_name=False)
+            except pydantic.ValidationError as precise:
+                return malformed(precise)
+    if isinstance(exc, pydantic.ValidationError):
+        if any(e.get("type") == "json_invalid" for e in exc.errors(include_url=False)):
+            return "not JSON"
+        return malformed(exc)
+    return safe_text(str(exc), one_line=True, limit=160)
+
+
 @asynccontextmanager
-async def _transport(process: Process, on_request: Callable[[str], None] = lambda method: None
+async def _transport(process: Process, on_request: Callable[[str], None] = lambda method: None,
+                     on_garbage: Callable[[str], None] = lambda what: None
                      ) -> AsyncIterator[tuple[MemoryObjectReceiveStream[SessionMessage | Exception],
                                               MemoryObjectSendStream[SessionMessage]]]:
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
@@ -90,8 +131,16 @@ async def _transport(process: Process, on_request: Callable[[str], None] = lambd
                 try:
                     message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
                 except ValueError as exc:
-                    await read_writer.send(exc)
-                    continue
+                    what = _what_is_wrong(line, exc)
+                    on_garbage(what)
+                    ident = _answer_to(line)
+                    if ident is None:
+                        await read_writer.send(exc)
+                        continue
+                    # An answer of the wrong shape: its request ends now, saying so (the SDK's session would
+                    # drop the line and leave the request waiting for its timeout, "no answer").
+                    message = types.JSONRPCError(jsonrpc="2.0", id=ident, error=types.ErrorData(
+                        code=types.INTERNAL_ERROR, message=f"{MALFORMED} ({what})"))
                 if isinstance(message, types.JSONRPCRequest) and message.method in REFUSED:
                     on_request(message.method)
                 await read_writer.send(SessionMessage(message))
@@ -135,8 +184,13 @@ def _kill(process: Process) -> None:
 class StdioServer:
     """A started server: its config, the tools it listed, calls, and its end."""
 
-    def __init__(self, config: McpServerConfig, how: Spawn, *, start_seconds: float = START_SECONDS) -> None:
+    def __init__(self, config: McpServerConfig, how: Spawn, *, start_seconds: float = START_SECONDS,
+                 abandon: threading.Event | None = None) -> None:
         self._config = config
+        self._abandon = abandon
+        # What the last line that was not a valid message held ("" when none since the call began): a call that
+        # then times out says the server wrote garbage, not only that no answer came.
+        self._garbage = ""
         self._how = how
         self._tools: list[McpToolInfo] = []
         self._session: ClientSession | None = None
@@ -152,9 +206,19 @@ class StdioServer:
         try:
             self._done, self._tools = self._portal.start_task(self._serve, start_seconds)
         except BaseException as exc:
-            self._end()
+            # An interrupt of the command (a KeyboardInterrupt here, or the start abandoned on another thread) is
+            # never the server's failure: its start is cancelled, the server ended, the interrupt goes on.
+            interrupted = not isinstance(exc, Exception) or isinstance(exc, StartAbandoned)
+            self._end(cancel=interrupted)
+            if interrupted:
+                raise
             said = _last_line(self.stderr_tail)
-            raise McpStartError(f"MCP server {config.name} did not start: {why(exc)}"
+            # Its bound named: the operator reads how long it was given (docs/mcp.md), not only "in time".
+            first: BaseException = exc
+            while isinstance(first, BaseExceptionGroup) and first.exceptions:  # (the transport's task group's)
+                first = first.exceptions[0]
+            reason = f"it did not answer within {start_seconds:g} s" if isinstance(first, TimeoutError) else why(exc)
+            raise McpStartError(f"MCP server {config.name} did not start: {reason}"
                                 + (f" (its last words: {said})" if said else "")) from None
 
     @property
@@ -215,15 +279,21 @@ class StdioServer:
         # The sampling capability is advertised only when the operator enabled it for this server.
         sampling = self._desk.sampling if self._config.sampling else None
         elicitation = self._desk.elicitation if self._config.elicitation else None  # likewise
-        async with (_transport(process, self._refused) as (read, write),
+        async with (_transport(process, self._refused, self._saw_garbage) as (read, write),
                     ClientSession(read, write, sampling_callback=sampling, elicitation_callback=elicitation)
                     as session):
-            with anyio.fail_after(start_seconds):
+
+            async def start() -> list[McpToolInfo]:
                 await session.initialize()
-                tools = await tool_list(session)
+                return await tool_list(session)
+
+            tools = await started_within(start, start_seconds, self._abandon)
             self._session = session
             task_status.started(tools)
             await self._stop.wait()
+
+    def _saw_garbage(self, what: str) -> None:
+        self._garbage = what
 
     def _refused(self, method: str) -> None:
         if ((method == "sampling/createMessage" and self._config.sampling)
@@ -273,13 +343,16 @@ class StdioServer:
              should_stop: Callable[[], bool] = lambda: False, *, ask: Ask | None = None,
              elicit: Elicit | None = None) -> McpCallResult:
         self._desk.lend(ask, elicit)
+        self._garbage = ""
         try:
             return answered(self._portal.start_task_soon(self._call, tool, arguments, timeout), should_stop,
                             self._desk)
         except McpUnavailable:
             raise
         except TimeoutError:
-            raise McpUnavailable(f"no answer within {timeout:g} s") from None
+            garbage = f" (it wrote a line that is not a valid message meanwhile: {self._garbage})" \
+                if self._garbage else ""
+            raise McpUnavailable(f"no answer within {timeout:g} s{garbage}") from None
         except Exception as exc:  # the server's error, a closed pipe, garbage: never a traceback
             raise McpUnavailable(why(exc)) from None
         finally:
@@ -308,9 +381,13 @@ class StdioServer:
             self._portal.call(self._stop.set)
         self._end()
 
-    def _end(self) -> None:
-        with contextlib.suppress(Exception):
-            self._cm.__exit__(None, None, None)
+    def _end(self, *, cancel: bool = False) -> None:
+        """The loop ended (``cancel``: its tasks cancelled, a start still under way among them)."""
+        with contextlib.suppress(BaseException):
+            if cancel:
+                self._cm.__exit__(StartAbandoned, StartAbandoned(), None)
+            else:
+                self._cm.__exit__(None, None, None)
         remove_stand_ins(self._how.created)
         self._how.created = []
         self._sweep()
@@ -324,33 +401,94 @@ def _last_line(data: bytes) -> str:
 def start_servers(configs: Sequence[McpServerConfig], root: str, world: CommandWorld,
                   environ: Mapping[str, str] | None = None, *,
                   start_seconds: float = START_SECONDS,
-                  reach: Callable[[McpServerConfig, float], Any] | None = None
+                  reach: Callable[[McpServerConfig, float], Any] | None = None,
+                  slow: Callable[[list[str]], None] | None = None
                   ) -> tuple[list[ManagedServer], list[str]]:
     """The run's servers (console.mcp.managed: each restarted once if it dies), and one line for each optional one
     that did not start (it is among them, unavailable: its tools answer so). A required one that does not start
     ends them all and raises :class:`McpStartError` naming it. ``reach``: how an HTTP server (a ``url``) is
-    reached (console.mcp.http.HttpServer, with the operator's allowed URLs); without it, it is not."""
+    reached (console.mcp.http.HttpServer, with the operator's allowed URLs); without it, it is not.
+
+    The servers start together, each on a thread of its own, so the whole start takes at most ``start_seconds``
+    (one after the other, three that hang took three times as long, and said nothing meanwhile). This thread waits
+    for them: a Ctrl+C (or a signal the caller turned into a KeyboardInterrupt) lands here, every start still under
+    way is abandoned at once, what started is ended, and the interrupt goes on (never a "did not start" line).
+    ``slow``: told the names of the servers still starting once the start has taken :data:`TELL_AFTER` seconds
+    (on this thread), so that the operator hears why nothing else shows."""
     env = os.environ if environ is None else environ
     root = os.path.realpath(root)
-    started: list[ManagedServer] = []
-    problems: list[str] = []
-    for config in configs:
-        # How it starts, and starts again after a crash: the same confinement, config, folder and world.
-        def start(config: McpServerConfig = config) -> Any:
+    abandon = threading.Event()
+
+    def starter(config: McpServerConfig) -> Callable[[], Any]:
+        # How it starts, and starts again after a crash: the same confinement, config, folder and world. The
+        # first start's confinement is prepared here, on this thread, one server after the other (it may write the
+        # job's docs folder); the processes then start together.
+        first: list[Spawn | McpStartError] = []
+        if config.url is None:
+            try:
+                first.append(spawn(config, root, world, env))
+            except McpStartError as exc:
+                first.append(exc)
+
+        def start() -> Any:
             if config.url is not None:  # reached over streamable HTTP by this process: console.mcp.http
                 if reach is None:
                     raise McpStartError(f"MCP server {config.name}: an HTTP server cannot be reached from here")
                 return reach(config, start_seconds)
-            return StdioServer(config, spawn(config, root, world, env), start_seconds=start_seconds)
+            how = first.pop() if first else spawn(config, root, world, env)
+            if isinstance(how, McpStartError):
+                raise how
+            return StdioServer(config, how, start_seconds=start_seconds, abandon=abandon)
 
+        return start
+
+    starts = [starter(config) for config in configs]
+    outcomes: list[ManagedServer | BaseException | None] = [None] * len(configs)
+
+    def start_one(i: int) -> None:
         try:
-            started.append(ManagedServer.start(config, start))
-        except McpStartError as exc:
-            if config.required:
-                for server in started:
-                    server.close()
-                raise McpStartError(f"{exc} (a required server: the run was not started)") from None
-            problems.append(f"{exc} (optional: " + ("its tools answer that it is unavailable)" if config.tools else
-                                                    "its tools are not known: none is offered)"))
-            started.append(ManagedServer.unstarted(config, start, str(exc)))
+            outcomes[i] = ManagedServer.start(configs[i], starts[i])
+        except BaseException as exc:  # (said below, on the caller's thread)
+            outcomes[i] = exc
+
+    threads = [threading.Thread(target=start_one, args=(i,), name=f"mcp-start-{config.name}", daemon=True)
+               for i, config in enumerate(configs)]
+    try:
+        for thread in threads:
+            thread.start()
+        tell_at = time.monotonic() + TELL_AFTER
+        for thread in threads:
+            while thread.is_alive():  # in steps: a Ctrl+C is heard at once
+                thread.join(0.1)
+                if slow is not None and time.monotonic() >= tell_at:
+                    slow([c.name for c, t in zip(configs, threads, strict=True) if t.is_alive()])
+                    slow = None
+    except BaseException:
+        abandon.set()
+        until = time.monotonic() + ABANDON_WAIT  # (an HTTP start is not told: its thread is left, a daemon)
+        for thread in threads:
+            thread.join(max(0.0, until - time.monotonic()))
+        for outcome in outcomes:
+            if isinstance(outcome, ManagedServer):
+                outcome.close()
+        raise
+    started: list[ManagedServer] = []
+    problems: list[str] = []
+    failed: list[tuple[McpServerConfig, BaseException]] = []
+    for config, start, outcome in zip(configs, starts, outcomes, strict=True):
+        if isinstance(outcome, ManagedServer):
+            started.append(outcome)
+            continue
+        exc: BaseException = outcome if isinstance(outcome, McpStartError) else McpStartError(
+            f"MCP server {config.name} did not start: {why(outcome) if outcome is not None else 'no outcome'}")
+        failed.append((config, exc))
+        started.append(ManagedServer.unstarted(config, start, str(exc)))
+    required = [exc for config, exc in failed if config.required]
+    if required:
+        for server in started:
+            server.close()
+        raise McpStartError(f"{required[0]} (a required server: the run was not started)") from None
+    for config, exc in failed:
+        problems.append(f"{exc} (optional: " + ("its tools answer that it is unavailable)" if config.tools else
+                                                "its tools are not known: none is offered)"))
     return started, problems

@@ -10,11 +10,12 @@ import concurrent.futures
 import contextlib
 import queue
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
+import pydantic
 from mcp import ClientSession
 
 from console.engine.job_files import one_line
@@ -32,6 +33,56 @@ MAX_WAITING = 8
 # How a sampling request between two tool calls is named to the operator (console.mcp.managed says it once).
 BETWEEN = "sampling between two of its tool calls (there is no call to charge it to)"
 BETWEEN_QUESTIONS = "elicitation between two of its tool calls (a question is asked only during a call)"
+# How often a server's start looks whether it was abandoned (the command was interrupted meanwhile).
+ABANDON_POLL = 0.05
+_T = TypeVar("_T")
+
+
+class StartAbandoned(Exception):
+    """A server's start was given up because the command was interrupted (Ctrl+C, SIGTERM): never the server's
+    fault, never a "did not start" line."""
+
+
+async def started_within(start: Callable[[], Awaitable[_T]], seconds: float,
+                         abandon: threading.Event | None = None) -> _T:
+    """``start()``'s value within ``seconds`` (TimeoutError past them), given up at once (:class:`StartAbandoned`)
+    when ``abandon`` is set: the servers start together on threads of their own, and the command's Ctrl+C lands on
+    the main thread, which sets it."""
+    got: list[_T] = []
+
+    async def watch(scope: anyio.CancelScope) -> None:
+        assert abandon is not None
+        while not abandon.is_set():
+            await anyio.sleep(ABANDON_POLL)
+        scope.cancel()
+
+    with anyio.fail_after(seconds):
+        try:
+            async with anyio.create_task_group() as tg:
+                if abandon is not None:
+                    tg.start_soon(watch, tg.cancel_scope)
+                got.append(await start())
+                tg.cancel_scope.cancel()
+        except BaseExceptionGroup as group:  # the start's own failure, as it raised it (not in the group's wrapping)
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+    if not got:
+        raise StartAbandoned("the start was interrupted")
+    return got[0]
+
+
+def malformed(exc: pydantic.ValidationError) -> str:
+    """What the SDK's validation found wrong in a server's answer, in one short line: the first error's place and
+    message ("result: Input should be a valid dictionary")."""
+    errors = exc.errors(include_url=False)
+    if not errors:
+        return safe_text(one_line(str(exc), 160), one_line=True)
+    first = errors[0]
+    place = ".".join(str(p) for p in first.get("loc", ()))
+    text = f"{place}: {first.get('msg', '')}" if place else str(first.get("msg", ""))
+    more = f" and {len(errors) - 1} more" if len(errors) > 1 else ""
+    return safe_text(one_line(text, 160), one_line=True) + more
 
 
 async def tool_list(session: ClientSession) -> list[McpToolInfo]:
@@ -79,6 +130,8 @@ def why(exc: BaseException) -> str:
         return why(first)
     if isinstance(exc, TimeoutError):
         return "it did not answer in time"
+    if isinstance(exc, pydantic.ValidationError):  # the SDK's check of an answer's shape: the server sent garbage
+        return f"it answered with a malformed result ({malformed(exc)})"
     text = str(exc) or type(exc).__name__
     if text == "Connection closed":  # the SDK's words for a server whose output ended
         return "it exited, or closed its output, before answering"
