@@ -45,6 +45,11 @@ def phase_refusal(st: ConsoleState) -> str:
     the same reasons as its own (console.engine.phases), so the console does not offer what it would refuse."""
     todos = st.todos
     kind = todos.kind if todos is not None else ""
+    if kind in ("", "empty"):
+        # No todo list seen yet (a run starting, or one of another machine whose events have not come): no phase to
+        # act on. The engine's first list is the bootstrap's, where it refuses both: offered, the key or the page's
+        # form would be refused a moment later (a view said "rewind phase None").
+        return "the run has no todo list yet: there is no phase to re-orient to or re-plan"
     # The transition out of the bootstrap (its list still the bootstrap's, phase 0) is refused too.
     if kind == "bootstrap" or (kind == "transition" and todos is not None and todos.phase_number <= 0):
         return "the job is still bootstrapping: there is no plan to re-orient to yet"

@@ -75,10 +75,6 @@ def snapshot(row: FleetRow, fold: RunFold | None) -> RunSnapshot:
         no = phase_refused("rewind", st)
         refused = no.message if no is not None else ""
         t = st.todos
-        if not refused and (t is None or t.kind == "empty"):
-            # A run starting (its first todo list not written yet: a run of another machine whose events have not
-            # come yet) has no phase to re-plan: the page offered the form, and its rewind named no phase.
-            refused = "Rewind not available: the run has no todo list yet (no phase to re-plan)."
         phase = t.phase_number if t is not None and t.kind in ("phase", "transition") and t.phase_number > 0 else None
     if st is not None:
         if st.todos is not None:

@@ -11,7 +11,7 @@ from console.tui.screens.rewind import RewindScreen
 from console.tui.widgets.feedback import FeedbackPane
 from console.tui.widgets.status import StatusLine
 from console.tui.widgets.todo_pane import TodoPane
-from tests.tui.conftest import attach_app, drive, events_of, make_supervisor, run_app, settle, wait_for
+from tests.tui.conftest import FROZEN_NOW, attach_app, drive, events_of, make_supervisor, run_app, settle, wait_for
 
 
 async def pause_at_gate(pilot, app, sup) -> None:
@@ -284,6 +284,9 @@ def test_keys_can_be_remapped_by_binding_id(make_job):
                      watch=False, animations=False)
 
     async def body(pilot):
+        # In its first phase: a run with no todo list yet offers no checkpoint (tests/unit/test_run_offers.py).
+        app.state.todos = ev.TodosChanged(ts=FROZEN_NOW, seq=1, session=1, phase_name="Alpha", phase_number=1,
+                                          total_phases=2, kind="phase", items=[])
         await pilot.press("c")
         assert rec.sent == []
         await pilot.press("x", "ctrl+k")

@@ -63,6 +63,9 @@ class Said:
 def context(tmp_path: Path, **kw: Any) -> RunContext:
     st = ConsoleState("job")
     st.session = 1
+    # In its first phase: a run with no todo list yet offers no checkpoint or rewind (tests/unit/test_run_offers.py).
+    st.todos = ev.TodosChanged(ts=datetime(2026, 1, 1, tzinfo=UTC), seq=1, session=1, phase_name="Alpha",
+                               phase_number=1, total_phases=2, kind="phase", items=[])
     return RunContext(st, RecordingController(), JobPaths(tmp_path), "k3f9q", **kw)
 
 
@@ -100,7 +103,7 @@ def test_run_commands_send_through_the_controller_and_say_a_refusal(tmp_path: Pa
     dialog, done = said.asked[-1]
     assert isinstance(dialog, RewindScreen)
     done("the tests are the spec")
-    assert sent(ctx)[-1] == Rewind(issue="the tests are the spec")
+    assert sent(ctx)[-1] == Rewind(issue="the tests are the spec", phase=1)  # the phase the operator saw
     assert ctx.rewind_text == "the tests are the spec"  # kept until the engine applies it
     keys.approve()
     assert said.calls[-2:] == [NOTICE_TITLE, "sent"] and sent(ctx)[-1] == ApproveRestart()

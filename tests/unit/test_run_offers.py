@@ -15,9 +15,15 @@ TS = datetime(2026, 1, 1, tzinfo=UTC)
 PENDING = ev.RestartPending(ts=TS, seq=9, session=1, usage_pct=0.9, used_tokens=9_000, context_window=10_000)
 
 
+PHASE_1 = ev.TodosChanged(ts=TS, seq=4, session=1, phase_name="Alpha", phase_number=1, total_phases=2, kind="phase",
+                          items=[])
+
+
 def running(**kw: object) -> ConsoleState:
+    """A run in its first phase (a run with no todo list yet offers no checkpoint or rewind: below)."""
     st = ConsoleState("job")
     st.session = 1
+    st.todos = PHASE_1
     for name, value in kw.items():
         setattr(st, name, value)
     return st
@@ -58,6 +64,19 @@ def test_the_bootstrap_refuses_checkpoint_and_rewind_and_says_why() -> None:
     refusal = phase_refused("rewind", st)
     assert refusal is not None and refusal.title == "No rewind now" and "bootstrapping" in refusal.message
     assert phase_refused("rewind", running()) is None
+
+
+def test_a_run_with_no_todo_list_yet_offers_no_checkpoint_or_rewind() -> None:
+    """Found by a new operator's trial: a console on a run whose first list had not come yet (it starts, or it is
+    another machine's and its events are on their way) offered the rewind; the engine's first list is the
+    bootstrap's, which refuses it, and the dialog named no phase. Every view asks this one function."""
+    for todos in (None, ev.TodosChanged(ts=TS, seq=1, session=1, phase_name="", phase_number=0, total_phases=0,
+                                        kind="empty", items=[])):
+        st = running(todos=todos)
+        facts = RunFacts(st, False, 1)
+        assert not offered("checkpoint", facts) and not offered("rewind", facts) and offered("pause", facts)
+        refusal = phase_refused("rewind", st)
+        assert refusal is not None and "no todo list yet" in refusal.message, refusal
 
 
 def test_an_attached_run_no_process_runs_offers_resume_here_and_acknowledge_when_it_failed() -> None:
