@@ -84,3 +84,30 @@ def test_the_fleet_view_lists_an_old_waiting_run_first_and_highlighted(tmp_path:
         assert f"{FLEET_LIMIT + 2} of {FINISHED_RUNS + 2:,} runs" in title and "1 run needs you" in title
 
     drive(app, body, size=(120, 40))
+
+
+def test_a_cost_that_is_no_amount_reads_unknown_in_its_column(tmp_path: Path) -> None:
+    """Found by a new operator's trial: a run whose log (anyone's, in a folder someone handed over) says its job cost
+    $1e300 showed "cost un" in the fleet's cost column: "cost unknown" is wider than the column. It says "unknown"
+    under the column's heading, a real amount as before."""
+    store_path = tmp_path / "data" / "jobs.db"
+    store = JobStore(store_path)
+    for name, usd in (("forged", 1e300), ("honest", 0.42)):
+        root = tmp_path / "runs" / name
+        root.mkdir(parents=True)
+        store.started(root, name, "openai", "gpt-6.2-sol", FROZEN_NOW - timedelta(minutes=5))
+        store.ended(root, "completed", FROZEN_NOW, "done")
+        log = Log(start=FROZEN_NOW - timedelta(minutes=5))
+        log.add(ev.SessionStarted, reason="new", provider="openai", model="gpt-6.2-sol", context_window=32_000)
+        log.add(ev.TokenUsage, turn=1, input_tokens=100, output_tokens=10, cost_usd=0.01, job_cost_usd=usd)
+        log.write(JobPaths(root).events)
+    app = build_fleet_app(store_path, holder=lambda fold: None, watch=False, animations=False, keymap={},
+                          now=lambda: FROZEN_NOW, poll_interval=0.05)
+
+    async def body(pilot) -> None:
+        await wait_for(pilot, lambda: listed(app, 2))
+        table = app.fleet_view.table
+        assert table.get_cell(str(tmp_path / "runs" / "forged"), "cost").plain == "unknown"
+        assert table.get_cell(str(tmp_path / "runs" / "honest"), "cost").plain == "$0.42"
+
+    drive(app, body, size=(120, 40))

@@ -287,7 +287,10 @@ class FleetScreen(Screen[None]):
         if key == "ctx":
             return Text(present.fill(r.ctx) if r.ctx is not None else "", style=base, justify="right")
         if key == "cost":
-            return Text(present.cost(r.cost), style=base, justify="right")
+            # Under the column's "cost" heading an amount that is none (a forged log's) is "unknown": "cost unknown"
+            # is wider than the column, which cut it to "cost un".
+            text = present.cost(r.cost)
+            return Text("unknown" if text == "cost unknown" else text, style=base, justify="right")
         if key == "elapsed":
             return Text(r.elapsed, style=base, justify="right")
         last = r.need_line if waiting else r.last  # why it needs you, and since when
