@@ -867,3 +867,31 @@ def test_a_resume_on_another_provider_leaves_a_recorded_script_behind(make_job, 
     assert capsys.readouterr().err.strip() == (
         "agent-console: resuming this run with --provider scripted (the run was started with openai) makes it "
         "another model's run: add --switch-model to do so")
+
+
+def test_a_run_in_place_says_what_its_repository_would_run_and_leaves_it(make_job, capsys) -> None:
+    """Found by a new operator's trial: a folder someone handed over, run in place, whose .git/config sets
+    core.fsmonitor (run by the operator's own `git status`, outside every sandbox) and whose hook is executable:
+    the run rightly leaves them (it is the operator's repository), but said nothing. Now its start says what and
+    how to look; a repository with plain keys only is not mentioned."""
+    paths = make_job("quickstart")
+    git = paths.root / ".git"
+    (git / "hooks").mkdir(parents=True)
+    config = b'[core]\n\trepositoryformatversion = 0\n\tfsmonitor = "sh -c \'touch /tmp/pwned\'"\n'
+    (git / "config").write_bytes(config)
+    hook = git / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\nexit 0\n")
+    hook.chmod(0o755)
+    (git / "hooks" / "pre-push.sample").write_text("#!/bin/sh\n")  # a sample never runs
+    (git / "HEAD").write_text("ref: refs/heads/main\n")
+    plain = paths.root / "vendor" / ".git"
+    plain.mkdir(parents=True)
+    (plain / "config").write_text("[core]\n\tbare = false\n[user]\n\tname = x\n")
+    assert main(["run", str(paths.root), "--headless", "--in-place", "--speed", "0"]) == 0
+    err = capsys.readouterr().err
+    warning = next(line for line in err.splitlines() if "your own git may run" in line)
+    assert "'.git/config' sets core.fsmonitor" in warning and "'.git/hooks/pre-commit' is an executable hook" in warning
+    assert "sample" not in warning and "vendor" not in warning
+    assert f"git -C {paths.root} config --list --local" in warning
+    # Left as it came: it is the operator's repository.
+    assert (git / "config").read_bytes() == config and hook.stat().st_mode & 0o111

@@ -324,6 +324,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from console.cli.local_runs import remember_in_place
 
         remember_in_place(settings.runs_dir, paths.root)
+        _say_what_git_would_run(paths.root)
     try:
         record = Launch(**kept_settings(rs),
                         context_window_source=(recorded.context_window_source if recorded is not None and
@@ -520,6 +521,23 @@ def write_start(paths: Any, record: Any, seal: Any, store: Any, now: Any) -> Non
     write_launch(paths, record, seal)
     with contextlib.suppress(Exception):  # a store away: the run's folder is its record, the runner tells the store
         store.started(paths.root, paths.root.name, record.provider, record.model, now)
+
+
+def _say_what_git_would_run(root: Path) -> None:
+    """A folder run in place is the operator's own (or someone's they were handed): what its repositories hold that
+    their own git runs outside every sandbox (``core.fsmonitor`` at every ``git status``, an executable hook) is left
+    as it is, as it must be for their own repository; said before the run, on stderr, with how to look. (A copy,
+    ``run JOB``, is made without it and says so; what the agent's calls make is removed after each call.)"""
+    from console.engine.tools.repos import would_run_in
+
+    found = would_run_in(str(root))
+    if not found:
+        return
+    listed = "; ".join(found[:5]) + (f"; and {len(found) - 5} more" if len(found) > 5 else "")
+    where = shlex.quote(str(root))
+    err(f"warning: {where} holds what your own git may run, outside every sandbox: {listed}. It was there before "
+        f"the run, which leaves it as it is (what the agent's calls add is undone after each): read it before you "
+        f"run git there (git -C {where} config --list --local; ls -l {where}/.git/hooks)")
 
 
 def _again(job: Path, in_place: bool) -> str:

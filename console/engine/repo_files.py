@@ -250,6 +250,34 @@ def make_harmless(dirfd: int, name: str, path: str, role: Role, now: Seen, was: 
     return f"removed '{path}' (it can name programs to run on the operator's machine)"
 
 
+def would_run(name: str, path: str, role: Role, now: Seen) -> str:
+    """What the control file ``name`` at ``path`` holds that the operator's own tools may run, in a few words ("" for
+    nothing): the same tests as :func:`make_harmless`, which acts on them; this one only reads (a run in place
+    leaves what came with its folder as it was, and says so: :func:`console.engine.tools.repos.would_run_in`)."""
+    if stat.S_ISLNK(now.mode):
+        return f"'{path}' is a link (git follows it)"
+    if not stat.S_ISREG(now.mode):
+        return ""
+    data = now.data if now.data is not None else b""
+    if role == "hook":
+        return f"'{path}' is an executable hook" if vcs.hook_runs(name, now.mode) else ""
+    if role == "config":
+        keys = vcs.added_programs(None, data)
+        if not keys:
+            return ""
+        listed = ", ".join(keys[:4]) + (f" and {len(keys) - 4} more" if len(keys) > 4 else "")
+        return f"'{path}' sets {listed}"
+    if role == "todo":
+        return f"'{path}' has exec lines (git rebase --continue runs them)" if vcs.drop_exec_lines(data) else ""
+    if role == "options":
+        return f"'{path}' names a merge strategy (a program)"
+    if role == "hgrc":
+        return "" if vcs.hgrc_plain(data) else f"'{path}' has more than [paths] (hooks, extensions)"
+    if role == "jj":
+        return f"'{path}' is jj's repository config"
+    return ""
+
+
 def _names_git_dir(root: str, folder: str, data: bytes, outside_ok: bool) -> bool:
     """Whether a ``commondir`` in ``folder`` (holding ``data``) names a git directory: in the job, a folder named
     .git or shaped as one (the file tools write in neither); outside it, whatever it is if ``outside_ok`` (commands

@@ -44,6 +44,7 @@ from console.engine.repo_files import (
     repo_kind,
     seen,
     sub,
+    would_run,
 )
 from console.engine.tools.folder_walk import Opened, Unreadable, shown, walk
 from console.engine.tools.limits import GitMode
@@ -158,6 +159,22 @@ def survey(root: str, state_dir: str = ".console") -> Repos:
             out.elsewhere += [p for p in outside_paths(root, rel, fd) if p not in out.elsewhere]
 
     out.folders, out.problem = _walk(root, state_dir, visit)
+    return out
+
+
+def would_run_in(root: str, state_dir: str = ".console") -> list[str]:
+    """What the repositories of the job folder ``root`` hold now that the operator's own git (or hg, or jj) may run
+    outside every sandbox, one phrase a file (:func:`console.engine.repo_files.would_run`): nothing is changed. A run
+    in place leaves what came with the folder as it was (it is the operator's repository), so its start says it."""
+    out: list[str] = []
+
+    def visit(fd: int, rel: str, kind: Kind) -> None:
+        for dirfd, name, path, role in control_files(fd, rel, kind):
+            now = seen(dirfd, name, keep=True)
+            if now is not None and (what := would_run(name, path, role, now)):
+                out.append(what)
+
+    _walk(root, state_dir, visit)
     return out
 
 
