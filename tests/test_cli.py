@@ -895,3 +895,25 @@ def test_a_run_in_place_says_what_its_repository_would_run_and_leaves_it(make_jo
     assert f"git -C {paths.root} config --list --local" in warning
     # Left as it came: it is the operator's repository.
     assert (git / "config").read_bytes() == config and hook.stat().st_mode & 0o111
+
+
+def test_a_row_that_needed_its_operator_with_no_reason_reads_without_none(tmp_path: Path) -> None:
+    """Found trying forged store rows: a row saying "needs you" with no reason (anyone's, in a shared store),
+    whose process is gone, read "it needed you (None) when its process ended" in `jobs`."""
+    import sqlite3
+    from contextlib import closing
+
+    from console.engine.store import JobStore
+    from console.view.jobs import as_now
+
+    db = tmp_path / "jobs.db"
+    JobStore(db)
+    run = tmp_path / "runs" / "a-run"
+    (run / ".console").mkdir(parents=True)
+    with closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("INSERT INTO jobs (path, name, status, started_at, updated_at) VALUES (?, 'a', 'needs you', "
+                     "'2026-12-01T05:10:00+00:00', '2026-12-01T05:10:00+00:00')", (str(run),))
+    row = JobStore(db).get(run)
+    assert row is not None and row.detail is None
+    now = as_now(row, holder=lambda _: None)
+    assert now.status == "interrupted" and now.detail == "it needed you when its process ended", now.detail

@@ -42,7 +42,9 @@ def as_now(r: JobRow, holder: Any = None) -> JobRow:
     if live.state == GONE:
         return replace(r, status=GONE, detail="its folder no longer exists; agent-console jobs --prune forgets it")
     if live.state == INTERRUPTED:
-        detail = f"it needed you ({r.detail}) when its process ended" if r.status == NEEDS else r.detail
+        # (A row that says "needs you" with no reason, a forged or damaged one, read "it needed you (None)".)
+        why = f" ({r.detail})" if r.detail else ""
+        detail = f"it needed you{why} when its process ended" if r.status == NEEDS else r.detail
         return replace(r, status=INTERRUPTED, needs_since=None, detail=detail or "no process runs it; resume "
                        f"with: agent-console resume {run_id(r.path)}")
     return replace(r, status=live.state)
