@@ -213,6 +213,10 @@ class RunFold:
             return self._read_kept_part()
         try:
             size = os.stat(self.paths.events).st_size
+        except FileNotFoundError:
+            if self.offset == 0:
+                self.size = 0  # no log (yet): read to its end, nothing in it
+            return False
         except OSError:
             return False
         if size == self.size:
@@ -224,6 +228,11 @@ class RunFold:
         events, self.offset = ev.read_new(self.paths.events, self.offset, limit=READ_CHUNK)
         self.size = size if self.offset >= size else -1  # not at the end yet: read on at the next poll
         return self._apply(events)
+
+    @property
+    def read_whole(self) -> bool:
+        """Whether the whole log is folded (or there is none): the run's own figures are then its whole story."""
+        return self.size >= 0 and self._read_before >= self._before
 
     def _resume(self, seal: Seal) -> None:
         """Start from the run's kept view fold when it holds for its log (else from the log's start, as without)."""
@@ -338,7 +347,13 @@ def snapshot(row: JobRow, fold: RunFold, pid: int | None, now: datetime) -> Flee
     running = pid is not None or leased  # a process runs it, here or on its machine
     end = st.ended_at if (not running and st.ended_at) else (now if running else st.last_ts)
     g = st.gauge
-    cost = st.job_cost if st.job_cost is not None else row.cost_usd
+    # The run's own log says what it cost (as `costs` counts it). The store's figure stands in while a log is still
+    # being read, and for another machine's run (its log is not here); for a run of this machine whose whole log
+    # holds no cost, only its zero (a run starting: its start records $0.00) does: a row (anyone's, in a shared
+    # store) showed $2.00 for a run with no log, which `costs` and the title's "today" never counted.
+    cost = st.job_cost
+    if cost is None and (row.remote or not fold.read_whole or row.cost_usd == 0):
+        cost = row.cost_usd
     detail = row.summary if state == COMPLETED else (st.outcome_detail or row.detail or "")
     if state == INTERRUPTED and not detail:
         detail = "no process runs it"

@@ -111,3 +111,31 @@ def test_a_cost_that_is_no_amount_reads_unknown_in_its_column(tmp_path: Path) ->
         assert table.get_cell(str(tmp_path / "runs" / "honest"), "cost").plain == "$0.42"
 
     drive(app, body, size=(120, 40))
+
+
+def test_a_run_of_this_machine_costs_what_its_log_says_not_its_store_row(tmp_path: Path) -> None:
+    """Found trying forged store rows: a row (anyone's, in a shared store) saying a run of this machine that has no
+    log cost $2.00 was shown so in the fleet's column, while `costs` and the title's "today" (the runs' own logs)
+    never counted it. The store's figure stands in only while a log is being read, or for another machine's run."""
+    import sqlite3
+    from contextlib import closing
+
+    store_path = tmp_path / "data" / "jobs.db"
+    store = JobStore(store_path)
+    silent = tmp_path / "runs" / "silent"
+    (silent / ".console").mkdir(parents=True)
+    store.started(silent, "silent", "openai", "gpt-6.2-sol", FROZEN_NOW - timedelta(minutes=5))
+    with closing(sqlite3.connect(store_path)) as db, db:
+        db.execute("UPDATE jobs SET cost_usd = 2.0, status = 'completed' WHERE path = ?", (str(silent),))
+    logged = tmp_path / "runs" / "logged"
+    logged.mkdir(parents=True)
+    store.started(logged, "logged", "openai", "gpt-6.2-sol", FROZEN_NOW - timedelta(minutes=5))
+    log = Log(start=FROZEN_NOW - timedelta(minutes=5))
+    log.add(ev.SessionStarted, reason="new", provider="openai", model="gpt-6.2-sol", context_window=32_000)
+    log.add(ev.TokenUsage, turn=1, input_tokens=100, output_tokens=10, cost_usd=0.42, job_cost_usd=0.42)
+    log.write(JobPaths(logged).events)
+    with closing(sqlite3.connect(store_path)) as db, db:
+        db.execute("UPDATE jobs SET cost_usd = 9.0 WHERE path = ?", (str(logged),))  # the log says otherwise
+    fleet = Fleet(store_path, now=lambda: FROZEN_NOW, holder=lambda fold: None)
+    rows = {r.path.name: r for r in fleet.poll()}
+    assert rows["silent"].cost is None and rows["logged"].cost == 0.42
