@@ -255,7 +255,9 @@ def _finish(sup: Any, paths: Any, interrupted_by: str | None = None) -> int:
         said = safe_text(result.outcome.summary, one_line=True, join=True, limit=300)
         err(with_cost(f"the agent gave up (confidence {result.outcome.confidence:g}): {said}", cost))
         err(f"its notes: {safe_text(result.outcome.notes, one_line=True, join=True, limit=600)}")
-        if getattr(sup.provider, "name", "") == "scripted" and getattr(sup.provider, "script", []) is None:
+        from console.providers.scripted import ScriptedProvider
+
+        if isinstance(sup.provider, ScriptedProvider) and sup.provider.script is None:
             # The demo model's own give-up (not a replayed --script): the cause is the demo model itself, so a
             # plain resume would give up again; the resume that goes on with a real model has to say so (it is
             # refused without --switch-model).

@@ -152,9 +152,12 @@ def test_what_a_copy_keeps(job: Path, tmp_path: Path) -> None:
     said: list[str] = []
     paths = prepare_run(job, tmp_path / "runs", NOW, say=said.append)
     root = paths.root
-    # A .console/ left out is said (one a folder came with is another's: the operator learns it was not used).
+    # A .console/ left out is said (one a folder came with is another's: the operator learns it was not used), and
+    # a link out of the folder (kept: the agent's tools never follow it, so what it names is not the agent's).
     assert said == ["left out .console/: the job's own harness state (of a run in place, or one it came with); "
-                    "this run starts clean and uses nothing of it"], said
+                    "this run starts clean and uses nothing of it",
+                    "'out' is a link out of the job folder (to /etc/passwd): the agent cannot read what it names; "
+                    "copy that into the job folder to give it to the agent"], said
     assert stat.S_IMODE((root / "run.sh").stat().st_mode) == 0o755
     assert (root / "notes.md").stat().st_mtime_ns == 2_000_000_000
     assert os.readlink(root / "link.md") == "notes.md" and os.readlink(root / "out") == "/etc/passwd"
