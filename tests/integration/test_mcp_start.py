@@ -51,12 +51,14 @@ def test_the_servers_start_together(tmp_path: Path) -> None:
     got: dict[str, Any] = {}
 
     def start() -> None:
-        got["servers"], got["problems"] = start_servers(configs, str(job), UNCONFINED, start_seconds=20)
+        # A bound long enough for three interpreters to start on a loaded machine, no longer: the test waits it out.
+        got["servers"], got["problems"] = start_servers(configs, str(job), UNCONFINED, start_seconds=8)
 
     starting = threading.Thread(target=start, daemon=True)
     starting.start()
     try:
-        wait_for(lambda: all(m.exists() for m in markers), 20, "the three servers to run")
+        wait_for(lambda: all(m.exists() for m in markers) or not starting.is_alive(), 20, "the three servers to run")
+        assert all(m.exists() for m in markers), "not all three ran within the start bound"
         pids = [pid_in(m) for m in markers]
         # All three at once: one after the other, the first was ended (its start bound past) before the next began.
         assert all(alive(pid) for pid in pids), pids
@@ -64,7 +66,7 @@ def test_the_servers_start_together(tmp_path: Path) -> None:
         starting.join(CEILING)
     assert not starting.is_alive()
     problems = got["problems"]
-    assert len(problems) == 3 and all("did not start: it did not answer within 20 s" in p for p in problems), problems
+    assert len(problems) == 3 and all("did not start: it did not answer within 8 s" in p for p in problems), problems
     for server in got["servers"]:
         server.close()
     wait_for(lambda: not any(alive(pid) for pid in pids), 30, "the servers to be ended")
