@@ -37,13 +37,13 @@ def notify_key(url: str) -> str:
 
 def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, theme: str = "", made: bool = False,
                  again: str = "", store: Any = None, notify_checked: dict[str, str] | None = None,
-                 extra_patience: float = 0.0) -> int:
+                 extra_patience: float = 0.0, data_dir: Any = None) -> int:
     """Start the run in ``paths`` as a runner process; then open a console on it (``console``) or say how to
     follow it. Exit code: the run's own once it has ended under the console; 0 when it goes on. ``made``,
     ``again``, ``store``: for a Ctrl+C before the runner took the run over (:func:`interrupted_start`).
     ``notify_checked``: the notification URLs this process checked (:data:`RUNNER_NOTIFY_ENV`).
     ``extra_patience``: seconds the runner may take beyond the usual before it holds the run (the job's MCP servers
-    start first)."""
+    start first). ``data_dir``: the operator's, whose key reads the run's launch record (:func:`after_console`)."""
     import subprocess
 
     from console.engine.run_lock import RunLock
@@ -92,7 +92,7 @@ def start_runner(paths: Any, given: dict[str, Any], *, by: str, console: bool, t
             err(line.removeprefix("agent-console: "))
         err(f"the run did not start (exit code {code}); its log: {paths.state / 'runner.log'}")
         return code or EXIT_FAILED
-    return after_console(paths)
+    return after_console(paths, data_dir)
 
 
 def handed_over(paths: Any, proc: Any) -> int:
@@ -170,9 +170,34 @@ RESUMABLE = ("user_shutdown", "interrupted", "model_unavailable", "budget_exhaus
              "completion_blocked")
 
 
-def after_console(paths: Any) -> int:
+def demo_run(paths: Any, data_dir: Any) -> bool:
+    """Whether the run is the offline demo model's own (the scripted provider, no --script replayed), as its launch
+    record sealed with the operator's key (in ``data_dir``) says; False when that cannot be read."""
+    from console.engine.launch import read_launch
+    from console.engine.seal import Seal
+
+    if data_dir is None:
+        return False
+    try:
+        record = read_launch(paths, Seal.of(data_dir))
+    except Exception:  # (another's record, an unreadable one, no key: no claim is made of it)
+        return False
+    return record is not None and record.provider == "scripted" and record.script is None
+
+
+def gave_up_hint(paths: Any, demo: bool) -> str:
+    """What to do once the agent gave up. The demo model's own give-up (``demo``) is the demo model's limit: a plain
+    resume would give up again, and the resume that goes on with a real model must say so (it is refused without
+    --switch-model)."""
+    if demo:
+        return (f"a real model can go on from where it stopped: agent-console resume {paths.run_id} --provider "
+                "anthropic --switch-model (or --provider openai), with the provider's API key set")
+    return f"once the cause is fixed, {resume_hint(paths)}"
+
+
+def after_console(paths: Any, data_dir: Any = None) -> int:
     """The lines a console's command leaves once the console is gone (run, attach); the run's exit code, or
-    EXIT_OK while it goes on."""
+    EXIT_OK while it goes on. ``data_dir``: the operator's (:func:`demo_run`)."""
     from console.engine.store import folder_gone
     from console.runner import ended_code, last_end
 
@@ -194,7 +219,7 @@ def after_console(paths: Any) -> int:
         detail = safe_text(end.detail, one_line=True, join=True, limit=300)
         err(ended_line(paths.run_id, end.outcome, present_reason(end.reason), detail))
         if end.outcome == "gave_up":
-            err(f"once the cause is fixed, {resume_hint(paths)}")
+            err(gave_up_hint(paths, demo_run(paths, data_dir)))
         elif end.fix:
             err(f"{end.fix}, then {resume_hint(paths)}")
         elif end.reason in RESUMABLE:
@@ -257,14 +282,8 @@ def _finish(sup: Any, paths: Any, interrupted_by: str | None = None) -> int:
         err(f"its notes: {safe_text(result.outcome.notes, one_line=True, join=True, limit=600)}")
         from console.providers.scripted import ScriptedProvider
 
-        if isinstance(sup.provider, ScriptedProvider) and sup.provider.script is None:
-            # The demo model's own give-up (not a replayed --script): the cause is the demo model itself, so a
-            # plain resume would give up again; the resume that goes on with a real model has to say so (it is
-            # refused without --switch-model).
-            err(f"a real model can go on from where it stopped: agent-console resume {paths.run_id} --provider "
-                "anthropic --switch-model (or --provider openai), with the provider's API key set")
-        else:
-            err(f"once the cause is fixed, {resume_hint(paths)}")
+        # (Not a replayed --script: that one's script is a list.)
+        err(gave_up_hint(paths, isinstance(sup.provider, ScriptedProvider) and sup.provider.script is None))
         return exit_code(result, interrupted_by)
     stopped = reason in ("user_shutdown", "interrupted")
     detail = f"interrupted by {interrupted_by}" if stopped and interrupted_by else result.detail

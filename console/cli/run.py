@@ -374,6 +374,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 say(f"the run's process starts MCP server{'s' if len(names) > 1 else ''} {', '.join(names)} first "
                     f"(together, each up to {START_SECONDS:g} s)...", sys.stderr)
             return start_runner(paths, given, by=by, console=use_console, theme=theme, extra_patience=mcp_wait,
+                                data_dir=settings.data_dir,
                                 made=not args.in_place, again=_again(source.root, args.in_place), store=store,
                                 notify_checked=dict(_shown_notify(record.notify, {})))
         launch = LaunchStart(record, seal, source="resume" if recorded is not None and not starting else "start",

@@ -93,7 +93,7 @@ def _attach(args: argparse.Namespace) -> int:
     # What `run` says once its console is gone: that the run goes on and how to come back, or how it ended and
     # where its results are. Not to a terminal that hung up (the console closed because it is gone).
     with contextlib.suppress(OSError):
-        after_console(paths)
+        after_console(paths, settings.data_dir)
     return code
 
 
