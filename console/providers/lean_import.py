@@ -11,6 +11,8 @@ endpoint: files, evals, graders, videos...) at its own import, to offer each nam
 reads chat completions and uses some 55 of them: the rest cost ~10 MB of its memory and ~0.25 s of CPU at its start.
 :func:`lazy_inits` imports such a package so that each name is imported when it is first asked for (PEP 562's module
 ``__getattr__``), from the very submodule its ``__init__`` would have taken it from: the same objects, later.
+:func:`deferred` does the same for the parts a package's own ``__init__`` takes names from (the ``anthropic`` SDK's
+other clouds' clients, which import all of its resources).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import contextlib
 import importlib
 import importlib.abc
 import importlib.machinery
+import os
 import sys
 import types
 from collections.abc import Iterator, Sequence
@@ -127,3 +130,121 @@ def lazy_inits(*prefixes: str) -> Iterator[None]:
         yield
     finally:
         sys.meta_path.remove(finder)
+
+
+class _Pending:
+    """A name of a deferred part while its package's ``__init__`` runs (:func:`deferred`); never handed out after
+    it (each is replaced by the part's own object, imported when first asked for). No ``__dict__``: the SDK's
+    ``obj.__module__ = ...`` on each of its names raises AttributeError here, which it passes over."""
+
+    __slots__ = ("name", "part")
+
+    def __init__(self, part: str, name: str) -> None:
+        self.part, self.name = part, name
+
+    def __repr__(self) -> str:
+        return f"<deferred {self.part}.{self.name}>"
+
+
+def _package_dir(package: str) -> str | None:
+    """Where a top-level package's files are, found without importing it (a submodule's spec would)."""
+    spec = importlib.machinery.PathFinder.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return str(next(iter(spec.submodule_search_locations)))
+
+
+def _part_names(root: str, part: str) -> dict[str, str] | None:
+    """The names the package's ``__init__`` takes from the part (dotted from the package: "lib.vertex"), read
+    without running either: ``from .lib.aws import A as B`` gives B; ``from .lib.vertex import *`` the names the
+    part's own ``__init__`` gives (:func:`exports`: only such lines). None when they cannot be known so."""
+    try:
+        with open(os.path.join(root, "__init__.py"), encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return None
+    out: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.ImportFrom) and node.level == 1 and node.module == part):
+            continue
+        for alias in node.names:
+            if alias.name != "*":
+                out[alias.asname or alias.name] = alias.name
+                continue
+            try:
+                with open(os.path.join(root, *part.split("."), "__init__.py"), encoding="utf-8") as fh:
+                    given = exports(fh.read())
+            except (OSError, UnicodeDecodeError):
+                given = None
+            if given is None:
+                return None
+            out.update({name: name for name in given if not name.startswith("_")})
+    return out or None
+
+
+@contextlib.contextmanager
+def deferred(package: str, parts: Sequence[str]) -> Iterator[None]:
+    """Within the block, ``package``'s own import leaves its subpackages ``parts`` (dotted from it: "lib.vertex")
+    unimported: the names its ``__init__`` takes from them (``from .lib.vertex import *``, ``from .lib.aws import
+    AnthropicAWS``) are each imported from the part when first asked for (``package.Name``: PEP 562's module
+    ``__getattr__``), the same objects, later. For an SDK's optional parts this harness never uses (the ``anthropic``
+    SDK's other clouds' clients, which import every one of its resources: ~30 MB and ~0.4 s a runner). A part taken
+    whole (``*``) whose ``__init__`` is not only such lines (its names cannot be known without running it), or any
+    part when the package is imported already, is left as ever; after the block every import is as ever (``import
+    package.lib.vertex`` imports it)."""
+    root = _package_dir(package) if package not in sys.modules else None
+    placed: dict[str, types.ModuleType] = {}
+    for part in parts if root is not None else ():
+        full = f"{package}.{part}"
+        names = None if full in sys.modules else _part_names(root or "", part)
+        if names is None:
+            continue
+        stub = types.ModuleType(full)
+        stub.__dict__["__all__"] = sorted(set(names.values()))  # a star import's names
+        for there in names.values():  # as the part names them (`from .part import A as B` asks the part for A)
+            setattr(stub, there, _Pending(full, there))
+        sys.modules[full] = stub
+        placed[full] = stub
+    try:
+        yield
+    finally:
+        for full, stub in placed.items():
+            if sys.modules.get(full) is stub:
+                del sys.modules[full]
+        if placed:
+            _settle(package)
+
+
+def _settle(package: str) -> None:
+    """Each name a deferred part gave while ``package`` was imported: the package's own looked up when first asked
+    for; any other module's (none is expected) imported now, so that no placeholder is ever handed out."""
+    pending: dict[str, _Pending] = {}
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == package or name.startswith(package + ".")):
+            continue
+        for attr, value in list(vars(module).items()):
+            # type(), not isinstance: an SDK's lazy proxy answers isinstance's __class__ by importing what it
+            # stands for (the anthropic SDK's ``resources``: all of it).
+            if type(value) is not _Pending:
+                continue
+            if name == package:
+                pending[attr] = value
+                delattr(module, attr)
+            else:
+                setattr(module, attr, getattr(importlib.import_module(value.part), value.name))
+    top = sys.modules.get(package)
+    if top is None or not pending:
+        return
+    before = getattr(top, "__getattr__", None)
+
+    def __getattr__(name: str) -> Any:
+        found = pending.get(name)
+        if found is None:
+            if before is not None:
+                return before(name)
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(found.part), found.name)
+        setattr(top, name, value)  # asked once
+        return value
+
+    top.__getattr__ = __getattr__  # type: ignore[method-assign]
