@@ -15,7 +15,6 @@ from typing import Any, Protocol
 from console.engine.commands import AnyCommand
 from console.engine.control import RunLock
 from console.engine.job_files import JobPaths
-from console.view.answering import send_local
 
 
 class Controller(Protocol):
@@ -94,6 +93,9 @@ class InboxController:
         return self.lock.holder()
 
     def send(self, command: AnyCommand) -> str | None:
+        # Imported at the first command: it imports the typed events, which the fleet's first frame does without.
+        from console.view.answering import send_local
+
         return send_local(self.paths, command, self.source, holder=self.runner_pid)
 
 

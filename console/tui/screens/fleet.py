@@ -39,10 +39,9 @@ from console.engine.text import safe_text
 from console.tui.notices import retract
 from console.tui.screens.fleet_actions import FleetActions, FleetStore, Hands
 from console.tui.screens.fleet_bell import NeedsBell
-from console.view import present
 from console.view.fleet import GONE, LIVE, FleetRow, Listed, matches
 from console.view.fleet_offers import PALETTE, ROW_ACTIONS, applies, offered
-from console.view.ledger import run_today, today_line
+from console.view.format import cost, fill, run_today, today_line
 
 if TYPE_CHECKING:
     from console.tui.screens.dialog import Dialog
@@ -285,9 +284,9 @@ class FleetScreen(Screen[None]):
         if key == "phase":
             return Text(cell_text(r.phase), style=base)
         if key == "ctx":
-            return Text(present.fill(r.ctx) if r.ctx is not None else "", style=base, justify="right")
+            return Text(fill(r.ctx) if r.ctx is not None else "", style=base, justify="right")
         if key == "cost":
-            return Text(present.cost(r.cost), style=base, justify="right")
+            return Text(cost(r.cost), style=base, justify="right")
         if key == "elapsed":
             return Text(r.elapsed, style=base, justify="right")
         last = r.need_line if waiting else r.last  # why it needs you, and since when
