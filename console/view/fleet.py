@@ -20,8 +20,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from console.engine.control import RunLock
 from console.engine.job_files import JobPaths
+from console.engine.run_lock import RunLock
 from console.engine.runs import (
     COMPLETED,
     FAILED,

@@ -44,8 +44,10 @@ def test_an_attach_is_built_without_what_its_first_frame_does_not_need(tmp_path:
 
 
 # The fleet's first frame lists the store's rows, no log read (console.view.fleet.first_row): the typed events, the
-# fold and each event's words (~45 ms of CPU, issue 37) are imported when the first log is folded, after it.
-FLEET_NOT_BEFORE_THE_FIRST_FRAME = ("console.engine.events", "console.view.state", "console.view.present",
+# fold and each event's words (~45 ms of CPU, issue 37) are imported when the first log is folded, after it; and
+# pydantic (~40 ms with its first model) when a log, a command or an odd theme file needs it.
+FLEET_NOT_BEFORE_THE_FIRST_FRAME = ("pydantic", "console.engine.events", "console.engine.commands",
+                                    "console.view.state", "console.view.present",
                                     "console.view.ledger", "console.view.story", "console.view.answering",
                                     "console.tui.follow", "console.tui.bridge", "console.tui.screens.run",
                                     "watchfiles", "anyio")
@@ -70,7 +72,7 @@ def started(self, after_refresh, worker):
         while not self.poller.drawn._cond._waiters and time.monotonic() < waiting:
             time.sleep(0.01)  # the poller's thread up to its wait for this frame: what it imports before, it has
         rows = self.view.query_one('#runs').row_count
-        print(rows, sorted(m for m in sys.modules if m.split('.')[0] in ('console', 'watchfiles', 'anyio')))
+        print(rows, sorted(m for m in sys.modules if m.split('.')[0] in ('console', 'watchfiles', 'anyio', 'pydantic')))
         self.fleet.poll = lambda *a, **kw: sys.exit('no log is read in this test')
         self.view.app.exit()
     after_refresh(drawn)  # before the poller is let go (start's own after_refresh)
