@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from console.engine.commands import AnyCommand
-from console.engine.control import RunLock
 from console.engine.job_files import JobPaths
-from console.view.answering import send_local
+from console.engine.run_lock import RunLock
+
+# The typed commands are pydantic models: a fleet's first frame imports neither them nor pydantic (issue 37); a
+# command is built where its key is pressed, which imports them.
+if TYPE_CHECKING:
+    from console.engine.commands import AnyCommand
 
 
 class Controller(Protocol):
@@ -94,6 +97,9 @@ class InboxController:
         return self.lock.holder()
 
     def send(self, command: AnyCommand) -> str | None:
+        # Imported at the first command: it imports the typed events, which the fleet's first frame does without.
+        from console.view.answering import send_local
+
         return send_local(self.paths, command, self.source, holder=self.runner_pid)
 
 

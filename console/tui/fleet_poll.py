@@ -12,8 +12,8 @@ from collections.abc import Callable
 from textual.message import Message
 from textual.worker import get_current_worker
 
-from console.tui.follow import Cancellable, worker_sleep
 from console.tui.messages import FleetRows
+from console.tui.workers import Cancellable, worker_sleep
 from console.view.fleet import Fleet, Listed
 
 FLEET_POLL = 1.0  # the fleet: how often the jobs store and the runs' logs are polled (its times are in seconds)

@@ -9,11 +9,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from console.engine import events as ev
 from console.tui.bridge import EventBridge
 from console.tui.commands import Controller
+from console.tui.workers import Cancellable as Cancellable
+from console.tui.workers import worker_sleep as worker_sleep
 
 if TYPE_CHECKING:  # imported when a long log is first read: the fleet's process never needs it
     from console.view.state.kept import Kept, Resumed
@@ -32,21 +34,6 @@ DRAW_FIRST = 0.4  # seconds the view has to draw the newest events before the wh
 SEED_TYPES = (b"session_started", b"todos_changed", b"token_usage", b"guardrails_status", b"command_sandbox",
               b"launch_settings", b"needs_operator", b"needs_operator_cleared", b"restart_pending")
 RUNNER_INTERVAL = 1.0  # how often the run lock is asked whether a process runs the job
-
-
-class Cancellable(Protocol):
-    @property
-    def is_cancelled(self) -> bool: ...
-
-
-def worker_sleep(worker: Cancellable, seconds: float, step: float = 0.05) -> None:
-    """Sleep ``seconds``, waking early when the worker is cancelled (closing never waits a whole poll)."""
-    end = time.monotonic() + seconds
-    while not worker.is_cancelled:
-        left = end - time.monotonic()
-        if left <= 0:
-            return
-        time.sleep(min(step, left))
 
 
 def split_history(events: list[ev.EventBase], keep: int) -> tuple[list[ev.EventBase], list[ev.EventBase]]:

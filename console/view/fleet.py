@@ -20,11 +20,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
-
-from console.engine import events as ev
-from console.engine.control import RunLock
 from console.engine.job_files import JobPaths
+from console.engine.run_lock import RunLock
 from console.engine.runs import (
     COMPLETED,
     FAILED,
@@ -38,24 +35,25 @@ from console.engine.runs import (
     RUNNING,
     STARTING,
     STOPPED,
+    Seen,
     job_name,
     liveness,
     run_id,
 )
 from console.engine.store import FINISHED, JobRow, JobStore, Store, StoreError, folder_gone, open_store
-from console.view import present
 from console.view.format import clip, elapsed
-from console.view.ledger import Spend, fold_log
-from console.view.liveness import seen_of
-from console.view.state import ConsoleState, need_label
-from console.view.story import Told
 
+# The typed events, the fold and the words of each event are imported when a log is first folded (after the list's
+# first frame, which shows the store's rows alone: ~45 ms of CPU before a fleet's first frame otherwise; issue 37).
 if TYPE_CHECKING:
+    from console.engine import events as ev
     from console.engine.seal import Seal
+    from console.view import present
+    from console.view.state import ConsoleState
 
 __all__ = ["COMPLETED", "FAILED", "FAILED_LIKE", "FLEET_LIMIT", "GAVE_UP", "GONE", "INTERRUPTED", "LIVE", "NEEDS",
            "ORDER", "PAUSED", "RUNNING", "STARTING", "STOPPED", "WAITING", "Fleet", "FleetRow", "Listed", "RunFold",
-           "classify", "matches", "snapshot"]
+           "RunSeat", "classify", "first_row", "matches", "snapshot"]
 
 # The newest finished runs listed; every run that lives or waits for its operator is listed whatever its age.
 FLEET_LIMIT = 500
@@ -122,7 +120,11 @@ class FleetRow:
     @property
     def needs_label(self) -> str:
         """``restart approval``: the reason in words ("" while the run needs nothing)."""
-        return need_label(self.needs) if self.needs else ""
+        if not self.needs:
+            return ""
+        from console.view.state import need_label
+
+        return need_label(self.needs)
 
     @property
     def state_text(self) -> str:
@@ -182,7 +184,16 @@ class Listed(list[FleetRow]):
         self.folded = folded
 
 
-class RunFold:
+class RunSeat:
+    """A run of the store as the fleet knows it before its log is read: its folder and its run lock (whose holder
+    says whether a process runs it)."""
+
+    def __init__(self, row: JobRow) -> None:
+        self.paths = JobPaths(Path(row.path))
+        self.lock = RunLock(self.paths)
+
+
+class RunFold(RunSeat):
     """One run's log folded so far (poller thread only).
 
     ``seal``: the operator's key. With it, the first fold starts from the run's kept view fold
@@ -192,13 +203,15 @@ class RunFold:
     that parses only those events' lines (console.view.ledger.fold_log), a slice per poll."""
 
     def __init__(self, row: JobRow, seal: Seal | None = None) -> None:
-        self.paths = JobPaths(Path(row.path))
+        from console.view.ledger import Spend
+        from console.view.state import ConsoleState
+
+        super().__init__(row)
         self.state = ConsoleState(Path(row.path).name)
         self.offset = 0
         self.size = -1
         self.last = ""
         self._tool: present.Presented | None = None
-        self.lock = RunLock(self.paths)
         self.spend = Spend()  # the cost ledger's fold of the same events (today's spend)
         self._seal = seal  # None once the kept fold was looked for (or when there is no key)
         self._before = 0  # bytes of log the kept fold stood for: their spend and last tool call read apart
@@ -221,6 +234,10 @@ class RunFold:
             return False
         if size == self.size:
             return False
+        from console.engine import events as ev
+        from console.view.ledger import Spend
+        from console.view.state import ConsoleState
+
         if size < self.offset:  # the log was replaced (moved aside as corrupt): start over
             self.state = ConsoleState(self.paths.root.name)
             self.spend = Spend()
@@ -236,6 +253,7 @@ class RunFold:
 
     def _resume(self, seal: Seal) -> None:
         """Start from the run's kept view fold when it holds for its log (else from the log's start, as without)."""
+        from console.view.state import ConsoleState
         from console.view.state.kept import load, tail_digest
 
         self._seal = None
@@ -247,6 +265,12 @@ class RunFold:
     def _read_kept_part(self) -> bool:
         """One slice of the log the kept fold stands for: its spend (the ledger's events only) and its last tool
         call; True (the row may have changed)."""
+        from pydantic import ValidationError
+
+        from console.engine import events as ev
+        from console.view import present
+        from console.view.ledger import Spend, fold_log
+        from console.view.state import ConsoleState
         from console.view.state.kept import tail_digest
 
         data = b""
@@ -282,6 +306,9 @@ class RunFold:
 
     def _apply(self, events: list[ev.EventBase]) -> bool:
         """Fold ``events`` into the state and say what the run does now; whether there were any."""
+        from console.engine import events as ev
+        from console.view import present
+
         self.state.apply_all(events)
         self.spend.add(events)
         # The newest of: what the state fold found worth saying, and the last tool call (the state leaves tool
@@ -293,6 +320,8 @@ class RunFold:
         return bool(events)
 
     def _say(self) -> None:
+        from console.view import present
+
         said = [p for p in (self._tool, self.state.last_event) if p is not None]
         if said:
             self.last = present.brief(max(said, key=lambda p: p.seq), 160)
@@ -303,6 +332,8 @@ class RemoteFold(RunFold):
     where the last poll stopped (:meth:`Fleet._fold` fetches every run's new events in one query)."""
 
     def __init__(self, row: JobRow, key: str) -> None:
+        from console.view.story import Told
+
         super().__init__(row)
         self.key = key
         self.seq = 0
@@ -317,6 +348,9 @@ class RemoteFold(RunFold):
     def apply_bodies(self, bodies: list[tuple[int, str | None]]) -> bool:
         """Fold the store's bodies (their JSON text; None: larger than a body may be). Each is parsed with bounds
         (:func:`console.engine.events.parse_event`): one that is no event is passed over alone, as in a log."""
+        from console.engine import events as ev
+        from console.view import present
+
         events = []
         for seq, body in bodies:
             self.seq = max(self.seq, seq)
@@ -335,12 +369,16 @@ class RemoteFold(RunFold):
 def classify(row: JobRow, st: ConsoleState, pid: int | None, gone: bool = False) -> tuple[str, str]:
     """(state shown, its family) for a run: the lock says whether it lives (a lease, for a run of another
     machine), the fold what it does (:func:`console.engine.runs.liveness`, the one answer every view gives)."""
+    from console.view.liveness import seen_of
+
     live = liveness(row.status, pid, gone=gone, detail=row.detail or "", seen=seen_of(st),
                     leased=row.remote and bool(row.leased))
     return live.state, live.kind
 
 
 def snapshot(row: JobRow, fold: RunFold, pid: int | None, now: datetime) -> FleetRow:
+    from console.view import present
+
     st = fold.state
     state, kind = classify(row, st, pid, gone=pid is None and not row.remote and folder_gone(fold.paths.root))
     leased = row.remote and bool(row.leased)
@@ -381,6 +419,30 @@ def snapshot(row: JobRow, fold: RunFold, pid: int | None, now: datetime) -> Flee
     )
 
 
+# What a blank fold says of a run (console.view.liveness.seen_of of a ConsoleState that folded nothing).
+BLANK_SEEN = Seen(started=False)
+
+
+def first_row(row: JobRow, seat: RunSeat, pid: int | None, now: datetime) -> FleetRow:
+    """The row :func:`snapshot` makes of a run whose log is not read yet (its fold blank), from the store's row alone,
+    without the fold's modules: what the fleet's first frame lists (tests/tui/test_fleet_start.py holds the two
+    equal for every kind of row)."""
+    leased = row.remote and bool(row.leased)
+    gone = pid is None and not row.remote and folder_gone(seat.paths.root)
+    live = liveness(row.status, pid, gone=gone, detail=row.detail or "", seen=BLANK_SEEN, leased=leased)
+    state, kind = live.state, live.kind
+    detail = row.summary if state == COMPLETED else (row.detail or "")
+    if state == INTERRUPTED and not detail:
+        detail = "no process runs it"
+    if state == GONE:
+        detail = "its folder no longer exists"
+    return FleetRow(
+        path=seat.paths.root, id=run_id(row.path), name=seat.paths.root.name, job=job_name(seat.paths.root),
+        state=state, kind=kind, phase="", phase_long="", ctx=None, cost=row.cost_usd, elapsed="", last="",
+        detail=clip(detail or "", 300), pending_seq=0, started_at=row.started_at, pid=pid,
+        host=row.host if row.remote else "", key=row.key if row.remote else "", leased=leased)
+
+
 def since_text(ts: datetime, now: datetime) -> str:
     """``14:02`` (local time), ``01-14 14:02`` when that was not today."""
     local = ts.astimezone()
@@ -396,7 +458,7 @@ class Fleet:
     """The runs of the jobs store, folded; :meth:`poll` brings them up to date (call it from one thread)."""
 
     def __init__(self, store_path: Path, now: Callable[[], datetime], limit: int = FLEET_LIMIT,
-                 holder: Callable[[RunFold], int | None] | None = None,
+                 holder: Callable[[RunSeat], int | None] | None = None,
                  clock: Callable[[], float] = time.monotonic, url: str | None = None,
                  seal: Seal | None = None) -> None:
         """``holder``: the pid of the process running a run, or None (default: its run lock's answer).
@@ -443,20 +505,26 @@ class Fleet:
             self._store = None  # opened again at the next poll (it may have been moved aside and made anew)
             self.error = f"{self.store_path}: the jobs database cannot be read ({exc})"
             return self.rows
-        for row in listed:
+        for row in listed if fold else ():  # a run's fold is made when its log is first read
             if _fold_key(row) not in self.folds:
                 self.folds[_fold_key(row)] = (RemoteFold(row, row.key) if row.remote
                                               else RunFold(row, self.seal))
         caught_up = fold and self._fold(listed, budget)
         now = self.now()
-        rows = [snapshot(row, run, None if row.remote else self.holder(run), now)
-                for row in listed for run in (self.folds[_fold_key(row)],)]
+        rows = [self._row(row, now) for row in listed]
         for gone in set(self.folds) - {_fold_key(r) for r in listed}:
             del self.folds[gone]
         rows.sort(key=lambda r: r.started_at, reverse=True)
         rows.sort(key=lambda r: ORDER.get(r.state, ORDER[FAILED]))
         self.rows = Listed(rows, older, folded=caught_up)
         return self.rows
+
+    def _row(self, row: JobRow, now: datetime) -> FleetRow:
+        run = self.folds.get(_fold_key(row))
+        if run is not None:
+            return snapshot(row, run, None if row.remote else self.holder(run), now)
+        seat = RunSeat(row)  # no log read yet (the first frame's poll): the store's row alone
+        return first_row(row, seat, None if row.remote else self.holder(seat), now)
 
     def _fold(self, listed: list[JobRow], budget: float | None) -> bool:
         """Catch up the logs of ``listed`` (the store's order: newest first), the runs not finished first;

@@ -23,6 +23,8 @@ from typing import Literal
 from pydantic import BaseModel, ValidationError
 
 from console.engine import events as ev
+from console.view.format import run_today as run_today  # the fleet's words of a spend, with its other figures
+from console.view.format import today_line as today_line
 
 __all__ = ["Charge", "Ledger", "LedgerError", "LedgerJson", "RunSpend", "Spend", "fold_lines", "fold_log",
            "parse_since", "read_run", "run_today", "today_line"]
@@ -308,27 +310,3 @@ class _Tally:
         return Line(key=key, cost_usd=self.cost if self.priced else None, runs=len(self.runs), turns=self.turns,
                     input_tokens=self.input_tokens, output_tokens=self.output_tokens,
                     cached_input_tokens=self.cached_input_tokens, unpriced_tokens=self.unpriced_tokens)
-
-
-def run_today(usd: float | None, total: float | None) -> str:
-    """A run's spend today beside its whole cost, when they differ (a run older than today): ``today $0.12``."""
-    if usd is None or usd == total:
-        return ""
-    from console.engine.cost import format_cost
-
-    return f"today {format_cost(usd)}"
-
-
-def today_line(today: Sequence[float | None], needs: Sequence[str] = ()) -> str:
-    """The fleet's line for today's spend, from each run's (:meth:`Spend.on`): ``today $1.27 over 3 runs``
-    ("" when no run spent anything priced today); with each run's need (``needs``), the runs the fleet's daily
-    budget holds: ``today $50.02 over 3 runs · fleet budget reached: 2 held``."""
-    from console.engine.cost import format_cost
-
-    spent = [usd for usd in today if usd is not None]
-    held = sum(1 for n in needs if n == "fleet_budget")
-    line = f"today {format_cost(sum(spent))} over {len(spent)} run{'s' if len(spent) != 1 else ''}" if spent else ""
-    if held:
-        # Short: the title line also says how many runs need you (`agent-console budget` has the figures).
-        line += (" · " if line else "") + f"fleet budget reached: {held} held"
-    return line

@@ -12,7 +12,7 @@ from typing import Any
 from console.engine import events as ev
 from console.engine.job import JobPaths
 from console.engine.store import JobStore
-from console.view.fleet import RunFold
+from console.view.fleet import RunSeat
 from tests.tui.conftest import FROZEN_NOW
 from tests.tui.guardrail_events import Log
 
@@ -23,7 +23,7 @@ class FleetFixture:
     runs: dict[str, Path]  # state -> run folder
     live: dict[Path, int]  # run folder -> pid of its (pretend) process
 
-    def holder(self, fold: RunFold) -> int | None:
+    def holder(self, fold: RunSeat) -> int | None:
         return self.live.get(fold.paths.root)
 
 

@@ -13,10 +13,11 @@ import subprocess
 import sys
 from itertools import count
 
-from console.engine.store import FINISHED, JobStore
+from console.engine.store import FINISHED, JobRow, JobStore
+from console.engine.store.base import this_host
 from console.outcome import EXIT_USAGE
 from console.tui.launch import build_fleet_app
-from console.view.fleet import Fleet
+from console.view.fleet import Fleet, RemoteFold, RunFold, RunSeat, first_row, snapshot
 from tests.conftest import REPO
 from tests.tui.conftest import FROZEN_NOW, drive, wait_for
 from tests.tui.fleet_runs import listed, make_fleet
@@ -124,3 +125,34 @@ def test_the_console_app_imports_no_fleet_list():
     """An attach never shows the fleet's list: the app does not import it."""
     mods = _modules_after("import console.tui.app")
     assert "console.tui.screens.fleet" not in mods and "console.tui.screens.run" not in mods
+
+
+def test_the_first_frames_rows_are_what_a_blank_fold_shows(tmp_path):
+    """The first frame's rows are built from the store's rows without the fold (console.view.fleet.first_row: the
+    typed events are not imported yet); each is the row a fold that read nothing makes, for every kind of row: each
+    stored state with and without a process, a summary, a detail, a cost, a folder gone, another machine's run with
+    and without its lease."""
+    fx = make_fleet(tmp_path)
+    stored, _ = JobStore(fx.store_path).list_live_and_recent(500)
+    gone = tmp_path / "runs" / "gone-20260115-100000"
+    kinds = [JobRow(path=str(gone), name="gone", status="running", provider="p", model="m", started_at="2026-01-15",
+                    updated_at="2026-01-15", completed_at=None, confidence=None, summary=None, detail=None)]
+    for status in ("running", "completed", "failed", "stopped", "needs you", "awaiting approval", "interrupted"):
+        for summary, detail, cost in ((None, None, None), ("all done", "max_turns reached " * 30, 1.25)):
+            base = dict(path=str(fx.runs["running"]), name="j", status=status, provider="p", model="m",
+                        started_at="2026-01-15T10:00:00+00:00", updated_at="2026-01-15T10:00:00+00:00",
+                        completed_at=None, confidence=None, summary=summary, detail=detail, cost_usd=cost)
+            kinds.append(JobRow(**base))
+            for leased in (True, False, None):
+                kinds.append(JobRow(**base, host=f"not-{this_host()}", key="k1", leased=leased))
+    assert len(stored) == len(fx.runs)
+    for row in stored + kinds:
+        for pid in ((None,) if row.remote else (None, 4242)):
+            fold = RemoteFold(row, row.key) if row.remote else RunFold(row)
+            assert first_row(row, RunSeat(row), pid, FROZEN_NOW) == snapshot(row, fold, pid, FROZEN_NOW), row
+    # And a fleet's first poll gives them, reading no log.
+    fleet = Fleet(fx.store_path, now=lambda: FROZEN_NOW, holder=fx.holder)
+    first = fleet.poll(fold=False)
+    assert not fleet.folds  # no fold made: no log read, nothing of the fold imported
+    blank = [snapshot(row, fold, fx.holder(fold), FROZEN_NOW) for row in stored for fold in (RunFold(row),)]
+    assert sorted(first, key=lambda r: r.path) == sorted(blank, key=lambda r: r.path)

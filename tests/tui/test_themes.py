@@ -161,3 +161,75 @@ def test_the_console_stylesheet_is_parsed_twice_not_three_times_before_the_first
 
     drive(app, body)
     assert 1 <= len(parsed) <= 2, parsed
+
+
+def test_the_kept_theme_is_read_as_a_model_of_it_would_read_it():
+    """console.tui.theme_choice reads its file without pydantic (the fleet's first frame imports none): what it
+    makes of any bytes is what the model it replaced made of them (a bad file is as none)."""
+    from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+    from console.tui.theme_choice import read_choice
+
+    class ConsoleChoices(BaseModel):  # the model the file was read with until 2026-12-01
+        model_config = ConfigDict(extra="ignore")
+        theme: str | None = Field(default=None, min_length=1, max_length=200)
+
+    def by_model(raw: bytes) -> str | None:
+        try:
+            return ConsoleChoices.model_validate_json(raw).theme
+        except ValidationError:
+            return None
+
+    cases = [b'{"theme": "nord"}', b'{"theme": null}', b"{}", b'{"other": 1}', b'{"theme": "nord", "x": [1, {}]}',
+             b'{"theme": ""}', b'{"theme": "' + b"a" * 200 + b'"}', b'{"theme": "' + b"a" * 201 + b'"}',
+             '{"theme": "é✓"}'.encode(), b'{"theme": 5}', b'{"theme": true}', b'{"theme": ["nord"]}',
+             b'{"theme": {"n": 1}}', b'{"theme": "a", "theme": "b"}', b'["nord"]', b'"nord"', b"null", b"5", b"",
+             b"   ", b"{", b"nord", b'\xef\xbb\xbf{"theme": "nord"}', b'{"theme": "\xff"}', b'{"theme": "\\u00e9"}',
+             b'{"theme": "nord"} x', b' {"theme": "nord"}\n', b'{"theme": "a\\nb"}', b'{"x": NaN, "theme": "nord"}',
+             b'{"theme": "nord", "x": 1e999}', b"[" * 5000 + b"]" * 5000, b'{"theme": "' + "é".encode() * 200 + b'"}',
+             b'{"theme": "' + "é".encode() * 201 + b'"}', b'{"theme": "\\ud800"}']
+    for raw in cases:
+        assert read_choice(raw) == by_model(raw), raw
+
+
+def test_a_theme_file_read_without_the_model_is_what_the_model_makes_of_it(tmp_path):
+    """A console's start reads its theme files without pydantic when they are plainly right
+    (console.tui.themes.plain_theme); whatever it takes is what the model makes of it, field for field, and any
+    other file is the model's to take or to refuse with its own words (which name the key)."""
+    from pydantic import ValidationError
+
+    from console.tui.themes import load_theme_file, plain_theme, theme_file_model, themes_dir
+
+    model = theme_file_model()
+    whole = {"name": "t", "primary": "#112233", "secondary": "#223344", "accent": "#334455", "foreground": "#ffffff",
+             "background": "#000000", "surface": "#111111", "panel": "#222222", "boost": "#333333",
+             "warning": "#ffaa00", "error": "#ff0000", "success": "#00ff00", "dark": False, "ansi": True,
+             "luminosity_spread": 0.2, "text_alpha": 1, "variables": {"block-cursor-foreground": "#ffffff"}}
+    cases = [{"name": "t", "primary": "#112233"}, whole, {**whole, "luminosity_spread": 0, "text_alpha": 0.5}]
+    odd = [("name", ""), ("name", 5), ("primary", None), ("accent", 3), ("dark", 1), ("dark", "yes"), ("ansi", 0),
+           ("text_alpha", 1.5), ("text_alpha", -0.1), ("text_alpha", True), ("text_alpha", "0.5"),
+           ("text_alpha", float("nan")), ("luminosity_spread", float("inf")), ("variables", []),
+           ("variables", {"a": 1}), ("variables", {"a": None}), ("colour", "#fff")]
+    cases += [{**whole, key: value} for key, value in odd]
+    cases += [{k: v for k, v in whole.items() if k != "primary"}, {k: v for k, v in whole.items() if k != "name"}]
+    import tomllib
+
+    cases += [tomllib.loads(path.read_text(encoding="utf-8")) for path in sorted(themes_dir().glob("*.toml"))]
+    taken = 0
+    for data in cases:
+        try:
+            by_model = model.model_validate(data).model_dump()
+        except ValidationError:
+            by_model = None
+        plain = plain_theme(data)
+        if plain is not None:
+            taken += 1
+            assert plain == by_model and [type(v) for v in plain.values()] == [type(v) for v in by_model.values()]
+    assert taken >= 3 + len(list(themes_dir().glob("*.toml")))  # the plain files and the repository's themes
+    # A file the model refuses is refused with the model's words, naming the key.
+    path = tmp_path / "bad.toml"
+    path.write_text('name = "bad"\nprimary = "#112233"\ntext_alpha = 1.5\n', encoding="utf-8")
+    with pytest.raises(ThemeError, match=r"bad.toml: key 'text_alpha': Input should be less than or equal to 1"):
+        load_theme_file(path)
+    path.write_text('name = "ok"\nprimary = "#112233"\ndark = 0\n', encoding="utf-8")  # the model converts it
+    assert load_theme_file(path).dark is False

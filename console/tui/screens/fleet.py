@@ -39,10 +39,9 @@ from console.engine.text import safe_text
 from console.tui.notices import retract
 from console.tui.screens.fleet_actions import FleetActions, FleetStore, Hands
 from console.tui.screens.fleet_bell import NeedsBell
-from console.view import present
 from console.view.fleet import GONE, LIVE, FleetRow, Listed, matches
 from console.view.fleet_offers import PALETTE, ROW_ACTIONS, applies, offered
-from console.view.ledger import run_today, today_line
+from console.view.format import cost, fill, run_today, today_line
 
 if TYPE_CHECKING:
     from console.tui.screens.dialog import Dialog
@@ -285,11 +284,11 @@ class FleetScreen(Screen[None]):
         if key == "phase":
             return Text(cell_text(r.phase), style=base)
         if key == "ctx":
-            return Text(present.fill(r.ctx) if r.ctx is not None else "", style=base, justify="right")
+            return Text(fill(r.ctx) if r.ctx is not None else "", style=base, justify="right")
         if key == "cost":
             # Under the column's "cost" heading an amount that is none (a forged log's) is "unknown": "cost unknown"
             # is wider than the column, which cut it to "cost un".
-            text = present.cost(r.cost)
+            text = cost(r.cost)
             return Text("unknown" if text == "cost unknown" else text, style=base, justify="right")
         if key == "elapsed":
             return Text(r.elapsed, style=base, justify="right")

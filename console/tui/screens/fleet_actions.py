@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from console.engine.command_specs import PAUSE_WHEN
-from console.engine.commands import AnyCommand, ApproveRestart, DenyRestart, Pause, Resume, Stop
 from console.engine.job_files import JobPaths
 from console.engine.store import Store, StoreError, folder_gone, open_store
 from console.tui.commands import Controller, InboxController
@@ -25,6 +24,7 @@ from console.view.fleet import FleetRow
 from console.view.fleet_offers import refusal
 
 if TYPE_CHECKING:
+    from console.engine.commands import AnyCommand
     from console.tui.screens.dialog import Dialog
     from console.tui.screens.run import Run  # imported when a run is attached (the fleet's first frame never is)
 
@@ -110,6 +110,8 @@ class FleetActions:
 
     def act(self, action: str, row: FleetRow) -> None:
         """The operator asked for ``action`` on ``row`` (:data:`console.view.fleet_offers.ROW_ACTIONS`)."""
+        from console.engine import commands  # the typed commands (pydantic): at the first, not in the first frame
+
         if (no := refusal(action, row)) is not None:
             self.hands.notify(no.message, title=no.title)
             return
@@ -130,9 +132,9 @@ class FleetActions:
                                          f"The run {row.name} ends here instead of starting a fresh session (it can "
                                          f"be resumed later: agent-console resume {row.id}).", "Deny",
                                          "Keep it waiting"),
-                           lambda yes: self._send(row, "deny", DenyRestart()) if yes else None)
+                           lambda yes: self._send(row, "deny", commands.DenyRestart()) if yes else None)
         elif action == "approve":
-            self._send(row, "approve", ApproveRestart())
+            self._send(row, "approve", commands.ApproveRestart())
 
     def attach(self, row: FleetRow) -> None:
         """Show the run's console (attached: keys through its inbox, or the store for another machine's); q comes
@@ -162,12 +164,14 @@ class FleetActions:
     def _stop(self, row: FleetRow) -> None:
         """Asked first, naming the run."""
         # The short form (a dialog wraps a long folder): `resume ID` finds the run wherever this is typed.
+        from console.engine import commands
+
         later = f"agent-console resume {row.id}" + (f" on {row.host}" if row.host else "")
         self.hands.ask(ConfirmScreen(f"Stop {row.id} {row.job}?",
                                      f"The run {row.name} stops after its current turn (at once while it waits for "
                                      "the model, for approval or is paused); a second stop stops it at once. Resume "
                                      f"it later with: {later}", "Stop", "Keep running"),
-                       lambda yes: self._send(row, "stop", Stop()) if yes else None)
+                       lambda yes: self._send(row, "stop", commands.Stop()) if yes else None)
 
     def _forget(self, row: FleetRow) -> None:
         """A run whose folder is gone: asked first, naming the run."""
@@ -184,7 +188,9 @@ class FleetActions:
     def _pause(self, row: FleetRow) -> None:
         """``p``: a run at work pauses (:data:`console.engine.command_specs.PAUSE_WHEN`; not asked first: ``r``
         unpauses it)."""
-        if problem := self.controllers.send(row, Pause()):
+        from console.engine import commands
+
+        if problem := self.controllers.send(row, commands.Pause()):
             self.hands.notify(problem, title="pause not sent", severity="warning")
         else:
             self.hands.notify(f"{row.id} {row.job}: pause sent (it pauses {PAUSE_WHEN}; r resumes it).",
@@ -193,8 +199,10 @@ class FleetActions:
     def _resume(self, row: FleetRow) -> None:
         """``r``: a paused run unpauses (its inbox); a run no process runs starts again in the background, asked
         first, with the settings it was started with (``agent-console resume``: the one path every resume takes)."""
+        from console.engine import commands
+
         if row.resume == "unpause":
-            if problem := self.controllers.send(row, Resume()):
+            if problem := self.controllers.send(row, commands.Resume()):
                 self.hands.notify(problem, title="resume not sent", severity="warning")
             else:
                 self.hands.notify(f"{row.id} {row.job}: resume sent.", title="Resume sent")

@@ -7,9 +7,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from console.engine import events as ev
-from console.engine.cost import format_cost
 from console.engine.job_files import one_line
 from console.engine.text import safe_text
+
+# A list's figures need no event: they live in console.view.format, which the fleet's first frame imports without
+# the typed events; here for every view that says ``present.fill``.
+from console.view.format import cost as cost
+from console.view.format import fill as fill
+from console.view.format import tokens as tokens
 
 DEMO = "scripted demo model: deterministic, no AI"
 DEMO_PROVIDER = "scripted"
@@ -75,18 +80,6 @@ def flat(text: str, limit: int = TEXT) -> str:
     return safe_text(text, one_line=True, join=True, limit=limit)
 
 
-def tokens(n: int | float) -> str:
-    """``950``, ``1.2k``, ``56k``, ``2.50M``."""
-    n = int(n)
-    if n >= 1_000_000:
-        return f"{n / 1_000_000:.2f}M"
-    if n >= 10_000:
-        return f"{n / 1000:.0f}k"
-    if n >= 1000:
-        return f"{n / 1000:.1f}k"
-    return str(n)
-
-
 def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
@@ -95,23 +88,9 @@ def pct(part: float, whole: float) -> str:
     return f"{part / whole:.0%}" if whole else "?"
 
 
-# How full the context is, for every view (status line, gauge, event lines, the headless log, jobs). The figure
-# is a share of the prompt budget (the window less the reply's reserve), not of the window: the next prompt can
-# pass the budget (a wind-down turn's saved state and tool results are added before the restart it leads to)
-# while still fitting the window. "107% full" read as impossible; past 100% it is said as over.
-def fill(share: float) -> str:
-    """``96%``, or ``100%+`` past the budget (the tokens beside it say by how much)."""
-    return f"{share:.0%}" if share <= 1 else "100%+"
-
-
 def context_full(share: float) -> str:
     """``context 96% full``, or ``context over full (107% of the prompt budget)``."""
     return f"context {share:.0%} full" if share <= 1 else f"context over full ({share:.0%} of the prompt budget)"
-
-
-def cost(usd: float | None) -> str:
-    """``$0.42``, or "" when the price is unknown (the views leave cost out then, never "n/a")."""
-    return "" if usd is None else format_cost(usd)
 
 
 def unpriced_text(model: str, fleet_uncounted: bool = False) -> str:
