@@ -358,3 +358,16 @@ def test_an_unavailable_mcp_call_says_its_tool_once() -> None:
     p = present.describe(r)
     assert p is not None and p.text.startswith(
         "mcp__hostile__die failed: unavailable: the server exited during the call (it was restarted)")
+
+
+def test_the_narrow_phase_column_names_the_final_review_not_done() -> None:
+    """A run that gave up in its final review read "done" in the fleet's phase column, beside "needs you: gave up"."""
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def todos(kind: str, number: int = 0, total: int = 0) -> ev.TodosChanged:
+        return ev.TodosChanged(ts=at, seq=1, session=1, phase_name="x", phase_number=number, total_phases=total,
+                               kind=kind, items=[])  # type: ignore[arg-type]
+
+    assert [present.phase_short(todos("bootstrap")), present.phase_short(todos("phase", 2, 4)),
+            present.phase_short(todos("transition")), present.phase_short(todos("completion"))] == \
+        ["boot", "2/4", "→", "final"]

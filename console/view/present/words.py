@@ -157,10 +157,11 @@ def window_text(window: int, source: str) -> str:
 
 
 def phase_short(t: ev.TodosChanged | None) -> str:
-    """``2/4`` (``boot``, ``done``, ``→`` between phases): the phase in a list's narrow column."""
+    """``2/4`` (``boot``, ``final`` for the final review, ``→`` between phases): the phase in a list's narrow column."""
     if t is None:
         return ""
-    short = {"bootstrap": "boot", "completion": "done", "transition": "→"}.get(t.kind)
+    # "final", not "done": a run in its final review is not done (one that gave up there read "done").
+    short = {"bootstrap": "boot", "completion": "final", "transition": "→"}.get(t.kind)
     if short:
         return short
     return f"{t.phase_number}/{t.total_phases}" if t.phase_number and t.total_phases else ""
