@@ -224,6 +224,43 @@ def test_what_happens_in_a_turn_is_told_under_it_in_order():
     assert "← todo_complete" not in out.getvalue() and "✓ 1/1 Read a" in out.getvalue()
 
 
+class CountingOut(io.StringIO):
+    """A live log's stream that counts its writes and flushes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = self.flushes = 0
+
+    def write(self, s: str) -> int:
+        self.writes += 1
+        return super().write(s)
+
+    def flush(self) -> None:
+        self.flushes += 1
+
+
+def test_a_turns_lines_are_written_together():
+    """A turn's line, its text and what happened in it are one write and one flush, not one a line (issue 37: the
+    log's cost a turn), and the same lines."""
+    log = Log()
+    log.add(ev.TurnStarted, turn=5)
+    log.add(ev.AssistantMessage, turn=5, text="Done with this task.",
+            tool_calls=[ev.ToolCallRecord(id="c1", name="todo_complete", arguments="{}")])
+    _todos(log, phase_name="Review", phase_number=1, total_phases=2, kind="phase", reason="todo_complete",
+           items=[ev.TodoItemRecord(text="Read a", done=True)])
+    log.add(ev.ToolResult, turn=5, call_id="c1", tool="todo_complete", ok=True, content="Task 1 marked complete.")
+    out = CountingOut()
+    story = HeadlessLog(out)
+    for e in log.events:
+        story(e)
+    assert out.writes == out.flushes == 0  # held until the turn's tokens come
+    story(ev.TokenUsage(ts=log.start, seq=99, session=1, turn=5, input_tokens=2000, output_tokens=10))
+    assert out.writes == out.flushes == 1
+    assert out.getvalue().splitlines() == ["  t5    todo_complete()  [2.0k in, 10 out]",
+                                           "        » Done with this task.", "[Review (1 of 2): 1 task]",
+                                           "    ✓ 1/1 Read a"]
+
+
 def test_results_are_told_under_their_turn_in_logs():
     log = Log()
     _turn(log, 3, "Reading.", [("c1", "read_file", {"path": "a.md"}), ("c2", "list_files", {"path": "."})],
