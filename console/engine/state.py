@@ -236,13 +236,13 @@ def load_projections(paths: JobPaths, now: datetime) -> tuple[StateSnapshot, lis
     return StateSnapshot(**found), problems
 
 
-def folder_gone(state: Path) -> OSError | None:
+def folder_gone(state: Path | str) -> OSError | None:
     """Why a state file is not written: the run's ``.console`` folder is no longer there (the run's folder was
     deleted or moved away under it). Writing would make the folder again at its path, holding a few state files of a
     run that is not there (the run is being stopped: console.engine.control.FOLDER_GONE)."""
-    if state.is_dir():
+    if os.path.isdir(state):
         return None
-    return FileNotFoundError(errno.ENOENT, "the run's folder is gone", str(state))
+    return FileNotFoundError(errno.ENOENT, "the run's folder is gone", os.fspath(state))
 
 
 def _part_serializer(name: str) -> TypeAdapter[Any]:
@@ -324,6 +324,7 @@ class ProjectionWriter:
         self._held = False
         self._thread: threading.Thread | None = None
         self._errors: list[tuple[Path, str]] = []
+        self._parents: dict[Path, str] = {}  # the temp folders' parents (_parent_of)
 
     def submit(self, path: Path, data: Content, tmp_dir: Path, *, hold: bool = False) -> None:
         """Queue a file's content. ``hold``: written once :meth:`release` (or a flush) says so, e.g. when the run
@@ -401,12 +402,19 @@ class ProjectionWriter:
             return
         try:
             # tmp_dir is the run's .console/tmp: its parent gone, so is the run's folder (experiences.md too).
-            if (gone := folder_gone(tmp_dir.parent)) is not None:
+            if (gone := folder_gone(self._parent_of(tmp_dir))) is not None:
                 raise gone
             atomic_write_bytes(path, made, durable=False, tmp_dir=tmp_dir)
         except Exception as exc:  # reported by the loop (take_errors); the thread must go on for flush()
             with self._cond:
                 self._errors.append((path, getattr(exc, "strerror", None) or str(exc) or type(exc).__name__))
+
+    def _parent_of(self, tmp_dir: Path) -> str:
+        """``tmp_dir``'s parent as a str, made once (pathlib's parent is a new Path and its str at every write)."""
+        parent = self._parents.get(tmp_dir)
+        if parent is None:
+            parent = self._parents[tmp_dir] = os.fspath(tmp_dir.parent)
+        return parent
 
     def _run(self) -> None:
         _background_priority()
