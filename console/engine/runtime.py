@@ -260,8 +260,11 @@ class Runtime:
                     self._guards_recording[name] = dumped
         text = model_json(snap, exclude_none=True).decode()
         if changed:
-            # Every field given (None: unchanged), as in snapshot(): no default is built.
-            snap.guardrails_parts = constructed(GuardrailParts, set(changed), {**_NO_PARTS, **changed})
+            # Every field given (None: unchanged), as in snapshot(): no default is built. Set as pydantic's assignment
+            # sets a field of a model without validate_assignment (the value, and the field counted as set), without
+            # its four calls.
+            snap.__dict__["guardrails_parts"] = constructed(GuardrailParts, set(changed), {**_NO_PARTS, **changed})
+            snap.__pydantic_fields_set__.add("guardrails_parts")
             # guardrails_parts is the snapshot's last field, and GUARDRAIL_PARTS its fields' order: the JSON of
             # snap.model_dump_json(exclude_none=True) but for the parts' null fields (tests/unit/test_step_state.py).
             parts = ",".join([f'"{name}":' + self._guards_recording[name].decode() for name in changed])
