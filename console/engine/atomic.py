@@ -43,9 +43,12 @@ def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
 def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True, tmp_dir: Path | None = None) -> None:
     where = tmp_dir if tmp_dir is not None else path.parent
     name = path.name
-    # A str, not where / name: pathlib's join is ~200 bytecodes, at every write (a run writes a state file a turn).
-    tmp = os.path.join(where, f".{name}.{secrets.token_hex(4)}{TMP_SUFFIX}")
-    failpoints.hit(f"write {name}")
+    # A str, not where / name: pathlib's join is ~200 bytecodes, and os.path.join's checks ~60, at every write (a run
+    # writes a state file a turn). ``where`` is a folder's path, never ending with a separator but the root's.
+    folder = os.fspath(where)
+    tmp = f"{folder}{'' if folder.endswith(os.sep) else os.sep}.{name}.{secrets.token_hex(4)}{TMP_SUFFIX}"
+    if failpoints.installed():  # the kill-point tests' (its name not made at every write of a run)
+        failpoints.hit(f"write {name}")
     # 0600: the rename keeps the temp file's mode, and a harness file is nobody else's to read.
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
     try:
@@ -62,7 +65,8 @@ def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True, tmp_dir
                 os.fsync(fd)
         finally:
             os.close(fd)
-        failpoints.hit(f"rename {name}")
+        if failpoints.installed():
+            failpoints.hit(f"rename {name}")
         try:
             os.replace(tmp, path)
         except FileNotFoundError:

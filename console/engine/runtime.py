@@ -52,6 +52,7 @@ from console.engine.state import (
     GUARDRAIL_PARTS,
     PART_JSON,
     PROJECTION_FILES,
+    FeedbackJson,
     GuardrailParts,
     JobOutcome,
     ProjectionWriter,
@@ -121,6 +122,7 @@ class Runtime:
     # committed records it: a step records the parts that changed (state.GuardrailParts).
     _guards_recorded: dict[str, bytes] = field(default_factory=dict)
     _guards_recording: dict[str, bytes] = field(default_factory=dict)
+    _feedback_json: FeedbackJson = field(default_factory=FeedbackJson)
     # main_plan.md as last parsed for the guardrails, which only read it: (its text, the plan or its problem).
     _plan_parsed: tuple[str, Plan | PlanError] | None = None
     # The run's tool registry's names (set by the supervisor): a todo that names one as a call needs that call's
@@ -254,14 +256,18 @@ class Runtime:
                 # of the journal takes a null as the field's default, None, as an older record's missing field):
                 # the dump of a changed part is the journal's bytes and guardrails.json's too, so the feedback's
                 # record of the recent calls, a few KB, is serialised once a turn, not twice.
-                dumped = PART_JSON[name].serializer.to_json(value)  # dump_json, without its keywords
+                # dump_json, without its keywords; the feedback's, its recent calls' dumps kept (state.FeedbackJson)
+                dumped = self._feedback_json(value) if name == "feedback" else PART_JSON[name].serializer.to_json(value)
                 if self._guards_recorded.get(name) != dumped:
                     changed[name] = value
                     self._guards_recording[name] = dumped
         text = model_json(snap, exclude_none=True).decode()
         if changed:
-            # Every field given (None: unchanged), as in snapshot(): no default is built.
-            snap.guardrails_parts = constructed(GuardrailParts, set(changed), {**_NO_PARTS, **changed})
+            # Every field given (None: unchanged), as in snapshot(): no default is built. Set as pydantic's assignment
+            # sets a field of a model without validate_assignment (the value, and the field counted as set), without
+            # its four calls.
+            snap.__dict__["guardrails_parts"] = constructed(GuardrailParts, set(changed), {**_NO_PARTS, **changed})
+            snap.__pydantic_fields_set__.add("guardrails_parts")
             # guardrails_parts is the snapshot's last field, and GUARDRAIL_PARTS its fields' order: the JSON of
             # snap.model_dump_json(exclude_none=True) but for the parts' null fields (tests/unit/test_step_state.py).
             parts = ",".join([f'"{name}":' + self._guards_recording[name].decode() for name in changed])

@@ -55,8 +55,7 @@ class SessionState:
             cp.session = self.number
         if cp.job_done != rt.job_done:
             cp.job_done = rt.job_done
-        cp.context = self.cm.snapshot()
-        cp.updated_at = rt.clock.now()
+        cp.stamp(self.cm.snapshot(), rt.clock.now())  # one call, not pydantic's assignment (four calls) twice
         if self.fresh_system:
             assert rt.journal is not None
             rt.journal.session(self.number, self.system)

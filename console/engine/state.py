@@ -32,6 +32,7 @@ from console.engine import failpoints
 from console.engine.atomic import PRIVATE_DIR, atomic_write_bytes
 from console.engine.experiences import ExperienceState
 from console.engine.guardrails import BudgetState, EscalationState, FeedbackState, GuardrailState, PolicyState
+from console.engine.guardrails.feedback import ToolCallSummary
 from console.engine.job_files import JobPaths
 from console.engine.memory import MemoryState
 from console.engine.todos import TodoState
@@ -236,13 +237,13 @@ def load_projections(paths: JobPaths, now: datetime) -> tuple[StateSnapshot, lis
     return StateSnapshot(**found), problems
 
 
-def folder_gone(state: Path) -> OSError | None:
+def folder_gone(state: Path | str) -> OSError | None:
     """Why a state file is not written: the run's ``.console`` folder is no longer there (the run's folder was
     deleted or moved away under it). Writing would make the folder again at its path, holding a few state files of a
     run that is not there (the run is being stopped: console.engine.control.FOLDER_GONE)."""
-    if state.is_dir():
+    if os.path.isdir(state):
         return None
-    return FileNotFoundError(errno.ENOENT, "the run's folder is gone", str(state))
+    return FileNotFoundError(errno.ENOENT, "the run's folder is gone", os.fspath(state))
 
 
 def _part_serializer(name: str) -> TypeAdapter[Any]:
@@ -254,6 +255,46 @@ def _part_serializer(name: str) -> TypeAdapter[Any]:
 # Each part of the guardrails' state by its own serializer: a step compares and records the parts it changed
 # (console.engine.runtime.Runtime._step_state), and guardrails.json is made of the same dumps.
 PART_JSON = {name: _part_serializer(name) for name in GUARDRAIL_PARTS}
+
+
+class FeedbackJson:
+    """The feedback part's JSON, as ``PART_JSON["feedback"]`` dumps it (byte for byte: tests/unit/test_step_state.py),
+    its recent calls' dumps kept from one step to the next.
+
+    A step dumps the part at every turn (it changes at every call) and most of it is the record of the recent calls,
+    each a frozen ToolCallSummary that stays the same object while it is kept: one of them is new at each call, the
+    others were dumped before. The rest of the part is dumped without them, and their JSON goes back in at their
+    place: after ``tool_call_count``, before ``provider_last``, the fields before it holding no text (a time and a
+    number) that could hold those bytes. Not thread-safe: the run's loop's (each step's state)."""
+
+    # FeedbackState's first fields, in their order: another order (a field added before provider_last...) makes
+    # this dump fall back to the part's serializer whole, not put the calls in the wrong place.
+    SPLICED = ("started_at", "tool_call_count", "recent_calls", "provider_last")
+
+    def __init__(self) -> None:
+        self._part = PART_JSON["feedback"].serializer
+        self._call = ToolCallSummary.__pydantic_serializer__
+        self._calls: dict[int, tuple[ToolCallSummary, bytes]] = {}
+        self._spliced = tuple(FeedbackState.model_fields)[:4] == self.SPLICED
+
+    def __call__(self, value: object) -> bytes:
+        if not self._spliced or type(value) is not FeedbackState:
+            return self._part.to_json(value)
+        kept: dict[int, tuple[ToolCallSummary, bytes]] = {}
+        dumps = []
+        for call in value.recent_calls:
+            known = self._calls.get(id(call))
+            if known is None or known[0] is not call:  # the same id, another object: dumped afresh
+                known = (call, self._call.to_json(call))
+            kept[id(call)] = known
+            dumps.append(known[1])
+        rest: bytes = self._part.to_json(value, exclude=_RECENT_CALLS)
+        self._calls = kept  # the calls kept now, each held (its id cannot be another's meanwhile)
+        at = rest.index(b',"provider_last":')
+        return rest[:at] + b',"recent_calls":[' + b",".join(dumps) + b"]" + rest[at:]
+
+
+_RECENT_CALLS = {"recent_calls"}  # the fields the rest is dumped without (never changed)
 
 
 def guardrails_file(parts: dict[str, bytes]) -> bytes:
@@ -324,6 +365,7 @@ class ProjectionWriter:
         self._held = False
         self._thread: threading.Thread | None = None
         self._errors: list[tuple[Path, str]] = []
+        self._parents: dict[Path, str] = {}  # the temp folders' parents (_parent_of)
 
     def submit(self, path: Path, data: Content, tmp_dir: Path, *, hold: bool = False) -> None:
         """Queue a file's content. ``hold``: written once :meth:`release` (or a flush) says so, e.g. when the run
@@ -401,12 +443,19 @@ class ProjectionWriter:
             return
         try:
             # tmp_dir is the run's .console/tmp: its parent gone, so is the run's folder (experiences.md too).
-            if (gone := folder_gone(tmp_dir.parent)) is not None:
+            if (gone := folder_gone(self._parent_of(tmp_dir))) is not None:
                 raise gone
             atomic_write_bytes(path, made, durable=False, tmp_dir=tmp_dir)
         except Exception as exc:  # reported by the loop (take_errors); the thread must go on for flush()
             with self._cond:
                 self._errors.append((path, getattr(exc, "strerror", None) or str(exc) or type(exc).__name__))
+
+    def _parent_of(self, tmp_dir: Path) -> str:
+        """``tmp_dir``'s parent as a str, made once (pathlib's parent is a new Path and its str at every write)."""
+        parent = self._parents.get(tmp_dir)
+        if parent is None:
+            parent = self._parents[tmp_dir] = os.fspath(tmp_dir.parent)
+        return parent
 
     def _run(self) -> None:
         _background_priority()

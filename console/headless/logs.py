@@ -163,7 +163,11 @@ class _Tail:
         self.lines: deque[str] = deque(maxlen=n)
 
     def write(self, text: str) -> int:
-        self.lines.append(text)
+        # A write is one line or several (the log writes a turn's lines together), each ending with its newline.
+        *whole, rest = text.split("\n")
+        self.lines.extend([line + "\n" for line in whole])
+        if rest:
+            self.lines.append(rest)
         return len(text)
 
     def flush(self) -> None:

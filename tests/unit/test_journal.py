@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime
 
 from console.engine import journal as jr
+from console.engine.context.pressure import PressureState
 from console.engine.enforcement import Ask
 from console.engine.journal import Checkpoint, Conversation, Effect, Journal, load_checkpoint
 from console.engine.memory import MemoryState
@@ -259,6 +260,8 @@ def test_a_turns_moves_of_the_checkpoint_are_what_assigning_each_field_does() ->
     usage = jr.UsageRecord(input_tokens=120, output_tokens=7, cached_input_tokens=100)
     notices = [Message.user("a notice", kind="feedback")]
     moved, assigned = Checkpoint(session=2, turn=5, evaluated=True), Checkpoint(session=2, turn=5, evaluated=True)
+    context = PressureState(used=900, turns=3)
+    stamped_at = datetime(2026, 12, 1, 6, 0, tzinfo=UTC)
     steps = [
         (lambda cp: cp.reply_recorded(usage),
          {"stage": "tools", "next_call": 0, "finished": False, "notices": [], "compaction": None, "usage": usage}),
@@ -267,6 +270,8 @@ def test_a_turns_moves_of_the_checkpoint_are_what_assigning_each_field_does() ->
         (lambda cp: cp.at_boundary(),
          {"stage": "boundary", "next_call": 0, "notices": [], "compaction": None, "finished": False, "usage": None,
           "evaluated": False}),
+        # Every commit's stamp (console.engine.session_state.SessionState.commit).
+        (lambda cp: cp.stamp(context, stamped_at), {"context": context, "updated_at": stamped_at}),
     ]
     for move, fields in steps:
         move(moved)

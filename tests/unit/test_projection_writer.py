@@ -218,3 +218,32 @@ def test_a_flush_of_one_file_also_takes_the_state_back(tmp_path: Path) -> None:
     assert made == [True] and (tmp_path / "experiences.md").read_bytes() == b"e"
     w.flush()
     assert (tmp_path / "todos.json").read_bytes() == b"t"
+
+
+def test_a_state_files_write_makes_no_new_path(tmp_path: Path) -> None:
+    """A run writes a state file every turn (issue 37: instructions a turn): the writer and the atomic write work on
+    the paths they were given, as strs, without pathlib making a new Path (a parent, a join) at every write."""
+    (tmp_path / "tmp").mkdir()
+    target, tmp = tmp_path / "guardrails.json", tmp_path / "tmp"
+    made: list[str] = []
+    counting = False
+
+    def profile(frame, event, arg):  # type: ignore[no-untyped-def]
+        if counting and event == "call" and frame.f_code.co_filename.endswith("pathlib.py") and (
+                frame.f_code.co_name in ("_from_parsed_parts", "_from_parts", "with_segments", "__truediv__",
+                                         "joinpath", "parent")):
+            made.append(frame.f_code.co_name)
+
+    threading.setprofile(profile)  # before the writer's thread starts: it is the thread profiled
+    try:
+        w = ProjectionWriter()
+        w.submit(target, b"1", tmp)
+        w.flush()  # the first write may look its folders up once
+        counting = True
+        for i in range(3):
+            w.submit(target, f"{i}".encode(), tmp)
+            w.flush()
+    finally:
+        threading.setprofile(None)  # type: ignore[arg-type]
+    assert target.read_bytes() == b"2" and w.take_errors() == []
+    assert made == []

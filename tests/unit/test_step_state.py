@@ -146,3 +146,36 @@ def test_a_step_builds_its_snapshot_and_parts_as_model_construct_would(tmp_path:
         assert fast == slow and fast.model_dump_json(exclude_none=True) == slow.model_dump_json(exclude_none=True)
     snap = rt.snapshot({"todos"})
     assert snap.model_fields_set == {"todos"} and snap.todos is rt.todos.state and snap.memory is None
+
+
+def test_the_feedback_parts_dump_with_its_calls_kept_is_the_parts_own_byte_for_byte() -> None:
+    """A step dumps the feedback's part at every turn; its recent calls' dumps are kept from one step to the next
+    (state.FeedbackJson), and the bytes are PART_JSON's, call after call, through every field of the part."""
+    from console.engine.guardrails.feedback import FeedbackRecord, FeedbackState
+    from console.engine.state import PART_JSON, FeedbackJson
+
+    part = PART_JSON["feedback"].serializer
+    kept = FeedbackJson()
+    dumped: list[str] = []
+    real = kept._call
+    kept._call = type("Counting", (), {"to_json": lambda self, c: dumped.append(c.arguments) or real.to_json(c)})()
+    st = FeedbackState()
+    assert kept(st) == part.to_json(st)  # no call yet, no start
+    assert kept(None) == part.to_json(None) == b"null"
+    start = datetime(2026, 11, 26, 9, 0, tzinfo=UTC)
+    for n in range(1, 30):
+        st.started_at = st.started_at or start
+        st.tool_call_count += 1
+        st.recent_calls.append(ToolCallSummary.of("noop", json.dumps({"n": n, "é": "\"q\" \\ ✓"}), n % 4 != 0,
+                                                  "ok" if n % 4 else "failed: \u2028 \x1b[31m", n))
+        del st.recent_calls[:-12]
+        if n % 5 == 0:
+            st.provider_last["Every2"] = FeedbackRecord(provider_name="Every2", summary=f"Keep going ({n}).",
+                                                        timestamp=start + timedelta(seconds=n), call_index=n,
+                                                        observations=(("a", "b"),), suggestions=("s",))
+            st.history.append(st.provider_last["Every2"])
+        if n == 9:
+            st.fired_file_triggers |= {"Changelog", "Agents"}
+            st.fired_session = 2
+        assert kept(st) == part.to_json(st), n
+    assert len(dumped) == 29  # each call dumped once, in the step after it was made
