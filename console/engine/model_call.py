@@ -179,7 +179,8 @@ def stream_abandonably(provider: Provider, request: ModelRequest, limits: CallLi
 
     ``shown`` False: nobody shows the reply's text as it comes (a headless run: no view of it takes text_delta
     events), so what came is taken at the loop's ticks (every :data:`TICK`) and at the call's end, not every
-    :data:`PACE`: half the wake-ups of the loop's thread while a reply streams, the same looks at the operator.
+    :data:`PACE`, and read from the socket as seldom: half the wake-ups of both threads while a reply streams, the
+    same looks at the operator.
 
     The watchdog runs on real time (``now``), not the run's injected clock: it measures a real socket."""
     if getattr(provider, "runs_inline", False):
@@ -188,6 +189,11 @@ def stream_abandonably(provider: Provider, request: ModelRequest, limits: CallLi
             tick()
             yield item
         return
+
+    # Nobody shown the text, the loop takes what came every TICK: the worker lets the chunks gather as long (half the
+    # wake-ups of its thread and half the passes of the SDK's reader; a reply ends up to TICK after its server ended
+    # it instead of PACE).
+    gather = PACE if shown else TICK
 
     def produce(put: Callable[[Any], None], handle: CallHandle) -> None:
         stream = provider.stream(request)
@@ -201,7 +207,7 @@ def stream_abandonably(provider: Provider, request: ModelRequest, limits: CallLi
                     # The socket had nothing when asked (the item was waited for): the server sends a token a
                     # chunk, so let its next chunks gather before reading again, and read them at once (one
                     # wake-up of this thread and one pass of the SDK's reader for all of them, not one each).
-                    time.sleep(PACE)
+                    time.sleep(gather)
                     came = time.monotonic()
                 asked = came
         finally:
