@@ -54,7 +54,8 @@ TICK = 0.2  # seconds between looks at the operator's commands while a call is s
 # milliseconds, and waking a thread for each cost more CPU than the rest of the harness's turn (issue 37: ~0.05 ms
 # a wake-up of the loop's thread, ~0.1 ms of the worker's read, ~500 chunks a reply). The end of a call is handed
 # over at once; text reaches a view in steps of about this much, and a reply ends up to this much later than its
-# server ended it (0.05 s cost 20% more CPU a turn at a token a chunk, docs/benchmarks.md).
+# server ended it (0.05 s cost 20% more CPU a turn at a token a chunk, docs/benchmarks.md). A reply nobody shows as it
+# comes (a headless run) is taken and read every TICK instead (see stream_abandonably's ``shown``).
 PACE = 0.1
 # A streamed item that took this long (seconds) to come was waited for on the socket, not read from what had come.
 READ_WAITED = 0.001
