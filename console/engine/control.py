@@ -53,6 +53,14 @@ FOLDER_GONE = "its folder's removal"
 # The sources of a stop a signal sent (the command-line run's handlers), or the run's folder gone from under it: the
 # run ends interrupted, not stopped by its operator (console.engine.operator).
 SIGNALS = frozenset({"Ctrl+C", "SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", FOLDER_GONE})
+# The inbox is looked at by one stat of its folder first, and listed only when that changed since the last listing
+# (a command written, renamed in, removed: each sets the folder's mtime and ctime), or RELIST seconds after it: an
+# open, two reads of the folder and a close on every look cost a run more CPU than anything else it does while it
+# waits for its model (issue 37). A listing is trusted to be the last one needed only when the folder's mtime was
+# MTIME_SLACK older than the look: a file system stamps a change with a clock coarser than the wall's (a jiffy, or a
+# whole second on some), so a change right after a look could carry the mtime the look saw.
+RELIST = 10.0
+MTIME_SLACK_NS = 2_000_000_000
 # Commands read per look at the inbox (a flood waits for the next look instead of stalling a turn).
 MAX_INBOX = 100
 # Inbox entries handled per look, commands and junk alike: ten thousand junk files are moved aside over a few
@@ -205,6 +213,10 @@ class ControlChannel:
         self._folder = self._hold_folder()
         self._folder_at = time.monotonic()
         self.gone: str | None = None
+        # The inbox folder as its last trusted listing saw it (see RELIST), and when that listing was made.
+        self._listed: tuple[int, int, int, int, int, int] | None = None
+        self._listed_at = 0.0
+        self._listed_all = True  # the last listing went through every entry (not cut by MAX_INBOX or MAX_INBOX_WORK)
 
     def submit(self, command: str | AnyCommand, args: dict[str, Any] | None = None, source: str = "console") -> Command:
         """Queue a command in-process; :class:`CommandError` (nothing queued) for one that is no command."""
@@ -237,16 +249,31 @@ class ControlChannel:
     def _drain_inbox(self) -> list[Command]:
         if self.inbox is None:
             return []
+        wall, now = time.time_ns(), time.monotonic()
+        try:
+            st = os.stat(self.inbox, follow_symlinks=False)
+        except OSError:
+            return self._folder_gone()  # no inbox yet, or no folder any more
+        seen = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_nlink, st.st_size)
+        if seen == self._listed and now - self._listed_at < RELIST:
+            return []  # nothing written, renamed or removed in it since its last listing
+        self._listed = None
         try:
             # By descriptor, and never through a link: every name below is looked up in this very folder.
             dfd = os.open(self.inbox, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
-            # No inbox yet (or not a folder: the next run's start moves it aside), or no folder any more.
+            # Not a folder (the next run's start moves it aside), or no folder any more.
             return self._folder_gone()
+        self._listed_all = True
         try:
-            return self._drain(dfd)
+            out = self._drain(dfd)
         finally:
             os.close(dfd)
+        if self._listed_all and st.st_mtime_ns < wall - MTIME_SLACK_NS:
+            # The stat came before the listing: a change since is a later stamp (and a change the drain made, a
+            # command removed, one more listing). Left untrusted, the next look lists again.
+            self._listed, self._listed_at = seen, now
+        return out
 
     def _hold_folder(self) -> int | None:
         """A descriptor of the run folder (O_PATH: it reads nothing), closed with the channel; None when there is no
@@ -298,6 +325,7 @@ class ControlChannel:
             if name in self._ignored:
                 continue
             if len(out) >= MAX_INBOX or work >= MAX_INBOX_WORK:
+                self._listed_all = False  # the next look lists again, whatever the folder's stat says
                 break  # the rest at the next look (a few tenths of a second later), still in order
             work += 1
             if name.startswith(".") and name.endswith(TMP_SUFFIX):

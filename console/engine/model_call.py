@@ -54,7 +54,8 @@ TICK = 0.2  # seconds between looks at the operator's commands while a call is s
 # milliseconds, and waking a thread for each cost more CPU than the rest of the harness's turn (issue 37: ~0.05 ms
 # a wake-up of the loop's thread, ~0.1 ms of the worker's read, ~500 chunks a reply). The end of a call is handed
 # over at once; text reaches a view in steps of about this much, and a reply ends up to this much later than its
-# server ended it (0.05 s cost 20% more CPU a turn at a token a chunk, docs/benchmarks.md).
+# server ended it (0.05 s cost 20% more CPU a turn at a token a chunk, docs/benchmarks.md). A reply nobody shows as it
+# comes (a headless run) is taken and read every TICK instead (see stream_abandonably's ``shown``).
 PACE = 0.1
 # A streamed item that took this long (seconds) to come was waited for on the socket, not read from what had come.
 READ_WAITED = 0.001
@@ -171,10 +172,16 @@ _DONE = object()
 
 
 def stream_abandonably(provider: Provider, request: ModelRequest, limits: CallLimits,
-                       tick: Callable[[], None], now: Callable[[], float] = time.monotonic) -> Iterator[StreamEvent]:
+                       tick: Callable[[], None], now: Callable[[], float] = time.monotonic, *,
+                       shown: bool = True) -> Iterator[StreamEvent]:
     """The provider's stream, read in a worker thread; ``tick`` runs at least every :data:`TICK` seconds
     and may raise to abandon the call. A silent stream past ``idle_timeout``, or a call past
     ``turn_timeout``, raises a transient :class:`ProviderError`.
+
+    ``shown`` False: nobody shows the reply's text as it comes (a headless run: no view of it takes text_delta
+    events), so what came is taken at the loop's ticks (every :data:`TICK`) and at the call's end, not every
+    :data:`PACE`, and read from the socket as seldom: half the wake-ups of both threads while a reply streams, the
+    same looks at the operator.
 
     The watchdog runs on real time (``now``), not the run's injected clock: it measures a real socket."""
     if getattr(provider, "runs_inline", False):
@@ -183,6 +190,11 @@ def stream_abandonably(provider: Provider, request: ModelRequest, limits: CallLi
             tick()
             yield item
         return
+
+    # Nobody shown the text, the loop takes what came every TICK: the worker lets the chunks gather as long (half the
+    # wake-ups of its thread and half the passes of the SDK's reader; a reply ends up to TICK after its server ended
+    # it instead of PACE).
+    gather = PACE if shown else TICK
 
     def produce(put: Callable[[Any], None], handle: CallHandle) -> None:
         stream = provider.stream(request)
@@ -196,7 +208,7 @@ def stream_abandonably(provider: Provider, request: ModelRequest, limits: CallLi
                     # The socket had nothing when asked (the item was waited for): the server sends a token a
                     # chunk, so let its next chunks gather before reading again, and read them at once (one
                     # wake-up of this thread and one pass of the SDK's reader for all of them, not one each).
-                    time.sleep(PACE)
+                    time.sleep(gather)
                     came = time.monotonic()
                 asked = came
         finally:
@@ -204,7 +216,7 @@ def stream_abandonably(provider: Provider, request: ModelRequest, limits: CallLi
             if close is not None:
                 close()  # ends the HTTP response (the SDK's context manager exits)
 
-    yield from _watched(provider.name, produce, limits, tick, now)
+    yield from _watched(provider.name, produce, limits, tick, now, PACE if shown else None)
 
 
 def call_abandonably(provider: Provider, fn: Callable[[], None], limits: CallLimits, tick: Callable[[], None],
@@ -220,15 +232,16 @@ def call_abandonably(provider: Provider, fn: Callable[[], None], limits: CallLim
 
 
 def _watched(name: str, produce: Callable[[Callable[[Any], None], CallHandle], None], limits: CallLimits,
-             tick: Callable[[], None], now: Callable[[], float]) -> Iterator[Any]:
+             tick: Callable[[], None], now: Callable[[], float], pace: float | None = PACE) -> Iterator[Any]:
     """What ``produce`` puts, made on a worker thread under the watchdog: the one way a provider's call is made,
     a stream (:func:`stream_abandonably`) or a single request (:func:`call_abandonably`). ``tick`` at least every
     :data:`TICK` seconds and the limits checked on every hand-over and every tick; a call left (abandoned, or
     failed here) is hung up through its :class:`CallHandle`, so the server stops working for nobody.
 
     Items are handed over in batches (see :data:`PACE`): the worker appends each as it comes, and wakes the loop's
-    thread only when it waits and has taken nothing for PACE seconds, or at the end (done or failed); the loop
-    takes everything queued at each wake-up, in order, with consecutive text merged (:func:`_merged`)."""
+    thread only when it waits and has taken nothing for ``pace`` seconds (None: never, the loop's ticks take
+    them), or at the end (done or failed); the loop takes everything queued at each wake-up, in order, with
+    consecutive text merged (:func:`_merged`)."""
     items: deque[Any] = deque()  # appended by the worker, taken by the loop's thread (deque's ends are thread-safe)
     bell: queue.SimpleQueue[None] = queue.SimpleQueue()
     # Shared by the two threads without a lock: each read or write is one step under the GIL, and a race costs at
@@ -241,7 +254,7 @@ def _watched(name: str, produce: Callable[[Callable[[Any], None], CallHandle], N
 
     def put(item: Any) -> None:
         items.append(item)
-        if parked[0] and time.monotonic() - handed[0] >= PACE:
+        if pace is not None and parked[0] and time.monotonic() - handed[0] >= pace:
             parked[0] = False
             bell.put(None)
 
@@ -296,16 +309,30 @@ def _watched(name: str, produce: Callable[[Callable[[Any], None], CallHandle], N
 
 def _merged(batch: list[Any]) -> list[Any]:
     """The batch with each run of consecutive text (or reasoning) pieces as one piece, and of progress as one:
-    the order kept, a reply's text the same, and one event for a view where the stream had tens."""
+    the order kept, a reply's text the same, and one event for a view where the stream had tens. A run is joined
+    once at its end (a hand-over holds tens of pieces at a token a chunk: one object a run, not one a piece)."""
     out: list[Any] = []
+    run: list[Any] = []  # the pieces of the current run of text, reasoning or progress (one kind)
+
+    def close() -> None:
+        if len(run) == 1:
+            out.append(run[0])
+        elif run and isinstance(run[0], Progress):
+            out.append(Progress(sum(p.chars for p in run)))
+        elif run:
+            out.append(type(run[0])("".join(p.text for p in run)))
+        run.clear()
+
     for item in batch:
-        prev = out[-1] if out else None
-        if type(item) is type(prev) and isinstance(item, TextDelta | ReasoningDelta):
-            out[-1] = type(item)(prev.text + item.text)  # type: ignore[union-attr]
-        elif type(item) is type(prev) and isinstance(item, Progress):
-            out[-1] = Progress(prev.chars + item.chars)  # type: ignore[union-attr]
+        kind = type(item)
+        if kind is TextDelta or kind is ReasoningDelta or kind is Progress:
+            if run and type(run[0]) is not kind:
+                close()
+            run.append(item)
         else:
+            close()
             out.append(item)
+    close()
     return out
 
 

@@ -139,7 +139,10 @@ def stream_turn(deps: SessionDeps, turn: int, request: ModelRequest, streamed: l
     usage: Usage | None = None
     stop: Stop | None = None
     tick = functools.partial(operator_tick, deps)
-    for item in stream_abandonably(deps.provider, request, call_limits(deps.settings), tick):
+    # A headless run shows no reply as it comes (no view of it takes the streamed text): what came is taken at the
+    # operator's looks, not every PACE (issue 37: the loop's thread wakes half as often while a reply streams).
+    for item in stream_abandonably(deps.provider, request, call_limits(deps.settings), tick,
+                                   shown=rt.events.streams_text):
         if isinstance(item, TextDelta):
             piece = clean(item.text)
             parts.append(piece)

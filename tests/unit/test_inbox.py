@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -258,3 +259,43 @@ def test_a_hidden_file_that_is_no_temp_file_is_moved_aside(paths: JobPaths) -> N
     assert drain(ch, 2) == []
     (line,) = ch.invalid
     assert line.startswith(".hidden.json") and ".json" in line
+
+
+def counting_listings(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The inbox's listings from now on (each ``os.listdir``), counted."""
+    listed: list[object] = []
+    real = os.listdir
+
+    def listdir(path: object = ".") -> list[str]:
+        listed.append(path)
+        return real(path)  # type: ignore[call-overload, no-any-return]
+
+    monkeypatch.setattr(os, "listdir", listdir)
+    return listed
+
+
+def test_an_unchanged_inbox_is_looked_at_by_its_stat_and_a_command_sent_later_is_read_at_the_next_look(
+        paths: JobPaths, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 37: a run looks at its inbox five times a second; listing a folder nothing was written to is its
+    # largest cost while it waits for its model. Nothing written since a listing: the folder's stat says so.
+    long_ago = time.time() - 60
+    os.utime(paths.inbox, (long_ago, long_ago))
+    listed = counting_listings(monkeypatch)
+    ch = channel(paths)
+    assert drain(ch, 5) == [] and len(listed) == 1
+    cmd = write_inbox(paths, "pause", run=None)
+    assert [c.id for c in ch.poll()] == [cmd.id]  # the very next look: the write changed the folder
+
+
+def test_a_folder_changed_just_before_a_look_is_listed_again_and_every_folder_now_and_then(
+        paths: JobPaths, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A file system stamps a change with a coarse clock: a folder changed within MTIME_SLACK of a look may carry
+    # the same stamp after a change right after it, so such a listing is not the last one needed.
+    listed = counting_listings(monkeypatch)
+    ch = channel(paths)  # the inbox was just made: its mtime is now
+    assert drain(ch, 3) == [] and len(listed) == 3
+    # An old, unchanged folder is still listed every RELIST (a temp file a killed writer left ages there).
+    long_ago = time.time() - 60
+    os.utime(paths.inbox, (long_ago, long_ago))
+    monkeypatch.setattr(control, "RELIST", 0.0)
+    assert drain(ch, 3) == [] and len(listed) == 6

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from console.engine import model_call
 from console.engine.clock import FakeClock
 from console.engine.messages import ToolCall
 from console.engine.model import (
@@ -314,3 +315,51 @@ def test_the_merge_keeps_the_order_and_joins_only_neighbours_of_a_kind() -> None
     assert _merged(batch) == [TextDelta("ab"), ReasoningDelta("r1r2"), TextDelta("c"), Progress(7), Notice("n"),
                               Notice("m"), call, TextDelta("d"), Usage(1, 2), Stop("end_turn")]
     assert _merged([]) == []
+
+
+def test_a_stream_nobody_shows_is_taken_at_the_ticks_not_every_pace(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A headless run shows no reply as it comes (shown=False): the worker never wakes the loop's thread for what
+    # came, its ticks take it (and the end at once). With the ticks 2 s apart, a reply streamed over ~0.5 s (a
+    # chunk every 2 ms, several PACE) reaches the loop in at most two hand-overs (a tick's, the end's).
+    monkeypatch.setattr(model_call, "TICK", 2.0)
+    provider = Streaming(250, gap=0.002)
+    ticks = []
+    items = list(stream_abandonably(provider, None, CallLimits(), lambda: ticks.append(1), shown=False))
+    assert text_of(items) == "".join(f"{i} " for i in range(250)) and items[-1] == Stop("end_turn")
+    assert len([i for i in items if isinstance(i, TextDelta)]) == len(ticks) <= 2
+    # Shown (a view takes the text as it comes), the same stream is handed over every PACE: more often.
+    provider, ticks = Streaming(250, gap=0.002), []
+    items = list(stream_abandonably(provider, None, CallLimits(), lambda: ticks.append(1)))
+    assert len([i for i in items if isinstance(i, TextDelta)]) == len(ticks) > 2
+
+
+def test_a_stop_acts_within_a_tick_during_a_stream_nobody_shows() -> None:
+    # The same bound as a shown stream: the loop's thread looks at the operator every TICK, streaming or silent.
+    provider = Streaming(30_000, gap=0.001)
+    stop = threading.Event()
+
+    class Stopped(Exception):
+        pass
+
+    def tick() -> None:
+        if stop.is_set():
+            raise Stopped
+
+    got: list[StreamEvent] = []
+    threading.Timer(0.3, stop.set).start()
+    with pytest.raises(Stopped):
+        for item in stream_abandonably(provider, None, CallLimits(), tick, shown=False):
+            got.append(item)
+    assert provider.closed.wait(10)
+    assert provider.read < 30_000
+    assert text_of(got) == "".join(f"{i} " for i in range(len(text_of(got).split())))
+
+
+def test_a_stream_nobody_shows_is_read_in_batches_a_tick_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its chunks gather for a TICK (here 2 s) once a read had to wait, not for PACE: a reply of 200 chunks sent over
+    # ~0.2 s is read in one wait for its first chunk and at most one more, then handed over whole at its end.
+    monkeypatch.setattr(model_call, "TICK", 2.0)
+    provider = Streaming(200, gap=0.001)
+    items = list(stream_abandonably(provider, None, CallLimits(), lambda: None, shown=False))
+    assert text_of(items) == "".join(f"{i} " for i in range(200)) and items[-1] == Stop("end_turn")
+    assert provider.waits <= 2
