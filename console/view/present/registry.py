@@ -120,6 +120,8 @@ def describe(e: ev.EventBase) -> Presented | None:
     if p is None:
         return None
     # Each describer already shows agent text through one_line or flat; this holds for a field one forgot too.
-    return Presented(p.icon, p.kind, p.severity, safe_text(p.text, one_line=True), safe_text(p.detail, one_line=True),
-                     safe_text(p.source, one_line=True), e.seq, e.ts,
-                     tuple(safe_text(line, one_line=True) for line in p.lines))
+    # An empty field or list is safe as it is: not passed through safe_text (each a call with keywords).
+    return Presented(p.icon, p.kind, p.severity, safe_text(p.text, one_line=True),
+                     safe_text(p.detail, one_line=True) if p.detail else "",
+                     safe_text(p.source, one_line=True) if p.source else "", e.seq, e.ts,
+                     tuple(safe_text(line, one_line=True) for line in p.lines) if p.lines else ())
