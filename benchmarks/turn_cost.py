@@ -14,7 +14,8 @@ no real time in the model call, so nothing of the turn waits). A turn is counted
   which dumps its counts at each model call (``--dump-before=getppid``: the benchmark's model calls
   ``os.getppid()`` first, nothing else in the process does), so each turn's instruction count is read from its
   own dump, every thread included; slow (the interpreter runs some 50 times slower there: a few minutes), and
-  needs valgrind (Debian's ``valgrind``). ``--keep DIR`` keeps the dumps for ``callgrind_annotate``.
+  needs valgrind (Debian's ``valgrind``). ``--keep DIR`` keeps the dumps, made readable by
+  ``callgrind_annotate`` (:func:`readable`): ``callgrind_annotate DIR/callgrind.out.30`` is where turn 29 went.
 
 Goal (issue 37): instructions per turn p50 at most 1.5 M. Prints figures, then one JSON line. Not a timed test.
 
@@ -121,6 +122,21 @@ def instructions(turns: int, messages: int, work: Path) -> list[int]:
     return counts
 
 
+CALL_IN_PROGRESS = re.compile(r"^calls=0 .*\n(\S+) .*$", re.MULTILINE)
+
+
+def readable(dump: Path) -> None:
+    """Make a turn's dump read right in ``callgrind_annotate``. A dump taken in the middle of the process
+    (``--dump-before``) ends each call still on the stack (the thread's start, the interpreter's frames, ...) with a
+    ``calls=0`` line and that call's cost in this part; callgrind_annotate reads a call cost only after a count above
+    0, so it counts those as the caller's own instructions: the stack's first function gets the whole turn (100%,
+    shown as ``???``: the threshold of 99% lists nothing after it). Each such pair becomes its position with no cost
+    (a later line's position may be relative to it): what each function ran itself is then the dump's, and sums
+    to its total; the calls still on the stack are left out of the inclusive figures (``--inclusive=yes``)."""
+    text = dump.read_text(encoding="utf-8", errors="surrogateescape")
+    dump.write_text(CALL_IN_PROGRESS.sub(r"\1 0", text), encoding="utf-8", errors="surrogateescape")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--turns", type=int, default=60)
@@ -147,6 +163,9 @@ def main() -> int:
             work = args.keep or Path(tmp)
             work.mkdir(parents=True, exist_ok=True)
             per = figures(instructions(args.turns, args.messages, work))
+            if args.keep:
+                for dump in work.glob("callgrind.out*"):
+                    readable(dump)
         out |= {"instructions_per_turn": per["p50"], "instructions": per, "goal": GOAL_INSTRUCTIONS}
         print(f"instructions per turn (callgrind): p50 {per['p50'] / 1e6:.2f} M, p90 {per['p90'] / 1e6:.2f} M, "
               f"mean {per['mean'] / 1e6:.2f} M ({per['turns']} turns; goal p50 <= {GOAL_INSTRUCTIONS / 1e6:.1f} M, "

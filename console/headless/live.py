@@ -169,31 +169,36 @@ class HeadlessLog:
                 if self.results and e.tool not in SAID_BY_MILESTONE:
                     self._result(("2", f"{INDENT}← {present.result_text(e)}"))
                 return
-        elif isinstance(e, ev.TodosChanged):
+        elif kind is ev.TodosChanged:
+            assert isinstance(e, ev.TodosChanged)
             self._todos(e)
             return
-        elif isinstance(e, ev.NeedsOperator):
+        elif kind is ev.NeedsOperator:
+            assert isinstance(e, ev.NeedsOperator)
             self._needs(e)
             return
         p = present.describe(e)
         if p is None or p.kind == "tool":
             return
-        if isinstance(e, ev.SessionStarted):
+        # By the exact type here too: a failed tool call's result, a denial or a feedback went past every check.
+        if kind is ev.SessionStarted:
+            assert isinstance(e, ev.SessionStarted)
             self._session(e, p)
-        elif isinstance(e, ev.SessionEnded):
+        elif kind is ev.SessionEnded:
             self.write((self._color(p), p.text + self._cost_so_far()))
-        elif isinstance(e, ev.RunEnded):
+        elif kind is ev.RunEnded:
+            assert isinstance(e, ev.RunEnded)
             self._run_ended(e, p)
-        elif isinstance(e, ev.RestartPending):
+        elif kind is ev.RestartPending:
             run = self.run_id or "JOB"
             self.write((self._color(p), f"{p.line}; answer with `agent-console approve {run}` or "
                                         f"`agent-console deny {run}`"))
             self._restart_answer = True
-        elif isinstance(e, ev.PhaseTransition) and e.stage == "completed":
+        elif kind is ev.PhaseTransition and getattr(e, "stage", "") == "completed":
             self._turn_line((self._color(p), f"== {p.line} =="))
-        elif isinstance(e, ev.JobCompleted):
+        elif kind is ev.JobCompleted:
             self._turn_line((self._color(p), f"{p.icon} {p.line}"))
-        elif isinstance(e, ev.CommandSandbox | ev.McpServerEvent):  # the header: its line, then a clause a line
+        elif kind is ev.CommandSandbox or kind is ev.McpServerEvent:  # the header: its line, then a clause a line
             self._turn_line((self._color(p), f"  {p.icon} {p.line}"))
             for line in p.lines:
                 self._turn_line(("2", f"      {line}"))

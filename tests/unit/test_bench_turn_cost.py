@@ -4,6 +4,7 @@ report, not asserted here."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 from types import ModuleType
@@ -46,3 +47,47 @@ def test_callgrinds_dumps_are_read_one_turn_each_in_their_order(bench: ModuleTyp
     assert bench.instructions(12, 40, tmp_path) == [part * 100 for part in range(2, 13)]
     with pytest.raises(SystemExit, match="11 turns dumped of 20"):
         bench.instructions(20, 40, tmp_path)
+
+
+# A turn's dump as callgrind writes it with --dump-before: ``start`` (the thread's start, still on the stack) called
+# ``run`` in an earlier part (calls=0: the call is in progress) and ``run`` ran 900 instructions of its own in this
+# part and called ``work`` twice (300): 900 in all. A relative position (+2) follows the call in progress.
+DUMP = """# callgrind format
+version: 1
+positions: line
+events: Ir
+summary: 900
+
+fl=a.c
+fn=work
+10 300
+
+fn=run
+20 600
+cfn=work
+calls=2 10
++1 300
+
+fn=start
+cfn=run
+calls=0 20
+5 900
++2 0
+"""
+
+
+def test_a_kept_dump_reads_right_in_callgrind_annotate(bench: ModuleType, tmp_path: Path) -> None:
+    dump = tmp_path / "callgrind.out.7"
+    dump.write_text(DUMP)
+    bench.readable(dump)
+    text = dump.read_text()
+    # The call in progress is its position alone, with no cost; a finished call (a count above 0) stays.
+    assert "calls=0" not in text and "\n5 0\n+2 0\n" in text and "calls=2 10\n+1 300\n" in text
+    if shutil.which("callgrind_annotate") is None:
+        return
+    out = subprocess.run(["callgrind_annotate", "--threshold=100", str(dump)], capture_output=True, text=True,
+                         check=True).stdout
+    own = {line.split()[-1]: int(line.split()[0].replace(",", "")) for line in out.splitlines()
+           if line.strip().endswith((":work", ":run", ":start"))}
+    # What each function ran itself, summing to the part's total (before: start "ran" the whole 900 again).
+    assert own == {"a.c:work": 300, "a.c:run": 600, "a.c:start": 0}

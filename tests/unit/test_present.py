@@ -206,6 +206,34 @@ def test_the_demo_model_is_named_where_it_speaks():
     assert real is not None and present.DEMO not in real.line
 
 
+def test_a_value_not_a_str_is_shown_as_json_writes_it():
+    """tool_args writes a value not a str without json.dumps (an int as its digits, others by one encoder made
+    once): the same text as json.dumps(value, ensure_ascii=False), for every kind of JSON value."""
+    values = [0, -7, 12, 10**30, True, False, None, 0.5, 1e300, -0.0, [1, "é", None], {"a": [True]}, "x", []]
+    for value in values:
+        raw = json.dumps({"n": value})
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        assert tool_args("x", raw, 0) == f"n={shown}", value
+        assert present.argument_items(raw) == [("n", shown)], value
+
+
+def test_arguments_read_as_json_loads_reads_them():
+    """_parse_args reads one object with nothing around it by json's scanner at once, everything else by json.loads:
+    the same data, and the same refusals, either way."""
+    from console.view.present.args import _parse_args
+
+    raws = ['{"n": 12}', '{}', ' {"a": 1}', '{"a": 1} ', '{"a": 1}\n', '{"a": 1}{"b": 2}', '{"a": 1} x', '{"a": 1}}',
+            '{"a": [1, 2.5, true, null, "\\u00e9"], "b": {"c": NaN}}', '{"a": 1,}', '{"a": }', '{', '}', '{}}',
+            '{"a": "\x01"}', '{"a": 1e999}', '\ufeff{"a": 1}', '{"a": 1, "a": 2}', "[1]", '"s"', "", "{" * 10_000 + "}"]
+    for raw in raws:
+        try:
+            expected = json.loads(raw or "{}")
+        except (ValueError, RecursionError):
+            expected = ValueError
+        got = _parse_args(raw)
+        assert got == expected and type(got) is type(expected), raw  # (json's NaN is one object: equal to itself)
+
+
 def test_tool_args_is_the_one_formatter_of_a_calls_arguments():
     assert tool_args("read_file", '{"path": "notes/a.md", "start": 1}') == "notes/a.md"  # a path is self-evident
     assert tool_args("job_complete", '{"summary": "done", "confidence": 0.9}') == "summary=done"

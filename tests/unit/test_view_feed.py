@@ -231,3 +231,19 @@ def test_a_feed_with_nothing_to_hand_over_sleeps_until_an_event_comes(monkeypatc
         until(lambda: rec.seen == [1, 2, 3])
     finally:
         view.close()
+
+
+
+def test_a_signal_given_twice_before_it_is_taken_is_one_signal() -> None:
+    """The run may say it waits more than once in a turn (its model asked, then its operator): the view's thread
+    wakes once for them, and the next turn's events still wait for the next wake (or the timer), as with an Event
+    set twice."""
+    signal = threading.Lock()
+    signal.acquire()  # not given
+    assert not signal.acquire(timeout=0)
+    feed_module._give(signal)
+    feed_module._give(signal)
+    assert signal.acquire(timeout=0)  # taken, and cleared by the taking
+    assert not signal.acquire(timeout=0)
+    feed_module._give(signal)
+    assert signal.acquire(timeout=0)

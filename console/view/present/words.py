@@ -31,7 +31,10 @@ def clause(text: str) -> str:
     return text[:-1] if text.endswith(".") and not text.endswith("..") else text
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass's __init__ sets each of its nine fields through object.__setattr__ (~1,300
+# instructions a field), and every view builds two for each event it describes (present.describe). Nothing sets
+# a field after it is built; it hashes as it did (unsafe_hash: by its fields).
+@dataclass(slots=True, unsafe_hash=True)
 class Presented:
     """One event as an operator reads it.
 
