@@ -143,7 +143,7 @@ class HeadlessLog:
         # An event outside the story (a turn started, a call's own event, the guardrails' status) is told by no view,
         # and Told's fold reads only events in it (tests/tui/test_headless.py): passed over by its type's name,
         # before the fold's checks (each a failed isinstance on the event), as two of a turn's five events are.
-        if not present.in_story(getattr(e, "type", "")) or not self._told.sees(e):
+        if not present.in_story(e) or not self._told.sees(e):
             return
         # Every event type derives from EventBase alone: its exact type says what it is. A failed isinstance on an
         # event costs what a few lines of this method do (the object's __class__ looked up through pydantic's
@@ -194,7 +194,7 @@ class HeadlessLog:
             self.write((self._color(p), f"{p.line}; answer with `agent-console approve {run}` or "
                                         f"`agent-console deny {run}`"))
             self._restart_answer = True
-        elif kind is ev.PhaseTransition and getattr(e, "stage", "") == "completed":
+        elif kind is ev.PhaseTransition and e.stage == "completed":  # type: ignore[attr-defined]
             self._turn_line((self._color(p), f"== {p.line} =="))
         elif kind is ev.JobCompleted:
             self._turn_line((self._color(p), f"{p.icon} {p.line}"))

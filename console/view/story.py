@@ -68,7 +68,7 @@ class Told:
 
     def sees(self, e: ev.EventBase) -> bool:
         """Fold ``e``; whether an operator sees it on a line of its own in a run's story."""
-        return not self.said_elsewhere(e) and in_story(getattr(e, "type", ""))
+        return not self.said_elsewhere(e) and in_story(e)
 
 
 # What Told's fold reads of each event type; every other type is folded as nothing.
