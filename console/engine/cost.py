@@ -36,6 +36,11 @@ class Prices:
             if value is not None and not 0 <= value < 1e6:
                 raise ValueError(f"price {name} must be a number of dollars per million tokens, >= 0")
 
+    @property
+    def free(self) -> bool:
+        """Every token costs nothing (the offline demo model's price): no spend to count, none to hold."""
+        return not (self.input or self.output or self.cached_input or self.cache_write)
+
     def cost(self, usage: Usage) -> float:
         cached = max(0, min(usage.cached_input_tokens, usage.input_tokens))
         written = max(0, min(usage.cache_write_tokens, usage.input_tokens - cached))

@@ -296,8 +296,10 @@ class Supervisor:
 
     def _fleet_counts(self) -> bool:
         """Whether the fleet's daily budget counts this run: a turn without a price has no cost, so a run of an
-        unpriced model is neither counted nor held by it (docs/guardrails.md): its runtime is given no fleet."""
-        return self.settings.prices is not None or self.settings.fleet_prices is not None
+        unpriced model is neither counted nor held by it (docs/guardrails.md): its runtime is given no fleet. Nor is
+        one of a free model (the demo's price is 0): holding it would save nothing (a fleet over its budget held
+        the offline quickstart, which docs/guardrails.md says is never held)."""
+        return any(p is not None and not p.free for p in (self.settings.prices, self.settings.fleet_prices))
 
     def _forget_an_earlier_end(self) -> None:
         """A new run in a folder where an earlier one completed (the folder made again at the same path: its record

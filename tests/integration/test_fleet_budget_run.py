@@ -157,6 +157,32 @@ def test_a_new_day_lifts_the_hold_and_the_new_days_spend_is_held_anew_and_told_a
     assert len(server.requests) == 2  # each day's hold told once
 
 
+def test_a_run_of_a_free_model_is_never_held_by_a_fleet_over_its_budget(make_job, tmp_path: Path) -> None:
+    """Found by a new operator's trial: the offline demo model is priced at nothing (models.toml), and a fleet over
+    its daily budget (other runs' spend) held the quickstart, which docs/guardrails.md says is never held. A run of
+    a free model spends nothing: holding it saves nothing."""
+    paths = make_job("quickstart")
+    clock = FakeClock(step=0.001)
+    db = tmp_path / "jobs.db"
+    ledger = SqliteFleet(db)
+    ledger.add_spend(tmp_path / "a-priced-run", local_day(clock.now()), "quickstart", 2.11)
+    fleet = StoreFleetBudget(ledger, paths.root, "quickstart", lambda: FleetLimits(daily_usd=0.02), "test:r",
+                             recheck_seconds=0.0)
+    assert fleet.check(clock.now()) is not None  # the hold is open for a run that counts
+    sup = Supervisor(paths, run_settings(prices=Prices(input=0.0, output=0.0)), ScriptedProvider(clock=clock),
+                     clock=clock, store=JobStore(db), fleet=fleet)
+    result: list[ShutdownReason] = []
+    thread = threading.Thread(target=lambda: result.append(sup.run().reason), daemon=True)
+    thread.start()
+    thread.join(WAIT)
+    held = sup.operator.needs
+    if thread.is_alive():  # held (the failure this test is for): stopped, so that the test fails, not hangs
+        sup.stop()
+        thread.join(WAIT)
+    assert held is None and result == [ShutdownReason.JOB_COMPLETE], (held, result)
+    assert not [e for e in ev.read_events(paths.events) if isinstance(e, ev.NeedsOperator)]
+
+
 @pytest.mark.parametrize("limits", [FleetLimits(daily_usd=0.02), FleetLimits(jobs={"quickstart": 0.02}),
                                     FleetLimits()])
 def test_a_run_without_prices_is_neither_counted_nor_held_and_says_so_as_a_notice(
