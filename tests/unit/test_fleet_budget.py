@@ -372,3 +372,28 @@ def test_a_runs_store_detail_says_which_scopes_hold_it_waits_on() -> None:
     assert held_in(f"fleet_budget: [not told: the webhook refused] {job}", job_scope("quick start"))
     assert not held_in(f"fleet_budget: {job}", FLEET) and not held_in(f"fleet_budget: {job}", job_scope("quick"))
     assert held_in(f"fleet_budget: {fleet}", FLEET) and not held_in(f"stuck: {fleet}", FLEET)
+
+
+def test_a_run_of_the_job_held_before_it_spent_anything_is_among_its_live_runs(tmp_path: Path) -> None:
+    """Found by a new operator's trial: `budget` said "runs held: none now" of a job's hold while a run of that job,
+    started after the hold opened, was held at its first turn: it had spent nothing today, and the job's live runs
+    were those with spend. A run is the job's by its name too; another job's live run is not."""
+    from console.engine.control import RunLock
+    from console.engine.job_files import JobPaths
+
+    db = tmp_path / "jobs.db"
+    store = JobStore(db)
+    folders = {}
+    for name in ("triage-20261201-070000", "other-20261201-070000"):
+        folder = tmp_path / name
+        (folder / ".console").mkdir(parents=True)
+        store.started(folder, name, "scripted", "scripted-agent", NOW)
+        folders[name] = folder
+    locks = [RunLock(JobPaths(f)) for f in folders.values()]
+    assert all(lock.acquire() for lock in locks)
+    try:
+        assert [r.path for r in SqliteFleet(db).live_runs(DAY, job_scope("triage"))] == [
+            str(folders["triage-20261201-070000"])]
+    finally:
+        for lock in locks:
+            lock.release()

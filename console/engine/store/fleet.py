@@ -30,6 +30,7 @@ from typing import Protocol
 
 from console.engine.cost import format_cost
 from console.engine.guardrails.fleet import FLEET, RECHECK_SECONDS, FleetHold, local_day
+from console.engine.runs import job_name
 from console.engine.store.base import FINISHED
 
 # Seconds a run's claim on telling a hold holds before another run takes it over (its runner died in between).
@@ -169,6 +170,13 @@ class FleetLedger(Protocol):
     def close(self) -> None: ...
 
 
+def of_job(path: str, name: str, job: str, spent: set[str]) -> bool:
+    """Whether a live run (its folder, its name in the store) is one of ``job``'s, which a job's hold pauses: it
+    spent today under that job, or its name is the job's (a run held at its first turn has spent nothing: `budget`
+    listed no held run while one was held, and the hold's "N live runs" left it out)."""
+    return path in spent or job_name(name) == job
+
+
 class SqliteFleet:
     """The fleet ledger in the embedded store's file (``jobs.db``): this machine's runs. One connection, kept open
     (the per-turn check is one indexed query, no connection set-up), shared by the run's threads under a lock."""
@@ -302,15 +310,14 @@ class SqliteFleet:
         lock a process holds. The store's word alone counted runs killed (-9) or interrupted while held, whose rows
         still say "needs you": "3 live runs" with one runner."""
         marks = ", ".join("?" for _ in FINISHED)
-        if scope == FLEET:
-            rows = self._strict(f"SELECT path, status, COALESCE(detail, '') FROM jobs WHERE status NOT IN ({marks})",
-                                FINISHED)
-        else:
-            rows = self._strict(f"""SELECT j.path, j.status, COALESCE(j.detail, '') FROM fleet_spend s
-                                    JOIN jobs j ON j.path = s.path
-                                    WHERE s.day = ? AND s.job = ? AND j.status NOT IN ({marks})""",
-                                (day, scope.removeprefix("job:"), *FINISHED))
-        return [LiveRun(str(p), str(s), str(d)) for p, s, d in rows if runs_here(str(p))]
+        rows = self._strict(f"SELECT path, status, COALESCE(detail, ''), name FROM jobs WHERE status NOT IN ({marks})",
+                            FINISHED)
+        if scope != FLEET:
+            job = scope.removeprefix("job:")
+            spent = {str(p) for (p,) in self._strict("SELECT path FROM fleet_spend WHERE day = ? AND job = ?",
+                                                     (day, job))}
+            rows = [r for r in rows if of_job(str(r[0]), str(r[3]), job, spent)]
+        return [LiveRun(str(p), str(s), str(d)) for p, s, d, _n in rows if runs_here(str(p))]
 
     def spend(self, day: str) -> dict[str, float]:
         """``day``'s spend of each job (the fleet's is their sum)."""

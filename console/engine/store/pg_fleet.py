@@ -26,6 +26,7 @@ from console.engine.store.fleet import (
     LiveRun,
     amount,
     job_scope,
+    of_job,
 )
 from console.engine.store.postgres import PgStore
 
@@ -134,11 +135,14 @@ class PgFleet:
         current (as ``open_hold`` counts them)."""
         marks = ", ".join("%s" for _ in FINISHED)
         live = f"r.status NOT IN ({marks}) AND r.lease_expires > now()"
-        sql = (f"SELECT r.path, r.status, COALESCE(r.detail, '') FROM runs r WHERE {live}" if scope == FLEET else
-               f"""SELECT r.path, r.status, COALESCE(r.detail, '') FROM fleet_spend s JOIN runs r ON r.key = s.key
-                   WHERE {live} AND s.day = %s AND s.job = %s""")
-        params: tuple[Any, ...] = FINISHED if scope == FLEET else (*FINISHED, day, scope.removeprefix("job:"))
-        return [LiveRun(str(p), str(s), str(d)) for p, s, d in self._strict(sql, params)]
+        rows = self._strict(f"SELECT r.path, r.status, COALESCE(r.detail, ''), r.name FROM runs r WHERE {live}",
+                            FINISHED)
+        if scope != FLEET:
+            job = scope.removeprefix("job:")
+            spent = {str(p) for (p,) in self._strict("SELECT r.path FROM fleet_spend s JOIN runs r ON r.key = s.key "
+                                                     "WHERE s.day = %s AND s.job = %s", (day, job))}
+            rows = [r for r in rows if of_job(str(r[0]), str(r[3]), job, spent)]
+        return [LiveRun(str(p), str(s), str(d)) for p, s, d, _n in rows]
 
     def raises(self, day: str) -> dict[str, tuple[float, str]]:
         return {str(scope): (a, str(by or "")) for scope, usd, by in
