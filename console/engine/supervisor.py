@@ -71,6 +71,8 @@ if TYPE_CHECKING:  # the MCP tools (and jsonschema) load only for a run that has
     from console.engine.tools.mcp_tools import McpServer, McpWatch
 
 MAX_IDLE_RESTARTS = 3
+# How often (seconds of the run's clock) a running job's cost goes to its row in the jobs table (_follow_needs).
+COST_EVERY = 30.0
 
 # Re-exported: the supervisor's callers and tests import them from here.
 __all__ = ["FAILED_REASONS", "STATUS_FOR", "JobBusy", "RunResult", "Supervisor", "outcome_of", "status_for"]
@@ -147,6 +149,8 @@ class Supervisor:
         # The need the run waits on (reason, message, since), for the jobs table; the one its last process died
         # waiting on (read from the table once, at the start: see _waited_before).
         self._need: tuple[str, str, datetime] | None = None
+        # When the jobs table last took the job's cost as a turn left it (the run's clock; see _follow_needs).
+        self._cost_stored: datetime | None = None
         self._carried_need: tuple[str, datetime] | None = None
         self._looked_back = False
         # The jobs table says "needs you" (or "paused") while it holds.
@@ -259,6 +263,22 @@ class Supervisor:
         """The jobs table follows the run's needs (console.engine.needs): "needs you" since when, and why; and the
         operator's pause: "paused" until they resume it (``jobs`` reads no log, so the store must say it). A
         notification channel failing while a need waits is said in it too: nobody may have been told."""
+        kind = type(e)  # (exact types: a failed isinstance on an event costs ~1,200 instructions, five events a turn)
+        if kind is ev.TokenUsage:
+            assert isinstance(e, ev.TokenUsage)
+            # `jobs` reads no log: the job's cost so far goes to its row while it runs, at most every COST_EVERY
+            # seconds (a row is a write to a shared store), and at once when the run holds or pauses below. It was
+            # written at a session's end only: a paused, held or killed run's row had no cost (the console and the
+            # fleet said $0.06).
+            if e.job_cost_usd is not None and not e.source and (
+                    self._cost_stored is None or (e.ts - self._cost_stored).total_seconds() >= COST_EVERY):
+                self._cost_stored = e.ts
+                self._store("cost", e.job_cost_usd)
+            return
+        if kind is ev.NeedsOperator or kind is ev.OperatorCommand:  # (rare: isinstance below costs nothing a turn)
+            pausing = isinstance(e, ev.OperatorCommand) and e.status == "applied" and e.command == "pause"
+            if (pausing or isinstance(e, ev.NeedsOperator)) and (usd := self.job_cost()) is not None:
+                self._store("cost", usd)
         if isinstance(e, ev.NeedsOperator):
             carried, self._carried_need = self._carried_need, None
             since = min(e.ts, carried[1]) if carried is not None and carried[0] == e.reason else e.ts

@@ -501,3 +501,36 @@ def test_wait_right_after_a_resume_does_not_answer_with_the_need_the_dead_proces
         assert "needs you (fleet budget reached)" in capsys.readouterr().out
     finally:
         lock.release()
+
+
+def test_the_jobs_table_has_the_cost_of_a_run_that_runs_or_pauses(make_job, tmp_path: Path) -> None:
+    """Found by a new operator's trial: `jobs` showed no cost for a paused, held or killed run (its row took the
+    job's cost at a session's end only) while its console said $0.06. The row has the job's cost from the first
+    turn, at most COST_EVERY seconds of the run's clock behind, and exactly when it pauses."""
+    from console.engine.cost import Prices
+    from console.engine.supervisor import COST_EVERY
+
+    paths = make_job("quickstart")
+    store = JobStore(tmp_path / "jobs.db")
+    sup = supervisor(paths, store, prices=Prices(input=3.0, output=15.0))
+    seen: list[tuple[str, float | None, float | None]] = []
+
+    def operator(e: ev.EventBase) -> None:
+        if isinstance(e, ev.TokenUsage) and e.turn == 2:
+            row = store.get(paths.root)
+            seen.append(("turn 2", row.cost_usd if row else None, e.job_cost_usd))
+        elif isinstance(e, ev.TurnStarted) and e.turn == 4 and len(seen) == 1:
+            sup.pause()
+        elif isinstance(e, ev.OperatorCommand) and e.status == "applied" and e.command == "pause":
+            row = store.get(paths.root)
+            seen.append(("paused", row.cost_usd if row else None, sup.job_cost()))
+            sup.resume()
+
+    sup.subscribe(operator)
+    assert sup.run().reason is ShutdownReason.JOB_COMPLETE
+    (_, at_turn_2, turn_2_cost), (_, at_pause, pause_cost) = seen
+    usages = [e for e in ev.read_events(paths.events) if isinstance(e, ev.TokenUsage)]
+    first = usages[0]
+    within = [u.job_cost_usd for u in usages if u.turn <= 2 and (u.ts - first.ts).total_seconds() < COST_EVERY]
+    assert at_turn_2 is not None and at_turn_2 in within and 0 < at_turn_2 <= (turn_2_cost or 0)
+    assert at_pause is not None and at_pause == pause_cost and pause_cost > 0
