@@ -89,8 +89,12 @@ class BetweenTurns:
         store once its channels took it (console.engine.guardrails.fleet.Telling), at this run's next look; a kill
         before that leaves the telling to another held run."""
         rt = self.state.rt
-        if rt.fleet_telling.start(hold, need):
-            fleet.told(hold, rt.clock.now())
+        if not rt.fleet_telling.confirms:
+            # No channel here: nobody heard it. Left to the next held run that has one (a run started without
+            # channels marked the hold told, and the runs with a webhook it held were never told).
+            fleet.pass_on(hold)
+            return
+        rt.fleet_telling.start(hold, need)
 
     def _told_when_heard(self) -> None:
         rt = self.state.rt

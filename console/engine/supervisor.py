@@ -491,6 +491,8 @@ class Supervisor:
         self.events.append_committed(loaded.unlogged)
         projections, problems = load_projections(self.paths, now)
         state = projections.overlay(loaded.state)
+        if self.fleet is not None:  # a run with no channel takes no hold's telling (console.engine.guardrails.fleet)
+            self.fleet.tells = self.telling.confirms
         rt = self.runtime = Runtime(self.paths, self.clock, self.events, self.store, self.sandbox, self.journal,
                                     state, guardrails=self.guardrails,
                                     fleet=self.fleet if self._fleet_counts() else None,

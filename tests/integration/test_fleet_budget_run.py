@@ -5,6 +5,7 @@ themselves. A run the operator resumes alone goes on past that limit; the others
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,7 +39,8 @@ def server() -> Iterator[Loopback]:
 
 
 class Run:
-    def __init__(self, paths: JobPaths, db: Path, limits: FleetLimits, url: str, claim_seconds: float = 30.0) -> None:
+    def __init__(self, paths: JobPaths, db: Path, limits: FleetLimits, url: str | None,
+                 claim_seconds: float = 30.0) -> None:
         self.clock = FakeClock(step=0.001)
         self.paths = paths
         self.ledger = SqliteFleet(db)
@@ -48,11 +50,19 @@ class Run:
         self.sup = Supervisor(paths, run_settings(prices=PRICES), ScriptedProvider(clock=self.clock),
                               clock=self.clock, store=JobStore(db), fleet=self.fleet)
         self.errors: list[str] = []
-        self.notifier = Notifier([url], paths.run_id, paths.root.name, clock=self.clock, notify_on_end=False,
-                                 on_error=self.errors.append, remind=())
-        self.sup.subscribe(self.notifier)
+        if url is not None:  # (None: a run started without channels, as the command line runs it: no notifier)
+            self.notifier = Notifier([url], paths.run_id, paths.root.name, clock=self.clock, notify_on_end=False,
+                                     on_error=self.errors.append, remind=(), on_told=self._told)
+            # As the command line wires a run's notifier (console.cli.lifecycle._notifier): the hold this run tells
+            # is marked told once its channel took it.
+            self.sup.telling.confirms = self.notifier.tells
+            self.sup.subscribe(self.notifier)
         self.result: list[ShutdownReason] = []
         self.thread = threading.Thread(target=lambda: self.result.append(self.sup.run().reason), daemon=True)
+
+    def _told(self, need: ev.NeedsOperator) -> None:
+        if need.reason == "fleet_budget":
+            self.sup.telling.heard(need.seq)
 
     def events(self) -> list[ev.EventBase]:
         return list(ev.read_events(self.paths.events))
@@ -222,6 +232,33 @@ def test_a_run_without_prices_is_neither_counted_nor_held_and_says_so_as_a_notic
     said = [line for line in out.getvalue().splitlines() if "no price known" in line]
     assert len(said) == 1 and "✗" not in said[0] and "[prices]" in said[0], said
     assert ("neither counts nor holds this run" in said[0]) == limits.any, said
+
+
+def test_a_hold_made_by_a_run_without_channels_is_told_by_the_next_held_run_that_has_one(
+        make_job, tmp_path: Path, server: Loopback) -> None:
+    """Found by a new operator's trial: a run started without channels made the day's hold and marked it told
+    (nobody to tell); every run held afterwards, each with a webhook, was held with notify false, and the webhook
+    got nothing all night. The channel-less run passes the telling on; the next held run with a channel tells it."""
+    db = tmp_path / "jobs.db"
+    silent = Run(make_job("quickstart"), db, FleetLimits(daily_usd=0.02), None)
+    silent.thread.start()
+    wait_for(silent.held_on_record, WAIT, "the run without channels held")
+    day = local_day(silent.clock.now())
+    # Not told (nobody heard it), and not claimed: left to a held run that has a channel.
+    assert [(h.told) for h in silent.ledger.holds(day)] == [False]
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT claimed_by, claimed_at FROM fleet_holds").fetchall() == [(None, None)]
+    loud = Run(make_job("requirements-extraction"), db, FleetLimits(daily_usd=0.02), server.url("json", "b"))
+    loud.thread.start()
+    wait_for(loud.held_on_record, WAIT, "the run with a channel held")
+    [sent] = server.wait_for(1)
+    assert "fleet budget reached" in sent.body["title"], sent.body
+    needs = [e for e in loud.events() if isinstance(e, ev.NeedsOperator)]
+    assert [n.notify for n in needs] == [True]
+    wait_for(lambda: [h.told for h in loud.ledger.holds(day)] == [True], WAIT, "the hold marked told")
+    for r in (silent, loud):
+        r.sup.stop()
+        r.thread.join(WAIT)
 
 
 def test_a_raise_too_small_holds_the_runs_at_the_new_limit_told_at_once_by_one_of_them(

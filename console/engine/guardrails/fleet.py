@@ -108,6 +108,9 @@ class FleetBudget(Protocol):
     # Whether the last check had the store's answer: a held run stays held while the store cannot say the hold
     # was lifted (a run not held is not held on a figure nobody knows).
     known: bool
+    # Whether this run has a channel to tell a hold to (set by the supervisor from its run's notifier): one
+    # without never takes the telling, which a held run with a channel does.
+    tells: bool
 
     def limited(self) -> bool:
         """Whether the operator's config sets a daily limit now (the fleet's or any job's)."""
@@ -128,13 +131,19 @@ class FleetBudget(Protocol):
         """The hold's notification is done: the operator's channels took it (:class:`Telling`); nobody takes it
         over."""
 
+    def pass_on(self, hold: FleetHold) -> None:
+        """This run claimed the telling of ``hold`` but has no channel to tell it to: its claim is given up, for the
+        next held run that has one."""
+
 
 class Telling:
     """The hold this run tells, marked told in the store only once the operator's channels took its need: the run's
     notifier says so from its thread (:meth:`heard`, with the need's seq), and the engine marks it at its next look
     (:meth:`due`). A kill -9 between the need's record and its sending leaves the hold unmarked, and another held run
-    takes the telling over once the claim is stale: told at least once, never zero times. A run without a notifier
-    that says so (no channel: nobody to tell) marks it at once (``confirms`` False)."""
+    takes the telling over once the claim is stale: told at least once, never zero times. A run without a channel
+    (``confirms`` False: nobody to tell) passes the telling on (:meth:`FleetBudget.pass_on`): marked told, its hold
+    was never told to the channels of the runs it held afterwards (a run started without channels made the hold,
+    and the runs with a webhook were held in silence all night)."""
 
     def __init__(self) -> None:
         self.confirms = False  # set by whoever runs the run when its notifier has a channel and reports sendings
@@ -142,13 +151,11 @@ class Telling:
         self._pending: tuple[FleetHold, int] | None = None  # the hold told, and its need's seq
         self._heard: set[int] = set()  # the needs' seqs the channels took (a late word may come before `start`)
 
-    def start(self, hold: FleetHold, seq: int) -> bool:
-        """The need of ``hold`` was recorded (``seq``) to be told: True when it is to be marked told now."""
-        if not self.confirms:
-            return True
+    def start(self, hold: FleetHold, seq: int) -> None:
+        """The need of ``hold`` was recorded (``seq``) and is being told to this run's channels (``confirms``): it is
+        marked told once they took it (:meth:`due`)."""
         with self._lock:
             self._pending = (hold, seq)
-        return False
 
     def heard(self, seq: int) -> None:
         """The operator's channels took (or every one of them refused) the need ``seq``: the notifier's thread."""

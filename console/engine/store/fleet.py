@@ -157,9 +157,11 @@ class FleetLedger(Protocol):
 
     def add_spend(self, path: Path, day: str, job: str, usd: float) -> None: ...
     def figures(self, day: str, job: str) -> Figures | None: ...
-    def open_hold(self, day: str, scope: str, limit: float, spent: float, owner: str, now: datetime) -> bool: ...
+    def open_hold(self, day: str, scope: str, limit: float, spent: float, owner: str, now: datetime, *,
+                  claim: bool = True) -> bool: ...
     def claim_telling(self, day: str, scope: str, limit: float, owner: str, stale: float) -> bool: ...
     def hold_told(self, day: str, scope: str, limit: float, now: datetime) -> None: ...
+    def unclaim(self, day: str, scope: str, limit: float, owner: str) -> None: ...
     def raise_limit(self, day: str, scope: str, usd: float, by: str) -> float: ...
     def waive(self, day: str, scope: str, limit: float, path: Path) -> None: ...
     def waived(self, day: str, scope: str, limit: float, path: Path) -> bool: ...
@@ -235,7 +237,10 @@ class SqliteFleet:
         return Figures(amount(row[0]) or 0.0, amount(row[1]) or 0.0, amount(row[2], MAX_LIMIT_USD) or 0.0,
                        amount(row[3], MAX_LIMIT_USD) or 0.0, str(row[4] or "")[:200], str(row[5] or "")[:200])
 
-    def open_hold(self, day: str, scope: str, limit: float, spent: float, owner: str, now: datetime) -> bool:
+    def open_hold(self, day: str, scope: str, limit: float, spent: float, owner: str, now: datetime, *,
+                  claim: bool = True) -> bool:
+        """Make the day's hold of ``scope`` (True: this call made it), its telling claimed by ``owner`` (``claim``:
+        a run with no channel claims nothing, leaving it to a held run that has one)."""
         marks = ", ".join("?" for _ in FINISHED)
         # The live runs the hold pauses, as the jobs table knows them (a job's: those that spent today).
         if scope == FLEET:
@@ -248,8 +253,8 @@ class SqliteFleet:
         cur = self._run("""INSERT INTO fleet_holds (day, scope, limit_usd, spent_usd, running, created_at,
                            created_by, claimed_by, claimed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                            ON CONFLICT DO NOTHING""",
-                        (day, scope, limit, spent, n, now.isoformat(timespec="seconds"), owner[:200], owner[:200],
-                         time.time()))
+                        (day, scope, limit, spent, n, now.isoformat(timespec="seconds"), owner[:200],
+                         owner[:200] if claim else None, time.time() if claim else None))
         return cur is not None and cur.rowcount == 1
 
     def claim_telling(self, day: str, scope: str, limit: float, owner: str, stale: float) -> bool:
@@ -266,6 +271,11 @@ class SqliteFleet:
     def hold_told(self, day: str, scope: str, limit: float, now: datetime) -> None:
         self._run("UPDATE fleet_holds SET told_at = ? WHERE day = ? AND scope = ? AND limit_usd = ?",
                   (now.isoformat(timespec="seconds"), day, scope, limit))
+
+    def unclaim(self, day: str, scope: str, limit: float, owner: str) -> None:
+        self._run("""UPDATE fleet_holds SET claimed_by = NULL, claimed_at = NULL
+                     WHERE day = ? AND scope = ? AND limit_usd = ? AND claimed_by = ? AND told_at IS NULL""",
+                  (day, scope, limit, owner[:200]))
 
     def waive(self, day: str, scope: str, limit: float, path: Path) -> None:
         self._run("INSERT INTO fleet_waivers (day, scope, limit_usd, path) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
@@ -342,6 +352,10 @@ class StoreFleetBudget:
         self.claim_seconds = claim_seconds
         self.recheck_seconds = recheck_seconds
         self.checks = 0  # how many checks asked the store (the benchmark's figure)
+        # Whether this run has a channel to tell a hold to (the supervisor says so from its run's notifier): one
+        # without never claims the telling, which a held run with a channel takes (a run started without channels
+        # made the day's hold, and the runs with a webhook it held afterwards were never told).
+        self.tells = True
         self.known = True  # whether the last check had the store's answer
         # Each scope's limit in the config and who last raised it today, as the last check saw them (a hold's
         # lifting says which lifted it).
@@ -391,8 +405,9 @@ class StoreFleetBudget:
             if (day, scope, limit) in self._waived or self.ledger.waived(day, scope, limit, self.path):
                 self._waived.add((day, scope, limit))
                 continue  # the operator let this run go on past this limit today
-            tell = (self.ledger.open_hold(day, scope, limit, spent, self.owner, now)
-                    or self.ledger.claim_telling(day, scope, limit, self.owner, self.claim_seconds))
+            made = self.ledger.open_hold(day, scope, limit, spent, self.owner, now, claim=self.tells)
+            tell = self.tells and (made or self.ledger.claim_telling(day, scope, limit, self.owner,
+                                                                     self.claim_seconds))
             # The runs it pauses, counted when it is told (the figure the hold recorded at its creation is stale
             # once a takeover tells it later, and counted runs no process ran).
             running = self._live(day, scope) if tell else 0
@@ -411,3 +426,6 @@ class StoreFleetBudget:
 
     def told(self, hold: FleetHold, now: datetime) -> None:
         self.ledger.hold_told(hold.day, hold.scope, hold.limit_usd, now)
+
+    def pass_on(self, hold: FleetHold) -> None:
+        self.ledger.unclaim(hold.day, hold.scope, hold.limit_usd, self.owner)

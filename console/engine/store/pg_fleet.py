@@ -88,7 +88,8 @@ class PgFleet:
         return Figures(amount(r[0]) or 0.0, amount(r[1]) or 0.0, amount(r[2], MAX_LIMIT_USD) or 0.0,
                        amount(r[3], MAX_LIMIT_USD) or 0.0, str(r[4] or "")[:200], str(r[5] or "")[:200])
 
-    def open_hold(self, day: str, scope: str, limit: float, spent: float, owner: str, now: datetime) -> bool:
+    def open_hold(self, day: str, scope: str, limit: float, spent: float, owner: str, now: datetime, *,
+                  claim: bool = True) -> bool:
         marks = ", ".join("%s" for _ in FINISHED)
         # The live runs the hold pauses: those with a current lease (a job's: those that spent today).
         live = f"r.status NOT IN ({marks}) AND r.lease_expires > now()"
@@ -97,10 +98,11 @@ class PgFleet:
                  "AND s.job = %s")
         params: tuple[Any, ...] = FINISHED if scope == FLEET else (*FINISHED, day, scope.removeprefix("job:"))
         rows = self._rows(f"""INSERT INTO fleet_holds (day, scope, limit_usd, spent_usd, running, created_at,
-                              created_by, claimed_by, claimed_at) SELECT %s, %s, %s, %s, ({count}), %s, %s, %s, now()
+                              created_by, claimed_by, claimed_at)
+                              SELECT %s, %s, %s, %s, ({count}), %s, %s, %s, CASE WHEN %s THEN now() END
                               ON CONFLICT DO NOTHING RETURNING 1""",
                           (day, scope, limit, spent, *params, now.isoformat(timespec="seconds"), owner[:200],
-                           owner[:200]))
+                           owner[:200] if claim else None, claim))
         return bool(rows)
 
     def claim_telling(self, day: str, scope: str, limit: float, owner: str, stale: float) -> bool:
@@ -114,6 +116,11 @@ class PgFleet:
     def hold_told(self, day: str, scope: str, limit: float, now: datetime) -> None:
         self._rows("UPDATE fleet_holds SET told_at = %s WHERE day = %s AND scope = %s AND limit_usd = %s",
                    (now.isoformat(timespec="seconds"), day, scope, limit))
+
+    def unclaim(self, day: str, scope: str, limit: float, owner: str) -> None:
+        self._rows("""UPDATE fleet_holds SET claimed_by = NULL, claimed_at = NULL
+                      WHERE day = %s AND scope = %s AND limit_usd = %s AND claimed_by = %s AND told_at IS NULL""",
+                   (day, scope, limit, owner[:200]))
 
     def waive(self, day: str, scope: str, limit: float, path: Path) -> None:
         self._rows("INSERT INTO fleet_waivers (day, scope, limit_usd, key) VALUES (%s, %s, %s, %s) "
