@@ -156,3 +156,26 @@ def test_k_acknowledges_a_run_that_crashed_it_asks_no_more_and_p_still_resumes_i
         assert (acked.reason, acked.by) == ("crashed", "console")
 
     drive(app, body, size=(120, 40))
+
+
+def test_the_resume_hint_goes_when_the_log_shows_the_run_completed(make_job):
+    """Found by a new operator's trial: attached to a completed run, the status line sometimes said
+    "completed · read-only │ p resumes" (p did nothing): the hint was set when the runner's state came, while the
+    replay had not reached the run's end, and never looked at again. Here the end comes after the hint."""
+    paths = make_job("quickstart")
+    make_supervisor(paths).run()
+    lines = paths.events.read_text(encoding="utf-8").splitlines()
+    cut = next(i for i, line in enumerate(lines) if ev.parse_event(line).type in ENDS)
+    paths.events.write_text("\n".join(lines[:cut]) + "\n", encoding="utf-8")  # as a kill -9 leaves it
+    app = attach_app(paths)
+
+    async def body(pilot):
+        status = app.main.query_one("#status")
+        await wait_for(pilot, lambda: status.runner_known and "p resumes" in status_text(app), what="the hint")
+        with paths.events.open("a", encoding="utf-8") as fh:  # the rest of the log: the run's end
+            fh.write("\n".join(lines[cut:]) + "\n")
+        await wait_for(pilot, lambda: app.state.ended, what="the run's end")
+        await wait_for(pilot, lambda: "p resumes" not in status_text(app), what="the hint gone")
+        assert "completed" in status_text(app) and "resume" not in footer_keys(app)
+
+    drive(app, body, size=(200, 50))

@@ -370,9 +370,18 @@ class RunScreen(Screen[Any]):
         every change of the run's state and of what this console asked for (pause, resume, stop...)."""
         if not self.ui_alive:
             return
-        key = offers(self.run.facts())
+        facts = self.run.facts()
+        key = offers(facts)
         if key != self._keys_state:
             self._keys_state = key
+            # The status line's "p resumes" follows the same facts: set when the runner's state came, before an
+            # attach's replay had reached the run's end, it stayed on a completed run ("completed · read-only │ p
+            # resumes", and p did nothing).
+            hint = self.resume_key_hint() if facts.can_start_again else ""
+            for status in self.query(StatusLine):
+                if status.resume_hint != hint:
+                    status.resume_hint = hint
+                    status.refresh()
             self.panes.crowd(self.state.restart_pending is not None)  # two more keys in the footer
             # This screen's, not the top one's: its footer must be right when a dialog over it closes.
             self.refresh_bindings()
