@@ -57,3 +57,23 @@ def test_a_raise_from_another_shell_shows_the_run_working_and_p_pauses_it(make_j
     commands = [(e.command, e.status) for e in events_of(app, ev.OperatorCommand) if e.status != "received"]
     assert commands[0] == ("pause", "applied"), commands
     assert ("resume", "rejected") not in commands
+
+
+def test_the_guardrails_screen_names_the_fleet_budget_that_holds_the_run() -> None:
+    """Found by a new operator's trial: a run held by the fleet's daily budget (or its job's) showed "Budgets ...
+    Cost none" on its guardrails screen: its own cost budget, none, as if nothing limited it."""
+    from datetime import UTC, datetime
+
+    from console.tui.screens.guardrails import section_lines
+    from console.view.state import ConsoleState
+    from console.view.state.parts import Need
+
+    now = datetime(2026, 12, 1, 23, 0, tzinfo=UTC)
+    st = ConsoleState("job")
+    plain = "\n".join(line.plain for line in section_lines(st, now)["g-budgets"])
+    assert "Fleet" not in plain
+    st.needs = Need("fleet_budget", "the fleet spent $4.66 today, over its daily budget of $4.00\x1b[31m", (), now,
+                    True, 7)
+    held = "\n".join(line.plain for line in section_lines(st, now)["g-budgets"])
+    assert "Fleet" in held and "HELD the fleet spent $4.66 today, over its daily budget of $4.00" in held, held
+    assert "\x1b" not in held

@@ -22,6 +22,7 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from console.engine.text import safe_text
 from console.tui.widgets.lines import hang
 from console.view import present
 from console.view.format import clip, clock_time, span, tokens
@@ -109,9 +110,15 @@ def cost_line(g: GuardrailsState, job_cost: float | None, priced: bool | None) -
 
 
 def budgets_lines(g: GuardrailsState, now: datetime, width: int, job_cost: float | None = None,
-                  priced: bool | None = None, ended: datetime | None = None) -> Lines:
-    return [*_row("Deadline", deadline_line(g, now, ended), width), *_row("Tokens", tokens_line(g), width),
+                  priced: bool | None = None, ended: datetime | None = None, fleet_hold: str = "") -> Lines:
+    """The run's own budgets; and ``fleet_hold``, the message of the fleet's daily budget holding it (the run's
+    own cost budget may be "none" while the fleet's, or its job's, holds it: the screen said only "Cost none")."""
+    rows = [*_row("Deadline", deadline_line(g, now, ended), width), *_row("Tokens", tokens_line(g), width),
             *_row("Cost", cost_line(g, job_cost, priced), width)]
+    if fleet_hold:
+        held = safe_text(fleet_hold, one_line=True, limit=300)
+        rows += _row("Fleet", Content.assemble(("HELD ", "bold $text-error"), held), width)
+    return rows
 
 
 def completion_lines(g: GuardrailsState, width: int) -> Lines:
@@ -294,7 +301,9 @@ def section_lines(state: ConsoleState, now: datetime, widths: dict[str, int] | N
     w = (widths or {}).get
     ended = ended_at(state)
     return {
-        "g-budgets": budgets_lines(g, now, w("g-budgets", 200), state.job_cost, state.priced, ended),
+        "g-budgets": budgets_lines(g, now, w("g-budgets", 200), state.job_cost, state.priced, ended,
+                                   state.needs.message if state.needs is not None
+                                   and state.needs.reason == "fleet_budget" else ""),
         "g-completion": completion_lines(g, w("g-completion", 200)),
         "g-tools": tools_lines(g, w("g-tools", 200)),
         "g-mcp": mcp_lines(g, w("g-mcp", 200), ended=state.ended),
