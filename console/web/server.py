@@ -85,11 +85,23 @@ def browser_console(command: str, public_url: str) -> web.Application:
     from textual_serve.server import Server
 
     # Its URLs are the public URL and the route's path, which in a mounted application carries /console/ already.
-    server = Server(command, title="agent-console", public_url=public_url.rstrip("/"))
+    public = public_url.rstrip("/")
+    server = Server(command, title="agent-console", public_url=public)
+    public_host = urlsplit(public).netloc
+
+    async def index(request: web.Request) -> web.StreamResponse:
+        # The page names its script's and websocket's address in full: the public URL's when the browser came by it
+        # (behind a TLS proxy, its https), else the address the browser used (a tunnel on another port,
+        # localhost for 127.0.0.1), which is the only one the page's policy lets it reach ('self'): named the public
+        # URL's there, the console drew nothing. Set and read with no await between (one event loop).
+        server.public_url = public if request.host == public_host else f"{request.scheme}://{request.host}"
+        response: web.StreamResponse = await server.handle_index(request)
+        return response
+
     sub = web.Application()
     aiohttp_jinja2.setup(sub, loader=jinja2.FileSystemLoader(server.templates_path), autoescape=True)
     sub.add_routes([
-        web.get("/", server.handle_index, name="index"),
+        web.get("/", index, name="index"),
         web.get("/ws", server.handle_websocket, name="websocket"),
         web.get("/download/{key}", server.handle_download, name="download"),
         web.static("/static", server.statics_path, name="static"),

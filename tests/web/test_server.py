@@ -224,11 +224,33 @@ def test_the_browser_console_is_behind_the_same_login() -> None:
             await logged_in(client, auth)
             page = await client.get("/console/")
             body = await page.text()
-            assert page.status == 200 and 'data-session-websocket-url="ws://127.0.0.1/console/ws"' in body
+            # (The address this browser came by: the public URL names no port.)
+            port = client.server.port
+            assert page.status == 200 and f'data-session-websocket-url="ws://127.0.0.1:{port}/console/ws"' in body
             assert "'unsafe-inline'" in page.headers["Content-Security-Policy"]
             assert page.headers["X-Frame-Options"] == "DENY"
             assert (await client.get("/")).headers["Content-Security-Policy"] == HEADERS["Content-Security-Policy"]
             assert (await client.get("/console/static/js/textual.js")).status == 200
+
+    asyncio.run(main())
+
+
+def test_the_browser_console_names_the_address_the_browser_came_by() -> None:
+    """Found by a new operator's trial: the browser console's page named the public URL (the bound address by
+    default) for its script and websocket, whatever address the browser used: opened as localhost:8765, or through
+    a tunnel on another port, its policy ('self') refused them and it drew nothing. It names the browser's address,
+    or the public URL when the browser came by it (a TLS proxy's https kept)."""
+    async def main() -> None:
+        auth = au.Auth()
+        web_app = WebApp(auth, FleetFeed(Rows()), poll=0.05)
+        app = web_app.build(console="agent-console fleet", public_url="https://console.example")
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            await logged_in(client, auth)
+            body = await (await client.get("/console/", headers={"Host": "localhost:9000"})).text()
+            assert 'data-session-websocket-url="ws://localhost:9000/console/ws"' in body, body
+            assert "https://console.example" not in body
+            body = await (await client.get("/console/", headers={"Host": "console.example"})).text()
+            assert 'data-session-websocket-url="wss://console.example/console/ws"' in body
 
     asyncio.run(main())
 
