@@ -398,9 +398,12 @@ def snapshot(row: JobRow, fold: RunFold, pid: int | None, now: datetime) -> Flee
     if state == GONE:
         detail = "its folder no longer exists"
     need = st.needs if kind == "needs" else None
+    phase = present.phase_short(st.todos)
+    if phase == "final" and state == COMPLETED:  # done; one that stopped or gave up in its final review is "final"
+        phase = "done"
     return FleetRow(
         path=fold.paths.root, id=run_id(row.path), name=fold.paths.root.name, job=job_name(fold.paths.root),
-        state=state, kind=kind, phase=present.phase_short(st.todos), phase_long=st.phase,
+        state=state, kind=kind, phase=phase, phase_long=st.phase,
         ctx=g.pct if g.limit else None,
         cost=cost, elapsed=elapsed(st.run_started, end) if st.run_started else "", last=fold.last,
         detail=clip(detail or "", 300),

@@ -139,3 +139,24 @@ def test_a_run_of_this_machine_costs_what_its_log_says_not_its_store_row(tmp_pat
     fleet = Fleet(store_path, now=lambda: FROZEN_NOW, holder=lambda fold: None)
     rows = {r.path.name: r for r in fleet.poll()}
     assert rows["silent"].cost is None and rows["logged"].cost == 0.42
+
+
+def test_the_phase_column_says_done_of_a_completed_run_and_final_of_one_that_gave_up_there(tmp_path: Path) -> None:
+    """A run that gave up in its final review read "done" in the phase column beside "needs you: gave up"."""
+    store_path = tmp_path / "data" / "jobs.db"
+    store = JobStore(store_path)
+    for name, outcome in (("finished", "completed"), ("quitter", "gave_up")):
+        root = tmp_path / "runs" / name
+        root.mkdir(parents=True)
+        store.started(root, name, "openai", "gpt-6.2-sol", FROZEN_NOW - timedelta(minutes=5))
+        store.ended(root, outcome.replace("_", " "), FROZEN_NOW, "done")
+        log = Log(start=FROZEN_NOW - timedelta(minutes=5))
+        log.add(ev.SessionStarted, reason="new", provider="openai", model="gpt-6.2-sol", context_window=32_000)
+        log.events.append(ev.TodosChanged(ts=FROZEN_NOW - timedelta(minutes=4), seq=len(log.events) + 1, session=1,
+                                          phase_name="Job Completion", phase_number=0, total_phases=2,
+                                          kind="completion", items=[]))
+        log.add(ev.RunEnded, reason="job_complete" if outcome == "completed" else "gave_up", outcome=outcome,
+                sessions=1)
+        log.write(JobPaths(root).events)
+    rows = {r.path.name: r for r in Fleet(store_path, now=lambda: FROZEN_NOW, holder=lambda fold: None).poll()}
+    assert (rows["finished"].phase, rows["quitter"].phase) == ("done", "final"), rows

@@ -389,7 +389,8 @@ def test_an_unavailable_mcp_call_says_its_tool_once() -> None:
 
 
 def test_the_narrow_phase_column_names_the_final_review_not_done() -> None:
-    """A run that gave up in its final review read "done" in the fleet's phase column, beside "needs you: gave up"."""
+    """A run that gave up in its final review read "done" in the fleet's phase column, beside "needs you: gave up"
+    (a completed run's row still says "done": console/view/fleet.py)."""
     at = datetime(2026, 1, 1, tzinfo=UTC)
 
     def todos(kind: str, number: int = 0, total: int = 0) -> ev.TodosChanged:
