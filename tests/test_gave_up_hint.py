@@ -9,13 +9,18 @@ from pathlib import Path
 from tests.processes import cli
 
 
-def test_the_demo_models_give_up_names_the_resume_with_a_real_model(tmp_path: Path) -> None:
+def give_up(tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """A headless run of the demo model on a job it cannot do (a translation): it gives up."""
     job = tmp_path / "weekly"
     job.mkdir()
     (job / "instructions.md").write_text("# Weekly\n\n1. Translate notes.txt into French and write notes_fr.txt.\n")
     (job / "notes.txt").write_text("Meeting moved to Friday.\n")
-    done = subprocess.run(cli("run", "--headless", str(job), "--speed", "0"), capture_output=True, text=True,
+    return subprocess.run(cli("run", "--headless", str(job), "--speed", "0"), capture_output=True, text=True,
                           timeout=120)
+
+
+def test_the_demo_models_give_up_names_the_resume_with_a_real_model(tmp_path: Path) -> None:
+    done = give_up(tmp_path)
     assert done.returncode != 0 and "the agent gave up" in done.stderr, done.stderr
     last = done.stderr.strip().splitlines()[-1]
     rid = last.split("agent-console resume ")[1].split()[0]
@@ -36,12 +41,7 @@ def test_the_console_says_the_same_once_it_is_gone(tmp_path: Path, capsys) -> No
     from console.cli.lifecycle import after_console
     from console.engine.job import JobPaths
 
-    job = tmp_path / "weekly"
-    job.mkdir()
-    (job / "instructions.md").write_text("# Weekly\n\n1. Translate notes.txt into French and write notes_fr.txt.\n")
-    (job / "notes.txt").write_text("Meeting moved to Friday.\n")
-    done = subprocess.run(cli("run", "--headless", str(job), "--speed", "0"), capture_output=True, text=True,
-                          timeout=120)
+    done = give_up(tmp_path)
     assert done.returncode != 0
     rid, folder = done.stdout.splitlines()[0].removeprefix("run ").split(": ", 1)
     paths = JobPaths(Path(folder))

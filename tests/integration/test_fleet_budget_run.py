@@ -167,6 +167,19 @@ def test_a_new_day_lifts_the_hold_and_the_new_days_spend_is_held_anew_and_told_a
     assert len(server.requests) == 2  # each day's hold told once
 
 
+def run_unheld(sup: Supervisor) -> None:
+    """Run ``sup`` to its end, which must come without a hold (one is stopped, so the test fails, not hangs)."""
+    result: list[ShutdownReason] = []
+    thread = threading.Thread(target=lambda: result.append(sup.run().reason), daemon=True)
+    thread.start()
+    thread.join(WAIT)
+    held = sup.operator.needs
+    if thread.is_alive():  # held (the failure this test is for): stopped, so that the test fails, not hangs
+        sup.stop()
+        thread.join(WAIT)
+    assert held is None and result == [ShutdownReason.JOB_COMPLETE], (held, result)
+
+
 def test_a_run_of_a_free_model_is_never_held_by_a_fleet_over_its_budget(make_job, tmp_path: Path) -> None:
     """Found by a new operator's trial: the offline demo model is priced at nothing (models.toml), and a fleet over
     its daily budget (other runs' spend) held the quickstart, which docs/guardrails.md says is never held. A run of
@@ -181,15 +194,7 @@ def test_a_run_of_a_free_model_is_never_held_by_a_fleet_over_its_budget(make_job
     assert fleet.check(clock.now()) is not None  # the hold is open for a run that counts
     sup = Supervisor(paths, run_settings(prices=Prices(input=0.0, output=0.0)), ScriptedProvider(clock=clock),
                      clock=clock, store=JobStore(db), fleet=fleet)
-    result: list[ShutdownReason] = []
-    thread = threading.Thread(target=lambda: result.append(sup.run().reason), daemon=True)
-    thread.start()
-    thread.join(WAIT)
-    held = sup.operator.needs
-    if thread.is_alive():  # held (the failure this test is for): stopped, so that the test fails, not hangs
-        sup.stop()
-        thread.join(WAIT)
-    assert held is None and result == [ShutdownReason.JOB_COMPLETE], (held, result)
+    run_unheld(sup)
     assert not [e for e in ev.read_events(paths.events) if isinstance(e, ev.NeedsOperator)]
 
 
@@ -212,15 +217,7 @@ def test_a_run_without_prices_is_neither_counted_nor_held_and_says_so_as_a_notic
     assert limits.any == (fleet.check(clock.now()) is not None)  # the hold is open for a run that counts
     sup = Supervisor(paths, run_settings(prices=None), ScriptedProvider(clock=clock), clock=clock,
                      store=JobStore(db), fleet=fleet)
-    result: list[ShutdownReason] = []
-    thread = threading.Thread(target=lambda: result.append(sup.run().reason), daemon=True)
-    thread.start()
-    thread.join(WAIT)
-    held = sup.operator.needs
-    if thread.is_alive():  # held (the failure this test is for): stopped, so that the test fails, not hangs
-        sup.stop()
-        thread.join(WAIT)
-    assert held is None and result == [ShutdownReason.JOB_COMPLETE], (held, result)
+    run_unheld(sup)
     events = list(ev.read_events(paths.events))
     assert not [e for e in events if isinstance(e, ev.NeedsOperator)]
     assert not [e for e in events if isinstance(e, ev.ErrorEvent) and "fleet" in e.message]  # no error: a notice
