@@ -264,9 +264,11 @@ def test_a_steady_stream_wakes_the_loop_per_batch_not_per_chunk_and_still_ticks(
     assert len([i for i in items if isinstance(i, TextDelta)]) == len(ticks)  # one look per hand-over
 
 
-def test_a_stop_during_a_fast_stream_acts_and_the_stream_is_closed() -> None:
+@pytest.mark.parametrize("shown", [True, False])
+def test_a_stop_during_a_fast_stream_acts_and_the_stream_is_closed(shown: bool) -> None:
     # The stream never falls silent (a chunk every millisecond for up to 30 s): the stop must act between its
-    # chunks, not wait for a silence, and the worker must end the stream it reads.
+    # chunks, not wait for a silence, and the worker must end the stream it reads. The same bound for a stream
+    # nobody shows (shown=False): the loop's thread looks at the operator every TICK, streaming or silent.
     provider = Streaming(30_000, gap=0.001)
     stop = threading.Event()
 
@@ -280,7 +282,7 @@ def test_a_stop_during_a_fast_stream_acts_and_the_stream_is_closed() -> None:
     got: list[StreamEvent] = []
     threading.Timer(0.3, stop.set).start()
     with pytest.raises(Stopped):
-        for item in stream_abandonably(provider, None, CallLimits(), tick):
+        for item in stream_abandonably(provider, None, CallLimits(), tick, shown=shown):
             got.append(item)
     assert provider.closed.wait(10)  # the worker saw the cancel at its next chunk and closed the stream
     assert provider.read < 30_000
@@ -296,7 +298,6 @@ def test_an_error_after_text_surfaces_after_all_the_text_before_it() -> None:
                 got.append(item)
         assert err.value.cause == "cut"
         assert text_of(got) == "".join(f"{i} " for i in range(200))
-
 
 
 def test_a_steady_stream_is_read_in_gathered_batches_not_a_wake_up_a_chunk() -> None:
@@ -331,28 +332,6 @@ def test_a_stream_nobody_shows_is_taken_at_the_ticks_not_every_pace(monkeypatch:
     provider, ticks = Streaming(250, gap=0.002), []
     items = list(stream_abandonably(provider, None, CallLimits(), lambda: ticks.append(1)))
     assert len([i for i in items if isinstance(i, TextDelta)]) == len(ticks) > 2
-
-
-def test_a_stop_acts_within_a_tick_during_a_stream_nobody_shows() -> None:
-    # The same bound as a shown stream: the loop's thread looks at the operator every TICK, streaming or silent.
-    provider = Streaming(30_000, gap=0.001)
-    stop = threading.Event()
-
-    class Stopped(Exception):
-        pass
-
-    def tick() -> None:
-        if stop.is_set():
-            raise Stopped
-
-    got: list[StreamEvent] = []
-    threading.Timer(0.3, stop.set).start()
-    with pytest.raises(Stopped):
-        for item in stream_abandonably(provider, None, CallLimits(), tick, shown=False):
-            got.append(item)
-    assert provider.closed.wait(10)
-    assert provider.read < 30_000
-    assert text_of(got) == "".join(f"{i} " for i in range(len(text_of(got).split())))
 
 
 def test_a_stream_nobody_shows_is_read_in_batches_a_tick_apart(monkeypatch: pytest.MonkeyPatch) -> None:
