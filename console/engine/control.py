@@ -35,6 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
+from console.engine import doorbell as bell
 from console.engine.atomic import TMP_SUFFIX, atomic_write_text, private_dir
 from console.engine.commands import AnyCommand, CommandError, CommandModel, CommandName, describe, parse_command
 from console.engine.job_files import JobPaths
@@ -45,6 +46,9 @@ __all__ = ["ACQUIRE_PATIENCE", "Command", "ControlChannel", "InboxFull", "RunLoc
 
 # How often the engine looks at the inbox while a model is streaming.
 POLL_INTERVAL = 0.2
+# How often a run with a doorbell (console.engine.doorbell) looks at its inbox while it waits, by itself: a sender
+# rings it, so this is only for a command written by hand and for what the waits watch on a clock (a deadline).
+LOOK = 1.0
 # While the run's inbox is missing (it is made by the first command), how often the run's folder is looked at: a
 # folder deleted or moved away under a running run leaves it writing into files nobody will read, its agent's tools
 # failing, and no inbox any operator command can reach. The run is stopped then, as by a signal (FOLDER_GONE).
@@ -145,6 +149,7 @@ def write_inbox(paths: JobPaths, command: str | AnyCommand, args: dict[str, Any]
         private_dir(folder, follow=False)
     name = f"{time.time_ns():020d}-{cmd.id}.json"
     atomic_write_text(paths.inbox / name, cmd.model_dump_json(), durable=False)
+    bell.ring(paths.state / bell.NAME)  # the run looks now, not at its next look (see console.engine.doorbell)
     return cmd
 
 
@@ -212,17 +217,39 @@ class ControlChannel:
         # at its path (see FOLDER_LOOK).
         self._folder = self._hold_folder()
         self._folder_at = time.monotonic()
+        # Rung by a command's sender and by this process (listen(): the run that holds the job; None otherwise).
+        self.doorbell: bell.Doorbell | None = None
         self.gone: str | None = None
         # The inbox folder as its last trusted listing saw it (see RELIST), and when that listing was made.
         self._listed: tuple[int, int, int, int, int, int] | None = None
         self._listed_at = 0.0
         self._listed_all = True  # the last listing went through every entry (not cut by MAX_INBOX or MAX_INBOX_WORK)
 
+    def listen(self) -> None:
+        """Open the run's doorbell (the process holding the job's lock, once): its waits then wake when a command
+        comes, and look by themselves every :data:`LOOK` only. Without one (no inbox, or it cannot be made)
+        they look every :data:`POLL_INTERVAL`, as before."""
+        if self.doorbell is None and self.inbox is not None:
+            self.doorbell = bell.Doorbell.open(self.inbox.parent / bell.NAME)
+
+    def close(self) -> None:
+        """Close the doorbell (the run ends); a later ring reaches nobody, and its sender does not mind."""
+        door, self.doorbell = self.doorbell, None
+        if door is not None:
+            door.close()
+
+    @property
+    def look_every(self) -> float:
+        """Seconds between a waiting run's own looks at its inbox (see :meth:`listen`)."""
+        return LOOK if self.doorbell is not None else POLL_INTERVAL
+
     def submit(self, command: str | AnyCommand, args: dict[str, Any] | None = None, source: str = "console") -> Command:
         """Queue a command in-process; :class:`CommandError` (nothing queued) for one that is no command."""
         cmd = make_command(command, args, source=source)
         self._queue.put(cmd)
         self.wake.set()
+        if (door := self.doorbell) is not None:
+            door.ring()  # the loop waits on the doorbell, not on ``wake``, once it has one
         return cmd
 
     def idle(self) -> bool:
@@ -230,7 +257,8 @@ class ControlChannel:
         ``force`` False would return nothing), nothing to report. Read on every streamed item: a few attribute
         reads, where a poll costs a queue drain and a clock read."""
         return (not self._queue.qsize() and time.monotonic() - self._last_poll < POLL_INTERVAL
-                and not self.invalid and not self.stale)
+                and not self.invalid and not self.stale
+                and not (self.doorbell is not None and self.doorbell.operator_rang))
 
     def poll(self, force: bool = True) -> list[Command]:
         """Commands submitted in-process (always) and from the inbox (rate-limited unless ``force``)."""
@@ -241,8 +269,11 @@ class ControlChannel:
             except queue.Empty:
                 break
         now = time.monotonic()
-        if force or now - self._last_poll >= POLL_INTERVAL:
+        rang = self.doorbell is not None and self.doorbell.operator_rang
+        if force or rang or now - self._last_poll >= POLL_INTERVAL:
             self._last_poll = now
+            if rang and self.doorbell is not None:
+                self.doorbell.operator_rang = False  # cleared before the look: a ring during it is looked at again
             out += self._drain_inbox()
         return out
 
@@ -471,6 +502,11 @@ class ControlChannel:
                     os.unlink(name, dir_fd=dfd)
 
     def wait(self, seconds: float) -> None:
-        """Sleep until a command arrives in-process or ``seconds`` pass (the inbox is polled by the caller)."""
+        """Sleep until a command arrives in-process (or, with a doorbell, is rung) or ``seconds`` pass (the inbox
+        is polled by the caller)."""
+        if (door := self.doorbell) is not None:
+            door.wait(seconds)
+            self.wake.clear()
+            return
         self.wake.wait(seconds)
         self.wake.clear()

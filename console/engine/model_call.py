@@ -31,7 +31,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from tenacity import RetryCallState, Retrying, retry_if_exception
 from tenacity.wait import wait_base
@@ -57,6 +57,9 @@ TICK = 0.2  # seconds between looks at the operator's commands while a call is s
 # server ended it (0.05 s cost 20% more CPU a turn at a token a chunk, docs/benchmarks.md). A reply nobody shows as it
 # comes (a headless run) is taken and read every TICK instead (see stream_abandonably's ``shown``).
 PACE = 0.1
+# A headless call's loop, with a doorbell to wake it when a command comes (console.engine.doorbell), looks at the
+# operator's commands and its limits this often (seconds) by itself, not every TICK (see stream_abandonably's bell).
+LOOK = 1.0
 # A streamed item that took this long (seconds) to come was waited for on the socket, not read from what had come.
 READ_WAITED = 0.001
 BACKOFF_START = 2.0  # the first retry waits up to this (jittered), doubling per attempt
@@ -161,6 +164,31 @@ _WORKERS = _Workers()
 os.register_at_fork(after_in_child=lambda: setattr(_WORKERS, "_idle", queue.SimpleQueue()))
 
 
+class Bell(Protocol):
+    """What the loop's thread waits on while a call runs: rung by the worker (at the end, or to hand over), and,
+    for a run's doorbell (console.engine.doorbell.Doorbell), by the operator's commands."""
+
+    def ring(self) -> None: ...
+
+    def wait(self, timeout: float) -> None: ...
+
+
+class _QueueBell:
+    """A bell of the call's own: a ring wakes one wait (a ring left over wakes the next one early, once)."""
+
+    __slots__ = ("_queue",)
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[None] = queue.SimpleQueue()
+
+    def ring(self) -> None:
+        self._queue.put(None)
+
+    def wait(self, timeout: float) -> None:
+        with contextlib.suppress(queue.Empty):
+            self._queue.get(timeout=timeout)
+
+
 class _Failed:
     __slots__ = ("exc",)
 
@@ -173,7 +201,7 @@ _DONE = object()
 
 def stream_abandonably(provider: Provider, request: ModelRequest, limits: CallLimits,
                        tick: Callable[[], None], now: Callable[[], float] = time.monotonic, *,
-                       shown: bool = True) -> Iterator[StreamEvent]:
+                       shown: bool = True, bell: Bell | None = None) -> Iterator[StreamEvent]:
     """The provider's stream, read in a worker thread; ``tick`` runs at least every :data:`TICK` seconds
     and may raise to abandon the call. A silent stream past ``idle_timeout``, or a call past
     ``turn_timeout``, raises a transient :class:`ProviderError`.
@@ -182,6 +210,9 @@ def stream_abandonably(provider: Provider, request: ModelRequest, limits: CallLi
     events), so what came is taken at the loop's ticks (every :data:`TICK`) and at the call's end, not every
     :data:`PACE`, and read from the socket as seldom: half the wake-ups of both threads while a reply streams, the
     same looks at the operator.
+
+    ``bell``: what the loop waits on, when the run has a doorbell its operator's commands ring: a call nobody
+    shows then looks by itself every :data:`LOOK`, not every :data:`TICK` (the commands wake it at once).
 
     The watchdog runs on real time (``now``), not the run's injected clock: it measures a real socket."""
     if getattr(provider, "runs_inline", False):
@@ -200,23 +231,27 @@ def stream_abandonably(provider: Provider, request: ModelRequest, limits: CallLi
         stream = provider.stream(request)
         try:
             asked = time.monotonic()
+            first = True
             for item in stream:
                 if handle.cancelled:
                     break
                 put(item)
-                if (came := time.monotonic()) - asked >= READ_WAITED:
+                if (came := time.monotonic()) - asked >= READ_WAITED and not first:
                     # The socket had nothing when asked (the item was waited for): the server sends a token a
                     # chunk, so let its next chunks gather before reading again, and read them at once (one
                     # wake-up of this thread and one pass of the SDK's reader for all of them, not one each).
+                    # Not after the first item, which waited for the server to start: a reply sent whole (a
+                    # local server, a short answer) is then read to its end at once, not a gather later.
                     time.sleep(gather)
                     came = time.monotonic()
-                asked = came
+                asked, first = came, False
         finally:
             close = getattr(stream, "close", None)
             if close is not None:
                 close()  # ends the HTTP response (the SDK's context manager exits)
 
-    yield from _watched(provider.name, produce, limits, tick, now, PACE if shown else None)
+    yield from _watched(provider.name, produce, limits, tick, now, PACE if shown else None, bell=bell,
+                        look=LOOK if bell is not None and not shown else TICK)
 
 
 def call_abandonably(provider: Provider, fn: Callable[[], None], limits: CallLimits, tick: Callable[[], None],
@@ -232,7 +267,8 @@ def call_abandonably(provider: Provider, fn: Callable[[], None], limits: CallLim
 
 
 def _watched(name: str, produce: Callable[[Callable[[Any], None], CallHandle], None], limits: CallLimits,
-             tick: Callable[[], None], now: Callable[[], float], pace: float | None = PACE) -> Iterator[Any]:
+             tick: Callable[[], None], now: Callable[[], float], pace: float | None = PACE, *,
+             bell: Bell | None = None, look: float = TICK) -> Iterator[Any]:
     """What ``produce`` puts, made on a worker thread under the watchdog: the one way a provider's call is made,
     a stream (:func:`stream_abandonably`) or a single request (:func:`call_abandonably`). ``tick`` at least every
     :data:`TICK` seconds and the limits checked on every hand-over and every tick; a call left (abandoned, or
@@ -241,9 +277,10 @@ def _watched(name: str, produce: Callable[[Callable[[Any], None], CallHandle], N
     Items are handed over in batches (see :data:`PACE`): the worker appends each as it comes, and wakes the loop's
     thread only when it waits and has taken nothing for ``pace`` seconds (None: never, the loop's ticks take
     them), or at the end (done or failed); the loop takes everything queued at each wake-up, in order, with
-    consecutive text merged (:func:`_merged`)."""
+    consecutive text merged (:func:`_merged`). The loop's thread waits on ``bell`` (one of the call's own by
+    default) at most ``look`` seconds at a time."""
     items: deque[Any] = deque()  # appended by the worker, taken by the loop's thread (deque's ends are thread-safe)
-    bell: queue.SimpleQueue[None] = queue.SimpleQueue()
+    bell = bell if bell is not None else _QueueBell()
     # Shared by the two threads without a lock: each read or write is one step under the GIL, and a race costs at
     # most one early wake-up (a ring left in the bell) or one late one (an item taken at the next tick).
     parked = [False]  # the loop's thread waits on the bell
@@ -256,11 +293,11 @@ def _watched(name: str, produce: Callable[[Callable[[Any], None], CallHandle], N
         items.append(item)
         if pace is not None and parked[0] and time.monotonic() - handed[0] >= pace:
             parked[0] = False
-            bell.put(None)
+            bell.ring()
 
     def end(item: Any) -> None:
         items.append(item)
-        bell.put(None)  # the end is handed over at once: the turn goes on without waiting for a tick
+        bell.ring()  # the end is handed over at once: the turn goes on without waiting for a tick
 
     def work() -> None:
         set_current_call(handle)  # the adapter registers how to hang up what it opens
@@ -280,8 +317,7 @@ def _watched(name: str, produce: Callable[[Callable[[Any], None], CallHandle], N
             if not items:
                 parked[0] = True
                 if not items:  # looked at again once parked: the worker reads the flag after it appends
-                    with contextlib.suppress(queue.Empty):
-                        bell.get(timeout=TICK)
+                    bell.wait(look)
                 parked[0] = False
             batch = [items.popleft() for _ in range(len(items))]
             if not batch:  # a silent tick (the wait ran out, or a ring was left over)

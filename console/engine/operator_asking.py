@@ -51,7 +51,7 @@ class OperatorAsking:
         while op.paused and not op.stop_requested:
             if (late := self.deadline_while_waiting()) is not None:
                 return late
-            op.channel.wait(0.2)
+            op.channel.wait(op.channel.look_every)  # a command's sender rings (console.engine.doorbell)
             self.commands()
             if op.paused and self.lifted():
                 break

@@ -401,7 +401,7 @@ class Supervisor:
             while op.restart_decision is None and not op.stop_requested:
                 if (late := rt.guards.deadline_while_waiting()) is not None:
                     break
-                op.channel.wait(0.2)
+                op.channel.wait(op.channel.look_every)  # a command's sender rings (console.engine.doorbell)
                 op.apply(rt, between_sessions=True)
                 self.events.observe()
         finally:
@@ -448,6 +448,7 @@ class Supervisor:
                 raise JobBusy(str(exc)) from None
             if self.launch is not None and not first:
                 write_launch(self.paths, self.launch.record, self.launch.seal)
+            self.operator.channel.listen()  # its doorbell: made after the record (a .console/ with none is foreign)
             self.result = self._run()
             return self.result
         except JobBusy as exc:  # another machine runs it: nothing of this process's happened
@@ -470,7 +471,7 @@ class Supervisor:
             # A failure here is raised only when nothing else is (the run's own error says more).
             closing: BaseException | None = None
             for close in (self.journal.close, self.events.close, link.close if link is not None else None,
-                          self.sandbox.close, self.lock.release):
+                          self.sandbox.close, self.operator.channel.close, self.lock.release):
                 if close is None:
                     continue
                 try:

@@ -342,3 +342,26 @@ def test_a_stream_nobody_shows_is_read_in_batches_a_tick_apart(monkeypatch: pyte
     items = list(stream_abandonably(provider, None, CallLimits(), lambda: None, shown=False))
     assert text_of(items) == "".join(f"{i} " for i in range(200)) and items[-1] == Stop("end_turn")
     assert provider.waits <= 2
+
+
+def test_a_reply_sent_whole_is_read_to_its_end_without_a_gather(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its first piece waited for the server to start; the rest had come by then (a local server, a short answer):
+    # no gather is slept after that first wait, so the call ends as soon as it is read (PACE, TICK made 30 s here:
+    # a gather would hold the call that long).
+    monkeypatch.setattr(model_call, "PACE", 30.0)
+    monkeypatch.setattr(model_call, "TICK", 30.0)
+    slept: list[float] = []
+    real_sleep = time.sleep
+    monkeypatch.setattr(model_call.time, "sleep", lambda s: (slept.append(s), real_sleep(min(s, 0.01)))[1])
+
+    class Whole(Streaming):
+        def send(self) -> None:
+            real_sleep(0.05)  # the server's time to start; then the whole reply is there to read
+            self.buffer.put([*(TextDelta(f"{i} ") for i in range(self.n)), *self.tail])
+
+    for shown in (True, False):
+        slept.clear()
+        provider = Whole(50)
+        items = list(stream_abandonably(provider, None, CallLimits(), lambda: None, shown=shown))
+        assert text_of(items) == "".join(f"{i} " for i in range(50)) and items[-1] == Stop("end_turn")
+        assert 30.0 not in slept
