@@ -282,6 +282,16 @@ class FeedbackContext:
         last = self._state.provider_last.get(name)
         return last.to_feedback() if last else None
 
+    def observed_by(self, name: str) -> list[str]:
+        """The descriptions of the observations of provider ``name``'s feedback in the short history, then of its
+        last feedback (which may be older than the history): what ``recent_feedback(provider=name)`` and
+        ``last_feedback_for_provider(name)`` hold, in that order, read from the records without converting them."""
+        st = self._state
+        out = [d for r in st.history[-FEEDBACK_HISTORY:] if r.provider_name == name for _, d in r.observations]
+        if (last := st.provider_last.get(name)) is not None:
+            out.extend([d for _, d in last.observations])
+        return out
+
     def recent_feedback(self, n: int = FEEDBACK_HISTORY, *, provider: str | None = None) -> tuple[Feedback, ...]:
         """The last ``n`` delivered feedback items of any provider, oldest first (at most FEEDBACK_HISTORY); with
         ``provider``, only that provider's among them (the others are not converted: asked after every call)."""
