@@ -133,6 +133,12 @@ def _digest(text: str) -> str:
 # json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr), its encoder made once (dumps
 # makes one per call when given options: after every tool call).
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
+# The C encoder _CANONICAL.encode makes at each call, made once, for what json.loads gave: such a value cannot hold
+# itself, so it is not checked for cycles (the markers), and ``encode``'s own Python layers are skipped (0.4 against
+# 1.0 us a call, after every tool call). The same C function with the same options: the same text (a test).
+_make_c = getattr(json.encoder, "c_make_encoder", None)
+_PARSED: Callable[[Any, int], Any] | None = None if _make_c is None else _make_c(
+    None, repr, json.encoder.encode_basestring, None, ":", ",", True, False, True)
 
 
 def _canonical_arguments(arguments: str | Mapping[str, Any]) -> str:
@@ -142,6 +148,8 @@ def _canonical_arguments(arguments: str | Mapping[str, Any]) -> str:
             if len(arguments) > MAX_CANONICAL_ARG_BYTES:
                 return arguments
             arguments = json.loads(arguments)
+            if _PARSED is not None:
+                return "".join(_PARSED(arguments, 0))
         return _CANONICAL.encode(arguments)
     except (ValueError, TypeError, RecursionError):
         return arguments if isinstance(arguments, str) else repr(arguments)
