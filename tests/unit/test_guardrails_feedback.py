@@ -351,3 +351,25 @@ def test_tool_call_summaries_are_small_and_canonical() -> None:
     assert len(big.arguments) <= 200 and len(big.error) <= 200 and len(big.model_dump_json()) < 1000
     assert ToolCallSummary.of("x", "{not json", True, "").arguments == "{not json"
     assert not a.same_outcome(ToolCallSummary.of("write_file", '{"path": "a", "content": "x"}', True, "ok!"))
+
+
+def test_a_calls_canonical_arguments_are_json_dumps_own_text_by_the_encoder_made_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # After every tool call its arguments are made canonical JSON (the stuck detector compares calls by it): parsed
+    # arguments go to the C encoder made once, not through JSONEncoder.encode's Python layers, with the same text.
+    from console.engine.guardrails import feedback
+
+    cases = ['{"b": 1, "a": [1, 2.5, null, true, false]}', '{"path": "é \\"q\\" \\\\ \\n \\u2028 \\ud800 ✓"}', '"s"',
+             "3", "1e400", "-0.0", "NaN", '[{"z": {"y": 1, "x": -Infinity}}]', "{}", "[]",
+             '{"n": 12345678901234567890}']
+    wanted = [json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
+              for text in cases]
+    encoded: list[object] = []
+    real = json.JSONEncoder.encode
+    monkeypatch.setattr(json.JSONEncoder, "encode", lambda self, o: encoded.append(o) or real(self, o))
+    for text, want in zip(cases, wanted, strict=True):
+        assert feedback._canonical_arguments(text) == want, text
+    assert encoded == []
+    # What does not parse stays itself; a mapping given as one (not parsed: it may hold anything) takes the encoder.
+    assert feedback._canonical_arguments("{not json") == "{not json"
+    assert feedback._canonical_arguments({"b": {1, 2}, "a": 1}) == '{"a":1,"b":"{1, 2}"}' and len(encoded) == 1

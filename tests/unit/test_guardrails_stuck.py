@@ -174,3 +174,29 @@ def test_what_should_run_found_is_what_provide_reports_for_that_collect_only(
     assert detector.provide(other).observations == fb.observations  # another collect's context: looked at anew
     assert looks == [context, other]
     assert detector.should_run(context) and detector.provide(other) and looks == [context, other, context, other]
+
+
+def test_an_idle_stretch_already_reported_is_looked_up_in_the_records_as_they_are(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # After every call of a long idle stretch the detector looks for its own report of it: in the records' text, not
+    # each record made a Feedback (two frozen dataclasses a record: a tenth of such a turn, benchmarks/turn_cost.py).
+    from console.engine.guardrails.feedback import FeedbackContext, FeedbackRecord
+
+    runner = make_runner(idle_turns=3)
+    made: list[object] = []
+    real = FeedbackRecord.to_feedback
+    monkeypatch.setattr(FeedbackRecord, "to_feedback", lambda self: made.append(self) or real(self))
+    fired = []
+    for turn in range(1, 9):
+        runner.record_call(call("x", args=str(turn), result=str(turn)))
+        fired += [(turn, fb.observations[0].description) for _, fb in
+                  runner.collect(now=T0, world=FakeWorld(), turn=turn, turns_without_progress=turn)]
+    assert fired == [(3, "idle: no todo completed in the last 3 turns (since turn 0)"),
+                     (6, "idle: no todo completed in the last 6 turns (since turn 0)")]
+    assert made == []  # turns 4 to 8 looked for the report of turn 3 (and 6)
+    # What it reads is what the providers' queries give, in their order: the short history's, then the last one's.
+    ctx = FeedbackContext(runner.state, now=T0, world=FakeWorld())
+    assert ctx.observed_by("Stuck") == [o.description for fb in [*ctx.recent_feedback(provider="Stuck"),
+                                                                  ctx.last_feedback_for_provider("Stuck")]
+                                        if fb is not None for o in fb.observations]
+    assert len(ctx.observed_by("Stuck")) == 3 and ctx.observed_by("Other") == []

@@ -213,14 +213,12 @@ class StuckDetector:
         level = turns // idle
         # Looked at after every tool call: the report of this stretch may have left the short history (other
         # providers' blocks since), so the detector's own last feedback is looked at too.
-        mine = list(context.recent_feedback(provider=self.name))
-        if (latest := context.last_feedback_for_provider(self.name)) is not None:
-            mine.append(latest)
-        for fb in mine:
-            for obs in fb.observations:
-                match = _IDLE_RE.match(obs.description)
-                if match and int(match.group(2)) == since and int(match.group(1)) // idle >= level:
-                    return None  # this stretch was already reported at this level
+        # Their observations' descriptions as recorded, not each record made a Feedback (two frozen dataclasses a
+        # record, after every call of an idle stretch: a tenth of such a turn's instructions, turn_cost.py).
+        for description in context.observed_by(self.name):
+            match = _IDLE_RE.match(description)
+            if match and int(match.group(2)) == since and int(match.group(1)) // idle >= level:
+                return None  # this stretch was already reported at this level
         return Detection(
             "idle", f"idle: no todo completed in the last {turns} turns (since turn {since})",
             "Finish the current todo and call todo_complete, or, if it is blocked, call todo_rewind(issue) "
