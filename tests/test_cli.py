@@ -227,6 +227,14 @@ def _link_out(job: Path, tmp: Path) -> None:
     (job / "instructions.md").symlink_to(tmp / "secret")
 
 
+def _toml_links_out(job: Path, tmp: Path) -> None:
+    """A folder handed over with its definition linked elsewhere (here the operator's config): the harness must
+    not read it as the job's, nor name its keys."""
+    (tmp / "config.toml").write_text('api_token = "x"\nspeed = 0\n')
+    (job / "job.toml").unlink(missing_ok=True)
+    (job / "job.toml").symlink_to(tmp / "config.toml")
+
+
 BAD_INPUTS = {
     # flags
     "base-url-ipv6": (lambda job, tmp: ["run", job, "--base-url", "http://[::1"], "--base-url 'http://[::1'"),
@@ -277,6 +285,10 @@ BAD_INPUTS = {
                                "instructions.md is a symbolic link to"),
     "instructions-links-out-in-place": (lambda job, tmp: _link_out(job, tmp) or ["run", "--in-place", job],
                                         "outside the job folder"),
+    "job-toml-links-out": (lambda job, tmp: _toml_links_out(job, tmp) or ["run", job],
+                           "job.toml is a symbolic link to"),
+    "job-toml-links-out-in-place": (lambda job, tmp: _toml_links_out(job, tmp) or ["run", "--in-place", job],
+                                    "a job's definition must be the folder's own file"),
     "instructions-binary": (lambda job, tmp: (job / "instructions.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00") and
                             ["run", job, "--speed", "0"], "instructions.md is a binary file (a NUL byte at byte 8)"),
     "instructions-binary-in-place": (lambda job, tmp: (job / "instructions.md").write_bytes(b"\x00" * 5000) and

@@ -123,14 +123,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # -I: textual-serve starts it in this process's working folder, which may be a job folder someone handed the
     # operator: `-m` would import a console/ package planted there first.
     console = None if args.no_console else f"{shlex.quote(sys.executable)} -I -m console.cli fleet"
-    if not loopback(host) and context is None:
-        say(f"serve: listening on {host}, not only this machine, without TLS: the login link and the session "
-            "travel in clear; prefer --certfile/--keyfile, a reverse proxy with TLS, or an SSH tunnel", sys.stderr)
-    say(f"serve: open this login link once (it works once): {public}/login?token={auth.login_token()}")
-    say(f"serve: listening on {args.bind}; Ctrl+C stops it")
+    def listening(_said: str) -> None:
+        """Said once the socket is bound (aiohttp's ``print``, called after its sites started): a port another
+        process holds gets no login link (it would open that process's page) and no word of listening."""
+        if not loopback(host) and context is None:
+            say(f"serve: listening on {host}, not only this machine, without TLS: the login link and the session "
+                "travel in clear; prefer --certfile/--keyfile, a reverse proxy with TLS, or an SSH tunnel",
+                sys.stderr)
+        say(f"serve: open this login link once (it works once): {public}/login?token={auth.login_token()}")
+        say(f"serve: listening on {args.bind}; Ctrl+C stops it")
+
     try:
         web.run_app(app.build(console=console, public_url=public), host=host, port=port, ssl_context=context,
-                    print=None, access_log=None)
+                    print=listening, access_log=None)
     except OSError as exc:
         raise UsageError(f"serve: cannot listen on {args.bind}: {exc.strerror or exc}") from None
     finally:

@@ -211,6 +211,14 @@ def validate_job_folder(root: Path) -> JobPaths:
             raise JobError(f"{shown}: instructions.md is a symbolic link to {one_line(target, 0)}, outside the job "
                            "folder, which the agent may not read; put the task's text in the folder's own "
                            "instructions.md")
+    if os.path.islink(paths.job_toml):
+        # A job's definition (its model, commands, guardrails) is the folder's own: a handed folder's job.toml
+        # linked elsewhere made the harness read and use whatever file it named (the operator's own config, a
+        # file of another job), and name that file's keys in its errors.
+        target = os.path.realpath(paths.job_toml)
+        if os.path.commonpath([target, str(paths.root)]) != str(paths.root):
+            raise JobError(f"{shown}: job.toml is a symbolic link to {one_line(target, 0)}, outside the job folder; "
+                           "a job's definition must be the folder's own file: copy it into the folder")
     return paths
 
 

@@ -140,6 +140,11 @@ class OperatorState:
                 if not self.awaiting_restart:
                     return "rejected", "no restart is pending"
                 approve = isinstance(body, ApproveRestart)
+                if self.restart_decision is not None:
+                    # Two answers at once (two shells, a phone and a shell): the first is the one applied, and
+                    # the second's sender is told so, not that theirs was.
+                    first = "approved" if self.restart_decision == "approve" else "denied"
+                    return "rejected", f"the restart was {first} already (the first answer decides): nothing changed"
                 self.restart_decision = "approve" if approve else "deny"
                 return "applied", "restart approved" if approve else "restart denied"
             case Checkpoint() | Rewind():

@@ -25,11 +25,13 @@ class Scrubber:
     def __init__(self, environ: Mapping[str, str], extra: Iterable[str] = ()) -> None:
         found = {v.strip() for k, v in environ.items() if SECRET_PARAM.search(k) and len(v.strip()) >= MIN_SECRET}
         found |= {s for s in extra if len(s) >= MIN_SECRET}
-        self._secrets = sorted(found, key=len, reverse=True)
+        # Whatever the case: a secret in a job folder's name reaches the spans lowercased (a job's name, its slug).
+        # Longest first, so a secret holding another is hidden whole.
+        secrets = sorted(found, key=len, reverse=True)
+        self._secrets = re.compile("|".join(map(re.escape, secrets)), re.IGNORECASE) if secrets else None
 
     def text(self, value: str, limit: int = MAX_CHARS) -> str:
-        for secret in self._secrets:
-            if secret in value:
-                value = value.replace(secret, HIDDEN)
+        if self._secrets is not None:
+            value = self._secrets.sub(HIDDEN, value)
         value = KEYLIKE.sub(HIDDEN, value)
         return value if len(value) <= limit else value[:limit] + f"[... {len(value) - limit} more chars]"

@@ -129,8 +129,12 @@ def confirm_page(row: FleetRow, action: str, csrf: str, once: str) -> str:
 def sent_line(row: FleetRow, action: str) -> str:
     """What an action sent does, said when it is sent (the fleet shows it done)."""
     rid = shown(row.id, 64)
-    return {"approve": f"Run {rid}: restart approved; a fresh session starts with the carryover.",
-            "deny": f"Run {rid}: restart denied; the run ends (it can be resumed).",
+    # Sent, not yet applied: another answer (a shell's, another phone's) may reach the run first, and the first
+    # one decides (the run's page then says which).
+    return {"approve": f"Run {rid}: approve sent; a fresh session starts with the carryover, unless another answer "
+                       "reached the run first (its page says which).",
+            "deny": f"Run {rid}: deny sent; the run ends (it can be resumed), unless another answer reached it "
+                    "first (its page says which).",
             "stop": f"Run {rid}: stop sent; it stops after its current turn (at once if it waits or is paused).",
             "pause": f"Run {rid}: pause sent; it pauses {PAUSE_WHEN}.",
             "resume": f"Run {rid}: resume sent.",

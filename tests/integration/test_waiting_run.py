@@ -318,6 +318,38 @@ def test_resume_while_a_restart_waits_says_to_approve_or_deny(make_job, clock: F
     assert rej.detail == f"not paused: it waits for restart approval: agent-console approve {rid} or deny {rid}"
 
 
+@pytest.mark.parametrize("answers", [["approve_restart", "deny_restart"], ["deny_restart", "approve_restart"]])
+def test_two_answers_to_one_restart_the_first_decides_and_the_second_is_told(make_job, clock: FakeClock,
+                                                                               answers: list[str]) -> None:
+    # A phone's approve and a shell's deny at once (one look at the inbox takes both): the first is applied, the
+    # second rejected with why; neither sender is told theirs was applied when it was not.
+    paths = make_job("requirements-extraction")
+    sup = Supervisor(paths, run_settings(context_window=10_000, auto_restart=False, max_turns=60),
+                     ScriptedProvider(clock=clock), clock=clock)
+    asked: list[int] = []
+
+    def answer(e: ev.NeedsOperator) -> None:
+        if e.reason == "restart_approval" and not asked:
+            asked.append(1)
+            for a in answers:
+                sup.command(a)
+        elif e.reason == "restart_approval" or asked:
+            sup.command("stop")
+
+    on(sup, ev.NeedsOperator, answer)
+    result = run(sup)
+    cmds = [(e.command, e.status) for e in events(paths) if isinstance(e, ev.OperatorCommand)
+            and e.command in ("approve_restart", "deny_restart") and e.status != "received"]
+    assert cmds == [(answers[0], "applied"), (answers[1], "rejected")]
+    (second,) = [e for e in events(paths) if isinstance(e, ev.OperatorCommand) and e.status == "rejected"]
+    first = "approved" if answers[0] == "approve_restart" else "denied"
+    assert second.detail == f"the restart was {first} already (the first answer decides): nothing changed"
+    if answers[0] == "deny_restart":
+        assert result.detail == "restart denied by the operator"
+    else:
+        assert any(isinstance(e, ev.SessionStarted) and e.session == 2 for e in events(paths))
+
+
 def test_resume_of_a_run_that_needs_nothing_is_just_not_paused(make_job, clock: FakeClock) -> None:
     paths = make_job("quickstart")
     sup = Supervisor(paths, run_settings(), ScriptedProvider(clock=clock), clock=clock)

@@ -117,6 +117,11 @@ def test_scrubbing_takes_out_the_environments_secrets_and_key_shaped_text() -> N
     text = s.text("a tok-1234567890 b abcdefgh12 c sk-proj-ABCDEF123 d header-secret-1 e /home/op")
     assert text == "a *** b *** c *** d *** e /home/op"
     assert len(s.text("x" * 10_000)) < 4200
+    # In another case (a job folder's name made a slug), and where two secrets overlap, hidden all the same.
+    s = Scrubber({"MY_SERVICE_TOKEN": "tok-Secret-XYZ", "OTHER_SECRET": "Secret-XYZ-more"})
+    assert s.text("invoke_agent job-tok-secret-xyz") == "invoke_agent job-***"
+    assert s.text("a SECRET-XYZ-MORE b") == "a *** b"
+    assert Scrubber({}).text("plain") == "plain"
 
 
 def in_memory_fold() -> tuple[Any, Any, Any]:

@@ -46,7 +46,7 @@ def test_a_phone_logs_in_once_and_sees_the_fleet_live() -> None:
         assert dialogs == []
         # A tap on the run's button acts (the browser's own POST, with its Origin and the session's CSRF token).
         page.click("#run-r2 button[value=approve]")
-        page.wait_for_selector("text=restart approved")
+        page.wait_for_selector("text=approve sent")
         assert [(rid, action) for rid, action, _ in acts.sent] == [("r2", "approve")]
         # Deny is asked first: the question's button does it.
         page.goto(f"{url}/")
@@ -55,7 +55,7 @@ def test_a_phone_logs_in_once_and_sees_the_fleet_live() -> None:
         page.wait_for_selector("text=Deny run r2")
         assert len(acts.sent) == 1
         page.click("button[name=confirm]")
-        page.wait_for_selector("text=restart denied")
+        page.wait_for_selector("text=deny sent")
         assert [action for _, action, _ in acts.sent] == ["approve", "deny"]
         # Another browser (no cookie): 401; the login link used already: 401 too.
         other = chromium.new_context().new_page()

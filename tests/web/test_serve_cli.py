@@ -105,6 +105,8 @@ def test_a_port_taken_is_one_line_and_exit_2() -> None:
                               capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+    # Nothing says it listens, and no login link is given for a page another process serves there.
+    assert "login" not in done.stdout and "listening" not in done.stdout + done.stderr, done.stdout
 
 
 def test_tls_with_a_certificate_and_the_cookie_is_secure(tmp_path: Path) -> None:

@@ -319,7 +319,7 @@ def test_an_action_needs_the_sessions_csrf_token_and_applies_only_where_it_appli
         assert (await client.post("/run/r1/act", data={"action": "rm -rf", "csrf": csrf})).status == 400
         assert acts.sent == []
         resp = await client.post("/run/r2/act", data={"action": "approve", "csrf": csrf})
-        assert resp.status == 200 and "restart approved" in await resp.text()
+        assert resp.status == 200 and "approve sent" in await resp.text()
         assert acts.sent[0][:2] == ("r2", "approve") and acts.sent[0][2].startswith("web 127.0.0.1 session ")
         session_id = next(iter(auth.sessions))
         assert session_id not in acts.sent[0][2]  # the session's credential never names it
