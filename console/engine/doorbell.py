@@ -7,12 +7,13 @@ while its model streams). With it, :func:`~console.engine.control.write_inbox` r
 the loop, waiting on the pipe, wakes at once; it then looks at the inbox about once a second only for a writer that
 cannot ring (an inbox filled by hand) and for what it watches on a clock (a deadline, a silent stream).
 
-A FIFO because any process of the operator's can ring it with an open and a one-byte write, on Linux and macOS,
-and nothing is kept: a ring is a hint to look, never a command (the inbox stays the one way in, read as untrusted
-input). The run holds a reader and a writer of its own: the writer keeps the reader from seeing an end of file (a
-FIFO with no writer reads as readable for ever) and is how this process rings itself (the worker of a model call
-at its end, a signal's stop, the console's commands). What is rung: :data:`OPERATOR` by a command's sender (the
-inbox must be read now), :data:`WORK` by the run's own threads (what they hand over is taken).
+A FIFO because any process of the operator's can ring it with an open and a one-byte write, on Linux and macOS, and
+nothing is kept (the pipe is removed when the run ends): a ring is a hint to look, never a command (the inbox stays
+the one way in, read as untrusted input). The run holds a reader and a writer of its own: the writer keeps the
+reader from seeing an end of file (a FIFO with no writer reads as readable for ever) and is how this process rings
+itself (the worker of a model call at its end, a signal's stop, the console's commands). What is rung:
+:data:`OPERATOR` by a command's sender (the inbox must be read now), :data:`WORK` by the run's own threads (what
+they hand over is taken).
 
 Fail open to the polling it replaces: a file system that makes no FIFO, or anything else at the path (a file, a
 link, another user's pipe: never touched), leaves the run without a doorbell, looking every TICK as before. A
@@ -49,6 +50,8 @@ class Doorbell:
 
     def __init__(self, path: Path, reader: int, writer: int) -> None:
         self.path = path
+        st = os.fstat(reader)
+        self._inode = (st.st_dev, st.st_ino)  # what close() removes, only if it is still at the path
         self._reader = reader
         self._writer: int | None = writer
         # A ring and the close never overlap (a ring after it would write to whatever file took the number); a ring
@@ -121,6 +124,12 @@ class Doorbell:
             return
         os.close(writer)
         os.close(self._reader)
+        # Removed as the run ends (a kill's leftover is reused by the next run): a pipe left in .console/ would stop
+        # whatever copies the folder afterwards (shutil.copytree refuses a named pipe).
+        with contextlib.suppress(OSError):
+            st = os.lstat(self.path)
+            if (st.st_dev, st.st_ino) == self._inode:
+                os.unlink(self.path)
 
 
 def ring(path: Path) -> None:

@@ -77,7 +77,7 @@ def test_a_headless_call_waits_on_its_doorbell_and_a_sent_stop_wakes_it(make_job
     assert ended - sent[0] < BOUND  # rung: the next look was 60 s away
     applied = [e for e in ev.read_events(paths.events) if isinstance(e, ev.OperatorCommand) and e.status == "applied"]
     assert [(e.command, e.source) for e in applied] == [("stop", "cli")]
-    assert stat.S_ISFIFO(os.lstat(paths.state / doorbell.NAME).st_mode)  # left for the next run (reused)
+    assert not os.path.lexists(paths.state / doorbell.NAME)  # removed as the run ended (a copy of it stays simple)
 
 
 def test_without_a_doorbell_the_run_looks_every_tick_as_before(make_job, slow_looks, monkeypatch) -> None:
@@ -142,10 +142,17 @@ def test_a_sender_never_waits_for_a_pipe_nobody_reads(tmp_path: Path) -> None:
     sender.join(BOUND)
     assert not sender.is_alive()
     assert len(os.listdir(paths.inbox)) == 1  # the command is written all the same
-    # The next run reuses the leftover pipe.
+    # The next run reuses the leftover pipe, and removes it when it ends; not what another put there meanwhile.
     door = doorbell.Doorbell.open(paths.state / doorbell.NAME)
     assert door is not None
     door.close()
+    assert not os.path.lexists(paths.state / doorbell.NAME)
+    door = doorbell.Doorbell.open(paths.state / doorbell.NAME)
+    assert door is not None
+    os.unlink(paths.state / doorbell.NAME)
+    (paths.state / doorbell.NAME).write_text("another's")
+    door.close()
+    assert (paths.state / doorbell.NAME).read_text() == "another's"
 
 
 @pytest.mark.parametrize("kind", ["file", "link to a file", "link to a pipe", "folder", "another user's pipe"])

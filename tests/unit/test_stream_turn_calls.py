@@ -30,7 +30,7 @@ class Once:
 def deps(provider: Once) -> SessionDeps:
     events = SimpleNamespace(streams_text=False, holds_lines=False, emit=lambda *a, **k: None)
     runtime: Any = SimpleNamespace(events=events, guards=SimpleNamespace(seconds_to_cut=lambda: None))
-    operator: Any = SimpleNamespace(apply_while_asking=lambda rt: None)
+    operator: Any = SimpleNamespace(apply_while_asking=lambda rt: None, channel=SimpleNamespace(doorbell=None))
     return SessionDeps(runtime, provider, None, run_settings(), operator)  # type: ignore[arg-type]
 
 
