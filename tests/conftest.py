@@ -48,6 +48,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # Once per process, before collection, any fixture (a module-scoped one runs before the per-test one below) and
     # the xdist workers (they inherit it): the whole session is pointed away from the operator's home.
     sweeps.configure(config, os.environ)  # before the walls remove its variables
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        # Started in the background of a non-interactive shell (`pytest &`, a CI runner's), which ignores SIGINT:
+        # the commands the tests start would inherit that and never take the Ctrl+C some tests send them. A
+        # terminal's Ctrl+C again, for this process and (by exec) its children.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     inside = os.environ.get(hermetic.MARK)
     if inside and Path(inside).is_dir():  # a worker of this session (or a pytest that a test started)
         top = Path(inside)
