@@ -260,6 +260,15 @@ class ControlChannel:
                 and not self.invalid and not self.stale
                 and not (self.doorbell is not None and self.doorbell.operator_rang))
 
+    def take_submitted(self) -> list[Command]:
+        """The in-process commands not yet taken (the inbox's are left for the run's next process)."""
+        out: list[Command] = []
+        while True:
+            try:
+                out.append(self._queue.get_nowait())
+            except queue.Empty:
+                return out
+
     def poll(self, force: bool = True) -> list[Command]:
         """Commands submitted in-process (always) and from the inbox (rate-limited unless ``force``)."""
         out: list[Command] = []

@@ -103,6 +103,18 @@ class OperatorState:
             raise Paused
         return cmds
 
+    def answer_the_rest(self, events: ev.EventStream) -> None:
+        """As the run ends: each command submitted in-process that no step took (sent as the run decided to end: a
+        second stop right behind the first, which the doorbell's wake no longer lets a look take together) is
+        answered, so its sender is not left waiting for an answer that never comes."""
+        for cmd in self.channel.take_submitted():
+            events.emit(ev.OperatorCommand, command=cmd.command, args=cmd.body.logged(), source=cmd.source,
+                        status="received", command_id=cmd.id)
+            detail = ("the run has stopped already" if isinstance(cmd.body, Stop)
+                      else "the run ended before it could apply it: nothing done")
+            events.emit(ev.OperatorCommand, command=cmd.command, args=cmd.body.logged(), source=cmd.source,
+                        status="rejected", detail=detail, command_id=cmd.id)
+
     def apply_while_asking(self, rt: Runtime) -> None:
         """:meth:`apply` while the model is asked (stop and pause act at once), on each streamed item: with nothing
         new to hand over and nothing in force, nothing to do."""

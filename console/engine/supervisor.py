@@ -470,6 +470,10 @@ class Supervisor:
             # lines, and the run's lock must still be let go (its next process, or this one's next run, takes it).
             # A failure here is raised only when nothing else is (the run's own error says more).
             closing: BaseException | None = None
+            if self.runtime is not None:  # a run that began: its last commands are answered in its log
+                with contextlib.suppress(Exception):
+                    self.operator.answer_the_rest(self.events)
+                    self.events.observe()
             for close in (self.journal.close, self.events.close, link.close if link is not None else None,
                           self.sandbox.close, self.operator.channel.close, self.lock.release):
                 if close is None:

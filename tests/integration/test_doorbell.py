@@ -191,3 +191,30 @@ def test_a_ring_after_the_close_writes_to_no_file_that_took_its_number(tmp_path:
         f.flush()
     assert (tmp_path / "other").read_bytes() == b""
     door.wait(0.01)  # a wait after the close sleeps; it touches no descriptor
+
+
+def test_a_stop_sent_as_the_run_stops_is_answered_all_the_same(make_job) -> None:
+    # The first stop wakes the loop at once (its doorbell) and ends the call; a second, sent right behind it, came
+    # after the look that took the first: the run answers it as it ends, not never.
+    paths = make_job("quickstart")
+    provider = Silent()
+    sup = Supervisor(paths, run_settings(), provider)
+    sent: list[str] = []
+
+    def on(e: ev.EventBase) -> None:
+        if isinstance(e, ev.TurnStarted) and not sent:
+            sent.append("first")
+            threading.Timer(0.3, sup.stop).start()
+        elif isinstance(e, ev.OperatorCommand) and e.status == "applied" and len(sent) == 1:
+            sent.append("second")
+            sup.stop()  # queued after the look that applied the first
+
+    sup.subscribe(on, text=False)
+    result = sup.run()
+    provider.release.set()
+    assert result.reason is ShutdownReason.USER_SHUTDOWN
+    answers: dict[str, list[str]] = {}
+    for e in ev.read_events(paths.events):
+        if isinstance(e, ev.OperatorCommand) and e.command == "stop":
+            answers.setdefault(e.command_id, []).append(e.status)
+    assert sorted(answers.values()) == [["received", "applied"], ["received", "rejected"]]
