@@ -58,23 +58,24 @@ def _stop_from_outside(paths: JobPaths, provider: Silent, sent: list[float]) -> 
     write_inbox(paths, "stop")  # as `agent-console stop` does, from another process
 
 
-def _headless_run(paths: JobPaths, provider: Silent) -> tuple[Supervisor, list[float]]:
+def _stopped_from_outside(paths: JobPaths) -> None:
+    """A headless run of a silent model, stopped from another process once it asks: it ends by that stop, within
+    BOUND of it."""
+    provider = Silent()
     sup = Supervisor(paths, run_settings(), provider)
     sup.subscribe(lambda e: None, text=False)  # a view that takes no streamed text: the call is not shown
     sent: list[float] = []
     threading.Thread(target=_stop_from_outside, args=(paths, provider, sent), daemon=True).start()
-    return sup, sent
-
-
-def test_a_headless_call_waits_on_its_doorbell_and_a_sent_stop_wakes_it(make_job, slow_looks) -> None:
-    paths = make_job("quickstart")
-    provider = Silent()
-    sup, sent = _headless_run(paths, provider)
     result = sup.run()
     ended = time.monotonic()
     provider.release.set()
     assert result.reason is ShutdownReason.USER_SHUTDOWN
-    assert ended - sent[0] < BOUND  # rung: the next look was 60 s away
+    assert ended - sent[0] < BOUND
+
+
+def test_a_headless_call_waits_on_its_doorbell_and_a_sent_stop_wakes_it(make_job, slow_looks) -> None:
+    paths = make_job("quickstart")
+    _stopped_from_outside(paths)  # rung: the next look was 60 s away
     applied = [e for e in ev.read_events(paths.events) if isinstance(e, ev.OperatorCommand) and e.status == "applied"]
     assert [(e.command, e.source) for e in applied] == [("stop", "cli")]
     assert not os.path.lexists(paths.state / doorbell.NAME)  # removed as the run ended (a copy of it stays simple)
@@ -84,13 +85,7 @@ def test_without_a_doorbell_the_run_looks_every_tick_as_before(make_job, slow_lo
     # A file system that makes no FIFO: the run falls back to its looks every TICK, whatever LOOK says.
     monkeypatch.setattr(doorbell.Doorbell, "open", classmethod(lambda cls, path: None))
     paths = make_job("quickstart")
-    provider = Silent()
-    sup, sent = _headless_run(paths, provider)
-    result = sup.run()
-    ended = time.monotonic()
-    provider.release.set()
-    assert result.reason is ShutdownReason.USER_SHUTDOWN
-    assert ended - sent[0] < BOUND
+    _stopped_from_outside(paths)
     assert not (paths.state / doorbell.NAME).exists()
 
 
