@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from console.engine import doorbell as bell
 from console.engine.atomic import TMP_SUFFIX, atomic_write_text, private_dir
 from console.engine.commands import AnyCommand, CommandError, CommandModel, CommandName, describe, parse_command
+from console.engine.doorbell import LOOK
 from console.engine.job_files import JobPaths
 from console.engine.run_lock import ACQUIRE_PATIENCE, RunLock
 from console.engine.text import safe_text
@@ -46,9 +47,6 @@ __all__ = ["ACQUIRE_PATIENCE", "Command", "ControlChannel", "InboxFull", "RunLoc
 
 # How often the engine looks at the inbox while a model is streaming.
 POLL_INTERVAL = 0.2
-# How often a run with a doorbell (console.engine.doorbell) looks at its inbox while it waits, by itself: a sender
-# rings it, so this is only for a command written by hand and for what the waits watch on a clock (a deadline).
-LOOK = 1.0
 # While the run's inbox is missing (it is made by the first command), how often the run's folder is looked at: a
 # folder deleted or moved away under a running run leaves it writing into files nobody will read, its agent's tools
 # failing, and no inbox any operator command can reach. The run is stopped then, as by a signal (FOLDER_GONE).

@@ -32,6 +32,10 @@ import time
 from pathlib import Path
 
 NAME = "doorbell"  # in the run's .console/
+# How often (seconds) a run with a doorbell looks at its inbox by itself while it waits (a model call nobody shows,
+# a pause, a restart's approval): its senders ring, so this is only for a command written by hand and for what the
+# waits watch on a clock (a deadline, a silent stream). Without one, every TICK (0.2 s) as before.
+LOOK = 1.0
 OPERATOR = b"o"  # a command was written to the inbox: look at it now
 WORK = b"w"  # the run's own threads handed something over
 # Never blocks, never passed to a child, never through a link, never a terminal made the controlling one.

@@ -36,6 +36,7 @@ from typing import Any, Protocol
 from tenacity import RetryCallState, Retrying, retry_if_exception
 from tenacity.wait import wait_base
 
+from console.engine.doorbell import LOOK  # a headless call's own looks, with a doorbell (see its bell)
 from console.engine.messages import ModelRequest
 from console.engine.model import (
     CallHandle,
@@ -57,9 +58,6 @@ TICK = 0.2  # seconds between looks at the operator's commands while a call is s
 # server ended it (0.05 s cost 20% more CPU a turn at a token a chunk, docs/benchmarks.md). A reply nobody shows as it
 # comes (a headless run) is taken and read every TICK instead (see stream_abandonably's ``shown``).
 PACE = 0.1
-# A headless call's loop, with a doorbell to wake it when a command comes (console.engine.doorbell), looks at the
-# operator's commands and its limits this often (seconds) by itself, not every TICK (see stream_abandonably's bell).
-LOOK = 1.0
 # A streamed item that took this long (seconds) to come was waited for on the socket, not read from what had come.
 READ_WAITED = 0.001
 BACKOFF_START = 2.0  # the first retry waits up to this (jittered), doubling per attempt
