@@ -72,17 +72,17 @@ def refusal(action: str, row: FleetRow) -> Refusal | None:
         return Refusal("Nothing to forget", f"{name}: its folder is still there; only a run whose folder is gone is "
                        "forgotten.")
     if action == "pause" and not row.pausable:
-        why = "no process runs it" if not row.has_runner else f"it is {row.state_text}"
+        why = "no process runs it" if not row.has_runner else f"its state is {row.state_text}"
         return Refusal("Nothing to pause", f"{name}: nothing to pause ({why}).")
     if action == "resume" and row.resume not in ("unpause", "start"):
-        why = "it has completed" if row.state == "completed" else f"it is {row.state}"
+        why = "it has completed" if row.state == "completed" else f"its state is {row.state}"
         if row.needs == "mcp_question" and row.has_runner:
             why = f"an MCP server asks a question: agent-console answer {row.id} --set NAME=VALUE, or --decline"
         return Refusal("Nothing to resume", f"{name}: nothing to resume ({why}).")
     if action == "acknowledge" and not row.ackable:
         why = ("a process runs it: answer it instead" if row.has_runner else
                f"it is {row.host}'s: acknowledge it there (agent-console ack {row.id})" if row.host else
-               "it was acknowledged" if row.acknowledged else f"it is {row.state_text}")
+               "it was acknowledged" if row.acknowledged else f"its state is {row.state_text}")
         return Refusal("Nothing to acknowledge", f"{name}: nothing to acknowledge ({why}).")
     if action in ("approve", "deny") and not row.pending_seq:
         return Refusal(f"Nothing to {action}", f"{name} has no restart waiting for approval ({row.state}).")

@@ -104,11 +104,11 @@ class LinkDoor:
         if now_asked != claim.request:
             if now_asked is not None:  # the same kind of request again, a newer one (a restart into the next session)
                 return self._page("Already answered", f"Run {row.id} ({row.job}) was answered and has asked again "
-                                  f"since this link was sent (it is {row.state_text} now): this link answers the "
+                                  f"since this link was sent (its state now: {row.state_text}): this link answers the "
                                   "earlier request, and nothing was done. The fleet's page or the newer "
                                   "notification answers the new one.", 409)
             return self._page("Already answered", f"Run {row.id} ({row.job}) no longer waits for what this link "
-                              f"answers (it is {row.state_text} now): nothing was done.", 409)
+                              f"answers (its state now: {row.state_text}): nothing was done.", 409)
         return Checked(claim, row)
 
     async def _fresh_check(self, request: web.Request) -> Checked | web.Response:

@@ -193,6 +193,7 @@ def test_a_link_tapped_before_the_fleet_was_read_again_is_checked_on_a_fresh_rea
             page = await client.get(f"/a/{world.link(request='restart:77')}")
             text = await page.text()
             assert page.status == 409 and "Already answered" in text and "no longer waits" in text
+            assert "(its state now: running)" in text  # read as the state, whatever it is ("gave up" too)
             # A link for an earlier restart of a run that now asks for another one: refused, and said so (found
             # trying it by hand: "no longer waits" beside "needs you: approval" read as a contradiction).
             world.rows = [replace(waiting[0], pending_seq=91)]
