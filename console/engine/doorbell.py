@@ -58,6 +58,10 @@ class Doorbell:
         self._inode = (st.st_dev, st.st_ino)  # what close() removes, only if it is still at the path
         self._reader = reader
         self._writer: int | None = writer
+        # poll, not select: a process with many files open (MCP servers, a command's pipes) may have numbers past
+        # select's 1,024.
+        self._poll = select.poll()
+        self._poll.register(reader, select.POLLIN)
         # A ring and the close never overlap (a ring after it would write to whatever file took the number); a ring
         # that finds it taken rings no more: another ring's byte wakes the loop as well, or the run is closing.
         # Never waited for, so a signal's handler cannot deadlock on its own thread's hold.
@@ -104,8 +108,7 @@ class Doorbell:
             time.sleep(max(0.0, timeout))
             return
         with contextlib.suppress(InterruptedError):  # a signal's handler rings when it matters
-            ready, _, _ = select.select([self._reader], [], [], max(0.0, timeout))
-            if ready:
+            if self._poll.poll(max(0, round(timeout * 1000))):
                 self._take()
 
     def _take(self) -> None:

@@ -213,3 +213,30 @@ def test_a_stop_sent_as_the_run_stops_is_answered_all_the_same(make_job) -> None
         if isinstance(e, ev.OperatorCommand) and e.command == "stop":
             answers.setdefault(e.command_id, []).append(e.status)
     assert sorted(answers.values()) == [["received", "applied"], ["received", "rejected"]]
+
+
+def test_a_doorbell_numbered_past_1024_still_wakes(tmp_path: Path) -> None:
+    # A runner with many files open (MCP servers, commands' pipes): select() refuses a number past FD_SETSIZE.
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 1100
+    if hard != resource.RLIM_INFINITY and hard < wanted + 50:
+        pytest.skip(f"this machine allows {hard} open files: no number past 1,024 to test")  # not a failure
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, wanted + 50), hard))
+    filler: list[int] = []
+    try:
+        while not filler or filler[-1] < wanted:
+            filler.append(os.open(os.devnull, os.O_RDONLY))
+        door = doorbell.Doorbell.open(tmp_path / doorbell.NAME)
+        assert door is not None and door._reader > 1024
+        try:
+            doorbell.ring(tmp_path / doorbell.NAME)
+            door.wait(BOUND)
+            assert door.operator_rang
+        finally:
+            door.close()
+    finally:
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
