@@ -115,9 +115,7 @@ class Doorbell:
         while True:
             try:
                 data = os.read(self._reader, 4096)
-            except BlockingIOError:
-                return
-            except OSError:
+            except OSError:  # BlockingIOError among them: every byte rung so far is read
                 return
             if not data:
                 return
