@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
@@ -114,12 +115,21 @@ class CallHandle:
     thread at once: the server stops generating (and billing) for a client that is gone. The closer must reach
     the server while the call's own thread is blocked reading the socket: a close() of the fd from another
     thread does not (the reader's poll() keeps the socket open), a shutdown() does
-    (console/providers/hang_up.py)."""
+    (console/providers/hang_up.py).
+
+    ``gather``: once the reply has begun, how long (seconds) a read of the call's socket that finds nothing there
+    yet waits first, so that the chunks a server sends a token at a time are read together, one wake-up of the
+    reading thread for all of them (console/engine/model_call.py sets it; 0: read at once). An adapter whose
+    transport can tell whether its socket has anything to read waits so (console/providers/hang_up.py) and says it
+    does (``gathers_at_socket``); without one, the engine's worker lets the chunks gather between the items it
+    hands over."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._closers: list[Callable[[], object]] = []
         self.cancelled = False
+        self.gather = 0.0
+        self.gathers_at_socket = False
 
     def on_cancel(self, close: Callable[[], object]) -> None:
         with self._lock:
@@ -134,6 +144,12 @@ class CallHandle:
             closers, self._closers = self._closers, []
         for close in closers:
             _quietly(close)
+
+    def wait_gathering(self) -> None:
+        """Wait :attr:`gather` seconds for more of the reply to come. A sleep, not an event a cancel would end
+        (~30 us more CPU a wait on the shared 2-core machine): a call cancelled meanwhile is hung up at once all the
+        same, and its thread reads the cut at most a gather later."""
+        time.sleep(self.gather)
 
 
 def _quietly(close: Callable[[], object]) -> None:

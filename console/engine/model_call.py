@@ -234,6 +234,14 @@ def stream_abandonably(provider: Provider, request: ModelRequest, limits: CallLi
                 if handle.cancelled:
                     break
                 put(item)
+                if first:
+                    # The reply has begun: from now on a read of its socket that finds nothing waits a gather first
+                    # (the adapter's transport, where it can tell: console/providers/hang_up.py), so the chunks that
+                    # came meanwhile are read in one pass, and this thread wakes once for them, not twice.
+                    handle.gather = gather
+                if handle.gathers_at_socket:
+                    first = False
+                    continue
                 if (came := time.monotonic()) - asked >= READ_WAITED and not first:
                     # The socket had nothing when asked (the item was waited for): the server sends a token a
                     # chunk, so let its next chunks gather before reading again, and read them at once (one

@@ -31,6 +31,14 @@ call's hang-up shuts that socket down, or the next one it writes to if it has no
 the response's own closer (:func:`hang_up`) takes over and this one is disarmed: a connection the pool keeps
 afterwards is never shut down for a call that is over.
 
+The same streams read a streamed reply in gathers (the call's ``CallHandle.gather``, set by the engine once the
+reply has begun): once a read of the reply had to wait for the server (its chunks come over time, a token a
+chunk), a read that finds the socket empty (``poll``, and the TLS layer's buffer) sleeps a gather first and then
+takes everything that came. The call's thread wakes once for a gather's chunks, where a read that waited on the
+socket for the next chunk woke it once more each gather (issue 37: a thread's wake-up, and the caches it finds
+cold, is most of what a streamed reply costs the harness on a 2-core VM; 15.3 against 17.5 ms of CPU a 3-second
+reply of 57 chunks: docs/benchmarks.md, fleet_scale.py). A reply sent whole comes at once and is read so.
+
 HTTP/2 is left alone here too (a stream negotiated ``h2`` is never shut down): the SDKs' clients speak HTTP/1.1
 (httpx's ``http2=False`` by default, and the ``h2`` package is not installed).
 """
@@ -38,9 +46,11 @@ HTTP/2 is left alone here too (a stream negotiated ``h2`` is never shut down): t
 from __future__ import annotations
 
 import contextlib
+import select
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
@@ -50,6 +60,7 @@ except ImportError:  # pragma: no cover - older SDKs
     from httpcore import NetworkBackend, NetworkStream  # type: ignore[no-redef, import-not-found, unused-ignore]
 
 from console.engine.model import current_call
+from console.engine.model_call import READ_WAITED
 
 
 class Streamed(Protocol):
@@ -164,7 +175,51 @@ class _Tracked(NetworkStream):
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         self._used()
-        return self._inner.read(max_bytes, timeout)
+        handle = current_call()
+        if handle is None or not handle.gather:  # not a model call's, or its reply has not begun
+            if handle is not None:
+                handle.gathers_at_socket = self._poll is not None or self._pollable()
+            return self._inner.read(max_bytes, timeout)
+        if self._waited is handle and not self._ready():
+            # The reply streams a chunk at a time and nothing has come since the last read: let the chunks gather,
+            # then read them all at once (see CallHandle.gather), instead of waking for each as it comes.
+            handle.wait_gathering()
+            return self._inner.read(max_bytes, timeout)
+        asked = time.monotonic()
+        data = self._inner.read(max_bytes, timeout)
+        if time.monotonic() - asked >= READ_WAITED:
+            # This read had to wait for the server: its reply comes in pieces over time, not sent whole (a reply
+            # sent whole comes at once, its segments microseconds apart, and is read without a gather).
+            self._waited = handle
+        return data
+
+    _poll: select.poll | None = None
+    _waited: object = None  # the call whose read of this socket had to wait (its reply streams)
+
+    def _pollable(self) -> bool:
+        """Whether this stream's socket can be asked if it has anything to read (made ready to ask, once)."""
+        sock = self._inner.get_extra_info("socket")
+        if not isinstance(sock, socket.socket):
+            return False
+        try:
+            poll = select.poll()
+            poll.register(sock, select.POLLIN)
+        except (OSError, ValueError):  # closed meanwhile
+            return False
+        self._poll = poll
+        return True
+
+    def _ready(self) -> bool:
+        """Whether a read would find something at once: in the TLS layer's buffer, or on the socket."""
+        if self._poll is None:
+            return True  # cannot tell: read (and wait) as before
+        tls = self._inner.get_extra_info("ssl_object")
+        if tls is not None and tls.pending():
+            return True
+        try:
+            return bool(self._poll.poll(0))
+        except (OSError, ValueError):
+            return True
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self._used()

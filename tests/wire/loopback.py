@@ -275,6 +275,23 @@ class EndEarly:
 
 
 @dataclass(frozen=True)
+class Paced:
+    """A server generating as a model does: ``reply``'s events ``gap`` seconds apart, each in a chunk of its own
+    (a token a chunk, a chunk every few milliseconds), the first at once with the headers."""
+
+    reply: Reply
+    gap: float = 0.005
+
+
+@dataclass(frozen=True)
+class Whole:
+    """A server that had the whole reply before it answered (a local server, a short answer): ``reply``'s events
+    sent in one write, so they come together, not one by one as the scheduler lets the server's thread write them."""
+
+    reply: Reply
+
+
+@dataclass(frozen=True)
 class KeepAlive:
     """A server that keeps the stream open without progress: after ``after`` events of ``reply``, an SSE comment
     ``: keep-alive`` every ``every`` seconds for ``total`` seconds. The bytes keep a client's read timeout from
@@ -322,8 +339,8 @@ class NotUtf8:
     encoding: str = "latin-1"
 
 
-Canned = (Reply | HttpError | Raw | Stall | StallAfter | Cut | EndEarly | KeepAlive | AnthropicStreamError
-          | OpenAIStreamError | NotUtf8)
+Canned = (Reply | HttpError | Raw | Stall | StallAfter | Cut | EndEarly | KeepAlive | Paced | Whole
+          | AnthropicStreamError | OpenAIStreamError | NotUtf8)
 
 
 @dataclass(frozen=True)
@@ -661,13 +678,16 @@ def _make_handler(owner: Loopback) -> type[BaseHTTPRequestHandler]:
             events = (openai_events(reply, body, owner.openai_dialect) if openai else anthropic_events(reply, body))
             encoding = canned.encoding if isinstance(canned, NotUtf8) else "utf-8"
             data = [e.encode(encoding) for e in events]
-            after = getattr(canned, "after", len(data))
+            after = getattr(canned, "after", 1 if isinstance(canned, Paced) else len(data))
 
             self.send_response(200)
             self.send_header("content-type", "text/event-stream; charset=utf-8")
             self.send_header("transfer-encoding", "chunked")
             self.send_header("cache-control", "no-cache")
             self.end_headers()
+            if isinstance(canned, Whole):
+                self._write(b"".join(f"{len(e):x}\r\n".encode() + e + b"\r\n" for e in data) + b"0\r\n\r\n")
+                return
             # Chunked encoding, one SSE event per chunk, so the client parses a real stream.
             if not self._chunks(data[:after]):
                 return
@@ -676,6 +696,13 @@ def _make_handler(owner: Loopback) -> type[BaseHTTPRequestHandler]:
                 self._hang_up(reset=canned.reset)
                 return
             if isinstance(canned, EndEarly):
+                rest = []
+            elif isinstance(canned, Paced):
+                for event in rest:
+                    if owner._wait(canned.gap):
+                        return self._hang_up(reset=False)
+                    if not self._chunks([event]):
+                        return
                 rest = []
             elif isinstance(canned, StallAfter):
                 if owner._wait(canned.seconds):
