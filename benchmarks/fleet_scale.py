@@ -272,6 +272,27 @@ def cpu_seconds(pid: int, tid: int | None = None) -> float | None:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
+def wakes(pid: int, tid: int | None = None) -> int:
+    """The times the process ``pid``'s threads (or its thread ``tid`` alone) gave up the CPU to wait
+    (voluntary_ctxt_switches: a wake-up each): a count a loaded machine does not inflate, where a wake-up's CPU
+    (the switch, and the caches it finds cold) is what a thread that waits often pays most (issue 37)."""
+    total = 0
+    tids = [tid] if tid is not None else []
+    if tid is None:
+        try:
+            tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+        except OSError:
+            return 0
+    for t in tids:
+        try:
+            for line in Path(f"/proc/{pid}/task/{t}/status").read_text().splitlines():
+                if line.startswith("voluntary_ctxt_switches:"):
+                    total += int(line.split()[1])
+        except (OSError, ValueError):
+            pass
+    return total
+
+
 def memory_kb(pid: int) -> tuple[int, int]:
     """(Pss, Rss) of ``pid`` in kB, from /proc/PID/smaps_rollup ((0, 0): gone)."""
     pss = rss = 0
@@ -520,13 +541,16 @@ def fleet_polls(home: Home, url: str, window: list[float],
 def snapshot_cpu(runs: list[Run]) -> dict[str, float]:
     out = {"runner": 0.0, "watcher": 0.0}
     main = 0.0  # the runners' main threads (the run's loop), the rest of "runner" their other threads
+    woke = woke_main = 0  # the runners' threads' wake-ups (a thread that ended within the window is not counted)
     for r in runs:
         for role, pid in (("runner", r.runner), ("watcher", r.watcher)):
             if pid is not None:
                 out[role] += cpu_seconds(pid) or 0.0
         if r.runner is not None:
             main += cpu_seconds(r.runner, r.runner) or 0.0
-    return out | {"runner_main": main}
+            woke += wakes(r.runner)
+            woke_main += wakes(r.runner, r.runner)
+    return out | {"runner_main": main, "wakes": woke, "wakes_main": woke_main}
 
 
 def stop_runs(runs: list[Run]) -> list[int]:
@@ -630,6 +654,8 @@ def bench_size(n: int, args: argparse.Namespace, url: str) -> dict[str, Any]:
             "cpu_ms_per_turn": round((cpu1["runner"] - cpu0["runner"]) / turns * 1e3, 1) if turns else 0.0,
             "cpu_ms_per_turn_main": round((cpu1["runner_main"] - cpu0["runner_main"]) / turns * 1e3, 1) if turns
             else 0.0,
+            "wakes_per_turn": round((cpu1["wakes"] - cpu0["wakes"]) / turns, 1) if turns else 0.0,
+            "wakes_per_turn_main": round((cpu1["wakes_main"] - cpu0["wakes_main"]) / turns, 1) if turns else 0.0,
             "pss_mb_per_run_p50": round(statistics.median(pss), 1) if pss else 0.0,
             "pss_mb_per_run_max": round(max(pss, default=0.0), 1),
             "rss_mb_per_run_p50": round(statistics.median(rss), 1) if rss else 0.0,
@@ -745,6 +771,8 @@ def report(out: dict[str, Any]) -> None:
               f"operator's looks), its other threads {out['cpu_ms_per_turn'] - out['cpu_ms_per_turn_main']:.1f} ms "
               "(the model call's worker, which sends the request and reads the provider's stream; the views' feeds, "
               "the state files' writer, the notifier)")
+        print(f"  a runner's wake-ups a turn (its threads' voluntary context switches: a count load does not move): "
+              f"{out['wakes_per_turn']:.1f}, {out['wakes_per_turn_main']:.1f} of them its main thread's")
     print(f"  events: {out['events']:,} in the window, {out['events_per_s']:.1f}/s across the fleet")
     print(f"  memory per run (runner + watcher): Pss p50 {out['pss_mb_per_run_p50']:.1f} MB, max "
           f"{out['pss_mb_per_run_max']:.1f} MB (goal {GOALS['pss_mb_per_run']:.0f} MB): "

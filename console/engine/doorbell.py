@@ -4,7 +4,7 @@ Without it the loop looks at the inbox every :data:`~console.engine.model_call.T
 within that, and each look wakes its thread: five times a second for every run, whether anyone sends a command or
 not (issue 37: ~0.14 ms of CPU a wake on this machine, most of it the kernel's; a third of a headless runner's CPU
 while its model streams). With it, :func:`~console.engine.control.write_inbox` rings after it writes a command, and
-the loop, waiting on the pipe, wakes at once; it then looks at the inbox about once a second only for a writer that
+the loop, waiting on the pipe, wakes at once; it then looks at the inbox every second or few only for a writer that
 cannot ring (an inbox filled by hand) and for what it watches on a clock (a deadline, a silent stream).
 
 A FIFO because any process of the operator's can ring it with an open and a one-byte write, on Linux and macOS, and
@@ -34,8 +34,12 @@ from pathlib import Path
 NAME = "doorbell"  # in the run's .console/
 # How often (seconds) a run with a doorbell looks at its inbox by itself while it waits (a model call nobody shows,
 # a pause, a restart's approval): its senders ring, so this is only for a command written by hand and for what the
-# waits watch on a clock (a deadline, a silent stream). Without one, every TICK (0.2 s) as before.
+# waits watch on a clock (a deadline, a fleet budget raised). Without one, every TICK (0.2 s) as before.
 LOOK = 1.0
+# The same while a model call nobody shows streams, where only a deadline and a silent stream are watched on a clock
+# (each acted on within a look): each look wakes the loop's thread (~0.5 ms of CPU on the shared 2-core VM, issue 37),
+# and once a second they were three or four wake-ups of a fleet runner's turn of a few seconds.
+CALL_LOOK = 5.0
 OPERATOR = b"o"  # a command was written to the inbox: look at it now
 WORK = b"w"  # the run's own threads handed something over
 # Never blocks, never passed to a child, never through a link, never a terminal made the controlling one.

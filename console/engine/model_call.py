@@ -36,7 +36,7 @@ from typing import Any, Protocol
 from tenacity import RetryCallState, Retrying, retry_if_exception
 from tenacity.wait import wait_base
 
-from console.engine.doorbell import LOOK  # a headless call's own looks, with a doorbell (see its bell)
+from console.engine.doorbell import CALL_LOOK  # a headless call's own looks, with a doorbell (see its bell)
 from console.engine.messages import ModelRequest
 from console.engine.model import (
     CallHandle,
@@ -56,8 +56,14 @@ TICK = 0.2  # seconds between looks at the operator's commands while a call is s
 # a wake-up of the loop's thread, ~0.1 ms of the worker's read, ~500 chunks a reply). The end of a call is handed
 # over at once; text reaches a view in steps of about this much, and a reply ends up to this much later than its
 # server ended it (0.05 s cost 20% more CPU a turn at a token a chunk, docs/benchmarks.md). A reply nobody shows as it
-# comes (a headless run) is taken and read every TICK instead (see stream_abandonably's ``shown``).
+# comes (a headless run) is read every UNSEEN_GATHER instead, and taken at the loop's looks (see stream_abandonably's
+# ``shown``).
 PACE = 0.1
+# A reply nobody shows as it comes is read from its socket this often (seconds) while it streams: a wake-up of the
+# worker's thread, with the caches it finds cold, costs ~0.5 ms of CPU on the shared 2-core VM (more than parsing the
+# chunks it reads), so a 2-second stream read every 0.2 s cost ~5 ms a turn, every run of a fleet (issue 37). The
+# price: such a reply ends up to this much (a quarter second on average) after its server ended it.
+UNSEEN_GATHER = 0.5
 # A streamed item that took this long (seconds) to come was waited for on the socket, not read from what had come.
 READ_WAITED = 0.001
 BACKOFF_START = 2.0  # the first retry waits up to this (jittered), doubling per attempt
@@ -206,11 +212,11 @@ def stream_abandonably(provider: Provider, request: ModelRequest, limits: CallLi
 
     ``shown`` False: nobody shows the reply's text as it comes (a headless run: no view of it takes text_delta
     events), so what came is taken at the loop's ticks (every :data:`TICK`) and at the call's end, not every
-    :data:`PACE`, and read from the socket as seldom: half the wake-ups of both threads while a reply streams, the
-    same looks at the operator.
+    :data:`PACE`, and read from the socket every :data:`UNSEEN_GATHER`: a fraction of the wake-ups of both threads
+    while a reply streams, the same looks at the operator.
 
     ``bell``: what the loop waits on, when the run has a doorbell its operator's commands ring: a call nobody
-    shows then looks by itself every :data:`LOOK`, not every :data:`TICK` (the commands wake it at once).
+    shows then looks by itself every :data:`CALL_LOOK`, not every :data:`TICK` (the commands wake it at once).
 
     The watchdog runs on real time (``now``), not the run's injected clock: it measures a real socket."""
     if getattr(provider, "runs_inline", False):
@@ -220,10 +226,10 @@ def stream_abandonably(provider: Provider, request: ModelRequest, limits: CallLi
             yield item
         return
 
-    # Nobody shown the text, the loop takes what came every TICK: the worker lets the chunks gather as long (half the
-    # wake-ups of its thread and half the passes of the SDK's reader; a reply ends up to TICK after its server ended
-    # it instead of PACE).
-    gather = PACE if shown else TICK
+    # Nobody shown the text: the chunks gather for UNSEEN_GATHER between reads (a fifth of the wake-ups of the worker's
+    # thread and of the passes of the SDK's reader; a reply ends up to UNSEEN_GATHER after its server ended it instead
+    # of PACE), and the loop takes them at its looks.
+    gather = PACE if shown else UNSEEN_GATHER
 
     def produce(put: Callable[[Any], None], handle: CallHandle) -> None:
         stream = provider.stream(request)
@@ -257,7 +263,7 @@ def stream_abandonably(provider: Provider, request: ModelRequest, limits: CallLi
                 close()  # ends the HTTP response (the SDK's context manager exits)
 
     yield from _watched(provider.name, produce, limits, tick, now, PACE if shown else None, bell=bell,
-                        look=LOOK if bell is not None and not shown else TICK)
+                        look=CALL_LOOK if bell is not None and not shown else TICK)
 
 
 def call_abandonably(provider: Provider, fn: Callable[[], None], limits: CallLimits, tick: Callable[[], None],

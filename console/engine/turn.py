@@ -142,7 +142,7 @@ def stream_turn(deps: SessionDeps, turn: int, request: ModelRequest, streamed: l
     # A headless run shows no reply as it comes (no view of it takes the streamed text): what came is taken at the
     # operator's looks, not every PACE (issue 37: the loop's thread wakes half as often while a reply streams).
     # The run's doorbell, when it has one: the loop wakes when a command comes, and a headless call looks by itself
-    # once a second only (console.engine.doorbell).
+    # every CALL_LOOK (5 s) only (console.engine.doorbell).
     for item in stream_abandonably(deps.provider, request, call_limits(deps.settings), tick,
                                    shown=rt.events.streams_text, bell=deps.operator.channel.doorbell):
         if isinstance(item, TextDelta):

@@ -59,6 +59,8 @@ def test_the_benchmark_does_what_it_measures(tmp_path: Path, monkeypatch: pytest
     assert fig["turns"] > 0 and fig["cpu_ms_per_turn"] > 0  # the working run's turns in the window, their CPU
     # Its main thread's part of it (read a moment after the process's: a clock tick more at most).
     assert 0 <= fig["cpu_ms_per_turn_main"] <= fig["cpu_ms_per_turn"] + 10 / fig["turns"]
+    # A turn waits on the model at least once (the main thread on its call's end, the worker on the reply).
+    assert 1 <= fig["wakes_per_turn_main"] < fig["wakes_per_turn"]
     assert fig["pss_mb_runner_p50"] > 0 and fig["pss_mb_watcher_p50"] > 0 and fig["rss_mb_per_run_p50"] > 0
     # The budget run asked once, and the fleet, the channel and the store each saw it.
     assert fig["needs_by_reason"] == {"budget": 1}

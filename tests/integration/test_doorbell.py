@@ -1,9 +1,10 @@
 """The run's doorbell (console.engine.doorbell): a command's sender wakes the run's loop, so a headless run looks at
-its inbox by itself only once a second (LOOK) and still acts on a command at once; and the pipe is input like the
+its inbox by itself only every few seconds (LOOK, CALL_LOOK) and still acts on a command at once; and the pipe is
+input like the
 inbox: whatever else lies at its path is left alone, and a sender never waits or fails for it.
 
-The looks are made 60 s apart here (LOOK patched): a command acted on within the test's bound was rung, not found
-by a look. The bound is room for a loaded machine, not a figure of speed."""
+The looks are made 60 s apart here (LOOK and CALL_LOOK patched): a command acted on within the test's bound was
+rung, not found by a look. The bound is room for a loaded machine, not a figure of speed."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ BOUND = 20.0  # seconds: far below the 60 s looks, far above any wake on a busy 
 
 @pytest.fixture
 def slow_looks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(model_call, "LOOK", 60.0)
+    monkeypatch.setattr(model_call, "CALL_LOOK", 60.0)
     monkeypatch.setattr(control, "LOOK", 60.0)
 
 

@@ -335,10 +335,10 @@ def test_a_stream_nobody_shows_is_taken_at_the_ticks_not_every_pace(monkeypatch:
 
 
 def test_a_stream_nobody_shows_is_read_in_batches_a_tick_apart(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Its chunks gather for a TICK (here 2 s) once a read had to wait, not for PACE: a reply of 200 chunks sent over
-    # ~0.2 s is read in one wait for its first chunk, one for the next (no gather follows the first: a reply sent
+    # Its chunks gather for UNSEEN_GATHER (here 2 s) once a read had to wait, not for PACE: a reply of 200 chunks sent
+    # over ~0.2 s is read in one wait for its first chunk, one for the next (no gather follows the first: a reply sent
     # whole is read at once) and at most one more, then handed over whole at its end.
-    monkeypatch.setattr(model_call, "TICK", 2.0)
+    monkeypatch.setattr(model_call, "UNSEEN_GATHER", 2.0)
     provider = Streaming(200, gap=0.001)
     items = list(stream_abandonably(provider, None, CallLimits(), lambda: None, shown=False))
     assert text_of(items) == "".join(f"{i} " for i in range(200)) and items[-1] == Stop("end_turn")
@@ -347,9 +347,10 @@ def test_a_stream_nobody_shows_is_read_in_batches_a_tick_apart(monkeypatch: pyte
 
 def test_a_reply_sent_whole_is_read_to_its_end_without_a_gather(monkeypatch: pytest.MonkeyPatch) -> None:
     # Its first piece waited for the server to start; the rest had come by then (a local server, a short answer):
-    # no gather is slept after that first wait, so the call ends as soon as it is read (PACE, TICK made 30 s here:
-    # a gather would hold the call that long).
+    # no gather is slept after that first wait, so the call ends as soon as it is read (PACE, UNSEEN_GATHER made 30 s
+    # here: a gather would hold the call that long).
     monkeypatch.setattr(model_call, "PACE", 30.0)
+    monkeypatch.setattr(model_call, "UNSEEN_GATHER", 30.0)
     monkeypatch.setattr(model_call, "TICK", 30.0)
     slept: list[float] = []
     real_sleep = time.sleep

@@ -77,8 +77,8 @@ def text_of(items: list[Any]) -> str:
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_reply_streamed_a_token_a_chunk_is_read_in_gathers(provider: str, shown: bool,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    # 150 chunks 4 ms apart (~0.6 s); a gather of 0.1 s (shown: PACE; nobody shown: TICK, made 0.1 s here).
-    monkeypatch.setattr(model_call, "TICK", 0.1)
+    # 150 chunks 4 ms apart (~0.6 s); a gather of 0.1 s (shown: PACE; nobody shown: UNSEEN_GATHER, made 0.1 s here).
+    monkeypatch.setattr(model_call, "UNSEEN_GATHER", 0.1)
     reads = Reads(monkeypatch)
     with Loopback() as server, time_limit(60):
         server.push(Paced(Reply(text=tokens(TEXT)), gap=0.004))
@@ -98,7 +98,7 @@ def test_a_reply_streamed_a_token_a_chunk_is_read_in_gathers(provider: str, show
 def test_a_reply_sent_whole_is_never_held_a_gather(provider: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # Its chunks come together (a local server, a short answer: one write of the server's): no read of it waits for
     # the server past its start, so none is made to wait a gather (30 s here: a gather would hold the call that long).
-    monkeypatch.setattr(model_call, "TICK", 30.0)
+    monkeypatch.setattr(model_call, "UNSEEN_GATHER", 30.0)
     monkeypatch.setattr(model_call, "PACE", 30.0)
     reads = Reads(monkeypatch)
     with Loopback() as server, time_limit(60):
@@ -120,7 +120,7 @@ def test_a_call_abandoned_during_a_gather_is_hung_up_and_its_thread_ends(provide
     # A reply of 150 chunks 50 ms apart (7.5 s), gathers of 0.2 s: the operator's stop comes while the call's thread
     # waits a gather. The server sees the client gone at once (it stops streaming: the hang-up), and the thread
     # ends within a gather, its stream closed (no chunk read after it).
-    monkeypatch.setattr(model_call, "TICK", 0.2)
+    monkeypatch.setattr(model_call, "UNSEEN_GATHER", 0.2)
     reads = Reads(monkeypatch)
     gathering = threading.Event()
     wait = CallHandle.wait_gathering
